@@ -1,0 +1,43 @@
+"""ModTrans: read, write, validate and translate ASTRA-sim layer-wise workload files.
+
+    >>> import modtrans
+    >>> result = modtrans.parse(open("Resnet50_DataParallel.txt", newline="").read())
+    >>> text = modtrans.write(result.workload, dialect="chakra")
+    >>> problems = modtrans.validate(text, dialect="chakra")
+"""
+
+from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, Span
+from modtrans.workload.model import (
+    CommType,
+    Dialect,
+    Header,
+    Layer,
+    Phase,
+    Policy,
+    Workload,
+)
+from modtrans.workload.parse import ParseResult, parse, parse_workload
+from modtrans.workload.validate import validate
+from modtrans.workload.write import write
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CommType",
+    "Diagnostic",
+    "DiagnosticError",
+    "Dialect",
+    "Header",
+    "Layer",
+    "ParseResult",
+    "Phase",
+    "Policy",
+    "Severity",
+    "Span",
+    "Workload",
+    "__version__",
+    "parse",
+    "parse_workload",
+    "validate",
+    "write",
+]

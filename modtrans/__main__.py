@@ -1,0 +1,5 @@
+"""`python -m modtrans` runs the command line."""
+
+from modtrans.cli import main
+
+main()

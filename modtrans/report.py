@@ -1,0 +1,183 @@
+"""Diagnostic sinks: text (file:line:col + source line + caret), json, github, sarif.
+
+The library never prints; the CLI hands every diagnostic to one of these. rich is used here only.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from typing import IO, Any
+
+from rich.console import Console
+from rich.text import Text
+
+from modtrans.diagnostics import CATALOG, Diagnostic, Severity
+
+Sources = Mapping[str, Callable[[int], str | None]]  # path -> line number -> line text
+
+
+class Format(enum.StrEnum):
+    AUTO = "auto"
+    TEXT = "text"
+    JSON = "json"
+    GITHUB = "github"
+    SARIF = "sarif"
+
+
+_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan",
+          Severity.HINT: "dim"}
+
+
+def resolve(fmt: Format) -> Format:
+    if fmt is Format.AUTO:
+        return Format.GITHUB if os.environ.get("GITHUB_ACTIONS") == "true" else Format.TEXT
+    return fmt
+
+
+def exit_code(diagnostics: Sequence[Diagnostic], *, strict: bool = False) -> int:
+    """0 clean, 1 findings (errors; warnings too with strict), 2 a file could not be read."""
+    if any(d.code.startswith("F") for d in diagnostics):
+        return 2
+    failing = Severity.WARNING if strict else Severity.ERROR
+    return 1 if any(d.severity <= failing for d in diagnostics) else 0
+
+
+def emit(diagnostics: Sequence[Diagnostic], fmt: Format, *, stream: IO[str],
+         sources: Sources | None = None, color: bool | None = None, checked: int = 0) -> None:
+    fmt = resolve(fmt)
+    if fmt is Format.JSON:
+        stream.write(json.dumps([_plain(d) for d in diagnostics], indent=2) + "\n")
+    elif fmt is Format.SARIF:
+        stream.write(json.dumps(sarif(diagnostics), indent=2) + "\n")
+    elif fmt is Format.GITHUB:
+        for d in diagnostics:
+            stream.write(github(d) + "\n")
+    else:
+        text(diagnostics, stream=stream, sources=sources or {}, color=color, checked=checked)
+
+
+def _plain(d: Diagnostic) -> dict[str, Any]:
+    entry = asdict(d)
+    entry["severity"] = d.severity.label
+    return entry
+
+
+def text(diagnostics: Sequence[Diagnostic], *, stream: IO[str], sources: Sources,
+         color: bool | None, checked: int) -> None:
+    console = Console(file=stream, no_color=color is False or None, highlight=False,
+                      soft_wrap=True, force_terminal=color or None,
+                      color_system="standard" if color else "auto")
+    for d in diagnostics:
+        line = Text()
+        where = d.path or "<input>"
+        if d.span is not None:
+            where += f":{d.span.line}:{d.span.column}"
+        line.append(f"{where}: ", style="bold")
+        line.append(f"{d.severity.label} {d.code}", style=_STYLE[d.severity])
+        line.append(f" {d.message}")
+        console.print(line)
+        source = sources.get(d.path or "") if d.span is not None else None
+        if source is not None and d.span is not None:
+            _excerpt(console, d, source(d.span.line))
+        if d.hint:
+            console.print(Text(f"    = hint: {d.hint}", style="dim"))
+    if checked:
+        counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
+        summary = ", ".join(f"{n} {s.label}{'s' * (n != 1)}" for s, n in counts.items()
+                            if n and s <= Severity.INFO)
+        files = f"{checked} file{'s' * (checked != 1)}"
+        console.print(Text(f"{files} checked: {summary or 'no problems'}", style="bold"))
+
+
+def _excerpt(console: Console, d: Diagnostic, line: str | None) -> None:
+    assert d.span is not None
+    if line is None:
+        return
+    shown = line.expandtabs(1).rstrip("\r")
+    if len(shown) > 200:
+        return
+    start = d.span.column - 1
+    width = max(1, (d.span.end_column - d.span.column) if d.span.end_line == d.span.line else 1)
+    gutter = f"{d.span.line:>5} | "
+    console.print(Text(gutter, style="dim") + Text(shown))
+    console.print(Text(" " * (len(gutter) - 2) + "| ", style="dim")
+                  + Text(" " * start + "^" * min(width, max(1, len(shown) - start + 1)),
+                         style=_STYLE[d.severity]))
+
+
+def github(d: Diagnostic) -> str:
+    """A GitHub Actions workflow command (annotation)."""
+    level = {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(d.severity, "notice")
+    props = [f"title={d.code}"]
+    if d.path:
+        props.insert(0, f"file={_escape_property(d.path)}")
+    if d.span is not None:
+        props += [f"line={d.span.line}", f"col={d.span.column}", f"endLine={d.span.end_line}",
+                  f"endColumn={d.span.end_column}"]
+    message = d.message + (f" ({d.hint})" if d.hint else "")
+    return f"::{level} {','.join(props)}::{_escape_data(message)}"
+
+
+def _escape_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(value: str) -> str:
+    return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
+    """A SARIF 2.1.0 log with one run; rules are the catalog entries that occur."""
+    from modtrans import __version__
+
+    used = sorted({d.code for d in diagnostics})
+    index = {code: i for i, code in enumerate(used)}
+    rules = [{
+        "id": code,
+        "name": CATALOG[code].title.title().replace(" ", "").replace("-", ""),
+        "shortDescription": {"text": CATALOG[code].title},
+        "fullDescription": {"text": CATALOG[code].explanation},
+        "defaultConfiguration": {"level": _sarif_level(CATALOG[code].severity)},
+    } for code in used]
+    results = []
+    for d in diagnostics:
+        result: dict[str, Any] = {
+            "ruleId": d.code,
+            "ruleIndex": index[d.code],
+            "level": _sarif_level(d.severity),
+            "message": {"text": d.message + (f" ({d.hint})" if d.hint else "")},
+        }
+        if d.path:
+            location: dict[str, Any] = {"artifactLocation": {"uri": d.path.replace(os.sep, "/")}}
+            if d.span is not None:
+                location["region"] = {"startLine": d.span.line, "startColumn": d.span.column,
+                                      "endLine": d.span.end_line, "endColumn": d.span.end_column}
+            result["locations"] = [{"physicalLocation": location}]
+        results.append(result)
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "modtrans", "version": __version__,
+                                "informationUri": "https://pypi.org/project/modtrans/",
+                                "rules": rules}},
+            "results": results,
+            "columnKind": "unicodeCodePoints",
+        }],
+    }
+
+
+def _sarif_level(severity: Severity) -> str:
+    return {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(severity, "note")
+
+
+def explain(code: str) -> str | None:
+    """The catalog entry for `code` as text, or None if there is no such code."""
+    info = CATALOG.get(code.upper())
+    if info is None:
+        return None
+    return f"{info.code} ({info.severity.label}): {info.title}\n\n{info.explanation}\n"

@@ -1,0 +1,38 @@
+"""Resources: the one place that knows where grammar/ and schemas/ live.
+
+In a checkout (and an editable install) they are the top-level folders beside modtrans/; in a
+wheel the build maps them into modtrans/_data/ (see [tool.hatch.build.targets.wheel.force-include]
+in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+_PACKAGE = Path(__file__).resolve().parent
+_CANDIDATES = (_PACKAGE / "_data", _PACKAGE.parent)
+
+
+@functools.cache
+def resource_dir(name: str) -> Path:
+    """The folder `name` ("grammar" or "schemas"), wherever this installation keeps it."""
+    for base in _CANDIDATES:
+        folder = base / name
+        if folder.is_dir():
+            return folder
+    raise FileNotFoundError(f"modtrans is installed without its {name}/ folder")
+
+
+def grammar_path() -> Path:
+    return resource_dir("grammar") / "workload.lark"
+
+
+@functools.cache
+def schema(name: str) -> dict[str, Any]:
+    """A JSON Schema shipped with modtrans, e.g. schema("workload")."""
+    path = resource_dir("schemas") / f"{name}.schema.json"
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded

@@ -1,0 +1,50 @@
+"""JSON Schema validation -> Diagnostics in domain words. The only module that imports jsonschema.
+
+Schemas are shipped in the package (see resources.py) and resolved through an explicit
+`referencing` registry, so nothing is ever fetched over the network.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jsonschema
+import referencing
+
+from modtrans import resources
+from modtrans.diagnostics import Diagnostic, diagnostic
+
+Describe = Callable[[Sequence[str | int], Any], str]
+
+
+@functools.cache
+def validator(name: str) -> jsonschema.Draft202012Validator:
+    schema = resources.schema(name)
+    registry: referencing.Registry[Any] = referencing.Registry().with_resource(
+        schema["$id"], referencing.Resource.from_contents(schema)
+    )
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def check(instance: Any, name: str, *, path: str | None = None,
+          describe: Describe | None = None) -> list[Diagnostic]:
+    """Every schema violation of `instance` against schemas/<name>.schema.json, as S402."""
+    found = []
+    for error in sorted(validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path)):
+        where = list(error.absolute_path)
+        place = describe(where, instance) if describe else "/".join(map(str, where)) or "document"
+        found.append(diagnostic("S402", f"{place}: {_reworded(error)}", path=path))
+    return found
+
+
+def _reworded(error: jsonschema.ValidationError) -> str:
+    if error.validator == "required":
+        return error.message.replace("is a required property", "is missing")
+    if error.validator == "additionalProperties":
+        return error.message.replace("Additional properties are not allowed", "unknown field(s)")
+    if error.validator == "enum":
+        allowed = ", ".join(map(str, error.validator_value))
+        return f"{error.instance!r} is not one of {allowed}"
+    return error.message

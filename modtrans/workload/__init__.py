@@ -1,0 +1,1 @@
+"""The workload text format: model, reader, writer, checks."""

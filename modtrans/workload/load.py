@@ -1,0 +1,61 @@
+"""Loading a workload from a path: text in any dialect, or workload JSON; never raises."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from modtrans.diagnostics import Diagnostic
+from modtrans.fileio import read_lines
+from modtrans.workload import jsonform
+from modtrans.workload.model import Dialect
+from modtrans.workload.parse import ParseResult, parse_lines
+from modtrans.workload.validate import check_parsed
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A parsed file and its lines (for showing diagnostics in context)."""
+
+    path: str
+    result: ParseResult
+    lines: list[tuple[str, str]]
+    is_json: bool = False
+
+    def line(self, number: int) -> str | None:
+        if 1 <= number <= len(self.lines):
+            return self.lines[number - 1][0]
+        return None
+
+
+def load(path: str | Path) -> Loaded:
+    """Read and parse `path`; unreadable files give an F0xx diagnostic and no workload."""
+    name = str(path)
+    file = read_lines(path)
+    if file.lines is None:
+        return Loaded(name, ParseResult(None, file.diagnostics), [])
+    if _looks_like_json(name, file.lines):
+        workload, problems = jsonform.loads(file.text, path=name)
+        diagnostics = (*file.diagnostics, *problems)
+        return Loaded(name, ParseResult(workload, diagnostics), file.lines, is_json=True)
+    result = parse_lines(file.lines, path=name)
+    if file.diagnostics:
+        result = ParseResult(result.workload, (*file.diagnostics, *result.diagnostics))
+    return Loaded(name, result, file.lines)
+
+
+def validate_file(path: str | Path, *, dialect: Dialect | str | None = None,
+                  ignore: Iterable[str] = ()) -> tuple[Loaded, list[Diagnostic]]:
+    """Load `path` and run every check on it."""
+    loaded = load(path)
+    return loaded, check_parsed(loaded.result, dialect=dialect, path=loaded.path, ignore=ignore)
+
+
+def _looks_like_json(name: str, lines: list[tuple[str, str]]) -> bool:
+    if name.endswith(".json"):
+        return True
+    for content, _ in lines:
+        if content.strip():
+            return content.lstrip().startswith(("{", "["))
+    return False

@@ -1,0 +1,193 @@
+"""The workload model: the simulator's input as frozen dataclasses (no parser, no I/O).
+
+Values compare by meaning: `span` (where a value was read) and `layout` (how the text spelled
+it: separators, line endings, raw tokens) are excluded from equality, so
+`parse(write(w)) == w` holds whatever the spacing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from modtrans.diagnostics import Span
+
+
+class Dialect(enum.StrEnum):
+    """The consumers of the text format, each with its own reading of it."""
+
+    ASTRA_SIM = "astra-sim"  # ASTRA-sim 1.0 (final parser, branch ASTRA-sim-1.0)
+    SIMAI = "simai"  # aliyun/SimAI master and AICB-generated files
+    CHAKRA = "chakra"  # mlcommons/chakra text converter (the path into ASTRA-sim 2.x)
+
+
+class Policy(enum.StrEnum):
+    """Parallelism keyword (header token 0, and the 13th field under HYBRID_CUSTOMIZED)."""
+
+    DATA = "DATA"
+    MODEL = "MODEL"
+    HYBRID_DATA_MODEL = "HYBRID_DATA_MODEL"
+    HYBRID_MODEL_DATA = "HYBRID_MODEL_DATA"
+    HYBRID_CUSTOMIZED = "HYBRID_CUSTOMIZED"
+    HYBRID_TRANSFORMER = "HYBRID_TRANSFORMER"
+    HYBRID_TRANSFORMER_FWD_IN_BCKWD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
+    HYBRID_DLRM = "HYBRID_DLRM"
+    HYBRID_DLRM_ENHANCED = "HYBRID_DLRM_ENHANCED"
+    MICRO = "MICRO"
+    DISTRIBUTED_INFERENCE = "DISTRIBUTED_INFERENCE"
+
+    @property
+    def is_transformer(self) -> bool:
+        return self in (Policy.HYBRID_TRANSFORMER, Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
+
+    @property
+    def is_dlrm(self) -> bool:
+        return self in (Policy.HYBRID_DLRM, Policy.HYBRID_DLRM_ENHANCED)
+
+
+class CommType(enum.StrEnum):
+    """A phase's collective, spelled as in the file. Every spelling found in real files."""
+
+    NONE = "NONE"
+    ALLREDUCE = "ALLREDUCE"
+    ALLGATHER = "ALLGATHER"
+    REDUCESCATTER = "REDUCESCATTER"
+    ALLTOALL = "ALLTOALL"
+    ALLREDUCEALLTOALL = "ALLREDUCEALLTOALL"  # ASTRA-sim 1.0 parses it, then panics when issuing it
+    ALLREDUCE_EP = "ALLREDUCE_EP"  # SimAI: expert-parallel group
+    ALLGATHER_EP = "ALLGATHER_EP"
+    REDUCESCATTER_EP = "REDUCESCATTER_EP"
+    ALLTOALL_EP = "ALLTOALL_EP"
+    ALLREDUCE_DP_EP = "ALLREDUCE_DP_EP"  # SimAI: data-parallel x expert-parallel group
+    ALLGATHER_DP_EP = "ALLGATHER_DP_EP"
+    REDUCESCATTER_DP_EP = "REDUCESCATTER_DP_EP"
+    ALLTOALL_DP_EP = "ALLTOALL_DP_EP"
+    BROADCAST = "BROADCAST"  # AICB writes it for norm layers; every consumer reads "no collective"
+
+    @property
+    def is_portable(self) -> bool:
+        """Understood identically by ASTRA-sim 1.0, SimAI and Chakra."""
+        return self in _PORTABLE
+
+    @property
+    def is_simai_only(self) -> bool:
+        return self.value.endswith("_EP") or self is CommType.BROADCAST
+
+    @property
+    def moves_data(self) -> bool:
+        """Whether the type names a collective (NONE and BROADCAST do not, for every consumer)."""
+        return self not in (CommType.NONE, CommType.BROADCAST)
+
+
+_PORTABLE = frozenset(
+    {CommType.NONE, CommType.ALLREDUCE, CommType.ALLGATHER, CommType.REDUCESCATTER, CommType.ALLTOALL}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One training phase of a layer: compute time (simulator ticks) and its collective (bytes)."""
+
+    compute_time: int
+    comm_type: CommType = CommType.NONE
+    comm_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LineLayout:
+    """How one line was spelled: raw tokens, the blanks around them, its line ending.
+
+    `separators` has one more entry than `tokens` (leading blanks, the runs between tokens, the
+    trailing blanks). `before` holds the raw blank lines that preceded this line.
+    """
+
+    tokens: tuple[str, ...]
+    separators: tuple[str, ...]
+    eol: str
+    before: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """Line 1: the parallelism keyword and its parameters (None where the file gives none).
+
+    `extra` keeps, verbatim and in order, header tokens no consumer reads as parameters
+    (AICB's `mode: 1`, `expert_parallel_npu_group: 8`).
+    """
+
+    policy: Policy
+    model_parallel_group: int | None = None
+    checkpoints: tuple[int, ...] | None = None
+    checkpoint_initiates: tuple[int, ...] | None = None
+    dlrm_last_bottom_layer: int | None = None
+    ep: int | None = None
+    pp: int | None = None
+    vpp: int | None = None
+    ga: int | None = None
+    all_gpus: int | None = None
+    pp_comm: int | None = None
+    extra: tuple[str, ...] = ()
+    span: Span | None = field(default=None, compare=False)
+    layout: HeaderLayout | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def simai_parameters(self) -> dict[str, int]:
+        """The SimAI-only key/value parameters that are set (ep, pp, vpp, ga, all_gpus, pp_comm)."""
+        values = {"ep": self.ep, "pp": self.pp, "vpp": self.vpp, "ga": self.ga}
+        values |= {"all_gpus": self.all_gpus, "pp_comm": self.pp_comm}
+        return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderLayout:
+    """The header's line as read, and the header it meant (to detect later edits)."""
+
+    line: LineLayout
+    meant: Header
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """One layer line: name, the three phases, the update delay and (HYBRID_CUSTOMIZED) its policy."""
+
+    name: str
+    fwd: Phase
+    input_grad: Phase
+    weight_grad: Phase
+    update_time: int = 0
+    reserved: int = -1
+    policy: Policy | None = None
+    span: Span | None = field(default=None, compare=False)
+    layout: LineLayout | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def phases(self) -> tuple[tuple[str, Phase], ...]:
+        return (("fwd", self.fwd), ("input_grad", self.input_grad), ("weight_grad", self.weight_grad))
+
+
+@dataclass(frozen=True, slots=True)
+class FileLayout:
+    """Whole-file spelling: BOM, the count line as written, blank lines after the last layer."""
+
+    count: LineLayout
+    declared_count: int
+    layer_lines: int  # layer lines present in the text, parsed or not
+    bom: bool = False
+    trailing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A workload file: header and layers. The layer count is always len(layers)."""
+
+    header: Header
+    layers: tuple[Layer, ...] = ()
+    dialect: Dialect | None = field(default=None, compare=False)
+    layout: FileLayout | None = field(default=None, compare=False, repr=False)
+
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)

@@ -1,0 +1,147 @@
+"""Writer: Workload -> text, either as it was read (lossless) or canonical for one dialect.
+
+Lossless: a parsed workload is written back byte for byte; an edited one keeps the spacing of
+the lines it did not change. Canonical (workload-format.md section 14, "Writing"): ASCII, LF,
+final newline, fields joined by one tab, no trailing blanks, no blank lines, the exact count,
+header parameters in the dialect's own form. A workload the dialect cannot express raises
+DiagnosticError (code D310) instead of being written wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic
+from modtrans.workload.dialects import CHAKRA_POLICIES, detect
+from modtrans.workload.model import Dialect, Header, Layer, LineLayout, Policy, Workload
+
+
+def write(workload: Workload, dialect: Dialect | str | None = None) -> str:
+    """The text of `workload`: lossless when no dialect is given, else canonical for `dialect`."""
+    return "".join(iter_text(workload, dialect))
+
+
+def iter_text(workload: Workload, dialect: Dialect | str | None = None) -> Iterator[str]:
+    """Generate the text line by line (each piece ends with its line ending)."""
+    if dialect is None and workload.layout is not None:
+        yield from _lossless(workload)
+        return
+    target = Dialect(dialect) if dialect is not None else (workload.dialect or detect(workload))
+    problems = list(unwritable(workload, target))
+    if problems:
+        raise DiagnosticError(problems)
+    yield " ".join(header_tokens(workload.header, target)) + "\n"
+    yield f"{len(workload.layers)}\n"
+    for layer in workload.layers:
+        yield "\t".join(layer_tokens(layer)) + "\n"
+
+
+def layer_tokens(layer: Layer) -> list[str]:
+    """The 12 (13) canonical field spellings of a layer line."""
+    tokens = [layer.name, str(layer.reserved)]
+    for _, phase in layer.phases:
+        tokens += [str(phase.compute_time), phase.comm_type.value, str(phase.comm_size)]
+    tokens.append(str(layer.update_time))
+    if layer.policy is not None:
+        tokens.append(layer.policy.value)
+    return tokens
+
+
+def header_tokens(header: Header, dialect: Dialect) -> list[str]:
+    """Line 1 as canonical tokens for `dialect` (1.0 positional forms, or SimAI keys)."""
+    tokens = [header.policy.value]
+    simai = dialect is Dialect.SIMAI
+    if header.dlrm_last_bottom_layer is not None:
+        if simai:
+            tokens += ["DLRM_LAST_BOTTOM_LAYER:", str(header.dlrm_last_bottom_layer)]
+        else:
+            tokens.append(str(header.dlrm_last_bottom_layer))
+    if header.model_parallel_group is not None:
+        tokens += ["model_parallel_NPU_group:", str(header.model_parallel_group)]
+    for key in ("ep", "pp", "vpp", "ga", "all_gpus"):
+        value = getattr(header, key)
+        if value is not None:
+            tokens += [f"{key}:", str(value)]
+    for key, indices in (("checkpoints:", header.checkpoints),
+                         ("checkpoint_initiates:", header.checkpoint_initiates)):
+        if indices is not None:
+            tokens += [key, str(len(indices)), *map(str, indices)]
+    if header.pp_comm is not None:
+        tokens += ["pp_comm:", str(header.pp_comm)]
+    tokens += header.extra
+    return tokens
+
+
+def unwritable(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
+    """What `dialect` has no way to write (D310), without positions: the model is the subject."""
+    header = workload.header
+    if dialect is Dialect.SIMAI:
+        return
+    name = "ASTRA-sim 1.0" if dialect is Dialect.ASTRA_SIM else "Chakra"
+    if dialect is Dialect.CHAKRA and header.policy not in CHAKRA_POLICIES:
+        yield diagnostic("D310", f"Chakra's text converter rejects {header.policy}")
+    if header.simai_parameters:
+        keys = ", ".join(f"{k}:" for k in header.simai_parameters)
+        yield diagnostic("D310", f"{name} cannot read the SimAI header parameters {keys}",
+                         hint="write with --dialect simai")
+    if header.extra:
+        yield diagnostic("D310", f"{name} reads header tokens by position; the unknown tokens "
+                         f"{' '.join(header.extra)!r} would shift them")
+    simai_types = sorted({p.comm_type.value for layer in workload.layers
+                          for _, p in layer.phases if p.comm_type.is_simai_only})
+    if simai_types:
+        yield diagnostic("D310", f"{name} has no comm type {', '.join(simai_types)}",
+                         hint="write with --dialect simai, or use NONE/ALLREDUCE/ALLGATHER/"
+                         "REDUCESCATTER/ALLTOALL")
+
+
+# -- lossless ---------------------------------------------------------------------------------------
+
+def _lossless(workload: Workload) -> Iterator[str]:
+    file = workload.layout
+    assert file is not None
+    header = workload.header
+    newline = header.layout.line.eol if header.layout and header.layout.line.eol else "\n"
+    lines: list[tuple[Sequence[str], LineLayout | None]] = []
+    if header.layout is not None and header.layout.meant == header:
+        lines.append((header.layout.line.tokens, header.layout.line))
+    else:
+        target = workload.dialect or detect(workload)
+        lines.append((header_tokens(header, target), header.layout.line if header.layout else None))
+    same_length = file.layer_lines == len(workload.layers)
+    lines.append(([str(file.declared_count if same_length else len(workload.layers))], file.count))
+    lines += [(layer_tokens(layer), layer.layout) for layer in workload.layers]
+
+    if file.bom:
+        yield "\ufeff"
+    last = len(lines) - 1
+    for index, (tokens, layout) in enumerate(lines):
+        if layout is None:
+            yield "\t".join(tokens) + newline
+            continue
+        yield from layout.before
+        eol = layout.eol or (newline if index < last or file.trailing else "")
+        yield _spelled(tokens, layout) + eol
+    yield from file.trailing
+
+
+def _spelled(canonical: Sequence[str], layout: LineLayout) -> str:
+    seps = layout.separators
+    if len(seps) != len(canonical) + 1:
+        return "\t".join(canonical)
+    raw = layout.tokens
+    if len(raw) == len(canonical):
+        canonical = [r if _same(r, c) else c for r, c in zip(raw, canonical, strict=True)]
+    parts = [seps[0]]
+    for token, sep in zip(canonical, seps[1:], strict=True):
+        parts += (token, sep)
+    return "".join(parts)
+
+
+def _same(raw: str, canonical: str) -> bool:
+    if raw == canonical:
+        return True
+    try:
+        return int(raw) == int(canonical)
+    except ValueError:
+        return False
