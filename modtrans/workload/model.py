@@ -175,6 +175,7 @@ class FileLayout:
     layer_lines: int  # layer lines present in the text, parsed or not
     bom: bool = False
     trailing: tuple[str, ...] = ()
+    final_eol: str = "\n"  # the last line's ending ("" when the file has no final newline)
 
 
 @dataclass(frozen=True, slots=True)

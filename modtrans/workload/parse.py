@@ -191,7 +191,7 @@ class _Reader:
             return ParseResult(None, tuple(self.diagnostics))
         declared, count_layout = count
         layout = FileLayout(count_layout, declared if declared is not None else layer_lines,
-                            layer_lines, bom, tuple(blanks))
+                            layer_lines, bom, tuple(blanks), lines[-1][1])
         workload = Workload(header, tuple(layers), dialect=None, layout=layout)
         return ParseResult(replace(workload, dialect=detect(workload)), tuple(self.diagnostics))
 

@@ -116,11 +116,14 @@ def _lossless(workload: Workload) -> Iterator[str]:
         yield "\ufeff"
     last = len(lines) - 1
     for index, (tokens, layout) in enumerate(lines):
+        if index == last and not file.trailing:
+            eol = file.final_eol  # keep "no newline at end of file" when the last layer changes
+        else:
+            eol = (layout.eol if layout is not None else "") or newline
         if layout is None:
-            yield "\t".join(tokens) + newline
+            yield "\t".join(tokens) + eol
             continue
         yield from layout.before
-        eol = layout.eol or (newline if index < last or file.trailing else "")
         yield _spelled(tokens, layout) + eol
     yield from file.trailing
 

@@ -1,0 +1,44 @@
+"""Shared fixtures: paths to the fixture corpus, the optional reference folder, and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from modtrans.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "workloads"
+CORPUS = FIXTURES / "corpus"
+INVALID = FIXTURES / "invalid"
+# The full reference collection lives beside the repository for developers; users and CI on a
+# fresh clone may not have it, so tests over it skip when it is absent.
+REFERENCE = ROOT.parent / "shared" / "reference" / "workloads"
+
+
+def corpus_files() -> list[Path]:
+    return sorted(CORPUS.rglob("*.txt"))
+
+
+def reference_files() -> list[Path]:
+    return sorted(REFERENCE.rglob("*.txt")) if REFERENCE.is_dir() else []
+
+
+def ids(paths: list[Path], base: Path) -> list[str]:
+    return [str(p.relative_to(base)) for p in paths]
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    runner = CliRunner()
+
+    def run(*args: str | os.PathLike[str]) -> Result:
+        return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+    return run

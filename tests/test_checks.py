@@ -1,0 +1,125 @@
+"""Diagnostics on invalid fixtures (positions as tuples) and on the real corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import modtrans
+from modtrans.diagnostics import CATALOG, Severity
+from modtrans.workload.checks import REGISTRY
+from modtrans.workload.load import validate_file
+from tests.conftest import CORPUS, INVALID, REFERENCE, corpus_files, ids, reference_files
+
+INVALID_CASES = sorted(INVALID.glob("*.txt"))
+
+
+def _expected(case: Path) -> list[tuple[int, int, str]]:
+    rows = []
+    for line in case.with_suffix(".diagnostics").read_text().split("\n"):
+        if line.strip():
+            where, code = line.split()
+            row, column = where.split(":")
+            rows.append((int(row), int(column), code))
+    return rows
+
+
+@pytest.mark.parametrize("case", INVALID_CASES, ids=[c.stem for c in INVALID_CASES])
+def test_invalid_fixture_gives_exactly_the_expected_diagnostics(case: Path) -> None:
+    _, found = validate_file(case)
+    got = [(d.span.line, d.span.column, d.code) for d in found if d.span is not None]
+    assert got == _expected(case)
+    assert all(d.span is not None for d in found)
+
+
+# Findings on real files that the files' own provenance explains (fixtures/workloads/corpus/MANIFEST.md):
+EXPLAINED = {
+    # "declared layer count 839 but only 33 layer lines": the one real error in the collection.
+    "aicb/L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt": {"V201"},
+    # "HYBRID_TRANSFORMER header WITHOUT model_parallel_NPU_group"
+    "astra-sim/history/9ccbd7e/Transformer_HybridParallel.txt": {"V240", "V230"},
+    # "header has checkpoints/checkpoint_initiates but NO model_parallel_NPU_group"
+    "astra-sim/history/165211c/Transformer_HybridParallel_Fwd_In_Bckwd.txt": {"V240"},
+    "astra-sim/history/f24cf9e/Transformer_HybridParallel_Fwd_In_Bckwd.txt": {"V240"},
+    # "layer names not unique (layernorm2 twice)"
+    "astra-sim/Transformer_HybridParallel.txt": {"V230"},
+    "chakra/Transformer_HybridParallel.txt": {"V230"},
+    # "uses BROADCAST comm type (unknown to every consumer)"; old short header (SimAI warns)
+    "aicb/G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt": {"D303", "D307", "V230"},
+}
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=ids(corpus_files(), CORPUS))
+def test_corpus_has_no_errors_in_its_own_dialect(path: Path) -> None:
+    name = str(path.relative_to(CORPUS))
+    _, found = validate_file(path)
+    errors = {d.code for d in found if d.severity is Severity.ERROR}
+    assert errors == ({"V201"} if name.startswith("aicb/L65B-M1-C05") else set())
+    if name in EXPLAINED:
+        assert EXPLAINED[name] <= {d.code for d in found}
+
+
+@pytest.mark.skipif(not REFERENCE.is_dir(), reason="../shared/reference/workloads not present")
+def test_reference_collection_errors_are_only_the_known_one() -> None:
+    with_errors = []
+    for path in reference_files():
+        _, found = validate_file(path)
+        if any(d.severity is Severity.ERROR for d in found):
+            with_errors.append(path.name)
+    assert with_errors == ["L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt"]
+
+
+def test_count_mismatch_on_the_real_file_names_both_numbers() -> None:
+    path = CORPUS / "aicb" / "L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt"
+    _, found = validate_file(path)
+    (v201,) = [d for d in found if d.code == "V201"]
+    assert v201.span is not None and (v201.span.line, v201.span.column) == (2, 1)
+    assert "839" in v201.message and "33" in v201.message
+
+
+def test_duplicate_names_reported_once_per_name() -> None:
+    _, found = validate_file(CORPUS / "astra-sim" / "Transformer_HybridParallel.txt")
+    dups = [d for d in found if d.code == "V230"]
+    assert [(d.span.line if d.span else 0) for d in dups] == [30]
+    assert "layernorm2" in dups[0].message and "line 21" in dups[0].message
+
+
+def test_chakra_dialect_reports_what_chakra_rejects_or_changes() -> None:
+    path = CORPUS / "astra-sim" / "Transformer_HybridParallel.txt"
+    _, found = validate_file(path, dialect="chakra")
+    assert [d.code for d in found if d.severity is Severity.ERROR] == ["D301"]
+    text = "MODEL\n2\na -1 1 NONE 0 1 NONE 0 1 NONE 0 1\nb -1 1 ALLGATHER 8 1 NONE 0 1 NONE 0 1\n\n"
+    codes = [(d.code, d.span.line if d.span else 0) for d in modtrans.validate(text, dialect="chakra")]
+    # MODEL emits fwd nodes for every layer and ig nodes from layer 1 on: three NONE phases become
+    # all-reduces (a fwd, b ig) -- b's fwd is a real ALLGATHER; the trailing blank line is fatal.
+    assert ("D303", 3) in codes and ("D303", 4) in codes
+    assert sum(code == "D303" for code, _ in codes) == 2
+    assert ("D304", 5) in codes
+
+
+def test_astra_sim_dialect_rejects_simai_long_header() -> None:
+    _, found = validate_file(CORPUS / "SimAI" / "workload_analytical.txt", dialect="astra-sim")
+    assert "D302" in {d.code for d in found if d.severity is Severity.ERROR}
+    d303 = [d for d in found if d.code == "D303"]
+    assert d303 and all("SimAI-only" in d.message for d in d303)
+
+
+def test_every_registered_check_is_catalogued_and_documented() -> None:
+    for code in REGISTRY:
+        assert code in CATALOG
+        assert CATALOG[code].explanation
+
+
+def test_unknown_comm_type_suggests_the_nearest_spelling() -> None:
+    found = modtrans.validate("DATA\n1\na -1 1 NONE 0 1 NONE 0 1 all_reduce 8 1\n")
+    (d,) = found
+    assert d.code == "V210" and d.hint is not None and "ALLREDUCE" in d.hint
+
+
+def test_one_bad_line_does_not_hide_the_others() -> None:
+    good = "{} -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1"
+    lines = [good.format("a"), "bad -1 1 NONE 0 1", good.format("c"), "bad2 -1 1 NONE 0 1 NONE 0 1 XX 8 1"]
+    text = "DATA\n4\n" + "\n".join(lines) + "\n"
+    found = modtrans.validate(text)
+    assert [(d.code, d.span.line if d.span else 0) for d in found] == [("P130", 4), ("V210", 6)]
