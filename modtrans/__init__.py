@@ -1,9 +1,9 @@
 """ModTrans: read, write, validate and translate ASTRA-sim layer-wise workload files.
 
-    >>> import modtrans
-    >>> result = modtrans.parse(open("Resnet50_DataParallel.txt", newline="").read())
-    >>> text = modtrans.write(result.workload, dialect="chakra")
-    >>> problems = modtrans.validate(text, dialect="chakra")
+>>> import modtrans
+>>> result = modtrans.parse(open("Resnet50_DataParallel.txt", newline="").read())
+>>> text = modtrans.write(result.workload, dialect="chakra")
+>>> problems = modtrans.validate(text, dialect="chakra")
 """
 
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, Span

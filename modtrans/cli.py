@@ -24,10 +24,19 @@ app = typer.Typer(
     help="Read, write and check ASTRA-sim layer-wise workload files.",
 )
 
-Paths = Annotated[list[Path], typer.Argument(help="Workload files (text in any dialect, or workload JSON).",
-                                             show_default=False)]
-DialectOpt = Annotated[Dialect | None, typer.Option("--dialect", "-d", help="Consumer to check or write for "
-                       "(default: the one the file was written for).", case_sensitive=False)]
+Paths = Annotated[
+    list[Path],
+    typer.Argument(help="Workload files (text in any dialect, or workload JSON).", show_default=False),
+]
+DialectOpt = Annotated[
+    Dialect | None,
+    typer.Option(
+        "--dialect",
+        "-d",
+        help="Consumer to check or write for (default: the one the file was written for).",
+        case_sensitive=False,
+    ),
+]
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also: NO_COLOR=1).")]
 
 
@@ -35,8 +44,9 @@ NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also: NO_
 def validate(
     paths: Annotated[list[Path] | None, typer.Argument(help="Workload files.", show_default=False)] = None,
     dialect: DialectOpt = None,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format; auto picks github "
-                                        "under GitHub Actions.")] = Format.AUTO,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="Output format; auto picks github under GitHub Actions.")
+    ] = Format.AUTO,
     strict: Annotated[bool, typer.Option(help="Warnings fail too.")] = False,
     ignore: Annotated[list[str] | None, typer.Option(help="Skip a code (repeatable).")] = None,
     explain: Annotated[str | None, typer.Option(help="Explain a diagnostic code and exit.")] = None,
@@ -51,22 +61,25 @@ def validate(
         raise typer.Exit(0)
     if not paths:
         _usage("give at least one file (or --explain CODE)")
+        return
     found: list[Diagnostic] = []
     sources = {}
     for path in paths:
         loaded, diagnostics = validate_file(path, dialect=dialect, ignore=ignore or ())
         sources[loaded.path] = loaded.line
         found += diagnostics
-    report.emit(found, fmt, stream=sys.stdout, sources=sources, color=False if no_color else None,
-                checked=len(paths))
+    report.emit(
+        found, fmt, stream=sys.stdout, sources=sources, color=False if no_color else None, checked=len(paths)
+    )
     raise typer.Exit(report.exit_code(found, strict=strict))
 
 
 @app.command()
 def fmt(
     paths: Paths,
-    check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 if a file would "
-                                        "change.")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Change nothing; exit 1 if a file would change.")
+    ] = False,
     dialect: DialectOpt = None,
     no_color: NoColor = False,
 ) -> None:
@@ -83,8 +96,7 @@ def fmt(
         changed.append(loaded.path)
         if not check:
             _save(path, new, problems)
-    report.emit(problems, Format.TEXT, stream=sys.stderr, sources=sources,
-                color=False if no_color else None)
+    report.emit(problems, Format.TEXT, stream=sys.stderr, sources=sources, color=False if no_color else None)
     for name in changed:
         typer.echo(f"{'would reformat' if check else 'reformatted'} {name}", err=True)
     code = report.exit_code(problems)
@@ -95,8 +107,10 @@ def fmt(
 def convert(
     path: Annotated[Path, typer.Argument(help="Workload text or workload JSON.", show_default=False)],
     to: Annotated[str, typer.Option("--to", help="json or text.")] = "json",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here (atomically) "
-                                                "instead of standard output.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write here (atomically) instead of standard output."),
+    ] = None,
     dialect: DialectOpt = None,
     force: Annotated[bool, typer.Option(help="Allow --output to overwrite the input file.")] = False,
     no_color: NoColor = False,
@@ -117,8 +131,13 @@ def convert(
             sys.stdout.write(new)
         else:
             _save(output, new, problems)
-    report.emit([d for d in problems if d.severity == 1], Format.TEXT, stream=sys.stderr,
-                sources={loaded.path: loaded.line}, color=False if no_color else None)
+    report.emit(
+        [d for d in problems if d.severity == 1],
+        Format.TEXT,
+        stream=sys.stderr,
+        sources={loaded.path: loaded.line},
+        color=False if no_color else None,
+    )
     raise typer.Exit(report.exit_code(problems) if new is None or problems else 0)
 
 
@@ -131,8 +150,7 @@ def _canonical(loaded: Loaded, dialect: Dialect | None, problems: list[Diagnosti
     try:
         return write(workload, dialect or workload.dialect or Dialect.ASTRA_SIM)
     except DiagnosticError as error:
-        problems += [diagnostic(d.code, d.message, path=loaded.path, hint=d.hint)
-                     for d in error.diagnostics]
+        problems += [diagnostic(d.code, d.message, path=loaded.path, hint=d.hint) for d in error.diagnostics]
         return None
 
 
@@ -140,8 +158,7 @@ def _save(path: Path, text: str, problems: list[Diagnostic]) -> None:
     try:
         write_atomic(path, text)
     except OSError as error:
-        problems.append(diagnostic("F003", f"cannot write {path}: {error.strerror or error}",
-                                   path=str(path)))
+        problems.append(diagnostic("F003", f"cannot write {path}: {error.strerror or error}", path=str(path)))
 
 
 def _usage(message: str) -> None:

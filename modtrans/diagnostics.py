@@ -96,218 +96,423 @@ def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
     return any(d.severity is Severity.ERROR for d in diagnostics)
 
 
-E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 # ---- F0xx: the file itself -----------------------------------------------------------------
-_code("F001", E, "file cannot be read", """
+_code(
+    "F001",
+    E,
+    "file cannot be read",
+    """
 The path does not exist, is a directory, or cannot be opened. Nothing else is checked.
-""")
-_code("F002", E, "not a text file", """
+""",
+)
+_code(
+    "F002",
+    E,
+    "not a text file",
+    """
 The file contains NUL bytes, so it is binary (an ONNX model, an archive, a Chakra .et trace),
 not a workload text file. Workload files are plain ASCII text.
-""")
-_code("F003", E, "file cannot be written", """
+""",
+)
+_code(
+    "F003",
+    E,
+    "file cannot be written",
+    """
 The output could not be written (permission, missing folder, disk full). The original file,
 if any, is left untouched: ModTrans writes to a temporary file and renames it into place.
-""")
+""",
+)
 
 # ---- P1xx: syntax ----------------------------------------------------------------------------
-_code("P101", E, "invalid UTF-8", """
+_code(
+    "P101",
+    E,
+    "invalid UTF-8",
+    """
 The line holds bytes that are not UTF-8 (workload files are ASCII). Every consumer compares
 keywords byte for byte, so a stray byte inside a keyword or number breaks the file.
   bad:  DATA\\xff          good: DATA
-""")
-_code("P102", E, "line too long", """
+""",
+)
+_code(
+    "P102",
+    E,
+    "line too long",
+    """
 The line is longer than 1 MiB. Real layer lines are under 200 characters; a line this long is
 almost always a file that is not a workload (or two files concatenated without newlines).
-""")
-_code("P103", E, "unexpected character", """
+""",
+)
+_code(
+    "P103",
+    E,
+    "unexpected character",
+    """
 A control character (for example a lone carriage return, U+000D, not followed by a line feed)
 appears inside a line. ASTRA-sim treats it as a blank, SimAI's getline does not, and Chakra
 splits on it. Use spaces or tabs between fields and LF or CRLF line endings.
-""")
-_code("P110", E, "unknown parallelism keyword", """
+""",
+)
+_code(
+    "P110",
+    E,
+    "unknown parallelism keyword",
+    """
 Line 1 must start with one of the 11 parallelism keywords (case-sensitive): DATA, MODEL,
 HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED, HYBRID_TRANSFORMER,
 HYBRID_TRANSFORMER_FWD_IN_BCKWD, HYBRID_DLRM, HYBRID_DLRM_ENHANCED, MICRO,
 DISTRIBUTED_INFERENCE. ASTRA-sim and SimAI exit with "unable to decode the workload
 parallelization strategy"; Chakra raises "Unsupported parallelism type".
   bad:  data               good: DATA
-""")
-_code("P111", E, "malformed header parameter", """
+""",
+)
+_code(
+    "P111",
+    E,
+    "malformed header parameter",
+    """
 A header parameter is not written as separate `key:` and value tokens. Both C++ parsers read
 tokens split on blanks, so `model_parallel_NPU_group:4` is one token: the key is never found
 (SimAI) or the group size is read from the wrong token (ASTRA-sim 1.0).
   bad:  HYBRID_TRANSFORMER model_parallel_NPU_group:4
   good: HYBRID_TRANSFORMER model_parallel_NPU_group: 4
-""")
-_code("P120", E, "layer count missing or malformed", """
+""",
+)
+_code(
+    "P120",
+    E,
+    "layer count missing or malformed",
+    """
 Line 2 must hold the number of layer lines and nothing else. SimAI reads it with std::stoi and
 Chakra with int(line.strip()); anything else aborts them.
   bad:  54 layers          good: 54
-""")
-_code("P130", E, "wrong number of fields", """
+""",
+)
+_code(
+    "P130",
+    E,
+    "wrong number of fields",
+    """
 A layer line has 12 fields (13 under HYBRID_CUSTOMIZED): name, reserved, then compute time,
 comm type and comm size for forward, input gradient and weight gradient, then the update
 time. ASTRA-sim and SimAI read tokens, not lines: a missing field makes them take the next
 line's name as a number and every later layer is garbage. Chakra rejects the line.
   bad:  conv1 -1 13003 NONE 0 12864 NONE 0 32291 ALLREDUCE 37632
   good: conv1 -1 13003 NONE 0 12864 NONE 0 32291 ALLREDUCE 37632 3229
-""")
+""",
+)
 
 # ---- V2xx: workload semantics ------------------------------------------------------------------
-_code("V201", E, "layer count differs from the layer lines present", """
+_code(
+    "V201",
+    E,
+    "layer count differs from the layer lines present",
+    """
 Line 2 declares how many layer lines follow. ASTRA-sim 1.0 and SimAI read exactly that many
 layers: with fewer lines they build the missing layers from uninitialised memory; with more
 they silently ignore the surplus. Chakra ignores the count and converts every line.
   bad:  839 (followed by 33 layer lines)     good: 33
-""")
-_code("V202", E, "malformed number", """
+""",
+)
+_code(
+    "V202",
+    E,
+    "malformed number",
+    """
 Numeric fields must be plain decimal integers. C++ `>>` stops at the first character that is
 not a digit, so `3.5` is read as 3 and `.5` becomes the next field (every later field shifts);
 `1e6` reads 1, `0x10` reads 0, `1_000` reads 1. Chakra's int() rejects `3.5`, `1e6` and `0x10`
 but reads `1_000` as 1000, so the consumers disagree.
   bad:  13003.0   1e6   0x40   1_000         good: 13003   1000000   64   1000
-""")
-_code("V203", E, "negative number", """
+""",
+)
+_code(
+    "V203",
+    E,
+    "negative number",
+    """
 Compute times, comm sizes and update times are unsigned in ASTRA-sim 1.0 and SimAI
 (unsigned long long / uint64_t): `-1` wraps around to 18446744073709551615, a collective of
 16 EiB or a compute delay of 584 years. Only the reserved field (column 2) may be negative.
-""")
-_code("V204", E, "number out of range", """
+""",
+)
+_code(
+    "V204",
+    E,
+    "number out of range",
+    """
 The value does not fit the type the consumer reads it into: the reserved field, the layer count
 and header integers are C++ int (at most 2147483647); times and sizes are 64-bit unsigned
 (at most 18446744073709551615) and Chakra stores sizes as int64 (at most 9223372036854775807).
 A value that does not fit puts the C++ stream into a failed state and every later field is
 garbage.
-""")
-_code("V205", I, "non-canonical number", """
+""",
+)
+_code(
+    "V205",
+    INFO,
+    "non-canonical number",
+    """
 `+5` and `007` are read as 5 and 7 by every consumer, but canonical files write plain digits.
 `modtrans fmt` rewrites them.
-""")
-_code("V210", E, "unknown comm type", """
+""",
+)
+_code(
+    "V210",
+    E,
+    "unknown comm type",
+    """
 The comm type is not one of the spellings any consumer knows. ASTRA-sim and SimAI silently
 treat it as "no collective"; Chakra silently turns it into an all-reduce. Either way the file
 does not say what its author meant. Valid: NONE, ALLREDUCE, ALLGATHER, REDUCESCATTER,
 ALLTOALL (plus ALLREDUCEALLTOALL, and _EP / _DP_EP suffixed forms for SimAI).
   bad:  AllReduce   ALL_REDUCE   ALLREDUSE     good: ALLREDUCE
-""")
-_code("V211", W, "NONE with a non-zero comm size", """
+""",
+)
+_code(
+    "V211",
+    W,
+    "NONE with a non-zero comm size",
+    """
 The phase says there is no collective but gives a size. Every consumer ignores the size (or,
 for Chakra, issues an all-reduce of that size). Write `NONE 0`, or name the collective.
-""")
-_code("V212", W, "collective of size 0", """
+""",
+)
+_code(
+    "V212",
+    W,
+    "collective of size 0",
+    """
 The phase names a collective but moves 0 bytes. ASTRA-sim still schedules it (a zero-byte
 collective still pays latency); write `NONE 0` if there is no communication.
-""")
-_code("V220", E, "13th field without HYBRID_CUSTOMIZED", """
+""",
+)
+_code(
+    "V220",
+    E,
+    "13th field without HYBRID_CUSTOMIZED",
+    """
 Only HYBRID_CUSTOMIZED layer lines carry a 13th field (the layer's own parallelism). Under any
 other keyword ASTRA-sim and SimAI read that token as the next layer's name, the next name as a
 number, and every later layer is garbage. (ASTRA-sim's own generator script writes this column
 for every strategy: astra-sim issue #45.)
-""")
-_code("V221", E, "13th field missing under HYBRID_CUSTOMIZED", """
+""",
+)
+_code(
+    "V221",
+    E,
+    "13th field missing under HYBRID_CUSTOMIZED",
+    """
 Under HYBRID_CUSTOMIZED every layer line needs a 13th field naming that layer's parallelism
 (DATA, MODEL, HYBRID_DATA_MODEL or HYBRID_MODEL_DATA). Without it ASTRA-sim reads the next
 layer's name as this layer's policy and every later field shifts.
-""")
-_code("V222", E, "unknown per-layer parallelism", """
+""",
+)
+_code(
+    "V222",
+    E,
+    "unknown per-layer parallelism",
+    """
 The 13th field of a HYBRID_CUSTOMIZED layer must be a parallelism keyword; ASTRA-sim maps an
 unknown one to no communication dimensions at all.
-""")
-_code("V223", W, "per-layer parallelism without meaning", """
+""",
+)
+_code(
+    "V223",
+    W,
+    "per-layer parallelism without meaning",
+    """
 HYBRID_TRANSFORMER* as a per-layer policy makes ASTRA-sim call break_dimension(-1): no
 model-parallel group is read for HYBRID_CUSTOMIZED. Use DATA, MODEL, HYBRID_DATA_MODEL or
 HYBRID_MODEL_DATA.
-""")
-_code("V230", W, "duplicate layer name", """
+""",
+)
+_code(
+    "V230",
+    W,
+    "duplicate layer name",
+    """
 Two layers share a name. Every consumer accepts it (Chakra node names then repeat), but
 reports and diffs cannot tell the layers apart. Real files do this (layernorm2 twice in
 ASTRA-sim's Transformer_HybridParallel.txt; 1344 `mlp_moelayer` lines in SimAI's example).
-""")
-_code("V240", W, "header parameter missing", """
+""",
+)
+_code(
+    "V240",
+    W,
+    "header parameter missing",
+    """
 The parallelism keyword needs a parameter that is not there: HYBRID_TRANSFORMER and
 HYBRID_TRANSFORMER_FWD_IN_BCKWD need `model_parallel_NPU_group: <g>` (required by ASTRA-sim 1.0
 since 2020-10-29; older files misparse), FWD_IN_BCKWD needs `checkpoints:` and
 `checkpoint_initiates:` lists, HYBRID_DLRM needs the index of the last bottom-MLP layer.
-""")
-_code("V241", E, "header parameter malformed", """
+""",
+)
+_code(
+    "V241",
+    E,
+    "header parameter malformed",
+    """
 A header parameter has no value or a value that is not an integer. SimAI reads values with
 std::stoi and aborts on a non-number; ASTRA-sim 1.0's stream fails and the layers are garbage.
   bad:  model_parallel_NPU_group: four     good: model_parallel_NPU_group: 4
-""")
-_code("V242", E, "header parameter inconsistent", """
+""",
+)
+_code(
+    "V242",
+    E,
+    "header parameter inconsistent",
+    """
 A header parameter contradicts itself or the layers: a checkpoint list whose count does not
 match the indices that follow (`checkpoints: 3 2 11`), a checkpoint or DLRM layer index outside
 0..layers-1, a parameter given twice, or a model-parallel group below 1.
-""")
-_code("V243", W, "unknown header parameter", """
+""",
+)
+_code(
+    "V243",
+    W,
+    "unknown header parameter",
+    """
 The header holds a token that no consumer reads as a parameter. SimAI ignores it; ASTRA-sim 1.0
 reads header tokens by position, so an extra token shifts the layer count.
-""")
-_code("V250", W, "blank line", """
+""",
+)
+_code(
+    "V250",
+    W,
+    "blank line",
+    """
 A blank or whitespace-only line. ASTRA-sim and SimAI skip it; Chakra's converter rejects the
 file ("Cannot parse the following layer"). Canonical files have none.
-""")
-_code("V251", E, "byte order mark", """
+""",
+)
+_code(
+    "V251",
+    E,
+    "byte order mark",
+    """
 The file starts with a UTF-8 byte order mark (U+FEFF). Every consumer then reads the keyword
 as `\\ufeffDATA` and rejects it. Save the file as plain ASCII.
-""")
+""",
+)
 
 # ---- D3xx: dialect compatibility (what one consumer rejects or misreads) ----------------------------
-_code("D301", E, "keyword not supported by this consumer", """
+_code(
+    "D301",
+    E,
+    "keyword not supported by this consumer",
+    """
 Chakra's text converter accepts only MICRO, DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA,
 HYBRID_DLRM and HYBRID_DLRM_ENHANCED; every other keyword raises "Unsupported parallelism type"
 (mlcommons/chakra text_converter.py; astra-sim issue #162).
-""")
-_code("D302", E, "header the consumer misreads", """
+""",
+)
+_code(
+    "D302",
+    E,
+    "header the consumer misreads",
+    """
 The header is written for another consumer. ASTRA-sim 1.0 reads header parameters by position,
 so SimAI's `ep: .. pp: .. vpp: ..` keys shift every later value (ep: is taken as the
 checkpoints key); SimAI reads keys, so 1.0's `HYBRID_DLRM 4` leaves its last-bottom-layer
 unset; Chakra needs `HYBRID_DLRM <int>`.
-""")
-_code("D303", W, "comm type the consumer changes", """
+""",
+)
+_code(
+    "D303",
+    W,
+    "comm type the consumer changes",
+    """
 The consumer silently reads this comm type as something else: Chakra turns NONE, BROADCAST and
 any unknown type into an all-reduce when the phase emits a node; ASTRA-sim 1.0 treats the _EP /
 _DP_EP forms and BROADCAST as no collective and panics on ALLREDUCEALLTOALL; SimAI reads
 ALLREDUCEALLTOALL as an all-reduce and BROADCAST as no collective.
-""")
-_code("D304", E, "blank line rejected by Chakra", """
+""",
+)
+_code(
+    "D304",
+    E,
+    "blank line rejected by Chakra",
+    """
 Chakra's text converter treats every line after line 2 as a layer; a blank line (including an
 empty last line) raises "Cannot parse the following layer".
-""")
-_code("D305", W, "only the first layer is simulated", """
+""",
+)
+_code(
+    "D305",
+    W,
+    "only the first layer is simulated",
+    """
 Under MICRO, ASTRA-sim 1.0 and SimAI simulate only the first layer's weight-gradient
 collective; the other layers are read and ignored. Chakra converts every layer.
-""")
-_code("D306", W, "SimAI keeps only the first checkpoint index", """
+""",
+)
+_code(
+    "D306",
+    W,
+    "SimAI keeps only the first checkpoint index",
+    """
 SimAI's header scanner re-reads the same token for every entry of a checkpoint list, so only
 the first index is recorded (aliyun/SimAI Workload.cc). ASTRA-sim 1.0 reads the whole list.
-""")
-_code("D307", W, "SimAI header parameters missing", """
+""",
+)
+_code(
+    "D307",
+    W,
+    "SimAI header parameters missing",
+    """
 SimAI expects model_parallel_NPU_group, ep, pp, vpp, ga and all_gpus in the header; missing ones
 stay uninitialised and SimAI prints "Input workload format mismatch ... Please use the latest
 AICB to generate".
-""")
-_code("D308", E, "value out of the consumer's range", """
+""",
+)
+_code(
+    "D308",
+    E,
+    "value out of the consumer's range",
+    """
 The value fits ASTRA-sim's 64-bit unsigned fields but not Chakra's int64 protobuf fields
 (protobuf raises "Value out of range").
-""")
-_code("D309", I, "layer count ignored by Chakra", """
+""",
+)
+_code(
+    "D309",
+    INFO,
+    "layer count ignored by Chakra",
+    """
 Chakra ignores line 2 and converts every line that follows; ASTRA-sim and SimAI read exactly the
 declared number of layers.
-""")
-_code("D310", E, "construct the target dialect cannot express", """
+""",
+)
+_code(
+    "D310",
+    E,
+    "construct the target dialect cannot express",
+    """
 The workload uses something the requested dialect has no way to write (for example SimAI's
 `ep:` header keys or _EP comm types in an ASTRA-sim 1.0 file). Choose the dialect that can
 express it, or change the workload.
-""")
+""",
+)
 
 # ---- S4xx: workload JSON ---------------------------------------------------------------------------
-_code("S401", E, "invalid JSON", """
+_code(
+    "S401",
+    E,
+    "invalid JSON",
+    """
 The file is not valid JSON.
-""")
-_code("S402", E, "workload JSON does not match the schema", """
+""",
+)
+_code(
+    "S402",
+    E,
+    "workload JSON does not match the schema",
+    """
 The JSON document does not match schemas/workload.schema.json; the message names the place in
 workload terms (header, layer index and field).
-""")
+""",
+)

@@ -68,18 +68,34 @@ def _read(name: str, handle: object) -> TextFile:
             raw = raw[: MAX_LINE + 1] + b"\n"
         if b"\0" in raw:
             column = raw.index(b"\0") + 1
-            return TextFile(name, None, (diagnostic(
-                "F002", f"NUL byte at line {lineno}, column {column}: not a workload text file",
-                path=name),))
-        body, eol = (raw[:-2], "\r\n") if raw.endswith(b"\r\n") else (
-            (raw[:-1], "\n") if raw.endswith(b"\n") else (raw, ""))
+            return TextFile(
+                name,
+                None,
+                (
+                    diagnostic(
+                        "F002",
+                        f"NUL byte at line {lineno}, column {column}: not a workload text file",
+                        path=name,
+                    ),
+                ),
+            )
+        body, eol = (
+            (raw[:-2], "\r\n")
+            if raw.endswith(b"\r\n")
+            else ((raw[:-1], "\n") if raw.endswith(b"\n") else (raw, ""))
+        )
         try:
             content = body.decode("utf-8")
         except UnicodeDecodeError as error:
             column = len(body[: error.start].decode("utf-8", "replace")) + 1
-            found.append(diagnostic(
-                "P101", f"byte 0x{body[error.start]:02X} is not UTF-8 (workload files are ASCII)",
-                path=name, span=Span.at(lineno, column)))
+            found.append(
+                diagnostic(
+                    "P101",
+                    f"byte 0x{body[error.start]:02X} is not UTF-8 (workload files are ASCII)",
+                    path=name,
+                    span=Span.at(lineno, column),
+                )
+            )
             content = body.decode("utf-8", "replace")
         lines.append((content, eol))
     return TextFile(name, lines, tuple(found))

@@ -28,8 +28,7 @@ class Format(enum.StrEnum):
     SARIF = "sarif"
 
 
-_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan",
-          Severity.HINT: "dim"}
+_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan", Severity.HINT: "dim"}
 
 
 def resolve(fmt: Format) -> Format:
@@ -46,8 +45,15 @@ def exit_code(diagnostics: Sequence[Diagnostic], *, strict: bool = False) -> int
     return 1 if any(d.severity <= failing for d in diagnostics) else 0
 
 
-def emit(diagnostics: Sequence[Diagnostic], fmt: Format, *, stream: IO[str],
-         sources: Sources | None = None, color: bool | None = None, checked: int = 0) -> None:
+def emit(
+    diagnostics: Sequence[Diagnostic],
+    fmt: Format,
+    *,
+    stream: IO[str],
+    sources: Sources | None = None,
+    color: bool | None = None,
+    checked: int = 0,
+) -> None:
     fmt = resolve(fmt)
     if fmt is Format.JSON:
         stream.write(json.dumps([_plain(d) for d in diagnostics], indent=2) + "\n")
@@ -66,11 +72,17 @@ def _plain(d: Diagnostic) -> dict[str, Any]:
     return entry
 
 
-def text(diagnostics: Sequence[Diagnostic], *, stream: IO[str], sources: Sources,
-         color: bool | None, checked: int) -> None:
-    console = Console(file=stream, no_color=color is False or None, highlight=False,
-                      soft_wrap=True, force_terminal=color or None,
-                      color_system="standard" if color else "auto")
+def text(
+    diagnostics: Sequence[Diagnostic], *, stream: IO[str], sources: Sources, color: bool | None, checked: int
+) -> None:
+    console = Console(
+        file=stream,
+        no_color=color is False or None,
+        highlight=False,
+        soft_wrap=True,
+        force_terminal=color or None,
+        color_system="standard" if color else "auto",
+    )
     for d in diagnostics:
         line = Text()
         where = d.path or "<input>"
@@ -87,8 +99,9 @@ def text(diagnostics: Sequence[Diagnostic], *, stream: IO[str], sources: Sources
             console.print(Text(f"    = hint: {d.hint}", style="dim"))
     if checked:
         counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
-        summary = ", ".join(f"{n} {s.label}{'s' * (n != 1)}" for s, n in counts.items()
-                            if n and s <= Severity.INFO)
+        summary = ", ".join(
+            f"{n} {s.label}{'s' * (n != 1)}" for s, n in counts.items() if n and s <= Severity.INFO
+        )
         files = f"{checked} file{'s' * (checked != 1)}"
         console.print(Text(f"{files} checked: {summary or 'no problems'}", style="bold"))
 
@@ -104,20 +117,24 @@ def _excerpt(console: Console, d: Diagnostic, line: str | None) -> None:
     width = max(1, (d.span.end_column - d.span.column) if d.span.end_line == d.span.line else 1)
     gutter = f"{d.span.line:>5} | "
     console.print(Text(gutter, style="dim") + Text(shown))
-    console.print(Text(" " * (len(gutter) - 2) + "| ", style="dim")
-                  + Text(" " * start + "^" * min(width, max(1, len(shown) - start + 1)),
-                         style=_STYLE[d.severity]))
+    console.print(
+        Text(" " * (len(gutter) - 2) + "| ", style="dim")
+        + Text(" " * start + "^" * min(width, max(1, len(shown) - start + 1)), style=_STYLE[d.severity])
+    )
 
 
 def github(d: Diagnostic) -> str:
     """A GitHub Actions workflow command (annotation)."""
     level = {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(d.severity, "notice")
-    props = [f"title={d.code}"]
-    if d.path:
-        props.insert(0, f"file={_escape_property(d.path)}")
+    props = [f"file={_escape_property(d.path)}"] if d.path else []
     if d.span is not None:
-        props += [f"line={d.span.line}", f"col={d.span.column}", f"endLine={d.span.end_line}",
-                  f"endColumn={d.span.end_column}"]
+        props += [
+            f"line={d.span.line}",
+            f"col={d.span.column}",
+            f"endLine={d.span.end_line}",
+            f"endColumn={d.span.end_column}",
+        ]
+    props.append(f"title={d.code}")
     message = d.message + (f" ({d.hint})" if d.hint else "")
     return f"::{level} {','.join(props)}::{_escape_data(message)}"
 
@@ -136,13 +153,16 @@ def sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
 
     used = sorted({d.code for d in diagnostics})
     index = {code: i for i, code in enumerate(used)}
-    rules = [{
-        "id": code,
-        "name": CATALOG[code].title.title().replace(" ", "").replace("-", ""),
-        "shortDescription": {"text": CATALOG[code].title},
-        "fullDescription": {"text": CATALOG[code].explanation},
-        "defaultConfiguration": {"level": _sarif_level(CATALOG[code].severity)},
-    } for code in used]
+    rules = [
+        {
+            "id": code,
+            "name": CATALOG[code].title.title().replace(" ", "").replace("-", ""),
+            "shortDescription": {"text": CATALOG[code].title},
+            "fullDescription": {"text": CATALOG[code].explanation},
+            "defaultConfiguration": {"level": _sarif_level(CATALOG[code].severity)},
+        }
+        for code in used
+    ]
     results = []
     for d in diagnostics:
         result: dict[str, Any] = {
@@ -154,20 +174,31 @@ def sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
         if d.path:
             location: dict[str, Any] = {"artifactLocation": {"uri": d.path.replace(os.sep, "/")}}
             if d.span is not None:
-                location["region"] = {"startLine": d.span.line, "startColumn": d.span.column,
-                                      "endLine": d.span.end_line, "endColumn": d.span.end_column}
+                location["region"] = {
+                    "startLine": d.span.line,
+                    "startColumn": d.span.column,
+                    "endLine": d.span.end_line,
+                    "endColumn": d.span.end_column,
+                }
             result["locations"] = [{"physicalLocation": location}]
         results.append(result)
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "modtrans", "version": __version__,
-                                "informationUri": "https://pypi.org/project/modtrans/",
-                                "rules": rules}},
-            "results": results,
-            "columnKind": "unicodeCodePoints",
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "modtrans",
+                        "version": __version__,
+                        "informationUri": "https://pypi.org/project/modtrans/",
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+                "columnKind": "unicodeCodePoints",
+            }
+        ],
     }
 
 

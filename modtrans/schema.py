@@ -28,8 +28,9 @@ def validator(name: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
-def check(instance: Any, name: str, *, path: str | None = None,
-          describe: Describe | None = None) -> list[Diagnostic]:
+def check(
+    instance: Any, name: str, *, path: str | None = None, describe: Describe | None = None
+) -> list[Diagnostic]:
     """Every schema violation of `instance` against schemas/<name>.schema.json, as S402."""
     found = []
     for error in sorted(validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path)):
@@ -45,6 +46,6 @@ def _reworded(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         return error.message.replace("Additional properties are not allowed", "unknown field(s)")
     if error.validator == "enum":
-        allowed = ", ".join(map(str, error.validator_value))
+        allowed = ", ".join(map(str, error.validator_value))  # type: ignore[arg-type]
         return f"{error.instance!r} is not one of {allowed}"
     return error.message

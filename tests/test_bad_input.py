@@ -50,7 +50,8 @@ def test_one_gigabyte_line_is_reported_without_reading_it_into_memory(tmp_path: 
             out.write(block)
         out.write(b"a" * ((size - 7) % len(block)) + b"\nb -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n")
     file = read_lines(path)
-    assert file.lines is not None and max(len(c) for c, _ in file.lines) == MAX_LINE + 1
+    assert file.lines is not None
+    assert max(len(c) for c, _ in file.lines) == MAX_LINE + 1
     _, found = validate_file(path)
     assert [(d.code, d.span.line if d.span else 0) for d in found] == [("P102", 3), ("V201", 2)] or [
         (d.code, d.span.line if d.span else 0) for d in found

@@ -74,15 +74,18 @@ def test_count_mismatch_on_the_real_file_names_both_numbers() -> None:
     path = CORPUS / "aicb" / "L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt"
     _, found = validate_file(path)
     (v201,) = [d for d in found if d.code == "V201"]
-    assert v201.span is not None and (v201.span.line, v201.span.column) == (2, 1)
-    assert "839" in v201.message and "33" in v201.message
+    assert v201.span is not None
+    assert (v201.span.line, v201.span.column) == (2, 1)
+    assert "839" in v201.message
+    assert "33" in v201.message
 
 
 def test_duplicate_names_reported_once_per_name() -> None:
     _, found = validate_file(CORPUS / "astra-sim" / "Transformer_HybridParallel.txt")
     dups = [d for d in found if d.code == "V230"]
     assert [(d.span.line if d.span else 0) for d in dups] == [30]
-    assert "layernorm2" in dups[0].message and "line 21" in dups[0].message
+    assert "layernorm2" in dups[0].message
+    assert "line 21" in dups[0].message
 
 
 def test_chakra_dialect_reports_what_chakra_rejects_or_changes() -> None:
@@ -93,7 +96,8 @@ def test_chakra_dialect_reports_what_chakra_rejects_or_changes() -> None:
     codes = [(d.code, d.span.line if d.span else 0) for d in modtrans.validate(text, dialect="chakra")]
     # MODEL emits fwd nodes for every layer and ig nodes from layer 1 on: three NONE phases become
     # all-reduces (a fwd, b ig) -- b's fwd is a real ALLGATHER; the trailing blank line is fatal.
-    assert ("D303", 3) in codes and ("D303", 4) in codes
+    assert ("D303", 3) in codes
+    assert ("D303", 4) in codes
     assert sum(code == "D303" for code, _ in codes) == 2
     assert ("D304", 5) in codes
 
@@ -102,7 +106,8 @@ def test_astra_sim_dialect_rejects_simai_long_header() -> None:
     _, found = validate_file(CORPUS / "SimAI" / "workload_analytical.txt", dialect="astra-sim")
     assert "D302" in {d.code for d in found if d.severity is Severity.ERROR}
     d303 = [d for d in found if d.code == "D303"]
-    assert d303 and all("SimAI-only" in d.message for d in d303)
+    assert d303
+    assert all("SimAI-only" in d.message for d in d303)
 
 
 def test_every_registered_check_is_catalogued_and_documented() -> None:
@@ -114,7 +119,9 @@ def test_every_registered_check_is_catalogued_and_documented() -> None:
 def test_unknown_comm_type_suggests_the_nearest_spelling() -> None:
     found = modtrans.validate("DATA\n1\na -1 1 NONE 0 1 NONE 0 1 all_reduce 8 1\n")
     (d,) = found
-    assert d.code == "V210" and d.hint is not None and "ALLREDUCE" in d.hint
+    assert d.code == "V210"
+    assert d.hint is not None
+    assert "ALLREDUCE" in d.hint
 
 
 def test_one_bad_line_does_not_hide_the_others() -> None:

@@ -44,7 +44,9 @@ def test_canonical_text_means_the_same_and_is_stable(path: Path) -> None:
     again = modtrans.parse(canonical).workload
     assert again == workload
     assert modtrans.write(again, dialect) == canonical  # a fixed point
-    assert canonical.endswith("\n") and "\r" not in canonical and "\n\n" not in canonical
+    assert canonical.endswith("\n")
+    assert "\r" not in canonical
+    assert "\n\n" not in canonical
     assert all(line == line.rstrip(" \t") for line in canonical.splitlines())
     assert canonical.splitlines()[1] == str(len(workload.layers))
 
@@ -64,13 +66,15 @@ def test_resnet_canonical_astra_sim_form() -> None:
 
 def test_header_forms_per_dialect() -> None:
     dlrm = modtrans.parse(_text(CORPUS / "astra-sim" / "DLRM_HybridParallel.txt")).workload
-    assert dlrm is not None and dlrm.header.dlrm_last_bottom_layer == 4
+    assert dlrm is not None
+    assert dlrm.header.dlrm_last_bottom_layer == 4
     assert modtrans.write(dlrm, "astra-sim").splitlines()[0] == "HYBRID_DLRM 4"
     assert modtrans.write(dlrm, "chakra").splitlines()[0] == "HYBRID_DLRM 4"
     assert modtrans.write(dlrm, "simai").splitlines()[0] == "HYBRID_DLRM DLRM_LAST_BOTTOM_LAYER: 4"
 
     simai = modtrans.parse(_text(CORPUS / "SimAI" / "workload_analytical.txt")).workload
-    assert simai is not None and simai.dialect is Dialect.SIMAI
+    assert simai is not None
+    assert simai.dialect is Dialect.SIMAI
     header = simai.header
     assert (header.model_parallel_group, header.ep, header.pp, header.vpp, header.ga) == (2, 16, 12, 8, 24)
     assert (header.all_gpus, header.pp_comm, header.checkpoints) == (9216, 50331648, ())
@@ -107,7 +111,8 @@ def test_edited_workload_keeps_the_spacing_of_untouched_lines() -> None:
     assert out[3:] == original[3:]
     shorter = replace(workload, layers=workload.layers[:-1])
     lines = modtrans.write(shorter).split("\r\n")
-    assert lines[1] == "53" and lines[-1] == original[-2]  # exact count, no final newline added
+    assert lines[1] == "53"
+    assert lines[-1] == original[-2]
 
 
 def test_canonical_and_json_forms_agree(tmp_path: Path) -> None:
@@ -117,7 +122,8 @@ def test_canonical_and_json_forms_agree(tmp_path: Path) -> None:
     workload = modtrans.parse(text).workload
     assert workload is not None
     back, problems = jsonform.loads(jsonform.dumps(workload))
-    assert problems == [] and back == workload
+    assert problems == []
+    assert back == workload
     assert [layer.policy for layer in workload.layers][:2] == [
         modtrans.Policy.HYBRID_DATA_MODEL,
         modtrans.Policy.HYBRID_MODEL_DATA,

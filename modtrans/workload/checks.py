@@ -40,8 +40,9 @@ def check(code: str, *, dialects: tuple[Dialect, ...] = tuple(Dialect)) -> Calla
     return register
 
 
-def run_checks(workload: Workload, dialect: Dialect, *, path: str | None = None,
-               ignore: frozenset[str] = frozenset()) -> list[Diagnostic]:
+def run_checks(
+    workload: Workload, dialect: Dialect, *, path: str | None = None, ignore: frozenset[str] = frozenset()
+) -> list[Diagnostic]:
     """Run every registered check that applies to `dialect`, in code order."""
     found: list[Diagnostic] = []
     for code in sorted(REGISTRY):
@@ -78,6 +79,7 @@ _PHASE_WORDS = {"fwd": "forward", "input_grad": "input-gradient", "weight_grad":
 
 # -- the file's structure --------------------------------------------------------------------------
 
+
 @check("V201")
 def layer_count_matches(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     layout = workload.layout
@@ -89,24 +91,35 @@ def layer_count_matches(workload: Workload, dialect: Dialect) -> Iterator[Diagno
         line = workload.header.span.line + 1 + len(layout.count.before)
         width = len(layout.count.tokens[0]) if layout.count.tokens else len(str(declared))
         span = Span.at(line, 1 + len(layout.count.separators[0]), width)
-    effect = ("build the missing layers from uninitialised memory" if declared > present
-              else f"silently ignore the last {present - declared} lines")
+    effect = (
+        "build the missing layers from uninitialised memory"
+        if declared > present
+        else f"silently ignore the last {present - declared} lines"
+    )
     severity = Severity.WARNING if dialect is Dialect.CHAKRA else None
-    yield diagnostic("V201", f"line 2 declares {declared} layers but {present} layer lines follow; "
-                     f"ASTRA-sim and SimAI read {declared} and {effect}", span=span,
-                     hint=f"write {present}", severity=severity)
+    yield diagnostic(
+        "V201",
+        f"line 2 declares {declared} layers but {present} layer lines follow; "
+        f"ASTRA-sim and SimAI read {declared} and {effect}",
+        span=span,
+        hint=f"write {present}",
+        severity=severity,
+    )
 
 
 # -- layers ------------------------------------------------------------------------------------------
+
 
 @check("V211")
 def none_with_size(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     for layer in workload.layers:
         for phase_name, phase in layer.phases:
             if phase.comm_type is CommType.NONE and phase.comm_size != 0:
-                yield diagnostic("V211", f"{_PHASE_WORDS[phase_name]} comm type is NONE but its "
-                                 f"size is {phase.comm_size} bytes",
-                                 span=_field_span(layer, _PHASE_FIELDS[phase_name][1]))
+                yield diagnostic(
+                    "V211",
+                    f"{_PHASE_WORDS[phase_name]} comm type is NONE but its size is {phase.comm_size} bytes",
+                    span=_field_span(layer, _PHASE_FIELDS[phase_name][1]),
+                )
 
 
 @check("V212")
@@ -114,9 +127,12 @@ def collective_of_size_zero(workload: Workload, dialect: Dialect) -> Iterator[Di
     for layer in workload.layers:
         for phase_name, phase in layer.phases:
             if phase.comm_type.moves_data and phase.comm_size == 0:
-                yield diagnostic("V212", f"{_PHASE_WORDS[phase_name]} {phase.comm_type} moves 0 bytes",
-                                 span=_field_span(layer, _PHASE_FIELDS[phase_name][1]),
-                                 hint="write `NONE 0` if there is no collective")
+                yield diagnostic(
+                    "V212",
+                    f"{_PHASE_WORDS[phase_name]} {phase.comm_type} moves 0 bytes",
+                    span=_field_span(layer, _PHASE_FIELDS[phase_name][1]),
+                    hint="write `NONE 0` if there is no collective",
+                )
 
 
 @check("V220")
@@ -125,9 +141,13 @@ def policy_field_without_customized(workload: Workload, dialect: Dialect) -> Ite
         return
     for layer in workload.layers:
         if layer.policy is not None:
-            yield diagnostic("V220", f"layer `{layer.name}` has a 13th field `{layer.policy}` but "
-                             f"the header is {workload.header.policy}",
-                             span=_field_span(layer, 12), hint="remove the 13th field")
+            yield diagnostic(
+                "V220",
+                f"layer `{layer.name}` has a 13th field `{layer.policy}` but "
+                f"the header is {workload.header.policy}",
+                span=_field_span(layer, 12),
+                hint="remove the 13th field",
+            )
 
 
 @check("V221")
@@ -137,9 +157,12 @@ def policy_field_missing(workload: Workload, dialect: Dialect) -> Iterator[Diagn
     for layer in workload.layers:
         if layer.policy is None:
             span = layer.span and Span.at(layer.span.line, layer.span.end_column)
-            yield diagnostic("V221", f"layer `{layer.name}` has no 13th field; HYBRID_CUSTOMIZED "
-                             "needs each layer's parallelism", span=span,
-                             hint="append DATA, MODEL, HYBRID_DATA_MODEL or HYBRID_MODEL_DATA")
+            yield diagnostic(
+                "V221",
+                f"layer `{layer.name}` has no 13th field; HYBRID_CUSTOMIZED needs each layer's parallelism",
+                span=span,
+                hint="append DATA, MODEL, HYBRID_DATA_MODEL or HYBRID_MODEL_DATA",
+            )
 
 
 @check("V223")
@@ -148,8 +171,11 @@ def meaningless_layer_policy(workload: Workload, dialect: Dialect) -> Iterator[D
         return
     for layer in workload.layers:
         if layer.policy is not None and layer.policy.is_transformer:
-            yield diagnostic("V223", f"per-layer {layer.policy} has no model-parallel group under "
-                             "HYBRID_CUSTOMIZED", span=_field_span(layer, 12))
+            yield diagnostic(
+                "V223",
+                f"per-layer {layer.policy} has no model-parallel group under HYBRID_CUSTOMIZED",
+                span=_field_span(layer, 12),
+            )
 
 
 @check("V230")
@@ -164,46 +190,64 @@ def duplicate_names(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic
             continue
         reported.add(layer.name)
         at = f" (first on line {first.span.line})" if first.span else ""
-        yield diagnostic("V230", f"layer name `{layer.name}` is used {counts[layer.name]} times{at}",
-                         span=_field_span(layer, 0))
+        yield diagnostic(
+            "V230",
+            f"layer name `{layer.name}` is used {counts[layer.name]} times{at}",
+            span=_field_span(layer, 0),
+        )
 
 
 # -- header ------------------------------------------------------------------------------------------
+
 
 @check("V240")
 def header_parameters_present(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     header = workload.header
     span = header.span
     if header.policy.is_transformer and header.model_parallel_group is None:
-        yield diagnostic("V240", f"{header.policy} has no `model_parallel_NPU_group:`; ASTRA-sim "
-                         "1.0 (since 2020-10-29) then reads the next header token as the group "
-                         "size and misparses the file", span=span,
-                         hint=f"{header.policy} model_parallel_NPU_group: <g> ...")
+        yield diagnostic(
+            "V240",
+            f"{header.policy} has no `model_parallel_NPU_group:`; ASTRA-sim "
+            "1.0 (since 2020-10-29) then reads the next header token as the group "
+            "size and misparses the file",
+            span=span,
+            hint=f"{header.policy} model_parallel_NPU_group: <g> ...",
+        )
     if header.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD:
-        for key, value in (("checkpoints:", header.checkpoints),
-                           ("checkpoint_initiates:", header.checkpoint_initiates)):
+        for key, value in (
+            ("checkpoints:", header.checkpoints),
+            ("checkpoint_initiates:", header.checkpoint_initiates),
+        ):
             if value is None:
-                yield diagnostic("V240", f"{header.policy} has no `{key}` list", span=span,
-                                 hint=f"write `{key} 0` for none")
+                yield diagnostic(
+                    "V240",
+                    f"{header.policy} has no `{key}` list",
+                    span=span,
+                    hint=f"write `{key} 0` for none",
+                )
     if header.policy.is_dlrm and header.dlrm_last_bottom_layer is None:
-        yield diagnostic("V240", f"{header.policy} needs the index of the last bottom-MLP layer",
-                         span=span, hint=f"{header.policy} <index>  (0-based)")
+        yield diagnostic(
+            "V240",
+            f"{header.policy} needs the index of the last bottom-MLP layer",
+            span=span,
+            hint=f"{header.policy} <index>  (0-based)",
+        )
 
 
 @check("V242")
 def header_parameters_consistent(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     header, n = workload.header, len(workload.layers)
     span = header.span
-    for key, indices in (("checkpoints:", header.checkpoints),
-                         ("checkpoint_initiates:", header.checkpoint_initiates)):
+    for key, indices in (
+        ("checkpoints:", header.checkpoints),
+        ("checkpoint_initiates:", header.checkpoint_initiates),
+    ):
         for index in indices or ():
             if not 0 <= index < n:
-                yield diagnostic("V242", f"`{key}` index {index} is outside the layers 0..{n - 1}",
-                                 span=span)
+                yield diagnostic("V242", f"`{key}` index {index} is outside the layers 0..{n - 1}", span=span)
     last = header.dlrm_last_bottom_layer
     if last is not None and not 0 <= last < n:
-        yield diagnostic("V242", f"last bottom-MLP layer {last} is outside the layers 0..{n - 1}",
-                         span=span)
+        yield diagnostic("V242", f"last bottom-MLP layer {last} is outside the layers 0..{n - 1}", span=span)
     group = header.model_parallel_group
     if group is not None and group < 1:
         yield diagnostic("V242", f"model-parallel group {group} must be at least 1", span=span)
@@ -211,12 +255,16 @@ def header_parameters_consistent(workload: Workload, dialect: Dialect) -> Iterat
 
 # -- dialect compatibility ---------------------------------------------------------------------------
 
+
 @check("D301", dialects=(Dialect.CHAKRA,))
 def chakra_keyword(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     policy = workload.header.policy
     if policy not in CHAKRA_POLICIES:
-        yield diagnostic("D301", f"Chakra's text converter rejects {policy} (\"Unsupported "
-                         "parallelism type\")", span=workload.header.span)
+        yield diagnostic(
+            "D301",
+            f'Chakra\'s text converter rejects {policy} ("Unsupported parallelism type")',
+            span=workload.header.span,
+        )
 
 
 @check("D302")
@@ -224,18 +272,28 @@ def header_form(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     header, span = workload.header, workload.header.span
     if dialect is Dialect.ASTRA_SIM and header.simai_parameters:
         keys = " ".join(f"{k}:" for k in header.simai_parameters)
-        yield diagnostic("D302", f"ASTRA-sim 1.0 reads header parameters by position and misreads "
-                         f"SimAI's {keys}", span=span, hint="check with --dialect simai, or drop them")
+        yield diagnostic(
+            "D302",
+            f"ASTRA-sim 1.0 reads header parameters by position and misreads SimAI's {keys}",
+            span=span,
+            hint="check with --dialect simai, or drop them",
+        )
     layout = header.layout
     keyed_dlrm = layout is not None and "DLRM_LAST_BOTTOM_LAYER:" in layout.line.tokens
     if header.policy.is_dlrm and header.dlrm_last_bottom_layer is not None:
         if dialect is Dialect.SIMAI and not keyed_dlrm:
-            yield diagnostic("D302", "SimAI reads the last bottom layer only from "
-                             "`DLRM_LAST_BOTTOM_LAYER: <n>`; `HYBRID_DLRM <n>` leaves it unset",
-                             span=span)
+            yield diagnostic(
+                "D302",
+                "SimAI reads the last bottom layer only from "
+                "`DLRM_LAST_BOTTOM_LAYER: <n>`; `HYBRID_DLRM <n>` leaves it unset",
+                span=span,
+            )
         if dialect is not Dialect.SIMAI and keyed_dlrm:
-            yield diagnostic("D302", "ASTRA-sim 1.0 and Chakra read `HYBRID_DLRM <n>`, not "
-                             "`DLRM_LAST_BOTTOM_LAYER: <n>`", span=span)
+            yield diagnostic(
+                "D302",
+                "ASTRA-sim 1.0 and Chakra read `HYBRID_DLRM <n>`, not `DLRM_LAST_BOTTOM_LAYER: <n>`",
+                span=span,
+            )
 
 
 @check("D303")
@@ -246,13 +304,16 @@ def changed_comm_types(workload: Workload, dialect: Dialect) -> Iterator[Diagnos
         for phase_name, phase in layer.phases:
             message = _changed(dialect, phase.comm_type, phase_name in emitted, phase.comm_size)
             if message:
-                yield diagnostic("D303", f"{_PHASE_WORDS[phase_name]} {phase.comm_type}: {message}",
-                                 span=_field_span(layer, _PHASE_FIELDS[phase_name][0]))
+                yield diagnostic(
+                    "D303",
+                    f"{_PHASE_WORDS[phase_name]} {phase.comm_type}: {message}",
+                    span=_field_span(layer, _PHASE_FIELDS[phase_name][0]),
+                )
 
 
 def _changed(dialect: Dialect, comm: CommType, emitted: bool, size: int) -> str | None:
     if dialect is Dialect.CHAKRA:
-        if emitted and not comm.is_portable or emitted and comm is CommType.NONE:
+        if (emitted and not comm.is_portable) or (emitted and comm is CommType.NONE):
             return f"Chakra emits an ALL_REDUCE of {size} bytes here"
         return None
     if comm is CommType.BROADCAST:
@@ -260,7 +321,7 @@ def _changed(dialect: Dialect, comm: CommType, emitted: bool, size: int) -> str 
     if comm is CommType.ALLREDUCEALLTOALL:
         if dialect is Dialect.SIMAI:
             return "SimAI reads it as ALLREDUCE"
-        return "ASTRA-sim 1.0 panics (\"no known collective operation\") when it issues it"
+        return 'ASTRA-sim 1.0 panics ("no known collective operation") when it issues it'
     if dialect is Dialect.ASTRA_SIM and comm.is_simai_only:
         return "ASTRA-sim 1.0 reads it as no collective (SimAI-only group suffix)"
     return None
@@ -271,33 +332,47 @@ def chakra_blank_lines(workload: Workload, dialect: Dialect) -> Iterator[Diagnos
     layout = workload.layout
     if layout is None:
         return
-    blanks = [(layer.span.line - len(layer.layout.before), len(layer.layout.before))
-              for layer in workload.layers
-              if layer.layout and layer.layout.before and layer.span]
+    blanks = [
+        (layer.span.line - len(layer.layout.before), len(layer.layout.before))
+        for layer in workload.layers
+        if layer.layout and layer.layout.before and layer.span
+    ]
     if layout.trailing and workload.layers and workload.layers[-1].span:
         blanks.append((workload.layers[-1].span.line + 1, len(layout.trailing)))
     for line, count in blanks:
-        yield diagnostic("D304", f"{count} blank line{'s' * (count > 1)}: Chakra's converter raises "
-                         "\"Cannot parse the following layer\"", span=Span.at(line, 1),
-                         hint="delete the blank lines")
+        yield diagnostic(
+            "D304",
+            f"{count} blank line{'s' * (count > 1)}: Chakra's converter raises "
+            '"Cannot parse the following layer"',
+            span=Span.at(line, 1),
+            hint="delete the blank lines",
+        )
 
 
 @check("D305", dialects=(Dialect.ASTRA_SIM, Dialect.SIMAI))
 def micro_first_layer_only(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     if workload.header.policy is Policy.MICRO and len(workload.layers) > 1:
-        yield diagnostic("D305", f"MICRO with {len(workload.layers)} layers: ASTRA-sim 1.0 and SimAI "
-                         "simulate only the first", span=workload.header.span,
-                         severity=Severity.INFO)
+        yield diagnostic(
+            "D305",
+            f"MICRO with {len(workload.layers)} layers: ASTRA-sim 1.0 and SimAI simulate only the first",
+            span=workload.header.span,
+            severity=Severity.INFO,
+        )
 
 
 @check("D306", dialects=(Dialect.SIMAI,))
 def simai_checkpoint_lists(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     header = workload.header
-    for key, indices in (("checkpoints:", header.checkpoints),
-                         ("checkpoint_initiates:", header.checkpoint_initiates)):
+    for key, indices in (
+        ("checkpoints:", header.checkpoints),
+        ("checkpoint_initiates:", header.checkpoint_initiates),
+    ):
         if indices is not None and len(indices) > 1:
-            yield diagnostic("D306", f"SimAI records only the first of the {len(indices)} "
-                             f"`{key}` indices", span=header.span)
+            yield diagnostic(
+                "D306",
+                f"SimAI records only the first of the {len(indices)} `{key}` indices",
+                span=header.span,
+            )
 
 
 @check("D307", dialects=(Dialect.SIMAI,))
@@ -309,9 +384,13 @@ def simai_header_keys(workload: Workload, dialect: Dialect) -> Iterator[Diagnost
     if header.model_parallel_group is None:
         missing.insert(0, "model_parallel_NPU_group")
     if missing:
-        yield diagnostic("D307", f"SimAI leaves {', '.join(k + ':' for k in missing)} uninitialised "
-                         "and warns \"Input workload format mismatch\"", span=header.span,
-                         hint="regenerate with a current AICB, or add the keys")
+        yield diagnostic(
+            "D307",
+            f"SimAI leaves {', '.join(k + ':' for k in missing)} uninitialised "
+            'and warns "Input workload format mismatch"',
+            span=header.span,
+            hint="regenerate with a current AICB, or add the keys",
+        )
 
 
 @check("D308", dialects=(Dialect.CHAKRA,))
@@ -319,13 +398,20 @@ def chakra_int64(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     for layer in workload.layers:
         for phase_name, phase in layer.phases:
             if phase.comm_size > numbers.INT64_MAX:
-                yield diagnostic("D308", f"{_PHASE_WORDS[phase_name]} comm size {phase.comm_size} "
-                                 "exceeds Chakra's int64", span=_field_span(layer, _PHASE_FIELDS[phase_name][1]))
+                yield diagnostic(
+                    "D308",
+                    f"{_PHASE_WORDS[phase_name]} comm size {phase.comm_size} exceeds Chakra's int64",
+                    span=_field_span(layer, _PHASE_FIELDS[phase_name][1]),
+                )
 
 
 @check("D309", dialects=(Dialect.CHAKRA,))
 def chakra_ignores_count(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     layout = workload.layout
     if layout is not None and layout.declared_count != layout.layer_lines:
-        yield diagnostic("D309", f"Chakra ignores the declared {layout.declared_count} and converts "
-                         f"all {layout.layer_lines} layer lines", span=workload.header.span)
+        yield diagnostic(
+            "D309",
+            f"Chakra ignores the declared {layout.declared_count} and converts "
+            f"all {layout.layer_lines} layer lines",
+            span=workload.header.span,
+        )

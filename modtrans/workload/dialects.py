@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from modtrans.workload.model import CommType, Dialect, Layer, Policy, Workload
 
-CHAKRA_POLICIES = frozenset({
-    Policy.MICRO, Policy.DATA, Policy.MODEL, Policy.HYBRID_DATA_MODEL, Policy.HYBRID_MODEL_DATA,
-    Policy.HYBRID_DLRM, Policy.HYBRID_DLRM_ENHANCED,
-})
+CHAKRA_POLICIES = frozenset(
+    {
+        Policy.MICRO,
+        Policy.DATA,
+        Policy.MODEL,
+        Policy.HYBRID_DATA_MODEL,
+        Policy.HYBRID_MODEL_DATA,
+        Policy.HYBRID_DLRM,
+        Policy.HYBRID_DLRM_ENHANCED,
+    }
+)
 
 PHASES = ("fwd", "input_grad", "weight_grad")
 

@@ -5,6 +5,7 @@ The JSON form carries meaning only: converting text -> JSON -> text yields the c
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -13,8 +14,16 @@ from modtrans import schema
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
 from modtrans.workload.model import CommType, Dialect, Header, Layer, Phase, Policy, Workload
 
-_HEADER_INTS = ("model_parallel_group", "dlrm_last_bottom_layer", "ep", "pp", "vpp", "ga",
-                "all_gpus", "pp_comm")
+_HEADER_INTS = (
+    "model_parallel_group",
+    "dlrm_last_bottom_layer",
+    "ep",
+    "pp",
+    "vpp",
+    "ga",
+    "all_gpus",
+    "pp_comm",
+)
 _PHASE_WORDS = {"fwd": "forward", "input_grad": "input-gradient", "weight_grad": "weight-gradient"}
 
 
@@ -40,8 +49,11 @@ def to_dict(workload: Workload) -> dict[str, Any]:
 def _layer_dict(layer: Layer) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": layer.name, "reserved": layer.reserved}
     for key, phase in layer.phases:
-        entry[key] = {"compute_time": phase.compute_time, "comm_type": phase.comm_type.value,
-                      "comm_size": phase.comm_size}
+        entry[key] = {
+            "compute_time": phase.compute_time,
+            "comm_type": phase.comm_type.value,
+            "comm_size": phase.comm_size,
+        }
     entry["update_time"] = layer.update_time
     if layer.policy is not None:
         entry["policy"] = layer.policy.value
@@ -57,8 +69,11 @@ def loads(text: str, *, path: str | None = None) -> tuple[Workload | None, list[
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        return None, [diagnostic("S401", f"invalid JSON: {error.msg}", path=path,
-                                 span=Span.at(error.lineno, error.colno))]
+        return None, [
+            diagnostic(
+                "S401", f"invalid JSON: {error.msg}", path=path, span=Span.at(error.lineno, error.colno)
+            )
+        ]
     problems = schema.check(data, "workload", path=path, describe=describe)
     if problems:
         return None, problems
@@ -71,8 +86,9 @@ def from_dict(data: dict[str, Any]) -> Workload:
     header = Header(
         policy=Policy(head["policy"]),
         checkpoints=tuple(head["checkpoints"]) if "checkpoints" in head else None,
-        checkpoint_initiates=(tuple(head["checkpoint_initiates"])
-                              if "checkpoint_initiates" in head else None),
+        checkpoint_initiates=(
+            tuple(head["checkpoint_initiates"]) if "checkpoint_initiates" in head else None
+        ),
         extra=tuple(head.get("extra", ())),
         **{key: head.get(key) for key in _HEADER_INTS},
     )
@@ -105,10 +121,8 @@ def describe(where: Sequence[str | int], document: Any) -> str:
     if head == "layers" and rest and isinstance(rest[0], int):
         index = rest[0]
         name = ""
-        try:
+        with contextlib.suppress(KeyError, IndexError, TypeError):
             name = f" (`{document['layers'][index]['name']}`)"
-        except (KeyError, IndexError, TypeError):
-            pass
         words = [f"layer {index}{name}"]
         fields = [str(p) for p in rest[1:]]
         if fields and fields[0] in _PHASE_WORDS:

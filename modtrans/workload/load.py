@@ -45,8 +45,9 @@ def load(path: str | Path) -> Loaded:
     return Loaded(name, result, file.lines)
 
 
-def validate_file(path: str | Path, *, dialect: Dialect | str | None = None,
-                  ignore: Iterable[str] = ()) -> tuple[Loaded, list[Diagnostic]]:
+def validate_file(
+    path: str | Path, *, dialect: Dialect | str | None = None, ignore: Iterable[str] = ()
+) -> tuple[Loaded, list[Diagnostic]]:
     """Load `path` and run every check on it."""
     loaded = load(path)
     return loaded, check_parsed(loaded.result, dialect=dialect, path=loaded.path, ignore=ignore)

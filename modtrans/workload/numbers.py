@@ -43,8 +43,7 @@ def read(token: str, kind: Kind, what: str) -> Reading:
             return Reading(
                 None,
                 "V203",
-                f"{what} is negative ({token}): ASTRA-sim and SimAI read it as unsigned, "
-                f"{value % 2**64}",
+                f"{what} is negative ({token}): ASTRA-sim and SimAI read it as unsigned, {value % 2**64}",
             )
         limit = INT32_MAX if kind is Kind.INT32 else UINT64_MAX
         if value > limit or value < -INT32_MAX - 1:
@@ -64,7 +63,10 @@ def _misreading(token: str) -> str:
     digits = re.match(r"[+-]?[0-9]*", token)
     prefix = digits.group(0) if digits else ""
     if not prefix.strip("+-"):
-        return "ASTRA-sim's and SimAI's stream fails here and every later field is garbage; Chakra rejects the line"
+        return (
+            "ASTRA-sim's and SimAI's stream fails here and every later field is garbage; "
+            "Chakra rejects the line"
+        )
     rest = token[len(prefix) :]
     if "_" in token and rest.replace("_", "").isdigit():
         return f"ASTRA-sim and SimAI read {int(prefix)} and shift the rest; Chakra reads {int(token)}"

@@ -117,8 +117,15 @@ class _Reader:
         self._separators: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     # -- helpers -------------------------------------------------------------------------------
-    def report(self, code: str, message: str, span: Span | None, *, hint: str | None = None,
-               severity: Severity | None = None) -> None:
+    def report(
+        self,
+        code: str,
+        message: str,
+        span: Span | None,
+        *,
+        hint: str | None = None,
+        severity: Severity | None = None,
+    ) -> None:
         self.diagnostics.append(
             diagnostic(code, message, path=self.path, span=span, hint=hint, severity=severity)
         )
@@ -127,8 +134,14 @@ class _Reader:
         column = (token.column or 1) + offset
         return Span(lineno, column, lineno, column + len(token))
 
-    def _layout(self, content: str, tokens: Sequence[lark.Token], eol: str, before: tuple[str, ...],
-                canonical: Sequence[str] | None) -> LineLayout:
+    def _layout(
+        self,
+        content: str,
+        tokens: Sequence[lark.Token],
+        eol: str,
+        before: tuple[str, ...],
+        canonical: Sequence[str] | None,
+    ) -> LineLayout:
         seps = []
         position = 0
         for token in tokens:
@@ -160,8 +173,11 @@ class _Reader:
             lineno = index + 1
             offset = 1 if (bom and lineno == 1) else 0
             if len(content) > MAX_LINE:
-                self.report("P102", f"line {lineno} is {len(content):,} characters long "
-                            f"(limit {MAX_LINE:,})", Span.at(lineno, 1))
+                self.report(
+                    "P102",
+                    f"line {lineno} is {len(content):,} characters long (limit {MAX_LINE:,})",
+                    Span.at(lineno, 1),
+                )
                 if count is not None:
                     layer_lines += 1
                 continue
@@ -182,71 +198,102 @@ class _Reader:
                     layers.append(layer)
 
         if not seen_header:
-            self.report("P110", "the file is empty: line 1 must hold a parallelism keyword",
-                        Span.at(1, 1))
+            self.report("P110", "the file is empty: line 1 must hold a parallelism keyword", Span.at(1, 1))
         elif count is None:
             last = len(lines)
             self.report("P120", "the layer count (line 2) is missing", Span.at(last + 1, 1))
         if header is None or count is None:
             return ParseResult(None, tuple(self.diagnostics))
         declared, count_layout = count
-        layout = FileLayout(count_layout, declared if declared is not None else layer_lines,
-                            layer_lines, bom, tuple(blanks), lines[-1][1])
+        layout = FileLayout(
+            count_layout,
+            declared if declared is not None else layer_lines,
+            layer_lines,
+            bom,
+            tuple(blanks),
+            lines[-1][1],
+        )
         workload = Workload(header, tuple(layers), dialect=None, layout=layout)
         return ParseResult(replace(workload, dialect=detect(workload)), tuple(self.diagnostics))
 
     def _blank_line(self, lineno: int, content: str, early: bool) -> None:
         what = "whitespace-only line" if content else "blank line"
         if early:
-            self.report("V250", f"{what} before the layer count: SimAI reads line 1 as the header "
-                        "and line 2 as the count", Span.at(lineno, 1), severity=Severity.ERROR)
+            self.report(
+                "V250",
+                f"{what} before the layer count: SimAI reads line 1 as the header and line 2 as the count",
+                Span.at(lineno, 1),
+                severity=Severity.ERROR,
+            )
         else:
             self.report("V250", what, Span.at(lineno, 1, len(content)), hint="delete the line")
 
-    def _syntax(self, lineno: int, content: str, start: str, offset: int) -> lark.Tree | None:
+    def _syntax(self, lineno: int, content: str, start: str, offset: int) -> lark.Tree[lark.Token] | None:
         try:
             return _parser().parse(content, start=start)
         except lark.UnexpectedCharacters as error:
-            char = content[error.pos_in_stream] if error.pos_in_stream < len(content) else ""
+            position = error.pos_in_stream or 0
+            char = content[position] if position < len(content) else " "
             name = "carriage return without line feed" if char == "\r" else f"U+{ord(char):04X}"
-            self.report("P103", f"unexpected character ({name}) in line {lineno}",
-                        Span.at(lineno, error.column + offset),
-                        hint="separate fields with spaces or tabs")
+            self.report(
+                "P103",
+                f"unexpected character ({name}) in line {lineno}",
+                Span.at(lineno, error.column + offset),
+                hint="separate fields with spaces or tabs",
+            )
         except lark.UnexpectedInput as error:
             self._wrong_shape(lineno, content, start, error, offset)
         return None
 
-    def _wrong_shape(self, lineno: int, content: str, start: str, error: lark.UnexpectedInput,
-                     offset: int) -> None:
+    def _wrong_shape(
+        self, lineno: int, content: str, start: str, error: lark.UnexpectedInput, offset: int
+    ) -> None:
         fields = content.split()
         if start == "layer_line":
             if len(fields) < 12:
                 end = len(content.rstrip())
-                self.report("P130", f"layer line has {len(fields)} fields; expected 12 "
-                            f"(missing: {', '.join(_FIELD_NAMES[len(fields):12])})",
-                            Span.at(lineno, end + 1))
+                self.report(
+                    "P130",
+                    f"layer line has {len(fields)} fields; expected 12 "
+                    f"(missing: {', '.join(_FIELD_NAMES[len(fields) : 12])})",
+                    Span.at(lineno, end + 1),
+                )
             else:
-                self.report("P130", f"layer line has {len(fields)} fields; expected 12, or 13 "
-                            "under HYBRID_CUSTOMIZED", Span.at(lineno, error.column, 1))
+                self.report(
+                    "P130",
+                    f"layer line has {len(fields)} fields; expected 12, or 13 under HYBRID_CUSTOMIZED",
+                    Span.at(lineno, error.column, 1),
+                )
         elif start == "count_line":
-            self.report("P120", f"line {lineno} must hold only the layer count; found "
-                        f"{len(fields)} fields", Span.at(lineno, 1, len(content.rstrip())),
-                        hint="put the header on line 1 and the number of layer lines alone on line 2")
+            self.report(
+                "P120",
+                f"line {lineno} must hold only the layer count; found {len(fields)} fields",
+                Span.at(lineno, 1, len(content.rstrip())),
+                hint="put the header on line 1 and the number of layer lines alone on line 2",
+            )
         else:
-            self.report("P111", f"cannot read header token at column {error.column}",
-                        Span.at(lineno, error.column + offset))
+            self.report(
+                "P111",
+                f"cannot read header token at column {error.column}",
+                Span.at(lineno, error.column + offset),
+            )
 
     # -- line 1 ----------------------------------------------------------------------------------
-    def _header(self, lineno: int, content: str, eol: str, before: tuple[str, ...],
-                offset: int) -> Header | None:
+    def _header(
+        self, lineno: int, content: str, eol: str, before: tuple[str, ...], offset: int
+    ) -> Header | None:
         tree = self._syntax(lineno, content, "header_line", offset)
         if tree is None:
             return None
         first = tree.children[0]
         assert isinstance(first, lark.Token)
         if first.type != "POLICY":
-            self.report("P110", f"`{first}` is not a parallelism keyword",
-                        self._span(lineno, first, offset), hint=_suggest(str(first), Policy))
+            self.report(
+                "P110",
+                f"`{first}` is not a parallelism keyword",
+                self._span(lineno, first, offset),
+                hint=_suggest(str(first), Policy),
+            )
             return None
         values: dict[str, object] = {"policy": Policy(str(first))}
         extra: list[str] = []
@@ -259,72 +306,106 @@ class _Reader:
         header = Header(extra=tuple(extra), **values)  # type: ignore[arg-type]
         layout = self._layout(content, tokens, eol, before, None)
         end = len(content.rstrip())
-        return replace(header, span=Span(lineno, 1 + offset, lineno, end + 1 + offset),
-                       layout=HeaderLayout(layout, header))
+        return replace(
+            header,
+            span=Span(lineno, 1 + offset, lineno, end + 1 + offset),
+            layout=HeaderLayout(layout, header),
+        )
 
-    def _header_param(self, lineno: int, offset: int, kind: str, parts: list[lark.Token],
-                      values: dict[str, object], extra: list[str]) -> None:
+    def _header_param(
+        self,
+        lineno: int,
+        offset: int,
+        kind: str,
+        parts: list[lark.Token],
+        values: dict[str, object],
+        extra: list[str],
+    ) -> None:
         key, args = (None, parts) if kind == "positional_int" else (parts[0], parts[1:])
         if kind == "positional_int":
             token = parts[0]
             glued = next((k for k in _KEYS if token.startswith(k) and len(token) > len(k)), None)
             if glued is not None:
-                self.report("P111", f"`{token}` glues the key `{glued}` to its value",
-                            self._span(lineno, token, offset),
-                            hint=f"write `{glued} {token[len(glued):]}` with a blank in between")
+                self.report(
+                    "P111",
+                    f"`{token}` glues the key `{glued}` to its value",
+                    self._span(lineno, token, offset),
+                    hint=f"write `{glued} {token[len(glued) :]}` with a blank in between",
+                )
                 extra.append(str(token))
                 return
-            if values["policy"] in (Policy.HYBRID_DLRM, Policy.HYBRID_DLRM_ENHANCED) and \
-                    "dlrm_last_bottom_layer" not in values:
+            if (
+                values["policy"] in (Policy.HYBRID_DLRM, Policy.HYBRID_DLRM_ENHANCED)
+                and "dlrm_last_bottom_layer" not in values
+            ):
                 number = self._header_int(lineno, offset, token, "last bottom-MLP layer index")
                 if number is not None:
                     values["dlrm_last_bottom_layer"] = number
                 return
-            self.report("V243", f"header token `{token}` is not a parameter of "
-                        f"{values['policy']}", self._span(lineno, token, offset),
-                        hint="remove it: ASTRA-sim 1.0 would read it as the layer count")
+            self.report(
+                "V243",
+                f"header token `{token}` is not a parameter of {values['policy']}",
+                self._span(lineno, token, offset),
+                hint="remove it: ASTRA-sim 1.0 would read it as the layer count",
+            )
             extra.append(str(token))
             return
         assert key is not None
         if kind == "unknown_param":
-            self.report("V243", f"unknown header parameter `{key}`", self._span(lineno, key, offset),
-                        hint=_suggest(str(key), _KEYS))
+            self.report(
+                "V243",
+                f"unknown header parameter `{key}`",
+                self._span(lineno, key, offset),
+                hint=_suggest(str(key), _KEYS),
+            )
             extra.extend(str(t) for t in parts)
             return
-        name = {"group": "model_parallel_group", "dlrm_keyed": "dlrm_last_bottom_layer",
-                "pp_comm": "pp_comm", "checkpoints": "checkpoints",
-                "checkpoint_initiates": "checkpoint_initiates"}.get(kind) or str(key).rstrip(":")
+        name = {
+            "group": "model_parallel_group",
+            "dlrm_keyed": "dlrm_last_bottom_layer",
+            "pp_comm": "pp_comm",
+            "checkpoints": "checkpoints",
+            "checkpoint_initiates": "checkpoint_initiates",
+        }.get(kind) or str(key).rstrip(":")
         if name in values:
-            self.report("V242", f"header parameter `{key}` is given twice",
-                        self._span(lineno, key, offset))
+            self.report("V242", f"header parameter `{key}` is given twice", self._span(lineno, key, offset))
             return
         if kind in ("checkpoints", "checkpoint_initiates"):
             numbers_ = [self._header_int(lineno, offset, t, f"`{key}` entry") for t in args]
             if not args:
-                self.report("V241", f"`{key}` has no count", self._span(lineno, key, offset),
-                            hint=f"write `{key} 0` for an empty list")
+                self.report(
+                    "V241",
+                    f"`{key}` has no count",
+                    self._span(lineno, key, offset),
+                    hint=f"write `{key} 0` for an empty list",
+                )
                 return
             if any(n is None for n in numbers_):
                 return
             declared, indices = numbers_[0], tuple(n for n in numbers_[1:] if n is not None)
             if declared != len(indices):
-                self.report("V242", f"`{key}` declares {declared} indices but lists {len(indices)}",
-                            self._span(lineno, args[0], offset),
-                            hint=f"the first number is the count: `{key} {len(indices)} ...`")
+                self.report(
+                    "V242",
+                    f"`{key}` declares {declared} indices but lists {len(indices)}",
+                    self._span(lineno, args[0], offset),
+                    hint=f"the first number is the count: `{key} {len(indices)} ...`",
+                )
             values[name] = indices
             return
         value = self._header_int(lineno, offset, args[0], f"`{key}`", allow_float=kind == "pp_comm")
         if value is not None:
             values[name] = value
 
-    def _header_int(self, lineno: int, offset: int, token: lark.Token, what: str,
-                    allow_float: bool = False) -> int | None:
+    def _header_int(
+        self, lineno: int, offset: int, token: lark.Token, what: str, allow_float: bool = False
+    ) -> int | None:
         text = str(token)
         if allow_float and text.endswith(".0") and text[:-2].isdigit():
             return int(text[:-2])  # AICB writes pp_comm as a Python float; SimAI's stoi truncates
         if text.endswith(":"):
-            self.report("V241", f"{what} has no value (found the key `{text}`)",
-                        self._span(lineno, token, offset))
+            self.report(
+                "V241", f"{what} has no value (found the key `{text}`)", self._span(lineno, token, offset)
+            )
             return None
         reading = numbers.read(text, Kind.INT32, what)
         if reading.code is not None:
@@ -333,8 +414,9 @@ class _Reader:
         return reading.value
 
     # -- line 2 ----------------------------------------------------------------------------------
-    def _count(self, lineno: int, content: str, eol: str,
-               before: tuple[str, ...]) -> tuple[int | None, LineLayout]:
+    def _count(
+        self, lineno: int, content: str, eol: str, before: tuple[str, ...]
+    ) -> tuple[int | None, LineLayout]:
         tree = self._syntax(lineno, content, "count_line", 0)
         if tree is None:
             return None, LineLayout((content,), ("", ""), eol, before)
@@ -348,13 +430,13 @@ class _Reader:
         if value is not None and value < 0:
             self.report("P120", f"layer count is negative ({value})", self._span(lineno, token, 0))
             value = None
-        layout = self._layout(content, [token], eol, before,
-                              None if value is None else [str(value)])
+        layout = self._layout(content, [token], eol, before, None if value is None else [str(value)])
         return value, layout
 
     # -- lines 3... ------------------------------------------------------------------------------
-    def _layer(self, lineno: int, content: str, eol: str, before: tuple[str, ...],
-               header: Header | None) -> Layer | None:
+    def _layer(
+        self, lineno: int, content: str, eol: str, before: tuple[str, ...], header: Header | None
+    ) -> Layer | None:
         tree = self._syntax(lineno, content, "layer_line", 0)
         if tree is None:
             return None
@@ -378,8 +460,12 @@ class _Reader:
                 comms.append(CommType(str(token)))
             else:
                 failed = True
-                self.report("V210", f"unknown comm type `{token}` ({_FIELD_NAMES[position]})",
-                            self._span(lineno, token, 0), hint=_suggest(str(token), CommType))
+                self.report(
+                    "V210",
+                    f"unknown comm type `{token}` ({_FIELD_NAMES[position]})",
+                    self._span(lineno, token, 0),
+                    hint=_suggest(str(token), CommType),
+                )
         policy: Policy | None = None
         if len(tokens) == 13:
             token = tokens[12]
@@ -387,18 +473,32 @@ class _Reader:
                 policy = Policy(str(token))
             elif header is not None and header.policy is not Policy.HYBRID_CUSTOMIZED:
                 failed = True
-                self.report("V220", f"layer line has a 13th field `{token}` but the header is "
-                            f"{header.policy}", self._span(lineno, token, 0),
-                            hint="remove the 13th field")
+                self.report(
+                    "V220",
+                    f"layer line has a 13th field `{token}` but the header is {header.policy}",
+                    self._span(lineno, token, 0),
+                    hint="remove the 13th field",
+                )
             else:
                 failed = True
-                self.report("V222", f"`{token}` is not a parallelism keyword",
-                            self._span(lineno, token, 0), hint=_suggest(str(token), Policy))
+                self.report(
+                    "V222",
+                    f"`{token}` is not a parallelism keyword",
+                    self._span(lineno, token, 0),
+                    hint=_suggest(str(token), Policy),
+                )
         if failed:
             return None
         reserved, t_f, s_f, t_i, s_i, t_w, s_w, update = ints
-        layer = Layer(str(tokens[0]), Phase(t_f, comms[0], s_f), Phase(t_i, comms[1], s_i),
-                      Phase(t_w, comms[2], s_w), update, reserved, policy)
+        layer = Layer(
+            str(tokens[0]),
+            Phase(t_f, comms[0], s_f),
+            Phase(t_i, comms[1], s_i),
+            Phase(t_w, comms[2], s_w),
+            update,
+            reserved,
+            policy,
+        )
         layout = self._layout(content, tokens, eol, before, layer_tokens(layer))
         end = len(content.rstrip(_BLANKS))
         return replace(layer, span=Span(lineno, 1, lineno, end + 1), layout=layout)
@@ -421,5 +521,3 @@ def parse_workload(text: str, *, path: str | None = None) -> Workload:
     if result.workload is None or not result.ok:
         raise DiagnosticError(d for d in result.diagnostics if d.severity is Severity.ERROR)
     return result.workload
-
-

@@ -23,10 +23,7 @@ def validate(
     Without `dialect` the file is checked for the consumer it was written for (detected: SimAI
     when it uses SimAI-only keys or comm types, else ASTRA-sim 1.0).
     """
-    if isinstance(source, Workload):
-        result = ParseResult(source, ())
-    else:
-        result = parse(source, path=path)
+    result = ParseResult(source, ()) if isinstance(source, Workload) else parse(source, path=path)
     return check_parsed(result, dialect=dialect, path=path, ignore=ignore)
 
 

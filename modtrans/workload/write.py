@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic
 from modtrans.workload.dialects import CHAKRA_POLICIES, detect
-from modtrans.workload.model import Dialect, Header, Layer, LineLayout, Policy, Workload
+from modtrans.workload.model import Dialect, Header, Layer, LineLayout, Workload
 
 
 def write(workload: Workload, dialect: Dialect | str | None = None) -> str:
@@ -62,8 +62,10 @@ def header_tokens(header: Header, dialect: Dialect) -> list[str]:
         value = getattr(header, key)
         if value is not None:
             tokens += [f"{key}:", str(value)]
-    for key, indices in (("checkpoints:", header.checkpoints),
-                         ("checkpoint_initiates:", header.checkpoint_initiates)):
+    for key, indices in (
+        ("checkpoints:", header.checkpoints),
+        ("checkpoint_initiates:", header.checkpoint_initiates),
+    ):
         if indices is not None:
             tokens += [key, str(len(indices)), *map(str, indices)]
     if header.pp_comm is not None:
@@ -82,20 +84,30 @@ def unwritable(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
         yield diagnostic("D310", f"Chakra's text converter rejects {header.policy}")
     if header.simai_parameters:
         keys = ", ".join(f"{k}:" for k in header.simai_parameters)
-        yield diagnostic("D310", f"{name} cannot read the SimAI header parameters {keys}",
-                         hint="write with --dialect simai")
+        yield diagnostic(
+            "D310",
+            f"{name} cannot read the SimAI header parameters {keys}",
+            hint="write with --dialect simai",
+        )
     if header.extra:
-        yield diagnostic("D310", f"{name} reads header tokens by position; the unknown tokens "
-                         f"{' '.join(header.extra)!r} would shift them")
-    simai_types = sorted({p.comm_type.value for layer in workload.layers
-                          for _, p in layer.phases if p.comm_type.is_simai_only})
+        yield diagnostic(
+            "D310",
+            f"{name} reads header tokens by position; the unknown tokens "
+            f"{' '.join(header.extra)!r} would shift them",
+        )
+    simai_types = sorted(
+        {p.comm_type.value for layer in workload.layers for _, p in layer.phases if p.comm_type.is_simai_only}
+    )
     if simai_types:
-        yield diagnostic("D310", f"{name} has no comm type {', '.join(simai_types)}",
-                         hint="write with --dialect simai, or use NONE/ALLREDUCE/ALLGATHER/"
-                         "REDUCESCATTER/ALLTOALL")
+        yield diagnostic(
+            "D310",
+            f"{name} has no comm type {', '.join(simai_types)}",
+            hint="write with --dialect simai, or use NONE/ALLREDUCE/ALLGATHER/REDUCESCATTER/ALLTOALL",
+        )
 
 
 # -- lossless ---------------------------------------------------------------------------------------
+
 
 def _lossless(workload: Workload) -> Iterator[str]:
     file = workload.layout

@@ -1,0 +1,66 @@
+"""The shipped schema is a valid 2020-12 schema, and the wheel carries grammar/ and schemas/."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from modtrans import resources
+from tests.conftest import ROOT
+
+
+def test_workload_schema_is_valid_2020_12() -> None:
+    schema = resources.schema("workload")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_parses_in_a_fresh_venv(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(ROOT),
+        ],
+        check=True,
+    )
+    (wheel,) = dist.glob("modtrans-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True, system_site_packages=True)
+    python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True
+    )
+    probe = (
+        "import modtrans, modtrans.resources as r, sys;"
+        "assert 'site-packages' in modtrans.__file__, modtrans.__file__;"
+        "assert '_data' in str(r.grammar_path()), r.grammar_path();"
+        "res = modtrans.parse(open(sys.argv[1], newline='').read());"
+        "assert res.ok and len(res.workload.layers) == 54;"
+        "r.schema('workload');print('ok')"
+    )
+    resnet = ROOT / "fixtures" / "workloads" / "corpus" / "astra-sim" / "Resnet50_DataParallel.txt"
+    out = subprocess.run(
+        [str(python), "-c", probe, str(resnet)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert out.stdout.strip() == "ok"
