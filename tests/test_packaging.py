@@ -41,8 +41,18 @@ def test_wheel_installs_and_parses_in_a_fresh_venv(tmp_path: Path) -> None:
     )
     (wheel,) = dist.glob("modtrans-*.whl")
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True, system_site_packages=True)
+    venv.create(env_dir, with_pip=True)
     python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
+    # The wheel's dependencies come from this interpreter's site-packages (no network here);
+    # modtrans itself must come from the wheel, which the venv's own site-packages puts first.
+    site_dir = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = [p for p in sys.path if p.endswith("site-packages")]
+    Path(site_dir, "_outer_dependencies.pth").write_text("\n".join(ours) + "\n")
     subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True
     )

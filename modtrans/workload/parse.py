@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -84,6 +85,41 @@ def _parser() -> lark.Lark:
         start=["workload", "header_line", "count_line", "layer_line"],
         maybe_placeholders=False,
     )
+
+
+# The field terminals of a valid layer_line, in order (grammar/workload.lark, rule layer_line).
+_LAYER_TERMINALS = (
+    "NAME",
+    "INT",
+    "INT",
+    "COMM_TYPE",
+    "INT",
+    "INT",
+    "COMM_TYPE",
+    "INT",
+    "INT",
+    "COMM_TYPE",
+    "INT",
+    "INT",
+)
+_UNSIGNED = re.compile(r"0|[1-9][0-9]*")
+
+
+@functools.cache
+def _fast_layer() -> re.Pattern[str]:
+    """One regex for a layer line whose every field is its typed terminal, built from the grammar.
+
+    Lark's lexer and LALR loop cost about 70 us per line in Python; this match costs a few. Lines
+    it does not accept take the full lark path, which gives the diagnostics (tests check that both
+    paths agree on real and mutated lines).
+    """
+    terminals = {t.name: t.pattern.to_regexp() for t in _parser().terminals}
+    blank = "[ \\t\\f\\v]*"
+    parts = [f"(?P<s0>{blank})"]
+    for i, name in enumerate(_LAYER_TERMINALS):
+        parts.append(f"(?P<f{i}>{terminals[name]})(?P<s{i + 1}>{blank})")
+    parts.append(f"(?:(?P<f12>{terminals['POLICY']})(?P<s13>{blank}))?")
+    return re.compile("".join(parts))
 
 
 def parse(text: str, *, path: str | None = None) -> ParseResult:
@@ -435,6 +471,41 @@ class _Reader:
 
     # -- lines 3... ------------------------------------------------------------------------------
     def _layer(
+        self, lineno: int, content: str, eol: str, before: tuple[str, ...], header: Header | None
+    ) -> Layer | None:
+        fast = self._layer_fast(lineno, content, eol, before)
+        return fast or self._layer_full(lineno, content, eol, before, header)
+
+    def _layer_fast(self, lineno: int, content: str, eol: str, before: tuple[str, ...]) -> Layer | None:
+        match = _fast_layer().fullmatch(content)
+        if match is None:
+            return None
+        tokens = [match.group(f"f{i}") for i in range(13)]
+        numbers_ = [tokens[i] for i in (2, 4, 5, 7, 8, 10, 11)]
+        if not all(_UNSIGNED.fullmatch(t) and len(t) < 20 for t in numbers_):
+            return None  # signs, leading zeros, values near the 64-bit limit: the full path explains
+        reserved = tokens[1]
+        if reserved != str(int(reserved)) or not -(2**31) <= int(reserved) < 2**31:
+            return None
+        t_f, s_f, t_i, s_i, t_w, s_w, update = map(int, numbers_)
+        policy = Policy(tokens[12]) if tokens[12] is not None else None
+        count = 14 if policy is not None else 13
+        separators = tuple(match.group(f"s{i}") for i in range(count))
+        shared = self._separators.setdefault(separators, separators)
+        end = len(content.rstrip(_BLANKS))
+        return Layer(
+            tokens[0],
+            Phase(t_f, CommType(tokens[3]), s_f),
+            Phase(t_i, CommType(tokens[6]), s_i),
+            Phase(t_w, CommType(tokens[9]), s_w),
+            update,
+            int(reserved),
+            policy,
+            Span(lineno, 1, lineno, end + 1),
+            LineLayout((), shared, eol, before),
+        )
+
+    def _layer_full(
         self, lineno: int, content: str, eol: str, before: tuple[str, ...], header: Header | None
     ) -> Layer | None:
         tree = self._syntax(lineno, content, "layer_line", 0)
