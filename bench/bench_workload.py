@@ -52,7 +52,8 @@ def main() -> None:
         baseline = best_of(runs, lambda t=text: split_baseline(t))
         parsed = modtrans.parse(text)
         workload = parsed.workload
-        assert workload is not None and parsed.ok
+        assert workload is not None
+        assert parsed.ok
         rows = {
             "str.split baseline": baseline,
             "parse": best_of(runs, lambda t=text: modtrans.parse(t)),
