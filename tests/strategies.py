@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from modtrans.workload.dialects import CHAKRA_POLICIES
 from modtrans.workload.model import CommType, Dialect, Header, Layer, Phase, Policy, Workload
 
 NAMES = st.text(
@@ -13,15 +14,7 @@ TIMES = st.integers(min_value=0, max_value=2**63 - 1)
 SMALL = st.integers(min_value=0, max_value=2**31 - 1)
 PORTABLE = [CommType.NONE, CommType.ALLREDUCE, CommType.ALLGATHER, CommType.REDUCESCATTER, CommType.ALLTOALL]
 LAYER_POLICIES = [Policy.DATA, Policy.MODEL, Policy.HYBRID_DATA_MODEL, Policy.HYBRID_MODEL_DATA]
-CHAKRA = [
-    Policy.MICRO,
-    Policy.DATA,
-    Policy.MODEL,
-    Policy.HYBRID_DATA_MODEL,
-    Policy.HYBRID_MODEL_DATA,
-    Policy.HYBRID_DLRM,
-    Policy.HYBRID_DLRM_ENHANCED,
-]
+CHAKRA = sorted(CHAKRA_POLICIES)  # the keywords Chakra's converter accepts
 
 
 def phases(comm_types: list[CommType]) -> st.SearchStrategy[Phase]:
