@@ -516,3 +516,88 @@ The JSON document does not match schemas/workload.schema.json; the message names
 workload terms (header, layer index and field).
 """,
 )
+_code(
+    "S403",
+    E,
+    "model IR does not match its schema",
+    """
+The intermediate document (schemas/model-ir.schema.json) is invalid. When ModTrans itself wrote
+it, this is a ModTrans bug: please report it with the JSON path in the message. ModTrans validates
+every IR before writing it, so a bad document is never written.
+""",
+)
+
+# ---- F1xx / X5xx: ONNX models ----------------------------------------------------------------------
+_code(
+    "F004",
+    E,
+    "not an ONNX model",
+    """
+The file could not be read as an ONNX ModelProto: it is truncated, is another protobuf message, or
+is not protobuf at all (a workload text file, a PyTorch checkpoint, an archive). Nothing is written.
+""",
+)
+_code(
+    "X501",
+    E,
+    "unusable model option",
+    """
+An option does not fit the model: `--input-shape NAME=...` names an input the graph does not have,
+gives a different rank, or `--batch` is not a positive integer. The message lists the graph's inputs.
+""",
+)
+_code(
+    "X502",
+    W,
+    "ONNX checker finding",
+    """
+onnx.checker.check_model rejected the graph's structure (weights are not checked: ModTrans never
+reads them). Extraction carries on with what it can read; the finding is the checker's own message.
+""",
+)
+_code(
+    "X503",
+    E,
+    "shape inference failed",
+    """
+ONNX shape inference raised an error on the graph (usually an op whose inputs do not fit it, or a
+shape that contradicts the model's declared one). Shapes after the failing node stay unknown.
+""",
+)
+_code(
+    "X504",
+    W,
+    "dimension still unknown",
+    """
+A tensor's dimension is symbolic after shape inference, so FLOPs and activation sizes that depend
+on it are unknown. Resolve it with `--batch N` (dim 0 of every input) or
+`--input-shape NAME=1x3x224x224`. An error for `translate`, whose compute times would be wrong.
+""",
+)
+_code(
+    "X505",
+    W,
+    "op without a model",
+    """
+ModTrans has no FLOP model for this op (a custom domain, or an op added to ONNX recently). The layer
+is still listed with its parameters and activations; its FLOPs are 0.
+""",
+)
+_code(
+    "X506",
+    E,
+    "external data outside the model's folder",
+    """
+A tensor's external-data location is absolute or climbs out of the model's folder with `..`. The
+ONNX specification requires a relative path inside it; ModTrans refuses the model rather than trust
+such a path (it never opens external data anyway: translation needs only dims and dtypes).
+""",
+)
+_code(
+    "X507",
+    E,
+    "absurd tensor dimension",
+    """
+A dimension is negative or a tensor's size overflows 2^63 bytes: the file is corrupt or hostile.
+""",
+)

@@ -29,14 +29,19 @@ def validator(name: str) -> jsonschema.Draft202012Validator:
 
 
 def check(
-    instance: Any, name: str, *, path: str | None = None, describe: Describe | None = None
+    instance: Any,
+    name: str,
+    *,
+    path: str | None = None,
+    describe: Describe | None = None,
+    code: str = "S402",
 ) -> list[Diagnostic]:
-    """Every schema violation of `instance` against schemas/<name>.schema.json, as S402."""
+    """Every schema violation of `instance` against schemas/<name>.schema.json, as `code`."""
     found = []
     for error in sorted(validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path)):
         where = list(error.absolute_path)
         place = describe(where, instance) if describe else "/".join(map(str, where)) or "document"
-        found.append(diagnostic("S402", f"{place}: {_reworded(error)}", path=path))
+        found.append(diagnostic(code, f"{place}: {_reworded(error)}", path=path))
     return found
 
 

@@ -1,0 +1,70 @@
+"""ONNX -> IR. Named `extract` so it does not read like the `onnx` package it wraps.
+
+    ir, diagnostics = extract(Path("resnet50.onnx"), batch=8)
+
+Steps: wire.py (file -> bytes without weights), load.py (onnx parse, inputs, checker, shape
+inference), graph.py (graph -> layers), ops.py (op -> FLOPs, GEMM, parameter roles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from modtrans import schema
+from modtrans.diagnostics import Diagnostic, has_errors
+from modtrans.extract import fold, load
+from modtrans.extract.graph import Walker
+from modtrans.ir import document
+from modtrans.ir.document import ModelIR, Provenance
+
+
+def extract(
+    path: Path,
+    *,
+    batch: int | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    display_name: str | None = None,
+    file_hash: bool = True,
+) -> tuple[ModelIR | None, list[Diagnostic]]:
+    """The IR of the ONNX model at `path`, or None when the model cannot be read (see diagnostics)."""
+    where = str(path)
+    loaded, found = load.read(path, file_hash=file_hash)
+    if loaded is None or has_errors(found):
+        return None, found
+    found += load.apply_inputs(loaded, batch, input_shapes or {}, where)
+    if has_errors(found):
+        return None, found
+    found += load.check_structure(loaded.model, where)
+    inferred, problems = load.infer_shapes(loaded.model, where)
+    found += problems
+    inferred = fold.fold(inferred)
+    walker = Walker(where)
+    walker.walk(inferred.graph)
+    found += walker.diagnostics
+    m = loaded.model
+    provenance = Provenance(
+        file=display_name or path.name,
+        sha256=loaded.sha256,
+        size=loaded.size,
+        producer=m.producer_name,
+        producer_version=m.producer_version,
+        ir_version=m.ir_version,
+        opset={o.domain: o.version for o in m.opset_import},
+        graph=m.graph.name,
+        batch=batch,
+        input_shapes=loaded.input_shapes,
+        tool=f"modtrans {_version()}",
+        architecture_only=loaded.architecture_only,
+    )
+    ir = ModelIR(provenance, tuple(walker.layers))
+    problems = schema.check(document.to_dict(ir), document.SCHEMA, path=where, code="S403")
+    if problems:
+        return None, [*found, *problems]
+    return ir, found
+
+
+def _version() -> str:
+    from modtrans import __version__
+
+    return __version__

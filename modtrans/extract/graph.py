@@ -1,0 +1,384 @@
+"""Extraction, step 1: walk an ONNX graph (after shape inference) into IR layers.
+
+What counts as a layer: every node that computes on activations and is not a mere re-view of a
+tensor (ops.NOT_LAYERS), including the nodes inside If / Loop / Scan bodies. Nodes that only
+compute constants (weight chains, shape arithmetic on integers) are not layers.
+
+Which parameters belong to a layer: an input is a parameter when it resolves, through Identity /
+Transpose / Cast / Reshape / (Un)Squeeze / Flatten / DequantizeLinear chains, to an initializer of
+this graph or an enclosing one, or to a `Constant` node's tensor, and is a non-scalar float or
+quantized integer tensor. A tensor used by two layers (tied embeddings) belongs to the first; the
+second lists it with `shared_with`, and totals and all-reduces count it once. The bias `Add` that
+exporters emit after a MatMul is folded into that MatMul's layer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import onnx
+
+from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.extract import ops
+from modtrans.ir.document import TRAINABLE_ROLES, Activation, Dim, Flops, Kind, Layer, Param, Role
+
+_CHAIN = frozenset(
+    {"Identity", "Transpose", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "DequantizeLinear"}
+)
+_CONTROL = frozenset({"If", "Loop", "Scan"})
+_INTEGER_TYPES = frozenset({6, 7, 9, 12, 13})  # int32, int64, bool, uint32, uint64: indices and shapes
+_FLOAT_TYPES = frozenset({1, 10, 11, 16, 17, 18, 19, 20, 23, 24})
+
+_BITS = {
+    1: 32,
+    2: 8,
+    3: 8,
+    4: 16,
+    5: 16,
+    6: 32,
+    7: 64,
+    8: 0,
+    9: 8,
+    10: 16,
+    11: 64,
+    12: 32,
+    13: 64,
+    14: 64,
+    15: 128,
+    16: 16,
+    17: 8,
+    18: 8,
+    19: 8,
+    20: 8,
+    21: 4,
+    22: 4,
+    23: 4,
+    24: 8,
+    25: 2,
+    26: 2,
+}
+
+MAX_BYTES = 2**63 - 1
+
+
+def dtype_name(data_type: int) -> str:
+    try:
+        return str(onnx.TensorProto.DataType.Name(data_type)).lower()
+    except ValueError:
+        return f"type{data_type}"
+
+
+def size_bytes(elements: int, data_type: int) -> int:
+    """Bytes of `elements` values of an ONNX dtype, sub-byte types packed (int4: two per byte)."""
+    return -(-elements * _BITS.get(data_type, 32) // 8)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The constant tensor a parameter input resolves to."""
+
+    name: str
+    dims: tuple[int, ...]
+    data_type: int
+    quant: tuple[Source, ...] = ()  # DequantizeLinear scale / zero point on the way
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.dims)
+
+
+@dataclass
+class _Scope:
+    graph: onnx.GraphProto
+    parent: _Scope | None
+    prefix: str
+    initializers: dict[str, onnx.TensorProto] = field(default_factory=dict)
+    producers: dict[str, onnx.NodeProto] = field(default_factory=dict)
+    consumers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
+    types: dict[str, tuple[tuple[Dim, ...] | None, int]] = field(default_factory=dict)
+    dynamic: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        g = self.graph
+        self.initializers = {t.name: t for t in g.initializer}
+        for node in g.node:
+            for out in node.output:
+                self.producers[out] = node
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+        for info in (*g.input, *g.output, *g.value_info):
+            self.types[info.name] = _type_of(info.type)
+        for t in g.initializer:
+            self.types[t.name] = (tuple(t.dims), t.data_type)
+        self.dynamic = {i.name for i in g.input if i.name not in self.initializers}
+
+    def lookup_type(self, name: str) -> tuple[tuple[Dim, ...] | None, int]:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.types:
+                return scope.types[name]
+            scope = scope.parent
+        return None, 0
+
+    def is_dynamic(self, name: str) -> bool:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.dynamic:
+                return True
+            if name in scope.producers or name in scope.initializers:
+                return False
+            scope = scope.parent
+        return False
+
+    def source(self, name: str, depth: int = 0) -> Source | None:
+        """The constant tensor `name` resolves to, following weight chains; None for activations."""
+        if not name or depth > 32:
+            return None
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.initializers:
+                t = scope.initializers[name]
+                return Source(t.name, tuple(t.dims), t.data_type)
+            node = scope.producers.get(name)
+            if node is not None:
+                return scope._through(node, depth)
+            scope = scope.parent
+        return None
+
+    def _through(self, node: onnx.NodeProto, depth: int) -> Source | None:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                    return Source(node.output[0], tuple(attr.t.dims), attr.t.data_type)
+            return None
+        if node.op_type not in _CHAIN or not node.input:
+            return None
+        inner = self.source(node.input[0], depth + 1)
+        if inner is None or node.op_type != "DequantizeLinear":
+            return inner
+        extra = tuple(s for s in (self.source(i, depth + 1) for i in node.input[1:]) if s is not None)
+        return Source(inner.name, inner.dims, inner.data_type, inner.quant + extra)
+
+
+def _type_of(proto: onnx.TypeProto) -> tuple[tuple[Dim, ...] | None, int]:
+    if not proto.HasField("tensor_type"):
+        return None, 0
+    tensor = proto.tensor_type
+    if not tensor.HasField("shape"):
+        return None, tensor.elem_type
+    dims: list[Dim] = []
+    for d in tensor.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(d.dim_value)
+        else:
+            dims.append(d.dim_param or "?")
+    return tuple(dims), tensor.elem_type
+
+
+def _is_param(source: Source | None) -> bool:
+    return source is not None and source.elements > 1 and source.data_type not in _INTEGER_TYPES
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/:\[\]]+")
+
+
+def sanitise(name: str) -> str:
+    """A workload-safe layer name: no whitespace, no leading slash, nothing a consumer splits on."""
+    return _UNSAFE.sub("_", name).strip("/") or "_"
+
+
+class Walker:
+    """Turns a shape-inferred graph into layers; collects diagnostics on the way."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.layers: list[Layer] = []
+        self.diagnostics: list[Diagnostic] = []
+        self._names: set[str] = set()
+        self._owners: dict[str, str] = {}
+        self._unknown_dims: set[str] = set()
+        self._unsupported: set[str] = set()
+
+    def walk(self, graph: onnx.GraphProto, parent: _Scope | None = None, prefix: str = "") -> None:
+        scope = _Scope(graph, parent, prefix)
+        fused = self._bias_adds(scope)
+        for index, node in enumerate(graph.node):
+            node_name = prefix + (node.name or f"{node.op_type}_{index}")
+            if node.op_type in _CONTROL:
+                scope.dynamic.update(node.output)
+                for attr in node.attribute:
+                    for sub in (attr.g, *attr.graphs) if attr.type in (5, 10) else ():
+                        self.walk(sub, scope, f"{node_name}/{attr.name}/")
+                continue
+            if not any(scope.is_dynamic(i) for i in node.input) and not self._reads_params(scope, node):
+                continue  # computes a constant: a weight chain or shape arithmetic
+            scope.dynamic.update(node.output)
+            if node.op_type in ops.NOT_LAYERS or node.name in fused:
+                continue
+            if not self._floating(scope, node):
+                continue
+            bias = next((add for add, mm in fused.items() if mm == id(node)), None)
+            self._layer(scope, node, node_name, bias)
+
+    @staticmethod
+    def _reads_params(scope: _Scope, node: onnx.NodeProto) -> bool:
+        """A constant-input node that still trains a parameter: position embeddings looked up with
+        folded position ids. Weight chains (Transpose of a weight ...) are not layers."""
+        if node.op_type in _CHAIN or node.op_type in ops.NOT_LAYERS or node.op_type == "Constant":
+            return False
+        return any(_is_param(scope.source(i)) for i in node.input) and node.op_type in ops.REGISTRY
+
+    def _floating(self, scope: _Scope, node: onnx.NodeProto) -> bool:
+        """False for nodes on integer/boolean tensors only (shape arithmetic, mask building)."""
+        kinds = [scope.lookup_type(o)[1] for o in node.output if o]
+        return not kinds or any(k == 0 or k not in _INTEGER_TYPES for k in kinds)
+
+    def _bias_adds(self, scope: _Scope) -> dict[str, int]:
+        """Add nodes (by name) that add a parameter bias to a MatMul's output -> id of that MatMul."""
+        found: dict[str, int] = {}
+        for node in scope.graph.node:
+            if node.op_type != "MatMul" or not node.output:
+                continue
+            if not any(_is_param(scope.source(i)) for i in node.input):
+                continue
+            users = scope.consumers.get(node.output[0], [])
+            if len(users) != 1 or users[0].op_type != "Add" or not users[0].name:
+                continue
+            add = users[0]
+            other = [i for i in add.input if i != node.output[0]]
+            if len(other) == 1 and _is_param(scope.source(other[0])):
+                found[add.name] = id(node)
+        return found
+
+    def _layer(self, scope: _Scope, node: onnx.NodeProto, node_name: str, bias: str | None) -> None:
+        sources = [scope.source(i) for i in node.input]
+        is_param = tuple(_is_param(s) for s in sources)
+        in_shapes = tuple(_concrete(scope.lookup_type(i)[0]) for i in node.input)
+        out_shapes = tuple(_concrete(scope.lookup_type(o)[0]) for o in node.output)
+        view = ops.NodeView(
+            node.op_type, _attributes(node), tuple(node.input), in_shapes, out_shapes, is_param
+        )
+        found = ops.facts(view) if node.domain in ("", "ai.onnx", "com.microsoft") else None
+        if found is None:
+            found = ops.Facts(Kind.OTHER, {i: Role.OTHER for i, p in enumerate(is_param) if p})
+            if node.op_type not in self._unsupported:
+                self._unsupported.add(node.op_type)
+                domain = f"{node.domain}::" if node.domain else ""
+                self.diagnostics.append(
+                    diagnostic(
+                        "X505",
+                        f"no FLOP model for op {domain}{node.op_type} (first seen at node {node_name!r})",
+                        path=self.path,
+                        hint="the layer keeps its parameters and activations; FLOPs are 0",
+                    )
+                )
+        name = self._unique(sanitise(node_name))
+        params = self._params(name, sources, found.roles)
+        flops, fused_nodes = found.flops, tuple[str, ...]()
+        if bias is not None:
+            add = next(n for n in scope.graph.node if n.name == bias)
+            other = next(i for i in add.input if i not in node.output)
+            params += self._params(name, [scope.source(other)], {0: Role.BIAS})
+            e = view.out_elements or 0
+            flops = Flops(flops.forward + e, flops.input_grad, flops.weight_grad + e)
+            fused_nodes = (bias,)
+        inputs = tuple(
+            self._activation(scope, i)
+            for i, s in zip(node.input, sources, strict=True)
+            if i and s is None and scope.is_dynamic(i)
+        )
+        outputs = tuple(self._activation(scope, o) for o in node.output if o)
+        self.layers.append(
+            Layer(
+                name,
+                node.name,
+                node.op_type,
+                found.kind,
+                params,
+                inputs,
+                outputs,
+                flops,
+                found.gemm,
+                fused_nodes,
+            )
+        )
+
+    def _params(self, layer: str, sources: list[Source | None], roles: dict[int, Role]) -> tuple[Param, ...]:
+        out: list[Param] = []
+        for index, role in roles.items():
+            source = sources[index] if index < len(sources) else None
+            if source is None:
+                continue
+            out.append(self._param(layer, source, role))
+            out.extend(self._param(layer, q, Role.QUANT) for q in source.quant if q.elements > 1)
+        return tuple(out)
+
+    def _param(self, layer: str, source: Source, role: Role) -> Param:
+        owner = self._owners.setdefault(source.name, layer)
+        elements = source.elements
+        return Param(
+            name=source.name,
+            role=role,
+            shape=source.dims,
+            dtype=dtype_name(source.data_type),
+            elements=elements,
+            bytes=size_bytes(elements, source.data_type),
+            trainable=role in TRAINABLE_ROLES and source.data_type in _FLOAT_TYPES,
+            shared_with=None if owner == layer else owner,
+        )
+
+    def _activation(self, scope: _Scope, name: str) -> Activation:
+        dims, data_type = scope.lookup_type(name)
+        if dims is not None:
+            for axis, d in enumerate(dims):
+                if isinstance(d, str) and d not in self._unknown_dims:
+                    self._unknown_dims.add(d)
+                    self.diagnostics.append(
+                        diagnostic(
+                            "X504",
+                            f"tensor {name!r} dimension {axis} is {d!r} after shape inference",
+                            path=self.path,
+                            hint="pass --batch N or --input-shape NAME=AxBxC",
+                        )
+                    )
+        concrete = _concrete(dims)
+        size = None if concrete is None or data_type == 0 else size_bytes(math.prod(concrete), data_type)
+        return Activation(name, dims, dtype_name(data_type) if data_type else "unknown", size)
+
+    def _unique(self, name: str) -> str:
+        candidate, n = name, 1
+        while candidate in self._names:
+            n += 1
+            candidate = f"{name}_{n}"
+        self._names.add(candidate)
+        return candidate
+
+
+def _concrete(dims: tuple[Dim, ...] | None) -> tuple[int, ...] | None:
+    if dims is None or any(not isinstance(d, int) for d in dims):
+        return None
+    return tuple(int(d) for d in dims)
+
+
+def _attributes(node: onnx.NodeProto) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for attr in node.attribute:
+        if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS, onnx.AttributeProto.TENSOR):
+            continue
+        out[attr.name] = onnx.helper.get_attribute_value(attr)
+    return out
+
+
+def tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor stored in a graph: initializers, Constant values and those of subgraphs."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t
+            yield from attr.tensors
+            for sub in (attr.g, *attr.graphs) if attr.type in (5, 10) else ():
+                yield from tensors(sub)

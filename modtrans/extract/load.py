@@ -1,0 +1,171 @@
+"""Extraction, step 0b: an ONNX file -> a weight-free ModelProto with inferred shapes.
+
+Reads the file through wire.strip_file (weight bytes are never copied), parses the remaining
+kilobytes with onnx, applies `--batch` / `--input-shape` to the graph inputs, runs onnx's checker on
+the structure and its shape inference (data propagation on, so Reshape targets computed from Shape
+nodes resolve). External data is never opened; its locations are only checked for escaping the
+model's folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+import onnx
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.extract import wire
+from modtrans.extract.graph import MAX_BYTES, size_bytes, tensors
+from modtrans.ir.document import Dim
+
+
+@dataclass
+class Loaded:
+    model: onnx.ModelProto
+    sha256: str | None
+    size: int
+    stripped: dict[str, int]
+    input_shapes: dict[str, tuple[Dim, ...]] = field(default_factory=dict)
+
+    @property
+    def architecture_only(self) -> bool:
+        """True when the file itself had no weight bytes (a built-in, or already stripped)."""
+        return not self.stripped and any(
+            e.value == wire.STRIPPED_LOCATION for t in tensors(self.model.graph) for e in t.external_data
+        )
+
+
+def read(path: Path, *, file_hash: bool = True) -> tuple[Loaded | None, list[Diagnostic]]:
+    """Parse `path` without its weight bytes. F001/F004 when the file is not a readable model."""
+    where = str(path)
+    try:
+        stripped = wire.strip_file(path)
+        size = path.stat().st_size
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as error:
+        return None, [diagnostic("F001", f"cannot open: {error.strerror or error}", path=where)]
+    except OSError as error:
+        return None, [diagnostic("F001", f"cannot read: {error}", path=where)]
+    except wire.WireError as error:
+        return None, [diagnostic("F004", f"not an ONNX model: {error}", path=where)]
+    try:
+        model = onnx.ModelProto.FromString(stripped.data)
+    except (DecodeError, RuntimeError) as error:
+        return None, [diagnostic("F004", f"not an ONNX model: {error}", path=where)]
+    if not model.HasField("graph") or not model.opset_import:
+        return None, [diagnostic("F004", "not an ONNX model: no graph or no opset_import", path=where)]
+    digest = _sha256(path) if file_hash else None
+    loaded = Loaded(model, digest, size, stripped.tensors)
+    return loaded, _check_tensors(model, path)
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _check_tensors(model: onnx.ModelProto, path: Path) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
+    for t in tensors(model.graph):
+        if any(d < 0 for d in t.dims) or size_bytes(math.prod(t.dims), t.data_type) > MAX_BYTES:
+            found.append(diagnostic("X507", f"tensor {t.name!r} has dims {list(t.dims)}", path=str(path)))
+        for entry in t.external_data:
+            if entry.key == "location" and entry.value != wire.STRIPPED_LOCATION and _escapes(entry.value):
+                found.append(
+                    diagnostic(
+                        "X506",
+                        f"tensor {t.name!r} points at external data {entry.value!r}",
+                        path=str(path),
+                        hint="external data must be a relative path inside the model's folder",
+                    )
+                )
+    return found
+
+
+def _escapes(location: str) -> bool:
+    for flavour in (PurePosixPath(location), PureWindowsPath(location)):
+        if flavour.is_absolute() or flavour.drive or flavour.anchor:
+            return True
+    normal = os.path.normpath(location.replace("\\", "/"))
+    return normal == ".." or normal.startswith(("../", "/"))
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The graph's real inputs (old exporters also list every initializer as an input)."""
+    initializers = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in initializers]
+
+
+def apply_inputs(
+    loaded: Loaded, batch: int | None, shapes: Mapping[str, tuple[int, ...]], path: str
+) -> list[Diagnostic]:
+    """Fix the graph inputs' dims from --batch (dim 0 when symbolic) and --input-shape (whole shape)."""
+    inputs = {i.name: i for i in graph_inputs(loaded.model)}
+    found: list[Diagnostic] = []
+    names = ", ".join(inputs) or "(none)"
+    for name, dims in shapes.items():
+        info = inputs.get(name)
+        if info is None:
+            found.append(
+                diagnostic("X501", f"--input-shape names {name!r}; the graph's inputs are {names}", path=path)
+            )
+            continue
+        current = info.type.tensor_type.shape.dim
+        if current and len(current) != len(dims):
+            found.append(
+                diagnostic(
+                    "X501",
+                    f"--input-shape {name} gives {len(dims)} dims; the input has {len(current)}",
+                    path=path,
+                )
+            )
+            continue
+        del info.type.tensor_type.shape.dim[:]
+        for d in dims:
+            info.type.tensor_type.shape.dim.add().dim_value = d
+    for name, info in inputs.items():
+        if batch is not None and name not in shapes:
+            dims = info.type.tensor_type.shape.dim
+            if dims and not dims[0].HasField("dim_value"):
+                dims[0].dim_value = batch
+        loaded.input_shapes[name] = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in info.type.tensor_type.shape.dim
+        )
+    return found
+
+
+def check_structure(model: onnx.ModelProto, path: str) -> list[Diagnostic]:
+    """onnx's checker on the graph's structure; stripped tensors are presented as graph inputs."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    kept = []
+    for t in probe.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            probe.graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            kept.append(t)
+    del probe.graph.initializer[:]
+    probe.graph.initializer.extend(kept)
+    try:
+        onnx.checker.check_model(probe)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if wire.STRIPPED_LOCATION in first:  # a Constant node's tensor whose payload we skipped
+            return []
+        return [diagnostic("X502", first, path=path)]
+    return []
+
+
+def infer_shapes(model: onnx.ModelProto, path: str) -> tuple[onnx.ModelProto, list[Diagnostic]]:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True), []
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as error:
+        message = " ".join(str(error).split())[:300]
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        return inferred, [diagnostic("X503", message, path=path)]

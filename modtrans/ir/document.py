@@ -1,0 +1,324 @@
+"""The intermediate document (IR): what extraction yields and translation consumes.
+
+A model is a list of layers in graph (topological) order. Each layer carries the facts every later
+stage needs and nothing else: its parameters (shape, dtype, bytes, trainable), its activations,
+its FLOPs per training phase and, for GEMM-like layers, the forward GEMM shape (M, K, N, groups) the
+cost models map onto an accelerator. The dataclasses serialise to a JSON dict with a "version"
+field, validated by schemas/model-ir.schema.json.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+VERSION = 1
+SCHEMA = "model-ir"
+
+Dim = int | str
+"""A tensor dimension: a size, or the symbolic name shape inference could not resolve."""
+
+
+class Kind(enum.StrEnum):
+    """What a layer does, as the cost models and strategies need to know it."""
+
+    CONV = "conv"
+    CONV_TRANSPOSE = "conv_transpose"
+    LINEAR = "linear"  # Gemm, or MatMul with a parameter operand
+    MATMUL = "matmul"  # MatMul of two activations (attention scores, context)
+    NORM = "norm"  # BatchNormalization, LayerNormalization, GroupNorm, InstanceNorm ...
+    EMBEDDING = "embedding"  # Gather on a parameter table
+    RNN = "rnn"  # LSTM, GRU, RNN
+    ELEMENTWISE = "elementwise"
+    POOL = "pool"
+    REDUCE = "reduce"  # Softmax, ReduceMean ...
+    DATA = "data"  # Concat, Transpose, Slice ... (moves memory, no arithmetic)
+    OTHER = "other"  # an op modtrans has no model of (a warning says which)
+
+    @property
+    def has_weights(self) -> bool:
+        """Layers whose weight tensor the `--params weights` convention counts (conv and linear)."""
+        return self in {Kind.CONV, Kind.CONV_TRANSPOSE, Kind.LINEAR, Kind.EMBEDDING, Kind.RNN}
+
+
+class Role(enum.StrEnum):
+    """What a parameter is to its layer."""
+
+    WEIGHT = "weight"
+    BIAS = "bias"
+    SCALE = "scale"  # normalization gamma
+    SHIFT = "shift"  # normalization beta
+    STATISTIC = "statistic"  # BatchNorm running mean / variance: buffers, not trained
+    QUANT = "quantization"  # DequantizeLinear scale / zero point
+    OTHER = "other"
+
+
+TRAINABLE_ROLES = frozenset({Role.WEIGHT, Role.BIAS, Role.SCALE, Role.SHIFT})
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter tensor of a layer, sized by its real dtype."""
+
+    name: str  # the initializer (or Constant output) it comes from
+    role: Role
+    shape: tuple[int, ...]
+    dtype: str  # ONNX dtype name, lower case: "float", "float16", "bfloat16", "int8" ...
+    elements: int
+    bytes: int
+    trainable: bool
+    shared_with: str | None = None  # a tied weight: the layer that owns (and counts) it
+
+    @property
+    def counted(self) -> bool:
+        return self.shared_with is None
+
+
+@dataclass(frozen=True, slots=True)
+class Activation:
+    """An input or output tensor of a layer; dims that stayed symbolic are strings."""
+
+    name: str
+    shape: tuple[Dim, ...] | None  # None: rank unknown
+    dtype: str
+    bytes: int | None  # None while any dim is unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Flops:
+    """Floating-point operations (a multiply-add is 2) per training phase, for the whole batch."""
+
+    forward: int = 0
+    input_grad: int = 0
+    weight_grad: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.forward + self.input_grad + self.weight_grad
+
+
+@dataclass(frozen=True, slots=True)
+class Gemm:
+    """The forward GEMM out[M x N] = A[M x K] . W[K x N], repeated `groups` times (grouped conv)."""
+
+    m: int
+    k: int
+    n: int
+    groups: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    name: str  # sanitised: no whitespace, unique in the model
+    node: str  # the ONNX node name it comes from ("" if the node had none)
+    op_type: str
+    kind: Kind
+    params: tuple[Param, ...] = ()
+    inputs: tuple[Activation, ...] = ()
+    outputs: tuple[Activation, ...] = ()
+    flops: Flops = Flops()
+    gemm: Gemm | None = None
+    fused: tuple[str, ...] = ()  # ONNX nodes folded into this layer (e.g. a MatMul's bias Add)
+
+    def param_bytes(self, *, weights_only: bool = False, trainable_only: bool = True) -> int:
+        """Bytes a data-parallel all-reduce of this layer moves, under a parameter convention."""
+        total = 0
+        for p in self.params:
+            if not p.counted or (trainable_only and not p.trainable):
+                continue
+            if weights_only and p.role is not Role.WEIGHT:
+                continue
+            total += p.bytes
+        return total
+
+    @property
+    def activation_bytes(self) -> int:
+        return sum(a.bytes or 0 for a in (*self.inputs, *self.outputs))
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    file: str
+    sha256: str | None  # None when hashing was skipped (--no-hash)
+    size: int
+    producer: str
+    producer_version: str
+    ir_version: int
+    opset: dict[str, int]
+    graph: str
+    batch: int | None
+    input_shapes: dict[str, tuple[Dim, ...]]
+    tool: str  # "modtrans <version>"
+    architecture_only: bool  # the file had no weight bytes (a built-in, or stripped)
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    layers: int
+    params: int  # elements of every counted parameter
+    param_bytes: int
+    trainable_params: int
+    trainable_bytes: int
+    flops: Flops
+
+
+@dataclass(frozen=True, slots=True)
+class ModelIR:
+    provenance: Provenance
+    layers: tuple[Layer, ...]
+    totals: Totals = field(init=False)
+
+    def __post_init__(self) -> None:
+        counted = [p for layer in self.layers for p in layer.params if p.counted]
+        trainable = [p for p in counted if p.trainable]
+        flops = Flops(
+            sum(x.flops.forward for x in self.layers),
+            sum(x.flops.input_grad for x in self.layers),
+            sum(x.flops.weight_grad for x in self.layers),
+        )
+        totals = Totals(
+            layers=len(self.layers),
+            params=sum(p.elements for p in counted),
+            param_bytes=sum(p.bytes for p in counted),
+            trainable_params=sum(p.elements for p in trainable),
+            trainable_bytes=sum(p.bytes for p in trainable),
+            flops=flops,
+        )
+        object.__setattr__(self, "totals", totals)
+
+    def layer(self, name: str) -> Layer:
+        for candidate in self.layers:
+            if candidate.name == name:
+                return candidate
+        raise KeyError(name)
+
+
+# ----------------------------------------------------------------------------------------- JSON
+
+
+def to_dict(model: ModelIR) -> dict[str, Any]:
+    p = model.provenance
+    t = model.totals
+    return {
+        "version": VERSION,
+        "provenance": {
+            "file": p.file,
+            "sha256": p.sha256,
+            "size": p.size,
+            "producer": p.producer,
+            "producer_version": p.producer_version,
+            "ir_version": p.ir_version,
+            "opset": dict(p.opset),
+            "graph": p.graph,
+            "batch": p.batch,
+            "input_shapes": {k: list(v) for k, v in p.input_shapes.items()},
+            "tool": p.tool,
+            "architecture_only": p.architecture_only,
+        },
+        "totals": {
+            "layers": t.layers,
+            "params": t.params,
+            "param_bytes": t.param_bytes,
+            "trainable_params": t.trainable_params,
+            "trainable_bytes": t.trainable_bytes,
+            "flops": _flops(t.flops),
+        },
+        "layers": [_layer(x) for x in model.layers],
+    }
+
+
+def _flops(f: Flops) -> dict[str, int]:
+    return {"forward": f.forward, "input_grad": f.input_grad, "weight_grad": f.weight_grad}
+
+
+def _activation(a: Activation) -> dict[str, Any]:
+    return {
+        "name": a.name,
+        "shape": None if a.shape is None else list(a.shape),
+        "dtype": a.dtype,
+        "bytes": a.bytes,
+    }
+
+
+def _layer(x: Layer) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": x.name,
+        "node": x.node,
+        "op_type": x.op_type,
+        "kind": x.kind.value,
+        "params": [
+            {
+                "name": p.name,
+                "role": p.role.value,
+                "shape": list(p.shape),
+                "dtype": p.dtype,
+                "elements": p.elements,
+                "bytes": p.bytes,
+                "trainable": p.trainable,
+                **({"shared_with": p.shared_with} if p.shared_with else {}),
+            }
+            for p in x.params
+        ],
+        "inputs": [_activation(a) for a in x.inputs],
+        "outputs": [_activation(a) for a in x.outputs],
+        "flops": _flops(x.flops),
+    }
+    if x.gemm is not None:
+        out["gemm"] = {"m": x.gemm.m, "k": x.gemm.k, "n": x.gemm.n, "groups": x.gemm.groups}
+    if x.fused:
+        out["fused"] = list(x.fused)
+    return out
+
+
+def from_dict(data: dict[str, Any]) -> ModelIR:
+    """The inverse of to_dict, for a dict that already passed the schema."""
+    p = data["provenance"]
+    provenance = Provenance(
+        file=p["file"],
+        sha256=p["sha256"],
+        size=p["size"],
+        producer=p["producer"],
+        producer_version=p["producer_version"],
+        ir_version=p["ir_version"],
+        opset=dict(p["opset"]),
+        graph=p["graph"],
+        batch=p["batch"],
+        input_shapes={k: tuple(v) for k, v in p["input_shapes"].items()},
+        tool=p["tool"],
+        architecture_only=p["architecture_only"],
+    )
+    return ModelIR(provenance, tuple(_layer_from(x) for x in data["layers"]))
+
+
+def _activation_from(a: dict[str, Any]) -> Activation:
+    shape = None if a["shape"] is None else tuple(a["shape"])
+    return Activation(a["name"], shape, a["dtype"], a["bytes"])
+
+
+def _layer_from(x: dict[str, Any]) -> Layer:
+    gemm = x.get("gemm")
+    return Layer(
+        name=x["name"],
+        node=x["node"],
+        op_type=x["op_type"],
+        kind=Kind(x["kind"]),
+        params=tuple(
+            Param(
+                name=p["name"],
+                role=Role(p["role"]),
+                shape=tuple(p["shape"]),
+                dtype=p["dtype"],
+                elements=p["elements"],
+                bytes=p["bytes"],
+                trainable=p["trainable"],
+                shared_with=p.get("shared_with"),
+            )
+            for p in x["params"]
+        ),
+        inputs=tuple(_activation_from(a) for a in x["inputs"]),
+        outputs=tuple(_activation_from(a) for a in x["outputs"]),
+        flops=Flops(**x["flops"]),
+        gemm=None if gemm is None else Gemm(**gemm),
+        fused=tuple(x.get("fused", ())),
+    )
