@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from modtrans import report
+from modtrans import fetch as fetching
+from modtrans import report, zoo
+from modtrans import translate as pipeline
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
 from modtrans.fileio import write_atomic
+from modtrans.ir import document, render
 from modtrans.report import Format
+from modtrans.strategy import Params
 from modtrans.workload import jsonform
 from modtrans.workload.load import Loaded, load, validate_file
-from modtrans.workload.model import Dialect
+from modtrans.workload.model import Dialect, Policy, Workload
+from modtrans.workload.validate import validate as validate_text
 from modtrans.workload.write import write
 
 app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
-    help="Read, write and check ASTRA-sim layer-wise workload files.",
+    help="Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files.",
 )
+zoo_app = typer.Typer(no_args_is_help=True, help="Built-in architectures (no download needed).")
+app.add_typer(zoo_app, name="zoo")
 
 Paths = Annotated[
     list[Path],
@@ -38,6 +46,35 @@ DialectOpt = Annotated[
     ),
 ]
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also: NO_COLOR=1).")]
+Model = Annotated[
+    str,
+    typer.Argument(
+        help="An .onnx file, a built-in architecture (`modtrans zoo list`) or a fetched model.",
+        show_default=False,
+    ),
+]
+Batch = Annotated[
+    int | None,
+    typer.Option("--batch", "-b", min=1, help="Batch size: fixes dim 0 of every input where it is symbolic."),
+]
+InputShape = Annotated[
+    list[str] | None,
+    typer.Option("--input-shape", help="NAME=1x3x224x224: the whole shape of one input (repeatable)."),
+]
+ParamsOpt = Annotated[
+    Params,
+    typer.Option(
+        "--params",
+        case_sensitive=False,
+        help="trainable: weights, biases, norm scales (what a framework all-reduces); "
+        "weights: the conv/linear weight tensor only (ASTRA-sim's reference ResNet-50 convention).",
+    ),
+]
+Output = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="Write here (atomically); - or nothing for standard output."),
+]
+Force = Annotated[bool, typer.Option(help="Allow --output to overwrite an input file.")]
 
 
 @app.command()
@@ -139,6 +176,192 @@ def convert(
         color=False if no_color else None,
     )
     raise typer.Exit(report.exit_code(problems) if new is None or problems else 0)
+
+
+@app.command()
+def extract(
+    model: Model,
+    output: Output = None,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    no_hash: Annotated[
+        bool, typer.Option("--no-hash", help="Skip the SHA-256 of the file (reads all of it).")
+    ] = False,
+    force: Force = False,
+    no_color: NoColor = False,
+) -> None:
+    """Extract the intermediate document of an ONNX model (schemas/model-ir.schema.json); no weights read."""
+    shapes = _shapes(input_shape)
+    with report.status(f"reading {model}"):
+        ir, found = pipeline.extract_checked(model, batch=batch, input_shapes=shapes, file_hash=not no_hash)
+    text = None if ir is None or has_errors(found) else json.dumps(document.to_dict(ir), indent=1) + "\n"
+    _finish(found, text, output, [model], force, no_color)
+
+
+@app.command()
+def translate(
+    model: Model,
+    output: Output = None,
+    parallel: Annotated[
+        Policy,
+        typer.Option("--parallel", "-p", case_sensitive=False, help="Parallelism strategy (DATA for now)."),
+    ] = Policy.DATA,
+    dialect: Annotated[
+        Dialect, typer.Option("--dialect", "-d", case_sensitive=False, help="Consumer to write for.")
+    ] = Dialect.ASTRA_SIM,
+    params: ParamsOpt = Params.TRAINABLE,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    dtype_bytes: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Bytes per parameter element in the all-reduce (default: the model's dtype)."
+        ),
+    ] = None,
+    compute: Annotated[str, typer.Option(help="Compute-time model (`roofline`).")] = "roofline",
+    device: Annotated[str, typer.Option(help="Device profile of the compute model.")] = "a100",
+    clock_ghz: Annotated[
+        float, typer.Option(min=0.001, help="Ticks per nanosecond (ASTRA-sim 1.0: 1).")
+    ] = 1.0,
+    to: Annotated[
+        str, typer.Option("--format", help="text (the workload file) or json (workload JSON).")
+    ] = "text",
+    meta: Annotated[
+        Path | None,
+        typer.Option(help="Write the provenance here (default: OUTPUT.meta.json beside a file output)."),
+    ] = None,
+    force: Force = False,
+    no_color: NoColor = False,
+) -> None:
+    """Translate an ONNX model or a built-in architecture into a workload file."""
+    if to not in ("text", "json"):
+        _usage(f"--format must be text or json, not {to!r}")
+    options = pipeline.Options(
+        parallel, params, batch, _shapes(input_shape), dtype_bytes, compute, device, clock_ghz
+    )
+    with report.status(f"translating {model}"):
+        result = pipeline.translate_checked(model, options)
+    found = list(result.diagnostics)
+    text = None
+    if result.workload is not None:
+        text = _render_workload(result.workload, dialect, to, found)
+    _finish(found, text, output, [model], force, no_color)
+    target = meta or (Path(f"{output}.meta.json") if output not in (None, "-") else None)
+    if text is not None and target is not None:
+        _save(target, json.dumps(result.metadata, indent=1) + "\n", found)
+
+
+def _render_workload(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:
+    if to == "json":
+        return jsonform.dumps(workload)
+    try:
+        text = write(workload, dialect)
+    except DiagnosticError as error:
+        found += error.diagnostics
+        return None
+    checked = validate_text(text, dialect=dialect)  # what we write must pass our own checks
+    found += checked
+    return None if has_errors(checked) else text
+
+
+@app.command()
+def inspect(
+    model: Model,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json (the IR) or csv.")] = "table",
+    params: ParamsOpt = Params.TRAINABLE,
+    all_layers: Annotated[bool, typer.Option("--all", help="Also list layers without parameters.")] = False,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    no_color: NoColor = False,
+) -> None:
+    """Per-layer table of a model: parameters, dtype, bytes, output shape, FLOPs, totals."""
+    if fmt not in ("table", "json", "csv"):
+        _usage(f"--format must be table, json or csv, not {fmt!r}")
+    with report.status(f"reading {model}"):
+        ir, found = pipeline.extract_checked(
+            model, batch=batch, input_shapes=_shapes(input_shape), file_hash=False
+        )
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    if ir is None or has_errors(found):
+        raise typer.Exit(report.exit_code(found) or 1)
+    selected = render.rows(ir, weights_only=params is Params.WEIGHTS, all_layers=all_layers)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(document.to_dict(ir), indent=1) + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(render.to_csv(selected))
+    else:
+        title = f"{ir.provenance.file} ({params.value})"
+        render.print_table(ir, selected, title, color=False if no_color else None, width=None)
+
+
+@zoo_app.command("list")
+def zoo_list() -> None:
+    """The built-in architectures and the models `modtrans fetch` can download."""
+    for name in zoo.names():
+        entry = zoo.get(name)
+        assert entry is not None
+        shapes = " ".join(f"{k}={'x'.join(map(str, v))}" for k, v in entry.input_shapes().items())
+        typer.echo(f"{name:<14} {entry.description}  [{shapes}; from {entry.source}]")
+    typer.echo("\nfetchable (modtrans fetch NAME):")
+    for item in fetching.remotes():
+        typer.echo(f"{item.name:<20} {item.bytes / 1e6:8.1f} MB  {item.description}")
+
+
+@app.command()
+def fetch(
+    name: Annotated[str, typer.Argument(help="A model listed by `modtrans zoo list`.", show_default=False)],
+    cache: Annotated[
+        Path | None, typer.Option(help="Cache folder (default: MODTRANS_CACHE or ~/.cache/modtrans).")
+    ] = None,
+    mirror: Annotated[
+        str | None, typer.Option(help="Download from this origin instead of github.com.")
+    ] = None,
+) -> None:
+    """Download a real model from the ONNX Model Zoo into the cache, verified by SHA-256."""
+    try:
+        with report.status(f"fetching {name}"):
+            path = fetching.fetch(name, cache=cache, mirror=mirror)
+    except fetching.FetchError as error:
+        typer.echo(f"modtrans: {error}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(str(path))
+
+
+def _shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs or ():
+        name, _, dims = spec.rpartition("=")
+        try:
+            values = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            values = ()
+        if not name or not values or any(v < 1 for v in values):
+            _usage(f"--input-shape {spec!r}: expected NAME=1x3x224x224 with positive sizes")
+        shapes[name] = values
+    return shapes
+
+
+def _finish(
+    found: list[Diagnostic],
+    text: str | None,
+    output: str | None,
+    inputs: list[str],
+    force: bool,
+    no_color: bool,
+) -> None:
+    """Write `text` (unless None) to `output` or standard output, report, and exit."""
+    if text is not None:
+        if output in (None, "-"):
+            sys.stdout.write(text)
+        elif not force and any(
+            Path(output).resolve() == Path(i).resolve() for i in inputs if Path(i).exists()
+        ):
+            _usage(f"refusing to overwrite the input {output}; pass --force")
+        else:
+            _save(Path(output), text, found)
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    code = report.exit_code(found)
+    raise typer.Exit(code or (1 if text is None else 0))
 
 
 def _canonical(loaded: Loaded, dialect: Dialect | None, problems: list[Diagnostic]) -> str | None:

@@ -5,9 +5,11 @@ The library never prints; the CLI hands every diagnostic to one of these. rich i
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import IO, Any
@@ -212,3 +214,10 @@ def explain(code: str) -> str | None:
     if info is None:
         return None
     return f"{info.code} ({info.severity.label}): {info.title}\n\n{info.explanation}\n"
+
+
+def status(message: str) -> contextlib.AbstractContextManager[object]:
+    """A spinner on standard error while long work runs, only when it is a terminal."""
+    if not sys.stderr.isatty() or os.environ.get("CI"):
+        return contextlib.nullcontext()
+    return Console(stderr=True).status(message)

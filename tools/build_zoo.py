@@ -3,7 +3,7 @@
 Each model is built from its canonical public definition (torchvision, transformers) with random
 weights, exported with PyTorch's TorchScript-based ONNX exporter (the one behind most ONNX files in
 the wild: node names like /layer1/layer1.0/conv1/Conv, BatchNormalization kept), and then stripped
-of weight bytes by modtrans's own reader (modtrans/extract/wire.py): every initializer keeps its
+of weight bytes by modtrans's own reader (modtrans/extraction/wire.py): every initializer keeps its
 name, dtype and dims. The result is a few kilobytes per model. modtrans/zoo/manifest.json records the
 versions of everything involved and each file's SHA-256.
 
@@ -38,7 +38,7 @@ import torch
 import torchvision  # type: ignore[import-untyped]
 import transformers
 
-from modtrans.extract.wire import strip_bytes
+from modtrans.extraction.wire import strip_bytes
 
 ZOO = Path(__file__).resolve().parent.parent / "modtrans" / "zoo"
 OPSET = 17
@@ -68,7 +68,7 @@ def _bert() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     config = transformers.BertConfig()  # the defaults are bert-base-uncased: 12 layers, 768 hidden
     model = transformers.BertModel(config, add_pooling_layer=True)
     ids = torch.randint(0, config.vocab_size, (1, 128))
-    return _Logits(model), (ids, torch.ones(1, 128, dtype=torch.int64))
+    return _first_output(model), (ids, torch.ones(1, 128, dtype=torch.int64))
 
 
 def _gpt2() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
@@ -76,19 +76,19 @@ def _gpt2() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     config.use_cache = False
     model = transformers.GPT2LMHeadModel(config)  # lm_head is tied to the token embedding
     ids = torch.randint(0, config.vocab_size, (1, 128))
-    return _Logits(model), (ids, torch.ones(1, 128, dtype=torch.int64))
+    return _first_output(model), (ids, torch.ones(1, 128, dtype=torch.int64))
 
 
-class _Logits(torch.nn.Module):
-    """Return a plain tensor so the exporter sees one output."""
+def _first_output(model: torch.nn.Module) -> torch.nn.Module:
+    """Make forward(ids, mask) return a plain tensor, without a wrapper module (whose attribute
+    name would prefix every node and initializer name)."""
+    plain = type(model).forward
 
-    def __init__(self, inner: torch.nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
+    def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return plain(model, input_ids=ids, attention_mask=mask)[0]  # type: ignore[no-any-return]
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        out = self.inner(input_ids=ids, attention_mask=mask)
-        return out[0]  # type: ignore[no-any-return]
+    model.forward = forward  # type: ignore[method-assign]
+    return model
 
 
 _IMAGE: dict[str, list[int | str]] = {"input": ["batch", 3, 224, 224]}

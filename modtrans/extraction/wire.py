@@ -38,6 +38,8 @@ as BERT's position ids, which shape inference may need to follow a Slice or an E
 
 _INTEGER_DTYPES = frozenset({6, 7, 9, 12, 13})  # int32, int64, bool, uint32, uint64; not int8 weights
 
+Buffer = bytes | memoryview | mmap.mmap
+
 _TENSOR_DATA = frozenset({4, 5, 6, 7, 9, 10, 11})
 _TENSOR_NAME = 8
 
@@ -63,7 +65,7 @@ class Stripped:
         return sum(self.tensors.values())
 
 
-def _varint(buf: memoryview | bytes, pos: int, end: int) -> tuple[int, int]:
+def _varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= end:
@@ -120,7 +122,7 @@ class _Field:
     end: int  # one past the last byte
 
 
-def _fields(buf: memoryview, start: int, end: int) -> list[_Field]:
+def _fields(buf: Buffer, start: int, end: int) -> list[_Field]:
     found = []
     pos = start
     while pos < end:
@@ -147,7 +149,7 @@ def _fields(buf: memoryview, start: int, end: int) -> list[_Field]:
     return found
 
 
-_Rewrite = Callable[["_Stripper", memoryview, int, int], bytes]
+_Rewrite = Callable[["_Stripper", Buffer, int, int], bytes]
 
 
 class _Stripper:
@@ -155,7 +157,7 @@ class _Stripper:
         self.keep_bytes = keep_bytes
         self.tensors: dict[str, int] = {}
 
-    def message(self, buf: memoryview, start: int, end: int, nested: dict[int, _Rewrite]) -> bytes:
+    def message(self, buf: Buffer, start: int, end: int, nested: dict[int, _Rewrite]) -> bytes:
         """Copy a message, rewriting the length-delimited fields listed in `nested`."""
         out = bytearray()
         copied_from = start
@@ -173,7 +175,7 @@ class _Stripper:
         out += buf[copied_from:end]
         return bytes(out)
 
-    def tensor(self, buf: memoryview, start: int, end: int) -> bytes:
+    def tensor(self, buf: Buffer, start: int, end: int) -> bytes:
         fields = _fields(buf, start, end)
         payload = sum(f.end - f.body for f in fields if f.number in _TENSOR_DATA)
         dtype = next((_varint(buf, f.body, f.end)[0] for f in fields if f.number == 2 and f.wire == 0), 0)
@@ -192,22 +194,22 @@ class _Stripper:
         self.tensors[name] = self.tensors.get(name, 0) + payload
         return bytes(out)
 
-    def graph(self, buf: memoryview, start: int, end: int) -> bytes:
+    def graph(self, buf: Buffer, start: int, end: int) -> bytes:
         return self.message(buf, start, end, _GRAPH)
 
-    def node(self, buf: memoryview, start: int, end: int) -> bytes:
+    def node(self, buf: Buffer, start: int, end: int) -> bytes:
         return self.message(buf, start, end, _NODE)
 
-    def attribute(self, buf: memoryview, start: int, end: int) -> bytes:
+    def attribute(self, buf: Buffer, start: int, end: int) -> bytes:
         return self.message(buf, start, end, _ATTRIBUTE)
 
-    def sparse(self, buf: memoryview, start: int, end: int) -> bytes:
+    def sparse(self, buf: Buffer, start: int, end: int) -> bytes:
         return self.message(buf, start, end, _SPARSE)
 
-    def training(self, buf: memoryview, start: int, end: int) -> bytes:
+    def training(self, buf: Buffer, start: int, end: int) -> bytes:
         return self.message(buf, start, end, {1: _Stripper.graph, 2: _Stripper.graph})
 
-    def function(self, buf: memoryview, start: int, end: int) -> bytes:
+    def function(self, buf: Buffer, start: int, end: int) -> bytes:
         return self.message(buf, start, end, {7: _Stripper.node})
 
 
@@ -228,9 +230,12 @@ _MODEL: dict[int, _Rewrite] = {7: _Stripper.graph, 20: _Stripper.training, 25: _
 
 def strip_bytes(data: bytes | memoryview, keep_bytes: int = KEEP_BYTES) -> Stripped:
     """`data` (a serialized ModelProto) without the payloads of tensors larger than `keep_bytes`."""
-    view = memoryview(data)
+    return _strip(data, keep_bytes)
+
+
+def _strip(data: Buffer, keep_bytes: int) -> Stripped:
     stripper = _Stripper(keep_bytes)
-    out = stripper.message(view, 0, len(view), _MODEL)
+    out = stripper.message(data, 0, len(data), _MODEL)
     return Stripped(out, stripper.tensors)
 
 
@@ -241,8 +246,6 @@ def strip_file(path: Path) -> Stripped:
         if size == 0:
             raise WireError("empty file", 0)
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                return strip_bytes(view)
-            finally:
-                view.release()
+            # The mmap itself, not a memoryview of it: slicing copies only what is kept, and no
+            # exported buffer outlives an exception's traceback (mmap.close would refuse then).
+            return _strip(mapped, KEEP_BYTES)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from modtrans import schema
 from modtrans.diagnostics import Diagnostic, has_errors
-from modtrans.extract import fold, load
-from modtrans.extract.graph import Walker
+from modtrans.extraction import fold, load
+from modtrans.extraction.graph import Walker
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR, Provenance
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from modtrans.diagnostics import Diagnostic, diagnostic
-from modtrans.extract import ops
+from modtrans.extraction import ops
 from modtrans.ir.document import TRAINABLE_ROLES, Activation, Dim, Flops, Kind, Layer, Param, Role
 
 _CHAIN = frozenset(
@@ -190,6 +190,27 @@ def sanitise(name: str) -> str:
     return _UNSAFE.sub("_", name).strip("/") or "_"
 
 
+def readable(node_name: str, op_type: str) -> str:
+    """PyTorch's scoped node names as module paths: /layer1/layer1.0/conv1/Conv -> layer1.0.conv1.
+
+    Each scope is a module's name, Sequential children repeating their parent's prefix; the last
+    part is the op (kept when it is not the module's first op of that type: ...self.MatMul_1).
+    Other names are only sanitised.
+    """
+    if not node_name.startswith("/") or node_name.count("/") < 2:
+        return sanitise(node_name)
+    *scopes, last = node_name.strip("/").split("/")
+    path: list[str] = []
+    for scope in scopes:
+        if path and scope.startswith(path[-1] + "."):
+            path[-1] = scope
+        else:
+            path.append(scope)
+    if last != op_type:
+        path.append(last)
+    return sanitise(".".join(path))
+
+
 class Walker:
     """Turns a shape-inferred graph into layers; collects diagnostics on the way."""
 
@@ -275,7 +296,7 @@ class Walker:
                         hint="the layer keeps its parameters and activations; FLOPs are 0",
                     )
                 )
-        name = self._unique(sanitise(node_name))
+        name = self._unique(readable(node_name, node.op_type))
         params = self._params(name, sources, found.roles)
         flops, fused_nodes = found.flops, tuple[str, ...]()
         if bias is not None:

@@ -20,8 +20,8 @@ import onnx
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from modtrans.diagnostics import Diagnostic, diagnostic
-from modtrans.extract import wire
-from modtrans.extract.graph import MAX_BYTES, size_bytes, tensors
+from modtrans.extraction import wire
+from modtrans.extraction.graph import MAX_BYTES, size_bytes, tensors
 from modtrans.ir.document import Dim
 
 

@@ -1,0 +1,105 @@
+"""IR -> the per-layer table `modtrans inspect` prints (rich), or CSV / JSON rows for machines.
+
+The columns follow the ModTrans paper's tables (layer name, variables, data type, model size) and
+add what translation uses: op, output shape and forward GFLOPs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from modtrans.ir.document import Layer, ModelIR, Role
+
+
+@dataclass(frozen=True)
+class Row:
+    index: int
+    name: str
+    op_type: str
+    variables: int  # parameter elements counted under the convention
+    dtype: str
+    bytes: int
+    output_shape: str
+    forward_flops: int
+
+
+def rows(ir: ModelIR, *, weights_only: bool = False, all_layers: bool = False) -> list[Row]:
+    out: list[Row] = []
+    for layer in ir.layers:
+        chosen = [p for p in layer.params if p.counted and (p.role is Role.WEIGHT or not weights_only)]
+        if weights_only:
+            chosen = [p for p in chosen if p.trainable]
+        if not chosen and not all_layers:
+            continue
+        out.append(
+            Row(
+                index=len(out),
+                name=layer.name,
+                op_type=layer.op_type,
+                variables=sum(p.elements for p in chosen),
+                dtype="/".join(sorted({p.dtype for p in chosen})) or "-",
+                bytes=sum(p.bytes for p in chosen),
+                output_shape=_shape(layer),
+                forward_flops=layer.flops.forward,
+            )
+        )
+    return out
+
+
+def _shape(layer: Layer) -> str:
+    if not layer.outputs or layer.outputs[0].shape is None:
+        return "?"
+    return "x".join(str(d) for d in layer.outputs[0].shape)
+
+
+def table(ir: ModelIR, selected: list[Row], title: str) -> Table:
+    t = Table(title=title, title_justify="left", show_footer=True, box=None, pad_edge=False)
+    t.add_column("#", justify="right", footer="")
+    t.add_column("layer", footer="total", overflow="fold")
+    t.add_column("op")
+    t.add_column("variables", justify="right", footer=f"{sum(r.variables for r in selected):,}")
+    t.add_column("dtype")
+    t.add_column("bytes", justify="right", footer=f"{sum(r.bytes for r in selected):,}")
+    t.add_column("output", overflow="fold")
+    t.add_column("GFLOPs fwd", justify="right", footer=f"{ir.totals.flops.forward / 1e9:,.3f}")
+    for r in selected:
+        t.add_row(
+            str(r.index),
+            r.name,
+            r.op_type,
+            f"{r.variables:,}",
+            r.dtype,
+            f"{r.bytes:,}",
+            r.output_shape,
+            f"{r.forward_flops / 1e9:,.3f}",
+        )
+    return t
+
+
+def print_table(
+    ir: ModelIR, selected: list[Row], title: str, *, color: bool | None, width: int | None
+) -> None:
+    console = Console(no_color=color is False, highlight=False, width=width, soft_wrap=False)
+    console.print(table(ir, selected, title))
+    f = ir.totals.flops
+    console.print(
+        f"{ir.totals.layers} IR layers; {ir.totals.params:,} parameters ({ir.totals.param_bytes:,} bytes), "
+        f"{ir.totals.trainable_params:,} trainable; GFLOPs forward {f.forward / 1e9:,.3f}, "
+        f"input-grad {f.input_grad / 1e9:,.3f}, weight-grad {f.weight_grad / 1e9:,.3f}"
+    )
+
+
+def to_csv(selected: list[Row]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["index", "layer", "op", "variables", "dtype", "bytes", "output_shape", "forward_flops"])
+    for r in selected:
+        writer.writerow(
+            [r.index, r.name, r.op_type, r.variables, r.dtype, r.bytes, r.output_shape, r.forward_flops]
+        )
+    return buffer.getvalue()

@@ -1,0 +1,147 @@
+"""The translate pipeline: model (ONNX file or built-in name) -> IR -> strategy + cost -> Workload.
+
+    ir = modtrans.extract("resnet50")                          # a built-in, or a path to an .onnx
+    workload = modtrans.translate("model.onnx", batch=8, params="weights")
+
+The functions named `*_checked` return (value, diagnostics) and never raise on bad input; the
+public `extract` / `translate` return the value or raise DiagnosticError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from modtrans import __version__, cost, fetch, zoo
+from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
+from modtrans.ir import document
+from modtrans.ir.document import ModelIR
+from modtrans.strategy import Params, data_parallel, group
+from modtrans.workload.model import Policy, Workload
+
+SUPPORTED_POLICIES = (Policy.DATA,)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything `translate` can be told; the CLI's flags map onto these one to one."""
+
+    parallel: Policy = Policy.DATA
+    params: Params = Params.TRAINABLE
+    batch: int | None = None
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    dtype_bytes: int | None = None
+    compute: str = "roofline"
+    device: str = "a100"
+    clock_ghz: float = 1.0
+
+
+@dataclass(frozen=True)
+class Translation:
+    workload: Workload | None
+    ir: ModelIR | None
+    diagnostics: tuple[Diagnostic, ...]
+    metadata: dict[str, Any]
+
+
+def extract_checked(
+    spec: str | Path,
+    *,
+    batch: int | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    file_hash: bool = True,
+) -> tuple[ModelIR | None, list[Diagnostic]]:
+    """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file)."""
+    from modtrans.extraction import extract as extract_file  # imports onnx: only when needed
+
+    path = Path(spec)
+    if path.exists():
+        return extract_file(path, batch=batch, input_shapes=input_shapes, file_hash=file_hash)
+    entry = zoo.get(str(spec))
+    fetched = fetch.cached(str(spec))
+    if entry is None and fetched is not None:
+        return extract_file(
+            fetched, batch=batch, input_shapes=input_shapes, display_name=str(spec), file_hash=file_hash
+        )
+    if entry is None:
+        known = ", ".join(zoo.names())
+        message = f"no such file, and not a built-in model (built-ins: {known})"
+        return None, [diagnostic("F001", message, path=str(spec), hint="`modtrans zoo list` describes them")]
+    shapes = {**entry.input_shapes(batch), **(input_shapes or {})}
+    return extract_file(
+        entry.path, batch=batch, input_shapes=shapes, display_name=entry.name, file_hash=file_hash
+    )
+
+
+def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
+    ir, found = extract_checked(spec, batch=options.batch, input_shapes=options.input_shapes)
+    # Unknown dims make compute times wrong: an error here, where extract only warns.
+    found = [replace(d, severity=Severity.ERROR) if d.code == "X504" else d for d in found]
+    if ir is None or has_errors(found):
+        return Translation(None, ir, tuple(found), {})
+    if options.parallel not in SUPPORTED_POLICIES:
+        supported = ", ".join(p.value for p in SUPPORTED_POLICIES)
+        found.append(
+            diagnostic(
+                "X501",
+                f"--parallel {options.parallel.value} is not supported yet (supported: {supported})",
+                path=str(spec),
+            )
+        )
+        return Translation(None, ir, tuple(found), {})
+    try:
+        model = cost.get(options.compute, device=options.device, clock_ghz=options.clock_ghz)
+    except KeyError as error:
+        found.append(diagnostic("X501", str(error.args[0]), path=str(spec)))
+        return Translation(None, ir, tuple(found), {})
+    workload = data_parallel(ir, model, params=options.params, dtype_bytes=options.dtype_bytes)
+    groups = group(ir, options.params, options.dtype_bytes)
+    metadata = {
+        "format": "modtrans-translation",
+        "version": 1,
+        "tool": f"modtrans {__version__}",
+        "model": document.to_dict(ir)["provenance"],
+        "parallel": options.parallel.value,
+        "params": options.params.value,
+        "dtype_bytes": options.dtype_bytes,
+        "compute": model.describe(),
+        "layers": {"workload": len(workload.layers), "ir": len(ir.layers)},
+        "folded": {g.owner.name: [x.name for x in g.folded] for g in groups if g.folded},
+    }
+    return Translation(workload, ir, tuple(found), metadata)
+
+
+def extract(
+    spec: str | Path,
+    *,
+    batch: int | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> ModelIR:
+    """The IR of an ONNX file or built-in model; raises DiagnosticError when it cannot be read."""
+    ir, found = extract_checked(spec, batch=batch, input_shapes=input_shapes)
+    if ir is None or has_errors(found):
+        raise DiagnosticError(found)
+    return ir
+
+
+def translate(
+    spec: str | Path,
+    *,
+    parallel: str = "DATA",
+    params: str = "trainable",
+    batch: int | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    dtype_bytes: int | None = None,
+    compute: str = "roofline",
+    device: str = "a100",
+) -> Workload:
+    """A workload for an ONNX file or built-in model; raises DiagnosticError on any error."""
+    options = Options(
+        Policy(parallel), Params(params), batch, dict(input_shapes or {}), dtype_bytes, compute, device
+    )
+    result = translate_checked(spec, options)
+    if result.workload is None:
+        raise DiagnosticError(result.diagnostics)
+    return result.workload

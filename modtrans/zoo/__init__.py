@@ -1,0 +1,62 @@
+"""Built-in architectures: architecture-only ONNX files shipped with the package.
+
+Each file keeps every initializer's name, dtype and dims but no weight bytes (tools/build_zoo.py
+made them from torchvision / transformers; manifest.json records versions and checksums). A model
+argument that is not an existing file is looked up here by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    path: Path
+    description: str
+    source: str
+    inputs: dict[str, tuple[int | str, ...]]
+    defaults: dict[str, int]
+    sha256: str
+
+    def input_shapes(self, batch: int | None = None, **sizes: int) -> dict[str, tuple[int, ...]]:
+        """The inputs' dims with every named dim resolved (batch from `batch`, others by default)."""
+        values = {**self.defaults, **sizes}
+        if batch is not None:
+            values["batch"] = batch
+        return {
+            name: tuple(values[d] if isinstance(d, str) else d for d in dims)
+            for name, dims in self.inputs.items()
+        }
+
+
+@functools.cache
+def manifest() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((_HERE / "manifest.json").read_text(encoding="utf-8"))
+    return loaded
+
+
+def names() -> list[str]:
+    return sorted(manifest()["models"])
+
+
+def get(name: str) -> Entry | None:
+    data = manifest()["models"].get(name.lower())
+    if data is None:
+        return None
+    return Entry(
+        name=name.lower(),
+        path=_HERE / data["file"],
+        description=data["description"],
+        source=data["source"],
+        inputs={k: tuple(v) for k, v in data["inputs"].items()},
+        defaults=dict(data["defaults"]),
+        sha256=data["sha256"],
+    )
