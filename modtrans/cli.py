@@ -245,10 +245,9 @@ def translate(
     text = None
     if result.workload is not None:
         text = _render_workload(result.workload, dialect, to, found)
-    _finish(found, text, output, [model], force, no_color)
     target = meta or (Path(f"{output}.meta.json") if output not in (None, "-") else None)
-    if text is not None and target is not None:
-        _save(target, json.dumps(result.metadata, indent=1) + "\n", found)
+    sidecar = None if target is None else (target, json.dumps(result.metadata, indent=1) + "\n")
+    _finish(found, text, output, [model], force, no_color, sidecar)
 
 
 def _render_workload(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:
@@ -348,17 +347,21 @@ def _finish(
     inputs: list[str],
     force: bool,
     no_color: bool,
+    sidecar: tuple[Path, str] | None = None,
 ) -> None:
-    """Write `text` (unless None) to `output` or standard output, report, and exit."""
+    """Write `text` (unless None) to `output` or standard output, then `sidecar`; report; exit."""
     if text is not None:
+        targets = [Path(output)] if output not in (None, "-") else []
+        targets += [sidecar[0]] if sidecar else []
+        for target in targets:
+            if not force and any(target.resolve() == Path(i).resolve() for i in inputs if Path(i).exists()):
+                _usage(f"refusing to overwrite the input {target}; pass --force")
         if output in (None, "-"):
             sys.stdout.write(text)
-        elif not force and any(
-            Path(output).resolve() == Path(i).resolve() for i in inputs if Path(i).exists()
-        ):
-            _usage(f"refusing to overwrite the input {output}; pass --force")
         else:
             _save(Path(output), text, found)
+        if sidecar is not None and not has_errors(found):
+            _save(sidecar[0], sidecar[1], found)
     report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
     code = report.exit_code(found)
     raise typer.Exit(code or (1 if text is None else 0))

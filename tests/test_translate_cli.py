@@ -1,0 +1,227 @@
+"""translate / extract / inspect / zoo / fetch end to end, and the IR document's schema."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from modtrans import fetch, schema
+from modtrans.ir import document
+from modtrans.translate import extract
+from modtrans.workload.parse import parse
+from modtrans.workload.validate import validate
+
+Run = Callable[..., Result]
+
+
+def test_translate_resnet50_to_a_file_with_provenance(run_cli: Run, tmp_path: Path) -> None:
+    out = tmp_path / "r50.txt"
+    result = run_cli("translate", "resnet50", "--params", "weights", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    text = out.read_text()
+    assert validate(text, dialect="astra-sim") == []
+    workload = parse(text).workload
+    assert workload is not None
+    assert len(workload.layers) == 54
+    assert workload.layers[0].name == "conv1"
+    assert all(layer.fwd.compute_time > 0 for layer in workload.layers)  # never silent zeros
+    meta = json.loads((tmp_path / "r50.txt.meta.json").read_text())
+    assert meta["compute"]["model"] == "roofline"
+    assert meta["compute"]["unit"] == "ns"
+    assert meta["model"]["file"] == "resnet50"
+    assert meta["params"] == "weights"
+    assert (
+        meta["model"]["sha256"]
+        == hashlib.sha256(
+            (Path(document.__file__).parent.parent / "zoo" / "resnet50.onnx").read_bytes()
+        ).hexdigest()
+    )
+
+
+def test_translate_to_stdout_every_dialect(run_cli: Run) -> None:
+    for dialect in ("astra-sim", "chakra"):
+        result = run_cli("translate", "vgg16", "--dialect", dialect, "--batch", "4")
+        assert result.exit_code == 0, result.stderr
+        assert validate(result.stdout, dialect=dialect) == []
+    as_json = run_cli("translate", "vgg16", "--format", "json")
+    assert json.loads(as_json.stdout)["format"] == "modtrans-workload"
+
+
+def test_translate_trainable_includes_biases_and_norms(run_cli: Run) -> None:
+    # ResNet-50 trainable: 53 convs + 53 BatchNorms + fc = 107 layers, 25,557,032 fp32 parameters.
+    result = run_cli("translate", "resnet50")
+    workload = parse(result.stdout).workload
+    assert workload is not None
+    assert len(workload.layers) == 107
+    assert sum(layer.weight_grad.comm_size for layer in workload.layers) == 4 * 25_557_032
+    half = parse(run_cli("translate", "resnet50", "--dtype-bytes", "2").stdout).workload
+    assert half is not None
+    assert sum(layer.weight_grad.comm_size for layer in half.layers) == 2 * 25_557_032
+
+
+def test_translate_refuses_to_overwrite_its_input(run_cli: Run, tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    model.write_bytes((Path(document.__file__).parent.parent / "zoo" / "vgg16.onnx").read_bytes())
+    before = model.read_bytes()
+    result = run_cli("translate", model, "-o", model, "--batch", "1")
+    assert result.exit_code == 2
+    assert "refusing to overwrite" in result.stderr
+    assert model.read_bytes() == before
+
+
+def test_translate_errors_leave_no_output(run_cli: Run, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07\x12")
+    out = tmp_path / "out.txt"
+    result = run_cli("translate", bad, "-o", out)
+    assert result.exit_code == 2
+    assert "F004" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [bad]
+    result = run_cli("translate", "resnet50", "--input-shape", "input=1x3")
+    assert result.exit_code == 1
+    assert "X501" in result.stderr
+    result = run_cli("translate", "resnet50", "--input-shape", "garbage")
+    assert result.exit_code == 2
+
+
+def test_translate_unknown_dims_are_errors(run_cli: Run, tmp_path: Path) -> None:
+    model = tmp_path / "dyn.onnx"
+    model.write_bytes((Path(document.__file__).parent.parent / "zoo" / "vgg16.onnx").read_bytes())
+    result = run_cli("translate", model)  # batch is symbolic in the file
+    assert result.exit_code == 1
+    assert "error X504" in result.stderr
+    assert result.stdout == ""
+    assert run_cli("translate", model, "--batch", "2").exit_code == 0
+
+
+def test_extract_writes_a_schema_valid_ir(run_cli: Run, tmp_path: Path) -> None:
+    out = tmp_path / "m.ir.json"
+    result = run_cli("extract", "mobilenet_v2", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert schema.check(data, document.SCHEMA) == []
+    assert document.to_dict(document.from_dict(data)) == data
+
+
+def test_ir_schema_errors_name_the_json_path() -> None:
+    data = document.to_dict(extract("vgg16"))
+    data["layers"][2]["params"][0]["bytes"] = -1
+    del data["provenance"]["opset"]
+    found = schema.check(data, document.SCHEMA, code="S403")
+    messages = sorted(d.message for d in found)
+    assert [d.code for d in found] == ["S403", "S403"]
+    assert messages[0].startswith("layers/2/params/0/bytes: -1 is less than the minimum of 0")
+    assert messages[1] == "provenance: 'opset' is missing"
+
+
+def test_inspect_table_csv_json(run_cli: Run) -> None:
+    table = run_cli("inspect", "vgg19", "--params", "weights", "--no-color")
+    assert table.exit_code == 0
+    assert "102,760,448" in table.stdout
+    assert "411,041,792" in table.stdout
+    rows = run_cli("inspect", "vgg19", "--params", "weights", "--format", "csv").stdout.splitlines()
+    assert rows[0].startswith("index,layer,op,variables")
+    assert len(rows) == 1 + 19
+    assert rows[1].split(",")[3:6] == ["1728", "float", "6912"]
+    ir = json.loads(run_cli("inspect", "gpt2", "--format", "json").stdout)
+    assert ir["totals"]["trainable_params"] == 124_439_808
+
+
+def test_zoo_list(run_cli: Run) -> None:
+    out = run_cli("zoo", "list").stdout
+    for name in ("resnet50", "vgg16", "vgg19", "mobilenet_v2", "bert-base", "gpt2", "resnet18-v2-7"):
+        assert name in out
+
+
+# ---------------------------------------------------------------------------------------- fetch
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A local HTTP server over tmp_path/www (these machines have no internet)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", root
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _publish(root: Path, item: fetch.Remote, data: bytes) -> None:
+    path = root / item.url.split("/", 3)[3]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+@pytest.fixture
+def small_model(monkeypatch: pytest.MonkeyPatch) -> tuple[fetch.Remote, bytes]:
+    """A manifest entry for a small real ONNX file (the built-in vgg16) instead of a zoo URL."""
+    data = (Path(document.__file__).parent.parent / "zoo" / "vgg16.onnx").read_bytes()
+    item = fetch.Remote(
+        "tiny-vgg",
+        "https://github.com/onnx/models/raw/abc/tiny.onnx",
+        hashlib.sha256(data).hexdigest(),
+        len(data),
+        "test model",
+    )
+    monkeypatch.setattr(fetch, "remotes", lambda: [item])
+    return item, data
+
+
+def test_fetch_downloads_verifies_and_caches(
+    run_cli: Run, tmp_path: Path, server: tuple[str, Path], small_model: tuple[fetch.Remote, bytes]
+) -> None:
+    url, root = server
+    item, data = small_model
+    _publish(root, item, data)
+    cache = tmp_path / "cache"
+    result = run_cli("fetch", "tiny-vgg", "--cache", cache, "--mirror", url)
+    assert result.exit_code == 0, result.stderr
+    assert (cache / "tiny-vgg.onnx").read_bytes() == data
+    (root / item.url.split("/", 3)[3]).unlink()  # a second fetch is served from the cache
+    assert run_cli("fetch", "tiny-vgg", "--cache", cache, "--mirror", url).exit_code == 0
+
+
+def test_fetch_refuses_a_checksum_mismatch_and_leaves_nothing(
+    run_cli: Run, tmp_path: Path, server: tuple[str, Path], small_model: tuple[fetch.Remote, bytes]
+) -> None:
+    url, root = server
+    item, data = small_model
+    _publish(root, item, data[:-1] + bytes([data[-1] ^ 1]))
+    cache = tmp_path / "cache"
+    result = run_cli("fetch", "tiny-vgg", "--cache", cache, "--mirror", url)
+    assert result.exit_code == 2
+    assert "does not match" in result.stderr
+    assert list(cache.iterdir()) == []
+    result = run_cli("fetch", "no-such-model", "--cache", cache)
+    assert result.exit_code == 2
+    assert "unknown model" in result.stderr
+
+
+def test_fetch_unreachable_is_a_one_line_error(
+    run_cli: Run, tmp_path: Path, small_model: tuple[fetch.Remote, bytes]
+) -> None:
+    result = run_cli("fetch", "tiny-vgg", "--cache", tmp_path, "--mirror", "http://127.0.0.1:9")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
