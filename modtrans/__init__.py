@@ -4,9 +4,13 @@
 >>> result = modtrans.parse(open("Resnet50_DataParallel.txt", newline="").read())
 >>> text = modtrans.write(result.workload, dialect="chakra")
 >>> problems = modtrans.validate(text, dialect="chakra")
+>>> ir = modtrans.extract("resnet50")                  # an .onnx path, or a built-in architecture
+>>> workload = modtrans.translate("resnet50", params="weights", batch=8)
 """
 
+from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, Span
+from modtrans.pipeline import extract, translate
 from modtrans.workload.model import (
     CommType,
     Dialect,
@@ -19,8 +23,6 @@ from modtrans.workload.model import (
 from modtrans.workload.parse import ParseResult, parse, parse_workload
 from modtrans.workload.validate import validate
 from modtrans.workload.write import write
-
-__version__ = "0.1.0"
 
 __all__ = [
     "CommType",
@@ -36,8 +38,10 @@ __all__ = [
     "Span",
     "Workload",
     "__version__",
+    "extract",
     "parse",
     "parse_workload",
+    "translate",
     "validate",
     "write",
 ]

@@ -10,11 +10,11 @@ from typing import Annotated
 import typer
 
 from modtrans import fetch as fetching
-from modtrans import report, zoo
-from modtrans import translate as pipeline
+from modtrans import pipeline, report, zoo
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
 from modtrans.fileio import write_atomic
 from modtrans.ir import document, render
+from modtrans.ir.document import ModelIR
 from modtrans.report import Format
 from modtrans.strategy import Params
 from modtrans.workload import jsonform
@@ -194,8 +194,16 @@ def extract(
     shapes = _shapes(input_shape)
     with report.status(f"reading {model}"):
         ir, found = pipeline.extract_checked(model, batch=batch, input_shapes=shapes, file_hash=not no_hash)
-    text = None if ir is None or has_errors(found) else json.dumps(document.to_dict(ir), indent=1) + "\n"
+    text = None if ir is None or has_errors(found) else _ir_json(ir, model, found)
     _finish(found, text, output, [model], force, no_color)
+
+
+def _ir_json(ir: ModelIR, model: str, found: list[Diagnostic]) -> str | None:
+    try:
+        return document.dumps(ir, path=model)
+    except DiagnosticError as error:  # a ModTrans bug: report it, write nothing
+        found += error.diagnostics
+        return None
 
 
 @app.command()
@@ -285,7 +293,11 @@ def inspect(
         raise typer.Exit(report.exit_code(found) or 1)
     selected = render.rows(ir, weights_only=params is Params.WEIGHTS, all_layers=all_layers)
     if fmt == "json":
-        sys.stdout.write(json.dumps(document.to_dict(ir), indent=1) + "\n")
+        text = _ir_json(ir, model, found)
+        if text is None:
+            report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+            raise typer.Exit(1)
+        sys.stdout.write(text)
     elif fmt == "csv":
         sys.stdout.write(render.to_csv(selected))
     else:

@@ -1,4 +1,4 @@
-"""The shipped schema is a valid 2020-12 schema, and the wheel carries grammar/ and schemas/."""
+"""The shipped schemas are valid 2020-12 schemas; the wheel carries grammar/, schemas/ and the zoo."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from modtrans import resources
 from tests.conftest import ROOT
 
 
-def test_workload_schema_is_valid_2020_12() -> None:
-    schema = resources.schema("workload")
+@pytest.mark.parametrize("name", ["workload", "model-ir"])
+def test_schemas_are_valid_2020_12(name: str) -> None:
+    schema = resources.schema(name)
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"] == f"https://modtrans.invalid/schemas/{name}/1.schema.json"
 
 
 @pytest.mark.slow
@@ -62,7 +64,10 @@ def test_wheel_installs_and_parses_in_a_fresh_venv(tmp_path: Path) -> None:
         "assert '_data' in str(r.grammar_path()), r.grammar_path();"
         "res = modtrans.parse(open(sys.argv[1], newline='').read());"
         "assert res.ok and len(res.workload.layers) == 54;"
-        "r.schema('workload');print('ok')"
+        "r.schema('workload'); r.schema('model-ir');"
+        "w = modtrans.translate('resnet50', params='weights');"  # the built-in zoo ships in the wheel
+        "assert len(w.layers) == 54, len(w.layers);"
+        "modtrans.ir.document.dumps(modtrans.extract('gpt2'));print('ok')"
     )
     resnet = ROOT / "fixtures" / "workloads" / "corpus" / "astra-sim" / "Resnet50_DataParallel.txt"
     out = subprocess.run(

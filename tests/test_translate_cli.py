@@ -15,7 +15,7 @@ from typer.testing import Result
 
 from modtrans import fetch, schema
 from modtrans.ir import document
-from modtrans.translate import extract
+from modtrans.pipeline import extract
 from modtrans.workload.parse import parse
 from modtrans.workload.validate import validate
 
@@ -225,3 +225,17 @@ def test_fetch_unreachable_is_a_one_line_error(
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_invalid_ir_is_never_written() -> None:
+    import dataclasses
+
+    from modtrans.diagnostics import DiagnosticError
+
+    ir = extract("vgg16")
+    broken = dataclasses.replace(ir, layers=(dataclasses.replace(ir.layers[0], name="has space"),))
+    with pytest.raises(DiagnosticError) as caught:
+        document.dumps(broken)
+    (problem,) = caught.value.diagnostics
+    assert problem.code == "S403"
+    assert problem.message.startswith("layers/0/name: 'has space' does not match")

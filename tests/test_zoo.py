@@ -19,8 +19,8 @@ from collections import Counter
 import pytest
 
 from modtrans.ir.document import Kind, ModelIR
+from modtrans.pipeline import Options, extract, translate_checked
 from modtrans.strategy import Params
-from modtrans.translate import Options, extract, translate_checked
 from modtrans.workload.parse import parse
 from tests.conftest import CORPUS
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from modtrans import schema
+from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, has_errors
 from modtrans.extraction import fold, load
 from modtrans.extraction.graph import Walker
-from modtrans.ir import document
 from modtrans.ir.document import ModelIR, Provenance
 
 
@@ -54,17 +53,7 @@ def extract(
         graph=m.graph.name,
         batch=batch,
         input_shapes=loaded.input_shapes,
-        tool=f"modtrans {_version()}",
+        tool=f"modtrans {__version__}",
         architecture_only=loaded.architecture_only,
     )
-    ir = ModelIR(provenance, tuple(walker.layers))
-    problems = schema.check(document.to_dict(ir), document.SCHEMA, path=where, code="S403")
-    if problems:
-        return None, [*found, *problems]
-    return ir, found
-
-
-def _version() -> str:
-    from modtrans import __version__
-
-    return __version__
+    return ModelIR(provenance, tuple(walker.layers)), found

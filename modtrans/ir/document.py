@@ -10,8 +10,12 @@ field, validated by schemas/model-ir.schema.json.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from modtrans import schema
+from modtrans.diagnostics import DiagnosticError
 
 VERSION = 1
 SCHEMA = "model-ir"
@@ -195,6 +199,19 @@ class ModelIR:
 
 
 # ----------------------------------------------------------------------------------------- JSON
+
+
+def dumps(model: ModelIR, *, path: str | None = None) -> str:
+    """The IR as JSON text, validated against schemas/model-ir.schema.json first.
+
+    A schema failure here is a ModTrans bug (the dataclasses should not allow it): it raises
+    DiagnosticError with S403 diagnostics naming the JSON path, and nothing is written.
+    """
+    data = to_dict(model)
+    problems = schema.check(data, SCHEMA, path=path, code="S403")
+    if problems:
+        raise DiagnosticError(problems)
+    return json.dumps(data, indent=1) + "\n"
 
 
 def to_dict(model: ModelIR) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The translate pipeline: model (ONNX file or built-in name) -> IR -> strategy + cost -> Workload.
+"""Pipelines: model (ONNX file or built-in name) -> IR -> strategy + cost -> Workload.
 
     ir = modtrans.extract("resnet50")                          # a built-in, or a path to an .onnx
     workload = modtrans.translate("model.onnx", batch=8, params="weights")
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from modtrans import __version__, cost, fetch, zoo
+from modtrans import cost, fetch, zoo
+from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
