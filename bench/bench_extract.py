@@ -55,8 +55,9 @@ import json
 from pathlib import Path
 import onnx
 from modtrans.extraction import extract
-status = Path("/proc/self/status").read_text()
-print(json.dumps({"rss_mb": next(int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM:")) / 1024}))
+status = Path("/proc/self/status").read_text().splitlines()
+peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+print(json.dumps({"rss_mb": peak / 1024}))
 """
 
 
@@ -105,14 +106,17 @@ def big_external(folder: Path, layers: int = 36, width: int = 4096) -> Path:
 
 
 def measure(kind: str, path: Path) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", _PROBE, kind, str(path)], check=True, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, kind, str(path)], check=True, capture_output=True, text=True
+    )
     result: dict[str, float] = json.loads(out.stdout)
     return result
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--keep", type=Path, help="generate the models here and keep them")
     parser.add_argument("--generate", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -128,8 +132,11 @@ def main() -> None:
         subprocess.run([sys.executable, __file__, "--generate", str(folder)], check=True)
         models = [folder / "vgg16-embedded.onnx", folder / "big-external.onnx"]
         print(f"generated models in {time.perf_counter() - start:.1f} s")
-        imports = json.loads(subprocess.run([sys.executable, "-c", _BASELINE_RSS], check=True,
-                                             capture_output=True, text=True).stdout)
+        imports = json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _BASELINE_RSS], check=True, capture_output=True, text=True
+            ).stdout
+        )
         print(f"interpreter with onnx and modtrans imported: {imports['rss_mb']:.0f} MB RSS")
         for path in models:
             size = path.stat().st_size + sum(p.stat().st_size for p in folder.glob(f"{path.stem}.data"))
@@ -143,8 +150,10 @@ def main() -> None:
                 best = min((measure(kind, path) for _ in range(3)), key=lambda r: r["seconds"])
                 baseline = baseline or best
                 ratio = baseline["seconds"] / best["seconds"]
-                print(f"  {kind:<24} {best['seconds'] * 1000:9.1f} ms  {ratio:8.1f}x faster than onnx.load"
-                      f"  peak RSS {best['rss_mb']:7.0f} MB")
+                print(
+                    f"  {kind:<24} {best['seconds'] * 1000:9.1f} ms  {ratio:8.1f}x faster than onnx.load"
+                    f"  peak RSS {best['rss_mb']:7.0f} MB"
+                )
 
 
 if __name__ == "__main__":
