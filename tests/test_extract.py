@@ -326,24 +326,25 @@ def test_external_data_outside_the_folder_is_refused(tmp_path: Path, location: s
     w.ClearField("raw_data")
     w.data_location = TensorProto.EXTERNAL
     w.external_data.add(key="location", value=location)
-    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")]
-    graph = helper.make_graph(nodes, "g", [_x("x", 1, 2)], [_x("y", 1, 2)], [w])
-    path = tmp_path / "bad.onnx"
-    path.write_bytes(helper.make_model(graph).SerializeToString())
-    ir, found = extract(path)
+    ir, found = extract(_raw_matmul(tmp_path, w))
     assert ir is None
     assert [d.code for d in found] == ["X506"]
 
 
 def test_absurd_dims_are_refused(tmp_path: Path) -> None:
     w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[2**40, 2**40])  # 2^82 floats
-    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")]
-    graph = helper.make_graph(nodes, "g", [_x("x", 1, 2)], [_x("y", 1, 2)], [w])
-    path = tmp_path / "huge.onnx"
-    path.write_bytes(helper.make_model(graph).SerializeToString())
-    ir, found = extract(path)
+    ir, found = extract(_raw_matmul(tmp_path, w))
     assert ir is None
     assert [d.code for d in found] == ["X507"]
+
+
+def _raw_matmul(tmp_path: Path, weight: TensorProto) -> Path:
+    """x[1x2] @ weight, saved as is (no checker: the weight is deliberately broken)."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")]
+    graph = helper.make_graph(nodes, "g", [_x("x", 1, 2)], [_x("y", 1, 2)], [weight])
+    path = tmp_path / "raw.onnx"
+    path.write_bytes(helper.make_model(graph).SerializeToString())
+    return path
 
 
 @pytest.mark.parametrize("cut", [1, 100, 1000, -1])

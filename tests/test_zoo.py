@@ -14,6 +14,7 @@ Sources of the expected values:
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -24,41 +25,40 @@ from modtrans.strategy import Params
 from modtrans.workload.parse import parse
 from tests.conftest import CORPUS
 
-_VGG_CONV = {
-    "vgg16": [
-        (3, 64),
-        (64, 64),
-        (64, 128),
-        (128, 128),
-        (128, 256),
-        (256, 256),
-        (256, 256),
-        (256, 512),
-        (512, 512),
-        (512, 512),
-        (512, 512),
-        (512, 512),
-        (512, 512),
-    ],
+# Convolution widths of configurations D (VGG16) and E (VGG19), "M" = max-pool; arXiv 1409.1556 Table 1.
+_VGG_CFG = {
+    "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"],
     "vgg19": [
-        (3, 64),
-        (64, 64),
-        (64, 128),
-        (128, 128),
-        (128, 256),
-        (256, 256),
-        (256, 256),
-        (256, 256),
-        (256, 512),
-        (512, 512),
-        (512, 512),
-        (512, 512),
-        (512, 512),
-        (512, 512),
-        (512, 512),
-        (512, 512),
+        64,
+        64,
+        "M",
+        128,
+        128,
+        "M",
+        256,
+        256,
+        256,
+        256,
+        "M",
+        512,
+        512,
+        512,
+        512,
+        "M",
+        512,
+        512,
+        512,
+        512,
+        "M",
     ],
 }
+
+
+def _vgg_convs(name: str) -> list[tuple[int, int]]:
+    widths = [3] + [w for w in _VGG_CFG[name] if isinstance(w, int)]
+    return list(itertools.pairwise(widths))
+
+
 _VGG_DENSE = [102_760_448, 16_777_216, 4_096_000]  # 25088x4096, 4096x4096, 4096x1000
 
 
@@ -74,7 +74,7 @@ def test_vgg_weight_tables_match_the_paper(name: str) -> None:
     result = translate_checked(name, Options(params=Params.WEIGHTS))
     assert result.workload is not None
     sizes = [layer.weight_grad.comm_size for layer in result.workload.layers]
-    expected_elements = [cin * cout * 9 for cin, cout in _VGG_CONV[name]] + _VGG_DENSE
+    expected_elements = [cin * cout * 9 for cin, cout in _vgg_convs(name)] + _VGG_DENSE
     assert len(sizes) == {"vgg16": 16, "vgg19": 19}[name]
     assert sizes == [4 * e for e in expected_elements]
     # the two rows the paper's text quotes

@@ -86,13 +86,21 @@ def _gemm_flops(macs: int, extra_fwd: int = 0, extra_wg: int = 0) -> Flops:
 # --------------------------------------------------------------------------------- GEMM-like
 
 
+def _conv_shapes(node: NodeView) -> tuple[Shape, Shape, Shape, int] | None:
+    """Input, weight and output shapes and the group count of a (transposed) convolution."""
+    x, w, y = node.shape(0), node.shape(1), node.out_shapes[0] if node.out_shapes else None
+    if x is None or w is None or y is None or len(x) < 3:
+        return None
+    return x, w, y, int(node.attrs.get("group", 1)) or 1
+
+
 @handles("Conv")
 def conv(node: NodeView) -> Facts:
     roles = _param_roles(node, [(1, Role.WEIGHT), (2, Role.BIAS)])
-    x, w, y = node.shape(0), node.shape(1), node.out_shapes[0] if node.out_shapes else None
-    if x is None or w is None or y is None or len(x) < 3:
+    shapes = _conv_shapes(node)
+    if shapes is None:
         return Facts(Kind.CONV, roles)
-    groups = int(node.attrs.get("group", 1)) or 1
+    x, w, y, groups = shapes
     batch, cin, out_spatial, kernel = x[0], x[1], math.prod(y[2:]), math.prod(w[2:])
     cout = w[0]
     k = (cin // groups) * kernel
@@ -105,10 +113,10 @@ def conv(node: NodeView) -> Facts:
 @handles("ConvTranspose")
 def conv_transpose(node: NodeView) -> Facts:
     roles = _param_roles(node, [(1, Role.WEIGHT), (2, Role.BIAS)])
-    x, w, y = node.shape(0), node.shape(1), node.out_shapes[0] if node.out_shapes else None
-    if x is None or w is None or y is None or len(x) < 3:
+    shapes = _conv_shapes(node)
+    if shapes is None:
         return Facts(Kind.CONV_TRANSPOSE, roles)
-    groups = int(node.attrs.get("group", 1)) or 1
+    x, w, y, groups = shapes
     batch, cin, in_spatial, kernel = x[0], x[1], math.prod(x[2:]), math.prod(w[2:])
     cout_per_group = w[1]
     macs = batch * in_spatial * cin * cout_per_group * kernel

@@ -58,17 +58,9 @@ def _shape(layer: Layer) -> str:
 
 
 def table(ir: ModelIR, selected: list[Row], title: str) -> Table:
-    t = Table(title=title, title_justify="left", show_footer=True, box=None, pad_edge=False)
-    t.add_column("#", justify="right", footer="")
-    t.add_column("layer", footer="total", overflow="fold")
-    t.add_column("op")
-    t.add_column("variables", justify="right", footer=f"{sum(r.variables for r in selected):,}")
-    t.add_column("dtype")
-    t.add_column("bytes", justify="right", footer=f"{sum(r.bytes for r in selected):,}")
-    t.add_column("output", overflow="fold")
-    t.add_column("GFLOPs fwd", justify="right", footer=f"{ir.totals.flops.forward / 1e9:,.3f}")
-    for r in selected:
-        t.add_row(
+    """Numbers never wrap or truncate; the layer name and the shape fold when the terminal is narrow."""
+    cells = [
+        (
             str(r.index),
             r.name,
             r.op_type,
@@ -78,6 +70,29 @@ def table(ir: ModelIR, selected: list[Row], title: str) -> Table:
             r.output_shape,
             f"{r.forward_flops / 1e9:,.3f}",
         )
+        for r in selected
+    ]
+    footer = [
+        "",
+        "total",
+        "",
+        f"{sum(r.variables for r in selected):,}",
+        "",
+        f"{sum(r.bytes for r in selected):,}",
+        "",
+        f"{ir.totals.flops.forward / 1e9:,.3f}",
+    ]
+    headers = ["#", "layer", "op", "variables", "dtype", "bytes", "output", "GFLOPs fwd"]
+    numeric = {0, 3, 5, 7}
+    t = Table(title=title, title_justify="left", show_footer=True, box=None, pad_edge=False)
+    for i, header in enumerate(headers):
+        width = max([len(header), len(footer[i]), *(len(c[i]) for c in cells)])
+        if i in numeric:
+            t.add_column(header, footer=footer[i], justify="right", no_wrap=True, min_width=width)
+        else:
+            t.add_column(header, footer=footer[i], overflow="fold")
+    for c in cells:
+        t.add_row(*c)
     return t
 
 
