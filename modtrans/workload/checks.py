@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
 from modtrans.workload import numbers
 from modtrans.workload.dialects import CHAKRA_POLICIES, chakra_phases
-from modtrans.workload.model import CommType, Dialect, Layer, Policy, Workload
+from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Layer, Policy, Workload
 from modtrans.workload.write import layer_tokens
 
 CheckFn = Callable[[Workload, Dialect], Iterator[Diagnostic]]
@@ -74,7 +74,6 @@ def _field_span(layer: Layer, index: int) -> Span | None:
 
 
 _PHASE_FIELDS = {"fwd": (3, 4), "input_grad": (6, 7), "weight_grad": (9, 10)}
-_PHASE_WORDS = {"fwd": "forward", "input_grad": "input-gradient", "weight_grad": "weight-gradient"}
 
 
 # -- the file's structure --------------------------------------------------------------------------
@@ -117,7 +116,7 @@ def none_with_size(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]
             if phase.comm_type is CommType.NONE and phase.comm_size != 0:
                 yield diagnostic(
                     "V211",
-                    f"{_PHASE_WORDS[phase_name]} comm type is NONE but its size is {phase.comm_size} bytes",
+                    f"{PHASE_WORDS[phase_name]} comm type is NONE but its size is {phase.comm_size} bytes",
                     span=_field_span(layer, _PHASE_FIELDS[phase_name][1]),
                 )
 
@@ -129,7 +128,7 @@ def collective_of_size_zero(workload: Workload, dialect: Dialect) -> Iterator[Di
             if phase.comm_type.moves_data and phase.comm_size == 0:
                 yield diagnostic(
                     "V212",
-                    f"{_PHASE_WORDS[phase_name]} {phase.comm_type} moves 0 bytes",
+                    f"{PHASE_WORDS[phase_name]} {phase.comm_type} moves 0 bytes",
                     span=_field_span(layer, _PHASE_FIELDS[phase_name][1]),
                     hint="write `NONE 0` if there is no collective",
                 )
@@ -306,7 +305,7 @@ def changed_comm_types(workload: Workload, dialect: Dialect) -> Iterator[Diagnos
             if message:
                 yield diagnostic(
                     "D303",
-                    f"{_PHASE_WORDS[phase_name]} {phase.comm_type}: {message}",
+                    f"{PHASE_WORDS[phase_name]} {phase.comm_type}: {message}",
                     span=_field_span(layer, _PHASE_FIELDS[phase_name][0]),
                 )
 
@@ -400,7 +399,7 @@ def chakra_int64(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
             if phase.comm_size > numbers.INT64_MAX:
                 yield diagnostic(
                     "D308",
-                    f"{_PHASE_WORDS[phase_name]} comm size {phase.comm_size} exceeds Chakra's int64",
+                    f"{PHASE_WORDS[phase_name]} comm size {phase.comm_size} exceeds Chakra's int64",
                     span=_field_span(layer, _PHASE_FIELDS[phase_name][1]),
                 )
 

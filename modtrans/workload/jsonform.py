@@ -12,7 +12,7 @@ from typing import Any
 
 from modtrans import schema
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
-from modtrans.workload.model import CommType, Dialect, Header, Layer, Phase, Policy, Workload
+from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Header, Layer, Phase, Policy, Workload
 
 _HEADER_INTS = (
     "model_parallel_group",
@@ -24,7 +24,6 @@ _HEADER_INTS = (
     "all_gpus",
     "pp_comm",
 )
-_PHASE_WORDS = {"fwd": "forward", "input_grad": "input-gradient", "weight_grad": "weight-gradient"}
 
 
 def to_dict(workload: Workload) -> dict[str, Any]:
@@ -125,8 +124,8 @@ def describe(where: Sequence[str | int], document: Any) -> str:
             name = f" (`{document['layers'][index]['name']}`)"
         words = [f"layer {index}{name}"]
         fields = [str(p) for p in rest[1:]]
-        if fields and fields[0] in _PHASE_WORDS:
-            words.append(" ".join([_PHASE_WORDS[fields[0]], *(f.replace("_", " ") for f in fields[1:])]))
+        if fields and fields[0] in PHASE_WORDS:
+            words.append(" ".join([PHASE_WORDS[fields[0]], *(f.replace("_", " ") for f in fields[1:])]))
         elif fields:
             words.append(" ".join(f.replace("_", " ") for f in fields))
         return ", ".join(words)

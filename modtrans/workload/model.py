@@ -94,6 +94,10 @@ class Phase:
     comm_size: int = 0
 
 
+PHASE_WORDS = {"fwd": "forward", "input_grad": "input-gradient", "weight_grad": "weight-gradient"}
+"""How messages name each phase (keys are Layer.phases' names)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LineLayout:
     """How one line was spelled: raw tokens, the blanks around them, its line ending.
