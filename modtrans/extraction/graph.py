@@ -4,12 +4,14 @@ What counts as a layer: every node that computes on activations and is not a mer
 tensor (ops.NOT_LAYERS), including the nodes inside If / Loop / Scan bodies. Nodes that only
 compute constants (weight chains, shape arithmetic on integers) are not layers.
 
-Which parameters belong to a layer: an input is a parameter when it resolves, through Identity /
-Transpose / Cast / Reshape / (Un)Squeeze / Flatten / DequantizeLinear chains, to an initializer of
-this graph or an enclosing one, or to a `Constant` node's tensor, and is a non-scalar float or
-quantized integer tensor. A tensor used by two layers (tied embeddings) belongs to the first; the
-second lists it with `shared_with`, and totals and all-reduces count it once. The bias `Add` that
-exporters emit after a MatMul is folded into that MatMul's layer.
+Which parameters belong to a layer: an input that does not depend on any model input is computed
+from constants only (an initializer of this graph or an enclosing one, or a `Constant` node's
+tensor), through any chain of constant nodes: Identity, Transpose, Cast, DequantizeLinear, or the
+Slice / Concat gate packing PyTorch writes for LSTM weights. Those constant leaves that are
+non-scalar float or quantized integer tensors are the layer's parameters (each counted once). A
+tensor used by two layers (tied embeddings) belongs to the first; the second lists it with
+`shared_with`, and totals and all-reduces count it once. The bias `Add` that exporters emit after a
+MatMul is folded into that MatMul's layer.
 """
 
 from __future__ import annotations
@@ -25,9 +27,6 @@ from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.extraction import ops
 from modtrans.ir.document import TRAINABLE_ROLES, Activation, Dim, Flops, Kind, Layer, Param, Role
 
-_CHAIN = frozenset(
-    {"Identity", "Transpose", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "DequantizeLinear"}
-)
 _CONTROL = frozenset({"If", "Loop", "Scan"})
 _INTEGER_TYPES = frozenset({6, 7, 9, 12, 13})  # int32, int64, bool, uint32, uint64: indices and shapes
 _FLOAT_TYPES = frozenset({1, 10, 11, 16, 17, 18, 19, 20, 23, 24})
@@ -78,16 +77,19 @@ def size_bytes(elements: int, data_type: int) -> int:
 
 @dataclass(frozen=True)
 class Source:
-    """The constant tensor a parameter input resolves to."""
+    """A constant tensor (initializer or Constant value) a parameter input is computed from."""
 
     name: str
     dims: tuple[int, ...]
     data_type: int
-    quant: tuple[Source, ...] = ()  # DequantizeLinear scale / zero point on the way
+    quant: bool = False  # reached as a DequantizeLinear scale or zero point
 
     @property
     def elements(self) -> int:
         return math.prod(self.dims)
+
+
+Leaves = tuple[Source, ...]
 
 
 @dataclass
@@ -100,6 +102,7 @@ class _Scope:
     consumers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
     types: dict[str, tuple[tuple[Dim, ...] | None, int]] = field(default_factory=dict)
     dynamic: set[str] = field(default_factory=set)
+    memo: dict[str, Leaves | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         g = self.graph
@@ -123,44 +126,50 @@ class _Scope:
             scope = scope.parent
         return None, 0
 
-    def is_dynamic(self, name: str) -> bool:
+    def leaves(self, name: str) -> Leaves | None:
+        """None when `name` depends on a model input; else the constant tensors it is computed from
+        (through any chain of constant-only nodes: Identity, Transpose, Cast, DequantizeLinear, and
+        the Slice / Concat gate packing exporters write for LSTM weights)."""
+        if not name:
+            return ()
         scope: _Scope | None = self
         while scope is not None:
-            if name in scope.dynamic:
-                return True
-            if name in scope.producers or name in scope.initializers:
-                return False
-            scope = scope.parent
-        return False
-
-    def source(self, name: str, depth: int = 0) -> Source | None:
-        """The constant tensor `name` resolves to, following weight chains; None for activations."""
-        if not name or depth > 32:
-            return None
-        scope: _Scope | None = self
-        while scope is not None:
+            if name in scope.memo:
+                return scope.memo[name]
             if name in scope.initializers:
                 t = scope.initializers[name]
-                return Source(t.name, tuple(t.dims), t.data_type)
+                return (Source(t.name, tuple(t.dims), t.data_type),)
+            if name in scope.dynamic:
+                return None
             node = scope.producers.get(name)
             if node is not None:
-                return scope._through(node, depth)
+                found = scope._constant(node)
+                scope.memo[name] = found
+                return found
             scope = scope.parent
-        return None
+        return None  # a graph input or an outer-scope value
 
-    def _through(self, node: onnx.NodeProto, depth: int) -> Source | None:
+    def _constant(self, node: onnx.NodeProto) -> Leaves | None:
         if node.op_type == "Constant":
             for attr in node.attribute:
                 if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
-                    return Source(node.output[0], tuple(attr.t.dims), attr.t.data_type)
+                    return (Source(node.output[0], tuple(attr.t.dims), attr.t.data_type),)
+            return ()
+        if node.op_type in _CONTROL or (not node.input and node.op_type.startswith("Random")):
             return None
-        if node.op_type not in _CHAIN or not node.input:
-            return None
-        inner = self.source(node.input[0], depth + 1)
-        if inner is None or node.op_type != "DequantizeLinear":
-            return inner
-        extra = tuple(s for s in (self.source(i, depth + 1) for i in node.input[1:]) if s is not None)
-        return Source(inner.name, inner.dims, inner.data_type, inner.quant + extra)
+        found: list[Source] = []
+        for index, name in enumerate(node.input):
+            inner = self.leaves(name)
+            if inner is None:
+                return None
+            if node.op_type == "DequantizeLinear" and index > 0:
+                inner = tuple(Source(s.name, s.dims, s.data_type, quant=True) for s in inner)
+            found.extend(inner)
+        return tuple({s.name: s for s in found}.values())  # a weight sliced four ways is one leaf
+
+    def is_param(self, name: str) -> bool:
+        found = self.leaves(name)
+        return found is not None and any(_is_param(s) for s in found)
 
 
 def _type_of(proto: onnx.TypeProto) -> tuple[tuple[Dim, ...] | None, int]:
@@ -178,8 +187,8 @@ def _type_of(proto: onnx.TypeProto) -> tuple[tuple[Dim, ...] | None, int]:
     return tuple(dims), tensor.elem_type
 
 
-def _is_param(source: Source | None) -> bool:
-    return source is not None and source.elements > 1 and source.data_type not in _INTEGER_TYPES
+def _is_param(source: Source) -> bool:
+    return source.elements > 1 and source.data_type not in _INTEGER_TYPES
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/:\[\]]+")
@@ -234,7 +243,7 @@ class Walker:
                     for sub in (attr.g, *attr.graphs) if attr.type in (5, 10) else ():
                         self.walk(sub, scope, f"{node_name}/{attr.name}/")
                 continue
-            if not any(scope.is_dynamic(i) for i in node.input) and not self._reads_params(scope, node):
+            if all(scope.leaves(i) is not None for i in node.input) and not self._reads_params(scope, node):
                 continue  # computes a constant: a weight chain or shape arithmetic
             scope.dynamic.update(node.output)
             if node.op_type in ops.NOT_LAYERS or node.name in fused:
@@ -248,9 +257,7 @@ class Walker:
     def _reads_params(scope: _Scope, node: onnx.NodeProto) -> bool:
         """A constant-input node that still trains a parameter: position embeddings looked up with
         folded position ids. Weight chains (Transpose of a weight ...) are not layers."""
-        if node.op_type in _CHAIN or node.op_type in ops.NOT_LAYERS or node.op_type == "Constant":
-            return False
-        return any(_is_param(scope.source(i)) for i in node.input) and node.op_type in ops.REGISTRY
+        return node.op_type in ops.PARAMETER_OPS and any(scope.is_param(i) for i in node.input)
 
     def _floating(self, scope: _Scope, node: onnx.NodeProto) -> bool:
         """False for nodes on integer/boolean tensors only (shape arithmetic, mask building)."""
@@ -263,20 +270,20 @@ class Walker:
         for node in scope.graph.node:
             if node.op_type != "MatMul" or not node.output:
                 continue
-            if not any(_is_param(scope.source(i)) for i in node.input):
+            if not any(scope.is_param(i) for i in node.input):
                 continue
             users = scope.consumers.get(node.output[0], [])
             if len(users) != 1 or users[0].op_type != "Add" or not users[0].name:
                 continue
             add = users[0]
             other = [i for i in add.input if i != node.output[0]]
-            if len(other) == 1 and _is_param(scope.source(other[0])):
+            if len(other) == 1 and scope.is_param(other[0]):
                 found[add.name] = id(node)
         return found
 
     def _layer(self, scope: _Scope, node: onnx.NodeProto, node_name: str, bias: str | None) -> None:
-        sources = [scope.source(i) for i in node.input]
-        is_param = tuple(_is_param(s) for s in sources)
+        sources = [scope.leaves(i) for i in node.input]
+        is_param = tuple(s is not None and any(_is_param(x) for x in s) for s in sources)
         in_shapes = tuple(_concrete(scope.lookup_type(i)[0]) for i in node.input)
         out_shapes = tuple(_concrete(scope.lookup_type(o)[0]) for o in node.output)
         view = ops.NodeView(
@@ -302,14 +309,12 @@ class Walker:
         if bias is not None:
             add = next(n for n in scope.graph.node if n.name == bias)
             other = next(i for i in add.input if i not in node.output)
-            params += self._params(name, [scope.source(other)], {0: Role.BIAS})
+            params += self._params(name, [scope.leaves(other)], {0: Role.BIAS})
             e = view.out_elements or 0
             flops = Flops(flops.forward + e, flops.input_grad, flops.weight_grad + e)
             fused_nodes = (bias,)
         inputs = tuple(
-            self._activation(scope, i)
-            for i, s in zip(node.input, sources, strict=True)
-            if i and s is None and scope.is_dynamic(i)
+            self._activation(scope, i) for i, s in zip(node.input, sources, strict=True) if i and s is None
         )
         outputs = tuple(self._activation(scope, o) for o in node.output if o)
         self.layers.append(
@@ -327,15 +332,14 @@ class Walker:
             )
         )
 
-    def _params(self, layer: str, sources: list[Source | None], roles: dict[int, Role]) -> tuple[Param, ...]:
-        out: list[Param] = []
+    def _params(self, layer: str, sources: list[Leaves | None], roles: dict[int, Role]) -> tuple[Param, ...]:
+        out: dict[str, Param] = {}
         for index, role in roles.items():
-            source = sources[index] if index < len(sources) else None
-            if source is None:
-                continue
-            out.append(self._param(layer, source, role))
-            out.extend(self._param(layer, q, Role.QUANT) for q in source.quant if q.elements > 1)
-        return tuple(out)
+            leaves = sources[index] if index < len(sources) else None
+            for leaf in leaves or ():
+                if leaf.name not in out and (_is_param(leaf) or (leaf.quant and leaf.elements > 1)):
+                    out[leaf.name] = self._param(layer, leaf, Role.QUANT if leaf.quant else role)
+        return tuple(out.values())
 
     def _param(self, layer: str, source: Source, role: Role) -> Param:
         owner = self._owners.setdefault(source.name, layer)

@@ -358,6 +358,23 @@ def data(node: NodeView) -> Facts:
     return Facts(Kind.DATA)
 
 
+PARAMETER_OPS = frozenset(
+    {
+        "Conv",
+        "ConvTranspose",
+        "Gemm",
+        "MatMul",
+        "MatMulInteger",
+        "QLinearMatMul",
+        "LSTM",
+        "GRU",
+        "RNN",
+        "Gather",
+        "EmbedLayerNormalization",
+    }
+)
+"""Ops that are a layer when they read a parameter even if every other input is constant."""
+
 NOT_LAYERS = frozenset(
     {
         "Constant",
