@@ -601,3 +601,59 @@ _code(
 A dimension is negative or a tensor's size overflows 2^63 bytes: the file is corrupt or hostile.
 """,
 )
+
+# ---- C6xx: differences found by `modtrans diff` (the second file is the reference) -----------------
+_code(
+    "C601",
+    E,
+    "layer differs from the reference",
+    """
+A compared field of the layer differs from its partner in the reference beyond --rtol/--atol
+(|first - reference| > atol + rtol * |reference|, as numpy.isclose). Choose what is compared with
+--fields comm|compute|update|all or a list of field names.
+""",
+)
+_code(
+    "C602",
+    E,
+    "layer not in the reference",
+    """
+The layer has no partner in the reference: no layer of that name, none with the same compared
+fields, and no unpaired layer at the same place in the sequence.
+""",
+)
+_code(
+    "C603",
+    E,
+    "reference layer missing",
+    """
+A layer of the reference has no partner in the first file.
+""",
+)
+_code(
+    "C604",
+    E,
+    "layer moved",
+    """
+The layer is paired with a reference layer at another place in the order: it is outside the longest
+run of layers that appear in the same order in both files. --ignore-order accepts moves.
+""",
+)
+_code(
+    "C605",
+    E,
+    "layer renamed",
+    """
+The layer is paired with a reference layer (by content or position) that has another name.
+--ignore-names compares layers by content and position only.
+""",
+)
+_code(
+    "C606",
+    E,
+    "header differs from the reference",
+    """
+The parallelism keyword or a header parameter (model_parallel_NPU_group, checkpoints, ep, pp, vpp,
+ga, all_gpus, pp_comm ...) differs from the reference's.
+""",
+)

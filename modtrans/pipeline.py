@@ -9,7 +9,7 @@ public `extract` / `translate` return the value or raise DiagnosticError.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -146,3 +146,26 @@ def translate(
     if result.workload is None:
         raise DiagnosticError(result.diagnostics)
     return result.workload
+
+
+@dataclass(frozen=True)
+class Side:
+    """One input of `diff`: a workload read from a file, or translated from a model."""
+
+    workload: Workload | None
+    diagnostics: tuple[Diagnostic, ...]
+    line: Callable[[int], str | None]  # the input's text by line number (for showing diagnostics)
+
+
+def workload_or_model(spec: str, options: Options) -> Side:
+    """A workload file (text or JSON) as read, or an ONNX file / built-in model translated."""
+    from modtrans.workload.load import load  # the text path never needs onnx
+
+    path = Path(spec)
+    if path.is_file() and path.suffix.lower() != ".onnx":
+        loaded = load(path)
+        binary = any(d.code == "F002" for d in loaded.result.diagnostics)  # an ONNX file named otherwise
+        if not binary:
+            return Side(loaded.result.workload, loaded.result.diagnostics, loaded.line)
+    result = translate_checked(spec, options)
+    return Side(result.workload, result.diagnostics, lambda _: None)

@@ -77,14 +77,7 @@ def _plain(d: Diagnostic) -> dict[str, Any]:
 def text(
     diagnostics: Sequence[Diagnostic], *, stream: IO[str], sources: Sources, color: bool | None, checked: int
 ) -> None:
-    console = Console(
-        file=stream,
-        no_color=color is False or None,
-        highlight=False,
-        soft_wrap=True,
-        force_terminal=color or None,
-        color_system="standard" if color else "auto",
-    )
+    console = _console(stream, color, soft_wrap=True)
     for d in diagnostics:
         line = Text()
         where = d.path or "<input>"
@@ -214,6 +207,25 @@ def explain(code: str) -> str | None:
     if info is None:
         return None
     return f"{info.code} ({info.severity.label}): {info.title}\n\n{info.explanation}\n"
+
+
+def console(stream: IO[str], color: bool | None, *, width: int | None = None) -> Console:
+    """A console for reports: colours on a terminal unless NO_COLOR / --no-color; `color=True` forces."""
+    return _console(stream, color, width=width)
+
+
+def _console(
+    stream: IO[str], color: bool | None, *, soft_wrap: bool = False, width: int | None = None
+) -> Console:
+    return Console(
+        file=stream,
+        no_color=color is False or None,
+        highlight=False,
+        soft_wrap=soft_wrap,
+        width=width,
+        force_terminal=color or None,
+        color_system="standard" if color else "auto",
+    )
 
 
 def status(message: str) -> contextlib.AbstractContextManager[object]:

@@ -1,0 +1,284 @@
+"""(Workload, Workload) -> WorkloadDiff: header, layer pairs, per-field deltas, moves, phase totals.
+
+Pure: no printing, no rich. The second workload is the reference, as in numpy.isclose: a numeric
+field differs when |first - reference| > atol + rtol * |reference|.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from modtrans.diff.align import align
+from modtrans.workload.model import Header, Layer, Workload
+
+Value = int | str | None
+
+FIELDS: dict[str, Callable[[Layer], Value]] = {
+    "fwd_compute": lambda x: x.fwd.compute_time,
+    "fwd_comm": lambda x: x.fwd.comm_type.value,
+    "fwd_size": lambda x: x.fwd.comm_size,
+    "ig_compute": lambda x: x.input_grad.compute_time,
+    "ig_comm": lambda x: x.input_grad.comm_type.value,
+    "ig_size": lambda x: x.input_grad.comm_size,
+    "wg_compute": lambda x: x.weight_grad.compute_time,
+    "wg_comm": lambda x: x.weight_grad.comm_type.value,
+    "wg_size": lambda x: x.weight_grad.comm_size,
+    "update": lambda x: x.update_time,
+    "reserved": lambda x: x.reserved,
+    "policy": lambda x: None if x.policy is None else x.policy.value,
+}
+"""Every compared field of a layer line, in file order (the name is compared separately)."""
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "comm": ("fwd_comm", "fwd_size", "ig_comm", "ig_size", "wg_comm", "wg_size"),
+    "compute": ("fwd_compute", "ig_compute", "wg_compute"),
+    "update": ("update",),
+    "all": tuple(FIELDS),
+}
+
+_HEADER: dict[str, Callable[[Header], object]] = {
+    "policy": lambda h: h.policy.value,
+    "model_parallel_NPU_group": lambda h: h.model_parallel_group,
+    "checkpoints": lambda h: h.checkpoints,
+    "checkpoint_initiates": lambda h: h.checkpoint_initiates,
+    "dlrm_last_bottom_layer": lambda h: h.dlrm_last_bottom_layer,
+    "ep": lambda h: h.ep,
+    "pp": lambda h: h.pp,
+    "vpp": lambda h: h.vpp,
+    "ga": lambda h: h.ga,
+    "all_gpus": lambda h: h.all_gpus,
+    "pp_comm": lambda h: h.pp_comm,
+}
+
+
+def parse_fields(spec: str) -> tuple[str, ...]:
+    """`comm`, `compute,update`, `wg_size,fwd_compute` ... -> field names; ValueError names the culprit."""
+    chosen: list[str] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if part in GROUPS:
+            chosen += GROUPS[part]
+        elif part in FIELDS:
+            chosen.append(part)
+        else:
+            known = ", ".join([*GROUPS, *FIELDS])
+            raise ValueError(f"unknown field {part!r}; use one of {known}")
+    return tuple(f for f in FIELDS if f in chosen)
+
+
+@dataclass(frozen=True)
+class Options:
+    fields: tuple[str, ...] = GROUPS["all"]
+    rtol: float = 0.0
+    atol: float = 0.0
+    ignore_order: bool = False
+    ignore_names: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDiff:
+    field: str
+    a: object
+    b: object
+
+    @property
+    def delta(self) -> int | None:
+        return self.a - self.b if isinstance(self.a, int) and isinstance(self.b, int) else None
+
+    @property
+    def relative(self) -> float | None:
+        delta = self.delta
+        if delta is None or not isinstance(self.b, int) or self.b == 0:
+            return None
+        return delta / abs(self.b)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerDiff:
+    """One row of the comparison. `a` / `b` are 0-based layer indices (None: absent on that side)."""
+
+    a: int | None
+    b: int | None
+    name_a: str | None
+    name_b: str | None
+    fields: tuple[FieldDiff, ...] = ()
+    moved: bool = False
+    line_a: int | None = None
+    line_b: int | None = None
+
+    @property
+    def renamed(self) -> bool:
+        return self.a is not None and self.b is not None and self.name_a != self.name_b
+
+    @property
+    def status(self) -> str:
+        if self.b is None:
+            return "added"
+        if self.a is None:
+            return "removed"
+        if self.fields:
+            return "changed"
+        if self.moved:
+            return "moved"
+        return "renamed" if self.renamed else "identical"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Consecutive layers that moved together: first-side a..a+length-1 are second-side b.."""
+
+    a: int
+    b: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseTotal:
+    phase: str
+    compute_a: int
+    compute_b: int
+    bytes_a: int
+    bytes_b: int
+
+
+@dataclass(frozen=True)
+class Counts:
+    layers_a: int
+    layers_b: int
+    identical: int
+    moved: int
+    changed: int
+    renamed: int
+    added: int
+    removed: int
+
+
+@dataclass(frozen=True)
+class WorkloadDiff:
+    header: tuple[FieldDiff, ...]
+    layers: tuple[LayerDiff, ...]  # every pair and every unpaired layer, in first-side order
+    blocks: tuple[Block, ...]
+    totals: tuple[PhaseTotal, ...]
+    options: Options
+    counts: Counts = field(init=False)
+
+    def __post_init__(self) -> None:
+        rows = self.layers
+        paired = [r for r in rows if r.a is not None and r.b is not None]
+        counts = Counts(
+            layers_a=sum(r.a is not None for r in rows),
+            layers_b=sum(r.b is not None for r in rows),
+            identical=sum(
+                not r.fields and not r.moved and (self.options.ignore_names or not r.renamed) for r in paired
+            ),
+            moved=sum(r.moved for r in paired),
+            changed=sum(bool(r.fields) for r in paired),
+            renamed=0 if self.options.ignore_names else sum(r.renamed for r in paired),
+            added=sum(r.b is None for r in rows),
+            removed=sum(r.a is None for r in rows),
+        )
+        object.__setattr__(self, "counts", counts)
+
+    @property
+    def differing(self) -> tuple[LayerDiff, ...]:
+        """Rows that are a difference under the options (moves and renames may be ignored)."""
+        o = self.options
+        return tuple(
+            r
+            for r in self.layers
+            if r.a is None
+            or r.b is None
+            or r.fields
+            or (r.moved and not o.ignore_order)
+            or (r.renamed and not o.ignore_names)
+        )
+
+    @property
+    def equivalent(self) -> bool:
+        return not self.header and not self.differing
+
+
+def compare(first: Workload, reference: Workload, options: Options = Options()) -> WorkloadDiff:
+    a, b = first.layers, reference.layers
+    getters = [FIELDS[f] for f in options.fields]
+    content_a = [tuple(g(x) for g in getters) for x in a]
+    content_b = [tuple(g(x) for g in getters) for x in b]
+    alignment = align(
+        [x.name for x in a], [x.name for x in b], content_a, content_b, use_names=not options.ignore_names
+    )
+    rows: dict[tuple[int, int, int], LayerDiff] = {}
+    for i, j in alignment.pairs.items():
+        diffs = tuple(
+            FieldDiff(name, va, vb)
+            for name, va, vb in zip(options.fields, content_a[i], content_b[j], strict=True)
+            if not _close(va, vb, options)
+        )
+        rows[(i, 0, j)] = LayerDiff(
+            i, j, a[i].name, b[j].name, diffs, i in alignment.moved, _line(a[i]), _line(b[j])
+        )
+    for i in alignment.added:
+        rows[(i, 0, -1)] = LayerDiff(i, None, a[i].name, None, line_a=_line(a[i]))
+    after = _first_side_position(alignment.pairs, len(b))
+    for j in alignment.removed:
+        rows[(after[j], 1, j)] = LayerDiff(None, j, None, b[j].name, line_b=_line(b[j]))
+    return WorkloadDiff(
+        header=_header(first.header, reference.header),
+        layers=tuple(rows[k] for k in sorted(rows)),
+        blocks=_blocks(alignment.pairs, alignment.moved),
+        totals=_totals(a, b),
+        options=options,
+    )
+
+
+def _close(va: Value, vb: Value, options: Options) -> bool:
+    if va == vb:
+        return True
+    if isinstance(va, int) and isinstance(vb, int):
+        return abs(va - vb) <= options.atol + options.rtol * abs(vb)
+    return False
+
+
+def _line(layer: Layer) -> int | None:
+    return layer.span.line if layer.span is not None else None
+
+
+def _first_side_position(pairs: dict[int, int], count_b: int) -> list[int]:
+    """For each second-side index, the first-side index of the nearest paired layer before it."""
+    by_b = {j: i for i, j in pairs.items()}
+    out, last = [], -1
+    for j in range(count_b):
+        last = by_b.get(j, last)
+        out.append(last)
+    return out
+
+
+def _header(a: Header, b: Header) -> tuple[FieldDiff, ...]:
+    return tuple(FieldDiff(name, get(a), get(b)) for name, get in _HEADER.items() if get(a) != get(b))
+
+
+def _blocks(pairs: dict[int, int], moved: frozenset[int]) -> tuple[Block, ...]:
+    blocks: list[Block] = []
+    for i in sorted(moved):
+        j = pairs[i]
+        last = blocks[-1] if blocks else None
+        if last and last.a + last.length == i and last.b + last.length == j:
+            blocks[-1] = Block(last.a, last.b, last.length + 1)
+        else:
+            blocks.append(Block(i, j, 1))
+    return tuple(blocks)
+
+
+def _totals(a: Sequence[Layer], b: Sequence[Layer]) -> tuple[PhaseTotal, ...]:
+    def total(layers: Iterable[Layer], pick: Callable[[Layer], int]) -> int:
+        return sum(pick(x) for x in layers)
+
+    phases: list[tuple[str, Callable[[Layer], int], Callable[[Layer], int]]] = [
+        ("forward", lambda x: x.fwd.compute_time, lambda x: x.fwd.comm_size),
+        ("input-gradient", lambda x: x.input_grad.compute_time, lambda x: x.input_grad.comm_size),
+        ("weight-gradient", lambda x: x.weight_grad.compute_time, lambda x: x.weight_grad.comm_size),
+        ("update", lambda x: x.update_time, lambda x: 0),
+    ]
+    return tuple(
+        PhaseTotal(name, total(a, compute), total(b, compute), total(a, size), total(b, size))
+        for name, compute, size in phases
+    )

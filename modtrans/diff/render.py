@@ -1,0 +1,221 @@
+"""WorkloadDiff -> a report: rich text for people, a JSON document for machines, diagnostics for CI.
+
+The text report reads top-down: a one-line summary, header differences, moved blocks, a table of
+only the differing layers (one row per differing field, the changed value highlighted) and the
+totals per phase on both sides with their ratio. It fits an 80-column CI log: numbers never wrap,
+long layer names fold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from modtrans.diagnostics import Diagnostic, Span, diagnostic
+from modtrans.diff.compare import FieldDiff, LayerDiff, WorkloadDiff
+
+_STATUS_STYLE = {
+    "added": "green",
+    "removed": "red",
+    "changed": "yellow",
+    "moved": "cyan",
+    "renamed": "magenta",
+}
+
+
+def summary(diff: WorkloadDiff) -> str:
+    c = diff.counts
+    layers = f"{c.layers_a} layers" if c.layers_a == c.layers_b else f"{c.layers_a} vs {c.layers_b} layers"
+    parts = [layers, f"{c.identical} identical", f"{c.moved} moved", f"{c.changed} changed"]
+    if not diff.options.ignore_names:
+        parts.append(f"{c.renamed} renamed")
+    parts += [f"{c.added} added", f"{c.removed} removed"]
+    return " · ".join(parts)
+
+
+def _value(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, tuple):
+        return ",".join(map(str, v)) or "(empty)"
+    return str(v)
+
+
+def _relative(f: FieldDiff) -> str:
+    rel = f.relative
+    return "" if rel is None else f"{rel:+.1%}"
+
+
+def _delta(f: FieldDiff) -> str:
+    d = f.delta
+    return "" if d is None else f"{d:+d}"
+
+
+def render(diff: WorkloadDiff, console: Console, *, first: str, reference: str, max_rows: int = 100) -> None:
+    verdict = "equivalent" if diff.equivalent else "different"
+    console.print(Text(f"{first} vs {reference} (reference): {verdict}", style="bold"), soft_wrap=True)
+    console.print(summary(diff), soft_wrap=True)
+    for f in diff.header:
+        console.print(f"header {f.field}: {_value(f.a)} -> {_value(f.b)} in the reference", style="yellow")
+    if diff.blocks and not diff.options.ignore_order:
+        for line in _moves(diff):
+            console.print(line, style="cyan")
+    rows = [r for r in diff.differing if r.status != "moved"]
+    if rows:
+        console.print(_table(rows, max_rows, diff.options.ignore_names))
+        if max_rows and len(rows) > max_rows:
+            console.print(f"... {len(rows) - max_rows} more differing layers (--max-rows 0 shows all)")
+    console.print(_totals(diff))
+
+
+def _moves(diff: WorkloadDiff) -> list[str]:
+    by_a = {r.a: r for r in diff.layers if r.a is not None}
+    lines = []
+    for block in diff.blocks:
+        first, last = by_a[block.a], by_a[block.a + block.length - 1]
+        what = (
+            f"{first.name_a}"
+            if block.length == 1
+            else f"{block.length} layers {first.name_a} .. {last.name_a}"
+        )
+        lines.append(f"moved: {what} (#{block.a + 1} here, #{block.b + 1} in the reference)")
+    return lines
+
+
+def _table(rows: list[LayerDiff], max_rows: int, ignore_names: bool) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("layer", overflow="fold", min_width=18, ratio=1)
+    table.add_column("field", no_wrap=True)
+    for header in ("first", "reference", "delta", "%"):
+        table.add_column(header, justify="right", overflow="fold")
+    for row in rows[: max_rows or None]:
+        style = _STATUS_STYLE.get(row.status, "")
+        index = f"{_index(row.a)}/{_index(row.b)}"
+        name = Text(str(row.name_a if row.name_a is not None else row.name_b), style=style)
+        if row.b is None or row.a is None:
+            side = "only in first" if row.b is None else "only in reference"
+            table.add_row(index, name, Text(row.status, style=style), side, "", "", "")
+            continue
+        if row.renamed and not ignore_names:
+            name.append(f" (reference: {row.name_b})", style="magenta")
+        cells = [(f.field, _value(f.a), _value(f.b), _delta(f), _relative(f)) for f in row.fields]
+        if not cells:
+            cells = [("name", "", "", "", "")]
+        for k, (field_name, a, b, delta, rel) in enumerate(cells):
+            table.add_row(
+                index if k == 0 else "",
+                name if k == 0 else "",
+                field_name,
+                Text(a, style="bold yellow"),
+                b,
+                delta,
+                rel,
+            )
+    return table
+
+
+def _index(i: int | None) -> str:
+    return "-" if i is None else str(i + 1)
+
+
+def _ratio(a: int, b: int) -> str:
+    if b == 0:
+        return "-" if a == 0 else "inf"
+    return f"{a / b:.3f}"
+
+
+def _totals(diff: WorkloadDiff) -> Table:
+    """Sums per phase, first / reference / ratio: compute ticks, then comm bytes (fits 80 columns)."""
+    table = Table(title="totals per phase", title_justify="left", box=None, pad_edge=False)
+    table.add_column("phase", no_wrap=True)
+    for header in ("first", "reference", "ratio"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for t in diff.totals:
+        table.add_row(
+            f"{t.phase} compute", str(t.compute_a), str(t.compute_b), _ratio(t.compute_a, t.compute_b)
+        )
+    for t in diff.totals:
+        if t.phase != "update":
+            table.add_row(
+                f"{t.phase} comm bytes", str(t.bytes_a), str(t.bytes_b), _ratio(t.bytes_a, t.bytes_b)
+            )
+    return table
+
+
+def to_json(diff: WorkloadDiff, *, first: str, reference: str) -> dict[str, Any]:
+    """The same facts as the text report, every differing layer included."""
+    return {
+        "format": "modtrans-diff",
+        "version": 1,
+        "first": first,
+        "reference": reference,
+        "equivalent": diff.equivalent,
+        "summary": dataclasses.asdict(diff.counts),
+        "options": dataclasses.asdict(diff.options),
+        "header": [_field_json(f) for f in diff.header],
+        "moves": [dataclasses.asdict(b) for b in diff.blocks],
+        "layers": [
+            {
+                "status": r.status,
+                "first": None if r.a is None else {"index": r.a, "name": r.name_a, "line": r.line_a},
+                "reference": None if r.b is None else {"index": r.b, "name": r.name_b, "line": r.line_b},
+                "moved": r.moved,
+                "fields": [_field_json(f) for f in r.fields],
+            }
+            for r in diff.differing
+        ],
+        "totals": [dataclasses.asdict(t) for t in diff.totals],
+    }
+
+
+def _field_json(f: FieldDiff) -> dict[str, Any]:
+    a, b = (list(v) if isinstance(v, tuple) else v for v in (f.a, f.b))
+    return {"field": f.field, "first": a, "reference": b, "delta": f.delta, "relative": f.relative}
+
+
+def to_diagnostics(diff: WorkloadDiff, *, first: str) -> list[Diagnostic]:
+    """Each difference as a diagnostic on the first file, for GitHub annotations and SARIF."""
+    found = [
+        diagnostic(
+            "C606",
+            f"header {f.field}: {_value(f.a)}, reference {_value(f.b)}",
+            path=first,
+            span=Span.at(1, 1),
+        )
+        for f in diff.header
+    ]
+    for r in diff.differing:
+        span = Span.at(r.line_a, 1) if r.line_a else None
+        if r.b is None:
+            found.append(
+                diagnostic("C602", f"layer {r.name_a} is not in the reference", path=first, span=span)
+            )
+        elif r.a is None:
+            found.append(
+                diagnostic("C603", f"reference layer {r.name_b} (#{r.b + 1}) is missing", path=first)
+            )
+        else:
+            changes = "; ".join(f"{x.field} {_value(x.a)}, reference {_value(x.b)}" for x in r.fields)
+            if changes:
+                found.append(diagnostic("C601", f"layer {r.name_a}: {changes}", path=first, span=span))
+            if r.moved and not diff.options.ignore_order:
+                found.append(
+                    diagnostic(
+                        "C604", f"layer {r.name_a} is #{r.b + 1} in the reference", path=first, span=span
+                    )
+                )
+            if r.renamed and not diff.options.ignore_names:
+                found.append(
+                    diagnostic(
+                        "C605",
+                        f"layer {r.name_a} is called {r.name_b} in the reference",
+                        path=first,
+                        span=span,
+                    )
+                )
+    return found
