@@ -4,7 +4,8 @@ Pure functions on sequences of hashable keys, O(n log n) in the number of layers
 step, so two 100,000-layer files align in well under a second):
 
 1. names     the k-th layer called X on one side pairs with the k-th called X on the other;
-2. content   layers left over pair with a left-over layer of identical compared fields, in order;
+2. content   layers left over pair with a left-over layer of identical compared fields, in order,
+             then (weaker keys) of identical communication fields only;
 3. position  between consecutive in-order pairs (anchors), the layers still unpaired on both
              sides pair up in order (a renamed and changed layer); the rest are added / removed;
 4. moves     the pairs outside a longest increasing subsequence of the second side's positions
@@ -35,14 +36,18 @@ def align(
     content_b: Sequence[Hashable],
     *,
     use_names: bool = True,
+    weaker: Sequence[tuple[Sequence[Hashable], Sequence[Hashable]]] = (),
 ) -> Alignment:
+    """`weaker` are further (first, second) keys tried after the full content, in order: a subset
+    of the fields (the communication) that still identifies a layer whose compute times changed."""
     pairs: dict[int, int] = {}
     if use_names:
         _match(_occurrences(names_a), _occurrences(names_b), range(len(names_a)), range(len(names_b)), pairs)
-    taken_b = set(pairs.values())
-    free_a = [i for i in range(len(content_a)) if i not in pairs]
-    free_b = [j for j in range(len(content_b)) if j not in taken_b]
-    _match(content_a, content_b, free_a, free_b, pairs)
+    for keys_a, keys_b in ((content_a, content_b), *weaker):
+        taken_b = set(pairs.values())
+        free_a = [i for i in range(len(content_a)) if i not in pairs]
+        free_b = [j for j in range(len(content_b)) if j not in taken_b]
+        _match(keys_a, keys_b, free_a, free_b, pairs)
     _by_position(pairs, len(content_a), len(content_b))
     in_order = _increasing(sorted(pairs.items()))
     taken_b = set(pairs.values())

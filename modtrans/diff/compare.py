@@ -203,8 +203,19 @@ def compare(first: Workload, reference: Workload, options: Options = Options()) 
     getters = [FIELDS[f] for f in options.fields]
     content_a = [tuple(g(x) for g in getters) for x in a]
     content_b = [tuple(g(x) for g in getters) for x in b]
+    comm = [k for k, f in enumerate(options.fields) if f in GROUPS["comm"]]
+    weaker = []
+    if comm and len(comm) < len(options.fields):
+        weaker.append(
+            ([tuple(c[k] for k in comm) for c in content_a], [tuple(c[k] for k in comm) for c in content_b])
+        )
     alignment = align(
-        [x.name for x in a], [x.name for x in b], content_a, content_b, use_names=not options.ignore_names
+        [x.name for x in a],
+        [x.name for x in b],
+        content_a,
+        content_b,
+        use_names=not options.ignore_names,
+        weaker=weaker,
     )
     rows: dict[tuple[int, int, int], LayerDiff] = {}
     for i, j in alignment.pairs.items():

@@ -31,7 +31,7 @@ def summary(diff: WorkloadDiff) -> str:
     c = diff.counts
     layers = f"{c.layers_a} layers" if c.layers_a == c.layers_b else f"{c.layers_a} vs {c.layers_b} layers"
     parts = [layers, f"{c.identical} identical", f"{c.moved} moved", f"{c.changed} changed"]
-    if not diff.options.ignore_names:
+    if c.renamed:  # only when there are some: the line stays within 80 columns otherwise
         parts.append(f"{c.renamed} renamed")
     parts += [f"{c.added} added", f"{c.removed} removed"]
     return " · ".join(parts)
@@ -57,8 +57,8 @@ def _delta(f: FieldDiff) -> str:
 
 def render(diff: WorkloadDiff, console: Console, *, first: str, reference: str, max_rows: int = 100) -> None:
     verdict = "equivalent" if diff.equivalent else "different"
-    console.print(Text(f"{first} vs {reference} (reference): {verdict}", style="bold"), soft_wrap=True)
-    console.print(summary(diff), soft_wrap=True)
+    console.print(Text(f"{first} vs {reference} (reference): {verdict}", style="bold"))
+    console.print(summary(diff))
     for f in diff.header:
         console.print(f"header {f.field}: {_value(f.a)} -> {_value(f.b)} in the reference", style="yellow")
     if diff.blocks and not diff.options.ignore_order:

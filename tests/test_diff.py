@@ -1,0 +1,286 @@
+"""`modtrans diff` on real files: expected outcomes are derived from the files themselves."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+from typer.testing import Result
+
+from modtrans.diff import GROUPS, Options, compare, parse_fields
+from modtrans.diff.align import align
+from modtrans.diff.render import render, summary
+from modtrans.workload.model import Workload
+from modtrans.workload.parse import parse
+from modtrans.workload.write import write
+from tests.conftest import CORPUS, ROOT
+
+Run = Callable[..., Result]
+RESNET = CORPUS / "astra-sim" / "Resnet50_DataParallel.txt"
+HISTORY = CORPUS / "SimAI" / "history"
+GOLDEN = ROOT / "fixtures" / "diff"
+STAGES = ("64", "128", "256", "512")
+
+
+def _read(path: Path) -> Workload:
+    workload = parse(path.read_bytes().decode()).workload
+    assert workload is not None
+    return workload
+
+
+def _shortcut_after_conv3(tmp_path: Path) -> Path:
+    """The reference with each stage's projection conv (listed first) moved after that block's conv3:
+    the order of an ONNX export. Line endings and spacing are kept."""
+    lines = RESNET.read_bytes().decode().splitlines(keepends=True)
+    head, body = lines[:2], lines[2:]
+    for stage in STAGES:
+        names = [line.split()[0] for line in body]
+        moved = body.pop(names.index(f"layer_{stage}_1_conv4"))
+        names = [line.split()[0] for line in body]
+        body.insert(
+            names.index(f"layer_{stage}_1_conv3") + 1, moved if moved.endswith("\n") else moved + "\r\n"
+        )
+    path = tmp_path / "resnet50_export_order.txt"
+    path.write_text("".join(head + body), newline="")
+    return path
+
+
+def test_reference_against_itself(run_cli: Run) -> None:
+    result = run_cli("diff", RESNET, RESNET)
+    assert result.exit_code == 0
+    assert "54 layers · 54 identical · 0 moved · 0 changed · 0 added · 0 removed" in result.stdout
+
+
+def test_moved_shortcut_convs_are_four_moves_not_fifteen_mismatches(run_cli: Run, tmp_path: Path) -> None:
+    moved = _shortcut_after_conv3(tmp_path)
+    diff = compare(_read(moved), _read(RESNET))
+    # one layer per stage changed place; every layer's content is unchanged
+    assert (diff.counts.moved, diff.counts.identical, diff.counts.changed) == (4, 50, 0)
+    assert [(diff.layers[b.a].name_a, b.length) for b in diff.blocks] == [
+        (f"layer_{s}_1_conv4", 1) for s in STAGES
+    ]
+    # positions: reference #2, #12, #25, #44 (1-based) move three places down
+    assert [(b.a + 1, b.b + 1) for b in diff.blocks] == [(5, 2), (15, 12), (28, 25), (47, 44)]
+    assert run_cli("diff", moved, RESNET).exit_code == 1
+    assert run_cli("diff", moved, RESNET, "--ignore-order").exit_code == 0
+
+
+def test_translated_resnet50_has_every_reference_weight_gradient(run_cli: Run) -> None:
+    args = (
+        "diff",
+        "resnet50",
+        RESNET,
+        "--params",
+        "weights",
+        "--fields",
+        "comm",
+        "--ignore-order",
+        "--ignore-names",
+    )
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.stdout
+    assert "54 layers ·" in result.stdout
+    assert "0 changed · 0 added · 0 removed" in result.stdout
+
+
+def test_dialect_copies(run_cli: Run, tmp_path: Path) -> None:
+    # Chakra's tutorial copy of the Transformer differs from ASTRA-sim's in its header only
+    # (model_parallel_NPU_group 2 vs 4) and in trailing tabs, which are spacing, not meaning.
+    chakra, astra = (
+        CORPUS / "chakra" / "Transformer_HybridParallel.txt",
+        CORPUS / "astra-sim" / "Transformer_HybridParallel.txt",
+    )
+    diff = compare(_read(chakra), _read(astra))
+    assert [(f.field, f.a, f.b) for f in diff.header] == [("model_parallel_NPU_group", 2, 4)]
+    assert diff.counts.identical == 57
+    assert run_cli("diff", chakra, astra).exit_code == 1
+    # a canonicalised copy (chakra dialect: tabs, LF, final newline) means the same
+    canonical = tmp_path / "canonical.txt"
+    canonical.write_text(write(_read(RESNET), "chakra"))
+    assert canonical.read_bytes() != RESNET.read_bytes()
+    assert run_cli("diff", canonical, RESNET).exit_code == 0
+
+
+def test_simai_versions_with_identical_layers_differ_in_the_header_only(run_cli: Run) -> None:
+    old, new = (
+        HISTORY / "b1c1eb66" / "workload_analytical.txt",
+        HISTORY / "03613a7a" / "workload_analytical.txt",
+    )
+    old_lines, new_lines = old.read_bytes().splitlines(), new.read_bytes().splitlines()
+    assert old_lines[2:] == new_lines[2:]  # the layers are byte-identical: only line 1 changed
+    diff = compare(_read(new), _read(old))
+    assert [(f.field, f.a, f.b) for f in diff.header] == [("pp_comm", 251_658_240, None)]
+    assert (diff.counts.identical, len(diff.differing)) == (1789, 0)
+    result = run_cli("diff", new, old, "--format", "json")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["header"] == [
+        {"field": "pp_comm", "first": 251658240, "reference": None, "delta": None, "relative": None}
+    ]
+
+
+def test_simai_first_import_against_the_latest(run_cli: Run) -> None:
+    # Line 1 of each file: 1854d899 "model_parallel_NPU_group: 8 ep: 1 pp: 16 ga: 16 all_gpus: 1024",
+    # 03613a7a "... 2 ep: 16 pp: 12 vpp: 8 ga: 24 all_gpus: 9216 ... pp_comm 251658240".
+    first, latest = (
+        HISTORY / "1854d899" / "workload_analytical.txt",
+        HISTORY / "03613a7a" / "workload_analytical.txt",
+    )
+    diff = compare(_read(first), _read(latest))
+    assert {f.field: (f.a, f.b) for f in diff.header} == {
+        "model_parallel_NPU_group": (8, 2),
+        "ep": (1, 16),
+        "pp": (16, 12),
+        "vpp": (None, 8),
+        "ga": (16, 24),
+        "all_gpus": (1024, 9216),
+        "pp_comm": (None, 251_658_240),
+    }
+    c = diff.counts
+    assert (c.layers_a, c.layers_b) == (557, 1789)
+    paired = sum(r.a is not None and r.b is not None for r in diff.layers)
+    assert paired + c.added == 557
+    assert paired + c.removed == 1789
+
+
+def test_tolerances_follow_numpy_isclose(tmp_path: Path) -> None:
+    reference = _read(RESNET)
+    bumped = tmp_path / "bumped.txt"
+    text = write(reference, "astra-sim")
+    lines = text.splitlines(keepends=True)
+    fields = lines[2].split("\t")
+    fields[2] = str(int(fields[2]) + 130)  # conv1 forward 13003 -> 13133: +1.0 % of the reference
+    lines[2] = "\t".join(fields)
+    bumped.write_text("".join(lines))
+    first = _read(bumped)
+    assert compare(first, reference, Options(rtol=0.01)).equivalent  # 130 <= 0.01 * 13003
+    assert not compare(first, reference, Options(rtol=0.0099)).equivalent
+    assert compare(first, reference, Options(atol=130)).equivalent
+    (row,) = compare(first, reference).differing
+    ((f),) = row.fields
+    assert (f.field, f.a, f.b, f.delta) == ("fwd_compute", 13133, 13003, 130)
+    assert f.relative == pytest.approx(130 / 13003)
+    assert compare(first, reference, Options(fields=GROUPS["comm"])).equivalent
+
+
+def test_renamed_added_and_removed_layers(tmp_path: Path) -> None:
+    reference = _read(RESNET)
+    lines = write(reference, "astra-sim").splitlines(keepends=True)
+    lines[6] = lines[6].replace("layer_64_1_conv3", "block1_conv3", 1)  # renamed, same content
+    del lines[20]  # a layer removed
+    lines.insert(30, "extra_layer\t-1\t5\tNONE\t0\t5\tNONE\t0\t5\tALLREDUCE\t8\t1\n")  # one added
+    lines[1] = "54\n"
+    path = tmp_path / "edited.txt"
+    path.write_text("".join(lines))
+    diff = compare(_read(path), reference)
+    assert (diff.counts.renamed, diff.counts.added, diff.counts.removed, diff.counts.changed) == (1, 1, 1, 0)
+    assert [r.name_a for r in diff.differing if r.status == "added"] == ["extra_layer"]
+    assert [r.name_b for r in diff.differing if r.status == "removed"] == [reference.layers[18].name]
+    renamed = next(r for r in diff.layers if r.renamed)
+    assert (renamed.name_a, renamed.name_b) == ("block1_conv3", "layer_64_1_conv3")
+    assert compare(_read(path), reference, Options(ignore_names=True)).counts.renamed == 0
+
+
+def test_bad_inputs_exit_2_with_positioned_diagnostics(run_cli: Run, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.txt"
+    broken.write_text("DATA\n1\nconv1 -1 x NONE 0 1 NONE 0 1 ALLREDUCE 4 1\n")
+    result = run_cli("diff", broken, RESNET)
+    assert result.exit_code == 2
+    assert f"{broken}:3:" in result.stderr
+    assert run_cli("diff", tmp_path / "missing.txt", RESNET).exit_code == 2
+    result = run_cli("diff", RESNET, RESNET, "--fields", "wg_bytes")
+    assert result.exit_code == 2
+    assert "unknown field 'wg_bytes'" in result.stderr
+
+
+def test_github_annotations(run_cli: Run, tmp_path: Path) -> None:
+    moved = _shortcut_after_conv3(tmp_path)
+    lines = run_cli("diff", moved, RESNET, "--format", "github").stdout.splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith(f"::error file={moved},line=7,")
+    assert "C604" in lines[0]
+    assert "layer_64_1_conv4 is #2 in the reference" in lines[0]
+
+
+def test_field_groups() -> None:
+    assert parse_fields("comm") == GROUPS["comm"]
+    assert parse_fields("update,wg_size") == ("wg_size", "update")
+    with pytest.raises(ValueError, match="unknown field"):
+        parse_fields("sizes")
+
+
+# ------------------------------------------------------------------------------ golden reports
+
+
+def _report(first: Workload, reference: Workload, width: int, **options: object) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=width, no_color=True, color_system=None, highlight=False)
+    render(
+        compare(first, reference, Options(**options)),
+        console,
+        first="first.txt",  # type: ignore[arg-type]
+        reference="reference.txt",
+        max_rows=4,
+    )
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_golden_reports(tmp_path: Path, width: int) -> None:
+    from modtrans.pipeline import translate
+
+    moved = _report(_read(_shortcut_after_conv3(tmp_path)), _read(RESNET), width)
+    translated = _report(translate("resnet50", params="weights"), _read(RESNET), width)
+    for name, text in (("moved", moved), ("translated", translated)):
+        golden = GOLDEN / f"resnet50_{name}_{width}.txt"
+        assert text == golden.read_text(), f"{golden} differs; regenerate it if the change is intended"
+        assert max(len(line) for line in text.splitlines()) <= width
+
+
+# ----------------------------------------------------------------------------------- alignment
+
+
+def _longest_increasing(values: list[int]) -> int:
+    """Quadratic dynamic programme, independent of the patience sort under test."""
+    best = [1] * len(values)
+    for i in range(len(values)):
+        for j in range(i):
+            if values[j] < values[i]:
+                best[i] = max(best[i], best[j] + 1)
+    return max(best, default=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.permutations(list(range(30))))
+def test_moves_are_the_fewest_that_explain_a_shuffle(order: list[int]) -> None:
+    names_b = [f"l{i}" for i in range(30)]
+    names_a = [names_b[i] for i in order]
+    result = align(names_a, names_b, names_a, names_b)
+    assert all(names_a[i] == names_b[j] for i, j in result.pairs.items())
+    assert len(result.moved) == 30 - _longest_increasing(order)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 5), max_size=40), st.lists(st.integers(0, 5), max_size=40))
+def test_alignment_is_a_partial_matching(content_a: list[int], content_b: list[int]) -> None:
+    result = align([""] * len(content_a), [""] * len(content_b), content_a, content_b, use_names=False)
+    assert len(set(result.pairs.values())) == len(result.pairs)
+    assert len(result.pairs) + len(result.added) == len(content_a)
+    assert len(result.pairs) + len(result.removed) == len(content_b)
+    # equal content always pairs as much as it can
+    for value in set(content_a) & set(content_b):
+        matched = sum(content_a[i] == value == content_b[j] for i, j in result.pairs.items())
+        assert matched == min(content_a.count(value), content_b.count(value))
+
+
+def test_summary_line_format() -> None:
+    reference = _read(RESNET)
+    assert summary(compare(reference, reference)) == (
+        "54 layers · 54 identical · 0 moved · 0 changed · 0 added · 0 removed"
+    )
