@@ -14,27 +14,27 @@ from modtrans.workload.model import Header, Layer, Workload
 
 Value = int | str | None
 
-FIELDS: dict[str, Callable[[Layer], Value]] = {
-    "fwd_compute": lambda x: x.fwd.compute_time,
-    "fwd_comm": lambda x: x.fwd.comm_type.value,
-    "fwd_size": lambda x: x.fwd.comm_size,
-    "ig_compute": lambda x: x.input_grad.compute_time,
-    "ig_comm": lambda x: x.input_grad.comm_type.value,
-    "ig_size": lambda x: x.input_grad.comm_size,
-    "wg_compute": lambda x: x.weight_grad.compute_time,
-    "wg_comm": lambda x: x.weight_grad.comm_type.value,
-    "wg_size": lambda x: x.weight_grad.comm_size,
-    "update": lambda x: x.update_time,
-    "reserved": lambda x: x.reserved,
-    "policy": lambda x: None if x.policy is None else x.policy.value,
-}
+FIELDS: tuple[str, ...] = (
+    "fwd_compute",
+    "fwd_comm",
+    "fwd_size",
+    "ig_compute",
+    "ig_comm",
+    "ig_size",
+    "wg_compute",
+    "wg_comm",
+    "wg_size",
+    "update",
+    "reserved",
+    "policy",
+)
 """Every compared field of a layer line, in file order (the name is compared separately)."""
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "comm": ("fwd_comm", "fwd_size", "ig_comm", "ig_size", "wg_comm", "wg_size"),
     "compute": ("fwd_compute", "ig_compute", "wg_compute"),
     "update": ("update",),
-    "all": tuple(FIELDS),
+    "all": FIELDS,
 }
 
 _HEADER: dict[str, Callable[[Header], object]] = {
@@ -200,9 +200,7 @@ class WorkloadDiff:
 
 def compare(first: Workload, reference: Workload, options: Options = Options()) -> WorkloadDiff:
     a, b = first.layers, reference.layers
-    getters = [FIELDS[f] for f in options.fields]
-    content_a = [tuple(g(x) for g in getters) for x in a]
-    content_b = [tuple(g(x) for g in getters) for x in b]
+    content_a, content_b = _contents(a, options.fields), _contents(b, options.fields)
     comm = [k for k, f in enumerate(options.fields) if f in GROUPS["comm"]]
     weaker = []
     if comm and len(comm) < len(options.fields):
@@ -239,6 +237,34 @@ def compare(first: Workload, reference: Workload, options: Options = Options()) 
         totals=_totals(a, b),
         options=options,
     )
+
+
+def _row(x: Layer) -> tuple[Value, ...]:
+    """The values of FIELDS, in that order, in one call per layer (100,000-layer files stay fast)."""
+    f, i, w = x.fwd, x.input_grad, x.weight_grad
+    policy = None if x.policy is None else x.policy.value
+    return (
+        f.compute_time,
+        f.comm_type.value,
+        f.comm_size,
+        i.compute_time,
+        i.comm_type.value,
+        i.comm_size,
+        w.compute_time,
+        w.comm_type.value,
+        w.comm_size,
+        x.update_time,
+        x.reserved,
+        policy,
+    )
+
+
+def _contents(layers: Sequence[Layer], fields: tuple[str, ...]) -> list[tuple[Value, ...]]:
+    rows = [_row(x) for x in layers]
+    if fields == FIELDS:
+        return rows
+    picks = [FIELDS.index(f) for f in fields]
+    return [tuple(r[k] for k in picks) for r in rows]
 
 
 def _close(va: Value, vb: Value, options: Options) -> bool:
