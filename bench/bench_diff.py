@@ -59,7 +59,8 @@ def main() -> None:
     print(f"{layers:,} layers per file, {layers // 100:,} changed, a block of 50 moved")
     (pair, parse_s) = timed("parse both (baseline)", lambda: (parse(first_text), parse(reference_text)))
     a, b = pair[0].workload, pair[1].workload
-    assert a is not None and b is not None
+    assert a is not None
+    assert b is not None
     tracemalloc.start()
     diff, _ = timed("compare", lambda: compare(a, b), parse_s)
     peak = tracemalloc.get_traced_memory()[1]
@@ -67,16 +68,28 @@ def main() -> None:
     print(f"{'compare peak memory':<28} {peak / 1e6:9.0f} MB")
     print(f"  {diff.counts}")
     out = io.StringIO()
-    timed("render text report", lambda: render(diff, Console(file=out, width=100), first="a", reference="b"), parse_s)
+    timed(
+        "render text report",
+        lambda: render(diff, Console(file=out, width=100), first="a", reference="b"),
+        parse_s,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         pa, pb = Path(tmp, "a.txt"), Path(tmp, "b.txt")
         pa.write_text(first_text)
         pb.write_text(reference_text)
         command = [sys.executable, "-m", "modtrans", "diff", str(pa), str(pb), "--no-color"]
-        timed("modtrans diff (process)", lambda: subprocess.run(command, capture_output=True, check=False), parse_s)
-        probe = ("import resource,subprocess,sys; subprocess.run(sys.argv[1:], capture_output=True);"
-                 "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-        rss = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True, text=True, check=True)
+        timed(
+            "modtrans diff (process)",
+            lambda: subprocess.run(command, capture_output=True, check=False),
+            parse_s,
+        )
+        probe = (
+            "import resource,subprocess,sys; subprocess.run(sys.argv[1:], capture_output=True);"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+        )
+        rss = subprocess.run(
+            [sys.executable, "-c", probe, *command], capture_output=True, text=True, check=True
+        )
         print(f"{'modtrans diff peak RSS':<28} {int(rss.stdout) / 1024:9.0f} MB")
 
 
