@@ -9,9 +9,10 @@ from typing import Annotated
 
 import typer
 
+from modtrans import cost, pipeline, report, zoo
 from modtrans import diff as comparison
 from modtrans import fetch as fetching
-from modtrans import pipeline, report, zoo
+from modtrans.cost import roofline
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
 from modtrans.diff import render as diff_render
 from modtrans.fileio import write_atomic
@@ -33,6 +34,8 @@ app = typer.Typer(
 )
 zoo_app = typer.Typer(no_args_is_help=True, help="Built-in architectures (no download needed).")
 app.add_typer(zoo_app, name="zoo")
+cost_app = typer.Typer(no_args_is_help=True, help="Compute-time models.")
+app.add_typer(cost_app, name="cost")
 
 Paths = Annotated[
     list[Path],
@@ -77,6 +80,32 @@ Output = Annotated[
     typer.Option("--output", "-o", help="Write here (atomically); - or nothing for standard output."),
 ]
 Force = Annotated[bool, typer.Option(help="Allow --output to overwrite an input file.")]
+Compute = Annotated[
+    str,
+    typer.Option(
+        help="Compute-time model: roofline, astra-sim-reference, scalesim-v3, scalesim (`cost list`)."
+    ),
+]
+Device = Annotated[
+    str | None,
+    typer.Option(
+        help="roofline: a100, h100, v100, tpu-v4 or a profile FILE.json; scalesim-v3: a SCALE-Sim .cfg."
+    ),
+]
+Array = Annotated[str | None, typer.Option(help="Systolic array ROWSxCOLS (default 256x256).")]
+Dataflow = Annotated[str | None, typer.Option(help="Systolic dataflow: ws, is or os.")]
+BytesPerCycle = Annotated[
+    float | None,
+    typer.Option(min=0.001, help="Systolic models: memory bytes per cycle for layers without a GEMM."),
+]
+TimeUnit = Annotated[
+    cost.Unit,
+    typer.Option(
+        case_sensitive=False,
+        help="What one tick is: ns (ASTRA-sim 1.0, SimAI), us (ASTRA-sim 2.x via Chakra), cycles.",
+    ),
+]
+ClockGhz = Annotated[float, typer.Option(min=0.001, help="Accelerator clock, to turn cycles into ns / us.")]
 
 
 @app.command()
@@ -228,11 +257,13 @@ def translate(
             min=1, help="Bytes per parameter element in the all-reduce (default: the model's dtype)."
         ),
     ] = None,
-    compute: Annotated[str, typer.Option(help="Compute-time model (`roofline`).")] = "roofline",
-    device: Annotated[str, typer.Option(help="Device profile of the compute model.")] = "a100",
-    clock_ghz: Annotated[
-        float, typer.Option(min=0.001, help="Ticks per nanosecond (ASTRA-sim 1.0: 1).")
-    ] = 1.0,
+    compute: Compute = "roofline",
+    device: Device = None,
+    array: Array = None,
+    dataflow: Dataflow = None,
+    bytes_per_cycle: BytesPerCycle = None,
+    time_unit: TimeUnit = cost.Unit.NS,
+    clock_ghz: ClockGhz = 1.0,
     to: Annotated[
         str, typer.Option("--format", help="text (the workload file) or json (workload JSON).")
     ] = "text",
@@ -246,8 +277,9 @@ def translate(
     """Translate an ONNX model or a built-in architecture into a workload file."""
     if to not in ("text", "json"):
         _usage(f"--format must be text or json, not {to!r}")
+    settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
     options = pipeline.Options(
-        parallel, params, batch, _shapes(input_shape), dtype_bytes, compute, device, clock_ghz
+        parallel, params, batch, _shapes(input_shape), dtype_bytes, compute, settings, dialect
     )
     with report.status(f"translating {model}"):
         result = pipeline.translate_checked(model, options)
@@ -325,8 +357,13 @@ def diff(
     params: ParamsOpt = Params.TRAINABLE,
     batch: Batch = None,
     input_shape: InputShape = None,
-    compute: Annotated[str, typer.Option(help="Compute model for model inputs.")] = "roofline",
-    device: Annotated[str, typer.Option(help="Device profile for model inputs.")] = "a100",
+    compute: Compute = "roofline",
+    device: Device = None,
+    array: Array = None,
+    dataflow: Dataflow = None,
+    bytes_per_cycle: BytesPerCycle = None,
+    time_unit: TimeUnit = cost.Unit.NS,
+    clock_ghz: ClockGhz = 1.0,
     no_color: NoColor = False,
 ) -> None:
     """Compare two workloads layer by layer; exit 0 equivalent, 1 different, 2 unreadable input.
@@ -340,7 +377,8 @@ def diff(
         chosen = comparison.parse_fields(fields)
     except ValueError as error:
         _usage(str(error))
-    options = pipeline.Options(Policy.DATA, params, batch, _shapes(input_shape), None, compute, device)
+    settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
+    options = pipeline.Options(Policy.DATA, params, batch, _shapes(input_shape), None, compute, settings)
     sides = [pipeline.workload_or_model(spec, options) for spec in (first, reference)]
     problems = [d for side in sides for d in side.diagnostics if d.severity == 1]
     if problems or any(side.workload is None for side in sides):
@@ -396,6 +434,37 @@ def fetch(
         typer.echo(f"modtrans: {error}", err=True)
         raise typer.Exit(2) from None
     typer.echo(str(path))
+
+
+def _cost(
+    device: str | None,
+    array: str | None,
+    dataflow: str | None,
+    bytes_per_cycle: float | None,
+    unit: cost.Unit,
+    ghz: float,
+) -> cost.Settings:
+    rows_cols = None
+    if array is not None:
+        try:
+            rows, cols = (int(v) for v in array.lower().split("x"))
+        except ValueError:
+            rows = cols = 0
+        if rows < 1 or cols < 1:
+            _usage(f"--array {array!r}: expected ROWSxCOLS, e.g. 256x256")
+        rows_cols = (rows, cols)
+    return cost.Settings(device, rows_cols, dataflow, bytes_per_cycle, cost.Clock(unit, ghz))
+
+
+@cost_app.command("list")
+def cost_list() -> None:
+    """The compute-time models and the roofline device profiles."""
+    for entry in cost.models():
+        typer.echo(f"{entry.name:<20} {entry.summary}")
+    typer.echo("\nroofline device profiles (--device NAME, or a FILE.json per schemas/device.schema.json):")
+    for key, dev in roofline.builtin_devices().items():
+        peaks = ", ".join(f"{k} {v / 1e12:g} TFLOP/s" for k, v in dev.peak_flops.items())
+        typer.echo(f"{key:<8} {dev.name}: {peaks}; {dev.bandwidth / 1e9:g} GB/s")
 
 
 def _shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:

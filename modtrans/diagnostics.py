@@ -657,3 +657,24 @@ The parallelism keyword or a header parameter (model_parallel_NPU_group, checkpo
 ga, all_gpus, pp_comm ...) differs from the reference's.
 """,
 )
+_code(
+    "S404",
+    E,
+    "device profile does not match its schema",
+    """
+A `--device FILE.json` profile for the roofline model does not match schemas/device.schema.json:
+it needs version 1, a name, peak_flops by dtype (FLOP/s), memory_bandwidth (bytes/s) and a source
+for each number.
+""",
+)
+_code(
+    "X508",
+    W,
+    "compute times will be read 1000x too long",
+    """
+Chakra's text converter copies each compute time into a field named duration_micros, and ASTRA-sim
+2.x multiplies it by 1000 (astra-sim commit f7bd62c). Times written in nanosecond ticks (the
+ASTRA-sim 1.0 and SimAI unit) then run 1000 times too long. Translate with `--time-unit us` for a
+Chakra file meant for ASTRA-sim 2.x, or keep `ns` for 2.0.0-2.2.0, which used the value as ticks.
+""",
+)

@@ -20,7 +20,7 @@ from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnost
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 from modtrans.strategy import Params, data_parallel, group
-from modtrans.workload.model import Policy, Workload
+from modtrans.workload.model import Dialect, Policy, Workload
 
 SUPPORTED_POLICIES = (Policy.DATA,)
 
@@ -35,8 +35,8 @@ class Options:
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     dtype_bytes: int | None = None
     compute: str = "roofline"
-    device: str = "a100"
-    clock_ghz: float = 1.0
+    cost: cost.Settings = field(default_factory=cost.Settings)  # device, array, dataflow, clock ...
+    dialect: Dialect = Dialect.ASTRA_SIM  # only to warn about units the consumer misreads
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,21 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         )
         return Translation(None, ir, tuple(found), {})
     try:
-        model = cost.get(options.compute, device=options.device, clock_ghz=options.clock_ghz)
-    except KeyError as error:
-        found.append(diagnostic("X501", str(error.args[0]), path=str(spec)))
+        model = cost.get(options.compute, options.cost)
+    except cost.CostError as error:
+        found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
+    if options.dialect is Dialect.CHAKRA and options.cost.clock.unit is not cost.Unit.US:
+        unit = options.cost.clock.unit.value
+        found.append(
+            diagnostic(
+                "X508",
+                f"compute times are in {unit} ticks; ASTRA-sim 2.x reads a Chakra "
+                f"trace's times as microseconds (x1000)",
+                path=str(spec),
+                hint="--time-unit us for ASTRA-sim 2.x",
+            )
+        )
     workload = data_parallel(ir, model, params=options.params, dtype_bytes=options.dtype_bytes)
     groups = group(ir, options.params, options.dtype_bytes)
     metadata = {
@@ -136,11 +147,17 @@ def translate(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     dtype_bytes: int | None = None,
     compute: str = "roofline",
-    device: str = "a100",
+    device: str | None = None,
 ) -> Workload:
     """A workload for an ONNX file or built-in model; raises DiagnosticError on any error."""
     options = Options(
-        Policy(parallel), Params(params), batch, dict(input_shapes or {}), dtype_bytes, compute, device
+        Policy(parallel),
+        Params(params),
+        batch,
+        dict(input_shapes or {}),
+        dtype_bytes,
+        compute,
+        cost.Settings(device=device),
     )
     result = translate_checked(spec, options)
     if result.workload is None:

@@ -1,17 +1,62 @@
-"""Compute-time models: an IR layer and a training phase -> simulator ticks.
+"""Compute-time models: an IR layer -> simulator ticks for its forward, input-gradient and
+weight-gradient work and its update, with the unit and the model's parameters recorded.
 
-A cost model is anything with a `name`, a `describe()` for the output's provenance and
-`times(layer) -> PhaseTimes`. The registry maps `--compute NAME` to a factory. Only the roofline
-model exists so far; the systolic-array models of the compute-model issue register here too.
+Models (`modtrans cost list`, `--compute NAME` on translate):
+
+  astra-sim-reference  weight-stationary 256x256 systolic array that reproduces ASTRA-sim's
+                       reference ResNet-50 (systolic.py)
+  scalesim-v3          exact closed forms of SCALE-Sim v3.0.0's compute cycles, WS / IS / OS,
+                       any array, or a SCALE-Sim .cfg file (systolic.py)
+  roofline             max(FLOPs / peak, bytes / bandwidth) on a device profile (roofline.py)
+  scalesim             the real SCALE-Sim, per layer, cached (scalesim.py; optional extra)
+
+Units: a model counts cycles (systolic arrays) or seconds (roofline); a Clock turns either into
+integer ticks. ASTRA-sim 1.0 and SimAI read ticks as nanoseconds (1 tick = 1 cycle at 1 GHz).
 """
 
 from __future__ import annotations
 
+import enum
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from modtrans.ir.document import Layer
+
+
+class Unit(enum.StrEnum):
+    NS = "ns"  # ASTRA-sim 1.0, SimAI/AICB: 1 tick = 1 ns
+    US = "us"  # what ASTRA-sim 2.x assumes of a Chakra trace's duration_micros
+    CYCLES = "cycles"  # accelerator cycles at the clock
+
+
+@dataclass(frozen=True)
+class Clock:
+    """How a model's cycles or seconds become the integer ticks written to a workload."""
+
+    unit: Unit = Unit.NS
+    ghz: float = 1.0
+
+    def from_cycles(self, cycles: float) -> int:
+        if self.unit is Unit.CYCLES:
+            return _ceil(cycles)
+        ns = cycles / self.ghz
+        return _ceil(ns if self.unit is Unit.NS else ns / 1000)
+
+    def from_seconds(self, seconds: float) -> int:
+        if self.unit is Unit.CYCLES:
+            return _ceil(seconds * 1e9 * self.ghz)
+        return _ceil(seconds * (1e9 if self.unit is Unit.NS else 1e6))
+
+    def describe(self) -> dict[str, Any]:
+        tick = {"ns": "1 ns", "us": "1 us", "cycles": f"1 cycle at {self.ghz} GHz"}[self.unit.value]
+        return {"unit": self.unit.value, "clock_ghz": self.ghz, "tick": tick}
+
+
+def _ceil(value: float) -> int:
+    """Round up, forgiving float noise (3.0000000001 cycles is 3)."""
+    return max(0, math.ceil(value - 1e-9))
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,27 +73,64 @@ class CostModel(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def first_input_grad(self) -> bool:
+        """Whether the first layer's input gradient is computed (the ASTRA-sim reference does;
+        training does not need it, so the other models leave it at 0)."""
+        ...
+
     def times(self, layer: Layer) -> PhaseTimes: ...
 
     def describe(self) -> dict[str, Any]: ...
 
 
-REGISTRY: dict[str, Callable[..., CostModel]] = {}
+@dataclass(frozen=True)
+class Settings:
+    """Everything the CLI can say about a cost model; each model reads what applies to it."""
+
+    device: str | None = None  # roofline profile name or JSON file; SCALE-Sim .cfg for scalesim-v3
+    array: tuple[int, int] | None = None  # rows x cols
+    dataflow: str | None = None  # ws | is | os
+    bytes_per_cycle: float | None = None  # memory traffic of layers without a GEMM
+    clock: Clock = Clock()
 
 
-def register(name: str) -> Callable[[Callable[..., CostModel]], Callable[..., CostModel]]:
-    def add(factory: Callable[..., CostModel]) -> Callable[..., CostModel]:
-        REGISTRY[name] = factory
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    summary: str
+    make: Callable[[Settings], CostModel]
+
+
+REGISTRY: dict[str, Entry] = {}
+
+
+class CostError(ValueError):
+    """A model or setting that cannot be used, in one line."""
+
+
+def register(
+    name: str, summary: str
+) -> Callable[[Callable[[Settings], CostModel]], Callable[[Settings], CostModel]]:
+    def add(factory: Callable[[Settings], CostModel]) -> Callable[[Settings], CostModel]:
+        REGISTRY[name] = Entry(name, summary, factory)
         return factory
 
     return add
 
 
-def get(name: str, **options: Any) -> CostModel:
-    from modtrans.cost import roofline  # noqa: F401  (registers itself)
+def _load_all() -> None:
+    from modtrans.cost import roofline, scalesim, systolic  # noqa: F401  (each registers itself)
 
-    try:
-        factory = REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown compute model {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
-    return factory(**options)
+
+def models() -> list[Entry]:
+    _load_all()
+    return [REGISTRY[name] for name in sorted(REGISTRY)]
+
+
+def get(name: str, settings: Settings = Settings()) -> CostModel:
+    _load_all()
+    entry = REGISTRY.get(name)
+    if entry is None:
+        raise CostError(f"unknown compute model {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    return entry.make(settings)

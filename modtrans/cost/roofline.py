@@ -1,72 +1,94 @@
-"""Roofline compute model: time = max(FLOPs / peak FLOP/s, bytes / memory bandwidth) per phase.
+"""Roofline compute model: time = max(FLOPs / peak, bytes / bandwidth) per phase, on a device.
 
-The default device is an NVIDIA A100 SXM4 80GB, numbers from NVIDIA's A100 datasheet
-(nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf):
-FP32 19.5 TFLOP/s, FP16/BF16 Tensor Core 312 TFLOP/s (dense), HBM2e 2,039 GB/s. Peak is chosen by
-the layer's activation dtype. Ticks are nanoseconds (ASTRA-sim 1.0: 1 tick = 1 ns at 1 GHz).
-
-Bytes per phase, from the IR's activation and parameter sizes:
-  forward      read inputs and parameters, write outputs (an embedding reads only the rows it looks up)
-  input-grad   read the output gradient and parameters, write the input gradient
-  weight-grad  read the output gradient and inputs, write the parameter gradient (0 without parameters)
-  update       an SGD step reads the parameter and its gradient and writes the parameter (3x bytes)
+Device profiles (devices.json beside this file; each number cites its datasheet) are chosen with
+`--device a100|h100|v100|tpu-v4`, or `--device FILE.json` for your own profile (validated by
+schemas/device.schema.json). The peak is the one for the layer's activation dtype (`default` when
+the profile lists none for it). Bytes per phase are those of cost/gemm.py's `traffic`; the update is
+an SGD step's traffic. The first layer's input gradient is not computed (training does not need it).
 """
 
 from __future__ import annotations
 
-import math
+import functools
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from modtrans.cost import PhaseTimes, register
-from modtrans.ir.document import Activation, Kind, Layer
+from modtrans import schema
+from modtrans.cost import Clock, CostError, PhaseTimes, Settings, register
+from modtrans.cost.gemm import traffic, update_bytes
+from modtrans.ir.document import Layer
+
+SCHEMA = "device"
+_BUILTIN = Path(__file__).resolve().parent / "devices.json"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Device:
+    key: str
     name: str
-    peak_flops: dict[str, float]  # activation dtype -> FLOP/s
-    bandwidth: float  # bytes/s
-    source: str
+    peak_flops: dict[str, float]
+    bandwidth: float
+    sources: dict[str, str]
+
+    def peak(self, dtype: str) -> float:
+        return self.peak_flops.get(dtype) or self.peak_flops.get("default") or self.peak_flops["float"]
 
 
-A100 = Device(
-    name="a100-sxm4-80gb",
-    peak_flops={"float": 19.5e12, "float16": 312e12, "bfloat16": 312e12, "double": 9.7e12},
-    bandwidth=2039e9,
-    source="NVIDIA A100 Tensor Core GPU datasheet (2021), SXM4 80GB column",
-)
-DEVICES = {A100.name: A100, "a100": A100}
+@functools.cache
+def builtin_devices() -> dict[str, Device]:
+    data: dict[str, Any] = json.loads(_BUILTIN.read_text(encoding="utf-8"))
+    return {key: _device(key, value) for key, value in data.items()}
 
 
-def _bytes(items: tuple[Activation, ...]) -> int:
-    return sum(a.bytes or 0 for a in items)
+def _device(key: str, data: dict[str, Any]) -> Device:
+    return Device(
+        key, data["name"], dict(data["peak_flops"]), float(data["memory_bandwidth"]), dict(data["sources"])
+    )
+
+
+def device(spec: str) -> Device:
+    """A built-in profile by name, or a JSON profile file (checked against its schema)."""
+    found = builtin_devices().get(spec.lower())
+    if found is not None:
+        return found
+    path = Path(spec)
+    if not path.is_file():
+        raise CostError(
+            f"unknown device {spec!r}: not a built-in ({', '.join(builtin_devices())}) nor a file"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CostError(f"cannot read the device profile {spec}: {error}") from None
+    problems = schema.check(data, SCHEMA, path=spec, code="S404")
+    if problems:
+        raise CostError("; ".join(f"{spec}: {d.message}" for d in problems))
+    if "float" not in data["peak_flops"] and "default" not in data["peak_flops"]:
+        raise CostError(f"{spec}: peak_flops needs a `float` or a `default` entry")
+    return _device(path.stem, data)
 
 
 @dataclass(frozen=True)
 class Roofline:
-    device: Device = A100
-    clock_ghz: float = 1.0  # ticks per nanosecond
+    device: Device
+    clock: Clock
     name: str = "roofline"
+    first_input_grad: bool = False
 
     def _ticks(self, flops: int, nbytes: int, dtype: str) -> int:
-        peak = self.device.peak_flops.get(dtype, self.device.peak_flops["float"])
-        seconds = max(flops / peak, nbytes / self.device.bandwidth)
-        return math.ceil(seconds * 1e9 * self.clock_ghz)
+        return self.clock.from_seconds(max(flops / self.device.peak(dtype), nbytes / self.device.bandwidth))
 
     def times(self, layer: Layer) -> PhaseTimes:
         dtype = layer.outputs[0].dtype if layer.outputs else "float"
-        params = sum(p.bytes for p in layer.params)
-        trained = sum(p.bytes for p in layer.params if p.trainable)
-        inputs, outputs = _bytes(layer.inputs), _bytes(layer.outputs)
+        fwd_b, ig_b, wg_b = traffic(layer)
         f = layer.flops
-        if layer.kind is Kind.EMBEDDING:  # a lookup touches the rows it reads, not the whole table
-            params = outputs
         return PhaseTimes(
-            forward=self._ticks(f.forward, inputs + params + outputs, dtype),
-            input_grad=self._ticks(f.input_grad, outputs + params + inputs, dtype),
-            weight_grad=self._ticks(f.weight_grad, outputs + inputs + trained, dtype) if trained else 0,
-            update=self._ticks(0, 3 * trained, dtype),
+            forward=self._ticks(f.forward, fwd_b, dtype),
+            input_grad=self._ticks(f.input_grad, ig_b, dtype),
+            weight_grad=self._ticks(f.weight_grad, wg_b, dtype) if wg_b else 0,
+            update=self._ticks(0, update_bytes(layer), dtype),
         )
 
     def describe(self) -> dict[str, Any]:
@@ -74,16 +96,16 @@ class Roofline:
             "model": self.name,
             "device": self.device.name,
             "peak_flops": self.device.peak_flops,
-            "bandwidth_bytes_per_s": self.device.bandwidth,
-            "source": self.device.source,
-            "clock_ghz": self.clock_ghz,
-            "unit": "ns" if self.clock_ghz == 1.0 else f"cycles at {self.clock_ghz} GHz",
+            "memory_bandwidth_bytes_per_s": self.device.bandwidth,
+            "sources": self.device.sources,
+            "first_layer_input_grad": "0 (not needed in training)",
+            **self.clock.describe(),
         }
 
 
-@register("roofline")
-def make(device: str = "a100", clock_ghz: float = 1.0) -> Roofline:
-    try:
-        return Roofline(DEVICES[device], clock_ghz)
-    except KeyError:
-        raise KeyError(f"unknown device {device!r}; known: {', '.join(sorted(DEVICES))}") from None
+@register(
+    "roofline",
+    "max(FLOPs / peak, bytes / bandwidth) on a device profile (a100, h100, v100, tpu-v4, FILE.json)",
+)
+def make(settings: Settings) -> Roofline:
+    return Roofline(device(settings.device or "a100"), settings.clock)

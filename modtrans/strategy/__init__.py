@@ -23,6 +23,7 @@ by the first.
 First layer's input gradient: a layer whose inputs are all model inputs (the image) or integer
 tensors (token ids) needs no input gradient in training, so its own input-gradient time is 0 (the
 layers folded into it keep theirs: the gradient still flows back through them to its weights).
+The astra-sim-reference cost model keeps it, as ASTRA-sim's reference files do (conv1's 12864).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ _FLOATING = frozenset({"float", "float16", "bfloat16", "double", "unknown"})
 
 def group_times(g: Group, cost: CostModel, model_inputs: frozenset[str]) -> PhaseTimes:
     owner = cost.times(g.owner)
-    if not needs_input_grad(g.owner, model_inputs):
+    if not cost.first_input_grad and not needs_input_grad(g.owner, model_inputs):
         owner = PhaseTimes(owner.forward, 0, owner.weight_grad, owner.update)
     return _sum([owner, *(cost.times(x) for x in g.folded)])
 

@@ -1,0 +1,83 @@
+"""Each training phase of a layer as GEMMs, with the permutation ASTRA-sim's generator used.
+
+A layer's forward GEMM is out[M x N] = A[M x K] . W[K x N] (conv via im2col: M = batch*Hout*Wout,
+K = (Cin/groups)*kh*kw, N = Cout/groups, repeated `groups` times). The generator
+(astra-sim ASTRA-sim-1.0 branch, scripts/workload_generator) mapped the phases as:
+
+    forward          (M, K, N)    Y  = X . W
+    input gradient   (M, N, K)    dX = dY . W^T
+    weight gradient  (K, M, N)    dW = X^T . dY
+
+A product of two activations (attention scores and context) has no weight: its backward pass is
+two GEMMs, one per operand (dA = dC . B^T as (M, N, K), dB = A^T . dC as (K, M, N)), both counted
+as input gradient. Layers without a GEMM (normalisation, elementwise, pooling, softmax, data
+movement) have none: the cost models charge them their memory traffic instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modtrans.ir.document import Kind, Layer
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """`count` independent GEMMs of M x K by K x N."""
+
+    m: int
+    k: int
+    n: int
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseGemms:
+    forward: tuple[Shape, ...] = ()
+    input_grad: tuple[Shape, ...] = ()
+    weight_grad: tuple[Shape, ...] = ()
+
+
+_WEIGHTED = frozenset({Kind.CONV, Kind.CONV_TRANSPOSE, Kind.LINEAR, Kind.RNN})
+
+
+def phase_gemms(layer: Layer) -> PhaseGemms | None:
+    """The GEMMs of each phase, or None for a layer without a GEMM (costed by traffic)."""
+    g = layer.gemm
+    if g is None or min(g.m, g.k, g.n) == 0:
+        return None
+    if layer.kind is Kind.MATMUL:
+        both = (Shape(g.m, g.n, g.k, g.groups), Shape(g.k, g.m, g.n, g.groups))
+        return PhaseGemms(forward=(Shape(g.m, g.k, g.n, g.groups),), input_grad=both)
+    if layer.kind in _WEIGHTED:
+        return PhaseGemms(
+            forward=(Shape(g.m, g.k, g.n, g.groups),),
+            input_grad=(Shape(g.m, g.n, g.k, g.groups),),
+            weight_grad=(Shape(g.k, g.m, g.n, g.groups),),
+        )
+    return None
+
+
+def traffic(layer: Layer) -> tuple[int, int, int]:
+    """Bytes each phase moves through memory (forward, input-grad, weight-grad).
+
+    forward      read inputs and parameters, write outputs (an embedding reads only the rows it looks up)
+    input-grad   read the output gradient and parameters, write the input gradient
+    weight-grad  read the output gradient and inputs, write the parameter gradient (0 without parameters)
+    """
+    inputs = sum(a.bytes or 0 for a in layer.inputs)
+    outputs = sum(a.bytes or 0 for a in layer.outputs)
+    params = sum(p.bytes for p in layer.params)
+    trained = sum(p.bytes for p in layer.params if p.trainable)
+    if layer.kind is Kind.EMBEDDING:
+        params = outputs
+    return (
+        inputs + params + outputs,
+        outputs + params + inputs,
+        outputs + inputs + trained if trained else 0,
+    )
+
+
+def update_bytes(layer: Layer) -> int:
+    """An SGD step reads each trainable parameter and its gradient and writes the parameter."""
+    return 3 * sum(p.bytes for p in layer.params if p.trainable and p.counted)

@@ -1,0 +1,175 @@
+"""Systolic-array compute models: closed forms of cycles per GEMM (no simulator run).
+
+astra-sim-reference (weight stationary, R x C, default 256 x 256):
+
+    cycles(M, K, N) = ceil(K/R) * ceil(N/C) * (min(K, R) + M + C)
+
+per tile of the K x N weights: min(K, R) cycles of weight fill, M of streaming, C of drain. It
+reproduces 137 of the 162 compute cells and all 54 update times (update = round(wg / 10), half up)
+of ASTRA-sim's Resnet50_DataParallel.txt; the other 25 cells are quirks of that file that no
+function of the GEMM shape can produce (../shared/reference/compute-model.md, sections 4-5). As in
+that file, layers without a GEMM cost nothing and the first layer's input gradient is computed.
+
+scalesim-v3 (exact "Total Cycles" of SCALE-Sim v3.0.0 in GEMM mode without memory stalls,
+verified against real runs on 56 GEMMs; compute-model.md section 6):
+
+    WS  ceil(K/R) * ceil(N/C) * (2R + C + M - 2) - 1
+    IS  ceil(K/R) * ceil(M/C) * (2R + C + N - 2) - 1
+    OS  ceil(M/R) * ceil(N/C) * (R + C + K - 2) - 1
+
+configured by --array RxC and --dataflow, or a SCALE-Sim .cfg file (--device FILE.cfg: ArrayHeight,
+ArrayWidth, Dataflow). Layers without a GEMM cost their memory traffic at --bytes-per-cycle
+(default 64), and so does the update (an SGD step: read parameter and gradient, write parameter).
+"""
+
+from __future__ import annotations
+
+import configparser
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from modtrans.cost import Clock, CostError, PhaseTimes, Settings, register
+from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
+from modtrans.ir.document import Layer
+
+DEFAULT_BYTES_PER_CYCLE = 64.0
+
+
+def reference_ws(m: int, k: int, n: int, rows: int = 256, cols: int = 256) -> int:
+    return math.ceil(k / rows) * math.ceil(n / cols) * (min(k, rows) + m + cols)
+
+
+def scalesim_v3(m: int, k: int, n: int, rows: int, cols: int, dataflow: str) -> int:
+    if dataflow == "ws":
+        return math.ceil(k / rows) * math.ceil(n / cols) * (2 * rows + cols + m - 2) - 1
+    if dataflow == "is":
+        return math.ceil(k / rows) * math.ceil(m / cols) * (2 * rows + cols + n - 2) - 1
+    if dataflow == "os":
+        return math.ceil(m / rows) * math.ceil(n / cols) * (rows + cols + k - 2) - 1
+    raise CostError(f"dataflow must be ws, is or os, not {dataflow!r}")
+
+
+Cycles = Callable[[int, int, int], int]
+
+
+def _cycles(shapes: tuple[Shape, ...], per_gemm: Cycles) -> int:
+    return sum(s.count * per_gemm(s.m, s.k, s.n) for s in shapes)
+
+
+@dataclass(frozen=True)
+class Systolic:
+    name: str
+    rows: int
+    cols: int
+    dataflow: str
+    per_gemm: Cycles
+    clock: Clock
+    bytes_per_cycle: float | None  # None: layers without a GEMM cost nothing (the reference's convention)
+    reference_update: bool  # update = round(wg / 10), as ASTRA-sim's reference files
+    first_input_grad: bool
+    source: str
+
+    def times(self, layer: Layer) -> PhaseTimes:
+        gemms = phase_gemms(layer)
+        if gemms is not None:
+            cycles = (
+                _cycles(gemms.forward, self.per_gemm),
+                _cycles(gemms.input_grad, self.per_gemm),
+                _cycles(gemms.weight_grad, self.per_gemm),
+            )
+        elif self.bytes_per_cycle:
+            cycles = tuple(b / self.bytes_per_cycle for b in traffic(layer))  # type: ignore[assignment]
+        else:
+            cycles = (0, 0, 0)
+        fwd, ig, wg = (self.clock.from_cycles(c) for c in cycles)
+        if self.reference_update:
+            update = int(wg / 10 + 0.5)
+        elif self.bytes_per_cycle:
+            update = self.clock.from_cycles(update_bytes(layer) / self.bytes_per_cycle)
+        else:
+            update = 0
+        return PhaseTimes(fwd, ig, wg, update)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "model": self.name,
+            "array": f"{self.rows}x{self.cols}",
+            "dataflow": self.dataflow,
+            "layers_without_gemm": "not costed"
+            if not self.bytes_per_cycle
+            else f"memory traffic at {self.bytes_per_cycle:g} bytes/cycle",
+            "update": "round(weight-gradient / 10)" if self.reference_update else "SGD step memory traffic",
+            "first_layer_input_grad": "computed" if self.first_input_grad else "0 (not needed in training)",
+            "source": self.source,
+            **self.clock.describe(),
+        }
+
+
+@register(
+    "astra-sim-reference", "WS systolic array that reproduces ASTRA-sim's reference ResNet-50 (256x256)"
+)
+def make_reference(settings: Settings) -> Systolic:
+    rows, cols = settings.array or (256, 256)
+    if settings.dataflow not in (None, "ws"):
+        raise CostError("astra-sim-reference is weight stationary; use scalesim-v3 for other dataflows")
+    return Systolic(
+        name="astra-sim-reference",
+        rows=rows,
+        cols=cols,
+        dataflow="ws",
+        per_gemm=lambda m, k, n: reference_ws(m, k, n, rows, cols),
+        clock=settings.clock,
+        bytes_per_cycle=settings.bytes_per_cycle,
+        reference_update=True,
+        first_input_grad=True,
+        source="fitted to astra-sim Resnet50_DataParallel.txt (137/162 cells exact); compute-model.md",
+    )
+
+
+@register("scalesim-v3", "exact closed forms of SCALE-Sim v3.0.0 compute cycles (WS/IS/OS, any array)")
+def make_scalesim_v3(settings: Settings) -> Systolic:
+    rows, cols, dataflow = 256, 256, "ws"
+    source = "closed forms of SCALE-Sim v3.0.0 Total Cycles, verified against real runs"
+    if settings.device:
+        rows, cols, dataflow = read_cfg(Path(settings.device))
+        source += f"; array from {settings.device}"
+    if settings.array:
+        rows, cols = settings.array
+    dataflow = (settings.dataflow or dataflow).lower()
+    scalesim_v3(1, 1, 1, rows, cols, dataflow)  # validates the dataflow
+    return Systolic(
+        name="scalesim-v3",
+        rows=rows,
+        cols=cols,
+        dataflow=dataflow,
+        per_gemm=lambda m, k, n: scalesim_v3(m, k, n, rows, cols, dataflow),
+        clock=settings.clock,
+        bytes_per_cycle=settings.bytes_per_cycle or DEFAULT_BYTES_PER_CYCLE,
+        reference_update=False,
+        first_input_grad=False,
+        source=source,
+    )
+
+
+def read_cfg(path: Path) -> tuple[int, int, str]:
+    """ArrayHeight, ArrayWidth and Dataflow of a SCALE-Sim .cfg ([architecture_presets])."""
+    parser = configparser.ConfigParser()
+    try:
+        with path.open(encoding="utf-8") as handle:
+            parser.read_file(handle)
+        section = parser["architecture_presets"]
+        rows, cols = int(section["ArrayHeight"]), int(section["ArrayWidth"])
+        dataflow = section["Dataflow"].strip().lower()
+    except OSError as error:
+        raise CostError(f"cannot read {path}: {error.strerror or error}") from None
+    except (configparser.Error, KeyError, ValueError) as error:
+        raise CostError(
+            f"{path} is not a SCALE-Sim config (needs [architecture_presets] ArrayHeight, "
+            f"ArrayWidth, Dataflow): {error}"
+        ) from None
+    if rows < 1 or cols < 1:
+        raise CostError(f"{path}: the array must be at least 1x1, not {rows}x{cols}")
+    return rows, cols, dataflow
