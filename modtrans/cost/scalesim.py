@@ -16,6 +16,7 @@ import io
 import json
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,8 @@ def _simulate(m: int, k: int, n: int, rows: int, cols: int, dataflow: str) -> in
             "modtrans, 1, 1, 1, 1,\n"
         )
         sink = io.StringIO()
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SCALE-Sim's own NumPy deprecations are not ours to show
             sim = ScaleSim(
                 save_disk_space=True,
                 verbose=False,
