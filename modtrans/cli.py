@@ -19,7 +19,8 @@ from modtrans.fileio import write_atomic
 from modtrans.ir import document, render
 from modtrans.ir.document import ModelIR
 from modtrans.report import Format
-from modtrans.strategy import Params
+from modtrans.strategy import Parallelism, Params
+from modtrans.strategy.parallel import PER_LAYER as PER_LAYER_POLICIES
 from modtrans.workload import jsonform
 from modtrans.workload.load import Loaded, load, validate_file
 from modtrans.workload.model import Dialect, Policy, Workload
@@ -243,8 +244,43 @@ def translate(
     output: Output = None,
     parallel: Annotated[
         Policy,
-        typer.Option("--parallel", "-p", case_sensitive=False, help="Parallelism strategy (DATA for now)."),
+        typer.Option(
+            "--parallel",
+            "-p",
+            case_sensitive=False,
+            help="DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED, HYBRID_TRANSFORMER, "
+            "HYBRID_TRANSFORMER_FWD_IN_BCKWD (formulas: modtrans/strategy/parallel.py).",
+        ),
     ] = Policy.DATA,
+    npus: Annotated[int, typer.Option(min=1, help="NPUs in the simulated system.")] = 1,
+    model_parallel_group: Annotated[
+        int | None,
+        typer.Option(min=1, help="NPUs per model-parallel group (hybrids, transformers); divides --npus."),
+    ] = None,
+    checkpoint_every: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="FWD_IN_BCKWD: an activation checkpoint every K layers (default: one, at 0)."
+        ),
+    ] = None,
+    checkpoints: Annotated[
+        str | None, typer.Option(help="FWD_IN_BCKWD: explicit checkpoint layers, e.g. 0,9,18.")
+    ] = None,
+    checkpoint_initiates: Annotated[
+        str | None,
+        typer.Option(
+            help="FWD_IN_BCKWD: layers that start recomputation (default: each segment's last layer)."
+        ),
+    ] = None,
+    per_layer: Annotated[
+        Path | None,
+        typer.Option(
+            help="HYBRID_CUSTOMIZED: a file of `PATTERN KEYWORD` lines (fnmatch patterns on layer "
+            "names; first match wins; unmatched layers are DATA). Without it each layer takes the "
+            "cheaper of DATA (all-reduce of its parameters, 2P) and MODEL (all-gather of its output "
+            "plus all-reduce of its input gradient, A_out + 2 A_in)."
+        ),
+    ] = None,
     dialect: Annotated[
         Dialect, typer.Option("--dialect", "-d", case_sensitive=False, help="Consumer to write for.")
     ] = Dialect.ASTRA_SIM,
@@ -272,14 +308,26 @@ def translate(
         typer.Option(help="Write the provenance here (default: OUTPUT.meta.json beside a file output)."),
     ] = None,
     force: Force = False,
+    strict: Annotated[
+        bool, typer.Option(help="Warnings (e.g. what the consumer misreads) fail: no output.")
+    ] = False,
     no_color: NoColor = False,
 ) -> None:
     """Translate an ONNX model or a built-in architecture into a workload file."""
     if to not in ("text", "json"):
         _usage(f"--format must be text or json, not {to!r}")
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
+    strategy = Parallelism(
+        parallel,
+        npus,
+        model_parallel_group,
+        _indices(checkpoints, "--checkpoints"),
+        _indices(checkpoint_initiates, "--checkpoint-initiates"),
+        checkpoint_every,
+        _per_layer(per_layer) if per_layer is not None else None,
+    )
     options = pipeline.Options(
-        parallel, params, batch, _shapes(input_shape), dtype_bytes, compute, settings, dialect
+        strategy, params, batch, _shapes(input_shape), dtype_bytes, compute, settings, dialect
     )
     with report.status(f"translating {model}"):
         result = pipeline.translate_checked(model, options)
@@ -287,6 +335,8 @@ def translate(
     text = None
     if result.workload is not None:
         text = _render_workload(result.workload, dialect, to, found)
+    if strict and any(d.severity <= 2 for d in found):
+        text = None
     target = meta or (Path(f"{output}.meta.json") if output not in (None, "-") else None)
     sidecar = None if target is None else (target, json.dumps(result.metadata, indent=1) + "\n")
     _finish(found, text, output, [model], force, no_color, sidecar)
@@ -378,7 +428,7 @@ def diff(
     except ValueError as error:
         _usage(str(error))
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
-    options = pipeline.Options(Policy.DATA, params, batch, _shapes(input_shape), None, compute, settings)
+    options = pipeline.Options(Parallelism(), params, batch, _shapes(input_shape), None, compute, settings)
     sides = [pipeline.workload_or_model(spec, options) for spec in (first, reference)]
     problems = [d for side in sides for d in side.diagnostics if d.severity == 1]
     if problems or any(side.workload is None for side in sides):
@@ -465,6 +515,34 @@ def cost_list() -> None:
     for key, dev in roofline.builtin_devices().items():
         peaks = ", ".join(f"{k} {v / 1e12:g} TFLOP/s" for k, v in dev.peak_flops.items())
         typer.echo(f"{key:<8} {dev.name}: {peaks}; {dev.bandwidth / 1e9:g} GB/s")
+
+
+def _indices(spec: str | None, option: str) -> tuple[int, ...] | None:
+    if spec is None:
+        return None
+    try:
+        return tuple(int(x) for x in spec.replace(" ", "").split(",") if x)
+    except ValueError:
+        _usage(f"{option} {spec!r}: expected layer indices like 0,9,18")
+        return None
+
+
+def _per_layer(path: Path) -> dict[str, Policy]:
+    rules: dict[str, Policy] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        _usage(f"cannot read --per-layer {path}: {error}")
+        return rules
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) != 2 or fields[1] not in {p.value for p in PER_LAYER_POLICIES}:
+            allowed = ", ".join(p.value for p in PER_LAYER_POLICIES)
+            _usage(f"{path}:{number}: expected `PATTERN KEYWORD` with KEYWORD one of {allowed}")
+        rules[fields[0]] = Policy(fields[1])
+    return rules
 
 
 def _shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:

@@ -9,6 +9,7 @@ public `extract` / `translate` return the value or raise DiagnosticError.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,17 +20,36 @@ from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
-from modtrans.strategy import Params, data_parallel, group
-from modtrans.workload.model import Dialect, Policy, Workload
+from modtrans.strategy import Parallelism, Params, StrategyError, build, group
+from modtrans.workload.model import Dialect, Header, Policy, Workload
 
-SUPPORTED_POLICIES = (Policy.DATA,)
+
+def simai_header(header: Header, parallel: Parallelism) -> Header:
+    """SimAI's keyed header: every key it expects set (no pipeline or expert parallelism: 1).
+    Without an explicit checkpoint request the lists are empty, as AICB writes them (SimAI keeps
+    only the first index of a list anyway: D306)."""
+    group = header.model_parallel_group or parallel.group or 1
+    checkpoints, initiates = header.checkpoints, header.checkpoint_initiates
+    if parallel.checkpoints is None and parallel.checkpoint_every is None:
+        checkpoints = initiates = ()
+    return dataclasses.replace(
+        header,
+        model_parallel_group=group,
+        ep=1,
+        pp=1,
+        vpp=1,
+        ga=1,
+        all_gpus=parallel.npus,
+        checkpoints=checkpoints,
+        checkpoint_initiates=initiates,
+    )
 
 
 @dataclass(frozen=True)
 class Options:
     """Everything `translate` can be told; the CLI's flags map onto these one to one."""
 
-    parallel: Policy = Policy.DATA
+    parallel: Parallelism = field(default_factory=Parallelism)  # strategy, NPUs, group, checkpoints
     params: Params = Params.TRAINABLE
     batch: int | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
@@ -82,16 +102,6 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
     found = [replace(d, severity=Severity.ERROR) if d.code == "X504" else d for d in found]
     if ir is None or has_errors(found):
         return Translation(None, ir, tuple(found), {})
-    if options.parallel not in SUPPORTED_POLICIES:
-        supported = ", ".join(p.value for p in SUPPORTED_POLICIES)
-        found.append(
-            diagnostic(
-                "X501",
-                f"--parallel {options.parallel.value} is not supported yet (supported: {supported})",
-                path=str(spec),
-            )
-        )
-        return Translation(None, ir, tuple(found), {})
     try:
         model = cost.get(options.compute, options.cost)
     except cost.CostError as error:
@@ -108,14 +118,24 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
                 hint="--time-unit us for ASTRA-sim 2.x",
             )
         )
-    workload = data_parallel(ir, model, params=options.params, dtype_bytes=options.dtype_bytes)
+    try:
+        workload = build(ir, model, options.parallel, params=options.params, dtype_bytes=options.dtype_bytes)
+    except StrategyError as error:
+        found.append(diagnostic("X501", str(error), path=str(spec)))
+        return Translation(None, ir, tuple(found), {})
+    if options.dialect is Dialect.SIMAI:
+        workload = dataclasses.replace(workload, header=simai_header(workload.header, options.parallel))
     groups = group(ir, options.params, options.dtype_bytes)
     metadata = {
         "format": "modtrans-translation",
         "version": 1,
         "tool": f"modtrans {__version__}",
         "model": document.to_dict(ir)["provenance"],
-        "parallel": options.parallel.value,
+        "parallel": {
+            "policy": options.parallel.policy.value,
+            "npus": options.parallel.npus,
+            "model_parallel_group": workload.header.model_parallel_group,
+        },
         "params": options.params.value,
         "dtype_bytes": options.dtype_bytes,
         "compute": model.describe(),
@@ -148,16 +168,18 @@ def translate(
     dtype_bytes: int | None = None,
     compute: str = "roofline",
     device: str | None = None,
+    npus: int = 1,
+    model_parallel_group: int | None = None,
 ) -> Workload:
     """A workload for an ONNX file or built-in model; raises DiagnosticError on any error."""
     options = Options(
-        Policy(parallel),
-        Params(params),
-        batch,
-        dict(input_shapes or {}),
-        dtype_bytes,
-        compute,
-        cost.Settings(device=device),
+        parallel=Parallelism(Policy(parallel), npus, model_parallel_group),
+        params=Params(params),
+        batch=batch,
+        input_shapes=dict(input_shapes or {}),
+        dtype_bytes=dtype_bytes,
+        compute=compute,
+        cost=cost.Settings(device=device),
     )
     result = translate_checked(spec, options)
     if result.workload is None:

@@ -231,6 +231,7 @@ class Walker:
         self._owners: dict[str, str] = {}
         self._unknown_dims: set[str] = set()
         self._unsupported: set[str] = set()
+        self._made_by: dict[str, tuple[str, ...]] = {}  # tensor -> the layers it comes from
 
     def walk(self, graph: onnx.GraphProto, parent: _Scope | None = None, prefix: str = "") -> None:
         scope = _Scope(graph, parent, prefix)
@@ -246,12 +247,15 @@ class Walker:
             if all(scope.leaves(i) is not None for i in node.input) and not self._reads_params(scope, node):
                 continue  # computes a constant: a weight chain or shape arithmetic
             scope.dynamic.update(node.output)
-            if node.op_type in ops.NOT_LAYERS or node.name in fused:
-                continue
-            if not self._floating(scope, node):
+            feeding = tuple(dict.fromkeys(x for i in node.input for x in self._made_by.get(i, ())))
+            if node.op_type in ops.NOT_LAYERS or node.name in fused or not self._floating(scope, node):
+                for out in node.output:  # a re-view passes on who made its input
+                    self._made_by[out] = feeding
                 continue
             bias = next((add for add, mm in fused.items() if mm == id(node)), None)
-            self._layer(scope, node, node_name, bias)
+            self._layer(scope, node, node_name, bias, feeding)
+            for out in node.output:
+                self._made_by[out] = (self.layers[-1].name,)
 
     @staticmethod
     def _reads_params(scope: _Scope, node: onnx.NodeProto) -> bool:
@@ -281,7 +285,14 @@ class Walker:
                 found[add.name] = id(node)
         return found
 
-    def _layer(self, scope: _Scope, node: onnx.NodeProto, node_name: str, bias: str | None) -> None:
+    def _layer(
+        self,
+        scope: _Scope,
+        node: onnx.NodeProto,
+        node_name: str,
+        bias: str | None,
+        producers: tuple[str, ...],
+    ) -> None:
         sources = [scope.leaves(i) for i in node.input]
         is_param = tuple(s is not None and any(_is_param(x) for x in s) for s in sources)
         in_shapes = tuple(_concrete(scope.lookup_type(i)[0]) for i in node.input)
@@ -329,6 +340,7 @@ class Walker:
                 flops,
                 found.gemm,
                 fused_nodes,
+                producers,
             )
         )
 

@@ -124,6 +124,7 @@ class Layer:
     flops: Flops = Flops()
     gemm: Gemm | None = None
     fused: tuple[str, ...] = ()  # ONNX nodes folded into this layer (e.g. a MatMul's bias Add)
+    producers: tuple[str, ...] = ()  # the layers whose outputs feed this one (through re-views)
 
     def param_bytes(self, *, weights_only: bool = False, trainable_only: bool = True) -> int:
         """Bytes a data-parallel all-reduce of this layer moves, under a parameter convention."""
@@ -285,6 +286,8 @@ def _layer(x: Layer) -> dict[str, Any]:
         out["gemm"] = {"m": x.gemm.m, "k": x.gemm.k, "n": x.gemm.n, "groups": x.gemm.groups}
     if x.fused:
         out["fused"] = list(x.fused)
+    if x.producers:
+        out["producers"] = list(x.producers)
     return out
 
 
@@ -338,4 +341,5 @@ def _layer_from(x: dict[str, Any]) -> Layer:
         flops=Flops(**x["flops"]),
         gemm=None if gemm is None else Gemm(**gemm),
         fused=tuple(x.get("fused", ())),
+        producers=tuple(x.get("producers", ())),
     )

@@ -1,132 +1,21 @@
 """IR + parallelism + cost model -> Workload (which layers, what each phase computes and sends).
 
-Two steps. `group` decides which IR layers become workload layers under a parameter convention and
-folds the compute of the others into them; a parallelism strategy then fills each phase's
-collective. Only DATA exists so far (the strategies issue adds MODEL, the hybrids and the
-transformer keywords here).
-
-Parameter conventions (`--params`):
-
-  weights    a workload layer per conv / linear / embedding / recurrent layer; its size is the
-             weight tensor alone (no bias, no normalisation). The convention of ASTRA-sim's
-             reference ResNet-50 (54 layers, fp32 weight bytes) and of the ModTrans paper's tables.
-  trainable  a workload layer per IR layer with trainable parameters (conv, linear, normalisation,
-             embedding ...); its size is every trainable tensor it owns (weights, biases, norm
-             scales and shifts; not BatchNorm's running statistics), so a data-parallel all-reduce
-             moves what a framework's gradient all-reduce moves. The default.
-
-Compute of parameter-free layers (activations, pooling, residual adds, softmax, attention score
-products) is added to the workload layer before them (the first one's to the layer after), so the
-total compute of the model is kept. A tensor shared by two layers (tied embeddings) is counted once,
-by the first.
-
-First layer's input gradient: a layer whose inputs are all model inputs (the image) or integer
-tensors (token ids) needs no input gradient in training, so its own input-gradient time is 0 (the
-layers folded into it keep theirs: the gradient still flows back through them to its weights).
-The astra-sim-reference cost model keeps it, as ASTRA-sim's reference files do (conv1's 12864).
+groups.py    which IR layers become workload layers (the --params convention) and their cost
+parallel.py  the strategies: each phase's collective and size, and the shard each NPU computes
 """
 
-from __future__ import annotations
+from modtrans.strategy.groups import Group, Params, group, group_times, layer_bytes, needs_input_grad
+from modtrans.strategy.parallel import SUPPORTED, Parallelism, StrategyError, build
 
-import enum
-from collections.abc import Sequence
-from dataclasses import dataclass
-
-from modtrans.cost import CostModel, PhaseTimes
-from modtrans.ir.document import Layer as IRLayer
-from modtrans.ir.document import ModelIR, Role
-from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
-
-
-class Params(enum.StrEnum):
-    WEIGHTS = "weights"
-    TRAINABLE = "trainable"
-
-
-@dataclass(frozen=True)
-class Group:
-    """One workload layer: the IR layer that owns it and those whose compute folds into it."""
-
-    owner: IRLayer
-    folded: tuple[IRLayer, ...]
-    comm_bytes: int
-
-    @property
-    def members(self) -> tuple[IRLayer, ...]:
-        return (self.owner, *self.folded)
-
-
-def layer_bytes(layer: IRLayer, params: Params, dtype_bytes: int | None) -> int:
-    """Bytes the layer's parameters occupy under a convention (counted, i.e. not tied, tensors)."""
-    total = 0
-    for p in layer.params:
-        if not p.counted or not p.trainable:
-            continue
-        if params is Params.WEIGHTS and p.role is not Role.WEIGHT:
-            continue
-        total += p.elements * dtype_bytes if dtype_bytes else p.bytes
-    return total
-
-
-def _owns(layer: IRLayer, params: Params) -> bool:
-    if params is Params.WEIGHTS:
-        return layer.kind.has_weights and any(p.role is Role.WEIGHT for p in layer.params)
-    return any(p.trainable for p in layer.params)
-
-
-def group(ir: ModelIR, params: Params, dtype_bytes: int | None = None) -> list[Group]:
-    owners: list[IRLayer] = []
-    folded: list[list[IRLayer]] = []
-    leading: list[IRLayer] = []
-    for layer in ir.layers:
-        if _owns(layer, params):
-            owners.append(layer)
-            folded.append([])
-        elif folded:
-            folded[-1].append(layer)
-        else:
-            leading.append(layer)
-    if owners:
-        folded[0] = leading + folded[0]
-    return [
-        Group(owner, tuple(extra), layer_bytes(owner, params, dtype_bytes))
-        for owner, extra in zip(owners, folded, strict=True)
-    ]
-
-
-def _sum(times: Sequence[PhaseTimes]) -> PhaseTimes:
-    return PhaseTimes(
-        sum(t.forward for t in times),
-        sum(t.input_grad for t in times),
-        sum(t.weight_grad for t in times),
-        sum(t.update for t in times),
-    )
-
-
-def needs_input_grad(layer: IRLayer, model_inputs: frozenset[str]) -> bool:
-    """Whether back-propagation must compute this layer's input gradient: not when every input is
-    a model input (the first conv's image) or an integer tensor (an embedding's token ids)."""
-    return any(a.name not in model_inputs and a.dtype in _FLOATING for a in layer.inputs)
-
-
-_FLOATING = frozenset({"float", "float16", "bfloat16", "double", "unknown"})
-
-
-def group_times(g: Group, cost: CostModel, model_inputs: frozenset[str]) -> PhaseTimes:
-    owner = cost.times(g.owner)
-    if not cost.first_input_grad and not needs_input_grad(g.owner, model_inputs):
-        owner = PhaseTimes(owner.forward, 0, owner.weight_grad, owner.update)
-    return _sum([owner, *(cost.times(x) for x in g.folded)])
-
-
-def data_parallel(
-    ir: ModelIR, cost: CostModel, *, params: Params = Params.TRAINABLE, dtype_bytes: int | None = None
-) -> Workload:
-    """DATA: each layer's weight gradient is all-reduced (its parameter bytes); nothing else moves."""
-    model_inputs = frozenset(ir.provenance.input_shapes)
-    layers = []
-    for g in group(ir, params, dtype_bytes):
-        t = group_times(g, cost, model_inputs)
-        wg = Phase(t.weight_grad, CommType.ALLREDUCE, g.comm_bytes) if g.comm_bytes else Phase(t.weight_grad)
-        layers.append(Layer(g.owner.name, Phase(t.forward), Phase(t.input_grad), wg, t.update))
-    return Workload(Header(Policy.DATA), tuple(layers))
+__all__ = [
+    "SUPPORTED",
+    "Group",
+    "Parallelism",
+    "Params",
+    "StrategyError",
+    "build",
+    "group",
+    "group_times",
+    "layer_bytes",
+    "needs_input_grad",
+]
