@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from modtrans import cost, pipeline, report, zoo
+from modtrans import chakra, cost, pipeline, report, zoo
 from modtrans import diff as comparison
 from modtrans import fetch as fetching
 from modtrans.cost import roofline
@@ -301,8 +301,14 @@ def translate(
     time_unit: TimeUnit = cost.Unit.NS,
     clock_ghz: ClockGhz = 1.0,
     to: Annotated[
-        str, typer.Option("--format", help="text (the workload file) or json (workload JSON).")
+        str,
+        typer.Option(
+            "--format",
+            help="text (the workload file), json (workload JSON) or chakra-et (one Chakra trace per NPU, "
+            "-o DIR/PREFIX -> PREFIX.<npu>.et; needs modtrans[chakra]).",
+        ),
     ] = "text",
+    passes: Annotated[int, typer.Option(min=1, help="chakra-et: training iterations in each trace.")] = 1,
     meta: Annotated[
         Path | None,
         typer.Option(help="Write the provenance here (default: OUTPUT.meta.json beside a file output)."),
@@ -314,8 +320,12 @@ def translate(
     no_color: NoColor = False,
 ) -> None:
     """Translate an ONNX model or a built-in architecture into a workload file."""
-    if to not in ("text", "json"):
-        _usage(f"--format must be text or json, not {to!r}")
+    if to not in ("text", "json", "chakra-et"):
+        _usage(f"--format must be text, json or chakra-et, not {to!r}")
+    if to == "chakra-et":
+        if output in (None, "-"):
+            _usage("--format chakra-et writes files: give -o DIR/PREFIX")
+        time_unit = cost.Unit.US  # duration_micros: ASTRA-sim 2.x multiplies it by 1000
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
     strategy = Parallelism(
         parallel,
@@ -332,6 +342,8 @@ def translate(
     with report.status(f"translating {model}"):
         result = pipeline.translate_checked(model, options)
     found = list(result.diagnostics)
+    if to == "chakra-et":
+        _chakra_traces(result, Path(str(output)), npus, passes, strict, no_color)
     text = None
     if result.workload is not None:
         text = _render_workload(result.workload, dialect, to, found)
@@ -340,6 +352,28 @@ def translate(
     target = meta or (Path(f"{output}.meta.json") if output not in (None, "-") else None)
     sidecar = None if target is None else (target, json.dumps(result.metadata, indent=1) + "\n")
     _finish(found, text, output, [model], force, no_color, sidecar)
+
+
+def _chakra_traces(
+    result: pipeline.Translation, prefix: Path, npus: int, passes: int, strict: bool, no_color: bool
+) -> None:
+    found = list(result.diagnostics)
+    failed = result.workload is None or (strict and any(d.severity <= 2 for d in found))
+    if not failed and result.workload is not None:
+        metadata = {
+            **result.metadata,
+            "duration_micros": "compute time in microseconds (rounded up); ASTRA-sim 2.x multiplies by 1000",
+            "passes": passes,
+        }
+        try:
+            written = chakra.write(result.workload, prefix, npus=npus, passes=passes, metadata=metadata)
+            _save(Path(f"{prefix}.meta.json"), json.dumps(metadata, indent=1) + "\n", found)
+        except chakra.ChakraError as error:
+            typer.echo(f"modtrans: {error}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(f"wrote {len(written)} Chakra traces: {written[0]} .. {written[-1]}", err=True)
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    raise typer.Exit(report.exit_code(found, strict=strict) or (1 if failed else 0))
 
 
 def _render_workload(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:

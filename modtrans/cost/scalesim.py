@@ -29,7 +29,7 @@ from modtrans.ir.document import Layer
 
 def available() -> bool:
     try:
-        import scalesim  # type: ignore[import-not-found]  # noqa: F401
+        import scalesim  # noqa: F401
     except ImportError:
         return False
     return True
@@ -102,7 +102,7 @@ UseRamulatorTrace : False
 
 def _simulate(m: int, k: int, n: int, rows: int, cols: int, dataflow: str) -> int:
     try:
-        from scalesim.scale_sim import scalesim as ScaleSim  # type: ignore[import-not-found]
+        from scalesim.scale_sim import scalesim as ScaleSim
     except ImportError:
         raise CostError("the scalesim model needs SCALE-Sim: pip install 'modtrans[scalesim]'") from None
     with tempfile.TemporaryDirectory() as tmp:

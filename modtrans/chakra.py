@@ -1,0 +1,174 @@
+"""Workload -> Chakra execution traces for ASTRA-sim 2.x (optional extra `modtrans[chakra]`).
+
+The only module that imports Chakra (the `mlc-chakra` package's protobuf schema and its
+length-prefixed encoder). One trace per NPU, `<prefix>.<npu>.et`: a GlobalMetadata message, then
+the nodes of `passes` training iterations, built like Chakra's own text converter (same node names,
+same forward -> weight-gradient -> input-gradient order) but for every strategy, the transformer
+keywords and HYBRID_CUSTOMIZED included, and with a communication node only where a collective
+really moves data (Chakra's converter turns NONE into a 0-byte all-reduce).
+
+Units: `duration_micros` holds microseconds, and ASTRA-sim 2.x multiplies it by 1000 (astra-sim
+f7bd62c). The workload handed in must therefore be in microsecond ticks (`--time-unit us`, which
+`--format chakra-et` selects); the metadata says so.
+
+Dependencies (data_deps): each forward compute waits for the previous layer's forward (its
+collective, when it has one); the backward pass starts after the last forward; each layer's
+weight-gradient compute waits for the input gradient of the layer after it (its collective, when
+it has one); the input-gradient compute waits for the weight-gradient compute; collectives wait for
+their compute. Layer 0 has no input-gradient work. With several passes, a layer's forward also
+waits for its previous weight-gradient collective.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from modtrans.workload.model import CommType, Phase, Workload
+
+SCHEMA = "1.0.2-chakra.1.0.0"
+
+
+class ChakraError(RuntimeError):
+    """Chakra is not installed, or the traces cannot be written."""
+
+
+def available() -> bool:
+    try:
+        import chakra.schema.protobuf.et_def_pb2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _schema() -> Any:
+    try:
+        from chakra.schema.protobuf import et_def_pb2
+    except ImportError:
+        raise ChakraError("Chakra traces need the chakra extra: pip install 'modtrans[chakra]'") from None
+    return et_def_pb2
+
+
+def _collective(pb: Any, comm: CommType) -> int:
+    base = comm.value.split("_")[0]  # ALLREDUCE_EP -> ALLREDUCE: the group is not in the trace
+    return int(
+        {
+            "ALLREDUCE": pb.ALL_REDUCE,
+            "ALLGATHER": pb.ALL_GATHER,
+            "REDUCESCATTER": pb.REDUCE_SCATTER,
+            "ALLTOALL": pb.ALL_TO_ALL,
+            "ALLREDUCEALLTOALL": pb.ALL_REDUCE,
+        }[base]
+    )
+
+
+def _moves(phase: Phase) -> bool:
+    return phase.comm_type.moves_data and phase.comm_size > 0
+
+
+def trace(workload: Workload, *, passes: int = 1, metadata: dict[str, Any] | None = None) -> bytes:
+    """One NPU's trace (every NPU runs the same program in these symmetric strategies)."""
+    pb = _schema()
+    from chakra.src.third_party.utils.protolib import encodeMessage
+
+    out = io.BytesIO()
+    attrs = [
+        pb.AttributeProto(name="schema", string_val=SCHEMA),
+        pb.AttributeProto(name="modtrans", string_val=json.dumps(metadata or {}, sort_keys=True)),
+    ]
+    encodeMessage(out, pb.GlobalMetadata(attr=attrs))
+    for node in _nodes(pb, workload, passes):
+        encodeMessage(out, node)
+    return out.getvalue()
+
+
+def _nodes(pb: Any, workload: Workload, passes: int) -> Iterator[Any]:
+    next_id = 0
+
+    def node(name: str, kind: int, deps: list[int]) -> Any:
+        nonlocal next_id
+        n = pb.Node(id=next_id, name=name, type=kind)
+        n.data_deps.extend(d for d in deps if d >= 0)
+        next_id += 1
+        return n
+
+    def comp(layer: str, phase: str, micros: int, deps: list[int]) -> Any:
+        n = node(f"COMP_NODE_{layer}_{phase}", pb.COMP_NODE, deps)
+        n.duration_micros = micros
+        return n
+
+    def comm(layer: str, phase: Phase, deps: list[int]) -> Any:
+        n = node(f"COMM_COLL_NODE_{layer}_{phase.comm_type.value}", pb.COMM_COLL_NODE, deps)
+        n.attr.append(pb.AttributeProto(name="comm_type", int64_val=_collective(pb, phase.comm_type)))
+        n.attr.append(pb.AttributeProto(name="comm_size", int64_val=phase.comm_size))
+        return n
+
+    layers = workload.layers
+    last_wg_comm = [-1] * len(layers)
+    for _ in range(passes):
+        tail = -1
+        for i, layer in enumerate(layers):
+            fwd = comp(layer.name, "FWD", layer.fwd.compute_time, [tail, last_wg_comm[i]])
+            yield fwd
+            tail = fwd.id
+            if _moves(layer.fwd):
+                c = comm(layer.name, layer.fwd, [fwd.id])
+                yield c
+                tail = c.id
+        for i in reversed(range(len(layers))):
+            layer = layers[i]
+            wg = comp(layer.name, "BWD_WG", layer.weight_grad.compute_time, [tail])
+            yield wg
+            if _moves(layer.weight_grad):
+                c = comm(layer.name, layer.weight_grad, [wg.id])
+                yield c
+                last_wg_comm[i] = c.id
+            tail = wg.id
+            if i > 0:
+                ig = comp(layer.name, "BWD_IG", layer.input_grad.compute_time, [wg.id])
+                yield ig
+                tail = ig.id
+                if _moves(layer.input_grad):
+                    c = comm(layer.name, layer.input_grad, [ig.id])
+                    yield c
+                    tail = c.id
+
+
+def write(
+    workload: Workload, prefix: Path, *, npus: int, passes: int = 1, metadata: dict[str, Any] | None = None
+) -> list[Path]:
+    """Write `<prefix>.<npu>.et` for every NPU, all or nothing (temporary files, then renames)."""
+    data = trace(workload, passes=passes, metadata=metadata)
+    folder = prefix.parent if str(prefix.parent) else Path(".")
+    if not folder.is_dir():
+        raise ChakraError(f"the folder {folder} does not exist")
+    targets = [prefix.with_name(f"{prefix.name}.{npu}.et") for npu in range(npus)]
+    temporaries: list[str] = []
+    mode = 0o666 & ~_umask()
+    try:
+        for _ in targets:
+            handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{prefix.name}.", suffix=".tmp")
+            temporaries.append(temp)
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.chmod(temp, mode)
+        for temp, target in zip(temporaries, targets, strict=True):
+            os.replace(temp, target)
+    except OSError as error:
+        for temp in temporaries:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        raise ChakraError(f"cannot write the traces: {error.strerror or error}") from None
+    return targets
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current

@@ -1,0 +1,138 @@
+"""Chakra execution traces, read back with Chakra's own reader (needs the chakra extra; CI has it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import Result
+
+from modtrans import chakra
+from modtrans.workload.parse import parse
+
+pytestmark = pytest.mark.skipif(not chakra.available(), reason="the chakra extra is not installed")
+Run = Callable[..., Result]
+
+
+def _read(path: Path) -> tuple[Any, list[Any]]:
+    from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
+    from chakra.src.third_party.utils.protolib import decodeMessage, openFileRd
+
+    handle = openFileRd(str(path))
+    metadata = GlobalMetadata()
+    assert decodeMessage(handle, metadata)
+    nodes = []
+    while True:
+        node = Node()
+        if not decodeMessage(handle, node):
+            break
+        nodes.append(node)
+    handle.close()
+    return metadata, nodes
+
+
+def _rebased(node: Any, base: int) -> bytes:
+    copy = type(node)()
+    copy.CopyFrom(node)
+    copy.id -= base
+    copy.data_deps[:] = [d - base for d in node.data_deps]
+    return bytes(copy.SerializeToString())
+
+
+def _attrs(node: Any) -> dict[str, int]:
+    return {a.name: a.int64_val for a in node.attr}
+
+
+def test_data_parallel_traces_equal_chakras_own_conversion(run_cli: Run, tmp_path: Path) -> None:
+    from chakra.src.converter.text_converter import TextConverter
+
+    text = tmp_path / "r50.txt"
+    result = run_cli(
+        "translate", "resnet50", "--params", "weights", "--dialect", "chakra", "--time-unit", "us", "-o", text
+    )
+    assert result.exit_code == 0, result.stderr
+    TextConverter(str(text), str(tmp_path / "theirs"), 2, 1).convert()
+    result = run_cli(
+        "translate",
+        "resnet50",
+        "--params",
+        "weights",
+        "--format",
+        "chakra-et",
+        "--npus",
+        "2",
+        "-o",
+        tmp_path / "ours",
+    )
+    assert result.exit_code == 0, result.stderr
+    for npu in range(2):
+        _, ours = _read(tmp_path / f"ours.{npu}.et")
+        _, theirs = _read(tmp_path / f"theirs.{npu}.et")
+        # every layer all-reduces a non-empty weight gradient, so Chakra's converter emits no
+        # 0-byte collective here and both traces must be the same graph, node for node (Chakra's
+        # converter keeps counting node ids across the NPUs' files: compare from each file's first id)
+        assert [_rebased(n, ours[0].id) for n in ours] == [_rebased(n, theirs[0].id) for n in theirs]
+    # 54 forward, 54 weight-gradient, 53 input-gradient (not layer 0) computes, 54 all-reduces
+    assert len(ours) == 215
+
+
+def test_trace_contents_and_metadata(run_cli: Run, tmp_path: Path) -> None:
+    result = run_cli(
+        "translate",
+        "resnet50",
+        "--params",
+        "weights",
+        "--format",
+        "chakra-et",
+        "--npus",
+        "4",
+        "-o",
+        tmp_path / "r50",
+    )
+    assert result.exit_code == 0
+    text = run_cli("translate", "resnet50", "--params", "weights", "--time-unit", "us").stdout
+    workload = parse(text).workload
+    assert workload is not None
+    metadata, nodes = _read(tmp_path / "r50.3.et")
+    info = json.loads(next(a.string_val for a in metadata.attr if a.name == "modtrans"))
+    assert "multiplies by 1000" in info["duration_micros"]
+    assert info["compute"]["unit"] == "us"
+    by_name = {n.name: n for n in nodes}
+    conv1 = workload.layers[0]
+    assert by_name["COMP_NODE_conv1_FWD"].duration_micros == conv1.fwd.compute_time
+    comm = by_name["COMM_COLL_NODE_conv1_ALLREDUCE"]
+    assert _attrs(comm) == {"comm_type": 0, "comm_size": 37632}  # ALL_REDUCE of conv1's fp32 weights
+    assert comm.data_deps == [by_name["COMP_NODE_conv1_BWD_WG"].id]
+    assert all(d < n.id for n in nodes for d in n.data_deps)  # a DAG in file order
+    assert len(list(tmp_path.glob("r50.*.et"))) == 4
+
+
+def test_transformer_traces_that_chakras_converter_rejects(run_cli: Run, tmp_path: Path) -> None:
+    args = ("translate", "gpt2", "-p", "HYBRID_TRANSFORMER", "--npus", "8", "--model-parallel-group", "4")
+    result = run_cli(*args, "--format", "chakra-et", "-o", tmp_path / "gpt2")
+    assert result.exit_code == 0, result.stderr
+    workload = parse(run_cli(*args, "--time-unit", "us").stdout).workload
+    assert workload is not None
+    _, nodes = _read(tmp_path / "gpt2.0.et")
+    comms = [n for n in nodes if n.type == 7]  # COMM_COLL_NODE
+    expected = [
+        (layer.name, phase.comm_size)
+        for layer in workload.layers
+        for _, phase in layer.phases
+        if phase.comm_type.moves_data and phase.comm_size > 0
+    ]
+    assert sorted(
+        (n.name.split("COMM_COLL_NODE_")[1].rsplit("_", 1)[0], _attrs(n)["comm_size"]) for n in comms
+    ) == sorted(expected)
+    assert {_attrs(n)["comm_type"] for n in comms} == {0}  # Megatron: all-reduces only
+    computes = [n for n in nodes if n.type == 4]
+    assert len(computes) == 3 * len(workload.layers) - 1
+
+
+def test_chakra_et_needs_an_output_prefix(run_cli: Run) -> None:
+    result = run_cli("translate", "resnet50", "--format", "chakra-et")
+    assert result.exit_code == 2
+    assert "-o DIR/PREFIX" in result.stderr
