@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -184,7 +185,14 @@ def convert(
     force: Annotated[bool, typer.Option(help="Allow --output to overwrite the input file.")] = False,
     no_color: NoColor = False,
 ) -> None:
-    """Convert between workload text and workload JSON (schemas/workload.schema.json)."""
+    """Convert between workload text and workload JSON (schemas/workload.schema.json), and between the
+    ASTRA-sim 1.0 and SimAI dialects of the text (--to text --dialect D).
+
+    A conversion the target cannot express is refused and says exactly what is in the way (D310:
+    SimAI header keys or _EP comm types for ASTRA-sim 1.0); one the target would read differently
+    is written and the target's readings are reported as warnings (D3xx: SimAI keeping only the
+    first checkpoint index, header keys SimAI expects but 1.0 files do not carry).
+    """
     if to not in ("json", "text"):
         _usage(f"--to must be json or text, not {to!r}")
     if output is not None and not force and output.exists() and output.resolve() == path.resolve():
@@ -195,11 +203,21 @@ def convert(
     new = None
     if workload is not None and not has_errors(problems):
         new = jsonform.dumps(workload) if to == "json" else _canonical(loaded, dialect, problems)
+    lost: list[Diagnostic] = []
+    crossing = workload is not None and dialect is not None and dialect != workload.dialect
+    if new is not None and to == "text" and crossing:  # what the target will read differently
+        where = str(output or "<output>")
+        lost = [
+            dataclasses.replace(d, path=where)
+            for d in validate_text(new, dialect=dialect)
+            if d.code.startswith("D")
+        ]
     if new is not None:
         if output is None:
             sys.stdout.write(new)
         else:
             _save(output, new, problems)
+    report.emit(lost, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
     report.emit(
         [d for d in problems if d.severity == 1],
         Format.TEXT,

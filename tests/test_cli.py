@@ -165,3 +165,32 @@ def test_convert_refuses_to_overwrite_its_input(run_cli: Run, tmp_path: Path) ->
     shutil.copy(RESNET, path)
     assert run_cli("convert", path, "--to", "text", "-o", path).exit_code == 2
     assert path.read_bytes() == RESNET.read_bytes()
+
+
+def test_convert_between_dialects_says_what_is_lost(run_cli: Run, tmp_path: Path) -> None:
+    # ASTRA-sim 1.0 -> SimAI: written, with SimAI's own readings of it as warnings
+    fwd_in_bckwd = CORPUS / "astra-sim" / "Transformer_HybridParallel_Fwd_In_Bckwd.txt"
+    out = tmp_path / "simai.txt"
+    result = run_cli("convert", fwd_in_bckwd, "--to", "text", "--dialect", "simai", "-o", out)
+    assert result.exit_code == 0
+    assert out.read_text().startswith(
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 4 checkpoints: 2 2 11"
+    )
+    assert [line.split()[2] for line in result.stderr.splitlines() if " warning " in line] == [
+        "D306",
+        "D306",
+        "D307",
+    ]
+    # SimAI -> ASTRA-sim 1.0: refused, naming every construct 1.0 cannot express
+    simai = CORPUS / "SimAI" / "workload_analytical.txt"
+    result = run_cli("convert", simai, "--to", "text", "--dialect", "astra-sim", "-o", tmp_path / "astra.txt")
+    assert result.exit_code == 1
+    assert "ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:" in result.stderr
+    assert "ALLGATHER_DP_EP" in result.stderr
+    assert not (tmp_path / "astra.txt").exists()
+    # a lossless one says nothing
+    result = run_cli(
+        "convert", CORPUS / "astra-sim" / "Resnet50_DataParallel.txt", "--to", "text", "--dialect", "simai"
+    )
+    assert result.exit_code == 0
+    assert result.stderr == ""
