@@ -505,6 +505,29 @@ def diff(
     raise typer.Exit(0 if result.equivalent else 1)
 
 
+@app.command()
+def lsp(
+    tcp: Annotated[
+        str | None, typer.Option(help="Listen on HOST:PORT instead of speaking over stdin/stdout.")
+    ] = None,
+    dialect: DialectOpt = None,
+) -> None:
+    """Run the language server (LSP over stdio): the diagnostics of `validate` as you type, hover,
+    outline, formatting and quick fixes. Needs `pip install 'modtrans[lsp]'`."""
+    address = None
+    if tcp is not None:
+        host, _, port = tcp.rpartition(":")
+        if not host or not port.isdigit():
+            _usage(f"--tcp {tcp!r}: expected HOST:PORT, e.g. 127.0.0.1:2087")
+        address = (host, int(port))
+    try:
+        from modtrans.lsp import server
+    except ImportError:
+        typer.echo("modtrans: the language server needs pygls: pip install 'modtrans[lsp]'", err=True)
+        raise typer.Exit(2) from None
+    server.run(tcp=address, dialect=dialect.value if dialect else None)
+
+
 @zoo_app.command("list")
 def zoo_list() -> None:
     """The built-in architectures and the models `modtrans fetch` can download."""
