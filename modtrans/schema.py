@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import jsonschema
-import referencing
+from typing import TYPE_CHECKING, Any
 
 from modtrans import resources
 from modtrans.diagnostics import Diagnostic, diagnostic
+
+if TYPE_CHECKING:
+    import jsonschema
 
 Describe = Callable[[Sequence[str | int], Any], str]
 
 
 @functools.cache
 def validator(name: str) -> jsonschema.Draft202012Validator:
+    # Imported on first use: jsonschema loads its optional format checkers at import (with some
+    # packages installed that alone takes a second), and most commands never validate JSON.
+    import jsonschema
+    import referencing
+
     schema = resources.schema(name)
     registry: referencing.Registry[Any] = referencing.Registry().with_resource(
         schema["$id"], referencing.Resource.from_contents(schema)

@@ -23,7 +23,7 @@ from typer.testing import Result
 from modtrans import cost
 from modtrans.diagnostics import Severity
 from modtrans.pipeline import Options, translate_checked
-from modtrans.strategy import Parallelism, StrategyError
+from modtrans.strategy import SUPPORTED, Parallelism, StrategyError
 from modtrans.workload.model import CommType, Dialect, Policy, Workload
 from modtrans.workload.validate import validate
 from modtrans.workload.write import write
@@ -157,20 +157,7 @@ def test_inconsistent_options(mlp: Path) -> None:
 
 @pytest.mark.parametrize(
     "policy",
-    [
-        p
-        for p in Policy
-        if p
-        in (
-            Policy.DATA,
-            Policy.MODEL,
-            Policy.HYBRID_DATA_MODEL,
-            Policy.HYBRID_MODEL_DATA,
-            Policy.HYBRID_CUSTOMIZED,
-            Policy.HYBRID_TRANSFORMER,
-            Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD,
-        )
-    ],
+    SUPPORTED,
 )
 def test_simai_output_is_clean_for_simai(policy: Policy) -> None:
     w = _translate(Path("gpt2"), Dialect.SIMAI, "roofline", policy=policy, npus=8, group=4)

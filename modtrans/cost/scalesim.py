@@ -17,14 +17,10 @@ import json
 import os
 import tempfile
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from modtrans.cost import Clock, CostError, PhaseTimes, Settings, register
-from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
-from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, read_cfg
-from modtrans.ir.document import Layer
+from modtrans.cost import CostError, Settings, register
+from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, Systolic, read_cfg
 
 
 def available() -> bool:
@@ -135,51 +131,23 @@ def _simulate(m: int, k: int, n: int, rows: int, cols: int, dataflow: str) -> in
         return int(float(values[header.index("Total Cycles")]))
 
 
-@dataclass(frozen=True)
-class ScaleSimRun:
-    rows: int
-    cols: int
-    dataflow: str
-    clock: Clock
-    bytes_per_cycle: float
-    name: str = "scalesim"
-    first_input_grad: bool = False
-
-    def _cycles(self, shapes: tuple[Shape, ...]) -> int:
-        return sum(s.count * run_gemm(s.m, s.k, s.n, self.rows, self.cols, self.dataflow) for s in shapes)
-
-    def times(self, layer: Layer) -> PhaseTimes:
-        gemms = phase_gemms(layer)
-        if gemms is None:
-            fwd, ig, wg = (self.clock.from_cycles(b / self.bytes_per_cycle) for b in traffic(layer))
-        else:
-            fwd, ig, wg = (
-                self.clock.from_cycles(self._cycles(p))
-                for p in (gemms.forward, gemms.input_grad, gemms.weight_grad)
-            )
-        update = self.clock.from_cycles(update_bytes(layer) / self.bytes_per_cycle)
-        return PhaseTimes(fwd, ig, wg, update)
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "model": self.name,
-            "array": f"{self.rows}x{self.cols}",
-            "dataflow": self.dataflow,
-            "scalesim": "3.0.0 (Total Cycles, GEMM mode)",
-            **self.clock.describe(),
-        }
-
-
 @register("scalesim", "the real SCALE-Sim v3 per GEMM, cached (optional extra modtrans[scalesim])")
-def make(settings: Settings) -> ScaleSimRun:
+def make(settings: Settings) -> Systolic:
+    """The systolic model of systolic.py with each GEMM's cycles from a real SCALE-Sim run."""
     if not available():
         raise CostError("the scalesim model needs SCALE-Sim: pip install 'modtrans[scalesim]'")
     rows, cols, dataflow = read_cfg(Path(settings.device)) if settings.device else (256, 256, "ws")
     rows, cols = settings.array or (rows, cols)
-    return ScaleSimRun(
-        rows,
-        cols,
-        (settings.dataflow or dataflow).lower(),
-        settings.clock,
-        settings.bytes_per_cycle or DEFAULT_BYTES_PER_CYCLE,
+    dataflow = (settings.dataflow or dataflow).lower()
+    return Systolic(
+        name="scalesim",
+        rows=rows,
+        cols=cols,
+        dataflow=dataflow,
+        per_gemm=lambda m, k, n: run_gemm(m, k, n, rows, cols, dataflow),
+        clock=settings.clock,
+        bytes_per_cycle=settings.bytes_per_cycle or DEFAULT_BYTES_PER_CYCLE,
+        reference_update=False,
+        first_input_grad=False,
+        source="SCALE-Sim 3.0.0 Total Cycles (GEMM mode), run per GEMM and cached",
     )
