@@ -154,3 +154,20 @@ async def test_a_malformed_request_does_not_take_the_server_down(client: Languag
 async def test_a_100000_layer_buffer(client: LanguageClient) -> None:
     rows = "".join(f"l{i} -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 64 1\n" for i in range(100_000))
     assert await _open(client, "file:///big.txt", f"DATA\n100000\n{rows}") == []
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "modtrans", "lsp"]))
+async def chakra_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
+    params = lsp.InitializeParams(
+        capabilities=client_capabilities("neovim"), initialization_options={"dialect": "chakra"}
+    )
+    await lsp_client.initialize_session(params)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_dialect_from_initialization_options(chakra_client: LanguageClient) -> None:
+    transformer = (CORPUS / "astra-sim" / "Transformer_HybridParallel.txt").read_bytes().decode()
+    got = await _open(chakra_client, "file:///transformer.txt", transformer)
+    assert "D301" in {d.code for d in got}  # Chakra's converter rejects HYBRID_TRANSFORMER
+    assert [d.code for d in got] == [w.code for w in validate(transformer, dialect="chakra")]
