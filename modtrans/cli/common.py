@@ -1,0 +1,229 @@
+"""The shared pieces of the command line: the typer apps, option types and output helpers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from modtrans import cost, report
+from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
+from modtrans.fileio import write_atomic
+from modtrans.report import Format
+from modtrans.strategy import Params
+from modtrans.strategy.parallel import PER_LAYER as PER_LAYER_POLICIES
+from modtrans.workload.model import Dialect, Policy
+
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,  # help text verbatim: `modtrans[lsp]` is not a markup tag
+    help="Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files.",
+)
+zoo_app = typer.Typer(no_args_is_help=True, help="Built-in architectures (no download needed).")
+cost_app = typer.Typer(no_args_is_help=True, help="Compute-time models.")
+
+
+Paths = Annotated[
+    list[Path],
+    typer.Argument(help="Workload files (text in any dialect, or workload JSON).", show_default=False),
+]
+
+
+DialectOpt = Annotated[
+    Dialect | None,
+    typer.Option(
+        "--dialect",
+        "-d",
+        help="Consumer to check or write for (default: the one the file was written for).",
+        case_sensitive=False,
+    ),
+]
+
+
+NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also: NO_COLOR=1).")]
+
+
+Model = Annotated[
+    str,
+    typer.Argument(
+        help="An .onnx file, a built-in architecture (`modtrans zoo list`) or a fetched model.",
+        show_default=False,
+    ),
+]
+
+
+Batch = Annotated[
+    int | None,
+    typer.Option("--batch", "-b", min=1, help="Batch size: fixes dim 0 of every input where it is symbolic."),
+]
+
+
+InputShape = Annotated[
+    list[str] | None,
+    typer.Option("--input-shape", help="NAME=1x3x224x224: the whole shape of one input (repeatable)."),
+]
+
+
+ParamsOpt = Annotated[
+    Params,
+    typer.Option(
+        "--params",
+        case_sensitive=False,
+        help="trainable: weights, biases, norm scales (what a framework all-reduces); "
+        "weights: the conv/linear weight tensor only (ASTRA-sim's reference ResNet-50 convention).",
+    ),
+]
+
+
+Output = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="Write here (atomically); - or nothing for standard output."),
+]
+
+
+Force = Annotated[bool, typer.Option(help="Allow --output to overwrite an input file.")]
+
+
+Compute = Annotated[
+    str,
+    typer.Option(
+        help="Compute-time model: roofline, astra-sim-reference, scalesim-v3, scalesim (`cost list`)."
+    ),
+]
+
+
+Device = Annotated[
+    str | None,
+    typer.Option(
+        help="roofline: a100, h100, v100, tpu-v4 or a profile FILE.json; scalesim-v3: a SCALE-Sim .cfg."
+    ),
+]
+
+
+Array = Annotated[str | None, typer.Option(help="Systolic array ROWSxCOLS (default 256x256).")]
+
+
+Dataflow = Annotated[str | None, typer.Option(help="Systolic dataflow: ws, is or os.")]
+
+
+BytesPerCycle = Annotated[
+    float | None,
+    typer.Option(min=0.001, help="Systolic models: memory bytes per cycle for layers without a GEMM."),
+]
+
+
+TimeUnit = Annotated[
+    cost.Unit,
+    typer.Option(
+        case_sensitive=False,
+        help="What one tick is: ns (ASTRA-sim 1.0, SimAI), us (ASTRA-sim 2.x via Chakra), cycles.",
+    ),
+]
+
+
+ClockGhz = Annotated[float, typer.Option(min=0.001, help="Accelerator clock, to turn cycles into ns / us.")]
+
+
+def _cost(
+    device: str | None,
+    array: str | None,
+    dataflow: str | None,
+    bytes_per_cycle: float | None,
+    unit: cost.Unit,
+    ghz: float,
+) -> cost.Settings:
+    rows_cols = None
+    if array is not None:
+        try:
+            rows, cols = (int(v) for v in array.lower().split("x"))
+        except ValueError:
+            rows = cols = 0
+        if rows < 1 or cols < 1:
+            _usage(f"--array {array!r}: expected ROWSxCOLS, e.g. 256x256")
+        rows_cols = (rows, cols)
+    return cost.Settings(device, rows_cols, dataflow, bytes_per_cycle, cost.Clock(unit, ghz))
+
+
+def _indices(spec: str | None, option: str) -> tuple[int, ...] | None:
+    if spec is None:
+        return None
+    try:
+        return tuple(int(x) for x in spec.replace(" ", "").split(",") if x)
+    except ValueError:
+        _usage(f"{option} {spec!r}: expected layer indices like 0,9,18")
+        return None
+
+
+def _per_layer(path: Path) -> dict[str, Policy]:
+    rules: dict[str, Policy] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        _usage(f"cannot read --per-layer {path}: {error}")
+        return rules
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) != 2 or fields[1] not in {p.value for p in PER_LAYER_POLICIES}:
+            allowed = ", ".join(p.value for p in PER_LAYER_POLICIES)
+            _usage(f"{path}:{number}: expected `PATTERN KEYWORD` with KEYWORD one of {allowed}")
+        rules[fields[0]] = Policy(fields[1])
+    return rules
+
+
+def _shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs or ():
+        name, _, dims = spec.rpartition("=")
+        try:
+            values = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            values = ()
+        if not name or not values or any(v < 1 for v in values):
+            _usage(f"--input-shape {spec!r}: expected NAME=1x3x224x224 with positive sizes")
+        shapes[name] = values
+    return shapes
+
+
+def _finish(
+    found: list[Diagnostic],
+    text: str | None,
+    output: str | None,
+    inputs: list[str],
+    force: bool,
+    no_color: bool,
+    sidecar: tuple[Path, str] | None = None,
+) -> None:
+    """Write `text` (unless None) to `output` or standard output, then `sidecar`; report; exit."""
+    if text is not None:
+        targets = [Path(output)] if output not in (None, "-") else []
+        targets += [sidecar[0]] if sidecar else []
+        for target in targets:
+            if not force and any(target.resolve() == Path(i).resolve() for i in inputs if Path(i).exists()):
+                _usage(f"refusing to overwrite the input {target}; pass --force")
+        if output in (None, "-"):
+            sys.stdout.write(text)
+        else:
+            _save(Path(output), text, found)
+        if sidecar is not None and not has_errors(found):
+            _save(sidecar[0], sidecar[1], found)
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    code = report.exit_code(found)
+    raise typer.Exit(code or (1 if text is None else 0))
+
+
+def _save(path: Path, text: str, problems: list[Diagnostic]) -> None:
+    try:
+        write_atomic(path, text)
+    except OSError as error:
+        problems.append(diagnostic("F003", f"cannot write {path}: {error.strerror or error}", path=str(path)))
+
+
+def _usage(message: str) -> None:
+    typer.echo(f"modtrans: {message}", err=True)
+    raise typer.Exit(2)

@@ -1,0 +1,306 @@
+"""Commands on models: extract, translate, inspect, zoo list, fetch, cost list."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from modtrans import chakra, cost, pipeline, report, zoo
+from modtrans import fetch as fetching
+from modtrans.cli.common import (
+    Array,
+    Batch,
+    BytesPerCycle,
+    ClockGhz,
+    Compute,
+    Dataflow,
+    Device,
+    Force,
+    InputShape,
+    Model,
+    NoColor,
+    Output,
+    ParamsOpt,
+    TimeUnit,
+    _cost,
+    _finish,
+    _indices,
+    _per_layer,
+    _save,
+    _shapes,
+    _usage,
+    app,
+    cost_app,
+    zoo_app,
+)
+from modtrans.cost import roofline
+from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
+from modtrans.ir import document, render
+from modtrans.ir.document import ModelIR
+from modtrans.report import Format
+from modtrans.strategy import Parallelism, Params
+from modtrans.workload import jsonform
+from modtrans.workload.model import Dialect, Policy, Workload
+from modtrans.workload.validate import validate as validate_text
+from modtrans.workload.write import write
+
+
+@app.command()
+def extract(
+    model: Model,
+    output: Output = None,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    no_hash: Annotated[
+        bool, typer.Option("--no-hash", help="Skip the SHA-256 of the file (reads all of it).")
+    ] = False,
+    force: Force = False,
+    no_color: NoColor = False,
+) -> None:
+    """Extract the intermediate document of an ONNX model (schemas/model-ir.schema.json); no weights read."""
+    shapes = _shapes(input_shape)
+    with report.status(f"reading {model}"):
+        ir, found = pipeline.extract_checked(model, batch=batch, input_shapes=shapes, file_hash=not no_hash)
+    text = None if ir is None or has_errors(found) else _ir_json(ir, model, found)
+    _finish(found, text, output, [model], force, no_color)
+
+
+def _ir_json(ir: ModelIR, model: str, found: list[Diagnostic]) -> str | None:
+    try:
+        return document.dumps(ir, path=model)
+    except DiagnosticError as error:  # a ModTrans bug: report it, write nothing
+        found += error.diagnostics
+        return None
+
+
+@app.command()
+def translate(
+    model: Model,
+    output: Output = None,
+    parallel: Annotated[
+        Policy,
+        typer.Option(
+            "--parallel",
+            "-p",
+            case_sensitive=False,
+            help="DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED, HYBRID_TRANSFORMER, "
+            "HYBRID_TRANSFORMER_FWD_IN_BCKWD (formulas: modtrans/strategy/parallel.py).",
+        ),
+    ] = Policy.DATA,
+    npus: Annotated[int, typer.Option(min=1, help="NPUs in the simulated system.")] = 1,
+    model_parallel_group: Annotated[
+        int | None,
+        typer.Option(min=1, help="NPUs per model-parallel group (hybrids, transformers); divides --npus."),
+    ] = None,
+    checkpoint_every: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="FWD_IN_BCKWD: an activation checkpoint every K layers (default: one, at 0)."
+        ),
+    ] = None,
+    checkpoints: Annotated[
+        str | None, typer.Option(help="FWD_IN_BCKWD: explicit checkpoint layers, e.g. 0,9,18.")
+    ] = None,
+    checkpoint_initiates: Annotated[
+        str | None,
+        typer.Option(
+            help="FWD_IN_BCKWD: layers that start recomputation (default: each segment's last layer)."
+        ),
+    ] = None,
+    per_layer: Annotated[
+        Path | None,
+        typer.Option(
+            help="HYBRID_CUSTOMIZED: a file of `PATTERN KEYWORD` lines (fnmatch patterns on layer "
+            "names; first match wins; unmatched layers are DATA). Without it each layer takes the "
+            "cheaper of DATA (all-reduce of its parameters, 2P) and MODEL (all-gather of its output "
+            "plus all-reduce of its input gradient, A_out + 2 A_in)."
+        ),
+    ] = None,
+    dialect: Annotated[
+        Dialect, typer.Option("--dialect", "-d", case_sensitive=False, help="Consumer to write for.")
+    ] = Dialect.ASTRA_SIM,
+    params: ParamsOpt = Params.TRAINABLE,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    dtype_bytes: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Bytes per parameter element in the all-reduce (default: the model's dtype)."
+        ),
+    ] = None,
+    compute: Compute = "roofline",
+    device: Device = None,
+    array: Array = None,
+    dataflow: Dataflow = None,
+    bytes_per_cycle: BytesPerCycle = None,
+    time_unit: TimeUnit = cost.Unit.NS,
+    clock_ghz: ClockGhz = 1.0,
+    to: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="text (the workload file), json (workload JSON) or chakra-et (one Chakra trace per NPU, "
+            "-o DIR/PREFIX -> PREFIX.<npu>.et; needs modtrans[chakra]).",
+        ),
+    ] = "text",
+    passes: Annotated[int, typer.Option(min=1, help="chakra-et: training iterations in each trace.")] = 1,
+    meta: Annotated[
+        Path | None,
+        typer.Option(help="Write the provenance here (default: OUTPUT.meta.json beside a file output)."),
+    ] = None,
+    force: Force = False,
+    strict: Annotated[
+        bool, typer.Option(help="Warnings (e.g. what the consumer misreads) fail: no output.")
+    ] = False,
+    no_color: NoColor = False,
+) -> None:
+    """Translate an ONNX model or a built-in architecture into a workload file."""
+    if to not in ("text", "json", "chakra-et"):
+        _usage(f"--format must be text, json or chakra-et, not {to!r}")
+    if to == "chakra-et":
+        if output in (None, "-"):
+            _usage("--format chakra-et writes files: give -o DIR/PREFIX")
+        time_unit = cost.Unit.US  # duration_micros: ASTRA-sim 2.x multiplies it by 1000
+    settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
+    strategy = Parallelism(
+        parallel,
+        npus,
+        model_parallel_group,
+        _indices(checkpoints, "--checkpoints"),
+        _indices(checkpoint_initiates, "--checkpoint-initiates"),
+        checkpoint_every,
+        _per_layer(per_layer) if per_layer is not None else None,
+    )
+    options = pipeline.Options(
+        strategy, params, batch, _shapes(input_shape), dtype_bytes, compute, settings, dialect
+    )
+    with report.status(f"translating {model}"):
+        result = pipeline.translate_checked(model, options)
+    found = list(result.diagnostics)
+    if to == "chakra-et":
+        _chakra_traces(result, Path(str(output)), npus, passes, strict, no_color)
+    text = None
+    if result.workload is not None:
+        text = _render_workload(result.workload, dialect, to, found)
+    if strict and any(d.severity <= 2 for d in found):
+        text = None
+    target = meta or (Path(f"{output}.meta.json") if output not in (None, "-") else None)
+    sidecar = None if target is None else (target, json.dumps(result.metadata, indent=1) + "\n")
+    _finish(found, text, output, [model], force, no_color, sidecar)
+
+
+def _chakra_traces(
+    result: pipeline.Translation, prefix: Path, npus: int, passes: int, strict: bool, no_color: bool
+) -> None:
+    found = list(result.diagnostics)
+    failed = result.workload is None or (strict and any(d.severity <= 2 for d in found))
+    if not failed and result.workload is not None:
+        metadata = {
+            **result.metadata,
+            "duration_micros": "compute time in microseconds (rounded up); ASTRA-sim 2.x multiplies by 1000",
+            "passes": passes,
+        }
+        try:
+            written = chakra.write(result.workload, prefix, npus=npus, passes=passes, metadata=metadata)
+            _save(Path(f"{prefix}.meta.json"), json.dumps(metadata, indent=1) + "\n", found)
+        except chakra.ChakraError as error:
+            typer.echo(f"modtrans: {error}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(f"wrote {len(written)} Chakra traces: {written[0]} .. {written[-1]}", err=True)
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    raise typer.Exit(report.exit_code(found, strict=strict) or (1 if failed else 0))
+
+
+def _render_workload(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:
+    if to == "json":
+        return jsonform.dumps(workload)
+    try:
+        text = write(workload, dialect)
+    except DiagnosticError as error:
+        found += error.diagnostics
+        return None
+    checked = validate_text(text, dialect=dialect)  # what we write must pass our own checks
+    found += checked
+    return None if has_errors(checked) else text
+
+
+@app.command()
+def inspect(
+    model: Model,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json (the IR) or csv.")] = "table",
+    params: ParamsOpt = Params.TRAINABLE,
+    all_layers: Annotated[bool, typer.Option("--all", help="Also list layers without parameters.")] = False,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    no_color: NoColor = False,
+) -> None:
+    """Per-layer table of a model: parameters, dtype, bytes, output shape, FLOPs, totals."""
+    if fmt not in ("table", "json", "csv"):
+        _usage(f"--format must be table, json or csv, not {fmt!r}")
+    with report.status(f"reading {model}"):
+        ir, found = pipeline.extract_checked(
+            model, batch=batch, input_shapes=_shapes(input_shape), file_hash=False
+        )
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    if ir is None or has_errors(found):
+        raise typer.Exit(report.exit_code(found) or 1)
+    selected = render.rows(ir, weights_only=params is Params.WEIGHTS, all_layers=all_layers)
+    if fmt == "json":
+        text = _ir_json(ir, model, found)
+        if text is None:
+            report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+            raise typer.Exit(1)
+        sys.stdout.write(text)
+    elif fmt == "csv":
+        sys.stdout.write(render.to_csv(selected))
+    else:
+        title = f"{ir.provenance.file} ({params.value})"
+        render.print_table(ir, selected, title, color=False if no_color else None, width=None)
+
+
+@zoo_app.command("list")
+def zoo_list() -> None:
+    """The built-in architectures and the models `modtrans fetch` can download."""
+    for name in zoo.names():
+        entry = zoo.get(name)
+        assert entry is not None
+        shapes = " ".join(f"{k}={'x'.join(map(str, v))}" for k, v in entry.input_shapes().items())
+        typer.echo(f"{name:<14} {entry.description}  [{shapes}; from {entry.source}]")
+    typer.echo("\nfetchable (modtrans fetch NAME):")
+    for item in fetching.remotes():
+        typer.echo(f"{item.name:<20} {item.bytes / 1e6:8.1f} MB  {item.description}")
+
+
+@app.command()
+def fetch(
+    name: Annotated[str, typer.Argument(help="A model listed by `modtrans zoo list`.", show_default=False)],
+    cache: Annotated[
+        Path | None, typer.Option(help="Cache folder (default: MODTRANS_CACHE or ~/.cache/modtrans).")
+    ] = None,
+    mirror: Annotated[
+        str | None, typer.Option(help="Download from this origin instead of github.com.")
+    ] = None,
+) -> None:
+    """Download a real model from the ONNX Model Zoo into the cache, verified by SHA-256."""
+    try:
+        with report.status(f"fetching {name}"):
+            path = fetching.fetch(name, cache=cache, mirror=mirror)
+    except fetching.FetchError as error:
+        typer.echo(f"modtrans: {error}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(str(path))
+
+
+@cost_app.command("list")
+def cost_list() -> None:
+    """The compute-time models and the roofline device profiles."""
+    for entry in cost.models():
+        typer.echo(f"{entry.name:<20} {entry.summary}")
+    typer.echo("\nroofline device profiles (--device NAME, or a FILE.json per schemas/device.schema.json):")
+    for key, dev in roofline.builtin_devices().items():
+        peaks = ", ".join(f"{k} {v / 1e12:g} TFLOP/s" for k, v in dev.peak_flops.items())
+        typer.echo(f"{key:<8} {dev.name}: {peaks}; {dev.bandwidth / 1e9:g} GB/s")

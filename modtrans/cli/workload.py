@@ -1,0 +1,158 @@
+"""Commands on workload files: validate, fmt, convert."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from modtrans import report
+from modtrans.cli.common import (
+    DialectOpt,
+    NoColor,
+    Paths,
+    _save,
+    _usage,
+    app,
+)
+from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
+from modtrans.report import Format
+from modtrans.workload import jsonform
+from modtrans.workload.load import Loaded, load, validate_file
+from modtrans.workload.model import Dialect
+from modtrans.workload.validate import validate as validate_text
+from modtrans.workload.write import write
+
+
+@app.command()
+def validate(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Workload files.", show_default=False)] = None,
+    dialect: DialectOpt = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="Output format; auto picks github under GitHub Actions.")
+    ] = Format.AUTO,
+    strict: Annotated[bool, typer.Option(help="Warnings fail too.")] = False,
+    ignore: Annotated[list[str] | None, typer.Option(help="Skip a code (repeatable).")] = None,
+    explain: Annotated[str | None, typer.Option(help="Explain a diagnostic code and exit.")] = None,
+    no_color: NoColor = False,
+) -> None:
+    """Check workload files; exit 0 clean, 1 findings, 2 unreadable file or usage error."""
+    if explain is not None:
+        text = report.explain(explain)
+        if text is None:
+            _usage(f"unknown code {explain!r}; codes look like V201, P130, D303")
+        typer.echo(text, nl=False)
+        raise typer.Exit(0)
+    if not paths:
+        _usage("give at least one file (or --explain CODE)")
+        return
+    found: list[Diagnostic] = []
+    sources = {}
+    for path in paths:
+        loaded, diagnostics = validate_file(path, dialect=dialect, ignore=ignore or ())
+        sources[loaded.path] = loaded.line
+        found += diagnostics
+    report.emit(
+        found, fmt, stream=sys.stdout, sources=sources, color=False if no_color else None, checked=len(paths)
+    )
+    raise typer.Exit(report.exit_code(found, strict=strict))
+
+
+@app.command()
+def fmt(
+    paths: Paths,
+    check: Annotated[
+        bool, typer.Option("--check", help="Change nothing; exit 1 if a file would change.")
+    ] = False,
+    dialect: DialectOpt = None,
+    no_color: NoColor = False,
+) -> None:
+    """Rewrite files in the canonical form of their dialect (atomically; files with errors are left alone)."""
+    problems: list[Diagnostic] = []
+    sources = {}
+    changed = []
+    for path in paths:
+        loaded = load(path)
+        sources[loaded.path] = loaded.line
+        new = _canonical(loaded, dialect, problems)
+        if new is None or new == "".join(c + e for c, e in loaded.lines):
+            continue
+        changed.append(loaded.path)
+        if not check:
+            _save(path, new, problems)
+    report.emit(problems, Format.TEXT, stream=sys.stderr, sources=sources, color=False if no_color else None)
+    for name in changed:
+        typer.echo(f"{'would reformat' if check else 'reformatted'} {name}", err=True)
+    code = report.exit_code(problems)
+    raise typer.Exit(code or (1 if check and changed else 0))
+
+
+@app.command()
+def convert(
+    path: Annotated[Path, typer.Argument(help="Workload text or workload JSON.", show_default=False)],
+    to: Annotated[str, typer.Option("--to", help="json or text.")] = "json",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write here (atomically) instead of standard output."),
+    ] = None,
+    dialect: DialectOpt = None,
+    force: Annotated[bool, typer.Option(help="Allow --output to overwrite the input file.")] = False,
+    no_color: NoColor = False,
+) -> None:
+    """Convert between workload text and workload JSON (schemas/workload.schema.json), and between the
+    ASTRA-sim 1.0 and SimAI dialects of the text (--to text --dialect D).
+
+    A conversion the target cannot express is refused and says exactly what is in the way (D310:
+    SimAI header keys or _EP comm types for ASTRA-sim 1.0); one the target would read differently
+    is written and the target's readings are reported as warnings (D3xx: SimAI keeping only the
+    first checkpoint index, header keys SimAI expects but 1.0 files do not carry).
+    """
+    if to not in ("json", "text"):
+        _usage(f"--to must be json or text, not {to!r}")
+    if output is not None and not force and output.exists() and output.resolve() == path.resolve():
+        _usage(f"refusing to overwrite the input {path}; pass --force")
+    loaded = load(path)
+    problems = list(loaded.result.diagnostics)
+    workload = loaded.result.workload
+    new = None
+    if workload is not None and not has_errors(problems):
+        new = jsonform.dumps(workload) if to == "json" else _canonical(loaded, dialect, problems)
+    lost: list[Diagnostic] = []
+    crossing = workload is not None and dialect is not None and dialect != workload.dialect
+    if new is not None and to == "text" and crossing:  # what the target will read differently
+        where = str(output or "<output>")
+        lost = [
+            dataclasses.replace(d, path=where)
+            for d in validate_text(new, dialect=dialect)
+            if d.code.startswith("D")
+        ]
+    if new is not None:
+        if output is None:
+            sys.stdout.write(new)
+        else:
+            _save(output, new, problems)
+    report.emit(lost, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    report.emit(
+        [d for d in problems if d.severity == 1],
+        Format.TEXT,
+        stream=sys.stderr,
+        sources={loaded.path: loaded.line},
+        color=False if no_color else None,
+    )
+    raise typer.Exit(report.exit_code(problems) if new is None or problems else 0)
+
+
+def _canonical(loaded: Loaded, dialect: Dialect | None, problems: list[Diagnostic]) -> str | None:
+    workload = loaded.result.workload
+    errors = [d for d in loaded.result.diagnostics if d.severity == 1]
+    if workload is None or errors:
+        problems += errors
+        return None
+    try:
+        return write(workload, dialect or workload.dialect or Dialect.ASTRA_SIM)
+    except DiagnosticError as error:
+        problems += [diagnostic(d.code, d.message, path=loaded.path, hint=d.hint) for d in error.diagnostics]
+        return None
