@@ -239,3 +239,23 @@ def test_an_invalid_ir_is_never_written() -> None:
     (problem,) = caught.value.diagnostics
     assert problem.code == "S403"
     assert problem.message.startswith("layers/0/name: 'has space' does not match")
+
+
+def test_a_fetched_model_is_translated_by_name(
+    run_cli: Run,
+    tmp_path: Path,
+    server: tuple[str, Path],
+    small_model: tuple[fetch.Remote, bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, root = server
+    item, data = small_model
+    _publish(root, item, data)
+    monkeypatch.setenv("MODTRANS_CACHE", str(tmp_path / "cache"))
+    assert run_cli("translate", "tiny-vgg", "--batch", "1").exit_code == 2  # not fetched yet: no such model
+    assert run_cli("fetch", "tiny-vgg", "--mirror", url).exit_code == 0
+    result = run_cli("translate", "tiny-vgg", "--batch", "1", "--params", "weights")
+    assert result.exit_code == 0, result.stderr
+    workload = parse(result.stdout).workload
+    assert workload is not None
+    assert len(workload.layers) == 16  # the file is VGG16's architecture
