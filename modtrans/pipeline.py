@@ -130,7 +130,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         "format": "modtrans-translation",
         "version": 1,
         "tool": f"modtrans {__version__}",
-        "model": document.to_dict(ir)["provenance"],
+        "model": document.provenance_dict(ir.provenance),
         "parallel": {
             "policy": options.parallel.policy.value,
             "npus": options.parallel.npus,

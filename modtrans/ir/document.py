@@ -220,20 +220,7 @@ def to_dict(model: ModelIR) -> dict[str, Any]:
     t = model.totals
     return {
         "version": VERSION,
-        "provenance": {
-            "file": p.file,
-            "sha256": p.sha256,
-            "size": p.size,
-            "producer": p.producer,
-            "producer_version": p.producer_version,
-            "ir_version": p.ir_version,
-            "opset": dict(p.opset),
-            "graph": p.graph,
-            "batch": p.batch,
-            "input_shapes": {k: list(v) for k, v in p.input_shapes.items()},
-            "tool": p.tool,
-            "architecture_only": p.architecture_only,
-        },
+        "provenance": provenance_dict(p),
         "totals": {
             "layers": t.layers,
             "params": t.params,
@@ -243,6 +230,23 @@ def to_dict(model: ModelIR) -> dict[str, Any]:
             "flops": _flops(t.flops),
         },
         "layers": [_layer(x) for x in model.layers],
+    }
+
+
+def provenance_dict(p: Provenance) -> dict[str, Any]:
+    return {
+        "file": p.file,
+        "sha256": p.sha256,
+        "size": p.size,
+        "producer": p.producer,
+        "producer_version": p.producer_version,
+        "ir_version": p.ir_version,
+        "opset": dict(p.opset),
+        "graph": p.graph,
+        "batch": p.batch,
+        "input_shapes": {k: list(v) for k, v in p.input_shapes.items()},
+        "tool": p.tool,
+        "architecture_only": p.architecture_only,
     }
 
 
