@@ -56,14 +56,17 @@ class WorkloadServer(LanguageServer):
             )
 
     def check_now(self, uri: str) -> Checked | None:
-        """Parse and validate the buffer (blocking); None for text that is not a workload."""
+        """Parse and validate the buffer as it is now (blocking); None for text that is not a workload."""
         document = self.workspace.get_text_document(uri)
-        text = document.source
+        return self.analyse(uri, document.version, document.source)
+
+    def analyse(self, uri: str, version: int | None, text: str) -> Checked | None:
+        """Parse and validate `text`: safe off the event loop (touches no workspace state)."""
         if not features.looks_like_workload(text):
             return None
         result = parse(text, path=uri)
         found = check_parsed(result, dialect=self.dialect, path=uri)  # exactly `modtrans validate`
-        checked = Checked(document.version, text, result, found)
+        checked = Checked(version, text, result, found)
         self.checked[uri] = checked
         return checked
 
@@ -72,7 +75,8 @@ class WorkloadServer(LanguageServer):
         await asyncio.sleep(DEBOUNCE_SECONDS)
         if self.latest.get(uri) != version:
             return  # a newer change is on its way
-        checked = await asyncio.get_running_loop().run_in_executor(None, self.check_now, uri)
+        text = self.workspace.get_text_document(uri).source  # the snapshot, read on the loop
+        checked = await asyncio.get_running_loop().run_in_executor(None, self.analyse, uri, version, text)
         if self.latest.get(uri) != version:
             return
         diagnostics = [] if checked is None else [_diagnostic(d) for d in checked.diagnostics]
