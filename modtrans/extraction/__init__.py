@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from modtrans._version import __version__
-from modtrans.diagnostics import Diagnostic, has_errors
+from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
 from modtrans.extraction import fold, load
 from modtrans.extraction.graph import Walker
 from modtrans.ir.document import ModelIR, Provenance
@@ -31,7 +31,24 @@ def extract(
     loaded, found = load.read(path, file_hash=file_hash)
     if loaded is None or has_errors(found):
         return None, found
-    found += load.apply_inputs(loaded, batch, input_shapes or {}, where)
+    try:
+        return _extract(loaded, found, path, batch, input_shapes or {}, display_name)
+    except Exception as error:  # a corrupt file whose fields are not what the ONNX spec says
+        detail = " ".join(str(error).split())[:200]
+        message = f"not a well-formed ONNX model: {type(error).__name__}: {detail}"
+        return None, [*found, diagnostic("F004", message, path=where)]
+
+
+def _extract(
+    loaded: load.Loaded,
+    found: list[Diagnostic],
+    path: Path,
+    batch: int | None,
+    input_shapes: Mapping[str, tuple[int, ...]],
+    display_name: str | None,
+) -> tuple[ModelIR | None, list[Diagnostic]]:
+    where = str(path)
+    found = found + load.apply_inputs(loaded, batch, input_shapes, where)
     if has_errors(found):
         return None, found
     found += load.check_structure(loaded.model, where)

@@ -67,10 +67,13 @@ _ROUNDS = 4
 def fold(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` (already shape-inferred) with constant shape arithmetic folded and shapes re-inferred."""
     for _ in range(_ROUNDS):
-        folded = _fold_once(model)
-        if folded is None:
+        try:
+            folded = _fold_once(model)
+            if folded is None:
+                return model
+            model = onnx.shape_inference.infer_shapes(folded, strict_mode=False, data_prop=True)
+        except Exception:  # best effort: a graph onnx cannot evaluate keeps the shapes it has
             return model
-        model = onnx.shape_inference.infer_shapes(folded, strict_mode=False, data_prop=True)
     return model
 
 

@@ -59,9 +59,12 @@ def read(path: Path, *, file_hash: bool = True) -> tuple[Loaded | None, list[Dia
         return None, [diagnostic("F004", f"not an ONNX model: {error}", path=where)]
     if not model.HasField("graph") or not model.opset_import:
         return None, [diagnostic("F004", "not an ONNX model: no graph or no opset_import", path=where)]
+    try:
+        problems = _check_tensors(model, path)
+    except Exception as error:  # fields of the wrong kind in a corrupt file
+        return None, [diagnostic("F004", f"not a well-formed ONNX model: {type(error).__name__}", path=where)]
     digest = _sha256(path) if file_hash else None
-    loaded = Loaded(model, digest, size, stripped.tensors)
-    return loaded, _check_tensors(model, path)
+    return Loaded(model, digest, size, stripped.tensors), problems
 
 
 def _sha256(path: Path) -> str:
@@ -87,7 +90,9 @@ def _check_tensors(model: onnx.ModelProto, path: Path) -> list[Diagnostic]:
     return found
 
 
-def _escapes(location: str) -> bool:
+def _escapes(location: str | bytes) -> bool:
+    if not isinstance(location, str):  # protobuf hands back bytes for a location that is not UTF-8
+        return True
     for flavour in (PurePosixPath(location), PureWindowsPath(location)):
         if flavour.is_absolute() or flavour.drive or flavour.anchor:
             return True
@@ -154,8 +159,8 @@ def check_structure(model: onnx.ModelProto, path: str) -> list[Diagnostic]:
     probe.graph.initializer.extend(kept)
     try:
         onnx.checker.check_model(probe)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    except Exception as error:  # the C++ checker raises ValidationError, UnicodeDecodeError, ...
+        first = " ".join(str(error).split())[:300] or type(error).__name__
         if wire.STRIPPED_LOCATION in first:  # a Constant node's tensor whose payload we skipped
             return []
         return [diagnostic("X502", first, path=path)]
@@ -163,9 +168,13 @@ def check_structure(model: onnx.ModelProto, path: str) -> list[Diagnostic]:
 
 
 def infer_shapes(model: onnx.ModelProto, path: str) -> tuple[onnx.ModelProto, list[Diagnostic]]:
+    """Shapes from onnx's inference: strict first, so a failure is reported (X503), then lenient,
+    keeping what it could infer; the model unchanged if even that fails."""
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True), []
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as error:
-        message = " ".join(str(error).split())[:300]
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-        return inferred, [diagnostic("X503", message, path=path)]
+    except Exception as error:  # InferenceError, ValidationError, RuntimeError, UnicodeDecodeError ...
+        problem = [diagnostic("X503", " ".join(str(error).split())[:300] or type(error).__name__, path=path)]
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True), problem
+    except Exception:
+        return model, problem
