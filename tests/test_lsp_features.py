@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modtrans.lsp.features import Fix, fixes, looks_like_workload
 from modtrans.workload.validate import validate
@@ -48,3 +50,39 @@ def test_sniff() -> None:
     assert looks_like_workload(f"Foo\n1\n{LAYER}\n")  # count and a layer line
     assert not looks_like_workload("Shopping list\n- eggs\n- milk\n")
     assert not looks_like_workload("")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "DATA",
+                "HYBRID_CUSTOMIZED",
+                "HYBRID_TRANSFORMER model_parallel_NPU_group: 2",
+                "2",
+                "x",
+                "",
+                LAYER,
+                LAYER + " DATA",
+                LAYER.replace("NONE", "NONNE"),
+                "\ufeffDATA",
+                "conv -1 1",
+                "  \t ",
+            ]
+        ),
+        max_size=6,
+    ),
+    st.integers(0, 7),
+    st.integers(0, 60),
+)
+def test_features_never_raise_on_any_buffer(rows: list[str], line: int, character: int) -> None:
+    from modtrans.lsp.features import formatted, hover, symbols
+
+    text = "\n".join(rows)
+    hover(text, line, character)
+    symbols(text)
+    formatted(text, None)
+    for diagnostic in validate(text):
+        for fix in fixes(text, diagnostic):
+            _apply(text, fix)
