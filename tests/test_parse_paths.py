@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import random
 
-from modtrans.workload.parse import _Reader, split_lines
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modtrans.workload.parse import _Reader, parse, split_lines
 from tests.conftest import corpus_files
 
 
@@ -27,3 +30,38 @@ def test_fast_and_full_paths_agree_on_real_and_mutated_lines() -> None:
             assert full == fast
             assert (full.span, full.layout) == (fast.span, fast.layout)
     assert checked > len(lines)  # every real line, and the mutations that stay valid
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_the_line_cache_changes_nothing(data: st.DataObject) -> None:
+    """Re-parsing after an edit with the editor's line cache gives what a fresh parse gives."""
+    from modtrans.workload.parse import LineCache
+
+    rows = data.draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "conv1 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 64 1",
+                    "fc -1 5 ALLGATHER 8 5 NONE 0 5 ALLREDUCE 4 2 DATA",
+                    "bad -1 x NONE 0 1 NONE 0 1 ALLREDUCE 64 1",
+                    "",
+                    "conv1 -1 1 NONE 0 1 NONE 0 1 AllReduce 64 1",
+                ]
+            ),
+            min_size=1,
+            max_size=8,
+        )
+    )
+    header = data.draw(st.sampled_from(["DATA", "HYBRID_CUSTOMIZED", "MODEL"]))
+    before = "\n".join([header, str(len(rows)), *rows]) + "\n"
+    cache: LineCache = {}
+    parse(before, cache=cache)
+    lines = before.split("\n")
+    at = data.draw(st.integers(0, len(lines) - 1))
+    lines[at] = data.draw(st.sampled_from(["conv2 -1 2 NONE 0 2 NONE 0 2 ALLREDUCE 8 1", "", "DATA", "3"]))
+    after = "\n".join(lines)
+    cached, fresh = parse(after, cache=cache), parse(after)
+    assert cached.workload == fresh.workload
+    assert cached.diagnostics == fresh.diagnostics
+    assert len(cache) <= len(lines)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic
 from modtrans.lsp import features
 from modtrans.workload.model import Dialect
-from modtrans.workload.parse import ParseResult, parse
+from modtrans.workload.parse import LineCache, ParseResult, parse
 from modtrans.workload.validate import check_parsed
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ class WorkloadServer(LanguageServer):
         self.dialect: Dialect | None = None
         self.checked: dict[str, Checked] = {}
         self.latest: dict[str, int | None] = {}
+        self.lines: dict[str, LineCache] = {}  # per buffer: layer lines parsed last time
+        self.lock = threading.Lock()
 
     def set_dialect(self, value: Any) -> None:
         try:
@@ -64,7 +67,8 @@ class WorkloadServer(LanguageServer):
         """Parse and validate `text`: safe off the event loop (touches no workspace state)."""
         if not features.looks_like_workload(text):
             return None
-        result = parse(text, path=uri)
+        with self.lock:  # one analysis at a time: they share the line caches
+            result = parse(text, path=uri, cache=self.lines.setdefault(uri, {}))
         found = check_parsed(result, dialect=self.dialect, path=uri)  # exactly `modtrans validate`
         checked = Checked(version, text, result, found)
         self.checked[uri] = checked
@@ -143,6 +147,7 @@ async def did_change(ls: WorkloadServer, params: lsp.DidChangeTextDocumentParams
 def did_close(ls: WorkloadServer, params: lsp.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     ls.checked.pop(uri, None)
+    ls.lines.pop(uri, None)
     ls.latest[uri] = -1  # drops a check still in flight
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 

@@ -122,9 +122,15 @@ def _fast_layer() -> re.Pattern[str]:
     return re.compile("".join(parts))
 
 
-def parse(text: str, *, path: str | None = None) -> ParseResult:
+LineCache = dict[tuple[object, ...], tuple["Layer | None", tuple[Diagnostic, ...]]]
+"""Layer lines already parsed, by (line number, text, ending, blank lines before, header): what an
+editor re-parsing a buffer after a one-line change passes back in, so unchanged lines cost a lookup.
+Each parse leaves in it exactly the lines of the text it read."""
+
+
+def parse(text: str, *, path: str | None = None, cache: LineCache | None = None) -> ParseResult:
     """Parse workload text. Never raises on bad input: problems come back as diagnostics."""
-    return parse_lines(split_lines(text), path=path)
+    return parse_lines(split_lines(text), path=path, cache=cache)
 
 
 def split_lines(text: str) -> list[tuple[str, str]]:
@@ -141,16 +147,25 @@ def split_lines(text: str) -> list[tuple[str, str]]:
     return lines
 
 
-def parse_lines(lines: Sequence[tuple[str, str]], *, path: str | None = None) -> ParseResult:
+def parse_lines(
+    lines: Sequence[tuple[str, str]], *, path: str | None = None, cache: LineCache | None = None
+) -> ParseResult:
     """Parse already split (content, line ending) pairs; line numbers are their 1-based positions."""
-    return _Reader(path).read(lines)
+    reader = _Reader(path, cache)
+    result = reader.read(lines)
+    if cache is not None:
+        cache.clear()
+        cache.update(reader.used)
+    return result
 
 
 class _Reader:
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, cache: LineCache | None = None) -> None:
         self.path = path
         self.diagnostics: list[Diagnostic] = []
         self._separators: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.cache = cache
+        self.used: LineCache = {}
 
     # -- helpers -------------------------------------------------------------------------------
     def report(
@@ -229,7 +244,7 @@ class _Reader:
                 count = self._count(lineno, content, eol, before)
             else:
                 layer_lines += 1
-                layer = self._layer(lineno, content, eol, before, header)
+                layer = self._cached_layer(lineno, content, eol, before, header)
                 if layer is not None:
                     layers.append(layer)
 
@@ -251,6 +266,22 @@ class _Reader:
         )
         workload = Workload(header, tuple(layers), dialect=None, layout=layout)
         return ParseResult(replace(workload, dialect=detect(workload)), tuple(self.diagnostics))
+
+    def _cached_layer(
+        self, lineno: int, content: str, eol: str, before: tuple[str, ...], header: Header | None
+    ) -> Layer | None:
+        if self.cache is None:
+            return self._layer(lineno, content, eol, before, header)
+        key = (lineno, content, eol, before, header)
+        hit = self.cache.get(key)
+        if hit is None:
+            start = len(self.diagnostics)
+            layer = self._layer(lineno, content, eol, before, header)
+            hit = (layer, tuple(self.diagnostics[start:]))
+        else:
+            self.diagnostics.extend(hit[1])
+        self.used[key] = hit
+        return hit[0]
 
     def _blank_line(self, lineno: int, content: str, early: bool) -> None:
         what = "whitespace-only line" if content else "blank line"
