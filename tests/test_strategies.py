@@ -228,3 +228,12 @@ def test_chakra_dialect_refuses_what_it_cannot_convert(run_cli: Run) -> None:
 def test_warnings_are_warnings(mlp: Path) -> None:
     result = translate_checked(mlp, Options(dialect=Dialect.CHAKRA))
     assert [d.severity for d in result.diagnostics] == [Severity.WARNING]
+
+
+def test_packages_give_the_group(run_cli: Run) -> None:
+    args = ("translate", "vgg16", "-p", "HYBRID_DATA_MODEL", "--npus", "8", "--params", "weights")
+    by_group = run_cli(*args, "--model-parallel-group", "4").stdout
+    by_packages = run_cli(*args, "--packages", "2").stdout  # 8 NPUs in 2 packages: groups of 4
+    assert by_group == by_packages
+    assert by_group
+    assert run_cli(*args, "--packages", "3").exit_code == 2

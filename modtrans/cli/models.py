@@ -96,6 +96,10 @@ def translate(
         int | None,
         typer.Option(min=1, help="NPUs per model-parallel group (hybrids, transformers); divides --npus."),
     ] = None,
+    packages: Annotated[
+        int | None,
+        typer.Option(min=1, help="Or: the number of packages (groups); the group is --npus / --packages."),
+    ] = None,
     checkpoint_every: Annotated[
         int | None,
         typer.Option(
@@ -166,6 +170,10 @@ def translate(
             _usage("--format chakra-et writes files: give -o DIR/PREFIX")
         time_unit = cost.Unit.US  # duration_micros: ASTRA-sim 2.x multiplies it by 1000
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
+    if packages is not None:
+        if model_parallel_group is not None or npus % packages:
+            _usage("--packages must divide --npus, and replaces --model-parallel-group")
+        model_parallel_group = npus // packages
     strategy = Parallelism(
         parallel,
         npus,
