@@ -24,13 +24,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from modtrans.workload.model import CommType, Phase, Workload
+from modtrans.workload.model import CommType, Layer, Phase, Policy, Workload
 
 SCHEMA = "1.0.2-chakra.1.0.0"
 
@@ -68,11 +69,68 @@ def _collective(pb: Any, comm: CommType) -> int:
     )
 
 
+def involved_dims(
+    workload: Workload, dims: Sequence[int] | None
+) -> Callable[[Layer, str], tuple[bool, ...] | None]:
+    """The network dimensions each collective spans, as ASTRA-sim 1.0's decode_involved_dimensions
+    masks them (workload-format spec, section 8), for the `involved_dim` attribute ASTRA-sim 2.x
+    reads; without `dims` the attribute is left out (ASTRA-sim 2.x then uses every dimension).
+
+      DATA (and DLRM, MICRO): wg on all.   MODEL: fwd, ig on all.
+      HYBRID_DATA_MODEL: fwd, ig on dim 0; wg on dims 1..   HYBRID_MODEL_DATA: the reverse.
+      HYBRID_TRANSFORMER*: fwd, ig on the leading dims holding model_parallel_NPU_group NPUs; wg on
+      the rest.   HYBRID_CUSTOMIZED: each layer's own keyword.
+    """
+    if not dims:
+        return lambda layer, phase: None
+    n = len(dims)
+    everything, nothing = (True,) * n, (False,) * n
+    first = (True,) + (False,) * (n - 1)
+    rest = (False,) + (True,) * (n - 1)
+    split = n
+    header = workload.header
+    if header.policy.is_transformer:
+        group, product, split = header.model_parallel_group or 1, 1, 0
+        while split < n and product < group:
+            product *= dims[split]
+            split += 1
+        if product != group:
+            leading = list(dims)
+            raise ChakraError(
+                f"model_parallel_NPU_group {group} is not a product of leading network dims {leading}"
+            )
+    tp = (True,) * split + (False,) * (n - split)
+    dp = (False,) * split + (True,) * (n - split)
+
+    def masks(policy: Policy) -> dict[str, tuple[bool, ...]]:
+        if policy is Policy.MODEL or policy is Policy.DISTRIBUTED_INFERENCE:
+            return {"fwd": everything, "input_grad": everything, "weight_grad": nothing}
+        if policy is Policy.HYBRID_DATA_MODEL:
+            return {"fwd": first, "input_grad": first, "weight_grad": rest}
+        if policy is Policy.HYBRID_MODEL_DATA:
+            return {"fwd": rest, "input_grad": rest, "weight_grad": first}
+        if policy.is_transformer:
+            return {"fwd": tp, "input_grad": tp, "weight_grad": dp}
+        return {"fwd": nothing, "input_grad": nothing, "weight_grad": everything}
+
+    def choose(layer: Layer, phase: str) -> tuple[bool, ...] | None:
+        policy = layer.policy if header.policy is Policy.HYBRID_CUSTOMIZED and layer.policy else header.policy
+        return masks(policy)[phase]
+
+    return choose
+
+
 def _moves(phase: Phase) -> bool:
     return phase.comm_type.moves_data and phase.comm_size > 0
 
 
-def trace(workload: Workload, *, passes: int = 1, metadata: dict[str, Any] | None = None) -> bytes:
+def trace(
+    workload: Workload,
+    *,
+    passes: int = 1,
+    metadata: dict[str, Any] | None = None,
+    dims: Sequence[int] | None = None,
+) -> bytes:
     """One NPU's trace (every NPU runs the same program in these symmetric strategies)."""
     pb = _schema()
     from chakra.src.third_party.utils.protolib import encodeMessage
@@ -83,12 +141,14 @@ def trace(workload: Workload, *, passes: int = 1, metadata: dict[str, Any] | Non
         pb.AttributeProto(name="modtrans", string_val=json.dumps(metadata or {}, sort_keys=True)),
     ]
     encodeMessage(out, pb.GlobalMetadata(attr=attrs))
-    for node in _nodes(pb, workload, passes):
+    for node in _nodes(pb, workload, passes, involved_dims(workload, dims)):
         encodeMessage(out, node)
     return out.getvalue()
 
 
-def _nodes(pb: Any, workload: Workload, passes: int) -> Iterator[Any]:
+def _nodes(
+    pb: Any, workload: Workload, passes: int, involved: Callable[[Layer, str], tuple[bool, ...] | None]
+) -> Iterator[Any]:
     next_id = 0
 
     def node(name: str, kind: int, deps: list[int]) -> Any:
@@ -103,10 +163,13 @@ def _nodes(pb: Any, workload: Workload, passes: int) -> Iterator[Any]:
         n.duration_micros = micros
         return n
 
-    def comm(layer: str, phase: Phase, deps: list[int]) -> Any:
-        n = node(f"COMM_COLL_NODE_{layer}_{phase.comm_type.value}", pb.COMM_COLL_NODE, deps)
+    def comm(layer: Layer, which: str, phase: Phase, deps: list[int]) -> Any:
+        n = node(f"COMM_COLL_NODE_{layer.name}_{phase.comm_type.value}", pb.COMM_COLL_NODE, deps)
         n.attr.append(pb.AttributeProto(name="comm_type", int64_val=_collective(pb, phase.comm_type)))
         n.attr.append(pb.AttributeProto(name="comm_size", int64_val=phase.comm_size))
+        mask = involved(layer, which)
+        if mask is not None:
+            n.attr.append(pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=list(mask))))
         return n
 
     layers = workload.layers
@@ -118,7 +181,7 @@ def _nodes(pb: Any, workload: Workload, passes: int) -> Iterator[Any]:
             yield fwd
             tail = fwd.id
             if _moves(layer.fwd):
-                c = comm(layer.name, layer.fwd, [fwd.id])
+                c = comm(layer, "fwd", layer.fwd, [fwd.id])
                 yield c
                 tail = c.id
         for i in reversed(range(len(layers))):
@@ -126,7 +189,7 @@ def _nodes(pb: Any, workload: Workload, passes: int) -> Iterator[Any]:
             wg = comp(layer.name, "BWD_WG", layer.weight_grad.compute_time, [tail])
             yield wg
             if _moves(layer.weight_grad):
-                c = comm(layer.name, layer.weight_grad, [wg.id])
+                c = comm(layer, "weight_grad", layer.weight_grad, [wg.id])
                 yield c
                 last_wg_comm[i] = c.id
             tail = wg.id
@@ -135,16 +198,24 @@ def _nodes(pb: Any, workload: Workload, passes: int) -> Iterator[Any]:
                 yield ig
                 tail = ig.id
                 if _moves(layer.input_grad):
-                    c = comm(layer.name, layer.input_grad, [ig.id])
+                    c = comm(layer, "input_grad", layer.input_grad, [ig.id])
                     yield c
                     tail = c.id
 
 
 def write(
-    workload: Workload, prefix: Path, *, npus: int, passes: int = 1, metadata: dict[str, Any] | None = None
+    workload: Workload,
+    prefix: Path,
+    *,
+    npus: int,
+    passes: int = 1,
+    metadata: dict[str, Any] | None = None,
+    dims: Sequence[int] | None = None,
 ) -> list[Path]:
     """Write `<prefix>.<npu>.et` for every NPU, all or nothing (temporary files, then renames)."""
-    data = trace(workload, passes=passes, metadata=metadata)
+    if dims and math.prod(dims) != npus:
+        raise ChakraError(f"the network dims {list(dims)} hold {math.prod(dims)} NPUs, not --npus {npus}")
+    data = trace(workload, passes=passes, metadata=metadata, dims=dims)
     folder = prefix.parent if str(prefix.parent) else Path(".")
     if not folder.is_dir():
         raise ChakraError(f"the folder {folder} does not exist")

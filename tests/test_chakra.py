@@ -136,3 +136,66 @@ def test_chakra_et_needs_an_output_prefix(run_cli: Run) -> None:
     result = run_cli("translate", "resnet50", "--format", "chakra-et")
     assert result.exit_code == 2
     assert "-o DIR/PREFIX" in result.stderr
+
+
+def _masks(path: Path) -> dict[str, list[bool]]:
+    _, nodes = _read(path)
+    out = {}
+    for n in nodes:
+        for a in n.attr:
+            if a.name == "involved_dim":
+                out[n.name] = list(a.bool_list.values)
+    return out
+
+
+def test_involved_dims_follow_astra_sims_masks(run_cli: Run, tmp_path: Path) -> None:
+    # HYBRID_DATA_MODEL on 4 x 2 NPUs, groups of 4 = dimension 0: model parallel (fwd, ig) on dim 0,
+    # data parallel (wg) on dim 1 (decode_involved_dimensions, workload-format spec section 8)
+    args = ("translate", "vgg16", "--params", "weights", "--format", "chakra-et", "--npus", "8")
+    result = run_cli(
+        *args,
+        "-p",
+        "HYBRID_DATA_MODEL",
+        "--model-parallel-group",
+        "4",
+        "--network-dims",
+        "4,2",
+        "-o",
+        tmp_path / "hdm",
+    )
+    assert result.exit_code == 0, result.stderr
+    masks = _masks(tmp_path / "hdm.0.et")
+    assert masks["COMM_COLL_NODE_features.0_ALLGATHER"] == [True, False]
+    assert masks["COMM_COLL_NODE_features.0_ALLREDUCE"] == [False, True]
+    # DATA: every weight-gradient all-reduce spans all dims
+    run_cli(*args, "--network-dims", "2,2,2", "-o", tmp_path / "data")
+    assert set(map(tuple, _masks(tmp_path / "data.0.et").values())) == {(True, True, True)}
+    # no --network-dims: no mask (ASTRA-sim 2.x then uses every dimension), as Chakra's converter
+    run_cli(*args, "-o", tmp_path / "plain")
+    assert _masks(tmp_path / "plain.0.et") == {}
+
+
+def test_transformer_masks_split_at_the_group(run_cli: Run, tmp_path: Path) -> None:
+    args = (
+        "translate",
+        "gpt2",
+        "-p",
+        "HYBRID_TRANSFORMER",
+        "--npus",
+        "8",
+        "--model-parallel-group",
+        "4",
+        "--format",
+        "chakra-et",
+    )
+    result = run_cli(*args, "--network-dims", "2,2,2", "-o", tmp_path / "t")
+    assert result.exit_code == 0, result.stderr
+    masks = _masks(tmp_path / "t.0.et")
+    # the group of 4 is dims 0 and 1: fwd / ig collectives there, weight gradients on dim 2
+    fwd = masks["COMM_COLL_NODE_transformer.h.0.attn.c_proj_ALLREDUCE"]
+    assert fwd in ([True, True, False], [False, False, True])  # its fwd and wg all-reduces share a name
+    assert {tuple(m) for m in masks.values()} == {(True, True, False), (False, False, True)}
+    bad = run_cli(*args, "--network-dims", "8", "-o", tmp_path / "bad")  # group 4 is no product of (8,)
+    assert bad.exit_code == 2
+    assert "model_parallel_NPU_group 4" in bad.stderr
+    assert not list(tmp_path.glob("bad*"))

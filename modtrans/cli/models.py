@@ -152,6 +152,13 @@ def translate(
         ),
     ] = "text",
     passes: Annotated[int, typer.Option(min=1, help="chakra-et: training iterations in each trace.")] = 1,
+    network_dims: Annotated[
+        str | None,
+        typer.Option(
+            help="chakra-et: NPUs per network dimension, e.g. 4,2: each collective gets the involved_dim "
+            "mask ASTRA-sim 1.0 would give it (default: no mask, i.e. every dimension)."
+        ),
+    ] = None,
     meta: Annotated[
         Path | None,
         typer.Option(help="Write the provenance here (default: OUTPUT.meta.json beside a file output)."),
@@ -190,7 +197,8 @@ def translate(
         result = pipeline.translate_checked(model, options)
     found = list(result.diagnostics)
     if to == "chakra-et":
-        _chakra_traces(result, Path(str(output)), npus, passes, strict, no_color)
+        dims = _indices(network_dims, "--network-dims")
+        _chakra_traces(result, Path(str(output)), npus, passes, strict, no_color, dims)
     text = None
     if result.workload is not None:
         text = _render_workload(result.workload, dialect, to, found)
@@ -202,7 +210,13 @@ def translate(
 
 
 def _chakra_traces(
-    result: pipeline.Translation, prefix: Path, npus: int, passes: int, strict: bool, no_color: bool
+    result: pipeline.Translation,
+    prefix: Path,
+    npus: int,
+    passes: int,
+    strict: bool,
+    no_color: bool,
+    dims: tuple[int, ...] | None,
 ) -> None:
     found = list(result.diagnostics)
     failed = result.workload is None or (strict and any(d.severity <= 2 for d in found))
@@ -213,7 +227,14 @@ def _chakra_traces(
             "passes": passes,
         }
         try:
-            written = chakra.write(result.workload, prefix, npus=npus, passes=passes, metadata=metadata)
+            written = chakra.write(
+                result.workload,
+                prefix,
+                npus=npus,
+                passes=passes,
+                metadata={**metadata, "network_dims": dims},
+                dims=dims,
+            )
             _save(Path(f"{prefix}.meta.json"), json.dumps(metadata, indent=1) + "\n", found)
         except chakra.ChakraError as error:
             typer.echo(f"modtrans: {error}", err=True)
