@@ -168,7 +168,7 @@ def read_cfg(path: Path) -> tuple[int, int, str]:
     except (configparser.Error, KeyError, ValueError) as error:
         raise CostError(
             f"{path} is not a SCALE-Sim config (needs [architecture_presets] ArrayHeight, "
-            f"ArrayWidth, Dataflow): {error}"
+            f"ArrayWidth, Dataflow): {' '.join(str(error).split())[:120]}"
         ) from None
     if rows < 1 or cols < 1:
         raise CostError(f"{path}: the array must be at least 1x1, not {rows}x{cols}")
