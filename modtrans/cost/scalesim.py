@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 from modtrans.cost import CostError, Settings, register
-from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, Systolic, read_cfg
+from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, Systolic, scalesim_array
 
 
 def available() -> bool:
@@ -136,9 +136,7 @@ def make(settings: Settings) -> Systolic:
     """The systolic model of systolic.py with each GEMM's cycles from a real SCALE-Sim run."""
     if not available():
         raise CostError("the scalesim model needs SCALE-Sim: pip install 'modtrans[scalesim]'")
-    rows, cols, dataflow = read_cfg(Path(settings.device)) if settings.device else (256, 256, "ws")
-    rows, cols = settings.array or (rows, cols)
-    dataflow = (settings.dataflow or dataflow).lower()
+    rows, cols, dataflow = scalesim_array(settings)
     return Systolic(
         name="scalesim",
         rows=rows,

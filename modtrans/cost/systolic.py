@@ -131,15 +131,10 @@ def make_reference(settings: Settings) -> Systolic:
 
 @register("scalesim-v3", "exact closed forms of SCALE-Sim v3.0.0 compute cycles (WS/IS/OS, any array)")
 def make_scalesim_v3(settings: Settings) -> Systolic:
-    rows, cols, dataflow = 256, 256, "ws"
+    rows, cols, dataflow = scalesim_array(settings)
     source = "closed forms of SCALE-Sim v3.0.0 Total Cycles, verified against real runs"
     if settings.device:
-        rows, cols, dataflow = read_cfg(Path(settings.device))
         source += f"; array from {settings.device}"
-    if settings.array:
-        rows, cols = settings.array
-    dataflow = (settings.dataflow or dataflow).lower()
-    scalesim_v3(1, 1, 1, rows, cols, dataflow)  # validates the dataflow
     return Systolic(
         name="scalesim-v3",
         rows=rows,
@@ -152,6 +147,16 @@ def make_scalesim_v3(settings: Settings) -> Systolic:
         first_input_grad=False,
         source=source,
     )
+
+
+def scalesim_array(settings: Settings) -> tuple[int, int, str]:
+    """Rows, columns and dataflow of a SCALE-Sim style array: 256x256 WS, or a .cfg file
+    (--device), then --array and --dataflow on top. Raises CostError for an unknown dataflow."""
+    rows, cols, dataflow = read_cfg(Path(settings.device)) if settings.device else (256, 256, "ws")
+    rows, cols = settings.array or (rows, cols)
+    dataflow = (settings.dataflow or dataflow).lower()
+    scalesim_v3(1, 1, 1, rows, cols, dataflow)  # validates the dataflow
+    return rows, cols, dataflow
 
 
 def read_cfg(path: Path) -> tuple[int, int, str]:
