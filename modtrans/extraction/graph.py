@@ -25,10 +25,10 @@ import onnx
 
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.extraction import ops
+from modtrans.extraction.wire import INTEGER_DTYPES
 from modtrans.ir.document import TRAINABLE_ROLES, Activation, Dim, Flops, Kind, Layer, Param, Role
 
 _CONTROL = frozenset({"If", "Loop", "Scan"})
-_INTEGER_TYPES = frozenset({6, 7, 9, 12, 13})  # int32, int64, bool, uint32, uint64: indices and shapes
 _FLOAT_TYPES = frozenset({1, 10, 11, 16, 17, 18, 19, 20, 23, 24})
 
 _BITS = {
@@ -188,7 +188,7 @@ def _type_of(proto: onnx.TypeProto) -> tuple[tuple[Dim, ...] | None, int]:
 
 
 def _is_param(source: Source) -> bool:
-    return source.elements > 1 and source.data_type not in _INTEGER_TYPES
+    return source.elements > 1 and source.data_type not in INTEGER_DTYPES
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/:\[\]]+")
@@ -266,7 +266,7 @@ class Walker:
     def _floating(self, scope: _Scope, node: onnx.NodeProto) -> bool:
         """False for nodes on integer/boolean tensors only (shape arithmetic, mask building)."""
         kinds = [scope.lookup_type(o)[1] for o in node.output if o]
-        return not kinds or any(k == 0 or k not in _INTEGER_TYPES for k in kinds)
+        return not kinds or any(k == 0 or k not in INTEGER_DTYPES for k in kinds)
 
     def _bias_adds(self, scope: _Scope) -> dict[str, int]:
         """Add nodes (by name) that add a parameter bias to a MatMul's output -> id of that MatMul."""
