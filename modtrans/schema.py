@@ -11,12 +11,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from modtrans import resources
-from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.diagnostics import Diagnostic, Span, diagnostic
 
 if TYPE_CHECKING:
     import jsonschema
 
 Describe = Callable[[Sequence[str | int], Any], str]
+Locate = Callable[[Sequence[str | int]], Span | None]
 
 
 @functools.cache
@@ -30,7 +31,14 @@ def validator(name: str) -> jsonschema.Draft202012Validator:
     registry: referencing.Registry[Any] = referencing.Registry().with_resource(
         schema["$id"], referencing.Resource.from_contents(schema)
     )
-    return jsonschema.Draft202012Validator(schema, registry=registry)
+    # JSON's 1.0 is a float to every reader of ours: an integer field takes integers only (the
+    # draft's own checker accepts 1.0, which the text format cannot write).
+    strict = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+    )
+    extend = jsonschema.validators.extend
+    cls = extend(jsonschema.Draft202012Validator, type_checker=strict)  # type: ignore[no-untyped-call]
+    return cls(schema, registry=registry)  # type: ignore[no-any-return]
 
 
 def check(
@@ -39,14 +47,17 @@ def check(
     *,
     path: str | None = None,
     describe: Describe | None = None,
+    locate: Locate | None = None,
     code: str = "S402",
 ) -> list[Diagnostic]:
-    """Every schema violation of `instance` against schemas/<name>.schema.json, as `code`."""
+    """Every schema violation of `instance` against schemas/<name>.schema.json, as `code`, at
+    the span `locate` gives for its JSON path."""
     found = []
-    for error in sorted(validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path)):
+    for error in sorted(validator(name).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
         where = list(error.absolute_path)
         place = describe(where, instance) if describe else "/".join(map(str, where)) or "document"
-        found.append(diagnostic(code, f"{place}: {_reworded(error)}", path=path))
+        span = locate(where) if locate else None
+        found.append(diagnostic(code, f"{place}: {_reworded(error)}", path=path, span=span))
     return found
 
 
@@ -57,5 +68,17 @@ def _reworded(error: jsonschema.ValidationError) -> str:
         return error.message.replace("Additional properties are not allowed", "unknown field(s)")
     if error.validator == "enum":
         allowed = ", ".join(map(str, error.validator_value))  # type: ignore[arg-type]
-        return f"{error.instance!r} is not one of {allowed}"
+        return f"{_short(error.instance)} is not one of {allowed}"
+    if error.validator == "not":
+        return f"{_short(error.instance)} is not allowed here (the text would read it as something else)"
+    if error.validator == "pattern" and str(error.validator_value).startswith("^\\S+("):
+        return f"{_short(error.instance)} is not one blank-free token"
+    full = repr(error.instance)  # jsonschema quotes the whole value: a 5,000-digit number, a 1 MB name
+    if error.message.startswith(full):
+        return _short(error.instance) + error.message[len(full) :]
     return error.message
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, dict | list) else type(value).__name__
+    return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]}"

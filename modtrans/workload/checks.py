@@ -64,7 +64,8 @@ def _field_span(layer: Layer, index: int) -> Span | None:
         return None
     layout = layer.layout
     if layout is None:
-        return layer.span
+        located = layer.field_span(index) if layer.field_span is not None else None
+        return located or layer.span
     seps = layout.separators
     tokens = layout.tokens or tuple(layer_tokens(layer))
     if index >= len(tokens):

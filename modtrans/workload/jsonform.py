@@ -6,14 +6,16 @@ The JSON form carries meaning only: converting text -> JSON -> text yields the c
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from modtrans import schema
-from modtrans.diagnostics import Diagnostic, Span, diagnostic
+from modtrans import jsonsource, schema
+from modtrans.diagnostics import Diagnostic, DiagnosticError, Span, diagnostic
 from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Header, Layer, Phase, Policy, Workload
 
+_PHASE_KEYS = ("compute_time", "comm_type", "comm_size")
 _HEADER_INTS = (
     "model_parallel_group",
     "dlrm_last_bottom_layer",
@@ -64,23 +66,68 @@ def dumps(workload: Workload) -> str:
 
 
 def loads(text: str, *, path: str | None = None) -> tuple[Workload | None, list[Diagnostic]]:
-    """Read a workload JSON document; schema problems come back as S40x diagnostics."""
+    """Read a workload JSON document. Syntax and schema problems are S401/S402 at the line and
+    column of the value concerned; a document the text format cannot say as it stands (a name
+    with a blank, an extra header token that is a key) is S402 too, so every workload read here
+    converts to text that reads back equal."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        return None, [
-            diagnostic(
-                "S401", f"invalid JSON: {error.msg}", path=path, span=Span.at(error.lineno, error.colno)
-            )
-        ]
-    problems = schema.check(data, "workload", path=path, describe=describe)
+        data = jsonsource.loads(text)
+    except jsonsource.JSONSyntaxError as error:
+        message = f"invalid JSON: {error.message}"
+        return None, [diagnostic("S401", message, path=path, span=Span.at(error.line, error.column))]
+    source = jsonsource.SourceMap(text)
+    problems = schema.check(data, "workload", path=path, describe=describe, locate=source.span)
     if problems:
         return None, problems
-    return from_dict(data), []
+    workload = from_dict(data, source)
+    problems = list(_inexpressible(workload, source, path))
+    return (None, problems) if problems else (workload, [])
 
 
-def from_dict(data: dict[str, Any]) -> Workload:
-    """Build a Workload from a schema-valid document."""
+def _inexpressible(
+    workload: Workload, source: jsonsource.SourceMap, path: str | None
+) -> Iterator[Diagnostic]:
+    """What the text writer cannot express: write the workload, read it back, compare."""
+    from modtrans.workload.parse import parse
+    from modtrans.workload.write import write
+
+    try:
+        text = write(workload, workload.dialect or Dialect.ASTRA_SIM)
+    except DiagnosticError:
+        try:
+            text = write(workload, Dialect.SIMAI)  # the most the text can say
+        except DiagnosticError:
+            return  # Chakra-only policies etc.: convert --to text says D310 itself
+    back = parse(text).workload
+    if back is None or back.header != workload.header:
+        reread = "" if back is None else f" (reads back as `{' '.join(_header_words(back.header))}`)"
+        yield diagnostic(
+            "S402",
+            f"header: the text format cannot say this header{reread}",
+            path=path,
+            span=source.span(["header"]),
+            hint="extra tokens must not be header keys or numbers a list would absorb",
+        )
+        return
+    for index, (mine, theirs) in enumerate(zip(workload.layers, back.layers, strict=False)):
+        if mine != theirs:
+            yield diagnostic(
+                "S402",
+                f"layer {index}: the text format cannot say this layer (its name `{mine.name}`?)",
+                path=path,
+                span=source.span(["layers", index]),
+            )
+            return
+
+
+def _header_words(header: Header) -> list[str]:
+    from modtrans.workload.write import header_tokens
+
+    return header_tokens(header, Dialect.SIMAI)
+
+
+def from_dict(data: dict[str, Any], source: jsonsource.SourceMap | None = None) -> Workload:
+    """Build a Workload from a schema-valid document (with spans, given its source map)."""
     head = data["header"]
     header = Header(
         policy=Policy(head["policy"]),
@@ -89,6 +136,7 @@ def from_dict(data: dict[str, Any]) -> Workload:
             tuple(head["checkpoint_initiates"]) if "checkpoint_initiates" in head else None
         ),
         extra=tuple(head.get("extra", ())),
+        span=source.span(["header"]) if source else None,
         **{key: head.get(key) for key in _HEADER_INTS},
     )
     layers = tuple(
@@ -100,11 +148,28 @@ def from_dict(data: dict[str, Any]) -> Workload:
             update_time=entry["update_time"],
             reserved=entry.get("reserved", -1),
             policy=Policy(entry["policy"]) if "policy" in entry else None,
+            span=source.span(["layers", index]) if source else None,
+            field_span=functools.partial(_field, source, index) if source else None,
         )
-        for entry in data["layers"]
+        for index, entry in enumerate(data["layers"])
     )
     dialect = Dialect(data["dialect"]) if "dialect" in data else None
     return Workload(header, layers, dialect=dialect)
+
+
+# The text's field order (checks name fields by their column) -> the JSON path inside a layer.
+_FIELD_PATHS: tuple[tuple[str, ...], ...] = (
+    ("name",),
+    ("reserved",),
+    *((phase, key) for phase in ("fwd", "input_grad", "weight_grad") for key in _PHASE_KEYS),
+    ("update_time",),
+    ("policy",),
+)
+
+
+def _field(source: jsonsource.SourceMap, index: int, field: int) -> Span | None:
+    where = _FIELD_PATHS[field] if field < len(_FIELD_PATHS) else ()
+    return source.span(["layers", index, *where])
 
 
 def _phase(entry: dict[str, Any]) -> Phase:
@@ -122,6 +187,8 @@ def describe(where: Sequence[str | int], document: Any) -> str:
         name = ""
         with contextlib.suppress(KeyError, IndexError, TypeError):
             name = f" (`{document['layers'][index]['name']}`)"
+            if len(name) > 40 or not name.isprintable():
+                name = ""
         words = [f"layer {index}{name}"]
         fields = [str(p) for p in rest[1:]]
         if fields and fields[0] in PHASE_WORDS:

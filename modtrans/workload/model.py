@@ -8,7 +8,7 @@ it: separators, line endings, raw tokens) are excluded from equality, so
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from modtrans.diagnostics import Span
@@ -164,6 +164,9 @@ class Layer:
     policy: Policy | None = None
     span: Span | None = field(default=None, compare=False)
     layout: LineLayout | None = field(default=None, compare=False, repr=False)
+    # Where field i (the text's column order: name, reserved, fwd time, type, size, ...) was read,
+    # for a layer that has no text layout (one read from workload JSON).
+    field_span: Callable[[int], Span | None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def phases(self) -> tuple[tuple[str, Phase], ...]:

@@ -33,12 +33,37 @@ class Reading:
 
 _CANONICAL = re.compile(r"-?(0|[1-9][0-9]*)")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+# More significant digits than any 64-bit value has: such a token is out of range without being
+# converted (Python refuses int() of over 4,300 digits, and is quadratic below that).
+_MAX_DIGITS = 24
+
+
+def integer(token: str) -> int | None:
+    """`token` ([+-]?[0-9]+) as an int, or None when it has more digits than any C++ integer."""
+    if len(token.lstrip("+-").lstrip("0")) > _MAX_DIGITS:
+        return None
+    return int(token)
+
+
+def shown(token: str, limit: int = 32) -> str:
+    """A token as messages quote it: at most `limit` characters, elided in the middle."""
+    if len(token) <= limit:
+        return token
+    return f"{token[: limit // 2]}...{token[-(limit // 2) + 3 :]} ({len(token)} characters)"
 
 
 def read(token: str, kind: Kind, what: str) -> Reading:
     """Read `token` as the field `what` of type `kind`."""
     if _INTEGER.fullmatch(token):
-        value = int(token)
+        value = integer(token)
+        if value is None:
+            limit = INT32_MAX if kind is Kind.INT32 else UINT64_MAX
+            return Reading(
+                None,
+                "V204",
+                f"{what} {shown(token)} does not fit a C++ {kind.value} (at most {limit}); the stream "
+                "fails there and every later field is garbage",
+            )
         if value < 0 and kind is Kind.UINT64:
             return Reading(
                 None,
@@ -56,7 +81,7 @@ def read(token: str, kind: Kind, what: str) -> Reading:
         if not _CANONICAL.fullmatch(token):
             return Reading(value, "V205", f"{what} is written `{token}`; canonical form is `{value}`")
         return Reading(value)
-    return Reading(None, "V202", f"{what} is `{token}`, not an integer: {_misreading(token)}")
+    return Reading(None, "V202", f"{what} is `{shown(token)}`, not an integer: {_misreading(token)}")
 
 
 def _misreading(token: str) -> str:
@@ -68,9 +93,13 @@ def _misreading(token: str) -> str:
             "Chakra rejects the line"
         )
     rest = token[len(prefix) :]
+    head = integer(prefix)
+    read_as = shown(prefix) if head is None else str(head)
     if "_" in token and rest.replace("_", "").isdigit():
-        return f"ASTRA-sim and SimAI read {int(prefix)} and shift the rest; Chakra reads {int(token)}"
+        whole = integer(token.replace("_", ""))
+        chakra = "a number too long for it" if whole is None else str(whole)
+        return f"ASTRA-sim and SimAI read {read_as} and shift the rest; Chakra reads {chakra}"
     return (
-        f"ASTRA-sim and SimAI read {int(prefix)} and take `{rest}` as the next field, shifting every "
+        f"ASTRA-sim and SimAI read {read_as} and take `{shown(rest)}` as the next field, shifting every "
         "later field; Chakra rejects the line"
     )

@@ -467,7 +467,7 @@ class _Reader:
         self, lineno: int, offset: int, token: lark.Token, what: str, allow_float: bool = False
     ) -> int | None:
         text = str(token)
-        if allow_float and text.endswith(".0") and text[:-2].isdigit():
+        if allow_float and text.endswith(".0") and text[:-2].isdigit() and len(text) < 12:
             return int(text[:-2])  # AICB writes pp_comm as a Python float; SimAI's stoi truncates
         if text.endswith(":"):
             self.report(
@@ -516,7 +516,7 @@ class _Reader:
         if not all(_UNSIGNED.fullmatch(t) and len(t) < 20 for t in numbers_):
             return None  # signs, leading zeros, values near the 64-bit limit: the full path explains
         reserved = tokens[1]
-        if reserved != str(int(reserved)) or not -(2**31) <= int(reserved) < 2**31:
+        if len(reserved) > 11 or reserved != str(int(reserved)) or not -(2**31) <= int(reserved) < 2**31:
             return None
         t_f, s_f, t_i, s_i, t_w, s_w, update = map(int, numbers_)
         policy = Policy(tokens[12]) if tokens[12] is not None else None
