@@ -21,12 +21,9 @@ waits for its previous weight-gradient collective.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -203,7 +200,7 @@ def _nodes(
                     tail = c.id
 
 
-def write(
+def files(
     workload: Workload,
     prefix: Path,
     *,
@@ -211,35 +208,24 @@ def write(
     passes: int = 1,
     metadata: dict[str, Any] | None = None,
     dims: Sequence[int] | None = None,
-) -> list[Path]:
-    """Write `<prefix>.<npu>.et` for every NPU, all or nothing (temporary files, then renames)."""
+) -> list[tuple[Path, bytes]]:
+    """`<prefix>.<npu>.et` for every NPU, with its bytes (for fileio.write_all with the sidecar)."""
     if dims and math.prod(dims) != npus:
         raise ChakraError(f"the network dims {list(dims)} hold {math.prod(dims)} NPUs, not --npus {npus}")
     data = trace(workload, passes=passes, metadata=metadata, dims=dims)
     folder = prefix.parent if str(prefix.parent) else Path(".")
     if not folder.is_dir():
         raise ChakraError(f"the folder {folder} does not exist")
-    targets = [prefix.with_name(f"{prefix.name}.{npu}.et") for npu in range(npus)]
-    temporaries: list[str] = []
-    mode = 0o666 & ~_umask()
+    return [(prefix.with_name(f"{prefix.name}.{npu}.et"), data) for npu in range(npus)]
+
+
+def write(workload: Workload, prefix: Path, *, npus: int, passes: int = 1, **options: Any) -> list[Path]:
+    """Write `<prefix>.<npu>.et` for every NPU, all or nothing."""
+    from modtrans.fileio import write_all
+
+    outputs = files(workload, prefix, npus=npus, passes=passes, **options)
     try:
-        for _ in targets:
-            handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{prefix.name}.", suffix=".tmp")
-            temporaries.append(temp)
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            os.chmod(temp, mode)
-        for temp, target in zip(temporaries, targets, strict=True):
-            os.replace(temp, target)
+        write_all(outputs)
     except OSError as error:
-        for temp in temporaries:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
         raise ChakraError(f"cannot write the traces: {error.strerror or error}") from None
-    return targets
-
-
-def _umask() -> int:
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
+    return [target for target, _ in outputs]

@@ -121,8 +121,23 @@ _code(
     E,
     "file cannot be written",
     """
-The output could not be written (permission, missing folder, disk full). The original file,
-if any, is left untouched: ModTrans writes to a temporary file and renames it into place.
+The output could not be written (permission, missing folder, disk full, a directory or socket in
+its place). The original file, if any, is left untouched: ModTrans writes every output of a command
+(a workload and its .meta.json, every Chakra trace) to temporary files `.NAME.<pid>-<id>.modtrans-partial`
+beside them, then renames them all; on failure it removes them, and a later run removes those a
+killed run left. A symlink is followed and its target replaced; a character device or FIFO is written
+through, never replaced.
+""",
+)
+
+_code(
+    "F005",
+    E,
+    "canonical form refused",
+    """
+`modtrans fmt` leaves a file alone when its canonical form would have a finding the file does not
+have (the writer would change what a consumer reads). This is a ModTrans bug: please report it with
+the file. The file is not rewritten.
 """,
 )
 

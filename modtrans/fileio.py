@@ -8,8 +8,11 @@ limit while reading, so a 1 GB line never enters memory.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import tempfile
+import secrets
+import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,23 +108,127 @@ def _unreadable(name: str, reason: str) -> TextFile:
     return TextFile(name, None, (diagnostic("F001", f"cannot read {name}: {reason}", path=name),))
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and a rename.
+PARTIAL = ".modtrans-partial"
+"""How a temporary output is named: `.NAME.<pid>-<random>.modtrans-partial` beside NAME. One a
+killed run left is removed by the next run that writes NAME (when its process is gone)."""
 
-    Either the whole new content is there afterwards or the old file is untouched. Raises OSError.
+
+def write_atomic(path: str | Path, text: str | bytes) -> None:
+    """Write one file, all or nothing (see `write_all`). Raises OSError."""
+    write_all([(path, text)])
+
+
+def write_all(outputs: Sequence[tuple[str | Path, str | bytes]]) -> None:
+    """Write every output or none: all temporaries first, then the renames; on failure the
+    temporaries are removed and every existing file is as it was. Raises OSError.
+
+    A regular file (or a new one) is replaced through a temporary in its folder and a rename;
+    it keeps its mode, and a new file gets 0666 less the umask, as the shell would make it. A
+    symlink is followed and its target replaced, the link kept. A character device or a FIFO is
+    written through (after every regular file is in place), never replaced. Anything else (a
+    directory, a socket, a block device) is refused.
     """
-    target = Path(path)
-    mode = target.stat().st_mode & 0o777 if target.exists() else None
-    fd, temporary = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
+    targets = [
+        (_target(Path(path)), data.encode() if isinstance(data, str) else data) for path, data in outputs
+    ]
+    staged: list[tuple[str, Path]] = []
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
+        for (real, through), data in targets:
+            if not through:
+                staged.append((_stage(real, data), real))
+        for temporary, real in staged:
+            os.replace(temporary, real)
+    except BaseException:
+        for temporary, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        raise
+    for (real, through), data in targets:
+        if through:
+            with open(real, "wb") as out:  # a device or FIFO: no truncation, no rename
+                out.write(data)
+
+
+def _target(path: Path) -> tuple[Path, bool]:
+    """The file to write (a symlink's target) and whether it is written through."""
+    real = Path(os.path.realpath(path))
+    try:
+        info = os.stat(real)
+    except FileNotFoundError:
+        return real, False
+    if stat.S_ISREG(info.st_mode):
+        return real, False
+    if stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode):
+        return real, True
+    kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+    raise OSError(
+        errno.EISDIR if stat.S_ISDIR(info.st_mode) else errno.EINVAL, f"{path} is {kind}", str(path)
+    )
+
+
+def _stage(real: Path, data: bytes) -> str:
+    folder = real.parent
+    _sweep(folder, real.name)
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
+    except FileNotFoundError:
+        mode = None
+    temporary = str(folder / f".{real.name}.{os.getpid()}-{secrets.token_hex(4)}{PARTIAL}")
+    # 0o666 through os.open: the kernel applies the umask, as for any file the shell creates.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        handle = os.open(temporary, flags, 0o666)
+    except OSError as error:  # say the file the user named, not our temporary
+        raise OSError(error.errno, error.strerror, str(real)) from None
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
             out.flush()
             os.fsync(out.fileno())
         if mode is not None:
             os.chmod(temporary, mode)
-        os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+    return temporary
+
+
+def _sweep(folder: Path, name: str) -> None:
+    """Remove the temporaries that killed runs left for `name` (their process is gone)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            if not (entry.name.startswith(f".{name}.") and entry.name.endswith(PARTIAL)):
+                continue
+            pid = entry.name[len(name) + 2 : -len(PARTIAL)].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process
+    return True
+
+
+def is_file_output(path: str | Path) -> bool:
+    """Whether writing `path` makes a file (new, regular, or a link to one), not a device or FIFO:
+    only such an output gets a sidecar beside it."""
+    try:
+        return _target(Path(path))[1] is False
+    except OSError:
+        return False
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one file (through links, hard links included); False if either is
+    missing or unreadable."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False

@@ -67,6 +67,23 @@ class Translation:
     metadata: dict[str, Any]
 
 
+def model_file(spec: str | Path) -> Path | None:
+    """The file a model argument names: the path itself, a built-in's packaged file or a fetched
+    model's cached file; None when it names nothing."""
+    path = Path(spec)
+    if _is_file(path):
+        return path
+    entry = zoo.get(str(spec))
+    return entry.path if entry is not None else fetch.cached(str(spec))
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long for the file system, a loop of links
+        return True  # exists or not, reading it reports why (F001)
+
+
 def extract_checked(
     spec: str | Path,
     *,
@@ -78,7 +95,7 @@ def extract_checked(
     from modtrans.extraction import extract as extract_file  # imports onnx: only when needed
 
     path = Path(spec)
-    if path.exists():
+    if _is_file(path):
         return extract_file(path, batch=batch, input_shapes=input_shapes, file_hash=file_hash)
     entry = zoo.get(str(spec))
     fetched = fetch.cached(str(spec))
@@ -201,7 +218,7 @@ def workload_or_model(spec: str, options: Options) -> Side:
     from modtrans.workload.load import load  # the text path never needs onnx
 
     path = Path(spec)
-    if path.is_file() and path.suffix.lower() != ".onnx":
+    if _is_file(path) and path.suffix.lower() != ".onnx":
         loaded = load(path)
         binary = any(d.code == "F002" for d in loaded.result.diagnostics)  # an ONNX file named otherwise
         if not binary:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +11,7 @@ import typer
 
 from modtrans import cost, report
 from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
-from modtrans.fileio import write_atomic
+from modtrans.fileio import same_file, write_all
 from modtrans.report import Format
 from modtrans.strategy import Params
 from modtrans.strategy.parallel import PER_LAYER as PER_LAYER_POLICIES
@@ -199,29 +200,46 @@ def _finish(
     no_color: bool,
     sidecar: tuple[Path, str] | None = None,
 ) -> None:
-    """Write `text` (unless None) to `output` or standard output, then `sidecar`; report; exit."""
+    """Write `text` (unless None) to `output` or standard output and `sidecar` beside it, as one
+    result (both or neither); report; exit."""
     if text is not None:
-        targets = [Path(output)] if output not in (None, "-") else []
-        targets += [sidecar[0]] if sidecar else []
-        for target in targets:
-            if not force and any(target.resolve() == Path(i).resolve() for i in inputs if Path(i).exists()):
-                _usage(f"refusing to overwrite the input {target}; pass --force")
+        outputs: list[tuple[Path, str | bytes]] = []
+        if output not in (None, "-"):
+            outputs.append((Path(str(output)), text))
+        if sidecar is not None and not has_errors(found):
+            outputs.append(sidecar)
+        _refuse_inputs([target for target, _ in outputs], inputs, force)
         if output in (None, "-"):
             sys.stdout.write(text)
-        else:
-            _save(Path(output), text, found)
-        if sidecar is not None and not has_errors(found):
-            _save(sidecar[0], sidecar[1], found)
+        _save_all(outputs, found)
     report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
     code = report.exit_code(found)
     raise typer.Exit(code or (1 if text is None else 0))
 
 
+def _refuse_inputs(targets: list[Path], inputs: list[str], force: bool) -> None:
+    """A usage error when an output is one of the inputs (a built-in model's packaged file too)."""
+    if force:
+        return
+    for target in targets:
+        if any(same_file(target, i) for i in inputs):
+            _usage(f"refusing to overwrite the input {target}; pass --force")
+
+
 def _save(path: Path, text: str, problems: list[Diagnostic]) -> None:
+    _save_all([(path, text)], problems)
+
+
+def _save_all(outputs: Sequence[tuple[Path, str | bytes]], problems: list[Diagnostic]) -> None:
+    """Write every output or none; a failure is F003 naming the file."""
+    if not outputs:
+        return
     try:
-        write_atomic(path, text)
+        write_all(outputs)
     except OSError as error:
-        problems.append(diagnostic("F003", f"cannot write {path}: {error.strerror or error}", path=str(path)))
+        where = error.filename or outputs[0][0]
+        reason = error.strerror or str(error)
+        problems.append(diagnostic("F003", f"cannot write {where}: {reason}", path=str(where)))
 
 
 def _usage(message: str) -> None:

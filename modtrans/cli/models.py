@@ -30,7 +30,8 @@ from modtrans.cli.common import (
     _finish,
     _indices,
     _per_layer,
-    _save,
+    _refuse_inputs,
+    _save_all,
     _shapes,
     _usage,
     app,
@@ -39,6 +40,7 @@ from modtrans.cli.common import (
 )
 from modtrans.cost import roofline
 from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
+from modtrans.fileio import is_file_output
 from modtrans.ir import document, render
 from modtrans.ir.document import ModelIR
 from modtrans.report import Format
@@ -66,7 +68,13 @@ def extract(
     with report.status(f"reading {model}"):
         ir, found = pipeline.extract_checked(model, batch=batch, input_shapes=shapes, file_hash=not no_hash)
     text = None if ir is None or has_errors(found) else _ir_json(ir, model, found)
-    _finish(found, text, output, [model], force, no_color)
+    _finish(found, text, output, _inputs(model), force, no_color)
+
+
+def _inputs(model: str) -> list[str]:
+    """The files a model argument reads: the path, or the built-in's / fetched model's file."""
+    resolved = pipeline.model_file(model)
+    return [model] if resolved is None else [model, str(resolved)]
 
 
 def _ir_json(ir: ModelIR, model: str, found: list[Diagnostic]) -> str | None:
@@ -198,15 +206,16 @@ def translate(
     found = list(result.diagnostics)
     if to == "chakra-et":
         dims = _indices(network_dims, "--network-dims")
-        _chakra_traces(result, Path(str(output)), npus, passes, strict, no_color, dims)
+        _chakra_traces(result, Path(str(output)), npus, passes, strict, no_color, dims, _inputs(model), force)
     text = None
     if result.workload is not None:
         text = _render_workload(result.workload, dialect, to, found)
     if strict and any(d.severity <= 2 for d in found):
         text = None
-    target = meta or (Path(f"{output}.meta.json") if output not in (None, "-") else None)
+    beside = output not in (None, "-") and is_file_output(str(output))  # no /dev/null.meta.json
+    target = meta or (Path(f"{output}.meta.json") if beside else None)
     sidecar = None if target is None else (target, json.dumps(result.metadata, indent=1) + "\n")
-    _finish(found, text, output, [model], force, no_color, sidecar)
+    _finish(found, text, output, _inputs(model), force, no_color, sidecar)
 
 
 def _chakra_traces(
@@ -217,6 +226,8 @@ def _chakra_traces(
     strict: bool,
     no_color: bool,
     dims: tuple[int, ...] | None,
+    inputs: list[str],
+    force: bool,
 ) -> None:
     found = list(result.diagnostics)
     failed = result.workload is None or (strict and any(d.severity <= 2 for d in found))
@@ -227,7 +238,7 @@ def _chakra_traces(
             "passes": passes,
         }
         try:
-            written = chakra.write(
+            traces = chakra.files(
                 result.workload,
                 prefix,
                 npus=npus,
@@ -235,11 +246,16 @@ def _chakra_traces(
                 metadata={**metadata, "network_dims": dims},
                 dims=dims,
             )
-            _save(Path(f"{prefix}.meta.json"), json.dumps(metadata, indent=1) + "\n", found)
         except chakra.ChakraError as error:
             typer.echo(f"modtrans: {error}", err=True)
             raise typer.Exit(2) from None
-        typer.echo(f"wrote {len(written)} Chakra traces: {written[0]} .. {written[-1]}", err=True)
+        sidecar = (Path(f"{prefix}.meta.json"), json.dumps(metadata, indent=1) + "\n")
+        outputs: list[tuple[Path, str | bytes]] = [*traces, sidecar]
+        _refuse_inputs([target for target, _ in outputs], inputs, force)
+        _save_all(outputs, found)
+        if not has_errors(found):
+            first, last = traces[0][0], traces[-1][0]
+            typer.echo(f"wrote {len(traces)} Chakra traces: {first} .. {last}", err=True)
     report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
     raise typer.Exit(report.exit_code(found, strict=strict) or (1 if failed else 0))
 

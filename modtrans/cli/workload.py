@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from modtrans.cli.common import (
     DialectOpt,
     NoColor,
     Paths,
+    _refuse_inputs,
     _save,
     _usage,
     app,
@@ -23,6 +25,7 @@ from modtrans.report import Format
 from modtrans.workload import jsonform
 from modtrans.workload.load import Loaded, load, validate_file
 from modtrans.workload.model import Dialect
+from modtrans.workload.validate import check_parsed
 from modtrans.workload.validate import validate as validate_text
 from modtrans.workload.write import write
 
@@ -70,14 +73,16 @@ def fmt(
     dialect: DialectOpt = None,
     no_color: NoColor = False,
 ) -> None:
-    """Rewrite files in the canonical form of their dialect (atomically; files with errors are left alone)."""
+    """Rewrite files in the canonical form of their dialect, workload JSON as canonical JSON
+    (atomically; a file with errors is left alone, and so is one whose canonical form would
+    have findings the file does not have)."""
     problems: list[Diagnostic] = []
     sources = {}
     changed = []
     for path in paths:
         loaded = load(path)
         sources[loaded.path] = loaded.line
-        new = _canonical(loaded, dialect, problems)
+        new = _formatted(loaded, dialect, problems)
         if new is None or new == "".join(c + e for c, e in loaded.lines):
             continue
         changed.append(loaded.path)
@@ -88,6 +93,32 @@ def fmt(
         typer.echo(f"{'would reformat' if check else 'reformatted'} {name}", err=True)
     code = report.exit_code(problems)
     raise typer.Exit(code or (1 if check and changed else 0))
+
+
+def _formatted(loaded: Loaded, dialect: Dialect | None, problems: list[Diagnostic]) -> str | None:
+    """The canonical form of a clean file (text stays text, JSON stays JSON), or None."""
+    before = check_parsed(loaded.result, path=loaded.path)  # in the dialect it was written for
+    errors = [d for d in before if d.severity == 1]
+    if loaded.result.workload is None or errors:
+        problems += errors
+        return None
+    if loaded.is_json:
+        return jsonform.dumps(loaded.result.workload)
+    new = _canonical(loaded, dialect, problems)
+    if new is None:
+        return None
+    target = dialect or loaded.result.workload.dialect
+    if dialect is not None:
+        before = check_parsed(loaded.result, dialect=target, path=loaded.path)
+    after = validate_text(new, dialect=target)
+    added = Counter(d.code for d in after) - Counter(d.code for d in before)
+    if added:  # a writer bug: never trade a clean file for one with new findings
+        codes = ", ".join(sorted(added))
+        problems.append(
+            diagnostic("F005", f"not reformatted: the canonical form would add {codes}", path=loaded.path)
+        )
+        return None
+    return new
 
 
 @app.command()
@@ -112,14 +143,19 @@ def convert(
     """
     if to not in ("json", "text"):
         _usage(f"--to must be json or text, not {to!r}")
-    if output is not None and not force and output.exists() and output.resolve() == path.resolve():
-        _usage(f"refusing to overwrite the input {path}; pass --force")
+    if output is not None:
+        _refuse_inputs([output], [str(path)], force)
     loaded = load(path)
-    problems = list(loaded.result.diagnostics)
+    problems = check_parsed(loaded.result, dialect=None, path=loaded.path)
     workload = loaded.result.workload
     new = None
     if workload is not None and not has_errors(problems):
         new = jsonform.dumps(workload) if to == "json" else _canonical(loaded, dialect, problems)
+    if new is not None and to == "text":  # what we write must pass our own checks
+        written = validate_text(new, dialect=dialect or workload.dialect if workload else None)
+        if has_errors(written):
+            problems += [dataclasses.replace(d, path=str(output or "<output>")) for d in written]
+            new = None
     lost: list[Diagnostic] = []
     crossing = workload is not None and dialect is not None and dialect != workload.dialect
     if new is not None and to == "text" and crossing:  # what the target will read differently

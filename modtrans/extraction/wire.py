@@ -153,13 +153,28 @@ def _fields(buf: Buffer, start: int, end: int) -> list[_Field]:
 _Rewrite = Callable[["_Stripper", Buffer, int, int], bytes]
 
 
+MAX_NESTING = 96
+"""Messages nested deeper than this (graph -> node -> attribute -> graph ...) are refused, as
+protobuf's own parser refuses 100; it keeps the walk far from Python's recursion limit."""
+
+
 class _Stripper:
     def __init__(self, keep_bytes: int) -> None:
         self.keep_bytes = keep_bytes
         self.tensors: dict[str, int] = {}
+        self.depth = 0
 
     def message(self, buf: Buffer, start: int, end: int, nested: dict[int, _Rewrite]) -> bytes:
         """Copy a message, rewriting the length-delimited fields listed in `nested`."""
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise WireError(f"messages nested more than {MAX_NESTING} deep", start)
+            return self._message(buf, start, end, nested)
+        finally:
+            self.depth -= 1
+
+    def _message(self, buf: Buffer, start: int, end: int, nested: dict[int, _Rewrite]) -> bytes:
         out = bytearray()
         copied_from = start
         for f in _fields(buf, start, end):

@@ -70,8 +70,10 @@ def header_tokens(header: Header, dialect: Dialect) -> list[str]:
             tokens += [key, str(len(indices)), *map(str, indices)]
     if header.pp_comm is not None:
         tokens += ["pp_comm:", str(header.pp_comm)]
-    tokens += header.extra
-    return tokens
+    # Unknown tokens go before the first checkpoint list: after one, the list would take them.
+    lists = [i for i, t in enumerate(tokens) if t in ("checkpoints:", "checkpoint_initiates:")]
+    at = lists[0] if lists else len(tokens)
+    return [*tokens[:at], *header.extra, *tokens[at:]]
 
 
 def unwritable(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:

@@ -1,0 +1,189 @@
+"""Nothing a user owns is destroyed by an output: devices and FIFOs are written through, links
+followed, modes kept, inputs (built-in models too) refused, an output and its sidecar one result."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from modtrans import fileio, zoo
+from modtrans.cli import app
+
+runner = CliRunner()
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def null_device(tmp_path: Path) -> Path:
+    """A private character device equal to /dev/null (never the real one)."""
+    device = tmp_path / "null"
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("mknod needs CAP_MKNOD")
+    return device
+
+
+def test_a_character_device_is_written_through_not_replaced(null_device: Path) -> None:
+    code, _ = _run("extract", "vgg16", "-o", str(null_device))
+    assert code == 0
+    assert stat.S_ISCHR(null_device.lstat().st_mode)
+    code, _ = _run("translate", "resnet50", "-o", str(null_device))
+    assert code == 0
+    assert stat.S_ISCHR(null_device.lstat().st_mode)
+    assert not Path(f"{null_device}.meta.json").exists()  # no sidecar beside a device
+    assert sorted(p.name for p in null_device.parent.iterdir()) == ["null"]
+
+
+def test_a_fifo_is_written_through_to_its_reader(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    # daemon: were the FIFO replaced, its reader would wait forever on an inode nobody opens
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    code, _ = _run("translate", "resnet50", "-o", str(fifo))
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    reader.join(timeout=30)
+    assert code == 0
+    assert received[0].startswith(b"DATA\n")
+    assert received[0].count(b"\n") > 100
+
+
+def test_a_symlink_is_followed_and_kept(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "workload.txt"
+    target.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    fileio.write_atomic(link, "new\n")
+    assert link.is_symlink()
+    assert os.readlink(link) == str(target)
+    assert target.read_text() == "new\n"
+    assert not [p for p in (tmp_path / "real").iterdir() if p.name.endswith(fileio.PARTIAL)]
+
+
+def test_new_files_get_the_umask_mode_and_existing_ones_keep_theirs(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        fresh = tmp_path / "fresh.txt"
+        fileio.write_atomic(fresh, "x\n")
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o640  # 0666 & ~0027, as the shell would
+        kept = tmp_path / "kept.txt"
+        kept.write_text("x\n")
+        kept.chmod(0o604)
+        fileio.write_atomic(kept, "y\n")
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o604
+    finally:
+        os.umask(old)
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError):
+        fileio.write_atomic(tmp_path, "x")
+
+
+def test_a_built_in_model_is_an_input(tmp_path: Path) -> None:
+    shipped = zoo.get("vgg16")
+    assert shipped is not None
+    before = shipped.path.read_bytes()
+    code, output = _run("translate", "vgg16", "-o", str(shipped.path))
+    assert code == 2
+    assert "refusing to overwrite the input" in output
+    link = tmp_path / "model-link.onnx"
+    link.symlink_to(shipped.path)
+    code, _ = _run("extract", "vgg16", "-o", str(link))
+    assert code == 2
+    assert shipped.path.read_bytes() == before
+
+
+def test_output_and_sidecar_are_one_result(tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    code, output = _run("translate", "resnet50", "-o", str(out), "--meta", str(tmp_path / "no" / "m.json"))
+    assert code == 2
+    assert "F003" in output
+    assert "no/m.json" in output  # the file the user named, not a temporary
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == []
+    code, _ = _run("translate", "resnet50", "-o", str(out))
+    assert code == 0
+    assert json.loads(Path(f"{out}.meta.json").read_text())["model"]["file"] == "resnet50"
+
+
+def test_a_killed_runs_temporaries_are_swept(tmp_path: Path) -> None:
+    dead = 2**22 + 12345  # above Linux's default pid_max: no such process
+    stale = tmp_path / f".out.txt.{dead}-0000{fileio.PARTIAL}"
+    stale.write_text("half")
+    live = tmp_path / f".out.txt.{os.getpid()}-0000{fileio.PARTIAL}"  # a concurrent run's: kept
+    live.write_text("half")
+    fileio.write_atomic(tmp_path / "out.txt", "whole\n")
+    assert not stale.exists()
+    assert live.exists()
+    assert (tmp_path / "out.txt").read_text() == "whole\n"
+
+
+def test_chakra_traces_and_their_metadata_are_one_result(tmp_path: Path) -> None:
+    pytest.importorskip("chakra")
+    prefix = tmp_path / "t"
+    code, _ = _run("translate", "resnet50", "--format", "chakra-et", "--npus", "2", "-o", str(prefix))
+    assert code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.0.et", "t.1.et", "t.meta.json"]
+
+
+def test_long_names_are_one_line_errors(tmp_path: Path) -> None:
+    name = "a" * 300
+    for args in (
+        ("translate", "resnet50", "-o", str(tmp_path / name)),
+        ("translate", name),
+        ("inspect", f"{name}.onnx"),
+        ("convert", str(tmp_path / name)),
+        ("diff", name, name),
+    ):
+        code, output = _run(*args)
+        assert code in (1, 2), args
+        assert "Traceback" not in output
+
+
+def test_fmt_keeps_json_json_and_never_rewrites_errors(tmp_path: Path) -> None:
+    text = tmp_path / "w.txt"
+    _run("translate", "resnet50", "-o", str(text))
+    document = tmp_path / "w.json"
+    assert _run("convert", str(text), "-o", str(document))[0] == 0
+    assert _run("fmt", "--check", str(document)) == (0, "")
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps(json.loads(document.read_text())))
+    assert _run("fmt", str(compact))[0] == 0
+    assert compact.read_text() == document.read_text()  # canonical JSON, not text
+    broken = tmp_path / "broken.txt"
+    broken.write_text("DATA\n3\nl1 -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n")  # V201
+    before = broken.read_text()
+    code, output = _run("fmt", str(broken))
+    assert code == 1
+    assert "V201" in output
+    assert broken.read_text() == before
+
+
+@pytest.mark.parametrize("token", ["foo", "7", "mode:"])
+def test_fmt_never_lets_a_list_swallow_an_unknown_header_token(tmp_path: Path, token: str) -> None:
+    path = tmp_path / "simai.txt"
+    path.write_text(
+        f"HYBRID_TRANSFORMER model_parallel_NPU_group: 2 ep: 1 {token} pp: 1 vpp: 1 ga: 1 all_gpus: 2 "
+        "checkpoints: 0 checkpoint_initiates: 0\n1\nl1 -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n"
+    )
+    before = _run("validate", str(path))
+    assert _run("fmt", str(path))[0] == 0
+    after = _run("validate", str(path))
+    assert before[0] == after[0] == 0
+    assert after[1].count("warning") == before[1].count("warning")
+    assert _run("fmt", "--check", str(path))[0] == 0  # idempotent
