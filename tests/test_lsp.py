@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
-import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
@@ -143,11 +143,17 @@ async def test_close_clears_and_other_text_is_ignored(client: LanguageClient) ->
     assert await _open(client, "file:///notes.txt", "Shopping list\n- eggs\n- milk\n") == []
 
 
-async def test_a_malformed_request_does_not_take_the_server_down(client: LanguageClient) -> None:
-    with pytest.raises(Exception):  # noqa: B017, PT011 - any error response will do
-        await client.text_document_hover_async(
-            lsp.HoverParams(lsp.TextDocumentIdentifier(uri="file:///never-opened.txt"), lsp.Position(0, 0))
-        )
+async def test_a_document_that_is_not_open_is_never_read_from_disk(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    on_disk = tmp_path / "on-disk.txt"
+    on_disk.write_text("DATA\n1\nl1 -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n")
+    for uri in (on_disk.as_uri(), "file:///never-opened.txt", "untitled:Untitled-1", "", tmp_path.as_uri()):
+        where = lsp.TextDocumentIdentifier(uri=uri)
+        assert await client.text_document_hover_async(lsp.HoverParams(where, lsp.Position(0, 0))) is None
+        assert not await client.text_document_document_symbol_async(lsp.DocumentSymbolParams(where))
+        options = lsp.FormattingOptions(tab_size=4, insert_spaces=True)
+        assert not await client.text_document_formatting_async(lsp.DocumentFormattingParams(where, options))
     assert await _open(client, "file:///after.txt", BROKEN)  # still answering
 
 

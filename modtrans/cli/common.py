@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,9 +112,18 @@ Array = Annotated[str | None, typer.Option(help="Systolic array ROWSxCOLS (defau
 Dataflow = Annotated[str | None, typer.Option(help="Systolic dataflow: ws, is or os.")]
 
 
+def finite(value: float | None) -> float | None:
+    """Option callback: a float option takes finite values of sane size (no inf, nan, 1e400)."""
+    if value is not None and not (math.isfinite(value) and abs(value) <= 1e15):
+        raise typer.BadParameter(f"{value} is not a finite number of sane size")
+    return value
+
+
 BytesPerCycle = Annotated[
     float | None,
-    typer.Option(min=0.001, help="Systolic models: memory bytes per cycle for layers without a GEMM."),
+    typer.Option(
+        min=0.001, callback=finite, help="Systolic models: memory bytes per cycle for layers without a GEMM."
+    ),
 ]
 
 
@@ -126,7 +136,10 @@ TimeUnit = Annotated[
 ]
 
 
-ClockGhz = Annotated[float, typer.Option(min=0.001, help="Accelerator clock, to turn cycles into ns / us.")]
+ClockGhz = Annotated[
+    float,
+    typer.Option(min=0.001, callback=finite, help="Accelerator clock, to turn cycles into ns / us."),
+]
 
 
 def _cost(

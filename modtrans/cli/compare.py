@@ -26,6 +26,7 @@ from modtrans.cli.common import (
     _shapes,
     _usage,
     app,
+    finite,
 )
 from modtrans.diff import render as diff_render
 from modtrans.report import Format
@@ -41,8 +42,10 @@ def diff(
     fields: Annotated[
         str, typer.Option(help="comm, compute, update, all, or field names: wg_size,fwd_compute,...")
     ] = "all",
-    rtol: Annotated[float, typer.Option(min=0, help="Relative tolerance against the reference.")] = 0.0,
-    atol: Annotated[float, typer.Option(min=0, help="Absolute tolerance.")] = 0.0,
+    rtol: Annotated[
+        float, typer.Option(min=0, callback=finite, help="Relative tolerance against the reference.")
+    ] = 0.0,
+    atol: Annotated[float, typer.Option(min=0, callback=finite, help="Absolute tolerance.")] = 0.0,
     ignore_order: Annotated[bool, typer.Option(help="Moved layers are not a difference.")] = False,
     ignore_names: Annotated[bool, typer.Option(help="Pair layers by content and position only.")] = False,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, json or github.")] = "text",

@@ -25,12 +25,31 @@ def lsp(
     address = None
     if tcp is not None:
         host, _, port = tcp.rpartition(":")
-        if not host or not port.isdigit():
-            _usage(f"--tcp {tcp!r}: expected HOST:PORT, e.g. 127.0.0.1:2087")
-        address = (host, int(port))
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535 or len(port) > 5:
+            _usage(f"--tcp {tcp!r}: expected HOST:PORT with a port 1-65535, e.g. 127.0.0.1:2087")
+        address = (host.strip("[]"), int(port))
+        problem = _unbindable(address)
+        if problem:
+            _usage(f"--tcp {tcp}: {problem}")
     try:
         from modtrans.lsp import server
     except ImportError:
         typer.echo("modtrans: the language server needs pygls: pip install 'modtrans[lsp]'", err=True)
         raise typer.Exit(2) from None
-    server.run(tcp=address, dialect=dialect.value if dialect else None)
+    try:
+        server.run(tcp=address, dialect=dialect.value if dialect else None)
+    except OSError as error:  # the address went away between the check and the bind
+        _usage(f"--tcp {tcp}: {error.strerror or error}")
+
+
+def _unbindable(address: tuple[str, int]) -> str | None:
+    """Why the server could not listen on `address` (unknown host, port in use, not ours)."""
+    import socket
+
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(*address, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(where)
+    except (OSError, UnicodeError) as error:
+        return getattr(error, "strerror", None) or str(error)
+    return None

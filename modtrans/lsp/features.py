@@ -1,7 +1,8 @@
 """What the language server answers, as plain data (no LSP types: server.py converts).
 
-Positions here are 0-based lines and characters, as LSP has them; workload diagnostics carry
-1-based, end-exclusive spans (diagnostics.Span), converted in `to_range`.
+Positions here are 0-based lines and code points of the reader's lines (`split_lines`: the one
+definition of a line); positions.py turns them into the client's lines and code units. Workload
+diagnostics carry 1-based, end-exclusive spans (diagnostics.Span), converted in `to_range`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from modtrans.diagnostics import Diagnostic, Span
 from modtrans.workload import dialects
 from modtrans.workload.model import PHASE_WORDS, Dialect, Layer, Policy, Workload
-from modtrans.workload.parse import ParseResult, parse
+from modtrans.workload.parse import ParseResult, parse, split_lines
 from modtrans.workload.write import write
 
 Range = tuple[int, int, int, int]  # start line, start character, end line, end character (0-based)
@@ -27,11 +28,15 @@ def to_range(span: Span | None) -> Range:
     return (span.line - 1, span.column - 1, span.end_line - 1, span.end_column - 1)
 
 
+def _lines(text: str) -> list[str]:
+    return [content for content, _ in split_lines(text)]
+
+
 def looks_like_workload(text: str) -> bool:
     """A cheap sniff, so a client that sends every .txt file gets nothing for other text: the first
     non-blank line starts with a parallelism keyword (or a near miss of one), or the second line is
     a layer count followed by a line of 12 or more fields."""
-    lines = text.lstrip("\ufeff").splitlines()[:3]
+    lines = _lines(text[:65536].lstrip("\ufeff"))[:3]
     first = next((line.split() for line in lines if line.strip()), [])
     if not first:
         return False
@@ -105,7 +110,7 @@ def _tokens(line: str) -> list[tuple[int, int, str]]:
 
 
 def hover(text: str, line: int, character: int, result: ParseResult | None = None) -> Hover | None:
-    lines = text.splitlines()
+    lines = _lines(text)
     if not 0 <= line < len(lines):
         return None
     hit = next(
@@ -181,7 +186,7 @@ def symbols(text: str, result: ParseResult | None = None) -> list[Symbol]:
     workload = result.workload
     if workload is None:
         return []
-    lines = text.splitlines()
+    lines = _lines(text)
     header = Symbol(
         workload.header.policy.value, "header", "header", (0, 0, 0, len(lines[0]) if lines else 0)
     )
@@ -224,7 +229,7 @@ class Fix:
 
 def fixes(text: str, diagnostic: Diagnostic) -> list[Fix]:
     """The fixes of a diagnostic that has one right fix (or a short list of them)."""
-    lines = text.splitlines()
+    lines = _lines(text)
     start_line, start_char, end_line, end_char = to_range(diagnostic.span)
     code = diagnostic.code
     if code == "V201" and diagnostic.hint and len(lines) > 1:

@@ -252,7 +252,12 @@ class _Reader:
             self.report("P110", "the file is empty: line 1 must hold a parallelism keyword", Span.at(1, 1))
         elif count is None:
             last = len(lines)
-            self.report("P120", "the layer count (line 2) is missing", Span.at(last + 1, 1))
+            if lines[-1][1]:  # the empty line after the final line break
+                span = Span(last + 1, 1, last + 1, 1)
+            else:  # the end of the last line: there is no line after it
+                end = len(lines[-1][0]) + 1
+                span = Span(last, end, last, end)
+            self.report("P120", "the layer count (line 2) is missing", span)
         if header is None or count is None:
             return ParseResult(None, tuple(self.diagnostics))
         declared, count_layout = count

@@ -1,0 +1,179 @@
+"""The language server over raw JSON-RPC framing, as a hostile or sloppy client speaks it: requests
+before initialize and after shutdown, oversized and absurd Content-Length headers; and positions
+in UTF-16 code units on the client's lines (a lone CR ends one), whatever the reader counts."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("pygls")
+
+from modtrans.lsp.positions import Positions, apply_change, units
+
+SERVER = [sys.executable, "-m", "modtrans", "lsp"]
+
+
+def _frame(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def _session(*messages: dict[str, Any] | bytes, timeout: float = 60) -> tuple[list[dict[str, Any]], int, str]:
+    """Send every message, close stdin, and return what the server said, its exit code, stderr."""
+    raw = b"".join(m if isinstance(m, bytes) else _frame(m) for m in messages)
+    done = subprocess.run(SERVER, input=raw, capture_output=True, timeout=timeout, check=False)
+    replies, out = [], done.stdout
+    while out:
+        header, _, rest = out.partition(b"\r\n\r\n")
+        length = int(re.search(rb"Content-Length: (\d+)", header).group(1))  # type: ignore[union-attr]
+        replies.append(json.loads(rest[:length]))
+        out = rest[length:]
+    return replies, done.returncode, done.stderr.decode()
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+SHUTDOWN = {"jsonrpc": "2.0", "id": 90, "method": "shutdown"}
+EXIT = {"jsonrpc": "2.0", "method": "exit"}
+
+
+def _hover(uri: str, request: int) -> dict[str, Any]:
+    where = {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}
+    return {"jsonrpc": "2.0", "id": request, "method": "textDocument/hover", "params": where}
+
+
+def _open(uri: str, text: str) -> dict[str, Any]:
+    item = {"uri": uri, "languageId": "plaintext", "version": 1, "text": text}
+    return {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}}
+
+
+def _published(text: str) -> dict[str, Any]:
+    """The diagnostics the server publishes for `text` (an interactive session)."""
+    with subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        for message in (INITIALIZE, INITIALIZED, _open("file:///e.txt", text)):
+            process.stdin.write(_frame(message))
+        process.stdin.flush()
+        while True:
+            header = b""
+            while not header.endswith(b"\r\n\r\n"):
+                header += process.stdout.read(1)
+            length = int(re.search(rb"Content-Length: (\d+)", header).group(1))  # type: ignore[union-attr]
+            message = json.loads(process.stdout.read(length))
+            if message.get("method") == "textDocument/publishDiagnostics":
+                process.stdin.write(_frame(SHUTDOWN) + _frame(EXIT))
+                process.stdin.close()
+                return message  # type: ignore[no-any-return]
+
+
+def test_requests_before_initialize_and_after_shutdown_get_errors() -> None:
+    replies, code, _ = _session(
+        _hover("file:///a.txt", 7), INITIALIZE, INITIALIZED, SHUTDOWN, _hover("x", 8), EXIT
+    )
+    by_id = {r.get("id"): r for r in replies}
+    assert by_id[7]["error"]["code"] == -32002  # ServerNotInitialized
+    assert "capabilities" in by_id[1]["result"]
+    assert by_id[90]["result"] is None
+    assert by_id[8]["error"]["code"] == -32600  # InvalidRequest
+    assert code == 0
+
+
+@pytest.mark.parametrize("length", [b"1000000000000", b"100000000000000000000", b"9" * 5000])
+def test_an_absurd_content_length_ends_the_server_with_a_message(length: bytes) -> None:
+    replies, code, stderr = _session(INITIALIZE, b"Content-Length: " + length + b"\r\n\r\n{}")
+    assert [r["id"] for r in replies] == [1]
+    assert code == 1
+    assert "over the 256 MiB limit" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_garbage_framing_is_survived() -> None:
+    replies, code, stderr = _session(
+        b"Content-Length: 5\r\n\r\n{{{{{",
+        b"Content-Length: 12\r\n\r\n" + b"[" * 12,
+        b"Content-Length: 20\r\n\r\n" + json.dumps({"a": "\udcff"}).encode()[:20],
+        b"Content-Type: nothing\r\n\r\n",
+        INITIALIZE,
+        SHUTDOWN,
+        EXIT,
+    )
+    assert {r.get("id") for r in replies} >= {1, 90}
+    assert code == 0
+    assert "Traceback (most recent call last)" not in stderr or "Unable to handle message" in stderr
+
+
+def test_diagnostics_are_in_utf16_units_on_the_clients_lines() -> None:
+    # line 3 has an emoji (two UTF-16 units) before the bad token; line 4 holds a lone CR, which
+    # the reader keeps in the line (P103) and the client counts as a line break.
+    text = "DATA\n2\n\U0001f600x -1 1 NONE 0 1 NONE 0 1 NONE 0 BAD\nl2 -1 1 NONE 0 1\rNONE 0 1 NONE 0 1\n"
+    published = _published(text)
+    ranges = {d["code"]: d["range"] for d in published["params"]["diagnostics"]}
+    client_lines = re.split(r"\r\n|\r|\n", text)
+    bad = ranges["V202"]["start"]
+    assert (
+        client_lines[bad["line"]]
+        .encode("utf-16-le")[2 * bad["character"] :]
+        .decode("utf-16-le")
+        .startswith("BAD")
+    )
+    cr = ranges["P103"]["start"]
+    assert (cr["line"], cr["character"]) == (3, len("l2 -1 1 NONE 0 1"))  # the end of the client's line 4
+
+
+_TEXT = st.lists(st.sampled_from(["a", " ", "\n", "\r", "\r\n", "\f", "\x0b", "é", "\U0001f600"])).map(
+    "".join
+)
+
+
+@given(_TEXT, st.sampled_from(["utf-16", "utf-8", "utf-32"]))
+def test_positions_agree_with_the_clients_count(text: str, encoding: str) -> None:
+    positions = Positions(text, encoding)
+    client = re.split(r"\r\n|\r|\n", text)
+    offset = 0  # walk the text: every code point's reader position maps to the client's
+    reader_line, reader_column = 0, 0
+    client_line, client_column = 0, 0
+    index = 0
+    while index <= len(text):
+        assert positions.position(reader_line, reader_column) == (client_line, client_column)
+        assert positions.reader(client_line, client_column) == (reader_line, reader_column)
+        if index == len(text):
+            break
+        char = text[index]
+        if char == "\n":
+            reader_line, reader_column = reader_line + 1, 0
+            client_line, client_column = client_line + 1, 0
+        elif char == "\r" and text[index + 1 : index + 2] == "\n":
+            index += 1  # CRLF: one break for both
+            reader_line, reader_column = reader_line + 1, 0
+            client_line, client_column = client_line + 1, 0
+        elif char == "\r":
+            reader_column += 1
+            client_line, client_column = client_line + 1, 0
+        else:
+            reader_column += 1
+            client_column += units(char, encoding)
+        index += 1
+        offset += 1
+    assert client_line == len(client) - 1
+    assert positions.end() == (len(client) - 1, units(client[-1], encoding))
+
+
+@given(_TEXT, st.data())
+def test_an_incremental_change_lands_where_the_client_put_it(text: str, data: st.DataObject) -> None:
+    lines = re.split(r"\r\n|\r|\n", text)
+    line = data.draw(st.integers(0, len(lines) - 1))
+    column = data.draw(st.integers(0, len(lines[line])))
+    units16 = units(lines[line][:column], "utf-16")
+    changed = apply_change(text, (line, units16, line, units16), "<>", "utf-16")
+    new_lines = re.split(r"\r\n|\r|\n", changed)
+    assert new_lines[line] == lines[line][:column] + "<>" + lines[line][column:]
+    assert apply_change(text, None, "whole") == "whole"
