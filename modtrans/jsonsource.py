@@ -86,7 +86,9 @@ class SourceMap:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._lines = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", text))]
+        # Lines as the workload reader counts them (LF ends a line; a lone CR does not), so a
+        # JSON span and a text span mean the same place.
+        self._lines = [0, *(m.end() for m in re.finditer("\n", text))]
         self._index: dict[Path, tuple[int, int]] = {}
         self._scan(0, (), depth_to_index=2)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
@@ -55,11 +56,37 @@ class Buffer:
     text: str
 
 
+_ANSWERED = object()  # a message already answered with an error while it was being read
+
+
+class _Quiet(logging.Filter):
+    """pygls logs a full traceback for every malformed message; one line says as much."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("pygls") and record.levelno >= logging.ERROR:
+            record.msg = str(record.msg).split("\n", 1)[0]
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+
 class Protocol(LanguageServerProtocol):
     """pygls's protocol, answering as the LSP specification says where pygls does not: a request
     before `initialize` gets ServerNotInitialized, one after `shutdown` InvalidRequest."""
 
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """A request whose params do not fit its method is answered with the error (pygls would
+        drop it, leaving the client waiting forever)."""
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            ident = data.get("id")
+            if "method" in data and isinstance(ident, int | str) and not isinstance(ident, bool):
+                self._send_response(ident, error=lsp.ResponseError(code=error.code, message=error.message))
+            return _ANSWERED
+
     def handle_message(self, message: Any) -> None:
+        if message is _ANSWERED:
+            return
         method = getattr(message, "method", None)
         request = method is not None and getattr(message, "id", None) is not None
         if request and method != lsp.INITIALIZE and not getattr(self._server, "initialized", False):
@@ -319,6 +346,8 @@ def run(*, tcp: tuple[str, int] | None = None, dialect: str | None = None) -> No
     """Serve over stdio (or TCP) until the client exits; a message over the size limit ends the
     server with a one-line error and exit status 1."""
     logging.basicConfig(level=logging.WARNING)  # stderr: stdout carries the protocol only
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_Quiet())
     if dialect:
         server.set_dialect(dialect)
     readers: list[_Bounded] = []

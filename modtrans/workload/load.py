@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +39,13 @@ def load(path: str | Path) -> Loaded:
     if _looks_like_json(name, file.lines):
         workload, problems = jsonform.loads(file.text, path=name)
         diagnostics = (*file.diagnostics, *problems)
-        return Loaded(name, ParseResult(workload, diagnostics), file.lines, is_json=True)
+        widths = tuple(len(content) for content, _ in file.lines)
+        final_break = not file.lines or bool(file.lines[-1][1])
+        result = ParseResult(workload, diagnostics, widths, final_break)
+        return Loaded(name, result, file.lines, is_json=True)
     result = parse_lines(file.lines, path=name)
     if file.diagnostics:
-        result = ParseResult(result.workload, (*file.diagnostics, *result.diagnostics))
+        result = dataclasses.replace(result, diagnostics=(*file.diagnostics, *result.diagnostics))
     return Loaded(name, result, file.lines)
 
 

@@ -70,6 +70,10 @@ class ParseResult:
 
     workload: Workload | None
     diagnostics: tuple[Diagnostic, ...]
+    # The text's shape, so every span can be kept inside it: the length of each line, and
+    # whether the last one ends with a line break (then an empty line follows it).
+    widths: tuple[int, ...] | None = None
+    final_break: bool = True
 
     @property
     def ok(self) -> bool:
@@ -258,8 +262,10 @@ class _Reader:
                 end = len(lines[-1][0]) + 1
                 span = Span(last, end, last, end)
             self.report("P120", "the layer count (line 2) is missing", span)
+        widths = tuple(len(content) for content, _ in lines)
+        final_break = not lines or bool(lines[-1][1])
         if header is None or count is None:
-            return ParseResult(None, tuple(self.diagnostics))
+            return ParseResult(None, tuple(self.diagnostics), widths, final_break)
         declared, count_layout = count
         layout = FileLayout(
             count_layout,
@@ -270,7 +276,8 @@ class _Reader:
             lines[-1][1],
         )
         workload = Workload(header, tuple(layers), dialect=None, layout=layout)
-        return ParseResult(replace(workload, dialect=detect(workload)), tuple(self.diagnostics))
+        workload = replace(workload, dialect=detect(workload))
+        return ParseResult(workload, tuple(self.diagnostics), widths, final_break)
 
     def _cached_layer(
         self, lineno: int, content: str, eol: str, before: tuple[str, ...], header: Header | None

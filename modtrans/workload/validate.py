@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Sequence
 
-from modtrans.diagnostics import Diagnostic
+from modtrans.diagnostics import Diagnostic, Span
 from modtrans.workload.checks import run_checks
 from modtrans.workload.dialects import detect
 from modtrans.workload.model import Dialect, Workload
@@ -41,7 +42,29 @@ def check_parsed(
     if workload is not None:
         target = Dialect(dialect) if dialect else (workload.dialect or detect(workload))
         found += run_checks(workload, target, path=path, ignore=skip)
+    if result.widths is not None:
+        found = [inside(d, result.widths, result.final_break) for d in found]
     return sorted(found, key=_order)
+
+
+def inside(d: Diagnostic, widths: Sequence[int], final_break: bool) -> Diagnostic:
+    """`d` with its span kept inside the text: a caret one past the end of a line (a missing field,
+    a blank line) becomes a point at the line's end; a line past the last one, the file's end."""
+    span = d.span
+    if span is None:
+        return d
+    last = len(widths) + (1 if final_break or not widths else 0)
+
+    def point(line: int, column: int) -> tuple[int, int]:
+        line = min(max(line, 1), last)
+        width = widths[line - 1] if line <= len(widths) else 0
+        return line, min(max(column, 1), width + 1)
+
+    start = point(span.line, span.column)
+    end = max(point(span.end_line, span.end_column), start)
+    if (*start, *end) == (span.line, span.column, span.end_line, span.end_column):
+        return d
+    return dataclasses.replace(d, span=Span(*start, *end))
 
 
 def _order(d: Diagnostic) -> tuple[int, int, str]:

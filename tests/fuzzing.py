@@ -1,0 +1,572 @@
+"""A seeded mutation fuzzer over everything ModTrans parses: workload text, workload JSON, ONNX.
+
+Each `*_cases(seed, n)` yields n mutated inputs made from real files in fixtures/; each `check_*`
+runs one input through the same code paths the commands use and returns the violations found:
+an exception escaping, a diagnostic without a position or outside its file, a clean file that does
+not round-trip losslessly, a canonical form that is not idempotent or has findings the input does
+not, a clean text whose JSON form reads back different. tests/test_fuzz.py runs a CI-sized
+campaign; bench/fuzz.py a larger one and prints the counts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from modtrans.diagnostics import Diagnostic, Severity
+from modtrans.workload import jsonform
+from modtrans.workload.load import load
+from modtrans.workload.model import Dialect
+from modtrans.workload.parse import parse
+from modtrans.workload.validate import check_parsed
+from modtrans.workload.write import write
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+HEAD_LINES = 40  # seeds are cut to their first lines: mutations matter, not length
+
+
+def _seeds() -> list[str]:
+    texts = []
+    for path in sorted((FIXTURES / "workloads").rglob("*.txt")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        lines = text.splitlines(keepends=True)
+        texts.append("".join(lines[:HEAD_LINES]))
+    return texts
+
+
+# -- text mutations ---------------------------------------------------------------------------------
+
+NUMBERS = ["18446744073709551616", "1e400", "-0", "0x10", "9" * 5000, "-2147483649", "+7", "007", "1_000"]
+ODD = ["\ufeff", "\0", "\u200f", "\uff11\uff12", "\r", "\r\n", "\f", "\v", "\u00a0", "\U0001f600", "\x85"]
+
+
+def _tokens(text: str) -> list[tuple[int, int]]:
+    spans, start = [], None
+    for i, c in enumerate(text):
+        if c.isspace():
+            if start is not None:
+                spans.append((start, i))
+                start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def _flip(r: random.Random, text: str) -> str:
+    data = bytearray(text.encode("utf-8", "surrogateescape"))
+    for _ in range(r.randint(1, 4)):
+        if data:
+            data[r.randrange(len(data))] ^= 1 << r.randrange(8)
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _truncate(r: random.Random, text: str) -> str:
+    cuts = [i for i, c in enumerate(text) if c in " \t\n"] or [len(text)]
+    at = r.choice([r.randrange(len(text) + 1), r.choice(cuts), r.choice(cuts) + 1])
+    return text[:at]
+
+
+def _swap(r: random.Random, text: str) -> str:
+    spans = _tokens(text)
+    if len(spans) < 2:
+        return text
+    a, b = sorted(r.sample(spans, 2))
+    return text[: a[0]] + text[b[0] : b[1]] + text[a[1] : b[0]] + text[a[0] : a[1]] + text[b[1] :]
+
+
+def _duplicate(r: random.Random, text: str) -> str:
+    spans = _tokens(text)
+    if not spans:
+        return text + text
+    s, e = r.choice(spans)
+    if r.random() < 0.5:
+        return text[:e] + " " + text[s:e] + text[e:]
+    lines = text.split("\n")
+    i = r.randrange(len(lines))
+    lines.insert(r.randrange(len(lines) + 1), lines[i])
+    return "\n".join(lines)
+
+
+def _number(r: random.Random, text: str) -> str:
+    spans = [(s, e) for s, e in _tokens(text) if text[s:e].lstrip("+-").isdigit()] or _tokens(text)
+    if not spans:
+        return r.choice(NUMBERS)
+    s, e = r.choice(spans)
+    return text[:s] + r.choice(NUMBERS) + text[e:]
+
+
+def _odd(r: random.Random, text: str) -> str:
+    at = r.randrange(len(text) + 1)
+    choice = r.random()
+    if choice < 0.15:
+        return text.replace("\n", "\r")  # CR-only line ends
+    if choice < 0.3:
+        return "".join(c + ("\r\n" if r.random() < 0.5 else "") if c == "\n" else c for c in text)
+    return text[:at] + r.choice(ODD) + text[at:]
+
+
+def _long_line(r: random.Random, text: str) -> str:
+    lines = text.split("\n")
+    i = r.randrange(len(lines))
+    lines[i] += " " + "x" * (1 << 20) if r.random() < 0.5 else "9" * (1 << 20)
+    return "\n".join(lines)
+
+
+def _delete_line(r: random.Random, text: str) -> str:
+    lines = text.split("\n")
+    del lines[r.randrange(len(lines))]
+    return "\n".join(lines)
+
+
+def _respace(r: random.Random, text: str) -> str:
+    return re.sub(r"[ \t]+", lambda _: r.choice([" ", "\t", "  ", " \t", "\t\t"]), text)
+
+
+def _crlf(r: random.Random, text: str) -> str:
+    return text.replace("\n", "\r\n") if r.random() < 0.5 else text.rstrip("\n")
+
+
+def _renumber(r: random.Random, text: str) -> str:
+    lines = text.split("\n")
+    candidates = [i for i in range(2, len(lines)) if len(lines[i].split()) >= 12]
+    if not candidates:
+        return text
+    i = r.choice(candidates)
+    fields = lines[i].split()
+    at = r.choice([2, 4, 5, 7, 8, 10, 11])
+    fields[at] = r.choice([str(r.randrange(10 ** r.randint(1, 12))), "007", "+5"])
+    lines[i] = "\t".join(fields)
+    return "\n".join(lines)
+
+
+def _blank(r: random.Random, text: str) -> str:
+    lines = text.split("\n")
+    lines.insert(r.randrange(2, max(len(lines), 3)), r.choice(["", "  ", "\t"]))
+    return "\n".join(lines)
+
+
+# Mutations that mostly keep a file clean (or with warnings only): they exercise the round trips.
+BENIGN: list[Callable[[random.Random, str], str]] = [_respace, _crlf, _renumber, _blank]
+
+TEXT_MUTATORS: list[Callable[[random.Random, str], str]] = [
+    _flip,
+    _truncate,
+    _swap,
+    _duplicate,
+    _number,
+    _odd,
+    _delete_line,
+]
+
+
+def text_cases(seed: int, count: int) -> Iterator[bytes]:
+    r = random.Random(seed)
+    seeds = _seeds()
+    for index in range(count):
+        text = r.choice(seeds)
+        if index % 500 == 499:
+            text = _long_line(r, text)  # a few 1 MB lines: costly, so rare
+        mutators = BENIGN if r.random() < 0.3 else TEXT_MUTATORS
+        for _ in range(r.choice((1, 1, 1, 2, 3))):
+            text = r.choice(mutators)(r, text)
+        yield text.encode("utf-8", "surrogateescape")
+
+
+# -- checks -----------------------------------------------------------------------------------------
+
+
+def _positioned(found: list[Diagnostic], lines: list[tuple[str, str]], where: str) -> list[str]:
+    """Every diagnostic has a span inside the file (the empty line after a final newline counts)."""
+    problems = []
+    count = len(lines) + (1 if not lines or lines[-1][1] else 0)
+
+    def width(line: int) -> int:
+        return len(lines[line - 1][0]) if line <= len(lines) else 0
+
+    for d in found:
+        if d.code in ("F001", "F002"):
+            continue  # whole-file: not a text file at all
+        span = d.span
+        if span is None:
+            problems.append(f"{where}: {d.code} has no position: {d.message[:80]}")
+            continue
+        inside = 1 <= span.line <= span.end_line <= count
+        inside = inside and 1 <= span.column <= width(span.line) + 1
+        inside = inside and 1 <= span.end_column <= width(span.end_line) + 1
+        inside = inside and (span.line, span.column) <= (span.end_line, span.end_column)
+        if not inside:
+            problems.append(f"{where}: {d.code} at {span} is outside the file ({count} lines)")
+    return problems
+
+
+def _guarded(check: Callable[[], list[str]]) -> list[str]:
+    try:
+        return check()
+    except Exception:
+        return [
+            "exception: "
+            + traceback.format_exc(limit=6).strip().splitlines()[-1][:200]
+            + "\n"
+            + traceback.format_exc(limit=6)
+        ]
+
+
+def check_text(data: bytes, scratch: Path) -> list[str]:
+    """Read `data` as `modtrans validate` reads a file; round-trip it when it is clean."""
+    path = scratch / "case.txt"
+    path.write_bytes(data)
+    return _guarded(lambda: _check_text(path))
+
+
+def _check_text(path: Path) -> list[str]:
+    loaded = load(path)
+    found = check_parsed(loaded.result, path=loaded.path)
+    problems = _positioned(found, loaded.lines, "text")
+    workload = loaded.result.workload
+    if workload is None or any(d.severity is Severity.ERROR for d in found):
+        return problems
+    text = "".join(c + e for c, e in loaded.lines)
+    if write(workload) != text:
+        problems.append("lossless: a clean file does not write back byte for byte")
+    dialect = workload.dialect or Dialect.ASTRA_SIM
+    try:
+        canonical = write(workload, dialect)
+    except Exception as error:
+        if "D310" not in str(getattr(error, "diagnostics", "")):
+            raise
+        return problems
+    again = parse(canonical)
+    if again.workload is None or write(again.workload, dialect) != canonical:
+        problems.append("fmt: the canonical form is not idempotent")
+    added = Counter(d.code for d in check_parsed(again)) - Counter(d.code for d in found)
+    if added:
+        problems.append(f"fmt: the canonical form adds {sorted(added)}")
+    back, json_found = jsonform.loads(jsonform.dumps(workload))
+    if back != workload or json_found:
+        problems.append(f"json: a clean text does not come back from JSON ({[d.code for d in json_found]})")
+    elif write(back, dialect) != canonical:
+        problems.append("json: the text from JSON differs from the canonical text")
+    return problems
+
+
+# -- workload JSON ------------------------------------------------------------------------------------
+
+
+def _json_seeds() -> list[dict]:  # type: ignore[type-arg]
+    documents = []
+    for text in _seeds():
+        workload = parse(text).workload
+        if workload is not None:
+            documents.append(jsonform.to_dict(workload))
+    return documents
+
+
+WEIRD = [None, True, 1.0, -1, 2**64, 1e400, "", "a b", "a\n", "ep:", [], {}, [[[]]], "\u200f", 10**30]
+
+
+def _mutate_value(r: random.Random, document: object) -> object:
+    """Replace one value somewhere in `document` by a weird one (or drop / add a key)."""
+    paths: list[tuple[object, object]] = []
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            paths += [(item, k) for k in item]
+            stack += list(item.values())
+        elif isinstance(item, list):
+            paths += [(item, i) for i in range(len(item))]
+            stack += item
+    if not paths:
+        return r.choice(WEIRD)
+    container, key = r.choice(paths)
+    choice = r.random()
+    if choice < 0.1 and isinstance(container, dict):
+        del container[key]
+    elif choice < 0.2 and isinstance(container, dict):
+        container[r.choice(["extra", "dlrm_last_bottom_layer", "policy", "x"])] = r.choice(WEIRD)
+    else:
+        container[key] = r.choice(WEIRD)  # type: ignore[index]
+    return document
+
+
+def json_cases(seed: int, count: int) -> Iterator[bytes]:
+    r = random.Random(seed)
+    seeds = _json_seeds()
+    for index in range(count):
+        document = json.loads(json.dumps(r.choice(seeds)))
+        kind = index % 10
+        if kind < 6:
+            for _ in range(r.randint(1, 3)):
+                document = _mutate_value(r, document)
+            text = json.dumps(document, indent=r.choice([None, 2]))
+        elif kind < 9:
+            text = r.choice(TEXT_MUTATORS)(r, json.dumps(document, indent=2))
+        else:
+            depth = r.choice([70, 1000, 100_000])
+            text = r.choice(["[", '{"a":']) * depth + "1" + "]" * depth
+        yield text.encode("utf-8", "surrogateescape")
+
+
+def check_json(data: bytes, scratch: Path) -> list[str]:
+    path = scratch / "case.json"
+    path.write_bytes(data)
+    return _guarded(lambda: _check_json(path))
+
+
+def _check_json(path: Path) -> list[str]:
+    loaded = load(path)
+    found = check_parsed(loaded.result, path=loaded.path)
+    problems = _positioned(found, loaded.lines, "json")
+    workload = loaded.result.workload
+    if workload is not None and not any(d.severity is Severity.ERROR for d in found):
+        try:
+            text = write(workload, workload.dialect or Dialect.ASTRA_SIM)
+        except Exception as error:
+            if "D310" not in str(getattr(error, "diagnostics", "")):
+                raise
+            return problems
+        again = parse(text)
+        if again.workload != workload or any(d.severity is Severity.ERROR for d in check_parsed(again)):
+            problems.append("json: a clean document converts to text that reads back different or broken")
+    return problems
+
+
+# -- ONNX ---------------------------------------------------------------------------------------------
+
+
+def _onnx_seeds() -> list[bytes]:
+    return [p.read_bytes() for p in sorted((FIXTURES / "onnx").glob("*.onnx")) if p.stat().st_size < 100_000]
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _mutate_varint(r: random.Random, data: bytes) -> bytes:
+    """Set one varint field (anywhere in the first level or a nested message) to an odd value."""
+    from modtrans.extraction import wire
+
+    try:
+        fields = wire._fields(data, 0, len(data))
+        nested = [f for f in fields if f.wire == 2]
+        if nested and r.random() < 0.7:
+            outer = r.choice(nested)
+            inner = wire._fields(data, outer.body, outer.end)
+            targets = [f for f in inner if f.wire == 0]
+        else:
+            targets = [f for f in fields if f.wire == 0]
+    except Exception:
+        targets = []
+    if not targets:
+        return data
+    field = r.choice(targets)
+    value = r.choice([-1, 2**63 - 1, 2**64 - 1, 0, 2**31, -(2**31)])
+    tag_end = field.body
+    return data[:tag_end] + _varint(value) + data[field.end :]
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _deep(depth: int) -> bytes:
+    """A model whose If -> then_branch -> If ... nesting is `depth` deep, built on the wire
+    (protobuf's own encoder refuses past 100 levels, which is the point)."""
+    from onnx import TensorProto, helper
+
+    leaf = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "leaf",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    condition = helper.make_tensor_value_info("c", TensorProto.BOOL, []).SerializeToString()
+    result = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1]).SerializeToString()
+    graph = leaf.SerializeToString()
+    for _ in range(depth):
+        attribute = _field(1, b"then_branch") + _field(6, graph) + _varint(20 << 3) + _varint(5)
+        node = _field(1, b"c") + _field(2, b"y") + _field(4, b"If") + _field(5, attribute)
+        graph = _field(1, node) + _field(2, b"g") + _field(11, condition) + _field(12, result)
+    opset = _varint(2 << 3) + _varint(17)
+    return _varint(1 << 3) + _varint(8) + _field(8, opset) + _field(7, graph)
+
+
+def _external(location: str) -> bytes:
+    from onnx import TensorProto, helper
+
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.0] * 16)
+    weight.ClearField("float_data")
+    weight.data_location = TensorProto.EXTERNAL
+    entry = weight.external_data.add()
+    entry.key, entry.value = "location", location
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])],
+        [weight],
+    )
+    return bytes(helper.make_model(graph).SerializeToString())
+
+
+def onnx_cases(seed: int, count: int) -> Iterator[bytes]:
+    r = random.Random(seed)
+    seeds = _onnx_seeds()
+    special = [
+        _deep(200),
+        _deep(20),
+        *(_external(p) for p in ("../../etc/passwd", "/etc/passwd", "a/../../b")),
+    ]
+    for index in range(count):
+        if index < len(special):
+            yield special[index]
+            continue
+        data = r.choice(seeds)
+        kind = r.random()
+        if kind < 0.35:
+            flipped = bytearray(data)
+            for _ in range(r.randint(1, 8)):
+                flipped[r.randrange(len(flipped))] ^= 1 << r.randrange(8)
+            data = bytes(flipped)
+        elif kind < 0.55:
+            data = data[: r.randrange(len(data))]
+        else:
+            for _ in range(r.randint(1, 3)):
+                data = _mutate_varint(r, data)
+        yield data
+
+
+def check_onnx(data: bytes, scratch: Path) -> list[str]:
+    path = scratch / "model" / "case.onnx"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(data)
+    return _guarded(lambda: _check_onnx(path))
+
+
+def _check_onnx(path: Path) -> list[str]:
+    from modtrans import pipeline
+
+    pipeline.extract_checked(path, file_hash=False)
+    result = pipeline.translate_checked(path, pipeline.Options(batch=1))
+    if result.workload is not None:
+        from modtrans.workload.validate import validate
+
+        text = write(result.workload, Dialect.ASTRA_SIM)
+        errors = [d for d in validate(text) if d.severity is Severity.ERROR]
+        if errors:
+            return [f"onnx: the translated workload has errors {[d.code for d in errors]}"]
+    return []
+
+
+# -- the language server ---------------------------------------------------------------------------
+
+_METHODS = [
+    "textDocument/hover",
+    "textDocument/documentSymbol",
+    "textDocument/formatting",
+    "textDocument/codeAction",
+    "textDocument/didOpen",
+    "textDocument/didChange",
+    "textDocument/didClose",
+    "workspace/didChangeConfiguration",
+    "no/suchMethod",
+    "$/cancelRequest",
+]
+
+
+def _frame(body: bytes) -> bytes:
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def lsp_messages(seed: int, count: int) -> Iterator[bytes]:
+    """Framed messages a broken client might send: bad JSON, wrong types, positions far outside
+    the text, edits to documents never opened, lying Content-Lengths (short ones, at the end)."""
+    r = random.Random(seed)
+    seeds = _seeds()
+    uris = ["file:///a.txt", "untitled:1", "", "file:///", "file:///" + "x" * 300]
+    for index in range(count):
+        uri = r.choice(uris)
+        position = {"line": r.choice([0, 1, 5, -1, 2**31, 2**53]), "character": r.choice([0, 3, -7, 2**40])}
+        params: object = r.choice(
+            [
+                {"textDocument": {"uri": uri, "languageId": "x", "version": index, "text": r.choice(seeds)}},
+                {"textDocument": {"uri": uri}, "position": position},
+                {
+                    "textDocument": {"uri": uri, "version": index},
+                    "contentChanges": [
+                        {"range": {"start": position, "end": position}, "text": r.choice(ODD)}
+                    ],
+                },
+                {"textDocument": {"uri": uri}, "range": {"start": position, "end": position}, "context": {}},
+                None,
+                [],
+                "text",
+                {"textDocument": 5},
+            ]
+        )
+        message = {"jsonrpc": "2.0", "method": r.choice(_METHODS), "params": params}
+        if r.random() < 0.5:
+            message["id"] = r.choice([index + 1000, "s", None, 1.5])
+        body = json.dumps(message).encode()
+        kind = r.random()
+        if kind < 0.1:
+            body = _flip(r, body.decode()).encode("utf-8", "surrogateescape")
+        elif kind < 0.15:
+            body = b"[" * 5000 + b"]" * 5000
+        yield _frame(body)
+
+
+def check_lsp(seed: int, count: int) -> list[str]:
+    """One server session: initialize, `count` hostile messages, then a hover and shutdown, which
+    must still be answered; the server must exit cleanly."""
+    import subprocess
+    import sys
+
+    def message(body: dict) -> bytes:  # type: ignore[type-arg]
+        return _frame(json.dumps(body).encode())
+
+    opening = message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})
+    closing = message({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+    closing += message({"jsonrpc": "2.0", "method": "exit"})
+    stream = opening + b"".join(lsp_messages(seed, count)) + closing
+    done = subprocess.run(
+        [sys.executable, "-m", "modtrans", "lsp"], input=stream, capture_output=True, timeout=600, check=False
+    )
+    problems = []
+    if b'"id": 2' not in done.stdout.replace(b'"id":2', b'"id": 2'):
+        problems.append("lsp: shutdown was not answered after the hostile messages")
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        problems.append(f"lsp: the server exited with {done.returncode}: {tail}")
+    return problems
+
+
+CAMPAIGNS: dict[str, tuple[Callable[[int, int], Iterator[bytes]], Callable[[bytes, Path], list[str]]]] = {
+    "text": (text_cases, check_text),
+    "json": (json_cases, check_json),
+    "onnx": (onnx_cases, check_onnx),
+}
+
+
+def campaign(kind: str, seed: int, count: int, scratch: Path) -> tuple[int, list[str]]:
+    """Run `count` cases of one kind; the number run and every violation (with its case index)."""
+    cases, check = CAMPAIGNS[kind]
+    violations = []
+    run = 0
+    for index, data in enumerate(cases(seed, count)):
+        run += 1
+        violations += [f"{kind} #{index} (seed {seed}): {v}" for v in check(data, scratch)]
+    return run, violations
