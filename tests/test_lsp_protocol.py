@@ -55,12 +55,15 @@ def _open(uri: str, text: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}}
 
 
-def _published(text: str) -> dict[str, Any]:
+def _published(text: str, encodings: list[str] | None = None) -> dict[str, Any]:
     """The diagnostics the server publishes for `text` (an interactive session)."""
+    initialize = json.loads(json.dumps(INITIALIZE))
+    if encodings:
+        initialize["params"]["capabilities"] = {"general": {"positionEncodings": encodings}}
     with subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as process:
         assert process.stdin is not None
         assert process.stdout is not None
-        for message in (INITIALIZE, INITIALIZED, _open("file:///e.txt", text)):
+        for message in (initialize, INITIALIZED, _open("file:///e.txt", text)):
             process.stdin.write(_frame(message))
         process.stdin.flush()
         while True:
@@ -127,6 +130,14 @@ def test_diagnostics_are_in_utf16_units_on_the_clients_lines() -> None:
     )
     cr = ranges["P103"]["start"]
     assert (cr["line"], cr["character"]) == (3, len("l2 -1 1 NONE 0 1"))  # the end of the client's line 4
+
+
+def test_a_negotiated_utf8_encoding_counts_bytes() -> None:
+    text = "DATA\n1\n\u00e9\U0001f600 -1 1 NONE 0 1 NONE 0 1 NONE 0 BAD\n"
+    published = _published(text, ["utf-8"])
+    (bad,) = [d for d in published["params"]["diagnostics"] if d["code"] == "V202"]
+    line = text.split("\n")[2]
+    assert bad["range"]["start"]["character"] == len(line[: line.index("BAD")].encode("utf-8"))
 
 
 _TEXT = st.lists(st.sampled_from(["a", " ", "\n", "\r", "\r\n", "\f", "\x0b", "é", "\U0001f600"])).map(

@@ -187,3 +187,58 @@ def test_fmt_never_lets_a_list_swallow_an_unknown_header_token(tmp_path: Path, t
     assert before[0] == after[0] == 0
     assert after[1].count("warning") == before[1].count("warning")
     assert _run("fmt", "--check", str(path))[0] == 0  # idempotent
+
+
+def test_killed_runs_never_leave_a_workload_beside_another_runs_metadata(tmp_path: Path) -> None:
+    """SIGKILL at random moments while two models are translated in turn onto one output: the
+    workload and its .meta.json always belong to the same run, and the next run leaves no
+    temporaries behind."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from modtrans.workload.parse import parse
+
+    out = tmp_path / "out.txt"
+    meta = Path(f"{out}.meta.json")
+    r = random.Random(7)
+    for attempt in range(12):
+        model = ("resnet50", "mobilenet_v2")[attempt % 2]
+        command = [sys.executable, "-m", "modtrans", "translate", model, "-o", str(out)]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(r.uniform(0.3, 1.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        if out.exists():
+            workload = parse(out.read_text()).workload
+            assert workload is not None
+            assert json.loads(meta.read_text())["layers"]["workload"] == len(workload.layers)
+    assert (
+        subprocess.run([sys.executable, "-m", "modtrans", "translate", "resnet50", "-o", str(out)]).returncode
+        == 0
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt", "out.txt.meta.json"]
+
+
+def test_the_onnx_checker_looks_nothing_up_outside_the_model(tmp_path: Path) -> None:
+    """External-data locations are never stat'ed (onnx's checker resolves them against the
+    working directory); traced with strace where it is installed."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests import fuzzing
+
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    model = tmp_path / "model" / "m.onnx"
+    model.parent.mkdir()
+    model.write_bytes(fuzzing._external("weights-elsewhere.bin"))
+    trace = tmp_path / "trace.txt"
+    command = [sys.executable, "-m", "modtrans", "inspect", str(model)]
+    subprocess.run(
+        ["strace", "-f", "-e", "trace=file", "-o", str(trace), *command], cwd=tmp_path, check=False
+    )
+    assert "weights-elsewhere.bin" not in trace.read_text()

@@ -70,10 +70,26 @@ def header_tokens(header: Header, dialect: Dialect) -> list[str]:
             tokens += [key, str(len(indices)), *map(str, indices)]
     if header.pp_comm is not None:
         tokens += ["pp_comm:", str(header.pp_comm)]
-    # Unknown tokens go before the first checkpoint list: after one, the list would take them.
+    if not header.extra:
+        return tokens
+    return _with_extra(tokens, header)
+
+
+def _with_extra(tokens: list[str], header: Header) -> list[str]:
+    """Place the unknown tokens where the reader gives them back as unknown tokens: before the
+    first checkpoint list (after one, the list takes them), else right after the keyword (where
+    a keyword or number is read as such), else at the end; the first placement that reads back
+    as this header."""
+    from modtrans.workload.parse import parse  # the reader imports this module
+
     lists = [i for i, t in enumerate(tokens) if t in ("checkpoints:", "checkpoint_initiates:")]
-    at = lists[0] if lists else len(tokens)
-    return [*tokens[:at], *header.extra, *tokens[at:]]
+    places = [lists[0] if lists else len(tokens), 1, len(tokens)]
+    candidates = [[*tokens[:at], *header.extra, *tokens[at:]] for at in places]
+    for candidate in candidates:
+        back = parse(" ".join(candidate) + "\n0\n").workload
+        if back is not None and back.header == header:
+            return candidate
+    return candidates[0]  # the JSON reader and `fmt` refuse what no placement can say
 
 
 def unwritable(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
