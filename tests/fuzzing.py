@@ -18,10 +18,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from modtrans.diagnostics import Diagnostic, Severity
+from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity
 from modtrans.workload import jsonform
-from modtrans.workload.load import load
-from modtrans.workload.model import Dialect
+from modtrans.workload.load import Loaded, load
+from modtrans.workload.model import Dialect, Workload
 from modtrans.workload.parse import parse
 from modtrans.workload.validate import check_parsed
 from modtrans.workload.write import write
@@ -225,23 +225,37 @@ def check_text(data: bytes, scratch: Path) -> list[str]:
     return _guarded(lambda: _check_text(path))
 
 
-def _check_text(path: Path) -> list[str]:
+def _read(path: Path, kind: str) -> tuple[Loaded, list[Diagnostic], list[str], Workload | None]:
+    """A file read as the commands read it: what was loaded, its findings, the misplaced ones,
+    and the workload when it is clean (no errors)."""
     loaded = load(path)
     found = check_parsed(loaded.result, path=loaded.path)
-    problems = _positioned(found, loaded.lines, "text")
     workload = loaded.result.workload
-    if workload is None or any(d.severity is Severity.ERROR for d in found):
+    clean = None if any(d.severity is Severity.ERROR for d in found) else workload
+    return loaded, found, _positioned(found, loaded.lines, kind), clean
+
+
+def _canonical(workload: Workload) -> str | None:
+    """The canonical text of the workload's dialect; None when that dialect cannot say it (D310)."""
+    try:
+        return write(workload, workload.dialect or Dialect.ASTRA_SIM)
+    except DiagnosticError as error:
+        if all(d.code == "D310" for d in error.diagnostics):
+            return None
+        raise
+
+
+def _check_text(path: Path) -> list[str]:
+    loaded, found, problems, workload = _read(path, "text")
+    if workload is None:
         return problems
     text = "".join(c + e for c, e in loaded.lines)
     if write(workload) != text:
         problems.append("lossless: a clean file does not write back byte for byte")
-    dialect = workload.dialect or Dialect.ASTRA_SIM
-    try:
-        canonical = write(workload, dialect)
-    except Exception as error:
-        if "D310" not in str(getattr(error, "diagnostics", "")):
-            raise
+    canonical = _canonical(workload)
+    if canonical is None:
         return problems
+    dialect = workload.dialect or Dialect.ASTRA_SIM
     again = parse(canonical)
     if again.workload is None or write(again.workload, dialect) != canonical:
         problems.append("fmt: the canonical form is not idempotent")
@@ -321,17 +335,9 @@ def check_json(data: bytes, scratch: Path) -> list[str]:
 
 
 def _check_json(path: Path) -> list[str]:
-    loaded = load(path)
-    found = check_parsed(loaded.result, path=loaded.path)
-    problems = _positioned(found, loaded.lines, "json")
-    workload = loaded.result.workload
-    if workload is not None and not any(d.severity is Severity.ERROR for d in found):
-        try:
-            text = write(workload, workload.dialect or Dialect.ASTRA_SIM)
-        except Exception as error:
-            if "D310" not in str(getattr(error, "diagnostics", "")):
-                raise
-            return problems
+    _, _, problems, workload = _read(path, "json")
+    text = None if workload is None else _canonical(workload)
+    if workload is not None and text is not None:
         again = parse(text)
         if again.workload != workload or any(d.severity is Severity.ERROR for d in check_parsed(again)):
             problems.append("json: a clean document converts to text that reads back different or broken")

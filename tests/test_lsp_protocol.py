@@ -188,3 +188,25 @@ def test_an_incremental_change_lands_where_the_client_put_it(text: str, data: st
     new_lines = re.split(r"\r\n|\r|\n", changed)
     assert new_lines[line] == lines[line][:column] + "<>" + lines[line][column:]
     assert apply_change(text, None, "whole") == "whole"
+
+
+def test_over_tcp_a_session_ends_cleanly_on_exit() -> None:
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a free port
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [*SERVER, "--tcp", f"127.0.0.1:{port}"]
+    with subprocess.Popen(command, stderr=subprocess.PIPE) as process:
+        for _ in range(100):
+            try:
+                client = socket.create_connection(("127.0.0.1", port))
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.1)
+        with client:
+            client.sendall(_frame(INITIALIZE) + _frame(SHUTDOWN) + _frame(EXIT))
+            assert process.wait(timeout=30) == 0
+        assert process.stderr is not None
+        assert b"Traceback" not in process.stderr.read()

@@ -351,6 +351,7 @@ def run(*, tcp: tuple[str, int] | None = None, dialect: str | None = None) -> No
     if dialect:
         server.set_dialect(dialect)
     readers: list[_Bounded] = []
+    status: list[Any] = []  # the exit status a TCP client's `exit` asked for
     stop = threading.Event()
     server._stop_event = stop
 
@@ -362,7 +363,10 @@ def run(*, tcp: tuple[str, int] | None = None, dialect: str | None = None) -> No
     async def tcp_server(host: str, port: int) -> None:
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             server.protocol.set_writer(writer)
-            await serve(reader)
+            try:
+                await serve(reader)
+            except SystemExit as exit_:  # the client's `exit`: end the server, not just this task
+                status.append(exit_.code)
             listener.close()
 
         listener = await asyncio.start_server(connection, host, port)
@@ -385,3 +389,5 @@ def run(*, tcp: tuple[str, int] | None = None, dialect: str | None = None) -> No
         size, limit = refused.decode(errors="replace"), MAX_MESSAGE_BYTES >> 20
         sys.stderr.write(f"modtrans lsp: a message of {size} bytes is over the {limit} MiB limit; stopping\n")
         raise SystemExit(1)
+    if status:
+        raise SystemExit(status[0])
