@@ -5,7 +5,9 @@
     python bench/fuzz.py --seed 7 --jobs 2
 
 Cases are split into chunks over `--jobs` processes; every violation is printed with the seed
-and case index that reproduce it, then the counts per kind. Exit 1 when anything was found.
+and case index that reproduce it, then the counts per kind. A case that takes over 10 s is a
+violation too (it found a regex that backtracked for hours on a 1 MB layer line). Exit 1 when
+anything was found.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from tests import fuzzing
 CHUNK = 1000
 PLAN = {"text": 20_000, "json": 5_000, "onnx": 1_000}
 LSP_SESSIONS, LSP_MESSAGES = 2, 2_000
+SLOW_SECONDS = 10.0  # one case taking longer is reported: a hang or a quadratic path
 
 
 def _chunk(job: tuple[str, int, int]) -> tuple[str, int, list[str], float]:
     kind, seed, count = job
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
-        run, violations = fuzzing.campaign(kind, seed, count, Path(scratch))
+        run, violations = fuzzing.campaign(kind, seed, count, Path(scratch), slow=SLOW_SECONDS)
     return kind, run, violations, time.perf_counter() - start
 
 

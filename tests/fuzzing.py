@@ -567,12 +567,23 @@ CAMPAIGNS: dict[str, tuple[Callable[[int, int], Iterator[bytes]], Callable[[byte
 }
 
 
-def campaign(kind: str, seed: int, count: int, scratch: Path) -> tuple[int, list[str]]:
-    """Run `count` cases of one kind; the number run and every violation (with its case index)."""
+def campaign(
+    kind: str, seed: int, count: int, scratch: Path, *, slow: float | None = None
+) -> tuple[int, list[str]]:
+    """Run `count` cases of one kind; the number run and every violation (with its case index).
+    With `slow`, a case that takes longer than that many seconds is a violation too (a hang or
+    a quadratic path: bench/fuzz.py sets it; the tests time nothing)."""
+    import time
+
     cases, check = CAMPAIGNS[kind]
     violations = []
     run = 0
     for index, data in enumerate(cases(seed, count)):
         run += 1
-        violations += [f"{kind} #{index} (seed {seed}): {v}" for v in check(data, scratch)]
+        start = time.perf_counter()
+        found = check(data, scratch)
+        seconds = time.perf_counter() - start
+        if slow is not None and seconds > slow:
+            found.append(f"took {seconds:.1f} s ({len(data)} bytes)")
+        violations += [f"{kind} #{index} (seed {seed}): {v}" for v in found]
     return run, violations

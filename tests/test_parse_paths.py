@@ -65,3 +65,18 @@ def test_the_line_cache_changes_nothing(data: st.DataObject) -> None:
     assert cached.workload == fresh.workload
     assert cached.diagnostics == fresh.diagnostics
     assert len(cache) <= len(lines)
+
+
+def test_the_fast_path_never_splits_a_token_between_fields() -> None:
+    """Fields are separated by blanks, as lark's lexer has it. A regex that let a separator be
+    empty could split one long token between NAME and the next field in every way: a layer
+    line with a 1 MB token backtracked for hours (found by tests/fuzzing.py, bench/fuzz.py)."""
+    reader = _Reader(None)
+    glued = "l1-1 1 NONE 0 1 NONE 0 1 NONE 0 1"  # name and reserved field run together
+    assert reader._layer_fast(3, glued, "\n", ()) is None
+    assert reader._layer_full(3, glued, "\n", (), None) is None
+    for at in range(13):  # a 200,000-digit token in every field position: answered at once
+        fields = ["l1", "-1", "1", "NONE", "0", "1", "NONE", "0", "1", "NONE", "0", "1", "DATA"]
+        fields[at] = "9" * 200_000
+        result = parse("HYBRID_CUSTOMIZED\n1\n" + " ".join(fields) + "\n")
+        assert bool(result.diagnostics) == (at != 0)  # a name may be all digits

@@ -119,9 +119,13 @@ def _fast_layer() -> re.Pattern[str]:
     """
     terminals = {t.name: t.pattern.to_regexp() for t in _parser().terminals}
     blank = "[ \\t\\f\\v]*"
+    # Between fields at least one blank, as lark's lexer has it: with `*` a long token could be
+    # split between NAME (\S+) and the next field in every way, and a 1 MB line would backtrack
+    # for hours (found by tests/fuzzing.py). The last field is followed by `*`: trailing blanks.
     parts = [f"(?P<s0>{blank})"]
     for i, name in enumerate(_LAYER_TERMINALS):
-        parts.append(f"(?P<f{i}>{terminals[name]})(?P<s{i + 1}>{blank})")
+        between = blank if i == len(_LAYER_TERMINALS) - 1 else "[ \\t\\f\\v]+"
+        parts.append(f"(?P<f{i}>{terminals[name]})(?P<s{i + 1}>{between})")
     parts.append(f"(?:(?P<f12>{terminals['POLICY']})(?P<s13>{blank}))?")
     return re.compile("".join(parts))
 
