@@ -137,7 +137,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         )
     try:
         workload = build(ir, model, options.parallel, params=options.params, dtype_bytes=options.dtype_bytes)
-    except StrategyError as error:
+    except (StrategyError, cost.CostError) as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
     if options.dialect is Dialect.SIMAI:

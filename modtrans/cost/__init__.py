@@ -55,7 +55,10 @@ class Clock:
 
 
 def _ceil(value: float) -> int:
-    """Round up, forgiving float noise (3.0000000001 cycles is 3)."""
+    """Round up, forgiving float noise (3.0000000001 cycles is 3); CostError for a time no
+    simulator could read (infinite, NaN, over 2**64 ticks)."""
+    if not math.isfinite(value) or value >= 2**64:
+        raise CostError(f"a compute time of {value:g} ticks: check the device, array and clock options")
     return max(0, math.ceil(value - 1e-9))
 
 

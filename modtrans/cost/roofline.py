@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modtrans import schema
+from modtrans import jsonsource, schema
 from modtrans.cost import Clock, CostError, PhaseTimes, Settings, register
 from modtrans.cost.gemm import traffic, update_bytes
 from modtrans.ir.document import Layer
@@ -59,12 +60,17 @@ def device(spec: str) -> Device:
             f"unknown device {spec!r}: not a built-in ({', '.join(builtin_devices())}) nor a file"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = jsonsource.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, jsonsource.JSONSyntaxError) as error:
         raise CostError(f"cannot read the device profile {spec}: {error}") from None
     problems = schema.check(data, SCHEMA, path=spec, code="S404")
     if problems:
         raise CostError("; ".join(f"{spec}: {d.message}" for d in problems))
+    numbers = {f"peak_flops.{k}": v for k, v in data["peak_flops"].items()}
+    numbers["memory_bandwidth"] = data["memory_bandwidth"]
+    for key, value in numbers.items():
+        if not math.isfinite(value) or not 1 <= value <= 1e30:
+            raise CostError(f"{spec}: {key} is {value}: a rate per second between 1 and 1e30")
     if "float" not in data["peak_flops"] and "default" not in data["peak_flops"]:
         raise CostError(f"{spec}: peak_flops needs a `float` or a `default` entry")
     return _device(path.stem, data)

@@ -1,0 +1,78 @@
+"""Option values that are numbers no one means (inf, nan, 1e400, 1e-300) or addresses no one can
+listen on: each is a one-line error with exit 1 or 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from modtrans.cli import app
+
+runner = CliRunner()
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("value", ["1e400", "inf", "-inf", "nan", "1e20", "0", "-1"])
+@pytest.mark.parametrize("option", ["--clock-ghz", "--bytes-per-cycle"])
+def test_float_options_take_finite_sane_values(option: str, value: str) -> None:
+    code, output = _run("translate", "resnet50", "--compute", "scalesim-v3", f"{option}={value}")
+    assert code == 2
+    assert option in output
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e400"])
+def test_diff_tolerances_are_finite(value: str) -> None:
+    code, output = _run("diff", "--rtol", value, "resnet50", "resnet50")
+    assert code == 2
+    assert "--rtol" in output
+
+
+@pytest.mark.parametrize("value", ["1e400", "1e-300", "5e-324", "0.5"])
+def test_a_device_profile_with_absurd_rates_is_refused(value: str, tmp_path: Path) -> None:
+    profile = tmp_path / "device.json"
+    rates = {"default": float(value)}
+    profile.write_text(
+        json.dumps(
+            {"version": 1, "name": "x", "peak_flops": rates, "memory_bandwidth": 1e12, "sources": {}}
+        ).replace("Infinity", "1e400")
+    )
+    code, output = _run("translate", "resnet50", "--device", str(profile))
+    assert code == 1
+    assert "X501" in output
+    assert "peak_flops.default" in output
+
+
+def test_an_array_too_large_for_any_tick_count_is_refused() -> None:
+    code, output = _run(
+        "translate", "resnet50", "--compute", "scalesim-v3", "--array", "99999999999999999999x1"
+    )
+    assert code == 1
+    assert "X501" in output
+
+
+def test_lsp_addresses_that_cannot_be_listened_on() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for address in (
+            "127.0.0.1:99999",
+            "127.0.0.1:100000000000000000000",
+            "127.0.0.1:0",
+            "no-such-host.invalid:2087",
+            "192.0.2.1:2087",  # TEST-NET-1: not an address of this machine
+            f"127.0.0.1:{port}",  # in use
+            "nocolon",
+        ):
+            code, output = _run("lsp", "--tcp", address)
+            assert code == 2, address
+            assert output.startswith("modtrans: --tcp"), output
