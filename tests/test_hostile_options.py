@@ -76,3 +76,23 @@ def test_lsp_addresses_that_cannot_be_listened_on() -> None:
             code, output = _run("lsp", "--tcp", address)
             assert code == 2, address
             assert output.startswith("modtrans: --tcp"), output
+
+
+def test_a_fifo_or_device_named_like_a_model_is_refused_not_waited_on(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    fifo = tmp_path / "x.onnx"
+    os.mkfifo(fifo)  # no writer: open() would block forever
+    for command in ("inspect", "translate", "extract"):
+        code, output = _run(command, str(fifo))
+        assert code == 2, command
+        assert "not a regular file" in output
+    zero = tmp_path / "zero.onnx"
+    try:
+        os.mknod(zero, 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # a private /dev/zero: endless
+    except PermissionError:
+        return
+    code, output = _run("inspect", str(zero))
+    assert code == 2
+    assert "not a regular file" in output
