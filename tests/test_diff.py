@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from collections.abc import Callable
@@ -284,3 +285,69 @@ def test_summary_line_format() -> None:
     assert summary(compare(reference, reference)) == (
         "54 layers · 54 identical · 0 moved · 0 changed · 0 added · 0 removed"
     )
+
+
+def _mixed() -> tuple[Workload, Workload]:
+    """Added, removed, moved, renamed and changed layers, with a long name and 20-digit numbers."""
+    row = "{name}\t-1\t{t}\tNONE\t0\t{t}\tNONE\t0\t{t}\tALLREDUCE\t{size}\t{u}\n"
+    layers_a = [
+        ("conv1", 100, 4096, 10),
+        ("a_rather_long_layer_name_from_a_deep_module.block.3.conv", 18446744073709551615, 8, 1),
+        ("moved_here", 300, 65536, 30),
+        ("fc_only_here", 5, 10, 1),
+        ("head", 70, 1, 7),
+    ]
+    layers_b = [
+        ("conv1", 90, 4096, 9),
+        ("moved_here", 300, 65536, 30),
+        ("a_rather_long_layer_name_from_a_deep_module.block.3.conv", 1, 8, 1),
+        ("head_renamed", 70, 1, 7),
+        ("only_in_reference", 1, 2, 3),
+    ]
+
+    def workload(rows: list[tuple[str, int, int, int]]) -> Workload:
+        text = (
+            "DATA\n" + f"{len(rows)}\n" + "".join(row.format(name=n, t=t, size=s, u=u) for n, t, s, u in rows)
+        )
+        parsed = parse(text).workload
+        assert parsed is not None
+        return parsed
+
+    return workload(layers_a), workload(layers_b)
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_golden_reports_never_cut_a_number(width: int) -> None:
+    first, reference = _mixed()
+    text = _report(first, reference, width)
+    golden = GOLDEN / f"mixed_{width}.txt"
+    assert text == golden.read_text(), f"{golden} differs; regenerate it if the change is intended"
+    assert max(len(line) for line in text.splitlines()) <= width
+    whole = ["18446744073709551615", "+11.1%", "+1.84e+21%", "18446744073709552090"]
+    whole += ["+18446744073709551614"] if width >= 120 else []  # delta: left out when narrow
+    for number in whole:
+        assert number in text.split(), number  # whole, never folded or cut
+
+
+def test_ignore_header() -> None:
+    _, reference = _mixed()
+    other = dataclasses.replace(reference, header=dataclasses.replace(reference.header, ep=1))
+    assert compare(reference, other).header
+    assert compare(reference, other, Options(ignore_header=True)).equivalent
+
+
+def test_the_naive_headline_diff_explains_itself(run_cli: Run, tmp_path: Path) -> None:
+    """translate + diff against ASTRA-sim's reference ResNet-50 says why they differ in kind and
+    gives the command that compares like with like; that command pairs every layer."""
+    generated = tmp_path / "generated.txt"
+    run_cli("translate", "resnet50", "-o", str(generated))
+    out = run_cli("diff", str(generated), RESNET).stdout
+    assert "different conventions" in out
+    for option in ("--params weights", "--compute astra-sim-reference", "--ignore-names"):
+        assert option in out
+    assert f"modtrans diff resnet50 {RESNET} --like" in out
+    assert len(out.splitlines()) < 80  # ten layers, not 390 lines
+    like = run_cli("diff", "resnet50", RESNET, "--like").stdout
+    assert "54 layers" in like.splitlines()[1]
+    assert "0 added · 0 removed" in like
+    assert "different conventions" not in like

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -28,6 +29,7 @@ from modtrans.cli.common import (
     app,
     finite,
 )
+from modtrans.diff import conventions
 from modtrans.diff import render as diff_render
 from modtrans.report import Format
 from modtrans.strategy import Parallelism, Params
@@ -48,8 +50,25 @@ def diff(
     atol: Annotated[float, typer.Option(min=0, callback=finite, help="Absolute tolerance.")] = 0.0,
     ignore_order: Annotated[bool, typer.Option(help="Moved layers are not a difference.")] = False,
     ignore_names: Annotated[bool, typer.Option(help="Pair layers by content and position only.")] = False,
+    ignore_header: Annotated[
+        bool, typer.Option(help="Header lines (keyword, group, SimAI keys) are not a difference.")
+    ] = False,
+    like: Annotated[
+        bool,
+        typer.Option(
+            help="Translate a model side with the reference's conventions (--params, --compute, names) "
+            "as detected from the reference's content."
+        ),
+    ] = False,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, json or github.")] = "text",
-    max_rows: Annotated[int, typer.Option(min=0, help="Differing layers shown in text (0: all).")] = 100,
+    max_rows: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Differing layers shown in text (0: all; default 100, or 10 when the two follow "
+            "different conventions).",
+        ),
+    ] = None,
     params: ParamsOpt = Params.TRAINABLE,
     batch: Batch = None,
     input_shape: InputShape = None,
@@ -74,8 +93,14 @@ def diff(
     except ValueError as error:
         _usage(str(error))
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
+    reference_side = pipeline.workload_or_model(reference, pipeline.Options())
+    if like and reference_side.workload is not None:
+        seen = conventions.detect(reference_side.workload)
+        params = Params(seen.params) if not _given("--params") else params
+        if seen.reference_compute and not _given("--compute"):
+            compute = "astra-sim-reference"
     options = pipeline.Options(Parallelism(), params, batch, _shapes(input_shape), None, compute, settings)
-    sides = [pipeline.workload_or_model(spec, options) for spec in (first, reference)]
+    sides = [pipeline.workload_or_model(first, options), reference_side]
     problems = [d for side in sides for d in side.diagnostics if d.severity == 1]
     if problems or any(side.workload is None for side in sides):
         sources = {spec: side.line for spec, side in zip((first, reference), sides, strict=True)}
@@ -86,14 +111,64 @@ def diff(
     a, b = (side.workload for side in sides)
     assert a is not None
     assert b is not None
-    result = comparison.compare(a, b, comparison.Options(chosen, rtol, atol, ignore_order, ignore_names))
+    if like and conventions.names_differ(a, b):
+        ignore_names = True
+    compared = comparison.Options(chosen, rtol, atol, ignore_order, ignore_names, ignore_header)
+    result = comparison.compare(a, b, compared)
+    findings = conventions.explain(a, b, result)
+    advice = _like_with_like(first, reference, findings) if findings else None
     if fmt == "json":
-        sys.stdout.write(
-            json.dumps(diff_render.to_json(result, first=first, reference=reference), indent=1) + "\n"
-        )
+        document = diff_render.to_json(result, first=first, reference=reference)
+        document["conventions"] = [{"difference": f.what, "option": f.option} for f in findings]
+        document["compare_like_with_like"] = advice
+        sys.stdout.write(json.dumps(document, indent=1) + "\n")
     elif fmt == "github":
         report.emit(diff_render.to_diagnostics(result, first=first), Format.GITHUB, stream=sys.stdout)
     else:
         console = report.console(sys.stdout, color=False if no_color else None)
-        diff_render.render(result, console, first=first, reference=reference, max_rows=max_rows)
+        rows = max_rows if max_rows is not None else (10 if findings else 100)
+        diff_render.render(
+            result, console, first=first, reference=reference, max_rows=rows, findings=findings, advice=advice
+        )
     raise typer.Exit(0 if result.equivalent else 1)
+
+
+def _given(option: str) -> bool:
+    """Whether the user typed `option` (typer cannot tell a default from an explicit value)."""
+    return any(arg == option or arg.startswith(f"{option}=") for arg in sys.argv[1:])
+
+
+def _like_with_like(first: str, reference: str, findings: list[conventions.Finding]) -> str:
+    """The command line that compares like with like: the model itself (named by the first side's
+    .meta.json when the first side is a translated file) with the reference's conventions."""
+    model = first if pipeline.model_file(first) is not None and not _is_workload(first) else None
+    if model is None:
+        model = _translated_from(first)
+    if model is not None:
+        return f"modtrans diff {_quoted(model)} {_quoted(reference)} --like"
+    flags = " ".join(f.option for f in findings if f.option == "--ignore-names")
+    others = " ".join(f.option for f in findings if f.option and f.option != "--ignore-names")
+    line = f"modtrans diff {_quoted(first)} {_quoted(reference)} {flags}".rstrip()
+    if others:
+        line += f"   # and translate the model again with {others} (or: modtrans translate MODEL --like REF)"
+    return line
+
+
+def _is_workload(spec: str) -> bool:
+    return not spec.lower().endswith(".onnx") and Path(spec).is_file()
+
+
+def _translated_from(path: str) -> str | None:
+    """The model a workload file was translated from, as its .meta.json names it (if it resolves)."""
+    try:
+        meta = json.loads(Path(f"{path}.meta.json").read_text(encoding="utf-8"))
+        name = str(meta["model"]["file"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return name if pipeline.model_file(name) is not None else None
+
+
+def _quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)

@@ -73,6 +73,7 @@ class Options:
     atol: float = 0.0
     ignore_order: bool = False
     ignore_names: bool = False
+    ignore_header: bool = False  # header lines (keyword, group, SimAI keys) are not a difference
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +232,7 @@ def compare(first: Workload, reference: Workload, options: Options = Options()) 
     for j in alignment.removed:
         rows[(after[j], 1, j)] = LayerDiff(None, j, None, b[j].name, line_b=_line(b[j]))
     return WorkloadDiff(
-        header=_header(first.header, reference.header),
+        header=() if options.ignore_header else _header(first.header, reference.header),
         layers=tuple(rows[k] for k in sorted(rows)),
         blocks=_blocks(alignment.pairs, alignment.moved),
         totals=_totals(a, b),

@@ -9,7 +9,8 @@ long layer names fold.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -17,6 +18,7 @@ from rich.text import Text
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
 from modtrans.diff.compare import FieldDiff, LayerDiff, WorkloadDiff
+from modtrans.diff.conventions import Finding
 
 _STATUS_STYLE = {
     "added": "green",
@@ -33,7 +35,10 @@ def summary(diff: WorkloadDiff) -> str:
     parts = [layers, f"{c.identical} identical", f"{c.moved} moved", f"{c.changed} changed"]
     if c.renamed:  # only when there are some: the line stays within 80 columns otherwise
         parts.append(f"{c.renamed} renamed")
-    parts += [f"{c.added} added", f"{c.removed} removed"]
+    parts += [
+        f"{c.added} added",
+        f"{c.removed} removed",
+    ]  # added: only in the first; removed: only in the reference
     return " · ".join(parts)
 
 
@@ -47,7 +52,9 @@ def _value(v: object) -> str:
 
 def _relative(f: FieldDiff) -> str:
     rel = f.relative
-    return "" if rel is None else f"{rel:+.1%}"
+    if rel is None:
+        return ""
+    return f"{rel:+.1%}" if abs(rel) < 100 else f"{rel * 100:+.3g}%"  # +1.84e+21%, not 23 digits
 
 
 def _delta(f: FieldDiff) -> str:
@@ -55,10 +62,27 @@ def _delta(f: FieldDiff) -> str:
     return "" if d is None else f"{d:+d}"
 
 
-def render(diff: WorkloadDiff, console: Console, *, first: str, reference: str, max_rows: int = 100) -> None:
+def render(
+    diff: WorkloadDiff,
+    console: Console,
+    *,
+    first: str,
+    reference: str,
+    max_rows: int = 100,
+    findings: Sequence[Finding] = (),
+    advice: str | None = None,
+) -> None:
     verdict = "equivalent" if diff.equivalent else "different"
     console.print(Text(f"{first} vs {reference} (reference): {verdict}", style="bold"))
     console.print(summary(diff))
+    if findings:
+        console.print("The two follow different conventions, so most rows below are not real differences:")
+        for finding in findings:
+            option = f" ({finding.option})" if finding.option else ""
+            console.print(Text(f"  - {finding.what}{option}", style="yellow"))
+        if advice:
+            console.print("To compare like with like:")
+            console.print(Text(f"  {advice}", style="bold"), soft_wrap=True)
     for f in diff.header:
         console.print(f"header {f.field}: {_value(f.a)} -> {_value(f.b)} in the reference", style="yellow")
     if diff.blocks and not diff.options.ignore_order:
@@ -66,10 +90,10 @@ def render(diff: WorkloadDiff, console: Console, *, first: str, reference: str, 
             console.print(line, style="cyan")
     rows = [r for r in diff.differing if r.status != "moved"]
     if rows:
-        console.print(_table(rows, max_rows, diff.options.ignore_names))
+        console.print(_table(rows, max_rows, diff.options.ignore_names, console.width))
         if max_rows and len(rows) > max_rows:
             console.print(f"... {len(rows) - max_rows} more differing layers (--max-rows 0 shows all)")
-    console.print(_totals(diff))
+    console.print(_totals(diff, console.width))
 
 
 def _moves(diff: WorkloadDiff) -> list[str]:
@@ -86,37 +110,70 @@ def _moves(diff: WorkloadDiff) -> list[str]:
     return lines
 
 
-def _table(rows: list[LayerDiff], max_rows: int, ignore_names: bool) -> Table:
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("layer", overflow="fold", min_width=18, ratio=1)
-    table.add_column("field", no_wrap=True)
-    for header in ("first", "reference", "delta", "%"):
-        table.add_column(header, justify="right", overflow="fold")
+def _table(rows: list[LayerDiff], max_rows: int, ignore_names: bool, width: int) -> Table | Text:
+    """Differing layers, one row per differing field. Numbers never wrap or get cut: their columns
+    are as wide as their widest value and only the layer name folds; where that does not fit
+    `width`, the delta column, then the row numbers are left out, and where even that does not
+    fit, each layer is a line and each field an indented line (wrapped between values only)."""
+    body: list[tuple[str | Text, ...]] = []
     for row in rows[: max_rows or None]:
         style = _STATUS_STYLE.get(row.status, "")
         index = f"{_index(row.a)}/{_index(row.b)}"
         name = Text(str(row.name_a if row.name_a is not None else row.name_b), style=style)
         if row.b is None or row.a is None:
-            side = "only in first" if row.b is None else "only in reference"
-            table.add_row(index, name, Text(row.status, style=style), side, "", "", "")
+            body.append((index, name, Text(row.status, style=style), "", "", "", ""))
             continue
         if row.renamed and not ignore_names:
             name.append(f" (reference: {row.name_b})", style="magenta")
         cells = [(f.field, _value(f.a), _value(f.b), _delta(f), _relative(f)) for f in row.fields]
-        if not cells:
-            cells = [("name", "", "", "", "")]
-        for k, (field_name, a, b, delta, rel) in enumerate(cells):
-            table.add_row(
-                index if k == 0 else "",
-                name if k == 0 else "",
-                field_name,
-                Text(a, style="bold yellow"),
-                b,
-                delta,
-                rel,
-            )
+        for k, (field_name, a, b, delta, rel) in enumerate(cells or [("name", "", "", "", "")]):
+            first = Text(a, style="bold yellow")
+            body.append((index if k == 0 else "", name if k == 0 else "", field_name, first, b, delta, rel))
+    headers = ("#", "layer", "field", "first", "reference", "delta", "%")
+    widest = [max([len(h), *(len(str(line[c])) for line in body)]) for c, h in enumerate(headers)]
+    shown = list(range(len(headers)))
+
+    def needed() -> int:
+        return sum(widest[c] if c != 1 else _NAME_WIDTH for c in shown) + 2 * (len(shown) - 1)
+
+    for dropped in (5, 0):  # delta, then the row numbers
+        if needed() > width:
+            shown.remove(dropped)
+    if needed() > width:
+        return _stacked(body)
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for c in shown:
+        if headers[c] == "layer":
+            table.add_column("layer", overflow="fold", min_width=_NAME_WIDTH, ratio=1)
+        else:
+            justify: Literal["left", "right"] = "left" if headers[c] == "field" else "right"
+            table.add_column(headers[c], justify=justify, no_wrap=True, min_width=widest[c])
+    for line in body:
+        table.add_row(*(line[c] for c in shown))
     return table
+
+
+_NAME_WIDTH = 12  # the layer column never gets narrower than this (it folds)
+
+
+def _stacked(body: list[tuple[str | Text, ...]]) -> Text:
+    """The table as lines, for terminals too narrow for its columns: a layer per line, then its
+    fields indented, `field first -> reference delta %`."""
+    out = Text()
+    for index, name, field_name, first, reference, delta, rel in body:
+        if str(name):
+            out.append(f"{index} ", style="dim")
+            out.append(name if isinstance(name, Text) else Text(name))
+            if str(field_name) in ("added", "removed"):
+                out.append(" ")
+                out.append(field_name if isinstance(field_name, Text) else Text(field_name))
+                out.append("\n")
+                continue
+            out.append("\n")
+        values = " ".join(str(v) for v in (first, "->", reference, delta, rel) if str(v))
+        out.append(f"    {field_name} {values}\n" if str(first) or str(reference) else f"    {field_name}\n")
+    out.rstrip()
+    return out
 
 
 def _index(i: int | None) -> str:
@@ -126,24 +183,35 @@ def _index(i: int | None) -> str:
 def _ratio(a: int, b: int) -> str:
     if b == 0:
         return "-" if a == 0 else "inf"
-    return f"{a / b:.3f}"
+    ratio = a / b
+    return f"{ratio:.3f}" if ratio < 1000 else f"{ratio:.4g}"
 
 
-def _totals(diff: WorkloadDiff) -> Table:
-    """Sums per phase, first / reference / ratio: compute ticks, then comm bytes (fits 80 columns)."""
+def _totals(diff: WorkloadDiff, width: int = 80) -> Table | Text:
+    """Sums per phase, first / reference / ratio: compute ticks, then comm bytes. Numbers are
+    never cut: lines instead of columns where the columns do not fit."""
+    rows = [
+        (f"{t.phase} compute", str(t.compute_a), str(t.compute_b), _ratio(t.compute_a, t.compute_b))
+        for t in diff.totals
+    ]
+    rows += [
+        (f"{t.phase} comm bytes", str(t.bytes_a), str(t.bytes_b), _ratio(t.bytes_a, t.bytes_b))
+        for t in diff.totals
+        if t.phase != "update"
+    ]
+    headers = ("phase", "first", "reference", "ratio")
+    widest = [max([len(h), *(len(r[c]) for r in rows)]) for c, h in enumerate(headers)]
+    if sum(widest) + 6 > width:
+        lines = Text("totals per phase\n")
+        for phase, a, b, ratio in rows:
+            lines.append(f"  {phase}: {a} vs {b} in the reference (ratio {ratio})\n")
+        lines.rstrip()
+        return lines
     table = Table(title="totals per phase", title_justify="left", box=None, pad_edge=False)
-    table.add_column("phase", no_wrap=True)
-    for header in ("first", "reference", "ratio"):
-        table.add_column(header, justify="right", no_wrap=True)
-    for t in diff.totals:
-        table.add_row(
-            f"{t.phase} compute", str(t.compute_a), str(t.compute_b), _ratio(t.compute_a, t.compute_b)
-        )
-    for t in diff.totals:
-        if t.phase != "update":
-            table.add_row(
-                f"{t.phase} comm bytes", str(t.bytes_a), str(t.bytes_b), _ratio(t.bytes_a, t.bytes_b)
-            )
+    for c, header in enumerate(headers):
+        table.add_column(header, justify="left" if c == 0 else "right", no_wrap=True, min_width=widest[c])
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
