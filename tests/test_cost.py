@@ -214,8 +214,9 @@ def test_translate_with_each_model(run_cli: Run, tmp_path: Path) -> None:
         assert meta["compute"]["model"] == model
         assert meta["compute"]["unit"] == "ns"
     result = run_cli("translate", "resnet50", "--compute", "nonsense")
-    assert result.exit_code == 1
-    assert "unknown compute model" in result.stderr
+    assert result.exit_code == 2
+    assert result.stderr.startswith("modtrans: --compute: 'nonsense' is not one of")
+    assert "astra-sim-reference" in result.stderr
 
 
 def test_chakra_output_warns_about_microseconds(run_cli: Run) -> None:

@@ -96,3 +96,48 @@ def test_a_fifo_or_device_named_like_a_model_is_refused_not_waited_on(tmp_path: 
     code, output = _run("inspect", str(zero))
     assert code == 2
     assert "not a regular file" in output
+
+
+def test_parallel_offers_exactly_what_translate_writes() -> None:
+    from modtrans.cli.common import Keyword
+    from modtrans.strategy.parallel import SUPPORTED
+
+    assert [k.value for k in Keyword] == [p.value for p in SUPPORTED]
+    code, output = _run("translate", "resnet50", "--parallel", "micro")
+    assert code == 2
+    assert output.startswith("modtrans: --parallel: 'micro' is not one of")
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("translate", "resnet50", "--compute", "nonsense"), "--compute"),
+        (("translate", "resnet50", "--clock-ghz", "abc"), "--clock-ghz"),
+        (("translate", "resnet50", "--format", "xml"), "--format"),
+        (("translate", "resnet50", "--dataflow", "xs"), "--dataflow"),
+        (("translate", "resnet50", "--array", "axb"), "--array"),
+        (("translate", "resnet50", "--npus", "0"), "--npus"),
+        (("convert", "x.txt", "--to", "yaml"), "--to"),
+        (("diff", "a", "b", "--format", "xml"), "--format"),
+        (("inspect", "resnet50", "--format", "xml"), "--format"),
+    ],
+)
+def test_every_bad_option_value_is_one_usage_line(args: tuple[str, ...], option: str) -> None:
+    code, output = _run(*args)
+    assert code == 2
+    assert output.startswith(f"modtrans: {option}"), output
+    assert len(output.strip().splitlines()) == 1
+
+
+def test_help_shows_choices_and_no_python_types() -> None:
+    for command in ("translate", "diff", "convert", "validate", "inspect", "extract", "fmt", "lsp"):
+        _, text = _run(command, "--help")
+        for python in ("<str>", "<int range>", "list[", "<path>", "<float"):
+            assert python not in text, (command, python)
+    _, text = _run("translate", "--help")
+    for choices in (
+        "roofline|astra-sim-reference|scalesim-v3|scalesim",
+        "ws|is|os",
+        "astra-sim|simai|chakra",
+    ):
+        assert choices in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,50 @@ from modtrans.report import Format
 from modtrans.strategy import Params
 from modtrans.strategy.parallel import PER_LAYER as PER_LAYER_POLICIES
 from modtrans.workload.model import Dialect, Policy
+
+
+def _friendly_types() -> None:
+    """--help shows `N`, `TEXT`, `PATH`, `FILE...` where typer would show Python types
+    (`<int range>`, `<list[Path]>`); choice lists stay as typer shows them."""
+    from typer import core
+
+    original = core._TyperParameter.display_type
+    names = {"int": "N", "int range": "N", "float": "X", "float range": "X", "str": "TEXT", "path": "PATH"}
+    labels = {"device": "a100|h100|v100|tpu-v4|FILE", "output": "FILE|-", "tcp": "HOST:PORT"}
+
+    def display_type(self: core._TyperParameter, ctx: object) -> str:
+        if self.name in labels:
+            return labels[self.name]
+        label = original(self, ctx)  # type: ignore[arg-type]
+        inner = label[1:-1] if label.startswith("<") else label
+        if inner.startswith("list[") and inner.endswith("]"):
+            element = inner[5:-1]
+            return f"{names.get(element.lower(), element)}..."
+        return names.get(inner.lower(), inner)
+
+    core._TyperParameter.display_type = display_type  # type: ignore[method-assign]
+
+
+def _one_line_usage_errors() -> None:
+    """Every usage error is one line, as ours are: `modtrans: --option: what is wrong (the choices)`
+    and where help is, exit 2 (typer would print the usage block and `Error: Invalid value for ...`)."""
+    import re
+
+    from typer._click import exceptions
+
+    def show(self: exceptions.UsageError, file: object = None) -> None:
+        message = self.format_message()
+        found = re.match(r"Invalid value for '([^']+)'(?: / '[^']+')?: (?:Value error, )?(.*)", message, re.S)
+        if found:
+            message = f"{found.group(1)}: {found.group(2)}"
+        where = f" (see `{self.ctx.command_path} --help`)" if self.ctx is not None else ""
+        typer.echo(f"modtrans: {' '.join(message.split())}{where}", err=True)
+
+    exceptions.UsageError.show = show  # type: ignore[method-assign]
+
+
+_friendly_types()
+_one_line_usage_errors()
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -90,11 +135,36 @@ Output = Annotated[
 Force = Annotated[bool, typer.Option(help="Allow --output to overwrite an input file.")]
 
 
+class ComputeModel(enum.StrEnum):
+    """The compute-time models `modtrans cost list` describes (cost/ registers them)."""
+
+    ROOFLINE = "roofline"
+    ASTRA_SIM_REFERENCE = "astra-sim-reference"
+    SCALESIM_V3 = "scalesim-v3"
+    SCALESIM = "scalesim"
+
+
+class Keyword(enum.StrEnum):
+    """The parallelism keywords `translate` writes (strategy.SUPPORTED; a test keeps them equal)."""
+
+    DATA = "DATA"
+    MODEL = "MODEL"
+    HYBRID_DATA_MODEL = "HYBRID_DATA_MODEL"
+    HYBRID_MODEL_DATA = "HYBRID_MODEL_DATA"
+    HYBRID_CUSTOMIZED = "HYBRID_CUSTOMIZED"
+    HYBRID_TRANSFORMER = "HYBRID_TRANSFORMER"
+    HYBRID_TRANSFORMER_FWD_IN_BCKWD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
+
+
+class DataflowKind(enum.StrEnum):
+    WS = "ws"
+    IS = "is"
+    OS = "os"
+
+
 Compute = Annotated[
-    str,
-    typer.Option(
-        help="Compute-time model: roofline, astra-sim-reference, scalesim-v3, scalesim (`cost list`)."
-    ),
+    ComputeModel,
+    typer.Option(case_sensitive=False, help="Compute-time model (`modtrans cost list` describes them)."),
 ]
 
 
@@ -109,7 +179,13 @@ Device = Annotated[
 Array = Annotated[str | None, typer.Option(help="Systolic array ROWSxCOLS (default 256x256).")]
 
 
-Dataflow = Annotated[str | None, typer.Option(help="Systolic dataflow: ws, is or os.")]
+Dataflow = Annotated[
+    DataflowKind | None,
+    typer.Option(
+        case_sensitive=False,
+        help="Systolic dataflow (scalesim-v3, scalesim): weight, input or output stationary.",
+    ),
+]
 
 
 def finite(value: float | None) -> float | None:
@@ -253,6 +329,11 @@ def _save_all(outputs: Sequence[tuple[Path, str | bytes]], problems: list[Diagno
         where = error.filename or outputs[0][0]
         reason = error.strerror or str(error)
         problems.append(diagnostic("F003", f"cannot write {where}: {reason}", path=str(where)))
+
+
+def _given(*options: str) -> bool:
+    """Whether the user typed one of `options` (typer cannot tell a default from a value typed)."""
+    return any(arg == o or arg.startswith(f"{o}=") for arg in sys.argv[1:] for o in options)
 
 
 def _usage(message: str) -> None:

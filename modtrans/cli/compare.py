@@ -17,6 +17,7 @@ from modtrans.cli.common import (
     BytesPerCycle,
     ClockGhz,
     Compute,
+    ComputeModel,
     Dataflow,
     Device,
     InputShape,
@@ -24,6 +25,7 @@ from modtrans.cli.common import (
     ParamsOpt,
     TimeUnit,
     _cost,
+    _given,
     _shapes,
     _usage,
     app,
@@ -72,7 +74,7 @@ def diff(
     params: ParamsOpt = Params.TRAINABLE,
     batch: Batch = None,
     input_shape: InputShape = None,
-    compute: Compute = "roofline",
+    compute: Compute = ComputeModel.ROOFLINE,
     device: Device = None,
     array: Array = None,
     dataflow: Dataflow = None,
@@ -98,7 +100,7 @@ def diff(
         seen = conventions.detect(reference_side.workload)
         params = Params(seen.params) if not _given("--params") else params
         if seen.reference_compute and not _given("--compute"):
-            compute = "astra-sim-reference"
+            compute = ComputeModel.ASTRA_SIM_REFERENCE
     options = pipeline.Options(Parallelism(), params, batch, _shapes(input_shape), None, compute, settings)
     sides = [pipeline.workload_or_model(first, options), reference_side]
     problems = [d for side in sides for d in side.diagnostics if d.severity == 1]
@@ -131,11 +133,6 @@ def diff(
             result, console, first=first, reference=reference, max_rows=rows, findings=findings, advice=advice
         )
     raise typer.Exit(0 if result.equivalent else 1)
-
-
-def _given(option: str) -> bool:
-    """Whether the user typed `option` (typer cannot tell a default from an explicit value)."""
-    return any(arg == option or arg.startswith(f"{option}=") for arg in sys.argv[1:])
 
 
 def _like_with_like(first: str, reference: str, findings: list[conventions.Finding]) -> str:

@@ -17,10 +17,12 @@ from modtrans.cli.common import (
     BytesPerCycle,
     ClockGhz,
     Compute,
+    ComputeModel,
     Dataflow,
     Device,
     Force,
     InputShape,
+    Keyword,
     Model,
     NoColor,
     Output,
@@ -28,6 +30,7 @@ from modtrans.cli.common import (
     TimeUnit,
     _cost,
     _finish,
+    _given,
     _indices,
     _per_layer,
     _refuse_inputs,
@@ -90,15 +93,14 @@ def translate(
     model: Model,
     output: Output = None,
     parallel: Annotated[
-        Policy,
+        Keyword,
         typer.Option(
             "--parallel",
             "-p",
             case_sensitive=False,
-            help="DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED, HYBRID_TRANSFORMER, "
-            "HYBRID_TRANSFORMER_FWD_IN_BCKWD (formulas: modtrans/strategy/parallel.py).",
+            help="The parallelism keyword (formulas: modtrans/strategy/parallel.py).",
         ),
-    ] = Policy.DATA,
+    ] = Keyword.DATA,
     npus: Annotated[int, typer.Option(min=1, help="NPUs in the simulated system.")] = 1,
     model_parallel_group: Annotated[
         int | None,
@@ -144,7 +146,7 @@ def translate(
             min=1, help="Bytes per parameter element in the all-reduce (default: the model's dtype)."
         ),
     ] = None,
-    compute: Compute = "roofline",
+    compute: Compute = ComputeModel.ROOFLINE,
     device: Device = None,
     array: Array = None,
     dataflow: Dataflow = None,
@@ -171,6 +173,14 @@ def translate(
         Path | None,
         typer.Option(help="Write the provenance here (default: OUTPUT.meta.json beside a file output)."),
     ] = None,
+    like: Annotated[
+        Path | None,
+        typer.Option(
+            help="A reference workload whose conventions to follow where not given: its keyword, "
+            "dialect, layer convention (--params) and compute model (ASTRA-sim's reference model "
+            "when its update times are a tenth of its weight-gradient times)."
+        ),
+    ] = None,
     force: Force = False,
     strict: Annotated[
         bool, typer.Option(help="Warnings (e.g. what the consumer misreads) fail: no output.")
@@ -178,6 +188,9 @@ def translate(
     no_color: NoColor = False,
 ) -> None:
     """Translate an ONNX model or a built-in architecture into a workload file."""
+    policy = Policy(parallel.value)
+    if like is not None:
+        policy, dialect, params, compute = _like(like, policy, dialect, params, compute)
     if to not in ("text", "json", "chakra-et"):
         _usage(f"--format must be text, json or chakra-et, not {to!r}")
     if to == "chakra-et":
@@ -190,7 +203,7 @@ def translate(
             _usage("--packages must divide --npus, and replaces --model-parallel-group")
         model_parallel_group = npus // packages
     strategy = Parallelism(
-        parallel,
+        policy,
         npus,
         model_parallel_group,
         _indices(checkpoints, "--checkpoints"),
@@ -216,6 +229,37 @@ def translate(
     target = meta or (Path(f"{output}.meta.json") if beside else None)
     sidecar = None if target is None else (target, json.dumps(result.metadata, indent=1) + "\n")
     _finish(found, text, output, _inputs(model), force, no_color, sidecar)
+
+
+def _like(
+    reference: Path, parallel: Policy, dialect: Dialect, params: Params, compute: ComputeModel
+) -> tuple[Policy, Dialect, Params, ComputeModel]:
+    """The options a reference workload implies, for those the user did not give."""
+    from modtrans.diff import conventions
+    from modtrans.strategy.parallel import SUPPORTED
+    from modtrans.workload.load import load
+
+    loaded = load(reference)
+    if loaded.result.workload is None:
+        _usage(f"--like {reference}: not a workload file ({loaded.result.diagnostics[0].message})")
+    workload = loaded.result.workload
+    assert workload is not None
+    seen = conventions.detect(workload)
+    taken = []
+    if not _given("--parallel", "-p") and workload.header.policy in SUPPORTED:
+        parallel = workload.header.policy
+        taken.append(f"--parallel {parallel.value}")
+    if not _given("--dialect", "-d") and workload.dialect is not None:
+        dialect = workload.dialect
+        taken.append(f"--dialect {dialect.value}")
+    if not _given("--params"):
+        params = Params(seen.params)
+        taken.append(f"--params {params.value}")
+    if not _given("--compute") and seen.reference_compute:
+        compute = ComputeModel.ASTRA_SIM_REFERENCE
+        taken.append(f"--compute {compute}")
+    typer.echo(f"--like {reference}: {' '.join(taken) or 'nothing to take'}", err=True)
+    return parallel, dialect, params, compute
 
 
 def _chakra_traces(
