@@ -15,6 +15,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
 from modtrans.workload.parse import MAX_LINE
@@ -35,9 +36,21 @@ class TextFile:
         return "".join(content + eol for content, eol in self.lines or ())
 
 
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+
+
 def read_lines(path: str | Path) -> TextFile:
-    """Read a workload file line by line; never raises for a bad path or bad bytes."""
+    """Read a workload file line by line (`-`: standard input); never raises for a bad path or
+    bad bytes."""
     name = str(path)
+    if name == STDIN:
+        import sys
+
+        try:
+            return _read(STDIN_NAME, sys.stdin.buffer)
+        except (OSError, ValueError) as error:
+            return _unreadable(STDIN_NAME, str(error))
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below in every branch
     except IsADirectoryError:
@@ -53,10 +66,7 @@ def read_lines(path: str | Path) -> TextFile:
             return _unreadable(name, error.strerror or str(error))
 
 
-def _read(name: str, handle: object) -> TextFile:
-    import io
-
-    assert isinstance(handle, io.BufferedReader)
+def _read(name: str, handle: BinaryIO) -> TextFile:
     lines: list[tuple[str, str]] = []
     found: list[Diagnostic] = []
     lineno = 0
@@ -106,6 +116,25 @@ def _read(name: str, handle: object) -> TextFile:
 
 def _unreadable(name: str, reason: str) -> TextFile:
     return TextFile(name, None, (diagnostic("F001", f"cannot read {name}: {reason}", path=name),))
+
+
+def what_is(head: bytes) -> str | None:
+    """What a file that starts with `head` is, in words, when it is a kind ModTrans knows that
+    is not an ONNX model: said instead of a protobuf or schema error."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"{"):
+        if b'"modtrans-workload"' in text[:400]:
+            return "a workload JSON file"
+        if b'"modtrans-translation"' in text[:400]:
+            return "translation metadata (a .meta.json)"
+        if b'"provenance"' in text[:400]:
+            return "a ModTrans IR document (`modtrans extract` output)"
+        return "a JSON file"
+    words = text.split(maxsplit=1)
+    keywords = (b"DATA", b"MODEL", b"HYBRID_", b"MICRO", b"DISTRIBUTED_INFERENCE")
+    if words and words[0].startswith(keywords):
+        return "a workload text file"
+    return None
 
 
 PARTIAL = ".modtrans-partial"

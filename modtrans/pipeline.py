@@ -104,9 +104,14 @@ def extract_checked(
             fetched, batch=batch, input_shapes=input_shapes, display_name=str(spec), file_hash=file_hash
         )
     if entry is None:
+        import difflib
+
         known = ", ".join(zoo.names())
+        names = [*zoo.names(), *(item.name for item in fetch.remotes())]
+        close = difflib.get_close_matches(str(spec), names, n=1, cutoff=0.75)
+        hint = f"did you mean `{close[0]}`?" if close else "`modtrans zoo list` describes them"
         message = f"no such file, and not a built-in model (built-ins: {known})"
-        return None, [diagnostic("F001", message, path=str(spec), hint="`modtrans zoo list` describes them")]
+        return None, [diagnostic("F001", message, path=str(spec), hint=hint)]
     shapes = {**entry.input_shapes(batch), **(input_shapes or {})}
     return extract_file(
         entry.path, batch=batch, input_shapes=shapes, display_name=entry.name, file_hash=file_hash
@@ -218,7 +223,7 @@ def workload_or_model(spec: str, options: Options) -> Side:
     from modtrans.workload.load import load  # the text path never needs onnx
 
     path = Path(spec)
-    if _is_file(path) and path.suffix.lower() != ".onnx":
+    if spec == "-" or (_is_file(path) and path.suffix.lower() != ".onnx"):
         loaded = load(path)
         binary = any(d.code == "F002" for d in loaded.result.diagnostics)  # an ONNX file named otherwise
         if not binary:

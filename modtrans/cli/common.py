@@ -70,6 +70,26 @@ app = typer.Typer(
     rich_markup_mode=None,  # help text verbatim: `modtrans[lsp]` is not a markup tag
     help="Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from modtrans._version import __version__
+
+        typer.echo(f"modtrans {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _top(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files."""
+
+
 zoo_app = typer.Typer(no_args_is_help=True, help="Built-in architectures (no download needed).")
 cost_app = typer.Typer(no_args_is_help=True, help="Compute-time models.")
 
@@ -92,6 +112,9 @@ DialectOpt = Annotated[
 
 
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours (also: NO_COLOR=1).")]
+
+
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Do not say what was written.")]
 
 
 Model = Annotated[
@@ -238,13 +261,18 @@ def _cost(
     return cost.Settings(device, rows_cols, dataflow, bytes_per_cycle, cost.Clock(unit, ghz))
 
 
-def _indices(spec: str | None, option: str) -> tuple[int, ...] | None:
+def _indices(
+    spec: str | None, option: str, expected: str = "layer indices like 0,9,18"
+) -> tuple[int, ...] | None:
     if spec is None:
         return None
     try:
-        return tuple(int(x) for x in spec.replace(" ", "").split(",") if x)
+        values = tuple(int(x) for x in spec.replace(" ", "").split(",") if x and len(x) < 12)
+        if len(values) != len([x for x in spec.split(",") if x.strip()]):
+            raise ValueError(spec)
+        return values
     except ValueError:
-        _usage(f"{option} {spec!r}: expected layer indices like 0,9,18")
+        _usage(f"{option} {spec!r}: expected {expected}")
         return None
 
 
@@ -288,9 +316,12 @@ def _finish(
     force: bool,
     no_color: bool,
     sidecar: tuple[Path, str] | None = None,
+    quiet: bool = False,
 ) -> None:
     """Write `text` (unless None) to `output` or standard output and `sidecar` beside it, as one
-    result (both or neither); report; exit."""
+    result (both or neither); say what was written (unless `quiet`); report; exit."""
+    if output == "":
+        _usage("--output is empty: give a file, or - for standard output")
     if text is not None:
         outputs: list[tuple[Path, str | bytes]] = []
         if output not in (None, "-"):
@@ -301,6 +332,8 @@ def _finish(
         if output in (None, "-"):
             sys.stdout.write(text)
         _save_all(outputs, found)
+        if outputs and not has_errors(found) and not quiet:
+            typer.echo("wrote " + " and ".join(str(target) for target, _ in outputs), err=True)
     report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
     code = report.exit_code(found)
     raise typer.Exit(code or (1 if text is None else 0))

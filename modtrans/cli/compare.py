@@ -33,6 +33,7 @@ from modtrans.cli.common import (
 )
 from modtrans.diff import conventions
 from modtrans.diff import render as diff_render
+from modtrans.fileio import STDIN_NAME
 from modtrans.report import Format
 from modtrans.strategy import Parallelism, Params
 
@@ -83,7 +84,15 @@ def diff(
     clock_ghz: ClockGhz = 1.0,
     no_color: NoColor = False,
 ) -> None:
-    """Compare two workloads layer by layer; exit 0 equivalent, 1 different, 2 unreadable input.
+    """Compare two workloads layer by layer.
+
+    Exit 0 equivalent, 1 different, 2 unreadable input.
+
+    \b
+    Examples:
+      modtrans diff generated.txt Resnet50_DataParallel.txt
+      modtrans diff resnet50 Resnet50_DataParallel.txt --like
+      modtrans diff a.txt b.txt --fields comm --ignore-order --format json
 
     Layers pair by name, then by identical compared fields, then by position; moved blocks are
     reported as moves. Models (ONNX files, built-ins) are translated first with --params etc.
@@ -116,6 +125,7 @@ def diff(
     if like and conventions.names_differ(a, b):
         ignore_names = True
     compared = comparison.Options(chosen, rtol, atol, ignore_order, ignore_names, ignore_header)
+    first, reference = (STDIN_NAME if spec == "-" else spec for spec in (first, reference))
     result = comparison.compare(a, b, compared)
     findings = conventions.explain(a, b, result)
     advice = _like_with_like(first, reference, findings) if findings else None

@@ -20,7 +20,14 @@ def lsp(
     ] = None,
     dialect: DialectOpt = None,
 ) -> None:
-    """Run the language server (LSP over stdio): the diagnostics of `validate` as you type, hover,
+    """Run the language server.
+
+    \b
+    Examples:
+      modtrans lsp
+      modtrans lsp --tcp 127.0.0.1:2087
+
+    LSP over stdio: the diagnostics of `validate` as you type, hover,
     outline, formatting and quick fixes. Needs `pip install 'modtrans[lsp]'`."""
     address = None
     if tcp is not None:

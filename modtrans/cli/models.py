@@ -27,6 +27,7 @@ from modtrans.cli.common import (
     NoColor,
     Output,
     ParamsOpt,
+    Quiet,
     TimeUnit,
     _cost,
     _finish,
@@ -64,14 +65,23 @@ def extract(
         bool, typer.Option("--no-hash", help="Skip the SHA-256 of the file (reads all of it).")
     ] = False,
     force: Force = False,
+    quiet: Quiet = False,
     no_color: NoColor = False,
 ) -> None:
-    """Extract the intermediate document of an ONNX model (schemas/model-ir.schema.json); no weights read."""
+    """Extract a model's intermediate document (IR).
+
+    The IR (schemas/model-ir.schema.json) of an ONNX file or built-in; weights are never read.
+
+    \b
+    Examples:
+      modtrans extract resnet50 -o resnet50.ir.json
+      modtrans extract model.onnx --input-shape input=1x3x224x224
+    """
     shapes = _shapes(input_shape)
     with report.status(f"reading {model}"):
         ir, found = pipeline.extract_checked(model, batch=batch, input_shapes=shapes, file_hash=not no_hash)
     text = None if ir is None or has_errors(found) else _ir_json(ir, model, found)
-    _finish(found, text, output, _inputs(model), force, no_color)
+    _finish(found, text, output, _inputs(model), force, no_color, quiet=quiet)
 
 
 def _inputs(model: str) -> list[str]:
@@ -185,9 +195,22 @@ def translate(
     strict: Annotated[
         bool, typer.Option(help="Warnings (e.g. what the consumer misreads) fail: no output.")
     ] = False,
+    quiet: Quiet = False,
     no_color: NoColor = False,
 ) -> None:
-    """Translate an ONNX model or a built-in architecture into a workload file."""
+    """Translate a model into a workload.
+
+    An ONNX file, a built-in architecture or a fetched model, into a workload file, workload JSON
+    or Chakra traces.
+
+    \b
+    Examples:
+      modtrans translate resnet50 -o resnet50.txt
+      modtrans translate resnet50 --like Resnet50_DataParallel.txt -o generated.txt
+      modtrans translate gpt2 -p HYBRID_TRANSFORMER --npus 8 --model-parallel-group 4
+      modtrans translate model.onnx --batch 32 --compute roofline --device h100
+      modtrans translate resnet50 --format chakra-et --npus 8 -o traces/
+    """
     policy = Policy(parallel.value)
     if like is not None:
         policy, dialect, params, compute = _like(like, policy, dialect, params, compute)
@@ -196,7 +219,22 @@ def translate(
     if to == "chakra-et":
         if output in (None, "-"):
             _usage("--format chakra-et writes files: give -o DIR/PREFIX")
+        if npus > MAX_TRACES and not force:
+            _usage(f"--npus {npus} writes {npus} trace files (over {MAX_TRACES}); pass --force")
         time_unit = cost.Unit.US  # duration_micros: ASTRA-sim 2.x multiplies it by 1000
+    _not_applicable(
+        to,
+        policy,
+        compute,
+        dataflow=dataflow,
+        per_layer=per_layer,
+        checkpoint_every=checkpoint_every,
+        checkpoints=checkpoints,
+        checkpoint_initiates=checkpoint_initiates,
+        network_dims=network_dims,
+        passes=passes,
+        model_parallel_group=model_parallel_group,
+    )
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
     if packages is not None:
         if model_parallel_group is not None or npus % packages:
@@ -218,8 +256,11 @@ def translate(
         result = pipeline.translate_checked(model, options)
     found = list(result.diagnostics)
     if to == "chakra-et":
-        dims = _indices(network_dims, "--network-dims")
-        _chakra_traces(result, Path(str(output)), npus, passes, strict, no_color, dims, _inputs(model), force)
+        dims = _indices(network_dims, "--network-dims", "NPUs per network dimension like 4,2")
+        prefix = Path(str(output))
+        if prefix.is_dir() or str(output).endswith("/"):  # a folder: <folder>/<model>.<npu>.et
+            prefix = prefix / _model_stem(model)
+        _chakra_traces(result, prefix, npus, passes, strict, no_color, dims, _inputs(model), force)
     text = None
     if result.workload is not None:
         text = _render_workload(result.workload, dialect, to, found)
@@ -228,7 +269,41 @@ def translate(
     beside = output not in (None, "-") and is_file_output(str(output))  # no /dev/null.meta.json
     target = meta or (Path(f"{output}.meta.json") if beside else None)
     sidecar = None if target is None else (target, json.dumps(result.metadata, indent=1) + "\n")
-    _finish(found, text, output, _inputs(model), force, no_color, sidecar)
+    _finish(found, text, output, _inputs(model), force, no_color, sidecar, quiet)
+
+
+MAX_TRACES = 4096
+"""--format chakra-et writes one file per NPU; more than this many need --force."""
+
+
+def _model_stem(model: str) -> str:
+    """The model's name for file names: a built-in's name, or the ONNX file's stem."""
+    return Path(model).stem if model.lower().endswith(".onnx") else Path(model).name
+
+
+def _not_applicable(to: str, policy: Policy, compute: ComputeModel, **given: object) -> None:
+    """Warn about each option given that this translation does not use, and why."""
+    systolic = compute in (ComputeModel.SCALESIM_V3, ComputeModel.SCALESIM)
+    checkpointed = policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
+    unused = {
+        "dataflow": None if systolic else f"--compute {compute} has no dataflow",
+        "per_layer": None
+        if policy is Policy.HYBRID_CUSTOMIZED
+        else f"only HYBRID_CUSTOMIZED reads it, not {policy}",
+        "network_dims": None if to == "chakra-et" else f"only --format chakra-et uses it, not {to}",
+        "passes": None if to == "chakra-et" else f"only --format chakra-et uses it, not {to}",
+        "model_parallel_group": f"{policy} has no model-parallel group"
+        if policy in (Policy.DATA, Policy.MODEL)
+        else None,
+    }
+    for key in ("checkpoint_every", "checkpoints", "checkpoint_initiates"):
+        unused[key] = (
+            None if checkpointed else f"only HYBRID_TRANSFORMER_FWD_IN_BCKWD checkpoints, not {policy}"
+        )
+    for name, value in given.items():
+        reason = unused.get(name)
+        if value is not None and value != (1 if name == "passes" else None) and reason is not None:
+            typer.echo(f"modtrans: warning: --{name.replace('_', '-')} is ignored: {reason}", err=True)
 
 
 def _like(
@@ -299,7 +374,9 @@ def _chakra_traces(
         _save_all(outputs, found)
         if not has_errors(found):
             first, last = traces[0][0], traces[-1][0]
-            typer.echo(f"wrote {len(traces)} Chakra traces: {first} .. {last}", err=True)
+            names = f"{first}" if len(traces) == 1 else f"{first} .. {last}"
+            plural = "trace" if len(traces) == 1 else "traces"
+            typer.echo(f"wrote {len(traces)} Chakra {plural}: {names} and {sidecar[0]}", err=True)
     report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
     raise typer.Exit(report.exit_code(found, strict=strict) or (1 if failed else 0))
 
@@ -327,7 +404,15 @@ def inspect(
     input_shape: InputShape = None,
     no_color: NoColor = False,
 ) -> None:
-    """Per-layer table of a model: parameters, dtype, bytes, output shape, FLOPs, totals."""
+    """Show a model's layers.
+
+    Per layer: parameters, dtype, bytes, output shape, FLOPs; then totals.
+
+    \b
+    Examples:
+      modtrans inspect resnet50
+      modtrans inspect model.onnx --format csv --all
+    """
     if fmt not in ("table", "json", "csv"):
         _usage(f"--format must be table, json or csv, not {fmt!r}")
     with report.status(f"reading {model}"):
@@ -353,7 +438,12 @@ def inspect(
 
 @zoo_app.command("list")
 def zoo_list() -> None:
-    """The built-in architectures and the models `modtrans fetch` can download."""
+    """List built-in and fetchable models.
+
+    \b
+    Example:
+      modtrans zoo list
+    """
     for name in zoo.names():
         entry = zoo.get(name)
         assert entry is not None
@@ -374,7 +464,14 @@ def fetch(
         str | None, typer.Option(help="Download from this origin instead of github.com.")
     ] = None,
 ) -> None:
-    """Download a real model from the ONNX Model Zoo into the cache, verified by SHA-256."""
+    """Download a model from the ONNX Model Zoo.
+
+    Into the cache, verified by SHA-256; then use its name as MODEL.
+
+    \b
+    Example:
+      modtrans fetch mnist-8 && modtrans translate mnist-8
+    """
     try:
         with report.status(f"fetching {name}"):
             path = fetching.fetch(name, cache=cache, mirror=mirror)
@@ -386,7 +483,12 @@ def fetch(
 
 @cost_app.command("list")
 def cost_list() -> None:
-    """The compute-time models and the roofline device profiles."""
+    """List compute models and device profiles.
+
+    \b
+    Example:
+      modtrans cost list
+    """
     for entry in cost.models():
         typer.echo(f"{entry.name:<20} {entry.summary}")
     typer.echo("\nroofline device profiles (--device NAME, or a FILE.json per schemas/device.schema.json):")

@@ -15,6 +15,7 @@ from modtrans.cli.common import (
     DialectOpt,
     NoColor,
     Paths,
+    Quiet,
     _refuse_inputs,
     _save,
     _usage,
@@ -42,7 +43,17 @@ def validate(
     explain: Annotated[str | None, typer.Option(help="Explain a diagnostic code and exit.")] = None,
     no_color: NoColor = False,
 ) -> None:
-    """Check workload files; exit 0 clean, 1 findings, 2 unreadable file or usage error."""
+    """Check workload files.
+
+    Exit 0 clean (warnings allowed unless --strict), 1 findings, 2 unreadable file or usage error.
+
+    \b
+    Examples:
+      modtrans validate workload.txt
+      modtrans translate resnet50 | modtrans validate -
+      modtrans validate --dialect chakra --format github *.txt
+      modtrans validate --explain V201
+    """
     if explain is not None:
         text = report.explain(explain)
         if text is None:
@@ -73,9 +84,17 @@ def fmt(
     dialect: DialectOpt = None,
     no_color: NoColor = False,
 ) -> None:
-    """Rewrite files in the canonical form of their dialect, workload JSON as canonical JSON
-    (atomically; a file with errors is left alone, and so is one whose canonical form would
-    have findings the file does not have)."""
+    """Rewrite workload files in canonical form.
+
+    Text in the canonical form of its dialect, workload JSON as canonical JSON, atomically; a file
+    with errors is left alone, and so is one whose canonical form would have findings it does not.
+
+    \b
+    Examples:
+      modtrans fmt workload.txt
+      modtrans fmt --check workloads/*.txt
+      modtrans fmt - < messy.txt > tidy.txt
+    """
     problems: list[Diagnostic] = []
     sources = {}
     changed = []
@@ -83,14 +102,22 @@ def fmt(
         loaded = load(path)
         sources[loaded.path] = loaded.line
         new = _formatted(loaded, dialect, problems)
-        if new is None or new == "".join(c + e for c, e in loaded.lines):
+        old = "".join(c + e for c, e in loaded.lines)
+        if str(path) == "-":  # a filter: the canonical text (or the input, if none) to stdout
+            if not check:
+                sys.stdout.write(old if new is None else new)
+            if new is not None and new != old:
+                changed.append(loaded.path)
+            continue
+        if new is None or new == old:
             continue
         changed.append(loaded.path)
         if not check:
             _save(path, new, problems)
     report.emit(problems, Format.TEXT, stream=sys.stderr, sources=sources, color=False if no_color else None)
     for name in changed:
-        typer.echo(f"{'would reformat' if check else 'reformatted'} {name}", err=True)
+        if check or name != "<stdin>":
+            typer.echo(f"{'would reformat' if check else 'reformatted'} {name}", err=True)
     code = report.exit_code(problems)
     raise typer.Exit(code or (1 if check and changed else 0))
 
@@ -131,10 +158,19 @@ def convert(
     ] = None,
     dialect: DialectOpt = None,
     force: Annotated[bool, typer.Option(help="Allow --output to overwrite the input file.")] = False,
+    quiet: Quiet = False,
     no_color: NoColor = False,
 ) -> None:
-    """Convert between workload text and workload JSON (schemas/workload.schema.json), and between the
+    """Convert workload text to JSON and back, or between dialects.
+
+    Between workload text and workload JSON (schemas/workload.schema.json), and between the
     ASTRA-sim 1.0 and SimAI dialects of the text (--to text --dialect D).
+
+    \b
+    Examples:
+      modtrans convert workload.txt -o workload.json
+      modtrans convert workload.json --to text -o workload.txt
+      modtrans convert simai.txt --to text --dialect astra-sim
 
     A conversion the target cannot express is refused and says exactly what is in the way (D310:
     SimAI header keys or _EP comm types for ASTRA-sim 1.0); one the target would read differently
@@ -143,7 +179,9 @@ def convert(
     """
     if to not in ("json", "text"):
         _usage(f"--to must be json or text, not {to!r}")
-    if output is not None:
+    if output is not None and str(output) == "":
+        _usage("--output is empty: give a file, or - for standard output")
+    if output is not None and str(output) != "-":
         _refuse_inputs([output], [str(path)], force)
     loaded = load(path)
     problems = check_parsed(loaded.result, dialect=None, path=loaded.path)
@@ -166,10 +204,12 @@ def convert(
             if d.code.startswith("D")
         ]
     if new is not None:
-        if output is None:
+        if output is None or str(output) == "-":
             sys.stdout.write(new)
         else:
             _save(output, new, problems)
+            if not has_errors(problems) and not quiet:
+                typer.echo(f"wrote {output}", err=True)
     report.emit(lost, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
     report.emit(
         [d for d in problems if d.severity == 1],

@@ -8,6 +8,7 @@ inference), graph.py (graph -> layers), ops.py (op -> FLOPs, GEMM, parameter rol
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -27,6 +28,21 @@ def extract(
     file_hash: bool = True,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the ONNX model at `path`, or None when the model cannot be read (see diagnostics)."""
+    ir, found = _extract_file(path, batch, input_shapes, display_name, file_hash)
+    if display_name is None:
+        return ir, found
+    # A built-in or fetched model is named by its name, never by the packaged file's path.
+    inside = str(path)
+    return ir, [dataclasses.replace(d, path=display_name) if d.path == inside else d for d in found]
+
+
+def _extract_file(
+    path: Path,
+    batch: int | None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None,
+    display_name: str | None,
+    file_hash: bool,
+) -> tuple[ModelIR | None, list[Diagnostic]]:
     where = str(path)
     loaded, found = load.read(path, file_hash=file_hash)
     if loaded is None or has_errors(found):

@@ -57,7 +57,7 @@ def read(path: Path, *, file_hash: bool = True) -> tuple[Loaded | None, list[Dia
     except OSError as error:
         return None, [diagnostic("F001", f"cannot read: {error}", path=where)]
     except wire.WireError as error:
-        return None, [diagnostic("F004", f"not an ONNX model: {error}", path=where)]
+        return None, [diagnostic("F004", _not_onnx(path, error), path=where)]
     try:
         model = onnx.ModelProto.FromString(stripped.data)
     except (DecodeError, RuntimeError) as error:
@@ -70,6 +70,24 @@ def read(path: Path, *, file_hash: bool = True) -> tuple[Loaded | None, list[Dia
         return None, [diagnostic("F004", f"not a well-formed ONNX model: {type(error).__name__}", path=where)]
     digest = _sha256(path) if file_hash else None
     return Loaded(model, digest, size, stripped.tensors), problems
+
+
+def _not_onnx(path: Path, error: wire.WireError) -> str:
+    """Why a file is not an ONNX model, in words: another kind of file, or truncated."""
+    from modtrans.fileio import what_is
+
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+        size = path.stat().st_size
+    except OSError:
+        return f"not an ONNX model: {error}"
+    kind = what_is(head)
+    if kind is not None:
+        return f"this is {kind}, not an ONNX model"
+    if "past the end" in str(error):
+        return f"truncated: the file ends at byte {size} inside a field ({error})"
+    return f"not an ONNX model: {error}"
 
 
 def _sha256(path: Path) -> str:

@@ -76,6 +76,18 @@ def loads(text: str, *, path: str | None = None) -> tuple[Workload | None, list[
         message = f"invalid JSON: {error.message}"
         return None, [diagnostic("S401", message, path=path, span=Span.at(error.line, error.column))]
     source = jsonsource.SourceMap(text)
+    if isinstance(data, dict) and data.get("format") != "modtrans-workload":
+        other = (
+            "translation metadata (a .meta.json)" if data.get("format") == "modtrans-translation" else None
+        )
+        other = other or (
+            "a ModTrans IR document (`modtrans extract` output)" if "provenance" in data else None
+        )
+        if other is not None:
+            message = f"this is {other}, not a workload"
+            return None, [
+                diagnostic("S402", message, path=path, span=Span.at(1, 1), hint="validate the workload file")
+            ]
     problems = schema.check(data, "workload", path=path, describe=describe, locate=source.span)
     if problems:
         return None, problems

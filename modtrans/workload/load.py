@@ -32,8 +32,8 @@ class Loaded:
 
 def load(path: str | Path) -> Loaded:
     """Read and parse `path`; unreadable files give an F0xx diagnostic and no workload."""
-    name = str(path)
     file = read_lines(path)
+    name = file.path  # `<stdin>` for standard input
     if file.lines is None:
         return Loaded(name, ParseResult(None, file.diagnostics), [])
     if _looks_like_json(name, file.lines):

@@ -1,0 +1,103 @@
+"""What a new user meets in the first hour: pipes, --version, what was written, names of files
+that are not what a command reads, built-ins named by name, a did-you-mean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from modtrans import zoo
+
+RESNET_REFERENCE = (
+    Path(__file__).resolve().parent.parent / "fixtures/workloads/corpus/astra-sim/Resnet50_DataParallel.txt"
+)
+
+
+def _modtrans(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "modtrans", *args],
+        input=stdin.decode() if stdin is not None else None,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_standard_input_and_output_are_dash() -> None:
+    translated = _modtrans("translate", "resnet50").stdout
+    checked = _modtrans("validate", "-", stdin=translated.encode())
+    assert checked.returncode == 0, checked.stdout
+    compared = _modtrans("diff", "-", str(RESNET_REFERENCE), stdin=translated.encode())
+    assert compared.stdout.startswith("<stdin> vs ")
+    document = _modtrans("convert", "-", "-o", "-", stdin=translated.encode()).stdout
+    assert json.loads(document)["format"] == "modtrans-workload"
+    messy = translated.replace("\t", "  ")
+    assert _modtrans("fmt", "-", stdin=messy.encode()).stdout == translated
+
+
+def test_version() -> None:
+    done = _modtrans("--version")
+    assert done.returncode == 0
+    assert done.stdout.startswith("modtrans 0.")
+
+
+def test_an_output_says_what_was_written_unless_quiet(tmp_path: Path) -> None:
+    out = tmp_path / "w.txt"
+    said = _modtrans("translate", "resnet50", "-o", str(out))
+    assert said.stderr.strip() == f"wrote {out} and {out}.meta.json"
+    assert _modtrans("translate", "resnet50", "-o", str(out), "-q").stderr == ""
+    empty = _modtrans("translate", "resnet50", "-o", "")
+    assert empty.returncode == 2
+    assert empty.stderr.startswith("modtrans: --output is empty")
+
+
+def test_chakra_traces_into_a_folder_are_named_after_the_model(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("chakra")
+    done = _modtrans("translate", "resnet50", "--format", "chakra-et", "--npus", "2", "-o", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "resnet50.0.et",
+        "resnet50.1.et",
+        "resnet50.meta.json",
+    ]
+    assert f"{tmp_path}/resnet50.0.et .. {tmp_path}/resnet50.1.et" in done.stderr
+    many = _modtrans(
+        "translate", "resnet50", "--format", "chakra-et", "--npus", "100000", "-o", str(tmp_path)
+    )
+    assert many.returncode == 2
+    assert "pass --force" in many.stderr
+
+
+def test_a_file_that_is_not_a_model_says_what_it_is(tmp_path: Path) -> None:
+    workload = tmp_path / "generated.txt"
+    workload.write_text(_modtrans("translate", "resnet50").stdout)
+    said = _modtrans("translate", str(workload))
+    assert "this is a workload text file, not an ONNX model" in said.stderr
+    ir = tmp_path / "model.ir.json"
+    _modtrans("extract", "resnet50", "-o", str(ir))
+    checked = _modtrans("validate", str(ir))
+    assert checked.stdout.count("error") == 2  # the one finding, and the summary line
+    assert "this is a ModTrans IR document" in checked.stdout
+    entry = zoo.get("resnet50")
+    assert entry is not None
+    truncated = tmp_path / "cut.onnx"
+    truncated.write_bytes(entry.path.read_bytes()[:5000])
+    assert "truncated: the file ends at byte 5000" in _modtrans("inspect", str(truncated)).stderr
+
+
+def test_built_ins_are_named_by_name_and_typos_get_a_suggestion() -> None:
+    said = _modtrans("translate", "resnet50", "--input-shape", "input=1x3x2")
+    assert said.stderr.startswith("resnet50: error X501")
+    assert "zoo" not in said.stderr
+    assert "did you mean `resnet50`?" in _modtrans("translate", "resnet51").stderr
+
+
+def test_options_that_do_not_apply_are_said_so() -> None:
+    said = _modtrans("translate", "resnet50", "--dataflow", "os", "--checkpoint-every", "3", "--passes", "2")
+    assert said.returncode == 0
+    warnings = [line for line in said.stderr.splitlines() if "is ignored" in line]
+    assert [w.split()[2] for w in warnings] == ["--dataflow", "--checkpoint-every", "--passes"]
