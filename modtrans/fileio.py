@@ -76,8 +76,12 @@ def _read(name: str, handle: BinaryIO) -> TextFile:
             break
         lineno += 1
         if not raw.endswith(b"\n") and len(raw) > MAX_LINE:
+            length = len(raw)
             while (rest := handle.readline(_CHUNK)) and not rest.endswith(b"\n"):
-                pass
+                length += len(rest)
+            length += len(rest.rstrip(b"\r\n"))
+            message = f"line {lineno} is {length:,} bytes long (limit {MAX_LINE:,}); the rest is not read"
+            found.append(diagnostic("P102", message, path=name, span=Span.at(lineno, 1)))
             raw = raw[: MAX_LINE + 1] + b"\n"
         if b"\0" in raw:
             column = raw.index(b"\0") + 1

@@ -55,7 +55,11 @@ def emit(
     sources: Sources | None = None,
     color: bool | None = None,
     checked: int = 0,
+    everything: bool = True,
+    strict: bool = False,
 ) -> None:
+    """Write `diagnostics` in `fmt`; the text report may collapse repeats (`everything=False`),
+    the machine formats never do."""
     fmt = resolve(fmt)
     if fmt is Format.JSON:
         stream.write(json.dumps([_plain(d) for d in diagnostics], indent=2) + "\n")
@@ -65,7 +69,15 @@ def emit(
         for d in diagnostics:
             stream.write(github(d) + "\n")
     else:
-        text(diagnostics, stream=stream, sources=sources or {}, color=color, checked=checked)
+        text(
+            diagnostics,
+            stream=stream,
+            sources=sources or {},
+            color=color,
+            checked=checked,
+            everything=everything,
+            strict=strict,
+        )
 
 
 def _plain(d: Diagnostic) -> dict[str, Any]:
@@ -74,11 +86,27 @@ def _plain(d: Diagnostic) -> dict[str, Any]:
     return entry
 
 
+SHOWN_PER_CODE = 3
+"""The text report shows the first few findings of one code in one file, then a count (--all)."""
+
+
 def text(
-    diagnostics: Sequence[Diagnostic], *, stream: IO[str], sources: Sources, color: bool | None, checked: int
+    diagnostics: Sequence[Diagnostic],
+    *,
+    stream: IO[str],
+    sources: Sources,
+    color: bool | None,
+    checked: int,
+    everything: bool = True,
+    strict: bool = False,
 ) -> None:
     console = _console(stream, color, soft_wrap=True)
+    seen: dict[tuple[str | None, str], int] = {}
     for d in diagnostics:
+        key = (d.path, d.code)
+        seen[key] = seen.get(key, 0) + 1
+        if not everything and seen[key] > SHOWN_PER_CODE:
+            continue
         line = Text()
         where = d.path or "<input>"
         if d.span is not None:
@@ -92,13 +120,21 @@ def text(
             _excerpt(console, d, source(d.span.line))
         if d.hint:
             console.print(Text(f"    = hint: {d.hint}", style="dim"))
+    hidden = {key: n - SHOWN_PER_CODE for key, n in seen.items() if n > SHOWN_PER_CODE}
+    if not everything:
+        for (path, code), n in hidden.items():
+            console.print(
+                Text(f"{path or '<input>'}: ... and {n} more {code} (--all shows every finding)", style="dim")
+            )
     if checked:
         counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
         summary = ", ".join(
             f"{n} {s.label}{'s' * (n != 1)}" for s, n in counts.items() if n and s <= Severity.INFO
         )
         files = f"{checked} file{'s' * (checked != 1)}"
-        console.print(Text(f"{files} checked: {summary or 'no problems'}", style="bold"))
+        warned = strict and counts[Severity.WARNING] and not counts[Severity.ERROR]
+        because = " (--strict: warnings fail)" if warned else ""
+        console.print(Text(f"{files} checked: {summary or 'no problems'}{because}", style="bold"))
 
 
 def _excerpt(console: Console, d: Diagnostic, line: str | None) -> None:

@@ -10,9 +10,8 @@ from pathlib import Path
 
 from modtrans import zoo
 
-RESNET_REFERENCE = (
-    Path(__file__).resolve().parent.parent / "fixtures/workloads/corpus/astra-sim/Resnet50_DataParallel.txt"
-)
+ROOT = Path(__file__).resolve().parent.parent
+RESNET_REFERENCE = ROOT / "fixtures/workloads/corpus/astra-sim/Resnet50_DataParallel.txt"
 
 
 def _modtrans(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
@@ -101,3 +100,41 @@ def test_options_that_do_not_apply_are_said_so() -> None:
     assert said.returncode == 0
     warnings = [line for line in said.stderr.splitlines() if "is ignored" in line]
     assert [w.split()[2] for w in warnings] == ["--dataflow", "--checkpoint-every", "--passes"]
+
+
+def test_validate_collapses_repeats_says_strict_and_checks_its_options(tmp_path: Path) -> None:
+    simai = ROOT / "fixtures/workloads/corpus/SimAI/workload_analytical.txt"
+    short = _modtrans("validate", str(simai)).stdout
+    full = _modtrans("validate", "--all", str(simai)).stdout
+    # V212 is a zero-byte collective: counted here straight from the file's fields
+    rows = [line.split() for line in simai.read_text().splitlines()[2:]]
+    zero = sum(1 for f in rows for i in (3, 6, 9) if len(f) > i + 1 and f[i] != "NONE" and f[i + 1] == "0")
+    assert full.count("warning V212") == zero
+    assert f"... and {zero - 3} more V212 (--all shows every finding)" in short
+    assert short.count("warning V212") == 3
+    assert len(short.splitlines()) < len(full.splitlines()) / 10
+    assert json.loads(_modtrans("validate", "--format", "json", str(simai)).stdout).__len__() == 221
+    assert short.splitlines()[-1] == "1 file checked: 221 warnings"
+    strict = _modtrans("validate", "--strict", str(simai))
+    assert strict.returncode == 1
+    assert strict.stdout.splitlines()[-1].endswith("(--strict: warnings fail)")
+    unknown = _modtrans("validate", "--ignore", "V999", str(simai))
+    assert unknown.returncode == 2
+    assert unknown.stderr.startswith("modtrans: --ignore 'V999': unknown code")
+    explained = _modtrans("validate", "--explain", "V201", str(simai))
+    assert explained.returncode == 0
+    assert "not checked" in explained.stderr
+
+
+def test_p110_suggests_the_keyword_a_run_together_word_starts_with(tmp_path: Path) -> None:
+    path = tmp_path / "w.txt"
+    path.write_text("DATAPARALLEL\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n")
+    assert "did you mean `DATA`?" in _modtrans("validate", str(path)).stdout
+
+
+def test_p102_gives_the_real_length_of_a_long_line(tmp_path: Path) -> None:
+    path = tmp_path / "w.txt"
+    path.write_text("DATA\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 1 " + "x" * 3_000_000 + "\n")
+    said = _modtrans("validate", str(path)).stdout
+    assert "line 3 is 3,000,034 bytes long" in said
+    assert said.count("P102") == 1

@@ -41,6 +41,12 @@ def validate(
     strict: Annotated[bool, typer.Option(help="Warnings fail too.")] = False,
     ignore: Annotated[list[str] | None, typer.Option(help="Skip a code (repeatable).")] = None,
     explain: Annotated[str | None, typer.Option(help="Explain a diagnostic code and exit.")] = None,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Every finding (the text report shows 3 per code and file, then a count)."
+        ),
+    ] = False,
     no_color: NoColor = False,
 ) -> None:
     """Check workload files.
@@ -57,9 +63,16 @@ def validate(
     if explain is not None:
         text = report.explain(explain)
         if text is None:
-            _usage(f"unknown code {explain!r}; codes look like V201, P130, D303")
+            _usage(f"--explain {explain!r}: unknown code; codes look like V201, P130, D303")
+        if paths:
+            typer.echo(f"modtrans: --explain: the {len(paths)} file(s) given are not checked", err=True)
         typer.echo(text, nl=False)
         raise typer.Exit(0)
+    for code in ignore or ():
+        if report.explain(code) is None:
+            _usage(
+                f"--ignore {code!r}: unknown code; `modtrans validate --explain CODE` lists what one means"
+            )
     if not paths:
         _usage("give at least one file (or --explain CODE)")
         return
@@ -70,7 +83,14 @@ def validate(
         sources[loaded.path] = loaded.line
         found += diagnostics
     report.emit(
-        found, fmt, stream=sys.stdout, sources=sources, color=False if no_color else None, checked=len(paths)
+        found,
+        fmt,
+        stream=sys.stdout,
+        sources=sources,
+        color=False if no_color else None,
+        checked=len(paths),
+        everything=show_all,
+        strict=strict,
     )
     raise typer.Exit(report.exit_code(found, strict=strict))
 

@@ -45,7 +45,10 @@ def load(path: str | Path) -> Loaded:
         return Loaded(name, result, file.lines, is_json=True)
     result = parse_lines(file.lines, path=name)
     if file.diagnostics:
-        result = dataclasses.replace(result, diagnostics=(*file.diagnostics, *result.diagnostics))
+        # The reader's P102 knows a long line's real length; the parser saw it cut.
+        long = {d.span.line for d in file.diagnostics if d.code == "P102" and d.span is not None}
+        parsed = [d for d in result.diagnostics if not (d.code == "P102" and d.span and d.span.line in long)]
+        result = dataclasses.replace(result, diagnostics=(*file.diagnostics, *parsed))
     return Loaded(name, result, file.lines)
 
 

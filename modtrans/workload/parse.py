@@ -628,6 +628,8 @@ def _suggest(word: str, vocabulary: Iterable[str]) -> str | None:
         if option.lower() == word.lower().replace("-", "_"):
             return f"did you mean `{option}`?"
     close = difflib.get_close_matches(word.upper(), options, n=1, cutoff=0.6)
+    if not close:  # DATAPARALLEL, ModelParallelism: the longest word it starts with
+        close = sorted((o for o in options if word.upper().startswith(o.upper())), key=len, reverse=True)
     return f"did you mean `{close[0]}`?" if close else None
 
 
