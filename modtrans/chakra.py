@@ -49,7 +49,9 @@ def _schema() -> Any:
     try:
         from chakra.schema.protobuf import et_def_pb2
     except ImportError:
-        raise ChakraError("Chakra traces need the chakra extra: pip install 'modtrans[chakra]'") from None
+        from modtrans.resources import install_hint
+
+        raise ChakraError(f"Chakra traces need the chakra extra: {install_hint('chakra')}") from None
     return et_def_pb2
 
 

@@ -222,7 +222,6 @@ def sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
                     "driver": {
                         "name": "modtrans",
                         "version": __version__,
-                        "informationUri": "https://pypi.org/project/modtrans/",
                         "rules": rules,
                     }
                 },

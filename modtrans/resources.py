@@ -26,6 +26,15 @@ def resource_dir(name: str) -> Path:
     raise FileNotFoundError(f"modtrans is installed without its {name}/ folder")
 
 
+def install_hint(extra: str) -> str:
+    """How to install an extra from where this modtrans runs: a checkout (editable install) or
+    an installed package."""
+    root = _PACKAGE.parent
+    if (root / "pyproject.toml").is_file() and (root / "grammar").is_dir():
+        return f"pip install -e '{root}[{extra}]'"
+    return f"pip install 'modtrans[{extra}]'"
+
+
 def grammar_path() -> Path:
     return resource_dir("grammar") / "workload.lark"
 

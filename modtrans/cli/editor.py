@@ -41,7 +41,9 @@ def lsp(
     try:
         from modtrans.lsp import server
     except ImportError:
-        typer.echo("modtrans: the language server needs pygls: pip install 'modtrans[lsp]'", err=True)
+        from modtrans.resources import install_hint
+
+        typer.echo(f"modtrans: the language server needs pygls: {install_hint('lsp')}", err=True)
         raise typer.Exit(2) from None
     try:
         server.run(tcp=address, dialect=dialect.value if dialect else None)

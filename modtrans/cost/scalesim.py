@@ -21,6 +21,7 @@ from pathlib import Path
 
 from modtrans.cost import CostError, Settings, register
 from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, Systolic, scalesim_array
+from modtrans.resources import install_hint
 
 
 def available() -> bool:
@@ -100,7 +101,7 @@ def _simulate(m: int, k: int, n: int, rows: int, cols: int, dataflow: str) -> in
     try:
         from scalesim.scale_sim import scalesim as ScaleSim
     except ImportError:
-        raise CostError("the scalesim model needs SCALE-Sim: pip install 'modtrans[scalesim]'") from None
+        raise CostError(f"the scalesim model needs SCALE-Sim: {install_hint('scalesim')}") from None
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         cfg = folder / "modtrans.cfg"
@@ -135,7 +136,7 @@ def _simulate(m: int, k: int, n: int, rows: int, cols: int, dataflow: str) -> in
 def make(settings: Settings) -> Systolic:
     """The systolic model of systolic.py with each GEMM's cycles from a real SCALE-Sim run."""
     if not available():
-        raise CostError("the scalesim model needs SCALE-Sim: pip install 'modtrans[scalesim]'")
+        raise CostError(f"the scalesim model needs SCALE-Sim: {install_hint('scalesim')}")
     rows, cols, dataflow = scalesim_array(settings)
     return Systolic(
         name="scalesim",

@@ -55,6 +55,29 @@ def _extract_file(
         return None, [*found, diagnostic("F004", message, path=where)]
 
 
+def _with_input_hint(found: list[Diagnostic], inputs: Mapping[str, tuple[object, ...]]) -> list[Diagnostic]:
+    """X504 says which model inputs are symbolic and gives an --input-shape to paste."""
+    symbolic = {name: dims for name, dims in inputs.items() if any(isinstance(d, str) for d in dims)}
+    if symbolic:
+        named = "; ".join(f"{name} [{', '.join(map(str, dims))}]" for name, dims in symbolic.items())
+        paste = " ".join(
+            f"--input-shape {name}=" + "x".join(str(_guess(d)) for d in dims)
+            for name, dims in symbolic.items()
+        )
+        hint = f"symbolic model inputs: {named}; for example {paste}"
+    else:
+        fixed = " ".join(f"{n}=" + "x".join(map(str, dims)) for n, dims in inputs.items())
+        hint = f"every model input is fixed ({fixed}): an operator's output shape is beyond shape inference"
+    return [dataclasses.replace(d, hint=hint) if d.code == "X504" else d for d in found]
+
+
+def _guess(dim: object) -> int:
+    """A size to paste for a symbolic dimension: 1 for a batch, 128 for anything else."""
+    if isinstance(dim, int):
+        return dim
+    return 1 if "batch" in str(dim).lower() or str(dim) in ("N", "B", "?") else 128
+
+
 def _extract(
     loaded: load.Loaded,
     found: list[Diagnostic],
@@ -73,7 +96,7 @@ def _extract(
     inferred = fold.fold(inferred)
     walker = Walker(where)
     walker.walk(inferred.graph)
-    found += walker.diagnostics
+    found += _with_input_hint(walker.diagnostics, loaded.input_shapes)
     m = loaded.model
     provenance = Provenance(
         file=display_name or path.name,
