@@ -10,7 +10,7 @@ public `extract` / `translate` return the value or raise DiagnosticError.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -190,18 +190,53 @@ def translate(
     dtype_bytes: int | None = None,
     compute: str = "roofline",
     device: str | None = None,
+    array: tuple[int, int] | None = None,
+    dataflow: str | None = None,
+    bytes_per_cycle: float | None = None,
+    time_unit: str = "ns",
+    clock_ghz: float = 1.0,
     npus: int = 1,
     model_parallel_group: int | None = None,
+    checkpoints: Sequence[int] | None = None,
+    checkpoint_initiates: Sequence[int] | None = None,
+    checkpoint_every: int | None = None,
+    per_layer: Mapping[str, str] | None = None,
+    dialect: str = "astra-sim",
 ) -> Workload:
-    """A workload for an ONNX file or built-in model; raises DiagnosticError on any error."""
+    """A workload for an ONNX file, a built-in or a fetched model, as `modtrans translate` makes
+    it; raises DiagnosticError on any error (ValueError for a string not listed here).
+
+    parallel: DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED,
+        HYBRID_TRANSFORMER or HYBRID_TRANSFORMER_FWD_IN_BCKWD.
+    params: "trainable" (every trainable tensor) or "weights" (conv/linear/embedding weights).
+    compute: "roofline", "astra-sim-reference", "scalesim-v3" or "scalesim" (`modtrans cost list`);
+        device: "a100", "h100", "v100", "tpu-v4" or a profile FILE.json (roofline), a SCALE-Sim
+        .cfg (scalesim-v3); array: (rows, cols); dataflow: "ws", "is" or "os".
+    time_unit: "ns", "us" or "cycles", with clock_ghz turning cycles into time.
+    checkpoints, checkpoint_initiates, checkpoint_every: HYBRID_TRANSFORMER_FWD_IN_BCKWD.
+    per_layer: HYBRID_CUSTOMIZED, fnmatch pattern -> keyword (DATA, MODEL, HYBRID_DATA_MODEL,
+        HYBRID_MODEL_DATA); without it each layer takes the cheaper of DATA and MODEL.
+    dialect: "astra-sim", "simai" or "chakra": the consumer (SimAI gets its keyed header).
+    """
+    strategy = Parallelism(
+        Policy(parallel),
+        npus,
+        model_parallel_group,
+        None if checkpoints is None else tuple(checkpoints),
+        None if checkpoint_initiates is None else tuple(checkpoint_initiates),
+        checkpoint_every,
+        None if per_layer is None else {k: Policy(v) for k, v in per_layer.items()},
+    )
+    clock = cost.Clock(cost.Unit(time_unit), clock_ghz)
     options = Options(
-        parallel=Parallelism(Policy(parallel), npus, model_parallel_group),
+        parallel=strategy,
         params=Params(params),
         batch=batch,
         input_shapes=dict(input_shapes or {}),
         dtype_bytes=dtype_bytes,
         compute=compute,
-        cost=cost.Settings(device=device),
+        cost=cost.Settings(device, array, dataflow, bytes_per_cycle, clock),
+        dialect=Dialect(dialect),
     )
     result = translate_checked(spec, options)
     if result.workload is None:

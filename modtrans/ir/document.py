@@ -114,6 +114,11 @@ class Gemm:
 
 @dataclass(frozen=True, slots=True)
 class Layer:
+    """One ONNX node that does work (a conv, a MatMul, a norm, an activation...): its parameters,
+    the activations in and out, the FLOPs of each training phase and, for GEMM-shaped work, the
+    forward GEMM the cost models time. `producers` are the layers feeding it (strategies use
+    them to find row-parallel layers)."""
+
     name: str  # sanitised: no whitespace, unique in the model
     node: str  # the ONNX node name it comes from ("" if the node had none)
     op_type: str
@@ -144,6 +149,9 @@ class Layer:
 
 @dataclass(frozen=True, slots=True)
 class Provenance:
+    """Where the IR comes from: the file (or built-in name) and its SHA-256, the exporter, the
+    opsets, and the input shapes after --batch / --input-shape."""
+
     file: str
     sha256: str | None  # None when hashing was skipped (--no-hash)
     size: int
@@ -160,6 +168,9 @@ class Provenance:
 
 @dataclass(frozen=True, slots=True)
 class Totals:
+    """Sums over the model: layers, parameter elements and bytes (all counted ones, and the
+    trainable ones), and FLOPs per phase."""
+
     layers: int
     params: int  # elements of every counted parameter
     param_bytes: int
@@ -170,6 +181,9 @@ class Totals:
 
 @dataclass(frozen=True, slots=True)
 class ModelIR:
+    """What `modtrans.extract()` returns: the model's layers in graph order, with provenance
+    and totals; `dumps` / `loads` give its JSON form (schemas/model-ir.schema.json)."""
+
     provenance: Provenance
     layers: tuple[Layer, ...]
     totals: Totals = field(init=False)
