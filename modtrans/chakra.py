@@ -1,7 +1,8 @@
-"""Workload -> Chakra execution traces for ASTRA-sim 2.x (optional extra `modtrans[chakra]`).
+"""Workload -> Chakra execution traces for ASTRA-sim 2.x.
 
-The only module that imports Chakra (the `mlc-chakra` package's protobuf schema and its
-length-prefixed encoder). One trace per NPU, `<prefix>.<npu>.et`: a GlobalMetadata message, then
+The messages come from etschema.py (Chakra's schema, declared on protobuf: no Chakra package is
+needed to write traces; the tests read them back with Chakra's own). One trace per NPU,
+`<prefix>.<npu>.et`: a GlobalMetadata message, then
 the nodes of `passes` training iterations, built like Chakra's own text converter (same node names,
 same forward -> weight-gradient -> input-gradient order) but for every strategy, the transformer
 keywords and HYBRID_CUSTOMIZED included, and with a communication node only where a collective
@@ -34,25 +35,13 @@ SCHEMA = "1.0.2-chakra.1.0.0"
 
 
 class ChakraError(RuntimeError):
-    """Chakra is not installed, or the traces cannot be written."""
-
-
-def available() -> bool:
-    try:
-        import chakra.schema.protobuf.et_def_pb2  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """The traces cannot be written (network dims that do not fit, a folder that is not there)."""
 
 
 def _schema() -> Any:
-    try:
-        from chakra.schema.protobuf import et_def_pb2
-    except ImportError:
-        from modtrans.resources import install_hint
+    from modtrans.etschema import schema
 
-        raise ChakraError(f"Chakra traces need the chakra extra: {install_hint('chakra')}") from None
-    return et_def_pb2
+    return schema()
 
 
 def _collective(pb: Any, comm: CommType) -> int:
@@ -131,9 +120,9 @@ def trace(
     dims: Sequence[int] | None = None,
 ) -> bytes:
     """One NPU's trace (every NPU runs the same program in these symmetric strategies)."""
-    pb = _schema()
-    from chakra.src.third_party.utils.protolib import encodeMessage
+    from modtrans.etschema import encode as encodeMessage
 
+    pb = _schema()
     out = io.BytesIO()
     attrs = [
         pb.AttributeProto(name="schema", string_val=SCHEMA),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,10 +13,11 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from modtrans import chakra
 from modtrans.workload.parse import parse
 
-pytestmark = pytest.mark.skipif(not chakra.available(), reason="the chakra extra is not installed")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("chakra") is None, reason="mlc-chakra (the test extra) is not installed"
+)
 Run = Callable[..., Result]
 
 
@@ -199,3 +203,44 @@ def test_transformer_masks_split_at_the_group(run_cli: Run, tmp_path: Path) -> N
     assert bad.exit_code == 2
     assert "model_parallel_NPU_group 4" in bad.stderr
     assert not list(tmp_path.glob("bad*"))
+
+
+def test_our_schema_is_chakras_for_every_field_we_write() -> None:
+    """etschema declares the messages on protobuf; each field must be Chakra's own, number, type
+    and label (et_def.proto as mlc-chakra ships it), and so must every enum value."""
+    from chakra.schema.protobuf import et_def_pb2
+    from google.protobuf import descriptor_pb2
+
+    from modtrans.etschema import schema
+
+    theirs = descriptor_pb2.FileDescriptorProto()
+    et_def_pb2.DESCRIPTOR.CopyToProto(theirs)
+    ours = schema()
+    by_name = {m.name: m for m in theirs.message_type}
+    checked = 0
+    for name in ("AttributeProto", "Node", "GlobalMetadata", "BoolList", "Int64List", "StringList"):
+        official = {f.name: f for f in by_name[name].field}
+        for field in getattr(ours, name).DESCRIPTOR.fields:
+            twin = official[field.name]
+            assert (field.number, field.type) == (twin.number, twin.type), (name, field.name)
+            assert field.is_repeated == (twin.label == twin.LABEL_REPEATED), (name, field.name)
+            checked += 1
+    for enum in theirs.enum_type:
+        if enum.name in ("NodeType", "CollectiveCommType"):
+            for value in enum.value:
+                assert getattr(ours, value.name) == value.number
+    assert checked == 23  # every field etschema declares
+
+
+def test_traces_are_written_without_the_chakra_package(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['chakra'] = None\n"  # any import of chakra now fails
+        "from modtrans.cli import main; sys.argv = ['modtrans'] + sys.argv[1:]; main()"
+    )
+    prefix = tmp_path / "t"
+    args = ["translate", "resnet50", "--format", "chakra-et", "--npus", "2", "-o", str(prefix)]
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    _, nodes = _read(tmp_path / "t.0.et")
+    assert len(nodes) > 100
+    assert (tmp_path / "t.1.et").read_bytes() == (tmp_path / "t.0.et").read_bytes()

@@ -18,7 +18,7 @@ app.add_typer(cost_app, name="cost")
 
 
 def main() -> None:
-    app()
+    app()  # typer exits with the command's status
 
 
 __all__ = ["app", "main"]
