@@ -141,3 +141,15 @@ def test_help_shows_choices_and_no_python_types() -> None:
         "astra-sim|simai|chakra",
     ):
         assert choices in text
+
+
+def test_every_format_option_lists_its_choices() -> None:
+    for command, choices in (
+        ("translate", "text|json|chakra-et"),
+        ("inspect", "table|json|csv"),
+        ("diff", "text|json|github"),
+        ("convert", "json|text"),
+        ("validate", "auto|text|json|github|sarif"),
+    ):
+        _, text = _run(command, "--help")
+        assert choices in text, command

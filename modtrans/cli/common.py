@@ -25,14 +25,16 @@ def _friendly_types() -> None:
     (`<int range>`, `<list[Path]>`); choice lists stay as typer shows them."""
     from typer import core
 
-    original = core._TyperParameter.display_type
+    original = getattr(getattr(core, "_TyperParameter", None), "display_type", None)
+    if original is None:  # another typer: its own labels, nothing breaks
+        return
     names = {"int": "N", "int range": "N", "float": "X", "float range": "X", "str": "TEXT", "path": "PATH"}
     labels = {"device": "a100|h100|v100|tpu-v4|FILE", "output": "FILE|-", "tcp": "HOST:PORT"}
 
     def display_type(self: core._TyperParameter, ctx: object) -> str:
         if self.name in labels:
             return labels[self.name]
-        label = original(self, ctx)  # type: ignore[arg-type]
+        label = str(original(self, ctx))
         inner = label[1:-1] if label.startswith("<") else label
         if inner.startswith("list[") and inner.endswith("]"):
             element = inner[5:-1]
@@ -47,7 +49,10 @@ def _one_line_usage_errors() -> None:
     and where help is, exit 2 (typer would print the usage block and `Error: Invalid value for ...`)."""
     import re
 
-    from typer._click import exceptions
+    try:
+        from typer._click import exceptions
+    except ImportError:  # another typer: its own usage block, nothing breaks
+        return
 
     def show(self: exceptions.UsageError, file: object = None) -> None:
         message = self.format_message()

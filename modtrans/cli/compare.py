@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -63,7 +63,10 @@ def diff(
             "as detected from the reference's content."
         ),
     ] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="text, json or github.")] = "text",
+    fmt: Annotated[
+        Literal["text", "json", "github"],
+        typer.Option("--format", "-f", help="A report, a JSON document or GitHub annotations."),
+    ] = "text",
     max_rows: Annotated[
         int | None,
         typer.Option(
@@ -97,8 +100,6 @@ def diff(
     Layers pair by name, then by identical compared fields, then by position; moved blocks are
     reported as moves. Models (ONNX files, built-ins) are translated first with --params etc.
     """
-    if fmt not in ("text", "json", "github"):
-        _usage(f"--format must be text, json or github, not {fmt!r}")
     try:
         chosen = comparison.parse_fields(fields)
     except ValueError as error:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -164,7 +164,7 @@ def translate(
     time_unit: TimeUnit = cost.Unit.NS,
     clock_ghz: ClockGhz = 1.0,
     to: Annotated[
-        str,
+        Literal["text", "json", "chakra-et"],
         typer.Option(
             "--format",
             help="text (the workload file), json (workload JSON) or chakra-et (one Chakra trace per NPU, "
@@ -214,8 +214,6 @@ def translate(
     policy = Policy(parallel.value)
     if like is not None:
         policy, dialect, params, compute = _like(like, policy, dialect, params, compute)
-    if to not in ("text", "json", "chakra-et"):
-        _usage(f"--format must be text, json or chakra-et, not {to!r}")
     if to == "chakra-et":
         if output in (None, "-"):
             _usage("--format chakra-et writes files: give -o DIR/PREFIX")
@@ -397,7 +395,10 @@ def _render_workload(workload: Workload, dialect: Dialect, to: str, found: list[
 @app.command()
 def inspect(
     model: Model,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json (the IR) or csv.")] = "table",
+    fmt: Annotated[
+        Literal["table", "json", "csv"],
+        typer.Option("--format", "-f", help="A table, the IR as JSON, or CSV."),
+    ] = "table",
     params: ParamsOpt = Params.TRAINABLE,
     all_layers: Annotated[bool, typer.Option("--all", help="Also list layers without parameters.")] = False,
     batch: Batch = None,
@@ -413,8 +414,6 @@ def inspect(
       modtrans inspect resnet50
       modtrans inspect model.onnx --format csv --all
     """
-    if fmt not in ("table", "json", "csv"):
-        _usage(f"--format must be table, json or csv, not {fmt!r}")
     with report.status(f"reading {model}"):
         ir, found = pipeline.extract_checked(
             model, batch=batch, input_shapes=_shapes(input_shape), file_hash=False

@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -171,7 +171,9 @@ def _formatted(loaded: Loaded, dialect: Dialect | None, problems: list[Diagnosti
 @app.command()
 def convert(
     path: Annotated[Path, typer.Argument(help="Workload text or workload JSON.", show_default=False)],
-    to: Annotated[str, typer.Option("--to", help="json or text.")] = "json",
+    to: Annotated[
+        Literal["json", "text"], typer.Option("--to", help="Workload JSON or workload text.")
+    ] = "json",
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Write here (atomically) instead of standard output."),
@@ -197,8 +199,6 @@ def convert(
     is written and the target's readings are reported as warnings (D3xx: SimAI keeping only the
     first checkpoint index, header keys SimAI expects but 1.0 files do not carry).
     """
-    if to not in ("json", "text"):
-        _usage(f"--to must be json or text, not {to!r}")
     if output is not None and str(output) == "":
         _usage("--output is empty: give a file, or - for standard output")
     if output is not None and str(output) != "-":
