@@ -557,8 +557,10 @@ _code(
     E,
     "unusable model option",
     """
-An option does not fit the model: `--input-shape NAME=...` names an input the graph does not have,
-gives a different rank, or `--batch` is not a positive integer. The message lists the graph's inputs.
+An option does not fit the model: `--input-shape NAME=...` names an input the graph does not have
+or gives a different rank (the message lists the graph's inputs), a model-parallel group does not
+divide the NPUs, a device profile's rates are absurd, or the array and clock give compute times no
+simulator can hold. A usage error: exit status 2, as for every other bad option value.
 """,
 )
 _code(

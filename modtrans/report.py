@@ -40,8 +40,9 @@ def resolve(fmt: Format) -> Format:
 
 
 def exit_code(diagnostics: Sequence[Diagnostic], *, strict: bool = False) -> int:
-    """0 clean, 1 findings (errors; warnings too with strict), 2 a file could not be read."""
-    if any(d.code.startswith("F") for d in diagnostics):
+    """0 clean, 1 findings (errors; warnings too with strict), 2 a file could not be read or an
+    option does not fit the model (X501: a usage error, like every other bad option value)."""
+    if any(d.code.startswith("F") or d.code == "X501" for d in diagnostics):
         return 2
     failing = Severity.WARNING if strict else Severity.ERROR
     return 1 if any(d.severity <= failing for d in diagnostics) else 0

@@ -46,7 +46,7 @@ def test_a_device_profile_with_absurd_rates_is_refused(value: str, tmp_path: Pat
         ).replace("Infinity", "1e400")
     )
     code, output = _run("translate", "resnet50", "--device", str(profile))
-    assert code == 1
+    assert code == 2
     assert "X501" in output
     assert "peak_flops.default" in output
 
@@ -55,7 +55,7 @@ def test_an_array_too_large_for_any_tick_count_is_refused() -> None:
     code, output = _run(
         "translate", "resnet50", "--compute", "scalesim-v3", "--array", "99999999999999999999x1"
     )
-    assert code == 1
+    assert code == 2
     assert "X501" in output
 
 
