@@ -38,9 +38,11 @@ def _read(path: Path) -> tuple[Any, list[Any]]:
     return metadata, nodes
 
 
-def _rebased(node: Any, base: int) -> bytes:
+def _rebased(node: Any, base: int, *, timeless: bool = False) -> bytes:
     copy = type(node)()
     copy.CopyFrom(node)
+    if timeless:
+        copy.duration_micros = 0
     copy.id -= base
     copy.data_deps[:] = [d - base for d in node.data_deps]
     return bytes(copy.SerializeToString())
@@ -78,9 +80,20 @@ def test_data_parallel_traces_equal_chakras_own_conversion(run_cli: Run, tmp_pat
         # every layer all-reduces a non-empty weight gradient, so Chakra's converter emits no
         # 0-byte collective here and both traces must be the same graph, node for node (Chakra's
         # converter keeps counting node ids across the NPUs' files: compare from each file's first id)
-        assert [_rebased(n, ours[0].id) for n in ours] == [_rebased(n, theirs[0].id) for n in theirs]
+        # (durations aside: Chakra's converter copies per-phase values rounded up to whole us; ours
+        # carry the rounding, below)
+        assert [_rebased(n, ours[0].id, timeless=True) for n in ours] == [
+            _rebased(n, theirs[0].id, timeless=True) for n in theirs
+        ]
     # 54 forward, 54 weight-gradient, 53 input-gradient (not layer 0) computes, 54 all-reduces
     assert len(ours) == 215
+    # The durations sum to the compute time to within 1 us; rounding each phase up adds ~0.5 us a node.
+    ns = parse(run_cli("translate", "resnet50", "--params", "weights", "--time-unit", "ns").stdout).workload
+    assert ns is not None
+    total_ns = sum(layer.fwd.compute_time + layer.weight_grad.compute_time for layer in ns.layers)
+    total_ns += sum(layer.input_grad.compute_time for layer in ns.layers[1:])
+    assert abs(sum(n.duration_micros for n in ours) - total_ns / 1000) < 1
+    assert sum(n.duration_micros for n in theirs) - total_ns / 1000 > 50
 
 
 def test_trace_contents_and_metadata(run_cli: Run, tmp_path: Path) -> None:
@@ -97,16 +110,16 @@ def test_trace_contents_and_metadata(run_cli: Run, tmp_path: Path) -> None:
         tmp_path / "r50",
     )
     assert result.exit_code == 0
-    text = run_cli("translate", "resnet50", "--params", "weights", "--time-unit", "us").stdout
+    text = run_cli("translate", "resnet50", "--params", "weights", "--time-unit", "ns").stdout
     workload = parse(text).workload
     assert workload is not None
     metadata, nodes = _read(tmp_path / "r50.3.et")
     info = json.loads(next(a.string_val for a in metadata.attr if a.name == "modtrans"))
     assert "multiplies by 1000" in info["duration_micros"]
-    assert info["compute"]["unit"] == "us"
+    assert info["compute"]["unit"] == "ns"  # computed exactly, written in whole us with the carry
     by_name = {n.name: n for n in nodes}
     conv1 = workload.layers[0]
-    assert by_name["COMP_NODE_conv1_FWD"].duration_micros == conv1.fwd.compute_time
+    assert by_name["COMP_NODE_conv1_FWD"].duration_micros == conv1.fwd.compute_time // 1000
     comm = by_name["COMM_COLL_NODE_conv1_ALLREDUCE"]
     assert _attrs(comm) == {"comm_type": 0, "comm_size": 37632}  # ALL_REDUCE of conv1's fp32 weights
     assert comm.data_deps == [by_name["COMP_NODE_conv1_BWD_WG"].id]
@@ -244,3 +257,15 @@ def test_traces_are_written_without_the_chakra_package(tmp_path: Path) -> None:
     _, nodes = _read(tmp_path / "t.0.et")
     assert len(nodes) > 100
     assert (tmp_path / "t.1.et").read_bytes() == (tmp_path / "t.0.et").read_bytes()
+
+
+def test_a_time_unit_a_trace_cannot_hold_is_refused(run_cli: Run, tmp_path: Path) -> None:
+    for unit in ("ns", "cycles"):
+        result = run_cli(
+            "translate", "resnet50", "--format", "chakra-et", "--time-unit", unit, "-o", tmp_path / "t"
+        )
+        assert result.exit_code == 2
+        assert result.stderr.startswith(f"modtrans: --time-unit {unit}: a Chakra trace holds microseconds")
+    assert not list(tmp_path.iterdir())
+    ok = run_cli("translate", "resnet50", "--format", "chakra-et", "--time-unit", "us", "-o", tmp_path / "t")
+    assert ok.exit_code == 0

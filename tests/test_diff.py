@@ -351,3 +351,13 @@ def test_the_naive_headline_diff_explains_itself(run_cli: Run, tmp_path: Path) -
     assert "54 layers ·" in like
     assert "0 added · 0 removed" in like
     assert "different conventions" not in like
+
+
+def test_like_takes_only_what_was_not_given(run_cli: Run, tmp_path: Path) -> None:
+    out = tmp_path / "w.txt"
+    taken = run_cli("translate", "resnet50", "--like", RESNET, "-o", out).stderr
+    assert "--params weights --compute astra-sim-reference" in taken
+    assert len(parse(out.read_text()).workload or ()) == 54
+    kept = run_cli("translate", "resnet50", "--like", RESNET, "--params", "trainable", "-o", out).stderr
+    assert "--params" not in kept.splitlines()[0]
+    assert len(parse(out.read_text()).workload or ()) == 107

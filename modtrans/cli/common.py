@@ -369,9 +369,17 @@ def _save_all(outputs: Sequence[tuple[Path, str | bytes]], problems: list[Diagno
         problems.append(diagnostic("F003", f"cannot write {where}: {reason}", path=str(where)))
 
 
-def _given(*options: str) -> bool:
-    """Whether the user typed one of `options` (typer cannot tell a default from a value typed)."""
-    return any(arg == o or arg.startswith(f"{o}=") for arg in sys.argv[1:] for o in options)
+def _given(name: str) -> bool:
+    """Whether the user gave the parameter `name` (its Python name: "time_unit"), not its default."""
+    try:
+        from typer._click.core import ParameterSource
+        from typer._click.globals import get_current_context
+    except ImportError:  # another typer: the command line itself
+        option = "--" + name.replace("_", "-")
+        return any(arg == option or arg.startswith(f"{option}=") for arg in sys.argv[1:])
+    context = get_current_context(silent=True)
+    source = context.get_parameter_source(name) if context is not None else None
+    return source is not None and source is not ParameterSource.DEFAULT
 
 
 def _usage(message: str) -> None:

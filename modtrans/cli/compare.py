@@ -108,8 +108,8 @@ def diff(
     reference_side = pipeline.workload_or_model(reference, pipeline.Options())
     if like and reference_side.workload is not None:
         seen = conventions.detect(reference_side.workload)
-        params = Params(seen.params) if not _given("--params") else params
-        if seen.reference_compute and not _given("--compute"):
+        params = Params(seen.params) if not _given("params") else params
+        if seen.reference_compute and not _given("compute"):
             compute = ComputeModel.ASTRA_SIM_REFERENCE
     options = pipeline.Options(Parallelism(), params, batch, _shapes(input_shape), None, compute, settings)
     sides = [pipeline.workload_or_model(first, options), reference_side]

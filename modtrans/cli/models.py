@@ -219,7 +219,13 @@ def translate(
             _usage("--format chakra-et writes files: give -o DIR/PREFIX")
         if npus > MAX_TRACES and not force:
             _usage(f"--npus {npus} writes {npus} trace files (over {MAX_TRACES}); pass --force")
-        time_unit = cost.Unit.US  # duration_micros: ASTRA-sim 2.x multiplies it by 1000
+        if _given("time_unit") and time_unit is not cost.Unit.US:
+            _usage(
+                f"--time-unit {time_unit.value}: a Chakra trace holds microseconds (duration_micros, "
+                "which ASTRA-sim 2.x reads as such); the traces are computed in ns and written in us "
+                "without rounding each node"
+            )
+        time_unit = cost.Unit.NS  # exact; chakra.py writes whole microseconds with the carry
     _not_applicable(
         to,
         policy,
@@ -319,16 +325,16 @@ def _like(
     assert workload is not None
     seen = conventions.detect(workload)
     taken = []
-    if not _given("--parallel", "-p") and workload.header.policy in SUPPORTED:
+    if not _given("parallel") and workload.header.policy in SUPPORTED:
         parallel = workload.header.policy
         taken.append(f"--parallel {parallel.value}")
-    if not _given("--dialect", "-d") and workload.dialect is not None:
+    if not _given("dialect") and workload.dialect is not None:
         dialect = workload.dialect
         taken.append(f"--dialect {dialect.value}")
-    if not _given("--params"):
+    if not _given("params"):
         params = Params(seen.params)
         taken.append(f"--params {params.value}")
-    if not _given("--compute") and seen.reference_compute:
+    if not _given("compute") and seen.reference_compute:
         compute = ComputeModel.ASTRA_SIM_REFERENCE
         taken.append(f"--compute {compute}")
     typer.echo(f"--like {reference}: {' '.join(taken) or 'nothing to take'}", err=True)
@@ -351,7 +357,8 @@ def _chakra_traces(
     if not failed and result.workload is not None:
         metadata = {
             **result.metadata,
-            "duration_micros": "compute time in microseconds (rounded up); ASTRA-sim 2.x multiplies by 1000",
+            "duration_micros": "compute time in whole microseconds, the rounding carried from node to node "
+            "(durations sum to the compute time within 1 us); ASTRA-sim 2.x multiplies by 1000",
             "passes": passes,
         }
         try:
@@ -362,6 +369,7 @@ def _chakra_traces(
                 passes=passes,
                 metadata={**metadata, "network_dims": dims},
                 dims=dims,
+                tick_ns=1.0,  # translated in ns
             )
         except chakra.ChakraError as error:
             typer.echo(f"modtrans: {error}", err=True)
