@@ -64,7 +64,8 @@ def loads(text: str) -> Any:
         SourceMap(text)  # finds the refused value and raises with its position
         raise JSONSyntaxError("not a JSON document ModTrans reads", 1, 1) from None
     if _too_deep(value):
-        SourceMap(text)
+        SourceMap(text)  # raises at the first container past MAX_DEPTH
+        raise JSONSyntaxError(f"nested more than {MAX_DEPTH} deep", 1, 1)
     return value
 
 
