@@ -91,6 +91,12 @@ def fetch(name: str, *, cache: Path | None = None, mirror: str | None = None, ti
     return target
 
 
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def _download(url: str, target: Path, item: Remote, timeout: float) -> None:
     digest = hashlib.sha256()
     size = 0
@@ -109,6 +115,7 @@ def _download(url: str, target: Path, item: Remote, timeout: float) -> None:
             raise FetchError(
                 f"{url}: SHA-256 {digest.hexdigest()} does not match the manifest's {item.sha256}"
             )
+        os.chmod(temp, 0o666 & ~_umask())  # as any file the shell makes (mkstemp gives 0600)
         os.replace(temp, target)
     except (urllib.error.URLError, OSError, ValueError) as error:
         _remove(temp)

@@ -6,6 +6,8 @@ import functools
 import hashlib
 import http.server
 import json
+import os
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -198,6 +200,9 @@ def test_fetch_downloads_verifies_and_caches(
     result = run_cli("fetch", "tiny-vgg", "--cache", cache, "--mirror", url)
     assert result.exit_code == 0, result.stderr
     assert (cache / "tiny-vgg.onnx").read_bytes() == data
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE((cache / "tiny-vgg.onnx").stat().st_mode) == 0o666 & ~mask  # not mkstemp's 0600
     (root / item.url.split("/", 3)[3]).unlink()  # a second fetch is served from the cache
     assert run_cli("fetch", "tiny-vgg", "--cache", cache, "--mirror", url).exit_code == 0
 
