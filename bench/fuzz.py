@@ -29,6 +29,15 @@ LSP_SESSIONS, LSP_MESSAGES = 2, 2_000
 SLOW_SECONDS = 10.0  # one case taking longer is reported: a hang or a quadratic path
 
 
+MEMORY = 4 << 30  # per worker: a case that blows up memory is a MemoryError violation, not an OOM kill
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
 def _chunk(job: tuple[str, int, int]) -> tuple[str, int, list[str], float]:
     kind, seed, count = job
     start = time.perf_counter()
@@ -56,7 +65,7 @@ def main() -> int:
     totals: dict[str, list[float]] = {}
     found: list[str] = []
     start = time.perf_counter()
-    with ProcessPoolExecutor(options.jobs) as pool:
+    with ProcessPoolExecutor(options.jobs, initializer=_limit_memory) as pool:
         futures = [pool.submit(_chunk, job) for job in jobs]
         futures += [pool.submit(_lsp, options.seed * 1000 + i) for i in range(LSP_SESSIONS)]
         for future in futures:

@@ -10,6 +10,7 @@ campaign; bench/fuzz.py a larger one and prints the counts.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import re
@@ -298,16 +299,21 @@ def _mutate_value(r: random.Random, document: object) -> object:
             paths += [(item, i) for i in range(len(item))]
             stack += item
     if not paths:
-        return r.choice(WEIRD)
+        return _weird(r)
     container, key = r.choice(paths)
     choice = r.random()
     if choice < 0.1 and isinstance(container, dict):
         del container[key]
     elif choice < 0.2 and isinstance(container, dict):
-        container[r.choice(["extra", "dlrm_last_bottom_layer", "policy", "x"])] = r.choice(WEIRD)
+        container[r.choice(["extra", "dlrm_last_bottom_layer", "policy", "x"])] = _weird(r)
     else:
-        container[key] = r.choice(WEIRD)  # type: ignore[index]
+        container[key] = _weird(r)  # type: ignore[index]
     return document
+
+
+def _weird(r: random.Random) -> object:
+    """A fresh copy: a shared list put into the document twice could be made to contain itself."""
+    return copy.deepcopy(r.choice(WEIRD))
 
 
 def json_cases(seed: int, count: int) -> Iterator[bytes]:
