@@ -26,12 +26,11 @@ from modtrans.workload.model import Dialect, Header, Policy, Workload
 
 def simai_header(header: Header, parallel: Parallelism) -> Header:
     """SimAI's keyed header: every key it expects set (no pipeline or expert parallelism: 1).
-    Without an explicit checkpoint request the lists are empty, as AICB writes them (SimAI keeps
-    only the first index of a list anyway: D306)."""
+    The checkpoints are those of every dialect (by default one at layer 0, the recomputation
+    started at the last layer): one default, whatever the consumer (SimAI reads only the first
+    index of a list: D306 when there are several)."""
     group = header.model_parallel_group or parallel.group or 1
     checkpoints, initiates = header.checkpoints, header.checkpoint_initiates
-    if parallel.checkpoints is None and parallel.checkpoint_every is None:
-        checkpoints = initiates = ()
     return dataclasses.replace(
         header,
         model_parallel_group=group,

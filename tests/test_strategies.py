@@ -179,7 +179,11 @@ def test_simai_keeps_only_one_checkpoint(run_cli: Run) -> None:
         "--dialect",
         "simai",
     )
-    assert "checkpoints: 0 checkpoint_initiates: 0" in run_cli(*args).stdout.splitlines()[0]  # as AICB
+    # one default in every dialect: a checkpoint at layer 0, recomputation from the last layer
+    simai = run_cli(*args).stdout.splitlines()[0]
+    astra = run_cli(*args[:-2]).stdout.splitlines()[0]
+    assert "checkpoints: 1 0 checkpoint_initiates: 1 75" in simai
+    assert "checkpoints: 1 0 checkpoint_initiates: 1 75" in astra
     result = run_cli(*args, "--checkpoint-every", "12")
     assert result.exit_code == 0
     assert "warning D306" in result.stderr  # SimAI reads only the first index: said, not hidden
