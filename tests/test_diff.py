@@ -361,3 +361,9 @@ def test_like_takes_only_what_was_not_given(run_cli: Run, tmp_path: Path) -> Non
     kept = run_cli("translate", "resnet50", "--like", RESNET, "--params", "trainable", "-o", out).stderr
     assert "--params" not in kept.splitlines()[0]
     assert len(parse(out.read_text()).workload or ()) == 107
+
+
+def test_a_model_reference_is_translated_with_the_options_given(run_cli: Run) -> None:
+    """Both sides of `diff MODEL MODEL --params weights` get --params weights (54 layers each)."""
+    out = run_cli("diff", "resnet50", "resnet50", "--params", "weights").stdout
+    assert out.splitlines()[1].startswith("54 layers · 54 identical")

@@ -105,13 +105,15 @@ def diff(
     except ValueError as error:
         _usage(str(error))
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
-    reference_side = pipeline.workload_or_model(reference, pipeline.Options())
-    if like and reference_side.workload is not None:
+    shapes = _shapes(input_shape)
+    options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
+    reference_side = pipeline.workload_or_model(reference, options)  # a model: as the user said
+    if like and reference_side.workload is not None:  # the first side follows the reference
         seen = conventions.detect(reference_side.workload)
         params = Params(seen.params) if not _given("params") else params
         if seen.reference_compute and not _given("compute"):
             compute = ComputeModel.ASTRA_SIM_REFERENCE
-    options = pipeline.Options(Parallelism(), params, batch, _shapes(input_shape), None, compute, settings)
+        options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
     sides = [pipeline.workload_or_model(first, options), reference_side]
     problems = [d for side in sides for d in side.diagnostics if d.severity == 1]
     if problems or any(side.workload is None for side in sides):
