@@ -17,7 +17,7 @@ from modtrans.fileio import same_file, write_all
 from modtrans.report import Format
 from modtrans.strategy import Params
 from modtrans.strategy.parallel import PER_LAYER as PER_LAYER_POLICIES
-from modtrans.workload.model import Dialect, Policy
+from modtrans.workload.model import Dialect, Policy, Workload
 
 
 def _friendly_types() -> None:
@@ -380,6 +380,24 @@ def _given(name: str) -> bool:
     context = get_current_context(silent=True)
     source = context.get_parameter_source(name) if context is not None else None
     return source is not None and source is not ParameterSource.DEFAULT
+
+
+def _conventions_of(
+    reference: Workload, params: Params, compute: ComputeModel
+) -> tuple[Params, ComputeModel, list[str]]:
+    """The --params and --compute a reference workload implies, for those the user did not give,
+    and the options taken (for `translate --like` and `diff --like` alike)."""
+    from modtrans.diff import conventions
+
+    seen = conventions.detect(reference)
+    taken = []
+    if not _given("params"):
+        params = Params(seen.params)
+        taken.append(f"--params {params.value}")
+    if not _given("compute") and seen.reference_compute:
+        compute = ComputeModel.ASTRA_SIM_REFERENCE
+        taken.append(f"--compute {compute}")
+    return params, compute, taken
 
 
 def _usage(message: str) -> None:

@@ -24,8 +24,8 @@ from modtrans.cli.common import (
     NoColor,
     ParamsOpt,
     TimeUnit,
+    _conventions_of,
     _cost,
-    _given,
     _shapes,
     _usage,
     app,
@@ -109,10 +109,7 @@ def diff(
     options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
     reference_side = pipeline.workload_or_model(reference, options)  # a model: as the user said
     if like and reference_side.workload is not None:  # the first side follows the reference
-        seen = conventions.detect(reference_side.workload)
-        params = Params(seen.params) if not _given("params") else params
-        if seen.reference_compute and not _given("compute"):
-            compute = ComputeModel.ASTRA_SIM_REFERENCE
+        params, compute, _ = _conventions_of(reference_side.workload, params, compute)
         options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
     sides = [pipeline.workload_or_model(first, options), reference_side]
     problems = [d for side in sides for d in side.diagnostics if d.severity == 1]

@@ -29,6 +29,7 @@ from modtrans.cli.common import (
     ParamsOpt,
     Quiet,
     TimeUnit,
+    _conventions_of,
     _cost,
     _finish,
     _given,
@@ -314,7 +315,6 @@ def _like(
     reference: Path, parallel: Policy, dialect: Dialect, params: Params, compute: ComputeModel
 ) -> tuple[Policy, Dialect, Params, ComputeModel]:
     """The options a reference workload implies, for those the user did not give."""
-    from modtrans.diff import conventions
     from modtrans.strategy.parallel import SUPPORTED
     from modtrans.workload.load import load
 
@@ -323,7 +323,6 @@ def _like(
         _usage(f"--like {reference}: not a workload file ({loaded.result.diagnostics[0].message})")
     workload = loaded.result.workload
     assert workload is not None
-    seen = conventions.detect(workload)
     taken = []
     if not _given("parallel") and workload.header.policy in SUPPORTED:
         parallel = workload.header.policy
@@ -331,12 +330,8 @@ def _like(
     if not _given("dialect") and workload.dialect is not None:
         dialect = workload.dialect
         taken.append(f"--dialect {dialect.value}")
-    if not _given("params"):
-        params = Params(seen.params)
-        taken.append(f"--params {params.value}")
-    if not _given("compute") and seen.reference_compute:
-        compute = ComputeModel.ASTRA_SIM_REFERENCE
-        taken.append(f"--compute {compute}")
+    params, compute, implied = _conventions_of(workload, params, compute)
+    taken += implied
     typer.echo(f"--like {reference}: {' '.join(taken) or 'nothing to take'}", err=True)
     return parallel, dialect, params, compute
 
