@@ -13,7 +13,6 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -91,16 +90,15 @@ def fetch(name: str, *, cache: Path | None = None, mirror: str | None = None, ti
     return target
 
 
-def _umask() -> int:
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
-
-
 def _download(url: str, target: Path, item: Remote, timeout: float) -> None:
     digest = hashlib.sha256()
     size = 0
-    handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    from modtrans.fileio import open_partial
+
+    try:
+        handle, temp = open_partial(target)  # 0666 less the umask, like every output
+    except OSError as error:
+        raise FetchError(f"cannot download {url}: {error.strerror or error}") from None
     try:
         with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
             while chunk := response.read(_CHUNK):
@@ -115,7 +113,6 @@ def _download(url: str, target: Path, item: Remote, timeout: float) -> None:
             raise FetchError(
                 f"{url}: SHA-256 {digest.hexdigest()} does not match the manifest's {item.sha256}"
             )
-        os.chmod(temp, 0o666 & ~_umask())  # as any file the shell makes (mkstemp gives 0600)
         os.replace(temp, target)
     except (urllib.error.URLError, OSError, ValueError) as error:
         _remove(temp)

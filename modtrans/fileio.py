@@ -199,20 +199,25 @@ def _target(path: Path) -> tuple[Path, bool]:
     )
 
 
+def open_partial(real: Path) -> tuple[int, str]:
+    """A new temporary beside `real` (named PARTIAL), open for writing: its descriptor and path.
+    Temporaries a killed run left for `real` are removed first. Raises OSError naming `real`."""
+    _sweep(real.parent, real.name)
+    temporary = str(real.parent / f".{real.name}.{os.getpid()}-{secrets.token_hex(4)}{PARTIAL}")
+    # 0o666 through os.open: the kernel applies the umask, as for any file the shell creates.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(temporary, flags, 0o666), temporary
+    except OSError as error:  # say the file the user named, not our temporary
+        raise OSError(error.errno, error.strerror, str(real)) from None
+
+
 def _stage(real: Path, data: bytes) -> str:
-    folder = real.parent
-    _sweep(folder, real.name)
     try:
         mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
     except FileNotFoundError:
         mode = None
-    temporary = str(folder / f".{real.name}.{os.getpid()}-{secrets.token_hex(4)}{PARTIAL}")
-    # 0o666 through os.open: the kernel applies the umask, as for any file the shell creates.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    try:
-        handle = os.open(temporary, flags, 0o666)
-    except OSError as error:  # say the file the user named, not our temporary
-        raise OSError(error.errno, error.strerror, str(real)) from None
+    handle, temporary = open_partial(real)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)
