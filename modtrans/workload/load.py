@@ -11,7 +11,7 @@ from modtrans.diagnostics import Diagnostic
 from modtrans.fileio import read_lines
 from modtrans.workload import jsonform
 from modtrans.workload.model import Dialect
-from modtrans.workload.parse import ParseResult, parse_lines
+from modtrans.workload.parse import ParseResult, parse_lines, shape
 from modtrans.workload.validate import check_parsed
 
 
@@ -39,9 +39,7 @@ def load(path: str | Path) -> Loaded:
     if _looks_like_json(name, file.lines):
         workload, problems = jsonform.loads(file.text, path=name)
         diagnostics = (*file.diagnostics, *problems)
-        widths = tuple(len(content) for content, _ in file.lines)
-        final_break = not file.lines or bool(file.lines[-1][1])
-        result = ParseResult(workload, diagnostics, widths, final_break)
+        result = ParseResult(workload, diagnostics, *shape(file.lines))
         return Loaded(name, result, file.lines, is_json=True)
     result = parse_lines(file.lines, path=name)
     if file.diagnostics:

@@ -155,6 +155,12 @@ def split_lines(text: str) -> list[tuple[str, str]]:
     return lines
 
 
+def shape(lines: Sequence[tuple[str, str]]) -> tuple[tuple[int, ...], bool]:
+    """What ParseResult keeps of a text to hold spans inside it: each line's length, and whether
+    the last line ends with a break (an empty line follows it then)."""
+    return tuple(len(content) for content, _ in lines), not lines or bool(lines[-1][1])
+
+
 def parse_lines(
     lines: Sequence[tuple[str, str]], *, path: str | None = None, cache: LineCache | None = None
 ) -> ParseResult:
@@ -266,8 +272,7 @@ class _Reader:
                 end = len(lines[-1][0]) + 1
                 span = Span(last, end, last, end)
             self.report("P120", "the layer count (line 2) is missing", span)
-        widths = tuple(len(content) for content, _ in lines)
-        final_break = not lines or bool(lines[-1][1])
+        widths, final_break = shape(lines)
         if header is None or count is None:
             return ParseResult(None, tuple(self.diagnostics), widths, final_break)
         declared, count_layout = count
