@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from modtrans.diagnostics import Span
+from modtrans.workload.numbers import integer  # one limit for text and JSON
 
 MAX_DEPTH = 64  # far deeper than any document ModTrans reads (a workload is 4 deep)
-MAX_DIGITS = 24  # more than any 64-bit integer has
 
 _TOKEN = re.compile(
     r"""(?P<ws>[ \t\n\r]+)
@@ -45,9 +45,10 @@ class _Refused(Exception):
 
 
 def _integer(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_DIGITS:
+    value = integer(text)
+    if value is None:
         raise _Refused
-    return int(text)
+    return value
 
 
 def _constant(text: str) -> Any:
@@ -192,8 +193,8 @@ class SourceMap:
                     pending = (*pending, 0)
                 offset = end
                 continue
-            integer = kind == "num" and not any(c in value for c in ".eE")
-            if integer and len(value.lstrip("-")) > MAX_DIGITS:
+            whole = kind == "num" and not any(c in value for c in ".eE")
+            if whole and integer(value) is None:
                 raise self._error(f"an integer of {len(value.lstrip('-'))} digits", offset)
             self._keep(record, pending, offset, end, base, depth_to_index, want)
             if not stack:

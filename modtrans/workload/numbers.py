@@ -35,12 +35,12 @@ _CANONICAL = re.compile(r"-?(0|[1-9][0-9]*)")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # More significant digits than any 64-bit value has: such a token is out of range without being
 # converted (Python refuses int() of over 4,300 digits, and is quadratic below that).
-_MAX_DIGITS = 24
+MAX_DIGITS = 24
 
 
 def integer(token: str) -> int | None:
     """`token` ([+-]?[0-9]+) as an int, or None when it has more digits than any C++ integer."""
-    if len(token.lstrip("+-").lstrip("0")) > _MAX_DIGITS:
+    if len(token.lstrip("+-").lstrip("0")) > MAX_DIGITS:
         return None
     return int(token)
 
