@@ -57,7 +57,7 @@ def read(path: Path, *, file_hash: bool = True) -> tuple[Loaded | None, list[Dia
     except OSError as error:
         return None, [diagnostic("F001", f"cannot read: {error}", path=where)]
     except wire.WireError as error:
-        return None, [diagnostic("F004", _not_onnx(path, error), path=where)]
+        return None, [diagnostic("F004", _not_onnx(path, info.st_size, error), path=where)]
     try:
         model = onnx.ModelProto.FromString(stripped.data)
     except (DecodeError, RuntimeError) as error:
@@ -72,14 +72,13 @@ def read(path: Path, *, file_hash: bool = True) -> tuple[Loaded | None, list[Dia
     return Loaded(model, digest, size, stripped.tensors), problems
 
 
-def _not_onnx(path: Path, error: wire.WireError) -> str:
+def _not_onnx(path: Path, size: int, error: wire.WireError) -> str:
     """Why a file is not an ONNX model, in words: another kind of file, or truncated."""
     from modtrans.fileio import what_is
 
     try:
         with path.open("rb") as handle:
             head = handle.read(4096)
-        size = path.stat().st_size
     except OSError:
         return f"not an ONNX model: {error}"
     kind = what_is(head)
