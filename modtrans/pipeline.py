@@ -252,12 +252,18 @@ class Side:
     line: Callable[[int], str | None]  # the input's text by line number (for showing diagnostics)
 
 
+def reads_as_workload(spec: str) -> bool:
+    """Whether `diff` reads `spec` as a workload file (standard input, or a file not named .onnx)
+    rather than a model to translate."""
+    return spec == "-" or (_is_file(Path(spec)) and Path(spec).suffix.lower() != ".onnx")
+
+
 def workload_or_model(spec: str, options: Options) -> Side:
     """A workload file (text or JSON) as read, or an ONNX file / built-in model translated."""
     from modtrans.workload.load import load  # the text path never needs onnx
 
     path = Path(spec)
-    if spec == "-" or (_is_file(path) and path.suffix.lower() != ".onnx"):
+    if reads_as_workload(spec):
         loaded = load(path)
         binary = any(d.code == "F002" for d in loaded.result.diagnostics)  # an ONNX file named otherwise
         if not binary:

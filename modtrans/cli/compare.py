@@ -148,7 +148,9 @@ def diff(
 def _like_with_like(first: str, reference: str, findings: list[conventions.Finding]) -> str:
     """The command line that compares like with like: the model itself (named by the first side's
     .meta.json when the first side is a translated file) with the reference's conventions."""
-    model = first if pipeline.model_file(first) is not None and not _is_workload(first) else None
+    model = (
+        first if pipeline.model_file(first) is not None and not pipeline.reads_as_workload(first) else None
+    )
     if model is None:
         model = _translated_from(first)
     if model is not None:
@@ -159,10 +161,6 @@ def _like_with_like(first: str, reference: str, findings: list[conventions.Findi
     if others:
         line += f"   # and translate the model again with {others} (or: modtrans translate MODEL --like REF)"
     return line
-
-
-def _is_workload(spec: str) -> bool:
-    return not spec.lower().endswith(".onnx") and Path(spec).is_file()
 
 
 def _translated_from(path: str) -> str | None:
