@@ -16,7 +16,7 @@ from pathlib import Path
 from modtrans import cost
 from modtrans.cost import scalesim
 from modtrans.pipeline import extract
-from modtrans.strategy import Params, data_parallel
+from modtrans.strategy import Params, build
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
         runs = 20
         start = time.perf_counter()
         for _ in range(runs):
-            workload = data_parallel(ir, model, params=Params.WEIGHTS)
+            workload = build(ir, model, params=Params.WEIGHTS)
         seconds = (time.perf_counter() - start) / runs
         print(
             f"{name:<20} {len(workload.layers)} layers, {len(ir.layers)} IR layers costed in "

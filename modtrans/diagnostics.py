@@ -695,3 +695,143 @@ ASTRA-sim 1.0 and SimAI unit) then run 1000 times too long. Translate with `--ti
 Chakra file meant for ASTRA-sim 2.x, or keep `ns` for 2.0.0-2.2.0, which used the value as ticks.
 """,
 )
+
+# ---- T7xx: Chakra trace sets (modtrans validate run.*.et) -------------------------------------------
+_code(
+    "T701",
+    E,
+    "rank file missing from the trace set",
+    """
+ASTRA-sim 2.x opens PREFIX.<rank>.et for every rank 0..N-1 of the network and stops with
+`workload file: PREFIX.N.et does not exist` when one is missing. The set given has a gap.
+""",
+)
+_code(
+    "T702",
+    E,
+    "not a Chakra trace, or truncated",
+    """
+A trace is a length-delimited GlobalMetadata message followed by length-delimited Node messages
+(Chakra's et_def.proto). The bytes at the position given do not decode as one: the file is of
+another kind, or ends inside a message (a copy cut short).
+""",
+)
+_code(
+    "T703",
+    E,
+    "duplicate node id",
+    """
+Two nodes of one trace share an id; the feeder keeps one of them and the dependencies on that id
+mean whichever it kept.
+""",
+)
+_code(
+    "T704",
+    E,
+    "dependency on a node that does not exist",
+    """
+A data or control dependency names an id no node of the trace has. ASTRA-sim aborts:
+`Node 99 in data_dep graph, but not found in index, file might be corrupted`.
+""",
+)
+_code(
+    "T705",
+    E,
+    "dependency cycle",
+    """
+The nodes named wait for each other in a cycle, so none of them ever runs. When every node is in
+or behind a cycle ASTRA-sim aborts with `No dependancy free nodes found, there might be deadlocks`;
+otherwise the run hangs at the cycle.
+""",
+)
+_code(
+    "T706",
+    E,
+    "send or receive without its partner",
+    """
+ASTRA-sim's analytical backend pairs a COMM_SEND_NODE with a COMM_RECV_NODE on (tag, source,
+destination, size). A send whose receive is missing, or differs in any of the four, waits forever
+with no error: the simulation hangs. Both ends must carry identical comm_src, comm_dst, comm_tag
+and comm_size.
+""",
+)
+_code(
+    "T707",
+    E,
+    "collective participants disagree",
+    """
+Every rank of a communicator group must issue the group's collectives in the same order, with the
+same type and size (an unmerged ASTRA-sim branch matches them by a hash of exactly these). The
+ranks named issue a different sequence, or one rank has fewer collectives than the others.
+""",
+)
+_code(
+    "T708",
+    E,
+    "communicator group problem",
+    """
+A collective's pg_name is not in the group file (ASTRA-sim aborts: `communicator group N not
+found`), there is no group file for traces that name groups, the group file lists ranks that have
+no trace, or a rank issues a collective in a group it is not a member of. Pass the file with
+`--comm-groups FILE` (modtrans looks for PREFIX.comm_groups.json beside the traces).
+""",
+)
+_code(
+    "T709",
+    W,
+    "attribute a shipped configuration needs is missing",
+    """
+ASTRA-sim's HGX-H100 system configurations (inputs/system/analytical/hgx_h100_*gpu.json) set
+`roofline-enabled: 1`, which times every compute node from num_ops and tensor_size, and
+`track-local-mem: 1`, which reads the inputs and outputs string lists of every node. A node
+without them aborts the run (`Attribute num_ops not found in node N`). Replay-mode configurations
+read duration_micros only.
+""",
+)
+_code(
+    "T710",
+    W,
+    "sizes look like element counts, not bytes",
+    """
+comm_size and tensor_size are bytes. The node's own inputs/outputs lists give its tensors in
+bytes, and the size is exactly a half or a quarter of theirs: the size of a fp16 or fp32 tensor
+counted in elements (a known bug class in other generators, astra-sim/stage#29).
+""",
+)
+_code(
+    "T711",
+    W,
+    "every compute duration is zero",
+    """
+In replay mode (roofline off) ASTRA-sim times a compute node by duration_micros; every one is 0, so
+the simulated compute takes no time. Generators that write nanoseconds into an integer field of
+microseconds, rounded down, produce this.
+""",
+)
+_code(
+    "T712",
+    E,
+    "collective ASTRA-sim cannot run",
+    """
+ASTRA-sim 2.x runs ALL_REDUCE, ALL_TO_ALL, ALL_GATHER, REDUCE_SCATTER and BROADCAST; any other
+comm_type (or none) throws `Unsupported collective comm type`.
+""",
+)
+_code(
+    "T713",
+    E,
+    "send or receive without its required attributes",
+    """
+A COMM_SEND_NODE needs comm_dst and comm_tag, a COMM_RECV_NODE comm_src and comm_tag (Workload.cc
+reads them without a default); every point-to-point node needs comm_size.
+""",
+)
+_code(
+    "T714",
+    E,
+    "group file unreadable",
+    """
+The communicator-group file is JSON of the form {"1": [0, 1, 2, 3], ...}: keys are group ids
+(decimal integers > 0), values lists of distinct rank numbers.
+""",
+)

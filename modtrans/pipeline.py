@@ -20,7 +20,8 @@ from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
-from modtrans.strategy import Parallelism, Params, StrategyError, build, group
+from modtrans.plan import Plan, ProjectionError, project
+from modtrans.strategy import Parallelism, Params, StrategyError, group, plan
 from modtrans.workload.model import Dialect, Header, Policy, Workload
 
 
@@ -56,14 +57,16 @@ class Options:
     compute: str = "roofline"
     cost: cost.Settings = field(default_factory=cost.Settings)  # device, array, dataflow, clock ...
     dialect: Dialect = Dialect.ASTRA_SIM  # only to warn about units the consumer misreads
+    traces: bool = False  # the output is Chakra traces: a plan no workload file can hold is fine
 
 
 @dataclass(frozen=True)
 class Translation:
-    workload: Workload | None
+    workload: Workload | None  # the plan as a workload file holds it (None if it cannot)
     ir: ModelIR | None
     diagnostics: tuple[Diagnostic, ...]
     metadata: dict[str, Any]
+    plan: Plan | None = None
 
 
 def model_file(spec: str | Path) -> Path | None:
@@ -140,11 +143,18 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
             )
         )
     try:
-        workload = build(ir, model, options.parallel, params=options.params, dtype_bytes=options.dtype_bytes)
+        the_plan = plan(ir, model, options.parallel, params=options.params, dtype_bytes=options.dtype_bytes)
     except (StrategyError, cost.CostError) as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
-    if options.dialect is Dialect.SIMAI:
+    try:
+        workload: Workload | None = project(the_plan)
+    except ProjectionError as error:
+        workload = None
+        if not options.traces:
+            found.append(diagnostic("D310", str(error), path=str(spec)))
+            return Translation(None, ir, tuple(found), {}, the_plan)
+    if workload is not None and options.dialect is Dialect.SIMAI:
         workload = dataclasses.replace(workload, header=simai_header(workload.header, options.parallel))
     groups = group(ir, options.params, options.dtype_bytes)
     metadata = {
@@ -155,15 +165,16 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         "parallel": {
             "policy": options.parallel.policy.value,
             "npus": options.parallel.npus,
-            "model_parallel_group": workload.header.model_parallel_group,
+            "model_parallel_group": the_plan.header.model_parallel_group,
+            "mesh": {a.purpose.value: a.size for a in the_plan.mesh.axes},
         },
         "params": options.params.value,
         "dtype_bytes": options.dtype_bytes,
         "compute": model.describe(),
-        "layers": {"workload": len(workload.layers), "ir": len(ir.layers)},
+        "layers": {"workload": len(the_plan.layers), "ir": len(ir.layers)},
         "folded": {g.owner.name: [x.name for x in g.folded] for g in groups if g.folded},
     }
-    return Translation(workload, ir, tuple(found), metadata)
+    return Translation(workload, ir, tuple(found), metadata, the_plan)
 
 
 def extract(

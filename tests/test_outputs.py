@@ -138,7 +138,12 @@ def test_chakra_traces_and_their_metadata_are_one_result(tmp_path: Path) -> None
     prefix = tmp_path / "t"
     code, _ = _run("translate", "resnet50", "--format", "chakra-et", "--npus", "2", "-o", str(prefix))
     assert code == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.0.et", "t.1.et", "t.meta.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "t.0.et",
+        "t.1.et",
+        "t.comm_groups.json",
+        "t.meta.json",
+    ]
 
 
 def test_long_names_are_one_line_errors(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def test_model(mlp: Path) -> None:
 
 def test_each_npu_computes_its_shard(mlp: Path) -> None:
     from modtrans.pipeline import extract
-    from modtrans.strategy.parallel import shard
+    from modtrans.strategy import shard
 
     fc1 = extract(mlp).layer("fc1")  # forward GEMM (M, K, N) = (2, 8, 16)
     part = shard(fc1, 8)  # 16 / 8 = 2 output features per NPU

@@ -255,7 +255,15 @@ def translate(
         _per_layer(per_layer) if per_layer is not None else None,
     )
     options = pipeline.Options(
-        strategy, params, batch, _shapes(input_shape), dtype_bytes, compute, settings, dialect
+        strategy,
+        params,
+        batch,
+        _shapes(input_shape),
+        dtype_bytes,
+        compute,
+        settings,
+        dialect,
+        to == "chakra-et",
     )
     with report.status(f"translating {model}"):
         result = pipeline.translate_checked(model, options)
@@ -348,38 +356,57 @@ def _chakra_traces(
     force: bool,
 ) -> None:
     found = list(result.diagnostics)
-    failed = result.workload is None or (strict and any(d.severity <= 2 for d in found))
-    if not failed and result.workload is not None:
+    failed = result.plan is None or has_errors(found) or (strict and any(d.severity <= 2 for d in found))
+    if not failed and result.plan is not None:
+        plan = result.plan
         metadata = {
             **result.metadata,
             "duration_micros": "compute time in whole microseconds, the rounding carried from node to node "
             "(durations sum to the compute time within 1 us); ASTRA-sim 2.x multiplies by 1000",
             "passes": passes,
+            "comm_groups": {str(g.id): g.purpose for g in plan.groups()},
         }
         try:
-            traces = chakra.files(
-                result.workload,
-                prefix,
-                npus=npus,
-                passes=passes,
-                metadata={**metadata, "network_dims": dims},
-                dims=dims,
-                tick_ns=1.0,  # translated in ns
+            outputs: list[tuple[Path, str | bytes]] = list(
+                chakra.files(
+                    plan,
+                    prefix,
+                    passes=passes,
+                    metadata={**metadata, "network_dims": dims},
+                    dims=dims,
+                    tick_ns=1.0,  # translated in ns
+                )
             )
         except chakra.ChakraError as error:
             typer.echo(f"modtrans: {error}", err=True)
             raise typer.Exit(2) from None
+        traces, groups = outputs[:-1], outputs[-1]
+        found += _checked(outputs)  # what we write passes the checks users run
         sidecar = (Path(f"{prefix}.meta.json"), json.dumps(metadata, indent=1) + "\n")
-        outputs: list[tuple[Path, str | bytes]] = [*traces, sidecar]
+        outputs.append(sidecar)
         _refuse_inputs([target for target, _ in outputs], inputs, force)
-        _save_all(outputs, found)
+        if not has_errors(found):
+            _save_all(outputs, found)
         if not has_errors(found):
             first, last = traces[0][0], traces[-1][0]
             names = f"{first}" if len(traces) == 1 else f"{first} .. {last}"
             plural = "trace" if len(traces) == 1 else "traces"
-            typer.echo(f"wrote {len(traces)} Chakra {plural}: {names} and {sidecar[0]}", err=True)
+            typer.echo(
+                f"wrote {len(traces)} Chakra {plural}: {names}, {groups[0]} (--comm-group-configuration) "
+                f"and {sidecar[0]}",
+                err=True,
+            )
     report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
     raise typer.Exit(report.exit_code(found, strict=strict) or (1 if failed else 0))
+
+
+def _checked(outputs: list[tuple[Path, str | bytes]]) -> list[Diagnostic]:
+    """The trace-set checks of `modtrans validate`, on the traces before they are written."""
+    from modtrans.chakra.validate import check_set
+
+    traces = {path: data for path, data in outputs if isinstance(data, bytes) and str(path).endswith(".et")}
+    path, groups = outputs[-1]  # chakra.files puts the group file last
+    return [d for d in check_set(traces, groups, str(path)) if d.severity <= 2]
 
 
 def _render_workload(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:

@@ -1,11 +1,15 @@
-"""IR + parallelism + cost model -> Workload (which layers, what each phase computes and sends).
+"""IR + parallelism + cost model -> execution plan (-> the workload a text file holds).
 
-groups.py    which IR layers become workload layers (the --params convention) and their cost
-parallel.py  the strategies: each phase's collective and size, and the shard each NPU computes
+groups.py      which IR layers become workload layers (the --params convention) and their cost
+draft.py       what a technique edits, and its assembly into a Plan (operations, tensors, order)
+techniques/    one module per parallelism technique, registered by keyword
+recompute.py   activation checkpointing: the recomputed forward segments
+parallel.py    plan() and build(): the techniques applied, the plan projected onto the text
 """
 
+from modtrans.strategy.draft import Parallelism, StrategyError, shard
 from modtrans.strategy.groups import Group, Params, group, group_times, layer_bytes, needs_input_grad
-from modtrans.strategy.parallel import SUPPORTED, Parallelism, StrategyError, build
+from modtrans.strategy.parallel import SUPPORTED, build, plan
 
 __all__ = [
     "SUPPORTED",
@@ -18,4 +22,6 @@ __all__ = [
     "group_times",
     "layer_bytes",
     "needs_input_grad",
+    "plan",
+    "shard",
 ]

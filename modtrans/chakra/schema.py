@@ -28,19 +28,37 @@ from google.protobuf import (  # type: ignore[import-untyped]
 _F = descriptor_pb2.FieldDescriptorProto
 PACKAGE = "ChakraProtoMsg"
 
-# (number, name, type, repeated, message type) as et_def.proto declares them
-_LISTS = {"BoolList": _F.TYPE_BOOL, "Int64List": _F.TYPE_INT64, "StringList": _F.TYPE_STRING}
+# (number, name, type, repeated, message type) as et_def.proto declares them. Every value type of
+# AttributeProto's oneof is declared, so traces from other generators read back whole.
+_SCALARS = [  # (field number of the scalar; the list is the next number), name, protobuf type
+    (3, "double", _F.TYPE_DOUBLE),
+    (5, "float", _F.TYPE_FLOAT),
+    (7, "int32", _F.TYPE_INT32),
+    (9, "int64", _F.TYPE_INT64),
+    (11, "uint32", _F.TYPE_UINT32),
+    (13, "uint64", _F.TYPE_UINT64),
+    (15, "sint32", _F.TYPE_SINT32),
+    (17, "sint64", _F.TYPE_SINT64),
+    (19, "fixed32", _F.TYPE_FIXED32),
+    (21, "fixed64", _F.TYPE_FIXED64),
+    (23, "sfixed32", _F.TYPE_SFIXED32),
+    (25, "sfixed64", _F.TYPE_SFIXED64),
+    (27, "bool", _F.TYPE_BOOL),
+    (29, "string", _F.TYPE_STRING),
+    (31, "bytes", _F.TYPE_BYTES),
+]
+_LISTS = {f"{name.capitalize()}List": kind for _, name, kind in _SCALARS}
 _ATTRIBUTE = [  # AttributeProto: name, doc_string, then the `value` oneof
     (1, "name", _F.TYPE_STRING, False, None),
     (2, "doc_string", _F.TYPE_STRING, False, None),
-    (7, "int32_val", _F.TYPE_INT32, False, None),
-    (9, "int64_val", _F.TYPE_INT64, False, None),
-    (10, "int64_list", _F.TYPE_MESSAGE, False, "Int64List"),
-    (13, "uint64_val", _F.TYPE_UINT64, False, None),
-    (27, "bool_val", _F.TYPE_BOOL, False, None),
-    (28, "bool_list", _F.TYPE_MESSAGE, False, "BoolList"),
-    (29, "string_val", _F.TYPE_STRING, False, None),
-    (30, "string_list", _F.TYPE_MESSAGE, False, "StringList"),
+    *(
+        field
+        for number, name, kind in _SCALARS
+        for field in (
+            (number, f"{name}_val", kind, False, None),
+            (number + 1, f"{name}_list", _F.TYPE_MESSAGE, False, f"{name.capitalize()}List"),
+        )
+    ),
 ]
 _NODE = [
     (1, "id", _F.TYPE_UINT64, False, None),

@@ -1,0 +1,11 @@
+"""Chakra execution traces, the input of ASTRA-sim 2.x.
+
+schema.py    Chakra's et_def.proto messages, declared on protobuf (no Chakra package needed)
+write.py     Plan -> one trace per rank and the communicator-group file
+read.py      trace files -> nodes (positioned failures for files that are not traces)
+validate.py  trace-set checks across ranks (modtrans validate run.*.et)
+"""
+
+from modtrans.chakra.write import ChakraError, files, group_file, groups_json, write
+
+__all__ = ["ChakraError", "files", "group_file", "groups_json", "write"]

@@ -1,0 +1,134 @@
+"""Chakra trace bytes -> nodes, with a positioned T702 instead of an exception for bad bytes.
+
+    trace = read(data, "run.3.et")
+    trace.rank          3 (from the name PREFIX.<rank>.et), or None
+    trace.nodes[0]      TraceNode(index=0, offset=57, id=0, name="COMP_NODE_conv1_FWD", ...)
+    trace.problem       a Diagnostic when the bytes stop being a trace (the nodes before it kept)
+
+Attribute values are kept with the oneof field that held them (`("int64_val", 37632)`), since
+ASTRA-sim's older feeder reads each attribute through one field type only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from modtrans.diagnostics import Diagnostic, diagnostic
+
+_RANK = re.compile(r"\.(\d+)\.et$")
+
+
+def rank_of(path: str) -> int | None:
+    """The rank a file name PREFIX.<rank>.et gives."""
+    found = _RANK.search(path)
+    return int(found.group(1)) if found else None
+
+
+def prefix_of(path: str) -> str | None:
+    found = _RANK.search(path)
+    return path[: found.start()] if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceNode:
+    index: int  # the node's place in the file (0: the first after the metadata)
+    offset: int  # of its length prefix, in bytes
+    id: int
+    name: str
+    type: int
+    data_deps: tuple[int, ...]
+    ctrl_deps: tuple[int, ...]
+    duration: int  # duration_micros
+    attrs: dict[str, tuple[str | None, Any]]
+
+    def where(self) -> str:
+        return f"node {self.id} ({self.name or 'unnamed'}, #{self.index})"
+
+    def value(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, (None, default))[1]
+
+
+@dataclass
+class Trace:
+    path: str
+    rank: int | None
+    metadata: dict[str, tuple[str | None, Any]] = field(default_factory=dict)
+    nodes: list[TraceNode] = field(default_factory=list)
+    problem: Diagnostic | None = None
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int] | None:
+    value = shift = 0
+    while at < len(data) and shift < 64:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+    return None
+
+
+def _attrs(message: Any) -> dict[str, tuple[str | None, Any]]:
+    out: dict[str, tuple[str | None, Any]] = {}
+    for a in message.attr:
+        kind = a.WhichOneof("value")
+        value = None if kind is None else getattr(a, kind)
+        if kind is not None and kind.endswith("_list"):
+            value = list(getattr(a, kind).values)
+        out.setdefault(a.name, (kind, value))
+    return out
+
+
+def read(data: bytes, path: str) -> Trace:
+    """Decode a whole trace; decoding stops at the first record that is not one (T702)."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+    from modtrans.chakra.schema import schema
+
+    pb = schema()
+    trace = Trace(path, rank_of(path))
+    at, index = 0, -1
+    if not data:
+        trace.problem = diagnostic("T702", "the file is empty (a trace starts with its metadata)", path=path)
+        return trace
+    while at < len(data):
+        what = "the metadata" if index < 0 else f"node #{index}"
+        head = _varint(data, at)
+        if head is None or head[1] + head[0] > len(data):
+            cut = (
+                "its length prefix is cut"
+                if head is None
+                else f"it needs {head[0]} bytes, {len(data) - head[1]} are left"
+            )
+            trace.problem = diagnostic("T702", f"byte {at}: {what} is truncated ({cut})", path=path)
+            return trace
+        length, body = head
+        message = pb.GlobalMetadata() if index < 0 else pb.Node()
+        try:
+            message.ParseFromString(data[body : body + length])
+        except DecodeError:
+            trace.problem = diagnostic(
+                "T702", f"byte {at}: {what} does not decode as a Chakra message", path=path
+            )
+            return trace
+        if index < 0:
+            trace.metadata = _attrs(message)
+        else:
+            trace.nodes.append(
+                TraceNode(
+                    index,
+                    at,
+                    message.id,
+                    message.name,
+                    message.type,
+                    tuple(message.data_deps),
+                    tuple(message.ctrl_deps),
+                    message.duration_micros,
+                    _attrs(message),
+                )
+            )
+        at, index = body + length, index + 1
+    return trace

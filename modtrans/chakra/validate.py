@@ -1,0 +1,395 @@
+"""Checks on a set of Chakra traces, across ranks, for what makes ASTRA-sim 2.x abort, hang or
+report wrong numbers (codes T701-T714; ../shared/reference/chakra-contract.md).
+
+    found = check_set({"run.0.et": data0, "run.1.et": data1}, groups_json_bytes)
+
+Per trace: decoding (T702), duplicate ids (T703), dependencies on missing nodes (T704), cycles
+(T705), collectives ASTRA-sim cannot run (T712), point-to-point nodes without their attributes
+(T713), attributes the shipped roofline / memory-tracking configurations need (T709), sizes that
+look like element counts (T710), all-zero durations (T711). Across ranks: missing rank files
+(T701), unmatched sends and receives (T706), collectives whose participants disagree (T707),
+groups (T708, T714).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from modtrans.chakra.read import Trace, TraceNode, read
+from modtrans.diagnostics import Diagnostic, diagnostic
+
+COMP, SEND, RECV, COLL = 4, 5, 6, 7
+RUNNABLE = {0: "ALL_REDUCE", 2: "ALL_GATHER", 5: "BROADCAST", 6: "ALL_TO_ALL", 7: "REDUCE_SCATTER"}
+NAMES = {1: "REDUCE", 3: "GATHER", 4: "SCATTER", 8: "REDUCE_SCATTER_BLOCK", 9: "BARRIER", **RUNNABLE}
+
+
+@dataclass(frozen=True)
+class Groups:
+    path: str | None
+    members: dict[int, tuple[int, ...]]
+
+
+def check_set(
+    traces: Mapping[Any, bytes], groups: bytes | str | None = None, groups_path: str | None = None
+) -> list[Diagnostic]:
+    """Every finding on the traces (path -> bytes) and their group file (None: no file)."""
+    read_traces = [read(data, str(path)) for path, data in traces.items()]
+    return check_traces(read_traces, groups, groups_path)
+
+
+def check_traces(
+    traces: Sequence[Trace], groups: bytes | str | None = None, groups_path: str | None = None
+) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
+    for trace in traces:
+        if trace.problem is not None:
+            found.append(trace.problem)
+        found += _graph(trace)
+        found += _nodes(trace)
+    ranked = {t.rank: t for t in traces if t.rank is not None}
+    if ranked:
+        missing = [r for r in range(max(ranked) + 1) if r not in ranked]
+        if missing:
+            some = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+            first = next(iter(ranked.values())).path
+            found.append(
+                diagnostic(
+                    "T701",
+                    f"{len(missing)} rank file(s) missing from 0..{max(ranked)}: rank {some}",
+                    path=first,
+                    hint="ASTRA-sim stops: `workload file: PREFIX.N.et does not exist`",
+                )
+            )
+    table = _groups(groups, groups_path, ranked, found)
+    found += _transfers(ranked)
+    found += _collectives(ranked, table)
+    return found
+
+
+# ----------------------------------------------------------------------------------- one trace
+
+
+def _graph(trace: Trace) -> list[Diagnostic]:
+    found = []
+    by_id: dict[int, TraceNode] = {}
+    for node in trace.nodes:
+        if node.id in by_id:
+            found.append(
+                diagnostic(
+                    "T703", f"{node.where()}: id {node.id} is also {by_id[node.id].where()}", path=trace.path
+                )
+            )
+        else:
+            by_id[node.id] = node
+    reported = 0
+    for node in trace.nodes:
+        for kind, deps in (("data", node.data_deps), ("control", node.ctrl_deps)):
+            for dep in deps:
+                if dep not in by_id and reported < 20:
+                    reported += 1
+                    found.append(
+                        diagnostic(
+                            "T704",
+                            f"{node.where()}: {kind} dependency on node {dep}, which the trace does not have",
+                            path=trace.path,
+                        )
+                    )
+    cycle = _cycle(by_id)
+    if cycle:
+        names = " -> ".join(by_id[i].where() for i in cycle[:4]) + (" -> ..." if len(cycle) > 4 else "")
+        found.append(
+            diagnostic("T705", f"{len(cycle)} node(s) wait for each other: {names}", path=trace.path)
+        )
+    return found
+
+
+def _cycle(by_id: Mapping[int, TraceNode]) -> list[int]:
+    """The nodes that never become free (Kahn's algorithm; dependencies on missing nodes ignored)."""
+    waiting = {
+        i: {d for d in (*n.data_deps, *n.ctrl_deps) if d in by_id and d != i} for i, n in by_id.items()
+    }
+    selfish = [i for i, n in by_id.items() if i in (*n.data_deps, *n.ctrl_deps)]
+    dependents: dict[int, list[int]] = defaultdict(list)
+    for i, deps in waiting.items():
+        for d in deps:
+            dependents[d].append(i)
+    count = {i: len(deps) for i, deps in waiting.items()}
+    free = [i for i, c in count.items() if c == 0 and i not in selfish]
+    done = 0
+    while free:
+        i = free.pop()
+        done += 1
+        for j in dependents[i]:
+            count[j] -= 1
+            if count[j] == 0 and j not in selfish:
+                free.append(j)
+    if done == len(by_id):
+        return []
+    return sorted(i for i, c in count.items() if c > 0 or i in selfish)
+
+
+def _nodes(trace: Trace) -> list[Diagnostic]:
+    found = []
+    no_ops, no_io, computes, durations = [], [], 0, 0
+    elements: list[str] = []
+    for node in trace.nodes:
+        if node.type == COMP:
+            computes += 1
+            durations += node.duration
+            if "num_ops" not in node.attrs or "tensor_size" not in node.attrs:
+                no_ops.append(node)
+        if node.type in (COMP, SEND, RECV, COLL) and (
+            "inputs" not in node.attrs or "outputs" not in node.attrs
+        ):
+            no_io.append(node)
+        if node.type == COLL:
+            kind = node.value("comm_type")
+            if kind not in RUNNABLE:
+                what = NAMES.get(kind, "no comm_type") if kind is not None else "no comm_type"
+                found.append(diagnostic("T712", f"{node.where()}: {what}", path=trace.path))
+        if node.type in (SEND, RECV):
+            needed = (
+                ("comm_dst", "comm_tag", "comm_size")
+                if node.type == SEND
+                else ("comm_src", "comm_tag", "comm_size")
+            )
+            absent = [a for a in needed if a not in node.attrs]
+            if absent:
+                found.append(diagnostic("T713", f"{node.where()}: no {', '.join(absent)}", path=trace.path))
+        looks = _elements(node)
+        if looks:
+            elements.append(looks)
+    if elements:
+        more = f" ({len(elements) - 1} more node(s) like it)" if len(elements) > 1 else ""
+        found.append(diagnostic("T710", elements[0] + more, path=trace.path))
+    if no_ops:
+        found.append(
+            diagnostic(
+                "T709",
+                f"{len(no_ops)} compute node(s) without num_ops / tensor_size, first {no_ops[0].where()}: "
+                "roofline configurations (hgx_h100_*gpu.json) abort",
+                path=trace.path,
+            )
+        )
+    if no_io:
+        found.append(
+            diagnostic(
+                "T709",
+                f"{len(no_io)} node(s) without inputs / outputs, first {no_io[0].where()}: "
+                "track-local-mem configurations (hgx_h100_*gpu.json) abort",
+                path=trace.path,
+            )
+        )
+    if computes and durations == 0:
+        found.append(
+            diagnostic("T711", f"all {computes} compute node(s) have duration_micros 0", path=trace.path)
+        )
+    return found
+
+
+def _io_bytes(node: TraceNode, name: str) -> int | None:
+    values = node.value(name)
+    if not isinstance(values, list) or len(values) % 2:
+        return None
+    try:
+        return sum(int(v) for v in values[1::2])
+    except ValueError:
+        return None
+
+
+def _elements(node: TraceNode) -> str | None:
+    """Why the node's size looks like an element count (None when it does not)."""
+    if node.type == COMP:
+        size, field = node.value("tensor_size"), "tensor_size"
+        declared = [_io_bytes(node, "inputs"), _io_bytes(node, "outputs")]
+        total = None if None in declared else sum(x for x in declared if x is not None)
+    elif node.type in (COLL, SEND, RECV):
+        size, field = node.value("comm_size"), "comm_size"
+        total = _io_bytes(node, "inputs") or _io_bytes(node, "outputs")
+    else:
+        return None
+    if not isinstance(size, int) or not total or size <= 0 or size == total:
+        return None
+    for width in (2, 4):
+        if size * width == total:
+            return f"{node.where()}: {field} {size} is 1/{width} of the {total} bytes its inputs/outputs list"
+    return None
+
+
+# --------------------------------------------------------------------------------- across ranks
+
+
+def _groups(
+    groups: bytes | str | None, path: str | None, ranked: Mapping[int, Trace], found: list[Diagnostic]
+) -> Groups | None:
+    if groups is None:
+        return None
+    where = path or "comm_groups.json"
+    try:
+        raw = json.loads(groups)
+    except (ValueError, UnicodeDecodeError) as error:
+        found.append(diagnostic("T714", f"not JSON: {error}", path=where))
+        return Groups(path, {})
+    members: dict[int, tuple[int, ...]] = {}
+    if not isinstance(raw, dict):
+        found.append(diagnostic("T714", "the file holds no object of group id -> ranks", path=where))
+        return Groups(path, {})
+    for key, ranks in raw.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) > 0):
+            found.append(diagnostic("T714", f"group id {key!r}: ids are decimal integers > 0", path=where))
+            continue
+        if not isinstance(ranks, list) or not all(
+            isinstance(r, int) and not isinstance(r, bool) for r in ranks
+        ):
+            found.append(
+                diagnostic("T714", f"group {key}: its value must be a list of rank numbers", path=where)
+            )
+            continue
+        if len(set(ranks)) != len(ranks):
+            found.append(diagnostic("T714", f"group {key} lists a rank twice", path=where))
+        absent = [r for r in ranks if r not in ranked]
+        if ranked and absent:
+            found.append(
+                diagnostic("T708", f"group {key} lists rank(s) {absent[:8]} that have no trace", path=where)
+            )
+        members[int(key)] = tuple(ranks)
+    return Groups(path, members)
+
+
+def _pg(node: TraceNode) -> int:
+    """The group a collective names: 0 for every rank ("" or "0" or absent, as ASTRA-sim reads it)."""
+    value = node.value("pg_name", "")
+    text = str(value).strip()
+    return int(text) if text.isdigit() else (0 if text == "" else -1)
+
+
+def _collectives(ranked: Mapping[int, Trace], table: Groups | None) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
+    sequences: dict[int, dict[int, list[TraceNode]]] = defaultdict(dict)  # group -> rank -> nodes
+    unknown: Counter[tuple[str, str]] = Counter()
+    for rank, trace in sorted(ranked.items()):
+        for node in trace.nodes:
+            if node.type != COLL:
+                continue
+            pg = _pg(node)
+            if pg < 0:
+                found.append(
+                    diagnostic(
+                        "T708",
+                        f"{node.where()}: pg_name {node.value('pg_name')!r} is no group id",
+                        path=trace.path,
+                    )
+                )
+                continue
+            if pg > 0:
+                if table is None:
+                    unknown[(trace.path, "no group file")] += 1
+                    continue
+                if pg not in table.members:
+                    unknown[(trace.path, f"group {pg} is not in {table.path or 'the group file'}")] += 1
+                    continue
+                if rank not in table.members[pg]:
+                    found.append(
+                        diagnostic(
+                            "T708",
+                            f"{node.where()}: rank {rank} is not a member of group {pg}",
+                            path=trace.path,
+                        )
+                    )
+                    continue
+            sequences[pg].setdefault(rank, []).append(node)
+    for (path, why), count in unknown.items():
+        found.append(
+            diagnostic(
+                "T708",
+                f"{count} collective(s) name a communicator group, but {why}",
+                path=path,
+                hint="ASTRA-sim aborts: `communicator group N not found`; pass --comm-groups FILE",
+            )
+        )
+    for pg, by_rank in sorted(sequences.items()):
+        members = table.members[pg] if pg and table is not None else tuple(sorted(ranked))
+        found += _agree(pg, [r for r in members if r in ranked], by_rank, ranked)
+    return found
+
+
+def _agree(
+    pg: int, members: Iterable[int], by_rank: Mapping[int, list[TraceNode]], ranked: Mapping[int, Trace]
+) -> list[Diagnostic]:
+    members = list(members)
+    if not members:
+        return []
+    lead = members[0]
+    reference = by_rank.get(lead, [])
+    group = f"group {pg}" if pg else "the group of every rank"
+    found = []
+    for rank in members[1:]:
+        mine = by_rank.get(rank, [])
+        for i, (a, b) in enumerate(zip(reference, mine, strict=False)):
+            key_a = (a.value("comm_type"), a.value("comm_size"))
+            key_b = (b.value("comm_type"), b.value("comm_size"))
+            if key_a != key_b:
+                found.append(
+                    diagnostic(
+                        "T707",
+                        f"{b.where()}: collective {i + 1} of {group} is {_show(key_b)} here and "
+                        f"{_show(key_a)} on rank {lead} ({a.where()})",
+                        path=ranked[rank].path,
+                    )
+                )
+                break
+        else:
+            if len(mine) != len(reference):
+                found.append(
+                    diagnostic(
+                        "T707",
+                        f"rank {rank} issues {len(mine)} collective(s) in {group}, "
+                        f"rank {lead} {len(reference)}",
+                        path=ranked[rank].path,
+                    )
+                )
+    return found
+
+
+def _show(key: tuple[object, object]) -> str:
+    kind, size = key
+    return f"{NAMES.get(kind, kind) if isinstance(kind, int) else kind} of {size} bytes"
+
+
+def _transfers(ranked: Mapping[int, Trace]) -> list[Diagnostic]:
+    sends: dict[tuple[int, int, int, int], list[tuple[Trace, TraceNode]]] = defaultdict(list)
+    recvs: dict[tuple[int, int, int, int], list[tuple[Trace, TraceNode]]] = defaultdict(list)
+    for rank, trace in ranked.items():
+        for node in trace.nodes:
+            if node.type not in (SEND, RECV):
+                continue
+            src = node.value("comm_src", rank)
+            dst = node.value("comm_dst", rank)
+            key = (node.value("comm_tag", -1), src, dst, node.value("comm_size", 0))
+            (sends if node.type == SEND else recvs)[key].append((trace, node))
+    found = []
+    for mine, theirs, what, partner in ((sends, recvs, "send", "receive"), (recvs, sends, "receive", "send")):
+        for key, items in mine.items():
+            extra = len(items) - len(theirs.get(key, []))
+            for trace, node in items[len(items) - extra :] if extra > 0 else []:
+                tag, src, dst, size = key
+                close = [k for k in theirs if k[1:3] == (src, dst) and k != key]
+                hint = (
+                    f"the {partner}s from {src} to {dst} have (tag, size) {[(k[0], k[3]) for k in close[:3]]}"
+                    if close
+                    else None
+                )
+                found.append(
+                    diagnostic(
+                        "T706",
+                        f"{node.where()}: {what} of {size} bytes, {src} -> {dst}, tag {tag}, "
+                        f"has no matching {partner}",
+                        path=trace.path,
+                        hint=hint,
+                    )
+                )
+    return found

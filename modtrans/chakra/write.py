@@ -1,0 +1,303 @@
+"""Plan -> Chakra execution traces for ASTRA-sim 2.x: one `PREFIX.<rank>.et` per rank, and
+`PREFIX.comm_groups.json` to pass as `--comm-group-configuration`.
+
+Each trace is a GlobalMetadata message, then the nodes of `passes` iterations of the rank's
+program (plan order; node ids from 0 in every file). What ASTRA-sim master reads, node by node
+(../shared/reference/chakra-contract.md; Workload.cc, FeederV3, LocalMemUsageTracker):
+
+    COMP_NODE       duration_micros (replay mode); num_ops int64 (the FLOPs) and tensor_size
+                    uint64 (bytes read + written) for roofline mode; is_cpu_op false
+    COMM_COLL_NODE  comm_type, comm_size (bytes) int64; pg_name = the group id, absent for a
+                    group of every rank (ASTRA-sim reads "" as all ranks); involved_dim with
+                    --network-dims
+    COMM_SEND/RECV  comm_src, comm_dst, comm_tag int32, comm_size int64: identical on both ends
+    every node      inputs / outputs: string lists alternating tensor name and byte size
+                    (track-local-mem), every written name written once per trace
+
+A node of zero FLOPs that moves bytes gets num_ops 1, so roofline mode times it by its memory
+traffic (1 / min(bw / bytes, peak) = bytes / bw) instead of dividing 0 by 0. A collective over a
+group of one rank moves nothing and is left out (dependencies pass through it).
+
+Units: `duration_micros` holds whole microseconds and ASTRA-sim 2.x multiplies it by 1000. The
+plan is in ticks of `tick_ns` nanoseconds. No node is rounded on its own: the rounding is carried
+from node to node in file order (each node gets the whole microseconds its end adds to the
+running total), so every trace's durations sum to the plan's compute time within 1 us.
+
+Passes: iteration k+1 repeats the program; a layer's forward there also waits for that layer's
+weight-gradient work of iteration k (its collectives, or the compute when it has none).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from modtrans.plan.model import (
+    Collective,
+    Compute,
+    Direction,
+    Mesh,
+    Plan,
+    Purpose,
+    ResolvedCollective,
+    ResolvedTransfer,
+    Step,
+    Tensor,
+)
+from modtrans.workload.model import CommType
+
+SCHEMA = "1.0.2-chakra.1.0.0"
+_PHASE = {
+    Step.FWD: "FWD",
+    Step.INPUT_GRAD: "BWD_IG",
+    Step.WEIGHT_GRAD: "BWD_WG",
+    Step.RECOMPUTE: "FWD_RECOMPUTE",
+}
+
+
+class ChakraError(RuntimeError):
+    """The traces cannot be written (network dims that do not fit, a folder that is not there)."""
+
+
+def collective_type(pb: Any, comm: CommType) -> int:
+    base = comm.value.split("_")[0]  # ALLREDUCE_EP -> ALLREDUCE: the group says which ranks
+    return int(
+        {
+            "ALLREDUCE": pb.ALL_REDUCE,
+            "ALLGATHER": pb.ALL_GATHER,
+            "REDUCESCATTER": pb.REDUCE_SCATTER,
+            "ALLTOALL": pb.ALL_TO_ALL,
+            "ALLREDUCEALLTOALL": pb.ALL_REDUCE,
+        }[base]
+    )
+
+
+def dim_masks(mesh: Mesh, dims: Sequence[int] | None) -> dict[frozenset[Purpose], tuple[bool, ...]] | None:
+    """The network dimensions each axis set spans (`involved_dim`): every mesh axis must be a run
+    of consecutive dims, fastest first, as ASTRA-sim 1.0's decode_involved_dimensions splits them
+    (workload-format spec, section 8). None without `dims` (ASTRA-sim 2.x then uses every dim)."""
+    if not dims:
+        return None
+    owner: list[Purpose] = []
+    d = 0
+    for axis in mesh.axes:
+        product = 1
+        while product < axis.size and d < len(dims):
+            product *= dims[d]
+            owner.append(axis.purpose)
+            d += 1
+        if product != axis.size:
+            what = (
+                f"model_parallel_NPU_group {axis.size}"
+                if axis.purpose is Purpose.TENSOR
+                else f"the {axis.purpose} axis of {axis.size} NPUs"
+            )
+            raise ChakraError(f"{what} is not a product of consecutive network dims {list(dims)}")
+    owner += [mesh.axes[-1].purpose] * (len(dims) - d)  # dims of size 1 left over
+    sets = {frozenset(s) for s in _subsets([a.purpose for a in mesh.axes])}
+    return {over: tuple(p in over for p in owner) for over in sets}
+
+
+def _subsets(items: list[Purpose]) -> Iterator[list[Purpose]]:
+    for mask in range(1 << len(items)):
+        yield [x for i, x in enumerate(items) if mask >> i & 1]
+
+
+def _strings(pb: Any, name: str, tensors: Sequence[Tensor], suffix: str) -> Any:
+    values = [v for t in tensors for v in (t.name + suffix, str(t.bytes))]
+    return pb.AttributeProto(name=name, string_list=pb.StringList(values=values))
+
+
+class _Encoder:
+    """Encodes the nodes of ranks; nodes that do not depend on the rank are encoded once."""
+
+    def __init__(self, plan: Plan, passes: int, dims: Sequence[int] | None, tick_ns: float) -> None:
+        from modtrans.chakra.schema import schema
+
+        self.plan, self.passes, self.tick_ns = plan, passes, tick_ns
+        self.pb = schema()
+        self.masks = dim_masks(plan.mesh, dims)
+        self.cache: dict[tuple[Any, ...], bytes] = {}
+        self.durations = [self._durations(program) for program in plan.programs]
+
+    def _durations(self, program: Sequence[Any]) -> list[list[int]]:
+        """Per pass, per operation: whole microseconds, the rounding carried in file order."""
+        elapsed, out = Fraction(0), []
+        for _ in range(self.passes):
+            row = []
+            for op in program:
+                before = elapsed
+                if isinstance(op, Compute):
+                    elapsed += op.time * Fraction(self.tick_ns)
+                row.append(math.floor(elapsed / 1000) - math.floor(before / 1000))
+            out.append(row)
+        return out
+
+    def trace(self, rank: int, metadata: dict[str, Any]) -> bytes:
+        from modtrans.chakra.schema import encode
+
+        pb = self.pb
+        out = io.BytesIO()
+        attrs = [
+            pb.AttributeProto(name="schema", string_val=SCHEMA),
+            pb.AttributeProto(
+                name="modtrans", string_val=json.dumps({**metadata, "rank": rank}, sort_keys=True)
+            ),
+        ]
+        encode(out, pb.GlobalMetadata(attr=attrs))
+        for chunk in self._nodes(rank):
+            out.write(chunk)
+        return out.getvalue()
+
+    def _nodes(self, rank: int) -> Iterator[bytes]:
+        """Node ids depend only on the program (every group over the same axes has the same
+        size), so a node encoded for one rank is reused by every rank with the same variant."""
+        program_index = self.plan.program_of[rank]
+        program = self.plan.programs[program_index]
+        resolved = list(self.plan.ops(rank))
+        next_id = 0
+        carried: dict[int, list[int]] = {}  # layer -> what its forward of the next pass waits for
+        for k in range(self.passes):
+            node_of: list[list[int]] = []  # per operation: the node ids standing for it
+            wg_compute: dict[int, int] = {}
+            wg_comms: dict[int, list[int]] = {}
+            for i, (op, r) in enumerate(zip(program, resolved, strict=True)):
+                deps = sorted({d for j in op.deps for d in node_of[j]})
+                if k and isinstance(op, Compute) and op.step is Step.FWD:
+                    deps = sorted({*deps, *carried.get(op.layer, [])})
+                if isinstance(r, ResolvedCollective) and len(r.group.ranks) < 2:
+                    node_of.append(deps)  # nothing to communicate: its dependents wait for its deps
+                    continue
+                key = (program_index, k, i, *self._variant(r))
+                chunk = self.cache.get(key)
+                if chunk is None:
+                    chunk = self._encode(next_id, op, r, deps, k, self.durations[program_index][k][i])
+                    self.cache[key] = chunk
+                yield chunk
+                node_of.append([next_id])
+                if op.step is Step.WEIGHT_GRAD:
+                    if isinstance(op, Compute):
+                        wg_compute[op.layer] = next_id
+                    else:
+                        wg_comms.setdefault(op.layer, []).append(next_id)
+                next_id += 1
+            carried = {layer: wg_comms.get(layer) or [c] for layer, c in wg_compute.items()}
+
+    @staticmethod
+    def _variant(r: Any) -> tuple[Any, ...]:
+        if isinstance(r, ResolvedCollective):
+            return (r.group.id,)
+        if isinstance(r, ResolvedTransfer):
+            return (r.src, r.dst)
+        return ()
+
+    def _encode(self, node_id: int, op: Any, r: Any, deps: list[int], k: int, micros: int) -> bytes:
+        from modtrans.chakra.schema import encode
+
+        pb = self.pb
+        name = self.plan.layers[op.layer].name
+        suffix = f"@pass{k}" if k else ""
+        false = pb.AttributeProto(name="is_cpu_op", bool_val=False)
+        if isinstance(op, Compute):
+            node = pb.Node(id=node_id, name=f"COMP_NODE_{name}_{_PHASE[op.step]}", type=pb.COMP_NODE)
+            node.duration_micros = micros
+            size = op.bytes
+            ops = op.flops if op.flops > 0 or size == 0 else 1
+            node.attr.extend(
+                [
+                    false,
+                    pb.AttributeProto(name="num_ops", int64_val=ops),
+                    pb.AttributeProto(name="tensor_size", uint64_val=size),
+                ]
+            )
+            inputs, outputs = op.inputs, op.outputs
+        elif isinstance(r, ResolvedCollective):
+            c: Collective = r.op
+            node = pb.Node(id=node_id, name=f"COMM_COLL_NODE_{name}_{c.comm.value}", type=pb.COMM_COLL_NODE)
+            node.attr.append(pb.AttributeProto(name="comm_type", int64_val=collective_type(pb, c.comm)))
+            node.attr.append(pb.AttributeProto(name="comm_size", int64_val=c.bytes))
+            if self.masks is not None:
+                mask = list(self.masks[c.over])
+                node.attr.append(pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=mask)))
+            if r.group.id > 0:
+                node.attr.append(pb.AttributeProto(name="pg_name", string_val=str(r.group.id)))
+            node.attr.append(false)
+            inputs, outputs = c.inputs, c.outputs
+        else:
+            assert isinstance(r, ResolvedTransfer)
+            t = r.op
+            send = t.direction is Direction.SEND
+            kind = "SEND" if send else "RECV"
+            node = pb.Node(
+                id=node_id,
+                name=f"COMM_{kind}_NODE_{name}_{_PHASE[t.step]}",
+                type=pb.COMM_SEND_NODE if send else pb.COMM_RECV_NODE,
+            )
+            node.attr.extend(
+                [
+                    pb.AttributeProto(name="comm_src", int32_val=r.src),
+                    pb.AttributeProto(name="comm_dst", int32_val=r.dst),
+                    pb.AttributeProto(name="comm_tag", int32_val=t.tag),
+                    pb.AttributeProto(name="comm_size", int64_val=t.bytes),
+                    false,
+                ]
+            )
+            label = f"{name}.{t.step}.p2p.{t.tag}"
+            tensor = (Tensor(label + (".sent" if send else ".received"), t.bytes),)
+            inputs, outputs = (tensor, ()) if send else ((), tensor)
+        node.data_deps.extend(deps)
+        node.attr.append(_strings(pb, "inputs", inputs, suffix))
+        node.attr.append(_strings(pb, "outputs", outputs, suffix))
+        out = io.BytesIO()
+        encode(out, node)
+        return out.getvalue()
+
+
+def groups_json(plan: Plan) -> str:
+    """The communicator groups, as ASTRA-sim's --comm-group-configuration reads them."""
+    return json.dumps({str(g.id): list(g.ranks) for g in plan.groups()}, indent=1) + "\n"
+
+
+def files(
+    plan: Plan,
+    prefix: Path,
+    *,
+    passes: int = 1,
+    metadata: dict[str, Any] | None = None,
+    dims: Sequence[int] | None = None,
+    tick_ns: float = 1000.0,
+) -> list[tuple[Path, bytes]]:
+    """`<prefix>.<rank>.et` for every rank and `<prefix>.comm_groups.json` (last), with their bytes."""
+    npus = plan.npus
+    if dims and math.prod(dims) != npus:
+        raise ChakraError(f"the network dims {list(dims)} hold {math.prod(dims)} NPUs, not --npus {npus}")
+    folder = prefix.parent if str(prefix.parent) else Path(".")
+    if not folder.is_dir():
+        raise ChakraError(f"the folder {folder} does not exist")
+    encoder = _Encoder(plan, passes, dims, tick_ns)
+    traces = [
+        (prefix.with_name(f"{prefix.name}.{rank}.et"), encoder.trace(rank, metadata or {}))
+        for rank in range(npus)
+    ]
+    return [*traces, (group_file(prefix), groups_json(plan).encode())]
+
+
+def group_file(prefix: Path) -> Path:
+    return prefix.with_name(f"{prefix.name}.comm_groups.json")
+
+
+def write(plan: Plan, prefix: Path, **options: Any) -> list[Path]:
+    """Write every rank's trace and the group file, all or nothing."""
+    from modtrans.fileio import write_all
+
+    outputs = files(plan, prefix, **options)
+    try:
+        write_all(outputs)
+    except OSError as error:
+        raise ChakraError(f"cannot write the traces: {error.strerror or error}") from None
+    return [target for target, _ in outputs]

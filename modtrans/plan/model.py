@@ -1,0 +1,280 @@
+"""The execution plan: what every rank runs in one training iteration (frozen dataclasses, no I/O).
+
+A plan is a mesh of ranks, the layers the text formats name, and programs: ordered operations
+with dependencies. Ranks that run the same program share it; the groups a collective spans and
+the peer a transfer talks to are written relative to the rank (`over` a set of mesh axes,
+`along` an axis by an offset), so a 4096-rank plan holds one program, not 4096 copies, and
+`Plan.ops(rank)` resolves them to concrete group ids and peers.
+
+    plan.mesh           Mesh((Axis(TENSOR, 4), Axis(DATA, 2)))    fastest-varying axis first
+    plan.programs[0]    (Compute(layer=0, step=FWD, ...), Collective(..., over={TENSOR}), ...)
+    plan.groups()       [CommGroup(1, "tensor", (0, 1, 2, 3)), ...]    ids > 0, as ASTRA-sim wants
+
+Times are integers in the ticks of the plan's cost model (exact: the cost models round once,
+per layer and phase); sizes are bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from modtrans.workload.model import CommType, Header, Policy
+
+
+class Purpose(enum.StrEnum):
+    """What a mesh axis (and the communicator groups along it) is for."""
+
+    DATA = "data"
+    TENSOR = "tensor"
+    PIPELINE = "pipeline"
+    EXPERT = "expert"
+
+
+class Step(enum.StrEnum):
+    """The part of a training iteration an operation belongs to."""
+
+    FWD = "fwd"
+    INPUT_GRAD = "input_grad"
+    WEIGHT_GRAD = "weight_grad"
+    RECOMPUTE = "recompute"  # a checkpointed segment's forward, run again before its backward
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    purpose: Purpose
+    size: int
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """Ranks as coordinates on axes; axis 0 varies fastest (rank = sum of coordinate x stride)."""
+
+    axes: tuple[Axis, ...]
+
+    @property
+    def size(self) -> int:
+        return math.prod(a.size for a in self.axes)
+
+    def index(self, purpose: Purpose) -> int:
+        for i, axis in enumerate(self.axes):
+            if axis.purpose is purpose:
+                return i
+        raise KeyError(f"the mesh has no {purpose} axis")
+
+    def coords(self, rank: int) -> tuple[int, ...]:
+        out = []
+        for axis in self.axes:
+            rank, c = divmod(rank, axis.size)
+            out.append(c)
+        return tuple(out)
+
+    def rank(self, coords: tuple[int, ...]) -> int:
+        r, stride = 0, 1
+        for c, axis in zip(coords, self.axes, strict=True):
+            r += c * stride
+            stride *= axis.size
+        return r
+
+    def span(self, over: frozenset[Purpose]) -> int:
+        """How many ranks a group over these axes holds."""
+        return math.prod(a.size for a in self.axes if a.purpose in over)
+
+    def key(self, rank: int, over: frozenset[Purpose]) -> tuple[int, ...]:
+        """What the ranks of one group over `over` share: their coordinates on the other axes."""
+        return tuple(c for c, a in zip(self.coords(rank), self.axes, strict=True) if a.purpose not in over)
+
+    def members(self, rank: int, over: frozenset[Purpose]) -> tuple[int, ...]:
+        """The ranks of `rank`'s group over these axes, in rank order."""
+        coords = list(self.coords(rank))
+        free = [i for i, a in enumerate(self.axes) if a.purpose in over]
+        out = []
+        for combo in itertools.product(*(range(self.axes[i].size) for i in free)):
+            for i, c in zip(free, combo, strict=True):
+                coords[i] = c
+            out.append(self.rank(tuple(coords)))
+        return tuple(sorted(out))
+
+    def peer(self, rank: int, along: Purpose, offset: int) -> int | None:
+        coords = list(self.coords(rank))
+        i = self.index(along)
+        coords[i] += offset
+        if not 0 <= coords[i] < self.axes[i].size:
+            return None
+        return self.rank(tuple(coords))
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    name: str
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    layer: int  # index into Plan.layers
+    step: Step
+    time: int  # ticks of the plan's unit
+    flops: int
+    inputs: tuple[Tensor, ...]  # read: activations, parameters, gradients
+    outputs: tuple[Tensor, ...]  # written
+    deps: tuple[int, ...] = ()  # indices of earlier operations of the same program
+
+    @property
+    def bytes(self) -> int:
+        """Memory traffic: every tensor read and written once."""
+        return sum(t.bytes for t in self.inputs) + sum(t.bytes for t in self.outputs)
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    layer: int
+    step: Step
+    comm: CommType
+    bytes: int  # the whole payload (the consumers divide by the group themselves)
+    over: frozenset[Purpose]  # the group: the ranks that differ from this one only on these axes
+    inputs: tuple[Tensor, ...] = ()
+    outputs: tuple[Tensor, ...] = ()
+    deps: tuple[int, ...] = ()
+
+
+class Direction(enum.StrEnum):
+    SEND = "send"
+    RECV = "recv"
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """A point-to-point send or receive with the rank `offset` steps along one axis."""
+
+    layer: int
+    step: Step
+    direction: Direction
+    along: Purpose
+    offset: int
+    tag: int
+    bytes: int
+    deps: tuple[int, ...] = ()
+
+
+Op = Compute | Collective | Transfer
+
+
+@dataclass(frozen=True, slots=True)
+class LayerInfo:
+    """A layer as the text formats name it, and what only they carry."""
+
+    name: str
+    update: int  # the optimizer's time for the layer (the text's 12th column; no trace runs it)
+    policy: Policy | None = None  # HYBRID_CUSTOMIZED: the layer's own keyword
+    unexecuted_input_grad: int = 0  # the first layer's input-gradient time: written, run by nobody
+
+
+@dataclass(frozen=True, slots=True)
+class CommGroup:
+    id: int  # > 0: the `pg_name` of ASTRA-sim 2.x and the key of its group file; 0: every rank
+    purpose: str  # the axes' purposes joined by "+", e.g. "tensor" or "tensor+data"
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedCollective:
+    op: Collective
+    group: CommGroup
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedTransfer:
+    op: Transfer
+    src: int
+    dst: int
+
+
+Resolved = Compute | ResolvedCollective | ResolvedTransfer
+
+
+@dataclass(frozen=True)
+class Plan:
+    mesh: Mesh
+    layers: tuple[LayerInfo, ...]
+    programs: tuple[tuple[Op, ...], ...]
+    program_of: tuple[int, ...]  # per rank: its index into programs
+    header: Header  # the keyword and header fields the text formats write
+    notes: dict[str, str] = field(default_factory=dict, compare=False)  # conventions, for metadata
+
+    @property
+    def npus(self) -> int:
+        return self.mesh.size
+
+    def program(self, rank: int) -> tuple[Op, ...]:
+        return self.programs[self.program_of[rank]]
+
+    @cached_property
+    def _group_index(self) -> dict[frozenset[Purpose], tuple[int, dict[tuple[int, ...], int]]]:
+        """For every axis set a collective spans: the first id and each group's offset from it."""
+        index: dict[frozenset[Purpose], tuple[int, dict[tuple[int, ...], int]]] = {}
+        next_id = 1
+        for program in self.programs:
+            for op in program:
+                if isinstance(op, Collective) and op.over not in index:
+                    if self.mesh.span(op.over) == self.npus:  # every rank: id 0, no pg_name
+                        index[op.over] = (0, {self.mesh.key(0, op.over): 0})
+                        continue
+                    keys: dict[tuple[int, ...], int] = {}
+                    for rank in range(self.npus):
+                        keys.setdefault(self.mesh.key(rank, op.over), len(keys))
+                    index[op.over] = (next_id, keys)
+                    next_id += len(keys)
+        return index
+
+    def _purpose(self, over: frozenset[Purpose]) -> str:
+        return "+".join(a.purpose.value for a in self.mesh.axes if a.purpose in over) or "self"
+
+    def groups(self) -> list[CommGroup]:
+        """Every communicator group a collective of some rank spans, ids from 1; a group of every
+        rank has id 0 and is not listed (ASTRA-sim reads an absent pg_name as all ranks), nor is
+        a group of one rank (no trace holds its collectives: they move nothing)."""
+        members: dict[int, list[int]] = {}
+        names: dict[int, str] = {}
+        for over, (first, keys) in self._group_index.items():
+            if first == 0:
+                continue
+            for rank in range(self.npus):
+                gid = first + keys[self.mesh.key(rank, over)]
+                members.setdefault(gid, []).append(rank)
+                names[gid] = self._purpose(over)
+        return [
+            CommGroup(gid, names[gid], tuple(members[gid]))
+            for gid in sorted(members)
+            if len(members[gid]) > 1
+        ]
+
+    def group(self, rank: int, over: frozenset[Purpose]) -> CommGroup:
+        first, keys = self._group_index[over]
+        gid = first + keys[self.mesh.key(rank, over)]
+        return CommGroup(gid, self._purpose(over), self.mesh.members(rank, over))
+
+    def ops(self, rank: int) -> Iterator[Resolved]:
+        """The rank's operations with groups and peers made concrete (indices as in program())."""
+        groups: dict[frozenset[Purpose], CommGroup] = {}
+        for op in self.program(rank):
+            if isinstance(op, Collective):
+                if op.over not in groups:
+                    groups[op.over] = self.group(rank, op.over)
+                yield ResolvedCollective(op, groups[op.over])
+            elif isinstance(op, Transfer):
+                peer = self.mesh.peer(rank, op.along, op.offset)
+                if peer is None:
+                    raise ValueError(f"rank {rank} has no {op.along} peer at offset {op.offset}")
+                src, dst = (rank, peer) if op.direction is Direction.SEND else (peer, rank)
+                yield ResolvedTransfer(op, src, dst)
+            else:
+                yield op
+
+    def compute_time(self, rank: int) -> int:
+        """The ticks of compute the rank runs in one iteration."""
+        return sum(op.time for op in self.program(rank) if isinstance(op, Compute))

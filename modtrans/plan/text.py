@@ -1,0 +1,105 @@
+"""Plan -> the text workload model (ASTRA-sim 1.0, SimAI and Chakra's text dialect all read it).
+
+The text holds one program for every NPU: per layer one compute time and at most one collective
+in each of forward, input gradient and weight gradient, each over the group the header's keyword
+gives that column (ASTRA-sim 1.0's decode_involved_dimensions; workload-format spec section 8):
+
+    DATA                          weight gradient over every axis
+    MODEL                         forward and input gradient over every axis
+    HYBRID_DATA_MODEL, _TRANSFORMER*  forward, input gradient over the first (fastest) axis;
+                                  weight gradient over the others
+    HYBRID_MODEL_DATA             the reverse
+    HYBRID_CUSTOMIZED             each layer's own keyword
+
+Anything else cannot be said and is refused with the reason (D310): ranks with different
+programs (pipeline stages), point-to-point transfers, a second collective in one column, a
+collective over another group, a recomputed forward without FWD_IN_BCKWD's checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Step, Transfer
+from modtrans.workload.model import Layer, Phase, Policy, Workload
+
+_COLUMNS = (Step.FWD, Step.INPUT_GRAD, Step.WEIGHT_GRAD)
+
+
+class ProjectionError(ValueError):
+    """The plan holds something the text format cannot say (one line, for a D310)."""
+
+
+def columns(policy: Policy, mesh: Mesh) -> Mapping[Step, frozenset[Purpose]]:
+    """The group each column's collective spans under a keyword."""
+    every = frozenset(a.purpose for a in mesh.axes)
+    first = frozenset({mesh.axes[0].purpose})
+    rest = every - first
+    if policy in (Policy.MODEL, Policy.DISTRIBUTED_INFERENCE):
+        return {Step.FWD: every, Step.INPUT_GRAD: every}
+    if policy is Policy.HYBRID_DATA_MODEL or policy.is_transformer:
+        return {Step.FWD: first, Step.INPUT_GRAD: first, Step.WEIGHT_GRAD: rest}
+    if policy is Policy.HYBRID_MODEL_DATA:
+        return {Step.FWD: rest, Step.INPUT_GRAD: rest, Step.WEIGHT_GRAD: first}
+    return {Step.WEIGHT_GRAD: every}
+
+
+def project(plan: Plan) -> Workload:
+    """The workload file that says what `plan` says; ProjectionError when it cannot."""
+    if len(plan.programs) > 1:
+        raise ProjectionError(
+            f"the ranks run {len(plan.programs)} different programs (pipeline stages); a workload "
+            "file holds one program for every NPU: write Chakra traces (--format chakra-et)"
+        )
+    names = [info.name for info in plan.layers]
+    times: dict[tuple[int, Step], int] = {}
+    comms: dict[tuple[int, Step], Collective] = {}
+    recomputes = plan.header.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
+    for op in plan.programs[0]:
+        where = f"layer {names[op.layer]}"
+        if isinstance(op, Transfer):
+            raise ProjectionError(
+                f"{where} has a point-to-point {op.direction} ({op.along} peer); the text formats "
+                "have no send or receive: write Chakra traces (--format chakra-et)"
+            )
+        if op.step is Step.RECOMPUTE:
+            if not recomputes:
+                raise ProjectionError(
+                    f"{where} recomputes its forward; only HYBRID_TRANSFORMER_FWD_IN_BCKWD's "
+                    "checkpoints say that in a workload file"
+                )
+            continue  # the header's checkpoints say it; the consumer recomputes
+        key = (op.layer, op.step)
+        if isinstance(op, Compute):
+            if key in times:
+                raise ProjectionError(f"{where} computes its {op.step} twice; a workload file has one time")
+            times[key] = op.time
+            continue
+        if key in comms:
+            raise ProjectionError(
+                f"{where} issues two collectives in its {op.step} ({comms[key].comm}, {op.comm}); "
+                "a workload file has one per column"
+            )
+        comms[key] = op
+    layers = []
+    for i, info in enumerate(plan.layers):
+        policy = info.policy or plan.header.policy
+        expected = columns(policy, plan.mesh)
+        phases = []
+        for step in _COLUMNS:
+            time = times.get((i, step), info.unexecuted_input_grad if step is Step.INPUT_GRAD else 0)
+            comm = comms.get((i, step))
+            if comm is None:
+                phases.append(Phase(time))
+                continue
+            if comm.over != expected.get(step):
+                over = "+".join(sorted(comm.over)) or "no axis"
+                raise ProjectionError(
+                    f"layer {info.name}: a {step} {comm.comm} over the {over} group; under {policy} "
+                    "that column's collective spans another group"
+                )
+            phases.append(Phase(time, comm.comm, comm.bytes) if comm.bytes > 0 else Phase(time))
+        fwd, ig, wg = phases
+        custom = info.policy if plan.header.policy is Policy.HYBRID_CUSTOMIZED else None
+        layers.append(Layer(info.name, fwd, ig, wg, info.update, policy=custom))
+    return Workload(plan.header, tuple(layers))

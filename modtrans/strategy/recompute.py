@@ -1,0 +1,48 @@
+"""Activation checkpointing (HYBRID_TRANSFORMER_FWD_IN_BCKWD), as ASTRA-sim 1.0 runs it.
+
+Checkpoints split the layers into segments, each starting at a checkpoint. When the backward
+pass reaches a layer in `checkpoint_initiates`, the forward of its segment (from the nearest
+checkpoint at or before it, up to the layer itself) is computed again, with its forward
+collectives, and the backward goes on (Workload::iterate_hybrid_parallel_Transformer_fwd_in_bckwd:
+Forward_In_BackPass). The header carries the lists; the plan the recomputed operations.
+
+Default: one checkpoint at layer 0, the recomputation started at the last layer (the whole
+forward recomputed once, at the start of the backward), in every dialect; --checkpoint-every K
+puts a checkpoint every K layers, each segment recomputed when the backward reaches its end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from modtrans.strategy.draft import Draft, StrategyError
+
+
+def checkpoint(draft: Draft) -> None:
+    """Set the header's checkpoints and the recomputed segments."""
+    assert draft.header is not None
+    count = len(draft.layers)
+    starts, initiates = checkpoints(draft, count)
+    draft.header = dataclasses.replace(draft.header, checkpoints=starts, checkpoint_initiates=initiates)
+    for end in initiates:
+        begin = max((s for s in starts if s <= end), default=0)
+        draft.recompute[end] = tuple(range(begin, end + 1))
+
+
+def checkpoints(draft: Draft, count: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Each segment starts at a checkpoint; its forward is recomputed when the backward pass
+    reaches the segment's last layer (the layer before the next checkpoint)."""
+    p = draft.parallelism
+    if p.checkpoints is not None:
+        if any(not 0 <= i < count for i in (*p.checkpoints, *(p.checkpoint_initiates or ()))):
+            raise StrategyError(f"checkpoint indices must be layers 0..{count - 1}")
+        starts = tuple(sorted(set(p.checkpoints)))
+        if p.checkpoint_initiates is not None:
+            return starts, tuple(p.checkpoint_initiates)
+    else:
+        every = p.checkpoint_every or count
+        if every < 1:
+            raise StrategyError("--checkpoint-every must be at least 1")
+        starts = tuple(range(0, count, every))
+    ends = [s - 1 for s in starts[1:]] + [count - 1]
+    return starts, tuple(reversed(ends))

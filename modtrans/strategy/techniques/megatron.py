@@ -1,0 +1,83 @@
+"""Megatron-style tensor parallelism over G NPUs (the tensor axis), data parallelism across
+(HYBRID_TRANSFORMER and HYBRID_TRANSFORMER_FWD_IN_BCKWD; Shoeybi et al. 2019, section 3):
+
+    column-parallel linear (Q/K/V, fused QKV, first MLP layer, LM head):
+                  fwd NONE; ig ALLREDUCE A_in (once per shared input); wg ALLREDUCE ceil(P/G)
+    row-parallel linear (attention output, second MLP layer: fed by a column-parallel one):
+                  fwd ALLREDUCE A_out; ig NONE; wg ALLREDUCE ceil(P/G)
+    vocabulary-parallel embedding: fwd ALLREDUCE A_out; ig NONE; wg ALLREDUCE ceil(P/G)
+    replicated (normalisation): fwd NONE; ig NONE; wg ALLREDUCE P
+Weight gradients are all-reduced over the data axis; compute is the shard's (N or K / G).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from modtrans.ir.document import Kind, ModelIR
+from modtrans.ir.document import Layer as IRLayer
+from modtrans.plan.model import Axis, Mesh, Purpose, Step
+from modtrans.strategy.draft import SHARDABLE, Draft
+from modtrans.strategy.recompute import checkpoint
+from modtrans.strategy.techniques import technique
+from modtrans.strategy.techniques.data import reduce_gradients
+from modtrans.strategy.techniques.hybrid import DATA, TENSOR
+from modtrans.workload.model import CommType, Header, Policy
+
+
+@technique(Policy.HYBRID_TRANSFORMER, Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
+def megatron(draft: Draft) -> None:
+    g = draft.group_size
+    draft.mesh = Mesh((Axis(Purpose.TENSOR, g), Axis(Purpose.DATA, draft.npus // g)))
+    draft.header = Header(draft.parallelism.policy, model_parallel_group=g)
+    roles = roles_of(draft.ir, [x.owner for x in draft.layers])
+    seen_inputs: set[str] = set()
+    for x in draft.layers:
+        role = roles.get(x.owner.name, "replicated")
+        if role == "replicated":
+            reduce_gradients(x, DATA)
+            continue
+        x.ways, x.split = g, "k" if role == "row" else "n"
+        if g > 1 and role in ("row", "embedding"):
+            x.add(Step.FWD, CommType.ALLREDUCE, draft.a_out(x.owner), TENSOR)
+        if g > 1 and role == "column":
+            shared = frozenset(a.name for a in x.owner.inputs)
+            if not shared & seen_inputs:
+                x.add(Step.INPUT_GRAD, CommType.ALLREDUCE, draft.a_in(x.owner), TENSOR)
+            seen_inputs |= shared
+        reduce_gradients(x, DATA, math.ceil(x.group.comm_bytes / g))
+    if draft.parallelism.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD:
+        checkpoint(draft)
+
+
+def roles_of(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, str]:
+    """column / row / embedding for each GEMM owner: a linear layer fed (through layers without
+    parameters) by a column-parallel one is row-parallel; every other linear layer is column-parallel."""
+    by_name = {layer.name: layer for layer in ir.layers}
+    roles: dict[str, str] = {}
+    for owner in owners:
+        if owner.kind is Kind.EMBEDDING:
+            roles[owner.name] = "embedding"
+        elif owner.kind in SHARDABLE:
+            fed_by = _parameterised_ancestors(owner, by_name)
+            roles[owner.name] = "row" if any(roles.get(x) == "column" for x in fed_by) else "column"
+    return roles
+
+
+def _parameterised_ancestors(layer: IRLayer, by_name: Mapping[str, IRLayer]) -> set[str]:
+    """The nearest layers with parameters upstream of `layer` (through parameter-free layers)."""
+    found: set[str] = set()
+    stack = list(layer.producers)
+    seen: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        source = by_name[name]
+        if source.params and source.kind is not Kind.ELEMENTWISE:
+            found.add(name)
+        else:
+            stack.extend(source.producers)
+    return found
