@@ -17,9 +17,10 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from modtrans.chakra.read import Trace, TraceNode, read
+from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of, read
 from modtrans.diagnostics import Diagnostic, diagnostic
 
 COMP, SEND, RECV, COLL = 4, 5, 6, 7
@@ -65,8 +66,9 @@ def check_traces(
                 )
             )
     table = _groups(groups, groups_path, ranked, found)
-    found += _transfers(ranked)
-    found += _collectives(ranked, table)
+    whole = {r: t for r, t in ranked.items() if t.problem is None}  # a cut trace would only add noise
+    found += _transfers(whole)
+    found += _collectives(whole, table, set(ranked))
     return found
 
 
@@ -251,7 +253,8 @@ def _groups(
             continue
         if len(set(ranks)) != len(ranks):
             found.append(diagnostic("T714", f"group {key} lists a rank twice", path=where))
-        absent = [r for r in ranks if r not in ranked]
+        last = max(ranked, default=-1)
+        absent = [r for r in ranks if not 0 <= r <= last]  # gaps below the last rank are T701
         if ranked and absent:
             found.append(
                 diagnostic("T708", f"group {key} lists rank(s) {absent[:8]} that have no trace", path=where)
@@ -267,7 +270,7 @@ def _pg(node: TraceNode) -> int:
     return int(text) if text.isdigit() else (0 if text == "" else -1)
 
 
-def _collectives(ranked: Mapping[int, Trace], table: Groups | None) -> list[Diagnostic]:
+def _collectives(ranked: Mapping[int, Trace], table: Groups | None, present: set[int]) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     sequences: dict[int, dict[int, list[TraceNode]]] = defaultdict(dict)  # group -> rank -> nodes
     unknown: Counter[tuple[str, str]] = Counter()
@@ -312,7 +315,7 @@ def _collectives(ranked: Mapping[int, Trace], table: Groups | None) -> list[Diag
             )
         )
     for pg, by_rank in sorted(sequences.items()):
-        members = table.members[pg] if pg and table is not None else tuple(sorted(ranked))
+        members = table.members[pg] if pg and table is not None else tuple(sorted(present))
         found += _agree(pg, [r for r in members if r in ranked], by_rank, ranked)
     return found
 
@@ -393,3 +396,49 @@ def _transfers(ranked: Mapping[int, Trace]) -> list[Diagnostic]:
                     )
                 )
     return found
+
+
+# ------------------------------------------------------------------------------------- files
+
+
+def is_trace_spec(path: Path) -> bool:
+    """A trace file (`*.et`) or the prefix of a set (PREFIX.0.et exists)."""
+    return path.suffix == ".et" or (not path.exists() and Path(f"{path}.0.et").exists())
+
+
+def expand(paths: Iterable[Path]) -> dict[str, list[Path]]:
+    """Trace files grouped by set prefix (a prefix given alone brings every PREFIX.<n>.et)."""
+    sets: dict[str, list[Path]] = {}
+    for path in paths:
+        if path.suffix == ".et":
+            prefix = prefix_of(str(path)) or str(path)
+            sets.setdefault(prefix, []).append(path)
+        else:
+            members = sorted(path.parent.glob(f"{path.name}.*.et"), key=lambda p: rank_of(str(p)) or 0)
+            sets.setdefault(str(path), []).extend(p for p in members if rank_of(str(p)) is not None)
+    return sets
+
+
+def validate_paths(paths: Iterable[Path], comm_groups: Path | None = None) -> tuple[list[Diagnostic], int]:
+    """Every finding on the trace sets the paths name, and how many files were checked."""
+    found: list[Diagnostic] = []
+    checked = 0
+    for prefix, members in expand(paths).items():
+        traces: dict[str, bytes] = {}
+        for path in dict.fromkeys(members):
+            try:
+                traces[str(path)] = path.read_bytes()
+            except OSError as error:
+                found.append(diagnostic("F001", f"cannot read: {error.strerror or error}", path=str(path)))
+        checked += len(traces)
+        groups_path = comm_groups or Path(f"{prefix}.comm_groups.json")
+        groups = None
+        if comm_groups is not None or groups_path.exists():
+            try:
+                groups = groups_path.read_bytes()
+            except OSError as error:
+                found.append(
+                    diagnostic("F001", f"cannot read: {error.strerror or error}", path=str(groups_path))
+                )
+        found += check_set(traces, groups, str(groups_path))
+    return found, checked

@@ -11,6 +11,8 @@ import typer
 
 from modtrans import chakra, cost, pipeline, report, zoo
 from modtrans import fetch as fetching
+from modtrans.chakra.read import prefix_of
+from modtrans.chakra.validate import is_trace_spec
 from modtrans.cli.common import (
     Array,
     Batch,
@@ -435,15 +437,21 @@ def inspect(
     input_shape: InputShape = None,
     no_color: NoColor = False,
 ) -> None:
-    """Show a model's layers.
+    """Show a model's layers, or a Chakra trace set's per-rank totals.
 
-    Per layer: parameters, dtype, bytes, output shape, FLOPs; then totals.
+    Per layer: parameters, dtype, bytes, output shape, FLOPs; then totals. For traces (a set's
+    PREFIX or one of its .et files): per rank, compute time, FLOPs, bytes per collective and
+    group, sends and receives.
 
     \b
     Examples:
       modtrans inspect resnet50
       modtrans inspect model.onnx --format csv --all
+      modtrans inspect traces/gpt2
     """
+    if is_trace_spec(Path(model)):
+        _inspect_traces(Path(model), fmt)
+        return
     with report.status(f"reading {model}"):
         ir, found = pipeline.extract_checked(
             model, batch=batch, input_shapes=_shapes(input_shape), file_hash=False
@@ -463,6 +471,30 @@ def inspect(
     else:
         title = f"{ir.provenance.file} ({params.value})"
         render.print_table(ir, selected, title, color=False if no_color else None, width=None)
+
+
+def _inspect_traces(spec: Path, fmt: str) -> None:
+    from modtrans.chakra.read import read
+    from modtrans.chakra.summary import lines, summarize
+    from modtrans.chakra.validate import expand
+
+    if fmt != "table":
+        _usage(f"--format {fmt}: a trace set is shown as a table only")
+    prefix = prefix_of(str(spec)) or str(spec)
+    members = next(iter(expand([Path(prefix)]).values()), [])
+    if not members:
+        _usage(f"{spec}: no trace files {prefix}.<rank>.et")
+    traces = []
+    for path in members:
+        try:
+            traces.append(read(path.read_bytes(), str(path)))
+        except OSError as error:
+            typer.echo(f"modtrans: {path}: cannot read: {error.strerror or error}", err=True)
+            raise typer.Exit(2) from None
+    broken = [t.problem for t in traces if t.problem is not None]
+    report.emit(broken, Format.TEXT, stream=sys.stderr, color=False)
+    typer.echo("\n".join(lines(summarize(traces))))
+    raise typer.Exit(1 if broken else 0)
 
 
 @zoo_app.command("list")

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 import typer
 
 from modtrans import report
+from modtrans.chakra.validate import is_trace_spec
 from modtrans.cli.common import (
     DialectOpt,
     NoColor,
@@ -33,8 +34,20 @@ from modtrans.workload.write import write
 
 @app.command()
 def validate(
-    paths: Annotated[list[Path] | None, typer.Argument(help="Workload files.", show_default=False)] = None,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Workload files, or Chakra traces (*.et, or a set's PREFIX).", show_default=False
+        ),
+    ] = None,
     dialect: DialectOpt = None,
+    comm_groups: Annotated[
+        Path | None,
+        typer.Option(
+            "--comm-groups",
+            help="Traces: the communicator-group file (default: PREFIX.comm_groups.json beside them).",
+        ),
+    ] = None,
     fmt: Annotated[
         Format, typer.Option("--format", "-f", help="Output format; auto picks github under GitHub Actions.")
     ] = Format.AUTO,
@@ -49,7 +62,7 @@ def validate(
     ] = False,
     no_color: NoColor = False,
 ) -> None:
-    """Check workload files.
+    """Check workload files, or sets of Chakra traces across their ranks.
 
     Exit 0 clean (warnings allowed unless --strict), 1 findings, 2 unreadable file or usage error.
 
@@ -58,6 +71,7 @@ def validate(
       modtrans validate workload.txt
       modtrans translate resnet50 | modtrans validate -
       modtrans validate --dialect chakra --format github *.txt
+      modtrans validate traces/gpt2.*.et
       modtrans validate --explain V201
     """
     if explain is not None:
@@ -78,17 +92,29 @@ def validate(
         return
     found: list[Diagnostic] = []
     sources = {}
+    traces = [path for path in paths if is_trace_spec(path)]
+    checked = len(paths) - len(traces)
     for path in paths:
+        if path in traces:
+            continue
         loaded, diagnostics = validate_file(path, dialect=dialect, ignore=ignore or ())
         sources[loaded.path] = loaded.line
         found += diagnostics
+    if traces:
+        from modtrans.chakra.validate import validate_paths
+
+        in_traces, count = validate_paths(traces, comm_groups)
+        found += [d for d in in_traces if d.code not in (ignore or ())]
+        checked += count
+    elif comm_groups is not None:
+        typer.echo("modtrans: warning: --comm-groups is ignored: no trace files given", err=True)
     report.emit(
         found,
         fmt,
         stream=sys.stdout,
         sources=sources,
         color=False if no_color else None,
-        checked=len(paths),
+        checked=checked,
         everything=show_all,
         strict=strict,
     )

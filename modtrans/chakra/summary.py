@@ -1,0 +1,74 @@
+"""Per-rank totals of a trace set (modtrans inspect PREFIX): what each rank computes and moves.
+
+rows = summarize(traces)
+rows[0]  RankTotals(rank=0, nodes=215, compute_us=21930, flops=..., collectives={("ALL_REDUCE",
+         "all"): (54, 102228992)}, sends=(0, 0), recvs=(0, 0))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from modtrans.chakra.read import Trace
+from modtrans.chakra.validate import COLL, COMP, NAMES, RECV, SEND
+
+
+@dataclass
+class RankTotals:
+    rank: int | None
+    path: str
+    nodes: int = 0
+    compute_us: int = 0  # the sum of duration_micros (what replay mode runs)
+    flops: int = 0  # the sum of num_ops (what roofline mode runs)
+    collectives: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (type, group) -> [n, bytes]
+    sends: list[int] = field(default_factory=lambda: [0, 0])  # count, bytes
+    recvs: list[int] = field(default_factory=lambda: [0, 0])
+
+
+def summarize(traces: Sequence[Trace]) -> list[RankTotals]:
+    rows = []
+    for trace in sorted(traces, key=lambda t: (t.rank is None, t.rank or 0, t.path)):
+        row = RankTotals(trace.rank, trace.path, nodes=len(trace.nodes))
+        for node in trace.nodes:
+            if node.type == COMP:
+                row.compute_us += node.duration
+                ops = node.value("num_ops", 0)
+                row.flops += ops if isinstance(ops, int) else 0
+            elif node.type == COLL:
+                kind = node.value("comm_type")
+                pg = str(node.value("pg_name", "") or "all")
+                entry = row.collectives.setdefault((NAMES.get(kind, str(kind)), pg), [0, 0])
+                entry[0] += 1
+                size = node.value("comm_size", 0)
+                entry[1] += size if isinstance(size, int) else 0
+            elif node.type in (SEND, RECV):
+                entry = row.sends if node.type == SEND else row.recvs
+                size = node.value("comm_size", 0)
+                entry[0] += 1
+                entry[1] += size if isinstance(size, int) else 0
+        rows.append(row)
+    return rows
+
+
+def lines(rows: Sequence[RankTotals]) -> list[str]:
+    """A plain table: one line per rank, then one per (collective, group) of each rank."""
+    out = [f"{'rank':>5} {'nodes':>7} {'compute us':>12} {'GFLOP':>10} {'sends':>14} {'receives':>14}"]
+    for r in rows:
+        rank = "?" if r.rank is None else str(r.rank)
+        sends = f"{r.sends[0]} / {_bytes(r.sends[1])}"
+        recvs = f"{r.recvs[0]} / {_bytes(r.recvs[1])}"
+        out.append(
+            f"{rank:>5} {r.nodes:>7} {r.compute_us:>12,} {r.flops / 1e9:>10.2f} {sends:>14} {recvs:>14}"
+        )
+        for (kind, group), (count, size) in sorted(r.collectives.items()):
+            where = "every rank" if group == "all" else f"group {group}"
+            out.append(f"{'':>5} {kind:>18} x{count:<5} {_bytes(size):>12} in {where}")
+    return out
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"

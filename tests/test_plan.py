@@ -1,0 +1,112 @@
+"""The execution plan: meshes and groups, the techniques' registry, the projection onto the text."""
+
+from __future__ import annotations
+
+import pytest
+
+from modtrans.plan import (
+    Axis,
+    Collective,
+    Compute,
+    Direction,
+    LayerInfo,
+    Mesh,
+    Plan,
+    ProjectionError,
+    Purpose,
+    Step,
+    Transfer,
+    project,
+)
+from modtrans.strategy import SUPPORTED
+from modtrans.strategy.techniques import load
+from modtrans.workload.model import CommType, Header, Policy
+
+TENSOR, DATA, PIPE = Purpose.TENSOR, Purpose.DATA, Purpose.PIPELINE
+
+
+def test_groups_are_megatrons_for_tensor_fastest() -> None:
+    # Megatron-LM's initialize_model_parallel docstring: 8 GPUs, tensor-parallel size 2 ->
+    # tensor groups [g0, g1], [g2, g3], [g4, g5], [g6, g7]; data groups [g0, g2, g4, g6], [g1, g3, g5, g7]
+    mesh = Mesh((Axis(TENSOR, 2), Axis(DATA, 4)))
+    assert [mesh.members(r, frozenset({TENSOR})) for r in (0, 2, 4, 6)] == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert mesh.members(0, frozenset({DATA})) == (0, 2, 4, 6)
+    assert mesh.members(5, frozenset({DATA})) == (1, 3, 5, 7)
+    assert all(mesh.rank(mesh.coords(r)) == r for r in range(8))
+    assert mesh.peer(1, DATA, 1) == 3
+    assert mesh.peer(7, DATA, 1) is None
+
+
+def _plan(programs: tuple[tuple, ...], mesh: Mesh, header: Header, layers: int = 2) -> Plan:
+    infos = tuple(LayerInfo(f"l{i}", 5) for i in range(layers))
+    of = tuple(min(r, len(programs) - 1) for r in range(mesh.size))
+    return Plan(mesh, infos, programs, of, header)
+
+
+def _compute(layer: int, step: Step, time: int = 10) -> Compute:
+    return Compute(layer, step, time, 100, (), ())
+
+
+def test_group_ids_are_positive_and_the_whole_world_has_none() -> None:
+    mesh = Mesh((Axis(TENSOR, 2), Axis(DATA, 2)))
+    program = (
+        _compute(0, Step.FWD),
+        Collective(0, Step.FWD, CommType.ALLREDUCE, 64, frozenset({TENSOR})),
+        Collective(0, Step.WEIGHT_GRAD, CommType.ALLREDUCE, 64, frozenset({DATA})),
+        Collective(1, Step.WEIGHT_GRAD, CommType.ALLREDUCE, 64, frozenset({TENSOR, DATA})),
+    )
+    plan = _plan((program,), mesh, Header(Policy.HYBRID_TRANSFORMER, model_parallel_group=2))
+    groups = [(g.id, g.purpose, g.ranks) for g in plan.groups()]
+    assert groups == [(1, "tensor", (0, 1)), (2, "tensor", (2, 3)), (3, "data", (0, 2)), (4, "data", (1, 3))]
+    assert plan.group(3, frozenset({TENSOR, DATA})).id == 0  # every rank: ASTRA-sim's empty pg_name
+    resolved = list(plan.ops(3))
+    assert [getattr(r, "group", None) and r.group.id for r in resolved[1:]] == [2, 4, 0]
+
+
+def test_the_text_cannot_say_different_programs_or_transfers() -> None:
+    mesh = Mesh((Axis(PIPE, 2),))
+    send = Transfer(0, Step.FWD, Direction.SEND, PIPE, 1, 7, 4096)
+    recv = Transfer(1, Step.FWD, Direction.RECV, PIPE, -1, 7, 4096)
+    two = _plan(((_compute(0, Step.FWD), send), (recv, _compute(1, Step.FWD))), mesh, Header(Policy.DATA))
+    with pytest.raises(ProjectionError, match="2 different programs"):
+        project(two)
+    one = _plan(((_compute(0, Step.FWD), send),), mesh, Header(Policy.DATA))
+    with pytest.raises(ProjectionError, match="point-to-point send"):
+        project(one)
+
+
+def test_the_text_has_one_collective_per_column_over_the_keywords_group() -> None:
+    mesh = Mesh((Axis(TENSOR, 2), Axis(DATA, 2)))
+    header = Header(Policy.HYBRID_TRANSFORMER, model_parallel_group=2)
+    tp, dp = frozenset({TENSOR}), frozenset({DATA})
+    fwd = _compute(0, Step.FWD)
+    twice = (
+        fwd,
+        Collective(0, Step.FWD, CommType.ALLREDUCE, 8, tp),
+        Collective(0, Step.FWD, CommType.ALLGATHER, 8, tp),
+    )
+    with pytest.raises(ProjectionError, match="two collectives in its fwd"):
+        project(_plan((twice,), mesh, header))
+    elsewhere = (fwd, Collective(0, Step.FWD, CommType.ALLREDUCE, 8, dp))  # forward over data: not the text's
+    with pytest.raises(ProjectionError, match="spans another group"):
+        project(_plan((elsewhere,), mesh, header))
+    recomputed = (fwd, _compute(0, Step.RECOMPUTE))
+    with pytest.raises(ProjectionError, match="recomputes its forward"):
+        project(_plan((recomputed,), mesh, header))
+    fine = (
+        fwd,
+        Collective(0, Step.FWD, CommType.ALLREDUCE, 8, tp),
+        Collective(0, Step.WEIGHT_GRAD, CommType.ALLREDUCE, 4, dp),
+    )
+    workload = project(_plan((fine,), mesh, header, layers=1))
+    layer = workload.layers[0]
+    assert (layer.fwd.compute_time, layer.fwd.comm_type, layer.fwd.comm_size) == (10, CommType.ALLREDUCE, 8)
+    assert (layer.weight_grad.comm_type, layer.weight_grad.comm_size, layer.update_time) == (
+        CommType.ALLREDUCE,
+        4,
+        5,
+    )
+
+
+def test_every_keyword_translate_writes_has_a_registered_technique() -> None:
+    assert set(load()) == set(SUPPORTED)
