@@ -118,6 +118,26 @@ def _read(name: str, handle: BinaryIO) -> TextFile:
     return TextFile(name, lines, tuple(found))
 
 
+def read_binary(path: str | Path) -> tuple[bytes | None, Diagnostic | None]:
+    """A regular file's bytes (a Chakra trace, a group file), or the F001 saying why not; a FIFO
+    or device is refused at once instead of blocking or reading forever."""
+    name = str(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        reason = "no such file" if isinstance(error, FileNotFoundError) else error.strerror or str(error)
+        return None, _unreadable(name, reason).diagnostics[0]
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            return None, _unreadable(name, kind).diagnostics[0]
+        try:
+            return handle.read(), None
+        except OSError as error:
+            return None, _unreadable(name, error.strerror or str(error)).diagnostics[0]
+
+
 def _unreadable(name: str, reason: str) -> TextFile:
     return TextFile(name, None, (diagnostic("F001", f"cannot read {name}: {reason}", path=name),))
 

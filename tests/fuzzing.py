@@ -11,6 +11,7 @@ campaign; bench/fuzz.py a larger one and prints the counts.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 import re
@@ -566,10 +567,68 @@ def check_lsp(seed: int, count: int) -> list[str]:
     return problems
 
 
+# -- Chakra traces -----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _trace_seeds() -> list[bytes]:
+    from modtrans import chakra, pipeline
+    from modtrans.strategy import Parallelism
+    from modtrans.workload.model import Policy
+
+    seeds = []
+    for model, policy, group in (("resnet50", Policy.DATA, None), ("gpt2", Policy.HYBRID_TRANSFORMER, 2)):
+        options = pipeline.Options(parallel=Parallelism(policy, 2, group), traces=True)
+        plan = pipeline.translate_checked(model, options).plan
+        assert plan is not None
+        seeds += [data for _, data in chakra.files(plan, Path("t"), tick_ns=1.0)]
+    return seeds
+
+
+def trace_cases(seed: int, count: int) -> Iterator[bytes]:
+    """Trace sets (two ranks and a group file, joined by a marker) with flipped bits, cuts and
+    varints set to extremes (ids, dependencies, lengths, attribute values)."""
+    r = random.Random(seed)
+    seeds = _trace_seeds()
+    pairs = [seeds[0:3], seeds[3:6]]
+    for _ in range(count):
+        parts = list(r.choice(pairs))
+        which = r.randrange(len(parts))
+        data = parts[which]
+        kind = r.random()
+        if kind < 0.35:
+            flipped = bytearray(data)
+            for _ in range(r.randint(1, 8)):
+                flipped[r.randrange(len(flipped))] ^= 1 << r.randrange(8)
+            data = bytes(flipped)
+        elif kind < 0.5:
+            data = data[: r.randrange(len(data) + 1)]
+        elif kind < 0.6 and which == 2:
+            data = r.choice([b"{", b"[]", b'{"0": [1]}', b'{"1": [0, 0, 99]}', b'{"x": "y"}', b"\xff"])
+        else:
+            at = r.randrange(max(len(data) - 4, 1))
+            data = data[:at] + _varint(r.choice([0, 1, 2**31, 2**63 - 1, 2**64 - 1])) + data[at + 1 :]
+        parts[which] = data
+        yield b"\0MODTRANS-PART\0".join(parts)
+
+
+def check_trace(data: bytes, scratch: Path) -> list[str]:
+    return _guarded(lambda: _check_trace(data))
+
+
+def _check_trace(data: bytes) -> list[str]:
+    from modtrans.chakra.validate import check_set
+
+    *ranks, groups = data.split(b"\0MODTRANS-PART\0")
+    found = check_set({f"t.{i}.et": part for i, part in enumerate(ranks)}, groups, "t.comm_groups.json")
+    return [f"trace: a diagnostic without its file ({d.code})" for d in found if not d.path]
+
+
 CAMPAIGNS: dict[str, tuple[Callable[[int, int], Iterator[bytes]], Callable[[bytes, Path], list[str]]]] = {
     "text": (text_cases, check_text),
     "json": (json_cases, check_json),
     "onnx": (onnx_cases, check_onnx),
+    "trace": (trace_cases, check_trace),
 }
 
 

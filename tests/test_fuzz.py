@@ -1,7 +1,7 @@
 """The CI-sized run of our own fuzzer (tests/fuzzing.py): hostile workload text, workload JSON,
-ONNX files and a language-server session. Every case must give diagnostics, never a traceback,
-with every position inside its file, and clean inputs must round-trip. `python bench/fuzz.py`
-runs a larger campaign with the same checks."""
+ONNX files, Chakra trace sets and a language-server session. Every case must give diagnostics,
+never a traceback, with every position inside its file, and clean inputs must round-trip.
+`python bench/fuzz.py` runs a larger campaign with the same checks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests import fuzzing
 
 @pytest.mark.parametrize(
     ("kind", "count"),
-    [("text", 5000), ("json", 1000), ("onnx", 200)],
+    [("text", 5000), ("json", 1000), ("onnx", 200), ("trace", 1000)],
 )
 def test_no_input_crashes_or_misplaces_a_diagnostic(kind: str, count: int, tmp_path: Path) -> None:
     run, violations = fuzzing.campaign(kind, seed=20261201, count=count, scratch=tmp_path)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.fileio import what_is
 
 _RANK = re.compile(r"\.(\d+)\.et$")
 
@@ -93,6 +94,10 @@ def read(data: bytes, path: str) -> Trace:
     at, index = 0, -1
     if not data:
         trace.problem = diagnostic("T702", "the file is empty (a trace starts with its metadata)", path=path)
+        return trace
+    kind = what_is(data[:512])
+    if kind is not None:
+        trace.problem = diagnostic("T702", f"{kind}, not a Chakra trace", path=path)
         return trace
     while at < len(data):
         what = "the metadata" if index < 0 else f"node #{index}"

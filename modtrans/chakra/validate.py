@@ -13,6 +13,7 @@ groups (T708, T714).
 
 from __future__ import annotations
 
+import glob
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,6 +23,7 @@ from typing import Any
 
 from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of, read
 from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.fileio import read_binary
 
 COMP, SEND, RECV, COLL = 4, 5, 6, 7
 RUNNABLE = {0: "ALL_REDUCE", 2: "ALL_GATHER", 5: "BROADCAST", 6: "ALL_TO_ALL", 7: "REDUCE_SCATTER"}
@@ -403,7 +405,12 @@ def _transfers(ranked: Mapping[int, Trace]) -> list[Diagnostic]:
 
 def is_trace_spec(path: Path) -> bool:
     """A trace file (`*.et`) or the prefix of a set (PREFIX.0.et exists)."""
-    return path.suffix == ".et" or (not path.exists() and Path(f"{path}.0.et").exists())
+    if path.suffix == ".et":
+        return True
+    try:
+        return not path.exists() and Path(f"{path}.0.et").exists()
+    except OSError:  # a name too long for the file system: whatever it is, reading it says so
+        return False
 
 
 def expand(paths: Iterable[Path]) -> dict[str, list[Path]]:
@@ -414,7 +421,11 @@ def expand(paths: Iterable[Path]) -> dict[str, list[Path]]:
             prefix = prefix_of(str(path)) or str(path)
             sets.setdefault(prefix, []).append(path)
         else:
-            members = sorted(path.parent.glob(f"{path.name}.*.et"), key=lambda p: rank_of(str(p)) or 0)
+            try:
+                found = list(path.parent.glob(f"{glob.escape(path.name)}.*.et"))
+            except OSError:
+                found = []
+            members = sorted(found, key=lambda p: rank_of(str(p)) or 0)
             sets.setdefault(str(path), []).extend(p for p in members if rank_of(str(p)) is not None)
     return sets
 
@@ -426,19 +437,23 @@ def validate_paths(paths: Iterable[Path], comm_groups: Path | None = None) -> tu
     for prefix, members in expand(paths).items():
         traces: dict[str, bytes] = {}
         for path in dict.fromkeys(members):
-            try:
-                traces[str(path)] = path.read_bytes()
-            except OSError as error:
-                found.append(diagnostic("F001", f"cannot read: {error.strerror or error}", path=str(path)))
+            data, problem = read_binary(path)
+            if data is None:
+                found += [problem] if problem else []
+            else:
+                traces[str(path)] = data
         checked += len(traces)
         groups_path = comm_groups or Path(f"{prefix}.comm_groups.json")
         groups = None
-        if comm_groups is not None or groups_path.exists():
-            try:
-                groups = groups_path.read_bytes()
-            except OSError as error:
-                found.append(
-                    diagnostic("F001", f"cannot read: {error.strerror or error}", path=str(groups_path))
-                )
+        if comm_groups is not None or _exists(groups_path):
+            groups, problem = read_binary(groups_path)
+            found += [problem] if problem else []
         found += check_set(traces, groups, str(groups_path))
     return found, checked
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False

@@ -47,7 +47,7 @@ from modtrans.cli.common import (
 )
 from modtrans.cost import roofline
 from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
-from modtrans.fileio import is_file_output
+from modtrans.fileio import is_file_output, read_binary
 from modtrans.ir import document, render
 from modtrans.ir.document import ModelIR
 from modtrans.report import Format
@@ -486,11 +486,11 @@ def _inspect_traces(spec: Path, fmt: str) -> None:
         _usage(f"{spec}: no trace files {prefix}.<rank>.et")
     traces = []
     for path in members:
-        try:
-            traces.append(read(path.read_bytes(), str(path)))
-        except OSError as error:
-            typer.echo(f"modtrans: {path}: cannot read: {error.strerror or error}", err=True)
-            raise typer.Exit(2) from None
+        data, problem = read_binary(path)
+        if data is None:
+            typer.echo(f"modtrans: {problem.message if problem else path}", err=True)
+            raise typer.Exit(2)
+        traces.append(read(data, str(path)))
     broken = [t.problem for t in traces if t.problem is not None]
     report.emit(broken, Format.TEXT, stream=sys.stderr, color=False)
     typer.echo("\n".join(lines(summarize(traces))))
