@@ -140,6 +140,7 @@ def _nodes(trace: Trace) -> list[Diagnostic]:
     found = []
     no_ops, no_io, computes, durations = [], [], 0, 0
     elements: list[str] = []
+    verdicts: dict[tuple[int, int], bool] = {}
     for node in trace.nodes:
         if node.type == COMP:
             computes += 1
@@ -164,9 +165,11 @@ def _nodes(trace: Trace) -> list[Diagnostic]:
             absent = [a for a in needed if a not in node.attrs]
             if absent:
                 found.append(diagnostic("T713", f"{node.where()}: no {', '.join(absent)}", path=trace.path))
-        looks = _elements(node)
-        if looks:
-            elements.append(looks)
+        key = (node.type, id(node.attrs))  # nodes of identical bytes share their attrs (read._node)
+        if key not in verdicts:
+            verdicts[key] = _elements(node) is not None
+        if verdicts[key]:
+            elements.append(_elements(node) or "")
     if elements:
         more = f" ({len(elements) - 1} more node(s) like it)" if len(elements) > 1 else ""
         found.append(diagnostic("T710", elements[0] + more, path=trace.path))
