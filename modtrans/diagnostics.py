@@ -835,3 +835,16 @@ The communicator-group file is JSON of the form {"1": [0, 1, 2, 3], ...}: keys a
 (decimal integers > 0), values lists of distinct rank numbers.
 """,
 )
+
+# ---- M8xx: transformer configurations (config.json) ------------------------------------------------
+_code(
+    "M801",
+    E,
+    "not a transformer configuration modtrans reads",
+    """
+A configuration file is a Hugging Face `config.json`: a JSON object whose `model_type` is a family
+modtrans builds (llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek,
+deepseek_v2, deepseek_v3, gpt2, bert) with the keys that family's transformers configuration class
+defines (hidden_size, num_hidden_layers, ...). The message names the key that is missing or wrong.
+""",
+)

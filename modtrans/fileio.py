@@ -138,6 +138,21 @@ def read_binary(path: str | Path) -> tuple[bytes | None, Diagnostic | None]:
             return None, _unreadable(name, error.strerror or str(error)).diagnostics[0]
 
 
+def read_head(path: str | Path, size: int) -> bytes | None:
+    """The first `size` bytes of a regular file (None for anything else, or when unreadable)."""
+    try:
+        fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            return handle.read(size)
+        except OSError:
+            return None
+
+
 def _unreadable(name: str, reason: str) -> TextFile:
     return TextFile(name, None, (diagnostic("F001", f"cannot read {name}: {reason}", path=name),))
 

@@ -79,6 +79,17 @@ def model_file(spec: str | Path) -> Path | None:
     return entry.path if entry is not None else fetch.cached(str(spec))
 
 
+def _config_file(path: Path) -> Path | None:
+    """`path` when it is a transformers configuration (a JSON object with a model_type)."""
+    from modtrans import llm
+    from modtrans.fileio import read_head
+
+    if path.suffix.lower() != ".json":
+        return None
+    head = read_head(path, 1 << 16)
+    return path if head is not None and llm.is_config(head) else None
+
+
 def _is_file(path: Path) -> bool:
     try:
         return path.exists()
@@ -94,9 +105,19 @@ def extract_checked(
     file_hash: bool = True,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file)."""
+    path = Path(spec)
+    config = _config_file(path) if _is_file(path) else None
+    entry = zoo.get(str(spec)) if config is None and not _is_file(path) else None
+    if config is not None or (entry is not None and entry.path.suffix == ".json"):
+        from modtrans import llm  # a transformer configuration: no onnx
+
+        target = config or (entry.path if entry else path)
+        shapes = dict(input_shapes or {})
+        return llm.extract(
+            target, batch=batch, input_shapes=shapes, display_name=entry.name if entry else None
+        )
     from modtrans.extraction import extract as extract_file  # imports onnx: only when needed
 
-    path = Path(spec)
     if _is_file(path):
         return extract_file(path, batch=batch, input_shapes=input_shapes, file_hash=file_hash)
     entry = zoo.get(str(spec))

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from modtrans.ir import flops
 from modtrans.ir.document import Flops, Gemm, Kind, Role
 
 Shape = tuple[int, ...]
@@ -79,10 +80,6 @@ def _param_roles(node: NodeView, roles: Sequence[tuple[int, Role]]) -> dict[int,
     return {i: role for i, role in roles if node.param(i)}
 
 
-def _gemm_flops(macs: int, extra_fwd: int = 0, extra_wg: int = 0) -> Flops:
-    return Flops(2 * macs + extra_fwd, 2 * macs, 2 * macs + extra_wg)
-
-
 # --------------------------------------------------------------------------------- GEMM-like
 
 
@@ -107,7 +104,7 @@ def conv(node: NodeView) -> Facts:
     macs = batch * out_spatial * k * cout
     bias = batch * out_spatial * cout if 2 in roles else 0
     gemm = Gemm(m=batch * out_spatial, k=k, n=cout // groups, groups=groups)
-    return Facts(Kind.CONV, roles, _gemm_flops(macs, bias, bias), gemm)
+    return Facts(Kind.CONV, roles, flops.gemm(macs, bias, bias), gemm)
 
 
 @handles("ConvTranspose")
@@ -122,7 +119,7 @@ def conv_transpose(node: NodeView) -> Facts:
     macs = batch * in_spatial * cin * cout_per_group * kernel
     bias = math.prod(y) if 2 in roles else 0
     gemm = Gemm(m=batch * in_spatial, k=cin // groups, n=cout_per_group * kernel, groups=groups)
-    return Facts(Kind.CONV_TRANSPOSE, roles, _gemm_flops(macs, bias, bias), gemm)
+    return Facts(Kind.CONV_TRANSPOSE, roles, flops.gemm(macs, bias, bias), gemm)
 
 
 @handles("Gemm")
@@ -140,9 +137,9 @@ def gemm(node: NodeView) -> Facts:
     n = b[0] if node.attrs.get("transB") else b[1]
     macs = m * k * n
     if kind is Kind.MATMUL:
-        return Facts(kind, roles, Flops(2 * macs, 4 * macs, 0), Gemm(m, k, n))
+        return Facts(kind, roles, flops.matmul(macs), Gemm(m, k, n))
     bias = m * n if 2 in roles else 0
-    return Facts(kind, roles, _gemm_flops(macs, bias, bias), Gemm(m, k, n))
+    return Facts(kind, roles, flops.gemm(macs, bias, bias), Gemm(m, k, n))
 
 
 @handles("MatMul", "MatMulInteger", "QLinearMatMul")
@@ -160,10 +157,10 @@ def matmul(node: NodeView) -> Facts:
     batch = math.prod(_broadcast(a2[:-2], b2[:-2]))
     macs = batch * m * k * n
     if kind is Kind.MATMUL:
-        return Facts(kind, roles, Flops(2 * macs, 4 * macs, 0), Gemm(m, k, n, groups=batch))
+        return Facts(kind, roles, flops.matmul(macs), Gemm(m, k, n, groups=batch))
     if weight == b_index and len(b2) == 2:  # activations [..., M, K] times a [K, N] weight
-        return Facts(kind, roles, _gemm_flops(macs), Gemm(batch * m, k, n))
-    return Facts(kind, roles, _gemm_flops(macs), Gemm(m, k, n, groups=batch))
+        return Facts(kind, roles, flops.gemm(macs), Gemm(batch * m, k, n))
+    return Facts(kind, roles, flops.gemm(macs), Gemm(m, k, n, groups=batch))
 
 
 def _broadcast(a: Shape, b: Shape) -> Shape:
@@ -184,7 +181,7 @@ def rnn(node: NodeView) -> Facts:
     macs = seq * batch * directions * gates_hidden * (inputs + hidden)
     elementwise = seq * batch * directions * gates_hidden
     gemm = Gemm(m=seq * batch, k=inputs + hidden, n=gates_hidden, groups=directions)
-    return Facts(Kind.RNN, roles, _gemm_flops(macs, elementwise, elementwise), gemm)
+    return Facts(Kind.RNN, roles, flops.gemm(macs, elementwise, elementwise), gemm)
 
 
 # --------------------------------------------------------------------------------- the others
@@ -208,7 +205,7 @@ def norm(node: NodeView) -> Facts:
     else:
         roles = [(1, Role.SCALE), (2, Role.SHIFT)]
     e = node.out_elements or 0
-    return Facts(Kind.NORM, _param_roles(node, roles), Flops(5 * e, 8 * e, 2 * e))
+    return Facts(Kind.NORM, _param_roles(node, roles), flops.norm(e))
 
 
 @handles("Gather", "GatherElements", "GatherND", "EmbedLayerNormalization")
@@ -220,7 +217,7 @@ def gather(node: NodeView) -> Facts:
         e = node.out_elements or 0
         return Facts(Kind.EMBEDDING, roles, Flops(5 * e, 0, 3 * e))
     if node.param(0):
-        return Facts(Kind.EMBEDDING, {0: Role.WEIGHT}, Flops(0, 0, node.out_elements or 0))
+        return Facts(Kind.EMBEDDING, {0: Role.WEIGHT}, flops.embedding(node.out_elements or 0))
     return Facts(Kind.DATA)
 
 
@@ -295,7 +292,7 @@ def elementwise(node: NodeView) -> Facts:
     }.get(node.op_type)
     roles = {i: role for i in range(len(node.inputs)) if role is not None and node.param(i)}
     e = node.out_elements or 0
-    return Facts(Kind.ELEMENTWISE, roles, Flops(e, e, e if roles else 0))
+    return Facts(Kind.ELEMENTWISE, roles, flops.elementwise(e, with_params=bool(roles)))
 
 
 @handles("MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
@@ -329,7 +326,7 @@ def pool(node: NodeView) -> Facts:
 def reduce(node: NodeView) -> Facts:
     if node.op_type in {"Softmax", "LogSoftmax"}:
         e = node.out_elements or 0
-        return Facts(Kind.REDUCE, {}, Flops(5 * e, 3 * e, 0))
+        return Facts(Kind.REDUCE, {}, flops.softmax(e))
     x = node.shape(0)
     e = math.prod(x) if x else 0
     return Facts(Kind.REDUCE, {}, Flops(e, e, 0))

@@ -113,6 +113,17 @@ class Gemm:
 
 
 @dataclass(frozen=True, slots=True)
+class Moe:
+    """A layer of a mixture of experts: the router (expert None) or one expert's layer. Each token
+    goes to `top_k` of `experts`; an expert layer's FLOPs and GEMM are those of the tokens it gets
+    under balanced routing (tokens x top_k / experts)."""
+
+    experts: int
+    top_k: int
+    expert: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Layer:
     """One ONNX node that does work (a conv, a MatMul, a norm, an activation...): its parameters,
     the activations in and out, the FLOPs of each training phase and, for GEMM-shaped work, the
@@ -130,6 +141,7 @@ class Layer:
     gemm: Gemm | None = None
     fused: tuple[str, ...] = ()  # ONNX nodes folded into this layer (e.g. a MatMul's bias Add)
     producers: tuple[str, ...] = ()  # the layers whose outputs feed this one (through re-views)
+    moe: Moe | None = None  # a router or expert layer of a mixture of experts
 
     def param_bytes(self, *, weights_only: bool = False, trainable_only: bool = True) -> int:
         """Bytes a data-parallel all-reduce of this layer moves, under a parameter convention."""
@@ -306,6 +318,8 @@ def _layer(x: Layer) -> dict[str, Any]:
         out["fused"] = list(x.fused)
     if x.producers:
         out["producers"] = list(x.producers)
+    if x.moe is not None:
+        out["moe"] = {"experts": x.moe.experts, "top_k": x.moe.top_k, "expert": x.moe.expert}
     return out
 
 
@@ -360,4 +374,5 @@ def _layer_from(x: dict[str, Any]) -> Layer:
         gemm=None if gemm is None else Gemm(**gemm),
         fused=tuple(x.get("fused", ())),
         producers=tuple(x.get("producers", ())),
+        moe=None if x.get("moe") is None else Moe(**x["moe"]),
     )

@@ -1,4 +1,5 @@
-"""Built-in architectures: architecture-only ONNX files shipped with the package.
+"""Built-in architectures: architecture-only ONNX files shipped with the package, and
+transformer configurations (configs/*.json, read by modtrans/llm/) for the LLMs.
 
 Each file keeps every initializer's name, dtype and dims but no weight bytes (tools/build_zoo.py
 made them from torchvision / transformers; manifest.json records versions and checksums). A model
@@ -43,11 +44,29 @@ def manifest() -> dict[str, Any]:
     return loaded
 
 
+@functools.cache
+def configs() -> dict[str, Any]:
+    """The built-in transformer configurations (configs/*.json, described in configs/index.json)."""
+    loaded: dict[str, Any] = json.loads((_HERE / "configs" / "index.json").read_text(encoding="utf-8"))
+    return loaded
+
+
 def names() -> list[str]:
-    return sorted(manifest()["models"])
+    return sorted([*manifest()["models"], *configs()])
 
 
 def get(name: str) -> Entry | None:
+    config = configs().get(name.lower())
+    if config is not None:
+        return Entry(
+            name=name.lower(),
+            path=_HERE / "configs" / f"{name.lower()}.json",
+            description=config["description"],
+            source=config["source"],
+            inputs={"input_ids": ("batch", "sequence")},
+            defaults={"batch": 1, "sequence": 2048},
+            sha256="",
+        )
     data = manifest()["models"].get(name.lower())
     if data is None:
         return None

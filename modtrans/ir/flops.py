@@ -1,0 +1,38 @@
+"""The FLOP formulas every IR builder uses (ONNX extraction and transformer configurations alike),
+per training phase: forward, input gradient, weight gradient. A multiply-add is 2 FLOPs.
+
+    linear / conv   macs = M·K·N:  2 macs (+ bias) | 2 macs | 2 macs (+ bias)
+    activation matmul (scores, context): 2 macs | 4 macs (both operands' gradients) | 0
+    normalisation   e output elements: 5e | 8e | 2e
+    softmax         5e | 3e | 0
+    elementwise     e | e | e when it has parameters, else 0
+    embedding       0 | 0 | e (the gradient scattered into the table)
+"""
+
+from __future__ import annotations
+
+from modtrans.ir.document import Flops
+
+
+def gemm(macs: int, extra_fwd: int = 0, extra_wg: int = 0) -> Flops:
+    return Flops(2 * macs + extra_fwd, 2 * macs, 2 * macs + extra_wg)
+
+
+def matmul(macs: int) -> Flops:
+    return Flops(2 * macs, 4 * macs, 0)
+
+
+def norm(e: int) -> Flops:
+    return Flops(5 * e, 8 * e, 2 * e)
+
+
+def softmax(e: int) -> Flops:
+    return Flops(5 * e, 3 * e, 0)
+
+
+def elementwise(e: int, *, with_params: bool = False) -> Flops:
+    return Flops(e, e, e if with_params else 0)
+
+
+def embedding(e: int) -> Flops:
+    return Flops(0, 0, e)

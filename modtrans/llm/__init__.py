@@ -1,0 +1,84 @@
+"""Transformer configurations -> the IR, with no weights and no framework: the path for LLMs.
+
+config.py  Hugging Face config.json -> Arch (one normalised description per family)
+build.py   Arch -> ModelIR, named like the transformers modules
+
+    ir, found = extract(Path("config.json"), batch=1, input_shapes={"input_ids": (1, 4096)})
+
+The sequence length is `input_ids`' second dimension (`--input-shape input_ids=BxS`), by default
+SEQUENCE tokens; the batch (the micro-batch a rank computes at once) its first, or --batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from modtrans._version import __version__
+from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.ir.document import Dim, ModelIR, Provenance
+from modtrans.llm.config import ConfigError, from_hf
+
+SEQUENCE = 2048
+"""The default sequence length (GPT-3's and Megatron's GPT examples'); set it with
+--input-shape input_ids=1x8192."""
+
+
+def is_config(head: bytes) -> bool:
+    """Whether a file that starts with `head` is a transformers configuration."""
+    text = head.lstrip()
+    return text.startswith(b"{") and b'"model_type"' in head
+
+
+def extract(
+    path: Path,
+    *,
+    batch: int | None = None,
+    input_shapes: Mapping[str, tuple[Dim, ...]] | None = None,
+    display_name: str | None = None,
+) -> tuple[ModelIR | None, list[Diagnostic]]:
+    """The IR of the architecture a config.json describes; M801 for one that describes none."""
+    from modtrans.fileio import read_binary
+    from modtrans.llm.build import build
+
+    name = display_name or str(path)
+    data, problem = read_binary(path)
+    if data is None:
+        return None, [problem] if problem else []
+    try:
+        config = json.loads(data)
+        arch = from_hf(config)
+    except (ValueError, RecursionError) as error:
+        message = str(error) if isinstance(error, ConfigError) else f"not JSON: {error}"
+        return None, [diagnostic("M801", message, path=name)]
+    shapes = dict(input_shapes or {})
+    unknown = sorted(set(shapes) - {"input_ids"})
+    if unknown:
+        return None, [
+            diagnostic("X501", f"--input-shape {unknown[0]}: the model's one input is input_ids", path=name)
+        ]
+    dims = shapes.get("input_ids", (batch or 1, SEQUENCE))
+    if len(dims) != 2 or not all(isinstance(d, int) and d > 0 for d in dims):
+        return None, [
+            diagnostic("X501", "--input-shape input_ids=BATCHxSEQUENCE (two positive sizes)", path=name)
+        ]
+    micro, sequence = int(dims[0]), int(dims[1])
+    if batch is not None:
+        micro = batch
+    provenance = Provenance(
+        file=name,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        producer="transformers configuration",
+        producer_version=str(config.get("transformers_version", "")),
+        ir_version=0,
+        opset={},
+        graph=arch.family,
+        batch=micro,
+        input_shapes={"input_ids": (micro, sequence)},
+        tool=f"modtrans {__version__}",
+        architecture_only=True,
+    )
+    return build(arch, micro, sequence, provenance), []

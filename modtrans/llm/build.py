@@ -1,0 +1,342 @@
+"""Architecture -> the IR, layer for layer as an ONNX export of the same model would give it.
+
+Layers and parameters are named after the transformers modules and state-dict keys
+(`model.layers.3.self_attn.q_proj`, `...q_proj.weight`), so block boundaries, Megatron roles and
+experts are found as in any exported model. Per block (decoder families):
+
+    input_layernorm; q_proj, k_proj, v_proj (or DeepSeek's latent projections); rotary; scores
+    (Q·Kᵀ); softmax; context (P·V); o_proj; residual add; post_attention_layernorm; the MLP
+    (gate_proj, up_proj, act, down_proj) or the mixture of experts (router, per expert its
+    gate/up/act/down on tokens x top_k / experts tokens, shared experts, combine); residual add
+
+FLOPs come from modtrans/ir/flops.py, the formulas ONNX extraction uses. Weights are [out, in]
+as torch stores them (GPT-2's Conv1D: [in, out]); a tied LM head shares the embedding table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from modtrans.ir import flops
+from modtrans.ir.document import Activation, Flops, Gemm, Kind, Layer, ModelIR, Moe, Param, Provenance, Role
+from modtrans.llm.config import DTYPES, Arch
+
+
+def dims(a: Activation) -> tuple[int, ...]:
+    """An activation's dims (every one is known: the builder made them)."""
+    return tuple(int(d) for d in a.shape or ())
+
+
+@dataclass
+class _Builder:
+    arch: Arch
+    batch: int
+    sequence: int
+    layers: list[Layer] = field(default_factory=list)
+    producer: dict[str, str] = field(default_factory=dict)  # tensor -> the layer that wrote it
+
+    @property
+    def dtype(self) -> str:
+        return DTYPES[self.arch.dtype][0]
+
+    @property
+    def width(self) -> int:
+        return DTYPES[self.arch.dtype][1]
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.sequence
+
+    def tensor(self, name: str, shape: Sequence[int], dtype: str | None = None) -> Activation:
+        dtype = dtype or self.dtype
+        width = 8 if dtype == "int64" else self.width
+        return Activation(name, tuple(shape), dtype, math.prod(shape) * width)
+
+    def param(self, name: str, role: Role, shape: Sequence[int], shared_with: str | None = None) -> Param:
+        elements = math.prod(shape)
+        return Param(name, role, tuple(shape), self.dtype, elements, elements * self.width, True, shared_with)
+
+    def add(
+        self,
+        name: str,
+        op_type: str,
+        kind: Kind,
+        inputs: Sequence[Activation],
+        out_shape: Sequence[int],
+        fl: Flops,
+        params: Sequence[Param] = (),
+        gemm: Gemm | None = None,
+        moe: Moe | None = None,
+    ) -> Activation:
+        out = self.tensor(f"{name}.out", out_shape)
+        producers = tuple(dict.fromkeys(self.producer[a.name] for a in inputs if a.name in self.producer))
+        self.layers.append(
+            Layer(
+                name,
+                name,
+                op_type,
+                kind,
+                tuple(params),
+                tuple(inputs),
+                (out,),
+                fl,
+                gemm,
+                producers=producers,
+                moe=moe,
+            )
+        )
+        self.producer[out.name] = name
+        return out
+
+    def linear(
+        self,
+        name: str,
+        x: Activation,
+        n: int,
+        *,
+        bias: bool = False,
+        rows: int | None = None,
+        conv1d: bool = False,
+        moe: Moe | None = None,
+        shared_with: str | None = None,
+    ) -> Activation:
+        """x [..., K] times a [K -> n] weight; `rows` tokens (default: every token)."""
+        k = dims(x)[-1]
+        m = rows if rows is not None else self.tokens
+        shape = (k, n) if conv1d else (n, k)
+        params = [self.param(f"{name}.weight", Role.WEIGHT, shape, shared_with)]
+        if bias:
+            params.append(self.param(f"{name}.bias", Role.BIAS, (n,)))
+        extra = m * n if bias else 0
+        out_shape = (m, n) if rows is not None else (self.batch, self.sequence, n)
+        fl = flops.gemm(m * k * n, extra, extra)
+        return self.add(
+            name, "Gemm" if bias else "MatMul", Kind.LINEAR, [x], out_shape, fl, params, Gemm(m, k, n), moe
+        )
+
+    def norm(self, name: str, x: Activation) -> Activation:
+        h = dims(x)[-1]
+        params = [self.param(f"{name}.weight", Role.SCALE, (h,))]
+        op = "RMSNormalization"
+        if self.arch.norm == "layer":
+            params.append(self.param(f"{name}.bias", Role.SHIFT, (h,)))
+            op = "LayerNormalization"
+        return self.add(name, op, Kind.NORM, [x], dims(x), flops.norm(math.prod(dims(x))), params)
+
+    def elementwise(
+        self, name: str, op: str, inputs: Sequence[Activation], shape: Sequence[int]
+    ) -> Activation:
+        return self.add(name, op, Kind.ELEMENTWISE, inputs, shape, flops.elementwise(math.prod(shape)))
+
+    def embedding(self, name: str, ids: Activation, rows: int) -> Activation:
+        table = self.param(f"{name}.weight", Role.WEIGHT, (rows, self.arch.hidden))
+        shape = (self.batch, self.sequence, self.arch.hidden)
+        return self.add(
+            name, "Gather", Kind.EMBEDDING, [ids], shape, flops.embedding(math.prod(shape)), [table]
+        )
+
+
+def build(arch: Arch, batch: int, sequence: int, provenance: Provenance) -> ModelIR:
+    """The IR of `arch` for `batch` sequences of `sequence` tokens."""
+    b = _Builder(arch, batch, sequence)
+    ids = b.tensor("input_ids", (batch, sequence), "int64")
+    if arch.family == "bert":
+        _bert(b, ids)
+    elif arch.family == "gpt2":
+        _gpt2(b, ids)
+    else:
+        _decoder(b, ids)
+    return ModelIR(provenance, tuple(b.layers))
+
+
+def _attention_core(
+    b: _Builder, p: str, q: Activation, k: Activation, v: Activation, qk: int, vd: int
+) -> Activation:
+    a = b.arch
+    heads, s = a.heads, b.sequence
+    scores_shape = (b.batch, heads, s, s)
+    macs = b.batch * heads * s * qk * s
+    scores_gemm = Gemm(s, qk, s, groups=b.batch * heads)
+    scores = b.add(
+        f"{p}.scores", "MatMul", Kind.MATMUL, [q, k], scores_shape, flops.matmul(macs), gemm=scores_gemm
+    )
+    probs = b.add(
+        f"{p}.softmax", "Softmax", Kind.REDUCE, [scores], scores_shape, flops.softmax(math.prod(scores_shape))
+    )
+    macs = b.batch * heads * s * s * vd
+    context_gemm = Gemm(s, s, vd, groups=b.batch * heads)
+    out = (b.batch, s, heads * vd)
+    return b.add(
+        f"{p}.context", "MatMul", Kind.MATMUL, [probs, v], out, flops.matmul(macs), gemm=context_gemm
+    )
+
+
+def _decoder(b: _Builder, ids: Activation) -> None:
+    a = b.arch
+    x = b.embedding("model.embed_tokens", ids, a.vocab)
+    for i in range(a.layers):
+        p = f"model.layers.{i}"
+        h = b.norm(f"{p}.input_layernorm", x)
+        o = _self_attention(b, f"{p}.self_attn", h)
+        x = b.elementwise(f"{p}.residual_attn", "Add", [x, o], dims(x))
+        h = b.norm(f"{p}.post_attention_layernorm", x)
+        if a.experts is not None and a.experts.in_block(i):
+            m = _mixture(b, p, h)
+        else:
+            m = _swiglu(b, f"{p}.mlp", h, a.intermediate)
+        x = b.elementwise(f"{p}.residual_mlp", "Add", [x, m], dims(x))
+    x = b.norm("model.norm", x)
+    b.linear("lm_head", x, a.vocab, shared_with="model.embed_tokens" if a.tied else None)
+
+
+def _self_attention(b: _Builder, p: str, h: Activation) -> Activation:
+    a = b.arch
+    latent = a.latent
+    if latent is None:
+        q = b.linear(f"{p}.q_proj", h, a.heads * a.head_dim, bias=a.qkv_bias)
+        k = b.linear(f"{p}.k_proj", h, a.kv_heads * a.head_dim, bias=a.qkv_bias)
+        v = b.linear(f"{p}.v_proj", h, a.kv_heads * a.head_dim, bias=a.qkv_bias)
+        qk, vd = a.head_dim, a.head_dim
+    else:
+        qk, vd = latent.nope_dim + latent.rope_dim, latent.v_dim
+        if latent.q_rank:
+            q = b.linear(f"{p}.q_a_proj", h, latent.q_rank)
+            q = b.norm(f"{p}.q_a_layernorm", q)
+            q = b.linear(f"{p}.q_b_proj", q, a.heads * qk)
+        else:
+            q = b.linear(f"{p}.q_proj", h, a.heads * qk)
+        kv = b.linear(f"{p}.kv_a_proj_with_mqa", h, latent.kv_rank + latent.rope_dim)
+        kv = b.norm(f"{p}.kv_a_layernorm", b.tensor(kv.name, (b.batch, b.sequence, latent.kv_rank)))
+        k = v = b.linear(f"{p}.kv_b_proj", kv, a.heads * (latent.nope_dim + vd))
+    rotated = b.elementwise(
+        f"{p}.rotary", "RotaryEmbedding", [q, k], (b.batch, b.sequence, (a.heads + a.kv_heads) * qk)
+    )
+    context = _attention_core(b, p, rotated, rotated, v, qk, vd)
+    return b.linear(f"{p}.o_proj", context, a.hidden, bias=False)
+
+
+def _swiglu(
+    b: _Builder,
+    p: str,
+    h: Activation,
+    width: int,
+    rows: int | None = None,
+    moe: Moe | None = None,
+    names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
+) -> Activation:
+    gate = b.linear(f"{p}.{names[0]}", h, width, rows=rows, moe=moe, bias=b.arch.mlp_bias)
+    up = b.linear(f"{p}.{names[1]}", h, width, rows=rows, moe=moe, bias=b.arch.mlp_bias)
+    act = b.add(
+        f"{p}.act",
+        "SiluMul",
+        Kind.ELEMENTWISE,
+        [gate, up],
+        dims(gate),
+        flops.elementwise(math.prod(dims(gate))),
+        moe=moe,
+    )
+    return b.linear(f"{p}.{names[2]}", act, b.arch.hidden, rows=rows, moe=moe, bias=b.arch.mlp_bias)
+
+
+def _mixture(b: _Builder, p: str, h: Activation) -> Activation:
+    a = b.arch
+    e = a.experts
+    assert e is not None
+    mixtral = a.family == "mixtral"
+    base = f"{p}.block_sparse_moe" if mixtral else f"{p}.mlp"
+    router = Moe(e.experts, e.top_k)
+    logits = b.linear(f"{base}.gate", h, e.experts, moe=router)
+    routed = b.add(
+        f"{base}.routing",
+        "TopK",
+        Kind.REDUCE,
+        [logits],
+        dims(logits),
+        flops.softmax(b.tokens * e.experts),
+        moe=router,
+    )
+    rows = math.ceil(b.tokens * e.top_k / e.experts)  # balanced routing
+    names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    outs = []
+    for index in range(e.experts):
+        tokens = b.tensor(f"{base}.experts.{index}.in", (rows, a.hidden))
+        b.producer[tokens.name] = routed.name.rsplit(".out", 1)[0]
+        outs.append(
+            _swiglu(
+                b,
+                f"{base}.experts.{index}",
+                tokens,
+                e.intermediate,
+                rows,
+                Moe(e.experts, e.top_k, index),
+                names,
+            )
+        )
+    if e.shared:
+        shared_name = f"{base}.shared_expert" if e.shared_gate else f"{base}.shared_experts"
+        outs.append(_swiglu(b, shared_name, h, e.shared))
+        if e.shared_gate:
+            outs.append(b.linear(f"{base}.shared_expert_gate", h, 1))
+    shape = (b.batch, b.sequence, a.hidden)
+    return b.add(
+        f"{base}.combine",
+        "Combine",
+        Kind.ELEMENTWISE,
+        [*outs, logits],
+        shape,
+        flops.elementwise(b.tokens * e.top_k * a.hidden),
+    )
+
+
+def _gpt2(b: _Builder, ids: Activation) -> None:
+    a = b.arch
+    tokens = b.embedding("transformer.wte", ids, a.vocab)
+    positions = b.embedding(
+        "transformer.wpe", b.tensor("position_ids", (b.batch, b.sequence), "int64"), a.positions
+    )
+    x = b.elementwise("transformer.embeddings", "Add", [tokens, positions], dims(tokens))
+    for i in range(a.layers):
+        p = f"transformer.h.{i}"
+        h = b.norm(f"{p}.ln_1", x)
+        qkv = b.linear(f"{p}.attn.c_attn", h, 3 * a.hidden, bias=True, conv1d=True)
+        context = _attention_core(b, f"{p}.attn", qkv, qkv, qkv, a.head_dim, a.head_dim)
+        o = b.linear(f"{p}.attn.c_proj", context, a.hidden, bias=True, conv1d=True)
+        x = b.elementwise(f"{p}.residual_attn", "Add", [x, o], dims(x))
+        h = b.norm(f"{p}.ln_2", x)
+        up = b.linear(f"{p}.mlp.c_fc", h, a.intermediate, bias=True, conv1d=True)
+        act = b.elementwise(f"{p}.mlp.act", "Gelu", [up], dims(up))
+        m = b.linear(f"{p}.mlp.c_proj", act, a.hidden, bias=True, conv1d=True)
+        x = b.elementwise(f"{p}.residual_mlp", "Add", [x, m], dims(x))
+    x = b.norm("transformer.ln_f", x)
+    b.linear("lm_head", x, a.vocab, shared_with="transformer.wte" if a.tied else None)
+
+
+def _bert(b: _Builder, ids: Activation) -> None:
+    a = b.arch
+    words = b.embedding("embeddings.word_embeddings", ids, a.vocab)
+    positions = b.embedding(
+        "embeddings.position_embeddings", b.tensor("position_ids", dims(ids), "int64"), a.positions
+    )
+    types = b.embedding(
+        "embeddings.token_type_embeddings",
+        b.tensor("token_type_ids", dims(ids), "int64"),
+        a.token_types,
+    )
+    x = b.elementwise("embeddings.add", "Add", [words, positions, types], dims(words))
+    x = b.norm("embeddings.LayerNorm", x)
+    for i in range(a.layers):
+        p = f"encoder.layer.{i}"
+        q = b.linear(f"{p}.attention.self.query", x, a.hidden, bias=True)
+        k = b.linear(f"{p}.attention.self.key", x, a.hidden, bias=True)
+        v = b.linear(f"{p}.attention.self.value", x, a.hidden, bias=True)
+        context = _attention_core(b, f"{p}.attention.self", q, k, v, a.head_dim, a.head_dim)
+        o = b.linear(f"{p}.attention.output.dense", context, a.hidden, bias=True)
+        x = b.elementwise(f"{p}.attention.output.add", "Add", [x, o], dims(x))
+        x = b.norm(f"{p}.attention.output.LayerNorm", x)
+        up = b.linear(f"{p}.intermediate.dense", x, a.intermediate, bias=True)
+        act = b.elementwise(f"{p}.intermediate.act", "Gelu", [up], dims(up))
+        down = b.linear(f"{p}.output.dense", act, a.hidden, bias=True)
+        x = b.elementwise(f"{p}.output.add", "Add", [x, down], dims(x))
+        x = b.norm(f"{p}.output.LayerNorm", x)

@@ -1,0 +1,251 @@
+"""Hugging Face transformer configurations (config.json) -> one normalised architecture.
+
+    arch = from_hf(json.loads(Path("config.json").read_text()))
+    arch.layers, arch.hidden, arch.moe      32, 4096, Moe(experts=8, top_k=2, ...)
+
+Families read (their `model_type`): llama, mistral, qwen2, qwen3 (decoders with RMSNorm, SwiGLU,
+rotary positions); mixtral, qwen2_moe, qwen3_moe, deepseek, deepseek_v2, deepseek_v3 (the same
+with a mixture of experts; DeepSeek-V2/V3 with multi-head latent attention); gpt2 (pre-norm
+LayerNorm, GELU, learned positions, tied head); bert (post-norm encoder). Keys follow each family's
+transformers configuration class; a key a family needs that is missing is a ConfigError naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DTYPES = {"float32": ("float", 4), "float16": ("float16", 2), "bfloat16": ("bfloat16", 2)}
+FAMILIES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek",
+    "deepseek_v2",
+    "deepseek_v3",
+    "gpt2",
+    "bert",
+)
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be read as a transformer ModTrans knows (one line)."""
+
+
+@dataclass(frozen=True)
+class Experts:
+    experts: int  # routed experts
+    top_k: int
+    intermediate: int  # one expert's MLP width
+    shared: int = 0  # shared-expert MLP width (0: none), always computed
+    shared_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert
+    first_dense: int = 0  # the first blocks keep a dense MLP (DeepSeek's first_k_dense_replace)
+    every: int = 1  # a MoE block every `every` blocks (decoder_sparse_step / moe_layer_freq)
+    dense_blocks: tuple[int, ...] = ()  # blocks with a dense MLP (Qwen's mlp_only_layers)
+
+    def in_block(self, index: int) -> bool:
+        return index >= self.first_dense and index not in self.dense_blocks and (index + 1) % self.every == 0
+
+
+@dataclass(frozen=True)
+class Latent:
+    """DeepSeek-V2/V3 multi-head latent attention: low-rank query and key/value projections."""
+
+    q_rank: int | None  # None: a full-rank query projection
+    kv_rank: int
+    rope_dim: int
+    nope_dim: int
+    v_dim: int
+
+
+@dataclass(frozen=True)
+class Arch:
+    family: str
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int  # the dense MLP's width
+    mlp: str  # "swiglu" or "gelu"
+    norm: str  # "rms" or "layer"
+    tied: bool
+    qkv_bias: bool
+    mlp_bias: bool
+    positions: int  # learned position embeddings (0: rotary)
+    token_types: int = 0  # BERT's segment embeddings
+    post_norm: bool = False  # BERT: normalise after each residual add
+    experts: Experts | None = None
+    latent: Latent | None = None
+    dtype: str = "bfloat16"
+
+
+def _get(config: Mapping[str, Any], *keys: str, default: Any = ...) -> Any:
+    """The first of `keys` the configuration sets: a non-negative integer (or, for a list key, a
+    list of them); `default` when none is set, a ConfigError naming the first key otherwise."""
+    for key in keys:
+        value = config.get(key)
+        if value is None:
+            continue
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in items):
+            raise ConfigError(f"`{key}` must be a non-negative integer, not {value!r:.40}")
+        return value
+    if default is ...:
+        raise ConfigError(f"the configuration has no `{keys[0]}`")
+    return default
+
+
+def from_hf(config: Mapping[str, Any]) -> Arch:
+    """The architecture a transformers configuration describes."""
+    if not isinstance(config, Mapping):
+        raise ConfigError("a configuration is a JSON object")
+    family = config.get("model_type")
+    if family not in FAMILIES:
+        known = ", ".join(FAMILIES)
+        raise ConfigError(f"model_type {family!r} is not a family modtrans reads ({known})")
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32")
+    if dtype not in DTYPES:
+        raise ConfigError(f"torch_dtype {dtype!r}: one of {', '.join(DTYPES)}")
+    if family == "gpt2":
+        arch = _gpt2(config, dtype)
+    elif family == "bert":
+        arch = _bert(config, dtype)
+    else:
+        arch = _decoder(config, family, dtype)
+    _check(arch)
+    return arch
+
+
+def _gpt2(config: Mapping[str, Any], dtype: str) -> Arch:
+    hidden = _get(config, "n_embd", "hidden_size")
+    heads = _get(config, "n_head", "num_attention_heads")
+    return Arch(
+        family="gpt2",
+        vocab=_get(config, "vocab_size"),
+        hidden=hidden,
+        layers=_get(config, "n_layer", "num_hidden_layers"),
+        heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads if heads else 0,
+        intermediate=_get(config, "n_inner", default=4 * hidden),
+        mlp="gelu",
+        norm="layer",
+        tied=bool(config.get("tie_word_embeddings", True)),
+        qkv_bias=True,
+        mlp_bias=True,
+        positions=_get(config, "n_positions", "max_position_embeddings"),
+        dtype=dtype,
+    )
+
+
+def _bert(config: Mapping[str, Any], dtype: str) -> Arch:
+    hidden = _get(config, "hidden_size")
+    heads = _get(config, "num_attention_heads")
+    return Arch(
+        family="bert",
+        vocab=_get(config, "vocab_size"),
+        hidden=hidden,
+        layers=_get(config, "num_hidden_layers"),
+        heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads if heads else 0,
+        intermediate=_get(config, "intermediate_size"),
+        mlp="gelu",
+        norm="layer",
+        tied=False,
+        qkv_bias=True,
+        mlp_bias=True,
+        positions=_get(config, "max_position_embeddings"),
+        token_types=_get(config, "type_vocab_size", default=2),
+        post_norm=True,
+        dtype=dtype,
+    )
+
+
+def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
+    hidden = _get(config, "hidden_size")
+    heads = _get(config, "num_attention_heads")
+    head_dim = _get(config, "head_dim", default=hidden // heads if heads else 0)
+    experts = _experts(config, family)
+    latent = None
+    if family in ("deepseek_v2", "deepseek_v3"):
+        latent = Latent(
+            q_rank=config.get("q_lora_rank"),
+            kv_rank=_get(config, "kv_lora_rank"),
+            rope_dim=_get(config, "qk_rope_head_dim"),
+            nope_dim=_get(config, "qk_nope_head_dim"),
+            v_dim=_get(config, "v_head_dim"),
+        )
+    bias = bool(config.get("attention_bias", family == "qwen2" or family == "qwen2_moe"))
+    return Arch(
+        family=family,
+        vocab=_get(config, "vocab_size"),
+        hidden=hidden,
+        layers=_get(config, "num_hidden_layers"),
+        heads=heads,
+        kv_heads=_get(config, "num_key_value_heads", default=heads),
+        head_dim=head_dim,
+        intermediate=_get(config, "intermediate_size"),
+        mlp="swiglu",
+        norm="rms",
+        tied=bool(config.get("tie_word_embeddings", False)),
+        qkv_bias=bias,
+        mlp_bias=bool(config.get("mlp_bias", False)),
+        positions=0,
+        experts=experts,
+        latent=latent,
+        dtype=dtype,
+    )
+
+
+def _experts(config: Mapping[str, Any], family: str) -> Experts | None:
+    if family == "mixtral":
+        return Experts(
+            experts=_get(config, "num_local_experts"),
+            top_k=_get(config, "num_experts_per_tok"),
+            intermediate=_get(config, "intermediate_size"),
+        )
+    if family in ("qwen2_moe", "qwen3_moe"):
+        return Experts(
+            experts=_get(config, "num_experts"),
+            top_k=_get(config, "num_experts_per_tok"),
+            intermediate=_get(config, "moe_intermediate_size"),
+            shared=_get(config, "shared_expert_intermediate_size", default=0),
+            shared_gate=family == "qwen2_moe",
+            every=_get(config, "decoder_sparse_step", default=1),
+            dense_blocks=tuple(_get(config, "mlp_only_layers", default=[])),
+        )
+    if family in ("deepseek", "deepseek_v2", "deepseek_v3"):
+        routed = _get(config, "n_routed_experts", default=0)
+        if not routed:
+            return None
+        moe_width = _get(config, "moe_intermediate_size")
+        return Experts(
+            experts=routed,
+            top_k=_get(config, "num_experts_per_tok"),
+            intermediate=moe_width,
+            shared=moe_width * _get(config, "n_shared_experts", default=0),
+            first_dense=_get(config, "first_k_dense_replace", default=0),
+            every=_get(config, "moe_layer_freq", default=1),
+        )
+    return None
+
+
+def _check(arch: Arch) -> None:
+    for name in ("vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "intermediate"):
+        value = getattr(arch, name)
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+    if arch.heads % arch.kv_heads:
+        raise ConfigError(f"{arch.heads} attention heads do not split into {arch.kv_heads} key/value groups")
+    if arch.experts is not None and not 1 <= arch.experts.top_k <= arch.experts.experts:
+        raise ConfigError(f"top-{arch.experts.top_k} of {arch.experts.experts} experts")
+    if max(arch.hidden, arch.intermediate, arch.vocab, arch.layers) > 10**7:
+        raise ConfigError("a dimension over 10,000,000: not a configuration modtrans can cost")

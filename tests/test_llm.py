@@ -1,0 +1,153 @@
+"""Transformer configurations -> IR: the built-in LLMs against their published sizes, and a
+configuration against the ONNX export of the same model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from modtrans import pipeline
+from modtrans.ir.document import Kind, ModelIR
+from modtrans.workload.parse import parse
+
+Run = Callable[..., Result]
+
+
+def _ir(spec: str | Path, **options: object) -> ModelIR:
+    ir, found = pipeline.extract_checked(spec, **options)  # type: ignore[arg-type]
+    assert ir is not None, [str(d) for d in found]
+    return ir
+
+
+def _active(ir: ModelIR) -> int:
+    """Parameters one token meets: everything but the experts it is not routed to."""
+    return sum(
+        p.elements
+        for x in ir.layers
+        for p in x.params
+        if p.counted and (x.moe is None or x.moe.expert is None or x.moe.expert < x.moe.top_k)
+    )
+
+
+def test_llama_and_mixtral_have_their_published_parameter_counts() -> None:
+    # total parameters as the models' Hugging Face safetensors indexes give them (bf16 bytes / 2):
+    # Meta-Llama-3-8B 8,030,261,248; Meta-Llama-3-70B 70,553,706,496; Mixtral-8x7B 46,702,792,704
+    assert _ir("llama-3-8b").totals.params == 8_030_261_248
+    assert _ir("llama-3-70b").totals.params == 70_553_706_496
+    mixtral = _ir("mixtral-8x7b")
+    assert mixtral.totals.params == 46_702_792_704
+    assert round(_active(mixtral) / 1e9, 1) == 12.9  # Jiang et al. 2024: "12.9B active parameters"
+
+
+def test_deepseek_moe_16b_has_its_published_total_and_active_counts() -> None:
+    ir = _ir("deepseek-moe-16b")
+    # Dai et al. 2024 (DeepSeekMoE), table 1 / section 5: 16.4B total, 2.8B activated
+    assert round(ir.totals.params / 1e9, 1) == 16.4
+    assert round(_active(ir) / 1e9, 1) == 2.8
+    experts = {x.moe.expert for x in ir.layers if x.moe is not None and x.moe.expert is not None}
+    assert experts == set(range(64))
+    assert not any(x.moe for x in ir.layers if x.name.startswith("model.layers.0."))  # first block dense
+
+
+def test_gpt3_13b_follows_megatrons_parameter_formula() -> None:
+    # Narayanan et al. 2021 (Megatron-LM at scale), section 5.1:
+    # P = 12 L h^2 (1 + 13/(12 h) + (V + s)/(12 L h)) = 12 L h^2 + 13 L h + (V + s) h,
+    # plus the final LayerNorm's 2h the formula leaves out
+    layers, h, v, s = 40, 5120, 51200, 2048
+    assert _ir("gpt3-13b").totals.params == 12 * layers * h * h + 13 * layers * h + (v + s) * h + 2 * h
+
+
+def test_the_13b_tensor_parallel_message_is_a_block_output(run_cli: Run) -> None:
+    args = ("translate", "gpt3-13b", "-p", "HYBRID_TRANSFORMER", "--npus", "8", "--model-parallel-group", "8")
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.stderr
+    workload = parse(result.stdout).workload
+    assert workload is not None
+    proj = {x.name: x for x in workload.layers}["transformer.h.0.attn.c_proj"]
+    # sequence 2048 x micro-batch 1 x hidden 5120 x 2 bytes (fp16): the issue's 20,971,520
+    assert proj.fwd.comm_size == 2 * 2048 * 5120 == 20_971_520
+
+
+@pytest.mark.parametrize(
+    ("config", "onnx"),
+    [
+        (
+            {
+                "model_type": "gpt2",
+                "n_embd": 768,
+                "n_layer": 12,
+                "n_head": 12,
+                "n_positions": 1024,
+                "vocab_size": 50257,
+            },
+            "gpt2",
+        ),
+        (
+            {
+                "model_type": "bert",
+                "hidden_size": 768,
+                "num_hidden_layers": 12,
+                "num_attention_heads": 12,
+                "intermediate_size": 3072,
+                "max_position_embeddings": 512,
+                "vocab_size": 30522,
+            },
+            "bert-base",
+        ),
+    ],
+)
+def test_a_configuration_gives_the_ir_of_its_onnx_export(config: dict, onnx: str, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    """The built-in gpt2 and bert-base are transformers exports of these default configurations
+    (modtrans/zoo/manifest.json): parameters and every GEMM, matmul and norm's FLOPs are equal."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "torch_dtype": "float32"}))
+    ours, exported = _ir(path, input_shapes={"input_ids": (1, 128)}), _ir(onnx)
+    assert ours.totals.params == exported.totals.params
+    assert ours.totals.trainable_bytes == exported.totals.trainable_bytes
+    for kind in (Kind.LINEAR, Kind.MATMUL, Kind.NORM, Kind.EMBEDDING):
+        mine = sorted(x.flops.forward for x in ours.layers if x.kind is kind)
+        theirs = sorted(x.flops.forward for x in exported.layers if x.kind is kind)
+        assert mine == theirs, kind
+        gemms = sorted((x.gemm.m, x.gemm.k, x.gemm.n) for x in ours.layers if x.kind is kind and x.gemm)
+        assert gemms == sorted(
+            (x.gemm.m, x.gemm.k, x.gemm.n) for x in exported.layers if x.kind is kind and x.gemm
+        )
+    # the rest (residual adds, activations, softmax) is counted per op; the exporter splits GELU
+    assert abs(ours.totals.flops.forward / exported.totals.flops.forward - 1) < 0.002
+
+
+def test_sequence_and_micro_batch_come_from_the_input_shape() -> None:
+    small = _ir("llama-3-8b", input_shapes={"input_ids": (2, 512)})
+    q = small.layer("model.layers.0.self_attn.q_proj")
+    assert q.gemm is not None
+    assert (q.gemm.m, q.gemm.k, q.gemm.n) == (2 * 512, 4096, 4096)
+    assert small.provenance.input_shapes == {"input_ids": (2, 512)}
+    assert _ir("llama-3-8b").provenance.input_shapes == {"input_ids": (1, 2048)}  # the documented default
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"model_type": "t5"}', "model_type 't5' is not a family"),
+        ('{"model_type": "llama", "hidden_size": 64}', "has no `num_attention_heads`"),
+        ('{"model_type": "llama", "hidden_size": "big", "num_hidden_layers": 2}', "`hidden_size` must be"),
+        ('{"model_type": "llama", "hidden_size": true}', "`hidden_size` must be"),
+        ('{"model_type": "llama", "num_attention_heads": 6, "num_key_value_heads": 4, "hidden_size": 48,'
+         ' "num_hidden_layers": 1, "intermediate_size": 8, "vocab_size": 9}', "do not split"),
+        ('{"model_type": "gpt2", "n_embd": 1e30, "n_head": 2}', "`n_embd` must be"),
+        ('{"model_type": "gpt2", "n_embd": 100000000, "n_head": 2, "n_layer": 1, "n_positions": 8,'
+         ' "vocab_size": 8}', "over 10,000,000"),
+        ('{"model_type": "mixtral"', "not JSON"),
+    ],
+)  # fmt: skip
+def test_a_bad_configuration_is_one_positioned_line(text: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"] or not text.endswith("}")
+    assert message in found[0].message
