@@ -21,6 +21,7 @@ from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnost
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan, ProjectionError, project
+from modtrans.plan.simai import is_llm, project_simai
 from modtrans.strategy import Parallelism, Params, StrategyError, group, plan
 from modtrans.workload.model import Dialect, Header, Policy, Workload
 
@@ -168,14 +169,15 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
     except (StrategyError, cost.CostError) as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
+    llm_simai = options.dialect is Dialect.SIMAI and is_llm(the_plan)
     try:
-        workload: Workload | None = project(the_plan)
+        workload: Workload | None = project_simai(the_plan) if llm_simai else project(the_plan)
     except ProjectionError as error:
         workload = None
         if not options.traces:
             found.append(diagnostic("D310", str(error), path=str(spec)))
             return Translation(None, ir, tuple(found), {}, the_plan)
-    if workload is not None and options.dialect is Dialect.SIMAI:
+    if workload is not None and options.dialect is Dialect.SIMAI and not llm_simai:
         workload = dataclasses.replace(workload, header=simai_header(workload.header, options.parallel))
     groups = group(ir, options.params, options.dtype_bytes)
     metadata = {
@@ -188,6 +190,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
             "npus": options.parallel.npus,
             "model_parallel_group": the_plan.header.model_parallel_group,
             "mesh": {a.purpose.value: a.size for a in the_plan.mesh.axes},
+            **({"llm": dict(the_plan.notes)} if is_llm(the_plan) else {}),
         },
         "params": options.params.value,
         "dtype_bytes": options.dtype_bytes,

@@ -52,6 +52,7 @@ from modtrans.ir import document, render
 from modtrans.ir.document import ModelIR
 from modtrans.report import Format
 from modtrans.strategy import Parallelism, Params
+from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
 from modtrans.workload import jsonform
 from modtrans.workload.model import Dialect, Policy, Workload
 from modtrans.workload.validate import validate as validate_text
@@ -99,6 +100,9 @@ def _ir_json(ir: ModelIR, model: str, found: list[Diagnostic]) -> str | None:
     except DiagnosticError as error:  # a ModTrans bug: report it, write nothing
         found += error.diagnostics
         return None
+
+
+LLM = "LLM parallelism (tensor x pipeline x data x expert)"
 
 
 @app.command()
@@ -200,6 +204,61 @@ def translate(
     ] = False,
     quiet: Quiet = False,
     no_color: NoColor = False,
+    tp: Annotated[
+        int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks T.", rich_help_panel=LLM)
+    ] = None,
+    pp: Annotated[
+        int | None, typer.Option("--pp", min=1, help="Pipeline stages P.", rich_help_panel=LLM)
+    ] = None,
+    dp: Annotated[
+        int | None,
+        typer.Option("--dp", min=1, help="Data-parallel ranks D (default N / (T P)).", rich_help_panel=LLM),
+    ] = None,
+    ep: Annotated[
+        int | None,
+        typer.Option(
+            "--ep", min=1, help="Expert-parallel ranks E, carved from the D data ranks.", rich_help_panel=LLM
+        ),
+    ] = None,
+    sp: Annotated[
+        bool, typer.Option("--sp", help="Sequence parallelism over the T ranks.", rich_help_panel=LLM)
+    ] = False,
+    zero: Annotated[
+        int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3.", rich_help_panel=LLM)
+    ] = None,
+    micro_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--micro-batch", min=1, help="Sequences per micro-batch M (default 1).", rich_help_panel=LLM
+        ),
+    ] = None,
+    global_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--global-batch", min=1, help="Sequences per iteration B (default M D P).", rich_help_panel=LLM
+        ),
+    ] = None,
+    schedule: Annotated[
+        Schedule | None, typer.Option("--schedule", help="Pipeline schedule.", rich_help_panel=LLM)
+    ] = None,
+    vpp: Annotated[
+        int | None,
+        typer.Option(
+            "--vpp", min=1, help="Interleaved: model chunks per pipeline rank V.", rich_help_panel=LLM
+        ),
+    ] = None,
+    recompute: Annotated[
+        Recompute | None,
+        typer.Option("--recompute", help="Activation recomputation.", rich_help_panel=LLM),
+    ] = None,
+    stages: Annotated[
+        str | None,
+        typer.Option(
+            "--stages",
+            help="Blocks per pipeline chunk, e.g. 9,8,8,7 (default: balanced).",
+            rich_help_panel=LLM,
+        ),
+    ] = None,
 ) -> None:
     """Translate a model into a workload.
 
@@ -247,6 +306,13 @@ def translate(
         if model_parallel_group is not None or npus % packages:
             _usage("--packages must divide --npus, and replaces --model-parallel-group")
         model_parallel_group = npus // packages
+    layout = _layout(
+        npus, tp, pp, dp, ep, sp, zero, micro_batch, global_batch, schedule, vpp, recompute, stages, policy
+    )
+    if layout is not None:
+        npus = layout.npus
+        if micro_batch is not None:
+            batch = micro_batch  # the IR is one micro-batch
     strategy = Parallelism(
         policy,
         npus,
@@ -255,6 +321,7 @@ def translate(
         _indices(checkpoint_initiates, "--checkpoint-initiates"),
         checkpoint_every,
         _per_layer(per_layer) if per_layer is not None else None,
+        layout,
     )
     options = pipeline.Options(
         strategy,
@@ -285,6 +352,54 @@ def translate(
     target = meta or (Path(f"{output}.meta.json") if beside else None)
     sidecar = None if target is None else (target, json.dumps(result.metadata, indent=1) + "\n")
     _finish(found, text, output, _inputs(model), force, no_color, sidecar, quiet)
+
+
+def _layout(
+    npus: int,
+    tp: int | None,
+    pp: int | None,
+    dp: int | None,
+    ep: int | None,
+    sp: bool,
+    zero: int | None,
+    micro_batch: int | None,
+    global_batch: int | None,
+    schedule: Schedule | None,
+    vpp: int | None,
+    recompute: Recompute | None,
+    stages: str | None,
+    policy: Policy,
+) -> Layout | None:
+    """The LLM layout the options describe (None when none of them is given)."""
+    given = (tp, pp, dp, ep, zero, micro_batch, global_batch, schedule, vpp, recompute, stages)
+    if not sp and all(v is None for v in given):
+        return None
+    if _given("parallel") and not policy.is_transformer:
+        _usage(f"--tp/--pp/--dp/--ep/... lay out a transformer; --parallel {policy} is not one")
+    if _given("model_parallel_group"):
+        _usage("--model-parallel-group is --tp for the LLM layout: give one of them")
+    t, p = tp or 1, pp or 1
+    total = npus if _given("npus") else t * p * (dp or 1)
+    layout = Layout(
+        npus=total,
+        tp=t,
+        pp=p,
+        dp=dp,
+        ep=ep or 1,
+        sp=sp,
+        zero=zero or 0,
+        micro_batch=micro_batch or 1,
+        global_batch=global_batch,
+        schedule=schedule or (Schedule.INTERLEAVED if vpp and vpp > 1 else Schedule.ONE_F_ONE_B),
+        vpp=vpp or 1,
+        recompute=recompute or Recompute.NONE,
+        stages=None if stages is None else _indices(stages, "--stages", "blocks per chunk like 9,8,8,7"),
+    )
+    try:
+        return layout.check()
+    except LayoutError as error:
+        _usage(str(error))
+        raise
 
 
 MAX_TRACES = 4096

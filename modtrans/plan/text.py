@@ -48,8 +48,14 @@ def project(plan: Plan) -> Workload:
     """The workload file that says what `plan` says; ProjectionError when it cannot."""
     if len(plan.programs) > 1:
         raise ProjectionError(
-            f"the ranks run {len(plan.programs)} different programs (pipeline stages); a workload "
-            "file holds one program for every NPU: write Chakra traces (--format chakra-et)"
+            f"the ranks run {len(plan.programs)} different programs (pipeline stages); an ASTRA-sim 1.0 "
+            "workload file holds one program for every NPU: write --dialect simai (its pp: header) or "
+            "Chakra traces (--format chakra-et)"
+        )
+    if plan.notes.get("ga", "1") != "1":
+        raise ProjectionError(
+            f"the plan runs {plan.notes['ga']} micro-batches per iteration; an ASTRA-sim 1.0 workload file "
+            "runs one: write --dialect simai (its ga: header) or Chakra traces (--format chakra-et)"
         )
     names = [info.name for info in plan.layers]
     times: dict[tuple[int, Step], int] = {}

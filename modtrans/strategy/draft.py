@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
 
 from modtrans.cost import CostModel, PhaseTimes
 from modtrans.ir.document import Activation, Flops, Gemm, Kind, ModelIR
@@ -60,6 +62,7 @@ class Parallelism:
     checkpoint_initiates: tuple[int, ...] | None = None
     checkpoint_every: int | None = None
     per_layer: dict[str, Policy] | None = None  # HYBRID_CUSTOMIZED: name pattern -> keyword
+    layout: Any = None  # strategy.llm.Layout: tensor x pipeline x data x expert parallelism
 
 
 @dataclass(frozen=True)
@@ -116,14 +119,23 @@ class Draft:
         return frozenset(a.purpose for a in self.mesh.axes)
 
     def a_in(self, layer: IRLayer) -> int:
-        """Bytes of the floating-point inputs whose gradient back-propagation computes."""
-        if not needs_input_grad(layer, self.inputs):
-            return 0
-        return sum(a.bytes or 0 for a in layer.inputs if a.dtype not in _INTEGER)
+        return a_in(layer, self.inputs)
 
     @staticmethod
     def a_out(layer: IRLayer) -> int:
-        return layer.outputs[0].bytes or 0 if layer.outputs else 0
+        return a_out(layer)
+
+
+def a_in(layer: IRLayer, model_inputs: frozenset[str]) -> int:
+    """Bytes of the floating-point inputs whose gradient back-propagation computes."""
+    if not needs_input_grad(layer, model_inputs):
+        return 0
+    return sum(a.bytes or 0 for a in layer.inputs if a.dtype not in _INTEGER)
+
+
+def a_out(layer: IRLayer) -> int:
+    """Bytes of the layer's (first) output activation."""
+    return layer.outputs[0].bytes or 0 if layer.outputs else 0
 
 
 # ------------------------------------------------------------------------------ sharded compute
@@ -152,6 +164,29 @@ def shard(layer: IRLayer, ways: int, *, split: str = "n") -> IRLayer:
         for p in layer.params
     )
     return dataclasses.replace(layer, gemm=gemm, flops=flops, params=params)
+
+
+def resize(layer: IRLayer, factor: Fraction) -> IRLayer:
+    """The layer on `factor` times its tokens: FLOPs, activations and the GEMM's M scaled (a
+    sequence shard under SP, an expert's tokens from every expert-parallel rank); parameters kept."""
+    import dataclasses
+
+    if factor == 1:
+        return layer
+
+    def scaled(n: int) -> int:
+        return math.ceil(n * factor)
+
+    f = layer.flops
+    gemm = layer.gemm
+    if gemm is not None:
+        gemm = Gemm(scaled(gemm.m), gemm.k, gemm.n, gemm.groups)
+    acts = [
+        tuple(dataclasses.replace(a, bytes=None if a.bytes is None else scaled(a.bytes)) for a in side)
+        for side in (layer.inputs, layer.outputs)
+    ]
+    flops = Flops(scaled(f.forward), scaled(f.input_grad), scaled(f.weight_grad))
+    return dataclasses.replace(layer, flops=flops, gemm=gemm, inputs=acts[0], outputs=acts[1])
 
 
 def _sharded(x: LayerDraft) -> Group:

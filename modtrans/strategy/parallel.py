@@ -49,6 +49,13 @@ def plan(
 ) -> Plan:
     """The execution plan of `ir` under a strategy. Raises StrategyError for inconsistent options."""
     p = parallelism
+    if p.layout is not None:
+        from modtrans.strategy import llm
+
+        try:
+            return llm.plan(ir, cost, p.layout, params=params, dtype_bytes=dtype_bytes)
+        except llm.LayoutError as error:
+            raise StrategyError(str(error)) from None
     techniques = load()
     if p.policy not in techniques:
         raise StrategyError(f"--parallel {p.policy} is not a training strategy modtrans writes")

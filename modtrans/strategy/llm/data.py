@@ -1,0 +1,39 @@
+"""Data parallelism and ZeRO (Rajbhandari et al. 2020) over the data ranks: D for dense
+gradients, D / E_p for experts' (the ranks holding the same experts).
+
+    ZeRO 0    per unit, once per iteration after its last micro-batch's weight gradient:
+              ALLREDUCE of its gradient bytes (per layer, not bucketed: one collective per
+              workload layer, issued as soon as the layer's gradient is complete)
+    ZeRO 1, 2 REDUCESCATTER of the gradient, then ALLGATHER of the updated parameters, once per
+              iteration (the optimizer step between them is not timed). Stage 2 partitions the
+              gradients as well, which saves memory, not communication; Megatron-LM's
+              distributed optimizer issues exactly these two once per iteration.
+    ZeRO 3    parameters partitioned too: per micro-batch ALLGATHER of the unit's parameters
+              before its forward and again before its backward, REDUCESCATTER of its gradient
+              after its weight gradient (DeepSpeed stage 3)
+Sizes are the unit's parameter bytes as this rank's tensor-parallel shard holds them.
+"""
+
+from __future__ import annotations
+
+from modtrans.strategy.draft import Comm
+from modtrans.strategy.llm.unit import Unit
+from modtrans.workload.model import CommType
+
+
+def apply(units: list[Unit], zero: int, data_ranks: int, expert_data_ranks: int) -> None:
+    for u in units:
+        size = u.param_bytes()
+        ranks = expert_data_ranks if u.role == "expert" else data_ranks
+        if size == 0 or ranks == 1:
+            continue
+        over = u.grads_over
+        if zero == 3:
+            u.attach("before_fwd", Comm(CommType.ALLGATHER, size, over))
+            u.attach("before_bwd", Comm(CommType.ALLGATHER, size, over))
+            u.attach("after_wg", Comm(CommType.REDUCESCATTER, size, over))
+        elif zero in (1, 2):
+            u.attach("tail", Comm(CommType.REDUCESCATTER, size, over))
+            u.attach("tail", Comm(CommType.ALLGATHER, size, over))
+        else:
+            u.attach("tail", Comm(CommType.ALLREDUCE, size, over))

@@ -1,0 +1,106 @@
+"""The layout of an LLM training run: how many ranks each kind of parallelism takes, and the
+batch, schedule and memory-saving choices, with the rules that make a combination sensible.
+
+    layout = Layout(npus=1024, tp=8, pp=8, ep=1, sp=True, zero=1, micro_batch=1, global_batch=1024)
+    layout.dp, layout.ga      16, 64       (D = N / (T·P); GA = B / (M·D))
+
+Rules (each broken one is a one-line usage error naming it):
+    T·P·D = N;  E divides D (experts are carved from the data-parallel ranks, as Megatron-Core
+    does);  M·D divides B;  interleaved needs V >= 2 and GA a multiple of P (Megatron's rule for
+    its interleaved schedule), the other schedules V = 1;  --sp needs T > 1;  ZeRO 0-3.
+Defaults: D = N / (T·P); B = M·D·P (GA = P: the fewest micro-batches that fill a 1F1B pipeline).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Schedule(enum.StrEnum):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved"
+
+
+class Recompute(enum.StrEnum):
+    NONE = "none"
+    SELECTIVE = "selective"  # the attention core (Korthikanti et al. 2022)
+    FULL = "full"  # every block's forward, before its backward
+
+
+class LayoutError(ValueError):
+    """A combination that makes no sense (one line, naming the rule)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    npus: int
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    ep: int = 1
+    sp: bool = False
+    zero: int = 0
+    micro_batch: int = 1
+    global_batch: int | None = None
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    vpp: int = 1
+    recompute: Recompute = Recompute.NONE
+    stages: tuple[int, ...] | None = None  # blocks per pipeline stage (x vpp chunks), in order
+
+    @property
+    def d(self) -> int:
+        return self.dp if self.dp is not None else self.npus // (self.tp * self.pp)
+
+    @property
+    def batch(self) -> int:
+        return self.global_batch if self.global_batch is not None else self.micro_batch * self.d * self.pp
+
+    @property
+    def ga(self) -> int:
+        return self.batch // (self.micro_batch * self.d)
+
+    @property
+    def chunks(self) -> int:
+        """Virtual pipeline stages, P x V."""
+        return self.pp * self.vpp
+
+    def check(self) -> Layout:
+        for name in ("npus", "tp", "pp", "ep", "micro_batch", "vpp"):
+            if getattr(self, name) < 1:
+                raise LayoutError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.dp is not None and self.dp < 1:
+            raise LayoutError("--dp must be at least 1")
+        if self.dp is None and self.npus % (self.tp * self.pp):
+            raise LayoutError(f"--tp {self.tp} x --pp {self.pp} must divide --npus {self.npus}")
+        if self.tp * self.pp * self.d != self.npus:
+            raise LayoutError(
+                f"--tp {self.tp} x --pp {self.pp} x --dp {self.d} must equal --npus {self.npus}"
+            )
+        if self.d % self.ep:
+            raise LayoutError(
+                f"--ep {self.ep} must divide --dp {self.d} (experts are carved from the data ranks)"
+            )
+        if self.batch < 1 or self.batch % (self.micro_batch * self.d):
+            raise LayoutError(
+                f"--global-batch {self.batch} must be a multiple of "
+                f"--micro-batch {self.micro_batch} x --dp {self.d}"
+            )
+        if self.sp and self.tp == 1:
+            raise LayoutError("--sp shards the sequence over the tensor-parallel ranks: it needs --tp > 1")
+        if self.zero not in (0, 1, 2, 3):
+            raise LayoutError("--zero is 0, 1, 2 or 3")
+        if self.schedule is Schedule.INTERLEAVED:
+            if self.vpp < 2 or self.pp < 2:
+                raise LayoutError("--schedule interleaved needs --pp > 1 and --vpp V >= 2 chunks per rank")
+            if self.ga % self.pp:
+                count = f"the {self.ga} micro-batches"
+                raise LayoutError(f"--schedule interleaved needs {count} to be a multiple of --pp {self.pp}")
+        elif self.vpp != 1:
+            raise LayoutError(f"--vpp {self.vpp} needs --schedule interleaved")
+        if self.stages is not None and len(self.stages) != self.chunks:
+            raise LayoutError(
+                f"--stages lists {len(self.stages)} stages; the pipeline has {self.chunks} (P x V)"
+            )
+        return self

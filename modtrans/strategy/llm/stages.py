@@ -1,0 +1,93 @@
+"""Pipeline stages: the layers cut into P x V chunks at transformer-block boundaries.
+
+Blocks are found from the layer names (`model.layers.7.`, `transformer.h.7.`, `encoder.layer.7.`,
+`blocks.7.`: the module paths of every exporter and of modtrans/llm). Layers before the first block
+(embeddings) join the first chunk, layers after the last (final norm, head) the last; a model with
+no blocks is cut between any layers. Without --stages the cut balances compute: the contiguous
+partition whose largest chunk is smallest (binary search over the bound, greedy fill).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from modtrans.strategy.llm.options import LayoutError
+
+_BLOCK = re.compile(r"\.(?:layers|h|layer|blocks)\.(\d+)\.")
+
+
+def block_of(name: str) -> int | None:
+    found = _BLOCK.search(f".{name}")
+    return int(found.group(1)) if found else None
+
+
+def blocks(names: Sequence[str]) -> list[list[int]]:
+    """Layer indices grouped into blocks, in order (prefix and suffix joined to their neighbour)."""
+    keys = [block_of(n) for n in names]
+    if all(k is None for k in keys):
+        return [[i] for i in range(len(names))]
+    out: list[list[int]] = []
+    current: int | None = None
+    prefix: list[int] = []
+    for i, key in enumerate(keys):
+        if key is None:
+            if out:
+                out[-1].append(i)  # final norm, head: with the last block
+            else:
+                prefix.append(i)
+            continue
+        if key != current:
+            out.append([])
+            current = key
+        out[-1].append(i)
+    out[0][:0] = prefix
+    return out
+
+
+def partition(weights: Sequence[int], parts: int, explicit: Sequence[int] | None = None) -> list[range]:
+    """Contiguous ranges of block indices, one per chunk."""
+    n = len(weights)
+    if parts > n:
+        raise LayoutError(f"{parts} pipeline chunks (P x V) but the model has {n} blocks to share")
+    if explicit is not None:
+        if sum(explicit) != n or min(explicit) < 1:
+            raise LayoutError(
+                f"--stages {','.join(map(str, explicit))} must give each chunk >= 1 of the {n} blocks"
+            )
+        out, start = [], 0
+        for size in explicit:
+            out.append(range(start, start + size))
+            start += size
+        return out
+    low, high = max(weights), sum(weights)
+    while low < high:
+        bound = (low + high) // 2
+        if _fits(weights, parts, bound):
+            high = bound
+        else:
+            low = bound + 1
+    return _fill(weights, parts, low)
+
+
+def _fits(weights: Sequence[int], parts: int, bound: int) -> bool:
+    used, load = 1, 0
+    for w in weights:
+        if load + w > bound:
+            used, load = used + 1, 0
+        load += w
+    return used <= parts
+
+
+def _fill(weights: Sequence[int], parts: int, bound: int) -> list[range]:
+    """Greedy under the bound, leaving at least one block for every chunk still to open."""
+    out: list[range] = []
+    start, load, n = 0, 0, len(weights)
+    for i, w in enumerate(weights):
+        after = parts - len(out) - 1  # chunks to open after the current one
+        if i > start and after > 0 and (load + w > bound or n - i <= after):
+            out.append(range(start, i))
+            start, load = i, 0
+        load += w
+    out.append(range(start, n))
+    return out

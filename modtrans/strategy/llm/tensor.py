@@ -1,0 +1,56 @@
+"""Tensor parallelism (Megatron column / row; Shoeybi et al. 2019, section 3) and sequence
+parallelism (Korthikanti et al. 2022, section 4.2.2) over the T ranks of the tensor axis.
+
+Without SP, per unit (A = the micro-batch's hidden activation, b x s x h x bytes):
+    column-parallel linear (Q, K, V, gate, up, first MLP layer, LM head): ig ALLREDUCE of its
+        input's gradient, once per shared input;  compute N / T
+    row-parallel linear (attention output, down projection): fwd ALLREDUCE A;  compute K / T
+    vocabulary-parallel embedding: fwd ALLREDUCE A
+With SP the all-reduces become their halves on sequence-sharded activations: a column-parallel
+layer all-gathers A before its forward (once per shared input) and reduce-scatters its input's
+gradient; a row-parallel layer reduce-scatters its output and all-gathers the output's gradient
+before its backward; norms, residual adds and dropout compute 1/T of the sequence.
+Experts and routers are left to expert parallelism (not split over T).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from modtrans.ir.document import ModelIR
+from modtrans.strategy.draft import Comm, a_in, a_out
+from modtrans.strategy.llm.unit import TENSOR, Unit
+from modtrans.strategy.techniques.megatron import roles_of
+from modtrans.workload.model import CommType
+
+
+def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
+    roles = roles_of(ir, [u.x.owner for u in units if u.x.owner.moe is None])
+    model_inputs = frozenset(ir.provenance.input_shapes)
+    seen: set[str] = set()
+    for u in units:
+        if u.x.owner.moe is not None:
+            u.role = "expert" if u.x.owner.moe.expert is not None else "router"
+            continue
+        u.role = roles.get(u.name, "replicated")
+        if tp == 1:
+            continue
+        if u.role == "replicated":
+            if sp:
+                u.scale = Fraction(1, tp)
+            continue
+        u.x.ways, u.x.split = tp, "k" if u.role == "row" else "n"
+        if u.role in ("row", "embedding"):
+            out = a_out(u.x.owner)
+            u.attach("after_fwd", Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, out, TENSOR))
+            if sp and u.role == "row":
+                u.attach("before_bwd", Comm(CommType.ALLGATHER, out, TENSOR))
+        elif u.role == "column":
+            shared = frozenset(a.name for a in u.x.owner.inputs)
+            if shared & seen:
+                continue
+            seen |= shared
+            size = a_in(u.x.owner, model_inputs)
+            if sp:
+                u.attach("before_fwd", Comm(CommType.ALLGATHER, size, TENSOR))
+            u.attach("after_ig", Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR))
