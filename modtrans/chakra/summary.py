@@ -7,8 +7,10 @@ rows[0]  RankTotals(rank=0, nodes=215, compute_us=21930, flops=..., collectives=
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from modtrans.chakra.read import Trace
 from modtrans.chakra.validate import COLL, COMP, NAMES, RECV, SEND
@@ -18,6 +20,7 @@ from modtrans.chakra.validate import COLL, COMP, NAMES, RECV, SEND
 class RankTotals:
     rank: int | None
     path: str
+    stage: int | None = None  # the pipeline stage (program) modtrans wrote the rank for
     nodes: int = 0
     compute_us: int = 0  # the sum of duration_micros (what replay mode runs)
     flops: int = 0  # the sum of num_ops (what roofline mode runs)
@@ -29,7 +32,7 @@ class RankTotals:
 def summarize(traces: Sequence[Trace]) -> list[RankTotals]:
     rows = []
     for trace in sorted(traces, key=lambda t: (t.rank is None, t.rank or 0, t.path)):
-        row = RankTotals(trace.rank, trace.path, nodes=len(trace.nodes))
+        row = RankTotals(trace.rank, trace.path, _info(trace).get("stage"), nodes=len(trace.nodes))
         for node in trace.nodes:
             if node.type == COMP:
                 row.compute_us += node.duration
@@ -64,6 +67,41 @@ def lines(rows: Sequence[RankTotals]) -> list[str]:
         for (kind, group), (count, size) in sorted(r.collectives.items()):
             where = "every rank" if group == "all" else f"group {group}"
             out.append(f"{'':>5} {kind:>18} x{count:<5} {_bytes(size):>12} in {where}")
+    return out
+
+
+def _info(trace: Trace) -> dict[str, Any]:
+    """What modtrans wrote in the trace's metadata (nothing for other generators' traces)."""
+    text = trace.metadata.get("modtrans", (None, None))[1]
+    try:
+        info = json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def stages(traces: Sequence[Trace], rows: Sequence[RankTotals]) -> list[str]:
+    """Per pipeline stage: its ranks, their compute, and the schedule's bubble (Narayanan et al.
+    2021, section 2.2: (P - 1) / (V m) of the ideal time for P stages, V chunks, m micro-batches)."""
+    by_stage: dict[int, list[RankTotals]] = {}
+    for r in rows:
+        if r.stage is not None:
+            by_stage.setdefault(r.stage, []).append(r)
+    if len(by_stage) < 2:
+        return []
+    llm = (_info(traces[0]).get("parallel") or {}).get("llm") or {}
+    out = ["", f"{'stage':>5} {'ranks':>6} {'compute us':>12} {'sends':>14} {'receives':>14}"]
+    for stage, members in sorted(by_stage.items()):
+        first = members[0]
+        sends, recvs = (
+            f"{first.sends[0]} / {_bytes(first.sends[1])}",
+            f"{first.recvs[0]} / {_bytes(first.recvs[1])}",
+        )
+        out.append(f"{stage:>5} {len(members):>6} {first.compute_us:>12,} {sends:>14} {recvs:>14}")
+    if llm:
+        p, v, m = len(by_stage), int(llm.get("vpp", 1)), int(llm.get("ga", 1))
+        what = f"{llm.get('schedule')}, P={p}, V={v}, {m} micro-batches"
+        out.append(f"pipeline bubble ({what}): {(p - 1) / (v * m):.1%} of the ideal time")
     return out
 
 

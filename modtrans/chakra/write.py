@@ -146,7 +146,10 @@ class _Encoder:
         attrs = [
             pb.AttributeProto(name="schema", string_val=SCHEMA),
             pb.AttributeProto(
-                name="modtrans", string_val=json.dumps({**metadata, "rank": rank}, sort_keys=True)
+                name="modtrans",
+                string_val=json.dumps(
+                    {**metadata, "rank": rank, "stage": self.plan.program_of[rank]}, sort_keys=True
+                ),
             ),
         ]
         encode(out, pb.GlobalMetadata(attr=attrs))

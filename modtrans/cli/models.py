@@ -590,7 +590,7 @@ def inspect(
 
 def _inspect_traces(spec: Path, fmt: str) -> None:
     from modtrans.chakra.read import read
-    from modtrans.chakra.summary import lines, summarize
+    from modtrans.chakra.summary import lines, stages, summarize
     from modtrans.chakra.validate import expand
 
     if fmt != "table":
@@ -608,7 +608,8 @@ def _inspect_traces(spec: Path, fmt: str) -> None:
         traces.append(read(data, str(path)))
     broken = [t.problem for t in traces if t.problem is not None]
     report.emit(broken, Format.TEXT, stream=sys.stderr, color=False)
-    typer.echo("\n".join(lines(summarize(traces))))
+    rows = summarize(traces)
+    typer.echo("\n".join([*lines(rows), *stages(traces, rows)]))
     raise typer.Exit(1 if broken else 0)
 
 

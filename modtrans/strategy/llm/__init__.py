@@ -123,7 +123,7 @@ def _scaled(u: Unit, tp: int, sp: bool) -> Group:
     sharded_columns = u.x.ways > 1 and u.role == "column"
     folded = []
     for m in g.folded:
-        factor = u.scale if u.role != "expert" or m.moe is not None else Fraction(1)
+        factor = u.scale if u.role not in ("expert", "router") or m.moe is not None else Fraction(1)
         if sharded_columns or (sp and u.role in ("row", "embedding") and m.kind is not Kind.LINEAR):
             factor = factor * Fraction(1, tp)
         folded.append(resize(m, factor))

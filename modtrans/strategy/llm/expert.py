@@ -8,8 +8,10 @@ Per MoE block and micro-batch, with tokens·top-k·hidden·bytes dispatched (÷ 
         output's gradient before its backward (the first thing the block's backward does)
 Each rank computes E / E_p experts on the tokens all E_p ranks route to them: under balanced
 routing E_p times an expert's share of the local tokens, so an expert unit's compute is scaled by
-E_p and only E / E_p of them are kept (the program names experts 0 .. E/E_p - 1; rank r of the
-expert group holds experts r·E/E_p ..., at the same cost). Expert gradients are reduced over the
+E_p (E_p / T with sequence parallelism, which MoE with T > 1 needs, as in Megatron-Core: each
+tensor-parallel rank routes its own 1/T of the sequence) and only E / E_p of them are kept (the
+program names experts 0 .. E/E_p - 1; rank r of the expert group holds experts r·E/E_p ..., at
+the same cost). Expert gradients are reduced over the
 D / E_p ranks holding the same experts; router and dense gradients over all D.
 """
 
@@ -37,14 +39,20 @@ def apply(units: list[Unit], ep: int, tp: int, sp: bool) -> list[Unit]:
             continue
         if moe.experts % ep:
             raise LayoutError(f"--ep {ep} must divide the {moe.experts} experts of {u.name}")
+        if tp > 1 and not sp:
+            raise LayoutError(
+                "a mixture of experts with --tp > 1 needs --sp (Megatron-Core's rule: each tensor-parallel "
+                "rank routes its own sequence shard)"
+            )
         if moe.expert is None:
+            u.scale = Fraction(1, tp)  # the router sees this rank's sequence shard
             routers[u.block] = u
             kept.append(u)
             continue
         if moe.expert >= moe.experts // ep:
             _hand_over(u, kept)  # another rank's expert; what follows it in the block stays here
             continue
-        u.scale, u.grads_over = Fraction(ep), EXPERT_DATA
+        u.scale, u.grads_over = Fraction(ep, tp), EXPERT_DATA
         last_expert[u.block] = u
         kept.append(u)
     for block, router in routers.items():

@@ -1,0 +1,256 @@
+"""LLM-scale layouts on toy transformers whose every message size is computed by hand, and
+properties of every layout's traces (the validator, byte totals, FLOP conservation)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from modtrans import chakra, pipeline
+from modtrans.chakra.validate import check_set
+from modtrans.ir.document import Kind
+from modtrans.plan import Collective, Compute, Direction, Plan, Purpose, Step, Transfer
+from modtrans.strategy import Parallelism
+from modtrans.strategy.llm import Layout, Recompute, Schedule
+from modtrans.workload.model import CommType, Policy
+
+Run = Callable[..., Result]
+# a two-block Llama: hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96
+TOY = {
+    "model_type": "llama",
+    "vocab_size": 96,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "torch_dtype": "bfloat16",
+}
+MOE = {**TOY, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
+MICRO, SEQ, HIDDEN, BYTES = 2, 16, 64, 2
+A = MICRO * SEQ * HIDDEN * BYTES  # one micro-batch's hidden activation: 4,096 bytes
+
+
+def _plan(tmp_path: Path, layout: Layout, config: dict = TOY) -> Plan:  # type: ignore[type-arg]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    layout = dataclasses.replace(layout, micro_batch=MICRO)  # the IR is one micro-batch of MICRO sequences
+    options = pipeline.Options(
+        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
+        input_shapes={"input_ids": (MICRO, SEQ)},
+        traces=True,
+    )
+    result = pipeline.translate_checked(path, options)
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    return result.plan
+
+
+def _collectives(plan: Plan, rank: int = 0) -> list[Collective]:
+    return [op for op in plan.program(rank) if isinstance(op, Collective)]
+
+
+def _names(plan: Plan, ops: list) -> list[str]:  # type: ignore[type-arg]
+    return [plan.layers[op.layer].name for op in ops]
+
+
+def test_tensor_parallel_all_reduces_are_megatrons(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, Layout(npus=2, tp=2, global_batch=MICRO))
+    tp = [c for c in _collectives(plan) if c.over == frozenset({Purpose.TENSOR})]
+    assert {(c.comm, c.bytes) for c in tp} == {(CommType.ALLREDUCE, A)}
+    forward = _names(plan, [c for c in tp if c.step is Step.FWD])
+    backward = _names(plan, [c for c in tp if c.step is Step.INPUT_GRAD])
+    # Shoeybi et al. 2019, fig. 3/4: per block the forward all-reduces after the attention output
+    # and the MLP's second layer (g), the backward ones at the first layers' inputs (f); the
+    # vocabulary-parallel embedding all-reduces its output, the column-parallel head its input gradient
+    assert forward == [
+        "model.embed_tokens",
+        *(f"model.layers.{i}.{x}" for i in (0, 1) for x in ("self_attn.o_proj", "mlp.down_proj")),
+    ]
+    assert sorted(backward) == sorted(
+        ["lm_head", *(f"model.layers.{i}.{x}" for i in (0, 1) for x in ("self_attn.q_proj", "mlp.gate_proj"))]
+    )
+
+
+def test_sequence_parallelism_halves_become_gathers_and_scatters(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, Layout(npus=2, tp=2, sp=True, global_batch=MICRO))
+    tp = [c for c in _collectives(plan) if c.over == frozenset({Purpose.TENSOR})]
+    kinds = Counter((c.comm, c.step) for c in tp)
+    # Korthikanti et al. 2022, section 4.2.2: g -> reduce-scatter, f -> all-gather, and the
+    # conjugates in the backward pass; per block two of each direction
+    assert kinds[(CommType.ALLGATHER, Step.FWD)] == 2 * 2 + 1  # q and gate of 2 blocks, the head
+    assert kinds[(CommType.REDUCESCATTER, Step.FWD)] == 2 * 2 + 1  # o, down of 2 blocks, the embedding
+    assert kinds[(CommType.ALLGATHER, Step.INPUT_GRAD)] == 2 * 2
+    assert kinds[(CommType.REDUCESCATTER, Step.INPUT_GRAD)] == 2 * 2 + 1
+    assert {c.bytes for c in tp} == {A}
+
+
+def test_pipeline_sends_one_activation_per_micro_batch_in_1f1b_order(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, Layout(npus=2, pp=2, global_batch=4 * MICRO))  # GA 4
+    first, last = plan.programs
+    sends = [op for op in first if isinstance(op, Transfer) and op.direction is Direction.SEND]
+    receives = [op for op in last if isinstance(op, Transfer) and op.direction is Direction.RECV]
+    assert [(t.bytes, t.offset) for t in sends] == [(A, 1)] * 4  # activations forward to stage 1
+    assert sorted(t.tag for t in sends) == sorted(t.tag for t in receives)
+    # 1F1B on stage 0 of 2: one warm-up forward, then alternate (PipeDream-Flush)
+    steps = [
+        op.step
+        for op in first
+        if isinstance(op, Compute) and op.layer == 0 and op.step is not Step.INPUT_GRAD
+    ]
+    assert (
+        steps
+        == [Step.FWD, Step.FWD, Step.WEIGHT_GRAD, Step.FWD, Step.WEIGHT_GRAD, Step.FWD]
+        + [Step.WEIGHT_GRAD] * 2
+    )
+
+
+def test_data_parallel_and_zero_communication(tmp_path: Path) -> None:
+    dense = _plan(tmp_path, Layout(npus=2, dp=2, global_batch=4 * MICRO))  # GA 2
+    reduces = [c for c in _collectives(dense) if c.over == frozenset({Purpose.EXPERT, Purpose.DATA})]
+    q_bytes = HIDDEN * HIDDEN * BYTES
+    assert {(c.comm) for c in reduces} == {CommType.ALLREDUCE}
+    by_layer = {dense.layers[c.layer].name: c.bytes for c in reduces}
+    assert by_layer["model.layers.0.self_attn.q_proj"] == q_bytes  # once per iteration, not per micro-batch
+    assert len(reduces) == len(dense.layers)
+    zero1 = _plan(tmp_path, Layout(npus=2, dp=2, zero=1, global_batch=4 * MICRO))
+    assert Counter(c.comm for c in _collectives(zero1)) == {
+        CommType.REDUCESCATTER: len(zero1.layers),
+        CommType.ALLGATHER: len(zero1.layers),
+    }
+    zero3 = _plan(tmp_path, Layout(npus=2, dp=2, zero=3, global_batch=4 * MICRO))
+    # per micro-batch: parameters gathered before the forward and the backward, gradients scattered
+    assert Counter(c.comm for c in _collectives(zero3)) == {
+        CommType.ALLGATHER: 2 * 2 * len(zero3.layers),
+        CommType.REDUCESCATTER: 2 * len(zero3.layers),
+    }
+
+
+def test_expert_parallel_all_to_alls_and_local_experts(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, Layout(npus=4, dp=4, ep=2, global_batch=4 * MICRO), MOE)
+    a2a = [c for c in _collectives(plan) if c.comm is CommType.ALLTOALL]
+    # GShard dispatch / combine: tokens x top-k x hidden x bytes = 32 x 2 x 64 x 2
+    assert {c.bytes for c in a2a} == {MICRO * SEQ * 2 * HIDDEN * BYTES}
+    assert len(a2a) == 2 * 4  # per MoE block: dispatch and combine, forward and backward
+    assert {c.over for c in a2a} == {frozenset({Purpose.EXPERT})}
+    experts = {
+        n.split(".experts.")[1].split(".")[0] for n in (x.name for x in plan.layers) if ".experts." in n
+    }
+    assert experts == {"0", "1"}  # 4 experts over 2 ranks
+    w1 = next(
+        op
+        for op in plan.program(0)
+        if isinstance(op, Compute) and plan.layers[op.layer].name.endswith("experts.0.w1")
+    )
+    # balanced routing: 32 tokens x top-2 / 4 experts = 16 rows from each of the 2 ranks,
+    # so 2 x 16 rows x 64 x 128 multiply-adds
+    assert w1.flops == 2 * (2 * 16) * HIDDEN * 128
+    expert_grads = {
+        c.over
+        for c in _collectives(plan)
+        if c.comm is CommType.ALLREDUCE and ".experts." in plan.layers[c.layer].name
+    }
+    assert expert_grads == {frozenset({Purpose.DATA})}  # the D / E ranks holding the same experts
+
+
+@pytest.mark.parametrize("mode", [Recompute.FULL, Recompute.SELECTIVE])
+def test_recompute_before_each_backward(mode: Recompute, tmp_path: Path) -> None:
+    plan = _plan(tmp_path, Layout(npus=1, recompute=mode, global_batch=2 * MICRO))
+    recomputed = [op for op in plan.program(0) if isinstance(op, Compute) and op.step is Step.RECOMPUTE]
+    block_units = [x for x in plan.layers if x.name.startswith("model.layers.")]
+    if mode is Recompute.FULL:
+        assert len(recomputed) == 2 * len(block_units)  # every block unit, both micro-batches
+    else:
+        assert len(recomputed) == 2 * 2  # the attention core, once per block and micro-batch
+        assert all(plan.layers[op.layer].name.endswith("v_proj") for op in recomputed)
+
+
+TOY4 = {**TOY, "num_hidden_layers": 4}
+LAYOUTS = [
+    (TOY, Layout(npus=8, tp=2, pp=2, global_batch=4 * MICRO)),
+    (TOY, Layout(npus=8, tp=2, pp=2, sp=True, zero=1, global_batch=8 * MICRO)),
+    (TOY4, Layout(npus=4, pp=2, schedule=Schedule.INTERLEAVED, vpp=2, zero=3, global_batch=8 * MICRO)),
+    (TOY4, Layout(npus=4, pp=4, schedule=Schedule.GPIPE, recompute=Recompute.FULL, global_batch=4 * MICRO)),
+    (MOE, Layout(npus=16, tp=2, pp=2, ep=2, sp=True, global_batch=8 * MICRO)),
+]
+
+
+@pytest.mark.parametrize(("config", "layout"), LAYOUTS)
+def test_every_layouts_traces_validate_and_conserve_work(
+    config: dict, layout: Layout, tmp_path: Path
+) -> None:  # type: ignore[type-arg]
+    plan = _plan(tmp_path, layout, config)
+    outputs = chakra.files(plan, tmp_path / "t", tick_ns=1.0)
+    traces = dict(outputs[:-1])
+    found = check_set(traces, outputs[-1][1], "t.comm_groups.json")
+    # every send has its receive, every collective its partners (a toy's computes last < 1 us: T711)
+    assert {d.code for d in found} <= {"T711"}
+    # the bytes each rank's trace moves per group type are the plan's
+    for rank in (0, layout.npus - 1):
+        planned = sum(op.bytes for op in plan.program(rank) if isinstance(op, Collective | Transfer))
+        assert planned > 0
+    # FLOPs: every data-parallel replica computes the whole model once per micro-batch
+    # (sharding rounds each layer's FLOPs up to whole numbers)
+    single = _plan(tmp_path, Layout(npus=1, global_batch=MICRO), config)
+    model = sum(op.flops for op in single.program(0) if isinstance(op, Compute))
+    total = sum(
+        op.flops
+        for r in range(layout.npus)
+        for op in plan.program(r)
+        if isinstance(op, Compute) and op.step is not Step.RECOMPUTE
+    )
+    replicas, micro_batches = int(plan.notes["dp"]), int(plan.notes["ga"])
+    # without SP every tensor-parallel rank repeats the norms and residual adds (Korthikanti et
+    # al. 2022, section 4.2.2: the work SP removes)
+    ir, _ = pipeline.extract_checked(tmp_path / "config.json", input_shapes={"input_ids": (MICRO, SEQ)})
+    assert ir is not None
+    replicated = sum(x.flops.total for x in ir.layers if x.kind is Kind.NORM or ".residual" in x.name)
+    repeated = 0 if layout.sp else (layout.tp - 1) * replicated
+    assert total == pytest.approx(replicas * micro_batches * (model + repeated), rel=2e-3)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--tp", "3", "--npus", "8"), "--tp 3 x --pp 1 must divide --npus 8"),
+        (("--tp", "2", "--dp", "2", "--npus", "8"), "must equal --npus 8"),
+        (("--dp", "4", "--ep", "3"), "--ep 3 must divide --dp 4"),
+        (("--sp",), "--sp shards the sequence"),
+        (("--pp", "2", "--vpp", "2", "--schedule", "1f1b"), "--vpp 2 needs --schedule interleaved"),
+        (("--pp", "2", "--schedule", "interleaved"), "--vpp V >= 2"),
+        (("--dp", "2", "--global-batch", "3"), "must be a multiple of --micro-batch 1 x --dp 2"),
+        (("--tp", "2", "--model-parallel-group", "2"), "give one of them"),
+    ],
+)
+def test_layouts_that_make_no_sense_are_usage_errors(
+    args: tuple[str, ...], message: str, run_cli: Run
+) -> None:
+    result = run_cli("translate", "llama-3-8b", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_text_outputs_say_what_they_can(run_cli: Run, tmp_path: Path) -> None:
+    base = ("translate", "llama-3-8b", "--tp", "2", "--pp", "2", "--input-shape", "input_ids=1x256")
+    refused = run_cli(*base)
+    assert refused.exit_code == 1
+    assert "D310" in refused.stderr
+    assert "pipeline stages" in refused.stderr
+    simai = tmp_path / "s.txt"
+    assert run_cli(*base, "--dialect", "simai", "-o", simai).exit_code == 0
+    header = simai.read_text().splitlines()[0]
+    # AICB's header; pp_comm = micro-batch x sequence x hidden x 2 bytes (1 x 256 x 4096 x 2)
+    assert "model_parallel_NPU_group: 2 ep: 1 pp: 2 vpp: 1 ga: 2 all_gpus: 4" in header
+    assert header.endswith(f"pp_comm: {256 * 4096 * 2}")
+    assert run_cli("validate", "--dialect", "simai", "--strict", simai).exit_code == 0
+    meta = json.loads((tmp_path / "s.txt.meta.json").read_text())
+    assert meta["parallel"]["llm"]["blocks_per_chunk"] in ("17,15", "16,16")
+    zero = run_cli(*base, "--dp", "2", "--zero", "1", "--dialect", "simai")
+    assert zero.exit_code == 1
+    assert "ZeRO" in zero.stderr
