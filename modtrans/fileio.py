@@ -12,7 +12,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -186,7 +186,12 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     write_all([(path, text)])
 
 
-def write_all(outputs: Sequence[tuple[str | Path, str | bytes]]) -> None:
+Content = str | bytes | Callable[[], bytes]
+"""What an output holds: text, bytes, or a function making the bytes when the file is written
+(so a thousand traces never sit in memory together)."""
+
+
+def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     """Write every output or none: all temporaries first, then the renames; on failure the
     temporaries are removed and every existing file is as it was. Raises OSError.
 
@@ -196,14 +201,12 @@ def write_all(outputs: Sequence[tuple[str | Path, str | bytes]]) -> None:
     written through (after every regular file is in place), never replaced. Anything else (a
     directory, a socket, a block device) is refused.
     """
-    targets = [
-        (_target(Path(path)), data.encode() if isinstance(data, str) else data) for path, data in outputs
-    ]
+    targets = [(_target(Path(path)), data) for path, data in outputs]
     staged: list[tuple[str, Path]] = []
     try:
         for (real, through), data in targets:
             if not through:
-                staged.append((_stage(real, data), real))
+                staged.append((_stage(real, _bytes(data)), real))
         for temporary, real in staged:
             os.replace(temporary, real)
     except BaseException:
@@ -214,7 +217,13 @@ def write_all(outputs: Sequence[tuple[str | Path, str | bytes]]) -> None:
     for (real, through), data in targets:
         if through:
             with open(real, "wb") as out:  # a device or FIFO: no truncation, no rename
-                out.write(data)
+                out.write(_bytes(data))
+
+
+def _bytes(data: Content) -> bytes:
+    if isinstance(data, str):
+        return data.encode()
+    return data if isinstance(data, bytes) else data()
 
 
 def _target(path: Path) -> tuple[Path, bool]:

@@ -13,9 +13,14 @@ import pytest
 from typer.testing import Result
 
 from modtrans import chakra, pipeline
-from modtrans.chakra.validate import check_set
+from modtrans.chakra.read import read
+from modtrans.chakra.schema import schema
+from modtrans.chakra.summary import summarize
+from modtrans.chakra.validate import NAMES, check_set
+from modtrans.chakra.write import collective_type
 from modtrans.ir.document import Kind
 from modtrans.plan import Collective, Compute, Direction, Plan, Purpose, Step, Transfer
+from modtrans.plan.model import ResolvedCollective
 from modtrans.strategy import Parallelism
 from modtrans.strategy.llm import Layout, Recompute, Schedule
 from modtrans.workload.model import CommType, Policy
@@ -190,10 +195,22 @@ def test_every_layouts_traces_validate_and_conserve_work(
     found = check_set(traces, outputs[-1][1], "t.comm_groups.json")
     # every send has its receive, every collective its partners (a toy's computes last < 1 us: T711)
     assert {d.code for d in found} <= {"T711"}
-    # the bytes each rank's trace moves per group type are the plan's
-    for rank in (0, layout.npus - 1):
-        planned = sum(op.bytes for op in plan.program(rank) if isinstance(op, Collective | Transfer))
-        assert planned > 0
+    # the bytes each rank's trace moves per collective type and group are the plan's
+    rows = {r.rank: r for r in summarize([read(data, str(path)) for path, data in traces.items()])}
+    for rank in range(layout.npus):
+        planned: Counter[tuple[str, str]] = Counter()
+        for op in plan.ops(rank):
+            if isinstance(op, ResolvedCollective) and len(op.group.ranks) > 1:
+                group = str(op.group.id) if op.group.id else "all"
+                planned[(NAMES[collective_type(schema(), op.op.comm)], group)] += op.op.bytes
+        written = {key: size for key, (_, size) in rows[rank].collectives.items()}
+        assert written == dict(planned)
+        sends = sum(
+            op.bytes
+            for op in plan.program(rank)
+            if isinstance(op, Transfer) and op.direction is Direction.SEND
+        )
+        assert rows[rank].sends[1] == sends
     # FLOPs: every data-parallel replica computes the whole model once per micro-batch
     # (sharding rounds each layer's FLOPs up to whole numbers)
     single = _plan(tmp_path, Layout(npus=1, global_batch=MICRO), config)

@@ -37,15 +37,24 @@ class Groups:
 
 
 def check_set(
-    traces: Mapping[Any, bytes], groups: bytes | str | None = None, groups_path: str | None = None
+    traces: Mapping[Any, bytes],
+    groups: bytes | str | None = None,
+    groups_path: str | None = None,
+    *,
+    complete: bool = True,
 ) -> list[Diagnostic]:
-    """Every finding on the traces (path -> bytes) and their group file (None: no file)."""
+    """Every finding on the traces (path -> bytes) and their group file (None: no file);
+    `complete=False`: the traces are a sample of a set, checked one by one, not across ranks."""
     read_traces = [read(data, str(path)) for path, data in traces.items()]
-    return check_traces(read_traces, groups, groups_path)
+    return check_traces(read_traces, groups, groups_path, complete=complete)
 
 
 def check_traces(
-    traces: Sequence[Trace], groups: bytes | str | None = None, groups_path: str | None = None
+    traces: Sequence[Trace],
+    groups: bytes | str | None = None,
+    groups_path: str | None = None,
+    *,
+    complete: bool = True,
 ) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     for trace in traces:
@@ -53,6 +62,8 @@ def check_traces(
             found.append(trace.problem)
         found += _graph(trace)
         found += _nodes(trace)
+    if not complete:
+        return found
     ranked = {t.rank: t for t in traces if t.rank is not None}
     if ranked:
         missing = [r for r in range(max(ranked) + 1) if r not in ranked]

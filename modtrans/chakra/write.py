@@ -29,6 +29,7 @@ weight-gradient work of iteration k (its collectives, or the compute when it has
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -44,10 +45,9 @@ from modtrans.plan.model import (
     Mesh,
     Plan,
     Purpose,
-    ResolvedCollective,
-    ResolvedTransfer,
     Step,
     Tensor,
+    Transfer,
 )
 from modtrans.workload.model import CommType
 
@@ -143,45 +143,36 @@ class _Encoder:
 
         pb = self.pb
         out = io.BytesIO()
+        info = {**metadata, "rank": rank, "stage": self.plan.program_of[rank]}
         attrs = [
             pb.AttributeProto(name="schema", string_val=SCHEMA),
-            pb.AttributeProto(
-                name="modtrans",
-                string_val=json.dumps(
-                    {**metadata, "rank": rank, "stage": self.plan.program_of[rank]}, sort_keys=True
-                ),
-            ),
+            pb.AttributeProto(name="modtrans", string_val=json.dumps(info, sort_keys=True)),
         ]
         encode(out, pb.GlobalMetadata(attr=attrs))
-        for chunk in self._nodes(rank):
-            out.write(chunk)
+        out.write(b"".join(self._nodes(rank)))
         return out.getvalue()
 
-    def _nodes(self, rank: int) -> Iterator[bytes]:
-        """Node ids depend only on the program (every group over the same axes has the same
-        size), so a node encoded for one rank is reused by every rank with the same variant."""
-        program_index = self.plan.program_of[rank]
+    @functools.cache  # noqa: B019 - one encoder per write
+    def _slots(self, program_index: int) -> list[tuple[int, int, int, tuple[int, ...]]]:
+        """(pass, operation, node id, dependencies) of every node of a program: the same for
+        every rank running it (a group over the same axes has the same size everywhere)."""
         program = self.plan.programs[program_index]
-        resolved = list(self.plan.ops(rank))
+        mesh = self.plan.mesh
+        slots = []
         next_id = 0
         carried: dict[int, list[int]] = {}  # layer -> what its forward of the next pass waits for
         for k in range(self.passes):
             node_of: list[list[int]] = []  # per operation: the node ids standing for it
             wg_compute: dict[int, int] = {}
             wg_comms: dict[int, list[int]] = {}
-            for i, (op, r) in enumerate(zip(program, resolved, strict=True)):
-                deps = sorted({d for j in op.deps for d in node_of[j]})
+            for i, op in enumerate(program):
+                deps = {d for j in op.deps for d in node_of[j]}
                 if k and isinstance(op, Compute) and op.step is Step.FWD:
-                    deps = sorted({*deps, *carried.get(op.layer, [])})
-                if isinstance(r, ResolvedCollective) and len(r.group.ranks) < 2:
-                    node_of.append(deps)  # nothing to communicate: its dependents wait for its deps
+                    deps.update(carried.get(op.layer, []))
+                if isinstance(op, Collective) and mesh.span(op.over) < 2:
+                    node_of.append(sorted(deps))  # nothing to communicate: dependents wait for its deps
                     continue
-                key = (program_index, k, i, *self._variant(r))
-                chunk = self.cache.get(key)
-                if chunk is None:
-                    chunk = self._encode(next_id, op, r, deps, k, self.durations[program_index][k][i])
-                    self.cache[key] = chunk
-                yield chunk
+                slots.append((k, i, next_id, tuple(sorted(deps))))
                 node_of.append([next_id])
                 if op.step is Step.WEIGHT_GRAD:
                     if isinstance(op, Compute):
@@ -190,16 +181,38 @@ class _Encoder:
                         wg_comms.setdefault(op.layer, []).append(next_id)
                 next_id += 1
             carried = {layer: wg_comms.get(layer) or [c] for layer, c in wg_compute.items()}
+        return slots
 
-    @staticmethod
-    def _variant(r: Any) -> tuple[Any, ...]:
-        if isinstance(r, ResolvedCollective):
-            return (r.group.id,)
-        if isinstance(r, ResolvedTransfer):
-            return (r.src, r.dst)
-        return ()
+    def _nodes(self, rank: int) -> list[bytes]:
+        """The rank's encoded nodes; a node that does not depend on the rank is encoded once for
+        its program, one that does (group id, peer) once per variant."""
+        p = self.plan.program_of[rank]
+        program = self.plan.programs[p]
+        groups: dict[frozenset[Purpose], int] = {}
+        chunks = []
+        cache = self.cache
+        for k, i, node_id, deps in self._slots(p):
+            op = program[i]
+            variant: Any = None
+            if isinstance(op, Collective):
+                gid = groups.get(op.over)
+                if gid is None:
+                    gid = groups[op.over] = self.plan.group_id(rank, op.over)
+                variant = gid
+            elif isinstance(op, Transfer):
+                variant = self.plan.mesh.peer(rank, op.along, op.offset)
+            key = (p, k, i, variant)
+            chunk = cache.get(key)
+            if chunk is None:
+                chunk = cache[key] = self._encode(
+                    node_id, op, rank, variant, list(deps), k, self.durations[p][k][i]
+                )
+            chunks.append(chunk)
+        return chunks
 
-    def _encode(self, node_id: int, op: Any, r: Any, deps: list[int], k: int, micros: int) -> bytes:
+    def _encode(
+        self, node_id: int, op: Any, rank: int, variant: Any, deps: list[int], k: int, micros: int
+    ) -> bytes:
         from modtrans.chakra.schema import encode
 
         pb = self.pb
@@ -219,22 +232,23 @@ class _Encoder:
                 ]
             )
             inputs, outputs = op.inputs, op.outputs
-        elif isinstance(r, ResolvedCollective):
-            c: Collective = r.op
+        elif isinstance(op, Collective):
+            c: Collective = op
             node = pb.Node(id=node_id, name=f"COMM_COLL_NODE_{name}_{c.comm.value}", type=pb.COMM_COLL_NODE)
             node.attr.append(pb.AttributeProto(name="comm_type", int64_val=collective_type(pb, c.comm)))
             node.attr.append(pb.AttributeProto(name="comm_size", int64_val=c.bytes))
             if self.masks is not None:
                 mask = list(self.masks[c.over])
                 node.attr.append(pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=mask)))
-            if r.group.id > 0:
-                node.attr.append(pb.AttributeProto(name="pg_name", string_val=str(r.group.id)))
+            if variant > 0:
+                node.attr.append(pb.AttributeProto(name="pg_name", string_val=str(variant)))
             node.attr.append(false)
             inputs, outputs = c.inputs, c.outputs
         else:
-            assert isinstance(r, ResolvedTransfer)
-            t = r.op
+            assert isinstance(op, Transfer)
+            t = op
             send = t.direction is Direction.SEND
+            src, dst = (rank, variant) if send else (variant, rank)
             kind = "SEND" if send else "RECV"
             node = pb.Node(
                 id=node_id,
@@ -243,8 +257,8 @@ class _Encoder:
             )
             node.attr.extend(
                 [
-                    pb.AttributeProto(name="comm_src", int32_val=r.src),
-                    pb.AttributeProto(name="comm_dst", int32_val=r.dst),
+                    pb.AttributeProto(name="comm_src", int32_val=src),
+                    pb.AttributeProto(name="comm_dst", int32_val=dst),
                     pb.AttributeProto(name="comm_tag", int32_val=t.tag),
                     pb.AttributeProto(name="comm_size", int64_val=t.bytes),
                     false,
@@ -274,8 +288,11 @@ def files(
     metadata: dict[str, Any] | None = None,
     dims: Sequence[int] | None = None,
     tick_ns: float = 1000.0,
-) -> list[tuple[Path, bytes]]:
-    """`<prefix>.<rank>.et` for every rank and `<prefix>.comm_groups.json` (last), with their bytes."""
+    lazy: bool = False,
+) -> list[tuple[Path, Any]]:
+    """`<prefix>.<rank>.et` for every rank and `<prefix>.comm_groups.json` (last), with their
+    bytes; `lazy`: with a function making each trace's bytes instead (fileio.write_all calls it
+    when it writes the file, so the traces never sit in memory together)."""
     npus = plan.npus
     if dims and math.prod(dims) != npus:
         raise ChakraError(f"the network dims {list(dims)} hold {math.prod(dims)} NPUs, not --npus {npus}")
@@ -283,8 +300,12 @@ def files(
     if not folder.is_dir():
         raise ChakraError(f"the folder {folder} does not exist")
     encoder = _Encoder(plan, passes, dims, tick_ns)
+    info = metadata or {}
     traces = [
-        (prefix.with_name(f"{prefix.name}.{rank}.et"), encoder.trace(rank, metadata or {}))
+        (
+            prefix.with_name(f"{prefix.name}.{rank}.et"),
+            functools.partial(encoder.trace, rank, info) if lazy else encoder.trace(rank, info),
+        )
         for rank in range(npus)
     ]
     return [*traces, (group_file(prefix), groups_json(plan).encode())]

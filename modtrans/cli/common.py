@@ -13,7 +13,7 @@ import typer
 
 from modtrans import cost, report
 from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
-from modtrans.fileio import same_file, write_all
+from modtrans.fileio import Content, same_file, write_all
 from modtrans.report import Format
 from modtrans.strategy import Params
 from modtrans.strategy.parallel import PER_LAYER as PER_LAYER_POLICIES
@@ -357,7 +357,7 @@ def _save(path: Path, text: str, problems: list[Diagnostic]) -> None:
     _save_all([(path, text)], problems)
 
 
-def _save_all(outputs: Sequence[tuple[Path, str | bytes]], problems: list[Diagnostic]) -> None:
+def _save_all(outputs: Sequence[tuple[Path, Content]], problems: list[Diagnostic]) -> None:
     """Write every output or none; a failure is F003 naming the file."""
     if not outputs:
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -46,10 +46,11 @@ from modtrans.cli.common import (
     zoo_app,
 )
 from modtrans.cost import roofline
-from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
+from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
 from modtrans.fileio import is_file_output, read_binary
 from modtrans.ir import document, render
 from modtrans.ir.document import ModelIR
+from modtrans.plan import Plan
 from modtrans.report import Format
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
@@ -492,13 +493,14 @@ def _chakra_traces(
                     metadata={**metadata, "network_dims": dims},
                     dims=dims,
                     tick_ns=1.0,  # translated in ns
+                    lazy=True,
                 )
             )
         except chakra.ChakraError as error:
             typer.echo(f"modtrans: {error}", err=True)
             raise typer.Exit(2) from None
         traces, groups = outputs[:-1], outputs[-1]
-        found += _checked(outputs)  # what we write passes the checks users run
+        found += _checked(plan, outputs)  # what we write passes the checks users run
         sidecar = (Path(f"{prefix}.meta.json"), json.dumps(metadata, indent=1) + "\n")
         outputs.append(sidecar)
         _refuse_inputs([target for target, _ in outputs], inputs, force)
@@ -517,13 +519,33 @@ def _chakra_traces(
     raise typer.Exit(report.exit_code(found, strict=strict) or (1 if failed else 0))
 
 
-def _checked(outputs: list[tuple[Path, str | bytes]]) -> list[Diagnostic]:
-    """The trace-set checks of `modtrans validate`, on the traces before they are written."""
-    from modtrans.chakra.validate import check_set
+SELF_CHECK = 64
+"""Up to this many ranks, every trace written is decoded and checked across ranks before it is
+saved; above, each pipeline stage's first rank is checked node by node and the matching across
+ranks on the plan itself (plan/check.py), which decides the same for traces made from it."""
 
-    traces = {path: data for path, data in outputs if isinstance(data, bytes) and str(path).endswith(".et")}
-    path, groups = outputs[-1]  # chakra.files puts the group file last
-    return [d for d in check_set(traces, groups, str(path)) if d.severity <= 2]
+
+def _checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
+    """The trace-set checks of `modtrans validate`, on the traces before they are written (the
+    traces checked are made here and kept, so they are not encoded twice)."""
+    from modtrans.chakra.validate import check_set
+    from modtrans.plan.check import consistency
+
+    group_path, groups = outputs[-1]
+    traces = outputs[:-1]
+    complete = len(traces) <= SELF_CHECK
+    ranks = (
+        range(len(traces)) if complete else sorted({plan.program_of.index(p) for p in set(plan.program_of)})
+    )
+    for rank in ranks:
+        path, data = traces[rank]
+        if callable(data):
+            outputs[rank] = (path, data())
+    sample = {str(outputs[r][0]): outputs[r][1] for r in ranks}
+    found = check_set(sample, groups, str(group_path), complete=complete)
+    if not complete:
+        found += [diagnostic(code, message, path=str(group_path)) for code, message in consistency(plan)]
+    return [d for d in found if d.severity <= 2]
 
 
 def _render_workload(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:

@@ -253,6 +253,11 @@ class Plan:
             if len(members[gid]) > 1
         ]
 
+    def group_id(self, rank: int, over: frozenset[Purpose]) -> int:
+        """The id of `rank`'s group over these axes (0: every rank)."""
+        first, keys = self._group_index[over]
+        return first + keys[self.mesh.key(rank, over)]
+
     def group(self, rank: int, over: frozenset[Purpose]) -> CommGroup:
         first, keys = self._group_index[over]
         gid = first + keys[self.mesh.key(rank, over)]

@@ -1,0 +1,48 @@
+"""Whether a plan's ranks can meet: what the trace-set checks would find across ranks, decided
+on the plan itself (one representative rank per program), for sets too large to decode whole.
+
+    consistency(plan)  ->  [("T707", "..."), ("T706", "...")]   (empty: consistent)
+
+T707: every communicator group's ranks must run one program (so they issue the same collectives
+in the same order). T706: every transfer of a program must meet, on the peer's program, the
+opposite transfer with the same tag and size, pointing back.
+"""
+
+from __future__ import annotations
+
+from modtrans.plan.model import Collective, Direction, Plan, Transfer
+
+
+def consistency(plan: Plan) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for group in plan.groups():
+        programs = {plan.program_of[r] for r in group.ranks}
+        if len(programs) > 1:
+            problems.append(("T707", f"group {group.id} ({group.purpose}) spans programs {sorted(programs)}"))
+    overs = {op.over for program in plan.programs for op in program if isinstance(op, Collective)}
+    for over in overs:
+        if plan.mesh.span(over) == plan.npus and len(plan.programs) > 1:
+            problems.append(
+                ("T707", "a collective of every rank in a plan whose ranks run different programs")
+            )
+    first = {p: plan.program_of.index(p) for p in set(plan.program_of)}
+    for p, rank in first.items():
+        for op in plan.programs[p]:
+            if not isinstance(op, Transfer):
+                continue
+            peer = plan.mesh.peer(rank, op.along, op.offset)
+            if peer is None:
+                problems.append(("T706", f"rank {rank}: no {op.along} peer at offset {op.offset}"))
+                continue
+            wanted = Direction.RECV if op.direction is Direction.SEND else Direction.SEND
+            partner = [
+                t
+                for t in plan.program(peer)
+                if isinstance(t, Transfer)
+                and (t.direction, t.tag, t.bytes, t.along, t.offset)
+                == (wanted, op.tag, op.bytes, op.along, -op.offset)
+            ]
+            if len(partner) != 1:
+                what = f"rank {rank}'s {op.direction} tag {op.tag} ({op.bytes} bytes)"
+                problems.append(("T706", f"{what} has {len(partner)} partners on rank {peer}"))
+    return problems
