@@ -271,3 +271,66 @@ def test_text_outputs_say_what_they_can(run_cli: Run, tmp_path: Path) -> None:
     zero = run_cli(*base, "--dp", "2", "--zero", "1", "--dialect", "simai")
     assert zero.exit_code == 1
     assert "ZeRO" in zero.stderr
+
+
+def _moe_onnx(path: Path, top_k: int | None = 2) -> Path:
+    """A Mixtral-style MoE block as transformers' exports name it (MixtralSparseMoeBlock: a
+    `gate` router, Softmax, TopK, `experts.<e>.w1` / `w2`), each expert computed on every token
+    and masked afterwards, as dense exports do."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    tokens, hidden, width, experts = 8, 16, 32, 4
+    block = "/model/layers.0/block_sparse_moe"
+    weights = [numpy_helper.from_array(np.zeros((hidden, experts), np.float32), "gate.weight")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "gate.weight"], ["logits"], name=f"{block}/gate/MatMul"),
+        helper.make_node("Softmax", ["logits"], ["probs"], name=f"{block}/Softmax", axis=-1),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [tokens, hidden])]
+    if top_k is not None:
+        weights.append(numpy_helper.from_array(np.array([top_k], np.int64), "k"))
+        nodes.append(helper.make_node("TopK", ["probs", "k"], ["top", "chosen"], name=f"{block}/TopK"))
+        outputs.append(helper.make_tensor_value_info("chosen", TensorProto.INT64, [tokens, top_k]))
+    for e in range(experts):
+        weights += [
+            numpy_helper.from_array(np.zeros((hidden, width), np.float32), f"w1.{e}"),
+            numpy_helper.from_array(np.zeros((width, hidden), np.float32), f"w2.{e}"),
+        ]
+        scope = f"{block}/experts.{e}"
+        nodes += [
+            helper.make_node("MatMul", ["x", f"w1.{e}"], [f"h{e}"], name=f"{scope}/w1/MatMul"),
+            helper.make_node("Relu", [f"h{e}"], [f"a{e}"], name=f"{scope}/act/Relu"),
+            helper.make_node("MatMul", [f"a{e}", f"w2.{e}"], [f"o{e}"], name=f"{scope}/w2/MatMul"),
+        ]
+    nodes.append(helper.make_node("Sum", [f"o{e}" for e in range(experts)], ["y"], name=f"{block}/Sum"))
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [tokens, hidden])]
+    graph = helper.make_graph(nodes, "moe", inputs, outputs, weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_an_onnx_mixture_of_experts_is_recognised(run_cli: Run, tmp_path: Path) -> None:
+    ir, found = pipeline.extract_checked(_moe_onnx(tmp_path / "moe.onnx"))
+    assert ir is not None
+    assert not [d for d in found if d.code == "X505"]
+    router = ir.layer("model.layers.0.block_sparse_moe.gate")
+    assert router.moe is not None
+    assert (router.moe.experts, router.moe.top_k, router.moe.expert) == (4, 2, None)
+    w1 = ir.layer("model.layers.0.block_sparse_moe.experts.3.w1")
+    assert w1.moe is not None
+    assert w1.moe.expert == 3
+    assert w1.gemm is not None
+    # computed densely on all 8 tokens in the export; balanced top-2 routing gives it 8 x 2 / 4
+    assert (w1.gemm.m, w1.gemm.k, w1.gemm.n) == (4, 16, 32)
+    assert w1.flops.forward == 2 * 4 * 16 * 32
+    prefix = tmp_path / "t"
+    result = run_cli(
+        "translate", tmp_path / "moe.onnx", "--dp", "4", "--ep", "2", "--format", "chakra-et", "-o", prefix
+    )
+    assert result.exit_code == 0, result.stderr
+    assert run_cli("validate", prefix).exit_code == 0
+    ir, found = pipeline.extract_checked(_moe_onnx(tmp_path / "no-topk.onnx", top_k=None))
+    assert ir is not None
+    assert "top-1 assumed" in next(d.message for d in found if d.code == "X505")

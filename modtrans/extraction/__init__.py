@@ -14,7 +14,7 @@ from pathlib import Path
 
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
-from modtrans.extraction import fold, load
+from modtrans.extraction import fold, load, moe
 from modtrans.extraction.graph import Walker
 from modtrans.ir.document import ModelIR, Provenance
 
@@ -96,7 +96,8 @@ def _extract(
     inferred = fold.fold(inferred)
     walker = Walker(where)
     walker.walk(inferred.graph)
-    found += _with_input_hint(walker.diagnostics, loaded.input_shapes)
+    layers, diagnostics = moe.mark(walker.layers, walker.top_k, walker.diagnostics, where)
+    found += _with_input_hint(diagnostics, loaded.input_shapes)
     m = loaded.model
     provenance = Provenance(
         file=display_name or path.name,
@@ -112,4 +113,4 @@ def _extract(
         tool=f"modtrans {__version__}",
         architecture_only=loaded.architecture_only,
     )
-    return ModelIR(provenance, tuple(walker.layers)), found
+    return ModelIR(provenance, tuple(layers)), found

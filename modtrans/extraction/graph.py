@@ -232,6 +232,7 @@ class Walker:
         self._unknown_dims: set[str] = set()
         self._unsupported: set[str] = set()
         self._made_by: dict[str, tuple[str, ...]] = {}  # tensor -> the layers it comes from
+        self.top_k: dict[str, int] = {}  # TopK layer -> its constant K (mixtures of experts)
 
     def walk(self, graph: onnx.GraphProto, parent: _Scope | None = None, prefix: str = "") -> None:
         scope = _Scope(graph, parent, prefix)
@@ -254,6 +255,10 @@ class Walker:
                 continue
             bias = next((add for add, mm in fused.items() if mm == id(node)), None)
             self._layer(scope, node, node_name, bias, feeding)
+            if node.op_type == "TopK":
+                k = _constant_int(scope, node.input[1]) if len(node.input) > 1 else None
+                if k is not None:
+                    self.top_k[self.layers[-1].name] = k
             for out in node.output:
                 self._made_by[out] = (self.layers[-1].name,)
 
@@ -392,6 +397,26 @@ class Walker:
             candidate = f"{name}_{n}"
         self._names.add(candidate)
         return candidate
+
+
+def _constant_int(scope: _Scope, name: str) -> int | None:
+    """The value of a one-element integer constant (a TopK's K), when the graph holds it."""
+    from onnx import numpy_helper
+
+    current: _Scope | None = scope
+    while current is not None:
+        tensor = current.initializers.get(name)
+        node = current.producers.get(name)
+        if tensor is None and node is not None and node.op_type == "Constant":
+            tensor = next((a.t for a in node.attribute if a.name == "value"), None)
+        if tensor is not None:
+            try:
+                values = numpy_helper.to_array(tensor).reshape(-1)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError):  # a malformed tensor
+                return None
+            return int(values[0]) if values.size == 1 else None
+        current = current.parent
+    return None
 
 
 def _concrete(dims: tuple[Dim, ...] | None) -> tuple[int, ...] | None:
