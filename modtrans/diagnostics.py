@@ -848,3 +848,37 @@ deepseek_v2, deepseek_v3, gpt2, bert) with the keys that family's transformers c
 defines (hidden_size, num_hidden_layers, ...). The message names the key that is missing or wrong.
 """,
 )
+_code(
+    "X510",
+    W,
+    "layer whose FLOPs are unknown",
+    """
+The layer's cost depends on a tensor whose shape shape inference left unknown (a dimension no
+input fixes, an op with no shape rule such as a custom op before it), so its FLOPs would be 0.
+`extract` warns; `translate` refuses, since a 0 would be written silently into the workload.
+Give the inputs' shapes (`--input-shape NAME=AxBxC`, `--batch N`), or pass `--allow-unknown` to
+keep the zeros (the layers are listed in the output's metadata).
+""",
+)
+_code(
+    "X511",
+    E,
+    "input shape contradicts the weights",
+    """
+A layer's input does not fit its weight: a convolution's input channels are not its weight's, a
+GEMM's reduction dimension differs. The input shape given (`--input-shape`) is not the model's:
+usually the wrong layout (NHWC for an NCHW model, 1x224x224x3 for 1x3x224x224).
+""",
+)
+_code(
+    "X512",
+    INFO,
+    "--batch set a dimension other than the first",
+    """
+`--batch N` fixes an input's batch dimension: a symbolic dimension named like a batch (batch,
+batch_size, N, B), else dimension 1 when dimension 0 is a sequence (named like one: seq, time,
+len, ...; or the input of a sequence-first LSTM / GRU / RNN, ONNX's default layout), else
+dimension 0. This note says when it was not dimension 0; `--input-shape NAME=AxBxC` sets a whole
+shape instead.
+""",
+)

@@ -59,6 +59,7 @@ class Options:
     cost: cost.Settings = field(default_factory=cost.Settings)  # device, array, dataflow, clock ...
     dialect: Dialect = Dialect.ASTRA_SIM  # only to warn about units the consumer misreads
     traces: bool = False  # the output is Chakra traces: a plan no workload file can hold is fine
+    allow_unknown: bool = False  # keep layers whose FLOPs are unknown (0), listed in the metadata
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,11 @@ def extract_checked(
 
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
     ir, found = extract_checked(spec, batch=options.batch, input_shapes=options.input_shapes)
-    # Unknown dims make compute times wrong: an error here, where extract only warns.
-    found = [replace(d, severity=Severity.ERROR) if d.code == "X504" else d for d in found]
+    # A layer whose FLOPs are unknown would be a silent 0 in the workload: an error here, where
+    # extract only warns (an unknown dimension that no layer's cost needs stays a warning).
+    if not options.allow_unknown:
+        found = [replace(d, severity=Severity.ERROR) if d.code == "X510" else d for d in found]
+    uncosted = [d.message.split(" ", 2)[1] for d in found if d.code == "X510"]
     if ir is None or has_errors(found):
         return Translation(None, ir, tuple(found), {})
     try:
@@ -197,6 +201,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         "compute": model.describe(),
         "layers": {"workload": len(the_plan.layers), "ir": len(ir.layers)},
         "folded": {g.owner.name: [x.name for x in g.folded] for g in groups if g.folded},
+        **({"unknown_flops": uncosted} if uncosted else {}),
     }
     return Translation(workload, ir, tuple(found), metadata, the_plan)
 

@@ -206,7 +206,9 @@ def test_quantized_weights_sized_by_their_dtype(tmp_path: Path) -> None:
     path = _model(tmp_path, nodes, [_x("x", 1, 4, 5, 5)], [wq, scale, zero])
     (layer,) = _ok(path).layers
     weight, *quant = layer.params
-    assert (weight.name, weight.dtype, weight.bytes, weight.trainable) == ("Wq", "int8", 288, False)
+    # a quantized model's stored weights are its parameters, sized as stored and treated as trained
+    # (extraction/ops/quantized.py): a workload for the model as it is
+    assert (weight.name, weight.dtype, weight.bytes, weight.trainable) == ("Wq", "int8", 288, True)
     assert [(q.name, q.role) for q in quant] == [("scale", Role.QUANT), ("zero", Role.QUANT)]
 
 
@@ -267,8 +269,8 @@ def test_custom_op_warns_and_keeps_the_layer(tmp_path: Path) -> None:
     onnx.save(model, path)
     ir, found = extract(path)
     assert ir is not None
-    assert [d.code for d in found] == ["X505"]
-    assert "com.example::FancyOp" in found[0].message
+    assert sorted(d.code for d in found) == ["X505", "X510"]  # the op has no model; the layer's FLOPs unknown
+    assert "com.example::FancyOp" in next(d.message for d in found if d.code == "X505")
     (layer,) = ir.layers
     assert layer.kind is Kind.OTHER
     assert layer.params[0].elements == 16
@@ -278,7 +280,9 @@ def test_unknown_batch_is_named_and_resolved_by_batch(tmp_path: Path) -> None:
     nodes = [helper.make_node("Relu", ["x"], ["y"], name="r")]
     path = _model(tmp_path, nodes, [_x("x", "N", 4)], [])
     ir, found = extract(path)
-    assert [(d.code, "'x'" in d.message and "'N'" in d.message) for d in found] == [("X504", True)]
+    codes = sorted((d.code, "'x'" in d.message and "'N'" in d.message) for d in found)
+    assert codes == [("X504", True), ("X510", True)]
+    assert any("layer r (Relu): FLOPs unknown" in d.message for d in found)  # never a silent zero
     assert ir is not None
     assert ir.layers[0].flops.forward == 0
     fixed = _ok(path, batch=3)

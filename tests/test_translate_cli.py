@@ -101,9 +101,16 @@ def test_translate_unknown_dims_are_errors(run_cli: Run, tmp_path: Path) -> None
     model.write_bytes((Path(document.__file__).parent.parent / "zoo" / "vgg16.onnx").read_bytes())
     result = run_cli("translate", model)  # batch is symbolic in the file
     assert result.exit_code == 1
-    assert "error X504" in result.stderr
+    assert "warning X504" in result.stderr  # the unknown dimension itself ...
+    assert (
+        "error X510 layer features.0 (Conv): FLOPs unknown" in result.stderr
+    )  # ... blocks the layers needing it
     assert result.stdout == ""
     assert run_cli("translate", model, "--batch", "2").exit_code == 0
+    kept = run_cli("translate", model, "--allow-unknown", "-o", tmp_path / "w.txt")
+    assert kept.exit_code == 0, kept.stderr
+    meta = json.loads((tmp_path / "w.txt.meta.json").read_text())
+    assert "features.0" in meta["unknown_flops"]
 
 
 def test_extract_writes_a_schema_valid_ir(run_cli: Run, tmp_path: Path) -> None:

@@ -205,6 +205,13 @@ def translate(
     ] = False,
     quiet: Quiet = False,
     no_color: NoColor = False,
+    allow_unknown: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unknown",
+            help="Keep layers whose FLOPs are unknown (X510) with 0 FLOPs; the metadata lists them.",
+        ),
+    ] = False,
     tp: Annotated[
         int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks T.", rich_help_panel=LLM)
     ] = None,
@@ -334,6 +341,7 @@ def translate(
         settings,
         dialect,
         to == "chakra-et",
+        allow_unknown,
     )
     with report.status(f"translating {model}"):
         result = pipeline.translate_checked(model, options)

@@ -95,6 +95,9 @@ def _extract(
     found += problems
     inferred = fold.fold(inferred)
     walker = Walker(where)
+    walker.opsets = {
+        ("" if o.domain == "ai.onnx" else o.domain): o.version for o in loaded.model.opset_import
+    }
     walker.walk(inferred.graph)
     layers, diagnostics = moe.mark(walker.layers, walker.top_k, walker.diagnostics, where)
     found += _with_input_hint(diagnostics, loaded.input_shapes)

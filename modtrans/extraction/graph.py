@@ -30,6 +30,10 @@ from modtrans.ir.document import TRAINABLE_ROLES, Activation, Dim, Flops, Kind, 
 
 _CONTROL = frozenset({"If", "Loop", "Scan"})
 _FLOAT_TYPES = frozenset({1, 10, 11, 16, 17, 18, 19, 20, 23, 24})
+_QUANTIZED = frozenset({2, 3, 4, 5, 21, 22})  # uint8, int8, uint16, int16, uint4, int4
+_WEIGHT_TYPES = _FLOAT_TYPES | _QUANTIZED
+"""Weights of these types are trained parameters (a quantized model's stored weights count as its
+parameters, sized as stored; see extraction/ops/quantized.py)."""
 
 _BITS = {
     1: 32,
@@ -188,6 +192,8 @@ def _type_of(proto: onnx.TypeProto) -> tuple[tuple[Dim, ...] | None, int]:
 
 
 def _is_param(source: Source) -> bool:
+    """A tensor that can be a weight: floating point, or the 8- and 4-bit integers quantized
+    models store weights in (not int32/int64/bool: shapes, indices, masks)."""
     return source.elements > 1 and source.data_type not in INTEGER_DTYPES
 
 
@@ -233,6 +239,9 @@ class Walker:
         self._unsupported: set[str] = set()
         self._made_by: dict[str, tuple[str, ...]] = {}  # tensor -> the layers it comes from
         self.top_k: dict[str, int] = {}  # TopK layer -> its constant K (mixtures of experts)
+        self.uncosted: list[str] = []  # layers whose FLOPs could not be computed (X510)
+        self._conflicted = False
+        self.opsets: dict[str, int] = {}
 
     def walk(self, graph: onnx.GraphProto, parent: _Scope | None = None, prefix: str = "") -> None:
         scope = _Scope(graph, parent, prefix)
@@ -269,7 +278,10 @@ class Walker:
         return node.op_type in ops.PARAMETER_OPS and any(scope.is_param(i) for i in node.input)
 
     def _floating(self, scope: _Scope, node: onnx.NodeProto) -> bool:
-        """False for nodes on integer/boolean tensors only (shape arithmetic, mask building)."""
+        """False for nodes on integer/boolean tensors only (shape arithmetic, mask building);
+        quantized compute (MatMulInteger's int32 output ...) is work all the same."""
+        if node.op_type in ops.QUANTIZED:
+            return True
         kinds = [scope.lookup_type(o)[1] for o in node.output if o]
         return not kinds or any(k == 0 or k not in INTEGER_DTYPES for k in kinds)
 
@@ -302,12 +314,20 @@ class Walker:
         is_param = tuple(s is not None and any(_is_param(x) for x in s) for s in sources)
         in_shapes = tuple(_concrete(scope.lookup_type(i)[0]) for i in node.input)
         out_shapes = tuple(_concrete(scope.lookup_type(o)[0]) for o in node.output)
+        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
         view = ops.NodeView(
-            node.op_type, _attributes(node), tuple(node.input), in_shapes, out_shapes, is_param
+            node.op_type,
+            _attributes(node),
+            tuple(node.input),
+            in_shapes,
+            out_shapes,
+            is_param,
+            domain,
+            self.opsets.get(domain, 0),
         )
-        found = ops.facts(view) if node.domain in ("", "ai.onnx", "com.microsoft") else None
-        if found is None:
-            found = ops.Facts(Kind.OTHER, {i: Role.OTHER for i, p in enumerate(is_param) if p})
+        found = ops.facts(view)
+        if found is None:  # no model of the op: its FLOPs are unknown (X505 names the op, X510 the layer)
+            found = ops.Facts(Kind.OTHER, {i: Role.OTHER for i, p in enumerate(is_param) if p}, costed=False)
             if node.op_type not in self._unsupported:
                 self._unsupported.add(node.op_type)
                 domain = f"{node.domain}::" if node.domain else ""
@@ -320,7 +340,8 @@ class Walker:
                     )
                 )
         name = self._unique(readable(node_name, node.op_type))
-        params = self._params(name, sources, found.roles)
+        self._judge(name, node, found, in_shapes, scope)
+        params = self._params(name, sources, found.roles, found.param_elements)
         flops, fused_nodes = found.flops, tuple[str, ...]()
         if bias is not None:
             add = next(n for n in scope.graph.node if n.name == bias)
@@ -349,16 +370,65 @@ class Walker:
             )
         )
 
-    def _params(self, layer: str, sources: list[Leaves | None], roles: dict[int, Role]) -> tuple[Param, ...]:
+    def _judge(
+        self,
+        name: str,
+        node: onnx.NodeProto,
+        found: ops.Facts,
+        in_shapes: tuple[tuple[int, ...] | None, ...],
+        scope: _Scope,
+    ) -> None:
+        """X511 for the first layer whose input contradicts its weights; X510 for a layer whose
+        FLOPs need a shape that is unknown, naming the tensor."""
+        if found.conflict is not None and not self._conflicted:
+            self._conflicted = True
+            self.diagnostics.append(
+                diagnostic(
+                    "X511",
+                    f"layer {name} ({node.op_type}): {found.conflict}",
+                    path=self.path,
+                    hint="the input shape does not fit the model's weights: check --input-shape's layout",
+                )
+            )
+        if not found.costed:
+            shapeless = next(
+                (
+                    i
+                    for i, shape in zip(node.input, in_shapes, strict=False)
+                    if i and shape is None and not scope.is_param(i)
+                ),
+                node.output[0] if node.output else "",
+            )
+            dims = scope.lookup_type(shapeless)[0]
+            self.uncosted.append(name)
+            self.diagnostics.append(
+                diagnostic(
+                    "X510",
+                    f"layer {name} ({node.op_type}): FLOPs unknown, tensor {shapeless!r} has shape "
+                    f"{list(dims) if dims is not None else 'unknown'}",
+                    path=self.path,
+                    hint="give the inputs' shapes (--input-shape NAME=AxB), or --allow-unknown for 0 FLOPs",
+                )
+            )
+
+    def _params(
+        self,
+        layer: str,
+        sources: list[Leaves | None],
+        roles: dict[int, Role],
+        packed: dict[int, int] | None = None,
+    ) -> tuple[Param, ...]:
         out: dict[str, Param] = {}
         for index, role in roles.items():
             leaves = sources[index] if index < len(sources) else None
             for leaf in leaves or ():
                 if leaf.name not in out and (_is_param(leaf) or (leaf.quant and leaf.elements > 1)):
-                    out[leaf.name] = self._param(layer, leaf, Role.QUANT if leaf.quant else role)
+                    values = (packed or {}).get(index) if len(leaves or ()) == 1 else None
+                    out[leaf.name] = self._param(layer, leaf, Role.QUANT if leaf.quant else role, values)
         return tuple(out.values())
 
-    def _param(self, layer: str, source: Source, role: Role) -> Param:
+    def _param(self, layer: str, source: Source, role: Role, values: int | None = None) -> Param:
+        """A parameter sized as stored; `values`: the values a packed (4-bit) tensor holds."""
         owner = self._owners.setdefault(source.name, layer)
         elements = source.elements
         return Param(
@@ -366,9 +436,9 @@ class Walker:
             role=role,
             shape=source.dims,
             dtype=dtype_name(source.data_type),
-            elements=elements,
+            elements=values or elements,
             bytes=size_bytes(elements, source.data_type),
-            trainable=role in TRAINABLE_ROLES and source.data_type in _FLOAT_TYPES,
+            trainable=role in TRAINABLE_ROLES and source.data_type in _WEIGHT_TYPES,
             shared_with=None if owner == layer else owner,
         )
 

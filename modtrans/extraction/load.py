@@ -155,15 +155,66 @@ def apply_inputs(
         del info.type.tensor_type.shape.dim[:]
         for d in dims:
             info.type.tensor_type.shape.dim.add().dim_value = d
+    recurrent = _sequence_first(loaded.model)
     for name, info in inputs.items():
         if batch is not None and name not in shapes:
             dims = info.type.tensor_type.shape.dim
-            if dims and not dims[0].HasField("dim_value"):
-                dims[0].dim_value = batch
+            axis = batch_axis(
+                [d.dim_value if d.HasField("dim_value") else d.dim_param for d in dims], name in recurrent
+            )
+            if axis is not None:
+                spelled = [d.dim_param or "symbolic" for d in dims]
+                dims[axis].dim_value = batch
+                if axis != 0:
+                    why = "a sequence-first recurrent input" if name in recurrent else spelled[0]
+                    found.append(
+                        diagnostic(
+                            "X512",
+                            f"--batch {batch} set input {name!r} dimension {axis} "
+                            f"({spelled[axis]}), not 0 "
+                            f"({why})",
+                            path=path,
+                        )
+                    )
         loaded.input_shapes[name] = tuple(
             d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
             for d in info.type.tensor_type.shape.dim
         )
+    return found
+
+
+_BATCH = ("batch", "bs", "n", "b", "?")
+_SEQUENCE = ("seq", "time", "len", "step", "frame", "token")
+
+
+def batch_axis(dims: list[int | str], sequence_first: bool = False) -> int | None:
+    """Which dimension --batch sets: a symbolic dim named like a batch; else dimension 1 when
+    dimension 0 is a sequence (named like one, or the input of a sequence-first LSTM / GRU /
+    RNN); else dimension 0. None when that dimension is already fixed."""
+    symbolic = [i for i, d in enumerate(dims) if isinstance(d, str) or d == 0]
+    if not symbolic:
+        return None
+    named = [
+        i
+        for i in symbolic
+        if isinstance(dims[i], str) and str(dims[i]).lower().replace("_size", "") in _BATCH
+    ]
+    if named:
+        return named[0]
+    first = str(dims[0]).lower() if dims else ""
+    if len(dims) > 1 and 1 in symbolic and (sequence_first or any(word in first for word in _SEQUENCE)):
+        return 1
+    return 0 if 0 in symbolic else None
+
+
+def _sequence_first(model: onnx.ModelProto) -> set[str]:
+    """Graph inputs read directly as a recurrent op's sequence-first X (layout 0, ONNX's default)."""
+    found = set()
+    for node in model.graph.node:
+        if node.op_type in ("LSTM", "GRU", "RNN", "DynamicQuantizeLSTM") and node.input:
+            layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
+            if layout == 0:
+                found.add(node.input[0])
     return found
 
 
