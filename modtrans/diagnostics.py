@@ -882,3 +882,14 @@ dimension 0. This note says when it was not dimension 0; `--input-shape NAME=AxB
 shape instead.
 """,
 )
+_code(
+    "X513",
+    W,
+    "both branches of an If are costed",
+    """
+An If's condition depends on the values of the model's inputs (a sample rate, a flag), not on
+their shapes, so nothing fixes which branch runs: both branches' layers are in the IR and costed,
+which overstates the work of one inference. An If whose condition follows from the input shapes
+is folded to the branch it takes.
+""",
+)

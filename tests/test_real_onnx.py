@@ -168,3 +168,76 @@ def test_the_registry_is_keyed_by_domain(domain: str, expected: str, tmp_path: P
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16])]
     ir, _ = _ir(_save(tmp_path, [node], inputs, [w], {"": 17, domain: 1}))
     assert ir.layers[0].kind.value == expected
+
+
+def _if_model(tmp_path: Path, condition_from_shape: bool) -> Path:
+    """An If choosing between two convolutions: on `x`'s batch (a shape: folded once --batch fixes
+    it) or on a flag input's value (nothing fixes it)."""
+    conv = {n: numpy_helper.from_array(np.zeros((8, 4, 3, 3), np.float32), n) for n in ("W1", "W2")}
+
+    def branch(weight: str, name: str) -> onnx.GraphProto:
+        node = helper.make_node("Conv", ["x", weight], [f"{name}_y"], name=f"{name}/conv", pads=[1, 1, 1, 1])
+        return helper.make_graph(
+            [node], name, [], [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, None)]
+        )
+
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 8, 8])]
+    if condition_from_shape:
+        one = numpy_helper.from_array(np.array([1], np.int64), "one")
+        zero = numpy_helper.from_array(np.array([0], np.int64), "zero")
+        nodes = [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+            helper.make_node("Equal", ["batch", "one"], ["single"]),
+            helper.make_node("Squeeze", ["single"], ["cond"]),
+        ]
+        extra = [one, zero]
+    else:
+        inputs.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
+        nodes, extra = [], []
+    nodes.append(
+        helper.make_node(
+            "If",
+            ["cond"],
+            ["y"],
+            name="pick",
+            then_branch=branch("W1", "then"),
+            else_branch=branch("W2", "other"),
+        )
+    )
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [*conv.values(), *extra],
+    )
+    path = tmp_path / "if.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_an_if_on_a_shape_takes_its_branch(tmp_path: Path) -> None:
+    ir, codes = _ir(_if_model(tmp_path, condition_from_shape=True), batch=1)
+    assert [x.name for x in ir.layers] == ["then/conv"]  # batch 1: the then branch, alone
+    assert ir.layers[0].flops.forward == 2 * 1 * 8 * 8 * (4 * 9) * 8
+    assert "X513" not in codes
+    ir, _ = _ir(_if_model(tmp_path, condition_from_shape=True), batch=2)
+    assert [x.name for x in ir.layers] == ["other/conv"]
+
+
+def test_an_if_on_a_value_costs_both_branches_and_says_so(tmp_path: Path) -> None:
+    ir, codes = _ir(_if_model(tmp_path, condition_from_shape=False), batch=1)
+    assert len(ir.layers) == 2
+    assert "X513" in codes
+
+
+def test_conv_transpose_output_by_its_formula_when_inference_cannot(tmp_path: Path) -> None:
+    from modtrans.extraction.ops.gemm import transposed_output
+    from modtrans.extraction.ops.registry import NodeView
+
+    # PyTorch's ConvTranspose2d(4, 8, 3, stride=2, padding=1, output_padding=1) doubles 8x8 to 16x16
+    view = NodeView(
+        "ConvTranspose", {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}, (), (), (), ()
+    )
+    assert transposed_output(view, (1, 4, 8, 8), (4, 8, 3, 3)) == (1, 8, 16, 16)

@@ -1,4 +1,5 @@
-"""Extraction, step 0c: fold shape arithmetic so shape inference can see through it.
+"""Extraction, step 0c: fold shape arithmetic so shape inference can see through it, and take
+the branch of each If whose condition that makes constant.
 
 Exporters with dynamic axes (PyTorch's, for every Hugging Face model) compute sizes at run time:
 Shape -> Gather -> Unsqueeze -> Concat -> Reshape / Expand / Slice. ONNX shape inference cannot
@@ -65,16 +66,67 @@ _ROUNDS = 4
 
 
 def fold(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` (already shape-inferred) with constant shape arithmetic folded and shapes re-inferred."""
+    """`model` (already shape-inferred) with constant shape arithmetic folded, every If whose
+    condition became a constant replaced by the branch it takes, and shapes re-inferred."""
     for _ in range(_ROUNDS):
         try:
             folded = _fold_once(model)
-            if folded is None:
+            current = folded or model
+            chosen = _take_branches(current)
+            if folded is None and chosen is None:
                 return model
-            model = onnx.shape_inference.infer_shapes(folded, strict_mode=False, data_prop=True)
+            model = onnx.shape_inference.infer_shapes(chosen or current, strict_mode=False, data_prop=True)
         except Exception:  # best effort: a graph onnx cannot evaluate keeps the shapes it has
             return model
     return model
+
+
+def _constant_value(graph: onnx.GraphProto, name: str) -> np.ndarray | None:
+    for t in graph.initializer:
+        if t.name == name and _small(t):
+            return numpy_helper.to_array(t)
+    for node in graph.node:
+        if node.op_type == "Constant" and name in node.output:
+            for a in node.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    return numpy_helper.to_array(a.t)
+    return None
+
+
+def _take_branches(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """Inline the branch of each top-level If whose condition is a constant: its nodes and
+    initializers join the graph, its outputs renamed to the If's (through Identity)."""
+    graph = model.graph
+    picks = {}
+    for index, node in enumerate(graph.node):
+        if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
+            continue
+        value = _constant_value(graph, node.input[0])
+        if value is None or value.size != 1:
+            continue
+        branch = "then_branch" if bool(value.reshape(-1)[0]) else "else_branch"
+        body = next((a.g for a in node.attribute if a.name == branch), None)
+        if body is not None and len(body.output) == len(node.output):
+            picks[index] = body
+    if not picks:
+        return None
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    nodes: list[onnx.NodeProto] = []
+    for index, node in enumerate(model.graph.node):
+        body = picks.get(index)
+        if body is None:
+            nodes.append(node)
+            continue
+        nodes.extend(body.node)
+        out.graph.initializer.extend(body.initializer)
+        for inner, outer in zip(body.output, node.output, strict=True):
+            nodes.append(
+                onnx.helper.make_node("Identity", [inner.name], [outer], name=f"{node.name}/taken/{outer}")
+            )
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    return out
 
 
 def _static_shapes(graph: onnx.GraphProto) -> dict[str, tuple[int, ...]]:

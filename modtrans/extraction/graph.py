@@ -249,6 +249,15 @@ class Walker:
         for index, node in enumerate(graph.node):
             node_name = prefix + (node.name or f"{node.op_type}_{index}")
             if node.op_type in _CONTROL:
+                if node.op_type == "If":
+                    self.diagnostics.append(
+                        diagnostic(
+                            "X513",
+                            f"If {node_name!r}: its condition {node.input[0]!r} depends on input values, "
+                            "so both branches are costed",
+                            path=self.path,
+                        )
+                    )
                 scope.dynamic.update(node.output)
                 for attr in node.attribute:
                     for sub in (attr.g, *attr.graphs) if attr.type in (5, 10) else ():

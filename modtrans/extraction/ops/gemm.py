@@ -48,10 +48,36 @@ def conv(node: NodeView) -> Facts:
     return Facts(Kind.CONV, roles, flops.gemm(macs, bias, bias), gemm)
 
 
+def transposed_output(node: NodeView, x: Shape, w: Shape) -> Shape:
+    """ConvTranspose's output shape by the operator's formula, for when shape inference leaves it
+    symbolic: out = stride (in - 1) + output_padding + (kernel - 1) dilation + 1 - pads."""
+    explicit = node.attrs.get("output_shape")
+    spatial = len(x) - 2
+    if explicit:
+        return (x[0], w[1] * int(node.attrs.get("group", 1) or 1), *(int(v) for v in explicit[-spatial:]))
+    strides = list(node.attrs.get("strides") or [1] * spatial)
+    dilations = list(node.attrs.get("dilations") or [1] * spatial)
+    pads = list(node.attrs.get("pads") or [0] * (2 * spatial))
+    extra = list(node.attrs.get("output_padding") or [0] * spatial)
+    dims = [
+        strides[i] * (x[2 + i] - 1)
+        + extra[i]
+        + (w[2 + i] - 1) * dilations[i]
+        + 1
+        - pads[i]
+        - pads[spatial + i]
+        for i in range(spatial)
+    ]
+    return (x[0], w[1] * int(node.attrs.get("group", 1) or 1), *dims)
+
+
 @handles("ConvTranspose")
 def conv_transpose(node: NodeView) -> Facts:
     roles = param_roles(node, [(1, Role.WEIGHT), (2, Role.BIAS)])
     shapes = _conv_shapes(node)
+    x, w = node.shape(0), node.shape(1)
+    if shapes is None and x is not None and w is not None and len(x) >= 3 and len(w) == len(x):
+        shapes = x, w, transposed_output(node, x, w), int(node.attrs.get("group", 1)) or 1
     if shapes is None:
         return unknown(Kind.CONV_TRANSPOSE, roles)
     x, w, y, groups = shapes
