@@ -18,6 +18,7 @@ from typing import Any
 from modtrans import cost, fetch, zoo
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
+from modtrans.digest import Digest
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan, ProjectionError, project
@@ -92,6 +93,13 @@ def _config_file(path: Path) -> Path | None:
     return path if head is not None and llm.is_config(head) else None
 
 
+def _regular(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _is_file(path: Path) -> bool:
     try:
         return path.exists()
@@ -118,10 +126,14 @@ def extract_checked(
         return llm.extract(
             target, batch=batch, input_shapes=shapes, display_name=entry.name if entry else None
         )
-    from modtrans.extraction import extract as extract_file  # imports onnx: only when needed
-
     if _is_file(path):
-        return extract_file(path, batch=batch, input_shapes=input_shapes, file_hash=file_hash)
+        # the hash starts before onnx is imported: it runs beside the import and the extraction
+        digest = Digest(path) if file_hash and _regular(path) else None
+        from modtrans.extraction import extract as extract_file  # imports onnx: only when needed
+
+        return extract_file(path, batch=batch, input_shapes=input_shapes, file_hash=file_hash, digest=digest)
+    from modtrans.extraction import extract as extract_file
+
     entry = zoo.get(str(spec))
     fetched = fetch.cached(str(spec))
     if entry is None and fetched is not None:

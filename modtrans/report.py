@@ -58,9 +58,10 @@ def emit(
     checked: int = 0,
     everything: bool = True,
     strict: bool = False,
+    more: str = "--all shows every finding",
 ) -> None:
-    """Write `diagnostics` in `fmt`; the text report may collapse repeats (`everything=False`),
-    the machine formats never do."""
+    """Write `diagnostics` in `fmt`; the text report may collapse repeats (`everything=False`,
+    saying `more` of what was left out), the machine formats never do."""
     fmt = resolve(fmt)
     if fmt is Format.JSON:
         stream.write(json.dumps([_plain(d) for d in diagnostics], indent=2) + "\n")
@@ -78,6 +79,7 @@ def emit(
             checked=checked,
             everything=everything,
             strict=strict,
+            more=more,
         )
 
 
@@ -86,6 +88,9 @@ def _plain(d: Diagnostic) -> dict[str, Any]:
     entry["severity"] = d.severity.label
     return entry
 
+
+COLLAPSED: dict[str, Any] = {"everything": False, "more": "repeats of one code are collapsed"}
+"""How translate, extract and inspect report a model's diagnostics on stderr: repeats collapsed."""
 
 SHOWN_PER_CODE = 3
 """The text report shows the first few findings of one code in one file, then a count (--all)."""
@@ -100,6 +105,7 @@ def text(
     checked: int,
     everything: bool = True,
     strict: bool = False,
+    more: str = "--all shows every finding",
 ) -> None:
     console = _console(stream, color, soft_wrap=True)
     seen: dict[tuple[str | None, str], int] = {}
@@ -124,9 +130,7 @@ def text(
     hidden = {key: n - SHOWN_PER_CODE for key, n in seen.items() if n > SHOWN_PER_CODE}
     if not everything:
         for (path, code), n in hidden.items():
-            console.print(
-                Text(f"{path or '<input>'}: ... and {n} more {code} (--all shows every finding)", style="dim")
-            )
+            console.print(Text(f"{path or '<input>'}: ... and {n} more {code} ({more})", style="dim"))
     if checked:
         counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
         summary = ", ".join(

@@ -20,11 +20,42 @@ Describe = Callable[[Sequence[str | int], Any], str]
 Locate = Callable[[Sequence[str | int]], Span | None]
 
 
+_FORMAT_PACKAGES = (
+    "rfc3987_syntax",
+    "rfc3987",
+    "rfc3986_validator",
+    "rfc3339_validator",
+    "webcolors",
+    "uri_template",
+    "isoduration",
+    "fqdn",
+    "idna",
+    "jsonpointer",
+)
+
+
+def _import_jsonschema() -> Any:
+    import sys
+
+    hidden = [name for name in _FORMAT_PACKAGES if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # an ImportError for jsonschema._format
+    try:
+        import jsonschema
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+    return jsonschema
+
+
 @functools.cache
 def validator(name: str) -> jsonschema.Draft202012Validator:
-    # Imported on first use: jsonschema loads its optional format checkers at import (with some
-    # packages installed that alone takes a second), and most commands never validate JSON.
-    import jsonschema
+    # Imported on first use, and without the optional packages of jsonschema's format checkers:
+    # with them installed (mlc-chakra brings rfc3987-syntax, which compiles 39 lark grammars at
+    # import) `import jsonschema` alone took 0.7 s. Our schemas use no "format" (a test keeps it
+    # so); the packages are hidden only while jsonschema is imported.
+    jsonschema = _import_jsonschema()
     import referencing
 
     schema = resources.schema(name)
@@ -37,7 +68,7 @@ def validator(name: str) -> jsonschema.Draft202012Validator:
         "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
     )
     extend = jsonschema.validators.extend
-    cls = extend(jsonschema.Draft202012Validator, type_checker=strict)  # type: ignore[no-untyped-call]
+    cls = extend(jsonschema.Draft202012Validator, type_checker=strict)
     return cls(schema, registry=registry)  # type: ignore[no-any-return]
 
 

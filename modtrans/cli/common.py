@@ -14,7 +14,7 @@ import typer
 from modtrans import cost, report
 from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
 from modtrans.fileio import Content, same_file, write_all
-from modtrans.report import Format
+from modtrans.report import COLLAPSED, Format
 from modtrans.strategy import Params
 from modtrans.strategy.parallel import PER_LAYER as PER_LAYER_POLICIES
 from modtrans.workload.model import Dialect, Policy, Workload
@@ -339,7 +339,7 @@ def _finish(
         _save_all(outputs, found)
         if outputs and not has_errors(found) and not quiet:
             typer.echo("wrote " + " and ".join(str(target) for target, _ in outputs), err=True)
-    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None, **COLLAPSED)
     code = report.exit_code(found)
     raise typer.Exit(code or (1 if text is None else 0))
 

@@ -51,7 +51,7 @@ from modtrans.fileio import is_file_output, read_binary
 from modtrans.ir import document, render
 from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan
-from modtrans.report import Format
+from modtrans.report import COLLAPSED, Format
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
 from modtrans.workload import jsonform
@@ -523,7 +523,7 @@ def _chakra_traces(
                 f"and {sidecar[0]}",
                 err=True,
             )
-    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None, **COLLAPSED)
     raise typer.Exit(report.exit_code(found, strict=strict) or (1 if failed else 0))
 
 
@@ -601,14 +601,14 @@ def inspect(
         ir, found = pipeline.extract_checked(
             model, batch=batch, input_shapes=_shapes(input_shape), file_hash=False
         )
-    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None, **COLLAPSED)
     if ir is None or has_errors(found):
         raise typer.Exit(report.exit_code(found) or 1)
     selected = render.rows(ir, weights_only=params is Params.WEIGHTS, all_layers=all_layers)
     if fmt == "json":
         text = _ir_json(ir, model, found)
         if text is None:
-            report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
+            report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None, **COLLAPSED)
             raise typer.Exit(1)
         sys.stdout.write(text)
     elif fmt == "csv":

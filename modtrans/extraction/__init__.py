@@ -14,6 +14,7 @@ from pathlib import Path
 
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
+from modtrans.digest import Digest
 from modtrans.extraction import fold, load, moe
 from modtrans.extraction.graph import Walker
 from modtrans.ir.document import ModelIR, Provenance
@@ -26,9 +27,10 @@ def extract(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     display_name: str | None = None,
     file_hash: bool = True,
+    digest: Digest | None = None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the ONNX model at `path`, or None when the model cannot be read (see diagnostics)."""
-    ir, found = _extract_file(path, batch, input_shapes, display_name, file_hash)
+    ir, found = _extract_file(path, batch, input_shapes, display_name, file_hash, digest)
     if display_name is None:
         return ir, found
     # A built-in or fetched model is named by its name, never by the packaged file's path.
@@ -42,9 +44,10 @@ def _extract_file(
     input_shapes: Mapping[str, tuple[int, ...]] | None,
     display_name: str | None,
     file_hash: bool,
+    digest: Digest | None = None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     where = str(path)
-    loaded, found = load.read(path, file_hash=file_hash)
+    loaded, found = load.read(path, file_hash=file_hash, digest=digest)
     if loaded is None or has_errors(found):
         return None, found
     try:

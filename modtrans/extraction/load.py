@@ -9,7 +9,6 @@ model's folder.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import stat
@@ -21,6 +20,7 @@ import onnx
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.digest import Digest
 from modtrans.extraction import wire
 from modtrans.extraction.graph import MAX_BYTES, size_bytes, tensors
 from modtrans.ir.document import Dim
@@ -29,10 +29,14 @@ from modtrans.ir.document import Dim
 @dataclass
 class Loaded:
     model: onnx.ModelProto
-    sha256: str | None
+    digest: Digest | str | None
     size: int
     stripped: dict[str, int]
     input_shapes: dict[str, tuple[Dim, ...]] = field(default_factory=dict)
+
+    @property
+    def sha256(self) -> str | None:
+        return self.digest.result() if isinstance(self.digest, Digest) else self.digest
 
     @property
     def architecture_only(self) -> bool:
@@ -42,7 +46,9 @@ class Loaded:
         )
 
 
-def read(path: Path, *, file_hash: bool = True) -> tuple[Loaded | None, list[Diagnostic]]:
+def read(
+    path: Path, *, file_hash: bool = True, digest: Digest | None = None
+) -> tuple[Loaded | None, list[Diagnostic]]:
     """Parse `path` without its weight bytes. F001/F004 when the file is not a readable model."""
     where = str(path)
     try:
@@ -58,6 +64,8 @@ def read(path: Path, *, file_hash: bool = True) -> tuple[Loaded | None, list[Dia
         return None, [diagnostic("F001", f"cannot read: {error}", path=where)]
     except wire.WireError as error:
         return None, [diagnostic("F004", _not_onnx(path, info.st_size, error), path=where)]
+    if digest is None and file_hash:
+        digest = Digest(path)  # hashes while the rest parses and extracts
     try:
         model = onnx.ModelProto.FromString(stripped.data)
     except (DecodeError, RuntimeError) as error:
@@ -68,7 +76,6 @@ def read(path: Path, *, file_hash: bool = True) -> tuple[Loaded | None, list[Dia
         problems = _check_tensors(model, path)
     except Exception as error:  # fields of the wrong kind in a corrupt file
         return None, [diagnostic("F004", f"not a well-formed ONNX model: {type(error).__name__}", path=where)]
-    digest = _sha256(path) if file_hash else None
     return Loaded(model, digest, size, stripped.tensors), problems
 
 
@@ -87,11 +94,6 @@ def _not_onnx(path: Path, size: int, error: wire.WireError) -> str:
     if "past the end" in str(error):
         return f"truncated: the file ends at byte {size} inside a field ({error})"
     return f"not an ONNX model: {error}"
-
-
-def _sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _check_tensors(model: onnx.ModelProto, path: Path) -> list[Diagnostic]:

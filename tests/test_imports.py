@@ -1,0 +1,57 @@
+"""What each command imports: the heavy libraries only where the command needs them (issue 16:
+`--help` and text commands never load onnx, numpy, jsonschema or protobuf; nothing imports the
+39-grammar rfc3987_syntax that jsonschema's format checkers would pull in)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WORKLOAD = Path(__file__).resolve().parent.parent / "fixtures" / "workloads"
+HEAVY = {"onnx", "numpy", "jsonschema", "google.protobuf", "rfc3987_syntax"}
+_PROBE = """
+import json, sys
+from modtrans.cli import main
+sys.argv = ["modtrans", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+roots = ("onnx", "numpy", "jsonschema", "google", "rfc3987_syntax")
+print("\\n" + json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in roots)))
+"""
+
+
+def _imported(*args: str) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, check=False)
+    modules = json.loads(done.stdout.strip().splitlines()[-1])
+    return {name for name in HEAVY if name in modules}
+
+
+def _first_workload() -> Path:
+    return next(p for p in sorted(WORKLOAD.rglob("*.txt")))
+
+
+@pytest.mark.parametrize(
+    ("args", "allowed"),
+    [
+        (("--help",), set()),
+        (("validate", "{workload}"), set()),
+        (("diff", "{workload}", "{workload}"), set()),
+        (("translate", "llama-3-8b", "-o", "{out}/l.txt"), set()),  # a configuration needs no onnx
+        (("translate", "resnet50", "-o", "{out}/r.txt"), {"onnx", "numpy", "google.protobuf"}),
+        (
+            ("extract", "resnet50", "-o", "{out}/r.ir.json"),
+            {"onnx", "numpy", "jsonschema", "google.protobuf"},
+        ),
+    ],
+)
+def test_each_command_imports_only_what_it_needs(
+    args: tuple[str, ...], allowed: set[str], tmp_path: Path
+) -> None:
+    filled = [a.format(workload=_first_workload(), out=tmp_path) for a in args]
+    assert _imported(*filled) <= allowed
