@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import difflib
 import functools
+import operator
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import lark
@@ -107,6 +108,8 @@ _LAYER_TERMINALS = (
     "INT",
 )
 _UNSIGNED = re.compile(r"0|[1-9][0-9]*")
+_COMMS = {c.value: c for c in CommType}
+_POLICIES = {p.value: p for p in Policy}
 
 
 @functools.cache
@@ -122,12 +125,28 @@ def _fast_layer() -> re.Pattern[str]:
     # Between fields at least one blank, as lark's lexer has it: with `*` a long token could be
     # split between NAME (\S+) and the next field in every way, and a 1 MB line would backtrack
     # for hours (found by tests/fuzzing.py). The last field is followed by `*`: trailing blanks.
+    # The numbers in the fast path are plain decimals that fit their field: a signed 32-bit
+    # reserved field, unsigned 64-bit (at most 19 digits) elsewhere. Anything else, a sign, a
+    # leading zero, a 20-digit value, takes the full path, whose diagnostics explain it.
+    strict = {1: "(?:0|-?[1-9][0-9]{0,9})"}  # not "-0": it would write back as "0"
     parts = [f"(?P<s0>{blank})"]
     for i, name in enumerate(_LAYER_TERMINALS):
         between = blank if i == len(_LAYER_TERMINALS) - 1 else "[ \\t\\f\\v]+"
-        parts.append(f"(?P<f{i}>{terminals[name]})(?P<s{i + 1}>{between})")
+        field = strict.get(i, "(?:0|[1-9][0-9]{0,18})" if name == "INT" else terminals[name])
+        parts.append(f"(?P<f{i}>{field})(?P<s{i + 1}>{between})")
     parts.append(f"(?:(?P<f12>{terminals['POLICY']})(?P<s13>{blank}))?")
     return re.compile("".join(parts))
+
+
+@functools.cache
+def _field_groups() -> tuple[tuple[int, ...], Callable[..., tuple[str, ...]], Callable[..., tuple[str, ...]]]:
+    """Where fields f0..f12 sit in the fast regex's groups() tuple, and getters for the seven
+    unsigned numbers and the fourteen separators."""
+    index = _fast_layer().groupindex
+    fields = tuple(index[f"f{i}"] - 1 for i in range(13))
+    numeric = operator.itemgetter(*(fields[i] for i in (2, 4, 5, 7, 8, 10, 11)))
+    separators = operator.itemgetter(*(index[f"s{i}"] - 1 for i in range(14)))
+    return fields, numeric, separators
 
 
 LineCache = dict[tuple[object, ...], tuple["Layer | None", tuple[Diagnostic, ...]]]
@@ -532,24 +551,22 @@ class _Reader:
         match = _fast_layer().fullmatch(content)
         if match is None:
             return None
-        tokens = [match.group(f"f{i}") for i in range(13)]
-        numbers_ = [tokens[i] for i in (2, 4, 5, 7, 8, 10, 11)]
-        if not all(_UNSIGNED.fullmatch(t) and len(t) < 20 for t in numbers_):
-            return None  # signs, leading zeros, values near the 64-bit limit: the full path explains
-        reserved = tokens[1]
-        if len(reserved) > 11 or reserved != str(int(reserved)) or not -(2**31) <= int(reserved) < 2**31:
+        groups = match.groups()
+        f, numeric, pick_separators = _field_groups()
+        reserved = groups[f[1]]
+        if len(reserved) >= 10 and not -(2**31) <= int(reserved) < 2**31:
             return None
-        t_f, s_f, t_i, s_i, t_w, s_w, update = map(int, numbers_)
-        policy = Policy(tokens[12]) if tokens[12] is not None else None
-        count = 14 if policy is not None else 13
-        separators = tuple(match.group(f"s{i}") for i in range(count))
+        t_f, s_f, t_i, s_i, t_w, s_w, update = map(int, numeric(groups))
+        keyword = groups[f[12]]
+        policy = _POLICIES[keyword] if keyword is not None else None
+        separators = pick_separators(groups) if keyword is not None else pick_separators(groups)[:13]
         shared = self._separators.setdefault(separators, separators)
         end = len(content.rstrip(_BLANKS))
         return Layer(
-            tokens[0],
-            Phase(t_f, CommType(tokens[3]), s_f),
-            Phase(t_i, CommType(tokens[6]), s_i),
-            Phase(t_w, CommType(tokens[9]), s_w),
+            groups[f[0]],
+            Phase(t_f, _COMMS[groups[f[3]]], s_f),
+            Phase(t_i, _COMMS[groups[f[6]]], s_i),
+            Phase(t_w, _COMMS[groups[f[9]]], s_w),
             update,
             int(reserved),
             policy,
