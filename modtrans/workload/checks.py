@@ -299,8 +299,16 @@ def header_form(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
 @check("D303")
 def changed_comm_types(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     policy = workload.header.policy
+    chakra = dialect is Dialect.CHAKRA
+    odd = frozenset(c for c in CommType if _changed(dialect, c, False, 0) is not None)
     for index, layer in enumerate(workload.layers):
-        emitted = chakra_phases(policy, index, layer) if dialect is Dialect.CHAKRA else ()
+        if not chakra and not (
+            layer.fwd.comm_type in odd
+            or layer.input_grad.comm_type in odd
+            or layer.weight_grad.comm_type in odd
+        ):
+            continue  # nothing this consumer reads otherwise (checked once per comm type above)
+        emitted = chakra_phases(policy, index, layer) if chakra else ()
         for phase_name, phase in layer.phases:
             message = _changed(dialect, phase.comm_type, phase_name in emitted, phase.comm_size)
             if message:

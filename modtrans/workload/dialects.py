@@ -34,11 +34,10 @@ def detect(workload: Workload) -> Dialect:
     layout = header.layout
     if layout is not None and "DLRM_LAST_BOTTOM_LAYER:" in layout.line.tokens:
         return Dialect.SIMAI
-    for layer in workload.layers:
-        for _, phase in layer.phases:
-            if phase.comm_type.is_simai_only:
-                return Dialect.SIMAI
-    return Dialect.ASTRA_SIM
+    used = {x.fwd.comm_type for x in workload.layers}
+    used.update(x.input_grad.comm_type for x in workload.layers)
+    used.update(x.weight_grad.comm_type for x in workload.layers)
+    return Dialect.SIMAI if any(c.is_simai_only for c in used) else Dialect.ASTRA_SIM
 
 
 def chakra_phases(policy: Policy, index: int, layer: Layer) -> tuple[str, ...]:

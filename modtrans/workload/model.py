@@ -72,7 +72,7 @@ class CommType(enum.StrEnum):
 
     @property
     def is_simai_only(self) -> bool:
-        return self.value.endswith("_EP") or self is CommType.BROADCAST
+        return self in _SIMAI_ONLY
 
     @property
     def moves_data(self) -> bool:
@@ -80,6 +80,7 @@ class CommType(enum.StrEnum):
         return self not in (CommType.NONE, CommType.BROADCAST)
 
 
+_SIMAI_ONLY = frozenset(c for c in CommType if c.value.endswith("_EP") or c is CommType.BROADCAST)
 _PORTABLE = frozenset(
     {CommType.NONE, CommType.ALLREDUCE, CommType.ALLGATHER, CommType.REDUCESCATTER, CommType.ALLTOALL}
 )
