@@ -1,0 +1,117 @@
+"""Every whole-process speed figure of issue 16, each as a ratio against its baseline measured in
+the same run, on whatever machine runs it.
+
+Run by hand: `python bench/bench_speed.py [--keep DIR]` (a few minutes: it writes a 553 MB VGG16
+with embedded weights and two 100,000-layer workloads to a temporary folder). Each command runs
+in a fresh process; times are the best of three wall-clock runs, memory the child's own peak RSS
+(os.wait4). Figures and targets:
+
+    modtrans --help                            <= 0.3 s            (baseline: python -c pass)
+    translate / extract -o of VGG16, embedded  >= 2.5x faster than `onnx.load` in a process
+    translate gpt2 (weights absent)            <= 2x `modtrans --help`
+    parse 10,000 / 100,000 layers              <= 8x a plain str.split() over the same text
+    validate 100,000 layers                    <= 1.5 s
+    diff of two 100,000-layer files            <= 3 s
+    convert 100,000 layers to JSON             <= 200 MB peak
+The language server's figures (open a 100,000-line buffer <= 1 s, edit to diagnostics <= 0.2 s)
+come from bench/bench_lsp.py, which drives the real server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_diff import generate as diff_pair  # noqa: E402
+from bench_extract import vgg16_embedded  # noqa: E402
+from bench_workload import best_of, generate, split_baseline  # noqa: E402
+
+PY = sys.executable
+
+
+def run(args: list[str], runs: int = 3) -> tuple[float, float]:
+    """Best wall time (s) and the largest peak RSS (MB) of `runs` fresh processes."""
+    best, peak = float("inf"), 0.0
+    for _ in range(runs):
+        start = time.perf_counter()
+        child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, _, usage = os.wait4(child.pid, 0)
+        best = min(best, time.perf_counter() - start)
+        peak = max(peak, usage.ru_maxrss / 1024)
+    return best, peak
+
+
+def line(label: str, seconds: float, baseline: float, relation: str, target: str) -> None:
+    print(f"  {label:<44} {seconds * 1000:8.0f} ms   {relation:<28} target {target}")
+    del baseline
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="write the generated inputs here and keep them")
+    options = parser.parse_args()
+    folder_context = tempfile.TemporaryDirectory() if options.keep is None else None
+    folder = options.keep or Path(folder_context.name)  # type: ignore[union-attr]
+    folder.mkdir(parents=True, exist_ok=True)
+    cli = [PY, "-m", "modtrans"]
+
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    python, _ = run([PY, "-c", "pass"])
+    help_time, _ = run([*cli, "--help"])
+    line("modtrans --help", help_time, python, f"{help_time / python:.1f}x `python -c pass`", "<= 300 ms")
+
+    vgg = folder / "vgg16-embedded.onnx"
+    if not vgg.exists():
+        vgg16_embedded(folder)
+    load, _ = run([PY, "-c", "import onnx, sys; onnx.load(sys.argv[1])", str(vgg)])
+    translate, _ = run([*cli, "translate", str(vgg), "--batch", "1", "-o", str(folder / "v.txt")])
+    extract, _ = run([*cli, "extract", str(vgg), "--batch", "1", "-o", str(folder / "v.ir.json")])
+    print(f"  {'baseline: onnx.load of VGG16 (553 MB)':<44} {load * 1000:8.0f} ms")
+    line("translate VGG16", translate, load, f"{load / translate:.2f}x faster than onnx.load", ">= 2.5x")
+    line("extract -o VGG16", extract, load, f"{load / extract:.2f}x faster than onnx.load", ">= 2.5x")
+    absent, _ = run([*cli, "translate", "gpt2", "-o", str(folder / "g.txt")])
+    line("translate gpt2 (no weight bytes)", absent, help_time, f"{absent / help_time:.2f}x --help", "<= 2x")
+
+    for layers in (10_000, 100_000):
+        text = generate(layers)
+        path = folder / f"w{layers}.txt"
+        path.write_text(text)
+        import modtrans
+
+        split = best_of(3, lambda text=text: split_baseline(text))
+        parse = best_of(3, lambda text=text: modtrans.parse(text))
+        line(
+            f"parse {layers:,} layers (in process)",
+            parse,
+            split,
+            f"{parse / split:.1f}x str.split()",
+            "<= 8x",
+        )
+        if layers == 100_000:
+            validate, _ = run([*cli, "validate", str(path)])
+            line("validate 100,000 layers", validate, split, "whole process", "<= 1500 ms")
+            _, convert_rss = run(
+                [*cli, "convert", str(path), "--to", "json", "-o", str(folder / "w.json")], 1
+            )
+            label = "convert 100,000 layers to JSON"
+            print(f"  {label:<44} {convert_rss:8.0f} MB   {'peak RSS':<28} target <= 200 MB")
+    first, second = diff_pair(100_000)
+    a, b = folder / "a.txt", folder / "b.txt"
+    a.write_text(first)
+    b.write_text(second)
+    diff, _ = run([*cli, "diff", str(a), str(b)], 1)
+    line("diff two 100,000-layer files", diff, 0, "whole process", "<= 3000 ms")
+    if folder_context is not None:
+        folder_context.cleanup()
+
+
+if __name__ == "__main__":
+    main()
