@@ -295,7 +295,7 @@ def translate(
                 "which ASTRA-sim 2.x reads as such); the traces are computed in ns and written in us "
                 "without rounding each node"
             )
-        time_unit = cost.Unit.NS  # exact; chakra.py writes whole microseconds with the carry
+        time_unit = cost.Unit.NS  # exact; chakra/write.py writes whole microseconds with the carry
     _not_applicable(
         to,
         policy,

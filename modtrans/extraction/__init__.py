@@ -3,7 +3,8 @@
     ir, diagnostics = extract(Path("resnet50.onnx"), batch=8)
 
 Steps: wire.py (file -> bytes without weights), load.py (onnx parse, inputs, checker, shape
-inference), graph.py (graph -> layers), ops.py (op -> FLOPs, GEMM, parameter roles).
+inference), graph.py (graph -> layers), ops/ (op -> FLOPs, GEMM, parameter roles, by family),
+moe.py (mixtures of experts).
 """
 
 from __future__ import annotations
