@@ -218,10 +218,15 @@ def compare(first: Workload, reference: Workload, options: Options = Options()) 
     )
     rows: dict[tuple[int, int, int], LayerDiff] = {}
     for i, j in alignment.pairs.items():
-        diffs = tuple(
-            FieldDiff(name, va, vb)
-            for name, va, vb in zip(options.fields, content_a[i], content_b[j], strict=True)
-            if not _close(va, vb, options)
+        row_a, row_b = content_a[i], content_b[j]
+        diffs = (
+            ()
+            if row_a == row_b  # most pairs: no field to look at one by one
+            else tuple(
+                FieldDiff(name, va, vb)
+                for name, va, vb in zip(options.fields, row_a, row_b, strict=True)
+                if not _close(va, vb, options)
+            )
         )
         rows[(i, 0, j)] = LayerDiff(
             i, j, a[i].name, b[j].name, diffs, i in alignment.moved, _line(a[i]), _line(b[j])
@@ -307,16 +312,23 @@ def _blocks(pairs: dict[int, int], moved: frozenset[int]) -> tuple[Block, ...]:
 
 
 def _totals(a: Sequence[Layer], b: Sequence[Layer]) -> tuple[PhaseTotal, ...]:
-    def total(layers: Iterable[Layer], pick: Callable[[Layer], int]) -> int:
-        return sum(pick(x) for x in layers)
+    def sums(layers: Iterable[Layer]) -> list[int]:
+        """Compute and bytes per phase, then the update, in one pass over the layers."""
+        out = [0] * 7
+        for x in layers:
+            f, i, w = x.fwd, x.input_grad, x.weight_grad
+            out[0] += f.compute_time
+            out[1] += f.comm_size
+            out[2] += i.compute_time
+            out[3] += i.comm_size
+            out[4] += w.compute_time
+            out[5] += w.comm_size
+            out[6] += x.update_time
+        return out
 
-    phases: list[tuple[str, Callable[[Layer], int], Callable[[Layer], int]]] = [
-        ("forward", lambda x: x.fwd.compute_time, lambda x: x.fwd.comm_size),
-        ("input-gradient", lambda x: x.input_grad.compute_time, lambda x: x.input_grad.comm_size),
-        ("weight-gradient", lambda x: x.weight_grad.compute_time, lambda x: x.weight_grad.comm_size),
-        ("update", lambda x: x.update_time, lambda x: 0),
+    sa, sb = sums(a), sums(b)
+    names = ("forward", "input-gradient", "weight-gradient")
+    phases = [
+        PhaseTotal(name, sa[2 * k], sb[2 * k], sa[2 * k + 1], sb[2 * k + 1]) for k, name in enumerate(names)
     ]
-    return tuple(
-        PhaseTotal(name, total(a, compute), total(b, compute), total(a, size), total(b, size))
-        for name, compute, size in phases
-    )
+    return (*phases, PhaseTotal("update", sa[6], sb[6], 0, 0))
