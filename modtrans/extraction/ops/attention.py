@@ -65,8 +65,10 @@ def attention(node: NodeView) -> Facts:
     return Facts(Kind.MATMUL, {}, core_flops(qs[0], heads, qs[1], ks[1], qs[2], vs[2]))
 
 
-@handles("Attention", domains=(MICROSOFT,))
-def ms_attention(node: NodeView) -> Facts:
+def projected(node: NodeView, *, bias_flops: bool) -> Facts:
+    """An attention op that projects its input [B, S, hidden] to Q, K, V through one [hidden,
+    3 hidden] weight (input 1, bias input 2), then runs the core: com.microsoft's Attention and,
+    on quantized operands, QAttention. `bias_flops`: count the bias add."""
     roles = param_roles(node, [(1, Role.WEIGHT), (2, Role.BIAS)])
     x, w = node.shape(0), node.shape(1)
     heads = int(node.attrs.get("num_heads", 0) or 0)
@@ -78,7 +80,7 @@ def ms_attention(node: NodeView) -> Facts:
             Kind.LINEAR, roles, conflict=f"its input's {hidden} features meet a weight {list(w)} of {w[0]}"
         )
     width = w[1]
-    bias = batch * seq * width if 2 in roles else 0
+    bias = batch * seq * width if bias_flops else 0
     projection = flops.gemm(batch * seq * hidden * width, bias, bias)
     d = width // 3 // heads
     core = core_flops(batch, heads, seq, seq, d, d)
@@ -86,6 +88,11 @@ def ms_attention(node: NodeView) -> Facts:
         projection.forward + core.forward, projection.input_grad + core.input_grad, projection.weight_grad
     )
     return Facts(Kind.LINEAR, roles, total, Gemm(batch * seq, hidden, width))
+
+
+@handles("Attention", domains=(MICROSOFT,))
+def ms_attention(node: NodeView) -> Facts:
+    return projected(node, bias_flops=node.param(2))
 
 
 @handles("MultiHeadAttention", "GroupQueryAttention", domains=(MICROSOFT,))

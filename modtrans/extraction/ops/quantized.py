@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 
-from modtrans.extraction.ops.attention import core_flops
+from modtrans.extraction.ops.attention import projected
 from modtrans.extraction.ops.gemm import conv, gemm, matmul_facts, rnn_facts
 from modtrans.extraction.ops.registry import MICROSOFT, Facts, NodeView, handles, param_roles, unknown
 from modtrans.ir import flops
-from modtrans.ir.document import Flops, Gemm, Kind, Role
+from modtrans.ir.document import Gemm, Kind, Role
 
 
 def _reindexed(node: NodeView, order: tuple[int, ...]) -> NodeView:
@@ -95,22 +95,7 @@ def dynamic_quantize_lstm(node: NodeView) -> Facts:
 
 @handles("QAttention", domains=(MICROSOFT,))
 def qattention(node: NodeView) -> Facts:
-    roles = param_roles(node, [(1, Role.WEIGHT), (2, Role.BIAS)])
-    x, w = node.shape(0), node.shape(1)
-    heads = int(node.attrs.get("num_heads", 0) or 0)
-    if x is None or w is None or len(x) != 3 or len(w) != 2 or not heads:
-        return unknown(Kind.LINEAR, roles)
-    batch, seq, hidden = x
-    if hidden != w[0]:
-        return Facts(
-            Kind.LINEAR, roles, conflict=f"its input's {hidden} features meet a weight {list(w)} of {w[0]}"
-        )
-    projection = flops.gemm(batch * seq * hidden * w[1], batch * seq * w[1], batch * seq * w[1])
-    core = core_flops(batch, heads, seq, seq, w[1] // 3 // heads, w[1] // 3 // heads)
-    total = Flops(
-        projection.forward + core.forward, projection.input_grad + core.input_grad, projection.weight_grad
-    )
-    return Facts(Kind.LINEAR, roles, total, Gemm(batch * seq, hidden, w[1]))
+    return projected(node, bias_flops=True)  # QAttention's bias is a required input
 
 
 @handles("MatMulNBits", domains=(MICROSOFT,))
