@@ -137,11 +137,14 @@ class StageProgram:
         return wg
 
     def transfer(
-        self, u: Costed, direction: Direction, virtual_peer: int, tag: int, size: int, step: Step
+        self, u: Costed, direction: Direction, micro: int, here: int, boundary: int, backward: bool
     ) -> None:
-        op = Transfer(
-            u.index, step, direction, Purpose.PIPELINE, self._offset(virtual_peer), tag, size, self._deps()
-        )
+        """One micro-batch's activation (backward: its gradient) across the boundary between
+        virtual stages `boundary` and `boundary + 1`; `here` is this chunk's, the peer the other."""
+        peer = boundary if here == boundary + 1 else boundary + 1
+        step = Step.INPUT_GRAD if backward else Step.FWD
+        tag, size = self._tag(micro, boundary, backward), self.boundary[boundary]
+        op = Transfer(u.index, step, direction, Purpose.PIPELINE, self._offset(peer), tag, size, self._deps())
         index = self.emit(op)
         if direction is Direction.RECV:
             self.chain = index
@@ -155,48 +158,20 @@ class StageProgram:
             units = self.chunks[virtual]
             if direction == FWD:
                 if virtual > 0:
-                    self.transfer(
-                        units[0],
-                        Direction.RECV,
-                        virtual - 1,
-                        self._tag(micro, virtual - 1, False),
-                        self.boundary[virtual - 1],
-                        Step.FWD,
-                    )
+                    self.transfer(units[0], Direction.RECV, micro, virtual, virtual - 1, False)
                 for u in units:
                     self.forward(u, micro)
                 if virtual < last_virtual:
-                    self.transfer(
-                        units[-1],
-                        Direction.SEND,
-                        virtual + 1,
-                        self._tag(micro, virtual, False),
-                        self.boundary[virtual],
-                        Step.FWD,
-                    )
+                    self.transfer(units[-1], Direction.SEND, micro, virtual, virtual, False)
                 continue
             if virtual < last_virtual:
-                self.transfer(
-                    units[-1],
-                    Direction.RECV,
-                    virtual + 1,
-                    self._tag(micro, virtual, True),
-                    self.boundary[virtual],
-                    Step.INPUT_GRAD,
-                )
+                self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
             for position in reversed(range(len(units))):
                 u = units[position]
                 self._recompute(units, position, micro)
                 last_wg[u.index] = (u, self.backward(u, micro))
             if virtual > 0:
-                self.transfer(
-                    units[0],
-                    Direction.SEND,
-                    virtual - 1,
-                    self._tag(micro, virtual - 1, True),
-                    self.boundary[virtual - 1],
-                    Step.INPUT_GRAD,
-                )
+                self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain = wg
             made: list[int] = []
