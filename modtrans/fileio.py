@@ -118,9 +118,9 @@ def _read(name: str, handle: BinaryIO) -> TextFile:
     return TextFile(name, lines, tuple(found))
 
 
-def read_binary(path: str | Path) -> tuple[bytes | None, Diagnostic | None]:
-    """A regular file's bytes (a Chakra trace, a group file), or the F001 saying why not; a FIFO
-    or device is refused at once instead of blocking or reading forever."""
+def read_binary(path: str | Path, size: int = -1) -> tuple[bytes | None, Diagnostic | None]:
+    """A regular file's bytes (a Chakra trace, a group file; the first `size` when given), or the
+    F001 saying why not; a FIFO or device is refused at once instead of blocking or reading forever."""
     name = str(path)
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
@@ -133,24 +133,14 @@ def read_binary(path: str | Path) -> tuple[bytes | None, Diagnostic | None]:
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
             return None, _unreadable(name, kind).diagnostics[0]
         try:
-            return handle.read(), None
+            return handle.read(size), None
         except OSError as error:
             return None, _unreadable(name, error.strerror or str(error)).diagnostics[0]
 
 
 def read_head(path: str | Path, size: int) -> bytes | None:
     """The first `size` bytes of a regular file (None for anything else, or when unreadable)."""
-    try:
-        fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        try:
-            return handle.read(size)
-        except OSError:
-            return None
+    return read_binary(path, size)[0]
 
 
 def _unreadable(name: str, reason: str) -> TextFile:
