@@ -354,6 +354,14 @@ def _check_json(path: Path) -> list[str]:
 # -- ONNX ---------------------------------------------------------------------------------------------
 
 
+def _flip_bits(r: random.Random, data: bytes) -> bytes:
+    """`data` with one to eight random bits flipped."""
+    flipped = bytearray(data)
+    for _ in range(r.randint(1, 8)):
+        flipped[r.randrange(len(flipped))] ^= 1 << r.randrange(8)
+    return bytes(flipped)
+
+
 def _onnx_seeds() -> list[bytes]:
     return [p.read_bytes() for p in sorted((FIXTURES / "onnx").glob("*.onnx")) if p.stat().st_size < 100_000]
 
@@ -450,10 +458,7 @@ def onnx_cases(seed: int, count: int) -> Iterator[bytes]:
         data = r.choice(seeds)
         kind = r.random()
         if kind < 0.35:
-            flipped = bytearray(data)
-            for _ in range(r.randint(1, 8)):
-                flipped[r.randrange(len(flipped))] ^= 1 << r.randrange(8)
-            data = bytes(flipped)
+            data = _flip_bits(r, data)
         elif kind < 0.55:
             data = data[: r.randrange(len(data))]
         else:
@@ -597,10 +602,7 @@ def trace_cases(seed: int, count: int) -> Iterator[bytes]:
         data = parts[which]
         kind = r.random()
         if kind < 0.35:
-            flipped = bytearray(data)
-            for _ in range(r.randint(1, 8)):
-                flipped[r.randrange(len(flipped))] ^= 1 << r.randrange(8)
-            data = bytes(flipped)
+            data = _flip_bits(r, data)
         elif kind < 0.5:
             data = data[: r.randrange(len(data) + 1)]
         elif kind < 0.6 and which == 2:

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import Result
 
 from modtrans.workload.parse import parse
+from tests.chakra_io import read_trace
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("chakra") is None, reason="mlc-chakra (the test extra) is not installed"
@@ -22,20 +23,7 @@ Run = Callable[..., Result]
 
 
 def _read(path: Path) -> tuple[Any, list[Any]]:
-    from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
-    from chakra.src.third_party.utils.protolib import decodeMessage, openFileRd
-
-    handle = openFileRd(str(path))
-    metadata = GlobalMetadata()
-    assert decodeMessage(handle, metadata)
-    nodes = []
-    while True:
-        node = Node()
-        if not decodeMessage(handle, node):
-            break
-        nodes.append(node)
-    handle.close()
-    return metadata, nodes
+    return read_trace(path)
 
 
 ADDED = ("is_cpu_op", "num_ops", "tensor_size", "inputs", "outputs", "pg_name")

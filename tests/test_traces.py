@@ -19,6 +19,7 @@ from modtrans.chakra.validate import check_set
 from modtrans.plan import Axis, Compute, Direction, LayerInfo, Mesh, Plan, Purpose, Step, Tensor, Transfer
 from modtrans.strategy import Parallelism
 from modtrans.workload.model import Header, Policy
+from tests.chakra_io import read_trace
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("chakra") is None, reason="mlc-chakra (the test extra) is not installed"
@@ -50,19 +51,7 @@ def _files(plan: Plan, folder: Path, **options: Any) -> tuple[list[Path], Path]:
 
 
 def _read(path: Path) -> list[Any]:
-    from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
-    from chakra.src.third_party.utils.protolib import decodeMessage, openFileRd
-
-    handle = openFileRd(str(path))
-    assert decodeMessage(handle, GlobalMetadata())
-    nodes = []
-    while True:
-        node = Node()
-        if not decodeMessage(handle, node):
-            break
-        nodes.append(node)
-    handle.close()
-    return nodes
+    return read_trace(path)[1]
 
 
 def _attrs(node: Any) -> dict[str, tuple[str, Any]]:
