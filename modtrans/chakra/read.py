@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from modtrans.diagnostics import Diagnostic, diagnostic
@@ -31,6 +32,16 @@ def rank_of(path: str) -> int | None:
 def prefix_of(path: str) -> str | None:
     found = _RANK.search(path)
     return path[: found.start()] if found else None
+
+
+def is_trace_spec(path: Path) -> bool:
+    """A trace file (`*.et`) or the prefix of a set (PREFIX.0.et exists)."""
+    if path.suffix == ".et":
+        return True
+    try:
+        return not path.exists() and Path(f"{path}.0.et").exists()
+    except OSError:  # a name too long for the file system: whatever it is, reading it says so
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -417,16 +417,6 @@ def _transfers(ranked: Mapping[int, Trace]) -> list[Diagnostic]:
 # ------------------------------------------------------------------------------------- files
 
 
-def is_trace_spec(path: Path) -> bool:
-    """A trace file (`*.et`) or the prefix of a set (PREFIX.0.et exists)."""
-    if path.suffix == ".et":
-        return True
-    try:
-        return not path.exists() and Path(f"{path}.0.et").exists()
-    except OSError:  # a name too long for the file system: whatever it is, reading it says so
-        return False
-
-
 def expand(paths: Iterable[Path]) -> dict[str, list[Path]]:
     """Trace files grouped by set prefix (a prefix given alone brings every PREFIX.<n>.et)."""
     sets: dict[str, list[Path]] = {}

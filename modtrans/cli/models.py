@@ -11,8 +11,7 @@ import typer
 
 from modtrans import chakra, cost, pipeline, report, zoo
 from modtrans import fetch as fetching
-from modtrans.chakra.read import prefix_of
-from modtrans.chakra.validate import is_trace_spec
+from modtrans.chakra.read import is_trace_spec, prefix_of
 from modtrans.cli.common import (
     Array,
     Batch,

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import typer
 
 from modtrans import report
-from modtrans.chakra.validate import is_trace_spec
+from modtrans.chakra.read import is_trace_spec
 from modtrans.cli.common import (
     DialectOpt,
     NoColor,

@@ -50,11 +50,12 @@ def plan(
     """The execution plan of `ir` under a strategy. Raises StrategyError for inconsistent options."""
     p = parallelism
     if p.layout is not None:
-        from modtrans.strategy import llm
+        from modtrans.strategy.llm.build import plan as llm_plan  # only LLM layouts need it
+        from modtrans.strategy.llm.options import LayoutError
 
         try:
-            return llm.plan(ir, cost, p.layout, params=params, dtype_bytes=dtype_bytes)
-        except llm.LayoutError as error:
+            return llm_plan(ir, cost, p.layout, params=params, dtype_bytes=dtype_bytes)
+        except LayoutError as error:
             raise StrategyError(str(error)) from None
     techniques = load()
     if p.policy not in techniques:

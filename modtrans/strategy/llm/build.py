@@ -1,0 +1,121 @@
+"""The LLM layout applied: units, techniques, stages and one program per pipeline stage -> Plan
+(the modules this package's docstring lists, composed)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from modtrans.cost import CostModel
+from modtrans.ir.document import Flops, Kind, ModelIR
+from modtrans.plan.model import Axis, LayerInfo, Mesh, Plan, Purpose
+from modtrans.strategy.draft import LayerDraft, _ios, _sharded, resize
+from modtrans.strategy.groups import Group, Params, group, group_times
+from modtrans.strategy.llm import data, expert, tensor
+from modtrans.strategy.llm.options import Layout, LayoutError, Recompute
+from modtrans.strategy.llm.program import Costed, StageProgram, attention_core
+from modtrans.strategy.llm.stages import block_of, blocks, partition
+from modtrans.strategy.llm.unit import Unit
+from modtrans.workload.model import Header, Policy
+
+
+def plan(ir: ModelIR, cost: CostModel, layout: Layout, *, params: Params, dtype_bytes: int | None) -> Plan:
+    layout.check()
+    t, e = layout.tp, layout.ep
+    units = [Unit(LayerDraft(g), block_of(g.owner.name)) for g in group(ir, params, dtype_bytes)]
+    if not units:
+        raise LayoutError("the model has no layer with parameters to distribute")
+    tensor.apply(units, ir, t, layout.sp)
+    units = expert.apply(units, e, t, layout.sp)
+    data.apply(units, layout.zero, layout.d, layout.d // e)
+    inputs = frozenset(ir.provenance.input_shapes)
+    ios = _ios([u.x for u in units], inputs)
+    costed = []
+    for index, (u, io) in enumerate(zip(units, ios, strict=True)):
+        u.index = index
+        g = _scaled(u, t, layout.sp)
+        times = group_times(g, cost, inputs)
+        member_times = [cost.times(m) for m in g.members]
+        fl = Flops(
+            *(sum(getattr(m.flops, k) for m in g.members) for k in ("forward", "input_grad", "weight_grad"))
+        )
+        costed.append(
+            Costed(
+                index,
+                u.name,
+                u.block,
+                times,
+                fl,
+                attention_core(g.members, member_times),
+                io,
+                u.comms,
+                index == 0,
+            )
+        )
+    weights = []
+    grouped = blocks([c.name for c in costed])
+    for members in grouped:
+        weights.append(
+            sum(
+                costed[i].times.forward + costed[i].times.input_grad + costed[i].times.weight_grad
+                for i in members
+            )
+        )
+    cuts = partition(weights, layout.chunks, layout.stages)
+    chunks = [[costed[i] for b in cut for i in grouped[b]] for cut in cuts]
+    boundary = [_boundary(units[chunk[-1].index], t if layout.sp else 1) for chunk in chunks]
+    programs = tuple(StageProgram(s, layout, chunks, boundary).build() for s in range(layout.pp))
+    mesh = Mesh(
+        (
+            Axis(Purpose.TENSOR, t),
+            Axis(Purpose.EXPERT, e),
+            Axis(Purpose.DATA, layout.d // e),
+            Axis(Purpose.PIPELINE, layout.pp),
+        )
+    )
+    program_of = tuple(mesh.coords(r)[3] for r in range(mesh.size))
+    infos = tuple(LayerInfo(c.name, c.times.update) for c in costed)
+    policy = (
+        Policy.HYBRID_TRANSFORMER
+        if layout.recompute is Recompute.NONE
+        else Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
+    )
+    notes = {
+        "tp": str(t),
+        "pp": str(layout.pp),
+        "dp": str(layout.d),
+        "ep": str(e),
+        "sp": str(layout.sp).lower(),
+        "zero": str(layout.zero),
+        "micro_batch": str(layout.micro_batch),
+        "global_batch": str(layout.batch),
+        "ga": str(layout.ga),
+        "schedule": layout.schedule.value,
+        "vpp": str(layout.vpp),
+        "recompute": layout.recompute.value,
+        "pp_comm": str(boundary[0] if len(boundary) > 1 else 0),
+        "stages": ";".join(",".join(c.name for c in chunk[:1]) + ".." + chunk[-1].name for chunk in chunks),
+        "blocks_per_chunk": ",".join(str(len(cut)) for cut in cuts),
+    }
+    return Plan(mesh, infos, programs, program_of, Header(policy, model_parallel_group=t), notes)
+
+
+def _scaled(u: Unit, tp: int, sp: bool) -> Group:
+    """The unit's group as this rank computes it: the TP shard, the attention heads and MLP
+    columns of a column-parallel unit's folded layers 1/T, sequence-parallel work 1/T, an
+    expert's tokens x E_p."""
+    g = _sharded(u.x)
+    sharded_columns = u.x.ways > 1 and u.role == "column"
+    folded = []
+    for m in g.folded:
+        factor = u.scale if u.role not in ("expert", "router") or m.moe is not None else Fraction(1)
+        if sharded_columns or (sp and u.role in ("row", "embedding") and m.kind is not Kind.LINEAR):
+            factor = factor * Fraction(1, tp)
+        folded.append(resize(m, factor))
+    return Group(resize(g.owner, u.scale), tuple(folded), g.comm_bytes)
+
+
+def _boundary(u: Unit, ways: int) -> int:
+    """Bytes of the activation a chunk ending with `u` hands on (its last layer's output)."""
+    last = u.x.group.members[-1]
+    size = last.outputs[0].bytes or 0 if last.outputs else 0
+    return -(-size // ways)
