@@ -893,3 +893,16 @@ which overstates the work of one inference. An If whose condition follows from t
 is folded to the branch it takes.
 """,
 )
+_code(
+    "X514",
+    W,
+    "loop whose trip count is unknown",
+    """
+A Loop's or Scan's body runs once per iteration, and its layers are costed for that many: a
+constant trip count (PyTorch's `for t in range(x.size(0))` once the input shapes are fixed,
+jax2onnx's `lax.scan`) multiplies their FLOPs. A while loop (tf2onnx's `tf.while_loop`: no trip
+count, a condition the body computes) or a count that depends on input values runs a number of
+times nobody knows before it runs, so the body is costed once and its layers' FLOPs are marked
+unknown: `extract` warns, `translate` refuses unless `--allow-unknown`, as for X510.
+""",
+)

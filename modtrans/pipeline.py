@@ -155,13 +155,16 @@ def extract_checked(
     )
 
 
+_UNCOSTED = frozenset({"X510", "X514"})  # the codes of layers whose FLOPs are unknown
+
+
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
     ir, found = extract_checked(spec, batch=options.batch, input_shapes=options.input_shapes)
-    # A layer whose FLOPs are unknown would be a silent 0 in the workload: an error here, where
-    # extract only warns (an unknown dimension that no layer's cost needs stays a warning).
+    # A layer whose FLOPs are unknown would be a silent 0 (or one loop iteration) in the workload:
+    # an error here, where extract only warns (an unknown dimension no cost needs stays a warning).
     if not options.allow_unknown:
-        found = [replace(d, severity=Severity.ERROR) if d.code == "X510" else d for d in found]
-    uncosted = [d.message.split(" ", 2)[1] for d in found if d.code == "X510"]
+        found = [replace(d, severity=Severity.ERROR) if d.code in _UNCOSTED else d for d in found]
+    uncosted = [x.name for x in ir.layers if not x.flops_known] if ir is not None else []
     if ir is None or has_errors(found):
         return Translation(None, ir, tuple(found), {})
     try:

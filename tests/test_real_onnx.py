@@ -241,3 +241,176 @@ def test_conv_transpose_output_by_its_formula_when_inference_cannot(tmp_path: Pa
         "ConvTranspose", {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}, (), (), (), ()
     )
     assert transposed_output(view, (1, 4, 8, 8), (4, 8, 3, 3)) == (1, 8, 16, 16)
+
+
+_MS = {"": 17, "com.microsoft": 1}
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "weights", "attrs", "expected"),
+    [
+        # onnxruntime's contrib op schemas (bert_defs.cc, contrib_defs.cc, quantization_defs.cc)
+        ("SkipLayerNormalization", [("x", [2, 8, 32]), ("skip", [2, 8, 32])], [("g", [32])], {}, (2, 8, 32)),
+        ("BiasGelu", [("x", [2, 8, 32])], [("b", [32])], {}, (2, 8, 32)),
+        ("FastGelu", [("x", [2, 8, 32])], [], {}, (2, 8, 32)),
+        ("Attention", [("x", [2, 8, 32])], [("w", [32, 96])], {"num_heads": 4}, (2, 8, 32)),
+        (
+            "MultiHeadAttention",
+            [("q", [2, 8, 32]), ("k", [2, 5, 32]), ("v", [2, 5, 48])],
+            [],
+            {"num_heads": 4},
+            (2, 8, 48),
+        ),
+        # packed QKV: 32 query heads and 2 x 8 key/value heads of 64 in a [2, 8, 3072] query
+        (
+            "GroupQueryAttention",
+            [("qkv", [2, 8, 3072])],
+            [],
+            {"num_heads": 32, "kv_num_heads": 8},
+            (2, 8, 2048),
+        ),
+        (
+            "MatMulNBits",
+            [("a", [2, 8, 64])],
+            [("B", [32, 2, 16])],
+            {"K": 64, "N": 32, "bits": 4, "block_size": 32},
+            (2, 8, 32),
+        ),
+        (
+            "EmbedLayerNormalization",
+            [("ids", [2, 8]), ("seg", [2, 8])],
+            [("word", [100, 32])],
+            {},
+            (2, 8, 32),
+        ),
+    ],
+)
+def test_onnxruntime_fused_ops_pass_their_shapes_on(
+    op: str, inputs: list, weights: list, attrs: dict, expected: tuple, tmp_path: Path
+) -> None:  # type: ignore[type-arg]
+    """onnx has no shape rules for com.microsoft ops: the Relu after each must still be costed."""
+    values = [
+        helper.make_tensor_value_info(
+            n, TensorProto.INT32 if n in ("ids", "seg") else TensorProto.FLOAT, dims
+        )
+        for n, dims in inputs
+    ]
+    dtype = {"B": np.uint8}
+    stored = [numpy_helper.from_array(np.ones(dims, dtype.get(n, np.float32)), n) for n, dims in weights]
+    names = [n for n, _ in inputs] + [n for n, _ in weights]
+    if op == "EmbedLayerNormalization":  # input_ids, segment_ids, word, position, segment, gamma, beta
+        stored += [
+            numpy_helper.from_array(np.ones(d, np.float32), n)
+            for n, d in (("pos", (16, 32)), ("segw", (2, 32)), ("gamma", (32,)), ("beta", (32,)))
+        ]
+        names = ["ids", "seg", "word", "pos", "segw", "gamma", "beta"]
+    nodes = [
+        helper.make_node(op, names, ["y"], domain="com.microsoft", **attrs),
+        helper.make_node("Relu", ["y"], ["z"], name="after"),
+    ]
+    ir, codes = _ir(_save(tmp_path, nodes, values, stored, _MS))
+    after = ir.layer("after")
+    assert after.outputs[0].shape == expected
+    assert after.flops_known
+    assert not {"X510", "X504"} & set(codes)
+
+
+def test_the_fused_op_rules_do_not_outlive_the_extraction(tmp_path: Path) -> None:
+    """The rules are onnx schemas registered for the inference only: onnx's checker would judge a
+    node's attributes by them, and onnx.reference refuses two ops of one name across domains."""
+    node = helper.make_node("FastGelu", ["x"], ["y"], domain="com.microsoft")
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])]
+    _ir(_save(tmp_path, [node], inputs, [], _MS))
+    with pytest.raises(onnx.defs.SchemaError):
+        onnx.defs.get_schema("FastGelu", 1, "com.microsoft")
+
+
+def _loop_model(tmp_path: Path, trip_count: object, condition_in_body: bool = False) -> Path:
+    """h = tanh(h W) repeated by a Loop over [batch, 16], W an outer initializer."""
+    w = numpy_helper.from_array(np.ones((16, 16), np.float32), "W")
+    body_nodes = [
+        helper.make_node("MatMul", ["h_in", "W"], ["hw"], name="cell/MatMul"),
+        helper.make_node("Tanh", ["hw"], ["h_out"], name="cell/Tanh"),
+    ]
+    if condition_in_body:
+        body_nodes.append(helper.make_node("ReduceSum", ["h_out"], ["total"], keepdims=0))
+        body_nodes.append(helper.make_node("Less", ["total", "limit"], ["keep_going"]))
+    else:
+        body_nodes.append(helper.make_node("Identity", ["cond_in"], ["keep_going"]))
+    body = helper.make_graph(
+        body_nodes,
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("h_in", TensorProto.FLOAT, ["h_dim_0", 16]),
+        ],
+        [
+            helper.make_tensor_value_info("keep_going", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("h_out", TensorProto.FLOAT, ["h_dim_0", 16]),
+        ],
+    )
+    extra = [
+        numpy_helper.from_array(np.array(True), "true"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "limit"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])]
+    count = ""
+    if isinstance(trip_count, int):
+        extra.append(numpy_helper.from_array(np.array(trip_count, np.int64), "M"))
+        count = "M"
+    elif trip_count == "input":
+        inputs.append(helper.make_tensor_value_info("M", TensorProto.INT64, []))
+        count = "M"
+    loop = helper.make_node("Loop", [count, "true", "x"], ["h"], name="steps", body=body)
+    graph = helper.make_graph(
+        [loop, helper.make_node("Relu", ["h"], ["y"], name="after")],
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w, *extra],
+    )
+    path = tmp_path / "loop.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_loop_of_constant_trip_count_costs_every_iteration(tmp_path: Path) -> None:
+    ir, codes = _ir(_loop_model(tmp_path, 5), batch=3)
+    cell = ir.layer("steps/body/cell/MatMul")
+    assert (cell.repeats, cell.flops.forward) == (5, 5 * 2 * 3 * 16 * 16)
+    assert cell.gemm is not None
+    assert cell.gemm.groups == 5
+    assert cell.params[0].name == "W"
+    assert ir.totals.params == 16 * 16  # counted once, not five times
+    assert ir.layer("after").outputs[0].shape == (3, 16)  # the final state keeps its shape
+    assert "X514" not in codes
+
+
+@pytest.mark.parametrize(
+    ("trip_count", "condition_in_body", "why"),
+    [
+        (None, False, "no trip count"),
+        ("input", False, "is not a constant"),
+        (5, True, "its body computes the condition"),
+    ],
+)
+def test_a_loop_nobody_can_count_is_said_to_be_costed_once(
+    trip_count: object, condition_in_body: bool, why: str, tmp_path: Path
+) -> None:
+    ir, found = pipeline.extract_checked(_loop_model(tmp_path, trip_count, condition_in_body), batch=3)
+    assert ir is not None
+    (x514,) = [d for d in found if d.code == "X514"]
+    assert why in x514.message
+    assert "'steps'" in x514.message
+    cell = ir.layer("steps/body/cell/MatMul")
+    assert (cell.repeats, cell.flops_known) == (1, False)
+
+
+def test_a_loop_body_moves_its_memory_traffic_every_iteration(tmp_path: Path) -> None:
+    from modtrans.cost.gemm import traffic
+
+    once, _ = _ir(_loop_model(tmp_path, 1), batch=3)
+    five, _ = _ir(_loop_model(tmp_path, 5), batch=3)
+    tanh = "steps/body/cell/Tanh"
+    assert traffic(five.layer(tanh)) == tuple(5 * t for t in traffic(once.layer(tanh)))

@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import json
 import platform
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import onnx
 import torch
 import torchvision  # type: ignore[import-untyped]
 import transformers
 
-from modtrans.extraction.wire import strip_bytes
-
-OUT = Path(__file__).resolve().parent.parent / "fixtures" / "onnx"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fixture_manifest import MANIFEST, record
 
 
 class _Lstm(torch.nn.Module):
@@ -153,18 +152,6 @@ def _export(
 
 
 def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    manifest: dict[str, Any] = {
-        "built_with": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "torchvision": torchvision.__version__,
-            "transformers": transformers.__version__,
-            "onnx": onnx.__version__,
-            "script": "tools/build_onnx_fixtures.py",
-        },
-        "files": {},
-    }
     with tempfile.TemporaryDirectory() as tmp:
         for name, build, args, dims, dynamo, note in CASES:
             torch.manual_seed(0)
@@ -178,24 +165,30 @@ def main() -> None:
             data = full.read_bytes()
             external = sorted(Path(tmp).glob(f"{name}.onnx.data"))
             if external:  # the dynamo exporter may write weights beside the model: fold them back in
-                loaded = onnx.load(str(full))
-                data = loaded.SerializeToString()
-            stripped = strip_bytes(data, keep_bytes=64).data
-            (OUT / f"{name}.onnx").write_bytes(stripped)
-            manifest["files"][f"{name}.onnx"] = {
-                "exporter": "torch.onnx.export(dynamo=True)"
-                if dynamo
-                else "torch.onnx.export(dynamo=False, opset 17)",
-                "inputs": dims,
-                "torch_parameters": params,
-                "note": note,
-                "bytes": len(stripped),
-            }
-            print(
-                f"{name}: {len(data):,} -> {len(stripped):,} bytes; torch says {params:,} parameters",
-                flush=True,
+                data = onnx.load(str(full)).SerializeToString()
+            record(
+                f"{name}.onnx",
+                data,
+                {
+                    "exporter": "torch.onnx.export(dynamo=True)"
+                    if dynamo
+                    else "torch.onnx.export(dynamo=False, opset 17)",
+                    "inputs": dims,
+                    "torch_parameters": params,
+                    "note": note,
+                },
             )
-    (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+            print(f"{name}: torch says {params:,} parameters", flush=True)
+    manifest = json.loads(MANIFEST.read_text())
+    manifest["built_with"] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "transformers": transformers.__version__,
+        "onnx": onnx.__version__,
+        "script": "tools/build_onnx_fixtures.py",
+    }
+    MANIFEST.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

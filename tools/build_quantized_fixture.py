@@ -14,7 +14,7 @@ Run with onnxruntime installed (not a dependency of modtrans):
 
 from __future__ import annotations
 
-import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -24,9 +24,9 @@ import onnxruntime  # type: ignore[import-untyped]
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
-from modtrans.extraction.wire import strip_bytes
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fixture_manifest import record
 
-OUT = Path(__file__).resolve().parent.parent / "fixtures" / "onnx"
 NAME = "mlp_lstm_quantized.onnx"
 
 
@@ -73,20 +73,16 @@ def main() -> None:
         quantize_dynamic(
             source, quantized, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "LSTM"]
         )
-        # like every fixture: weight payloads stripped (names, dtypes and dims kept)
-        (OUT / NAME).write_bytes(strip_bytes(quantized.read_bytes(), keep_bytes=64).data)
-    manifest_path = OUT / "MANIFEST.json"
-    manifest = json.loads(manifest_path.read_text())
-    manifest["files"][NAME] = {
-        "bytes": (OUT / NAME).stat().st_size,
-        "exporter": f"onnxruntime {onnxruntime.__version__} quantize_dynamic(QInt8, MatMul + LSTM)",
-        "inputs": {"x": ["batch", 64], "s": ["sequence", "batch", 16]},
-        "note": "float parameters counted with numpy before quantization (fc1, fc2, LSTM W, R, B)",
-        "float_parameters": parameters,
-        # onnx has no shape rule for com.microsoft's DynamicQuantizeLSTM: its output stays unknown
-        "expected_diagnostics": ["X504"],
-    }
-    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        record(
+            NAME,
+            quantized.read_bytes(),
+            {
+                "exporter": f"onnxruntime {onnxruntime.__version__} quantize_dynamic(QInt8, MatMul + LSTM)",
+                "inputs": {"x": ["batch", 64], "s": ["sequence", "batch", 16]},
+                "note": "float parameters counted with numpy before quantization (fc1, fc2, LSTM W, R, B)",
+                "float_parameters": parameters,
+            },
+        )
 
 
 if __name__ == "__main__":

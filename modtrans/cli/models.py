@@ -208,7 +208,8 @@ def translate(
         bool,
         typer.Option(
             "--allow-unknown",
-            help="Keep layers whose FLOPs are unknown (X510) with 0 FLOPs; the metadata lists them.",
+            help="Keep layers whose FLOPs are unknown (X510: 0; X514: one loop iteration); "
+            "the metadata lists them.",
         ),
     ] = False,
     tp: Annotated[

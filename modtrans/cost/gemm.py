@@ -64,6 +64,8 @@ def traffic(layer: Layer) -> tuple[int, int, int]:
     forward      read inputs and parameters, write outputs (an embedding reads only the rows it looks up)
     input-grad   read the output gradient and parameters, write the input gradient
     weight-grad  read the output gradient and inputs, write the parameter gradient (0 without parameters)
+
+    A layer inside a loop moves that for every run (`repeats`: its activations are one run's).
     """
     inputs = sum(a.bytes or 0 for a in layer.inputs)
     outputs = sum(a.bytes or 0 for a in layer.outputs)
@@ -71,10 +73,11 @@ def traffic(layer: Layer) -> tuple[int, int, int]:
     trained = sum(p.bytes for p in layer.params if p.trainable)
     if layer.kind is Kind.EMBEDDING:
         params = outputs
+    runs = layer.repeats
     return (
-        inputs + params + outputs,
-        outputs + params + inputs,
-        outputs + inputs + trained if trained else 0,
+        runs * (inputs + params + outputs),
+        runs * (outputs + params + inputs),
+        runs * (outputs + inputs + trained) if trained else 0,
     )
 
 

@@ -3,8 +3,9 @@
     ir, diagnostics = extract(Path("resnet50.onnx"), batch=8)
 
 Steps: wire.py (file -> bytes without weights), load.py (onnx parse, inputs, checker, shape
-inference), graph.py (graph -> layers), ops/ (op -> FLOPs, GEMM, parameter roles, by family),
-moe.py (mixtures of experts).
+inference), fold.py and shapes.py (the shapes inference cannot see by itself), graph.py (graph ->
+layers), loops.py (Loop / Scan trip counts), ops/ (op -> FLOPs, GEMM, parameter roles, by
+family), moe.py (mixtures of experts).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
 from modtrans.digest import Digest
-from modtrans.extraction import fold, load, moe
+from modtrans.extraction import fold, load, moe, shapes
 from modtrans.extraction.graph import Walker
 from modtrans.ir.document import ModelIR, Provenance
 
@@ -95,9 +96,10 @@ def _extract(
     if has_errors(found):
         return None, found
     found += load.check_structure(loaded.model, where)
-    inferred, problems = load.infer_shapes(loaded.model, where)
-    found += problems
-    inferred = fold.fold(inferred)
+    with shapes.contrib_rules(loaded.model):  # onnx's inference, knowing onnxruntime's fused ops
+        inferred, problems = load.infer_shapes(loaded.model, where)
+        found += problems
+        inferred = fold.fold(inferred)
     walker = Walker(where)
     walker.opsets = {
         ("" if o.domain == "ai.onnx" else o.domain): o.version for o in loaded.model.opset_import

@@ -18,6 +18,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from modtrans.extraction import shapes
+
 _FOLDABLE = frozenset(
     {
         "Shape",
@@ -58,6 +60,19 @@ _FOLDABLE = frozenset(
         "LessOrEqual",
         "GreaterOrEqual",
         "Trilu",
+        "Split",  # paddle2onnx splits a stacked pads vector into its entries
+        "Pow",
+        "Reciprocal",
+        "Sign",
+        "Round",
+        "Clip",
+        "Transpose",
+        "Flatten",
+        "ReduceSum",
+        "ReduceMin",
+        "ReduceMax",
+        "CumSum",
+        "Xor",
     }
 )
 _MAX_ELEMENTS = 1 << 16
@@ -66,15 +81,18 @@ _ROUNDS = 4
 
 def fold(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` (already shape-inferred) with constant shape arithmetic folded, every If whose
-    condition became a constant replaced by the branch it takes, and shapes re-inferred."""
+    condition became a constant replaced by the branch it takes, loop bodies given the shapes
+    their state starts with (shapes.bodies), and shapes re-inferred."""
     for _ in range(_ROUNDS):
         try:
-            folded = _fold_once(model)
-            current = folded or model
-            chosen = _take_branches(current)
-            if folded is None and chosen is None:
+            changed = False
+            for step in (_fold_once, _take_branches, shapes.bodies):
+                result = step(model)
+                if result is not None:
+                    model, changed = result, True
+            if not changed:
                 return model
-            model = onnx.shape_inference.infer_shapes(chosen or current, strict_mode=False, data_prop=True)
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
         except Exception:  # best effort: a graph onnx cannot evaluate keeps the shapes it has
             return model
     return model

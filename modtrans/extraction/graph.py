@@ -16,6 +16,7 @@ MatMul is folded into that MatMul's layer.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from modtrans.diagnostics import Diagnostic, diagnostic
-from modtrans.extraction import ops
+from modtrans.extraction import loops, ops
 from modtrans.extraction.wire import INTEGER_DTYPES
 from modtrans.ir.document import TRAINABLE_ROLES, Activation, Dim, Flops, Kind, Layer, Param, Role
 
@@ -107,6 +108,7 @@ class _Scope:
     types: dict[str, tuple[tuple[Dim, ...] | None, int]] = field(default_factory=dict)
     dynamic: set[str] = field(default_factory=set)
     memo: dict[str, Leaves | None] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)  # loop-invariant body input -> outer value
 
     def __post_init__(self) -> None:
         g = self.graph
@@ -116,11 +118,13 @@ class _Scope:
                 self.producers[out] = node
             for name in node.input:
                 self.consumers.setdefault(name, []).append(node)
-        for info in (*g.input, *g.output, *g.value_info):
+        for info in (*g.output, *g.value_info, *g.input):  # a body passing an input on: the input's
             self.types[info.name] = _type_of(info.type)
         for t in g.initializer:
             self.types[t.name] = (tuple(t.dims), t.data_type)
-        self.dynamic = {i.name for i in g.input if i.name not in self.initializers}
+        self.dynamic = {
+            i.name for i in g.input if i.name not in self.initializers and i.name not in self.aliases
+        }
 
     def lookup_type(self, name: str) -> tuple[tuple[Dim, ...] | None, int]:
         scope: _Scope | None = self
@@ -138,6 +142,9 @@ class _Scope:
             return ()
         scope: _Scope | None = self
         while scope is not None:
+            if name in scope.aliases and scope.parent is not None:  # a weight a loop carries unchanged
+                name, scope = scope.aliases[name], scope.parent
+                continue
             if name in scope.memo:
                 return scope.memo[name]
             if name in scope.initializers:
@@ -239,12 +246,17 @@ class Walker:
         self._unsupported: set[str] = set()
         self._made_by: dict[str, tuple[str, ...]] = {}  # tensor -> the layers it comes from
         self.top_k: dict[str, int] = {}  # TopK layer -> its constant K (mixtures of experts)
-        self.uncosted: list[str] = []  # layers whose FLOPs could not be computed (X510)
         self._conflicted = False
         self.opsets: dict[str, int] = {}
 
-    def walk(self, graph: onnx.GraphProto, parent: _Scope | None = None, prefix: str = "") -> None:
-        scope = _Scope(graph, parent, prefix)
+    def walk(
+        self,
+        graph: onnx.GraphProto,
+        parent: _Scope | None = None,
+        prefix: str = "",
+        aliases: dict[str, str] | None = None,
+    ) -> None:
+        scope = _Scope(graph, parent, prefix, aliases=aliases or {})
         fused = self._bias_adds(scope)
         for index, node in enumerate(graph.node):
             node_name = prefix + (node.name or f"{node.op_type}_{index}")
@@ -259,9 +271,12 @@ class Walker:
                         )
                     )
                 scope.dynamic.update(node.output)
+                start = len(self.layers)
                 for attr in node.attribute:
                     for sub in (attr.g, *attr.graphs) if attr.type in (5, 10) else ():
-                        self.walk(sub, scope, f"{node_name}/{attr.name}/")
+                        self.walk(sub, scope, f"{node_name}/{attr.name}/", loops.invariants(node, sub))
+                if node.op_type != "If":
+                    self._repeat(scope, node, node_name, start)
                 continue
             if all(scope.leaves(i) is not None for i in node.input) and not self._reads_params(scope, node):
                 continue  # computes a constant: a weight chain or shape arithmetic
@@ -279,6 +294,29 @@ class Walker:
                     self.top_k[self.layers[-1].name] = k
             for out in node.output:
                 self._made_by[out] = (self.layers[-1].name,)
+
+    def _repeat(self, scope: _Scope, node: onnx.NodeProto, node_name: str, start: int) -> None:
+        """The body layers of a Loop / Scan (layers[start:]) run once per iteration: their FLOPs
+        and GEMMs are multiplied by the trip count, or, when nobody knows it, X514 says the body
+        is costed once and the layers' FLOPs are marked unknown."""
+        trips, why = loops.trips(
+            node, lambda name: _constant_int(scope, name), lambda name: scope.lookup_type(name)[0]
+        )
+        body = self.layers[start:]
+        if trips is None:
+            if body:
+                self.diagnostics.append(
+                    diagnostic(
+                        "X514",
+                        f"{node.op_type} {node_name!r}: {why}, "
+                        f"so its {len(body)} layers are costed for one iteration",
+                        path=self.path,
+                        hint="--input-shape, when the count follows from the shapes; else --allow-unknown",
+                    )
+                )
+            self.layers[start:] = [dataclasses.replace(x, flops_known=False) for x in body]
+            return
+        self.layers[start:] = [loops.repeated(x, trips) for x in body]
 
     @staticmethod
     def _reads_params(scope: _Scope, node: onnx.NodeProto) -> bool:
@@ -376,6 +414,7 @@ class Walker:
                 found.gemm,
                 fused_nodes,
                 producers,
+                flops_known=found.costed,
             )
         )
 
@@ -409,7 +448,6 @@ class Walker:
                 node.output[0] if node.output else "",
             )
             dims = scope.lookup_type(shapeless)[0]
-            self.uncosted.append(name)
             self.diagnostics.append(
                 diagnostic(
                     "X510",

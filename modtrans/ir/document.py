@@ -142,6 +142,8 @@ class Layer:
     fused: tuple[str, ...] = ()  # ONNX nodes folded into this layer (e.g. a MatMul's bias Add)
     producers: tuple[str, ...] = ()  # the layers whose outputs feed this one (through re-views)
     moe: Moe | None = None  # a router or expert layer of a mixture of experts
+    repeats: int = 1  # runs per step: the trip count of the Loops / Scans around it (flops, gemm: all runs)
+    flops_known: bool = True  # False: FLOPs need a shape or trip count nobody knows (X510, X514)
 
     def param_bytes(self, *, weights_only: bool = False, trainable_only: bool = True) -> int:
         """Bytes a data-parallel all-reduce of this layer moves, under a parameter convention."""
@@ -320,6 +322,10 @@ def _layer(x: Layer) -> dict[str, Any]:
         out["producers"] = list(x.producers)
     if x.moe is not None:
         out["moe"] = {"experts": x.moe.experts, "top_k": x.moe.top_k, "expert": x.moe.expert}
+    if x.repeats != 1:
+        out["repeats"] = x.repeats
+    if not x.flops_known:
+        out["flops_known"] = False
     return out
 
 
@@ -375,4 +381,6 @@ def _layer_from(x: dict[str, Any]) -> Layer:
         fused=tuple(x.get("fused", ())),
         producers=tuple(x.get("producers", ())),
         moe=None if x.get("moe") is None else Moe(**x["moe"]),
+        repeats=x.get("repeats", 1),
+        flops_known=x.get("flops_known", True),
     )

@@ -1,0 +1,160 @@
+"""Extraction on the ONNX that exporters other than torch.onnx.export write, each file made by that
+exporter (tools/build_*_fixture(s).py) and checked against that framework's own count, recorded in
+fixtures/onnx/MANIFEST.json when the file was made: paddle2onnx (weights in Constant nodes, pads
+computed from shapes), tf2onnx (NHWC, folded BatchNorm, Keras LSTMs, while loops), jax2onnx
+(lax.scan as a Loop carrying its weights), TorchScript control flow (Loop and If), and
+onnxruntime's transformer optimizer (com.microsoft fused attention, as optimum ships)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import Result
+
+from modtrans.extraction import extract
+from modtrans.ir.document import Kind, Layer, ModelIR
+from tests.conftest import ROOT
+
+FOLDER = ROOT / "fixtures" / "onnx"
+MANIFEST = json.loads((FOLDER / "MANIFEST.json").read_text())["files"]
+Run = Callable[..., Result]
+
+
+def _ir(
+    name: str, allowed: frozenset[str] = frozenset(), **shapes: tuple[int, ...]
+) -> tuple[ModelIR, set[str]]:
+    ir, found = extract(FOLDER / name, input_shapes=shapes)
+    assert ir is not None, [str(d) for d in found]
+    codes = {d.code for d in found}
+    assert codes <= allowed, [str(d) for d in found]
+    return ir, codes
+
+
+def _layer(ir: ModelIR, op_type: str) -> Layer:
+    return next(x for x in ir.layers if x.op_type == op_type)
+
+
+def test_paddle2onnx_weights_in_constant_nodes_and_pads_computed_from_the_width() -> None:
+    manifest = MANIFEST["paddle_ocr_tiny.onnx"]
+    ir, _ = _ir("paddle_ocr_tiny.onnx", x=(2, 3, 8, 37))  # no X504 / X510: every shape resolves
+    assert ir.totals.params == manifest["paddle_parameters"] == 20_125
+    # BatchNorm's running mean and variance are Paddle's stop_gradient parameters
+    assert ir.totals.trainable_params == manifest["paddle_trainable_parameters"] == 20_093
+    # width 37 -> pool 18 -> ConvTranspose 36 -> padded to a multiple of 8: 40 steps for the LSTM
+    assert _layer(ir, "Pad").outputs[0].shape == (2, 8, 1, 8, 40)
+    lstm = _layer(ir, "LSTM")
+    assert lstm.inputs[0].shape == (40, 2, 64)
+    # ONNX LSTM: per direction and step, 4 gates of [hidden 24] from input 64 and hidden 24
+    macs = 2 * 40 * 2 * 4 * 24 * (64 + 24)
+    assert lstm.flops.forward == 2 * macs + 2 * 40 * 2 * 4 * 24  # + one bias add (Wb + Rb summed once)
+
+
+def test_paddle2onnx_with_the_width_unknown_names_what_it_blocks() -> None:
+    ir, found = extract(FOLDER / "paddle_ocr_tiny.onnx", batch=2)  # DynamicDimension.1 stays
+    assert ir is not None
+    unknown = [x for x in ir.layers if not x.flops_known]
+    assert unknown[0].op_type == "Conv"  # the first layer: its input's width is the unknown dim
+    assert any(
+        d.code == "X510" and d.message.startswith("layer Conv.0 (Conv)") and "'x'" in d.message for d in found
+    )
+    assert ir.totals.params == MANIFEST["paddle_ocr_tiny.onnx"]["paddle_parameters"]  # shapes aside
+
+
+def test_tf2onnx_cnn_counts_keras_parameters_less_the_folded_batchnorm() -> None:
+    manifest = MANIFEST["tf2onnx_cnn.onnx"]
+    ir, _ = _ir("tf2onnx_cnn.onnx", image=(2, 32, 32, 3))
+    # tf2onnx folds BatchNormalization (gamma, beta, mean, variance: 4 x 16) into the conv before it
+    assert ir.totals.params == manifest["keras_parameters"] - manifest["keras_batchnorm_parameters"] == 1_218
+    convs = [x for x in ir.layers if x.kind is Kind.CONV]
+    assert convs[0].inputs[0].shape == (2, 3, 32, 32)  # NHWC input, transposed to NCHW in front
+    assert convs[0].flops.forward == 2 * (2 * 32 * 32) * 16 * 27 + 2 * 32 * 32 * 16  # MACs x 2 + bias
+    assert convs[1].gemm is not None
+    assert convs[1].gemm.groups == 16  # DepthwiseConv2D: group = channel
+    assert _layer(ir, "ConvTranspose").outputs[0].shape == (2, 8, 64, 64)
+
+
+def test_tf2onnx_lstm_has_keras_parameters_and_the_recurrent_bias_onnx_adds() -> None:
+    manifest = MANIFEST["tf2onnx_lstm.onnx"]
+    ir, _ = _ir("tf2onnx_lstm.onnx", frames=(2, 10, 16))
+    # Keras's LSTM has one bias of 4 x 24; ONNX's B is [Wb, Rb] and tf2onnx writes Rb as zeros
+    assert ir.totals.params == manifest["keras_parameters"] + 4 * 24 == 4_132
+    assert _layer(ir, "LSTM").inputs[0].shape == (10, 2, 16)  # batch-first, transposed in front
+
+
+def test_a_while_loop_is_costed_once_and_translate_says_so(run_cli: Run, tmp_path: Path) -> None:
+    ir, codes = _ir("tf2onnx_while.onnx", frozenset({"X504", "X510", "X514"}), frames=(2, 10, 16))
+    assert "X514" in codes
+    body = [x for x in ir.layers if x.name.startswith("while_loop/body/")]
+    assert body
+    assert all(not x.flops_known for x in body)
+    assert ir.totals.params == MANIFEST["tf2onnx_while.onnx"]["parameters"]  # W: a weight, not an input
+    path = str(FOLDER / "tf2onnx_while.onnx")
+    refused = run_cli("translate", path, "--input-shape", "frames=2x10x16", "-o", str(tmp_path / "w.txt"))
+    assert refused.exit_code == 1
+    assert "error X514 Loop" in refused.output
+    assert "a while loop" in refused.output
+    kept = run_cli(
+        "translate", path, "--input-shape", "frames=2x10x16", "--allow-unknown", "-o", str(tmp_path / "w.txt")
+    )
+    assert kept.exit_code == 0, kept.output
+    metadata = json.loads((tmp_path / "w.txt.meta.json").read_text())
+    assert {x.name for x in body} <= set(metadata["unknown_flops"])
+
+
+def test_jax_scan_carries_its_weights_and_runs_its_body_every_step() -> None:
+    manifest = MANIFEST["jax_scan_classifier.onnx"]
+    ir, _ = _ir("jax_scan_classifier.onnx", x=(2, 16, 16, 3))
+    # the cell's kernel and bias reach the Loop body as carried values: weights, counted once
+    assert ir.totals.params == manifest["jax_parameters"] == 2_309
+    cell = next(x for x in ir.layers if "Loop" in x.name and x.op_type == "Gemm")
+    steps = manifest["scan_steps"]
+    assert cell.repeats == steps == 6
+    assert cell.flops.forward == steps * (2 * 2 * 32 * 32 + 2 * 32)  # Linear(32, 32) on batch 2, + bias
+    assert cell.gemm is not None
+    assert cell.gemm.groups == steps
+    head = next(
+        x for x in ir.layers if x.op_type == "Gemm" and "Loop" not in x.name and x.gemm and x.gemm.n == 5
+    )
+    assert head.inputs[0].shape == (2, 32)  # the Loop's final state has its shape
+
+
+def test_torchscript_loop_runs_once_per_step_and_the_if_takes_its_branch() -> None:
+    manifest = MANIFEST["torchscript_loop_if.onnx"]
+    for steps, taken, skipped in ((6, "big", "small"), (3, "small", "big")):
+        ir, _ = _ir("torchscript_loop_if.onnx", x=(steps, 2, 16))
+        names = {x.name for x in ir.layers}
+        assert taken in names
+        assert skipped not in names
+        # the branch not taken trains nothing: PyTorch's count less that Linear(32, 8)
+        assert ir.totals.params == manifest["torch_parameters"] - manifest["untaken_branch_parameters"]
+        recurrent = next(x for x in ir.layers if x.name.endswith("rec"))
+        assert recurrent.repeats == steps
+        assert recurrent.flops.forward == steps * (2 * 2 * 32 * 32 + 2 * 32)
+
+
+def test_fused_attention_from_onnxruntimes_optimizer_has_every_shape() -> None:
+    """bert_tiny_ort_fused.onnx is bert_tiny_legacy.onnx after onnxruntime's transformer
+    optimizer (EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu): onnx's shape
+    inference knows none of them, so without our rules every tensor after the embedding was unknown."""
+    shapes = {"input_ids": (2, 32), "attention_mask": (2, 32), "token_type_ids": (2, 32)}
+    fused, _ = _ir("bert_tiny_ort_fused.onnx", **shapes)
+    plain, _ = _ir("bert_tiny_legacy.onnx", **shapes)
+    torch_count = MANIFEST["bert_tiny_ort_fused.onnx"]["torch_parameters"]
+    assert fused.totals.params == plain.totals.params == torch_count == 172_416
+    fused_ops = set(MANIFEST["bert_tiny_ort_fused.onnx"]["fused_operators"])
+    assert fused_ops <= {x.op_type for x in fused.layers}
+    assert all(x.flops_known for x in fused.layers)
+    # Megatron's forward FLOPs without the logits, per layer 24 B s h^2 + 4 B s^2 h (Narayanan et
+    # al. 2021, eq. 2's terms): the unfused GEMMs are exactly that; the fused file keeps the two
+    # attention products inside Attention, whose GEMM is the QKV projection
+    b, s, h, layers = 2, 32, 64, 2
+    megatron = layers * (24 * b * s * h * h + 4 * b * s * s * h)
+    assert _gemm_flops(plain) == megatron
+    assert _gemm_flops(fused) + layers * 4 * b * s * s * h == megatron
+    assert _layer(fused, "Attention").outputs[0].shape == (2, 32, 64)
+
+
+def _gemm_flops(ir: ModelIR) -> int:
+    return sum(2 * x.gemm.m * x.gemm.k * x.gemm.n * x.gemm.groups for x in ir.layers if x.gemm)
