@@ -12,7 +12,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -176,9 +176,9 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     write_all([(path, text)])
 
 
-Content = str | bytes | Callable[[], bytes]
-"""What an output holds: text, bytes, or a function making the bytes when the file is written
-(so a thousand traces never sit in memory together)."""
+Content = str | bytes | Callable[[], bytes | Iterable[bytes]]
+"""What an output holds: text, bytes, or a function making the bytes, whole or in pieces, when
+the file is written (so a thousand traces, or a 100,000-layer JSON, never sit in memory whole)."""
 
 
 def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
@@ -196,7 +196,7 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     try:
         for (real, through), data in targets:
             if not through:
-                staged.append((_stage(real, _bytes(data)), real))
+                staged.append((_stage(real, _pieces(data)), real))
         for temporary, real in staged:
             os.replace(temporary, real)
     except BaseException:
@@ -207,13 +207,17 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     for (real, through), data in targets:
         if through:
             with open(real, "wb") as out:  # a device or FIFO: no truncation, no rename
-                out.write(_bytes(data))
+                for piece in _pieces(data):
+                    out.write(piece)
 
 
-def _bytes(data: Content) -> bytes:
+def _pieces(data: Content) -> Iterable[bytes]:
     if isinstance(data, str):
-        return data.encode()
-    return data if isinstance(data, bytes) else data()
+        return (data.encode(),)
+    if isinstance(data, bytes):
+        return (data,)
+    made = data()
+    return (made,) if isinstance(made, bytes) else made
 
 
 def _target(path: Path) -> tuple[Path, bool]:
@@ -246,7 +250,7 @@ def open_partial(real: Path) -> tuple[int, str]:
         raise OSError(error.errno, error.strerror, str(real)) from None
 
 
-def _stage(real: Path, data: bytes) -> str:
+def _stage(real: Path, data: Iterable[bytes]) -> str:
     try:
         mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
     except FileNotFoundError:
@@ -254,7 +258,8 @@ def _stage(real: Path, data: bytes) -> str:
     handle, temporary = open_partial(real)
     try:
         with os.fdopen(handle, "wb") as out:
-            out.write(data)
+            for piece in data:
+                out.write(piece)
             out.flush()
             os.fsync(out.fileno())
         if mode is not None:

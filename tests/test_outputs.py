@@ -247,3 +247,21 @@ def test_the_onnx_checker_looks_nothing_up_outside_the_model(tmp_path: Path) -> 
         ["strace", "-f", "-e", "trace=file", "-o", str(trace), *command], cwd=tmp_path, check=False
     )
     assert "weights-elsewhere.bin" not in trace.read_text()
+
+
+def test_an_output_written_in_pieces_is_all_or_nothing(tmp_path: Path) -> None:
+    """A streamed output (convert's JSON, layer by layer) that fails half-way leaves the file as
+    it was and no temporary; one that completes is the pieces in order."""
+    target = tmp_path / "w.json"
+    target.write_text("before\n")
+
+    def failing() -> object:
+        yield b'{"layers": [\n'
+        raise OSError(28, "No space left on device", str(target))
+
+    with pytest.raises(OSError, match="No space left"):
+        fileio.write_all([(target, failing)])  # type: ignore[list-item]
+    assert target.read_text() == "before\n"
+    assert os.listdir(tmp_path) == ["w.json"]
+    fileio.write_all([(target, lambda: iter([b"a", b"b", b"c\n"]))])
+    assert target.read_text() == "abc\n"

@@ -128,3 +128,18 @@ def test_canonical_and_json_forms_agree(tmp_path: Path) -> None:
         modtrans.Policy.HYBRID_DATA_MODEL,
         modtrans.Policy.HYBRID_MODEL_DATA,
     ]
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=ids(corpus_files(), CORPUS))
+def test_the_streamed_json_is_what_json_dumps_writes(path: Path) -> None:
+    """`convert --to json` writes the document layer by layer (the indented encoder of json holds
+    every token at once); the bytes are json.dumps's, indent 2, for every real file and for none."""
+    import dataclasses
+    import json
+
+    from modtrans.workload import jsonform
+
+    workload = modtrans.parse(_text(path)).workload
+    assert workload is not None
+    for case in (workload, dataclasses.replace(workload, layers=())):
+        assert "".join(jsonform.chunks(case)) == json.dumps(jsonform.to_dict(case), indent=2) + "\n"

@@ -353,7 +353,7 @@ def _refuse_inputs(targets: list[Path], inputs: list[str], force: bool) -> None:
             _usage(f"refusing to overwrite the input {target}; pass --force")
 
 
-def _save(path: Path, text: str, problems: list[Diagnostic]) -> None:
+def _save(path: Path, text: Content, problems: list[Diagnostic]) -> None:
     _save_all([(path, text)], problems)
 
 

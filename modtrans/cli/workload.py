@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -26,7 +28,7 @@ from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_er
 from modtrans.report import Format
 from modtrans.workload import jsonform
 from modtrans.workload.load import Loaded, load, validate_file
-from modtrans.workload.model import Dialect
+from modtrans.workload.model import Dialect, Workload
 from modtrans.workload.validate import check_parsed
 from modtrans.workload.validate import validate as validate_text
 from modtrans.workload.write import write
@@ -232,17 +234,20 @@ def convert(
     loaded = load(path)
     problems = check_parsed(loaded.result, dialect=None, path=loaded.path)
     workload = loaded.result.workload
-    new = None
+    new: str | Callable[[], Iterator[bytes]] | None = None
     if workload is not None and not has_errors(problems):
-        new = jsonform.dumps(workload) if to == "json" else _canonical(loaded, dialect, problems)
-    if new is not None and to == "text":  # what we write must pass our own checks
+        if to == "json":  # written layer by layer: the whole document never sits in memory
+            new = functools.partial(_json_pieces, workload)
+        else:
+            new = _canonical(loaded, dialect, problems)
+    if isinstance(new, str):  # text: what we write must pass our own checks
         written = validate_text(new, dialect=dialect or workload.dialect if workload else None)
         if has_errors(written):
             problems += [dataclasses.replace(d, path=str(output or "<output>")) for d in written]
             new = None
     lost: list[Diagnostic] = []
     crossing = workload is not None and dialect is not None and dialect != workload.dialect
-    if new is not None and to == "text" and crossing:  # what the target will read differently
+    if isinstance(new, str) and crossing:  # what the target will read differently
         where = str(output or "<output>")
         lost = [
             dataclasses.replace(d, path=where)
@@ -251,7 +256,12 @@ def convert(
         ]
     if new is not None:
         if output is None or str(output) == "-":
-            sys.stdout.write(new)
+            if isinstance(new, str):
+                sys.stdout.write(new)
+            else:
+                for piece in new():
+                    sys.stdout.buffer.write(piece)
+                sys.stdout.flush()
         else:
             _save(output, new, problems)
             if not has_errors(problems) and not quiet:
@@ -265,6 +275,10 @@ def convert(
         color=False if no_color else None,
     )
     raise typer.Exit(report.exit_code(problems) if new is None or problems else 0)
+
+
+def _json_pieces(workload: Workload) -> Iterator[bytes]:
+    return (piece.encode() for piece in jsonform.chunks(workload))
 
 
 def _canonical(loaded: Loaded, dialect: Dialect | None, problems: list[Diagnostic]) -> str | None:
