@@ -61,6 +61,7 @@ class Options:
     dialect: Dialect = Dialect.ASTRA_SIM  # only to warn about units the consumer misreads
     traces: bool = False  # the output is Chakra traces: a plan no workload file can hold is fine
     allow_unknown: bool = False  # keep layers whose FLOPs are unknown (0), listed in the metadata
+    full_hash: bool = False  # the provenance's SHA-256 of a file above 64 MiB too (digest.py)
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,10 @@ def extract_checked(
     batch: int | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     file_hash: bool = True,
+    full_hash: bool = False,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
-    """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file)."""
+    """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file).
+    `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py)."""
     path = Path(spec)
     config = _config_file(path) if _is_file(path) else None
     entry = zoo.get(str(spec)) if config is None and not _is_file(path) else None
@@ -128,7 +131,7 @@ def extract_checked(
         )
     if _is_file(path):
         # the hash starts before onnx is imported: it runs beside the import and the extraction
-        digest = Digest(path) if file_hash and _regular(path) else None
+        digest = Digest(path, full=full_hash) if file_hash and _regular(path) else None
         from modtrans.extraction import extract as extract_file  # imports onnx: only when needed
 
         return extract_file(path, batch=batch, input_shapes=input_shapes, file_hash=file_hash, digest=digest)
@@ -138,7 +141,12 @@ def extract_checked(
     fetched = fetch.cached(str(spec))
     if entry is None and fetched is not None:
         return extract_file(
-            fetched, batch=batch, input_shapes=input_shapes, display_name=str(spec), file_hash=file_hash
+            fetched,
+            batch=batch,
+            input_shapes=input_shapes,
+            display_name=str(spec),
+            file_hash=file_hash,
+            full_hash=full_hash,
         )
     if entry is None:
         import difflib
@@ -159,7 +167,9 @@ _UNCOSTED = frozenset({"X510", "X514"})  # the codes of layers whose FLOPs are u
 
 
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
-    ir, found = extract_checked(spec, batch=options.batch, input_shapes=options.input_shapes)
+    ir, found = extract_checked(
+        spec, batch=options.batch, input_shapes=options.input_shapes, full_hash=options.full_hash
+    )
     # A layer whose FLOPs are unknown would be a silent 0 (or one loop iteration) in the workload:
     # an error here, where extract only warns (an unknown dimension no cost needs stays a warning).
     if not options.allow_unknown:

@@ -161,6 +161,14 @@ Output = Annotated[
 
 
 Force = Annotated[bool, typer.Option(help="Allow --output to overwrite an input file.")]
+FullHash = Annotated[
+    bool,
+    typer.Option(
+        "--full-hash",
+        help="Provenance: the SHA-256 of the whole file even above 64 MiB (there, by default, a "
+        "sampled digest of 64 blocks: a few ms instead of reading it all).",
+    ),
+]
 
 
 class ComputeModel(enum.StrEnum):

@@ -22,6 +22,7 @@ from modtrans.cli.common import (
     Dataflow,
     Device,
     Force,
+    FullHash,
     InputShape,
     Keyword,
     Model,
@@ -66,8 +67,9 @@ def extract(
     batch: Batch = None,
     input_shape: InputShape = None,
     no_hash: Annotated[
-        bool, typer.Option("--no-hash", help="Skip the SHA-256 of the file (reads all of it).")
+        bool, typer.Option("--no-hash", help="No digest of the file in the provenance.")
     ] = False,
+    full_hash: FullHash = False,
     force: Force = False,
     quiet: Quiet = False,
     no_color: NoColor = False,
@@ -83,7 +85,9 @@ def extract(
     """
     shapes = _shapes(input_shape)
     with report.status(f"reading {model}"):
-        ir, found = pipeline.extract_checked(model, batch=batch, input_shapes=shapes, file_hash=not no_hash)
+        ir, found = pipeline.extract_checked(
+            model, batch=batch, input_shapes=shapes, file_hash=not no_hash, full_hash=full_hash
+        )
     text = None if ir is None or has_errors(found) else _ir_json(ir, model, found)
     _finish(found, text, output, _inputs(model), force, no_color, quiet=quiet)
 
@@ -212,6 +216,7 @@ def translate(
             "the metadata lists them.",
         ),
     ] = False,
+    full_hash: FullHash = False,
     tp: Annotated[
         int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks T.", rich_help_panel=LLM)
     ] = None,
@@ -342,6 +347,7 @@ def translate(
         dialect,
         to == "chakra-et",
         allow_unknown,
+        full_hash,
     )
     with report.status(f"translating {model}"):
         result = pipeline.translate_checked(model, options)

@@ -30,9 +30,14 @@ def extract(
     display_name: str | None = None,
     file_hash: bool = True,
     digest: Digest | None = None,
+    full_hash: bool = False,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
-    """The IR of the ONNX model at `path`, or None when the model cannot be read (see diagnostics)."""
-    ir, found = _extract_file(path, batch, input_shapes, display_name, file_hash, digest)
+    """The IR of the ONNX model at `path`, or None when the model cannot be read (see diagnostics).
+    The provenance identifies the file by its SHA-256, or above 64 MiB by a sampled digest unless
+    `full_hash` (modtrans/digest.py); `digest`: one already running."""
+    if digest is None and file_hash:
+        digest = Digest(path, full=full_hash)
+    ir, found = _extract_file(path, batch, input_shapes, display_name, digest)
     if display_name is None:
         return ir, found
     # A built-in or fetched model is named by its name, never by the packaged file's path.
@@ -45,11 +50,10 @@ def _extract_file(
     batch: int | None,
     input_shapes: Mapping[str, tuple[int, ...]] | None,
     display_name: str | None,
-    file_hash: bool,
-    digest: Digest | None = None,
+    digest: Digest | None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     where = str(path)
-    loaded, found = load.read(path, file_hash=file_hash, digest=digest)
+    loaded, found = load.read(path, file_hash=False, digest=digest)
     if loaded is None or has_errors(found):
         return None, found
     try:
@@ -108,9 +112,10 @@ def _extract(
     layers, diagnostics = moe.mark(walker.layers, walker.top_k, walker.diagnostics, where)
     found += _with_input_hint(diagnostics, loaded.input_shapes)
     m = loaded.model
+    whole, samples = loaded.hashes
     provenance = Provenance(
         file=display_name or path.name,
-        sha256=loaded.sha256,
+        sha256=whole,
         size=loaded.size,
         producer=m.producer_name,
         producer_version=m.producer_version,
@@ -121,5 +126,6 @@ def _extract(
         input_shapes=loaded.input_shapes,
         tool=f"modtrans {__version__}",
         architecture_only=loaded.architecture_only,
+        sampled_sha256=samples,
     )
     return ModelIR(provenance, tuple(layers)), found

@@ -29,14 +29,15 @@ from modtrans.ir.document import Dim
 @dataclass
 class Loaded:
     model: onnx.ModelProto
-    digest: Digest | str | None
+    digest: Digest | None
     size: int
     stripped: dict[str, int]
     input_shapes: dict[str, tuple[Dim, ...]] = field(default_factory=dict)
 
     @property
-    def sha256(self) -> str | None:
-        return self.digest.result() if isinstance(self.digest, Digest) else self.digest
+    def hashes(self) -> tuple[str | None, str | None]:
+        """(SHA-256 of the whole file, sampled digest): see modtrans/digest.py."""
+        return self.digest.result() if self.digest is not None else (None, None)
 
     @property
     def architecture_only(self) -> bool:

@@ -163,11 +163,12 @@ class Layer:
 
 @dataclass(frozen=True, slots=True)
 class Provenance:
-    """Where the IR comes from: the file (or built-in name) and its SHA-256, the exporter, the
-    opsets, and the input shapes after --batch / --input-shape."""
+    """Where the IR comes from: the file (or built-in name) and its SHA-256 (or, above 64 MiB and
+    without --full-hash, its sampled digest: modtrans/digest.py), the exporter, the opsets, and
+    the input shapes after --batch / --input-shape."""
 
     file: str
-    sha256: str | None  # None when hashing was skipped (--no-hash)
+    sha256: str | None  # None when hashing was skipped (--no-hash) or sampled
     size: int
     producer: str
     producer_version: str
@@ -178,6 +179,7 @@ class Provenance:
     input_shapes: dict[str, tuple[Dim, ...]]
     tool: str  # "modtrans <version>"
     architecture_only: bool  # the file had no weight bytes (a built-in, or stripped)
+    sampled_sha256: str | None = None  # a large file's sampled digest, when its SHA-256 was not made
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +267,7 @@ def provenance_dict(p: Provenance) -> dict[str, Any]:
     return {
         "file": p.file,
         "sha256": p.sha256,
+        **({"sampled_sha256": p.sampled_sha256} if p.sampled_sha256 else {}),
         "size": p.size,
         "producer": p.producer,
         "producer_version": p.producer_version,
@@ -335,6 +338,7 @@ def from_dict(data: dict[str, Any]) -> ModelIR:
     provenance = Provenance(
         file=p["file"],
         sha256=p["sha256"],
+        sampled_sha256=p.get("sampled_sha256"),
         size=p["size"],
         producer=p["producer"],
         producer_version=p["producer_version"],
