@@ -414,3 +414,70 @@ def test_a_loop_body_moves_its_memory_traffic_every_iteration(tmp_path: Path) ->
     five, _ = _ir(_loop_model(tmp_path, 5), batch=3)
     tanh = "steps/body/cell/Tanh"
     assert traffic(five.layer(tanh)) == tuple(5 * t for t in traffic(once.layer(tanh)))
+
+
+def test_the_numpy_arithmetic_computes_what_onnxs_reference_evaluator_computes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fold evaluates shape arithmetic with numpy (extraction/arith.py) for speed; every node it
+    evaluates on every fixture and built-in must give the reference evaluator's value, dtype and
+    shape (onnx.reference: the ONNX project's own executable semantics)."""
+    from modtrans.extraction import arith, fold, load
+
+    checked: list[str] = []
+    evaluate = arith.evaluate
+
+    def compare(nodes, known, opset, opsets, limit):  # type: ignore[no-untyped-def]
+        values = evaluate(nodes, known, opset, opsets, limit)
+        for node in nodes:
+            if node.op_type == "Constant" or not all(not i or i in values for i in node.input):
+                continue
+            reference = arith._reference(node, [values.get(i) for i in node.input], opsets)
+            for name, expected in zip(node.output, reference, strict=False):
+                expected = np.asarray(expected)
+                if expected.size > limit:
+                    continue
+                mine = values[name]
+                assert (mine.dtype, mine.shape) == (expected.dtype, expected.shape), node
+                assert np.array_equal(mine, expected), node
+                checked.append(node.op_type)
+        return values
+
+    monkeypatch.setattr(arith, "evaluate", compare)
+    root = FIXTURES.parent.parent
+    for path in sorted([*FIXTURES.glob("*.onnx"), *(root / "modtrans" / "zoo").glob("*.onnx")]):
+        loaded, _ = load.read(path, file_hash=False)
+        assert loaded is not None
+        shapes = {
+            i.name: tuple(
+                d.dim_value or (2 if k == 0 else 16) for k, d in enumerate(i.type.tensor_type.shape.dim)
+            )
+            for i in load.graph_inputs(loaded.model)
+        }
+        load.apply_inputs(loaded, None, shapes, str(path))
+        fold.fold(load.infer_shapes(loaded.model, str(path))[0])
+    assert len(checked) > 2_000  # 2,193 on 2026-12-01
+    assert {"Gather", "Slice", "Concat", "Unsqueeze", "Reshape", "Where", "Range", "Split"} <= set(checked)
+
+
+def test_a_node_that_cannot_be_evaluated_stops_only_what_needs_it() -> None:
+    """fold used to evaluate all its nodes at once: one failure (an op the evaluator could not
+    run) left every shape unfolded. Now only the failed node's dependents are skipped."""
+    from modtrans.extraction import arith
+
+    values = {
+        "shape": np.array([2, 32], np.int64),
+        "far": np.array([7], np.int64),
+        "one": np.array([1], np.int64),
+    }
+    nodes = [
+        helper.make_node("Gather", ["shape", "far"], ["broken"], axis=0),  # index 7 of 2: fails
+        helper.make_node("Unsqueeze", ["broken", "zero"], ["after_broken"]),
+        helper.make_node("Concat", ["shape", "one"], ["fine"], axis=0),
+    ]
+    known = {name: (lambda v=v: v) for name, v in values.items()}
+    known["zero"] = lambda: np.array([0], np.int64)
+    out = arith.evaluate(nodes, known, 17, [helper.make_opsetid("", 17)], 1 << 16)
+    assert "broken" not in out
+    assert "after_broken" not in out
+    assert out["fine"].tolist() == [2, 32, 1]
