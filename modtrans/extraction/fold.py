@@ -75,6 +75,10 @@ _FOLDABLE = frozenset(
         "ReduceMax",
         "CumSum",
         "Xor",
+        "GatherElements",
+        "GatherND",
+        "ScatterND",
+        "ScatterElements",
     }
 )
 _MAX_ELEMENTS = 1 << 16
