@@ -110,9 +110,20 @@ def layer_count_matches(workload: Workload, dialect: Dialect) -> Iterator[Diagno
 # -- layers ------------------------------------------------------------------------------------------
 
 
+_MOVES = frozenset(c for c in CommType if c.moves_data)
+
+
 @check("V211")
 def none_with_size(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
+    none = CommType.NONE
     for layer in workload.layers:
+        f, i, w = layer.fwd, layer.input_grad, layer.weight_grad  # the common case in one test
+        if not (
+            (f.comm_size and f.comm_type is none)
+            or (i.comm_size and i.comm_type is none)
+            or (w.comm_size and w.comm_type is none)
+        ):
+            continue
         for phase_name, phase in layer.phases:
             if phase.comm_type is CommType.NONE and phase.comm_size != 0:
                 yield diagnostic(
@@ -124,7 +135,15 @@ def none_with_size(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]
 
 @check("V212")
 def collective_of_size_zero(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
+    moves = _MOVES
     for layer in workload.layers:
+        f, i, w = layer.fwd, layer.input_grad, layer.weight_grad  # the common case in one test
+        if not (
+            (not f.comm_size and f.comm_type in moves)
+            or (not i.comm_size and i.comm_type in moves)
+            or (not w.comm_size and w.comm_type in moves)
+        ):
+            continue
         for phase_name, phase in layer.phases:
             if phase.comm_type.moves_data and phase.comm_size == 0:
                 yield diagnostic(

@@ -150,9 +150,13 @@ def _field_groups() -> tuple[tuple[int, ...], Callable[..., tuple[str, ...]], Ca
 
 
 LineCache = dict[tuple[object, ...], tuple["Layer | None", tuple[Diagnostic, ...]]]
-"""Layer lines already parsed, by (line number, text, ending, blank lines before, header): what an
-editor re-parsing a buffer after a one-line change passes back in, so unchanged lines cost a lookup.
-Each parse leaves in it exactly the lines of the text it read."""
+"""Layer lines already parsed, by (line number, text, ending, blank lines before), and under the
+_HEADER key the header they were parsed under (another header voids them all: one comparison per
+parse, not a header hash per line). What an editor re-parsing a buffer after a one-line change
+passes back in, so unchanged lines cost a lookup. Each parse leaves in it exactly the lines of the
+text it read."""
+_HEADER = ("header",)
+_UNSET = object()
 
 
 def parse(text: str, *, path: str | None = None, cache: LineCache | None = None) -> ParseResult:
@@ -199,6 +203,7 @@ class _Reader:
         self._separators: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.cache = cache
         self.used: LineCache = {}
+        self._cached_header: object = _UNSET
 
     # -- helpers -------------------------------------------------------------------------------
     def report(
@@ -312,7 +317,13 @@ class _Reader:
     ) -> Layer | None:
         if self.cache is None:
             return self._layer(lineno, content, eol, before, header)
-        key = (lineno, content, eol, before, header)
+        if self._cached_header is _UNSET:  # once per parse: a cache made under another header is void
+            stored: object = self.cache.get(_HEADER, (None, ()))[0]
+            self._cached_header = stored
+            if stored != header:
+                self.cache.clear()
+            self.used[_HEADER] = (header, ())  # type: ignore[assignment]
+        key = (lineno, content, eol, before)
         hit = self.cache.get(key)
         if hit is None:
             start = len(self.diagnostics)
