@@ -305,6 +305,8 @@ def _known(graph: onnx.GraphProto) -> dict[str, tuple[Shape, int]]:
 def bodies(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """`model` with each top-level Loop / Scan body's symbolic carried-state dims set from the
     values the loop starts with, or None when there is none to set."""
+    if not any(n.op_type in ("Loop", "Scan") for n in model.graph.node):
+        return None  # most models: no copy, no table of shapes
     out = onnx.ModelProto()
     out.CopyFrom(model)
     known = _known(out.graph)
