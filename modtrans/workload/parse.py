@@ -201,6 +201,7 @@ class _Reader:
         self.path = path
         self.diagnostics: list[Diagnostic] = []
         self._separators: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._layouts: dict[tuple[tuple[str, ...], str, tuple[str, ...]], LineLayout] = {}
         self.cache = cache
         self.used: LineCache = {}
         self._cached_header: object = _UNSET
@@ -569,10 +570,12 @@ class _Reader:
             return None
         t_f, s_f, t_i, s_i, t_w, s_w, update = map(int, numeric(groups))
         keyword = groups[f[12]]
-        policy = _POLICIES[keyword] if keyword is not None else None
         separators = pick_separators(groups) if keyword is not None else pick_separators(groups)[:13]
-        shared = self._separators.setdefault(separators, separators)
-        end = len(content.rstrip(_BLANKS))
+        # one LineLayout per spelling (separators, ending, blank lines before): most lines share one
+        layout = self._layouts.get((separators, eol, before))
+        if layout is None:
+            layout = LineLayout((), separators, eol, before)
+            self._layouts[(separators, eol, before)] = layout
         return Layer(
             groups[f[0]],
             Phase(t_f, _COMMS[groups[f[3]]], s_f),
@@ -580,9 +583,9 @@ class _Reader:
             Phase(t_w, _COMMS[groups[f[9]]], s_w),
             update,
             int(reserved),
-            policy,
-            Span(lineno, 1, lineno, end + 1),
-            LineLayout((), shared, eol, before),
+            _POLICIES[keyword] if keyword is not None else None,
+            Span(lineno, 1, lineno, len(content) - len(separators[-1]) + 1),  # the trailing blanks
+            layout,
         )
 
     def _layer_full(
