@@ -13,8 +13,6 @@ import functools
 import hashlib
 import json
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,10 +89,13 @@ def fetch(name: str, *, cache: Path | None = None, mirror: str | None = None, ti
 
 
 def _download(url: str, target: Path, item: Remote, timeout: float) -> None:
-    digest = hashlib.sha256()
-    size = 0
+    import urllib.error  # 20 ms with http.client and email: only when something is downloaded
+    import urllib.request
+
     from modtrans.fileio import open_partial
 
+    digest = hashlib.sha256()
+    size = 0
     try:
         handle, temp = open_partial(target)  # 0666 less the umask, like every output
     except OSError as error:

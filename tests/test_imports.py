@@ -55,3 +55,20 @@ def test_each_command_imports_only_what_it_needs(
 ) -> None:
     filled = [a.format(workload=_first_workload(), out=tmp_path) for a in args]
     assert _imported(*filled) <= allowed
+
+
+def test_no_command_loads_the_network_stack_unless_it_downloads(tmp_path: Path) -> None:
+    """urllib.request brings http.client and email: 20 ms that only `fetch` needs."""
+    probe = _PROBE.replace(
+        'roots = ("onnx", "numpy", "jsonschema", "google", "rfc3987_syntax")',
+        'roots = ("http", "urllib", "email")',
+    )
+    out = str(tmp_path / "r.txt")
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "translate", "resnet50", "-o", out],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    modules = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not {"urllib.request", "http.client"} & set(modules)
