@@ -120,6 +120,16 @@ def test_jax_scan_carries_its_weights_and_runs_its_body_every_step() -> None:
     assert head.inputs[0].shape == (2, 32)  # the Loop's final state has its shape
 
 
+def test_jax_scan_over_a_sequence_stacks_its_outputs() -> None:
+    manifest = MANIFEST["jax_scan_rnn.onnx"]
+    ir, _ = _ir("jax_scan_rnn.onnx", xs=(7, 2, 16))
+    assert ir.totals.params == manifest["jax_parameters"] == 1_732
+    body = [x for x in ir.layers if "Loop" in x.name]
+    assert {x.repeats for x in body} == {manifest["scan_steps"]}
+    # onnx leaves a Loop's scan outputs [?, B, 4]: with the trip count they are [7, B, 4]
+    assert _layer(ir, "Softmax").inputs[0].shape == (7, 2, 4)
+
+
 def test_torchscript_loop_runs_once_per_step_and_the_if_takes_its_branch() -> None:
     manifest = MANIFEST["torchscript_loop_if.onnx"]
     for steps, taken, skipped in ((6, "big", "small"), (3, "small", "big")):

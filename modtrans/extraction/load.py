@@ -166,7 +166,10 @@ def apply_inputs(
                 [d.dim_value if d.HasField("dim_value") else d.dim_param for d in dims], name in recurrent
             )
             if axis is not None:
-                spelled = [d.dim_param or "symbolic" for d in dims]
+                spelled = [
+                    d.dim_param or (f"fixed at {d.dim_value}" if d.HasField("dim_value") else "unnamed")
+                    for d in dims
+                ]
                 dims[axis].dim_value = batch
                 if axis != 0:
                     why = "a sequence-first recurrent input" if name in recurrent else spelled[0]
