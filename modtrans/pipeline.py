@@ -25,6 +25,7 @@ from modtrans.plan import Plan, ProjectionError, project
 from modtrans.plan.simai import is_llm, project_simai
 from modtrans.strategy import Parallelism, Params, StrategyError, group, plan
 from modtrans.workload.model import Dialect, Header, Policy, Workload
+from modtrans.workload.parse import LineCache
 
 
 def simai_header(header: Header, parallel: Parallelism) -> Header:
@@ -323,13 +324,15 @@ def reads_as_workload(spec: str) -> bool:
     return spec == "-" or (_is_file(Path(spec)) and Path(spec).suffix.lower() != ".onnx")
 
 
-def workload_or_model(spec: str, options: Options) -> Side:
-    """A workload file (text or JSON) as read, or an ONNX file / built-in model translated."""
+def workload_or_model(spec: str, options: Options, *, cache: LineCache | None = None) -> Side:
+    """A workload file (text or JSON) as read, or an ONNX file / built-in model translated.
+    `cache`: shared by the two sides of a diff, so the second side's lines that the first has, at
+    the same line numbers, are not parsed again (two versions of a file share most lines)."""
     from modtrans.workload.load import load  # the text path never needs onnx
 
     path = Path(spec)
     if reads_as_workload(spec):
-        loaded = load(path)
+        loaded = load(path, cache=cache)
         binary = any(d.code == "F002" for d in loaded.result.diagnostics)  # an ONNX file named otherwise
         if not binary:
             return Side(loaded.result.workload, loaded.result.diagnostics, loaded.line)

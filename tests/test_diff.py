@@ -367,3 +367,26 @@ def test_a_model_reference_is_translated_with_the_options_given(run_cli: Run) ->
     """Both sides of `diff MODEL MODEL --params weights` get --params weights (54 layers each)."""
     out = run_cli("diff", "resnet50", "resnet50", "--params", "weights").stdout
     assert out.splitlines()[1].startswith("54 layers · 54 identical")
+
+
+def test_the_two_sides_share_their_common_lines_and_keep_their_own_findings(tmp_path: Path) -> None:
+    """diff parses the second side with the first side's line cache (two versions of a file share
+    most lines): the result is the one two separate parses give, and a finding on a shared line
+    names the file it is in."""
+    from modtrans import pipeline
+    from modtrans.strategy import Parallelism
+    from modtrans.workload.parse import LineCache
+
+    lines = ["conv -1 010 NONE 0 1 NONE 0 1 ALLREDUCE 64 1", "fc -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1"]
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("DATA\n2\n" + "\n".join(lines) + "\n")
+    b.write_text("DATA\n2\n" + "\n".join([lines[0], lines[1].replace(" 8 ", " 16 ")]) + "\n")
+    options = pipeline.Options(Parallelism())
+    cache: LineCache = {}
+    shared = [pipeline.workload_or_model(str(p), options, cache=cache) for p in (b, a)]
+    alone = [pipeline.workload_or_model(str(p), options) for p in (b, a)]
+    for together, apart in zip(shared, alone, strict=True):
+        assert together.workload == apart.workload
+        assert together.diagnostics == apart.diagnostics
+    (finding,) = [d for d in shared[1].diagnostics if d.code == "V205"]  # the leading zero of 010
+    assert finding.path == str(a)

@@ -36,6 +36,7 @@ from modtrans.diff import render as diff_render
 from modtrans.fileio import STDIN_NAME
 from modtrans.report import Format
 from modtrans.strategy import Parallelism, Params
+from modtrans.workload.parse import LineCache
 
 
 @app.command()
@@ -107,11 +108,12 @@ def diff(
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
     shapes = _shapes(input_shape)
     options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
-    reference_side = pipeline.workload_or_model(reference, options)  # a model: as the user said
+    lines: LineCache = {}  # the two sides share the lines they have in common
+    reference_side = pipeline.workload_or_model(reference, options, cache=lines)  # a model: as said
     if like and reference_side.workload is not None:  # the first side follows the reference
         params, compute, _ = _conventions_of(reference_side.workload, params, compute)
         options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
-    sides = [pipeline.workload_or_model(first, options), reference_side]
+    sides = [pipeline.workload_or_model(first, options, cache=lines), reference_side]
     problems = [d for side in sides for d in side.diagnostics if d.severity == 1]
     if problems or any(side.workload is None for side in sides):
         sources = {spec: side.line for spec, side in zip((first, reference), sides, strict=True)}

@@ -11,7 +11,7 @@ from modtrans.diagnostics import Diagnostic
 from modtrans.fileio import read_lines
 from modtrans.workload import jsonform
 from modtrans.workload.model import Dialect
-from modtrans.workload.parse import ParseResult, parse_lines, shape
+from modtrans.workload.parse import LineCache, ParseResult, parse_lines, shape
 from modtrans.workload.validate import check_parsed
 
 
@@ -30,8 +30,9 @@ class Loaded:
         return None
 
 
-def load(path: str | Path) -> Loaded:
-    """Read and parse `path`; unreadable files give an F0xx diagnostic and no workload."""
+def load(path: str | Path, *, cache: LineCache | None = None) -> Loaded:
+    """Read and parse `path`; unreadable files give an F0xx diagnostic and no workload. `cache`:
+    the layer lines of a text parsed before (parse.LineCache), reused where this one has them."""
     file = read_lines(path)
     name = file.path  # `<stdin>` for standard input
     if file.lines is None:
@@ -41,7 +42,7 @@ def load(path: str | Path) -> Loaded:
         diagnostics = (*file.diagnostics, *problems)
         result = ParseResult(workload, diagnostics, *shape(file.lines))
         return Loaded(name, result, file.lines, is_json=True)
-    result = parse_lines(file.lines, path=name)
+    result = parse_lines(file.lines, path=name, cache=cache)
     if file.diagnostics:
         # The reader's P102 knows a long line's real length; the parser saw it cut.
         long = {d.span.line for d in file.diagnostics if d.code == "P102" and d.span is not None}

@@ -326,6 +326,8 @@ class _Reader:
             self.used[_HEADER] = (header, ())  # type: ignore[assignment]
         key = (lineno, content, eol, before)
         hit = self.cache.get(key)
+        if hit is not None and hit[1] and hit[1][0].path != self.path:
+            hit = None  # its diagnostics name another file (diff's two sides share one cache)
         if hit is None:
             start = len(self.diagnostics)
             layer = self._layer(lineno, content, eol, before, header)
