@@ -271,11 +271,14 @@ class _Reader:
                 if count is not None:
                     layer_lines += 1
                 continue
-            if not content.strip(_BLANKS):
+            if not content or (content[0] in _BLANKS and not content.strip(_BLANKS)):
                 self._blank_line(lineno, content, count is None)
                 blanks.append(content + eol)
                 continue
-            before, blanks = tuple(blanks), []
+            if blanks:
+                before, blanks = tuple(blanks), []
+            else:
+                before = ()
             if not seen_header:
                 seen_header = True
                 header = self._header(lineno, content, eol, before, offset)
