@@ -210,3 +210,32 @@ def test_over_tcp_a_session_ends_cleanly_on_exit() -> None:
             assert process.wait(timeout=30) == 0
         assert process.stderr is not None
         assert b"Traceback" not in process.stderr.read()
+
+
+@given(_TEXT, st.integers(0, 12))
+def test_the_line_starts_up_to_an_edit_are_those_of_the_whole_text(text: str, upto: int) -> None:
+    from modtrans.lsp.positions import line_starts
+
+    every = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", text))]
+    assert line_starts(text, upto) == every[: upto + 1]
+
+
+@given(_TEXT, st.data())
+def test_a_range_change_replaces_exactly_that_range(text: str, data: st.DataObject) -> None:
+    """Against the offsets counted over the whole text's line starts (how it was done before
+    the starts were found only up to the edit), for ranges anywhere, past the end included."""
+    every = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", text))]
+
+    def offset(line: int, character: int) -> int:  # utf-32: one unit per code point
+        if line >= len(every):
+            return len(text)
+        finish = every[line + 1] if line + 1 < len(every) else len(text)
+        body = text[every[line] : finish].rstrip("\r\n") if line + 1 < len(every) else text[every[line] :]
+        return every[line] + min(character, len(body))
+
+    first = data.draw(st.integers(0, len(every) + 1))
+    last = data.draw(st.integers(first, len(every) + 2))
+    a, b = data.draw(st.integers(0, 6)), data.draw(st.integers(0, 6))
+    start, end = offset(first, a), offset(last, b)
+    expected = text[:start] + "<>" + text[max(start, end) :]
+    assert apply_change(text, (first, a, last, b), "<>", "utf-32") == expected

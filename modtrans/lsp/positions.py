@@ -93,9 +93,24 @@ def apply_change(text: str, where: Range | None, new: str, encoding: str = "utf-
     """`text` with the client's range `where` (None: the whole text) replaced by `new`."""
     if where is None:
         return new
-    starts = [0, *(m.end() for m in _CLIENT_BREAK.finditer(text))]
+    starts = line_starts(text, max(where[0], where[2]) + 1)
     start, end = (_offset(text, starts, line, char, encoding) for line, char in (where[:2], where[2:]))
     return text[:start] + new + text[max(start, end) :]
+
+
+def line_starts(text: str, upto: int) -> list[int]:
+    """The offsets where the client's lines 0..`upto` start (fewer when the text has fewer).
+    Without CR, found by str.find up to the line edited: an edit of a 100,000-line buffer does
+    not scan all of it (40 ms)."""
+    if "\r" in text:
+        return [0, *(m.end() for m in _CLIENT_BREAK.finditer(text))][: upto + 1]
+    starts, at = [0], 0
+    while len(starts) <= upto:
+        at = text.find("\n", at) + 1
+        if not at:
+            break
+        starts.append(at)
+    return starts
 
 
 def _offset(text: str, starts: Sequence[int], line: int, character: int, encoding: str) -> int:
