@@ -23,7 +23,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic
@@ -83,6 +83,24 @@ class Protocol(LanguageServerProtocol):
             if "method" in data and isinstance(ident, int | str) and not isinstance(ident, bool):
                 self._send_response(ident, error=lsp.ResponseError(code=error.code, message=error.message))
             return _ANSWERED
+
+    # The server keeps its own copy of each open document (Buffer). pygls's workspace would keep a
+    # second one and patch it on every change (50 ms a keystroke on a 100,000-line buffer), read by
+    # nothing: these three hand the notifications to the features without touching it.
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams) -> Any:
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams) -> Any:
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: lsp.DidCloseTextDocumentParams) -> Any:
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield handler, (params,), None
 
     def handle_message(self, message: Any) -> None:
         if message is _ANSWERED:
