@@ -1,7 +1,14 @@
-"""Build fixtures/onnx/torchscript_loop_if.onnx: a scripted PyTorch module whose Python control
-flow the TorchScript-based exporter writes as ONNX control flow: a `for t in range(x.size(0))`
-over the sequence becomes a Loop whose trip count is Gather(Shape(x), 0), and an
-`if x.size(0) > 4` becomes an If on a shape comparison, each branch a Linear.
+"""Build fixtures/onnx/torchscript_loop_if.onnx and torchscript_vad.onnx: scripted PyTorch modules
+whose Python control flow the TorchScript-based exporter writes as ONNX control flow.
+
+torchscript_loop_if: a `for t in range(x.size(0))` over the sequence becomes a Loop whose trip
+count is Gather(Shape(x), 0), and an `if x.size(0) > 4` becomes an If on a shape comparison, each
+branch a Linear.
+
+torchscript_vad: a voice-activity detector in the shape of the ones shipped in PyPI packages (the
+issue's `sr` case): samples padded to a multiple of 4 by pads computed from the input's length, a
+strided Conv1d "STFT", then `if sr == 16000` on an input's value choosing between two LSTMs (an
+If no input shape decides), and a Linear(24, 1) head with its one-element bias.
 
 The Loop's body refers to the weights of the outer graph, and declares its carried state with
 dims of its own (`h.13_dim_0`), which onnx's shape inference keeps over the initial value's.
@@ -43,6 +50,51 @@ class Recurrent(torch.nn.Module):
         return self.small(h)  # type: ignore[no-any-return]
 
 
+class Vad(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stft = torch.nn.Conv1d(1, 16, 8, stride=4)
+        self.lstm16 = torch.nn.LSTM(16, 24)
+        self.lstm8 = torch.nn.LSTM(16, 24)
+        self.head = torch.nn.Linear(24, 1)
+
+    def forward(self, x: torch.Tensor, sr: torch.Tensor) -> torch.Tensor:
+        pad = (4 - x.size(-1) % 4) % 4
+        frames = self.stft(torch.nn.functional.pad(x, [0, pad]).unsqueeze(1)).permute(2, 0, 1)
+        if bool(sr == 16000):
+            y, _ = self.lstm16(frames)
+        else:
+            y, _ = self.lstm8(frames)
+        return torch.sigmoid(self.head(y[-1]))
+
+
+def _vad(folder: Path) -> None:
+    torch.manual_seed(2026)
+    model = Vad()
+    path = folder / "torchscript_vad.onnx"
+    torch.onnx.export(
+        torch.jit.script(model),
+        (torch.randn(2, 512), torch.tensor(16000)),
+        str(path),
+        dynamo=False,
+        opset_version=17,
+        input_names=["x", "sr"],
+        dynamic_axes={"x": {0: "batch", 1: "samples"}},
+    )
+    record(
+        "torchscript_vad.onnx",
+        path.read_bytes(),
+        {
+            "exporter": "torch.onnx.export(torch.jit.script(...), dynamo=False, opset 17), "
+            f"torch {torch.__version__}",
+            "torch_parameters": sum(p.numel() for p in model.parameters()),
+            "lstm_parameters": sum(p.numel() for p in model.lstm16.parameters()),
+            "note": "pads computed from the length; If on the value of input sr, an LSTM each branch",
+            "expected_diagnostics": ["X504", "X513"],
+        },
+    )
+
+
 def main() -> None:
     torch.manual_seed(2026)
     model = Recurrent()
@@ -71,6 +123,7 @@ def main() -> None:
                 "note": "Loop over the sequence (trip count from the input's shape); If on x.size(0) > 4",
             },
         )
+        _vad(Path(tmp))
 
 
 if __name__ == "__main__":

@@ -178,9 +178,9 @@ class _Scope:
             found.extend(inner)
         return tuple({s.name: s for s in found}.values())  # a weight sliced four ways is one leaf
 
-    def is_param(self, name: str) -> bool:
+    def is_param(self, name: str, single: bool = False) -> bool:
         found = self.leaves(name)
-        return found is not None and any(_is_param(s) for s in found)
+        return found is not None and any(_is_param(s, single) for s in found)
 
 
 def _type_of(proto: onnx.TypeProto) -> tuple[tuple[Dim, ...] | None, int]:
@@ -198,10 +198,17 @@ def _type_of(proto: onnx.TypeProto) -> tuple[tuple[Dim, ...] | None, int]:
     return tuple(dims), tensor.elem_type
 
 
-def _is_param(source: Source) -> bool:
+def _is_param(source: Source, single: bool = False) -> bool:
     """A tensor that can be a weight: floating point, or the 8- and 4-bit integers quantized
-    models store weights in (not int32/int64/bool: shapes, indices, masks)."""
-    return source.elements > 1 and source.data_type not in INTEGER_DTYPES
+    models store weights in (not int32/int64/bool: shapes, indices, masks). One element is a
+    constant (an epsilon, a scale) unless `single`: the bias of a layer with one output
+    (Linear(24, 1): its 1-element bias is trained like any other)."""
+    sized = source.elements > 1 or (single and source.elements == 1)
+    return sized and source.data_type not in INTEGER_DTYPES
+
+
+_BIAS_INPUT = {"Gemm": 2, "Conv": 2, "ConvTranspose": 2}
+"""The input position of a layer's bias, which may hold a single element."""
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/:\[\]]+")
@@ -345,7 +352,9 @@ class Walker:
                 continue
             add = users[0]
             other = [i for i in add.input if i != node.output[0]]
-            if len(other) == 1 and scope.is_param(other[0]):
+            weight = next((scope.leaves(i) for i in node.input if scope.is_param(i)), None) or ()
+            one_output = any(s.dims[-1:] == (1,) for s in weight)  # Linear(K, 1): a 1-element bias
+            if len(other) == 1 and scope.is_param(other[0], single=one_output):
                 found[add.name] = id(node)
         return found
 
@@ -358,7 +367,10 @@ class Walker:
         producers: tuple[str, ...],
     ) -> None:
         sources = [scope.leaves(i) for i in node.input]
-        is_param = tuple(s is not None and any(_is_param(x) for x in s) for s in sources)
+        bias_at = _BIAS_INPUT.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        is_param = tuple(
+            s is not None and any(_is_param(x, single=k == bias_at) for x in s) for k, s in enumerate(sources)
+        )
         in_shapes = tuple(_concrete(scope.lookup_type(i)[0]) for i in node.input)
         out_shapes = tuple(_concrete(scope.lookup_type(o)[0]) for o in node.output)
         domain = node.domain if node.domain not in ("", "ai.onnx") else ""
@@ -388,12 +400,12 @@ class Walker:
                 )
         name = self._unique(readable(node_name, node.op_type))
         self._judge(name, node, found, in_shapes, scope)
-        params = self._params(name, sources, found.roles, found.param_elements)
+        params = self._params(name, sources, found.roles, found.param_elements, single=bias_at)
         flops, fused_nodes = found.flops, tuple[str, ...]()
         if bias is not None:
             add = next(n for n in scope.graph.node if n.name == bias)
             other = next(i for i in add.input if i not in node.output)
-            params += self._params(name, [scope.leaves(other)], {0: Role.BIAS})
+            params += self._params(name, [scope.leaves(other)], {0: Role.BIAS}, single=0)
             e = view.out_elements or 0
             flops = Flops(flops.forward + e, flops.input_grad, flops.weight_grad + e)
             fused_nodes = (bias,)
@@ -464,12 +476,16 @@ class Walker:
         sources: list[Leaves | None],
         roles: dict[int, Role],
         packed: dict[int, int] | None = None,
+        single: int | None = None,
     ) -> tuple[Param, ...]:
+        """The parameters among `sources` by their roles; the input at `single` (a bias) may
+        hold one element."""
         out: dict[str, Param] = {}
         for index, role in roles.items():
             leaves = sources[index] if index < len(sources) else None
             for leaf in leaves or ():
-                if leaf.name not in out and (_is_param(leaf) or (leaf.quant and leaf.elements > 1)):
+                weight = _is_param(leaf, single=index == single and role is Role.BIAS)
+                if leaf.name not in out and (weight or (leaf.quant and leaf.elements > 1)):
                     values = (packed or {}).get(index) if len(leaves or ()) == 1 else None
                     out[leaf.name] = self._param(layer, leaf, Role.QUANT if leaf.quant else role, values)
         return tuple(out.values())
