@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 from typer.testing import Result
 
 from modtrans.extraction import extract
@@ -144,6 +145,22 @@ def test_torchscript_loop_runs_once_per_step_and_the_if_takes_its_branch() -> No
         assert recurrent.flops.forward == steps * (2 * 2 * 32 * 32 + 2 * 32)
 
 
+def test_a_vad_with_an_if_on_its_sample_rate_costs_both_lstms() -> None:
+    """The issue's `sr` case: an If on the value of an input, an LSTM in each branch, after pads
+    computed from the input's length."""
+    manifest = MANIFEST["torchscript_vad.onnx"]
+    ir, codes = _ir("torchscript_vad.onnx", frozenset({"X504", "X513"}), x=(2, 510), sr=())
+    assert "X513" in codes
+    # PyTorch's count, the head's one-element bias (Linear(24, 1)) included
+    assert ir.totals.params == manifest["torch_parameters"] == 8_233
+    lstms = [x for x in ir.layers if x.op_type == "LSTM"]
+    assert len(lstms) == 2  # both branches, each with its own weights
+    assert {sum(p.elements for p in x.params) for x in lstms} == {manifest["lstm_parameters"]}
+    # 510 samples padded to 512: the strided conv makes (512 - 8) / 4 + 1 = 127 frames
+    assert lstms[0].inputs[0].shape == (127, 2, 16)
+    assert all(x.flops_known for x in ir.layers)
+
+
 def test_fused_attention_from_onnxruntimes_optimizer_has_every_shape() -> None:
     """bert_tiny_ort_fused.onnx is bert_tiny_legacy.onnx after onnxruntime's transformer
     optimizer (EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu): onnx's shape
@@ -168,3 +185,19 @@ def test_fused_attention_from_onnxruntimes_optimizer_has_every_shape() -> None:
 
 def _gemm_flops(ir: ModelIR) -> int:
     return sum(2 * x.gemm.m * x.gemm.k * x.gemm.n * x.gemm.groups for x in ir.layers if x.gemm)
+
+
+def test_a_size_computed_from_a_huge_constant_does_not_exhaust_the_machine(tmp_path: Path) -> None:
+    """Found by the fuzzer on torchscript_vad.onnx: the 4 of its pad arithmetic made 2**30 + 4 had
+    onnx's data propagation allocate until the kernel killed the process (24 GB). Inference now
+    has a memory budget, and past it runs without data propagation, saying so."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(FOLDER / "torchscript_vad.onnx"), load_external_data=False)
+    node = next(n for n in model.graph.node if n.output[0] == "/Constant_13_output_0")
+    node.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array(2**30 + 4, np.int64)))
+    path = tmp_path / "vad.onnx"
+    onnx.save(model, str(path))
+    _, found = extract(path, file_hash=False)
+    assert any(d.code == "X503" and "GiB" in d.message for d in found)

@@ -527,3 +527,47 @@ def test_edge_cases_of_the_arithmetic_agree_with_the_reference(
     for name, expected in zip(outputs, reference, strict=True):
         assert mine[name].dtype == np.asarray(expected).dtype
         assert mine[name].tolist() == np.asarray(expected).tolist()
+
+
+@pytest.mark.parametrize("exported_as", ["Gemm", "MatMul+Add"])
+def test_a_one_output_layers_bias_is_a_parameter(exported_as: str, tmp_path: Path) -> None:
+    """Linear(24, 1) has a 1-element bias, trained like any other: a scalar constant is not a
+    parameter (an epsilon, a scale), but a layer's bias is, whatever its size."""
+    w = numpy_helper.from_array(np.ones((24, 1), np.float32), "head.weight")
+    b = numpy_helper.from_array(np.ones(1, np.float32), "head.bias")
+    if exported_as == "Gemm":
+        nodes = [helper.make_node("Gemm", ["x", "head.weight", "head.bias"], ["y"], name="head")]
+    else:
+        nodes = [
+            helper.make_node("MatMul", ["x", "head.weight"], ["m"], name="head/MatMul"),
+            helper.make_node("Add", ["m", "head.bias"], ["y"], name="head/Add"),
+        ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 24])]
+    ir, _ = _ir(_save(tmp_path, nodes, inputs, [w, b]))
+    (layer,) = ir.layers
+    assert {p.name for p in layer.params} == {"head.weight", "head.bias"}
+    assert ir.totals.params == 24 + 1
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs"),
+    [
+        ("ConstantOfShape", [np.array([10**6, 10**6], np.int64)]),
+        ("Expand", [np.ones(1, np.int64), np.array([10**6, 10**6], np.int64)]),
+        ("Tile", [np.ones(4, np.int64), np.array([10**9], np.int64)]),
+        ("Range", [np.array(0, np.int64), np.array(10**12, np.int64), np.array(1, np.int64)]),
+        ("Mul", [np.ones((60000, 1), np.int64), np.ones((1, 60000), np.int64)]),
+        ("Gather", [np.ones((60000, 1000), np.int64)[:60, :], np.zeros(60000, np.int64)]),
+    ],
+)
+def test_a_huge_result_is_never_made(op: str, inputs: list) -> None:  # type: ignore[type-arg]
+    """A fuzzed or hostile shape must not make fold allocate it: over 65,536 elements no value is
+    kept, so none is computed (a 10**12-element ConstantOfShape would exhaust the machine)."""
+    from modtrans.extraction import arith
+
+    names = [f"i{k}" for k in range(len(inputs))]
+    node = helper.make_node(op, names, ["y"])
+    known = {n: (lambda x=x: x) for n, x in zip(names, inputs, strict=True)}
+    values = arith.evaluate([node], known, 17, [helper.make_opsetid("", 17)], 1 << 16)
+    assert "y" not in values
+    assert set(values) == set(names)  # only the inputs it read

@@ -100,10 +100,12 @@ def _extract(
     if has_errors(found):
         return None, found
     found += load.check_structure(loaded.model, where)
+    inference = load.Inference()
     with shapes.contrib_rules(loaded.model):  # onnx's inference, knowing onnxruntime's fused ops
-        inferred, problems = load.infer_shapes(loaded.model, where)
+        inferred, problems = load.infer_shapes(loaded.model, where, inference)
         found += problems
-        inferred = fold.fold(inferred)
+        inferred = fold.fold(inferred, inference)
+        found += inference.problems(where)
     walker = Walker(where)
     walker.opsets = {
         ("" if o.domain == "ai.onnx" else o.domain): o.version for o in loaded.model.opset_import

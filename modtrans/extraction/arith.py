@@ -23,6 +23,35 @@ Value = np.ndarray
 _Op = Callable[[list[Value | None], dict[str, Any], int], list[Value]]
 
 
+LIMIT = 1 << 16
+"""No op makes a tensor of more elements than this: fold keeps no larger result, and a fuzzed or
+hostile shape ([10**12]) must not be allocated to find that out."""
+
+
+class TooLarge(ValueError):
+    """A result over LIMIT elements: not made, and not asked of the reference evaluator either."""
+
+
+def _sized(shape: Sequence[int]) -> tuple[int, ...]:
+    """`shape`, if a tensor of it is small enough to make (TooLarge otherwise)."""
+    dims = tuple(int(d) for d in shape)
+    total = 1
+    for d in dims:
+        if d < 0:
+            raise ValueError(f"negative dimension {d}")
+        total *= d
+        if total > LIMIT:
+            raise TooLarge(f"a result of more than {LIMIT} elements")
+    return dims
+
+
+def _gather(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
+    data, indices = np.asarray(inputs[0]), np.asarray(inputs[1])
+    axis = int(attrs.get("axis", 0)) % max(data.ndim, 1)
+    _sized([*data.shape[:axis], *indices.shape, *data.shape[axis + 1 :]])
+    return [np.take(data, indices, axis=axis)]
+
+
 def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
@@ -85,14 +114,14 @@ def _reshape(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> l
 
 def _expand(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
     data = np.asarray(inputs[0])
-    shape = np.broadcast_shapes(data.shape, tuple(_ints(inputs[1])))
+    shape = _sized(np.broadcast_shapes(data.shape, tuple(_ints(inputs[1]))))
     return [np.broadcast_to(data, shape).copy()]
 
 
 def _constant_of_shape(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
     tensor = attrs.get("value")
     fill = numpy_helper.to_array(tensor).reshape(-1) if tensor is not None else np.zeros(1, np.float32)
-    return [np.full(_ints(inputs[0]), fill[0], dtype=fill.dtype)]
+    return [np.full(_sized(_ints(inputs[0])), fill[0], dtype=fill.dtype)]
 
 
 def _constant(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
@@ -157,7 +186,9 @@ def _clip(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list
 
 def _elementwise(function: Callable[..., Value]) -> _Op:
     def run(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
-        return [np.asarray(function(*[np.asarray(x) for x in inputs]))]
+        values = [np.asarray(x) for x in inputs]
+        _sized(np.broadcast_shapes(*(v.shape for v in values)))
+        return [np.asarray(function(*values))]
 
     return run
 
@@ -166,8 +197,9 @@ def _same_type(function: Callable[..., Value]) -> _Op:
     """An arithmetic op whose result keeps its first input's element type (numpy would widen)."""
 
     def run(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
-        first = np.asarray(inputs[0])
-        return [np.asarray(function(*[np.asarray(x) for x in inputs])).astype(first.dtype)]
+        values = [np.asarray(x) for x in inputs]
+        _sized(np.broadcast_shapes(*(v.shape for v in values)))
+        return [np.asarray(function(*values)).astype(values[0].dtype)]
 
     return run
 
@@ -175,6 +207,7 @@ def _same_type(function: Callable[..., Value]) -> _Op:
 def _variadic(function: Callable[..., Value]) -> _Op:
     def run(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
         values = [np.asarray(x) for x in inputs]
+        _sized(np.broadcast_shapes(*(v.shape for v in values)))
         out = values[0]
         for v in values[1:]:
             out = function(out, v)
@@ -186,7 +219,7 @@ def _variadic(function: Callable[..., Value]) -> _Op:
 _OPS: dict[str, _Op] = {
     "Constant": _constant,
     "Identity": lambda i, a, o: [np.asarray(i[0])],
-    "Gather": lambda i, a, o: [np.take(np.asarray(i[0]), np.asarray(i[1]), axis=int(a.get("axis", 0)))],
+    "Gather": _gather,
     "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze,
     "Concat": lambda i, a, o: [np.concatenate([np.asarray(x) for x in i], axis=int(a["axis"]))],
@@ -195,9 +228,7 @@ _OPS: dict[str, _Op] = {
     "Expand": _expand,
     "ConstantOfShape": _constant_of_shape,
     "Cast": lambda i, a, o: [np.asarray(i[0]).astype(onnx.helper.tensor_dtype_to_np_dtype(int(a["to"])))],
-    "Range": lambda i, a, o: [
-        np.arange(_scalar(i[0]), _scalar(i[1]), _scalar(i[2])).astype(np.asarray(i[0]).dtype)
-    ],
+    "Range": lambda i, a, o: [_range(i[0], i[1], i[2])],
     "Add": _same_type(np.add),
     "Sub": _same_type(np.subtract),
     "Mul": _same_type(np.multiply),
@@ -224,7 +255,7 @@ _OPS: dict[str, _Op] = {
     "Or": _elementwise(np.logical_or),
     "Xor": _elementwise(np.logical_xor),
     "Where": _elementwise(np.where),
-    "Tile": lambda i, a, o: [np.tile(np.asarray(i[0]), _ints(i[1]))],
+    "Tile": lambda i, a, o: [np.tile(np.asarray(i[0]), _tiles(np.asarray(i[0]), _ints(i[1])))],
     "Transpose": lambda i, a, o: [np.transpose(np.asarray(i[0]), a.get("perm"))],
     "Flatten": lambda i, a, o: [_flatten(np.asarray(i[0]), int(a.get("axis", 1)))],
     "Clip": _clip,
@@ -233,6 +264,19 @@ _OPS: dict[str, _Op] = {
     "ReduceMin": _reduce(np.min, 18),
     "ReduceMax": _reduce(np.max, 18),
 }
+
+
+def _tiles(data: Value, repeats: list[int]) -> list[int]:
+    _sized([*data.shape, *repeats])  # the result has data.size * prod(repeats) elements
+    return repeats
+
+
+def _range(start: Value | None, limit: Value | None, delta: Value | None) -> Value:
+    first, last, step = _scalar(start), _scalar(limit), _scalar(delta)
+    if step == 0:
+        raise ValueError("Range delta 0")
+    _sized([max(int(np.ceil((last - first) / step)), 0)])
+    return np.arange(first, last, step).astype(np.asarray(start).dtype)
 
 
 def _scalar(value: Value | None) -> Any:
@@ -289,6 +333,8 @@ def _run(
     op = _OPS.get(node.op_type)
     try:
         outputs = op(inputs, attrs, opset) if op is not None else _reference(node, inputs, opsets)
+    except TooLarge:
+        raise
     except Exception:  # a case the table does not cover (np.clip with neither bound ...): ask onnx
         if op is None:
             raise

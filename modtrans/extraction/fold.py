@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from modtrans.extraction import arith, shapes
+from modtrans.extraction import arith, load, shapes
 
 _FOLDABLE = frozenset(
     {
@@ -85,10 +85,12 @@ _MAX_ELEMENTS = 1 << 16
 _ROUNDS = 4
 
 
-def fold(model: onnx.ModelProto) -> onnx.ModelProto:
+def fold(model: onnx.ModelProto, inference: load.Inference | None = None) -> onnx.ModelProto:
     """`model` (already shape-inferred) with constant shape arithmetic folded, every If whose
     condition became a constant replaced by the branch it takes, loop bodies given the shapes
-    their state starts with (shapes.bodies), and shapes re-inferred."""
+    their state starts with (shapes.bodies), and shapes re-inferred (by `inference`: the
+    extraction's, which knows whether data propagation fits its memory budget)."""
+    inference = inference or load.Inference()
     cache: dict[str, np.ndarray] = {}  # the values of constants, decoded once
     for _ in range(_ROUNDS):
         try:
@@ -99,7 +101,7 @@ def fold(model: onnx.ModelProto) -> onnx.ModelProto:
                     model, changed = result, True
             if not changed:
                 return model
-            model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+            model = inference(model, strict=False)
         except Exception:  # best effort: a graph onnx cannot evaluate keeps the shapes it has
             return model
     return model

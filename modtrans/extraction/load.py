@@ -9,10 +9,11 @@ model's folder.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -263,14 +264,80 @@ def _inline_placeholder(tensor: onnx.TensorProto) -> None:
     tensor.raw_data = bytes(max(width, 1))
 
 
-def infer_shapes(model: onnx.ModelProto, path: str) -> tuple[onnx.ModelProto, list[Diagnostic]]:
+def infer_shapes(
+    model: onnx.ModelProto, path: str, inference: Inference | None = None
+) -> tuple[onnx.ModelProto, list[Diagnostic]]:
     """Shapes from onnx's inference: strict first, so a failure is reported (X503), then lenient,
     keeping what it could infer; the model unchanged if even that fails."""
+    inference = inference or Inference()
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True), []
+        return inference(model, strict=True), inference.problems(path)
     except Exception as error:  # InferenceError, ValidationError, RuntimeError, UnicodeDecodeError ...
         problem = [diagnostic("X503", " ".join(str(error).split())[:300] or type(error).__name__, path=path)]
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True), problem
+        return inference(model, strict=False), problem + inference.problems(path)
     except Exception:
         return model, problem
+
+
+INFERENCE_BUDGET = 1 << 30
+"""Bytes of address space onnx's shape inference may take beyond what the process has. Its data
+propagation materialises the sizes it computes: a model whose pads are computed with a constant of
+2**30 (a fuzzed VAD) made it allocate until the kernel killed the process (24 GB). Real graphs,
+weights stripped, need a few MB."""
+
+
+class Inference:
+    """onnx's shape inference for one extraction: with data propagation (sizes computed from
+    shapes: what dynamic-axis exports need), within INFERENCE_BUDGET. Past the budget it runs
+    again without, and so does every later round of the same extraction."""
+
+    def __init__(self) -> None:
+        self.data_prop = True
+        self.exhausted = False
+
+    def __call__(self, model: onnx.ModelProto, *, strict: bool) -> onnx.ModelProto:
+        with _address_space(INFERENCE_BUDGET):
+            if self.data_prop:
+                try:
+                    return onnx.shape_inference.infer_shapes(model, strict_mode=strict, data_prop=True)
+                except MemoryError:
+                    self.data_prop, self.exhausted = False, True
+            return onnx.shape_inference.infer_shapes(model, strict_mode=strict, data_prop=False)
+
+    def problems(self, path: str) -> list[Diagnostic]:
+        if not self.exhausted:
+            return []
+        self.exhausted = False  # said once
+        return [
+            diagnostic(
+                "X503",
+                f"shape inference needed more than {INFERENCE_BUDGET >> 30} GiB to propagate the "
+                "values of shapes (a size computed from a huge constant?); it ran without",
+                path=path,
+            )
+        ]
+
+
+@contextlib.contextmanager
+def _address_space(extra: int) -> Iterator[None]:
+    """Within: the process may grow its address space by `extra` bytes at most (an allocation past
+    that fails, and onnx raises MemoryError). Where the size cannot be read (not Linux), no limit."""
+    try:
+        import resource
+
+        pages = int(Path("/proc/self/statm").read_text().split()[0])
+        size = pages * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError, IndexError):
+        yield
+        return
+    limit = size + extra if hard == resource.RLIM_INFINITY else min(size + extra, hard)
+    if soft != resource.RLIM_INFINITY and soft <= limit:
+        yield  # already limited as tightly
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
