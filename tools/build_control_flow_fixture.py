@@ -68,62 +68,56 @@ class Vad(torch.nn.Module):
         return torch.sigmoid(self.head(y[-1]))
 
 
-def _vad(folder: Path) -> None:
+def _scripted(
+    model: torch.nn.Module, args: tuple[torch.Tensor, ...], axes: dict[str, dict[int, str]]
+) -> bytes:
+    """`model`, its weights drawn at random (distinct values, so the exporter merges no equal
+    initializers), scripted and exported by the TorchScript-based exporter."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        torch.onnx.export(
+            torch.jit.script(model),
+            args,
+            str(path),
+            dynamo=False,
+            opset_version=17,
+            input_names=list(axes),
+            dynamic_axes={name: dims for name, dims in axes.items() if dims},
+        )
+        return path.read_bytes()
+
+
+def main() -> None:
+    exporter = f"torch.onnx.export(torch.jit.script(...), dynamo=False, opset 17), torch {torch.__version__}"
     torch.manual_seed(2026)
-    model = Vad()
-    path = folder / "torchscript_vad.onnx"
-    torch.onnx.export(
-        torch.jit.script(model),
-        (torch.randn(2, 512), torch.tensor(16000)),
-        str(path),
-        dynamo=False,
-        opset_version=17,
-        input_names=["x", "sr"],
-        dynamic_axes={"x": {0: "batch", 1: "samples"}},
+    model = Recurrent()
+    record(
+        NAME,
+        _scripted(model, (torch.randn(6, 2, 16),), {"x": {0: "sequence", 1: "batch"}}),
+        {
+            "exporter": exporter,
+            "torch_parameters": sum(p.numel() for p in model.parameters()),
+            "untaken_branch_parameters": sum(p.numel() for p in model.small.parameters()),
+            "note": "Loop over the sequence (trip count from the input's shape); If on x.size(0) > 4",
+        },
     )
+    vad = Vad()
     record(
         "torchscript_vad.onnx",
-        path.read_bytes(),
+        _scripted(
+            vad, (torch.randn(2, 512), torch.tensor(16000)), {"x": {0: "batch", 1: "samples"}, "sr": {}}
+        ),
         {
-            "exporter": "torch.onnx.export(torch.jit.script(...), dynamo=False, opset 17), "
-            f"torch {torch.__version__}",
-            "torch_parameters": sum(p.numel() for p in model.parameters()),
-            "lstm_parameters": sum(p.numel() for p in model.lstm16.parameters()),
+            "exporter": exporter,
+            "torch_parameters": sum(p.numel() for p in vad.parameters()),
+            "lstm_parameters": sum(p.numel() for p in vad.lstm16.parameters()),
             "note": "pads computed from the length; If on the value of input sr, an LSTM each branch",
             "expected_diagnostics": ["X504", "X513"],
         },
     )
-
-
-def main() -> None:
-    torch.manual_seed(2026)
-    model = Recurrent()
-    with torch.no_grad():  # distinct values, so the exporter does not merge equal initializers
-        for p in model.parameters():
-            p.copy_(torch.randn_like(p))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / NAME
-        torch.onnx.export(
-            torch.jit.script(model),
-            (torch.randn(6, 2, 16),),
-            str(path),
-            dynamo=False,
-            opset_version=17,
-            input_names=["x"],
-            dynamic_axes={"x": {0: "sequence", 1: "batch"}},
-        )
-        record(
-            NAME,
-            path.read_bytes(),
-            {
-                "exporter": "torch.onnx.export(torch.jit.script(...), dynamo=False, opset 17), "
-                f"torch {torch.__version__}",
-                "torch_parameters": sum(p.numel() for p in model.parameters()),
-                "untaken_branch_parameters": sum(p.numel() for p in model.small.parameters()),
-                "note": "Loop over the sequence (trip count from the input's shape); If on x.size(0) > 4",
-            },
-        )
-        _vad(Path(tmp))
 
 
 if __name__ == "__main__":
