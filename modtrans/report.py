@@ -12,10 +12,10 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.text import Text
+if TYPE_CHECKING:  # rich costs 40 ms to import: only a report that prints something loads it
+    from rich.console import Console
 
 from modtrans.diagnostics import CATALOG, Diagnostic, Severity
 
@@ -107,6 +107,10 @@ def text(
     strict: bool = False,
     more: str = "--all shows every finding",
 ) -> None:
+    if not diagnostics and not checked:
+        return  # nothing to say: no console, no rich
+    from rich.text import Text
+
     console = _console(stream, color, soft_wrap=True)
     seen: dict[tuple[str | None, str], int] = {}
     for d in diagnostics:
@@ -143,6 +147,8 @@ def text(
 
 
 def _excerpt(console: Console, d: Diagnostic, line: str | None) -> None:
+    from rich.text import Text
+
     assert d.span is not None
     if line is None:
         return
@@ -257,6 +263,8 @@ def console(stream: IO[str], color: bool | None, *, width: int | None = None) ->
 def _console(
     stream: IO[str], color: bool | None, *, soft_wrap: bool = False, width: int | None = None
 ) -> Console:
+    from rich.console import Console
+
     return Console(
         file=stream,
         no_color=color is False or None,
@@ -272,4 +280,6 @@ def status(message: str) -> contextlib.AbstractContextManager[object]:
     """A spinner on standard error while long work runs, only when it is a terminal."""
     if not sys.stderr.isatty() or os.environ.get("CI"):
         return contextlib.nullcontext()
+    from rich.console import Console
+
     return Console(stderr=True).status(message)

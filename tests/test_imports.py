@@ -72,3 +72,19 @@ def test_no_command_loads_the_network_stack_unless_it_downloads(tmp_path: Path) 
     )
     modules = json.loads(done.stdout.strip().splitlines()[-1])
     assert not {"urllib.request", "http.client"} & set(modules)
+
+
+def test_a_translation_that_prints_no_report_does_not_load_rich(tmp_path: Path) -> None:
+    """rich is 40 ms to import: report.py, diff/render.py and ir/render.py load it when they
+    print, so a clean translate -o (which says only what it wrote) never does."""
+    probe = _PROBE.replace(
+        'roots = ("onnx", "numpy", "jsonschema", "google", "rfc3987_syntax")', 'roots = ("rich",)'
+    )
+    out = str(tmp_path / "r.txt")
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "translate", "resnet50", "-o", out],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

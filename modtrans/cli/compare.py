@@ -32,7 +32,6 @@ from modtrans.cli.common import (
     finite,
 )
 from modtrans.diff import conventions
-from modtrans.diff import render as diff_render
 from modtrans.fileio import STDIN_NAME
 from modtrans.report import Format
 from modtrans.strategy import Parallelism, Params
@@ -131,6 +130,8 @@ def diff(
     result = comparison.compare(a, b, compared)
     findings = conventions.explain(a, b, result)
     advice = _like_with_like(first, reference, findings) if findings else None
+    from modtrans.diff import render as diff_render  # rich: only the command that prints with it
+
     if fmt == "json":
         document = diff_render.to_json(result, first=first, reference=reference)
         document["conventions"] = [{"difference": f.what, "option": f.option} for f in findings]

@@ -48,7 +48,7 @@ from modtrans.cli.common import (
 from modtrans.cost import roofline
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
 from modtrans.fileio import is_file_output, read_binary
-from modtrans.ir import document, render
+from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan
 from modtrans.report import COLLAPSED, Format
@@ -610,6 +610,8 @@ def inspect(
     report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None, **COLLAPSED)
     if ir is None or has_errors(found):
         raise typer.Exit(report.exit_code(found) or 1)
+    from modtrans.ir import render  # rich: only the command that prints with it
+
     selected = render.rows(ir, weights_only=params is Params.WEIGHTS, all_layers=all_layers)
     if fmt == "json":
         text = _ir_json(ir, model, found)
