@@ -331,6 +331,7 @@ def _loop_model(tmp_path: Path, trip_count: object, condition_in_body: bool = Fa
     body_nodes = [
         helper.make_node("MatMul", ["h_in", "W"], ["hw"], name="cell/MatMul"),
         helper.make_node("Tanh", ["hw"], ["h_out"], name="cell/Tanh"),
+        helper.make_node("Identity", ["h_out"], ["h_row"]),  # a scan output: one row per iteration
     ]
     if condition_in_body:
         body_nodes.append(helper.make_node("ReduceSum", ["h_out"], ["total"], keepdims=0))
@@ -348,6 +349,7 @@ def _loop_model(tmp_path: Path, trip_count: object, condition_in_body: bool = Fa
         [
             helper.make_tensor_value_info("keep_going", TensorProto.BOOL, []),
             helper.make_tensor_value_info("h_out", TensorProto.FLOAT, ["h_dim_0", 16]),
+            helper.make_tensor_value_info("h_row", TensorProto.FLOAT, ["h_dim_0", 16]),
         ],
     )
     extra = [
@@ -362,12 +364,16 @@ def _loop_model(tmp_path: Path, trip_count: object, condition_in_body: bool = Fa
     elif trip_count == "input":
         inputs.append(helper.make_tensor_value_info("M", TensorProto.INT64, []))
         count = "M"
-    loop = helper.make_node("Loop", [count, "true", "x"], ["h"], name="steps", body=body)
+    loop = helper.make_node("Loop", [count, "true", "x"], ["h", "rows"], name="steps", body=body)
     graph = helper.make_graph(
-        [loop, helper.make_node("Relu", ["h"], ["y"], name="after")],
+        [
+            loop,
+            helper.make_node("Relu", ["h"], ["y"], name="after"),
+            helper.make_node("Relu", ["rows"], ["z"], name="after_rows"),
+        ],
         "g",
         inputs,
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "z")],
         [w, *extra],
     )
     path = tmp_path / "loop.onnx"
@@ -384,6 +390,7 @@ def test_a_loop_of_constant_trip_count_costs_every_iteration(tmp_path: Path) -> 
     assert cell.params[0].name == "W"
     assert ir.totals.params == 16 * 16  # counted once, not five times
     assert ir.layer("after").outputs[0].shape == (3, 16)  # the final state keeps its shape
+    assert ir.layer("after_rows").inputs[0].shape == (5, 3, 16)  # a row per iteration
     assert "X514" not in codes
 
 
@@ -405,6 +412,8 @@ def test_a_loop_nobody_can_count_is_said_to_be_costed_once(
     assert "'steps'" in x514.message
     cell = ir.layer("steps/body/cell/MatMul")
     assert (cell.repeats, cell.flops_known) == (1, False)
+    rows = ir.layer("after_rows").inputs[0].shape
+    assert rows is None or rows[0] != 5  # a while loop may stop before M: its rows are not M
 
 
 def test_a_loop_body_moves_its_memory_traffic_every_iteration(tmp_path: Path) -> None:

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 import onnx
 from onnx import defs, numpy_helper
 
+from modtrans.extraction import loops
+
 Shape = tuple[int, ...]
 Dim = int | str | None
 Dims = tuple[Dim, ...]
@@ -281,7 +283,7 @@ def _used(graph: onnx.GraphProto) -> set[str]:
 
 
 _STANDARD = frozenset({"", "ai.onnx"})
-_INTEGERS = frozenset({2, 3, 4, 5, 6, 7, 12, 13})
+_INTEGERS = frozenset({2, 3, 4, 5, 6, 7, 9, 12, 13})  # and bool (9): a condition
 
 
 def _known(graph: onnx.GraphProto) -> dict[str, tuple[Shape, int]]:
@@ -347,7 +349,8 @@ def _finals(
             if inner.get(start, (None, 0))[0] == dims:
                 found.append((name, dims, element))
         elif node.op_type == "Loop":
-            trips = scalar(graph, node.input[0])
+            # as many rows as iterations: known only when the count is (a while loop may stop early)
+            trips, _ = loops.trips(node, lambda value: scalar(graph, value), lambda _: None)
             if trips is not None:
                 found.append((name, (trips, *dims), element))
     return found
