@@ -24,23 +24,37 @@ import onnx
 from modtrans.ir.document import Dim, Flops, Layer
 
 
+def carried(node: onnx.NodeProto, body: onnx.GraphProto) -> list[tuple[onnx.ValueInfoProto, str]]:
+    """(body input, the outer value it starts as) for each carried state of a Loop or Scan, in
+    the order of their body outputs (after a Loop body's condition output). A Scan's scanned
+    inputs are slices, not carried."""
+    if node.op_type == "Loop":  # body inputs: iteration, condition, then the carried values
+        return list(zip(body.input[2:], node.input[2:], strict=False))
+    if node.op_type != "Scan":
+        return []
+    scanned = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
+    states = len(body.input) - scanned
+    offset = len(node.input) - len(body.input)  # 1 in opset 8, whose first input is sequence_lens
+    return list(zip(body.input[:states], node.input[offset : offset + states], strict=False))
+
+
+def first_carried_output(node: onnx.NodeProto) -> int:
+    """Where a body's carried outputs start: 1 in a Loop (its condition comes first), else 0."""
+    return 1 if node.op_type == "Loop" else 0
+
+
+def _passed(body: onnx.GraphProto) -> dict[str, str]:
+    """Identity output -> its input, in `body`."""
+    return {n.output[0]: n.input[0] for n in body.node if n.op_type == "Identity" and n.input and n.output}
+
+
 def invariants(node: onnx.NodeProto, body: onnx.GraphProto) -> dict[str, str]:
     """Body input -> the outer value it carries, for each carried value the body passes on
     unchanged (a body output that is that input, directly or through Identity)."""
-    if node.op_type not in ("Loop", "Scan"):
-        return {}
-    passed = {n.output[0]: n.input[0] for n in body.node if n.op_type == "Identity" and n.input and n.output}
-    if node.op_type == "Loop":  # inputs: iteration, condition, carried...; outputs: condition, carried...
-        pairs = zip(body.input[2:], node.input[2:], body.output[1:], strict=False)
-    else:
-        scanned = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
-        states = len(body.input) - scanned
-        offset = len(node.input) - len(body.input)  # opset 8's sequence_lens
-        pairs = zip(
-            body.input[:states], node.input[offset : offset + states], body.output[:states], strict=False
-        )
+    passed = _passed(body)
+    results = body.output[first_carried_output(node) :]
     found = {}
-    for inner, outer, result in pairs:
+    for (inner, outer), result in zip(carried(node, body), results, strict=False):
         if outer and (result.name == inner.name or passed.get(result.name) == inner.name):
             found[inner.name] = outer
     return found
@@ -73,9 +87,7 @@ def trips(
     if condition and constant(condition) != 1:
         return None, f"its condition {condition!r} is not a constant true"
     if body is not None and len(body.input) > 1 and body.output:
-        passed = {
-            n.output[0]: n.input[0] for n in body.node if n.op_type == "Identity" and n.input and n.output
-        }
+        passed = _passed(body)
         result = body.output[0].name
         while result in passed:  # through Identity, to the condition input or a constant
             result = passed.pop(result)

@@ -319,7 +319,7 @@ def bodies(model: onnx.ModelProto) -> onnx.ModelProto | None:
         body = next((a.g for a in node.attribute if a.name == "body"), None)
         if body is None:
             continue
-        for inner, outer in _carried(node, body):
+        for inner, outer in loops.carried(node, body):
             if outer in known:
                 changed |= _settle(inner, known[outer][0])
         for name, dims, element in _finals(node, body, known, out.graph):
@@ -336,8 +336,8 @@ def _finals(
     carried values whose body output keeps the start shape, and a Loop's scan outputs when its
     trip count is a constant."""
     inner = _known(body)
-    carried = _carried(node, body)
-    first = 1 if node.op_type == "Loop" else 0  # a Loop body's first output is its condition
+    carried = loops.carried(node, body)
+    first = loops.first_carried_output(node)
     found: list[tuple[str, Shape, int]] = []
     for index, name in enumerate(node.output):
         result = body.output[first + index].name if first + index < len(body.output) else ""
@@ -370,17 +370,6 @@ def scalar(graph: onnx.GraphProto, name: str) -> int | None:
         return int(numpy_helper.to_array(tensor).reshape(-1)[0])
     except (ValueError, TypeError, IndexError):  # a malformed tensor
         return None
-
-
-def _carried(node: onnx.NodeProto, body: onnx.GraphProto) -> list[tuple[onnx.ValueInfoProto, str]]:
-    """(body input, the outer value it starts as) for each carried state; a Scan's scanned
-    inputs are slices, which onnx's inference already shapes from the outer tensor."""
-    if node.op_type == "Loop":  # body inputs: iteration, condition, then the carried values
-        return list(zip(body.input[2:], node.input[2:], strict=False))
-    scanned = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
-    states = len(body.input) - scanned
-    offset = len(node.input) - len(body.input)  # 1 in opset 8, whose first input is sequence_lens
-    return list(zip(body.input[:states], node.input[offset : offset + states], strict=False))
 
 
 def _settle(info: onnx.ValueInfoProto, dims: Shape) -> bool:
