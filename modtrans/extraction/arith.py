@@ -184,10 +184,16 @@ def _clip(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list
     return [np.clip(data, low, high).astype(data.dtype)]
 
 
+def _broadcastable(inputs: list[Value | None]) -> list[Value]:
+    """The inputs as arrays, once their broadcast result is known to be small enough."""
+    values = [np.asarray(x) for x in inputs]
+    _sized(np.broadcast_shapes(*(v.shape for v in values)))
+    return values
+
+
 def _elementwise(function: Callable[..., Value]) -> _Op:
     def run(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
-        values = [np.asarray(x) for x in inputs]
-        _sized(np.broadcast_shapes(*(v.shape for v in values)))
+        values = _broadcastable(inputs)
         return [np.asarray(function(*values))]
 
     return run
@@ -197,8 +203,7 @@ def _same_type(function: Callable[..., Value]) -> _Op:
     """An arithmetic op whose result keeps its first input's element type (numpy would widen)."""
 
     def run(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
-        values = [np.asarray(x) for x in inputs]
-        _sized(np.broadcast_shapes(*(v.shape for v in values)))
+        values = _broadcastable(inputs)
         return [np.asarray(function(*values)).astype(values[0].dtype)]
 
     return run
@@ -206,8 +211,7 @@ def _same_type(function: Callable[..., Value]) -> _Op:
 
 def _variadic(function: Callable[..., Value]) -> _Op:
     def run(inputs: list[Value | None], attrs: dict[str, Any], opset: int) -> list[Value]:
-        values = [np.asarray(x) for x in inputs]
-        _sized(np.broadcast_shapes(*(v.shape for v in values)))
+        values = _broadcastable(inputs)
         out = values[0]
         for v in values[1:]:
             out = function(out, v)
