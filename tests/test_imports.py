@@ -16,19 +16,25 @@ HEAVY = {"onnx", "numpy", "jsonschema", "google.protobuf", "rfc3987_syntax"}
 _PROBE = """
 import json, sys
 from modtrans.cli import main
-sys.argv = ["modtrans", *sys.argv[1:]]
+roots = tuple(json.loads(sys.argv[1]))
+sys.argv = ["modtrans", *sys.argv[2:]]
 try:
     main()
 except SystemExit:
     pass
-roots = ("onnx", "numpy", "jsonschema", "google", "rfc3987_syntax")
 print("\\n" + json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in roots)))
 """
 
 
+def _modules(roots: tuple[str, ...], *args: str) -> set[str]:
+    """The modules under the top-level packages `roots` that `modtrans ARGS` has loaded when it ends."""
+    probe = [sys.executable, "-c", _PROBE, json.dumps(roots), *args]
+    done = subprocess.run(probe, capture_output=True, text=True, check=False)
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def _imported(*args: str) -> set[str]:
-    done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, check=False)
-    modules = json.loads(done.stdout.strip().splitlines()[-1])
+    modules = _modules(("onnx", "numpy", "jsonschema", "google", "rfc3987_syntax"), *args)
     return {name for name in HEAVY if name in modules}
 
 
@@ -59,32 +65,11 @@ def test_each_command_imports_only_what_it_needs(
 
 def test_no_command_loads_the_network_stack_unless_it_downloads(tmp_path: Path) -> None:
     """urllib.request brings http.client and email: 20 ms that only `fetch` needs."""
-    probe = _PROBE.replace(
-        'roots = ("onnx", "numpy", "jsonschema", "google", "rfc3987_syntax")',
-        'roots = ("http", "urllib", "email")',
-    )
-    out = str(tmp_path / "r.txt")
-    done = subprocess.run(
-        [sys.executable, "-c", probe, "translate", "resnet50", "-o", out],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    modules = json.loads(done.stdout.strip().splitlines()[-1])
-    assert not {"urllib.request", "http.client"} & set(modules)
+    modules = _modules(("http", "urllib", "email"), "translate", "resnet50", "-o", str(tmp_path / "r.txt"))
+    assert not {"urllib.request", "http.client"} & modules
 
 
 def test_a_translation_that_prints_no_report_does_not_load_rich(tmp_path: Path) -> None:
     """rich is 40 ms to import: report.py, diff/render.py and ir/render.py load it when they
     print, so a clean translate -o (which says only what it wrote) never does."""
-    probe = _PROBE.replace(
-        'roots = ("onnx", "numpy", "jsonschema", "google", "rfc3987_syntax")', 'roots = ("rich",)'
-    )
-    out = str(tmp_path / "r.txt")
-    done = subprocess.run(
-        [sys.executable, "-c", probe, "translate", "resnet50", "-o", out],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert _modules(("rich",), "translate", "resnet50", "-o", str(tmp_path / "r.txt")) == set()
