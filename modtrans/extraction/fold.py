@@ -107,18 +107,6 @@ def fold(model: onnx.ModelProto, inference: load.Inference | None = None) -> onn
     return model
 
 
-def _constant_value(graph: onnx.GraphProto, name: str) -> np.ndarray | None:
-    for t in graph.initializer:
-        if t.name == name and _small(t):
-            return numpy_helper.to_array(t)
-    for node in graph.node:
-        if node.op_type == "Constant" and name in node.output:
-            for a in node.attribute:
-                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                    return numpy_helper.to_array(a.t)
-    return None
-
-
 def _take_branches(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """Inline the branch of each top-level If whose condition is a constant: its nodes and
     initializers join the graph, its outputs renamed to the If's (through Identity)."""
@@ -127,10 +115,10 @@ def _take_branches(model: onnx.ModelProto) -> onnx.ModelProto | None:
     for index, node in enumerate(graph.node):
         if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
             continue
-        value = _constant_value(graph, node.input[0])
-        if value is None or value.size != 1:
+        value = shapes.scalar(graph, node.input[0])  # the condition, when fixed shapes made it constant
+        if value is None:
             continue
-        branch = "then_branch" if bool(value.reshape(-1)[0]) else "else_branch"
+        branch = "then_branch" if value else "else_branch"
         body = next((a.g for a in node.attribute if a.name == branch), None)
         if body is not None and len(body.output) == len(node.output):
             picks[index] = body

@@ -357,7 +357,8 @@ def _finals(
 
 
 def scalar(graph: onnx.GraphProto, name: str) -> int | None:
-    """The value of a one-element integer initializer or Constant of `graph` named `name`."""
+    """The value of a one-element integer or bool initializer or Constant of `graph` named `name`
+    (a trip count, a condition)."""
     if not name:
         return None
     tensor = next((t for t in graph.initializer if t.name == name), None)
