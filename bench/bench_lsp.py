@@ -10,6 +10,7 @@ that; an edit costs less, since the server re-parses only the lines that changed
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,6 +20,8 @@ from typing import Any
 from modtrans.workload.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
+# The server runs as an installed copy does, with its bytecode cached (bench_speed.py says why).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 class Client:

@@ -3,8 +3,10 @@ the same run, on whatever machine runs it.
 
 Run by hand: `python bench/bench_speed.py [--keep DIR]` (a few minutes: it writes a 553 MB VGG16
 with embedded weights and two 100,000-layer workloads to a temporary folder). Each command runs
-in a fresh process; times are the best of three wall-clock runs, memory the child's own peak RSS
-(os.wait4). Figures and targets:
+in a fresh process, as an installed copy runs: with its bytecode cached (pip compiles it at
+install; PYTHONDONTWRITEBYTECODE, set in some shells, is dropped here, or every run would time
+the compiler) and after one untimed run (which also warms the page cache, for the baseline as for
+us). Times are the best of three wall-clock runs, memory the child's own peak RSS. Figures and targets:
 
     modtrans --help                            <= 0.3 s            (baseline: python -c pass)
     translate / extract -o of VGG16, embedded  >= 2.5x faster than `onnx.load` in a process
@@ -35,12 +37,14 @@ from bench_extract import vgg16_embedded  # noqa: E402
 from bench_workload import best_of, generate, split_baseline  # noqa: E402
 
 PY = sys.executable
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # every child below: see the module docstring
 
 
 def run(args: list[str], runs: int = 3) -> tuple[float, float]:
     """Best wall time (s) and the largest peak RSS (MB, see peak_rss for its limits) of `runs`
     fresh processes."""
     best, peak = float("inf"), 0.0
+    subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)  # warm-up
     for _ in range(runs):
         start = time.perf_counter()
         child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

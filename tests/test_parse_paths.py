@@ -7,7 +7,16 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modtrans.workload.parse import _Reader, parse, split_lines
+from modtrans.workload.model import Layer, LineLayout, Phase
+from modtrans.workload.parse import (
+    _constructor,
+    _fast_layer,
+    _field_groups,
+    _Reader,
+    _uniform_layer,
+    parse,
+    split_lines,
+)
 from tests.conftest import corpus_files
 
 
@@ -18,7 +27,7 @@ def test_fast_and_full_paths_agree_on_real_and_mutated_lines() -> None:
     for line in lines[:400]:
         i = rng.randrange(len(line) + 1)
         mutated.append(
-            line[:i] + rng.choice([" ", "\t", "0", "-", "+", "x", "_EP", ".5", " DATA"]) + line[i:]
+            line[:i] + rng.choice([" ", "\t", "0", "-", "+", "x", "_EP", ".5", " DATA", "DATA"]) + line[i:]
         )
     checked = 0
     for line in lines + mutated:
@@ -80,3 +89,71 @@ def test_the_fast_path_never_splits_a_token_between_fields() -> None:
         fields[at] = "9" * 200_000
         result = parse("HYBRID_CUSTOMIZED\n1\n" + " ".join(fields) + "\n")
         assert bool(result.diagnostics) == (at != 0)  # a name may be all digits
+
+
+_NAMES = ["l1", "12", "DATA"]
+_NUMBERS = ["0", "7", "12"]
+_COMMS = ["NONE", "ALLREDUCE", "ALLTOALL_EP"]
+_FIELDS = [_NAMES, ["-1", "0"], *([_NUMBERS, _COMMS, _NUMBERS] * 3), _NUMBERS]
+_RUNS = [" ", "\t", "  ", " \t", "\f"]
+_DAMAGE = ["", "-1", "12DATA", "x", "DATA", "00", "+1"]  # a run of no blanks, or a bad token
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_fast_path_accepts_only_what_lark_reads_the_same(data: st.DataObject) -> None:
+    """A valid line with at most one flaw (two fields glued together, a bad token anywhere): what
+    the fast path reads, lark reads the same, with no finding. The class of "3229DATA": the
+    general regex once let a policy follow the update time with no blank between, and read one
+    malformed token as two fields."""
+    tokens = [data.draw(st.sampled_from(choices)) for choices in _FIELDS]
+    tokens += data.draw(st.sampled_from([[], ["DATA"], ["MODEL"]]))
+    runs = [data.draw(st.sampled_from(["", *_RUNS]))] + [data.draw(st.sampled_from(_RUNS)) for _ in tokens]
+    runs[-1] = data.draw(st.sampled_from(["", *_RUNS]))  # leading and trailing blanks may be none
+    at, damage = data.draw(st.integers(0, 2 * len(tokens))), data.draw(st.sampled_from(_DAMAGE))
+    if at < len(tokens):
+        tokens[at] = damage or tokens[at]
+    else:
+        runs[at - len(tokens)] = ""
+    line = runs[0] + "".join(t + r for t, r in zip(tokens, runs[1:], strict=True))
+    fast = _Reader(None)._layer_fast(3, line, "\n", ())
+    full_reader = _Reader(None)
+    full = full_reader._layer_full(3, line, "\n", (), None)
+    if fast is None:
+        return
+    assert full == fast, line
+    assert (full.span, full.layout) == (fast.span, fast.layout)
+    assert not full_reader.diagnostics, line
+
+
+def test_the_uniform_regex_reads_what_the_general_one_reads() -> None:
+    """_uniform_layer (one run of blanks between every field) is a shortcut of _fast_layer: on every
+    corpus line either rejects or both give the same thirteen fields and fourteen separators."""
+    _, fields_of, separators_of = _field_groups()
+    lines = [c for p in corpus_files() for c, _ in split_lines(p.read_bytes().decode())[2:]]
+    lines += ["a -1 1 NONE 0 1 NONE 0 1 NONE 0 1 DATA  ", "\ta\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tNONE\t0\t1\t"]
+    uniform = 0
+    for line in lines:
+        short, general = _uniform_layer().fullmatch(line), _fast_layer().fullmatch(line)
+        if short is None:
+            continue
+        uniform += 1
+        assert general is not None, line
+        groups, full_groups = short.groups(), general.groups()
+        assert groups[1:2] + groups[3:15] == fields_of(full_groups)
+        runs = (groups[2],) * (11 if groups[14] is None else 12)
+        separators = separators_of(full_groups)[: 13 if groups[14] is None else 14]
+        assert (groups[0], *runs, groups[15]) == separators
+    assert uniform > len(lines) // 2  # the corpus's lines are mostly uniform
+
+
+def test_the_fast_constructors_build_what_the_dataclasses_build() -> None:
+    phase = _constructor(Phase)(5, Phase(1).comm_type, 7)
+    assert phase == Phase(5, Phase(1).comm_type, 7)
+    layout = _constructor(LineLayout)((), (" ",), "\n", ())
+    assert layout == LineLayout((), (" ",), "\n", ())
+    fields = ("n", phase, phase, phase, 3, -1, None, None, layout, None)
+    built = _constructor(Layer)(*fields)
+    assert built == Layer(*fields)
+    assert built.layout is layout
+    assert hash(built) == hash(Layer(*fields))

@@ -7,12 +7,15 @@ token spellings are kept as layout, which the writer uses for a byte-exact round
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
+import gc
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import lark
 
@@ -34,6 +37,7 @@ from modtrans.workload.model import (
 from modtrans.workload.numbers import Kind
 from modtrans.workload.write import layer_tokens
 
+_T = TypeVar("_T")
 MAX_LINE = 1 << 20  # characters; longer lines are reported, never handed to the lexer
 _BLANKS = " \t\f\v"
 _FIELD_NAMES = (
@@ -112,6 +116,28 @@ _COMMS = {c.value: c for c in CommType}
 _POLICIES = {p.value: p for p in Policy}
 
 
+def _terminals() -> dict[str, str]:
+    """The grammar's terminal regexes, their groups made non-capturing: a match then builds only
+    the fields' strings (each capturing group costs a substring per line)."""
+    return {t.name: re.sub(r"(?<!\\)\((?!\?)", "(?:", t.pattern.to_regexp()) for t in _parser().terminals}
+
+
+# The fields in the fast regexes: the numbers in them are plain decimals that fit their field: a
+# signed 32-bit reserved field, unsigned 64-bit (at most 19 digits) elsewhere. Anything else, a
+# sign, a leading zero, a 20-digit value, takes the full path, whose diagnostics explain it.
+_STRICT = {1: "(?:0|-?[1-9][0-9]{0,9})"}  # not "-0": it would write back as "0"
+_UNSIGNED_FIELD = "(?:0|[1-9][0-9]{0,18})"
+_NUMBERS = operator.itemgetter(2, 4, 5, 7, 8, 10, 11)  # of the 13 fields: the times and sizes
+
+
+def _field_regexes() -> list[str]:
+    terminals = _terminals()
+    return [
+        _STRICT.get(i, _UNSIGNED_FIELD if name == "INT" else terminals[name])
+        for i, name in enumerate(_LAYER_TERMINALS)
+    ]
+
+
 @functools.cache
 def _fast_layer() -> re.Pattern[str]:
     """One regex for a layer line whose every field is its typed terminal, built from the grammar.
@@ -120,33 +146,65 @@ def _fast_layer() -> re.Pattern[str]:
     it does not accept take the full lark path, which gives the diagnostics (tests check that both
     paths agree on real and mutated lines).
     """
-    terminals = {t.name: t.pattern.to_regexp() for t in _parser().terminals}
     blank = "[ \\t\\f\\v]*"
     # Between fields at least one blank, as lark's lexer has it: with `*` a long token could be
     # split between NAME (\S+) and the next field in every way, and a 1 MB line would backtrack
     # for hours (found by tests/fuzzing.py). The last field is followed by `*`: trailing blanks.
-    # The numbers in the fast path are plain decimals that fit their field: a signed 32-bit
-    # reserved field, unsigned 64-bit (at most 19 digits) elsewhere. Anything else, a sign, a
-    # leading zero, a 20-digit value, takes the full path, whose diagnostics explain it.
-    strict = {1: "(?:0|-?[1-9][0-9]{0,9})"}  # not "-0": it would write back as "0"
     parts = [f"(?P<s0>{blank})"]
-    for i, name in enumerate(_LAYER_TERMINALS):
-        between = blank if i == len(_LAYER_TERMINALS) - 1 else "[ \\t\\f\\v]+"
-        field = strict.get(i, "(?:0|[1-9][0-9]{0,18})" if name == "INT" else terminals[name])
+    fields = _field_regexes()
+    for i, field in enumerate(fields):
+        between = blank if i == len(fields) - 1 else "[ \\t\\f\\v]+"
         parts.append(f"(?P<f{i}>{field})(?P<s{i + 1}>{between})")
-    parts.append(f"(?:(?P<f12>{terminals['POLICY']})(?P<s13>{blank}))?")
+    # A policy needs a blank before it: "80DATA" is one malformed token, as lark reads it.
+    parts.append(f"(?:(?<=[ \\t\\f\\v])(?P<f12>{_terminals()['POLICY']})(?P<s13>{blank}))?")
     return re.compile("".join(parts))
 
 
 @functools.cache
-def _field_groups() -> tuple[tuple[int, ...], Callable[..., tuple[str, ...]], Callable[..., tuple[str, ...]]]:
-    """Where fields f0..f12 sit in the fast regex's groups() tuple, and getters for the seven
-    unsigned numbers and the fourteen separators."""
+def _uniform_layer() -> re.Pattern[str]:
+    """_fast_layer for the usual line, whose fields are all parted by the same run of blanks: a
+    backreference stands for the eleven runs after the first, so a match builds 16 strings, not 27.
+    Its groups: leading blanks, name, the run, fields 1-11, the policy (or None), trailing blanks."""
+    blank = "[ \\t\\f\\v]*"
+    name, *rest = _field_regexes()
+    parts = [f"({blank})({name})([ \\t\\f\\v]+)", "\\3".join(f"({field})" for field in rest)]
+    parts.append(f"(?:\\3({_terminals()['POLICY']}))?({blank})")
+    return re.compile("".join(parts))
+
+
+Getter = Callable[[tuple[str | None, ...]], tuple[Any, ...]]  # str, only the policy may be None
+
+
+@functools.cache
+def _field_groups() -> tuple[tuple[int, ...], Getter, Getter]:
+    """Where fields f0..f12 sit in the fast regex's groups() tuple, a getter for the thirteen
+    fields and one for the fourteen separators."""
     index = _fast_layer().groupindex
     fields = tuple(index[f"f{i}"] - 1 for i in range(13))
-    numeric = operator.itemgetter(*(fields[i] for i in (2, 4, 5, 7, 8, 10, 11)))
     separators = operator.itemgetter(*(index[f"s{i}"] - 1 for i in range(14)))
-    return fields, numeric, separators
+    return fields, operator.itemgetter(*fields), separators
+
+
+_UNIFORM_FIELDS: Getter = operator.itemgetter(1, *range(3, 15))  # of _uniform_layer's groups
+
+
+def _constructor(cls: type[_T]) -> Callable[..., _T]:
+    """cls(*fields) for a frozen slotted dataclass, in half the time of its generated __init__
+    (which calls object.__setattr__ per field): the same slots set through their descriptors.
+    Every field must be given, in order; the parser builds several such objects per line."""
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    if hasattr(cls, "__post_init__") or "__slots__" not in cls.__dict__:
+        raise TypeError(f"{cls.__name__}: not a plain slotted dataclass")
+    scope: dict[str, object] = {"_new": object.__new__, "_cls": cls}
+    scope |= {f"_set_{n}": getattr(cls, n).__set__ for n in names}
+    body = "".join(f"    _set_{n}(o, {n})\n" for n in names)
+    exec(f"def make({', '.join(names)}):\n    o = _new(_cls)\n{body}    return o\n", scope)
+    return scope["make"]  # type: ignore[return-value]
+
+
+_new_layer = _constructor(Layer)
+_new_phase = _constructor(Phase)
+_new_span = _constructor(Span)
 
 
 LineCache = dict[tuple[object, ...], tuple["Layer | None", tuple[Diagnostic, ...]]]
@@ -189,7 +247,15 @@ def parse_lines(
 ) -> ParseResult:
     """Parse already split (content, line ending) pairs; line numbers are their 1-based positions."""
     reader = _Reader(path, cache)
-    result = reader.read(lines)
+    # The reader allocates several objects per line, none of them in a reference cycle: the cyclic
+    # collector's passes over them would cost a quarter of a 100,000-line parse, and find nothing.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        result = reader.read(lines)
+    finally:
+        if collecting:
+            gc.enable()
     if cache is not None:
         cache.clear()
         cache.update(reader.used)
@@ -201,10 +267,13 @@ class _Reader:
         self.path = path
         self.diagnostics: list[Diagnostic] = []
         self._separators: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self._layouts: dict[tuple[tuple[str, ...], str, tuple[str, ...]], LineLayout] = {}
+        self._layouts: dict[tuple[object, ...], LineLayout] = {}  # by spelling: see _layer_fast
         self.cache = cache
         self.used: LineCache = {}
         self._cached_header: object = _UNSET
+        self._uniform = _uniform_layer().fullmatch
+        self._match = _fast_layer().fullmatch
+        _, self._all_fields, self._separators_of = _field_groups()
 
     # -- helpers -------------------------------------------------------------------------------
     def report(
@@ -286,7 +355,12 @@ class _Reader:
                 count = self._count(lineno, content, eol, before)
             else:
                 layer_lines += 1
-                layer = self._cached_layer(lineno, content, eol, before, header)
+                if self.cache is None:
+                    layer = self._layer_fast(lineno, content, eol, before) or self._layer_full(
+                        lineno, content, eol, before, header
+                    )
+                else:
+                    layer = self._cached_layer(lineno, content, eol, before, header)
                 if layer is not None:
                     layers.append(layer)
 
@@ -565,32 +639,45 @@ class _Reader:
         return fast or self._layer_full(lineno, content, eol, before, header)
 
     def _layer_fast(self, lineno: int, content: str, eol: str, before: tuple[str, ...]) -> Layer | None:
-        match = _fast_layer().fullmatch(content)
-        if match is None:
-            return None
-        groups = match.groups()
-        f, numeric, pick_separators = _field_groups()
-        reserved = groups[f[1]]
+        match = self._uniform(content)
+        if match is not None:
+            groups = match.groups()
+            fields = _UNIFORM_FIELDS(groups)
+            lead, run, trail = groups[0], groups[2], groups[15]
+            key: tuple[object, ...] = (lead, run, trail, fields[12] is None, eol, before)
+            layout = self._layouts.get(key)
+            if layout is None:
+                runs = (run,) * (11 if fields[12] is None else 12)
+                layout = self._layouts[key] = LineLayout((), (lead, *runs, trail), eol, before)
+        else:
+            match = self._match(content)
+            if match is None:
+                return None
+            groups = match.groups()
+            fields = self._all_fields(groups)
+            separators = self._separators_of(groups)
+            if fields[12] is None:
+                separators = separators[:13]
+            key = (separators, eol, before)
+            layout = self._layouts.get(key)
+            if layout is None:
+                layout = self._layouts[key] = LineLayout((), separators, eol, before)
+        # one LineLayout per spelling (separators, ending, blank lines before): most lines share one
+        name, reserved, _, c_f, _, _, c_i, _, _, c_w, _, _, keyword = fields
         if len(reserved) >= 10 and not -(2**31) <= int(reserved) < 2**31:
             return None
-        t_f, s_f, t_i, s_i, t_w, s_w, update = map(int, numeric(groups))
-        keyword = groups[f[12]]
-        separators = pick_separators(groups) if keyword is not None else pick_separators(groups)[:13]
-        # one LineLayout per spelling (separators, ending, blank lines before): most lines share one
-        layout = self._layouts.get((separators, eol, before))
-        if layout is None:
-            layout = LineLayout((), separators, eol, before)
-            self._layouts[(separators, eol, before)] = layout
-        return Layer(
-            groups[f[0]],
-            Phase(t_f, _COMMS[groups[f[3]]], s_f),
-            Phase(t_i, _COMMS[groups[f[6]]], s_i),
-            Phase(t_w, _COMMS[groups[f[9]]], s_w),
+        t_f, s_f, t_i, s_i, t_w, s_w, update = map(int, _NUMBERS(fields))
+        return _new_layer(
+            name,
+            _new_phase(t_f, _COMMS[c_f], s_f),
+            _new_phase(t_i, _COMMS[c_i], s_i),
+            _new_phase(t_w, _COMMS[c_w], s_w),
             update,
             int(reserved),
             _POLICIES[keyword] if keyword is not None else None,
-            Span(lineno, 1, lineno, len(content) - len(separators[-1]) + 1),  # the trailing blanks
+            _new_span(lineno, 1, lineno, len(content) - len(layout.separators[-1]) + 1),  # w/o trailing
             layout,
+            None,
         )
 
     def _layer_full(
