@@ -382,7 +382,7 @@ def test_the_two_sides_share_their_common_lines_and_keep_their_own_findings(tmp_
     a.write_text("DATA\n2\n" + "\n".join(lines) + "\n")
     b.write_text("DATA\n2\n" + "\n".join([lines[0], lines[1].replace(" 8 ", " 16 ")]) + "\n")
     options = pipeline.Options(Parallelism())
-    cache: LineCache = {}
+    cache = LineCache()
     shared = [pipeline.workload_or_model(str(p), options, cache=cache) for p in (b, a)]
     alone = [pipeline.workload_or_model(str(p), options) for p in (b, a)]
     for together, apart in zip(shared, alone, strict=True):

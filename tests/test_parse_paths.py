@@ -41,39 +41,48 @@ def test_fast_and_full_paths_agree_on_real_and_mutated_lines() -> None:
     assert checked > len(lines)  # every real line, and the mutations that stay valid
 
 
-@settings(max_examples=150, deadline=None)
+_ROWS = [
+    "conv1 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 64 1",
+    "fc -1 5 ALLGATHER 8 5 NONE 0 5 ALLREDUCE 4 2 DATA",
+    "bad -1 x NONE 0 1 NONE 0 1 ALLREDUCE 64 1",
+    "",
+    " \t",
+    "conv1 -1 1 NONE 0 1 NONE 0 1 AllReduce 64 1\r",
+    "conv2 -1 2 NONE 0 2 NONE 0 2 ALLREDUCE 8 1",
+    "DATA",
+    "3",
+]
+
+
+@settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_the_line_cache_changes_nothing(data: st.DataObject) -> None:
-    """Re-parsing after an edit with the editor's line cache gives what a fresh parse gives."""
+    """Re-parsing after edits (a line replaced, inserted or deleted, several in a row, as an editor
+    sends them) with the editor's line cache gives what a fresh parse gives: the same layers,
+    spans, layouts and findings."""
     from modtrans.workload.parse import LineCache
 
-    rows = data.draw(
-        st.lists(
-            st.sampled_from(
-                [
-                    "conv1 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 64 1",
-                    "fc -1 5 ALLGATHER 8 5 NONE 0 5 ALLREDUCE 4 2 DATA",
-                    "bad -1 x NONE 0 1 NONE 0 1 ALLREDUCE 64 1",
-                    "",
-                    "conv1 -1 1 NONE 0 1 NONE 0 1 AllReduce 64 1",
-                ]
-            ),
-            min_size=1,
-            max_size=8,
-        )
-    )
+    rows = data.draw(st.lists(st.sampled_from(_ROWS), min_size=1, max_size=8))
     header = data.draw(st.sampled_from(["DATA", "HYBRID_CUSTOMIZED", "MODEL"]))
-    before = "\n".join([header, str(len(rows)), *rows]) + "\n"
-    cache: LineCache = {}
-    parse(before, cache=cache)
-    lines = before.split("\n")
-    at = data.draw(st.integers(0, len(lines) - 1))
-    lines[at] = data.draw(st.sampled_from(["conv2 -1 2 NONE 0 2 NONE 0 2 ALLREDUCE 8 1", "", "DATA", "3"]))
-    after = "\n".join(lines)
-    cached, fresh = parse(after, cache=cache), parse(after)
-    assert cached.workload == fresh.workload
-    assert cached.diagnostics == fresh.diagnostics
-    assert len(cache) <= len(lines)
+    lines = [header, str(len(rows)), *rows, ""]
+    cache = LineCache()
+    parse("\n".join(lines), path="a.txt", cache=cache)
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(lines) - 1))
+        edit = data.draw(st.sampled_from(["replace", "insert", "delete"]))
+        if edit == "delete" and len(lines) > 1:
+            del lines[at]
+        else:
+            lines[at : at + (edit == "replace")] = [data.draw(st.sampled_from(_ROWS))]
+        after = "\n".join(lines)
+        path = data.draw(st.sampled_from(["a.txt", "b.txt"]))  # diff's second side: another file
+        cached, fresh = parse(after, path=path, cache=cache), parse(after, path=path)
+        assert cached.workload == fresh.workload
+        assert cached.diagnostics == fresh.diagnostics
+        if fresh.workload is not None and cached.workload is not None:
+            spelled = [(x.span, x.layout) for x in fresh.workload.layers]
+            assert [(x.span, x.layout) for x in cached.workload.layers] == spelled
+        assert cache.lines == split_lines(after)
 
 
 def test_the_fast_path_never_splits_a_token_between_fields() -> None:

@@ -107,7 +107,7 @@ def diff(
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
     shapes = _shapes(input_shape)
     options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
-    lines: LineCache = {}  # the two sides share the lines they have in common
+    lines = LineCache()  # the two sides share the lines they have in common
     reference_side = pipeline.workload_or_model(reference, options, cache=lines)  # a model: as said
     if like and reference_side.workload is not None:  # the first side follows the reference
         params, compute, _ = _conventions_of(reference_side.workload, params, compute)

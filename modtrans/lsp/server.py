@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,10 +157,10 @@ class WorkloadServer(LanguageServer):
         """Parse and validate `text`: safe off the event loop (touches no workspace state)."""
         if not features.looks_like_workload(text):
             return None
-        with self.lock:  # one analysis at a time: they share the line caches
-            result = parse(text, path=uri, cache=self.lines.setdefault(uri, {}))
-        found = check_parsed(result, dialect=self.dialect, path=uri)  # exactly `modtrans validate`
-        checked = Checked(version, text, result, found, Positions(text, self.encoding))
+        with self.lock, _long_lived():  # one analysis at a time: they share the line caches
+            result = parse(text, path=uri, cache=self.lines.setdefault(uri, LineCache()))
+            found = check_parsed(result, dialect=self.dialect, path=uri)  # exactly `modtrans validate`
+            checked = Checked(version, text, result, found, Positions(text, self.encoding))
         self.checked[uri] = checked
         return checked
 
@@ -189,6 +191,25 @@ class WorkloadServer(LanguageServer):
         if cached is not None and cached.version == buffer.version and cached.text == buffer.text:
             return cached
         return self.analyse(uri, buffer.version, buffer.text)
+
+
+@contextlib.contextmanager
+def _long_lived() -> Iterator[None]:
+    """An analysis builds about seven objects per layer line, which live until the buffer's next
+    analysis and are never in a reference cycle. Left to the cyclic collector, the first edit after
+    opening a 100,000-line buffer pays 0.2-0.3 s for traversing them. The collector is paused
+    while they are built and they are then frozen (gc.freeze: collections skip them; reference
+    counting still frees them when the next analysis replaces them). The young garbage is collected
+    first, which is cheap, so no earlier cycle is frozen with them."""
+    gc.collect(1)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
 
 
 def _range(r: features.Range) -> lsp.Range:

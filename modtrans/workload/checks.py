@@ -7,13 +7,14 @@ that only concern one consumer say so with `dialects=`.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
 from modtrans.workload import numbers
-from modtrans.workload.dialects import CHAKRA_POLICIES, chakra_phases
+from modtrans.workload.dialects import CHAKRA_POLICIES, chakra_phases, phase_kinds
 from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Layer, Policy, Workload
 from modtrans.workload.write import layer_tokens
 
@@ -116,6 +117,8 @@ _MOVES = frozenset(c for c in CommType if c.moves_data)
 @check("V211")
 def none_with_size(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     none = CommType.NONE
+    if (none, False) not in phase_kinds(workload.layers):
+        return
     for layer in workload.layers:
         f, i, w = layer.fwd, layer.input_grad, layer.weight_grad  # the common case in one test
         if not (
@@ -136,6 +139,8 @@ def none_with_size(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]
 @check("V212")
 def collective_of_size_zero(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     moves = _MOVES
+    if not any(zero and kind in moves for kind, zero in phase_kinds(workload.layers)):
+        return
     for layer in workload.layers:
         f, i, w = layer.fwd, layer.input_grad, layer.weight_grad  # the common case in one test
         if not (
@@ -200,9 +205,12 @@ def meaningless_layer_policy(workload: Workload, dialect: Dialect) -> Iterator[D
 @check("V230")
 def duplicate_names(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     """One finding per repeated name, at its second occurrence (SimAI repeats names 1344 times)."""
+    names = list(map(operator.attrgetter("name"), workload.layers))
+    if len(set(names)) == len(names):
+        return  # the usual file, in one pass in C
     seen: dict[str, Layer] = {}
     reported: set[str] = set()
-    counts = Counter(layer.name for layer in workload.layers)
+    counts = Counter(names)
     for layer in workload.layers:
         first = seen.setdefault(layer.name, layer)
         if first is layer or layer.name in reported:
@@ -320,6 +328,8 @@ def changed_comm_types(workload: Workload, dialect: Dialect) -> Iterator[Diagnos
     policy = workload.header.policy
     chakra = dialect is Dialect.CHAKRA
     odd = frozenset(c for c in CommType if _changed(dialect, c, False, 0) is not None)
+    if not chakra and not any(kind in odd for kind, _ in phase_kinds(workload.layers)):
+        return
     for index, layer in enumerate(workload.layers):
         if not chakra and not (
             layer.fwd.comm_type in odd

@@ -6,6 +6,8 @@ keyword), section 9 (dialect history) and section 11 (which phases Chakra's conv
 
 from __future__ import annotations
 
+import operator
+
 from modtrans.workload.model import CommType, Dialect, Layer, Policy, Workload
 
 CHAKRA_POLICIES = frozenset(
@@ -34,10 +36,27 @@ def detect(workload: Workload) -> Dialect:
     layout = header.layout
     if layout is not None and "DLRM_LAST_BOTTOM_LAYER:" in layout.line.tokens:
         return Dialect.SIMAI
-    used = {x.fwd.comm_type for x in workload.layers}
-    used.update(x.input_grad.comm_type for x in workload.layers)
-    used.update(x.weight_grad.comm_type for x in workload.layers)
+    used = {comm for comm, _ in phase_kinds(workload.layers)}
     return Dialect.SIMAI if any(c.is_simai_only for c in used) else Dialect.ASTRA_SIM
+
+
+_TYPE, _SIZE = operator.attrgetter("comm_type"), operator.attrgetter("comm_size")
+_last_kinds: tuple[tuple[Layer, ...], frozenset[tuple[CommType, bool]]] | None = None
+
+
+def phase_kinds(layers: tuple[Layer, ...]) -> frozenset[tuple[CommType, bool]]:
+    """Every (comm type, size is zero) a phase of `layers` has: one pass in C (map, zip) that
+    detection and the per-layer checks share (the last tuple's is kept). The checks look at the
+    layers one by one only when it holds what they look for, which most files do not."""
+    global _last_kinds
+    if _last_kinds is not None and _last_kinds[0] is layers:
+        return _last_kinds[1]
+    kinds: set[tuple[CommType, bool]] = set()
+    for name in PHASES:
+        phases = list(map(operator.attrgetter(name), layers))
+        kinds.update(zip(map(_TYPE, phases), map(operator.not_, map(_SIZE, phases)), strict=True))
+    _last_kinds = (layers, frozenset(kinds))
+    return _last_kinds[1]
 
 
 def chakra_phases(policy: Policy, index: int, layer: Layer) -> tuple[str, ...]:

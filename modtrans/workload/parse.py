@@ -14,7 +14,7 @@ import gc
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import lark
@@ -152,9 +152,9 @@ def _fast_layer() -> re.Pattern[str]:
     # for hours (found by tests/fuzzing.py). The last field is followed by `*`: trailing blanks.
     parts = [f"(?P<s0>{blank})"]
     fields = _field_regexes()
-    for i, field in enumerate(fields):
+    for i, terminal in enumerate(fields):
         between = blank if i == len(fields) - 1 else "[ \\t\\f\\v]+"
-        parts.append(f"(?P<f{i}>{field})(?P<s{i + 1}>{between})")
+        parts.append(f"(?P<f{i}>{terminal})(?P<s{i + 1}>{between})")
     # A policy needs a blank before it: "80DATA" is one malformed token, as lark reads it.
     parts.append(f"(?:(?<=[ \\t\\f\\v])(?P<f12>{_terminals()['POLICY']})(?P<s13>{blank}))?")
     return re.compile("".join(parts))
@@ -167,7 +167,7 @@ def _uniform_layer() -> re.Pattern[str]:
     Its groups: leading blanks, name, the run, fields 1-11, the policy (or None), trailing blanks."""
     blank = "[ \\t\\f\\v]*"
     name, *rest = _field_regexes()
-    parts = [f"({blank})({name})([ \\t\\f\\v]+)", "\\3".join(f"({field})" for field in rest)]
+    parts = [f"({blank})({name})([ \\t\\f\\v]+)", "\\3".join(f"({terminal})" for terminal in rest)]
     parts.append(f"(?:\\3({_terminals()['POLICY']}))?({blank})")
     return re.compile("".join(parts))
 
@@ -207,14 +207,19 @@ _new_phase = _constructor(Phase)
 _new_span = _constructor(Span)
 
 
-LineCache = dict[tuple[object, ...], tuple["Layer | None", tuple[Diagnostic, ...]]]
-"""Layer lines already parsed, by (line number, text, ending, blank lines before), and under the
-_HEADER key the header they were parsed under (another header voids them all: one comparison per
-parse, not a header hash per line). What an editor re-parsing a buffer after a one-line change
-passes back in, so unchanged lines cost a lookup. Each parse leaves in it exactly the lines of the
-text it read."""
-_HEADER = ("header",)
-_UNSET = object()
+@dataclass(eq=False)
+class LineCache:
+    """The layer lines of the text parsed last, by position. What an editor re-parsing a buffer
+    after a change passes back in (and diff, for the second of two versions of a file): a line
+    that is where it was, as it was, after the same blank lines and under the same header, costs
+    one comparison, and its layer and findings are the ones built last time (a line depends on
+    nothing else). Each parse leaves in it exactly the text it read."""
+
+    header: object = None
+    lines: Sequence[tuple[str, str]] = ()
+    layers: list[Layer | None] = field(default_factory=list)  # by line index; None: not a layer
+    findings: dict[int, tuple[Diagnostic, ...]] = field(default_factory=dict)  # lines with any
+    before: dict[int, tuple[str, ...]] = field(default_factory=dict)  # lines after blank lines
 
 
 def parse(text: str, *, path: str | None = None, cache: LineCache | None = None) -> ParseResult:
@@ -225,14 +230,13 @@ def parse(text: str, *, path: str | None = None, cache: LineCache | None = None)
 def split_lines(text: str) -> list[tuple[str, str]]:
     """Split on LF only (CR, VT, FF are not line breaks here); each line with its ending."""
     parts = text.split("\n")
-    lines = []
-    for part in parts[:-1]:
-        if part.endswith("\r"):
-            lines.append((part[:-1], "\r\n"))
-        else:
-            lines.append((part, "\n"))
-    if parts[-1]:
-        lines.append((parts[-1], ""))
+    last = parts.pop()
+    if "\r" in text:
+        lines = [(part[:-1], "\r\n") if part.endswith("\r") else (part, "\n") for part in parts]
+    else:
+        lines = [(part, "\n") for part in parts]
+    if last:
+        lines.append((last, ""))
     return lines
 
 
@@ -257,8 +261,8 @@ def parse_lines(
         if collecting:
             gc.enable()
     if cache is not None:
-        cache.clear()
-        cache.update(reader.used)
+        cache.header, cache.lines = reader.header, lines
+        cache.layers, cache.findings, cache.before = reader.by_line, reader.findings, reader.befores
     return result
 
 
@@ -269,8 +273,11 @@ class _Reader:
         self._separators: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._layouts: dict[tuple[object, ...], LineLayout] = {}  # by spelling: see _layer_fast
         self.cache = cache
-        self.used: LineCache = {}
-        self._cached_header: object = _UNSET
+        # what the next parse's cache will hold (LineCache's fields)
+        self.header: Header | None = None
+        self.by_line: list[Layer | None] = []
+        self.findings: dict[int, tuple[Diagnostic, ...]] = {}
+        self.befores: dict[int, tuple[str, ...]] = {}
         self._uniform = _uniform_layer().fullmatch
         self._match = _fast_layer().fullmatch
         _, self._all_fields, self._separators_of = _field_groups()
@@ -328,7 +335,10 @@ class _Reader:
         layer_lines = 0
         seen_header = False
         blanks: list[str] = []
-        for index, (content, eol) in enumerate(lines):
+        reuse: LineCache | None = None
+        self.by_line = [None] * len(lines)
+        for index, line in enumerate(lines):
+            content, eol = line
             lineno = index + 1
             offset = 1 if (bom and lineno == 1) else 0
             if len(content) > MAX_LINE:
@@ -350,18 +360,31 @@ class _Reader:
                 before = ()
             if not seen_header:
                 seen_header = True
-                header = self._header(lineno, content, eol, before, offset)
+                header = self.header = self._header(lineno, content, eol, before, offset)
+                cache = self.cache  # its lines were read under another header: none of them count
+                reuse = cache if cache is not None and cache.header == header else None
             elif count is None:
                 count = self._count(lineno, content, eol, before)
             else:
                 layer_lines += 1
-                if self.cache is None:
+                if (
+                    reuse is not None
+                    and index < len(reuse.lines)
+                    and reuse.lines[index] == line
+                    and self._reusable(reuse, index, before)
+                ):
+                    layer = reuse.layers[index]
+                else:
+                    start = len(self.diagnostics)
                     layer = self._layer_fast(lineno, content, eol, before) or self._layer_full(
                         lineno, content, eol, before, header
                     )
-                else:
-                    layer = self._cached_layer(lineno, content, eol, before, header)
+                    if len(self.diagnostics) > start:
+                        self.findings[index] = tuple(self.diagnostics[start:])
+                if before:
+                    self.befores[index] = before
                 if layer is not None:
+                    self.by_line[index] = layer
                     layers.append(layer)
 
         if not seen_header:
@@ -390,29 +413,20 @@ class _Reader:
         workload = replace(workload, dialect=detect(workload))
         return ParseResult(workload, tuple(self.diagnostics), widths, final_break)
 
-    def _cached_layer(
-        self, lineno: int, content: str, eol: str, before: tuple[str, ...], header: Header | None
-    ) -> Layer | None:
-        if self.cache is None:
-            return self._layer(lineno, content, eol, before, header)
-        if self._cached_header is _UNSET:  # once per parse: a cache made under another header is void
-            stored: object = self.cache.get(_HEADER, (None, ()))[0]
-            self._cached_header = stored
-            if stored != header:
-                self.cache.clear()
-            self.used[_HEADER] = (header, ())  # type: ignore[assignment]
-        key = (lineno, content, eol, before)
-        hit = self.cache.get(key)
-        if hit is not None and hit[1] and hit[1][0].path != self.path:
-            hit = None  # its diagnostics name another file (diff's two sides share one cache)
-        if hit is None:
-            start = len(self.diagnostics)
-            layer = self._layer(lineno, content, eol, before, header)
-            hit = (layer, tuple(self.diagnostics[start:]))
-        else:
-            self.diagnostics.extend(hit[1])
-        self.used[key] = hit
-        return hit[0]
+    def _reusable(self, cache: LineCache, index: int, before: tuple[str, ...]) -> bool:
+        """Whether the cache's layer (or None) for line `index`, the same text, is this line's; its
+        findings are reported again then. Not when the line was not a layer line, came after other
+        blank lines, or has findings that name another file (diff's two sides share one cache)."""
+        if cache.before.get(index, ()) != before:
+            return False
+        found = cache.findings.get(index)
+        if found is None:
+            return cache.layers[index] is not None
+        if found[0].path != self.path:
+            return False
+        self.findings[index] = found
+        self.diagnostics.extend(found)
+        return True
 
     def _blank_line(self, lineno: int, content: str, early: bool) -> None:
         what = "whitespace-only line" if content else "blank line"
@@ -632,12 +646,6 @@ class _Reader:
         return value, layout
 
     # -- lines 3... ------------------------------------------------------------------------------
-    def _layer(
-        self, lineno: int, content: str, eol: str, before: tuple[str, ...], header: Header | None
-    ) -> Layer | None:
-        fast = self._layer_fast(lineno, content, eol, before)
-        return fast or self._layer_full(lineno, content, eol, before, header)
-
     def _layer_fast(self, lineno: int, content: str, eol: str, before: tuple[str, ...]) -> Layer | None:
         match = self._uniform(content)
         if match is not None:
