@@ -153,3 +153,52 @@ def test_every_format_option_lists_its_choices() -> None:
     ):
         _, text = _run(command, "--help")
         assert choices in text, command
+
+
+_CONTEXT = {  # what makes each option count: the strategy or format that reads it
+    "--passes": ("--format", "chakra-et"),
+    "--vpp": ("--pp", "2", "--schedule", "interleaved"),
+    "--checkpoint-every": ("--parallel", "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "--model-parallel-group", "1"),
+    "--packages": ("--parallel", "HYBRID_DATA_MODEL"),
+    "--model-parallel-group": ("--parallel", "HYBRID_DATA_MODEL"),
+}
+
+
+def _integer_options() -> list[str]:
+    """translate's integer options, as its help shows them (N): every one, new ones included."""
+    import re
+
+    _, text = _run("translate", "--help")
+    return sorted(set(re.findall(r"(--[a-z][a-z-]+)(?:,\s+-\w)?\s+N\b", text)))
+
+
+@pytest.mark.parametrize("model", ["gpt2", "llama-3-8b"])
+def test_an_integer_option_with_an_extra_twenty_digits_is_one_line(model: str, tmp_path: Path) -> None:
+    """10^23 NPUs, micro-batches, iterations or bytes: once a traceback (--npus), a misleading F004
+    (--batch), a hang (--tp, --dp, --global-batch, --passes: a table per rank, micro-batch or
+    iteration). Now each is refused on one line naming the limit (modtrans/limits.py), or, where
+    the option allows it (one checkpoint every 10^23 layers), translated."""
+    import signal
+
+    options = _integer_options()
+    assert {"--npus", "--tp", "--batch", "--global-batch", "--passes", "--dtype-bytes"} <= set(options)
+
+    def hung(*_: object) -> None:
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    try:
+        for option in options:
+            if option in ("--zero",):  # 0-3, refused by its range
+                continue
+            signal.alarm(60)
+            args = (*_CONTEXT.get(option, ()), option, str(10**23), "-o", str(tmp_path / "out"), "--force")
+            code, output = _run("translate", model, *args)
+            signal.alarm(0)
+            assert code in (0, 2), (option, output)
+            if code == 2:
+                assert len(output.strip().splitlines()) == 1, (option, output)
+                assert output.startswith("modtrans: --") or " error X501 " in output, (option, output)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

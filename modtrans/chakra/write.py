@@ -38,6 +38,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from modtrans import limits
 from modtrans.plan.model import (
     Collective,
     Compute,
@@ -294,6 +295,9 @@ def files(
     bytes; `lazy`: with a function making each trace's bytes instead (fileio.write_all calls it
     when it writes the file, so the traces never sit in memory together)."""
     npus = plan.npus
+    too_many = limits.at_most("--passes", passes, limits.PASSES, "iterations in a trace")
+    if too_many or passes < 1:
+        raise ChakraError(too_many or f"--passes {passes} must be at least 1")
     if dims and math.prod(dims) != npus:
         raise ChakraError(f"the network dims {list(dims)} hold {math.prod(dims)} NPUs, not --npus {npus}")
     folder = prefix.parent if str(prefix.parent) else Path(".")

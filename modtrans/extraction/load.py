@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import onnx
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
+from modtrans import limits
 from modtrans.diagnostics import Diagnostic, Severity, diagnostic
 from modtrans.digest import Digest
 from modtrans.extraction import wire
@@ -139,6 +140,9 @@ def apply_inputs(
     inputs = {i.name: i for i in graph_inputs(loaded.model)}
     found: list[Diagnostic] = []
     names = ", ".join(inputs) or "(none)"
+    too_large = limits.input_error(batch, shapes)
+    if too_large:
+        return [diagnostic("X501", too_large, path=path)]
     for name, dims in shapes.items():
         info = inputs.get(name)
         if info is None:

@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from modtrans import limits
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.ir.document import Dim, ModelIR, Provenance
@@ -54,6 +55,9 @@ def extract(
         message = str(error) if isinstance(error, ConfigError) else f"not JSON: {error}"
         return None, [diagnostic("M801", message, path=name)]
     shapes = dict(input_shapes or {})
+    too_large = limits.input_error(batch, shapes)
+    if too_large:
+        return None, [diagnostic("X501", too_large, path=name)]
     unknown = sorted(set(shapes) - {"input_ids"})
     if unknown:
         return None, [

@@ -17,6 +17,7 @@ GEMM: N or K divided by S, FLOPs and parameter bytes divided by S).
 
 from __future__ import annotations
 
+from modtrans import limits
 from modtrans.cost import CostModel
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import Plan
@@ -49,6 +50,11 @@ def plan(
 ) -> Plan:
     """The execution plan of `ir` under a strategy. Raises StrategyError for inconsistent options."""
     p = parallelism
+    if dtype_bytes is not None and (dtype_bytes < 1 or dtype_bytes > limits.DTYPE_BYTES):
+        raise StrategyError(
+            limits.at_most("--dtype-bytes", dtype_bytes, limits.DTYPE_BYTES, "bytes per element")
+            or f"--dtype-bytes {dtype_bytes} must be at least 1"
+        )
     if p.layout is not None:
         from modtrans.strategy.llm.build import plan as llm_plan  # only LLM layouts need it
         from modtrans.strategy.llm.options import LayoutError
@@ -81,6 +87,9 @@ def build(
 def _group_size(p: Parallelism) -> int:
     if p.npus < 1:
         raise StrategyError("--npus must be at least 1")
+    too_many = limits.at_most("--npus", p.npus, limits.NPUS, "NPUs")
+    if too_many:
+        raise StrategyError(too_many)
     needs_group = p.policy in (Policy.HYBRID_DATA_MODEL, Policy.HYBRID_MODEL_DATA) or p.policy.is_transformer
     g = p.group if p.group is not None else (1 if not needs_group else None)
     if g is None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from modtrans import limits
+
 
 class Schedule(enum.StrEnum):
     GPIPE = "gpipe"
@@ -70,6 +72,14 @@ class Layout:
         for name in ("npus", "tp", "pp", "ep", "micro_batch", "vpp"):
             if getattr(self, name) < 1:
                 raise LayoutError(f"--{name.replace('_', '-')} must be at least 1")
+        for name in ("tp", "pp", "dp", "ep", "npus"):  # counts of ranks; the given ones named first
+            value = getattr(self, name)
+            too_many = value is not None and limits.at_most(f"--{name}", value, limits.NPUS, "NPUs")
+            if too_many:
+                raise LayoutError(too_many)
+        too_large = limits.at_most("--micro-batch", self.micro_batch, limits.DIM, "sequences")
+        if too_large:
+            raise LayoutError(too_large)
         if self.dp is not None and self.dp < 1:
             raise LayoutError("--dp must be at least 1")
         if self.dp is None and self.npus % (self.tp * self.pp):
@@ -86,6 +96,11 @@ class Layout:
             raise LayoutError(
                 f"--global-batch {self.batch} must be a multiple of "
                 f"--micro-batch {self.micro_batch} x --dp {self.d}"
+            )
+        if self.ga > limits.MICRO_BATCHES:
+            raise LayoutError(
+                f"--global-batch {self.batch:,} makes {self.ga:,} micro-batches per iteration, "
+                f"more than modtrans plans for: at most {limits.MICRO_BATCHES:,}"
             )
         if self.sp and self.tp == 1:
             raise LayoutError("--sp shards the sequence over the tensor-parallel ranks: it needs --tp > 1")
