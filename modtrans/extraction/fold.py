@@ -143,9 +143,13 @@ def _take_branches(model: onnx.ModelProto) -> onnx.ModelProto | None:
     return out
 
 
-def _static_shapes(graph: onnx.GraphProto) -> dict[str, tuple[int, ...]]:
+def _static_shapes(graph: onnx.GraphProto, wanted: set[str]) -> dict[str, tuple[int, ...]]:
+    """The fully known dims of the `wanted` tensors (those a Shape or Size reads: looking at every
+    value's dims would cost GPT-2 10 ms a round)."""
     shapes = {}
     for info in (*graph.input, *graph.value_info, *graph.output):
+        if info.name not in wanted:
+            continue
         t = info.type.tensor_type
         if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
             shapes[info.name] = tuple(d.dim_value for d in t.shape.dim)
@@ -158,7 +162,9 @@ def _small(t: onnx.TensorProto) -> bool:
 
 def _fold_once(model: onnx.ModelProto, cache: dict[str, np.ndarray]) -> onnx.ModelProto | None:
     graph = model.graph
-    shapes = _static_shapes(graph)
+    shapes = _static_shapes(
+        graph, {n.input[0] for n in graph.node if n.op_type in {"Shape", "Size"} and n.input}
+    )
     makers: dict[str, Callable[[], np.ndarray]] = {}
     for t in graph.initializer:
         if _small(t):

@@ -179,8 +179,8 @@ class _Stripper:
         copied_from = start
         for f in _fields(buf, start, end):
             rewrite = nested.get(f.number) if f.wire == 2 else None
-            if rewrite is None:
-                continue
+            if rewrite is None or f.end - f.body <= self.keep_bytes:
+                continue  # copied as it is: a message this short has no payload to strip
             out += buf[copied_from : f.start]
             inner = rewrite(self, buf, f.body, f.end)
             tag_end = _varint(buf, f.start, f.end)[1]
