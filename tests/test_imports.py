@@ -1,6 +1,7 @@
 """What each command imports: the heavy libraries only where the command needs them (issue 16:
 `--help` and text commands never load onnx, numpy, jsonschema or protobuf; nothing imports the
-39-grammar rfc3987_syntax that jsonschema's format checkers would pull in)."""
+39-grammar rfc3987_syntax that jsonschema's format checkers would pull in; no command imports
+pydantic, which typer 0.29 would import to convert option values: cli/adapt.py converts them)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 WORKLOAD = Path(__file__).resolve().parent.parent / "fixtures" / "workloads"
-HEAVY = {"onnx", "numpy", "jsonschema", "google.protobuf", "rfc3987_syntax"}
+HEAVY = {"onnx", "numpy", "jsonschema", "google.protobuf", "rfc3987_syntax", "pydantic"}
 _PROBE = """
 import json, sys
 from modtrans.cli import main
@@ -34,7 +35,7 @@ def _modules(roots: tuple[str, ...], *args: str) -> set[str]:
 
 
 def _imported(*args: str) -> set[str]:
-    modules = _modules(("onnx", "numpy", "jsonschema", "google", "rfc3987_syntax"), *args)
+    modules = _modules(("onnx", "numpy", "jsonschema", "google", "rfc3987_syntax", "pydantic"), *args)
     return {name for name in HEAVY if name in modules}
 
 
@@ -48,6 +49,8 @@ def _first_workload() -> Path:
         (("--help",), set()),
         (("validate", "{workload}"), set()),
         (("diff", "{workload}", "{workload}"), set()),
+        (("diff", "--rtol", "0.5", "--format", "json", "{workload}", "{workload}"), set()),
+        (("convert", "{workload}", "--to", "json", "-o", "{out}/w.json"), set()),
         (("translate", "llama-3-8b", "-o", "{out}/l.txt"), set()),  # a configuration needs no onnx
         (("translate", "resnet50", "-o", "{out}/r.txt"), {"onnx", "numpy", "google.protobuf"}),
         (

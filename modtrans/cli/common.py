@@ -12,61 +12,13 @@ from typing import Annotated
 import typer
 
 from modtrans import cost, report
+from modtrans.cli import adapt  # noqa: F401  (typer as this CLI wants it: before any command runs)
 from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
 from modtrans.fileio import Content, same_file, write_all
 from modtrans.report import COLLAPSED, Format
 from modtrans.strategy import Params
 from modtrans.strategy.parallel import PER_LAYER as PER_LAYER_POLICIES
 from modtrans.workload.model import Dialect, Policy, Workload
-
-
-def _friendly_types() -> None:
-    """--help shows `N`, `TEXT`, `PATH`, `FILE...` where typer would show Python types
-    (`<int range>`, `<list[Path]>`); choice lists stay as typer shows them."""
-    from typer import core
-
-    original = getattr(getattr(core, "_TyperParameter", None), "display_type", None)
-    if original is None:  # another typer: its own labels, nothing breaks
-        return
-    names = {"int": "N", "int range": "N", "float": "X", "float range": "X", "str": "TEXT", "path": "PATH"}
-    labels = {"device": "a100|h100|v100|tpu-v4|FILE", "output": "FILE|-", "tcp": "HOST:PORT"}
-
-    def display_type(self: core._TyperParameter, ctx: object) -> str:
-        if self.name in labels:
-            return labels[self.name]
-        label = str(original(self, ctx))
-        inner = label[1:-1] if label.startswith("<") else label
-        if inner.startswith("list[") and inner.endswith("]"):
-            element = inner[5:-1]
-            return f"{names.get(element.lower(), element)}..."
-        return names.get(inner.lower(), inner)
-
-    core._TyperParameter.display_type = display_type  # type: ignore[method-assign]
-
-
-def _one_line_usage_errors() -> None:
-    """Every usage error is one line, as ours are: `modtrans: --option: what is wrong (the choices)`
-    and where help is, exit 2 (typer would print the usage block and `Error: Invalid value for ...`)."""
-    import re
-
-    try:
-        from typer._click import exceptions
-    except ImportError:  # another typer: its own usage block, nothing breaks
-        return
-
-    def show(self: exceptions.UsageError, file: object = None) -> None:
-        message = self.format_message()
-        found = re.match(r"Invalid value for '([^']+)'(?: / '[^']+')?: (?:Value error, )?(.*)", message, re.S)
-        if found:
-            message = f"{found.group(1)}: {found.group(2)}"
-        where = f" (see `{self.ctx.command_path} --help`)" if self.ctx is not None else ""
-        typer.echo(f"modtrans: {' '.join(message.split())}{where}", err=True)
-
-    exceptions.UsageError.show = show  # type: ignore[method-assign]
-
-
-_friendly_types()
-_one_line_usage_errors()
 
 app = typer.Typer(
     no_args_is_help=True,

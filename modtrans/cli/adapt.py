@@ -1,0 +1,166 @@
+"""typer, adapted where this command line wants other behaviour than typer 0.29's; each
+adaptation leaves typer as it is when its internals are not where 0.29 has them.
+
+- help labels: `N`, `TEXT`, `PATH`, `FILE...` for Python types;
+- usage errors: one line, `modtrans: --option: what is wrong (see ... --help)`;
+- option values are converted without pydantic, which typer 0.29 imports for every command it
+  runs and asks for an adapter per option: 40 ms and 13 ms of each command (translate has 40
+  options). Our options are str, int, float, Path, enums, Literal and lists of them; each is
+  converted as typer's adapter would, and anything else keeps typer's own conversion.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import typer
+
+
+def _friendly_types() -> None:
+    """--help shows `N`, `TEXT`, `PATH`, `FILE...` where typer would show Python types
+    (`<int range>`, `<list[Path]>`); choice lists stay as typer shows them."""
+    from typer import core
+
+    original = getattr(getattr(core, "_TyperParameter", None), "display_type", None)
+    if original is None:  # another typer: its own labels, nothing breaks
+        return
+    names = {"int": "N", "int range": "N", "float": "X", "float range": "X", "str": "TEXT", "path": "PATH"}
+    labels = {"device": "a100|h100|v100|tpu-v4|FILE", "output": "FILE|-", "tcp": "HOST:PORT"}
+
+    def display_type(self: core._TyperParameter, ctx: object) -> str:
+        if self.name in labels:
+            return labels[self.name]
+        label = str(original(self, ctx))
+        inner = label[1:-1] if label.startswith("<") else label
+        if inner.startswith("list[") and inner.endswith("]"):
+            element = inner[5:-1]
+            return f"{names.get(element.lower(), element)}..."
+        return names.get(inner.lower(), inner)
+
+    core._TyperParameter.display_type = display_type  # type: ignore[method-assign]
+
+
+def _one_line_usage_errors() -> None:
+    """Every usage error is one line, as ours are: `modtrans: --option: what is wrong (the choices)`
+    and where help is, exit 2 (typer would print the usage block and `Error: Invalid value for ...`)."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # another typer: its own usage block, nothing breaks
+        return
+
+    def show(self: exceptions.UsageError, file: object = None) -> None:
+        message = self.format_message()
+        found = re.match(r"Invalid value for '([^']+)'(?: / '[^']+')?: (?:Value error, )?(.*)", message, re.S)
+        if found:
+            message = f"{found.group(1)}: {found.group(2)}"
+        where = f" (see `{self.ctx.command_path} --help`)" if self.ctx is not None else ""
+        typer.echo(f"modtrans: {' '.join(message.split())}{where}", err=True)
+
+    exceptions.UsageError.show = show  # type: ignore[method-assign]
+
+
+def _plain_conversion() -> None:
+    try:
+        from typer import core
+        from typer._click.exceptions import BadParameter
+        from typer._coercion import RuntimeParam
+        from typer._param_types import coerce_cli_choice, coerce_cli_path
+    except ImportError:  # another typer: its own conversion, nothing breaks
+        return
+    original = getattr(core._TyperParameter, "get_runtime_param", None)
+    if original is None or not hasattr(RuntimeParam, "_coerce_value"):
+        return
+
+    @dataclass(frozen=True)
+    class Plain(RuntimeParam):
+        convert: Callable[[Any, Any, Any], Any]
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            try:
+                return self.convert(value, param, ctx)
+            except ValueError as error:
+                raise BadParameter(str(error), ctx=ctx, param=param) from None
+
+    def leaf(annotation: Any, info: Any) -> Callable[[Any, Any, Any], Any] | None:
+        enumerated = isinstance(annotation, type) and issubclass(annotation, enum.Enum)
+        if enumerated or get_origin(annotation) is Literal:
+            choices: tuple[Any, ...] = (
+                get_args(annotation) if not enumerated else tuple(annotation.__members__.values())
+            )
+            sensitive = info.case_sensitive
+            return lambda v, _p, _c: coerce_cli_choice(v, choices=choices, case_sensitive=sensitive)
+        if annotation is int or annotation is float:
+            return functools.partial(_number, annotation, info.min, info.max)
+        if annotation is bool:  # a flag's value is a bool already; an environment variable's is text
+            return _boolean
+        if annotation is str:
+            return lambda v, _p, _c: v if isinstance(v, str) else str(v)
+        if annotation is Path:  # typer's own checks (exists, readable ...), given a Path
+            return lambda v, p, c: coerce_cli_path(Path(v), info, path_type=Path, param=p, ctx=c)
+        return None
+
+    def converter(descriptor: Any) -> Callable[[Any, Any, Any], Any] | None:
+        info, annotation = descriptor.parameter_info, descriptor.annotation
+        if descriptor.file_annotation is not None or info.parser is not None or info.clamp:
+            return None
+        if get_origin(annotation) is list:
+            (element,) = get_args(annotation)
+            one = leaf(element, info)
+            return None if one is None else (lambda v, p, c: [one(x, p, c) for x in v])
+        return leaf(annotation, info)
+
+    def get_runtime_param(self: Any) -> Any:
+        if self._runtime_param is None:
+            descriptor = self.type_descriptor
+            convert = converter(descriptor)
+            if convert is None:
+                return original(self)
+            self._runtime_param = Plain(descriptor.parameter_info, descriptor.annotation, convert)
+        return self._runtime_param
+
+    core._TyperParameter.get_runtime_param = get_runtime_param  # type: ignore[method-assign]
+
+
+_WHOLE = re.compile(r"([+-]?[0-9](?:_?[0-9])*)(?:\.0+)?")
+_TRUE, _FALSE = {"1", "true", "t", "yes", "y", "on"}, {"", "0", "false", "f", "no", "n", "off"}
+
+
+def _boolean(value: Any, _param: Any, _ctx: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ValueError(f"{value!r} is not a boolean (true or false)")
+
+
+def _number(kind: type, low: float | None, high: float | None, value: Any, _param: Any, _ctx: Any) -> Any:
+    """An int or float option's value, within its min and max."""
+    if isinstance(value, str):
+        text = value.strip()
+        if kind is int:
+            whole = _WHOLE.fullmatch(text)  # "4.0" too, as typer's pydantic adapter has it
+            if whole is None:
+                raise ValueError(f"{value!r} is not an integer")
+            value = int(whole.group(1))
+        else:
+            try:
+                value = float(text)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a number") from None
+    if low is not None and not value >= low:
+        raise ValueError(f"{value} is less than {low}, the least it can be")
+    if high is not None and not value <= high:
+        raise ValueError(f"{value} is more than {high}, the most it can be")
+    return value
+
+
+_friendly_types()
+_one_line_usage_errors()
+_plain_conversion()
