@@ -76,3 +76,14 @@ def test_a_translation_that_prints_no_report_does_not_load_rich(tmp_path: Path) 
     """rich is 40 ms to import: report.py, diff/render.py and ir/render.py load it when they
     print, so a clean translate -o (which says only what it wrote) never does."""
     assert _modules(("rich",), "translate", "resnet50", "-o", str(tmp_path / "r.txt")) == set()
+
+
+def test_lark_is_imported_only_for_lines_the_fast_paths_do_not_read(tmp_path: Path) -> None:
+    """lark's import and parser cost 22 ms. A translation validates what it writes, whose header,
+    count and layer lines all take the fast paths; `--help` parses nothing."""
+    out = tmp_path / "r.txt"
+    assert _modules(("lark",), "--help") == set()
+    assert _modules(("lark",), "translate", "resnet50", "-o", str(out)) == set()
+    assert _modules(("lark",), "validate", str(out)) == set()
+    out.write_text(out.read_text().replace("\t", "\t\t", 1).replace("DATA", "DATA ep: 2", 1))
+    assert "lark" in _modules(("lark",), "validate", str(out))  # a SimAI key: the full path

@@ -166,3 +166,58 @@ def test_the_fast_constructors_build_what_the_dataclasses_build() -> None:
     assert built == Layer(*fields)
     assert built.layout is layout
     assert hash(built) == hash(Layer(*fields))
+
+
+def test_the_fast_paths_read_the_grammars_own_terminals() -> None:
+    """The fast regexes take their terminals from the grammar's text, not from lark (whose parser
+    takes 16 ms to build): they are the ones lark reads."""
+    import re
+
+    from modtrans.workload.parse import _parser, _terminals
+
+    lark_terminals = {t.name: t.pattern.to_regexp() for t in _parser().terminals}
+    for name in ("NAME", "INT", "COMM_TYPE", "POLICY"):
+        assert _terminals()[name] == re.sub(r"(?<!\\)\((?!\?)", "(?:", lark_terminals[name])
+
+
+_HEADER_WORDS = ["DATA", "HYBRID_TRANSFORMER", "MODEL", "DATAX", "data"]
+_HEADER_TAILS = [
+    [],
+    ["model_parallel_NPU_group:", "8"],
+    ["model_parallel_NPU_group:", "0"],
+    ["model_parallel_NPU_group:", "2147483648"],
+    ["model_parallel_NPU_group:", "08"],
+    ["model_parallel_NPU_group:8"],
+    ["model_parallel_NPU_group:", "8", "ep:", "2"],
+    ["model_parallel_NPU_group:"],
+    ["4"],
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_fast_header_and_count_lines_are_what_lark_reads(data: st.DataObject) -> None:
+    """The usual header (a keyword, maybe its group) and a plain layer count skip lark. Whatever
+    the tokens and blanks, a line the fast path reads gives lark's header or count, with its
+    span and layout and no finding."""
+    tokens = [data.draw(st.sampled_from(_HEADER_WORDS)), *data.draw(st.sampled_from(_HEADER_TAILS))]
+    runs = [data.draw(st.sampled_from(["", " ", "\t", "  \t", "\f"])) for _ in range(len(tokens) + 1)]
+    runs[1:-1] = [r or " " for r in runs[1:-1]]
+    line = runs[0] + "".join(t + r for t, r in zip(tokens, runs[1:], strict=True))
+    offset = data.draw(st.sampled_from([0, 1]))  # 1: after a byte order mark
+    fast_reader, full_reader = _Reader(None), _Reader(None)
+    fast = fast_reader._header(1, line, "\n", (), offset)
+    full = full_reader._header_full(1, line, "\n", (), offset)
+    if fast_reader.diagnostics == []:
+        assert fast == full
+        assert fast is not None
+        assert full is not None
+        assert (fast.span, fast.layout) == (full.span, full.layout)
+        assert full_reader.diagnostics == []
+    count = data.draw(st.sampled_from(["0", "12", "2147483647", "2147483648", "012", "+3", "-1", "1e3"]))
+    count_line = runs[0] + count + runs[-1]
+    fast_reader, full_reader = _Reader(None), _Reader(None)
+    got = fast_reader._count(2, count_line, "\r\n", ("\n",))
+    if not fast_reader.diagnostics:
+        assert got == full_reader._count_full(2, count_line, "\r\n", ("\n",))
+        assert full_reader.diagnostics == []

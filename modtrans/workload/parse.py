@@ -1,4 +1,5 @@
-"""Reader: workload text -> ParseResult(workload, diagnostics). The only module that imports lark.
+"""Reader: workload text -> ParseResult(workload, diagnostics). The only module that imports lark
+(only for a line the fast paths do not read: most files never need it).
 
 Each physical line is parsed on its own with the grammar's line rules, so one bad line gives one
 diagnostic and every other line is still read. Separators, line endings, blank lines and raw
@@ -15,9 +16,7 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
-
-import lark
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from modtrans import resources
 from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
@@ -36,6 +35,9 @@ from modtrans.workload.model import (
 )
 from modtrans.workload.numbers import Kind
 from modtrans.workload.write import layer_tokens
+
+if TYPE_CHECKING:
+    import lark
 
 _T = TypeVar("_T")
 MAX_LINE = 1 << 20  # characters; longer lines are reported, never handed to the lexer
@@ -87,6 +89,10 @@ class ParseResult:
 
 @functools.cache
 def _parser() -> lark.Lark:
+    """The grammar's parser: for the lines the fast paths below do not read (22 ms with lark's
+    import, which only happens here)."""
+    import lark
+
     return lark.Lark(
         resources.grammar_path().read_text(encoding="utf-8"),
         parser="lalr",
@@ -116,10 +122,21 @@ _COMMS = {c.value: c for c in CommType}
 _POLICIES = {p.value: p for p in Policy}
 
 
+_TERMINAL = re.compile(r"([A-Z_]+)(?:\.\d+)?:\s*/(.*)/\s*$")
+
+
+@functools.cache
 def _terminals() -> dict[str, str]:
-    """The grammar's terminal regexes, their groups made non-capturing: a match then builds only
-    the fields' strings (each capturing group costs a substring per line)."""
-    return {t.name: re.sub(r"(?<!\\)\((?!\?)", "(?:", t.pattern.to_regexp()) for t in _parser().terminals}
+    """The regexes of the grammar's `NAME: /regex/` terminals, read from its text (building lark's
+    parser, 16 ms, is left to the lines that need it), their groups made non-capturing: a match
+    then builds only the fields' strings (each capturing group costs a substring per line). A test
+    checks them against lark's own reading of the grammar."""
+    found = {}
+    for line in resources.grammar_path().read_text(encoding="utf-8").splitlines():
+        terminal = _TERMINAL.match(line)
+        if terminal is not None:
+            found[terminal.group(1)] = re.sub(r"(?<!\\)\((?!\?)", "(?:", terminal.group(2))
+    return found
 
 
 # The fields in the fast regexes: the numbers in them are plain decimals that fit their field: a
@@ -170,6 +187,19 @@ def _uniform_layer() -> re.Pattern[str]:
     parts = [f"({blank})({name})([ \\t\\f\\v]+)", "\\3".join(f"({terminal})" for terminal in rest)]
     parts.append(f"(?:\\3({_terminals()['POLICY']}))?({blank})")
     return re.compile("".join(parts))
+
+
+@functools.cache
+def _plain_header() -> re.Pattern[str]:
+    """The usual header: a keyword alone, or with `model_parallel_NPU_group: G` (G a plain decimal
+    that fits its field). Its groups: leading blanks, keyword, blanks, key, blanks, G, trailing."""
+    blanks = "[ \\t\\f\\v]"
+    group = f"(?:({blanks}+)(model_parallel_NPU_group:)({blanks}+)({_STRICT_COUNT}))?"
+    return re.compile(f"({blanks}*)({_terminals()['POLICY']}){group}({blanks}*)")
+
+
+_STRICT_COUNT = "(?:0|[1-9][0-9]{0,9})"  # a layer count or group: then at most 2^31 - 1 (checked)
+_PLAIN_COUNT = re.compile(f"([ \\t\\f\\v]*)({_STRICT_COUNT})([ \\t\\f\\v]*)")
 
 
 Getter = Callable[[tuple[str | None, ...]], tuple[Any, ...]]  # str, only the policy may be None
@@ -441,6 +471,8 @@ class _Reader:
             self.report("V250", what, Span.at(lineno, 1, len(content)), hint="delete the line")
 
     def _syntax(self, lineno: int, content: str, start: str, offset: int) -> lark.Tree[lark.Token] | None:
+        import lark
+
         try:
             return _parser().parse(content, start=start)
         except lark.UnexpectedCharacters as error:
@@ -494,6 +526,16 @@ class _Reader:
     def _header(
         self, lineno: int, content: str, eol: str, before: tuple[str, ...], offset: int
     ) -> Header | None:
+        plain = _plain_header().fullmatch(content)
+        if plain is not None and (plain.group(6) is None or int(plain.group(6)) < 2**31):
+            return self._plain_header(lineno, content, eol, before, offset, plain.groups())
+        return self._header_full(lineno, content, eol, before, offset)
+
+    def _header_full(
+        self, lineno: int, content: str, eol: str, before: tuple[str, ...], offset: int
+    ) -> Header | None:
+        import lark
+
         tree = self._syntax(lineno, content, "header_line", offset)
         if tree is None:
             return None
@@ -523,6 +565,34 @@ class _Reader:
             span=Span(lineno, 1 + offset, lineno, end + 1 + offset),
             layout=HeaderLayout(layout, header),
         )
+
+    def _plain_header(
+        self,
+        lineno: int,
+        content: str,
+        eol: str,
+        before: tuple[str, ...],
+        offset: int,
+        groups: tuple[str | None, ...],
+    ) -> Header:
+        """What the lark path makes of the usual header (a test compares the two)."""
+        lead, keyword, after, key, between, group, trail = groups
+        assert lead is not None
+        assert keyword is not None
+        assert trail is not None
+        if group is None:
+            tokens: tuple[str, ...] = (keyword,)
+            separators: tuple[str, ...] = (lead, trail)
+            meant = Header(_POLICIES[keyword])
+        else:
+            assert after is not None
+            assert key is not None
+            assert between is not None
+            tokens, separators = (keyword, key, group), (lead, after, between, trail)
+            meant = Header(_POLICIES[keyword], model_parallel_group=int(group))
+        layout = LineLayout(tokens, separators, eol, before)
+        span = Span(lineno, 1 + offset, lineno, len(content) - len(trail) + 1 + offset)
+        return replace(meant, span=span, layout=HeaderLayout(layout, meant))
 
     def _header_param(
         self,
@@ -629,6 +699,16 @@ class _Reader:
     def _count(
         self, lineno: int, content: str, eol: str, before: tuple[str, ...]
     ) -> tuple[int | None, LineLayout]:
+        plain = _PLAIN_COUNT.fullmatch(content)
+        if plain is not None and int(plain.group(2)) < 2**31:  # what the lark path makes of it
+            return int(plain.group(2)), LineLayout((), (plain.group(1), plain.group(3)), eol, before)
+        return self._count_full(lineno, content, eol, before)
+
+    def _count_full(
+        self, lineno: int, content: str, eol: str, before: tuple[str, ...]
+    ) -> tuple[int | None, LineLayout]:
+        import lark
+
         tree = self._syntax(lineno, content, "count_line", 0)
         if tree is None:
             return None, LineLayout((content,), ("", ""), eol, before)
@@ -691,6 +771,8 @@ class _Reader:
     def _layer_full(
         self, lineno: int, content: str, eol: str, before: tuple[str, ...], header: Header | None
     ) -> Layer | None:
+        import lark
+
         tree = self._syntax(lineno, content, "layer_line", 0)
         if tree is None:
             return None
