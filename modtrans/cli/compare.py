@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from modtrans import cost, pipeline, report
-from modtrans import diff as comparison
 from modtrans.cli.common import (
     Array,
     Batch,
@@ -31,11 +30,13 @@ from modtrans.cli.common import (
     app,
     finite,
 )
-from modtrans.diff import conventions
 from modtrans.fileio import STDIN_NAME
 from modtrans.report import Format
 from modtrans.strategy import Parallelism, Params
 from modtrans.workload.parse import LineCache
+
+if TYPE_CHECKING:
+    from modtrans.diff import conventions
 
 
 @app.command()
@@ -100,6 +101,9 @@ def diff(
     Layers pair by name, then by identical compared fields, then by position; moved blocks are
     reported as moves. Models (ONNX files, built-ins) are translated first with --params etc.
     """
+    from modtrans import diff as comparison  # this command's own modules: not every command's
+    from modtrans.diff import conventions
+
     try:
         chosen = comparison.parse_fields(fields)
     except ValueError as error:

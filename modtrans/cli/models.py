@@ -11,7 +11,6 @@ import typer
 
 from modtrans import chakra, cost, pipeline, report, zoo
 from modtrans import fetch as fetching
-from modtrans.chakra.read import is_trace_spec, prefix_of
 from modtrans.cli.common import (
     Array,
     Batch,
@@ -54,7 +53,6 @@ from modtrans.plan import Plan
 from modtrans.report import COLLAPSED, Format
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
-from modtrans.workload import jsonform
 from modtrans.workload.model import Dialect, Policy, Workload
 from modtrans.workload.validate import validate as validate_text
 from modtrans.workload.write import write
@@ -564,6 +562,8 @@ def _checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
 
 def _render_workload(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:
     if to == "json":
+        from modtrans.workload import jsonform
+
         return jsonform.dumps(workload)
     try:
         text = write(workload, dialect)
@@ -600,6 +600,8 @@ def inspect(
       modtrans inspect model.onnx --format csv --all
       modtrans inspect traces/gpt2
     """
+    from modtrans.chakra.read import is_trace_spec  # inspect's: not every command's
+
     if is_trace_spec(Path(model)):
         _inspect_traces(Path(model), fmt)
         return
@@ -633,6 +635,8 @@ def _inspect_traces(spec: Path, fmt: str) -> None:
 
     if fmt != "table":
         _usage(f"--format {fmt}: a trace set is shown as a table only")
+    from modtrans.chakra.read import prefix_of
+
     prefix = prefix_of(str(spec)) or str(spec)
     members = next(iter(expand([Path(prefix)]).values()), [])
     if not members:

@@ -13,7 +13,6 @@ from typing import Annotated, Literal
 import typer
 
 from modtrans import report
-from modtrans.chakra.read import is_trace_spec
 from modtrans.cli.common import (
     DialectOpt,
     NoColor,
@@ -94,6 +93,8 @@ def validate(
         return
     found: list[Diagnostic] = []
     sources = {}
+    from modtrans.chakra.read import is_trace_spec  # reads no trace: a name test
+
     traces = [path for path in paths if is_trace_spec(path)]
     checked = len(paths) - len(traces)
     for path in paths:
