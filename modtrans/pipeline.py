@@ -86,11 +86,11 @@ def model_file(spec: str | Path) -> Path | None:
 
 def _config_file(path: Path) -> Path | None:
     """`path` when it is a transformers configuration (a JSON object with a model_type)."""
-    from modtrans import llm
-    from modtrans.fileio import read_head
-
     if path.suffix.lower() != ".json":
         return None
+    from modtrans import llm  # only for a .json: an ONNX file's translation never needs it
+    from modtrans.fileio import read_head
+
     head = read_head(path, 1 << 16)
     return path if head is not None and llm.is_config(head) else None
 
