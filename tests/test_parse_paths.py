@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from modtrans.workload.model import Layer, LineLayout, Phase
 from modtrans.workload.parse import (
+    _UNIFORM_NUMBERS,
+    _UNIFORM_WORDS,
     _constructor,
     _fast_layer,
     _field_groups,
@@ -138,7 +140,7 @@ def test_the_fast_path_accepts_only_what_lark_reads_the_same(data: st.DataObject
 def test_the_uniform_regex_reads_what_the_general_one_reads() -> None:
     """_uniform_layer (one run of blanks between every field) is a shortcut of _fast_layer: on every
     corpus line either rejects or both give the same thirteen fields and fourteen separators."""
-    _, fields_of, separators_of = _field_groups()
+    words_of, numbers_of, separators_of = _field_groups()
     lines = [c for p in corpus_files() for c, _ in split_lines(p.read_bytes().decode())[2:]]
     lines += ["a -1 1 NONE 0 1 NONE 0 1 NONE 0 1 DATA  ", "\ta\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tNONE\t0\t1\t"]
     uniform = 0
@@ -149,7 +151,8 @@ def test_the_uniform_regex_reads_what_the_general_one_reads() -> None:
         uniform += 1
         assert general is not None, line
         groups, full_groups = short.groups(), general.groups()
-        assert groups[1:2] + groups[3:15] == fields_of(full_groups)
+        assert _UNIFORM_WORDS(groups) == words_of(full_groups)  # the 13 fields: 6 words, 7 numbers
+        assert _UNIFORM_NUMBERS(groups) == numbers_of(full_groups)
         runs = (groups[2],) * (11 if groups[14] is None else 12)
         separators = separators_of(full_groups)[: 13 if groups[14] is None else 14]
         assert (groups[0], *runs, groups[15]) == separators

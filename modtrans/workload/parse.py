@@ -144,7 +144,6 @@ def _terminals() -> dict[str, str]:
 # sign, a leading zero, a 20-digit value, takes the full path, whose diagnostics explain it.
 _STRICT = {1: "(?:0|-?[1-9][0-9]{0,9})"}  # not "-0": it would write back as "0"
 _UNSIGNED_FIELD = "(?:0|[1-9][0-9]{0,18})"
-_NUMBERS = operator.itemgetter(2, 4, 5, 7, 8, 10, 11)  # of the 13 fields: the times and sizes
 
 
 def _field_regexes() -> list[str]:
@@ -205,17 +204,24 @@ _PLAIN_COUNT = re.compile(f"([ \\t\\f\\v]*)({_STRICT_COUNT})([ \\t\\f\\v]*)")
 Getter = Callable[[tuple[str | None, ...]], tuple[Any, ...]]  # str, only the policy may be None
 
 
+_WORDS = (0, 1, 3, 6, 9, 12)  # of the 13 fields: name, reserved, the three comm types, policy
+_NUMBERS = (2, 4, 5, 7, 8, 10, 11)  # the times and sizes
+
+
 @functools.cache
-def _field_groups() -> tuple[tuple[int, ...], Getter, Getter]:
-    """Where fields f0..f12 sit in the fast regex's groups() tuple, a getter for the thirteen
-    fields and one for the fourteen separators."""
+def _field_groups() -> tuple[Getter, Getter, Getter]:
+    """Getters of _fast_layer's groups() tuple: the words (_WORDS), the numbers (_NUMBERS) and the
+    fourteen separators."""
     index = _fast_layer().groupindex
     fields = tuple(index[f"f{i}"] - 1 for i in range(13))
     separators = operator.itemgetter(*(index[f"s{i}"] - 1 for i in range(14)))
-    return fields, operator.itemgetter(*fields), separators
+    words = operator.itemgetter(*(fields[i] for i in _WORDS))
+    return words, operator.itemgetter(*(fields[i] for i in _NUMBERS)), separators
 
 
-_UNIFORM_FIELDS: Getter = operator.itemgetter(1, *range(3, 15))  # of _uniform_layer's groups
+# The same of _uniform_layer's groups: leading blanks, f0, the run, f1..f11, f12, trailing blanks.
+_UNIFORM_WORDS: Getter = operator.itemgetter(*(i + 1 if i == 0 else i + 2 for i in _WORDS))
+_UNIFORM_NUMBERS: Getter = operator.itemgetter(*(i + 2 for i in _NUMBERS))
 
 
 def _constructor(cls: type[_T]) -> Callable[..., _T]:
@@ -250,6 +256,27 @@ class LineCache:
     layers: list[Layer | None] = field(default_factory=list)  # by line index; None: not a layer
     findings: dict[int, tuple[Diagnostic, ...]] = field(default_factory=dict)  # lines with any
     before: dict[int, tuple[str, ...]] = field(default_factory=dict)  # lines after blank lines
+
+
+def _common_tail(old: Sequence[tuple[str, str]], new: Sequence[tuple[str, str]]) -> int:
+    """How many lines `old` and `new` end with in common."""
+    common, limit = 0, min(len(old), len(new))
+    while common < limit and old[-1 - common] == new[-1 - common]:
+        common += 1
+    return common
+
+
+_LAYER_HEAD = operator.attrgetter(
+    "name", "fwd", "input_grad", "weight_grad", "update_time", "reserved", "policy"
+)
+
+
+def _moved(layer: Layer, lines: int) -> Layer:
+    """`layer`, read `lines` lines further down (up, when negative)."""
+    span = layer.span
+    assert span is not None
+    at = _new_span(span.line + lines, span.column, span.end_line + lines, span.end_column)
+    return _new_layer(*_LAYER_HEAD(layer), at, layer.layout, layer.field_span)
 
 
 def parse(text: str, *, path: str | None = None, cache: LineCache | None = None) -> ParseResult:
@@ -310,7 +337,7 @@ class _Reader:
         self.befores: dict[int, tuple[str, ...]] = {}
         self._uniform = _uniform_layer().fullmatch
         self._match = _fast_layer().fullmatch
-        _, self._all_fields, self._separators_of = _field_groups()
+        self._words, self._numbers, self._separators_of = _field_groups()
 
     # -- helpers -------------------------------------------------------------------------------
     def report(
@@ -366,6 +393,7 @@ class _Reader:
         seen_header = False
         blanks: list[str] = []
         reuse: LineCache | None = None
+        moved, moved_from = 0, len(lines)
         self.by_line = [None] * len(lines)
         for index, line in enumerate(lines):
             content, eol = line
@@ -393,24 +421,32 @@ class _Reader:
                 header = self.header = self._header(lineno, content, eol, before, offset)
                 cache = self.cache  # its lines were read under another header: none of them count
                 reuse = cache if cache is not None and cache.header == header else None
+                if reuse is not None and len(reuse.lines) != len(lines):
+                    # lines inserted or deleted: the lines after the change are where they were,
+                    # `moved` lines down (or up)
+                    moved = len(lines) - len(reuse.lines)
+                    moved_from = len(lines) - _common_tail(reuse.lines, lines)
             elif count is None:
                 count = self._count(lineno, content, eol, before)
             else:
                 layer_lines += 1
+                was = index - moved if index >= moved_from else index  # its index in the cache
                 if (
                     reuse is not None
-                    and index < len(reuse.lines)
-                    and reuse.lines[index] == line
-                    and self._reusable(reuse, index, before)
+                    and was < len(reuse.lines)
+                    and reuse.lines[was] == line
+                    and self._reusable(reuse, was, index, before)
                 ):
-                    layer = reuse.layers[index]
+                    layer = reuse.layers[was]
+                    if layer is not None and was != index:
+                        layer = _moved(layer, index - was)
                 else:
-                    start = len(self.diagnostics)
-                    layer = self._layer_fast(lineno, content, eol, before) or self._layer_full(
-                        lineno, content, eol, before, header
-                    )
-                    if len(self.diagnostics) > start:
-                        self.findings[index] = tuple(self.diagnostics[start:])
+                    layer = self._layer_fast(lineno, content, eol, before)  # which reports nothing
+                    if layer is None:
+                        start = len(self.diagnostics)
+                        layer = self._layer_full(lineno, content, eol, before, header)
+                        if len(self.diagnostics) > start:
+                            self.findings[index] = tuple(self.diagnostics[start:])
                 if before:
                     self.befores[index] = before
                 if layer is not None:
@@ -443,16 +479,17 @@ class _Reader:
         workload = replace(workload, dialect=detect(workload))
         return ParseResult(workload, tuple(self.diagnostics), widths, final_break)
 
-    def _reusable(self, cache: LineCache, index: int, before: tuple[str, ...]) -> bool:
-        """Whether the cache's layer (or None) for line `index`, the same text, is this line's; its
-        findings are reported again then. Not when the line was not a layer line, came after other
-        blank lines, or has findings that name another file (diff's two sides share one cache)."""
-        if cache.before.get(index, ()) != before:
+    def _reusable(self, cache: LineCache, was: int, index: int, before: tuple[str, ...]) -> bool:
+        """Whether the cache's layer (or None) for line `was`, the same text as line `index`, is
+        this line's; its findings are reported again then. Not when the line was not a layer line,
+        came after other blank lines, has findings that name another file (diff's two sides share
+        one cache), or has findings and moved (their messages may name its line)."""
+        if cache.before.get(was, ()) != before:
             return False
-        found = cache.findings.get(index)
+        found = cache.findings.get(was)
         if found is None:
-            return cache.layers[index] is not None
-        if found[0].path != self.path:
+            return cache.layers[was] is not None
+        if found[0].path != self.path or was != index:
             return False
         self.findings[index] = found
         self.diagnostics.extend(found)
@@ -730,31 +767,32 @@ class _Reader:
         match = self._uniform(content)
         if match is not None:
             groups = match.groups()
-            fields = _UNIFORM_FIELDS(groups)
+            name, reserved, c_f, c_i, c_w, keyword = _UNIFORM_WORDS(groups)
+            numbers = _UNIFORM_NUMBERS(groups)
             lead, run, trail = groups[0], groups[2], groups[15]
-            key: tuple[object, ...] = (lead, run, trail, fields[12] is None, eol, before)
+            key: tuple[object, ...] = (lead, run, trail, keyword is None, eol, before)
             layout = self._layouts.get(key)
             if layout is None:
-                runs = (run,) * (11 if fields[12] is None else 12)
+                runs = (run,) * (11 if keyword is None else 12)
                 layout = self._layouts[key] = LineLayout((), (lead, *runs, trail), eol, before)
         else:
             match = self._match(content)
             if match is None:
                 return None
             groups = match.groups()
-            fields = self._all_fields(groups)
+            name, reserved, c_f, c_i, c_w, keyword = self._words(groups)
+            numbers = self._numbers(groups)
             separators = self._separators_of(groups)
-            if fields[12] is None:
+            if keyword is None:
                 separators = separators[:13]
             key = (separators, eol, before)
             layout = self._layouts.get(key)
             if layout is None:
                 layout = self._layouts[key] = LineLayout((), separators, eol, before)
         # one LineLayout per spelling (separators, ending, blank lines before): most lines share one
-        name, reserved, _, c_f, _, _, c_i, _, _, c_w, _, _, keyword = fields
         if len(reserved) >= 10 and not -(2**31) <= int(reserved) < 2**31:
             return None
-        t_f, s_f, t_i, s_i, t_w, s_w, update = map(int, _NUMBERS(fields))
+        t_f, s_f, t_i, s_i, t_w, s_w, update = map(int, numbers)
         return _new_layer(
             name,
             _new_phase(t_f, _COMMS[c_f], s_f),
