@@ -1,5 +1,5 @@
 """`python -m modtrans` runs the command line."""
 
-from modtrans.cli import main
+from modtrans.cli import run
 
-main()
+run()
