@@ -5,7 +5,7 @@ adaptation leaves typer as it is when its internals are not where 0.29 has them.
 - usage errors: one line, `modtrans: --option: what is wrong (see ... --help)`;
 - option values are converted without pydantic, which typer 0.29 imports for every command it
   runs and asks for an adapter per option: 40 ms and 13 ms of each command (translate has 40
-  options). Our options are str, int, float, Path, enums, Literal and lists of them; each is
+  options). Our options are str, int, float, bool, Path, enums, Literal and lists of them; each is
   converted as typer's adapter would, and anything else keeps typer's own conversion.
 """
 
@@ -90,9 +90,8 @@ def _plain_conversion() -> None:
     def leaf(annotation: Any, info: Any) -> Callable[[Any, Any, Any], Any] | None:
         enumerated = isinstance(annotation, type) and issubclass(annotation, enum.Enum)
         if enumerated or get_origin(annotation) is Literal:
-            choices: tuple[Any, ...] = (
-                get_args(annotation) if not enumerated else tuple(annotation.__members__.values())
-            )
+            kinds: Any = annotation  # an Enum class iterates over its members, aliases left out
+            choices = tuple(kinds) if enumerated else get_args(annotation)
             sensitive = info.case_sensitive
             return lambda v, _p, _c: coerce_cli_choice(v, choices=choices, case_sensitive=sensitive)
         if annotation is int or annotation is float:

@@ -49,8 +49,8 @@ def phase_kinds(layers: tuple[Layer, ...]) -> frozenset[tuple[CommType, bool]]:
     detection and the per-layer checks share (the last tuple's is kept). The checks look at the
     layers one by one only when it holds what they look for, which most files do not."""
     global _last_kinds
-    if _last_kinds is not None and _last_kinds[0] is layers:
-        return _last_kinds[1]
+    if _last_kinds is not None and _last_kinds[0] is layers and type(layers) is tuple:  # not a list
+        return _last_kinds[1]  # that could have changed since
     kinds: set[tuple[CommType, bool]] = set()
     for name in PHASES:
         phases = list(map(operator.attrgetter(name), layers))

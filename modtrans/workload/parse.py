@@ -249,7 +249,9 @@ class LineCache:
     after a change passes back in (and diff, for the second of two versions of a file): a line
     that is where it was, as it was, after the same blank lines and under the same header, costs
     one comparison, and its layer and findings are the ones built last time (a line depends on
-    nothing else). Each parse leaves in it exactly the text it read."""
+    nothing else). A line that moved (lines inserted or deleted above it, found by the common
+    tail of the two texts) keeps its layer, given its new line number. Each parse leaves in it
+    exactly the text it read."""
 
     header: object = None
     lines: Sequence[tuple[str, str]] = ()
@@ -273,10 +275,13 @@ _LAYER_HEAD = operator.attrgetter(
 
 def _moved(layer: Layer, lines: int) -> Layer:
     """`layer`, read `lines` lines further down (up, when negative)."""
-    span = layer.span
-    assert span is not None
-    at = _new_span(span.line + lines, span.column, span.end_line + lines, span.end_column)
-    return _new_layer(*_LAYER_HEAD(layer), at, layer.layout, layer.field_span)
+    return _new_layer(*_LAYER_HEAD(layer), _shifted(layer.span, lines), layer.layout, layer.field_span)
+
+
+def _shifted(span: Span | None, lines: int) -> Span | None:
+    if span is None:
+        return None
+    return _new_span(span.line + lines, span.column, span.end_line + lines, span.end_column)
 
 
 def parse(text: str, *, path: str | None = None, cache: LineCache | None = None) -> ParseResult:
@@ -481,16 +486,18 @@ class _Reader:
 
     def _reusable(self, cache: LineCache, was: int, index: int, before: tuple[str, ...]) -> bool:
         """Whether the cache's layer (or None) for line `was`, the same text as line `index`, is
-        this line's; its findings are reported again then. Not when the line was not a layer line,
-        came after other blank lines, has findings that name another file (diff's two sides share
-        one cache), or has findings and moved (their messages may name its line)."""
+        this line's; its findings are reported again then, at its line. Not when the line was not a
+        layer line, came after other blank lines, or has findings that name another file (diff's
+        two sides share one cache). No message names its line: spans say where."""
         if cache.before.get(was, ()) != before:
             return False
         found = cache.findings.get(was)
         if found is None:
             return cache.layers[was] is not None
-        if found[0].path != self.path or was != index:
+        if found[0].path != self.path:
             return False
+        if was != index:
+            found = tuple(replace(d, span=_shifted(d.span, index - was)) for d in found)
         self.findings[index] = found
         self.diagnostics.extend(found)
         return True
@@ -518,7 +525,7 @@ class _Reader:
             name = "carriage return without line feed" if char == "\r" else f"U+{ord(char):04X}"
             self.report(
                 "P103",
-                f"unexpected character ({name}) in line {lineno}",
+                f"unexpected character ({name})",  # where: the span (a moved line keeps its finding)
                 Span.at(lineno, error.column + offset),
                 hint="separate fields with spaces or tabs",
             )
