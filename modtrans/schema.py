@@ -7,6 +7,8 @@ Schemas are shipped in the package (see resources.py) and resolved through an ex
 from __future__ import annotations
 
 import functools
+import operator
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +78,125 @@ def compile_schema(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
     return cls(schema, registry=registry)  # type: ignore[no-any-return]
 
 
+Predicate = Callable[[Any], bool]
+
+
+@functools.cache
+def valid(name: str) -> Predicate | None:
+    """Whether a document is valid against schemas/<name>.schema.json, answered by plain Python
+    functions compiled from the schema (its references inlined): 20x faster than jsonschema,
+    which check() still asks for the findings when the answer is no. None when the schema uses
+    a keyword the compiler does not know (then jsonschema alone answers). A test holds it to
+    jsonschema's verdict on hundreds of mutated real documents."""
+    try:
+        return _compiled(inline_refs(resources.schema(name)))
+    except _Unsupported:
+        return None
+
+
+class _Unsupported(Exception):
+    pass
+
+
+_ANNOTATIONS = frozenset(
+    {"$schema", "$id", "$defs", "$comment", "title", "description", "default", "examples"}
+)
+_TYPES: dict[str, Predicate] = {
+    "integer": lambda v: type(v) is int,  # as validator(): a bool or 1.0 is not an integer
+    "number": lambda v: type(v) in (int, float),
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "object": lambda v: type(v) is dict,
+    "array": lambda v: type(v) is list,
+    "null": lambda v: v is None,
+}
+
+
+def _compiled(schema: Any) -> Predicate:
+    """The predicate of one (sub)schema: every keyword's test must pass. Raises _Unsupported."""
+    if schema is True:
+        return lambda _: True
+    if schema is False:
+        return lambda _: False
+    if not isinstance(schema, dict):
+        raise _Unsupported(schema)
+    found = [_keyword(schema, key, value) for key, value in schema.items() if key not in _ANNOTATIONS]
+    tests = [t for t in found if t is not None]
+    if len(tests) == 1:
+        return tests[0]
+    return lambda v: all(t(v) for t in tests)
+
+
+_BOUNDS: dict[str, Callable[[Any, Any], bool]] = {
+    "minimum": operator.ge,
+    "maximum": operator.le,
+    "exclusiveMinimum": operator.gt,
+}
+
+
+def _number(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+def _keyword(schema: dict[str, Any], key: str, value: Any) -> Predicate | None:
+    if key == "type":
+        kinds = [value] if isinstance(value, str) else list(value)
+        checks = [_TYPES[k] for k in kinds]
+        return lambda v: any(c(v) for c in checks)
+    if key == "properties":
+        inner = {name: _compiled(sub) for name, sub in value.items()}
+        return lambda v: type(v) is not dict or all(c(v[k]) for k, c in inner.items() if k in v)
+    if key == "required":
+        needed = tuple(value)
+        return lambda v: type(v) is not dict or all(k in v for k in needed)
+    if key == "additionalProperties":
+        known = frozenset(schema.get("properties", {}))
+        if "patternProperties" in schema:
+            raise _Unsupported(key)
+        if value is False:
+            return lambda v: type(v) is not dict or known.issuperset(v)
+        extra = _compiled(value)
+        return lambda v: type(v) is not dict or all(extra(x) for k, x in v.items() if k not in known)
+    if key == "items":
+        each = _compiled(value)
+        return lambda v: type(v) is not list or all(each(x) for x in v)
+    if key in _BOUNDS:
+        compare, bound = _BOUNDS[key], value
+        return lambda v: not _number(v) or compare(v, bound)
+    if key in ("enum", "const"):
+        allowed = value if key == "enum" else [value]
+        if not all(type(a) is str for a in allowed):  # jsonschema's equality of 1, 1.0 and True
+            if key == "const" and type(value) is int:
+                return lambda v: _number(v) and v == value
+            raise _Unsupported(key)
+        strings = frozenset(allowed)
+        return lambda v: type(v) is str and v in strings
+    if key == "pattern":
+        search = re.compile(value).search
+        return lambda v: type(v) is not str or search(v) is not None
+    if key == "minLength":
+        return lambda v: type(v) is not str or len(v) >= value
+    if key == "minProperties":
+        return lambda v: type(v) is not dict or len(v) >= value
+    if key == "propertyNames":
+        names = _compiled(value)
+        return lambda v: type(v) is not dict or all(names(k) for k in v)
+    if key == "not":
+        negated = _compiled(value)
+        return lambda v: not negated(v)
+    if key == "allOf":
+        parts = [_compiled(sub) for sub in value]
+        return lambda v: all(p(v) for p in parts)
+    if key == "if":
+        condition = _compiled(value)
+        then = _compiled(schema.get("then", True))
+        otherwise = _compiled(schema.get("else", True))
+        return lambda v: then(v) if condition(v) else otherwise(v)
+    if key in ("then", "else"):
+        return None  # read with "if"
+    raise _Unsupported(key)
+
+
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` with each `{"$ref": "#/$defs/X", ...}` replaced by X itself (by `{..., "allOf":
     [X]}` when the reference has keywords beside it, which means the same in draft 2020-12). The
@@ -117,6 +238,9 @@ def check(
 ) -> list[Diagnostic]:
     """Every schema violation of `instance` against schemas/<name>.schema.json, as `code`, at
     the span `locate` gives for its JSON path."""
+    fast = valid(name)
+    if fast is not None and fast(instance):
+        return []  # no violation: jsonschema would find none, and would take 200 us a layer to say so
     found = []
     for error in sorted(validator(name).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
         where = list(error.absolute_path)

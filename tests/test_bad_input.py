@@ -102,3 +102,29 @@ def test_fuzz_mutations_of_real_files_never_raise() -> None:
 def test_odd_strings(garbage: str) -> None:
     for d in modtrans.validate(garbage):
         assert d.span is not None
+
+
+_FILES = [
+    b"DATA\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n",
+    b"DATA\r\n1\r\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 1",  # CRLF, no final line break
+    b"\xef\xbb\xbfDATA\n\n\n1\n \t\nl\r -1\n",  # a BOM, blank lines, a lone CR
+    b"DATA\n1\nl\xff -1\n",  # not UTF-8: P101 at its column
+    b"DATA\n1\nl\x00\n",  # NUL: F002
+    b"DATA\n1\n" + b"x" * (1 << 20) + b"y" * 5 + b"\n" + b"z\n",  # a line past MAX_LINE: P102
+    b"DATA\n1\n" + "\u00e9".encode() * ((1 << 18) + 1) + b"\n",  # 2 bytes a character: fast path refuses
+    b"",
+    b"\n",
+]
+
+
+@pytest.mark.parametrize("index", range(len(_FILES)))
+def test_a_file_read_in_one_piece_is_what_reading_it_line_by_line_gives(index: int, tmp_path: Path) -> None:
+    """fileio reads the usual file whole and splits it in C; every other file line by line. Both
+    give the same lines and the same findings, whichever reads it."""
+    from modtrans import fileio
+
+    path = tmp_path / "w.txt"
+    path.write_bytes(_FILES[index])
+    with path.open("rb") as handle:
+        slow = fileio._read(str(path), handle)
+    assert fileio.read_lines(path) == slow

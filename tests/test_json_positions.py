@@ -129,3 +129,41 @@ def test_a_text_with_findings_converts_to_json_with_the_same_findings() -> None:
     assert "V242" in from_text
     document = jsonform.dumps(parsed.workload)
     assert sorted(code for code, *_ in _codes_at(document)) == from_text
+
+
+_SHAPES = [
+    {"a": [1, {"b": 'x\\n"y'}, []], "c": {}, "d": {"e": [1.5e3, None, True]}},
+    [{"k": "\u00e9\ud83d\ude00"}, [[[]]], "s", -0.0, {"": 1}],
+    {"dup": 1, "dup": 2},  # noqa: F601  (JSON allows it; the last one counts, as for json.loads)
+    "just a string",
+    {"layers": [{"name": "l\r1", "fwd": {"x": [1, 2, {"y": 3}]}}] * 3},
+]
+
+
+@pytest.mark.parametrize("indent", [None, 0, 1, 4, "\t"])
+@pytest.mark.parametrize("shape", range(len(_SHAPES)))
+def test_the_quick_index_and_the_scanner_agree(shape: int, indent: object) -> None:
+    """SourceMap indexes a document's first two levels with the standard library's reader (it
+    steps over deeper values in C) where the token scanner read every token: the same offsets,
+    for every value, at every layout, and the same line:column for each (positions count from
+    the line starts found so far)."""
+    text = json.dumps(_SHAPES[shape], indent=indent, ensure_ascii=False)  # type: ignore[arg-type]
+    text = text.replace(",", " ,\r\n\t", 2)  # blanks JSON allows, and a CR that ends no line
+    quick, scanned = jsonsource.SourceMap(text), jsonsource.SourceMap(text)
+    scanned.scan()
+    quick._ensure_index()
+    assert quick._index == scanned._index
+    assert quick._index  # something was indexed
+    for path in list(scanned._index)[::-1]:  # backwards: positions found out of order
+        assert quick.span(path) == scanned.span(path)
+
+
+def test_a_large_document_is_indexed_without_reading_every_token() -> None:
+    layers = [{"name": f"l{i}", "fwd": {"compute_time": i, "comm": [1, 2, 3]}} for i in range(3000)]
+    text = json.dumps({"layers": layers}, indent=1)
+    source = jsonsource.SourceMap(text)
+    span = source.span(["layers", 2999, "fwd", "comm", 2])
+    assert span is not None
+    assert text.split("\n")[span.line - 1].strip() == "3"
+    assert ("layers", 2999, "fwd") not in source._index  # deeper levels scanned on request only
+    assert ("layers", 2999) in source._index

@@ -1,5 +1,6 @@
 """schema.inline_refs: the validators follow no `$ref` (each was a registry lookup), and they find
-exactly what the schemas as written find, with the same messages at the same paths."""
+exactly what the schemas as written find, with the same messages at the same paths. schema.valid:
+the predicates compiled from the schemas give jsonschema's verdict."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def _mutated(instance: Any, rng: random.Random, count: int) -> list[Any]:
         elif choice == 1 and isinstance(parent, dict):
             parent["unexpected"] = 1
         else:
-            parent[last] = rng.choice(["x", -1, 1.5, None, [], {}, True, "", 2**70])
+            parent[last] = rng.choice(["x", -1, 0, 1, 1.0, 1.5, None, [], {}, True, False, "", "a b", 2**70])
         out.append(copied)
     return out
 
@@ -81,15 +82,19 @@ def test_inlined_schemas_find_what_the_schemas_as_written_find(name: str) -> Non
     body = {k: v for k, v in inlined.items() if k != "$defs"}
     assert "$ref" not in json.dumps(body)  # nothing left to look up
     as_written, ours = schema.compile_schema(written), schema.validator(name)
+    fast = schema.valid(name)
+    assert fast is not None  # every shipped schema compiles
     rng = random.Random(16)
     cases = failing = 0
     for instance in _instances(name):
         assert _errors(ours, instance) == []
-        for case in _mutated(instance, rng, 60):
+        assert fast(instance)
+        for case in _mutated(instance, rng, 120):
             found = _errors(as_written, case)
             assert _errors(ours, case) == found
+            assert fast(case) == (not found), found
             cases, failing = cases + 1, failing + bool(found)
-    assert cases >= 120
+    assert cases >= 240
     assert failing > cases // 2  # most mutations break the document
 
 
@@ -99,3 +104,35 @@ def test_a_schema_that_refers_to_itself_is_kept_as_written() -> None:
         "$ref": "#/$defs/tree",
     }
     assert schema.inline_refs(recursive) is recursive
+
+
+def test_the_compiled_predicates_follow_jsonschemas_equality_and_types() -> None:
+    """The corners where JSON Schema's meaning is not Python's: a bool is not an integer (nor a
+    number a bound applies to), 1.0 equals the const 1, a keyword about strings or objects says
+    nothing about other types."""
+    cases = [
+        ({"type": "integer"}, [1, True, 1.0, "1", None]),
+        ({"type": ["integer", "null"], "minimum": 1}, [1, 0, None, True, 2.5]),
+        ({"const": 1}, [1, 1.0, True, "1"]),
+        ({"enum": ["a", "b"]}, ["a", "c", 1, None]),
+        ({"pattern": "^\\S+$", "minLength": 2}, ["ab", "a", "a b", 5]),
+        (
+            {"required": ["a"], "additionalProperties": False, "properties": {"a": {"type": "string"}}},
+            [{"a": "x"}, {"a": 1}, {}, {"a": "x", "b": 1}, [1]],
+        ),
+        (
+            {"if": {"properties": {"k": {"const": 1}}}, "then": {"required": ["x"]}},
+            [{"k": 1}, {"k": 2}, {"k": 1, "x": 0}],
+        ),
+        ({"propertyNames": {"pattern": "^a"}, "minProperties": 1}, [{"ab": 1}, {"b": 1}, {}]),
+        ({"not": {"enum": ["x"]}, "items": {"exclusiveMinimum": 0}}, ["x", "y", [1, 2], [0]]),
+    ]
+    checked = 0
+    for sub, values in cases:
+        compiled = schema._compiled(sub)
+        draft = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "https://t.invalid/s"}
+        reference = schema.compile_schema({**draft, **sub})
+        for value in values:
+            assert compiled(value) == reference.is_valid(value), (sub, value)
+            checked += 1
+    assert checked == 37
