@@ -17,6 +17,7 @@ us). Times are the best of three wall-clock runs, memory the child's own peak RS
     validate 100,000 layers                    <= 1.5 s
     diff of two 100,000-layer files            <= 3 s
     convert 100,000 layers to JSON             <= 200 MB peak
+    validate that JSON                         (no target; printed against the text's validate)
 The language server's figures (open a 100,000-line buffer <= 1 s, edit to diagnostics <= 0.2 s)
 come from bench/bench_lsp.py, which drives the real server.
 """
@@ -139,6 +140,8 @@ def main() -> None:
             convert_rss = peak_rss([*cli, "convert", str(path), "--to", "json", "-o", str(folder / "w.json")])
             label = "convert 100,000 layers to JSON"
             print(f"  {label:<44} {convert_rss:8.0f} MB   {'peak RSS':<28} target <= 200 MB")
+            checked, _ = run([*cli, "validate", str(folder / "w.json")], 1)
+            line("validate that JSON (44 MB)", checked, validate, f"{checked / validate:.1f}x the text's", "")
     first, second = diff_pair(100_000)
     a, b = folder / "a.txt", folder / "b.txt"
     a.write_text(first)
