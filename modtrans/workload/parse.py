@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 MAX_LINE = 1 << 20  # characters; longer lines are reported, never handed to the lexer
 _BLANKS = " \t\f\v"
+_BLANK = "[ \\t\\f\\v]"  # one of _BLANKS, in the fast regexes (lark's %ignore has the same)
 _FIELD_NAMES = (
     "layer name",
     "reserved field",
@@ -162,17 +163,17 @@ def _fast_layer() -> re.Pattern[str]:
     it does not accept take the full lark path, which gives the diagnostics (tests check that both
     paths agree on real and mutated lines).
     """
-    blank = "[ \\t\\f\\v]*"
+    blank = f"{_BLANK}*"
     # Between fields at least one blank, as lark's lexer has it: with `*` a long token could be
     # split between NAME (\S+) and the next field in every way, and a 1 MB line would backtrack
     # for hours (found by tests/fuzzing.py). The last field is followed by `*`: trailing blanks.
     parts = [f"(?P<s0>{blank})"]
     fields = _field_regexes()
     for i, terminal in enumerate(fields):
-        between = blank if i == len(fields) - 1 else "[ \\t\\f\\v]+"
+        between = blank if i == len(fields) - 1 else f"{_BLANK}+"
         parts.append(f"(?P<f{i}>{terminal})(?P<s{i + 1}>{between})")
     # A policy needs a blank before it: "80DATA" is one malformed token, as lark reads it.
-    parts.append(f"(?:(?<=[ \\t\\f\\v])(?P<f12>{_terminals()['POLICY']})(?P<s13>{blank}))?")
+    parts.append(f"(?:(?<={_BLANK})(?P<f12>{_terminals()['POLICY']})(?P<s13>{blank}))?")
     return re.compile("".join(parts))
 
 
@@ -181,9 +182,9 @@ def _uniform_layer() -> re.Pattern[str]:
     """_fast_layer for the usual line, whose fields are all parted by the same run of blanks: a
     backreference stands for the eleven runs after the first, so a match builds 16 strings, not 27.
     Its groups: leading blanks, name, the run, fields 1-11, the policy (or None), trailing blanks."""
-    blank = "[ \\t\\f\\v]*"
+    blank = f"{_BLANK}*"
     name, *rest = _field_regexes()
-    parts = [f"({blank})({name})([ \\t\\f\\v]+)", "\\3".join(f"({terminal})" for terminal in rest)]
+    parts = [f"({blank})({name})({_BLANK}+)", "\\3".join(f"({terminal})" for terminal in rest)]
     parts.append(f"(?:\\3({_terminals()['POLICY']}))?({blank})")
     return re.compile("".join(parts))
 
@@ -192,13 +193,12 @@ def _uniform_layer() -> re.Pattern[str]:
 def _plain_header() -> re.Pattern[str]:
     """The usual header: a keyword alone, or with `model_parallel_NPU_group: G` (G a plain decimal
     that fits its field). Its groups: leading blanks, keyword, blanks, key, blanks, G, trailing."""
-    blanks = "[ \\t\\f\\v]"
-    group = f"(?:({blanks}+)(model_parallel_NPU_group:)({blanks}+)({_STRICT_COUNT}))?"
-    return re.compile(f"({blanks}*)({_terminals()['POLICY']}){group}({blanks}*)")
+    group = f"(?:({_BLANK}+)(model_parallel_NPU_group:)({_BLANK}+)({_STRICT_COUNT}))?"
+    return re.compile(f"({_BLANK}*)({_terminals()['POLICY']}){group}({_BLANK}*)")
 
 
 _STRICT_COUNT = "(?:0|[1-9][0-9]{0,9})"  # a layer count or group: then at most 2^31 - 1 (checked)
-_PLAIN_COUNT = re.compile(f"([ \\t\\f\\v]*)({_STRICT_COUNT})([ \\t\\f\\v]*)")
+_PLAIN_COUNT = re.compile(f"({_BLANK}*)({_STRICT_COUNT})({_BLANK}*)")
 
 
 Getter = Callable[[tuple[str | None, ...]], tuple[Any, ...]]  # str, only the policy may be None
