@@ -104,9 +104,15 @@ class _Unsupported(Exception):
 _ANNOTATIONS = frozenset(
     {"$schema", "$id", "$defs", "$comment", "title", "description", "default", "examples"}
 )
+
+
+def _number(v: Any) -> bool:  # what JSON holds: a bool is no number
+    return type(v) in (int, float)
+
+
 _TYPES: dict[str, Predicate] = {
     "integer": lambda v: type(v) is int,  # as validator(): a bool or 1.0 is not an integer
-    "number": lambda v: type(v) in (int, float),
+    "number": _number,
     "string": lambda v: type(v) is str,
     "boolean": lambda v: type(v) is bool,
     "object": lambda v: type(v) is dict,
@@ -135,10 +141,6 @@ _BOUNDS: dict[str, Callable[[Any, Any], bool]] = {
     "maximum": operator.le,
     "exclusiveMinimum": operator.gt,
 }
-
-
-def _number(v: Any) -> bool:
-    return type(v) in (int, float)
 
 
 def _keyword(schema: dict[str, Any], key: str, value: Any) -> Predicate | None:
