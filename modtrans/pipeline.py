@@ -326,8 +326,9 @@ def reads_as_workload(spec: str) -> bool:
 
 def workload_or_model(spec: str, options: Options, *, cache: LineCache | None = None) -> Side:
     """A workload file (text or JSON) as read, or an ONNX file / built-in model translated.
-    `cache`: shared by the two sides of a diff, so the second side's lines that the first has, at
-    the same line numbers, are not parsed again (two versions of a file share most lines)."""
+    `cache`: shared by the two sides of a diff, so the second side's lines that the first has
+    (where they were, or moved by lines inserted or deleted above them) are not parsed again:
+    two versions of a file share most lines."""
     from modtrans.workload.load import load  # the text path never needs onnx
 
     path = Path(spec)
