@@ -14,7 +14,6 @@ Run with the same environment as tools/build_zoo.py:
 from __future__ import annotations
 
 import json
-import platform
 import sys
 import tempfile
 from collections.abc import Callable
@@ -26,7 +25,7 @@ import torchvision  # type: ignore[import-untyped]
 import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fixture_manifest import MANIFEST, record
+from fixture_manifest import MANIFEST, record, torch_built_with
 
 
 class _Lstm(torch.nn.Module):
@@ -180,14 +179,7 @@ def main() -> None:
             )
             print(f"{name}: torch says {params:,} parameters", flush=True)
     manifest = json.loads(MANIFEST.read_text())
-    manifest["built_with"] = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "transformers": transformers.__version__,
-        "onnx": onnx.__version__,
-        "script": "tools/build_onnx_fixtures.py",
-    }
+    manifest["built_with"] = torch_built_with("tools/build_onnx_fixtures.py")
     MANIFEST.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 

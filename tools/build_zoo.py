@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import platform
 import sys
 import tempfile
 from collections.abc import Callable
@@ -37,6 +36,7 @@ import onnx
 import torch
 import torchvision  # type: ignore[import-untyped]
 import transformers
+from fixture_manifest import torch_built_with
 
 from modtrans.extraction.wire import strip_bytes
 
@@ -205,15 +205,10 @@ def main() -> None:
     manifest_path = ZOO / "manifest.json"
     manifest: dict[str, Any] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     models = manifest.setdefault("models", {})
-    manifest["built_with"] = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "transformers": transformers.__version__,
-        "onnx": onnx.__version__,
-        "exporter": f"torch.onnx.export(dynamo=False, opset_version={OPSET}, training=PRESERVE, train mode)",
-        "script": "tools/build_zoo.py",
-    }
+    manifest["built_with"] = torch_built_with(
+        "tools/build_zoo.py",
+        exporter=f"torch.onnx.export(dynamo=False, opset_version={OPSET}, training=PRESERVE, train mode)",
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for entry in ENTRIES:
             if only and entry.name not in only:

@@ -22,6 +22,25 @@ OUT = ROOT / "fixtures" / "onnx"
 MANIFEST = OUT / "MANIFEST.json"
 
 
+def torch_built_with(script: str, **extra: str) -> dict[str, str]:
+    """The `built_with` record of a build run in the torch environment (build_onnx_fixtures.py,
+    build_zoo.py): the versions of everything that shaped its files, `extra` and the script."""
+    import onnx
+    import torch
+    import torchvision  # type: ignore[import-untyped]
+    import transformers
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "transformers": transformers.__version__,
+        "onnx": onnx.__version__,
+        **extra,
+        "script": script,
+    }
+
+
 def record(name: str, data: bytes, entry: dict[str, Any]) -> None:
     """Write `data` (a serialized ModelProto) stripped as fixtures/onnx/NAME and merge `entry`
     into MANIFEST.json's files, with its byte size, the Python that built it and its inputs' dims
