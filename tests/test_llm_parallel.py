@@ -253,6 +253,43 @@ def test_layouts_that_make_no_sense_are_usage_errors(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_a_stages_list_is_refused_for_the_rule_it_breaks(parts: int) -> None:
+    """Every --stages list of small sizes for a 4-block model: accepted exactly when it has P x V
+    entries, each >= 1, adding up to the blocks; otherwise the message names that rule, with the
+    numbers that break it, and no other (a sum of 20 for 32 blocks is not an empty chunk)."""
+    from itertools import product
+
+    from modtrans.strategy.llm.options import LayoutError
+    from modtrans.strategy.llm.stages import partition
+
+    blocks = 4
+    for length in (1, 2, 3):
+        for explicit in product(range(-1, 6), repeat=length):
+            try:
+                cut = partition([1] * blocks, parts, explicit)
+            except LayoutError as error:
+                message = str(error)
+            else:
+                assert [len(r) for r in cut] == list(explicit)
+                continue
+            assert message.startswith(f"--stages {','.join(map(str, explicit))}")
+            if length != parts:
+                assert f"lists {length} chunks; the pipeline has {parts}" in message
+            elif min(explicit) < 1:
+                assert "every chunk needs at least 1 block" in message
+                assert f"has {min(explicit)}" in message
+            else:
+                assert sum(explicit) != blocks
+                assert message.endswith(f"adds up to {sum(explicit)} blocks; the model has {blocks}")
+
+
+def test_stages_that_do_not_add_up_say_so(run_cli: Run) -> None:
+    result = run_cli("translate", "llama-3-8b", "--pp", "2", "--stages", "10,10")
+    assert result.exit_code == 2
+    assert "--stages 10,10 adds up to 20 blocks; the model has 32" in result.stderr
+
+
 def test_text_outputs_say_what_they_can(run_cli: Run, tmp_path: Path) -> None:
     base = ("translate", "llama-3-8b", "--tp", "2", "--pp", "2", "--input-shape", "input_ids=1x256")
     refused = run_cli(*base)

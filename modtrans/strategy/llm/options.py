@@ -116,6 +116,7 @@ class Layout:
             raise LayoutError(f"--vpp {self.vpp} needs --schedule interleaved")
         if self.stages is not None and len(self.stages) != self.chunks:
             raise LayoutError(
-                f"--stages lists {len(self.stages)} stages; the pipeline has {self.chunks} (P x V)"
+                f"--stages lists {len(self.stages)} chunk{'s' * (len(self.stages) != 1)}; "
+                f"the pipeline has {self.chunks} (P x V)"
             )
         return self

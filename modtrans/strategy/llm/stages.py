@@ -51,10 +51,7 @@ def partition(weights: Sequence[int], parts: int, explicit: Sequence[int] | None
     if parts > n:
         raise LayoutError(f"{parts} pipeline chunks (P x V) but the model has {n} blocks to share")
     if explicit is not None:
-        if sum(explicit) != n or min(explicit) < 1:
-            raise LayoutError(
-                f"--stages {','.join(map(str, explicit))} must give each chunk >= 1 of the {n} blocks"
-            )
+        _check_stages(explicit, parts, n)
         out, start = [], 0
         for size in explicit:
             out.append(range(start, start + size))
@@ -68,6 +65,20 @@ def partition(weights: Sequence[int], parts: int, explicit: Sequence[int] | None
         else:
             low = bound + 1
     return _fill(weights, parts, low)
+
+
+def _check_stages(explicit: Sequence[int], parts: int, n: int) -> None:
+    """A usage error naming the rule a --stages list breaks: its length, an empty chunk, its sum."""
+    given = f"--stages {','.join(map(str, explicit))}"
+    if len(explicit) != parts:
+        raise LayoutError(f"{given} lists {len(explicit)} chunks; the pipeline has {parts} (P x V)")
+    empty = [i for i, size in enumerate(explicit, 1) if size < 1]
+    if empty:
+        which = ", ".join(f"chunk {i} has {explicit[i - 1]}" for i in empty)
+        raise LayoutError(f"{given}: every chunk needs at least 1 block ({which})")
+    total = sum(explicit)
+    if total != n:
+        raise LayoutError(f"{given} adds up to {total} blocks; the model has {n}")
 
 
 def _fits(weights: Sequence[int], parts: int, bound: int) -> bool:
