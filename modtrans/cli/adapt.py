@@ -21,6 +21,8 @@ from typing import Any, Literal, get_args, get_origin
 
 import typer
 
+from modtrans.workload.numbers import integer, shown
+
 
 def _friendly_types() -> None:
     """--help shows `N`, `TEXT`, `PATH`, `FILE...` where typer would show Python types
@@ -147,7 +149,9 @@ def _number(kind: type, low: float | None, high: float | None, value: Any, _para
             whole = _WHOLE.fullmatch(text)  # "4.0" too, as typer's pydantic adapter has it
             if whole is None:
                 raise ValueError(f"{value!r} is not an integer")
-            value = int(whole.group(1))
+            value = integer(whole.group(1).replace("_", ""))
+            if value is None:  # int() would refuse it with an interpreter setting in the message
+                raise ValueError(f"{shown(text)} has more digits than any value it can take")
         else:
             try:
                 value = float(text)

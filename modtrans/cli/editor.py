@@ -11,6 +11,7 @@ from modtrans.cli.common import (
     _usage,
     app,
 )
+from modtrans.workload.numbers import shown
 
 
 @app.command()
@@ -32,8 +33,8 @@ def lsp(
     address = None
     if tcp is not None:
         host, _, port = tcp.rpartition(":")
-        if not host or not port.isdigit() or not 1 <= int(port) <= 65535 or len(port) > 5:
-            _usage(f"--tcp {tcp!r}: expected HOST:PORT with a port 1-65535, e.g. 127.0.0.1:2087")
+        if not host or not port.isdigit() or len(port) > 5 or not 1 <= int(port) <= 65535:
+            _usage(f"--tcp {shown(tcp)!r}: expected HOST:PORT with a port 1-65535, e.g. 127.0.0.1:2087")
         address = (host.strip("[]"), int(port))
         problem = _unbindable(address)
         if problem:

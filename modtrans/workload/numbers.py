@@ -39,10 +39,14 @@ MAX_DIGITS = 24
 
 
 def integer(token: str) -> int | None:
-    """`token` ([+-]?[0-9]+) as an int, or None when it has more digits than any C++ integer."""
-    if len(token.lstrip("+-").lstrip("0")) > MAX_DIGITS:
+    """`token` ([+-]?[0-9]+) as an int, or None when it has more significant digits than any C++
+    integer. The one reading of a digit run for every reader (text fast paths and lark, options):
+    leading zeros are dropped before int(), which refuses over 4,300 digits whatever their value."""
+    sign = token[:1] if token[:1] in "+-" else ""
+    digits = token[len(sign) :].lstrip("0")
+    if len(digits) > MAX_DIGITS:
         return None
-    return int(token)
+    return int(sign + (digits or "0"))
 
 
 def shown(token: str, limit: int = 32) -> str:
@@ -79,7 +83,7 @@ def read(token: str, kind: Kind, what: str) -> Reading:
                 "fails there and every later field is garbage",
             )
         if not _CANONICAL.fullmatch(token):
-            return Reading(value, "V205", f"{what} is written `{token}`; canonical form is `{value}`")
+            return Reading(value, "V205", f"{what} is written `{shown(token)}`; canonical form is `{value}`")
         return Reading(value)
     return Reading(None, "V202", f"{what} is `{shown(token)}`, not an integer: {_misreading(token)}")
 
