@@ -20,6 +20,12 @@ us). Times are the best of three wall-clock runs, memory the child's own peak RS
     validate that JSON                         (no target; printed against the text's validate)
 The language server's figures (open a 100,000-line buffer <= 1 s, edit to diagnostics <= 0.2 s)
 come from bench/bench_lsp.py, which drives the real server.
+
+`python bench/bench_speed.py --check` (CI, after the tests, on the dependencies pip has just
+resolved; about 30 s) measures only the two ratios against baselines of the same run and exits 1
+when one has regressed far past its target: translate VGG16 under 2x faster than onnx.load (target
+2.5x; ml_dtypes 0.7 alone brought it to 1.66x), or parsing 10,000 layers over 15x str.split()
+(target 8x). Ratios only: the machine's speed cancels out; no absolute time is ever a failure.
 """
 
 from __future__ import annotations
@@ -87,10 +93,44 @@ def line(label: str, seconds: float, baseline: float, relation: str, target: str
     del baseline
 
 
+# --check fails below these: far enough past each target that a noisy run passes, near enough
+# that a dependency costing a third of a translation (ml_dtypes 0.7: 1.66x) does not
+CHECK_VGG16_AT_LEAST = 2.0
+CHECK_PARSE_AT_MOST = 15.0
+
+
+def check(folder: Path) -> int:
+    """The CI regression check: 0 when both ratios hold, 1 (with the figures) when one does not."""
+    vgg = vgg16_embedded(folder)
+    load, _ = run([PY, "-c", "import onnx, sys; onnx.load(sys.argv[1])", str(vgg)])
+    translate, _ = run(
+        [PY, "-m", "modtrans", "translate", str(vgg), "--batch", "1", "-o", str(folder / "v.txt")]
+    )
+    vgg_ratio = load / translate
+    text = generate(10_000)
+    import modtrans
+
+    split = best_of(5, lambda: split_baseline(text))
+    parse = best_of(5, lambda: modtrans.parse(text))
+    parse_ratio = parse / split
+    failed = vgg_ratio < CHECK_VGG16_AT_LEAST or parse_ratio > CHECK_PARSE_AT_MOST
+    print(
+        f"bench_speed --check: translate VGG16 {vgg_ratio:.2f}x faster than onnx.load "
+        f"({translate * 1000:.0f} against {load * 1000:.0f} ms; fails under {CHECK_VGG16_AT_LEAST}x), "
+        f"parse 10,000 layers {parse_ratio:.1f}x str.split() (fails over {CHECK_PARSE_AT_MOST}x): "
+        + ("REGRESSED" if failed else "ok")
+    )
+    return 1 if failed else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="write the generated inputs here and keep them")
+    parser.add_argument("--check", action="store_true", help="CI: the two ratios only; exit 1 on regression")
     options = parser.parse_args()
+    if options.check:
+        with tempfile.TemporaryDirectory() as scratch:
+            raise SystemExit(check(Path(scratch)))
     folder_context = tempfile.TemporaryDirectory() if options.keep is None else None
     folder = options.keep or Path(folder_context.name)  # type: ignore[union-attr]
     folder.mkdir(parents=True, exist_ok=True)
