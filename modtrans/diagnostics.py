@@ -96,6 +96,12 @@ def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
     return any(d.severity is Severity.ERROR for d in diagnostics)
 
 
+UNUSABLE = frozenset({"M801", "X501", "X506", "X507"})
+"""Codes, besides every F code, that say an input cannot be read or used as given (a model file or
+configuration modtrans cannot read, an option that does not fit the model): a command exits 2 on
+them, as on a usage error, where other errors are findings, exit 1 (report.exit_code)."""
+
+
 E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 # ---- F0xx: the file itself -----------------------------------------------------------------
@@ -608,6 +614,7 @@ _code(
 A tensor's external-data location is absolute or climbs out of the model's folder with `..`. The
 ONNX specification requires a relative path inside it; ModTrans refuses the model rather than trust
 such a path (it never opens external data anyway: translation needs only dims and dtypes).
+Exit status 2, as for a model that cannot be read (F004).
 """,
 )
 _code(
@@ -616,6 +623,7 @@ _code(
     "absurd tensor dimension",
     """
 A dimension is negative or a tensor's size overflows 2^63 bytes: the file is corrupt or hostile.
+Nothing is written; exit status 2, as for a model that cannot be read (F004).
 """,
 )
 
@@ -846,6 +854,10 @@ A configuration file is a Hugging Face `config.json`: a JSON object whose `model
 modtrans builds (llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek,
 deepseek_v2, deepseek_v3, gpt2, bert) with the keys that family's transformers configuration class
 defines (hidden_size, num_hidden_layers, ...). The message names the key that is missing or wrong.
+Nothing is written; exit status 2, as for a file that cannot be read (F001) or is not an ONNX
+model (F004).
+  bad:  {"model_type": "llama", "hidden_size": 4096}
+  good: {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, ...}
 """,
 )
 _code(

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:  # rich costs 40 ms to import: only a report that prints something loads it
     from rich.console import Console
 
-from modtrans.diagnostics import CATALOG, Diagnostic, Severity
+from modtrans.diagnostics import CATALOG, UNUSABLE, Diagnostic, Severity
 
 Sources = Mapping[str, Callable[[int], str | None]]  # path -> line number -> line text
 
@@ -40,9 +40,10 @@ def resolve(fmt: Format) -> Format:
 
 
 def exit_code(diagnostics: Sequence[Diagnostic], *, strict: bool = False) -> int:
-    """0 clean, 1 findings (errors; warnings too with strict), 2 a file could not be read or an
-    option does not fit the model (X501: a usage error, like every other bad option value)."""
-    if any(d.code.startswith("F") or d.code == "X501" for d in diagnostics):
+    """0 clean, 1 findings (errors; warnings too with strict), 2 an input could not be read or used
+    as given (F codes, and diagnostics.UNUSABLE: a model or configuration modtrans cannot read, an
+    option that does not fit the model, as for every other bad option value)."""
+    if any(d.code.startswith("F") or d.code in UNUSABLE for d in diagnostics):
         return 2
     failing = Severity.WARNING if strict else Severity.ERROR
     return 1 if any(d.severity <= failing for d in diagnostics) else 0

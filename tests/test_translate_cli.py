@@ -96,6 +96,64 @@ def test_translate_errors_leave_no_output(run_cli: Run, tmp_path: Path) -> None:
     assert result.exit_code == 2
 
 
+def _unusable_models(folder: Path) -> dict[str, tuple[Path, str]]:
+    """One model input of every kind modtrans cannot read or use as given, and its code."""
+    from onnx import TensorProto, helper
+
+    def matmul(name: str, weight: TensorProto) -> Path:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])
+        nodes = [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")]
+        path = folder / name
+        path.write_bytes(
+            helper.make_model(helper.make_graph(nodes, "g", [x], [y], [weight])).SerializeToString()
+        )
+        return path
+
+    outside = TensorProto(
+        name="W", data_type=TensorProto.FLOAT, dims=[2, 2], data_location=TensorProto.EXTERNAL
+    )
+    outside.external_data.add(key="location", value="../escape.data")
+    texts = {
+        "garbage.onnx": b"\x08\x07\x12",
+        "workload.json": b'{"format": "modtrans-workload"}',
+        "truncated-config.json": b'{"model_type": "llama"',
+        "unknown-family.json": b'{"model_type": "t5", "d_model": 512}',
+        "missing-key.json": b'{"model_type": "llama", "hidden_size": 64}',
+    }
+    for name, data in texts.items():
+        (folder / name).write_bytes(data)
+    return {
+        "missing": (folder / "absent.onnx", "F001"),
+        "not ONNX": (folder / "garbage.onnx", "F004"),
+        "JSON, not a model": (folder / "workload.json", "F004"),
+        "config, not JSON": (folder / "truncated-config.json", "M801"),
+        "config, unknown family": (folder / "unknown-family.json", "M801"),
+        "config, key missing": (folder / "missing-key.json", "M801"),
+        "external data outside": (matmul("outside.onnx", outside), "X506"),
+        "absurd dims": (matmul("absurd.onnx", TensorProto(name="W", data_type=1, dims=[2**40] * 2)), "X507"),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["translate", "extract", "inspect", "diff"])
+def test_a_model_that_cannot_be_read_or_used_is_exit_2_everywhere(
+    command: str, run_cli: Run, tmp_path: Path
+) -> None:
+    """Unreadable or unusable input is exit 2 (a finding in a model that is read is exit 1), for
+    every way a model input can be unusable and every command that reads one: an ONNX file that
+    is not one (F004) and a config.json that is not one (M801) alike."""
+    from modtrans.diagnostics import CATALOG, UNUSABLE
+
+    for case, (path, code) in _unusable_models(tmp_path).items():
+        args = (command, path, "resnet50") if command == "diff" else (command, path)
+        result = run_cli(*args)
+        assert result.exit_code == 2, (case, result.stderr)
+        assert command == "diff" or f"error {code} " in result.stderr, (case, result.stderr)
+        assert "Traceback" not in result.stderr
+    for code in UNUSABLE:  # and `validate --explain` says so
+        assert "exit status 2" in CATALOG[code].explanation.lower(), code
+
+
 def test_translate_unknown_dims_are_errors(run_cli: Run, tmp_path: Path) -> None:
     model = tmp_path / "dyn.onnx"
     model.write_bytes((Path(document.__file__).parent.parent / "zoo" / "vgg16.onnx").read_bytes())
