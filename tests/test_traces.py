@@ -347,3 +347,40 @@ def test_validate_and_inspect_a_trace_set(run_cli: Run, tmp_path: Path) -> None:
     assert shown.exit_code == 0
     total = sum(n.duration_micros for n in _read(tmp_path / "g.0.et"))
     assert f"{total:,}" in shown.stdout.splitlines()[1]
+
+
+def test_quiet_translate_says_nothing_of_the_traces_it_writes(run_cli: Run, tmp_path: Path) -> None:
+    args = ("translate", "gpt2", "--tp", "2", "--pp", "2", "--format", "chakra-et", "-o", tmp_path / "g")
+    loud = run_cli(*args)
+    assert loud.exit_code == 0, loud.stderr
+    assert "wrote 4 Chakra traces" in loud.stderr
+    quiet = run_cli(*args, "-q")
+    assert quiet.exit_code == 0, quiet.stderr
+    assert quiet.stderr == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        *(f"g.{r}.et" for r in range(4)),
+        "g.comm_groups.json",
+        "g.meta.json",
+    ]
+
+
+def _force_threshold() -> int:
+    """The trace count above which the README says --force is needed."""
+    import re
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"over ([\d,]+) NPUs needs\s+`--force`", readme)
+    assert found, "the README no longer states when --format chakra-et needs --force"
+    return int(found.group(1).replace(",", ""))
+
+
+@pytest.mark.parametrize("given", ["npus", "layout"])
+def test_more_traces_than_the_readme_allows_need_force(given: str, run_cli: Run, tmp_path: Path) -> None:
+    limit = _force_threshold()
+    layout = ["--tp", "8", "--pp", "8", "--dp", str(limit // 32)]  # T x P x D = twice the limit
+    over = ["--npus", str(limit + 1)] if given == "npus" else layout
+    done = run_cli("translate", "llama-3-70b", *over, "--format", "chakra-et", "-o", tmp_path / "x")
+    assert done.exit_code == 2
+    assert "pass --force" in done.stderr
+    assert f"over {limit}" in done.stderr
+    assert list(tmp_path.iterdir()) == []  # refused before anything was translated or written

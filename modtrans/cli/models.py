@@ -51,6 +51,7 @@ from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan
 from modtrans.report import COLLAPSED, Format
+from modtrans.sidecar import describe as describe_output
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
 from modtrans.workload.model import Dialect, Policy, Workload
@@ -290,8 +291,6 @@ def translate(
     if to == "chakra-et":
         if output in (None, "-"):
             _usage("--format chakra-et writes files: give -o DIR/PREFIX")
-        if npus > MAX_TRACES and not force:
-            _usage(f"--npus {npus} writes {npus} trace files (over {MAX_TRACES}); pass --force")
         if _given("time_unit") and time_unit is not cost.Unit.US:
             _usage(
                 f"--time-unit {time_unit.value}: a Chakra trace holds microseconds (duration_micros, "
@@ -324,6 +323,8 @@ def translate(
         npus = layout.npus
         if micro_batch is not None:
             batch = micro_batch  # the IR is one micro-batch
+    if to == "chakra-et":
+        _trace_count(npus, layout, force)
     strategy = Parallelism(
         policy,
         npus,
@@ -355,7 +356,7 @@ def translate(
         prefix = Path(str(output))
         if prefix.is_dir() or str(output).endswith("/"):  # a folder: <folder>/<model>.<npu>.et
             prefix = prefix / _model_stem(model)
-        _chakra_traces(result, prefix, npus, passes, strict, no_color, dims, _inputs(model), force)
+        _chakra_traces(result, prefix, npus, passes, strict, no_color, dims, _inputs(model), force, quiet)
     text = None
     if result.workload is not None:
         text = _render_workload(result.workload, dialect, to, found)
@@ -363,7 +364,10 @@ def translate(
         text = None
     beside = output not in (None, "-") and is_file_output(str(output))  # no /dev/null.meta.json
     target = meta or (Path(f"{output}.meta.json") if beside else None)
-    sidecar = None if target is None else (target, json.dumps(result.metadata, indent=1) + "\n")
+    described = result.metadata
+    if text is not None and output not in (None, "-"):  # the pair names each other (sidecar.py)
+        described = {**described, "output": describe_output(str(output), text)}
+    sidecar = None if target is None else (target, json.dumps(described, indent=1) + "\n")
     _finish(found, text, output, _inputs(model), force, no_color, sidecar, quiet)
 
 
@@ -417,6 +421,14 @@ def _layout(
 
 MAX_TRACES = 4096
 """--format chakra-et writes one file per NPU; more than this many need --force."""
+
+
+def _trace_count(npus: int, layout: Layout | None, force: bool) -> None:
+    """Refuse more than MAX_TRACES trace files without --force, however the NPUs were given
+    (--npus, or T x P x D of the LLM layout)."""
+    if npus > MAX_TRACES and not force:
+        given = f"--npus {npus}" if layout is None else f"T x P x D = {npus} NPUs"
+        _usage(f"{given} writes {npus} trace files (over {MAX_TRACES}); pass --force")
 
 
 def _model_stem(model: str) -> str:
@@ -484,6 +496,7 @@ def _chakra_traces(
     dims: tuple[int, ...] | None,
     inputs: list[str],
     force: bool,
+    quiet: bool = False,
 ) -> None:
     found = list(result.diagnostics)
     failed = result.plan is None or has_errors(found) or (strict and any(d.severity <= 2 for d in found))
@@ -518,7 +531,7 @@ def _chakra_traces(
         _refuse_inputs([target for target, _ in outputs], inputs, force)
         if not has_errors(found):
             _save_all(outputs, found)
-        if not has_errors(found):
+        if not has_errors(found) and not quiet:
             first, last = traces[0][0], traces[-1][0]
             names = f"{first}" if len(traces) == 1 else f"{first} .. {last}"
             plural = "trace" if len(traces) == 1 else "traces"
