@@ -384,3 +384,22 @@ def test_more_traces_than_the_readme_allows_need_force(given: str, run_cli: Run,
     assert "pass --force" in done.stderr
     assert f"over {limit}" in done.stderr
     assert list(tmp_path.iterdir()) == []  # refused before anything was translated or written
+
+
+def test_diff_of_traces_says_it_compares_workloads(
+    run_cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ("translate", "gpt2", "--tp", "2", "--format", "chakra-et", "-q")
+    assert run_cli(*args, "-o", "a").exit_code == 0
+    assert run_cli(*args, "-o", "gpt2").exit_code == 0  # a set named like the built-in model
+    assert run_cli("translate", "gpt2", "-o", "w.txt", "-q").exit_code == 0
+    for pair, shown in ((("a.0.et", "gpt2.1.et"), "a.0.et is a Chakra trace,"), (("w.txt", "a"), "a is")):
+        said = run_cli("diff", *pair)
+        assert said.exit_code == 2
+        lines = said.stderr.splitlines()
+        assert len(lines) == 1, said.stderr
+        assert shown in lines[0]
+        assert "`modtrans validate" in lines[0]
+        assert "F004" not in lines[0]
+    assert run_cli("diff", "gpt2", "w.txt").exit_code in (0, 1)  # the built-in model, not the set

@@ -101,6 +101,16 @@ def diff(
     Layers pair by name, then by identical compared fields, then by position; moved blocks are
     reported as moves. Models (ONNX files, built-ins) are translated first with --params etc.
     """
+    for spec in (first, reference):
+        if (prefix := _trace_set(spec)) is not None:
+            what = "trace" if spec.endswith(".et") else "trace set"
+            typer.echo(
+                f"modtrans: {spec} is a Chakra {what}, not a workload: diff compares workloads and "
+                f"models; `modtrans validate {prefix}` checks a trace set, `modtrans inspect {prefix}` "
+                "shows its per-rank totals",
+                err=True,
+            )
+            raise typer.Exit(2)
     from modtrans import diff as comparison  # this command's own modules: not every command's
     from modtrans.diff import conventions
 
@@ -124,6 +134,8 @@ def diff(
             problems, Format.TEXT, stream=sys.stderr, sources=sources, color=False if no_color else None
         )
         raise typer.Exit(2)
+    if stale := [d for side in sides for d in side.diagnostics if d.code == "F006"]:  # sidecar.py
+        report.emit(stale, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
     a, b = (side.workload for side in sides)
     assert a is not None
     assert b is not None
@@ -150,6 +162,22 @@ def diff(
             result, console, first=first, reference=reference, max_rows=rows, findings=findings, advice=advice
         )
     raise typer.Exit(0 if result.equivalent else 1)
+
+
+def _trace_set(spec: str) -> str | None:
+    """The prefix of the Chakra trace set `spec` names: a trace file (`*.et`) or a set's PREFIX
+    that names no model or file itself; None when `spec` is something else."""
+    from modtrans.chakra.read import prefix_of
+
+    path = Path(spec)
+    try:
+        if path.suffix == ".et" and path.is_file():
+            return _quoted(prefix_of(spec) or spec)
+        if pipeline.model_file(spec) is None and Path(f"{spec}.0.et").is_file():
+            return _quoted(spec)
+    except OSError:  # a name the file system refuses: reading it says so
+        return None
+    return None
 
 
 def _like_with_like(first: str, reference: str, findings: list[conventions.Finding]) -> str:
