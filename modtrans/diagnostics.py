@@ -147,6 +147,19 @@ the file. The file is not rewritten.
 """,
 )
 
+_code(
+    "F006",
+    W,
+    "metadata describes another output",
+    """
+`modtrans translate -o FILE` writes FILE and FILE.meta.json, and the metadata records FILE's name
+and the SHA-256 of its bytes. When the two no longer agree (FILE edited or copied over since, or a
+run killed between the two renames that write them), the provenance beside FILE is another run's:
+its model, options and compute model may not be FILE's. `validate` and `diff` warn; translate
+again to write both, or delete the stale .meta.json.
+""",
+)
+
 # ---- P1xx: syntax ----------------------------------------------------------------------------
 _code(
     "P101",

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from modtrans import sidecar
 from modtrans.diagnostics import Diagnostic
-from modtrans.fileio import read_lines
+from modtrans.fileio import TextFile, read_lines
 from modtrans.workload import jsonform
 from modtrans.workload.model import Dialect
 from modtrans.workload.parse import LineCache, ParseResult, parse_lines, shape
@@ -35,20 +36,23 @@ def load(path: str | Path, *, cache: LineCache | None = None) -> Loaded:
     the layer lines of a text parsed before (parse.LineCache), reused where this one has them."""
     file = read_lines(path)
     name = file.path  # `<stdin>` for standard input
-    if file.lines is None:
+    lines = file.lines
+    if lines is None:
         return Loaded(name, ParseResult(None, file.diagnostics), [])
-    if _looks_like_json(name, file.lines):
+    if str(path) != "-" and (stale := sidecar.check(path)) is not None:
+        file = TextFile(file.path, lines, (*file.diagnostics, stale))
+    if _looks_like_json(name, lines):
         workload, problems = jsonform.loads(file.text, path=name)
         diagnostics = (*file.diagnostics, *problems)
-        result = ParseResult(workload, diagnostics, *shape(file.lines))
-        return Loaded(name, result, file.lines, is_json=True)
-    result = parse_lines(file.lines, path=name, cache=cache)
+        result = ParseResult(workload, diagnostics, *shape(lines))
+        return Loaded(name, result, lines, is_json=True)
+    result = parse_lines(lines, path=name, cache=cache)
     if file.diagnostics:
         # The reader's P102 knows a long line's real length; the parser saw it cut.
         long = {d.span.line for d in file.diagnostics if d.code == "P102" and d.span is not None}
         parsed = [d for d in result.diagnostics if not (d.code == "P102" and d.span and d.span.line in long)]
         result = dataclasses.replace(result, diagnostics=(*file.diagnostics, *parsed))
-    return Loaded(name, result, file.lines)
+    return Loaded(name, result, lines)
 
 
 def validate_file(
