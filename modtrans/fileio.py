@@ -160,11 +160,12 @@ def read_binary(path: str | Path, size: int = -1) -> tuple[bytes | None, Diagnos
     except OSError as error:
         reason = "no such file" if isinstance(error, FileNotFoundError) else error.strerror or str(error)
         return None, _unreadable(name, reason).diagnostics[0]
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which raises for a directory
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        return None, _unreadable(name, kind).diagnostics[0]
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            return None, _unreadable(name, kind).diagnostics[0]
         try:
             return handle.read(size), None
         except OSError as error:

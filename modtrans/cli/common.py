@@ -241,13 +241,32 @@ def _indices(
         return None
 
 
+def _option_text(option: str, path: Path) -> str:
+    """The text of a file an option names; else the F001 naming the option and the file, exit 2."""
+    from modtrans.fileio import read_binary
+
+    data, problem = read_binary(path)
+    if data is None:
+        raise _unreadable_option(option, path, problem.message if problem else "unreadable")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        reason = f"not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start})"
+        raise _unreadable_option(option, path, reason) from None
+
+
+def _unreadable_option(option: str, path: Path, reason: str) -> typer.Exit:
+    """A file an option names cannot be read: the F001 naming the option and the file is said,
+    and the exit (status 2) returned for the caller to raise."""
+    reason = reason.removeprefix(f"cannot read {path}: ")
+    found = [diagnostic("F001", f"cannot read {option} {path}: {reason}", path=str(path))]
+    report.emit(found, Format.TEXT, stream=sys.stderr, color=False)
+    return typer.Exit(2)
+
+
 def _per_layer(path: Path) -> dict[str, Policy]:
     rules: dict[str, Policy] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        _usage(f"cannot read --per-layer {path}: {error}")
-        return rules
+    text = _option_text("--per-layer", path)
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split("#", 1)[0].split()
         if not fields:

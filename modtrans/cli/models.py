@@ -39,6 +39,7 @@ from modtrans.cli.common import (
     _refuse_inputs,
     _save_all,
     _shapes,
+    _unreadable_option,
     _usage,
     app,
     cost_app,
@@ -469,6 +470,9 @@ def _like(
     from modtrans.workload.load import load
 
     loaded = load(reference)
+    unreadable = next((d for d in loaded.result.diagnostics if d.code == "F001"), None)
+    if unreadable is not None:
+        raise _unreadable_option("--like", reference, unreadable.message)
     if loaded.result.workload is None:
         _usage(f"--like {reference}: not a workload file ({loaded.result.diagnostics[0].message})")
     workload = loaded.result.workload
