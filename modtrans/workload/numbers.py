@@ -32,7 +32,8 @@ class Reading:
 
 
 _CANONICAL = re.compile(r"-?(0|[1-9][0-9]*)")
-_INTEGER = re.compile(r"[+-]?[0-9]+")
+INTEGER = re.compile(r"[+-]?[0-9]+")
+"""A token any integer reader takes: an optional sign and decimal digits."""
 # More significant digits than any 64-bit value has: such a token is out of range without being
 # converted (Python refuses int() of over 4,300 digits, and is quadratic below that).
 MAX_DIGITS = 24
@@ -58,7 +59,7 @@ def shown(token: str, limit: int = 32) -> str:
 
 def read(token: str, kind: Kind, what: str) -> Reading:
     """Read `token` as the field `what` of type `kind`."""
-    if _INTEGER.fullmatch(token):
+    if INTEGER.fullmatch(token):
         value = integer(token)
         if value is None:
             limit = INT32_MAX if kind is Kind.INT32 else UINT64_MAX

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic
+from modtrans.workload import numbers
 from modtrans.workload.dialects import CHAKRA_POLICIES, detect
 from modtrans.workload.model import Dialect, Header, Layer, LineLayout, Workload
 
@@ -172,9 +173,14 @@ def _spelled(canonical: Sequence[str], layout: LineLayout) -> str:
 
 
 def _same(raw: str, canonical: str) -> bool:
+    """Whether the token as read (`007`, `+7`, 5,000 zeros and a 7) spells the canonical number:
+    read through numbers.integer, as the parser read it (int() refuses over 4,300 digits)."""
     if raw == canonical:
         return True
-    try:
+    if numbers.INTEGER.fullmatch(raw) and numbers.INTEGER.fullmatch(canonical):
+        value = numbers.integer(raw)
+        return value is not None and value == numbers.integer(canonical)
+    try:  # `1_000`, ` 7`: what Chakra's int() reads
         return int(raw) == int(canonical)
     except ValueError:
         return False
