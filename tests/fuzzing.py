@@ -18,6 +18,7 @@ import re
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity
@@ -500,6 +501,7 @@ _METHODS = [
     "textDocument/documentSymbol",
     "textDocument/formatting",
     "textDocument/codeAction",
+    "textDocument/completion",
     "textDocument/didOpen",
     "textDocument/didChange",
     "textDocument/didClose",
@@ -513,47 +515,138 @@ def _frame(body: bytes) -> bytes:
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
-def lsp_messages(seed: int, count: int) -> Iterator[bytes]:
-    """Framed messages a broken client might send: bad JSON, wrong types, positions far outside
-    the text, edits to documents never opened, lying Content-Lengths (short ones, at the end)."""
+def _framed(r: random.Random, body: bytes) -> tuple[bytes, bool]:
+    """`body` framed as a sloppy or hostile client frames it, and whether the server receives it:
+    header spellings it must accept (lower case, LF alone, a Content-Type, blank lines or junk
+    before it) or frames it must skip (a Content-Length that is not a count, over the limit,
+    missing or lying; a 200 KB header line before it)."""
+    kind = r.random()
+    if kind < 0.8:
+        return _frame(body), True
+    n = len(body)
+    accepted = [
+        b"content-length: %d\r\n\r\n%s" % (n, body),
+        b"Content-Length: %d\n\n%s" % (n, body),
+        b"CONTENT-LENGTH:%d\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n%s" % (n, body),
+        b"\r\n\r\n\n" + _frame(body),
+        bytes(r.randrange(256) for _ in range(r.randint(1, 300))).replace(b"\n", b" ") + _frame(body),
+    ]
+    refused = [
+        b"Content-Length: %s\r\n\r\n%s"
+        % (r.choice([b"abc", b"-5", b"1e3", b"0x10", b"", b"1 2", b"\xff"]), body),
+        b"Content-Length: %s\r\n\r\n%s" % (r.choice([b"1000000000000", b"9" * 5000, b"268435457"]), body),
+        b"Content-Type: text/plain\r\n\r\n" + body,
+        b"X-Junk: " + b"a" * 200_000 + b"\r\n" + _frame(body),
+        b"Content-Length: %d\r\n\r\n%s%s" % (n + 3, body, b"###"),  # longer than the body
+        b"Content-Length: %d\r\n\r\n%s" % (max(n - 3, 1), body),  # shorter: the rest is junk
+    ]
+    if kind < 0.9:
+        return r.choice(accepted), True
+    return r.choice(refused), False
+
+
+@dataclass(frozen=True)
+class LspMessage:
+    """One hostile message as bytes on the wire, and when the server must hold a known text
+    afterwards (a well-framed didOpen or whole-document change): (uri, version, text)."""
+
+    data: bytes
+    known: tuple[str, int, str] | None = None
+
+
+def lsp_messages(seed: int, count: int) -> Iterator[LspMessage]:
+    """Messages a broken client might send: bad JSON, wrong types, positions far outside the text,
+    edits to documents never opened, buffers replaced by mutated (garbage) workloads, and every
+    framing problem of `_framed`."""
     r = random.Random(seed)
     seeds = _seeds()
     uris = ["file:///a.txt", "untitled:1", "", "file:///", "file:///" + "x" * 300]
+    documents = [*uris, *(f"file:///doc{k}.txt" for k in range(20))]
     for index in range(count):
         uri = r.choice(uris)
+        version = 1_000_000 + index  # unique: a published version names the text it was checked on
         position = {"line": r.choice([0, 1, 5, -1, 2**31, 2**53]), "character": r.choice([0, 3, -7, 2**40])}
-        params: object = r.choice(
-            [
-                {"textDocument": {"uri": uri, "languageId": "x", "version": index, "text": r.choice(seeds)}},
-                {"textDocument": {"uri": uri}, "position": position},
-                {
-                    "textDocument": {"uri": uri, "version": index},
-                    "contentChanges": [
-                        {"range": {"start": position, "end": position}, "text": r.choice(ODD)}
-                    ],
-                },
-                {"textDocument": {"uri": uri}, "range": {"start": position, "end": position}, "context": {}},
-                None,
-                [],
-                "text",
-                {"textDocument": 5},
-            ]
-        )
-        message = {"jsonrpc": "2.0", "method": r.choice(_METHODS), "params": params}
+        garbage = r.choice(seeds)
+        for _ in range(r.randint(1, 3)):
+            garbage = r.choice(TEXT_MUTATORS)(r, garbage)
+        garbage = garbage.encode("utf-8", "replace").decode("utf-8")  # JSON cannot carry lone surrogates
+        choice = r.randrange(9)
+        params: object = [
+            {"textDocument": {"uri": uri, "languageId": "x", "version": version, "text": r.choice(seeds)}},
+            {"textDocument": {"uri": uri}, "position": position},
+            {
+                "textDocument": {"uri": uri, "version": version},
+                "contentChanges": [{"range": {"start": position, "end": position}, "text": r.choice(ODD)}],
+            },
+            {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": garbage}]},
+            {"textDocument": {"uri": uri}, "range": {"start": position, "end": position}, "context": {}},
+            None,
+            [],
+            "text",
+            {"textDocument": 5},
+        ][choice]
+        method = r.choice(_METHODS)
+        message: dict[str, object] = {"jsonrpc": "2.0", "method": method, "params": params}
         if r.random() < 0.5:
             message["id"] = r.choice([index + 1000, "s", None, 1.5])
+        edit = r.random() < 0.3  # a well-formed open or whole-buffer change, often of garbage
+        if edit:
+            uri = r.choice(documents)
+            text = r.choice([garbage, garbage, r.choice(seeds)])
+            if r.random() < 0.4:
+                item = {"uri": uri, "languageId": "x", "version": version, "text": text}
+                message = {
+                    "jsonrpc": "2.0",
+                    "method": "textDocument/didOpen",
+                    "params": {"textDocument": item},
+                }
+            else:
+                change = {
+                    "textDocument": {"uri": uri, "version": version},
+                    "contentChanges": [{"text": text}],
+                }
+                message = {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": change}
         body = json.dumps(message).encode()
-        kind = r.random()
-        if kind < 0.1:
+        mutated = r.random() < 0.15
+        if mutated and r.random() < 0.66:
             body = _flip(r, body.decode()).encode("utf-8", "surrogateescape")
-        elif kind < 0.15:
-            body = b"[" * 5000 + b"]" * 5000
-        yield _frame(body)
+        elif mutated:
+            body = r.choice([b"[" * 5000 + b"]" * 5000, b"[1, 2]", b"5", b'"x"', b"null", b"{}", b"\xff\xfe"])
+        data, delivered = _framed(r, body)
+        # a change applies only when the uri is open: its version is then published, if at all
+        known = (uri, version, text) if edit and delivered and not mutated else None
+        yield LspMessage(data, known)
+
+
+def _replies(stream: bytes) -> Iterator[dict]:  # type: ignore[type-arg]
+    """The server's messages (it frames them correctly)."""
+    while stream:
+        header, _, rest = stream.partition(b"\r\n\r\n")
+        length = int(re.search(rb"Content-Length: (\d+)", header).group(1))  # type: ignore[union-attr]
+        yield json.loads(rest[:length])
+        stream = rest[length:]
+
+
+def _inside(text: str, where: dict) -> bool:  # type: ignore[type-arg]
+    """Whether an LSP range lies in `text` as a client counts it (a lone CR ends a line too;
+    characters in UTF-16 code units, the default encoding)."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    points = []
+    for end in ("start", "end"):
+        line, character = where[end]["line"], where[end]["character"]
+        if not 0 <= line < len(lines):
+            return False
+        if not 0 <= character <= len(lines[line].encode("utf-16-le")) // 2:
+            return False
+        points.append((line, character))
+    return points[0] <= points[1]
 
 
 def check_lsp(seed: int, count: int) -> list[str]:
-    """One server session: initialize, `count` hostile messages, then a hover and shutdown, which
-    must still be answered; the server must exit cleanly."""
+    """One server session: initialize, `count` hostile messages, then a document opened, a hover
+    on it and shutdown, which must be answered; the server must exit cleanly, write nothing on
+    stderr but `modtrans lsp: ` lines (no traceback), and publish every diagnostic of a known text
+    inside that text."""
     import subprocess
     import sys
 
@@ -561,18 +654,47 @@ def check_lsp(seed: int, count: int) -> list[str]:
         return _frame(json.dumps(body).encode())
 
     opening = message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})
-    closing = message({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+    hostile = list(lsp_messages(seed, count))
+    last = {"uri": "file:///last.txt", "languageId": "x", "version": 1, "text": "DATA\n0\n"}
+    closing = message({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": last}})
+    where = {"textDocument": {"uri": last["uri"]}, "position": {"line": 0, "character": 1}}
+    closing += message({"jsonrpc": "2.0", "id": 3, "method": "textDocument/hover", "params": where})
+    closing += message({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
     closing += message({"jsonrpc": "2.0", "method": "exit"})
-    stream = opening + b"".join(lsp_messages(seed, count)) + closing
+    stream = opening + b"".join(m.data for m in hostile) + closing
     done = subprocess.run(
         [sys.executable, "-m", "modtrans", "lsp"], input=stream, capture_output=True, timeout=600, check=False
     )
     problems = []
-    if b'"id": 2' not in done.stdout.replace(b'"id":2', b'"id": 2'):
-        problems.append("lsp: shutdown was not answered after the hostile messages")
+    stderr = done.stderr.decode(errors="replace")
+    if "Traceback" in stderr:
+        problems.append("lsp: a traceback on stderr: " + stderr[stderr.index("Traceback") :][:400])
+    strays = [line for line in stderr.splitlines() if not line.startswith("modtrans lsp: ")]
+    if strays:
+        problems.append(f"lsp: {len(strays)} stderr lines are not one-line reports, e.g. {strays[0][:200]!r}")
     if done.returncode != 0:
-        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
-        problems.append(f"lsp: the server exited with {done.returncode}: {tail}")
+        problems.append(f"lsp: the server exited with {done.returncode}: {stderr.strip().splitlines()[-3:]}")
+    try:
+        replies = list(_replies(done.stdout))
+    except (ValueError, IndexError) as error:
+        return [*problems, f"lsp: the server's output is not framed JSON ({error})"]
+    by_id = {r["id"]: r for r in replies if "id" in r and "method" not in r}
+    if by_id.get(2, {}).get("result", "missing") is not None:
+        problems.append("lsp: shutdown was not answered after the hostile messages")
+    if not by_id.get(3, {}).get("result"):
+        problems.append("lsp: a hover after the hostile messages was not answered")
+    known = {(m.known[0], m.known[1]): m.known[2] for m in hostile if m.known is not None}
+    for reply in replies:
+        if reply.get("method") != "textDocument/publishDiagnostics":
+            continue
+        params = reply["params"]
+        text = known.get((params["uri"], params.get("version")))
+        for diagnostic in params["diagnostics"] if text is not None else ():
+            if not _inside(text, diagnostic["range"]):
+                problems.append(
+                    f"lsp: {diagnostic['code']} at {diagnostic['range']} is outside version "
+                    f"{params['version']} of {params['uri'][:40]}"
+                )
     return problems
 
 

@@ -14,16 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import logging
+import os
+import queue
+import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
@@ -38,6 +42,9 @@ from modtrans.workload.validate import check_parsed
 log = logging.getLogger(__name__)
 DEBOUNCE_SECONDS = 0.05
 MAX_MESSAGE_BYTES = 256 << 20  # a 100,000-layer buffer is about 6 MB
+MAX_HEADER_LINE = 8 << 10  # bytes: LSP's headers are two short lines
+MAX_HEADER_LINES = 32
+READ_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -58,33 +65,81 @@ class Buffer:
     text: str
 
 
-_ANSWERED = object()  # a message already answered with an error while it was being read
-
-
-class _Quiet(logging.Filter):
-    """pygls logs a full traceback for every malformed message; one line says as much."""
+class _OneLine(logging.Filter):
+    """Every record on stderr is one line: pygls logs a full traceback (and the whole message) for
+    a malformed message or a failing handler. The first line is kept, cut to 300 characters, with
+    the exception's type and text; pygls's "Unable to deserialize message" is dropped, since
+    `Protocol.handle_body` reports that problem itself, naming the request."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("pygls") and record.levelno >= logging.ERROR:
-            record.msg = str(record.msg).split("\n", 1)[0]
-            record.args, record.exc_info, record.exc_text = (), None, None
+        text = record.getMessage()
+        if record.name.startswith("pygls") and text.startswith("Unable to deserialize message"):
+            return False
+        line = text.split("\n", 1)[0][:300]
+        if record.exc_info and record.exc_info[1] is not None:
+            line += f" ({_brief(record.exc_info[1])})"
+        record.msg, record.args = line, ()
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
         return True
+
+
+def _brief(error: BaseException) -> str:
+    """An exception as a short phrase: its type and the first line of its text."""
+    text = str(error).split("\n", 1)[0][:200]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _shown(value: Any) -> str:
+    """A value from a client's message, short enough for one log line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_id(value: Any) -> TypeGuard[int | str]:
+    return isinstance(value, int | str) and not isinstance(value, bool)
 
 
 class Protocol(LanguageServerProtocol):
     """pygls's protocol, answering as the LSP specification says where pygls does not: a request
-    before `initialize` gets ServerNotInitialized, one after `shutdown` InvalidRequest."""
+    before `initialize` gets ServerNotInitialized, one after `shutdown` InvalidRequest, one whose
+    params do not fit its method the error (pygls would drop it, leaving the client waiting)."""
 
-    def structure_message(self, data: dict[str, Any]) -> Any:
-        """A request whose params do not fit its method is answered with the error (pygls would
-        drop it, leaving the client waiting forever)."""
+    def handle_body(self, body: bytes) -> None:
+        """One message body from the frame reader: parsed, structured and dispatched. Whatever is
+        wrong with it is one line on stderr, and an error answer when it is a request we can
+        name; nothing escapes, so the next message is read whatever this one was."""
         try:
-            return super().structure_message(data)
+            data = json.loads(body)
+        except (ValueError, RecursionError) as error:  # bad JSON, bad UTF-8, nesting too deep
+            log.warning("a %d-byte message body is not JSON (%s); skipped", len(body), _brief(error))
+            return
+        if not isinstance(data, dict) or not isinstance(data.get("jsonrpc"), str):
+            kind = "an object without a jsonrpc string" if isinstance(data, dict) else type(data).__name__
+            log.warning("a message body is JSON (%s) but not a JSON-RPC message; skipped", kind)
+            if isinstance(data, dict) and "method" in data and _is_id(data.get("id")):
+                self._answer(data["id"], -32600, "not a JSON-RPC 2.0 request")
+            return
+        ident, method = data.get("id"), data.get("method")
+        what = f"notification {_shown(method)}"
+        if "id" in data:
+            what = f"request {_shown(ident)} {_shown(method)}"
+        try:
+            message = self.structure_message(data)
         except JsonRpcException as error:
-            ident = data.get("id")
-            if "method" in data and isinstance(ident, int | str) and not isinstance(ident, bool):
-                self._send_response(ident, error=lsp.ResponseError(code=error.code, message=error.message))
-            return _ANSWERED
+            problem = f"{what}: {error.message} (its params or fields do not fit)"
+            if "method" in data and _is_id(ident):
+                log.warning("%s; answered with the error", problem)
+                self._answer(ident, error.code, error.message)
+            else:
+                log.warning("%s; skipped", problem)
+            return
+        try:
+            self.handle_message(message)
+        except Exception as error:  # a defect of ours: one line, and the server reads on
+            log.error("%s could not be handled (%s)", what, _brief(error))
+
+    def _answer(self, ident: int | str, code: int, message: str) -> None:
+        self._send_response(ident, error=lsp.ResponseError(code=code, message=message))
 
     # The server keeps its own copy of each open document (Buffer). pygls's workspace would keep a
     # second one and patch it on every change (50 ms a keystroke on a 100,000-line buffer), read by
@@ -105,17 +160,13 @@ class Protocol(LanguageServerProtocol):
             yield handler, (params,), None
 
     def handle_message(self, message: Any) -> None:
-        if message is _ANSWERED:
-            return
         method = getattr(message, "method", None)
         request = method is not None and getattr(message, "id", None) is not None
         if request and method != lsp.INITIALIZE and not getattr(self._server, "initialized", False):
-            error = lsp.ResponseError(code=-32002, message="the server is not initialized yet")
-            self._send_response(message.id, error=error)
+            self._answer(message.id, -32002, "the server is not initialized yet")
             return
         if request and self._shutdown and method != lsp.EXIT:
-            error = lsp.ResponseError(code=-32600, message="the server is shutting down")
-            self._send_response(message.id, error=error)
+            self._answer(message.id, -32600, "the server is shutting down")
             return
         early = not getattr(self._server, "initialized", False)
         if method is not None and not request and early and method != lsp.EXIT:
@@ -359,55 +410,230 @@ def code_actions(ls: WorkloadServer, params: lsp.CodeActionParams) -> list[lsp.C
     return actions
 
 
-class _Bounded:
-    """A message reader that refuses a Content-Length over MAX_MESSAGE_BYTES (or one too long to be
-    a number) by ending the stream: pygls would try to allocate it and die."""
+# ------------------------------------------------------------------------------------ framing
 
-    def __init__(self, reader: Any) -> None:
-        self.reader = reader
-        self.refused: bytes | None = None
+_HEADER_LINE = re.compile(rb"([!#-'*+.0-9A-Z^-z|~-]+):[ \t]*(.*?)[ \t]*")  # an HTTP field: name: value
+_CONTENT_LENGTH = re.compile(rb"content-length:", re.IGNORECASE)
+_PATTERN_BYTES = len(b"content-length:")
 
-    async def readline(self) -> bytes:
-        line: bytes = await self.reader.readline()
-        if line[:15].lower() == b"content-length:":
-            value = line[15:].strip()
-            if not value.isdigit() or len(value) > 12 or int(value) > MAX_MESSAGE_BYTES:
-                self.refused = value[:40]
-                return b""
-        return line
 
-    async def readexactly(self, n: int) -> bytes:
-        data: bytes = await self.reader.readexactly(n)
-        return data
+class Frames:
+    """The LSP base protocol (`Content-Length: n`, blank line, n bytes of body) read from a byte
+    stream, surviving whatever the stream holds. pygls's own reader matches the header with one
+    exact regex and dies, or waits forever, on anything else; this one hands on only complete
+    bodies and reports each problem as one line (through `report`):
+
+    - header names are case-insensitive and lines may end in LF alone (HTTP's conventions); other
+      fields (Content-Type) are ignored, blank lines between messages are skipped silently;
+    - a header block that cannot be used (a Content-Length that is not a plain decimal, over
+      MAX_MESSAGE_BYTES or missing; a line that is not `name: value`, or over MAX_HEADER_LINE
+      bytes; over MAX_HEADER_LINES lines) and junk between messages are skipped up to the next
+      `Content-Length:` wherever it is (a body without a usable length is usually followed by the
+      next header on the same line). A body over the limit is not allocated: its bytes are scanned
+      for the next header in READ_BYTES chunks like any other junk, so a client that lied about
+      the length gets its next message answered and one that did not costs a scan, not 256 MiB;
+    - the end of the stream inside a header or body is one line, then the end (None).
+
+    Memory stays bounded by the largest accepted body plus one read. Every rejection drops at
+    least one byte, so the scan always moves on."""
+
+    def __init__(self, read: Callable[[int], Awaitable[bytes]], report: Callable[[str], None]) -> None:
+        self._read = read  # up to n bytes; b"" at the end of the stream
+        self._report = report
+        self._buffer = bytearray()
+        self._ended = False
+
+    async def _fill(self, wanted: int = READ_BYTES) -> bool:
+        """Read more into the buffer; False at the end of the stream."""
+        if self._ended:
+            return False
+        chunk = await self._read(max(wanted, READ_BYTES))
+        if not chunk:
+            self._ended = True
+            return False
+        self._buffer += chunk
+        return True
+
+    async def next(self) -> bytes | None:
+        """The next message body, or None when the stream has ended."""
+        while True:
+            outcome = await self._header()
+            if outcome is None:
+                return None
+            if isinstance(outcome, tuple):
+                if not await self._skip(*outcome):
+                    return None
+                continue
+            while len(self._buffer) < outcome:
+                if not await self._fill(outcome - len(self._buffer)):
+                    self._report(
+                        f"the stream ended {len(self._buffer)} bytes into a {outcome}-byte message body"
+                    )
+                    return None
+            body = bytes(self._buffer[:outcome])
+            del self._buffer[:outcome]
+            return body
+
+    async def _header(self) -> int | tuple[str, int] | None:
+        """The header block at the start of the buffer: its Content-Length (the block consumed),
+        or why it cannot be used and how many of its bytes are certainly not the next header
+        (nothing consumed), or None at the end of the stream. A first line that is not a header
+        may end in one (junk glued to a frame): only its first byte is given up; otherwise the
+        block up to the offending line is."""
+        while True:  # blank lines between messages: some clients end a body with CRLF
+            stripped = self._buffer.lstrip(b"\r\n")
+            del self._buffer[: len(self._buffer) - len(stripped)]
+            if self._buffer:
+                break
+            if not await self._fill():
+                return None
+        at, length, count = 0, None, 0
+        while True:
+            end = self._buffer.find(b"\n", at, at + MAX_HEADER_LINE + 1)
+            if end < 0:
+                if len(self._buffer) - at > MAX_HEADER_LINE:
+                    return f"a header line over {MAX_HEADER_LINE} bytes", at + 1
+                if not await self._fill():
+                    self._report("the stream ended inside a message header")
+                    return None
+                continue
+            line = bytes(self._buffer[at:end]).removesuffix(b"\r")
+            at = end + 1
+            if not line:
+                if length is None:
+                    return "a header block without Content-Length", at
+                del self._buffer[:at]
+                return length
+            count += 1
+            if count > MAX_HEADER_LINES:
+                return f"a header block of over {MAX_HEADER_LINES} lines", at
+            field = _HEADER_LINE.fullmatch(line)
+            if field is None:
+                if count == 1:
+                    return "junk between messages", 1
+                return "a header line that is not `name: value`", at
+            if field.group(1).lower() != b"content-length":
+                continue
+            value = field.group(2)
+            if not value.isdigit():
+                return f"Content-Length {_shown(value.decode('latin-1'))} is not a byte count", at
+            if len(value) > 12 or int(value) > MAX_MESSAGE_BYTES:
+                shown = value.decode() if len(value) <= 20 else f"of {len(value)} digits"
+                return f"Content-Length {shown} is over the {MAX_MESSAGE_BYTES >> 20} MiB limit", at
+            if length is not None and length != int(value):
+                return "two different Content-Length headers", at
+            length = int(value)
+
+    async def _skip(self, problem: str, refused: int) -> bool:
+        """Drop the `refused` bytes, then every byte up to the next `Content-Length:`, and report
+        the problem with how much was skipped; False when the stream ended first. The bytes are
+        dropped as they are scanned: nothing grows."""
+        del self._buffer[:refused]
+        skipped = refused
+        while True:
+            found = _CONTENT_LENGTH.search(self._buffer)
+            if found is not None:
+                skipped += found.start()
+                del self._buffer[: found.start()]
+                self._report(f"{problem}: skipped {skipped} bytes, up to the next Content-Length header")
+                return True
+            drop = max(len(self._buffer) - (_PATTERN_BYTES - 1), 0)  # keep a header cut by the read
+            skipped += drop
+            del self._buffer[:drop]
+            if not await self._fill():
+                skipped += len(self._buffer)
+                self._buffer.clear()
+                self._report(f"{problem}: skipped {skipped} bytes, up to the end of the stream")
+                return False
+
+
+class _Stdin:
+    """Reads of standard input on a daemon thread, one at a time, as the loop asks for them. A
+    thread pool's worker blocked in a read would keep the process from ending after `exit` while
+    the client still holds the pipe open (the pool is joined at shutdown); os.read returns what a
+    pipe has, so a message is handled as soon as it arrives."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.requests: queue.SimpleQueue[tuple[int, asyncio.Future[bytes]]] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+
+    def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            size, future = self.requests.get()
+            try:
+                data = os.read(self.fd, size)
+            except OSError as error:  # a closed or unreadable stdin: the end of the stream
+                log.warning("standard input could not be read (%s)", _brief(error))
+                data = b""
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting
+                loop.call_soon_threadsafe(_settle, future, data)
+
+    async def read(self, size: int) -> bytes:
+        loop = asyncio.get_running_loop()
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._serve, args=(loop,), daemon=True)
+            self.thread.start()
+        future: asyncio.Future[bytes] = loop.create_future()
+        self.requests.put((size, future))
+        return await future
+
+
+def _settle(future: asyncio.Future[bytes], data: bytes) -> None:
+    if not future.done():
+        future.set_result(data)
+
+
+async def _serve(read: Callable[[int], Awaitable[bytes]], stop: threading.Event) -> None:
+    """Hand each message body to the protocol until the stream ends (or `exit` raises SystemExit).
+    After each, the loop runs once: an async handler (didOpen, didChange) starts as a task, and
+    its first step (storing or editing the buffer) must run before the next message, which the
+    reader may already hold, is handled: a hover right after didOpen would find no document."""
+    asyncio.get_running_loop().set_exception_handler(_loop_error)
+    frames = Frames(read, lambda problem: log.warning("%s", problem))
+    protocol = server.protocol
+    assert isinstance(protocol, Protocol)
+    while not stop.is_set():
+        body = await frames.next()
+        if body is None:
+            return
+        protocol.handle_body(body)
+        await asyncio.sleep(0)
+
+
+def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """An error the event loop caught, as one line; none for a cancellation: at the end of the
+    stream the checks still waiting are cancelled, and pygls's callbacks re-raise that."""
+    error = context.get("exception")
+    if isinstance(error, asyncio.CancelledError):
+        return
+    log.error("%s%s", context.get("message", "event loop error"), f" ({_brief(error)})" if error else "")
 
 
 def run(*, tcp: tuple[str, int] | None = None, dialect: str | None = None) -> None:
-    """Serve over stdio (or TCP) until the client exits; a message over the size limit ends the
-    server with a one-line error and exit status 1."""
-    logging.basicConfig(level=logging.WARNING)  # stderr: stdout carries the protocol only
+    """Serve over stdio (or TCP) until the client exits or the stream ends. Malformed framing and
+    bodies are survived (see Frames and Protocol.handle_body), each reported on one stderr line."""
+    logging.basicConfig(level=logging.WARNING, format="modtrans lsp: %(message)s")  # stdout: protocol
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_Quiet())
+        handler.addFilter(_OneLine())
     if dialect:
         server.set_dialect(dialect)
-    readers: list[_Bounded] = []
     status: list[Any] = []  # the exit status a TCP client's `exit` asked for
     stop = threading.Event()
     server._stop_event = stop
-
-    async def serve(reader: Any) -> None:
-        bounded = _Bounded(reader)
-        readers.append(bounded)
-        await run_async(stop_event=stop, reader=bounded, protocol=server.protocol, logger=log)
 
     async def tcp_server(host: str, port: int) -> None:
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             server.protocol.set_writer(writer)
             try:
-                await serve(reader)
+                await _serve(reader.read, stop)
             except SystemExit as exit_:  # the client's `exit`: end the server, not just this task
                 status.append(exit_.code)
+            except ConnectionError as error:
+                log.warning("the connection failed (%s)", _brief(error))
             listener.close()
 
+        asyncio.get_running_loop().set_exception_handler(_loop_error)
         listener = await asyncio.start_server(connection, host, port)
         async with listener:
             with contextlib.suppress(asyncio.CancelledError):
@@ -418,15 +644,10 @@ def run(*, tcp: tuple[str, int] | None = None, dialect: str | None = None) -> No
             asyncio.run(tcp_server(*tcp))
         else:
             server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
-            asyncio.run(serve(StdinAsyncReader(sys.stdin.buffer, server.thread_pool)))
+            asyncio.run(_serve(_Stdin(sys.stdin.fileno()).read, stop))
     except (BrokenPipeError, KeyboardInterrupt):
         pass
     finally:
         server.shutdown()  # type: ignore[no-untyped-call]
-    refused = next((r.refused for r in readers if r.refused is not None), None)
-    if refused is not None:
-        size, limit = refused.decode(errors="replace"), MAX_MESSAGE_BYTES >> 20
-        sys.stderr.write(f"modtrans lsp: a message of {size} bytes is over the {limit} MiB limit; stopping\n")
-        raise SystemExit(1)
     if status:
         raise SystemExit(status[0])
