@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import Result
 
 from modtrans.extraction import extract
@@ -187,6 +188,7 @@ def _gemm_flops(ir: ModelIR) -> int:
     return sum(2 * x.gemm.m * x.gemm.k * x.gemm.n * x.gemm.groups for x in ir.layers if x.gemm)
 
 
+@pytest.mark.slow
 def test_a_size_computed_from_a_huge_constant_does_not_exhaust_the_machine(tmp_path: Path) -> None:
     """Found by the fuzzer on torchscript_vad.onnx: the 4 of its pad arithmetic made 2**30 + 4 had
     onnx's data propagation allocate until the kernel killed the process (24 GB). Inference now

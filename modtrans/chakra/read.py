@@ -109,7 +109,7 @@ def _node(body: bytes) -> tuple[Any, ...]:
 
 def read(data: bytes, path: str) -> Trace:
     """Decode a whole trace; decoding stops at the first record that is not one (T702)."""
-    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+    from google.protobuf.message import DecodeError
 
     from modtrans.chakra.schema import schema
 

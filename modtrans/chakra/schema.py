@@ -19,7 +19,7 @@ import functools
 from types import SimpleNamespace
 from typing import IO, Any
 
-from google.protobuf import (  # type: ignore[import-untyped]
+from google.protobuf import (
     descriptor_pb2,
     descriptor_pool,
     message_factory,

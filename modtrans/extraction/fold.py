@@ -188,8 +188,8 @@ def _fold_once(model: onnx.ModelProto, cache: dict[str, np.ndarray]) -> onnx.Mod
                 picked.append(node)
             continue
         if all(not i or i in makers for i in node.input):
-            for out in node.output:
-                makers[out] = functools.partial(_unknown, out)  # made by a picked node
+            for output in node.output:
+                makers[output] = functools.partial(_unknown, output)  # made by a picked node
             picked.append(node)
     targets = {o for n in picked for o in n.output if o}
     if not targets:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import onnx
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from google.protobuf.message import DecodeError
 
 from modtrans import limits
 from modtrans.diagnostics import Diagnostic, Severity, diagnostic
@@ -166,16 +166,16 @@ def apply_inputs(
     recurrent = _sequence_first(loaded.model)
     for name, info in inputs.items():
         if batch is not None and name not in shapes:
-            dims = info.type.tensor_type.shape.dim
+            declared = info.type.tensor_type.shape.dim
             axis = batch_axis(
-                [d.dim_value if d.HasField("dim_value") else d.dim_param for d in dims], name in recurrent
+                [d.dim_value if d.HasField("dim_value") else d.dim_param for d in declared], name in recurrent
             )
             if axis is not None:
                 spelled = [
                     d.dim_param or (f"fixed at {d.dim_value}" if d.HasField("dim_value") else "unnamed")
-                    for d in dims
+                    for d in declared
                 ]
-                dims[axis].dim_value = batch
+                declared[axis].dim_value = batch
                 if axis != 0:
                     why = "a sequence-first recurrent input" if name in recurrent else spelled[0]
                     found.append(

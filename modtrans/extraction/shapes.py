@@ -292,10 +292,10 @@ def _known(graph: onnx.GraphProto) -> dict[str, tuple[Shape, int]]:
     for t in graph.initializer:
         found[t.name] = (tuple(t.dims), t.data_type)
     for info in (*graph.input, *graph.value_info, *graph.output):
-        t = info.type.tensor_type
-        fixed = t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim)
+        tensor = info.type.tensor_type
+        fixed = tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim)
         if info.type.HasField("tensor_type") and fixed:
-            found[info.name] = (tuple(d.dim_value for d in t.shape.dim), t.elem_type)
+            found[info.name] = (tuple(d.dim_value for d in tensor.shape.dim), tensor.elem_type)
     for node in graph.node:
         if node.op_type == "Constant":
             for a in node.attribute:
