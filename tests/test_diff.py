@@ -390,3 +390,34 @@ def test_the_two_sides_share_their_common_lines_and_keep_their_own_findings(tmp_
         assert together.diagnostics == apart.diagnostics
     (finding,) = [d for d in shared[1].diagnostics if d.code == "V205"]  # the leading zero of 010
     assert finding.path == str(a)
+
+
+NORMS = ("BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization")
+
+
+@pytest.mark.parametrize("model", ["resnet50", "bert-base", "gpt2"])
+def test_the_conventions_note_counts_the_models_normalisation_layers(model: str) -> None:
+    """The note's count is the model's normalisation ops (ResNet-50: 53, torchvision's 1 stem + 16
+    blocks x 3 + 4 shortcut norms), whatever they are named (`downsample.1` too)."""
+    from modtrans.diff import conventions
+    from modtrans.pipeline import extract, translate
+
+    norms = sum(layer.op_type in NORMS for layer in extract(model).layers)
+    trainable, weights = translate(model), translate(model, params="weights")
+    (note, *_) = conventions.explain(trainable, weights, compare(trainable, weights, Options()))
+    assert f"({norms} more layers)" in note.what
+    assert model != "resnet50" or norms == 53
+
+
+def test_the_moved_layers_are_the_same_layer_of_every_stage() -> None:
+    """Against ASTRA-sim's reference (each stage's shortcut conv listed first), the move is the
+    shortcut of all four stages, also in stage 1 where conv3 has the shortcut's size (a tie among
+    equal fields is broken by the name's last word), with or without the names compared."""
+    from modtrans.pipeline import translate
+
+    for params in ("trainable", "weights"):
+        ours = translate("resnet50", params=params)
+        for ignore_names in (False, True):
+            diff = compare(ours, _read(RESNET), Options(fields=GROUPS["comm"], ignore_names=ignore_names))
+            moved = sorted(str(row.name_a) for row in diff.layers if row.moved)
+            assert moved == [f"layer{s}.0.downsample.0" for s in (1, 2, 3, 4)], (params, ignore_names)

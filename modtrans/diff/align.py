@@ -5,7 +5,9 @@ step, so two 100,000-layer files align in well under a second):
 
 1. names     the k-th layer called X on one side pairs with the k-th called X on the other;
 2. content   layers left over pair with a left-over layer of identical compared fields, in order,
-             then (weaker keys) of identical communication fields only;
+             then (weaker keys) of identical communication fields only; among equal fields, a
+             layer whose name ends in the same word first (layer1.0.conv3 with layer_64_1_conv3,
+             not with the shortcut conv of the same size listed before it);
 3. position  between consecutive in-order pairs (anchors), the layers still unpaired on both
              sides pair up in order (a renamed and changed layer); the rest are added / removed;
 4. moves     the pairs outside a longest increasing subsequence of the second side's positions
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 from collections import defaultdict, deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -43,11 +46,16 @@ def align(
     pairs: dict[int, int] = {}
     if use_names:
         _match(_occurrences(names_a), _occurrences(names_b), range(len(names_a)), range(len(names_b)), pairs)
+    tails_a, tails_b = [_tail(n) for n in names_a], [_tail(n) for n in names_b]
     for keys_a, keys_b in ((content_a, content_b), *weaker):
-        taken_b = set(pairs.values())
-        free_a = [i for i in range(len(content_a)) if i not in pairs]
-        free_b = [j for j in range(len(content_b)) if j not in taken_b]
-        _match(keys_a, keys_b, free_a, free_b, pairs)
+        # among equal keys, layers whose names end alike first (conv3 and conv3): a choice among
+        # equals, so also with use_names off (names then decide no pair that content does not)
+        by_tail = (list(zip(keys_a, tails_a, strict=True)), list(zip(keys_b, tails_b, strict=True)))
+        for round_a, round_b in (by_tail, (keys_a, keys_b)):
+            taken_b = set(pairs.values())
+            free_a = [i for i in range(len(content_a)) if i not in pairs]
+            free_b = [j for j in range(len(content_b)) if j not in taken_b]
+            _match(round_a, round_b, free_a, free_b, pairs)
     _by_position(pairs, len(content_a), len(content_b))
     in_order = _increasing(sorted(pairs.items()))
     taken_b = set(pairs.values())
@@ -57,6 +65,12 @@ def align(
         added=tuple(i for i in range(len(content_a)) if i not in pairs),
         removed=tuple(j for j in range(len(content_b)) if j not in taken_b),
     )
+
+
+def _tail(name: str) -> str:
+    """A name's last word (`conv3` of `layer1.0.conv3` and of `layer_64_1_conv3`): what two naming
+    schemes of one model may share."""
+    return re.split(r"[._/:]", name)[-1]
 
 
 def _occurrences(names: Sequence[str]) -> list[tuple[str, int]]:

@@ -23,7 +23,8 @@ class Conventions:
     """What a workload's content says about how it was made."""
 
     layers: int
-    norm_layers: int  # layers named like normalisation (bn1, ln_f, layernorm): --params trainable
+    norm_layers: int  # layers named like normalisation (bn1, ln_f, layernorm): a sign of
+    # --params trainable, not their count (an index-named norm, `downsample.1`, is not seen)
     reference_compute: bool  # update = round(wg / 10) on every layer: ASTRA-sim's reference model
 
     @property
@@ -53,12 +54,16 @@ def explain(first: Workload, reference: Workload, diff: WorkloadDiff) -> list[Fi
     a, b = detect(first), detect(reference)
     found = []
     if a.layers != b.layers and bool(a.norm_layers) != bool(b.norm_layers):
-        here = a if a.norm_layers else b
+        here, other = (a, b) if a.norm_layers else (b, a)
         side = "here" if here is a else "in the reference"
+        # the layers --params trainable adds are those the other side lacks: counted, not guessed
+        # from names (torchvision's shortcut norm is `downsample.1`, named like no norm)
+        extra = here.layers - other.layers
         found.append(
             Finding(
                 f"{a.layers} layers here, {b.layers} in the reference: {side} normalisation layers are "
-                f"layers of their own ({here.norm_layers} of them), as with --params trainable; "
+                f"layers of their own{f' ({extra} more layers)' if extra > 0 else ''}, as with "
+                "--params trainable; "
                 f"the other side has weight layers only",
                 f"--params {b.params}",
             )
