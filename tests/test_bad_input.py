@@ -37,6 +37,7 @@ def test_non_utf8_is_positioned_and_the_rest_still_checked(tmp_path: Path) -> No
     assert [(d.code, d.span.line, d.span.column) for d in found if d.span] == [("P101", 3, 5), ("P130", 4, 7)]
 
 
+@pytest.mark.slow
 def test_one_gigabyte_line_is_reported_without_reading_it_into_memory(tmp_path: Path) -> None:
     path = tmp_path / "huge.txt"
     size = 1 << 30
@@ -81,6 +82,7 @@ def _mutations(text: str, rng: random.Random) -> str:
     return "\n".join(lines[:i] + lines[i + 1 :] if rng.random() < 0.5 else lines[: i + 1] + lines[i:])
 
 
+@pytest.mark.fuzz
 def test_fuzz_mutations_of_real_files_never_raise() -> None:
     rng = random.Random(20261130)
     sources = [p.read_bytes().decode() for p in corpus_files() if p.stat().st_size < 20_000]

@@ -12,6 +12,7 @@ import pytest
 from tests import fuzzing
 
 
+@pytest.mark.fuzz
 @pytest.mark.parametrize(
     ("kind", "count"),
     [("text", 5000), ("json", 1000), ("onnx", 200), ("trace", 1000)],
@@ -53,6 +54,7 @@ def test_a_broken_round_trip_is_caught(tmp_path: Path, monkeypatch: pytest.Monke
     assert fuzzing.check_text(text, tmp_path)
 
 
+@pytest.mark.fuzz
 def test_a_language_server_session_of_hostile_messages() -> None:
     pytest.importorskip("pygls")
     assert fuzzing.check_lsp(seed=20261201, count=400) == []

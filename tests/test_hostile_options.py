@@ -172,6 +172,7 @@ def _integer_options() -> list[str]:
     return sorted(set(re.findall(r"(--[a-z][a-z-]+)(?:,\s+-\w)?\s+N\b", text)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["gpt2", "llama-3-8b"])
 def test_an_integer_option_with_an_extra_twenty_digits_is_one_line(model: str, tmp_path: Path) -> None:
     """10^23 NPUs, micro-batches, iterations or bytes: once a traceback (--npus), a misleading F004
