@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from modtrans.cli import app
+
+if TYPE_CHECKING:
+    from pytest_lsp import ClientServerConfig
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "workloads"
@@ -42,3 +48,12 @@ def run_cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
         return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
     return run
+
+
+def lsp_fixture(config: ClientServerConfig) -> Callable[[F], F]:
+    """pytest_lsp.fixture(config=...), typed: pytest-lsp 1.0 leaves its decorator unannotated, and
+    strict mypy refuses an untyped decorator (it would make the fixture untyped)."""
+    import pytest_lsp  # only the language-server tests need it
+
+    decorator: Callable[[F], F] = pytest_lsp.fixture(config=config)
+    return decorator

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
 from modtrans.workload.dialects import CHAKRA_POLICIES
@@ -43,7 +45,7 @@ def workloads(draw: st.DrawFn, dialect: Dialect) -> Workload:
     body = draw(st.lists(layers(policy, comm_types), max_size=6))
     n = len(body)
     index_list = st.lists(st.integers(min_value=0, max_value=max(n - 1, 0)), max_size=3) if n else st.just([])
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     if policy.is_transformer:
         values["model_parallel_group"] = draw(st.integers(min_value=1, max_value=4096))
     if policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD:
@@ -54,4 +56,4 @@ def workloads(draw: st.DrawFn, dialect: Dialect) -> Workload:
     if simai:
         for key in ("ep", "pp", "vpp", "ga", "all_gpus", "pp_comm"):
             values[key] = draw(st.none() | SMALL)
-    return Workload(Header(policy, **values), tuple(body))  # type: ignore[arg-type]
+    return Workload(Header(policy, **values), tuple(body))

@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from typer.testing import Result
 
 from tests.conftest import CORPUS, INVALID
@@ -76,7 +77,7 @@ def test_validate_json_github_sarif(run_cli: Run) -> None:
     }
 
 
-def test_github_format_is_automatic_under_actions(run_cli: Run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_github_format_is_automatic_under_actions(run_cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     assert run_cli("validate", INVALID / "bom.txt").stdout.startswith("::error file=")
 

@@ -4,6 +4,7 @@ the same value, and refuses what they refuse."""
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from typer._click.exceptions import BadParameter
 
 from modtrans.cli import app
 
-_SAMPLES = {
+_SAMPLES: dict[type, list[Any]] = {
     int: [
         "4",
         " 4",
@@ -42,7 +43,7 @@ _SAMPLES = {
 
 
 def _parameters() -> list[Any]:
-    found = []
+    found: list[core._TyperParameter] = []
     pending = [typer.main.get_command(app)]
     while pending:
         command = pending.pop()
@@ -68,7 +69,7 @@ def _samples(param: Any, tmp: Path) -> list[Any]:
     if element is Path:
         (tmp / "file").write_text("x")
         values: list[Any] = [str(tmp / "file"), str(tmp / "missing"), str(tmp), "-"]
-    elif isinstance(element, type) and issubclass(element, __import__("enum").Enum):
+    elif isinstance(element, type) and issubclass(element, enum.Enum):
         first = next(iter(element))
         values = [first.value, str(first.value).upper(), str(first.value).lower(), "nonsense", first]
     elif str(element).startswith("typing.Literal"):

@@ -25,7 +25,7 @@ Run = Callable[..., Result]
 
 
 def _ir(
-    name: str, allowed: frozenset[str] = frozenset(), **shapes: tuple[int, ...]
+    name: str, allowed: frozenset[str] = frozenset(), /, **shapes: tuple[int, ...]
 ) -> tuple[ModelIR, set[str]]:
     ir, found = extract(FOLDER / name, input_shapes=shapes)
     assert ir is not None, [str(d) for d in found]

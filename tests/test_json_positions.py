@@ -4,6 +4,8 @@ text format cannot say is accepted; hostile documents are diagnostics, not trace
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -19,10 +21,11 @@ TEXT = (
 )
 
 
-def _document() -> dict:  # type: ignore[type-arg]
+def _document() -> dict[str, Any]:
     workload = parse(TEXT).workload
     assert workload is not None
-    return json.loads(jsonform.dumps(workload))  # type: ignore[no-any-return]
+    document: dict[str, Any] = json.loads(jsonform.dumps(workload))
+    return document
 
 
 def _codes_at(text: str) -> list[tuple[str, int, int]]:
@@ -55,7 +58,7 @@ def _where(text: str, needle: str) -> tuple[int, int]:
         (lambda d: d["layers"][0]["input_grad"].update(comm_type="SEND"), '"SEND"'),
     ],
 )
-def test_schema_errors_point_at_the_value(change, needle) -> None:  # type: ignore[no-untyped-def]
+def test_schema_errors_point_at_the_value(change: Callable[[dict[str, Any]], None], needle: str) -> None:
     document = _document()
     change(document)
     text = json.dumps(document, indent=2)
@@ -131,7 +134,7 @@ def test_a_text_with_findings_converts_to_json_with_the_same_findings() -> None:
     assert sorted(code for code, *_ in _codes_at(document)) == from_text
 
 
-_SHAPES = [
+_SHAPES: list[Any] = [
     {"a": [1, {"b": 'x\\n"y'}, []], "c": {}, "d": {"e": [1.5e3, None, True]}},
     [{"k": "\u00e9\ud83d\ude00"}, [[[]]], "s", -0.0, {"": 1}],
     {"dup": 1, "dup": 2},  # noqa: F601  (JSON allows it; the last one counts, as for json.loads)
@@ -142,12 +145,12 @@ _SHAPES = [
 
 @pytest.mark.parametrize("indent", [None, 0, 1, 4, "\t"])
 @pytest.mark.parametrize("shape", range(len(_SHAPES)))
-def test_the_quick_index_and_the_scanner_agree(shape: int, indent: object) -> None:
+def test_the_quick_index_and_the_scanner_agree(shape: int, indent: int | str | None) -> None:
     """SourceMap indexes a document's first two levels with the standard library's reader (it
     steps over deeper values in C) where the token scanner read every token: the same offsets,
     for every value, at every layout, and the same line:column for each (positions count from
     the line starts found so far)."""
-    text = json.dumps(_SHAPES[shape], indent=indent, ensure_ascii=False)  # type: ignore[arg-type]
+    text = json.dumps(_SHAPES[shape], indent=indent, ensure_ascii=False)
     text = text.replace(",", " ,\r\n\t", 2)  # blanks JSON allows, and a CR that ends no line
     quick, scanned = jsonsource.SourceMap(text), jsonsource.SourceMap(text)
     scanned.scan()

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from modtrans.lsp.features import to_range
 from modtrans.workload.validate import validate
-from tests.conftest import CORPUS, INVALID
+from tests.conftest import CORPUS, INVALID, lsp_fixture
 
 RESNET = CORPUS / "astra-sim" / "Resnet50_DataParallel.txt"
 BROKEN = "DATA\n2\nconv1 -1 1 NONE 0 1 NONE 0 1 AllReduce 64 1\n"
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "modtrans", "lsp"]))
+@lsp_fixture(ClientServerConfig(server_command=[sys.executable, "-m", "modtrans", "lsp"]))
 async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     params = lsp.InitializeParams(capabilities=client_capabilities("visual-studio-code"))
     await lsp_client.initialize_session(params)
@@ -36,7 +35,7 @@ async def _open(client: LanguageClient, uri: str, text: str, version: int = 1) -
     return list(client.diagnostics[uri])
 
 
-def _apply(text: str, edits: list[lsp.TextEdit]) -> str:
+def _apply(text: str, edits: Sequence[lsp.TextEdit]) -> str:
     lines = text.split("\n")
     offsets = [0]
     for line in lines:
@@ -162,7 +161,7 @@ async def test_a_100000_layer_buffer(client: LanguageClient) -> None:
     assert await _open(client, "file:///big.txt", f"DATA\n100000\n{rows}") == []
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "modtrans", "lsp"]))
+@lsp_fixture(ClientServerConfig(server_command=[sys.executable, "-m", "modtrans", "lsp"]))
 async def chakra_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     params = lsp.InitializeParams(
         capabilities=client_capabilities("neovim"), initialization_options={"dialect": "chakra"}

@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -268,12 +269,12 @@ def test_an_output_written_in_pieces_is_all_or_nothing(tmp_path: Path) -> None:
     target = tmp_path / "w.json"
     target.write_text("before\n")
 
-    def failing() -> object:
+    def failing() -> Iterator[bytes]:
         yield b'{"layers": [\n'
         raise OSError(28, "No space left on device", str(target))
 
     with pytest.raises(OSError, match="No space left"):
-        fileio.write_all([(target, failing)])  # type: ignore[list-item]
+        fileio.write_all([(target, failing)])
     assert target.read_text() == "before\n"
     assert os.listdir(tmp_path) == ["w.json"]
     fileio.write_all([(target, lambda: iter([b"a", b"b", b"c\n"]))])

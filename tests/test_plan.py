@@ -11,6 +11,7 @@ from modtrans.plan import (
     Direction,
     LayerInfo,
     Mesh,
+    Op,
     Plan,
     ProjectionError,
     Purpose,
@@ -18,6 +19,7 @@ from modtrans.plan import (
     Transfer,
     project,
 )
+from modtrans.plan.model import ResolvedCollective
 from modtrans.strategy import SUPPORTED
 from modtrans.strategy.techniques import load
 from modtrans.workload.model import CommType, Header, Policy
@@ -37,7 +39,7 @@ def test_groups_are_megatrons_for_tensor_fastest() -> None:
     assert mesh.peer(7, DATA, 1) is None
 
 
-def _plan(programs: tuple[tuple, ...], mesh: Mesh, header: Header, layers: int = 2) -> Plan:
+def _plan(programs: tuple[tuple[Op, ...], ...], mesh: Mesh, header: Header, layers: int = 2) -> Plan:
     infos = tuple(LayerInfo(f"l{i}", 5) for i in range(layers))
     of = tuple(min(r, len(programs) - 1) for r in range(mesh.size))
     return Plan(mesh, infos, programs, of, header)
@@ -60,7 +62,7 @@ def test_group_ids_are_positive_and_the_whole_world_has_none() -> None:
     assert groups == [(1, "tensor", (0, 1)), (2, "tensor", (2, 3)), (3, "data", (0, 2)), (4, "data", (1, 3))]
     assert plan.group(3, frozenset({TENSOR, DATA})).id == 0  # every rank: ASTRA-sim's empty pg_name
     resolved = list(plan.ops(3))
-    assert [getattr(r, "group", None) and r.group.id for r in resolved[1:]] == [2, 4, 0]
+    assert [r.group.id if isinstance(r, ResolvedCollective) else None for r in resolved[1:]] == [2, 4, 0]
 
 
 def test_the_text_cannot_say_different_programs_or_transfers() -> None:

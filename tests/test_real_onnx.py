@@ -4,8 +4,9 @@ that contradict the weights, batch dimensions that are not the first, shapes nob
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -21,8 +22,12 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "onnx"
 
 
 def _save(
-    tmp_path: Path, nodes: list, inputs: list, weights: list, opsets: dict[str, int] | None = None
-) -> Path:  # type: ignore[type-arg]
+    tmp_path: Path,
+    nodes: list[onnx.NodeProto],
+    inputs: list[onnx.ValueInfoProto],
+    weights: list[onnx.TensorProto],
+    opsets: dict[str, int] | None = None,
+) -> Path:
     outputs = [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)]
     graph = helper.make_graph(nodes, "g", inputs, outputs, weights)
     imports = [helper.make_opsetid(d, v) for d, v in (opsets or {"": 17}).items()]
@@ -31,8 +36,8 @@ def _save(
     return path
 
 
-def _ir(path: Path, **options: object) -> tuple[ModelIR, list[str]]:
-    ir, found = pipeline.extract_checked(path, **options)  # type: ignore[arg-type]
+def _ir(path: Path, **options: Any) -> tuple[ModelIR, list[str]]:
+    ir, found = pipeline.extract_checked(path, **options)
     assert ir is not None, [str(d) for d in found]
     return ir, [d.code for d in found]
 
@@ -286,8 +291,13 @@ _MS = {"": 17, "com.microsoft": 1}
     ],
 )
 def test_onnxruntime_fused_ops_pass_their_shapes_on(
-    op: str, inputs: list, weights: list, attrs: dict, expected: tuple, tmp_path: Path
-) -> None:  # type: ignore[type-arg]
+    op: str,
+    inputs: list[tuple[str, list[int]]],
+    weights: list[tuple[str, list[int]]],
+    attrs: dict[str, Any],
+    expected: tuple[int, ...],
+    tmp_path: Path,
+) -> None:
     """onnx has no shape rules for com.microsoft ops: the Relu after each must still be costed."""
     values = [
         helper.make_tensor_value_info(
@@ -436,7 +446,13 @@ def test_the_numpy_arithmetic_computes_what_onnxs_reference_evaluator_computes(
     checked: list[str] = []
     evaluate = arith.evaluate
 
-    def compare(nodes, known, opset, opsets, limit):  # type: ignore[no-untyped-def]
+    def compare(
+        nodes: Sequence[onnx.NodeProto],
+        known: Mapping[str, Callable[[], arith.Value]],
+        opset: int,
+        opsets: Iterable[onnx.OperatorSetIdProto],
+        limit: int,
+    ) -> dict[str, arith.Value]:
         values = evaluate(nodes, known, opset, opsets, limit)
         for node in nodes:
             if node.op_type == "Constant" or not all(not i or i in values for i in node.input):
@@ -478,6 +494,7 @@ def test_a_node_that_cannot_be_evaluated_stops_only_what_needs_it() -> None:
         "shape": np.array([2, 32], np.int64),
         "far": np.array([7], np.int64),
         "one": np.array([1], np.int64),
+        "zero": np.array([0], np.int64),
     }
     nodes = [
         helper.make_node("Gather", ["shape", "far"], ["broken"], axis=0),  # index 7 of 2: fails
@@ -485,7 +502,6 @@ def test_a_node_that_cannot_be_evaluated_stops_only_what_needs_it() -> None:
         helper.make_node("Concat", ["shape", "one"], ["fine"], axis=0),
     ]
     known = {name: (lambda v=v: v) for name, v in values.items()}
-    known["zero"] = lambda: np.array([0], np.int64)
     out = arith.evaluate(nodes, known, 17, [helper.make_opsetid("", 17)], 1 << 16)
     assert "broken" not in out
     assert "after_broken" not in out
@@ -520,8 +536,8 @@ def test_a_node_that_cannot_be_evaluated_stops_only_what_needs_it() -> None:
     ],
 )
 def test_edge_cases_of_the_arithmetic_agree_with_the_reference(
-    op: str, inputs: list, attrs: dict, opset: int
-) -> None:  # type: ignore[type-arg]
+    op: str, inputs: list[np.ndarray | None], attrs: dict[str, Any], opset: int
+) -> None:
     """Where numpy and ONNX part ways (negative axes, empty axes, truncating division, clamped
     slices, uneven splits), the table must still give onnx.reference's answer."""
     from modtrans.extraction import arith
@@ -569,7 +585,7 @@ def test_a_one_output_layers_bias_is_a_parameter(exported_as: str, tmp_path: Pat
         ("Gather", [np.ones((60000, 1000), np.int64)[:60, :], np.zeros(60000, np.int64)]),
     ],
 )
-def test_a_huge_result_is_never_made(op: str, inputs: list) -> None:  # type: ignore[type-arg]
+def test_a_huge_result_is_never_made(op: str, inputs: list[np.ndarray]) -> None:
     """A fuzzed or hostile shape must not make fold allocate it: over 65,536 elements no value is
     kept, so none is computed (a 10**12-element ConstantOfShape would exhaust the machine)."""
     from modtrans.extraction import arith

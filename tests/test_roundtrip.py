@@ -53,7 +53,9 @@ def test_canonical_text_means_the_same_and_is_stable(path: Path) -> None:
 
 def test_resnet_canonical_astra_sim_form() -> None:
     text = _text(CORPUS / "astra-sim" / "Resnet50_DataParallel.txt")
-    canonical = modtrans.write(modtrans.parse(text).workload, "astra-sim")  # type: ignore[arg-type]
+    workload = modtrans.parse(text).workload
+    assert workload is not None
+    canonical = modtrans.write(workload, "astra-sim")
     lines = canonical.splitlines()
     assert lines[:3] == [
         "DATA",
@@ -89,7 +91,9 @@ def test_header_forms_per_dialect() -> None:
 
 def test_checkpoint_lists_are_indices_after_the_count() -> None:
     path = CORPUS / "astra-sim" / "Transformer_HybridParallel_Fwd_In_Bckwd.txt"
-    header = modtrans.parse(_text(path)).workload.header  # type: ignore[union-attr]
+    workload = modtrans.parse(_text(path)).workload
+    assert workload is not None
+    header = workload.header
     # "checkpoints: 2 2 11 checkpoint_initiates: 2 19 10" (workload-format.md section 4)
     assert header.checkpoints == (2, 11)
     assert header.checkpoint_initiates == (19, 10)

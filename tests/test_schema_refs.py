@@ -110,7 +110,7 @@ def test_the_compiled_predicates_follow_jsonschemas_equality_and_types() -> None
     """The corners where JSON Schema's meaning is not Python's: a bool is not an integer (nor a
     number a bound applies to), 1.0 equals the const 1, a keyword about strings or objects says
     nothing about other types."""
-    cases = [
+    cases: list[tuple[dict[str, Any], list[Any]]] = [
         ({"type": "integer"}, [1, True, 1.0, "1", None]),
         ({"type": ["integer", "null"], "minimum": 1}, [1, 0, None, True, 2.5]),
         ({"const": 1}, [1, 1.0, True, "1"]),

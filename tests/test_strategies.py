@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -55,14 +56,14 @@ def mlp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _comms(w: Workload) -> list[tuple[tuple[CommType, int], tuple[CommType, int], tuple[CommType, int]]]:
-    return [tuple((p.comm_type, p.comm_size) for _, p in layer.phases) for layer in w.layers]  # type: ignore[misc]
+def _comms(w: Workload) -> list[tuple[tuple[CommType, int], ...]]:
+    return [tuple((p.comm_type, p.comm_size) for _, p in layer.phases) for layer in w.layers]
 
 
 def _translate(
-    path: Path, dialect: Dialect = Dialect.ASTRA_SIM, compute: str = "scalesim-v3", **parallel: object
+    path: Path, dialect: Dialect = Dialect.ASTRA_SIM, compute: str = "scalesim-v3", **parallel: Any
 ) -> Workload:
-    options = Options(parallel=Parallelism(**parallel), compute=compute, dialect=dialect)  # type: ignore[arg-type]
+    options = Options(parallel=Parallelism(**parallel), compute=compute, dialect=dialect)
     result = translate_checked(path, options)
     assert result.workload is not None, result.diagnostics
     assert validate(write(result.workload, dialect), dialect=dialect) == []  # clean for its consumer
@@ -136,14 +137,14 @@ def test_hybrid_customized_automatic_and_from_rules(mlp: Path) -> None:
 
 def test_inconsistent_options(mlp: Path) -> None:
     for parallel, message in [
-        ({"policy": Policy.HYBRID_DATA_MODEL, "npus": 8}, "needs --model-parallel-group"),
-        ({"policy": Policy.HYBRID_TRANSFORMER, "npus": 6, "group": 4}, "divide --npus 6"),
+        (Parallelism(policy=Policy.HYBRID_DATA_MODEL, npus=8), "needs --model-parallel-group"),
+        (Parallelism(policy=Policy.HYBRID_TRANSFORMER, npus=6, group=4), "divide --npus 6"),
         (
-            {"policy": Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD, "npus": 4, "group": 2, "checkpoints": (5,)},
+            Parallelism(policy=Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD, npus=4, group=2, checkpoints=(5,)),
             "layers 0..1",
         ),
     ]:
-        result = translate_checked(mlp, Options(parallel=Parallelism(**parallel)))  # type: ignore[arg-type]
+        result = translate_checked(mlp, Options(parallel=parallel))
         assert result.workload is None
         assert [d.code for d in result.diagnostics] == ["X501"]
         assert message in result.diagnostics[0].message
