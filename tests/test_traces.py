@@ -205,7 +205,8 @@ def _decoded(data: bytes) -> tuple[Any, list[Any]]:
     from modtrans.chakra.read import _varint
 
     pb = schema()
-    messages, at = [], 0
+    messages: list[Any] = []
+    at = 0
     while at < len(data):
         head = _varint(data, at)
         assert head is not None
@@ -255,6 +256,14 @@ def _set_attr(node: Any, name: str, **value: Any) -> None:
                     setattr(a, key, v)
 
 
+def _each(change: Callable[[Any], None]) -> Callable[[list[Any]], None]:
+    def apply(nodes: list[Any]) -> None:
+        for node in nodes:
+            change(node)
+
+    return apply
+
+
 def _drop_attr(node: Any, name: str) -> None:
     kept = [a for a in node.attr if a.name != name]
     del node.attr[:]
@@ -280,10 +289,10 @@ BROKEN: dict[str, Callable[[dict[str, bytes], bytes], tuple[dict[str, bytes], by
     "T705": lambda t, g: (_edit(t, 0, _cycle), g),
     "T707": lambda t, g: (_edit(t, 3, lambda n: _set_attr(_first(n, COLL), "comm_size", int64_val=12)), g),
     "T708": lambda t, g: (t, None),
-    "T709": lambda t, g: (_edit(t, 0, lambda n: [_drop_attr(x, "num_ops") for x in n]), g),
+    "T709": lambda t, g: (_edit(t, 0, _each(lambda x: _drop_attr(x, "num_ops"))), g),
     "T710": lambda t, g: (_edit(t, 0, _half_size), g),
-    "T711": lambda t, g: (_edit(t, 2, lambda n: [setattr(x, "duration_micros", 0) for x in n]), g),
-    "T712": lambda t, g: (_edit(t, 0, lambda n: [_set_attr(x, "comm_type", int64_val=9) for x in n]), g),
+    "T711": lambda t, g: (_edit(t, 2, _each(lambda x: setattr(x, "duration_micros", 0))), g),
+    "T712": lambda t, g: (_edit(t, 0, _each(lambda x: _set_attr(x, "comm_type", int64_val=9))), g),
     "T714": lambda t, g: (t, b'{"1": "all"}'),
 }
 
