@@ -119,7 +119,7 @@ def translate(
             "--parallel",
             "-p",
             case_sensitive=False,
-            help="The parallelism keyword (formulas: modtrans/strategy/parallel.py).",
+            help="The parallelism keyword (formulas: modtrans/strategy/techniques/, a module each).",
         ),
     ] = Keyword.DATA,
     npus: Annotated[int, typer.Option(min=1, help="NPUs in the simulated system.")] = 1,
@@ -179,7 +179,7 @@ def translate(
         typer.Option(
             "--format",
             help="text (the workload file), json (workload JSON) or chakra-et (one Chakra trace per NPU, "
-            "-o DIR/PREFIX -> PREFIX.<npu>.et; needs modtrans[chakra]).",
+            "-o DIR/PREFIX -> PREFIX.<npu>.et, with PREFIX.comm_groups.json).",
         ),
     ] = "text",
     passes: Annotated[int, typer.Option(min=1, help="chakra-et: training iterations in each trace.")] = 1,
