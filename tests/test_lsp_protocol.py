@@ -243,3 +243,42 @@ def test_the_server_keeps_one_copy_of_each_document() -> None:
     for step in steps:
         handler, _, _ = next(step)  # each hands its notification on to the feature
         assert callable(handler)
+
+
+def test_completion_over_the_wire_follows_the_dialect_setting() -> None:
+    """Completion items replace the token under the cursor, in UTF-16 units (an emoji before it
+    counts two), and offer SimAI's _EP types once the setting says simai."""
+    text = "DATA\n1\n\U0001f600conv -1 5 NONE 0 5 NONE 0 5 ALLR 64 5\n"
+    column = len(text.split("\n")[2][: text.split("\n")[2].index("ALLR")]) + 1  # UTF-16: +1 for the emoji
+
+    def completion(request: int, line: int, character: int) -> dict[str, Any]:
+        where = {"textDocument": {"uri": "file:///c.txt"}, "position": {"line": line, "character": character}}
+        return {"jsonrpc": "2.0", "id": request, "method": "textDocument/completion", "params": where}
+
+    simai = {"settings": {"modtrans": {"dialect": "simai"}}}
+    replies, code, stderr = _session(
+        INITIALIZE,
+        INITIALIZED,
+        _open("file:///c.txt", text),
+        completion(10, 2, column + 2),
+        {"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration", "params": simai},
+        completion(11, 2, column),
+        completion(12, 0, 0),
+        completion(13, 2, 0),
+        SHUTDOWN,
+        EXIT,
+    )
+    by_id = {r.get("id"): r for r in replies}
+    assert by_id[1]["result"]["capabilities"]["completionProvider"] is not None
+    astra = by_id[10]["result"]
+    assert [i["label"] for i in astra] == ["NONE", "ALLREDUCE", "ALLGATHER", "REDUCESCATTER", "ALLTOALL"]
+    assert astra[1]["textEdit"]["range"] == {
+        "start": {"line": 2, "character": column},
+        "end": {"line": 2, "character": column + 4},
+    }
+    assert astra[1]["textEdit"]["newText"] == "ALLREDUCE"
+    assert "ALLREDUCE_EP" in [i["label"] for i in by_id[11]["result"]]
+    assert by_id[12]["result"][0]["label"] == "DATA"
+    assert by_id[13]["result"] == []  # a layer name
+    assert code == 0
+    assert stderr == ""

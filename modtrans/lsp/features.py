@@ -7,12 +7,14 @@ diagnostics carry 1-based, end-exclusive spans (diagnostics.Span), converted in 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from modtrans.diagnostics import Diagnostic, Span
 from modtrans.workload import dialects
-from modtrans.workload.model import PHASE_WORDS, Dialect, Layer, Policy, Workload
+from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Header, Layer, Policy, Workload
+from modtrans.workload.parse import _KEYS as HEADER_KEYS  # the reader's spelling of every key
 from modtrans.workload.parse import ParseResult, parse, split_lines
 from modtrans.workload.write import write
 
@@ -247,8 +249,13 @@ def fixes(text: str, diagnostic: Diagnostic) -> list[Fix]:
         row = diagnostic.span.line - 1
         end = len(lines[row].rstrip())
         return [
-            Fix(f"Append {p}", code, (((row, end, row, len(lines[row])), f" {p}"),), preferred=p == "DATA")
-            for p in ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA")
+            Fix(
+                f"Append {p}",
+                code,
+                (((row, end, row, len(lines[row])), f" {p}"),),
+                preferred=p is Policy.DATA,
+            )
+            for p in LAYER_POLICIES
         ]
     if code in ("V250", "D304") and diagnostic.span is not None:
         first, last = diagnostic.span.line - 1, diagnostic.span.end_line - 1
@@ -256,3 +263,138 @@ def fixes(text: str, diagnostic: Diagnostic) -> list[Fix]:
     if code == "V251":
         return [Fix("Remove the byte order mark", code, (((0, 0, 0, 1), ""),))]
     return []
+
+
+# ------------------------------------------------------------------------------------- completion
+
+LAYER_POLICIES = (Policy.DATA, Policy.MODEL, Policy.HYBRID_DATA_MODEL, Policy.HYBRID_MODEL_DATA)
+"""The per-layer parallelisms of HYBRID_CUSTOMIZED's 13th field that mean something (V221's hint;
+V223: a transformer keyword there has no group)."""
+
+_COMM_FIELDS = (3, 6, 9)  # the comm-type fields of a layer line (0-based token index)
+_POLICY_FIELD = 12
+
+# The SimAI-only header keys, as the model defines them (Header.simai_parameters) and the reader
+# spells them (parse._KEYS): a header with every key-named field set, asked which are SimAI's.
+_FIELD_NAMES = {f.name for f in dataclasses.fields(Header)}
+_EVERY_KEY = Header(Policy.DATA, **{k[:-1]: 1 for k in HEADER_KEYS if k[:-1] in _FIELD_NAMES})  # type: ignore[arg-type]
+SIMAI_KEYS = frozenset(f"{k}:" for k in _EVERY_KEY.simai_parameters) | {"DLRM_LAST_BOTTOM_LAYER:"}
+
+
+@dataclass(frozen=True)
+class Completion:
+    label: str
+    kind: str  # "keyword" (line 1's parallelism), "key" (a header key), "comm" or "policy" (layer fields)
+    detail: str
+    range: Range  # the token under the cursor, which the item replaces
+
+
+def policies(dialect: Dialect) -> list[Policy]:
+    """The parallelism keywords `dialect` reads: Chakra's converter rejects the others (D301)."""
+    if dialect is Dialect.CHAKRA:
+        return [p for p in Policy if p in dialects.CHAKRA_POLICIES]
+    return list(Policy)
+
+
+def header_keys(policy: Policy, dialect: Dialect) -> list[str]:
+    """The header keys `dialect` reads after `policy`, in the reader's order: the transformer
+    group (V240) and checkpoint lists (V240, FWD_IN_BCKWD) for every consumer that runs the
+    keyword; SimAI's ep/pp/vpp/ga/all_gpus/pp_comm under a transformer keyword (D307) and its
+    keyed DLRM layer (D302) for SimAI alone. Chakra reads none (its keywords take no key)."""
+    if dialect is Dialect.CHAKRA:
+        return []
+    wanted = set()
+    if policy.is_transformer:
+        wanted.add("model_parallel_NPU_group:")
+        if dialect is Dialect.SIMAI:
+            wanted |= SIMAI_KEYS - {"DLRM_LAST_BOTTOM_LAYER:"}
+    if policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD:
+        wanted |= {"checkpoints:", "checkpoint_initiates:"}
+    if policy.is_dlrm and dialect is Dialect.SIMAI:
+        wanted.add("DLRM_LAST_BOTTOM_LAYER:")
+    return [k for k in HEADER_KEYS if k in wanted]
+
+
+def comm_types(dialect: Dialect) -> list[CommType]:
+    """The comm types that mean what they say to `dialect`: the portable ones everywhere, SimAI's
+    expert-parallel groups (_EP, _DP_EP) for SimAI only. BROADCAST (no collective anywhere) and
+    ALLREDUCEALLTOALL (ASTRA-sim panics, SimAI reads ALLREDUCE) are never offered (D303)."""
+    return [
+        c
+        for c in CommType
+        if c.is_portable or (dialect is Dialect.SIMAI and c.is_simai_only and c.moves_data)
+    ]
+
+
+def _comm_detail(comm: CommType) -> str:
+    if not comm.moves_data:
+        return "no collective"
+    if comm.value.endswith("_DP_EP"):
+        return "SimAI: over the data-parallel x expert-parallel group"
+    if comm.value.endswith("_EP"):
+        return "SimAI: over the expert-parallel group"
+    return "collective over the phase's group"
+
+
+def completions(
+    text: str,
+    line: int,
+    character: int,
+    dialect: Dialect | None = None,
+    result: ParseResult | None = None,
+) -> list[Completion]:
+    """What may be typed at (line, character), as the file's consumer reads it: parallelism
+    keywords at the start of line 1, header keys after it, comm types in a layer's three comm
+    fields and the per-layer parallelism in the 13th under HYBRID_CUSTOMIZED; nothing elsewhere
+    (names, numbers, the count). The dialect is `dialect` when the client chose one, else the
+    file's (detected as `validate` does), else ASTRA-sim. The client filters by what is typed."""
+    lines = _lines(text) or [""]
+    if text.endswith("\n"):
+        lines.append("")  # the empty line after the final break, where typing goes on
+    if not 0 <= line < len(lines):
+        return []
+    content = lines[line]
+    begin = len(content) - len(content.lstrip("\ufeff")) if line == 0 else 0
+    character = max(begin, min(character, len(content)))
+    start = end = character
+    while start > begin and not content[start - 1].isspace():
+        start -= 1
+    while end < len(content) and not content[end].isspace():
+        end += 1
+    before = content[begin:start].split()
+    where = (line, start, line, end)
+    if line == 0 and not before:
+        return [
+            Completion(p.value, "keyword", KEYWORDS.get(p.value, ""), where)
+            for p in policies(dialect or Dialect.ASTRA_SIM)
+        ]
+    if line == 1:
+        return []
+    result = result or parse(text)
+    workload = result.workload
+    chosen = dialect or (workload and (workload.dialect or dialects.detect(workload))) or Dialect.ASTRA_SIM
+    if line == 0:
+        policy = Policy.__members__.get(before[0])
+        if policy is None or before[-1].endswith(":"):
+            return []  # an unknown keyword, or a key whose value comes next
+        present = {token.rstrip(":") for token in content.split()}  # SimAI also wrote `pp_comm 5`
+        return [
+            Completion(k, "key", _KEY_DETAIL.get(k, "SimAI"), where)
+            for k in header_keys(policy, chosen)
+            if k[:-1] not in present
+        ]
+    index = len(before)
+    if index in _COMM_FIELDS:
+        return [Completion(c.value, "comm", _comm_detail(c), where) for c in comm_types(chosen)]
+    customized = workload is not None and workload.header.policy is Policy.HYBRID_CUSTOMIZED
+    if index == _POLICY_FIELD and customized:
+        return [Completion(p.value, "policy", KEYWORDS[p.value], where) for p in LAYER_POLICIES]
+    return []
+
+
+_KEY_DETAIL = {
+    "model_parallel_NPU_group:": "NPUs per model-parallel group",
+    "checkpoints:": "count, then the 0-based layers checkpointed",
+    "checkpoint_initiates:": "count, then the 0-based layers that start recomputation",
+    "DLRM_LAST_BOTTOM_LAYER:": "SimAI: the last bottom-MLP layer (0-based)",
+}

@@ -6,7 +6,11 @@ change, cleared on close. Checking runs off the event loop and only the newest v
 buffer is published, so a 100,000-line buffer never blocks hover or typing. The dialect comes from
 the initialization option `{"dialect": "chakra"}` (or the `modtrans.dialect` setting), else from the
 header line, as `modtrans validate` detects it. Text that does not look like a workload gets no
-diagnostics (clients often send every .txt file).
+diagnostics (clients often send every .txt file). Completion offers what that dialect reads: the
+keywords and header keys of line 1, the comm types and the per-layer parallelism of layer lines.
+
+The stream is read by our own frame reader (Frames), not pygls's: malformed framing or bodies are
+one line each on stderr, and the server reads on from the next well-formed header.
 """
 
 from __future__ import annotations
@@ -378,6 +382,40 @@ def formatting(ls: WorkloadServer, params: lsp.DocumentFormattingParams) -> list
         return []
     whole = (0, 0, *checked.positions.end())
     return [lsp.TextEdit(range=_range(whole), new_text=new)]
+
+
+_COMPLETION_KINDS = {
+    "keyword": lsp.CompletionItemKind.Keyword,
+    "key": lsp.CompletionItemKind.Property,
+    "comm": lsp.CompletionItemKind.EnumMember,
+    "policy": lsp.CompletionItemKind.Keyword,
+}
+
+
+@server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions())
+def completion(ls: WorkloadServer, params: lsp.CompletionParams) -> list[lsp.CompletionItem]:
+    """features.completions at the cursor. A workload buffer is read as checked; an empty one
+    (a new file) gets the keywords of line 1; other text gets nothing, as for diagnostics."""
+    uri = params.text_document.uri
+    buffer = ls.buffers.get(uri)
+    if buffer is None:
+        return []
+    checked = ls.current(uri)
+    if checked is None and buffer.text.strip():
+        return []
+    text = buffer.text if checked is None else checked.text
+    positions = Positions(text, ls.encoding) if checked is None else checked.positions
+    result = None if checked is None else checked.result
+    line, character = positions.reader(params.position.line, params.position.character)
+    return [
+        lsp.CompletionItem(
+            label=item.label,
+            kind=_COMPLETION_KINDS[item.kind],
+            detail=item.detail,
+            text_edit=lsp.TextEdit(range=_range(positions.range(item.range)), new_text=item.label),
+        )
+        for item in features.completions(text, line, character, ls.dialect, result)
+    ]
 
 
 @server.feature(
