@@ -176,3 +176,24 @@ def test_the_help_asks_for_no_extra_that_adds_nothing() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for extra in re.findall(r"modtrans\[(\w+)\]", _helps()):
         assert extras.get(extra), f"--help asks for modtrans[{extra}], which installs nothing"
+
+
+@pytest.mark.parametrize(
+    ("options", "written"),
+    [
+        (("--tp", "2"), True),
+        (("--tp", "2", "--sp"), True),
+        (("--pp", "2"), False),
+        (("--tp", "2", "--global-batch", "4"), False),
+        (("--dp", "2"), False),
+    ],
+)
+def test_the_llm_layouts_astra_sim_text_takes_are_those_the_readme_lists(
+    options: tuple[str, ...], written: bool
+) -> None:
+    """The README: ASTRA-sim 1.0 text is refused for pipelines, micro-batches and data parallelism
+    (it once listed the first two only), so of the LLM layouts it takes tensor parallelism alone."""
+    assert "refused (D310) for pipelines, micro-batches and\n  data parallelism" in README
+    result = CliRunner().invoke(app, ["translate", "gpt2", *options])
+    assert (result.exit_code == 0) is written, result.output
+    assert written or "D310" in result.output
