@@ -874,6 +874,33 @@ model (F004).
 """,
 )
 _code(
+    "M802",
+    W,
+    "sequence longer than the model's context",
+    """
+The sequence length (`--input-shape input_ids=BxS`, by default 2,048) is longer than the longest the
+configuration says the model was made for (`max_position_embeddings`; GPT-2's `n_positions`). The
+workload is still written, with the costs of that length, but no training run of this model uses
+it: its rotary positions were never trained that far, and a model with learned positions (GPT-2,
+BERT) has no embedding for them.
+  bad:  --input-shape input_ids=1x32768 for a context of 2,048
+  good: --input-shape input_ids=1x2048
+""",
+)
+_code(
+    "M803",
+    W,
+    "micro-batch whose activations fit no device",
+    """
+One activation tensor of one micro-batch (the output the message names; usually the logits, micro
+x sequence x vocabulary) is over 1 TiB: nearly four times what the largest accelerator holds (288
+GB), for one tensor of the many a training step keeps. The workload is still written; the
+micro-batch is almost surely a typo, or the global batch given as `--micro-batch`.
+  bad:  --micro-batch 70000
+  good: --micro-batch 1 --global-batch 70000
+""",
+)
+_code(
     "X510",
     W,
     "layer whose FLOPs are unknown",

@@ -151,3 +151,104 @@ def test_a_bad_configuration_is_one_positioned_line(text: str, message: str, tmp
     assert ir is None
     assert [d.code for d in found] == ["M801"] or not text.endswith("}")
     assert message in found[0].message
+
+
+ZOO_CONFIGS = Path(pipeline.__file__).parent / "zoo" / "configs"
+BUILT_IN = sorted(p.stem for p in ZOO_CONFIGS.glob("*.json") if p.stem != "index")
+FAMILIES = [  # (model_type, its extra keys)
+    ("llama", {}), ("mistral", {}), ("qwen2", {}), ("qwen3", {}),
+    ("mixtral", {"num_local_experts": 4, "num_experts_per_tok": 2}),
+    ("qwen2_moe", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}),
+    ("deepseek", {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}),
+    ("gpt2", {"n_positions": 1024}), ("bert", {"max_position_embeddings": 512}),
+]  # fmt: skip
+
+
+def _family(model_type: str, extra: dict, **keys: int) -> dict:  # type: ignore[type-arg]
+    names = (
+        ("n_embd", "n_head", "n_layer")
+        if model_type == "gpt2"
+        else ("hidden_size", "num_attention_heads", "num_hidden_layers")
+    )
+    base = {
+        "model_type": model_type,
+        "vocab_size": 96,
+        "intermediate_size": 128,
+        names[0]: 64,
+        names[1]: 4,
+        names[2]: 2,
+    }
+    return {**base, **extra, **keys}  # fmt: skip
+
+
+@pytest.mark.parametrize(("model_type", "extra"), FAMILIES)
+def test_heads_that_do_not_split_the_hidden_size_are_a_model_that_cannot_exist(
+    model_type: str,
+    extra: dict,
+    tmp_path: Path,
+    run_cli: Run,  # type: ignore[type-arg]
+) -> None:
+    """Every family: hidden 60 in 8 heads (7.5 dimensions each) is M801 naming both numbers, exit 2,
+    unless the configuration gives head_dim (then the heads need not split it: Qwen3, Gemma)."""
+    heads_key = "n_head" if model_type == "gpt2" else "num_attention_heads"
+    hidden_key = "n_embd" if model_type == "gpt2" else "hidden_size"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_family(model_type, extra, **{hidden_key: 60, heads_key: 8})))
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert (
+        f"`{hidden_key}` 60 does not split into 8 attention heads (a head of 7.5 dimensions)"
+        in found[0].message
+    )
+    assert run_cli("translate", path).exit_code == 2
+    if model_type not in ("gpt2", "bert"):  # the families whose configuration class has head_dim
+        path.write_text(
+            json.dumps(_family(model_type, extra, **{hidden_key: 60, heads_key: 8, "head_dim": 8}))
+        )
+        assert _ir(path).layer("model.layers.0.self_attn.q_proj").gemm.n == 64  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("model", BUILT_IN)
+def test_a_sequence_beyond_the_models_context_is_a_warning_naming_both(model: str) -> None:
+    config = json.loads((ZOO_CONFIGS / f"{model}.json").read_text())
+    context = config.get("max_position_embeddings") or config.get("n_positions")
+    assert context, f"{model}: the built-in configuration gives its context"
+    for sequence in (context, context + 1, 16 * context):
+        ir, found = pipeline.extract_checked(model, input_shapes={"input_ids": (1, sequence)})
+        assert ir is not None
+        warned = [d for d in found if d.code == "M802"]
+        if sequence == context:
+            assert not warned
+            continue
+        (warning,) = warned
+        assert warning.severity.name == "WARNING"
+        assert f"{sequence:,} tokens" in warning.message
+        assert f"the model's context of {context:,}" in warning.message
+        assert "\n" not in warning.message
+
+
+@pytest.mark.parametrize("micro_batch", [1, 1_000, 70_000])
+def test_a_micro_batch_whose_activations_fit_no_device_is_a_warning(micro_batch: int, run_cli: Run) -> None:
+    from modtrans.llm import ACTIVATION_BOUND
+
+    ir, found = pipeline.extract_checked("llama-3-8b", batch=micro_batch)
+    assert ir is not None
+    largest = max(a.bytes or 0 for layer in ir.layers for a in layer.outputs)
+    warned = [d for d in found if d.code == "M803"]
+    assert bool(warned) == (largest > ACTIVATION_BOUND)
+    assert bool(warned) == (micro_batch == 70_000)  # the logits: 70,000 x 2,048 x 128,256 x 2 bytes
+    if warned:
+        assert f"{micro_batch:,} sequences x 2,048 tokens" in warned[0].message
+        result = run_cli(
+            "translate", "llama-3-8b", "--micro-batch", str(micro_batch), "--tp", "8", "--dialect", "simai"
+        )
+        assert "warning M803" in result.stderr
+
+
+@pytest.mark.parametrize("code", ["M801", "M802", "M803"])
+def test_the_llm_codes_are_explained_with_examples(code: str, run_cli: Run) -> None:
+    result = run_cli("validate", "--explain", code)
+    assert result.exit_code == 0
+    assert "bad:" in result.stdout
+    assert "good:" in result.stdout

@@ -85,4 +85,39 @@ def extract(
         tool=f"modtrans {__version__}",
         architecture_only=True,
     )
-    return build(arch, micro, sequence, provenance), []
+    ir = build(arch, micro, sequence, provenance)
+    return ir, _implausible(ir, arch.context, micro, sequence, name)
+
+
+ACTIVATION_BOUND = 2**40
+"""One activation tensor of one micro-batch above this (1 TiB) is nearly four times what the
+largest accelerator holds (288 GB, B300): a micro-batch no training run uses (M803)."""
+
+
+def _implausible(ir: ModelIR, context: int, micro: int, sequence: int, name: str) -> list[Diagnostic]:
+    """Warnings for settings the model allows but no training run uses: a sequence beyond the
+    model's context (M802), a micro-batch whose activations fit no device (M803)."""
+    found = []
+    if context and sequence > context:
+        found.append(
+            diagnostic(
+                "M802",
+                f"a sequence of {sequence:,} tokens is {sequence / context:.3g}x the model's context of "
+                f"{context:,} (max_position_embeddings)",
+                path=name,
+            )
+        )
+    largest = max(
+        ((a.bytes, layer.name) for layer in ir.layers for a in layer.outputs if a.bytes), default=(0, "")
+    )
+    if largest[0] > ACTIVATION_BOUND:
+        found.append(
+            diagnostic(
+                "M803",
+                f"a micro-batch of {micro:,} sequences x {sequence:,} tokens makes {largest[1]}'s output "
+                f"alone {largest[0] / 2**40:,.1f} TiB: more than any device holds (a bound of "
+                f"{ACTIVATION_BOUND / 2**40:g} TiB per tensor)",
+                path=name,
+            )
+        )
+    return found

@@ -84,6 +84,7 @@ class Arch:
     experts: Experts | None = None
     latent: Latent | None = None
     dtype: str = "bfloat16"
+    context: int = 0  # the longest sequence it was made for (max_position_embeddings; 0: not given)
 
 
 def _get(config: Mapping[str, Any], *keys: str, default: Any = ...) -> Any:
@@ -126,6 +127,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
 def _gpt2(config: Mapping[str, Any], dtype: str) -> Arch:
     hidden = _get(config, "n_embd", "hidden_size")
     heads = _get(config, "n_head", "num_attention_heads")
+    _whole_heads(hidden, heads, "n_embd" if "n_embd" in config else "hidden_size", None)
+    positions = _get(config, "n_positions", "max_position_embeddings")
     return Arch(
         family="gpt2",
         vocab=_get(config, "vocab_size"),
@@ -140,14 +143,17 @@ def _gpt2(config: Mapping[str, Any], dtype: str) -> Arch:
         tied=bool(config.get("tie_word_embeddings", True)),
         qkv_bias=True,
         mlp_bias=True,
-        positions=_get(config, "n_positions", "max_position_embeddings"),
+        positions=positions,
         dtype=dtype,
+        context=positions,
     )
 
 
 def _bert(config: Mapping[str, Any], dtype: str) -> Arch:
     hidden = _get(config, "hidden_size")
     heads = _get(config, "num_attention_heads")
+    _whole_heads(hidden, heads, "hidden_size", None)
+    positions = _get(config, "max_position_embeddings")
     return Arch(
         family="bert",
         vocab=_get(config, "vocab_size"),
@@ -162,10 +168,11 @@ def _bert(config: Mapping[str, Any], dtype: str) -> Arch:
         tied=False,
         qkv_bias=True,
         mlp_bias=True,
-        positions=_get(config, "max_position_embeddings"),
+        positions=positions,
         token_types=_get(config, "type_vocab_size", default=2),
         post_norm=True,
         dtype=dtype,
+        context=positions,
     )
 
 
@@ -175,7 +182,9 @@ def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
     head_dim = _get(config, "head_dim", default=hidden // heads if heads else 0)
     experts = _experts(config, family)
     latent = None
-    if family in ("deepseek_v2", "deepseek_v3"):
+    if family not in ("deepseek_v2", "deepseek_v3"):  # latent attention has its own head sizes
+        _whole_heads(hidden, heads, "hidden_size", config.get("head_dim"))
+    else:
         latent = Latent(
             q_rank=config.get("q_lora_rank"),
             kv_rank=_get(config, "kv_lora_rank"),
@@ -202,7 +211,18 @@ def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         experts=experts,
         latent=latent,
         dtype=dtype,
+        context=_get(config, "max_position_embeddings", default=0),
     )
+
+
+def _whole_heads(hidden: int, heads: int, key: str, head_dim: object) -> None:
+    """A ConfigError when the heads do not split the hidden size and no head_dim says how wide
+    they are: a model that cannot exist (transformers refuses it, or floors the width)."""
+    if head_dim is None and heads and hidden % heads:
+        raise ConfigError(
+            f"`{key}` {hidden:,} does not split into {heads} attention heads (a head of "
+            f"{hidden / heads:.4g} dimensions): give `head_dim`, or a head count that divides it"
+        )
 
 
 def _experts(config: Mapping[str, Any], family: str) -> Experts | None:
