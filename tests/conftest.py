@@ -57,3 +57,38 @@ def lsp_fixture(config: ClientServerConfig) -> Callable[[F], F]:
 
     decorator: Callable[[F], F] = pytest_lsp.fixture(config=config)
     return decorator
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        help="write the golden files (fixtures/diff/) from the code under test, and print each change",
+    )
+
+
+Golden = Callable[[Path, str], None]
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Golden:
+    """Compare `text` with the golden file at `path`; with --update-goldens, write it instead and
+    print the unified diff of what changed (review it, then commit it):
+
+        python -m pytest tests/test_diff.py --update-goldens -s && git diff fixtures/diff/
+    """
+    update = bool(request.config.getoption("--update-goldens"))
+
+    def check(path: Path, text: str) -> None:
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        if update:
+            if old != text:
+                import difflib
+
+                name = str(path.relative_to(ROOT))
+                print("".join(difflib.unified_diff(old.splitlines(True), text.splitlines(True), name, name)))
+                path.write_text(text, encoding="utf-8")
+            return
+        assert text == old, f"{path} differs: if the change is intended, run with --update-goldens"
+
+    return check

@@ -20,7 +20,7 @@ from modtrans.diff.render import render, summary
 from modtrans.workload.model import Workload
 from modtrans.workload.parse import parse
 from modtrans.workload.write import write
-from tests.conftest import CORPUS, ROOT
+from tests.conftest import CORPUS, ROOT, Golden
 
 Run = Callable[..., Result]
 RESNET = CORPUS / "astra-sim" / "Resnet50_DataParallel.txt"
@@ -233,14 +233,13 @@ def _report(first: Workload, reference: Workload, width: int, **options: object)
 
 
 @pytest.mark.parametrize("width", [80, 120])
-def test_golden_reports(tmp_path: Path, width: int) -> None:
+def test_golden_reports(tmp_path: Path, width: int, golden: Golden) -> None:
     from modtrans.pipeline import translate
 
     moved = _report(_read(_shortcut_after_conv3(tmp_path)), _read(RESNET), width)
     translated = _report(translate("resnet50", params="weights"), _read(RESNET), width)
     for name, text in (("moved", moved), ("translated", translated)):
-        golden = GOLDEN / f"resnet50_{name}_{width}.txt"
-        assert text == golden.read_text(), f"{golden} differs; regenerate it if the change is intended"
+        golden(GOLDEN / f"resnet50_{name}_{width}.txt", text)
         assert max(len(line) for line in text.splitlines()) <= width
 
 
@@ -317,11 +316,10 @@ def _mixed() -> tuple[Workload, Workload]:
 
 
 @pytest.mark.parametrize("width", [60, 80, 120])
-def test_golden_reports_never_cut_a_number(width: int) -> None:
+def test_golden_reports_never_cut_a_number(width: int, golden: Golden) -> None:
     first, reference = _mixed()
     text = _report(first, reference, width)
-    golden = GOLDEN / f"mixed_{width}.txt"
-    assert text == golden.read_text(), f"{golden} differs; regenerate it if the change is intended"
+    golden(GOLDEN / f"mixed_{width}.txt", text)
     assert max(len(line) for line in text.splitlines()) <= width
     whole = ["18446744073709551615", "+11.1%", "+1.84e+21%", "18446744073709552090"]
     whole += ["+18446744073709551614"] if width >= 120 else []  # delta: left out when narrow
