@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity
 from modtrans.workload import jsonform
@@ -53,7 +54,8 @@ ODD = ["\ufeff", "\0", "\u200f", "\uff11\uff12", "\r", "\r\n", "\f", "\v", "\u00
 
 
 def _tokens(text: str) -> list[tuple[int, int]]:
-    spans, start = [], None
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
     for i, c in enumerate(text):
         if c.isspace():
             if start is not None:
@@ -280,7 +282,7 @@ def _check_text(path: Path) -> list[str]:
 # -- workload JSON ------------------------------------------------------------------------------------
 
 
-def _json_seeds() -> list[dict]:  # type: ignore[type-arg]
+def _json_seeds() -> list[dict[str, Any]]:
     documents = []
     for text in _seeds():
         workload = parse(text).workload
@@ -289,12 +291,13 @@ def _json_seeds() -> list[dict]:  # type: ignore[type-arg]
     return documents
 
 
+WEIRD: list[object]  # mixed, so mypy cannot infer the element type
 WEIRD = [None, True, 1.0, -1, 2**64, 1e400, "", "a b", "a\n", "ep:", [], {}, [[[]]], "\u200f", 10**30]
 
 
 def _mutate_value(r: random.Random, document: object) -> object:
     """Replace one value somewhere in `document` by a weird one (or drop / add a key)."""
-    paths: list[tuple[object, object]] = []
+    paths: list[tuple[dict[Any, Any] | list[Any], Any]] = []
     stack = [document]
     while stack:
         item = stack.pop()
@@ -313,7 +316,7 @@ def _mutate_value(r: random.Random, document: object) -> object:
     elif choice < 0.2 and isinstance(container, dict):
         container[r.choice(["extra", "dlrm_last_bottom_layer", "policy", "x"])] = _weird(r)
     else:
-        container[key] = _weird(r)  # type: ignore[index]
+        container[key] = _weird(r)
     return document
 
 
@@ -618,16 +621,19 @@ def lsp_messages(seed: int, count: int) -> Iterator[LspMessage]:
         yield LspMessage(data, known)
 
 
-def _replies(stream: bytes) -> Iterator[dict]:  # type: ignore[type-arg]
+def _replies(stream: bytes) -> Iterator[dict[str, Any]]:
     """The server's messages (it frames them correctly)."""
     while stream:
         header, _, rest = stream.partition(b"\r\n\r\n")
-        length = int(re.search(rb"Content-Length: (\d+)", header).group(1))  # type: ignore[union-attr]
+        found = re.search(rb"Content-Length: (\d+)", header)
+        if found is None:
+            raise ValueError(f"a header without Content-Length: {header[:80]!r}")
+        length = int(found.group(1))
         yield json.loads(rest[:length])
         stream = rest[length:]
 
 
-def _inside(text: str, where: dict) -> bool:  # type: ignore[type-arg]
+def _inside(text: str, where: dict[str, Any]) -> bool:
     """Whether an LSP range lies in `text` as a client counts it (a lone CR ends a line too;
     characters in UTF-16 code units, the default encoding)."""
     lines = re.split(r"\r\n|\r|\n", text)
@@ -650,7 +656,7 @@ def check_lsp(seed: int, count: int) -> list[str]:
     import subprocess
     import sys
 
-    def message(body: dict) -> bytes:  # type: ignore[type-arg]
+    def message(body: dict[str, Any]) -> bytes:
         return _frame(json.dumps(body).encode())
 
     opening = message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})
@@ -689,7 +695,9 @@ def check_lsp(seed: int, count: int) -> list[str]:
             continue
         params = reply["params"]
         text = known.get((params["uri"], params.get("version")))
-        for diagnostic in params["diagnostics"] if text is not None else ():
+        if text is None:
+            continue
+        for diagnostic in params["diagnostics"]:
             if not _inside(text, diagnostic["range"]):
                 problems.append(
                     f"lsp: {diagnostic['code']} at {diagnostic['range']} is outside version "

@@ -44,9 +44,10 @@ def test_a_broken_round_trip_is_caught(tmp_path: Path, monkeypatch: pytest.Monke
     """The fuzzer's checks can fail: a writer that drops a layer is reported."""
     import dataclasses
 
-    real = fuzzing.write
+    from modtrans.workload.model import Dialect, Workload
+    from modtrans.workload.write import write as real  # the writer fuzzing.write is
 
-    def lossy(workload, dialect=None):  # type: ignore[no-untyped-def]
+    def lossy(workload: Workload, dialect: Dialect | str | None = None) -> str:
         return real(dataclasses.replace(workload, layers=workload.layers[1:]), dialect)
 
     monkeypatch.setattr(fuzzing, "write", lossy)
