@@ -5,7 +5,10 @@
     python bench/fuzz.py --seed 7 --jobs 2
 
 Cases are split into chunks over `--jobs` processes; every violation is printed with the seed
-and case index that reproduce it, then the counts per kind. A case that takes over 10 s is a
+and case index that reproduce it, then the counts per kind. Each LSP session is one server fed
+2,000 hostile messages (fuzzing.lsp_messages: bad bodies and params, garbage buffers, malformed
+framing); a traceback, a stderr line that is not a one-line report, a death, an unanswered hover
+or shutdown, or a diagnostic outside its text is a violation. A case that takes over 10 s is a
 violation too (it found a regex that backtracked for hours on a 1 MB layer line). Exit 1 when
 anything was found.
 """
