@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -219,13 +220,13 @@ def test_field_groups() -> None:
 # ------------------------------------------------------------------------------ golden reports
 
 
-def _report(first: Workload, reference: Workload, width: int, **options: object) -> str:
+def _report(first: Workload, reference: Workload, width: int, **options: Any) -> str:
     out = io.StringIO()
     console = Console(file=out, width=width, no_color=True, color_system=None, highlight=False)
     render(
         compare(first, reference, Options(**options)),
         console,
-        first="first.txt",  # type: ignore[arg-type]
+        first="first.txt",
         reference="reference.txt",
         max_rows=4,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import Result
@@ -17,8 +18,8 @@ from modtrans.workload.parse import parse
 Run = Callable[..., Result]
 
 
-def _ir(spec: str | Path, **options: object) -> ModelIR:
-    ir, found = pipeline.extract_checked(spec, **options)  # type: ignore[arg-type]
+def _ir(spec: str | Path, **options: Any) -> ModelIR:
+    ir, found = pipeline.extract_checked(spec, **options)
     assert ir is not None, [str(d) for d in found]
     return ir
 
@@ -100,7 +101,9 @@ def test_the_13b_tensor_parallel_message_is_a_block_output(run_cli: Run) -> None
         ),
     ],
 )
-def test_a_configuration_gives_the_ir_of_its_onnx_export(config: dict, onnx: str, tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_a_configuration_gives_the_ir_of_its_onnx_export(
+    config: dict[str, Any], onnx: str, tmp_path: Path
+) -> None:
     """The built-in gpt2 and bert-base are transformers exports of these default configurations
     (modtrans/zoo/manifest.json): parameters and every GEMM, matmul and norm's FLOPs are equal."""
     path = tmp_path / "config.json"
@@ -184,9 +187,9 @@ def _family(model_type: str, extra: dict, **keys: int) -> dict:  # type: ignore[
 @pytest.mark.parametrize(("model_type", "extra"), FAMILIES)
 def test_heads_that_do_not_split_the_hidden_size_are_a_model_that_cannot_exist(
     model_type: str,
-    extra: dict,
+    extra: dict[str, Any],
     tmp_path: Path,
-    run_cli: Run,  # type: ignore[type-arg]
+    run_cli: Run,
 ) -> None:
     """Every family: hidden 60 in 8 heads (7.5 dimensions each) is M801 naming both numbers, exit 2,
     unless the configuration gives head_dim (then the heads need not split it: Qwen3, Gemma)."""

@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import Result
@@ -42,7 +43,7 @@ MICRO, SEQ, HIDDEN, BYTES = 2, 16, 64, 2
 A = MICRO * SEQ * HIDDEN * BYTES  # one micro-batch's hidden activation: 4,096 bytes
 
 
-def _plan(tmp_path: Path, layout: Layout, config: dict = TOY) -> Plan:  # type: ignore[type-arg]
+def _plan(tmp_path: Path, layout: Layout, config: dict[str, Any] = TOY) -> Plan:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     layout = dataclasses.replace(layout, micro_batch=MICRO)  # the IR is one micro-batch of MICRO sequences
@@ -60,7 +61,7 @@ def _collectives(plan: Plan, rank: int = 0) -> list[Collective]:
     return [op for op in plan.program(rank) if isinstance(op, Collective)]
 
 
-def _names(plan: Plan, ops: list) -> list[str]:  # type: ignore[type-arg]
+def _names(plan: Plan, ops: list[Collective]) -> list[str]:
     return [plan.layers[op.layer].name for op in ops]
 
 
@@ -187,8 +188,8 @@ LAYOUTS = [
 
 @pytest.mark.parametrize(("config", "layout"), LAYOUTS)
 def test_every_layouts_traces_validate_and_conserve_work(
-    config: dict, layout: Layout, tmp_path: Path
-) -> None:  # type: ignore[type-arg]
+    config: dict[str, Any], layout: Layout, tmp_path: Path
+) -> None:
     plan = _plan(tmp_path, layout, config)
     outputs = chakra.files(plan, tmp_path / "t", tick_ns=1.0)
     traces = dict(outputs[:-1])

@@ -120,9 +120,9 @@ def test_every_malformed_frame_is_one_line_and_the_next_requests_are_answered() 
     assert "Traceback" not in stderr
     lines = stderr.splitlines()
     assert len(lines) == len(expected), stderr
-    for line, want in zip(lines, expected, strict=True):
-        assert line.startswith("modtrans lsp: ")
-        assert want in line, (want, line)
+    for reported, want in zip(lines, expected, strict=True):
+        assert reported.startswith("modtrans lsp: ")
+        assert want in reported, (want, reported)
     answered = _answered(_replies(done.stdout))
     for index, (name, piece, line) in enumerate(CASES):
         hover, symbols = answered[100 + 2 * index], answered[101 + 2 * index]

@@ -26,6 +26,12 @@ def _frame(message: dict[str, Any]) -> bytes:
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
+def _length(header: bytes) -> int:
+    found = re.search(rb"Content-Length: (\d+)", header)
+    assert found is not None, header
+    return int(found.group(1))
+
+
 def _session(*messages: dict[str, Any] | bytes, timeout: float = 60) -> tuple[list[dict[str, Any]], int, str]:
     """Send every message, close stdin, and return what the server said, its exit code, stderr."""
     raw = b"".join(m if isinstance(m, bytes) else _frame(m) for m in messages)
@@ -33,7 +39,7 @@ def _session(*messages: dict[str, Any] | bytes, timeout: float = 60) -> tuple[li
     replies, out = [], done.stdout
     while out:
         header, _, rest = out.partition(b"\r\n\r\n")
-        length = int(re.search(rb"Content-Length: (\d+)", header).group(1))  # type: ignore[union-attr]
+        length = _length(header)
         replies.append(json.loads(rest[:length]))
         out = rest[length:]
     return replies, done.returncode, done.stderr.decode()
@@ -70,12 +76,11 @@ def _published(text: str, encodings: list[str] | None = None) -> dict[str, Any]:
             header = b""
             while not header.endswith(b"\r\n\r\n"):
                 header += process.stdout.read(1)
-            length = int(re.search(rb"Content-Length: (\d+)", header).group(1))  # type: ignore[union-attr]
-            message = json.loads(process.stdout.read(length))
-            if message.get("method") == "textDocument/publishDiagnostics":
+            reply: dict[str, Any] = json.loads(process.stdout.read(_length(header)))
+            if reply.get("method") == "textDocument/publishDiagnostics":
                 process.stdin.write(_frame(SHUTDOWN) + _frame(EXIT))
                 process.stdin.close()
-                return message  # type: ignore[no-any-return]
+                return reply
 
 
 def test_requests_before_initialize_and_after_shutdown_get_errors() -> None:
