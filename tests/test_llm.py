@@ -167,7 +167,7 @@ FAMILIES = [  # (model_type, its extra keys)
 ]  # fmt: skip
 
 
-def _family(model_type: str, extra: dict, **keys: int) -> dict:  # type: ignore[type-arg]
+def _family(model_type: str, extra: dict[str, Any], **keys: int) -> dict[str, Any]:
     names = (
         ("n_embd", "n_head", "n_layer")
         if model_type == "gpt2"
@@ -209,7 +209,9 @@ def test_heads_that_do_not_split_the_hidden_size_are_a_model_that_cannot_exist(
         path.write_text(
             json.dumps(_family(model_type, extra, **{hidden_key: 60, heads_key: 8, "head_dim": 8}))
         )
-        assert _ir(path).layer("model.layers.0.self_attn.q_proj").gemm.n == 64  # type: ignore[union-attr]
+        gemm = _ir(path).layer("model.layers.0.self_attn.q_proj").gemm
+        assert gemm is not None
+        assert gemm.n == 64
 
 
 @pytest.mark.parametrize("model", BUILT_IN)
