@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ class TraceNode:
     attrs: dict[str, tuple[str | None, Any]]
 
     def where(self) -> str:
-        return f"node {self.id} ({self.name or 'unnamed'}, #{self.index})"
+        return where(self.id, self.name, self.index)
 
     def value(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, (None, default))[1]
@@ -84,9 +85,18 @@ def _varint(data: bytes, at: int) -> tuple[int, int] | None:
     return None
 
 
-def _attrs(message: Any) -> dict[str, tuple[str | None, Any]]:
+def where(id: int, name: str, index: int) -> str:
+    """How findings name a node: `node 12 (COMM_COLL_NODE_fc_ALLREDUCE, #12)`."""
+    return f"node {id} ({name or 'unnamed'}, #{index})"
+
+
+def attributes(message: Any, only: Collection[str] | None = None) -> dict[str, tuple[str | None, Any]]:
+    """A message's attributes, name -> (the oneof field holding the value, the value); the first
+    of a name wins, as ASTRA-sim's feeder finds it. `only`: these names, the others skipped."""
     out: dict[str, tuple[str | None, Any]] = {}
     for a in message.attr:
+        if only is not None and a.name not in only:
+            continue
         kind = a.WhichOneof("value")
         value = None if kind is None else getattr(a, kind)
         if kind is not None and kind.endswith("_list"):
@@ -104,7 +114,7 @@ def _node(body: bytes) -> tuple[Any, ...]:
     node = schema().Node()
     node.ParseFromString(body)
     deps = tuple(node.data_deps), tuple(node.ctrl_deps)
-    return node.id, node.name, node.type, *deps, node.duration_micros, _attrs(node)
+    return node.id, node.name, node.type, *deps, node.duration_micros, attributes(node)
 
 
 def read(data: bytes, path: str) -> Trace:
@@ -139,7 +149,7 @@ def read(data: bytes, path: str) -> Trace:
             if index < 0:
                 metadata = pb.GlobalMetadata()
                 metadata.ParseFromString(data[body : body + length])
-                trace.metadata = _attrs(metadata)
+                trace.metadata = attributes(metadata)
             else:
                 trace.nodes.append(TraceNode(index, at, *_node(data[body : body + length])))
         except DecodeError:

@@ -13,15 +13,18 @@ groups (T708, T714).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import glob
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of, read
+from modtrans.chakra.ranks import Node, Rank, Scanner, from_trace
+from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.fileio import read_binary
 
@@ -45,8 +48,28 @@ def check_set(
 ) -> list[Diagnostic]:
     """Every finding on the traces (path -> bytes) and their group file (None: no file);
     `complete=False`: the traces are a sample of a set, checked one by one, not across ranks."""
-    read_traces = [read(data, str(path)) for path, data in traces.items()]
-    return check_traces(read_traces, groups, groups_path, complete=complete)
+    with _collector_paused():
+        scanner = Scanner(one_trace)
+        found: list[Diagnostic] = []
+        ranks = []
+        for path, data in traces.items():
+            rank, alone = scanner.scan(data, str(path))
+            found += alone
+            ranks.append(rank)
+        return found + (across(ranks, groups, groups_path) if complete else [])
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off: a set's summaries are millions of small objects in no
+    cycle, and its passes over them took a fifth of a 1,024-rank validation, finding nothing."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def check_traces(
@@ -56,15 +79,25 @@ def check_traces(
     *,
     complete: bool = True,
 ) -> list[Diagnostic]:
-    found: list[Diagnostic] = []
-    for trace in traces:
-        if trace.problem is not None:
-            found.append(trace.problem)
-        found += _graph(trace)
-        found += _nodes(trace)
+    """check_set on traces already read."""
+    found = [d for trace in traces for d in one_trace(trace)]
     if not complete:
         return found
-    ranked = {t.rank: t for t in traces if t.rank is not None}
+    return found + across([from_trace(t) for t in traces], groups, groups_path)
+
+
+def one_trace(trace: Trace) -> list[Diagnostic]:
+    """The findings on one trace alone: its decoding, its graph, its nodes."""
+    return [*([trace.problem] if trace.problem else []), *_graph(trace), *_nodes(trace)]
+
+
+def across(ranks: Sequence[Rank], groups: bytes | str | None, groups_path: str | None) -> list[Diagnostic]:
+    """The findings across the ranks of a set, each cause before what it brings about: missing
+    ranks (T701) and the group file (T714, T708), then the collectives (T708, T707), then the
+    transfers (T706), which a rank that issues other collectives than its peers leaves unmatched
+    (a pipeline's stages cut differently, say)."""
+    found: list[Diagnostic] = []
+    ranked = {r.rank: r for r in ranks if r.rank is not None}
     if ranked:
         missing = [r for r in range(max(ranked) + 1) if r not in ranked]
         if missing:
@@ -79,9 +112,9 @@ def check_traces(
                 )
             )
     table = _groups(groups, groups_path, ranked, found)
-    whole = {r: t for r, t in ranked.items() if t.problem is None}  # a cut trace would only add noise
-    found += _transfers(whole)
+    whole = {r: t for r, t in ranked.items() if t.whole}  # a cut trace would only add noise
     found += _collectives(whole, table, set(ranked))
+    found += _transfers(whole)
     return found
 
 
@@ -242,7 +275,7 @@ def _elements(node: TraceNode) -> str | None:
 
 
 def _groups(
-    groups: bytes | str | None, path: str | None, ranked: Mapping[int, Trace], found: list[Diagnostic]
+    groups: bytes | str | None, path: str | None, ranked: Mapping[int, Rank], found: list[Diagnostic]
 ) -> Groups | None:
     if groups is None:
         return None
@@ -279,48 +312,33 @@ def _groups(
     return Groups(path, members)
 
 
-def _pg(node: TraceNode) -> int:
-    """The group a collective names: 0 for every rank ("" or "0" or absent, as ASTRA-sim reads it)."""
-    value = node.value("pg_name", "")
-    text = str(value).strip()
-    return int(text) if text.isdigit() else (0 if text == "" else -1)
-
-
-def _collectives(ranked: Mapping[int, Trace], table: Groups | None, present: set[int]) -> list[Diagnostic]:
+def _collectives(ranked: Mapping[int, Rank], table: Groups | None, present: set[int]) -> list[Diagnostic]:
     found: list[Diagnostic] = []
-    sequences: dict[int, dict[int, list[TraceNode]]] = defaultdict(dict)  # group -> rank -> nodes
+    sequences: dict[int, dict[int, list[tuple[int, Node]]]] = defaultdict(dict)  # group -> rank -> nodes
     unknown: Counter[tuple[str, str]] = Counter()
     for rank, trace in sorted(ranked.items()):
-        for node in trace.nodes:
-            if node.type != COLL:
-                continue
-            pg = _pg(node)
-            if pg < 0:
-                found.append(
-                    diagnostic(
-                        "T708",
-                        f"{node.where()}: pg_name {node.value('pg_name')!r} is no group id",
-                        path=trace.path,
-                    )
-                )
-                continue
-            if pg > 0:
-                if table is None:
-                    unknown[(trace.path, "no group file")] += 1
+        mine: dict[int, list[tuple[int, Node]]] = {}  # group -> its collectives on this rank
+        nodes = trace.nodes
+        for index in trace.collectives:
+            node = nodes[index]
+            sequence = mine.get(node.pg)
+            if sequence is None:  # the first of its group on this rank, or one that cannot run
+                pg = node.pg
+                if pg < 0:
+                    message = f"{node.where(index)}: pg_name {node.value('pg_name')!r} is no group id"
+                    found.append(diagnostic("T708", message, path=trace.path))
                     continue
-                if pg not in table.members:
-                    unknown[(trace.path, f"group {pg} is not in {table.path or 'the group file'}")] += 1
-                    continue
-                if rank not in table.members[pg]:
-                    found.append(
-                        diagnostic(
-                            "T708",
-                            f"{node.where()}: rank {rank} is not a member of group {pg}",
-                            path=trace.path,
-                        )
-                    )
-                    continue
-            sequences[pg].setdefault(rank, []).append(node)
+                if pg > 0:
+                    why = _unknown(pg, table)
+                    if why is not None:
+                        unknown[(trace.path, why)] += 1
+                        continue
+                    if table is not None and rank not in table.members[pg]:
+                        message = f"{node.where(index)}: rank {rank} is not a member of group {pg}"
+                        found.append(diagnostic("T708", message, path=trace.path))
+                        continue
+                sequence = mine[pg] = sequences[pg][rank] = []
+            sequence.append((index, node))
     for (path, why), count in unknown.items():
         found.append(
             diagnostic(
@@ -336,41 +354,50 @@ def _collectives(ranked: Mapping[int, Trace], table: Groups | None, present: set
     return found
 
 
+def _unknown(pg: int, table: Groups | None) -> str | None:
+    """Why group `pg` cannot be found (None: it is in the group file)."""
+    if table is None:
+        return "no group file"
+    return None if pg in table.members else f"group {pg} is not in {table.path or 'the group file'}"
+
+
 def _agree(
-    pg: int, members: Iterable[int], by_rank: Mapping[int, list[TraceNode]], ranked: Mapping[int, Trace]
+    pg: int,
+    members: Iterable[int],
+    by_rank: Mapping[int, list[tuple[int, Node]]],
+    ranked: Mapping[int, Rank],
 ) -> list[Diagnostic]:
     members = list(members)
     if not members:
         return []
     lead = members[0]
     reference = by_rank.get(lead, [])
+    keys = [node.key for _, node in reference]
     group = f"group {pg}" if pg else "the group of every rank"
     found = []
     for rank in members[1:]:
         mine = by_rank.get(rank, [])
-        for i, (a, b) in enumerate(zip(reference, mine, strict=False)):
-            key_a = (a.value("comm_type"), a.value("comm_size"))
-            key_b = (b.value("comm_type"), b.value("comm_size"))
-            if key_a != key_b:
+        if [node.key for _, node in mine] == keys:  # most ranks: nothing to tell
+            continue
+        for i, ((ia, a), (ib, b)) in enumerate(zip(reference, mine, strict=False)):
+            if a.key != b.key:
                 found.append(
                     diagnostic(
                         "T707",
-                        f"{b.where()}: collective {i + 1} of {group} is {_show(key_b)} here and "
-                        f"{_show(key_a)} on rank {lead} ({a.where()})",
+                        f"{b.where(ib)}: collective {i + 1} of {group} is {_show(b.key)} here and "
+                        f"{_show(a.key)} on rank {lead} ({a.where(ia)})",
                         path=ranked[rank].path,
                     )
                 )
                 break
         else:
-            if len(mine) != len(reference):
-                found.append(
-                    diagnostic(
-                        "T707",
-                        f"rank {rank} issues {len(mine)} collective(s) in {group}, "
-                        f"rank {lead} {len(reference)}",
-                        path=ranked[rank].path,
-                    )
+            found.append(
+                diagnostic(
+                    "T707",
+                    f"rank {rank} issues {len(mine)} collective(s) in {group}, rank {lead} {len(reference)}",
+                    path=ranked[rank].path,
                 )
+            )
     return found
 
 
@@ -379,24 +406,34 @@ def _show(key: tuple[object, object]) -> str:
     return f"{NAMES.get(kind, kind) if isinstance(kind, int) else kind} of {size} bytes"
 
 
-def _transfers(ranked: Mapping[int, Trace]) -> list[Diagnostic]:
-    sends: dict[tuple[int, int, int, int], list[tuple[Trace, TraceNode]]] = defaultdict(list)
-    recvs: dict[tuple[int, int, int, int], list[tuple[Trace, TraceNode]]] = defaultdict(list)
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+_Sent = tuple[Rank, int, Node, tuple[Any, Any, Any, Any]]  # the rank, the node's index, the node, its key
+
+
+def _transfers(ranked: Mapping[int, Rank]) -> list[Diagnostic]:
+    sends: dict[tuple[Any, ...], list[_Sent]] = defaultdict(list)
+    recvs: dict[tuple[Any, ...], list[_Sent]] = defaultdict(list)
     for rank, trace in ranked.items():
-        for node in trace.nodes:
-            if node.type not in (SEND, RECV):
-                continue
+        for index in trace.transfers:
+            node = trace.nodes[index]
             src = node.value("comm_src", rank)
             dst = node.value("comm_dst", rank)
             key = (node.value("comm_tag", -1), src, dst, node.value("comm_size", 0))
-            (sends if node.type == SEND else recvs)[key].append((trace, node))
+            (sends if node.type == SEND else recvs)[tuple(map(_hashable, key))].append(
+                (trace, index, node, key)
+            )
     found = []
     for mine, theirs, what, partner in ((sends, recvs, "send", "receive"), (recvs, sends, "receive", "send")):
-        for key, items in mine.items():
-            extra = len(items) - len(theirs.get(key, []))
-            for trace, node in items[len(items) - extra :] if extra > 0 else []:
+        for items in mine.values():
+            first = items[0][3]
+            extra = len(items) - len(theirs.get(tuple(map(_hashable, first)), []))
+            for trace, index, node, key in items[len(items) - extra :] if extra > 0 else []:
                 tag, src, dst, size = key
-                close = [k for k in theirs if k[1:3] == (src, dst) and k != key]
+                here = tuple(map(_hashable, key))
+                close = [k for k in theirs if k[1:3] == here[1:3] and k != here]
                 hint = (
                     f"the {partner}s from {src} to {dst} have (tag, size) {[(k[0], k[3]) for k in close[:3]]}"
                     if close
@@ -405,7 +442,7 @@ def _transfers(ranked: Mapping[int, Trace]) -> list[Diagnostic]:
                 found.append(
                     diagnostic(
                         "T706",
-                        f"{node.where()}: {what} of {size} bytes, {src} -> {dst}, tag {tag}, "
+                        f"{node.where(index)}: {what} of {size} bytes, {src} -> {dst}, tag {tag}, "
                         f"has no matching {partner}",
                         path=trace.path,
                         hint=hint,
@@ -439,21 +476,33 @@ def validate_paths(paths: Iterable[Path], comm_groups: Path | None = None) -> tu
     found: list[Diagnostic] = []
     checked = 0
     for prefix, members in expand(paths).items():
-        traces: dict[str, bytes] = {}
-        for path in dict.fromkeys(members):
-            data, problem = read_binary(path)
-            if data is None:
-                found += [problem] if problem else []
-            else:
-                traces[str(path)] = data
-        checked += len(traces)
-        groups_path = comm_groups or Path(f"{prefix}.comm_groups.json")
-        groups = None
-        if comm_groups is not None or _exists(groups_path):
-            groups, problem = read_binary(groups_path)
-            found += [problem] if problem else []
-        found += check_set(traces, groups, str(groups_path))
+        with _collector_paused():
+            in_set, count = _validate_set(prefix, members, comm_groups)
+        found += in_set
+        checked += count
     return found, checked
+
+
+def _validate_set(prefix: str, members: list[Path], comm_groups: Path | None) -> tuple[list[Diagnostic], int]:
+    """One set, its files read one at a time: a rank's bytes are dropped once the scanner has
+    taken what the checks across ranks need (ranks.py)."""
+    found: list[Diagnostic] = []
+    scanner = Scanner(one_trace)
+    ranks = []
+    for path in dict.fromkeys(members):
+        data, problem = read_binary(path)
+        if data is None:
+            found += [problem] if problem else []
+            continue
+        rank, alone = scanner.scan(data, str(path))
+        found += alone
+        ranks.append(rank)
+    groups_path = comm_groups or Path(f"{prefix}.comm_groups.json")
+    groups = None
+    if comm_groups is not None or _exists(groups_path):
+        groups, problem = read_binary(groups_path)
+        found += [problem] if problem else []
+    return found + across(ranks, groups, str(groups_path)), len(ranks)
 
 
 def _exists(path: Path) -> bool:
