@@ -279,3 +279,19 @@ def test_the_hostile_generator_holds_every_framing_problem() -> None:
         assert problem in wire
     assert re.search(rb"Content-Length: \d+\n\n", wire)
     assert sum(m.known is not None for m in messages) > 50
+
+
+@pytest.mark.parametrize("closed", [0, 1])
+def test_a_closed_stdin_or_stdout_is_one_line(closed: int) -> None:
+    """Started with `<&-` or `>&-` (Python then has no sys.stdin or sys.stdout)."""
+    import os
+
+    def close() -> None:
+        os.close(closed)
+
+    pipe = subprocess.PIPE
+    done = subprocess.run(
+        SERVER, stdin=pipe, stdout=pipe, stderr=pipe, preexec_fn=close, timeout=60, check=False
+    )
+    assert done.stderr.decode() == "modtrans lsp: standard input or output is closed: no client to serve\n"
+    assert done.returncode == 1

@@ -49,6 +49,7 @@ MAX_MESSAGE_BYTES = 256 << 20  # a 100,000-layer buffer is about 6 MB
 MAX_HEADER_LINE = 8 << 10  # bytes: LSP's headers are two short lines
 MAX_HEADER_LINES = 32
 READ_BYTES = 1 << 16
+MAX_READ_BYTES = 4 << 20  # one read of a large body (a read allocates what it asks for)
 
 
 @dataclass(frozen=True)
@@ -485,7 +486,7 @@ class Frames:
         """Read more into the buffer; False at the end of the stream."""
         if self._ended:
             return False
-        chunk = await self._read(max(wanted, READ_BYTES))
+        chunk = await self._read(min(max(wanted, READ_BYTES), MAX_READ_BYTES))
         if not chunk:
             self._ended = True
             return False
@@ -519,8 +520,10 @@ class Frames:
         may end in one (junk glued to a frame): only its first byte is given up; otherwise the
         block up to the offending line is."""
         while True:  # blank lines between messages: some clients end a body with CRLF
-            stripped = self._buffer.lstrip(b"\r\n")
-            del self._buffer[: len(self._buffer) - len(stripped)]
+            blank = 0
+            while blank < len(self._buffer) and self._buffer[blank] in b"\r\n":
+                blank += 1
+            del self._buffer[:blank]
             if self._buffer:
                 break
             if not await self._fill():
@@ -680,6 +683,9 @@ def run(*, tcp: tuple[str, int] | None = None, dialect: str | None = None) -> No
     try:
         if tcp is not None:
             asyncio.run(tcp_server(*tcp))
+        elif sys.stdin is None or sys.stdout is None:  # started with `<&-` or `>&-`
+            log.error("standard input or output is closed: no client to serve")
+            raise SystemExit(1)
         else:
             server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
             asyncio.run(_serve(_Stdin(sys.stdin.fileno()).read, stop))
