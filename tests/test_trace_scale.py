@@ -51,6 +51,7 @@ def reference(traces: Mapping[str, bytes], groups: bytes | None, groups_path: st
                     hint="ASTRA-sim stops: `workload file: PREFIX.N.et does not exist`",
                 )
             )
+    # Traces where Ranks are meant: _groups reads only the rank numbers, the keys
     table = groups_of(groups, groups_path, ranked, found)  # type: ignore[arg-type]
     whole = {r: t for r, t in ranked.items() if t.problem is None}
     found += _collectives(whole, table, set(ranked))
