@@ -7,8 +7,13 @@ Run by hand: `python bench/bench_llm.py [--npus 1024]`. In a temporary folder it
       every stage's representative trace checked node by node, the plan checked across ranks)
 
 and, as the baseline measured in the same run, a Python process that writes files of the same
-names and sizes with a plain `open(...).write(bytes)` loop. Each in a fresh subprocess; wall time
-and peak RSS (getrusage of the child). Target (issue 14): under 10 s and 1 GB.
+names and sizes with a plain `open(...).write(bytes)` loop; then
+
+  modtrans validate DIR/l     (every rank's trace checked, and the set across its ranks)
+
+against a Python process reading every file of the set with a plain `open(...).read()` loop. Each
+in a fresh subprocess; wall time and peak RSS (getrusage of the child). Targets: translate under
+10 s and 1 GB (issue 14); validate under 10 s and 500 MB (issue 22; was 26-42 s and 2.2 GB).
 """
 
 from __future__ import annotations
@@ -28,6 +33,15 @@ for line in Path(sys.argv[1]).read_text().splitlines():
     name, size = line.rsplit(" ", 1)
     with open(name, "wb") as out:
         out.write(bytes(int(size)))
+"""
+
+_READ = r"""
+import sys
+from pathlib import Path
+total = 0
+for path in sorted(Path(sys.argv[1]).glob("l.*")):
+    with open(path, "rb") as handle:
+        total += len(handle.read())
 """
 
 
@@ -58,12 +72,17 @@ def main() -> None:
         listing = folder / "sizes.txt"
         listing.write_text("".join(f"{folder / ('copy-' + p.name)} {p.stat().st_size}\n" for p in files))
         plain, plain_rss = _run([sys.executable, "-c", _PLAIN, str(listing)])
+        read, read_rss = _run([sys.executable, "-c", _READ, str(folder)])
+        check, check_rss = _run([sys.executable, "-m", "modtrans", "validate", str(folder / "l")])
     ranks = options.tp * options.pp * options.dp
     layout = f"TP{options.tp} x PP{options.pp} x DP{options.dp}"
     print(f"llama-3-70b {layout} = {ranks} ranks: {len(files)} files, {total / 1e9:.2f} GB")
     print(f"baseline, a plain loop writing the same bytes: {plain:6.2f} s, {plain_rss:6.0f} MB peak")
     print(f"modtrans translate --format chakra-et:          {ours:6.2f} s, {ours_rss:6.0f} MB peak")
     print(f"ratio to the baseline: {ours / plain:.1f}x the time (target: whole process < 10 s, < 1 GB)")
+    print(f"baseline, a plain loop reading every file:     {read:6.2f} s, {read_rss:6.0f} MB peak")
+    print(f"modtrans validate of the set:                   {check:6.2f} s, {check_rss:6.0f} MB peak")
+    print(f"ratio to the baseline: {check / read:.1f}x the time (target: whole process < 10 s, < 500 MB)")
 
 
 if __name__ == "__main__":

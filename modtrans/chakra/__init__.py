@@ -3,6 +3,8 @@
 schema.py    Chakra's et_def.proto messages, declared on protobuf (no Chakra package needed)
 write.py     Plan -> one trace per rank and the communicator-group file
 read.py      trace files -> nodes (positioned failures for files that are not traces)
+ranks.py     trace files -> what the checks across ranks read, a rank at a time, each distinct
+             node decoded once
 validate.py  trace-set checks across ranks (modtrans validate run.*.et)
 """
 
