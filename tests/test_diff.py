@@ -17,6 +17,7 @@ from typer.testing import Result
 
 from modtrans.diff import GROUPS, Options, compare, parse_fields
 from modtrans.diff.align import align
+from modtrans.diff.conventions import Gemms, contradictions, gemm_shapes
 from modtrans.diff.render import render, summary
 from modtrans.workload.model import Workload
 from modtrans.workload.parse import parse
@@ -220,26 +221,36 @@ def test_field_groups() -> None:
 # ------------------------------------------------------------------------------ golden reports
 
 
-def _report(first: Workload, reference: Workload, width: int, **options: Any) -> str:
+def _report(
+    first: Workload,
+    reference: Workload,
+    width: int,
+    shapes: dict[str, dict[str, Gemms]] | None = None,
+    **options: Any,
+) -> str:
     out = io.StringIO()
     console = Console(file=out, width=width, no_color=True, color_system=None, highlight=False)
+    diff = compare(first, reference, Options(**options))
     render(
-        compare(first, reference, Options(**options)),
+        diff,
         console,
         first="first.txt",
         reference="reference.txt",
         max_rows=4,
+        contradictions=None if shapes is None else contradictions(diff, reference, shapes),
     )
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
 
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_golden_reports(tmp_path: Path, width: int, golden: Golden) -> None:
-    from modtrans.pipeline import translate
+    from modtrans.pipeline import extract, translate
 
     moved = _report(_read(_shortcut_after_conv3(tmp_path)), _read(RESNET), width)
     translated = _report(translate("resnet50", params="weights"), _read(RESNET), width)
-    for name, text in (("moved", moved), ("translated", translated)):
+    ours = translate("resnet50", params="weights", compute="astra-sim-reference")
+    like = _report(ours, _read(RESNET), width, gemm_shapes(extract("resnet50")), ignore_names=True)
+    for name, text in (("moved", moved), ("translated", translated), ("like", like)):
         golden(GOLDEN / f"resnet50_{name}_{width}.txt", text)
         assert max(len(line) for line in text.splitlines()) <= width
 
@@ -420,3 +431,123 @@ def test_the_moved_layers_are_the_same_layer_of_every_stage() -> None:
             diff = compare(ours, _read(RESNET), Options(fields=GROUPS["comm"], ignore_names=ignore_names))
             moved = sorted(str(row.name_a) for row in diff.layers if row.moved)
             assert moved == [f"layer{s}.0.downsample.0" for s in (1, 2, 3, 4)], (params, ignore_names)
+
+
+# ------------------------------------------------------------- the reference contradicting itself
+
+
+def _reference_classes() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The compute cells where ASTRA-sim's reference differs from our astra-sim-reference model,
+    split in (a) those whose GEMM shape the file gives two or more values, (b) the rest. Computed
+    from the file and the IR alone: the reference lists each stage's shortcut conv before its first
+    block (the layers pair by weight size), a phase's GEMM is the forward's permuted as ASTRA-sim's
+    generator did (forward (M,K,N), input gradient (M,N,K), weight gradient (K,M,N))."""
+    from modtrans.cost.systolic import reference_ws
+    from modtrans.ir.document import Gemm
+    from modtrans.pipeline import extract
+
+    rows = [line.split() for line in RESNET.read_text().splitlines()[2:] if line.strip()]
+    order: list[tuple[str, Gemm]] = []
+    for layer in extract("resnet50").layers:
+        if layer.gemm is None:
+            continue
+        stage = layer.name.split(".")[0]
+        if layer.name.endswith("downsample.0"):
+            at = next(i for i, (name, _) in enumerate(order) if name.startswith(f"{stage}.0."))
+            order.insert(at, (layer.name, layer.gemm))
+        else:
+            order.append((layer.name, layer.gemm))
+    assert len(order) == len(rows) == 54
+    cells = []  # (reference layer, phase, permuted shape, value in the file)
+    for (_, g), row in zip(order, rows, strict=True):
+        assert int(row[10]) == 4 * g.k * g.n  # the weight gradient's bytes: the pairing holds
+        for phase, column, shape in (
+            ("fwd", 2, (g.m, g.k, g.n)),
+            ("ig", 5, (g.m, g.n, g.k)),
+            ("wg", 8, (g.k, g.m, g.n)),
+        ):
+            cells.append((row[0], phase, shape, int(row[column])))
+    values: dict[tuple[int, int, int], set[int]] = {}
+    for *_, shape, value in cells:
+        values.setdefault(shape, set()).add(value)
+    differing = [c for c in cells if reference_ws(*c[2]) != c[3]]
+    a = [(name, phase) for name, phase, shape, _ in differing if len(values[shape]) > 1]
+    b = [(name, phase) for name, phase, shape, _ in differing if len(values[shape]) == 1]
+    return a, b
+
+
+def test_the_reference_contradicts_itself_on_7_of_its_25_differing_cells(run_cli: Run) -> None:
+    a, b = _reference_classes()
+    assert (len(a), len(b)) == (7, 18)
+    assert ("layer_128_4_conv3", "fwd") in a  # 784x128x512: 2336 in six cells, 3146 here
+    assert ("layer_256_2_conv1", "fwd") in b  # 196x1024x256: 3539 wherever it occurs, 2832 ours
+    result = run_cli("diff", "resnet50", RESNET, "--like")
+    assert result.exit_code == 1  # the files do differ
+    out = " ".join(result.stdout.split())
+    assert "7 of the 25 differing compute cells with a known GEMM shape are where the reference" in out
+    assert "the other 18 are consistent within the reference" in out
+    assert "The files still differ (exit 1)" in out
+    assert out.count("the reference gives this GEMM shape 2 different values") == 7
+    assert "(layer_128_1_conv3 fwd_compute: 2336 in 6 cells, layer_128_4_conv3 fwd_compute: 3146)" in out
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    document = json.loads(run_cli("diff", "resnet50", RESNET, "--like", "-f", "json").stdout)
+    found = document["reference_contradicts_itself"]
+    assert found["differing_compute_cells"] == 25
+    named = {(c["reference"], c["field"].split("_")[0]) for c in found["cells"]}
+    assert named == set(a)
+    # two workload files: no GEMM shapes, no such claim
+    both_files = json.loads(run_cli("diff", RESNET, RESNET, "-f", "json").stdout)
+    assert both_files["reference_contradicts_itself"] is None
+
+
+def _synthetic(tmp_path: Path, second: int) -> tuple[Path, Path]:
+    """A model of two linear layers side by side (both 1x64 by 64x32: the same GEMMs) and a
+    reference that gives the first's forward 6 and the second's `second`, near our roofline times
+    (and its update times no tenth of the weight gradient's): no conventions to explain first."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(np.ones((64, 32), dtype=np.float32), f"w{i}") for i in (1, 2)]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["y"], name="fc1"),
+        helper.make_node("MatMul", ["x", "w2"], ["z"], name="fc2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "two",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 32]) for y in "yz"],
+        initializer=weights,
+    )
+    model = tmp_path / "two.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    row = "{name}\t-1\t{f}\tNONE\t0\t1\tNONE\t0\t6\tALLREDUCE\t8192\t5\n"
+    reference = tmp_path / "reference.txt"
+    reference.write_text("DATA\n2\n" + row.format(name="fc1", f=6) + row.format(name="fc2", f=second))
+    return model, reference
+
+
+@pytest.mark.parametrize("second", [7, 6])
+def test_a_note_only_where_the_reference_gives_one_shape_two_values(
+    run_cli: Run, tmp_path: Path, second: int
+) -> None:
+    model, reference = _synthetic(tmp_path, second)
+    args = ("diff", model, reference, "--params", "weights", "--fields", "compute")
+    result = run_cli(*args)
+    assert result.exit_code == 1, result.stdout  # roofline times: every compute cell differs
+    out = " ".join(result.stdout.split())
+    found = json.loads(run_cli(*args, "-f", "json").stdout)["reference_contradicts_itself"]
+    assert found["differing_compute_cells"] == 6
+    if second == 6:  # one value for the shape: nothing to say
+        assert "contradicts itself" not in out
+        assert found["cells"] == []
+        return
+    assert "2 of the 6 differing compute cells" in out
+    assert "- fc1 fwd_compute (1x64x32): the reference gives this GEMM shape 2 different values" in out
+    assert "(fc1 fwd_compute: 6, fc2 fwd_compute: 7)" in out
+    assert "The files still differ (exit 1)" in out
+    assert [(c["first"], c["field"]) for c in found["cells"]] == [
+        ("fc1", "fwd_compute"),
+        ("fc2", "fwd_compute"),
+    ]

@@ -126,7 +126,14 @@ def diff(
     if like and reference_side.workload is not None:  # the first side follows the reference
         params, compute, _ = _conventions_of(reference_side.workload, params, compute)
         options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
-    sides = [pipeline.workload_or_model(first, options, cache=lines), reference_side]
+    gemms: dict[str, dict[str, conventions.Gemms]] | None = None  # the first side's, when a model
+    if pipeline.reads_as_workload(first):
+        first_side = pipeline.workload_or_model(first, options, cache=lines)
+    else:  # translated here: its IR's GEMM shapes find where the reference contradicts itself
+        translated = pipeline.translate_checked(first, options)
+        first_side = pipeline.Side(translated.workload, translated.diagnostics, lambda _: None)
+        gemms = conventions.gemm_shapes(translated.ir) if translated.ir is not None else None
+    sides = [first_side, reference_side]
     problems = [d for side in sides for d in side.diagnostics if d.severity == 1]
     if problems or any(side.workload is None for side in sides):
         sources = {spec: side.line for spec, side in zip((first, reference), sides, strict=True)}
@@ -146,12 +153,14 @@ def diff(
     result = comparison.compare(a, b, compared)
     findings = conventions.explain(a, b, result)
     advice = _like_with_like(first, reference, findings) if findings else None
+    contradicted = None if gemms is None else conventions.contradictions(result, b, gemms)
     from modtrans.diff import render as diff_render  # rich: only the command that prints with it
 
     if fmt == "json":
         document = diff_render.to_json(result, first=first, reference=reference)
         document["conventions"] = [{"difference": f.what, "option": f.option} for f in findings]
         document["compare_like_with_like"] = advice
+        document["reference_contradicts_itself"] = diff_render.contradictions_json(contradicted)
         sys.stdout.write(json.dumps(document, indent=1) + "\n")
     elif fmt == "github":
         report.emit(diff_render.to_diagnostics(result, first=first), Format.GITHUB, stream=sys.stdout)
@@ -159,7 +168,14 @@ def diff(
         console = report.console(sys.stdout, color=False if no_color else None)
         rows = max_rows if max_rows is not None else (10 if findings else 100)
         diff_render.render(
-            result, console, first=first, reference=reference, max_rows=rows, findings=findings, advice=advice
+            result,
+            console,
+            first=first,
+            reference=reference,
+            max_rows=rows,
+            findings=findings,
+            advice=advice,
+            contradictions=contradicted,
         )
     raise typer.Exit(0 if result.equivalent else 1)
 

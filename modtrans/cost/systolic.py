@@ -6,9 +6,13 @@ astra-sim-reference (weight stationary, R x C, default 256 x 256):
 
 per tile of the K x N weights: min(K, R) cycles of weight fill, M of streaming, C of drain. It
 reproduces 137 of the 162 compute cells and all 54 update times (update = round(wg / 10), half up)
-of ASTRA-sim's Resnet50_DataParallel.txt; the other 25 cells are quirks of that file that no
-function of the GEMM shape can produce (../shared/reference/compute-model.md, sections 4-5). As in
-that file, layers without a GEMM cost nothing and the first layer's input gradient is computed.
+of ASTRA-sim's Resnet50_DataParallel.txt (../shared/reference/compute-model.md, sections 4-5). Of
+the other 25 cells, 7 are where that file gives one GEMM shape (in the phase's permutation) two
+values, which no function of the shape can produce: 784x128x512 is 2336 in six cells and 3146 in
+layer_128_4_conv3's forward. The other 18 are consistent within the file, only not this closed
+form: 196x1024x256 is 3539 in all 11 of its cells, 2832 here. (tests/test_diff.py measures both
+from the file and the IR; `modtrans diff MODEL REFERENCE` names the first kind.) As in that file,
+layers without a GEMM cost nothing and the first layer's input gradient is computed.
 
 scalesim-v3 (exact "Total Cycles" of SCALE-Sim v3.0.0 in GEMM mode without memory stalls,
 verified against real runs on 56 GEMMs; compute-model.md section 6):

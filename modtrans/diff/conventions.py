@@ -4,16 +4,24 @@ A translated model and a hand-made reference usually differ in convention, not i
 which layers exist (a layer per trainable tensor group, or per weight only), which compute model
 made the times, how layers are named. `detect` reads a workload's conventions from its content;
 `explain` says in a line each where two workloads part, with the option that compares like with
-like. Pure: no rich, no I/O.
+like. `contradictions` finds, given the GEMM shapes of the first side (a translated model), the
+differing compute cells where the reference contradicts itself: it gives that GEMM shape other
+values elsewhere, so no function of the shape (ours or any) matches the reference there. Pure: no
+rich, no I/O.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from modtrans.diff.compare import WorkloadDiff
-from modtrans.workload.model import Workload
+from modtrans.workload.model import Layer, Workload
+
+if TYPE_CHECKING:
+    from modtrans.ir.document import ModelIR
 
 _NORM = re.compile(r"(^|[._/])(bn|ln|norm|layernorm|batchnorm|layer_norm|ln_f)\d*($|[._/])", re.IGNORECASE)
 
@@ -116,3 +124,98 @@ def _scale(diff: WorkloadDiff) -> float | None:
         return None
     ratio = first / reference
     return ratio if ratio > 2 or ratio < 0.5 else None
+
+
+# --------------------------------------------------------------------- the reference's own contradictions
+
+Gemms = tuple[tuple[int, int, int, int], ...]
+"""The GEMMs one phase of a layer computes: (M, K, N, count) each, in that phase's permutation
+(forward (M,K,N), input gradient (M,N,K), weight gradient (K,M,N) of the forward GEMM; gemm.py)."""
+
+COMPUTE_FIELDS = ("fwd_compute", "ig_compute", "wg_compute")
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One value the reference gives a GEMM shape: the first reference cell with it, and how many."""
+
+    layer: str
+    field: str
+    value: int
+    cells: int
+
+
+@dataclass(frozen=True, slots=True)
+class Contradiction:
+    """A differing compute cell whose GEMM shape the reference gives two or more values."""
+
+    first: str  # the layer on the first side (as in the table)
+    reference: str  # its partner in the reference
+    field: str
+    gemms: Gemms
+    values: tuple[Source, ...]  # one per distinct value, in reference order
+
+
+@dataclass(frozen=True, slots=True)
+class Contradictions:
+    cells: int  # differing compute cells whose GEMM shape is known
+    found: tuple[Contradiction, ...]  # those where the reference contradicts itself
+
+
+def gemm_shapes(ir: ModelIR) -> dict[str, dict[str, Gemms]]:
+    """Layer name -> compute field -> the GEMMs of that phase (layers without a GEMM: absent)."""
+    from modtrans.cost.gemm import phase_gemms
+
+    out: dict[str, dict[str, Gemms]] = {}
+    for layer in ir.layers:
+        gemms = phase_gemms(layer)
+        if gemms is None:
+            continue
+        phases = (gemms.forward, gemms.input_grad, gemms.weight_grad)
+        out[layer.name] = {
+            name: tuple((s.m, s.k, s.n, s.count) for s in phase)
+            for name, phase in zip(COMPUTE_FIELDS, phases, strict=True)
+            if phase
+        }
+    return out
+
+
+def _compute(layer: Layer, name: str) -> int:
+    phase = {"fwd_compute": layer.fwd, "ig_compute": layer.input_grad, "wg_compute": layer.weight_grad}
+    return phase[name].compute_time
+
+
+def contradictions(
+    diff: WorkloadDiff, reference: Workload, shapes: Mapping[str, Mapping[str, Gemms]]
+) -> Contradictions:
+    """The differing compute cells whose GEMM shape (from `shapes`, the first side's, carried to
+    each reference layer by the pairing) the reference gives two or more values in any phase."""
+    # (first index, reference index, first name, reference name) of each pair with known shapes
+    paired = sorted(
+        (r.b, r.a, r.name_a, r.name_b or "")
+        for r in diff.layers
+        if r.a is not None and r.b is not None and r.name_a is not None and r.name_a in shapes
+    )
+    given: dict[Gemms, dict[int, list[tuple[str, str]]]] = {}  # shape -> value -> reference cells
+    for b, _, name_a, _ in paired:  # in reference order
+        layer = reference.layers[b]
+        for name, shape in shapes[name_a].items():
+            given.setdefault(shape, {}).setdefault(_compute(layer, name), []).append((layer.name, name))
+    differing = {r.a: r.fields for r in diff.layers if r.a is not None and r.b is not None}
+    cells, found = 0, []
+    for _, a, name_a, name_b in sorted(paired, key=lambda p: p[1]):  # in the table's order
+        for f in differing[a]:
+            known = shapes[name_a].get(f.field)
+            if known is None:
+                continue
+            cells += 1
+            values = given[known]
+            if len(values) > 1:
+                sources = tuple(Source(*where[0], value, len(where)) for value, where in values.items())
+                found.append(Contradiction(name_a, name_b, f.field, known, sources))
+    return Contradictions(cells, tuple(found))
+
+
+def shape_text(gemms: Gemms) -> str:
+    """784x128x512; a repeated GEMM as 2 x 56x9x1; several joined by +."""
+    return " + ".join(f"{f'{c} x ' if c > 1 else ''}{m}x{k}x{n}" for m, k, n, c in gemms)

@@ -2,13 +2,16 @@
 
 The text report reads top-down: a one-line summary, header differences, moved blocks, a table of
 only the differing layers (one row per differing field, the changed value highlighted) and the
-totals per phase on both sides with their ratio. It fits an 80-column CI log: numbers never wrap,
-long layer names fold.
+totals per phase on both sides with their ratio. When the first side's GEMM shapes are known (a
+translated model), a note after the table names the differing compute cells where the reference
+contradicts itself (it gives that GEMM shape other values elsewhere). It fits an 80-column CI log:
+numbers never wrap, long layer names fold.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -18,7 +21,7 @@ from rich.text import Text
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
 from modtrans.diff.compare import FieldDiff, LayerDiff, WorkloadDiff
-from modtrans.diff.conventions import Finding
+from modtrans.diff.conventions import Contradictions, Finding, shape_text
 
 _STATUS_STYLE = {
     "added": "green",
@@ -71,6 +74,7 @@ def render(
     max_rows: int = 100,
     findings: Sequence[Finding] = (),
     advice: str | None = None,
+    contradictions: Contradictions | None = None,
 ) -> None:
     verdict = "equivalent" if diff.equivalent else "different"
     console.print(Text(f"{first} vs {reference} (reference): {verdict}", style="bold"))
@@ -93,7 +97,54 @@ def render(
         console.print(_table(rows, max_rows, diff.options.ignore_names, console.width))
         if max_rows and len(rows) > max_rows:
             console.print(f"... {len(rows) - max_rows} more differing layers (--max-rows 0 shows all)")
+    if contradictions is not None and contradictions.found and not findings:  # else: --like first
+        console.print(Text(contradiction_note(contradictions, max_rows, console.width), style="yellow"))
     console.print(_totals(diff, console.width))
+
+
+def contradiction_note(found: Contradictions, max_rows: int = 0, width: int = 80) -> str:
+    """Which differing compute cells the reference contradicts itself on, wrapped to `width`."""
+    n, total = len(found.found), found.cells
+    head = (
+        f"{n} of the {total} differing compute cells with a known GEMM shape are where the reference "
+        "contradicts itself: it gives that shape (M x K x N as the phase computes it) other values "
+        f"elsewhere, so no function of the shape matches it there; the other {total - n} are "
+        "consistent within the reference. The files still differ (exit 1)."
+    )
+    lines = textwrap.wrap(head, width, break_on_hyphens=False)
+    for c in found.found[: max_rows or None]:
+        values = ", ".join(
+            f"{s.layer} {s.field}: {s.value}{f' in {s.cells} cells' if s.cells > 1 else ''}" for s in c.values
+        )
+        item = (
+            f"- {c.first} {c.field} ({shape_text(c.gemms)}): the reference gives this GEMM shape "
+            f"{len(c.values)} different values ({values})"
+        )
+        lines += textwrap.wrap(
+            item, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+        )
+    if max_rows and n > max_rows:
+        lines.append(f"  ... {n - max_rows} more (--max-rows 0 shows all)")
+    return "\n".join(lines)
+
+
+def contradictions_json(found: Contradictions | None) -> dict[str, Any] | None:
+    """The note's facts: None when the GEMM shapes are unknown (two workload files)."""
+    if found is None:
+        return None
+    return {
+        "differing_compute_cells": found.cells,
+        "cells": [
+            {
+                "first": c.first,
+                "reference": c.reference,
+                "field": c.field,
+                "gemms": [list(g) for g in c.gemms],
+                "values": [dataclasses.asdict(s) for s in c.values],
+            }
+            for c in found.found
+        ],
+    }
 
 
 def _moves(diff: WorkloadDiff) -> list[str]:
