@@ -327,6 +327,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def utf8(data: bytes) -> tuple[str | None, str | None]:
+    """`data` as UTF-8 text, or None and the reason in words (the byte and its offset), never the
+    decoder's own message (`'utf-8' codec can't decode byte ...`)."""
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        return None, f"not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start})"
+
+
 def is_file_output(path: str | Path) -> bool:
     """Whether writing `path` makes a file (new, regular, or a link to one), not a device or FIFO:
     only such an output gets a sidecar beside it."""

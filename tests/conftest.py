@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Some shells (this project's machines among them) set PYTHONDONTWRITEBYTECODE: then every
+# `python -m modtrans` a test starts compiles the package again (0.2-0.4 s each, hundreds of them).
+# An installed copy has its bytecode; the tests' children may write and reuse theirs.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 FIXTURES = ROOT / "fixtures" / "workloads"
 CORPUS = FIXTURES / "corpus"
 INVALID = FIXTURES / "invalid"
@@ -75,7 +80,7 @@ def golden(request: pytest.FixtureRequest) -> Golden:
     """Compare `text` with the golden file at `path`; with --update-goldens, write it instead and
     print the unified diff of what changed (review it, then commit it):
 
-        python -m pytest tests/test_diff.py --update-goldens -s && git diff fixtures/diff/
+        python -m pytest tests/test_diff.py --update-goldens -s -n 0 && git diff fixtures/diff/
     """
     update = bool(request.config.getoption("--update-goldens"))
 

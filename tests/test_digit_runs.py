@@ -75,6 +75,7 @@ def _integer_options(command: str) -> list[str]:
     return sorted(set(re.findall(r"(--[a-z][a-z-]+)(?:,\s+-\w)?\s+N\b", text)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "subject"), [("translate", "gpt2"), ("diff", "resnet50"), ("inspect", "gpt2")]
 )

@@ -385,6 +385,7 @@ def test_other_files_are_not_onnx(tmp_path: Path) -> None:
     assert [d.code for d in found] == ["F001"]
 
 
+@pytest.mark.fuzz
 def test_mutated_real_models_never_raise(tmp_path: Path) -> None:
     """300 corruptions of a real export (flipped, dropped and inserted bytes): extraction returns a
     model or one-line diagnostics, never an exception."""
@@ -417,6 +418,7 @@ def test_mutated_real_models_never_raise(tmp_path: Path) -> None:
     assert "F004" in outcomes  # most corruptions break the protobuf framing
 
 
+@pytest.mark.fuzz
 def test_mutated_models_through_the_whole_translation(tmp_path: Path) -> None:
     """Corrupted exports of a larger graph go through translation (strategy, cost, writer) without
     an exception: either a workload or diagnostics."""

@@ -241,6 +241,7 @@ def test_a_run_killed_between_its_two_renames_is_told_apart(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt", "out.txt.meta.json"]
 
 
+@pytest.mark.slow  # strace of a whole translation: 2-5 s
 def test_the_onnx_checker_looks_nothing_up_outside_the_model(tmp_path: Path) -> None:
     """External-data locations are never stat'ed (onnx's checker resolves them against the
     working directory); traced with strace where it is installed."""

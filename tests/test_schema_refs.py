@@ -75,6 +75,7 @@ def _errors(validator: Any, instance: Any) -> list[tuple[str, str, str]]:
     )
 
 
+@pytest.mark.fuzz  # 360 mutated real documents through both validators
 @pytest.mark.parametrize("name", ["model-ir", "workload", "device"])
 def test_inlined_schemas_find_what_the_schemas_as_written_find(name: str) -> None:
     written = resources.schema(name)

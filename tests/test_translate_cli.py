@@ -377,8 +377,6 @@ def test_a_file_an_option_names_that_cannot_be_read_is_one_line_naming_it(
 ) -> None:
     """Missing or a folder: exit 2, one line naming the option's file, never Python's own error
     text; a file that is not text: no raw decoder message either."""
-    if kind == "binary" and option != "translate --per-layer" and option != "translate --like":
-        pytest.xfail("cost/roofline.py and chakra/validate.py pass the decoder's message through")
     given = {
         "missing": tmp_path / "absent.json",
         "folder": tmp_path / "folder.json",

@@ -26,7 +26,7 @@ from typing import Any
 from modtrans.chakra.ranks import Node, Rank, Scanner, from_trace
 from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of
 from modtrans.diagnostics import Diagnostic, diagnostic
-from modtrans.fileio import read_binary
+from modtrans.fileio import read_binary, utf8
 
 COMP, SEND, RECV, COLL = 4, 5, 6, 7
 RUNNABLE = {0: "ALL_REDUCE", 2: "ALL_GATHER", 5: "BROADCAST", 6: "ALL_TO_ALL", 7: "REDUCE_SCATTER"}
@@ -280,9 +280,15 @@ def _groups(
     if groups is None:
         return None
     where = path or "comm_groups.json"
+    if isinstance(groups, bytes):
+        text, reason = utf8(groups)  # json.loads would guess UTF-16 from the first bytes
+        if text is None:
+            found.append(diagnostic("F002", f"cannot read the group file {where}: {reason}", path=where))
+            return Groups(path, {})
+        groups = text
     try:
         raw = json.loads(groups)
-    except (ValueError, UnicodeDecodeError) as error:
+    except ValueError as error:
         found.append(diagnostic("T714", f"not JSON: {error}", path=where))
         return Groups(path, {})
     members: dict[int, tuple[int, ...]] = {}

@@ -243,16 +243,15 @@ def _indices(
 
 def _option_text(option: str, path: Path) -> str:
     """The text of a file an option names; else the F001 naming the option and the file, exit 2."""
-    from modtrans.fileio import read_binary
+    from modtrans.fileio import read_binary, utf8
 
     data, problem = read_binary(path)
     if data is None:
         raise _unreadable_option(option, path, problem.message if problem else "unreadable")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        reason = f"not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start})"
-        raise _unreadable_option(option, path, reason) from None
+    text, reason = utf8(data)
+    if text is None:
+        raise _unreadable_option(option, path, reason or "not UTF-8 text")
+    return text
 
 
 def _unreadable_option(option: str, path: Path, reason: str) -> typer.Exit:

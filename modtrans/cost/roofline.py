@@ -19,6 +19,7 @@ from typing import Any
 from modtrans import jsonsource, schema
 from modtrans.cost import Clock, CostError, PhaseTimes, Settings, register
 from modtrans.cost.gemm import traffic, update_bytes
+from modtrans.fileio import utf8
 from modtrans.ir.document import Layer
 
 SCHEMA = "device"
@@ -60,8 +61,13 @@ def device(spec: str) -> Device:
             f"unknown device {spec!r}: not a built-in ({', '.join(builtin_devices())}) nor a file"
         )
     try:
-        data = jsonsource.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, jsonsource.JSONSyntaxError) as error:
+        text, reason = utf8(path.read_bytes())
+        if text is None:
+            raise CostError(f"cannot read the device profile {spec}: {reason}")
+        data = jsonsource.loads(text)
+    except OSError as error:
+        raise CostError(f"cannot read the device profile {spec}: {error.strerror or error}") from None
+    except jsonsource.JSONSyntaxError as error:
         raise CostError(f"cannot read the device profile {spec}: {error}") from None
     problems = schema.check(data, SCHEMA, path=spec, code="S404")
     if problems:
