@@ -25,7 +25,8 @@ from modtrans.plan import Plan
 from modtrans.strategy import Parallelism
 from modtrans.strategy.llm import Layout
 from modtrans.workload.model import Policy
-from tests.test_traces import BROKEN, _decoded, _drop_attr, _encoded, _first, _set_attr
+from tests.test_llm_parallel import TOY  # a two-block Llama
+from tests.test_traces import BROKEN, _decoded, _drop_attr, _encoded, _first, _set_attr, gpt2_set
 
 COLL = 7
 Groups = Any
@@ -196,17 +197,6 @@ def _transfers(ranked: Mapping[int, Trace]) -> list[Diagnostic]:
 
 # ---------------------------------------------------------------------------------- the sets
 
-TOY = {  # a two-block Llama (tests/test_llm_parallel.py's)
-    "model_type": "llama",
-    "vocab_size": 96,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "torch_dtype": "bfloat16",
-}
-
 
 def _llm_plan(folder: Path, micro: int = 2) -> Plan:
     path = folder / "config.json"
@@ -321,12 +311,7 @@ def test_every_planted_defect_is_found_as_reading_every_rank_whole(
 
 @pytest.fixture(scope="module")
 def base() -> tuple[dict[str, bytes], bytes]:
-    from tests.test_traces import _translate
-
-    plan = _translate("gpt2", Policy.HYBRID_TRANSFORMER, 2, npus=4).plan
-    assert plan is not None
-    outputs = chakra.files(plan, Path("t"), tick_ns=1.0)
-    return {str(p): data for p, data in outputs[:-1]}, outputs[-1][1]
+    return gpt2_set()
 
 
 @pytest.mark.parametrize("code", ["clean", *sorted(BROKEN)])
