@@ -319,9 +319,12 @@ class Side:
 
 
 def reads_as_workload(spec: str) -> bool:
-    """Whether `diff` reads `spec` as a workload file (standard input, or a file not named .onnx)
-    rather than a model to translate."""
-    return spec == "-" or (_is_file(Path(spec)) and Path(spec).suffix.lower() != ".onnx")
+    """Whether `diff` reads `spec` as a workload file (standard input, or a file neither named
+    .onnx nor a transformers configuration) rather than a model to translate."""
+    if spec == "-":
+        return True
+    path = Path(spec)  # a transformers config.json is a model, not workload JSON
+    return _is_file(path) and path.suffix.lower() != ".onnx" and _config_file(path) is None
 
 
 def workload_or_model(spec: str, options: Options, *, cache: LineCache | None = None) -> Side:

@@ -551,3 +551,19 @@ def test_a_note_only_where_the_reference_gives_one_shape_two_values(
         ("fc1", "fwd_compute"),
         ("fc2", "fwd_compute"),
     ]
+
+
+def test_a_transformers_config_on_either_side_is_translated_as_a_model(run_cli: Run, tmp_path: Path) -> None:
+    """A config.json is a model, not workload JSON (it was read as one: five S402 errors)."""
+    config = tmp_path / "config.json"
+    config.write_bytes((ROOT / "modtrans" / "zoo" / "configs" / "gpt3-13b.json").read_bytes())
+    done = run_cli("diff", str(config), "gpt3-13b")
+    assert done.exit_code == 0, done.output
+    assert "equivalent" in done.output
+    assert "S40" not in done.output
+
+
+def test_an_option_that_fits_neither_model_is_said_once(run_cli: Run) -> None:
+    done = run_cli("diff", "resnet50", "resnet50", "--device", "no-such-device")
+    assert done.exit_code == 2
+    assert done.output.count("X501") == 1, done.output

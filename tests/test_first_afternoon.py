@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from modtrans import zoo
+from tests.conftest import CORPUS
 
 ROOT = Path(__file__).resolve().parent.parent
 RESNET_REFERENCE = ROOT / "fixtures/workloads/corpus/astra-sim/Resnet50_DataParallel.txt"
@@ -50,6 +53,26 @@ def test_an_output_says_what_was_written_unless_quiet(tmp_path: Path) -> None:
     empty = _modtrans("translate", "resnet50", "-o", "")
     assert empty.returncode == 2
     assert empty.stderr.startswith("modtrans: --output is empty")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        (),
+        ("--like", str(CORPUS / "astra-sim" / "Resnet50_DataParallel.txt")),
+        ("--format", "chakra-et", "--npus", "2"),
+        ("--format", "json"),
+    ],
+)
+def test_quiet_says_nothing_of_a_clean_translation(tmp_path: Path, options: tuple[str, ...]) -> None:
+    """Every informational line (what was written, what --like took) is left out under -q; the
+    same run without it says something, so the test sees the line it silences."""
+    out = tmp_path / "out"
+    args = ("translate", "resnet50", "-o", str(out), *options)
+    assert _modtrans(*args).stderr != ""
+    quiet = _modtrans(*args, "-q")
+    assert quiet.returncode == 0
+    assert quiet.stderr == ""
 
 
 def test_chakra_traces_into_a_folder_are_named_after_the_model(tmp_path: Path) -> None:

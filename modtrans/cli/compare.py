@@ -134,7 +134,8 @@ def diff(
         first_side = pipeline.Side(translated.workload, translated.diagnostics, lambda _: None)
         gemms = conventions.gemm_shapes(translated.ir) if translated.ir is not None else None
     sides = [first_side, reference_side]
-    problems = [d for side in sides for d in side.diagnostics if d.severity == 1]
+    # once each: an option that fits neither model (--device bad) is the same error on both sides
+    problems = list(dict.fromkeys(d for side in sides for d in side.diagnostics if d.severity == 1))
     if problems or any(side.workload is None for side in sides):
         sources = {spec: side.line for spec, side in zip((first, reference), sides, strict=True)}
         report.emit(

@@ -288,7 +288,7 @@ def translate(
     """
     policy = Policy(parallel.value)
     if like is not None:
-        policy, dialect, params, compute = _like(like, policy, dialect, params, compute)
+        policy, dialect, params, compute = _like(like, policy, dialect, params, compute, quiet)
     if to == "chakra-et":
         if output in (None, "-"):
             _usage("--format chakra-et writes files: give -o DIR/PREFIX")
@@ -463,9 +463,10 @@ def _not_applicable(to: str, policy: Policy, compute: ComputeModel, **given: obj
 
 
 def _like(
-    reference: Path, parallel: Policy, dialect: Dialect, params: Params, compute: ComputeModel
+    reference: Path, parallel: Policy, dialect: Dialect, params: Params, compute: ComputeModel, quiet: bool
 ) -> tuple[Policy, Dialect, Params, ComputeModel]:
-    """The options a reference workload implies, for those the user did not give."""
+    """The options a reference workload implies, for those the user did not give (said unless
+    `quiet`)."""
     from modtrans.strategy.parallel import SUPPORTED
     from modtrans.workload.load import load
 
@@ -486,7 +487,8 @@ def _like(
         taken.append(f"--dialect {dialect.value}")
     params, compute, implied = _conventions_of(workload, params, compute)
     taken += implied
-    typer.echo(f"--like {reference}: {' '.join(taken) or 'nothing to take'}", err=True)
+    if not quiet:
+        typer.echo(f"--like {reference}: {' '.join(taken) or 'nothing to take'}", err=True)
     return parallel, dialect, params, compute
 
 
