@@ -117,8 +117,7 @@ def _download(url: str, target: Path, item: Remote, timeout: float) -> None:
         os.replace(temp, target)
     except (urllib.error.URLError, OSError, ValueError) as error:
         _remove(temp)
-        reason = getattr(error, "reason", None) or getattr(error, "strerror", None) or error
-        raise FetchError(f"cannot download {url}: {reason}") from None
+        raise FetchError(f"cannot download {url}: {_reason(error)}") from None
     except BaseException:
         _remove(temp)
         raise
@@ -132,3 +131,16 @@ def _remove(path: str) -> None:
 def _sha256(path: Path) -> str:
     with path.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _reason(error: BaseException) -> str:
+    """Why a download failed, in words: `Connection refused`, not `<urlopen error [Errno 111]
+    Connection refused>` (a URLError's reason is often an OSError of its own)."""
+    reason = getattr(error, "reason", None)
+    if isinstance(reason, BaseException):
+        error = reason
+    elif isinstance(reason, str) and reason:
+        return reason
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__

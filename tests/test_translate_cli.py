@@ -297,6 +297,8 @@ def test_fetch_unreachable_is_a_one_line_error(
     result = run_cli("fetch", "tiny-vgg", "--cache", tmp_path, "--mirror", "http://127.0.0.1:9")
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
+    assert "[Errno" not in result.stderr, result.stderr  # the reason in words: Connection refused
+    assert result.stderr.rstrip().endswith("Connection refused"), result.stderr
     assert list(tmp_path.iterdir()) == []
 
 
