@@ -103,7 +103,7 @@ def _implausible(ir: ModelIR, context: int, micro: int, sequence: int, name: str
             diagnostic(
                 "M802",
                 f"a sequence of {sequence:,} tokens is {sequence / context:.3g}x the model's context of "
-                f"{context:,} (max_position_embeddings)",
+                f"{context:,} positions (max_position_embeddings; n_positions in GPT-2's configuration)",
                 path=name,
             )
         )
