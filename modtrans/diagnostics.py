@@ -96,7 +96,7 @@ def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
     return any(d.severity is Severity.ERROR for d in diagnostics)
 
 
-UNUSABLE = frozenset({"M801", "X501", "X506", "X507"})
+UNUSABLE = frozenset({"M801", "X501", "X506", "X507", "X511"})
 """Codes, besides every F code, that say an input cannot be read or used as given (a model file or
 configuration modtrans cannot read, an option that does not fit the model): a command exits 2 on
 them, as on a usage error, where other errors are findings, exit 1 (report.exit_code)."""
@@ -919,7 +919,8 @@ _code(
     """
 A layer's input does not fit its weight: a convolution's input channels are not its weight's, a
 GEMM's reduction dimension differs. The input shape given (`--input-shape`) is not the model's:
-usually the wrong layout (NHWC for an NCHW model, 1x224x224x3 for 1x3x224x224).
+usually the wrong layout (NHWC for an NCHW model, 1x224x224x3 for 1x3x224x224). A usage error:
+exit status 2, as for every other option that does not fit the model (X501).
 """,
 )
 _code(

@@ -80,7 +80,7 @@ def test_four_bit_weights_count_their_values_and_their_packed_bytes(tmp_path: Pa
 
 def test_an_input_shape_that_contradicts_the_weights_names_the_first_layer(run_cli: Run) -> None:
     result = run_cli("translate", "resnet50", "--input-shape", "input=1x224x224x3")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error: the shape given does not fit the model
     assert (
         "error X511 layer conv1 (Conv): its input has 224 channels, its weight [64, 3, 7, 7] takes 3"
         in result.stderr
