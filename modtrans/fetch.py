@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from modtrans.resources import cache_dir as cache_dir  # where fetched models are kept
+
 _MANIFEST = Path(__file__).resolve().parent / "zoo" / "remote.json"
 _CHUNK = 1 << 20
 
@@ -46,14 +48,6 @@ def remotes() -> list[Remote]:
 
 def remote(name: str) -> Remote | None:
     return next((r for r in remotes() if r.name == name), None)
-
-
-def cache_dir() -> Path:
-    """MODTRANS_CACHE, else $XDG_CACHE_HOME/modtrans, else ~/.cache/modtrans."""
-    if os.environ.get("MODTRANS_CACHE"):
-        return Path(os.environ["MODTRANS_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "modtrans"
 
 
 def cached(name: str, cache: Path | None = None) -> Path | None:

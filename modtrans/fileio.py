@@ -19,7 +19,22 @@ from pathlib import Path
 from typing import BinaryIO
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
-from modtrans.workload.parse import MAX_LINE, split_lines
+
+MAX_LINE = 1 << 20  # characters; the reader reports longer lines and never hands them to the lexer
+
+
+def split_lines(text: str) -> list[tuple[str, str]]:
+    """Split on LF only (CR, VT, FF are not line breaks here); each line with its ending."""
+    parts = text.split("\n")
+    last = parts.pop()
+    if "\r" in text:
+        lines = [(part[:-1], "\r\n") if part.endswith("\r") else (part, "\n") for part in parts]
+    else:
+        lines = [(part, "\n") for part in parts]
+    if last:
+        lines.append((last, ""))
+    return lines
+
 
 _CHUNK = 1 << 20
 

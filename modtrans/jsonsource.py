@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from modtrans.diagnostics import Span
-from modtrans.workload.numbers import integer  # one limit for text and JSON
+from modtrans.integers import integer  # one limit for text and JSON
 
 MAX_DEPTH = 64  # far deeper than any document ModTrans reads (a workload is 4 deep)
 

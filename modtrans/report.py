@@ -193,7 +193,7 @@ def _escape_property(value: str) -> str:
 
 def sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
     """A SARIF 2.1.0 log with one run; rules are the catalog entries that occur."""
-    from modtrans import __version__
+    from modtrans._version import __version__
 
     used = sorted({d.code for d in diagnostics})
     index = {code: i for i, code in enumerate(used)}

@@ -1,4 +1,4 @@
-"""Resources: the one place that knows where grammar/ and schemas/ live.
+"""Resources: the one place that knows where grammar/ and schemas/ live, and the cache folder.
 
 In a checkout (and an editable install) they are the top-level folders beside modtrans/; in a
 wheel the build maps them into modtrans/_data/ (see [tool.hatch.build.targets.wheel.force-include]
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,15 @@ def install_hint(extra: str) -> str:
     if (root / "pyproject.toml").is_file() and (root / "grammar").is_dir():
         return f"pip install -e '{root}[{extra}]'"
     return f"pip install 'modtrans[{extra}]'"
+
+
+def cache_dir() -> Path:
+    """MODTRANS_CACHE, else $XDG_CACHE_HOME/modtrans, else ~/.cache/modtrans (fetched models,
+    SCALE-Sim results)."""
+    if os.environ.get("MODTRANS_CACHE"):
+        return Path(os.environ["MODTRANS_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "modtrans"
 
 
 def grammar_path() -> Path:

@@ -21,7 +21,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import typer
 
-from modtrans.workload.numbers import integer, shown
+from modtrans.integers import integer, shown
 
 
 def _friendly_types() -> None:

@@ -11,7 +11,7 @@ from modtrans.cli.common import (
     _usage,
     app,
 )
-from modtrans.workload.numbers import shown
+from modtrans.integers import shown
 
 
 @app.command()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from modtrans.cost import CostError, Settings, register
 from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, Systolic, scalesim_array
-from modtrans.resources import install_hint
+from modtrans.resources import cache_dir, install_hint
 
 
 def available() -> bool:
@@ -33,8 +33,6 @@ def available() -> bool:
 
 
 def _cache_dir() -> Path:
-    from modtrans.fetch import cache_dir
-
     return cache_dir() / "scalesim"
 
 

@@ -10,6 +10,11 @@ import enum
 import re
 from dataclasses import dataclass
 
+from modtrans.integers import INTEGER as INTEGER  # the digit-run rule, shared with JSON and options
+from modtrans.integers import MAX_DIGITS as MAX_DIGITS
+from modtrans.integers import integer as integer
+from modtrans.integers import shown as shown
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
@@ -32,29 +37,6 @@ class Reading:
 
 
 _CANONICAL = re.compile(r"-?(0|[1-9][0-9]*)")
-INTEGER = re.compile(r"[+-]?[0-9]+")
-"""A token any integer reader takes: an optional sign and decimal digits."""
-# More significant digits than any 64-bit value has: such a token is out of range without being
-# converted (Python refuses int() of over 4,300 digits, and is quadratic below that).
-MAX_DIGITS = 24
-
-
-def integer(token: str) -> int | None:
-    """`token` ([+-]?[0-9]+) as an int, or None when it has more significant digits than any C++
-    integer. The one reading of a digit run for every reader (text fast paths and lark, options):
-    leading zeros are dropped before int(), which refuses over 4,300 digits whatever their value."""
-    sign = token[:1] if token[:1] in "+-" else ""
-    digits = token[len(sign) :].lstrip("0")
-    if len(digits) > MAX_DIGITS:
-        return None
-    return int(sign + (digits or "0"))
-
-
-def shown(token: str, limit: int = 32) -> str:
-    """A token as messages quote it: at most `limit` characters, elided in the middle."""
-    if len(token) <= limit:
-        return token
-    return f"{token[: limit // 2]}...{token[-(limit // 2) + 3 :]} ({len(token)} characters)"
 
 
 def read(token: str, kind: Kind, what: str) -> Reading:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from modtrans import resources
 from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
+from modtrans.fileio import MAX_LINE as MAX_LINE  # longer lines are reported, never lexed
+from modtrans.fileio import split_lines as split_lines  # the one definition of a line
 from modtrans.workload import numbers
 from modtrans.workload.dialects import detect
 from modtrans.workload.model import (
@@ -40,7 +42,6 @@ if TYPE_CHECKING:
     import lark
 
 _T = TypeVar("_T")
-MAX_LINE = 1 << 20  # characters; longer lines are reported, never handed to the lexer
 _BLANKS = " \t\f\v"
 _BLANK = "[ \\t\\f\\v]"  # one of _BLANKS, in the fast regexes (lark's %ignore has the same)
 _FIELD_NAMES = (
@@ -287,19 +288,6 @@ def _shifted(span: Span | None, lines: int) -> Span | None:
 def parse(text: str, *, path: str | None = None, cache: LineCache | None = None) -> ParseResult:
     """Parse workload text. Never raises on bad input: problems come back as diagnostics."""
     return parse_lines(split_lines(text), path=path, cache=cache)
-
-
-def split_lines(text: str) -> list[tuple[str, str]]:
-    """Split on LF only (CR, VT, FF are not line breaks here); each line with its ending."""
-    parts = text.split("\n")
-    last = parts.pop()
-    if "\r" in text:
-        lines = [(part[:-1], "\r\n") if part.endswith("\r") else (part, "\n") for part in parts]
-    else:
-        lines = [(part, "\n") for part in parts]
-    if last:
-        lines.append((last, ""))
-    return lines
 
 
 def shape(lines: Sequence[tuple[str, str]]) -> tuple[tuple[int, ...], bool]:

@@ -1,0 +1,83 @@
+"""Layering (issue 23): generic utilities never import a domain module, and the writer never
+imports the reader. Read from the source with ast, every import at any depth (a function's lazy
+import and a TYPE_CHECKING one count too)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "modtrans"
+
+GENERIC = frozenset(
+    {
+        "modtrans._version",
+        "modtrans.diagnostics",
+        "modtrans.digest",
+        "modtrans.dtypes",
+        "modtrans.fileio",
+        "modtrans.integers",
+        "modtrans.jsonsource",
+        "modtrans.limits",
+        "modtrans.resources",
+    }
+)
+"""Modules that know nothing of workloads, models, plans or the command line."""
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@functools.cache
+def _imports() -> dict[str, frozenset[str]]:
+    """Each module under modtrans/ -> the modtrans modules it imports (`from modtrans import x`
+    is modtrans.x; `from modtrans.a import b` is modtrans.a, or modtrans.a.b where that is a
+    module; relative imports resolved)."""
+    table: dict[str, frozenset[str]] = {}
+    modules = {_module(p) for p in PACKAGE.rglob("*.py")}
+    for path in PACKAGE.rglob("*.py"):
+        here = _module(path)
+        package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules)
+        table[here] = frozenset(n for n in found if n == "modtrans" or n.startswith("modtrans."))
+    return table
+
+
+@pytest.mark.parametrize("module", sorted(GENERIC))
+def test_a_generic_module_imports_only_generic_modules(module: str) -> None:
+    imported = _imports().get(module)
+    if imported is None:
+        pytest.skip(f"{module} does not exist")
+    assert imported <= GENERIC, f"{module} imports {sorted(imported - GENERIC)}"
+
+
+def test_the_table_of_imports_sees_lazy_and_relative_imports() -> None:
+    """The test's own reading: report's lazy `from modtrans._version import ...` is seen."""
+    assert "modtrans._version" in _imports()["modtrans.report"]
+    assert "modtrans.diagnostics" in _imports()["modtrans.fileio"]
+
+
+@pytest.mark.parametrize(
+    ("module", "forbidden"),
+    [
+        ("modtrans.report", "modtrans"),  # the root package imports the whole library
+        ("modtrans.cost.scalesim", "modtrans.fetch"),  # the cache folder is resources.cache_dir
+    ],
+)
+def test_a_module_does_not_import_what_sits_above_it(module: str, forbidden: str) -> None:
+    assert forbidden not in _imports()[module]
