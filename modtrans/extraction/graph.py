@@ -24,60 +24,17 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from modtrans import dtypes
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.extraction import loops, ops
-from modtrans.extraction.wire import INTEGER_DTYPES
 from modtrans.ir.document import TRAINABLE_ROLES, Activation, Dim, Flops, Kind, Layer, Param, Role
 
 _CONTROL = frozenset({"If", "Loop", "Scan"})
-_FLOAT_TYPES = frozenset({1, 10, 11, 16, 17, 18, 19, 20, 23, 24})
-_QUANTIZED = frozenset({2, 3, 4, 5, 21, 22})  # uint8, int8, uint16, int16, uint4, int4
-_WEIGHT_TYPES = _FLOAT_TYPES | _QUANTIZED
+_WEIGHT_TYPES = dtypes.FLOATING | dtypes.QUANTIZED
 """Weights of these types are trained parameters (a quantized model's stored weights count as its
 parameters, sized as stored; see extraction/ops/quantized.py)."""
 
-_BITS = {
-    1: 32,
-    2: 8,
-    3: 8,
-    4: 16,
-    5: 16,
-    6: 32,
-    7: 64,
-    8: 0,
-    9: 8,
-    10: 16,
-    11: 64,
-    12: 32,
-    13: 64,
-    14: 64,
-    15: 128,
-    16: 16,
-    17: 8,
-    18: 8,
-    19: 8,
-    20: 8,
-    21: 4,
-    22: 4,
-    23: 4,
-    24: 8,
-    25: 2,
-    26: 2,
-}
-
 MAX_BYTES = 2**63 - 1
-
-
-def dtype_name(data_type: int) -> str:
-    try:
-        return str(onnx.TensorProto.DataType.Name(data_type)).lower()
-    except ValueError:
-        return f"type{data_type}"
-
-
-def size_bytes(elements: int, data_type: int) -> int:
-    """Bytes of `elements` values of an ONNX dtype, sub-byte types packed (int4: two per byte)."""
-    return -(-elements * _BITS.get(data_type, 32) // 8)
 
 
 @dataclass(frozen=True)
@@ -204,7 +161,7 @@ def _is_param(source: Source, single: bool = False) -> bool:
     constant (an epsilon, a scale) unless `single`: the bias of a layer with one output
     (Linear(24, 1): its 1-element bias is trained like any other)."""
     sized = source.elements > 1 or (single and source.elements == 1)
-    return sized and source.data_type not in INTEGER_DTYPES
+    return sized and source.data_type not in dtypes.INDEX
 
 
 _BIAS_INPUT = {"Gemm": 2, "Conv": 2, "ConvTranspose": 2}
@@ -337,7 +294,7 @@ class Walker:
         if node.op_type in ops.QUANTIZED:
             return True
         kinds = [scope.lookup_type(o)[1] for o in node.output if o]
-        return not kinds or any(k == 0 or k not in INTEGER_DTYPES for k in kinds)
+        return not kinds or any(k == 0 or k not in dtypes.INDEX for k in kinds)
 
     def _bias_adds(self, scope: _Scope) -> dict[str, int]:
         """Add nodes (by name) that add a parameter bias to a MatMul's output -> id of that MatMul."""
@@ -498,9 +455,9 @@ class Walker:
             name=source.name,
             role=role,
             shape=source.dims,
-            dtype=dtype_name(source.data_type),
+            dtype=dtypes.name(source.data_type),
             elements=values or elements,
-            bytes=size_bytes(elements, source.data_type),
+            bytes=dtypes.size_bytes(elements, source.data_type),
             trainable=role in TRAINABLE_ROLES and source.data_type in _WEIGHT_TYPES,
             shared_with=None if owner == layer else owner,
         )
@@ -520,8 +477,10 @@ class Walker:
                         )
                     )
         concrete = _concrete(dims)
-        size = None if concrete is None or data_type == 0 else size_bytes(math.prod(concrete), data_type)
-        return Activation(name, dims, dtype_name(data_type) if data_type else "unknown", size)
+        size = (
+            None if concrete is None or data_type == 0 else dtypes.size_bytes(math.prod(concrete), data_type)
+        )
+        return Activation(name, dims, dtypes.name(data_type) if data_type else "unknown", size)
 
     def _unique(self, name: str) -> str:
         candidate, n = name, 1

@@ -20,11 +20,11 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import onnx
 from google.protobuf.message import DecodeError
 
-from modtrans import limits
+from modtrans import dtypes, limits
 from modtrans.diagnostics import Diagnostic, Severity, diagnostic
 from modtrans.digest import Digest
 from modtrans.extraction import wire
-from modtrans.extraction.graph import MAX_BYTES, size_bytes, tensors
+from modtrans.extraction.graph import MAX_BYTES, tensors
 from modtrans.ir.document import Dim
 
 
@@ -102,7 +102,7 @@ def _not_onnx(path: Path, size: int, error: wire.WireError) -> str:
 def _check_tensors(model: onnx.ModelProto, path: Path) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     for t in tensors(model.graph):
-        if any(d < 0 for d in t.dims) or size_bytes(math.prod(t.dims), t.data_type) > MAX_BYTES:
+        if any(d < 0 for d in t.dims) or dtypes.size_bytes(math.prod(t.dims), t.data_type) > MAX_BYTES:
             found.append(diagnostic("X507", f"tensor {t.name!r} has dims {list(t.dims)}", path=str(path)))
         for entry in t.external_data:
             if entry.key == "location" and entry.value != wire.STRIPPED_LOCATION and _escapes(entry.value):
@@ -261,11 +261,8 @@ def _inline_placeholder(tensor: onnx.TensorProto) -> None:
     if tensor.data_type == onnx.TensorProto.STRING:
         tensor.string_data.append(b"")
         return
-    try:
-        width = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-    except Exception:  # an unknown or sub-byte type
-        width = 1
-    tensor.raw_data = bytes(max(width, 1))
+    known = dtypes.BY_CODE.get(tensor.data_type)
+    tensor.raw_data = bytes(known.bytes if known is not None else 1)  # sub-byte types: one byte
 
 
 def infer_shapes(

@@ -18,6 +18,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
+from modtrans import dtypes
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.ir import flops
 from modtrans.ir.document import Activation, Gemm, Kind, Layer, Moe
@@ -124,5 +125,4 @@ def _rows(a: Activation, rows: int) -> Activation:
     last = _last(a)
     if last is None:
         return a
-    width = {"float": 4, "double": 8, "float16": 2, "bfloat16": 2}.get(a.dtype, 4)
-    return Activation(a.name, (rows, last), a.dtype, rows * last * width)
+    return Activation(a.name, (rows, last), a.dtype, rows * last * dtypes.width(a.dtype))

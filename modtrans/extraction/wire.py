@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from modtrans import dtypes
+
 KEEP_BYTES = 4096
 """Tensors whose payload is at most this many bytes keep their values (shape operands, scales)."""
 
@@ -36,8 +38,6 @@ KEEP_INTEGER_BYTES = 1 << 16
 """Integer tensors up to this size keep their values too: they are indices, shapes and buffers such
 as BERT's position ids, which shape inference may need to follow a Slice or an Expand."""
 
-INTEGER_DTYPES = frozenset({6, 7, 9, 12, 13})
-"""ONNX int32, int64, bool, uint32, uint64: indices, shapes and masks, never weights (int8 ones are)."""
 
 Buffer = bytes | memoryview | mmap.mmap
 
@@ -195,7 +195,7 @@ class _Stripper:
         fields = _fields(buf, start, end)
         payload = sum(f.end - f.body for f in fields if f.number in _TENSOR_DATA)
         dtype = next((_varint(buf, f.body, f.end)[0] for f in fields if f.number == 2 and f.wire == 0), 0)
-        keep = KEEP_INTEGER_BYTES if dtype in INTEGER_DTYPES else self.keep_bytes
+        keep = KEEP_INTEGER_BYTES if dtype in dtypes.INDEX else self.keep_bytes
         if payload <= keep:
             return bytes(buf[start:end])
         name = ""

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DTYPES = {"float32": ("float", 4), "float16": ("float16", 2), "bfloat16": ("bfloat16", 2)}
+from modtrans import dtypes
+
+DTYPES = {
+    torch: (ir, dtypes.width(ir))
+    for torch, ir in (("float32", "float"), ("float16", "float16"), ("bfloat16", "bfloat16"))
+}
+"""torch_dtype -> (the IR's dtype name, bytes per element)."""
 FAMILIES = (
     "llama",
     "mistral",

@@ -29,6 +29,7 @@ from fractions import Fraction
 from typing import Any
 
 from modtrans.cost import CostModel, PhaseTimes
+from modtrans.dtypes import NO_GRADIENT as _INTEGER  # integer and quantized: no gradient
 from modtrans.ir.document import Activation, Flops, Gemm, Kind, ModelIR
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import (
@@ -46,7 +47,6 @@ from modtrans.strategy.groups import Group, group_times, needs_input_grad
 from modtrans.workload.model import CommType, Header, Policy
 
 SHARDABLE = frozenset({Kind.CONV, Kind.CONV_TRANSPOSE, Kind.LINEAR, Kind.EMBEDDING, Kind.RNN})
-_INTEGER = ("int64", "int32", "bool")
 
 
 class StrategyError(ValueError):

@@ -30,6 +30,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from modtrans import dtypes
 from modtrans.cost import CostModel, PhaseTimes
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR, Role
@@ -102,11 +103,9 @@ def _sum(times: Sequence[PhaseTimes]) -> PhaseTimes:
 
 def needs_input_grad(layer: IRLayer, model_inputs: frozenset[str]) -> bool:
     """Whether back-propagation must compute this layer's input gradient: not when every input is
-    a model input (the first conv's image) or an integer tensor (an embedding's token ids)."""
-    return any(a.name not in model_inputs and a.dtype in _FLOATING for a in layer.inputs)
-
-
-_FLOATING = frozenset({"float", "float16", "bfloat16", "double", "unknown"})
+    a model input (the first conv's image) or an integer or quantized tensor (an embedding's token
+    ids, an int8 activation: dtypes.carries_gradient)."""
+    return any(a.name not in model_inputs and dtypes.carries_gradient(a.dtype) for a in layer.inputs)
 
 
 def group_times(g: Group, cost: CostModel, model_inputs: frozenset[str]) -> PhaseTimes:
