@@ -5,12 +5,15 @@
 >>> text = modtrans.write(result.workload, dialect="chakra")
 >>> problems = modtrans.validate(text, dialect="chakra")
 >>> ir = modtrans.extract("resnet50")                  # an .onnx path, or a built-in architecture
->>> workload = modtrans.translate("resnet50", params="weights", batch=8)
+>>> workload = modtrans.translate("resnet50", params="weights", batch=8).workload
+>>> result = modtrans.translate("llama-3-8b", tp=2, pp=2, format="chakra-et", output="out/llama")
 """
 
 from modtrans._version import __version__
+from modtrans.api import translate
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, Span
-from modtrans.pipeline import extract, translate
+from modtrans.pipeline import Translation, extract
+from modtrans.request import UsageError
 from modtrans.workload.model import (
     CommType,
     Dialect,
@@ -36,6 +39,8 @@ __all__ = [
     "Policy",
     "Severity",
     "Span",
+    "Translation",
+    "UsageError",
     "Workload",
     "__version__",
     "extract",

@@ -1,19 +1,20 @@
 """Pipelines: model (ONNX file or built-in name) -> IR -> strategy + cost -> Workload.
 
     ir = modtrans.extract("resnet50")                          # a built-in, or a path to an .onnx
-    workload = modtrans.translate("model.onnx", batch=8, params="weights")
+    workload = pipeline.translate("model.onnx", batch=8, params="weights")
 
 The functions named `*_checked` return (value, diagnostics) and never raise on bad input; the
-public `extract` / `translate` return the value or raise DiagnosticError.
+public `extract` / `translate` return the value or raise DiagnosticError. `modtrans.translate`
+(api.py) takes every option of the command line and writes every format.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modtrans import cost, fetch, zoo
 from modtrans._version import __version__
@@ -24,8 +25,11 @@ from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan, ProjectionError, project
 from modtrans.plan.simai import is_llm, project_simai
 from modtrans.strategy import Parallelism, Params, StrategyError, group, plan
-from modtrans.workload.model import Dialect, Header, Policy, Workload
+from modtrans.workload.model import Dialect, Header, Workload
 from modtrans.workload.parse import LineCache
+
+if TYPE_CHECKING:
+    from modtrans.fileio import Content
 
 
 def simai_header(header: Header, parallel: Parallelism) -> Header:
@@ -67,11 +71,25 @@ class Options:
 
 @dataclass(frozen=True)
 class Translation:
+    """What a translation made. `modtrans.translate` fills in all of it; `translate_checked` the
+    first five."""
+
     workload: Workload | None  # the plan as a workload file holds it (None if it cannot)
     ir: ModelIR | None
     diagnostics: tuple[Diagnostic, ...]
-    metadata: dict[str, Any]
-    plan: Plan | None = None
+    metadata: dict[str, Any]  # the provenance (.meta.json) of what is written
+    plan: Plan | None = None  # what each rank computes and communicates, whatever the format
+    text: str | None = None  # the workload text or JSON (format text / json), checked
+    files: tuple[tuple[Path, Content], ...] = ()  # every file to write: output, traces, .meta.json
+    written: tuple[Path, ...] = ()  # those written (all or none)
+    notes: tuple[str, ...] = ()  # said on the way: what --like took, options ignored and why
+
+
+def inputs_of(model: str | Path) -> list[str]:
+    """The files a model argument reads (no output may overwrite them): the path, or the
+    built-in's / fetched model's file too."""
+    resolved = model_file(model)
+    return [str(model)] if resolved is None else [str(model), str(resolved)]
 
 
 def model_file(spec: str | Path) -> Path | None:
@@ -245,65 +263,13 @@ def extract(
     return ir
 
 
-def translate(
-    spec: str | Path,
-    *,
-    parallel: str = "DATA",
-    params: str = "trainable",
-    batch: int | None = None,
-    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-    dtype_bytes: int | None = None,
-    compute: str = "roofline",
-    device: str | None = None,
-    array: tuple[int, int] | None = None,
-    dataflow: str | None = None,
-    bytes_per_cycle: float | None = None,
-    time_unit: str = "ns",
-    clock_ghz: float = 1.0,
-    npus: int = 1,
-    model_parallel_group: int | None = None,
-    checkpoints: Sequence[int] | None = None,
-    checkpoint_initiates: Sequence[int] | None = None,
-    checkpoint_every: int | None = None,
-    per_layer: Mapping[str, str] | None = None,
-    dialect: str = "astra-sim",
-) -> Workload:
-    """A workload for an ONNX file, a built-in or a fetched model, as `modtrans translate` makes
-    it; raises DiagnosticError on any error (ValueError for a string not listed here).
+def translate(spec: str | Path, **options: Any) -> Workload:
+    """The workload alone of `modtrans.translate(spec, **options)` (api.py, which documents the
+    options), for callers of the form that returned it; raises DiagnosticError when the text
+    cannot hold the plan."""
+    from modtrans import api  # api imports this module
 
-    parallel: DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED,
-        HYBRID_TRANSFORMER or HYBRID_TRANSFORMER_FWD_IN_BCKWD.
-    params: "trainable" (every trainable tensor) or "weights" (conv/linear/embedding weights).
-    compute: "roofline", "astra-sim-reference", "scalesim-v3" or "scalesim" (`modtrans cost list`);
-        device: "a100", "h100", "v100", "tpu-v4" or a profile FILE.json (roofline), a SCALE-Sim
-        .cfg (scalesim-v3); array: (rows, cols); dataflow: "ws", "is" or "os".
-    time_unit: "ns", "us" or "cycles", with clock_ghz turning cycles into time.
-    checkpoints, checkpoint_initiates, checkpoint_every: HYBRID_TRANSFORMER_FWD_IN_BCKWD.
-    per_layer: HYBRID_CUSTOMIZED, fnmatch pattern -> keyword (DATA, MODEL, HYBRID_DATA_MODEL,
-        HYBRID_MODEL_DATA); without it each layer takes the cheaper of DATA and MODEL.
-    dialect: "astra-sim", "simai" or "chakra": the consumer (SimAI gets its keyed header).
-    """
-    strategy = Parallelism(
-        Policy(parallel),
-        npus,
-        model_parallel_group,
-        None if checkpoints is None else tuple(checkpoints),
-        None if checkpoint_initiates is None else tuple(checkpoint_initiates),
-        checkpoint_every,
-        None if per_layer is None else {k: Policy(v) for k, v in per_layer.items()},
-    )
-    clock = cost.Clock(cost.Unit(time_unit), clock_ghz)
-    options = Options(
-        parallel=strategy,
-        params=Params(params),
-        batch=batch,
-        input_shapes=dict(input_shapes or {}),
-        dtype_bytes=dtype_bytes,
-        compute=compute,
-        cost=cost.Settings(device, array, dataflow, bytes_per_cycle, clock),
-        dialect=Dialect(dialect),
-    )
-    result = translate_checked(spec, options)
+    result = api.translate(spec, **options)
     if result.workload is None:
         raise DiagnosticError(result.diagnostics)
     return result.workload

@@ -236,3 +236,16 @@ def test_cost_list(run_cli: Run) -> None:
     out = run_cli("cost", "list").stdout
     for name in ("astra-sim-reference", "scalesim-v3", "roofline", "a100", "h100", "tpu-v4"):
         assert name in out
+
+
+def test_the_cli_offers_exactly_the_registered_models(run_cli: Run) -> None:
+    """--compute's choices are the registry's names (cost.Model): each is registered by its module,
+    nothing else can be, and `cost list` names the same ones."""
+    from modtrans.cli.common import ComputeModel
+
+    assert ComputeModel is cost.Model
+    assert [e.name for e in cost.models()] == sorted(m.value for m in cost.Model)
+    with pytest.raises(ValueError, match="not a valid Model"):
+        cost.register("no-such-model", "")  # type: ignore[arg-type]
+    listed = run_cli("cost", "list").output
+    assert all(m.value in listed for m in cost.Model)

@@ -1,12 +1,21 @@
 """Command line: builds objects, calls the library, picks the exit code. typer is imported only here.
 
-common.py holds the apps, option types and output helpers; each other module registers its commands.
+common.py holds the apps, option types and output helpers; each other module registers its commands:
+workload.py (validate, fmt, convert), extract.py, translate.py, models.py (inspect, zoo list, fetch,
+cost list), compare.py (diff), editor.py (lsp). The rules and writers are the library's (request.py,
+api.py, outputs.py): a command parses its options, calls the library and prints.
 """
 
 import sys
 
 # Importing a module registers its commands, in the order `modtrans --help` lists them.
 from modtrans.cli import workload  # noqa: F401
+
+# isort: split
+from modtrans.cli import extract  # noqa: F401
+
+# isort: split
+from modtrans.cli import translate  # noqa: F401
 
 # isort: split
 from modtrans.cli import models  # noqa: F401

@@ -11,14 +11,14 @@ from typing import Annotated
 
 import typer
 
-from modtrans import cost, report
+from modtrans import cost, outputs, report
 from modtrans.cli import adapt  # noqa: F401  (typer as this CLI wants it: before any command runs)
-from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
-from modtrans.fileio import Content, same_file, write_all
+from modtrans.diagnostics import Diagnostic, has_errors
+from modtrans.fileio import Content
 from modtrans.report import COLLAPSED, Format
+from modtrans.request import UsageError
 from modtrans.strategy import Params
-from modtrans.strategy.parallel import PER_LAYER as PER_LAYER_POLICIES
-from modtrans.workload.model import Dialect, Policy, Workload
+from modtrans.workload.model import Dialect
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -123,13 +123,7 @@ FullHash = Annotated[
 ]
 
 
-class ComputeModel(enum.StrEnum):
-    """The compute-time models `modtrans cost list` describes (cost/ registers them)."""
-
-    ROOFLINE = "roofline"
-    ASTRA_SIM_REFERENCE = "astra-sim-reference"
-    SCALESIM_V3 = "scalesim-v3"
-    SCALESIM = "scalesim"
+ComputeModel = cost.Model  # the registry's names (cost.register takes only these)
 
 
 class Keyword(enum.StrEnum):
@@ -206,89 +200,14 @@ ClockGhz = Annotated[
 ]
 
 
-def _cost(
-    device: str | None,
-    array: str | None,
-    dataflow: str | None,
-    bytes_per_cycle: float | None,
-    unit: cost.Unit,
-    ghz: float,
-) -> cost.Settings:
-    rows_cols = None
-    if array is not None:
-        try:
-            rows, cols = (int(v) for v in array.lower().split("x"))
-        except ValueError:
-            rows = cols = 0
-        if rows < 1 or cols < 1:
-            _usage(f"--array {array!r}: expected ROWSxCOLS, e.g. 256x256")
-        rows_cols = (rows, cols)
-    return cost.Settings(device, rows_cols, dataflow, bytes_per_cycle, cost.Clock(unit, ghz))
-
-
-def _indices(
-    spec: str | None, option: str, expected: str = "layer indices like 0,9,18"
-) -> tuple[int, ...] | None:
-    if spec is None:
-        return None
-    try:
-        values = tuple(int(x) for x in spec.replace(" ", "").split(",") if x and len(x) < 12)
-        if len(values) != len([x for x in spec.split(",") if x.strip()]):
-            raise ValueError(spec)
-        return values
-    except ValueError:
-        _usage(f"{option} {spec!r}: expected {expected}")
-        return None
-
-
-def _option_text(option: str, path: Path) -> str:
-    """The text of a file an option names; else the F001 naming the option and the file, exit 2."""
-    from modtrans.fileio import read_binary, utf8
-
-    data, problem = read_binary(path)
-    if data is None:
-        raise _unreadable_option(option, path, problem.message if problem else "unreadable")
-    text, reason = utf8(data)
-    if text is None:
-        raise _unreadable_option(option, path, reason or "not UTF-8 text")
-    return text
-
-
-def _unreadable_option(option: str, path: Path, reason: str) -> typer.Exit:
-    """A file an option names cannot be read: the F001 naming the option and the file is said,
-    and the exit (status 2) returned for the caller to raise."""
-    reason = reason.removeprefix(f"cannot read {path}: ")
-    found = [diagnostic("F001", f"cannot read {option} {path}: {reason}", path=str(path))]
-    report.emit(found, Format.TEXT, stream=sys.stderr, color=False)
+def _refused(error: UsageError) -> typer.Exit:
+    """What the library refused, said as the command line says it (the F001 of an unreadable file
+    an option names, or one line), and the exit (status 2) for the caller to raise."""
+    if error.diagnostic is not None:
+        report.emit([error.diagnostic], Format.TEXT, stream=sys.stderr, color=False)
+    else:
+        typer.echo(f"modtrans: {error}", err=True)
     return typer.Exit(2)
-
-
-def _per_layer(path: Path) -> dict[str, Policy]:
-    rules: dict[str, Policy] = {}
-    text = _option_text("--per-layer", path)
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split("#", 1)[0].split()
-        if not fields:
-            continue
-        if len(fields) != 2 or fields[1] not in {p.value for p in PER_LAYER_POLICIES}:
-            allowed = ", ".join(p.value for p in PER_LAYER_POLICIES)
-            _usage(f"{path}:{number}: expected `PATTERN KEYWORD` with KEYWORD one of {allowed}")
-        rules[fields[0]] = Policy(fields[1])
-    return rules
-
-
-def _shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
-    shapes: dict[str, tuple[int, ...]] = {}
-    for spec in specs or ():
-        name, _, dims = spec.rpartition("=")
-        try:
-            values = tuple(int(d) for d in dims.lower().split("x"))
-        except ValueError:
-            values = ()
-        if not name or not values or any(v < 1 for v in values):
-            _usage(f"--input-shape {spec!r}: expected NAME=1x3x224x224 with positive sizes")
-        shapes[name] = values
-    return shapes
 
 
 def _finish(
@@ -298,25 +217,22 @@ def _finish(
     inputs: list[str],
     force: bool,
     no_color: bool,
-    sidecar: tuple[Path, str] | None = None,
     quiet: bool = False,
 ) -> None:
-    """Write `text` (unless None) to `output` or standard output and `sidecar` beside it, as one
-    result (both or neither); say what was written (unless `quiet`); report; exit."""
+    """Write `text` (unless None) to `output` or standard output; say what was written (unless
+    `quiet`); report; exit."""
     if output == "":
         _usage("--output is empty: give a file, or - for standard output")
     if text is not None:
-        outputs: list[tuple[Path, str | bytes]] = []
+        files: list[tuple[Path, Content]] = []
         if output not in (None, "-"):
-            outputs.append((Path(str(output)), text))
-        if sidecar is not None and not has_errors(found):
-            outputs.append(sidecar)
-        _refuse_inputs([target for target, _ in outputs], inputs, force)
+            files.append((Path(str(output)), text))
+        _refuse_inputs([target for target, _ in files], inputs, force)
         if output in (None, "-"):
             sys.stdout.write(text)
-        _save_all(outputs, found)
-        if outputs and not has_errors(found) and not quiet:
-            typer.echo("wrote " + " and ".join(str(target) for target, _ in outputs), err=True)
+        _save_all(files, found)
+        if files and not has_errors(found) and not quiet:
+            typer.echo("wrote " + " and ".join(str(target) for target, _ in files), err=True)
     report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None, **COLLAPSED)
     code = report.exit_code(found)
     raise typer.Exit(code or (1 if text is None else 0))
@@ -324,58 +240,19 @@ def _finish(
 
 def _refuse_inputs(targets: list[Path], inputs: list[str], force: bool) -> None:
     """A usage error when an output is one of the inputs (a built-in model's packaged file too)."""
-    if force:
-        return
-    for target in targets:
-        if any(same_file(target, i) for i in inputs):
-            _usage(f"refusing to overwrite the input {target}; pass --force")
+    try:
+        outputs.refuse_inputs(targets, inputs, force)
+    except UsageError as error:
+        raise _refused(error) from None
 
 
 def _save(path: Path, text: Content, problems: list[Diagnostic]) -> None:
     _save_all([(path, text)], problems)
 
 
-def _save_all(outputs: Sequence[tuple[Path, Content]], problems: list[Diagnostic]) -> None:
+def _save_all(files: Sequence[tuple[Path, Content]], problems: list[Diagnostic]) -> None:
     """Write every output or none; a failure is F003 naming the file."""
-    if not outputs:
-        return
-    try:
-        write_all(outputs)
-    except OSError as error:
-        where = error.filename or outputs[0][0]
-        reason = error.strerror or str(error)
-        problems.append(diagnostic("F003", f"cannot write {where}: {reason}", path=str(where)))
-
-
-def _given(name: str) -> bool:
-    """Whether the user gave the parameter `name` (its Python name: "time_unit"), not its default."""
-    try:
-        from typer._click.core import ParameterSource
-        from typer._click.globals import get_current_context
-    except ImportError:  # another typer: the command line itself
-        option = "--" + name.replace("_", "-")
-        return any(arg == option or arg.startswith(f"{option}=") for arg in sys.argv[1:])
-    context = get_current_context(silent=True)
-    source = context.get_parameter_source(name) if context is not None else None
-    return source is not None and source is not ParameterSource.DEFAULT
-
-
-def _conventions_of(
-    reference: Workload, params: Params, compute: ComputeModel
-) -> tuple[Params, ComputeModel, list[str]]:
-    """The --params and --compute a reference workload implies, for those the user did not give,
-    and the options taken (for `translate --like` and `diff --like` alike)."""
-    from modtrans.diff import conventions
-
-    seen = conventions.detect(reference)
-    taken = []
-    if not _given("params"):
-        params = Params(seen.params)
-        taken.append(f"--params {params.value}")
-    if not _given("compute") and seen.reference_compute:
-        compute = ComputeModel.ASTRA_SIM_REFERENCE
-        taken.append(f"--compute {compute}")
-    return params, compute, taken
+    problems += outputs.save(files)
 
 
 def _usage(message: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -23,16 +24,14 @@ from modtrans.cli.common import (
     NoColor,
     ParamsOpt,
     TimeUnit,
-    _conventions_of,
-    _cost,
-    _shapes,
     _usage,
     app,
     finite,
 )
+from modtrans.cli.values import _conventions_of, _cost, _shapes
 from modtrans.fileio import STDIN_NAME
 from modtrans.report import Format
-from modtrans.strategy import Parallelism, Params
+from modtrans.strategy import Params
 from modtrans.workload.parse import LineCache
 
 if TYPE_CHECKING:
@@ -120,12 +119,14 @@ def diff(
         _usage(str(error))
     settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
     shapes = _shapes(input_shape)
-    options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
+    options = pipeline.Options(
+        params=params, batch=batch, input_shapes=shapes, compute=compute, cost=settings
+    )
     lines = LineCache()  # the two sides share the lines they have in common
     reference_side = pipeline.workload_or_model(reference, options, cache=lines)  # a model: as said
     if like and reference_side.workload is not None:  # the first side follows the reference
         params, compute, _ = _conventions_of(reference_side.workload, params, compute)
-        options = pipeline.Options(Parallelism(), params, batch, shapes, None, compute, settings)
+        options = dataclasses.replace(options, params=params, compute=compute)
     gemms: dict[str, dict[str, conventions.Gemms]] | None = None  # the first side's, when a model
     if pipeline.reads_as_workload(first):
         first_side = pipeline.workload_or_model(first, options, cache=lines)

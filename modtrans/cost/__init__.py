@@ -25,6 +25,17 @@ from typing import Any, Protocol
 from modtrans.ir.document import Layer
 
 
+class Model(enum.StrEnum):
+    """The compute-time models by name: the registry's keys (each module registers itself under
+    one, `register` takes nothing else, and a test holds every name registered), and so the
+    choices of the CLI's --compute."""
+
+    ROOFLINE = "roofline"
+    ASTRA_SIM_REFERENCE = "astra-sim-reference"
+    SCALESIM_V3 = "scalesim-v3"
+    SCALESIM = "scalesim"
+
+
 class Unit(enum.StrEnum):
     NS = "ns"  # ASTRA-sim 1.0, SimAI/AICB: 1 tick = 1 ns
     US = "us"  # what ASTRA-sim 2.x assumes of a Chakra trace's duration_micros
@@ -105,7 +116,7 @@ class Entry:
     make: Callable[[Settings], CostModel]
 
 
-REGISTRY: dict[str, Entry] = {}
+REGISTRY: dict[Model, Entry] = {}
 
 
 class CostError(ValueError):
@@ -113,10 +124,12 @@ class CostError(ValueError):
 
 
 def register(
-    name: str, summary: str
+    name: Model, summary: str
 ) -> Callable[[Callable[[Settings], CostModel]], Callable[[Settings], CostModel]]:
+    key = Model(name)  # ValueError for a name --compute would not offer
+
     def add(factory: Callable[[Settings], CostModel]) -> Callable[[Settings], CostModel]:
-        REGISTRY[name] = Entry(name, summary, factory)
+        REGISTRY[key] = Entry(key.value, summary, factory)
         return factory
 
     return add
@@ -133,7 +146,7 @@ def models() -> list[Entry]:
 
 def get(name: str, settings: Settings = Settings()) -> CostModel:
     _load_all()
-    entry = REGISTRY.get(name)
+    entry = REGISTRY.get(Model(name)) if name in set(Model) else None
     if entry is None:
         raise CostError(f"unknown compute model {name!r}; known: {', '.join(sorted(REGISTRY))}")
     return entry.make(settings)

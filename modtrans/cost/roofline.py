@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import jsonsource, schema
-from modtrans.cost import Clock, CostError, PhaseTimes, Settings, register
+from modtrans.cost import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import traffic, update_bytes
 from modtrans.fileio import utf8
 from modtrans.ir.document import Layer
@@ -116,7 +116,7 @@ class Roofline:
 
 
 @register(
-    "roofline",
+    Model.ROOFLINE,
     "max(FLOPs / peak, bytes / bandwidth) on a device profile (a100, h100, v100, tpu-v4, FILE.json)",
 )
 def make(settings: Settings) -> Roofline:

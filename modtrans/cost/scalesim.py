@@ -19,7 +19,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from modtrans.cost import CostError, Settings, register
+from modtrans.cost import CostError, Model, Settings, register
 from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, Systolic, scalesim_array
 from modtrans.resources import cache_dir, install_hint
 
@@ -130,7 +130,7 @@ def _simulate(m: int, k: int, n: int, rows: int, cols: int, dataflow: str) -> in
         return int(float(values[header.index("Total Cycles")]))
 
 
-@register("scalesim", "the real SCALE-Sim v3 per GEMM, cached (optional extra modtrans[scalesim])")
+@register(Model.SCALESIM, "the real SCALE-Sim v3 per GEMM, cached (optional extra modtrans[scalesim])")
 def make(settings: Settings) -> Systolic:
     """The systolic model of systolic.py with each GEMM's cycles from a real SCALE-Sim run."""
     if not available():

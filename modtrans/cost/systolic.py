@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modtrans.cost import Clock, CostError, PhaseTimes, Settings, register
+from modtrans.cost import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
 from modtrans.ir.document import Layer
 
@@ -113,7 +113,7 @@ class Systolic:
 
 
 @register(
-    "astra-sim-reference", "WS systolic array that reproduces ASTRA-sim's reference ResNet-50 (256x256)"
+    Model.ASTRA_SIM_REFERENCE, "WS systolic array that reproduces ASTRA-sim's reference ResNet-50 (256x256)"
 )
 def make_reference(settings: Settings) -> Systolic:
     rows, cols = settings.array or (256, 256)
@@ -133,7 +133,7 @@ def make_reference(settings: Settings) -> Systolic:
     )
 
 
-@register("scalesim-v3", "exact closed forms of SCALE-Sim v3.0.0 compute cycles (WS/IS/OS, any array)")
+@register(Model.SCALESIM_V3, "exact closed forms of SCALE-Sim v3.0.0 compute cycles (WS/IS/OS, any array)")
 def make_scalesim_v3(settings: Settings) -> Systolic:
     rows, cols, dataflow = scalesim_array(settings)
     source = "closed forms of SCALE-Sim v3.0.0 Total Cycles, verified against real runs"

@@ -1,0 +1,285 @@
+"""`modtrans translate`: the options parsed into a Request (modtrans/request.py), the library's
+translation and writers (modtrans/api.py) run, what was written said and the findings reported."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from modtrans import api, cost, report
+from modtrans.cli.common import (
+    Array,
+    Batch,
+    BytesPerCycle,
+    ClockGhz,
+    Compute,
+    ComputeModel,
+    Dataflow,
+    Device,
+    Force,
+    FullHash,
+    InputShape,
+    Keyword,
+    Model,
+    NoColor,
+    Output,
+    ParamsOpt,
+    Quiet,
+    TimeUnit,
+    _refused,
+    app,
+)
+from modtrans.cli.values import _array, _given, _indices, _shapes
+from modtrans.pipeline import Translation
+from modtrans.report import COLLAPSED, Format
+from modtrans.request import Request, UsageError, prepare
+from modtrans.strategy import Params
+from modtrans.strategy.llm.options import Recompute, Schedule
+from modtrans.workload.model import Dialect
+
+LLM = "LLM parallelism (tensor x pipeline x data x expert)"
+
+
+@app.command()
+def translate(
+    model: Model,
+    output: Output = None,
+    parallel: Annotated[
+        Keyword,
+        typer.Option(
+            "--parallel",
+            "-p",
+            case_sensitive=False,
+            help="The parallelism keyword (formulas: modtrans/strategy/techniques/, a module each).",
+        ),
+    ] = Keyword.DATA,
+    npus: Annotated[int, typer.Option(min=1, help="NPUs in the simulated system.")] = 1,
+    model_parallel_group: Annotated[
+        int | None,
+        typer.Option(min=1, help="NPUs per model-parallel group (hybrids, transformers); divides --npus."),
+    ] = None,
+    packages: Annotated[
+        int | None,
+        typer.Option(min=1, help="Or: the number of packages (groups); the group is --npus / --packages."),
+    ] = None,
+    checkpoint_every: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="FWD_IN_BCKWD: an activation checkpoint every K layers (default: one, at 0)."
+        ),
+    ] = None,
+    checkpoints: Annotated[
+        str | None, typer.Option(help="FWD_IN_BCKWD: explicit checkpoint layers, e.g. 0,9,18.")
+    ] = None,
+    checkpoint_initiates: Annotated[
+        str | None,
+        typer.Option(
+            help="FWD_IN_BCKWD: layers that start recomputation (default: each segment's last layer)."
+        ),
+    ] = None,
+    per_layer: Annotated[
+        Path | None,
+        typer.Option(
+            help="HYBRID_CUSTOMIZED: a file of `PATTERN KEYWORD` lines (fnmatch patterns on layer "
+            "names; first match wins; unmatched layers are DATA). Without it each layer takes the "
+            "cheaper of DATA (all-reduce of its parameters, 2P) and MODEL (all-gather of its output "
+            "plus all-reduce of its input gradient, A_out + 2 A_in)."
+        ),
+    ] = None,
+    dialect: Annotated[
+        Dialect, typer.Option("--dialect", "-d", case_sensitive=False, help="Consumer to write for.")
+    ] = Dialect.ASTRA_SIM,
+    params: ParamsOpt = Params.TRAINABLE,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    dtype_bytes: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Bytes per parameter element in the all-reduce (default: the model's dtype)."
+        ),
+    ] = None,
+    compute: Compute = ComputeModel.ROOFLINE,
+    device: Device = None,
+    array: Array = None,
+    dataflow: Dataflow = None,
+    bytes_per_cycle: BytesPerCycle = None,
+    time_unit: TimeUnit = cost.Unit.NS,
+    clock_ghz: ClockGhz = 1.0,
+    to: Annotated[
+        Literal["text", "json", "chakra-et"],
+        typer.Option(
+            "--format",
+            help="text (the workload file), json (workload JSON) or chakra-et (one Chakra trace per NPU, "
+            "-o DIR/PREFIX -> PREFIX.<npu>.et, with PREFIX.comm_groups.json).",
+        ),
+    ] = "text",
+    passes: Annotated[int, typer.Option(min=1, help="chakra-et: training iterations in each trace.")] = 1,
+    network_dims: Annotated[
+        str | None,
+        typer.Option(
+            help="chakra-et: NPUs per network dimension, e.g. 4,2: each collective gets the involved_dim "
+            "mask ASTRA-sim 1.0 would give it (default: no mask, i.e. every dimension)."
+        ),
+    ] = None,
+    meta: Annotated[
+        Path | None,
+        typer.Option(help="Write the provenance here (default: OUTPUT.meta.json beside a file output)."),
+    ] = None,
+    like: Annotated[
+        Path | None,
+        typer.Option(
+            help="A reference workload whose conventions to follow where not given: its keyword, "
+            "dialect, layer convention (--params) and compute model (ASTRA-sim's reference model "
+            "when its update times are a tenth of its weight-gradient times)."
+        ),
+    ] = None,
+    force: Force = False,
+    strict: Annotated[
+        bool, typer.Option(help="Warnings (e.g. what the consumer misreads) fail: no output.")
+    ] = False,
+    quiet: Quiet = False,
+    no_color: NoColor = False,
+    allow_unknown: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unknown",
+            help="Keep layers whose FLOPs are unknown (X510: 0; X514: one loop iteration); "
+            "the metadata lists them.",
+        ),
+    ] = False,
+    full_hash: FullHash = False,
+    tp: Annotated[
+        int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks T.", rich_help_panel=LLM)
+    ] = None,
+    pp: Annotated[
+        int | None, typer.Option("--pp", min=1, help="Pipeline stages P.", rich_help_panel=LLM)
+    ] = None,
+    dp: Annotated[
+        int | None,
+        typer.Option("--dp", min=1, help="Data-parallel ranks D (default N / (T P)).", rich_help_panel=LLM),
+    ] = None,
+    ep: Annotated[
+        int | None,
+        typer.Option(
+            "--ep", min=1, help="Expert-parallel ranks E, carved from the D data ranks.", rich_help_panel=LLM
+        ),
+    ] = None,
+    sp: Annotated[
+        bool, typer.Option("--sp", help="Sequence parallelism over the T ranks.", rich_help_panel=LLM)
+    ] = False,
+    zero: Annotated[
+        int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3.", rich_help_panel=LLM)
+    ] = None,
+    micro_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--micro-batch", min=1, help="Sequences per micro-batch M (default 1).", rich_help_panel=LLM
+        ),
+    ] = None,
+    global_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--global-batch", min=1, help="Sequences per iteration B (default M D P).", rich_help_panel=LLM
+        ),
+    ] = None,
+    schedule: Annotated[
+        Schedule | None, typer.Option("--schedule", help="Pipeline schedule.", rich_help_panel=LLM)
+    ] = None,
+    vpp: Annotated[
+        int | None,
+        typer.Option(
+            "--vpp", min=1, help="Interleaved: model chunks per pipeline rank V.", rich_help_panel=LLM
+        ),
+    ] = None,
+    recompute: Annotated[
+        Recompute | None,
+        typer.Option("--recompute", help="Activation recomputation.", rich_help_panel=LLM),
+    ] = None,
+    stages: Annotated[
+        str | None,
+        typer.Option(
+            "--stages",
+            help="Blocks per pipeline chunk, e.g. 9,8,8,7 (default: balanced).",
+            rich_help_panel=LLM,
+        ),
+    ] = None,
+) -> None:
+    """Translate a model into a workload.
+
+    An ONNX file, a built-in architecture or a fetched model, into a workload file, workload JSON
+    or Chakra traces.
+
+    \b
+    Examples:
+      modtrans translate resnet50 -o resnet50.txt
+      modtrans translate resnet50 --like Resnet50_DataParallel.txt -o generated.txt
+      modtrans translate gpt2 -p HYBRID_TRANSFORMER --npus 8 --model-parallel-group 4
+      modtrans translate model.onnx --batch 32 --compute roofline --device h100
+      modtrans translate resnet50 --format chakra-et --npus 8 -o traces/
+    """
+    request = _request(dict(locals()))
+    try:
+        prepared = prepare(request, say=lambda line: _say(line, quiet))
+        with report.status(f"translating {model}"):
+            result = api.run(prepared)
+        result = api.write(result, model, force=force)
+    except UsageError as error:
+        raise _refused(error) from None
+    if to == "chakra-et":
+        _said_traces(result, quiet)
+        code = report.exit_code(result.diagnostics, strict=strict) or (0 if result.files else 1)
+    else:
+        if result.text is not None and output in (None, "-"):
+            sys.stdout.write(result.text)
+        if result.written and not quiet:
+            typer.echo("wrote " + " and ".join(str(path) for path in result.written), err=True)
+        code = report.exit_code(result.diagnostics) or (0 if result.text is not None else 1)
+    color = False if no_color else None
+    report.emit(result.diagnostics, Format.TEXT, stream=sys.stderr, color=color, **COLLAPSED)
+    raise typer.Exit(code)
+
+
+NOT_GIVEN = ("parallel", "npus", "dialect", "params", "compute", "time_unit")
+"""Options with a default that the request takes as None when not given: --like fills them, and
+some rules ask whether they were given (--npus with the LLM layout, --time-unit with traces)."""
+
+INDICES = {
+    "checkpoints": "layer indices like 0,9,18",
+    "checkpoint_initiates": "layer indices like 0,9,18",
+    "network_dims": "NPUs per network dimension like 4,2",
+    "stages": "blocks per chunk like 9,8,8,7",
+}
+
+
+def _request(given: dict[str, Any]) -> Request:
+    """The command line's values as the library's Request: lists parsed, defaults not given None."""
+    fields = {k: v for k, v in given.items() if k not in ("to", "input_shape", "quiet", "no_color")}
+    for name in NOT_GIVEN:
+        if not _given(name):
+            fields[name] = None
+    for name, expected in INDICES.items():
+        fields[name] = _indices(given[name], f"--{name.replace('_', '-')}", expected)
+    fields["array"] = _array(given["array"])
+    return Request(**fields, format=given["to"], input_shapes=_shapes(given["input_shape"]))
+
+
+def _say(line: str, quiet: bool) -> None:
+    """A note of the request's rules: warnings always, what --like took unless `quiet`."""
+    if not quiet or line.startswith("modtrans: warning:"):
+        typer.echo(line, err=True)
+
+
+def _said_traces(result: Translation, quiet: bool) -> None:
+    """`wrote 8 Chakra traces: P.0.et .. P.7.et, P.comm_groups.json (...) and P.meta.json`."""
+    if not result.written or quiet:
+        return
+    *traces, groups, sidecar = result.written
+    names = f"{traces[0]}" if len(traces) == 1 else f"{traces[0]} .. {traces[-1]}"
+    plural = "trace" if len(traces) == 1 else "traces"
+    typer.echo(
+        f"wrote {len(traces)} Chakra {plural}: {names}, {groups} (--comm-group-configuration) and {sidecar}",
+        err=True,
+    )

@@ -1,0 +1,167 @@
+"""What a translation writes, checked before it is written, and the all-or-nothing write.
+
+The workload text (validated as a consumer would read it) or workload JSON, with its .meta.json;
+or one Chakra trace per rank, PREFIX.comm_groups.json and PREFIX.meta.json, the set checked
+across ranks as `modtrans validate` checks it (SELF_CHECK). Nothing is written when an output
+would overwrite one of the inputs (unless forced), and either every file is written or none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from modtrans import chakra
+from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
+from modtrans.fileio import Content, is_file_output, same_file, write_all
+from modtrans.plan import Plan
+from modtrans.request import UsageError
+from modtrans.sidecar import describe
+from modtrans.workload.model import Dialect, Workload
+
+Files = list[tuple[Path, Content]]
+
+SELF_CHECK = 64
+"""Up to this many ranks, every trace written is decoded and checked across ranks before it is
+saved; above, each pipeline stage's first rank is checked node by node and the matching across
+ranks on the plan itself (plan/check.py), which decides the same for traces made from it."""
+
+
+def render(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:
+    """The workload as JSON (`to` "json") or as the dialect's text, which must pass our own checks
+    (their findings are added to `found`); None when it cannot be written."""
+    if to == "json":
+        from modtrans.workload import jsonform
+
+        return jsonform.dumps(workload)
+    from modtrans.workload.validate import validate
+    from modtrans.workload.write import write
+
+    try:
+        text = write(workload, dialect)
+    except DiagnosticError as error:
+        found += error.diagnostics
+        return None
+    checked = validate(text, dialect=dialect)
+    found += checked
+    return None if has_errors(checked) else text
+
+
+def text_files(
+    text: str,
+    output: str | None,
+    metadata: dict[str, Any],
+    meta: str | Path | None,
+    found: Sequence[Diagnostic],
+) -> tuple[Files, dict[str, Any]]:
+    """The output file (none for standard output: None or "-") and its provenance, `meta` or
+    OUTPUT.meta.json beside a file output, the pair naming each other (sidecar.py), the
+    provenance only when nothing failed; and that provenance."""
+    files: Files = []
+    to_file = output not in (None, "-")
+    if to_file:
+        files.append((Path(str(output)), text))
+    described = {**metadata, "output": describe(str(output), text)} if to_file else metadata
+    beside = to_file and is_file_output(str(output))  # no /dev/null.meta.json
+    target = Path(meta) if meta is not None else (Path(f"{output}.meta.json") if beside else None)
+    if target is not None and not has_errors(found):
+        files.append((target, json.dumps(described, indent=1) + "\n"))
+    return files, described
+
+
+def trace_prefix(output: str, model: str) -> Path:
+    """PREFIX of the traces PREFIX.<npu>.et: `output`, or in a folder (an existing one, or a
+    name ending in /) the model's name: <folder>/<model>."""
+    prefix = Path(output)
+    if prefix.is_dir() or output.endswith("/"):
+        prefix = prefix / model_stem(model)
+    return prefix
+
+
+def model_stem(model: str) -> str:
+    """The model's name for file names: a built-in's name, or the ONNX file's stem."""
+    return Path(model).stem if model.lower().endswith(".onnx") else Path(model).name
+
+
+def trace_files(
+    plan: Plan,
+    prefix: Path,
+    metadata: dict[str, Any],
+    *,
+    passes: int = 1,
+    dims: Sequence[int] | None = None,
+) -> tuple[Files, dict[str, Any], list[Diagnostic]]:
+    """The traces, PREFIX.comm_groups.json and PREFIX.meta.json (in that order), the provenance
+    the last holds, and what the checks across ranks find in them (errors and warnings).
+    Raises UsageError for what the trace writer refuses (--passes, --network-dims)."""
+    described = {
+        **metadata,
+        "duration_micros": "compute time in whole microseconds, the rounding carried from node to node "
+        "(durations sum to the compute time within 1 us); ASTRA-sim 2.x multiplies by 1000",
+        "passes": passes,
+        "comm_groups": {str(g.id): g.purpose for g in plan.groups()},
+    }
+    shape = None if dims is None else tuple(dims)
+    try:
+        files: Files = list(
+            chakra.files(
+                plan,
+                prefix,
+                passes=passes,
+                metadata={**described, "network_dims": shape},
+                dims=shape,
+                tick_ns=1.0,  # translated in ns
+                lazy=True,
+            )
+        )
+    except chakra.ChakraError as error:
+        raise UsageError(str(error)) from None
+    found = checked(plan, files)  # what we write passes the checks users run
+    files.append((Path(f"{prefix}.meta.json"), json.dumps(described, indent=1) + "\n"))
+    return files, described, found
+
+
+def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
+    """The trace-set checks of `modtrans validate` on `outputs` (the traces, then the group file)
+    before they are written; the traces checked are made here and kept, not encoded twice."""
+    from modtrans.chakra.validate import check_set
+    from modtrans.plan.check import consistency
+
+    group_path, groups = outputs[-1]
+    traces = outputs[:-1]
+    complete = len(traces) <= SELF_CHECK
+    firsts = sorted({plan.program_of.index(p) for p in set(plan.program_of)})
+    ranks = range(len(traces)) if complete else firsts
+    for rank in ranks:
+        path, data = traces[rank]
+        if callable(data):
+            outputs[rank] = (path, data())
+    sample = {str(outputs[r][0]): outputs[r][1] for r in ranks}
+    found = check_set(sample, groups, str(group_path), complete=complete)
+    if not complete:
+        found += [diagnostic(code, message, path=str(group_path)) for code, message in consistency(plan)]
+    return [d for d in found if d.severity <= 2]
+
+
+def refuse_inputs(targets: Sequence[Path], inputs: Sequence[str | Path], force: bool) -> None:
+    """UsageError when an output is one of the inputs (a built-in model's packaged file too)."""
+    if force:
+        return
+    for target in targets:
+        if any(same_file(target, i) for i in inputs):
+            raise UsageError(f"refusing to overwrite the input {target}; pass --force")
+
+
+def save(outputs: Sequence[tuple[Path, Content]]) -> list[Diagnostic]:
+    """Write every output or none; a failure is the F003 naming the file."""
+    if not outputs:
+        return []
+    try:
+        write_all(outputs)
+    except OSError as error:
+        where = error.filename or outputs[0][0]
+        reason = error.strerror or str(error)
+        return [diagnostic("F003", f"cannot write {where}: {reason}", path=str(where))]
+    return []

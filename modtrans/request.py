@@ -1,0 +1,346 @@
+"""What a translation is asked for, and the rules that turn it into pipeline.Options.
+
+A `Request` holds every option `modtrans translate` takes, typed; None means "not given" (the
+default applies, or --like fills it in). `prepare` applies the rules the options obey: the LLM
+layout (--tp/--pp/--dp/...), --packages, --like's conventions, --per-layer files, the trace
+limits, and which options a translation ignores. The command line and `modtrans.translate` both
+build a Request: the rules are here once, the CLI only parses and prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from modtrans import cost
+from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.pipeline import Options
+from modtrans.strategy import Parallelism, Params
+from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
+from modtrans.workload.model import Dialect, Policy, Workload
+
+Format = Literal["text", "json", "chakra-et"]
+
+MAX_TRACES = 4096
+"""--format chakra-et writes one file per NPU; more than this many need --force."""
+
+
+class UsageError(ValueError):
+    """An option value or combination the translation refuses: one line naming the rule (the
+    command line's exit 2). `diagnostic`: the F001 of a file an option names that cannot be read."""
+
+    def __init__(self, message: str, diagnostic: Diagnostic | None = None) -> None:
+        super().__init__(message)
+        self.diagnostic = diagnostic
+
+
+@dataclass(frozen=True)
+class Request:
+    """Every option of a translation (`modtrans translate --help` describes each: the field
+    `micro_batch` is the option --micro-batch). None: not given."""
+
+    model: str
+    output: str | None = None  # a file, or for chakra-et a DIR/ or DIR/PREFIX; None or "-": none
+    format: Format = "text"
+    parallel: str | None = None  # the keyword (default DATA)
+    npus: int | None = None  # default 1, or T x P x D of the LLM layout
+    model_parallel_group: int | None = None
+    packages: int | None = None  # or the group as npus / packages
+    checkpoint_every: int | None = None
+    checkpoints: Sequence[int] | None = None
+    checkpoint_initiates: Sequence[int] | None = None
+    per_layer: Mapping[str, str] | str | Path | None = None  # pattern -> keyword, or a file of them
+    dialect: str | None = None  # astra-sim (default), simai, chakra
+    params: str | None = None  # trainable (default) or weights
+    batch: int | None = None
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    dtype_bytes: int | None = None
+    compute: str | None = None  # roofline (default), astra-sim-reference, scalesim-v3, scalesim
+    device: str | None = None
+    array: tuple[int, int] | None = None
+    dataflow: str | None = None
+    bytes_per_cycle: float | None = None
+    time_unit: str | None = None  # ns (default), us, cycles
+    clock_ghz: float = 1.0
+    passes: int = 1
+    network_dims: Sequence[int] | None = None
+    meta: str | Path | None = None
+    like: str | Path | None = None
+    force: bool = False
+    strict: bool = False
+    allow_unknown: bool = False
+    full_hash: bool = False
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+    sp: bool = False
+    zero: int | None = None
+    micro_batch: int | None = None
+    global_batch: int | None = None
+    schedule: str | None = None  # gpipe, 1f1b, interleaved
+    vpp: int | None = None
+    recompute: str | None = None  # none, selective, full
+    stages: Sequence[int] | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request with its rules applied: what the pipeline is given, and the lines said on the way."""
+
+    request: Request
+    options: Options
+    notes: tuple[str, ...]
+
+    @property
+    def traces(self) -> bool:
+        return self.request.format == "chakra-et"
+
+
+Say = Callable[[str], None]
+
+
+def prepare(request: Request, say: Say | None = None) -> Prepared:
+    """The pipeline options `request` describes; raises UsageError for what the options' rules
+    refuse. Each note (what --like took, an option ignored and why) is passed to `say` as made."""
+    notes: list[str] = []
+
+    def note(line: str) -> None:
+        notes.append(line)
+        if say is not None:
+            say(line)
+
+    policy = Policy(request.parallel or Policy.DATA)
+    dialect = Dialect(request.dialect or Dialect.ASTRA_SIM)
+    params = Params(request.params or Params.TRAINABLE)
+    compute = request.compute or "roofline"
+    if request.output == "" and request.format != "chakra-et":
+        raise UsageError("--output is empty: give a file, or - for standard output")
+    if request.like is not None:
+        policy, dialect, params, compute = _like(request, policy, dialect, note)
+    unit = _unit(request)
+    for line in _not_applicable(request, policy, compute):
+        note(line)
+    settings = cost.Settings(
+        request.device,
+        request.array,
+        request.dataflow,
+        request.bytes_per_cycle,
+        cost.Clock(unit, request.clock_ghz),
+    )
+    parallel = _parallelism(request, policy)
+    batch = request.batch
+    if parallel.layout is not None and request.micro_batch is not None:
+        batch = request.micro_batch  # the IR is one micro-batch
+    options = Options(
+        parallel=parallel,
+        params=params,
+        batch=batch,
+        input_shapes=dict(request.input_shapes),
+        dtype_bytes=request.dtype_bytes,
+        compute=compute,
+        cost=settings,
+        dialect=dialect,
+        traces=request.format == "chakra-et",
+        allow_unknown=request.allow_unknown,
+        full_hash=request.full_hash,
+    )
+    return Prepared(request, options, tuple(notes))
+
+
+def _unit(request: Request) -> cost.Unit:
+    """The tick unit; traces are computed in ns and written in whole microseconds with the carry."""
+    if request.format != "chakra-et":
+        return cost.Unit(request.time_unit or cost.Unit.NS)
+    if request.output in (None, "-"):
+        raise UsageError("--format chakra-et writes files: give -o DIR/PREFIX")
+    if request.time_unit is not None and cost.Unit(request.time_unit) is not cost.Unit.US:
+        raise UsageError(
+            f"--time-unit {cost.Unit(request.time_unit).value}: a Chakra trace holds microseconds "
+            "(duration_micros, which ASTRA-sim 2.x reads as such); the traces are computed in ns and "
+            "written in us without rounding each node"
+        )
+    return cost.Unit.NS  # exact; chakra/write.py writes whole microseconds with the carry
+
+
+def _parallelism(request: Request, policy: Policy) -> Parallelism:
+    """The keyword's NPUs, group and checkpoints, or the LLM layout (--packages resolved)."""
+    npus = request.npus or 1
+    group = request.model_parallel_group
+    if request.packages is not None:
+        if group is not None or npus % request.packages:
+            raise UsageError("--packages must divide --npus, and replaces --model-parallel-group")
+        group = npus // request.packages
+    layout = _layout(request, policy, npus)
+    if layout is not None:
+        npus = layout.npus
+    if request.format == "chakra-et" and npus > MAX_TRACES and not request.force:
+        given = f"--npus {npus}" if layout is None else f"T x P x D = {npus} NPUs"
+        raise UsageError(f"{given} writes {npus} trace files (over {MAX_TRACES}); pass --force")
+    return Parallelism(
+        policy=policy,
+        npus=npus,
+        group=group,
+        checkpoints=_tuple(request.checkpoints),
+        checkpoint_initiates=_tuple(request.checkpoint_initiates),
+        checkpoint_every=request.checkpoint_every,
+        per_layer=_rules(request.per_layer),
+        layout=layout,
+    )
+
+
+def _tuple(values: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(values)
+
+
+def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
+    """The LLM layout the options describe (None when none of them is given)."""
+    r = request
+    given = (r.tp, r.pp, r.dp, r.ep, r.zero, r.micro_batch, r.global_batch, r.schedule, r.vpp, r.recompute)
+    if not r.sp and r.stages is None and all(v is None for v in given):
+        return None
+    if r.parallel is not None and not policy.is_transformer:
+        raise UsageError(f"--tp/--pp/--dp/--ep/... lay out a transformer; --parallel {policy} is not one")
+    if r.model_parallel_group is not None:
+        raise UsageError("--model-parallel-group is --tp for the LLM layout: give one of them")
+    t, p = r.tp or 1, r.pp or 1
+    interleaved = r.vpp is not None and r.vpp > 1
+    default = Schedule.INTERLEAVED if interleaved else Schedule.ONE_F_ONE_B
+    layout = Layout(
+        npus=r.npus if r.npus is not None else t * p * (r.dp or 1),
+        tp=t,
+        pp=p,
+        dp=r.dp,
+        ep=r.ep or 1,
+        sp=r.sp,
+        zero=r.zero or 0,
+        micro_batch=r.micro_batch or 1,
+        global_batch=r.global_batch,
+        schedule=Schedule(r.schedule) if r.schedule is not None else default,
+        vpp=r.vpp or 1,
+        recompute=Recompute(r.recompute or Recompute.NONE),
+        stages=_tuple(r.stages),
+    )
+    try:
+        return layout.check()
+    except LayoutError as error:
+        raise UsageError(str(error)) from None
+
+
+def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]:
+    """A warning for each option given that this translation does not use, and why."""
+    to = request.format
+    systolic = compute in ("scalesim-v3", "scalesim")
+    checkpointed = policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
+    only_traces = None if to == "chakra-et" else f"only --format chakra-et uses it, not {to}"
+    not_checkpointed = (
+        None if checkpointed else f"only HYBRID_TRANSFORMER_FWD_IN_BCKWD checkpoints, not {policy}"
+    )
+    unused = {
+        "dataflow": (request.dataflow, None if systolic else f"--compute {compute} has no dataflow"),
+        "per_layer": (
+            request.per_layer,
+            None if policy is Policy.HYBRID_CUSTOMIZED else f"only HYBRID_CUSTOMIZED reads it, not {policy}",
+        ),
+        "checkpoint_every": (request.checkpoint_every, not_checkpointed),
+        "checkpoints": (request.checkpoints, not_checkpointed),
+        "checkpoint_initiates": (request.checkpoint_initiates, not_checkpointed),
+        "network_dims": (request.network_dims, only_traces),
+        "passes": (None if request.passes == 1 else request.passes, only_traces),
+        "model_parallel_group": (
+            request.model_parallel_group,
+            f"{policy} has no model-parallel group" if policy in (Policy.DATA, Policy.MODEL) else None,
+        ),
+    }
+    return [
+        f"modtrans: warning: --{name.replace('_', '-')} is ignored: {reason}"
+        for name, (value, reason) in unused.items()
+        if value is not None and reason is not None
+    ]
+
+
+def _like(
+    request: Request, policy: Policy, dialect: Dialect, note: Say
+) -> tuple[Policy, Dialect, Params, str]:
+    """The options the reference workload implies, for those the request does not give."""
+    from modtrans.strategy.parallel import SUPPORTED
+    from modtrans.workload.load import load
+
+    reference = Path(str(request.like))
+    loaded = load(reference)
+    unreadable = next((d for d in loaded.result.diagnostics if d.code == "F001"), None)
+    if unreadable is not None:
+        raise unreadable_option("--like", reference, unreadable.message)
+    workload = loaded.result.workload
+    if workload is None:
+        raise UsageError(f"--like {reference}: not a workload file ({loaded.result.diagnostics[0].message})")
+    taken = []
+    if request.parallel is None and workload.header.policy in SUPPORTED:
+        policy = workload.header.policy
+        taken.append(f"--parallel {policy.value}")
+    if request.dialect is None and workload.dialect is not None:
+        dialect = workload.dialect
+        taken.append(f"--dialect {dialect.value}")
+    params, compute, implied = conventions_of(workload, request.params, request.compute)
+    taken += implied
+    note(f"--like {reference}: {' '.join(taken) or 'nothing to take'}")
+    return policy, dialect, params, compute
+
+
+def conventions_of(
+    reference: Workload, params: str | None, compute: str | None
+) -> tuple[Params, str, list[str]]:
+    """The --params and --compute a reference workload implies, for those not given (None), and
+    the options taken (for `translate --like` and `diff --like` alike)."""
+    from modtrans.diff import conventions
+
+    seen = conventions.detect(reference)
+    taken = []
+    if params is None:
+        params = seen.params
+        taken.append(f"--params {Params(params).value}")
+    if compute is None and seen.reference_compute:
+        compute = "astra-sim-reference"
+        taken.append(f"--compute {compute}")
+    return Params(params), compute or "roofline", taken
+
+
+def unreadable_option(option: str, path: Path, reason: str) -> UsageError:
+    """A file an option names cannot be read: the UsageError carrying the F001 that names both."""
+    reason = reason.removeprefix(f"cannot read {path}: ")
+    message = f"cannot read {option} {path}: {reason}"
+    return UsageError(message, diagnostic("F001", message, path=str(path)))
+
+
+def _rules(per_layer: Mapping[str, str] | str | Path | None) -> dict[str, Policy] | None:
+    if per_layer is None:
+        return None
+    if isinstance(per_layer, str | Path):
+        return read_per_layer(Path(per_layer))
+    return {pattern: Policy(keyword) for pattern, keyword in per_layer.items()}
+
+
+def read_per_layer(path: Path) -> dict[str, Policy]:
+    """HYBRID_CUSTOMIZED's rules from a file of `PATTERN KEYWORD` lines (# comments)."""
+    from modtrans.fileio import read_binary, utf8
+    from modtrans.strategy.parallel import PER_LAYER
+
+    data, problem = read_binary(path)
+    if data is None:
+        raise unreadable_option("--per-layer", path, problem.message if problem else "unreadable")
+    text, reason = utf8(data)
+    if text is None:
+        raise unreadable_option("--per-layer", path, reason or "not UTF-8 text")
+    allowed = {p.value for p in PER_LAYER}
+    rules: dict[str, Policy] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) != 2 or fields[1] not in allowed:
+            listed = ", ".join(p.value for p in PER_LAYER)
+            raise UsageError(f"{path}:{number}: expected `PATTERN KEYWORD` with KEYWORD one of {listed}")
+        rules[fields[0]] = Policy(fields[1])
+    return rules
