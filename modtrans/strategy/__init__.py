@@ -7,12 +7,13 @@ recompute.py   activation checkpointing: the recomputed forward segments
 parallel.py    plan() and build(): the techniques applied, the plan projected onto the text
 """
 
-from modtrans.strategy.draft import Parallelism, StrategyError, shard
+from modtrans.strategy.draft import Folded, Parallelism, StrategyError, rank_share, shard
 from modtrans.strategy.groups import Group, Params, group, group_times, layer_bytes, needs_input_grad
 from modtrans.strategy.parallel import SUPPORTED, build, plan
 
 __all__ = [
     "SUPPORTED",
+    "Folded",
     "Group",
     "Parallelism",
     "Params",
@@ -23,5 +24,6 @@ __all__ = [
     "layer_bytes",
     "needs_input_grad",
     "plan",
+    "rank_share",
     "shard",
 ]

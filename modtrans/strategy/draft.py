@@ -22,11 +22,11 @@ split, inputs for a reduction split).
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
 
 from modtrans.cost import CostModel, PhaseTimes
 from modtrans.dtypes import NO_GRADIENT as _INTEGER  # integer and quantized: no gradient
@@ -44,6 +44,7 @@ from modtrans.plan.model import (
     Tensor,
 )
 from modtrans.strategy.groups import Group, group_times, needs_input_grad
+from modtrans.strategy.llm.options import Layout
 from modtrans.workload.model import CommType, Header, Policy
 
 SHARDABLE = frozenset({Kind.CONV, Kind.CONV_TRANSPOSE, Kind.LINEAR, Kind.EMBEDDING, Kind.RNN})
@@ -51,6 +52,26 @@ SHARDABLE = frozenset({Kind.CONV, Kind.CONV_TRANSPOSE, Kind.LINEAR, Kind.EMBEDDI
 
 class StrategyError(ValueError):
     """Options that do not fit together (one line, for the user)."""
+
+
+class Folded(enum.StrEnum):
+    """What a rank computes of the parameter-free layers folded into a column-parallel unit
+    (rank_share's convention).
+
+    MEGATRON   1/T of them, as Megatron-LM runs tensor parallelism: the attention core on the
+               rank's heads / T (megatron/core/transformer/dot_product_attention.py,
+               DotProductAttention.__init__: num_attention_heads_per_partition =
+               divide(num_attention_heads, world_size)), the MLP activation on the rank's
+               ffn_hidden_size / T features (megatron/core/transformer/mlp.py, MLP.forward: the
+               activation_func of linear_fc1's ColumnParallelLinear output, gather_output=False).
+    GEMM_ONLY  whole: only the GEMM is divided, as ASTRA-sim 1.0's workload generator sizes a
+               layer (scripts/workload_generator/gen_astrasim_workload_input.py: a layer is one
+               M x N x K GEMM costed by SCALE-Sim; nothing else in it is split). modtrans's
+               HYBRID_TRANSFORMER keyword computed this before issue 23.
+    """
+
+    MEGATRON = "megatron"
+    GEMM_ONLY = "gemm-only"
 
 
 @dataclass(frozen=True)
@@ -62,7 +83,8 @@ class Parallelism:
     checkpoint_initiates: tuple[int, ...] | None = None
     checkpoint_every: int | None = None
     per_layer: dict[str, Policy] | None = None  # HYBRID_CUSTOMIZED: name pattern -> keyword
-    layout: Any = None  # strategy.llm.Layout: tensor x pipeline x data x expert parallelism
+    layout: Layout | None = None  # tensor x pipeline x data x expert parallelism
+    folded: Folded = Folded.MEGATRON  # what a rank computes of a column-parallel unit's folded layers
 
 
 @dataclass(frozen=True)
@@ -77,6 +99,9 @@ class LayerDraft:
     group: Group
     ways: int = 1  # the rank computes 1/ways of the layer
     split: str = "n"  # "n": output features split; "k": the reduction (row-parallel)
+    # column / row / embedding (Megatron), split (ASTRA-sim's layer-wise MODEL), router / expert
+    # (MoE), replicated: what rank_share divides
+    role: str = "replicated"
     comms: dict[Step, list[Comm]] = field(default_factory=dict)
     policy: Policy | None = None  # HYBRID_CUSTOMIZED
 
@@ -189,13 +214,35 @@ def resize(layer: IRLayer, factor: Fraction) -> IRLayer:
     return dataclasses.replace(layer, flops=flops, gemm=gemm, inputs=acts[0], outputs=acts[1])
 
 
-def _sharded(x: LayerDraft) -> Group:
-    if x.ways == 1 or not x.shardable:
-        return x.group
+def rank_share(
+    x: LayerDraft, folded: Folded = Folded.MEGATRON, *, tokens: Fraction = Fraction(1), sequence: int = 1
+) -> Group:
+    """What one rank computes of a unit (a workload layer: the IR layer holding its parameters and
+    the parameter-free layers folded into it), for the keywords and the LLM layout alike.
+
+    the GEMM          1/ways of N (column-parallel, split, embedding) or of K (row-parallel): shard()
+    folded layers     of a column-parallel unit: 1/ways under Folded.MEGATRON (the attention core,
+                      the MLP activation), whole under Folded.GEMM_ONLY; of any other unit whole
+                      (a row-parallel unit's residual add and dropout see the all-reduced output)
+    tokens            the share of the micro-batch's tokens the unit sees (sequence parallelism: a
+                      replicated unit or a router 1/T; an expert E_p/T); a router's or expert's
+                      folded layers that are not the experts' own keep every token
+    sequence          sequence parallelism's T: the layers folded into a row-parallel or embedding
+                      unit (norm, residual add, dropout; not a linear) run on 1/T of the sequence
+                      (Korthikanti et al. 2022, section 4.2.2)
+    """
     g = x.group
-    return Group(
-        shard(g.owner, x.ways, split=x.split), tuple(shard(m, x.ways) for m in g.folded), g.comm_bytes
-    )
+    sharded = x.ways > 1 and x.shardable
+    owner = shard(g.owner, x.ways, split=x.split) if sharded else g.owner
+    members = []
+    for m in g.folded:
+        factor = tokens if x.role not in ("expert", "router") or m.moe is not None else Fraction(1)
+        if sharded and x.role == "column" and folded is Folded.MEGATRON:
+            factor /= x.ways
+        elif x.role in ("row", "embedding") and m.kind is not Kind.LINEAR:
+            factor /= sequence
+        members.append(resize(shard(m, x.ways) if sharded else m, factor))
+    return Group(resize(owner, tokens), tuple(members), g.comm_bytes)
 
 
 # ------------------------------------------------------------------------------------ assembly
@@ -280,11 +327,11 @@ def _size(a: Activation, ways: int) -> int:
 
 
 def _times(draft: Draft, x: LayerDraft) -> PhaseTimes:
-    return group_times(_sharded(x), draft.cost, draft.inputs)
+    return group_times(rank_share(x, draft.parallelism.folded), draft.cost, draft.inputs)
 
 
-def _flops(x: LayerDraft) -> Flops:
-    members = _sharded(x).members
+def _flops(draft: Draft, x: LayerDraft) -> Flops:
+    members = rank_share(x, draft.parallelism.folded).members
     return Flops(
         sum(m.flops.forward for m in members),
         sum(m.flops.input_grad for m in members),
@@ -298,7 +345,7 @@ def assemble(draft: Draft) -> Plan:
     assert draft.header is not None, "a technique sets the header"
     layers = draft.layers
     times = [_times(draft, x) for x in layers]
-    flops = [_flops(x) for x in layers]
+    flops = [_flops(draft, x) for x in layers]
     ios = _ios(layers, draft.inputs)
     ops: list[Op] = []
 

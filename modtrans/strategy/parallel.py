@@ -60,7 +60,7 @@ def plan(
         from modtrans.strategy.llm.options import LayoutError
 
         try:
-            return llm_plan(ir, cost, p.layout, params=params, dtype_bytes=dtype_bytes)
+            return llm_plan(ir, cost, p.layout, params=params, dtype_bytes=dtype_bytes, folded=p.folded)
         except LayoutError as error:
             raise StrategyError(str(error)) from None
     techniques = load()

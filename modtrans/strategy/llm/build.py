@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from modtrans.cost import CostModel
-from modtrans.ir.document import Flops, Kind, ModelIR
+from modtrans.ir.document import Flops, ModelIR
 from modtrans.plan.model import Axis, LayerInfo, Mesh, Plan, Purpose
-from modtrans.strategy.draft import LayerDraft, _ios, _sharded, resize
-from modtrans.strategy.groups import Group, Params, group, group_times
+from modtrans.strategy.draft import Folded, LayerDraft, _ios, rank_share
+from modtrans.strategy.groups import Params, group, group_times
 from modtrans.strategy.llm import data, expert, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute
 from modtrans.strategy.llm.program import Costed, StageProgram, attention_core
@@ -18,7 +16,15 @@ from modtrans.strategy.llm.unit import Unit
 from modtrans.workload.model import Header, Policy
 
 
-def plan(ir: ModelIR, cost: CostModel, layout: Layout, *, params: Params, dtype_bytes: int | None) -> Plan:
+def plan(
+    ir: ModelIR,
+    cost: CostModel,
+    layout: Layout,
+    *,
+    params: Params,
+    dtype_bytes: int | None,
+    folded: Folded = Folded.MEGATRON,
+) -> Plan:
     layout.check()
     t, e = layout.tp, layout.ep
     units = [Unit(LayerDraft(g), block_of(g.owner.name)) for g in group(ir, params, dtype_bytes)]
@@ -32,7 +38,7 @@ def plan(ir: ModelIR, cost: CostModel, layout: Layout, *, params: Params, dtype_
     costed = []
     for index, (u, io) in enumerate(zip(units, ios, strict=True)):
         u.index = index
-        g = _scaled(u, t, layout.sp)
+        g = rank_share(u.x, folded, tokens=u.scale, sequence=t if layout.sp else 1)
         times = group_times(g, cost, inputs)
         member_times = [cost.times(m) for m in g.members]
         fl = Flops(
@@ -97,21 +103,6 @@ def plan(ir: ModelIR, cost: CostModel, layout: Layout, *, params: Params, dtype_
         "blocks_per_chunk": ",".join(str(len(cut)) for cut in cuts),
     }
     return Plan(mesh, infos, programs, program_of, Header(policy, model_parallel_group=t), notes)
-
-
-def _scaled(u: Unit, tp: int, sp: bool) -> Group:
-    """The unit's group as this rank computes it: the TP shard, the attention heads and MLP
-    columns of a column-parallel unit's folded layers 1/T, sequence-parallel work 1/T, an
-    expert's tokens x E_p."""
-    g = _sharded(u.x)
-    sharded_columns = u.x.ways > 1 and u.role == "column"
-    folded = []
-    for m in g.folded:
-        factor = u.scale if u.role not in ("expert", "router") or m.moe is not None else Fraction(1)
-        if sharded_columns or (sp and u.role in ("row", "embedding") and m.kind is not Kind.LINEAR):
-            factor = factor * Fraction(1, tp)
-        folded.append(resize(m, factor))
-    return Group(resize(g.owner, u.scale), tuple(folded), g.comm_bytes)
 
 
 def _boundary(u: Unit, ways: int) -> int:

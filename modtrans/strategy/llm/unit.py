@@ -31,11 +31,19 @@ EXPERT_DATA = frozenset({Purpose.DATA})  # expert gradients: the D / E ranks hol
 class Unit:
     x: LayerDraft  # the group, its TP shard (ways, split)
     block: int | None
-    role: str = "replicated"  # column / row / embedding / replicated / router / expert
     scale: Fraction = Fraction(1)  # compute scale beyond the TP shard (SP: 1/T; an expert: x E_p)
     grads_over: frozenset[Purpose] = DATA
     comms: dict[str, list[Comm]] = field(default_factory=dict)
     index: int = -1  # in Plan.layers, set when the plan is assembled
+
+    @property
+    def role(self) -> str:
+        """column / row / embedding / replicated / router / expert (the draft's: rank_share reads it)."""
+        return self.x.role
+
+    @role.setter
+    def role(self, role: str) -> None:
+        self.x.role = role
 
     @property
     def name(self) -> str:

@@ -7,7 +7,9 @@
                   fwd ALLREDUCE A_out; ig NONE; wg ALLREDUCE ceil(P/G)
     vocabulary-parallel embedding: fwd ALLREDUCE A_out; ig NONE; wg ALLREDUCE ceil(P/G)
     replicated (normalisation): fwd NONE; ig NONE; wg ALLREDUCE P
-Weight gradients are all-reduced over the data axis; compute is the shard's (N or K / G).
+Weight gradients are all-reduced over the data axis; compute is the shard's (N or K / G), and
+of a column-parallel unit's folded attention core and MLP activation 1/G (draft.rank_share, the
+same function the LLM layout's --tp uses: this keyword is the layout --tp G --dp N/G).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def megatron(draft: Draft) -> None:
     roles = roles_of(draft.ir, [x.owner for x in draft.layers])
     seen_inputs: set[str] = set()
     for x in draft.layers:
-        role = roles.get(x.owner.name, "replicated")
+        role = x.role = roles.get(x.owner.name, "replicated")
         if role == "replicated":
             reduce_gradients(x, DATA)
             continue

@@ -18,7 +18,7 @@ def split_layer(draft: Draft, x: LayerDraft, ways: int, over: frozenset[Purpose]
     """Shard a GEMM layer `ways` ways; gather its output, all-reduce its input gradient."""
     if not x.shardable or ways == 1:
         return
-    x.ways = ways
+    x.ways, x.role = ways, "split"
     x.add(Step.FWD, CommType.ALLGATHER, draft.a_out(x.owner), over)
     x.add(Step.INPUT_GRAD, CommType.ALLREDUCE, draft.a_in(x.owner), over)
 

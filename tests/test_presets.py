@@ -1,0 +1,107 @@
+"""The keywords are presets of the tensor x data layout (issue 23): on every built-in model, a
+keyword's plan equals the plan of its layout spelled with --tp / --dp, operation for operation.
+
+    -p DATA --npus N                                 ==  --dp N
+    -p HYBRID_TRANSFORMER --npus N --model-parallel-group G  ==  --tp G --dp N/G
+
+Equal means: per rank, the computes in program order (layer, step, ticks, FLOPs), and every
+collective (layer, step, type, bytes, its group's ranks) with the operation it waits for; the
+position of a collective nobody waits for (the data-parallel all-reduces, issued as soon as the
+layer's weight gradient is done) and the tensor names (the layout suffixes its micro-batch) are
+not compared. One function decides what a rank computes of a sharded unit for both
+(strategy.draft.rank_share, Megatron's convention); these would differ if it did not.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from modtrans import pipeline, zoo
+from modtrans.plan import Collective, Compute, Plan, Transfer
+from modtrans.strategy import Folded, Parallelism
+from modtrans.strategy.llm import Layout
+from modtrans.workload.model import Policy
+
+Key = tuple[object, ...]
+
+
+def _plan(model: str, parallel: Parallelism) -> Plan:
+    result = pipeline.translate_checked(model, pipeline.Options(parallel=parallel, traces=True))
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    return result.plan
+
+
+def _canonical(plan: Plan, rank: int) -> tuple[list[Key], list[Key]]:
+    """The rank's computes in order, and its collectives (sorted) with what each waits for."""
+    program = plan.program(rank)
+    names = [info.name for info in plan.layers]
+
+    def key(i: int) -> Key:
+        op = program[i]
+        if isinstance(op, Compute):
+            return ("compute", names[op.layer], op.step.value, op.time, op.flops)
+        if isinstance(op, Collective):
+            ranks = plan.group(rank, op.over).ranks
+            return ("collective", names[op.layer], op.step.value, op.comm.value, op.bytes, ranks)
+        assert isinstance(op, Transfer)
+        return ("transfer", names[op.layer], op.step.value, op.direction.value, op.bytes)
+
+    computes = [key(i) for i, op in enumerate(program) if isinstance(op, Compute)]
+    collectives = sorted(
+        (key(i), tuple(key(d) for d in op.deps)) for i, op in enumerate(program) if isinstance(op, Collective)
+    )
+    return computes, [(*k, deps) for k, deps in collectives]
+
+
+@cache
+def _both(model: str, npus: int, group: int) -> tuple[Plan, Plan]:
+    if group == 0:
+        preset = Parallelism(Policy.DATA, npus)
+        layout = Layout(npus=npus, dp=npus)
+    else:
+        preset = Parallelism(Policy.HYBRID_TRANSFORMER, npus, group)
+        layout = Layout(npus=npus, tp=group, dp=npus // group)
+    return _plan(model, preset), _plan(model, Parallelism(Policy.HYBRID_TRANSFORMER, npus, layout=layout))
+
+
+# The layout refuses a mixture of experts at T > 1 without --sp (Megatron-Core's rule, see
+# strategy/llm/expert.py), where the keyword, as ASTRA-sim's HYBRID_TRANSFORMER, splits each
+# expert's GEMMs over T: the tensor-parallel preset of these two has no layout yet (issue 23).
+MOE = ("mixtral-8x7b", "deepseek-moe-16b")
+CASES = [
+    (model, npus, group)
+    for model in zoo.names()
+    for npus, group in ((2, 0), (8, 4))
+    if not (group and model in MOE)
+]
+
+
+@pytest.mark.parametrize(("model", "npus", "group"), CASES, ids=[f"{m}-{n}-{g}" for m, n, g in CASES])
+def test_a_keyword_preset_is_its_layout(model: str, npus: int, group: int) -> None:
+    preset, layout = _both(model, npus, group)
+    assert [i.name for i in preset.layers] == [i.name for i in layout.layers]
+    assert preset.groups() == layout.groups() or {g.ranks for g in preset.groups()} == {
+        g.ranks for g in layout.groups()
+    }
+    for rank in (0, npus - 1):
+        assert preset.compute_time(rank) == layout.compute_time(rank)
+        assert _canonical(preset, rank) == _canonical(layout, rank)
+
+
+def test_gpt2_rank_0_computes_megatrons_share_and_the_old_convention_stays_an_option() -> None:
+    # issue 23, measured before the fix: -p HYBRID_TRANSFORMER --npus 8 --model-parallel-group 4
+    # computed 1,904,785 ns on rank 0 (only the GEMM of c_attn / c_fc divided: Folded.GEMM_ONLY),
+    # --tp 4 --dp 2 1,464,097 ns (their folded attention core and GELU 1/4 too: Megatron-LM's
+    # heads / T and ffn_hidden_size / T, Folded.MEGATRON)
+    preset, layout = _both("gpt2", 8, 4)
+    assert preset.compute_time(0) == layout.compute_time(0) == 1_464_097
+    old = _plan("gpt2", Parallelism(Policy.HYBRID_TRANSFORMER, 8, 4, folded=Folded.GEMM_ONLY))
+    assert old.compute_time(0) == 1_904_785
+
+    def c_attn_forward(plan: Plan) -> int:
+        layer = next(i for i, x in enumerate(plan.layers) if x.name == "transformer.h.0.attn.c_attn")
+        return next(o.time for o in plan.program(0) if isinstance(o, Compute) and o.layer == layer)
+
+    assert (c_attn_forward(old), c_attn_forward(preset)) == (15_125, 8_145)
