@@ -19,7 +19,7 @@ from functools import cache
 import pytest
 
 from modtrans import pipeline, zoo
-from modtrans.plan import Collective, Compute, Plan, Transfer
+from modtrans.plan import Collective, Compute, Plan, Transfer, project
 from modtrans.strategy import Folded, Parallelism
 from modtrans.strategy.llm import Layout
 from modtrans.workload.model import Policy
@@ -88,6 +88,11 @@ def test_a_keyword_preset_is_its_layout(model: str, npus: int, group: int) -> No
     for rank in (0, npus - 1):
         assert preset.compute_time(rank) == layout.compute_time(rank)
         assert _canonical(preset, rank) == _canonical(layout, rank)
+    # and the layout writes ASTRA-sim 1.0 text (`--dp 2` was D310 before issue 23): the preset's
+    # layer lines, and with --tp its header too (HYBRID_TRANSFORMER model_parallel_NPU_group: T)
+    text, keyword = project(layout), project(preset)
+    assert text.layers == keyword.layers
+    assert text.header == keyword.header or not group
 
 
 def test_gpt2_rank_0_computes_megatrons_share_and_the_old_convention_stays_an_option() -> None:

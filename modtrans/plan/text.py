@@ -11,6 +11,10 @@ gives that column (ASTRA-sim 1.0's decode_involved_dimensions; workload-format s
     HYBRID_MODEL_DATA             the reverse
     HYBRID_CUSTOMIZED             each layer's own keyword
 
+Axes of size 1 span nothing: a group is compared by the axes it really spans, so a layout that
+keeps a unit axis (`--dp 2` is tensor 1 x expert 1 x data 2 x pipeline 1, its gradients over
+expert+data) says what the same group says on the keyword's mesh (DATA over every axis).
+
 Anything else cannot be said and is refused with the reason (D310): ranks with different
 programs (pipeline stages), point-to-point transfers, a second collective in one column, a
 collective over another group, a recomputed forward without FWD_IN_BCKWD's checkpoints.
@@ -30,10 +34,15 @@ class ProjectionError(ValueError):
     """The plan holds something the text format cannot say (one line, for a D310)."""
 
 
+def spanned(over: frozenset[Purpose], mesh: Mesh) -> frozenset[Purpose]:
+    """The axes of `over` that hold more than one rank (the group's real extent)."""
+    return frozenset(a.purpose for a in mesh.axes if a.purpose in over and a.size > 1)
+
+
 def columns(policy: Policy, mesh: Mesh) -> Mapping[Step, frozenset[Purpose]]:
-    """The group each column's collective spans under a keyword."""
-    every = frozenset(a.purpose for a in mesh.axes)
-    first = frozenset({mesh.axes[0].purpose})
+    """The group each column's collective spans under a keyword (axes of size 1 left out)."""
+    every = spanned(frozenset(a.purpose for a in mesh.axes), mesh)
+    first = spanned(frozenset({mesh.axes[0].purpose}), mesh)
     rest = every - first
     if policy in (Policy.MODEL, Policy.DISTRIBUTED_INFERENCE):
         return {Step.FWD: every, Step.INPUT_GRAD: every}
@@ -98,7 +107,7 @@ def project(plan: Plan) -> Workload:
             if comm is None:
                 phases.append(Phase(time))
                 continue
-            if comm.over != expected.get(step):
+            if spanned(comm.over, plan.mesh) != expected.get(step):
                 over = "+".join(sorted(comm.over)) or "no axis"
                 raise ProjectionError(
                     f"layer {info.name}: a {step} {comm.comm} over the {over} group; under {policy} "

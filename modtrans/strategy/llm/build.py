@@ -79,7 +79,11 @@ def plan(
         )
     )
     program_of = tuple(mesh.coords(r)[3] for r in range(mesh.size))
-    infos = tuple(LayerInfo(c.name, c.times.update) for c in costed)
+    # the first unit's input gradient: written in the text as the keywords write it, run by nobody
+    infos = tuple(
+        LayerInfo(c.name, c.times.update, unexecuted_input_grad=c.times.input_grad if c.first else 0)
+        for c in costed
+    )
     policy = (
         Policy.HYBRID_TRANSFORMER
         if layout.recompute is Recompute.NONE
