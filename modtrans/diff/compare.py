@@ -6,49 +6,31 @@ field differs when |first - reference| > atol + rtol * |reference|.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from modtrans.diff.align import align
 from modtrans.workload.model import Header, Layer, Workload
+from modtrans.workload.vocabulary import COLUMNS, HEADER_KEYS, POLICY, REQUIRED
 
 Value = int | str | None
 
-FIELDS: tuple[str, ...] = (
-    "fwd_compute",
-    "fwd_comm",
-    "fwd_size",
-    "ig_compute",
-    "ig_comm",
-    "ig_size",
-    "wg_compute",
-    "wg_comm",
-    "wg_size",
-    "update",
-    "reserved",
-    "policy",
-)
-"""Every compared field of a layer line, in file order (the name is compared separately)."""
+_COLUMNS = (*COLUMNS[2:REQUIRED], COLUMNS[1], COLUMNS[POLICY])  # the phases, update; reserved, policy
+FIELDS: tuple[str, ...] = tuple(c.diff for c in _COLUMNS if c.diff is not None)
+"""Every compared field of a layer line: the phases and the update in file order, then the
+reserved field and the policy (the name is compared separately)."""
 
 GROUPS: dict[str, tuple[str, ...]] = {
-    "comm": ("fwd_comm", "fwd_size", "ig_comm", "ig_size", "wg_comm", "wg_size"),
-    "compute": ("fwd_compute", "ig_compute", "wg_compute"),
-    "update": ("update",),
+    "comm": tuple(c.diff for c in _COLUMNS if c.diff and c.phase and c.unit != "ticks"),
+    "compute": tuple(c.diff for c in _COLUMNS if c.diff and c.phase and c.unit == "ticks"),
+    "update": tuple(c.diff for c in _COLUMNS if c.diff and not c.phase and c.unit == "ticks"),
     "all": FIELDS,
 }
 
 _HEADER: dict[str, Callable[[Header], object]] = {
     "policy": lambda h: h.policy.value,
-    "model_parallel_NPU_group": lambda h: h.model_parallel_group,
-    "checkpoints": lambda h: h.checkpoints,
-    "checkpoint_initiates": lambda h: h.checkpoint_initiates,
-    "dlrm_last_bottom_layer": lambda h: h.dlrm_last_bottom_layer,
-    "ep": lambda h: h.ep,
-    "pp": lambda h: h.pp,
-    "vpp": lambda h: h.vpp,
-    "ga": lambda h: h.ga,
-    "all_gpus": lambda h: h.all_gpus,
-    "pp_comm": lambda h: h.pp_comm,
+    **{key.diff: operator.attrgetter(key.field) for key in HEADER_KEYS},
 }
 
 

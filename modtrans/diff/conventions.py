@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from modtrans.diff.compare import WorkloadDiff
-from modtrans.workload.model import Layer, Workload
+from modtrans.diff.compare import GROUPS, WorkloadDiff
+from modtrans.workload.model import Layer, Phase, Workload
+from modtrans.workload.vocabulary import COLUMNS
 
 if TYPE_CHECKING:
     from modtrans.ir.document import ModelIR
@@ -132,7 +133,7 @@ Gemms = tuple[tuple[int, int, int, int], ...]
 """The GEMMs one phase of a layer computes: (M, K, N, count) each, in that phase's permutation
 (forward (M,K,N), input gradient (M,N,K), weight gradient (K,M,N) of the forward GEMM; gemm.py)."""
 
-COMPUTE_FIELDS = ("fwd_compute", "ig_compute", "wg_compute")
+COMPUTE_FIELDS = GROUPS["compute"]  # fwd_compute, ig_compute, wg_compute
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +182,11 @@ def gemm_shapes(ir: ModelIR) -> dict[str, dict[str, Gemms]]:
 
 
 def _compute(layer: Layer, name: str) -> int:
-    phase = {"fwd_compute": layer.fwd, "ig_compute": layer.input_grad, "wg_compute": layer.weight_grad}
-    return phase[name].compute_time
+    phase: Phase = getattr(layer, _PHASE_OF[name])
+    return phase.compute_time
+
+
+_PHASE_OF = {c.diff: c.phase or "" for c in COLUMNS if c.diff in COMPUTE_FIELDS}
 
 
 def contradictions(

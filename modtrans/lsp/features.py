@@ -7,14 +7,12 @@ diagnostics carry 1-based, end-exclusive spans (diagnostics.Span), converted in 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 
 from modtrans.diagnostics import Diagnostic, Span
-from modtrans.workload import dialects
-from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Header, Layer, Policy, Workload
-from modtrans.workload.parse import _KEYS as HEADER_KEYS  # the reader's spelling of every key
+from modtrans.workload import dialects, vocabulary
+from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Layer, Policy, Workload
 from modtrans.workload.parse import ParseResult, parse, split_lines
 from modtrans.workload.write import write
 
@@ -50,33 +48,14 @@ def looks_like_workload(text: str) -> bool:
 
 # ------------------------------------------------------------------------------------------ hover
 
-_FIELDS = (
-    ("layer name", "a label; every consumer reads it as a string, and names may repeat"),
-    ("reserved", "unused by every consumer; -1 by convention (SimAI 'oxc' files use 0..2)"),
-    ("forward compute time", "simulator ticks"),
-    ("forward comm type", "the collective issued after the forward compute"),
-    ("forward comm size", "bytes: the collective's whole payload (the simulator divides by the group)"),
-    ("input-gradient compute time", "simulator ticks"),
-    ("input-gradient comm type", "the collective issued after the input-gradient compute"),
-    ("input-gradient comm size", "bytes: the collective's whole payload"),
-    ("weight-gradient compute time", "simulator ticks"),
-    ("weight-gradient comm type", "the collective issued after the weight-gradient compute"),
-    ("weight-gradient comm size", "bytes: the collective's whole payload"),
-    (
-        "weight-gradient update time",
-        "simulator ticks; also the fwd/ig update delay in ASTRA-sim 1.0; "
-        "not scaled by --compute-scale; Chakra ignores it",
-    ),
-    (
-        "per-layer parallelism",
-        "read only under HYBRID_CUSTOMIZED: DATA, MODEL, HYBRID_DATA_MODEL or HYBRID_MODEL_DATA",
-    ),
-)
+_FIELDS = tuple((c.title, c.meaning) for c in vocabulary.COLUMNS)
 _TICKS = (
     "1 tick = 1 ns in ASTRA-sim 1.0 and SimAI; Chakra copies it into duration_micros, which "
     "ASTRA-sim 2.x multiplies by 1000"
 )
-_PHASE_OF_FIELD = {3: "fwd", 4: "fwd", 6: "input_grad", 7: "input_grad", 9: "weight_grad", 10: "weight_grad"}
+_PHASE_OF_FIELD = {
+    c.index: c.phase for c in vocabulary.COLUMNS if c.phase and c.unit != "ticks"
+}  # type, size
 
 KEYWORDS = {
     "DATA": "data parallelism: ASTRA-sim 1.0 issues only the weight-gradient collectives (all dims); "
@@ -271,14 +250,11 @@ LAYER_POLICIES = (Policy.DATA, Policy.MODEL, Policy.HYBRID_DATA_MODEL, Policy.HY
 """The per-layer parallelisms of HYBRID_CUSTOMIZED's 13th field that mean something (V221's hint;
 V223: a transformer keyword there has no group)."""
 
-_COMM_FIELDS = (3, 6, 9)  # the comm-type fields of a layer line (0-based token index)
-_POLICY_FIELD = 12
+_COMM_FIELDS = vocabulary.COMMS  # the comm-type fields of a layer line (0-based token index)
+_POLICY_FIELD = vocabulary.POLICY
 
-# The SimAI-only header keys, as the model defines them (Header.simai_parameters) and the reader
-# spells them (parse._KEYS): a header with every key-named field set, asked which are SimAI's.
-_FIELD_NAMES = {f.name for f in dataclasses.fields(Header)}
-_EVERY_KEY = Header(Policy.DATA, **{k[:-1]: 1 for k in HEADER_KEYS if k[:-1] in _FIELD_NAMES})  # type: ignore[arg-type]
-SIMAI_KEYS = frozenset(f"{k}:" for k in _EVERY_KEY.simai_parameters) | {"DLRM_LAST_BOTTOM_LAYER:"}
+SIMAI_KEYS = frozenset(k.key for k in vocabulary.HEADER_KEYS if k.dialects == {Dialect.SIMAI})
+"""The keys only SimAI reads: ep, pp, vpp, ga, all_gpus, pp_comm and the keyed DLRM layer."""
 
 
 @dataclass(frozen=True)
@@ -301,18 +277,7 @@ def header_keys(policy: Policy, dialect: Dialect) -> list[str]:
     group (V240) and checkpoint lists (V240, FWD_IN_BCKWD) for every consumer that runs the
     keyword; SimAI's ep/pp/vpp/ga/all_gpus/pp_comm under a transformer keyword (D307) and its
     keyed DLRM layer (D302) for SimAI alone. Chakra reads none (its keywords take no key)."""
-    if dialect is Dialect.CHAKRA:
-        return []
-    wanted = set()
-    if policy.is_transformer:
-        wanted.add("model_parallel_NPU_group:")
-        if dialect is Dialect.SIMAI:
-            wanted |= SIMAI_KEYS - {"DLRM_LAST_BOTTOM_LAYER:"}
-    if policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD:
-        wanted |= {"checkpoints:", "checkpoint_initiates:"}
-    if policy.is_dlrm and dialect is Dialect.SIMAI:
-        wanted.add("DLRM_LAST_BOTTOM_LAYER:")
-    return [k for k in HEADER_KEYS if k in wanted]
+    return [k.key for k in vocabulary.HEADER_KEYS if dialect in k.dialects and policy in k.keywords]
 
 
 def comm_types(dialect: Dialect) -> list[CommType]:
@@ -379,7 +344,7 @@ def completions(
             return []  # an unknown keyword, or a key whose value comes next
         present = {token.rstrip(":") for token in content.split()}  # SimAI also wrote `pp_comm 5`
         return [
-            Completion(k, "key", _KEY_DETAIL.get(k, "SimAI"), where)
+            Completion(k, "key", vocabulary.KEY[k].detail, where)
             for k in header_keys(policy, chosen)
             if k[:-1] not in present
         ]
@@ -390,11 +355,3 @@ def completions(
     if index == _POLICY_FIELD and customized:
         return [Completion(p.value, "policy", KEYWORDS[p.value], where) for p in LAYER_POLICIES]
     return []
-
-
-_KEY_DETAIL = {
-    "model_parallel_NPU_group:": "NPUs per model-parallel group",
-    "checkpoints:": "count, then the 0-based layers checkpointed",
-    "checkpoint_initiates:": "count, then the 0-based layers that start recomputation",
-    "DLRM_LAST_BOTTOM_LAYER:": "SimAI: the last bottom-MLP layer (0-based)",
-}

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
-from modtrans.workload import numbers
+from modtrans.workload import numbers, vocabulary
 from modtrans.workload.dialects import CHAKRA_POLICIES, chakra_phases, phase_kinds
-from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Layer, Policy, Workload
+from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Header, Layer, Policy, Workload
 from modtrans.workload.write import layer_tokens
 
 CheckFn = Callable[[Workload, Dialect], Iterator[Diagnostic]]
@@ -75,7 +75,7 @@ def _field_span(layer: Layer, index: int) -> Span | None:
     return Span(layer.span.line, column, layer.span.line, column + len(tokens[index]))
 
 
-_PHASE_FIELDS = {"fwd": (3, 4), "input_grad": (6, 7), "weight_grad": (9, 10)}
+_PHASE_FIELDS = {phase: columns[1:] for phase, columns in vocabulary.PHASE_COLUMNS.items()}  # type, size
 
 
 # -- the file's structure --------------------------------------------------------------------------
@@ -227,6 +227,11 @@ def duplicate_names(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic
 # -- header ------------------------------------------------------------------------------------------
 
 
+def _lists(header: Header) -> list[tuple[str, tuple[int, ...] | None]]:
+    """(`checkpoints:`, its indices), (`checkpoint_initiates:`, ...): each list key and its value."""
+    return [(key.key, getattr(header, key.field)) for key in vocabulary.LISTS]
+
+
 @check("V240")
 def header_parameters_present(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     header = workload.header
@@ -234,17 +239,14 @@ def header_parameters_present(workload: Workload, dialect: Dialect) -> Iterator[
     if header.policy.is_transformer and header.model_parallel_group is None:
         yield diagnostic(
             "V240",
-            f"{header.policy} has no `model_parallel_NPU_group:`; ASTRA-sim "
+            f"{header.policy} has no `{vocabulary.GROUP.key}`; ASTRA-sim "
             "1.0 (since 2020-10-29) then reads the next header token as the group "
             "size and misparses the file",
             span=span,
-            hint=f"{header.policy} model_parallel_NPU_group: <g> ...",
+            hint=f"{header.policy} {vocabulary.GROUP.key} <g> ...",
         )
     if header.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD:
-        for key, value in (
-            ("checkpoints:", header.checkpoints),
-            ("checkpoint_initiates:", header.checkpoint_initiates),
-        ):
+        for key, value in _lists(header):
             if value is None:
                 yield diagnostic(
                     "V240",
@@ -265,10 +267,7 @@ def header_parameters_present(workload: Workload, dialect: Dialect) -> Iterator[
 def header_parameters_consistent(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     header, n = workload.header, len(workload.layers)
     span = header.span
-    for key, indices in (
-        ("checkpoints:", header.checkpoints),
-        ("checkpoint_initiates:", header.checkpoint_initiates),
-    ):
+    for key, indices in _lists(header):
         for index in indices or ():
             if not 0 <= index < n:
                 yield diagnostic("V242", f"`{key}` index {index} is outside the layers 0..{n - 1}", span=span)
@@ -306,7 +305,7 @@ def header_form(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
             hint="check with --dialect simai, or drop them",
         )
     layout = header.layout
-    keyed_dlrm = layout is not None and "DLRM_LAST_BOTTOM_LAYER:" in layout.line.tokens
+    keyed_dlrm = layout is not None and vocabulary.DLRM.key in layout.line.tokens
     if header.policy.is_dlrm and header.dlrm_last_bottom_layer is not None:
         if dialect is Dialect.SIMAI and not keyed_dlrm:
             yield diagnostic(
@@ -400,10 +399,7 @@ def micro_first_layer_only(workload: Workload, dialect: Dialect) -> Iterator[Dia
 @check("D306", dialects=(Dialect.SIMAI,))
 def simai_checkpoint_lists(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     header = workload.header
-    for key, indices in (
-        ("checkpoints:", header.checkpoints),
-        ("checkpoint_initiates:", header.checkpoint_initiates),
-    ):
+    for key, indices in _lists(header):
         if indices is not None and len(indices) > 1:
             yield diagnostic(
                 "D306",
@@ -417,14 +413,11 @@ def simai_header_keys(workload: Workload, dialect: Dialect) -> Iterator[Diagnost
     header = workload.header
     if not header.policy.is_transformer:
         return
-    missing = [k for k in ("ep", "pp", "vpp", "ga", "all_gpus") if getattr(header, k) is None]
-    if header.model_parallel_group is None:
-        missing.insert(0, "model_parallel_NPU_group")
+    missing = [k.key for k in vocabulary.HEADER_KEYS if k.required and getattr(header, k.field) is None]
     if missing:
         yield diagnostic(
             "D307",
-            f"SimAI leaves {', '.join(k + ':' for k in missing)} uninitialised "
-            'and warns "Input workload format mismatch"',
+            f'SimAI leaves {", ".join(missing)} uninitialised and warns "Input workload format mismatch"',
             span=header.span,
             hint="regenerate with a current AICB, or add the keys",
         )

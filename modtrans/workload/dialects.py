@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 
+from modtrans.workload import vocabulary
 from modtrans.workload.model import CommType, Dialect, Layer, Policy, Workload
 
 CHAKRA_POLICIES = frozenset(
@@ -34,7 +35,7 @@ def detect(workload: Workload) -> Dialect:
     if header.simai_parameters:
         return Dialect.SIMAI
     layout = header.layout
-    if layout is not None and "DLRM_LAST_BOTTOM_LAYER:" in layout.line.tokens:
+    if layout is not None and vocabulary.DLRM.key in layout.line.tokens:
         return Dialect.SIMAI
     used = {comm for comm, _ in phase_kinds(workload.layers)}
     return Dialect.SIMAI if any(c.is_simai_only for c in used) else Dialect.ASTRA_SIM

@@ -13,19 +13,11 @@ from typing import Any
 
 from modtrans import jsonsource, schema
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Span, diagnostic
+from modtrans.workload import vocabulary
 from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Header, Layer, Phase, Policy, Workload
 
-_PHASE_KEYS = ("compute_time", "comm_type", "comm_size")
-_HEADER_INTS = (
-    "model_parallel_group",
-    "dlrm_last_bottom_layer",
-    "ep",
-    "pp",
-    "vpp",
-    "ga",
-    "all_gpus",
-    "pp_comm",
-)
+_HEADER_INTS = tuple(k.field for k in vocabulary.HEADER_KEYS if k.kind == "int")
+_HEADER_LISTS = tuple(k.field for k in vocabulary.LISTS)
 
 
 def to_dict(workload: Workload) -> dict[str, Any]:
@@ -41,7 +33,7 @@ def _head(workload: Workload) -> dict[str, Any]:
     for key in _HEADER_INTS:
         if getattr(header, key) is not None:
             head[key] = getattr(header, key)
-    for key in ("checkpoints", "checkpoint_initiates"):
+    for key in _HEADER_LISTS:
         if getattr(header, key) is not None:
             head[key] = list(getattr(header, key))
     if header.extra:
@@ -165,13 +157,10 @@ def from_dict(data: dict[str, Any], source: jsonsource.SourceMap | None = None) 
     head = data["header"]
     header = Header(
         policy=Policy(head["policy"]),
-        checkpoints=tuple(head["checkpoints"]) if "checkpoints" in head else None,
-        checkpoint_initiates=(
-            tuple(head["checkpoint_initiates"]) if "checkpoint_initiates" in head else None
-        ),
         extra=tuple(head.get("extra", ())),
         span=source.span(["header"]) if source else None,
         **{key: head.get(key) for key in _HEADER_INTS},
+        **_lists(head),
     )
     layers = tuple(
         Layer(
@@ -191,14 +180,12 @@ def from_dict(data: dict[str, Any], source: jsonsource.SourceMap | None = None) 
     return Workload(header, layers, dialect=dialect)
 
 
+def _lists(head: dict[str, Any]) -> dict[str, Any]:
+    return {key: tuple(head[key]) for key in _HEADER_LISTS if key in head}
+
+
 # The text's field order (checks name fields by their column) -> the JSON path inside a layer.
-_FIELD_PATHS: tuple[tuple[str, ...], ...] = (
-    ("name",),
-    ("reserved",),
-    *((phase, key) for phase in ("fwd", "input_grad", "weight_grad") for key in _PHASE_KEYS),
-    ("update_time",),
-    ("policy",),
-)
+_FIELD_PATHS = tuple(c.path for c in vocabulary.COLUMNS)
 
 
 def _field(source: jsonsource.SourceMap, index: int, field: int) -> Span | None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from modtrans.diagnostics import Span
+from modtrans.workload import vocabulary
 
 
 class Dialect(enum.StrEnum):
@@ -139,8 +140,7 @@ class Header:
     @property
     def simai_parameters(self) -> dict[str, int]:
         """The SimAI-only key/value parameters that are set (ep, pp, vpp, ga, all_gpus, pp_comm)."""
-        values = {"ep": self.ep, "pp": self.pp, "vpp": self.vpp, "ga": self.ga}
-        values |= {"all_gpus": self.all_gpus, "pp_comm": self.pp_comm}
+        values = {key.field: getattr(self, key.field) for key in vocabulary.SIMAI_ONLY}
         return {k: v for k, v in values.items() if v is not None}
 
 

@@ -22,7 +22,7 @@ from modtrans import resources
 from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
 from modtrans.fileio import MAX_LINE as MAX_LINE  # longer lines are reported, never lexed
 from modtrans.fileio import split_lines as split_lines  # the one definition of a line
-from modtrans.workload import numbers
+from modtrans.workload import numbers, vocabulary
 from modtrans.workload.dialects import detect
 from modtrans.workload.model import (
     CommType,
@@ -44,33 +44,8 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 _BLANKS = " \t\f\v"
 _BLANK = "[ \\t\\f\\v]"  # one of _BLANKS, in the fast regexes (lark's %ignore has the same)
-_FIELD_NAMES = (
-    "layer name",
-    "reserved field",
-    "forward compute time",
-    "forward comm type",
-    "forward comm size",
-    "input-gradient compute time",
-    "input-gradient comm type",
-    "input-gradient comm size",
-    "weight-gradient compute time",
-    "weight-gradient comm type",
-    "weight-gradient comm size",
-    "update time",
-    "layer parallelism",
-)
-_KEYS = (
-    "model_parallel_NPU_group:",
-    "checkpoints:",
-    "checkpoint_initiates:",
-    "ep:",
-    "pp:",
-    "vpp:",
-    "ga:",
-    "all_gpus:",
-    "pp_comm:",
-    "DLRM_LAST_BOTTOM_LAYER:",
-)
+_FIELD_NAMES = tuple(c.name for c in vocabulary.COLUMNS)
+_KEYS = tuple(k.key for k in vocabulary.HEADER_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,20 +80,8 @@ def _parser() -> lark.Lark:
 
 
 # The field terminals of a valid layer_line, in order (grammar/workload.lark, rule layer_line).
-_LAYER_TERMINALS = (
-    "NAME",
-    "INT",
-    "INT",
-    "COMM_TYPE",
-    "INT",
-    "INT",
-    "COMM_TYPE",
-    "INT",
-    "INT",
-    "COMM_TYPE",
-    "INT",
-    "INT",
-)
+_TERMINAL_OF = {"name": "NAME", "int32": "INT", "uint64": "INT", "comm": "COMM_TYPE"}
+_LAYER_TERMINALS = tuple(_TERMINAL_OF[c.kind] for c in vocabulary.COLUMNS[: vocabulary.REQUIRED])
 _UNSIGNED = re.compile(r"0|[1-9][0-9]*")
 _COMMS = {c.value: c for c in CommType}
 _POLICIES = {p.value: p for p in Policy}
@@ -194,7 +157,7 @@ def _uniform_layer() -> re.Pattern[str]:
 def _plain_header() -> re.Pattern[str]:
     """The usual header: a keyword alone, or with `model_parallel_NPU_group: G` (G a plain decimal
     that fits its field). Its groups: leading blanks, keyword, blanks, key, blanks, G, trailing."""
-    group = f"(?:({_BLANK}+)(model_parallel_NPU_group:)({_BLANK}+)({_STRICT_COUNT}))?"
+    group = f"(?:({_BLANK}+)({re.escape(vocabulary.GROUP.key)})({_BLANK}+)({_STRICT_COUNT}))?"
     return re.compile(f"({_BLANK}*)({_terminals()['POLICY']}){group}({_BLANK}*)")
 
 
@@ -205,8 +168,10 @@ _PLAIN_COUNT = re.compile(f"({_BLANK}*)({_STRICT_COUNT})({_BLANK}*)")
 Getter = Callable[[tuple[str | None, ...]], tuple[Any, ...]]  # str, only the policy may be None
 
 
-_WORDS = (0, 1, 3, 6, 9, 12)  # of the 13 fields: name, reserved, the three comm types, policy
-_NUMBERS = (2, 4, 5, 7, 8, 10, 11)  # the times and sizes
+# Of the 13 fields: the times and sizes (int() of a match), and the words: name, reserved (int()
+# after a range check), the three comm types, policy.
+_NUMBERS = tuple(c.index for c in vocabulary.COLUMNS if c.kind == "uint64")
+_WORDS = tuple(c.index for c in vocabulary.COLUMNS if c.kind != "uint64")
 
 
 @functools.cache
@@ -531,7 +496,7 @@ class _Reader:
                 self.report(
                     "P130",
                     f"layer line has {len(fields)} fields; expected 12 "
-                    f"(missing: {', '.join(_FIELD_NAMES[len(fields) : 12])})",
+                    f"(missing: {', '.join(_FIELD_NAMES[len(fields) : vocabulary.REQUIRED])})",
                     Span.at(lineno, end + 1),
                 )
             else:
@@ -674,17 +639,12 @@ class _Reader:
             )
             extra.extend(str(t) for t in parts)
             return
-        name = {
-            "group": "model_parallel_group",
-            "dlrm_keyed": "dlrm_last_bottom_layer",
-            "pp_comm": "pp_comm",
-            "checkpoints": "checkpoints",
-            "checkpoint_initiates": "checkpoint_initiates",
-        }.get(kind) or str(key).rstrip(":")
+        known = vocabulary.KEY[str(key).rstrip(":") + ":"]  # SimAI also wrote `pp_comm` bare
+        name = known.field
         if name in values:
             self.report("V242", f"header parameter `{key}` is given twice", self._span(lineno, key, offset))
             return
-        if kind in ("checkpoints", "checkpoint_initiates"):
+        if known.kind == "list":
             numbers_ = [self._header_int(lineno, offset, t, f"`{key}` entry") for t in args]
             if not args:
                 self.report(
@@ -812,9 +772,9 @@ class _Reader:
         tokens = [t for t in tree.children if isinstance(t, lark.Token)]
         ints: list[int] = []
         failed = False
-        for position in (1, 2, 4, 5, 7, 8, 10, 11):
+        for position in vocabulary.NUMBERS:
             token = tokens[position]
-            kind = Kind.INT32 if position == 1 else Kind.UINT64
+            kind = Kind.INT32 if vocabulary.COLUMNS[position].kind == "int32" else Kind.UINT64
             reading = numbers.read(str(token), kind, _FIELD_NAMES[position])
             if reading.code is not None:
                 self.report(reading.code, reading.message or "", self._span(lineno, token, 0))
@@ -823,7 +783,7 @@ class _Reader:
             else:
                 ints.append(reading.value)
         comms: list[CommType] = []
-        for position in (3, 6, 9):
+        for position in vocabulary.COMMS:
             token = tokens[position]
             if token.type == "COMM_TYPE":
                 comms.append(CommType(str(token)))
@@ -836,8 +796,8 @@ class _Reader:
                     hint=_suggest(str(token), CommType),
                 )
         policy: Policy | None = None
-        if len(tokens) == 13:
-            token = tokens[12]
+        if len(tokens) > vocabulary.POLICY:
+            token = tokens[vocabulary.POLICY]
             if token.type == "POLICY":
                 policy = Policy(str(token))
             elif header is not None and header.policy is not Policy.HYBRID_CUSTOMIZED:

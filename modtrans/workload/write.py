@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic
-from modtrans.workload import numbers
+from modtrans.workload import numbers, vocabulary
 from modtrans.workload.dialects import CHAKRA_POLICIES, detect
 from modtrans.workload.model import Dialect, Header, Layer, LineLayout, Workload
 
@@ -51,26 +51,16 @@ def layer_tokens(layer: Layer) -> list[str]:
 def header_tokens(header: Header, dialect: Dialect) -> list[str]:
     """Line 1 as canonical tokens for `dialect` (1.0 positional forms, or SimAI keys)."""
     tokens = [header.policy.value]
-    simai = dialect is Dialect.SIMAI
-    if header.dlrm_last_bottom_layer is not None:
-        if simai:
-            tokens += ["DLRM_LAST_BOTTOM_LAYER:", str(header.dlrm_last_bottom_layer)]
+    for key in vocabulary.WRITTEN:
+        value = getattr(header, key.field)
+        if value is None:
+            continue
+        if key is vocabulary.DLRM and dialect is not Dialect.SIMAI:
+            tokens.append(str(value))  # ASTRA-sim 1.0 and Chakra: `HYBRID_DLRM <n>`
+        elif key.kind == "list":
+            tokens += [key.key, str(len(value)), *map(str, value)]
         else:
-            tokens.append(str(header.dlrm_last_bottom_layer))
-    if header.model_parallel_group is not None:
-        tokens += ["model_parallel_NPU_group:", str(header.model_parallel_group)]
-    for key in ("ep", "pp", "vpp", "ga", "all_gpus"):
-        value = getattr(header, key)
-        if value is not None:
-            tokens += [f"{key}:", str(value)]
-    for key, indices in (
-        ("checkpoints:", header.checkpoints),
-        ("checkpoint_initiates:", header.checkpoint_initiates),
-    ):
-        if indices is not None:
-            tokens += [key, str(len(indices)), *map(str, indices)]
-    if header.pp_comm is not None:
-        tokens += ["pp_comm:", str(header.pp_comm)]
+            tokens += [key.key, str(value)]
     if not header.extra:
         return tokens
     return _with_extra(tokens, header)
@@ -83,7 +73,7 @@ def _with_extra(tokens: list[str], header: Header) -> list[str]:
     as this header."""
     from modtrans.workload.parse import parse  # the reader imports this module
 
-    lists = [i for i, t in enumerate(tokens) if t in ("checkpoints:", "checkpoint_initiates:")]
+    lists = [i for i, t in enumerate(tokens) if t in _LIST_KEYS]
     places = [lists[0] if lists else len(tokens), 1, len(tokens)]
     candidates = [[*tokens[:at], *header.extra, *tokens[at:]] for at in places]
     for candidate in candidates:
@@ -91,6 +81,9 @@ def _with_extra(tokens: list[str], header: Header) -> list[str]:
         if back is not None and back.header == header:
             return candidate
     return candidates[0]  # the JSON reader and `fmt` refuse what no placement can say
+
+
+_LIST_KEYS = frozenset(k.key for k in vocabulary.LISTS)
 
 
 def unwritable(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
