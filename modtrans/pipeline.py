@@ -227,8 +227,16 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
             return Translation(None, ir, tuple(found), {}, the_plan)
     if workload is not None and options.dialect is Dialect.SIMAI and not llm_simai:
         workload = dataclasses.replace(workload, header=simai_header(workload.header, options.parallel))
+    metadata = _metadata(ir, the_plan, options, model.describe(), uncosted)
+    return Translation(workload, ir, tuple(found), metadata, the_plan)
+
+
+def _metadata(
+    ir: ModelIR, the_plan: Plan, options: Options, compute: dict[str, Any], uncosted: list[str]
+) -> dict[str, Any]:
+    """The provenance of a translation (its .meta.json, less what each format adds)."""
     groups = group(ir, options.params, options.dtype_bytes)
-    metadata = {
+    return {
         "format": "modtrans-translation",
         "version": 1,
         "tool": f"modtrans {__version__}",
@@ -242,12 +250,11 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         },
         "params": options.params.value,
         "dtype_bytes": options.dtype_bytes,
-        "compute": model.describe(),
+        "compute": compute,
         "layers": {"workload": len(the_plan.layers), "ir": len(ir.layers)},
         "folded": {g.owner.name: [x.name for x in g.folded] for g in groups if g.folded},
         **({"unknown_flops": uncosted} if uncosted else {}),
     }
-    return Translation(workload, ir, tuple(found), metadata, the_plan)
 
 
 def extract(

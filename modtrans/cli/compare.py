@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -36,6 +37,7 @@ from modtrans.workload.parse import LineCache
 
 if TYPE_CHECKING:
     from modtrans.diff import conventions
+    from modtrans.diff.compare import WorkloadDiff
 
 
 @app.command()
@@ -100,7 +102,49 @@ def diff(
     Layers pair by name, then by identical compared fields, then by position; moved blocks are
     reported as moves. Models (ONNX files, built-ins) are translated first with --params etc.
     """
-    for spec in (first, reference):
+    _refuse_trace_sets(first, reference)
+    from modtrans import diff as comparison  # this command's own modules: not every command's
+    from modtrans.diff import conventions
+
+    try:
+        chosen = comparison.parse_fields(fields)
+    except ValueError as error:
+        _usage(str(error))
+    settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
+    options = pipeline.Options(
+        params=params, batch=batch, input_shapes=_shapes(input_shape), compute=compute, cost=settings
+    )
+    sides, gemms = _sides(first, reference, options, like, no_color)
+    a, b = (side.workload for side in sides)
+    assert a is not None
+    assert b is not None
+    if like and conventions.names_differ(a, b):
+        ignore_names = True
+    compared = comparison.Options(
+        fields=chosen,
+        rtol=rtol,
+        atol=atol,
+        ignore_order=ignore_order,
+        ignore_names=ignore_names,
+        ignore_header=ignore_header,
+    )
+    first, reference = (STDIN_NAME if spec == "-" else spec for spec in (first, reference))
+    result = comparison.compare(a, b, compared)
+    findings = conventions.explain(a, b, result)
+    shown = Shown(
+        first,
+        reference,
+        findings,
+        _like_with_like(first, reference, findings) if findings else None,
+        None if gemms is None else conventions.contradictions(result, b, gemms),
+    )
+    _print(result, shown, fmt, max_rows, no_color)
+    raise typer.Exit(0 if result.equivalent else 1)
+
+
+def _refuse_trace_sets(*specs: str) -> None:
+    """Exit 2 naming the commands that read a trace set, when a side is one."""
+    for spec in specs:
         if (prefix := _trace_set(spec)) is not None:
             what = "trace" if spec.endswith(".et") else "trace set"
             typer.echo(
@@ -110,24 +154,26 @@ def diff(
                 err=True,
             )
             raise typer.Exit(2)
-    from modtrans import diff as comparison  # this command's own modules: not every command's
+
+
+Gemms = dict[str, dict[str, "conventions.Gemms"]]
+
+
+def _sides(
+    first: str, reference: str, options: pipeline.Options, like: bool, no_color: bool
+) -> tuple[list[pipeline.Side], Gemms | None]:
+    """Both sides read or translated (with --like, the first with the reference's conventions),
+    and the first side's GEMM shapes when it is a model; exit 2 when either cannot be had."""
     from modtrans.diff import conventions
 
-    try:
-        chosen = comparison.parse_fields(fields)
-    except ValueError as error:
-        _usage(str(error))
-    settings = _cost(device, array, dataflow, bytes_per_cycle, time_unit, clock_ghz)
-    shapes = _shapes(input_shape)
-    options = pipeline.Options(
-        params=params, batch=batch, input_shapes=shapes, compute=compute, cost=settings
-    )
     lines = LineCache()  # the two sides share the lines they have in common
     reference_side = pipeline.workload_or_model(reference, options, cache=lines)  # a model: as said
     if like and reference_side.workload is not None:  # the first side follows the reference
-        params, compute, _ = _conventions_of(reference_side.workload, params, compute)
+        params, compute, _ = _conventions_of(
+            reference_side.workload, options.params, ComputeModel(options.compute)
+        )
         options = dataclasses.replace(options, params=params, compute=compute)
-    gemms: dict[str, dict[str, conventions.Gemms]] | None = None  # the first side's, when a model
+    gemms: Gemms | None = None  # the first side's, when a model
     if pipeline.reads_as_workload(first):
         first_side = pipeline.workload_or_model(first, options, cache=lines)
     else:  # translated here: its IR's GEMM shapes find where the reference contradicts itself
@@ -135,34 +181,38 @@ def diff(
         first_side = pipeline.Side(translated.workload, translated.diagnostics, lambda _: None)
         gemms = conventions.gemm_shapes(translated.ir) if translated.ir is not None else None
     sides = [first_side, reference_side]
+    color = False if no_color else None
     # once each: an option that fits neither model (--device bad) is the same error on both sides
     problems = list(dict.fromkeys(d for side in sides for d in side.diagnostics if d.severity == 1))
     if problems or any(side.workload is None for side in sides):
         sources = {spec: side.line for spec, side in zip((first, reference), sides, strict=True)}
-        report.emit(
-            problems, Format.TEXT, stream=sys.stderr, sources=sources, color=False if no_color else None
-        )
+        report.emit(problems, Format.TEXT, stream=sys.stderr, sources=sources, color=color)
         raise typer.Exit(2)
     if stale := [d for side in sides for d in side.diagnostics if d.code == "F006"]:  # sidecar.py
-        report.emit(stale, Format.TEXT, stream=sys.stderr, color=False if no_color else None)
-    a, b = (side.workload for side in sides)
-    assert a is not None
-    assert b is not None
-    if like and conventions.names_differ(a, b):
-        ignore_names = True
-    compared = comparison.Options(chosen, rtol, atol, ignore_order, ignore_names, ignore_header)
-    first, reference = (STDIN_NAME if spec == "-" else spec for spec in (first, reference))
-    result = comparison.compare(a, b, compared)
-    findings = conventions.explain(a, b, result)
-    advice = _like_with_like(first, reference, findings) if findings else None
-    contradicted = None if gemms is None else conventions.contradictions(result, b, gemms)
+        report.emit(stale, Format.TEXT, stream=sys.stderr, color=color)
+    return sides, gemms
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a diff report says beside the differences."""
+
+    first: str
+    reference: str
+    findings: list[conventions.Finding]
+    advice: str | None
+    contradicted: conventions.Contradictions | None
+
+
+def _print(result: WorkloadDiff, shown: Shown, fmt: str, max_rows: int | None, no_color: bool) -> None:
     from modtrans.diff import render as diff_render  # rich: only the command that prints with it
 
+    first, reference, findings = shown.first, shown.reference, shown.findings
     if fmt == "json":
         document = diff_render.to_json(result, first=first, reference=reference)
         document["conventions"] = [{"difference": f.what, "option": f.option} for f in findings]
-        document["compare_like_with_like"] = advice
-        document["reference_contradicts_itself"] = diff_render.contradictions_json(contradicted)
+        document["compare_like_with_like"] = shown.advice
+        document["reference_contradicts_itself"] = diff_render.contradictions_json(shown.contradicted)
         sys.stdout.write(json.dumps(document, indent=1) + "\n")
     elif fmt == "github":
         report.emit(diff_render.to_diagnostics(result, first=first), Format.GITHUB, stream=sys.stdout)
@@ -176,10 +226,9 @@ def diff(
             reference=reference,
             max_rows=rows,
             findings=findings,
-            advice=advice,
-            contradictions=contradicted,
+            advice=shown.advice,
+            contradictions=shown.contradicted,
         )
-    raise typer.Exit(0 if result.equivalent else 1)
 
 
 def _trace_set(spec: str) -> str | None:
