@@ -126,6 +126,24 @@ def test_hybrid_transformer_fwd_in_bckwd_checkpoints(mlp: Path) -> None:
     assert (w.header.checkpoints, w.header.checkpoint_initiates) == ((0,), (1,))
 
 
+def test_fwd_in_bckwd_recomputes_what_astra_sim_1_0_recomputes(mlp: Path) -> None:
+    # ASTRA-sim 1.0 (branch ASTRA-sim-1.0, astra-sim/workload/Workload.cc,
+    # iterate_hybrid_parallel_Transformer_fwd_in_bckwd): Forward_In_BackPass runs the forwards from
+    # the checkpoint and stops at the layer that needs_fwd_in_bckwd_initiation, whose forward is
+    # not run again. fc1, fc2 with the default checkpoint 0, initiated by fc2: fc1 alone; a
+    # checkpoint at each layer (one-layer segments): each recomputes itself
+    from modtrans.plan import Compute, Step
+
+    def recomputed(**options: Any) -> list[int]:
+        parallel = Parallelism(Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD, 8, 2, **options)
+        plan = translate_checked(mlp, Options(parallel=parallel)).plan
+        assert plan is not None
+        return [op.layer for op in plan.programs[0] if isinstance(op, Compute) and op.step is Step.RECOMPUTE]
+
+    assert recomputed() == [0]
+    assert recomputed(checkpoint_every=1) == [1, 0]
+
+
 def test_hybrid_customized_automatic_and_from_rules(mlp: Path) -> None:
     # automatic: MODEL costs A_out + 2 A_in (fc1 128, fc2 32 + 256 = 288) against DATA's 2P (1152, 544)
     w = _translate(mlp, policy=Policy.HYBRID_CUSTOMIZED, npus=8)

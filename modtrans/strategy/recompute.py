@@ -1,10 +1,17 @@
 """Activation checkpointing (HYBRID_TRANSFORMER_FWD_IN_BCKWD), as ASTRA-sim 1.0 runs it.
 
 Checkpoints split the layers into segments, each starting at a checkpoint. When the backward
-pass reaches a layer in `checkpoint_initiates`, the forward of its segment (from the nearest
-checkpoint at or before it, up to the layer itself) is computed again, with its forward
-collectives, and the backward goes on (Workload::iterate_hybrid_parallel_Transformer_fwd_in_bckwd:
-Forward_In_BackPass). The header carries the lists; the plan the recomputed operations.
+pass reaches a layer in `checkpoint_initiates`, the forward of its segment from the nearest
+checkpoint at or before it up to the layer before the initiating one is computed again, with its
+forward collectives, and the backward goes on. ASTRA-sim 1.0 does not run the initiating layer's
+forward again (astra-sim/astra-sim, branch ASTRA-sim-1.0, astra-sim/workload/Workload.cc,
+Workload::iterate_hybrid_parallel_Transformer_fwd_in_bckwd, LoopState::Forward_In_BackPass: after
+each recomputed forward `index++; if (layers[index]->needs_fwd_in_bckwd_initiation)
+current_state = LoopState::Input_Gradient;`), so neither do the traces: their compute equals the
+text's on 1.0 (GPT-2: lm_head's forward, 126,679 ns, was recomputed before issue 23). A segment of
+one layer (the checkpoint is the initiating layer) recomputes that layer: 1.0 starts its
+Forward_In_BackPass there and then runs on into the next segment, which no trace imitates.
+The header carries the lists; the plan the recomputed operations.
 
 Default: one checkpoint at layer 0, the recomputation started at the last layer (the whole
 forward recomputed once, at the start of the backward), in every dialect; --checkpoint-every K
@@ -26,7 +33,7 @@ def checkpoint(draft: Draft) -> None:
     draft.header = dataclasses.replace(draft.header, checkpoints=starts, checkpoint_initiates=initiates)
     for end in initiates:
         begin = max((s for s in starts if s <= end), default=0)
-        draft.recompute[end] = tuple(range(begin, end + 1))
+        draft.recompute[end] = tuple(range(begin, end)) or (end,)
 
 
 def checkpoints(draft: Draft, count: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
