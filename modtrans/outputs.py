@@ -11,15 +11,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from modtrans import chakra
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
 from modtrans.fileio import Content, is_file_output, same_file, write_all
-from modtrans.plan import Plan
 from modtrans.request import UsageError
 from modtrans.sidecar import describe
 from modtrans.workload.model import Dialect, Workload
+
+if TYPE_CHECKING:  # a text or JSON output never loads the trace writer (protobuf): 25 ms
+    from modtrans.plan import Plan
 
 Files = list[tuple[Path, Content]]
 
@@ -103,6 +104,8 @@ def trace_files(
         "passes": passes,
         "comm_groups": {str(g.id): g.purpose for g in plan.groups()},
     }
+    from modtrans import chakra
+
     shape = None if dims is None else tuple(dims)
     try:
         files: Files = list(
