@@ -87,3 +87,11 @@ def test_lark_is_imported_only_for_lines_the_fast_paths_do_not_read(tmp_path: Pa
     assert _modules(("lark",), "validate", str(out)) == set()
     out.write_text(out.read_text().replace("\t", "\t\t", 1).replace("DATA", "DATA ep: 2", 1))
     assert "lark" in _modules(("lark",), "validate", str(out))  # a SimAI key: the full path
+
+
+def test_a_text_translation_does_not_load_the_trace_writer(tmp_path: Path) -> None:
+    """The library's writers (outputs.py) load the Chakra writer only for traces: a text output
+    imports what it did before the API held them (it cost 25-75 ms a translation)."""
+    text = _modules(("modtrans",), "translate", "resnet50", "-o", str(tmp_path / "r.txt"))
+    assert "modtrans.outputs" in text  # the probe sees the writers' module...
+    assert not {m for m in text if m.startswith("modtrans.chakra")}  # ...and no trace code
