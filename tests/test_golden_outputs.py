@@ -1,0 +1,282 @@
+"""Every format's output of a handful of translations, pinned by hash (issue 23's format-neutral plan).
+
+The plan once carried the text format's header and string notes that the writers parsed back; it
+now carries typed, format-neutral facts from which the text, SimAI and Chakra writers derive what
+they write. `GOLDEN` was recorded on commit 4cf7148, before that refactor, by this module's own
+`_digest` (no reference files, no git): the same translations must write the same bytes.
+
+Each entry is "CONFIGURATION | FORMAT": a SHA-256 prefix over every file the translation makes
+(the workload text or JSON, or the traces and their group file), with of the .meta.json only its
+`parallel` section (the part the plan feeds; the rest names the tool's version), or the codes of
+the errors that refuse it ("refused: D310"). The configurations cover every keyword preset and
+the layout's --tp/--pp/--dp/--ep/--sp/--zero/--recompute, the interleaved and GPipe schedules;
+the formats, the three text dialects, JSON (ASTRA-sim and SimAI) and Chakra traces.
+
+A deliberate change of an output changes its hash: re-record it (`_digest`) and say why in the
+commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modtrans import pipeline
+from modtrans.api import run
+from modtrans.diagnostics import Diagnostic, has_errors
+from modtrans.fileio import Content
+from modtrans.ir.document import ModelIR
+from modtrans.request import Request, prepare
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "gpt2 DATA 4": {"model": "gpt2", "parallel": "DATA", "npus": 4},
+    "gpt2 MODEL 4": {"model": "gpt2", "parallel": "MODEL", "npus": 4},
+    "gpt2 HYBRID_DATA_MODEL 8/4": {
+        "model": "gpt2",
+        "parallel": "HYBRID_DATA_MODEL",
+        "npus": 8,
+        "model_parallel_group": 4,
+    },
+    "gpt2 HYBRID_MODEL_DATA 8/2": {
+        "model": "gpt2",
+        "parallel": "HYBRID_MODEL_DATA",
+        "npus": 8,
+        "model_parallel_group": 2,
+    },
+    "gpt2 HYBRID_TRANSFORMER 8/4": {
+        "model": "gpt2",
+        "parallel": "HYBRID_TRANSFORMER",
+        "npus": 8,
+        "model_parallel_group": 4,
+    },
+    "gpt2 FWD_IN_BCKWD 4/2 every 40": {
+        "model": "gpt2",
+        "parallel": "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
+        "npus": 4,
+        "model_parallel_group": 2,
+        "checkpoint_every": 40,
+    },
+    "vgg16 HYBRID_CUSTOMIZED 4": {
+        "model": "vgg16",
+        "parallel": "HYBRID_CUSTOMIZED",
+        "npus": 4,
+        "model_parallel_group": 2,
+        "per_layer": {"classifier.*": "MODEL", "*": "DATA"},
+    },
+    "gpt2 --dp 2": {"model": "gpt2", "dp": 2},
+    "gpt2 --tp 4 --dp 2": {"model": "gpt2", "tp": 4, "dp": 2},
+    "gpt2 --tp 2 --dp 2 --sp --zero 1": {"model": "gpt2", "tp": 2, "dp": 2, "sp": True, "zero": 1},
+    "gpt2 --tp 2 --recompute full": {"model": "gpt2", "tp": 2, "recompute": "full"},
+    "gpt2 --tp 2 --recompute selective": {"model": "gpt2", "tp": 2, "recompute": "selective"},
+    "llama-3-8b --tp 2 --pp 2 --dp 2": {"model": "llama-3-8b", "tp": 2, "pp": 2, "dp": 2},
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4": {
+        "model": "llama-3-8b",
+        "pp": 2,
+        "schedule": "interleaved",
+        "vpp": 2,
+        "global_batch": 4,
+    },
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2": {
+        "model": "llama-3-8b",
+        "pp": 2,
+        "dp": 2,
+        "schedule": "gpipe",
+        "zero": 3,
+    },
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2": {
+        "model": "mixtral-8x7b",
+        "tp": 2,
+        "sp": True,
+        "dp": 4,
+        "ep": 2,
+    },
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2": {"model": "deepseek-moe-16b", "dp": 4, "ep": 2, "pp": 2},
+}
+FORMATS: dict[str, dict[str, Any]] = {
+    "astra-sim": {"format": "text", "dialect": "astra-sim"},
+    "simai": {"format": "text", "dialect": "simai"},
+    "chakra": {"format": "text", "dialect": "chakra"},
+    "json": {"format": "json"},
+    "json simai": {"format": "json", "dialect": "simai"},
+    "chakra-et": {"format": "chakra-et"},
+}
+
+GOLDEN = {
+    "gpt2 DATA 4 | astra-sim": "81d23d78327ec449",
+    "gpt2 DATA 4 | simai": "61ef0c6c1cab17df",
+    "gpt2 DATA 4 | chakra": "81d23d78327ec449",
+    "gpt2 DATA 4 | json": "b9415d743b550681",
+    "gpt2 DATA 4 | json simai": "b72cb63d43a666b8",
+    "gpt2 DATA 4 | chakra-et": "e121eef4a6201300",
+    "gpt2 MODEL 4 | astra-sim": "403e12dee2600ac9",
+    "gpt2 MODEL 4 | simai": "ea2cb5a7437e14f3",
+    "gpt2 MODEL 4 | chakra": "403e12dee2600ac9",
+    "gpt2 MODEL 4 | json": "ccf5dae90cd0779e",
+    "gpt2 MODEL 4 | json simai": "d8664b33afd163b1",
+    "gpt2 MODEL 4 | chakra-et": "039498567977d988",
+    "gpt2 HYBRID_DATA_MODEL 8/4 | astra-sim": "aa6b4c42eafbcaf5",
+    "gpt2 HYBRID_DATA_MODEL 8/4 | simai": "222ba660f0d58ec2",
+    "gpt2 HYBRID_DATA_MODEL 8/4 | chakra": "aa6b4c42eafbcaf5",
+    "gpt2 HYBRID_DATA_MODEL 8/4 | json": "b2873d3fa6ca2be6",
+    "gpt2 HYBRID_DATA_MODEL 8/4 | json simai": "6998eff292ef5ad1",
+    "gpt2 HYBRID_DATA_MODEL 8/4 | chakra-et": "b832df9aa6f4845a",
+    "gpt2 HYBRID_MODEL_DATA 8/2 | astra-sim": "f2436b0033e8b48b",
+    "gpt2 HYBRID_MODEL_DATA 8/2 | simai": "d9efd9879c89f172",
+    "gpt2 HYBRID_MODEL_DATA 8/2 | chakra": "f2436b0033e8b48b",
+    "gpt2 HYBRID_MODEL_DATA 8/2 | json": "acf28e02a5767d45",
+    "gpt2 HYBRID_MODEL_DATA 8/2 | json simai": "6b90e099c83a48b9",
+    "gpt2 HYBRID_MODEL_DATA 8/2 | chakra-et": "0ffd329a963a9480",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | astra-sim": "5945bfc7a99cdf39",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | simai": "11798490a7a056d5",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | chakra": "refused: D310",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | json": "4c1b6be859aca0b9",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | json simai": "87e380969508573d",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | chakra-et": "9548e7335668c8d4",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | astra-sim": "d34197f0fd2f49b8",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | simai": "1ca9f4ec528857f3",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | chakra": "refused: D310",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json": "b5df770c6d311630",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json simai": "d5523c0d8fb89cc3",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | chakra-et": "ebf31ff8a0f36ed7",
+    "vgg16 HYBRID_CUSTOMIZED 4 | astra-sim": "eb6b04871d555deb",
+    "vgg16 HYBRID_CUSTOMIZED 4 | simai": "b5c6ff972590eab4",
+    "vgg16 HYBRID_CUSTOMIZED 4 | chakra": "refused: D310",
+    "vgg16 HYBRID_CUSTOMIZED 4 | json": "c511d5526d78e7a4",
+    "vgg16 HYBRID_CUSTOMIZED 4 | json simai": "1b73f42448cbe8cb",
+    "vgg16 HYBRID_CUSTOMIZED 4 | chakra-et": "f347f4395b09af73",
+    "gpt2 --dp 2 | astra-sim": "9f4a6774fcaa99dc",
+    "gpt2 --dp 2 | simai": "12d17b2f70130d5e",
+    "gpt2 --dp 2 | chakra": "refused: D310",
+    "gpt2 --dp 2 | json": "46ca0f00c719ff43",
+    "gpt2 --dp 2 | json simai": "1ff7d257451a53be",
+    "gpt2 --dp 2 | chakra-et": "d117378c33655f92",
+    "gpt2 --tp 4 --dp 2 | astra-sim": "0d8a7b8b8f43b8d2",
+    "gpt2 --tp 4 --dp 2 | simai": "e82b82bbd637f371",
+    "gpt2 --tp 4 --dp 2 | chakra": "refused: D310",
+    "gpt2 --tp 4 --dp 2 | json": "6b340f14a0082f27",
+    "gpt2 --tp 4 --dp 2 | json simai": "ac2dd55bd80ca30c",
+    "gpt2 --tp 4 --dp 2 | chakra-et": "32af98cb40eafdc1",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | astra-sim": "refused: D310",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | simai": "refused: D310",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | chakra": "refused: D310",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | json": "refused: D310",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | json simai": "refused: D310",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | chakra-et": "26399f9280d76b54",
+    "gpt2 --tp 2 --recompute full | astra-sim": "73b60854672d1273",
+    "gpt2 --tp 2 --recompute full | simai": "0d5decb58765a9b5",
+    "gpt2 --tp 2 --recompute full | chakra": "refused: D310",
+    "gpt2 --tp 2 --recompute full | json": "150df08ccc5b9c33",
+    "gpt2 --tp 2 --recompute full | json simai": "a9be5a42b7fcb89b",
+    "gpt2 --tp 2 --recompute full | chakra-et": "12daafaaf2e5c45d",
+    "gpt2 --tp 2 --recompute selective | astra-sim": "906f4df18fcd8865",
+    "gpt2 --tp 2 --recompute selective | simai": "refused: D310",
+    "gpt2 --tp 2 --recompute selective | chakra": "refused: D310",
+    "gpt2 --tp 2 --recompute selective | json": "9fd34031dcccac66",
+    "gpt2 --tp 2 --recompute selective | json simai": "refused: D310",
+    "gpt2 --tp 2 --recompute selective | chakra-et": "9ff71f7e15dc513f",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | astra-sim": "refused: D310",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | simai": "58758c9d6941aef5",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra": "refused: D310",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | json": "refused: D310",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | json simai": "821a4f5dff9abad1",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra-et": "feed7abe43638f25",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | astra-sim": "refused: D310",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | simai": "8c96ae3f557b4eba",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra": "refused: D310",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | json": "refused: D310",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | json simai": "57629892fc93447b",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra-et": "dd248e40e19f1b8a",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | astra-sim": "refused: D310",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | simai": "refused: D310",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra": "refused: D310",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json": "refused: D310",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "refused: D310",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "b11e0d9a7b5a6e0b",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | astra-sim": "refused: D310",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "b945aca52587f2e8",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra": "refused: D310",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json": "refused: D310",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "d8d207c92f5afdae",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "4a20aaa107dc8836",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | astra-sim": "refused: D310",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "d0e1e46d1581d779",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra": "refused: D310",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json": "refused: D310",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "1c1bf8e83e433021",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "bad8f9965e7e9c19",
+}
+SLOW = {"deepseek-moe-16b"}  # 64 routed experts: seconds per format
+
+
+def _digest(config: str, fmt: str, tmp: Path) -> str:
+    output = f"{tmp}/" if fmt == "chakra-et" else str(tmp / "x.txt")
+    result = run(prepare(Request(output=output, **CONFIGS[config], **FORMATS[fmt])))
+    if has_errors(result.diagnostics) or not result.files:
+        return "refused: " + ",".join(sorted({d.code for d in result.diagnostics if d.severity <= 1}))
+    h = hashlib.sha256()
+    for path, content in result.files:
+        data = _bytes(content)
+        if path.name.endswith(".meta.json"):
+            data = json.dumps(json.loads(data)["parallel"], sort_keys=True).encode()
+        h.update(path.name.encode() + b"\0" + data + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _bytes(content: Content) -> bytes:
+    if isinstance(content, str):
+        return content.encode()
+    if isinstance(content, bytes):
+        return content
+    made = content()
+    return made if isinstance(made, bytes) else b"".join(made)
+
+
+@cache
+def _extracted(
+    spec: str, batch: int | None, shapes: tuple[tuple[str, tuple[int, ...]], ...], full_hash: bool
+) -> tuple[ModelIR | None, tuple[Diagnostic, ...]]:
+    ir, found = _EXTRACT(spec, batch=batch, input_shapes=dict(shapes), full_hash=full_hash)
+    return ir, tuple(found)
+
+
+_EXTRACT = pipeline.extract_checked
+
+
+def _cached_extract(
+    spec: str | Path,
+    *,
+    batch: int | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    file_hash: bool = True,
+    full_hash: bool = False,
+) -> tuple[ModelIR | None, list[Diagnostic]]:
+    """pipeline.extract_checked, once per model: the IR is frozen, and six formats read it."""
+    assert file_hash
+    ir, found = _extracted(str(spec), batch, tuple(sorted((input_shapes or {}).items())), full_hash)
+    return ir, list(found)
+
+
+MODELS = sorted({c["model"] for c in CONFIGS.values()})
+
+
+@pytest.mark.parametrize(
+    "model", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW else m for m in MODELS]
+)
+def test_outputs_equal_those_before_the_plan_was_format_neutral(
+    model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline, "extract_checked", _cached_extract)
+    keys = [f"{c} | {f}" for c in CONFIGS if CONFIGS[c]["model"] == model for f in FORMATS]
+    got: dict[str, str] = {}
+    for key in keys:
+        config, fmt = key.split(" | ")
+        folder = tmp_path / str(len(got))
+        folder.mkdir()
+        got[key] = _digest(config, fmt, folder)
+    assert got == {key: GOLDEN[key] for key in keys}
