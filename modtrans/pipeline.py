@@ -23,7 +23,9 @@ from modtrans.digest import Digest
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan, ProjectionError, project
-from modtrans.plan.simai import is_llm, project_simai
+from modtrans.plan.model import LayoutFacts, Mesh, Purpose
+from modtrans.plan.simai import project_simai
+from modtrans.plan.text import header as text_header
 from modtrans.strategy import Parallelism, Params, StrategyError, group, plan
 from modtrans.workload.model import Dialect, Header, Workload
 from modtrans.workload.parse import LineCache
@@ -217,7 +219,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
     except (StrategyError, cost.CostError) as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
-    llm_simai = options.dialect is Dialect.SIMAI and is_llm(the_plan)
+    llm_simai = options.dialect is Dialect.SIMAI and the_plan.is_llm
     try:
         workload: Workload | None = project_simai(the_plan) if llm_simai else project(the_plan)
     except ProjectionError as error:
@@ -244,9 +246,9 @@ def _metadata(
         "parallel": {
             "policy": options.parallel.policy.value,
             "npus": options.parallel.npus,
-            "model_parallel_group": the_plan.header.model_parallel_group,
+            "model_parallel_group": text_header(the_plan).model_parallel_group,
             "mesh": {a.purpose.value: a.size for a in the_plan.mesh.axes},
-            **({"llm": dict(the_plan.notes)} if is_llm(the_plan) else {}),
+            **({"llm": _layout(the_plan.mesh, the_plan.layout)} if the_plan.layout is not None else {}),
         },
         "params": options.params.value,
         "dtype_bytes": options.dtype_bytes,
@@ -254,6 +256,28 @@ def _metadata(
         "layers": {"workload": len(the_plan.layers), "ir": len(ir.layers)},
         "folded": {g.owner.name: [x.name for x in g.folded] for g in groups if g.folded},
         **({"unknown_flops": uncosted} if uncosted else {}),
+    }
+
+
+def _layout(mesh: Mesh, layout: LayoutFacts) -> dict[str, str]:
+    """A layout's plan in the .meta.json (`parallel.llm`): its facts as strings, keys as the
+    options name them."""
+    return {
+        "tp": str(mesh.extent(Purpose.TENSOR)),
+        "pp": str(mesh.extent(Purpose.PIPELINE)),
+        "dp": str(mesh.extent(Purpose.DATA) * mesh.extent(Purpose.EXPERT)),  # experts are carved from D
+        "ep": str(mesh.extent(Purpose.EXPERT)),
+        "sp": str(layout.sequence_parallel).lower(),
+        "zero": str(layout.zero),
+        "micro_batch": str(layout.micro_batch),
+        "global_batch": str(layout.global_batch),
+        "ga": str(layout.micro_batches),
+        "schedule": layout.schedule.value,
+        "vpp": str(layout.virtual_stages),
+        "recompute": layout.recompute.value,
+        "pp_comm": str(layout.boundary_bytes),
+        "stages": ";".join(f"{c.first}..{c.last}" for c in layout.chunks),
+        "blocks_per_chunk": ",".join(str(c.blocks) for c in layout.chunks),
     }
 
 

@@ -222,7 +222,10 @@ def test_every_layouts_traces_validate_and_conserve_work(
         for op in plan.program(r)
         if isinstance(op, Compute) and op.step is not Step.RECOMPUTE
     )
-    replicas, micro_batches = int(plan.notes["dp"]), int(plan.notes["ga"])
+    replicas, micro_batches = (
+        plan.mesh.extent(Purpose.DATA) * plan.mesh.extent(Purpose.EXPERT),
+        plan.micro_batches,
+    )
     # without SP every tensor-parallel rank repeats the norms and residual adds (Korthikanti et
     # al. 2022, section 4.2.2: the work SP removes)
     ir, _ = pipeline.extract_checked(tmp_path / "config.json", input_shapes={"input_ids": (MICRO, SEQ)})

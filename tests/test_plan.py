@@ -19,10 +19,10 @@ from modtrans.plan import (
     Transfer,
     project,
 )
-from modtrans.plan.model import ResolvedCollective
+from modtrans.plan.model import Preset, ResolvedCollective
 from modtrans.strategy import SUPPORTED
 from modtrans.strategy.techniques import load
-from modtrans.workload.model import CommType, Header, Policy
+from modtrans.workload.model import CommType, Policy
 
 TENSOR, DATA, PIPE = Purpose.TENSOR, Purpose.DATA, Purpose.PIPELINE
 
@@ -39,10 +39,10 @@ def test_groups_are_megatrons_for_tensor_fastest() -> None:
     assert mesh.peer(7, DATA, 1) is None
 
 
-def _plan(programs: tuple[tuple[Op, ...], ...], mesh: Mesh, header: Header, layers: int = 2) -> Plan:
+def _plan(programs: tuple[tuple[Op, ...], ...], mesh: Mesh, preset: Preset, layers: int = 2) -> Plan:
     infos = tuple(LayerInfo(f"l{i}", 5) for i in range(layers))
     of = tuple(min(r, len(programs) - 1) for r in range(mesh.size))
-    return Plan(mesh, infos, programs, of, header)
+    return Plan(mesh, infos, programs, of, preset=preset)
 
 
 def _compute(layer: int, step: Step, time: int = 10) -> Compute:
@@ -57,7 +57,7 @@ def test_group_ids_are_positive_and_the_whole_world_has_none() -> None:
         Collective(0, Step.WEIGHT_GRAD, CommType.ALLREDUCE, 64, frozenset({DATA})),
         Collective(1, Step.WEIGHT_GRAD, CommType.ALLREDUCE, 64, frozenset({TENSOR, DATA})),
     )
-    plan = _plan((program,), mesh, Header(Policy.HYBRID_TRANSFORMER, model_parallel_group=2))
+    plan = _plan((program,), mesh, Preset(Policy.HYBRID_TRANSFORMER))
     groups = [(g.id, g.purpose, g.ranks) for g in plan.groups()]
     assert groups == [(1, "tensor", (0, 1)), (2, "tensor", (2, 3)), (3, "data", (0, 2)), (4, "data", (1, 3))]
     assert plan.group(3, frozenset({TENSOR, DATA})).id == 0  # every rank: ASTRA-sim's empty pg_name
@@ -69,17 +69,17 @@ def test_the_text_cannot_say_different_programs_or_transfers() -> None:
     mesh = Mesh((Axis(PIPE, 2),))
     send = Transfer(0, Step.FWD, Direction.SEND, PIPE, 1, 7, 4096)
     recv = Transfer(1, Step.FWD, Direction.RECV, PIPE, -1, 7, 4096)
-    two = _plan(((_compute(0, Step.FWD), send), (recv, _compute(1, Step.FWD))), mesh, Header(Policy.DATA))
+    two = _plan(((_compute(0, Step.FWD), send), (recv, _compute(1, Step.FWD))), mesh, Preset(Policy.DATA))
     with pytest.raises(ProjectionError, match="2 different programs"):
         project(two)
-    one = _plan(((_compute(0, Step.FWD), send),), mesh, Header(Policy.DATA))
+    one = _plan(((_compute(0, Step.FWD), send),), mesh, Preset(Policy.DATA))
     with pytest.raises(ProjectionError, match="point-to-point send"):
         project(one)
 
 
 def test_the_text_has_one_collective_per_column_over_the_keywords_group() -> None:
     mesh = Mesh((Axis(TENSOR, 2), Axis(DATA, 2)))
-    header = Header(Policy.HYBRID_TRANSFORMER, model_parallel_group=2)
+    preset = Preset(Policy.HYBRID_TRANSFORMER)
     tp, dp = frozenset({TENSOR}), frozenset({DATA})
     fwd = _compute(0, Step.FWD)
     twice = (
@@ -88,19 +88,19 @@ def test_the_text_has_one_collective_per_column_over_the_keywords_group() -> Non
         Collective(0, Step.FWD, CommType.ALLGATHER, 8, tp),
     )
     with pytest.raises(ProjectionError, match="two collectives in its fwd"):
-        project(_plan((twice,), mesh, header))
+        project(_plan((twice,), mesh, preset))
     elsewhere = (fwd, Collective(0, Step.FWD, CommType.ALLREDUCE, 8, dp))  # forward over data: not the text's
     with pytest.raises(ProjectionError, match="spans another group"):
-        project(_plan((elsewhere,), mesh, header))
+        project(_plan((elsewhere,), mesh, preset))
     recomputed = (fwd, _compute(0, Step.RECOMPUTE))
     with pytest.raises(ProjectionError, match="recomputes its forward"):
-        project(_plan((recomputed,), mesh, header))
+        project(_plan((recomputed,), mesh, preset))
     fine = (
         fwd,
         Collective(0, Step.FWD, CommType.ALLREDUCE, 8, tp),
         Collective(0, Step.WEIGHT_GRAD, CommType.ALLREDUCE, 4, dp),
     )
-    workload = project(_plan((fine,), mesh, header, layers=1))
+    workload = project(_plan((fine,), mesh, preset, layers=1))
     layer = workload.layers[0]
     assert (layer.fwd.compute_time, layer.fwd.comm_type, layer.fwd.comm_size) == (10, CommType.ALLREDUCE, 8)
     assert (layer.weight_grad.comm_type, layer.weight_grad.comm_size, layer.update_time) == (

@@ -18,8 +18,9 @@ from modtrans import chakra, pipeline
 from modtrans.chakra.schema import encode, schema
 from modtrans.chakra.validate import check_set
 from modtrans.plan import Axis, Compute, Direction, LayerInfo, Mesh, Plan, Purpose, Step, Tensor, Transfer
+from modtrans.plan.model import Preset
 from modtrans.strategy import Parallelism
-from modtrans.workload.model import Header, Policy
+from modtrans.workload.model import Policy
 from tests.chakra_io import read_trace
 
 pytestmark = pytest.mark.skipif(
@@ -188,7 +189,7 @@ def _pipeline_plan(tag: int = 7, size: int = 4096) -> Plan:
     send = Transfer(0, Step.FWD, Direction.SEND, Purpose.PIPELINE, 1, tag, size, (0,))
     recv = Transfer(1, Step.FWD, Direction.RECV, Purpose.PIPELINE, -1, tag, size)
     stage0, stage1 = (a, send), (recv, Compute(1, Step.FWD, b.time, b.flops, b.inputs, b.outputs, (0,)))
-    return Plan(mesh, (LayerInfo("a", 0), LayerInfo("b", 0)), (stage0, stage1), (0, 1), Header(Policy.DATA))
+    return Plan(mesh, (LayerInfo("a", 0), LayerInfo("b", 0)), (stage0, stage1), (0, 1), Preset(Policy.DATA))
 
 
 def test_send_and_receive_carry_identical_matching_keys(tmp_path: Path) -> None:

@@ -1,22 +1,30 @@
 """The execution plan: the one thing strategies produce and every writer reads.
 
-model.py  Plan, Mesh, the operations (Compute, Collective, Transfer) and communicator groups
-text.py   Plan -> the text workload model (refuses, D310, what a workload file cannot say)
+model.py  Plan, Mesh, the operations (Compute, Collective, Transfer) and communicator groups, and
+          what built the plan: a keyword Preset or a layout's LayoutFacts (no file format's header)
+text.py   Plan -> the text workload model, its header derived (refuses, D310, what it cannot say)
+simai.py  a layout's Plan -> SimAI's text workload, its pipeline header derived
 
 The Chakra writer (modtrans/chakra/write.py) turns a plan into one trace per rank.
 """
 
 from modtrans.plan.model import (
     Axis,
+    Checkpoints,
+    Chunk,
     Collective,
     CommGroup,
     Compute,
     Direction,
     LayerInfo,
+    LayoutFacts,
     Mesh,
     Op,
     Plan,
+    Preset,
     Purpose,
+    Recompute,
+    Schedule,
     Step,
     Tensor,
     Transfer,
@@ -25,16 +33,22 @@ from modtrans.plan.text import ProjectionError, project
 
 __all__ = [
     "Axis",
+    "Checkpoints",
+    "Chunk",
     "Collective",
     "CommGroup",
     "Compute",
     "Direction",
     "LayerInfo",
+    "LayoutFacts",
     "Mesh",
     "Op",
     "Plan",
+    "Preset",
     "ProjectionError",
     "Purpose",
+    "Recompute",
+    "Schedule",
     "Step",
     "Tensor",
     "Transfer",

@@ -9,6 +9,11 @@ the peer a transfer talks to are written relative to the rank (`over` a set of m
     plan.mesh           Mesh((Axis(TENSOR, 4), Axis(DATA, 2)))    fastest-varying axis first
     plan.programs[0]    (Compute(layer=0, step=FWD, ...), Collective(..., over={TENSOR}), ...)
     plan.groups()       [CommGroup(1, "tensor", (0, 1, 2, 3)), ...]    ids > 0, as ASTRA-sim wants
+    plan.preset         Preset(Policy.HYBRID_TRANSFORMER)    the keyword preset that built it, or
+    plan.layout         LayoutFacts(schedule=Schedule.ONE_F_ONE_B, micro_batches=8, ...)    the layout
+
+The plan holds no file format's header: the writers derive theirs (plan/text.py's `header`, the
+SimAI header in plan/simai.py) from the mesh and these typed facts, and the .meta.json reports them.
 
 Times are integers in the ticks of the plan's cost model (exact: the cost models round once,
 per layer and phase); sizes are bytes.
@@ -20,10 +25,10 @@ import enum
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
-from modtrans.workload.model import CommType, Header, Policy
+from modtrans.workload.model import CommType, Policy
 
 
 class Purpose(enum.StrEnum):
@@ -33,6 +38,22 @@ class Purpose(enum.StrEnum):
     TENSOR = "tensor"
     PIPELINE = "pipeline"
     EXPERT = "expert"
+
+
+class Schedule(enum.StrEnum):
+    """The order a pipeline runs its micro-batches in."""
+
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved"
+
+
+class Recompute(enum.StrEnum):
+    """What the backward pass computes again of the forward."""
+
+    NONE = "none"
+    SELECTIVE = "selective"  # the attention core (Korthikanti et al. 2022)
+    FULL = "full"  # every block's forward, before its backward
 
 
 class Step(enum.StrEnum):
@@ -79,6 +100,10 @@ class Mesh:
             r += c * stride
             stride *= axis.size
         return r
+
+    def extent(self, purpose: Purpose) -> int:
+        """The ranks along one axis (1 when the mesh has no such axis)."""
+        return next((a.size for a in self.axes if a.purpose is purpose), 1)
 
     def span(self, over: frozenset[Purpose]) -> int:
         """How many ranks a group over these axes holds."""
@@ -197,18 +222,78 @@ class ResolvedTransfer:
 Resolved = Compute | ResolvedCollective | ResolvedTransfer
 
 
+@dataclass(frozen=True, slots=True)
+class Checkpoints:
+    """Activation checkpointing by segments (strategy/recompute.py): each segment starts at a
+    layer of `starts`; its forward is computed again when the backward reaches a layer of
+    `initiates` (in the order the backward reaches them)."""
+
+    starts: tuple[int, ...]
+    initiates: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A plan built by a classic keyword preset: one stage, one micro-batch per iteration."""
+
+    policy: Policy  # DATA, MODEL, the hybrids, HYBRID_CUSTOMIZED, HYBRID_TRANSFORMER(_FWD_IN_BCKWD)
+    checkpoints: Checkpoints | None = None  # FWD_IN_BCKWD: the recomputed segments
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One pipeline chunk of a layout: its first and last layer and its transformer blocks."""
+
+    first: str
+    last: str
+    blocks: int
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutFacts:
+    """A plan built from a layout (--tp/--pp/--dp/--ep ...): what its mesh does not say. The
+    tensor, pipeline, expert and data ranks are the mesh's axes (Mesh.extent)."""
+
+    sequence_parallel: bool
+    zero: int  # ZeRO stage 0-3
+    micro_batch: int  # sequences per micro-batch
+    global_batch: int  # sequences per iteration
+    micro_batches: int  # per data-parallel replica per iteration (gradient accumulation, GA)
+    schedule: Schedule
+    virtual_stages: int  # model chunks per pipeline rank (V)
+    recompute: Recompute
+    boundary_bytes: int  # one stage-boundary activation transfer (0 without a pipeline)
+    chunks: tuple[Chunk, ...]  # the stage cut, P x V chunks in pipeline order
+
+
 @dataclass(frozen=True)
 class Plan:
+    """Exactly one of `preset` and `layout` says what built the plan."""
+
     mesh: Mesh
     layers: tuple[LayerInfo, ...]
     programs: tuple[tuple[Op, ...], ...]
     program_of: tuple[int, ...]  # per rank: its index into programs
-    header: Header  # the keyword and header fields the text formats write
-    notes: dict[str, str] = field(default_factory=dict, compare=False)  # conventions, for metadata
+    preset: Preset | None = None
+    layout: LayoutFacts | None = None
+
+    def __post_init__(self) -> None:
+        if (self.preset is None) == (self.layout is None):
+            raise ValueError("a plan is built by a keyword preset or by a layout: give one")
 
     @property
     def npus(self) -> int:
         return self.mesh.size
+
+    @property
+    def is_llm(self) -> bool:
+        """Built from a layout (--tp/--pp/--dp/...), not a keyword preset."""
+        return self.layout is not None
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per data-parallel replica per iteration (1 under a keyword preset)."""
+        return self.layout.micro_batches if self.layout is not None else 1
 
     def program(self, rank: int) -> tuple[Op, ...]:
         return self.programs[self.program_of[rank]]

@@ -21,20 +21,21 @@ from __future__ import annotations
 
 import dataclasses
 
-from modtrans.plan.model import Collective, Compute, Plan, Purpose, Step, Transfer
+from modtrans.plan.model import Collective, Compute, Plan, Purpose, Recompute, Step, Transfer
 from modtrans.plan.text import ProjectionError
 from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
 
 _PLACE = {Step.FWD: 0, Step.INPUT_GRAD: 1, Step.WEIGHT_GRAD: 2}
 
 
-def is_llm(plan: Plan) -> bool:
-    return "pp_comm" in plan.notes
-
-
 def project_simai(plan: Plan) -> Workload:
-    notes = plan.notes
-    if notes.get("recompute") == "selective":
+    """The SimAI workload of a plan built from a layout (Plan.is_llm)."""
+    layout = plan.layout
+    if layout is None:
+        raise ValueError(
+            "SimAI's pipeline header describes a layout's plan (--tp/--pp/--dp), not a keyword's"
+        )
+    if layout.recompute is Recompute.SELECTIVE:
         raise ProjectionError("selective recomputation: SimAI's FWD_IN_BCKWD recomputes whole segments only")
     program = plan.programs[0]
     first_micro: list[int] = []  # the first stage's units, in order
@@ -79,22 +80,21 @@ def project_simai(plan: Plan) -> Workload:
             c = comms.get((index, column))
             phases.append(Phase(time, _simai_type(c), c.bytes) if c is not None else Phase(time))
         block.append(Layer(info.name, phases[0], phases[1], phases[2], info.update))
-    ga = int(notes["ga"])
-    policy = plan.header.policy
+    ga = layout.micro_batches
     count = len(block) * ga
-    recomputed = policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
+    recomputed = layout.recompute is not Recompute.NONE
     checkpoints: tuple[tuple[int, ...], tuple[int, ...]] = ((0,), (count - 1,)) if recomputed else ((), ())
     header = Header(
         Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD,
-        model_parallel_group=int(notes["tp"]),
+        model_parallel_group=plan.mesh.extent(Purpose.TENSOR),
         checkpoints=checkpoints[0],
         checkpoint_initiates=checkpoints[1],
-        ep=int(notes["ep"]),
-        pp=int(notes["pp"]),
-        vpp=int(notes["vpp"]),
+        ep=plan.mesh.extent(Purpose.EXPERT),
+        pp=plan.mesh.extent(Purpose.PIPELINE),
+        vpp=layout.virtual_stages,
         ga=ga,
         all_gpus=plan.npus,
-        pp_comm=int(notes["pp_comm"]),
+        pp_comm=layout.boundary_bytes,
     )
     copies = [
         layer if m == 0 else dataclasses.replace(layer, name=f"{layer.name}.mb{m}")

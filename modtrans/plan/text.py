@@ -11,6 +11,11 @@ gives that column (ASTRA-sim 1.0's decode_involved_dimensions; workload-format s
     HYBRID_MODEL_DATA             the reverse
     HYBRID_CUSTOMIZED             each layer's own keyword
 
+The header is derived from the plan: a keyword preset's plan is labelled with its keyword and
+checkpoints; a layout's with HYBRID_TRANSFORMER, or HYBRID_TRANSFORMER_FWD_IN_BCKWD when it
+recomputes (the transformer keywords' groups are the layout's tensor x the rest); the
+model_parallel_NPU_group of a transformer keyword is the tensor axis.
+
 Axes of size 1 span nothing: a group is compared by the axes it really spans, so a layout that
 keeps a unit axis (`--dp 2` is tensor 1 x expert 1 x data 2 x pipeline 1, its gradients over
 expert+data) says what the same group says on the keyword's mesh (DATA over every axis).
@@ -24,8 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Step, Transfer
-from modtrans.workload.model import Layer, Phase, Policy, Workload
+from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Recompute, Step, Transfer
+from modtrans.workload.model import Header, Layer, Phase, Policy, Workload
 
 _COLUMNS = (Step.FWD, Step.INPUT_GRAD, Step.WEIGHT_GRAD)
 
@@ -53,6 +58,30 @@ def columns(policy: Policy, mesh: Mesh) -> Mapping[Step, frozenset[Purpose]]:
     return {Step.WEIGHT_GRAD: every}
 
 
+def keyword(plan: Plan) -> Policy:
+    """The keyword a workload file labels the plan with."""
+    if plan.layout is not None:
+        none = plan.layout.recompute is Recompute.NONE
+        return Policy.HYBRID_TRANSFORMER if none else Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
+    assert plan.preset is not None
+    return plan.preset.policy
+
+
+def header(plan: Plan) -> Header:
+    """The workload file's header line for the plan (ASTRA-sim 1.0's fields)."""
+    policy = keyword(plan)
+    group = plan.mesh.extent(Purpose.TENSOR) if policy.is_transformer else None
+    segments = plan.preset.checkpoints if plan.preset is not None else None
+    if segments is None:
+        return Header(policy, model_parallel_group=group)
+    return Header(
+        policy,
+        model_parallel_group=group,
+        checkpoints=segments.starts,
+        checkpoint_initiates=segments.initiates,
+    )
+
+
 def project(plan: Plan) -> Workload:
     """The workload file that says what `plan` says; ProjectionError when it cannot."""
     if len(plan.programs) > 1:
@@ -61,15 +90,16 @@ def project(plan: Plan) -> Workload:
             "workload file holds one program for every NPU: write --dialect simai (its pp: header) or "
             "Chakra traces (--format chakra-et)"
         )
-    if plan.notes.get("ga", "1") != "1":
+    if plan.micro_batches != 1:
         raise ProjectionError(
-            f"the plan runs {plan.notes['ga']} micro-batches per iteration; an ASTRA-sim 1.0 workload file "
+            f"the plan runs {plan.micro_batches} micro-batches per iteration; an ASTRA-sim 1.0 workload file "
             "runs one: write --dialect simai (its ga: header) or Chakra traces (--format chakra-et)"
         )
     names = [info.name for info in plan.layers]
     times: dict[tuple[int, Step], int] = {}
     comms: dict[tuple[int, Step], Collective] = {}
-    recomputes = plan.header.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
+    head = header(plan)
+    recomputes = head.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
     for op in plan.programs[0]:
         where = f"layer {names[op.layer]}"
         if isinstance(op, Transfer):
@@ -98,7 +128,7 @@ def project(plan: Plan) -> Workload:
         comms[key] = op
     layers = []
     for i, info in enumerate(plan.layers):
-        policy = info.policy or plan.header.policy
+        policy = info.policy or head.policy
         expected = columns(policy, plan.mesh)
         phases = []
         for step in _COLUMNS:
@@ -115,6 +145,6 @@ def project(plan: Plan) -> Workload:
                 )
             phases.append(Phase(time, comm.comm, comm.bytes) if comm.bytes > 0 else Phase(time))
         fwd, ig, wg = phases
-        custom = info.policy if plan.header.policy is Policy.HYBRID_CUSTOMIZED else None
+        custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
         layers.append(Layer(info.name, fwd, ig, wg, info.update, policy=custom))
-    return Workload(plan.header, tuple(layers))
+    return Workload(head, tuple(layers))

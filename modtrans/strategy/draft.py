@@ -1,7 +1,7 @@
 """The draft a technique edits, and its assembly into a Plan (strategy, step 2 of 3).
 
 groups.py makes one draft layer per workload layer; each technique (techniques/*.py) sets the
-mesh and the header, and per layer the shard each rank computes and the collectives each step
+mesh, and per layer the shard each rank computes and the collectives each step
 issues; recompute.py adds the recomputed segments; `assemble` costs the shards and orders the
 operations of one iteration:
 
@@ -33,19 +33,21 @@ from modtrans.dtypes import NO_GRADIENT as _INTEGER  # integer and quantized: no
 from modtrans.ir.document import Activation, Flops, Gemm, Kind, ModelIR
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import (
+    Checkpoints,
     Collective,
     Compute,
     LayerInfo,
     Mesh,
     Op,
     Plan,
+    Preset,
     Purpose,
     Step,
     Tensor,
 )
 from modtrans.strategy.groups import Group, group_times, needs_input_grad
 from modtrans.strategy.llm.options import Layout
-from modtrans.workload.model import CommType, Header, Policy
+from modtrans.workload.model import CommType, Policy
 
 SHARDABLE = frozenset({Kind.CONV, Kind.CONV_TRANSPOSE, Kind.LINEAR, Kind.EMBEDDING, Kind.RNN})
 
@@ -127,9 +129,8 @@ class Draft:
     layers: list[LayerDraft]
     group_size: int  # model_parallel_NPU_group (1 when the keyword has none)
     mesh: Mesh | None = None
-    header: Header | None = None
+    checkpoints: Checkpoints | None = None  # FWD_IN_BCKWD's segments
     recompute: dict[int, tuple[int, ...]] = field(default_factory=dict)  # layer -> forwards rerun first
-    notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def npus(self) -> int:
@@ -342,7 +343,6 @@ def _flops(draft: Draft, x: LayerDraft) -> Flops:
 def assemble(draft: Draft) -> Plan:
     """The plan the draft describes: one program, the same for every rank."""
     assert draft.mesh is not None, "a technique sets the mesh"
-    assert draft.header is not None, "a technique sets the header"
     layers = draft.layers
     times = [_times(draft, x) for x in layers]
     flops = [_flops(draft, x) for x in layers]
@@ -417,4 +417,5 @@ def assemble(draft: Draft) -> Plan:
         )
         for i, (x, t) in enumerate(zip(layers, times, strict=True))
     )
-    return Plan(draft.mesh, infos, (tuple(ops),), (0,) * draft.mesh.size, draft.header, dict(draft.notes))
+    preset = Preset(draft.parallelism.policy, draft.checkpoints)
+    return Plan(draft.mesh, infos, (tuple(ops),), (0,) * draft.mesh.size, preset=preset)

@@ -11,7 +11,8 @@ current_state = LoopState::Input_Gradient;`), so neither do the traces: their co
 text's on 1.0 (GPT-2: lm_head's forward, 126,679 ns, was recomputed before issue 23). A segment of
 one layer (the checkpoint is the initiating layer) recomputes that layer: 1.0 starts its
 Forward_In_BackPass there and then runs on into the next segment, which no trace imitates.
-The header carries the lists; the plan the recomputed operations.
+The plan carries the lists (Preset.checkpoints: the text's header writes them) and the
+recomputed operations.
 
 Default: one checkpoint at layer 0, the recomputation started at the last layer (the whole
 forward recomputed once, at the start of the backward), in every dialect; --checkpoint-every K
@@ -20,17 +21,15 @@ puts a checkpoint every K layers, each segment recomputed when the backward reac
 
 from __future__ import annotations
 
-import dataclasses
-
+from modtrans.plan.model import Checkpoints
 from modtrans.strategy.draft import Draft, StrategyError
 
 
 def checkpoint(draft: Draft) -> None:
-    """Set the header's checkpoints and the recomputed segments."""
-    assert draft.header is not None
+    """Set the checkpoints and the recomputed segments."""
     count = len(draft.layers)
     starts, initiates = checkpoints(draft, count)
-    draft.header = dataclasses.replace(draft.header, checkpoints=starts, checkpoint_initiates=initiates)
+    draft.checkpoints = Checkpoints(starts, initiates)
     for end in initiates:
         begin = max((s for s in starts if s <= end), default=0)
         draft.recompute[end] = tuple(range(begin, end)) or (end,)

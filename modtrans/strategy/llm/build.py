@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from modtrans.cost import CostModel
 from modtrans.ir.document import Flops, ModelIR
-from modtrans.plan.model import Axis, LayerInfo, Mesh, Plan, Purpose
+from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Plan, Purpose
 from modtrans.strategy.draft import Folded, LayerDraft, _ios, rank_share
 from modtrans.strategy.groups import Params, group, group_times
 from modtrans.strategy.llm import data, expert, tensor
-from modtrans.strategy.llm.options import Layout, LayoutError, Recompute
+from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.program import Costed, StageProgram, attention_core
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import Unit
-from modtrans.workload.model import Header, Policy
 
 
 def plan(
@@ -84,29 +83,19 @@ def plan(
         LayerInfo(c.name, c.times.update, unexecuted_input_grad=c.times.input_grad if c.first else 0)
         for c in costed
     )
-    policy = (
-        Policy.HYBRID_TRANSFORMER
-        if layout.recompute is Recompute.NONE
-        else Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
+    facts = LayoutFacts(
+        sequence_parallel=layout.sp,
+        zero=layout.zero,
+        micro_batch=layout.micro_batch,
+        global_batch=layout.batch,
+        micro_batches=layout.ga,
+        schedule=layout.schedule,
+        virtual_stages=layout.vpp,
+        recompute=layout.recompute,
+        boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
+        chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
     )
-    notes = {
-        "tp": str(t),
-        "pp": str(layout.pp),
-        "dp": str(layout.d),
-        "ep": str(e),
-        "sp": str(layout.sp).lower(),
-        "zero": str(layout.zero),
-        "micro_batch": str(layout.micro_batch),
-        "global_batch": str(layout.batch),
-        "ga": str(layout.ga),
-        "schedule": layout.schedule.value,
-        "vpp": str(layout.vpp),
-        "recompute": layout.recompute.value,
-        "pp_comm": str(boundary[0] if len(boundary) > 1 else 0),
-        "stages": ";".join(",".join(c.name for c in chunk[:1]) + ".." + chunk[-1].name for chunk in chunks),
-        "blocks_per_chunk": ",".join(str(len(cut)) for cut in cuts),
-    }
-    return Plan(mesh, infos, programs, program_of, Header(policy, model_parallel_group=t), notes)
+    return Plan(mesh, infos, programs, program_of, layout=facts)
 
 
 def _boundary(u: Unit, ways: int) -> int:

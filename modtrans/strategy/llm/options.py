@@ -13,22 +13,12 @@ Defaults: D = N / (T·P); B = M·D·P (GA = P: the fewest micro-batches that fil
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from modtrans import limits
+from modtrans.plan.model import Recompute, Schedule  # the plan's own: it reports them
 
-
-class Schedule(enum.StrEnum):
-    GPIPE = "gpipe"
-    ONE_F_ONE_B = "1f1b"
-    INTERLEAVED = "interleaved"
-
-
-class Recompute(enum.StrEnum):
-    NONE = "none"
-    SELECTIVE = "selective"  # the attention core (Korthikanti et al. 2022)
-    FULL = "full"  # every block's forward, before its backward
+__all__ = ["Layout", "LayoutError", "Recompute", "Schedule"]
 
 
 class LayoutError(ValueError):

@@ -1,6 +1,6 @@
 """The parallelism techniques, one module each, registered by keyword.
 
-A technique edits a Draft (strategy/draft.py): it sets the mesh of ranks and the header, and per
+A technique edits a Draft (strategy/draft.py): it sets the mesh of ranks, and per
 layer the shard each rank computes and the collectives each step issues. The classic keywords
 are compositions of a few techniques:
 

@@ -18,14 +18,13 @@ from modtrans.strategy.techniques import technique
 from modtrans.strategy.techniques.data import reduce_gradients
 from modtrans.strategy.techniques.hybrid import DATA, TENSOR, model_then_data
 from modtrans.strategy.techniques.model import split_layer
-from modtrans.workload.model import Header, Policy
+from modtrans.workload.model import Policy
 
 
 @technique(Policy.HYBRID_CUSTOMIZED)
 def customized(draft: Draft) -> None:
     g, n = draft.group_size, draft.npus
     draft.mesh = Mesh((Axis(Purpose.TENSOR, g), Axis(Purpose.DATA, n // g)))
-    draft.header = Header(Policy.HYBRID_CUSTOMIZED)
     every = draft.every()
     for x in draft.layers:
         x.policy = choose(draft, x, draft.parallelism.per_layer)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from modtrans.plan.model import Axis, Mesh, Purpose, Step
 from modtrans.strategy.draft import Draft, LayerDraft
 from modtrans.strategy.techniques import technique
-from modtrans.workload.model import CommType, Header, Policy
+from modtrans.workload.model import CommType, Policy
 
 
 def reduce_gradients(x: LayerDraft, over: frozenset[Purpose], size: int | None = None) -> None:
@@ -19,6 +19,5 @@ def reduce_gradients(x: LayerDraft, over: frozenset[Purpose], size: int | None =
 @technique(Policy.DATA)
 def data(draft: Draft) -> None:
     draft.mesh = Mesh((Axis(Purpose.DATA, draft.npus),))
-    draft.header = Header(Policy.DATA)
     for x in draft.layers:
         reduce_gradients(x, draft.every())

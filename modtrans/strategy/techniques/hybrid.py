@@ -18,7 +18,7 @@ from modtrans.strategy.draft import Draft, LayerDraft
 from modtrans.strategy.techniques import technique
 from modtrans.strategy.techniques.data import reduce_gradients
 from modtrans.strategy.techniques.model import split_layer
-from modtrans.workload.model import Header, Policy
+from modtrans.workload.model import Policy
 
 TENSOR, DATA = frozenset({Purpose.TENSOR}), frozenset({Purpose.DATA})
 
@@ -35,7 +35,6 @@ def model_then_data(
 def data_model(draft: Draft) -> None:
     g = draft.group_size
     draft.mesh = Mesh((Axis(Purpose.TENSOR, g), Axis(Purpose.DATA, draft.npus // g)))
-    draft.header = Header(Policy.HYBRID_DATA_MODEL)
     for x in draft.layers:
         model_then_data(draft, x, g, TENSOR, DATA)
 
@@ -44,6 +43,5 @@ def data_model(draft: Draft) -> None:
 def model_data(draft: Draft) -> None:
     g = draft.group_size
     draft.mesh = Mesh((Axis(Purpose.DATA, g), Axis(Purpose.TENSOR, draft.npus // g)))
-    draft.header = Header(Policy.HYBRID_MODEL_DATA)
     for x in draft.layers:
         model_then_data(draft, x, draft.npus // g, TENSOR, DATA)

@@ -25,14 +25,13 @@ from modtrans.strategy.recompute import checkpoint
 from modtrans.strategy.techniques import technique
 from modtrans.strategy.techniques.data import reduce_gradients
 from modtrans.strategy.techniques.hybrid import DATA, TENSOR
-from modtrans.workload.model import CommType, Header, Policy
+from modtrans.workload.model import CommType, Policy
 
 
 @technique(Policy.HYBRID_TRANSFORMER, Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
 def megatron(draft: Draft) -> None:
     g = draft.group_size
     draft.mesh = Mesh((Axis(Purpose.TENSOR, g), Axis(Purpose.DATA, draft.npus // g)))
-    draft.header = Header(draft.parallelism.policy, model_parallel_group=g)
     roles = roles_of(draft.ir, [x.owner for x in draft.layers])
     seen_inputs: set[str] = set()
     for x in draft.layers:

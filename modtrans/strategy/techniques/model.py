@@ -11,7 +11,7 @@ from __future__ import annotations
 from modtrans.plan.model import Axis, Mesh, Purpose, Step
 from modtrans.strategy.draft import Draft, LayerDraft
 from modtrans.strategy.techniques import technique
-from modtrans.workload.model import CommType, Header, Policy
+from modtrans.workload.model import CommType, Policy
 
 
 def split_layer(draft: Draft, x: LayerDraft, ways: int, over: frozenset[Purpose]) -> None:
@@ -26,6 +26,5 @@ def split_layer(draft: Draft, x: LayerDraft, ways: int, over: frozenset[Purpose]
 @technique(Policy.MODEL)
 def model(draft: Draft) -> None:
     draft.mesh = Mesh((Axis(Purpose.TENSOR, draft.npus),))
-    draft.header = Header(Policy.MODEL)
     for x in draft.layers:
         split_layer(draft, x, draft.npus, draft.every())
