@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from typer.testing import Result
 
 from modtrans import zoo
 from tests.conftest import CORPUS
@@ -64,14 +66,17 @@ def test_an_output_says_what_was_written_unless_quiet(tmp_path: Path) -> None:
         ("--format", "json"),
     ],
 )
-def test_quiet_says_nothing_of_a_clean_translation(tmp_path: Path, options: tuple[str, ...]) -> None:
+def test_quiet_says_nothing_of_a_clean_translation(
+    tmp_path: Path, options: tuple[str, ...], run_cli: Callable[..., Result]
+) -> None:
     """Every informational line (what was written, what --like took) is left out under -q; the
-    same run without it says something, so the test sees the line it silences."""
+    same run without it says something, so the test sees the line it silences. In process: -q is
+    the CLI's own printing, no process boundary is involved."""
     out = tmp_path / "out"
     args = ("translate", "resnet50", "-o", str(out), *options)
-    assert _modtrans(*args).stderr != ""
-    quiet = _modtrans(*args, "-q")
-    assert quiet.returncode == 0
+    assert run_cli(*args).stderr != ""
+    quiet = run_cli(*args, "-q")
+    assert quiet.exit_code == 0
     assert quiet.stderr == ""
 
 

@@ -211,7 +211,8 @@ GOLDEN = {
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "1c1bf8e83e433021",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "bad8f9965e7e9c19",
 }
-SLOW = {"deepseek-moe-16b"}  # 64 routed experts: seconds per format
+# seconds per format each (64 routed experts; 32 blocks through six formats): -m slow
+SLOW = {"deepseek-moe-16b", "llama-3-8b", "mixtral-8x7b"}
 
 
 def _digest(config: str, fmt: str, tmp: Path) -> str:

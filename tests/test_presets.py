@@ -78,7 +78,15 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("model", "npus", "group"), CASES, ids=[f"{m}-{n}-{g}" for m, n, g in CASES])
+# The fast run keeps one of each family (CNN, encoder, decoder); the LLM-sized ones are -m slow.
+FAST = {"resnet50", "bert-base", "gpt2"}
+
+
+@pytest.mark.parametrize(
+    ("model", "npus", "group"),
+    [pytest.param(*c, marks=() if c[0] in FAST else pytest.mark.slow) for c in CASES],
+    ids=[f"{m}-{n}-{g}" for m, n, g in CASES],
+)
 def test_a_keyword_preset_is_its_layout(model: str, npus: int, group: int) -> None:
     preset, layout = _both(model, npus, group)
     assert [i.name for i in preset.layers] == [i.name for i in layout.layers]
