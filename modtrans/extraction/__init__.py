@@ -17,7 +17,7 @@ from pathlib import Path
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
 from modtrans.digest import Digest
-from modtrans.extraction import fold, load, moe, shapes
+from modtrans.extraction import fold, load, moe, shapes, structure
 from modtrans.extraction.graph import Walker
 from modtrans.ir.document import ModelIR, Provenance
 
@@ -112,6 +112,7 @@ def _extract(
     }
     walker.walk(inferred.graph)
     layers, diagnostics = moe.mark(walker.layers, walker.top_k, walker.diagnostics, where)
+    layers = structure.mark(layers)
     found += _with_input_hint(diagnostics, loaded.input_shapes)
     m = loaded.model
     whole, samples = loaded.hashes

@@ -123,6 +123,28 @@ class Moe:
     expert: int | None = None
 
 
+class Part(enum.StrEnum):
+    """What a layer is to the transformer block it belongs to (or to the model, outside blocks)."""
+
+    EMBEDDING = "embedding"
+    ATTENTION = "attention"
+    MLP = "mlp"  # the dense MLP, or a MoE block's shared experts and combine
+    ROUTER = "moe_router"
+    EXPERT = "moe_expert"  # the expert index is the layer's Moe.expert
+    NORM = "norm"
+    HEAD = "head"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Where a layer sits in the model's structure: its transformer block (index None outside the
+    blocks: embeddings, final norm, head) and its part there (None where nothing says). The LLM
+    configuration reader knows both; ONNX extraction reads them from the module paths."""
+
+    index: int | None
+    part: Part | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Layer:
     """One ONNX node that does work (a conv, a MatMul, a norm, an activation...): its parameters,
@@ -144,6 +166,7 @@ class Layer:
     moe: Moe | None = None  # a router or expert layer of a mixture of experts
     repeats: int = 1  # runs per step: the trip count of the Loops / Scans around it (flops, gemm: all runs)
     flops_known: bool = True  # False: FLOPs need a shape or trip count nobody knows (X510, X514)
+    block: Block | None = None  # its transformer block and part (None: nothing says)
 
     def param_bytes(self, *, weights_only: bool = False, trainable_only: bool = True) -> int:
         """Bytes a data-parallel all-reduce of this layer moves, under a parameter convention."""
@@ -329,6 +352,9 @@ def _layer(x: Layer) -> dict[str, Any]:
         out["repeats"] = x.repeats
     if not x.flops_known:
         out["flops_known"] = False
+    if x.block is not None:
+        part = {} if x.block.part is None else {"part": x.block.part.value}
+        out["block"] = {"index": x.block.index, **part}
     return out
 
 
@@ -387,4 +413,12 @@ def _layer_from(x: dict[str, Any]) -> Layer:
         moe=None if x.get("moe") is None else Moe(**x["moe"]),
         repeats=x.get("repeats", 1),
         flops_known=x.get("flops_known", True),
+        block=_block_from(x.get("block")),
     )
+
+
+def _block_from(b: dict[str, Any] | None) -> Block | None:
+    if b is None:
+        return None
+    part = b.get("part")
+    return Block(b["index"], None if part is None else Part(part))

@@ -1,8 +1,10 @@
 """Architecture -> the IR, layer for layer as an ONNX export of the same model would give it.
 
 Layers and parameters are named after the transformers modules and state-dict keys
-(`model.layers.3.self_attn.q_proj`, `...q_proj.weight`), so block boundaries, Megatron roles and
-experts are found as in any exported model. Per block (decoder families):
+(`model.layers.3.self_attn.q_proj`, `...q_proj.weight`), as in any exported model; each layer's
+block (index and part: embedding, attention, MLP, MoE router / expert, norm, head) and, for
+experts, the expert index (Moe.expert) are set here, from the architecture. Per block (decoder
+families):
 
     input_layernorm; q_proj, k_proj, v_proj (or DeepSeek's latent projections); rotary; scores
     (Q·Kᵀ); softmax; context (P·V); o_proj; residual add; post_attention_layernorm; the MLP
@@ -20,7 +22,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from modtrans.ir import flops
-from modtrans.ir.document import Activation, Flops, Gemm, Kind, Layer, ModelIR, Moe, Param, Provenance, Role
+from modtrans.ir.document import (
+    Activation,
+    Block,
+    Flops,
+    Gemm,
+    Kind,
+    Layer,
+    ModelIR,
+    Moe,
+    Param,
+    Part,
+    Provenance,
+    Role,
+)
 from modtrans.llm.config import DTYPES, Arch
 
 
@@ -36,6 +51,16 @@ class _Builder:
     sequence: int
     layers: list[Layer] = field(default_factory=list)
     producer: dict[str, str] = field(default_factory=dict)  # tensor -> the layer that wrote it
+    index: int | None = None  # the block the next layers belong to (None: outside the blocks)
+    part: Part = Part.EMBEDDING  # their part there (norms and MoE layers say their own)
+
+    def at(self, index: int | None, part: Part) -> None:
+        self.index, self.part = index, part
+
+    def block(self, kind: Kind, moe: Moe | None) -> Block:
+        if moe is not None:
+            return Block(self.index, Part.ROUTER if moe.expert is None else Part.EXPERT)
+        return Block(self.index, Part.NORM if kind is Kind.NORM else self.part)
 
     @property
     def dtype(self) -> str:
@@ -85,6 +110,7 @@ class _Builder:
                 gemm,
                 producers=producers,
                 moe=moe,
+                block=self.block(kind, moe),
             )
         )
         self.producer[out.name] = name
@@ -178,15 +204,18 @@ def _decoder(b: _Builder, ids: Activation) -> None:
     x = b.embedding("model.embed_tokens", ids, a.vocab)
     for i in range(a.layers):
         p = f"model.layers.{i}"
+        b.at(i, Part.ATTENTION)
         h = b.norm(f"{p}.input_layernorm", x)
         o = _self_attention(b, f"{p}.self_attn", h)
         x = b.elementwise(f"{p}.residual_attn", "Add", [x, o], dims(x))
+        b.at(i, Part.MLP)
         h = b.norm(f"{p}.post_attention_layernorm", x)
         if a.experts is not None and a.experts.in_block(i):
             m = _mixture(b, p, h)
         else:
             m = _swiglu(b, f"{p}.mlp", h, a.intermediate)
         x = b.elementwise(f"{p}.residual_mlp", "Add", [x, m], dims(x))
+    b.at(None, Part.HEAD)
     x = b.norm("model.norm", x)
     b.linear("lm_head", x, a.vocab, shared_with="model.embed_tokens" if a.tied else None)
 
@@ -299,16 +328,19 @@ def _gpt2(b: _Builder, ids: Activation) -> None:
     x = b.elementwise("transformer.embeddings", "Add", [tokens, positions], dims(tokens))
     for i in range(a.layers):
         p = f"transformer.h.{i}"
+        b.at(i, Part.ATTENTION)
         h = b.norm(f"{p}.ln_1", x)
         qkv = b.linear(f"{p}.attn.c_attn", h, 3 * a.hidden, bias=True, conv1d=True)
         context = _attention_core(b, f"{p}.attn", qkv, qkv, qkv, a.head_dim, a.head_dim)
         o = b.linear(f"{p}.attn.c_proj", context, a.hidden, bias=True, conv1d=True)
         x = b.elementwise(f"{p}.residual_attn", "Add", [x, o], dims(x))
+        b.at(i, Part.MLP)
         h = b.norm(f"{p}.ln_2", x)
         up = b.linear(f"{p}.mlp.c_fc", h, a.intermediate, bias=True, conv1d=True)
         act = b.elementwise(f"{p}.mlp.act", "Gelu", [up], dims(up))
         m = b.linear(f"{p}.mlp.c_proj", act, a.hidden, bias=True, conv1d=True)
         x = b.elementwise(f"{p}.residual_mlp", "Add", [x, m], dims(x))
+    b.at(None, Part.HEAD)
     x = b.norm("transformer.ln_f", x)
     b.linear("lm_head", x, a.vocab, shared_with="transformer.wte" if a.tied else None)
 
@@ -328,6 +360,7 @@ def _bert(b: _Builder, ids: Activation) -> None:
     x = b.norm("embeddings.LayerNorm", x)
     for i in range(a.layers):
         p = f"encoder.layer.{i}"
+        b.at(i, Part.ATTENTION)
         q = b.linear(f"{p}.attention.self.query", x, a.hidden, bias=True)
         k = b.linear(f"{p}.attention.self.key", x, a.hidden, bias=True)
         v = b.linear(f"{p}.attention.self.value", x, a.hidden, bias=True)
@@ -335,6 +368,7 @@ def _bert(b: _Builder, ids: Activation) -> None:
         o = b.linear(f"{p}.attention.output.dense", context, a.hidden, bias=True)
         x = b.elementwise(f"{p}.attention.output.add", "Add", [x, o], dims(x))
         x = b.norm(f"{p}.attention.output.LayerNorm", x)
+        b.at(i, Part.MLP)
         up = b.linear(f"{p}.intermediate.dense", x, a.intermediate, bias=True)
         act = b.elementwise(f"{p}.intermediate.act", "Gelu", [up], dims(up))
         down = b.linear(f"{p}.output.dense", act, a.hidden, bias=True)

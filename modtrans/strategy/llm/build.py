@@ -26,7 +26,7 @@ def plan(
 ) -> Plan:
     layout.check()
     t, e = layout.tp, layout.ep
-    units = [Unit(LayerDraft(g), block_of(g.owner.name)) for g in group(ir, params, dtype_bytes)]
+    units = [Unit(LayerDraft(g), block_of(g.owner)) for g in group(ir, params, dtype_bytes)]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
     tensor.apply(units, ir, t, layout.sp)
@@ -57,7 +57,7 @@ def plan(
             )
         )
     weights = []
-    grouped = blocks([c.name for c in costed])
+    grouped = blocks([c.block for c in costed])
     for members in grouped:
         weights.append(
             sum(

@@ -1,32 +1,30 @@
 """Pipeline stages: the layers cut into P x V chunks at transformer-block boundaries.
 
-Blocks are found from the layer names (`model.layers.7.`, `transformer.h.7.`, `encoder.layer.7.`,
-`blocks.7.`: the module paths of every exporter and of modtrans/llm). Layers before the first block
-(embeddings) join the first chunk, layers after the last (final norm, head) the last; a model with
-no blocks is cut between any layers. Without --stages the cut balances compute: the contiguous
-partition whose largest chunk is smallest (binary search over the bound, greedy fill).
+Blocks are the IR's (Layer.block.index: set by the configuration reader, and by ONNX extraction
+from the module paths). Layers before the first block (embeddings) join the first chunk, layers
+after the last (final norm, head) the last; a model with no blocks is cut between any layers.
+Without --stages the cut balances compute: the contiguous partition whose largest chunk is
+smallest (binary search over the bound, greedy fill).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from modtrans.ir.document import Layer
 from modtrans.strategy.llm.options import LayoutError
 
-_BLOCK = re.compile(r"\.(?:layers|h|layer|blocks)\.(\d+)\.")
+
+def block_of(layer: Layer) -> int | None:
+    """The transformer block a layer belongs to (None: outside the blocks, or nothing says)."""
+    return None if layer.block is None else layer.block.index
 
 
-def block_of(name: str) -> int | None:
-    found = _BLOCK.search(f".{name}")
-    return int(found.group(1)) if found else None
-
-
-def blocks(names: Sequence[str]) -> list[list[int]]:
-    """Layer indices grouped into blocks, in order (prefix and suffix joined to their neighbour)."""
-    keys = [block_of(n) for n in names]
+def blocks(keys: Sequence[int | None]) -> list[list[int]]:
+    """Layer indices grouped into blocks, in order (prefix and suffix joined to their neighbour),
+    from each layer's block index."""
     if all(k is None for k in keys):
-        return [[i] for i in range(len(names))]
+        return [[i] for i in range(len(keys))]
     out: list[list[int]] = []
     current: int | None = None
     prefix: list[int] = []

@@ -1,0 +1,76 @@
+"""Each layer's block (index and part) in the IR, from the configuration reader and from ONNX
+extraction alike; the pipeline cut reads it, not the layer names (issue 23, structure in the IR)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from modtrans import pipeline
+from modtrans.ir import document
+from modtrans.ir.document import Block, ModelIR, Part
+from modtrans.strategy.llm.stages import block_of, blocks
+
+
+def _ir(spec: str) -> ModelIR:
+    ir, found = pipeline.extract_checked(spec)
+    assert ir is not None, [str(d) for d in found]
+    return ir
+
+
+def _where(ir: ModelIR) -> dict[str, Block | None]:
+    return {x.name: x.block for x in ir.layers}
+
+
+def test_the_configuration_reader_gives_every_layer_its_block_and_part() -> None:
+    ir = _ir("mixtral-8x7b")
+    where = _where(ir)
+    assert all(b is not None for b in where.values())
+    assert where["model.embed_tokens"] == Block(None, Part.EMBEDDING)
+    assert where["model.layers.3.input_layernorm"] == Block(3, Part.NORM)
+    assert where["model.layers.3.self_attn.q_proj"] == Block(3, Part.ATTENTION)
+    assert where["model.layers.3.self_attn.scores"] == Block(3, Part.ATTENTION)
+    assert where["model.layers.3.block_sparse_moe.gate"] == Block(3, Part.ROUTER)
+    assert where["model.layers.3.block_sparse_moe.experts.5.w1"] == Block(3, Part.EXPERT)
+    assert where["model.layers.3.block_sparse_moe.combine"] == Block(3, Part.MLP)
+    assert where["model.norm"] == Block(None, Part.NORM)
+    assert where["lm_head"] == Block(None, Part.HEAD)
+    expert = ir.layer("model.layers.3.block_sparse_moe.experts.5.w1").moe
+    assert expert is not None
+    assert expert.expert == 5
+    assert {b.index for b in where.values() if b is not None} == {None, *range(32)}
+
+
+def test_gpt_blocks_from_the_configuration_reader() -> None:
+    gpt = _where(_ir("gpt3-13b"))
+    assert gpt["transformer.h.39.attn.c_attn"] == Block(39, Part.ATTENTION)
+    assert gpt["transformer.h.39.mlp.c_fc"] == Block(39, Part.MLP)
+    assert gpt["transformer.ln_f"] == Block(None, Part.NORM)
+
+
+def test_onnx_extraction_reads_the_block_from_the_module_path() -> None:
+    ir = _ir("gpt2")
+    located = [x for x in ir.layers if x.block is not None and x.block.index is not None]
+    assert {x.block.index for x in located if x.block is not None} == set(range(12))
+    for x in located:
+        assert x.block is not None
+        assert f".h.{x.block.index}." in f".{x.name}"
+        if ".attn" in x.name:
+            assert x.block.part is Part.ATTENTION, x.name
+    parts = {x.block.part for x in located if x.block is not None}
+    assert {Part.ATTENTION, Part.MLP, Part.NORM} <= parts
+
+
+def test_the_block_survives_the_json_form() -> None:
+    ir = _ir("mixtral-8x7b")
+    back = document.from_dict(json.loads(document.dumps(ir)))
+    assert [x.block for x in back.layers] == [x.block for x in ir.layers]
+
+
+def test_the_pipeline_cut_reads_the_block_not_the_name() -> None:
+    ir = _ir("mixtral-8x7b")
+    named = [block_of(x) for x in ir.layers]
+    stripped = [block_of(dataclasses.replace(x, block=None)) for x in ir.layers]
+    assert len(blocks(named)) == 32
+    assert all(k is None for k in stripped)  # the name alone says nothing to the strategy
+    assert len(blocks(stripped)) == len(ir.layers)
