@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -97,3 +101,23 @@ def golden(request: pytest.FixtureRequest) -> Golden:
         assert text == old, f"{path} differs: if the change is intended, run with --update-goldens"
 
     return check
+
+
+@contextlib.contextmanager
+def tcp_server(command: list[str]) -> Iterator[tuple[subprocess.Popen[bytes], socket.socket]]:
+    """`COMMAND --tcp 127.0.0.1:PORT` started on a free port (its stderr piped), and a client
+    connected to it once it listens (tried for up to 10 s)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with subprocess.Popen([*command, "--tcp", f"127.0.0.1:{port}"], stderr=subprocess.PIPE) as process:
+        for _ in range(200):
+            try:
+                client = socket.create_connection(("127.0.0.1", port))
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError(f"nothing listens on port {port} after 10 s")
+        with client:
+            yield process, client

@@ -8,10 +8,8 @@ import asyncio
 import json
 import random
 import re
-import socket
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ pytest.importorskip("pygls")
 
 from modtrans.lsp.server import READ_BYTES, Frames
 from tests import fuzzing
+from tests.conftest import tcp_server
 
 SERVER = [sys.executable, "-m", "modtrans", "lsp"]
 URI = "file:///w.txt"
@@ -225,25 +224,14 @@ def test_a_body_over_the_limit_is_scanned_not_allocated() -> None:
 
 
 def test_over_tcp_malformed_framing_is_survived_the_same_way() -> None:
-    with socket.socket() as probe:  # a free port
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [*SERVER, "--tcp", f"127.0.0.1:{port}"]
-    with subprocess.Popen(command, stderr=subprocess.PIPE) as process:
-        for _ in range(200):
-            try:
-                client = socket.create_connection(("127.0.0.1", port))
-                break
-            except ConnectionRefusedError:
-                time.sleep(0.05)
-        stream = INITIALIZE + OPEN
-        for index, (_, piece, _) in enumerate(FRAMING[:12]):
-            stream += piece + _frame(_hover(100 + index))
-        with client:
-            client.sendall(stream + END)
-            received = b""
-            while chunk := client.recv(1 << 16):
-                received += chunk
+    stream = INITIALIZE + OPEN
+    for index, (_, piece, _) in enumerate(FRAMING[:12]):
+        stream += piece + _frame(_hover(100 + index))
+    with tcp_server(SERVER) as (process, client):
+        client.sendall(stream + END)
+        received = b""
+        while chunk := client.recv(1 << 16):
+            received += chunk
         assert process.wait(timeout=30) == 0
         assert process.stderr is not None
         stderr = process.stderr.read().decode()

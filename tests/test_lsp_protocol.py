@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 pytest.importorskip("pygls")
 
 from modtrans.lsp.positions import Positions, apply_change, units
+from tests.conftest import tcp_server
 
 SERVER = [sys.executable, "-m", "modtrans", "lsp"]
 
@@ -172,23 +173,9 @@ def test_an_incremental_change_lands_where_the_client_put_it(text: str, data: st
 
 
 def test_over_tcp_a_session_ends_cleanly_on_exit() -> None:
-    import socket
-    import time
-
-    with socket.socket() as probe:  # a free port
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [*SERVER, "--tcp", f"127.0.0.1:{port}"]
-    with subprocess.Popen(command, stderr=subprocess.PIPE) as process:
-        for _ in range(100):
-            try:
-                client = socket.create_connection(("127.0.0.1", port))
-                break
-            except ConnectionRefusedError:
-                time.sleep(0.1)
-        with client:
-            client.sendall(_frame(INITIALIZE) + _frame(SHUTDOWN) + _frame(EXIT))
-            assert process.wait(timeout=30) == 0
+    with tcp_server(SERVER) as (process, client):
+        client.sendall(_frame(INITIALIZE) + _frame(SHUTDOWN) + _frame(EXIT))
+        assert process.wait(timeout=30) == 0
         assert process.stderr is not None
         assert b"Traceback" not in process.stderr.read()
 
