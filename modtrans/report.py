@@ -43,9 +43,9 @@ def exit_code(diagnostics: Sequence[Diagnostic], *, strict: bool = False) -> int
     """0 clean, 1 findings (errors; warnings too with strict), 2 an input could not be read or used
     as given (F codes, and diagnostics.UNUSABLE: a model or configuration modtrans cannot read, an
     option that does not fit the model, as for every other bad option value)."""
-    unusable = (d.code.startswith("F") or d.code in UNUSABLE for d in diagnostics)
-    if any(u and d.severity is Severity.ERROR for u, d in zip(unusable, diagnostics, strict=True)):
-        return 2  # an F warning (F006, a stale .meta.json) is not: the input itself was read
+    errors = [d for d in diagnostics if d.severity is Severity.ERROR]  # not an F warning (F006)
+    if any(d.code.startswith("F") or d.code in UNUSABLE for d in errors):
+        return 2
     failing = Severity.WARNING if strict else Severity.ERROR
     return 1 if any(d.severity <= failing for d in diagnostics) else 0
 
