@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from modtrans import digest
 from modtrans.diagnostics import Diagnostic, diagnostic
 
 SUFFIX = ".meta.json"
@@ -66,8 +67,4 @@ def _recorded(meta: Path) -> str | None:
 def _sha256(path: Path) -> str:
     if not os.path.isfile(path):  # a FIFO or device would block or never end
         raise OSError("not a regular file")
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return digest.sha256(path)
