@@ -10,8 +10,9 @@ import pytest
 from modtrans import dtypes
 from modtrans.ir.document import Activation, Kind
 from modtrans.ir.document import Layer as IRLayer
-from modtrans.strategy.draft import LayerDraft, _ios, a_in
+from modtrans.strategy.draft import LayerDraft, a_in
 from modtrans.strategy.groups import Group, needs_input_grad
+from modtrans.strategy.tensors import ios as _ios
 
 
 def test_the_table_names_and_sizes_every_type_as_onnx_does() -> None:

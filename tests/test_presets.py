@@ -9,7 +9,7 @@ collective (layer, step, type, bytes, its group's ranks) with the operation it w
 position of a collective nobody waits for (the data-parallel all-reduces, issued as soon as the
 layer's weight gradient is done) and the tensor names (the layout suffixes its micro-batch) are
 not compared. One function decides what a rank computes of a sharded unit for both
-(strategy.draft.rank_share, Megatron's convention); these would differ if it did not.
+(strategy.share.rank_share, Megatron's convention); these would differ if it did not.
 """
 
 from __future__ import annotations

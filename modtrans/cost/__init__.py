@@ -82,6 +82,11 @@ class PhaseTimes:
     weight_grad: int
     update: int = 0
 
+    @property
+    def step(self) -> int:
+        """One training step's compute: forward and both gradients (not the update)."""
+        return self.forward + self.input_grad + self.weight_grad
+
 
 class CostModel(Protocol):
     @property

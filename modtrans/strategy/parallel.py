@@ -20,11 +20,14 @@ from __future__ import annotations
 from modtrans import limits
 from modtrans.cost import CostModel
 from modtrans.ir.document import ModelIR
-from modtrans.plan.model import Plan
+from modtrans.plan.model import LayerInfo, Plan, Preset
 from modtrans.plan.text import project
-from modtrans.strategy.draft import Draft, LayerDraft, Parallelism, StrategyError, assemble
+from modtrans.strategy.draft import Draft, LayerDraft, Parallelism, StrategyError
 from modtrans.strategy.groups import Params, group
+from modtrans.strategy.program import Rerun, StageProgram, costed
+from modtrans.strategy.share import rank_share
 from modtrans.strategy.techniques import load
+from modtrans.strategy.tensors import ios
 from modtrans.workload.model import Policy, Workload
 
 SUPPORTED = (
@@ -69,7 +72,26 @@ def plan(
     layers = [LayerDraft(g) for g in group(ir, params, dtype_bytes)]
     draft = Draft(ir, cost, p, layers, _group_size(p))
     techniques[p.policy](draft)
-    return assemble(draft)
+    return _assemble(draft)
+
+
+def _assemble(draft: Draft) -> Plan:
+    """A keyword preset's plan: one program for every rank (one stage, one micro-batch)."""
+    assert draft.mesh is not None, "a technique sets the mesh"
+    folded, inputs = draft.parallelism.folded, draft.inputs
+    units = [
+        costed(i, rank_share(x, folded), x.comms, io, draft.cost, inputs)
+        for i, (x, io) in enumerate(zip(draft.layers, ios(draft.layers, inputs), strict=True))
+    ]
+    program = StageProgram(0, [units], rerun=Rerun(draft.recompute)).build()
+    infos = tuple(
+        LayerInfo(
+            u.name, u.times.update, x.policy, unexecuted_input_grad=u.times.input_grad if u.first else 0
+        )
+        for u, x in zip(units, draft.layers, strict=True)
+    )
+    preset = Preset(draft.parallelism.policy, draft.checkpoints)
+    return Plan(draft.mesh, infos, (program,), (0,) * draft.mesh.size, preset=preset)
 
 
 def build(

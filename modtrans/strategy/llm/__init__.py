@@ -7,9 +7,8 @@ tensor.py    Megatron tensor parallelism and sequence parallelism
 expert.py    expert parallelism: local experts, dispatch and combine all-to-alls
 data.py      data parallelism and ZeRO 1/2/3
 stages.py    the cut into pipeline chunks at block boundaries
-schedule.py  GPipe, 1F1B, interleaved
-program.py   one stage's program: micro-batches in schedule order, sends and receives
-build.py     plan(): all of the above composed into a Plan
+build.py     plan(): all of the above composed into a Plan, each stage's program built by
+             strategy/program.py (schedules: strategy/schedule.py), the keyword presets' builder too
 
 The mesh is Megatron-Core's order, tensor fastest: [tensor T, expert E, data D/E, pipeline P];
 the dense gradients' group spans expert x data (D ranks), the experts' the data axis (D/E).

@@ -1,18 +1,23 @@
 """The LLM layout applied: units, techniques, stages and one program per pipeline stage -> Plan
-(the modules this package's docstring lists, composed)."""
+(the modules this package's docstring lists, composed; the program is strategy/program.py's)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+
 from modtrans.cost import CostModel
-from modtrans.ir.document import Flops, ModelIR
-from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Plan, Purpose
-from modtrans.strategy.draft import Folded, LayerDraft, _ios, rank_share
-from modtrans.strategy.groups import Params, group, group_times
+from modtrans.ir.document import ModelIR
+from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Plan, Purpose, Recompute
+from modtrans.strategy.draft import LayerDraft
+from modtrans.strategy.groups import Params, group
 from modtrans.strategy.llm import data, expert, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
-from modtrans.strategy.llm.program import Costed, StageProgram, attention_core
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import Unit
+from modtrans.strategy.program import Costed, Pipeline, Rerun, StageProgram, costed
+from modtrans.strategy.share import Folded, rank_share
+from modtrans.strategy.tensors import ios
 
 
 def plan(
@@ -25,55 +30,24 @@ def plan(
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
     layout.check()
-    t, e = layout.tp, layout.ep
-    units = [Unit(LayerDraft(g), block_of(g.owner)) for g in group(ir, params, dtype_bytes)]
-    if not units:
-        raise LayoutError("the model has no layer with parameters to distribute")
-    tensor.apply(units, ir, t, layout.sp)
-    units = expert.apply(units, e, t, layout.sp)
-    data.apply(units, layout.zero, layout.d, layout.d // e)
-    inputs = frozenset(ir.provenance.input_shapes)
-    ios = _ios([u.x for u in units], inputs)
-    costed = []
-    for index, (u, io) in enumerate(zip(units, ios, strict=True)):
-        u.index = index
-        g = rank_share(u.x, folded, tokens=u.scale, sequence=t if layout.sp else 1)
-        times = group_times(g, cost, inputs)
-        member_times = [cost.times(m) for m in g.members]
-        fl = Flops(
-            *(sum(getattr(m.flops, k) for m in g.members) for k in ("forward", "input_grad", "weight_grad"))
-        )
-        costed.append(
-            Costed(
-                index,
-                u.name,
-                u.block,
-                times,
-                fl,
-                attention_core(g.members, member_times),
-                io,
-                u.comms,
-                index == 0,
-            )
-        )
-    weights = []
-    grouped = blocks([c.block for c in costed])
-    for members in grouped:
-        weights.append(
-            sum(
-                costed[i].times.forward + costed[i].times.input_grad + costed[i].times.weight_grad
-                for i in members
-            )
-        )
+    units = _units(ir, layout, params, dtype_bytes)
+    runs = _costed(units, ir, cost, layout, folded)
+    grouped = blocks([u.block for u in units])
+    weights = [sum(runs[i].times.step for i in b) for b in grouped]
     cuts = partition(weights, layout.chunks, layout.stages)
-    chunks = [[costed[i] for b in cut for i in grouped[b]] for cut in cuts]
-    boundary = [_boundary(units[chunk[-1].index], t if layout.sp else 1) for chunk in chunks]
-    programs = tuple(StageProgram(s, layout, chunks, boundary).build() for s in range(layout.pp))
+    chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
+    boundary = [_boundary(units[chunk[-1].index], layout.tp if layout.sp else 1) for chunk in chunks]
+    pipeline = Pipeline(layout.pp, layout.vpp, layout.ga, layout.schedule)
+    rerun = _rerun(units, chunks, layout.recompute)
+    programs = tuple(
+        StageProgram(s, chunks, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary).build()
+        for s in range(layout.pp)
+    )
     mesh = Mesh(
         (
-            Axis(Purpose.TENSOR, t),
-            Axis(Purpose.EXPERT, e),
-            Axis(Purpose.DATA, layout.d // e),
+            Axis(Purpose.TENSOR, layout.tp),
+            Axis(Purpose.EXPERT, layout.ep),
+            Axis(Purpose.DATA, layout.d // layout.ep),
             Axis(Purpose.PIPELINE, layout.pp),
         )
     )
@@ -81,7 +55,7 @@ def plan(
     # the first unit's input gradient: written in the text as the keywords write it, run by nobody
     infos = tuple(
         LayerInfo(c.name, c.times.update, unexecuted_input_grad=c.times.input_grad if c.first else 0)
-        for c in costed
+        for c in runs
     )
     facts = LayoutFacts(
         sequence_parallel=layout.sp,
@@ -96,6 +70,53 @@ def plan(
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts)
+
+
+def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None) -> list[Unit]:
+    """The workload layers one rank runs, with every technique's collectives attached."""
+    t, e = layout.tp, layout.ep
+    units = [Unit(LayerDraft(g), block_of(g.owner)) for g in group(ir, params, dtype_bytes)]
+    if not units:
+        raise LayoutError("the model has no layer with parameters to distribute")
+    tensor.apply(units, ir, t, layout.sp)
+    units = expert.apply(units, e, t, layout.sp)
+    data.apply(units, layout.zero, layout.d, layout.d // e)
+    for index, u in enumerate(units):
+        u.index = index
+    return units
+
+
+def _costed(
+    units: Sequence[Unit], ir: ModelIR, cost: CostModel, layout: Layout, folded: Folded
+) -> list[Costed]:
+    inputs = frozenset(ir.provenance.input_shapes)
+    sequence = layout.tp if layout.sp else 1
+    return [
+        costed(
+            u.index,
+            rank_share(u.x, folded, tokens=u.scale, sequence=sequence),
+            u.x.comms,
+            io,
+            cost,
+            inputs,
+            core=layout.recompute is Recompute.SELECTIVE,
+        )
+        for u, io in zip(units, ios([u.x for u in units], inputs), strict=True)
+    ]
+
+
+def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], mode: Recompute) -> Rerun:
+    """Full recomputation: a block's forwards again when the backward reaches its last unit
+    (layers outside the blocks, the embedding and the head, are not recomputed)."""
+    if mode is not Recompute.FULL:
+        return Rerun(selective=mode is Recompute.SELECTIVE)
+    forwards: dict[int, tuple[int, ...]] = {}
+    for chunk in chunks:
+        for block, run in itertools.groupby(chunk, key=lambda c: units[c.index].block):
+            if block is not None:
+                indices = tuple(c.index for c in run)
+                forwards[indices[-1]] = indices
+    return Rerun(forwards)
 
 
 def _boundary(u: Unit, ways: int) -> int:

@@ -16,7 +16,7 @@ Sizes are the unit's parameter bytes as this rank's tensor-parallel shard holds 
 
 from __future__ import annotations
 
-from modtrans.strategy.draft import Comm
+from modtrans.strategy.draft import Comm, Place
 from modtrans.strategy.llm.unit import Unit
 from modtrans.workload.model import CommType
 
@@ -29,11 +29,11 @@ def apply(units: list[Unit], zero: int, data_ranks: int, expert_data_ranks: int)
             continue
         over = u.grads_over
         if zero == 3:
-            u.attach("before_fwd", Comm(CommType.ALLGATHER, size, over))
-            u.attach("before_bwd", Comm(CommType.ALLGATHER, size, over))
-            u.attach("after_wg", Comm(CommType.REDUCESCATTER, size, over))
+            u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, over))
+            u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, over))
+            u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, size, over))
         elif zero in (1, 2):
-            u.attach("tail", Comm(CommType.REDUCESCATTER, size, over))
-            u.attach("tail", Comm(CommType.ALLGATHER, size, over))
+            u.attach(Place.TAIL, Comm(CommType.REDUCESCATTER, size, over))
+            u.attach(Place.TAIL, Comm(CommType.ALLGATHER, size, over))
         else:
-            u.attach("tail", Comm(CommType.ALLREDUCE, size, over))
+            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, over))

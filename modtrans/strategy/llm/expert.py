@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from modtrans.strategy.draft import Comm
+from modtrans.strategy.draft import Comm, Place
 from modtrans.strategy.groups import Group
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, Unit
@@ -64,12 +64,12 @@ def apply(units: list[Unit], ep: int, tp: int, sp: bool) -> list[Unit]:
         size = tokens * moe.top_k * hidden * width // (tp if sp else 1)
         if ep == 1:
             continue
-        router.attach("after_fwd", Comm(CommType.ALLTOALL, size, EXPERT))
-        router.attach("before_bwd", Comm(CommType.ALLTOALL, size, EXPERT))
+        router.attach(Place.AFTER_FWD, Comm(CommType.ALLTOALL, size, EXPERT))
+        router.attach(Place.BEFORE_BWD, Comm(CommType.ALLTOALL, size, EXPERT))
         last = last_expert.get(block)
         if last is not None:
-            last.attach("after_fwd", Comm(CommType.ALLTOALL, size, EXPERT))
-            last.attach("before_bwd", Comm(CommType.ALLTOALL, size, EXPERT))
+            last.attach(Place.AFTER_FWD, Comm(CommType.ALLTOALL, size, EXPERT))
+            last.attach(Place.BEFORE_BWD, Comm(CommType.ALLTOALL, size, EXPERT))
     return kept
 
 

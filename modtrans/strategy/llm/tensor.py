@@ -18,7 +18,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from modtrans.ir.document import ModelIR
-from modtrans.strategy.draft import Comm, a_in, a_out
+from modtrans.strategy.draft import Comm, Place, a_in, a_out
 from modtrans.strategy.llm.unit import TENSOR, Unit
 from modtrans.strategy.techniques.megatron import roles_of
 from modtrans.workload.model import CommType
@@ -42,9 +42,9 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
         u.x.ways, u.x.split = tp, "k" if u.role == "row" else "n"
         if u.role in ("row", "embedding"):
             out = a_out(u.x.owner)
-            u.attach("after_fwd", Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, out, TENSOR))
+            u.attach(Place.AFTER_FWD, Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, out, TENSOR))
             if sp and u.role == "row":
-                u.attach("before_bwd", Comm(CommType.ALLGATHER, out, TENSOR))
+                u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, out, TENSOR))
         elif u.role == "column":
             shared = frozenset(a.name for a in u.x.owner.inputs)
             if shared & seen:
@@ -52,5 +52,5 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
             seen |= shared
             size = a_in(u.x.owner, model_inputs)
             if sp:
-                u.attach("before_fwd", Comm(CommType.ALLGATHER, size, TENSOR))
-            u.attach("after_ig", Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR))
+                u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, TENSOR))
+            u.attach(Place.AFTER_IG, Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR))

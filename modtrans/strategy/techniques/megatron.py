@@ -8,7 +8,7 @@
     vocabulary-parallel embedding: fwd ALLREDUCE A_out; ig NONE; wg ALLREDUCE ceil(P/G)
     replicated (normalisation): fwd NONE; ig NONE; wg ALLREDUCE P
 Weight gradients are all-reduced over the data axis; compute is the shard's (N or K / G), and
-of a column-parallel unit's folded attention core and MLP activation 1/G (draft.rank_share, the
+of a column-parallel unit's folded attention core and MLP activation 1/G (share.rank_share, the
 same function the LLM layout's --tp uses: this keyword is the layout --tp G --dp N/G).
 """
 
@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from modtrans.ir.document import Kind, ModelIR
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import Axis, Mesh, Purpose, Step
-from modtrans.strategy.draft import SHARDABLE, Draft
+from modtrans.strategy.draft import Draft
 from modtrans.strategy.recompute import checkpoint
+from modtrans.strategy.share import SHARDABLE
 from modtrans.strategy.techniques import technique
 from modtrans.strategy.techniques.data import reduce_gradients
 from modtrans.strategy.techniques.hybrid import DATA, TENSOR

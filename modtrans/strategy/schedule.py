@@ -13,7 +13,7 @@ Each step is (direction, micro-batch, chunk): chunk c of stage s is virtual stag
 
 from __future__ import annotations
 
-from modtrans.strategy.llm.options import Schedule
+from modtrans.plan.model import Schedule
 
 FWD, BWD = "F", "B"
 Step = tuple[str, int, int]

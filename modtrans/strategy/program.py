@@ -1,32 +1,48 @@
-"""The program of one pipeline stage: its chunks' units, micro-batch by micro-batch in the
-schedule's order, with the transfers between stages and the collectives the techniques attached.
+"""The one program builder: every unit of a rank's pipeline stage, micro-batch by micro-batch in
+the schedule's order, with the transfers between stages and the collectives the techniques
+attached at each Place. The keyword presets (one stage, one micro-batch) and the LLM layout are
+built here alike.
 
 Order and dependencies (the rank runs one compute at a time, in program order):
     forward of a chunk: receive the activation from the previous virtual stage; per unit its
         before_fwd collectives, compute, after_fwd collectives; send the activation on
     backward of a chunk: receive the gradient from the next virtual stage; per unit, last first:
-        the recomputed forward (full: the block's layers and their forward collectives, when the
-        backward reaches the block's last unit; selective: the unit's attention core), its
-        before_bwd collectives, weight-gradient compute, after_wg collectives (overlapped),
-        input-gradient compute (not the model's first unit), after_ig collectives; send the
-        gradient back
+        what is recomputed before it (Rerun: the forwards of a checkpointed segment or of a
+        block, with their forward collectives; or the unit's attention core), its before_bwd
+        collectives, weight-gradient compute, after_wg collectives (overlapped), input-gradient
+        compute (not the model's first unit: its inputs are model inputs), after_ig collectives;
+        send the gradient back
     after the last step: every unit's tail collectives, each waiting for its last weight gradient
-Receives are posted where the schedule reaches them; sends and overlapped collectives are waited
-for by nothing on the rank. Activation transfers are micro-batch x sequence x hidden x bytes
-(÷ T with SP); tags are unique per (micro-batch, boundary, direction) and identical on both ends.
+Collectives at one place run one after the other; the next compute waits for the last. Receives
+are posted where the schedule reaches them; sends and overlapped collectives are waited for by
+nothing on the rank. Tensors are the unit's (tensors.py), suffixed per micro-batch (#m0, #m1r for
+a recomputation) so that every write has its own name; tags are unique per (micro-batch,
+boundary, direction) and identical on both ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from modtrans.cost import PhaseTimes
+from modtrans.cost import CostModel, PhaseTimes
 from modtrans.ir.document import Flops, Kind
-from modtrans.plan.model import Collective, Compute, Direction, Op, Purpose, Step, Tensor, Transfer
-from modtrans.strategy.draft import _Io
-from modtrans.strategy.llm.options import Layout, Recompute
-from modtrans.strategy.llm.schedule import FWD, order
+from modtrans.ir.document import Layer as IRLayer
+from modtrans.plan.model import (
+    Collective,
+    Compute,
+    Direction,
+    Op,
+    Purpose,
+    Schedule,
+    Step,
+    Tensor,
+    Transfer,
+)
+from modtrans.strategy.draft import Comm, Place
+from modtrans.strategy.groups import Group, group_times
+from modtrans.strategy.schedule import FWD, order
+from modtrans.strategy.tensors import Io
 
 
 @dataclass(frozen=True)
@@ -35,13 +51,63 @@ class Costed:
 
     index: int
     name: str
-    block: int | None
     times: PhaseTimes
     flops: Flops
-    core: tuple[int, int]  # the attention core's forward (ticks, FLOPs): selective recompute
-    io: _Io
-    comms: dict[str, list]  # type: ignore[type-arg]
-    first: bool  # the model's first unit: no input gradient
+    io: Io
+    comms: Mapping[Place, Sequence[Comm]]
+    core: tuple[int, int] = (0, 0)  # the attention core's forward (ticks, FLOPs): selective recompute
+
+    @property
+    def first(self) -> bool:
+        """The model's first unit: its inputs are model inputs, it computes no input gradient."""
+        return self.index == 0
+
+
+def costed(
+    index: int,
+    share: Group,
+    comms: Mapping[Place, Sequence[Comm]],
+    io: Io,
+    cost: CostModel,
+    inputs: frozenset[str],
+    *,
+    core: bool = False,
+) -> Costed:
+    """Unit `index` as a rank runs it: `share` is what it computes (share.rank_share), costed;
+    `core`: also time its attention core (for selective recomputation)."""
+    members = share.members
+    fl = Flops(
+        sum(m.flops.forward for m in members),
+        sum(m.flops.input_grad for m in members),
+        sum(m.flops.weight_grad for m in members),
+    )
+    times = group_times(share, cost, inputs)
+    return Costed(
+        index, share.owner.name, times, fl, io, comms, attention_core(members, cost) if core else (0, 0)
+    )
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The pipeline a program runs in: one stage and one micro-batch for the keyword presets."""
+
+    stages: int = 1
+    virtual: int = 1  # chunks per stage (interleaved)
+    micro_batches: int = 1
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+
+    @property
+    def chunks(self) -> int:
+        """Virtual pipeline stages, P x V."""
+        return self.stages * self.virtual
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """What the backward computes again before a unit's own backward (activation recomputation)."""
+
+    forwards: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # unit -> units re-forwarded
+    selective: bool = False  # each unit's attention core (Korthikanti et al. 2022)
 
 
 def _suffix(tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()) -> tuple[Tensor, ...]:
@@ -50,10 +116,17 @@ def _suffix(tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozense
 
 class StageProgram:
     def __init__(
-        self, stage: int, layout: Layout, chunks: Sequence[Sequence[Costed]], boundary_bytes: Sequence[int]
+        self,
+        stage: int,
+        chunks: Sequence[Sequence[Costed]],
+        *,
+        pipeline: Pipeline = Pipeline(),
+        rerun: Rerun = Rerun(),
+        boundary_bytes: Sequence[int] = (0,),
     ):
-        self.stage, self.layout = stage, layout
+        self.stage, self.pipeline, self.rerun = stage, pipeline, rerun
         self.chunks = chunks  # per virtual stage (all P x V), the units
+        self.units = {u.index: u for chunk in chunks for u in chunk}
         self.boundary = boundary_bytes  # per virtual stage: bytes it sends forward
         self.ops: list[Op] = []
         self.chain: int | None = None  # the last op the next compute waits for
@@ -66,17 +139,17 @@ class StageProgram:
         return () if self.chain is None else (self.chain,)
 
     def _tag(self, micro: int, virtual: int, backward: bool) -> int:
-        return 1 + (micro * self.layout.chunks + virtual) * 2 + int(backward)
+        return 1 + (micro * self.pipeline.chunks + virtual) * 2 + int(backward)
 
     def _offset(self, virtual: int) -> int:
-        return virtual % self.layout.pp - self.stage
+        return virtual % self.pipeline.stages - self.stage
 
-    def collectives(self, u: Costed, place: str, step: Step, tag: str, *, blocking: bool = True) -> None:
+    def collectives(self, u: Costed, place: Place, step: Step, tag: str, *, blocking: bool = True) -> None:
         """The unit's collectives at `place`, one after the other; the next compute waits for the
-        last when they are blocking."""
+        last when they are blocking. `tag` names the micro-batch ("": once per iteration)."""
         previous = self.chain
         for n, c in enumerate(u.comms.get(place, [])):
-            label = f"{u.name}.{place}.{c.comm}.{n}#{tag}"
+            label = f"{u.name}.{place}.{c.comm}.{n}" + (f"#{tag}" if tag else "")
             deps = () if previous is None else (previous,)
             sent, written = (Tensor(f"{label}.in", c.bytes),), (Tensor(label, c.bytes),)
             previous = self.emit(Collective(u.index, step, c.comm, c.bytes, c.over, sent, written, deps))
@@ -98,7 +171,7 @@ class StageProgram:
     def forward(self, u: Costed, micro: int, step: Step = Step.FWD) -> None:
         tag = f"m{micro}" + ("r" if step is Step.RECOMPUTE else "")
         keep = frozenset(t.name for t in u.io.params)
-        self.collectives(u, "before_fwd", step, tag)
+        self.collectives(u, Place.BEFORE_FWD, step, tag)
         outputs = _suffix(u.io.outputs, tag)
         self.compute(
             u,
@@ -108,12 +181,12 @@ class StageProgram:
             _suffix(u.io.inputs + u.io.params, f"m{micro}", keep),
             outputs,
         )
-        self.collectives(u, "after_fwd", step, tag)
+        self.collectives(u, Place.AFTER_FWD, step, tag)
 
     def backward(self, u: Costed, micro: int) -> int:
         tag = f"m{micro}"
         keep = frozenset(t.name for t in u.io.params)
-        self.collectives(u, "before_bwd", Step.INPUT_GRAD, tag)  # activation-gradient traffic
+        self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)  # activation-gradient traffic
         grads = tuple(Tensor(f"grad:{p.name}@{u.name}#{tag}", p.bytes) for p in u.io.trainable)
         wg = self.compute(
             u,
@@ -123,7 +196,7 @@ class StageProgram:
             _suffix(u.io.grads_in + u.io.inputs, tag),
             grads,
         )
-        self.collectives(u, "after_wg", Step.WEIGHT_GRAD, tag, blocking=False)
+        self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
         if not u.first:
             self.compute(
                 u,
@@ -133,7 +206,7 @@ class StageProgram:
                 _suffix(u.io.grads_in, tag) + _suffix(u.io.params, tag, keep),
                 _suffix(u.io.grads_out, tag),
             )
-            self.collectives(u, "after_ig", Step.INPUT_GRAD, tag)
+            self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         return wg
 
     def transfer(
@@ -150,10 +223,10 @@ class StageProgram:
             self.chain = index
 
     def build(self) -> tuple[Op, ...]:
-        layout, p = self.layout, self.layout.pp
+        pipe, p = self.pipeline, self.pipeline.stages
         last_wg: dict[int, tuple[Costed, int]] = {}
-        last_virtual = layout.chunks - 1
-        for direction, micro, chunk in order(layout.schedule, self.stage, p, layout.ga, layout.vpp):
+        last_virtual = pipe.chunks - 1
+        for direction, micro, chunk in order(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual):
             virtual = chunk * p + self.stage
             units = self.chunks[virtual]
             if direction == FWD:
@@ -166,56 +239,25 @@ class StageProgram:
                 continue
             if virtual < last_virtual:
                 self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
-            for position in reversed(range(len(units))):
-                u = units[position]
-                self._recompute(units, position, micro)
+            for u in reversed(units):
+                self._recompute(u, micro)
                 last_wg[u.index] = (u, self.backward(u, micro))
             if virtual > 0:
                 self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain = wg
-            made: list[int] = []
-            for n, c in enumerate(u.comms.get("tail", [])):
-                label = f"{u.name}.tail.{c.comm}.{n}"
-                deps = (made[-1],) if made else (wg,)
-                written = (Tensor(label, c.bytes),)
-                made.append(
-                    self.emit(
-                        Collective(
-                            u.index,
-                            Step.WEIGHT_GRAD,
-                            c.comm,
-                            c.bytes,
-                            c.over,
-                            (Tensor(f"{label}.in", c.bytes),),
-                            written,
-                            deps,
-                        )
-                    )
-                )
+            self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False)
         return tuple(self.ops)
 
-    def _recompute(self, units: Sequence[Costed], position: int, micro: int) -> None:
-        u = units[position]
-        mode = self.layout.recompute
-        if mode is Recompute.SELECTIVE and u.core[0] > 0:
+    def _recompute(self, u: Costed, micro: int) -> None:
+        if self.rerun.selective and u.core[0] > 0:
             outputs = (Tensor(f"{u.name}.attention_core#m{micro}r", 0),)
             self.compute(u, Step.RECOMPUTE, u.core[0], u.core[1], _suffix(u.io.inputs, f"m{micro}"), outputs)
-        if mode is Recompute.FULL and u.block is not None:
-            ends_block = position == len(units) - 1 or units[position + 1].block != u.block
-            if ends_block:
-                start = position
-                while start > 0 and units[start - 1].block == u.block:
-                    start -= 1
-                for w in units[start : position + 1]:
-                    self.forward(w, micro, Step.RECOMPUTE)
+        for index in self.rerun.forwards.get(u.index, ()):
+            self.forward(self.units[index], micro, Step.RECOMPUTE)
 
 
-def attention_core(members: Sequence, times: Sequence[PhaseTimes]) -> tuple[int, int]:  # type: ignore[type-arg]
+def attention_core(members: Sequence[IRLayer], cost: CostModel) -> tuple[int, int]:
     """Forward ticks and FLOPs of a unit's attention core (score and context matmuls, softmax)."""
-    ticks = flops = 0
-    for m, t in zip(members, times, strict=True):
-        if m.kind is Kind.MATMUL or m.op_type == "Softmax":
-            ticks += t.forward
-            flops += m.flops.forward
-    return ticks, flops
+    core = [m for m in members if m.kind is Kind.MATMUL or m.op_type == "Softmax"]
+    return sum(cost.times(m).forward for m in core), sum(m.flops.forward for m in core)

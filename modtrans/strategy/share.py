@@ -1,0 +1,119 @@
+"""What one rank computes of a unit: the one function every technique and preset asks
+(`rank_share`), and the GEMM shard and token scaling it is made of.
+
+A unit is a workload layer: the IR layer holding its parameters and the parameter-free layers
+folded into it (groups.py). Techniques say how a unit is divided (LayerDraft.ways, split, role);
+this module turns that into the IR layers a cost model times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from modtrans.ir.document import Flops, Gemm, Kind
+from modtrans.ir.document import Layer as IRLayer
+from modtrans.strategy.groups import Group
+
+if TYPE_CHECKING:
+    from modtrans.strategy.draft import LayerDraft
+
+SHARDABLE = frozenset({Kind.CONV, Kind.CONV_TRANSPOSE, Kind.LINEAR, Kind.EMBEDDING, Kind.RNN})
+
+
+class Folded(enum.StrEnum):
+    """What a rank computes of the parameter-free layers folded into a column-parallel unit
+    (rank_share's convention).
+
+    MEGATRON   1/T of them, as Megatron-LM runs tensor parallelism: the attention core on the
+               rank's heads / T (megatron/core/transformer/dot_product_attention.py,
+               DotProductAttention.__init__: num_attention_heads_per_partition =
+               divide(num_attention_heads, world_size)), the MLP activation on the rank's
+               ffn_hidden_size / T features (megatron/core/transformer/mlp.py, MLP.forward: the
+               activation_func of linear_fc1's ColumnParallelLinear output, gather_output=False).
+    GEMM_ONLY  whole: only the GEMM is divided, as ASTRA-sim 1.0's workload generator sizes a
+               layer (scripts/workload_generator/gen_astrasim_workload_input.py: a layer is one
+               M x N x K GEMM costed by SCALE-Sim; nothing else in it is split). modtrans's
+               HYBRID_TRANSFORMER keyword computed this before issue 23.
+    """
+
+    MEGATRON = "megatron"
+    GEMM_ONLY = "gemm-only"
+
+
+def shard(layer: IRLayer, ways: int, *, split: str = "n") -> IRLayer:
+    """The part of a GEMM layer one NPU computes when split `ways` ways (output features, or the
+    reduction for row-parallel layers)."""
+    if ways == 1 or layer.kind not in SHARDABLE:
+        return layer
+    gemm = layer.gemm
+    if gemm is not None:
+        gemm = (
+            Gemm(gemm.m, math.ceil(gemm.k / ways), gemm.n, gemm.groups)
+            if split == "k"
+            else Gemm(gemm.m, gemm.k, math.ceil(gemm.n / ways), gemm.groups)
+        )
+    f = layer.flops
+    flops = Flops(
+        math.ceil(f.forward / ways), math.ceil(f.input_grad / ways), math.ceil(f.weight_grad / ways)
+    )
+    params = tuple(
+        dataclasses.replace(p, elements=math.ceil(p.elements / ways), bytes=math.ceil(p.bytes / ways))
+        for p in layer.params
+    )
+    return dataclasses.replace(layer, gemm=gemm, flops=flops, params=params)
+
+
+def resize(layer: IRLayer, factor: Fraction) -> IRLayer:
+    """The layer on `factor` times its tokens: FLOPs, activations and the GEMM's M scaled (a
+    sequence shard under SP, an expert's tokens from every expert-parallel rank); parameters kept."""
+    if factor == 1:
+        return layer
+
+    def scaled(n: int) -> int:
+        return math.ceil(n * factor)
+
+    f = layer.flops
+    gemm = layer.gemm
+    if gemm is not None:
+        gemm = Gemm(scaled(gemm.m), gemm.k, gemm.n, gemm.groups)
+    acts = [
+        tuple(dataclasses.replace(a, bytes=None if a.bytes is None else scaled(a.bytes)) for a in side)
+        for side in (layer.inputs, layer.outputs)
+    ]
+    flops = Flops(scaled(f.forward), scaled(f.input_grad), scaled(f.weight_grad))
+    return dataclasses.replace(layer, flops=flops, gemm=gemm, inputs=acts[0], outputs=acts[1])
+
+
+def rank_share(
+    x: LayerDraft, folded: Folded = Folded.MEGATRON, *, tokens: Fraction = Fraction(1), sequence: int = 1
+) -> Group:
+    """What one rank computes of a unit (a workload layer: the IR layer holding its parameters and
+    the parameter-free layers folded into it), for the keywords and the LLM layout alike.
+
+    the GEMM          1/ways of N (column-parallel, split, embedding) or of K (row-parallel): shard()
+    folded layers     of a column-parallel unit: 1/ways under Folded.MEGATRON (the attention core,
+                      the MLP activation), whole under Folded.GEMM_ONLY; of any other unit whole
+                      (a row-parallel unit's residual add and dropout see the all-reduced output)
+    tokens            the share of the micro-batch's tokens the unit sees (sequence parallelism: a
+                      replicated unit or a router 1/T; an expert E_p/T); a router's or expert's
+                      folded layers that are not the experts' own keep every token
+    sequence          sequence parallelism's T: the layers folded into a row-parallel or embedding
+                      unit (norm, residual add, dropout; not a linear) run on 1/T of the sequence
+                      (Korthikanti et al. 2022, section 4.2.2)
+    """
+    g = x.group
+    sharded = x.ways > 1 and g.owner.kind in SHARDABLE
+    owner = shard(g.owner, x.ways, split=x.split) if sharded else g.owner
+    members = []
+    for m in g.folded:
+        factor = tokens if x.role not in ("expert", "router") or m.moe is not None else Fraction(1)
+        if sharded and x.role == "column" and folded is Folded.MEGATRON:
+            factor /= x.ways
+        elif x.role in ("row", "embedding") and m.kind is not Kind.LINEAR:
+            factor /= sequence
+        members.append(resize(shard(m, x.ways) if sharded else m, factor))
+    return Group(resize(owner, tokens), tuple(members), g.comm_bytes)

@@ -1,0 +1,101 @@
+"""The tensors each unit's operations read and write (ASTRA-sim 2.x's memory tracker reads them).
+
+A unit's forward reads its inputs from outside the unit and its parameters, and writes the outputs
+used outside it; its input gradient reads the gradients its consumers wrote and writes one per
+floating-point input that is not a model input; its weight gradient writes one per trainable
+parameter. A gradient is named after the activation and the layer that wrote it
+(`grad:{activation}@{writer}`), so every write has its own name. A shard holds 1/ways of the
+parameters and of the split activation (outputs for a column split, inputs for a reduction split).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from modtrans.dtypes import NO_GRADIENT as _INTEGER  # integer and quantized: no gradient
+from modtrans.ir.document import Activation
+from modtrans.plan.model import Tensor
+
+if TYPE_CHECKING:
+    from modtrans.strategy.draft import LayerDraft
+
+
+@dataclass(frozen=True)
+class Io:
+    inputs: tuple[Tensor, ...]  # read from outside the group
+    params: tuple[Tensor, ...]
+    trainable: tuple[Tensor, ...]  # the parameters that get a gradient
+    outputs: tuple[Tensor, ...]  # used outside the group (or model outputs)
+    grads_in: tuple[Tensor, ...]  # the gradients of the outputs, as the consumers wrote them
+    grads_out: tuple[Tensor, ...]  # the input gradients this layer writes
+
+
+def ios(layers: Sequence[LayerDraft], model_inputs: frozenset[str]) -> list[Io]:
+    home: dict[str, int] = {}  # IR layer name -> draft index
+    for i, x in enumerate(layers):
+        for member in x.group.members:
+            home[member.name] = i
+    produced: dict[str, int] = {}
+    for i, x in enumerate(layers):
+        for member in x.group.members:
+            for a in member.outputs:
+                produced[a.name] = i
+    consumers: dict[str, list[int]] = {}
+    for i, x in enumerate(layers):
+        for member in x.group.members:
+            for a in member.inputs:
+                if produced.get(a.name, -1) != i and i not in consumers.setdefault(a.name, []):
+                    consumers[a.name].append(i)
+    out = []
+    for i, x in enumerate(layers):
+        owner = x.owner
+        scale_in = x.ways if x.ways > 1 and x.shardable and x.split == "k" else 1
+        scale_out = x.ways if x.ways > 1 and x.shardable and x.split == "n" else 1
+        seen: set[str] = set()
+        external: list[Activation] = []
+        for member in x.group.members:
+            for a in member.inputs:
+                if produced.get(a.name, -1) != i and a.name not in seen:
+                    seen.add(a.name)
+                    external.append(a)
+        inputs = tuple(Tensor(a.name, _size(a, scale_in)) for a in external)
+        params = tuple(
+            Tensor(p.name, math.ceil(p.bytes / x.ways) if x.shardable else p.bytes)
+            for m in x.group.members
+            for p in m.params
+        )
+        trainable = tuple(
+            Tensor(p.name, math.ceil(p.bytes / x.ways) if x.shardable else p.bytes)
+            for m in x.group.members
+            for p in m.params
+            if p.trainable
+        )
+        outs = [
+            a
+            for m in x.group.members
+            for a in m.outputs
+            if any(c != i for c in consumers.get(a.name, [])) or a.name not in consumers
+        ]
+        outputs = tuple(Tensor(a.name, _size(a, scale_out)) for a in outs)
+        grads_in = tuple(
+            Tensor(
+                f"grad:{a.name}@{layers[c].owner.name}" if c >= 0 else f"grad:{a.name}", _size(a, scale_out)
+            )
+            for a in outs
+            for c in (consumers.get(a.name) or [-1])
+            if c != i
+        )
+        grads_out = tuple(
+            Tensor(f"grad:{a.name}@{owner.name}", _size(a, scale_in))
+            for a in external
+            if a.dtype not in _INTEGER and a.name not in model_inputs
+        )
+        out.append(Io(inputs, params, trainable, outputs, grads_in, grads_out))
+    return out
+
+
+def _size(a: Activation, ways: int) -> int:
+    return math.ceil((a.bytes or 0) / ways)
