@@ -78,6 +78,7 @@ def translate(
     vpp: int | None = None,
     recompute: str | None = None,
     stages: Sequence[int] | None = None,
+    seq_len: int | None = None,
     model_parallel_group: int | None = None,
     packages: int | None = None,
     checkpoints: Sequence[int] | None = None,
@@ -122,6 +123,7 @@ def translate(
         keyword, or a file of `PATTERN KEYWORD` lines).
     tp, pp, dp, ep, sp, zero, micro_batch, global_batch, schedule ("gpipe", "1f1b",
         "interleaved"), vpp, recompute ("none", "selective", "full"), stages: the LLM layout.
+    seq_len: the sequence length (input_ids=1xS; Megatron's --seq-length).
     params: "trainable" (default) or "weights"; compute: "roofline" (default),
         "astra-sim-reference", "scalesim-v3" or "scalesim", with device, array (rows, cols),
         dataflow ("ws", "is", "os"), bytes_per_cycle, time_unit ("ns", "us", "cycles"), clock_ghz.

@@ -56,6 +56,7 @@ class Request:
     params: str | None = None  # trainable (default) or weights
     batch: int | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
     dtype_bytes: int | None = None
     compute: str | None = None  # roofline (default), astra-sim-reference, scalesim-v3, scalesim
     device: str | None = None
@@ -138,7 +139,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         parallel=parallel,
         params=params,
         batch=batch,
-        input_shapes=dict(request.input_shapes),
+        input_shapes=_shapes(request),
         dtype_bytes=request.dtype_bytes,
         compute=compute,
         cost=settings,
@@ -148,6 +149,20 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         full_hash=request.full_hash,
     )
     return Prepared(request, options, tuple(notes))
+
+
+def _shapes(request: Request) -> dict[str, tuple[int, ...]]:
+    """--input-shape, with --seq-len S as input_ids=1xS (the batch dimension is --batch's, or
+    --micro-batch's under the layout)."""
+    shapes = dict(request.input_shapes)
+    if request.seq_len is None:
+        return shapes
+    if request.seq_len < 1:
+        raise UsageError("--seq-len must be at least 1")
+    if "input_ids" in shapes:
+        raise UsageError("--seq-len and --input-shape input_ids=... both set the sequence: give one")
+    shapes["input_ids"] = (1, request.seq_len)
+    return shapes
 
 
 def _unit(request: Request) -> cost.Unit:

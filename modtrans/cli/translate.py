@@ -198,6 +198,15 @@ def translate(
         Recompute | None,
         typer.Option("--recompute", help="Activation recomputation.", rich_help_panel=LLM),
     ] = None,
+    seq_len: Annotated[
+        int | None,
+        typer.Option(
+            "--seq-len",
+            min=1,
+            help="Tokens per sequence S (input_ids=1xS; default 2048, Megatron's --seq-length).",
+            rich_help_panel=LLM,
+        ),
+    ] = None,
     stages: Annotated[
         str | None,
         typer.Option(

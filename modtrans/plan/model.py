@@ -133,6 +133,29 @@ class Mesh:
         return self.rank(tuple(coords))
 
 
+class Place(enum.StrEnum):
+    """Where in a unit's program a collective is issued (program.py orders them; each one blocks
+    what follows unless noted):
+
+    BEFORE_FWD  before the forward compute (SP all-gather, ZeRO-3 parameter all-gather)
+    AFTER_FWD   after it (MODEL's all-gather, TP all-reduce or SP reduce-scatter, EP all-to-all)
+    BEFORE_BWD  before the weight-gradient compute (SP all-gather of the output gradient, EP
+                all-to-all of gradients, ZeRO-3 all-gather)
+    AFTER_WG    after the weight-gradient compute, left to overlap (the keywords' data-parallel
+                all-reduce; ZeRO-3 reduce-scatter)
+    AFTER_IG    after the input-gradient compute (TP all-reduce or SP reduce-scatter)
+    TAIL        once per iteration after the unit's last micro-batch, left to overlap (the
+                layout's data parallelism: all-reduce, or ZeRO-1/2 reduce-scatter then all-gather)
+    """
+
+    BEFORE_FWD = "before_fwd"
+    AFTER_FWD = "after_fwd"
+    BEFORE_BWD = "before_bwd"
+    AFTER_WG = "after_wg"
+    AFTER_IG = "after_ig"
+    TAIL = "tail"
+
+
 @dataclass(frozen=True, slots=True)
 class Tensor:
     name: str
@@ -160,11 +183,15 @@ class Collective:
     layer: int
     step: Step
     comm: CommType
-    bytes: int  # the whole payload (the consumers divide by the group themselves)
+    # the whole buffer: the all-reduce's tensor, the reduce-scatter's input, the all-gather's
+    # output, the all-to-all's send buffer; each writer converts it to what its consumer reads
+    # (plan/sizes.py: ASTRA-sim reads an all-gather's size as one rank's contribution)
+    bytes: int
     over: frozenset[Purpose]  # the group: the ranks that differ from this one only on these axes
     inputs: tuple[Tensor, ...] = ()
     outputs: tuple[Tensor, ...] = ()
     deps: tuple[int, ...] = ()
+    place: Place | None = None  # where in its unit's program it is issued (None: a plan made by hand)
 
 
 class Direction(enum.StrEnum):

@@ -4,28 +4,56 @@
 SimAI simulates one pipeline stage's layers and adds the pipeline by formula: the header carries
 `model_parallel_NPU_group: T ep: E pp: P vpp: V ga: GA all_gpus: N` and `pp_comm`, the bytes of one
 stage-boundary transfer; SimAI then charges 2·V·GA·pp_comm / bandwidth of exposed pipeline
-traffic and a bubble of (P - 1) / (GA·V) of the stage's time (Layer.cc). The file holds the first
-stage's layers, the block repeated GA times (one copy per micro-batch, the copies' names ending in
-.mb1, .mb2 ...), with per column:
+traffic and a bubble of (P - 1) / (GA·V) of the stage's time (Layer.cc). SimAI runs every line's
+forward in file order, then every line's backward in reverse, each line's collectives once
+(aliyun/SimAI astra-sim-alibabacloud/astra-sim/workload/Workload.cc,
+iterate_hybrid_parallel_Transformer_fwd_in_bckwd); it neither loops over GA nor divides by it.
+So the file holds the first stage's units once per micro-batch (AICB's `for _ in
+range(self.ga_num)`; the copies' names end in .mb1, .mb2 ...), and what a framework sends once per
+iteration (the data-parallel gradient reduction, ZeRO's and the distributed optimizer's
+reduce-scatter and all-gather: the plan's tail collectives) only in the first copy, whose
+backward SimAI runs last. AICB writes the data-parallel lines once too (grad_gather,
+grad_param_comm); before issue 24 every copy carried them (Llama-3-8B at GA 8: 8x the bytes).
 
-    fwd, ig     the unit's tensor-parallel collective (plain type: SimAI's TP group) or its
-                expert all-to-all (ALLTOALL_EP)
-    wg          its gradient all-reduce: plain (the DP group) for dense layers, _DP_EP for experts
+Per line, the columns a collective can take, and the group SimAI gives it (Workload.cc's prefix
+and suffix decoding; workload-format spec section 6.2):
 
-What it cannot say is refused (D310): two collectives in one column (ZeRO-1/2's reduce-scatter
-and all-gather, ZeRO-3's parameter gathers beside tensor-parallel traffic) and recomputation
-other than FWD_IN_BCKWD's checkpoints (selective).
+    fwd, ig     plain type: the tensor-parallel group; _EP: the expert group; _DP_EP: the
+                experts' data-parallel group (the whole data-parallel group when ep is 1)
+    wg          plain type: the data-parallel group; _DP_EP, _EP as above
+
+A unit's collectives go where SimAI issues them in the same order as the plan: those after its
+forward in its fwd column, those after its gradients in its ig or wg column (wg for the
+data-parallel group). One column holds one collective, so the others go on lines with no
+compute around the unit's: before it, what precedes its forward (a sequence-parallel or ZeRO-3
+all-gather) and what follows its backward; after it, what follows its forward and what precedes
+its backward (the backward runs the lines in reverse). They are named UNIT.pre1, UNIT.post1 ...
+
+Sizes are the plan's whole buffers: SimAI's default collective model (NcclFlowModel, MockNccl's
+genAllGatherFlowModels) reads an all-gather's size as the gathered result (plan/sizes.py).
+Refused (D310): selective recomputation, and a data-parallel collective in the forward when the
+data-parallel group is not one SimAI can name there (ep > 1).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 
-from modtrans.plan.model import Collective, Compute, Plan, Purpose, Recompute, Step, Transfer
+from modtrans.plan.model import Collective, Compute, Place, Plan, Purpose, Recompute, Step, Transfer
 from modtrans.plan.text import ProjectionError
 from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
 
-_PLACE = {Step.FWD: 0, Step.INPUT_GRAD: 1, Step.WEIGHT_GRAD: 2}
+FWD, IG, WG = 0, 1, 2
+_DATA = frozenset({Purpose.DATA})
+_PER_MICRO = (Place.BEFORE_FWD, Place.AFTER_FWD, Place.BEFORE_BWD, Place.AFTER_WG, Place.AFTER_IG)
+
+
+@dataclasses.dataclass
+class _Line:
+    """One SimAI line being filled: a column -> its collective."""
+
+    comms: dict[int, Collective] = dataclasses.field(default_factory=dict)
 
 
 def project_simai(plan: Plan) -> Workload:
@@ -37,52 +65,14 @@ def project_simai(plan: Plan) -> Workload:
         )
     if layout.recompute is Recompute.SELECTIVE:
         raise ProjectionError("selective recomputation: SimAI's FWD_IN_BCKWD recomputes whole segments only")
-    program = plan.programs[0]
-    first_micro: list[int] = []  # the first stage's units, in order
-    times: dict[tuple[int, int], int] = {}
-    comms: dict[tuple[int, int], Collective] = {}
-    compute_seen: set[tuple[int, Step]] = set()
-    for op in program:
-        if isinstance(op, Transfer) or op.step is Step.RECOMPUTE:
-            continue  # the pipeline is SimAI's formula; recomputation the header's checkpoints
-        column = _PLACE[op.step]
-        if isinstance(op, Compute):
-            if (op.layer, op.step) in compute_seen:
-                continue  # a later micro-batch: the same numbers
-            compute_seen.add((op.layer, op.step))
-            if op.step is Step.FWD:
-                first_micro.append(op.layer)
-            times[(op.layer, column)] = op.time
-            continue
-        if Purpose.DATA in op.over and (op.step is not Step.WEIGHT_GRAD or op.comm is not CommType.ALLREDUCE):
-            raise ProjectionError(
-                f"layer {plan.layers[op.layer].name}: ZeRO's {op.comm} of gradients or parameters; SimAI's "
-                "weight-gradient column holds one all-reduce: write Chakra traces (--format chakra-et)"
-            )
-        key = (op.layer, column)
-        previous = comms.get(key)
-        if previous is not None and (previous.comm, previous.bytes, previous.over) != (
-            op.comm,
-            op.bytes,
-            op.over,
-        ):
-            raise ProjectionError(
-                f"layer {plan.layers[op.layer].name} issues {previous.comm} and {op.comm} in one column; "
-                "a SimAI layer line has one collective per column: write Chakra traces (--format chakra-et)"
-            )
-        comms[key] = op
-    block = []
-    for index in first_micro:
-        info = plan.layers[index]
-        phases = []
-        for column in range(3):
-            time = times.get((index, column), 0)
-            c = comms.get((index, column))
-            phases.append(Phase(time, _simai_type(c), c.bytes) if c is not None else Phase(time))
-        block.append(Layer(info.name, phases[0], phases[1], phases[2], info.update))
+    units, times, placed = _first_stage(plan)
     ga = layout.micro_batches
-    count = len(block) * ga
+    lines: list[Layer] = []
+    for m in range(ga):
+        for index in units:
+            lines += _unit_lines(plan, index, times, placed.get(index, {}), first_copy=m == 0, micro=m)
     recomputed = layout.recompute is not Recompute.NONE
+    count = len(lines)
     checkpoints: tuple[tuple[int, ...], tuple[int, ...]] = ((0,), (count - 1,)) if recomputed else ((), ())
     header = Header(
         Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD,
@@ -96,17 +86,124 @@ def project_simai(plan: Plan) -> Workload:
         all_gpus=plan.npus,
         pp_comm=layout.boundary_bytes,
     )
-    copies = [
-        layer if m == 0 else dataclasses.replace(layer, name=f"{layer.name}.mb{m}")
-        for m in range(ga)
-        for layer in block
-    ]
-    return Workload(header, tuple(copies))
+    return Workload(header, tuple(lines))
 
 
-def _simai_type(c: Collective) -> CommType:
+Placed = dict[Place, list[Collective]]
+
+
+def _first_stage(
+    plan: Plan,
+) -> tuple[list[int], dict[tuple[int, int], int], dict[int, Placed]]:
+    """Stage 0's units in forward order, their compute per column, and per unit the collectives of
+    one micro-batch (and the once-per-iteration ones) by place."""
+    assert plan.layout is not None
+    ga = plan.layout.micro_batches
+    units: list[int] = []
+    times: dict[tuple[int, int], int] = {}
+    every: dict[int, Placed] = defaultdict(lambda: defaultdict(list))
+    for op in plan.programs[0]:
+        if isinstance(op, Transfer) or op.step is Step.RECOMPUTE:
+            continue  # the pipeline is SimAI's formula; recomputation the header's checkpoints
+        if isinstance(op, Compute):
+            column = {Step.FWD: FWD, Step.INPUT_GRAD: IG, Step.WEIGHT_GRAD: WG}[op.step]
+            if op.step is Step.FWD and (op.layer, FWD) not in times:
+                units.append(op.layer)
+            times.setdefault((op.layer, column), op.time)  # every micro-batch computes the same
+            continue
+        if op.place is None:
+            raise ProjectionError(f"layer {plan.layers[op.layer].name}: a collective the plan does not place")
+        every[op.layer][op.place].append(op)
+    placed: dict[int, Placed] = {}
+    for layer, by_place in every.items():
+        placed[layer] = {
+            place: ops[: len(ops) // ga] if place in _PER_MICRO else ops for place, ops in by_place.items()
+        }
+    return units, times, placed
+
+
+def _unit_lines(
+    plan: Plan,
+    index: int,
+    times: dict[tuple[int, int], int],
+    placed: Placed,
+    *,
+    first_copy: bool,
+    micro: int,
+) -> list[Layer]:
+    """The unit's line and the lines of its further collectives, in file order."""
+    got = {place: placed.get(place, []) for place in Place}
+    if not first_copy:
+        got[Place.TAIL] = []
+    main = _Line()
+    pre: list[_Line] = []  # nearest the unit's line first
+    post: list[_Line] = []
+    for c in reversed(got[Place.BEFORE_FWD]):  # the forward runs pre lines farthest first
+        _put(pre, _column(plan, c, forward=True), c, fresh=True)
+    for c in got[Place.AFTER_FWD]:
+        _put_main_or(main, post, FWD, c)
+    for c in reversed(got[Place.BEFORE_BWD]):  # the backward runs post lines farthest first
+        _put(post, _column(plan, c, forward=False), c, fresh=True)
+    for c in (*got[Place.AFTER_WG], *got[Place.AFTER_IG], *got[Place.TAIL]):
+        _put_main_or(main, pre, _column(plan, c, forward=False), c)
+    info = plan.layers[index]
+    name = info.name if micro == 0 else f"{info.name}.mb{micro}"
+    out = [_layer(plan, f"{name}.pre{len(pre) - i}", line) for i, line in enumerate(reversed(pre))]
+    phases = [_phase(plan, times.get((index, col), 0), main.comms.get(col)) for col in (FWD, IG, WG)]
+    out.append(Layer(name, phases[0], phases[1], phases[2], info.update))
+    out += [_layer(plan, f"{name}.post{i + 1}", line) for i, line in enumerate(post)]
+    return out
+
+
+def _put_main_or(main: _Line, extra: list[_Line], column: int, c: Collective) -> None:
+    if column not in main.comms:
+        main.comms[column] = c
+    else:
+        _put(extra, column, c, fresh=False)
+
+
+def _put(lines: list[_Line], column: int, c: Collective, *, fresh: bool) -> None:
+    """On the nearest line whose column is free, or (`fresh`: collectives of one place, which
+    must keep their order) on a new line beyond the others."""
+    if not fresh:
+        for line in lines:
+            if column not in line.comms:
+                line.comms[column] = c
+                return
+    lines.append(_Line({column: c}))
+
+
+def _column(plan: Plan, c: Collective, *, forward: bool) -> int:
+    """fwd for what runs with the forward; in the backward wg for the data-parallel group (the
+    only column where SimAI reads a plain type as that group), ig for the others."""
+    if forward:
+        return FWD
+    data = Purpose.DATA in c.over and Purpose.TENSOR not in c.over
+    return WG if data else IG
+
+
+def _layer(plan: Plan, name: str, line: _Line) -> Layer:
+    fwd, ig, wg = (_phase(plan, 0, line.comms.get(col)) for col in (FWD, IG, WG))
+    return Layer(name, fwd, ig, wg, 0)
+
+
+def _phase(plan: Plan, time: int, c: Collective | None) -> Phase:
+    if c is None:
+        return Phase(time)
+    return Phase(time, _simai_type(plan, c), c.bytes)
+
+
+def _simai_type(plan: Plan, c: Collective) -> CommType:
     if c.over == frozenset({Purpose.EXPERT}):
         return CommType(f"{c.comm.value}_EP")
-    if c.over == frozenset({Purpose.DATA}):  # the experts' data-parallel group
+    if c.over == _DATA:  # the experts' data-parallel group
         return CommType(f"{c.comm.value}_DP_EP")
+    if Purpose.DATA in c.over and c.step is Step.FWD:
+        if plan.mesh.extent(Purpose.EXPERT) > 1:
+            raise ProjectionError(
+                f"layer {plan.layers[c.layer].name}: a forward {c.comm} over the data-parallel group; "
+                "SimAI's forward column names that group only as DP_EP, the experts' one when ep > 1: "
+                "write Chakra traces (--format chakra-et)"
+            )
+        return CommType(f"{c.comm.value}_DP_EP")  # ep 1: DP_EP is the data-parallel group
     return c.comm

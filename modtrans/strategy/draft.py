@@ -10,42 +10,17 @@ alike.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
 from modtrans.cost import CostModel
 from modtrans.dtypes import NO_GRADIENT as _INTEGER  # integer and quantized: no gradient
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR
-from modtrans.plan.model import Checkpoints, Mesh, Purpose, Step
+from modtrans.plan.model import Checkpoints, Mesh, Place, Purpose, Step
 from modtrans.strategy.groups import Group, needs_input_grad
 from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.share import SHARDABLE, Folded
 from modtrans.workload.model import CommType, Policy
-
-
-class Place(enum.StrEnum):
-    """Where in a unit's program a collective is issued (program.py orders them; each one blocks
-    what follows unless noted):
-
-    BEFORE_FWD  before the forward compute (SP all-gather, ZeRO-3 parameter all-gather)
-    AFTER_FWD   after it (MODEL's all-gather, TP all-reduce or SP reduce-scatter, EP all-to-all)
-    BEFORE_BWD  before the weight-gradient compute (SP all-gather of the output gradient, EP
-                all-to-all of gradients, ZeRO-3 all-gather)
-    AFTER_WG    after the weight-gradient compute, left to overlap (the keywords' data-parallel
-                all-reduce; ZeRO-3 reduce-scatter)
-    AFTER_IG    after the input-gradient compute (TP all-reduce or SP reduce-scatter)
-    TAIL        once per iteration after the unit's last micro-batch, left to overlap (the
-                layout's data parallelism: all-reduce, or ZeRO-1/2 reduce-scatter then all-gather)
-    """
-
-    BEFORE_FWD = "before_fwd"
-    AFTER_FWD = "after_fwd"
-    BEFORE_BWD = "before_bwd"
-    AFTER_WG = "after_wg"
-    AFTER_IG = "after_ig"
-    TAIL = "tail"
-
 
 # the text format's columns: where a keyword's collective of each step is issued
 _AFTER = {Step.FWD: Place.AFTER_FWD, Step.INPUT_GRAD: Place.AFTER_IG, Step.WEIGHT_GRAD: Place.AFTER_WG}

@@ -33,13 +33,14 @@ from modtrans.plan.model import (
     Compute,
     Direction,
     Op,
+    Place,
     Purpose,
     Schedule,
     Step,
     Tensor,
     Transfer,
 )
-from modtrans.strategy.draft import Comm, Place
+from modtrans.strategy.draft import Comm
 from modtrans.strategy.groups import Group, group_times
 from modtrans.strategy.schedule import FWD, order
 from modtrans.strategy.tensors import Io
@@ -152,7 +153,8 @@ class StageProgram:
             label = f"{u.name}.{place}.{c.comm}.{n}" + (f"#{tag}" if tag else "")
             deps = () if previous is None else (previous,)
             sent, written = (Tensor(f"{label}.in", c.bytes),), (Tensor(label, c.bytes),)
-            previous = self.emit(Collective(u.index, step, c.comm, c.bytes, c.over, sent, written, deps))
+            op = Collective(u.index, step, c.comm, c.bytes, c.over, sent, written, deps, place)
+            previous = self.emit(op)
         if blocking:
             self.chain = previous
 

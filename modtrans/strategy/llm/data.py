@@ -16,7 +16,8 @@ Sizes are the unit's parameter bytes as this rank's tensor-parallel shard holds 
 
 from __future__ import annotations
 
-from modtrans.strategy.draft import Comm, Place
+from modtrans.plan.model import Place
+from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.unit import Unit
 from modtrans.workload.model import CommType
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from modtrans.strategy.draft import Comm, Place
+from modtrans.plan.model import Place
+from modtrans.strategy.draft import Comm
 from modtrans.strategy.groups import Group
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, Unit

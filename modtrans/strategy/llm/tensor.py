@@ -6,10 +6,20 @@ Without SP, per unit (A = the micro-batch's hidden activation, b x s x h x bytes
         input's gradient, once per shared input;  compute N / T
     row-parallel linear (attention output, down projection): fwd ALLREDUCE A;  compute K / T
     vocabulary-parallel embedding: fwd ALLREDUCE A
-With SP the all-reduces become their halves on sequence-sharded activations: a column-parallel
-layer all-gathers A before its forward (once per shared input) and reduce-scatters its input's
-gradient; a row-parallel layer reduce-scatters its output and all-gathers the output's gradient
-before its backward; norms, residual adds and dropout compute 1/T of the sequence.
+With SP the all-reduces become their halves on sequence-sharded activations (Korthikanti et
+al. 2022, section 4.2.2; Megatron-LM megatron/core/tensor_parallel/layers.py and mappings.py):
+    column-parallel: all-gather A before the forward (once per shared input); all-gather it again
+        in the backward for the weight gradient (only the sequence shard is saved:
+        LinearWithGradAccumulationAndAsyncCommunication.backward); reduce-scatter the input's
+        gradient
+    row-parallel: reduce-scatter the output; all-gather the output's gradient before the backward
+        (_ReduceScatterToSequenceParallelRegion.backward)
+    word embedding: reduce-scatter the output, all-gather its gradient; but where a learned
+        position embedding is added (GPT-2, BERT), all-reduce the output, then split it with no
+        communication, all-gather the gradient (language_model_embedding.py,
+        LanguageModelEmbedding: reduce_scatter_embeddings needs `not add_position_embedding`;
+        _ScatterToSequenceParallelRegion.backward)
+    norms, residual adds and dropout compute 1/T of the sequence.
 Experts and routers are left to expert parallelism (not split over T).
 """
 
@@ -17,8 +27,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from modtrans.ir.document import ModelIR
-from modtrans.strategy.draft import Comm, Place, a_in, a_out
+from modtrans.ir.document import Kind, ModelIR
+from modtrans.plan.model import Place
+from modtrans.strategy.draft import Comm, a_in, a_out
 from modtrans.strategy.llm.unit import TENSOR, Unit
 from modtrans.strategy.techniques.megatron import roles_of
 from modtrans.workload.model import CommType
@@ -26,6 +37,8 @@ from modtrans.workload.model import CommType
 
 def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
     roles = roles_of(ir, [u.x.owner for u in units if u.x.owner.moe is None])
+    # a replicated embedding beside the word embedding: learned positions (or token types)
+    positions = any(u.x.owner.kind is Kind.EMBEDDING and u.name not in roles for u in units)
     model_inputs = frozenset(ir.provenance.input_shapes)
     seen: set[str] = set()
     for u in units:
@@ -42,8 +55,11 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
         u.x.ways, u.x.split = tp, "k" if u.role == "row" else "n"
         if u.role in ("row", "embedding"):
             out = a_out(u.x.owner)
-            u.attach(Place.AFTER_FWD, Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, out, TENSOR))
-            if sp and u.role == "row":
+            scatter = sp and not (u.role == "embedding" and positions)
+            u.attach(
+                Place.AFTER_FWD, Comm(CommType.REDUCESCATTER if scatter else CommType.ALLREDUCE, out, TENSOR)
+            )
+            if sp:
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, out, TENSOR))
         elif u.role == "column":
             shared = frozenset(a.name for a in u.x.owner.inputs)
@@ -53,4 +69,5 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
             size = a_in(u.x.owner, model_inputs)
             if sp:
                 u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, TENSOR))
+                u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, TENSOR))
             u.attach(Place.AFTER_IG, Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR))

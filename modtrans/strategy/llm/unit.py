@@ -1,7 +1,7 @@
 """A unit: one workload layer (an IR layer with parameters and the parameter-free layers folded
 into it) as one rank of a pipeline chunk runs it, and the collectives each technique attaches.
 
-Where each technique attaches a collective: draft.Place.
+Where each technique attaches a collective: plan.model.Place.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from modtrans.plan.model import Purpose
-from modtrans.strategy.draft import Comm, LayerDraft, Place
+from modtrans.plan.model import Place, Purpose
+from modtrans.strategy.draft import Comm, LayerDraft
 
 TENSOR = frozenset({Purpose.TENSOR})
 EXPERT = frozenset({Purpose.EXPERT})

@@ -5,8 +5,8 @@
                   fwd NONE; ig ALLREDUCE A_in (once per shared input); wg ALLREDUCE ceil(P/G)
     row-parallel linear (attention output, second MLP layer: fed by a column-parallel one):
                   fwd ALLREDUCE A_out; ig NONE; wg ALLREDUCE ceil(P/G)
-    vocabulary-parallel embedding: fwd ALLREDUCE A_out; ig NONE; wg ALLREDUCE ceil(P/G)
-    replicated (normalisation): fwd NONE; ig NONE; wg ALLREDUCE P
+    vocabulary-parallel (word) embedding: fwd ALLREDUCE A_out; ig NONE; wg ALLREDUCE ceil(P/G)
+    replicated (normalisation, position embedding): fwd NONE; ig NONE; wg ALLREDUCE P
 Weight gradients are all-reduced over the data axis; compute is the shard's (N or K / G), and
 of a column-parallel unit's folded attention core and MLP activation 1/G (share.rank_share, the
 same function the LLM layout's --tp uses: this keyword is the layout --tp G --dp N/G).
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from modtrans.ir.document import Kind, ModelIR
+from modtrans.ir.document import Kind, ModelIR, Role
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import Axis, Mesh, Purpose, Step
 from modtrans.strategy.draft import Draft
@@ -55,16 +55,30 @@ def megatron(draft: Draft) -> None:
 
 def roles_of(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, str]:
     """column / row / embedding for each GEMM owner: a linear layer fed (through layers without
-    parameters) by a column-parallel one is row-parallel; every other linear layer is column-parallel."""
+    parameters) by a column-parallel one is row-parallel; every other linear layer is column-parallel.
+
+    Only the word embedding is vocabulary-parallel: the embedding with the most rows (the
+    vocabulary). Position and token-type embeddings are replicated, as Megatron-LM builds them
+    (megatron/core/models/common/embeddings/language_model_embedding.py,
+    LanguageModelEmbedding.__init__: word_embeddings a tensor_parallel.VocabParallelEmbedding,
+    position_embeddings and tokentype_embeddings a torch.nn.Embedding), so they send nothing
+    over the tensor axis."""
     by_name = {layer.name: layer for layer in ir.layers}
+    vocabulary = max((_rows(o) for o in owners if o.kind is Kind.EMBEDDING), default=0)
     roles: dict[str, str] = {}
     for owner in owners:
         if owner.kind is Kind.EMBEDDING:
-            roles[owner.name] = "embedding"
+            if _rows(owner) == vocabulary:
+                roles[owner.name] = "embedding"
         elif owner.kind in SHARDABLE:
             fed_by = _parameterised_ancestors(owner, by_name)
             roles[owner.name] = "row" if any(roles.get(x) == "column" for x in fed_by) else "column"
     return roles
+
+
+def _rows(embedding: IRLayer) -> int:
+    """The rows of an embedding's table (its first weight's first dimension)."""
+    return next((p.shape[0] for p in embedding.params if p.role is Role.WEIGHT and p.shape), 0)
 
 
 def _parameterised_ancestors(layer: IRLayer, by_name: Mapping[str, IRLayer]) -> set[str]:
