@@ -857,6 +857,18 @@ The communicator-group file is JSON of the form {"1": [0, 1, 2, 3], ...}: keys a
 """,
 )
 
+_code(
+    "T715",
+    W,
+    "all-gather size is the gathered result",
+    """
+ASTRA-sim 2.x reads an ALL_GATHER's comm_size as what each rank contributes (Ring.cc:
+final_data_size = data_size * nodes_in_ring): 100 MiB on 8 NPUs of a 300 GB/s switch takes
+7 x 100 MiB / 300 GB/s. A comm_size equal to the node's gathered output (its outputs list, a
+multiple of its input) makes the simulator move that many times the bytes. Write the input's size.
+""",
+)
+
 # ---- M8xx: transformer configurations (config.json) ------------------------------------------------
 _code(
     "M801",

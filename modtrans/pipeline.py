@@ -25,6 +25,7 @@ from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan, ProjectionError, project
 from modtrans.plan.model import LayoutFacts, Mesh, Purpose
 from modtrans.plan.simai import project_simai
+from modtrans.plan.sizes import consumer
 from modtrans.plan.text import header as text_header
 from modtrans.strategy import Parallelism, Params, StrategyError, group, plan
 from modtrans.workload.model import Dialect, Header, Workload
@@ -221,7 +222,8 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         return Translation(None, ir, tuple(found), {})
     llm_simai = options.dialect is Dialect.SIMAI and the_plan.is_llm
     try:
-        workload: Workload | None = project_simai(the_plan) if llm_simai else project(the_plan)
+        reader = consumer(options.dialect)
+        workload: Workload | None = project_simai(the_plan) if llm_simai else project(the_plan, reader)
     except ProjectionError as error:
         workload = None
         if not options.traces:

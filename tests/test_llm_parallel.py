@@ -22,6 +22,7 @@ from modtrans.chakra.write import collective_type
 from modtrans.ir.document import Kind
 from modtrans.plan import Collective, Compute, Direction, Plan, Purpose, Step, Transfer
 from modtrans.plan.model import ResolvedCollective
+from modtrans.plan.sizes import Consumer, written
 from modtrans.strategy import Parallelism
 from modtrans.strategy.llm import Layout, Recompute, Schedule
 from modtrans.workload.model import CommType, Policy
@@ -200,16 +201,18 @@ def test_every_layouts_traces_validate_and_conserve_work(
     found = check_set(traces, outputs[-1][1], "t.comm_groups.json")
     # every send has its receive, every collective its partners (a toy's computes last < 1 us: T711)
     assert {d.code for d in found} <= {"T711"}
-    # the bytes each rank's trace moves per collective type and group are the plan's
+    # the bytes each rank's trace moves per collective type and group are the plan's (an
+    # all-gather's as ASTRA-sim reads it: one rank's part, plan/sizes.py)
     rows = {r.rank: r for r in summarize([read(data, str(path)) for path, data in traces.items()])}
     for rank in range(layout.npus):
         planned: Counter[tuple[str, str]] = Counter()
         for op in plan.ops(rank):
             if isinstance(op, ResolvedCollective) and len(op.group.ranks) > 1:
                 group = str(op.group.id) if op.group.id else "all"
-                planned[(NAMES[collective_type(schema(), op.op.comm)], group)] += op.op.bytes
-        written = {key: size for key, (_, size) in rows[rank].collectives.items()}
-        assert written == dict(planned)
+                size = written(op.op.comm, op.op.bytes, len(op.group.ranks), Consumer.ASTRA_SIM)
+                planned[(NAMES[collective_type(schema(), op.op.comm)], group)] += size
+        in_trace = {key: size for key, (_, size) in rows[rank].collectives.items()}
+        assert in_trace == dict(planned)
         sends = sum(
             op.bytes
             for op in plan.program(rank)
@@ -484,3 +487,18 @@ def test_seq_len_is_the_sequence_of_input_ids(run_cli: Run, tmp_path: Path) -> N
     both = run_cli(*base, "--seq-len", "256", "--input-shape", "input_ids=1x8")
     assert both.exit_code == 2
     assert "give one" in both.stderr
+
+
+def test_a_traces_all_gather_holds_one_ranks_part(tmp_path: Path) -> None:
+    """ASTRA-sim 2.x reads an ALL_GATHER's comm_size as what each rank contributes (Ring.cc:
+    final_data_size = data_size * nodes_in_ring; measured: 100 MiB on 8 NPUs takes 7 x 100 MiB / B).
+    Under SP a rank contributes its sequence shard, A / T, and a reduce-scatter's comm_size is its
+    whole input, A (Korthikanti et al. 2022, section 4.2.2). Before issue 24 the traces held the
+    gathered A: ASTRA-sim moved T times the sequence-parallel traffic."""
+    plan = _plan(tmp_path, Layout(npus=2, tp=2, sp=True, global_batch=MICRO))
+    outputs = chakra.files(plan, tmp_path / "t", tick_ns=1.0)
+    sizes: dict[str, set[int]] = {}
+    for node in read(outputs[0][1], "t.0.et").nodes:
+        if node.type == 7:  # COMM_COLL_NODE
+            sizes.setdefault(NAMES[node.value("comm_type")], set()).add(node.value("comm_size"))
+    assert sizes == {"ALL_GATHER": {A // 2}, "REDUCE_SCATTER": {A}}

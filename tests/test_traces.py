@@ -296,6 +296,15 @@ def _half_size(nodes: list[Any]) -> None:
     _set_attr(node, "inputs", string_list=values)
 
 
+def _gathered_size(nodes: list[Any]) -> None:
+    """An all-gather written as its gathered output (the bug of issue 24: n x the traffic)."""
+    node = _first(nodes, COLL)
+    size = next(a for a in node.attr if a.name == "comm_size").int64_val
+    _set_attr(node, "comm_type", int64_val=2)
+    _set_attr(node, "inputs", string_list=[f"{node.name}.part", str(size // 2)])
+    _set_attr(node, "outputs", string_list=[f"{node.name}.whole", str(size)])
+
+
 BROKEN: dict[str, Callable[[dict[str, bytes], bytes], tuple[dict[str, bytes], bytes | None]]] = {
     "T701": lambda t, g: ({k: v for k, v in t.items() if k != "t.1.et"}, g),
     "T702": lambda t, g: ({**t, "t.2.et": t["t.2.et"][:-7]}, g),
@@ -309,6 +318,7 @@ BROKEN: dict[str, Callable[[dict[str, bytes], bytes], tuple[dict[str, bytes], by
     "T711": lambda t, g: (_edit(t, 2, _each(lambda x: setattr(x, "duration_micros", 0))), g),
     "T712": lambda t, g: (_edit(t, 0, _each(lambda x: _set_attr(x, "comm_type", int64_val=9))), g),
     "T714": lambda t, g: (t, b'{"1": "all"}'),
+    "T715": lambda t, g: (_edit(t, 0, _gathered_size), g),
 }
 
 

@@ -6,7 +6,8 @@ report wrong numbers (codes T701-T714; ../shared/reference/chakra-contract.md).
 Per trace: decoding (T702), duplicate ids (T703), dependencies on missing nodes (T704), cycles
 (T705), collectives ASTRA-sim cannot run (T712), point-to-point nodes without their attributes
 (T713), attributes the shipped roofline / memory-tracking configurations need (T709), sizes that
-look like element counts (T710), all-zero durations (T711). Across ranks: missing rank files
+look like element counts (T710), all-gather sizes that are the gathered result (T715), all-zero
+durations (T711). Across ranks: missing rank files
 (T701), unmatched sends and receives (T706), collectives whose participants disagree (T707),
 groups (T708, T714).
 """
@@ -184,7 +185,8 @@ def _nodes(trace: Trace) -> list[Diagnostic]:
     found = []
     no_ops, no_io, computes, durations = [], [], 0, 0
     elements: list[str] = []
-    verdicts: dict[tuple[int, int], bool] = {}
+    gathered: list[str] = []
+    verdicts: dict[tuple[int, int], tuple[str | None, str | None]] = {}
     for node in trace.nodes:
         if node.type == COMP:
             computes += 1
@@ -211,12 +213,14 @@ def _nodes(trace: Trace) -> list[Diagnostic]:
                 found.append(diagnostic("T713", f"{node.where()}: no {', '.join(absent)}", path=trace.path))
         key = (node.type, id(node.attrs))  # nodes of identical bytes share their attrs (read._node)
         if key not in verdicts:
-            verdicts[key] = _elements(node) is not None
-        if verdicts[key]:
-            elements.append(_elements(node) or "")
-    if elements:
-        more = f" ({len(elements) - 1} more node(s) like it)" if len(elements) > 1 else ""
-        found.append(diagnostic("T710", elements[0] + more, path=trace.path))
+            verdicts[key] = (_elements(node), _gathered(node))
+        for kind, why in zip((elements, gathered), verdicts[key], strict=True):
+            if why is not None:
+                kind.append(f"{node.where()}: {why}")
+    for code, reasons in (("T710", elements), ("T715", gathered)):
+        if reasons:
+            more = f" ({len(reasons) - 1} more node(s) like it)" if len(reasons) > 1 else ""
+            found.append(diagnostic(code, reasons[0] + more, path=trace.path))
     if no_ops:
         found.append(
             diagnostic(
@@ -267,8 +271,21 @@ def _elements(node: TraceNode) -> str | None:
         return None
     for width in (2, 4):
         if size * width == total:
-            return f"{node.where()}: {field} {size} is 1/{width} of the {total} bytes its inputs/outputs list"
+            return f"{field} {size} is 1/{width} of the {total} bytes its inputs/outputs list"
     return None
+
+
+def _gathered(node: TraceNode) -> str | None:
+    """Why an all-gather's comm_size looks like the gathered result (None when it does not)."""
+    if node.type != COLL or node.value("comm_type") != 2:
+        return None
+    size, part, whole = node.value("comm_size"), _io_bytes(node, "inputs"), _io_bytes(node, "outputs")
+    if not isinstance(size, int) or not part or not whole or size != whole or whole <= part or whole % part:
+        return None
+    return (
+        f"ALL_GATHER comm_size {size} is its gathered output ({whole // part} x its {part}-byte input): "
+        f"ASTRA-sim reads it as each rank's part and moves {whole // part}x the bytes"
+    )
 
 
 # --------------------------------------------------------------------------------- across ranks

@@ -7,7 +7,8 @@ program (plan order; node ids from 0 in every file). What ASTRA-sim master reads
 
     COMP_NODE       duration_micros (replay mode); num_ops int64 (the FLOPs) and tensor_size
                     uint64 (bytes read + written) for roofline mode; is_cpu_op false
-    COMM_COLL_NODE  comm_type, comm_size (bytes) int64; pg_name = the group id, absent for a
+    COMM_COLL_NODE  comm_type, comm_size (bytes, as ASTRA-sim reads them: an all-gather's is one
+                    rank's part, plan/sizes.py) int64; pg_name = the group id, absent for a
                     group of every rank (ASTRA-sim reads "" as all ranks); involved_dim with
                     --network-dims
     COMM_SEND/RECV  comm_src, comm_dst, comm_tag int32, comm_size int64: identical on both ends
@@ -50,6 +51,7 @@ from modtrans.plan.model import (
     Tensor,
     Transfer,
 )
+from modtrans.plan.sizes import Consumer, written
 from modtrans.workload.model import CommType
 
 SCHEMA = "1.0.2-chakra.1.0.0"
@@ -237,7 +239,8 @@ class _Encoder:
             c: Collective = op
             node = pb.Node(id=node_id, name=f"COMM_COLL_NODE_{name}_{c.comm.value}", type=pb.COMM_COLL_NODE)
             node.attr.append(pb.AttributeProto(name="comm_type", int64_val=collective_type(pb, c.comm)))
-            node.attr.append(pb.AttributeProto(name="comm_size", int64_val=c.bytes))
+            size = written(c.comm, c.bytes, self.plan.mesh.span(c.over), Consumer.ASTRA_SIM)
+            node.attr.append(pb.AttributeProto(name="comm_size", int64_val=size))
             if self.masks is not None:
                 mask = list(self.masks[c.over])
                 node.attr.append(pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=mask)))

@@ -41,6 +41,7 @@ import dataclasses
 from collections import defaultdict
 
 from modtrans.plan.model import Collective, Compute, Place, Plan, Purpose, Recompute, Step, Transfer
+from modtrans.plan.sizes import Consumer, written
 from modtrans.plan.text import ProjectionError
 from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
 
@@ -190,7 +191,7 @@ def _layer(plan: Plan, name: str, line: _Line) -> Layer:
 def _phase(plan: Plan, time: int, c: Collective | None) -> Phase:
     if c is None:
         return Phase(time)
-    return Phase(time, _simai_type(plan, c), c.bytes)
+    return Phase(time, _simai_type(plan, c), written(c.comm, c.bytes, plan.mesh.span(c.over), Consumer.SIMAI))
 
 
 def _simai_type(plan: Plan, c: Collective) -> CommType:

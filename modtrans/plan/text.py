@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Recompute, Step, Transfer
+from modtrans.plan.sizes import Consumer, written
 from modtrans.workload.model import Header, Layer, Phase, Policy, Workload
 
 _COLUMNS = (Step.FWD, Step.INPUT_GRAD, Step.WEIGHT_GRAD)
@@ -82,8 +83,9 @@ def header(plan: Plan) -> Header:
     )
 
 
-def project(plan: Plan) -> Workload:
-    """The workload file that says what `plan` says; ProjectionError when it cannot."""
+def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
+    """The workload file that says what `plan` says, its sizes as `reader` reads them (sizes.py);
+    ProjectionError when it cannot."""
     if len(plan.programs) > 1:
         raise ProjectionError(
             f"the ranks run {len(plan.programs)} different programs (pipeline stages); an ASTRA-sim 1.0 "
@@ -143,7 +145,8 @@ def project(plan: Plan) -> Workload:
                     f"layer {info.name}: a {step} {comm.comm} over the {over} group; under {policy} "
                     "that column's collective spans another group"
                 )
-            phases.append(Phase(time, comm.comm, comm.bytes) if comm.bytes > 0 else Phase(time))
+            size = written(comm.comm, comm.bytes, plan.mesh.span(comm.over), reader)
+            phases.append(Phase(time, comm.comm, size) if size > 0 else Phase(time))
         fwd, ig, wg = phases
         custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
         layers.append(Layer(info.name, fwd, ig, wg, info.update, policy=custom))

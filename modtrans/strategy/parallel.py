@@ -3,8 +3,9 @@ a text file would hold.
 
 Notation the techniques' formulas use, per workload layer: P = its parameter bytes (the --params
 convention), A_in = bytes of its floating-point input activation, A_out = bytes of its output
-activation, N = --npus, G = --model-parallel-group. Sizes are the collective's whole payload in
-bytes (the simulators divide by the group themselves). Layers that hold a GEMM (conv, linear,
+activation, N = --npus, G = --model-parallel-group. Sizes are the collective's whole buffer in
+bytes (an all-gather's output); the writers convert to what each consumer reads (plan/sizes.py:
+ASTRA-sim reads an all-gather's size as one rank's part, A_out / ways). Layers that hold a GEMM (conv, linear,
 embedding, recurrent) are *sharded* by model-parallel techniques: each NPU holds 1/S of the
 weights and computes 1/S of the GEMM; other layers (normalisation) are replicated. The formulas
 live with each technique (strategy/techniques/*.py).
@@ -83,7 +84,7 @@ def _assemble(draft: Draft) -> Plan:
         costed(i, rank_share(x, folded), x.comms, io, draft.cost, inputs)
         for i, (x, io) in enumerate(zip(draft.layers, ios(draft.layers, inputs), strict=True))
     ]
-    program = StageProgram(0, [units], rerun=Rerun(draft.recompute)).build()
+    program = StageProgram(0, [units], draft.mesh, rerun=Rerun(draft.recompute)).build()
     infos = tuple(
         LayerInfo(
             u.name, u.times.update, x.policy, unexecuted_input_grad=u.times.input_grad if u.first else 0

@@ -13,7 +13,9 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         compute (not the model's first unit: its inputs are model inputs), after_ig collectives;
         send the gradient back
     after the last step: every unit's tail collectives, each waiting for its last weight gradient
-Collectives at one place run one after the other; the next compute waits for the last. Receives
+Collectives at one place run one after the other; the next compute waits for the last. A
+collective reads and writes its whole buffer, but an all-gather reads one rank's part and a
+reduce-scatter writes one (the group's size from the mesh). Receives
 are posted where the schedule reaches them; sends and overlapped collectives are waited for by
 nothing on the rank. Tensors are the unit's (tensors.py), suffixed per micro-batch (#m0, #m1r for
 a recomputation) so that every write has its own name; tags are unique per (micro-batch,
@@ -32,6 +34,7 @@ from modtrans.plan.model import (
     Collective,
     Compute,
     Direction,
+    Mesh,
     Op,
     Place,
     Purpose,
@@ -44,6 +47,7 @@ from modtrans.strategy.draft import Comm
 from modtrans.strategy.groups import Group, group_times
 from modtrans.strategy.schedule import FWD, order
 from modtrans.strategy.tensors import Io
+from modtrans.workload.model import CommType
 
 
 @dataclass(frozen=True)
@@ -120,12 +124,13 @@ class StageProgram:
         self,
         stage: int,
         chunks: Sequence[Sequence[Costed]],
+        mesh: Mesh,
         *,
         pipeline: Pipeline = Pipeline(),
         rerun: Rerun = Rerun(),
         boundary_bytes: Sequence[int] = (0,),
     ):
-        self.stage, self.pipeline, self.rerun = stage, pipeline, rerun
+        self.stage, self.pipeline, self.rerun, self.mesh = stage, pipeline, rerun, mesh
         self.chunks = chunks  # per virtual stage (all P x V), the units
         self.units = {u.index: u for chunk in chunks for u in chunk}
         self.boundary = boundary_bytes  # per virtual stage: bytes it sends forward
@@ -152,8 +157,10 @@ class StageProgram:
         for n, c in enumerate(u.comms.get(place, [])):
             label = f"{u.name}.{place}.{c.comm}.{n}" + (f"#{tag}" if tag else "")
             deps = () if previous is None else (previous,)
-            sent, written = (Tensor(f"{label}.in", c.bytes),), (Tensor(label, c.bytes),)
-            op = Collective(u.index, step, c.comm, c.bytes, c.over, sent, written, deps, place)
+            part = -(-c.bytes // self.mesh.span(c.over))  # one rank's share of the buffer
+            sent = Tensor(f"{label}.in", part if c.comm is CommType.ALLGATHER else c.bytes)
+            written = Tensor(label, part if c.comm is CommType.REDUCESCATTER else c.bytes)
+            op = Collective(u.index, step, c.comm, c.bytes, c.over, (sent,), (written,), deps, place)
             previous = self.emit(op)
         if blocking:
             self.chain = previous

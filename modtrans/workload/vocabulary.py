@@ -143,7 +143,10 @@ class Column:
     meaning: str
 
 
-_COMM_SIZE = "bytes: the collective's whole payload"
+_COMM_SIZE = (
+    "bytes: the collective's whole buffer; an ALLGATHER's is one rank's part for ASTRA-sim, "
+    "the gathered output for SimAI"
+)
 
 
 def _phase(start: int, phase: str, words: str, short: str, payload: str) -> tuple[Column, ...]:
@@ -212,7 +215,7 @@ COLUMNS: tuple[Column, ...] = (
         "fwd",
         "forward",
         "fwd",
-        f"{_COMM_SIZE} (the simulator divides by the group)",
+        _COMM_SIZE,
     ),
     *_phase(5, "input_grad", "input-gradient", "ig", _COMM_SIZE),
     *_phase(8, "weight_grad", "weight-gradient", "wg", _COMM_SIZE),

@@ -39,10 +39,6 @@ def plan(
     boundary = [_boundary(units[chunk[-1].index], layout.tp if layout.sp else 1) for chunk in chunks]
     pipeline = Pipeline(layout.pp, layout.vpp, layout.ga, layout.schedule)
     rerun = _rerun(units, chunks, layout.recompute)
-    programs = tuple(
-        StageProgram(s, chunks, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary).build()
-        for s in range(layout.pp)
-    )
     mesh = Mesh(
         (
             Axis(Purpose.TENSOR, layout.tp),
@@ -50,6 +46,10 @@ def plan(
             Axis(Purpose.DATA, layout.d // layout.ep),
             Axis(Purpose.PIPELINE, layout.pp),
         )
+    )
+    programs = tuple(
+        StageProgram(s, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary).build()
+        for s in range(layout.pp)
     )
     program_of = tuple(mesh.coords(r)[3] for r in range(mesh.size))
     # the first unit's input gradient: written in the text as the keywords write it, run by nobody

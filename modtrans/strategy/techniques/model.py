@@ -4,6 +4,8 @@ recurrent) split over the ranks by output features; the generator's rule for wha
     sharded layer: fwd ALLGATHER A_out (its output activation); ig ALLREDUCE A_in (its
                    floating-point input, when back-propagation needs it); wg NONE
     other layers (normalisation): replicated, nothing sent
+The all-gather's A_out is the gathered output; ASTRA-sim's text and traces get A_out / N, one
+rank's part, as ASTRA-sim reads an all-gather's size (plan/sizes.py).
 """
 
 from __future__ import annotations
