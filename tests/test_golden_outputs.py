@@ -23,7 +23,9 @@ word embedding's output gradient; SimAI text with the data-parallel and ZeRO col
 iteration (first micro-batch copy) and each further collective of a column on a line of its own
 (ZeRO in SimAI text was refused before); every all-gather written for ASTRA-sim (its text,
 Chakra's text dialect, the traces) as one rank's part, as ASTRA-sim reads it (plan/sizes.py), not
-the gathered output (SimAI's text keeps the output, as SimAI reads it).
+the gathered output (SimAI's text keeps the output, as SimAI reads it); bf16 gradients reduced in
+fp32 as Megatron-LM reduces them (strategy/frameworks.py), and under SP the norms' gradients
+all-reduced over the tensor group once per iteration.
 """
 
 from __future__ import annotations
@@ -173,11 +175,11 @@ GOLDEN = {
     "gpt2 --tp 4 --dp 2 | json simai": "35d47e04097ba851",
     "gpt2 --tp 4 --dp 2 | chakra-et": "31ed53589aa21f59",
     "gpt2 --tp 2 --dp 2 --sp --zero 1 | astra-sim": "refused: D310",
-    "gpt2 --tp 2 --dp 2 --sp --zero 1 | simai": "62a8c39213acdab7",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | simai": "143dadac01d55fc3",
     "gpt2 --tp 2 --dp 2 --sp --zero 1 | chakra": "refused: D310",
     "gpt2 --tp 2 --dp 2 --sp --zero 1 | json": "refused: D310",
-    "gpt2 --tp 2 --dp 2 --sp --zero 1 | json simai": "29d9e58781898e1e",
-    "gpt2 --tp 2 --dp 2 --sp --zero 1 | chakra-et": "b154c94599408fbd",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | json simai": "d8566274ecab4c28",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | chakra-et": "dc22791f46692e11",
     "gpt2 --tp 2 --recompute full | astra-sim": "72f2bd826bf26594",
     "gpt2 --tp 2 --recompute full | simai": "f69b92dc7adeea3c",
     "gpt2 --tp 2 --recompute full | chakra": "refused: D310",
@@ -191,11 +193,11 @@ GOLDEN = {
     "gpt2 --tp 2 --recompute selective | json simai": "refused: D310",
     "gpt2 --tp 2 --recompute selective | chakra-et": "6058950cbfd3ca03",
     "llama-3-8b --tp 2 --pp 2 --dp 2 | astra-sim": "refused: D310",
-    "llama-3-8b --tp 2 --pp 2 --dp 2 | simai": "66ea84346403e424",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | simai": "8836390032dc83a7",
     "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra": "refused: D310",
     "llama-3-8b --tp 2 --pp 2 --dp 2 | json": "refused: D310",
-    "llama-3-8b --tp 2 --pp 2 --dp 2 | json simai": "09b01ba51f4e02e9",
-    "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra-et": "feed7abe43638f25",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | json simai": "2246b62bc33a55c8",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra-et": "4c4873f6a8576d3b",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | astra-sim": "refused: D310",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | simai": "8c96ae3f557b4eba",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra": "refused: D310",
@@ -203,23 +205,23 @@ GOLDEN = {
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | json simai": "57629892fc93447b",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra-et": "dd248e40e19f1b8a",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | astra-sim": "refused: D310",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | simai": "1a0cd701ae3b48f2",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | simai": "cf197fe6c37a0699",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra": "refused: D310",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json": "refused: D310",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "0014e50d82aa158f",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "9a19a7acbe89e5a0",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "5200b50519c1a3f3",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "81c0b9f1d2f927ac",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | astra-sim": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "4f758c89587bf164",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "8e29f1fa840a1925",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra": "refused: D310",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "f83893b73b1afcbb",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "c6b72f465f586a3e",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "33c6981e95da29e4",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "8f90a6d87332a7a3",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | astra-sim": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "fdd4d79c3fa79ca6",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "7f7de0b176149681",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra": "refused: D310",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "921e8cf46f3ee4a8",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "bad8f9965e7e9c19",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "f49a782c267f0405",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "86cb13a1ec6c6ffd",
 }
 # seconds per format each (64 routed experts; 32 blocks through six formats): -m slow
 SLOW = {"deepseek-moe-16b", "llama-3-8b", "mixtral-8x7b"}

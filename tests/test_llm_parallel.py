@@ -20,7 +20,7 @@ from modtrans.chakra.summary import summarize
 from modtrans.chakra.validate import NAMES, check_set
 from modtrans.chakra.write import collective_type
 from modtrans.ir.document import Kind
-from modtrans.plan import Collective, Compute, Direction, Plan, Purpose, Step, Transfer
+from modtrans.plan import Collective, Compute, Direction, Place, Plan, Purpose, Step, Transfer
 from modtrans.plan.model import ResolvedCollective
 from modtrans.plan.sizes import Consumer, written
 from modtrans.strategy import Parallelism
@@ -86,7 +86,13 @@ def test_tensor_parallel_all_reduces_are_megatrons(tmp_path: Path) -> None:
 
 def test_sequence_parallelism_halves_become_gathers_and_scatters(tmp_path: Path) -> None:
     plan = _plan(tmp_path, Layout(npus=2, tp=2, sp=True, global_batch=MICRO))
-    tp = [c for c in _collectives(plan) if c.over == frozenset({Purpose.TENSOR})]
+    every = [c for c in _collectives(plan) if c.over == frozenset({Purpose.TENSOR})]
+    tp = [c for c in every if c.place is not Place.TAIL]
+    # once per iteration, the norms' partial gradients (each saw 1/T of the sequence) all-reduced
+    # over the tensor group in fp32 (finalize_model_grads.py, _allreduce_non_tensor_model_parallel_grads):
+    # two RMSNorms per block and the final one, HIDDEN weights of 4 bytes each
+    tail = [(c.comm, c.bytes) for c in every if c.place is Place.TAIL]
+    assert tail == [(CommType.ALLREDUCE, HIDDEN * 4)] * (2 * 2 + 1)
     kinds = Counter((c.comm, c.step) for c in tp)
     # Korthikanti et al. 2022, section 4.2.2: g -> reduce-scatter, f -> all-gather, and the
     # conjugates in the backward pass; per block two of each direction
@@ -124,7 +130,9 @@ def test_pipeline_sends_one_activation_per_micro_batch_in_1f1b_order(tmp_path: P
 def test_data_parallel_and_zero_communication(tmp_path: Path) -> None:
     dense = _plan(tmp_path, Layout(npus=2, dp=2, global_batch=4 * MICRO))  # GA 2
     reduces = [c for c in _collectives(dense) if c.over == frozenset({Purpose.EXPERT, Purpose.DATA})]
-    q_bytes = HIDDEN * HIDDEN * BYTES
+    # bf16 parameters, gradients reduced in fp32 (Megatron-LM arguments.py validate_args: bf16 sets
+    # accumulate_allreduce_grads_in_fp32; the gradient buffer is torch.float): 4 bytes a weight
+    q_bytes = HIDDEN * HIDDEN * 4
     assert {(c.comm) for c in reduces} == {CommType.ALLREDUCE}
     by_layer = {dense.layers[c.layer].name: c.bytes for c in reduces}
     assert by_layer["model.layers.0.self_attn.q_proj"] == q_bytes  # once per iteration, not per micro-batch
@@ -134,6 +142,11 @@ def test_data_parallel_and_zero_communication(tmp_path: Path) -> None:
         CommType.REDUCESCATTER: len(zero1.layers),
         CommType.ALLGATHER: len(zero1.layers),
     }
+    # the distributed optimizer: fp32 gradients scattered, bf16 parameters gathered (AICB's GPT-13B
+    # file: grad_param_comm 4 B and grad_gather 2 B per parameter)
+    q = zero1.layers.index(next(x for x in zero1.layers if x.name == "model.layers.0.self_attn.q_proj"))
+    q_ops = {c.comm: c.bytes for c in _collectives(zero1) if c.layer == q}
+    assert q_ops == {CommType.REDUCESCATTER: HIDDEN * HIDDEN * 4, CommType.ALLGATHER: HIDDEN * HIDDEN * BYTES}
     zero3 = _plan(tmp_path, Layout(npus=2, dp=2, zero=3, global_batch=4 * MICRO))
     # per micro-batch: parameters gathered before the forward and the backward, gradients scattered
     assert Counter(c.comm for c in _collectives(zero3)) == {
@@ -501,4 +514,4 @@ def test_a_traces_all_gather_holds_one_ranks_part(tmp_path: Path) -> None:
     for node in read(outputs[0][1], "t.0.et").nodes:
         if node.type == 7:  # COMM_COLL_NODE
             sizes.setdefault(NAMES[node.value("comm_type")], set()).add(node.value("comm_size"))
-    assert sizes == {"ALL_GATHER": {A // 2}, "REDUCE_SCATTER": {A}}
+    assert (sizes["ALL_GATHER"], sizes["REDUCE_SCATTER"]) == ({A // 2}, {A})

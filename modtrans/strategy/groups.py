@@ -34,6 +34,7 @@ from modtrans import dtypes
 from modtrans.cost import CostModel, PhaseTimes
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR, Role
+from modtrans.strategy.frameworks import gradient_bytes
 
 
 class Params(enum.StrEnum):
@@ -47,22 +48,30 @@ class Group:
 
     owner: IRLayer
     folded: tuple[IRLayer, ...]
-    comm_bytes: int
+    comm_bytes: int  # its gradients as the data-parallel reduction moves them (layer_bytes)
+    param_bytes: int = 0  # its parameters in their own dtype (what a parameter all-gather moves)
 
     @property
     def members(self) -> tuple[IRLayer, ...]:
         return (self.owner, *self.folded)
 
 
-def layer_bytes(layer: IRLayer, params: Params, dtype_bytes: int | None) -> int:
-    """Bytes the layer's parameters occupy under a convention (counted, i.e. not tied, tensors)."""
+def layer_bytes(layer: IRLayer, params: Params, dtype_bytes: int | None, *, gradients: bool = True) -> int:
+    """Bytes of the layer's parameters under a convention (counted, i.e. not tied, tensors): as
+    gradients in the data-parallel reduction (`dtype_bytes` per element, or the framework's dtype:
+    frameworks.py, fp32 for bf16 parameters), or (`gradients` False) as the parameters are held."""
     total = 0
     for p in layer.params:
         if not p.counted or not p.trainable:
             continue
         if params is Params.WEIGHTS and p.role is not Role.WEIGHT:
             continue
-        total += p.elements * dtype_bytes if dtype_bytes else p.bytes
+        if not gradients:
+            total += p.bytes
+        elif dtype_bytes:
+            total += p.elements * dtype_bytes
+        else:
+            total += gradient_bytes(p.elements, p.dtype, p.bytes)
     return total
 
 
@@ -87,7 +96,12 @@ def group(ir: ModelIR, params: Params, dtype_bytes: int | None = None) -> list[G
     if owners:
         folded[0] = leading + folded[0]
     return [
-        Group(owner, tuple(extra), layer_bytes(owner, params, dtype_bytes))
+        Group(
+            owner,
+            tuple(extra),
+            layer_bytes(owner, params, dtype_bytes),
+            layer_bytes(owner, params, None, gradients=False),
+        )
         for owner, extra in zip(owners, folded, strict=True)
     ]
 

@@ -116,4 +116,4 @@ def rank_share(
         elif x.role in ("row", "embedding") and m.kind is not Kind.LINEAR:
             factor /= sequence
         members.append(resize(shard(m, x.ways) if sharded else m, factor))
-    return Group(resize(owner, tokens), tuple(members), g.comm_bytes)
+    return dataclasses.replace(g, owner=resize(owner, tokens), folded=tuple(members))

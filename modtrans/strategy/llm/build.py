@@ -81,6 +81,7 @@ def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None)
     tensor.apply(units, ir, t, layout.sp)
     units = expert.apply(units, e, t, layout.sp)
     data.apply(units, layout.zero, layout.d, layout.d // e)
+    tensor.replicated_grads(units, t, layout.sp)
     for index, u in enumerate(units):
         u.index = index
     return units

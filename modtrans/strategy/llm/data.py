@@ -11,7 +11,8 @@ gradients, D / E_p for experts' (the ranks holding the same experts).
     ZeRO 3    parameters partitioned too: per micro-batch ALLGATHER of the unit's parameters
               before its forward and again before its backward, REDUCESCATTER of its gradient
               after its weight gradient (DeepSpeed stage 3)
-Sizes are the unit's parameter bytes as this rank's tensor-parallel shard holds them.
+Sizes are this rank's tensor-parallel shard of the unit: gradients in the framework's reduction
+dtype (fp32 for bf16 parameters, strategy/frameworks.py), parameters in their own dtype.
 """
 
 from __future__ import annotations
@@ -24,17 +25,17 @@ from modtrans.workload.model import CommType
 
 def apply(units: list[Unit], zero: int, data_ranks: int, expert_data_ranks: int) -> None:
     for u in units:
-        size = u.param_bytes()
+        grads, params = u.grad_bytes(), u.param_bytes()
         ranks = expert_data_ranks if u.role == "expert" else data_ranks
-        if size == 0 or ranks == 1:
+        if grads == 0 or ranks == 1:
             continue
         over = u.grads_over
         if zero == 3:
-            u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, over))
-            u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, over))
-            u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, size, over))
+            u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, params, over))
+            u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, params, over))
+            u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, grads, over))
         elif zero in (1, 2):
-            u.attach(Place.TAIL, Comm(CommType.REDUCESCATTER, size, over))
-            u.attach(Place.TAIL, Comm(CommType.ALLGATHER, size, over))
+            u.attach(Place.TAIL, Comm(CommType.REDUCESCATTER, grads, over))
+            u.attach(Place.TAIL, Comm(CommType.ALLGATHER, params, over))
         else:
-            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, over))
+            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, grads, over))

@@ -17,12 +17,12 @@ D / E_p ranks holding the same experts; router and dense gradients over all D.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
-from modtrans.strategy.groups import Group
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, Unit
 from modtrans.workload.model import CommType
@@ -82,4 +82,4 @@ def _hand_over(dropped: Unit, kept: list[Unit]) -> None:
         return
     last = kept[-1]
     g = last.x.group
-    last.x.group = Group(g.owner, (*g.folded, *extra), g.comm_bytes)
+    last.x.group = dataclasses.replace(g, folded=(*g.folded, *extra))

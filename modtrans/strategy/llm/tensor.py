@@ -71,3 +71,18 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
                 u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, TENSOR))
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, TENSOR))
             u.attach(Place.AFTER_IG, Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR))
+
+
+def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
+    """Under SP the layers replicated over the tensor ranks (norms, MoE routers) see 1/T of the
+    sequence each, so their gradients are partial: Megatron-LM all-reduces them over the tensor
+    group once per iteration, after the data-parallel reduction, in the gradient buffer's dtype
+    (megatron/core/distributed/finalize_model_grads.py, finalize_model_grads ->
+    _allreduce_non_tensor_model_parallel_grads: the parameters marked `sequence_parallel`). One
+    all-reduce per unit here, where Megatron flattens them into one (same bytes, fewer latencies).
+    Position embeddings see the whole sequence and are left alone, as Megatron leaves them."""
+    if not sp or tp == 1:
+        return
+    for u in units:
+        if u.role in ("replicated", "router") and u.x.owner.kind is not Kind.EMBEDDING:
+            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, u.grad_bytes(), TENSOR))

@@ -42,7 +42,14 @@ class Unit:
     def attach(self, place: Place, comm: Comm) -> None:
         self.x.attach(place, comm)
 
+    def grad_bytes(self) -> int:
+        """This rank's share of the unit's gradients as the data-parallel reduction moves them
+        (the --params convention, the framework's gradient dtype: groups.layer_bytes)."""
+        return self._share(self.x.group.comm_bytes)
+
     def param_bytes(self) -> int:
-        """The bytes of this rank's share of the unit's gradients (the --params convention)."""
-        p = self.x.group.comm_bytes
-        return -(-p // self.x.ways) if self.x.ways > 1 and self.x.shardable else p
+        """This rank's share of the unit's parameters in their own dtype (parameter all-gathers)."""
+        return self._share(self.x.group.param_bytes)
+
+    def _share(self, size: int) -> int:
+        return -(-size // self.x.ways) if self.x.ways > 1 and self.x.shardable else size

@@ -1,0 +1,31 @@
+"""How the training frameworks reduce gradients: conventions as data, each with its source.
+
+Megatron-LM (NVIDIA/Megatron-LM d98e8a6), the default and so far the only framework modelled:
+
+    gradient reduction dtype   fp32 for bf16 parameters: megatron/training/arguments.py,
+                               validate_args: "if args.bf16: ... args.accumulate_allreduce_grads_in_fp32
+                               = True" unless --grad-reduce-in-bf16; training.py passes it on as
+                               DistributedDataParallelConfig.grad_reduce_in_fp32, and
+                               megatron/core/distributed/param_and_grad_buffer.py allocates the
+                               gradient buffer as `torch.float if grad_reduce_in_fp32 else
+                               param.dtype`. fp16 and fp32 parameters: their own dtype (nothing turns
+                               the flag on for fp16).
+    parameter gathers          the parameters' own dtype (the distributed optimizer's
+                               all_gather_into_tensor of bucket.param_data, start_param_sync)
+
+So a bf16 model's data-parallel all-reduce (or the distributed optimizer's reduce-scatter) moves
+4 bytes per parameter and its parameter all-gather 2: AICB's GPT-13B file at TP 4 writes
+grad_param_comm REDUCESCATTER 13,913,149,440 B and grad_gather ALLGATHER 6,956,574,720 B, i.e.
+4 and 2 bytes per parameter of a tensor-parallel rank. Before issue 24 the gradients went in 2.
+`--dtype-bytes B` overrides the gradient's width (B = 2: Megatron's --grad-reduce-in-bf16).
+"""
+
+from __future__ import annotations
+
+REDUCED_IN_FP32 = frozenset({"bfloat16"})
+
+
+def gradient_bytes(elements: int, dtype: str, size: int) -> int:
+    """Bytes of the gradient of a parameter of `elements` values of `dtype` (`size` bytes) in the
+    data-parallel reduction."""
+    return elements * 4 if dtype in REDUCED_IN_FP32 else size
