@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import functools
 import gc
+import itertools
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -339,103 +340,122 @@ class _Reader:
 
     # -- the file ------------------------------------------------------------------------------
     def read(self, lines: Sequence[tuple[str, str]]) -> ParseResult:
-        bom = bool(lines) and lines[0][0].startswith("\ufeff")
-        if bom:
-            self.report("V251", "the file starts with a UTF-8 byte order mark", Span.at(1, 1))
-            lines = [(lines[0][0][1:], lines[0][1]), *lines[1:]]
-
-        header: Header | None = None
-        count: tuple[int | None, LineLayout] | None = None
+        lines, bom = self._without_bom(lines)
+        self.by_line = [None] * len(lines)
+        header, count, first = self._start(lines, bom)
+        reuse, moved, moved_from = self._reuse(header, lines)
         layers: list[Layer] = []
         layer_lines = 0
-        seen_header = False
         blanks: list[str] = []
-        reuse: LineCache | None = None
-        moved, moved_from = 0, len(lines)
-        self.by_line = [None] * len(lines)
-        for index, line in enumerate(lines):
+        for index, line in enumerate(itertools.islice(lines, first, None), first):
             content, eol = line
             lineno = index + 1
-            offset = 1 if (bom and lineno == 1) else 0
             if len(content) > MAX_LINE:
-                self.report(
-                    "P102",
-                    f"line {lineno} is {len(content):,} characters long (limit {MAX_LINE:,})",
-                    Span.at(lineno, 1),
-                )
-                if count is not None:
-                    layer_lines += 1
+                self._too_long(lineno, content)
+                layer_lines += 1
                 continue
             if not content or (content[0] in _BLANKS and not content.strip(_BLANKS)):
-                self._blank_line(lineno, content, count is None)
+                self._blank_line(lineno, content, early=False)
                 blanks.append(content + eol)
                 continue
             if blanks:
                 before, blanks = tuple(blanks), []
             else:
                 before = ()
-            if not seen_header:
-                seen_header = True
-                header = self.header = self._header(lineno, content, eol, before, offset)
-                cache = self.cache  # its lines were read under another header: none of them count
-                reuse = cache if cache is not None and cache.header == header else None
-                if reuse is not None and len(reuse.lines) != len(lines):
-                    # lines inserted or deleted: the lines after the change are where they were,
-                    # `moved` lines down (or up)
-                    moved = len(lines) - len(reuse.lines)
-                    moved_from = len(lines) - _common_tail(reuse.lines, lines)
-            elif count is None:
-                count = self._count(lineno, content, eol, before)
+            layer_lines += 1
+            was = index - moved if index >= moved_from else index  # its index in the cache
+            if (
+                reuse is not None
+                and was < len(reuse.lines)
+                and reuse.lines[was] == line
+                and self._reusable(reuse, was, index, before)
+            ):
+                layer = reuse.layers[was]
+                if layer is not None and was != index:
+                    layer = _moved(layer, index - was)
             else:
-                layer_lines += 1
-                was = index - moved if index >= moved_from else index  # its index in the cache
-                if (
-                    reuse is not None
-                    and was < len(reuse.lines)
-                    and reuse.lines[was] == line
-                    and self._reusable(reuse, was, index, before)
-                ):
-                    layer = reuse.layers[was]
-                    if layer is not None and was != index:
-                        layer = _moved(layer, index - was)
-                else:
-                    layer = self._layer_fast(lineno, content, eol, before)  # which reports nothing
-                    if layer is None:
-                        start = len(self.diagnostics)
-                        layer = self._layer_full(lineno, content, eol, before, header)
-                        if len(self.diagnostics) > start:
-                            self.findings[index] = tuple(self.diagnostics[start:])
-                if before:
-                    self.befores[index] = before
-                if layer is not None:
-                    self.by_line[index] = layer
-                    layers.append(layer)
+                layer = self._layer_fast(lineno, content, eol, before)  # which reports nothing
+                if layer is None:
+                    start = len(self.diagnostics)
+                    layer = self._layer_full(lineno, content, eol, before, header)
+                    if len(self.diagnostics) > start:
+                        self.findings[index] = tuple(self.diagnostics[start:])
+            if before:
+                self.befores[index] = before
+            if layer is not None:
+                self.by_line[index] = layer
+                layers.append(layer)
 
-        if not seen_header:
-            self.report("P110", "the file is empty: line 1 must hold a parallelism keyword", Span.at(1, 1))
-        elif count is None:
-            last = len(lines)
-            if lines[-1][1]:  # the empty line after the final line break
-                span = Span(last + 1, 1, last + 1, 1)
-            else:  # the end of the last line: there is no line after it
-                end = len(lines[-1][0]) + 1
-                span = Span(last, end, last, end)
-            self.report("P120", "the layer count (line 2) is missing", span)
         widths, final_break = shape(lines)
         if header is None or count is None:
             return ParseResult(None, tuple(self.diagnostics), widths, final_break)
-        declared, count_layout = count
-        layout = FileLayout(
-            count_layout,
-            declared if declared is not None else layer_lines,
-            layer_lines,
-            bom,
-            tuple(blanks),
-            lines[-1][1],
-        )
+        layout = _file_layout(count, layer_lines, bom, tuple(blanks), lines[-1][1])
         workload = Workload(header, tuple(layers), dialect=None, layout=layout)
         workload = replace(workload, dialect=detect(workload))
         return ParseResult(workload, tuple(self.diagnostics), widths, final_break)
+
+    def _start(
+        self, lines: Sequence[tuple[str, str]], bom: bool
+    ) -> tuple[Header | None, tuple[int | None, LineLayout] | None, int]:
+        """Lines 1 and 2: the header, the layer count (None when missing) and the index after it."""
+        seen_header = False
+        blanks: list[str] = []
+        for index, (content, eol) in enumerate(lines):
+            lineno = index + 1
+            if len(content) > MAX_LINE:
+                self._too_long(lineno, content)
+                continue
+            if not content or (content[0] in _BLANKS and not content.strip(_BLANKS)):
+                self._blank_line(lineno, content, early=True)
+                blanks.append(content + eol)
+                continue
+            before, blanks = tuple(blanks), []
+            if seen_header:
+                return self.header, self._count(lineno, content, eol, before), index + 1
+            seen_header = True
+            offset = 1 if bom and lineno == 1 else 0
+            self.header = self._header(lineno, content, eol, before, offset)
+        self._missing_start(lines, seen_header)
+        return self.header, None, len(lines)
+
+    def _without_bom(self, lines: Sequence[tuple[str, str]]) -> tuple[Sequence[tuple[str, str]], bool]:
+        """The lines without a leading byte order mark (reported), and whether there was one."""
+        if not lines or not lines[0][0].startswith("\ufeff"):
+            return lines, False
+        self.report("V251", "the file starts with a UTF-8 byte order mark", Span.at(1, 1))
+        return [(lines[0][0][1:], lines[0][1]), *lines[1:]], True
+
+    def _too_long(self, lineno: int, content: str) -> None:
+        """Report a line too long to lex: it is skipped (after line 2 it still counts as a layer line)."""
+        self.report(
+            "P102",
+            f"line {lineno} is {len(content):,} characters long (limit {MAX_LINE:,})",
+            Span.at(lineno, 1),
+        )
+
+    def _reuse(
+        self, header: Header | None, lines: Sequence[tuple[str, str]]
+    ) -> tuple[LineCache | None, int, int]:
+        """The cache if read under this header, and the lines from `moved_from` on `moved` lines down."""
+        cache = self.cache
+        if cache is None or cache.header != header:
+            return None, 0, len(lines)
+        if len(cache.lines) == len(lines):
+            return cache, 0, len(lines)
+        return cache, len(lines) - len(cache.lines), len(lines) - _common_tail(cache.lines, lines)
+
+    def _missing_start(self, lines: Sequence[tuple[str, str]], seen_header: bool) -> None:
+        """Report which of line 1 (the header) and line 2 (the layer count) the text lacks."""
+        if not seen_header:
+            self.report("P110", "the file is empty: line 1 must hold a parallelism keyword", Span.at(1, 1))
+            return
+        last = len(lines)
+        if lines[-1][1]:  # the empty line after the final line break
+            span = Span(last + 1, 1, last + 1, 1)
+        else:  # the end of the last line: there is no line after it
+            end = len(lines[-1][0]) + 1
+            span = Span(last, end, last, end)
+        self.report("P120", "the layer count (line 2) is missing", span)
 
     def _reusable(self, cache: LineCache, was: int, index: int, before: tuple[str, ...]) -> bool:
         """Whether the cache's layer (or None) for line `was`, the same text as line `index`, is
@@ -600,36 +620,10 @@ class _Reader:
         values: dict[str, object],
         extra: list[str],
     ) -> None:
-        key, args = (None, parts) if kind == "positional_int" else (parts[0], parts[1:])
         if kind == "positional_int":
-            token = parts[0]
-            glued = next((k for k in _KEYS if token.startswith(k) and len(token) > len(k)), None)
-            if glued is not None:
-                self.report(
-                    "P111",
-                    f"`{token}` glues the key `{glued}` to its value",
-                    self._span(lineno, token, offset),
-                    hint=f"write `{glued} {token[len(glued) :]}` with a blank in between",
-                )
-                extra.append(str(token))
-                return
-            if (
-                values["policy"] in (Policy.HYBRID_DLRM, Policy.HYBRID_DLRM_ENHANCED)
-                and "dlrm_last_bottom_layer" not in values
-            ):
-                number = self._header_int(lineno, offset, token, "last bottom-MLP layer index")
-                if number is not None:
-                    values["dlrm_last_bottom_layer"] = number
-                return
-            self.report(
-                "V243",
-                f"header token `{token}` is not a parameter of {values['policy']}",
-                self._span(lineno, token, offset),
-                hint="remove it: ASTRA-sim 1.0 would read it as the layer count",
-            )
-            extra.append(str(token))
+            self._positional_param(lineno, offset, parts[0], values, extra)
             return
-        assert key is not None
+        key, args = parts[0], parts[1:]
         if kind == "unknown_param":
             self.report(
                 "V243",
@@ -645,30 +639,68 @@ class _Reader:
             self.report("V242", f"header parameter `{key}` is given twice", self._span(lineno, key, offset))
             return
         if known.kind == "list":
-            numbers_ = [self._header_int(lineno, offset, t, f"`{key}` entry") for t in args]
-            if not args:
-                self.report(
-                    "V241",
-                    f"`{key}` has no count",
-                    self._span(lineno, key, offset),
-                    hint=f"write `{key} 0` for an empty list",
-                )
-                return
-            if any(n is None for n in numbers_):
-                return
-            declared, indices = numbers_[0], tuple(n for n in numbers_[1:] if n is not None)
-            if declared != len(indices):
-                self.report(
-                    "V242",
-                    f"`{key}` declares {declared} indices but lists {len(indices)}",
-                    self._span(lineno, args[0], offset),
-                    hint=f"the first number is the count: `{key} {len(indices)} ...`",
-                )
-            values[name] = indices
+            indices = self._index_list(lineno, offset, key, args)
+            if indices is not None:
+                values[name] = indices
             return
         value = self._header_int(lineno, offset, args[0], f"`{key}`", allow_float=kind == "pp_comm")
         if value is not None:
             values[name] = value
+
+    def _positional_param(
+        self, lineno: int, offset: int, token: lark.Token, values: dict[str, object], extra: list[str]
+    ) -> None:
+        """A bare number: DLRM's last bottom-MLP layer (the first one), else an extra token (reported)."""
+        glued = next((k for k in _KEYS if token.startswith(k) and len(token) > len(k)), None)
+        if glued is not None:
+            self.report(
+                "P111",
+                f"`{token}` glues the key `{glued}` to its value",
+                self._span(lineno, token, offset),
+                hint=f"write `{glued} {token[len(glued) :]}` with a blank in between",
+            )
+            extra.append(str(token))
+            return
+        if (
+            values["policy"] in (Policy.HYBRID_DLRM, Policy.HYBRID_DLRM_ENHANCED)
+            and "dlrm_last_bottom_layer" not in values
+        ):
+            number = self._header_int(lineno, offset, token, "last bottom-MLP layer index")
+            if number is not None:
+                values["dlrm_last_bottom_layer"] = number
+            return
+        self.report(
+            "V243",
+            f"header token `{token}` is not a parameter of {values['policy']}",
+            self._span(lineno, token, offset),
+            hint="remove it: ASTRA-sim 1.0 would read it as the layer count",
+        )
+        extra.append(str(token))
+
+    def _index_list(
+        self, lineno: int, offset: int, key: lark.Token, args: list[lark.Token]
+    ) -> tuple[int, ...] | None:
+        """A list parameter's indices (`key count i1 i2 ...`); None if the count or an entry is bad."""
+        numbers_ = [self._header_int(lineno, offset, t, f"`{key}` entry") for t in args]
+        if not args:
+            self.report(
+                "V241",
+                f"`{key}` has no count",
+                self._span(lineno, key, offset),
+                hint=f"write `{key} 0` for an empty list",
+            )
+            return None
+        if any(n is None for n in numbers_):
+            return None
+        declared, indices = numbers_[0], tuple(n for n in numbers_[1:] if n is not None)
+        if declared != len(indices):
+            self.report(
+                "V242",
+                f"`{key}` declares {declared} indices but lists {len(indices)}",
+                self._span(lineno, args[0], offset),
+                hint=f"the first number is the count: `{key} {len(indices)} ...`",
+            )
+        return indices
 
     def _header_int(
         self, lineno: int, offset: int, token: lark.Token, what: str, allow_float: bool = False
@@ -770,38 +802,16 @@ class _Reader:
         if tree is None:
             return None
         tokens = [t for t in tree.children if isinstance(t, lark.Token)]
-        ints: list[int] = []
-        failed = False
-        for position in vocabulary.NUMBERS:
-            token = tokens[position]
-            kind = Kind.INT32 if vocabulary.COLUMNS[position].kind == "int32" else Kind.UINT64
-            reading = numbers.read(str(token), kind, _FIELD_NAMES[position])
-            if reading.code is not None:
-                self.report(reading.code, reading.message or "", self._span(lineno, token, 0))
-            if reading.value is None:
-                failed = True
-            else:
-                ints.append(reading.value)
-        comms: list[CommType] = []
-        for position in vocabulary.COMMS:
-            token = tokens[position]
-            if token.type == "COMM_TYPE":
-                comms.append(CommType(str(token)))
-            else:
-                failed = True
-                self.report(
-                    "V210",
-                    f"unknown comm type `{token}` ({_FIELD_NAMES[position]})",
-                    self._span(lineno, token, 0),
-                    hint=_suggest(str(token), CommType),
-                )
+        ints = self._layer_numbers(lineno, tokens)
+        comms = self._layer_comms(lineno, tokens)
+        bad_policy = False
         policy: Policy | None = None
         if len(tokens) > vocabulary.POLICY:
             token = tokens[vocabulary.POLICY]
             if token.type == "POLICY":
                 policy = Policy(str(token))
             elif header is not None and header.policy is not Policy.HYBRID_CUSTOMIZED:
-                failed = True
+                bad_policy = True
                 self.report(
                     "V220",
                     f"layer line has a 13th field `{token}` but the header is {header.policy}",
@@ -809,14 +819,14 @@ class _Reader:
                     hint="remove the 13th field",
                 )
             else:
-                failed = True
+                bad_policy = True
                 self.report(
                     "V222",
                     f"`{token}` is not a parallelism keyword",
                     self._span(lineno, token, 0),
                     hint=_suggest(str(token), Policy),
                 )
-        if failed:
+        if bad_policy or ints is None or comms is None:
             return None
         reserved, t_f, s_f, t_i, s_i, t_w, s_w, update = ints
         layer = Layer(
@@ -831,6 +841,53 @@ class _Reader:
         layout = self._layout(content, tokens, eol, before, layer_tokens(layer))
         end = len(content.rstrip(_BLANKS))
         return replace(layer, span=Span(lineno, 1, lineno, end + 1), layout=layout)
+
+    def _layer_numbers(self, lineno: int, tokens: Sequence[lark.Token]) -> list[int] | None:
+        """The reserved field, times and sizes as ints; None if any is unreadable (each reported)."""
+        ints: list[int] = []
+        failed = False
+        for position in vocabulary.NUMBERS:
+            token = tokens[position]
+            kind = Kind.INT32 if vocabulary.COLUMNS[position].kind == "int32" else Kind.UINT64
+            reading = numbers.read(str(token), kind, _FIELD_NAMES[position])
+            if reading.code is not None:
+                self.report(reading.code, reading.message or "", self._span(lineno, token, 0))
+            if reading.value is None:
+                failed = True
+            else:
+                ints.append(reading.value)
+        return None if failed else ints
+
+    def _layer_comms(self, lineno: int, tokens: Sequence[lark.Token]) -> list[CommType] | None:
+        """The three comm types; None if any field is not a comm type (each reported)."""
+        comms: list[CommType] = []
+        failed = False
+        for position in vocabulary.COMMS:
+            token = tokens[position]
+            if token.type == "COMM_TYPE":
+                comms.append(CommType(str(token)))
+            else:
+                failed = True
+                self.report(
+                    "V210",
+                    f"unknown comm type `{token}` ({_FIELD_NAMES[position]})",
+                    self._span(lineno, token, 0),
+                    hint=_suggest(str(token), CommType),
+                )
+        return None if failed else comms
+
+
+def _file_layout(
+    count: tuple[int | None, LineLayout],
+    layer_lines: int,
+    bom: bool,
+    trailing: tuple[str, ...],
+    final_eol: str,
+) -> FileLayout:
+    """The file's layout; an unreadable count declares as many layers as there are layer lines."""
+    declared, count_layout = count
+    count_value = declared if declared is not None else layer_lines
+    return FileLayout(count_layout, count_value, layer_lines, bom, trailing, final_eol)
 
 
 def _suggest(word: str, vocabulary: Iterable[str]) -> str | None:
