@@ -161,7 +161,32 @@ def _small(t: onnx.TensorProto) -> bool:
 
 
 def _fold_once(model: onnx.ModelProto, cache: dict[str, np.ndarray]) -> onnx.ModelProto | None:
-    graph = model.graph
+    makers, picked = _foldable(model.graph, cache)
+    targets = {o for n in picked for o in n.output if o}
+    if not targets:
+        return None
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    computed = arith.evaluate(
+        [n for n in picked if n.op_type not in {"Shape", "Size"}],
+        makers,
+        opset,
+        model.opset_import,
+        _MAX_ELEMENTS,
+    )
+    # integer results only (shapes, indices, masks), and every Shape's, whether a node read it or not
+    values = {n: v for n, v in computed.items() if n in targets and v.dtype.kind in "iub"}
+    for node in picked:
+        if node.op_type in {"Shape", "Size"} and node.output[0] not in values:
+            values[node.output[0]] = makers[node.output[0]]()
+    if not values:
+        return None
+    return _with_constants(model, values, cache)
+
+
+def _foldable(
+    graph: onnx.GraphProto, cache: dict[str, np.ndarray]
+) -> tuple[dict[str, Callable[[], np.ndarray]], list[onnx.NodeProto]]:
+    """The nodes computable from small constants and static shapes, and a maker of each value they read."""
     shapes = _static_shapes(
         graph, {n.input[0] for n in graph.node if n.op_type in {"Shape", "Size"} and n.input}
     )
@@ -191,24 +216,13 @@ def _fold_once(model: onnx.ModelProto, cache: dict[str, np.ndarray]) -> onnx.Mod
             for output in node.output:
                 makers[output] = functools.partial(_unknown, output)  # made by a picked node
             picked.append(node)
-    targets = {o for n in picked for o in n.output if o}
-    if not targets:
-        return None
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    computed = arith.evaluate(
-        [n for n in picked if n.op_type not in {"Shape", "Size"}],
-        makers,
-        opset,
-        model.opset_import,
-        _MAX_ELEMENTS,
-    )
-    # integer results only (shapes, indices, masks), and every Shape's, whether a node read it or not
-    values = {n: v for n, v in computed.items() if n in targets and v.dtype.kind in "iub"}
-    for node in picked:
-        if node.op_type in {"Shape", "Size"} and node.output[0] not in values:
-            values[node.output[0]] = makers[node.output[0]]()
-    if not values:
-        return None
+    return makers, picked
+
+
+def _with_constants(
+    model: onnx.ModelProto, values: dict[str, np.ndarray], cache: dict[str, np.ndarray]
+) -> onnx.ModelProto:
+    """A copy of `model` whose folded values are Constant nodes (also cached) in place of their makers."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     replaced = set(values)
