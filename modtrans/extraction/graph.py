@@ -341,20 +341,7 @@ class Walker:
             domain,
             self.opsets.get(domain, 0),
         )
-        found = ops.facts(view)
-        if found is None:  # no model of the op: its FLOPs are unknown (X505 names the op, X510 the layer)
-            found = ops.Facts(Kind.OTHER, {i: Role.OTHER for i, p in enumerate(is_param) if p}, costed=False)
-            if node.op_type not in self._unsupported:
-                self._unsupported.add(node.op_type)
-                domain = f"{node.domain}::" if node.domain else ""
-                self.diagnostics.append(
-                    diagnostic(
-                        "X505",
-                        f"no FLOP model for op {domain}{node.op_type} (first seen at node {node_name!r})",
-                        path=self.path,
-                        hint="the layer keeps its parameters and activations; FLOPs are 0",
-                    )
-                )
+        found = self._facts(view, node, node_name)
         name = self._unique(readable(node_name, node.op_type))
         self._judge(name, node, found, in_shapes, scope)
         params = self._params(name, sources, found.roles, found.param_elements, single=bias_at)
@@ -386,6 +373,25 @@ class Walker:
                 flops_known=found.costed,
             )
         )
+
+    def _facts(self, view: ops.NodeView, node: onnx.NodeProto, node_name: str) -> ops.Facts:
+        """The op model's facts; for an op without a model, uncosted OTHER facts (X505, once per op)."""
+        found = ops.facts(view)
+        if found is not None:
+            return found
+        # no model of the op: its FLOPs are unknown (X505 names the op, X510 the layer)
+        if node.op_type not in self._unsupported:
+            self._unsupported.add(node.op_type)
+            domain = f"{node.domain}::" if node.domain else ""
+            self.diagnostics.append(
+                diagnostic(
+                    "X505",
+                    f"no FLOP model for op {domain}{node.op_type} (first seen at node {node_name!r})",
+                    path=self.path,
+                    hint="the layer keeps its parameters and activations; FLOPs are 0",
+                )
+            )
+        return ops.Facts(Kind.OTHER, {i: Role.OTHER for i, p in enumerate(view.is_param) if p}, costed=False)
 
     def _judge(
         self,
