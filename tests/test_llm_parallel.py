@@ -266,6 +266,9 @@ def test_every_layouts_traces_validate_and_conserve_work(
         (("--pp", "2", "--schedule", "interleaved"), "--vpp V >= 2"),
         (("--dp", "2", "--global-batch", "3"), "must be a multiple of --micro-batch 1 x --dp 2"),
         (("--tp", "2", "--model-parallel-group", "2"), "give one of them"),
+        (("--pp", "3"), "the 32 transformer blocks evenly: they must divide by the 3 pipeline chunks"),
+        (("--pp", "4", "--vpp", "3", "--schedule", "interleaved"), "divide by the 12 pipeline chunks"),
+        (("--dp", "2", "--ep", "2"), "--ep 2: the model has no mixture of experts"),
     ],
 )
 def test_layouts_that_make_no_sense_are_usage_errors(
@@ -515,3 +518,22 @@ def test_a_traces_all_gather_holds_one_ranks_part(tmp_path: Path) -> None:
         if node.type == 7:  # COMM_COLL_NODE
             sizes.setdefault(NAMES[node.value("comm_type")], set()).add(node.value("comm_size"))
     assert (sizes["ALL_GATHER"], sizes["REDUCE_SCATTER"]) == ({A // 2}, {A})
+
+
+@pytest.mark.parametrize(
+    ("args", "cut"),
+    [
+        (("--pp", "4", "--vpp", "2", "--schedule", "interleaved", "--global-batch", "8"), "4,4,4,4,4,4,4,4"),
+        (("--pp", "2", "--stages", "17,15"), "17,15"),
+    ],
+)
+def test_the_pipeline_cut_is_megatrons(args: tuple[str, ...], cut: str, run_cli: Run, tmp_path: Path) -> None:
+    """Megatron-LM gives every pipeline chunk num_layers / (P x V) blocks (transformer_block.py,
+    get_num_layers_to_build), the embedding to the first and the head to the last; an uneven cut
+    only when asked (--stages, its --decoder-first/last-pipeline-num-layers). Before issue 24 the
+    cut balanced compute: Llama-3-8B at P 4 V 2 was 4, 5, 5, 5, 5, 5, 2, 1 blocks."""
+    out = tmp_path / "s.txt"
+    base = ("translate", "llama-3-8b", "--seq-len", "256", "--dialect", "simai", "-o", out)
+    assert run_cli(*base, *args).exit_code == 0
+    meta = json.loads((tmp_path / "s.txt.meta.json").read_text())
+    assert meta["parallel"]["llm"]["blocks_per_chunk"] == cut

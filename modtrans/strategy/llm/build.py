@@ -34,7 +34,8 @@ def plan(
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
-    cuts = partition(weights, layout.chunks, layout.stages)
+    transformer = any(u.block is not None for u in units)
+    cuts = partition(weights, layout.chunks, layout.stages, even=transformer)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     boundary = [_boundary(units[chunk[-1].index], layout.tp if layout.sp else 1) for chunk in chunks]
     pipeline = Pipeline(layout.pp, layout.vpp, layout.ga, layout.schedule)

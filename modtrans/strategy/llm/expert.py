@@ -30,6 +30,11 @@ from modtrans.workload.model import CommType
 
 def apply(units: list[Unit], ep: int, tp: int, sp: bool) -> list[Unit]:
     """The units this rank runs (local experts only), with the all-to-alls attached."""
+    if ep > 1 and not any(u.x.owner.moe is not None for u in units):
+        raise LayoutError(
+            f"--ep {ep}: the model has no mixture of experts to place (Megatron-LM's "
+            "--expert-model-parallel-size needs --num-experts)"
+        )
     kept: list[Unit] = []
     last_expert: dict[int | None, Unit] = {}
     routers: dict[int | None, Unit] = {}

@@ -3,8 +3,14 @@
 Blocks are the IR's (Layer.block.index: set by the configuration reader, and by ONNX extraction
 from the module paths). Layers before the first block (embeddings) join the first chunk, layers
 after the last (final norm, head) the last; a model with no blocks is cut between any layers.
-Without --stages the cut balances compute: the contiguous partition whose largest chunk is
-smallest (binary search over the bound, greedy fill).
+Without --stages a transformer is cut as Megatron-LM cuts it: num_layers / (P x V) blocks per
+chunk (megatron/core/transformer/transformer_block.py, get_num_layers_to_build), the embedding in
+the first chunk and the final norm and head in the last; blocks that do not divide are a usage
+error naming the rule (Megatron asserts it; --stages is its --decoder-first/last-pipeline-num-layers).
+Before issue 24 the cut balanced compute, which Megatron does not do (Llama-3-70B at P 8: 10, 11,
+..., 11, 4 blocks; interleaved Llama-3-8B at P 4 V 2: 4, 5, 5, 5, 5, 5, 2, 1). A model without
+blocks (a CNN) is still cut where compute balances: the contiguous partition whose largest chunk
+is smallest (binary search over the bound, greedy fill).
 """
 
 from __future__ import annotations
@@ -43,8 +49,11 @@ def blocks(keys: Sequence[int | None]) -> list[list[int]]:
     return out
 
 
-def partition(weights: Sequence[int], parts: int, explicit: Sequence[int] | None = None) -> list[range]:
-    """Contiguous ranges of block indices, one per chunk."""
+def partition(
+    weights: Sequence[int], parts: int, explicit: Sequence[int] | None = None, *, even: bool = False
+) -> list[range]:
+    """Contiguous ranges of block indices, one per chunk: `explicit` sizes, or (`even`, a
+    transformer's blocks) Megatron-LM's equal cut, or the cut that balances `weights`."""
     n = len(weights)
     if parts > n:
         raise LayoutError(f"{parts} pipeline chunks (P x V) but the model has {n} blocks to share")
@@ -55,6 +64,16 @@ def partition(weights: Sequence[int], parts: int, explicit: Sequence[int] | None
             out.append(range(start, start + size))
             start += size
         return out
+    if even:
+        if n % parts:
+            raise LayoutError(
+                f"Megatron-LM cuts the {n} transformer blocks evenly: they must divide by the {parts} "
+                "pipeline chunks (P x V; megatron/training/arguments.py, validate_args: num_layers % "
+                "pipeline_model_parallel_size == 0, and by V for interleaving); give --stages to cut "
+                "unevenly, as its --decoder-first/last-pipeline-num-layers do"
+            )
+        size = n // parts
+        return [range(i * size, (i + 1) * size) for i in range(parts)]
     low, high = max(weights), sum(weights)
     while low < high:
         bound = (low + high) // 2
