@@ -81,3 +81,37 @@ def test_the_table_of_imports_sees_lazy_and_relative_imports() -> None:
 )
 def test_a_module_does_not_import_what_sits_above_it(module: str, forbidden: str) -> None:
     assert forbidden not in _imports()[module]
+
+
+def _body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's lines, its docstring left out (a signature of typed options is a table)."""
+    body = node.body
+    first = body[0]
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        body = body[1:]
+    if not body:
+        return 0
+    end = body[-1].end_lineno
+    assert end is not None
+    return end - body[0].lineno + 1
+
+
+def test_no_function_is_over_60_lines() -> None:
+    """Issue 23's bound: a function that does one thing fits on a screen."""
+    long = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({_body_lines(node)} lines)"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _body_lines(node) > 60
+    ]
+    assert long == []
+
+
+def test_the_command_line_is_thin() -> None:
+    """The CLI parses and prints: no module of it over 300 lines (issue 23)."""
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in (PACKAGE / "cli").glob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > 300} == {}

@@ -197,20 +197,7 @@ def _nodes(trace: Trace) -> list[Diagnostic]:
             "inputs" not in node.attrs or "outputs" not in node.attrs
         ):
             no_io.append(node)
-        if node.type == COLL:
-            kind = node.value("comm_type")
-            if kind not in RUNNABLE:
-                what = NAMES.get(kind, "no comm_type") if kind is not None else "no comm_type"
-                found.append(diagnostic("T712", f"{node.where()}: {what}", path=trace.path))
-        if node.type in (SEND, RECV):
-            needed = (
-                ("comm_dst", "comm_tag", "comm_size")
-                if node.type == SEND
-                else ("comm_src", "comm_tag", "comm_size")
-            )
-            absent = [a for a in needed if a not in node.attrs]
-            if absent:
-                found.append(diagnostic("T713", f"{node.where()}: no {', '.join(absent)}", path=trace.path))
+        found += _unrunnable(node, trace.path)
         key = (node.type, id(node.attrs))  # nodes of identical bytes share their attrs (read._node)
         if key not in verdicts:
             verdicts[key] = (_elements(node), _gathered(node))
@@ -244,6 +231,21 @@ def _nodes(trace: Trace) -> list[Diagnostic]:
             diagnostic("T711", f"all {computes} compute node(s) have duration_micros 0", path=trace.path)
         )
     return found
+
+
+def _unrunnable(node: TraceNode, path: str | None) -> list[Diagnostic]:
+    """A collective ASTRA-sim cannot run (T712), a send or receive without its attributes (T713)."""
+    if node.type == COLL:
+        kind = node.value("comm_type")
+        if kind not in RUNNABLE:
+            what = NAMES.get(kind, "no comm_type") if kind is not None else "no comm_type"
+            return [diagnostic("T712", f"{node.where()}: {what}", path=path)]
+    if node.type in (SEND, RECV):
+        peer = "comm_dst" if node.type == SEND else "comm_src"
+        absent = [a for a in (peer, "comm_tag", "comm_size") if a not in node.attrs]
+        if absent:
+            return [diagnostic("T713", f"{node.where()}: no {', '.join(absent)}", path=path)]
+    return []
 
 
 def _io_bytes(node: TraceNode, name: str) -> int | None:

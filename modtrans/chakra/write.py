@@ -213,6 +213,21 @@ class _Encoder:
             chunks.append(chunk)
         return chunks
 
+    def _collective(self, node_id: int, name: str, c: Collective, group: int) -> Any:
+        """A COMM_COLL_NODE: type, size as ASTRA-sim reads it, its dimension mask and group."""
+        pb = self.pb
+        node = pb.Node(id=node_id, name=f"COMM_COLL_NODE_{name}_{c.comm.value}", type=pb.COMM_COLL_NODE)
+        node.attr.append(pb.AttributeProto(name="comm_type", int64_val=collective_type(pb, c.comm)))
+        size = written(c.comm, c.bytes, self.plan.mesh.span(c.over), Consumer.ASTRA_SIM)
+        node.attr.append(pb.AttributeProto(name="comm_size", int64_val=size))
+        if self.masks is not None:
+            mask = list(self.masks[c.over])
+            node.attr.append(pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=mask)))
+        if group > 0:
+            node.attr.append(pb.AttributeProto(name="pg_name", string_val=str(group)))
+        node.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
+        return node
+
     def _encode(
         self, node_id: int, op: Any, rank: int, variant: Any, deps: list[int], k: int, micros: int
     ) -> bytes:
@@ -236,18 +251,8 @@ class _Encoder:
             )
             inputs, outputs = op.inputs, op.outputs
         elif isinstance(op, Collective):
-            c: Collective = op
-            node = pb.Node(id=node_id, name=f"COMM_COLL_NODE_{name}_{c.comm.value}", type=pb.COMM_COLL_NODE)
-            node.attr.append(pb.AttributeProto(name="comm_type", int64_val=collective_type(pb, c.comm)))
-            size = written(c.comm, c.bytes, self.plan.mesh.span(c.over), Consumer.ASTRA_SIM)
-            node.attr.append(pb.AttributeProto(name="comm_size", int64_val=size))
-            if self.masks is not None:
-                mask = list(self.masks[c.over])
-                node.attr.append(pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=mask)))
-            if variant > 0:
-                node.attr.append(pb.AttributeProto(name="pg_name", string_val=str(variant)))
-            node.attr.append(false)
-            inputs, outputs = c.inputs, c.outputs
+            node = self._collective(node_id, name, op, variant)
+            inputs, outputs = op.inputs, op.outputs
         else:
             assert isinstance(op, Transfer)
             t = op

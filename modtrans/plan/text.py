@@ -97,11 +97,42 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             f"the plan runs {plan.micro_batches} micro-batches per iteration; an ASTRA-sim 1.0 workload file "
             "runs one: write --dialect simai (its ga: header) or Chakra traces (--format chakra-et)"
         )
+    head = header(plan)
+    times, comms = _cells(plan, head.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
+    layers = []
+    for i, info in enumerate(plan.layers):
+        policy = info.policy or head.policy
+        expected = columns(policy, plan.mesh)
+        phases = []
+        for step in _COLUMNS:
+            time = times.get((i, step), info.unexecuted_input_grad if step is Step.INPUT_GRAD else 0)
+            comm = comms.get((i, step))
+            if comm is None:
+                phases.append(Phase(time))
+                continue
+            if spanned(comm.over, plan.mesh) != expected.get(step):
+                over = "+".join(sorted(comm.over)) or "no axis"
+                raise ProjectionError(
+                    f"layer {info.name}: a {step} {comm.comm} over the {over} group; under {policy} "
+                    "that column's collective spans another group"
+                )
+            size = written(comm.comm, comm.bytes, plan.mesh.span(comm.over), reader)
+            phases.append(Phase(time, comm.comm, size) if size > 0 else Phase(time))
+        fwd, ig, wg = phases
+        custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
+        layers.append(Layer(info.name, fwd, ig, wg, info.update, policy=custom))
+    return Workload(head, tuple(layers))
+
+
+def _cells(
+    plan: Plan, recomputes: bool
+) -> tuple[dict[tuple[int, Step], int], dict[tuple[int, Step], Collective]]:
+    """Each (layer, step)'s compute time and collective in the one program; ProjectionError for
+    what a workload file cannot say (transfers, recomputation without checkpoints, a second
+    compute or collective in one cell)."""
     names = [info.name for info in plan.layers]
     times: dict[tuple[int, Step], int] = {}
     comms: dict[tuple[int, Step], Collective] = {}
-    head = header(plan)
-    recomputes = head.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
     for op in plan.programs[0]:
         where = f"layer {names[op.layer]}"
         if isinstance(op, Transfer):
@@ -128,26 +159,4 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
                 "a workload file has one per column"
             )
         comms[key] = op
-    layers = []
-    for i, info in enumerate(plan.layers):
-        policy = info.policy or head.policy
-        expected = columns(policy, plan.mesh)
-        phases = []
-        for step in _COLUMNS:
-            time = times.get((i, step), info.unexecuted_input_grad if step is Step.INPUT_GRAD else 0)
-            comm = comms.get((i, step))
-            if comm is None:
-                phases.append(Phase(time))
-                continue
-            if spanned(comm.over, plan.mesh) != expected.get(step):
-                over = "+".join(sorted(comm.over)) or "no axis"
-                raise ProjectionError(
-                    f"layer {info.name}: a {step} {comm.comm} over the {over} group; under {policy} "
-                    "that column's collective spans another group"
-                )
-            size = written(comm.comm, comm.bytes, plan.mesh.span(comm.over), reader)
-            phases.append(Phase(time, comm.comm, size) if size > 0 else Phase(time))
-        fwd, ig, wg = phases
-        custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
-        layers.append(Layer(info.name, fwd, ig, wg, info.update, policy=custom))
-    return Workload(head, tuple(layers))
+    return times, comms

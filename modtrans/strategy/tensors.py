@@ -33,11 +33,8 @@ class Io:
     grads_out: tuple[Tensor, ...]  # the input gradients this layer writes
 
 
-def ios(layers: Sequence[LayerDraft], model_inputs: frozenset[str]) -> list[Io]:
-    home: dict[str, int] = {}  # IR layer name -> draft index
-    for i, x in enumerate(layers):
-        for member in x.group.members:
-            home[member.name] = i
+def _flow(layers: Sequence[LayerDraft]) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """Which unit writes each activation, and which other units read it (in order)."""
     produced: dict[str, int] = {}
     for i, x in enumerate(layers):
         for member in x.group.members:
@@ -49,6 +46,12 @@ def ios(layers: Sequence[LayerDraft], model_inputs: frozenset[str]) -> list[Io]:
             for a in member.inputs:
                 if produced.get(a.name, -1) != i and i not in consumers.setdefault(a.name, []):
                     consumers[a.name].append(i)
+    return produced, consumers
+
+
+def ios(layers: Sequence[LayerDraft], model_inputs: frozenset[str]) -> list[Io]:
+    """Each unit's tensors (the module's docstring says which)."""
+    produced, consumers = _flow(layers)
     out = []
     for i, x in enumerate(layers):
         owner = x.owner
