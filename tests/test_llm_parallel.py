@@ -269,6 +269,9 @@ def test_every_layouts_traces_validate_and_conserve_work(
         (("--pp", "3"), "the 32 transformer blocks evenly: they must divide by the 3 pipeline chunks"),
         (("--pp", "4", "--vpp", "3", "--schedule", "interleaved"), "divide by the 12 pipeline chunks"),
         (("--dp", "2", "--ep", "2"), "--ep 2: the model has no mixture of experts"),
+        # Llama-3-8B: 32 query heads, 8 key/value heads (Megatron's TransformerConfig rules)
+        (("--tp", "3", "--npus", "3"), "--tp 3: the 32 attention heads must divide by it"),
+        (("--tp", "64"), "--tp 64: the 32 attention heads must divide by it"),
     ],
 )
 def test_layouts_that_make_no_sense_are_usage_errors(
@@ -537,3 +540,25 @@ def test_the_pipeline_cut_is_megatrons(args: tuple[str, ...], cut: str, run_cli:
     assert run_cli(*base, *args).exit_code == 0
     meta = json.loads((tmp_path / "s.txt.meta.json").read_text())
     assert meta["parallel"]["llm"]["blocks_per_chunk"] == cut
+
+
+@pytest.mark.parametrize(("tp", "accepted"), [(2, False), (3, True), (6, True)])
+def test_key_value_heads_are_a_multiple_or_a_divisor_of_tp(tp: int, accepted: bool, tmp_path: Path) -> None:
+    """Megatron-LM (transformer_config.py): num_query_groups must be a multiple of T or divide it.
+    Six query heads in three key/value groups: T 3 (one group a rank) and T 6 (a group shared by
+    two ranks) are accepted, T 2 (one and a half groups a rank) is refused naming the rule."""
+    path = tmp_path / "config.json"
+    path.write_text(
+        json.dumps({**TOY, "hidden_size": 48, "num_attention_heads": 6, "num_key_value_heads": 3})
+    )
+    layout = Layout(npus=tp, tp=tp, global_batch=MICRO, micro_batch=MICRO)
+    options = pipeline.Options(
+        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, tp, layout=layout),
+        input_shapes={"input_ids": (MICRO, SEQ)},
+        traces=True,
+    )
+    result = pipeline.translate_checked(path, options)
+    messages = [d.message for d in result.diagnostics]
+    assert (result.plan is not None) is accepted, messages
+    if not accepted:
+        assert any("the 3 key/value heads must be a multiple or a divisor of it" in m for m in messages)

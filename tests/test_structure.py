@@ -8,7 +8,7 @@ import json
 
 from modtrans import pipeline
 from modtrans.ir import document
-from modtrans.ir.document import Block, ModelIR, Part
+from modtrans.ir.document import Block, Heads, ModelIR, Part
 from modtrans.strategy.llm.stages import block_of, blocks
 
 
@@ -28,8 +28,10 @@ def test_the_configuration_reader_gives_every_layer_its_block_and_part() -> None
     assert all(b is not None for b in where.values())
     assert where["model.embed_tokens"] == Block(None, Part.EMBEDDING)
     assert where["model.layers.3.input_layernorm"] == Block(3, Part.NORM)
-    assert where["model.layers.3.self_attn.q_proj"] == Block(3, Part.ATTENTION)
-    assert where["model.layers.3.self_attn.scores"] == Block(3, Part.ATTENTION)
+    # Mixtral-8x7B's config.json: num_attention_heads 32, num_key_value_heads 8
+    gqa = Heads(32, 8)
+    assert where["model.layers.3.self_attn.q_proj"] == Block(3, Part.ATTENTION, gqa)
+    assert where["model.layers.3.self_attn.scores"] == Block(3, Part.ATTENTION, gqa)
     assert where["model.layers.3.block_sparse_moe.gate"] == Block(3, Part.ROUTER)
     assert where["model.layers.3.block_sparse_moe.experts.5.w1"] == Block(3, Part.EXPERT)
     assert where["model.layers.3.block_sparse_moe.combine"] == Block(3, Part.MLP)
@@ -43,7 +45,8 @@ def test_the_configuration_reader_gives_every_layer_its_block_and_part() -> None
 
 def test_gpt_blocks_from_the_configuration_reader() -> None:
     gpt = _where(_ir("gpt3-13b"))
-    assert gpt["transformer.h.39.attn.c_attn"] == Block(39, Part.ATTENTION)
+    # GPT-3 13B (Brown et al. 2020, table 2.1): 40 heads, no grouped-query attention
+    assert gpt["transformer.h.39.attn.c_attn"] == Block(39, Part.ATTENTION, Heads(40, 40))
     assert gpt["transformer.h.39.mlp.c_fc"] == Block(39, Part.MLP)
     assert gpt["transformer.ln_f"] == Block(None, Part.NORM)
 

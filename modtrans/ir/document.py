@@ -136,6 +136,15 @@ class Part(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Heads:
+    """An attention's heads: query heads and key/value heads (fewer under grouped-query attention;
+    Megatron-LM's num_query_groups)."""
+
+    query: int
+    key_value: int
+
+
+@dataclass(frozen=True, slots=True)
 class Block:
     """Where a layer sits in the model's structure: its transformer block (index None outside the
     blocks: embeddings, final norm, head) and its part there (None where nothing says). The LLM
@@ -143,6 +152,7 @@ class Block:
 
     index: int | None
     part: Part | None = None
+    heads: Heads | None = None  # an attention layer's heads (None: not attention, or nothing says)
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +364,9 @@ def _layer(x: Layer) -> dict[str, Any]:
         out["flops_known"] = False
     if x.block is not None:
         part = {} if x.block.part is None else {"part": x.block.part.value}
-        out["block"] = {"index": x.block.index, **part}
+        h = x.block.heads
+        heads = {} if h is None else {"heads": {"query": h.query, "key_value": h.key_value}}
+        out["block"] = {"index": x.block.index, **part, **heads}
     return out
 
 
@@ -420,5 +432,5 @@ def _layer_from(x: dict[str, Any]) -> Layer:
 def _block_from(b: dict[str, Any] | None) -> Block | None:
     if b is None:
         return None
-    part = b.get("part")
-    return Block(b["index"], None if part is None else Part(part))
+    part, heads = b.get("part"), b.get("heads")
+    return Block(b["index"], None if part is None else Part(part), None if heads is None else Heads(**heads))

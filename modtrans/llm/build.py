@@ -27,6 +27,7 @@ from modtrans.ir.document import (
     Block,
     Flops,
     Gemm,
+    Heads,
     Kind,
     Layer,
     ModelIR,
@@ -60,7 +61,11 @@ class _Builder:
     def block(self, kind: Kind, moe: Moe | None) -> Block:
         if moe is not None:
             return Block(self.index, Part.ROUTER if moe.expert is None else Part.EXPERT)
-        return Block(self.index, Part.NORM if kind is Kind.NORM else self.part)
+        if kind is Kind.NORM:
+            return Block(self.index, Part.NORM)
+        if self.part is Part.ATTENTION:
+            return Block(self.index, Part.ATTENTION, Heads(self.arch.heads, self.arch.kv_heads))
+        return Block(self.index, self.part)
 
     @property
     def dtype(self) -> str:

@@ -30,12 +30,14 @@ from fractions import Fraction
 from modtrans.ir.document import Kind, ModelIR
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm, a_in, a_out
+from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import TENSOR, Unit
 from modtrans.strategy.techniques.megatron import roles_of
 from modtrans.workload.model import CommType
 
 
 def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
+    check_heads(ir, tp)
     roles = roles_of(ir, [u.x.owner for u in units if u.x.owner.moe is None])
     # a replicated embedding beside the word embedding: learned positions (or token types)
     positions = any(u.x.owner.kind is Kind.EMBEDDING and u.name not in roles for u in units)
@@ -86,3 +88,22 @@ def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
     for u in units:
         if u.role in ("replicated", "router") and u.x.owner.kind is not Kind.EMBEDDING:
             u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, u.grad_bytes(), TENSOR))
+
+
+def check_heads(ir: ModelIR, tp: int) -> None:
+    """Megatron-LM's rules for splitting attention over T ranks (megatron/core/transformer/
+    transformer_config.py, TransformerConfig.__post_init__): the query heads divide by T, and the
+    key/value heads (num_query_groups) are a multiple of T or divide it (then each rank holds
+    one group, replicated). A model whose heads nothing records (an ONNX export) is not checked."""
+    heads = {x.block.heads for x in ir.layers if x.block is not None and x.block.heads is not None}
+    for h in sorted(heads, key=lambda h: (h.query, h.key_value)):
+        if h.query % tp:
+            raise LayoutError(
+                f"--tp {tp}: the {h.query} attention heads must divide by it (Megatron-LM: "
+                "num_attention_heads % tensor_model_parallel_size == 0)"
+            )
+        if h.key_value % tp and tp % h.key_value:
+            raise LayoutError(
+                f"--tp {tp}: the {h.key_value} key/value heads must be a multiple or a divisor of it "
+                "(Megatron-LM: num_query_groups and tensor_model_parallel_size)"
+            )
