@@ -531,6 +531,21 @@ The workload uses something the requested dialect has no way to write (for examp
 express it, or change the workload.
 """,
 )
+_code(
+    "D311",
+    W,
+    "data-parallel all-reduce in every micro-batch copy",
+    """
+SimAI runs each line of its file once per iteration (Workload.cc: one forward sweep, one backward
+sweep; `ga` only enters its pipeline-bubble formula), and frameworks all-reduce gradients once per
+iteration, after the last micro-batch (Megatron-LM's no_sync; DeepSpeed's gradient accumulation
+boundary). A weight-gradient ALLREDUCE over the data-parallel group written in each of the `ga`
+micro-batch copies of a layer makes SimAI move `ga` times the bytes. AICB writes the copies with
+no data-parallel collective and the data-parallel lines once; modtrans before issue 24 did not.
+  bad:  ga: 4 ... layer.0 ... ALLREDUCE 4096 ... layer.0.mb1 ... ALLREDUCE 4096 (x4)
+  good: the ALLREDUCE in one copy only
+""",
+)
 
 # ---- S4xx: workload JSON ---------------------------------------------------------------------------
 _code(

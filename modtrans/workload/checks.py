@@ -8,6 +8,7 @@ that only concern one consumer say so with `dialects=`.
 from __future__ import annotations
 
 import operator
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -421,6 +422,34 @@ def simai_header_keys(workload: Workload, dialect: Dialect) -> Iterator[Diagnost
             span=header.span,
             hint="regenerate with a current AICB, or add the keys",
         )
+
+
+@check("D311", dialects=(Dialect.SIMAI,))
+def simai_repeated_gradient_reduction(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
+    ga = workload.header.ga or 1
+    if ga < 2:
+        return
+    copies: dict[tuple[str, CommType, int], list[Layer]] = {}
+    for layer in workload.layers:
+        wg = layer.weight_grad
+        if wg.comm_type in (CommType.ALLREDUCE, CommType.ALLREDUCE_DP_EP) and wg.comm_size > 0:
+            key = (_MICRO_COPY.sub("", layer.name), wg.comm_type, wg.comm_size)
+            copies.setdefault(key, []).append(layer)
+    repeated = [(key, layers) for key, layers in copies.items() if len(layers) >= ga]
+    if repeated:
+        (name, comm, size), layers = repeated[0]
+        more = f" ({len(repeated) - 1} more layer(s) like it)" if len(repeated) > 1 else ""
+        yield diagnostic(
+            "D311",
+            f"the data-parallel {comm} of {name} ({size:,} B) is in {len(layers)} micro-batch copies "
+            f"(ga: {ga}); SimAI runs every line once, so it moves {len(layers)}x the bytes the "
+            f"framework sends once per iteration{more}",
+            span=_field_span(layers[1], _PHASE_FIELDS["weight_grad"][0]),
+            hint="keep the weight-gradient all-reduce in one copy (modtrans translate writes it so)",
+        )
+
+
+_MICRO_COPY = re.compile(r"\.mb\d+$")  # modtrans's copy suffix; AICB repeats the names as they are
 
 
 @check("D308", dialects=(Dialect.CHAKRA,))
