@@ -70,6 +70,7 @@ def translate(
     pp: int | None = None,
     dp: int | None = None,
     ep: int | None = None,
+    etp: int | None = None,
     sp: bool = False,
     zero: int | None = None,
     micro_batch: int | None = None,
@@ -121,7 +122,7 @@ def translate(
         HYBRID_TRANSFORMER or HYBRID_TRANSFORMER_FWD_IN_BCKWD; with `npus`,
         `model_parallel_group` (or `packages`), the checkpoints and `per_layer` (pattern ->
         keyword, or a file of `PATTERN KEYWORD` lines).
-    tp, pp, dp, ep, sp, zero, micro_batch, global_batch, schedule ("gpipe", "1f1b",
+    tp, pp, dp, ep, etp, sp, zero, micro_batch, global_batch, schedule ("gpipe", "1f1b",
         "interleaved"), vpp, recompute ("none", "selective", "full"), stages: the LLM layout.
     seq_len: the sequence length (input_ids=1xS; Megatron's --seq-length).
     params: "trainable" (default) or "weights"; compute: "roofline" (default),

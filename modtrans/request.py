@@ -77,6 +77,7 @@ class Request:
     pp: int | None = None
     dp: int | None = None
     ep: int | None = None
+    etp: int | None = None  # experts split over 1 or T tensor ranks (default T)
     sp: bool = False
     zero: int | None = None
     micro_batch: int | None = None
@@ -213,7 +214,19 @@ def _tuple(values: Sequence[int] | None) -> tuple[int, ...] | None:
 def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
     """The LLM layout the options describe (None when none of them is given)."""
     r = request
-    given = (r.tp, r.pp, r.dp, r.ep, r.zero, r.micro_batch, r.global_batch, r.schedule, r.vpp, r.recompute)
+    given = (
+        r.tp,
+        r.pp,
+        r.dp,
+        r.ep,
+        r.etp,
+        r.zero,
+        r.micro_batch,
+        r.global_batch,
+        r.schedule,
+        r.vpp,
+        r.recompute,
+    )
     if not r.sp and r.stages is None and all(v is None for v in given):
         return None
     if r.parallel is not None and not policy.is_transformer:
@@ -229,6 +242,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         pp=p,
         dp=r.dp,
         ep=r.ep or 1,
+        etp=r.etp,
         sp=r.sp,
         zero=r.zero or 0,
         micro_batch=r.micro_batch or 1,

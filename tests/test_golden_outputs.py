@@ -25,7 +25,10 @@ iteration (first micro-batch copy) and each further collective of a column on a 
 Chakra's text dialect, the traces) as one rank's part, as ASTRA-sim reads it (plan/sizes.py), not
 the gathered output (SimAI's text keeps the output, as SimAI reads it); bf16 gradients reduced in
 fp32 as Megatron-LM reduces them (strategy/frameworks.py), and under SP the norms' gradients
-all-reduced over the tensor group once per iteration.
+all-reduced over the tensor group once per iteration; pipelines cut as Megatron-LM cuts them
+(equal blocks per chunk, where the balanced cut gave Llama-3-8B at P 2 17 and 15); experts split
+over the tensor ranks (Megatron-Core's default expert tensor parallelism) with their tokens
+gathered and scattered over them.
 """
 
 from __future__ import annotations
@@ -193,35 +196,35 @@ GOLDEN = {
     "gpt2 --tp 2 --recompute selective | json simai": "refused: D310",
     "gpt2 --tp 2 --recompute selective | chakra-et": "6058950cbfd3ca03",
     "llama-3-8b --tp 2 --pp 2 --dp 2 | astra-sim": "refused: D310",
-    "llama-3-8b --tp 2 --pp 2 --dp 2 | simai": "8836390032dc83a7",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | simai": "0b8af25cfa127607",
     "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra": "refused: D310",
     "llama-3-8b --tp 2 --pp 2 --dp 2 | json": "refused: D310",
-    "llama-3-8b --tp 2 --pp 2 --dp 2 | json simai": "2246b62bc33a55c8",
-    "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra-et": "4c4873f6a8576d3b",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | json simai": "da4c5c5437b2f2ba",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra-et": "3672cbda3edbb1c2",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | astra-sim": "refused: D310",
-    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | simai": "8c96ae3f557b4eba",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | simai": "2924e1febe401316",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra": "refused: D310",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | json": "refused: D310",
-    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | json simai": "57629892fc93447b",
-    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra-et": "dd248e40e19f1b8a",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | json simai": "b7c99778b93a4c71",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra-et": "f2aec128b835b208",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | astra-sim": "refused: D310",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | simai": "cf197fe6c37a0699",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | simai": "63344f42c68d8ca5",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra": "refused: D310",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json": "refused: D310",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "5200b50519c1a3f3",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "81c0b9f1d2f927ac",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "81997cb3e0dd192b",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "ee9398d2e208c4a5",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | astra-sim": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "8e29f1fa840a1925",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "a0593ad44d8a3633",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra": "refused: D310",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "33c6981e95da29e4",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "8f90a6d87332a7a3",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "89000af981071768",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "127786cdc3b78ace",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | astra-sim": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "7f7de0b176149681",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "2209e398503676fe",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra": "refused: D310",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "f49a782c267f0405",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "86cb13a1ec6c6ffd",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "a6118bd7a61d5735",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "45cfcd3eb5ef063d",
 }
 # seconds per format each (64 routed experts; 32 blocks through six formats): -m slow
 SLOW = {"deepseek-moe-16b", "llama-3-8b", "mixtral-8x7b"}

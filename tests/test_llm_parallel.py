@@ -470,7 +470,7 @@ def test_simai_text_and_traces_carry_the_same_bytes_per_iteration(
             frozenset({Purpose.EXPERT, Purpose.DATA}): "data",
             frozenset({Purpose.DATA}): "expert-data",
         }[over]
-        return "data" if label == "expert-data" and ep == 1 else label
+        return "data" if label == "expert-data" and ep == 1 else label  # D / E = D
 
     traces: Counter[tuple[str, str]] = Counter()
     for op in plan.programs[0]:
@@ -562,3 +562,73 @@ def test_key_value_heads_are_a_multiple_or_a_divisor_of_tp(tp: int, accepted: bo
     assert (result.plan is not None) is accepted, messages
     if not accepted:
         assert any("the 3 key/value heads must be a multiple or a divisor of it" in m for m in messages)
+
+
+@pytest.mark.parametrize(
+    ("tp", "ep", "dp", "etp"), [(2, 2, 4, 1), (2, 4, 4, 1), (1, 2, 4, None), (2, 2, 4, None), (2, 4, 4, None)]
+)
+def test_expert_gradients_are_reduced_over_every_rank_holding_the_experts(
+    tp: int, ep: int, dp: int, etp: int | None, tmp_path: Path
+) -> None:
+    """Megatron-Core's expert-data-parallel group has T x D / (ETP x E) ranks (parallel_state.py,
+    initialize_model_parallel), each holding the same expert shards. Before issue 24 experts were
+    whole on every tensor rank (ETP 1) but reduced over D / E ranks: DeepSeekMoE-like --tp 2 --ep 4
+    --dp 4 reduced expert gradients over no one although ranks 0 and 1 hold the same experts."""
+    layout = Layout(npus=tp * dp, tp=tp, dp=dp, ep=ep, etp=etp, sp=tp > 1, global_batch=dp * MICRO)
+    plan = _plan(tmp_path, layout, MOE)
+    shards = tp if etp is None else etp
+    experts = {i for i, info in enumerate(plan.layers) if ".experts." in info.name}
+    for rank in range(plan.npus):
+        groups = {
+            op.group.ranks
+            for op in plan.ops(rank)
+            if isinstance(op, ResolvedCollective)
+            and op.op.layer in experts
+            and op.op.step is Step.WEIGHT_GRAD
+        }
+        if tp * dp // (shards * ep) == 1:
+            assert groups == set(), rank  # nobody else holds these expert shards
+            continue
+        assert [len(g) for g in groups] == [tp * dp // (shards * ep)], rank
+        # every member holds the same experts (the same expert coordinate) and, with the experts
+        # split over the tensor ranks, the same shard of them (the same tensor coordinate)
+        (group,) = groups
+        assert len({plan.mesh.coords(r)[1] for r in group}) == 1
+        assert shards == 1 or len({plan.mesh.coords(r)[0] for r in group}) == 1
+        assert rank in group
+
+
+def test_experts_split_over_the_tensor_ranks_gather_their_tokens(tmp_path: Path) -> None:
+    """ETP = T (Megatron-Core's default): after the dispatch all-to-all the tensor ranks all-gather
+    the tokens, each computes 1/T of every local expert's GEMMs on all of them, and reduce-scatters
+    before the combine (token_dispatcher.py, MoEAlltoAllTokenDispatcher); the backward runs the
+    conjugates in reverse. Each rank routes 32 tokens / T = 16, x top-2 x 64 x 2 bytes = 4,096."""
+    plan = _plan(tmp_path, Layout(npus=4, tp=2, dp=2, ep=2, sp=True, global_batch=2 * MICRO), MOE)
+    routed = MICRO * SEQ // 2 * 2 * HIDDEN * BYTES
+    by_layer: dict[str, list[tuple[Place | None, CommType, int, str]]] = {}
+    for c in _collectives(plan):
+        name = plan.layers[c.layer].name
+        if c.over != frozenset({Purpose.EXPERT, Purpose.DATA}) and c.place is not Place.TAIL:
+            by_layer.setdefault(name, []).append((c.place, c.comm, c.bytes, "+".join(sorted(c.over))))
+    router = by_layer["model.layers.0.block_sparse_moe.gate"]
+    assert router == [
+        (Place.AFTER_FWD, CommType.ALLTOALL, routed, "expert"),
+        (Place.AFTER_FWD, CommType.ALLGATHER, 2 * routed, "tensor"),
+        (Place.BEFORE_BWD, CommType.REDUCESCATTER, 2 * routed, "tensor"),
+        (Place.BEFORE_BWD, CommType.ALLTOALL, routed, "expert"),
+    ]
+    last = next(v for k, v in by_layer.items() if k.startswith("model.layers.0.block_sparse_moe.experts."))
+    assert last == [
+        (Place.AFTER_FWD, CommType.REDUCESCATTER, 2 * routed, "tensor"),
+        (Place.AFTER_FWD, CommType.ALLTOALL, routed, "expert"),
+        (Place.BEFORE_BWD, CommType.ALLTOALL, routed, "expert"),
+        (Place.BEFORE_BWD, CommType.ALLGATHER, 2 * routed, "tensor"),
+    ]
+    # an expert's w1 on this rank: 1/T of its 128 features, on the 2 x 16 tokens both expert ranks
+    # send it (balanced routing: 32 tokens x top-2 / 4 experts = 16 per rank), gathered over T
+    w1 = next(
+        op
+        for op in plan.program(0)
+        if isinstance(op, Compute) and plan.layers[op.layer].name.endswith("experts.0.w1")
+    )
+    assert w1.flops == 2 * (2 * 16) * HIDDEN * (128 // 2)

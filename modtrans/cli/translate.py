@@ -32,15 +32,28 @@ from modtrans.cli.common import (
     _refused,
     app,
 )
+from modtrans.cli.layout import (
+    DpOpt,
+    EpOpt,
+    EtpOpt,
+    GlobalBatchOpt,
+    MicroBatchOpt,
+    PpOpt,
+    RecomputeOpt,
+    ScheduleOpt,
+    SeqLenOpt,
+    SpOpt,
+    StagesOpt,
+    TpOpt,
+    VppOpt,
+    ZeroOpt,
+)
 from modtrans.cli.values import _array, _given, _indices, _shapes
 from modtrans.pipeline import Translation
 from modtrans.report import COLLAPSED, Format
 from modtrans.request import Request, UsageError, prepare
 from modtrans.strategy import Params
-from modtrans.strategy.llm.options import Recompute, Schedule
 from modtrans.workload.model import Dialect
-
-LLM = "LLM parallelism (tensor x pipeline x data x expert)"
 
 
 @app.command()
@@ -151,70 +164,20 @@ def translate(
         ),
     ] = False,
     full_hash: FullHash = False,
-    tp: Annotated[
-        int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks T.", rich_help_panel=LLM)
-    ] = None,
-    pp: Annotated[
-        int | None, typer.Option("--pp", min=1, help="Pipeline stages P.", rich_help_panel=LLM)
-    ] = None,
-    dp: Annotated[
-        int | None,
-        typer.Option("--dp", min=1, help="Data-parallel ranks D (default N / (T P)).", rich_help_panel=LLM),
-    ] = None,
-    ep: Annotated[
-        int | None,
-        typer.Option(
-            "--ep", min=1, help="Expert-parallel ranks E, carved from the D data ranks.", rich_help_panel=LLM
-        ),
-    ] = None,
-    sp: Annotated[
-        bool, typer.Option("--sp", help="Sequence parallelism over the T ranks.", rich_help_panel=LLM)
-    ] = False,
-    zero: Annotated[
-        int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3.", rich_help_panel=LLM)
-    ] = None,
-    micro_batch: Annotated[
-        int | None,
-        typer.Option(
-            "--micro-batch", min=1, help="Sequences per micro-batch M (default 1).", rich_help_panel=LLM
-        ),
-    ] = None,
-    global_batch: Annotated[
-        int | None,
-        typer.Option(
-            "--global-batch", min=1, help="Sequences per iteration B (default M D P).", rich_help_panel=LLM
-        ),
-    ] = None,
-    schedule: Annotated[
-        Schedule | None, typer.Option("--schedule", help="Pipeline schedule.", rich_help_panel=LLM)
-    ] = None,
-    vpp: Annotated[
-        int | None,
-        typer.Option(
-            "--vpp", min=1, help="Interleaved: model chunks per pipeline rank V.", rich_help_panel=LLM
-        ),
-    ] = None,
-    recompute: Annotated[
-        Recompute | None,
-        typer.Option("--recompute", help="Activation recomputation.", rich_help_panel=LLM),
-    ] = None,
-    seq_len: Annotated[
-        int | None,
-        typer.Option(
-            "--seq-len",
-            min=1,
-            help="Tokens per sequence S (input_ids=1xS; default 2048, Megatron's --seq-length).",
-            rich_help_panel=LLM,
-        ),
-    ] = None,
-    stages: Annotated[
-        str | None,
-        typer.Option(
-            "--stages",
-            help="Blocks per pipeline chunk, e.g. 9,8,8,7 (default: balanced).",
-            rich_help_panel=LLM,
-        ),
-    ] = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    dp: DpOpt = None,
+    ep: EpOpt = None,
+    etp: EtpOpt = None,
+    sp: SpOpt = False,
+    zero: ZeroOpt = None,
+    micro_batch: MicroBatchOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    schedule: ScheduleOpt = None,
+    vpp: VppOpt = None,
+    recompute: RecomputeOpt = None,
+    seq_len: SeqLenOpt = None,
+    stages: StagesOpt = None,
 ) -> None:
     """Translate a model into a workload.
 

@@ -46,7 +46,7 @@ from modtrans.plan.text import ProjectionError
 from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
 
 FWD, IG, WG = 0, 1, 2
-_DATA = frozenset({Purpose.DATA})
+_EXPERT_DATA = frozenset({Purpose.DATA})  # the experts' data-parallel group, SimAI's DP_EP (D / E)
 _PER_MICRO = (Place.BEFORE_FWD, Place.AFTER_FWD, Place.BEFORE_BWD, Place.AFTER_WG, Place.AFTER_IG)
 
 
@@ -179,8 +179,7 @@ def _column(plan: Plan, c: Collective, *, forward: bool) -> int:
     only column where SimAI reads a plain type as that group), ig for the others."""
     if forward:
         return FWD
-    data = Purpose.DATA in c.over and Purpose.TENSOR not in c.over
-    return WG if data else IG
+    return WG if Purpose.DATA in c.over else IG
 
 
 def _layer(plan: Plan, name: str, line: _Line) -> Layer:
@@ -197,8 +196,14 @@ def _phase(plan: Plan, time: int, c: Collective | None) -> Phase:
 def _simai_type(plan: Plan, c: Collective) -> CommType:
     if c.over == frozenset({Purpose.EXPERT}):
         return CommType(f"{c.comm.value}_EP")
-    if c.over == _DATA:  # the experts' data-parallel group
+    if c.over == _EXPERT_DATA:
         return CommType(f"{c.comm.value}_DP_EP")
+    if c.over == frozenset({Purpose.TENSOR, Purpose.DATA}):
+        raise ProjectionError(
+            f"layer {plan.layers[c.layer].name}: expert gradients over tensor x data ranks (--etp 1); "
+            "SimAI's DP_EP group is D / E, experts split over the tensor ranks as AICB and Megatron-Core "
+            "default to: leave --etp at T, or write Chakra traces (--format chakra-et)"
+        )
     if Purpose.DATA in c.over and c.step is Step.FWD:
         if plan.mesh.extent(Purpose.EXPERT) > 1:
             raise ProjectionError(

@@ -111,7 +111,8 @@ def rank_share(
     members = []
     for m in g.folded:
         factor = tokens if x.role not in ("expert", "router") or m.moe is not None else Fraction(1)
-        if sharded and x.role == "column" and folded is Folded.MEGATRON:
+        column = x.role == "column" or (x.role == "expert" and x.split == "n")  # ETP: an expert's w1 / w3
+        if sharded and column and folded is Folded.MEGATRON:
             factor /= x.ways
         elif x.role in ("row", "embedding") and m.kind is not Kind.LINEAR:
             factor /= sequence

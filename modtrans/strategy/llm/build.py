@@ -80,8 +80,8 @@ def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None)
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
     tensor.apply(units, ir, t, layout.sp)
-    units = expert.apply(units, e, t, layout.sp)
-    data.apply(units, layout.zero, layout.d, layout.d // e)
+    units = expert.apply(units, ir, layout)
+    data.apply(units, layout.zero, layout.d, layout.d // e * (t if layout.expert_tp == 1 else 1))
     tensor.replicated_grads(units, t, layout.sp)
     for index, u in enumerate(units):
         u.index = index

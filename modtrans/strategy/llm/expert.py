@@ -11,8 +11,24 @@ routing E_p times an expert's share of the local tokens, so an expert unit's com
 E_p (E_p / T with sequence parallelism, which MoE with T > 1 needs, as in Megatron-Core: each
 tensor-parallel rank routes its own 1/T of the sequence) and only E / E_p of them are kept (the
 program names experts 0 .. E/E_p - 1; rank r of the expert group holds experts r·E/E_p ..., at
-the same cost). Expert gradients are reduced over the
-D / E_p ranks holding the same experts; router and dense gradients over all D.
+the same cost). Expert tensor parallelism (Megatron-Core's --expert-tensor-parallel-size, --etp):
+    ETP = T (the default, as Megatron-Core's): each expert's GEMMs split over the tensor ranks
+        like a dense MLP (w1 / w3 column-, w2 row-parallel); after the dispatch all-to-all the
+        tensor ranks all-gather their tokens, before the combine they reduce-scatter the experts'
+        output (token_dispatcher.py, MoEAlltoAllTokenDispatcher), the conjugates in the backward
+    ETP = 1: whole experts on every tensor rank, each on its own sequence shard's tokens
+Expert gradients are reduced over the expert-data-parallel group, the ranks holding the same
+expert shards: T x D / (ETP x E_p) of them (megatron/core/parallel_state.py,
+initialize_model_parallel: the expert mesh [ETP, EP, EDP, PP]), the data axis for ETP = T, tensor
+x data for ETP = 1; router and dense gradients over all D.
+Before issue 24 expert gradients went over D / E_p ranks only: tensor-parallel peers, which hold
+the same experts and see other tokens, never combined them (Mixtral --tp 2 --ep 2 --dp 4 reduced
+over {0, 4}; DeepSeekMoE-16B --tp 2 --ep 4 --dp 4 reduced nothing): that is ETP = T's group
+with ETP = 1's whole experts. With ETP = T the mesh is Megatron-Core's expert mesh rank for rank;
+with ETP 1 its groups have Megatron's sizes, but Megatron folds its expert mesh anew (expert group
+{0, 1}, expert-data group {0, 2, 4, 6} for rank 0 at T 2, E 2, D 4) where this mesh keeps the
+tensor axis fastest (expert group {0, 2}, expert-data group {0, 1, 4, 5}): the same bytes over
+groups of the same size, placed differently on a hierarchical network.
 """
 
 from __future__ import annotations
@@ -21,20 +37,27 @@ import dataclasses
 import math
 from fractions import Fraction
 
+from modtrans.ir.document import ModelIR
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
-from modtrans.strategy.llm.options import LayoutError
-from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, Unit
+from modtrans.strategy.llm.options import Layout, LayoutError
+from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, TENSOR, TENSOR_EXPERT_DATA, Unit
+from modtrans.strategy.techniques.megatron import roles_of
 from modtrans.workload.model import CommType
 
 
-def apply(units: list[Unit], ep: int, tp: int, sp: bool) -> list[Unit]:
+def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
     """The units this rank runs (local experts only), with the all-to-alls attached."""
+    ep, tp, sp = layout.ep, layout.tp, layout.sp
     if ep > 1 and not any(u.x.owner.moe is not None for u in units):
         raise LayoutError(
             f"--ep {ep}: the model has no mixture of experts to place (Megatron-LM's "
             "--expert-model-parallel-size needs --num-experts)"
         )
+    etp = layout.expert_tp
+    roles = roles_of(
+        ir, [u.x.owner for u in units if u.x.owner.moe is not None and u.x.owner.moe.expert is not None]
+    )
     kept: list[Unit] = []
     last_expert: dict[int | None, Unit] = {}
     routers: dict[int | None, Unit] = {}
@@ -47,8 +70,8 @@ def apply(units: list[Unit], ep: int, tp: int, sp: bool) -> list[Unit]:
             raise LayoutError(f"--ep {ep} must divide the {moe.experts} experts of {u.name}")
         if tp > 1 and not sp:
             raise LayoutError(
-                "a mixture of experts with --tp > 1 needs --sp (Megatron-Core's rule: each tensor-parallel "
-                "rank routes its own sequence shard)"
+                "a mixture of experts with --tp > 1 needs --sp (Megatron-Core's MoELayer refuses to "
+                "train without it: each tensor-parallel rank routes its own sequence shard)"
             )
         if moe.expert is None:
             u.scale = Fraction(1, tp)  # the router sees this rank's sequence shard
@@ -58,25 +81,49 @@ def apply(units: list[Unit], ep: int, tp: int, sp: bool) -> list[Unit]:
         if moe.expert >= moe.experts // ep:
             _hand_over(u, kept)  # another rank's expert; what follows it in the block stays here
             continue
-        u.scale, u.grads_over = Fraction(ep, tp), EXPERT_DATA
+        if etp > 1:  # the tensor ranks' tokens gathered, each expert's GEMMs split over them
+            u.x.ways, u.x.split = etp, "k" if roles.get(u.name) == "row" else "n"
+            u.scale, u.grads_over = Fraction(ep), EXPERT_DATA
+        else:  # whole experts on each tensor rank, each on its own tokens
+            u.scale, u.grads_over = Fraction(ep, tp), EXPERT_DATA if tp == 1 else TENSOR_EXPERT_DATA
         last_expert[u.block] = u
         kept.append(u)
     for block, router in routers.items():
-        moe = router.x.owner.moe
-        assert moe is not None
-        tokens = math.prod(int(d) for d in (router.x.owner.inputs[0].shape or ())[:-1])
-        hidden = int((router.x.owner.inputs[0].shape or (0,))[-1])
-        width = (router.x.owner.inputs[0].bytes or 0) // max(tokens * hidden, 1)
-        size = tokens * moe.top_k * hidden * width // (tp if sp else 1)
-        if ep == 1:
-            continue
-        router.attach(Place.AFTER_FWD, Comm(CommType.ALLTOALL, size, EXPERT))
-        router.attach(Place.BEFORE_BWD, Comm(CommType.ALLTOALL, size, EXPERT))
-        last = last_expert.get(block)
-        if last is not None:
-            last.attach(Place.AFTER_FWD, Comm(CommType.ALLTOALL, size, EXPERT))
-            last.attach(Place.BEFORE_BWD, Comm(CommType.ALLTOALL, size, EXPERT))
+        _dispatch(router, last_expert.get(block), ep, etp, tp if sp else 1)
     return kept
+
+
+def _dispatch(router: Unit, last: Unit | None, ep: int, etp: int, shard: int) -> None:
+    """The block's token traffic: the all-to-alls over the expert group and, with the experts split
+    over the tensor ranks, the gather of the dispatched tokens over them and the scatter back
+    (Megatron-Core token_dispatcher.py, MoEAlltoAllTokenDispatcher: all-to-all, then
+    gather_from_sequence_parallel_region over the tensor group; its unpermutation the reverse),
+    with the conjugates in the backward."""
+    moe = router.x.owner.moe
+    assert moe is not None
+    source = router.x.owner.inputs[0]
+    tokens = math.prod(int(d) for d in (source.shape or ())[:-1])
+    hidden = int((source.shape or (0,))[-1])
+    width = (source.bytes or 0) // max(tokens * hidden, 1)
+    size = tokens * moe.top_k * hidden * width // shard  # this rank's routed tokens
+    a2a = Comm(CommType.ALLTOALL, size, EXPERT) if ep > 1 else None
+    gather = Comm(CommType.ALLGATHER, size * etp, TENSOR) if etp > 1 else None
+    scatter = Comm(CommType.REDUCESCATTER, size * etp, TENSOR) if etp > 1 else None
+    # forward: dispatch all-to-all, gather | experts | scatter, combine all-to-all
+    # backward (reverse): all-to-all, gather | experts | scatter, all-to-all
+    for place, comms in (
+        (Place.AFTER_FWD, (a2a, gather)),
+        (Place.BEFORE_BWD, (scatter, a2a)),
+    ):
+        for c in comms:
+            if c is not None:
+                router.attach(place, c)
+    if last is None:
+        return
+    for place, comms in ((Place.AFTER_FWD, (scatter, a2a)), (Place.BEFORE_BWD, (a2a, gather))):
+        for c in comms:
+            if c is not None:
+                last.attach(place, c)
 
 
 def _hand_over(dropped: Unit, kept: list[Unit]) -> None:

@@ -40,6 +40,12 @@ class Layout:
     vpp: int = 1
     recompute: Recompute = Recompute.NONE
     stages: tuple[int, ...] | None = None  # blocks per pipeline stage (x vpp chunks), in order
+    etp: int | None = None  # experts split over this many tensor ranks (None: T, Megatron-Core's default)
+
+    @property
+    def expert_tp(self) -> int:
+        """Megatron-Core's --expert-tensor-parallel-size: T unless given (arguments.py)."""
+        return self.tp if self.etp is None else self.etp
 
     @property
     def d(self) -> int:
@@ -94,6 +100,11 @@ class Layout:
             )
         if self.sp and self.tp == 1:
             raise LayoutError("--sp shards the sequence over the tensor-parallel ranks: it needs --tp > 1")
+        if self.etp is not None and self.etp not in (1, self.tp):
+            raise LayoutError(
+                f"--etp {self.etp}: experts are split over 1 or all --tp {self.tp} tensor ranks "
+                "(Megatron-Core's --expert-tensor-parallel-size; other sizes are not modelled)"
+            )
         if self.zero not in (0, 1, 2, 3):
             raise LayoutError("--zero is 0, 1, 2 or 3")
         if self.schedule is Schedule.INTERLEAVED:

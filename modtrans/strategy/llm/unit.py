@@ -15,7 +15,10 @@ from modtrans.strategy.draft import Comm, LayerDraft
 TENSOR = frozenset({Purpose.TENSOR})
 EXPERT = frozenset({Purpose.EXPERT})
 DATA = frozenset({Purpose.EXPERT, Purpose.DATA})  # dense gradients: every data-parallel rank
-EXPERT_DATA = frozenset({Purpose.DATA})  # expert gradients: the D / E ranks holding the same experts
+# expert gradients (expert.py): the D / E ranks holding the same expert shards (experts split over
+# the tensor ranks, ETP = T), or the T x D / E ranks holding the same whole experts (ETP 1)
+EXPERT_DATA = frozenset({Purpose.DATA})
+TENSOR_EXPERT_DATA = frozenset({Purpose.TENSOR, Purpose.DATA})
 
 
 @dataclass

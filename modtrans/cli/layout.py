@@ -1,0 +1,82 @@
+"""The LLM layout's options of `modtrans translate` (tensor x pipeline x data x expert): one typed
+alias each, as the library's Request and Layout name them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from modtrans.strategy.llm.options import Recompute, Schedule
+
+LLM = "LLM parallelism (tensor x pipeline x data x expert)"
+
+TpOpt = Annotated[
+    int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks T.", rich_help_panel=LLM)
+]
+PpOpt = Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline stages P.", rich_help_panel=LLM)]
+DpOpt = Annotated[
+    int | None,
+    typer.Option("--dp", min=1, help="Data-parallel ranks D (default N / (T P)).", rich_help_panel=LLM),
+]
+EpOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--ep", min=1, help="Expert-parallel ranks E, carved from the D data ranks.", rich_help_panel=LLM
+    ),
+]
+EtpOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--etp",
+        min=1,
+        help="Tensor ranks each expert is split over: T (default, Megatron-Core's) or 1.",
+        rich_help_panel=LLM,
+    ),
+]
+SpOpt = Annotated[
+    bool, typer.Option("--sp", help="Sequence parallelism over the T ranks.", rich_help_panel=LLM)
+]
+ZeroOpt = Annotated[
+    int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3.", rich_help_panel=LLM)
+]
+MicroBatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--micro-batch", min=1, help="Sequences per micro-batch M (default 1).", rich_help_panel=LLM
+    ),
+]
+GlobalBatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--global-batch", min=1, help="Sequences per iteration B (default M D P).", rich_help_panel=LLM
+    ),
+]
+ScheduleOpt = Annotated[
+    Schedule | None, typer.Option("--schedule", help="Pipeline schedule.", rich_help_panel=LLM)
+]
+VppOpt = Annotated[
+    int | None,
+    typer.Option("--vpp", min=1, help="Interleaved: model chunks per pipeline rank V.", rich_help_panel=LLM),
+]
+RecomputeOpt = Annotated[
+    Recompute | None,
+    typer.Option("--recompute", help="Activation recomputation.", rich_help_panel=LLM),
+]
+SeqLenOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seq-len",
+        min=1,
+        help="Tokens per sequence S (input_ids=1xS; default 2048, Megatron's --seq-length).",
+        rich_help_panel=LLM,
+    ),
+]
+StagesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--stages",
+        help="Blocks per pipeline chunk, e.g. 9,8,8,7 (default: balanced).",
+        rich_help_panel=LLM,
+    ),
+]
