@@ -9,6 +9,7 @@ build a Request: the rules are here once, the CLI only parses and prints.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.pipeline import Options
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
-from modtrans.workload.model import Dialect, Policy, Workload
+from modtrans.workload.model import CommType, Dialect, Policy, Workload
 
 Format = Literal["text", "json", "chakra-et"]
 
@@ -121,7 +122,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     if request.output == "" and request.format != "chakra-et":
         raise UsageError("--output is empty: give a file, or - for standard output")
     if request.like is not None:
-        policy, dialect, params, compute = _like(request, policy, dialect, note)
+        request, policy, dialect, params, compute = _like(request, policy, dialect, note)
     unit = _unit(request)
     for line in _not_applicable(request, policy, compute):
         note(line)
@@ -292,7 +293,7 @@ def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]
 
 def _like(
     request: Request, policy: Policy, dialect: Dialect, note: Say
-) -> tuple[Policy, Dialect, Params, str]:
+) -> tuple[Request, Policy, Dialect, Params, str]:
     """The options the reference workload implies, for those the request does not give."""
     from modtrans.strategy.parallel import SUPPORTED
     from modtrans.workload.load import load
@@ -305,8 +306,8 @@ def _like(
     workload = loaded.result.workload
     if workload is None:
         raise UsageError(f"--like {reference}: not a workload file ({loaded.result.diagnostics[0].message})")
-    taken = []
-    if request.parallel is None and workload.header.policy in SUPPORTED:
+    request, taken = _layout_like(request, workload)
+    if not taken and request.parallel is None and workload.header.policy in SUPPORTED:
         policy = workload.header.policy
         taken.append(f"--parallel {policy.value}")
     if request.dialect is None and workload.dialect is not None:
@@ -315,7 +316,43 @@ def _like(
     params, compute, implied = conventions_of(workload, request.params, request.compute)
     taken += implied
     note(f"--like {reference}: {' '.join(taken) or 'nothing to take'}")
-    return policy, dialect, params, compute
+    return request, policy, dialect, params, compute
+
+
+_LAYOUT_FIELDS = ("tp", "pp", "dp", "ep", "etp", "zero", "micro_batch", "global_batch", "schedule", "vpp")
+
+
+def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[str]]:
+    """A transformer reference's layout, for a request that gives none: its
+    model_parallel_NPU_group is --tp (the HYBRID_TRANSFORMER keyword is the layout --tp G), and
+    SimAI's keys pp, ep and all_gpus --pp, --ep and the data-parallel ranks, ga the micro-batches
+    (--global-batch M x D x ga); a line with a forward ALLGATHER and an input-gradient
+    REDUCESCATTER (a column-parallel layer under sequence parallelism, as AICB writes it) says
+    --sp. Before issue 24 `--like` took only
+    the keyword, and an AICB file at TP 8 was compared with a DATA translation."""
+    header = reference.header
+    given = any(getattr(request, f) is not None for f in _LAYOUT_FIELDS) or request.sp
+    group = header.model_parallel_group
+    if given or request.parallel is not None or not header.policy.is_transformer or not group:
+        return request, []
+    tp, pp, ep = group, header.pp or 1, header.ep or 1
+    taken = {"tp": tp}
+    if pp > 1:
+        taken["pp"] = pp
+    if ep > 1:
+        taken["ep"] = ep
+    if header.all_gpus and header.all_gpus % (tp * pp) == 0:
+        taken["dp"] = header.all_gpus // (tp * pp)
+    if header.ga and header.ga > 1:
+        taken["global_batch"] = (request.micro_batch or 1) * taken.get("dp", 1) * header.ga
+    sp = tp > 1 and any(
+        layer.fwd.comm_type is CommType.ALLGATHER and layer.input_grad.comm_type is CommType.REDUCESCATTER
+        for layer in reference.layers
+    )
+    words = [f"--{k.replace('_', '-')} {v}" for k, v in taken.items()] + (["--sp"] if sp else [])
+    get = taken.get
+    like = dataclasses.replace(request, sp=sp, tp=tp, pp=get("pp"), ep=get("ep"), dp=get("dp"))
+    return dataclasses.replace(like, global_batch=get("global_batch")), words
 
 
 def conventions_of(

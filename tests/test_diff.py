@@ -567,3 +567,33 @@ def test_an_option_that_fits_neither_model_is_said_once(run_cli: Run) -> None:
     done = run_cli("diff", "resnet50", "resnet50", "--device", "no-such-device")
     assert done.exit_code == 2
     assert done.output.count("X501") == 1, done.output
+
+
+AICB = CORPUS / "aicb"
+
+
+@pytest.mark.parametrize(
+    ("name", "taken"),
+    [
+        ("G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--tp 8 --dialect simai"),
+        ("G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt", "--tp 8 --sp --dialect simai"),
+    ],
+)
+def test_like_takes_an_aicb_files_layout(name: str, taken: str, run_cli: Run) -> None:
+    """AICB's GPT-13B files at TP 8 (model_parallel_NPU_group: 8; the SP one's column lines are
+    fwd ALLGATHER / ig REDUCESCATTER). Before issue 24, `diff --like` translated with DATA and
+    then advised running the same command again."""
+    result = run_cli("diff", "gpt3-13b", AICB / name, "--like", "--seq-len", "2048")
+    assert result.exit_code == 1, result.output
+    assert f"--like {AICB / name}: {taken} " in result.stderr
+    assert "modtrans diff gpt3-13b" not in result.output  # no advice to run this very command
+
+
+def test_diff_translates_a_model_with_the_layout_options(run_cli: Run, tmp_path: Path) -> None:
+    """`diff` takes translate's layout options: a file translated with --tp 2 against the model
+    translated the same way is the same workload; against the model without them it is not."""
+    written = tmp_path / "llama.txt"
+    options = ("--tp", "2", "--seq-len", "128")
+    assert run_cli("translate", "llama-3-8b", *options, "-o", written).exit_code == 0
+    assert run_cli("diff", written, "llama-3-8b", *options).exit_code == 0
+    assert run_cli("diff", written, "llama-3-8b", "--seq-len", "128").exit_code == 1

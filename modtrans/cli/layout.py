@@ -3,7 +3,7 @@ alias each, as the library's Request and Layout name them."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -80,3 +80,15 @@ StagesOpt = Annotated[
         rich_help_panel=LLM,
     ),
 ]
+
+
+FIELDS = ("tp", "pp", "dp", "ep", "etp", "sp", "zero", "micro_batch", "global_batch", "vpp", "seq_len")
+
+
+def request_fields(given: dict[str, Any]) -> dict[str, Any]:
+    """The layout options among a command's parameters, as Request fields (enums as values)."""
+    fields = {name: given[name] for name in FIELDS}
+    for name in ("schedule", "recompute"):
+        value = given[name]
+        fields[name] = None if value is None else getattr(value, "value", value)
+    return fields
