@@ -597,3 +597,25 @@ def test_diff_translates_a_model_with_the_layout_options(run_cli: Run, tmp_path:
     assert run_cli("translate", "llama-3-8b", *options, "-o", written).exit_code == 0
     assert run_cli("diff", written, "llama-3-8b", *options).exit_code == 0
     assert run_cli("diff", written, "llama-3-8b", "--seq-len", "128").exit_code == 1
+
+
+def test_diff_counts_communication_by_type_and_group_whatever_the_granularity(run_cli: Run) -> None:
+    """AICB writes one line per role and block, modtrans one per module: the traffic per
+    collective type and group is what compares. GPT-13B (40 blocks) at TP 8 with SP, sequence
+    2,048, hidden 5,120: every tensor-parallel activation is 2 x 2,048 x 5,120 = 20,971,520 B."""
+    reference = AICB / "G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt"
+    result = run_cli("diff", "gpt3-13b", reference, "--like", "--format", "json")
+    assert result.exit_code == 1
+    traffic = {(t["comm"], t["group"]): t for t in json.loads(result.stdout)["traffic"]}
+    activation = 2 * 2048 * 5120
+    # the reference, counted from its own text: each column line reduce-scatters in its backward,
+    # each row line in its forward (fields 3 and 6 of a line: the fwd and ig types)
+    lines = [line.split() for line in reference.read_text().splitlines()[2:]]
+    scatters = sum(fields[i] == "REDUCESCATTER" for fields in lines for i in (3, 6))
+    assert (traffic[("REDUCESCATTER", "tensor")]["count_b"], scatters) == (160, 160)
+    # here, per Megatron block: two column-parallel layers (fused QKV, first MLP layer) gather
+    # their input in the forward and again in the backward, two row-parallel layers gather their
+    # output's gradient: 6; and the word embedding's gradient, the head's input twice: 3
+    gathered = traffic[("ALLGATHER", "tensor")]
+    assert (gathered["count_a"], gathered["bytes_a"]) == (6 * 40 + 3, (6 * 40 + 3) * activation)
+    assert traffic[("BROADCAST", "none: no consumer runs it")]["count_a"] == 0

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from modtrans.diff.align import align
-from modtrans.workload.model import Header, Layer, Workload
+from modtrans.workload.model import CommType, Header, Layer, Workload
 from modtrans.workload.vocabulary import COLUMNS, HEADER_KEYS, POLICY, REQUIRED
 
 Value = int | str | None
@@ -137,12 +137,25 @@ class Counts:
 
 
 @dataclass(frozen=True)
+class Traffic:
+    """One collective type over one group, per iteration: how many and how many bytes, each side."""
+
+    comm: str
+    group: str
+    count_a: int
+    count_b: int
+    bytes_a: int
+    bytes_b: int
+
+
+@dataclass(frozen=True)
 class WorkloadDiff:
     header: tuple[FieldDiff, ...]
     layers: tuple[LayerDiff, ...]  # every pair and every unpaired layer, in first-side order
     blocks: tuple[Block, ...]
     totals: tuple[PhaseTotal, ...]
     options: Options
+    traffic: tuple[Traffic, ...] = ()  # by collective type and group: granularity does not matter
     counts: Counts = field(init=False)
 
     def __post_init__(self) -> None:
@@ -224,6 +237,7 @@ def compare(first: Workload, reference: Workload, options: Options = Options()) 
         blocks=_blocks(alignment.pairs, alignment.moved),
         totals=_totals(a, b),
         options=options,
+        traffic=_traffic(first, reference),
     )
 
 
@@ -314,3 +328,39 @@ def _totals(a: Sequence[Layer], b: Sequence[Layer]) -> tuple[PhaseTotal, ...]:
         PhaseTotal(name, sa[2 * k], sb[2 * k], sa[2 * k + 1], sb[2 * k + 1]) for k, name in enumerate(names)
     ]
     return (*phases, PhaseTotal("update", sa[6], sb[6], 0, 0))
+
+
+def _traffic(first: Workload, reference: Workload) -> tuple[Traffic, ...]:
+    """Each side's collectives per (type, group), the rows where the two differ first. A file holds
+    one iteration, so these are its bytes per iteration whatever its layers' granularity (AICB's
+    one line per role and block against one per module)."""
+    a, b = _collectives(first), _collectives(reference)
+    rows = []
+    for key in sorted(a.keys() | b.keys()):
+        (count_a, bytes_a), (count_b, bytes_b) = a.get(key, (0, 0)), b.get(key, (0, 0))
+        rows.append(Traffic(*key, count_a, count_b, bytes_a, bytes_b))
+    return tuple(sorted(rows, key=lambda t: (t.bytes_a == t.bytes_b and t.count_a == t.count_b, t.comm)))
+
+
+def _collectives(w: Workload) -> dict[tuple[str, str], tuple[int, int]]:
+    """(type, group) -> (count, bytes). The group is the one the consumer gives the column: SimAI's
+    and the transformer keywords' tensor group for fwd / ig and data group for wg; _EP the expert
+    group, _DP_EP the experts' data group; other keywords name the column."""
+    transformer = w.header.policy.is_transformer
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for layer in w.layers:
+        for phase_name, phase in layer.phases:
+            if not phase.comm_type.moves_data and phase.comm_type is not CommType.BROADCAST:
+                continue
+            base, _, suffix = phase.comm_type.value.partition("_")
+            if phase.comm_type is CommType.BROADCAST:
+                group = "none: no consumer runs it"
+            elif suffix:
+                group = {"EP": "expert", "DP_EP": "expert-data"}.get(suffix, suffix.lower())
+            elif transformer:
+                group = "data" if phase_name == "weight_grad" else "tensor"
+            else:
+                group = f"{phase_name} column"
+            count, size = out.get((base, group), (0, 0))
+            out[(base, group)] = (count + 1, size + phase.comm_size)
+    return out

@@ -100,6 +100,22 @@ def render(
     if contradictions is not None and contradictions.found and not findings:  # else: --like first
         console.print(Text(contradiction_note(contradictions, max_rows, console.width), style="yellow"))
     console.print(_totals(diff, console.width))
+    if any(t.count_a != t.count_b or t.bytes_a != t.bytes_b for t in diff.traffic):
+        console.print(_traffic(diff))
+
+
+def _traffic(diff: WorkloadDiff) -> Text:
+    """Collectives per type and group, each side: what a simulator moves per iteration, whatever
+    the layers' granularity (compare AICB's one line per role with one line per module here)."""
+    lines = Text("communication per iteration, by type and group (count / bytes)\n")
+    for t in diff.traffic:
+        mark = "  " if t.count_a == t.count_b and t.bytes_a == t.bytes_b else "* "
+        lines.append(
+            f"{mark}{t.comm} over {t.group}: {t.count_a} / {t.bytes_a:,} B here, "
+            f"{t.count_b} / {t.bytes_b:,} B in the reference (ratio {_ratio(t.bytes_a, t.bytes_b)})\n"
+        )
+    lines.rstrip()
+    return lines
 
 
 def contradiction_note(found: Contradictions, max_rows: int = 0, width: int = 80) -> str:
@@ -289,6 +305,7 @@ def to_json(diff: WorkloadDiff, *, first: str, reference: str) -> dict[str, Any]
             for r in diff.differing
         ],
         "totals": [dataclasses.asdict(t) for t in diff.totals],
+        "traffic": [dataclasses.asdict(t) for t in diff.traffic],
     }
 
 
