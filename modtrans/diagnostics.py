@@ -546,6 +546,20 @@ no data-parallel collective and the data-parallel lines once; modtrans before is
   good: the ALLREDUCE in one copy only
 """,
 )
+_code(
+    "D312",
+    W,
+    "parameter all-gather in a forward column",
+    """
+SimAI gives a forward-column collective without a suffix to the tensor-parallel group (Workload.cc
+decodes fwd and ig types as TP, wg as DP). A line with a forward ALLGATHER and a weight-gradient
+REDUCESCATTER is the distributed optimizer's pair, whose parameter all-gather runs over the
+data-parallel group (Megatron-LM's start_param_sync); in the forward column SimAI runs it over the
+tensor group instead. AICB writes its `grad_norm` line so.
+  bad:  grad_norm -1 1 ALLGATHER 3248619520 1 NONE 0 1 REDUCESCATTER 6497239040 100
+  good: the ALLGATHER in the weight-gradient column (of a line of its own)
+""",
+)
 
 # ---- S4xx: workload JSON ---------------------------------------------------------------------------
 _code(

@@ -45,8 +45,10 @@ EXPLAINED = {
     # "layer names not unique (layernorm2 twice)"
     "astra-sim/Transformer_HybridParallel.txt": {"V230"},
     "chakra/Transformer_HybridParallel.txt": {"V230"},
-    # "uses BROADCAST comm type (unknown to every consumer)"; old short header (SimAI warns)
-    "aicb/G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt": {"D303", "D307", "V230"},
+    # "uses BROADCAST comm type (unknown to every consumer)"; old short header (SimAI warns); the
+    # grad_norm line's parameter all-gather in the forward column (the tensor group for SimAI)
+    "aicb/G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt": {"D303", "D307", "V230", "D312"},
+    "aicb/G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt": {"D303", "D307", "V230", "D312"},
 }
 
 

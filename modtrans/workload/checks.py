@@ -449,6 +449,26 @@ def simai_repeated_gradient_reduction(workload: Workload, dialect: Dialect) -> I
         )
 
 
+@check("D312", dialects=(Dialect.SIMAI,))
+def simai_parameter_gather_in_forward(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
+    if not workload.header.policy.is_transformer:
+        return
+    for layer in workload.layers:
+        pair = (
+            layer.fwd.comm_type is CommType.ALLGATHER
+            and layer.weight_grad.comm_type is CommType.REDUCESCATTER
+        )
+        if pair and layer.fwd.comm_size > 0:
+            yield diagnostic(
+                "D312",
+                f"{layer.name}: a forward ALLGATHER of {layer.fwd.comm_size:,} B beside a weight-gradient "
+                "REDUCESCATTER (the distributed optimizer's parameter gather): SimAI runs a forward "
+                "collective over the tensor-parallel group, not the data-parallel one",
+                span=_field_span(layer, _PHASE_FIELDS["fwd"][0]),
+                hint="move the ALLGATHER to the weight-gradient column of a line of its own",
+            )
+
+
 _MICRO_COPY = re.compile(r"\.mb\d+$")  # modtrans's copy suffix; AICB repeats the names as they are
 
 
