@@ -632,3 +632,37 @@ def test_experts_split_over_the_tensor_ranks_gather_their_tokens(tmp_path: Path)
         if isinstance(op, Compute) and plan.layers[op.layer].name.endswith("experts.0.w1")
     )
     assert w1.flops == 2 * (2 * 16) * HIDDEN * (128 // 2)
+
+
+@pytest.mark.parametrize("pp", [2, 4])
+def test_a_tied_embedding_is_reduced_across_the_first_and_last_stage(pp: int, tmp_path: Path) -> None:
+    """Megatron-LM keeps a copy of a tied word embedding in the last stage's output layer: the copy
+    is reduced over the data ranks with its stage, then the two gradients are all-reduced over the
+    first and last stage once per iteration (finalize_model_grads.py, _allreduce_word_embedding_grads):
+    vocabulary 96 x hidden 64 x 4 bytes (fp32 gradients of bf16 weights) = 24,576 B. Before issue 24
+    neither was sent."""
+    config = {**TOY, "num_hidden_layers": 4, "tie_word_embeddings": True}
+    plan = _plan(tmp_path, Layout(npus=2 * pp, pp=pp, dp=2, global_batch=2 * pp * MICRO), config)
+    grad = 96 * HIDDEN * 4
+    names = [info.name for info in plan.layers]
+    first, last = plan.programs[0], plan.programs[-1]
+
+    def swaps(program: tuple[Any, ...], layer: str) -> list[tuple[Direction, int, int]]:
+        return [
+            (op.direction, op.offset, op.bytes)
+            for op in program
+            if isinstance(op, Transfer) and names[op.layer] == layer and op.step is Step.WEIGHT_GRAD
+        ]
+
+    assert swaps(first, "model.embed_tokens") == [
+        (Direction.SEND, pp - 1, grad),
+        (Direction.RECV, pp - 1, grad),
+    ]
+    assert swaps(last, "lm_head") == [(Direction.SEND, 1 - pp, grad), (Direction.RECV, 1 - pp, grad)]
+    head = names.index("lm_head")
+    reduced = [
+        c.bytes for c in last if isinstance(c, Collective) and c.layer == head and Purpose.DATA in c.over
+    ]
+    assert reduced == [grad]  # the copy's own data-parallel reduction
+    outputs = chakra.files(plan, tmp_path / "t", tick_ns=1.0)
+    assert {d.code for d in check_set(dict(outputs[:-1]), outputs[-1][1], "t.comm_groups.json")} <= {"T711"}

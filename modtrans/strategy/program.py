@@ -51,6 +51,17 @@ from modtrans.workload.model import CommType
 
 
 @dataclass(frozen=True)
+class Exchange:
+    """A unit's gradient swapped with the same unit's copy `offset` pipeline stages away, once per
+    iteration after the unit's tail collectives: a send and a receive of `bytes` each way (the
+    all-reduce of two ranks; tags `tag` towards the higher stage, `tag + 1` back)."""
+
+    offset: int
+    bytes: int
+    tag: int
+
+
+@dataclass(frozen=True)
 class Costed:
     """A unit's per-micro-batch work as this rank does it."""
 
@@ -61,6 +72,7 @@ class Costed:
     io: Io
     comms: Mapping[Place, Sequence[Comm]]
     core: tuple[int, int] = (0, 0)  # the attention core's forward (ticks, FLOPs): selective recompute
+    exchange: Exchange | None = None  # a once-per-iteration swap with another stage (tied weights)
 
     @property
     def first(self) -> bool:
@@ -256,7 +268,25 @@ class StageProgram:
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain = wg
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False)
+            if u.exchange is not None:
+                self._exchange(u, u.exchange)
         return tuple(self.ops)
+
+    def _exchange(self, u: Costed, x: Exchange) -> None:
+        """Send this stage's gradient to the peer and receive the peer's, posted together."""
+        up = x.offset > 0
+        out, back = (x.tag, x.tag + 1) if up else (x.tag + 1, x.tag)
+        deps = self._deps()  # the receive does not wait for the send (as the pipeline's do not)
+        self.emit(
+            Transfer(
+                u.index, Step.WEIGHT_GRAD, Direction.SEND, Purpose.PIPELINE, x.offset, out, x.bytes, deps
+            )
+        )
+        self.chain = self.emit(
+            Transfer(
+                u.index, Step.WEIGHT_GRAD, Direction.RECV, Purpose.PIPELINE, x.offset, back, x.bytes, deps
+            )
+        )
 
     def _recompute(self, u: Costed, micro: int) -> None:
         if self.rerun.selective and u.core[0] > 0:

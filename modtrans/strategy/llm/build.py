@@ -3,21 +3,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 
 from modtrans.cost import CostModel
 from modtrans.ir.document import ModelIR
-from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Plan, Purpose, Recompute
-from modtrans.strategy.draft import LayerDraft
+from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Place, Plan, Purpose, Recompute
+from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.groups import Params, group
 from modtrans.strategy.llm import data, expert, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
-from modtrans.strategy.llm.unit import Unit
-from modtrans.strategy.program import Costed, Pipeline, Rerun, StageProgram, costed
+from modtrans.strategy.llm.unit import DATA, Unit
+from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
 from modtrans.strategy.share import Folded, rank_share
 from modtrans.strategy.tensors import ios
+from modtrans.workload.model import CommType
 
 
 def plan(
@@ -36,6 +38,7 @@ def plan(
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
     transformer = any(u.block is not None for u in units)
     cuts = partition(weights, layout.chunks, layout.stages, even=transformer)
+    runs = _tied(units, runs, cuts, grouped, layout)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     boundary = [_boundary(units[chunk[-1].index], layout.tp if layout.sp else 1) for chunk in chunks]
     pipeline = Pipeline(layout.pp, layout.vpp, layout.ga, layout.schedule)
@@ -119,6 +122,41 @@ def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], mode: Reco
                 indices = tuple(c.index for c in run)
                 forwards[indices[-1]] = indices
     return Rerun(forwards)
+
+
+def _tied(
+    units: Sequence[Unit],
+    runs: list[Costed],
+    cuts: Sequence[range],
+    grouped: Sequence[Sequence[int]],
+    layout: Layout,
+) -> list[Costed]:
+    """A weight tied across pipeline stages (the word embedding on the first, its copy in the
+    output layer on the last): Megatron-LM reduces the copy's gradient over the data ranks with
+    its stage's buffer, then all-reduces the two over the embedding group, once per iteration
+    after the data-parallel reduction (megatron/core/distributed/finalize_model_grads.py,
+    _allreduce_word_embedding_grads: the main grad, vocabulary / T x hidden in the gradient
+    dtype). The two-rank all-reduce is a swap of the gradient between the stages (a send and a
+    receive each way: the bytes a ring of two moves), as ranks in between take no part."""
+    if layout.pp == 1:
+        return runs
+    stage = {i: v % layout.pp for v, cut in enumerate(cuts) for b in cut for i in grouped[b]}
+    by_name = {u.name: u for u in units}
+    tag = 2 * (layout.ga * layout.chunks + 1)  # after every micro-batch's tags (program.py)
+    for u in units:
+        for p in u.x.owner.params:
+            owner = by_name.get(p.shared_with or "")
+            if owner is None or stage[owner.index] == stage[u.index]:
+                continue
+            size = owner.grad_bytes()
+            if layout.d > 1:  # the copy's own data-parallel reduction
+                u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DATA))
+                runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
+            offset = stage[u.index] - stage[owner.index]
+            runs[u.index] = dataclasses.replace(runs[u.index], exchange=Exchange(-offset, size, tag))
+            runs[owner.index] = dataclasses.replace(runs[owner.index], exchange=Exchange(offset, size, tag))
+            tag += 2
+    return runs
 
 
 def _boundary(u: Unit, ways: int) -> int:
