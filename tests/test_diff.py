@@ -619,3 +619,8 @@ def test_diff_counts_communication_by_type_and_group_whatever_the_granularity(ru
     gathered = traffic[("ALLGATHER", "tensor")]
     assert (gathered["count_a"], gathered["bytes_a"]) == (6 * 40 + 3, (6 * 40 + 3) * activation)
     assert traffic[("BROADCAST", "none: no consumer runs it")]["count_a"] == 0
+    # the differences named: AICB's granularity, and the 80 column lines (2 per block) without
+    # Megatron's backward re-gather, which the counts above show (243 against 160 + grad_norm's)
+    named = " ".join(c["difference"] for c in json.loads(result.stdout)["conventions"])
+    assert "the reference is AICB's: one line per role and block" in named
+    assert "AICB's 80 column lines do not" in named
