@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import Result
 
 from modtrans import chakra, pipeline
@@ -666,3 +668,110 @@ def test_a_tied_embedding_is_reduced_across_the_first_and_last_stage(pp: int, tm
     assert reduced == [grad]  # the copy's own data-parallel reduction
     outputs = chakra.files(plan, tmp_path / "t", tick_ns=1.0)
     assert {d.code for d in check_set(dict(outputs[:-1]), outputs[-1][1], "t.comm_groups.json")} <= {"T711"}
+
+
+@pytest.mark.parametrize(
+    ("dtype", "grad", "param"), [("bfloat16", 4, 2), ("float16", 2, 2), ("float32", 4, 4)]
+)
+@pytest.mark.parametrize("zero", [0, 1])
+def test_data_parallel_bytes_per_iteration_are_megatrons(
+    dtype: str, grad: int, param: int, zero: int, tmp_path: Path
+) -> None:
+    """Per iteration and data-parallel rank, Megatron-LM reduces every gradient once: all-reduce
+    (DDP) or, with the distributed optimizer, reduce-scatter of the gradients and all-gather of
+    the parameters (param_and_grad_buffer.py, start_grad_sync / start_param_sync), gradients in
+    fp32 for bf16 (arguments.py), in their own dtype for fp16 and fp32. The toy's parameters,
+    counted from its configuration: embedding and head 96 x 64 each, per block q / o 64 x 64,
+    k / v 64 x 32 (2 key/value heads of 16), gate / up / down 64 x 128, two norms of 64; a final norm."""
+    block = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
+    elements = 2 * 96 * 64 + 2 * block + 64
+    config = {**TOY, "torch_dtype": dtype}
+    plan = _plan(tmp_path, Layout(npus=2, dp=2, zero=zero, global_batch=4 * MICRO), config)
+    sent = Counter[CommType]()
+    for c in _collectives(plan):
+        sent[c.comm] += c.bytes
+    if zero == 0:
+        assert sent == {CommType.ALLREDUCE: elements * grad}
+    else:
+        assert sent == {CommType.REDUCESCATTER: elements * grad, CommType.ALLGATHER: elements * param}
+
+
+RULES = {
+    # rule: the words its refusal names
+    "sp needs tp": "--sp shards the sequence",
+    "heads": "attention heads must divide",
+    "key/value heads": "key/value heads must be a multiple or a divisor",
+    "blocks": "pipeline chunks",
+    "ep divides dp": "must divide --dp",
+    "ep needs experts": "no mixture of experts",
+    "ep divides experts": "must divide the 4 experts",
+    "moe needs sp": "needs --sp",
+    "interleaved": "--schedule interleaved needs",
+    "vpp needs interleaved": "needs --schedule interleaved",
+}
+
+
+def _broken(
+    tp: int, pp: int, dp: int, ep: int, sp: bool, vpp: int, ga: int, moe: bool, interleaved: bool
+) -> set[str]:
+    """The Megatron-LM rules a layout of the 4-block toy (4 heads, 2 key/value heads; the MoE
+    toy's 4 experts) breaks (arguments.py validate_args, transformer_config.py, moe_layer.py)."""
+    broken = set()
+    broken |= {"sp needs tp"} if sp and tp == 1 else set()
+    broken |= {"heads"} if 4 % tp else set()
+    broken |= {"key/value heads"} if 2 % tp and tp % 2 else set()
+    broken |= {"blocks"} if 4 % (pp * vpp) else set()
+    broken |= {"ep divides dp"} if dp % ep else set()
+    broken |= {"ep needs experts"} if ep > 1 and not moe else set()
+    broken |= {"ep divides experts"} if moe and 4 % ep else set()
+    broken |= {"moe needs sp"} if moe and tp > 1 and not sp else set()
+    broken |= {"interleaved"} if interleaved and (vpp < 2 or pp < 2 or ga % pp) else set()
+    broken |= {"vpp needs interleaved"} if vpp > 1 and not interleaved else set()
+    return broken
+
+
+@settings(max_examples=150, deadline=None)
+@given(  # weighted towards layouts that keep the rules, so that both outcomes are drawn often
+    tp=st.sampled_from([1, 1, 2, 2, 4, 3, 8]),
+    pp=st.sampled_from([1, 1, 2, 2, 4, 3]),
+    dp=st.sampled_from([1, 2, 4]),
+    ep=st.sampled_from([1, 1, 1, 2, 4, 3]),
+    sp=st.booleans(),
+    vpp=st.sampled_from([1, 1, 1, 2]),
+    ga=st.sampled_from([1, 2, 4, 3]),
+    moe=st.booleans(),
+    interleaved=st.sampled_from([False, False, False, True]),
+)
+def test_every_accepted_layout_keeps_megatrons_rules_and_every_refusal_names_one(
+    tp: int, pp: int, dp: int, ep: int, sp: bool, vpp: int, ga: int, moe: bool, interleaved: bool
+) -> None:
+    import tempfile
+
+    schedule = Schedule.INTERLEAVED if interleaved else Schedule.ONE_F_ONE_B
+    layout = Layout(
+        npus=tp * pp * dp,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+        sp=sp,
+        vpp=vpp,
+        schedule=schedule,
+        global_batch=MICRO * dp * ga,
+        micro_batch=MICRO,
+    )
+    config = {**(MOE if moe else TOY), "num_hidden_layers": 4}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.json"
+        path.write_text(json.dumps(config))
+        options = pipeline.Options(
+            parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
+            input_shapes={"input_ids": (MICRO, SEQ)},
+            traces=True,
+        )
+        result = pipeline.translate_checked(path, options)
+    broken = _broken(tp, pp, dp, ep, sp, vpp, ga, moe, interleaved)
+    messages = " ".join(d.message for d in result.diagnostics)
+    assert (result.plan is None) == bool(broken), (broken, messages)
+    if broken:
+        assert any(RULES[rule] in messages for rule in broken), (broken, messages)
