@@ -19,6 +19,7 @@ from modtrans import cost
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.pipeline import Options
 from modtrans.strategy import Parallelism, Params
+from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
 from modtrans.workload.model import CommType, Dialect, Policy, Workload
 
@@ -79,6 +80,7 @@ class Request:
     dp: int | None = None
     ep: int | None = None
     etp: int | None = None  # experts split over 1 or T tensor ranks (default T)
+    framework: str | None = None  # megatron (default) or deepspeed: data parallelism and ZeRO
     sp: bool = False
     zero: int | None = None
     micro_batch: int | None = None
@@ -244,6 +246,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         dp=r.dp,
         ep=r.ep or 1,
         etp=r.etp,
+        framework=Framework(r.framework or Framework.MEGATRON),
         sp=r.sp,
         zero=r.zero or 0,
         micro_batch=r.micro_batch or 1,

@@ -26,6 +26,7 @@ from modtrans.plan import Collective, Compute, Direction, Place, Plan, Purpose, 
 from modtrans.plan.model import ResolvedCollective
 from modtrans.plan.sizes import Consumer, written
 from modtrans.strategy import Parallelism
+from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import Layout, Recompute, Schedule
 from modtrans.workload.model import CommType, Policy
 
@@ -775,3 +776,56 @@ def test_every_accepted_layout_keeps_megatrons_rules_and_every_refusal_names_one
     assert (result.plan is None) == bool(broken), (broken, messages)
     if broken:
         assert any(RULES[rule] in messages for rule in broken), (broken, messages)
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_deepspeeds_data_parallelism_per_iteration(zero: int, tmp_path: Path) -> None:
+    """DeepSpeed (38327e0) sends gradients in the model's dtype (bf16: 2 bytes) and ZeRO 1 and 2
+    all-reduce whole buckets (stage_1_and_2.py average_tensor, use_multi_rank_bucket_allreduce),
+    ZeRO 2 in every micro-batch, ZeRO 1 (and bf16's BF16_Optimizer without ZeRO) at the boundary,
+    then one all-gather of the updated parameters. The toy's elements as counted above."""
+    block = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
+    elements = 2 * 96 * 64 + 2 * block + 64
+    ga = 4
+    layout = Layout(npus=2, dp=2, zero=zero, framework=Framework.DEEPSPEED, global_batch=2 * ga * MICRO)
+    plan = _plan(tmp_path, layout)
+    sent = Counter[CommType]()
+    for c in _collectives(plan):
+        sent[c.comm] += c.bytes
+    reduces = ga if zero == 2 else 1
+    assert sent == {CommType.ALLREDUCE: reduces * elements * BYTES, CommType.ALLGATHER: elements * BYTES}
+
+
+def test_deepspeed_zero3_gathers_what_it_released(tmp_path: Path) -> None:
+    """ZeRO 3 (stage3.py, partitioned_param_coordinator.py): a parameter of at most 1e5 elements
+    persists (gathered once, after the step); a larger one is gathered before each micro-batch's
+    forward, and again before its backward only if more than 1e9 elements are fetched in between
+    (the reuse distance). With a vocabulary of 10 million, the head (640 million elements) lies
+    between the embedding's forward and backward twice: the embedding is gathered again, the head
+    (nothing after it) is not; the 8,192-element projections persist."""
+    config = {**TOY, "vocab_size": 10_000_000}
+    ga = 2
+    layout = Layout(npus=2, dp=2, zero=3, framework=Framework.DEEPSPEED, global_batch=2 * ga * MICRO)
+    plan = _plan(tmp_path, layout, config)
+    names = [info.name for info in plan.layers]
+    places: dict[str, Counter[tuple[Place | None, CommType]]] = {}
+    for c in _collectives(plan):
+        places.setdefault(names[c.layer], Counter())[(c.place, c.comm)] += 1
+    table = 10_000_000 * HIDDEN * BYTES
+    assert places["model.embed_tokens"] == {
+        (Place.BEFORE_FWD, CommType.ALLGATHER): ga,
+        (Place.BEFORE_BWD, CommType.ALLGATHER): ga,
+        (Place.AFTER_WG, CommType.REDUCESCATTER): ga,
+    }
+    assert places["lm_head"] == {
+        (Place.BEFORE_FWD, CommType.ALLGATHER): ga,
+        (Place.AFTER_WG, CommType.REDUCESCATTER): ga,
+    }
+    assert places["model.layers.0.self_attn.q_proj"] == {
+        (Place.AFTER_WG, CommType.REDUCESCATTER): ga,
+        (Place.TAIL, CommType.ALLGATHER): 1,
+    }
+    gathered = {
+        c.bytes for c in _collectives(plan) if names[c.layer] == "lm_head" and c.comm is CommType.ALLGATHER
+    }
+    assert gathered == {table}

@@ -101,6 +101,7 @@ def diff(
     vpp: layout.VppOpt = None,
     recompute: layout.RecomputeOpt = None,
     seq_len: layout.SeqLenOpt = None,
+    framework: layout.FrameworkOpt = None,
 ) -> None:
     """Compare two workloads layer by layer.
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Recompute, Schedule
 
 LLM = "LLM parallelism (tensor x pipeline x data x expert)"
@@ -82,13 +83,22 @@ StagesOpt = Annotated[
 ]
 
 
+FrameworkOpt = Annotated[
+    Framework | None,
+    typer.Option(
+        "--framework",
+        help="Whose data parallelism and ZeRO: megatron (default) or deepspeed.",
+        rich_help_panel=LLM,
+    ),
+]
+
 FIELDS = ("tp", "pp", "dp", "ep", "etp", "sp", "zero", "micro_batch", "global_batch", "vpp", "seq_len")
 
 
 def request_fields(given: dict[str, Any]) -> dict[str, Any]:
     """The layout options among a command's parameters, as Request fields (enums as values)."""
     fields = {name: given[name] for name in FIELDS}
-    for name in ("schedule", "recompute"):
+    for name in ("schedule", "recompute", "framework"):
         value = given[name]
         fields[name] = None if value is None else getattr(value, "value", value)
     return fields

@@ -36,6 +36,7 @@ from modtrans.cli.layout import (
     DpOpt,
     EpOpt,
     EtpOpt,
+    FrameworkOpt,
     GlobalBatchOpt,
     MicroBatchOpt,
     PpOpt,
@@ -177,6 +178,7 @@ def translate(
     vpp: VppOpt = None,
     recompute: RecomputeOpt = None,
     seq_len: SeqLenOpt = None,
+    framework: FrameworkOpt = None,
     stages: StagesOpt = None,
 ) -> None:
     """Translate a model into a workload.

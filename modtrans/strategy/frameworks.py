@@ -1,6 +1,10 @@
 """How the training frameworks reduce gradients: conventions as data, each with its source.
 
-Megatron-LM (NVIDIA/Megatron-LM d98e8a6), the default and so far the only framework modelled:
+`--framework` picks one for the LLM layout's data parallelism (strategy/llm/data.py for
+Megatron-LM, strategy/llm/deepspeed.py for DeepSpeed); the keyword presets follow Megatron-LM's
+gradient dtype.
+
+Megatron-LM (NVIDIA/Megatron-LM d98e8a6), the default:
 
     gradient reduction dtype   fp32 for bf16 parameters: megatron/training/arguments.py,
                                validate_args: "if args.bf16: ... args.accumulate_allreduce_grads_in_fp32
@@ -18,9 +22,20 @@ So a bf16 model's data-parallel all-reduce (or the distributed optimizer's reduc
 grad_param_comm REDUCESCATTER 13,913,149,440 B and grad_gather ALLGATHER 6,956,574,720 B, i.e.
 4 and 2 bytes per parameter of a tensor-parallel rank. Before issue 24 the gradients went in 2.
 `--dtype-bytes B` overrides the gradient's width (B = 2: Megatron's --grad-reduce-in-bf16).
+
+DeepSpeed (microsoft/DeepSpeed 38327e0) sends gradients in the model's own dtype (bf16 or fp16:
+engine.py, communication_data_type, unless set); see strategy/llm/deepspeed.py.
 """
 
 from __future__ import annotations
+
+import enum
+
+
+class Framework(enum.StrEnum):
+    MEGATRON = "megatron"
+    DEEPSPEED = "deepspeed"
+
 
 REDUCED_IN_FP32 = frozenset({"bfloat16"})
 

@@ -1,5 +1,6 @@
-"""Data parallelism and ZeRO (Rajbhandari et al. 2020) over the data ranks: D for dense
-gradients, D / E_p for experts' (the ranks holding the same experts).
+"""Data parallelism and ZeRO (Rajbhandari et al. 2020) over the data ranks as Megatron-LM runs them
+(`--framework megatron`, the default; DeepSpeed's: deepspeed.py): D for dense gradients, the
+expert-data-parallel ranks for experts' (expert.py).
 
     ZeRO 0    per unit, once per iteration after its last micro-batch's weight gradient:
               ALLREDUCE of its gradient bytes (per layer, not bucketed: one collective per
@@ -10,7 +11,8 @@ gradients, D / E_p for experts' (the ranks holding the same experts).
               distributed optimizer issues exactly these two once per iteration.
     ZeRO 3    parameters partitioned too: per micro-batch ALLGATHER of the unit's parameters
               before its forward and again before its backward, REDUCESCATTER of its gradient
-              after its weight gradient (DeepSpeed stage 3)
+              after its weight gradient (fully sharded: Megatron-Core's FSDP, PyTorch FSDP's
+              FULL_SHARD; DeepSpeed's stage 3, with its persistence and reuse rules, is deepspeed.py)
 Sizes are this rank's tensor-parallel shard of the unit: gradients in the framework's reduction
 dtype (fp32 for bf16 parameters, strategy/frameworks.py), parameters in their own dtype.
 """

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from modtrans import limits
 from modtrans.plan.model import Recompute, Schedule  # the plan's own: it reports them
+from modtrans.strategy.frameworks import Framework
 
 __all__ = ["Layout", "LayoutError", "Recompute", "Schedule"]
 
@@ -41,6 +42,7 @@ class Layout:
     recompute: Recompute = Recompute.NONE
     stages: tuple[int, ...] | None = None  # blocks per pipeline stage (x vpp chunks), in order
     etp: int | None = None  # experts split over this many tensor ranks (None: T, Megatron-Core's default)
+    framework: Framework = Framework.MEGATRON  # whose data parallelism and ZeRO (strategy/frameworks.py)
 
     @property
     def expert_tp(self) -> int:
@@ -107,6 +109,17 @@ class Layout:
             )
         if self.zero not in (0, 1, 2, 3):
             raise LayoutError("--zero is 0, 1, 2 or 3")
+        if self.framework is Framework.DEEPSPEED and self.zero >= 2 and self.pp > 1:
+            raise LayoutError(
+                f"--framework deepspeed --zero {self.zero} with --pp {self.pp}: DeepSpeed's pipeline engine "
+                "runs ZeRO-1 at most (deepspeed/runtime/pipe/engine.py: ZeRO-2 and ZeRO-3 are "
+                "incompatible with pipeline parallelism)"
+            )
+        self._check_pipeline()
+        return self
+
+    def _check_pipeline(self) -> None:
+        """The schedule's rules and the --stages list's length."""
         if self.schedule is Schedule.INTERLEAVED:
             if self.vpp < 2 or self.pp < 2:
                 raise LayoutError("--schedule interleaved needs --pp > 1 and --vpp V >= 2 chunks per rank")
@@ -120,4 +133,3 @@ class Layout:
                 f"--stages lists {len(self.stages)} chunk{'s' * (len(self.stages) != 1)}; "
                 f"the pipeline has {self.chunks} (P x V)"
             )
-        return self

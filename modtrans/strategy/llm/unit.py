@@ -48,11 +48,12 @@ class Unit:
     def grad_bytes(self) -> int:
         """This rank's share of the unit's gradients as the data-parallel reduction moves them
         (the --params convention, the framework's gradient dtype: groups.layer_bytes)."""
-        return self._share(self.x.group.comm_bytes)
+        return self.share(self.x.group.comm_bytes)
 
     def param_bytes(self) -> int:
         """This rank's share of the unit's parameters in their own dtype (parameter all-gathers)."""
-        return self._share(self.x.group.param_bytes)
+        return self.share(self.x.group.param_bytes)
 
-    def _share(self, size: int) -> int:
+    def share(self, size: int) -> int:
+        """This rank's share of a quantity the unit's tensor-parallel split divides."""
         return -(-size // self.x.ways) if self.x.ways > 1 and self.x.shardable else size
