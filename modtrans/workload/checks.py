@@ -443,7 +443,8 @@ def simai_repeated_gradient_reduction(workload: Workload, dialect: Dialect) -> I
             "D311",
             f"the data-parallel {comm} of {name} ({size:,} B) is in {len(layers)} micro-batch copies "
             f"(ga: {ga}); SimAI runs every line once, so it moves {len(layers)}x the bytes the "
-            f"framework sends once per iteration{more}",
+            f"framework sends once per iteration (right only for DeepSpeed's ZeRO-2, which reduces "
+            f"every micro-batch){more}",
             span=_field_span(layers[1], _PHASE_FIELDS["weight_grad"][0]),
             hint="keep the weight-gradient all-reduce in one copy (modtrans translate writes it so)",
         )
