@@ -624,3 +624,18 @@ def test_diff_counts_communication_by_type_and_group_whatever_the_granularity(ru
     named = " ".join(c["difference"] for c in json.loads(result.stdout)["conventions"])
     assert "the reference is AICB's: one line per role and block" in named
     assert "AICB's 80 column lines do not" in named
+
+
+def test_like_with_the_reference_on_standard_input_takes_its_conventions(run_cli: Run) -> None:
+    """`--like` reads a reference file's layout through translate's rules; a reference piped in
+    has no file to read again, and takes the conventions of what was read (as before issue 24):
+    ASTRA-sim's ResNet-50 has 54 weight layers and the reference compute model."""
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    piped = CliRunner().invoke(app, ["diff", "resnet50", "-", "--like"], input=RESNET.read_bytes())
+    named = run_cli("diff", "resnet50", RESNET, "--like")
+    assert "54 layers · " in piped.stdout
+    # the same report below the title (which names the reference)
+    assert piped.stdout[piped.stdout.index("54 layers") :] == named.stdout[named.stdout.index("54 layers") :]
