@@ -91,19 +91,22 @@ def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
 
 
 def check_heads(ir: ModelIR, tp: int) -> None:
-    """Megatron-LM's rules for splitting attention over T ranks (megatron/core/transformer/
-    transformer_config.py, TransformerConfig.__post_init__): the query heads divide by T, and the
-    key/value heads (num_query_groups) are a multiple of T or divide it (then each rank holds
-    one group, replicated). A model whose heads nothing records (an ONNX export) is not checked."""
+    """Megatron-Core's rules for splitting attention over T ranks: each rank holds whole query heads
+    and whole key/value groups. megatron/core/transformer/attention.py, Attention.__init__:
+    `num_attention_heads_per_partition = divide(num_attention_heads, world_size)` and
+    `num_query_groups_per_partition = divide(num_query_groups, world_size)` (divide asserts the
+    division; dot_product_attention.py does the same). transformer_config.py alone would also let
+    the groups divide T, but the attention modules refuse that. A model whose heads nothing
+    records (an ONNX export) is not checked."""
     heads = {x.block.heads for x in ir.layers if x.block is not None and x.block.heads is not None}
     for h in sorted(heads, key=lambda h: (h.query, h.key_value)):
         if h.query % tp:
             raise LayoutError(
-                f"--tp {tp}: the {h.query} attention heads must divide by it (Megatron-LM: "
-                "num_attention_heads % tensor_model_parallel_size == 0)"
+                f"--tp {tp}: the {h.query} attention heads must divide by it (Megatron-Core: "
+                "num_attention_heads_per_partition = divide(num_attention_heads, world_size))"
             )
-        if h.key_value % tp and tp % h.key_value:
+        if h.key_value % tp:
             raise LayoutError(
-                f"--tp {tp}: the {h.key_value} key/value heads must be a multiple or a divisor of it "
-                "(Megatron-LM: num_query_groups and tensor_model_parallel_size)"
+                f"--tp {tp}: the {h.key_value} key/value heads must divide by it (Megatron-Core: "
+                "num_query_groups_per_partition = divide(num_query_groups, world_size))"
             )
