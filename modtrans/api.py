@@ -126,7 +126,7 @@ def translate(
     tp, pp, dp, ep, etp, sp, zero, micro_batch, global_batch, schedule ("gpipe", "1f1b",
         "interleaved"), vpp, recompute ("none", "selective", "full"), stages: the LLM layout.
     seq_len: the sequence length (input_ids=1xS; Megatron's --seq-length).
-    framework: "megatron" (default) or "deepspeed": whose data parallelism and ZeRO.
+    framework: "megatron" (default), "deepspeed" or "fsdp": whose data parallelism and ZeRO.
     params: "trainable" (default) or "weights"; compute: "roofline" (default),
         "astra-sim-reference", "scalesim-v3" or "scalesim", with device, array (rows, cols),
         dataflow ("ws", "is", "os"), bytes_per_cycle, time_unit ("ns", "us", "cycles"), clock_ghz.

@@ -80,7 +80,7 @@ class Request:
     dp: int | None = None
     ep: int | None = None
     etp: int | None = None  # experts split over 1 or T tensor ranks (default T)
-    framework: str | None = None  # megatron (default) or deepspeed: data parallelism and ZeRO
+    framework: str | None = None  # megatron (default), deepspeed or fsdp: data parallelism and ZeRO
     sp: bool = False
     zero: int | None = None
     micro_batch: int | None = None

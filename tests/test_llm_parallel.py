@@ -831,3 +831,34 @@ def test_deepspeed_zero3_gathers_what_it_released(tmp_path: Path) -> None:
         c.bytes for c in _collectives(plan) if names[c.layer] == "lm_head" and c.comm is CommType.ALLGATHER
     }
     assert gathered == {table}
+
+
+@pytest.mark.parametrize(
+    ("zero", "expected"),
+    [
+        (0, {(Place.AFTER_WG, CommType.ALLREDUCE): 1}),
+        (2, {(Place.BEFORE_FWD, CommType.ALLGATHER): 1, (Place.AFTER_WG, CommType.REDUCESCATTER): 1}),
+        (
+            3,
+            {
+                (Place.BEFORE_FWD, CommType.ALLGATHER): 1,
+                (Place.BEFORE_BWD, CommType.ALLGATHER): 1,
+                (Place.AFTER_WG, CommType.REDUCESCATTER): 1,
+            },
+        ),
+    ],
+)
+def test_fsdp_reduces_every_micro_batch(
+    zero: int, expected: dict[tuple[Place, CommType], int], tmp_path: Path
+) -> None:
+    """PyTorch FSDP (_runtime_utils.py; FSDP2 foreach_reduce): NO_SHARD all-reduces, SHARD_GRAD_OP
+    gathers before the forward and keeps the parameters, FULL_SHARD gathers again before the
+    backward; all reduce the gradients in every micro-batch (outside no_sync), in the parameters'
+    dtype (reduce_dtype defaults to param_dtype): the toy's q_proj, 64 x 64 x 2 bytes, GA times."""
+    ga = 3
+    layout = Layout(npus=2, dp=2, zero=zero, framework=Framework.FSDP, global_batch=2 * ga * MICRO)
+    plan = _plan(tmp_path, layout)
+    q = [info.name for info in plan.layers].index("model.layers.0.self_attn.q_proj")
+    ops = [c for c in _collectives(plan) if c.layer == q]
+    assert Counter((c.place, c.comm) for c in ops) == {key: n * ga for key, n in expected.items()}
+    assert {c.bytes for c in ops} == {HIDDEN * HIDDEN * BYTES}

@@ -87,7 +87,7 @@ FrameworkOpt = Annotated[
     Framework | None,
     typer.Option(
         "--framework",
-        help="Whose data parallelism and ZeRO: megatron (default) or deepspeed.",
+        help="Whose data parallelism and ZeRO: megatron (default), deepspeed or fsdp.",
         rich_help_panel=LLM,
     ),
 ]

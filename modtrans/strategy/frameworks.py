@@ -1,8 +1,8 @@
 """How the training frameworks reduce gradients: conventions as data, each with its source.
 
 `--framework` picks one for the LLM layout's data parallelism (strategy/llm/data.py for
-Megatron-LM, strategy/llm/deepspeed.py for DeepSpeed); the keyword presets follow Megatron-LM's
-gradient dtype.
+Megatron-LM, strategy/llm/deepspeed.py for DeepSpeed, strategy/llm/fsdp.py for PyTorch FSDP); the
+keyword presets follow Megatron-LM's gradient dtype.
 
 Megatron-LM (NVIDIA/Megatron-LM d98e8a6), the default:
 
@@ -35,6 +35,7 @@ import enum
 class Framework(enum.StrEnum):
     MEGATRON = "megatron"
     DEEPSPEED = "deepspeed"
+    FSDP = "fsdp"
 
 
 REDUCED_IN_FP32 = frozenset({"bfloat16"})

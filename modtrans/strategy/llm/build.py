@@ -13,7 +13,7 @@ from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Place
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params, group
-from modtrans.strategy.llm import data, deepspeed, expert, tensor
+from modtrans.strategy.llm import data, deepspeed, expert, fsdp, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import DATA, Unit
@@ -85,7 +85,9 @@ def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None)
         raise LayoutError("the model has no layer with parameters to distribute")
     tensor.apply(units, ir, t, layout.sp)
     units = expert.apply(units, ir, layout)
-    apply_data = deepspeed.apply if layout.framework is Framework.DEEPSPEED else data.apply
+    apply_data = {Framework.DEEPSPEED: deepspeed.apply, Framework.FSDP: fsdp.apply}.get(
+        layout.framework, data.apply
+    )
     apply_data(units, layout.zero, layout.d, layout.d // e * (t if layout.expert_tp == 1 else 1))
     tensor.replicated_grads(units, t, layout.sp)
     for index, u in enumerate(units):

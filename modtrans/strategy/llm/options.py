@@ -115,6 +115,10 @@ class Layout:
                 "runs ZeRO-1 at most (deepspeed/runtime/pipe/engine.py: ZeRO-2 and ZeRO-3 are "
                 "incompatible with pipeline parallelism)"
             )
+        if self.framework is Framework.FSDP and self.zero == 1:
+            raise LayoutError(
+                "--framework fsdp has no ZeRO-1: --zero 0 (NO_SHARD), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD)"
+            )
         self._check_pipeline()
         return self
 

@@ -1,0 +1,44 @@
+"""Data parallelism as PyTorch FSDP runs it (`--framework fsdp`), per iteration of GA micro-batches
+over the data ranks. Read from pytorch/pytorch: torch/distributed/fsdp/_runtime_utils.py (FSDP1,
+3ade90a6) and _fully_shard / _fsdp_collectives.py (FSDP2, 0257dd1c / 010ae4a8):
+
+    --zero 3  FULL_SHARD: per micro-batch, ALLGATHER of a unit's parameters before its forward and
+              again before its backward (resharded after the forward), REDUCESCATTER of its
+              gradients after its weight gradient (_post_backward_hook / foreach_reduce)
+    --zero 2  SHARD_GRAD_OP: the parameters gathered once per micro-batch, before the forward, and
+              kept for the backward; the gradients reduce-scattered per micro-batch
+    --zero 0  NO_SHARD: an ALLREDUCE of the gradients per micro-batch
+Gradients in the parameters' dtype (MixedPrecision.reduce_dtype defaults to param_dtype;
+_flat_param.py), as the model holds them here. Every micro-batch reduces: gradient accumulation
+under `no_sync` (FSDP2: set_requires_gradient_sync(False)) reduces at the last one only, which a
+training script opts into; it is not modelled. Also left out: the root module's parameters, which
+FSDP does not reshard after the forward (gathered once, not twice), the padding of each flat
+parameter to a multiple of D, and HYBRID_SHARD's all-reduce across shard groups (a node axis the
+mesh does not have). ZeRO-1 has no FSDP counterpart: Layout.check refuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from modtrans.plan.model import Place
+from modtrans.strategy.draft import Comm
+from modtrans.strategy.llm.unit import Unit
+from modtrans.workload.model import CommType
+
+
+def apply(units: Sequence[Unit], zero: int, data_ranks: int, expert_data_ranks: int) -> None:
+    assert zero != 1, "Layout.check refuses it"
+    for u in units:
+        ranks = expert_data_ranks if u.role == "expert" else data_ranks
+        size = u.param_bytes()  # parameters and gradients in the parameters' dtype
+        if size == 0 or ranks == 1:
+            continue
+        over = u.grads_over
+        if zero == 0:
+            u.attach(Place.AFTER_WG, Comm(CommType.ALLREDUCE, size, over))
+            continue
+        u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, over))
+        if zero == 3:
+            u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, over))
+        u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, size, over))
