@@ -336,9 +336,9 @@ def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[s
     header = reference.header
     given = any(getattr(request, f) is not None for f in _LAYOUT_FIELDS) or request.sp
     group = header.model_parallel_group
-    if given or request.parallel is not None or not header.policy.is_transformer or not group:
-        return request, []
-    tp, pp, ep = group, header.pp or 1, header.ep or 1
+    if given or request.parallel is not None or not header.policy.is_transformer or not group or group < 1:
+        return request, []  # a group of 0 or less says nothing (validate reports it)
+    tp, pp, ep = group, max(header.pp or 1, 1), max(header.ep or 1, 1)
     taken = {"tp": tp}
     if pp > 1:
         taken["pp"] = pp
