@@ -143,8 +143,7 @@ def diff(
         **layout.request_fields(locals()),
     )
     pair, gemms = sides(first, reference, request, no_color)
-    sides_ = pair
-    a, b = (side.workload for side in sides_)
+    a, b = (side.workload for side in pair)
     assert a is not None
     assert b is not None
     if like and conventions.names_differ(a, b):

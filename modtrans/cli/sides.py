@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from modtrans.diff import conventions
 
 Gemms = dict[str, dict[str, "conventions.Gemms"]]
-STDIN_NAME_SPEC = "-"  # the reference read from standard input
 
 
 def _options(request: Request) -> pipeline.Options:
@@ -63,7 +62,7 @@ def sides(
     as_given = dataclasses.replace(request, like=None)
     reference_side = pipeline.workload_or_model(reference, _options(as_given), cache=lines)
     follows = request.like is not None and pipeline.reads_as_workload(reference)
-    if follows and reference == STDIN_NAME_SPEC and reference_side.workload is not None:
+    if follows and reference == "-" and reference_side.workload is not None:
         # no file for request.prepare to read: the conventions of what was read (not its layout)
         params, compute, _ = conventions_of(reference_side.workload, request.params, request.compute)
         follows, as_given = False, dataclasses.replace(as_given, params=params.value, compute=compute)

@@ -1,26 +1,11 @@
 """Option values parsed for the library: --array, --input-shape, lists of indices; whether an
-option was given (the library takes a default not given as None), and the conventions --like takes."""
+option was given (the library takes a default not given as None)."""
 
 from __future__ import annotations
 
 import sys
 
-from modtrans import cost
-from modtrans.cli.common import ComputeModel, _usage
-from modtrans.request import conventions_of
-from modtrans.strategy import Params
-from modtrans.workload.model import Workload
-
-
-def _cost(
-    device: str | None,
-    array: str | None,
-    dataflow: str | None,
-    bytes_per_cycle: float | None,
-    unit: cost.Unit,
-    ghz: float,
-) -> cost.Settings:
-    return cost.Settings(device, _array(array), dataflow, bytes_per_cycle, cost.Clock(unit, ghz))
+from modtrans.cli.common import _usage
 
 
 def _array(array: str | None) -> tuple[int, int] | None:
@@ -76,14 +61,3 @@ def _given(name: str) -> bool:
     context = get_current_context(silent=True)
     source = context.get_parameter_source(name) if context is not None else None
     return source is not None and source is not ParameterSource.DEFAULT
-
-
-def _conventions_of(
-    reference: Workload, params: Params, compute: ComputeModel
-) -> tuple[Params, ComputeModel, list[str]]:
-    """The --params and --compute a reference workload implies, for those the user did not give,
-    and the options taken (for `diff --like`; `translate --like`: request.py)."""
-    given_params = params if _given("params") else None
-    given_compute = compute if _given("compute") else None
-    params, implied, taken = conventions_of(reference, given_params, given_compute)
-    return params, ComputeModel(implied), taken

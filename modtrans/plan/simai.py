@@ -140,13 +140,13 @@ def _unit_lines(
     pre: list[_Line] = []  # nearest the unit's line first
     post: list[_Line] = []
     for c in reversed(got[Place.BEFORE_FWD]):  # the forward runs pre lines farthest first
-        _put(pre, _column(plan, c, forward=True), c, fresh=True)
+        _put(pre, _column(c, forward=True), c, fresh=True)
     for c in got[Place.AFTER_FWD]:
         _put_main_or(main, post, FWD, c)
     for c in reversed(got[Place.BEFORE_BWD]):  # the backward runs post lines farthest first
-        _put(post, _column(plan, c, forward=False), c, fresh=True)
+        _put(post, _column(c, forward=False), c, fresh=True)
     for c in (*got[Place.AFTER_WG], *got[Place.AFTER_IG], *got[Place.TAIL]):
-        _put_main_or(main, pre, _column(plan, c, forward=False), c)
+        _put_main_or(main, pre, _column(c, forward=False), c)
     info = plan.layers[index]
     name = info.name if micro == 0 else f"{info.name}.mb{micro}"
     out = [_layer(plan, f"{name}.pre{len(pre) - i}", line) for i, line in enumerate(reversed(pre))]
@@ -174,7 +174,7 @@ def _put(lines: list[_Line], column: int, c: Collective, *, fresh: bool) -> None
     lines.append(_Line({column: c}))
 
 
-def _column(plan: Plan, c: Collective, *, forward: bool) -> int:
+def _column(c: Collective, *, forward: bool) -> int:
     """fwd for what runs with the forward; in the backward wg for the data-parallel group (the
     only column where SimAI reads a plain type as that group), ig for the others."""
     if forward:

@@ -45,10 +45,3 @@ def written(comm: CommType, whole: int, ranks: int, reader: Consumer) -> int:
     if reader is Consumer.ASTRA_SIM and comm is CommType.ALLGATHER and ranks > 1:
         return -(-whole // ranks)
     return whole
-
-
-def whole(comm: CommType, size: int, ranks: int, reader: Consumer) -> int:
-    """The whole buffer a written size stands for (the inverse of `written`, up to its rounding)."""
-    if reader is Consumer.ASTRA_SIM and comm is CommType.ALLGATHER:
-        return size * max(ranks, 1)
-    return size
