@@ -45,6 +45,7 @@ TOY = {
 MOE = {**TOY, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
 MICRO, SEQ, HIDDEN, BYTES = 2, 16, 64, 2
 A = MICRO * SEQ * HIDDEN * BYTES  # one micro-batch's hidden activation: 4,096 bytes
+LOSS = MICRO * SEQ * 4  # one fp32 value per token of a micro-batch: 128 bytes
 
 
 def _plan(tmp_path: Path, layout: Layout, config: dict[str, Any] = TOY) -> Plan:
@@ -69,9 +70,14 @@ def _names(plan: Plan, ops: list[Collective]) -> list[str]:
     return [plan.layers[op.layer].name for op in ops]
 
 
+def _activations(plan: Plan) -> list[Collective]:
+    """The tensor-parallel collectives of activations (the loss's per-token all-reduces left out)."""
+    return [c for c in _collectives(plan) if c.over == frozenset({Purpose.TENSOR}) and c.bytes != LOSS]
+
+
 def test_tensor_parallel_all_reduces_are_megatrons(tmp_path: Path) -> None:
     plan = _plan(tmp_path, Layout(npus=2, tp=2, global_batch=MICRO))
-    tp = [c for c in _collectives(plan) if c.over == frozenset({Purpose.TENSOR})]
+    tp = _activations(plan)
     assert {(c.comm, c.bytes) for c in tp} == {(CommType.ALLREDUCE, A)}
     forward = _names(plan, [c for c in tp if c.step is Step.FWD])
     backward = _names(plan, [c for c in tp if c.step is Step.INPUT_GRAD])
@@ -89,7 +95,7 @@ def test_tensor_parallel_all_reduces_are_megatrons(tmp_path: Path) -> None:
 
 def test_sequence_parallelism_halves_become_gathers_and_scatters(tmp_path: Path) -> None:
     plan = _plan(tmp_path, Layout(npus=2, tp=2, sp=True, global_batch=MICRO))
-    every = [c for c in _collectives(plan) if c.over == frozenset({Purpose.TENSOR})]
+    every = _activations(plan)
     tp = [c for c in every if c.place is not Place.TAIL]
     # once per iteration, the norms' partial gradients (each saw 1/T of the sequence) all-reduced
     # over the tensor group in fp32 (finalize_model_grads.py, _allreduce_non_tensor_model_parallel_grads):
@@ -108,6 +114,22 @@ def test_sequence_parallelism_halves_become_gathers_and_scatters(tmp_path: Path)
     assert kinds[(CommType.ALLGATHER, Step.INPUT_GRAD)] == (2 * 2 + 1) + (2 * 2 + 1)
     assert kinds[(CommType.REDUCESCATTER, Step.INPUT_GRAD)] == 2 * 2 + 1
     assert {c.bytes for c in tp} == {A}
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_the_vocabulary_parallel_loss_all_reduces_3_fp32_values_per_token(tmp_path: Path, sp: bool) -> None:
+    # megatron/core/tensor_parallel/cross_entropy.py, _VocabParallelCrossEntropy.forward: the
+    # logits cast to fp32, then all-reduces of the maximum logit, the target's logit and the sum
+    # of exponentials over the tensor group, one value per token; with or without SP (the head's
+    # input is gathered first, so the logits cover the whole sequence)
+    plan = _plan(tmp_path, Layout(npus=4, tp=2, dp=2, sp=sp, global_batch=2 * 3 * MICRO))  # GA 3
+    loss = [c for c in _collectives(plan) if c.bytes == LOSS]
+    assert [(c.comm, c.over, c.step, plan.layers[c.layer].name) for c in loss] == [
+        (CommType.ALLREDUCE, frozenset({Purpose.TENSOR}), Step.FWD, "lm_head")
+    ] * (3 * 3)
+    # without tensor parallelism the logits are whole on each rank: nothing to all-reduce
+    alone = _plan(tmp_path, Layout(npus=2, dp=2, global_batch=2 * MICRO))
+    assert not [c for c in _collectives(alone) if c.bytes == LOSS]
 
 
 def test_pipeline_sends_one_activation_per_micro_batch_in_1f1b_order(tmp_path: Path) -> None:
@@ -494,6 +516,41 @@ def test_simai_text_and_traces_carry_the_same_bytes_per_iteration(
                 over = "data" if column == 2 else "tensor"
             text[(base, over)] += phase.comm_size
     assert text == traces
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        Layout(npus=2, tp=2, sp=True, global_batch=MICRO),
+        Layout(npus=4, tp=2, dp=2, global_batch=2 * MICRO),
+        Layout(npus=2, dp=2, zero=1, global_batch=2 * MICRO),
+        Layout(npus=4, tp=2, dp=2, sp=True, zero=2, global_batch=2 * MICRO),
+        Layout(npus=4, tp=2, dp=2, recompute=Recompute.FULL, global_batch=2 * MICRO),
+    ],
+)
+def test_astra_sim_text_and_traces_carry_the_same_collectives(layout: Layout, tmp_path: Path) -> None:
+    """ASTRA-sim 1.0 text of a one-stage layout: per collective type and group, the same count and
+    bytes as the plan's trace (an all-gather written as one rank's part, plan/sizes.py), a column's
+    further collectives on lines of their own (plan/lines.py: the loss's all-reduces after the head,
+    SP's all-gathers, ZeRO's reduce-scatter then all-gather; refused before)."""
+    from modtrans.plan import project
+
+    plan = _plan(tmp_path, layout)
+    tensor = frozenset({Purpose.TENSOR})
+    traces: Counter[tuple[str, bool, int]] = Counter()
+    for op in plan.programs[0]:
+        if isinstance(op, Collective) and op.step is not Step.RECOMPUTE:
+            ranks = plan.mesh.span(op.over)
+            traces[
+                (op.comm.value, op.over == tensor, written(op.comm, op.bytes, ranks, Consumer.ASTRA_SIM))
+            ] += 1
+    text: Counter[tuple[str, bool, int]] = Counter()
+    for layer in project(plan).layers:
+        for column, (_, phase) in enumerate(layer.phases):
+            if phase.comm_type.moves_data:
+                text[(phase.comm_type.value, column < 2, phase.comm_size)] += 1
+    assert text == traces
+    assert text[("ALLREDUCE", True, LOSS)] == (3 if layout.tp > 1 else 0)
 
 
 def test_seq_len_is_the_sequence_of_input_ids(run_cli: Run, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ not compared. One function decides what a rank computes of a sharded unit for bo
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 import pytest
@@ -22,7 +23,7 @@ from modtrans import pipeline, zoo
 from modtrans.plan import Collective, Compute, Plan, Transfer, project
 from modtrans.strategy import Folded, Parallelism
 from modtrans.strategy.llm import Layout
-from modtrans.workload.model import Policy
+from modtrans.workload.model import Phase, Policy
 
 Key = tuple[object, ...]
 
@@ -93,14 +94,30 @@ def test_a_keyword_preset_is_its_layout(model: str, npus: int, group: int) -> No
     assert preset.groups() == layout.groups() or {g.ranks for g in preset.groups()} == {
         g.ranks for g in layout.groups()
     }
+    # The one difference: the layout is Megatron-LM's and computes the loss on vocabulary-parallel
+    # logits, three all-reduces of 4 bytes per token (or sample) after the forward of the model's
+    # last layer when that is column-parallel, its logits split over the ranks (in the keyword's
+    # plan it all-reduces its input's gradient) (tensor_parallel/cross_entropy.py); the keyword is
+    # ASTRA-sim's one collective per layer column, without the loss
+    last = preset.layers[-1].name
     for rank in (0, npus - 1):
         assert preset.compute_time(rank) == layout.compute_time(rank)
-        assert _canonical(preset, rank) == _canonical(layout, rank)
+        computes, collectives = _canonical(layout, rank)
+        keyword = _canonical(preset, rank)
+        loss = [c for c in collectives if c not in keyword[1]]
+        assert keyword == (computes, [c for c in collectives if c not in loss])
+        split = any(c[1:4] == (last, "input_grad", "ALLREDUCE") for c in keyword[1])
+        assert [c[1:4] for c in loss] == [(last, "fwd", "ALLREDUCE")] * (3 if split else 0)
+        assert len({c[4] for c in loss}) <= 1
     # and the layout writes ASTRA-sim 1.0 text (`--dp 2` was D310 before issue 23): the preset's
-    # layer lines, and with --tp its header too (HYBRID_TRANSFORMER model_parallel_NPU_group: T)
-    text, keyword = project(layout), project(preset)
-    assert text.layers == keyword.layers
-    assert text.header == keyword.header or not group
+    # layer lines (the head's further all-reduces on lines of their own, plan/lines.py), and with
+    # --tp its header too (HYBRID_TRANSFORMER model_parallel_NPU_group: T)
+    text, words = project(layout), project(preset)
+    lines = [x for x in text.layers if not x.name.startswith(f"{last}.post")]
+    no_loss = [dataclasses.replace(x, fwd=Phase(x.fwd.compute_time)) if x.name == last else x for x in lines]
+    assert (no_loss if split else lines) == [*words.layers]
+    assert len(text.layers) - len(lines) == (2 if split else 0)
+    assert text.header == words.header or not group
 
 
 def test_gpt2_rank_0_computes_megatrons_share_and_the_old_convention_stays_an_option() -> None:

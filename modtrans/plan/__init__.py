@@ -4,10 +4,12 @@ model.py  Plan, Mesh, the operations (Compute, Collective, Transfer) and communi
           what built the plan: a keyword Preset or a layout's LayoutFacts (no file format's header)
 text.py   Plan -> the text workload model, its header derived (refuses, D310, what it cannot say)
 simai.py  a layout's Plan -> SimAI's text workload, its pipeline header derived
+lines.py  a layout's units as text lines, a column's further collectives on lines of their own
 
 The Chakra writer (modtrans/chakra/write.py) turns a plan into one trace per rank.
 """
 
+from modtrans.plan.lines import ProjectionError
 from modtrans.plan.model import (
     Axis,
     Checkpoints,
@@ -30,7 +32,7 @@ from modtrans.plan.model import (
     Tensor,
     Transfer,
 )
-from modtrans.plan.text import ProjectionError, project
+from modtrans.plan.text import project
 
 __all__ = [
     "Axis",

@@ -37,24 +37,22 @@ data-parallel group is not one SimAI can name there (ep > 1).
 
 from __future__ import annotations
 
-import dataclasses
-from collections import defaultdict
-
-from modtrans.plan.model import Collective, Compute, Place, Plan, Purpose, Recompute, Step, Transfer
+from modtrans.plan.lines import (
+    FWD,
+    IG,
+    WG,
+    Line,
+    Placed,
+    ProjectionError,
+    arrange,
+    backward_column,
+    first_stage,
+)
+from modtrans.plan.model import Collective, Plan, Purpose, Recompute, Step
 from modtrans.plan.sizes import Consumer, written
-from modtrans.plan.text import ProjectionError
 from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
 
-FWD, IG, WG = 0, 1, 2
 _EXPERT_DATA = frozenset({Purpose.DATA})  # the experts' data-parallel group, SimAI's DP_EP (D / E)
-_PER_MICRO = (Place.BEFORE_FWD, Place.AFTER_FWD, Place.BEFORE_BWD, Place.AFTER_WG, Place.AFTER_IG)
-
-
-@dataclasses.dataclass
-class _Line:
-    """One SimAI line being filled: a column -> its collective."""
-
-    comms: dict[int, Collective] = dataclasses.field(default_factory=dict)
 
 
 def project_simai(plan: Plan) -> Workload:
@@ -66,8 +64,8 @@ def project_simai(plan: Plan) -> Workload:
         )
     if layout.recompute is Recompute.SELECTIVE:
         raise ProjectionError("selective recomputation: SimAI's FWD_IN_BCKWD recomputes whole segments only")
-    units, times, placed = _first_stage(plan)
     ga = layout.micro_batches
+    units, times, placed = first_stage(plan, ga)
     lines: list[Layer] = []
     for m in range(ga):
         for index in units:
@@ -90,39 +88,6 @@ def project_simai(plan: Plan) -> Workload:
     return Workload(header, tuple(lines))
 
 
-Placed = dict[Place, list[Collective]]
-
-
-def _first_stage(
-    plan: Plan,
-) -> tuple[list[int], dict[tuple[int, int], int], dict[int, Placed]]:
-    """Stage 0's units in forward order, their compute per column, and per unit the collectives of
-    one micro-batch (and the once-per-iteration ones) by place."""
-    assert plan.layout is not None
-    ga = plan.layout.micro_batches
-    units: list[int] = []
-    times: dict[tuple[int, int], int] = {}
-    every: dict[int, Placed] = defaultdict(lambda: defaultdict(list))
-    for op in plan.programs[0]:
-        if isinstance(op, Transfer) or op.step is Step.RECOMPUTE:
-            continue  # the pipeline is SimAI's formula; recomputation the header's checkpoints
-        if isinstance(op, Compute):
-            column = {Step.FWD: FWD, Step.INPUT_GRAD: IG, Step.WEIGHT_GRAD: WG}[op.step]
-            if op.step is Step.FWD and (op.layer, FWD) not in times:
-                units.append(op.layer)
-            times.setdefault((op.layer, column), op.time)  # every micro-batch computes the same
-            continue
-        if op.place is None:
-            raise ProjectionError(f"layer {plan.layers[op.layer].name}: a collective the plan does not place")
-        every[op.layer][op.place].append(op)
-    placed: dict[int, Placed] = {}
-    for layer, by_place in every.items():
-        placed[layer] = {
-            place: ops[: len(ops) // ga] if place in _PER_MICRO else ops for place, ops in by_place.items()
-        }
-    return units, times, placed
-
-
 def _unit_lines(
     plan: Plan,
     index: int,
@@ -133,56 +98,18 @@ def _unit_lines(
     micro: int,
 ) -> list[Layer]:
     """The unit's line and the lines of its further collectives, in file order."""
-    got = {place: placed.get(place, []) for place in Place}
-    if not first_copy:
-        got[Place.TAIL] = []
-    main = _Line()
-    pre: list[_Line] = []  # nearest the unit's line first
-    post: list[_Line] = []
-    for c in reversed(got[Place.BEFORE_FWD]):  # the forward runs pre lines farthest first
-        _put(pre, _column(c, forward=True), c, fresh=True)
-    for c in got[Place.AFTER_FWD]:
-        _put_main_or(main, post, FWD, c)
-    for c in reversed(got[Place.BEFORE_BWD]):  # the backward runs post lines farthest first
-        _put(post, _column(c, forward=False), c, fresh=True)
-    for c in (*got[Place.AFTER_WG], *got[Place.AFTER_IG], *got[Place.TAIL]):
-        _put_main_or(main, pre, _column(c, forward=False), c)
+    lines = arrange(placed, backward_column, tail=first_copy)
     info = plan.layers[index]
     name = info.name if micro == 0 else f"{info.name}.mb{micro}"
+    pre = lines.pre
     out = [_layer(plan, f"{name}.pre{len(pre) - i}", line) for i, line in enumerate(reversed(pre))]
-    phases = [_phase(plan, times.get((index, col), 0), main.comms.get(col)) for col in (FWD, IG, WG)]
+    phases = [_phase(plan, times.get((index, col), 0), lines.main.comms.get(col)) for col in (FWD, IG, WG)]
     out.append(Layer(name, phases[0], phases[1], phases[2], info.update))
-    out += [_layer(plan, f"{name}.post{i + 1}", line) for i, line in enumerate(post)]
+    out += [_layer(plan, f"{name}.post{i + 1}", line) for i, line in enumerate(lines.post)]
     return out
 
 
-def _put_main_or(main: _Line, extra: list[_Line], column: int, c: Collective) -> None:
-    if column not in main.comms:
-        main.comms[column] = c
-    else:
-        _put(extra, column, c, fresh=False)
-
-
-def _put(lines: list[_Line], column: int, c: Collective, *, fresh: bool) -> None:
-    """On the nearest line whose column is free, or (`fresh`: collectives of one place, which
-    must keep their order) on a new line beyond the others."""
-    if not fresh:
-        for line in lines:
-            if column not in line.comms:
-                line.comms[column] = c
-                return
-    lines.append(_Line({column: c}))
-
-
-def _column(c: Collective, *, forward: bool) -> int:
-    """fwd for what runs with the forward; in the backward wg for the data-parallel group (the
-    only column where SimAI reads a plain type as that group), ig for the others."""
-    if forward:
-        return FWD
-    return WG if Purpose.DATA in c.over else IG
-
-
-def _layer(plan: Plan, name: str, line: _Line) -> Layer:
+def _layer(plan: Plan, name: str, line: Line) -> Layer:
     fwd, ig, wg = (_phase(plan, 0, line.comms.get(col)) for col in (FWD, IG, WG))
     return Layer(name, fwd, ig, wg, 0)
 

@@ -29,15 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from modtrans.plan.lines import FWD, IG, WG, Line, ProjectionError, arrange, first_stage
 from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Recompute, Step, Transfer
 from modtrans.plan.sizes import Consumer, written
 from modtrans.workload.model import Header, Layer, Phase, Policy, Workload
 
 _COLUMNS = (Step.FWD, Step.INPUT_GRAD, Step.WEIGHT_GRAD)
-
-
-class ProjectionError(ValueError):
-    """The plan holds something the text format cannot say (one line, for a D310)."""
 
 
 def spanned(over: frozenset[Purpose], mesh: Mesh) -> frozenset[Purpose]:
@@ -98,30 +95,67 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             "runs one: write --dialect simai (its ga: header) or Chakra traces (--format chakra-et)"
         )
     head = header(plan)
+    if plan.layout is not None:
+        return Workload(head, _layout_lines(plan, head.policy, reader))
     times, comms = _cells(plan, head.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
     layers = []
     for i, info in enumerate(plan.layers):
         policy = info.policy or head.policy
-        expected = columns(policy, plan.mesh)
         phases = []
         for step in _COLUMNS:
             time = times.get((i, step), info.unexecuted_input_grad if step is Step.INPUT_GRAD else 0)
-            comm = comms.get((i, step))
-            if comm is None:
-                phases.append(Phase(time))
-                continue
-            if spanned(comm.over, plan.mesh) != expected.get(step):
-                over = "+".join(sorted(comm.over)) or "no axis"
-                raise ProjectionError(
-                    f"layer {info.name}: a {step} {comm.comm} over the {over} group; under {policy} "
-                    "that column's collective spans another group"
-                )
-            size = written(comm.comm, comm.bytes, plan.mesh.span(comm.over), reader)
-            phases.append(Phase(time, comm.comm, size) if size > 0 else Phase(time))
+            phases.append(_phase(plan, info.name, policy, step, time, comms.get((i, step)), reader))
         fwd, ig, wg = phases
         custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
         layers.append(Layer(info.name, fwd, ig, wg, info.update, policy=custom))
     return Workload(head, tuple(layers))
+
+
+def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[Layer, ...]:
+    """A one-stage layout's units, several collectives in one column on lines of their own
+    (lines.py): the LM head's loss all-reduces, sequence parallelism's all-gathers, ZeRO's pairs."""
+    expected = columns(policy, plan.mesh)
+
+    def column(c: Collective, forward: bool) -> int:
+        if forward:
+            return FWD
+        return WG if expected.get(Step.WEIGHT_GRAD) == spanned(c.over, plan.mesh) else IG
+
+    _, times, placed = first_stage(plan, 1)
+    out: list[Layer] = []
+    for i, info in enumerate(plan.layers):
+        lines = arrange(placed.get(i, {}), column)
+        own = tuple(times.get((i, c), info.unexecuted_input_grad if c == IG else 0) for c in (FWD, IG, WG))
+
+        def layer(name: str, line: Line, compute: tuple[int, ...] = (0, 0, 0), update: int = 0) -> Layer:
+            fwd, ig, wg = (
+                _phase(plan, name, policy, step, time, line.comms.get(col), reader)
+                for col, step, time in zip((FWD, IG, WG), _COLUMNS, compute, strict=True)
+            )
+            return Layer(name, fwd, ig, wg, update)
+
+        pre = lines.pre
+        out += [layer(f"{info.name}.pre{len(pre) - k}", line) for k, line in enumerate(reversed(pre))]
+        out.append(layer(info.name, lines.main, own, info.update))
+        out += [layer(f"{info.name}.post{k + 1}", line) for k, line in enumerate(lines.post)]
+    return tuple(out)
+
+
+def _phase(
+    plan: Plan, name: str, policy: Policy, step: Step, time: int, comm: Collective | None, reader: Consumer
+) -> Phase:
+    """One column: its compute time and collective, the collective's group checked against the one
+    the keyword gives that column and its size as `reader` reads it."""
+    if comm is None:
+        return Phase(time)
+    if spanned(comm.over, plan.mesh) != columns(policy, plan.mesh).get(step):
+        over = "+".join(sorted(comm.over)) or "no axis"
+        raise ProjectionError(
+            f"layer {name}: a {step} {comm.comm} over the {over} group; under {policy} "
+            "that column's collective spans another group"
+        )
+    size = written(comm.comm, comm.bytes, plan.mesh.span(comm.over), reader)
+    return Phase(time, comm.comm, size) if size > 0 else Phase(time)
 
 
 def _cells(

@@ -20,13 +20,17 @@ al. 2022, section 4.2.2; Megatron-LM megatron/core/tensor_parallel/layers.py and
         LanguageModelEmbedding: reduce_scatter_embeddings needs `not add_position_embedding`;
         _ScatterToSequenceParallelRegion.backward)
     norms, residual adds and dropout compute 1/T of the sequence.
+The loss on vocabulary-parallel logits (a column-parallel last layer's output: the LM head)
+all-reduces three fp32 values per token over the tensor ranks in the forward (cross_entropy).
 Experts and routers are left to expert parallelism (not split over T).
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
+from modtrans import dtypes
 from modtrans.ir.document import Kind, ModelIR
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm, a_in, a_out
@@ -73,6 +77,27 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
                 u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, TENSOR))
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, TENSOR))
             u.attach(Place.AFTER_IG, Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR))
+    cross_entropy(units, tp)
+
+
+def cross_entropy(units: list[Unit], tp: int) -> None:
+    """Megatron-LM's loss on logits split over the vocabulary: three all-reduces over the tensor
+    group per micro-batch, each of one fp32 value per token (the logits are cast to fp32 first):
+    the maximum logit, the target's logit and the sum of exponentials
+    (megatron/core/tensor_parallel/cross_entropy.py, _VocabParallelCrossEntropy.forward and
+    VocabParallelCrossEntropy.calculate_logits_max; the default, unfused loss: --cross-entropy-loss-
+    fusion is off by default in megatron/training/arguments.py). Attached after the forward of the
+    model's last layer when it is column-parallel, its logits split over the ranks (an LM head, a
+    classifier); a row-parallel last layer all-reduced them, and a norm's output is whole."""
+    last = units[-1] if units else None
+    if tp == 1 or last is None or last.role != "column" or not last.x.owner.outputs:
+        return
+    shape = last.x.owner.outputs[0].shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return
+    per_token = dtypes.size_bytes(math.prod(int(d) for d in shape[:-1]), dtypes.BY_NAME["float"].code)
+    for _ in range(3):
+        last.attach(Place.AFTER_FWD, Comm(CommType.ALLREDUCE, per_token, TENSOR))
 
 
 def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
