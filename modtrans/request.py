@@ -82,6 +82,7 @@ class Request:
     etp: int | None = None  # experts split over 1 or T tensor ranks (default T)
     framework: str | None = None  # megatron (default), deepspeed or fsdp: data parallelism and ZeRO
     sp: bool = False
+    overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
     zero: int | None = None
     micro_batch: int | None = None
     global_batch: int | None = None
@@ -230,7 +231,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         r.vpp,
         r.recompute,
     )
-    if not r.sp and r.stages is None and all(v is None for v in given):
+    if not r.sp and not r.overlap_grad_reduce and r.stages is None and all(v is None for v in given):
         return None
     if r.parallel is not None and not policy.is_transformer:
         raise UsageError(f"--tp/--pp/--dp/--ep/... lay out a transformer; --parallel {policy} is not one")
@@ -248,6 +249,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         etp=r.etp,
         framework=Framework(r.framework or Framework.MEGATRON),
         sp=r.sp,
+        overlap_grad_reduce=r.overlap_grad_reduce,
         zero=r.zero or 0,
         micro_batch=r.micro_batch or 1,
         global_batch=r.global_batch,

@@ -46,6 +46,11 @@ MOE = {**TOY, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_
 MICRO, SEQ, HIDDEN, BYTES = 2, 16, 64, 2
 A = MICRO * SEQ * HIDDEN * BYTES  # one micro-batch's hidden activation: 4,096 bytes
 LOSS = MICRO * SEQ * 4  # one fp32 value per token of a micro-batch: 128 bytes
+# the toy's parameters, counted from its configuration: embedding and head 96 x 64 each; per block
+# q / o 64 x 64, k / v 64 x 32 (2 key/value heads of 16), gate / up / down 64 x 128, two norms of
+# 64; a final norm of 64
+TOY_BLOCK = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
+TOY_ELEMENTS = 2 * 96 * 64 + 2 * TOY_BLOCK + 64
 
 
 def _plan(tmp_path: Path, layout: Layout, config: dict[str, Any] = TOY) -> Plan:
@@ -156,22 +161,23 @@ def test_data_parallel_and_zero_communication(tmp_path: Path) -> None:
     dense = _plan(tmp_path, Layout(npus=2, dp=2, global_batch=4 * MICRO))  # GA 2
     reduces = [c for c in _collectives(dense) if c.over == frozenset({Purpose.EXPERT, Purpose.DATA})]
     # bf16 parameters, gradients reduced in fp32 (Megatron-LM arguments.py validate_args: bf16 sets
-    # accumulate_allreduce_grads_in_fp32; the gradient buffer is torch.float): 4 bytes a weight
-    q_bytes = HIDDEN * HIDDEN * 4
-    assert {(c.comm) for c in reduces} == {CommType.ALLREDUCE}
-    by_layer = {dense.layers[c.layer].name: c.bytes for c in reduces}
-    assert by_layer["model.layers.0.self_attn.q_proj"] == q_bytes  # once per iteration, not per micro-batch
-    assert len(reduces) == len(dense.layers)
+    # accumulate_allreduce_grads_in_fp32; the gradient buffer is torch.float): 4 bytes a weight.
+    # Without --overlap-grad-reduce the buffer is one bucket (distributed_data_parallel.py: "Set
+    # bucket_size to infinity if overlap_grad_reduce is False"), all-reduced once per iteration
+    # after the last backward, i.e. after the first layer's last weight gradient
+    assert [(c.comm, c.bytes, c.place, dense.layers[c.layer].name) for c in reduces] == [
+        (CommType.ALLREDUCE, TOY_ELEMENTS * 4, Place.TAIL, "model.embed_tokens")
+    ]
     zero1 = _plan(tmp_path, Layout(npus=2, dp=2, zero=1, global_batch=4 * MICRO))
-    assert Counter(c.comm for c in _collectives(zero1)) == {
-        CommType.REDUCESCATTER: len(zero1.layers),
-        CommType.ALLGATHER: len(zero1.layers),
-    }
     # the distributed optimizer: fp32 gradients scattered, bf16 parameters gathered (AICB's GPT-13B
-    # file: grad_param_comm 4 B and grad_gather 2 B per parameter)
-    q = zero1.layers.index(next(x for x in zero1.layers if x.name == "model.layers.0.self_attn.q_proj"))
-    q_ops = {c.comm: c.bytes for c in _collectives(zero1) if c.layer == q}
-    assert q_ops == {CommType.REDUCESCATTER: HIDDEN * HIDDEN * 4, CommType.ALLGATHER: HIDDEN * HIDDEN * BYTES}
+    # file: grad_param_comm 4 B and grad_gather 2 B per parameter), the bucket padded to a multiple
+    # of lcm(D, 128) elements (param_layout.py, pad_bucket_end; every toy parameter's size is a
+    # multiple of 64, so pad_param_start leaves no gap)
+    padded = -(-TOY_ELEMENTS // 128) * 128
+    assert [(c.comm, c.bytes) for c in _collectives(zero1)] == [
+        (CommType.REDUCESCATTER, padded * 4),
+        (CommType.ALLGATHER, padded * BYTES),
+    ]
     zero3 = _plan(tmp_path, Layout(npus=2, dp=2, zero=3, global_batch=4 * MICRO))
     # per micro-batch: parameters gathered before the forward and the backward, gradients scattered
     assert Counter(c.comm for c in _collectives(zero3)) == {
@@ -721,11 +727,15 @@ def test_a_tied_embedding_is_reduced_across_the_first_and_last_stage(pp: int, tm
         (Direction.RECV, pp - 1, grad),
     ]
     assert swaps(last, "lm_head") == [(Direction.SEND, 1 - pp, grad), (Direction.RECV, 1 - pp, grad)]
-    head = names.index("lm_head")
+    # the copy is in the last stage's gradient buffer (one bucket: the stage's blocks, the final
+    # norm and the head), all-reduced over the data ranks once after the stage's last backward
     reduced = [
-        c.bytes for c in last if isinstance(c, Collective) and c.layer == head and Purpose.DATA in c.over
+        (names[c.layer], c.bytes) for c in last if isinstance(c, Collective) and Purpose.DATA in c.over
     ]
-    assert reduced == [grad]  # the copy's own data-parallel reduction
+    blocks = 4 // pp
+    assert reduced == [
+        (f"model.layers.{4 - blocks}.input_layernorm", (blocks * TOY_BLOCK + 64 + 96 * 64) * 4)
+    ]
     outputs = chakra.files(plan, tmp_path / "t", tick_ns=1.0)
     assert {d.code for d in check_set(dict(outputs[:-1]), outputs[-1][1], "t.comm_groups.json")} <= {"T711"}
 
@@ -740,20 +750,86 @@ def test_data_parallel_bytes_per_iteration_are_megatrons(
     """Per iteration and data-parallel rank, Megatron-LM reduces every gradient once: all-reduce
     (DDP) or, with the distributed optimizer, reduce-scatter of the gradients and all-gather of
     the parameters (param_and_grad_buffer.py, start_grad_sync / start_param_sync), gradients in
-    fp32 for bf16 (arguments.py), in their own dtype for fp16 and fp32. The toy's parameters,
-    counted from its configuration: embedding and head 96 x 64 each, per block q / o 64 x 64,
-    k / v 64 x 32 (2 key/value heads of 16), gate / up / down 64 x 128, two norms of 64; a final norm."""
-    block = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
-    elements = 2 * 96 * 64 + 2 * block + 64
+    fp32 for bf16 (arguments.py), in their own dtype for fp16 and fp32; the distributed optimizer's
+    bucket padded to a multiple of lcm(D, 128) elements (param_layout.py, pad_bucket_end)."""
     config = {**TOY, "torch_dtype": dtype}
     plan = _plan(tmp_path, Layout(npus=2, dp=2, zero=zero, global_batch=4 * MICRO), config)
     sent = Counter[CommType]()
     for c in _collectives(plan):
         sent[c.comm] += c.bytes
     if zero == 0:
-        assert sent == {CommType.ALLREDUCE: elements * grad}
+        assert sent == {CommType.ALLREDUCE: TOY_ELEMENTS * grad}
     else:
-        assert sent == {CommType.REDUCESCATTER: elements * grad, CommType.ALLGATHER: elements * param}
+        padded = -(-TOY_ELEMENTS // 128) * 128
+        assert sent == {CommType.REDUCESCATTER: padded * grad, CommType.ALLGATHER: padded * param}
+
+
+def test_the_distributed_optimizer_aligns_each_parameter_to_64_elements(tmp_path: Path) -> None:
+    """Megatron-Core lays the distributed optimizer's buffer out in backward order (the parameters
+    reversed, a module's bias before its weight), each parameter starting on a multiple of 64
+    elements and the bucket ending on a multiple of lcm(D, 128) (param_layout.py, pad_param_start
+    and pad_bucket_end). Qwen2's key and value biases have 32 elements (2 key/value heads of 16),
+    so each leaves a gap of 32 before its weight; the query bias (64) leaves none."""
+    config = {**TOY, "model_type": "qwen2", "torch_dtype": "float32"}
+    plan = _plan(tmp_path, Layout(npus=4, dp=4, zero=1, global_batch=4 * MICRO), config)
+    block = [  # one block's parameters, backward order
+        64 * 128,
+        64 * 128,
+        64 * 128,
+        64,  # down, up, gate; the post-attention norm
+        64 * 64,
+        32,
+        64 * 32,
+        32,
+        64 * 32,
+        64,
+        64 * 64,
+        64,  # o; v bias, weight; k; q; the input norm
+    ]
+    order = [64, 96 * 64, *block, *block, 96 * 64]  # final norm, head, blocks 1 and 0, embedding
+    filled = 0
+    for n in order:
+        filled = -(-filled // 64) * 64 + n
+    end = -(-filled // 128) * 128  # lcm(4, 128)
+    assert filled == TOY_ELEMENTS + 2 * (64 + 32 + 32) + 2 * (32 + 32)  # biases, and two gaps a block
+    scatter = [c.bytes for c in _collectives(plan) if c.comm is CommType.REDUCESCATTER]
+    assert scatter == [end * 4]
+
+
+def test_overlap_grad_reduce_buckets_of_40_million_parameters_on_the_first_stage(tmp_path: Path) -> None:
+    """--overlap-grad-reduce: buckets of at least max(40,000,000, 1,000,000 x D) parameters, filled
+    in backward order, each all-reduced after the weight gradient that fills it; the rest of the
+    buffer once after the backward; only pipeline rank 0 buckets (distributed_data_parallel.py:
+    bucket_size default, "if disable_bucketing or pp_rank > 0: self.bucket_size = None")."""
+    config = {**TOY, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 4}
+    config |= {"num_attention_heads": 16, "num_key_value_heads": 8, "torch_dtype": "float32"}
+    h, f, kv = 2048, 8192, 8 * 128
+    layout = Layout(npus=4, pp=2, dp=2, overlap_grad_reduce=True, global_batch=2 * MICRO)
+    plan = _plan(tmp_path, layout, config)
+
+    def block(i: int) -> list[tuple[str, int]]:  # backward order
+        p = f"model.layers.{i}"
+        mlp = [(f"{p}.mlp.{x}_proj", h * f) for x in ("down", "up", "gate")]
+        attention = [(f"{p}.self_attn.{x}_proj", n) for x, n in (("o", h * h), ("v", h * kv), ("k", h * kv))]
+        norms = [(f"{p}.post_attention_layernorm", h), (f"{p}.input_layernorm", h)]
+        return [*mlp, norms[0], *attention, (f"{p}.self_attn.q_proj", h * h), norms[1]]
+
+    expected, filled = [], 0
+    for name, n in [*block(1), *block(0), ("model.embed_tokens", 96 * h)]:  # stage 0: blocks 0, 1
+        filled += n
+        if filled >= 40_000_000 or name == "model.embed_tokens":
+            expected.append((name, filled * 4))
+            filled = 0
+    names = [info.name for info in plan.layers]
+
+    def reduces(program: tuple[Any, ...]) -> list[tuple[str, int]]:
+        ops = [c for c in program if isinstance(c, Collective) and Purpose.DATA in c.over]
+        return sorted((names[c.layer], c.bytes) for c in ops)
+
+    assert reduces(plan.programs[0]) == sorted(expected)
+    assert len(expected) > 2
+    stage = 2 * sum(n for _, n in block(3)) + h + 96 * h  # blocks 2, 3, the final norm, the head
+    assert reduces(plan.programs[1]) == [("model.layers.2.input_layernorm", stage * 4)]
 
 
 RULES = {

@@ -94,28 +94,44 @@ def test_a_keyword_preset_is_its_layout(model: str, npus: int, group: int) -> No
     assert preset.groups() == layout.groups() or {g.ranks for g in preset.groups()} == {
         g.ranks for g in layout.groups()
     }
-    # The one difference: the layout is Megatron-LM's and computes the loss on vocabulary-parallel
-    # logits, three all-reduces of 4 bytes per token (or sample) after the forward of the model's
-    # last layer when that is column-parallel, its logits split over the ranks (in the keyword's
-    # plan it all-reduces its input's gradient) (tensor_parallel/cross_entropy.py); the keyword is
-    # ASTRA-sim's one collective per layer column, without the loss
-    last = preset.layers[-1].name
+    # Two differences, both Megatron-LM's and not the keyword's one collective per layer column:
+    # the loss on vocabulary-parallel logits, three all-reduces of 4 bytes per token (or sample)
+    # after the forward of the model's last layer when that is column-parallel, its logits split
+    # over the ranks (in the keyword's plan it all-reduces its input's gradient)
+    # (tensor_parallel/cross_entropy.py); and the gradients in one buffer, all-reduced once after
+    # the backward as one bucket (strategy/llm/buckets.py) where the keyword all-reduces each
+    # layer's: the same bytes, one collective, at the first layer (the backward's last)
+    last, first = preset.layers[-1].name, preset.layers[0].name
     for rank in (0, npus - 1):
         assert preset.compute_time(rank) == layout.compute_time(rank)
         computes, collectives = _canonical(layout, rank)
         keyword = _canonical(preset, rank)
-        loss = [c for c in collectives if c not in keyword[1]]
-        assert keyword == (computes, [c for c in collectives if c not in loss])
+        bucket = [c for c in collectives if c[2] == "weight_grad"]  # the data-parallel ones
+        layered = [c for c in keyword[1] if c[2] == "weight_grad"]
+        assert [c[1:4] for c in bucket] == [(first, "weight_grad", "ALLREDUCE")]
+        assert bucket[0][4] == sum(c[4] for c in layered)
+        loss = [c for c in collectives if c not in keyword[1] and c not in bucket]
+        assert (computes, [c for c in collectives if c not in loss and c not in bucket]) == (
+            keyword[0],
+            [c for c in keyword[1] if c not in layered],
+        )
         split = any(c[1:4] == (last, "input_grad", "ALLREDUCE") for c in keyword[1])
         assert [c[1:4] for c in loss] == [(last, "fwd", "ALLREDUCE")] * (3 if split else 0)
         assert len({c[4] for c in loss}) <= 1
     # and the layout writes ASTRA-sim 1.0 text (`--dp 2` was D310 before issue 23): the preset's
-    # layer lines (the head's further all-reduces on lines of their own, plan/lines.py), and with
-    # --tp its header too (HYBRID_TRANSFORMER model_parallel_NPU_group: T)
+    # layer lines (the head's further all-reduces on lines of their own, plan/lines.py), but for
+    # the weight-gradient all-reduce, the bucket's on the first line; with --tp the header too
+    # (HYBRID_TRANSFORMER model_parallel_NPU_group: T)
     text, words = project(layout), project(preset)
     lines = [x for x in text.layers if not x.name.startswith(f"{last}.post")]
     no_loss = [dataclasses.replace(x, fwd=Phase(x.fwd.compute_time)) if x.name == last else x for x in lines]
-    assert (no_loss if split else lines) == [*words.layers]
+    ours = no_loss if split else lines
+    assert len(ours) == len(words.layers)
+    for x, y in zip(ours, words.layers, strict=True):
+        assert dataclasses.replace(x, weight_grad=y.weight_grad) == y
+        assert x.weight_grad.compute_time == y.weight_grad.compute_time
+        whole = sum(z.weight_grad.comm_size for z in words.layers)
+        assert x.weight_grad.comm_size == (whole if x.name == first else 0)
     assert len(text.layers) - len(lines) == (2 if split else 0)
     assert text.header == words.header or not group
 

@@ -102,6 +102,7 @@ def diff(
     recompute: layout.RecomputeOpt = None,
     seq_len: layout.SeqLenOpt = None,
     framework: layout.FrameworkOpt = None,
+    overlap_grad_reduce: layout.OverlapOpt = False,
 ) -> None:
     """Compare two workloads layer by layer.
 

@@ -91,8 +91,29 @@ FrameworkOpt = Annotated[
         rich_help_panel=LLM,
     ),
 ]
+OverlapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overlap-grad-reduce",
+        help="Megatron: reduce gradients in buckets during the backward (default: once, after it).",
+        rich_help_panel=LLM,
+    ),
+]
 
-FIELDS = ("tp", "pp", "dp", "ep", "etp", "sp", "zero", "micro_batch", "global_batch", "vpp", "seq_len")
+FIELDS = (
+    "tp",
+    "pp",
+    "dp",
+    "ep",
+    "etp",
+    "sp",
+    "overlap_grad_reduce",
+    "zero",
+    "micro_batch",
+    "global_batch",
+    "vpp",
+    "seq_len",
+)
 
 
 def request_fields(given: dict[str, Any]) -> dict[str, Any]:

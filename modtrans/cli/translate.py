@@ -39,6 +39,7 @@ from modtrans.cli.layout import (
     FrameworkOpt,
     GlobalBatchOpt,
     MicroBatchOpt,
+    OverlapOpt,
     PpOpt,
     RecomputeOpt,
     ScheduleOpt,
@@ -179,6 +180,7 @@ def translate(
     recompute: RecomputeOpt = None,
     seq_len: SeqLenOpt = None,
     framework: FrameworkOpt = None,
+    overlap_grad_reduce: OverlapOpt = False,
     stages: StagesOpt = None,
 ) -> None:
     """Translate a model into a workload.

@@ -13,7 +13,7 @@ from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Place
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params, group
-from modtrans.strategy.llm import data, deepspeed, expert, fsdp, tensor
+from modtrans.strategy.llm import buckets, data, deepspeed, expert, fsdp, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import DATA, Unit
@@ -39,7 +39,8 @@ def plan(
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
     transformer = any(u.block is not None for u in units)
     cuts = partition(weights, layout.chunks, layout.stages, even=transformer)
-    runs = _tied(units, runs, cuts, grouped, layout)
+    runs, tied = _tied(units, runs, cuts, grouped, layout)
+    runs = _buckets(units, runs, [[i for b in cut for i in grouped[b]] for cut in cuts], layout, tied)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     boundary = [_boundary(units[chunk[-1].index], layout.tp if layout.sp else 1) for chunk in chunks]
     pipeline = Pipeline(layout.pp, layout.vpp, layout.ga, layout.schedule)
@@ -79,7 +80,7 @@ def plan(
 
 def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None) -> list[Unit]:
     """The workload layers one rank runs, with every technique's collectives attached."""
-    t, e = layout.tp, layout.ep
+    t = layout.tp
     units = [Unit(LayerDraft(g), block_of(g.owner)) for g in group(ir, params, dtype_bytes)]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
@@ -88,11 +89,44 @@ def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None)
     apply_data = {Framework.DEEPSPEED: deepspeed.apply, Framework.FSDP: fsdp.apply}.get(
         layout.framework, data.apply
     )
-    apply_data(units, layout.zero, layout.d, layout.d // e * (t if layout.expert_tp == 1 else 1))
+    apply_data(units, layout.zero, layout.d, _expert_data(layout))
     tensor.replicated_grads(units, t, layout.sp)
     for index, u in enumerate(units):
         u.index = index
     return units
+
+
+def _expert_data(layout: Layout) -> int:
+    """The ranks an expert's gradients are reduced over (expert.py)."""
+    return layout.d // layout.ep * (layout.tp if layout.expert_tp == 1 else 1)
+
+
+def _buckets(
+    units: Sequence[Unit],
+    runs: list[Costed],
+    chunks: Sequence[Sequence[int]],
+    layout: Layout,
+    tied: dict[int, int],
+) -> list[Costed]:
+    """Megatron-LM's data-parallel reduction by buffer and bucket, per model chunk (buckets.py)."""
+    if layout.framework is not Framework.MEGATRON or layout.zero == 3:
+        return runs
+    separate = layout.ep > 1 or layout.expert_tp != layout.tp  # experts in a buffer of their own
+
+    def buffer_of(u: Unit) -> frozenset[Purpose]:
+        return u.grads_over if u.role == "expert" and separate else DATA
+
+    ranks = {buffer_of(u): layout.d if buffer_of(u) == DATA else _expert_data(layout) for u in units}
+    buckets.apply(
+        units,
+        chunks,
+        zero=layout.zero,
+        ranks=ranks,
+        overlap=layout.overlap_grad_reduce,
+        buffer_of=buffer_of,
+        tied=tied,
+    )
+    return [dataclasses.replace(run, comms=units[run.index].x.comms) for run in runs]
 
 
 def _costed(
@@ -134,16 +168,18 @@ def _tied(
     cuts: Sequence[range],
     grouped: Sequence[Sequence[int]],
     layout: Layout,
-) -> list[Costed]:
+) -> tuple[list[Costed], dict[int, int]]:
     """A weight tied across pipeline stages (the word embedding on the first, its copy in the
     output layer on the last): Megatron-LM reduces the copy's gradient over the data ranks with
     its stage's buffer, then all-reduces the two over the embedding group, once per iteration
     after the data-parallel reduction (megatron/core/distributed/finalize_model_grads.py,
     _allreduce_word_embedding_grads: the main grad, vocabulary / T x hidden in the gradient
     dtype). The two-rank all-reduce is a swap of the gradient between the stages (a send and a
-    receive each way: the bytes a ring of two moves), as ranks in between take no part."""
+    receive each way: the bytes a ring of two moves), as ranks in between take no part. Returns
+    the copies (unit -> the unit it copies): Megatron's buffers hold them (buckets.py)."""
+    tied: dict[int, int] = {}
     if layout.pp == 1:
-        return runs
+        return runs, tied
     stage = {i: v % layout.pp for v, cut in enumerate(cuts) for b in cut for i in grouped[b]}
     by_name = {u.name: u for u in units}
     tag = 2 * (layout.ga * layout.chunks + 1)  # after every micro-batch's tags (program.py)
@@ -153,14 +189,15 @@ def _tied(
             if owner is None or stage[owner.index] == stage[u.index]:
                 continue
             size = owner.grad_bytes()
-            if layout.d > 1:  # the copy's own data-parallel reduction
+            tied[u.index] = owner.index
+            if layout.d > 1 and layout.framework is not Framework.MEGATRON:  # the copy's own reduction
                 u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DATA))
                 runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
             offset = stage[u.index] - stage[owner.index]
             runs[u.index] = dataclasses.replace(runs[u.index], exchange=Exchange(-offset, size, tag))
             runs[owner.index] = dataclasses.replace(runs[owner.index], exchange=Exchange(offset, size, tag))
             tag += 2
-    return runs
+    return runs, tied
 
 
 def _boundary(u: Unit, ways: int) -> int:

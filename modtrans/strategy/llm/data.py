@@ -2,13 +2,10 @@
 (`--framework megatron`, the default; DeepSpeed's: deepspeed.py): D for dense gradients, the
 expert-data-parallel ranks for experts' (expert.py).
 
-    ZeRO 0    per unit, once per iteration after its last micro-batch's weight gradient:
-              ALLREDUCE of its gradient bytes (per layer, not bucketed: one collective per
-              workload layer, issued as soon as the layer's gradient is complete)
-    ZeRO 1, 2 REDUCESCATTER of the gradient, then ALLGATHER of the updated parameters, once per
-              iteration (the optimizer step between them is not timed). Stage 2 partitions the
-              gradients as well, which saves memory, not communication; Megatron-LM's
-              distributed optimizer issues exactly these two once per iteration.
+    ZeRO 0    ALLREDUCE of the gradients once per iteration, by buffer and bucket (buckets.py)
+    ZeRO 1, 2 the distributed optimizer: REDUCESCATTER of the gradients, then ALLGATHER of the
+              updated parameters, once per iteration by buffer and bucket (buckets.py). Stage 2
+              partitions the gradients as well, which saves memory, not communication.
     ZeRO 3    parameters partitioned too: per micro-batch ALLGATHER of the unit's parameters
               before its forward and again before its backward, REDUCESCATTER of its gradient
               after its weight gradient (fully sharded: Megatron-Core's FSDP, PyTorch FSDP's
@@ -26,18 +23,15 @@ from modtrans.workload.model import CommType
 
 
 def apply(units: list[Unit], zero: int, data_ranks: int, expert_data_ranks: int) -> None:
+    """ZeRO-3's per-unit collectives; the others wait for the pipeline's chunks (buckets.py)."""
+    if zero != 3:
+        return
     for u in units:
         grads, params = u.grad_bytes(), u.param_bytes()
         ranks = expert_data_ranks if u.role == "expert" else data_ranks
         if grads == 0 or ranks == 1:
             continue
         over = u.grads_over
-        if zero == 3:
-            u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, params, over))
-            u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, params, over))
-            u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, grads, over))
-        elif zero in (1, 2):
-            u.attach(Place.TAIL, Comm(CommType.REDUCESCATTER, grads, over))
-            u.attach(Place.TAIL, Comm(CommType.ALLGATHER, params, over))
-        else:
-            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, grads, over))
+        u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, params, over))
+        u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, params, over))
+        u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, grads, over))

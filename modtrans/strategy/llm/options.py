@@ -43,6 +43,7 @@ class Layout:
     stages: tuple[int, ...] | None = None  # blocks per pipeline stage (x vpp chunks), in order
     etp: int | None = None  # experts split over this many tensor ranks (None: T, Megatron-Core's default)
     framework: Framework = Framework.MEGATRON  # whose data parallelism and ZeRO (strategy/frameworks.py)
+    overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce: gradient buckets (buckets.py)
 
     @property
     def expert_tp(self) -> int:
@@ -114,6 +115,11 @@ class Layout:
                 f"--framework deepspeed --zero {self.zero} with --pp {self.pp}: DeepSpeed's pipeline engine "
                 "runs ZeRO-1 at most (deepspeed/runtime/pipe/engine.py: ZeRO-2 and ZeRO-3 are "
                 "incompatible with pipeline parallelism)"
+            )
+        if self.overlap_grad_reduce and (self.framework is not Framework.MEGATRON or self.zero == 3):
+            raise LayoutError(
+                "--overlap-grad-reduce buckets Megatron-LM's gradient buffers: it needs --framework "
+                "megatron and --zero 0, 1 or 2"
             )
         if self.framework is Framework.FSDP and self.zero == 1:
             raise LayoutError(

@@ -1,0 +1,160 @@
+"""Megatron-LM's gradient buffers and buckets: the data-parallel reduction per iteration of each
+model chunk (`--framework megatron`; ZeRO 0, and 1/2 as the distributed optimizer).
+
+Read from NVIDIA/Megatron-LM d98e8a6 (Megatron-Core):
+
+    buffers     one contiguous gradient buffer per (parameter dtype, gradient dtype, expert-parallel
+                or not) per model chunk (megatron/core/optimizer/param_layout.py, BufferKey): here
+                the dense parameters' buffer over the data ranks and the experts' over the
+                expert-data ranks. Experts are expert-parallel parameters only with EP > 1 or an
+                expert tensor-parallel size other than T (extensions/transformer_engine.py:
+                use_expert_pgs, then `param.allreduce = not use_expert_pgs`); otherwise they are in
+                the dense buffer
+    buckets     without --overlap-grad-reduce (DistributedDataParallelConfig.overlap_grad_reduce
+                = False, the default) a buffer is one bucket (distributed_data_parallel.py,
+                DistributedDataParallel.__init__: "Set bucket_size to infinity if overlap_grad_reduce
+                is False"), reduced once every gradient of the chunk is complete, after the last
+                micro-batch's backward (finalize_model_grads -> finish_grad_sync). With it, buckets
+                of at least max(40,000,000, 1,000,000 x D) parameters, filled in backward order
+                (the parameters reversed), each reduced as soon as its last gradient is complete;
+                only the first pipeline stage's first model chunk is bucketed ("if
+                disable_bucketing or pp_rank > 0: self.bucket_size = None")
+    collective  ALLREDUCE of the bucket's gradients (ZeRO 0), or with the distributed optimizer a
+                REDUCESCATTER of them and, after the optimizer step, an ALLGATHER of the bucket's
+                updated parameters in their own dtype (distributed/param_and_grad_buffer.py,
+                start_grad_sync and start_param_sync); the all-gathers follow the last
+                reduce-scatter (overlap_param_gather is off by default)
+    padding     with the distributed optimizer each parameter starts on a multiple of 64 elements
+                and each bucket ends on a multiple of lcm(D, 128) (param_layout.py,
+                pad_param_start, pad_bucket_end), so every rank's shard is whole; without it none
+
+Sizes are this rank's tensor-parallel shard, gradients in the framework's reduction dtype
+(frameworks.py). A weight tied across pipeline stages (the output layer's copy of the word
+embedding) is in its own stage's buffer. Megatron also puts such a shared embedding in a bucket of
+its own when bucketing (_does_param_require_new_bucket); that split is not modelled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from modtrans.plan.model import Place, Purpose
+from modtrans.strategy.draft import Comm
+from modtrans.strategy.llm.unit import Unit
+from modtrans.workload.model import CommType
+
+BUCKET_PARAMS = 40_000_000  # distributed_data_parallel.py: max(40000000, 1000000 * dp_size)
+BUCKET_PARAMS_PER_RANK = 1_000_000
+PARAM_ALIGN = 64  # param_layout.pad_param_start
+BUCKET_ALIGN = 128  # param_layout.bucket_end_divisor: lcm(D, 128)
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """A unit's part of a buffer on this rank: its parameters' element counts (this rank's
+    tensor-parallel shard) and the bytes of one gradient and of one parameter element (the unit's
+    bytes over its elements, so the --params convention and --dtype-bytes carry over).
+    The padding of a bucket's end is charged at the bucket's mean widths."""
+
+    elements: tuple[int, ...]
+    grad_width: float
+    param_width: float
+
+
+def apply(
+    units: Sequence[Unit],
+    chunks: Sequence[Sequence[int]],
+    *,
+    zero: int,
+    ranks: Mapping[frozenset[Purpose], int],
+    overlap: bool,
+    buffer_of: Callable[[Unit], frozenset[Purpose]],
+    tied: Mapping[int, int] | None = None,
+) -> None:
+    """Attach each chunk's bucket collectives (chunks: unit indices per model chunk in forward
+    order: chunk 0 is pipeline rank 0's first); `buffer_of`: the group a unit's gradients are
+    reduced over, one buffer each; `ranks`: the data ranks each such group spans; `tied`: unit
+    index -> the unit whose weight it holds a copy of on another stage."""
+    assert zero in (0, 1, 2), "ZeRO-3 is per unit (data.py)"
+    tied = tied or {}
+    for v, chunk in enumerate(chunks):
+        bucketed = overlap and v == 0  # pp rank 0's first model chunk
+        for over, d in ranks.items():
+            members = [i for i in chunk if buffer_of(units[i]) == over]
+            if d > 1 and members:
+                _buffer(units, members, over, d, zero, bucketed, tied)
+
+
+def _buffer(
+    units: Sequence[Unit],
+    members: Sequence[int],
+    over: frozenset[Purpose],
+    d: int,
+    zero: int,
+    bucketed: bool,
+    tied: Mapping[int, int],
+) -> None:
+    """One buffer's buckets, filled in backward order (each unit's parameters reversed too); a
+    bucket is closed by the parameter that brings it to the limit, and reduced after the weight
+    gradient of that parameter's unit."""
+    limit = max(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * d) if bucketed else math.inf
+    padded = zero in (1, 2)
+    divisor = math.lcm(d, BUCKET_ALIGN) if padded else None  # the distributed optimizer's bucket end
+    gathers: list[Comm] = []
+    bucket = _Bucket()
+    last = members[0]  # the forward's first: the backward's last
+    for i in reversed(members):
+        shard = _shard(units[i], units[tied[i]] if i in tied else None)
+        for n in reversed(shard.elements):
+            bucket.add(n, shard, padded)
+            if bucket.filled >= limit:
+                gathers += bucket.reduce(units[i], over, divisor)
+                bucket = _Bucket()
+    if bucket.filled:
+        gathers += bucket.reduce(units[last], over, divisor)
+    for comm in gathers:
+        units[last].attach(Place.TAIL, comm)
+
+
+@dataclass
+class _Bucket:
+    """A bucket being filled: its elements (alignment gaps included) and their bytes."""
+
+    filled: int = 0
+    grad_bytes: float = 0.0
+    param_bytes: float = 0.0
+
+    def add(self, elements: int, shard: Shard, padded: bool) -> None:
+        start = _pad(self.filled, PARAM_ALIGN) if padded else self.filled
+        self.grad_bytes += (start - self.filled + elements) * shard.grad_width
+        self.param_bytes += (start - self.filled + elements) * shard.param_width
+        self.filled = start + elements
+
+    def reduce(self, unit: Unit, over: frozenset[Purpose], divisor: int | None) -> list[Comm]:
+        """Attach the bucket's reduction to `unit`; the distributed optimizer's (`divisor`: its
+        bucket-end padding) parameter all-gather, to issue after every reduction, is returned."""
+        if divisor is None:  # no distributed optimizer: an all-reduce, nothing padded
+            unit.attach(Place.TAIL, Comm(CommType.ALLREDUCE, round(self.grad_bytes), over))
+            return []
+        end = _pad(self.filled, divisor)
+        grads = round(self.grad_bytes * end / self.filled)
+        unit.attach(Place.TAIL, Comm(CommType.REDUCESCATTER, grads, over))
+        return [Comm(CommType.ALLGATHER, round(self.param_bytes * end / self.filled), over)]
+
+
+def _shard(u: Unit, copy_of: Unit | None) -> Shard:
+    """The unit's parameters as this rank holds them (a tied copy: the owner's, counted here)."""
+    source = copy_of or u
+    elements = [p.elements for p in source.x.owner.params if p.trainable and (p.counted or copy_of)]
+    shares = tuple(source.share(n) for n in elements if n > 0)
+    total = sum(shares)
+    if not total:
+        return Shard((), 0.0, 0.0)
+    return Shard(shares, source.grad_bytes() / total, source.param_bytes() / total)
+
+
+def _pad(value: int, divisor: int) -> int:
+    """Round `value` up to a multiple of `divisor` (param_layout.pad_to_divisor)."""
+    return -(-value // divisor) * divisor
