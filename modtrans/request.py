@@ -333,7 +333,9 @@ def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[s
     SimAI's keys pp, ep and all_gpus --pp, --ep and the data-parallel ranks, ga the micro-batches
     (--global-batch M x D x ga); a line with a forward ALLGATHER and an input-gradient
     REDUCESCATTER (a column-parallel layer under sequence parallelism, as AICB writes it) says
-    --sp. Before issue 24 `--like` took only
+    --sp; a weight-gradient REDUCESCATTER the distributed optimizer, --zero 1; data-parallel
+    lines under a header without all_gpus (AICB's older files), --dp 2, SimAI's sizes being the
+    same for any D. Before issue 24 `--like` took only
     the keyword, and an AICB file at TP 8 was compared with a DATA translation."""
     header = reference.header
     given = any(getattr(request, f) is not None for f in _LAYOUT_FIELDS) or request.sp
@@ -348,6 +350,14 @@ def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[s
         taken["ep"] = ep
     if header.all_gpus and header.all_gpus % (tp * pp) == 0:
         taken["dp"] = header.all_gpus // (tp * pp)
+    data = [
+        layer.weight_grad.comm_type for layer in reference.layers if layer.weight_grad.comm_type.moves_data
+    ]
+    if CommType.REDUCESCATTER in data:  # the distributed optimizer (AICB's grad_norm / grad_param_comm)
+        taken["zero"] = 1
+    assumed = "dp" not in taken and bool(data)
+    if assumed:  # an old header: data-parallel lines but no all_gpus. SimAI's sizes do not depend on D
+        taken["dp"] = 2
     if header.ga and header.ga > 1:
         taken["global_batch"] = (request.micro_batch or 1) * taken.get("dp", 1) * header.ga
     sp = tp > 1 and any(
@@ -355,8 +365,12 @@ def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[s
         for layer in reference.layers
     )
     words = [f"--{k.replace('_', '-')} {v}" for k, v in taken.items()] + (["--sp"] if sp else [])
+    if assumed:
+        words[list(taken).index("dp")] += " (its header gives no all_gpus)"
     get = taken.get
-    like = dataclasses.replace(request, sp=sp, tp=tp, pp=get("pp"), ep=get("ep"), dp=get("dp"))
+    like = dataclasses.replace(
+        request, sp=sp, tp=tp, pp=get("pp"), ep=get("ep"), dp=get("dp"), zero=get("zero", request.zero)
+    )
     return dataclasses.replace(like, global_batch=get("global_batch")), words
 
 

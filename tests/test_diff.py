@@ -575,14 +575,19 @@ AICB = CORPUS / "aicb"
 @pytest.mark.parametrize(
     ("name", "taken"),
     [
-        ("G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--tp 8 --dialect simai"),
-        ("G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt", "--tp 8 --sp --dialect simai"),
+        ("G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--tp 8 {dist} --dialect simai"),
+        (
+            "G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt",
+            "--tp 8 {dist} --sp --dialect simai",
+        ),
     ],
 )
 def test_like_takes_an_aicb_files_layout(name: str, taken: str, run_cli: Run) -> None:
     """AICB's GPT-13B files at TP 8 (model_parallel_NPU_group: 8; the SP one's column lines are
-    fwd ALLGATHER / ig REDUCESCATTER). Before issue 24, `diff --like` translated with DATA and
-    then advised running the same command again."""
+    fwd ALLGATHER / ig REDUCESCATTER; grad_norm's weight-gradient REDUCESCATTER the distributed
+    optimizer; an old header without all_gpus, so 2 data ranks). Before issue 24, `diff --like`
+    translated with DATA and then advised running the same command again."""
+    taken = taken.format(dist="--zero 1 --dp 2 (its header gives no all_gpus)")
     result = run_cli("diff", "gpt3-13b", AICB / name, "--like", "--seq-len", "2048")
     assert result.exit_code == 1, result.output
     assert f"--like {AICB / name}: {taken} " in result.stderr
@@ -621,9 +626,79 @@ def test_diff_counts_communication_by_type_and_group_whatever_the_granularity(ru
     assert traffic[("BROADCAST", "none: no consumer runs it")]["count_a"] == 0
     # the differences named: AICB's granularity, and the 80 column lines (2 per block) without
     # Megatron's backward re-gather, which the counts above show (243 against 160 + grad_norm's)
-    named = " ".join(c["difference"] for c in json.loads(result.stdout)["conventions"])
-    assert "the reference is AICB's: one line per role and block" in named
-    assert "AICB's 80 column lines do not" in named
+    document = json.loads(result.stdout)
+    said = " ".join(c["difference"] for c in document["conventions"])
+    assert "the reference is AICB's: one line per role and block" in said
+    named = {(n["comm"], n["group"], n["reference"]): n for n in document["named_communication"]}
+    regather = named[("ALLGATHER", "tensor", False)]
+    assert "AICB's column lines do not" in regather["why"]
+    assert (regather["count"], regather["bytes"]) == (80, 80 * activation)
+
+
+# Llama-7B as Hugging Face publishes it (huggyllama/llama-7b config.json), the model of AICB's
+# L7B-M1-C04 file
+LLAMA_7B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "rms_norm_eps": 1e-06,
+    "vocab_size": 32000,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "float16",
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "blocks"),
+    [
+        ("gpt3-13b", "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", 40),
+        ("gpt3-13b", "G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt", 40),
+        ("llama-7b", "L7B-M1-C04_Llama7B_megatron_tp2_pp1_mbs1_A100.txt", 32),
+    ],
+)
+def test_every_difference_in_communication_with_aicb_is_named(
+    model: str, name: str, blocks: int, run_cli: Run, tmp_path: Path
+) -> None:
+    """Issue 24's acceptance: `diff MODEL AICB_FILE --like` leaves no difference in communication
+    (type, group, count, bytes) unexplained; each is one of AICB's conventions, a Megatron-LM
+    collective AICB leaves out, or the two models' sizes. AICB's lines counted from the file: one
+    BROADCAST (norm), four 4-byte optimizer all-reduces; Megatron's per block 4 all-reduces
+    without SP (Shoeybi et al. 2019, f and g twice), its loss 3 (cross_entropy.py)."""
+    if model == "llama-7b":
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps(LLAMA_7B))
+        model = str(config)
+    reference = AICB / name
+    result = run_cli("diff", model, reference, "--like", "--format", "json")
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    assert document["unexplained_communication"] == []
+    named = {
+        (n["comm"], n["group"], n["reference"], n["why"].split(":")[0]): n
+        for n in document["named_communication"]
+    }
+    lines = [line.split() for line in reference.read_text().splitlines()[2:]]
+    optimizer = [fields for fields in lines if fields[0].startswith("optimizer")]
+    ours = named[("ALLREDUCE", "tensor", True, "AICB's optimizer lines")]
+    assert (ours["count"], ours["bytes"]) == (len(optimizer), 4 * len(optimizer)) == (4, 16)
+    assert named[("BROADCAST", "none: no consumer runs it", True, "AICB's norm line")]["count"] == 1
+    traffic = {(t["comm"], t["group"]): t for t in document["traffic"]}
+    if "_sp_" not in name:
+        assert traffic[("ALLREDUCE", "tensor")]["count_a"] == 4 * blocks + 1 + 1 + 3  # embedding, head, loss
+
+
+def test_a_truncated_reference_is_said_to_be_one(run_cli: Run, tmp_path: Path) -> None:
+    """AICB's Llama-65B file declares 839 layers and holds 33 lines (12 of the model's 80 blocks):
+    no translation's iteration can match it, and diff says why."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**LLAMA_7B, "hidden_size": 8192, "intermediate_size": 22016}))
+    reference = AICB / "L65B-M1-C05_Llama65B_megatron_tp8_pp1_mbs1_A100.txt"
+    result = run_cli("diff", config, reference, "--like", "--format", "json")
+    said = " ".join(c["difference"] for c in json.loads(result.stdout)["conventions"])
+    assert "declares 839 layers but holds 33 lines (V201)" in said
 
 
 def test_like_with_the_reference_on_standard_input_takes_its_conventions(run_cli: Run) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -36,8 +37,8 @@ from modtrans.request import Request
 from modtrans.strategy import Params
 
 if TYPE_CHECKING:
-    from modtrans.diff import conventions
-    from modtrans.diff.compare import WorkloadDiff
+    from modtrans.diff import aicb, conventions
+    from modtrans.diff.compare import Traffic, WorkloadDiff
 
 
 @app.command()
@@ -122,7 +123,7 @@ def diff(
     """
     refuse_trace_sets(first, reference)
     from modtrans import diff as comparison  # this command's own modules: not every command's
-    from modtrans.diff import conventions
+    from modtrans.diff import aicb, conventions
 
     try:
         chosen = comparison.parse_fields(fields)
@@ -160,12 +161,15 @@ def diff(
     first, reference = (STDIN_NAME if spec == "-" else spec for spec in (first, reference))
     result = comparison.compare(a, b, compared)
     findings = conventions.explain(a, b, result)
+    named = aicb.named(a, b)
     shown = Shown(
         first,
         reference,
         findings,
         like_with_like(first, reference, findings, like) if findings else None,
         None if gemms is None else conventions.contradictions(result, b, gemms),
+        tuple(named),
+        aicb.residual(result.traffic, named) if named else None,
     )
     _print(result, shown, fmt, max_rows, no_color)
     raise typer.Exit(0 if result.equivalent else 1)
@@ -180,6 +184,8 @@ class Shown:
     findings: list[conventions.Finding]
     advice: str | None
     contradicted: conventions.Contradictions | None
+    named: tuple[aicb.Named, ...] = ()  # collectives a convention explains (the reference AICB's)
+    unexplained: tuple[Traffic, ...] | None = None  # the traffic rows left once those are out
 
 
 def _print(result: WorkloadDiff, shown: Shown, fmt: str, max_rows: int | None, no_color: bool) -> None:
@@ -191,6 +197,11 @@ def _print(result: WorkloadDiff, shown: Shown, fmt: str, max_rows: int | None, n
         document["conventions"] = [{"difference": f.what, "option": f.option} for f in findings]
         document["compare_like_with_like"] = shown.advice
         document["reference_contradicts_itself"] = diff_render.contradictions_json(shown.contradicted)
+        document["named_communication"] = [dataclasses.asdict(n) for n in shown.named]
+        unexplained = shown.unexplained
+        document["unexplained_communication"] = (
+            None if unexplained is None else [dataclasses.asdict(t) for t in unexplained]
+        )
         sys.stdout.write(json.dumps(document, indent=1) + "\n")
     elif fmt == "github":
         report.emit(diff_render.to_diagnostics(result, first=first), Format.GITHUB, stream=sys.stdout)
@@ -206,4 +217,6 @@ def _print(result: WorkloadDiff, shown: Shown, fmt: str, max_rows: int | None, n
             findings=findings,
             advice=shown.advice,
             contradictions=shown.contradicted,
+            named=shown.named,
+            unexplained=shown.unexplained,
         )

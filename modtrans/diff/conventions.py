@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from modtrans.diff import aicb
 from modtrans.diff.compare import GROUPS, WorkloadDiff
-from modtrans.workload.model import CommType, Layer, Phase, Workload
+from modtrans.workload.model import Layer, Phase, Workload
 from modtrans.workload.vocabulary import COLUMNS
 
 if TYPE_CHECKING:
@@ -96,6 +97,16 @@ def explain(first: Workload, reference: Workload, diff: WorkloadDiff) -> list[Fi
                 )
             )
     found += _aicb(first, reference, diff)
+    layout = reference.layout
+    if layout is not None and layout.declared_count != layout.layer_lines:
+        found.append(
+            Finding(
+                f"the reference declares {layout.declared_count} layers but holds {layout.layer_lines} "
+                "lines (V201): it is not one whole iteration, so its communication per iteration "
+                "cannot match any translation's",
+                None,
+            )
+        )
     if not diff.options.ignore_names and diff.counts.renamed and names_differ(first, reference):
         shared = _shared_names(first, reference)
         found.append(
@@ -108,46 +119,20 @@ def explain(first: Workload, reference: Workload, diff: WorkloadDiff) -> list[Fi
     return found
 
 
-# AICB's line names (aliyun/aicb workload_generator; ../shared/reference/chakra-contract.md)
-_AICB = re.compile(
-    r"^(embedding_layer|attention(_column|_row|_q_column|_kv_column|_o_row)?_layer|"
-    r"mlp(_column|_row|_moelayer)?_layer|final_column|grad_norm|grad_gather|grad_param_comm)"
-)
-
-
 def _aicb(first: Workload, reference: Workload, diff: WorkloadDiff) -> list[Finding]:
-    """Where the reference is AICB's: its granularity, and what AICB leaves out that Megatron-LM
-    sends (the differences the communication-per-iteration table then shows)."""
-    if sum(bool(_AICB.match(layer.name)) for layer in reference.layers) < 2:
+    """Where the reference is AICB's: its granularity (what AICB writes differently from Megatron-LM,
+    and leaves out, is named collective by collective below the traffic table: diff/aicb.py)."""
+    if not aicb.is_aicb(reference):
         return []
-    found = [
+    return [
         Finding(
             "the reference is AICB's: one line per role and block (attention_column_layer, mlp_row_layer, "
             "grad_norm ...) where these are one per module, so the layer rows pair different "
-            "granularities; the communication per iteration below compares what a simulator moves",
+            "granularities; the communication per iteration below compares what a simulator moves, "
+            "and names each of AICB's conventions",
             None,
         )
     ]
-    columns = sum(_sp_column(layer) for layer in reference.layers)
-    gathers = {(t.comm, t.group): t for t in diff.traffic}.get(("ALLGATHER", "tensor"))
-    if columns and gathers is not None and gathers.count_a >= gathers.count_b + columns:
-        found.append(
-            Finding(
-                f"with sequence parallelism Megatron-LM all-gathers a column-parallel layer's input "
-                f"again in the backward for its weight gradient (tensor_parallel/layers.py, "
-                f"LinearWithGradAccumulationAndAsyncCommunication.backward); AICB's {columns} column "
-                "lines do not",
-                None,
-            )
-        )
-    if any(layer.fwd.comm_type is CommType.BROADCAST for layer in reference.layers):
-        found.append(Finding("the reference's BROADCAST (AICB's norm line) is run by no consumer", None))
-    return found
-
-
-def _sp_column(layer: Layer) -> bool:
-    """A column-parallel line under sequence parallelism: fwd ALLGATHER, ig REDUCESCATTER."""
-    return layer.fwd.comm_type is CommType.ALLGATHER and layer.input_grad.comm_type is CommType.REDUCESCATTER
 
 
 def names_differ(first: Workload, reference: Workload) -> bool:

@@ -20,7 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
-from modtrans.diff.compare import FieldDiff, LayerDiff, WorkloadDiff
+from modtrans.diff.aicb import Named
+from modtrans.diff.compare import FieldDiff, LayerDiff, Traffic, WorkloadDiff
 from modtrans.diff.conventions import Contradictions, Finding, shape_text
 
 _STATUS_STYLE = {
@@ -75,6 +76,8 @@ def render(
     findings: Sequence[Finding] = (),
     advice: str | None = None,
     contradictions: Contradictions | None = None,
+    named: Sequence[Named] = (),
+    unexplained: Sequence[Traffic] | None = None,
 ) -> None:
     verdict = "equivalent" if diff.equivalent else "different"
     console.print(Text(f"{first} vs {reference} (reference): {verdict}", style="bold"))
@@ -102,6 +105,31 @@ def render(
     console.print(_totals(diff, console.width))
     if any(t.count_a != t.count_b or t.bytes_a != t.bytes_b for t in diff.traffic):
         console.print(_traffic(diff))
+    if named:
+        console.print(_named(named, unexplained or ()))
+
+
+def _named(named: Sequence[Named], unexplained: Sequence[Traffic]) -> Text:
+    """The collectives each convention explains, then what no convention explains."""
+    lines = Text("named (count / bytes):\n")
+    reasons: dict[str, list[Named]] = {}
+    for n in named:
+        reasons.setdefault(n.why, []).append(n)
+    for why, items in reasons.items():
+        lines.append(f"  - {why}:\n")
+        for n in items:
+            side = "in the reference" if n.reference else "here"
+            where = f"{n.comm} over {n.group}" + (f" (counted over {n.regroup})" if n.regroup else "")
+            lines.append(f"      {where}: {n.count} / {n.bytes:,} B {side}\n")
+    if not unexplained:
+        lines.append("unexplained: none: every difference in communication is named above", style="green")
+        return lines
+    lines.append("unexplained once those are taken out:\n", style="bold red")
+    for t in unexplained:
+        here, there = f"{t.count_a} / {t.bytes_a:,} B here", f"{t.count_b} / {t.bytes_b:,} B in the reference"
+        lines.append(f"* {t.comm} over {t.group}: {here}, {there}\n")
+    lines.rstrip()
+    return lines
 
 
 def _traffic(diff: WorkloadDiff) -> Text:
