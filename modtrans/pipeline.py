@@ -137,9 +137,12 @@ def extract_checked(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     file_hash: bool = True,
     full_hash: bool = False,
+    vocabulary_multiple: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file).
-    `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py)."""
+    `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py).
+    `vocabulary_multiple`: a transformer configuration's vocabulary padded to a multiple of it (an
+    ONNX file's tables are as exported)."""
     path = Path(spec)
     config = _config_file(path) if _is_file(path) else None
     entry = zoo.get(str(spec)) if config is None and not _is_file(path) else None
@@ -149,7 +152,11 @@ def extract_checked(
         target = config or (entry.path if entry else path)
         shapes = dict(input_shapes or {})
         return llm.extract(
-            target, batch=batch, input_shapes=shapes, display_name=entry.name if entry else None
+            target,
+            batch=batch,
+            input_shapes=shapes,
+            display_name=entry.name if entry else None,
+            vocabulary_multiple=vocabulary_multiple,
         )
     if _is_file(path):
         # the hash starts before onnx is imported: it runs beside the import and the extraction
@@ -189,8 +196,13 @@ _UNCOSTED = frozenset({"X510", "X514"})  # the codes of layers whose FLOPs are u
 
 
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
+    layout = options.parallel.layout if options.parallel is not None else None
     ir, found = extract_checked(
-        spec, batch=options.batch, input_shapes=options.input_shapes, full_hash=options.full_hash
+        spec,
+        batch=options.batch,
+        input_shapes=options.input_shapes,
+        full_hash=options.full_hash,
+        vocabulary_multiple=layout.vocabulary_multiple if layout is not None else 1,
     )
     # A layer whose FLOPs are unknown would be a silent 0 (or one loop iteration) in the workload:
     # an error here, where extract only warns (an unknown dimension no cost needs stays a warning).

@@ -83,6 +83,7 @@ class Request:
     framework: str | None = None  # megatron (default), deepspeed or fsdp: data parallelism and ZeRO
     sp: bool = False
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
+    make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128
     zero: int | None = None
     micro_batch: int | None = None
     global_batch: int | None = None
@@ -230,6 +231,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         r.schedule,
         r.vpp,
         r.recompute,
+        r.make_vocab_size_divisible_by,
     )
     if not r.sp and not r.overlap_grad_reduce and r.stages is None and all(v is None for v in given):
         return None
@@ -250,6 +252,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         framework=Framework(r.framework or Framework.MEGATRON),
         sp=r.sp,
         overlap_grad_reduce=r.overlap_grad_reduce,
+        vocab_divisor=r.make_vocab_size_divisible_by or 128,
         zero=r.zero or 0,
         micro_batch=r.micro_batch or 1,
         global_batch=r.global_batch,

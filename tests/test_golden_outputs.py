@@ -260,9 +260,15 @@ def _bytes(content: Content) -> bytes:
 
 @cache
 def _extracted(
-    spec: str, batch: int | None, shapes: tuple[tuple[str, tuple[int, ...]], ...], full_hash: bool
+    spec: str,
+    batch: int | None,
+    shapes: tuple[tuple[str, tuple[int, ...]], ...],
+    full_hash: bool,
+    multiple: int,
 ) -> tuple[ModelIR | None, tuple[Diagnostic, ...]]:
-    ir, found = _EXTRACT(spec, batch=batch, input_shapes=dict(shapes), full_hash=full_hash)
+    ir, found = _EXTRACT(
+        spec, batch=batch, input_shapes=dict(shapes), full_hash=full_hash, vocabulary_multiple=multiple
+    )
     return ir, tuple(found)
 
 
@@ -276,10 +282,12 @@ def _cached_extract(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     file_hash: bool = True,
     full_hash: bool = False,
+    vocabulary_multiple: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """pipeline.extract_checked, once per model: the IR is frozen, and six formats read it."""
     assert file_hash
-    ir, found = _extracted(str(spec), batch, tuple(sorted((input_shapes or {}).items())), full_hash)
+    shapes = tuple(sorted((input_shapes or {}).items()))
+    ir, found = _extracted(str(spec), batch, shapes, full_hash, vocabulary_multiple)
     return ir, list(found)
 
 

@@ -53,10 +53,14 @@ TOY_BLOCK = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
 TOY_ELEMENTS = 2 * 96 * 64 + 2 * TOY_BLOCK + 64
 
 
-def _plan(tmp_path: Path, layout: Layout, config: dict[str, Any] = TOY) -> Plan:
+def _plan(tmp_path: Path, layout: Layout, config: dict[str, Any] = TOY, *, padded: bool = False) -> Plan:
+    """The toy's plan; its vocabulary as configured (the counts below are by hand) unless `padded`
+    (Megatron's --make-vocab-size-divisible-by, tested on its own)."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     layout = dataclasses.replace(layout, micro_batch=MICRO)  # the IR is one micro-batch of MICRO sequences
+    if not padded:
+        layout = dataclasses.replace(layout, vocab_divisor=1)
     options = pipeline.Options(
         parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
         input_shapes={"input_ids": (MICRO, SEQ)},
@@ -830,6 +834,39 @@ def test_overlap_grad_reduce_buckets_of_40_million_parameters_on_the_first_stage
     assert len(expected) > 2
     stage = 2 * sum(n for _, n in block(3)) + h + 96 * h  # blocks 2, 3, the final norm, the head
     assert reduces(plan.programs[1]) == [("model.layers.2.input_layernorm", stage * 4)]
+
+
+@pytest.mark.parametrize(
+    ("tp", "divisor", "framework", "rows"),
+    [
+        (1, 128, Framework.MEGATRON, 128),  # 96 padded to 128 (Megatron's default 128 x T)
+        (2, 128, Framework.MEGATRON, 256),  # 128 x 2
+        (2, 3, Framework.MEGATRON, 96),  # --make-vocab-size-divisible-by 3: 96 is a multiple of 6
+        (2, 128, Framework.DEEPSPEED, 96),  # DeepSpeed trains the vocabulary as configured
+    ],
+)
+def test_megatron_pads_the_vocabulary_to_a_multiple_of_128_times_t(
+    tp: int, divisor: int, framework: Framework, rows: int, tmp_path: Path
+) -> None:
+    """megatron/core/tokenizers/utils/build_tokenizer.py, vocab_size_with_padding: the vocabulary
+    rounded up to a multiple of --make-vocab-size-divisible-by (default 128, arguments.py) x T;
+    the embedding and the output layer get the padded rows. GPT-2's 50,257 becomes the familiar
+    50,304 at T = 1. Measured here on the toy's 96: the data-parallel all-reduce of a rank's
+    gradients and the output layer's forward FLOPs (2 x tokens x hidden x rows / T)."""
+    layout = Layout(
+        npus=2 * tp, tp=tp, dp=2, global_batch=2 * MICRO, framework=framework, vocab_divisor=divisor
+    )
+    plan = _plan(tmp_path, dataclasses.replace(layout, micro_batch=MICRO), padded=True)
+    names = [info.name for info in plan.layers]
+    head = next(
+        op
+        for op in plan.program(0)
+        if isinstance(op, Compute) and names[op.layer] == "lm_head" and op.step is Step.FWD
+    )
+    assert head.flops == 2 * MICRO * SEQ * HIDDEN * rows // tp
+    if tp == 1:
+        reduced = sum(c.bytes for c in _collectives(plan) if Purpose.DATA in c.over)
+        assert reduced == (TOY_ELEMENTS + 2 * (rows - 96) * HIDDEN) * 4
 
 
 RULES = {

@@ -58,12 +58,14 @@ def _canonical(plan: Plan, rank: int) -> tuple[list[Key], list[Key]]:
 
 @cache
 def _both(model: str, npus: int, group: int) -> tuple[Plan, Plan]:
+    """The keyword's plan and its layout's; the layout's vocabulary unpadded, as the keyword's
+    (Megatron's padding to 128 x T is test_llm_parallel's)."""
     if group == 0:
         preset = Parallelism(Policy.DATA, npus)
-        layout = Layout(npus=npus, dp=npus)
+        layout = Layout(npus=npus, dp=npus, vocab_divisor=1)
     else:
         preset = Parallelism(Policy.HYBRID_TRANSFORMER, npus, group)
-        layout = Layout(npus=npus, tp=group, dp=npus // group)
+        layout = Layout(npus=npus, tp=group, dp=npus // group, vocab_divisor=1)
     return _plan(model, preset), _plan(model, Parallelism(Policy.HYBRID_TRANSFORMER, npus, layout=layout))
 
 

@@ -104,6 +104,7 @@ def diff(
     seq_len: layout.SeqLenOpt = None,
     framework: layout.FrameworkOpt = None,
     overlap_grad_reduce: layout.OverlapOpt = False,
+    make_vocab_size_divisible_by: layout.VocabOpt = None,
 ) -> None:
     """Compare two workloads layer by layer.
 

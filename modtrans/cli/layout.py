@@ -99,6 +99,15 @@ OverlapOpt = Annotated[
         rich_help_panel=LLM,
     ),
 ]
+VocabOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--make-vocab-size-divisible-by",
+        min=1,
+        help="Megatron: pad the vocabulary to a multiple of this x T (default 128; 1: unpadded).",
+        rich_help_panel=LLM,
+    ),
+]
 
 FIELDS = (
     "tp",
@@ -108,6 +117,7 @@ FIELDS = (
     "etp",
     "sp",
     "overlap_grad_reduce",
+    "make_vocab_size_divisible_by",
     "zero",
     "micro_batch",
     "global_batch",

@@ -47,6 +47,7 @@ from modtrans.cli.layout import (
     SpOpt,
     StagesOpt,
     TpOpt,
+    VocabOpt,
     VppOpt,
     ZeroOpt,
 )
@@ -181,6 +182,7 @@ def translate(
     seq_len: SeqLenOpt = None,
     framework: FrameworkOpt = None,
     overlap_grad_reduce: OverlapOpt = False,
+    make_vocab_size_divisible_by: VocabOpt = None,
     stages: StagesOpt = None,
 ) -> None:
     """Translate a model into a workload.

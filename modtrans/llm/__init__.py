@@ -11,6 +11,7 @@ SEQUENCE tokens; the batch (the micro-batch a rank computes at once) its first, 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -39,8 +40,12 @@ def extract(
     batch: int | None = None,
     input_shapes: Mapping[str, tuple[Dim, ...]] | None = None,
     display_name: str | None = None,
+    vocabulary_multiple: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
-    """The IR of the architecture a config.json describes; M801 for one that describes none."""
+    """The IR of the architecture a config.json describes; M801 for one that describes none.
+    `vocabulary_multiple`: the vocabulary padded up to a multiple of it, as the training framework
+    pads it (Megatron-LM: Layout.vocabulary_multiple); the embedding and the output layer then have
+    the padded rows."""
     from modtrans.fileio import read_binary
     from modtrans.llm.build import build
 
@@ -69,6 +74,8 @@ def extract(
             diagnostic("X501", "--input-shape input_ids=BATCHxSEQUENCE (two positive sizes)", path=name)
         ]
     micro, sequence = int(dims[0]), int(dims[1])
+    if vocabulary_multiple > 1:
+        arch = dataclasses.replace(arch, vocab=-(-arch.vocab // vocabulary_multiple) * vocabulary_multiple)
     if batch is not None:
         micro = batch
     provenance = Provenance(

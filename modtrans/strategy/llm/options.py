@@ -44,6 +44,16 @@ class Layout:
     etp: int | None = None  # experts split over this many tensor ranks (None: T, Megatron-Core's default)
     framework: Framework = Framework.MEGATRON  # whose data parallelism and ZeRO (strategy/frameworks.py)
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce: gradient buckets (buckets.py)
+    vocab_divisor: int = 128  # Megatron's --make-vocab-size-divisible-by (x T: vocabulary_multiple)
+
+    @property
+    def vocabulary_multiple(self) -> int:
+        """What Megatron-LM pads a configuration's vocabulary to a multiple of: its
+        --make-vocab-size-divisible-by (default 128) x T, so that each tensor rank's shard of the
+        embedding and the output layer is whole and GPU-friendly (megatron/core/tokenizers/utils/
+        build_tokenizer.py, vocab_size_with_padding; arguments.py: default=128). DeepSpeed and FSDP
+        train the vocabulary as the model has it."""
+        return self.vocab_divisor * self.tp if self.framework is Framework.MEGATRON else 1
 
     @property
     def expert_tp(self) -> int:
@@ -108,8 +118,16 @@ class Layout:
                 f"--etp {self.etp}: experts are split over 1 or all --tp {self.tp} tensor ranks "
                 "(Megatron-Core's --expert-tensor-parallel-size; other sizes are not modelled)"
             )
+        if self.vocab_divisor < 1:
+            raise LayoutError("--make-vocab-size-divisible-by must be at least 1")
         if self.zero not in (0, 1, 2, 3):
             raise LayoutError("--zero is 0, 1, 2 or 3")
+        self._check_framework()
+        self._check_pipeline()
+        return self
+
+    def _check_framework(self) -> None:
+        """What each framework's data parallelism allows."""
         if self.framework is Framework.DEEPSPEED and self.zero >= 2 and self.pp > 1:
             raise LayoutError(
                 f"--framework deepspeed --zero {self.zero} with --pp {self.pp}: DeepSpeed's pipeline engine "
@@ -125,8 +143,6 @@ class Layout:
             raise LayoutError(
                 "--framework fsdp has no ZeRO-1: --zero 0 (NO_SHARD), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD)"
             )
-        self._check_pipeline()
-        return self
 
     def _check_pipeline(self) -> None:
         """The schedule's rules and the --stages list's length."""
