@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
-from modtrans import pipeline
+from modtrans import llm, pipeline
 from modtrans.ir import document
 from modtrans.ir.document import Block, Heads, ModelIR, Part
 from modtrans.strategy.llm.stages import block_of, blocks
@@ -28,8 +29,9 @@ def test_the_configuration_reader_gives_every_layer_its_block_and_part() -> None
     assert all(b is not None for b in where.values())
     assert where["model.embed_tokens"] == Block(None, Part.EMBEDDING)
     assert where["model.layers.3.input_layernorm"] == Block(3, Part.NORM)
-    # Mixtral-8x7B's config.json: num_attention_heads 32, num_key_value_heads 8
-    gqa = Heads(32, 8)
+    # Mixtral-8x7B's config.json: num_attention_heads 32, num_key_value_heads 8; a decoder, so its
+    # attention is causal (MixtralAttention is_causal = True)
+    gqa = Heads(32, 8, causal=True)
     assert where["model.layers.3.self_attn.q_proj"] == Block(3, Part.ATTENTION, gqa)
     assert where["model.layers.3.self_attn.scores"] == Block(3, Part.ATTENTION, gqa)
     assert where["model.layers.3.block_sparse_moe.gate"] == Block(3, Part.ROUTER)
@@ -46,9 +48,21 @@ def test_the_configuration_reader_gives_every_layer_its_block_and_part() -> None
 def test_gpt_blocks_from_the_configuration_reader() -> None:
     gpt = _where(_ir("gpt3-13b"))
     # GPT-3 13B (Brown et al. 2020, table 2.1): 40 heads, no grouped-query attention
-    assert gpt["transformer.h.39.attn.c_attn"] == Block(39, Part.ATTENTION, Heads(40, 40))
+    assert gpt["transformer.h.39.attn.c_attn"] == Block(39, Part.ATTENTION, Heads(40, 40, causal=True))
     assert gpt["transformer.h.39.mlp.c_fc"] == Block(39, Part.MLP)
     assert gpt["transformer.ln_f"] == Block(None, Part.NORM)
+
+
+def test_an_encoders_attention_is_not_causal(tmp_path: Path) -> None:
+    # BERT (bert-base-uncased's config.json): BertSelfAttention masks padding only
+    config = {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 2}
+    config |= {"num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, _ = llm.extract(path, input_shapes={"input_ids": (1, 128)})
+    assert ir is not None
+    heads = {x.block.heads for x in ir.layers if x.block is not None and x.block.heads is not None}
+    assert heads == {Heads(12, 12, causal=False)}
 
 
 def test_onnx_extraction_reads_the_block_from_the_module_path() -> None:

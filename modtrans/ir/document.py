@@ -142,6 +142,7 @@ class Heads:
 
     query: int
     key_value: int
+    causal: bool | None = None  # each token attends to those before it (a decoder); None: nothing says
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +366,8 @@ def _layer(x: Layer) -> dict[str, Any]:
     if x.block is not None:
         part = {} if x.block.part is None else {"part": x.block.part.value}
         h = x.block.heads
-        heads = {} if h is None else {"heads": {"query": h.query, "key_value": h.key_value}}
+        causal = {} if h is None or h.causal is None else {"causal": h.causal}
+        heads = {} if h is None else {"heads": {"query": h.query, "key_value": h.key_value, **causal}}
         out["block"] = {"index": x.block.index, **part, **heads}
     return out
 

@@ -39,6 +39,10 @@ from modtrans.ir.document import (
 )
 from modtrans.llm.config import DTYPES, Arch
 
+ENCODERS = frozenset({"bert"})
+"""The families whose attention sees the whole sequence (BertSelfAttention: no mask but padding);
+every other family is a causal decoder (its attention masks the tokens after each one)."""
+
 
 def dims(a: Activation) -> tuple[int, ...]:
     """An activation's dims (every one is known: the builder made them)."""
@@ -64,7 +68,8 @@ class _Builder:
         if kind is Kind.NORM:
             return Block(self.index, Part.NORM)
         if self.part is Part.ATTENTION:
-            return Block(self.index, Part.ATTENTION, Heads(self.arch.heads, self.arch.kv_heads))
+            causal = self.arch.family not in ENCODERS
+            return Block(self.index, Part.ATTENTION, Heads(self.arch.heads, self.arch.kv_heads, causal))
         return Block(self.index, self.part)
 
     @property
