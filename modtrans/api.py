@@ -127,7 +127,7 @@ def translate(
         "interleaved"), vpp, recompute ("none", "selective", "full"), stages: the LLM layout.
     seq_len: the sequence length (input_ids=1xS; Megatron's --seq-length).
     framework: "megatron" (default), "deepspeed" or "fsdp": whose data parallelism and ZeRO.
-    params: "trainable" (default) or "weights"; compute: "roofline" (default),
+    params: "trainable" (default) or "weights"; compute: "gpu" (default: kernels as measured), "roofline",
         "astra-sim-reference", "scalesim-v3" or "scalesim", with device, array (rows, cols),
         dataflow ("ws", "is", "os"), bytes_per_cycle, time_unit ("ns", "us", "cycles"), clock_ghz.
     like: a reference workload whose keyword, dialect, params and compute fill those not given.

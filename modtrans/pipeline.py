@@ -64,7 +64,7 @@ class Options:
     batch: int | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     dtype_bytes: int | None = None
-    compute: str = "roofline"
+    compute: str = "gpu"
     cost: cost.Settings = field(default_factory=cost.Settings)  # device, array, dataflow, clock ...
     dialect: Dialect = Dialect.ASTRA_SIM  # only to warn about units the consumer misreads
     traces: bool = False  # the output is Chakra traces: a plan no workload file can hold is fine

@@ -122,7 +122,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     policy = Policy(request.parallel or Policy.DATA)
     dialect = Dialect(request.dialect or Dialect.ASTRA_SIM)
     params = Params(request.params or Params.TRAINABLE)
-    compute = request.compute or "roofline"
+    compute = request.compute or "gpu"
     if request.output == "" and request.format != "chakra-et":
         raise UsageError("--output is empty: give a file, or - for standard output")
     if request.like is not None:
@@ -392,7 +392,7 @@ def conventions_of(
     if compute is None and seen.reference_compute:
         compute = "astra-sim-reference"
         taken.append(f"--compute {compute}")
-    return Params(params), compute or "roofline", taken
+    return Params(params), compute or "gpu", taken
 
 
 def unreadable_option(option: str, path: Path, reason: str) -> UsageError:

@@ -533,7 +533,7 @@ def test_a_note_only_where_the_reference_gives_one_shape_two_values(
     run_cli: Run, tmp_path: Path, second: int
 ) -> None:
     model, reference = _synthetic(tmp_path, second)
-    args = ("diff", model, reference, "--params", "weights", "--fields", "compute")
+    args = ("diff", model, reference, "--params", "weights", "--fields", "compute", "--compute", "roofline")
     result = run_cli(*args)
     assert result.exit_code == 1, result.stdout  # roofline times: every compute cell differs
     out = " ".join(result.stdout.split())

@@ -136,7 +136,7 @@ def test_help_shows_choices_and_no_python_types() -> None:
             assert python not in text, (command, python)
     _, text = _run("translate", "--help")
     for choices in (
-        "roofline|astra-sim-reference|scalesim-v3|scalesim",
+        "gpu|roofline|astra-sim-reference|scalesim-v3|scalesim",
         "ws|is|os",
         "astra-sim|simai|chakra",
     ):

@@ -39,7 +39,7 @@ def test_translate_resnet50_to_a_file_with_provenance(run_cli: Run, tmp_path: Pa
     assert workload.layers[0].name == "conv1"
     assert all(layer.fwd.compute_time > 0 for layer in workload.layers)  # never silent zeros
     meta = json.loads((tmp_path / "r50.txt.meta.json").read_text())
-    assert meta["compute"]["model"] == "roofline"
+    assert meta["compute"]["model"] == "gpu"  # the default: GPU kernels as measured (cost/gpu.py)
     assert meta["compute"]["unit"] == "ns"
     assert meta["model"]["file"] == "resnet50"
     assert meta["params"] == "weights"

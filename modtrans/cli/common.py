@@ -153,7 +153,8 @@ Compute = Annotated[
 Device = Annotated[
     str | None,
     typer.Option(
-        help="roofline: a100, h100, v100, tpu-v4 or a profile FILE.json; scalesim-v3: a SCALE-Sim .cfg."
+        help="gpu, roofline: a100, h100, h200, b200, mi300x (roofline also v100, tpu-v4) or a profile "
+        "FILE.json; scalesim-v3: a SCALE-Sim .cfg."
     ),
 ]
 

@@ -8,6 +8,8 @@ Models (`modtrans cost list`, `--compute NAME` on translate):
   scalesim-v3          exact closed forms of SCALE-Sim v3.0.0's compute cycles, WS / IS / OS,
                        any array, or a SCALE-Sim .cfg file (systolic.py)
   roofline             max(FLOPs / peak, bytes / bandwidth) on a device profile (roofline.py)
+  gpu                  GPU kernels as measured: tile and wave quantization, FlashAttention,
+                       streaming bandwidth, a launch floor (gpu.py; the default)
   scalesim             the real SCALE-Sim, per layer, cached (scalesim.py; optional extra)
 
 Units: a model counts cycles (systolic arrays) or seconds (roofline); a Clock turns either into
@@ -30,6 +32,7 @@ class Model(enum.StrEnum):
     one, `register` takes nothing else, and a test holds every name registered), and so the
     choices of the CLI's --compute."""
 
+    GPU = "gpu"
     ROOFLINE = "roofline"
     ASTRA_SIM_REFERENCE = "astra-sim-reference"
     SCALESIM_V3 = "scalesim-v3"
@@ -141,7 +144,7 @@ def register(
 
 
 def _load_all() -> None:
-    from modtrans.cost import roofline, scalesim, systolic  # noqa: F401  (each registers itself)
+    from modtrans.cost import gpu, roofline, scalesim, systolic  # noqa: F401  (each registers itself)
 
 
 def models() -> list[Entry]:

@@ -33,6 +33,7 @@ class Device:
     peak_flops: dict[str, float]
     bandwidth: float
     sources: dict[str, str]
+    kernels: dict[str, Any] | None = None  # the GPU kernel model's calibration (gpu.py)
 
     def peak(self, dtype: str) -> float:
         return self.peak_flops.get(dtype) or self.peak_flops.get("default") or self.peak_flops["float"]
@@ -46,7 +47,12 @@ def builtin_devices() -> dict[str, Device]:
 
 def _device(key: str, data: dict[str, Any]) -> Device:
     return Device(
-        key, data["name"], dict(data["peak_flops"]), float(data["memory_bandwidth"]), dict(data["sources"])
+        key,
+        data["name"],
+        dict(data["peak_flops"]),
+        float(data["memory_bandwidth"]),
+        dict(data["sources"]),
+        data.get("kernels"),
     )
 
 

@@ -1,0 +1,256 @@
+"""The GPU kernel model: the time each layer's kernels take on a device, as measured kernels take it.
+
+A roofline at peak (roofline.py) runs every GEMM at 312 TFLOP/s on an A100; measured cuBLAS runs a
+large one at 81-87 % of that and a small one at under 40 %. This model charges each phase of a
+layer what its kernels would measure, from a device's `kernels` calibration in devices.json (each
+number cites the published kernel measurement it comes from):
+
+  GEMM       cuBLAS-style tiles of 256x128, 128x256 or 128x128 (NVIDIA, Matrix Multiplication
+             Background User's Guide, sec. 2.3: the most efficient cuBLAS tiles), one tile per SM at
+             a time, so a GEMM runs in waves of `sms` tiles (sec. 3.2, wave quantization; a ragged
+             edge tile computes whole: sec. 3.1, tile quantization). A wave costs its tile's
+             multiply-adds at the device's maximum achievable matmul rate (the best-shape
+             measurement, `matmul_efficiency` x peak) plus `wave_overhead_s`, the main loop's fill and
+             the tile's write-back; the best of the three tiles is taken, as cuBLAS's heuristics
+             would. `count` GEMMs of a batched product are one kernel of count x the tiles.
+  attention  the scores and context products of an attention core with its softmax are one fused
+             FlashAttention kernel (Megatron-LM and Transformer Engine run flash / fused attention):
+             the softmax costs nothing of its own, and the two products together the measured
+             kernel's time at the published TFLOP/s for their head dimension, sequence and mask
+             (interpolated in log2 of the sequence; FLOPs counted as FlashAttention's benchmark
+             counts them, 4 b s^2 h d forward, halved under a causal mask, x 2.5 for the backward:
+             flash-attention benchmarks/benchmark_flash_attention.py, flops)
+  memory     a layer without a GEMM moves its bytes (gemm.py's traffic) at the measured streaming
+             bandwidth (`memory_efficiency` x peak: BabelStream Triad, two loads and a store as a
+             residual add or a norm does)
+  floor      no kernel takes less than `kernel_floor_s`, the measured cost of launching one
+             back to back (gpu-benches gpu-small-kernels)
+
+The update is an SGD step's traffic at the streaming bandwidth, as in the roofline. `--efficiency`
+scales the calibration for users who calibrate on their own runs (efficiency.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from modtrans import dtypes
+from modtrans.cost import Clock, CostError, Model, PhaseTimes, Settings, register
+from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
+from modtrans.cost.roofline import Device, device
+from modtrans.ir.document import Kind, Layer, Part
+
+TILES = ((256, 128), (128, 256), (128, 128))
+SMALLEST = min(min(t) for t in TILES)
+SPLIT_K_DEPTH = 1024  # the least reduction a split-K slice keeps (4 main-loop stages of 256)
+BACKWARD_FLOPS = 2.5  # FlashAttention's backward does 2.5x its forward's FLOPs (benchmark_flash_attention.py)
+
+Curve = tuple[tuple[float, float], ...]
+"""(sequence, TFLOP/s) points, by sequence."""
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Measured FlashAttention throughput: per direction ("fwd", "bwd", or "fwd_bwd" when only the
+    two together were published, split by `bwd_over_fwd`), mask ("causal", "noncausal") and head
+    dimension, a curve over the sequence length."""
+
+    curves: Mapping[str, Mapping[str, Mapping[int, Curve]]]
+    bwd_over_fwd: float = 1.0  # the backward's rate over the forward's, to split a fwd_bwd curve
+    scale: float = 1.0  # another device's measurements carried over (by matmul throughput)
+
+    def rates(self, head_dim: int, sequence: int, causal: bool) -> tuple[float, float]:
+        """FLOP/s of the forward and of the backward."""
+        mask = "causal" if causal else "noncausal"
+        if "fwd_bwd" in self.curves:
+            both = _at(self.curves["fwd_bwd"][mask], head_dim, sequence)
+            # t = f / r_f + 2.5 f / (rho r_f) = 3.5 f / both  =>  r_f = both (1 + 2.5 / rho) / 3.5
+            forward = both * (1 + BACKWARD_FLOPS / self.bwd_over_fwd) / (1 + BACKWARD_FLOPS)
+            return forward * self.scale, forward * self.bwd_over_fwd * self.scale
+        fwd = _at(self.curves["fwd"][mask], head_dim, sequence)
+        bwd = _at(self.curves["bwd"][mask], head_dim, sequence)
+        return fwd * self.scale, bwd * self.scale
+
+
+def _at(by_dim: Mapping[int, Curve], head_dim: int, sequence: int) -> float:
+    """FLOP/s at the nearest measured head dimension (in log2), interpolated in log2 of the
+    sequence between the measured ones, flat beyond them."""
+    dim = min(by_dim, key=lambda d: (abs(math.log2(d) - math.log2(max(head_dim, 1))), d))
+    curve = by_dim[dim]
+    xs = [math.log2(s) for s, _ in curve]
+    x = math.log2(max(sequence, 1))
+    i = bisect.bisect_left(xs, x)
+    if i == 0:
+        return curve[0][1] * 1e12
+    if i == len(xs):
+        return curve[-1][1] * 1e12
+    (x0, (_, y0)), (x1, (_, y1)) = (xs[i - 1], curve[i - 1]), (xs[i], curve[i])
+    return (y0 + (y1 - y0) * (x - x0) / (x1 - x0)) * 1e12
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """A device's kernel calibration (devices.json `kernels`)."""
+
+    sms: int
+    matmul_efficiency: Mapping[str, float]  # by dtype; `default` for the others
+    wave_overhead_s: float
+    memory_efficiency: float
+    kernel_floor_s: float
+    attention: Attention | None
+    memory_bytes: int
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def matmul(self, dtype: str) -> float:
+        return self.matmul_efficiency.get(dtype) or self.matmul_efficiency["default"]
+
+
+def kernels(data: Mapping[str, Any]) -> Kernels:
+    """The `kernels` section of a device profile (already checked by its schema)."""
+    a = data.get("attention")
+    attention = None
+    if a is not None:
+        curves = {
+            direction: {
+                mask: {int(d): tuple((float(s), float(r)) for s, r in points) for d, points in dims.items()}
+                for mask, dims in masks.items()
+            }
+            for direction, masks in a["curves"].items()
+        }
+        attention = Attention(curves, float(a.get("bwd_over_fwd", 1.0)), float(a.get("scale", 1.0)))
+    return Kernels(
+        int(data["sms"]),
+        dict(data["matmul_efficiency"]),
+        float(data["wave_overhead_s"]),
+        float(data["memory_efficiency"]),
+        float(data["kernel_floor_s"]),
+        attention,
+        int(data["memory_bytes"]),
+        dict(data.get("sources", {})),
+    )
+
+
+@dataclass(frozen=True)
+class Gpu:
+    device: Device
+    kernels: Kernels
+    clock: Clock
+    name: str = Model.GPU.value
+    first_input_grad: bool = False
+
+    def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
+        """The kernels of one phase's GEMMs, one after the other."""
+        return sum(self._gemm(s, dtype, width) for s in shapes)
+
+    def _gemm(self, s: Shape, dtype: str, width: int) -> float:
+        k = self.kernels
+        rate = self.device.peak(dtype) * k.matmul(dtype) / k.sms  # FLOP/s of one SM
+        # an edge shorter than every tile (under 128) gets a kernel whose tile covers it, down to
+        # the MMA instruction's 16 x 8 (mma.sync m16n8k16): a batch-1 classifier is not charged
+        # 128 rows
+        m = -(-s.m // 16) * 16 if s.m < SMALLEST else None
+        n = -(-s.n // 8) * 8 if s.n < SMALLEST else None
+        tiles = {(m or tm, n or tn) for tm, tn in TILES}
+        compute = min(self._tiled(s, tm, tn, rate) for tm, tn in tiles)
+        moved = (s.m * s.k + s.k * s.n + s.m * s.n) * s.count * width
+        return max(compute, moved / self.bandwidth, k.kernel_floor_s)
+
+    def _tiled(self, s: Shape, tm: int, tn: int, rate: float) -> float:
+        """Waves of (tm x tn) output tiles; when they fill less than one wave, the reduction split
+        into K / SPLIT_K_DEPTH slices at most, one tile each, as many as the SMs take (split-K:
+        CUTLASS's GemmSplitKParallel; cuBLAS's heuristics do the same for a small output and a
+        long reduction, the weight gradient of an early convolution)."""
+        sms = self.kernels.sms
+        tiles = math.ceil(s.m / tm) * math.ceil(s.n / tn) * s.count
+        split = max(1, min(sms // tiles, s.k // SPLIT_K_DEPTH)) if tiles < sms else 1
+        waves = math.ceil(tiles * split / sms)
+        return waves * (2 * tm * tn * math.ceil(s.k / split) / rate + self.kernels.wave_overhead_s)
+
+    @property
+    def bandwidth(self) -> float:
+        return self.device.bandwidth * self.kernels.memory_efficiency
+
+    def memory_seconds(self, nbytes: int) -> float:
+        return max(nbytes / self.bandwidth, self.kernels.kernel_floor_s) if nbytes else 0.0
+
+    def attention_seconds(self, layer: Layer) -> tuple[float, float] | None:
+        """The forward and backward of the layer's part of a FlashAttention kernel (None: the
+        layer is not part of one, or the device has no attention measurement)."""
+        heads = layer.block.heads if layer.block is not None else None
+        if heads is None or layer.block is None or layer.block.part is not Part.ATTENTION:
+            return None
+        if self.kernels.attention is None:
+            return None
+        if layer.kind is Kind.REDUCE:  # the softmax between the products: inside the kernel
+            return 0.0, 0.0
+        g = layer.gemm
+        if layer.kind is not Kind.MATMUL or g is None or g.groups < 1:
+            return None
+        head_dim = min(g.k, g.n)  # scores: (s, d, s); context: (s, s, d)
+        causal = bool(heads.causal)
+        forward, backward = self.kernels.attention.rates(head_dim, g.m, causal)
+        work = layer.flops.forward / (2 if causal else 1)
+        return work / forward, BACKWARD_FLOPS * work / backward
+
+    def times(self, layer: Layer) -> PhaseTimes:
+        dtype = layer.outputs[0].dtype if layer.outputs else "float"
+        width = max(1, dtypes.width(dtype))
+        update = self.memory_seconds(update_bytes(layer))
+        fused = self.attention_seconds(layer)
+        if fused is not None:
+            return self._ticks(fused[0], fused[1], 0.0, update)
+        gemms = phase_gemms(layer)
+        if gemms is not None:
+            runs = layer.repeats
+            return self._ticks(
+                runs * self.gemm_seconds(gemms.forward, dtype, width),
+                runs * self.gemm_seconds(gemms.input_grad, dtype, width),
+                runs * self.gemm_seconds(gemms.weight_grad, dtype, width),
+                update,
+            )
+        fwd_b, ig_b, wg_b = traffic(layer)
+        return self._ticks(
+            self.memory_seconds(fwd_b), self.memory_seconds(ig_b), self.memory_seconds(wg_b), update
+        )
+
+    def _ticks(self, fwd: float, ig: float, wg: float, update: float) -> PhaseTimes:
+        c = self.clock
+        return PhaseTimes(c.from_seconds(fwd), c.from_seconds(ig), c.from_seconds(wg), c.from_seconds(update))
+
+    def describe(self) -> dict[str, Any]:
+        k = self.kernels
+        return {
+            "model": self.name,
+            "device": self.device.name,
+            "peak_flops": self.device.peak_flops,
+            "memory_bandwidth_bytes_per_s": self.device.bandwidth,
+            "sms": k.sms,
+            "matmul_efficiency": dict(k.matmul_efficiency),
+            "wave_overhead_s": k.wave_overhead_s,
+            "memory_efficiency": k.memory_efficiency,
+            "kernel_floor_s": k.kernel_floor_s,
+            "flash_attention": k.attention is not None,
+            "memory_bytes": k.memory_bytes,
+            "sources": {**self.device.sources, **k.sources},
+            "first_layer_input_grad": "0 (not needed in training)",
+            **self.clock.describe(),
+        }
+
+
+@register(
+    Model.GPU,
+    "GPU kernels as measured: tile and wave quantization, FlashAttention, streaming bandwidth "
+    "(a100, h100, h200, b200, mi300x, FILE.json)",
+)
+def make(settings: Settings) -> Gpu:
+    found = device(settings.device or "a100")
+    if found.kernels is None:
+        raise CostError(
+            f"device {found.key!r} has no kernel calibration (`kernels` in its profile): "
+            "--compute gpu needs one; --compute roofline runs at peak"
+        )
+    return Gpu(found, kernels(found.kernels), settings.clock)
