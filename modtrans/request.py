@@ -65,6 +65,7 @@ class Request:
     array: tuple[int, int] | None = None
     dataflow: str | None = None
     bytes_per_cycle: float | None = None
+    efficiency: str | None = None  # the gpu model's rates scaled: "0.9" or "gemm=0.8,memory=0.95"
     time_unit: str | None = None  # ns (default), us, cycles
     clock_ghz: float = 1.0
     passes: int = 1
@@ -136,6 +137,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         request.dataflow,
         request.bytes_per_cycle,
         cost.Clock(unit, request.clock_ghz),
+        _efficiency(request.efficiency),
     )
     parallel = _parallelism(request, policy)
     batch = request.batch
@@ -155,6 +157,22 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         full_hash=request.full_hash,
     )
     return Prepared(request, options, tuple(notes))
+
+
+def _efficiency(text: str | None) -> tuple[tuple[str, float], ...]:
+    """--efficiency F (every kernel class) or CLASS=F,CLASS=F (gemm, attention, memory)."""
+    if text is None:
+        return ()
+    found = []
+    for part in text.split(","):
+        name, _, value = part.strip().rpartition("=")
+        try:
+            factor = float(value)
+        except ValueError:
+            pairs = "CLASS=FACTOR pairs (gemm=0.8,attention=0.9,memory=0.95)"
+            raise UsageError(f"--efficiency {text}: a factor (0.9) or {pairs}") from None
+        found.append((name.strip() or "all", factor))
+    return tuple(found)
 
 
 def _shapes(request: Request) -> dict[str, tuple[int, ...]]:
@@ -278,6 +296,10 @@ def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]
     )
     unused = {
         "dataflow": (request.dataflow, None if systolic else f"--compute {compute} has no dataflow"),
+        "efficiency": (
+            request.efficiency,
+            None if compute == "gpu" else f"only --compute gpu has one, not {compute}",
+        ),
         "per_layer": (
             request.per_layer,
             None if policy is Policy.HYBRID_CUSTOMIZED else f"only HYBRID_CUSTOMIZED reads it, not {policy}",

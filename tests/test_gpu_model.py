@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+from typer.testing import Result
 
 from modtrans import cost
 from modtrans.cost.gemm import Shape
 from modtrans.cost.gpu import Gpu
 from modtrans.ir.document import Activation, Block, Flops, Gemm, Heads, Kind, Layer, Part
+
+Run = Callable[..., Result]
 
 # Azure/AI-benchmarking-guide 8fd0c6e, Azure_Results/ND_A100_v4_results.md (A100-SXM4-80GB, FP16,
 # cuBLASLt, 10,000 warm-up iterations), ND_H100_v5_results.md and ND_H200_v5_results.md (FP8):
@@ -205,3 +210,22 @@ def test_every_calibration_number_names_its_source(device: str) -> None:
         "memory_bandwidth",
     ):
         assert described["sources"].get(key), key
+
+
+def test_efficiency_scales_each_class_of_kernel(run_cli: Run, tmp_path: Path) -> None:
+    """--efficiency for users who measured their own runs: gemm=0.5 halves the matmul rate (a
+    16384^3 GEMM, all compute, takes twice as long), memory and attention as they were; a bare
+    factor scales all three; an unknown class or a factor out of (0, 2] is refused, exit 2."""
+    base, half = _gpu("a100"), cost.get("gpu", cost.Settings(device="a100", efficiency=(("gemm", 0.5),)))
+    assert isinstance(half, Gpu)
+    big = (Shape(16384, 16384, 16384),)
+    assert half.gemm_seconds(big, "bfloat16", 2) / base.gemm_seconds(big, "bfloat16", 2) == pytest.approx(
+        2, rel=0.01
+    )
+    assert half.bandwidth == base.bandwidth
+    every = cost.get("gpu", cost.Settings(device="a100", efficiency=(("all", 0.5),)))
+    assert isinstance(every, Gpu)
+    assert every.bandwidth == pytest.approx(base.bandwidth / 2)
+    for bad in ("foo=1", "gemm=0", "gemm=3", "x"):
+        done = run_cli("translate", "gpt2", "--efficiency", bad, "-o", tmp_path / "g.txt")
+        assert done.exit_code == 2, (bad, done.output)

@@ -178,6 +178,13 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+Efficiency = Annotated[
+    str | None,
+    typer.Option(
+        help="gpu: scale its measured rates, all (0.9) or per class (gemm=0.8,attention=0.9,memory=0.95).",
+        show_default=False,
+    ),
+]
 BytesPerCycle = Annotated[
     float | None,
     typer.Option(

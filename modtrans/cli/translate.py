@@ -19,6 +19,7 @@ from modtrans.cli.common import (
     ComputeModel,
     Dataflow,
     Device,
+    Efficiency,
     Force,
     FullHash,
     InputShape,
@@ -122,6 +123,7 @@ def translate(
     array: Array = None,
     dataflow: Dataflow = None,
     bytes_per_cycle: BytesPerCycle = None,
+    efficiency: Efficiency = None,
     time_unit: TimeUnit = cost.Unit.NS,
     clock_ghz: ClockGhz = 1.0,
     to: Annotated[

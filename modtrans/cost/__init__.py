@@ -115,6 +115,7 @@ class Settings:
     dataflow: str | None = None  # ws | is | os
     bytes_per_cycle: float | None = None  # memory traffic of layers without a GEMM
     clock: Clock = Clock()
+    efficiency: tuple[tuple[str, float], ...] = ()  # the gpu model's calibration scaled, by kernel class
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ scales the calibration for users who calibrate on their own runs (efficiency.py)
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -241,6 +242,32 @@ class Gpu:
         }
 
 
+CLASSES = ("gemm", "attention", "memory")
+
+
+def scaled(k: Kernels, factors: Sequence[tuple[str, float]]) -> Kernels:
+    """The calibration with each class's rate multiplied by its factor (`--efficiency 0.9`: all
+    three; `--efficiency gemm=0.8,memory=0.95`), for a user who measured their own runs: the GEMM
+    rate (matmul efficiency), FlashAttention's rates, the streaming bandwidth."""
+    by_class = dict(factors)
+    unknown = sorted(set(by_class) - {*CLASSES, "all"})
+    if unknown:
+        raise CostError(f"--efficiency {unknown[0]}=...: the classes are {', '.join(CLASSES)}")
+    for name, factor in by_class.items():
+        if not 0 < factor <= 2 or not math.isfinite(factor):
+            raise CostError(f"--efficiency {name}={factor:g}: a factor above 0 and at most 2")
+    every = by_class.get("all", 1.0)
+    gemm, attention, memory = (by_class.get(c, every) for c in CLASSES)
+    return dataclasses.replace(
+        k,
+        matmul_efficiency={d: e * gemm for d, e in k.matmul_efficiency.items()},
+        memory_efficiency=k.memory_efficiency * memory,
+        attention=None
+        if k.attention is None
+        else dataclasses.replace(k.attention, scale=k.attention.scale * attention),
+    )
+
+
 @register(
     Model.GPU,
     "GPU kernels as measured: tile and wave quantization, FlashAttention, streaming bandwidth "
@@ -253,4 +280,4 @@ def make(settings: Settings) -> Gpu:
             f"device {found.key!r} has no kernel calibration (`kernels` in its profile): "
             "--compute gpu needs one; --compute roofline runs at peak"
         )
-    return Gpu(found, kernels(found.kernels), settings.clock)
+    return Gpu(found, scaled(kernels(found.kernels), settings.efficiency), settings.clock)
