@@ -990,6 +990,16 @@ is folded to the branch it takes.
 """,
 )
 _code(
+    "X515",
+    W,
+    "measured time for no layer",
+    """
+A row of `--per-layer-times` names a layer the model does not have (a CSV row's layer name or
+pattern), or an AIOB section whose role no layer of the model plays: that measurement is not
+used, and those layers keep the cost model's times. Names are the IR's (`modtrans inspect MODEL`).
+""",
+)
+_code(
     "X514",
     W,
     "loop whose trip count is unknown",

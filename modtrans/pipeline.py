@@ -70,6 +70,7 @@ class Options:
     traces: bool = False  # the output is Chakra traces: a plan no workload file can hold is fine
     allow_unknown: bool = False  # keep layers whose FLOPs are unknown (0), listed in the metadata
     full_hash: bool = False  # the provenance's SHA-256 of a file above 64 MiB too (digest.py)
+    per_layer_times: Path | None = None  # measured times in (cost/measured.py)
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,25 @@ def extract_checked(
 _UNCOSTED = frozenset({"X510", "X514"})  # the codes of layers whose FLOPs are unknown
 
 
+def _measured(path: Path, ir: ModelIR, model: cost.CostModel) -> tuple[cost.CostModel, list[str]]:
+    """The model with the measured times of `path` projected onto each rank's share."""
+    from modtrans.cost import measured
+    from modtrans.fileio import read_binary, utf8
+
+    data, problem = read_binary(path)
+    if data is None:
+        why = problem.message if problem else "unreadable"
+        raise cost.CostError(f"cannot read --per-layer-times {path}: {why}")
+    text, reason = utf8(data)
+    if text is None:
+        raise cost.CostError(f"--per-layer-times {path}: {reason}")
+    try:
+        table, warnings = measured.parse(text, ir, model)
+    except cost.CostError as error:
+        raise cost.CostError(f"--per-layer-times {path}: {error}") from None
+    return measured.Measured(model, {x.name: x for x in ir.layers}, table), warnings
+
+
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
     layout = options.parallel.layout if options.parallel is not None else None
     ir, found = extract_checked(
@@ -213,6 +233,9 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         return Translation(None, ir, tuple(found), {})
     try:
         model = cost.get(options.compute, options.cost)
+        if options.per_layer_times is not None:
+            model, warnings = _measured(options.per_layer_times, ir, model)
+            found += [diagnostic("X515", w, path=str(options.per_layer_times)) for w in warnings]
     except cost.CostError as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})

@@ -54,6 +54,7 @@ class Request:
     checkpoints: Sequence[int] | None = None
     checkpoint_initiates: Sequence[int] | None = None
     per_layer: Mapping[str, str] | str | Path | None = None  # pattern -> keyword, or a file of them
+    per_layer_times: Path | None = None  # measured compute times (cost/measured.py)
     dialect: str | None = None  # astra-sim (default), simai, chakra
     params: str | None = None  # trainable (default) or weights
     batch: int | None = None
@@ -155,6 +156,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         traces=request.format == "chakra-et",
         allow_unknown=request.allow_unknown,
         full_hash=request.full_hash,
+        per_layer_times=None if request.per_layer_times is None else Path(request.per_layer_times),
     )
     return Prepared(request, options, tuple(notes))
 

@@ -341,6 +341,7 @@ def test_a_fetched_model_is_translated_by_name(
 READ_OPTIONS = {
     "translate --per-layer": ("translate", "resnet50", "-p", "HYBRID_CUSTOMIZED", "--per-layer", "{}"),
     "translate --like": ("translate", "resnet50", "--like", "{}"),
+    "translate --per-layer-times": ("translate", "resnet50", "--per-layer-times", "{}"),
     "translate --device": ("translate", "resnet50", "--device", "{}"),
     "diff --device": ("diff", "resnet50", str(RESNET_REFERENCE), "--device", "{}"),
     "validate --comm-groups": ("validate", "TRACES", "--comm-groups", "{}"),

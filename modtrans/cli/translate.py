@@ -106,6 +106,13 @@ def translate(
             "plus all-reduce of its input gradient, A_out + 2 A_in)."
         ),
     ] = None,
+    per_layer_times: Annotated[
+        Path | None,
+        typer.Option(
+            help="Measured compute times: a CSV of `layer,phase,time_ns` (phase fwd, ig, wg, update) or "
+            "an AICB/AIOB computation profile, projected onto each rank's share by the cost model."
+        ),
+    ] = None,
     dialect: Annotated[
         Dialect, typer.Option("--dialect", "-d", case_sensitive=False, help="Consumer to write for.")
     ] = Dialect.ASTRA_SIM,
