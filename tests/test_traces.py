@@ -437,3 +437,30 @@ def test_diff_of_traces_says_it_compares_workloads(
         assert "`modtrans validate" in lines[0]
         assert "F004" not in lines[0]
     assert run_cli("diff", "gpt2", "w.txt").exit_code in (0, 1)  # the built-in model, not the set
+
+
+def test_inspect_shows_the_rate_and_utilisation_the_compute_model_assumes(
+    run_cli: Run, tmp_path: Path
+) -> None:
+    """Per rank, TFLOP/s while computing (the trace's num_ops over its duration_micros, summed)
+    and MFU against the device's BF16 peak from the set's .meta.json: under the roofline at peak a
+    GEMM-bound model runs at no more than the peak; the GPU kernel model, below it."""
+    shown = {}
+    for compute in ("roofline", "gpu"):
+        prefix = tmp_path / compute
+        made = run_cli("translate", "llama-3-8b", "--tp", "2", "--seq-len", "512", "--compute", compute,
+                       "--format", "chakra-et", "-o", prefix)  # fmt: skip
+        assert made.exit_code == 0, made.stderr
+        nodes = _read(tmp_path / f"{compute}.0.et")
+        computes = [n for n in nodes if n.type == COMP]
+        flops = sum(_attrs(n).get("num_ops", ("", 0))[1] for n in computes)
+        micros = sum(n.duration_micros for n in computes)
+        done = run_cli("inspect", prefix)
+        assert done.exit_code == 0
+        header, first = done.stdout.splitlines()[:2]
+        assert header.split()[5:7] == ["TFLOP/s", "MFU"]  # after "compute us", "GFLOP"
+        rate, mfu = first.split()[4:6]
+        assert float(rate) == pytest.approx(flops / micros / 1e6, abs=0.06)
+        assert float(mfu.rstrip("%")) == pytest.approx(flops / micros / 1e6 / 312 * 100, abs=0.06)
+        shown[compute] = float(rate)
+    assert shown["gpu"] < shown["roofline"] <= 312

@@ -54,15 +54,22 @@ def summarize(traces: Sequence[Trace]) -> list[RankTotals]:
     return rows
 
 
-def lines(rows: Sequence[RankTotals]) -> list[str]:
-    """A plain table: one line per rank, then one per (collective, group) of each rank."""
-    out = [f"{'rank':>5} {'nodes':>7} {'compute us':>12} {'GFLOP':>10} {'sends':>14} {'receives':>14}"]
+def lines(rows: Sequence[RankTotals], peak: float | None = None) -> list[str]:
+    """A plain table: one line per rank, then one per (collective, group) of each rank. Each rank's
+    achieved TFLOP/s while it computes (its FLOPs over its compute time: what the compute model
+    assumes) and, given the device's `peak` FLOP/s, that as its model FLOPs utilisation (MFU)."""
+    mfu = f" {'MFU':>6}" if peak else ""
+    head = f"{'rank':>5} {'nodes':>7} {'compute us':>12} {'GFLOP':>10} {'TFLOP/s':>8}{mfu}"
+    out = [f"{head} {'sends':>14} {'receives':>14}"]
     for r in rows:
         rank = "?" if r.rank is None else str(r.rank)
         sends = f"{r.sends[0]} / {_bytes(r.sends[1])}"
         recvs = f"{r.recvs[0]} / {_bytes(r.recvs[1])}"
+        rate = r.flops / r.compute_us / 1e6 if r.compute_us else 0.0
+        used = f" {rate * 1e12 / peak:>6.1%}" if peak else ""
         out.append(
-            f"{rank:>5} {r.nodes:>7} {r.compute_us:>12,} {r.flops / 1e9:>10.2f} {sends:>14} {recvs:>14}"
+            f"{rank:>5} {r.nodes:>7} {r.compute_us:>12,} {r.flops / 1e9:>10.2f} {rate:>8.1f}{used} "
+            f"{sends:>14} {recvs:>14}"
         )
         for (kind, group), (count, size) in sorted(r.collectives.items()):
             where = "every rank" if group == "all" else f"group {group}"

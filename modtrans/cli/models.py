@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -106,8 +107,19 @@ def _inspect_traces(spec: Path, fmt: str) -> None:
     broken = [t.problem for t in traces if t.problem is not None]
     report.emit(broken, Format.TEXT, stream=sys.stderr, color=False)
     rows = summarize(traces)
-    typer.echo("\n".join([*lines(rows), *stages(traces, rows)]))
+    typer.echo("\n".join([*lines(rows, _peak(Path(prefix + ".meta.json"))), *stages(traces, rows)]))
     raise typer.Exit(1 if broken else 0)
+
+
+def _peak(meta: Path) -> float | None:
+    """The device's BF16 peak FLOP/s from a trace set's .meta.json (its compute model's device;
+    the peak Megatron-LM's MFU is stated against), None without one."""
+    try:
+        peaks = json.loads(meta.read_text(encoding="utf-8"))["compute"]["peak_flops"]
+        value = peaks.get("bfloat16") or peaks.get("default") or peaks.get("float")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 @zoo_app.command("list")
