@@ -1000,6 +1000,18 @@ used, and those layers keep the cost model's times. Names are the IR's (`modtran
 """,
 )
 _code(
+    "X516",
+    W,
+    "a rank needs more memory than the device has",
+    """
+The layout's estimate of one rank's memory on a pipeline stage (weights, gradients, optimizer
+state, the activations of the micro-batches in flight: strategy/llm/memory.py, after Megatron-LM's
+theoretical_memory_usage.py) is more than the device profile's memory: the run would not fit.
+More tensor or pipeline ranks, ZeRO / the distributed optimizer, sequence parallelism or
+recomputation lower it. The workload is still written.
+""",
+)
+_code(
     "X514",
     W,
     "loop whose trip count is unknown",

@@ -255,6 +255,11 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
     except (StrategyError, cost.CostError) as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
+    capacity = model.describe().get("memory_bytes")
+    if the_plan.layout is not None and isinstance(capacity, int):
+        from modtrans.strategy.llm.memory import fits
+
+        found += [diagnostic("X516", line, path=str(spec)) for line in fits(the_plan.layout.memory, capacity)]
     llm_simai = options.dialect is Dialect.SIMAI and the_plan.is_llm
     try:
         reader = consumer(options.dialect)
@@ -315,6 +320,10 @@ def _layout(mesh: Mesh, layout: LayoutFacts) -> dict[str, str]:
         "pp_comm": str(layout.boundary_bytes),
         "stages": ";".join(f"{c.first}..{c.last}" for c in layout.chunks),
         "blocks_per_chunk": ",".join(str(c.blocks) for c in layout.chunks),
+        # per stage, one rank: total = weights + gradients + optimizer + activations (bytes)
+        "memory_bytes": ";".join(
+            f"{m.total}={m.weights}+{m.gradients}+{m.optimizer}+{m.activations}" for m in layout.memory
+        ),
     }
 
 

@@ -94,9 +94,9 @@ def stages(traces: Sequence[Trace], rows: Sequence[RankTotals]) -> list[str]:
     for r in rows:
         if r.stage is not None:
             by_stage.setdefault(r.stage, []).append(r)
+    llm = (_info(traces[0]).get("parallel") or {}).get("llm") or {} if traces else {}
     if len(by_stage) < 2:
-        return []
-    llm = (_info(traces[0]).get("parallel") or {}).get("llm") or {}
+        return memory(llm)
     out = ["", f"{'stage':>5} {'ranks':>6} {'compute us':>12} {'sends':>14} {'receives':>14}"]
     for stage, members in sorted(by_stage.items()):
         first = members[0]
@@ -109,7 +109,26 @@ def stages(traces: Sequence[Trace], rows: Sequence[RankTotals]) -> list[str]:
         p, v, m = len(by_stage), int(llm.get("vpp", 1)), int(llm.get("ga", 1))
         what = f"{llm.get('schedule')}, P={p}, V={v}, {m} micro-batches"
         out.append(f"pipeline bubble ({what}): {(p - 1) / (v * m):.1%} of the ideal time")
-    return out
+    return [*out, *memory(llm)]
+
+
+def memory(llm: dict[str, Any]) -> list[str]:
+    """One rank's memory per stage, as the translation estimated it (strategy/llm/memory.py)."""
+    stages = [s for s in str(llm.get("memory_bytes", "")).split(";") if s]
+    out = []
+    for stage, text in enumerate(stages):
+        try:
+            total, *parts = (int(x) for x in text.replace("=", "+").split("+"))
+        except ValueError:
+            continue
+        if len(parts) != 4:
+            continue
+        w, g, o, a = (x / 2**30 for x in parts)
+        out.append(
+            f"memory per rank, stage {stage}: {total / 2**30:,.1f} GiB (weights {w:.1f}, gradients {g:.1f}, "
+            f"optimizer {o:.1f}, activations {a:.1f})"
+        )
+    return ["", *out] if out else []
 
 
 def _bytes(n: int) -> str:

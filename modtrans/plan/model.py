@@ -277,6 +277,21 @@ class Chunk:
 
 
 @dataclass(frozen=True, slots=True)
+class StageMemory:
+    """The memory one rank of a pipeline stage needs, in bytes (strategy/llm/memory.py)."""
+
+    parameters: int  # elements this rank holds
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+
+@dataclass(frozen=True, slots=True)
 class LayoutFacts:
     """A plan built from a layout (--tp/--pp/--dp/--ep ...): what its mesh does not say. The
     tensor, pipeline, expert and data ranks are the mesh's axes (Mesh.extent)."""
@@ -291,6 +306,7 @@ class LayoutFacts:
     recompute: Recompute
     boundary_bytes: int  # one stage-boundary activation transfer (0 without a pipeline)
     chunks: tuple[Chunk, ...]  # the stage cut, P x V chunks in pipeline order
+    memory: tuple[StageMemory, ...] = ()  # per pipeline stage, one rank's (empty: not estimated)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Place
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params, group
-from modtrans.strategy.llm import buckets, data, deepspeed, expert, fsdp, tensor
+from modtrans.strategy.llm import buckets, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import DATA, Unit
@@ -40,7 +40,8 @@ def plan(
     transformer = any(u.block is not None for u in units)
     cuts = partition(weights, layout.chunks, layout.stages, even=transformer)
     runs, tied = _tied(units, runs, cuts, grouped, layout)
-    runs = _buckets(units, runs, [[i for b in cut for i in grouped[b]] for cut in cuts], layout, tied)
+    unit_chunks = [[i for b in cut for i in grouped[b]] for cut in cuts]
+    runs = _buckets(units, runs, unit_chunks, layout, tied)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     boundary = [_boundary(units[chunk[-1].index], layout.tp if layout.sp else 1) for chunk in chunks]
     pipeline = Pipeline(layout.pp, layout.vpp, layout.ga, layout.schedule)
@@ -74,6 +75,7 @@ def plan(
         recompute=layout.recompute,
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
+        memory=memory.per_stage(units, unit_chunks, layout, memory.dims(ir, layout.micro_batch), tied),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts)
 

@@ -1,0 +1,102 @@
+"""Memory per rank (strategy/llm/memory.py) against Megatron-LM's own estimate,
+megatron/training/theoretical_memory_usage.py (NVIDIA/Megatron-LM d98e8a6), transcribed below for
+the settings it covers: bf16 training, sequence parallelism with selective recomputation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+Run = Callable[..., Result]
+
+# Llama-3-8B's config.json (the built-in): hidden 4096, MLP 14336 (SwiGLU), 32 layers, 32 heads, 8
+# key/value heads, vocabulary 128,256 (a multiple of 128 x 2: no padding at T = 2), RMSNorm, untied
+H, F, L, A, KV, V = 4096, 14336, 32, 32, 8, 128256
+
+
+def _megatron(tp: int, dp: int, seq: int, micro: int, distributed: bool) -> tuple[float, float]:
+    """compute_weight_and_optimizer_memory and compute_activation_memory for P = 1, no experts."""
+    attention = 2 * H * H * (1 + KV / A)  # self_attn_term, kv_channels x heads = hidden
+    mlp = 2 * H * F * 3 / 2  # dense_mlp_params, swiglu
+    norms = 2 * H * 1  # layernorm_params, RMSNorm: norm_size 1
+    embedding = H * V
+    tp_sharded = ((attention + mlp) * L + embedding) / tp + embedding / tp  # untied, P = 1
+    replicated = norms * L + H  # the blocks' norms and the final norm
+    per_parameter = 6 + 12 / dp if distributed else 18
+    weights_and_optimizer = (tp_sharded + replicated) * per_parameter
+    activations = seq * micro * H * (18 + 4 * F / H) * L
+    activations += 8 * seq * micro * 1 + seq * micro * H * 1  # input ids, embedding dropout (P = 1)
+    activations += seq * micro * H * 4 * (1 + V / H)  # the output layer's input and the loss (P = 1)
+    return weights_and_optimizer, activations / tp
+
+
+@pytest.mark.parametrize(("tp", "dp", "zero"), [(2, 4, 1), (4, 2, 0), (8, 1, 1)])
+def test_memory_per_rank_is_megatrons_estimate(
+    tp: int, dp: int, zero: int, run_cli: Run, tmp_path: Path
+) -> None:
+    out = tmp_path / "t"
+    args = ("--tp", str(tp), "--dp", str(dp), "--zero", str(zero), "--sp", "--recompute", "selective")
+    done = run_cli("translate", "llama-3-8b", *args, "--seq-len", "1024", "--format", "chakra-et", "-o", out)
+    assert done.exit_code == 0, done.output
+    stage = json.loads(Path(f"{out}.meta.json").read_text())["parallel"]["llm"]["memory_bytes"]
+    total, weights, grads, optimizer, activations = (int(x) for x in stage.replace("=", "+").split("+"))
+    expected_state, expected_activations = _megatron(tp, dp, 1024, 1, distributed=zero == 1)
+    assert weights + grads + optimizer == pytest.approx(expected_state, rel=1e-3)
+    assert activations == pytest.approx(expected_activations, rel=1e-3)
+    assert total == weights + grads + optimizer + activations
+
+
+def test_a_rank_that_does_not_fit_is_a_warning(run_cli: Run, tmp_path: Path) -> None:
+    """Llama-3-70B on 8 A100s at TP 2 without ZeRO: 18 B per parameter of a 35 B-parameter shard
+    alone is over 80 GiB (Megatron's 18 B: bf16 weight, fp32 gradient, fp32 master and Adam)."""
+    out = tmp_path / "t"
+    done = run_cli(
+        "translate",
+        "llama-3-70b",
+        "--tp",
+        "2",
+        "--dp",
+        "4",
+        "--seq-len",
+        "512",
+        "--format",
+        "chakra-et",
+        "-o",
+        out,
+    )
+    assert done.exit_code == 0
+    assert "X516" in done.output
+    assert "more than the device's 80 GiB" in done.output
+    small = run_cli(
+        "translate",
+        "llama-3-8b",
+        "--tp",
+        "8",
+        "--seq-len",
+        "512",
+        "--format",
+        "chakra-et",
+        "-o",
+        tmp_path / "s",
+    )
+    assert "X516" not in small.output
+
+
+def test_inspect_shows_each_stages_memory(run_cli: Run, tmp_path: Path) -> None:
+    """1F1B on two stages: stage 0 holds two micro-batches' activations, stage 1 one (P - p), so
+    with the same layers per stage stage 0 needs more; inspect shows what the metadata holds."""
+    out = tmp_path / "p"
+    args = ("--tp", "2", "--pp", "2", "--dp", "2", "--seq-len", "1024", "--format", "chakra-et")
+    assert run_cli("translate", "llama-3-8b", *args, "-o", out).exit_code == 0
+    stages = json.loads(Path(f"{out}.meta.json").read_text())["parallel"]["llm"]["memory_bytes"].split(";")
+    totals = [int(s.split("=")[0]) for s in stages]
+    activations = [int(s.split("+")[-1]) for s in stages]
+    assert len(totals) == 2
+    assert activations[0] > activations[1]
+    shown = run_cli("inspect", out).stdout
+    for stage, total in enumerate(totals):
+        assert f"memory per rank, stage {stage}: {total / 2**30:,.1f} GiB" in shown
