@@ -100,3 +100,66 @@ def test_inspect_shows_each_stages_memory(run_cli: Run, tmp_path: Path) -> None:
     shown = run_cli("inspect", out).stdout
     for stage, total in enumerate(totals):
         assert f"memory per rank, stage {stage}: {total / 2**30:,.1f} GiB" in shown
+
+
+def _shard_state(
+    attention: float,
+    mlp: float,
+    norms: float,
+    embedding: float,
+    layers: int,
+    tp: int,
+    pp: int,
+    dp: int,
+    *,
+    router: float = 0,
+    experts: float = 0,
+    expert_shards: int = 1,
+    expert_dp: int = 1,
+) -> float:
+    """compute_weight_and_optimizer_memory's most loaded shard (stage 0) with the distributed
+    optimizer: 6 + 12 / D bytes per parameter (6 + 12 / expert D for experts)."""
+    tp_sharded = ((attention + mlp) * layers / pp + embedding) / tp
+    if pp == 1:
+        tp_sharded += embedding / tp  # untie_embeddings_and_output_weights and P = 1
+    replicated = (norms + router) * layers / pp
+    expert = experts * layers / pp / expert_shards
+    return (tp_sharded + replicated) * (6 + 12 / dp) + expert * (6 + 12 / expert_dp)
+
+
+def _state_of(run_cli: Run, tmp_path: Path, model: str, *args: str) -> tuple[int, int]:
+    out = tmp_path / "t"
+    done = run_cli("translate", model, *args, "--zero", "1", "--sp", "--recompute", "selective",
+                   "--seq-len", "1024", "--format", "chakra-et", "-o", out)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    stage = json.loads(Path(f"{out}.meta.json").read_text())["parallel"]["llm"]["memory_bytes"].split(";")[0]
+    _, weights, grads, optimizer, activations = (int(x) for x in stage.replace("=", "+").split("+"))
+    return weights + grads + optimizer, activations
+
+
+def test_a_pipelines_first_stage_is_megatrons_most_loaded_shard(run_cli: Run, tmp_path: Path) -> None:
+    """Llama-3-70B (hidden 8192, MLP 28672, 80 layers, 64 heads, 8 key/value heads; the vocabulary
+    128,256 padded to 129,024, a multiple of 128 x 8) at TP 8 x PP 8 x DP 2: stage 0 holds 10 blocks
+    and the embedding; 8 micro-batches in flight (GA = P). Megatron counts the final norm over P
+    stages (8,192 / 8 elements here too many: under 1e-6 of the total)."""
+    h, f, layers, a, kv, v = 8192, 28672, 80, 64, 8, 129024
+    state, activations = _state_of(run_cli, tmp_path, "llama-3-70b", "--tp", "8", "--pp", "8", "--dp", "2")
+    expected = _shard_state(2 * h * h * (1 + kv / a), 3 * h * f, 2 * h, h * v, layers, 8, 8, 2)
+    assert state == pytest.approx(expected, rel=1e-5)
+    s, b = 1024, 1
+    megatron = (s * b * h * (18 + 4 * f / h) * layers + (8 * s * b + s * b * h) * 8) * min(1, 8 / 8) / 8
+    assert activations == pytest.approx(megatron, rel=1e-6)
+
+
+def test_a_mixture_of_experts_is_megatrons_estimate(run_cli: Run, tmp_path: Path) -> None:
+    """Mixtral-8x7B (hidden 4096, expert MLP 14336, 32 layers, 32 heads, 8 key/value heads, 8
+    experts, vocabulary 32,000) at TP 2 (experts split over the 2 tensor ranks: ETP = T) x EP 4 x
+    DP 4: routed experts / (ETP x EP) per rank, their optimizer state over the expert data ranks,
+    8 / (2 x 4 x 1) = 1; the router replicated."""
+    h, f, layers, a, kv, v, e = 4096, 14336, 32, 32, 8, 32000, 8
+    state, _ = _state_of(run_cli, tmp_path, "mixtral-8x7b", "--tp", "2", "--dp", "4", "--ep", "4")
+    attention = 2 * h * h * (1 + kv / a)
+    expected = _shard_state(
+        attention, 0, 2 * h, h * v, layers, 2, 1, 4, router=h * e, experts=3 * h * f * e, expert_shards=2 * 4
+    )
+    assert state == pytest.approx(expected, rel=1e-5)

@@ -75,7 +75,9 @@ def plan(
         recompute=layout.recompute,
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
-        memory=memory.per_stage(units, unit_chunks, layout, memory.dims(ir, layout.micro_batch), tied),
+        memory=memory.per_stage(
+            units, unit_chunks, layout, memory.dims(ir, layout.micro_batch), tied, _expert_data(layout)
+        ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts)
 

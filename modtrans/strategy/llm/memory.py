@@ -84,35 +84,49 @@ def _mlp_linear(x: Layer) -> bool:
     return x.block is not None and x.block.part is Part.MLP and x.kind is Kind.LINEAR
 
 
+def _expert_linear(x: Layer) -> bool:
+    """An expert's first linear: a mixture of experts' MLP width (Megatron's ffn_hidden_size)."""
+    return x.block is not None and x.block.part is Part.EXPERT and x.kind is Kind.LINEAR
+
+
 def per_stage(
     units: Sequence[Unit],
     chunks: Sequence[Sequence[int]],
     layout: Layout,
     d: Dims | None,
     tied: dict[int, int],
+    expert_data: int,
 ) -> tuple[StageMemory, ...]:
-    """Each stage's first rank's memory (chunk v on stage v % P)."""
+    """Each stage's first rank's memory (chunk v on stage v % P); `expert_data`: the ranks an
+    expert's gradients and optimizer state are spread over (Megatron's expert data parallelism)."""
     stages = layout.pp
     out = []
     for p in range(stages):
-        mine = [i for v, chunk in enumerate(chunks) if v % stages == p for i in chunk]
-        elements = sum(_elements(units[tied.get(i, i)]) for i in mine)
-        weights = sum(units[tied.get(i, i)].param_bytes() for i in mine)
-        grads = sum(units[tied.get(i, i)].grad_bytes() for i in mine)
-        width = weights / elements if elements else 2
-        optimizer = elements * (ADAM + (MASTER if width < 4 else 0))
-        d_ranks = layout.d
-        if layout.zero >= 1:
-            optimizer //= d_ranks
-        if layout.zero >= 2 and layout.framework is not Framework.MEGATRON:
-            grads //= d_ranks  # Megatron's distributed optimizer keeps the whole gradient buffer
-        if layout.zero == 3:
-            weights //= d_ranks
-            grads = grads // d_ranks
-        blocks = len({units[i].block for i in mine if units[i].block is not None})
+        mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if v % stages == p for i in chunk]
+        parts = [_state(u, layout, expert_data if u.role == "expert" else layout.d) for u in mine]
+        elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
+        blocks = len(
+            {units[i].block for v, chunk in enumerate(chunks) if v % stages == p for i in chunk} - {None}
+        )
         activations = _activations(layout, d, p, blocks) if d is not None else 0
-        out.append(StageMemory(elements, int(weights), int(grads), int(optimizer), int(activations)))
+        out.append(StageMemory(int(elements), int(weights), int(grads), int(optimizer), int(activations)))
     return tuple(out)
+
+
+def _state(u: Unit, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
+    """A unit's elements, and the bytes of its weights, gradients and optimizer state on a rank
+    whose data-parallel group (for its gradients) has `ranks` ranks."""
+    elements = _elements(u)
+    weights, grads = float(u.param_bytes()), float(u.grad_bytes())
+    width = weights / elements if elements else 2
+    optimizer = float(elements * (ADAM + (MASTER if width < 4 else 0)))
+    if layout.zero >= 1:
+        optimizer /= ranks
+    if layout.zero >= 2 and layout.framework is not Framework.MEGATRON:
+        grads /= ranks  # Megatron's distributed optimizer keeps the whole gradient buffer
+    if layout.zero == 3:
+        weights, grads = weights / ranks, grads / ranks
+    return elements, weights, grads, optimizer
 
 
 def _elements(u: Unit) -> int:
