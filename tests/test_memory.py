@@ -163,3 +163,21 @@ def test_a_mixture_of_experts_is_megatrons_estimate(run_cli: Run, tmp_path: Path
         attention, 0, 2 * h, h * v, layers, 2, 1, 4, router=h * e, experts=3 * h * f * e, expert_shards=2 * 4
     )
     assert state == pytest.approx(expected, rel=1e-5)
+
+
+def test_gpt3_175b_is_megatrons_estimate_with_the_position_embedding(run_cli: Run, tmp_path: Path) -> None:
+    """GPT-3 175B (Brown et al. 2020, table 2.1: 96 layers, hidden 12288, 96 heads; GPT-2's
+    vocabulary of 50,257, padded to 50,688 at T = 8) at TP 8 x PP 8 x DP 2, bf16. Megatron's
+    formula leaves out the learned position embedding (2,048 x 12,288, replicated on stage 0's
+    ranks: 0.9 % of their state), added here, and the linear layers' biases (under 5e-4)."""
+    config = tmp_path / "config.json"
+    gpt3 = {"model_type": "gpt2", "n_embd": 12288, "n_layer": 96, "n_head": 96, "n_positions": 2048}
+    config.write_text(json.dumps({**gpt3, "vocab_size": 50257, "torch_dtype": "bfloat16"}))
+    h, layers, v = 12288, 96, 50688
+    state, activations = _state_of(run_cli, tmp_path, str(config), "--tp", "8", "--pp", "8", "--dp", "2")
+    positions = 2048 * h * (6 + 12 / 2)
+    expected = _shard_state(4 * h * h, 8 * h * h, 2 * 2 * h, h * v, layers, 8, 8, 2) + positions
+    assert state == pytest.approx(expected, rel=5e-4)
+    s, b, f = 1024, 1, 4 * h
+    megatron = (s * b * h * (18 + 4 * f / h) * layers + (8 * s * b + s * b * h) * 8) / 8
+    assert activations == pytest.approx(megatron, rel=1e-6)
