@@ -257,3 +257,61 @@ def test_the_llm_codes_are_explained_with_examples(code: str, run_cli: Run) -> N
     assert result.exit_code == 0
     assert "bad:" in result.stdout
     assert "good:" in result.stdout
+
+
+def test_qwen3_has_its_per_head_query_and_key_norms(tmp_path: Path) -> None:
+    """Qwen3Attention normalises each head's query and key (q_norm, k_norm: Qwen3RMSNorm(head_dim))
+    before the rotation. Qwen3-8B's config.json (Qwen/Qwen3-8B): its safetensors index holds
+    16,381,470,720 bytes of bf16, 8,190,735,360 parameters; 36 layers x 2 x 128 of them are these
+    norms (the 9,216 missing before issue 26)."""
+    config = {
+        "model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "max_position_embeddings": 40960,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 128)})
+    assert ir is not None, found
+    assert ir.totals.params == 16_381_470_720 // 2
+    norm = ir.layer("model.layers.5.self_attn.k_norm")
+    assert [p.shape for p in norm.params] == [(128,)]
+
+
+@pytest.mark.parametrize(
+    ("architectures", "family"),
+    [(["GPT2LMHeadModel"], "gpt2"), (["LlamaForCausalLM"], "llama"), (["Qwen2MoeForCausalLM"], "qwen2_moe")],
+)
+def test_a_configuration_without_model_type_is_known_by_its_architecture(
+    architectures: list[str], family: str
+) -> None:
+    """Older configurations (GPT-2 XL's) have no model_type: the class in `architectures` says the
+    family, the longest that names it (Qwen2Moe... is qwen2_moe, not qwen2)."""
+    from modtrans.llm.config import _family_of
+
+    assert _family_of(architectures) == family
+
+
+def test_a_configuration_without_model_type_or_known_architecture_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["FancyNewModel"], "n_embd": 64}))
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert "no model_type" in found[0].message
+    assert "FancyNewModel" in found[0].message
+    gpt2_xl = tmp_path / "xl.json"
+    gpt2_xl.write_text(
+        json.dumps(
+            {
+                "architectures": ["GPT2LMHeadModel"],
+                "n_embd": 64,
+                "n_head": 4,
+                "n_layer": 2,
+                "n_positions": 128,
+                "vocab_size": 96,
+            }
+        )
+    )
+    ir, found = pipeline.extract_checked(gpt2_xl, input_shapes={"input_ids": (1, 16)})
+    assert ir is not None, found

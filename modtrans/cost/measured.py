@@ -147,11 +147,15 @@ def roles_of(ir: ModelIR) -> dict[str, list[list[Layer]]]:
 
 
 def _block_roles(members: Sequence[Layer]) -> dict[str, list[Layer]]:
-    norms = [x for x in members if x.kind is Kind.NORM]
     attention = [x for x in members if x.block is not None and x.block.part is Part.ATTENTION]
     core = [x for x in attention if x.kind in (Kind.MATMUL, Kind.REDUCE)]
     first_core = attention.index(core[0]) if core else len(attention)
     linears = [x for x in attention if x.kind is Kind.LINEAR]
+    # the block's two norms: before its attention, and after its output projection (not a
+    # per-head query or key norm between them: Qwen3's q_norm, k_norm)
+    after = members.index(linears[-1]) if linears else len(members)
+    first = members.index(linears[0]) if linears else len(members)
+    norms = [x for i, x in enumerate(members) if x.kind is Kind.NORM and (i < first or i > after)]
     mlp = [x for x in members if x.block is not None and x.block.part is Part.MLP]
     mlp_linears = [x for x in mlp if x.kind is Kind.LINEAR]
     return {

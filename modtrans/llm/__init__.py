@@ -31,7 +31,7 @@ SEQUENCE = 2048
 def is_config(head: bytes) -> bool:
     """Whether a file that starts with `head` is a transformers configuration."""
     text = head.lstrip()
-    return text.startswith(b"{") and b'"model_type"' in head
+    return text.startswith(b"{") and (b'"model_type"' in head or b'"architectures"' in head)
 
 
 def extract(

@@ -238,6 +238,9 @@ def _self_attention(b: _Builder, p: str, h: Activation) -> Activation:
         k = b.linear(f"{p}.k_proj", h, a.kv_heads * a.head_dim, bias=a.qkv_bias)
         v = b.linear(f"{p}.v_proj", h, a.kv_heads * a.head_dim, bias=a.qkv_bias)
         qk, vd = a.head_dim, a.head_dim
+        if a.qk_norm:  # per head, over head_dim, before the rotation (Qwen3Attention.forward)
+            q = b.norm(f"{p}.q_norm", b.tensor(q.name, (b.batch, b.sequence, a.heads, a.head_dim)))
+            k = b.norm(f"{p}.k_norm", b.tensor(k.name, (b.batch, b.sequence, a.kv_heads, a.head_dim)))
     else:
         qk, vd = latent.nope_dim + latent.rope_dim, latent.v_dim
         if latent.q_rank:

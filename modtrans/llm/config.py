@@ -91,6 +91,7 @@ class Arch:
     latent: Latent | None = None
     dtype: str = "bfloat16"
     context: int = 0  # the longest sequence it was made for (max_position_embeddings; 0: not given)
+    qk_norm: bool = False  # an RMSNorm of each head's query and key (Qwen3: q_norm, k_norm over head_dim)
 
 
 def _get(config: Mapping[str, Any], *keys: str, default: Any = ...) -> Any:
@@ -114,6 +115,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
     if not isinstance(config, Mapping):
         raise ConfigError("a configuration is a JSON object")
     family = config.get("model_type")
+    if family is None:
+        family = _family_of(config.get("architectures"))
     if family not in FAMILIES:
         known = ", ".join(FAMILIES)
         raise ConfigError(f"model_type {family!r} is not a family modtrans reads ({known})")
@@ -128,6 +131,19 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _decoder(config, family, dtype)
     _check(arch)
     return arch
+
+
+def _family_of(architectures: object) -> str:
+    """An older configuration without model_type (GPT-2 XL's): the family its architectures'
+    class name starts with (GPT2LMHeadModel: gpt2, Qwen2MoeForCausalLM: qwen2_moe), the longest."""
+    names = architectures if isinstance(architectures, list) else []
+    for name in (n for n in names if isinstance(n, str)):
+        plain = name.lower()
+        found = [f for f in FAMILIES if plain.startswith(f.replace("_", ""))]
+        if found:
+            return max(found, key=len)
+    said = f"architectures {names!r:.60}" if names else "no architectures"
+    raise ConfigError(f"the configuration has no model_type, and {said} names no family modtrans reads")
 
 
 def _gpt2(config: Mapping[str, Any], dtype: str) -> Arch:
@@ -218,6 +234,7 @@ def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         latent=latent,
         dtype=dtype,
         context=_get(config, "max_position_embeddings", default=0),
+        qk_norm=family in ("qwen3", "qwen3_moe"),  # Qwen3Attention: q_norm, k_norm (Qwen3RMSNorm(head_dim))
     )
 
 
