@@ -181,6 +181,10 @@ def _keyword(schema: dict[str, Any], key: str, value: Any) -> Predicate | None:
         return lambda v: type(v) is not str or search(v) is not None
     if key == "minLength":
         return lambda v: type(v) is not str or len(v) >= value
+    if key == "minItems":
+        return lambda v: type(v) is not list or len(v) >= value
+    if key == "maxItems":
+        return lambda v: type(v) is not list or len(v) <= value
     if key == "minProperties":
         return lambda v: type(v) is not dict or len(v) >= value
     if key == "propertyNames":

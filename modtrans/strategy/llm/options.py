@@ -120,6 +120,9 @@ class Layout:
             )
         if self.vocab_divisor < 1:
             raise LayoutError("--make-vocab-size-divisible-by must be at least 1")
+        too_large = limits.at_most("--make-vocab-size-divisible-by", self.vocab_divisor, limits.DIM, "rows")
+        if too_large:
+            raise LayoutError(too_large)
         if self.zero not in (0, 1, 2, 3):
             raise LayoutError("--zero is 0, 1, 2 or 3")
         self._check_framework()
