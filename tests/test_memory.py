@@ -157,12 +157,16 @@ def test_a_mixture_of_experts_is_megatrons_estimate(run_cli: Run, tmp_path: Path
     DP 4: routed experts / (ETP x EP) per rank, their optimizer state over the expert data ranks,
     8 / (2 x 4 x 1) = 1; the router replicated."""
     h, f, layers, a, kv, v, e = 4096, 14336, 32, 32, 8, 32000, 8
-    state, _ = _state_of(run_cli, tmp_path, "mixtral-8x7b", "--tp", "2", "--dp", "4", "--ep", "4")
+    state, activations = _state_of(run_cli, tmp_path, "mixtral-8x7b", "--tp", "2", "--dp", "4", "--ep", "4")
     attention = 2 * h * h * (1 + kv / a)
     expected = _shard_state(
         attention, 0, 2 * h, h * v, layers, 2, 1, 4, router=h * e, experts=3 * h * f * e, expert_shards=2 * 4
     )
     assert state == pytest.approx(expected, rel=1e-5)
+    # compute_activation_memory with ffn_hidden_size the experts' 14336 (Megatron's Mixtral setting)
+    s, b = 1024, 1
+    megatron = s * b * h * (18 + 4 * f / h) * layers + 8 * s * b + s * b * h + s * b * h * 4 * (1 + v / h)
+    assert activations == pytest.approx(megatron / 2, rel=1e-6)
 
 
 def test_gpt3_175b_is_megatrons_estimate_with_the_position_embedding(run_cli: Run, tmp_path: Path) -> None:

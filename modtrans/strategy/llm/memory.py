@@ -64,14 +64,8 @@ def dims(ir: ModelIR, micro_batch: int) -> Dims | None:
         key=lambda shape: shape[0] if shape else 0,
         default=None,
     )
-    mlp = next(
-        (
-            x.gemm
-            for x in ir.layers
-            if x.block is not None and x.block.part is Part.MLP and x.kind is Kind.LINEAR and x.gemm
-        ),
-        None,
-    )
+    mlp = next((x.gemm for x in ir.layers if _mlp_linear(x) and x.gemm), None)
+    mlp = mlp or next((x.gemm for x in ir.layers if _expert_linear(x) and x.gemm), None)
     if shape is None or heads is None or not table or len(table) != 2 or mlp is None:
         return None
     s = shape[1]
