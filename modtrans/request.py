@@ -67,6 +67,7 @@ class Request:
     dataflow: str | None = None
     bytes_per_cycle: float | None = None
     efficiency: str | None = None  # the gpu model's rates scaled: "0.9" or "gemm=0.8,memory=0.95"
+    attention: str | None = None  # the gpu model's attention: flash (default) or eager
     time_unit: str | None = None  # ns (default), us, cycles
     clock_ghz: float = 1.0
     passes: int = 1
@@ -139,6 +140,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         request.bytes_per_cycle,
         cost.Clock(unit, request.clock_ghz),
         _efficiency(request.efficiency),
+        request.attention or "flash",
     )
     parallel = _parallelism(request, policy)
     batch = request.batch
@@ -298,6 +300,10 @@ def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]
     )
     unused = {
         "dataflow": (request.dataflow, None if systolic else f"--compute {compute} has no dataflow"),
+        "attention": (
+            request.attention,
+            None if compute == "gpu" else f"only --compute gpu fuses it, not {compute}",
+        ),
         "efficiency": (
             request.efficiency,
             None if compute == "gpu" else f"only --compute gpu has one, not {compute}",

@@ -229,3 +229,18 @@ def test_efficiency_scales_each_class_of_kernel(run_cli: Run, tmp_path: Path) ->
     for bad in ("foo=1", "gemm=0", "gemm=3", "x"):
         done = run_cli("translate", "gpt2", "--efficiency", bad, "-o", tmp_path / "g.txt")
         assert done.exit_code == 2, (bad, done.output)
+
+
+def test_eager_attention_materialises_the_scores() -> None:
+    """--attention eager (no fused kernel, as Megatron-LM ran before FlashAttention): the softmax
+    reads and writes the b x heads x s x s scores at the streaming bandwidth, and the products
+    are batched GEMMs over the whole square, mask or not; fused, the softmax costs nothing."""
+    flash = _gpu("a100")
+    eager = cost.get("gpu", cost.Settings(device="a100", attention="eager"))
+    assert isinstance(eager, Gpu)
+    size = 4 * 16 * 2048 * 2048 * 2
+    scores = Activation("s", (4, 16, 2048, 2048), "bfloat16", size)
+    block = Block(0, Part.ATTENTION, Heads(16, 16, True))
+    softmax = Layer("softmax", "", "Softmax", Kind.REDUCE, inputs=(scores,), outputs=(scores,), block=block)
+    assert flash.times(softmax).forward == 0
+    assert eager.times(softmax).forward * 1e-9 == pytest.approx(2 * size / eager.bandwidth, rel=1e-6)

@@ -178,6 +178,14 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+AttentionKind = Annotated[
+    str | None,
+    typer.Option(
+        "--attention",
+        help="gpu: flash (one fused kernel, default) or eager (its GEMMs and a materialised softmax).",
+        show_default=False,
+    ),
+]
 Efficiency = Annotated[
     str | None,
     typer.Option(

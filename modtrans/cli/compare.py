@@ -14,6 +14,7 @@ from modtrans import cost, report
 from modtrans.cli import layout
 from modtrans.cli.common import (
     Array,
+    AttentionKind,
     Batch,
     BytesPerCycle,
     ClockGhz,
@@ -88,6 +89,7 @@ def diff(
     dataflow: Dataflow = None,
     bytes_per_cycle: BytesPerCycle = None,
     efficiency: Efficiency = None,
+    attention: AttentionKind = None,
     time_unit: TimeUnit = cost.Unit.NS,
     clock_ghz: ClockGhz = 1.0,
     no_color: NoColor = False,
@@ -143,6 +145,7 @@ def diff(
         dataflow=dataflow,
         bytes_per_cycle=bytes_per_cycle,
         efficiency=efficiency,
+        attention=attention,
         time_unit=time_unit.value if _given("time_unit") else None,
         clock_ghz=clock_ghz,
         like=reference if like else None,

@@ -12,6 +12,7 @@ import typer
 from modtrans import api, cost, report
 from modtrans.cli.common import (
     Array,
+    AttentionKind,
     Batch,
     BytesPerCycle,
     ClockGhz,
@@ -131,6 +132,7 @@ def translate(
     dataflow: Dataflow = None,
     bytes_per_cycle: BytesPerCycle = None,
     efficiency: Efficiency = None,
+    attention: AttentionKind = None,
     time_unit: TimeUnit = cost.Unit.NS,
     clock_ghz: ClockGhz = 1.0,
     to: Annotated[

@@ -116,6 +116,7 @@ class Settings:
     bytes_per_cycle: float | None = None  # memory traffic of layers without a GEMM
     clock: Clock = Clock()
     efficiency: tuple[tuple[str, float], ...] = ()  # the gpu model's calibration scaled, by kernel class
+    attention: str = "flash"  # the gpu model's attention: one fused kernel, or eager (its GEMMs and softmax)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,11 @@ number cites the published kernel measurement it comes from):
   floor      no kernel takes less than `kernel_floor_s`, the measured cost of launching one
              back to back (gpu-benches gpu-small-kernels)
 
+`--attention eager` charges an attention core as an implementation without a fused kernel runs it
+(Megatron-LM before FlashAttention, 2021-22; PyTorch's math path): its two products as batched
+GEMMs over the whole s x s, and the softmax reading and writing the s x s scores at the streaming
+bandwidth; its dropout is not in the IR and not charged.
+
 The update is an SGD step's traffic at the streaming bandwidth, as in the roofline. `--efficiency`
 scales the calibration for users who calibrate on their own runs (efficiency.py).
 """
@@ -142,6 +147,7 @@ class Gpu:
     clock: Clock
     name: str = Model.GPU.value
     first_input_grad: bool = False
+    eager: bool = False  # --attention eager: the core as its GEMMs and a materialised softmax
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -184,7 +190,7 @@ class Gpu:
         heads = layer.block.heads if layer.block is not None else None
         if heads is None or layer.block is None or layer.block.part is not Part.ATTENTION:
             return None
-        if self.kernels.attention is None:
+        if self.kernels.attention is None or self.eager:
             return None
         if layer.kind is Kind.REDUCE:  # the softmax between the products: inside the kernel
             return 0.0, 0.0
@@ -234,7 +240,7 @@ class Gpu:
             "wave_overhead_s": k.wave_overhead_s,
             "memory_efficiency": k.memory_efficiency,
             "kernel_floor_s": k.kernel_floor_s,
-            "flash_attention": k.attention is not None,
+            "flash_attention": k.attention is not None and not self.eager,
             "memory_bytes": k.memory_bytes,
             "sources": {**self.device.sources, **k.sources},
             "first_layer_input_grad": "0 (not needed in training)",
@@ -280,4 +286,7 @@ def make(settings: Settings) -> Gpu:
             f"device {found.key!r} has no kernel calibration (`kernels` in its profile): "
             "--compute gpu needs one; --compute roofline runs at peak"
         )
-    return Gpu(found, scaled(kernels(found.kernels), settings.efficiency), settings.clock)
+    if settings.attention not in ("flash", "eager"):
+        raise CostError(f"--attention {settings.attention}: flash or eager")
+    k = scaled(kernels(found.kernels), settings.efficiency)
+    return Gpu(found, k, settings.clock, eager=settings.attention == "eager")
