@@ -16,6 +16,7 @@ from pathlib import Path
 from modtrans import outputs, pipeline
 from modtrans.diagnostics import DiagnosticError, has_errors
 from modtrans.pipeline import Translation
+from modtrans.plan import Plan, Purpose
 from modtrans.request import Format, Prepared, Request, prepare
 
 
@@ -35,6 +36,7 @@ def run(prepared: Prepared) -> Translation:
         files, metadata, checked = outputs.trace_files(
             result.plan, prefix, result.metadata, passes=request.passes, dims=request.network_dims
         )
+        files += _timeline(result, request)
         return replace(result, diagnostics=(*found, *checked), metadata=metadata, files=tuple(files))
     text = None
     if result.workload is not None:
@@ -42,7 +44,29 @@ def run(prepared: Prepared) -> Translation:
     if text is None or (request.strict and any(d.severity <= 2 for d in found)):
         return replace(result, diagnostics=tuple(found))
     files, metadata = outputs.text_files(text, request.output, result.metadata, request.meta, found)
+    files += _timeline(result, request)
     return replace(result, diagnostics=tuple(found), metadata=metadata, text=text, files=tuple(files))
+
+
+def _timeline(result: Translation, request: Request) -> outputs.Files:
+    """The plan's schedule as an SVG picture, where --timeline asks for one (plan/timeline.py)."""
+    if request.timeline is None or result.plan is None:
+        return []
+    from modtrans.picture import svg
+    from modtrans.plan.timeline import timeline
+
+    return [(Path(request.timeline), svg(timeline(result.plan), _title(request.model, result.plan)))]
+
+
+def _title(model: str, plan: Plan) -> str:
+    facts = plan.layout
+    if facts is None:
+        return f"{model}: {plan.npus} NPUs, one stage"
+    axes = (("TP", Purpose.TENSOR), ("PP", Purpose.PIPELINE), ("DP", Purpose.DATA))
+    shape = " x ".join(f"{name}{plan.mesh.extent(axis)}" for name, axis in axes)
+    chunks = f" V={facts.virtual_stages}" if facts.virtual_stages > 1 else ""
+    schedule = f"{facts.schedule.value}{chunks}, {facts.micro_batches} micro-batches"
+    return f"{model}: {shape}, {schedule}, --recompute {facts.recompute.value}"
 
 
 def write(result: Translation, model: str, *, force: bool = False) -> Translation:

@@ -55,6 +55,7 @@ class Request:
     checkpoint_initiates: Sequence[int] | None = None
     per_layer: Mapping[str, str] | str | Path | None = None  # pattern -> keyword, or a file of them
     per_layer_times: Path | None = None  # measured compute times (cost/measured.py)
+    timeline: Path | None = None  # the plan's schedule as an SVG picture (plan/timeline.py)
     dialect: str | None = None  # astra-sim (default), simai, chakra
     params: str | None = None  # trainable (default) or weights
     batch: int | None = None

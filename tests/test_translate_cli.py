@@ -348,6 +348,7 @@ READ_OPTIONS = {
 }
 WRITE_OPTIONS = {  # a folder that does not exist, a folder where a file goes, a file where a folder goes
     "translate --meta": ("translate", "resnet50", "-o", "OUT", "--meta", "{}"),
+    "translate --timeline": ("translate", "resnet50", "-o", "OUT", "--timeline", "{}"),
     "convert --output": ("convert", "WORKLOAD", "--to", "json", "-o", "{}"),
     "fetch --cache": ("fetch", "mnist-8", "--mirror", "http://127.0.0.1:9", "--cache", "{}"),
 }
@@ -403,7 +404,8 @@ def test_a_file_an_option_names_that_cannot_be_read_is_one_line_naming_it(
 
 @pytest.mark.parametrize(
     ("option", "kind"),
-    [*((o, k) for o in ("translate --meta", "convert --output") for k in ("in a missing folder", "a folder")),
+    [*((o, k) for o in ("translate --meta", "translate --timeline", "convert --output")
+       for k in ("in a missing folder", "a folder")),
      ("fetch --cache", "a file")],
 )  # fmt: skip
 def test_a_path_an_option_cannot_write_is_one_line_naming_it(

@@ -107,6 +107,13 @@ def translate(
             "plus all-reduce of its input gradient, A_out + 2 A_in)."
         ),
     ] = None,
+    timeline: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also draw the plan's schedule as an SVG: a lane per pipeline stage, a block per "
+            "forward / backward of each micro-batch and chunk, the bubble as the white between them."
+        ),
+    ] = None,
     per_layer_times: Annotated[
         Path | None,
         typer.Option(

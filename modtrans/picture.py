@@ -1,0 +1,83 @@
+"""A plan's timeline (plan/timeline.py) as an SVG picture: one lane per pipeline stage, a block per
+forward, backward or recomputed forward of a micro-batch and model chunk (odd chunks lighter), its
+letter and micro-batch where it is wide enough, sends ticked below their lane, each lane's idle
+share at its end. Plain SVG text: no library, any browser shows it."""
+
+from __future__ import annotations
+
+from modtrans.plan.model import Step
+from modtrans.plan.timeline import Block, Timeline
+
+COLOURS = {Step.FWD: "#4e79a7", Step.INPUT_GRAD: "#59a14f", Step.RECOMPUTE: "#bab0ac"}
+LETTERS = {Step.FWD: "F", Step.INPUT_GRAD: "B", Step.RECOMPUTE: "R"}
+NAMES = {Step.FWD: "forward", Step.INPUT_GRAD: "backward", Step.RECOMPUTE: "recomputed forward"}
+LEFT, TOP, LANE = 120, 40, 28
+
+
+def svg(t: Timeline, title: str, *, width: int = 1400) -> str:
+    scale = (width - LEFT - 20) / max(t.end, 1)
+    height = TOP + t.stages * (LANE + 8) + 60
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f"<title>{_escape(title)}</title>",
+        f'<text x="{LEFT}" y="20" font-size="14">{_escape(title)}</text>',
+    ]
+    for s in range(t.stages):
+        out += _lane(t, s, scale)
+    out += _legend(t, TOP + t.stages * (LANE + 8) + 20)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _lane(t: Timeline, s: int, scale: float) -> list[str]:
+    y = TOP + s * (LANE + 8)
+    idle = 1 - t.busy(s) / t.end if t.end else 0.0
+    out = [
+        f'<g class="lane" data-stage="{s}">',
+        f'<text x="4" y="{y + LANE * 0.65:.1f}">stage {s} ({idle:.0%} idle)</text>',
+        f'<rect x="{LEFT}" y="{y}" width="{t.end * scale:.1f}" height="{LANE}" fill="#f4f4f4"/>',
+    ]
+    for b in (b for b in t.blocks if b.stage == s):
+        out += _block(b, y, scale)
+    for stage, tick in t.sends:
+        if stage == s:
+            x, low = f"{LEFT + tick * scale:.2f}", y + LANE
+            out.append(f'<line class="send" x1="{x}" y1="{low}" x2="{x}" y2="{low + 5}" stroke="#333"/>')
+    out.append("</g>")
+    return out
+
+
+def _block(b: Block, y: int, scale: float) -> list[str]:
+    x, w = LEFT + b.start * scale, max((b.end - b.start) * scale, 0.5)
+    label = f"{LETTERS[b.step]}{b.micro}" if b.micro >= 0 else LETTERS[b.step]
+    shade = COLOURS[b.step] if b.chunk % 2 == 0 else _lighter(COLOURS[b.step])
+    tip = f"stage {b.stage} {NAMES[b.step]} micro-batch {b.micro} chunk {b.chunk}: {b.start:,}-{b.end:,}"
+    data = f'data-step="{b.step.value}" data-micro="{b.micro}" data-chunk="{b.chunk}"'
+    out = [
+        f'<rect class="block" {data} x="{x:.2f}" y="{y}" width="{w:.2f}" height="{LANE}" '
+        f'fill="{shade}" stroke="#fff" stroke-width="0.5"><title>{tip}</title></rect>'
+    ]
+    if w > 9 * len(label):
+        at = f'x="{x + w / 2:.1f}" y="{y + LANE * 0.65:.1f}"'
+        out.append(f'<text {at} text-anchor="middle" fill="#fff">{label}</text>')
+    return out
+
+
+def _legend(t: Timeline, y: int) -> list[str]:
+    out = []
+    for i, (step, colour) in enumerate(COLOURS.items()):
+        out.append(f'<rect x="{LEFT + i * 170}" y="{y}" width="12" height="12" fill="{colour}"/>')
+        out.append(f'<text x="{LEFT + i * 170 + 16}" y="{y + 10}">{LETTERS[step]}: {NAMES[step]}</text>')
+    note = f"{t.end:,} ticks with a free network; lighter: odd model chunks; ticks below a lane: sends"
+    out.append(f'<text x="{LEFT}" y="{y + 32}" fill="#777">{note}</text>')
+    return out
+
+
+def _lighter(colour: str) -> str:
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return "#{:02x}{:02x}{:02x}".format(*(c + (255 - c) // 2 for c in (r, g, b)))
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
