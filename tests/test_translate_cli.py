@@ -345,6 +345,7 @@ READ_OPTIONS = {
     "translate --device": ("translate", "resnet50", "--device", "{}"),
     "diff --device": ("diff", "resnet50", str(RESNET_REFERENCE), "--device", "{}"),
     "validate --comm-groups": ("validate", "TRACES", "--comm-groups", "{}"),
+    "simulate --from-log": ("simulate", "TRACES", "--from-log", "{}"),
 }
 WRITE_OPTIONS = {  # a folder that does not exist, a folder where a file goes, a file where a folder goes
     "translate --meta": ("translate", "resnet50", "-o", "OUT", "--meta", "{}"),
@@ -389,7 +390,7 @@ def test_a_file_an_option_names_that_cannot_be_read_is_one_line_naming_it(
     given["folder"].mkdir()
     given["binary"].write_bytes(b"\xff\xfe\x00\x01binary")
     traces = tmp_path / "set" / "r"
-    if option.startswith("validate"):
+    if option.startswith(("validate", "simulate")):
         traces.parent.mkdir()
         made = run_cli("translate", "resnet50", "--format", "chakra-et", "--npus", "2", "-o", traces)
         assert made.exit_code == 0, made.stderr

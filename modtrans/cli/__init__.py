@@ -2,8 +2,8 @@
 
 common.py holds the apps, option types and output helpers; each other module registers its commands:
 workload.py (validate, fmt, convert), extract.py, translate.py, models.py (inspect, zoo list, fetch,
-cost list), compare.py (diff), editor.py (lsp). The rules and writers are the library's (request.py,
-api.py, outputs.py): a command parses its options, calls the library and prints.
+cost list), compare.py (diff), editor.py (lsp), simulate.py (simulate). The rules and writers are the
+library's (request.py, api.py, outputs.py): a command parses its options, calls the library and prints.
 """
 
 import sys
@@ -21,7 +21,7 @@ from modtrans.cli import translate  # noqa: F401
 from modtrans.cli import models  # noqa: F401
 
 # isort: split
-from modtrans.cli import compare, editor  # noqa: F401
+from modtrans.cli import compare, editor, simulate  # noqa: F401
 from modtrans.cli.common import app, cost_app, zoo_app
 
 app.add_typer(zoo_app, name="zoo")

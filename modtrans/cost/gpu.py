@@ -51,6 +51,7 @@ from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part
 
 TILES = ((256, 128), (128, 256), (128, 128))
+SMALL_TILES = ((128, 64), (64, 128), (64, 64))
 SMALLEST = min(min(t) for t in TILES)
 SPLIT_K_DEPTH = 1024  # the least reduction a split-K slice keeps (4 main-loop stages of 256)
 BACKWARD_FLOPS = 2.5  # FlashAttention's backward does 2.5x its forward's FLOPs (benchmark_flash_attention.py)
@@ -162,6 +163,11 @@ class Gpu:
         m = -(-s.m // 16) * 16 if s.m < SMALLEST else None
         n = -(-s.n // 8) * 8 if s.n < SMALLEST else None
         tiles = {(m or tm, n or tn) for tm, tn in TILES}
+        if all(4 * math.ceil(s.m / tm) * math.ceil(s.n / tn) * s.count < k.sms for tm, tn in tiles):
+            # an output so small that every large tile leaves three SMs in four idle: the smaller
+            # tiles cuBLAS keeps for it (the guide's list goes down to 64 x 64) spread it wider. Not
+            # before: on the measured sweeps (1024^3 fills 64 of 108 SMs) cuBLAS does not gain
+            tiles |= {(m or tm, n or tn) for tm, tn in SMALL_TILES}
         compute = min(self._tiled(s, tm, tn, rate) for tm, tn in tiles)
         moved = (s.m * s.k + s.k * s.n + s.m * s.n) * s.count * width
         return max(compute, moved / self.bandwidth, k.kernel_floor_s)

@@ -1,0 +1,189 @@
+"""Run ASTRA-sim 2.x on a trace set and read its results back (`modtrans simulate PREFIX`).
+
+ModTrans never vendors or builds the simulator: the user gives the binary (`--astra-sim PATH` or
+MODTRANS_ASTRA_SIM), built as astra-sim/astra-sim's README says (the analytical backend:
+build/astra_analytical/build.sh; the binary AstraSim_Analytical_Congestion_Unaware). ModTrans
+writes the three configurations it reads, from a named network preset:
+
+    system    one collective implementation per network dimension (ring), 1 active chunk and 1
+              split, replay mode (`roofline-enabled` 0: the traces' durations run as written). One
+              entry per dimension: with fewer, ASTRA-sim 2.x silently leaves the other dimensions
+              unused (found running it)
+    network   a Switch per dimension, its NPU count, bandwidth (GB/s) and latency (ns)
+    memory    no memory expansion
+
+The presets (per GPU, one direction):
+
+    switch:N:GBPS   one switch of N NPUs
+    dgx-a100        8 GPUs per node on NVSwitch, 300 GB/s (NVIDIA DGX A100 datasheet: 600 GB/s
+                    bidirectional NVLink per GPU), nodes on 25 GB/s (8 HDR InfiniBand 200 Gb/s links
+                    per 8 GPUs)
+    hgx-h100        8 per node, 450 GB/s (NVLink 4: 900 GB/s bidirectional), nodes on 50 GB/s (one
+                    400 Gb/s NDR link per GPU)
+
+A run is judged by its `sys[i] finished` lines, not its exit status: ASTRA-sim 2.x exits 134
+after printing every result in about half the runs that use communicator groups (an invalid free
+in its teardown), and can exit 0 with no rank finished. Its times are in cycles of 1 ns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENVIRONMENT = "MODTRANS_ASTRA_SIM"
+_FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
+_STAT = re.compile(r"sys\[(\d+)\], (Wall time|Comm time|GPU time|Total compute-communication overlap): (\d+)")
+
+
+class SimulateError(ValueError):
+    """Something that stops a simulation or its reading, in one line."""
+
+
+@dataclass
+class RankResult:
+    rank: int
+    wall: int  # ns: the rank's iteration
+    exposed: int  # ns of communication nothing overlapped
+    gpu: int | None = None  # ns of compute
+    comm: int | None = None  # ns of communication, overlapped or not
+    overlap: int | None = None
+
+
+@dataclass
+class Result:
+    ranks: dict[int, RankResult] = field(default_factory=dict)
+    expected: int = 0  # the trace set's NPUs
+
+    @property
+    def finished(self) -> bool:
+        return self.expected > 0 and sorted(self.ranks) == list(range(self.expected))
+
+    @property
+    def iteration(self) -> int:
+        return max((r.wall for r in self.ranks.values()), default=0)
+
+
+def parse(log: str, expected: int) -> Result:
+    """The per-rank results ASTRA-sim 2.x printed (its `sys[i] finished` and statistics lines)."""
+    result = Result(expected=expected)
+    for rank, wall, exposed in _FINISHED.findall(log):
+        result.ranks[int(rank)] = RankResult(int(rank), int(wall), int(exposed))
+    for rank, name, value in _STAT.findall(log):
+        r = result.ranks.get(int(rank))
+        if r is None:
+            continue
+        number = int(value)
+        if name == "GPU time":
+            r.gpu = number
+        elif name == "Comm time":
+            r.comm = number
+        elif name == "Wall time":
+            r.wall = number
+        else:
+            r.overlap = number
+    return result
+
+
+@dataclass(frozen=True)
+class Network:
+    dims: tuple[int, ...]  # NPUs per dimension, the product the trace set's NPUs
+    bandwidth: tuple[float, ...]  # GB/s per dimension
+    latency: tuple[float, ...]  # ns
+
+
+PRESETS = {"dgx-a100": (8, 300.0, 25.0), "hgx-h100": (8, 450.0, 50.0)}
+
+
+def network(preset: str, npus: int) -> Network:
+    """The network a preset names, sized to `npus` (SimulateError when it cannot hold them)."""
+    if preset.startswith("switch:"):
+        parts = preset.split(":")
+        try:
+            size, gbps = int(parts[1]), float(parts[2])
+        except (IndexError, ValueError):
+            raise SimulateError(f"--network {preset}: switch:NPUS:GBPS, e.g. switch:8:300") from None
+        if size != npus or not gbps > 0:
+            raise SimulateError(
+                f"--network {preset}: the trace set has {npus} NPUs; a switch of {npus}, bandwidth > 0"
+            )
+        return Network((npus,), (gbps,), (1.0,))
+    if preset not in PRESETS:
+        raise SimulateError(f"--network {preset}: one of switch:NPUS:GBPS, {', '.join(PRESETS)}")
+    per_node, inside, between = PRESETS[preset]
+    if npus <= per_node:
+        return Network((npus,), (inside,), (1.0,))
+    if npus % per_node:
+        raise SimulateError(f"--network {preset}: {npus} NPUs are not whole nodes of {per_node}")
+    return Network((per_node, npus // per_node), (inside, between), (1.0, 1000.0))
+
+
+def configurations(net: Network) -> Mapping[str, str]:
+    """The system, network and memory files ASTRA-sim 2.x reads, as text."""
+    ring = "[" + ", ".join('"ring"' for _ in net.dims) + "]"
+    system = (
+        "{\n"
+        '  "scheduling-policy": "LIFO",\n  "endpoint-delay": 10,\n'
+        '  "active-chunks-per-dimension": 1,\n  "preferred-dataset-splits": 1,\n'
+        f'  "all-reduce-implementation": {ring},\n  "all-gather-implementation": {ring},\n'
+        f'  "reduce-scatter-implementation": {ring},\n  "all-to-all-implementation": {ring},\n'
+        '  "collective-optimization": "baseline",\n  "local-mem-bw": 1000000000,\n'
+        '  "boost-mode": 0,\n  "roofline-enabled": 0\n}\n'
+    )
+    topology = ", ".join("Switch" for _ in net.dims)
+    counts = ", ".join(str(d) for d in net.dims)
+    bandwidth = ", ".join(f"{b:g}" for b in net.bandwidth)
+    latency = ", ".join(f"{x:g}" for x in net.latency)
+    text = (
+        f"topology: [ {topology} ]\nnpus_count: [ {counts} ]\n"
+        f"bandwidth: [ {bandwidth} ]\nlatency: [ {latency} ]\n"
+    )
+    return {
+        "system.json": system,
+        "network.yml": text,
+        "memory.json": '{"memory-type": "NO_MEMORY_EXPANSION"}\n',
+    }
+
+
+def binary(given: str | None) -> Path:
+    path = given or os.environ.get(ENVIRONMENT)
+    if not path:
+        raise SimulateError(f"give the ASTRA-sim 2.x binary: --astra-sim PATH or {ENVIRONMENT}")
+    found = Path(path)
+    if not found.is_file() or not os.access(found, os.X_OK):
+        raise SimulateError(f"--astra-sim {path}: not an executable file")
+    return found
+
+
+def run(
+    executable: Path, prefix: str, npus: int, net: Network, *, timeout: float = 3600
+) -> tuple[Result, str]:
+    """Run the simulator on the trace set `prefix` (PREFIX.<rank>.et, PREFIX.comm_groups.json)."""
+    groups = Path(f"{prefix}.comm_groups.json")
+    with tempfile.TemporaryDirectory(prefix="modtrans-simulate-") as folder:
+        files = {name: Path(folder) / name for name in configurations(net)}
+        for name, text in configurations(net).items():
+            files[name].write_text(text, encoding="utf-8")
+        command = [
+            str(executable),
+            f"--workload-configuration={prefix}",
+            f"--system-configuration={files['system.json']}",
+            f"--network-configuration={files['network.yml']}",
+            f"--remote-memory-configuration={files['memory.json']}",
+            f"--logging-folder={folder}",
+        ]
+        if groups.is_file():
+            command.append(f"--comm-group-configuration={groups}")
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise SimulateError(f"ASTRA-sim ran past {timeout:g} s") from None
+        except OSError as error:
+            raise SimulateError(f"cannot run {executable}: {error.strerror or error}") from None
+    log = done.stdout + done.stderr
+    return parse(log, npus), log

@@ -1,0 +1,104 @@
+"""modtrans simulate: ASTRA-sim 2.x's results read back (a recorded run: fixtures/astra-sim), the
+configurations written for it, and, where a binary is given (MODTRANS_ASTRA_SIM), a real run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from modtrans import simulate
+
+Run = Callable[..., Result]
+LOG = Path(__file__).resolve().parents[1] / "fixtures" / "astra-sim" / "gpt2-tp4-dp2.log"
+MADE_WITH = ("translate", "gpt2", "--tp", "4", "--dp", "2", "--time-unit", "us", "--format", "chakra-et")
+
+
+def _traces(run_cli: Run, tmp_path: Path) -> Path:
+    prefix = tmp_path / "t"
+    assert run_cli(*MADE_WITH, "-o", prefix).exit_code == 0
+    return prefix
+
+
+def test_a_recorded_run_is_read_back_as_the_simulator_printed_it(run_cli: Run, tmp_path: Path) -> None:
+    """Every rank's wall, GPU, communication and exposed time, as its `sys[i]` lines say (read
+    here with a pattern of the test's own), and the iteration as the slowest rank's wall time."""
+    prefix = _traces(run_cli, tmp_path)
+    done = run_cli("simulate", prefix, "--from-log", LOG, "--format", "json")
+    assert done.exit_code == 0, done.output
+    shown = json.loads(done.stdout)
+    text = LOG.read_text()
+    for row in shown["ranks"]:
+        r = row["rank"]
+        said = dict(re.findall(rf"sys\[{r}\], (Wall time|Comm time|GPU time): (\d+)", text))
+        assert (row["wall"], row["comm"], row["gpu"]) == tuple(
+            int(said[k]) for k in ("Wall time", "Comm time", "GPU time")
+        )
+        exposed = re.search(rf"sys\[{r}\] finished, \d+ cycles, exposed communication (\d+) cycles", text)
+        assert exposed is not None
+        assert row["exposed"] == int(exposed.group(1))
+    assert len(shown["ranks"]) == 8
+    assert shown["finished"] is True
+    assert shown["iteration_ns"] == max(row["wall"] for row in shown["ranks"])
+    table = run_cli("simulate", prefix, "--from-log", LOG)
+    assert "iteration: " in table.stdout
+
+
+def test_a_run_where_a_rank_did_not_finish_is_a_finding(run_cli: Run, tmp_path: Path) -> None:
+    """ASTRA-sim can exit 0 with ranks unfinished, and 134 with all finished: the finished lines
+    decide. Two ranks' lines removed: exit 1, said in one line."""
+    prefix = _traces(run_cli, tmp_path)
+    partial = tmp_path / "partial.log"
+    partial.write_text(
+        "\n".join(line for line in LOG.read_text().splitlines() if not re.search(r"sys\[[67]\]", line))
+    )
+    done = run_cli("simulate", prefix, "--from-log", partial)
+    assert done.exit_code == 1
+    assert "6 of 8 ranks finished" in done.stderr
+
+
+def test_a_two_level_cluster_gets_an_implementation_per_dimension() -> None:
+    """dgx-a100 for 16 NPUs: two nodes of 8 on NVSwitch at 300 GB/s, 25 GB/s between them; the
+    system configuration lists a ring per dimension (with one, ASTRA-sim 2.x ignores the second)."""
+    net = simulate.network("dgx-a100", 16)
+    assert (net.dims, net.bandwidth) == ((8, 2), (300.0, 25.0))
+    files = simulate.configurations(net)
+    system = json.loads(files["system.json"])
+    assert system["all-reduce-implementation"] == ["ring", "ring"]
+    assert "npus_count: [ 8, 2 ]" in files["network.yml"]
+    with pytest.raises(simulate.SimulateError, match="not whole nodes"):
+        simulate.network("dgx-a100", 12)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--network", "torus"), "--network torus"),
+        (("--astra-sim", "/nonexistent/astra"), "not an executable"),
+    ],
+)
+def test_unusable_options_are_one_line(
+    run_cli: Run, tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    prefix = _traces(run_cli, tmp_path)
+    done = run_cli(
+        "simulate", prefix, *args, "--astra-sim", os.environ.get("MODTRANS_ASTRA_SIM", "/bin/true")
+    )
+    if args[0] == "--astra-sim":
+        done = run_cli("simulate", prefix, *args)
+    assert done.exit_code == 2
+    assert said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not os.environ.get("MODTRANS_ASTRA_SIM"), reason="no ASTRA-sim 2.x binary given")
+def test_a_real_run_finishes_every_rank(run_cli: Run, tmp_path: Path) -> None:
+    prefix = _traces(run_cli, tmp_path)
+    done = run_cli("simulate", prefix, "--network", "switch:8:300", "--format", "json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["finished"] is True
