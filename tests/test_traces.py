@@ -335,6 +335,19 @@ def test_each_check_fails_its_broken_set(code: str, base: tuple[dict[str, bytes]
     assert all(d.path for d in found)
 
 
+def test_a_comm_type_of_the_wrong_attribute_type_is_a_finding(base: tuple[dict[str, bytes], bytes]) -> None:
+    """A collective whose comm_type is a list (a mis-typed attribute; found by bench/fuzz.py seed 26,
+    which crashed the validator with "unhashable type: 'list'"): T712, and inspect still sums it."""
+    traces, groups = _edit(base[0], 0, _each(lambda x: _set_attr(x, "comm_type", int64_list=[4, 2]))), base[1]
+    found = check_set(traces, groups, "t.comm_groups.json")
+    assert "T712" in {d.code for d in found}
+    from modtrans.chakra.read import read
+    from modtrans.chakra.summary import summarize
+
+    rows = summarize([read(data, path) for path, data in traces.items()])
+    assert rows
+
+
 def test_unmatched_point_to_point_hangs_are_found() -> None:
     good = {str(p): data for p, data in chakra.files(_pipeline_plan(), Path("t"))[:-1]}
     wrong_tag = {str(p): data for p, data in chakra.files(_pipeline_plan(tag=8), Path("t"))[:-1]}

@@ -41,7 +41,8 @@ def summarize(traces: Sequence[Trace]) -> list[RankTotals]:
             elif node.type == COLL:
                 kind = node.value("comm_type")
                 pg = str(node.value("pg_name", "") or "all")
-                entry = row.collectives.setdefault((NAMES.get(kind, str(kind)), pg), [0, 0])
+                name = NAMES.get(kind, str(kind)) if isinstance(kind, int) else str(kind)
+                entry = row.collectives.setdefault((name, pg), [0, 0])
                 entry[0] += 1
                 size = node.value("comm_size", 0)
                 entry[1] += size if isinstance(size, int) else 0

@@ -237,8 +237,8 @@ def _unrunnable(node: TraceNode, path: str | None) -> list[Diagnostic]:
     """A collective ASTRA-sim cannot run (T712), a send or receive without its attributes (T713)."""
     if node.type == COLL:
         kind = node.value("comm_type")
-        if kind not in RUNNABLE:
-            what = NAMES.get(kind, "no comm_type") if kind is not None else "no comm_type"
+        if not isinstance(kind, int) or kind not in RUNNABLE:  # a list: a mis-typed attribute
+            what = NAMES.get(kind, "no comm_type") if isinstance(kind, int) else "no comm_type"
             return [diagnostic("T712", f"{node.where()}: {what}", path=path)]
     if node.type in (SEND, RECV):
         peer = "comm_dst" if node.type == SEND else "comm_src"
