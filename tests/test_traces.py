@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -452,6 +453,25 @@ def test_diff_of_traces_says_it_compares_workloads(
     assert run_cli("diff", "gpt2", "w.txt").exit_code in (0, 1)  # the built-in model, not the set
 
 
+def test_inspect_shows_one_rank_per_stage_unless_asked_for_every_rank(run_cli: Run, tmp_path: Path) -> None:
+    """A stage's ranks run one program: inspect reads the first rank of each stage (a 1,024-rank set
+    in about a second, where reading every rank took 119 s), says so, and --ranks shows them all."""
+    prefix = tmp_path / "p"
+    args = ("--tp", "2", "--pp", "2", "--dp", "2", "--seq-len", "256", "--format", "chakra-et")
+    assert run_cli("translate", "llama-3-8b", *args, "-o", prefix).exit_code == 0
+    staged = run_cli("inspect", prefix).stdout
+    assert staged.startswith("8 ranks; the first of each pipeline stage")
+    shown = [
+        int(line.split()[0])
+        for line in staged.splitlines()
+        if re.match(r"\s+\d+\s+\d+\s+[\d,]+\s+[\d.]+", line)
+    ]
+    assert shown[:2] == [0, 4]  # the first ranks of stages 0 and 1 (tensor x data = 4 per stage)
+    assert re.search(r"^\s+1\s+4\s", staged, re.M)  # the stage table counts the stage's 4 ranks
+    every = run_cli("inspect", prefix, "--ranks").stdout
+    assert len(re.findall(r"^\s+\d+\s+\d+\s+[\d,]+\s+[\d.]+\s+[\d.]+", every, re.M)) >= 8
+
+
 def test_inspect_shows_the_rate_and_utilisation_the_compute_model_assumes(
     run_cli: Run, tmp_path: Path
 ) -> None:
@@ -470,7 +490,9 @@ def test_inspect_shows_the_rate_and_utilisation_the_compute_model_assumes(
         micros = sum(n.duration_micros for n in computes)
         done = run_cli("inspect", prefix)
         assert done.exit_code == 0
-        header, first = done.stdout.splitlines()[:2]
+        shown_lines = done.stdout.splitlines()
+        at = next(i for i, line in enumerate(shown_lines) if "TFLOP/s" in line)
+        header, first = shown_lines[at : at + 2]
         assert header.split()[5:7] == ["TFLOP/s", "MFU"]  # after "compute us", "GFLOP"
         rate, mfu = first.split()[4:6]
         assert float(rate) == pytest.approx(flops / micros / 1e6, abs=0.06)

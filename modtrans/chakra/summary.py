@@ -8,8 +8,10 @@ rows[0]  RankTotals(rank=0, nodes=215, compute_us=21930, flops=..., collectives=
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from modtrans.chakra.read import Trace
@@ -27,6 +29,24 @@ class RankTotals:
     collectives: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (type, group) -> [n, bytes]
     sends: list[int] = field(default_factory=lambda: [0, 0])  # count, bytes
     recvs: list[int] = field(default_factory=lambda: [0, 0])
+
+
+def representatives(paths: Sequence[Path], mesh: Mapping[str, int]) -> list[Path]:
+    """One trace per pipeline stage: the first rank of each (the mesh's first axis the fastest, the
+    pipeline the slowest: a stage's ranks run one program, so its first tells its totals). Every
+    path when the mesh is not known or the files are not numbered PREFIX.<rank>.et."""
+    if not mesh or "pipeline" not in mesh:
+        return list(paths)
+    per_stage = math.prod(v for k, v in mesh.items() if k != "pipeline")
+    by_rank = {}
+    for path in paths:
+        number = path.name.rsplit(".", 2)[-2] if path.name.count(".") >= 2 else ""
+        if not number.isdigit():
+            return list(paths)
+        by_rank[int(number)] = path
+    if sorted(by_rank) != list(range(per_stage * mesh["pipeline"])):
+        return list(paths)
+    return [by_rank[p * per_stage] for p in range(mesh["pipeline"])]
 
 
 def summarize(traces: Sequence[Trace]) -> list[RankTotals]:
@@ -88,7 +108,7 @@ def _info(trace: Trace) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def stages(traces: Sequence[Trace], rows: Sequence[RankTotals]) -> list[str]:
+def stages(traces: Sequence[Trace], rows: Sequence[RankTotals], per_stage: int | None = None) -> list[str]:
     """Per pipeline stage: its ranks, their compute, and the schedule's bubble (Narayanan et al.
     2021, section 2.2: (P - 1) / (V m) of the ideal time for P stages, V chunks, m micro-batches)."""
     by_stage: dict[int, list[RankTotals]] = {}
@@ -105,7 +125,8 @@ def stages(traces: Sequence[Trace], rows: Sequence[RankTotals]) -> list[str]:
             f"{first.sends[0]} / {_bytes(first.sends[1])}",
             f"{first.recvs[0]} / {_bytes(first.recvs[1])}",
         )
-        out.append(f"{stage:>5} {len(members):>6} {first.compute_us:>12,} {sends:>14} {recvs:>14}")
+        count = per_stage or len(members)  # the stage's ranks, where only its first was read
+        out.append(f"{stage:>5} {count:>6} {first.compute_us:>12,} {sends:>14} {recvs:>14}")
     if llm:
         p, v, m = len(by_stage), int(llm.get("vpp", 1)), int(llm.get("ga", 1))
         what = f"{llm.get('schedule')}, P={p}, V={v}, {m} micro-batches"

@@ -43,8 +43,11 @@ def inspect(
     batch: Batch = None,
     input_shape: InputShape = None,
     no_color: NoColor = False,
+    ranks: Annotated[
+        bool, typer.Option("--ranks", help="Traces: every rank, not one per pipeline stage.")
+    ] = False,
 ) -> None:
-    """Show a model's layers, or a Chakra trace set's per-rank totals.
+    """Show a model's layers, or a Chakra trace set's totals per stage (per rank with --ranks).
 
     Per layer: parameters, dtype, bytes, output shape, FLOPs; then totals. For traces (a set's
     PREFIX or one of its .et files): per rank, compute time, FLOPs, bytes per collective and
@@ -59,7 +62,7 @@ def inspect(
     from modtrans.chakra.read import is_trace_spec  # inspect's: not every command's
 
     if is_trace_spec(Path(model)):
-        _inspect_traces(Path(model), fmt)
+        _inspect_traces(Path(model), fmt, every_rank=ranks)
         return
     with report.status(f"reading {model}"):
         ir, found = pipeline.extract_checked(
@@ -84,9 +87,9 @@ def inspect(
         render.print_table(ir, selected, title, color=False if no_color else None, width=None)
 
 
-def _inspect_traces(spec: Path, fmt: str) -> None:
+def _inspect_traces(spec: Path, fmt: str, *, every_rank: bool = False) -> None:
     from modtrans.chakra.read import read
-    from modtrans.chakra.summary import lines, stages, summarize
+    from modtrans.chakra.summary import lines, representatives, stages, summarize
     from modtrans.chakra.validate import expand
 
     if fmt != "table":
@@ -97,8 +100,10 @@ def _inspect_traces(spec: Path, fmt: str) -> None:
     members = next(iter(expand([Path(prefix)]).values()), [])
     if not members:
         _usage(f"{spec}: no trace files {prefix}.<rank>.et")
+    meta = Path(prefix + ".meta.json")
+    chosen = members if every_rank else representatives(members, _mesh(meta))
     traces = []
-    for path in members:
+    for path in chosen:
         data, problem = read_binary(path)
         if data is None:
             typer.echo(f"modtrans: {problem.message if problem else path}", err=True)
@@ -107,8 +112,21 @@ def _inspect_traces(spec: Path, fmt: str) -> None:
     broken = [t.problem for t in traces if t.problem is not None]
     report.emit(broken, Format.TEXT, stream=sys.stderr, color=False)
     rows = summarize(traces)
-    typer.echo("\n".join([*lines(rows, _peak(Path(prefix + ".meta.json"))), *stages(traces, rows)]))
+    if len(chosen) < len(members):
+        typer.echo(f"{len(members)} ranks; the first of each pipeline stage (its ranks run one program):")
+        typer.echo("--ranks shows every rank")
+    per_stage = len(members) // len(chosen) if len(chosen) < len(members) else None
+    typer.echo("\n".join([*lines(rows, _peak(meta)), *stages(traces, rows, per_stage)]))
     raise typer.Exit(1 if broken else 0)
+
+
+def _mesh(meta: Path) -> dict[str, int]:
+    """The trace set's mesh from its .meta.json (axis -> ranks, the first the fastest), or {}."""
+    try:
+        mesh = json.loads(meta.read_text(encoding="utf-8"))["parallel"]["mesh"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {k: v for k, v in mesh.items() if isinstance(v, int) and v > 0} if isinstance(mesh, dict) else {}
 
 
 def _peak(meta: Path) -> float | None:
