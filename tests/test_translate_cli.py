@@ -151,7 +151,9 @@ def test_a_model_that_cannot_be_read_or_used_is_exit_2_everywhere(
         args = (command, path, "resnet50") if command == "diff" else (command, path)
         result = run_cli(*args)
         assert result.exit_code == 2, (case, result.stderr)
-        assert command == "diff" or f"error {code} " in result.stderr, (case, result.stderr)
+        # diff and inspect also read workload files: a JSON that is no model is read as one (S402)
+        as_workload = command == "diff" or (command == "inspect" and case == "JSON, not a model")
+        assert as_workload or f"error {code} " in result.stderr, (case, result.stderr)
         assert "Traceback" not in result.stderr
     for code in UNUSABLE:  # and `validate --explain` says so
         assert "exit status 2" in CATALOG[code].explanation.lower(), code
@@ -426,3 +428,28 @@ def test_a_path_an_option_cannot_write_is_one_line_naming_it(
     assert result.exit_code == 2
     assert not any(raw in result.stderr for raw in RAW), result.stderr
     assert len([line for line in result.stderr.splitlines() if str(path) in line]) == 1, result.stderr
+
+
+def test_inspect_a_workload_file_per_layer_and_in_total(run_cli: Run) -> None:
+    """A workload file (text or JSON) is shown per layer and in total: ASTRA-sim's ResNet-50, its
+    54 layers' forward times and weight-gradient all-reduces summed from the file's own columns."""
+    path = (
+        Path(__file__).resolve().parents[1] / "fixtures/workloads/corpus/astra-sim/Resnet50_DataParallel.txt"
+    )
+    rows = [line.split() for line in path.read_text().splitlines()[2:] if line.strip()]
+    done = run_cli("inspect", path, "--format", "json")
+    assert done.exit_code == 0, done.output
+    shown = json.loads(done.stdout)
+    assert len(shown["layers"]) == len(rows) == 54
+    assert shown["compute"]["fwd"] == sum(int(r[2]) for r in rows)
+    assert shown["collectives"] == [
+        {
+            "type": "ALLREDUCE",
+            "group": "weight_grad column",
+            "count": 54,
+            "bytes": sum(int(r[10]) for r in rows),
+        }
+    ]
+    table = run_cli("inspect", path)
+    assert "54 layers" in table.stdout
+    assert "ALLREDUCE over weight_grad column: 54 /" in table.stdout

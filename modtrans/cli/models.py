@@ -64,6 +64,9 @@ def inspect(
     if is_trace_spec(Path(model)):
         _inspect_traces(Path(model), fmt, every_rank=ranks)
         return
+    if pipeline.reads_as_workload(model):
+        _inspect_workload(model, fmt)
+        return
     with report.status(f"reading {model}"):
         ir, found = pipeline.extract_checked(
             model, batch=batch, input_shapes=_shapes(input_shape), file_hash=False
@@ -118,6 +121,38 @@ def _inspect_traces(spec: Path, fmt: str, *, every_rank: bool = False) -> None:
     per_stage = len(members) // len(chosen) if len(chosen) < len(members) else None
     typer.echo("\n".join([*lines(rows, _peak(meta)), *stages(traces, rows, per_stage)]))
     raise typer.Exit(1 if broken else 0)
+
+
+def _inspect_workload(spec: str, fmt: str) -> None:
+    """A workload text or JSON file: per layer, then totals (workload/summary.py)."""
+    from modtrans.workload.load import load
+    from modtrans.workload.summary import lines, summarize
+
+    loaded = load(spec)
+    workload = loaded.result.workload
+    if workload is None:
+        report.emit(loaded.result.diagnostics, Format.TEXT, stream=sys.stderr, color=False)
+        raise typer.Exit(2)
+    summary = summarize(workload)
+    if fmt == "json":
+        document = {
+            "layers": list(summary.rows),
+            "compute": summary.compute,
+            "comm_bytes": summary.comm_bytes,
+            "collectives": [
+                dict(zip(("type", "group", "count", "bytes"), c, strict=True)) for c in summary.collectives
+            ],
+        }
+        sys.stdout.write(json.dumps(document, indent=1) + "\n")
+    elif fmt == "csv":
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(summary.rows[0]) if summary.rows else ["layer"])
+        writer.writeheader()
+        writer.writerows(summary.rows)
+    else:
+        title = f"{loaded.path}: {workload.header.policy.value}, {len(workload.layers)} layers"
+        typer.echo("\n".join(lines(summary, title)))
 
 
 def _mesh(meta: Path) -> dict[str, int]:
