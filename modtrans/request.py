@@ -62,7 +62,7 @@ class Request:
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
     dtype_bytes: int | None = None
-    compute: str | None = None  # roofline (default), astra-sim-reference, scalesim-v3, scalesim
+    compute: str | None = None  # gpu (default), roofline, astra-sim-reference, scalesim-v3, scalesim
     device: str | None = None
     array: tuple[int, int] | None = None
     dataflow: str | None = None
