@@ -131,6 +131,9 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         raise UsageError("--output is empty: give a file, or - for standard output")
     if request.like is not None:
         request, policy, dialect, params, compute = _like(request, policy, dialect, note)
+    if request.compute is None and compute == "gpu" and not _calibrated(request.device):
+        compute = "roofline"
+        note(f"--device {request.device}: no kernel calibration for the gpu model; the roofline at its peak")
     unit = _unit(request)
     for line in _not_applicable(request, policy, compute):
         note(line)
@@ -162,6 +165,18 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         per_layer_times=None if request.per_layer_times is None else Path(request.per_layer_times),
     )
     return Prepared(request, options, tuple(notes))
+
+
+def _calibrated(device: str | None) -> bool:
+    """Whether the device profile (default a100) carries the gpu model's kernel calibration; an
+    unreadable one is True, so that the gpu model says why it cannot read it."""
+    from modtrans.cost import CostError
+    from modtrans.cost.roofline import device as profile
+
+    try:
+        return profile(device or "a100").kernels is not None
+    except CostError:
+        return True
 
 
 def _efficiency(text: str | None) -> tuple[tuple[str, float], ...]:

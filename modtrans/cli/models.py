@@ -230,7 +230,11 @@ def cost_list() -> None:
     """
     for entry in cost.models():
         typer.echo(f"{entry.name:<20} {entry.summary}")
-    typer.echo("\nroofline device profiles (--device NAME, or a FILE.json per schemas/device.schema.json):")
+    typer.echo("\ndevice profiles (--device NAME, or a FILE.json per schemas/device.schema.json; gpu needs")
+    typer.echo("a kernel calibration, marked *):")
     for key, dev in roofline.builtin_devices().items():
         peaks = ", ".join(f"{k} {v / 1e12:g} TFLOP/s" for k, v in dev.peak_flops.items())
-        typer.echo(f"{key:<8} {dev.name}: {peaks}; {dev.bandwidth / 1e9:g} GB/s")
+        memory = dev.kernels.get("memory_bytes") if dev.kernels else None
+        held = f"; {memory / 2**30:,.0f} GiB" if isinstance(memory, int) else ""
+        mark = "*" if dev.kernels else " "
+        typer.echo(f"{key:<7}{mark} {dev.name}: {peaks}; {dev.bandwidth / 1e9:g} GB/s{held}")
