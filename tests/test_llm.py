@@ -315,3 +315,35 @@ def test_a_configuration_without_model_type_or_known_architecture_is_one_line(tm
     )
     ir, found = pipeline.extract_checked(gpt2_xl, input_shapes={"input_ids": (1, 16)})
     assert ir is not None, found
+
+
+@pytest.mark.parametrize(
+    ("architectures", "params"),
+    [
+        (None, 334_092_288),  # no class named: the encoder alone
+        (["BertModel"], 335_141_888),
+        (["BertForMaskedLM"], 335_174_458),  # the masked-LM head, no pooler
+        (["BertForPreTraining"], 336_226_108),  # both, and the next-sentence classifier
+    ],
+)
+def test_bert_has_the_heads_of_its_class(
+    architectures: list[str] | None, params: int, tmp_path: Path
+) -> None:
+    """bert-large-uncased (24 layers, hidden 1024, 16 heads, MLP 4096, vocabulary 30,522) as
+    transformers' classes build it (modeling_bert.py), counted by hand: the encoder 334,092,288;
+    BertPooler a 1024 x 1024 dense with bias, 1,049,600; BertLMPredictionHead a 1024 x 1024 dense
+    with bias, a LayerNorm (2,048) and the decoder's own bias (30,522; its weight is the word
+    embeddings'), 1,082,170 (what was missing before issue 26); BertOnlyNSPHead 1024 x 2 + 2."""
+    config = {
+        "model_type": "bert", "vocab_size": 30522, "hidden_size": 1024, "num_hidden_layers": 24,
+        "num_attention_heads": 16, "intermediate_size": 4096, "max_position_embeddings": 512,
+    }  # fmt: skip
+    if architectures is not None:
+        config["architectures"] = architectures
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 128)})
+    assert ir is not None, found
+    assert ir.totals.params == params
+    assert 334_092_288 + 1_049_600 == 335_141_888
+    assert 334_092_288 + 1_082_170 == 335_174_458

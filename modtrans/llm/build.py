@@ -387,3 +387,19 @@ def _bert(b: _Builder, ids: Activation) -> None:
         down = b.linear(f"{p}.output.dense", act, a.hidden, bias=True)
         x = b.elementwise(f"{p}.output.add", "Add", [x, down], dims(x))
         x = b.norm(f"{p}.output.LayerNorm", x)
+    _bert_heads(b, x)
+
+
+def _bert_heads(b: _Builder, x: Activation) -> None:
+    """The heads the configuration's class puts on the encoder (config.BERT_HEADS)."""
+    a = b.arch
+    b.at(None, Part.HEAD)
+    if "pooler" in a.heads_on_top:  # on the first token of each sequence: batch rows
+        pooled = b.linear("pooler.dense", x, a.hidden, bias=True, rows=b.batch)
+        if "nsp" in a.heads_on_top:
+            b.linear("cls.seq_relationship", pooled, 2, bias=True, rows=b.batch)
+    if "mlm" in a.heads_on_top:
+        h = b.linear("cls.predictions.transform.dense", x, a.hidden, bias=True)
+        h = b.elementwise("cls.predictions.transform.act", "Gelu", [h], dims(h))
+        h = b.norm("cls.predictions.transform.LayerNorm", h)
+        b.linear("cls.predictions.decoder", h, a.vocab, bias=True, shared_with="embeddings.word_embeddings")

@@ -92,6 +92,7 @@ class Arch:
     dtype: str = "bfloat16"
     context: int = 0  # the longest sequence it was made for (max_position_embeddings; 0: not given)
     qk_norm: bool = False  # an RMSNorm of each head's query and key (Qwen3: q_norm, k_norm over head_dim)
+    heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
 
 
 def _get(config: Mapping[str, Any], *keys: str, default: Any = ...) -> Any:
@@ -146,6 +147,25 @@ def _family_of(architectures: object) -> str:
     raise ConfigError(f"the configuration has no model_type, and {said} names no family modtrans reads")
 
 
+BERT_HEADS = {
+    "BertModel": ("pooler",),
+    "BertForMaskedLM": ("mlm",),
+    "BertForPreTraining": ("pooler", "mlm", "nsp"),
+    "BertForNextSentencePrediction": ("pooler", "nsp"),
+}
+"""What transformers' BERT classes put on the encoder (modeling_bert.py): BertModel its pooler (a
+dense layer on the first token); BertForMaskedLM the masked-LM head (BertLMPredictionHead: a
+dense transform, GELU, LayerNorm, and a decoder tied to the word embeddings with a bias of its own)
+and no pooler (add_pooling_layer=False); BertForPreTraining both and the next-sentence classifier."""
+
+
+def _bert_heads(architectures: object) -> tuple[str, ...]:
+    """The heads of the first BERT class the configuration names; none when it names none (the
+    encoder alone, as an export of its hidden states: the built-in bert-base's ONNX)."""
+    names = architectures if isinstance(architectures, list) else []
+    return next((BERT_HEADS[n] for n in names if isinstance(n, str) and n in BERT_HEADS), ())
+
+
 def _gpt2(config: Mapping[str, Any], dtype: str) -> Arch:
     hidden = _get(config, "n_embd", "hidden_size")
     heads = _get(config, "n_head", "num_attention_heads")
@@ -193,6 +213,7 @@ def _bert(config: Mapping[str, Any], dtype: str) -> Arch:
         positions=positions,
         token_types=_get(config, "type_vocab_size", default=2),
         post_norm=True,
+        heads_on_top=_bert_heads(config.get("architectures")),
         dtype=dtype,
         context=positions,
     )
