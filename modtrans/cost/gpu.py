@@ -32,7 +32,7 @@ GEMMs over the whole s x s, and the softmax reading and writing the s x s scores
 bandwidth; its dropout is not in the IR and not charged.
 
 The update is an SGD step's traffic at the streaming bandwidth, as in the roofline. `--efficiency`
-scales the calibration for users who calibrate on their own runs (efficiency.py).
+scales the calibration for users who calibrate on their own runs (`scaled`, below).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ data-parallel group). One column holds one collective, so the others go on lines
 compute around the unit's: before it, what precedes its forward (a sequence-parallel or ZeRO-3
 all-gather) and what follows its backward; after it, what follows its forward and what precedes
 its backward (the backward runs the lines in reverse). They are named UNIT.pre1, UNIT.post1 ...
+(plan/lines.py, which ASTRA-sim 1.0 text shares).
 
 Sizes are the plan's whole buffers: SimAI's default collective model (NcclFlowModel, MockNccl's
 genAllGatherFlowModels) reads an all-gather's size as the gathered result (plan/sizes.py).
