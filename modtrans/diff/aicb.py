@@ -34,8 +34,9 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from modtrans.diff.compare import Traffic, collective_key
+from modtrans.diff.compare import Traffic
 from modtrans.workload.model import CommType, Layer, Workload
+from modtrans.workload.traffic import collective_key
 
 _LINES = re.compile(
     r"^(embedding_layer|attention(_column|_row|_q_column|_kv_column|_o_row)?_layer|"

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from modtrans.diff.align import align
-from modtrans.workload.model import CommType, Header, Layer, Phase, Workload
+from modtrans.workload.model import Header, Layer, Workload
+from modtrans.workload.traffic import collectives
 from modtrans.workload.vocabulary import COLUMNS, HEADER_KEYS, POLICY, REQUIRED
 
 Value = int | str | None
@@ -334,39 +335,9 @@ def _traffic(first: Workload, reference: Workload) -> tuple[Traffic, ...]:
     """Each side's collectives per (type, group), the rows where the two differ first. A file holds
     one iteration, so these are its bytes per iteration whatever its layers' granularity (AICB's
     one line per role and block against one per module)."""
-    a, b = _collectives(first), _collectives(reference)
+    a, b = collectives(first), collectives(reference)
     rows = []
     for key in sorted(a.keys() | b.keys()):
         (count_a, bytes_a), (count_b, bytes_b) = a.get(key, (0, 0)), b.get(key, (0, 0))
         rows.append(Traffic(*key, count_a, count_b, bytes_a, bytes_b))
     return tuple(sorted(rows, key=lambda t: (t.bytes_a == t.bytes_b and t.count_a == t.count_b, t.comm)))
-
-
-def _collectives(w: Workload) -> dict[tuple[str, str], tuple[int, int]]:
-    """(type, group) -> (count, bytes) over the workload's collectives (collective_key)."""
-    out: dict[tuple[str, str], tuple[int, int]] = {}
-    for layer in w.layers:
-        for phase_name, phase in layer.phases:
-            key = collective_key(w, phase_name, phase)
-            if key is not None:
-                count, size = out.get(key, (0, 0))
-                out[key] = (count + 1, size + phase.comm_size)
-    return out
-
-
-def collective_key(w: Workload, phase_name: str, phase: Phase) -> tuple[str, str] | None:
-    """A column's collective as (type, group), None without one. The group is the one the consumer
-    gives the column: SimAI's and the transformer keywords' tensor group for fwd / ig and data group
-    for wg; _EP the expert group, _DP_EP the experts' data group; other keywords name the column."""
-    if not phase.comm_type.moves_data and phase.comm_type is not CommType.BROADCAST:
-        return None
-    base, _, suffix = phase.comm_type.value.partition("_")
-    if phase.comm_type is CommType.BROADCAST:
-        group = "none: no consumer runs it"
-    elif suffix:
-        group = {"EP": "expert", "DP_EP": "expert-data"}.get(suffix, suffix.lower())
-    elif w.header.policy.is_transformer:
-        group = "data" if phase_name == "weight_grad" else "tensor"
-    else:
-        group = f"{phase_name} column"
-    return base, group

@@ -1,14 +1,14 @@
 """A workload file's contents at a glance (`modtrans inspect FILE.txt`): per layer its compute and
 collectives, then totals per phase and per collective type and group (the group its consumer gives
-the column: diff.compare.collective_key). Pure: no printing."""
+the column: workload/traffic.py). Pure: no printing."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
 
-from modtrans.diff.compare import collective_key
 from modtrans.workload.model import Workload
+from modtrans.workload.traffic import collective_key, collectives
 
 PHASES = ("fwd", "input_grad", "weight_grad")
 
@@ -25,8 +25,6 @@ def summarize(w: Workload) -> Summary:
     rows = []
     compute: Counter[str] = Counter()
     moved: Counter[str] = Counter()
-    count: Counter[tuple[str, str]] = Counter()
-    size: Counter[tuple[str, str]] = Counter()
     for layer in w.layers:
         row: dict[str, object] = {"layer": layer.name}
         for name, phase in layer.phases:
@@ -34,16 +32,13 @@ def summarize(w: Workload) -> Summary:
             row[f"{name}_comm"] = phase.comm_type.value
             row[f"{name}_size"] = phase.comm_size
             compute[name] += phase.compute_time
-            key = collective_key(w, name, phase)
-            if key is not None:
+            if collective_key(w, name, phase) is not None:
                 moved[name] += phase.comm_size
-                count[key] += 1
-                size[key] += phase.comm_size
         row["update"] = layer.update_time
         compute["update"] += layer.update_time
         rows.append(row)
-    collectives = tuple((k[0], k[1], count[k], size[k]) for k in sorted(count))
-    return Summary(tuple(rows), dict(compute), dict(moved), collectives)
+    per_type = tuple((kind, group, n, size) for (kind, group), (n, size) in sorted(collectives(w).items()))
+    return Summary(tuple(rows), dict(compute), dict(moved), per_type)
 
 
 def lines(s: Summary, title: str) -> list[str]:
