@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modtrans.chakra.read import Trace
+from modtrans.chakra.read import Trace, rank_of
 from modtrans.chakra.validate import COLL, COMP, NAMES, RECV, SEND
 
 
@@ -40,10 +40,10 @@ def representatives(paths: Sequence[Path], mesh: Mapping[str, int]) -> list[Path
     per_stage = math.prod(v for k, v in mesh.items() if k != "pipeline")
     by_rank = {}
     for path in paths:
-        number = path.name.rsplit(".", 2)[-2] if path.name.count(".") >= 2 else ""
-        if not number.isdigit():
+        rank = rank_of(str(path))
+        if rank is None:
             return list(paths)
-        by_rank[int(number)] = path
+        by_rank[rank] = path
     if sorted(by_rank) != list(range(per_stage * mesh["pipeline"])):
         return list(paths)
     return [by_rank[p * per_stage] for p in range(mesh["pipeline"])]

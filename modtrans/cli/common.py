@@ -7,7 +7,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -271,6 +271,6 @@ def _save_all(files: Sequence[tuple[Path, Content]], problems: list[Diagnostic])
     problems += outputs.save(files)
 
 
-def _usage(message: str) -> None:
+def _usage(message: str) -> NoReturn:
     typer.echo(f"modtrans: {message}", err=True)
     raise typer.Exit(2)

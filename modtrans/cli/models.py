@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -29,6 +30,9 @@ from modtrans.diagnostics import has_errors
 from modtrans.fileio import read_binary
 from modtrans.report import COLLAPSED, Format
 from modtrans.strategy import Params
+
+if TYPE_CHECKING:
+    from modtrans.chakra.read import Trace
 
 
 @app.command()
@@ -91,27 +95,13 @@ def inspect(
 
 
 def _inspect_traces(spec: Path, fmt: str, *, every_rank: bool = False) -> None:
-    from modtrans.chakra.read import read
     from modtrans.chakra.summary import lines, representatives, stages, summarize
-    from modtrans.chakra.validate import expand
 
     if fmt != "table":
         _usage(f"--format {fmt}: a trace set is shown as a table only")
-    from modtrans.chakra.read import prefix_of
-
-    prefix = prefix_of(str(spec)) or str(spec)
-    members = next(iter(expand([Path(prefix)]).values()), [])
-    if not members:
-        _usage(f"{spec}: no trace files {prefix}.<rank>.et")
-    meta = Path(prefix + ".meta.json")
+    _, members, meta = trace_set(str(spec))
     chosen = members if every_rank else representatives(members, _mesh(meta))
-    traces = []
-    for path in chosen:
-        data, problem = read_binary(path)
-        if data is None:
-            typer.echo(f"modtrans: {problem.message if problem else path}", err=True)
-            raise typer.Exit(2)
-        traces.append(read(data, str(path)))
+    traces = read_traces(chosen)
     broken = [t.problem for t in traces if t.problem is not None]
     report.emit(broken, Format.TEXT, stream=sys.stderr, color=False)
     rows = summarize(traces)
@@ -121,6 +111,36 @@ def _inspect_traces(spec: Path, fmt: str, *, every_rank: bool = False) -> None:
     per_stage = len(members) // len(chosen) if len(chosen) < len(members) else None
     typer.echo("\n".join([*lines(rows, _peak(meta)), *stages(traces, rows, per_stage)]))
     raise typer.Exit(1 if broken else 0)
+
+
+def trace_set(spec: str) -> tuple[str, list[Path], dict[str, Any]]:
+    """A trace set's PREFIX, its files PREFIX.<rank>.et (exit 2 when there are none) and its
+    .meta.json ({} without one: a set another tool wrote)."""
+    from modtrans.chakra.read import prefix_of
+    from modtrans.chakra.validate import expand
+
+    prefix = prefix_of(spec) or spec
+    members = next(iter(expand([Path(prefix)]).values()), [])
+    if not members:
+        _usage(f"{spec}: no trace files {prefix}.<rank>.et")
+    try:
+        meta = json.loads(Path(prefix + ".meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = {}
+    return prefix, members, meta if isinstance(meta, dict) else {}
+
+
+def read_traces(paths: Sequence[Path]) -> list[Trace]:
+    """Each file decoded; exit 2 at the first that cannot be read."""
+    from modtrans.chakra.read import read
+
+    traces = []
+    for path in paths:
+        data, problem = read_binary(path)
+        if data is None:
+            _usage(problem.message if problem else str(path))
+        traces.append(read(data, str(path)))
+    return traces
 
 
 def _inspect_workload(spec: str, fmt: str) -> None:
@@ -155,23 +175,20 @@ def _inspect_workload(spec: str, fmt: str) -> None:
         typer.echo("\n".join(lines(summary, title)))
 
 
-def _mesh(meta: Path) -> dict[str, int]:
+def _mesh(meta: Mapping[str, Any]) -> dict[str, int]:
     """The trace set's mesh from its .meta.json (axis -> ranks, the first the fastest), or {}."""
-    try:
-        mesh = json.loads(meta.read_text(encoding="utf-8"))["parallel"]["mesh"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+    mesh = (meta.get("parallel") or {}).get("mesh") if isinstance(meta.get("parallel"), dict) else None
     return {k: v for k, v in mesh.items() if isinstance(v, int) and v > 0} if isinstance(mesh, dict) else {}
 
 
-def _peak(meta: Path) -> float | None:
+def _peak(meta: Mapping[str, Any]) -> float | None:
     """The device's BF16 peak FLOP/s from a trace set's .meta.json (its compute model's device;
     the peak Megatron-LM's MFU is stated against), None without one."""
-    try:
-        peaks = json.loads(meta.read_text(encoding="utf-8"))["compute"]["peak_flops"]
-        value = peaks.get("bfloat16") or peaks.get("default") or peaks.get("float")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    compute = meta.get("compute")
+    peaks = compute.get("peak_flops") if isinstance(compute, dict) else None
+    if not isinstance(peaks, dict):
         return None
+    value = peaks.get("bfloat16") or peaks.get("default") or peaks.get("float")
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 

@@ -3,17 +3,21 @@ the wall, compute, communication and exposed time, the TFLOP/s and MFU (modtrans
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from modtrans.cli.common import app
-from modtrans.cli.models import _peak
+from modtrans.cli.models import _mesh, _peak, read_traces, trace_set
 from modtrans.fileio import read_binary, utf8
+
+if TYPE_CHECKING:
+    from modtrans.simulate import Result
 
 SimFormat = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
 
@@ -36,23 +40,14 @@ def simulate(
 
     Exit 0 every rank finished, 1 some did not, 2 unusable input."""
     from modtrans import simulate as sim
-    from modtrans.chakra.read import prefix_of, read
-    from modtrans.chakra.summary import summarize
-    from modtrans.chakra.validate import expand
+    from modtrans.chakra.summary import representatives, summarize
 
     if fmt not in ("table", "json"):
         _stop(f"--format {fmt}: table or json")
-    base = prefix_of(prefix) or prefix
-    members = next(iter(expand([Path(base)]).values()), [])
-    if not members:
-        _stop(f"{prefix}: no trace files {base}.<rank>.et")
-    traces = []
-    for path in members:
-        data, problem = read_binary(path)
-        if data is None:
-            _stop(problem.message if problem else str(path))
-        traces.append(read(data, str(path)))
-    npus = len(traces)
+    base, members, meta = trace_set(prefix)
+    npus = len(members)
+    read = summarize(read_traces(representatives(members, _mesh(meta))))
+    flops = _per_rank({r.rank: r.flops for r in read if r.rank is not None}, npus)
     try:
         if from_log is not None:
             data, problem = read_binary(from_log)
@@ -65,8 +60,7 @@ def simulate(
             result, _ = sim.run(sim.binary(astra_sim), base, npus, sim.network(network, npus))
     except sim.SimulateError as error:
         _stop(str(error))
-    flops = {r.rank: r.flops for r in summarize(traces) if r.rank is not None}
-    _show(result, flops, _peak(Path(base + ".meta.json")), fmt)
+    _show(result, flops, _peak(meta), fmt)
     if not result.finished:
         typer.echo(
             f"modtrans: {len(result.ranks)} of {npus} ranks finished: the simulator stopped before the end",
@@ -75,10 +69,16 @@ def simulate(
         raise typer.Exit(1)
 
 
-def _show(result: object, flops: dict[int, int], peak: float | None, fmt: str) -> None:
-    from modtrans.simulate import Result
+def _per_rank(firsts: dict[int, int], npus: int) -> dict[int, int]:
+    """Each rank's FLOPs from the ranks read: a stage's ranks run one program, so a rank not read
+    has the FLOPs of the nearest rank read below it (its stage's first)."""
+    read = sorted(firsts)
+    if not read:
+        return {}
+    return {rank: firsts[read[max(bisect.bisect_right(read, rank) - 1, 0)]] for rank in range(npus)}
 
-    assert isinstance(result, Result)
+
+def _show(result: Result, flops: dict[int, int], peak: float | None, fmt: str) -> None:
     rows = []
     for rank, r in sorted(result.ranks.items()):
         rate = flops.get(rank, 0) / r.wall / 1e3 if r.wall else 0.0  # FLOP / ns -> TFLOP/s

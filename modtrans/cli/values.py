@@ -33,7 +33,6 @@ def _indices(
         return values
     except ValueError:
         _usage(f"{option} {spec!r}: expected {expected}")
-        return None
 
 
 def _shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:

@@ -90,7 +90,6 @@ def validate(
             )
     if not paths:
         _usage("give at least one file (or --explain CODE)")
-        return
     found: list[Diagnostic] = []
     sources = {}
     from modtrans.chakra.read import is_trace_spec  # reads no trace: a name test
