@@ -255,7 +255,8 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
     except (StrategyError, cost.CostError) as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
-    capacity = model.describe().get("memory_bytes")
+    described = model.describe()
+    capacity = described.get("memory_bytes")
     if the_plan.layout is not None and isinstance(capacity, int):
         from modtrans.strategy.llm.memory import fits
 
@@ -271,7 +272,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
             return Translation(None, ir, tuple(found), {}, the_plan)
     if workload is not None and options.dialect is Dialect.SIMAI and not llm_simai:
         workload = dataclasses.replace(workload, header=simai_header(workload.header, options.parallel))
-    metadata = _metadata(ir, the_plan, options, model.describe(), uncosted)
+    metadata = _metadata(ir, the_plan, options, described, uncosted)
     return Translation(workload, ir, tuple(found), metadata, the_plan)
 
 

@@ -166,8 +166,9 @@ def run(
     """Run the simulator on the trace set `prefix` (PREFIX.<rank>.et, PREFIX.comm_groups.json)."""
     groups = Path(f"{prefix}.comm_groups.json")
     with tempfile.TemporaryDirectory(prefix="modtrans-simulate-") as folder:
-        files = {name: Path(folder) / name for name in configurations(net)}
+        files = {}
         for name, text in configurations(net).items():
+            files[name] = Path(folder) / name
             files[name].write_text(text, encoding="utf-8")
         command = [
             str(executable),

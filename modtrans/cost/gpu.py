@@ -163,7 +163,7 @@ class Gpu:
         m = -(-s.m // 16) * 16 if s.m < SMALLEST else None
         n = -(-s.n // 8) * 8 if s.n < SMALLEST else None
         tiles = {(m or tm, n or tn) for tm, tn in TILES}
-        if all(4 * math.ceil(s.m / tm) * math.ceil(s.n / tn) * s.count < k.sms for tm, tn in tiles):
+        if all(4 * _tiles(s, tm, tn) < k.sms for tm, tn in tiles):
             # an output so small that every large tile leaves three SMs in four idle: the smaller
             # tiles cuBLAS keeps for it (the guide's list goes down to 64 x 64) spread it wider. Not
             # before: on the measured sweeps (1024^3 fills 64 of 108 SMs) cuBLAS does not gain
@@ -178,7 +178,7 @@ class Gpu:
         CUTLASS's GemmSplitKParallel; cuBLAS's heuristics do the same for a small output and a
         long reduction, the weight gradient of an early convolution)."""
         sms = self.kernels.sms
-        tiles = math.ceil(s.m / tm) * math.ceil(s.n / tn) * s.count
+        tiles = _tiles(s, tm, tn)
         split = max(1, min(sms // tiles, s.k // SPLIT_K_DEPTH)) if tiles < sms else 1
         waves = math.ceil(tiles * split / sms)
         return waves * (2 * tm * tn * math.ceil(s.k / split) / rate + self.kernels.wave_overhead_s)
@@ -252,6 +252,11 @@ class Gpu:
             "first_layer_input_grad": "0 (not needed in training)",
             **self.clock.describe(),
         }
+
+
+def _tiles(s: Shape, tm: int, tn: int) -> int:
+    """The (tm x tn) output tiles of `s.count` GEMMs of M x N."""
+    return math.ceil(s.m / tm) * math.ceil(s.n / tn) * s.count
 
 
 CLASSES = ("gemm", "attention", "memory")

@@ -29,7 +29,6 @@ is said beside the number. Not counted: framework buffers, the CUDA context, fra
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -165,7 +164,3 @@ def fits(memory: Sequence[StageMemory], capacity: int) -> list[str]:
         for p, m in enumerate(memory)
         if m.total > capacity
     ]
-
-
-def gib(n: int) -> float:
-    return math.floor(n / 2**30 * 100) / 100
