@@ -96,6 +96,11 @@ class CostModel(Protocol):
     def name(self) -> str: ...
 
     @property
+    def clock(self) -> Clock:
+        """How the model's cycles or seconds become ticks (a measured time becomes ticks by it too)."""
+        ...
+
+    @property
     def first_input_grad(self) -> bool:
         """Whether the first layer's input gradient is computed (the ASTRA-sim reference does;
         training does not need it, so the other models leave it at 0)."""

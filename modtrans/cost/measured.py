@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from modtrans.cost import CostError, CostModel, PhaseTimes
+from modtrans.cost import Clock, CostError, CostModel, PhaseTimes
 from modtrans.ir.document import Kind, Layer, ModelIR, Part
 
 PHASES = ("fwd", "ig", "wg", "update")
@@ -186,6 +186,10 @@ class Measured:
     def first_input_grad(self) -> bool:
         return self.base.first_input_grad
 
+    @property
+    def clock(self) -> Clock:
+        return self.base.clock
+
     def times(self, layer: Layer) -> PhaseTimes:
         share = self.base.times(layer)
         measured = self.table.get(layer.name)
@@ -193,7 +197,6 @@ class Measured:
         if not measured or whole is None:
             return share
         full = self.base.times(whole)
-        clock = getattr(self.base, "clock", None)
         ticks = []
         for phase, modelled, of_whole in zip(
             PHASES,
@@ -202,11 +205,11 @@ class Measured:
             strict=True,
         ):
             seconds = measured.get(phase)
-            if seconds is None or clock is None:
+            if seconds is None:
                 ticks.append(modelled)
                 continue
             scale = modelled / of_whole if of_whole else 1.0
-            ticks.append(clock.from_seconds(seconds * scale))
+            ticks.append(self.base.clock.from_seconds(seconds * scale))
         return PhaseTimes(*ticks)
 
     def describe(self) -> dict[str, Any]:
