@@ -28,6 +28,7 @@ in its teardown), and can exit 0 with no rank finished. Its times are in cycles 
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import subprocess
@@ -148,6 +149,84 @@ def configurations(net: Network) -> Mapping[str, str]:
         "network.yml": text,
         "memory.json": '{"memory-type": "NO_MEMORY_EXPANSION"}\n',
     }
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the traces say: per rank its stage, FLOPs and compute nanoseconds (the sum of its
+    compute nodes' duration_micros, what replay mode runs)."""
+
+    stage: Mapping[int, int | None]
+    flops: Mapping[int, int]
+    compute_ns: Mapping[int, int]
+
+    @classmethod
+    def from_read(cls, read: Mapping[int, tuple[int | None, int, int]], npus: int) -> Planned:
+        """From the ranks read (rank -> (stage, FLOPs, compute us)): a stage's ranks run one
+        program, so a rank not read takes the numbers of the nearest rank read below it (its
+        stage's first: the mesh puts a stage's ranks together)."""
+        known = sorted(read)
+        stage, flops, compute = {}, {}, {}
+        for rank in range(npus if known else 0):
+            first = known[max(bisect.bisect_right(known, rank) - 1, 0)]
+            s, f, us = read[first]
+            stage[rank] = s
+            flops[rank], compute[rank] = f, us * 1000
+        return cls(stage, flops, compute)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the report: a rank, or a stage as its slowest rank shows it."""
+
+    label: str
+    ranks: int
+    wall: int
+    gpu: int | None
+    comm: int | None
+    exposed: int
+    tflops: float
+    mfu: float | None
+
+
+def rows(result: Result, planned: Planned, peak: float | None, *, by_stage: bool) -> list[Row]:
+    """Per rank, or per stage (its slowest rank: the one the iteration waits for)."""
+    groups: dict[str, list[RankResult]] = {}
+    for rank, r in sorted(result.ranks.items()):
+        stage = planned.stage.get(rank)
+        key = f"stage {stage}" if by_stage and stage is not None else f"rank {rank}"
+        groups.setdefault(key, []).append(r)
+    out = []
+    for label, members in groups.items():
+        r = max(members, key=lambda x: x.wall)
+        rate = planned.flops.get(r.rank, 0) / r.wall / 1e3 if r.wall else 0.0  # FLOP/ns -> TFLOP/s
+        mfu = round(rate * 1e12 / peak, 4) if peak else None
+        out.append(Row(label, len(members), r.wall, r.gpu, r.comm, r.exposed, round(rate, 2), mfu))
+    return out
+
+
+def achieved(result: Result, planned: Planned) -> float:
+    """TFLOP/s per GPU over the iteration: every rank's FLOPs / (iteration x ranks), the figure
+    Megatron-LM reports (Narayanan et al. 2021, section 5.1)."""
+    if not result.iteration or not planned.flops:
+        return 0.0
+    return sum(planned.flops.values()) / result.iteration / len(planned.flops) / 1e3
+
+
+REPLAY_TOLERANCE_NS = 1000
+"""ASTRA-sim 2.x in replay mode runs each compute node for its duration_micros: a rank's GPU time
+is the sum of them, to the microsecond the traces are written in."""
+
+
+def replay_gaps(result: Result, planned: Planned) -> list[tuple[int, int, int]]:
+    """Ranks whose GPU time is not the traces' compute: (rank, simulated ns, planned ns)."""
+    return [
+        (rank, r.gpu, planned.compute_ns[rank])
+        for rank, r in sorted(result.ranks.items())
+        if r.gpu is not None
+        and rank in planned.compute_ns
+        and abs(r.gpu - planned.compute_ns[rank]) > REPLAY_TOLERANCE_NS
+    ]
 
 
 def binary(given: str | None) -> Path:

@@ -16,6 +16,8 @@ from modtrans import simulate
 
 Run = Callable[..., Result]
 LOG = Path(__file__).resolve().parents[1] / "fixtures" / "astra-sim" / "gpt2-tp4-dp2.log"
+PIPELINE_LOG = LOG.with_name("gpt2-tp2-pp2-dp2.log")
+PIPELINE = ("translate", "gpt2", "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "8")
 MADE_WITH = ("translate", "gpt2", "--tp", "4", "--dp", "2", "--time-unit", "us", "--format", "chakra-et")
 
 
@@ -29,12 +31,12 @@ def test_a_recorded_run_is_read_back_as_the_simulator_printed_it(run_cli: Run, t
     """Every rank's wall, GPU, communication and exposed time, as its `sys[i]` lines say (read
     here with a pattern of the test's own), and the iteration as the slowest rank's wall time."""
     prefix = _traces(run_cli, tmp_path)
-    done = run_cli("simulate", prefix, "--from-log", LOG, "--format", "json")
+    done = run_cli("simulate", prefix, "--from-log", LOG, "--format", "json", "--ranks")
     assert done.exit_code == 0, done.output
     shown = json.loads(done.stdout)
     text = LOG.read_text()
-    for row in shown["ranks"]:
-        r = row["rank"]
+    for row in shown["rows"]:
+        r = int(row["label"].removeprefix("rank "))
         said = dict(re.findall(rf"sys\[{r}\], (Wall time|Comm time|GPU time): (\d+)", text))
         assert (row["wall"], row["comm"], row["gpu"]) == tuple(
             int(said[k]) for k in ("Wall time", "Comm time", "GPU time")
@@ -42,11 +44,51 @@ def test_a_recorded_run_is_read_back_as_the_simulator_printed_it(run_cli: Run, t
         exposed = re.search(rf"sys\[{r}\] finished, \d+ cycles, exposed communication (\d+) cycles", text)
         assert exposed is not None
         assert row["exposed"] == int(exposed.group(1))
-    assert len(shown["ranks"]) == 8
+    assert len(shown["rows"]) == 8
     assert shown["finished"] is True
-    assert shown["iteration_ns"] == max(row["wall"] for row in shown["ranks"])
+    assert shown["iteration_ns"] == max(row["wall"] for row in shown["rows"])
     table = run_cli("simulate", prefix, "--from-log", LOG)
     assert "iteration: " in table.stdout
+
+
+def _said(text: str) -> dict[int, dict[str, int]]:
+    """rank -> {"Wall time": ns, "GPU time": ns, ...} as the simulator's lines say."""
+    out: dict[int, dict[str, int]] = {}
+    for rank, name, value in re.findall(r"sys\[(\d+)\], ([A-Za-z ]+ time): (\d+)", text):
+        out.setdefault(int(rank), {})[name] = int(value)
+    return out
+
+
+def test_a_pipeline_run_is_shown_per_stage_by_its_slowest_rank(run_cli: Run, tmp_path: Path) -> None:
+    """Two stages of four ranks (ranks 0-3 the first: the mesh puts pipeline last): each row is
+    its stage's slowest rank as the recorded run printed it; --ranks gives the 8 ranks."""
+    prefix = tmp_path / "p"
+    made = run_cli(*PIPELINE, "--time-unit", "us", "--format", "chakra-et", "-o", prefix)
+    assert made.exit_code == 0, made.output
+    said = _said(PIPELINE_LOG.read_text())
+    done = run_cli("simulate", prefix, "--from-log", PIPELINE_LOG, "--format", "json")
+    assert done.exit_code == 0, done.output
+    shown = json.loads(done.stdout)
+    assert [(r["label"], r["ranks"]) for r in shown["rows"]] == [("stage 0", 4), ("stage 1", 4)]
+    for row, ranks in zip(shown["rows"], (range(4), range(4, 8)), strict=True):
+        slowest = max(ranks, key=lambda r: said[r]["Wall time"])
+        assert (row["wall"], row["gpu"]) == (said[slowest]["Wall time"], said[slowest]["GPU time"])
+    per_rank = json.loads(
+        run_cli("simulate", prefix, "--from-log", PIPELINE_LOG, "-f", "json", "--ranks").stdout
+    )
+    assert [r["label"] for r in per_rank["rows"]] == [f"rank {r}" for r in range(8)]
+
+
+def test_a_gpu_time_off_the_traces_by_more_than_a_microsecond_is_named() -> None:
+    """Replay mode runs each node for its duration_micros: a rank's GPU time is their sum to 1 us.
+    The plan here is the recorded run's own GPU times, one rank moved by 999 ns, one by 1,001."""
+    said = _said(LOG.read_text())
+    result = simulate.parse(LOG.read_text(), 8)
+    compute = {r: v["GPU time"] for r, v in said.items()}
+    compute[3] += 999
+    compute[5] -= 1001
+    planned = simulate.Planned(dict.fromkeys(range(8), 0), dict.fromkeys(range(8), 1), compute)
+    assert simulate.replay_gaps(result, planned) == [(5, said[5]["GPU time"], compute[5])]
 
 
 def test_a_run_where_a_rank_did_not_finish_is_a_finding(run_cli: Run, tmp_path: Path) -> None:
@@ -97,8 +139,15 @@ def test_unusable_options_are_one_line(
 
 
 @pytest.mark.skipif(not os.environ.get("MODTRANS_ASTRA_SIM"), reason="no ASTRA-sim 2.x binary given")
-def test_a_real_run_finishes_every_rank(run_cli: Run, tmp_path: Path) -> None:
-    prefix = _traces(run_cli, tmp_path)
+@pytest.mark.parametrize("layout", [MADE_WITH[:-4], PIPELINE], ids=["tp4-dp2", "tp2-pp2-dp2"])
+def test_a_real_run_finishes_every_rank_and_replays_the_traces_exactly(
+    run_cli: Run, tmp_path: Path, layout: tuple[str, ...]
+) -> None:
+    """Every rank finishes, and each rank's GPU time is its trace's compute to 1 us (issue 25)."""
+    prefix = tmp_path / "r"
+    assert run_cli(*layout, "--time-unit", "us", "--format", "chakra-et", "-o", prefix).exit_code == 0
     done = run_cli("simulate", prefix, "--network", "switch:8:300", "--format", "json")
     assert done.exit_code == 0, done.output
-    assert json.loads(done.stdout)["finished"] is True
+    shown = json.loads(done.stdout)
+    assert shown["finished"] is True
+    assert shown["replay_exact"] is True

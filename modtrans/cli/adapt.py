@@ -33,7 +33,7 @@ def _friendly_types() -> None:
     if original is None:  # another typer: its own labels, nothing breaks
         return
     names = {"int": "N", "int range": "N", "float": "X", "float range": "X", "str": "TEXT", "path": "PATH"}
-    labels = {"device": "a100|h100|v100|tpu-v4|FILE", "output": "FILE|-", "tcp": "HOST:PORT"}
+    labels = {"device": "NAME|FILE", "output": "FILE|-", "tcp": "HOST:PORT"}
 
     def display_type(self: core._TyperParameter, ctx: object) -> str:
         if self.name in labels:

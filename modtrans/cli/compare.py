@@ -83,7 +83,7 @@ def diff(
     params: ParamsOpt = Params.TRAINABLE,
     batch: Batch = None,
     input_shape: InputShape = None,
-    compute: Compute = ComputeModel.ROOFLINE,
+    compute: Compute = ComputeModel.GPU,
     device: Device = None,
     array: Array = None,
     dataflow: Dataflow = None,

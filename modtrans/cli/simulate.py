@@ -3,7 +3,6 @@ the wall, compute, communication and exposed time, the TFLOP/s and MFU (modtrans
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import json
 import sys
@@ -17,7 +16,7 @@ from modtrans.cli.models import _mesh, _peak, read_traces, trace_set
 from modtrans.fileio import read_binary, utf8
 
 if TYPE_CHECKING:
-    from modtrans.simulate import Result
+    from modtrans.simulate import Planned, Result
 
 SimFormat = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
 
@@ -35,10 +34,12 @@ def simulate(
         Path | None, typer.Option(help="Read a run's output instead of running the simulator.")
     ] = None,
     fmt: SimFormat = "table",
+    ranks: Annotated[bool, typer.Option("--ranks", help="A row per rank (default: per stage).")] = False,
 ) -> None:
     """Simulate a trace set on ASTRA-sim 2.x and show each rank's times.
 
-    Exit 0 every rank finished, 1 some did not, 2 unusable input."""
+    A row per pipeline stage (its slowest rank), or per rank with --ranks; then the iteration and
+    the TFLOP/s per GPU over it. Exit 0 every rank finished, 1 some did not, 2 unusable input."""
     from modtrans import simulate as sim
     from modtrans.chakra.summary import representatives, summarize
 
@@ -47,20 +48,25 @@ def simulate(
     base, members, meta = trace_set(prefix)
     npus = len(members)
     read = summarize(read_traces(representatives(members, _mesh(meta))))
-    flops = _per_rank({r.rank: r.flops for r in read if r.rank is not None}, npus)
+    planned = sim.Planned.from_read(
+        {r.rank: (r.stage, r.flops, r.compute_us) for r in read if r.rank is not None}, npus
+    )
     try:
         if from_log is not None:
-            data, problem = read_binary(from_log)
-            text = utf8(data)[0] if data is not None else None
-            if text is None:
-                why = problem.message if problem else "not text"
-                _stop(f"cannot read --from-log {from_log}: {why}")
-            result = sim.parse(text, npus)
+            result = sim.parse(_log_text(from_log), npus)
         else:
             result, _ = sim.run(sim.binary(astra_sim), base, npus, sim.network(network, npus))
     except sim.SimulateError as error:
         _stop(str(error))
-    _show(result, flops, _peak(meta), fmt)
+    _show(result, planned, _peak(meta), fmt, by_stage=not ranks)
+    gaps = sim.replay_gaps(result, planned)
+    if gaps:
+        rank, simulated, plan = gaps[0]
+        typer.echo(
+            f"modtrans: warning: {len(gaps)} ranks' GPU time is not their traces' compute (rank {rank}: "
+            f"{simulated:,} ns, its trace {plan:,}): a roofline-mode run computes its own times",
+            err=True,
+        )
     if not result.finished:
         typer.echo(
             f"modtrans: {len(result.ranks)} of {npus} ranks finished: the simulator stopped before the end",
@@ -69,42 +75,43 @@ def simulate(
         raise typer.Exit(1)
 
 
-def _per_rank(firsts: dict[int, int], npus: int) -> dict[int, int]:
-    """Each rank's FLOPs from the ranks read: a stage's ranks run one program, so a rank not read
-    has the FLOPs of the nearest rank read below it (its stage's first)."""
-    read = sorted(firsts)
-    if not read:
-        return {}
-    return {rank: firsts[read[max(bisect.bisect_right(read, rank) - 1, 0)]] for rank in range(npus)}
+def _log_text(path: Path) -> str:
+    data, problem = read_binary(path)
+    text = utf8(data)[0] if data is not None else None
+    if text is None:
+        _stop(f"cannot read --from-log {path}: {problem.message if problem else 'not text'}")
+    return text
 
 
-def _show(result: Result, flops: dict[int, int], peak: float | None, fmt: str) -> None:
-    rows = []
-    for rank, r in sorted(result.ranks.items()):
-        rate = flops.get(rank, 0) / r.wall / 1e3 if r.wall else 0.0  # FLOP / ns -> TFLOP/s
-        rows.append(
-            {
-                **dataclasses.asdict(r),
-                "tflops": round(rate, 2),
-                "mfu": round(rate * 1e12 / peak, 4) if peak else None,
-            }
-        )
+def _show(result: Result, planned: Planned, peak: float | None, fmt: str, *, by_stage: bool) -> None:
+    from modtrans.simulate import achieved, replay_gaps, rows
+
+    shown = rows(result, planned, peak, by_stage=by_stage)
+    rate = achieved(result, planned)
     if fmt == "json":
-        document = {"iteration_ns": result.iteration, "finished": result.finished, "ranks": rows}
+        document = {
+            "iteration_ns": result.iteration,
+            "finished": result.finished,
+            "tflops_per_gpu": round(rate, 2),
+            "mfu": round(rate * 1e12 / peak, 4) if peak else None,
+            "replay_exact": not replay_gaps(result, planned),
+            "rows": [dataclasses.asdict(r) for r in shown],
+        }
         sys.stdout.write(json.dumps(document, indent=1) + "\n")
         return
-    typer.echo(
-        f"{'rank':>5} {'wall ms':>12} {'compute ms':>11} {'comm ms':>10} {'exposed ms':>11} ", nl=False
-    )
-    typer.echo(f"{'TFLOP/s':>8} {'MFU':>6}")
-    for row in rows:
-        gpu, comm = row["gpu"], row["comm"]
-        mfu = f"{row['mfu']:.1%}" if row["mfu"] is not None else "-"
+    typer.echo(f"{'':>9} {'ranks':>5} {'wall ms':>12} {'compute ms':>11} {'comm ms':>10} ", nl=False)
+    typer.echo(f"{'exposed ms':>11} {'TFLOP/s':>8} {'MFU':>6}")
+    for row in shown:
+        mfu = f"{row.mfu:.1%}" if row.mfu is not None else "-"
         typer.echo(
-            f"{row['rank']:>5} {row['wall'] / 1e6:>12.3f} {_ms(gpu):>11} {_ms(comm):>10} "
-            f"{row['exposed'] / 1e6:>11.3f} {row['tflops']:>8.1f} {mfu:>6}"
+            f"{row.label:>9} {row.ranks:>5} {row.wall / 1e6:>12.3f} {_ms(row.gpu):>11} {_ms(row.comm):>10} "
+            f"{row.exposed / 1e6:>11.3f} {row.tflops:>8.1f} {mfu:>6}"
         )
-    typer.echo(f"iteration: {result.iteration / 1e6:,.3f} ms (the slowest rank's wall time)")
+    utilisation = f", MFU {rate * 1e12 / peak:.1%}" if peak else ""
+    typer.echo(
+        f"iteration: {result.iteration / 1e6:,.3f} ms (the slowest rank's wall time); "
+        f"{rate:.1f} TFLOP/s per GPU{utilisation}"
+    )
 
 
 def _ms(value: int | None) -> str:

@@ -133,7 +133,7 @@ def translate(
             min=1, help="Bytes per parameter element in the all-reduce (default: the model's dtype)."
         ),
     ] = None,
-    compute: Compute = ComputeModel.ROOFLINE,
+    compute: Compute = ComputeModel.GPU,
     device: Device = None,
     array: Array = None,
     dataflow: Dataflow = None,
