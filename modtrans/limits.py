@@ -26,6 +26,10 @@ DIM = (1 << 31) - 1
 """A model input's dimension (--batch, --input-shape, an LLM's micro-batch): 2^31 - 1. Beyond it
 no input fits an accelerator, and compute times would overflow the workload's 64-bit fields."""
 
+UNPACKED_BYTES = 4 << 30
+"""A gzip-compressed input unpacked (a profiler trace, .json.gz: 4 GiB): a trace of one training
+step is tens of MB; beyond this it is a bomb, not a measurement."""
+
 DTYPE_BYTES = 16
 """Bytes per parameter element (--dtype-bytes): 16 holds fp64 with a complex part, or fp32
 weights with Adam's two moments and a master copy."""

@@ -205,6 +205,8 @@ def _measured(path: Path, ir: ModelIR, model: cost.CostModel) -> tuple[cost.Cost
     if data is None:
         why = problem.message if problem else "unreadable"
         raise cost.CostError(f"cannot read --per-layer-times {path}: {why}")
+    if data[:2] == b"\x1f\x8b":  # gzip: a profiler trace as TensorBoard's plugin writes it (.json.gz)
+        data = _gunzip(data, path)
     text, reason = utf8(data)
     if text is None:
         raise cost.CostError(f"--per-layer-times {path}: {reason}")
@@ -213,6 +215,23 @@ def _measured(path: Path, ir: ModelIR, model: cost.CostModel) -> tuple[cost.Cost
     except cost.CostError as error:
         raise cost.CostError(f"--per-layer-times {path}: {error}") from None
     return measured.Measured(model, {x.name: x for x in ir.layers}, table), warnings
+
+
+def _gunzip(data: bytes, path: Path) -> bytes:
+    import zlib
+
+    from modtrans.limits import UNPACKED_BYTES
+
+    unpack = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = unpack.decompress(data, UNPACKED_BYTES)
+    except zlib.error as error:
+        raise cost.CostError(f"--per-layer-times {path}: a broken gzip file ({error})") from None
+    if unpack.unconsumed_tail:
+        raise cost.CostError(f"--per-layer-times {path}: unpacks to more than {UNPACKED_BYTES >> 30} GiB")
+    if not unpack.eof:
+        raise cost.CostError(f"--per-layer-times {path}: a gzip file cut short")
+    return out
 
 
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:

@@ -247,6 +247,64 @@ def test_eager_attention_materialises_the_scores() -> None:
     assert eager.times(softmax).forward * 1e-9 == pytest.approx(2 * size / eager.bandwidth, rel=1e-6)
 
 
+def test_eager_attention_dropout_is_one_more_streaming_kernel_each_way() -> None:
+    """With attention dropout (GPT-2's and BERT's configurations: 0.1) an eager softmax is followed
+    by PyTorch's dropout (aten/src/ATen/native/cuda/Dropout.cu): forward reads the probabilities
+    and writes them dropped with a one-byte mask; backward reads the gradient and the mask and
+    writes the gradient. Fused (FlashAttention) it is inside the kernel; at p = 0 it is not run."""
+    eager = cost.get("gpu", cost.Settings(device="a100", attention="eager"))
+    assert isinstance(eager, Gpu)
+    elements = 4 * 16 * 2048 * 2048
+    scores = Activation("s", (4, 16, 2048, 2048), "bfloat16", 2 * elements)
+
+    def softmax(p: float) -> Layer:
+        block = Block(0, Part.ATTENTION, Heads(16, 16, True, p))
+        return Layer("softmax", "", "Softmax", Kind.REDUCE, inputs=(scores,), outputs=(scores,), block=block)
+
+    plain, dropped = eager.times(softmax(0.0)), eager.times(softmax(0.1))
+    dropout = (2 * 2 * elements + elements) / eager.bandwidth
+    assert (dropped.forward - plain.forward) * 1e-9 == pytest.approx(dropout, rel=1e-6)
+    assert (dropped.input_grad - plain.input_grad) * 1e-9 == pytest.approx(dropout, rel=1e-6)
+    assert _gpu("a100").times(softmax(0.1)).step == 0
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            {
+                "model_type": "gpt2",
+                "n_embd": 64,
+                "n_layer": 1,
+                "n_head": 4,
+                "n_positions": 32,
+                "vocab_size": 99,
+            },
+            0.1,
+        ),
+        (
+            {
+                "model_type": "gpt2",
+                "n_embd": 64,
+                "n_layer": 1,
+                "n_head": 4,
+                "n_positions": 32,
+                "vocab_size": 99,
+                "attn_pdrop": 0.0,
+            },
+            0.0,
+        ),
+    ],
+)
+def test_attention_dropout_is_read_from_the_configuration(config: dict[str, object], expected: float) -> None:
+    """transformers' GPT2Config defaults attn_pdrop to 0.1; a configuration that sets it decides."""
+    from modtrans.llm.config import from_hf
+
+    assert from_hf(config).attention_dropout == expected
+    with pytest.raises(ValueError, match="probability"):
+        from_hf({**config, "attn_pdrop": 1.5})
+
+
 def test_a_device_without_kernel_calibration_falls_back_to_the_roofline(run_cli: Run, tmp_path: Path) -> None:
     """The gpu model is the default where the device has its calibration; a V100 has none (no
     measurement was gathered for it): the roofline, said in a note, as before issue 25. Asked

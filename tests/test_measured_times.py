@@ -4,8 +4,11 @@ rank's share by the cost model, from a CSV or an AICB/AIOB computation profile."
 from __future__ import annotations
 
 import functools
+import gzip
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +16,7 @@ from hypothesis import strategies as st
 from typer.testing import Result
 
 from modtrans import cost, pipeline
-from modtrans.cost import measured
+from modtrans.cost import measured, profiler
 from modtrans.ir.document import ModelIR
 from modtrans.workload.parse import parse
 
@@ -183,3 +186,134 @@ def _ir() -> ModelIR:
     ir, _ = pipeline.extract_checked("gpt2")
     assert ir is not None
     return ir
+
+
+PROFILER = Path(__file__).resolve().parents[1] / "fixtures" / "profiler"
+
+
+def _events(name: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = json.loads(gzip.decompress((PROFILER / name).read_bytes()))["traceEvents"]
+    return events
+
+
+def test_a_profiler_trace_times_each_module_call_forward_and_backward(run_cli: Run, tmp_path: Path) -> None:
+    """fixtures/profiler: one CPU training step of transformers' GPT2LMHeadModel (2 blocks). The
+    profiler labels h.1's MLP input projection `nn.Module: Conv1D_6` (the 7th Conv1D called:
+    c_attn, c_proj, c_fc, c_proj per block); its forward is that span, its backward the autograd
+    nodes its ops created (the same `Sequence number`): the addmm's AddmmBackward0 and its views'."""
+    events = _events("gpt2-tiny-step.json.gz")
+    (call,) = [e for e in events if e.get("name") == "nn.Module: Conv1D_6"]
+    inside = {
+        e["args"]["Sequence number"]
+        for e in events
+        if e.get("cat") == "cpu_op"
+        and "Sequence number" in e.get("args", {})
+        and call["ts"] <= e["ts"] <= call["ts"] + call["dur"]
+    }
+    nodes = [
+        (e["name"], e["dur"])
+        for e in events
+        if e.get("name", "").startswith("autograd::engine::evaluate_function: ")
+        and e["args"].get("Sequence number") in inside
+    ]
+    assert "autograd::engine::evaluate_function: AddmmBackward0" in dict(nodes)
+    ir, _ = pipeline.extract_checked(PROFILER / "gpt2-tiny.json", input_shapes={"input_ids": (2, 32)})
+    assert ir is not None
+    table, warnings = measured.parse(json.dumps({"traceEvents": events}), ir, cost.get("gpu"))
+    assert not warnings
+    fc = table["transformer.h.1.mlp.c_fc"]
+    assert fc["fwd"] == pytest.approx(call["dur"] * 1e-6)
+    assert fc["ig"] + fc["wg"] == pytest.approx(sum(d for _, d in nodes) * 1e-6)
+    assert {"transformer.wte", "transformer.h.0.ln_1", "lm_head"} <= set(table)
+    out = tmp_path / "g.txt"
+    done = run_cli(
+        "translate", PROFILER / "gpt2-tiny.json", "--seq-len", "32", "--micro-batch", "2",
+        "--per-layer-times", PROFILER / "gpt2-tiny-step.json.gz", "-o", out,
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    fc_line = next(
+        line for line in out.read_text().splitlines() if line.startswith("transformer.h.1.mlp.c_fc")
+    )
+    # ns: the measured call, and the GeLU after it that the workload line folds in (modelled)
+    gelu = cost.get("gpu").times(ir.layer("transformer.h.1.mlp.act")).forward
+    assert int(fc_line.split()[2]) == round(call["dur"] * 1000) + gelu
+
+
+def test_a_gpu_trace_charges_each_span_the_kernels_it_launched() -> None:
+    """A real GPU trace (HolisticTraceAnalysis's AlexNet benchmark, fixtures/profiler): a span's
+    time is the duration of the kernels whose launch (the runtime call of the same correlation)
+    falls inside it on its thread, counted here kernel by kernel."""
+    events = _events("hta-alexnet-gpu.json.gz")
+    trace = profiler.Trace(events)
+    kernels = {e["args"]["correlation"]: e["dur"] for e in events if e.get("cat") == "kernel"}
+    launches = [
+        e for e in events if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in kernels
+    ]
+    spans = [s for s in trace.spans if s.cat == "user_annotation" and s.name.endswith("|measure|forward]")]
+    assert spans
+    for span in spans:
+        expected = sum(
+            kernels[e["args"]["correlation"]]
+            for e in launches
+            if span.start <= e["ts"] <= span.end and (e["pid"], e["tid"]) == span.thread
+        )
+        assert expected > 0
+        assert trace.busy_us(span) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("trace", "said"),
+    [
+        ('{"traceEvents": []}', "names no layer of the model"),
+        ('{"traceEvents": 5}', "traceEvents list"),
+        ('{"traceEvents": [', "not a profiler trace"),
+    ],
+)
+def test_an_unusable_profiler_trace_is_one_line(run_cli: Run, tmp_path: Path, trace: str, said: str) -> None:
+    times = tmp_path / "t.json"
+    times.write_text(trace)
+    done = run_cli("translate", "gpt2", "--per-layer-times", times, "-o", tmp_path / "g.txt")
+    assert done.exit_code == 2, done.output
+    assert said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_trace_of_another_model_or_a_broken_gzip_is_refused(run_cli: Run, tmp_path: Path) -> None:
+    other = run_cli(
+        "translate",
+        "gpt2",
+        "--per-layer-times",
+        PROFILER / "gpt2-tiny-step.json.gz",
+        "-o",
+        tmp_path / "g.txt",
+    )
+    assert other.exit_code == 2
+    assert "not the same model" in other.stderr
+    broken = tmp_path / "b.json.gz"
+    broken.write_bytes(gzip.compress(b'{"traceEvents": []}')[:-9])
+    done = run_cli("translate", "gpt2", "--per-layer-times", broken, "-o", tmp_path / "h.txt")
+    assert done.exit_code == 2
+    assert "gzip" in done.stderr
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(), st.text(max_size=12))
+_EVENT = st.dictionaries(
+    st.sampled_from(["ph", "ts", "dur", "name", "cat", "pid", "tid", "args"]),
+    st.one_of(
+        _VALUES,
+        st.sampled_from(["X", "cpu_op", "kernel", "cuda_runtime", "nn.Module: Linear_0", "python_function"]),
+        st.dictionaries(st.sampled_from(["correlation", "Sequence number"]), _VALUES),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_EVENT, max_size=30))
+def test_any_event_list_is_a_table_or_one_line_refusal(events: list[dict[str, Any]]) -> None:
+    refusal = ""
+    try:
+        table, _ = measured.parse(json.dumps({"traceEvents": events}), _ir(), cost.get("gpu"))
+    except cost.CostError as error:
+        refusal, table = str(error), {}
+    assert "\n" not in refusal
+    assert all(s >= 0 for t in table.values() for s in t.values())

@@ -117,8 +117,9 @@ def translate(
     per_layer_times: Annotated[
         Path | None,
         typer.Option(
-            help="Measured compute times: a CSV of `layer,phase,time_ns` (phase fwd, ig, wg, update) or "
-            "an AICB/AIOB computation profile, projected onto each rank's share by the cost model."
+            help="Measured compute times: a CSV of `layer,phase,time_ns` (phase fwd, ig, wg, update), "
+            "an AICB/AIOB computation profile or a PyTorch profiler trace (.json[.gz], with_modules), "
+            "projected onto each rank's share by the cost model."
         ),
     ] = None,
     dialect: Annotated[

@@ -29,7 +29,10 @@ number cites the published kernel measurement it comes from):
 `--attention eager` charges an attention core as an implementation without a fused kernel runs it
 (Megatron-LM before FlashAttention, 2021-22; PyTorch's math path): its two products as batched
 GEMMs over the whole s x s, and the softmax reading and writing the s x s scores at the streaming
-bandwidth; its dropout is not in the IR and not charged.
+bandwidth, and, where the model trains with attention dropout (Heads.dropout: GPT-2's and BERT's
+configurations default to 0.1), the dropout of the s x s probabilities as one more streaming kernel
+each way (`dropout_seconds`). A FlashAttention kernel applies its dropout inside; FlashAttention's
+published rates are without it, and it is not charged there.
 
 The update is an SGD step's traffic at the streaming bandwidth, as in the roofline. `--efficiency`
 scales the calibration for users who calibrate on their own runs (`scaled`, below).
@@ -209,6 +212,23 @@ class Gpu:
         work = layer.flops.forward / (2 if causal else 1)
         return work / forward, BACKWARD_FLOPS * work / backward
 
+    def dropout_seconds(self, layer: Layer, width: int) -> tuple[float, float]:
+        """Eager attention's dropout of the probabilities after its softmax, one kernel each way:
+        Megatron-LM applies it there (megatron/core/transformer/dot_product_attention.py,
+        DotProductAttention.forward: self.attention_dropout(attention_probs)) with PyTorch's
+        native_dropout (aten/src/ATen/native/cuda/Dropout.cu: a bool mask of one byte an element).
+        Forward reads the probabilities, writes them dropped and the mask; backward reads the
+        gradient and the mask and writes the gradient."""
+        b = layer.block
+        heads = b.heads if b is not None else None
+        if heads is None or not heads.dropout or b is None or b.part is not Part.ATTENTION:
+            return 0.0, 0.0
+        if layer.kind is not Kind.REDUCE or self.attention_seconds(layer) is not None:
+            return 0.0, 0.0
+        probs = sum(a.bytes or 0 for a in layer.outputs)
+        moved = layer.repeats * (2 * probs + probs // width)
+        return self.memory_seconds(moved), self.memory_seconds(moved)
+
     def times(self, layer: Layer) -> PhaseTimes:
         dtype = layer.outputs[0].dtype if layer.outputs else "float"
         width = max(1, dtypes.width(dtype))
@@ -226,8 +246,12 @@ class Gpu:
                 update,
             )
         fwd_b, ig_b, wg_b = traffic(layer)
+        drop_fwd, drop_ig = self.dropout_seconds(layer, width)
         return self._ticks(
-            self.memory_seconds(fwd_b), self.memory_seconds(ig_b), self.memory_seconds(wg_b), update
+            self.memory_seconds(fwd_b) + drop_fwd,
+            self.memory_seconds(ig_b) + drop_ig,
+            self.memory_seconds(wg_b),
+            update,
         )
 
     def _ticks(self, fwd: float, ig: float, wg: float, update: float) -> PhaseTimes:

@@ -1,6 +1,6 @@
 """Measured compute times in (`--per-layer-times FILE`), projected onto any layout.
 
-Two formats, told apart by their content:
+Three formats, told apart by their content:
 
   CSV          `layer,phase,time_ns` rows (a header line is optional): an IR layer's name (or a
                shell pattern: `transformer.h.*.mlp.c_fc`), a phase (fwd, ig, wg, update) and the
@@ -10,6 +10,10 @@ Two formats, told apart by their content:
                microseconds of one forward of one block's operation: Emb, layernorm, atten_qkv,
                atten_flash, atten_linear, layernorm2, mlp_linear_1, mlp_gelu, mlp_linear_2,
                layernorm_post, logit_time (param_time, the optimizer, is not a layer's)
+
+  PyTorch      a profiler trace of a training step (Chrome/Kineto JSON from torch.profiler with
+               with_modules=True): modules mapped to the IR's layers, forward and backward
+               kernels timed (profiler.py)
 
 An AIOB section covers the IR layers of its role in every block (atten_qkv: the query, key and
 value projections, or GPT's fused c_attn), found from the IR's block parts: a section's time is
@@ -34,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from modtrans.cost import Clock, CostError, CostModel, PhaseTimes
+from modtrans.cost import Clock, CostError, CostModel, PhaseTimes, profiler
 from modtrans.ir.document import Kind, Layer, ModelIR, Part
 
 PHASES = ("fwd", "ig", "wg", "update")
@@ -47,6 +51,8 @@ Table = dict[str, dict[str, float]]
 
 def parse(text: str, ir: ModelIR, model: CostModel) -> tuple[Table, list[str]]:
     """The measured seconds per layer and phase, and warnings (names that match no layer)."""
+    if profiler.looks_like(text):
+        return profiler.parse(text, ir, model)
     if any(_SECTION.match(line) for line in text.splitlines()[:40]) and "time_gpu_avg" in text:
         return _aiob(text, ir, model)
     return _csv(text, ir)

@@ -143,6 +143,7 @@ class Heads:
     query: int
     key_value: int
     causal: bool | None = None  # each token attends to those before it (a decoder); None: nothing says
+    dropout: float = 0.0  # the attention probabilities' dropout p in training (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,7 +368,10 @@ def _layer(x: Layer) -> dict[str, Any]:
         part = {} if x.block.part is None else {"part": x.block.part.value}
         h = x.block.heads
         causal = {} if h is None or h.causal is None else {"causal": h.causal}
-        heads = {} if h is None else {"heads": {"query": h.query, "key_value": h.key_value, **causal}}
+        dropout = {} if h is None or not h.dropout else {"dropout": h.dropout}
+        heads = (
+            {} if h is None else {"heads": {"query": h.query, "key_value": h.key_value, **causal, **dropout}}
+        )
         out["block"] = {"index": x.block.index, **part, **heads}
     return out
 

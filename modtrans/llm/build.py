@@ -69,7 +69,8 @@ class _Builder:
             return Block(self.index, Part.NORM)
         if self.part is Part.ATTENTION:
             causal = self.arch.family not in ENCODERS
-            return Block(self.index, Part.ATTENTION, Heads(self.arch.heads, self.arch.kv_heads, causal))
+            heads = Heads(self.arch.heads, self.arch.kv_heads, causal, self.arch.attention_dropout)
+            return Block(self.index, Part.ATTENTION, heads)
         return Block(self.index, self.part)
 
     @property

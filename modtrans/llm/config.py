@@ -92,6 +92,7 @@ class Arch:
     dtype: str = "bfloat16"
     context: int = 0  # the longest sequence it was made for (max_position_embeddings; 0: not given)
     qk_norm: bool = False  # an RMSNorm of each head's query and key (Qwen3: q_norm, k_norm over head_dim)
+    attention_dropout: float = 0.0  # dropout p of the attention probabilities in training
     heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
 
 
@@ -109,6 +110,16 @@ def _get(config: Mapping[str, Any], *keys: str, default: Any = ...) -> Any:
     if default is ...:
         raise ConfigError(f"the configuration has no `{keys[0]}`")
     return default
+
+
+def _probability(config: Mapping[str, Any], key: str, default: float) -> float:
+    """A dropout probability the configuration sets (`default`: the transformers class's own)."""
+    value = config.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise ConfigError(f"`{key}` must be a probability in [0, 1), not {value!r:.40}")
+    return float(value)
 
 
 def from_hf(config: Mapping[str, Any]) -> Arch:
@@ -188,6 +199,7 @@ def _gpt2(config: Mapping[str, Any], dtype: str) -> Arch:
         positions=positions,
         dtype=dtype,
         context=positions,
+        attention_dropout=_probability(config, "attn_pdrop", 0.1),  # GPT2Config's default
     )
 
 
@@ -216,6 +228,7 @@ def _bert(config: Mapping[str, Any], dtype: str) -> Arch:
         heads_on_top=_bert_heads(config.get("architectures")),
         dtype=dtype,
         context=positions,
+        attention_dropout=_probability(config, "attention_probs_dropout_prob", 0.1),  # BertConfig's
     )
 
 
@@ -256,6 +269,7 @@ def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         dtype=dtype,
         context=_get(config, "max_position_embeddings", default=0),
         qk_norm=family in ("qwen3", "qwen3_moe"),  # Qwen3Attention: q_norm, k_norm (Qwen3RMSNorm(head_dim))
+        attention_dropout=_probability(config, "attention_dropout", 0.0),  # LlamaConfig's default
     )
 
 
