@@ -240,12 +240,16 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     written through (after every regular file is in place), never replaced. Anything else (a
     directory, a socket, a block device) is refused.
     """
+    from modtrans import progress
+
     targets = [(_target(Path(path)), data) for path, data in outputs]
     staged: list[tuple[str, Path]] = []
     try:
-        for (real, through), data in targets:
-            if not through:
-                staged.append((_stage(real, _pieces(data)), real))
+        with progress.task("writing", total=len(targets)) as advance:
+            for (real, through), data in targets:
+                if not through:
+                    staged.append((_stage(real, _pieces(data)), real))
+                advance()
         for temporary, real in staged:
             os.replace(temporary, real)
     except BaseException:

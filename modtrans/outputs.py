@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from modtrans import progress
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
 from modtrans.fileio import Content, is_file_output, same_file, write_all
 from modtrans.request import UsageError
@@ -137,10 +138,12 @@ def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
     complete = len(traces) <= SELF_CHECK
     firsts = sorted({plan.program_of.index(p) for p in set(plan.program_of)})
     ranks = range(len(traces)) if complete else firsts
-    for rank in ranks:
-        path, data = traces[rank]
-        if callable(data):
-            outputs[rank] = (path, data())
+    with progress.task("encoding the traces checked", total=len(ranks)) as advance:
+        for rank in ranks:
+            path, data = traces[rank]
+            if callable(data):
+                outputs[rank] = (path, data())
+            advance()
     sample = {str(outputs[r][0]): outputs[r][1] for r in ranks}
     found = check_set(sample, groups, str(group_path), complete=complete)
     if not complete:

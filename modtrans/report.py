@@ -278,10 +278,98 @@ def _console(
     )
 
 
-def status(message: str) -> contextlib.AbstractContextManager[object]:
-    """A spinner on standard error while long work runs, only when it is a terminal."""
-    if not sys.stderr.isatty() or os.environ.get("CI"):
+def status(message: str, *, quiet: bool = False) -> contextlib.AbstractContextManager[object]:
+    """While long work runs: after a second, a spinner with `message` on standard error and a bar
+    for each task the library reports (modtrans/progress.py); nothing when standard error is not
+    a terminal, under CI, or `quiet`."""
+    if quiet or not sys.stderr.isatty() or os.environ.get("CI"):
         return contextlib.nullcontext()
-    from rich.console import Console
+    return _Display(message)
 
-    return Console(stderr=True).status(message)
+
+class _Display:
+    """rich's Progress, started by a timer a second in (a run shorter than that shows nothing),
+    listening to the library's tasks meanwhile."""
+
+    DELAY_S = 1.0
+
+    def __init__(self, message: str, console: Console | None = None) -> None:
+        import threading
+
+        self.message = message
+        self.console = console
+        self.lock = threading.Lock()
+        self.tasks: dict[int, list[Any]] = {}  # id -> [label, total, done, rich task id or None]
+        self.bar: Any = None
+        self.timer = threading.Timer(self.DELAY_S, self._show)
+        self.timer.daemon = True
+        self.listening: contextlib.AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> _Display:
+        from modtrans import progress
+
+        self.listening = progress.listening(self)
+        self.listening.__enter__()
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.timer.cancel()
+        if self.listening is not None:
+            self.listening.__exit__(None, None, None)
+        with self.lock:
+            if self.bar is not None:
+                self.bar.stop()
+                self.bar = None
+
+    def _show(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        with self.lock:
+            columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn())
+            self.bar = Progress(
+                *columns,
+                TextColumn("{task.fields[count]}"),
+                TimeElapsedColumn(),
+                console=self.console or Console(stderr=True),
+                transient=True,
+            )
+            self.bar.add_task(self.message, total=None, count="")
+            for task in self.tasks.values():
+                task[3] = self.bar.add_task(task[0], total=task[1], completed=task[2], count=_count(task))
+            self.bar.start()
+
+    def start(self, label: str, total: int | None) -> object:
+        with self.lock:
+            handle = len(self.tasks) + 1
+            task: list[Any] = [label, total, 0, None]
+            if self.bar is not None:
+                task[3] = self.bar.add_task(label, total=total, count=_count(task))
+            self.tasks[handle] = task
+        return handle
+
+    def step(self, handle: object, amount: int) -> None:
+        task = self.tasks.get(handle if isinstance(handle, int) else -1)
+        if task is None:
+            return
+        task[2] += amount
+        if self.bar is not None and task[3] is not None:
+            self.bar.update(task[3], completed=task[2], count=_count(task))
+
+    def stop(self, handle: object) -> None:
+        with self.lock:
+            task = self.tasks.pop(handle if isinstance(handle, int) else -1, None)
+            if task is not None and self.bar is not None and task[3] is not None:
+                self.bar.remove_task(task[3])
+
+
+def _count(task: Sequence[Any]) -> str:
+    """`done/total` of a task, or how many so far where the total is not known."""
+    return f"{task[2]:,}/{task[1]:,}" if task[1] is not None else (f"{task[2]:,}" if task[2] else "")

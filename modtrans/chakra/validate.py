@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from modtrans import progress
 from modtrans.chakra.ranks import Node, Rank, Scanner, from_trace
 from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of
 from modtrans.diagnostics import Diagnostic, diagnostic
@@ -514,14 +515,17 @@ def _validate_set(prefix: str, members: list[Path], comm_groups: Path | None) ->
     found: list[Diagnostic] = []
     scanner = Scanner(one_trace)
     ranks = []
-    for path in dict.fromkeys(members):
-        data, problem = read_binary(path)
-        if data is None:
-            found += [problem] if problem else []
-            continue
-        rank, alone = scanner.scan(data, str(path))
-        found += alone
-        ranks.append(rank)
+    paths = list(dict.fromkeys(members))
+    with progress.task(f"checking {Path(prefix).name}", total=len(paths)) as advance:
+        for path in paths:
+            advance()
+            data, problem = read_binary(path)
+            if data is None:
+                found += [problem] if problem else []
+                continue
+            rank, alone = scanner.scan(data, str(path))
+            found += alone
+            ranks.append(rank)
     groups_path = comm_groups or Path(f"{prefix}.comm_groups.json")
     groups = None
     if comm_groups is not None or _exists(groups_path):

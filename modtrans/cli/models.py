@@ -132,14 +132,17 @@ def trace_set(spec: str) -> tuple[str, list[Path], dict[str, Any]]:
 
 def read_traces(paths: Sequence[Path]) -> list[Trace]:
     """Each file decoded; exit 2 at the first that cannot be read."""
+    from modtrans import progress
     from modtrans.chakra.read import read
 
     traces = []
-    for path in paths:
-        data, problem = read_binary(path)
-        if data is None:
-            _usage(problem.message if problem else str(path))
-        traces.append(read(data, str(path)))
+    with report.status("reading the traces"), progress.task("reading", total=len(paths)) as advance:
+        for path in paths:
+            data, problem = read_binary(path)
+            if data is None:
+                _usage(problem.message if problem else str(path))
+            traces.append(read(data, str(path)))
+            advance()
     return traces
 
 

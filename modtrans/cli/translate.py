@@ -220,9 +220,9 @@ def translate(
     request = _request(dict(locals()))
     try:
         prepared = prepare(request, say=lambda line: _say(line, quiet))
-        with report.status(f"translating {model}"):
+        with report.status(f"translating {model}", quiet=quiet):
             result = api.run(prepared)
-        result = api.write(result, model, force=force)
+            result = api.write(result, model, force=force)
     except UsageError as error:
         raise _refused(error) from None
     if to == "chakra-et":

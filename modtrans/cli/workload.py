@@ -105,7 +105,8 @@ def validate(
     if traces:
         from modtrans.chakra.validate import validate_paths
 
-        in_traces, count = validate_paths(traces, comm_groups)
+        with report.status("validating"):
+            in_traces, count = validate_paths(traces, comm_groups)
         found += [d for d in in_traces if d.code not in (ignore or ())]
         checked += count
     elif comm_groups is not None:
