@@ -240,12 +240,12 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     written through (after every regular file is in place), never replaced. Anything else (a
     directory, a socket, a block device) is refused.
     """
-    from modtrans import progress
+    from modtrans.progress import task as progress_task
 
     targets = [(_target(Path(path)), data) for path, data in outputs]
     staged: list[tuple[str, Path]] = []
     try:
-        with progress.task("writing", total=len(targets)) as advance:
+        with progress_task("writing", total=len(targets)) as advance:
             for (real, through), data in targets:
                 if not through:
                     staged.append((_stage(real, _pieces(data)), real))

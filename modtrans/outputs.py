@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modtrans import progress
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
 from modtrans.fileio import Content, is_file_output, same_file, write_all
+from modtrans.progress import task as progress_task
 from modtrans.request import UsageError
 from modtrans.sidecar import describe
 from modtrans.workload.model import Dialect, Workload
@@ -138,7 +138,7 @@ def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
     complete = len(traces) <= SELF_CHECK
     firsts = sorted({plan.program_of.index(p) for p in set(plan.program_of)})
     ranks = range(len(traces)) if complete else firsts
-    with progress.task("encoding the traces checked", total=len(ranks)) as advance:
+    with progress_task("encoding the traces checked", total=len(ranks)) as advance:
         for rank in ranks:
             path, data = traces[rank]
             if callable(data):

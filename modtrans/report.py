@@ -306,9 +306,9 @@ class _Display:
         self.listening: contextlib.AbstractContextManager[None] | None = None
 
     def __enter__(self) -> _Display:
-        from modtrans import progress
+        from modtrans.progress import listening
 
-        self.listening = progress.listening(self)
+        self.listening = listening(self)
         self.listening.__enter__()
         self.timer.start()
         return self

@@ -22,6 +22,7 @@ GENERIC = frozenset(
         "modtrans.integers",
         "modtrans.jsonsource",
         "modtrans.limits",
+        "modtrans.progress",
         "modtrans.resources",
     }
 )

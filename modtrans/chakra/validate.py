@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modtrans import progress
 from modtrans.chakra.ranks import Node, Rank, Scanner, from_trace
 from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.fileio import read_binary, utf8
+from modtrans.progress import task as progress_task
 
 COMP, SEND, RECV, COLL = 4, 5, 6, 7
 RUNNABLE = {0: "ALL_REDUCE", 2: "ALL_GATHER", 5: "BROADCAST", 6: "ALL_TO_ALL", 7: "REDUCE_SCATTER"}
@@ -516,7 +516,7 @@ def _validate_set(prefix: str, members: list[Path], comm_groups: Path | None) ->
     scanner = Scanner(one_trace)
     ranks = []
     paths = list(dict.fromkeys(members))
-    with progress.task(f"checking {Path(prefix).name}", total=len(paths)) as advance:
+    with progress_task(f"checking {Path(prefix).name}", total=len(paths)) as advance:
         for path in paths:
             advance()
             data, problem = read_binary(path)

@@ -132,11 +132,11 @@ def trace_set(spec: str) -> tuple[str, list[Path], dict[str, Any]]:
 
 def read_traces(paths: Sequence[Path]) -> list[Trace]:
     """Each file decoded; exit 2 at the first that cannot be read."""
-    from modtrans import progress
     from modtrans.chakra.read import read
+    from modtrans.progress import task as progress_task
 
     traces = []
-    with report.status("reading the traces"), progress.task("reading", total=len(paths)) as advance:
+    with report.status("reading the traces"), progress_task("reading", total=len(paths)) as advance:
         for path in paths:
             data, problem = read_binary(path)
             if data is None:
