@@ -17,7 +17,7 @@ from modtrans import outputs, pipeline
 from modtrans.diagnostics import DiagnosticError, has_errors
 from modtrans.pipeline import Translation
 from modtrans.plan import Plan, Purpose
-from modtrans.request import Format, Prepared, Request, prepare
+from modtrans.request import Format, Prepared, Request, UsageError, prepare
 
 
 def run(prepared: Prepared) -> Translation:
@@ -49,13 +49,17 @@ def run(prepared: Prepared) -> Translation:
 
 
 def _timeline(result: Translation, request: Request) -> outputs.Files:
-    """The plan's schedule as an SVG picture, where --timeline asks for one (plan/timeline.py)."""
+    """The plan's schedule as a picture (SVG or PNG), where --timeline asks for one (plan/timeline.py)."""
     if request.timeline is None or result.plan is None:
         return []
-    from modtrans.picture import svg
+    from modtrans.picture import PictureError, draw
     from modtrans.plan.timeline import timeline
 
-    return [(Path(request.timeline), svg(timeline(result.plan), _title(request.model, result.plan)))]
+    target = Path(request.timeline)
+    try:
+        return [(target, draw(timeline(result.plan), _title(request.model, result.plan), target))]
+    except PictureError as error:
+        raise UsageError(f"--timeline {target}: {error}") from None
 
 
 def _title(model: str, plan: Plan) -> str:

@@ -1,12 +1,44 @@
-"""A plan's timeline (plan/timeline.py) as an SVG picture: one lane per pipeline stage, a block per
+"""A plan's timeline (plan/timeline.py) as a picture: one lane per pipeline stage, a block per
 forward, backward or recomputed forward of a micro-batch and model chunk (odd chunks lighter), its
 letter and micro-batch where it is wide enough, sends ticked below their lane, each lane's idle
-share at its end. Plain SVG text: no library, any browser shows it."""
+share at its start. SVG is plain text (no library, any browser shows it); PNG is the same picture
+drawn by Pillow (the `png` extra; imported here only).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
 from modtrans.plan.model import Step
 from modtrans.plan.timeline import Block, Timeline
+
+
+class PictureError(ValueError):
+    """A picture that cannot be made: an unknown file type, or PNG without Pillow."""
+
+
+def draw(t: Timeline, title: str, target: Path) -> str | bytes:
+    """The picture for `target`'s type: SVG text for .svg, PNG bytes for .png."""
+    suffix = target.suffix.lower()
+    if suffix == ".svg":
+        return svg(t, title)
+    if suffix == ".png":
+        return png(t, title)
+    raise PictureError(f"a picture is FILE.svg or FILE.png, not {target.suffix or 'no suffix'}")
+
+
+def title_of(name: str, llm: Mapping[str, Any]) -> str:
+    """`name: TP2 x PP4 x DP1, interleaved V=2, 8 micro-batches, --recompute none` from a trace set's
+    metadata (its `parallel.llm`), or the name alone."""
+    if not llm:
+        return name
+    shape = " x ".join(f"{k.upper()}{llm.get(k, 1)}" for k in ("tp", "pp", "dp"))
+    chunks = f" V={llm['vpp']}" if str(llm.get("vpp", "1")) != "1" else ""
+    schedule = f"{llm.get('schedule')}{chunks}, {llm.get('ga')} micro-batches"
+    return f"{name}: {shape}, {schedule}, --recompute {llm.get('recompute')}"
+
 
 COLOURS = {Step.FWD: "#4e79a7", Step.INPUT_GRAD: "#59a14f", Step.RECOMPUTE: "#bab0ac"}
 LETTERS = {Step.FWD: "F", Step.INPUT_GRAD: "B", Step.RECOMPUTE: "R"}
@@ -81,3 +113,43 @@ def _lighter(colour: str) -> str:
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def png(t: Timeline, title: str, *, width: int = 1400) -> bytes:
+    """The SVG's picture as PNG, through Pillow."""
+    try:
+        from PIL import Image, ImageDraw, ImageFont
+    except ImportError:
+        raise PictureError("PNG needs Pillow: pip install 'modtrans[png]' (or draw FILE.svg)") from None
+    import io
+
+    scale = (width - LEFT - 20) / max(t.end, 1)
+    height = TOP + t.stages * (LANE + 8) + 60
+    image = Image.new("RGB", (width, height), "white")
+    pen = ImageDraw.Draw(image)
+    font, big = ImageFont.load_default(size=11), ImageFont.load_default(size=14)
+    pen.text((LEFT, 6), title, fill="black", font=big)
+    for s in range(t.stages):
+        y = TOP + s * (LANE + 8)
+        idle = 1 - t.busy(s) / t.end if t.end else 0.0
+        pen.text((4, y + LANE * 0.3), f"stage {s} ({idle:.0%} idle)", fill="black", font=font)
+        pen.rectangle((LEFT, y, LEFT + t.end * scale, y + LANE), fill="#f4f4f4")
+        for b in (b for b in t.blocks if b.stage == s):
+            x, w = LEFT + b.start * scale, max((b.end - b.start) * scale, 0.5)
+            shade = COLOURS[b.step] if b.chunk % 2 == 0 else _lighter(COLOURS[b.step])
+            pen.rectangle((x, y, x + w, y + LANE), fill=shade, outline="white")
+            label = f"{LETTERS[b.step]}{b.micro}" if b.micro >= 0 else LETTERS[b.step]
+            if w > 9 * len(label):
+                pen.text((x + w / 2, y + LANE / 2), label, fill="white", font=font, anchor="mm")
+        for stage, tick in t.sends:
+            if stage == s:
+                pen.line((LEFT + tick * scale, y + LANE, LEFT + tick * scale, y + LANE + 5), fill="#333")
+    y = TOP + t.stages * (LANE + 8) + 20
+    for i, (step, colour) in enumerate(COLOURS.items()):
+        pen.rectangle((LEFT + i * 170, y, LEFT + i * 170 + 12, y + 12), fill=colour)
+        pen.text((LEFT + i * 170 + 16, y), f"{LETTERS[step]}: {NAMES[step]}", fill="black", font=font)
+    note = f"{t.end:,} ticks with a free network; lighter: odd model chunks; ticks below a lane: sends"
+    pen.text((LEFT, y + 22), note, fill="#777777", font=font)
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()

@@ -55,7 +55,7 @@ class Request:
     checkpoint_initiates: Sequence[int] | None = None
     per_layer: Mapping[str, str] | str | Path | None = None  # pattern -> keyword, or a file of them
     per_layer_times: Path | None = None  # measured compute times (cost/measured.py)
-    timeline: Path | None = None  # the plan's schedule as an SVG picture (plan/timeline.py)
+    timeline: Path | None = None  # the plan's schedule as a picture, FILE.svg or FILE.png (picture.py)
     dialect: str | None = None  # astra-sim (default), simai, chakra
     params: str | None = None  # trainable (default) or weights
     batch: int | None = None
@@ -127,6 +127,8 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     dialect = Dialect(request.dialect or Dialect.ASTRA_SIM)
     params = Params(request.params or Params.TRAINABLE)
     compute = request.compute or "gpu"
+    if request.timeline is not None and Path(request.timeline).suffix.lower() not in (".svg", ".png"):
+        raise UsageError(f"--timeline {request.timeline}: a picture is FILE.svg or FILE.png")
     if request.output == "" and request.format != "chakra-et":
         raise UsageError("--output is empty: give a file, or - for standard output")
     if request.like is not None:

@@ -1,5 +1,6 @@
-"""--timeline: the plan's schedule as an SVG picture (plan/timeline.py, picture.py). The structure
-is checked (lanes, blocks, their order per schedule) against the schedules' published orders."""
+"""--timeline: the plan's schedule as a picture (plan/timeline.py, picture.py; a trace set's read
+back through chakra/programs.py). The structure is checked (lanes, blocks, their order per
+schedule) against the schedules' published orders."""
 
 from __future__ import annotations
 
@@ -90,3 +91,83 @@ def test_a_keyword_preset_draws_one_lane(fmt: str, run_cli: Run, tmp_path: Path)
     lanes = _lanes(picture.read_text())
     assert list(lanes) == [0]
     assert [b[0] for b in lanes[0]][:1] == ["f"]
+
+
+def _geometry(svg: str) -> list[tuple[str, ...]]:
+    """Every block's step, micro-batch, chunk, lane and left edge, as drawn."""
+    return re.findall(
+        r'class="block" data-step="(\w+)" data-micro="(-?\d+)" data-chunk="(\d+)" x="([\d.]+)" y="(\d+)"', svg
+    )
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        ("--pp", "4", "--vpp", "2", "--schedule", "interleaved", "--global-batch", "8"),
+        ("--pp", "2", "--dp", "2", "--global-batch", "8", "--recompute", "full"),
+        ("--pp", "2", "--global-batch", "4", "--schedule", "gpipe"),
+    ],
+    ids=["interleaved", "1f1b-full-recompute", "gpipe"],
+)
+def test_a_trace_set_on_disk_draws_the_schedule_its_plan_drew(
+    run_cli: Run, tmp_path: Path, layout: tuple[str, ...]
+) -> None:
+    """`inspect PREFIX --timeline` reads the schedule back from the traces (chakra/programs.py:
+    each stage's first rank, its nodes, dependencies, sends and receives); it draws the blocks
+    `translate --timeline` drew from the plan, at the same places."""
+    args = ("translate", "llama-3-8b", "--seq-len", "256", "--format", "chakra-et", *layout)
+    made = run_cli(*args, "-o", tmp_path / "t", "--timeline", tmp_path / "plan.svg")
+    assert made.exit_code == 0, made.output
+    done = run_cli("inspect", tmp_path / "t", "--timeline", tmp_path / "traces.svg")
+    assert done.exit_code == 0, done.output
+    from_plan = _geometry((tmp_path / "plan.svg").read_text())
+    from_traces = _geometry((tmp_path / "traces.svg").read_text())
+    assert len(from_plan) == len(from_traces) > 0
+    for a, b in zip(from_plan, from_traces, strict=True):
+        assert (a[0], a[1], a[2], a[4]) == (b[0], b[1], b[2], b[4])
+        assert abs(float(a[3]) - float(b[3])) < 1.0  # pixels: the traces' durations are whole us
+
+
+def test_a_png_is_the_same_picture(run_cli: Run, tmp_path: Path) -> None:
+    """FILE.png: Pillow draws the SVG's picture, at its size (the `png` extra)."""
+    from PIL import Image
+
+    args = ("translate", "llama-3-8b", "--seq-len", "256", "--pp", "2", "--global-batch", "4")
+    made = run_cli(*args, "--format", "chakra-et", "-o", tmp_path / "t", "--timeline", tmp_path / "p.svg")
+    assert made.exit_code == 0, made.output
+    assert run_cli("inspect", tmp_path / "t", "--timeline", tmp_path / "p.png").exit_code == 0
+    size = re.search(r'width="(\d+)" height="(\d+)"', (tmp_path / "p.svg").read_text())
+    assert size is not None
+    with Image.open(tmp_path / "p.png") as image:
+        assert image.format == "PNG"
+        assert image.size == (int(size.group(1)), int(size.group(2)))
+        # a forward block's colour is drawn (picture.COLOURS: #4e79a7)
+        assert (0x4E, 0x79, 0xA7) in {c for _, c in image.getcolors(1 << 16) or []}
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("inspect", "gpt2", "--timeline", "x.svg"), "give its PREFIX"),
+        (("translate", "gpt2", "-o", "g.txt", "--timeline", "x.pdf"), "FILE.svg or FILE.png"),
+    ],
+)
+def test_a_timeline_it_cannot_draw_is_one_line(
+    run_cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = run_cli(*args)
+    assert done.exit_code == 2, done.output
+    assert said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_inspect_never_draws_over_a_trace_of_its_set(run_cli: Run, tmp_path: Path) -> None:
+    assert run_cli("translate", "gpt2", "--format", "chakra-et", "-o", tmp_path / "t").exit_code == 0
+    before = (tmp_path / "t.0.et").read_bytes()
+    renamed = tmp_path / "t.0.svg"
+    (tmp_path / "t.0.et").rename(renamed)
+    (tmp_path / "t.0.et").symlink_to(renamed)
+    done = run_cli("inspect", tmp_path / "t", "--timeline", renamed)
+    assert done.exit_code == 2
+    assert renamed.read_bytes() == before

@@ -50,6 +50,14 @@ def inspect(
     ranks: Annotated[
         bool, typer.Option("--ranks", help="Traces: every rank, not one per pipeline stage.")
     ] = False,
+    timeline: Annotated[
+        Path | None,
+        typer.Option(
+            help="Traces: also draw the schedule as a picture (FILE.svg, or FILE.png), a lane per "
+            "pipeline stage, with a free network.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Show a model's layers, or a Chakra trace set's totals per stage (per rank with --ranks).
 
@@ -66,8 +74,12 @@ def inspect(
     from modtrans.chakra.read import is_trace_spec  # inspect's: not every command's
 
     if is_trace_spec(Path(model)):
-        _inspect_traces(Path(model), fmt, every_rank=ranks)
+        _inspect_traces(Path(model), fmt, every_rank=ranks, picture=timeline)
         return
+    if timeline is not None:
+        _usage(
+            "--timeline draws a trace set's schedule: give its PREFIX (translate --timeline draws a model's)"
+        )
     if pipeline.reads_as_workload(model):
         _inspect_workload(model, fmt)
         return
@@ -94,14 +106,17 @@ def inspect(
         render.print_table(ir, selected, title, color=False if no_color else None, width=None)
 
 
-def _inspect_traces(spec: Path, fmt: str, *, every_rank: bool = False) -> None:
+def _inspect_traces(spec: Path, fmt: str, *, every_rank: bool = False, picture: Path | None = None) -> None:
     from modtrans.chakra.summary import lines, representatives, stages, summarize
 
     if fmt != "table":
         _usage(f"--format {fmt}: a trace set is shown as a table only")
-    _, members, meta = trace_set(str(spec))
-    chosen = members if every_rank else representatives(members, _mesh(meta))
+    prefix, members, meta = trace_set(str(spec))
+    firsts = representatives(members, _mesh(meta))
+    chosen = members if every_rank else firsts
     traces = read_traces(chosen)
+    if picture is not None:
+        _draw(prefix, [t for t in traces if t.path in {str(p) for p in firsts}], meta, picture, members)
     broken = [t.problem for t in traces if t.problem is not None]
     report.emit(broken, Format.TEXT, stream=sys.stderr, color=False)
     rows = summarize(traces)
@@ -176,6 +191,31 @@ def _inspect_workload(spec: str, fmt: str) -> None:
     else:
         title = f"{loaded.path}: {workload.header.policy.value}, {len(workload.layers)} layers"
         typer.echo("\n".join(lines(summary, title)))
+
+
+def _draw(
+    prefix: str, firsts: Sequence[Trace], meta: Mapping[str, Any], target: Path, inputs: Sequence[Path]
+) -> None:
+    """The set's schedule with a free network (chakra/programs.py, plan/timeline.py), drawn."""
+    from modtrans import picture
+    from modtrans.chakra.programs import ProgramsError, programs
+    from modtrans.outputs import refuse_inputs, save
+    from modtrans.plan.timeline import TimelineError, schedule
+    from modtrans.request import UsageError
+
+    parallel = meta.get("parallel")
+    found = parallel.get("llm") if isinstance(parallel, dict) else None
+    llm: dict[str, Any] = found if isinstance(found, dict) else {}
+    try:
+        refuse_inputs([target], inputs, force=False)
+        ops, chunks = programs(firsts, _mesh(meta), llm)
+        drawn = schedule(ops, chunks)
+        content = picture.draw(drawn, picture.title_of(Path(prefix).name, llm), target)
+    except (ProgramsError, TimelineError, UsageError, picture.PictureError) as error:
+        _usage(f"--timeline {target}: {error}")
+    problems = save([(target, content)])
+    if problems:
+        _usage(problems[0].message)
 
 
 def _mesh(meta: Mapping[str, Any]) -> dict[str, int]:

@@ -110,8 +110,8 @@ def translate(
     timeline: Annotated[
         Path | None,
         typer.Option(
-            help="Also draw the plan's schedule as an SVG: a lane per pipeline stage, a block per "
-            "forward / backward of each micro-batch and chunk, the bubble as the white between them."
+            help="Also draw the plan's schedule (FILE.svg or FILE.png): a lane per pipeline stage, a "
+            "block per forward / backward of each micro-batch and chunk, the bubble the white between."
         ),
     ] = None,
     per_layer_times: Annotated[

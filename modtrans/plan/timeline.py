@@ -11,10 +11,10 @@ link widens it). Consecutive computes of one step, micro-batch and model chunk a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from modtrans.plan.model import Compute, Direction, Plan, Step, Transfer
+from modtrans.plan.model import Compute, Direction, Op, Plan, Step, Transfer
 
 _MICRO = re.compile(r"#m(\d+)")
 
@@ -46,8 +46,12 @@ class Timeline:
 
 def timeline(plan: Plan) -> Timeline:
     """The schedule of `plan`'s stage programs (TimelineError when they deadlock)."""
-    programs = plan.programs
-    chunk_of = _chunks(plan)
+    return schedule(plan.programs, _chunks(plan))
+
+
+def schedule(programs: Sequence[Sequence[Op]], chunk_of: Mapping[int, int]) -> Timeline:
+    """The schedule of one program per stage (a send's `offset` the receiving stage's distance,
+    `tag` what its receive matches); `chunk_of`: layer index -> model chunk on its stage."""
     ends: list[list[int | None]] = [[None] * len(p) for p in programs]
     sent: dict[tuple[int, int], int] = {}  # (receiving stage, tag) -> the send's tick
     clock = [0] * len(programs)
@@ -102,7 +106,7 @@ def _chunks(plan: Plan) -> dict[int, int]:
     return out
 
 
-def _merge(raw: Sequence[tuple[int, Compute, int, int]], chunk_of: dict[int, int]) -> list[Block]:
+def _merge(raw: Sequence[tuple[int, Compute, int, int]], chunk_of: Mapping[int, int]) -> list[Block]:
     blocks: list[Block] = []
     for stage, op, start, end in raw:
         micro = _micro(op)
