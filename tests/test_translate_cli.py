@@ -352,6 +352,7 @@ READ_OPTIONS = {
 WRITE_OPTIONS = {  # a folder that does not exist, a folder where a file goes, a file where a folder goes
     "translate --meta": ("translate", "resnet50", "-o", "OUT", "--meta", "{}"),
     "translate --timeline": ("translate", "resnet50", "-o", "OUT", "--timeline", "{}"),
+    "inspect --timeline": ("inspect", "TRACES", "--timeline", "{}"),
     "convert --output": ("convert", "WORKLOAD", "--to", "json", "-o", "{}"),
     "fetch --cache": ("fetch", "mnist-8", "--mirror", "http://127.0.0.1:9", "--cache", "{}"),
 }
@@ -407,7 +408,7 @@ def test_a_file_an_option_names_that_cannot_be_read_is_one_line_naming_it(
 
 @pytest.mark.parametrize(
     ("option", "kind"),
-    [*((o, k) for o in ("translate --meta", "translate --timeline", "convert --output")
+    [*((o, k) for o in ("translate --meta", "translate --timeline", "inspect --timeline", "convert --output")
        for k in ("in a missing folder", "a folder")),
      ("fetch --cache", "a file")],
 )  # fmt: skip
@@ -423,7 +424,16 @@ def test_a_path_an_option_cannot_write_is_one_line_naming_it(
     workload = tmp_path / "w.txt"
     workload.write_text("DATA\n1\nl -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n")
     path = places[kind]
-    fill = {"{}": str(path), "OUT": str(tmp_path / "out.txt"), "WORKLOAD": str(workload)}
+    traces = tmp_path / "t"
+    if "TRACES" in WRITE_OPTIONS[option]:
+        assert run_cli("translate", "gpt2", "--format", "chakra-et", "-o", traces).exit_code == 0
+        path = path.with_suffix(".svg") if kind != "a folder" else path
+    fill = {
+        "{}": str(path),
+        "OUT": str(tmp_path / "out.txt"),
+        "WORKLOAD": str(workload),
+        "TRACES": str(traces),
+    }
     result = run_cli(*[fill.get(a, a) for a in WRITE_OPTIONS[option]])
     assert result.exit_code == 2
     assert not any(raw in result.stderr for raw in RAW), result.stderr
