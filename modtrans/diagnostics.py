@@ -562,6 +562,21 @@ tensor group instead. AICB writes its `grad_norm` line so.
   good: the ALLGATHER in the weight-gradient column (of a line of its own)
 """,
 )
+_code(
+    "D313",
+    E,
+    "a collective's layer has no update time",
+    """
+ASTRA-sim 1.0 ends each of a layer's collectives by an event `update` ticks later (the last
+field: Layer::call registers Fwd_, Input_Grad_ and Wight_Grad_Comm_Finished_After_Delay with the
+layer's weight_grad_update_time). At 0 the event falls on the current tick, which its analytical
+event queue refuses: `EventQueue.cc:20: Assertion compare_time_stamp(current_time, time_stamp) < 0
+failed`, and the run aborts (found running ASTRA-sim-1.0 07d5d19 on such a file). Every reference
+workload of ASTRA-sim has a positive update time. SimAI does not abort.
+  bad:  lm_head -1 325 ALLREDUCE 8 296 NONE 0 338 ALLREDUCE 1024 0
+  good: lm_head -1 325 ALLREDUCE 8 296 NONE 0 338 ALLREDUCE 1024 1
+""",
+)
 
 # ---- S4xx: workload JSON ---------------------------------------------------------------------------
 _code(

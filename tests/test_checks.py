@@ -132,3 +132,35 @@ def test_one_bad_line_does_not_hide_the_others() -> None:
     text = "DATA\n4\n" + "\n".join(lines) + "\n"
     found = modtrans.validate(text)
     assert [(d.code, d.span.line if d.span else 0) for d in found] == [("P130", 4), ("V210", 6)]
+
+
+def test_an_update_time_of_zero_after_a_collective_is_for_astra_sim_only() -> None:
+    """D313: ASTRA-sim 1.0 aborts on it (its event queue's assertion, found running it); SimAI runs."""
+    text = (INVALID / "update_zero_after_a_collective.txt").read_text()
+    assert [d.code for d in modtrans.validate(text, dialect="astra-sim")] == ["D313", "D313"]
+    assert "D313" not in {d.code for d in modtrans.validate(text, dialect="simai")}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("gpt2", "-p", "HYBRID_TRANSFORMER", "--npus", "8", "--model-parallel-group", "4"),
+        ("gpt2", "--tp", "2", "--sp", "--dp", "2"),
+        ("gpt2", "--dp", "4", "--zero", "2"),
+        ("resnet50", "--npus", "8", "--like", str(CORPUS / "astra-sim" / "Resnet50_DataParallel.txt")),
+        ("bert-base", "-p", "HYBRID_DATA_MODEL", "--npus", "8", "--model-parallel-group", "2"),
+    ],
+    ids=["transformer-keyword", "tp-sp", "zero-2", "resnet50-reference", "bert-hybrid"],
+)
+def test_what_we_write_for_astra_sim_never_stops_it(args: tuple[str, ...], tmp_path: Path) -> None:
+    """Every ASTRA-sim 1.0 file we translate has a positive update time wherever a layer has a
+    collective (D313: the .pre / .post lines of further collectives and a tied LM head had 0)."""
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    out = tmp_path / "w.txt"
+    done = CliRunner().invoke(app, ["translate", *args, "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    _, found = validate_file(out, dialect="astra-sim")
+    assert "D313" not in {d.code for d in found}

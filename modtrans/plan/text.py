@@ -27,12 +27,12 @@ collective over another group, a recomputed forward without FWD_IN_BCKWD's check
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from modtrans.plan.lines import FWD, IG, WG, Line, ProjectionError, arrange, first_stage
 from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Recompute, Step, Transfer
 from modtrans.plan.sizes import Consumer, written
-from modtrans.workload.model import Header, Layer, Phase, Policy, Workload
+from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
 
 _COLUMNS = (Step.FWD, Step.INPUT_GRAD, Step.WEIGHT_GRAD)
 
@@ -107,8 +107,17 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             phases.append(_phase(plan, info.name, policy, step, time, comms.get((i, step)), reader))
         fwd, ig, wg = phases
         custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
-        layers.append(Layer(info.name, fwd, ig, wg, info.update, policy=custom))
+        layers.append(Layer(info.name, fwd, ig, wg, _update(info.update, phases, reader), policy=custom))
     return Workload(head, tuple(layers))
+
+
+def _update(ticks: int, phases: Sequence[Phase], reader: Consumer) -> int:
+    """The update time ASTRA-sim can run: it ends each of a layer's collectives by an event that
+    many ticks later, and its analytical event queue aborts on an event at the current tick
+    (diagnostic D313, found running ASTRA-sim 1.0): a layer with a collective waits 1 tick at least."""
+    if reader is Consumer.ASTRA_SIM and any(p.comm_type is not CommType.NONE for p in phases):
+        return max(ticks, 1)
+    return ticks
 
 
 def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[Layer, ...]:
@@ -132,7 +141,7 @@ def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[Layer, 
                 _phase(plan, name, policy, step, time, line.comms.get(col), reader)
                 for col, step, time in zip((FWD, IG, WG), _COLUMNS, compute, strict=True)
             )
-            return Layer(name, fwd, ig, wg, update)
+            return Layer(name, fwd, ig, wg, _update(update, (fwd, ig, wg), reader))
 
         pre = lines.pre
         out += [layer(f"{info.name}.pre{len(pre) - k}", line) for k, line in enumerate(reversed(pre))]

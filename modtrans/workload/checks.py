@@ -473,6 +473,18 @@ def simai_parameter_gather_in_forward(workload: Workload, dialect: Dialect) -> I
 _MICRO_COPY = re.compile(r"\.mb\d+$")  # modtrans's copy suffix; AICB repeats the names as they are
 
 
+@check("D313", dialects=(Dialect.ASTRA_SIM,))
+def astra_sim_update_after_a_collective(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
+    for layer in workload.layers:
+        if layer.update_time == 0 and any(p.comm_type is not CommType.NONE for _, p in layer.phases):
+            yield diagnostic(
+                "D313",
+                f"layer {layer.name} has a collective and an update time of 0: ASTRA-sim 1.0 aborts",
+                span=_field_span(layer, 11),
+                hint="write 1 (a tick): the end of each collective is an event that many ticks later",
+            )
+
+
 @check("D308", dialects=(Dialect.CHAKRA,))
 def chakra_int64(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     for layer in workload.layers:
