@@ -17,34 +17,63 @@ from modtrans.fileio import read_binary, utf8
 
 if TYPE_CHECKING:
     from modtrans.simulate import Planned, Result
+    from modtrans.simulate.endtoend import TextResult
 
 SimFormat = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
 
 
 @app.command()
 def simulate(
-    prefix: Annotated[str, typer.Argument(help="A trace set: PREFIX.<rank>.et and PREFIX.comm_groups.json.")],
+    prefix: Annotated[
+        str,
+        typer.Argument(
+            help="A trace set (PREFIX.<rank>.et, PREFIX.comm_groups.json), or a workload text file: "
+            "SimAI's dialect runs on SimAI, the others on ASTRA-sim 1.0."
+        ),
+    ],
     astra_sim: Annotated[
         str | None, typer.Option(help="The ASTRA-sim 2.x binary (default: $MODTRANS_ASTRA_SIM).")
     ] = None,
+    astra_sim_1: Annotated[
+        str | None,
+        typer.Option("--astra-sim-1", help="The ASTRA-sim 1.0 binary (default: $MODTRANS_ASTRA_SIM_1)."),
+    ] = None,
+    simai: Annotated[
+        str | None, typer.Option(help="The SimAI analytical binary (default: $MODTRANS_SIMAI).")
+    ] = None,
+    npus: Annotated[
+        int | None,
+        typer.Option(min=1, max=1 << 20, help="A text workload's NPUs (default: its .meta.json's)."),
+    ] = None,
+    layers: Annotated[bool, typer.Option("--layers", help="A text workload: every layer's row.")] = False,
     network: Annotated[
         str, typer.Option(help="switch:NPUS:GBPS, dgx-a100 or hgx-h100 (nodes of 8 GPUs).")
     ] = "dgx-a100",
     from_log: Annotated[
-        Path | None, typer.Option(help="Read a run's output instead of running the simulator.")
+        Path | None,
+        typer.Option(
+            help="Read a run's output instead of running the simulator: ASTRA-sim 2.x's log, or for "
+            "a workload file the EndToEnd.csv ASTRA-sim 1.0 or SimAI wrote."
+        ),
     ] = None,
     fmt: SimFormat = "table",
     ranks: Annotated[bool, typer.Option("--ranks", help="A row per rank (default: per stage).")] = False,
 ) -> None:
-    """Simulate a trace set on ASTRA-sim 2.x and show each rank's times.
+    """Simulate a trace set on ASTRA-sim 2.x, or a workload file on ASTRA-sim 1.0 or SimAI.
 
-    A row per pipeline stage (its slowest rank), or per rank with --ranks; then the iteration and
-    the TFLOP/s per GPU over it. Exit 0 every rank finished, 1 some did not, 2 unusable input."""
+    Traces: a row per pipeline stage (its slowest rank), or per rank with --ranks; then the
+    iteration and the TFLOP/s per GPU over it. A workload file: the iteration, its compute and
+    exposed communication, and the layers that expose the most (--layers: all). Exit 0 the run
+    finished, 1 it did not, 2 unusable input."""
     from modtrans import simulate as sim
+    from modtrans.chakra.read import is_trace_spec
     from modtrans.chakra.summary import representatives, summarize
 
     if fmt not in ("table", "json"):
         _stop(f"--format {fmt}: table or json")
+    if not is_trace_spec(Path(prefix)) and Path(prefix).is_file():
+        _text(Path(prefix), (astra_sim_1, simai, from_log), npus, network, fmt, every_layer=layers)
+        return
     base, members, meta = trace_set(prefix)
     npus = len(members)
     read = summarize(read_traces(representatives(members, _mesh(meta))))
@@ -73,6 +102,95 @@ def simulate(
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _text(
+    path: Path,
+    given: tuple[str | None, str | None, Path | None],
+    npus: int | None,
+    preset: str,
+    fmt: str,
+    *,
+    every_layer: bool,
+) -> None:
+    """A workload text file on the simulator of its dialect (simulate/astra1.py, simulate/simai.py):
+    `given` the ASTRA-sim 1.0 and SimAI binaries, or a recorded EndToEnd.csv to read instead."""
+    from modtrans.diagnostics import Severity
+    from modtrans.simulate import astra1, network
+    from modtrans.simulate import simai as simai_run
+    from modtrans.simulate.network import SimulateError
+    from modtrans.workload.dialects import detect
+    from modtrans.workload.load import load
+    from modtrans.workload.model import Dialect
+    from modtrans.workload.validate import check_parsed
+
+    parsed = load(path).result
+    workload = parsed.workload
+    if workload is None:
+        problems = list(parsed.diagnostics)
+        _stop(f"{path}: not a workload file ({problems[0].message if problems else 'unreadable'})")
+    dialect = workload.dialect or detect(workload)
+    errors = [d for d in check_parsed(parsed, dialect=dialect) if d.severity is Severity.ERROR]
+    if errors:  # what the simulator would abort on or misread: said before it runs
+        first = errors[0]
+        where = f"{path}:{first.span.line}" if first.span else str(path)
+        more = f"; {len(errors) - 1} more: modtrans validate {path}" if len(errors) > 1 else ""
+        typer.echo(f"modtrans: {where}: {first.code} {first.message}{more}", err=True)
+        raise typer.Exit(1)
+    count = npus or _meta_npus(path) or workload.header.all_gpus
+    if not count:
+        _stop(f"{path}: how many NPUs? give --npus (the file's .meta.json says none)")
+    astra_1, simai, recorded = given
+    reader = simai_run if dialect is Dialect.SIMAI else astra1
+    try:
+        net = network(preset, count)
+        if recorded is not None:
+            result = reader.parse(None, _log_text(recorded))
+        elif reader is simai_run:
+            result, _ = simai_run.run(simai_run.binary(simai), path, count, net)
+        else:
+            result, _ = astra1.run(astra1.binary(astra_1), path, net)
+    except SimulateError as error:
+        _stop(str(error))
+    _show_text(result, path, count, fmt, every_layer)
+    if not result.finished:
+        typer.echo(f"modtrans: {result.simulator} did not finish every pass", err=True)
+        raise typer.Exit(1)
+
+
+def _meta_npus(path: Path) -> int | None:
+    try:
+        meta = json.loads(Path(f"{path}.meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    found = (
+        meta.get("parallel", {}).get("npus")
+        if isinstance(meta, dict) and isinstance(meta.get("parallel"), dict)
+        else None
+    )
+    return found if isinstance(found, int) and found > 0 else None
+
+
+def _show_text(result: TextResult, path: Path, npus: int, fmt: str, every_layer: bool) -> None:
+    if fmt == "json":
+        document = {**dataclasses.asdict(result), "workload": str(path), "npus": npus}
+        sys.stdout.write(json.dumps(document, indent=1) + "\n")
+        return
+    typer.echo(f"{result.simulator} on {path} ({npus} NPUs)")
+    shown = result.layers if every_layer else sorted(result.layers, key=lambda x: -sum(x.exposed_us))[:10]
+    typer.echo(f"{'layer':<40} {'compute us (fwd ig wg)':>28} {'exposed comm us (fwd ig wg)':>30}")
+    for x in shown:
+        compute = " ".join(f"{v:,.1f}" for v in x.compute_us)
+        exposed = " ".join(f"{v:,.1f}" for v in x.exposed_us)
+        typer.echo(f"{x.name[:40]:<40} {compute:>28} {exposed:>30}")
+    if not every_layer and len(result.layers) > len(shown):
+        typer.echo(
+            f"(the {len(shown)} of {len(result.layers)} exposing the most communication; --layers: all)"
+        )
+    typer.echo(
+        f"iteration: {result.total_us / 1e3:,.3f} ms: compute {result.compute_us / 1e3:,.3f} ms, "
+        f"exposed communication {result.exposed_us / 1e3:,.3f} ms"
+    )
 
 
 def _log_text(path: Path) -> str:

@@ -3,7 +3,7 @@
 ModTrans never vendors or builds the simulator: the user gives the binary (`--astra-sim PATH` or
 MODTRANS_ASTRA_SIM), built as astra-sim/astra-sim's README says (the analytical backend:
 build/astra_analytical/build.sh; the binary AstraSim_Analytical_Congestion_Unaware). ModTrans
-writes the three configurations it reads, from a named network preset:
+writes the three configurations it reads, from a named network preset (network.py):
 
     system    one collective implementation per network dimension (ring), 1 active chunk and 1
               split, replay mode (`roofline-enabled` 0: the traces' durations run as written). One
@@ -11,15 +11,6 @@ writes the three configurations it reads, from a named network preset:
               unused (found running it)
     network   a Switch per dimension, its NPU count, bandwidth (GB/s) and latency (ns)
     memory    no memory expansion
-
-The presets (per GPU, one direction):
-
-    switch:N:GBPS   one switch of N NPUs
-    dgx-a100        8 GPUs per node on NVSwitch, 300 GB/s (NVIDIA DGX A100 datasheet: 600 GB/s
-                    bidirectional NVLink per GPU), nodes on 25 GB/s (8 HDR InfiniBand 200 Gb/s links
-                    per 8 GPUs)
-    hgx-h100        8 per node, 450 GB/s (NVLink 4: 900 GB/s bidirectional), nodes on 50 GB/s (one
-                    400 Gb/s NDR link per GPU)
 
 A run is judged by its `sys[i] finished` lines, not its exit status: ASTRA-sim 2.x exits 134
 after printing every result in about half the runs that use communicator groups (an invalid free
@@ -29,7 +20,6 @@ in its teardown), and can exit 0 with no rank finished. Its times are in cycles 
 from __future__ import annotations
 
 import bisect
-import os
 import re
 import subprocess
 import tempfile
@@ -37,13 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from modtrans.simulate.network import Network, SimulateError
+from modtrans.simulate.network import binary as _binary
+
 ENVIRONMENT = "MODTRANS_ASTRA_SIM"
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
 _STAT = re.compile(r"sys\[(\d+)\], (Wall time|Comm time|GPU time|Total compute-communication overlap): (\d+)")
-
-
-class SimulateError(ValueError):
-    """Something that stops a simulation or its reading, in one line."""
 
 
 @dataclass
@@ -89,39 +78,6 @@ def parse(log: str, expected: int) -> Result:
         else:
             r.overlap = number
     return result
-
-
-@dataclass(frozen=True)
-class Network:
-    dims: tuple[int, ...]  # NPUs per dimension, the product the trace set's NPUs
-    bandwidth: tuple[float, ...]  # GB/s per dimension
-    latency: tuple[float, ...]  # ns
-
-
-PRESETS = {"dgx-a100": (8, 300.0, 25.0), "hgx-h100": (8, 450.0, 50.0)}
-
-
-def network(preset: str, npus: int) -> Network:
-    """The network a preset names, sized to `npus` (SimulateError when it cannot hold them)."""
-    if preset.startswith("switch:"):
-        parts = preset.split(":")
-        try:
-            size, gbps = int(parts[1]), float(parts[2])
-        except (IndexError, ValueError):
-            raise SimulateError(f"--network {preset}: switch:NPUS:GBPS, e.g. switch:8:300") from None
-        if size != npus or not gbps > 0:
-            raise SimulateError(
-                f"--network {preset}: the trace set has {npus} NPUs; a switch of {npus}, bandwidth > 0"
-            )
-        return Network((npus,), (gbps,), (1.0,))
-    if preset not in PRESETS:
-        raise SimulateError(f"--network {preset}: one of switch:NPUS:GBPS, {', '.join(PRESETS)}")
-    per_node, inside, between = PRESETS[preset]
-    if npus <= per_node:
-        return Network((npus,), (inside,), (1.0,))
-    if npus % per_node:
-        raise SimulateError(f"--network {preset}: {npus} NPUs are not whole nodes of {per_node}")
-    return Network((per_node, npus // per_node), (inside, between), (1.0, 1000.0))
 
 
 def configurations(net: Network) -> Mapping[str, str]:
@@ -230,13 +186,7 @@ def replay_gaps(result: Result, planned: Planned) -> list[tuple[int, int, int]]:
 
 
 def binary(given: str | None) -> Path:
-    path = given or os.environ.get(ENVIRONMENT)
-    if not path:
-        raise SimulateError(f"give the ASTRA-sim 2.x binary: --astra-sim PATH or {ENVIRONMENT}")
-    found = Path(path)
-    if not found.is_file() or not os.access(found, os.X_OK):
-        raise SimulateError(f"--astra-sim {path}: not an executable file")
-    return found
+    return _binary(given, ENVIRONMENT, "--astra-sim", "ASTRA-sim 2.x")
 
 
 def run(

@@ -1,0 +1,125 @@
+"""Run ASTRA-sim 1.0's analytical backend on a workload text file and read its results back.
+
+The binary is the user's (`--astra-sim-1 PATH` or MODTRANS_ASTRA_SIM_1): astra-sim/astra-sim's
+ASTRA-sim-1.0 branch, build/astra_analytical/build.sh, bin/AnalyticalAstra. ModTrans writes the
+two configurations it reads, from a network preset (network.py):
+
+    network   the analytical backend's Hierarchical topology: a Switch per dimension, its NPU
+              count, one link of the preset's bandwidth (GB/s) and latency (ns); no HBM model
+              (`hbm-scale` 0: the workload's compute times run as written)
+    system    one implementation per dimension joined by `_` (ring for all-reduce, all-gather and
+              reduce-scatter, direct for all-to-all), 1 active chunk, 1 split, LIFO, baseline
+
+and runs it with one pass, one queue per dimension and every scale 1 (its command-line options,
+astra-sim/system/AstraParamParser). A run is judged by the `all passes finished at time` line, not
+the exit status; the results are its EndToEnd.csv (endtoend.py), in microseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from modtrans.simulate.endtoend import TextResult, layers, read_rows
+from modtrans.simulate.network import Network, SimulateError
+from modtrans.simulate.network import binary as _binary
+
+ENVIRONMENT = "MODTRANS_ASTRA_SIM_1"
+_FINISHED = re.compile(r"all passes finished at time: (\d+)")
+
+
+def binary(given: str | None) -> Path:
+    return _binary(given, ENVIRONMENT, "--astra-sim-1", "ASTRA-sim 1.0")
+
+
+def configurations(net: Network) -> Mapping[str, str]:
+    """The network JSON and system text ASTRA-sim 1.0's analytical backend reads."""
+    d = len(net.dims)
+    topology = {
+        "topology-name": "Hierarchical",
+        "dimensions-count": d,
+        "topologies-per-dim": ["Switch"] * d,
+        "dimension-type": ["N"] * d,
+        "units-count": list(net.dims),
+        "links-count": [1] * d,
+        "link-latency": list(net.latency),
+        "link-bandwidth": list(net.bandwidth),
+        "nic-latency": [0] * d,
+        "router-latency": [0] * d,
+        "hbm-latency": [0] * d,
+        "hbm-bandwidth": [1] * d,
+        "hbm-scale": [0] * d,
+    }
+    ring, direct = "_".join(["ring"] * d), "_".join(["direct"] * d)
+    system = (
+        "scheduling-policy: LIFO\nendpoint-delay: 10\nactive-chunks-per-dimension: 1\n"
+        "preferred-dataset-splits: 1\nboost-mode: 0\n"
+        f"all-reduce-implementation: {ring}\nall-gather-implementation: {ring}\n"
+        f"reduce-scatter-implementation: {ring}\nall-to-all-implementation: {direct}\n"
+        "collective-optimization: baseline\n"
+    )
+    return {"network.json": json.dumps(topology, indent=1) + "\n", "system.txt": system}
+
+
+def parse(log: str | None, end_to_end: str) -> TextResult:
+    """The run's stdout and its EndToEnd.csv as one result (totals from the first layer row);
+    without the stdout (a recorded EndToEnd.csv), finished when the totals are there."""
+    rows = read_rows(end_to_end)
+    header = [h.strip() for h in rows[0]] if rows else []
+    first = rows[1] if len(rows) > 1 else []
+
+    def total(name: str) -> float:
+        if name not in header or header.index(name) >= len(first):
+            return 0.0
+        try:
+            return float(first[header.index(name)])
+        except ValueError:
+            return 0.0
+
+    return TextResult(
+        "ASTRA-sim 1.0",
+        bool(_FINISHED.search(log)) if log is not None else total("workload finished at") > 0,
+        total("workload finished at"),
+        total("total comp"),
+        total("total exposed comm"),
+        layers(rows),
+    )
+
+
+def run(executable: Path, workload: Path, net: Network, *, timeout: float = 3600) -> tuple[TextResult, str]:
+    """Run the simulator on the workload file (its NPUs: the network's)."""
+    with tempfile.TemporaryDirectory(prefix="modtrans-astra1-") as folder:
+        files = {}
+        for name, text in configurations(net).items():
+            files[name] = Path(folder) / name
+            files[name].write_text(text, encoding="utf-8")
+        command = [
+            str(executable),
+            f"--network-configuration={files['network.json']}",
+            f"--system-configuration={files['system.txt']}",
+            f"--workload-configuration={workload.resolve()}",
+            f"--path={folder}/",  # it joins file names to this as a string
+            "--run-name=modtrans",
+            "--num-passes=1",
+            "--num-queues-per-dim=1",
+            "--comm-scale=1",
+            "--compute-scale=1",
+            "--injection-scale=1",
+            "--rendezvous-protocol=false",
+            "--total-stat-rows=1",
+            "--stat-row=0",
+        ]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise SimulateError(f"ASTRA-sim 1.0 ran past {timeout:g} s") from None
+        except OSError as error:
+            raise SimulateError(f"cannot run {executable}: {error.strerror or error}") from None
+        csv_path = Path(folder) / "EndToEnd.csv"
+        end_to_end = csv_path.read_text(encoding="utf-8", errors="replace") if csv_path.is_file() else ""
+    log = done.stdout + done.stderr
+    return parse(log, end_to_end), log

@@ -1,0 +1,69 @@
+"""The per-layer results ASTRA-sim 1.0 and SimAI write (`EndToEnd.csv`), read by column name.
+
+ASTRA-sim 1.0 (astra-sim/workload/CSVWriter and Workload::report) writes a header row, then a
+row per layer: its name, the run's name, and per phase the compute and the exposed and total
+communication, in microseconds; its first layer row also carries the totals (`workload finished
+at`, `total comp`, `total exposed comm`). SimAI's analytical simulator writes the same per-layer
+columns (with algbw and busbw beside each total), after two summary rows of its own (astra2.py
+reads ASTRA-sim 2.x, whose results are log lines).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+PHASES = ("fwd", "ig", "wg")
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    name: str
+    compute_us: tuple[float, float, float]  # forward, input gradient, weight gradient
+    exposed_us: tuple[float, float, float]  # communication nothing overlapped, per phase
+
+
+@dataclass(frozen=True)
+class TextResult:
+    """A run on a workload text file: its iteration, compute and exposed communication (us)."""
+
+    simulator: str
+    finished: bool  # the simulator said every pass finished
+    total_us: float
+    compute_us: float
+    exposed_us: float
+    layers: tuple[LayerRow, ...]
+
+
+def number(cell: str) -> float:
+    """`4649.249000`, `1804 (14.96%)`, `-nan` -> a float (nan and blanks: 0)."""
+    head = cell.strip().split(" ")[0]
+    try:
+        value = float(head)
+    except ValueError:
+        return 0.0
+    return value if value == value else 0.0
+
+
+def layers(rows: Sequence[Sequence[str]]) -> tuple[LayerRow, ...]:
+    """The layer rows under the first header row that names `fwd compute` (blank cells dropped)."""
+    at = next((i for i, header in enumerate(rows) if "fwd compute" in (h.strip() for h in header)), None)
+    if at is None:
+        return ()
+    names = [h.strip() for h in rows[at]]
+    compute = [names.index(f"{p} compute") for p in PHASES]
+    exposed = [names.index(f"{p} exposed comm") for p in PHASES]
+    out = []
+    for row in rows[at + 1 :]:
+        if len(row) <= max(compute + exposed) or not row[0].strip():
+            continue
+        c0, c1, c2 = (number(row[i]) for i in compute)
+        e0, e1, e2 = (number(row[i]) for i in exposed)
+        out.append(LayerRow(row[0].strip(), (c0, c1, c2), (e0, e1, e2)))
+    return tuple(out)
+
+
+def read_rows(text: str) -> list[list[str]]:
+    return [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]

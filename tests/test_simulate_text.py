@@ -1,0 +1,116 @@
+"""modtrans simulate on workload text files: ASTRA-sim 1.0 (simulate/astra1.py) and SimAI's
+analytical simulator (simulate/simai.py). Recorded runs (fixtures/astra-sim-1, fixtures/simai) are
+read back and checked against the CSV cells read here; where a binary is given (MODTRANS_ASTRA_SIM_1,
+MODTRANS_SIMAI), a real run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from modtrans.simulate import astra1, network
+
+Run = Callable[..., Result]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+ASTRA1 = FIXTURES / "astra-sim-1" / "gpt2-hybrid-transformer"
+SIMAI = FIXTURES / "simai" / "gpt2-tp2-dp4"
+
+
+def _shown(run_cli: Run, base: Path, *more: str) -> dict[str, object]:
+    done = run_cli(
+        "simulate", f"{base}.txt", "--from-log", f"{base}.EndToEnd.csv", "--network", "switch:8:300",
+        "--npus", "8", "--format", "json", *more,
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    shown: dict[str, object] = json.loads(done.stdout)
+    return shown
+
+
+def test_a_recorded_astra_sim_1_run_is_read_back_as_it_wrote_it(run_cli: Run) -> None:
+    """Its EndToEnd.csv's first layer row carries the totals (us); every layer of our file has its
+    row, in order, and the iteration is the `all passes finished` time of its log (ns)."""
+    shown = _shown(run_cli, ASTRA1)
+    rows = list(csv.reader(ASTRA1.with_suffix(".EndToEnd.csv").read_text().splitlines()))
+    header = rows[0]
+    first = rows[1]
+    assert shown["simulator"] == "ASTRA-sim 1.0"
+    assert shown["finished"] is True
+    for key, column in (("total_us", "workload finished at"), ("compute_us", "total comp")):
+        assert shown[key] == float(first[header.index(column)])
+    assert shown["exposed_us"] == float(first[header.index("total exposed comm")])
+    names = [line.split()[0] for line in ASTRA1.with_suffix(".txt").read_text().splitlines()[2:]]
+    assert [layer["name"] for layer in shown["layers"]] == names  # type: ignore[attr-defined]
+    finished = re.search(r"all passes finished at time: (\d+)", ASTRA1.with_suffix(".log").read_text())
+    assert finished is not None
+    assert abs(float(shown["total_us"]) * 1000 - int(finished.group(1))) < 1  # type: ignore[arg-type]
+
+
+def test_a_recorded_simai_run_is_read_back_as_it_wrote_it(run_cli: Run) -> None:
+    """SimAI's summary row: `total comp`, `total exposed comm` and `Total time`, each `value
+    (share)` in us; the total is the compute plus the exposed communication."""
+    shown = _shown(run_cli, SIMAI)
+    text = SIMAI.with_suffix(".EndToEnd.csv").read_text().splitlines()
+    values = [cell.strip().split(" ")[0] for cell in text[1].split(",")]
+    assert shown["simulator"] == "SimAI analytical"
+    assert (shown["compute_us"], shown["exposed_us"], shown["total_us"]) == tuple(
+        float(v) for v in values[-3:]
+    )
+    assert shown["total_us"] == float(values[-3]) + float(values[-2])
+    names = [line.split()[0] for line in SIMAI.with_suffix(".txt").read_text().splitlines()[2:]]
+    assert [layer["name"] for layer in shown["layers"]] == names  # type: ignore[attr-defined]
+
+
+def test_a_file_the_simulator_would_abort_on_is_refused_before_it_runs(run_cli: Run, tmp_path: Path) -> None:
+    """D313 (ASTRA-sim 1.0 aborts on an update time of 0 after a collective): exit 1, one line."""
+    bad = tmp_path / "w.txt"
+    bad.write_text((FIXTURES / "workloads" / "invalid" / "update_zero_after_a_collective.txt").read_text())
+    done = run_cli("simulate", bad, "--npus", "8", "--network", "switch:8:300", "--astra-sim-1", "/bin/true")
+    assert done.exit_code == 1
+    assert "D313" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_two_level_cluster_is_two_switch_dimensions_for_astra_sim_1() -> None:
+    files = astra1.configurations(network("dgx-a100", 16))
+    topology = json.loads(files["network.json"])
+    assert topology["units-count"] == [8, 2]
+    assert topology["link-bandwidth"] == [300.0, 25.0]
+    assert topology["topologies-per-dim"] == ["Switch", "Switch"]
+    assert "all-reduce-implementation: ring_ring\n" in files["system.txt"]
+
+
+@pytest.mark.skipif(not os.environ.get("MODTRANS_ASTRA_SIM_1"), reason="no ASTRA-sim 1.0 binary given")
+@pytest.mark.parametrize(
+    "layout", [("-p", "HYBRID_TRANSFORMER", "--model-parallel-group", "4"), ("--tp", "2", "--sp")]
+)
+def test_a_real_astra_sim_1_run_finishes(run_cli: Run, tmp_path: Path, layout: tuple[str, ...]) -> None:
+    out = tmp_path / "w.txt"
+    args = (
+        ("translate", "gpt2", *layout, "-o", out)
+        if layout[0] == "-p"
+        else ("translate", "gpt2", *layout, "--dp", "4", "-o", out)
+    )
+    assert run_cli(*args, *(("--npus", "8") if layout[0] == "-p" else ())).exit_code == 0
+    done = run_cli("simulate", out, "--network", "switch:8:300", "--format", "json")
+    assert done.exit_code == 0, done.output
+    shown = json.loads(done.stdout)
+    assert shown["finished"] is True
+    assert shown["total_us"] >= shown["compute_us"] > 0
+
+
+@pytest.mark.skipif(not os.environ.get("MODTRANS_SIMAI"), reason="no SimAI binary given")
+def test_a_real_simai_run_finishes(run_cli: Run, tmp_path: Path) -> None:
+    out = tmp_path / "w.txt"
+    assert run_cli("translate", "gpt2", "--tp", "2", "--dp", "4", "-d", "simai", "-o", out).exit_code == 0
+    done = run_cli("simulate", out, "--network", "switch:8:300", "--format", "json")
+    assert done.exit_code == 0, done.output
+    shown = json.loads(done.stdout)
+    assert shown["finished"] is True
+    assert abs(shown["total_us"] - shown["compute_us"] - shown["exposed_us"]) <= 1
