@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from modtrans import schema
@@ -228,6 +230,21 @@ class Totals:
     trainable_params: int
     trainable_bytes: int
     flops: Flops
+    active_params: int = 0  # what one token computes with: a routed expert's share top_k / experts
+    embedding_params: int = 0  # the embedding tables' (looked up, not multiplied)
+
+
+def _active(layers: Sequence[Layer]) -> int:
+    """The parameters one token is computed with: every counted one, a routed expert's times
+    top_k / experts (balanced routing sends each token to top_k of them), exact."""
+    whole, shares = 0, Fraction(0)
+    for x in layers:
+        elements = sum(p.elements for p in x.params if p.counted)
+        if x.moe is not None and x.moe.expert is not None and x.moe.experts:
+            shares += Fraction(elements * x.moe.top_k, x.moe.experts)
+        else:
+            whole += elements
+    return whole + round(shares)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +271,10 @@ class ModelIR:
             trainable_params=sum(p.elements for p in trainable),
             trainable_bytes=sum(p.bytes for p in trainable),
             flops=flops,
+            active_params=_active(self.layers),
+            embedding_params=sum(
+                p.elements for x in self.layers if x.kind is Kind.EMBEDDING for p in x.params if p.counted
+            ),
         )
         object.__setattr__(self, "totals", totals)
 
@@ -292,6 +313,8 @@ def to_dict(model: ModelIR) -> dict[str, Any]:
             "param_bytes": t.param_bytes,
             "trainable_params": t.trainable_params,
             "trainable_bytes": t.trainable_bytes,
+            "active_params": t.active_params,
+            "embedding_params": t.embedding_params,
             "flops": _flops(t.flops),
         },
         "layers": [_layer(x) for x in model.layers],

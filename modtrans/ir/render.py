@@ -101,11 +101,15 @@ def print_table(
 ) -> None:
     console = Console(no_color=color is False, highlight=False, width=width, soft_wrap=False)
     console.print(table(ir, selected, title))
-    f = ir.totals.flops
+    f, t = ir.totals.flops, ir.totals
     console.print(
-        f"{ir.totals.layers} IR layers; {ir.totals.params:,} parameters ({ir.totals.param_bytes:,} bytes), "
-        f"{ir.totals.trainable_params:,} trainable; GFLOPs forward {f.forward / 1e9:,.3f}, "
+        f"{t.layers} IR layers; {t.params:,} parameters ({t.param_bytes:,} bytes), "
+        f"{t.trainable_params:,} trainable; GFLOPs forward {f.forward / 1e9:,.3f}, "
         f"input-grad {f.input_grad / 1e9:,.3f}, weight-grad {f.weight_grad / 1e9:,.3f}"
+    )
+    console.print(
+        f"parameters: {t.params:,} in all, {t.params - t.embedding_params:,} without the embedding tables; "
+        f"active per token {t.active_params:,} ({t.active_params - t.embedding_params:,} without)"
     )
 
 

@@ -157,7 +157,7 @@ class _Builder:
         h = dims(x)[-1]
         params = [self.param(f"{name}.weight", Role.SCALE, (h,))]
         op = "RMSNormalization"
-        if self.arch.norm == "layer":
+        if self.arch.norm == "layer" and self.arch.norm_bias:
             params.append(self.param(f"{name}.bias", Role.SHIFT, (h,)))
             op = "LayerNormalization"
         return self.add(name, op, Kind.NORM, [x], dims(x), flops.norm(math.prod(dims(x))), params)
@@ -211,37 +211,67 @@ def _attention_core(
 
 
 def _decoder(b: _Builder, ids: Activation) -> None:
-    a = b.arch
-    x = b.embedding("model.embed_tokens", ids, a.vocab)
+    """Any decoder family (its module names and norm placement: families.py)."""
+    a, st = b.arch, b.arch.style
+    x = b.embedding(f"{st.root}.{st.embed}", ids, a.vocab)
     for i in range(a.layers):
-        p = f"model.layers.{i}"
+        p = f"{st.root}.{st.blocks}.{i}"
         b.at(i, Part.ATTENTION)
-        h = b.norm(f"{p}.input_layernorm", x)
-        o = _self_attention(b, f"{p}.self_attn", h)
+        if st.norms in ("parallel", "parallel2"):
+            x = _parallel_block(b, p, x, i)
+            continue
+        h = b.norm(f"{p}.{st.norm_names[0]}", x) if st.norms != "post" else x
+        o = _self_attention(b, f"{p}.{st.attention}", h)
+        if st.norms in ("sandwich", "post"):
+            o = b.norm(f"{p}.{st.norm_names[1 if st.norms == 'sandwich' else 0]}", o)
         x = b.elementwise(f"{p}.residual_attn", "Add", [x, o], dims(x))
         b.at(i, Part.MLP)
-        h = b.norm(f"{p}.post_attention_layernorm", x)
-        if a.experts is not None and a.experts.in_block(i):
-            m = _mixture(b, p, h)
-        else:
-            m = _swiglu(b, f"{p}.mlp", h, a.intermediate)
+        h = x if st.norms == "post" else b.norm(f"{p}.{st.norm_names[2 if st.norms == 'sandwich' else 1]}", x)
+        m = _mlp(b, p, h, i)
+        if st.norms in ("sandwich", "post"):
+            m = b.norm(f"{p}.{st.norm_names[-1]}", m)
         x = b.elementwise(f"{p}.residual_mlp", "Add", [x, m], dims(x))
     b.at(None, Part.HEAD)
-    x = b.norm("model.norm", x)
-    b.linear("lm_head", x, a.vocab, shared_with="model.embed_tokens" if a.tied else None)
+    x = b.norm(f"{st.root}.{st.final_norm}", x)
+    b.linear(st.head, x, a.vocab, shared_with=f"{st.root}.{st.embed}" if a.tied else None)
+
+
+def _parallel_block(b: _Builder, p: str, x: Activation, i: int) -> Activation:
+    """Attention and MLP both read x (GPTNeoXLayer with use_parallel_residual, FalconDecoderLayer
+    with parallel_attn): one shared norm, or one each; one residual add of both."""
+    st = b.arch.style
+    h = b.norm(f"{p}.{st.norm_names[0]}", x)
+    o = _self_attention(b, f"{p}.{st.attention}", h)
+    b.at(i, Part.MLP)
+    h2 = b.norm(f"{p}.{st.norm_names[1]}", x) if st.norms == "parallel2" else h
+    m = _mlp(b, p, h2, i)
+    return b.elementwise(f"{p}.residual", "Add", [x, o, m], dims(x))
+
+
+def _mlp(b: _Builder, p: str, h: Activation, i: int) -> Activation:
+    a, st = b.arch, b.arch.style
+    if a.experts is not None and a.experts.in_block(i):
+        return _mixture(b, p, h)
+    if a.mlp == "gelu":  # not gated: up, GELU, down (Starcoder2MLP, GPTNeoXMLP, FalconMLP)
+        up = b.linear(f"{p}.{st.mlp}.{st.up[0]}", h, a.intermediate, bias=a.mlp_bias)
+        act = b.elementwise(f"{p}.{st.mlp}.act", "Gelu", [up], dims(up))
+        return b.linear(f"{p}.{st.mlp}.{st.down}", act, a.hidden, bias=a.mlp_bias)
+    if len(st.up) == 1:  # gate and up as one projection (Phi3MLP.gate_up_proj)
+        both = b.linear(f"{p}.{st.mlp}.{st.up[0]}", h, 2 * a.intermediate, bias=a.mlp_bias)
+        act = b.add(
+            f"{p}.{st.mlp}.act", "SiluMul", Kind.ELEMENTWISE, [both], (*dims(both)[:-1], a.intermediate),
+            flops.elementwise(b.tokens * a.intermediate),
+        )  # fmt: skip
+        return b.linear(f"{p}.{st.mlp}.{st.down}", act, a.hidden, bias=a.mlp_bias)
+    return _swiglu(b, f"{p}.{st.mlp}", h, a.intermediate, names=(st.up[0], st.up[1], st.down))
 
 
 def _self_attention(b: _Builder, p: str, h: Activation) -> Activation:
-    a = b.arch
+    a, st = b.arch, b.arch.style
     latent = a.latent
     if latent is None:
-        q = b.linear(f"{p}.q_proj", h, a.heads * a.head_dim, bias=a.qkv_bias)
-        k = b.linear(f"{p}.k_proj", h, a.kv_heads * a.head_dim, bias=a.qkv_bias)
-        v = b.linear(f"{p}.v_proj", h, a.kv_heads * a.head_dim, bias=a.qkv_bias)
+        q, k, v = _projections(b, p, h)
         qk, vd = a.head_dim, a.head_dim
-        if a.qk_norm:  # per head, over head_dim, before the rotation (Qwen3Attention.forward)
-            q = b.norm(f"{p}.q_norm", b.tensor(q.name, (b.batch, b.sequence, a.heads, a.head_dim)))
-            k = b.norm(f"{p}.k_norm", b.tensor(k.name, (b.batch, b.sequence, a.kv_heads, a.head_dim)))
     else:
         qk, vd = latent.nope_dim + latent.rope_dim, latent.v_dim
         if latent.q_rank:
@@ -257,7 +287,26 @@ def _self_attention(b: _Builder, p: str, h: Activation) -> Activation:
         f"{p}.rotary", "RotaryEmbedding", [q, k], (b.batch, b.sequence, (a.heads + a.kv_heads) * qk)
     )
     context = _attention_core(b, p, rotated, rotated, v, qk, vd)
-    return b.linear(f"{p}.o_proj", context, a.hidden, bias=False)
+    return b.linear(f"{p}.{st.out}", context, a.hidden, bias=a.o_bias)
+
+
+def _projections(b: _Builder, p: str, h: Activation) -> tuple[Activation, Activation, Activation]:
+    """Query, key and value: three projections or one fused (GPT-NeoX's, Falcon's, Phi-3's), then
+    the query and key norms: per head over head_dim before the rotation (Qwen3Attention,
+    Gemma3Attention) or over all heads' width (Olmo2Attention: q_norm of heads x head_dim)."""
+    a, st = b.arch, b.arch.style
+    widths = (a.heads * a.head_dim, a.kv_heads * a.head_dim, a.kv_heads * a.head_dim)
+    if len(st.qkv) == 1:
+        q = k = v = b.linear(f"{p}.{st.qkv[0]}", h, sum(widths), bias=a.qkv_bias)
+    else:
+        q, k, v = (b.linear(f"{p}.{n}", h, w, bias=a.qkv_bias) for n, w in zip(st.qkv, widths, strict=True))
+    if a.qk_norm or st.qk_norm == "head":
+        q = b.norm(f"{p}.q_norm", b.tensor(q.name, (b.batch, b.sequence, a.heads, a.head_dim)))
+        k = b.norm(f"{p}.k_norm", b.tensor(k.name, (b.batch, b.sequence, a.kv_heads, a.head_dim)))
+    elif st.qk_norm == "full":
+        q = b.norm(f"{p}.q_norm", b.tensor(q.name, (b.batch, b.sequence, widths[0])))
+        k = b.norm(f"{p}.k_norm", b.tensor(k.name, (b.batch, b.sequence, widths[1])))
+    return q, k, v
 
 
 def _swiglu(

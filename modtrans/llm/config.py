@@ -6,7 +6,9 @@
 Families read (their `model_type`): llama, mistral, qwen2, qwen3 (decoders with RMSNorm, SwiGLU,
 rotary positions); mixtral, qwen2_moe, qwen3_moe, deepseek, deepseek_v2, deepseek_v3 (the same
 with a mixture of experts; DeepSeek-V2/V3 with multi-head latent attention); gpt2 (pre-norm
-LayerNorm, GELU, learned positions, tied head); bert (post-norm encoder). Keys follow each family's
+LayerNorm, GELU, learned positions, tied head); bert (post-norm encoder); gemma, gemma2,
+gemma3_text, phi3, falcon (and its first name RefinedWebModel), gpt_neox, olmo2, olmo3, starcoder2
+(their module names and norm placement in families.py). Keys follow each family's
 transformers configuration class; a key a family needs that is missing is a ConfigError naming it.
 """
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modtrans import dtypes
+from modtrans.llm.families import LLAMA, STYLES, Style
 
 DTYPES = {
     torch: (ir, dtypes.width(ir))
@@ -36,7 +39,10 @@ FAMILIES = (
     "deepseek_v3",
     "gpt2",
     "bert",
+    *STYLES,
 )
+ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
+"""Old model_type names of a family (Falcon's first configurations)."""
 
 
 class ConfigError(ValueError):
@@ -93,6 +99,9 @@ class Arch:
     context: int = 0  # the longest sequence it was made for (max_position_embeddings; 0: not given)
     qk_norm: bool = False  # an RMSNorm of each head's query and key (Qwen3: q_norm, k_norm over head_dim)
     attention_dropout: float = 0.0  # dropout p of the attention probabilities in training
+    style: Style = LLAMA  # module names and norm placement (families.py)
+    o_bias: bool = False  # the attention output projection has a bias
+    norm_bias: bool = True  # a LayerNorm has a bias (RMSNorm never)
     heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
 
 
@@ -129,6 +138,12 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
     family = config.get("model_type")
     if family is None:
         family = _family_of(config.get("architectures"))
+    family = ALIASES.get(family, family) if isinstance(family, str) else family
+    if family == "gemma3":
+        raise ConfigError(
+            "model_type gemma3 is Gemma 3 with its vision tower: give its text_config (model_type "
+            "gemma3_text) for the language model"
+        )
     if family not in FAMILIES:
         known = ", ".join(FAMILIES)
         raise ConfigError(f"model_type {family!r} is not a family modtrans reads ({known})")
@@ -139,6 +154,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _gpt2(config, dtype)
     elif family == "bert":
         arch = _bert(config, dtype)
+    elif family in STYLES:
+        arch = _styled(config, family, dtype)
     else:
         arch = _decoder(config, family, dtype)
     _check(arch)
@@ -271,6 +288,79 @@ def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         qk_norm=family in ("qwen3", "qwen3_moe"),  # Qwen3Attention: q_norm, k_norm (Qwen3RMSNorm(head_dim))
         attention_dropout=_probability(config, "attention_dropout", 0.0),  # LlamaConfig's default
     )
+
+
+TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "falcon"})
+"""Families whose configuration class defaults tie_word_embeddings to True (GemmaConfig,
+Gemma2Config, Gemma3TextConfig, Starcoder2Config, FalconConfig); the others default to False."""
+
+
+def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
+    """The families of families.py: their keys as their transformers configuration classes read
+    them (GPTNeoXConfig, FalconConfig, Phi3Config, GemmaConfig, Gemma2Config, Gemma3TextConfig,
+    Olmo2Config, Olmo3Config, Starcoder2Config), with those classes' defaults."""
+    hidden = _get(config, "hidden_size")
+    heads = _get(config, "num_attention_heads", "n_head")
+    head_dim = _get(config, "head_dim", default=hidden // heads if heads else 0)
+    _whole_heads(hidden, heads, "hidden_size", config.get("head_dim"))
+    style = STYLES[family]
+    kv_heads = _get(config, "num_key_value_heads", default=heads)
+    bias = bool(config.get("attention_bias", False))
+    mlp_bias, o_bias, norm, mlp = bias, bias, "rms", "swiglu"
+    tied = bool(config.get("tie_word_embeddings", family in TIED_BY_DEFAULT))
+    intermediate = _get(config, "intermediate_size", default=4 * hidden)
+    if family.startswith("gemma"):
+        mlp = "geglu"  # GemmaMLP: act(gate) * up, gelu_pytorch_tanh
+    elif family == "starcoder2":
+        bias = mlp_bias = o_bias = bool(config.get("use_bias", True))
+        norm, mlp = "layer", "gelu"
+    elif family == "gpt_neox":
+        bias = mlp_bias = o_bias = bool(config.get("attention_bias", True))
+        norm, mlp = "layer", "gelu"
+        tied = bool(config.get("tie_word_embeddings", False))
+        if not config.get("use_parallel_residual", True):
+            style = Style(**{**style.__dict__, "norms": "pre"})
+    elif family == "falcon":
+        bias = mlp_bias = o_bias = bool(config.get("bias", False))
+        norm, mlp = "layer", "gelu"
+        intermediate = _get(config, "ffn_hidden_size", default=4 * hidden)
+        style, kv_heads = _falcon(config, style, heads)
+    return Arch(
+        family=family,
+        vocab=_get(config, "vocab_size"),
+        hidden=hidden,
+        layers=_get(config, "num_hidden_layers", "n_layer"),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=intermediate,
+        mlp=mlp,
+        norm=norm,
+        tied=tied,
+        qkv_bias=bias,
+        mlp_bias=mlp_bias,
+        positions=0,
+        dtype=dtype,
+        context=_get(config, "max_position_embeddings", default=0),
+        attention_dropout=_probability(config, "attention_dropout", 0.0),
+        style=style,
+        o_bias=o_bias,
+    )
+
+
+def _falcon(config: Mapping[str, Any], style: Style, heads: int) -> tuple[Style, int]:
+    """FalconDecoderLayer: with new_decoder_architecture, grouped key/values (num_kv_heads) and
+    two norms in parallel (ln_attn, ln_mlp) unless num_ln_in_parallel_attn is 1; else one key/value
+    head under multi_query (Falcon-7B), one shared norm when parallel_attn, two in sequence when not."""
+    if config.get("new_decoder_architecture", False):
+        kv = _get(config, "num_kv_heads", default=heads)
+        if config.get("num_ln_in_parallel_attn") == 1:
+            return style, kv
+        return Style(**{**style.__dict__, "norms": "parallel2", "norm_names": ("ln_attn", "ln_mlp")}), kv
+    kv = 1 if config.get("multi_query", True) else heads
+    if not config.get("parallel_attn", True):
+        return Style(**{**style.__dict__, "norms": "pre", "norm_names": LLAMA.norm_names}), kv
+    return style, kv
 
 
 def _whole_heads(hidden: int, heads: int, key: str, head_dim: object) -> None:

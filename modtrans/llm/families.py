@@ -1,0 +1,100 @@
+"""The decoder families beyond Llama's layout: where each names its modules and puts its norms.
+
+One description (Style) that every decoder maps onto; build.py builds any of them. Each entry
+names the transformers modeling file whose modules it follows (the module names are the
+state-dict keys, so a layer's parameters are those of the checkpoint):
+
+    family       blocks               norms                          attention / MLP
+    llama ..     model.layers.N       pre: input_layernorm,          q,k,v,o / gate,up,down
+                                      post_attention_layernorm
+    gemma        model.layers.N       pre (RMSNorm)                  q,k,v,o / gate,up,down (GeGLU)
+    gemma2       model.layers.N       sandwich: + pre_ and           the same
+                                      post_feedforward_layernorm
+    gemma3_text  model.layers.N       sandwich; q_norm, k_norm       the same
+                                      per head
+    olmo2, 3     model.layers.N       post: after attention and      q,k,v,o / gate,up,down
+                                      MLP; q_norm, k_norm over
+                                      all heads
+    phi3         model.layers.N       pre                            qkv_proj,o_proj /
+                                                                     gate_up_proj,down_proj
+    starcoder2   model.layers.N       pre (LayerNorm, bias)          q,k,v,o (bias) / c_fc,c_proj
+    gpt_neox     gpt_neox.layers.N    parallel: attention and MLP    query_key_value,dense /
+                                      each from x, own norm          dense_h_to_4h,dense_4h_to_h
+    falcon       transformer.h.N      parallel, one shared norm      query_key_value,dense /
+                                      (7B) or two (new_decoder_      dense_h_to_4h,dense_4h_to_h
+                                      architecture)
+
+Rotary positions, partial rotary (gpt_neox's rotary_pct), sliding windows, embedding scaling
+(gemma) and logit soft-capping (gemma2) have no parameters and change no GEMM: they are free here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Style:
+    root: str = "model"  # the decoder's module: model, gpt_neox, transformer
+    blocks: str = "layers"
+    embed: str = "embed_tokens"
+    final_norm: str = "norm"
+    head: str = "lm_head"  # a module at the top level, beside the root
+    attention: str = "self_attn"
+    qkv: tuple[str, ...] = ("q_proj", "k_proj", "v_proj")  # one name: a fused projection
+    out: str = "o_proj"
+    up: tuple[str, ...] = ("gate_proj", "up_proj")  # gated: gate and up (or one fused); plain: up
+    down: str = "down_proj"
+    mlp: str = "mlp"
+    norms: str = "pre"  # pre | sandwich | post | parallel (one norm) | parallel2 (two)
+    norm_names: tuple[str, ...] = ("input_layernorm", "post_attention_layernorm")
+    qk_norm: str = ""  # "" | head (over head_dim) | full (over all heads' width)
+
+
+LLAMA = Style()
+SANDWICH = (
+    "input_layernorm",
+    "post_attention_layernorm",
+    "pre_feedforward_layernorm",
+    "post_feedforward_layernorm",
+)
+POST = ("post_attention_layernorm", "post_feedforward_layernorm")
+STYLES = {
+    "gemma": LLAMA,
+    "gemma2": Style(norms="sandwich", norm_names=SANDWICH),
+    "gemma3_text": Style(norms="sandwich", norm_names=SANDWICH, qk_norm="head"),
+    "olmo2": Style(
+        norms="post", norm_names=("post_attention_layernorm", "post_feedforward_layernorm"), qk_norm="full"
+    ),
+    "olmo3": Style(
+        norms="post", norm_names=("post_attention_layernorm", "post_feedforward_layernorm"), qk_norm="full"
+    ),
+    "phi3": Style(qkv=("qkv_proj",), up=("gate_up_proj",)),
+    "starcoder2": Style(up=("c_fc",), down="c_proj"),
+    "gpt_neox": Style(
+        root="gpt_neox",
+        embed="embed_in",
+        final_norm="final_layer_norm",
+        head="embed_out",
+        attention="attention",
+        qkv=("query_key_value",),
+        out="dense",
+        up=("dense_h_to_4h",),
+        down="dense_4h_to_h",
+        norms="parallel2",
+    ),
+    "falcon": Style(
+        root="transformer",
+        blocks="h",
+        embed="word_embeddings",
+        final_norm="ln_f",
+        attention="self_attention",
+        qkv=("query_key_value",),
+        out="dense",
+        up=("dense_h_to_4h",),
+        down="dense_4h_to_h",
+        norms="parallel",
+        norm_names=("input_layernorm",),
+    ),
+}
+"""The families whose layout is not Llama's (Llama, Mistral, Qwen: STYLES.get(family, LLAMA))."""

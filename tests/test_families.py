@@ -1,0 +1,116 @@
+"""Every decoder family's published configuration (fixtures/configs: Gemma, Gemma 2, Gemma 3 text,
+Phi-3, Falcon under both its names, GPT-NeoX, OLMo 2, StarCoder2) gives the parameters the
+transformers class builds from it, exactly, and FLOPs per token as the closed form counts them.
+
+The expected counts (fixtures/configs/EXPECTED.json) were made once by
+tools/count_transformers_params.py: each model built by AutoModelForCausalLM.from_config on the
+meta device, its parameters() counted (a tied output layer once)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from modtrans import pipeline
+from modtrans.ir.document import Kind
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+EXPECTED = json.loads((CONFIGS / "EXPECTED.json").read_text())["counts"]
+SEQUENCE = 512
+
+
+def _ir(name: str):  # type: ignore[no-untyped-def]
+    ir, found = pipeline.extract_checked(CONFIGS / f"{name}.json", input_shapes={"input_ids": (1, SEQUENCE)})
+    assert ir is not None, [d.message for d in found]
+    return ir
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_parameters_are_those_transformers_builds(name: str) -> None:
+    assert _ir(name).totals.params == EXPECTED[name]["parameters"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_forward_flops_per_token_are_2n_plus_the_attention_term(name: str) -> None:
+    """Forward FLOPs per token: 2 x every weight a token is multiplied by (the parameters less the
+    embedding table, which is looked up, plus the output layer's, counted again if tied) plus
+    the attention core, 2 x 2 x s x heads x head_dim per block (Kaplan et al. 2020, table 1:
+    2 n_layer n_ctx d_attn, with both products); norms and activations are within 2 %."""
+    config = json.loads((CONFIGS / f"{name}.json").read_text())
+    ir = _ir(name)
+    hidden = config["hidden_size"]
+    heads = config.get("num_attention_heads") or config["n_head"]
+    head_dim = config.get("head_dim", hidden // heads)
+    layers = config.get("num_hidden_layers") or config["n_layer"]
+    embedding = EXPECTED[name]["embedding"]
+    head = next(x for x in reversed(ir.layers) if x.kind is Kind.LINEAR)
+    tied_again = embedding if head.params[0].shared_with else 0
+    weights = EXPECTED[name]["parameters"] - embedding + tied_again
+    closed = 2 * weights + 4 * layers * SEQUENCE * heads * head_dim
+    assert ir.totals.flops.forward / SEQUENCE == pytest.approx(closed, rel=0.02)
+
+
+def test_falcon_s_first_configurations_are_read_as_falcon() -> None:
+    """tiiuae/falcon-7b's first config.json said model_type RefinedWebModel, n_head, n_layer."""
+    assert _ir("falcon-7b-refinedweb").totals.params == _ir("falcon-7b").totals.params
+
+
+def test_the_vision_language_gemma3_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gemma3", "text_config": {"hidden_size": 1152}}))
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert "text_config" in found[0].message
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_family_translates_to_traces_and_simai_text_that_validate(name: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from modtrans.chakra.validate import validate_paths
+    from modtrans.cli import app
+
+    config = str(CONFIGS / f"{name}.json")
+    runner = CliRunner()
+    traces = runner.invoke(
+        app, ["translate", config, "--pp", "2", "--dp", "2", "--seq-len", "128", "--format", "chakra-et",
+              "-o", str(tmp_path / "t")],
+    )  # fmt: skip
+    assert traces.exit_code == 0, traces.output
+    found, checked = validate_paths(sorted(tmp_path.glob("t.*.et")), None)
+    assert checked == 4
+    assert [d for d in found if d.severity <= 2] == []
+    text = runner.invoke(
+        app,
+        ["translate", config, "--dp", "2", "--seq-len", "128", "-d", "simai", "-o", str(tmp_path / "s.txt")],
+    )
+    assert text.exit_code == 0, text.output
+    assert runner.invoke(app, ["validate", str(tmp_path / "s.txt")]).exit_code == 0
+
+
+def test_a_mixture_s_active_parameters_are_top_k_of_its_experts() -> None:
+    """Mixtral-8x7B (built-in): 46,702,792,704 parameters; a token goes through 2 of the 8 experts
+    of each of 32 blocks, each expert 3 x 4,096 x 14,336: active = all - 32 x 6 x 3 x 4,096 x 14,336
+    = 12,879,925,248, the "12.9B active parameters" Mistral AI published; less the 32,000 x 4,096
+    embedding table without it."""
+    ir, _ = pipeline.extract_checked("mixtral-8x7b", input_shapes={"input_ids": (1, 128)})
+    assert ir is not None
+    t = ir.totals
+    assert t.params == 46_702_792_704
+    assert t.active_params == t.params - 32 * 6 * 3 * 4096 * 14336 == 12_879_925_248
+    assert t.embedding_params == 32_000 * 4096
+
+
+def test_inspect_says_total_and_active_with_and_without_embeddings(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    done = CliRunner().invoke(app, ["inspect", "mixtral-8x7b"])
+    assert done.exit_code == 0, done.output
+    said = " ".join(done.stdout.split())
+    assert "46,702,792,704 in all, 46,571,720,704 without the embedding tables" in said
+    assert "active per token 12,879,925,248 (12,748,853,248 without)" in said
