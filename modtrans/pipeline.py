@@ -329,6 +329,7 @@ def _layout(mesh: Mesh, layout: LayoutFacts) -> dict[str, str]:
         "pp": str(mesh.extent(Purpose.PIPELINE)),
         "dp": str(mesh.extent(Purpose.DATA) * mesh.extent(Purpose.EXPERT)),  # experts are carved from D
         "ep": str(mesh.extent(Purpose.EXPERT)),
+        **({"cp": str(mesh.extent(Purpose.CONTEXT))} if mesh.extent(Purpose.CONTEXT) > 1 else {}),
         "sp": str(layout.sequence_parallel).lower(),
         "zero": str(layout.zero),
         "micro_batch": str(layout.micro_batch),

@@ -84,6 +84,7 @@ class Request:
     dp: int | None = None
     ep: int | None = None
     etp: int | None = None  # experts split over 1 or T tensor ranks (default T)
+    cp: int | None = None  # context-parallel ranks (strategy/llm/context.py)
     framework: str | None = None  # megatron (default), deepspeed or fsdp: data parallelism and ZeRO
     sp: bool = False
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
@@ -265,6 +266,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         r.dp,
         r.ep,
         r.etp,
+        r.cp,
         r.zero,
         r.micro_batch,
         r.global_batch,
@@ -279,16 +281,17 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         raise UsageError(f"--tp/--pp/--dp/--ep/... lay out a transformer; --parallel {policy} is not one")
     if r.model_parallel_group is not None:
         raise UsageError("--model-parallel-group is --tp for the LLM layout: give one of them")
-    t, p = r.tp or 1, r.pp or 1
+    t, p, c = r.tp or 1, r.pp or 1, r.cp or 1
     interleaved = r.vpp is not None and r.vpp > 1
     default = Schedule.INTERLEAVED if interleaved else Schedule.ONE_F_ONE_B
     layout = Layout(
-        npus=r.npus if r.npus is not None else t * p * (r.dp or 1),
+        npus=r.npus if r.npus is not None else t * c * p * (r.dp or 1),
         tp=t,
         pp=p,
         dp=r.dp,
         ep=r.ep or 1,
         etp=r.etp,
+        cp=c,
         framework=Framework(r.framework or Framework.MEGATRON),
         sp=r.sp,
         overlap_grad_reduce=r.overlap_grad_reduce,
@@ -375,7 +378,19 @@ def _like(
     return request, policy, dialect, params, compute
 
 
-_LAYOUT_FIELDS = ("tp", "pp", "dp", "ep", "etp", "zero", "micro_batch", "global_batch", "schedule", "vpp")
+_LAYOUT_FIELDS = (
+    "tp",
+    "pp",
+    "dp",
+    "ep",
+    "etp",
+    "cp",
+    "zero",
+    "micro_batch",
+    "global_batch",
+    "schedule",
+    "vpp",
+)
 
 
 def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[str]]:

@@ -28,6 +28,7 @@ from modtrans.plan.sizes import Consumer, written
 from modtrans.strategy import Parallelism
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import Layout, Recompute, Schedule
+from modtrans.strategy.llm.unit import DATA  # dense gradients' axes
 from modtrans.workload.model import CommType, Policy
 
 Run = Callable[..., Result]
@@ -163,7 +164,7 @@ def test_pipeline_sends_one_activation_per_micro_batch_in_1f1b_order(tmp_path: P
 
 def test_data_parallel_and_zero_communication(tmp_path: Path) -> None:
     dense = _plan(tmp_path, Layout(npus=2, dp=2, global_batch=4 * MICRO))  # GA 2
-    reduces = [c for c in _collectives(dense) if c.over == frozenset({Purpose.EXPERT, Purpose.DATA})]
+    reduces = [c for c in _collectives(dense) if c.over == DATA]
     # bf16 parameters, gradients reduced in fp32 (Megatron-LM arguments.py validate_args: bf16 sets
     # accumulate_allreduce_grads_in_fp32; the gradient buffer is torch.float): 4 bytes a weight.
     # Without --overlap-grad-reduce the buffer is one bucket (distributed_data_parallel.py: "Set
@@ -503,7 +504,7 @@ def test_simai_text_and_traces_carry_the_same_bytes_per_iteration(
         label = {
             frozenset({Purpose.TENSOR}): "tensor",
             frozenset({Purpose.EXPERT}): "expert",
-            frozenset({Purpose.EXPERT, Purpose.DATA}): "data",
+            DATA: "data",
             frozenset({Purpose.DATA}): "expert-data",
         }[over]
         return "data" if label == "expert-data" and ep == 1 else label  # D / E = D
@@ -680,7 +681,7 @@ def test_experts_split_over_the_tensor_ranks_gather_their_tokens(tmp_path: Path)
     by_layer: dict[str, list[tuple[Place | None, CommType, int, str]]] = {}
     for c in _collectives(plan):
         name = plan.layers[c.layer].name
-        if c.over != frozenset({Purpose.EXPERT, Purpose.DATA}) and c.place is not Place.TAIL:
+        if c.over != DATA and c.place is not Place.TAIL:
             by_layer.setdefault(name, []).append((c.place, c.comm, c.bytes, "+".join(sorted(c.over))))
     router = by_layer["model.layers.0.block_sparse_moe.gate"]
     assert router == [

@@ -98,6 +98,7 @@ def diff(
     dp: layout.DpOpt = None,
     ep: layout.EpOpt = None,
     etp: layout.EtpOpt = None,
+    cp: layout.CpOpt = None,
     sp: layout.SpOpt = False,
     zero: layout.ZeroOpt = None,
     micro_batch: layout.MicroBatchOpt = None,

@@ -35,6 +35,16 @@ EtpOpt = Annotated[
         rich_help_panel=LLM,
     ),
 ]
+CpOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--cp",
+        min=1,
+        help="Context-parallel ranks C: the sequence split over them (Megatron's "
+        "--context-parallel-size; N = T C P D).",
+        rich_help_panel=LLM,
+    ),
+]
 SpOpt = Annotated[
     bool, typer.Option("--sp", help="Sequence parallelism over the T ranks.", rich_help_panel=LLM)
 ]
@@ -115,6 +125,7 @@ FIELDS = (
     "dp",
     "ep",
     "etp",
+    "cp",
     "sp",
     "overlap_grad_reduce",
     "make_vocab_size_divisible_by",

@@ -35,6 +35,7 @@ from modtrans.cli.common import (
     app,
 )
 from modtrans.cli.layout import (
+    CpOpt,
     DpOpt,
     EpOpt,
     EtpOpt,
@@ -191,6 +192,7 @@ def translate(
     dp: DpOpt = None,
     ep: EpOpt = None,
     etp: EtpOpt = None,
+    cp: CpOpt = None,
     sp: SpOpt = False,
     zero: ZeroOpt = None,
     micro_batch: MicroBatchOpt = None,

@@ -38,6 +38,7 @@ class Purpose(enum.StrEnum):
     TENSOR = "tensor"
     PIPELINE = "pipeline"
     EXPERT = "expert"
+    CONTEXT = "context"  # context parallelism: the sequence split over these ranks (strategy/llm/context.py)
 
 
 class Schedule(enum.StrEnum):

@@ -65,6 +65,11 @@ def project_simai(plan: Plan) -> Workload:
         )
     if layout.recompute is Recompute.SELECTIVE:
         raise ProjectionError("selective recomputation: SimAI's FWD_IN_BCKWD recomputes whole segments only")
+    if plan.mesh.extent(Purpose.CONTEXT) > 1:
+        raise ProjectionError(
+            "context parallelism: SimAI's workload has no context-parallel group (its columns run over "
+            "the tensor, data and expert groups): write Chakra traces (--format chakra-et)"
+        )
     ga = layout.micro_batches
     units, times, placed = first_stage(plan, ga)
     lines: list[Layer] = []

@@ -13,7 +13,7 @@ from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Place
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params, group
-from modtrans.strategy.llm import buckets, data, deepspeed, expert, fsdp, memory, tensor
+from modtrans.strategy.llm import buckets, context, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import DATA, Unit
@@ -43,12 +43,17 @@ def plan(
     unit_chunks = [[i for b in cut for i in grouped[b]] for cut in cuts]
     runs = _buckets(units, runs, unit_chunks, layout, tied)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
-    boundary = [_boundary(units[chunk[-1].index], layout.tp if layout.sp else 1) for chunk in chunks]
+    ways = (layout.tp if layout.sp else 1) * layout.cp  # the sequence's shards a boundary carries one of
+    boundary = [_boundary(units[chunk[-1].index], ways) for chunk in chunks]
     pipeline = Pipeline(layout.pp, layout.vpp, layout.ga, layout.schedule)
     rerun = _rerun(units, chunks, layout.recompute)
+    # Megatron's rank order tensor, context, expert, data, pipeline (the first the fastest:
+    # parallel_state.py, order "tp-cp-ep-dp-pp"); no context axis without context parallelism
+    context_axis = (Axis(Purpose.CONTEXT, layout.cp),) if layout.cp > 1 else ()
     mesh = Mesh(
         (
             Axis(Purpose.TENSOR, layout.tp),
+            *context_axis,
             Axis(Purpose.EXPERT, layout.ep),
             Axis(Purpose.DATA, layout.d // layout.ep),
             Axis(Purpose.PIPELINE, layout.pp),
@@ -58,7 +63,8 @@ def plan(
         StageProgram(s, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary).build()
         for s in range(layout.pp)
     )
-    program_of = tuple(mesh.coords(r)[3] for r in range(mesh.size))
+    pipeline_axis = mesh.index(Purpose.PIPELINE)
+    program_of = tuple(mesh.coords(r)[pipeline_axis] for r in range(mesh.size))
     # the first unit's input gradient: written in the text as the keywords write it, run by nobody
     infos = tuple(
         LayerInfo(c.name, c.times.update, unexecuted_input_grad=c.times.input_grad if c.first else 0)
@@ -88,12 +94,14 @@ def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None)
     units = [Unit(LayerDraft(g), block_of(g.owner)) for g in group(ir, params, dtype_bytes)]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
-    tensor.apply(units, ir, t, layout.sp)
+    context.check(ir, layout)
+    tensor.apply(units, ir, t, layout.sp, tokens=layout.cp)
+    context.apply(units, layout)
     units = expert.apply(units, ir, layout)
     apply_data = {Framework.DEEPSPEED: deepspeed.apply, Framework.FSDP: fsdp.apply}.get(
         layout.framework, data.apply
     )
-    apply_data(units, layout.zero, layout.d, _expert_data(layout))
+    apply_data(units, layout.zero, layout.gradient_ranks, _expert_data(layout))
     tensor.replicated_grads(units, t, layout.sp)
     for index, u in enumerate(units):
         u.index = index
@@ -120,7 +128,9 @@ def _buckets(
     def buffer_of(u: Unit) -> frozenset[Purpose]:
         return u.grads_over if u.role == "expert" and separate else DATA
 
-    ranks = {buffer_of(u): layout.d if buffer_of(u) == DATA else _expert_data(layout) for u in units}
+    ranks = {
+        buffer_of(u): layout.gradient_ranks if buffer_of(u) == DATA else _expert_data(layout) for u in units
+    }
     buckets.apply(
         units,
         chunks,
@@ -141,7 +151,7 @@ def _costed(
     return [
         costed(
             u.index,
-            rank_share(u.x, folded, tokens=u.scale, sequence=sequence),
+            rank_share(u.x, folded, tokens=u.scale / layout.cp, sequence=sequence),
             u.x.comms,
             io,
             cost,
@@ -194,7 +204,7 @@ def _tied(
                 continue
             size = owner.grad_bytes()
             tied[u.index] = owner.index
-            if layout.d > 1 and layout.framework is not Framework.MEGATRON:  # the copy's own reduction
+            if layout.gradient_ranks > 1 and layout.framework is not Framework.MEGATRON:  # its own reduction
                 u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DATA))
                 runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
             offset = stage[u.index] - stage[owner.index]

@@ -96,7 +96,9 @@ def per_stage(
     out = []
     for p in range(stages):
         mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if v % stages == p for i in chunk]
-        parts = [_state(u, layout, expert_data if u.role == "expert" else layout.d) for u in mine]
+        parts = [
+            _state(u, layout, expert_data if u.role == "expert" else layout.gradient_ranks) for u in mine
+        ]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         blocks = len(
             {units[i].block for v, chunk in enumerate(chunks) if v % stages == p for i in chunk} - {None}
@@ -142,7 +144,7 @@ def _activations(layout: Layout, d: Dims, stage: int, blocks: int) -> float:
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.ga) / (t if sp else 1)
     if stage == layout.pp - 1:
         total += 4 * sbh * (1 + d.v / d.h) / t
-    return total
+    return total / layout.cp  # context parallelism: each rank holds its s / C of every tensor
 
 
 def _in_flight(layout: Layout, stage: int) -> float:

@@ -5,7 +5,8 @@ batch, schedule and memory-saving choices, with the rules that make a combinatio
     layout.dp, layout.ga      16, 64       (D = N / (T·P); GA = B / (M·D))
 
 Rules (each broken one is a one-line usage error naming it):
-    T·P·D = N;  E divides D (experts are carved from the data-parallel ranks, as Megatron-Core
+    T·C·P·D = N (C: context-parallel ranks, context.py);
+    E divides D (experts are carved from the data-parallel ranks, as Megatron-Core
     does);  M·D divides B;  interleaved needs V >= 2 and GA a multiple of P (Megatron's rule for
     its interleaved schedule), the other schedules V = 1;  --sp needs T > 1;  ZeRO 0-3.
 Defaults: D = N / (T·P); B = M·D·P (GA = P: the fewest micro-batches that fill a 1F1B pipeline).
@@ -45,6 +46,7 @@ class Layout:
     framework: Framework = Framework.MEGATRON  # whose data parallelism and ZeRO (strategy/frameworks.py)
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce: gradient buckets (buckets.py)
     vocab_divisor: int = 128  # Megatron's --make-vocab-size-divisible-by (x T: vocabulary_multiple)
+    cp: int = 1  # Megatron's --context-parallel-size: the sequence split over C ranks (context.py)
 
     @property
     def vocabulary_multiple(self) -> int:
@@ -62,7 +64,13 @@ class Layout:
 
     @property
     def d(self) -> int:
-        return self.dp if self.dp is not None else self.npus // (self.tp * self.pp)
+        return self.dp if self.dp is not None else self.npus // (self.tp * self.cp * self.pp)
+
+    @property
+    def gradient_ranks(self) -> int:
+        """The ranks a dense gradient is reduced over: D x C (with context parallelism each context
+        rank's gradients cover its own part of the sequence)."""
+        return self.d * self.cp
 
     @property
     def batch(self) -> int:
@@ -78,10 +86,10 @@ class Layout:
         return self.pp * self.vpp
 
     def check(self) -> Layout:
-        for name in ("npus", "tp", "pp", "ep", "micro_batch", "vpp"):
+        for name in ("npus", "tp", "pp", "ep", "cp", "micro_batch", "vpp"):
             if getattr(self, name) < 1:
                 raise LayoutError(f"--{name.replace('_', '-')} must be at least 1")
-        for name in ("tp", "pp", "dp", "ep", "npus"):  # counts of ranks; the given ones named first
+        for name in ("tp", "pp", "dp", "ep", "cp", "npus"):  # counts of ranks; the given ones named first
             value = getattr(self, name)
             too_many = value is not None and limits.at_most(f"--{name}", value, limits.NPUS, "NPUs")
             if too_many:
@@ -91,11 +99,12 @@ class Layout:
             raise LayoutError(too_large)
         if self.dp is not None and self.dp < 1:
             raise LayoutError("--dp must be at least 1")
-        if self.dp is None and self.npus % (self.tp * self.pp):
-            raise LayoutError(f"--tp {self.tp} x --pp {self.pp} must divide --npus {self.npus}")
-        if self.tp * self.pp * self.d != self.npus:
+        context = f" x --cp {self.cp}" if self.cp > 1 else ""
+        if self.dp is None and self.npus % (self.tp * self.cp * self.pp):
+            raise LayoutError(f"--tp {self.tp}{context} x --pp {self.pp} must divide --npus {self.npus}")
+        if self.tp * self.cp * self.pp * self.d != self.npus:
             raise LayoutError(
-                f"--tp {self.tp} x --pp {self.pp} x --dp {self.d} must equal --npus {self.npus}"
+                f"--tp {self.tp}{context} x --pp {self.pp} x --dp {self.d} must equal --npus {self.npus}"
             )
         if self.d % self.ep:
             raise LayoutError(
@@ -127,7 +136,19 @@ class Layout:
             raise LayoutError("--zero is 0, 1, 2 or 3")
         self._check_framework()
         self._check_pipeline()
+        self._check_context()
         return self
+
+    def _check_context(self) -> None:
+        """What context parallelism is modelled with (context.py)."""
+        if self.cp == 1:
+            return
+        if self.framework is not Framework.MEGATRON:
+            raise LayoutError(f"--cp {self.cp}: context parallelism is Megatron-LM's (--framework megatron)")
+        if self.ep > 1:
+            raise LayoutError(
+                f"--cp {self.cp} with --ep {self.ep}: experts folded over context ranks are not modelled"
+            )
 
     def _check_framework(self) -> None:
         """What each framework's data parallelism allows."""

@@ -40,7 +40,9 @@ from modtrans.strategy.techniques.megatron import roles_of
 from modtrans.workload.model import CommType
 
 
-def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
+def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1) -> None:
+    """`tokens`: the context-parallel ranks the sequence is split over (context.py): every
+    activation these collectives move is 1/tokens of the IR's (built for the whole sequence)."""
     check_heads(ir, tp)
     roles = roles_of(ir, [u.x.owner for u in units if u.x.owner.moe is None])
     # a replicated embedding beside the word embedding: learned positions (or token types)
@@ -60,7 +62,7 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
             continue
         u.x.ways, u.x.split = tp, "k" if u.role == "row" else "n"
         if u.role in ("row", "embedding"):
-            out = a_out(u.x.owner)
+            out = -(-a_out(u.x.owner) // tokens)
             scatter = sp and not (u.role == "embedding" and positions)
             u.attach(
                 Place.AFTER_FWD, Comm(CommType.REDUCESCATTER if scatter else CommType.ALLREDUCE, out, TENSOR)
@@ -72,15 +74,15 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool) -> None:
             if shared & seen:
                 continue
             seen |= shared
-            size = a_in(u.x.owner, model_inputs)
+            size = -(-a_in(u.x.owner, model_inputs) // tokens)
             if sp:
                 u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, TENSOR))
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, TENSOR))
             u.attach(Place.AFTER_IG, Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR))
-    cross_entropy(units, tp)
+    cross_entropy(units, tp, tokens)
 
 
-def cross_entropy(units: list[Unit], tp: int) -> None:
+def cross_entropy(units: list[Unit], tp: int, tokens: int = 1) -> None:
     """Megatron-LM's loss on logits split over the vocabulary: three all-reduces over the tensor
     group per micro-batch, each of one fp32 value per token (the logits are cast to fp32 first):
     the maximum logit, the target's logit and the sum of exponentials
@@ -95,7 +97,9 @@ def cross_entropy(units: list[Unit], tp: int) -> None:
     shape = last.x.owner.outputs[0].shape
     if shape is None or not all(isinstance(d, int) for d in shape):
         return
-    per_token = dtypes.size_bytes(math.prod(int(d) for d in shape[:-1]), dtypes.BY_NAME["float"].code)
+    per_token = dtypes.size_bytes(
+        math.prod(int(d) for d in shape[:-1]) // tokens, dtypes.BY_NAME["float"].code
+    )
     for _ in range(3):
         last.attach(Place.AFTER_FWD, Comm(CommType.ALLREDUCE, per_token, TENSOR))
 

@@ -14,7 +14,12 @@ from modtrans.strategy.draft import Comm, LayerDraft
 
 TENSOR = frozenset({Purpose.TENSOR})
 EXPERT = frozenset({Purpose.EXPERT})
-DATA = frozenset({Purpose.EXPERT, Purpose.DATA})  # dense gradients: every data-parallel rank
+# dense gradients: every data-parallel rank, and with context parallelism every context rank too
+# (Megatron-LM reduces them over the data-parallel group with context parallelism:
+# parallel_state.get_data_parallel_group(with_context_parallel=True)); a mesh without a context
+# axis names no context ranks
+DATA = frozenset({Purpose.CONTEXT, Purpose.EXPERT, Purpose.DATA})
+CONTEXT = frozenset({Purpose.CONTEXT})
 # expert gradients (expert.py): the D / E ranks holding the same expert shards (experts split over
 # the tensor ranks, ETP = T), or the T x D / E ranks holding the same whole experts (ETP 1)
 EXPERT_DATA = frozenset({Purpose.DATA})
