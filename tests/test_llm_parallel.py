@@ -198,18 +198,22 @@ def test_expert_parallel_all_to_alls_and_local_experts(tmp_path: Path) -> None:
     assert {c.bytes for c in a2a} == {MICRO * SEQ * 2 * HIDDEN * BYTES}
     assert len(a2a) == 2 * 4  # per MoE block: dispatch and combine, forward and backward
     assert {c.over for c in a2a} == {frozenset({Purpose.EXPERT})}
-    experts = {
-        n.split(".experts.")[1].split(".")[0] for n in (x.name for x in plan.layers) if ".experts." in n
-    }
-    assert experts == {"0", "1"}  # 4 experts over 2 ranks
     w1 = next(
         op
         for op in plan.program(0)
-        if isinstance(op, Compute) and plan.layers[op.layer].name.endswith("experts.0.w1")
+        if isinstance(op, Compute) and plan.layers[op.layer].name.endswith("experts.w1")
     )
-    # balanced routing: 32 tokens x top-2 / 4 experts = 16 rows from each of the 2 ranks,
-    # so 2 x 16 rows x 64 x 128 multiply-adds
-    assert w1.flops == 2 * (2 * 16) * HIDDEN * 128
+    # this rank's 4 / 2 experts, one grouped GEMM; balanced routing: 32 tokens x top-2 / 4 experts
+    # = 16 rows from each of the 2 ranks, so 2 experts x 2 x 16 rows x 64 x 128 multiply-adds
+    assert w1.flops == 2 * 2 * (2 * 16) * HIDDEN * 128
+    # and 2 of the 4 experts' weights: the experts' gradient buffer (a buffer of its own with EP)
+    # holds, per block, w1, w3 and w2 of 2 experts: 3 x 2 x 128 x 64 elements in fp32
+    expert_bytes = sum(
+        c.bytes
+        for c in _collectives(plan)
+        if c.comm is CommType.ALLREDUCE and ".experts." in plan.layers[c.layer].name
+    )
+    assert expert_bytes == TOY["num_hidden_layers"] * 3 * 2 * 128 * HIDDEN * 4
     expert_grads = {
         c.over
         for c in _collectives(plan)
@@ -697,14 +701,15 @@ def test_experts_split_over_the_tensor_ranks_gather_their_tokens(tmp_path: Path)
         (Place.BEFORE_BWD, CommType.ALLTOALL, routed, "expert"),
         (Place.BEFORE_BWD, CommType.ALLGATHER, 2 * routed, "tensor"),
     ]
-    # an expert's w1 on this rank: 1/T of its 128 features, on the 2 x 16 tokens both expert ranks
-    # send it (balanced routing: 32 tokens x top-2 / 4 experts = 16 per rank), gathered over T
+    # the w1 of this rank's E / E_p = 2 experts, one grouped GEMM: 1/T of each one's 128
+    # features, each on the 2 x 16 tokens both expert ranks send it (balanced routing: 32 tokens
+    # x top-2 / 4 experts = 16 per rank), gathered over T
     w1 = next(
         op
         for op in plan.program(0)
-        if isinstance(op, Compute) and plan.layers[op.layer].name.endswith("experts.0.w1")
+        if isinstance(op, Compute) and plan.layers[op.layer].name.endswith("experts.w1")
     )
-    assert w1.flops == 2 * (2 * 16) * HIDDEN * (128 // 2)
+    assert w1.flops == 2 * 2 * (2 * 16) * HIDDEN * (128 // 2)
 
 
 @pytest.mark.parametrize("pp", [2, 4])

@@ -35,13 +35,15 @@ def test_the_configuration_reader_gives_every_layer_its_block_and_part() -> None
     assert where["model.layers.3.self_attn.q_proj"] == Block(3, Part.ATTENTION, gqa)
     assert where["model.layers.3.self_attn.scores"] == Block(3, Part.ATTENTION, gqa)
     assert where["model.layers.3.block_sparse_moe.gate"] == Block(3, Part.ROUTER)
-    assert where["model.layers.3.block_sparse_moe.experts.5.w1"] == Block(3, Part.EXPERT)
+    assert where["model.layers.3.block_sparse_moe.experts.w1"] == Block(3, Part.EXPERT)
     assert where["model.layers.3.block_sparse_moe.combine"] == Block(3, Part.MLP)
     assert where["model.norm"] == Block(None, Part.NORM)
     assert where["lm_head"] == Block(None, Part.HEAD)
-    expert = ir.layer("model.layers.3.block_sparse_moe.experts.5.w1").moe
-    assert expert is not None
-    assert expert.expert == 5
+    # the 8 experts' w1 as one grouped GEMM (Megatron-Core's GroupedMLP), its weight [8, 14336, 4096]
+    grouped = ir.layer("model.layers.3.block_sparse_moe.experts.w1")
+    assert grouped.moe is not None
+    assert (grouped.moe.expert, grouped.moe.count) == (0, 8)
+    assert [p.shape for p in grouped.params] == [(8, 14336, 4096)]
     assert {b.index for b in where.values() if b is not None} == {None, *range(32)}
 
 

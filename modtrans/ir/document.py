@@ -118,11 +118,18 @@ class Gemm:
 class Moe:
     """A layer of a mixture of experts: the router (expert None) or one expert's layer. Each token
     goes to `top_k` of `experts`; an expert layer's FLOPs and GEMM are those of the tokens it gets
-    under balanced routing (tokens x top_k / experts)."""
+    under balanced routing (tokens x top_k / experts). A grouped layer (`count` > 1) is the same
+    layer of `count` experts from `expert` on, as one grouped GEMM (Megatron-Core's GroupedMLP:
+    its weights one tensor of every expert's; Gemm.groups the experts)."""
 
     experts: int
     top_k: int
     expert: int | None = None
+    count: int = 1
+
+    @property
+    def grouped(self) -> bool:
+        return self.count > 1
 
 
 class Part(enum.StrEnum):
@@ -382,7 +389,8 @@ def _layer(x: Layer) -> dict[str, Any]:
     if x.producers:
         out["producers"] = list(x.producers)
     if x.moe is not None:
-        out["moe"] = {"experts": x.moe.experts, "top_k": x.moe.top_k, "expert": x.moe.expert}
+        count = {"count": x.moe.count} if x.moe.count > 1 else {}
+        out["moe"] = {"experts": x.moe.experts, "top_k": x.moe.top_k, "expert": x.moe.expert, **count}
     if x.repeats != 1:
         out["repeats"] = x.repeats
     if not x.flops_known:

@@ -8,8 +8,9 @@ families):
 
     input_layernorm; q_proj, k_proj, v_proj (or DeepSeek's latent projections); rotary; scores
     (Q·Kᵀ); softmax; context (P·V); o_proj; residual add; post_attention_layernorm; the MLP
-    (gate_proj, up_proj, act, down_proj) or the mixture of experts (router, per expert its
-    gate/up/act/down on tokens x top_k / experts tokens, shared experts, combine); residual add
+    (gate_proj, up_proj, act, down_proj) or the mixture of experts (router; the routed experts'
+    gate, up, act and down as grouped GEMMs of every expert, each on tokens x top_k / experts
+    tokens; shared experts; combine); residual add
 
 FLOPs come from modtrans/ir/flops.py, the formulas ONNX extraction uses. Weights are [out, in]
 as torch stores them (GPT-2's Conv1D: [in, out]); a tied LM head shares the embedding table.
@@ -351,21 +352,9 @@ def _mixture(b: _Builder, p: str, h: Activation) -> Activation:
     )
     rows = math.ceil(b.tokens * e.top_k / e.experts)  # balanced routing
     names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
-    outs = []
-    for index in range(e.experts):
-        tokens = b.tensor(f"{base}.experts.{index}.in", (rows, a.hidden))
-        b.producer[tokens.name] = routed.name.rsplit(".out", 1)[0]
-        outs.append(
-            _swiglu(
-                b,
-                f"{base}.experts.{index}",
-                tokens,
-                e.intermediate,
-                rows,
-                Moe(e.experts, e.top_k, index),
-                names,
-            )
-        )
+    tokens = b.tensor(f"{base}.experts.in", (e.experts * rows, a.hidden))
+    b.producer[tokens.name] = routed.name.rsplit(".out", 1)[0]
+    outs = [_grouped_experts(b, f"{base}.experts", tokens, rows, names)]
     if e.shared:
         shared_name = f"{base}.shared_expert" if e.shared_gate else f"{base}.shared_experts"
         outs.append(_swiglu(b, shared_name, h, e.shared))
@@ -380,6 +369,38 @@ def _mixture(b: _Builder, p: str, h: Activation) -> Activation:
         shape,
         flops.elementwise(b.tokens * e.top_k * a.hidden),
     )
+
+
+def _grouped_experts(
+    b: _Builder, p: str, tokens: Activation, rows: int, names: tuple[str, str, str]
+) -> Activation:
+    """Every routed expert's gated MLP as one grouped GEMM per projection (Megatron-Core's
+    GroupedMLP, megatron/core/transformer/moe/experts.py: weight1 of every expert's gate and up,
+    weight2 of every down projection, run by grouped_gemm over the tokens routed to each), each
+    expert on its `rows` balanced-routing tokens. The weights are one [E, out, in] tensor per
+    projection, named as the projection (transformers' state dict keeps them per expert,
+    experts.<e>.<projection>.weight: the same elements)."""
+    a = b.arch
+    e = a.experts
+    assert e is not None
+    moe = Moe(e.experts, e.top_k, 0, e.experts)
+
+    def grouped(name: str, x: Activation, n: int) -> Activation:
+        k = dims(x)[-1]
+        weight = b.param(f"{p}.{name}.weight", Role.WEIGHT, (e.experts, n, k))
+        fl = flops.gemm(e.experts * rows * k * n, 0, 0)
+        gemm = Gemm(rows, k, n, groups=e.experts)
+        return b.add(
+            f"{p}.{name}", "GroupedGemm", Kind.LINEAR, [x], (e.experts * rows, n), fl, [weight], gemm, moe
+        )
+
+    gate = grouped(names[0], tokens, e.intermediate)
+    up = grouped(names[1], tokens, e.intermediate)
+    act = b.add(
+        f"{p}.act", "SiluMul", Kind.ELEMENTWISE, [gate, up], dims(gate),
+        flops.elementwise(math.prod(dims(gate))), moe=moe,
+    )  # fmt: skip
+    return grouped(names[2], act, a.hidden)
 
 
 def _gpt2(b: _Builder, ids: Activation) -> None:

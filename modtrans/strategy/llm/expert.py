@@ -78,14 +78,19 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
             routers[u.block] = u
             kept.append(u)
             continue
-        if moe.expert >= moe.experts // ep:
+        if not moe.grouped and moe.expert >= moe.experts // ep:
             _hand_over(u, kept)  # another rank's expert; what follows it in the block stays here
             continue
+        # a grouped layer is every expert on the micro-batch's tokens: this rank's E / E_p of them,
+        # each on the tokens all E_p ranks route to it, are its whole compute again (E_p x its
+        # share), and 1 / E_p of its weights
+        gather = 1 if moe.grouped else ep
+        u.holds = ep if moe.grouped else 1
         if etp > 1:  # the tensor ranks' tokens gathered, each expert's GEMMs split over them
             u.x.ways, u.x.split = etp, "k" if roles.get(u.name) == "row" else "n"
-            u.scale, u.grads_over = Fraction(ep), EXPERT_DATA
+            u.scale, u.grads_over = Fraction(gather), EXPERT_DATA
         else:  # whole experts on each tensor rank, each on its own tokens
-            u.scale, u.grads_over = Fraction(ep, tp), EXPERT_DATA if tp == 1 else TENSOR_EXPERT_DATA
+            u.scale, u.grads_over = Fraction(gather, tp), EXPERT_DATA if tp == 1 else TENSOR_EXPERT_DATA
         last_expert[u.block] = u
         kept.append(u)
     for block, router in routers.items():

@@ -33,6 +33,7 @@ class Unit:
     scale: Fraction = Fraction(1)  # compute scale beyond the TP shard (SP: 1/T; an expert: x E_p)
     grads_over: frozenset[Purpose] = DATA
     index: int = -1  # in Plan.layers, set when the plan is assembled
+    holds: int = 1  # a grouped experts' layer: this rank holds 1 / holds of its experts (E_p)
 
     @property
     def role(self) -> str:
@@ -60,5 +61,7 @@ class Unit:
         return self.share(self.x.group.param_bytes)
 
     def share(self, size: int) -> int:
-        """This rank's share of a quantity the unit's tensor-parallel split divides."""
+        """This rank's share of a quantity of the unit's parameters: its experts' (E / E_p of a
+        grouped layer's), then its tensor-parallel shard."""
+        size = -(-size // self.holds)
         return -(-size // self.x.ways) if self.x.ways > 1 and self.x.shardable else size
