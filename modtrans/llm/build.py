@@ -184,6 +184,8 @@ def build(arch: Arch, batch: int, sequence: int, provenance: Provenance) -> Mode
         _bert(b, ids)
     elif arch.family == "gpt2":
         _gpt2(b, ids)
+    elif arch.ssm is not None:
+        _mamba(b, ids)
     else:
         _decoder(b, ids)
     return ModelIR(provenance, tuple(b.layers))
@@ -401,6 +403,51 @@ def _grouped_experts(
         flops.elementwise(math.prod(dims(gate))), moe=moe,
     )  # fmt: skip
     return grouped(names[2], act, a.hidden)
+
+
+def _mamba(b: _Builder, ids: Activation) -> None:
+    """MambaForCausalLM (transformers' modeling_mamba.py): per block an RMSNorm, a MambaMixer
+    (_mixer) and a residual add; a tied head."""
+    a = b.arch
+    x = b.embedding("backbone.embeddings", ids, a.vocab)
+    for i in range(a.layers):
+        p = f"backbone.layers.{i}"
+        b.at(i, Part.MLP)
+        out = _mixer(b, f"{p}.mixer", b.norm(f"{p}.norm", x))
+        x = b.elementwise(f"{p}.residual", "Add", [x, out], dims(x))
+    b.at(None, Part.HEAD)
+    x = b.norm("backbone.norm_f", x)
+    b.linear("lm_head", x, a.vocab, shared_with="backbone.embeddings" if a.tied else None)
+
+
+def _mixer(b: _Builder, p: str, h: Activation) -> Activation:
+    """MambaMixer: in_proj (x and the gate z), a depthwise causal conv1d, x_proj (dt, B, C),
+    dt_proj, the selective scan (its A_log and D) and out_proj. The convolution and the scan are
+    no GEMMs: 2 x kernel FLOPs (and the bias) per channel and token, and the scan's 9 B L D N +
+    B L D (the D skip) + B L D (the z gate): state-spaces/mamba issue 110 (the authors' count, as
+    fvcore's flops_selective_scan_fn in VMamba counts it); backward twice the forward's."""
+    ssm = b.arch.ssm
+    assert ssm is not None
+    tokens, channels = (b.batch, b.sequence), b.tokens * ssm.inner
+    xz = b.linear(f"{p}.in_proj", h, 2 * ssm.inner, bias=ssm.bias)
+    weights = [b.param(f"{p}.conv1d.weight", Role.WEIGHT, (ssm.inner, 1, ssm.conv))]
+    if ssm.conv_bias:
+        weights.append(b.param(f"{p}.conv1d.bias", Role.BIAS, (ssm.inner,)))
+    taps = channels * 2 * ssm.conv
+    conv_flops = Flops(taps + channels * ssm.conv_bias, taps, taps)
+    conv = b.add(f"{p}.conv1d", "Conv", Kind.ELEMENTWISE, [xz], (*tokens, ssm.inner), conv_flops, weights)
+    dbc = b.linear(f"{p}.x_proj", conv, ssm.dt_rank + 2 * ssm.state)
+    dt = b.linear(f"{p}.dt_proj", b.tensor(dbc.name, (*tokens, ssm.dt_rank)), ssm.inner, bias=True)
+    state = [
+        b.param(f"{p}.A_log", Role.WEIGHT, (ssm.inner, ssm.state)),
+        b.param(f"{p}.D", Role.SCALE, (ssm.inner,)),
+    ]
+    work = 9 * channels * ssm.state + 2 * channels
+    scan = b.add(
+        f"{p}.scan", "SelectiveScan", Kind.ELEMENTWISE, [conv, dt, dbc, xz], (*tokens, ssm.inner),
+        Flops(work, 2 * work, work), state,
+    )  # fmt: skip
+    return b.linear(f"{p}.out_proj", scan, b.arch.hidden, bias=ssm.bias)
 
 
 def _gpt2(b: _Builder, ids: Activation) -> None:

@@ -8,7 +8,7 @@ rotary positions); mixtral, qwen2_moe, qwen3_moe, deepseek, deepseek_v2, deepsee
 with a mixture of experts; DeepSeek-V2/V3 with multi-head latent attention); gpt2 (pre-norm
 LayerNorm, GELU, learned positions, tied head); bert (post-norm encoder); gemma, gemma2,
 gemma3_text, phi3, falcon (and its first name RefinedWebModel), gpt_neox, olmo2, olmo3, starcoder2
-(their module names and norm placement in families.py). Keys follow each family's
+(their module names and norm placement in families.py); mamba (a selective state-space mixer). Keys follow each family's
 transformers configuration class; a key a family needs that is missing is a ConfigError naming it.
 """
 
@@ -40,6 +40,7 @@ FAMILIES = (
     "gpt2",
     "bert",
     *STYLES,
+    "mamba",
 )
 ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
 """Old model_type names of a family (Falcon's first configurations)."""
@@ -47,6 +48,18 @@ ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
 
 class ConfigError(ValueError):
     """The configuration cannot be read as a transformer ModTrans knows (one line)."""
+
+
+@dataclass(frozen=True)
+class Ssm:
+    """A Mamba (selective state-space) mixer's sizes (transformers' MambaConfig)."""
+
+    inner: int  # expand x hidden
+    state: int  # state_size N
+    conv: int  # conv_kernel
+    dt_rank: int  # time_step_rank ("auto": ceil(hidden / 16))
+    bias: bool  # use_bias: in_proj and out_proj
+    conv_bias: bool  # use_conv_bias
 
 
 @dataclass(frozen=True)
@@ -100,6 +113,7 @@ class Arch:
     qk_norm: bool = False  # an RMSNorm of each head's query and key (Qwen3: q_norm, k_norm over head_dim)
     attention_dropout: float = 0.0  # dropout p of the attention probabilities in training
     style: Style = LLAMA  # module names and norm placement (families.py)
+    ssm: Ssm | None = None  # Mamba: a selective state-space mixer in place of attention and MLP
     o_bias: bool = False  # the attention output projection has a bias
     norm_bias: bool = True  # a LayerNorm has a bias (RMSNorm never)
     heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
@@ -156,6 +170,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _bert(config, dtype)
     elif family in STYLES:
         arch = _styled(config, family, dtype)
+    elif family == "mamba":
+        arch = _mamba(config, dtype)
     else:
         arch = _decoder(config, family, dtype)
     _check(arch)
@@ -348,6 +364,32 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
     )
 
 
+def _mamba(config: Mapping[str, Any], dtype: str) -> Arch:
+    """Mamba (Gu and Dao 2023) as transformers' MambaConfig reads it: expand x hidden inner
+    channels, state_size, conv_kernel, time_step_rank ("auto": ceil(hidden / 16)), a tied head."""
+    hidden = _get(config, "hidden_size")
+    expand = config.get("expand", 2)
+    if not isinstance(expand, int) or isinstance(expand, bool) or expand < 1:
+        raise ConfigError(f"`expand` must be a positive integer, not {expand!r:.40}")
+    rank = config.get("time_step_rank", "auto")
+    dt_rank = -(-hidden // 16) if rank == "auto" else _get(config, "time_step_rank")
+    inner = _get(config, "intermediate_size", default=expand * hidden)
+    ssm = Ssm(
+        inner=inner,
+        state=_get(config, "state_size", default=16),
+        conv=_get(config, "conv_kernel", default=4),
+        dt_rank=dt_rank,
+        bias=bool(config.get("use_bias", False)),
+        conv_bias=bool(config.get("use_conv_bias", True)),
+    )
+    return Arch(
+        family="mamba", vocab=_get(config, "vocab_size"), hidden=hidden,
+        layers=_get(config, "num_hidden_layers"), heads=1, kv_heads=1, head_dim=hidden,
+        intermediate=inner, mlp="none", norm="rms", tied=bool(config.get("tie_word_embeddings", True)),
+        qkv_bias=False, mlp_bias=False, positions=0, dtype=dtype, ssm=ssm,
+    )  # fmt: skip
+
+
 def _falcon(config: Mapping[str, Any], style: Style, heads: int) -> tuple[Style, int]:
     """FalconDecoderLayer: with new_decoder_architecture, grouped key/values (num_kv_heads) and
     two norms in parallel (ln_attn, ln_mlp) unless num_ln_in_parallel_attn is 1; else one key/value
@@ -408,6 +450,8 @@ def _experts(config: Mapping[str, Any], family: str) -> Experts | None:
 
 def _check(arch: Arch) -> None:
     for name in ("vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "intermediate"):
+        if arch.ssm is not None and name in ("heads", "kv_heads", "head_dim"):
+            continue
         value = getattr(arch, name)
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, not {value!r}")

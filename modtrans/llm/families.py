@@ -24,8 +24,10 @@ state-dict keys, so a layer's parameters are those of the checkpoint):
                                       (7B) or two (new_decoder_      dense_h_to_4h,dense_4h_to_h
                                       architecture)
 
-Rotary positions, partial rotary (gpt_neox's rotary_pct), sliding windows, embedding scaling
-(gemma) and logit soft-capping (gemma2) have no parameters and change no GEMM: they are free here.
+Mamba (a selective state-space mixer in place of attention and MLP) is its own builder
+(build.py, _mamba). Rotary positions, partial rotary (gpt_neox's rotary_pct), sliding windows,
+embedding scaling (gemma) and logit soft-capping (gemma2) have no parameters and change no GEMM:
+they are free here.
 """
 
 from __future__ import annotations

@@ -44,6 +44,12 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1)
     """`tokens`: the context-parallel ranks the sequence is split over (context.py): every
     activation these collectives move is 1/tokens of the IR's (built for the whole sequence)."""
     check_heads(ir, tp)
+    if tp > 1 and any(x.op_type == "SelectiveScan" for x in ir.layers):
+        raise LayoutError(
+            f"--tp {tp}: a selective state-space (Mamba) mixer split over tensor ranks is not modelled "
+            "(its conv1d, x_proj and scan shard by channel, which Megatron's MambaMixer does with "
+            "collectives of its own)"
+        )
     roles = roles_of(ir, [u.x.owner for u in units if u.x.owner.moe is None])
     # a replicated embedding beside the word embedding: learned positions (or token types)
     positions = any(u.x.owner.kind is Kind.EMBEDDING and u.name not in roles for u in units)
