@@ -71,6 +71,7 @@ class Options:
     allow_unknown: bool = False  # keep layers whose FLOPs are unknown (0), listed in the metadata
     full_hash: bool = False  # the provenance's SHA-256 of a file above 64 MiB too (digest.py)
     per_layer_times: Path | None = None  # measured times in (cost/measured.py)
+    per_expert: bool = False  # a node per routed expert (default: one grouped GEMM, llm/build.py)
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,10 @@ def extract_checked(
     file_hash: bool = True,
     full_hash: bool = False,
     vocabulary_multiple: int = 1,
+    per_expert: bool = False,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file).
+    `per_expert`: a configuration's routed experts a layer each (an ONNX export's always are).
     `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py).
     `vocabulary_multiple`: a transformer configuration's vocabulary padded to a multiple of it (an
     ONNX file's tables are as exported)."""
@@ -158,6 +161,7 @@ def extract_checked(
             input_shapes=shapes,
             display_name=entry.name if entry else None,
             vocabulary_multiple=vocabulary_multiple,
+            per_expert=per_expert,
         )
     if _is_file(path):
         # the hash starts before onnx is imported: it runs beside the import and the extraction
@@ -242,6 +246,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         input_shapes=options.input_shapes,
         full_hash=options.full_hash,
         vocabulary_multiple=layout.vocabulary_multiple if layout is not None else 1,
+        per_expert=options.per_expert,
     )
     # A layer whose FLOPs are unknown would be a silent 0 (or one loop iteration) in the workload:
     # an error here, where extract only warns (an unknown dimension no cost needs stays a warning).

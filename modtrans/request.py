@@ -55,6 +55,7 @@ class Request:
     checkpoint_initiates: Sequence[int] | None = None
     per_layer: Mapping[str, str] | str | Path | None = None  # pattern -> keyword, or a file of them
     per_layer_times: Path | None = None  # measured compute times (cost/measured.py)
+    per_expert: bool = False  # a layer per routed expert (llm/build.py; default grouped)
     timeline: Path | None = None  # the plan's schedule as a picture, FILE.svg or FILE.png (picture.py)
     dialect: str | None = None  # astra-sim (default), simai, chakra
     params: str | None = None  # trainable (default) or weights
@@ -166,6 +167,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         allow_unknown=request.allow_unknown,
         full_hash=request.full_hash,
         per_layer_times=None if request.per_layer_times is None else Path(request.per_layer_times),
+        per_expert=request.per_expert,
     )
     return Prepared(request, options, tuple(notes))
 

@@ -286,9 +286,11 @@ def _cached_extract(
     file_hash: bool = True,
     full_hash: bool = False,
     vocabulary_multiple: int = 1,
+    per_expert: bool = False,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """pipeline.extract_checked, once per model: the IR is frozen, and six formats read it."""
     assert file_hash
+    assert not per_expert
     shapes = tuple(sorted((input_shapes or {}).items()))
     ir, found = _extracted(str(spec), batch, shapes, full_hash, vocabulary_multiple)
     return ir, list(found)

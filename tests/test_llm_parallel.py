@@ -1038,3 +1038,41 @@ def test_fsdp_reduces_every_micro_batch(
     ops = [c for c in _collectives(plan) if c.layer == q]
     assert Counter((c.place, c.comm) for c in ops) == {key: n * ga for key, n in expected.items()}
     assert {c.bytes for c in ops} == {HIDDEN * HIDDEN * BYTES}
+
+
+def test_an_ep_rank_runs_its_experts_as_one_grouped_gemm_or_one_node_each(
+    run_cli: Run, tmp_path: Path
+) -> None:
+    """Mixtral-8x7B at EP 2: a rank holds 4 of the 8 experts. Grouped (the default), a block's w1
+    is one node, a GEMM of 4 groups of 2 x 64 tokens (256 tokens x top-2 / 8 experts = 64 from
+    each expert rank); --per-expert, 4 nodes. Either way the rank computes the same FLOPs and
+    reduces the same gradient bytes."""
+    from modtrans.strategy.share import regroup
+
+    totals = {}
+    for label, extra in (("grouped", ()), ("each", ("--per-expert",))):
+        prefix = tmp_path / label
+        args = (
+            "translate",
+            "mixtral-8x7b",
+            "--ep",
+            "2",
+            "--dp",
+            "2",
+            "--seq-len",
+            "256",
+            "--format",
+            "chakra-et",
+        )
+        assert run_cli(*args, *extra, "-o", prefix).exit_code == 0
+        path = tmp_path / f"{label}.0.et"
+        (totals[label],) = summarize([read(path.read_bytes(), str(path))])
+    assert totals["grouped"].flops == totals["each"].flops
+    assert totals["grouped"].collectives == totals["each"].collectives
+    assert totals["grouped"].nodes < totals["each"].nodes
+    ir, _ = pipeline.extract_checked("mixtral-8x7b", input_shapes={"input_ids": (1, 256)})
+    assert ir is not None
+    w1 = regroup(ir.layer("model.layers.0.block_sparse_moe.experts.w1"), 2)
+    assert w1.gemm is not None
+    assert (w1.gemm.groups, w1.gemm.m) == (4, 2 * 64)
+    assert w1.params[0].elements == 4 * 14336 * 4096  # its 4 experts' weights

@@ -123,6 +123,14 @@ def translate(
             "projected onto each rank's share by the cost model."
         ),
     ] = None,
+    per_expert: Annotated[
+        bool,
+        typer.Option(
+            "--per-expert",
+            help="A configuration's routed experts a layer and trace node each, as transformers' "
+            "modules are (default: one grouped GEMM of an EP rank's experts per projection).",
+        ),
+    ] = False,
     dialect: Annotated[
         Dialect, typer.Option("--dialect", "-d", case_sensitive=False, help="Consumer to write for.")
     ] = Dialect.ASTRA_SIM,

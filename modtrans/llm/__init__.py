@@ -41,8 +41,11 @@ def extract(
     input_shapes: Mapping[str, tuple[Dim, ...]] | None = None,
     display_name: str | None = None,
     vocabulary_multiple: int = 1,
+    per_expert: bool = False,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the architecture a config.json describes; M801 for one that describes none.
+    `per_expert`: a layer per routed expert and projection (transformers' modules), not one
+    grouped layer of every expert per projection (build.py).
     `vocabulary_multiple`: the vocabulary padded up to a multiple of it, as the training framework
     pads it (Megatron-LM: Layout.vocabulary_multiple); the embedding and the output layer then have
     the padded rows."""
@@ -76,6 +79,8 @@ def extract(
     micro, sequence = int(dims[0]), int(dims[1])
     if vocabulary_multiple > 1:
         arch = dataclasses.replace(arch, vocab=-(-arch.vocab // vocabulary_multiple) * vocabulary_multiple)
+    if per_expert:
+        arch = dataclasses.replace(arch, grouped_experts=False)
     if batch is not None:
         micro = batch
     provenance = Provenance(

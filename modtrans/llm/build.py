@@ -354,9 +354,18 @@ def _mixture(b: _Builder, p: str, h: Activation) -> Activation:
     )
     rows = math.ceil(b.tokens * e.top_k / e.experts)  # balanced routing
     names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
-    tokens = b.tensor(f"{base}.experts.in", (e.experts * rows, a.hidden))
-    b.producer[tokens.name] = routed.name.rsplit(".out", 1)[0]
-    outs = [_grouped_experts(b, f"{base}.experts", tokens, rows, names)]
+    router_name = routed.name.rsplit(".out", 1)[0]
+    if a.grouped_experts:
+        tokens = b.tensor(f"{base}.experts.in", (e.experts * rows, a.hidden))
+        b.producer[tokens.name] = router_name
+        outs = [_grouped_experts(b, f"{base}.experts", tokens, rows, names)]
+    else:  # --per-expert: transformers' modules, experts.<e>.<projection>
+        outs = []
+        for index in range(e.experts):
+            tokens = b.tensor(f"{base}.experts.{index}.in", (rows, a.hidden))
+            b.producer[tokens.name] = router_name
+            moe = Moe(e.experts, e.top_k, index)
+            outs.append(_swiglu(b, f"{base}.experts.{index}", tokens, e.intermediate, rows, moe, names))
     if e.shared:
         shared_name = f"{base}.shared_expert" if e.shared_gate else f"{base}.shared_experts"
         outs.append(_swiglu(b, shared_name, h, e.shared))

@@ -8,8 +8,9 @@ rotary positions); mixtral, qwen2_moe, qwen3_moe, deepseek, deepseek_v2, deepsee
 with a mixture of experts; DeepSeek-V2/V3 with multi-head latent attention); gpt2 (pre-norm
 LayerNorm, GELU, learned positions, tied head); bert (post-norm encoder); gemma, gemma2,
 gemma3_text, phi3, falcon (and its first name RefinedWebModel), gpt_neox, olmo2, olmo3, starcoder2
-(their module names and norm placement in families.py); mamba (a selective state-space mixer). Keys follow each family's
-transformers configuration class; a key a family needs that is missing is a ConfigError naming it.
+(their module names and norm placement in families.py); mamba (a selective state-space mixer).
+Keys follow each family's transformers configuration class; a key a family needs that is missing
+is a ConfigError naming it.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class Arch:
     attention_dropout: float = 0.0  # dropout p of the attention probabilities in training
     style: Style = LLAMA  # module names and norm placement (families.py)
     ssm: Ssm | None = None  # Mamba: a selective state-space mixer in place of attention and MLP
+    grouped_experts: bool = True  # a MoE block's routed experts as one grouped layer per projection
     o_bias: bool = False  # the attention output projection has a bias
     norm_bias: bool = True  # a LayerNorm has a bias (RMSNorm never)
     heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)

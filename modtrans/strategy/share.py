@@ -88,8 +88,29 @@ def resize(layer: IRLayer, factor: Fraction) -> IRLayer:
     return dataclasses.replace(layer, flops=flops, gemm=gemm, inputs=acts[0], outputs=acts[1])
 
 
+def regroup(layer: IRLayer, holds: int) -> IRLayer:
+    """A grouped experts' layer on a rank that holds 1 / `holds` of its experts, each on `holds`
+    times the tokens (what every expert-parallel rank routes to them): the grouped GEMM's groups
+    / holds, its M x holds, the same FLOPs; the weights of its own experts only."""
+    gemm = layer.gemm
+    if holds == 1 or gemm is None or gemm.groups % holds:
+        return layer
+    params = tuple(
+        dataclasses.replace(p, elements=math.ceil(p.elements / holds), bytes=math.ceil(p.bytes / holds))
+        for p in layer.params
+    )
+    return dataclasses.replace(
+        layer, gemm=Gemm(gemm.m * holds, gemm.k, gemm.n, gemm.groups // holds), params=params
+    )
+
+
 def rank_share(
-    x: LayerDraft, folded: Folded = Folded.MEGATRON, *, tokens: Fraction = Fraction(1), sequence: int = 1
+    x: LayerDraft,
+    folded: Folded = Folded.MEGATRON,
+    *,
+    tokens: Fraction = Fraction(1),
+    sequence: int = 1,
+    experts: int = 1,
 ) -> Group:
     """What one rank computes of a unit (a workload layer: the IR layer holding its parameters and
     the parameter-free layers folded into it), for the keywords and the LLM layout alike.
@@ -104,6 +125,7 @@ def rank_share(
     sequence          sequence parallelism's T: the layers folded into a row-parallel or embedding
                       unit (norm, residual add, dropout; not a linear) run on 1/T of the sequence
                       (Korthikanti et al. 2022, section 4.2.2)
+    experts           a grouped experts' layer held 1 / experts on this rank: regroup()
     """
     g = x.group
     sharded = x.ways > 1 and g.owner.kind in SHARDABLE
@@ -117,4 +139,4 @@ def rank_share(
         elif x.role in ("row", "embedding") and m.kind is not Kind.LINEAR:
             factor /= sequence
         members.append(resize(shard(m, x.ways) if sharded else m, factor))
-    return dataclasses.replace(g, owner=resize(owner, tokens), folded=tuple(members))
+    return dataclasses.replace(g, owner=regroup(resize(owner, tokens), experts), folded=tuple(members))

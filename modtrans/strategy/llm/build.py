@@ -151,7 +151,7 @@ def _costed(
     return [
         costed(
             u.index,
-            rank_share(u.x, folded, tokens=u.scale / layout.cp, sequence=sequence),
+            rank_share(u.x, folded, tokens=u.scale / layout.cp, sequence=sequence, experts=u.holds),
             u.x.comms,
             io,
             cost,
