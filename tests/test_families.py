@@ -32,7 +32,7 @@ def test_the_parameters_are_those_transformers_builds(name: str) -> None:
     assert _ir(name).totals.params == EXPECTED[name]["parameters"]
 
 
-@pytest.mark.parametrize("name", sorted(n for n in EXPECTED if not n.startswith("mamba")))
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED if not n.startswith(("mamba", "jamba"))))
 def test_forward_flops_per_token_are_2n_plus_the_attention_term(name: str) -> None:
     """Forward FLOPs per token: 2 x every weight a token is multiplied by (the parameters less the
     embedding table, which is looked up, plus the output layer's, counted again if tied) plus
@@ -63,6 +63,23 @@ def test_mamba_s_forward_flops_are_its_gemms_conv_and_selective_scan() -> None:
     block = gemms + inner * (2 * 4 + 1) + inner * (9 * state + 2)
     closed = 24 * block + 2 * hidden * 50_280
     assert ir.totals.flops.forward / SEQUENCE == pytest.approx(closed, rel=0.005)
+
+
+def test_jamba_is_attention_every_eighth_block_mamba_elsewhere_and_experts_every_second() -> None:
+    """Jamba-v0.1 (ai21labs): 51,570,323,328 parameters (transformers, EXPECTED.json), "12B
+    active": top-2 of 16 experts in 16 of 32 blocks. Forward FLOPs per token: 2 x the active
+    weights less the embedding, the attention of blocks 4, 12, 20, 28 (4 x s x 32 x 128 each),
+    the Mamba mixers' convolution (2 x 4 + 1) and scan (9 x 16 + 2) per channel in the other 28."""
+    ir = _ir("jamba-v0.1")
+    t = ir.totals
+    assert t.params == EXPECTED["jamba-v0.1"]["parameters"]
+    assert round(t.active_params / 1e9) == 12
+    attention = {x.block.index for x in ir.layers if x.name.endswith("self_attn.q_proj") and x.block}
+    assert attention == {4, 12, 20, 28}
+    inner = 2 * 4096
+    closed = 2 * (t.active_params - t.embedding_params) + 4 * 4 * SEQUENCE * 32 * 128
+    closed += 28 * inner * (2 * 4 + 1 + 9 * 16 + 2)
+    assert ir.totals.flops.forward / SEQUENCE == pytest.approx(closed, rel=0.02)
 
 
 def test_a_mamba_mixer_over_tensor_ranks_is_refused(tmp_path: Path) -> None:

@@ -184,7 +184,7 @@ def build(arch: Arch, batch: int, sequence: int, provenance: Provenance) -> Mode
         _bert(b, ids)
     elif arch.family == "gpt2":
         _gpt2(b, ids)
-    elif arch.ssm is not None:
+    elif arch.ssm is not None and arch.attention_blocks is None:
         _mamba(b, ids)
     else:
         _decoder(b, ids)
@@ -224,7 +224,11 @@ def _decoder(b: _Builder, ids: Activation) -> None:
             x = _parallel_block(b, p, x, i)
             continue
         h = b.norm(f"{p}.{st.norm_names[0]}", x) if st.norms != "post" else x
-        o = _self_attention(b, f"{p}.{st.attention}", h)
+        if a.attention_blocks is not None and i not in a.attention_blocks:  # a hybrid's Mamba block
+            b.at(i, Part.MLP)
+            o = _mixer(b, f"{p}.{st.mixer}", h)
+        else:
+            o = _self_attention(b, f"{p}.{st.attention}", h)
         if st.norms in ("sandwich", "post"):
             o = b.norm(f"{p}.{st.norm_names[1 if st.norms == 'sandwich' else 0]}", o)
         x = b.elementwise(f"{p}.residual_attn", "Add", [x, o], dims(x))
@@ -340,9 +344,9 @@ def _mixture(b: _Builder, p: str, h: Activation) -> Activation:
     e = a.experts
     assert e is not None
     mixtral = a.family == "mixtral"
-    base = f"{p}.block_sparse_moe" if mixtral else f"{p}.mlp"
+    base = f"{p}.block_sparse_moe" if mixtral else f"{p}.{a.style.mlp}"
     router = Moe(e.experts, e.top_k)
-    logits = b.linear(f"{base}.gate", h, e.experts, moe=router)
+    logits = b.linear(f"{base}.{'router' if a.family == 'jamba' else 'gate'}", h, e.experts, moe=router)
     routed = b.add(
         f"{base}.routing",
         "TopK",
@@ -446,7 +450,12 @@ def _mixer(b: _Builder, p: str, h: Activation) -> Activation:
     conv_flops = Flops(taps + channels * ssm.conv_bias, taps, taps)
     conv = b.add(f"{p}.conv1d", "Conv", Kind.ELEMENTWISE, [xz], (*tokens, ssm.inner), conv_flops, weights)
     dbc = b.linear(f"{p}.x_proj", conv, ssm.dt_rank + 2 * ssm.state)
-    dt = b.linear(f"{p}.dt_proj", b.tensor(dbc.name, (*tokens, ssm.dt_rank)), ssm.inner, bias=True)
+    step = b.tensor(dbc.name, (*tokens, ssm.dt_rank))
+    if b.arch.family == "jamba":  # JambaMambaMixer: RMSNorms of dt, B and C
+        step = b.norm(f"{p}.dt_layernorm", step)
+        b.norm(f"{p}.b_layernorm", b.tensor(dbc.name, (*tokens, ssm.state)))
+        b.norm(f"{p}.c_layernorm", b.tensor(dbc.name, (*tokens, ssm.state)))
+    dt = b.linear(f"{p}.dt_proj", step, ssm.inner, bias=True)
     state = [
         b.param(f"{p}.A_log", Role.WEIGHT, (ssm.inner, ssm.state)),
         b.param(f"{p}.D", Role.SCALE, (ssm.inner,)),

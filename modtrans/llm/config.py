@@ -8,13 +8,15 @@ rotary positions); mixtral, qwen2_moe, qwen3_moe, deepseek, deepseek_v2, deepsee
 with a mixture of experts; DeepSeek-V2/V3 with multi-head latent attention); gpt2 (pre-norm
 LayerNorm, GELU, learned positions, tied head); bert (post-norm encoder); gemma, gemma2,
 gemma3_text, phi3, falcon (and its first name RefinedWebModel), gpt_neox, olmo2, olmo3, starcoder2
-(their module names and norm placement in families.py); mamba (a selective state-space mixer).
+(their module names and norm placement in families.py); mamba (a selective state-space mixer);
+jamba (attention and Mamba blocks, experts every second block).
 Keys follow each family's transformers configuration class; a key a family needs that is missing
 is a ConfigError naming it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +118,7 @@ class Arch:
     style: Style = LLAMA  # module names and norm placement (families.py)
     ssm: Ssm | None = None  # Mamba: a selective state-space mixer in place of attention and MLP
     grouped_experts: bool = True  # a MoE block's routed experts as one grouped layer per projection
+    attention_blocks: tuple[int, ...] | None = None  # a hybrid's attention blocks (None: every block)
     o_bias: bool = False  # the attention output projection has a bias
     norm_bias: bool = True  # a LayerNorm has a bias (RMSNorm never)
     heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
@@ -170,6 +173,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _gpt2(config, dtype)
     elif family == "bert":
         arch = _bert(config, dtype)
+    elif family == "jamba":
+        arch = _jamba(config, dtype)
     elif family in STYLES:
         arch = _styled(config, family, dtype)
     elif family == "mamba":
@@ -390,6 +395,49 @@ def _mamba(config: Mapping[str, Any], dtype: str) -> Arch:
         intermediate=inner, mlp="none", norm="rms", tied=bool(config.get("tie_word_embeddings", True)),
         qkv_bias=False, mlp_bias=False, positions=0, dtype=dtype, ssm=ssm,
     )  # fmt: skip
+
+
+def _jamba(config: Mapping[str, Any], dtype: str) -> Arch:
+    """Jamba (Lieber et al. 2024) as transformers' JambaConfig reads it: attention in the blocks i
+    with i % attn_layer_period == attn_layer_offset, a Mamba mixer in the others (mamba_d_state,
+    mamba_d_conv, mamba_expand, mamba_dt_rank "auto": ceil(hidden / 16)); a mixture of
+    num_experts (top num_experts_per_tok) where i % expert_layer_period == expert_layer_offset,
+    a SwiGLU MLP elsewhere."""
+    layers = _get(config, "num_hidden_layers")
+    hidden = _get(config, "hidden_size")
+    period, offset = (
+        _get(config, "attn_layer_period", default=8),
+        _get(config, "attn_layer_offset", default=4),
+    )
+    every, at = _get(config, "expert_layer_period", default=2), _get(config, "expert_layer_offset", default=1)
+    if not period or not every:
+        raise ConfigError("attn_layer_period and expert_layer_period must be at least 1")
+    rank = config.get("mamba_dt_rank", "auto")
+    ssm = Ssm(
+        inner=_get(config, "mamba_expand", default=2) * hidden,
+        state=_get(config, "mamba_d_state", default=16),
+        conv=_get(config, "mamba_d_conv", default=4),
+        dt_rank=-(-hidden // 16) if rank == "auto" else _get(config, "mamba_dt_rank"),
+        bias=bool(config.get("mamba_proj_bias", False)),
+        conv_bias=bool(config.get("mamba_conv_bias", True)),
+    )
+    routed = _get(config, "num_experts", default=16)
+    experts = None
+    if routed > 1:
+        experts = Experts(
+            experts=routed,
+            top_k=_get(config, "num_experts_per_tok", default=2),
+            intermediate=_get(config, "intermediate_size"),
+            dense_blocks=tuple(i for i in range(layers) if i % every != at),
+        )
+    arch = _decoder({**config, "model_type": "llama"}, "jamba", dtype)
+    return dataclasses.replace(
+        arch,
+        experts=experts,
+        ssm=ssm,
+        style=STYLES["jamba"],
+        attention_blocks=tuple(i for i in range(layers) if i % period == offset),
+    )
 
 
 def _falcon(config: Mapping[str, Any], style: Style, heads: int) -> tuple[Style, int]:

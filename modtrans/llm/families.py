@@ -23,6 +23,11 @@ state-dict keys, so a layer's parameters are those of the checkpoint):
     falcon       transformer.h.N      parallel, one shared norm      query_key_value,dense /
                                       (7B) or two (new_decoder_      dense_h_to_4h,dense_4h_to_h
                                       architecture)
+    jamba        model.layers.N       pre: input_, pre_ff_layernorm  attention every
+                                                                     attn_layer_period blocks, a
+                                                                     Mamba mixer (with dt, B, C
+                                                                     norms) in the others /
+                                                                     feed_forward: MLP or MoE
 
 Mamba (a selective state-space mixer in place of attention and MLP) is its own builder
 (build.py, _mamba). Rotary positions, partial rotary (gpt_neox's rotary_pct), sliding windows,
@@ -51,6 +56,7 @@ class Style:
     norms: str = "pre"  # pre | sandwich | post | parallel (one norm) | parallel2 (two)
     norm_names: tuple[str, ...] = ("input_layernorm", "post_attention_layernorm")
     qk_norm: str = ""  # "" | head (over head_dim) | full (over all heads' width)
+    mixer: str = ""  # a state-space block's mixer module (Jamba's "mamba"; "": every block attends)
 
 
 LLAMA = Style()
@@ -84,6 +90,12 @@ STYLES = {
         up=("dense_h_to_4h",),
         down="dense_4h_to_h",
         norms="parallel2",
+    ),
+    "jamba": Style(
+        mlp="feed_forward",
+        norm_names=("input_layernorm", "pre_ff_layernorm"),
+        final_norm="final_layernorm",
+        mixer="mamba",
     ),
     "falcon": Style(
         root="transformer",
