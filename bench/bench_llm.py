@@ -19,12 +19,11 @@ in a fresh subprocess; wall time and peak RSS (getrusage of the child). Targets:
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from children import run  # bench/children.py: the script's own folder is on sys.path
 
 _PLAIN = r"""
 import sys
@@ -45,17 +44,6 @@ for path in sorted(Path(sys.argv[1]).glob("l.*")):
 """
 
 
-def _run(args: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child, from its own rusage (os.wait4)."""
-    start = time.perf_counter()
-    child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - start
-    if status != 0:
-        sys.exit(f"failed: {' '.join(args)}\n{child.stderr.read().decode()[-2000:] if child.stderr else ''}")
-    return seconds, usage.ru_maxrss / 1024
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tp", type=int, default=8)
@@ -66,14 +54,14 @@ def main() -> None:
         folder = Path(tmp)
         args = [sys.executable, "-m", "modtrans", "translate", "llama-3-70b"]
         args += ["--tp", str(options.tp), "--pp", str(options.pp), "--dp", str(options.dp)]
-        ours, ours_rss = _run([*args, "--format", "chakra-et", "-o", str(folder / "l")])
+        ours, ours_rss = run([*args, "--format", "chakra-et", "-o", str(folder / "l")])
         files = sorted(folder.glob("l.*"))
         total = sum(p.stat().st_size for p in files)
         listing = folder / "sizes.txt"
         listing.write_text("".join(f"{folder / ('copy-' + p.name)} {p.stat().st_size}\n" for p in files))
-        plain, plain_rss = _run([sys.executable, "-c", _PLAIN, str(listing)])
-        read, read_rss = _run([sys.executable, "-c", _READ, str(folder)])
-        check, check_rss = _run([sys.executable, "-m", "modtrans", "validate", str(folder / "l")])
+        plain, plain_rss = run([sys.executable, "-c", _PLAIN, str(listing)])
+        read, read_rss = run([sys.executable, "-c", _READ, str(folder)])
+        check, check_rss = run([sys.executable, "-m", "modtrans", "validate", str(folder / "l")])
     ranks = options.tp * options.pp * options.dp
     layout = f"TP{options.tp} x PP{options.pp} x DP{options.dp}"
     print(f"llama-3-70b {layout} = {ranks} ranks: {len(files)} files, {total / 1e9:.2f} GB")

@@ -21,12 +21,11 @@ Qwen/Qwen3-30B-A3B on the Hugging Face Hub).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from children import run  # bench/children.py: the script's own folder is on sys.path
 
 DEEPSEEK_V3 = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
@@ -46,17 +45,6 @@ QWEN3_30B_A3B = {
 }  # fmt: skip
 
 
-def _run(args: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child, from its own rusage (os.wait4)."""
-    start = time.perf_counter()
-    child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - start
-    if status != 0:
-        sys.exit(f"failed: {' '.join(args)}\n{child.stderr.read().decode()[-2000:] if child.stderr else ''}")
-    return seconds, usage.ru_maxrss / 1024
-
-
 def main() -> None:
     modtrans = [sys.executable, "-m", "modtrans"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,14 +52,14 @@ def main() -> None:
         (folder / "dsv3.json").write_text(json.dumps(DEEPSEEK_V3))
         (folder / "qwen3.json").write_text(json.dumps(QWEN3_30B_A3B))
         layout = ["--tp", "2", "--pp", "4", "--dp", "8", "--seq-len", "1024", "--format", "chakra-et"]
-        dense = _run([*modtrans, "translate", "llama-3-70b", *layout, "-o", str(folder / "l")])
+        dense = run([*modtrans, "translate", "llama-3-70b", *layout, "-o", str(folder / "l")])
         moe_layout = [*layout, "--sp", "--ep", "4", "--stages", "16,15,15,15"]
-        deepseek = _run(
+        deepseek = run(
             [*modtrans, "translate", str(folder / "dsv3.json"), *moe_layout, "-o", str(folder / "d")]
         )
         size = sum(p.stat().st_size for p in folder.glob("d.*"))
-        inspect_set = _run([*modtrans, "inspect", str(folder / "d")])
-        inspect_model = _run([*modtrans, "inspect", str(folder / "dsv3.json")])
+        inspect_set = run([*modtrans, "inspect", str(folder / "d")])
+        inspect_model = run([*modtrans, "inspect", str(folder / "dsv3.json")])
         qwen_layout = [
             "--tp",
             "2",
@@ -85,7 +73,7 @@ def main() -> None:
             "--format",
             "chakra-et",
         ]
-        qwen = _run(
+        qwen = run(
             [*modtrans, "translate", str(folder / "qwen3.json"), *qwen_layout, "-o", str(folder / "q")]
         )
     print(f"baseline: llama-3-70b, 64 ranks, translate:  {dense[0]:6.2f} s, {dense[1]:6.0f} MB peak")

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from modtrans.simulate.endtoend import TextResult, layers, read_rows
-from modtrans.simulate.network import Network, SimulateError
+from modtrans.simulate.network import Network, execute, write_configurations
 from modtrans.simulate.network import binary as _binary
 
 ENVIRONMENT = "MODTRANS_ASTRA_SIM_1"
@@ -93,10 +92,7 @@ def parse(log: str | None, end_to_end: str) -> TextResult:
 def run(executable: Path, workload: Path, net: Network, *, timeout: float = 3600) -> tuple[TextResult, str]:
     """Run the simulator on the workload file (its NPUs: the network's)."""
     with tempfile.TemporaryDirectory(prefix="modtrans-astra1-") as folder:
-        files = {}
-        for name, text in configurations(net).items():
-            files[name] = Path(folder) / name
-            files[name].write_text(text, encoding="utf-8")
+        files = write_configurations(folder, configurations(net))
         command = [
             str(executable),
             f"--network-configuration={files['network.json']}",
@@ -113,13 +109,7 @@ def run(executable: Path, workload: Path, net: Network, *, timeout: float = 3600
             "--total-stat-rows=1",
             "--stat-row=0",
         ]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise SimulateError(f"ASTRA-sim 1.0 ran past {timeout:g} s") from None
-        except OSError as error:
-            raise SimulateError(f"cannot run {executable}: {error.strerror or error}") from None
+        log = execute(command, "ASTRA-sim 1.0", timeout)
         csv_path = Path(folder) / "EndToEnd.csv"
         end_to_end = csv_path.read_text(encoding="utf-8", errors="replace") if csv_path.is_file() else ""
-    log = done.stdout + done.stderr
     return parse(log, end_to_end), log

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import bisect
 import re
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from modtrans.simulate.network import Network, SimulateError
+from modtrans.simulate.network import Network, execute, write_configurations
 from modtrans.simulate.network import binary as _binary
 
 ENVIRONMENT = "MODTRANS_ASTRA_SIM"
@@ -195,10 +194,7 @@ def run(
     """Run the simulator on the trace set `prefix` (PREFIX.<rank>.et, PREFIX.comm_groups.json)."""
     groups = Path(f"{prefix}.comm_groups.json")
     with tempfile.TemporaryDirectory(prefix="modtrans-simulate-") as folder:
-        files = {}
-        for name, text in configurations(net).items():
-            files[name] = Path(folder) / name
-            files[name].write_text(text, encoding="utf-8")
+        files = write_configurations(folder, configurations(net))
         command = [
             str(executable),
             f"--workload-configuration={prefix}",
@@ -209,11 +205,5 @@ def run(
         ]
         if groups.is_file():
             command.append(f"--comm-group-configuration={groups}")
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise SimulateError(f"ASTRA-sim ran past {timeout:g} s") from None
-        except OSError as error:
-            raise SimulateError(f"cannot run {executable}: {error.strerror or error}") from None
-    log = done.stdout + done.stderr
+        log = execute(command, "ASTRA-sim", timeout)
     return parse(log, npus), log

@@ -16,6 +16,8 @@ simai.py). ModTrans never vendors or builds a simulator: the user gives the bina
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,3 +68,24 @@ def binary(given: str | None, environment: str, option: str, name: str) -> Path:
     if not found.is_file() or not os.access(found, os.X_OK):
         raise SimulateError(f"{option} {path}: not an executable file")
     return found
+
+
+def execute(command: list[str], name: str, timeout: float, cwd: Path | None = None) -> str:
+    """Run a simulator and return what it printed (standard output, then standard error); its exit
+    status is not a verdict (each module judges a run by the lines it printed)."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        raise SimulateError(f"{name} ran past {timeout:g} s") from None
+    except OSError as error:
+        raise SimulateError(f"cannot run {command[0]}: {error.strerror or error}") from None
+    return done.stdout + done.stderr
+
+
+def write_configurations(folder: str, texts: Mapping[str, str]) -> dict[str, Path]:
+    """The configuration files a run reads, written into its temporary folder: name -> path."""
+    files = {}
+    for name, text in texts.items():
+        files[name] = Path(folder) / name
+        files[name].write_text(text, encoding="utf-8")
+    return files

@@ -17,12 +17,11 @@ those of ASTRA-sim 1.0 (endtoend.py).
 from __future__ import annotations
 
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 
 from modtrans.simulate.endtoend import TextResult, layers, number, read_rows
-from modtrans.simulate.network import Network, SimulateError
+from modtrans.simulate.network import Network, SimulateError, execute
 from modtrans.simulate.network import binary as _binary
 
 ENVIRONMENT = "MODTRANS_SIMAI"
@@ -85,15 +84,7 @@ def run(
         (here / RATIOS).symlink_to(tables, target_is_directory=True)
         (here / "results").mkdir()
         command = [str(executable), "-w", str(workload.resolve()), *arguments(net, npus), "-r", "modtrans-"]
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout, check=False, cwd=here
-            )
-        except subprocess.TimeoutExpired:
-            raise SimulateError(f"SimAI ran past {timeout:g} s") from None
-        except OSError as error:
-            raise SimulateError(f"cannot run {executable}: {error.strerror or error}") from None
+        log = execute(command, "SimAI", timeout, here)
         csv_path = here / "results" / "modtrans-EndToEnd.csv"
         end_to_end = csv_path.read_text(encoding="utf-8", errors="replace") if csv_path.is_file() else ""
-    log = done.stdout + done.stderr
     return parse(log, end_to_end), log
