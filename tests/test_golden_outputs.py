@@ -222,17 +222,17 @@ GOLDEN = {
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "15e3a3248b57e28a",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "d21f06706d5e80bf",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | astra-sim": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "78d845f782fd9385",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "1aecbe40b42990af",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra": "refused: D310",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "2ec8c9c8d22e9c45",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "46f2db1732e1dc87",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "6664db0f185de90e",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "5e0a516e455d17e5",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | astra-sim": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "c21fff6a4a4a8b7a",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "7647aaf66229dfd4",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra": "refused: D310",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "fb6ac0383163d240",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "a3e22b8736e0099c",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "60a41ac95750edef",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "b801a70743aaaf33",
 }
 # seconds per format each (64 routed experts; 32 blocks through six formats): -m slow
 SLOW = {"deepseek-moe-16b", "llama-3-8b", "mixtral-8x7b"}
