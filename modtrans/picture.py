@@ -40,9 +40,28 @@ def title_of(name: str, llm: Mapping[str, Any]) -> str:
     return f"{name}: {shape}, {schedule}, --recompute {llm.get('recompute')}"
 
 
-COLOURS = {Step.FWD: "#4e79a7", Step.INPUT_GRAD: "#59a14f", Step.RECOMPUTE: "#bab0ac"}
-LETTERS = {Step.FWD: "F", Step.INPUT_GRAD: "B", Step.RECOMPUTE: "R"}
-NAMES = {Step.FWD: "forward", Step.INPUT_GRAD: "backward", Step.RECOMPUTE: "recomputed forward"}
+COLOURS = {
+    Step.FWD: "#4e79a7",
+    Step.INPUT_GRAD: "#59a14f",
+    Step.RECOMPUTE: "#bab0ac",
+    Step.WEIGHT_GRAD: "#f28e2b",
+}
+LETTERS = {Step.FWD: "F", Step.INPUT_GRAD: "B", Step.RECOMPUTE: "R", Step.WEIGHT_GRAD: "W"}
+NAMES = {
+    Step.FWD: "forward",
+    Step.INPUT_GRAD: "backward",
+    Step.RECOMPUTE: "recomputed forward",
+    Step.WEIGHT_GRAD: "weight gradient",
+}
+
+
+def _shown(t: Timeline) -> list[Step]:
+    """The legend's kinds: forward, backward, recomputed forward, and weight gradients where a
+    schedule runs them apart (ZB-H1)."""
+    split = any(b.step is Step.WEIGHT_GRAD for b in t.blocks)
+    return [s for s in COLOURS if s is not Step.WEIGHT_GRAD or split]
+
+
 LEFT, TOP, LANE = 120, 40, 28
 
 
@@ -98,7 +117,8 @@ def _block(b: Block, y: int, scale: float) -> list[str]:
 
 def _legend(t: Timeline, y: int) -> list[str]:
     out = []
-    for i, (step, colour) in enumerate(COLOURS.items()):
+    for i, step in enumerate(_shown(t)):
+        colour = COLOURS[step]
         out.append(f'<rect x="{LEFT + i * 170}" y="{y}" width="12" height="12" fill="{colour}"/>')
         out.append(f'<text x="{LEFT + i * 170 + 16}" y="{y + 10}">{LETTERS[step]}: {NAMES[step]}</text>')
     note = f"{t.end:,} ticks with a free network; lighter: odd model chunks; ticks below a lane: sends"
@@ -145,8 +165,8 @@ def png(t: Timeline, title: str, *, width: int = 1400) -> bytes:
             if stage == s:
                 pen.line((LEFT + tick * scale, y + LANE, LEFT + tick * scale, y + LANE + 5), fill="#333")
     y = TOP + t.stages * (LANE + 8) + 20
-    for i, (step, colour) in enumerate(COLOURS.items()):
-        pen.rectangle((LEFT + i * 170, y, LEFT + i * 170 + 12, y + 12), fill=colour)
+    for i, step in enumerate(_shown(t)):
+        pen.rectangle((LEFT + i * 170, y, LEFT + i * 170 + 12, y + 12), fill=COLOURS[step])
         pen.text((LEFT + i * 170 + 16, y), f"{LETTERS[step]}: {NAMES[step]}", fill="black", font=font)
     note = f"{t.end:,} ticks with a free network; lighter: odd model chunks; ticks below a lane: sends"
     pen.text((LEFT, y + 22), note, fill="#777777", font=font)

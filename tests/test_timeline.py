@@ -31,6 +31,7 @@ def _lanes(svg: str) -> dict[int, list[tuple[str, int, int]]]:
 
 
 def _draw(run_cli: Run, tmp_path: Path, *options: str) -> dict[int, list[tuple[str, int, int]]]:
+    tmp_path.mkdir(exist_ok=True)
     picture = tmp_path / "t.svg"
     args = ("translate", "llama-3-8b", "--seq-len", "256", "--format", "chakra-et", *options)
     done = run_cli(*args, "-o", tmp_path / "t", "--timeline", picture)
@@ -171,3 +172,37 @@ def test_inspect_never_draws_over_a_trace_of_its_set(run_cli: Run, tmp_path: Pat
     done = run_cli("inspect", tmp_path / "t", "--timeline", renamed)
     assert done.exit_code == 2
     assert renamed.read_bytes() == before
+
+
+def test_zero_bubble_h1_defers_each_stage_s_weight_gradients_by_s(run_cli: Run, tmp_path: Path) -> None:
+    """ZB-H1 (Qi et al. 2024, section 3.1): backwards split into B (input gradient) and W (weight
+    gradient); stage s holds 1F1B's P - s forwards before its first B and runs its first W after
+    its (s + 1)-th B, so at most P micro-batches' activations are held (1F1B's peak) and the
+    deferred W's fill the cool-down: a shorter iteration than 1F1B's with a free network."""
+    lanes = _draw(run_cli, tmp_path / "z", "--pp", "4", "--global-batch", "8", "--schedule", "zb-h1")
+    for stage, blocks in lanes.items():
+        kinds = [b[0] for b in blocks]
+        assert kinds.count("f") == kinds.count("i") == kinds.count("w") == 8
+        assert kinds.index("i") == 4 - stage  # P - s forwards first
+        first_w = kinds.index("w")
+        assert kinds[:first_w].count("i") == stage + 1
+        held = 0
+        for kind in kinds:
+            held += {"f": 1, "w": -1}.get(kind, 0)
+            assert held <= 4
+    _draw(run_cli, tmp_path / "o", "--pp", "4", "--global-batch", "8")  # 1F1B, beside it
+
+    def end(path: Path) -> int:
+        found = re.search(r"([\d,]+) ticks", path.read_text())
+        assert found is not None
+        return int(found.group(1).replace(",", ""))
+
+    assert end(tmp_path / "z" / "t.svg") < end(tmp_path / "o" / "t.svg")
+
+
+def test_simai_text_refuses_zero_bubble(run_cli: Run, tmp_path: Path) -> None:
+    done = run_cli(
+        "translate", "llama-3-8b", "--pp", "2", "--schedule", "zb-h1", "-d", "simai", "-o", tmp_path / "s.txt"
+    )
+    assert done.exit_code == 1
+    assert "zb-h1" in done.stderr

@@ -130,7 +130,10 @@ def stages(traces: Sequence[Trace], rows: Sequence[RankTotals], per_stage: int |
     if llm:
         p, v, m = len(by_stage), int(llm.get("vpp", 1)), int(llm.get("ga", 1))
         what = f"{llm.get('schedule')}, P={p}, V={v}, {m} micro-batches"
-        out.append(f"pipeline bubble ({what}): {(p - 1) / (v * m):.1%} of the ideal time")
+        # ZB-H1: (P - 1)(F + B - W) of the ideal m (F + B + W): a third with equal times (Qi et al.
+        # 2024, section 3.1)
+        share = 3 if llm.get("schedule") == "zb-h1" else 1
+        out.append(f"pipeline bubble ({what}): {(p - 1) / (v * m * share):.1%} of the ideal time")
     return [*out, *memory(llm)]
 
 

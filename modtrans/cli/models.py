@@ -209,7 +209,7 @@ def _draw(
     try:
         refuse_inputs([target], inputs, force=False)
         ops, chunks = programs(firsts, _mesh(meta), llm)
-        drawn = schedule(ops, chunks)
+        drawn = schedule(ops, chunks, split_weights=llm.get("schedule") == "zb-h1")
         content = picture.draw(drawn, picture.title_of(Path(prefix).name, llm), target)
     except (ProgramsError, TimelineError, UsageError, picture.PictureError) as error:
         _usage(f"--timeline {target}: {error}")

@@ -47,6 +47,7 @@ class Schedule(enum.StrEnum):
     GPIPE = "gpipe"
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved"
+    ZB_H1 = "zb-h1"  # zero bubble (Qi et al. 2024): 1F1B with each backward's weight gradient deferred
 
 
 class Recompute(enum.StrEnum):

@@ -49,7 +49,7 @@ from modtrans.plan.lines import (
     backward_column,
     first_stage,
 )
-from modtrans.plan.model import Collective, Plan, Purpose, Recompute, Step
+from modtrans.plan.model import Collective, Plan, Purpose, Recompute, Schedule, Step
 from modtrans.plan.sizes import Consumer, written
 from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
 
@@ -65,6 +65,11 @@ def project_simai(plan: Plan) -> Workload:
         )
     if layout.recompute is Recompute.SELECTIVE:
         raise ProjectionError("selective recomputation: SimAI's FWD_IN_BCKWD recomputes whole segments only")
+    if layout.schedule is Schedule.ZB_H1:
+        raise ProjectionError(
+            "--schedule zb-h1: SimAI runs its own 1F1B pipeline from the pp: header; write Chakra traces "
+            "(--format chakra-et) for the zero-bubble order"
+        )
     if plan.mesh.extent(Purpose.CONTEXT) > 1:
         raise ProjectionError(
             "context parallelism: SimAI's workload has no context-parallel group (its columns run over "

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from modtrans.plan.model import Compute, Direction, Op, Plan, Step, Transfer
+from modtrans.plan.model import Compute, Direction, Op, Plan, Schedule, Step, Transfer
 
 _MICRO = re.compile(r"#m(\d+)")
 
@@ -46,12 +46,16 @@ class Timeline:
 
 def timeline(plan: Plan) -> Timeline:
     """The schedule of `plan`'s stage programs (TimelineError when they deadlock)."""
-    return schedule(plan.programs, _chunks(plan))
+    split = plan.layout is not None and plan.layout.schedule is Schedule.ZB_H1
+    return schedule(plan.programs, _chunks(plan), split_weights=split)
 
 
-def schedule(programs: Sequence[Sequence[Op]], chunk_of: Mapping[int, int]) -> Timeline:
+def schedule(
+    programs: Sequence[Sequence[Op]], chunk_of: Mapping[int, int], *, split_weights: bool = False
+) -> Timeline:
     """The schedule of one program per stage (a send's `offset` the receiving stage's distance,
-    `tag` what its receive matches); `chunk_of`: layer index -> model chunk on its stage."""
+    `tag` what its receive matches); `chunk_of`: layer index -> model chunk on its stage;
+    `split_weights`: weight gradients are blocks of their own (ZB-H1 runs them as steps)."""
     ends: list[list[int | None]] = [[None] * len(p) for p in programs]
     sent: dict[tuple[int, int], int] = {}  # (receiving stage, tag) -> the send's tick
     clock = [0] * len(programs)
@@ -87,7 +91,7 @@ def schedule(programs: Sequence[Sequence[Op]], chunk_of: Mapping[int, int]) -> T
                 progressed = True
         if not progressed:
             raise TimelineError("the stages' programs wait on each other: no schedule runs them")
-    blocks = _merge(raw, chunk_of)
+    blocks = _merge(raw, chunk_of, split_weights)
     return Timeline(len(programs), tuple(blocks), tuple(sends), max((b.end for b in blocks), default=0))
 
 
@@ -106,23 +110,26 @@ def _chunks(plan: Plan) -> dict[int, int]:
     return out
 
 
-def _merge(raw: Sequence[tuple[int, Compute, int, int]], chunk_of: Mapping[int, int]) -> list[Block]:
+def _merge(
+    raw: Sequence[tuple[int, Compute, int, int]], chunk_of: Mapping[int, int], split_weights: bool = False
+) -> list[Block]:
     blocks: list[Block] = []
     for stage, op, start, end in raw:
         micro = _micro(op)
         chunk = chunk_of.get(op.layer, 0)
+        kind = op.step if split_weights and op.step is Step.WEIGHT_GRAD else _kind(op.step)
         last = blocks[-1] if blocks else None
         if (
             last is not None
             and last.stage == stage
-            and _kind(last.step) is _kind(op.step)
+            and last.step is kind
             and last.micro == micro
             and last.chunk == chunk
             and last.end == start
         ):
-            blocks[-1] = Block(stage, _kind(op.step), micro, chunk, last.start, end)
+            blocks[-1] = Block(stage, kind, micro, chunk, last.start, end)
         elif end > start:
-            blocks.append(Block(stage, _kind(op.step), micro, chunk, start, end))
+            blocks.append(Block(stage, kind, micro, chunk, start, end))
     return blocks
 
 

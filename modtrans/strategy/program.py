@@ -45,7 +45,7 @@ from modtrans.plan.model import (
 )
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.groups import Group, group_times
-from modtrans.strategy.schedule import FWD, order
+from modtrans.strategy.schedule import FWD, WGRAD, order
 from modtrans.strategy.tensors import Io
 from modtrans.workload.model import CommType
 
@@ -204,10 +204,29 @@ class StageProgram:
         )
         self.collectives(u, Place.AFTER_FWD, step, tag)
 
-    def backward(self, u: Costed, micro: int) -> int:
+    def backward(self, u: Costed, micro: int, *, weight: bool = True, data: bool = True) -> int:
+        """The unit's backward: its weight gradient (`weight`) and its input gradient (`data`);
+        ZB-H1 runs them as two steps. Returns the weight gradient's index (-1: not run here)."""
         tag = f"m{micro}"
         keep = frozenset(t.name for t in u.io.params)
-        self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)  # activation-gradient traffic
+        if data:
+            self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)  # activation-gradient traffic
+        wg = -1
+        if weight:
+            wg = self.weight_grad(u, tag)
+        if data and not u.first:
+            self.compute(
+                u,
+                Step.INPUT_GRAD,
+                u.times.input_grad,
+                u.flops.input_grad,
+                _suffix(u.io.grads_in, tag) + _suffix(u.io.params, tag, keep),
+                _suffix(u.io.grads_out, tag),
+            )
+            self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
+        return wg
+
+    def weight_grad(self, u: Costed, tag: str) -> int:
         grads = tuple(Tensor(f"grad:{p.name}@{u.name}#{tag}", p.bytes) for p in u.io.trainable)
         wg = self.compute(
             u,
@@ -218,16 +237,6 @@ class StageProgram:
             grads,
         )
         self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
-        if not u.first:
-            self.compute(
-                u,
-                Step.INPUT_GRAD,
-                u.times.input_grad,
-                u.flops.input_grad,
-                _suffix(u.io.grads_in, tag) + _suffix(u.io.params, tag, keep),
-                _suffix(u.io.grads_out, tag),
-            )
-            self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         return wg
 
     def transfer(
@@ -250,6 +259,10 @@ class StageProgram:
         for direction, micro, chunk in order(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual):
             virtual = chunk * p + self.stage
             units = self.chunks[virtual]
+            if direction == WGRAD:  # ZB-H1: the weight gradients of a backward run before
+                for u in reversed(units):
+                    last_wg[u.index] = (u, self.weight_grad(u, f"m{micro}"))
+                continue
             if direction == FWD:
                 if virtual > 0:
                     self.transfer(units[0], Direction.RECV, micro, virtual, virtual - 1, False)
@@ -260,9 +273,12 @@ class StageProgram:
                 continue
             if virtual < last_virtual:
                 self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
+            split = pipe.schedule is Schedule.ZB_H1
             for u in reversed(units):
                 self._recompute(u, micro)
-                last_wg[u.index] = (u, self.backward(u, micro))
+                wg = self.backward(u, micro, weight=not split)
+                if not split:
+                    last_wg[u.index] = (u, wg)
             if virtual > 0:
                 self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):

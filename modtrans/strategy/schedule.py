@@ -7,15 +7,25 @@ chunks (Narayanan et al. 2021, section 2.2; Megatron-LM's schedules.py).
     interleaved  V chunks per stage; Megatron's order: warm-up (P - s - 1) x 2 + (V - 1) x P
                  virtual micro-batches, the chunk of virtual micro-batch k being (k // P) mod V
                  (reversed for backward), its micro-batch (k // (P V)) x P + k mod P
+    ZB-H1        zero bubble, handcrafted (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR
+                 2024, section 3.1 and figure 3): each backward split into B (the input gradient,
+                 which the stage before waits for) and W (the weight gradient, which nobody
+                 waits for). Stage s runs 1F1B's warm-up (P - s forwards in flight), then per
+                 micro-batch its B as soon as it can, and W s steps later than 1F1B would: the
+                 first s W's are deferred and fill the cool-down, where 1F1B's stage s idles.
+                 With equal F, B and W times the bubble is a third of 1F1B's, (P - 1)(F + B - W);
+                 the activations a stage holds are at most P micro-batches', 1F1B's peak.
 
-Each step is (direction, micro-batch, chunk): chunk c of stage s is virtual stage c x P + s.
+Each step is (direction, micro-batch, chunk): chunk c of stage s is virtual stage c x P + s;
+direction F (forward), B (the whole backward, or only its input gradient under ZB-H1) or W (ZB-H1:
+the weight gradient).
 """
 
 from __future__ import annotations
 
 from modtrans.plan.model import Schedule
 
-FWD, BWD = "F", "B"
+FWD, BWD, WGRAD = "F", "B", "W"
 Step = tuple[str, int, int]
 
 
@@ -33,7 +43,26 @@ def order(schedule: Schedule, stage: int, stages: int, micro_batches: int, chunk
             backward += 1
         steps += [(BWD, m, 0) for m in range(backward, micro_batches)]
         return steps
+    if schedule is Schedule.ZB_H1:
+        return _zb_h1(stage, stages, micro_batches)
     return _interleaved(stage, stages, micro_batches, chunks)
+
+
+def _zb_h1(stage: int, stages: int, micro_batches: int) -> list[Step]:
+    """1F1B with split backwards, stage s deferring its W's by s (module docstring)."""
+    warmup = min(stages - stage, micro_batches)
+    steps: list[Step] = [(FWD, m, 0) for m in range(warmup)]
+    forward, weight = warmup, 0
+    for m in range(micro_batches):
+        steps.append((BWD, m, 0))
+        if m >= stage:
+            steps.append((WGRAD, weight, 0))
+            weight += 1
+        if forward < micro_batches:
+            steps.append((FWD, forward, 0))
+            forward += 1
+    steps += [(WGRAD, m, 0) for m in range(weight, micro_batches)]
+    return steps
 
 
 def _virtual(k: int, stages: int, chunks: int, forward: bool) -> tuple[int, int]:

@@ -152,6 +152,8 @@ def _in_flight(layout: Layout, stage: int) -> float:
     p, ga = layout.pp, layout.ga
     if layout.schedule is Schedule.GPIPE:
         return ga
+    if layout.schedule is Schedule.ZB_H1:  # 1F1B's P - s, and the s deferred weight gradients' inputs
+        return min(p, ga)
     if layout.schedule is Schedule.INTERLEAVED:
         return p * (1 + (p - 1) / (p * layout.vpp)) * (p - stage) / p
     return min(p - stage, ga)
