@@ -18,7 +18,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, CONFIG_MAPPING
+from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 RENAMED = {"RefinedWebModel": "falcon"}
