@@ -114,3 +114,17 @@ def test_a_real_simai_run_finishes(run_cli: Run, tmp_path: Path) -> None:
     shown = json.loads(done.stdout)
     assert shown["finished"] is True
     assert abs(shown["total_us"] - shown["compute_us"] - shown["exposed_us"]) <= 1
+
+
+def test_results_without_the_columns_read_are_one_line_not_zeros(run_cli: Run, tmp_path: Path) -> None:
+    """A CSV that is not the simulator's (or a version naming its columns otherwise): exit 2, one
+    line naming the column, where before every time read as 0."""
+    renamed = tmp_path / "e.csv"
+    text = ASTRA1.with_suffix(".EndToEnd.csv").read_text().replace("total comp", "compute total")
+    renamed.write_text(text)
+    done = run_cli(
+        "simulate", f"{ASTRA1}.txt", "--from-log", renamed, "--npus", "8", "--network", "switch:8:300"
+    )
+    assert done.exit_code == 2
+    assert "`total comp`" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -23,11 +23,12 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from modtrans.simulate.endtoend import TextResult, layers, read_rows
+from modtrans.simulate.endtoend import TextResult, check_columns, layers, read_rows
 from modtrans.simulate.network import Network, execute, write_configurations
 from modtrans.simulate.network import binary as _binary
 
 ENVIRONMENT = "MODTRANS_ASTRA_SIM_1"
+TOTALS = ("workload finished at", "total comp", "total exposed comm")  # its first layer row's
 _FINISHED = re.compile(r"all passes finished at time: (\d+)")
 
 
@@ -70,6 +71,7 @@ def parse(log: str | None, end_to_end: str) -> TextResult:
     rows = read_rows(end_to_end)
     header = [h.strip() for h in rows[0]] if rows else []
     first = rows[1] if len(rows) > 1 else []
+    check_columns(rows, header, TOTALS, "ASTRA-sim 1.0")
 
     def total(name: str) -> float:
         if name not in header or header.index(name) >= len(first):
@@ -82,9 +84,9 @@ def parse(log: str | None, end_to_end: str) -> TextResult:
     return TextResult(
         "ASTRA-sim 1.0",
         bool(_FINISHED.search(log)) if log is not None else total("workload finished at") > 0,
-        total("workload finished at"),
-        total("total comp"),
-        total("total exposed comm"),
+        total(TOTALS[0]),
+        total(TOTALS[1]),
+        total(TOTALS[2]),
         layers(rows),
     )
 

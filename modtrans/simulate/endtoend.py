@@ -15,6 +15,8 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from modtrans.simulate.network import SimulateError
+
 PHASES = ("fwd", "ig", "wg")
 
 
@@ -67,3 +69,16 @@ def layers(rows: Sequence[Sequence[str]]) -> tuple[LayerRow, ...]:
 
 def read_rows(text: str) -> list[list[str]]:
     return [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
+
+
+def check_columns(
+    rows: Sequence[Sequence[str]], header: Sequence[str], names: Sequence[str], who: str
+) -> None:
+    """A results file that is there but lacks the columns read is not the simulator's (or a
+    version that names them otherwise): an error, not zeros. An empty one is a run that stopped
+    before writing it (the caller says it did not finish)."""
+    missing = [n for n in names if n not in header]
+    if rows and missing:
+        raise SimulateError(
+            f"EndToEnd.csv has no `{missing[0]}` column: not {who}'s results as modtrans reads them"
+        )

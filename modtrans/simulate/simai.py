@@ -20,11 +20,12 @@ import re
 import tempfile
 from pathlib import Path
 
-from modtrans.simulate.endtoend import TextResult, layers, number, read_rows
+from modtrans.simulate.endtoend import TextResult, check_columns, layers, number, read_rows
 from modtrans.simulate.network import Network, SimulateError, execute
 from modtrans.simulate.network import binary as _binary
 
 ENVIRONMENT = "MODTRANS_SIMAI"
+TOTALS = ("Total time", "total comp", "total exposed comm")  # its summary row's
 RATIOS = Path("astra-sim-alibabacloud/inputs/ratio")
 _FINISHED = re.compile(r"all passes finished at time: (\d+)")
 
@@ -59,6 +60,7 @@ def parse(log: str | None, end_to_end: str) -> TextResult:
     rows = read_rows(end_to_end)
     header = [h.strip() for h in rows[0]] if rows else []
     summary = rows[1] if len(rows) > 1 else []
+    check_columns(rows, header, TOTALS, "SimAI")
 
     def total(name: str) -> float:
         at = header.index(name) if name in header else -1
@@ -67,9 +69,9 @@ def parse(log: str | None, end_to_end: str) -> TextResult:
     return TextResult(
         "SimAI analytical",
         bool(_FINISHED.search(log)) if log is not None else total("Total time") > 0,
-        total("Total time"),
-        total("total comp"),
-        total("total exposed comm"),
+        total(TOTALS[0]),
+        total(TOTALS[1]),
+        total(TOTALS[2]),
         layers(rows),
     )
 
