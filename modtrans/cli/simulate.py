@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from modtrans.cli.common import app
-from modtrans.cli.models import _mesh, _peak, read_traces, trace_set
+from modtrans.cli.models import _mesh, _peak, parallel_of, read_meta, read_traces, trace_set
 from modtrans.fileio import read_binary, utf8
 
 if TYPE_CHECKING:
@@ -159,15 +159,7 @@ def _text(
 
 
 def _meta_npus(path: Path) -> int | None:
-    try:
-        meta = json.loads(Path(f"{path}.meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    found = (
-        meta.get("parallel", {}).get("npus")
-        if isinstance(meta, dict) and isinstance(meta.get("parallel"), dict)
-        else None
-    )
+    found = parallel_of(read_meta(Path(f"{path}.meta.json"))).get("npus")
     return found if isinstance(found, int) and found > 0 else None
 
 
