@@ -18,18 +18,16 @@ the exit status; the results are its EndToEnd.csv (endtoend.py), in microseconds
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from modtrans.simulate.endtoend import TextResult, check_columns, layers, read_rows
+from modtrans.simulate.endtoend import TextResult, result
 from modtrans.simulate.network import Network, execute, write_configurations
 from modtrans.simulate.network import binary as _binary
 
 ENVIRONMENT = "MODTRANS_ASTRA_SIM_1"
 TOTALS = ("workload finished at", "total comp", "total exposed comm")  # its first layer row's
-_FINISHED = re.compile(r"all passes finished at time: (\d+)")
 
 
 def binary(given: str | None) -> Path:
@@ -68,27 +66,7 @@ def configurations(net: Network) -> Mapping[str, str]:
 def parse(log: str | None, end_to_end: str) -> TextResult:
     """The run's stdout and its EndToEnd.csv as one result (totals from the first layer row);
     without the stdout (a recorded EndToEnd.csv), finished when the totals are there."""
-    rows = read_rows(end_to_end)
-    header = [h.strip() for h in rows[0]] if rows else []
-    first = rows[1] if len(rows) > 1 else []
-    check_columns(rows, header, TOTALS, "ASTRA-sim 1.0")
-
-    def total(name: str) -> float:
-        if name not in header or header.index(name) >= len(first):
-            return 0.0
-        try:
-            return float(first[header.index(name)])
-        except ValueError:
-            return 0.0
-
-    return TextResult(
-        "ASTRA-sim 1.0",
-        bool(_FINISHED.search(log)) if log is not None else total("workload finished at") > 0,
-        total(TOTALS[0]),
-        total(TOTALS[1]),
-        total(TOTALS[2]),
-        layers(rows),
-    )
+    return result("ASTRA-sim 1.0", log, end_to_end, TOTALS)
 
 
 def run(executable: Path, workload: Path, net: Network, *, timeout: float = 3600) -> tuple[TextResult, str]:

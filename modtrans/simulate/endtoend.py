@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,7 +72,25 @@ def read_rows(text: str) -> list[list[str]]:
     return [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
 
 
-def check_columns(
+FINISHED = re.compile(r"all passes finished at time: (\d+)")
+"""What both simulators print once every pass of the workload has run."""
+
+
+def result(simulator: str, log: str | None, end_to_end: str, totals: tuple[str, str, str]) -> TextResult:
+    """A run's stdout and EndToEnd.csv as one result: `totals` names the columns of the row under
+    the header that hold the iteration, the compute and the exposed communication (us); without
+    the stdout (a recorded EndToEnd.csv), finished when the iteration is there."""
+    rows = read_rows(end_to_end)
+    header = [h.strip() for h in rows[0]] if rows else []
+    row = rows[1] if len(rows) > 1 else []
+    _check_columns(rows, header, totals, simulator)
+    at = [header.index(name) if name in header else len(row) for name in totals]
+    total, compute, exposed = (number(row[i]) if i < len(row) else 0.0 for i in at)
+    finished = bool(FINISHED.search(log)) if log is not None else total > 0
+    return TextResult(simulator, finished, total, compute, exposed, layers(rows))
+
+
+def _check_columns(
     rows: Sequence[Sequence[str]], header: Sequence[str], names: Sequence[str], who: str
 ) -> None:
     """A results file that is there but lacks the columns read is not the simulator's (or a

@@ -16,18 +16,16 @@ those of ASTRA-sim 1.0 (endtoend.py).
 
 from __future__ import annotations
 
-import re
 import tempfile
 from pathlib import Path
 
-from modtrans.simulate.endtoend import TextResult, check_columns, layers, number, read_rows
+from modtrans.simulate.endtoend import TextResult, result
 from modtrans.simulate.network import Network, SimulateError, execute
 from modtrans.simulate.network import binary as _binary
 
 ENVIRONMENT = "MODTRANS_SIMAI"
 TOTALS = ("Total time", "total comp", "total exposed comm")  # its summary row's
 RATIOS = Path("astra-sim-alibabacloud/inputs/ratio")
-_FINISHED = re.compile(r"all passes finished at time: (\d+)")
 
 
 def binary(given: str | None) -> Path:
@@ -57,23 +55,7 @@ def arguments(net: Network, npus: int) -> list[str]:
 def parse(log: str | None, end_to_end: str) -> TextResult:
     """The run's stdout and EndToEnd.csv: totals from the summary row (`total comp`, `total exposed
     comm`, `Total time`, each `value (share)`), then the layer rows."""
-    rows = read_rows(end_to_end)
-    header = [h.strip() for h in rows[0]] if rows else []
-    summary = rows[1] if len(rows) > 1 else []
-    check_columns(rows, header, TOTALS, "SimAI")
-
-    def total(name: str) -> float:
-        at = header.index(name) if name in header else -1
-        return number(summary[at]) if 0 <= at < len(summary) else 0.0
-
-    return TextResult(
-        "SimAI analytical",
-        bool(_FINISHED.search(log)) if log is not None else total("Total time") > 0,
-        total(TOTALS[0]),
-        total(TOTALS[1]),
-        total(TOTALS[2]),
-        layers(rows),
-    )
+    return result("SimAI analytical", log, end_to_end, TOTALS)
 
 
 def run(
