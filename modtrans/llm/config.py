@@ -342,7 +342,7 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         norm, mlp = "layer", "gelu"
         tied = bool(config.get("tie_word_embeddings", False))
         if not config.get("use_parallel_residual", True):
-            style = Style(**{**style.__dict__, "norms": "pre"})
+            style = dataclasses.replace(style, norms="pre")
     elif family == "falcon":
         bias = mlp_bias = o_bias = bool(config.get("bias", False))
         norm, mlp = "layer", "gelu"
@@ -430,7 +430,7 @@ def _jamba(config: Mapping[str, Any], dtype: str) -> Arch:
             intermediate=_get(config, "intermediate_size"),
             dense_blocks=tuple(i for i in range(layers) if i % every != at),
         )
-    arch = _decoder({**config, "model_type": "llama"}, "jamba", dtype)
+    arch = _decoder(config, "jamba", dtype)
     return dataclasses.replace(
         arch,
         experts=experts,
@@ -448,10 +448,10 @@ def _falcon(config: Mapping[str, Any], style: Style, heads: int) -> tuple[Style,
         kv = _get(config, "num_kv_heads", default=heads)
         if config.get("num_ln_in_parallel_attn") == 1:
             return style, kv
-        return Style(**{**style.__dict__, "norms": "parallel2", "norm_names": ("ln_attn", "ln_mlp")}), kv
+        return dataclasses.replace(style, norms="parallel2", norm_names=("ln_attn", "ln_mlp")), kv
     kv = 1 if config.get("multi_query", True) else heads
     if not config.get("parallel_attn", True):
-        return Style(**{**style.__dict__, "norms": "pre", "norm_names": LLAMA.norm_names}), kv
+        return dataclasses.replace(style, norms="pre", norm_names=LLAMA.norm_names), kv
     return style, kv
 
 

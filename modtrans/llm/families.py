@@ -37,6 +37,7 @@ they are free here.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -66,29 +67,26 @@ SANDWICH = (
     "pre_feedforward_layernorm",
     "post_feedforward_layernorm",
 )
-POST = ("post_attention_layernorm", "post_feedforward_layernorm")
+OLMO = Style(
+    norms="post", norm_names=("post_attention_layernorm", "post_feedforward_layernorm"), qk_norm="full"
+)
+# GPT-NeoX's and Falcon's modules: a fused query-key-value projection, dense layers of 4h
+NEOX = Style(qkv=("query_key_value",), out="dense", up=("dense_h_to_4h",), down="dense_4h_to_h")
 STYLES = {
     "gemma": LLAMA,
     "gemma2": Style(norms="sandwich", norm_names=SANDWICH),
     "gemma3_text": Style(norms="sandwich", norm_names=SANDWICH, qk_norm="head"),
-    "olmo2": Style(
-        norms="post", norm_names=("post_attention_layernorm", "post_feedforward_layernorm"), qk_norm="full"
-    ),
-    "olmo3": Style(
-        norms="post", norm_names=("post_attention_layernorm", "post_feedforward_layernorm"), qk_norm="full"
-    ),
+    "olmo2": OLMO,
+    "olmo3": OLMO,  # OLMo 2's layout; its sliding windows change no parameter
     "phi3": Style(qkv=("qkv_proj",), up=("gate_up_proj",)),
     "starcoder2": Style(up=("c_fc",), down="c_proj"),
-    "gpt_neox": Style(
+    "gpt_neox": dataclasses.replace(
+        NEOX,
         root="gpt_neox",
         embed="embed_in",
         final_norm="final_layer_norm",
         head="embed_out",
         attention="attention",
-        qkv=("query_key_value",),
-        out="dense",
-        up=("dense_h_to_4h",),
-        down="dense_4h_to_h",
         norms="parallel2",
     ),
     "jamba": Style(
@@ -97,16 +95,13 @@ STYLES = {
         final_norm="final_layernorm",
         mixer="mamba",
     ),
-    "falcon": Style(
+    "falcon": dataclasses.replace(
+        NEOX,
         root="transformer",
         blocks="h",
         embed="word_embeddings",
         final_norm="ln_f",
         attention="self_attention",
-        qkv=("query_key_value",),
-        out="dense",
-        up=("dense_h_to_4h",),
-        down="dense_4h_to_h",
         norms="parallel",
         norm_names=("input_layernorm",),
     ),

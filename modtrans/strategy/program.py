@@ -204,17 +204,14 @@ class StageProgram:
         )
         self.collectives(u, Place.AFTER_FWD, step, tag)
 
-    def backward(self, u: Costed, micro: int, *, weight: bool = True, data: bool = True) -> int:
-        """The unit's backward: its weight gradient (`weight`) and its input gradient (`data`);
-        ZB-H1 runs them as two steps. Returns the weight gradient's index (-1: not run here)."""
+    def backward(self, u: Costed, micro: int, *, weight: bool = True) -> int:
+        """The unit's backward: its input gradient, and its weight gradient unless ZB-H1 runs that
+        as a step of its own (`weight` False). Returns the weight gradient's index (-1: not here)."""
         tag = f"m{micro}"
         keep = frozenset(t.name for t in u.io.params)
-        if data:
-            self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)  # activation-gradient traffic
-        wg = -1
-        if weight:
-            wg = self.weight_grad(u, tag)
-        if data and not u.first:
+        self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)  # activation-gradient traffic
+        wg = self.weight_grad(u, tag) if weight else -1
+        if not u.first:
             self.compute(
                 u,
                 Step.INPUT_GRAD,
