@@ -39,6 +39,7 @@ from modtrans.workload.model import CommType
 
 
 def sequence(ir: ModelIR) -> int | None:
+    """Tokens per sequence of a transformer's IR (its input_ids' second dimension), None unknown."""
     shape = ir.provenance.input_shapes.get("input_ids")
     return int(shape[1]) if shape is not None and len(shape) > 1 and isinstance(shape[1], int) else None
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
 from modtrans.plan.model import Recompute, Schedule, StageMemory
 from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.context import sequence
 from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.llm.unit import Unit
 
@@ -56,7 +57,7 @@ class Dims:
 
 def dims(ir: ModelIR, micro_batch: int) -> Dims | None:
     """The transformer's dimensions from its IR (None for a model without them: an ONNX CNN)."""
-    shape = ir.provenance.input_shapes.get("input_ids")
+    s = sequence(ir)
     heads = next((x.block.heads for x in ir.layers if x.block is not None and x.block.heads), None)
     table = max(
         (p.shape for x in ir.layers if x.kind is Kind.EMBEDDING for p in x.params if p.role is Role.WEIGHT),
@@ -65,10 +66,7 @@ def dims(ir: ModelIR, micro_batch: int) -> Dims | None:
     )
     mlp = next((x.gemm for x in ir.layers if _mlp_linear(x) and x.gemm), None)
     mlp = mlp or next((x.gemm for x in ir.layers if _expert_linear(x) and x.gemm), None)
-    if shape is None or heads is None or not table or len(table) != 2 or mlp is None:
-        return None
-    s = shape[1]
-    if not isinstance(s, int):
+    if s is None or heads is None or not table or len(table) != 2 or mlp is None:
         return None
     return Dims(s, micro_batch, table[1], heads.query, mlp.n, table[0])
 
