@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +51,27 @@ def check(path: str | Path) -> Diagnostic | None:
     )
 
 
-def _recorded(meta: Path) -> str | None:
+def read(meta: Path) -> dict[str, Any]:
+    """A `.meta.json`'s object, or {} without a readable one (absent, another tool's, not a regular
+    file: a FIFO would block, or over 16 MiB)."""
     try:
         if not meta.is_file() or meta.stat().st_size > _MAX_SIDECAR:
-            return None
+            return {}
         data: Any = json.loads(meta.read_bytes())
     except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("format") != "modtrans-translation":
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def parallel_of(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata's `parallel` section (npus, mesh, the LLM layout's `llm`), or {}."""
+    found = meta.get("parallel")
+    return found if isinstance(found, dict) else {}
+
+
+def _recorded(meta: Path) -> str | None:
+    data = read(meta)
+    if data.get("format") != "modtrans-translation":
         return None
     output = data.get("output")
     digest = output.get("sha256") if isinstance(output, dict) else None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from modtrans import cost, pipeline, report, zoo
+from modtrans import cost, pipeline, report, sidecar, zoo
 from modtrans import fetch as fetching
 from modtrans.cli.common import (
     Batch,
@@ -138,22 +138,7 @@ def trace_set(spec: str) -> tuple[str, list[Path], dict[str, Any]]:
     members = next(iter(expand([Path(prefix)]).values()), [])
     if not members:
         _usage(f"{spec}: no trace files {prefix}.<rank>.et")
-    return prefix, members, read_meta(Path(prefix + ".meta.json"))
-
-
-def read_meta(path: Path) -> dict[str, Any]:
-    """A translation's provenance (.meta.json), or {} without a readable one (another tool's files)."""
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
-def parallel_of(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The provenance's `parallel` section (npus, mesh, the LLM layout's `llm`), or {}."""
-    found = meta.get("parallel")
-    return found if isinstance(found, dict) else {}
+    return prefix, members, sidecar.read(Path(prefix + sidecar.SUFFIX))
 
 
 def read_traces(paths: Sequence[Path]) -> list[Trace]:
@@ -214,7 +199,7 @@ def _draw(
     from modtrans.plan.timeline import TimelineError, schedule
     from modtrans.request import UsageError
 
-    found = parallel_of(meta).get("llm")
+    found = sidecar.parallel_of(meta).get("llm")
     llm: dict[str, Any] = found if isinstance(found, dict) else {}
     try:
         refuse_inputs([target], inputs, force=False)
@@ -230,7 +215,7 @@ def _draw(
 
 def _mesh(meta: Mapping[str, Any]) -> dict[str, int]:
     """The trace set's mesh from its .meta.json (axis -> ranks, the first the fastest), or {}."""
-    mesh = parallel_of(meta).get("mesh")
+    mesh = sidecar.parallel_of(meta).get("mesh")
     return {k: v for k, v in mesh.items() if isinstance(v, int) and v > 0} if isinstance(mesh, dict) else {}
 
 

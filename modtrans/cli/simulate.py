@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from modtrans import sidecar
 from modtrans.cli.common import app
-from modtrans.cli.models import _mesh, _peak, parallel_of, read_meta, read_traces, trace_set
+from modtrans.cli.models import _mesh, _peak, read_traces, trace_set
 from modtrans.fileio import read_binary, utf8
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def _text(
 
 
 def _meta_npus(path: Path) -> int | None:
-    found = parallel_of(read_meta(Path(f"{path}.meta.json"))).get("npus")
+    found = sidecar.parallel_of(sidecar.read(Path(f"{path}{sidecar.SUFFIX}"))).get("npus")
     return found if isinstance(found, int) and found > 0 else None
 
 
