@@ -139,7 +139,11 @@ def test_unusable_options_are_one_line(
 
 
 @pytest.mark.skipif(not os.environ.get("MODTRANS_ASTRA_SIM"), reason="no ASTRA-sim 2.x binary given")
-@pytest.mark.parametrize("layout", [MADE_WITH[:-4], PIPELINE], ids=["tp4-dp2", "tp2-pp2-dp2"])
+@pytest.mark.parametrize(
+    "layout",
+    [MADE_WITH[:-4], PIPELINE, (*PIPELINE, "--schedule", "dualpipe"), (*PIPELINE, "--schedule", "dualpipev")],
+    ids=["tp4-dp2", "tp2-pp2-dp2", "dualpipe", "dualpipev"],
+)
 def test_a_real_run_finishes_every_rank_and_replays_the_traces_exactly(
     run_cli: Run, tmp_path: Path, layout: tuple[str, ...]
 ) -> None:

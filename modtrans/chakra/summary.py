@@ -128,13 +128,28 @@ def stages(traces: Sequence[Trace], rows: Sequence[RankTotals], per_stage: int |
         count = per_stage or len(members)  # the stage's ranks, where only its first was read
         out.append(f"{stage:>5} {count:>6} {first.compute_us:>12,} {sends:>14} {recvs:>14}")
     if llm:
-        p, v, m = len(by_stage), int(llm.get("vpp", 1)), int(llm.get("ga", 1))
-        what = f"{llm.get('schedule')}, P={p}, V={v}, {m} micro-batches"
-        # ZB-H1: (P - 1)(F + B - W) of the ideal m (F + B + W): a third with equal times (Qi et al.
-        # 2024, section 3.1)
-        share = 3 if llm.get("schedule") == "zb-h1" else 1
-        out.append(f"pipeline bubble ({what}): {(p - 1) / (v * m * share):.1%} of the ideal time")
+        out.append(_bubble(llm, len(by_stage)))
     return [*out, *memory(llm)]
+
+
+def _bubble(llm: dict[str, Any], p: int) -> str:
+    """The schedule's bubble as a share of the ideal time, forward, input and weight gradients
+    taking equal times (as the schedules' papers compare them):
+        1F1B, GPipe, interleaved  (P - 1) / (V m)           (Narayanan et al. 2021, section 2.2)
+        ZB-H1                     (P - 1)(F + B - W) of m (F + B + W): a third of 1F1B's
+                                  (Qi et al. 2024, section 3.1)
+        DualPipe, DualPipeV       (S/2 - 1)(F&B + B - 3W) with S model stages (P; 2P), F&B = F + B
+                                  (no compute overlaps in a trace), of a stage's m (F + B) x S / P
+                                  (deepseek-ai/DualPipe, README's table)"""
+    schedule, v, m = str(llm.get("schedule")), int(llm.get("vpp", 1)), int(llm.get("ga", 1))
+    if schedule in ("dualpipe", "dualpipev"):
+        stages = p if schedule == "dualpipe" else 2 * p
+        share = (stages / 2 - 1) * 2 / (m * 3 * stages / p)
+        what = f"{schedule}, P={p}, {m} micro-batches"
+    else:
+        share = (p - 1) / (v * m * (3 if schedule == "zb-h1" else 1))
+        what = f"{schedule}, P={p}, V={v}, {m} micro-batches"
+    return f"pipeline bubble ({what}): {share:.1%} of the ideal time"
 
 
 def memory(llm: dict[str, Any]) -> list[str]:

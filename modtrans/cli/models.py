@@ -204,7 +204,8 @@ def _draw(
     try:
         refuse_inputs([target], inputs, force=False)
         ops, chunks = programs(firsts, _mesh(meta), llm)
-        drawn = schedule(ops, chunks, split_weights=llm.get("schedule") == "zb-h1")
+        half = int(llm.get("ga", 0)) // 2 if llm.get("schedule") == "dualpipe" else None
+        drawn = schedule(ops, chunks, reverse_from=half)
         content = picture.draw(drawn, picture.title_of(Path(prefix).name, llm), target)
     except (ProgramsError, TimelineError, UsageError, picture.PictureError) as error:
         _usage(f"--timeline {target}: {error}")

@@ -48,6 +48,8 @@ class Schedule(enum.StrEnum):
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved"
     ZB_H1 = "zb-h1"  # zero bubble (Qi et al. 2024): 1F1B with each backward's weight gradient deferred
+    DUALPIPE = "dualpipe"  # DeepSeek-V3's bidirectional pipeline: micro-batches fed from both ends
+    DUALPIPE_V = "dualpipev"  # DualPipe cut in half: one direction, a V of 2P stages on P ranks
 
 
 class Recompute(enum.StrEnum):

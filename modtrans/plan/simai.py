@@ -65,10 +65,10 @@ def project_simai(plan: Plan) -> Workload:
         )
     if layout.recompute is Recompute.SELECTIVE:
         raise ProjectionError("selective recomputation: SimAI's FWD_IN_BCKWD recomputes whole segments only")
-    if layout.schedule is Schedule.ZB_H1:
+    if layout.schedule in (Schedule.ZB_H1, Schedule.DUALPIPE, Schedule.DUALPIPE_V):
         raise ProjectionError(
-            "--schedule zb-h1: SimAI runs its own 1F1B pipeline from the pp: header; write Chakra traces "
-            "(--format chakra-et) for the zero-bubble order"
+            f"--schedule {layout.schedule}: SimAI runs its own 1F1B pipeline from the pp: header; write "
+            "Chakra traces (--format chakra-et) for this schedule's order"
         )
     if plan.mesh.extent(Purpose.CONTEXT) > 1:
         raise ProjectionError(

@@ -5,7 +5,9 @@ one stream; an operation starts once the operations it depends on have ended, an
 the matching send (the same tag, from the peer stage) has. Sends and receives take no time and
 collectives are not timed: the compute times are the plan's and the network is the simulator's,
 so this is the schedule with a free network (the bubble as the schedule makes it, not as a slow
-link widens it). Consecutive computes of one step, micro-batch and model chunk are one block.
+link widens it). Consecutive computes of one step, micro-batch and model chunk are one block; a
+backward whose units each run their weight gradient then their input gradient is one block, and
+weight gradients run apart from their input gradients (ZB-H1's, DualPipe's W) are blocks of their own.
 """
 
 from __future__ import annotations
@@ -46,16 +48,18 @@ class Timeline:
 
 def timeline(plan: Plan) -> Timeline:
     """The schedule of `plan`'s stage programs (TimelineError when they deadlock)."""
-    split = plan.layout is not None and plan.layout.schedule is Schedule.ZB_H1
-    return schedule(plan.programs, _chunks(plan), split_weights=split)
+    layout = plan.layout
+    half = layout.micro_batches // 2 if layout is not None and layout.schedule is Schedule.DUALPIPE else None
+    return schedule(plan.programs, _chunks(plan), reverse_from=half)
 
 
 def schedule(
-    programs: Sequence[Sequence[Op]], chunk_of: Mapping[int, int], *, split_weights: bool = False
+    programs: Sequence[Sequence[Op]], chunk_of: Mapping[int, int], *, reverse_from: int | None = None
 ) -> Timeline:
     """The schedule of one program per stage (a send's `offset` the receiving stage's distance,
     `tag` what its receive matches); `chunk_of`: layer index -> model chunk on its stage;
-    `split_weights`: weight gradients are blocks of their own (ZB-H1 runs them as steps)."""
+    `reverse_from`: DualPipe's first micro-batch of the reverse direction, whose blocks are each
+    stage's second chunk (a layer is in the first chunk of one stage and the second of another)."""
     ends: list[list[int | None]] = [[None] * len(p) for p in programs]
     sent: dict[tuple[int, int], int] = {}  # (receiving stage, tag) -> the send's tick
     clock = [0] * len(programs)
@@ -91,7 +95,7 @@ def schedule(
                 progressed = True
         if not progressed:
             raise TimelineError("the stages' programs wait on each other: no schedule runs them")
-    blocks = _merge(raw, chunk_of, split_weights)
+    blocks = _merge(raw, chunk_of, reverse_from)
     return Timeline(len(programs), tuple(blocks), tuple(sends), max((b.end for b in blocks), default=0))
 
 
@@ -111,32 +115,52 @@ def _chunks(plan: Plan) -> dict[int, int]:
 
 
 def _merge(
-    raw: Sequence[tuple[int, Compute, int, int]], chunk_of: Mapping[int, int], split_weights: bool = False
+    raw: Sequence[tuple[int, Compute, int, int]], chunk_of: Mapping[int, int], reverse_from: int | None = None
 ) -> list[Block]:
     blocks: list[Block] = []
-    for stage, op, start, end in raw:
+    whole: set[int] = set()  # blocks that are whole backwards (each unit's W, then its I)
+    following = _following(raw)
+    for n, (stage, op, start, end) in enumerate(raw):
         micro = _micro(op)
-        chunk = chunk_of.get(op.layer, 0)
-        kind = op.step if split_weights and op.step is Step.WEIGHT_GRAD else _kind(op.step)
+        chunk = chunk_of.get(op.layer, 0) if reverse_from is None else int(micro >= reverse_from)
         last = blocks[-1] if blocks else None
-        if (
+        joins = (
             last is not None
-            and last.stage == stage
-            and last.step is kind
-            and last.micro == micro
-            and last.chunk == chunk
-            and last.end == start
-        ):
+            and (last.stage, last.micro, last.chunk, last.end) == (stage, micro, chunk, start)
+            and end > start
+        )
+        kind = op.step
+        if kind is Step.WEIGHT_GRAD:
+            after = following[n]
+            in_whole = joins and len(blocks) - 1 in whole
+            if in_whole or (after is not None and _backs(after, stage, micro, end)):
+                kind = Step.INPUT_GRAD  # part of a whole backward
+        if joins and last is not None and last.step is kind:
             blocks[-1] = Block(stage, kind, micro, chunk, last.start, end)
         elif end > start:
             blocks.append(Block(stage, kind, micro, chunk, start, end))
+        if kind is Step.INPUT_GRAD and op.step is Step.WEIGHT_GRAD:
+            whole.add(len(blocks) - 1)
     return blocks
 
 
-def _kind(step: Step) -> Step:
-    """A block's kind: the forward, the recomputed forward, or the backward (a unit's input and
-    weight gradients run back to back in these schedules: one block)."""
-    return Step.INPUT_GRAD if step is Step.WEIGHT_GRAD else step
+def _following(raw: Sequence[tuple[int, Compute, int, int]]) -> list[tuple[int, Compute, int, int] | None]:
+    """For each compute, the next one of its stage (None: its stage's last)."""
+    out: list[tuple[int, Compute, int, int] | None] = [None] * len(raw)
+    latest: dict[int, int] = {}
+    for n, item in enumerate(raw):
+        if item[0] in latest:
+            out[latest[item[0]]] = item
+        latest[item[0]] = n
+    return out
+
+
+def _backs(item: tuple[int, Compute, int, int], stage: int, micro: int, end: int) -> bool:
+    """Whether `item` is the same micro-batch's input gradient, straight after `end` on `stage`:
+    a weight gradient so followed is its unit's part of a whole backward."""
+    return (
+        item[1].step is Step.INPUT_GRAD and item[2] == end and _micro(item[1]) == micro and item[0] == stage
+    )
 
 
 def _micro(op: Compute) -> int:

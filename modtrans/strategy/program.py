@@ -45,7 +45,7 @@ from modtrans.plan.model import (
 )
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.groups import Group, group_times
-from modtrans.strategy.schedule import FWD, WGRAD, order
+from modtrans.strategy.schedule import BWD, FWD, WGRAD, order, stage_of, virtual_stage, virtual_stages
 from modtrans.strategy.tensors import Io
 from modtrans.workload.model import CommType
 
@@ -54,9 +54,10 @@ from modtrans.workload.model import CommType
 class Exchange:
     """A unit's gradient swapped with the same unit's copy `offset` pipeline stages away, once per
     iteration after the unit's tail collectives: a send and a receive of `bytes` each way (the
-    all-reduce of two ranks; tags `tag` towards the higher stage, `tag + 1` back)."""
+    all-reduce of two ranks; tags `tag` towards the higher stage, `tag + 1` back). `offset` None:
+    the copy on the mirror stage, P - 1 - s (DualPipe's two copies of every stage)."""
 
-    offset: int
+    offset: int | None
     bytes: int
     tag: int
 
@@ -115,8 +116,12 @@ class Pipeline:
 
     @property
     def chunks(self) -> int:
-        """Virtual pipeline stages, P x V."""
-        return self.stages * self.virtual
+        """Virtual pipeline stages: P x V, DualPipe's P, DualPipeV's 2P (schedule.virtual_stages)."""
+        return virtual_stages(self.schedule, self.stages, self.virtual)
+
+    def stage_of(self, virtual: int, micro: int) -> int:
+        """The stage running virtual stage `virtual` for micro-batch `micro`."""
+        return stage_of(self.schedule, virtual, self.stages, micro, self.micro_batches)
 
 
 @dataclass(frozen=True)
@@ -158,9 +163,6 @@ class StageProgram:
 
     def _tag(self, micro: int, virtual: int, backward: bool) -> int:
         return 1 + (micro * self.pipeline.chunks + virtual) * 2 + int(backward)
-
-    def _offset(self, virtual: int) -> int:
-        return virtual % self.pipeline.stages - self.stage
 
     def collectives(self, u: Costed, place: Place, step: Step, tag: str, *, blocking: bool = True) -> None:
         """The unit's collectives at `place`, one after the other; the next compute waits for the
@@ -242,9 +244,12 @@ class StageProgram:
         """One micro-batch's activation (backward: its gradient) across the boundary between
         virtual stages `boundary` and `boundary + 1`; `here` is this chunk's, the peer the other."""
         peer = boundary if here == boundary + 1 else boundary + 1
+        offset = self.pipeline.stage_of(peer, micro) - self.stage
+        if offset == 0:  # DualPipeV's turn: both virtual stages on this rank, nothing crosses a link
+            return
         step = Step.INPUT_GRAD if backward else Step.FWD
         tag, size = self._tag(micro, boundary, backward), self.boundary[boundary]
-        op = Transfer(u.index, step, direction, Purpose.PIPELINE, self._offset(peer), tag, size, self._deps())
+        op = Transfer(u.index, step, direction, Purpose.PIPELINE, offset, tag, size, self._deps())
         index = self.emit(op)
         if direction is Direction.RECV:
             self.chain = index
@@ -254,9 +259,9 @@ class StageProgram:
         last_wg: dict[int, tuple[Costed, int]] = {}
         last_virtual = pipe.chunks - 1
         for direction, micro, chunk in order(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual):
-            virtual = chunk * p + self.stage
+            virtual = virtual_stage(pipe.schedule, self.stage, p, chunk)
             units = self.chunks[virtual]
-            if direction == WGRAD:  # ZB-H1: the weight gradients of a backward run before
+            if direction == WGRAD:  # the weight gradients of an input-gradient-only backward before
                 for u in reversed(units):
                     last_wg[u.index] = (u, self.weight_grad(u, f"m{micro}"))
                 continue
@@ -270,11 +275,11 @@ class StageProgram:
                 continue
             if virtual < last_virtual:
                 self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
-            split = pipe.schedule is Schedule.ZB_H1
+            whole = direction == BWD  # else the input gradient alone (I): its W is a step of its own
             for u in reversed(units):
                 self._recompute(u, micro)
-                wg = self.backward(u, micro, weight=not split)
-                if not split:
+                wg = self.backward(u, micro, weight=whole)
+                if whole:
                     last_wg[u.index] = (u, wg)
             if virtual > 0:
                 self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
@@ -287,18 +292,14 @@ class StageProgram:
 
     def _exchange(self, u: Costed, x: Exchange) -> None:
         """Send this stage's gradient to the peer and receive the peer's, posted together."""
-        up = x.offset > 0
-        out, back = (x.tag, x.tag + 1) if up else (x.tag + 1, x.tag)
+        offset = x.offset if x.offset is not None else self.pipeline.stages - 1 - 2 * self.stage
+        out, back = (x.tag, x.tag + 1) if offset > 0 else (x.tag + 1, x.tag)
         deps = self._deps()  # the receive does not wait for the send (as the pipeline's do not)
         self.emit(
-            Transfer(
-                u.index, Step.WEIGHT_GRAD, Direction.SEND, Purpose.PIPELINE, x.offset, out, x.bytes, deps
-            )
+            Transfer(u.index, Step.WEIGHT_GRAD, Direction.SEND, Purpose.PIPELINE, offset, out, x.bytes, deps)
         )
         self.chain = self.emit(
-            Transfer(
-                u.index, Step.WEIGHT_GRAD, Direction.RECV, Purpose.PIPELINE, x.offset, back, x.bytes, deps
-            )
+            Transfer(u.index, Step.WEIGHT_GRAD, Direction.RECV, Purpose.PIPELINE, offset, back, x.bytes, deps)
         )
 
     def _recompute(self, u: Costed, micro: int) -> None:

@@ -9,7 +9,18 @@ from collections.abc import Sequence
 
 from modtrans.cost import CostModel
 from modtrans.ir.document import ModelIR
-from modtrans.plan.model import Axis, Chunk, LayerInfo, LayoutFacts, Mesh, Place, Plan, Purpose, Recompute
+from modtrans.plan.model import (
+    Axis,
+    Chunk,
+    LayerInfo,
+    LayoutFacts,
+    Mesh,
+    Place,
+    Plan,
+    Purpose,
+    Recompute,
+    Schedule,
+)
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params, group
@@ -18,6 +29,7 @@ from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import DATA, Unit
 from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
+from modtrans.strategy.schedule import holders
 from modtrans.strategy.share import Folded, rank_share
 from modtrans.strategy.tensors import ios
 from modtrans.workload.model import CommType
@@ -42,6 +54,7 @@ def plan(
     runs, tied = _tied(units, runs, cuts, grouped, layout)
     unit_chunks = [[i for b in cut for i in grouped[b]] for cut in cuts]
     runs = _buckets(units, runs, unit_chunks, layout, tied)
+    runs = _mirrored(units, runs, layout)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     ways = (layout.tp if layout.sp else 1) * layout.cp  # the sequence's shards a boundary carries one of
     boundary = [_boundary(units[chunk[-1].index], ways) for chunk in chunks]
@@ -194,7 +207,12 @@ def _tied(
     tied: dict[int, int] = {}
     if layout.pp == 1:
         return runs, tied
-    stage = {i: v % layout.pp for v, cut in enumerate(cuts) for b in cut for i in grouped[b]}
+    stage = {
+        i: holders(layout.schedule, v, layout.pp)
+        for v, cut in enumerate(cuts)
+        for b in cut
+        for i in grouped[b]
+    }
     by_name = {u.name: u for u in units}
     tag = 2 * (layout.ga * layout.chunks + 1)  # after every micro-batch's tags (program.py)
     for u in units:
@@ -207,11 +225,29 @@ def _tied(
             if layout.gradient_ranks > 1 and layout.framework is not Framework.MEGATRON:  # its own reduction
                 u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DATA))
                 runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
-            offset = stage[u.index] - stage[owner.index]
+            offset = stage[u.index][0] - stage[owner.index][0]
             runs[u.index] = dataclasses.replace(runs[u.index], exchange=Exchange(-offset, size, tag))
             runs[owner.index] = dataclasses.replace(runs[owner.index], exchange=Exchange(offset, size, tag))
             tag += 2
     return runs, tied
+
+
+def _mirrored(units: Sequence[Unit], runs: list[Costed], layout: Layout) -> list[Costed]:
+    """DualPipe: every stage's weights live on stage s and on its mirror P - 1 - s, each copy
+    computing the gradients of its half of the micro-batches; the two are summed once per
+    iteration, after the data-parallel reduction: an all-reduce of two ranks, a swap (Exchange).
+    deepseek-ai/DualPipe, examples/example_dualpipe.py sums them (all-gather, then each rank adds
+    its mirror's: `p0.grad += p1all[pp_size - 1 - rank]`); DeepSeek-V3 Technical Report, section
+    3.2.1: "DualPipe requires keeping two copies of the model parameters"."""
+    if layout.schedule is not Schedule.DUALPIPE:
+        return runs
+    base = 2 * (layout.ga * layout.chunks + 1) + 2 * len(units)  # after the tied weights' tags
+    return [
+        dataclasses.replace(run, exchange=Exchange(None, units[run.index].grad_bytes(), base + 2 * run.index))
+        if units[run.index].grad_bytes()
+        else run
+        for run in runs
+    ]
 
 
 def _boundary(u: Unit, ways: int) -> int:

@@ -38,6 +38,7 @@ from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.context import sequence
 from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.llm.unit import Unit
+from modtrans.strategy.schedule import holders
 
 ADAM = 8  # two fp32 moments per parameter
 MASTER = 4  # the fp32 copy of a lower-precision parameter
@@ -88,18 +89,20 @@ def per_stage(
     tied: dict[int, int],
     expert_data: int,
 ) -> tuple[StageMemory, ...]:
-    """Each stage's first rank's memory (chunk v on stage v % P); `expert_data`: the ranks an
-    expert's gradients and optimizer state are spread over (Megatron's expert data parallelism)."""
+    """Each stage's first rank's memory (of the chunks it holds: schedule.holders); `expert_data`:
+    the ranks an expert's gradients and optimizer state are spread over (Megatron's expert data
+    parallelism)."""
     stages = layout.pp
+    held = [holders(layout.schedule, v, stages) for v in range(len(chunks))]
     out = []
     for p in range(stages):
-        mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if v % stages == p for i in chunk]
+        mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held[v] for i in chunk]
         parts = [
             _state(u, layout, expert_data if u.role == "expert" else layout.gradient_ranks) for u in mine
         ]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         blocks = len(
-            {units[i].block for v, chunk in enumerate(chunks) if v % stages == p for i in chunk} - {None}
+            {units[i].block for v, chunk in enumerate(chunks) if p in held[v] for i in chunk} - {None}
         )
         activations = _activations(layout, d, p, blocks) if d is not None else 0
         out.append(StageMemory(int(elements), int(weights), int(grads), int(optimizer), int(activations)))
@@ -154,6 +157,10 @@ def _in_flight(layout: Layout, stage: int) -> float:
         return min(p, ga)
     if layout.schedule is Schedule.INTERLEAVED:
         return p * (1 + (p - 1) / (p * layout.vpp)) * (p - stage) / p
+    if layout.schedule in (Schedule.DUALPIPE, Schedule.DUALPIPE_V):
+        # P + 1 micro-batches of one of its stages (deepseek-ai/DualPipe README's table, with P its
+        # stages: DualPipe's P, DualPipeV's 2P); the rank's blocks are its two stages'
+        return (layout.chunks + 1) / 2
     return min(p - stage, ga)
 
 

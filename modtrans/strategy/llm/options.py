@@ -8,8 +8,10 @@ Rules (each broken one is a one-line usage error naming it):
     T·C·P·D = N (C: context-parallel ranks, context.py);
     E divides D (experts are carved from the data-parallel ranks, as Megatron-Core
     does);  M·D divides B;  interleaved needs V >= 2 and GA a multiple of P (Megatron's rule for
-    its interleaved schedule), the other schedules V = 1;  --sp needs T > 1;  ZeRO 0-3.
-Defaults: D = N / (T·P); B = M·D·P (GA = P: the fewest micro-batches that fill a 1F1B pipeline).
+    its interleaved schedule), the other schedules V = 1;  DualPipe needs an even P and an even
+    GA >= 2P, DualPipeV GA >= 2P (their step()'s asserts);  --sp needs T > 1;  ZeRO 0-3.
+Defaults: D = N / (T·P); B = M·D·P (GA = P: the fewest micro-batches that fill a 1F1B pipeline;
+2P under DualPipe and DualPipeV, the fewest they run).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from dataclasses import dataclass
 from modtrans import limits
 from modtrans.plan.model import Recompute, Schedule  # the plan's own: it reports them
 from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.schedule import virtual_stages
 
 __all__ = ["Layout", "LayoutError", "Recompute", "Schedule"]
+
+_BIDIRECTIONAL = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage, 2P micro-batches at least
 
 
 class LayoutError(ValueError):
@@ -74,7 +79,11 @@ class Layout:
 
     @property
     def batch(self) -> int:
-        return self.global_batch if self.global_batch is not None else self.micro_batch * self.d * self.pp
+        """--global-batch, by default P micro-batches per data-parallel replica (2P under DualPipe
+        and DualPipeV: the fewest their step() runs)."""
+        if self.global_batch is not None:
+            return self.global_batch
+        return self.micro_batch * self.d * self.pp * (2 if self.schedule in _BIDIRECTIONAL else 1)
 
     @property
     def ga(self) -> int:
@@ -82,8 +91,8 @@ class Layout:
 
     @property
     def chunks(self) -> int:
-        """Virtual pipeline stages, P x V."""
-        return self.pp * self.vpp
+        """Virtual pipeline stages: P x V; DualPipe's P, DualPipeV's 2P (strategy/schedule.py)."""
+        return virtual_stages(self.schedule, self.pp, self.vpp)
 
     def check(self) -> Layout:
         for name in ("npus", "tp", "pp", "ep", "cp", "micro_batch", "vpp"):
@@ -168,6 +177,25 @@ class Layout:
                 "--framework fsdp has no ZeRO-1: --zero 0 (NO_SHARD), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD)"
             )
 
+    def _check_dualpipe(self) -> None:
+        """DualPipe.step's and DualPipeV.step's asserts (deepseek-ai/DualPipe: dualpipe.py,
+        `num_ranks % 2 == 0`, `num_chunks % 2 == 0 and num_chunks >= num_ranks * 2`; dualpipev.py,
+        `num_chunks >= num_ranks * 2`)."""
+        name = self.schedule.value
+        if self.pp < 2 or (self.schedule is Schedule.DUALPIPE and self.pp % 2):
+            even = (
+                " (an even count: half the stages mirror the other half)"
+                if self.schedule is Schedule.DUALPIPE
+                else ""
+            )
+            raise LayoutError(f"--schedule {name} needs --pp of 2 or more{even}")
+        if self.ga < 2 * self.pp or (self.schedule is Schedule.DUALPIPE and self.ga % 2):
+            even = "an even count, " if self.schedule is Schedule.DUALPIPE else ""
+            raise LayoutError(
+                f"--schedule {name} runs {self.ga} micro-batches per replica; it needs {even}at least "
+                f"2 x --pp = {2 * self.pp} (--global-batch)"
+            )
+
     def _check_pipeline(self) -> None:
         """The schedule's rules and the --stages list's length."""
         if self.schedule is Schedule.INTERLEAVED:
@@ -178,6 +206,8 @@ class Layout:
                 raise LayoutError(f"--schedule interleaved needs {count} to be a multiple of --pp {self.pp}")
         elif self.vpp != 1:
             raise LayoutError(f"--vpp {self.vpp} needs --schedule interleaved")
+        if self.schedule in _BIDIRECTIONAL:
+            self._check_dualpipe()
         if self.stages is not None and len(self.stages) != self.chunks:
             raise LayoutError(
                 f"--stages lists {len(self.stages)} chunk{'s' * (len(self.stages) != 1)}; "
