@@ -99,18 +99,24 @@ def _lane(t: Timeline, s: int, scale: float) -> list[str]:
     return out
 
 
+def _rows(b: Block, y: int) -> tuple[float, float]:
+    """The block's top and height: the whole lane, or its upper or lower half (an overlapped pair)."""
+    return (y, LANE) if b.half == 0 else (y + (b.half - 1) * LANE / 2, LANE / 2)
+
+
 def _block(b: Block, y: int, scale: float) -> list[str]:
     x, w = LEFT + b.start * scale, max((b.end - b.start) * scale, 0.5)
+    top, tall = _rows(b, y)
     label = f"{LETTERS[b.step]}{b.micro}" if b.micro >= 0 else LETTERS[b.step]
     shade = COLOURS[b.step] if b.chunk % 2 == 0 else _lighter(COLOURS[b.step])
     tip = f"stage {b.stage} {NAMES[b.step]} micro-batch {b.micro} chunk {b.chunk}: {b.start:,}-{b.end:,}"
     data = f'data-step="{b.step.value}" data-micro="{b.micro}" data-chunk="{b.chunk}"'
     out = [
-        f'<rect class="block" {data} x="{x:.2f}" y="{y}" width="{w:.2f}" height="{LANE}" '
+        f'<rect class="block" {data} x="{x:.2f}" y="{top:g}" width="{w:.2f}" height="{tall:g}" '
         f'fill="{shade}" stroke="#fff" stroke-width="0.5"><title>{tip}</title></rect>'
     ]
     if w > 9 * len(label):
-        at = f'x="{x + w / 2:.1f}" y="{y + LANE * 0.65:.1f}"'
+        at = f'x="{x + w / 2:.1f}" y="{top + tall * 0.65:.1f}"'
         out.append(f'<text {at} text-anchor="middle" fill="#fff">{label}</text>')
     return out
 
@@ -121,9 +127,18 @@ def _legend(t: Timeline, y: int) -> list[str]:
         colour = COLOURS[step]
         out.append(f'<rect x="{LEFT + i * 170}" y="{y}" width="12" height="12" fill="{colour}"/>')
         out.append(f'<text x="{LEFT + i * 170 + 16}" y="{y + 10}">{LETTERS[step]}: {NAMES[step]}</text>')
-    note = f"{t.end:,} ticks with a free network; lighter: odd model chunks; ticks below a lane: sends"
+    note = _note(t)
     out.append(f'<text x="{LEFT}" y="{y + 32}" fill="#777">{note}</text>')
     return out
+
+
+def _note(t: Timeline) -> str:
+    paired = (
+        "; half-lane blocks: a forward and a backward overlapped" if any(b.half for b in t.blocks) else ""
+    )
+    return (
+        f"{t.end:,} ticks with a free network; lighter: odd model chunks; ticks below a lane: sends{paired}"
+    )
 
 
 def _lighter(colour: str) -> str:
@@ -157,10 +172,11 @@ def png(t: Timeline, title: str, *, width: int = 1400) -> bytes:
         for b in (b for b in t.blocks if b.stage == s):
             x, w = LEFT + b.start * scale, max((b.end - b.start) * scale, 0.5)
             shade = COLOURS[b.step] if b.chunk % 2 == 0 else _lighter(COLOURS[b.step])
-            pen.rectangle((x, y, x + w, y + LANE), fill=shade, outline="white")
+            top, tall = _rows(b, y)
+            pen.rectangle((x, top, x + w, top + tall), fill=shade, outline="white")
             label = f"{LETTERS[b.step]}{b.micro}" if b.micro >= 0 else LETTERS[b.step]
             if w > 9 * len(label):
-                pen.text((x + w / 2, y + LANE / 2), label, fill="white", font=font, anchor="mm")
+                pen.text((x + w / 2, top + tall / 2), label, fill="white", font=font, anchor="mm")
         for stage, tick in t.sends:
             if stage == s:
                 pen.line((LEFT + tick * scale, y + LANE, LEFT + tick * scale, y + LANE + 5), fill="#333")
@@ -168,7 +184,7 @@ def png(t: Timeline, title: str, *, width: int = 1400) -> bytes:
     for i, step in enumerate(_shown(t)):
         pen.rectangle((LEFT + i * 170, y, LEFT + i * 170 + 12, y + 12), fill=COLOURS[step])
         pen.text((LEFT + i * 170 + 16, y), f"{LETTERS[step]}: {NAMES[step]}", fill="black", font=font)
-    note = f"{t.end:,} ticks with a free network; lighter: odd model chunks; ticks below a lane: sends"
+    note = _note(t)
     pen.text((LEFT, y + 22), note, fill="#777777", font=font)
     out = io.BytesIO()
     image.save(out, format="PNG", optimize=True)

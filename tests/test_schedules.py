@@ -15,7 +15,7 @@ import pytest
 from typer.testing import Result
 
 from modtrans import pipeline
-from modtrans.plan.model import Direction, Plan, Purpose, Schedule, Step, Transfer
+from modtrans.plan.model import Compute, Direction, Plan, Purpose, Schedule, Step, Transfer
 from modtrans.strategy import Parallelism
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.schedule import order
@@ -175,3 +175,33 @@ def test_simai_text_refuses_dualpipe(run_cli: Run, tmp_path: Path) -> None:
     assert done.exit_code == 1
     assert "dualpipe" in done.stderr
     assert len([line for line in done.stderr.splitlines() if " error " in line]) == 1
+
+
+def _micro_of(op: object) -> int:
+    for tensor in (*getattr(op, "outputs", ()), *getattr(op, "inputs", ())):
+        found = re.search(r"#m(\d+)", tensor.name)
+        if found:
+            return int(found.group(1))
+    return -1
+
+
+def test_an_f_and_b_pair_interleaves_its_computes_and_waits_only_for_its_own(tmp_path: Path) -> None:
+    """DualPipe's _forward_backward_chunk (DeepSeek-V3 report, figure 4): the forward of one
+    micro-batch and the backward of another overlap, each one's communication under the other's
+    compute. Stage 0 (P = 4, 8 micro-batches) runs F3 with B5 as its first such pair (the recorded
+    order's step 4): their computes alternate, and no operation of either waits for one of the other."""
+    plan = _plan(tmp_path, "dualpipe")
+    ops = plan.program(0)
+    micro = {i: _micro_of(op) for i, op in enumerate(ops)}
+    forward = {i for i, op in enumerate(ops) if micro[i] == 3 and op.step is Step.FWD}
+    backward = {i for i, op in enumerate(ops) if micro[i] == 5 and op.step is not Step.FWD}
+    pair = [
+        3 if i in forward else 5
+        for i, op in enumerate(ops)
+        if isinstance(op, Compute) and i in forward | backward
+    ]
+    first = pair.index(5)
+    assert pair[first - 1 : first + 7] == [3, 5, 3, 5, 3, 5, 3, 5]
+    for i in forward | backward:
+        other = backward if i in forward else forward
+        assert not other & set(ops[i].deps), i

@@ -8,13 +8,15 @@ so this is the schedule with a free network (the bubble as the schedule makes it
 link widens it). Consecutive computes of one step, micro-batch and model chunk are one block; a
 backward whose units each run their weight gradient then their input gradient is one block, and
 weight gradients run apart from their input gradients (ZB-H1's, DualPipe's W) are blocks of their own.
+A forward and a backward whose computes alternate (DualPipe's overlapped F&B) are two blocks over
+the pair's span, the forward the lane's upper half and the backward its lower.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from modtrans.plan.model import Compute, Direction, Op, Plan, Schedule, Step, Transfer
 
@@ -33,6 +35,7 @@ class Block:
     chunk: int  # the model chunk on its stage (interleaved: 0 .. V - 1)
     start: int  # ticks
     end: int
+    half: int = 0  # 0: the whole lane; 1 (upper), 2 (lower): one of an overlapped pair (DualPipe's F&B)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,12 @@ class Timeline:
     end: int  # the last compute's end: the iteration with a free network
 
     def busy(self, stage: int) -> int:
-        return sum(b.end - b.start for b in self.blocks if b.stage == stage)
+        """Ticks the stage computes (an overlapped pair's span once)."""
+        total, reach = 0, 0
+        for b in sorted((b for b in self.blocks if b.stage == stage), key=lambda b: b.start):
+            total += max(b.end - max(b.start, reach), 0)
+            reach = max(reach, b.end)
+        return total
 
 
 def timeline(plan: Plan) -> Timeline:
@@ -118,49 +126,76 @@ def _merge(
     raw: Sequence[tuple[int, Compute, int, int]], chunk_of: Mapping[int, int], reverse_from: int | None = None
 ) -> list[Block]:
     blocks: list[Block] = []
+    recent: dict[int, list[int]] = {}  # per stage, its last two blocks (indices into blocks)
     whole: set[int] = set()  # blocks that are whole backwards (each unit's W, then its I)
     following = _following(raw)
     for n, (stage, op, start, end) in enumerate(raw):
+        if end <= start:
+            continue
         micro = _micro(op)
         chunk = chunk_of.get(op.layer, 0) if reverse_from is None else int(micro >= reverse_from)
-        last = blocks[-1] if blocks else None
-        joins = (
-            last is not None
-            and (last.stage, last.micro, last.chunk, last.end) == (stage, micro, chunk, start)
-            and end > start
-        )
+        mine = recent.setdefault(stage, [])
         kind = op.step
-        if kind is Step.WEIGHT_GRAD:
-            after = following[n]
-            in_whole = joins and len(blocks) - 1 in whole
-            if in_whole or (after is not None and _backs(after, stage, micro, end)):
-                kind = Step.INPUT_GRAD  # part of a whole backward
-        if joins and last is not None and last.step is kind:
-            blocks[-1] = Block(stage, kind, micro, chunk, last.start, end)
-        elif end > start:
+        if kind is Step.WEIGHT_GRAD and (
+            any(i in whole and blocks[i].micro == micro and blocks[i].chunk == chunk for i in mine)
+            or _backs(following[n], micro, chunk, chunk_of, reverse_from)
+        ):
+            kind = Step.INPUT_GRAD  # its unit's part of a whole backward
+        joined = _join(blocks, mine, (kind, micro, chunk), start, end)
+        if joined is None:
             blocks.append(Block(stage, kind, micro, chunk, start, end))
+            mine[:] = [*mine[-1:], len(blocks) - 1]
+            joined = len(blocks) - 1
         if kind is Step.INPUT_GRAD and op.step is Step.WEIGHT_GRAD:
-            whole.add(len(blocks) - 1)
+            whole.add(joined)
     return blocks
 
 
-def _following(raw: Sequence[tuple[int, Compute, int, int]]) -> list[tuple[int, Compute, int, int] | None]:
-    """For each compute, the next one of its stage (None: its stage's last)."""
-    out: list[tuple[int, Compute, int, int] | None] = [None] * len(raw)
-    latest: dict[int, int] = {}
-    for n, item in enumerate(raw):
-        if item[0] in latest:
-            out[latest[item[0]]] = item
-        latest[item[0]] = n
+def _join(
+    blocks: list[Block], mine: list[int], key: tuple[Step, int, int], start: int, end: int
+) -> int | None:
+    """Extend the stage's block of this (step, micro-batch, chunk) to `end` if it, or the other of
+    its last two blocks (the overlapped partner), ends at `start`; the block's index, or None."""
+    ends = {blocks[i].end for i in mine}
+    for i in mine:
+        b = blocks[i]
+        if (b.step, b.micro, b.chunk) != key or start not in ends or b.end > start:
+            continue
+        if b.end < start:  # through its partner: the two overlap
+            other = next(j for j in mine if j != i)
+            halves = (1, 2) if b.step is Step.FWD or blocks[other].step is not Step.FWD else (2, 1)
+            blocks[i] = replace(b, half=halves[0])
+            blocks[other] = replace(blocks[other], half=halves[1])
+        blocks[i] = replace(blocks[i], end=end)
+        return i
+    return None
+
+
+def _following(raw: Sequence[tuple[int, Compute, int, int]]) -> list[tuple[Compute, int] | None]:
+    """For each compute, the next one of its stage with the same micro-batch, and that one's layer."""
+    out: list[tuple[Compute, int] | None] = [None] * len(raw)
+    latest: dict[tuple[int, int], int] = {}
+    for n, (stage, op, _, _) in enumerate(raw):
+        key = (stage, _micro(op))
+        if key in latest:
+            out[latest[key]] = (op, op.layer)
+        latest[key] = n
     return out
 
 
-def _backs(item: tuple[int, Compute, int, int], stage: int, micro: int, end: int) -> bool:
-    """Whether `item` is the same micro-batch's input gradient, straight after `end` on `stage`:
-    a weight gradient so followed is its unit's part of a whole backward."""
-    return (
-        item[1].step is Step.INPUT_GRAD and item[2] == end and _micro(item[1]) == micro and item[0] == stage
-    )
+def _backs(
+    item: tuple[Compute, int] | None,
+    micro: int,
+    chunk: int,
+    chunk_of: Mapping[int, int],
+    reverse_from: int | None,
+) -> bool:
+    """Whether `item`, the micro-batch's next compute on the stage, is an input gradient of the same
+    chunk: a weight gradient so followed is its unit's part of a whole backward (a deferred one is
+    followed by weight gradients or by nothing)."""
+    if item is None or item[0].step is not Step.INPUT_GRAD:
+        return False
+    return (chunk_of.get(item[1], 0) if reverse_from is None else chunk) == chunk
 
 
 def _micro(op: Compute) -> int:

@@ -25,7 +25,8 @@ boundary, direction) and identical on both ends.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 
 from modtrans.cost import CostModel, PhaseTimes
 from modtrans.ir.document import Flops, Kind
@@ -45,7 +46,17 @@ from modtrans.plan.model import (
 )
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.groups import Group, group_times
-from modtrans.strategy.schedule import BWD, FWD, WGRAD, order, stage_of, virtual_stage, virtual_stages
+from modtrans.strategy.schedule import (
+    BWD,
+    FWD,
+    WGRAD,
+    order,
+    overlapped,
+    stage_of,
+    virtual_stage,
+    virtual_stages,
+)
+from modtrans.strategy.schedule import Step as ScheduleStep
 from modtrans.strategy.tensors import Io
 from modtrans.workload.model import CommType
 
@@ -257,38 +268,83 @@ class StageProgram:
     def build(self) -> tuple[Op, ...]:
         pipe, p = self.pipeline, self.pipeline.stages
         last_wg: dict[int, tuple[Costed, int]] = {}
-        last_virtual = pipe.chunks - 1
-        for direction, micro, chunk in order(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual):
-            virtual = virtual_stage(pipe.schedule, self.stage, p, chunk)
-            units = self.chunks[virtual]
-            if direction == WGRAD:  # the weight gradients of an input-gradient-only backward before
-                for u in reversed(units):
-                    last_wg[u.index] = (u, self.weight_grad(u, f"m{micro}"))
+        steps = order(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual)
+        pairs = overlapped(pipe.schedule, self.stage, p, pipe.micro_batches)
+        for i, step in enumerate(steps):
+            if i - 1 in pairs:
                 continue
-            if direction == FWD:
-                if virtual > 0:
-                    self.transfer(units[0], Direction.RECV, micro, virtual, virtual - 1, False)
-                for u in units:
-                    self.forward(u, micro)
-                if virtual < last_virtual:
-                    self.transfer(units[-1], Direction.SEND, micro, virtual, virtual, False)
-                continue
-            if virtual < last_virtual:
-                self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
-            whole = direction == BWD  # else the input gradient alone (I): its W is a step of its own
-            for u in reversed(units):
-                self._recompute(u, micro)
-                wg = self.backward(u, micro, weight=whole)
-                if whole:
-                    last_wg[u.index] = (u, wg)
-            if virtual > 0:
-                self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
+            if i in pairs:
+                self._overlapped(step, steps[i + 1], last_wg)
+            else:
+                self._step(step, last_wg)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain = wg
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False)
             if u.exchange is not None:
                 self._exchange(u, u.exchange)
         return tuple(self.ops)
+
+    def _step(self, step: ScheduleStep, last_wg: dict[int, tuple[Costed, int]]) -> None:
+        """One step of the schedule: a chunk's forward, backward (whole, or its input gradient
+        alone) or deferred weight gradients, with the chunk's transfers."""
+        direction, micro, chunk = step
+        pipe = self.pipeline
+        virtual = virtual_stage(pipe.schedule, self.stage, pipe.stages, chunk)
+        units, last_virtual = self.chunks[virtual], pipe.chunks - 1
+        if direction == WGRAD:  # the weight gradients of an input-gradient-only backward before
+            for u in reversed(units):
+                last_wg[u.index] = (u, self.weight_grad(u, f"m{micro}"))
+            return
+        if direction == FWD:
+            if virtual > 0:
+                self.transfer(units[0], Direction.RECV, micro, virtual, virtual - 1, False)
+            for u in units:
+                self.forward(u, micro)
+            if virtual < last_virtual:
+                self.transfer(units[-1], Direction.SEND, micro, virtual, virtual, False)
+            return
+        if virtual < last_virtual:
+            self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
+        whole = direction == BWD  # else the input gradient alone (I): its W is a step of its own
+        for u in reversed(units):
+            self._recompute(u, micro)
+            wg = self.backward(u, micro, weight=whole)
+            if whole:
+                last_wg[u.index] = (u, wg)
+        if virtual > 0:
+            self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
+
+    def _overlapped(
+        self, forward: ScheduleStep, backward: ScheduleStep, last_wg: dict[int, tuple[Costed, int]]
+    ) -> None:
+        """DualPipe's F&B: a forward and another micro-batch's backward, each waiting only for its
+        own operations (and both for what ran before them), interleaved compute by compute, so
+        that one's collectives run while the other computes (DeepSeek-V3 report, figure 4: the
+        all-to-all and pipeline communication of each hidden behind the other's compute). The
+        rank still runs one compute at a time (ASTRA-sim 2.x HardwareResource: one GPU compute
+        in flight) and one collective at a time."""
+        start, before = len(self.ops), self.chain
+        self._step(forward, last_wg)
+        middle, forward_end = len(self.ops), self.chain
+        self.chain = before
+        self._step(backward, last_wg)
+        merged = [
+            i
+            for pair in zip_longest(
+                _segments(self.ops, start, middle), _segments(self.ops, middle, len(self.ops))
+            )
+            for seg in pair
+            if seg
+            for i in seg
+        ]
+        new = {old: start + k for k, old in enumerate(merged)}
+        self.ops[start:] = [
+            replace(self.ops[old], deps=tuple(new.get(d, d) for d in self.ops[old].deps)) for old in merged
+        ]
+        for index, (u, wg) in list(last_wg.items()):
+            last_wg[index] = (u, new.get(wg, wg))
+        ends = [new.get(c, c) for c in (forward_end, self.chain) if c is not None]
+        self.chain = max(ends) if ends else None
 
     def _exchange(self, u: Costed, x: Exchange) -> None:
         """Send this stage's gradient to the peer and receive the peer's, posted together."""
@@ -308,6 +364,20 @@ class StageProgram:
             self.compute(u, Step.RECOMPUTE, u.core[0], u.core[1], _suffix(u.io.inputs, f"m{micro}"), outputs)
         for index in self.rerun.forwards.get(u.index, ()):
             self.forward(self.units[index], micro, Step.RECOMPUTE)
+
+
+def _segments(ops: Sequence[Op], start: int, end: int) -> list[list[int]]:
+    """ops[start:end] cut before each compute but the first: what leads up to the first compute
+    and each compute with the collectives and transfers after it."""
+    out: list[list[int]] = [[]]
+    computed = False
+    for i in range(start, end):
+        if isinstance(ops[i], Compute):
+            if computed:
+                out.append([])
+            computed = True
+        out[-1].append(i)
+    return out
 
 
 def attention_core(members: Sequence[IRLayer], cost: CostModel) -> tuple[int, int]:

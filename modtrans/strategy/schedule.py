@@ -105,7 +105,7 @@ def order(schedule: Schedule, stage: int, stages: int, micro_batches: int, chunk
     if schedule is Schedule.ZB_H1:
         return _zb_h1(stage, stages, micro_batches)
     if schedule in (Schedule.DUALPIPE, Schedule.DUALPIPE_V):
-        return _replay(schedule, stage, stages, micro_batches)
+        return _replay(schedule, stage, stages, micro_batches)[0]
     return _interleaved(stage, stages, micro_batches, chunks)
 
 
@@ -127,17 +127,21 @@ def _zb_h1(stage: int, stages: int, micro_batches: int) -> list[Step]:
 
 
 def _dualpipe_calls(ranks: int, rank: int, micro_batches: int) -> list[tuple[str, int, bool]]:
-    """DualPipe's and DualPipeV's step(), phase by phase, as (F | B | W, phase, zero-bubble B):
+    """DualPipe's and DualPipeV's step(), phase by phase, as (F | F& | B | W, phase, zero-bubble B),
+    F& a forward overlapped with the backward after it (their _forward_backward_chunk):
     `ranks`, `rank`, `micro_batches` are DualPipe's half the stages, the stage's distance from the
     nearer end and half the micro-batches; DualPipeV's the stages, the stage and the micro-batches
     (the two step() functions are the same with these: dualpipe.py, dualpipev.py)."""
     calls: list[tuple[str, int, bool]] = []
-    pair = [("F", 0, False), ("B", 1, False)]  # _forward_backward_chunk(0, 1)
-    back = [("F", 1, False), ("B", 0, False)]  # _forward_backward_chunk(1, 0)
+    pair = [("F&", 0, False), ("B", 1, False)]  # _forward_backward_chunk(0, 1), "F&": overlapped
+    back = [("F&", 1, False), ("B", 0, False)]  # _forward_backward_chunk(1, 0)
     calls += [("F", 0, False)] * ((ranks - rank - 1) * 2)  # step 1: nF0
     calls += [("F", 0, False), ("F", 1, False)] * (rank + 1)  # step 2: nF0F1
     calls += [("B", 1, True), ("W", 0, False), ("F", 1, False)] * (ranks - rank - 1)  # step 3: nB1W1F1
-    calls += [*pair, *back] * (micro_batches - 2 * ranks + rank + 1)  # step 4: nF0B1F1B0
+    main = micro_batches - 2 * ranks + rank + 1
+    calls += [*pair, *back] * main  # step 4: nF0B1F1B0
+    if main and rank == ranks - 1:  # the middle stages' first pair is not overlapped ("to further
+        calls[-4 * main] = ("F", 0, False)  # reduce bubble size"; DualPipeV: the last stage's)
     calls += [("B", 1, False), *back] * (ranks - rank - 1)  # step 5: nB1F1B0
     zero_bubble = False
     for i in range(rank + 1):  # step 6: nB1B0, the second half with zero bubble
@@ -152,7 +156,18 @@ def _dualpipe_calls(ranks: int, rank: int, micro_batches: int) -> list[tuple[str
     return calls
 
 
-def _replay(schedule: Schedule, stage: int, stages: int, micro_batches: int) -> list[Step]:
+def overlapped(schedule: Schedule, stage: int, stages: int, micro_batches: int) -> frozenset[int]:
+    """The steps i of order() whose forward runs overlapped with backward i + 1: DualPipe's and
+    DualPipeV's F&B pairs, one micro-batch's communication hidden behind the other's compute
+    (DeepSeek-V3 report, section 3.2.1 and figure 4)."""
+    if schedule not in (Schedule.DUALPIPE, Schedule.DUALPIPE_V):
+        return frozenset()
+    return _replay(schedule, stage, stages, micro_batches)[1]
+
+
+def _replay(
+    schedule: Schedule, stage: int, stages: int, micro_batches: int
+) -> tuple[list[Step], frozenset[int]]:
     """DualPipe's or DualPipeV's calls as steps. DualPipe: the stages of the second half run the
     first half's calls mirrored (`phase ^= is_in_second_half`): phase p is chunk p ^ second half;
     chunk 1's micro-batches are the second half, numbered after the first's. Weight gradients run
@@ -167,8 +182,12 @@ def _replay(schedule: Schedule, stage: int, stages: int, micro_batches: int) -> 
     forwards, backwards = [0, 0], [0, 0]
     deferred: list[tuple[int, int]] = []
     steps: list[Step] = []
-    for kind, phase, zero_bubble in calls:
+    pairs: set[int] = set()
+    for call, phase, zero_bubble in calls:
         chunk = phase ^ flip
+        if call == "F&":
+            pairs.add(len(steps))
+        kind = call[0]
         if kind == "W":
             steps.append((WGRAD, *deferred.pop(0)))
             continue
@@ -182,7 +201,7 @@ def _replay(schedule: Schedule, stage: int, stages: int, micro_batches: int) -> 
             deferred.append((micro, chunk))
         else:
             steps.append((BWD, micro, chunk))
-    return steps
+    return steps, frozenset(pairs)
 
 
 def _virtual(k: int, stages: int, chunks: int, forward: bool) -> tuple[int, int]:
