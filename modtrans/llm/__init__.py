@@ -67,14 +67,17 @@ def extract(
     too_large = limits.input_error(batch, shapes)
     if too_large:
         return None, [diagnostic("X501", too_large, path=name)]
-    dims, problem = _token_shapes(shapes, batch, arch.seq2seq is not None)
-    if problem:
-        return None, [diagnostic("X501", problem, path=name)]
+    dims, wrong = _token_shapes(shapes, batch, arch.seq2seq is not None)
+    if wrong:
+        return None, [diagnostic("X501", wrong, path=name)]
     (micro, sequence), targets = dims[0], dims[1][1]
     if vocabulary_multiple > 1:
         arch = dataclasses.replace(arch, vocab=-(-arch.vocab // vocabulary_multiple) * vocabulary_multiple)
     if per_expert:
         arch = dataclasses.replace(arch, grouped_experts=False)
+    inputs: dict[str, tuple[Dim, ...]] = {"input_ids": (micro, sequence)}
+    if arch.seq2seq is not None:
+        inputs["decoder_input_ids"] = (micro, targets)
     provenance = Provenance(
         file=name,
         sha256=hashlib.sha256(data).hexdigest(),
@@ -85,8 +88,7 @@ def extract(
         opset={},
         graph=arch.family,
         batch=micro,
-        input_shapes={"input_ids": (micro, sequence)}
-        | ({"decoder_input_ids": (micro, targets)} if arch.seq2seq is not None else {}),
+        input_shapes=inputs,
         tool=f"modtrans {__version__}",
         architecture_only=True,
     )

@@ -59,7 +59,9 @@ def build(arch: Arch, batch: int, sequence: int, targets: int, provenance: Prove
     return ModelIR(provenance, tuple(b.layers))
 
 
-def _stack(b: _Builder, stack: str, x: Activation, sources: int, encoded: Activation | None = None) -> Activation:
+def _stack(
+    b: _Builder, stack: str, x: Activation, sources: int, encoded: Activation | None = None
+) -> Activation:
     """One T5Stack: its blocks, then final_layer_norm. `encoded` (the decoder's): the encoder's
     output of `sources` tokens, which every block's cross-attention reads."""
     a = b.arch

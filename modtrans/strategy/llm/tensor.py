@@ -97,11 +97,12 @@ def _added_positions(units: list[Unit], roles: dict[str, str]) -> bool:
     shape. T5's relative position biases ([1, heads, s, s], added to the attention scores) are
     not: Megatron-LM's T5 with relative positions builds LanguageModelEmbedding without position
     embeddings (add_position_embedding False), so its output is reduce-scattered under SP."""
-    words = {u.x.owner.outputs[0].shape for u in units if roles.get(u.name) == "embedding" and u.x.owner.outputs}
+    words = {
+        u.x.owner.outputs[0].shape for u in units if roles.get(u.name) == "embedding" and u.x.owner.outputs
+    }
     return any(
         u.x.owner.kind is Kind.EMBEDDING and u.name not in roles and u.x.owner.outputs[0].shape in words
         for u in units
-        if u.x.owner.outputs
     )
 
 
