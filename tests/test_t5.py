@@ -246,3 +246,17 @@ def test_a_malformed_t5_configuration_is_one_m801(
     assert ir is None
     assert [d.code for d in found] == ["M801"]
     assert words in found[0].message
+
+
+def test_the_ir_document_of_a_t5_configuration_passes_its_schema(tmp_path: Path) -> None:
+    """`modtrans extract` writes the IR and checks it against schemas/model-ir.schema.json: T5's
+    attention dropout (dropout_rate 0.1, T5Config's default) is a field of its heads there."""
+    done = CliRunner().invoke(
+        app,
+        ["extract", str(CONFIGS / "t5-v1_1-base.json"), "--input-shape", "decoder_input_ids=1x16",
+         "--input-shape", "input_ids=1x64", "-o", str(tmp_path / "t5.ir.json")],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    document = json.loads((tmp_path / "t5.ir.json").read_text())
+    heads = [x["block"]["heads"] for x in document["layers"] if "heads" in x.get("block", {})]
+    assert {h.get("dropout") for h in heads} == {0.1}
