@@ -442,8 +442,13 @@ def _t5(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         buckets=_get(config, "relative_attention_num_buckets", default=32),
         bias_every_block=family == "umt5",
     )
-    if seq2seq.decoder_layers < 1 or seq2seq.buckets < 1:
-        raise ConfigError("num_decoder_layers and relative_attention_num_buckets must be at least 1")
+    if (
+        not 1
+        <= min(seq2seq.decoder_layers, seq2seq.buckets)
+        <= max(seq2seq.decoder_layers, seq2seq.buckets)
+        <= 10**7
+    ):
+        raise ConfigError("num_decoder_layers and relative_attention_num_buckets must be 1 to 10,000,000")
     return Arch(
         family=family, vocab=_get(config, "vocab_size"), hidden=_get(config, "d_model"), layers=layers,
         heads=heads, kv_heads=heads, head_dim=_get(config, "d_kv"), intermediate=_get(config, "d_ff"),
