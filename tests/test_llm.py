@@ -133,7 +133,7 @@ def test_sequence_and_micro_batch_come_from_the_input_shape() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"model_type": "t5"}', "model_type 't5' is not a family"),
+        ('{"model_type": "bart"}', "model_type 'bart' is not a family"),
         ('{"model_type": "llama", "hidden_size": 64}', "has no `num_attention_heads`"),
         ('{"model_type": "llama", "hidden_size": "big", "num_hidden_layers": 2}', "`hidden_size` must be"),
         ('{"model_type": "llama", "hidden_size": true}', "`hidden_size` must be"),

@@ -121,7 +121,7 @@ def _unusable_models(folder: Path) -> dict[str, tuple[Path, str]]:
         "garbage.onnx": b"\x08\x07\x12",
         "workload.json": b'{"format": "modtrans-workload"}',
         "truncated-config.json": b'{"model_type": "llama"',
-        "unknown-family.json": b'{"model_type": "t5", "d_model": 512}',
+        "unknown-family.json": b'{"model_type": "bart", "d_model": 512}',
         "missing-key.json": b'{"model_type": "llama", "hidden_size": 64}',
     }
     for name, data in texts.items():

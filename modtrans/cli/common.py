@@ -91,7 +91,11 @@ Batch = Annotated[
 
 InputShape = Annotated[
     list[str] | None,
-    typer.Option("--input-shape", help="NAME=1x3x224x224: the whole shape of one input (repeatable)."),
+    typer.Option(
+        "--input-shape",
+        help="NAME=1x3x224x224: the whole shape of one input (repeatable); a T5 configuration's "
+        "decoder_input_ids=BxT sets its decoder's tokens (default T = S).",
+    ),
 ]
 
 

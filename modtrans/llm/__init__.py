@@ -6,7 +6,8 @@ build.py   Arch -> ModelIR, named like the transformers modules
     ir, found = extract(Path("config.json"), batch=1, input_shapes={"input_ids": (1, 4096)})
 
 The sequence length is `input_ids`' second dimension (`--input-shape input_ids=BxS`), by default
-SEQUENCE tokens; the batch (the micro-batch a rank computes at once) its first, or --batch.
+SEQUENCE tokens; the batch (the micro-batch a rank computes at once) its first, or --batch. An
+encoder-decoder (T5) also reads `decoder_input_ids=BxT`, its decoder's tokens (by default T = S).
 """
 
 from __future__ import annotations
@@ -66,23 +67,17 @@ def extract(
     too_large = limits.input_error(batch, shapes)
     if too_large:
         return None, [diagnostic("X501", too_large, path=name)]
-    unknown = sorted(set(shapes) - {"input_ids"})
-    if unknown:
-        return None, [
-            diagnostic("X501", f"--input-shape {unknown[0]}: the model's one input is input_ids", path=name)
-        ]
-    dims = shapes.get("input_ids", (batch or 1, SEQUENCE))
-    if len(dims) != 2 or not all(isinstance(d, int) and d > 0 for d in dims):
-        return None, [
-            diagnostic("X501", "--input-shape input_ids=BATCHxSEQUENCE (two positive sizes)", path=name)
-        ]
-    micro, sequence = int(dims[0]), int(dims[1])
+    dims, wrong = _token_shapes(shapes, batch, arch.seq2seq is not None)
+    if wrong:
+        return None, [diagnostic("X501", wrong, path=name)]
+    (micro, sequence), targets = dims[0], dims[1][1]
     if vocabulary_multiple > 1:
         arch = dataclasses.replace(arch, vocab=-(-arch.vocab // vocabulary_multiple) * vocabulary_multiple)
     if per_expert:
         arch = dataclasses.replace(arch, grouped_experts=False)
-    if batch is not None:
-        micro = batch
+    inputs: dict[str, tuple[Dim, ...]] = {"input_ids": (micro, sequence)}
+    if arch.seq2seq is not None:
+        inputs["decoder_input_ids"] = (micro, targets)
     provenance = Provenance(
         file=name,
         sha256=hashlib.sha256(data).hexdigest(),
@@ -93,12 +88,42 @@ def extract(
         opset={},
         graph=arch.family,
         batch=micro,
-        input_shapes={"input_ids": (micro, sequence)},
+        input_shapes=inputs,
         tool=f"modtrans {__version__}",
         architecture_only=True,
     )
-    ir = build(arch, micro, sequence, provenance)
+    if arch.seq2seq is not None:
+        from modtrans.llm.encoder_decoder import build as build_seq2seq
+
+        ir = build_seq2seq(arch, micro, sequence, targets, provenance)
+    else:
+        ir = build(arch, micro, sequence, provenance)
     return ir, _implausible(ir, arch.context, micro, sequence, name)
+
+
+def _token_shapes(
+    shapes: Mapping[str, tuple[Dim, ...]], batch: int | None, seq2seq: bool
+) -> tuple[tuple[tuple[int, int], tuple[int, int]], str]:
+    """((batch, S) of input_ids, (batch, T) of decoder_input_ids) and "", or a problem in one line.
+    Only an encoder-decoder has decoder_input_ids (T5's targets; Megatron-LM's
+    --decoder-seq-length); T is S unless given; both share the batch."""
+    names = ("input_ids", "decoder_input_ids") if seq2seq else ("input_ids",)
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        said = " and ".join(names) if seq2seq else "input_ids (decoder_input_ids: an encoder-decoder's, T5's)"
+        return ((0, 0), (0, 0)), f"--input-shape {unknown[0]}: the model's inputs are {said}"
+    found = []
+    for name in names:
+        dims = shapes.get(name) or shapes.get("input_ids") or (batch or 1, SEQUENCE)
+        if len(dims) != 2 or not all(isinstance(d, int) and d > 0 for d in dims):
+            return ((0, 0), (0, 0)), f"--input-shape {name}=BATCHxSEQUENCE (two positive sizes)"
+        found.append((batch or int(dims[0]), int(dims[1])))
+    if found[0][0] != found[-1][0]:
+        return ((0, 0), (0, 0)), (
+            f"--input-shape: input_ids' batch {found[0][0]} and decoder_input_ids' {found[1][0]} "
+            "differ (one batch of input and target pairs)"
+        )
+    return (found[0], found[-1]), ""
 
 
 ACTIVATION_BOUND = 2**40

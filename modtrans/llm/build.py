@@ -59,6 +59,7 @@ class _Builder:
     producer: dict[str, str] = field(default_factory=dict)  # tensor -> the layer that wrote it
     index: int | None = None  # the block the next layers belong to (None: outside the blocks)
     part: Part = Part.EMBEDDING  # their part there (norms and MoE layers say their own)
+    causal: bool | None = None  # their attention masks later tokens (None: as the family's, ENCODERS)
 
     def at(self, index: int | None, part: Part) -> None:
         self.index, self.part = index, part
@@ -69,7 +70,7 @@ class _Builder:
         if kind is Kind.NORM:
             return Block(self.index, Part.NORM)
         if self.part is Part.ATTENTION:
-            causal = self.arch.family not in ENCODERS
+            causal = self.arch.family not in ENCODERS if self.causal is None else self.causal
             heads = Heads(self.arch.heads, self.arch.kv_heads, causal, self.arch.attention_dropout)
             return Block(self.index, Part.ATTENTION, heads)
         return Block(self.index, self.part)
@@ -192,21 +193,36 @@ def build(arch: Arch, batch: int, sequence: int, provenance: Provenance) -> Mode
 
 
 def _attention_core(
-    b: _Builder, p: str, q: Activation, k: Activation, v: Activation, qk: int, vd: int
+    b: _Builder,
+    p: str,
+    q: Activation,
+    k: Activation,
+    v: Activation,
+    qk: int,
+    vd: int,
+    *,
+    keys: int | None = None,
+    bias: Activation | None = None,
 ) -> Activation:
+    """Q·Kᵀ, softmax, P·V for the builder's sequence of queries over `keys` keys (default: the
+    same sequence; an encoder-decoder's cross-attention: the encoder's). `bias`: added to the
+    scores before the softmax (T5's relative position bias, [1, heads, queries, keys])."""
     a = b.arch
     heads, s = a.heads, b.sequence
-    scores_shape = (b.batch, heads, s, s)
-    macs = b.batch * heads * s * qk * s
-    scores_gemm = Gemm(s, qk, s, groups=b.batch * heads)
+    t = s if keys is None else keys
+    scores_shape = (b.batch, heads, s, t)
+    macs = b.batch * heads * s * qk * t
+    scores_gemm = Gemm(s, qk, t, groups=b.batch * heads)
     scores = b.add(
         f"{p}.scores", "MatMul", Kind.MATMUL, [q, k], scores_shape, flops.matmul(macs), gemm=scores_gemm
     )
+    if bias is not None:
+        scores = b.elementwise(f"{p}.position_bias", "Add", [scores, bias], scores_shape)
     probs = b.add(
         f"{p}.softmax", "Softmax", Kind.REDUCE, [scores], scores_shape, flops.softmax(math.prod(scores_shape))
     )
-    macs = b.batch * heads * s * s * vd
-    context_gemm = Gemm(s, s, vd, groups=b.batch * heads)
+    macs = b.batch * heads * s * t * vd
+    context_gemm = Gemm(s, t, vd, groups=b.batch * heads)
     out = (b.batch, s, heads * vd)
     return b.add(
         f"{p}.context", "MatMul", Kind.MATMUL, [probs, v], out, flops.matmul(macs), gemm=context_gemm

@@ -24,6 +24,9 @@ from typing import Any
 from modtrans import dtypes
 from modtrans.llm.families import LLAMA, STYLES, Style
 
+SEQ2SEQ = ("t5", "mt5", "umt5")
+"""The encoder-decoder families (T5Config, MT5Config, UMT5Config: one architecture)."""
+
 DTYPES = {
     torch: (ir, dtypes.width(ir))
     for torch, ir in (("float32", "float"), ("float16", "float16"), ("bfloat16", "bfloat16"))
@@ -44,6 +47,7 @@ FAMILIES = (
     "bert",
     *STYLES,
     "mamba",
+    *SEQ2SEQ,
 )
 ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
 """Old model_type names of a family (Falcon's first configurations)."""
@@ -92,6 +96,17 @@ class Latent:
 
 
 @dataclass(frozen=True)
+class Seq2Seq:
+    """What an encoder-decoder (T5) adds: a decoder stack of its own depth, and relative position
+    biases (T5Attention.relative_attention_bias: a [buckets, heads] table) in its first block of
+    each stack, or in every block (umT5)."""
+
+    decoder_layers: int  # num_decoder_layers (T5Config: num_layers when not given)
+    buckets: int  # relative_attention_num_buckets
+    bias_every_block: bool = False  # UMT5Attention: every block has its own table
+
+
+@dataclass(frozen=True)
 class Arch:
     family: str
     vocab: int
@@ -122,6 +137,7 @@ class Arch:
     o_bias: bool = False  # the attention output projection has a bias
     norm_bias: bool = True  # a LayerNorm has a bias (RMSNorm never)
     heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
+    seq2seq: Seq2Seq | None = None  # an encoder-decoder (T5): layers is the encoder's depth
 
 
 def _get(config: Mapping[str, Any], *keys: str, default: Any = ...) -> Any:
@@ -179,6 +195,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _styled(config, family, dtype)
     elif family == "mamba":
         arch = _mamba(config, dtype)
+    elif family in SEQ2SEQ:
+        arch = _t5(config, family, dtype)
     else:
         arch = _decoder(config, family, dtype)
     _check(arch)
@@ -394,6 +412,49 @@ def _mamba(config: Mapping[str, Any], dtype: str) -> Arch:
         layers=_get(config, "num_hidden_layers"), heads=1, kv_heads=1, head_dim=hidden,
         intermediate=inner, mlp="none", norm="rms", tied=bool(config.get("tie_word_embeddings", True)),
         qkv_bias=False, mlp_bias=False, positions=0, dtype=dtype, ssm=ssm,
+    )  # fmt: skip
+
+
+T5_DEFAULTS = {"t5": ("relu", True), "mt5": ("gated-gelu", False), "umt5": ("gated-gelu", True)}
+"""Each encoder-decoder configuration class's feed_forward_proj and tie_word_embeddings defaults
+(transformers 4.x configuration_t5.py T5Config, configuration_mt5.py MT5Config,
+configuration_umt5.py UMT5Config). transformers 5 forces T5's head tied whatever the file says;
+a T5 v1.1 checkpoint has its own lm_head.weight, so `tie_word_embeddings: false` is followed."""
+
+
+def _t5(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
+    """T5 (Raffel et al. 2020) and its descendants as transformers' T5Config reads them: d_model,
+    d_kv per head (heads x d_kv need not be d_model: t5-3b has 32 x 128 on 1,024), d_ff,
+    num_layers and num_decoder_layers, feed_forward_proj "ACT" (T5DenseActDense: wi, wo) or
+    "gated-ACT" (T5DenseGatedActDense: wi_0, wi_1, wo; T5Config.__init__ refuses any other form),
+    T5LayerNorm (RMS, no bias), no biases anywhere."""
+    proj, tied = T5_DEFAULTS[family]
+    proj = config.get("feed_forward_proj", proj)
+    parts = proj.split("-") if isinstance(proj, str) else []
+    if not 1 <= len(parts) <= 2 or (len(parts) == 2 and parts[0] != "gated") or not parts[-1]:
+        raise ConfigError(
+            f"`feed_forward_proj` {proj!r:.40} is not ACT or gated-ACT (T5Config: relu, gated-gelu, ...)"
+        )
+    layers = _get(config, "num_layers")
+    heads = _get(config, "num_heads")
+    seq2seq = Seq2Seq(
+        decoder_layers=_get(config, "num_decoder_layers", default=layers),
+        buckets=_get(config, "relative_attention_num_buckets", default=32),
+        bias_every_block=family == "umt5",
+    )
+    if (
+        not 1
+        <= min(seq2seq.decoder_layers, seq2seq.buckets)
+        <= max(seq2seq.decoder_layers, seq2seq.buckets)
+        <= 10**7
+    ):
+        raise ConfigError("num_decoder_layers and relative_attention_num_buckets must be 1 to 10,000,000")
+    return Arch(
+        family=family, vocab=_get(config, "vocab_size"), hidden=_get(config, "d_model"), layers=layers,
+        heads=heads, kv_heads=heads, head_dim=_get(config, "d_kv"), intermediate=_get(config, "d_ff"),
+        mlp=proj, norm="rms", tied=bool(config.get("tie_word_embeddings", tied)), qkv_bias=False,
+        mlp_bias=False, positions=0, dtype=dtype, attention_dropout=_probability(config, "dropout_rate", 0.1),
+        norm_bias=False, seq2seq=seq2seq,
     )  # fmt: skip
 
 

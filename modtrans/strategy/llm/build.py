@@ -26,7 +26,7 @@ from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params, group
 from modtrans.strategy.llm import buckets, context, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
-from modtrans.strategy.llm.stages import block_of, blocks, partition
+from modtrans.strategy.llm.stages import block_of, blocks, check_stacks, partition
 from modtrans.strategy.llm.unit import DATA, Unit
 from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
 from modtrans.strategy.schedule import holders
@@ -45,6 +45,7 @@ def plan(
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
     layout.check()
+    check_stacks(ir, layout.pp)
     units = _units(ir, layout, params, dtype_bytes)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])

@@ -46,6 +46,11 @@ def sequence(ir: ModelIR) -> int | None:
 
 def check(ir: ModelIR, layout: Layout) -> None:
     s = sequence(ir)
+    if layout.cp > 1 and "decoder_input_ids" in ir.provenance.input_shapes:
+        raise LayoutError(
+            f"--cp {layout.cp}: context parallelism of an encoder-decoder (T5) is not modelled (its "
+            "cross-attention reads the encoder's sequence, which this split of one sequence does not cover)"
+        )
     if layout.cp > 1 and (s is None or s % (2 * layout.cp)):
         raise LayoutError(
             f"--cp {layout.cp}: the sequence of {s} tokens must split into 2 x {layout.cp} equal chunks "

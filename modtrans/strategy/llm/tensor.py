@@ -51,10 +51,9 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1)
             "collectives of its own)"
         )
     roles = roles_of(ir, [u.x.owner for u in units if u.x.owner.moe is None])
-    # a replicated embedding beside the word embedding: learned positions (or token types)
-    positions = any(u.x.owner.kind is Kind.EMBEDDING and u.name not in roles for u in units)
+    positions = _added_positions(units, roles)
     model_inputs = frozenset(ir.provenance.input_shapes)
-    seen: set[str] = set()
+    seen: set[tuple[int | None, str]] = set()
     for u in units:
         if u.x.owner.moe is not None:
             u.role = "expert" if u.x.owner.moe.expert is not None else "router"
@@ -76,7 +75,11 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1)
             if sp:
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, out, TENSOR))
         elif u.role == "column":
-            shared = frozenset(a.name for a in u.x.owner.inputs)
+            # one collective per input and block: Megatron fuses the projections of one input in a
+            # block (linear_qkv; T5's cross-attention linear_kv), but each block's reads the
+            # encoder's output with a collective of its own (megatron/core/transformer/attention.py,
+            # CrossAttention.get_query_key_value_tensors: self.linear_kv(key_value_states))
+            shared = frozenset((u.block, a.name) for a in u.x.owner.inputs)
             if shared & seen:
                 continue
             seen |= shared
@@ -86,6 +89,21 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1)
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, TENSOR))
             u.attach(Place.AFTER_IG, Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR))
     cross_entropy(units, tp, tokens)
+
+
+def _added_positions(units: list[Unit], roles: dict[str, str]) -> bool:
+    """Whether a replicated embedding's output is added to the word embedding's, as learned
+    positions and token types are (GPT-2, BERT): an embedding of the word embedding's output
+    shape. T5's relative position biases ([1, heads, s, s], added to the attention scores) are
+    not: Megatron-LM's T5 with relative positions builds LanguageModelEmbedding without position
+    embeddings (add_position_embedding False), so its output is reduce-scattered under SP."""
+    words = {
+        u.x.owner.outputs[0].shape for u in units if roles.get(u.name) == "embedding" and u.x.owner.outputs
+    }
+    return any(
+        u.x.owner.kind is Kind.EMBEDDING and u.name not in roles and u.x.owner.outputs[0].shape in words
+        for u in units
+    )
 
 
 def cross_entropy(units: list[Unit], tp: int, tokens: int = 1) -> None:
