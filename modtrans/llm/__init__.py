@@ -2,11 +2,16 @@
 
 config.py  Hugging Face config.json -> Arch (one normalised description per family)
 build.py   Arch -> ModelIR, named like the transformers modules
+vision.py  a vision-language model's Arch (LLaVA, Qwen2-VL, Qwen2.5-VL) -> ModelIR: the image
+           encoder, its projector or merger, then build.py's language model
 
     ir, found = extract(Path("config.json"), batch=1, input_shapes={"input_ids": (1, 4096)})
 
 The sequence length is `input_ids`' second dimension (`--input-shape input_ids=BxS`), by default
-SEQUENCE tokens; the batch (the micro-batch a rank computes at once) its first, or --batch.
+SEQUENCE tokens; the batch (the micro-batch a rank computes at once) its first, or --batch. A
+vision-language model also reads `--input-shape pixel_values=NxCxHxW` (N images for the B samples
+of input_ids, N / B each; by default one image per sample of its default size), and S counts the
+image placeholder tokens (vision.py).
 """
 
 from __future__ import annotations
@@ -16,12 +21,16 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from modtrans import limits
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.ir.document import Dim, ModelIR, Provenance
-from modtrans.llm.config import ConfigError, from_hf
+from modtrans.llm.config import Arch, ConfigError, from_hf
+
+if TYPE_CHECKING:
+    from modtrans.llm.vision import Images
 
 SEQUENCE = 2048
 """The default sequence length (GPT-3's and Megatron's GPT examples'); set it with
@@ -50,6 +59,7 @@ def extract(
     pads it (Megatron-LM: Layout.vocabulary_multiple); the embedding and the output layer then have
     the padded rows."""
     from modtrans.fileio import read_binary
+    from modtrans.llm import vision
     from modtrans.llm.build import build
 
     name = display_name or str(path)
@@ -66,17 +76,10 @@ def extract(
     too_large = limits.input_error(batch, shapes)
     if too_large:
         return None, [diagnostic("X501", too_large, path=name)]
-    unknown = sorted(set(shapes) - {"input_ids"})
-    if unknown:
-        return None, [
-            diagnostic("X501", f"--input-shape {unknown[0]}: the model's one input is input_ids", path=name)
-        ]
-    dims = shapes.get("input_ids", (batch or 1, SEQUENCE))
-    if len(dims) != 2 or not all(isinstance(d, int) and d > 0 for d in dims):
-        return None, [
-            diagnostic("X501", "--input-shape input_ids=BATCHxSEQUENCE (two positive sizes)", path=name)
-        ]
-    micro, sequence = int(dims[0]), int(dims[1])
+    read = _inputs(arch, shapes, batch)
+    if isinstance(read, str):
+        return None, [diagnostic("X501", read, path=name)]
+    micro, sequence, images = read
     if vocabulary_multiple > 1:
         arch = dataclasses.replace(arch, vocab=-(-arch.vocab // vocabulary_multiple) * vocabulary_multiple)
     if per_expert:
@@ -93,12 +96,44 @@ def extract(
         opset={},
         graph=arch.family,
         batch=micro,
-        input_shapes={"input_ids": (micro, sequence)},
+        input_shapes={"input_ids": (micro, sequence), **_pixels(arch, images, micro)},
         tool=f"modtrans {__version__}",
         architecture_only=True,
     )
-    ir = build(arch, micro, sequence, provenance)
+    if images is None:
+        ir = build(arch, micro, sequence, provenance)
+    else:
+        ir = vision.build(arch, micro, sequence, images, provenance)
     return ir, _implausible(ir, arch.context, micro, sequence, name)
+
+
+def _inputs(
+    arch: Arch, shapes: Mapping[str, tuple[Dim, ...]], batch: int | None
+) -> tuple[int, int, Images | None] | str:
+    """(micro-batch, sequence, a vision-language model's images) the input shapes give, or why
+    they cannot be read (one line)."""
+    from modtrans.llm import vision
+
+    known = {"input_ids"} if arch.vision is None else {"input_ids", "pixel_values"}
+    unknown = sorted(set(shapes) - known)
+    if unknown:
+        said = "one input is input_ids" if arch.vision is None else "inputs are input_ids and pixel_values"
+        return f"--input-shape {unknown[0]}: the model's {said}"
+    dims = shapes.get("input_ids", (batch or 1, SEQUENCE))
+    if len(dims) != 2 or not all(isinstance(d, int) and d > 0 for d in dims):
+        return "--input-shape input_ids=BATCHxSEQUENCE (two positive sizes)"
+    micro, sequence = int(dims[0]), int(dims[1])
+    if arch.vision is None:
+        return micro, sequence, None
+    images = vision.inputs(arch.vision, shapes.get("pixel_values"), micro, sequence)
+    return images if isinstance(images, str) else (micro, sequence, images)
+
+
+def _pixels(arch: Arch, images: Images | None, micro: int) -> dict[str, tuple[Dim, ...]]:
+    """A vision-language model's pixel_values as its micro-batch of `micro` samples reads them."""
+    if arch.vision is None or images is None:
+        return {}
+    return {"pixel_values": (micro * images.per_sample, arch.vision.channels, images.height, images.width)}
 
 
 ACTIVATION_BOUND = 2**40
