@@ -44,9 +44,29 @@ def builder(family: str, architectures: object) -> tuple[str, Callable[[object],
     return "AutoModelForImageTextToText", AutoModelForImageTextToText.from_config
 
 
-def count(config: dict[str, object]) -> tuple[int, int, str]:
-    """(all parameters, the embedding table's, the class that built them) of the model the
-    configuration describes."""
+PARTS = (
+    ("projector", ("model.multi_modal_projector.", "model.visual.merger.")),
+    ("vision", ("model.vision_tower.", "model.visual.")),
+    ("language", ("model.language_model.", "lm_head.")),
+)
+"""A vision-language model's parts by module path (transformers 5's names), the first that matches:
+the projector or merger, the rest of the vision tower, the language model and its head."""
+
+
+def parts(model: torch.nn.Module) -> dict[str, int]:
+    """A vision-language model's parameters per part (PARTS); {} for a model without a tower."""
+    found = dict.fromkeys((name for name, _ in PARTS), 0)
+    for key, p in model.named_parameters():
+        part = next((name for name, prefixes in PARTS if key.startswith(prefixes)), None)
+        if part is None:
+            return {}
+        found[part] += p.numel()
+    return found if found["vision"] else {}
+
+
+def count(config: dict[str, object]) -> tuple[int, int, str, dict[str, int]]:
+    """(all parameters, the embedding table's, the class that built them, the parameters of each
+    part of a vision-language model) of the model the configuration describes."""
     family = str(config["model_type"])
     family = RENAMED.get(family, family)
     values = {KEYS.get(k, k): v for k, v in config.items() if k not in ("model_type", "architectures")}
@@ -55,7 +75,7 @@ def count(config: dict[str, object]) -> tuple[int, int, str]:
     with torch.device("meta"):
         model = make(built)
     total = sum(p.numel() for p in model.parameters())
-    return total, model.get_input_embeddings().weight.numel(), name
+    return total, model.get_input_embeddings().weight.numel(), name, parts(model)
 
 
 def main() -> None:
@@ -66,8 +86,9 @@ def main() -> None:
     for path in sorted(HERE.glob("*.json")):
         if path.name == "EXPECTED.json":
             continue
-        total, embedding, name = count(json.loads(path.read_text()))
-        expected["counts"][path.stem] = {"parameters": total, "embedding": embedding, "class": name}
+        total, embedding, name, found = count(json.loads(path.read_text()))
+        entry = {"parameters": total, "embedding": embedding, "class": name}
+        expected["counts"][path.stem] = {**entry, **({"parts": found} if found else {})}
         print(f"{path.stem:<28} {total:>16,}  {name}")
     (HERE / "EXPECTED.json").write_text(json.dumps(expected, indent=1) + "\n")
 

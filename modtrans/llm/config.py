@@ -505,17 +505,20 @@ def _vision_language(config: Mapping[str, Any], family: str, dtype: str) -> Arch
         raise ConfigError("`text_config` must be a JSON object")
     text = dict(text or {})
     language = "qwen2_vl" if family != "llava" else str(text.get("model_type") or "llama")
-    if language not in TEXT_DEFAULTS or language == "qwen2_vl" and family == "llava":
+    if language not in TEXT_DEFAULTS or (language == "qwen2_vl" and family == "llava"):
         raise ConfigError(
             f"a LLaVA language model of model_type {language!r} is not modelled (llama, mistral, qwen2)"
         )
-    arch = _decoder({**TEXT_DEFAULTS[language], **text}, "qwen2" if language == "qwen2_vl" else language, dtype)
+    arch = _decoder(
+        {**TEXT_DEFAULTS[language], **text}, "qwen2" if language == "qwen2_vl" else language, dtype
+    )
     vision = config.get("vision_config") or {}
     if not isinstance(vision, Mapping):
         raise ConfigError("`vision_config` must be a JSON object")
     reader = _clip if family == "llava" else _qwen_vision
     style = dataclasses.replace(arch.style, root="model.language_model")
-    return dataclasses.replace(arch, style=style, vision=reader(config, vision, family, arch.hidden, dtype))
+    vision_arch = reader(config, vision, family, arch.hidden, dtype)
+    return dataclasses.replace(arch, family=family, style=style, vision=vision_arch)
 
 
 LLAVA_CLIP = {"hidden_size": 1024, "intermediate_size": 4096, "patch_size": 14, "image_size": 336,
@@ -534,14 +537,17 @@ def _clip(config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out
     values = {**(LLAVA_CLIP if not vision else {}), **vision}
     get = {k: _get(values, k, default=d) for k, d in (
         ("hidden_size", 768), ("intermediate_size", 3072), ("num_hidden_layers", 12),
-        ("num_attention_heads", 12), ("image_size", 224), ("patch_size", 32), ("num_channels", 3))}  # fmt: skip
+        ("num_attention_heads", 12), ("image_size", 224), ("patch_size", 32),
+        ("num_channels", 3))}  # fmt: skip
     tower = _tower("clip_vision_model", get["hidden_size"], get["num_hidden_layers"],
                    get["num_attention_heads"], get["intermediate_size"], "gelu", "layer", dtype)  # fmt: skip
     layers = config.get("vision_feature_layer", -2)
     layers = tuple(layers) if isinstance(layers, list) else (layers,)
     depth = tower.layers
     if not layers or not all(isinstance(i, int) and -depth - 1 <= i <= depth for i in layers):
-        raise ConfigError(f"vision_feature_layer {config.get('vision_feature_layer')!r}: hidden_states indices")
+        raise ConfigError(
+            f"vision_feature_layer {config.get('vision_feature_layer')!r}: hidden_states indices"
+        )
     strategy = config.get("vision_feature_select_strategy", "default")
     if strategy not in ("default", "full"):
         raise ConfigError(f"vision_feature_select_strategy {strategy!r}: default or full")
@@ -550,12 +556,15 @@ def _clip(config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out
         raise ConfigError(f"image_size {image} does not split into patches of {patch}")
     return Vision(
         family="clip_vision_model", tower=tower, patch=patch, channels=get["num_channels"], image=image,
-        feature_layers=tuple(i % (depth + 1) for i in layers), class_token=True, keep_class=strategy == "full",
+        feature_layers=tuple(i % (depth + 1) for i in layers), class_token=True,
+        keep_class=strategy == "full",
         projector_bias=bool(config.get("multimodal_projector_bias", True)), out=out,
     )  # fmt: skip
 
 
-def _qwen_vision(config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out: int, dtype: str) -> Vision:
+def _qwen_vision(
+    config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out: int, dtype: str
+) -> Vision:
     """Qwen2-VL's ViT (Qwen2VLVisionConfig: embed_dim 1280, depth 32, num_heads 16, mlp_ratio 4,
     quick_gelu fc1/fc2, LayerNorm) or Qwen2.5-VL's (Qwen2_5_VLVisionConfig: hidden_size, depth,
     num_heads, intermediate_size 3420 of a gated SiLU MLP, RMSNorm, window_size 112 px but in
@@ -577,18 +586,23 @@ def _qwen_vision(config: Mapping[str, Any], vision: Mapping[str, Any], family: s
         tower = _tower("qwen2_5_vl_vision", hidden, depth, heads, width, "swiglu", "rms", dtype)
         merged = _get(vision, "out_hidden_size", default=3584)
     if merged != out:
-        raise ConfigError(f"the vision merger's output of {merged:,} is not the language model's width {out:,}")
+        raise ConfigError(
+            f"the vision merger's output of {merged:,} is not the language model's width {out:,}"
+        )
     full = _get(vision, "fullatt_block_indexes", default=[7, 15, 23, 31]) if family == "qwen2_5_vl" else []
     return Vision(
         family=tower.family, tower=tower, patch=_get(vision, "patch_size", default=14),
-        temporal=_get(vision, "temporal_patch_size", default=2), channels=_get(vision, "in_channels", default=3),
+        temporal=_get(vision, "temporal_patch_size", default=2),
+        channels=_get(vision, "in_channels", default=3),
         merge=_get(vision, "spatial_merge_size", default=2),
         window=_get(vision, "window_size", default=112) if family == "qwen2_5_vl" else 0,
         full_blocks=tuple(full), out=out,
     )  # fmt: skip
 
 
-def _tower(family: str, hidden: int, layers: int, heads: int, width: int, mlp: str, norm: str, dtype: str) -> Arch:
+def _tower(
+    family: str, hidden: int, layers: int, heads: int, width: int, mlp: str, norm: str, dtype: str
+) -> Arch:
     """A vision encoder's transformer: bidirectional attention over one image, biases on every
     projection (CLIPAttention's q/k/v/out_proj, Qwen's qkv and proj, their MLPs)."""
     if not heads or hidden % heads:

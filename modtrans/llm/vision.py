@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from modtrans.ir import flops
-from modtrans.ir.document import Activation, Flops, Gemm, Kind, ModelIR, Part, Provenance, Role
+from modtrans.ir.document import Activation, Dim, Flops, Gemm, Kind, ModelIR, Part, Provenance, Role
 from modtrans.llm.build import _attention_core, _Builder, _decoder, _swiglu, dims
 from modtrans.llm.config import Arch, Vision
 
@@ -69,7 +69,7 @@ def tokens(v: Vision, images: Images) -> int:
     return patches(v, images) // (v.merge * v.merge)
 
 
-def inputs(v: Vision, pixel_values: Sequence[object] | None, batch: int, sequence: int) -> Images | str:
+def inputs(v: Vision, pixel_values: Sequence[Dim] | None, batch: int, sequence: int) -> Images | str:
     """The images `--input-shape pixel_values=NxCxHxW` gives (N images for the micro-batch's
     `batch` samples: N / batch each), or one image per sample of the default size; a one-line
     reason when the shape is not one the model reads."""
@@ -77,9 +77,10 @@ def inputs(v: Vision, pixel_values: Sequence[object] | None, batch: int, sequenc
     shape = tuple(pixel_values) if pixel_values is not None else (batch, v.channels, side, side)
     if len(shape) == 5:
         return "pixel_values of 5 dimensions is a video: video input is not modelled (images only)"
-    if len(shape) != 4 or not all(isinstance(d, int) and d > 0 for d in shape):
+    sizes = [d for d in shape if isinstance(d, int) and d > 0]
+    if len(shape) != 4 or len(sizes) != 4:
         return f"--input-shape pixel_values=NxCxHxW (four positive sizes), not {shape}"
-    count, channels, height, width = (int(d) for d in shape)
+    count, channels, height, width = sizes
     if count % batch:
         return f"pixel_values' {count} images do not split evenly over the micro-batch's {batch} samples"
     if channels != v.channels:
@@ -134,7 +135,9 @@ def _patch_embedding(t: _Builder, name: str, pixels: Activation, v: Vision, n: i
     m, k = t.batch * n, v.channels * math.prod(kernel)
     t.at(None, Part.EMBEDDING)
     shape = (t.batch, n, a.hidden)
-    return t.add(name, "Conv", Kind.CONV, [pixels], shape, flops.gemm(m * k * a.hidden), [weight], Gemm(m, k, a.hidden))
+    return t.add(
+        name, "Conv", Kind.CONV, [pixels], shape, flops.gemm(m * k * a.hidden), [weight], Gemm(m, k, a.hidden)
+    )
 
 
 def _clip(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activation:
@@ -143,9 +146,22 @@ def _clip(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activat
     t = _tower(b, v, b.batch * images.per_sample, n + 1)
     x = _patch_embedding(t, f"{root}.embeddings.patch_embedding", pixels, v, n)
     cls = t.param(f"{root}.embeddings.class_embedding", Role.WEIGHT, (a.hidden,))
-    x = t.add(f"{root}.embeddings.class_embedding", "Concat", Kind.DATA, [x], (t.batch, n + 1, a.hidden), Flops(), [cls])
+    x = t.add(
+        f"{root}.embeddings.class_embedding",
+        "Concat",
+        Kind.DATA,
+        [x],
+        (t.batch, n + 1, a.hidden),
+        Flops(),
+        [cls],
+    )
     ids = t.tensor(f"{root}.embeddings.position_ids", (t.batch, n + 1), "int64")
-    x = t.elementwise(f"{root}.embeddings.add", "Add", [x, t.embedding(f"{root}.embeddings.position_embedding", ids, n + 1)], dims(x))
+    x = t.elementwise(
+        f"{root}.embeddings.add",
+        "Add",
+        [x, t.embedding(f"{root}.embeddings.position_embedding", ids, n + 1)],
+        dims(x),
+    )
     x = t.norm(f"{root}.pre_layrnorm", x)
     hidden_states = [x]
     for i in range(a.layers):
@@ -154,21 +170,33 @@ def _clip(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activat
         h = t.norm(f"{p}.layer_norm1", x)
         q, k, w = (t.linear(f"{p}.self_attn.{c}_proj", h, a.hidden, bias=True) for c in "qkv")
         context = _attention_core(t, f"{p}.self_attn", q, k, w, a.head_dim, a.head_dim)
-        x = t.elementwise(f"{p}.residual_attn", "Add", [x, t.linear(f"{p}.self_attn.out_proj", context, a.hidden, bias=True)], dims(x))
+        x = t.elementwise(
+            f"{p}.residual_attn",
+            "Add",
+            [x, t.linear(f"{p}.self_attn.out_proj", context, a.hidden, bias=True)],
+            dims(x),
+        )
         t.at(None, Part.MLP)
         x = t.elementwise(f"{p}.residual_mlp", "Add", [x, _mlp(t, p, t.norm(f"{p}.layer_norm2", x))], dims(x))
         hidden_states.append(x)
     t.norm(f"{root}.post_layernorm", t.tensor(x.name, (t.batch, a.hidden)))  # the class token's
     kept = n + v.keep_class
     selected = [t.tensor(hidden_states[i].name, (t.batch, kept, a.hidden)) for i in v.feature_layers]
-    p = _tower(b, v, t.batch, kept)
-    p.at(None, Part.MLP)
+    proj = _tower(b, v, t.batch, kept)
+    proj.at(None, Part.MLP)
     x = selected[0]
     if len(selected) > 1:  # several feature layers: concatenated along the width
-        x = p.add("model.vision_feature_concat", "Concat", Kind.DATA, selected, (p.batch, kept, a.hidden * len(selected)), Flops())
-    x = p.linear("model.multi_modal_projector.linear_1", x, v.out, bias=v.projector_bias)
-    x = p.elementwise("model.multi_modal_projector.act", "Gelu", [x], dims(x))
-    return p.linear("model.multi_modal_projector.linear_2", x, v.out, bias=v.projector_bias)
+        x = proj.add(
+            "model.vision_feature_concat",
+            "Concat",
+            Kind.DATA,
+            selected,
+            (proj.batch, kept, a.hidden * len(selected)),
+            Flops(),
+        )
+    x = proj.linear("model.multi_modal_projector.linear_1", x, v.out, bias=v.projector_bias)
+    x = proj.elementwise("model.multi_modal_projector.act", "Gelu", [x], dims(x))
+    return proj.linear("model.multi_modal_projector.linear_2", x, v.out, bias=v.projector_bias)
 
 
 def _mlp(t: _Builder, p: str, h: Activation) -> Activation:
@@ -178,7 +206,9 @@ def _mlp(t: _Builder, p: str, h: Activation) -> Activation:
     if a.mlp == "swiglu":
         return _swiglu(t, f"{p}.mlp", h, a.intermediate)
     up = t.linear(f"{p}.mlp.fc1", h, a.intermediate, bias=True)
-    return t.linear(f"{p}.mlp.fc2", t.elementwise(f"{p}.mlp.act", "Gelu", [up], dims(up)), a.hidden, bias=True)
+    return t.linear(
+        f"{p}.mlp.fc2", t.elementwise(f"{p}.mlp.act", "Gelu", [up], dims(up)), a.hidden, bias=True
+    )
 
 
 def _qwen(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activation:
@@ -196,14 +226,24 @@ def _qwen(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activat
             context = _windowed_core(t, f"{p}.attn", rotated, qkv, windows)
         else:
             context = _attention_core(t, f"{p}.attn", rotated, rotated, qkv, a.head_dim, a.head_dim)
-        x = t.elementwise(f"{p}.residual_attn", "Add", [x, t.linear(f"{p}.attn.proj", context, a.hidden, bias=True)], dims(x))
+        x = t.elementwise(
+            f"{p}.residual_attn",
+            "Add",
+            [x, t.linear(f"{p}.attn.proj", context, a.hidden, bias=True)],
+            dims(x),
+        )
         t.at(None, Part.MLP)
         x = t.elementwise(f"{p}.residual_mlp", "Add", [x, _mlp(t, p, t.norm(f"{p}.norm2", x))], dims(x))
     h = t.norm(f"{root}.merger.ln_q", x)
     unit = v.merge * v.merge
     m = _tower(b, v, t.batch, n // unit)
     m.at(None, Part.MLP)
-    h = m.linear(f"{root}.merger.mlp.0", m.tensor(h.name, (m.batch, m.sequence, a.hidden * unit)), a.hidden * unit, bias=True)
+    h = m.linear(
+        f"{root}.merger.mlp.0",
+        m.tensor(h.name, (m.batch, m.sequence, a.hidden * unit)),
+        a.hidden * unit,
+        bias=True,
+    )
     h = m.elementwise(f"{root}.merger.mlp.1", "Gelu", [h], dims(h))
     return m.linear(f"{root}.merger.mlp.2", h, v.out, bias=True)
 
@@ -232,7 +272,23 @@ def _windowed_core(t: _Builder, p: str, q: Activation, v: Activation, windows: t
     groups = t.batch * a.heads * len(windows)
     shape = (t.batch, a.heads, area)
     macs = t.batch * a.heads * area * a.head_dim
-    scores = t.add(f"{p}.scores", "MatMul", Kind.MATMUL, [q], shape, flops.matmul(macs), gemm=Gemm(side, a.head_dim, side, groups))
+    scores = t.add(
+        f"{p}.scores",
+        "MatMul",
+        Kind.MATMUL,
+        [q],
+        shape,
+        flops.matmul(macs),
+        gemm=Gemm(side, a.head_dim, side, groups),
+    )
     probs = t.add(f"{p}.softmax", "Softmax", Kind.REDUCE, [scores], shape, flops.softmax(math.prod(shape)))
     out = (t.batch, t.sequence, a.hidden)
-    return t.add(f"{p}.context", "MatMul", Kind.MATMUL, [probs, v], out, flops.matmul(macs), gemm=Gemm(side, side, a.head_dim, groups))
+    return t.add(
+        f"{p}.context",
+        "MatMul",
+        Kind.MATMUL,
+        [probs, v],
+        out,
+        flops.matmul(macs),
+        gemm=Gemm(side, side, a.head_dim, groups),
+    )
