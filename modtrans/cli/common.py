@@ -91,7 +91,11 @@ Batch = Annotated[
 
 InputShape = Annotated[
     list[str] | None,
-    typer.Option("--input-shape", help="NAME=1x3x224x224: the whole shape of one input (repeatable)."),
+    typer.Option(
+        "--input-shape",
+        help="NAME=1x3x224x224: the whole shape of one input (repeatable); a vision-language model's "
+        "images pixel_values=NxCxHxW (N / B per sample of input_ids=BxS, whose S counts the image tokens).",
+    ),
 ]
 
 
