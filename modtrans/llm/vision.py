@@ -144,59 +144,51 @@ def _clip(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activat
     """LLaVA's CLIP tower and multi_modal_projector (the module docstring); the projector's output."""
     a, n, root = v.tower, patches(v, images), "model.vision_tower"
     t = _tower(b, v, b.batch * images.per_sample, n + 1)
-    x = _patch_embedding(t, f"{root}.embeddings.patch_embedding", pixels, v, n)
-    cls = t.param(f"{root}.embeddings.class_embedding", Role.WEIGHT, (a.hidden,))
-    x = t.add(
-        f"{root}.embeddings.class_embedding",
-        "Concat",
-        Kind.DATA,
-        [x],
-        (t.batch, n + 1, a.hidden),
-        Flops(),
-        [cls],
-    )
-    ids = t.tensor(f"{root}.embeddings.position_ids", (t.batch, n + 1), "int64")
-    x = t.elementwise(
-        f"{root}.embeddings.add",
-        "Add",
-        [x, t.embedding(f"{root}.embeddings.position_embedding", ids, n + 1)],
-        dims(x),
-    )
-    x = t.norm(f"{root}.pre_layrnorm", x)
-    hidden_states = [x]
+    x = _clip_embeddings(t, root, pixels, v, n)
+    hidden_states = [x]  # CLIPEncoder's: the embeddings' output, then every layer's
     for i in range(a.layers):
         p = f"{root}.encoder.layers.{i}"
         t.at(None, Part.ATTENTION)
         h = t.norm(f"{p}.layer_norm1", x)
         q, k, w = (t.linear(f"{p}.self_attn.{c}_proj", h, a.hidden, bias=True) for c in "qkv")
         context = _attention_core(t, f"{p}.self_attn", q, k, w, a.head_dim, a.head_dim)
-        x = t.elementwise(
-            f"{p}.residual_attn",
-            "Add",
-            [x, t.linear(f"{p}.self_attn.out_proj", context, a.hidden, bias=True)],
-            dims(x),
-        )
+        out = t.linear(f"{p}.self_attn.out_proj", context, a.hidden, bias=True)
+        x = t.elementwise(f"{p}.residual_attn", "Add", [x, out], dims(x))
         t.at(None, Part.MLP)
-        x = t.elementwise(f"{p}.residual_mlp", "Add", [x, _mlp(t, p, t.norm(f"{p}.layer_norm2", x))], dims(x))
+        out = _mlp(t, p, t.norm(f"{p}.layer_norm2", x))
+        x = t.elementwise(f"{p}.residual_mlp", "Add", [x, out], dims(x))
         hidden_states.append(x)
     t.norm(f"{root}.post_layernorm", t.tensor(x.name, (t.batch, a.hidden)))  # the class token's
     kept = n + v.keep_class
     selected = [t.tensor(hidden_states[i].name, (t.batch, kept, a.hidden)) for i in v.feature_layers]
-    proj = _tower(b, v, t.batch, kept)
-    proj.at(None, Part.MLP)
+    return _projector(_tower(b, v, t.batch, kept), v, selected)
+
+
+def _clip_embeddings(t: _Builder, root: str, pixels: Activation, v: Vision, n: int) -> Activation:
+    """CLIPVisionEmbeddings and pre_layrnorm: the patches, the class embedding before them, the
+    learned position embedding of every one of the 1 + n positions added."""
+    a = t.arch
+    x = _patch_embedding(t, f"{root}.embeddings.patch_embedding", pixels, v, n)
+    cls = t.param(f"{root}.embeddings.class_embedding", Role.WEIGHT, (a.hidden,))
+    shape = (t.batch, n + 1, a.hidden)
+    x = t.add(f"{root}.embeddings.class_embedding", "Concat", Kind.DATA, [x], shape, Flops(), [cls])
+    ids = t.tensor(f"{root}.embeddings.position_ids", (t.batch, n + 1), "int64")
+    positions = t.embedding(f"{root}.embeddings.position_embedding", ids, n + 1)
+    x = t.elementwise(f"{root}.embeddings.add", "Add", [x, positions], shape)
+    return t.norm(f"{root}.pre_layrnorm", x)
+
+
+def _projector(t: _Builder, v: Vision, selected: Sequence[Activation]) -> Activation:
+    """LlavaMultiModalProjector on the selected features (several feature layers concatenated
+    along the width): linear_1, GELU (projector_hidden_act), linear_2."""
+    t.at(None, Part.MLP)
     x = selected[0]
-    if len(selected) > 1:  # several feature layers: concatenated along the width
-        x = proj.add(
-            "model.vision_feature_concat",
-            "Concat",
-            Kind.DATA,
-            selected,
-            (proj.batch, kept, a.hidden * len(selected)),
-            Flops(),
-        )
-    x = proj.linear("model.multi_modal_projector.linear_1", x, v.out, bias=v.projector_bias)
-    x = proj.elementwise("model.multi_modal_projector.act", "Gelu", [x], dims(x))
-    return proj.linear("model.multi_modal_projector.linear_2", x, v.out, bias=v.projector_bias)
+    if len(selected) > 1:
+        shape = (t.batch, t.sequence, sum(dims(s)[-1] for s in selected))
+        x = t.add("model.vision_feature_concat", "Concat", Kind.DATA, selected, shape, Flops())
+    x = t.linear("model.multi_modal_projector.linear_1", x, v.out, bias=v.projector_bias)
+    x = t.elementwise("model.multi_modal_projector.act", "Gelu", [x], dims(x))
+    return t.linear("model.multi_modal_projector.linear_2", x, v.out, bias=v.projector_bias)
 
 
 def _mlp(t: _Builder, p: str, h: Activation) -> Activation:
@@ -226,26 +218,24 @@ def _qwen(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activat
             context = _windowed_core(t, f"{p}.attn", rotated, qkv, windows)
         else:
             context = _attention_core(t, f"{p}.attn", rotated, rotated, qkv, a.head_dim, a.head_dim)
-        x = t.elementwise(
-            f"{p}.residual_attn",
-            "Add",
-            [x, t.linear(f"{p}.attn.proj", context, a.hidden, bias=True)],
-            dims(x),
-        )
+        out = t.linear(f"{p}.attn.proj", context, a.hidden, bias=True)
+        x = t.elementwise(f"{p}.residual_attn", "Add", [x, out], dims(x))
         t.at(None, Part.MLP)
-        x = t.elementwise(f"{p}.residual_mlp", "Add", [x, _mlp(t, p, t.norm(f"{p}.norm2", x))], dims(x))
-    h = t.norm(f"{root}.merger.ln_q", x)
-    unit = v.merge * v.merge
-    m = _tower(b, v, t.batch, n // unit)
-    m.at(None, Part.MLP)
-    h = m.linear(
-        f"{root}.merger.mlp.0",
-        m.tensor(h.name, (m.batch, m.sequence, a.hidden * unit)),
-        a.hidden * unit,
-        bias=True,
-    )
-    h = m.elementwise(f"{root}.merger.mlp.1", "Gelu", [h], dims(h))
-    return m.linear(f"{root}.merger.mlp.2", h, v.out, bias=True)
+        out = _mlp(t, p, t.norm(f"{p}.norm2", x))
+        x = t.elementwise(f"{p}.residual_mlp", "Add", [x, out], dims(x))
+    return _merger(_tower(b, v, t.batch, n // (v.merge * v.merge)), v, t.norm(f"{root}.merger.ln_q", x))
+
+
+def _merger(t: _Builder, v: Vision, h: Activation) -> Activation:
+    """The PatchMerger after ln_q: each merge x merge neighbouring patches as one row of
+    merge^2 x hidden (the processor orders the patches so; a view, no data moved), mlp.0, GELU,
+    mlp.2 to the language model's width."""
+    t.at(None, Part.MLP)
+    width = dims(h)[-1] * v.merge * v.merge
+    rows = t.tensor(h.name, (t.batch, t.sequence, width))
+    h = t.linear("model.visual.merger.mlp.0", rows, width, bias=True)
+    h = t.elementwise("model.visual.merger.mlp.1", "Gelu", [h], dims(h))
+    return t.linear("model.visual.merger.mlp.2", h, v.out, bias=True)
 
 
 def _windows(v: Vision, images: Images) -> tuple[int, ...]:
