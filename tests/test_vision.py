@@ -76,6 +76,23 @@ def test_llava_takes_576_features_per_336_px_image_the_class_token_dropped() -> 
     assert tower.gemm.m == 4 * 577  # the class token and 576 patches
 
 
+def test_several_feature_layers_widen_the_projector_and_full_keeps_the_class_token(tmp_path: Path) -> None:
+    """vision_feature_layer [-2, -5]: the two layers' outputs concatenated, so linear_1 reads
+    2 x 1,024 (LlavaMultiModalProjector: vision_config.hidden_size x the number of feature
+    layers), 1,024 x 4,096 more parameters than one layer's; vision_feature_select_strategy
+    "full": the class token kept, 577 features per image."""
+    config = json.loads((CONFIGS / "llava-1.5-7b-hf.json").read_text())
+    config.update(vision_feature_layer=[-2, -5], vision_feature_select_strategy="full")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, S)})
+    assert ir is not None, [d.message for d in found]
+    assert ir.totals.params == EXPECTED["llava-1.5-7b-hf"]["parameters"] + 1024 * 4096
+    assert _features(ir) == (1, 577, 4096)
+    linear = next(x for x in ir.layers if x.name == "model.multi_modal_projector.linear_1")
+    assert linear.params[0].shape == (4096, 2048)
+
+
 @pytest.mark.parametrize(("height", "width"), [(448, 448), (448, 672), (280, 924)])
 def test_a_qwen_image_is_h_over_28_times_w_over_28_tokens(height: int, width: int) -> None:
     """Qwen2-VL: 14-px patches, 2 x 2 of them merged into one token (the model card: "each 28x28
@@ -220,15 +237,28 @@ def test_context_parallelism_with_a_vision_tower_is_refused_in_one_line(tmp_path
     assert len(said.strip().splitlines()) == 1
 
 
-def test_a_llava_with_a_tower_other_than_clip_is_refused_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"vision_config": {"model_type": "siglip_vision_model"}}, "siglip_vision_model"),
+        ({"text_config": {"model_type": "gemma"}}, "model_type 'gemma' is not modelled"),
+        ({"vision_config": {"patch_size": 0}}, "`patch_size` must be a positive integer"),
+        ({"vision_config": {"image_size": [336, 336]}}, "`image_size` must be a positive integer"),
+        ({"vision_feature_layer": 99}, "vision_feature_layer 99"),
+    ],
+)
+def test_a_llava_configuration_not_modelled_is_refused_in_one_line(
+    change: dict[str, object], said: str, tmp_path: Path
+) -> None:
     config = json.loads((CONFIGS / "llava-1.5-7b-hf.json").read_text())
-    config["vision_config"]["model_type"] = "siglip_vision_model"
+    for key, value in change.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) else value
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     ir, found = pipeline.extract_checked(path)
     assert ir is None
     assert [d.code for d in found] == ["M801"]
-    assert "siglip_vision_model" in found[0].message
+    assert said in found[0].message
 
 
 def test_the_language_model_keeps_its_own_heads_and_widths_for_the_memory_estimate() -> None:
@@ -240,3 +270,14 @@ def test_the_language_model_keeps_its_own_heads_and_widths_for_the_memory_estima
     assert found is not None
     assert (found.s, found.h, found.a, found.f, found.v) == (S, 4096, 32, 11008, 32064)
     assert all(x.kind is not Kind.CONV or x.block is not None for x in _ir("llava-1.5-7b-hf").layers)
+
+
+def test_a_configuration_without_model_type_is_read_from_its_architectures(tmp_path: Path) -> None:
+    """Qwen2_5_VLForConditionalGeneration names the family qwen2_5_vl (its underscores aside)."""
+    config = json.loads((CONFIGS / "qwen2.5-vl-7b-instruct.json").read_text())
+    del config["model_type"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, S)})
+    assert ir is not None, [d.message for d in found]
+    assert ir.totals.params == EXPECTED["qwen2.5-vl-7b-instruct"]["parameters"]

@@ -535,7 +535,7 @@ def _clip(config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out
     if kind != "clip_vision_model":
         raise ConfigError(f"a LLaVA vision tower of model_type {kind!r} is not modelled (clip_vision_model)")
     values = {**(LLAVA_CLIP if not vision else {}), **vision}
-    get = {k: _get(values, k, default=d) for k, d in (
+    get = {k: _size(values, k, d) for k, d in (
         ("hidden_size", 768), ("intermediate_size", 3072), ("num_hidden_layers", 12),
         ("num_attention_heads", 12), ("image_size", 224), ("patch_size", 32),
         ("num_channels", 3))}  # fmt: skip
@@ -552,7 +552,7 @@ def _clip(config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out
     if strategy not in ("default", "full"):
         raise ConfigError(f"vision_feature_select_strategy {strategy!r}: default or full")
     image, patch = get["image_size"], get["patch_size"]
-    if not patch or image % patch:
+    if image % patch:
         raise ConfigError(f"image_size {image} does not split into patches of {patch}")
     return Vision(
         family="clip_vision_model", tower=tower, patch=patch, channels=get["num_channels"], image=image,
@@ -571,33 +571,42 @@ def _qwen_vision(
     fullatt_block_indexes 7, 15, 23, 31); patch_size 14, temporal_patch_size 2, spatial_merge_size 2,
     in_channels 3 (the files' in_chans is not a key the classes read); the merger's output is the
     language model's width (out_hidden_size, Qwen2-VL's vision hidden_size)."""
-    depth = _get(vision, "depth", default=32)
-    heads = _get(vision, "num_heads", default=16)
+    depth = _size(vision, "depth", 32)
+    heads = _size(vision, "num_heads", 16)
     if family == "qwen2_vl":
-        hidden = _get(vision, "embed_dim", default=1280)
+        hidden = _size(vision, "embed_dim", 1280)
         ratio = vision.get("mlp_ratio", 4)
         if isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0:
             raise ConfigError(f"`mlp_ratio` must be a positive number, not {ratio!r:.40}")
         tower = _tower("qwen2_vl_vision", hidden, depth, heads, int(hidden * ratio), "gelu", "layer", dtype)
-        merged = _get(vision, "hidden_size", default=3584)
+        merged = _size(vision, "hidden_size", 3584)
     else:
-        hidden = _get(vision, "hidden_size", default=3584)
-        width = _get(vision, "intermediate_size", default=3420)
+        hidden = _size(vision, "hidden_size", 3584)
+        width = _size(vision, "intermediate_size", 3420)
         tower = _tower("qwen2_5_vl_vision", hidden, depth, heads, width, "swiglu", "rms", dtype)
-        merged = _get(vision, "out_hidden_size", default=3584)
+        merged = _size(vision, "out_hidden_size", 3584)
     if merged != out:
         raise ConfigError(
             f"the vision merger's output of {merged:,} is not the language model's width {out:,}"
         )
     full = _get(vision, "fullatt_block_indexes", default=[7, 15, 23, 31]) if family == "qwen2_5_vl" else []
     return Vision(
-        family=tower.family, tower=tower, patch=_get(vision, "patch_size", default=14),
-        temporal=_get(vision, "temporal_patch_size", default=2),
-        channels=_get(vision, "in_channels", default=3),
-        merge=_get(vision, "spatial_merge_size", default=2),
-        window=_get(vision, "window_size", default=112) if family == "qwen2_5_vl" else 0,
+        family=tower.family, tower=tower, patch=_size(vision, "patch_size", 14),
+        temporal=_size(vision, "temporal_patch_size", 2),
+        channels=_size(vision, "in_channels", 3),
+        merge=_size(vision, "spatial_merge_size", 2),
+        window=_size(vision, "window_size", 112) if family == "qwen2_5_vl" else 0,
         full_blocks=tuple(full), out=out,
     )  # fmt: skip
+
+
+def _size(config: Mapping[str, Any], key: str, default: int) -> int:
+    """A vision tower's size: a positive integer (an image side, a patch, a width; `default`: the
+    configuration class's), a ConfigError naming the key otherwise."""
+    value = _get(config, key, default=default)
+    if isinstance(value, list) or value < 1:
+        raise ConfigError(f"`{key}` must be a positive integer, not {value!r:.40}")
+    return int(value)
 
 
 def _tower(
