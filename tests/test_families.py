@@ -1,11 +1,12 @@
-"""Every family's published configuration (fixtures/configs: Gemma, Gemma 2, Gemma 3 text, Phi-3,
-Falcon under both its names, GPT-NeoX, OLMo 2, StarCoder2, Mamba, Jamba, T5) gives the parameters
-the transformers class builds from it, exactly, and each decoder's FLOPs per token are as the
-closed form counts them (T5's: tests/test_t5.py).
+"""Every decoder family's published configuration (fixtures/configs: Gemma, Gemma 2, Gemma 3 text,
+Phi-3, Falcon under both its names, GPT-NeoX, OLMo 2, StarCoder2, Mamba, Jamba) gives the
+parameters the transformers class builds from it, exactly, and FLOPs per token as the closed form
+counts them (T5's: tests/test_t5.py; LLaVA's and Qwen2-VL's: tests/test_vision.py).
 
 The expected counts (fixtures/configs/EXPECTED.json) were made once by
 tools/count_transformers_params.py: each model built by AutoModelForCausalLM.from_config (T5:
-AutoModelForSeq2SeqLM) on the meta device, its parameters() counted (a tied output layer once)."""
+AutoModelForSeq2SeqLM; a vision-language model: its image-text-to-text class) on the meta device,
+its parameters() counted (a tied output layer once)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from modtrans.ir.document import Kind
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 EXPECTED = json.loads((CONFIGS / "EXPECTED.json").read_text())["counts"]
-DECODERS = sorted(n for n in EXPECTED if EXPECTED[n].get("model_class") != "T5ForConditionalGeneration")
-"""The decoder-only families (the encoder-decoder T5's have tests of their own: tests/test_t5.py)."""
+DECODERS = sorted(n for n in EXPECTED if EXPECTED[n]["model_class"].endswith("ForCausalLM"))
+"""The decoder-only families (the encoder-decoder T5's and the vision-language models' have tests
+of their own: tests/test_t5.py, tests/test_vision.py)."""
 SEQUENCE = 512
 
 
@@ -30,7 +32,7 @@ def _ir(name: str):  # type: ignore[no-untyped-def]
     return ir
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", DECODERS)
 def test_the_parameters_are_those_transformers_builds(name: str) -> None:
     assert _ir(name).totals.params == EXPECTED[name]["parameters"]
 

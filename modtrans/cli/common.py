@@ -94,7 +94,8 @@ InputShape = Annotated[
     typer.Option(
         "--input-shape",
         help="NAME=1x3x224x224: the whole shape of one input (repeatable); a T5 configuration's "
-        "decoder_input_ids=BxT sets its decoder's tokens (default T = S).",
+        "decoder_input_ids=BxT sets its decoder's tokens (default T = S); a vision-language model's "
+        "images pixel_values=NxCxHxW (N / B per sample of input_ids=BxS, whose S counts the image tokens).",
     ),
 ]
 

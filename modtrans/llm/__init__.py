@@ -2,12 +2,17 @@
 
 config.py  Hugging Face config.json -> Arch (one normalised description per family)
 build.py   Arch -> ModelIR, named like the transformers modules
+vision.py  a vision-language model's Arch (LLaVA, Qwen2-VL, Qwen2.5-VL) -> ModelIR: the image
+           encoder, its projector or merger, then build.py's language model
 
     ir, found = extract(Path("config.json"), batch=1, input_shapes={"input_ids": (1, 4096)})
 
 The sequence length is `input_ids`' second dimension (`--input-shape input_ids=BxS`), by default
 SEQUENCE tokens; the batch (the micro-batch a rank computes at once) its first, or --batch. An
-encoder-decoder (T5) also reads `decoder_input_ids=BxT`, its decoder's tokens (by default T = S).
+encoder-decoder (T5) also reads `decoder_input_ids=BxT`, its decoder's tokens (by default T = S). A
+vision-language model also reads `--input-shape pixel_values=NxCxHxW` (N images for the B samples
+of input_ids, N / B each; by default one image per sample of its default size), and S counts the
+image placeholder tokens (vision.py).
 """
 
 from __future__ import annotations
@@ -17,12 +22,16 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from modtrans import limits
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.ir.document import Dim, ModelIR, Provenance
-from modtrans.llm.config import ConfigError, from_hf
+from modtrans.llm.config import Arch, ConfigError, from_hf
+
+if TYPE_CHECKING:
+    from modtrans.llm.vision import Images
 
 SEQUENCE = 2048
 """The default sequence length (GPT-3's and Megatron's GPT examples'); set it with
@@ -51,6 +60,7 @@ def extract(
     pads it (Megatron-LM: Layout.vocabulary_multiple); the embedding and the output layer then have
     the padded rows."""
     from modtrans.fileio import read_binary
+    from modtrans.llm import vision
     from modtrans.llm.build import build
 
     name = display_name or str(path)
@@ -67,17 +77,16 @@ def extract(
     too_large = limits.input_error(batch, shapes)
     if too_large:
         return None, [diagnostic("X501", too_large, path=name)]
-    dims, wrong = _token_shapes(shapes, batch, arch.seq2seq is not None)
-    if wrong:
-        return None, [diagnostic("X501", wrong, path=name)]
-    (micro, sequence), targets = dims[0], dims[1][1]
+    read = _inputs(arch, shapes, batch)
+    if isinstance(read, str):
+        return None, [diagnostic("X501", read, path=name)]
+    micro, sequence, targets, images = read
     if vocabulary_multiple > 1:
         arch = dataclasses.replace(arch, vocab=-(-arch.vocab // vocabulary_multiple) * vocabulary_multiple)
     if per_expert:
         arch = dataclasses.replace(arch, grouped_experts=False)
-    inputs: dict[str, tuple[Dim, ...]] = {"input_ids": (micro, sequence)}
-    if arch.seq2seq is not None:
-        inputs["decoder_input_ids"] = (micro, targets)
+    if batch is not None:
+        micro = batch
     provenance = Provenance(
         file=name,
         sha256=hashlib.sha256(data).hexdigest(),
@@ -88,7 +97,7 @@ def extract(
         opset={},
         graph=arch.family,
         batch=micro,
-        input_shapes=inputs,
+        input_shapes=_shapes(arch, micro, sequence, targets, images),
         tool=f"modtrans {__version__}",
         architecture_only=True,
     )
@@ -96,34 +105,78 @@ def extract(
         from modtrans.llm.encoder_decoder import build as build_seq2seq
 
         ir = build_seq2seq(arch, micro, sequence, targets, provenance)
+    elif images is not None:
+        ir = vision.build(arch, micro, sequence, images, provenance)
     else:
         ir = build(arch, micro, sequence, provenance)
     return ir, _implausible(ir, arch.context, micro, sequence, name)
 
 
-def _token_shapes(
-    shapes: Mapping[str, tuple[Dim, ...]], batch: int | None, seq2seq: bool
-) -> tuple[tuple[tuple[int, int], tuple[int, int]], str]:
-    """((batch, S) of input_ids, (batch, T) of decoder_input_ids) and "", or a problem in one line.
-    Only an encoder-decoder has decoder_input_ids (T5's targets; Megatron-LM's
-    --decoder-seq-length); T is S unless given; both share the batch."""
-    names = ("input_ids", "decoder_input_ids") if seq2seq else ("input_ids",)
+def _inputs(
+    arch: Arch, shapes: Mapping[str, tuple[Dim, ...]], batch: int | None
+) -> tuple[int, int, int, Images | None] | str:
+    """(micro-batch, sequence, an encoder-decoder's decoder tokens, a vision-language model's
+    images) the input shapes give, or why they cannot be read (one line)."""
+    from modtrans.llm import vision
+
+    names = ["input_ids"]
+    names += ["decoder_input_ids"] if arch.seq2seq is not None else []
+    names += ["pixel_values"] if arch.vision is not None else []
     unknown = sorted(set(shapes) - set(names))
     if unknown:
-        said = " and ".join(names) if seq2seq else "input_ids (decoder_input_ids: an encoder-decoder's, T5's)"
-        return ((0, 0), (0, 0)), f"--input-shape {unknown[0]}: the model's inputs are {said}"
+        said = (
+            f"inputs are {' and '.join(names)}"
+            if len(names) > 1
+            else "one input is input_ids (decoder_input_ids: an encoder-decoder's, T5's; pixel_values: "
+            "a vision-language model's)"
+        )
+        return f"--input-shape {unknown[0]}: the model's {said}"
+    tokens = _token_shapes(shapes, batch, arch.seq2seq is not None)
+    if isinstance(tokens, str):
+        return tokens
+    (micro, sequence), (_, targets) = tokens
+    if arch.vision is None:
+        return micro, sequence, targets, None
+    images = vision.inputs(arch.vision, shapes.get("pixel_values"), micro, sequence)
+    return images if isinstance(images, str) else (micro, sequence, targets, images)
+
+
+def _token_shapes(
+    shapes: Mapping[str, tuple[Dim, ...]], batch: int | None, seq2seq: bool
+) -> tuple[tuple[int, int], tuple[int, int]] | str:
+    """((batch, S) of input_ids, (batch, T) of decoder_input_ids), or a problem in one line. Only
+    an encoder-decoder has decoder_input_ids (T5's targets; Megatron-LM's --decoder-seq-length);
+    T is S unless given; both share the batch."""
+    names = ("input_ids", "decoder_input_ids") if seq2seq else ("input_ids",)
     found = []
     for name in names:
         dims = shapes.get(name) or shapes.get("input_ids") or (batch or 1, SEQUENCE)
         if len(dims) != 2 or not all(isinstance(d, int) and d > 0 for d in dims):
-            return ((0, 0), (0, 0)), f"--input-shape {name}=BATCHxSEQUENCE (two positive sizes)"
-        found.append((batch or int(dims[0]), int(dims[1])))
+            return f"--input-shape {name}=BATCHxSEQUENCE (two positive sizes)"
+        found.append((int(dims[0]), int(dims[1])))
     if found[0][0] != found[-1][0]:
-        return ((0, 0), (0, 0)), (
+        return (
             f"--input-shape: input_ids' batch {found[0][0]} and decoder_input_ids' {found[1][0]} "
             "differ (one batch of input and target pairs)"
         )
-    return (found[0], found[-1]), ""
+    return found[0], found[-1]
+
+
+def _shapes(
+    arch: Arch, micro: int, sequence: int, targets: int, images: Images | None
+) -> dict[str, tuple[Dim, ...]]:
+    """The model's inputs as its micro-batch of `micro` samples reads them."""
+    shapes: dict[str, tuple[Dim, ...]] = {"input_ids": (micro, sequence)}
+    if arch.seq2seq is not None:
+        shapes["decoder_input_ids"] = (micro, targets)
+    if arch.vision is not None and images is not None:
+        shapes["pixel_values"] = (
+            micro * images.per_sample,
+            arch.vision.channels,
+            images.height,
+            images.width,
+        )
+    return shapes
 
 
 ACTIVATION_BOUND = 2**40

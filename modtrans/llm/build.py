@@ -40,8 +40,9 @@ from modtrans.ir.document import (
 )
 from modtrans.llm.config import DTYPES, Arch
 
-ENCODERS = frozenset({"bert"})
-"""The families whose attention sees the whole sequence (BertSelfAttention: no mask but padding);
+ENCODERS = frozenset({"bert", "clip_vision_model", "qwen2_vl_vision", "qwen2_5_vl_vision"})
+"""The families whose attention sees the whole sequence (BertSelfAttention: no mask but padding;
+the vision towers of llm/vision.py: every patch attends to every patch of its image, or window);
 every other family is a causal decoder (its attention masks the tokens after each one)."""
 
 
@@ -229,10 +230,14 @@ def _attention_core(
     )
 
 
-def _decoder(b: _Builder, ids: Activation) -> None:
-    """Any decoder family (its module names and norm placement: families.py)."""
+def _decoder(b: _Builder, ids: Activation, features: Activation | None = None) -> None:
+    """Any decoder family (its module names and norm placement: families.py). `features`: a
+    vision-language model's image features, which replace the embeddings of the image placeholder
+    tokens (masked_scatter: LlavaModel.forward, Qwen2VLModel.forward; llm/vision.py)."""
     a, st = b.arch, b.arch.style
     x = b.embedding(f"{st.root}.{st.embed}", ids, a.vocab)
+    if features is not None:
+        x = b.add(f"{st.root}.masked_scatter", "ScatterND", Kind.DATA, [x, features], dims(x), Flops())
     for i in range(a.layers):
         p = f"{st.root}.{st.blocks}.{i}"
         b.at(i, Part.ATTENTION)

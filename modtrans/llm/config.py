@@ -9,7 +9,9 @@ with a mixture of experts; DeepSeek-V2/V3 with multi-head latent attention); gpt
 LayerNorm, GELU, learned positions, tied head); bert (post-norm encoder); gemma, gemma2,
 gemma3_text, phi3, falcon (and its first name RefinedWebModel), gpt_neox, olmo2, olmo3, starcoder2
 (their module names and norm placement in families.py); mamba (a selective state-space mixer);
-jamba (attention and Mamba blocks, experts every second block).
+jamba (attention and Mamba blocks, experts every second block); llava, qwen2_vl, qwen2_5_vl
+(vision-language models: a vision tower, its projector or merger, and a Llama / Mistral / Qwen2
+language model, read by _vision_language).
 Keys follow each family's transformers configuration class; a key a family needs that is missing
 is a ConfigError naming it.
 """
@@ -48,6 +50,9 @@ FAMILIES = (
     *STYLES,
     "mamba",
     *SEQ2SEQ,
+    "llava",
+    "qwen2_vl",
+    "qwen2_5_vl",
 )
 ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
 """Old model_type names of a family (Falcon's first configurations)."""
@@ -138,6 +143,30 @@ class Arch:
     norm_bias: bool = True  # a LayerNorm has a bias (RMSNorm never)
     heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
     seq2seq: Seq2Seq | None = None  # an encoder-decoder (T5): layers is the encoder's depth
+    vision: Vision | None = None  # a vision-language model's image encoder (LLaVA, Qwen2-VL)
+
+
+@dataclass(frozen=True)
+class Vision:
+    """A vision-language model's image encoder and what hands its features to the language model.
+    `tower` describes the encoder's transformer (its blocks: hidden, heads, MLP, norm), built by
+    llm/vision.py. LLaVA: a CLIP ViT (transformers' CLIPVisionModel) and multi_modal_projector;
+    Qwen2-VL / Qwen2.5-VL: their ViT (Qwen2VisionTransformerPretrainedModel) and its merger."""
+
+    family: str  # the encoder's model_type: clip_vision_model, qwen2_vl_vision, qwen2_5_vl_vision
+    tower: Arch
+    patch: int  # patch_size (pixels per side)
+    temporal: int = 1  # temporal_patch_size: Qwen's Conv3d spans that many frames (an image repeated)
+    channels: int = 3
+    image: int = 0  # CLIP's image_size, whose positions it learned (0: any multiple of patch x merge)
+    merge: int = 1  # spatial_merge_size: merge x merge patches become one language-model token
+    window: int = 0  # Qwen2.5-VL's window_size in pixels (0: every block attends to the whole image)
+    full_blocks: tuple[int, ...] = ()  # fullatt_block_indexes: the blocks that attend to the whole image
+    feature_layers: tuple[int, ...] = ()  # LLaVA's vision_feature_layer(s): hidden_states indices
+    class_token: bool = False  # CLIP's class embedding (the sequence is 1 + patches)
+    keep_class: bool = False  # vision_feature_select_strategy "full" (default: the class token dropped)
+    projector_bias: bool = True  # LLaVA's multimodal_projector_bias
+    out: int = 0  # the language model's hidden size: the projector's or merger's output
 
 
 def _get(config: Mapping[str, Any], *keys: str, default: Any = ...) -> Any:
@@ -197,6 +226,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _mamba(config, dtype)
     elif family in SEQ2SEQ:
         arch = _t5(config, family, dtype)
+    elif family in VISION_LANGUAGE:
+        arch = _vision_language(config, family, dtype)
     else:
         arch = _decoder(config, family, dtype)
     _check(arch)
@@ -208,7 +239,7 @@ def _family_of(architectures: object) -> str:
     class name starts with (GPT2LMHeadModel: gpt2, Qwen2MoeForCausalLM: qwen2_moe), the longest."""
     names = architectures if isinstance(architectures, list) else []
     for name in (n for n in names if isinstance(n, str)):
-        plain = name.lower()
+        plain = name.lower().replace("_", "")  # Qwen2_5_VLForConditionalGeneration: qwen2_5_vl
         found = [f for f in FAMILIES if plain.startswith(f.replace("_", ""))]
         if found:
             return max(found, key=len)
@@ -499,6 +530,158 @@ def _jamba(config: Mapping[str, Any], dtype: str) -> Arch:
         style=STYLES["jamba"],
         attention_blocks=tuple(i for i in range(layers) if i % period == offset),
     )
+
+
+VISION_LANGUAGE = ("llava", "qwen2_vl", "qwen2_5_vl")
+TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048},
+    "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                "max_position_embeddings": 4096 * 32},
+    "qwen2": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+              "max_position_embeddings": 32768},
+    "qwen2_vl": {"vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568,
+                 "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+                 "max_position_embeddings": 32768},
+}  # fmt: skip
+"""The defaults of the configuration classes a vision-language model's language model is read
+with, for the keys its text_config leaves out (llava-1.5-7b-hf's names only vocab_size and
+max_position_embeddings): LlamaConfig, MistralConfig, Qwen2Config (transformers' configuration_
+llama.py, _mistral.py, _qwen2.py), and Qwen2VLTextConfig / Qwen2_5_VLTextConfig (the same values)."""
+
+
+def _vision_language(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
+    """LLaVA (LlavaConfig: text_config, a Llama / Mistral / Qwen2 decoder; vision_config, a CLIP
+    vision model) and Qwen2-VL / Qwen2.5-VL (Qwen2VLConfig, Qwen2_5_VLConfig: the language model's
+    keys in text_config, or at the top level in the first published files, which the class reads
+    as its text_config; vision_config, the ViT and merger). The language model is the decoder
+    family it names (Qwen2-VL's: Qwen2's attention with q/k/v bias); its modules sit under
+    model.language_model, as transformers 5 names them."""
+    text = config.get("text_config")
+    if text is None and family != "llava":
+        text = {k: v for k, v in config.items() if k not in ("vision_config", "model_type", "architectures")}
+    if text is not None and not isinstance(text, Mapping):
+        raise ConfigError("`text_config` must be a JSON object")
+    text = dict(text or {})
+    language = "qwen2_vl" if family != "llava" else str(text.get("model_type") or "llama")
+    if language not in TEXT_DEFAULTS or (language == "qwen2_vl" and family == "llava"):
+        raise ConfigError(
+            f"a LLaVA language model of model_type {language!r} is not modelled (llama, mistral, qwen2)"
+        )
+    arch = _decoder(
+        {**TEXT_DEFAULTS[language], **text}, "qwen2" if language == "qwen2_vl" else language, dtype
+    )
+    vision = config.get("vision_config") or {}
+    if not isinstance(vision, Mapping):
+        raise ConfigError("`vision_config` must be a JSON object")
+    reader = _clip if family == "llava" else _qwen_vision
+    style = dataclasses.replace(arch.style, root="model.language_model")
+    vision_arch = reader(config, vision, family, arch.hidden, dtype)
+    return dataclasses.replace(arch, family=family, style=style, vision=vision_arch)
+
+
+LLAVA_CLIP = {"hidden_size": 1024, "intermediate_size": 4096, "patch_size": 14, "image_size": 336,
+              "num_hidden_layers": 24, "num_attention_heads": 16}  # fmt: skip
+"""LlavaConfig's vision_config when the file gives none (configuration_llava.py, sub_configs_defaults);
+CLIPVisionConfig's own defaults (ViT-B/32 at 224 px) fill the keys a given vision_config leaves out."""
+
+
+def _clip(config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out: int, dtype: str) -> Vision:
+    """LLaVA's CLIP vision tower (CLIPVisionConfig: hidden_size 768, intermediate_size 3072, 12
+    layers of 12 heads, image_size 224, patch_size 32, quick_gelu by default) and what LlavaModel
+    takes from it (vision_feature_layer -2, vision_feature_select_strategy "default")."""
+    kind = vision.get("model_type", "clip_vision_model")
+    if kind != "clip_vision_model":
+        raise ConfigError(f"a LLaVA vision tower of model_type {kind!r} is not modelled (clip_vision_model)")
+    values = {**(LLAVA_CLIP if not vision else {}), **vision}
+    get = {k: _size(values, k, d) for k, d in (
+        ("hidden_size", 768), ("intermediate_size", 3072), ("num_hidden_layers", 12),
+        ("num_attention_heads", 12), ("image_size", 224), ("patch_size", 32),
+        ("num_channels", 3))}  # fmt: skip
+    tower = _tower("clip_vision_model", get["hidden_size"], get["num_hidden_layers"],
+                   get["num_attention_heads"], get["intermediate_size"], "gelu", "layer", dtype)  # fmt: skip
+    layers = config.get("vision_feature_layer", -2)
+    layers = tuple(layers) if isinstance(layers, list) else (layers,)
+    depth = tower.layers
+    if not layers or not all(isinstance(i, int) and -depth - 1 <= i <= depth for i in layers):
+        raise ConfigError(
+            f"vision_feature_layer {config.get('vision_feature_layer')!r}: hidden_states indices"
+        )
+    strategy = config.get("vision_feature_select_strategy", "default")
+    if strategy not in ("default", "full"):
+        raise ConfigError(f"vision_feature_select_strategy {strategy!r}: default or full")
+    image, patch = get["image_size"], get["patch_size"]
+    if image % patch:
+        raise ConfigError(f"image_size {image} does not split into patches of {patch}")
+    return Vision(
+        family="clip_vision_model", tower=tower, patch=patch, channels=get["num_channels"], image=image,
+        feature_layers=tuple(i % (depth + 1) for i in layers), class_token=True,
+        keep_class=strategy == "full",
+        projector_bias=bool(config.get("multimodal_projector_bias", True)), out=out,
+    )  # fmt: skip
+
+
+def _qwen_vision(
+    config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out: int, dtype: str
+) -> Vision:
+    """Qwen2-VL's ViT (Qwen2VLVisionConfig: embed_dim 1280, depth 32, num_heads 16, mlp_ratio 4,
+    quick_gelu fc1/fc2, LayerNorm) or Qwen2.5-VL's (Qwen2_5_VLVisionConfig: hidden_size, depth,
+    num_heads, intermediate_size 3420 of a gated SiLU MLP, RMSNorm, window_size 112 px but in
+    fullatt_block_indexes 7, 15, 23, 31); patch_size 14, temporal_patch_size 2, spatial_merge_size 2,
+    in_channels 3 (the files' in_chans is not a key the classes read); the merger's output is the
+    language model's width (out_hidden_size, Qwen2-VL's vision hidden_size)."""
+    depth = _size(vision, "depth", 32)
+    heads = _size(vision, "num_heads", 16)
+    if family == "qwen2_vl":
+        hidden = _size(vision, "embed_dim", 1280)
+        ratio = vision.get("mlp_ratio", 4)
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0:
+            raise ConfigError(f"`mlp_ratio` must be a positive number, not {ratio!r:.40}")
+        tower = _tower("qwen2_vl_vision", hidden, depth, heads, int(hidden * ratio), "gelu", "layer", dtype)
+        merged = _size(vision, "hidden_size", 3584)
+    else:
+        hidden = _size(vision, "hidden_size", 3584)
+        width = _size(vision, "intermediate_size", 3420)
+        tower = _tower("qwen2_5_vl_vision", hidden, depth, heads, width, "swiglu", "rms", dtype)
+        merged = _size(vision, "out_hidden_size", 3584)
+    if merged != out:
+        raise ConfigError(
+            f"the vision merger's output of {merged:,} is not the language model's width {out:,}"
+        )
+    full = _get(vision, "fullatt_block_indexes", default=[7, 15, 23, 31]) if family == "qwen2_5_vl" else []
+    return Vision(
+        family=tower.family, tower=tower, patch=_size(vision, "patch_size", 14),
+        temporal=_size(vision, "temporal_patch_size", 2),
+        channels=_size(vision, "in_channels", 3),
+        merge=_size(vision, "spatial_merge_size", 2),
+        window=_size(vision, "window_size", 112) if family == "qwen2_5_vl" else 0,
+        full_blocks=tuple(full), out=out,
+    )  # fmt: skip
+
+
+def _size(config: Mapping[str, Any], key: str, default: int) -> int:
+    """A vision tower's size: a positive integer (an image side, a patch, a width; `default`: the
+    configuration class's), a ConfigError naming the key otherwise."""
+    value = _get(config, key, default=default)
+    if isinstance(value, list) or value < 1:
+        raise ConfigError(f"`{key}` must be a positive integer, not {value!r:.40}")
+    return int(value)
+
+
+def _tower(
+    family: str, hidden: int, layers: int, heads: int, width: int, mlp: str, norm: str, dtype: str
+) -> Arch:
+    """A vision encoder's transformer: bidirectional attention over one image, biases on every
+    projection (CLIPAttention's q/k/v/out_proj, Qwen's qkv and proj, their MLPs)."""
+    if not heads or hidden % heads:
+        raise ConfigError(f"the vision tower's width {hidden:,} does not split into {heads} attention heads")
+    return Arch(
+        family=family, vocab=0, hidden=hidden, layers=layers, heads=heads, kv_heads=heads,
+        head_dim=hidden // heads, intermediate=width, mlp=mlp, norm=norm, tied=False, qkv_bias=True,
+        mlp_bias=True, positions=0, dtype=dtype, o_bias=True,
+    )  # fmt: skip
 
 
 def _falcon(config: Mapping[str, Any], style: Style, heads: int) -> tuple[Style, int]:

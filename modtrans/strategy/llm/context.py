@@ -45,6 +45,11 @@ def sequence(ir: ModelIR) -> int | None:
 
 
 def check(ir: ModelIR, layout: Layout) -> None:
+    if layout.cp > 1 and "pixel_values" in ir.provenance.input_shapes:
+        raise LayoutError(
+            f"--cp {layout.cp}: context parallelism with a vision tower is not modelled (Megatron-LM's "
+            "LLaVA splits the language model's sequence, image tokens included, after the encoder)"
+        )
     s = sequence(ir)
     if layout.cp > 1 and "decoder_input_ids" in ir.provenance.input_shapes:
         raise LayoutError(

@@ -59,7 +59,7 @@ class Dims:
 def dims(ir: ModelIR, micro_batch: int) -> Dims | None:
     """The transformer's dimensions from its IR (None for a model without them: an ONNX CNN)."""
     s = sequence(ir)
-    heads = next((x.block.heads for x in ir.layers if x.block is not None and x.block.heads), None)
+    heads = next((x.block.heads for x in ir.layers if _in_blocks(x) and x.block and x.block.heads), None)
     table = max(
         (p.shape for x in ir.layers if x.kind is Kind.EMBEDDING for p in x.params if p.role is Role.WEIGHT),
         key=lambda shape: shape[0] if shape else 0,
@@ -72,13 +72,19 @@ def dims(ir: ModelIR, micro_batch: int) -> Dims | None:
     return Dims(s, micro_batch, table[1], heads.query, mlp.n, table[0])
 
 
+def _in_blocks(x: Layer) -> bool:
+    """A layer of the transformer's blocks (a vision-language model's image encoder, outside
+    them, has heads and MLP widths of its own: llm/vision.py)."""
+    return x.block is not None and x.block.index is not None
+
+
 def _mlp_linear(x: Layer) -> bool:
-    return x.block is not None and x.block.part is Part.MLP and x.kind is Kind.LINEAR
+    return _in_blocks(x) and x.block is not None and x.block.part is Part.MLP and x.kind is Kind.LINEAR
 
 
 def _expert_linear(x: Layer) -> bool:
     """An expert's first linear: a mixture of experts' MLP width (Megatron's ffn_hidden_size)."""
-    return x.block is not None and x.block.part is Part.EXPERT and x.kind is Kind.LINEAR
+    return _in_blocks(x) and x.block is not None and x.block.part is Part.EXPERT and x.kind is Kind.LINEAR
 
 
 def per_stage(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from modtrans.ir.document import Kind, ModelIR, Role
+from modtrans.ir.document import Kind, ModelIR, Part, Role
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import Axis, Mesh, Purpose, Step
 from modtrans.strategy.draft import Draft
@@ -62,7 +62,10 @@ def roles_of(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, str]:
     (megatron/core/models/common/embeddings/language_model_embedding.py,
     LanguageModelEmbedding.__init__: word_embeddings a tensor_parallel.VocabParallelEmbedding,
     position_embeddings and tokentype_embeddings a torch.nn.Embedding), so they send nothing
-    over the tensor axis."""
+    over the tensor axis. A vision transformer's patch embedding (a convolution whose block part is
+    the embedding: llm/vision.py) is replicated too: Megatron's CLIPViTModel builds conv1 as a
+    torch.nn.Conv2d and its class token and position embeddings as plain parameters
+    (megatron/core/models/vision/clip_vit_model.py, CLIPViTModel.__init__)."""
     by_name = {layer.name: layer for layer in ir.layers}
     vocabulary = max((_rows(o) for o in owners if o.kind is Kind.EMBEDDING), default=0)
     roles: dict[str, str] = {}
@@ -70,10 +73,14 @@ def roles_of(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, str]:
         if owner.kind is Kind.EMBEDDING:
             if _rows(owner) == vocabulary:
                 roles[owner.name] = "embedding"
-        elif owner.kind in SHARDABLE:
+        elif owner.kind in SHARDABLE and not _patch_embedding(owner):
             fed_by = _parameterised_ancestors(owner, by_name)
             roles[owner.name] = "row" if any(roles.get(x) == "column" for x in fed_by) else "column"
     return roles
+
+
+def _patch_embedding(layer: IRLayer) -> bool:
+    return layer.kind is Kind.CONV and layer.block is not None and layer.block.part is Part.EMBEDDING
 
 
 def _rows(embedding: IRLayer) -> int:
