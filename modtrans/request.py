@@ -86,6 +86,8 @@ class Request:
     ep: int | None = None
     etp: int | None = None  # experts split over 1 or T tensor ranks (default T)
     cp: int | None = None  # context-parallel ranks (strategy/llm/context.py)
+    moe_expert_capacity_factor: float | None = None  # Megatron's (strategy/llm/expert.py)
+    moe_pad_expert_input_to_capacity: bool = False  # Megatron's: each expert's tokens padded to capacity
     framework: str | None = None  # megatron (default), deepspeed or fsdp: data parallelism and ZeRO
     sp: bool = False
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
@@ -276,8 +278,10 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         r.vpp,
         r.recompute,
         r.make_vocab_size_divisible_by,
+        r.moe_expert_capacity_factor,
     )
-    if not r.sp and not r.overlap_grad_reduce and r.stages is None and all(v is None for v in given):
+    flags = r.sp or r.overlap_grad_reduce or r.moe_pad_expert_input_to_capacity
+    if not flags and r.stages is None and all(v is None for v in given):
         return None
     if r.parallel is not None and not policy.is_transformer:
         raise UsageError(f"--tp/--pp/--dp/--ep/... lay out a transformer; --parallel {policy} is not one")
@@ -305,6 +309,8 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         vpp=r.vpp or 1,
         recompute=Recompute(r.recompute or Recompute.NONE),
         stages=_tuple(r.stages),
+        capacity_factor=r.moe_expert_capacity_factor,
+        pad_to_capacity=r.moe_pad_expert_input_to_capacity,
     )
     try:
         return layout.check()

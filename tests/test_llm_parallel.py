@@ -28,6 +28,7 @@ from modtrans.plan.sizes import Consumer, written
 from modtrans.strategy import Parallelism
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import Layout, Recompute, Schedule
+from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import DATA  # dense gradients' axes
 from modtrans.workload.model import CommType, Policy
 
@@ -417,6 +418,49 @@ def _moe_onnx(path: Path, top_k: int | None = 2) -> Path:
     graph = helper.make_graph(nodes, "moe", inputs, outputs, weights)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
+
+
+@pytest.mark.parametrize(
+    ("factor", "pad", "kept"),
+    [(None, False, 64), (0.5, False, 32), (1.25, False, 64), (1.25, True, 80), (0.3, True, 20)],
+)
+def test_a_capacity_factor_drops_or_pads_each_expert_s_tokens(
+    tmp_path: Path, factor: float | None, pad: bool, kept: int
+) -> None:
+    """Megatron-Core's capacity (moe_utils.py get_capacity, from topk_softmax_with_capacity with
+    num_tokens x topk): ceil(32 tokens x top-2 / 4 experts x F) per expert; under balanced routing
+    each expert is routed 16, so F = 0.5 keeps 8 of each (32 of 64), F = 1.25 drops none (a
+    capacity of 20), and padding to capacity (MoEAlltoAllTokenDispatcher's drop_and_pad) makes it
+    4 x 20 = 80, or 4 x ceil(4.8) = 20 at F = 0.3. The dispatch all-to-alls carry the tokens kept
+    x hidden x bytes; the experts compute on them."""
+    layout = Layout(npus=4, dp=4, ep=2, global_batch=4 * MICRO, capacity_factor=factor, pad_to_capacity=pad)
+    plan = _plan(tmp_path, layout, MOE)
+    a2a = [c for c in _collectives(plan) if c.comm is CommType.ALLTOALL]
+    assert {c.bytes for c in a2a} == {kept * HIDDEN * BYTES}
+    w1 = next(
+        op
+        for op in plan.program(0)
+        if isinstance(op, Compute) and plan.layers[op.layer].name.endswith("experts.w1")
+    )
+    # this rank's 2 experts, each on its share from the 2 expert ranks: kept / 4 x 2 rows each
+    assert w1.flops == 2 * 2 * (kept // 4 * 2) * HIDDEN * 128
+
+
+def test_a_capacity_factor_needs_a_mixture_and_padding_needs_a_factor(tmp_path: Path) -> None:
+    with pytest.raises(LayoutError, match="needs --moe-expert-capacity-factor"):
+        Layout(npus=4, dp=4, pad_to_capacity=True).check()
+    with pytest.raises(LayoutError, match="positive"):
+        Layout(npus=4, dp=4, capacity_factor=0.0).check()
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TOY))
+    options = pipeline.Options(
+        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 4, layout=Layout(npus=4, dp=4, capacity_factor=1.0)),
+        input_shapes={"input_ids": (MICRO, SEQ)},
+        traces=True,
+    )
+    result = pipeline.translate_checked(path, options)
+    assert result.plan is None
+    assert any("no mixture of experts" in d.message for d in result.diagnostics)
 
 
 def test_an_onnx_mixture_of_experts_is_recognised(run_cli: Run, tmp_path: Path) -> None:

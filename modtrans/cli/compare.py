@@ -110,6 +110,8 @@ def diff(
     framework: layout.FrameworkOpt = None,
     overlap_grad_reduce: layout.OverlapOpt = False,
     make_vocab_size_divisible_by: layout.VocabOpt = None,
+    moe_expert_capacity_factor: layout.CapacityOpt = None,
+    moe_pad_expert_input_to_capacity: layout.PadOpt = False,
 ) -> None:
     """Compare two workloads layer by layer.
 

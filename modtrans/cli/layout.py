@@ -35,6 +35,23 @@ EtpOpt = Annotated[
         rich_help_panel=LLM,
     ),
 ]
+CapacityOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--moe-expert-capacity-factor",
+        help="Megatron's: each expert takes at most ceil(tokens x top-k / E x F) tokens, the rest dropped "
+        "(default: none dropped).",
+        rich_help_panel=LLM,
+    ),
+]
+PadOpt = Annotated[
+    bool,
+    typer.Option(
+        "--moe-pad-expert-input-to-capacity",
+        help="Megatron's: every expert's tokens padded to its capacity (computed and sent).",
+        rich_help_panel=LLM,
+    ),
+]
 CpOpt = Annotated[
     int | None,
     typer.Option(
@@ -130,6 +147,8 @@ FIELDS = (
     "sp",
     "overlap_grad_reduce",
     "make_vocab_size_divisible_by",
+    "moe_expert_capacity_factor",
+    "moe_pad_expert_input_to_capacity",
     "zero",
     "micro_batch",
     "global_batch",

@@ -35,6 +35,7 @@ from modtrans.cli.common import (
     app,
 )
 from modtrans.cli.layout import (
+    CapacityOpt,
     CpOpt,
     DpOpt,
     EpOpt,
@@ -43,6 +44,7 @@ from modtrans.cli.layout import (
     GlobalBatchOpt,
     MicroBatchOpt,
     OverlapOpt,
+    PadOpt,
     PpOpt,
     RecomputeOpt,
     ScheduleOpt,
@@ -212,6 +214,8 @@ def translate(
     framework: FrameworkOpt = None,
     overlap_grad_reduce: OverlapOpt = False,
     make_vocab_size_divisible_by: VocabOpt = None,
+    moe_expert_capacity_factor: CapacityOpt = None,
+    moe_pad_expert_input_to_capacity: PadOpt = False,
     stages: StagesOpt = None,
 ) -> None:
     """Translate a model into a workload.

@@ -21,6 +21,14 @@ Expert gradients are reduced over the expert-data-parallel group, the ranks hold
 expert shards: T x D / (ETP x E_p) of them (megatron/core/parallel_state.py,
 initialize_model_parallel: the expert mesh [ETP, EP, EDP, PP]), the data axis for ETP = T, tensor
 x data for ETP = 1; router and dense gradients over all D.
+A capacity factor F (Megatron's --moe-expert-capacity-factor; moe_utils.py, get_capacity, called
+by topk_softmax_with_capacity with num_tokens x topk): each expert takes at most
+ceil(t k / E x F) of the t tokens a rank routes, the rest dropped before the dispatch; under
+balanced routing none is dropped for F >= 1, and E x capacity of the t k are kept for F < 1. With
+--moe-pad-expert-input-to-capacity every expert's tokens are padded to its capacity
+(MoEAlltoAllTokenDispatcher with drop_and_pad: num_out_tokens = capacity x E): E x capacity
+tokens are dispatched and computed whatever F is. The experts' compute and every collective of
+the dispatch scale with the tokens kept.
 Before issue 24 expert gradients went over D / E_p ranks only: tensor-parallel peers, which hold
 the same experts and see other tokens, never combined them (Mixtral --tp 2 --ep 2 --dp 4 reduced
 over {0, 4}; DeepSeekMoE-16B --tp 2 --ep 4 --dp 4 reduced nothing): that is ETP = T's group
@@ -94,11 +102,41 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
         last_expert[u.block] = u
         kept.append(u)
     for block, router in routers.items():
-        _dispatch(router, last_expert.get(block), ep, etp, tp if sp else 1)
+        kept_share = _capacity(router, layout, tp if sp else 1)
+        expert = last_expert.get(block)
+        for u in kept:
+            if u.block == block and u.x.owner.moe is not None and u.x.owner.moe.expert is not None:
+                u.scale *= kept_share
+        _dispatch(router, expert, ep, etp, tp if sp else 1, kept_share)
+    if layout.capacity_factor is not None and not routers:
+        raise LayoutError("--moe-expert-capacity-factor: the model has no mixture of experts to route")
     return kept
 
 
-def _dispatch(router: Unit, last: Unit | None, ep: int, etp: int, shard: int) -> None:
+def _routed(router: Unit, shard: int) -> tuple[int, int, int]:
+    """(tokens this rank routes, hidden, bytes per element) at a block's router."""
+    source = router.x.owner.inputs[0]
+    tokens = math.prod(int(d) for d in (source.shape or ())[:-1])
+    hidden = int((source.shape or (0,))[-1])
+    width = (source.bytes or 0) // max(tokens * hidden, 1)
+    return tokens // shard, hidden, width
+
+
+def _capacity(router: Unit, layout: Layout, shard: int) -> Fraction:
+    """The share of the t x top-k routed tokens the experts compute and the dispatch moves: 1
+    without a capacity factor (module docstring)."""
+    moe = router.x.owner.moe
+    assert moe is not None
+    factor = layout.capacity_factor
+    if factor is None:
+        return Fraction(1)
+    routed = _routed(router, shard)[0] * moe.top_k
+    capacity = math.ceil(routed / moe.experts * factor)
+    kept = moe.experts * capacity if layout.pad_to_capacity else min(routed, moe.experts * capacity)
+    return Fraction(kept, max(routed, 1))
+
+
+def _dispatch(router: Unit, last: Unit | None, ep: int, etp: int, shard: int, share: Fraction) -> None:
     """The block's token traffic: the all-to-alls over the expert group and, with the experts split
     over the tensor ranks, the gather of the dispatched tokens over them and the scatter back
     (Megatron-Core token_dispatcher.py, MoEAlltoAllTokenDispatcher: all-to-all, then
@@ -106,11 +144,8 @@ def _dispatch(router: Unit, last: Unit | None, ep: int, etp: int, shard: int) ->
     with the conjugates in the backward."""
     moe = router.x.owner.moe
     assert moe is not None
-    source = router.x.owner.inputs[0]
-    tokens = math.prod(int(d) for d in (source.shape or ())[:-1])
-    hidden = int((source.shape or (0,))[-1])
-    width = (source.bytes or 0) // max(tokens * hidden, 1)
-    size = tokens * moe.top_k * hidden * width // shard  # this rank's routed tokens
+    tokens, hidden, width = _routed(router, shard)
+    size = int(tokens * moe.top_k * share) * hidden * width  # this rank's dispatched tokens
     a2a = Comm(CommType.ALLTOALL, size, EXPERT) if ep > 1 else None
     gather = Comm(CommType.ALLGATHER, size * etp, TENSOR) if etp > 1 else None
     scatter = Comm(CommType.REDUCESCATTER, size * etp, TENSOR) if etp > 1 else None

@@ -52,6 +52,8 @@ class Layout:
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce: gradient buckets (buckets.py)
     vocab_divisor: int = 128  # Megatron's --make-vocab-size-divisible-by (x T: vocabulary_multiple)
     cp: int = 1  # Megatron's --context-parallel-size: the sequence split over C ranks (context.py)
+    capacity_factor: float | None = None  # Megatron's --moe-expert-capacity-factor (expert.py)
+    pad_to_capacity: bool = False  # Megatron's --moe-pad-expert-input-to-capacity
 
     @property
     def vocabulary_multiple(self) -> int:
@@ -106,6 +108,7 @@ class Layout:
         too_large = limits.at_most("--micro-batch", self.micro_batch, limits.DIM, "sequences")
         if too_large:
             raise LayoutError(too_large)
+        self._check_capacity()
         if self.dp is not None and self.dp < 1:
             raise LayoutError("--dp must be at least 1")
         context = f" x --cp {self.cp}" if self.cp > 1 else ""
@@ -175,6 +178,19 @@ class Layout:
         if self.framework is Framework.FSDP and self.zero == 1:
             raise LayoutError(
                 "--framework fsdp has no ZeRO-1: --zero 0 (NO_SHARD), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD)"
+            )
+
+    def _check_capacity(self) -> None:
+        """Megatron-LM's rules (arguments.py, validate_args): the padding needs a capacity factor."""
+        factor = self.capacity_factor
+        if factor is not None and not 0 < factor <= limits.DIM:
+            raise LayoutError(
+                f"--moe-expert-capacity-factor {factor:g}: a positive factor (1.0: balanced routing's load)"
+            )
+        if self.pad_to_capacity and factor is None:
+            raise LayoutError(
+                "--moe-pad-expert-input-to-capacity pads each expert's tokens to its capacity: it needs "
+                "--moe-expert-capacity-factor"
             )
 
     def _check_dualpipe(self) -> None:
