@@ -140,6 +140,7 @@ _BOUNDS: dict[str, Callable[[Any, Any], bool]] = {
     "minimum": operator.ge,
     "maximum": operator.le,
     "exclusiveMinimum": operator.gt,
+    "exclusiveMaximum": operator.lt,
 }
 
 
