@@ -8,6 +8,14 @@ its shape. Once the inputs' dims are fixed (--batch, --input-shape), those chain
 this pass evaluates them (arith.py: numpy, or onnx's reference evaluator for a rare op; small
 tensors only, never a weight) and replaces them by Constant nodes, then shape inference runs
 again, until nothing new resolves.
+
+The same inside If branches: a branch reads the values and shapes of the graphs around it
+(TorchScript exports a Silero-style VAD as an If on the sample rate whose branches each compute
+their STFT pads from the input's Shape and hold an If on the input's length), so each branch is
+folded with what its enclosing graphs know, and an If there whose condition becomes constant is
+replaced by its branch too. An If that stays (its condition a matter of values) is costed with
+both branches; where they give an output different shapes, onnx leaves it unknown, and
+`_shape_ifs` carries the larger on (shapes.larger, README; the walker warns X517).
 """
 
 from __future__ import annotations
@@ -368,8 +376,8 @@ def _with_constants(
     graph: onnx.GraphProto, values: dict[str, np.ndarray], cache: dict[str, np.ndarray]
 ) -> None:
     """`graph` with its folded values as Constant nodes (also cached) in place of their makers.
-    Its shapes are inferred again, but those already fully known stay: folding only makes the
-    unknown known (and an If's outputs, shaped by _shape_ifs, are known no other way)."""
+    Its shapes are inferred again from scratch (a shape onnx's data propagation got wrong is
+    not kept), except an If's outputs, which _shape_ifs may have shaped: known no other way."""
     replaced = set(values)
     kept = [n for n in graph.node if not (n.output and all(o in replaced for o in n.output if o))]
     constants = []
@@ -386,9 +394,10 @@ def _with_constants(
         )
     del graph.node[:]
     graph.node.extend([*constants, *kept])
-    fixed = [i for i in graph.value_info if _fixed(i) and i.name not in replaced]
+    branched = {o for n in graph.node if n.op_type == "If" for o in n.output}
+    chosen = [i for i in graph.value_info if i.name in branched and _fixed(i)]
     del graph.value_info[:]
-    graph.value_info.extend(fixed)
+    graph.value_info.extend(chosen)
 
 
 def _cached(cache: dict[str, np.ndarray], name: str, node: onnx.NodeProto) -> np.ndarray:

@@ -15,6 +15,8 @@
   scan outputs, of known trip count, [trips, *the body's]. A body whose output changes shape
   keeps onnx's answer, which then says so by staying unknown. fold.py runs this pass in its
   rounds, with shape inference after each.
+- `branch_outputs` and `larger`: what each branch of an If gives its outputs, and the shape an
+  If whose branches disagree is carried on with (fold.py writes it, graph.py warns X517).
 """
 
 from __future__ import annotations
