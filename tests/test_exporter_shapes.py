@@ -257,3 +257,74 @@ def test_resize_sizes_from_shape_arithmetic_and_scales_from_a_division(tmp_path:
     assert not found, [str(d) for d in found]
     assert [x.outputs[0].shape for x in ir.layers if x.op_type == "Resize"] == [(2, 4, 18, 20)] * 2
     assert ir.layers[-1].outputs[0].shape == (2, 4, 18, 20)
+
+
+def test_a_reshape_and_concat_through_every_op_of_paddle2onnx_shape_chains(tmp_path: Path) -> None:
+    """paddle2onnx builds sizes as Concat of Constant / Shape -> Slice pieces through Cast,
+    Unsqueeze, Squeeze, Gather, Mul, Div, Equal / Where, Range, ConstantOfShape, Expand and Tile
+    (its mappers for shape, slice, reshape2, full_like, arange, expand, tile, where). x [2, 8, 3,
+    10]: H * W = 30 and C = 8 read from Shape make the sequence [2, 30, 8] and back [2, 8, 3,
+    10] (reshape([0, H, W, C]).transpose, as SVTR does); a ConstantOfShape of x's shape and a
+    Range(0, W) expanded and tiled over [2, 8, 3, W] are added; Concat with x along channels
+    makes [2, 16, 3, 10], which a 1x1 Conv to 4 channels keeps spatially (ONNX Concat, Conv)."""
+
+    def ints(name: str, values: list[int] | int) -> onnx.NodeProto:
+        value = numpy_helper.from_array(np.array(values, np.int64))
+        return helper.make_node("Constant", [], [name], value=value)
+
+    half = numpy_helper.from_array(np.array([0.5], np.float32))
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Cast", ["shape"], ["shape32"], to=TensorProto.INT32),
+        helper.make_node("Cast", ["shape32"], ["shape64"], to=TensorProto.INT64),
+        ints("i1", [1]),
+        ints("i2", 2),
+        ints("i3", [3]),
+        ints("zero", [0]),
+        ints("axes0", [0]),
+        helper.make_node("Slice", ["shape64", "i1", "i3"], ["ch"]),  # [C, H]
+        helper.make_node("Gather", ["shape64", "i2"], ["h"], axis=0),  # scalar H
+        helper.make_node("Squeeze", ["i3", "axes0"], ["three"]),
+        helper.make_node("Gather", ["shape64", "three"], ["w"], axis=0),  # scalar W
+        helper.make_node("Mul", ["h", "w"], ["hw"]),
+        helper.make_node("Div", ["hw", "w"], ["h_again"]),
+        helper.make_node("Equal", ["h_again", "h"], ["same"]),
+        helper.make_node("Where", ["same", "hw", "w"], ["seq"]),
+        helper.make_node("Unsqueeze", ["seq", "axes0"], ["seq1"]),
+        helper.make_node("Gather", ["ch", "zero"], ["c1"], axis=0),
+        helper.make_node("Concat", ["zero", "seq1", "c1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["tokens"]),  # [2, 30, 8] (0: copied)
+        helper.make_node("Softmax", ["tokens"], ["mixed"], axis=-1),
+        helper.make_node("Unsqueeze", ["h", "axes0"], ["h1"]),
+        helper.make_node("Unsqueeze", ["w", "axes0"], ["w1"]),
+        helper.make_node("Concat", ["zero", "h1", "w1", "c1"], ["back"], axis=0),
+        helper.make_node("Reshape", ["mixed", "back"], ["grid"]),
+        helper.make_node("Transpose", ["grid"], ["z"], perm=[0, 3, 1, 2]),  # [2, 8, 3, 10]
+        helper.make_node("ConstantOfShape", ["shape64"], ["half"], value=half),
+        helper.make_node("Add", ["z", "half"], ["z2"]),
+        ints("start", 0),
+        ints("step", 1),
+        helper.make_node("Range", ["start", "w", "step"], ["positions"]),
+        helper.make_node("Slice", ["shape64", "zero", "i3"], ["nch"]),  # [N, C, H]
+        helper.make_node("Concat", ["nch", "i1"], ["grid1"], axis=0),  # [N, C, H, 1]
+        helper.make_node("Expand", ["positions", "grid1"], ["spread"]),  # [N, C, H, W]
+        helper.make_node("Cast", ["spread"], ["spread_f"], to=TensorProto.FLOAT),
+        ints("once", [1, 1, 1, 1]),
+        helper.make_node("Tile", ["spread_f", "once"], ["tiled"]),
+        helper.make_node("Add", ["z2", "tiled"], ["z3"]),
+        helper.make_node("Concat", ["x", "z3"], ["both"], axis=1),  # [2, 16, 3, 10]
+        helper.make_node("Conv", ["both", "w_conv"], ["y"], kernel_shape=[1, 1]),
+    ]
+    declared = {"tokens": 3, "mixed": 3, "grid": 4, "half": 4, "tiled": 4}
+    declared |= dict.fromkeys(("z", "z2", "z3", "both"), 4)
+    path = _save(tmp_path, nodes, [_weights("w_conv", (4, 16, 1, 1))], declared)
+    ir, found = extract(path, input_shapes={"x": (2, 8, 3, 10)}, file_hash=False)
+    assert ir is not None
+    assert not found, [str(d) for d in found]
+    seen = _activations(ir)
+    assert seen["tokens"] == (2, 30, 8)
+    assert seen["z3"] == (2, 8, 3, 10)
+    assert seen["both"] == (2, 16, 3, 10)
+    assert seen["y"] == (2, 4, 3, 10)
+    assert all(layer.flops_known for layer in ir.layers)
