@@ -527,7 +527,9 @@ def _single_channel_bias(scope: _Scope, node: onnx.NodeProto) -> int | None:
         return None
     for index, name in enumerate(node.input):
         conv = scope.producers.get(node.input[1 - index])
-        while conv is not None and conv.op_type == "Identity" and conv.input:  # paddle2onnx's
+        for _ in range(8):  # paddle2onnx's Identity, or a few (a cyclic graph ends here too)
+            if conv is None or conv.op_type != "Identity" or not conv.input:
+                break
             conv = scope.producers.get(conv.input[0])
         if conv is None or conv.op_type not in ("Conv", "ConvTranspose") or len(conv.input) < 2:
             continue
