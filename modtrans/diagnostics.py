@@ -1005,6 +1005,18 @@ is folded to the branch it takes.
 """,
 )
 _code(
+    "X517",
+    W,
+    "the branches of an If give an output different shapes",
+    """
+An If that stays (X513: input values decide it) has an output whose shape differs between its
+branches (a sample rate's model makes more frames than the other's). Both branches are costed with
+the shapes they see; what follows the If is costed with the larger of the two shapes (more
+elements; then_branch's on a tie), an upper bound on one inference. The message names the If
+(after the branches that hold it, for a nested one), the output and both shapes.
+""",
+)
+_code(
     "X515",
     W,
     "measured time for no layer",

@@ -26,7 +26,7 @@ import onnx
 
 from modtrans import dtypes
 from modtrans.diagnostics import Diagnostic, diagnostic
-from modtrans.extraction import loops, ops
+from modtrans.extraction import loops, ops, shapes
 from modtrans.ir.document import TRAINABLE_ROLES, Activation, Dim, Flops, Kind, Layer, Param, Role
 
 _CONTROL = frozenset({"If", "Loop", "Scan"})
@@ -241,6 +241,8 @@ class Walker:
                         self.walk(sub, scope, f"{node_name}/{attr.name}/", loops.invariants(node, sub))
                 if node.op_type != "If":
                     self._repeat(scope, node, node_name, start)
+                else:
+                    self._disagree(node, node_name)
                 continue
             if all(scope.leaves(i) is not None for i in node.input) and not self._reads_params(scope, node):
                 continue  # computes a constant: a weight chain or shape arithmetic
@@ -281,6 +283,23 @@ class Walker:
             self.layers[start:] = [dataclasses.replace(x, flops_known=False) for x in body]
             return
         self.layers[start:] = [loops.repeated(x, trips) for x in body]
+
+    def _disagree(self, node: onnx.NodeProto, node_name: str) -> None:
+        """X517 for each output of a value-dependent If whose branches give it different shapes:
+        fold.py carried the larger on (shapes.larger), and this says which, and where (the If's
+        name, after the branches that hold it)."""
+        for name, (then, other, _) in shapes.branch_outputs(node).items():
+            if then is None or other is None or then == other:
+                continue
+            self.diagnostics.append(
+                diagnostic(
+                    "X517",
+                    f"If {node_name!r}: output {name!r} is {list(then)} "
+                    f"in then_branch and {list(other)} in else_branch; what follows is costed with "
+                    f"{list(shapes.larger(then, other))}, the larger",
+                    path=self.path,
+                )
+            )
 
     @staticmethod
     def _reads_params(scope: _Scope, node: onnx.NodeProto) -> bool:
@@ -325,6 +344,8 @@ class Walker:
     ) -> None:
         sources = [scope.leaves(i) for i in node.input]
         bias_at = _BIAS_INPUT.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if node.op_type == "Add" and node.domain in ("", "ai.onnx"):
+            bias_at = _single_channel_bias(scope, node)
         is_param = tuple(
             s is not None and any(_is_param(x, single=k == bias_at) for x in s) for k, s in enumerate(sources)
         )
@@ -495,6 +516,32 @@ class Walker:
             candidate = f"{name}_{n}"
         self._names.add(candidate)
         return candidate
+
+
+def _single_channel_bias(scope: _Scope, node: onnx.NodeProto) -> int | None:
+    """The input of an Add that is the bias of a Conv / ConvTranspose with one output channel
+    before it (through Identity), or None. paddle2onnx writes a Paddle conv's bias as Reshape(bias)
+    + Add after Identity(conv) (as its files show); PP-OCR's DB head ends in
+    Conv2DTranspose(C, 1, 2, stride=2), whose bias holds one element and is trained like any other."""
+    if len(node.input) != 2:
+        return None
+    for index, name in enumerate(node.input):
+        conv = scope.producers.get(node.input[1 - index])
+        for _ in range(8):  # paddle2onnx's Identity, or a few (a cyclic graph ends here too)
+            if conv is None or conv.op_type != "Identity" or not conv.input:
+                break
+            conv = scope.producers.get(conv.input[0])
+        if conv is None or conv.op_type not in ("Conv", "ConvTranspose") or len(conv.input) < 2:
+            continue
+        weight = scope.leaves(conv.input[1]) or ()
+        group = next((a.i for a in conv.attribute if a.name == "group"), 1) or 1
+        channels = {
+            s.dims[0] if conv.op_type == "Conv" else s.dims[1] * group for s in weight if len(s.dims) > 2
+        }
+        bias = [s for s in scope.leaves(name) or () if s.data_type not in dtypes.INDEX]  # not its shape
+        if channels == {1} and len(bias) == 1 and bias[0].elements == 1:
+            return index
+    return None
 
 
 def _constant_int(scope: _Scope, name: str) -> int | None:

@@ -268,17 +268,56 @@ def _inline_placeholder(tensor: onnx.TensorProto) -> None:
 def infer_shapes(
     model: onnx.ModelProto, path: str, inference: Inference | None = None
 ) -> tuple[onnx.ModelProto, list[Diagnostic]]:
-    """Shapes from onnx's inference: strict first, so a failure is reported (X503), then lenient,
-    keeping what it could infer; the model unchanged if even that fails."""
+    """Shapes from onnx's inference: strict first, so a failure is reported (X503); if it fails,
+    strict again without the shapes the file declares inside the graph (a warning when that succeeds:
+    the exporter's guesses were wrong), else lenient, keeping what it could infer; the model
+    unchanged if even that fails."""
     inference = inference or Inference()
     try:
         return inference(model, strict=True), inference.problems(path)
     except Exception as error:  # InferenceError, ValidationError, RuntimeError, UnicodeDecodeError ...
-        problem = [diagnostic("X503", " ".join(str(error).split())[:300] or type(error).__name__, path=path)]
+        why = " ".join(str(error).split())[:300] or type(error).__name__
+        problem = [diagnostic("X503", why, path=path)]
+    undeclared = without_declared(model)
+    if undeclared is not None:  # the file's own declarations may be what contradicts inference
+        try:
+            inferred = inference(undeclared, strict=True)
+        except Exception:  # something else is wrong: lenient inference on the file as it is
+            pass
+        else:
+            note = f"{why}; without the shapes the file declares inside the graph, inference succeeds"
+            return inferred, [
+                diagnostic("X503", note, path=path, severity=Severity.WARNING),
+                *inference.problems(path),
+            ]
     try:
         return inference(model, strict=False), problem + inference.problems(path)
     except Exception:
         return model, problem
+
+
+def without_declared(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """`model` without the shapes its file declares for the values inside the graph (value_info;
+    a graph output whose shape is not fully known keeps its element type only), or None when it
+    declares none. Such declarations are a tool's guesses, and some are wrong: onnxruntime's
+    symbolic_shape_infer.py, run over many published files (its dims are named like
+    `ConvTranspose_459_o0__d0`), declares a rank-0 shape for a Resize whose sizes are computed,
+    which onnx's inference then refuses to contradict (X503)."""
+    loose = [o for o in model.graph.output if o.type.HasField("tensor_type") and not _fully_known(o.type)]
+    if not model.graph.value_info and not loose:
+        return None
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.value_info[:]
+    for o in out.graph.output:
+        if o.type.HasField("tensor_type") and not _fully_known(o.type):
+            o.type.tensor_type.ClearField("shape")
+    return out
+
+
+def _fully_known(proto: onnx.TypeProto) -> bool:
+    t = proto.tensor_type
+    return t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim)
 
 
 INFERENCE_BUDGET = 1 << 30

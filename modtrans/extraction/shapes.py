@@ -15,6 +15,8 @@
   scan outputs, of known trip count, [trips, *the body's]. A body whose output changes shape
   keeps onnx's answer, which then says so by staying unknown. fold.py runs this pass in its
   rounds, with shape inference after each.
+- `branch_outputs` and `larger`: what each branch of an If gives its outputs, and the shape an
+  If whose branches disagree is carried on with (fold.py writes it, graph.py warns X517).
 """
 
 from __future__ import annotations
@@ -391,3 +393,29 @@ def _settle(info: onnx.ValueInfoProto, dims: Shape) -> bool:
             d.dim_value = value
             changed = True
     return changed
+
+
+def _fixed_dims(info: onnx.ValueInfoProto) -> Shape | None:
+    dims = _dims(info.type)
+    return dims if dims is not None and all(isinstance(d, int) for d in dims) else None  # type: ignore[return-value]
+
+
+def branch_outputs(node: onnx.NodeProto) -> dict[str, tuple[Shape | None, Shape | None, int]]:
+    """For each output of an If: (its then_branch's dims, its else_branch's dims, element type),
+    the dims where fully known (onnx's inference writes them on each branch's outputs)."""
+    branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+    then, other = branches.get("then_branch"), branches.get("else_branch")
+    if then is None or other is None:
+        return {}
+    found = {}
+    for name, a, b in zip(node.output, then.output, other.output, strict=False):
+        if name:
+            found[name] = (_fixed_dims(a), _fixed_dims(b), a.type.tensor_type.elem_type)
+    return found
+
+
+def larger(then: Shape, other: Shape) -> Shape:
+    """The shape an If whose branches give `then` and `other` is costed with downstream: the one
+    of more elements, then_branch's on a tie. Both run in the IR (X513); what follows the If is
+    costed for the costlier of the two, an upper bound on what one inference does (README)."""
+    return other if math.prod(other) > math.prod(then) else then
