@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from modtrans.cli.common import finite
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Recompute, Schedule
 
@@ -39,6 +40,8 @@ CapacityOpt = Annotated[
     float | None,
     typer.Option(
         "--moe-expert-capacity-factor",
+        min=0.001,
+        callback=finite,
         help="Megatron's: each expert takes at most ceil(tokens x top-k / E x F) tokens, the rest dropped "
         "(default: none dropped).",
         rich_help_panel=LLM,
