@@ -266,3 +266,24 @@ def test_the_query_and_key_norms_are_named_and_shaped_as_transformers_builds_the
     assert phi[f"{attn}.q_layernorm.bias"] == (80,)
     assert phi["lm_head.bias"] == (51_200,)
     assert not [n for n in shapes["olmo-1b-hf"] if "norm" in n]
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "said"),
+    [
+        ("stablelm-2-1_6b", {"num_attention_heads": 30, "head_dim": 64}, "does not split into 30 heads"),
+        ("stablelm-2-1_6b", {"num_attention_heads": 0}, "heads must be a positive integer"),
+        ("gpt_bigcode-santacoder", {"add_cross_attention": True}, "add_cross_attention"),
+    ],
+)
+def test_a_further_family_s_impossible_file_is_refused_in_one_line(
+    name: str, changes: dict[str, object], said: str, tmp_path: Path
+) -> None:
+    """StableLmAttention reads no head_dim and raises when hidden_size / heads is not whole;
+    GPTBigCodeBlock's cross-attention is not a causal decoder's (and raises under multi_query)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**json.loads((CONFIGS / f"{name}.json").read_text()), **changes}))
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert said in found[0].message

@@ -454,11 +454,9 @@ def _layernorm_family(config: Mapping[str, Any], arch: Arch) -> Arch:
         on = bool(config.get("qk_layernorm", False))
         if config.get("use_parallel_residual", False):
             style = dataclasses.replace(style, norms="parallel", norm_names=("input_layernorm",))
-        if arch.hidden % arch.heads:  # StableLmAttention refuses it; it reads no head_dim
-            raise ConfigError(
-                f"`hidden_size` {arch.hidden:,} does not split into {arch.heads} attention heads"
-            )
-        biases["head_dim"] = arch.hidden // arch.heads
+        if arch.heads and arch.hidden % arch.heads:  # StableLmAttention refuses it; no head_dim
+            raise ConfigError(f"`hidden_size` {arch.hidden:,} does not split into {arch.heads} heads")
+        biases["head_dim"] = arch.hidden // arch.heads if arch.heads else 0
     else:  # CohereLayerNorm: a weight, no bias; use_qk_norm
         biases = {**gated, "norm_bias": False}
         on = bool(config.get("use_qk_norm", False))
