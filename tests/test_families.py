@@ -1,5 +1,6 @@
 """Every decoder family's published configuration (fixtures/configs: Gemma, Gemma 2, Gemma 3 text,
-Phi-3, Falcon under both its names, GPT-NeoX, OLMo 2, StarCoder2, Mamba, Jamba) gives the
+Phi-3, Falcon under both its names, GPT-NeoX, OLMo 2, StarCoder2, Mamba, Jamba, Phi-2, OLMo 1,
+StableLM 2, Command-R, Granite 3.1, SantaCoder's GPT-BigCode) gives the
 parameters the transformers class builds from it, exactly, and FLOPs per token as the closed form
 counts them (T5's: tests/test_t5.py; LLaVA's and Qwen2-VL's: tests/test_vision.py).
 
@@ -42,10 +43,12 @@ def test_forward_flops_per_token_are_2n_plus_the_attention_term(name: str) -> No
     """Forward FLOPs per token: 2 x every weight a token is multiplied by (the parameters less the
     embedding table, which is looked up, plus the output layer's, counted again if tied) plus
     the attention core, 2 x 2 x s x heads x head_dim per block (Kaplan et al. 2020, table 1:
-    2 n_layer n_ctx d_attn, with both products); norms and activations are within 2 %."""
+    2 n_layer n_ctx d_attn, with both products); norms, activations, biases (Phi-2's lm_head's
+    among them) and GPT-BigCode's learned positions (2 x its wpe rows here, a lookup) are within
+    2 %. GPT-BigCode's configuration names its sizes n_embd, n_head, n_layer (GPTBigCodeConfig)."""
     config = json.loads((CONFIGS / f"{name}.json").read_text())
     ir = _ir(name)
-    hidden = config["hidden_size"]
+    hidden = config.get("hidden_size") or config["n_embd"]
     heads = config.get("num_attention_heads") or config["n_head"]
     head_dim = config.get("head_dim", hidden // heads)
     layers = config.get("num_hidden_layers") or config["n_layer"]
@@ -161,3 +164,126 @@ def test_inspect_says_total_and_active_with_and_without_embeddings(tmp_path: Pat
     said = " ".join(done.stdout.split())
     assert "46,702,792,704 in all, 46,571,720,704 without the embedding tables" in said
     assert "active per token 12,879,925,248 (12,748,853,248 without)" in said
+
+
+NEW_FAMILIES = ["phi-2", "olmo-1b-hf", "stablelm-2-1_6b", "c4ai-command-r-v01", "granite-3.1-2b-base"]
+"""Issue 26's further families with heads that split over two tensor ranks (SantaCoder's one
+key/value head does not: test_a_multi_query_gpt_bigcode_over_tensor_ranks_is_refused)."""
+
+
+@pytest.mark.parametrize("name", NEW_FAMILIES)
+def test_the_further_families_split_over_tensor_and_pipeline_ranks(name: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from modtrans.chakra.validate import validate_paths
+    from modtrans.cli import app
+
+    config, runner = str(CONFIGS / f"{name}.json"), CliRunner()
+    split = ["--tp", "2", "--pp", "2", "--seq-len", "128"]
+    traces = runner.invoke(
+        app, ["translate", config, *split, "--format", "chakra-et", "-o", str(tmp_path / "t")]
+    )
+    assert traces.exit_code == 0, traces.output
+    found, checked = validate_paths(sorted(tmp_path.glob("t.*.et")), None)
+    assert checked == 4
+    assert [d for d in found if d.severity <= 2] == []
+    text = runner.invoke(app, ["translate", config, *split, "-d", "simai", "-o", str(tmp_path / "s.txt")])
+    assert text.exit_code == 0, text.output
+    assert runner.invoke(app, ["validate", str(tmp_path / "s.txt")]).exit_code == 0
+
+
+def test_a_multi_query_gpt_bigcode_over_tensor_ranks_is_refused(tmp_path: Path) -> None:
+    """SantaCoder's multi_query attention has one key/value head (GPTBigCodeAttention: kv_heads =
+    1 if multi_query): Megatron-Core cannot split one query group over two ranks (X501)."""
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    config = str(CONFIGS / "gpt_bigcode-santacoder.json")
+    done = CliRunner().invoke(app, ["translate", config, "--tp", "2", "-o", str(tmp_path / "s.txt")])
+    assert done.exit_code == 2
+    assert "X501" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+VARIANTS: dict[tuple[str, str], tuple[dict[str, object], int]] = {
+    ("phi-2", "qk_layernorm, tied"): ({"qk_layernorm": True, "tie_word_embeddings": True}, 288_471_680),
+    ("stablelm-2-1_6b", "qk_layernorm, parallel, 8 kv heads"): (
+        {"qk_layernorm": True, "use_parallel_residual": True, "num_key_value_heads": 8}, 501_242_880),
+    ("stablelm-2-1_6b", "no qkv bias"): ({"use_qkv_bias": False}, 513_822_720),
+    ("c4ai-command-r-v01", "use_qk_norm, attention_bias, 8 kv heads"): (
+        {"use_qk_norm": True, "attention_bias": True, "num_key_value_heads": 8}, 3_506_518_016),
+    ("olmo-1b-hf", "attention_bias, untied, 4 kv heads"): (
+        {"attention_bias": True, "tie_word_embeddings": False, "num_key_value_heads": 4}, 327_690_240),
+    ("granite-3.1-2b-base", "attention_bias, mlp_bias, untied"): (
+        {"attention_bias": True, "mlp_bias": True, "tie_word_embeddings": False}, 323_018_752),
+    ("gpt_bigcode-santacoder", "multi_query false, n_inner 4h, untied"): (
+        {"multi_query": False, "n_inner": None, "tie_word_embeddings": False}, 306_765_824),
+}  # fmt: skip
+"""Each published file with two blocks and the options its class reads set otherwise, and the
+parameters transformers 5.24 builds from it (AutoModelForCausalLM.from_config on the meta device,
+as tools/count_transformers_params.py counts, checked once: torch 2.13.0+cpu); the state-dict keys
+of block 0 and outside the blocks were the same as ModTrans's parameter names."""
+
+
+@pytest.mark.parametrize(("name", "what"), list(VARIANTS))
+def test_each_family_s_options_give_the_parameters_transformers_builds(
+    name: str, what: str, tmp_path: Path
+) -> None:
+    changes, expected = VARIANTS[(name, what)]
+    config = {**json.loads((CONFIGS / f"{name}.json").read_text()), **changes}
+    config["n_layer" if "n_layer" in config else "num_hidden_layers"] = 2
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
+    assert ir is not None, [d.message for d in found]
+    assert ir.totals.params == expected
+
+
+def test_the_query_and_key_norms_are_named_and_shaped_as_transformers_builds_them(tmp_path: Path) -> None:
+    """StableLmLayerNormPerHead: one nn.LayerNorm(head_dim, bias=False) per head, norms.N;
+    CohereLayerNorm((heads, head_dim)): one weight, no bias; Phi: nn.LayerNorm(hidden / heads)
+    with a bias; OlmoLayerNorm: no parameters; PhiForCausalLM's lm_head has a bias."""
+    shapes: dict[str, dict[str, tuple[int, ...]]] = {}
+    for name, changes in (
+        ("stablelm-2-1_6b", {"qk_layernorm": True}),
+        ("c4ai-command-r-v01", {"use_qk_norm": True}),
+        ("phi-2", {"qk_layernorm": True}),
+        ("olmo-1b-hf", {}),
+    ):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({**json.loads((CONFIGS / f"{name}.json").read_text()), **changes}))
+        ir, _ = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 16)})
+        assert ir is not None
+        shapes[name] = {p.name: tuple(p.shape) for layer in ir.layers for p in layer.params}
+    attn = "model.layers.0.self_attn"
+    stablelm, cohere, phi = shapes["stablelm-2-1_6b"], shapes["c4ai-command-r-v01"], shapes["phi-2"]
+    assert stablelm[f"{attn}.q_layernorm.norms.31.weight"] == (64,)
+    assert f"{attn}.q_layernorm.norms.0.bias" not in stablelm
+    assert cohere[f"{attn}.q_norm.weight"] == (64, 128)
+    assert cohere[f"{attn}.k_norm.weight"] == (64, 128)
+    assert "model.layers.0.input_layernorm.bias" not in cohere
+    assert phi[f"{attn}.q_layernorm.bias"] == (80,)
+    assert phi["lm_head.bias"] == (51_200,)
+    assert not [n for n in shapes["olmo-1b-hf"] if "norm" in n]
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "said"),
+    [
+        ("stablelm-2-1_6b", {"num_attention_heads": 30, "head_dim": 64}, "does not split into 30 heads"),
+        ("stablelm-2-1_6b", {"num_attention_heads": 0}, "heads must be a positive integer"),
+        ("gpt_bigcode-santacoder", {"add_cross_attention": True}, "add_cross_attention"),
+    ],
+)
+def test_a_further_family_s_impossible_file_is_refused_in_one_line(
+    name: str, changes: dict[str, object], said: str, tmp_path: Path
+) -> None:
+    """StableLmAttention reads no head_dim and raises when hidden_size / heads is not whole;
+    GPTBigCodeBlock's cross-attention is not a causal decoder's (and raises under multi_query)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**json.loads((CONFIGS / f"{name}.json").read_text()), **changes}))
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert said in found[0].message

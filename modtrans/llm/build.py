@@ -156,13 +156,15 @@ class _Builder:
             name, "Gemm" if bias else "MatMul", Kind.LINEAR, [x], out_shape, fl, params, Gemm(m, k, n), moe
         )
 
-    def norm(self, name: str, x: Activation) -> Activation:
+    def norm(self, name: str, x: Activation, params: Sequence[Param] | None = None) -> Activation:
+        """An RMSNorm or LayerNorm over x's last dim: a scale and, for a LayerNorm, a shift of that
+        width, or none (OLMo 1's OlmoLayerNorm), or `params` (query and key norms per head)."""
         h = dims(x)[-1]
-        params = [self.param(f"{name}.weight", Role.SCALE, (h,))]
-        op = "RMSNormalization"
-        if self.arch.norm == "layer" and self.arch.norm_bias:
-            params.append(self.param(f"{name}.bias", Role.SHIFT, (h,)))
-            op = "LayerNormalization"
+        if params is None:
+            params = [self.param(f"{name}.weight", Role.SCALE, (h,))] if self.arch.norm_scale else []
+            if self.arch.norm == "layer" and self.arch.norm_bias and self.arch.norm_scale:
+                params.append(self.param(f"{name}.bias", Role.SHIFT, (h,)))
+        op = "LayerNormalization" if self.arch.norm == "layer" else "RMSNormalization"
         return self.add(name, op, Kind.NORM, [x], dims(x), flops.norm(math.prod(dims(x))), params)
 
     def elementwise(
@@ -184,7 +186,7 @@ def build(arch: Arch, batch: int, sequence: int, provenance: Provenance) -> Mode
     ids = b.tensor("input_ids", (batch, sequence), "int64")
     if arch.family == "bert":
         _bert(b, ids)
-    elif arch.family == "gpt2":
+    elif arch.family in ("gpt2", "gpt_bigcode"):
         _gpt2(b, ids)
     elif arch.ssm is not None and arch.attention_blocks is None:
         _mamba(b, ids)
@@ -261,12 +263,14 @@ def _decoder(b: _Builder, ids: Activation, features: Activation | None = None) -
         x = b.elementwise(f"{p}.residual_mlp", "Add", [x, m], dims(x))
     b.at(None, Part.HEAD)
     x = b.norm(f"{st.root}.{st.final_norm}", x)
-    b.linear(st.head, x, a.vocab, shared_with=f"{st.root}.{st.embed}" if a.tied else None)
+    tied = f"{st.root}.{st.embed}" if a.tied else None
+    b.linear(st.head, x, a.vocab, bias=a.head_bias, shared_with=tied)  # PhiForCausalLM: lm_head bias
 
 
 def _parallel_block(b: _Builder, p: str, x: Activation, i: int) -> Activation:
     """Attention and MLP both read x (GPTNeoXLayer with use_parallel_residual, FalconDecoderLayer
-    with parallel_attn): one shared norm, or one each; one residual add of both."""
+    with parallel_attn, PhiDecoderLayer, CohereDecoderLayer, StableLmDecoderLayer with
+    use_parallel_residual): one shared norm, or one each; one residual add of both."""
     st = b.arch.style
     h = b.norm(f"{p}.{st.norm_names[0]}", x)
     o = _self_attention(b, f"{p}.{st.attention}", h)
@@ -320,21 +324,36 @@ def _self_attention(b: _Builder, p: str, h: Activation) -> Activation:
 
 def _projections(b: _Builder, p: str, h: Activation) -> tuple[Activation, Activation, Activation]:
     """Query, key and value: three projections or one fused (GPT-NeoX's, Falcon's, Phi-3's), then
-    the query and key norms: per head over head_dim before the rotation (Qwen3Attention,
-    Gemma3Attention) or over all heads' width (Olmo2Attention: q_norm of heads x head_dim)."""
+    the query and key norms before the rotation, in the form families.QK_NORMS describes."""
     a, st = b.arch, b.arch.style
     widths = (a.heads * a.head_dim, a.kv_heads * a.head_dim, a.kv_heads * a.head_dim)
     if len(st.qkv) == 1:
         q = k = v = b.linear(f"{p}.{st.qkv[0]}", h, sum(widths), bias=a.qkv_bias)
     else:
         q, k, v = (b.linear(f"{p}.{n}", h, w, bias=a.qkv_bias) for n, w in zip(st.qkv, widths, strict=True))
-    if a.qk_norm or st.qk_norm == "head":
-        q = b.norm(f"{p}.q_norm", b.tensor(q.name, (b.batch, b.sequence, a.heads, a.head_dim)))
-        k = b.norm(f"{p}.k_norm", b.tensor(k.name, (b.batch, b.sequence, a.kv_heads, a.head_dim)))
-    elif st.qk_norm == "full":
-        q = b.norm(f"{p}.q_norm", b.tensor(q.name, (b.batch, b.sequence, widths[0])))
-        k = b.norm(f"{p}.k_norm", b.tensor(k.name, (b.batch, b.sequence, widths[1])))
+    kind = "head" if a.qk_norm else st.qk_norm
+    if kind:
+        q = _qk_norm(b, f"{p}.{st.qk_norm_names[0]}", q, a.heads, kind)
+        k = _qk_norm(b, f"{p}.{st.qk_norm_names[1]}", k, a.kv_heads, kind)
     return q, k, v
+
+
+def _qk_norm(b: _Builder, name: str, x: Activation, heads: int, kind: str) -> Activation:
+    """A query or key norm over `heads` heads (families.QK_NORMS): over head_dim with the
+    family's norm (Qwen3RMSNorm, Gemma3RMSNorm, Phi's nn.LayerNorm with bias), over all heads'
+    width (Olmo2RMSNorm), over head_dim with a [heads, head_dim] scale (CohereLayerNorm), or one
+    bias-free nn.LayerNorm per head (StableLmLayerNormPerHead: norms.0 .. norms.heads-1)."""
+    hd = b.arch.head_dim
+    if kind == "full":
+        return b.norm(name, b.tensor(x.name, (b.batch, b.sequence, heads * hd)))
+    shaped = b.tensor(x.name, (b.batch, b.sequence, heads, hd))
+    if kind == "per_head":
+        return b.norm(name, shaped, [b.param(f"{name}.weight", Role.SCALE, (heads, hd))])
+    if kind == "norms":
+        return b.norm(
+            name, shaped, [b.param(f"{name}.norms.{i}.weight", Role.SCALE, (hd,)) for i in range(heads)]
+        )
+    return b.norm(name, shaped)
 
 
 def _swiglu(
@@ -490,7 +509,11 @@ def _mixer(b: _Builder, p: str, h: Activation) -> Activation:
 
 
 def _gpt2(b: _Builder, ids: Activation) -> None:
+    """GPT2LMHeadModel, and GPTBigCodeForCausalLM: the same modules, nn.Linear weights ([out, in],
+    where GPT-2's Conv1D stores [in, out]) and c_attn of hidden + 2 x kv_heads x head_dim
+    (GPTBigCodeAttention: embed_dim + 2 * kv_dim, one key/value head under multi_query)."""
     a = b.arch
+    conv1d = a.family == "gpt2"
     tokens = b.embedding("transformer.wte", ids, a.vocab)
     positions = b.embedding(
         "transformer.wpe", b.tensor("position_ids", (b.batch, b.sequence), "int64"), a.positions
@@ -500,15 +523,17 @@ def _gpt2(b: _Builder, ids: Activation) -> None:
         p = f"transformer.h.{i}"
         b.at(i, Part.ATTENTION)
         h = b.norm(f"{p}.ln_1", x)
-        qkv = b.linear(f"{p}.attn.c_attn", h, 3 * a.hidden, bias=True, conv1d=True)
+        qkv = b.linear(
+            f"{p}.attn.c_attn", h, a.hidden + 2 * a.kv_heads * a.head_dim, bias=True, conv1d=conv1d
+        )
         context = _attention_core(b, f"{p}.attn", qkv, qkv, qkv, a.head_dim, a.head_dim)
-        o = b.linear(f"{p}.attn.c_proj", context, a.hidden, bias=True, conv1d=True)
+        o = b.linear(f"{p}.attn.c_proj", context, a.hidden, bias=True, conv1d=conv1d)
         x = b.elementwise(f"{p}.residual_attn", "Add", [x, o], dims(x))
         b.at(i, Part.MLP)
         h = b.norm(f"{p}.ln_2", x)
-        up = b.linear(f"{p}.mlp.c_fc", h, a.intermediate, bias=True, conv1d=True)
+        up = b.linear(f"{p}.mlp.c_fc", h, a.intermediate, bias=True, conv1d=conv1d)
         act = b.elementwise(f"{p}.mlp.act", "Gelu", [up], dims(up))
-        m = b.linear(f"{p}.mlp.c_proj", act, a.hidden, bias=True, conv1d=True)
+        m = b.linear(f"{p}.mlp.c_proj", act, a.hidden, bias=True, conv1d=conv1d)
         x = b.elementwise(f"{p}.residual_mlp", "Add", [x, m], dims(x))
     b.at(None, Part.HEAD)
     x = b.norm("transformer.ln_f", x)

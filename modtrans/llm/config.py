@@ -7,8 +7,9 @@ Families read (their `model_type`): llama, mistral, qwen2, qwen3 (decoders with 
 rotary positions); mixtral, qwen2_moe, qwen3_moe, deepseek, deepseek_v2, deepseek_v3 (the same
 with a mixture of experts; DeepSeek-V2/V3 with multi-head latent attention); gpt2 (pre-norm
 LayerNorm, GELU, learned positions, tied head); bert (post-norm encoder); gemma, gemma2,
-gemma3_text, phi3, falcon (and its first name RefinedWebModel), gpt_neox, olmo2, olmo3, starcoder2
-(their module names and norm placement in families.py); mamba (a selective state-space mixer);
+gemma3_text, phi3, falcon (and its first name RefinedWebModel), gpt_neox, olmo2, olmo3, starcoder2,
+phi, olmo, stablelm, cohere (their module names and norm placement in families.py); granite
+(Llama's layout); gpt_bigcode (GPT-2's, with multi-query attention); mamba (a selective state-space mixer);
 jamba (attention and Mamba blocks, experts every second block); llava, qwen2_vl, qwen2_5_vl
 (vision-language models: a vision tower, its projector or merger, and a Llama / Mistral / Qwen2
 language model, read by _vision_language).
@@ -45,7 +46,9 @@ FAMILIES = (
     "deepseek",
     "deepseek_v2",
     "deepseek_v3",
+    "granite",
     "gpt2",
+    "gpt_bigcode",
     "bert",
     *STYLES,
     "mamba",
@@ -141,6 +144,8 @@ class Arch:
     attention_blocks: tuple[int, ...] | None = None  # a hybrid's attention blocks (None: every block)
     o_bias: bool = False  # the attention output projection has a bias
     norm_bias: bool = True  # a LayerNorm has a bias (RMSNorm never)
+    norm_scale: bool = True  # a norm has a learned scale (OLMo 1's OlmoLayerNorm: neither scale nor bias)
+    head_bias: bool = False  # the output layer has a bias (PhiForCausalLM's lm_head)
     heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
     seq2seq: Seq2Seq | None = None  # an encoder-decoder (T5): layers is the encoder's depth
     vision: Vision | None = None  # a vision-language model's image encoder (LLaVA, Qwen2-VL)
@@ -214,8 +219,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32")
     if dtype not in DTYPES:
         raise ConfigError(f"torch_dtype {dtype!r}: one of {', '.join(DTYPES)}")
-    if family == "gpt2":
-        arch = _gpt2(config, dtype)
+    if family in ("gpt2", "gpt_bigcode"):
+        arch = _gpt2(config, family, dtype)
     elif family == "bert":
         arch = _bert(config, dtype)
     elif family == "jamba":
@@ -266,18 +271,23 @@ def _bert_heads(architectures: object) -> tuple[str, ...]:
     return next((BERT_HEADS[n] for n in names if isinstance(n, str) and n in BERT_HEADS), ())
 
 
-def _gpt2(config: Mapping[str, Any], dtype: str) -> Arch:
+def _gpt2(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
+    """GPT-2 (GPT2Config) and GPT-BigCode (GPTBigCodeConfig: GPT-2's keys, and multi_query, by
+    default true: one key/value head, GPTBigCodeAttention's kv_heads = 1 if multi_query)."""
     hidden = _get(config, "n_embd", "hidden_size")
     heads = _get(config, "n_head", "num_attention_heads")
     _whole_heads(hidden, heads, "n_embd" if "n_embd" in config else "hidden_size", None)
     positions = _get(config, "n_positions", "max_position_embeddings")
+    multi_query = family == "gpt_bigcode" and bool(config.get("multi_query", True))
+    if family == "gpt_bigcode" and config.get("add_cross_attention"):
+        raise ConfigError("a GPT-BigCode with add_cross_attention is not modelled (a causal decoder only)")
     return Arch(
-        family="gpt2",
+        family=family,
         vocab=_get(config, "vocab_size"),
         hidden=hidden,
         layers=_get(config, "n_layer", "num_hidden_layers"),
         heads=heads,
-        kv_heads=heads,
+        kv_heads=1 if multi_query else heads,
         head_dim=hidden // heads if heads else 0,
         intermediate=_get(config, "n_inner", default=4 * hidden),
         mlp="gelu",
@@ -288,7 +298,7 @@ def _gpt2(config: Mapping[str, Any], dtype: str) -> Arch:
         positions=positions,
         dtype=dtype,
         context=positions,
-        attention_dropout=_probability(config, "attn_pdrop", 0.1),  # GPT2Config's default
+        attention_dropout=_probability(config, "attn_pdrop", 0.1),  # GPT2Config's, GPTBigCodeConfig's
     )
 
 
@@ -359,18 +369,21 @@ def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         context=_get(config, "max_position_embeddings", default=0),
         qk_norm=family in ("qwen3", "qwen3_moe"),  # Qwen3Attention: q_norm, k_norm (Qwen3RMSNorm(head_dim))
         attention_dropout=_probability(config, "attention_dropout", 0.0),  # LlamaConfig's default
+        o_bias=bias and family == "granite",  # GraniteAttention: o_proj's bias is attention_bias too
     )
 
 
-TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "falcon"})
+TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "falcon", "cohere"})
 """Families whose configuration class defaults tie_word_embeddings to True (GemmaConfig,
-Gemma2Config, Gemma3TextConfig, Starcoder2Config, FalconConfig); the others default to False."""
+Gemma2Config, Gemma3TextConfig, Starcoder2Config, FalconConfig, CohereConfig); the others
+default to False (PhiConfig, OlmoConfig, StableLmConfig among them)."""
 
 
 def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
     """The families of families.py: their keys as their transformers configuration classes read
     them (GPTNeoXConfig, FalconConfig, Phi3Config, GemmaConfig, Gemma2Config, Gemma3TextConfig,
-    Olmo2Config, Olmo3Config, Starcoder2Config), with those classes' defaults."""
+    Olmo2Config, Olmo3Config, Starcoder2Config, PhiConfig, OlmoConfig, StableLmConfig,
+    CohereConfig), with those classes' defaults."""
     hidden = _get(config, "hidden_size")
     heads = _get(config, "num_attention_heads", "n_head")
     head_dim = _get(config, "head_dim", default=hidden // heads if heads else 0)
@@ -397,7 +410,7 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         norm, mlp = "layer", "gelu"
         intermediate = _get(config, "ffn_hidden_size", default=4 * hidden)
         style, kv_heads = _falcon(config, style, heads)
-    return Arch(
+    arch = Arch(
         family=family,
         vocab=_get(config, "vocab_size"),
         hidden=hidden,
@@ -418,6 +431,37 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         style=style,
         o_bias=o_bias,
     )
+    return _layernorm_family(config, arch) if family in LAYERNORM_FAMILIES else arch
+
+
+LAYERNORM_FAMILIES = ("phi", "olmo", "stablelm", "cohere")
+
+
+def _layernorm_family(config: Mapping[str, Any], arch: Arch) -> Arch:
+    """Phi, OLMo 1, StableLM and Cohere: LayerNorms (OLMo's without parameters, Cohere's without a
+    bias) and the biases and query/key norms their transformers classes build from their keys."""
+    family, style = arch.family, arch.style
+    gated: dict[str, Any] = {"mlp": "swiglu", "mlp_bias": False, "head_bias": False}
+    if family == "phi":  # PhiAttention: q, k, v, dense with bias; PhiMLP fc1, fc2; lm_head bias
+        biases: dict[str, Any] = {"qkv_bias": True, "o_bias": True, "mlp_bias": True, "head_bias": True}
+        biases["mlp"] = "gelu"
+        on = bool(config.get("qk_layernorm", False))
+    elif family == "olmo":  # OlmoAttention: attention_bias on q, k, v, o; OlmoLayerNorm: no params
+        biases = {**gated, "norm_bias": False, "norm_scale": False}
+        on = False
+    elif family == "stablelm":  # StableLmAttention: use_qkv_bias on q, k, v; o_proj never
+        biases = {**gated, "qkv_bias": bool(config.get("use_qkv_bias", False)), "o_bias": False}
+        on = bool(config.get("qk_layernorm", False))
+        if config.get("use_parallel_residual", False):
+            style = dataclasses.replace(style, norms="parallel", norm_names=("input_layernorm",))
+        if arch.heads and arch.hidden % arch.heads:  # StableLmAttention refuses it; no head_dim
+            raise ConfigError(f"`hidden_size` {arch.hidden:,} does not split into {arch.heads} heads")
+        biases["head_dim"] = arch.hidden // arch.heads if arch.heads else 0
+    else:  # CohereLayerNorm: a weight, no bias; use_qk_norm
+        biases = {**gated, "norm_bias": False}
+        on = bool(config.get("use_qk_norm", False))
+    style = style if on else dataclasses.replace(style, qk_norm="")
+    return dataclasses.replace(arch, norm="layer", style=style, **biases)
 
 
 def _mamba(config: Mapping[str, Any], dtype: str) -> Arch:

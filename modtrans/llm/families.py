@@ -28,11 +28,31 @@ state-dict keys, so a layer's parameters are those of the checkpoint):
                                                                      Mamba mixer (with dt, B, C
                                                                      norms) in the others /
                                                                      feed_forward: MLP or MoE
+    phi          model.layers.N       parallel, one shared           q,k,v (bias), dense (bias) /
+                                      input_layernorm (bias);        fc1, fc2 (bias); lm_head
+                                      final_layernorm; q_, k_        with a bias
+                                      layernorm over head_dim
+    olmo         model.layers.N       pre, LayerNorms without        q,k,v,o / gate,up,down
+                                      parameters (OlmoLayerNorm)
+    stablelm     model.layers.N       pre (LayerNorm, bias), or      q,k,v (use_qkv_bias),o /
+                                      parallel with one norm;        gate,up,down
+                                      q_, k_layernorm: one
+                                      LayerNorm per head (norms.N)
+    cohere       model.layers.N       parallel, one input_layernorm  q,k,v,o / gate,up,down
+                                      (a LayerNorm, no bias);
+                                      q_norm, k_norm: a scale per
+                                      head ([heads, head_dim])
+    granite      model.layers.N       Llama's (its multipliers       Llama's
+                                      scale no parameter)
+
+GPT-BigCode (StarCoder 1, SantaCoder) is GPT-2's layout with nn.Linear weights and one key/value
+head under multi_query (build.py, _gpt2).
 
 Mamba (a selective state-space mixer in place of attention and MLP) is its own builder
-(build.py, _mamba). Rotary positions, partial rotary (gpt_neox's rotary_pct), sliding windows,
-embedding scaling (gemma) and logit soft-capping (gemma2) have no parameters and change no GEMM:
-they are free here.
+(build.py, _mamba). Rotary positions, partial rotary (gpt_neox's rotary_pct, phi's and stablelm's
+partial_rotary_factor), sliding windows, embedding scaling (gemma), logit soft-capping (gemma2),
+logit scaling (cohere's logit_scale), granite's embedding, attention, residual and logits
+multipliers and olmo's clip_qkv have no parameters and change no GEMM: they are free here.
 """
 
 from __future__ import annotations
@@ -56,8 +76,18 @@ class Style:
     mlp: str = "mlp"
     norms: str = "pre"  # pre | sandwich | post | parallel (one norm) | parallel2 (two)
     norm_names: tuple[str, ...] = ("input_layernorm", "post_attention_layernorm")
-    qk_norm: str = ""  # "" | head (over head_dim) | full (over all heads' width)
+    qk_norm: str = ""  # "" | head | full | per_head | norms (below)
+    qk_norm_names: tuple[str, str] = ("q_norm", "k_norm")
     mixer: str = ""  # a state-space block's mixer module (Jamba's "mamba"; "": every block attends)
+
+
+QK_NORMS = {
+    "head": "one norm over head_dim, shared by every head (Qwen3, Gemma 3: q_norm; Phi: q_layernorm)",
+    "full": "one norm over all heads' width (Olmo2Attention: q_norm of heads x head_dim)",
+    "per_head": "over head_dim with a scale per head (CohereLayerNorm((heads, head_dim)))",
+    "norms": "a LayerNorm module per head, no bias (StableLmLayerNormPerHead: norms.N)",
+}
+"""The query and key norms' forms (Style.qk_norm), as the modeling files build them."""
 
 
 LLAMA = Style()
@@ -95,6 +125,20 @@ STYLES = {
         final_norm="final_layernorm",
         mixer="mamba",
     ),
+    # PhiDecoderLayer: attention and MLP both read input_layernorm's output (one residual add)
+    "phi": Style(
+        out="dense",
+        up=("fc1",),
+        down="fc2",
+        norms="parallel",
+        norm_names=("input_layernorm",),
+        final_norm="final_layernorm",
+        qk_norm="head",
+        qk_norm_names=("q_layernorm", "k_layernorm"),
+    ),
+    "olmo": LLAMA,  # its norms have no parameters: config.py, Arch.norm_scale
+    "stablelm": Style(qk_norm="norms", qk_norm_names=("q_layernorm", "k_layernorm")),
+    "cohere": Style(norms="parallel", norm_names=("input_layernorm",), qk_norm="per_head"),
     "falcon": dataclasses.replace(
         NEOX,
         root="transformer",
