@@ -287,3 +287,48 @@ def test_a_further_family_s_impossible_file_is_refused_in_one_line(
     assert ir is None
     assert [d.code for d in found] == ["M801"]
     assert said in found[0].message
+
+
+# Two-block toys of every Llama-layout family (hidden 64, 4 heads of 16 in 2 key/value groups,
+# MLP 128, vocabulary 96; MoE: 4 experts of 32, top-2, a shared expert where the family has one;
+# DeepSeek: latent attention, q_lora_rank 24 when biased), with attention_bias and mlp_bias both
+# false, then both true (DeepSeek-V2's mlp_bias left false: not read, config.MLP_BIAS). Expected:
+# what transformers 5.24 builds, AutoModelForCausalLM.from_config(CONFIG_MAPPING[model_type](**rest))
+# on the meta device, parameters() counted once (made once, by hand, with torch 2.13.0+cpu).
+_TOY = {
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 96, "head_dim": 16,
+}  # fmt: skip
+_TOY_MOE = {
+    "moe_intermediate_size": 32, "num_experts": 4, "num_experts_per_tok": 2, "num_local_experts": 4,
+    "n_routed_experts": 4, "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 16,
+    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16, "shared_expert_intermediate_size": 64,
+}  # fmt: skip
+_BIASED = {
+    "llama": (86_336, 87_360), "mistral": (86_336, 86_336), "qwen2": (86_592, 86_592),
+    "qwen3": (86_400, 86_784), "mixtral": (234_304, 234_304), "qwen2_moe": (111_808, 111_808),
+    "qwen3_moe": (86_912, 87_296), "deepseek_v2": (90_720, 88_944), "deepseek_v3": (90_720, 88_944),
+    "granite": (86_336, 87_360),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("biased", [False, True])
+@pytest.mark.parametrize("family", sorted(_BIASED))
+def test_each_family_takes_the_biases_its_attention_and_mlp_classes_build(
+    family: str, biased: bool, tmp_path: Path
+) -> None:
+    """attention_bias and mlp_bias as each transformers class reads them: Llama, Qwen3 and Granite
+    every projection, Qwen2 q/k/v always and o never, Mistral and Mixtral none, DeepSeek's latent
+    attention q_a_proj, kv_a_proj_with_mqa and o_proj; Qwen3-MoE no shared expert whatever
+    shared_expert_intermediate_size says."""
+    config = {"model_type": family, **_TOY, "attention_bias": biased}
+    config["mlp_bias"] = biased and family != "deepseek_v2"
+    if family in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"):
+        config.update(_TOY_MOE)
+    if family.startswith("deepseek"):
+        config["q_lora_rank"] = 24 if biased else None
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 16)})
+    assert ir is not None, [d.message for d in found]
+    assert ir.totals.params == _BIASED[family][biased]

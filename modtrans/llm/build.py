@@ -307,12 +307,12 @@ def _self_attention(b: _Builder, p: str, h: Activation) -> Activation:
     else:
         qk, vd = latent.nope_dim + latent.rope_dim, latent.v_dim
         if latent.q_rank:
-            q = b.linear(f"{p}.q_a_proj", h, latent.q_rank)
+            q = b.linear(f"{p}.q_a_proj", h, latent.q_rank, bias=a.qkv_bias)
             q = b.norm(f"{p}.q_a_layernorm", q)
             q = b.linear(f"{p}.q_b_proj", q, a.heads * qk)
         else:
             q = b.linear(f"{p}.q_proj", h, a.heads * qk)
-        kv = b.linear(f"{p}.kv_a_proj_with_mqa", h, latent.kv_rank + latent.rope_dim)
+        kv = b.linear(f"{p}.kv_a_proj_with_mqa", h, latent.kv_rank + latent.rope_dim, bias=a.qkv_bias)
         kv = b.norm(f"{p}.kv_a_layernorm", b.tensor(kv.name, (b.batch, b.sequence, latent.kv_rank)))
         k = v = b.linear(f"{p}.kv_b_proj", kv, a.heads * (latent.nope_dim + vd))
     rotated = b.elementwise(

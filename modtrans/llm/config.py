@@ -347,7 +347,7 @@ def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
             nope_dim=_get(config, "qk_nope_head_dim"),
             v_dim=_get(config, "v_head_dim"),
         )
-    bias = bool(config.get("attention_bias", family == "qwen2" or family == "qwen2_moe"))
+    qkv_bias, o_bias = _attention_biases(config, family)
     return Arch(
         family=family,
         vocab=_get(config, "vocab_size"),
@@ -360,8 +360,8 @@ def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         mlp="swiglu",
         norm="rms",
         tied=bool(config.get("tie_word_embeddings", False)),
-        qkv_bias=bias,
-        mlp_bias=bool(config.get("mlp_bias", False)),
+        qkv_bias=qkv_bias,
+        mlp_bias=bool(config.get("mlp_bias", False)) and family in MLP_BIAS,
         positions=0,
         experts=experts,
         latent=latent,
@@ -369,8 +369,28 @@ def _decoder(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         context=_get(config, "max_position_embeddings", default=0),
         qk_norm=family in ("qwen3", "qwen3_moe"),  # Qwen3Attention: q_norm, k_norm (Qwen3RMSNorm(head_dim))
         attention_dropout=_probability(config, "attention_dropout", 0.0),  # LlamaConfig's default
-        o_bias=bias and family == "granite",  # GraniteAttention: o_proj's bias is attention_bias too
+        o_bias=o_bias,
     )
+
+
+MLP_BIAS = frozenset({"llama", "granite"})
+"""The Llama-layout families whose MLP reads mlp_bias (LlamaMLP, GraniteMLP); Mistral's, Mixtral's,
+Qwen's and DeepSeek-V3's projections have no bias whatever the file says. DeepSeek-V2's dense and
+shared-expert MLPs read it in transformers 5 (DeepseekV2MLP), its routed experts not: no published
+DeepSeek-V2 file sets it, and it is not read here."""
+
+
+def _attention_biases(config: Mapping[str, Any], family: str) -> tuple[bool, bool]:
+    """(query/key/value, output projection) biases as each transformers attention class builds
+    them: Qwen2Attention (and Qwen2-MoE's) always q, k, v, never o; MistralAttention and
+    MixtralAttention none; LlamaAttention, Qwen3Attention, GraniteAttention all four by
+    attention_bias; DeepseekV2/V3Attention q_a_proj, kv_a_proj_with_mqa and o_proj by it (build.py)."""
+    if family in ("qwen2", "qwen2_moe"):
+        return True, False
+    if family in ("mistral", "mixtral"):
+        return False, False
+    bias = bool(config.get("attention_bias", False))
+    return bias, bias
 
 
 TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "falcon", "cohere"})
@@ -765,7 +785,8 @@ def _experts(config: Mapping[str, Any], family: str) -> Experts | None:
             experts=_get(config, "num_experts"),
             top_k=_get(config, "num_experts_per_tok"),
             intermediate=_get(config, "moe_intermediate_size"),
-            shared=_get(config, "shared_expert_intermediate_size", default=0),
+            # Qwen2-MoE's shared expert; Qwen3-MoE has none (Qwen3MoeSparseMoeBlock), whatever the file says
+            shared=_get(config, "shared_expert_intermediate_size", default=0) if family == "qwen2_moe" else 0,
             shared_gate=family == "qwen2_moe",
             every=_get(config, "decoder_sparse_step", default=1),
             dense_blocks=tuple(_get(config, "mlp_only_layers", default=[])),
