@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests import fuzzing
 
 CHUNK = 1000
-PLAN = {"text": 20_000, "json": 5_000, "onnx": 1_000, "trace": 5_000}
+PLAN = {"text": 20_000, "json": 5_000, "onnx": 1_000, "trace": 5_000, "config": 2_000}
 LSP_SESSIONS, LSP_MESSAGES = 2, 2_000
 SLOW_SECONDS = 10.0  # one case taking longer is reported: a hang or a quadratic path
 

@@ -26,6 +26,16 @@ DIM = (1 << 31) - 1
 """A model input's dimension (--batch, --input-shape, an LLM's micro-batch): 2^31 - 1. Beyond it
 no input fits an accelerator, and compute times would overflow the workload's 64-bit fields."""
 
+BLOCKS = 10_000
+"""Transformer blocks in one stack of a configuration (num_hidden_layers, T5's num_decoder_layers,
+a vision tower's depth; 10,000): the deepest published models have about 130 (Llama 3.1 405B:
+126). The IR has some fifteen layers a block, each costed and planned: 10^7 blocks (a mistyped
+digit the dimension bound let through) took minutes and gigabytes before one line came out."""
+
+EXPERTS = 1 << 16
+"""Routed experts of one mixture-of-experts block (65,536): DeepSeek-V3 has 256; --per-expert
+builds a layer per expert and projection."""
+
 UNPACKED_BYTES = 4 << 30
 """A gzip-compressed input unpacked (a profiler trace, .json.gz: 4 GiB): a trace of one training
 step is tens of MB; beyond this it is a bomb, not a measurement."""

@@ -497,6 +497,90 @@ def _check_onnx(path: Path) -> list[str]:
     return []
 
 
+# -- transformer configurations --------------------------------------------------------------------
+
+CONFIG_VALUES: list[object]  # what a hand-edited or generated config.json puts where a size belongs
+CONFIG_VALUES = [
+    None,
+    True,
+    0,
+    -1,
+    1,
+    2,
+    3,
+    7,
+    1.5,
+    0.5,
+    10**7 + 1,
+    2**63,
+    "",
+    "8",
+    [],
+    {},
+    [1, 2],
+    "gelu",
+    "gated-x",
+]
+
+
+def _config_seeds() -> list[dict[str, Any]]:
+    return [
+        json.loads(p.read_text())
+        for p in sorted((FIXTURES / "configs").glob("*.json"))
+        if p.name != "EXPECTED.json"
+    ]
+
+
+def config_cases(seed: int, count: int) -> Iterator[bytes]:
+    """Real published configurations (fixtures/configs) with one to three values anywhere in them
+    (nested vision and text configs too) replaced, dropped or added, from sizes of 0 or 2^63 to
+    lists and strings; every tenth a text mutation of the file."""
+    r = random.Random(seed)
+    seeds = _config_seeds()
+    for index in range(count):
+        document = json.loads(json.dumps(r.choice(seeds)))
+        if index % 10 == 9:
+            yield r.choice(TEXT_MUTATORS)(r, json.dumps(document, indent=2)).encode(
+                "utf-8", "surrogateescape"
+            )
+            continue
+        for _ in range(r.randint(1, 3)):
+            paths: list[tuple[dict[str, Any], str]] = []
+            stack: list[object] = [document]
+            while stack:
+                item = stack.pop()
+                if isinstance(item, dict):
+                    paths += [(item, k) for k in item]
+                    stack += list(item.values())
+            container, key = r.choice(paths)
+            if r.random() < 0.15:
+                del container[key]
+            else:
+                container[key] = copy.deepcopy(r.choice(CONFIG_VALUES))
+        yield json.dumps(document).encode()
+
+
+def check_config(data: bytes, scratch: Path) -> list[str]:
+    path = scratch / "config.json"
+    path.write_bytes(data)
+    return _guarded(lambda: _check_config(path))
+
+
+def _check_config(path: Path) -> list[str]:
+    """A configuration gives an IR, or diagnostics each of one line; an IR's parameters are whole."""
+    from modtrans import pipeline
+
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
+    problems = [
+        f"config: a diagnostic of several lines: {d.message[:80]!r}" for d in found if "\n" in d.message
+    ]
+    if ir is None and not found:
+        problems.append("config: no IR and no diagnostic")
+    if ir is not None and not (isinstance(ir.totals.params, int) and ir.totals.params > 0):
+        problems.append(f"config: an IR of {ir.totals.params!r} parameters")
+    return problems
+
+
 # -- the language server ---------------------------------------------------------------------------
 
 _METHODS = [
@@ -765,6 +849,7 @@ CAMPAIGNS: dict[str, tuple[Callable[[int, int], Iterator[bytes]], Callable[[byte
     "json": (json_cases, check_json),
     "onnx": (onnx_cases, check_onnx),
     "trace": (trace_cases, check_trace),
+    "config": (config_cases, check_config),
 }
 
 

@@ -15,7 +15,7 @@ from tests import fuzzing
 @pytest.mark.fuzz
 @pytest.mark.parametrize(
     ("kind", "count"),
-    [("text", 5000), ("json", 1000), ("onnx", 200), ("trace", 1000)],
+    [("text", 5000), ("json", 1000), ("onnx", 200), ("trace", 1000), ("config", 300)],
 )
 def test_no_input_crashes_or_misplaces_a_diagnostic(kind: str, count: int, tmp_path: Path) -> None:
     run, violations = fuzzing.campaign(kind, seed=20261201, count=count, scratch=tmp_path)

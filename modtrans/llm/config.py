@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from modtrans import dtypes
+from modtrans import dtypes, limits
 from modtrans.llm.families import LLAMA, STYLES, Style
 
 SEQ2SEQ = ("t5", "mt5", "umt5")
@@ -174,16 +174,19 @@ class Vision:
     out: int = 0  # the language model's hidden size: the projector's or merger's output
 
 
-def _get(config: Mapping[str, Any], *keys: str, default: Any = ...) -> Any:
-    """The first of `keys` the configuration sets: a non-negative integer (or, for a list key, a
-    list of them); `default` when none is set, a ConfigError naming the first key otherwise."""
+def _get(config: Mapping[str, Any], *keys: str, default: Any = ..., many: bool = False) -> Any:
+    """The first of `keys` the configuration sets: a non-negative integer (`many`: a list of them);
+    `default` when none is set, a ConfigError naming the first key otherwise."""
     for key in keys:
         value = config.get(key)
         if value is None:
             continue
-        items = value if isinstance(value, list) else [value]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in items):
-            raise ConfigError(f"`{key}` must be a non-negative integer, not {value!r:.40}")
+        items = value if isinstance(value, list) and many else [value]
+        if (many and not isinstance(value, list)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in items
+        ):
+            kind = "a list of non-negative integers" if many else "a non-negative integer"
+            raise ConfigError(f"`{key}` must be {kind}, not {value!r:.40}")
         return value
     if default is ...:
         raise ConfigError(f"the configuration has no `{keys[0]}`")
@@ -714,7 +717,11 @@ def _qwen_vision(
         raise ConfigError(
             f"the vision merger's output of {merged:,} is not the language model's width {out:,}"
         )
-    full = _get(vision, "fullatt_block_indexes", default=[7, 15, 23, 31]) if family == "qwen2_5_vl" else []
+    full = (
+        _get(vision, "fullatt_block_indexes", default=[7, 15, 23, 31], many=True)
+        if family == "qwen2_5_vl"
+        else []
+    )
     return Vision(
         family=tower.family, tower=tower, patch=_size(vision, "patch_size", 14),
         temporal=_size(vision, "temporal_patch_size", 2),
@@ -789,7 +796,7 @@ def _experts(config: Mapping[str, Any], family: str) -> Experts | None:
             shared=_get(config, "shared_expert_intermediate_size", default=0) if family == "qwen2_moe" else 0,
             shared_gate=family == "qwen2_moe",
             every=_get(config, "decoder_sparse_step", default=1),
-            dense_blocks=tuple(_get(config, "mlp_only_layers", default=[])),
+            dense_blocks=tuple(_get(config, "mlp_only_layers", default=[], many=True)),
         )
     if family in ("deepseek", "deepseek_v2", "deepseek_v3"):
         routed = _get(config, "n_routed_experts", default=0)
@@ -809,8 +816,6 @@ def _experts(config: Mapping[str, Any], family: str) -> Experts | None:
 
 def _check(arch: Arch) -> None:
     for name in ("vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "intermediate"):
-        if arch.ssm is not None and name in ("heads", "kv_heads", "head_dim"):
-            continue
         value = getattr(arch, name)
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{name} must be a positive integer, not {value!r}")
@@ -820,3 +825,17 @@ def _check(arch: Arch) -> None:
         raise ConfigError(f"top-{arch.experts.top_k} of {arch.experts.experts} experts")
     if max(arch.hidden, arch.intermediate, arch.vocab, arch.layers) > 10**7:
         raise ConfigError("a dimension over 10,000,000: not a configuration modtrans can cost")
+    depth = max(
+        arch.layers,
+        arch.seq2seq.decoder_layers if arch.seq2seq is not None else 0,
+        arch.vision.tower.layers if arch.vision is not None else 0,
+    )
+    if depth > limits.BLOCKS:
+        raise ConfigError(
+            f"{depth:,} blocks in a stack: more than the {limits.BLOCKS:,} modtrans plans for (the deepest "
+            "published models have about 130)"
+        )
+    if arch.experts is not None and arch.experts.experts > limits.EXPERTS:
+        raise ConfigError(
+            f"{arch.experts.experts:,} experts: more than the {limits.EXPERTS:,} modtrans plans for"
+        )
