@@ -20,6 +20,7 @@ from modtrans.strategy import Parallelism
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.schedule import order
 from modtrans.workload.model import Policy
+from tests.test_timeline import _lanes
 
 Run = Callable[..., Result]
 RECORDED = json.loads(
@@ -129,15 +130,6 @@ def test_what_dualpipe_s_step_asserts_is_a_usage_error(options: dict[str, object
 def test_the_default_batch_is_the_fewest_micro_batches_dualpipe_runs() -> None:
     assert Layout(npus=4, pp=4, schedule=Schedule.DUALPIPE).check().ga == 8
     assert Layout(npus=4, pp=4).check().ga == 4
-
-
-def _lanes(svg: str) -> dict[int, list[tuple[str, int, int]]]:
-    lanes: dict[int, list[tuple[str, int, int]]] = {}
-    for stage, body in re.findall(r'<g class="lane" data-stage="(\d+)">(.*?)</g>', svg, re.S):
-        blocks = re.findall(r'data-step="(\w+)" data-micro="(-?\d+)" data-chunk="(\d+)" x="([\d.]+)"', body)
-        ordered = sorted(blocks, key=lambda b: float(b[3]))
-        lanes[int(stage)] = [(step[0], int(micro), int(chunk)) for step, micro, chunk, _ in ordered]
-    return lanes
 
 
 @pytest.mark.parametrize("schedule", ["dualpipe", "dualpipev"])
