@@ -735,10 +735,12 @@ def _qwen_vision(
 def _size(config: Mapping[str, Any], key: str, default: int) -> int:
     """A vision tower's size: a positive integer (an image side, a patch, a width; `default`: the
     configuration class's), a ConfigError naming the key otherwise."""
-    value = _get(config, key, default=default)
-    if isinstance(value, list) or value < 1:
+    value = config.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"`{key}` must be a positive integer, not {value!r:.40}")
-    return int(value)
+    return value
 
 
 def _tower(
