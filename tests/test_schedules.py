@@ -197,3 +197,16 @@ def test_an_f_and_b_pair_interleaves_its_computes_and_waits_only_for_its_own(tmp
     for i in forward | backward:
         other = backward if i in forward else forward
         assert not other & set(ops[i].deps), i
+
+
+def test_the_ends_activations_are_where_the_ends_are(tmp_path: Path) -> None:
+    """The embedding's inputs and the logits are held where the model's first and last stages run:
+    under DualPipe on both stage 0 and stage P - 1 (each holds both ends: the same memory), under
+    DualPipeV on stage 0 alone (the V starts and ends there); their stages hold P + 1 micro-batches
+    of their blocks alike."""
+    dual, v = (_plan(tmp_path, s).layout for s in ("dualpipe", "dualpipev"))
+    assert dual is not None
+    assert v is not None
+    assert dual.memory[0].activations == dual.memory[3].activations
+    assert v.memory[0].activations > v.memory[1].activations == v.memory[3].activations
+    assert dual.memory[0].activations > dual.memory[1].activations == dual.memory[2].activations

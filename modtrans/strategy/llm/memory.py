@@ -110,7 +110,8 @@ def per_stage(
         blocks = len(
             {units[i].block for v, chunk in enumerate(chunks) if p in held[v] for i in chunk} - {None}
         )
-        activations = _activations(layout, d, p, blocks) if d is not None else 0
+        ends = (p in held[0], p in held[-1])  # holds the embedding; the output layer (DualPipe: both)
+        activations = _activations(layout, d, p, blocks, ends) if d is not None else 0
         out.append(StageMemory(int(elements), int(weights), int(grads), int(optimizer), int(activations)))
     return tuple(out)
 
@@ -135,7 +136,7 @@ def _elements(u: Unit) -> int:
     return sum(u.share(p.elements) for p in u.x.owner.params if p.trainable and p.counted)
 
 
-def _activations(layout: Layout, d: Dims, stage: int, blocks: int) -> float:
+def _activations(layout: Layout, d: Dims, stage: int, blocks: int, ends: tuple[bool, bool]) -> float:
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
     wide = 4 * d.f / d.h
@@ -147,9 +148,9 @@ def _activations(layout: Layout, d: Dims, stage: int, blocks: int) -> float:
             layer += 5 * d.a * d.s * d.s * d.b / t
     flight = _in_flight(layout, stage)
     total = layer * blocks * flight
-    if stage == 0:  # the embedding's input ids and dropout output; sequence-sharded under SP
+    if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.ga) / (t if sp else 1)
-    if stage == layout.pp - 1:
+    if ends[1]:
         total += 4 * sbh * (1 + d.v / d.h) / t
     return total / layout.cp  # context parallelism: each rank holds its s / C of every tensor
 
