@@ -192,10 +192,69 @@ def test_each_cross_attention_all_reduces_the_encoder_output_s_gradient(tmp_path
         assert rows[f"{p}.o"][3:5] == ["ALLREDUCE", "98304"]
 
 
+def test_pipeline_stages_past_the_split_send_the_encoder_output_beside_their_own(tmp_path: Path) -> None:
+    """Megatron-LM's T5 pipeline (schedules.py, get_tensor_shapes): encoder stages send one tensor
+    (S, b, h); the stage at the split sends the encoder's output (S, b, h); decoder stages send two,
+    the decoder's (T, b, h) and the encoder's (S, b, h), and receive both gradients back. t5-v1_1-base
+    at P 4 cuts 24 blocks 6 a stage: the split between stages 1 and 2; the decoder's embedding on
+    stage 2 with its first block (the split rank's)."""
+    from modtrans.plan.model import Direction, Step, Transfer
+    from modtrans.strategy import Parallelism
+    from modtrans.strategy.llm import Layout
+    from modtrans.workload.model import Policy
+
+    s, t = 128, 32
+    options = pipeline.Options(
+        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 4, layout=Layout(npus=4, pp=4, global_batch=4)),
+        input_shapes={"input_ids": (1, s), "decoder_input_ids": (1, t)},
+        traces=True,
+    )
+    result = pipeline.translate_checked(CONFIGS / "t5-v1_1-base.json", options)
+    assert result.plan is not None, [d.message for d in result.diagnostics]
+    width = 4  # float32: the file names no torch_dtype, and transformers loads it so
+    encoder, decoder = s * 768 * width, t * 768 * width
+
+    def sent(stage: int) -> set[int]:
+        return {
+            op.bytes
+            for op in result.plan.program(stage)  # type: ignore[union-attr]
+            if isinstance(op, Transfer) and op.direction is Direction.SEND and op.step is Step.FWD
+        }
+
+    assert [sent(p) for p in range(3)] == [{encoder}, {encoder}, {decoder + encoder}]
+    assert sent(3) == set()
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "dualpipe", "zb-h1"])
+def test_the_shared_table_swaps_its_gradient_with_each_copy(schedule: str, tmp_path: Path) -> None:
+    """t5-base ties its table three ways: `shared` on stage 0, the decoder's embedding at the split
+    (stage 2 of 4) and the head on stage 3 (Megatron's embedding group: first, split and last
+    ranks). Stage 0 swaps its gradient with each copy, 32,128 x 768 fp32 elements each way; under
+    DualPipe stage 3 holds the table's mirror and stage 1 the decoder embedding's. Every send
+    meets its receive (the set validates)."""
+    from modtrans.chakra.validate import validate_paths
+
+    code, said = _translate(
+        tmp_path,
+        "t5-base",
+        "--pp",
+        "4",
+        "--schedule",
+        schedule,
+        "--format",
+        "chakra-et",
+        "-o",
+        str(tmp_path / "t"),
+    )
+    assert code == 0, said
+    found, checked = validate_paths(sorted(tmp_path.glob("t.*.et")), None)
+    assert checked == 4
+    assert [d for d in found if d.severity <= 2] == []
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (("--pp", "2"), "encoder-decoder (T5) is not cut into pipeline stages"),
         (("--tp", "8"), "the 12 attention heads must divide by it"),
         (("--cp", "2"), "context parallelism of an encoder-decoder"),
     ],

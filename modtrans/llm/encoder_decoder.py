@@ -43,7 +43,9 @@ def build(arch: Arch, batch: int, sequence: int, targets: int, provenance: Prove
     x = b.embedding("shared", ids, arch.vocab)
     encoded = _stack(b, "encoder", x, sequence)
     b.sequence = targets
-    b.at(None, Part.EMBEDDING)
+    # the decoder's embedding belongs to its first block: a pipeline cut before the decoder puts it
+    # on the decoder's first stage, as Megatron-LM's T5 does (the split rank's stage embeds)
+    b.at(arch.layers, Part.EMBEDDING)
     decoder_ids = b.tensor("decoder_input_ids", (batch, targets), "int64")
     table = b.param("shared.weight", Role.WEIGHT, (arch.vocab, arch.hidden), shared_with="shared")
     shape = (batch, targets, arch.hidden)

@@ -84,7 +84,7 @@ class Costed:
     io: Io
     comms: Mapping[Place, Sequence[Comm]]
     core: tuple[int, int] = (0, 0)  # the attention core's forward (ticks, FLOPs): selective recompute
-    exchange: Exchange | None = None  # a once-per-iteration swap with another stage (tied weights)
+    exchanges: tuple[Exchange, ...] = ()  # once-per-iteration swaps with other stages (tied weights)
 
     @property
     def first(self) -> bool:
@@ -280,8 +280,8 @@ class StageProgram:
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain = wg
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False)
-            if u.exchange is not None:
-                self._exchange(u, u.exchange)
+            for x in u.exchanges:
+                self._exchange(u, x)
         return tuple(self.ops)
 
     def _step(self, step: ScheduleStep, last_wg: dict[int, tuple[Costed, int]]) -> None:
@@ -348,7 +348,10 @@ class StageProgram:
 
     def _exchange(self, u: Costed, x: Exchange) -> None:
         """Send this stage's gradient to the peer and receive the peer's, posted together."""
-        offset = x.offset if x.offset is not None else self.pipeline.stages - 1 - 2 * self.stage
+        p = self.pipeline.stages
+        offset = x.offset if x.offset is not None else p - 1 - 2 * self.stage
+        if x.offset is not None and self.pipeline.schedule is Schedule.DUALPIPE and self.stage >= p // 2:
+            offset = -offset  # the mirror half holds the mirrored copies: the peer is mirrored too
         out, back = (x.tag, x.tag + 1) if offset > 0 else (x.tag + 1, x.tag)
         deps = self._deps()  # the receive does not wait for the send (as the pipeline's do not)
         self.emit(

@@ -26,7 +26,7 @@ from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params, group
 from modtrans.strategy.llm import buckets, context, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
-from modtrans.strategy.llm.stages import block_of, blocks, check_stacks, partition
+from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import DATA, Unit
 from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
 from modtrans.strategy.schedule import holders
@@ -45,7 +45,6 @@ def plan(
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
     layout.check()
-    check_stacks(ir, layout.pp)
     units = _units(ir, layout, params, dtype_bytes)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
@@ -59,6 +58,7 @@ def plan(
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     ways = (layout.tp if layout.sp else 1) * layout.cp  # the sequence's shards a boundary carries one of
     boundary = [_boundary(units[chunk[-1].index], ways) for chunk in chunks]
+    boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
     pipeline = Pipeline(layout.pp, layout.vpp, layout.ga, layout.schedule)
     rerun = _rerun(units, chunks, layout.recompute)
     # Megatron's rank order tensor, context, expert, data, pipeline (the first the fastest:
@@ -203,7 +203,11 @@ def _tied(
     after the data-parallel reduction (megatron/core/distributed/finalize_model_grads.py,
     _allreduce_word_embedding_grads: the main grad, vocabulary / T x hidden in the gradient
     dtype). The two-rank all-reduce is a swap of the gradient between the stages (a send and a
-    receive each way: the bytes a ring of two moves), as ranks in between take no part. Returns
+    receive each way: the bytes a ring of two moves), as ranks in between take no part. T5's table
+    has two copies, the decoder's embedding at the split and a tied head on the last stage
+    (Megatron's embedding group is then the first, split and last ranks: parallel_state.py,
+    initialize_model_parallel, embedding_ranks): each copy is swapped with the table, the owner
+    taking part in both. Under DualPipe a copy's mirror swaps with the table's mirror. Returns
     the copies (unit -> the unit it copies): Megatron's buffers hold them (buckets.py)."""
     tied: dict[int, int] = {}
     if layout.pp == 1:
@@ -227,8 +231,11 @@ def _tied(
                 u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DATA))
                 runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
             offset = stage[u.index][0] - stage[owner.index][0]
-            runs[u.index] = dataclasses.replace(runs[u.index], exchange=Exchange(-offset, size, tag))
-            runs[owner.index] = dataclasses.replace(runs[owner.index], exchange=Exchange(offset, size, tag))
+            for index, x in (
+                (u.index, Exchange(-offset, size, tag)),
+                (owner.index, Exchange(offset, size, tag)),
+            ):
+                runs[index] = dataclasses.replace(runs[index], exchanges=(*runs[index].exchanges, x))
             tag += 2
     return runs, tied
 
@@ -244,11 +251,39 @@ def _mirrored(units: Sequence[Unit], runs: list[Costed], layout: Layout) -> list
         return runs
     base = 2 * (layout.ga * layout.chunks + 1) + 2 * len(units)  # after the tied weights' tags
     return [
-        dataclasses.replace(run, exchange=Exchange(None, units[run.index].grad_bytes(), base + 2 * run.index))
+        dataclasses.replace(
+            run,
+            exchanges=(*run.exchanges, Exchange(None, units[run.index].grad_bytes(), base + 2 * run.index)),
+        )
         if units[run.index].grad_bytes()
         else run
         for run in runs
     ]
+
+
+def _skips(units: Sequence[Unit], chunks: Sequence[Sequence[int]], ways: int, ir: ModelIR) -> list[int]:
+    """Per chunk, the bytes of an encoder-decoder's skip connection crossing its end beside the
+    chunk's own output: T5's encoder output (encoder.final_layer_norm's), which every decoder
+    block's cross-attention reads. Megatron-LM sends it as a second tensor from every stage past
+    the split, and its gradient back (megatron/core/pipeline_parallel/schedules.py,
+    get_tensor_shapes: "Send two tensors if model is T5 and rank is in decoder stage";
+    backward_step adds the skip connection's gradient), sequence-sharded with the decoder's under
+    SP. The relative position biases are computed again on each stage, not sent. Decoder-only
+    models have none."""
+    skips = [0] * len(chunks)
+    if "decoder_input_ids" not in ir.provenance.input_shapes:
+        return skips
+    chunk_of = {m.name: v for v, chunk in enumerate(chunks) for i in chunk for m in units[i].x.group.members}
+    encoder = next((x for x in ir.layers if x.name == "encoder.final_layer_norm"), None)
+    if encoder is None or encoder.name not in chunk_of:
+        return skips
+    output = encoder.outputs[0]
+    readers = [chunk_of[x.name] for x in ir.layers if x.name in chunk_of and output in x.inputs]
+    last_read = max(readers, default=-1)
+    for v in range(chunk_of[encoder.name], last_read):
+        if chunks[v] and units[chunks[v][-1]].x.group.members[-1].outputs[:1] != (output,):
+            skips[v] = -(-(output.bytes or 0) // ways)
+    return skips
 
 
 def _boundary(u: Unit, ways: int) -> int:

@@ -17,23 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from modtrans.ir.document import Layer, ModelIR
+from modtrans.ir.document import Layer
 from modtrans.strategy.llm.options import LayoutError
-
-
-def check_stacks(ir: ModelIR, pp: int) -> None:
-    """An encoder-decoder (T5: the IR has decoder_input_ids) is refused over pipeline stages. A
-    stage here hands the next one activation, its last layer's output; a stage of T5's decoder
-    needs the encoder's output as well, which Megatron-LM sends beside the decoder's activation
-    past --pipeline-model-parallel-split-rank (megatron/legacy/model/t5_model.py with
-    megatron/core/pipeline_parallel/schedules.py, get_tensor_shapes: two tensors for a decoder
-    stage), and which these stage programs do not carry."""
-    if pp > 1 and "decoder_input_ids" in ir.provenance.input_shapes:
-        raise LayoutError(
-            f"--pp {pp}: an encoder-decoder (T5) is not cut into pipeline stages here: a decoder stage "
-            "needs the encoder's output beside its own input (Megatron-LM's "
-            "--pipeline-model-parallel-split-rank), and a stage hands on one activation; use --tp and --dp"
-        )
 
 
 def block_of(layer: Layer) -> int | None:
