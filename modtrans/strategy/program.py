@@ -12,7 +12,10 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         collectives, weight-gradient compute, after_wg collectives (overlapped), input-gradient
         compute (not the model's first unit: its inputs are model inputs), after_ig collectives;
         send the gradient back
-    after the last step: every unit's tail collectives, each waiting for its last weight gradient
+    after the last step: every unit's tail collectives, each waiting for its last weight gradient,
+        then its swaps with other stages (tied weights; DualPipe's mirrored copies)
+    an overlapped pair (DualPipe's F&B: schedule.overlapped): the forward's and the backward's
+        operations, each chain waiting only for its own, interleaved compute by compute
 Collectives at one place run one after the other; the next compute waits for the last. A
 collective reads and writes its whole buffer, but an all-gather reads one rank's part and a
 reduce-scatter writes one (the group's size from the mesh). Receives
