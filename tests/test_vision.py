@@ -1,14 +1,16 @@
 """Vision-language models from their published configurations (fixtures/configs: llava-hf/llava-1.5-
-7b-hf, Qwen/Qwen2-VL-7B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct): the parameters transformers builds,
+7b-hf, llava-hf/llava-v1.6-mistral-7b-hf, Qwen/Qwen2-VL-7B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct):
+the parameters transformers builds,
 exactly, in all and per part; the image tokens the processors make; forward FLOPs as the closed
 form counts them; traces and SimAI text that validate under TP, DP and PP; one-line refusals.
 
 The expected counts (fixtures/configs/EXPECTED.json) were made once by
 tools/count_transformers_params.py: each model built on the meta device by the class its
-`architectures` names (LlavaForConditionalGeneration, Qwen2VLForConditionalGeneration,
-Qwen2_5_VLForConditionalGeneration; torch 2.13.0+cpu, transformers 5.24.0), its parameters()
-counted, and per part by module path (the projector or merger; the rest of the vision tower; the
-language model and lm_head). Published sizes: 7.06 B, 8.29 B, 8.29 B (the models' Hub pages)."""
+`architectures` names (LlavaForConditionalGeneration, LlavaNextForConditionalGeneration,
+Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration; torch 2.13.0+cpu,
+transformers 5.24.0), its parameters() counted, and per part by module path (the projector or
+merger, with LLaVA-NeXT's image_newline; the rest of the vision tower; the language model and
+lm_head). Published sizes: 7.06 B, 7.57 B, 8.29 B, 8.29 B (the models' Hub pages)."""
 
 from __future__ import annotations
 
@@ -24,14 +26,26 @@ from modtrans.ir.document import Kind, ModelIR
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 EXPECTED = json.loads((CONFIGS / "EXPECTED.json").read_text())["counts"]
-MODELS = ("llava-1.5-7b-hf", "qwen2-vl-7b-instruct", "qwen2.5-vl-7b-instruct")
-PUBLISHED = {"llava-1.5-7b-hf": 7.06e9, "qwen2-vl-7b-instruct": 8.29e9, "qwen2.5-vl-7b-instruct": 8.29e9}
+NEXT = "llava-v1.6-mistral-7b-hf"
+MODELS = ("llava-1.5-7b-hf", NEXT, "qwen2-vl-7b-instruct", "qwen2.5-vl-7b-instruct")
+PUBLISHED = {
+    "llava-1.5-7b-hf": 7.06e9,
+    NEXT: 7.57e9,
+    "qwen2-vl-7b-instruct": 8.29e9,
+    "qwen2.5-vl-7b-instruct": 8.29e9,
+}
 S = 1024
+S_NEXT = 4096
+"""LLaVA-NeXT's sequence: its default 672 x 672 image alone is 2,928 tokens."""
+
+
+def _s(name: str) -> int:
+    return S_NEXT if name == NEXT else S
 
 
 def _ir(name: str, **shapes: tuple[int, ...]) -> ModelIR:
     ir, found = pipeline.extract_checked(
-        CONFIGS / f"{name}.json", input_shapes={"input_ids": (1, S), **shapes}
+        CONFIGS / f"{name}.json", input_shapes={"input_ids": (1, _s(name)), **shapes}
     )
     assert ir is not None, [d.message for d in found]
     return ir
@@ -39,7 +53,7 @@ def _ir(name: str, **shapes: tuple[int, ...]) -> ModelIR:
 
 def _part(name: str) -> str:
     """The part of a parameter, by module path, as the counting tool sorts them (PARTS)."""
-    if name.startswith(("model.multi_modal_projector.", "model.visual.merger.")):
+    if name.startswith(("model.multi_modal_projector.", "model.visual.merger.", "model.image_newline")):
         return "projector"
     return "vision" if name.startswith(("model.vision_tower.", "model.visual.")) else "language"
 
@@ -161,8 +175,8 @@ def test_traces_under_tp_dp_and_pp_and_simai_text_validate(name: str, tmp_path: 
     stage"), the language model's blocks cut evenly; SimAI text under --tp 2 --dp 2."""
     from modtrans.chakra.validate import validate_paths
 
-    config = str(CONFIGS / f"{name}.json")
-    code, said = _run("translate", config, "--tp", "2", "--pp", "2", "--dp", "2", "--sp", "--seq-len", str(S),
+    config, seq = str(CONFIGS / f"{name}.json"), str(_s(name))
+    code, said = _run("translate", config, "--tp", "2", "--pp", "2", "--dp", "2", "--sp", "--seq-len", seq,
                       "--format", "chakra-et", "-o", str(tmp_path / "t"))  # fmt: skip
     assert code == 0, said
     found, checked = validate_paths(sorted(tmp_path.glob("t.*.et")), None)
@@ -173,7 +187,7 @@ def test_traces_under_tp_dp_and_pp_and_simai_text_validate(name: str, tmp_path: 
     assert stages[0].endswith(
         "language_model.layers.13.mlp.down_proj" if "qwen" in name else "layers.15.mlp.down_proj"
     )
-    code, said = _run("translate", config, "--tp", "2", "--dp", "2", "--seq-len", str(S), "-d", "simai",
+    code, said = _run("translate", config, "--tp", "2", "--dp", "2", "--seq-len", seq, "-d", "simai",
                       "-o", str(tmp_path / "s.txt"))  # fmt: skip
     assert code == 0, said
     assert _run("validate", str(tmp_path / "s.txt"))[0] == 0
@@ -281,3 +295,93 @@ def test_a_configuration_without_model_type_is_read_from_its_architectures(tmp_p
     ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, S)})
     assert ir is not None, [d.message for d in found]
     assert ir.totals.params == EXPECTED["qwen2.5-vl-7b-instruct"]["parameters"]
+
+
+ANYRES = [
+    ((672, 672), 5, 2928),
+    ((336, 336), 3, 1176),
+    ((480, 640), 5, 2340),
+    ((1000, 300), 4, 2232),
+    ((300, 1000), 4, 2182),
+    ((768, 1024), 5, 2340),
+    ((224, 224), 3, 1176),
+    ((1080, 1920), 5, 1948),
+    ((500, 333), 3, 1476),
+]
+"""((H, W), tiles, image tokens) as transformers 5.24.0 computes them for llava-v1.6-mistral-7b-hf's
+image_grid_pinpoints, made once in /tmp/torchenv (torch 2.13.0+cpu): tiles by
+modeling_llava_next.image_size_to_num_patches(image_size, pinpoints, 336); tokens by
+LlavaNextModel.pack_image_features on that many tiles of 576 features with image_sizes [[H, W]]
+(feature_lens), the same as LlavaNextProcessor._get_number_of_features(H, W, 336, 336) - 1 (the
+"default" strategy's class token)."""
+
+
+@pytest.mark.parametrize(("size", "tiles", "tokens"), ANYRES)
+def test_a_llava_next_image_is_its_tiles_and_the_tokens_transformers_packs(
+    size: tuple[int, int], tiles: int, tokens: int
+) -> None:
+    """An H x W image (its image_sizes) is resized to the best-fitting pinpoint
+    (select_best_resolution) and cut into tiles of 336 px, plus the base tile: the CLIP tower and
+    projector run on each (577 and 576 tokens); pack_image_features keeps the base tile's 576,
+    the grid's features less the letterbox padding (unpad_image) and one image_newline per row.
+    672 x 672, the default: the [672, 672] pinpoint, 2 x 2 tiles, 576 + 48 x 49 = 2,928."""
+    ir = _ir(NEXT, pixel_values=(1, 3, *size))
+    assert _features(ir) == (1, tokens, 4096)
+    q = next(x for x in ir.layers if x.name == "model.vision_tower.encoder.layers.0.self_attn.q_proj")
+    assert q.gemm is not None
+    assert q.gemm.m == tiles * 577
+    conv = next(x for x in ir.layers if x.name == "model.vision_tower.embeddings.patch_embedding")
+    assert conv.inputs[0].shape == (tiles, 3, 336, 336)
+    linear = next(x for x in ir.layers if x.name == "model.multi_modal_projector.linear_2")
+    assert linear.gemm is not None
+    assert linear.gemm.m == tiles * 576
+    if size == (672, 672):
+        assert _features(_ir(NEXT)) == (1, tokens, 4096)
+
+
+def test_llava_next_s_forward_flops_are_2n_per_token_of_each_part_plus_its_attention() -> None:
+    """As LLaVA's (Kaplan et al. 2020, table 1; 4 x n x d per token and block of attention), on
+    the five 336-px tiles of the default 672 x 672 image: the tower on 5 x 577 tokens, the
+    projector on 5 x 576 (image_newline is copied, not multiplied), the Mistral language model on
+    S = 4,096 tokens (32 layers of S^2 x 4,096; its grouped key and value heads change the
+    projections' weights, counted in the parts, not the core)."""
+    e = EXPECTED[NEXT]
+    parts = e["parts"]
+    conv = 1024 * 3 * 14 * 14
+    tower = 2 * (parts["vision"] - 577 * 1024 - 1024 - 2 * 1024 - conv) * 5 * 577 + 2 * conv * 5 * 576
+    tower += 24 * 4 * 5 * 577 * 577 * 1024
+    closed = tower + 2 * (parts["projector"] - 4096) * 5 * 576
+    closed += 2 * (parts["language"] - e["embedding"]) * S_NEXT + 32 * 4 * S_NEXT * S_NEXT * 4096
+    assert _ir(NEXT).totals.flops.forward == pytest.approx(closed, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"image_grid_pinpoints": [[336, 500]]}, "each side a multiple of image_size 336"),
+        ({"image_grid_pinpoints": "anyres"}, "`image_grid_pinpoints` must be a list"),
+        ({"vision_feature_select_strategy": "full"}, "full with LLaVA-NeXT's tiles is not modelled"),
+        ({"vision_config": {"model_type": "siglip_vision_model"}}, "siglip_vision_model"),
+    ],
+)
+def test_a_llava_next_configuration_not_modelled_is_refused_in_one_line(
+    change: dict[str, object], said: str, tmp_path: Path
+) -> None:
+    config = json.loads((CONFIGS / f"{NEXT}.json").read_text())
+    for key, value in change.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) else value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert said in found[0].message
+    assert "\n" not in found[0].message
+
+
+def test_llava_next_s_sequence_must_hold_its_image_tokens() -> None:
+    """S counts the image placeholders LlavaNextProcessor expands: 2,928 for the default image."""
+    ir, found = pipeline.extract_checked(CONFIGS / f"{NEXT}.json", input_shapes={"input_ids": (1, 2048)})
+    assert ir is None
+    assert [d.code for d in found] == ["X501"]
+    assert "cannot hold the 2,928 image tokens" in found[0].message

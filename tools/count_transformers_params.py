@@ -41,12 +41,13 @@ RENAMED = {"RefinedWebModel": "falcon"}
 KEYS = {"n_head": "num_attention_heads", "n_layer": "num_hidden_layers"}
 SEQ2SEQ = frozenset({"t5", "mt5", "umt5"})
 PARTS = (
-    ("projector", ("model.multi_modal_projector.", "model.visual.merger.")),
+    ("projector", ("model.multi_modal_projector.", "model.visual.merger.", "model.image_newline")),
     ("vision", ("model.vision_tower.", "model.visual.")),
     ("language", ("model.language_model.", "lm_head.")),
 )
 """A vision-language model's parts by module path (transformers 5's names), the first that matches:
-the projector or merger, the rest of the vision tower, the language model and its head."""
+the projector or merger (with LLaVA-NeXT's image_newline, the learned row end its projected
+features get), the rest of the vision tower, the language model and its head."""
 
 
 def builder(family: str, architectures: object) -> Callable[[object], torch.nn.Module]:

@@ -10,8 +10,8 @@ LayerNorm, GELU, learned positions, tied head); bert (post-norm encoder); gemma,
 gemma3_text, phi3, falcon (and its first name RefinedWebModel), gpt_neox, olmo2, olmo3, starcoder2,
 phi, olmo, stablelm, cohere (their module names and norm placement in families.py); granite
 (Llama's layout); gpt_bigcode (GPT-2's, with multi-query attention); mamba (a selective state-space mixer);
-jamba (attention and Mamba blocks, experts every second block); llava, qwen2_vl, qwen2_5_vl
-(vision-language models: a vision tower, its projector or merger, and a Llama / Mistral / Qwen2
+jamba (attention and Mamba blocks, experts every second block); llava, llava_next, qwen2_vl,
+qwen2_5_vl (vision-language models: a vision tower, its projector or merger, and a Llama / Mistral / Qwen2
 language model, read by _vision_language).
 Keys follow each family's transformers configuration class; a key a family needs that is missing
 is a ConfigError naming it.
@@ -54,6 +54,7 @@ FAMILIES = (
     "mamba",
     *SEQ2SEQ,
     "llava",
+    "llava_next",
     "qwen2_vl",
     "qwen2_5_vl",
 )
@@ -168,6 +169,7 @@ class Vision:
     window: int = 0  # Qwen2.5-VL's window_size in pixels (0: every block attends to the whole image)
     full_blocks: tuple[int, ...] = ()  # fullatt_block_indexes: the blocks that attend to the whole image
     feature_layers: tuple[int, ...] = ()  # LLaVA's vision_feature_layer(s): hidden_states indices
+    grid: tuple[tuple[int, int], ...] = ()  # LLaVA-NeXT's image_grid_pinpoints, (height, width) each
     class_token: bool = False  # CLIP's class embedding (the sequence is 1 + patches)
     keep_class: bool = False  # vision_feature_select_strategy "full" (default: the class token dropped)
     projector_bias: bool = True  # LLaVA's multimodal_projector_bias
@@ -599,7 +601,9 @@ def _jamba(config: Mapping[str, Any], dtype: str) -> Arch:
     )
 
 
-VISION_LANGUAGE = ("llava", "qwen2_vl", "qwen2_5_vl")
+VISION_LANGUAGE = ("llava", "llava_next", "qwen2_vl", "qwen2_5_vl")
+LLAVAS = ("llava", "llava_next")
+"""The families whose vision tower is CLIP and whose projector is LlavaMultiModalProjector."""
 TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
               "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048},
@@ -627,13 +631,13 @@ def _vision_language(config: Mapping[str, Any], family: str, dtype: str) -> Arch
     family it names (Qwen2-VL's: Qwen2's attention with q/k/v bias); its modules sit under
     model.language_model, as transformers 5 names them."""
     text = config.get("text_config")
-    if text is None and family != "llava":
+    if text is None and family not in LLAVAS:
         text = {k: v for k, v in config.items() if k not in ("vision_config", "model_type", "architectures")}
     if text is not None and not isinstance(text, Mapping):
         raise ConfigError("`text_config` must be a JSON object")
     text = dict(text or {})
-    language = "qwen2_vl" if family != "llava" else str(text.get("model_type") or "llama")
-    if language not in TEXT_DEFAULTS or (language == "qwen2_vl" and family == "llava"):
+    language = "qwen2_vl" if family not in LLAVAS else str(text.get("model_type") or "llama")
+    if language not in TEXT_DEFAULTS or (language == "qwen2_vl" and family in LLAVAS):
         raise ConfigError(
             f"a LLaVA language model of model_type {language!r} is not modelled (llama, mistral, qwen2)"
         )
@@ -643,7 +647,7 @@ def _vision_language(config: Mapping[str, Any], family: str, dtype: str) -> Arch
     vision = config.get("vision_config") or {}
     if not isinstance(vision, Mapping):
         raise ConfigError("`vision_config` must be a JSON object")
-    reader = _clip if family == "llava" else _qwen_vision
+    reader = _clip if family in LLAVAS else _qwen_vision
     style = dataclasses.replace(arch.style, root="model.language_model")
     vision_arch = reader(config, vision, family, arch.hidden, dtype)
     return dataclasses.replace(arch, family=family, style=style, vision=vision_arch)
@@ -682,12 +686,47 @@ def _clip(config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out
     image, patch = get["image_size"], get["patch_size"]
     if image % patch:
         raise ConfigError(f"image_size {image} does not split into patches of {patch}")
+    grid = _pinpoints(config, image, strategy) if family == "llava_next" else ()
     return Vision(
         family="clip_vision_model", tower=tower, patch=patch, channels=get["num_channels"], image=image,
-        feature_layers=tuple(i % (depth + 1) for i in layers), class_token=True,
+        feature_layers=tuple(i % (depth + 1) for i in layers), grid=grid, class_token=True,
         keep_class=strategy == "full",
         projector_bias=bool(config.get("multimodal_projector_bias", True)), out=out,
     )  # fmt: skip
+
+
+ANYRES = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+"""LlavaNextConfig's image_grid_pinpoints when the file gives none (configuration_llava_next.py,
+__post_init__): the resolutions, (height, width), an image is resized and padded to before it is cut
+into tiles of image_size."""
+
+
+def _pinpoints(config: Mapping[str, Any], image: int, strategy: str) -> tuple[tuple[int, int], ...]:
+    """LLaVA-NeXT's image_grid_pinpoints: (height, width) pairs, each a whole number of image_size
+    tiles (LlavaNextModel.pack_image_features views the tiles' features as that grid)."""
+    points = config.get("image_grid_pinpoints")
+    points = ANYRES if points is None else points
+    if (
+        not isinstance(points, list)
+        or not points
+        or not all(
+            isinstance(p, list)
+            and len(p) == 2
+            and all(isinstance(d, int) and not isinstance(d, bool) for d in p)
+            for p in points
+        )
+    ):
+        raise ConfigError(
+            f"`image_grid_pinpoints` must be a list of [height, width] pairs, not {points!r:.40}"
+        )
+    if any(d < image or d % image for p in points for d in p):
+        raise ConfigError(f"image_grid_pinpoints {points!r:.60}: each side a multiple of image_size {image}")
+    if strategy == "full":
+        raise ConfigError(
+            "vision_feature_select_strategy full with LLaVA-NeXT's tiles is not modelled "
+            "(pack_image_features views each tile's features as a grid without the class token)"
+        )
+    return tuple((p[0], p[1]) for p in points)
 
 
 def _qwen_vision(

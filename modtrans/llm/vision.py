@@ -1,6 +1,6 @@
 """Vision-language models -> the IR: the image encoder, the layers that hand its features to the
 language model, then the language model (build.py's decoder), named as transformers 5 names the
-modules (modeling_llava.py, modeling_qwen2_vl.py, modeling_qwen2_5_vl.py).
+modules (modeling_llava.py, modeling_llava_next.py, modeling_qwen2_vl.py, modeling_qwen2_5_vl.py).
 
     LLaVA (LlavaForConditionalGeneration): model.vision_tower, a CLIP ViT: patch_embedding (a
         conv of patch x patch, stride patch, no bias), class_embedding, position_embedding
@@ -11,6 +11,13 @@ modules (modeling_llava.py, modeling_qwen2_vl.py, modeling_qwen2_5_vl.py).
         second-to-last layer's output; the last layer's is computed, then unused). Features
         without the class token ("default" strategy: 576 per 336-px image) go through
         model.multi_modal_projector (linear_1, GELU, linear_2).
+    LLaVA-NeXT (LlavaNextForConditionalGeneration): LLaVA's tower and projector run on every tile
+        of image_size (336) px of an image of any size: the image resized to 336 x 336 (the base
+        tile), and resized and padded to the best-fitting of image_grid_pinpoints and cut into its
+        grid of tiles (LlavaNextImageProcessor; select_best_resolution). The tiles' projected
+        features are packed per image (LlavaNextModel.pack_image_features): the base tile's 576,
+        then the grid's features as one picture, its padding cut off (unpad_image), and
+        model.image_newline (a vector of the language model's width) after each of its rows.
     Qwen2-VL, Qwen2.5-VL: model.visual: patch_embed.proj (a Conv3d over temporal_patch_size x
         patch x patch, no bias: an image is repeated to temporal_patch_size frames, one grid
         step in time); per block norm1, attn.qkv, 2-D rotary (no parameters), attn.proj, norm2,
@@ -39,6 +46,12 @@ from modtrans.ir.document import Activation, Dim, Flops, Gemm, Kind, ModelIR, Pa
 from modtrans.llm.build import _attention_core, _Builder, _decoder, _swiglu, dims
 from modtrans.llm.config import Arch, Vision
 
+ANYRES_SIZE = 672
+"""The default image side for LLaVA-NeXT: a 672 x 672 image fits the [672, 672] pinpoint, a 2 x 2
+grid of 336-px tiles, five tiles through the tower with the base one, 576 + 48 x (48 + 1) = 2,928
+image tokens (LlavaNextProcessor._get_number_of_features), the largest square grid of the
+published image_grid_pinpoints (llava-hf/llava-v1.6-mistral-7b-hf) and the "672x672" of the
+LLaVA-NeXT release's "4x more pixels" (Liu et al. 2024, the LLaVA-NeXT blog post)."""
 QWEN_SIZE = 448
 """The default image side for Qwen2-VL and Qwen2.5-VL: 448 x 448 pixels are 32 x 32 patches, 256
 image tokens, the lower end of the 256-1280 tokens per image the models' cards suggest
@@ -57,23 +70,67 @@ class Images:
 
 
 def patches(v: Vision, images: Images) -> int:
-    """Patches of one image the encoder sees (CLIP's class token not counted)."""
+    """Patches of one image (one tile of LLaVA-NeXT's) the encoder sees (CLIP's class token not
+    counted): CLIP's image_size / patch a side, the only size it reads."""
+    if v.image:
+        return (v.image // v.patch) ** 2
     return (images.height // v.patch) * (images.width // v.patch)
+
+
+def tiles(v: Vision, images: Images) -> int:
+    """Images of image_size the tower runs on per image: LLaVA-NeXT's base tile and its grid of
+    the best-fitting pinpoint (modeling_llava_next.py, image_size_to_num_patches); one otherwise."""
+    if not v.grid:
+        return 1
+    height, width = best_resolution(v.grid, images.height, images.width)
+    return 1 + (height // v.image) * (width // v.image)
 
 
 def tokens(v: Vision, images: Images) -> int:
     """Language-model tokens one image becomes: CLIP's patches (and its class token under the
-    "full" strategy); Qwen's patches / spatial_merge_size^2 ((H / 28) x (W / 28) at 14 px and 2)."""
+    "full" strategy); LLaVA-NeXT's base tile's patches, its grid's unpadded features and one
+    image_newline per row of them; Qwen's patches / spatial_merge_size^2 ((H / 28) x (W / 28) at
+    14 px and 2)."""
+    if v.grid:
+        rows, cols = unpadded(v, images)
+        return patches(v, images) + rows * (cols + 1)
     if v.class_token:
         return patches(v, images) + v.keep_class
     return patches(v, images) // (v.merge * v.merge)
 
 
+def best_resolution(grid: Sequence[tuple[int, int]], height: int, width: int) -> tuple[int, int]:
+    """The pinpoint (height, width) an image of height x width is resized and padded to: the one
+    keeping the most of its pixels when scaled to fit, the least padding among equals
+    (transformers' image_processing_utils.select_best_resolution, its arithmetic exactly)."""
+    best, kept, wasted = grid[0], 0, math.inf
+    for h, w in grid:
+        scale = min(w / width, h / height)
+        effective = min(int(width * scale) * int(height * scale), width * height)
+        if effective > kept or (effective == kept and h * w - effective < wasted):
+            best, kept, wasted = (h, w), effective, h * w - effective
+    return best
+
+
+def unpadded(v: Vision, images: Images) -> tuple[int, int]:
+    """Rows and columns of the grid's features once the padding is cut off: the grid's
+    pinpoint / patch a side, less the rows (or columns) its letterboxing added
+    (modeling_llava_next.py, unpad_image; LlavaNextProcessor._get_unpadded_features)."""
+    height, width = best_resolution(v.grid, images.height, images.width)
+    rows, cols = height // v.image * (v.image // v.patch), width // v.image * (v.image // v.patch)
+    if images.width / images.height > cols / rows:
+        padding = (rows - int(round(images.height * (cols / images.width), 7))) // 2
+        return rows - 2 * padding, cols
+    padding = (cols - int(round(images.width * (rows / images.height), 7))) // 2
+    return rows, cols - 2 * padding
+
+
 def inputs(v: Vision, pixel_values: Sequence[Dim] | None, batch: int, sequence: int) -> Images | str:
     """The images `--input-shape pixel_values=NxCxHxW` gives (N images for the micro-batch's
     `batch` samples: N / batch each), or one image per sample of the default size; a one-line
-    reason when the shape is not one the model reads."""
-    side = v.image or QWEN_SIZE
+    reason when the shape is not one the model reads. LLaVA-NeXT's H x W is the image's own size
+    (its image_sizes: any, the processor resizes it into tiles)."""
+    side = ANYRES_SIZE if v.grid else v.image or QWEN_SIZE
     shape = tuple(pixel_values) if pixel_values is not None else (batch, v.channels, side, side)
     if len(shape) == 5:
         return "pixel_values of 5 dimensions is a video: video input is not modelled (images only)"
@@ -85,8 +142,8 @@ def inputs(v: Vision, pixel_values: Sequence[Dim] | None, batch: int, sequence: 
         return f"pixel_values' {count} images do not split evenly over the micro-batch's {batch} samples"
     if channels != v.channels:
         return f"pixel_values has {channels} channels; the vision tower reads {v.channels}"
-    step = v.patch * v.merge
-    if v.image and (height, width) != (v.image, v.image):
+    step = 1 if v.grid else v.patch * v.merge
+    if v.image and not v.grid and (height, width) != (v.image, v.image):
         return (
             f"pixel_values {height}x{width}: this CLIP tower reads {v.image}x{v.image} images "
             "(its position embedding is learned for that grid)"
@@ -109,7 +166,8 @@ def build(arch: Arch, batch: int, sequence: int, images: Images, provenance: Pro
     assert v is not None
     b = _Builder(arch, batch, sequence)
     count = batch * images.per_sample
-    pixels = b.tensor("pixel_values", (count, v.channels, images.height, images.width))
+    side = (v.image, v.image) if v.grid else (images.height, images.width)
+    pixels = b.tensor("pixel_values", (count * tiles(v, images), v.channels, *side))
     features = (_clip if v.class_token else _qwen)(b, v, pixels, images)
     _decoder(b, b.tensor("input_ids", (batch, sequence), "int64"), features)
     return ModelIR(provenance, tuple(b.layers))
@@ -143,7 +201,7 @@ def _patch_embedding(t: _Builder, name: str, pixels: Activation, v: Vision, n: i
 def _clip(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activation:
     """LLaVA's CLIP tower and multi_modal_projector (the module docstring); the projector's output."""
     a, n, root = v.tower, patches(v, images), "model.vision_tower"
-    t = _tower(b, v, b.batch * images.per_sample, n + 1)
+    t = _tower(b, v, b.batch * images.per_sample * tiles(v, images), n + 1)
     x = _clip_embeddings(t, root, pixels, v, n)
     hidden_states = [x]  # CLIPEncoder's: the embeddings' output, then every layer's
     for i in range(a.layers):
@@ -161,7 +219,21 @@ def _clip(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activat
     t.norm(f"{root}.post_layernorm", t.tensor(x.name, (t.batch, a.hidden)))  # the class token's
     kept = n + v.keep_class
     selected = [t.tensor(hidden_states[i].name, (t.batch, kept, a.hidden)) for i in v.feature_layers]
-    return _projector(_tower(b, v, t.batch, kept), v, selected)
+    projected = _projector(_tower(b, v, t.batch, kept), v, selected)
+    return (
+        _pack(_tower(b, v, b.batch * images.per_sample, tokens(v, images)), v, projected)
+        if v.grid
+        else projected
+    )
+
+
+def _pack(t: _Builder, v: Vision, projected: Activation) -> Activation:
+    """LLaVA-NeXT's pack_image_features: per image its tiles' projected features, the grid's
+    padding cut off (a slice) and model.image_newline concatenated after each row (a copy; the
+    parameter whole on every tensor rank, as LLaVA's class embedding)."""
+    newline = t.param("model.image_newline", Role.WEIGHT, (v.out,))
+    shape = (t.batch, t.sequence, v.out)
+    return t.add("model.image_newline", "Concat", Kind.DATA, [projected], shape, Flops(), [newline])
 
 
 def _clip_embeddings(t: _Builder, root: str, pixels: Activation, v: Vision, n: int) -> Activation:
