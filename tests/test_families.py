@@ -107,15 +107,6 @@ def test_falcon_s_first_configurations_are_read_as_falcon() -> None:
     assert _ir("falcon-7b-refinedweb").totals.params == _ir("falcon-7b").totals.params
 
 
-def test_the_vision_language_gemma3_is_refused_in_one_line(tmp_path: Path) -> None:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "gemma3", "text_config": {"hidden_size": 1152}}))
-    ir, found = pipeline.extract_checked(path)
-    assert ir is None
-    assert [d.code for d in found] == ["M801"]
-    assert "text_config" in found[0].message
-
-
 @pytest.mark.parametrize("name", DECODERS)
 def test_every_family_translates_to_traces_and_simai_text_that_validate(name: str, tmp_path: Path) -> None:
     from typer.testing import CliRunner

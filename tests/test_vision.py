@@ -1,16 +1,18 @@
 """Vision-language models from their published configurations (fixtures/configs: llava-hf/llava-1.5-
-7b-hf, llava-hf/llava-v1.6-mistral-7b-hf, Qwen/Qwen2-VL-7B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct):
-the parameters transformers builds,
+7b-hf, llava-hf/llava-v1.6-mistral-7b-hf, Qwen/Qwen2-VL-7B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct,
+google/gemma-3-4b-it): the parameters transformers builds,
 exactly, in all and per part; the image tokens the processors make; forward FLOPs as the closed
 form counts them; traces and SimAI text that validate under TP, DP and PP; one-line refusals.
 
 The expected counts (fixtures/configs/EXPECTED.json) were made once by
 tools/count_transformers_params.py: each model built on the meta device by the class its
 `architectures` names (LlavaForConditionalGeneration, LlavaNextForConditionalGeneration,
-Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration; torch 2.13.0+cpu,
+Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration,
+Gemma3ForConditionalGeneration; torch 2.13.0+cpu,
 transformers 5.24.0), its parameters() counted, and per part by module path (the projector or
 merger, with LLaVA-NeXT's image_newline; the rest of the vision tower; the language model and
-lm_head). Published sizes: 7.06 B, 7.57 B, 8.29 B, 8.29 B (the models' Hub pages)."""
+lm_head, a tied head once). Published sizes: 7.06 B, 7.57 B, 8.29 B, 8.29 B, 4.30 B (the models'
+Hub pages)."""
 
 from __future__ import annotations
 
@@ -27,13 +29,23 @@ from modtrans.ir.document import Kind, ModelIR
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 EXPECTED = json.loads((CONFIGS / "EXPECTED.json").read_text())["counts"]
 NEXT = "llava-v1.6-mistral-7b-hf"
-MODELS = ("llava-1.5-7b-hf", NEXT, "qwen2-vl-7b-instruct", "qwen2.5-vl-7b-instruct")
+GEMMA = "gemma-3-4b-it"
+MODELS = ("llava-1.5-7b-hf", NEXT, "qwen2-vl-7b-instruct", "qwen2.5-vl-7b-instruct", GEMMA)
 PUBLISHED = {
     "llava-1.5-7b-hf": 7.06e9,
     NEXT: 7.57e9,
     "qwen2-vl-7b-instruct": 8.29e9,
     "qwen2.5-vl-7b-instruct": 8.29e9,
+    GEMMA: 4.30e9,
 }
+LAYERS = {
+    "llava-1.5-7b-hf": 32,
+    NEXT: 32,
+    "qwen2-vl-7b-instruct": 28,
+    "qwen2.5-vl-7b-instruct": 28,
+    GEMMA: 34,
+}
+"""The language models' blocks (their text_config's num_hidden_layers, or its class's default)."""
 S = 1024
 S_NEXT = 4096
 """LLaVA-NeXT's sequence: its default 672 x 672 image alone is 2,928 tokens."""
@@ -66,7 +78,7 @@ def test_the_parameters_are_those_transformers_builds_in_all_and_per_part(name: 
     parts = dict.fromkeys(("projector", "vision", "language"), 0)
     for layer in ir.layers:
         for p in layer.params:
-            parts[_part(p.name)] += p.elements
+            parts[_part(p.name)] += 0 if p.shared_with else p.elements
     assert parts == EXPECTED[name]["parts"]
 
 
@@ -184,9 +196,9 @@ def test_traces_under_tp_dp_and_pp_and_simai_text_validate(name: str, tmp_path: 
     assert [d for d in found if d.severity <= 2] == []
     stages = json.loads((tmp_path / "t.meta.json").read_text())["parallel"]["llm"]["stages"].split(";")
     assert stages[0].startswith(("model.vision_tower.", "model.visual."))
-    assert stages[0].endswith(
-        "language_model.layers.13.mlp.down_proj" if "qwen" in name else "layers.15.mlp.down_proj"
-    )
+    last = stages[0].rsplit("..", 1)[1]  # the first stage's last layer: half the blocks' last one
+    assert last.startswith(f"model.language_model.layers.{LAYERS[name] // 2 - 1}.")
+    assert last.endswith(("mlp.down_proj", "post_feedforward_layernorm"))  # Gemma 3: sandwich norms
     code, said = _run("translate", config, "--tp", "2", "--dp", "2", "--seq-len", seq, "-d", "simai",
                       "-o", str(tmp_path / "s.txt"))  # fmt: skip
     assert code == 0, said
@@ -385,3 +397,89 @@ def test_llava_next_s_sequence_must_hold_its_image_tokens() -> None:
     assert ir is None
     assert [d.code for d in found] == ["X501"]
     assert "cannot hold the 2,928 image tokens" in found[0].message
+
+
+def test_gemma3_takes_256_pooled_features_per_896_px_image() -> None:
+    """SigLIP at 896 px, 14-px patches: 64 x 64 = 4,096 patches, no class token (SiglipVisionEmbeddings:
+    num_positions = num_patches), all 4,096 through every layer; Gemma3MultiModalProjector averages
+    4 x 4 squares (kernel = 64 / sqrt(mm_tokens_per_image 256)) to 256 tokens, normed
+    (mm_soft_emb_norm) and projected to the language model's 2,560. Two images per sample:
+    pixel_values=4x3x896x896 for input_ids=2x1024."""
+    assert _features(_ir(GEMMA)) == (1, 256, 2560)
+    two = _ir(GEMMA, input_ids=(2, S), pixel_values=(4, 3, 896, 896))
+    assert _features(two) == (4, 256, 2560)
+    q_proj = "model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj"
+    q = next(x for x in two.layers if x.name == q_proj)
+    assert q.gemm is not None
+    assert q.gemm.m == 4 * 4096
+    pool = next(x for x in two.layers if x.name == "model.multi_modal_projector.avg_pool")
+    assert pool.inputs[0].shape == (4, 4096, 1152)
+    assert pool.flops.forward == 4 * 4096 * 1152  # 256 outputs x 16 reads x 1,152 per image
+
+
+def test_gemma3_s_forward_flops_are_2n_per_token_of_each_part_plus_its_attention() -> None:
+    """Kaplan et al. 2020, table 1, per part: the SigLIP tower on 4,096 patches (its position
+    embedding looked up), 27 layers of 4,096^2 x 1,152 attention; the projector's matrix on the
+    256 pooled tokens; the language model on S tokens, its tied head included once in its part
+    (the embedding looked up, the head multiplied), 34 layers of S^2 x 8 heads x 256 (Gemma 3's
+    attention width, not its 2,560 hidden; S = 1,024 is within its 1,024-token sliding window)."""
+    e = EXPECTED[GEMMA]
+    parts = e["parts"]
+    tower = 2 * (parts["vision"] - 4096 * 1152) * 4096 + 27 * 4 * 4096 * 4096 * 1152
+    closed = tower + 2 * parts["projector"] * 256
+    closed += 2 * parts["language"] * S + 34 * 4 * S * S * 2048
+    assert _ir(GEMMA).totals.flops.forward == pytest.approx(closed, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"vision_config": {"model_type": "clip_vision_model"}}, "clip_vision_model"),
+        ({"vision_config": {"vision_use_head": True}}, "attention-pooling head"),
+        ({"mm_tokens_per_image": 250}, "mm_tokens_per_image 250 is not a square"),
+        ({"mm_tokens_per_image": 225}, "mm_tokens_per_image 225 is not a square"),
+        ({"text_config": {"model_type": "llama"}}, "model_type 'llama' is not modelled (gemma3_text)"),
+    ],
+)
+def test_a_gemma3_configuration_not_modelled_is_refused_in_one_line(
+    change: dict[str, object], said: str, tmp_path: Path
+) -> None:
+    config = json.loads((CONFIGS / f"{GEMMA}.json").read_text())
+    for key, value in change.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) else value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert said in found[0].message
+    assert "\n" not in found[0].message
+
+
+def test_a_gemma3_image_of_another_size_is_refused_in_one_line() -> None:
+    """Gemma3ImageProcessor resizes every image to 896 x 896; its position embedding is learned for
+    that grid."""
+    ir, found = pipeline.extract_checked(
+        CONFIGS / f"{GEMMA}.json", input_shapes={"input_ids": (1, S), "pixel_values": (1, 3, 448, 448)}
+    )
+    assert ir is None
+    assert [d.code for d in found] == ["X501"]
+    assert "reads 896x896 images" in found[0].message
+
+
+def test_gemma3_s_one_matrix_projector_gathers_its_output_over_the_tensor_ranks(tmp_path: Path) -> None:
+    """mm_input_projection_weight is the projector's only matrix: column-parallel, its output
+    all-gathered after the forward, as Megatron-LM's one-layer ("affine") projector is a
+    ColumnParallelLinear with gather_output=True (megatron/core/models/vision/
+    multimodal_projector.py), for the language model reads the image features whole: 256 tokens x
+    2,560 x 2 bytes (bfloat16) per image; its input's gradient all-reduced (1,152 wide)."""
+    code, said = _run("translate", str(CONFIGS / f"{GEMMA}.json"), "--tp", "2", "--seq-len", str(S),
+                      "-d", "simai", "-o", str(tmp_path / "s.txt"))  # fmt: skip
+    assert code == 0, said
+    rows = {
+        line.split("\t")[0]: line.split("\t") for line in (tmp_path / "s.txt").read_text().splitlines()[2:]
+    }
+    row = rows["model.multi_modal_projector.mm_input_projection"]
+    assert row[3:5] == ["ALLGATHER", str(256 * 2560 * 2)]
+    assert row[6:8] == ["ALLREDUCE", str(256 * 1152 * 2)]
+    assert rows["model.multi_modal_projector.mm_soft_emb_norm"][3] == "NONE"

@@ -6,8 +6,9 @@ neither torch nor transformers).
 Each model is built on the meta device (no weights, no memory) by the class that reads it: an
 encoder-decoder (T5's family) by AutoModelForSeq2SeqLM (T5ForConditionalGeneration); a
 vision-language model by the image-text-to-text class its `architectures` names
-(LlavaForConditionalGeneration, Qwen2VLForConditionalGeneration,
-Qwen2_5_VLForConditionalGeneration: what AutoModelForImageTextToText builds for those model types),
+(LlavaForConditionalGeneration, LlavaNextForConditionalGeneration, Gemma3ForConditionalGeneration,
+Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration: what
+AutoModelForImageTextToText builds for those model types),
 with its parameters per part; any other by AutoModelForCausalLM.from_config. Its parameters() are
 counted, a tied output layer once. `RefinedWebModel`, the model_type Falcon's first configurations
 had, is read as `falcon` (what transformers' FalconConfig reads them as). Each entry records the

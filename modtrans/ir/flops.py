@@ -6,6 +6,7 @@ per training phase: forward, input gradient, weight gradient. A multiply-add is 
     normalisation   e output elements: 5e | 8e | 2e
     softmax         5e | 3e | 0
     elementwise     e | e | e when it has parameters, else 0
+    pooling         e window reads (output elements x window): e | e | 0
     embedding       0 | 0 | e (the gradient scattered into the table)
 """
 
@@ -32,6 +33,10 @@ def softmax(e: int) -> Flops:
 
 def elementwise(e: int, *, with_params: bool = False) -> Flops:
     return Flops(e, e, e if with_params else 0)
+
+
+def pool(e: int) -> Flops:
+    return Flops(e, e, 0)
 
 
 def embedding(e: int) -> Flops:

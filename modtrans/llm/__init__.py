@@ -2,8 +2,8 @@
 
 config.py  Hugging Face config.json -> Arch (one normalised description per family)
 build.py   Arch -> ModelIR, named like the transformers modules
-vision.py  a vision-language model's Arch (LLaVA, LLaVA-NeXT, Qwen2-VL, Qwen2.5-VL) -> ModelIR: the image
-           encoder, its projector or merger, then build.py's language model
+vision.py  a vision-language model's Arch (LLaVA, LLaVA-NeXT, Gemma 3, Qwen2-VL, Qwen2.5-VL) -> ModelIR:
+           the image encoder, its projector or merger, then build.py's language model
 
     ir, found = extract(Path("config.json"), batch=1, input_shapes={"input_ids": (1, 4096)})
 

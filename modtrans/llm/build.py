@@ -40,7 +40,9 @@ from modtrans.ir.document import (
 )
 from modtrans.llm.config import DTYPES, Arch
 
-ENCODERS = frozenset({"bert", "clip_vision_model", "qwen2_vl_vision", "qwen2_5_vl_vision"})
+ENCODERS = frozenset(
+    {"bert", "clip_vision_model", "siglip_vision_model", "qwen2_vl_vision", "qwen2_5_vl_vision"}
+)
 """The families whose attention sees the whole sequence (BertSelfAttention: no mask but padding;
 the vision towers of llm/vision.py: every patch attends to every patch of its image, or window);
 every other family is a causal decoder (its attention masks the tokens after each one)."""

@@ -11,8 +11,8 @@ gemma3_text, phi3, falcon (and its first name RefinedWebModel), gpt_neox, olmo2,
 phi, olmo, stablelm, cohere (their module names and norm placement in families.py); granite
 (Llama's layout); gpt_bigcode (GPT-2's, with multi-query attention); mamba (a selective state-space mixer);
 jamba (attention and Mamba blocks, experts every second block); llava, llava_next, qwen2_vl,
-qwen2_5_vl (vision-language models: a vision tower, its projector or merger, and a Llama / Mistral / Qwen2
-language model, read by _vision_language).
+qwen2_5_vl, gemma3 (vision-language models: a vision tower, its projector or merger, and a Llama /
+Mistral / Qwen2 / Gemma 3 language model, read by _vision_language).
 Keys follow each family's transformers configuration class; a key a family needs that is missing
 is a ConfigError naming it.
 """
@@ -20,6 +20,7 @@ is a ConfigError naming it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,7 @@ FAMILIES = (
     "llava_next",
     "qwen2_vl",
     "qwen2_5_vl",
+    "gemma3",
 )
 ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
 """Old model_type names of a family (Falcon's first configurations)."""
@@ -165,7 +167,8 @@ class Vision:
     temporal: int = 1  # temporal_patch_size: Qwen's Conv3d spans that many frames (an image repeated)
     channels: int = 3
     image: int = 0  # CLIP's image_size, whose positions it learned (0: any multiple of patch x merge)
-    merge: int = 1  # spatial_merge_size: merge x merge patches become one language-model token
+    merge: int = 1  # merge x merge patches become one token: Qwen's spatial_merge_size, Gemma 3's avg_pool
+    conv_bias: bool = False  # the patch embedding has a bias (SigLIP's nn.Conv2d)
     window: int = 0  # Qwen2.5-VL's window_size in pixels (0: every block attends to the whole image)
     full_blocks: tuple[int, ...] = ()  # fullatt_block_indexes: the blocks that attend to the whole image
     feature_layers: tuple[int, ...] = ()  # LLaVA's vision_feature_layer(s): hidden_states indices
@@ -213,11 +216,6 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
     if family is None:
         family = _family_of(config.get("architectures"))
     family = ALIASES.get(family, family) if isinstance(family, str) else family
-    if family == "gemma3":
-        raise ConfigError(
-            "model_type gemma3 is Gemma 3 with its vision tower: give its text_config (model_type "
-            "gemma3_text) for the language model"
-        )
     if family not in FAMILIES:
         known = ", ".join(FAMILIES)
         raise ConfigError(f"model_type {family!r} is not a family modtrans reads ({known})")
@@ -601,7 +599,7 @@ def _jamba(config: Mapping[str, Any], dtype: str) -> Arch:
     )
 
 
-VISION_LANGUAGE = ("llava", "llava_next", "qwen2_vl", "qwen2_5_vl")
+VISION_LANGUAGE = ("llava", "llava_next", "qwen2_vl", "qwen2_5_vl", "gemma3")
 LLAVAS = ("llava", "llava_next")
 """The families whose vision tower is CLIP and whose projector is LlavaMultiModalProjector."""
 TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -616,11 +614,17 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen2_vl": {"vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568,
                  "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
                  "max_position_embeddings": 32768},
+    "gemma3_text": {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+                    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+                    "head_dim": 256, "max_position_embeddings": 131072},
 }  # fmt: skip
 """The defaults of the configuration classes a vision-language model's language model is read
 with, for the keys its text_config leaves out (llava-1.5-7b-hf's names only vocab_size and
 max_position_embeddings): LlamaConfig, MistralConfig, Qwen2Config (transformers' configuration_
-llama.py, _mistral.py, _qwen2.py), and Qwen2VLTextConfig / Qwen2_5_VLTextConfig (the same values)."""
+llama.py, _mistral.py, _qwen2.py), Qwen2VLTextConfig / Qwen2_5_VLTextConfig (the same values), and
+Gemma3TextConfig (configuration_gemma3.py: Gemma 3's text_config names only a few keys)."""
+LANGUAGES = {"llava": ("llama", "mistral", "qwen2"), "qwen2_vl": ("qwen2_vl",), "gemma3": ("gemma3_text",)}
+"""The language models each vision-language family is read with (its text_config's model_type)."""
 
 
 def _vision_language(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
@@ -636,18 +640,22 @@ def _vision_language(config: Mapping[str, Any], family: str, dtype: str) -> Arch
     if text is not None and not isinstance(text, Mapping):
         raise ConfigError("`text_config` must be a JSON object")
     text = dict(text or {})
-    language = "qwen2_vl" if family not in LLAVAS else str(text.get("model_type") or "llama")
-    if language not in TEXT_DEFAULTS or (language == "qwen2_vl" and family in LLAVAS):
+    kind = "llava" if family in LLAVAS else "qwen2_vl" if family.startswith("qwen") else family
+    known = LANGUAGES[kind]
+    language = str(text.get("model_type") or known[0]) if kind != "qwen2_vl" else "qwen2_vl"
+    if language not in known:
         raise ConfigError(
-            f"a LLaVA language model of model_type {language!r} is not modelled (llama, mistral, qwen2)"
+            f"a {family} language model of model_type {language!r} is not modelled ({', '.join(known)})"
         )
-    arch = _decoder(
-        {**TEXT_DEFAULTS[language], **text}, "qwen2" if language == "qwen2_vl" else language, dtype
-    )
+    values = {**TEXT_DEFAULTS[language], **text}
+    if language in STYLES:
+        arch = _styled(values, language, dtype)
+    else:
+        arch = _decoder(values, "qwen2" if language == "qwen2_vl" else language, dtype)
     vision = config.get("vision_config") or {}
     if not isinstance(vision, Mapping):
         raise ConfigError("`vision_config` must be a JSON object")
-    reader = _clip if family in LLAVAS else _qwen_vision
+    reader = _clip if family in LLAVAS else _siglip if family == "gemma3" else _qwen_vision
     style = dataclasses.replace(arch.style, root="model.language_model")
     vision_arch = reader(config, vision, family, arch.hidden, dtype)
     return dataclasses.replace(arch, family=family, style=style, vision=vision_arch)
@@ -727,6 +735,42 @@ def _pinpoints(config: Mapping[str, Any], image: int, strategy: str) -> tuple[tu
             "(pack_image_features views each tile's features as a grid without the class token)"
         )
     return tuple((p[0], p[1]) for p in points)
+
+
+def _siglip(
+    config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out: int, dtype: str
+) -> Vision:
+    """Gemma 3's SigLIP vision tower (SiglipVisionConfig: hidden_size 768, intermediate_size 3072,
+    12 layers of 12 heads, image_size 224, patch_size 16, gelu_pytorch_tanh, LayerNorms, a patch
+    convolution with bias, no class token; no attention-pooling head under vision_use_head false,
+    as Gemma3Model reads last_hidden_state) and the projector's average pooling of the
+    (image_size / patch_size)^2 patches to mm_tokens_per_image (Gemma3MultiModalProjector: a
+    square of sqrt(tokens) a side, kernel = patches a side / that)."""
+    kind = vision.get("model_type", "siglip_vision_model")
+    if kind != "siglip_vision_model":
+        raise ConfigError(
+            f"a Gemma 3 vision tower of model_type {kind!r} is not modelled (siglip_vision_model)"
+        )
+    if vision.get("vision_use_head", True) is not False:
+        raise ConfigError("a SigLIP tower with its attention-pooling head (vision_use_head) is not modelled")
+    get = {k: _size(vision, k, d) for k, d in (
+        ("hidden_size", 768), ("intermediate_size", 3072), ("num_hidden_layers", 12),
+        ("num_attention_heads", 12), ("image_size", 224), ("patch_size", 16),
+        ("num_channels", 3))}  # fmt: skip
+    tower = _tower("siglip_vision_model", get["hidden_size"], get["num_hidden_layers"],
+                   get["num_attention_heads"], get["intermediate_size"], "gelu", "layer", dtype)  # fmt: skip
+    image, patch = get["image_size"], get["patch_size"]
+    tokens = _size(config, "mm_tokens_per_image", 256)
+    side, per_side = math.isqrt(tokens), image // patch
+    if image % patch or side * side != tokens or per_side % side:
+        raise ConfigError(
+            f"mm_tokens_per_image {tokens} is not a square that pools the {per_side} x {per_side} "
+            f"patches of image_size {image} / patch_size {patch} evenly"
+        )
+    return Vision(
+        family="siglip_vision_model", tower=tower, patch=patch, channels=get["num_channels"], image=image,
+        merge=per_side // side, conv_bias=True, out=out,
+    )  # fmt: skip
 
 
 def _qwen_vision(

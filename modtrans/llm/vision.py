@@ -1,6 +1,7 @@
 """Vision-language models -> the IR: the image encoder, the layers that hand its features to the
 language model, then the language model (build.py's decoder), named as transformers 5 names the
-modules (modeling_llava.py, modeling_llava_next.py, modeling_qwen2_vl.py, modeling_qwen2_5_vl.py).
+modules (modeling_llava.py, modeling_llava_next.py, modeling_gemma3.py, modeling_qwen2_vl.py,
+modeling_qwen2_5_vl.py).
 
     LLaVA (LlavaForConditionalGeneration): model.vision_tower, a CLIP ViT: patch_embedding (a
         conv of patch x patch, stride patch, no bias), class_embedding, position_embedding
@@ -18,6 +19,15 @@ modules (modeling_llava.py, modeling_llava_next.py, modeling_qwen2_vl.py, modeli
         features are packed per image (LlavaNextModel.pack_image_features): the base tile's 576,
         then the grid's features as one picture, its padding cut off (unpad_image), and
         model.image_newline (a vector of the language model's width) after each of its rows.
+    Gemma 3 (Gemma3ForConditionalGeneration): model.vision_tower.vision_model, a SigLIP ViT:
+        patch_embedding (a conv of patch x patch, stride patch, with bias), position_embedding
+        (one row per patch, no class token); CLIP's layers (gelu_pytorch_tanh); post_layernorm on
+        every patch (last_hidden_state, which Gemma3Model.get_image_features takes). Then
+        model.multi_modal_projector: the 64 x 64 patches of an 896-px image averaged over 4 x 4
+        squares (avg_pool) to mm_tokens_per_image 256, mm_soft_emb_norm (an RMSNorm of the
+        tower's width), mm_input_projection_weight (tower width x language width, no bias). The
+        processor resizes every image to 896 x 896 (Gemma3ImageProcessor; pan and scan, off by
+        default, is not modelled).
     Qwen2-VL, Qwen2.5-VL: model.visual: patch_embed.proj (a Conv3d over temporal_patch_size x
         patch x patch, no bias: an image is repeated to temporal_patch_size frames, one grid
         step in time); per block norm1, attn.qkv, 2-D rotary (no parameters), attn.proj, norm2,
@@ -37,6 +47,7 @@ tokens: an image takes tokens(...) of the S positions.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -145,7 +156,7 @@ def inputs(v: Vision, pixel_values: Sequence[Dim] | None, batch: int, sequence: 
     step = 1 if v.grid else v.patch * v.merge
     if v.image and not v.grid and (height, width) != (v.image, v.image):
         return (
-            f"pixel_values {height}x{width}: this CLIP tower reads {v.image}x{v.image} images "
+            f"pixel_values {height}x{width}: this {v.family} tower reads {v.image}x{v.image} images "
             "(its position embedding is learned for that grid)"
         )
     if height % step or width % step:
@@ -168,7 +179,8 @@ def build(arch: Arch, batch: int, sequence: int, images: Images, provenance: Pro
     count = batch * images.per_sample
     side = (v.image, v.image) if v.grid else (images.height, images.width)
     pixels = b.tensor("pixel_values", (count * tiles(v, images), v.channels, *side))
-    features = (_clip if v.class_token else _qwen)(b, v, pixels, images)
+    encoder = _clip if v.class_token else _siglip if v.family == "siglip_vision_model" else _qwen
+    features = encoder(b, v, pixels, images)
     _decoder(b, b.tensor("input_ids", (batch, sequence), "int64"), features)
     return ModelIR(provenance, tuple(b.layers))
 
@@ -189,33 +201,22 @@ def _patch_embedding(t: _Builder, name: str, pixels: Activation, v: Vision, n: i
     torch.nn.Conv2d: techniques/megatron.py, roles_of)."""
     a = t.arch
     kernel = (v.temporal, v.patch, v.patch) if v.temporal > 1 else (v.patch, v.patch)
-    weight = t.param(f"{name}.weight", Role.WEIGHT, (a.hidden, v.channels, *kernel))
+    params = [t.param(f"{name}.weight", Role.WEIGHT, (a.hidden, v.channels, *kernel))]
+    params += [t.param(f"{name}.bias", Role.BIAS, (a.hidden,))] if v.conv_bias else []
     m, k = t.batch * n, v.channels * math.prod(kernel)
     t.at(None, Part.EMBEDDING)
     shape = (t.batch, n, a.hidden)
-    return t.add(
-        name, "Conv", Kind.CONV, [pixels], shape, flops.gemm(m * k * a.hidden), [weight], Gemm(m, k, a.hidden)
-    )
+    extra = m * a.hidden if v.conv_bias else 0
+    fl = flops.gemm(m * k * a.hidden, extra, extra)
+    return t.add(name, "Conv", Kind.CONV, [pixels], shape, fl, params, Gemm(m, k, a.hidden))
 
 
 def _clip(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activation:
     """LLaVA's CLIP tower and multi_modal_projector (the module docstring); the projector's output."""
     a, n, root = v.tower, patches(v, images), "model.vision_tower"
     t = _tower(b, v, b.batch * images.per_sample * tiles(v, images), n + 1)
-    x = _clip_embeddings(t, root, pixels, v, n)
-    hidden_states = [x]  # CLIPEncoder's: the embeddings' output, then every layer's
-    for i in range(a.layers):
-        p = f"{root}.encoder.layers.{i}"
-        t.at(None, Part.ATTENTION)
-        h = t.norm(f"{p}.layer_norm1", x)
-        q, k, w = (t.linear(f"{p}.self_attn.{c}_proj", h, a.hidden, bias=True) for c in "qkv")
-        context = _attention_core(t, f"{p}.self_attn", q, k, w, a.head_dim, a.head_dim)
-        out = t.linear(f"{p}.self_attn.out_proj", context, a.hidden, bias=True)
-        x = t.elementwise(f"{p}.residual_attn", "Add", [x, out], dims(x))
-        t.at(None, Part.MLP)
-        out = _mlp(t, p, t.norm(f"{p}.layer_norm2", x))
-        x = t.elementwise(f"{p}.residual_mlp", "Add", [x, out], dims(x))
-        hidden_states.append(x)
+    hidden_states = _encoder(t, root, _clip_embeddings(t, root, pixels, v, n))
+    x = hidden_states[-1]
     t.norm(f"{root}.post_layernorm", t.tensor(x.name, (t.batch, a.hidden)))  # the class token's
     kept = n + v.keep_class
     selected = [t.tensor(hidden_states[i].name, (t.batch, kept, a.hidden)) for i in v.feature_layers]
@@ -234,6 +235,55 @@ def _pack(t: _Builder, v: Vision, projected: Activation) -> Activation:
     newline = t.param("model.image_newline", Role.WEIGHT, (v.out,))
     shape = (t.batch, t.sequence, v.out)
     return t.add("model.image_newline", "Concat", Kind.DATA, [projected], shape, Flops(), [newline])
+
+
+def _encoder(t: _Builder, root: str, x: Activation) -> list[Activation]:
+    """CLIPEncoder's (and SiglipEncoder's) layers: layer_norm1, q/k/v_proj, attention over the
+    whole image, out_proj, the residual; layer_norm2, the MLP, the residual. The hidden states:
+    the embeddings' output, then every layer's."""
+    a = t.arch
+    hidden_states = [x]
+    for i in range(a.layers):
+        p = f"{root}.encoder.layers.{i}"
+        t.at(None, Part.ATTENTION)
+        h = t.norm(f"{p}.layer_norm1", x)
+        q, k, w = (t.linear(f"{p}.self_attn.{c}_proj", h, a.hidden, bias=True) for c in "qkv")
+        context = _attention_core(t, f"{p}.self_attn", q, k, w, a.head_dim, a.head_dim)
+        out = t.linear(f"{p}.self_attn.out_proj", context, a.hidden, bias=True)
+        x = t.elementwise(f"{p}.residual_attn", "Add", [x, out], dims(x))
+        t.at(None, Part.MLP)
+        out = _mlp(t, p, t.norm(f"{p}.layer_norm2", x))
+        x = t.elementwise(f"{p}.residual_mlp", "Add", [x, out], dims(x))
+        hidden_states.append(x)
+    return hidden_states
+
+
+def _siglip(b: _Builder, v: Vision, pixels: Activation, images: Images) -> Activation:
+    """Gemma 3's SigLIP tower and multi_modal_projector (the module docstring); the projector's
+    output, mm_tokens_per_image rows per image."""
+    n, root = patches(v, images), "model.vision_tower.vision_model"
+    t = _tower(b, v, b.batch * images.per_sample, n)
+    x = _patch_embedding(t, f"{root}.embeddings.patch_embedding", pixels, v, n)
+    ids = t.tensor(f"{root}.embeddings.position_ids", (t.batch, n), "int64")
+    positions = t.embedding(f"{root}.embeddings.position_embedding", ids, n)
+    x = t.elementwise(f"{root}.embeddings.add", "Add", [x, positions], dims(x))
+    x = t.norm(f"{root}.post_layernorm", _encoder(t, root, x)[-1])
+    p, hidden = "model.multi_modal_projector", v.tower.hidden
+    t = _tower(b, v, t.batch, tokens(v, images))
+    t.at(None, Part.MLP)
+    shape = (t.batch, t.sequence, hidden)  # AvgPool2d: each output reads merge^2 patches
+    x = t.add(f"{p}.avg_pool", "AveragePool", Kind.POOL, [x], shape, flops.pool(t.batch * n * hidden))
+    rms = _Builder(
+        dataclasses.replace(v.tower, norm="rms"), t.batch, t.sequence, layers=b.layers, producer=b.producer
+    )
+    rms.at(None, Part.MLP)  # Gemma3RMSNorm: a scale, no shift
+    x = rms.norm(f"{p}.mm_soft_emb_norm", x)
+    weight = t.param(f"{p}.mm_input_projection_weight", Role.WEIGHT, (hidden, v.out))
+    m = t.tokens
+    return t.add(
+        f"{p}.mm_input_projection", "MatMul", Kind.LINEAR, [x], (t.batch, t.sequence, v.out),
+        flops.gemm(m * hidden * v.out), [weight], Gemm(m, hidden, v.out),
+    )  # fmt: skip
 
 
 def _clip_embeddings(t: _Builder, root: str, pixels: Activation, v: Vision, n: int) -> Activation:

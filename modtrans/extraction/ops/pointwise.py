@@ -99,13 +99,11 @@ def pool(node: NodeView) -> Facts:
     if node.op_type.startswith("Global"):
         if x is None:
             return unknown(Kind.POOL, {})
-        e = math.prod(x)
-        return Facts(Kind.POOL, {}, Flops(e, e, 0))
+        return Facts(Kind.POOL, {}, flops.pool(math.prod(x)))
     if node.out_elements is None:
         return unknown(Kind.POOL, {})
     window = math.prod(node.attrs.get("kernel_shape", [1]))
-    e = node.out_elements * window
-    return Facts(Kind.POOL, {}, Flops(e, e, 0))
+    return Facts(Kind.POOL, {}, flops.pool(node.out_elements * window))
 
 
 @handles(

@@ -20,6 +20,11 @@ al. 2022, section 4.2.2; Megatron-LM megatron/core/tensor_parallel/layers.py and
         LanguageModelEmbedding: reduce_scatter_embeddings needs `not add_position_embedding`;
         _ScatterToSequenceParallelRegion.backward)
     norms, residual adds and dropout compute 1/T of the sequence.
+A column-parallel linear whose output a vision-language model's language model takes in whole
+(the image features its masked_scatter places: Gemma 3's one-matrix projector) gathers its output
+after the forward, as Megatron-LM's one-layer projector does (megatron/core/models/vision/
+multimodal_projector.py, projector_type "affine": a ColumnParallelLinear with gather_output=True;
+tensor_parallel/mappings.py, _GatherFromModelParallelRegion: its backward splits, no collective).
 The loss on vocabulary-parallel logits (a column-parallel last layer's output: the LM head)
 all-reduces three fp32 values per token over the tensor ranks in the forward (cross_entropy).
 Experts and routers are left to expert parallelism (not split over T).
@@ -52,6 +57,7 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1)
         )
     roles = roles_of(ir, [u.x.owner for u in units if u.x.owner.moe is None])
     positions = _added_positions(units, roles)
+    whole = {p for x in ir.layers if x.op_type == "ScatterND" for p in x.producers}
     model_inputs = frozenset(ir.provenance.input_shapes)
     seen: set[tuple[int | None, str]] = set()
     for u in units:
@@ -75,6 +81,8 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1)
             if sp:
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, out, TENSOR))
         elif u.role == "column":
+            if u.name in whole:
+                u.attach(Place.AFTER_FWD, Comm(CommType.ALLGATHER, -(-a_out(u.x.owner) // tokens), TENSOR))
             # one collective per input and block: Megatron fuses the projections of one input in a
             # block (linear_qkv; T5's cross-attention linear_kv), but each block's reads the
             # encoder's output with a collective of its own (megatron/core/transformer/attention.py,
