@@ -231,6 +231,7 @@ def test_the_vision_blocks_split_as_megatron_splits_them(tmp_path: Path) -> None
     [
         ("qwen2-vl-7b-instruct", {"pixel_values": (1, 2, 3, 448, 448)}, "video input is not modelled"),
         ("llava-1.5-7b-hf", {"pixel_values": (1, 3, 448, 448)}, "reads 336x336 images"),
+        (NEXT, {"pixel_values": (1, 5, 3, 336, 336)}, "give LLaVA-NeXT's images as NxCxHxW"),
         ("qwen2-vl-7b-instruct", {"pixel_values": (1, 3, 440, 448)}, "multiple of 28 pixels"),
         ("llava-1.5-7b-hf", {"input_ids": (1, 512)}, "cannot hold the 576 image tokens"),
         (
@@ -439,6 +440,7 @@ def test_gemma3_s_forward_flops_are_2n_per_token_of_each_part_plus_its_attention
         ({"mm_tokens_per_image": 250}, "mm_tokens_per_image 250 is not a square"),
         ({"mm_tokens_per_image": 225}, "mm_tokens_per_image 225 is not a square"),
         ({"text_config": {"model_type": "llama"}}, "model_type 'llama' is not modelled (gemma3_text)"),
+        ({"text_config": None}, "without a text_config"),
     ],
 )
 def test_a_gemma3_configuration_not_modelled_is_refused_in_one_line(

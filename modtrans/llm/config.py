@@ -635,6 +635,8 @@ def _vision_language(config: Mapping[str, Any], family: str, dtype: str) -> Arch
     family it names (Qwen2-VL's: Qwen2's attention with q/k/v bias); its modules sit under
     model.language_model, as transformers 5 names them."""
     text = config.get("text_config")
+    if text is None and family == "gemma3":
+        raise ConfigError("model_type gemma3 without a text_config: its language model is not given")
     if text is None and family not in LLAVAS:
         text = {k: v for k, v in config.items() if k not in ("vision_config", "model_type", "architectures")}
     if text is not None and not isinstance(text, Mapping):

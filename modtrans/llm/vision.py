@@ -143,6 +143,11 @@ def inputs(v: Vision, pixel_values: Sequence[Dim] | None, batch: int, sequence: 
     (its image_sizes: any, the processor resizes it into tiles)."""
     side = ANYRES_SIZE if v.grid else v.image or QWEN_SIZE
     shape = tuple(pixel_values) if pixel_values is not None else (batch, v.channels, side, side)
+    if len(shape) == 5 and v.grid:  # LlavaNextProcessor's (images, tiles, C, 336, 336)
+        return (
+            "pixel_values of 5 dimensions: give LLaVA-NeXT's images as NxCxHxW, their own sizes "
+            "(the tiles follow from them)"
+        )
     if len(shape) == 5:
         return "pixel_values of 5 dimensions is a video: video input is not modelled (images only)"
     sizes = [d for d in shape if isinstance(d, int) and d > 0]
