@@ -345,3 +345,18 @@ def test_bert_has_the_heads_of_its_class(
     assert ir.totals.params == params
     assert 334_092_288 + 1_049_600 == 335_141_888
     assert 334_092_288 + 1_082_170 == 335_174_458
+
+
+def test_a_gemma_3_text_configuration_without_model_type_is_the_text_model(tmp_path: Path) -> None:
+    """Gemma3ForCausalLM is built from a Gemma3TextConfig (transformers' gemma3 modeling file):
+    without model_type it is gemma3_text, not the vision-language gemma3 its prefix also names."""
+    config = json.loads(
+        (Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "gemma-3-1b-pt.json").read_text()
+    )
+    del config["model_type"]
+    config["architectures"] = ["Gemma3ForCausalLM"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
+    assert ir is not None, [d.message for d in found]
+    assert ir.provenance.graph == "gemma3_text"

@@ -242,11 +242,18 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
     return arch
 
 
+CLASS_FAMILIES = {"Gemma3ForCausalLM": "gemma3_text"}
+"""Classes whose name's prefix is another family's (transformers builds Gemma3ForCausalLM from a
+Gemma3TextConfig, the text model alone; Gemma3ForConditionalGeneration is gemma3, with its tower)."""
+
+
 def _family_of(architectures: object) -> str:
     """An older configuration without model_type (GPT-2 XL's): the family its architectures'
     class name starts with (GPT2LMHeadModel: gpt2, Qwen2MoeForCausalLM: qwen2_moe), the longest."""
     names = architectures if isinstance(architectures, list) else []
     for name in (n for n in names if isinstance(n, str)):
+        if name in CLASS_FAMILIES:
+            return CLASS_FAMILIES[name]
         plain = name.lower().replace("_", "")  # Qwen2_5_VLForConditionalGeneration: qwen2_5_vl
         found = [f for f in FAMILIES if plain.startswith(f.replace("_", ""))]
         if found:
