@@ -277,15 +277,7 @@ def test_context_parallelism_with_a_vision_tower_is_refused_in_one_line(tmp_path
 def test_a_llava_configuration_not_modelled_is_refused_in_one_line(
     change: dict[str, object], said: str, tmp_path: Path
 ) -> None:
-    config = json.loads((CONFIGS / "llava-1.5-7b-hf.json").read_text())
-    for key, value in change.items():
-        config[key] = {**config[key], **value} if isinstance(value, dict) else value
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    ir, found = pipeline.extract_checked(path)
-    assert ir is None
-    assert [d.code for d in found] == ["M801"]
-    assert said in found[0].message
+    _refused("llava-1.5-7b-hf", change, said, tmp_path)
 
 
 def test_the_language_model_keeps_its_own_heads_and_widths_for_the_memory_estimate() -> None:
@@ -380,16 +372,7 @@ def test_llava_next_s_forward_flops_are_2n_per_token_of_each_part_plus_its_atten
 def test_a_llava_next_configuration_not_modelled_is_refused_in_one_line(
     change: dict[str, object], said: str, tmp_path: Path
 ) -> None:
-    config = json.loads((CONFIGS / f"{NEXT}.json").read_text())
-    for key, value in change.items():
-        config[key] = {**config[key], **value} if isinstance(value, dict) else value
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    ir, found = pipeline.extract_checked(path)
-    assert ir is None
-    assert [d.code for d in found] == ["M801"]
-    assert said in found[0].message
-    assert "\n" not in found[0].message
+    _refused(NEXT, change, said, tmp_path)
 
 
 def test_llava_next_s_sequence_must_hold_its_image_tokens() -> None:
@@ -446,16 +429,7 @@ def test_gemma3_s_forward_flops_are_2n_per_token_of_each_part_plus_its_attention
 def test_a_gemma3_configuration_not_modelled_is_refused_in_one_line(
     change: dict[str, object], said: str, tmp_path: Path
 ) -> None:
-    config = json.loads((CONFIGS / f"{GEMMA}.json").read_text())
-    for key, value in change.items():
-        config[key] = {**config[key], **value} if isinstance(value, dict) else value
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    ir, found = pipeline.extract_checked(path)
-    assert ir is None
-    assert [d.code for d in found] == ["M801"]
-    assert said in found[0].message
-    assert "\n" not in found[0].message
+    _refused(GEMMA, change, said, tmp_path)
 
 
 def test_a_gemma3_image_of_another_size_is_refused_in_one_line() -> None:
@@ -485,3 +459,18 @@ def test_gemma3_s_one_matrix_projector_gathers_its_output_over_the_tensor_ranks(
     assert row[3:5] == ["ALLGATHER", str(256 * 2560 * 2)]
     assert row[6:8] == ["ALLREDUCE", str(256 * 1152 * 2)]
     assert rows["model.multi_modal_projector.mm_soft_emb_norm"][3] == "NONE"
+
+
+def _refused(name: str, change: dict[str, object], said: str, tmp_path: Path) -> None:
+    """The fixture `name` with `change` merged in (a dict into the key's dict): one M801 line
+    saying `said`."""
+    config = json.loads((CONFIGS / f"{name}.json").read_text())
+    for key, value in change.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) else value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert said in found[0].message
+    assert "\n" not in found[0].message
