@@ -14,7 +14,7 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         send the gradient back
     after the last step: every unit's tail collectives, each waiting for its last weight gradient,
         then its swaps with other stages (tied weights; DualPipe's mirrored copies)
-    an overlapped pair (DualPipe's F&B: schedule.overlapped): the forward's and the backward's
+    an overlapped pair (DualPipe's F&B: schedule.paired): the forward's and the backward's
         operations, each chain waiting only for its own, interleaved compute by compute
 Collectives at one place run one after the other; the next compute waits for the last. A
 collective reads and writes its whole buffer, but an all-gather reads one rank's part and a
@@ -53,8 +53,7 @@ from modtrans.strategy.schedule import (
     BWD,
     FWD,
     WGRAD,
-    order,
-    overlapped,
+    paired,
     stage_of,
     virtual_stage,
     virtual_stages,
@@ -271,8 +270,7 @@ class StageProgram:
     def build(self) -> tuple[Op, ...]:
         pipe, p = self.pipeline, self.pipeline.stages
         last_wg: dict[int, tuple[Costed, int]] = {}
-        steps = order(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual)
-        pairs = overlapped(pipe.schedule, self.stage, p, pipe.micro_batches)
+        steps, pairs = paired(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual)
         for i, step in enumerate(steps):
             if i - 1 in pairs:
                 continue

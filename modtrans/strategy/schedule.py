@@ -89,6 +89,21 @@ def holders(schedule: Schedule, virtual: int, stages: int) -> tuple[int, ...]:
 
 
 def order(schedule: Schedule, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> list[Step]:
+    return paired(schedule, stage, stages, micro_batches, chunks)[0]
+
+
+def paired(
+    schedule: Schedule, stage: int, stages: int, micro_batches: int, chunks: int = 1
+) -> tuple[list[Step], frozenset[int]]:
+    """order()'s steps and the indices i whose forward runs overlapped with backward i + 1:
+    DualPipe's and DualPipeV's F&B pairs, one micro-batch's communication hidden behind the
+    other's compute (DeepSeek-V3 report, section 3.2.1 and figure 4); none in other schedules."""
+    if schedule in (Schedule.DUALPIPE, Schedule.DUALPIPE_V):
+        return _replay(schedule, stage, stages, micro_batches)
+    return _unpaired(schedule, stage, stages, micro_batches, chunks), frozenset()
+
+
+def _unpaired(schedule: Schedule, stage: int, stages: int, micro_batches: int, chunks: int) -> list[Step]:
     if schedule is Schedule.GPIPE:
         return [(FWD, m, 0) for m in range(micro_batches)] + [(BWD, m, 0) for m in range(micro_batches)]
     if schedule is Schedule.ONE_F_ONE_B:
@@ -104,8 +119,6 @@ def order(schedule: Schedule, stage: int, stages: int, micro_batches: int, chunk
         return steps
     if schedule is Schedule.ZB_H1:
         return _zb_h1(stage, stages, micro_batches)
-    if schedule in (Schedule.DUALPIPE, Schedule.DUALPIPE_V):
-        return _replay(schedule, stage, stages, micro_batches)[0]
     return _interleaved(stage, stages, micro_batches, chunks)
 
 
@@ -154,15 +167,6 @@ def _dualpipe_calls(ranks: int, rank: int, micro_batches: int) -> list[tuple[str
     calls += [("W", 0, False), ("B", 0, True)] * (ranks - rank - 1)  # step 7: nWB0
     calls += [("W", 0, False)] * (rank + 1)  # step 8: nW
     return calls
-
-
-def overlapped(schedule: Schedule, stage: int, stages: int, micro_batches: int) -> frozenset[int]:
-    """The steps i of order() whose forward runs overlapped with backward i + 1: DualPipe's and
-    DualPipeV's F&B pairs, one micro-batch's communication hidden behind the other's compute
-    (DeepSeek-V3 report, section 3.2.1 and figure 4)."""
-    if schedule not in (Schedule.DUALPIPE, Schedule.DUALPIPE_V):
-        return frozenset()
-    return _replay(schedule, stage, stages, micro_batches)[1]
 
 
 def _replay(
