@@ -69,6 +69,7 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
     kept: list[Unit] = []
     last_expert: dict[int | None, Unit] = {}
     routers: dict[int | None, Unit] = {}
+    shares: dict[int | None, Fraction] = {}  # per block, the routed tokens kept (_capacity)
     for u in units:
         moe = u.x.owner.moe
         if moe is None:
@@ -84,6 +85,7 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
         if moe.expert is None:
             u.scale = Fraction(1, tp)  # the router sees this rank's sequence shard
             routers[u.block] = u
+            shares[u.block] = _capacity(u, layout, tp if sp else 1)
             kept.append(u)
             continue
         if not moe.grouped and moe.expert >= moe.experts // ep:
@@ -99,15 +101,11 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
             u.scale, u.grads_over = Fraction(gather), EXPERT_DATA
         else:  # whole experts on each tensor rank, each on its own tokens
             u.scale, u.grads_over = Fraction(gather, tp), EXPERT_DATA if tp == 1 else TENSOR_EXPERT_DATA
+        u.scale *= shares.get(u.block, Fraction(1))  # a router precedes its experts (IR order)
         last_expert[u.block] = u
         kept.append(u)
     for block, router in routers.items():
-        kept_share = _capacity(router, layout, tp if sp else 1)
-        expert = last_expert.get(block)
-        for u in kept:
-            if u.block == block and u.x.owner.moe is not None and u.x.owner.moe.expert is not None:
-                u.scale *= kept_share
-        _dispatch(router, expert, ep, etp, tp if sp else 1, kept_share)
+        _dispatch(router, last_expert.get(block), ep, etp, tp if sp else 1, shares[block])
     if layout.capacity_factor is not None and not routers:
         raise LayoutError("--moe-expert-capacity-factor: the model has no mixture of experts to route")
     return kept
