@@ -250,15 +250,12 @@ def _mirrored(units: Sequence[Unit], runs: list[Costed], layout: Layout) -> list
     if layout.schedule is not Schedule.DUALPIPE:
         return runs
     base = 2 * (layout.ga * layout.chunks + 1) + 2 * len(units)  # after the tied weights' tags
-    return [
-        dataclasses.replace(
-            run,
-            exchanges=(*run.exchanges, Exchange(None, units[run.index].grad_bytes(), base + 2 * run.index)),
-        )
-        if units[run.index].grad_bytes()
-        else run
-        for run in runs
-    ]
+    out = []
+    for run in runs:
+        size = units[run.index].grad_bytes()
+        swap = (Exchange(None, size, base + 2 * run.index),) if size else ()
+        out.append(dataclasses.replace(run, exchanges=(*run.exchanges, *swap)))
+    return out
 
 
 def _skips(units: Sequence[Unit], chunks: Sequence[Sequence[int]], ways: int, ir: ModelIR) -> list[int]:
