@@ -264,24 +264,9 @@ def _tuple(values: Sequence[int] | None) -> tuple[int, ...] | None:
 def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
     """The LLM layout the options describe (None when none of them is given)."""
     r = request
-    given = (
-        r.tp,
-        r.pp,
-        r.dp,
-        r.ep,
-        r.etp,
-        r.cp,
-        r.zero,
-        r.micro_batch,
-        r.global_batch,
-        r.schedule,
-        r.vpp,
-        r.recompute,
-        r.make_vocab_size_divisible_by,
-        r.moe_expert_capacity_factor,
-    )
+    given = (*_LAYOUT_FIELDS, "recompute", "make_vocab_size_divisible_by", "moe_expert_capacity_factor")
     flags = r.sp or r.overlap_grad_reduce or r.moe_pad_expert_input_to_capacity
-    if not flags and r.stages is None and all(v is None for v in given):
+    if not flags and r.stages is None and all(getattr(r, f) is None for f in given):
         return None
     if r.parallel is not None and not policy.is_transformer:
         raise UsageError(f"--tp/--pp/--dp/--ep/... lay out a transformer; --parallel {policy} is not one")
@@ -386,7 +371,7 @@ def _like(
     return request, policy, dialect, params, compute
 
 
-_LAYOUT_FIELDS = (
+_LAYOUT_FIELDS = (  # what --like takes from a reference when none of them is given
     "tp",
     "pp",
     "dp",
