@@ -179,18 +179,21 @@ class Vision:
     out: int = 0  # the language model's hidden size: the projector's or merger's output
 
 
-def _get(config: Mapping[str, Any], *keys: str, default: Any = ..., many: bool = False) -> Any:
-    """The first of `keys` the configuration sets: a non-negative integer (`many`: a list of them);
-    `default` when none is set, a ConfigError naming the first key otherwise."""
+def _get(
+    config: Mapping[str, Any], *keys: str, default: Any = ..., many: bool = False, least: int = 0
+) -> Any:
+    """The first of `keys` the configuration sets: an integer of at least `least` (0 or 1; `many`:
+    a list of them); `default` when none is set, a ConfigError naming the first key otherwise."""
     for key in keys:
         value = config.get(key)
         if value is None:
             continue
         items = value if isinstance(value, list) and many else [value]
         if (many and not isinstance(value, list)) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in items
+            isinstance(v, int) and not isinstance(v, bool) and v >= least for v in items
         ):
-            kind = "a list of non-negative integers" if many else "a non-negative integer"
+            sign = "positive" if least else "non-negative"
+            kind = f"a list of {sign} integers" if many else f"a {sign} integer"
             raise ConfigError(f"`{key}` must be {kind}, not {value!r:.40}")
         return value
     if default is ...:
@@ -827,12 +830,7 @@ def _qwen_vision(
 def _size(config: Mapping[str, Any], key: str, default: int) -> int:
     """A vision tower's size: a positive integer (an image side, a patch, a width; `default`: the
     configuration class's), a ConfigError naming the key otherwise."""
-    value = config.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"`{key}` must be a positive integer, not {value!r:.40}")
-    return value
+    return int(_get(config, key, default=default, least=1))
 
 
 def _tower(
