@@ -27,6 +27,7 @@ def extract(
     *,
     batch: int | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    input_values: Mapping[str, float] | None = None,
     display_name: str | None = None,
     file_hash: bool = True,
     digest: Digest | None = None,
@@ -34,10 +35,11 @@ def extract(
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the ONNX model at `path`, or None when the model cannot be read (see diagnostics).
     The provenance identifies the file by its SHA-256, or above 64 MiB by a sampled digest unless
-    `full_hash` (modtrans/digest.py); `digest`: one already running."""
+    `full_hash` (modtrans/digest.py); `digest`: one already running. `input_values`: scalar
+    inputs taken as constants (load.apply_values), so that an If on their value folds."""
     if digest is None and file_hash:
         digest = Digest(path, full=full_hash)
-    ir, found = _extract_file(path, batch, input_shapes, display_name, digest)
+    ir, found = _extract_file(path, batch, input_shapes, input_values or {}, display_name, digest)
     if display_name is None:
         return ir, found
     # A built-in or fetched model is named by its name, never by the packaged file's path.
@@ -49,6 +51,7 @@ def _extract_file(
     path: Path,
     batch: int | None,
     input_shapes: Mapping[str, tuple[int, ...]] | None,
+    input_values: Mapping[str, float],
     display_name: str | None,
     digest: Digest | None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
@@ -57,7 +60,7 @@ def _extract_file(
     if loaded is None or has_errors(found):
         return None, found
     try:
-        return _extract(loaded, found, path, batch, input_shapes or {}, display_name)
+        return _extract(loaded, found, path, batch, input_shapes or {}, input_values, display_name)
     except Exception as error:  # a corrupt file whose fields are not what the ONNX spec says
         detail = " ".join(str(error).split())[:200]
         message = f"not a well-formed ONNX model: {type(error).__name__}: {detail}"
@@ -93,10 +96,12 @@ def _extract(
     path: Path,
     batch: int | None,
     input_shapes: Mapping[str, tuple[int, ...]],
+    input_values: Mapping[str, float],
     display_name: str | None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     where = str(path)
     found = found + load.apply_inputs(loaded, batch, input_shapes, where)
+    found += load.apply_values(loaded, input_values, where)
     if has_errors(found):
         return None, found
     found += load.check_structure(loaded.model, where)

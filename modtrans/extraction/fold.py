@@ -198,6 +198,8 @@ def _take_branches(model: onnx.ModelProto) -> onnx.ModelProto | None:
 
 
 def _inline(graph: onnx.GraphProto, picks: dict[int, onnx.GraphProto]) -> None:
+    """`graph` with each picked If replaced by its branch; its shapes inferred again (_reshape)."""
+    taken = {o for index in picks for o in graph.node[index].output if o}
     nodes: list[onnx.NodeProto] = []
     for index, node in enumerate(graph.node):
         body = picks.get(index)
@@ -212,6 +214,7 @@ def _inline(graph: onnx.GraphProto, picks: dict[int, onnx.GraphProto]) -> None:
             )
     del graph.node[:]
     graph.node.extend(nodes)
+    _reshape(graph, taken)
 
 
 def _shape_ifs(model: onnx.ModelProto) -> onnx.ModelProto | None:
@@ -394,10 +397,23 @@ def _with_constants(
         )
     del graph.node[:]
     graph.node.extend([*constants, *kept])
+    _reshape(graph, replaced)
+
+
+def _reshape(graph: onnx.GraphProto, replaced: set[str]) -> None:
+    """Leave `graph`'s shapes to be inferred again from scratch, now that the values in
+    `replaced` are made otherwise (a shape onnx's data propagation got wrong is not kept), except
+    the outputs of the Ifs that stay, which _shape_ifs may have shaped: known no other way. The
+    shape _shape_ifs gave an If that is now taken goes too (it was the larger branch's, and the
+    branch taken may be the other), and so does every shape inferred from it; a branch's output
+    that was such an If's forgets its shape (the enclosing graph's inference gives it again)."""
     branched = {o for n in graph.node if n.op_type == "If" for o in n.output}
     chosen = [i for i in graph.value_info if i.name in branched and _fixed(i)]
     del graph.value_info[:]
     graph.value_info.extend(chosen)
+    for output in graph.output:
+        if output.name in replaced and output.type.HasField("tensor_type"):
+            output.type.tensor_type.ClearField("shape")
 
 
 def _cached(cache: dict[str, np.ndarray], name: str, node: onnx.NodeProto) -> np.ndarray:

@@ -135,6 +135,30 @@ class _Scope:
             found.extend(inner)
         return tuple({s.name: s for s in found}.values())  # a weight sliced four ways is one leaf
 
+    def inputs_read(self, name: str) -> list[str]:
+        """The model inputs whose values `name` is computed from (what decides an If's
+        condition: X513 names them, for --input-value)."""
+        found: dict[str, None] = {}
+        seen: set[str] = set()
+        pending = [name]
+        while pending:
+            current = pending.pop()
+            if not current or current in seen:
+                continue
+            seen.add(current)
+            scope: _Scope | None = self
+            while scope is not None and current not in scope.producers and current not in scope.types:
+                scope = scope.parent
+            if scope is None:
+                continue
+            node = scope.producers.get(current)
+            if node is not None:
+                if node.op_type not in ("Shape", "Size"):  # a shape is no input's value
+                    pending.extend(node.input)
+            elif scope.parent is None and current not in scope.initializers:
+                found[current] = None  # a graph input of the top graph
+        return list(found)
+
     def is_param(self, name: str, single: bool = False) -> bool:
         found = self.leaves(name)
         return found is not None and any(_is_param(s, single) for s in found)
@@ -226,12 +250,19 @@ class Walker:
             node_name = prefix + (node.name or f"{node.op_type}_{index}")
             if node.op_type in _CONTROL:
                 if node.op_type == "If":
+                    read = scope.inputs_read(node.input[0])
                     self.diagnostics.append(
                         diagnostic(
                             "X513",
-                            f"If {node_name!r}: its condition {node.input[0]!r} depends on input values, "
-                            "so both branches are costed",
+                            f"If {node_name!r}: its condition {node.input[0]!r} depends on input values"
+                            + (f" ({', '.join(read)})" if read else "")
+                            + ", so both branches are costed",
                             path=self.path,
+                            hint="extract(..., input_values={"
+                            + ", ".join(f"{n!r}: V" for n in read)
+                            + "}) takes one branch (modtrans.extraction)"
+                            if read
+                            else None,
                         )
                     )
                 scope.dynamic.update(node.output)

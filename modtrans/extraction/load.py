@@ -1,7 +1,8 @@
 """Extraction, step 0b: an ONNX file -> a weight-free ModelProto with inferred shapes.
 
 Reads the file through wire.strip_file (weight bytes are never copied), parses the remaining
-kilobytes with onnx, applies `--batch` / `--input-shape` to the graph inputs, runs onnx's checker on
+kilobytes with onnx, applies `--batch` / `--input-shape` to the graph inputs (and
+input values, which make scalar inputs constants), runs onnx's checker on
 the structure and its shape inference (data propagation on, so Reshape targets computed from Shape
 nodes resolve). External data is never opened; its locations are only checked for escaping the
 model's folder.
@@ -17,8 +18,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
+from onnx import numpy_helper
 
 from modtrans import dtypes, limits
 from modtrans.diagnostics import Diagnostic, Severity, diagnostic
@@ -191,6 +194,46 @@ def apply_inputs(
             d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
             for d in info.type.tensor_type.shape.dim
         )
+    return found
+
+
+def apply_values(loaded: Loaded, values: Mapping[str, float], path: str) -> list[Diagnostic]:
+    """Make each input in `values` a constant of that value: an If whose
+    condition reads it (Silero VAD's `sr == 16000`) then folds to the branch that value takes,
+    where otherwise both are costed (X513). Scalar inputs only (one element): a value is what a
+    user knows of a sample rate or a flag, not of a tensor."""
+    inputs = {i.name: i for i in graph_inputs(loaded.model)}
+    found: list[Diagnostic] = []
+    for name, value in values.items():
+        info = inputs.get(name)
+        if info is None or not info.type.HasField("tensor_type"):
+            names = ", ".join(inputs) or "(none)"
+            found.append(
+                diagnostic(
+                    "X501", f"input value {name!r} names no input; the graph's inputs are {names}", path=path
+                )
+            )
+            continue
+        tensor = info.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim]
+        if any(d.HasField("dim_value") and d.dim_value != 1 for d in tensor.shape.dim):
+            shape = "x".join(str(d.dim_value or d.dim_param or "?") for d in tensor.shape.dim)
+            found.append(
+                diagnostic("X501", f"input value {name}: the input is {shape}, not one value", path=path)
+            )
+            continue
+        element = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        if element.kind in "iub" and value != int(value):
+            found.append(
+                diagnostic("X501", f"input value {name}={value:g}: the input holds integers", path=path)
+            )
+            continue
+        constant = numpy_helper.from_array(np.full(dims, value, dtype=element), name)
+        kept = [i for i in loaded.model.graph.input if i.name != name]
+        del loaded.model.graph.input[:]
+        loaded.model.graph.input.extend(kept)
+        loaded.model.graph.initializer.append(constant)
+        loaded.input_shapes[name] = tuple(dims)
     return found
 
 
