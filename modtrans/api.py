@@ -158,7 +158,8 @@ def translate(
     params: "trainable" (default) or "weights"; compute: "gpu" (default: kernels as measured), "roofline",
         "astra-sim-reference", "scalesim-v3" or "scalesim", with device, array (rows, cols),
         dataflow ("ws", "is", "os"), bytes_per_cycle, time_unit ("ns", "us", "cycles"), clock_ghz.
-    like: a reference workload whose keyword, dialect, params and compute fill those not given.
+    like: a reference workload whose layout (each field: tp, pp, dp, ...), keyword, dialect,
+        params and compute fill those not given.
     strict: warnings fail too.
 
     Raises UsageError (a ValueError) for options the rules refuse, ValueError for a string not

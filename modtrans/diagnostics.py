@@ -936,9 +936,10 @@ _code(
     W,
     "sequence longer than the model's context",
     """
-The sequence length (`--input-shape input_ids=BxS`, by default 2,048) is longer than the longest the
-configuration says the model was made for (`max_position_embeddings`; GPT-2's `n_positions`). The
-workload is still written, with the costs of that length, but no training run of this model uses
+The sequence length given (`--seq-len S` or `--input-shape input_ids=BxS`; by default 2,048, or the
+context where that is shorter, which never warns) is longer than the longest the configuration
+says the model was made for (`max_position_embeddings`; GPT-2's `n_positions`). The workload is
+still written, with the costs of that length, but no training run of this model uses
 it: its rotary positions were never trained that far, and a model with learned positions (GPT-2,
 BERT) has no embedding for them.
   bad:  --input-shape input_ids=1x32768 for a context of 2,048

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from modtrans import cost
 from modtrans.diagnostics import Diagnostic, diagnostic
@@ -264,9 +264,7 @@ def _tuple(values: Sequence[int] | None) -> tuple[int, ...] | None:
 def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
     """The LLM layout the options describe (None when none of them is given)."""
     r = request
-    given = (*_LAYOUT_FIELDS, "recompute", "make_vocab_size_divisible_by", "moe_expert_capacity_factor")
-    flags = r.sp or r.overlap_grad_reduce or r.moe_pad_expert_input_to_capacity
-    if not flags and r.stages is None and all(getattr(r, f) is None for f in given):
+    if not _lays_out(r):
         return None
     if r.parallel is not None and not policy.is_transformer:
         raise UsageError(f"--tp/--pp/--dp/--ep/... lay out a transformer; --parallel {policy} is not one")
@@ -301,6 +299,13 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         return layout.check()
     except LayoutError as error:
         raise UsageError(str(error)) from None
+
+
+def _lays_out(r: Request) -> bool:
+    """Whether any option of the LLM layout is given."""
+    given = (*_LAYOUT_FIELDS, "recompute", "make_vocab_size_divisible_by", "moe_expert_capacity_factor")
+    flags = r.sp or r.overlap_grad_reduce or r.moe_pad_expert_input_to_capacity
+    return flags or r.stages is not None or any(getattr(r, f) is not None for f in given)
 
 
 def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]:
@@ -359,7 +364,7 @@ def _like(
     if workload is None:
         raise UsageError(f"--like {reference}: not a workload file ({loaded.result.diagnostics[0].message})")
     request, taken = _layout_like(request, workload)
-    if not taken and request.parallel is None and workload.header.policy in SUPPORTED:
+    if not _lays_out(request) and request.parallel is None and workload.header.policy in SUPPORTED:
         policy = workload.header.policy
         taken.append(f"--parallel {policy.value}")
     if request.dialect is None and workload.dialect is not None:
@@ -371,7 +376,7 @@ def _like(
     return request, policy, dialect, params, compute
 
 
-_LAYOUT_FIELDS = (  # what --like takes from a reference when none of them is given
+_LAYOUT_FIELDS = (  # the layout's counts and sizes: --like takes each one not given from a reference
     "tp",
     "pp",
     "dp",
@@ -387,50 +392,55 @@ _LAYOUT_FIELDS = (  # what --like takes from a reference when none of them is gi
 
 
 def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[str]]:
-    """A transformer reference's layout, for a request that gives none: its
-    model_parallel_NPU_group is --tp (the HYBRID_TRANSFORMER keyword is the layout --tp G), and
-    SimAI's keys pp, ep and all_gpus --pp, --ep and the data-parallel ranks, ga the micro-batches
-    (--global-batch M x D x ga); a line with a forward ALLGATHER and an input-gradient
-    REDUCESCATTER (a column-parallel layer under sequence parallelism, as AICB writes it) says
-    --sp; a weight-gradient REDUCESCATTER the distributed optimizer, --zero 1; data-parallel
-    lines under a header without all_gpus (AICB's older files), --dp 2, SimAI's sizes being the
-    same for any D. Before issue 24 `--like` took only
-    the keyword, and an AICB file at TP 8 was compared with a DATA translation."""
+    """A transformer reference's layout, field by field for those the request does not give
+    (what is given wins, whatever else is given): its model_parallel_NPU_group is --tp (the
+    HYBRID_TRANSFORMER keyword is the layout --tp G), and SimAI's keys pp, ep and all_gpus --pp,
+    --ep and the data-parallel ranks, ga the micro-batches (--global-batch M x D x ga); a line
+    with a forward ALLGATHER and an input-gradient REDUCESCATTER (a column-parallel layer under
+    sequence parallelism, as AICB writes it) says --sp; a weight-gradient REDUCESCATTER the
+    distributed optimizer, --zero 1; data-parallel lines under a header without all_gpus (AICB's
+    older files), --dp 2, SimAI's sizes being the same for any D. A keyword or group given
+    (--parallel, --model-parallel-group, --packages) chooses the keyword instead: nothing is taken."""
     header = reference.header
-    given = any(getattr(request, f) is not None for f in _LAYOUT_FIELDS) or request.sp
     group = header.model_parallel_group
-    if given or request.parallel is not None or not header.policy.is_transformer or not group or group < 1:
+    keyword = request.parallel is not None or request.model_parallel_group is not None
+    if keyword or request.packages is not None or not header.policy.is_transformer or not group or group < 1:
         return request, []  # a group of 0 or less says nothing (validate reports it)
-    tp, pp, ep = group, max(header.pp or 1, 1), max(header.ep or 1, 1)
-    taken = {"tp": tp}
+    pp = max(header.pp or 1, 1)
+    found: dict[str, int] = {"tp": group}
     if pp > 1:
-        taken["pp"] = pp
-    if ep > 1:
-        taken["ep"] = ep
-    if header.all_gpus and header.all_gpus % (tp * pp) == 0:
-        taken["dp"] = header.all_gpus // (tp * pp)
+        found["pp"] = pp
+    if header.ep and header.ep > 1:
+        found["ep"] = header.ep
+    if header.all_gpus and header.all_gpus % (group * pp) == 0:
+        found["dp"] = header.all_gpus // (group * pp)
     data = [
         layer.weight_grad.comm_type for layer in reference.layers if layer.weight_grad.comm_type.moves_data
     ]
     if CommType.REDUCESCATTER in data:  # the distributed optimizer (AICB's grad_norm / grad_param_comm)
-        taken["zero"] = 1
-    assumed = "dp" not in taken and bool(data)
+        found["zero"] = 1
+    assumed = "dp" not in found and bool(data)
     if assumed:  # an old header: data-parallel lines but no all_gpus. SimAI's sizes do not depend on D
-        taken["dp"] = 2
-    if header.ga and header.ga > 1:
-        taken["global_batch"] = (request.micro_batch or 1) * taken.get("dp", 1) * header.ga
-    sp = tp > 1 and any(
-        layer.fwd.comm_type is CommType.ALLGATHER and layer.input_grad.comm_type is CommType.REDUCESCATTER
-        for layer in reference.layers
+        found["dp"] = 2
+    if request.npus is not None:
+        found.pop("dp", None)  # D follows from the NPUs given
+    taken: dict[str, Any] = {k: v for k, v in found.items() if getattr(request, k) is None}
+    if header.ga and header.ga > 1 and request.global_batch is None:
+        ranks = request.dp or taken.get("dp", 1)
+        taken["global_batch"] = (request.micro_batch or 1) * ranks * header.ga
+    tp = request.tp or group
+    sp = (
+        not request.sp
+        and tp > 1
+        and any(
+            layer.fwd.comm_type is CommType.ALLGATHER and layer.input_grad.comm_type is CommType.REDUCESCATTER
+            for layer in reference.layers
+        )
     )
     words = [f"--{k.replace('_', '-')} {v}" for k, v in taken.items()] + (["--sp"] if sp else [])
-    if assumed:
+    if assumed and "dp" in taken:
         words[list(taken).index("dp")] += " (its header gives no all_gpus)"
-    get = taken.get
-    like = dataclasses.replace(
-        request, sp=sp, tp=tp, pp=get("pp"), ep=get("ep"), dp=get("dp"), zero=get("zero", request.zero)
-    )
-    return dataclasses.replace(like, global_batch=get("global_batch")), words
+    return dataclasses.replace(request, sp=request.sp or sp, **taken), words
 
 
 def conventions_of(

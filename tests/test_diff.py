@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -592,6 +593,84 @@ def test_like_takes_an_aicb_files_layout(name: str, taken: str, run_cli: Run) ->
     assert result.exit_code == 1, result.output
     assert f"--like {AICB / name}: {taken} " in result.stderr
     assert "modtrans diff gpt3-13b" not in result.output  # no advice to run this very command
+
+
+SP_FILE = AICB / "G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt"
+
+
+def _header_keys(path: Path) -> dict[str, str]:
+    """A SimAI header's `key: value` pairs, from the file's first line."""
+    fields = path.read_text().splitlines()[0].split()
+    return {k.rstrip(":"): v for k, v in itertools.pairwise(fields) if k.endswith(":")}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [("--micro-batch", "1"), ("--zero", "1"), ("--global-batch", "2"), ("--recompute", "full"), ("--sp",)],
+)
+def test_like_fills_each_layout_field_not_given(given: tuple[str, ...], run_cli: Run) -> None:
+    """--like takes the reference's layout field by field: any other layout option given keeps
+    the reference's tensor-parallel group (AICB's GPT-13B SP file: model_parallel_NPU_group: 8),
+    where one option given used to switch to the keyword at T = 1 and compare 1 against 8."""
+    group = int(_header_keys(SP_FILE)["model_parallel_NPU_group"])
+    result = run_cli("diff", "gpt3-13b", SP_FILE, "--like", *given, "--format", "json")
+    assert result.exit_code == 1, result.output
+    header = {row["field"]: row for row in json.loads(result.stdout)["header"]}
+    assert "model_parallel_NPU_group" not in header, header  # the same group on both sides
+    assert f"--tp {group} " in result.stderr
+    assert "--parallel" not in result.stderr
+
+
+def test_like_leaves_what_is_given_and_takes_the_rest(run_cli: Run, tmp_path: Path) -> None:
+    """SimAI's GPT file at T 8, P 16, ga 16 on 1,024 NPUs: translate --like with --micro-batch 2
+    and --seq-len writes the reference's header (D = 1,024 / (8 x 16), global batch M x D x ga);
+    an explicit --tp 4 wins over the group and keeps the rest."""
+    reference = HISTORY / "1854d899" / "workload_analytical.txt"
+    theirs = _header_keys(reference)
+    out = tmp_path / "l8.txt"
+    common = ("llama-3-8b", "--like", reference, "--micro-batch", "2", "--seq-len", "256", "-o", out)
+    done = run_cli("translate", *common)
+    assert done.exit_code == 0, done.output
+    ours = _header_keys(out)
+    for key in ("model_parallel_NPU_group", "pp", "ga", "all_gpus"):
+        assert ours[key] == theirs[key], key
+    d = int(theirs["all_gpus"]) // (int(theirs["model_parallel_NPU_group"]) * int(theirs["pp"]))
+    assert f"--global-batch {2 * d * int(theirs['ga'])}" in done.stderr
+    done = run_cli("translate", *common, "--tp", "4")
+    assert done.exit_code == 0, done.output
+    ours = _header_keys(out)
+    assert (ours["model_parallel_NPU_group"], ours["pp"], ours["ga"]) == ("4", theirs["pp"], theirs["ga"])
+    assert "--tp" not in done.stderr.split(":", 1)[1].split("--pp")[0]  # not taken: given
+
+
+def _tensor_gathers(path: Path) -> int:
+    """AICB's tensor-group all-gathers, from the text: fields 3 and 6 (fwd, ig) of every line but
+    grad_norm's, whose forward all-gather is the optimizer's over the data ranks (aicb._WHY)."""
+    lines = [line.split() for line in path.read_text().splitlines()[2:]]
+    return sum(f[i] == "ALLGATHER" for f in lines if f[0] != "grad_norm" for i in (3, 6))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [(), ("--micro-batch", "1"), ("--tp", "1", "--dp", "16"), ("--tp", "2"), ("--tp", "4", "--zero", "0")],
+)
+@pytest.mark.parametrize("name", [SP_FILE.name, "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"])
+def test_reconciliation_counts_are_never_negative(name: str, options: tuple[str, ...], run_cli: Run) -> None:
+    """Named conventions explain only what a side sends: at T = 1 the first side has no
+    re-gathers for SP's column lines to name, and the difference stays unexplained on the side
+    that has more (the reference's tensor all-gathers, counted from its text), not as -80 here."""
+    reference = AICB / name
+    result = run_cli("diff", "gpt3-13b", reference, "--like", *options, "--format", "json")
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    for n in document["named_communication"]:
+        assert min(n["count"] - 1, n["bytes"]) >= 0, n
+    for t in document["unexplained_communication"]:
+        assert min(t["count_a"], t["count_b"], t["bytes_a"], t["bytes_b"]) >= 0, t
+    if options[:2] == ("--tp", "1") and name == SP_FILE.name:
+        left = {(t["comm"], t["group"]): t for t in document["unexplained_communication"]}
+        gathered = left[("ALLGATHER", "tensor")]
+        assert (gathered["count_a"], gathered["count_b"]) == (0, _tensor_gathers(reference))
 
 
 def test_diff_translates_a_model_with_the_layout_options(run_cli: Run, tmp_path: Path) -> None:

@@ -287,7 +287,7 @@ def test_a_configuration_without_model_type_is_known_by_its_architecture(
     family, the longest that names it (Qwen2Moe... is qwen2_moe, not qwen2)."""
     from modtrans.llm.config import _family_of
 
-    assert _family_of(architectures) == family
+    assert _family_of(architectures, {}) == family
 
 
 def test_a_configuration_without_model_type_or_known_architecture_is_one_line(tmp_path: Path) -> None:
@@ -360,3 +360,71 @@ def test_a_gemma_3_text_configuration_without_model_type_is_the_text_model(tmp_p
     ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
     assert ir is not None, [d.message for d in found]
     assert ir.provenance.graph == "gemma3_text"
+
+
+FIXTURE_CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+NO_MODEL_TYPE = FIXTURE_CONFIGS / "gpt2-xl-without-model-type.json"
+
+
+@pytest.mark.parametrize("command", ["translate", "inspect", "diff"])
+def test_a_configuration_naming_neither_model_type_nor_architectures_is_refused_in_one_line(
+    command: str, run_cli: Run
+) -> None:
+    """GPT-2 XL's published configuration without its model_type and architectures (the keys of
+    the Hub's first files) is recognised by its keys, not read as a workload document (S402
+    'format' is missing): one line that names model_type and the family GPT-2's keys suggest."""
+    args = (command, NO_MODEL_TYPE) + (("gpt2",) if command == "diff" else ())
+    result = run_cli(*args)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "M801" in line
+    assert '"model_type": "gpt2"' in line
+    assert "S402" not in result.output
+
+
+def test_the_same_configuration_with_its_model_type_is_gpt2_xl(tmp_path: Path) -> None:
+    """With the key put back the file is the published one: GPT-2 XL's 1,557,611,200 parameters
+    (transformers' GPT2LMHeadModel, the output layer tied to the embedding)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**json.loads(NO_MODEL_TYPE.read_text()), "model_type": "gpt2"}))
+    assert _ir(path).totals.params == 1_557_611_200
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in FIXTURE_CONFIGS.glob("*.json") if p.name != "EXPECTED.json"),
+    ids=lambda p: p.stem,
+)
+def test_every_published_configuration_is_recognised_as_one(path: Path) -> None:
+    from modtrans import llm
+
+    assert llm.is_config(path.read_bytes()[: 1 << 16])
+
+
+def test_a_workload_document_is_not_a_configuration(run_cli: Run, tmp_path: Path) -> None:
+    from modtrans import llm
+
+    out = tmp_path / "gpt2.json"
+    assert run_cli("translate", FIXTURE_CONFIGS / "gpt2.json", "--format", "json", "-o", out).exit_code == 0
+    assert not llm.is_config(out.read_bytes()[: 1 << 16])
+    assert not llm.is_config((FIXTURE_CONFIGS / "EXPECTED.json").read_bytes()[: 1 << 16])
+
+
+@pytest.mark.parametrize("name", ["gpt2.json", "gpt2-xl.json"])
+def test_the_default_sequence_is_the_models_context_when_shorter(name: str, run_cli: Run) -> None:
+    """GPT-2's published configurations give n_positions 1,024: with no option the sequence is
+    the context and nothing warns (it was 2,048 and M802 "2x the model's context"); a --seq-len
+    beyond it still warns."""
+    path = FIXTURE_CONFIGS / name
+    context = json.loads(path.read_text())["n_positions"]
+    ir, found = pipeline.extract_checked(path)
+    assert ir is not None
+    assert ir.provenance.input_shapes == {"input_ids": (1, context)}
+    assert "M802" not in [d.code for d in found]
+    assert "M802" not in run_cli("inspect", path).output
+    beyond = f"input_ids=1x{context + 1}"
+    assert "M802" in run_cli("inspect", path, "--input-shape", beyond).output
+    longer = run_cli("translate", path, "--dp", "2", "--seq-len", "2048")
+    assert longer.exit_code == 0, longer.output
+    assert "M802" in longer.stderr
+    assert "M802" not in run_cli("translate", path, "--dp", "2").stderr

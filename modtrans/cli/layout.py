@@ -99,8 +99,8 @@ SeqLenOpt = Annotated[
     typer.Option(
         "--seq-len",
         min=1,
-        help="Tokens per sequence S (input_ids=1xS; default 2048, Megatron's --seq-length; a "
-        "vision-language model's S counts its image tokens).",
+        help="Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; "
+        "Megatron's --seq-length; a vision-language model's S counts its image tokens).",
         rich_help_panel=LLM,
     ),
 ]

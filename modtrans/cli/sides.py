@@ -60,13 +60,14 @@ def sides(
 
     lines = LineCache()  # the two sides share the lines they have in common
     as_given = dataclasses.replace(request, like=None)
-    reference_side = pipeline.workload_or_model(reference, _options(as_given), cache=lines)
     follows = request.like is not None and pipeline.reads_as_workload(reference)
+    # prepared once: a workload read takes no options (the first side's are the reference's then)
+    options = _options(request if follows and reference != "-" else as_given)
+    reference_side = pipeline.workload_or_model(reference, options, cache=lines)
     if follows and reference == "-" and reference_side.workload is not None:
         # no file for request.prepare to read: the conventions of what was read (not its layout)
         params, compute, _ = conventions_of(reference_side.workload, request.params, request.compute)
-        follows, as_given = False, dataclasses.replace(as_given, params=params.value, compute=compute)
-    options = _options(request if follows else as_given)
+        options = _options(dataclasses.replace(as_given, params=params.value, compute=compute))
     gemms: Gemms | None = None  # the first side's, when a model
     if pipeline.reads_as_workload(first):
         first_side = pipeline.workload_or_model(first, options, cache=lines)

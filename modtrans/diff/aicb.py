@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from modtrans.diff.compare import Traffic
 from modtrans.workload.model import CommType, Layer, Workload
-from modtrans.workload.traffic import collective_key
+from modtrans.workload.traffic import collective_key, collectives
 
 _LINES = re.compile(
     r"^(embedding_layer|attention(_column|_row|_q_column|_kv_column|_o_row)?_layer|"
@@ -72,7 +72,31 @@ def named(first: Workload, reference: Workload) -> list[Named]:
     found += _merge(_ends(first))
     if sum(_sp_column(layer) for layer in reference.layers):
         found += _merge(_first_under_sp(first, reference))
-    return found + _model(first, reference)
+    return _held(found + _model(first, reference), first, reference)
+
+
+def _held(found: list[Named], first: Workload, reference: Workload) -> list[Named]:
+    """The conventions each side's own collectives hold, in order: one that names more than its
+    side has left of that type and group (a convention of a layout the side was not translated
+    with: SP's re-gathers at T = 1) explains nothing, and the difference stays in the residual,
+    counted on the side that has more. So no count the residual leaves is negative."""
+    left = {
+        side: {k: list(v) for k, v in collectives(w).items()}
+        for side, w in ((False, first), (True, reference))
+    }
+    held = []
+    for n in found:
+        have = left[n.reference].setdefault((n.comm, n.group), [0, 0])
+        if n.count > have[0] or n.bytes > have[1]:
+            continue
+        have[0] -= n.count
+        have[1] -= n.bytes
+        if n.regroup is not None:
+            moved = left[n.reference].setdefault((n.comm, n.regroup), [0, 0])
+            moved[0] += n.count
+            moved[1] += n.bytes
+        held.append(n)
+    return held
 
 
 def _ends(first: Workload) -> Iterator[Named]:

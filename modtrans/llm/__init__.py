@@ -8,11 +8,12 @@ vision.py  a vision-language model's Arch (LLaVA, LLaVA-NeXT, Gemma 3, Qwen2-VL,
     ir, found = extract(Path("config.json"), batch=1, input_shapes={"input_ids": (1, 4096)})
 
 The sequence length is `input_ids`' second dimension (`--input-shape input_ids=BxS`), by default
-SEQUENCE tokens; the batch (the micro-batch a rank computes at once) its first, or --batch. An
-encoder-decoder (T5) also reads `decoder_input_ids=BxT`, its decoder's tokens (by default T = S). A
-vision-language model also reads `--input-shape pixel_values=NxCxHxW` (N images for the B samples
-of input_ids, N / B each; by default one image per sample of its default size), and S counts the
-image placeholder tokens (vision.py).
+SEQUENCE tokens or the model's context where that is shorter (default_sequence); the batch (the
+micro-batch a rank computes at once) its first, or --batch. An encoder-decoder (T5) also reads
+`decoder_input_ids=BxT`, its decoder's tokens (by default T = S). A vision-language model also
+reads `--input-shape pixel_values=NxCxHxW` (N images for the B samples of input_ids, N / B each;
+by default one image per sample of its default size), and S counts the image placeholder tokens
+(vision.py).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from modtrans import limits
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.ir.document import Dim, ModelIR, Provenance
-from modtrans.llm.config import Arch, ConfigError, from_hf
+from modtrans.llm.config import LAYER_KEYS, Arch, ConfigError, by_keys, from_hf
 
 if TYPE_CHECKING:
     from modtrans.llm.vision import Images
@@ -39,9 +40,19 @@ SEQUENCE = 2048
 
 
 def is_config(head: bytes) -> bool:
-    """Whether a file that starts with `head` is a transformers configuration."""
+    """Whether a file that starts with `head` is a transformers configuration: a JSON object that
+    names its model_type or architectures, or whose keys are a configuration's (config.by_keys:
+    GPT-2 XL's first file names neither)."""
     text = head.lstrip()
-    return text.startswith(b"{") and (b'"model_type"' in head or b'"architectures"' in head)
+    if not text.startswith(b"{"):
+        return False
+    if b'"model_type"' in head or b'"architectures"' in head:
+        return True
+    try:
+        document = json.loads(head)
+    except (ValueError, RecursionError):  # cut at the head's end, or not JSON: its keys as bytes
+        return b'"vocab_size"' in head and any(f'"{key}"'.encode() in head for key in LAYER_KEYS)
+    return isinstance(document, dict) and by_keys(document)
 
 
 def extract(
@@ -131,7 +142,7 @@ def _inputs(
             "a vision-language model's)"
         )
         return f"--input-shape {unknown[0]}: the model's {said}"
-    tokens = _token_shapes(shapes, batch, arch.seq2seq is not None)
+    tokens = _token_shapes(shapes, batch, arch.seq2seq is not None, default_sequence(arch))
     if isinstance(tokens, str):
         return tokens
     (micro, sequence), (_, targets) = tokens
@@ -141,16 +152,23 @@ def _inputs(
     return images if isinstance(images, str) else (micro, sequence, targets, images)
 
 
+def default_sequence(arch: Arch) -> int:
+    """The sequence when none is given: SEQUENCE, or the model's context where that is shorter
+    (BERT's 512 positions, GPT-2's 1,024): a default the model cannot read would warn M802 with
+    no option given."""
+    return min(SEQUENCE, arch.context) if arch.context > 0 else SEQUENCE
+
+
 def _token_shapes(
-    shapes: Mapping[str, tuple[Dim, ...]], batch: int | None, seq2seq: bool
+    shapes: Mapping[str, tuple[Dim, ...]], batch: int | None, seq2seq: bool, sequence: int
 ) -> tuple[tuple[int, int], tuple[int, int]] | str:
-    """((batch, S) of input_ids, (batch, T) of decoder_input_ids), or a problem in one line. Only
-    an encoder-decoder has decoder_input_ids (T5's targets; Megatron-LM's --decoder-seq-length);
-    T is S unless given; both share the batch."""
+    """((batch, S) of input_ids, (batch, T) of decoder_input_ids), or a problem in one line; S is
+    `sequence` unless given. Only an encoder-decoder has decoder_input_ids (T5's targets;
+    Megatron-LM's --decoder-seq-length); T is S unless given; both share the batch."""
     names = ("input_ids", "decoder_input_ids") if seq2seq else ("input_ids",)
     found = []
     for name in names:
-        dims = shapes.get(name) or shapes.get("input_ids") or (batch or 1, SEQUENCE)
+        dims = shapes.get(name) or shapes.get("input_ids") or (batch or 1, sequence)
         if len(dims) != 2 or not all(isinstance(d, int) and d > 0 for d in dims):
             return f"--input-shape {name}=BATCHxSEQUENCE (two positive sizes)"
         found.append((int(dims[0]), int(dims[1])))

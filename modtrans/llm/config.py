@@ -217,7 +217,7 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         raise ConfigError("a configuration is a JSON object")
     family = config.get("model_type")
     if family is None:
-        family = _family_of(config.get("architectures"))
+        family = _family_of(config.get("architectures"), config)
     family = ALIASES.get(family, family) if isinstance(family, str) else family
     if family not in FAMILIES:
         known = ", ".join(FAMILIES)
@@ -250,9 +250,49 @@ CLASS_FAMILIES = {"Gemma3ForCausalLM": "gemma3_text"}
 Gemma3TextConfig, the text model alone; Gemma3ForConditionalGeneration is gemma3, with its tower)."""
 
 
-def _family_of(architectures: object) -> str:
+LAYER_KEYS = ("n_layer", "num_hidden_layers", "num_layers")
+"""How transformers' configuration classes name the layer count (GPT2Config, LlamaConfig, T5Config):
+with `vocab_size`, the keys that make a JSON object a configuration without model_type."""
+
+SIGNATURES = (
+    (
+        "gpt2",
+        ("n_embd", "n_head", "n_layer"),
+        "GPT-2's (GPT2Config; OpenAI GPT, CTRL and GPT-J name theirs so too)",
+    ),
+    (
+        "bert",
+        ("hidden_size", "num_attention_heads", "num_hidden_layers", "type_vocab_size"),
+        "BERT's (BertConfig; RoBERTa and ELECTRA name theirs so too)",
+    ),
+)
+"""The family a configuration's keys suggest, with the others that share them: suggested, never
+read, since the keys alone do not tell GPT-2 from GPT-J or BERT from RoBERTa."""
+
+
+def by_keys(config: Mapping[str, Any]) -> bool:
+    """Whether a JSON object's keys are a transformers configuration's (a vocabulary and a layer
+    count), whether or not it names its model_type (configurations older than that key lack it)."""
+    return "vocab_size" in config and any(key in config for key in LAYER_KEYS)
+
+
+def _suggested(config: Mapping[str, Any]) -> str:
+    """What to add to a configuration that names neither model_type nor architectures."""
+    for family, keys, whose in SIGNATURES:
+        if all(key in config for key in keys):
+            return f'its keys ({", ".join(keys)}) are {whose}: add "model_type": "{family}" if it is one'
+    return f'add its "model_type" (one of {", ".join(FAMILIES)})'
+
+
+def _family_of(architectures: object, config: Mapping[str, Any]) -> str:
     """An older configuration without model_type (GPT-2 XL's): the family its architectures'
-    class name starts with (GPT2LMHeadModel: gpt2, Qwen2MoeForCausalLM: qwen2_moe), the longest."""
+    class name starts with (GPT2LMHeadModel: gpt2, Qwen2MoeForCausalLM: qwen2_moe), the longest.
+    Without architectures either, refused in one line naming model_type and the family its keys
+    suggest (SIGNATURES)."""
+    if architectures is None:
+        raise ConfigError(
+            f"the configuration gives neither model_type nor architectures; {_suggested(config)}"
+        )
     names = architectures if isinstance(architectures, list) else []
     for name in (n for n in names if isinstance(n, str)):
         if name in CLASS_FAMILIES:
