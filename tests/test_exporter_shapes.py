@@ -222,6 +222,29 @@ def test_conv_transpose_after_computed_scales_wins_over_declared_dims(
     assert layer.outputs[0].shape == (2, 6, *spatial)
 
 
+def test_a_graph_output_declared_again_in_value_info_takes_the_computed_shape(tmp_path: Path) -> None:
+    """symbolic_shape_infer.py lists the graph output in value_info too, with the dims it could
+    not compute (rapidocr's PP-OCRv6_det_small.onnx: `fetch_name_0` as ConvTranspose_459_o0__d0
+    ..d3 in both). onnx's inference updates the output and leaves the copy; in a graph with
+    nothing to fold the copy stayed and the last Sigmoid kept the named dims (X510). ONNX keeps
+    value_info for values that are neither input nor output (docs/IR.md, Graphs). Here the DB
+    head's end: 1x1 Conv, ConvTranspose 2x2 stride 2, Sigmoid; out = 2 (9 - 1) + 2 = 18,
+    2 (10 - 1) + 2 = 20 (Operators.md, ConvTranspose)."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[1, 1]),
+        helper.make_node("ConvTranspose", ["a", "w2"], ["up"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Sigmoid", ["up"], ["y"]),
+    ]
+    weights = [_weights("w1", (4, 4, 1, 1)), _weights("w2", (4, 1, 2, 2))]
+    path = _save(tmp_path, nodes, weights, {"a": 4, "up": 4, "y": 4})
+    ir, found = extract(path, input_shapes={"x": (2, 4, 9, 10)}, file_hash=False)
+    assert ir is not None
+    assert not found, [str(d) for d in found]
+    spatial = (_conv_transpose_out(9, 2, 2, 1, 0, 0), _conv_transpose_out(10, 2, 2, 1, 0, 0))
+    assert [x.outputs[0].shape for x in ir.layers] == [(2, 4, 9, 10), (2, 1, *spatial), (2, 1, *spatial)]
+    assert all(layer.flops_known for layer in ir.layers)
+
+
 def test_resize_sizes_from_shape_arithmetic_and_scales_from_a_division(tmp_path: Path) -> None:
     """Two ways exporters compute a Resize's operands from Shape: `sizes` = Concat(Slice(Shape,
     0, 2), Shape[2:] * 2) (paddle2onnx's size=[h * 2, w * 2]); `scales` = Div(Cast(target, float),

@@ -581,11 +581,19 @@ def _attributes(node: onnx.NodeProto) -> dict[str, object]:
 
 def tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
     """Every tensor stored in a graph: initializers, Constant values and those of subgraphs."""
-    yield from graph.initializer
+    for g in graphs(graph):
+        yield from g.initializer
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+                yield from attr.tensors
+
+
+def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """`graph` and every graph inside it (If branches, Loop and Scan bodies, at any depth)."""
+    yield graph
     for node in graph.node:
         for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                yield attr.t
-            yield from attr.tensors
             for sub in (attr.g, *attr.graphs) if attr.type in (5, 10) else ():
-                yield from tensors(sub)
+                yield from graphs(sub)
