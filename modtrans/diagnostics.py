@@ -977,9 +977,12 @@ _code(
     "input shape contradicts the weights",
     """
 A layer's input does not fit its weight: a convolution's input channels are not its weight's, a
-GEMM's reduction dimension differs. The input shape given (`--input-shape`) is not the model's:
-usually the wrong layout (NHWC for an NCHW model, 1x224x224x3 for 1x3x224x224). A usage error:
-exit status 2, as for every other option that does not fit the model (X501).
+GEMM's reduction dimension differs; or a Reshape's target holds another number of elements than
+its input, because the model fixes a size there (a text recogniser exported for lines 48 pixels
+high reshapes to a height of 1). The input shape given (`--input-shape`) is not the model's:
+usually the wrong layout (NHWC for an NCHW model, 1x224x224x3 for 1x3x224x224) or a size the model
+was not exported for. A usage error: exit status 2, as for every other option that does not fit
+the model (X501).
 """,
 )
 _code(

@@ -110,6 +110,60 @@ def test_pp_ocr_v4_recogniser_concat_along_channels_feeds_the_convs() -> None:
     assert ir.totals.trainable_params == entry["paddle_trainable_parameters"]
 
 
+def test_a_recogniser_given_a_height_it_was_not_exported_for_is_refused_where_onnxruntime_refuses() -> None:
+    """PP-OCRv4's CTC head squeezes the height the backbone leaves, 1 for a 48-pixel line. At 96
+    it leaves 2, and onnxruntime 1.32.0 refuses this file (zero weights in place of the stripped
+    ones): "Squeeze node. Name:'Squeeze.8' ... Dimension of input 2 must be 1 instead of 2.
+    shape={1,16,2,80}". Before, X510 at the Transpose after it: FLOPs unknown, as if a shape
+    were missing. X511 is a usage error (exit 2), the first misfit named."""
+    _, found = extract(
+        FOLDER / "paddle_ocr_rec_tiny.onnx", input_shapes={"x": (1, 3, 96, 320)}, file_hash=False
+    )
+    refused = [d for d in found if d.code == "X511"]
+    assert [d.message for d in refused] == [
+        "node 'Squeeze.8' (Squeeze): axis 2 of its input [1, 16, 2, 80] is 2, not 1"
+    ]
+    assert refused[0].severity.label == "error"
+
+
+def test_a_reshape_to_a_size_the_model_fixes_is_refused_when_the_input_does_not_fit(tmp_path: Path) -> None:
+    """paddle2onnx writes SVTR's reshape([0, H, W, C]) with H traced as the constant 1: target =
+    Concat(0, 1, Shape[3:4], 120), as in rapidocr's ch_PP-OCRv4_rec_infer.onnx (p2o.Reshape.79).
+    onnx's inference writes [N, 1, W, 120] whatever the input; ONNX Reshape keeps the element
+    count (Operators.md), so [2, 120, 3, 10] (7,200) cannot become [2, 1, 10, 120] (2,400). At
+    height 1 it can."""
+
+    def ints(name: str, values: list[int]) -> onnx.NodeProto:
+        return helper.make_node(
+            "Constant", [], [name], value=numpy_helper.from_array(np.array(values, np.int64))
+        )
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        ints("three", [3]),
+        ints("four", [4]),
+        helper.make_node("Slice", ["shape", "three", "four"], ["w"]),
+        ints("zero", [0]),
+        ints("one", [1]),
+        ints("channels", [120]),
+        helper.make_node("Concat", ["zero", "one", "w", "channels"], ["target"], axis=0),
+        helper.make_node("Conv", ["x", "w_conv"], ["c"], kernel_shape=[1, 1]),
+        helper.make_node("Reshape", ["c", "target"], ["r"]),
+        helper.make_node("Relu", ["r"], ["y"]),
+    ]
+    path = _save(tmp_path, nodes, [_weights("w_conv", (120, 4, 1, 1))], {"r": 4})
+    _, found = extract(path, input_shapes={"x": (2, 4, 3, 10)}, file_hash=False)
+    refused = [d.message for d in found if d.code == "X511"]
+    assert refused == [
+        "node 'Reshape_9' (Reshape): its input [2, 120, 3, 10] holds 7,200 elements, "
+        "its target [2, 1, 10, 120] 2,400"
+    ]
+    ir, found = extract(path, input_shapes={"x": (2, 4, 1, 10)}, file_hash=False)
+    assert ir is not None
+    assert not found, [str(d) for d in found]
+    assert ir.layers[-1].outputs[0].shape == (2, 1, 10, 120)
+
+
 def test_vad_branches_are_costed_with_the_shapes_each_sees() -> None:
     """Silero VAD's shape: `if sr == 16000` (values decide: X513) around each rate's model. Each
     branch's If on the input's length is taken (512 samples: kept whole at 16 kHz, the last 256
@@ -220,6 +274,29 @@ def test_conv_transpose_after_computed_scales_wins_over_declared_dims(
             for i, n in enumerate((18, 20))
         )
     assert layer.outputs[0].shape == (2, 6, *spatial)
+
+
+def test_a_graph_output_declared_again_in_value_info_takes_the_computed_shape(tmp_path: Path) -> None:
+    """symbolic_shape_infer.py lists the graph output in value_info too, with the dims it could
+    not compute (rapidocr's PP-OCRv6_det_small.onnx: `fetch_name_0` as ConvTranspose_459_o0__d0
+    ..d3 in both). onnx's inference updates the output and leaves the copy; in a graph with
+    nothing to fold the copy stayed and the last Sigmoid kept the named dims (X510). ONNX keeps
+    value_info for values that are neither input nor output (docs/IR.md, Graphs). Here the DB
+    head's end: 1x1 Conv, ConvTranspose 2x2 stride 2, Sigmoid; out = 2 (9 - 1) + 2 = 18,
+    2 (10 - 1) + 2 = 20 (Operators.md, ConvTranspose)."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[1, 1]),
+        helper.make_node("ConvTranspose", ["a", "w2"], ["up"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Sigmoid", ["up"], ["y"]),
+    ]
+    weights = [_weights("w1", (4, 4, 1, 1)), _weights("w2", (4, 1, 2, 2))]
+    path = _save(tmp_path, nodes, weights, {"a": 4, "up": 4, "y": 4})
+    ir, found = extract(path, input_shapes={"x": (2, 4, 9, 10)}, file_hash=False)
+    assert ir is not None
+    assert not found, [str(d) for d in found]
+    spatial = (_conv_transpose_out(9, 2, 2, 1, 0, 0), _conv_transpose_out(10, 2, 2, 1, 0, 0))
+    assert [x.outputs[0].shape for x in ir.layers] == [(2, 4, 9, 10), (2, 1, *spatial), (2, 1, *spatial)]
+    assert all(layer.flops_known for layer in ir.layers)
 
 
 def test_resize_sizes_from_shape_arithmetic_and_scales_from_a_division(tmp_path: Path) -> None:

@@ -280,6 +280,7 @@ class Walker:
             scope.dynamic.update(node.output)
             feeding = tuple(dict.fromkeys(x for i in node.input for x in self._made_by.get(i, ())))
             if node.op_type in ops.NOT_LAYERS or node.name in fused or not self._floating(scope, node):
+                self._misfit(scope, node, node_name)
                 for out in node.output:  # a re-view passes on who made its input
                     self._made_by[out] = feeding
                 continue
@@ -291,6 +292,45 @@ class Walker:
                     self.top_k[self.layers[-1].name] = k
             for out in node.output:
                 self._made_by[out] = (self.layers[-1].name,)
+
+    def _misfit(self, scope: _Scope, node: onnx.NodeProto, node_name: str) -> None:
+        """X511 for a re-view whose fixed size the input does not fit: a Reshape whose target
+        holds another number of elements than its input, a Squeeze of an axis that is not 1.
+        onnx's inference writes a Reshape's target as its output without comparing counts, and
+        leaves a bad Squeeze unshaped, so the failure showed as X510 further on (paddle2onnx's
+        PP-OCRv4 recogniser reshapes its neck to [0, 1, W, 120], a line of height 1: a 320-pixel
+        high input gave X510 at a Concat 30 nodes on). onnxruntime refuses both
+        (reshape_helper.h: input_shape_size == requested_shape_size; Squeeze: "an axis is selected
+        with shape entry not equal to one", Operators.md)."""
+        if node.domain not in ("", "ai.onnx") or self._conflicted:
+            return
+        given = _concrete(scope.lookup_type(node.input[0])[0]) if node.input else None
+        if given is None:
+            return
+        why = None
+        if node.op_type == "Reshape":
+            made = _concrete(scope.lookup_type(node.output[0])[0])
+            if made is not None and math.prod(given) != math.prod(made):
+                why = f"its input {list(given)} holds {math.prod(given):,} elements, its target {list(made)} "
+                why += f"{math.prod(made):,}"
+        elif node.op_type == "Squeeze":
+            listed = next((tuple(a.ints) for a in node.attribute if a.name == "axes"), None)  # opset < 13
+            axes = _constant_ints(scope, node.input[1]) if len(node.input) > 1 else listed
+            bad = [a for a in axes or () if -len(given) <= a < len(given) and given[a] != 1]
+            if bad:
+                why = f"axis {bad[0]} of its input {list(given)} is {given[bad[0]]}, not 1"
+        if why is None:
+            return
+        self._conflicted = True
+        self.diagnostics.append(
+            diagnostic(
+                "X511",
+                f"node {node_name!r} ({node.op_type}): {why}",
+                path=self.path,
+                hint="the input shape does not fit a size the model fixes: check --input-shape "
+                "against the shape the model was exported for",
+            )
+        )
 
     def _repeat(self, scope: _Scope, node: onnx.NodeProto, node_name: str, start: int) -> None:
         """The body layers of a Loop / Scan (layers[start:]) run once per iteration: their FLOPs
@@ -577,6 +617,12 @@ def _single_channel_bias(scope: _Scope, node: onnx.NodeProto) -> int | None:
 
 def _constant_int(scope: _Scope, name: str) -> int | None:
     """The value of a one-element integer constant (a TopK's K), when the graph holds it."""
+    values = _constant_ints(scope, name)
+    return values[0] if values is not None and len(values) == 1 else None
+
+
+def _constant_ints(scope: _Scope, name: str) -> tuple[int, ...] | None:
+    """The values of an integer constant (a Squeeze's axes), when the graph holds it."""
     from onnx import numpy_helper
 
     current: _Scope | None = scope
@@ -587,10 +633,9 @@ def _constant_int(scope: _Scope, name: str) -> int | None:
             tensor = next((a.t for a in node.attribute if a.name == "value"), None)
         if tensor is not None:
             try:
-                values = numpy_helper.to_array(tensor).reshape(-1)
+                return tuple(int(v) for v in numpy_helper.to_array(tensor).reshape(-1))
             except (ValueError, TypeError, KeyError, IndexError, AttributeError):  # a malformed tensor
                 return None
-            return int(values[0]) if values.size == 1 else None
         current = current.parent
     return None
 
@@ -612,11 +657,19 @@ def _attributes(node: onnx.NodeProto) -> dict[str, object]:
 
 def tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
     """Every tensor stored in a graph: initializers, Constant values and those of subgraphs."""
-    yield from graph.initializer
+    for g in graphs(graph):
+        yield from g.initializer
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+                yield from attr.tensors
+
+
+def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """`graph` and every graph inside it (If branches, Loop and Scan bodies, at any depth)."""
+    yield graph
     for node in graph.node:
         for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                yield attr.t
-            yield from attr.tensors
             for sub in (attr.g, *attr.graphs) if attr.type in (5, 10) else ():
-                yield from tensors(sub)
+                yield from graphs(sub)

@@ -27,7 +27,7 @@ from modtrans import dtypes, limits
 from modtrans.diagnostics import Diagnostic, Severity, diagnostic
 from modtrans.digest import Digest
 from modtrans.extraction import wire
-from modtrans.extraction.graph import MAX_BYTES, tensors
+from modtrans.extraction.graph import MAX_BYTES, graphs, tensors
 from modtrans.ir.document import Dim
 
 
@@ -82,7 +82,23 @@ def read(
         problems = _check_tensors(model, path)
     except Exception as error:  # fields of the wrong kind in a corrupt file
         return None, [diagnostic("F004", f"not a well-formed ONNX model: {type(error).__name__}", path=where)]
+    _one_declaration(model)
     return Loaded(model, digest, size, stripped.tensors), problems
+
+
+def _one_declaration(model: onnx.ModelProto) -> None:
+    """Drop each value_info entry that declares one of its graph's own inputs or outputs again.
+    ONNX keeps value_info for the values that are neither (docs/IR.md, Graphs), but onnxruntime's
+    symbolic_shape_infer.py writes the outputs there too, with dims it could not compute
+    (`ConvTranspose_459_o0__d0` in rapidocr's PP-OCRv6_det_small.onnx). onnx's inference then
+    updates the output and leaves the copy, and a reader meets two shapes for one value; with
+    one declaration, --input-shape and inference decide it."""
+    for graph in graphs(model.graph):
+        own = {v.name for v in (*graph.input, *graph.output)}
+        if any(v.name in own for v in graph.value_info):
+            kept = [v for v in graph.value_info if v.name not in own]
+            del graph.value_info[:]
+            graph.value_info.extend(kept)
 
 
 def _not_onnx(path: Path, size: int, error: wire.WireError) -> str:
