@@ -76,6 +76,8 @@ def _commands(page: Path) -> list[Command]:
             status = re.search(r"\bexit: (\d+)", comment)
             parts = [p.strip() for p in code.split("&&")]
             run = [p for p in parts if p.split()[0] not in INSTALLED]
+            if not run:
+                continue
             strangers = [p.split()[0] for p in run if p.split()[0] not in RUN]
             where = f"{page.relative_to(ROOT)}:{start + first}"
             assert not strangers or needs, f"{where}: say what `{strangers[0]}` needs (# needs: ...)"
