@@ -6,7 +6,9 @@ The pages' convention, for `sh` blocks (docs/index.md states it for writers):
 - each command (a line and its `\\` continuations) runs in order, in one fresh folder per page, where
   `fixtures/` is the repository's (the pages say "from the repository root");
 - a comment on a command may say `exit: N` (the status it must end with, else 0), `needs: WHAT`
-  (a simulator binary or network: not run, skipped with that reason) or `slow` (run by `-m slow`);
+  (a simulator binary or network: not run) or `slow` (run by `-m slow` only);
+- the fast suite runs them in this process (the app, as `modtrans` runs it); `-m slow` runs each
+  through bash, as a reader does;
 - of a chain `A && B`, `pip ...` and `python -m pytest ...` are the installation this test runs in,
   not run again; `modtrans` and `mkdir` run; any other program must say what it `needs:`.
 """
@@ -14,6 +16,7 @@ The pages' convention, for `sh` blocks (docs/index.md states it for writers):
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import re
 import shlex
@@ -114,18 +117,50 @@ def _folder(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return work, env
 
 
-def _run_page(page: Path, tmp_path: Path, *, slow: bool) -> int:
+def _in_process(shell: str, work: Path, runner: CliRunner) -> tuple[int, str]:
+    """A command's `&&` chain run in this process, as bash would run it: `mkdir -p`, and `modtrans`
+    through its app, with globs expanded and `> FILE` written from its standard output."""
+    for part in shell.split("&&"):
+        words = shlex.split(part)
+        if words[0] == "mkdir":
+            for folder in words[1:]:
+                if folder != "-p":
+                    (work / folder).mkdir(parents=True, exist_ok=True)
+            continue
+        target = None
+        if ">" in words:
+            target, words = words[words.index(">") + 1], words[: words.index(">")]
+        args = [w2 for w in words[1:] for w2 in (sorted(glob.glob(w, root_dir=work)) if "*" in w else [w])]
+        result = runner.invoke(app, args, env={"NO_COLOR": "1", "COLUMNS": "100"})
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        if target is not None:
+            (work / target).write_text(result.stdout)
+        if result.exit_code != 0:
+            return result.exit_code, result.output
+    return 0, ""
+
+
+def _run_page(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, slow: bool) -> int:
+    """Run the page's commands in order in a fresh folder: in this process (the fast suite), or each
+    through bash and a `modtrans` on the PATH, slow ones included (`-m slow`)."""
     work, env = _folder(tmp_path)
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    runner = CliRunner()
     ran = 0
     for command in _commands(page):
         if command.needs or (command.slow and not slow):
             continue
-        done = subprocess.run(
-            ["bash", "-c", command.shell], cwd=work, env=env, capture_output=True, text=True, check=False
-        )
-        assert done.returncode == command.exit, (
-            f"{command.where}: `{command.shell}` exited {done.returncode}, the page says {command.exit}\n"
-            f"{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        if slow:
+            done = subprocess.run(
+                ["bash", "-c", command.shell], cwd=work, env=env, capture_output=True, text=True, check=False
+            )
+            status, output = done.returncode, done.stdout[-2000:] + done.stderr[-2000:]
+        else:
+            status, output = _in_process(command.shell, work, runner)
+        assert status == command.exit, (
+            f"{command.where}: `{command.shell}` exited {status}, the page says {command.exit}\n{output}"
         )
         ran += 1
     return ran
@@ -136,18 +171,23 @@ def _ids(pages: list[Path]) -> list[str]:
 
 
 RUNNABLE = [p for p in PAGES if any(not c.needs and not c.slow for c in _commands(p))]
-SLOW = [p for p in PAGES if any(c.slow and not c.needs for c in _commands(p))]
+SHOWN = [p for p in PAGES if any(not c.needs for c in _commands(p))]
 
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=_ids(RUNNABLE))
-def test_every_command_a_page_shows_runs_as_shown(page: Path, tmp_path: Path) -> None:
-    assert _run_page(page, tmp_path, slow=False) > 0
+def test_every_command_a_page_shows_runs_as_shown(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _run_page(page, tmp_path, monkeypatch, slow=False) > 0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", SLOW, ids=_ids(SLOW))
-def test_the_pages_slow_commands_run_as_shown(page: Path, tmp_path: Path) -> None:
-    assert _run_page(page, tmp_path, slow=True) > 0
+@pytest.mark.parametrize("page", SHOWN, ids=_ids(SHOWN))
+def test_every_command_a_page_shows_runs_in_a_shell_as_shown(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a reader runs them: bash, an installed `modtrans`, the slow commands too."""
+    assert _run_page(page, tmp_path, monkeypatch, slow=True) > 0
 
 
 def test_the_pages_show_commands_and_mark_those_not_run() -> None:
