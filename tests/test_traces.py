@@ -413,17 +413,17 @@ def test_quiet_translate_says_nothing_of_the_traces_it_writes(run_cli: Run, tmp_
 
 
 def _force_threshold() -> int:
-    """The trace count above which the README says --force is needed."""
+    """The trace count above which the manual (docs/formats.md) says --force is needed."""
     import re
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"over ([\d,]+) NPUs needs\s+`--force`", readme)
-    assert found, "the README no longer states when --format chakra-et needs --force"
+    formats = (Path(__file__).parent.parent / "docs" / "formats.md").read_text(encoding="utf-8")
+    found = re.search(r"over ([\d,]+) NPUs needs\s+`--force`", formats)
+    assert found, "docs/formats.md no longer states when --format chakra-et needs --force"
     return int(found.group(1).replace(",", ""))
 
 
 @pytest.mark.parametrize("given", ["npus", "layout"])
-def test_more_traces_than_the_readme_allows_need_force(given: str, run_cli: Run, tmp_path: Path) -> None:
+def test_more_traces_than_the_manual_allows_need_force(given: str, run_cli: Run, tmp_path: Path) -> None:
     limit = _force_threshold()
     layout = ["--tp", "8", "--pp", "8", "--dp", str(limit // 32)]  # T x P x D = twice the limit
     over = ["--npus", str(limit + 1)] if given == "npus" else layout
