@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from modtrans import cost, report
+from modtrans import report
 from modtrans.cli import layout
 from modtrans.cli.common import (
     Array,
@@ -90,7 +90,7 @@ def diff(
     bytes_per_cycle: BytesPerCycle = None,
     efficiency: Efficiency = None,
     attention: AttentionKind = None,
-    time_unit: TimeUnit = cost.Unit.NS,
+    time_unit: TimeUnit = None,
     clock_ghz: ClockGhz = 1.0,
     no_color: NoColor = False,
     tp: layout.TpOpt = None,
@@ -149,7 +149,7 @@ def diff(
         bytes_per_cycle=bytes_per_cycle,
         efficiency=efficiency,
         attention=attention,
-        time_unit=time_unit.value if _given("time_unit") else None,
+        time_unit=None if time_unit is None else time_unit.value,
         clock_ghz=clock_ghz,
         like=reference if like else None,
         **layout.request_fields(locals()),

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from modtrans import api, cost, report
+from modtrans import api, report
 from modtrans.cli.common import (
     Array,
     AttentionKind,
@@ -152,7 +152,7 @@ def translate(
     bytes_per_cycle: BytesPerCycle = None,
     efficiency: Efficiency = None,
     attention: AttentionKind = None,
-    time_unit: TimeUnit = cost.Unit.NS,
+    time_unit: TimeUnit = None,
     clock_ghz: ClockGhz = 1.0,
     to: Annotated[
         Literal["text", "json", "chakra-et"],
