@@ -226,9 +226,10 @@ def translate(
     \b
     Examples:
       modtrans translate resnet50 -o resnet50.txt
-      modtrans translate resnet50 --like Resnet50_DataParallel.txt -o generated.txt
+      modtrans translate resnet50 --like resnet50.txt -o generated.txt
       modtrans translate gpt2 -p HYBRID_TRANSFORMER --npus 8 --model-parallel-group 4
-      modtrans translate model.onnx --batch 32 --compute roofline --device h100
+      modtrans translate resnet50 --batch 32 --compute roofline --device h100
+      modtrans translate llama-3-8b --tp 4 --pp 2 --dp 2 --dialect simai -o llama.txt
       modtrans translate resnet50 --format chakra-et --npus 8 -o traces/
     """
     request = _request(dict(locals()))
