@@ -87,7 +87,8 @@ def _meant(option: str, ctx: Any) -> tuple[str, bool]:
         return {k: v for n, s in subs.items() for k, v in leaves(s, f"{path} {n}".strip()).items()}
 
     everyone = leaves(ctx.find_root().command, "")
-    words, at = [], ctx
+    words: list[str] = []
+    at = ctx
     while at.parent is not None:  # the command's names below the program's, however it was run
         words.insert(0, at.info_name)
         at = at.parent
