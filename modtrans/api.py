@@ -47,7 +47,8 @@ def run(prepared: Prepared) -> Translation:
         return replace(result, diagnostics=tuple(found), metadata=metadata, files=tuple(files), folder=folder)
     text = None
     if result.workload is not None:
-        text = outputs.render(result.workload, prepared.options.dialect, request.format, found)
+        dialect = prepared.options.dialect
+        text = outputs.render(result.workload, dialect, request.format, found, str(request.model))
     if text is None or (request.strict and any(d.severity <= 2 for d in found)):
         return replace(result, diagnostics=tuple(found))
     files, metadata = outputs.text_files(text, request.output, result.metadata, request.meta, found)

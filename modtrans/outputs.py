@@ -9,6 +9,7 @@ would overwrite one of the inputs (unless forced), and either every file is writ
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,9 +33,12 @@ saved; above, each pipeline stage's first rank is checked node by node and the m
 ranks on the plan itself (plan/check.py), which decides the same for traces made from it."""
 
 
-def render(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:
+def render(
+    workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic], subject: str | None = None
+) -> str | None:
     """The workload as JSON (`to` "json") or as the dialect's text, which must pass our own checks
-    (their findings are added to `found`); None when it cannot be written."""
+    (their findings are added to `found`); None when it cannot be written. What the dialect cannot
+    write is located at `subject` (the model: no text exists to point into)."""
     if to == "json":
         from modtrans.workload import jsonform
 
@@ -45,7 +49,7 @@ def render(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic
     try:
         text = write(workload, dialect)
     except DiagnosticError as error:
-        found += error.diagnostics
+        found += [d if d.path else dataclasses.replace(d, path=subject) for d in error.diagnostics]
         return None
     checked = validate(text, dialect=dialect)
     found += checked
