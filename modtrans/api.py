@@ -33,14 +33,22 @@ def run(prepared: Prepared) -> Translation:
         if result.plan is None or has_errors(found) or warned:
             return result
         prefix = outputs.trace_prefix(str(request.output), request.model)
+        folder = outputs.new_folder(str(request.output))
         files, metadata, checked = outputs.trace_files(
-            result.plan, prefix, result.metadata, passes=request.passes, dims=request.network_dims
+            result.plan,
+            prefix,
+            result.metadata,
+            passes=request.passes,
+            dims=request.network_dims,
+            made=folder is not None,
         )
         files += _timeline(result, request)
-        return replace(result, diagnostics=(*found, *checked), metadata=metadata, files=tuple(files))
+        found += checked
+        return replace(result, diagnostics=tuple(found), metadata=metadata, files=tuple(files), folder=folder)
     text = None
     if result.workload is not None:
-        text = outputs.render(result.workload, prepared.options.dialect, request.format, found)
+        dialect = prepared.options.dialect
+        text = outputs.render(result.workload, dialect, request.format, found, str(request.model))
     if text is None or (request.strict and any(d.severity <= 2 for d in found)):
         return replace(result, diagnostics=tuple(found))
     files, metadata = outputs.text_files(text, request.output, result.metadata, request.meta, found)
@@ -81,7 +89,7 @@ def write(result: Translation, model: str, *, force: bool = False) -> Translatio
     outputs.refuse_inputs([path for path, _ in result.files], pipeline.inputs_of(model), force)
     if has_errors(result.diagnostics):
         return result
-    problems = outputs.save(result.files)
+    problems = outputs.save(result.files, folder=result.folder)
     if problems:
         return replace(result, diagnostics=(*result.diagnostics, *problems))
     return replace(result, written=tuple(path for path, _ in result.files))

@@ -8,6 +8,8 @@ would overwrite one of the inputs (unless forced), and either every file is writ
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,9 +33,12 @@ saved; above, each pipeline stage's first rank is checked node by node and the m
 ranks on the plan itself (plan/check.py), which decides the same for traces made from it."""
 
 
-def render(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic]) -> str | None:
+def render(
+    workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic], subject: str | None = None
+) -> str | None:
     """The workload as JSON (`to` "json") or as the dialect's text, which must pass our own checks
-    (their findings are added to `found`); None when it cannot be written."""
+    (their findings are added to `found`); None when it cannot be written. What the dialect cannot
+    write is located at `subject` (the model: no text exists to point into)."""
     if to == "json":
         from modtrans.workload import jsonform
 
@@ -44,7 +49,7 @@ def render(workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic
     try:
         text = write(workload, dialect)
     except DiagnosticError as error:
-        found += error.diagnostics
+        found += [d if d.path else dataclasses.replace(d, path=subject) for d in error.diagnostics]
         return None
     checked = validate(text, dialect=dialect)
     found += checked
@@ -82,6 +87,14 @@ def trace_prefix(output: str, model: str) -> Path:
     return prefix
 
 
+def new_folder(output: str) -> Path | None:
+    """The folder `output` names that does not exist yet, made when the traces are written: a
+    name ending in / says it is a folder (`-o traces/`), which a user expects made, as `mkdir -p`
+    would; None for an existing folder or a PREFIX (whose folder must exist: a typo is not made)."""
+    folder = Path(output)
+    return folder if output.endswith("/") and not folder.exists() else None
+
+
 def model_stem(model: str) -> str:
     """The model's name for file names: a built-in's name, or the ONNX file's stem."""
     return Path(model).stem if model.lower().endswith(".onnx") else Path(model).name
@@ -94,9 +107,11 @@ def trace_files(
     *,
     passes: int = 1,
     dims: Sequence[int] | None = None,
+    made: bool = False,
 ) -> tuple[Files, dict[str, Any], list[Diagnostic]]:
     """The traces, PREFIX.comm_groups.json and PREFIX.meta.json (in that order), the provenance
-    the last holds, and what the checks across ranks find in them (errors and warnings).
+    the last holds, and what the checks across ranks find in them (errors and warnings); `made`:
+    PREFIX's folder is made when they are written (new_folder).
     Raises UsageError for what the trace writer refuses (--passes, --network-dims)."""
     described = {
         **metadata,
@@ -118,6 +133,7 @@ def trace_files(
                 dims=shape,
                 tick_ns=1.0,  # translated in ns
                 lazy=True,
+                made=made,
             )
         )
     except chakra.ChakraError as error:
@@ -160,13 +176,19 @@ def refuse_inputs(targets: Sequence[Path], inputs: Sequence[str | Path], force: 
             raise UsageError(f"refusing to overwrite the input {target}; pass --force")
 
 
-def save(outputs: Sequence[tuple[Path, Content]]) -> list[Diagnostic]:
-    """Write every output or none; a failure is the F003 naming the file."""
+def save(outputs: Sequence[tuple[Path, Content]], folder: Path | None = None) -> list[Diagnostic]:
+    """Write every output or none; a failure is the F003 naming the file. `folder` (new_folder)
+    is made first, and removed again when nothing could be written in it."""
     if not outputs:
         return []
     try:
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
         write_all(outputs)
     except OSError as error:
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty: nothing of the user's is removed
         where = error.filename or outputs[0][0]
         reason = error.strerror or str(error)
         return [diagnostic("F003", f"cannot write {where}: {reason}", path=str(where))]

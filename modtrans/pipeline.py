@@ -87,6 +87,7 @@ class Translation:
     text: str | None = None  # the workload text or JSON (format text / json), checked
     files: tuple[tuple[Path, Content], ...] = ()  # every file to write: output, traces, .meta.json
     written: tuple[Path, ...] = ()  # those written (all or none)
+    folder: Path | None = None  # made when the files are written: -o DIR/ naming no folder yet
     notes: tuple[str, ...] = ()  # said on the way: what --like took, options ignored and why
 
 

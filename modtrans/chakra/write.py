@@ -298,10 +298,12 @@ def files(
     dims: Sequence[int] | None = None,
     tick_ns: float = 1000.0,
     lazy: bool = False,
+    made: bool = False,
 ) -> list[tuple[Path, Any]]:
     """`<prefix>.<rank>.et` for every rank and `<prefix>.comm_groups.json` (last), with their
     bytes; `lazy`: with a function making each trace's bytes instead (fileio.write_all calls it
-    when it writes the file, so the traces never sit in memory together)."""
+    when it writes the file, so the traces never sit in memory together); `made`: the folder is
+    made before they are written (-o DIR/), not checked here."""
     npus = plan.npus
     too_many = limits.at_most("--passes", passes, limits.PASSES, "iterations in a trace")
     if too_many or passes < 1:
@@ -309,7 +311,7 @@ def files(
     if dims and math.prod(dims) != npus:
         raise ChakraError(f"the network dims {list(dims)} hold {math.prod(dims)} NPUs, not --npus {npus}")
     folder = prefix.parent if str(prefix.parent) else Path(".")
-    if not folder.is_dir():
+    if not made and not folder.is_dir():
         raise ChakraError(f"the folder {folder} does not exist")
     encoder = _Encoder(plan, passes, dims, tick_ns)
     info = metadata or {}

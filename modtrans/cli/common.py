@@ -7,7 +7,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Literal, NoReturn
 
 import typer
 
@@ -25,6 +25,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
     rich_markup_mode=None,  # help text verbatim: `modtrans[lsp]` is not a markup tag
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command's context inherits it
     help="Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files.",
 )
 
@@ -77,7 +78,8 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Do not say what was 
 Model = Annotated[
     str,
     typer.Argument(
-        help="An .onnx file, a built-in architecture (`modtrans zoo list`) or a fetched model.",
+        help="An .onnx file, a Hugging Face config.json (an LLM's), a built-in architecture "
+        "(`modtrans zoo list`) or a fetched model (`modtrans fetch`).",
         show_default=False,
     ),
 ]
@@ -184,10 +186,10 @@ def finite(value: float | None) -> float | None:
 
 
 AttentionKind = Annotated[
-    str | None,
+    Literal["flash", "eager"] | None,
     typer.Option(
         "--attention",
-        help="gpu: flash (one fused kernel, default) or eager (its GEMMs and a materialised softmax).",
+        help="gpu: flash (one fused kernel, the default) or eager (its GEMMs and a materialised softmax).",
         show_default=False,
     ),
 ]
@@ -207,10 +209,12 @@ BytesPerCycle = Annotated[
 
 
 TimeUnit = Annotated[
-    cost.Unit,
+    cost.Unit | None,
     typer.Option(
         case_sensitive=False,
-        help="What one tick is: ns (ASTRA-sim 1.0, SimAI), us (ASTRA-sim 2.x via Chakra), cycles.",
+        help="What one tick of a workload file is: ns (ASTRA-sim 1.0, SimAI; the default), us, cycles "
+        "(--clock-ghz). Chakra traces always hold us (ASTRA-sim 2.x reads duration_micros).",
+        show_default=False,
     ),
 ]
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from modtrans import cost, report
+from modtrans import report
 from modtrans.cli import layout
 from modtrans.cli.common import (
     Array,
@@ -90,7 +90,7 @@ def diff(
     bytes_per_cycle: BytesPerCycle = None,
     efficiency: Efficiency = None,
     attention: AttentionKind = None,
-    time_unit: TimeUnit = cost.Unit.NS,
+    time_unit: TimeUnit = None,
     clock_ghz: ClockGhz = 1.0,
     no_color: NoColor = False,
     tp: layout.TpOpt = None,
@@ -119,15 +119,17 @@ def diff(
 
     \b
     Examples:
-      modtrans diff generated.txt Resnet50_DataParallel.txt
-      modtrans diff resnet50 Resnet50_DataParallel.txt --like
-      modtrans diff gpt3-13b G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt --like
-      modtrans diff a.txt b.txt --fields comm --ignore-order --format json
+      modtrans translate resnet50 --params weights -o reference.txt
+      modtrans translate resnet50 -o generated.txt
+      modtrans diff generated.txt reference.txt
+      modtrans diff resnet50 reference.txt --like
+      modtrans diff generated.txt reference.txt --fields comm --ignore-order --format json
 
     Layers pair by name, then by identical compared fields, then by position; moved blocks are
     reported as moves. Models (ONNX files, built-ins) are translated first with --params, the
     layout (--tp ...) etc.; --like takes the reference's conventions and layout
-    (model_parallel_NPU_group is --tp; SimAI's pp, ep, ga, all_gpus).
+    (model_parallel_NPU_group is --tp; SimAI's pp, ep, ga, all_gpus), as for an AICB workload:
+    `modtrans diff gpt3-13b AICB_WORKLOAD.txt --like`.
     """
     refuse_trace_sets(first, reference)
     from modtrans import diff as comparison  # this command's own modules: not every command's
@@ -149,7 +151,7 @@ def diff(
         bytes_per_cycle=bytes_per_cycle,
         efficiency=efficiency,
         attention=attention,
-        time_unit=time_unit.value if _given("time_unit") else None,
+        time_unit=None if time_unit is None else time_unit.value,
         clock_ghz=clock_ghz,
         like=reference if like else None,
         **layout.request_fields(locals()),

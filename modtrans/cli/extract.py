@@ -46,7 +46,7 @@ def extract(
     \b
     Examples:
       modtrans extract resnet50 -o resnet50.ir.json
-      modtrans extract model.onnx --input-shape input=1x3x224x224
+      modtrans extract mobilenet_v2 --input-shape input=8x3x224x224
     """
     shapes = _shapes(input_shape)
     with report.status(f"reading {model}"):

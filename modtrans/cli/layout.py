@@ -11,21 +11,15 @@ from modtrans.cli.common import finite
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Recompute, Schedule
 
-LLM = "LLM parallelism (tensor x pipeline x data x expert)"
-
-TpOpt = Annotated[
-    int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks T.", rich_help_panel=LLM)
-]
-PpOpt = Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline stages P.", rich_help_panel=LLM)]
+TpOpt = Annotated[int | None, typer.Option("--tp", min=1, help="Tensor-parallel ranks T.")]
+PpOpt = Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline stages P.")]
 DpOpt = Annotated[
     int | None,
-    typer.Option("--dp", min=1, help="Data-parallel ranks D (default N / (T P)).", rich_help_panel=LLM),
+    typer.Option("--dp", min=1, help="Data-parallel ranks D (default N / (T P))."),
 ]
 EpOpt = Annotated[
     int | None,
-    typer.Option(
-        "--ep", min=1, help="Expert-parallel ranks E, carved from the D data ranks.", rich_help_panel=LLM
-    ),
+    typer.Option("--ep", min=1, help="Expert-parallel ranks E, carved from the D data ranks."),
 ]
 EtpOpt = Annotated[
     int | None,
@@ -33,7 +27,6 @@ EtpOpt = Annotated[
         "--etp",
         min=1,
         help="Tensor ranks each expert is split over: T (default, Megatron-Core's) or 1.",
-        rich_help_panel=LLM,
     ),
 ]
 CapacityOpt = Annotated[
@@ -44,7 +37,6 @@ CapacityOpt = Annotated[
         callback=finite,
         help="Megatron's: each expert takes at most ceil(tokens x top-k / E x F) tokens, the rest dropped "
         "(default: none dropped).",
-        rich_help_panel=LLM,
     ),
 ]
 PadOpt = Annotated[
@@ -52,7 +44,6 @@ PadOpt = Annotated[
     typer.Option(
         "--moe-pad-expert-input-to-capacity",
         help="Megatron's: every expert's tokens padded to its capacity (computed and sent).",
-        rich_help_panel=LLM,
     ),
 ]
 CpOpt = Annotated[
@@ -62,37 +53,26 @@ CpOpt = Annotated[
         min=1,
         help="Context-parallel ranks C: the sequence split over them (Megatron's "
         "--context-parallel-size; N = T C P D).",
-        rich_help_panel=LLM,
     ),
 ]
-SpOpt = Annotated[
-    bool, typer.Option("--sp", help="Sequence parallelism over the T ranks.", rich_help_panel=LLM)
-]
-ZeroOpt = Annotated[
-    int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3.", rich_help_panel=LLM)
-]
+SpOpt = Annotated[bool, typer.Option("--sp", help="Sequence parallelism over the T ranks.")]
+ZeroOpt = Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3.")]
 MicroBatchOpt = Annotated[
     int | None,
-    typer.Option(
-        "--micro-batch", min=1, help="Sequences per micro-batch M (default 1).", rich_help_panel=LLM
-    ),
+    typer.Option("--micro-batch", min=1, help="Sequences per micro-batch M (default 1)."),
 ]
 GlobalBatchOpt = Annotated[
     int | None,
-    typer.Option(
-        "--global-batch", min=1, help="Sequences per iteration B (default M D P).", rich_help_panel=LLM
-    ),
+    typer.Option("--global-batch", min=1, help="Sequences per iteration B (default M D P)."),
 ]
-ScheduleOpt = Annotated[
-    Schedule | None, typer.Option("--schedule", help="Pipeline schedule.", rich_help_panel=LLM)
-]
+ScheduleOpt = Annotated[Schedule | None, typer.Option("--schedule", help="Pipeline schedule.")]
 VppOpt = Annotated[
     int | None,
-    typer.Option("--vpp", min=1, help="Interleaved: model chunks per pipeline rank V.", rich_help_panel=LLM),
+    typer.Option("--vpp", min=1, help="Interleaved: model chunks per pipeline rank V."),
 ]
 RecomputeOpt = Annotated[
     Recompute | None,
-    typer.Option("--recompute", help="Activation recomputation.", rich_help_panel=LLM),
+    typer.Option("--recompute", help="Activation recomputation."),
 ]
 SeqLenOpt = Annotated[
     int | None,
@@ -101,7 +81,6 @@ SeqLenOpt = Annotated[
         min=1,
         help="Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; "
         "Megatron's --seq-length; a vision-language model's S counts its image tokens).",
-        rich_help_panel=LLM,
     ),
 ]
 StagesOpt = Annotated[
@@ -109,7 +88,6 @@ StagesOpt = Annotated[
     typer.Option(
         "--stages",
         help="Blocks per pipeline chunk, e.g. 9,8,8,7 (default: balanced).",
-        rich_help_panel=LLM,
     ),
 ]
 
@@ -119,7 +97,6 @@ FrameworkOpt = Annotated[
     typer.Option(
         "--framework",
         help="Whose data parallelism and ZeRO: megatron (default), deepspeed or fsdp.",
-        rich_help_panel=LLM,
     ),
 ]
 OverlapOpt = Annotated[
@@ -127,7 +104,6 @@ OverlapOpt = Annotated[
     typer.Option(
         "--overlap-grad-reduce",
         help="Megatron: reduce gradients in buckets during the backward (default: once, after it).",
-        rich_help_panel=LLM,
     ),
 ]
 VocabOpt = Annotated[
@@ -136,7 +112,6 @@ VocabOpt = Annotated[
         "--make-vocab-size-divisible-by",
         min=1,
         help="Megatron: pad the vocabulary to a multiple of this x T (default 128; 1: unpadded).",
-        rich_help_panel=LLM,
     ),
 ]
 

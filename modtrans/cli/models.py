@@ -68,8 +68,8 @@ def inspect(
     \b
     Examples:
       modtrans inspect resnet50
-      modtrans inspect model.onnx --format csv --all
-      modtrans inspect traces/gpt2
+      modtrans inspect mobilenet_v2 --format csv --all
+      modtrans translate gpt2 --format chakra-et --npus 4 -o traces/ && modtrans inspect traces/gpt2
     """
     from modtrans.chakra.read import is_trace_spec  # inspect's: not every command's
 

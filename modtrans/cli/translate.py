@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from modtrans import api, cost, report
+from modtrans import api, report
 from modtrans.cli.common import (
     Array,
     AttentionKind,
@@ -152,7 +152,7 @@ def translate(
     bytes_per_cycle: BytesPerCycle = None,
     efficiency: Efficiency = None,
     attention: AttentionKind = None,
-    time_unit: TimeUnit = cost.Unit.NS,
+    time_unit: TimeUnit = None,
     clock_ghz: ClockGhz = 1.0,
     to: Annotated[
         Literal["text", "json", "chakra-et"],
@@ -226,9 +226,10 @@ def translate(
     \b
     Examples:
       modtrans translate resnet50 -o resnet50.txt
-      modtrans translate resnet50 --like Resnet50_DataParallel.txt -o generated.txt
+      modtrans translate resnet50 --like resnet50.txt -o generated.txt
       modtrans translate gpt2 -p HYBRID_TRANSFORMER --npus 8 --model-parallel-group 4
-      modtrans translate model.onnx --batch 32 --compute roofline --device h100
+      modtrans translate resnet50 --batch 32 --compute roofline --device h100
+      modtrans translate llama-3-8b --tp 4 --pp 2 --dp 2 --dialect simai -o llama.txt
       modtrans translate resnet50 --format chakra-et --npus 8 -o traces/
     """
     request = _request(dict(locals()))

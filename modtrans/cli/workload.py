@@ -69,10 +69,10 @@ def validate(
 
     \b
     Examples:
-      modtrans validate workload.txt
       modtrans translate resnet50 | modtrans validate -
+      modtrans translate resnet50 -o workload.txt && modtrans validate workload.txt
       modtrans validate --dialect chakra --format github *.txt
-      modtrans validate traces/gpt2.*.et
+      modtrans translate gpt2 --format chakra-et --npus 4 -o traces/ && modtrans validate traces/gpt2.*.et
       modtrans validate --explain V201
     """
     if explain is not None:
@@ -140,9 +140,9 @@ def fmt(
 
     \b
     Examples:
-      modtrans fmt workload.txt
-      modtrans fmt --check workloads/*.txt
-      modtrans fmt - < messy.txt > tidy.txt
+      modtrans translate resnet50 -o workload.txt && modtrans fmt workload.txt
+      modtrans fmt --check *.txt
+      modtrans fmt - < workload.txt > tidy.txt
     """
     problems: list[Diagnostic] = []
     sources = {}
@@ -219,9 +219,10 @@ def convert(
 
     \b
     Examples:
-      modtrans convert workload.txt -o workload.json
-      modtrans convert workload.json --to text -o workload.txt
-      modtrans convert simai.txt --to text --dialect astra-sim
+      modtrans translate resnet50 -o workload.txt && modtrans convert workload.txt -o workload.json
+      modtrans convert workload.json --to text -o again.txt
+      modtrans translate resnet50 --dialect simai -o simai.txt
+      modtrans convert simai.txt --to json -o simai.json
 
     A conversion the target cannot express is refused and says exactly what is in the way (D310:
     SimAI header keys or _EP comm types for ASTRA-sim 1.0); one the target would read differently

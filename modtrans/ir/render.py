@@ -57,10 +57,12 @@ def _shape(layer: Layer) -> str:
     return "x".join(str(d) for d in layer.outputs[0].shape)
 
 
-def table(ir: ModelIR, selected: list[Row], title: str) -> Table:
-    """Numbers never wrap or truncate; the layer name and the shape fold when the terminal is narrow."""
+def table(ir: ModelIR, selected: list[Row], title: str, width: int | None = None) -> Table:
+    """One line per layer at any `width` (None: as wide as the cells): no cell wraps or folds
+    mid-token; the layer name, then the op type and the shape, are shortened in the middle
+    (`layer1.0.…conv2`) to fit. --format csv / json keep them whole."""
     cells = [
-        (
+        [
             str(r.index),
             r.name,
             r.op_type,
@@ -69,7 +71,7 @@ def table(ir: ModelIR, selected: list[Row], title: str) -> Table:
             f"{r.bytes:,}",
             r.output_shape,
             f"{r.forward_flops / 1e9:,.3f}",
-        )
+        ]
         for r in selected
     ]
     footer = [
@@ -82,25 +84,60 @@ def table(ir: ModelIR, selected: list[Row], title: str) -> Table:
         "",
         f"{ir.totals.flops.forward / 1e9:,.3f}",
     ]
-    headers = ["#", "layer", "op", "variables", "dtype", "bytes", "output", "GFLOPs fwd"]
+    headers = ["#", "layer", "op", "variables", "dtype", "bytes", "output", "GFLOPs\nfwd"]
+    widths = [
+        max([*map(len, headers[i].split("\n")), len(footer[i]), *(len(c[i]) for c in cells)])
+        for i in range(len(headers))
+    ]
+    if width is not None:
+        widths = _fitted(widths, width - (len(headers) - 1))  # one space between columns
     numeric = {0, 3, 5, 7}
-    t = Table(title=title, title_justify="left", show_footer=True, box=None, pad_edge=False)
+    t = Table(
+        title=title, title_justify="left", show_footer=True, box=None, padding=(0, 0, 0, 1), pad_edge=False
+    )
     for i, header in enumerate(headers):
-        width = max([len(header), len(footer[i]), *(len(c[i]) for c in cells)])
-        if i in numeric:
-            t.add_column(header, footer=footer[i], justify="right", no_wrap=True, min_width=width)
-        else:
-            t.add_column(header, footer=footer[i], overflow="fold")
+        t.add_column(
+            header,
+            footer=footer[i],
+            justify="right" if i in numeric else "left",
+            no_wrap=True,
+            width=widths[i],
+        )
     for c in cells:
-        t.add_row(*c)
+        t.add_row(*(shortened(text, widths[i]) for i, text in enumerate(c)))
     return t
+
+
+_SHRINKS = ((1, 16), (2, 8), (6, 9), (1, 8))
+"""Which column gives way, in turn, and its least width: the layer name, the op type, the shape,
+then the name again."""
+
+
+def _fitted(widths: list[int], room: int) -> list[int]:
+    """`widths` narrowed, in _SHRINKS' order, until they sum to `room` (as near as the least
+    widths allow: below them the console crops rather than fold a token)."""
+    out = list(widths)
+    for column, least in _SHRINKS:
+        over = sum(out) - room
+        if over <= 0:
+            break
+        out[column] = max(least, out[column] - over)
+    return out
+
+
+def shortened(text: str, width: int) -> str:
+    """`text` in `width` characters: whole, or its start and end around an ellipsis."""
+    if len(text) <= width:
+        return text
+    tail = (width - 1) // 2
+    return f"{text[: width - 1 - tail]}…{text[len(text) - tail :] if tail else ''}"
 
 
 def print_table(
     ir: ModelIR, selected: list[Row], title: str, *, color: bool | None, width: int | None
 ) -> None:
     console = Console(no_color=color is False, highlight=False, width=width, soft_wrap=False)
-    console.print(table(ir, selected, title))
+    console.print(table(ir, selected, title, console.width))
     f, t = ir.totals.flops, ir.totals
     console.print(
         f"{t.layers} IR layers; {t.params:,} parameters ({t.param_bytes:,} bytes), "

@@ -159,9 +159,16 @@ def _phase(
         return Phase(time)
     if spanned(comm.over, plan.mesh) != columns(policy, plan.mesh).get(step):
         over = "+".join(sorted(comm.over)) or "no axis"
+        # SimAI's columns run over the data group too (ZeRO-3's parameter all-gathers in the forward)
+        simai = (
+            " or SimAI's text (--dialect simai)"
+            if reader is Consumer.ASTRA_SIM and "data" in comm.over
+            else ""
+        )
         raise ProjectionError(
             f"layer {name}: a {step} {comm.comm} over the {over} group; under {policy} "
-            "that column's collective spans another group"
+            "that column's collective spans another group: write Chakra traces (--format chakra-et), where "
+            f"each collective names its own group{simai}"
         )
     size = written(comm.comm, comm.bytes, plan.mesh.span(comm.over), reader)
     return Phase(time, comm.comm, size) if size > 0 else Phase(time)

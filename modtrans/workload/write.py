@@ -93,7 +93,12 @@ def unwritable(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
         return
     name = "ASTRA-sim 1.0" if dialect is Dialect.ASTRA_SIM else "Chakra"
     if dialect is Dialect.CHAKRA and header.policy not in CHAKRA_POLICIES:
-        yield diagnostic("D310", f"Chakra's text converter rejects {header.policy}")
+        yield diagnostic(
+            "D310",
+            f"--dialect chakra: Chakra's text converter rejects {header.policy}",
+            hint="write Chakra traces (--format chakra-et), which hold any keyword's plan, or "
+            "--dialect astra-sim",
+        )
     if header.simai_parameters:
         keys = ", ".join(f"{k}:" for k in header.simai_parameters)
         yield diagnostic(

@@ -1,0 +1,170 @@
+"""Every command's --help: its examples run as written in an empty folder, -h is --help, options
+are listed in groups with their choices, and an unknown option is answered by what it means."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from modtrans.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _commands() -> dict[str, object]:
+    """Every command the program has, by its words after `modtrans` (zoo list ...)."""
+    found: dict[str, object] = {}
+
+    def walk(command: object, path: str) -> None:
+        subs = getattr(command, "commands", None)
+        if not subs:
+            found[path] = command
+        for name, sub in (subs or {}).items():
+            walk(sub, f"{path} {name}".strip())
+
+    walk(typer.main.get_command(app), "")
+    return found
+
+
+COMMANDS = sorted(_commands())
+
+
+def _help(command: str, flag: str = "--help") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"}
+    line = [sys.executable, "-m", "modtrans", *command.split(), flag]
+    return subprocess.run(line, capture_output=True, text=True, env=env, timeout=60)
+
+
+def _examples(text: str) -> list[str]:
+    """The command lines under `Example:` / `Examples:` of a help text."""
+    block = re.search(r"^  Examples?:\n((?:    .*\n)+)", text, re.M)
+    return [] if block is None else [line.strip() for line in block.group(1).splitlines()]
+
+
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """An environment whose `modtrans` is this tree's, as an installed one would be."""
+    folder = tmp_path_factory.mktemp("bin")
+    program = folder / "modtrans"
+    program.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m modtrans "$@"\n')
+    program.chmod(0o755)
+    return {
+        **os.environ,
+        "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "NO_COLOR": "1",
+    }
+
+
+def test_every_command_but_the_lists_shows_examples() -> None:
+    assert {c for c in COMMANDS if not _examples(_help(c).stdout)} <= {"simulate"}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_example_runs_as_written_in_an_empty_folder(
+    command: str, shim: dict[str, str], tmp_path: Path
+) -> None:
+    """Each example line, in order, in one fresh folder, through a shell: status 0 (diff's 1 says
+    the two differ, its finding); never a traceback. The language server over TCP is still serving
+    after 5 s; fetching needs the network (skipped without it)."""
+    for line in _examples(_help(command).stdout):
+        assert line.startswith("modtrans "), line
+        try:
+            done = subprocess.run(
+                line, shell=True, cwd=tmp_path, env=shim, capture_output=True, text=True,
+                stdin=subprocess.DEVNULL, timeout=5 if "--tcp" in line else 300,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            assert "--tcp" in line, f"{line}: still running"
+            continue
+        if line.startswith("modtrans fetch") and done.returncode == 2 and "cannot" in done.stderr:
+            pytest.skip(f"{line}: needs the network ({done.stderr.strip()})")
+        allowed = (0, 1) if line.startswith("modtrans diff") else (0,)
+        assert done.returncode in allowed, f"{line}: exit {done.returncode}\n{done.stderr}"
+        assert "Traceback" not in done.stderr, f"{line}:\n{done.stderr}"
+
+
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_h_is_help(command: str) -> None:
+    short, long = _help(command, "-h"), _help(command)
+    assert (short.returncode, short.stdout) == (0, long.stdout), short.stderr
+
+
+def test_translate_lists_its_options_in_groups_each_choice_named() -> None:
+    text = _help("translate").stdout
+    titles = re.findall(r"^(\S[^:\n]*):$", text, re.M)
+    assert titles[0] == "Arguments", titles
+    assert titles[-1] == "Options", titles
+    for group in ("Model", "Pipeline schedule", "Cost model"):
+        assert group in titles
+    assert any(title.startswith("LLM layout") for title in titles)
+    # every option whose values are a fixed set lists them (the gpu model refuses the rest)
+    assert re.search(r"--attention flash\|eager", text), text
+    assert "config.json" in text  # MODEL takes a Hugging Face configuration
+    unit = text[text.index("--time-unit") :].split("\n  -")[0]
+    assert "[default" not in unit  # traces refuse ns: no shown default of ns
+
+
+# Other tools' spellings, as their own sources have them: Megatron-LM's
+# megatron/training/arguments.py (_add_distributed_args, _add_training_args), DeepSpeed's
+# configuration keys (train_micro_batch_size_per_gpu, zero_optimization.stage as --zero-stage)
+# and plain words; each with the option of ours it means.
+MEANT = {
+    "--tensor-model-parallel-size": "--tp",
+    "--pipeline-model-parallel-size": "--pp",
+    "--context-parallel-size": "--cp",
+    "--expert-model-parallel-size": "--ep",
+    "--expert-tensor-parallel-size": "--etp",
+    "--sequence-parallel": "--sp",
+    "--micro-batch-size": "--micro-batch",
+    "--global-batch-size": "--global-batch",
+    "--seq-length": "--seq-len",
+    "--train-micro-batch-size-per-gpu": "--micro-batch",
+    "--zero-stage": "--zero",
+    "--tensor-parallel": "--tp",
+    "--pipeline-parallel": "--pp",
+    "--data-parallel": "--dp",
+    "--tensor_model_parallel_size": "--tp",
+    "--Tensor-Parallel": "--tp",
+    "--npu": "--npus",
+}
+
+
+@pytest.mark.parametrize("given", sorted(MEANT))
+def test_an_unknown_option_is_answered_by_what_it_means(given: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "modtrans", "translate", "gpt2", given, "2"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"did you mean {MEANT[given]}" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("given", ["--tp", "--tensor-parallel", "--pp", "--zero-stage"])
+def test_a_layout_option_to_a_command_without_one_names_the_commands_that_take_it(given: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "modtrans", "inspect", "resnet50", given, "2"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "`modtrans inspect` takes no" in done.stderr
+    assert "`modtrans translate`" in done.stderr
+    assert "--help" not in done.stderr, done.stderr
+
+
+def test_every_group_names_options_that_exist() -> None:
+    """A help group's table names options some command has (a renamed option is not left behind)."""
+    from modtrans.cli.vocabulary import PANELS, SYNONYMS
+
+    params = {p.name for command in _commands().values() for p in command.params}  # type: ignore[attr-defined]
+    assert {name for names in PANELS.values() for name in names} <= params
+    opts = {o for command in _commands().values() for p in command.params for o in p.opts}  # type: ignore[attr-defined]
+    assert {meant.split()[0] for meant in SYNONYMS.values()} <= opts
