@@ -16,7 +16,6 @@ from pathlib import Path
 from modtrans import outputs, pipeline
 from modtrans.diagnostics import DiagnosticError, has_errors
 from modtrans.pipeline import Translation
-from modtrans.plan import Plan, Purpose
 from modtrans.request import Format, Prepared, Request, UsageError, prepare
 
 
@@ -42,9 +41,10 @@ def run(prepared: Prepared) -> Translation:
             dims=request.network_dims,
             made=folder is not None,
         )
-        files += _timeline(result, request)
-        found += checked
-        return replace(result, diagnostics=tuple(found), metadata=metadata, files=tuple(files), folder=folder)
+        files += _timeline(result, prepared)
+        return replace(
+            result, diagnostics=(*found, *checked), metadata=metadata, files=tuple(files), folder=folder
+        )
     text = None
     if result.workload is not None:
         dialect = prepared.options.dialect
@@ -52,33 +52,27 @@ def run(prepared: Prepared) -> Translation:
     if text is None or (request.strict and any(d.severity <= 2 for d in found)):
         return replace(result, diagnostics=tuple(found))
     files, metadata = outputs.text_files(text, request.output, result.metadata, request.meta, found)
-    files += _timeline(result, request)
+    files += _timeline(result, prepared)
     return replace(result, diagnostics=tuple(found), metadata=metadata, text=text, files=tuple(files))
 
 
-def _timeline(result: Translation, request: Request) -> outputs.Files:
-    """The plan's schedule as a picture (SVG or PNG), where --timeline asks for one (plan/timeline.py)."""
-    if request.timeline is None or result.plan is None:
+def _timeline(result: Translation, prepared: Prepared) -> outputs.Files:
+    """The plan's schedule as a picture (SVG or PNG), where --timeline asks for one (plan/timeline.py),
+    titled as `inspect --timeline` titles its traces (the layout's own DP: sidecar.layout)."""
+    request, plan = prepared.request, result.plan
+    if request.timeline is None or plan is None:
         return []
-    from modtrans.picture import PictureError, draw
+    from modtrans.picture import PictureError, draw, title_of
     from modtrans.plan.timeline import timeline
+    from modtrans.sidecar import layout
 
     target = Path(request.timeline)
+    llm = layout(plan.mesh, plan.layout) if plan.layout is not None else {}
+    title = title_of(request.model, llm, plan.npus)
     try:
-        return [(target, draw(timeline(result.plan), _title(request.model, result.plan), target))]
+        return [(target, draw(timeline(plan), title, target, tick_ns=prepared.options.cost.clock.tick_ns))]
     except PictureError as error:
         raise UsageError(f"--timeline {target}: {error}") from None
-
-
-def _title(model: str, plan: Plan) -> str:
-    facts = plan.layout
-    if facts is None:
-        return f"{model}: {plan.npus} NPUs, one stage"
-    axes = (("TP", Purpose.TENSOR), ("PP", Purpose.PIPELINE), ("DP", Purpose.DATA))
-    shape = " x ".join(f"{name}{plan.mesh.extent(axis)}" for name, axis in axes)
-    chunks = f" V={facts.virtual_stages}" if facts.virtual_stages > 1 else ""
-    schedule = f"{facts.schedule.value}{chunks}, {facts.micro_batches} micro-batches"
-    return f"{model}: {shape}, {schedule}, --recompute {facts.recompute.value}"
 
 
 def write(result: Translation, model: str, *, force: bool = False) -> Translation:

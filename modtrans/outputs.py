@@ -1,7 +1,7 @@
 """What a translation writes, checked before it is written, and the all-or-nothing write.
 
 The workload text (validated as a consumer would read it) or workload JSON, with its .meta.json;
-or one Chakra trace per rank, PREFIX.comm_groups.json and PREFIX.meta.json, the set checked
+or one Chakra trace per rank, PREFIX.comm_groups.json and PREFIX.et-meta.json, the set checked
 across ranks as `modtrans validate` checks it (SELF_CHECK). Nothing is written when an output
 would overwrite one of the inputs (unless forced), and either every file is written or none.
 """
@@ -19,7 +19,7 @@ from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_er
 from modtrans.fileio import Content, is_file_output, same_file, write_all
 from modtrans.progress import task as progress_task
 from modtrans.request import UsageError
-from modtrans.sidecar import describe
+from modtrans.sidecar import SET_SUFFIX, SUFFIX, describe
 from modtrans.workload.model import Dialect, Workload
 
 if TYPE_CHECKING:  # a text or JSON output never loads the trace writer (protobuf): 25 ms
@@ -72,7 +72,7 @@ def text_files(
         files.append((Path(str(output)), text))
     described = {**metadata, "output": describe(str(output), text)} if to_file else metadata
     beside = to_file and is_file_output(str(output))  # no /dev/null.meta.json
-    target = Path(meta) if meta is not None else (Path(f"{output}.meta.json") if beside else None)
+    target = Path(meta) if meta is not None else (Path(f"{output}{SUFFIX}") if beside else None)
     if target is not None and not has_errors(found):
         files.append((target, json.dumps(described, indent=1) + "\n"))
     return files, described
@@ -109,7 +109,7 @@ def trace_files(
     dims: Sequence[int] | None = None,
     made: bool = False,
 ) -> tuple[Files, dict[str, Any], list[Diagnostic]]:
-    """The traces, PREFIX.comm_groups.json and PREFIX.meta.json (in that order), the provenance
+    """The traces, PREFIX.comm_groups.json and PREFIX.et-meta.json (in that order), the provenance
     the last holds, and what the checks across ranks find in them (errors and warnings); `made`:
     PREFIX's folder is made when they are written (new_folder).
     Raises UsageError for what the trace writer refuses (--passes, --network-dims)."""
@@ -139,7 +139,7 @@ def trace_files(
     except chakra.ChakraError as error:
         raise UsageError(str(error)) from None
     found = checked(plan, files)  # what we write passes the checks users run
-    files.append((Path(f"{prefix}.meta.json"), json.dumps(described, indent=1) + "\n"))
+    files.append((Path(f"{prefix}{SET_SUFFIX}"), json.dumps(described, indent=1) + "\n"))
     return files, described, found
 
 
@@ -165,6 +165,23 @@ def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
     if not complete:
         found += [diagnostic(code, message, path=str(group_path)) for code, message in consistency(plan)]
     return [d for d in found if d.severity <= 2]
+
+
+def said(written: Sequence[Path]) -> str:
+    """What a translation wrote, every file named: `wrote 8 Chakra traces: P.0.et .. P.7.et,
+    P.comm_groups.json (--comm-group-configuration), P.et-meta.json and t.svg`, or `wrote
+    r50.txt, r50.txt.meta.json and t.svg`."""
+    traces = [p for p in written if p.suffix == ".et"]
+    rest = [
+        f"{p} (--comm-group-configuration)" if p.name.endswith(".comm_groups.json") else str(p)
+        for p in written
+        if p.suffix != ".et"
+    ]
+    if traces:
+        plural = "trace" if len(traces) == 1 else "traces"
+        names = f"{traces[0]}" if len(traces) == 1 else f"{traces[0]} .. {traces[-1]}"
+        rest.insert(0, f"{len(traces)} Chakra {plural}: {names}")
+    return "wrote " + (f"{', '.join(rest[:-1])} and {rest[-1]}" if len(rest) > 1 else "".join(rest))
 
 
 def refuse_inputs(targets: Sequence[Path], inputs: Sequence[str | Path], force: bool) -> None:

@@ -16,14 +16,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modtrans import cost, fetch, zoo
+from modtrans import cost, fetch, sidecar, zoo
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
 from modtrans.digest import Digest
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan, ProjectionError, project
-from modtrans.plan.model import LayoutFacts, Mesh, Purpose
 from modtrans.plan.simai import project_simai
 from modtrans.plan.sizes import consumer
 from modtrans.plan.text import header as text_header
@@ -297,26 +296,37 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
             return Translation(None, ir, tuple(found), {}, the_plan)
     if workload is not None and options.dialect is Dialect.SIMAI and not llm_simai:
         workload = dataclasses.replace(workload, header=simai_header(workload.header, options.parallel))
-    metadata = _metadata(ir, the_plan, options, described, uncosted)
+    metadata = _metadata(ir, the_plan, options, described, uncosted, workload)
     return Translation(workload, ir, tuple(found), metadata, the_plan)
 
 
 def _metadata(
-    ir: ModelIR, the_plan: Plan, options: Options, compute: dict[str, Any], uncosted: list[str]
+    ir: ModelIR,
+    the_plan: Plan,
+    options: Options,
+    compute: dict[str, Any],
+    uncosted: list[str],
+    workload: Workload | None,
 ) -> dict[str, Any]:
-    """The provenance of a translation (its .meta.json, less what each format adds)."""
+    """The provenance of a translation (its .meta.json, less what each format adds; sidecar.py).
+    `parallel.policy` is the written workload's header policy, or the keyword preset's for its
+    traces; a layout's traces have none (no policy built them)."""
     groups = group(ir, options.params, options.dtype_bytes)
+    if not options.traces and workload is not None:
+        policy: dict[str, str] = {"policy": workload.header.policy.value}
+    else:
+        policy = {"policy": options.parallel.policy.value} if the_plan.layout is None else {}
     return {
         "format": "modtrans-translation",
-        "version": 1,
+        "version": sidecar.VERSION,
         "tool": f"modtrans {__version__}",
         "model": document.provenance_dict(ir.provenance),
         "parallel": {
-            "policy": options.parallel.policy.value,
+            **policy,
             "npus": options.parallel.npus,
             "model_parallel_group": text_header(the_plan).model_parallel_group,
             "mesh": {a.purpose.value: a.size for a in the_plan.mesh.axes},
-            **({"llm": _layout(the_plan.mesh, the_plan.layout)} if the_plan.layout is not None else {}),
+            **({"llm": sidecar.layout(the_plan.mesh, facts)} if (facts := the_plan.layout) else {}),
         },
         "params": options.params.value,
         "dtype_bytes": options.dtype_bytes,
@@ -324,33 +334,6 @@ def _metadata(
         "layers": {"workload": len(the_plan.layers), "ir": len(ir.layers)},
         "folded": {g.owner.name: [x.name for x in g.folded] for g in groups if g.folded},
         **({"unknown_flops": uncosted} if uncosted else {}),
-    }
-
-
-def _layout(mesh: Mesh, layout: LayoutFacts) -> dict[str, str]:
-    """A layout's plan in the .meta.json (`parallel.llm`): its facts as strings, keys as the
-    options name them."""
-    return {
-        "tp": str(mesh.extent(Purpose.TENSOR)),
-        "pp": str(mesh.extent(Purpose.PIPELINE)),
-        "dp": str(mesh.extent(Purpose.DATA) * mesh.extent(Purpose.EXPERT)),  # experts are carved from D
-        "ep": str(mesh.extent(Purpose.EXPERT)),
-        **({"cp": str(mesh.extent(Purpose.CONTEXT))} if mesh.extent(Purpose.CONTEXT) > 1 else {}),
-        "sp": str(layout.sequence_parallel).lower(),
-        "zero": str(layout.zero),
-        "micro_batch": str(layout.micro_batch),
-        "global_batch": str(layout.global_batch),
-        "ga": str(layout.micro_batches),
-        "schedule": layout.schedule.value,
-        "vpp": str(layout.virtual_stages),
-        "recompute": layout.recompute.value,
-        "pp_comm": str(layout.boundary_bytes),
-        "stages": ";".join(f"{c.first}..{c.last}" for c in layout.chunks),
-        "blocks_per_chunk": ",".join(str(c.blocks) for c in layout.chunks),
-        # per stage, one rank: total = weights + gradients + optimizer + activations (bytes)
-        "memory_bytes": ";".join(
-            f"{m.total}={m.weights}+{m.gradients}+{m.optimizer}+{m.activations}" for m in layout.memory
-        ),
     }
 
 

@@ -1,4 +1,16 @@
-"""An output and its `.meta.json` name each other: the metadata records the output's file name and
+"""The translation metadata (`.meta.json`): its names, its layout section, and its readers.
+
+A text or JSON output FILE has FILE.meta.json beside it; a trace set PREFIX.<rank>.et has
+PREFIX.et-meta.json. No name ends both ways, so outputs of different formats never share a
+sidecar (`-o r50.txt` then `-o r50.txt --format chakra-et` keep both). A set written before
+version 2 has PREFIX.meta.json, which `of_set` still finds.
+
+Version 2 (schemas/translation.schema.json) holds typed values: `parallel.llm` numbers and
+booleans, its chunks and its memory per stage as lists of objects; `parallel.policy` is the
+policy of the workload written, absent for a layout's trace set. Version 1 wrote each layout
+value as a string ("2", "false", "T=W+G+O+A;..."); `llm_of` reads both as version 2.
+
+An output and its metadata name each other: the metadata records the output's file name and
 the SHA-256 of its bytes, and readers of a file that has a `.meta.json` beside it check the pair.
 
 Two renames cannot be made one, so a run killed between them (or a user who edits the workload,
@@ -14,12 +26,18 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modtrans import digest
 from modtrans.diagnostics import Diagnostic, diagnostic
 
-SUFFIX = ".meta.json"
+if TYPE_CHECKING:
+    from modtrans.plan.model import LayoutFacts, Mesh
+
+VERSION = 2
+SUFFIX = ".meta.json"  # beside a text or JSON output: FILE.meta.json
+SET_SUFFIX = ".et-meta.json"  # a trace set's: PREFIX.et-meta.json (never FILE + SUFFIX)
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations")
 _MAX_SIDECAR = 16 << 20  # a translation's metadata is kilobytes; never read a stray huge file
 
 
@@ -67,6 +85,104 @@ def parallel_of(meta: Mapping[str, Any]) -> dict[str, Any]:
     """The metadata's `parallel` section (npus, mesh, the LLM layout's `llm`), or {}."""
     found = meta.get("parallel")
     return found if isinstance(found, dict) else {}
+
+
+def of_set(prefix: str | Path) -> Path:
+    """The metadata of the trace set PREFIX: PREFIX.et-meta.json, or where only a set written
+    before version 2 has one, its PREFIX.meta.json (not a text output PREFIX's: that has `output`)."""
+    named = Path(f"{prefix}{SET_SUFFIX}")
+    old = Path(f"{prefix}{SUFFIX}")
+    if not named.exists() and "output" not in (found := read(old)) and found:
+        return old
+    return named
+
+
+def layout(mesh: Mesh, facts: LayoutFacts) -> dict[str, Any]:
+    """A layout's plan as `parallel.llm` holds it: keys as the options name them; `dp` the
+    layout's D (experts are carved from it); per chunk its layers and blocks; per stage one
+    rank's memory in bytes (strategy/llm/memory.py)."""
+    from modtrans.plan.model import Purpose
+
+    stages = mesh.extent(Purpose.PIPELINE)
+    return {
+        "tp": mesh.extent(Purpose.TENSOR),
+        "pp": stages,
+        "dp": mesh.extent(Purpose.DATA) * mesh.extent(Purpose.EXPERT),
+        "ep": mesh.extent(Purpose.EXPERT),
+        "cp": mesh.extent(Purpose.CONTEXT),
+        "sp": facts.sequence_parallel,
+        "zero": facts.zero,
+        "micro_batch": facts.micro_batch,
+        "global_batch": facts.global_batch,
+        "ga": facts.micro_batches,
+        "schedule": facts.schedule.value,
+        "vpp": facts.virtual_stages,
+        "recompute": facts.recompute.value,
+        "pp_comm_bytes": facts.boundary_bytes,
+        "chunks": [
+            {"chunk": v, "stage": v % stages, "first": c.first, "last": c.last, "blocks": c.blocks}
+            for v, c in enumerate(facts.chunks)
+        ],
+        "memory": [
+            {
+                "stage": s,
+                "total_bytes": m.total,
+                **{f"{part}_bytes": getattr(m, part) for part in MEMORY_PARTS},
+            }
+            for s, m in enumerate(facts.memory)
+        ],
+    }
+
+
+_NUMBERS = ("tp", "pp", "dp", "ep", "cp", "zero", "micro_batch", "global_batch", "ga", "vpp")
+
+
+def llm_of(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata's `parallel.llm` as version 2 writes it, from either version; {} without one.
+    Version 1's strings become numbers and booleans, its `stages`, `blocks_per_chunk` and
+    `memory_bytes` strings the `chunks` and `memory` lists; a value that does not read is left out."""
+    found = parallel_of(meta).get("llm")
+    if not isinstance(found, dict):
+        return {}
+    if meta.get("version", 1) != 1:
+        return dict(found)
+    out: dict[str, Any] = {k: v for k, v in found.items() if k in ("schedule", "recompute")}
+    for key in _NUMBERS:
+        if str(found.get(key, "")).isdigit():
+            out[key] = int(found[key])
+    out.setdefault("cp", 1)
+    if found.get("sp") in ("true", "false"):
+        out["sp"] = found["sp"] == "true"
+    if str(found.get("pp_comm", "")).isdigit():
+        out["pp_comm_bytes"] = int(found["pp_comm"])
+    out["chunks"] = _old_chunks(found, out.get("pp", 1))
+    out["memory"] = _old_memory(str(found.get("memory_bytes", "")))
+    return out
+
+
+def _old_chunks(found: Mapping[str, Any], stages: int) -> list[dict[str, Any]]:
+    ranges = [r.split("..") for r in str(found.get("stages", "")).split(";") if r.count("..") == 1]
+    blocks = [b for b in str(found.get("blocks_per_chunk", "")).split(",") if b]
+    out: list[dict[str, Any]] = []
+    for v, (first, last) in enumerate(ranges):
+        chunk = {"chunk": v, "stage": v % max(stages, 1), "first": first, "last": last}
+        if len(blocks) == len(ranges) and blocks[v].isdigit():
+            chunk["blocks"] = int(blocks[v])
+        out.append(chunk)
+    return out
+
+
+def _old_memory(text: str) -> list[dict[str, Any]]:
+    """Version 1's `memory_bytes`: per stage `total=weights+gradients+optimizer+activations`, `;` between."""
+    out: list[dict[str, Any]] = []
+    for stage, one in enumerate(s for s in text.split(";") if s):
+        numbers = one.replace("=", "+").split("+")
+        if len(numbers) != 1 + len(MEMORY_PARTS) or not all(n.isdigit() for n in numbers):
+            continue
+        total, *parts = (int(n) for n in numbers)
+        named = {f"{part}_bytes": n for part, n in zip(MEMORY_PARTS, parts, strict=True)}
+        out.append({"stage": stage, "total_bytes": total, **named})
+    return out
 
 
 def _recorded(meta: Path) -> str | None:

@@ -38,7 +38,7 @@ def test_the_issues_llama_traces_are_the_command_lines_byte_for_byte(
     assert len(api) == 8 + 2  # a trace per rank, the group file, the metadata
     assert api == cli
     assert [p.name for p in result.written] == list(api)
-    assert result.metadata == json.loads(api["llama.meta.json"])
+    assert result.metadata == json.loads(api["llama.et-meta.json"])
     assert result.plan is not None
     assert result.plan.npus == 8
     assert result.workload is None  # ASTRA-sim 1.0 text holds no pipeline (D310): traces only

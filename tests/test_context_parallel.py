@@ -71,9 +71,8 @@ def test_memory_holds_half_the_activations(run_cli: Run, tmp_path: Path) -> None
     def activations(folder: Path, *more: str) -> list[int]:
         done = run_cli(*BASE, *more, "-o", folder / "t")
         assert done.exit_code == 0
-        meta = json.loads((folder / "t.meta.json").read_text())
-        stages = meta["parallel"]["llm"]["memory_bytes"].split(";")
-        return [int(s.split("=")[1].split("+")[3]) for s in stages]
+        meta = json.loads((folder / "t.et-meta.json").read_text())
+        return [s["activations_bytes"] for s in meta["parallel"]["llm"]["memory"]]
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

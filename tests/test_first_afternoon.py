@@ -90,7 +90,7 @@ def test_chakra_traces_into_a_folder_are_named_after_the_model(tmp_path: Path) -
         "resnet50.0.et",
         "resnet50.1.et",
         "resnet50.comm_groups.json",
-        "resnet50.meta.json",
+        "resnet50.et-meta.json",
     ]
     assert f"{tmp_path}/resnet50.0.et .. {tmp_path}/resnet50.1.et" in done.stderr
     many = _modtrans(

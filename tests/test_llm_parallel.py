@@ -376,7 +376,7 @@ def test_text_outputs_say_what_they_can(run_cli: Run, tmp_path: Path) -> None:
     assert header.endswith(f"pp_comm: {256 * 4096 * 2}")
     assert run_cli("validate", "--dialect", "simai", "--strict", simai).exit_code == 0
     meta = json.loads((tmp_path / "s.txt.meta.json").read_text())
-    assert meta["parallel"]["llm"]["blocks_per_chunk"] in ("17,15", "16,16")
+    assert [c["blocks"] for c in meta["parallel"]["llm"]["chunks"]] in ([17, 15], [16, 16])
     zero = tmp_path / "z.txt"  # refused before issue 24; AICB writes it (grad_param_comm ...)
     assert run_cli(*base, "--dp", "2", "--zero", "1", "--dialect", "simai", "-o", zero).exit_code == 0
     assert run_cli("validate", "--dialect", "simai", "--strict", zero).exit_code == 0
@@ -659,7 +659,7 @@ def test_the_pipeline_cut_is_megatrons(args: tuple[str, ...], cut: str, run_cli:
     base = ("translate", "llama-3-8b", "--seq-len", "256", "--dialect", "simai", "-o", out)
     assert run_cli(*base, *args).exit_code == 0
     meta = json.loads((tmp_path / "s.txt.meta.json").read_text())
-    assert meta["parallel"]["llm"]["blocks_per_chunk"] == cut
+    assert ",".join(str(c["blocks"]) for c in meta["parallel"]["llm"]["chunks"]) == cut
 
 
 @pytest.mark.parametrize(("tp", "accepted"), [(2, False), (3, True), (6, False)])

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import Result
 
 Run = Callable[..., Result]
+PARTS = ("total", "weights", "gradients", "optimizer", "activations")  # .meta.json memory: {part}_bytes
 
 # Llama-3-8B's config.json (the built-in): hidden 4096, MLP 14336 (SwiGLU), 32 layers, 32 heads, 8
 # key/value heads, vocabulary 128,256 (a multiple of 128 x 2: no padding at T = 2), RMSNorm, untied
@@ -42,8 +43,8 @@ def test_memory_per_rank_is_megatrons_estimate(
     args = ("--tp", str(tp), "--dp", str(dp), "--zero", str(zero), "--sp", "--recompute", "selective")
     done = run_cli("translate", "llama-3-8b", *args, "--seq-len", "1024", "--format", "chakra-et", "-o", out)
     assert done.exit_code == 0, done.output
-    stage = json.loads(Path(f"{out}.meta.json").read_text())["parallel"]["llm"]["memory_bytes"]
-    total, weights, grads, optimizer, activations = (int(x) for x in stage.replace("=", "+").split("+"))
+    stage = json.loads(Path(f"{out}.et-meta.json").read_text())["parallel"]["llm"]["memory"][0]
+    total, weights, grads, optimizer, activations = (stage[f"{k}_bytes"] for k in PARTS)
     expected_state, expected_activations = _megatron(tp, dp, 1024, 1, distributed=zero == 1)
     assert weights + grads + optimizer == pytest.approx(expected_state, rel=1e-3)
     assert activations == pytest.approx(expected_activations, rel=1e-3)
@@ -92,9 +93,9 @@ def test_inspect_shows_each_stages_memory(run_cli: Run, tmp_path: Path) -> None:
     out = tmp_path / "p"
     args = ("--tp", "2", "--pp", "2", "--dp", "2", "--seq-len", "1024", "--format", "chakra-et")
     assert run_cli("translate", "llama-3-8b", *args, "-o", out).exit_code == 0
-    stages = json.loads(Path(f"{out}.meta.json").read_text())["parallel"]["llm"]["memory_bytes"].split(";")
-    totals = [int(s.split("=")[0]) for s in stages]
-    activations = [int(s.split("+")[-1]) for s in stages]
+    stages = json.loads(Path(f"{out}.et-meta.json").read_text())["parallel"]["llm"]["memory"]
+    totals = [s["total_bytes"] for s in stages]
+    activations = [s["activations_bytes"] for s in stages]
     assert len(totals) == 2
     assert activations[0] > activations[1]
     shown = run_cli("inspect", out).stdout
@@ -132,8 +133,8 @@ def _state_of(run_cli: Run, tmp_path: Path, model: str, *args: str) -> tuple[int
     done = run_cli("translate", model, *args, "--zero", "1", "--sp", "--recompute", "selective",
                    "--seq-len", "1024", "--format", "chakra-et", "-o", out)  # fmt: skip
     assert done.exit_code == 0, done.output
-    stage = json.loads(Path(f"{out}.meta.json").read_text())["parallel"]["llm"]["memory_bytes"].split(";")[0]
-    _, weights, grads, optimizer, activations = (int(x) for x in stage.replace("=", "+").split("+"))
+    stage = json.loads(Path(f"{out}.et-meta.json").read_text())["parallel"]["llm"]["memory"][0]
+    _, weights, grads, optimizer, activations = (stage[f"{k}_bytes"] for k in PARTS)
     return weights + grads + optimizer, activations
 
 

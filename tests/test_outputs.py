@@ -143,7 +143,7 @@ def test_chakra_traces_and_their_metadata_are_one_result(tmp_path: Path) -> None
         "t.0.et",
         "t.1.et",
         "t.comm_groups.json",
-        "t.meta.json",
+        "t.et-meta.json",
     ]
 
 

@@ -4,6 +4,7 @@ schedule) against the schedules' published orders."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -193,7 +194,7 @@ def test_zero_bubble_h1_defers_each_stage_s_weight_gradients_by_s(run_cli: Run, 
     _draw(run_cli, tmp_path / "o", "--pp", "4", "--global-batch", "8")  # 1F1B, beside it
 
     def end(path: Path) -> int:
-        found = re.search(r"([\d,]+) ticks", path.read_text())
+        found = re.search(r"\(([\d,]+) ns\) per iteration", path.read_text())
         assert found is not None
         return int(found.group(1).replace(",", ""))
 
@@ -206,3 +207,109 @@ def test_simai_text_refuses_zero_bubble(run_cli: Run, tmp_path: Path) -> None:
     )
     assert done.exit_code == 1
     assert "zb-h1" in done.stderr
+
+
+def _notes(svg: str) -> list[str]:
+    return re.findall(r'<text class="note"[^>]*>([^<]*)</text>', svg)
+
+
+def _ns(svg: str) -> int:
+    found = re.search(r"\(([\d,]+) ns\) per iteration with a free network", svg)
+    assert found is not None
+    return int(found.group(1).replace(",", ""))
+
+
+def test_one_lane_s_iteration_is_the_workload_s_compute(run_cli: Run, tmp_path: Path) -> None:
+    """A keyword preset on one lane: the iteration with a free network is every layer's forward,
+    input-gradient and weight-gradient compute, as the text written beside it says (ns)."""
+    import modtrans
+
+    out, picture = tmp_path / "r.txt", tmp_path / "r.svg"
+    assert run_cli("translate", "resnet50", "-o", out, "--timeline", picture).exit_code == 0
+    workload = modtrans.parse(out.read_text()).workload
+    assert workload is not None
+    phases = [(x.fwd, x.input_grad, x.weight_grad) for x in workload.layers]
+    assert _ns(picture.read_text()) == sum(p.compute_time for three in phases for p in three)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [("llama-3-8b", "--seq-len", "256", "--pp", "2", "--global-batch", "4", "-d", "simai"), ("resnet50",)],
+)
+def test_the_time_axis_has_a_unit_and_its_ticks_where_their_times_are(
+    run_cli: Run, tmp_path: Path, model: tuple[str, ...]
+) -> None:
+    """Ticks labelled in one unit, the largest the span holds once, evenly stepped from 0, each at
+    its time's share of the lane's width (the footer's ns the whole lane)."""
+    picture = tmp_path / "p.svg"
+    done = run_cli("translate", *model, "-o", tmp_path / "o.txt", "--timeline", picture)
+    assert done.exit_code == 0, done.output
+    svg = picture.read_text()
+    axis = re.search(r'<g class="axis" data-unit="([^"]+)">(.*?)</g>', svg, re.S)
+    assert axis is not None
+    ticks = re.findall(r'data-ns="([\d.]+)" x="([\d.]+)"[^>]*>([^<]*)</text>', axis.group(2))
+    span = _ns(svg)
+    size = {"ms": 1e6, "µs": 1e3}[axis.group(1)]
+    assert 1 <= span / size < 1000  # the largest unit the span holds once
+    assert 4 <= len(ticks) <= 11
+    lane = re.search(r'<rect x="(\d+)" y="\d+" width="([\d.]+)" height="\d+" fill="#f4f4f4"/>', svg)
+    assert lane is not None
+    left, width = float(lane.group(1)), float(lane.group(2))
+    steps = {round(float(b[0]) - float(a[0]), 3) for a, b in itertools.pairwise(ticks)}
+    assert len(steps) == 1
+    for ns, x, label in ticks:
+        number, shown = label.split(" ")
+        assert shown == axis.group(1)
+        assert float(number.replace(",", "")) == pytest.approx(float(ns) / size)
+        assert float(x) == pytest.approx(left + float(ns) / span * width, abs=0.6)
+        assert float(ns) <= span
+
+
+def test_narrow_blocks_are_counted_in_the_legend(run_cli: Run, tmp_path: Path) -> None:
+    """Each label fits its block (9 px a character); the blocks drawn without their full label
+    (step and micro-batch) are counted in the legend, none left unsaid."""
+    lanes = _draw(run_cli, tmp_path, "--pp", "4", "--global-batch", "64")
+    svg = (tmp_path / "t.svg").read_text()
+    blocks = re.findall(
+        r'data-micro="(-?\d+)" data-chunk="\d+" x="[\d.]+" y="[\d.]+" width="([\d.]+)"[^>]*>'
+        r'<title>[^<]*</title></rect>(?:\n<text class="label"[^>]*>([^<]*)</text>)?',
+        svg,
+    )
+    assert len(blocks) == sum(len(b) for b in lanes.values()) == 4 * 64 * 2
+    short = 0
+    for micro, width, label in blocks:
+        assert len(label) * 9 < float(width) or not label
+        short += not label.endswith(micro)
+    notes = " ".join(_notes(svg))
+    assert f"{short:,} of {len(blocks):,} blocks too narrow for their label" in notes
+    assert short > 0
+
+
+def test_the_title_says_the_layout_s_own_dp(run_cli: Run, tmp_path: Path) -> None:
+    """--dp 4 --ep 2: DP4 (the experts are carved from the data-parallel ranks), EP2 beside it."""
+    picture = tmp_path / "m.svg"
+    args = ("deepseek-moe-16b", "--dp", "4", "--ep", "2", "--pp", "2", "-d", "simai")
+    assert run_cli("translate", *args, "-o", tmp_path / "m.txt", "--timeline", picture).exit_code == 0
+    title = re.search(r"<title>([^<]*)</title>", picture.read_text())
+    assert title is not None
+    assert title.group(1).startswith("deepseek-moe-16b: TP1 x PP2 x DP4 (EP2), 1f1b")
+
+
+def test_every_file_written_is_said_and_the_footer_has_one_unit(run_cli: Run, tmp_path: Path) -> None:
+    """translate --timeline names each file it wrote, the traces counted apart from the rest;
+    inspect --timeline says what it wrote; both footers in ns, equal to the traces' microsecond."""
+    made = run_cli(
+        "translate", "llama-3-8b", "--seq-len", "256", "--pp", "2", "--global-batch", "4",
+        "--format", "chakra-et", "-o", tmp_path / "t", "--timeline", tmp_path / "plan.svg",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    written = sorted(tmp_path.iterdir())
+    traces = [p for p in written if p.suffix == ".et"]
+    said = made.stderr.strip().splitlines()[-1]
+    assert said.startswith(f"wrote {len(traces)} Chakra traces: {traces[0]} .. {traces[-1]}, ")
+    assert all(str(p) in said for p in written if p.suffix != ".et")
+    drawn = run_cli("inspect", tmp_path / "t", "--timeline", tmp_path / "traces.svg")
+    assert drawn.exit_code == 0, drawn.output
+    assert f"wrote {tmp_path / 'traces.svg'}" in drawn.stderr
+    plan, traces_ns = _ns((tmp_path / "plan.svg").read_text()), _ns((tmp_path / "traces.svg").read_text())
+    assert abs(plan - traces_ns) <= 1000 * len(_lanes((tmp_path / "plan.svg").read_text())[0])

@@ -408,7 +408,7 @@ def test_quiet_translate_says_nothing_of_the_traces_it_writes(run_cli: Run, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         *(f"g.{r}.et" for r in range(4)),
         "g.comm_groups.json",
-        "g.meta.json",
+        "g.et-meta.json",
     ]
 
 

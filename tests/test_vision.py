@@ -194,9 +194,9 @@ def test_traces_under_tp_dp_and_pp_and_simai_text_validate(name: str, tmp_path: 
     found, checked = validate_paths(sorted(tmp_path.glob("t.*.et")), None)
     assert checked == 8
     assert [d for d in found if d.severity <= 2] == []
-    stages = json.loads((tmp_path / "t.meta.json").read_text())["parallel"]["llm"]["stages"].split(";")
-    assert stages[0].startswith(("model.vision_tower.", "model.visual."))
-    last = stages[0].rsplit("..", 1)[1]  # the first stage's last layer: half the blocks' last one
+    chunks = json.loads((tmp_path / "t.et-meta.json").read_text())["parallel"]["llm"]["chunks"]
+    assert chunks[0]["first"].startswith(("model.vision_tower.", "model.visual."))
+    last = chunks[0]["last"]  # the first stage's last layer: half the blocks' last one
     assert last.startswith(f"model.language_model.layers.{LAYERS[name] // 2 - 1}.")
     assert last.endswith(("mlp.down_proj", "post_feedforward_layernorm"))  # Gemma 3: sandwich norms
     code, said = _run("translate", config, "--tp", "2", "--dp", "2", "--seq-len", seq, "-d", "simai",

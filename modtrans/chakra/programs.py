@@ -14,7 +14,8 @@ operations' `deps`:
 
 The stage of a rank is its coordinate on the mesh's last axis, pipeline (the .meta.json's mesh,
 the first axis the fastest: plan/model.py). A model chunk's layers are the range the .meta.json's
-`stages` names for it (interleaved: P x V ranges, range v stage v % P's chunk v // P).
+`chunks` names for it (interleaved: P x V ranges, range v stage v % P's chunk v // P), as
+sidecar.llm_of reads it from either version.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ STEPS = {
 }
 
 
+TICK_NS = 1000.0
+"""A program's times are the traces' duration_micros: a tick is a microsecond."""
+
+
 class ProgramsError(ValueError):
     """A trace set whose traces the timeline cannot read (another tool's, or not one schedule)."""
 
@@ -51,7 +56,7 @@ def programs(
     traces: Sequence[Trace], mesh: Mapping[str, int], llm: Mapping[str, Any]
 ) -> tuple[list[list[Op]], dict[int, int]]:
     """One program per stage (`traces`: each stage's first rank, in stage order) and the model chunk
-    of each layer index, as plan/timeline.py's `schedule` takes them."""
+    of each layer index, as plan/timeline.py's `schedule` takes them; `llm` as sidecar.llm_of reads it."""
     layers: dict[str, int] = {}
     out = []
     for trace in traces:
@@ -99,7 +104,7 @@ def _chunks(
 ) -> dict[int, int]:
     """Layer index -> its model chunk: where a stage's forward reaches the first layer of the
     range of its chunk v, chunk v begins (a stage runs chunk 0's layers before chunk 1's)."""
-    ranges = [r.split("..")[0] for r in str(llm.get("stages", "")).split(";") if r]
+    ranges = [str(c.get("first")) for c in llm.get("chunks", []) if isinstance(c, dict)]
     stages = len(programs)
     if len(ranges) <= stages or not stages:
         return {}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from modtrans import sidecar
 from modtrans.chakra.read import Trace, rank_of
 from modtrans.chakra.validate import COLL, COMP, NAMES, RECV, SEND
 
@@ -115,7 +116,7 @@ def stages(traces: Sequence[Trace], rows: Sequence[RankTotals], per_stage: int |
     for r in rows:
         if r.stage is not None:
             by_stage.setdefault(r.stage, []).append(r)
-    llm = (_info(traces[0]).get("parallel") or {}).get("llm") or {} if traces else {}
+    llm = sidecar.llm_of(_info(traces[0])) if traces else {}
     if len(by_stage) < 2:
         return memory(llm)
     out = ["", f"{'stage':>5} {'ranks':>6} {'compute us':>12} {'sends':>14} {'receives':>14}"]
@@ -154,19 +155,12 @@ def _bubble(llm: dict[str, Any], p: int) -> str:
 
 def memory(llm: dict[str, Any]) -> list[str]:
     """One rank's memory per stage, as the translation estimated it (strategy/llm/memory.py)."""
-    stages = [s for s in str(llm.get("memory_bytes", "")).split(";") if s]
     out = []
-    for stage, text in enumerate(stages):
-        try:
-            total, *parts = (int(x) for x in text.replace("=", "+").split("+"))
-        except ValueError:
-            continue
-        if len(parts) != 4:
-            continue
-        w, g, o, a = (x / 2**30 for x in parts)
+    for m in llm.get("memory", []):
+        w, g, o, a = (m[f"{part}_bytes"] / 2**30 for part in sidecar.MEMORY_PARTS)
         out.append(
-            f"memory per rank, stage {stage}: {total / 2**30:,.1f} GiB (weights {w:.1f}, gradients {g:.1f}, "
-            f"optimizer {o:.1f}, activations {a:.1f})"
+            f"memory per rank, stage {m['stage']}: {m['total_bytes'] / 2**30:,.1f} GiB (weights {w:.1f}, "
+            f"gradients {g:.1f}, optimizer {o:.1f}, activations {a:.1f})"
         )
     return ["", *out] if out else []
 

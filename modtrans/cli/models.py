@@ -138,7 +138,7 @@ def trace_set(spec: str) -> tuple[str, list[Path], dict[str, Any]]:
     members = next(iter(expand([Path(prefix)]).values()), [])
     if not members:
         _usage(f"{spec}: no trace files {prefix}.<rank>.et")
-    return prefix, members, sidecar.read(Path(prefix + sidecar.SUFFIX))
+    return prefix, members, sidecar.read(sidecar.of_set(prefix))
 
 
 def read_traces(paths: Sequence[Path]) -> list[Trace]:
@@ -194,24 +194,24 @@ def _draw(
 ) -> None:
     """The set's schedule with a free network (chakra/programs.py, plan/timeline.py), drawn."""
     from modtrans import picture
-    from modtrans.chakra.programs import ProgramsError, programs
+    from modtrans.chakra.programs import TICK_NS, ProgramsError, programs
     from modtrans.outputs import refuse_inputs, save
     from modtrans.plan.timeline import TimelineError, schedule
     from modtrans.request import UsageError
 
-    found = sidecar.parallel_of(meta).get("llm")
-    llm: dict[str, Any] = found if isinstance(found, dict) else {}
+    llm, npus = sidecar.llm_of(meta), sidecar.parallel_of(meta).get("npus")
     try:
         refuse_inputs([target], inputs, force=False)
         ops, chunks = programs(firsts, _mesh(meta), llm)
-        half = int(llm.get("ga", 0)) // 2 if llm.get("schedule") == "dualpipe" else None
+        half = llm.get("ga", 0) // 2 if llm.get("schedule") == "dualpipe" else None
         drawn = schedule(ops, chunks, reverse_from=half)
-        content = picture.draw(drawn, picture.title_of(Path(prefix).name, llm), target)
+        title = picture.title_of(Path(prefix).name, llm, npus)
+        content = picture.draw(drawn, title, target, tick_ns=TICK_NS)
     except (ProgramsError, TimelineError, UsageError, picture.PictureError) as error:
         _usage(f"--timeline {target}: {error}")
-    problems = save([(target, content)])
-    if problems:
+    if problems := save([(target, content)]):
         _usage(problems[0].message)
+    typer.echo(f"wrote {target}", err=True)
 
 
 def _mesh(meta: Mapping[str, Any]) -> dict[str, int]:

@@ -57,7 +57,7 @@ from modtrans.cli.layout import (
     ZeroOpt,
 )
 from modtrans.cli.values import _array, _given, _indices, _shapes
-from modtrans.pipeline import Translation
+from modtrans.outputs import said
 from modtrans.report import COLLAPSED, Format
 from modtrans.request import Request, UsageError, prepare
 from modtrans.strategy import Params
@@ -240,14 +240,13 @@ def translate(
             result = api.write(result, model, force=force)
     except UsageError as error:
         raise _refused(error) from None
+    if result.written and not quiet:
+        typer.echo(said(result.written), err=True)
     if to == "chakra-et":
-        _said_traces(result, quiet)
         code = report.exit_code(result.diagnostics, strict=strict) or (0 if result.files else 1)
     else:
         if result.text is not None and output in (None, "-"):
             sys.stdout.write(result.text)
-        if result.written and not quiet:
-            typer.echo("wrote " + " and ".join(str(path) for path in result.written), err=True)
         code = report.exit_code(result.diagnostics) or (0 if result.text is not None else 1)
     color = False if no_color else None
     report.emit(result.diagnostics, Format.TEXT, stream=sys.stderr, color=color, **COLLAPSED)
@@ -282,16 +281,3 @@ def _say(line: str, quiet: bool) -> None:
     """A note of the request's rules: warnings always, what --like took unless `quiet`."""
     if not quiet or line.startswith("modtrans: warning:"):
         typer.echo(line, err=True)
-
-
-def _said_traces(result: Translation, quiet: bool) -> None:
-    """`wrote 8 Chakra traces: P.0.et .. P.7.et, P.comm_groups.json (...) and P.meta.json`."""
-    if not result.written or quiet:
-        return
-    *traces, groups, sidecar = result.written
-    names = f"{traces[0]}" if len(traces) == 1 else f"{traces[0]} .. {traces[-1]}"
-    plural = "trace" if len(traces) == 1 else "traces"
-    typer.echo(
-        f"wrote {len(traces)} Chakra {plural}: {names}, {groups} (--comm-group-configuration) and {sidecar}",
-        err=True,
-    )

@@ -63,6 +63,11 @@ class Clock:
             return _ceil(seconds * 1e9 * self.ghz)
         return _ceil(seconds * (1e9 if self.unit is Unit.NS else 1e6))
 
+    @property
+    def tick_ns(self) -> float:
+        """Nanoseconds per tick (the picture's time axis)."""
+        return {Unit.NS: 1.0, Unit.US: 1000.0, Unit.CYCLES: 1 / self.ghz}[self.unit]
+
     def describe(self) -> dict[str, Any]:
         tick = {"ns": "1 ns", "us": "1 us", "cycles": f"1 cycle at {self.ghz} GHz"}[self.unit.value]
         return {"unit": self.unit.value, "clock_ghz": self.ghz, "tick": tick}
