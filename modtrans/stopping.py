@@ -18,9 +18,9 @@ import signal
 from collections.abc import Iterator
 from types import FrameType
 
-STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""The signals that stop a command with its cleanup (SIGKILL cannot be caught; SIGQUIT asks for
-a core dump, kept)."""
+STOPPING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+"""The signals that stop a command with its cleanup, those the platform has (SIGKILL cannot be
+caught; SIGQUIT asks for a core dump, kept)."""
 
 _received: int | None = None
 _holding = 0
