@@ -130,9 +130,9 @@ _code(
 The output could not be written (permission, missing folder, disk full, a directory or socket in
 its place). The original file, if any, is left untouched: ModTrans writes every output of a command
 (a workload and its .meta.json, every Chakra trace) to temporary files `.NAME.<pid>-<id>.modtrans-partial`
-beside them, then renames them all; on failure it removes them, and a later run removes those a
-killed run left. A symlink is followed and its target replaced; a character device or FIFO is written
-through, never replaced.
+beside them, then renames them all; on failure, Ctrl-C, SIGTERM or SIGHUP it removes them, and a
+later run writing in the same folder removes those a killed (SIGKILL) run left. A symlink is
+followed and its target replaced; a character device or FIFO is written through, never replaced.
 """,
 )
 

@@ -8,7 +8,6 @@ interrupted download leaves nothing behind and is never resumed: the next fetch 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -86,10 +85,11 @@ def _download(url: str, target: Path, item: Remote, timeout: float) -> None:
     import urllib.error  # 20 ms with http.client and email: only when something is downloaded
     import urllib.request
 
-    from modtrans.fileio import open_partial
+    from modtrans.temporaries import commit, discard, open_partial, sweep
 
     digest = hashlib.sha256()
     size = 0
+    sweep(target.parent)
     try:
         handle, temp = open_partial(target)  # 0666 less the umask, like every output
     except OSError as error:
@@ -108,18 +108,13 @@ def _download(url: str, target: Path, item: Remote, timeout: float) -> None:
             raise FetchError(
                 f"{url}: SHA-256 {digest.hexdigest()} does not match the manifest's {item.sha256}"
             )
-        os.replace(temp, target)
+        commit(temp, target)
     except (urllib.error.URLError, OSError, ValueError) as error:
-        _remove(temp)
+        discard(temp)
         raise FetchError(f"cannot download {url}: {_reason(error)}") from None
     except BaseException:
-        _remove(temp)
+        discard(temp)
         raise
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def _sha256(path: Path) -> str:

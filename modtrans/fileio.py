@@ -7,11 +7,9 @@ limit while reading, so a 1 GB line never enters memory.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import operator
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +17,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
+from modtrans.stopping import held
+from modtrans.temporaries import commit, discard, open_partial, sweep
 
 MAX_LINE = 1 << 20  # characters; the reader reports longer lines and never hands them to the lexer
 
@@ -215,11 +215,6 @@ def what_is(head: bytes) -> str | None:
     return None
 
 
-PARTIAL = ".modtrans-partial"
-"""How a temporary output is named: `.NAME.<pid>-<random>.modtrans-partial` beside NAME. One a
-killed run left is removed by the next run that writes NAME (when its process is gone)."""
-
-
 def write_atomic(path: str | Path, text: str | bytes) -> None:
     """Write one file, all or nothing (see `write_all`). Raises OSError."""
     write_all([(path, text)])
@@ -243,6 +238,8 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     from modtrans.progress import task as progress_task
 
     targets = [(_target(Path(path)), data) for path, data in outputs]
+    for folder in {real.parent for (real, through), _ in targets if not through}:
+        sweep(folder)  # what dead runs left, whatever output it was for
     staged: list[tuple[str, Path]] = []
     try:
         with progress_task("writing", total=len(targets)) as advance:
@@ -250,12 +247,12 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
                 if not through:
                     staged.append((_stage(real, _pieces(data)), real))
                 advance()
-        for temporary, real in staged:
-            os.replace(temporary, real)
+        with held():  # a signal stops the command before the renames or after them all
+            for temporary, real in staged:
+                commit(temporary, real)
     except BaseException:
         for temporary, _ in staged:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+            discard(temporary)
         raise
     for (real, through), data in targets:
         if through:
@@ -290,19 +287,6 @@ def _target(path: Path) -> tuple[Path, bool]:
     )
 
 
-def open_partial(real: Path) -> tuple[int, str]:
-    """A new temporary beside `real` (named PARTIAL), open for writing: its descriptor and path.
-    Temporaries a killed run left for `real` are removed first. Raises OSError naming `real`."""
-    _sweep(real.parent, real.name)
-    temporary = str(real.parent / f".{real.name}.{os.getpid()}-{secrets.token_hex(4)}{PARTIAL}")
-    # 0o666 through os.open: the kernel applies the umask, as for any file the shell creates.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    try:
-        return os.open(temporary, flags, 0o666), temporary
-    except OSError as error:  # say the file the user named, not our temporary
-        raise OSError(error.errno, error.strerror, str(real)) from None
-
-
 def _stage(real: Path, data: Iterable[bytes]) -> str:
     try:
         mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
@@ -318,32 +302,9 @@ def _stage(real: Path, data: Iterable[bytes]) -> str:
         if mode is not None:
             os.chmod(temporary, mode)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        discard(temporary)
         raise
     return temporary
-
-
-def _sweep(folder: Path, name: str) -> None:
-    """Remove the temporaries that killed runs left for `name` (their process is gone)."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(folder):
-            if not (entry.name.startswith(f".{name}.") and entry.name.endswith(PARTIAL)):
-                continue
-            pid = entry.name[len(name) + 2 : -len(PARTIAL)].split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process
-    return True
 
 
 def utf8(data: bytes) -> tuple[str | None, str | None]:

@@ -24,6 +24,8 @@ GENERIC = frozenset(
         "modtrans.limits",
         "modtrans.progress",
         "modtrans.resources",
+        "modtrans.stopping",
+        "modtrans.temporaries",
     }
 )
 """Modules that know nothing of workloads, models, plans or the command line."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from modtrans import fileio, zoo
+from modtrans import fileio, temporaries, zoo
 from modtrans.cli import app
 
 runner = CliRunner()
@@ -72,7 +72,7 @@ def test_a_symlink_is_followed_and_kept(tmp_path: Path) -> None:
     assert link.is_symlink()
     assert os.readlink(link) == str(target)
     assert target.read_text() == "new\n"
-    assert not [p for p in (tmp_path / "real").iterdir() if p.name.endswith(fileio.PARTIAL)]
+    assert not [p for p in (tmp_path / "real").iterdir() if p.name.endswith(temporaries.PARTIAL)]
 
 
 def test_new_files_get_the_umask_mode_and_existing_ones_keep_theirs(tmp_path: Path) -> None:
@@ -120,18 +120,6 @@ def test_output_and_sidecar_are_one_result(tmp_path: Path) -> None:
     code, _ = _run("translate", "resnet50", "-o", str(out))
     assert code == 0
     assert json.loads(Path(f"{out}.meta.json").read_text())["model"]["file"] == "resnet50"
-
-
-def test_a_killed_runs_temporaries_are_swept(tmp_path: Path) -> None:
-    dead = 2**22 + 12345  # above Linux's default pid_max: no such process
-    stale = tmp_path / f".out.txt.{dead}-0000{fileio.PARTIAL}"
-    stale.write_text("half")
-    live = tmp_path / f".out.txt.{os.getpid()}-0000{fileio.PARTIAL}"  # a concurrent run's: kept
-    live.write_text("half")
-    fileio.write_atomic(tmp_path / "out.txt", "whole\n")
-    assert not stale.exists()
-    assert live.exists()
-    assert (tmp_path / "out.txt").read_text() == "whole\n"
 
 
 def test_chakra_traces_and_their_metadata_are_one_result(tmp_path: Path) -> None:

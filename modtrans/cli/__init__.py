@@ -36,15 +36,22 @@ def run() -> None:
     """The `modtrans` program: main(), then the process ends without the interpreter's teardown
     (freeing every module and object one by one: 25-30 ms of each command, onnx and numpy loaded)
     once exit handlers have run and the output is flushed. Every file a command writes is closed
-    (and renamed into place) before it returns. main() is what Python callers use."""
+    (and renamed into place) before it returns. SIGTERM and SIGHUP stop a command as Ctrl-C does,
+    and the process then dies of the signal (stopping.py). main() is what Python callers use."""
     import atexit
     import os
 
+    from modtrans import stopping
+
+    stopping.catch()
     try:
         main()
         code: object = 0
     except SystemExit as done:
         code = done.code
+    except KeyboardInterrupt:  # one outside the command (typer makes the command's exit 130)
+        code = 130
+    stopping.ending()
     if not isinstance(code, int):  # None is success; any other object is a message, as Python has it
         if code is not None:
             print(code, file=sys.stderr)
@@ -57,6 +64,8 @@ def run() -> None:
             stream.flush()
         except OSError:  # a reader that went away (| head): what it did not read is lost
             code = code or 1
+    if stopping.received() is not None:
+        code = stopping.die()
     os._exit(code)
 
 

@@ -14,13 +14,13 @@ import csv
 import hashlib
 import io
 import json
-import os
 import tempfile
 import warnings
 from pathlib import Path
 
 from modtrans.cost import CostError, Model, Settings, register
 from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, Systolic, scalesim_array
+from modtrans.fileio import write_atomic
 from modtrans.resources import cache_dir, install_hint
 
 
@@ -47,10 +47,7 @@ def run_gemm(
         return int(json.loads(entry.read_text())["cycles"])
     cycles = _simulate(m, k, n, rows, cols, dataflow)
     folder.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(handle, "w") as out:
-        json.dump({"key": json.loads(key), "cycles": cycles}, out)
-    os.replace(temp, entry)
+    write_atomic(entry, json.dumps({"key": json.loads(key), "cycles": cycles}))
     return cycles
 
 
