@@ -121,6 +121,7 @@ def translate(
     params: str | None = None,
     batch: int | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    input_values: Mapping[str, float] | None = None,
     dtype_bytes: int | None = None,
     compute: str | None = None,
     device: str | None = None,
@@ -156,6 +157,8 @@ def translate(
     tp, pp, dp, ep, etp, sp, zero, micro_batch, global_batch, schedule ("gpipe", "1f1b",
         "interleaved"), vpp, recompute ("none", "selective", "full"), stages: the LLM layout.
     seq_len: the sequence length (input_ids=1xS; Megatron's --seq-length).
+    input_values: an ONNX model's scalar inputs as constants ({"sr": 16000}), so that an If on
+        their value takes one branch instead of costing both (X513).
     framework: "megatron" (default), "deepspeed" or "fsdp": whose data parallelism and ZeRO.
     params: "trainable" (default) or "weights"; compute: "gpu" (default: kernels as measured), "roofline",
         "astra-sim-reference", "scalesim-v3" or "scalesim", with device, array (rows, cols),
@@ -171,7 +174,7 @@ def translate(
     request = Request(
         model=str(model),
         output=None if output is None else str(output),
-        **{**given, "input_shapes": dict(input_shapes or {})},
+        **{**given, "input_shapes": dict(input_shapes or {}), "input_values": dict(input_values or {})},
     )
     result = write(run(prepare(request)), request.model, force=force)
     if has_errors(result.diagnostics) or (result.text is None and not result.files):

@@ -62,6 +62,7 @@ class Options:
     params: Params = Params.TRAINABLE
     batch: int | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    input_values: Mapping[str, float] = field(default_factory=dict)  # an If on them folds (X513)
     dtype_bytes: int | None = None
     compute: str = "gpu"
     cost: cost.Settings = field(default_factory=cost.Settings)  # device, array, dataflow, clock ...
@@ -137,12 +138,15 @@ def extract_checked(
     *,
     batch: int | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    input_values: Mapping[str, float] | None = None,
     file_hash: bool = True,
     full_hash: bool = False,
     vocabulary_multiple: int = 1,
     per_expert: bool = False,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file).
+    `input_values`: an ONNX model's scalar inputs taken as constants, so that an If on them takes
+    one branch (extraction/load.apply_values); a configuration has no such inputs (X501).
     `per_expert`: a configuration's routed experts a layer each (an ONNX export's always are).
     `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py).
     `vocabulary_multiple`: a transformer configuration's vocabulary padded to a multiple of it (an
@@ -155,6 +159,10 @@ def extract_checked(
 
         target = config or (entry.path if entry else path)
         shapes = dict(input_shapes or {})
+        if input_values:
+            given = ", ".join(input_values)
+            message = f"input values ({given}) set an ONNX model's inputs; a configuration has none"
+            return None, [diagnostic("X501", message, path=str(spec), hint="give --seq-len or --input-shape")]
         return llm.extract(
             target,
             batch=batch,
@@ -168,7 +176,14 @@ def extract_checked(
         digest = Digest(path, full=full_hash) if file_hash and _regular(path) else None
         from modtrans.extraction import extract as extract_file  # imports onnx: only when needed
 
-        return extract_file(path, batch=batch, input_shapes=input_shapes, file_hash=file_hash, digest=digest)
+        return extract_file(
+            path,
+            batch=batch,
+            input_shapes=input_shapes,
+            input_values=input_values,
+            file_hash=file_hash,
+            digest=digest,
+        )
     from modtrans.extraction import extract as extract_file
 
     entry = zoo.get(str(spec))
@@ -178,6 +193,7 @@ def extract_checked(
             fetched,
             batch=batch,
             input_shapes=input_shapes,
+            input_values=input_values,
             display_name=str(spec),
             file_hash=file_hash,
             full_hash=full_hash,
@@ -193,7 +209,12 @@ def extract_checked(
         return None, [diagnostic("F001", message, path=str(spec), hint=hint)]
     shapes = {**entry.input_shapes(batch), **(input_shapes or {})}
     return extract_file(
-        entry.path, batch=batch, input_shapes=shapes, display_name=entry.name, file_hash=file_hash
+        entry.path,
+        batch=batch,
+        input_shapes=shapes,
+        input_values=input_values,
+        display_name=entry.name,
+        file_hash=file_hash,
     )
 
 
@@ -244,6 +265,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         spec,
         batch=options.batch,
         input_shapes=options.input_shapes,
+        input_values=options.input_values,
         full_hash=options.full_hash,
         vocabulary_multiple=layout.vocabulary_multiple if layout is not None else 1,
         per_expert=options.per_expert,
@@ -342,9 +364,10 @@ def extract(
     *,
     batch: int | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    input_values: Mapping[str, float] | None = None,
 ) -> ModelIR:
     """The IR of an ONNX file or built-in model; raises DiagnosticError when it cannot be read."""
-    ir, found = extract_checked(spec, batch=batch, input_shapes=input_shapes)
+    ir, found = extract_checked(spec, batch=batch, input_shapes=input_shapes, input_values=input_values)
     if ir is None or has_errors(found):
         raise DiagnosticError(found)
     return ir

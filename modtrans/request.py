@@ -61,6 +61,7 @@ class Request:
     params: str | None = None  # trainable (default) or weights
     batch: int | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    input_values: Mapping[str, float] = field(default_factory=dict)  # scalar inputs as constants
     seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
     dtype_bytes: int | None = None
     compute: str | None = None  # gpu (default), roofline, astra-sim-reference, scalesim-v3, scalesim
@@ -161,6 +162,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         params=params,
         batch=batch,
         input_shapes=_shapes(request),
+        input_values=dict(request.input_values),
         dtype_bytes=request.dtype_bytes,
         compute=compute,
         cost=settings,

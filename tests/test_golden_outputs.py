@@ -285,6 +285,7 @@ def _cached_extract(
     *,
     batch: int | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    input_values: Mapping[str, float] | None = None,
     file_hash: bool = True,
     full_hash: bool = False,
     vocabulary_multiple: int = 1,
@@ -292,6 +293,7 @@ def _cached_extract(
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """pipeline.extract_checked, once per model: the IR is frozen, and six formats read it."""
     assert file_hash
+    assert not input_values
     assert not per_expert
     shapes = tuple(sorted((input_shapes or {}).items()))
     ir, found = _extracted(str(spec), batch, shapes, full_hash, vocabulary_multiple)

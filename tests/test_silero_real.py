@@ -2,40 +2,32 @@
 look like them: the look-alike fixture (torchscript_vad_branches.onnx) has no If that is taken
 only after an earlier If is, whose branches give different shapes (LSTMCell's unbatched-input
 Unsqueeze / Identity, inside the If on the state's batch), so it passed while the real files lost
-the LSTM's shape (X510). The files are found under $MODTRANS_REAL_CACHE by name and SHA-256
-(`pip download --no-deps silero-vad==6.2.3` unpacked there); without them the tests skip."""
+the LSTM's shape (X510). The files come from the real-model corpus (tests/realmodels.py: the
+pinned wheel fetched into its cache, each file checked against the manifest's SHA-256)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import onnx
 import pytest
 from onnx import numpy_helper
+from typer.testing import Result
 
 from modtrans.extraction import extract
 from modtrans.ir.document import Layer
+from tests import realmodels
 
-SHA256 = {
-    "silero_vad.onnx": "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
-    "silero_vad_16k_op15.onnx": "7ed98ddbad84ccac4cd0aeb3099049280713df825c610a8ed34543318f1b2c49",
-    "silero_vad_half.onnx": "1e0b195ad4806595ef4466f419d16fca7e4afcfc6669b8c0b5f76ea87547c769",
-}
+pytestmark = pytest.mark.real
+
 SHAPES = {"input": (1, 512), "state": (2, 1, 128)}
 HIDDEN = 128  # decoder.rnn: LSTMCell(128, 128), weight_ih [4 x 128, 128]
 
 
 def _real(name: str) -> Path:
-    cache = os.environ.get("MODTRANS_REAL_CACHE")
-    if not cache:
-        pytest.skip("MODTRANS_REAL_CACHE is not set (a folder holding silero-vad 6.2.3's files)")
-    for path in sorted(Path(cache).rglob(name)):
-        if hashlib.sha256(path.read_bytes()).hexdigest() == SHA256[name]:
-            return path
-    pytest.skip(f"no {name} of silero-vad 6.2.3 (sha256 {SHA256[name][:12]}...) under {cache}")
+    return realmodels.fetched(realmodels.entry("silero-vad==6.2.3", f"silero_vad/data/{name}"))
 
 
 def _float_bytes(graph: onnx.GraphProto) -> int:
@@ -97,7 +89,7 @@ def test_the_sample_rate_if_takes_the_branch_of_the_given_value() -> None:
     _, found = extract(path, input_shapes=SHAPES, file_hash=False)
     (top, *_) = (d for d in found if d.code == "X513")
     assert "(sr)" in top.message
-    assert "'sr'" in (top.hint or "")
+    assert "--input-value sr=V" in (top.hint or "")
 
 
 def test_an_input_value_that_cannot_be_one_is_refused_in_a_line() -> None:
@@ -107,3 +99,30 @@ def test_an_input_value_that_cannot_be_one_is_refused_in_a_line() -> None:
         assert ir is None
         assert [d.code for d in found] == ["X501"]
         assert words in found[0].message
+
+
+def test_the_command_line_gives_the_sample_rate(run_cli: Callable[..., Result], tmp_path: Path) -> None:
+    """--input-value sr=16000 on translate, inspect and extract takes the 16 kHz branch: the 16 kHz
+    model's 1,238,532 parameter bytes (the 16 kHz-only export's initializers, read with onnx), not
+    both rates' 2,181,128; a value that is not a number is a usage error (2), no traceback."""
+    path = _real("silero_vad.onnx")
+    shapes = ("--input-shape", "input=1x512", "--input-shape", "state=2x1x128")
+    single = onnx.load(_real("silero_vad_16k_op15.onnx")).graph
+    both = run_cli("inspect", path, *shapes, "--format", "json")
+    assert both.exit_code == 0, both.stderr
+    assert "X513" in both.stderr
+    assert "--input-value sr=V" in both.stderr
+    one = run_cli("inspect", path, *shapes, "--input-value", "sr=16000", "--format", "json")
+    assert one.exit_code == 0, one.stderr
+    assert "X513" not in one.stderr
+    assert json.loads(one.stdout)["totals"]["param_bytes"] == _float_bytes(single) == 1_238_532
+    assert json.loads(both.stdout)["totals"]["param_bytes"] == 2_181_128
+    written = run_cli("translate", path, *shapes, "--input-value", "sr=16000", "-o", tmp_path / "w.txt")
+    assert written.exit_code == 0, written.stderr
+    extracted = run_cli("extract", path, *shapes, "--input-value", "sr=16000", "-o", tmp_path / "ir.json")
+    assert extracted.exit_code == 0, extracted.stderr
+    bad = run_cli("translate", path, *shapes, "--input-value", "sr=fast", "-o", tmp_path / "x.txt")
+    assert bad.exit_code == 2
+    assert bad.stderr.strip().splitlines() == [
+        "modtrans: --input-value 'sr=fast': expected NAME=V with V a number, e.g. sr=16000"
+    ]

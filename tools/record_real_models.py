@@ -34,7 +34,8 @@ def main() -> int:
         path = realmodels.model(entry)
         direct, every = realmodels.weight_bytes(path)
         shapes = {k: tuple(v) for k, v in entry.get("input_shapes", {}).items()}
-        ir, found = pipeline.extract_checked(path, input_shapes=shapes)
+        values = dict(entry.get("input_values", {}))
+        ir, found = pipeline.extract_checked(path, input_shapes=shapes, input_values=values)
         codes = sorted({d.code for d in found})
         measured: dict[str, object] = {"producer": _producer(path)}
         measured |= {"onnx_weight_bytes": direct, "onnx_constant_bytes": every}

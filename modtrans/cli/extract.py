@@ -19,7 +19,7 @@ from modtrans.cli.common import (
     _finish,
     app,
 )
-from modtrans.cli.values import _shapes
+from modtrans.cli.values import InputValue, _shapes, _values
 from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
@@ -31,6 +31,7 @@ def extract(
     output: Output = None,
     batch: Batch = None,
     input_shape: InputShape = None,
+    input_value: InputValue = None,
     no_hash: Annotated[
         bool, typer.Option("--no-hash", help="No digest of the file in the provenance.")
     ] = False,
@@ -51,7 +52,12 @@ def extract(
     shapes = _shapes(input_shape)
     with report.status(f"reading {model}"):
         ir, found = pipeline.extract_checked(
-            model, batch=batch, input_shapes=shapes, file_hash=not no_hash, full_hash=full_hash
+            model,
+            batch=batch,
+            input_shapes=shapes,
+            input_values=_values(input_value),
+            file_hash=not no_hash,
+            full_hash=full_hash,
         )
     text = None if ir is None or has_errors(found) else ir_json(ir, model, found)
     _finish(found, text, output, pipeline.inputs_of(model), force, no_color, quiet=quiet)

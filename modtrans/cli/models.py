@@ -24,7 +24,7 @@ from modtrans.cli.common import (
     zoo_app,
 )
 from modtrans.cli.extract import ir_json
-from modtrans.cli.values import _shapes
+from modtrans.cli.values import InputValue, _shapes, _values
 from modtrans.cost import roofline
 from modtrans.diagnostics import has_errors
 from modtrans.fileio import read_binary
@@ -46,6 +46,7 @@ def inspect(
     all_layers: Annotated[bool, typer.Option("--all", help="Also list layers without parameters.")] = False,
     batch: Batch = None,
     input_shape: InputShape = None,
+    input_value: InputValue = None,
     no_color: NoColor = False,
     ranks: Annotated[
         bool, typer.Option("--ranks", help="Traces: every rank, not one per pipeline stage.")
@@ -84,8 +85,9 @@ def inspect(
         _inspect_workload(model, fmt)
         return
     with report.status(f"reading {model}"):
+        shapes, values = _shapes(input_shape), _values(input_value)
         ir, found = pipeline.extract_checked(
-            model, batch=batch, input_shapes=_shapes(input_shape), file_hash=False
+            model, batch=batch, input_shapes=shapes, input_values=values, file_hash=False
         )
     report.emit(found, Format.TEXT, stream=sys.stderr, color=False if no_color else None, **COLLAPSED)
     if ir is None or has_errors(found):

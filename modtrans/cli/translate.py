@@ -56,7 +56,7 @@ from modtrans.cli.layout import (
     VppOpt,
     ZeroOpt,
 )
-from modtrans.cli.values import _array, _given, _indices, _shapes
+from modtrans.cli.values import InputValue, _array, _given, _indices, _shapes, _values
 from modtrans.outputs import said
 from modtrans.report import COLLAPSED, Format
 from modtrans.request import Request, UsageError, prepare
@@ -139,6 +139,7 @@ def translate(
     params: ParamsOpt = Params.TRAINABLE,
     batch: Batch = None,
     input_shape: InputShape = None,
+    input_value: InputValue = None,
     dtype_bytes: Annotated[
         int | None,
         typer.Option(
@@ -267,14 +268,15 @@ INDICES = {
 
 def _request(given: dict[str, Any]) -> Request:
     """The command line's values as the library's Request: lists parsed, defaults not given None."""
-    fields = {k: v for k, v in given.items() if k not in ("to", "input_shape", "quiet", "no_color")}
+    fields = {k: v for k, v in given.items() if k not in ("to", "quiet", "no_color")}
+    shapes, values = _shapes(fields.pop("input_shape")), _values(fields.pop("input_value"))
     for name in NOT_GIVEN:
         if not _given(name):
             fields[name] = None
     for name, expected in INDICES.items():
         fields[name] = _indices(given[name], f"--{name.replace('_', '-')}", expected)
     fields["array"] = _array(given["array"])
-    return Request(**fields, format=given["to"], input_shapes=_shapes(given["input_shape"]))
+    return Request(**fields, format=given["to"], input_shapes=shapes, input_values=values)
 
 
 def _say(line: str, quiet: bool) -> None:

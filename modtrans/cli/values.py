@@ -1,11 +1,25 @@
-"""Option values parsed for the library: --array, --input-shape, lists of indices; whether an
-option was given (the library takes a default not given as None)."""
+"""Option values parsed for the library: --array, --input-shape, --input-value, lists of indices;
+whether an option was given (the library takes a default not given as None)."""
 
 from __future__ import annotations
 
+import math
 import sys
+from typing import Annotated
+
+import typer
 
 from modtrans.cli.common import _usage
+
+InputValue = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--input-value",
+        help="NAME=V: a scalar input's value (repeatable), so that an If on it takes one branch "
+        "(Silero VAD's sr=16000) where otherwise both are costed (X513).",
+        show_default=False,
+    ),
+]
 
 
 def _array(array: str | None) -> tuple[int, int] | None:
@@ -47,6 +61,21 @@ def _shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
             _usage(f"--input-shape {spec!r}: expected NAME=1x3x224x224 with positive sizes")
         shapes[name] = values
     return shapes
+
+
+def _values(specs: list[str] | None) -> dict[str, float]:
+    """--input-value NAME=V, each a finite number."""
+    values: dict[str, float] = {}
+    for spec in specs or ():
+        name, _, text = spec.rpartition("=")
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not name or not math.isfinite(value):
+            _usage(f"--input-value {spec!r}: expected NAME=V with V a number, e.g. sr=16000")
+        values[name] = value
+    return values
 
 
 def _given(name: str) -> bool:

@@ -12,6 +12,7 @@ PANELS: Mapping[str, tuple[str, ...]] = {
     "Model": (
         "batch",
         "input_shape",
+        "input_value",
         "seq_len",
         "params",
         "dtype_bytes",

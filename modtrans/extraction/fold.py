@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from modtrans.extraction import arith, load, shapes
+from modtrans.extraction import arith, load, scopes, shapes
 
 _FOLDABLE = frozenset(
     {
@@ -112,6 +112,7 @@ def fold(model: onnx.ModelProto, inference: load.Inference | None = None) -> onn
     inference = inference or load.Inference()
     cache: dict[str, np.ndarray] = {}  # the values of constants, decoded once
     steps = (
+        scopes.localise,  # what a subgraph reads of the constants around it, its own
         _shape_ifs,
         functools.partial(_fold_once, cache=cache),
         _take_branches,

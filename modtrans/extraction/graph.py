@@ -258,9 +258,10 @@ class Walker:
                             + (f" ({', '.join(read)})" if read else "")
                             + ", so both branches are costed",
                             path=self.path,
-                            hint="extract(..., input_values={"
+                            hint=" ".join(f"--input-value {n}=V" for n in read)
+                            + " takes one branch (modtrans.translate(..., input_values={"
                             + ", ".join(f"{n!r}: V" for n in read)
-                            + "}) takes one branch (modtrans.extraction)"
+                            + "}))"
                             if read
                             else None,
                         )
