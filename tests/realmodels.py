@@ -113,7 +113,7 @@ def model(entry: dict[str, Any]) -> Path:
 def entry(package: str, path: str) -> dict[str, Any]:
     """The manifest's entry of the file `path` in `package`'s wheel (name==version)."""
     (found,) = (e for e in manifest()["models"] if e["package"] == package and e["path"] == path)
-    return found
+    return dict(found)
 
 
 def fetched(entry: dict[str, Any]) -> Path:
