@@ -9,7 +9,7 @@ would overwrite one of the inputs (unless forced), and either every file is writ
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,26 +129,46 @@ def trace_files(
 
 def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
     """The trace-set checks of `modtrans validate` on `outputs` (the traces, then the group file)
-    before they are written; the traces checked are made here and kept, not encoded twice."""
+    before they are written. Up to SELF_CHECK ranks every trace is made here and kept for the
+    write; above, each program's first rank is made, checked alone and dropped."""
     from modtrans.chakra.validate import check_set
     from modtrans.plan.check import consistency
 
     group_path, groups = outputs[-1]
     traces = outputs[:-1]
-    complete = len(traces) <= SELF_CHECK
-    firsts = sorted({plan.program_of.index(p) for p in set(plan.program_of)})
-    ranks = range(len(traces)) if complete else firsts
-    with progress_task("encoding the traces checked", total=len(ranks)) as advance:
-        for rank in ranks:
-            path, data = traces[rank]
+    if len(traces) > SELF_CHECK:
+        firsts = sorted({plan.program_of.index(p) for p in set(plan.program_of)})
+        with progress_task("checking a trace of each program", total=len(firsts)) as advance:
+            sample = _Made({str(traces[r][0]): traces[r][1] for r in firsts}, advance)
+            found = check_set(sample, groups, str(group_path), complete=False)
+        found += [diagnostic(code, message, path=str(group_path)) for code, message in consistency(plan)]
+        return [d for d in found if d.severity <= 2]
+    with progress_task("encoding the traces checked", total=len(traces)) as advance:
+        for rank, (path, data) in enumerate(traces):
             if callable(data):
                 outputs[rank] = (path, data())
             advance()
-    sample = {str(outputs[r][0]): outputs[r][1] for r in ranks}
-    found = check_set(sample, groups, str(group_path), complete=complete)
-    if not complete:
-        found += [diagnostic(code, message, path=str(group_path)) for code, message in consistency(plan)]
-    return [d for d in found if d.severity <= 2]
+    whole = {str(path): data for path, data in outputs[:-1]}
+    return [d for d in check_set(whole, groups, str(group_path)) if d.severity <= 2]
+
+
+class _Made(Mapping[str, bytes]):
+    """Traces by path, each made when it is read and not kept: a large set's sample is encoded
+    again when it is written (the encoder keeps what the ranks of a program share)."""
+
+    def __init__(self, makers: dict[str, Callable[[], bytes]], advance: Callable[[], None]) -> None:
+        self.makers, self.advance = makers, advance
+
+    def __getitem__(self, path: str) -> bytes:
+        data = self.makers[path]()
+        self.advance()
+        return data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.makers)
+
+    def __len__(self) -> int:
+        return len(self.makers)
 
 
 def refuse_inputs(targets: Sequence[Path], inputs: Sequence[str | Path], force: bool) -> None:
