@@ -172,10 +172,10 @@ class _Encoder:
         out.write(b"".join(self._nodes(rank)))
         return out.getvalue()
 
-    @functools.cache  # noqa: B019 - one encoder per write
     def _slots(self, program_index: int) -> list[tuple[int, int, int, tuple[int, ...]]]:
-        """(pass, operation, node id, dependencies) of every node of a program: the same for
-        every rank running it (a group over the same axes has the same size everywhere)."""
+        """(pass, operation, node id, dependencies) of every node of a program (read once, by
+        _template, which keeps what it needs): the same for every rank running it (a group over
+        the same axes has the same size everywhere)."""
         program = self.plan.programs[program_index]
         mesh = self.plan.mesh
         slots = []
