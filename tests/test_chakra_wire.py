@@ -84,3 +84,8 @@ def test_a_large_set_is_checked_as_the_whole_set_is(tmp_path: Path) -> None:
     broken = dataclasses.replace(plan, programs=(plan.programs[0], tuple(program), *plan.programs[2:]))
     made = chakra.files(broken, tmp_path / "v", tick_ns=1.0, lazy=True)
     assert {d.code for d in outputs.checked(broken, made)} == {"T706"}
+
+
+def test_the_sample_holds_the_first_and_last_programs() -> None:
+    assert outputs.sample(35) == [0, 11, 23, 34]  # round(i * 34 / 3), by hand
+    assert outputs.sample(3) == [0, 1, 2]
