@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans.chakra.ranks import Node, Rank, Scanner, from_trace
-from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of
+from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of, read
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.fileio import read_binary, utf8
 from modtrans.progress import task as progress_task
@@ -49,7 +49,10 @@ def check_set(
     complete: bool = True,
 ) -> list[Diagnostic]:
     """Every finding on the traces (path -> bytes) and their group file (None: no file);
-    `complete=False`: the traces are a sample of a set, checked one by one, not across ranks."""
+    `complete=False`: the traces are a sample of a set, checked one by one, not across ranks,
+    each read when its turn comes and dropped after (`traces` may make them on demand)."""
+    if not complete:
+        return [d for path in traces for d in one_trace(read(traces[path], str(path)))]
     with _collector_paused():
         scanner = Scanner(one_trace)
         found: list[Diagnostic] = []

@@ -35,11 +35,13 @@ import io
 import json
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from modtrans import limits
+from modtrans.chakra import wire
 from modtrans.plan.model import (
     Collective,
     Compute,
@@ -111,9 +113,24 @@ def _subsets(items: list[Purpose]) -> Iterator[list[Purpose]]:
         yield [x for i, x in enumerate(items) if mask >> i & 1]
 
 
-def _strings(pb: Any, name: str, tensors: Sequence[Tensor], suffix: str) -> Any:
-    values = [v for t in tensors for v in (t.name + suffix, str(t.bytes))]
-    return pb.AttributeProto(name=name, string_list=pb.StringList(values=values))
+def _strings(name: str, tensors: Sequence[Tensor], suffix: str) -> bytes:
+    """The tensors as the string list of names and byte sizes track-local-mem reads."""
+    return wire.strings(name, [v for t in tensors for v in (t.name + suffix, str(t.bytes))])
+
+
+_CPU = wire.boolean("is_cpu_op", False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Gap:
+    """A transfer in a program's template: its node less comm_src and comm_dst, which each rank
+    fills in with itself and its peer `offset` steps along the axis."""
+
+    head: bytes
+    tail: bytes
+    along: Purpose
+    offset: int
+    send: bool
 
 
 class _Encoder:
@@ -125,7 +142,7 @@ class _Encoder:
         self.plan, self.passes, self.tick_ns = plan, passes, tick_ns
         self.pb = schema()
         self.masks = dim_masks(plan.mesh, dims)
-        self.cache: dict[tuple[Any, ...], bytes] = {}
+        self.cache: dict[tuple[Any, ...], bytes] = {}  # collectives whose group differs by rank
         self.durations = [self._durations(program) for program in plan.programs]
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
@@ -155,10 +172,10 @@ class _Encoder:
         out.write(b"".join(self._nodes(rank)))
         return out.getvalue()
 
-    @functools.cache  # noqa: B019 - one encoder per write
     def _slots(self, program_index: int) -> list[tuple[int, int, int, tuple[int, ...]]]:
-        """(pass, operation, node id, dependencies) of every node of a program: the same for
-        every rank running it (a group over the same axes has the same size everywhere)."""
+        """(pass, operation, node id, dependencies) of every node of a program (read once, by
+        _template, which keeps what it needs): the same for every rank running it (a group over
+        the same axes has the same size everywhere)."""
         program = self.plan.programs[program_index]
         mesh = self.plan.mesh
         slots = []
@@ -187,101 +204,128 @@ class _Encoder:
         return slots
 
     def _nodes(self, rank: int) -> list[bytes]:
-        """The rank's encoded nodes; a node that does not depend on the rank is encoded once for
-        its program, one that does (group id, peer) once per variant."""
+        """The rank's encoded nodes: its program's template, the group ids and peers filled in."""
         p = self.plan.program_of[rank]
-        program = self.plan.programs[p]
+        peers: dict[tuple[Purpose, int], int | None] = {}
         groups: dict[frozenset[Purpose], int] = {}
         chunks = []
-        cache = self.cache
-        for k, i, node_id, deps in self._slots(p):
-            op = program[i]
-            variant: Any = None
-            if isinstance(op, Collective):
+        for piece in self._template(p):
+            if isinstance(piece, bytes):
+                chunks.append(piece)
+            elif isinstance(piece, _Gap):
+                where = (piece.along, piece.offset)
+                if where not in peers:
+                    peers[where] = self.plan.mesh.peer(rank, piece.along, piece.offset)
+                peer = peers[where]
+                src, dst = (rank, peer) if piece.send else (peer, rank)
+                ends = wire.integer("comm_src", src, 7) + wire.integer("comm_dst", dst, 7)
+                chunks.append(wire.framed(piece.head + ends + piece.tail))
+            else:
+                k, i, node_id, deps = piece
+                op = self.plan.programs[p][i]
                 gid = groups.get(op.over)
                 if gid is None:
                     gid = groups[op.over] = self.plan.group_id(rank, op.over)
-                variant = gid
-            elif isinstance(op, Transfer):
-                variant = self.plan.mesh.peer(rank, op.along, op.offset)
-            key = (p, k, i, variant)
-            chunk = cache.get(key)
-            if chunk is None:
-                chunk = cache[key] = self._encode(
-                    node_id, op, rank, variant, list(deps), k, self.durations[p][k][i]
-                )
-            chunks.append(chunk)
+                key = (p, k, i, gid)
+                if key not in self.cache:
+                    self.cache[key] = self._encode(node_id, op, rank, gid, list(deps), k, 0)
+                chunks.append(self.cache[key])
         return chunks
 
-    def _collective(self, node_id: int, name: str, c: Collective, group: int) -> Any:
-        """A COMM_COLL_NODE: type, size as ASTRA-sim reads it, its dimension mask and group."""
-        pb = self.pb
-        node = pb.Node(id=node_id, name=f"COMM_COLL_NODE_{name}_{c.comm.value}", type=pb.COMM_COLL_NODE)
-        node.attr.append(pb.AttributeProto(name="comm_type", int64_val=collective_type(pb, c.comm)))
+    @functools.cache  # noqa: B019 - one encoder per write
+    def _template(self, p: int) -> list[Any]:
+        """Program p's nodes as every rank running it shares them: runs of encoded nodes joined,
+        a transfer's bytes less its ends (_Gap), and the slot of a collective whose group differs
+        between the program's ranks (a data-parallel group, say)."""
+        program = self.plan.programs[p]
+        ranks = [r for r, q in enumerate(self.plan.program_of) if q == p]
+        gids: dict[frozenset[Purpose], set[int]] = {}
+        pieces: list[Any] = []
+        run: list[bytes] = []
+        for k, i, node_id, deps in self._slots(p):
+            op = program[i]
+            piece: Any = None
+            if isinstance(op, Transfer):
+                head, tail = self._transfer(node_id, op, list(deps), k)
+                piece = _Gap(head, tail, op.along, op.offset, op.direction is Direction.SEND)
+            elif isinstance(op, Collective):
+                if op.over not in gids:
+                    gids[op.over] = {self.plan.group_id(r, op.over) for r in ranks}
+                if len(gids[op.over]) > 1:
+                    piece = (k, i, node_id, deps)
+                else:
+                    run.append(self._encode(node_id, op, ranks[0], min(gids[op.over]), list(deps), k, 0))
+            else:
+                run.append(self._encode(node_id, op, ranks[0], None, list(deps), k, self.durations[p][k][i]))
+            if piece is not None:
+                if run:
+                    pieces.append(b"".join(run))
+                    run = []
+                pieces.append(piece)
+        if run:
+            pieces.append(b"".join(run))
+        return pieces
+
+    def _collective(self, name: str, c: Collective, group: int) -> tuple[str, list[bytes]]:
+        """A COMM_COLL_NODE's name and attributes: type, size as ASTRA-sim reads it, its dimension
+        mask and group."""
         size = written(c.comm, c.bytes, self.plan.mesh.span(c.over), Consumer.ASTRA_SIM)
-        node.attr.append(pb.AttributeProto(name="comm_size", int64_val=size))
+        attrs = [
+            wire.integer("comm_type", collective_type(self.pb, c.comm)),
+            wire.integer("comm_size", size),
+        ]
         if self.masks is not None:
-            mask = list(self.masks[c.over])
-            node.attr.append(pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=mask)))
+            present = frozenset(a.purpose for a in self.plan.mesh.axes)  # ZeRO-3 names absent axes too
+            attrs.append(wire.booleans("involved_dim", self.masks[c.over & present]))
         if group > 0:
-            node.attr.append(pb.AttributeProto(name="pg_name", string_val=str(group)))
-        node.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
-        return node
+            attrs.append(wire.text("pg_name", str(group)))
+        attrs.append(_CPU)
+        return f"COMM_COLL_NODE_{name}_{c.comm.value}", attrs
 
     def _encode(
         self, node_id: int, op: Any, rank: int, variant: Any, deps: list[int], k: int, micros: int
     ) -> bytes:
-        from modtrans.chakra.schema import encode
-
+        """One framed node (chakra/wire.py writes the bytes protobuf would)."""
         pb = self.pb
         name = self.plan.layers[op.layer].name
         suffix = f"@pass{k}" if k else ""
-        false = pb.AttributeProto(name="is_cpu_op", bool_val=False)
+        duration = 0
         if isinstance(op, Compute):
-            node = pb.Node(id=node_id, name=f"COMP_NODE_{name}_{_PHASE[op.step]}", type=pb.COMP_NODE)
-            node.duration_micros = micros
+            kind, title, duration = pb.COMP_NODE, f"COMP_NODE_{name}_{_PHASE[op.step]}", micros
             size = op.bytes
             ops = op.flops if op.flops > 0 or size == 0 else 1
-            node.attr.extend(
-                [
-                    false,
-                    pb.AttributeProto(name="num_ops", int64_val=ops),
-                    pb.AttributeProto(name="tensor_size", uint64_val=size),
-                ]
-            )
+            attrs = [_CPU, wire.integer("num_ops", ops), wire.integer("tensor_size", size, 13)]
             inputs, outputs = op.inputs, op.outputs
         elif isinstance(op, Collective):
-            node = self._collective(node_id, name, op, variant)
+            kind = pb.COMM_COLL_NODE
+            title, attrs = self._collective(name, op, variant)
             inputs, outputs = op.inputs, op.outputs
         else:
-            assert isinstance(op, Transfer)
-            t = op
-            send = t.direction is Direction.SEND
-            src, dst = (rank, variant) if send else (variant, rank)
-            kind = "SEND" if send else "RECV"
-            node = pb.Node(
-                id=node_id,
-                name=f"COMM_{kind}_NODE_{name}_{_PHASE[t.step]}",
-                type=pb.COMM_SEND_NODE if send else pb.COMM_RECV_NODE,
-            )
-            node.attr.extend(
-                [
-                    pb.AttributeProto(name="comm_src", int32_val=src),
-                    pb.AttributeProto(name="comm_dst", int32_val=dst),
-                    pb.AttributeProto(name="comm_tag", int32_val=t.tag),
-                    pb.AttributeProto(name="comm_size", int64_val=t.bytes),
-                    false,
-                ]
-            )
-            label = f"{name}.{t.step}.p2p.{t.tag}"
-            tensor = (Tensor(label + (".sent" if send else ".received"), t.bytes),)
-            inputs, outputs = (tensor, ()) if send else ((), tensor)
-        node.data_deps.extend(deps)
-        node.attr.append(_strings(pb, "inputs", inputs, suffix))
-        node.attr.append(_strings(pb, "outputs", outputs, suffix))
-        out = io.BytesIO()
-        encode(out, node)
-        return out.getvalue()
+            raise TypeError(f"a transfer is encoded by _transfer, not {op!r}")
+        attrs.append(_strings("inputs", inputs, suffix))
+        attrs.append(_strings("outputs", outputs, suffix))
+        return wire.framed(wire.fields(node_id, title, kind, deps, duration) + b"".join(attrs))
+
+    def _transfer(self, node_id: int, t: Transfer, deps: list[int], k: int) -> tuple[bytes, bytes]:
+        """A COMM_SEND/RECV_NODE's message before comm_src and comm_dst, and after them: the
+        same on every rank running the program (the ends differ)."""
+        pb = self.pb
+        name = self.plan.layers[t.layer].name
+        suffix = f"@pass{k}" if k else ""
+        send = t.direction is Direction.SEND
+        label = "SEND" if send else "RECV"
+        kind = pb.COMM_SEND_NODE if send else pb.COMM_RECV_NODE
+        head = wire.fields(node_id, f"COMM_{label}_NODE_{name}_{_PHASE[t.step]}", kind, deps, 0)
+        tensor = (Tensor(f"{name}.{t.step}.p2p.{t.tag}" + (".sent" if send else ".received"), t.bytes),)
+        inputs, outputs = (tensor, ()) if send else ((), tensor)
+        tail = [
+            wire.integer("comm_tag", t.tag, 7),
+            wire.integer("comm_size", t.bytes),
+            _CPU,
+            _strings("inputs", inputs, suffix),
+            _strings("outputs", outputs, suffix),
+        ]
+        return head, b"".join(tail)
 
 
 def groups_json(plan: Plan) -> str:

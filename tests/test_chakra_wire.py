@@ -1,0 +1,91 @@
+"""The trace writer's hand-made wire bytes (chakra/wire.py) against protobuf's own: every node of
+real trace sets, parsed by protobuf into the schema's message and serialized again, must come back
+byte for byte (protobuf writes one canonical form), and the large-set self-check (over
+outputs.SELF_CHECK ranks: a trace of each program, and the plan's pairing) must agree with the
+validator reading every rank whole."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import modtrans
+from modtrans import chakra, outputs
+from modtrans.chakra.read import _varint
+from modtrans.chakra.schema import schema
+from modtrans.chakra.validate import check_set
+from modtrans.plan import Direction, Plan, Transfer
+
+GPT2 = Path(__file__).parent.parent / "fixtures" / "configs" / "gpt2.json"
+
+
+def _records(data: bytes) -> list[bytes]:
+    """A trace's messages, the metadata first, each without its length prefix."""
+    out, at = [], 0
+    while at < len(data):
+        head = _varint(data, at)
+        assert head is not None
+        length, start = head
+        out.append(data[start : start + length])
+        at = start + length
+    return out
+
+
+def _translate(folder: Path, **layout: object) -> Plan:
+    result = modtrans.translate(
+        GPT2,
+        seq_len=128,
+        format="chakra-et",
+        output=folder / "t",
+        **layout,  # type: ignore[arg-type]
+    )
+    assert result.plan is not None
+    return result.plan
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        # an interleaved pipeline with a data-parallel axis: groups that differ between a program's ranks
+        {"tp": 2, "pp": 2, "dp": 2, "vpp": 2, "schedule": "interleaved", "global_batch": 8, "sp": True},
+        # two passes, network dims (involved_dim bool lists), ZeRO-3's collectives
+        {"tp": 2, "dp": 2, "zero": 3, "passes": 2, "network_dims": [2, 2], "global_batch": 4},
+    ],
+    ids=["interleaved-dp", "passes-dims-zero3"],
+)
+def test_every_node_is_what_protobuf_writes(layout: dict[str, object], tmp_path: Path) -> None:
+    plan = _translate(tmp_path, **layout)
+    node = schema().Node
+    count = 0
+    for path in sorted(tmp_path.glob("t.*.et")):
+        for body in _records(path.read_bytes())[1:]:
+            assert node.FromString(body).SerializeToString() == body
+            count += 1
+    assert count > 100 * plan.npus
+
+
+def test_a_large_set_is_checked_as_the_whole_set_is(tmp_path: Path) -> None:
+    """72 ranks (TP 2 x PP 4 x DP 9), over SELF_CHECK: nothing found, by the sample and the plan's
+    pairing as by decoding every rank whole; a receive broken in the plan is found."""
+    layout = {"tp": 2, "pp": 4, "dp": 9, "global_batch": 36, "micro_batch": 1}
+    plan = _translate(tmp_path, **layout)
+    assert plan.npus > outputs.SELF_CHECK
+    written = {str(p): p.read_bytes() for p in tmp_path.glob("t.*.et")}
+    assert check_set(written, (tmp_path / "t.comm_groups.json").read_bytes(), "t.comm_groups.json") == []
+    made = chakra.files(plan, tmp_path / "u", tick_ns=1.0, lazy=True)
+    assert outputs.checked(plan, made) == []
+    program = list(plan.programs[1])
+    i = next(i for i, op in enumerate(program) if isinstance(op, Transfer) and op.direction is Direction.RECV)
+    op = program[i]
+    assert isinstance(op, Transfer)
+    program[i] = dataclasses.replace(op, tag=op.tag + 10**6)
+    broken = dataclasses.replace(plan, programs=(plan.programs[0], tuple(program), *plan.programs[2:]))
+    made = chakra.files(broken, tmp_path / "v", tick_ns=1.0, lazy=True)
+    assert {d.code for d in outputs.checked(broken, made)} == {"T706"}
+
+
+def test_the_sample_holds_the_first_and_last_programs() -> None:
+    assert outputs.sample(35) == [0, 11, 23, 34]  # round(i * 34 / 3), by hand
+    assert outputs.sample(3) == [0, 1, 2]
