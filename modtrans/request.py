@@ -296,6 +296,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         stages=_tuple(r.stages),
         capacity_factor=r.moe_expert_capacity_factor,
         pad_to_capacity=r.moe_pad_expert_input_to_capacity,
+        attention=r.attention or "flash",
     )
     try:
         return layout.check()
@@ -323,7 +324,9 @@ def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]
         "dataflow": (request.dataflow, None if systolic else f"--compute {compute} has no dataflow"),
         "attention": (
             request.attention,
-            None if compute == "gpu" else f"only --compute gpu fuses it, not {compute}",
+            None
+            if compute == "gpu" or _lays_out(request)  # the layout's activation memory reads it too
+            else f"only --compute gpu fuses it, not {compute}",
         ),
         "efficiency": (
             request.efficiency,

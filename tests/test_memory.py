@@ -1,6 +1,8 @@
 """Memory per rank (strategy/llm/memory.py) against Megatron-LM's own estimate,
 megatron/training/theoretical_memory_usage.py (NVIDIA/Megatron-LM d98e8a6), transcribed below for
-the settings it covers: bf16 training, sequence parallelism with selective recomputation."""
+the settings it covers: bf16 training, sequence parallelism with selective recomputation. Its
+activation formula is GPT's (dropout, a 4h GeLU MLP); for Llama and Mixtral the activations are
+Korthikanti et al. 2022's terms for what their blocks store (_gated_block)."""
 
 from __future__ import annotations
 
@@ -29,10 +31,23 @@ def _megatron(tp: int, dp: int, seq: int, micro: int, distributed: bool) -> tupl
     replicated = norms * L + H  # the blocks' norms and the final norm
     per_parameter = 6 + 12 / dp if distributed else 18
     weights_and_optimizer = (tp_sharded + replicated) * per_parameter
-    activations = seq * micro * H * (18 + 4 * F / H) * L
+    activations = _gated_block(seq * micro, H, F, A, KV) * L
     activations += 8 * seq * micro * 1 + seq * micro * H * 1  # input ids, embedding dropout (P = 1)
     activations += seq * micro * H * 4 * (1 + V / H)  # the output layer's input and the loss (P = 1)
     return weights_and_optimizer, activations / tp
+
+
+def _gated_block(sb: int, h: int, f: int, a: int, kv: int, *, experts: int = 0) -> int:
+    """One block's bytes under selective recomputation and sequence parallelism (before / t), by
+    Korthikanti et al. 2022 section 4.1's terms for a block without dropout: the two norms' inputs
+    4 sbh, the QKV input 2 sbh, the MLP input 2 sbh, Q K V 2 sb (h + 2 h kv / a), the output
+    projection's input 2 sbh, a gated MLP's gate, up and down inputs 6 sbf. Megatron's
+    compute_activation_memory charges sbh (18 + 4 f / h) for every block, dropout and GeLU's 2 f
+    included. A MoE's `experts` = top_k: its k routed copies of the input (2 k sbh) and the
+    experts' 6 sbf for each of them in place of the dense MLP's."""
+    hkv = h * kv // a
+    block = 8 * sb * h + 2 * sb * (h + 2 * hkv) + 2 * sb * h
+    return block + (2 * experts * sb * h + 6 * experts * sb * f if experts else 6 * sb * f)
 
 
 @pytest.mark.parametrize(("tp", "dp", "zero"), [(2, 4, 1), (4, 2, 0), (8, 1, 1)])
@@ -148,8 +163,8 @@ def test_a_pipelines_first_stage_is_megatrons_most_loaded_shard(run_cli: Run, tm
     expected = _shard_state(2 * h * h * (1 + kv / a), 3 * h * f, 2 * h, h * v, layers, 8, 8, 2)
     assert state == pytest.approx(expected, rel=1e-5)
     s, b = 1024, 1
-    megatron = (s * b * h * (18 + 4 * f / h) * layers + (8 * s * b + s * b * h) * 8) * min(1, 8 / 8) / 8
-    assert activations == pytest.approx(megatron, rel=1e-6)
+    expected = (_gated_block(s * b, h, f, a, kv) * layers + (8 * s * b + s * b * h) * 8) * min(1, 8 / 8) / 8
+    assert activations == pytest.approx(expected, rel=1e-6)
 
 
 def test_a_mixture_of_experts_is_megatrons_estimate(run_cli: Run, tmp_path: Path) -> None:
@@ -164,10 +179,11 @@ def test_a_mixture_of_experts_is_megatrons_estimate(run_cli: Run, tmp_path: Path
         attention, 0, 2 * h, h * v, layers, 2, 1, 4, router=h * e, experts=3 * h * f * e, expert_shards=2 * 4
     )
     assert state == pytest.approx(expected, rel=1e-5)
-    # compute_activation_memory with ffn_hidden_size the experts' 14336 (Megatron's Mixtral setting)
+    # each token's top 2 experts: the experts' terms for 2 x s b tokens, split over ETP = T = 2
     s, b = 1024, 1
-    megatron = s * b * h * (18 + 4 * f / h) * layers + 8 * s * b + s * b * h + s * b * h * 4 * (1 + v / h)
-    assert activations == pytest.approx(megatron / 2, rel=1e-6)
+    expected = _gated_block(s * b, h, f, a, kv, experts=2) * layers + 8 * s * b + s * b * h
+    expected += s * b * h * 4 * (1 + v / h)
+    assert activations == pytest.approx(expected / 2, rel=1e-6)
 
 
 def test_gpt3_175b_is_megatrons_estimate_with_the_position_embedding(run_cli: Run, tmp_path: Path) -> None:

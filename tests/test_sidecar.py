@@ -109,7 +109,18 @@ def test_version_1_reads_as_version_2_writes(
     old = json.loads((OLD / fixture).read_text())
     assert old["version"] == 1
     assert isinstance(old["parallel"]["llm"]["tp"], str)
-    assert sidecar.llm_of(old) == sidecar.llm_of(new) == new["parallel"]["llm"]
+    assert sidecar.llm_of(new) == new["parallel"]["llm"]
+    # the activation estimate has changed since version 1 (FlashAttention keeps no s x s tensor:
+    # strategy/llm/activations.py); the rest of every stage's memory reads as written then
+    assert _state(sidecar.llm_of(old)) == _state(sidecar.llm_of(new))
+
+
+def _state(llm: dict[str, Any]) -> dict[str, Any]:
+    """The layout with each stage's memory less its activations (and so its total)."""
+    memory = [
+        {k: v for k, v in m.items() if k not in ("activations_bytes", "total_bytes")} for m in llm["memory"]
+    ]
+    return {**llm, "memory": memory}
 
 
 def test_inspect_reads_a_version_1_set_by_its_old_name(run_cli: Run, tmp_path: Path) -> None:

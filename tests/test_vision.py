@@ -281,13 +281,13 @@ def test_a_llava_configuration_not_modelled_is_refused_in_one_line(
 
 
 def test_the_language_model_keeps_its_own_heads_and_widths_for_the_memory_estimate() -> None:
-    """The activation estimate (strategy/llm/memory.py) reads the language model's heads and MLP
+    """The activation estimate (strategy/llm/activations.py) reads the language model's heads and MLP
     width, not the vision tower's that come first in the IR: LLaVA's Llama 32 heads, 11,008."""
-    from modtrans.strategy.llm.memory import dims
+    from modtrans.strategy.llm.activations import dims
 
     found = dims(_ir("llava-1.5-7b-hf"), 1)
     assert found is not None
-    assert (found.s, found.h, found.a, found.f, found.v) == (S, 4096, 32, 11008, 32064)
+    assert (found.s, found.h, found.a, found.v, found.mlp(0).inner) == (S, 4096, 32, 32064, 3 * 11008)
     assert all(x.kind is not Kind.CONV or x.block is not None for x in _ir("llava-1.5-7b-hf").layers)
 
 

@@ -24,7 +24,7 @@ from modtrans.plan.model import (
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params, group
-from modtrans.strategy.llm import buckets, context, data, deepspeed, expert, fsdp, memory, tensor
+from modtrans.strategy.llm import activations, buckets, context, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import DATA, Unit
@@ -96,7 +96,12 @@ def plan(
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
         memory=memory.per_stage(
-            units, unit_chunks, layout, memory.dims(ir, layout.micro_batch), tied, _expert_data(layout)
+            units,
+            unit_chunks,
+            layout,
+            activations.dims(ir, layout.micro_batch, layout.capacity_factor),
+            tied,
+            _expert_data(layout),
         ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts)

@@ -5,86 +5,49 @@ it applies and says where it differs.
 
     weights      this rank's share of the stage's parameters (tensor-parallel shards, a tied
                  copy on the last stage), in their dtype
-    gradients    the same elements in the framework's gradient dtype (fp32 for bf16 under
-                 Megatron: frameworks.py); ZeRO-2 and 3 keep 1/D of them
+    gradients    the same elements: under Megatron an fp32 main gradient for a 16-bit parameter
+                 (MAIN_GRAD), elsewhere the framework's gradient dtype (DeepSpeed: the model's,
+                 the ZeRO paper's 2 B: Rajbhandari et al. 2020, section 3.1); ZeRO-2 and 3
+                 keep 1/D of them (Megatron's distributed optimizer the whole buffer)
     optimizer    Adam: an fp32 master copy unless the weights are fp32 (4 B), and two fp32 moments
                  (8 B) per parameter; 1/D of it with the distributed optimizer or ZeRO-1/2/3
-                 (num_bytes_per_parameter: 18 B, or 6 + 12 / D, for bf16)
-    activations  per transformer layer and micro-batch, Korthikanti et al. 2022 (arXiv 2205.05198)
-                 table 2, the MLP generalised to any width f as Megatron does (18 + 4 f / h in place
-                 of 34): sbh (10 + (8 + 4 f / h) / t) without SP, sbh (18 + 4 f / h) / t with it, plus
-                 5 a s^2 b / t for the attention scores unless recomputed (selective) or fused
-                 away; full recomputation keeps each layer's input, 2 sbh (/ t under SP). The
-                 stage's layers x the micro-batches in flight: 1F1B min(P - p, GA) on stage p,
-                 GPipe GA, interleaved P (1 + (P - 1) / (P V)) (Megatron's penalty) on stage 0,
-                 scaled by (P - p) / P after it. Stage 0 adds the embedding's input and dropout
-                 (8 sb + sbh per micro-batch in flight, / t under SP), the last stage the output layer's input
-                 and the loss's logits, 4 sbh (1 + V / h) / t (for P = 1 Megatron counts them; on
-                 the last of P stages they are there too)
+                 (Megatron's num_bytes_per_parameter: 18 B, or 6 + 12 / D; ZeRO's 2 + 2 + 12)
+    activations  per transformer block and micro-batch, what it stores by the attention kernel
+                 that runs (--attention: flash keeps no s x s tensor, eager Korthikanti et al.
+                 2022's 5 a s^2 b), the model's MLP (GeLU, gated, experts) and dropout
+                 (activations.py); full recomputation keeps each block's input, 2 sbh (/ t under
+                 SP). The stage's blocks x the micro-batches in flight: 1F1B min(P - p, GA) on
+                 stage p, GPipe GA, interleaved P (1 + (P - 1) / (P V)) (Megatron's penalty) on
+                 stage 0, scaled by (P - p) / P after it. Stage 0 adds the embedding's input and
+                 dropout (8 sb + sbh per micro-batch in flight, / t under SP), the last stage the
+                 output layer's input and the loss's logits, 4 sbh (1 + V / h) / t (for P = 1
+                 Megatron counts them; on the last of P stages they are there too)
 
-FlashAttention keeps no s x s scores; as Megatron's estimate, this counts them unless the
-recomputation is selective (the scores recomputed), which over-states a fused kernel's memory; it
-is said beside the number. Not counted: framework buffers, the CUDA context, fragmentation.
+Not counted: framework buffers, the CUDA context, fragmentation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
-from modtrans.plan.model import Recompute, Schedule, StageMemory
+from modtrans.plan.model import Schedule, StageMemory
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm.context import sequence
+from modtrans.strategy.llm import activations
+from modtrans.strategy.llm.activations import Dims
 from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.schedule import holders
 
 ADAM = 8  # two fp32 moments per parameter
 MASTER = 4  # the fp32 copy of a lower-precision parameter
-
-
-@dataclass(frozen=True)
-class Dims:
-    """What the activation formulas need: sequence, micro-batch, hidden, heads, MLP width, vocabulary."""
-
-    s: int
-    b: int
-    h: int
-    a: int
-    f: int
-    v: int
-
-
-def dims(ir: ModelIR, micro_batch: int) -> Dims | None:
-    """The transformer's dimensions from its IR (None for a model without them: an ONNX CNN)."""
-    s = sequence(ir)
-    heads = next((x.block.heads for x in ir.layers if _in_blocks(x) and x.block and x.block.heads), None)
-    table = max(
-        (p.shape for x in ir.layers if x.kind is Kind.EMBEDDING for p in x.params if p.role is Role.WEIGHT),
-        key=lambda shape: shape[0] if shape else 0,
-        default=None,
-    )
-    mlp = next((x.gemm for x in ir.layers if _mlp_linear(x) and x.gemm), None)
-    mlp = mlp or next((x.gemm for x in ir.layers if _expert_linear(x) and x.gemm), None)
-    if s is None or heads is None or not table or len(table) != 2 or mlp is None:
-        return None
-    return Dims(s, micro_batch, table[1], heads.query, mlp.n, table[0])
-
-
-def _in_blocks(x: Layer) -> bool:
-    """A layer of the transformer's blocks (a vision-language model's image encoder, outside
-    them, has heads and MLP widths of its own: llm/vision.py)."""
-    return x.block is not None and x.block.index is not None
-
-
-def _mlp_linear(x: Layer) -> bool:
-    return _in_blocks(x) and x.block is not None and x.block.part is Part.MLP and x.kind is Kind.LINEAR
-
-
-def _expert_linear(x: Layer) -> bool:
-    """An expert's first linear: a mixture of experts' MLP width (Megatron's ffn_hidden_size)."""
-    return _in_blocks(x) and x.block is not None and x.block.part is Part.EXPERT and x.kind is Kind.LINEAR
+# Megatron's main gradient of a 16-bit parameter is fp32, bf16 and fp16 alike: the gradient buffer
+# in fp32 (bf16: frameworks.py), or for fp16 the optimizer's fp32 copy of each main parameter's
+# gradient (megatron/core/optimizer/optimizer.py, Float16OptimizerWithFloat16Params.
+# _copy_model_grads_to_main_grads: main_param.grad = model_param.main_grad.float()). With it a
+# parameter costs 2 + 4 + 4 + 8 = 18 B, theoretical_memory_usage.py's num_bytes_per_parameter, and
+# Korthikanti et al. 2022 figure 1 measures that for fp16: 45.5625 GiB = 18 B x 2.718e9, the 48
+# 22B layers' 12 h^2 / 8 parameters (Calculon's llm-validation transcribes the figure's values).
+MAIN_GRAD = 4
 
 
 def per_stage(
@@ -107,8 +70,14 @@ def per_stage(
             _state(u, layout, expert_data if u.role == "expert" else layout.gradient_ranks) for u in mine
         ]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
-        blocks = len(
-            {units[i].block for v, chunk in enumerate(chunks) if p in held[v] for i in chunk} - {None}
+        blocks = sorted(
+            {
+                b
+                for v, chunk in enumerate(chunks)
+                if p in held[v]
+                for i in chunk
+                if (b := units[i].block) is not None
+            }
         )
         ends = (p in held[0], p in held[-1])  # holds the embedding; the output layer (DualPipe: both)
         activations = _activations(layout, d, p, blocks, ends) if d is not None else 0
@@ -122,6 +91,8 @@ def _state(u: Unit, layout: Layout, ranks: int) -> tuple[float, float, float, fl
     elements = _elements(u)
     weights, grads = float(u.param_bytes()), float(u.grad_bytes())
     width = weights / elements if elements else 2
+    if layout.framework is Framework.MEGATRON and width < 4:
+        grads = float(elements * MAIN_GRAD)
     optimizer = float(elements * (ADAM + (MASTER if width < 4 else 0)))
     if layout.zero >= 1:
         optimizer /= ranks
@@ -136,18 +107,13 @@ def _elements(u: Unit) -> int:
     return sum(u.share(p.elements) for p in u.x.owner.params if p.trainable and p.counted)
 
 
-def _activations(layout: Layout, d: Dims, stage: int, blocks: int, ends: tuple[bool, bool]) -> float:
+def _activations(
+    layout: Layout, d: Dims, stage: int, blocks: Sequence[int], ends: tuple[bool, bool]
+) -> float:
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
-    wide = 4 * d.f / d.h
-    if layout.recompute is Recompute.FULL:
-        layer = 2 * sbh / (t if sp else 1)
-    else:
-        layer = sbh * (18 + wide) / t if sp else sbh * (10 + (8 + wide) / t)
-        if layout.recompute is not Recompute.SELECTIVE:
-            layer += 5 * d.a * d.s * d.s * d.b / t
-    flight = _in_flight(layout, stage)
-    total = layer * blocks * flight
+    terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp)
+    total = sum(activations.layer(d, block, *terms) for block in blocks) * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.ga) / (t if sp else 1)
     if ends[1]:

@@ -1,0 +1,172 @@
+"""What one transformer block stores for its backward pass, per micro-batch on one rank, by the
+attention kernel that runs and the model's own MLP and dropout.
+
+Korthikanti et al. 2022 (arXiv 2205.05198) section 4.1 counts a GPT block's 16-bit activations
+term by term, 34 sbh + 5 a s^2 b bytes (table 2 with t, sequence parallelism and recomputation);
+this counts the same terms for the model the IR describes (s sequence, b micro-batch, h hidden,
+a query heads, hq = a x head width, hkv the key/value heads' width, f the MLP width):
+
+    replicated over the tensor ranks (/ t under sequence parallelism)
+      the two norms' inputs               4 sbh
+      the QKV projections' shared input   2 sbh
+      the MLP's input                     2 sbh (a MoE: also its k routed copies, 2 k sbh)
+      two dropout masks, 1 byte each      2 sbh, only where the model trains with dropout
+    split over the tensor ranks (/ t)
+      Q, K, V (QK^T's and the context's inputs)   2 sb (hq + 2 hkv)
+      the output projection's input               2 sb hq
+      eager attention: the softmax output 2 a s^2 b, and with attention dropout its mask
+      (a s^2 b) and output (2 a s^2 b): Korthikanti's 5 a s^2 b
+      FlashAttention: no s x s tensor; the kernel keeps the fp32 logsumexp of each head and token,
+      4 a s b (Dao et al. 2022, arXiv 2205.14135, algorithm 2: the backward recomputes the scores
+      from Q, K, V, O and the statistics; its dropout mask regenerated from the RNG state)
+      the MLP (each 2 bytes per element per token):
+        GeLU:     the first linear's output (the GeLU's input) and the second's input, 2 f
+        gated:    the gate's and up projection's outputs (the activation's input; Megatron-Core's
+                  fused bias_swiglu keeps both) and the down projection's input, 3 f
+        MoE:      the experts' terms for the k x s b tokens the rank's experts process (balanced
+                  routing; x the capacity factor where one caps them), split over the expert
+                  tensor ranks instead of t
+
+For Korthikanti's GPT (dropout, f = 4h, hq = hkv = h) the terms are their 10 sbh + 24 sbh / t +
+5 a s^2 b / t. Selective recomputation reruns the attention core: no s^2 term, no statistics.
+Not counted: the router's fp32 probabilities (s b E x 4 bytes), multi-latent attention's latent
+projections (counted as ordinary Q, K, V), state-space blocks and vision towers (they have no
+heads here and store what their own layers do: not modelled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
+from modtrans.plan.model import Recompute
+from modtrans.strategy.llm.context import sequence
+
+FLASH, EAGER = "flash", "eager"
+STATISTICS = 4  # bytes of one fp32 logsumexp per head and token (FlashAttention's softmax statistics)
+
+
+@dataclass(frozen=True)
+class Mlp:
+    """Elements per token one block's MLP stores: `inputs` not split over tensor ranks (unless
+    sequence-parallel), `inner` split over them, `experts` split over the expert tensor ranks."""
+
+    inputs: float
+    inner: float
+    experts: float = 0.0
+
+
+@dataclass(frozen=True)
+class Dims:
+    """What the activation terms need: sequence, micro-batch, hidden, query heads, query and
+    key/value widths, vocabulary, whether the model trains with dropout, each block's MLP."""
+
+    s: int
+    b: int
+    h: int
+    a: int
+    hq: int
+    hkv: int
+    v: int
+    dropout: bool
+    mlps: dict[int, Mlp]
+
+    def mlp(self, block: int) -> Mlp:
+        return self.mlps.get(block) or next(iter(self.mlps.values()))
+
+
+def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) -> Dims | None:
+    """The transformer's dimensions from its IR (None for a model without them: an ONNX CNN)."""
+    s = sequence(ir)
+    attention = [x for x in ir.layers if _in_blocks(x) and x.block and x.block.heads]
+    table = max(
+        (p.shape for x in ir.layers if x.kind is Kind.EMBEDDING for p in x.params if p.role is Role.WEIGHT),
+        key=lambda shape: shape[0] if shape else 0,
+        default=None,
+    )
+    if s is None or not attention or not table or len(table) != 2:
+        return None
+    h = table[1]
+    heads = attention[0].block.heads  # type: ignore[union-attr]
+    assert heads is not None
+    mlps = _mlps(ir, h, capacity_factor or 1.0)
+    if not mlps:
+        return None
+    hq, hkv = _widths(attention, h, heads.query, heads.key_value)
+    return Dims(s, micro_batch, h, heads.query, hq, hkv, table[0], heads.dropout > 0, mlps)
+
+
+def _widths(attention: list[Layer], h: int, a: int, kv: int) -> tuple[int, int]:
+    """The query and key/value widths: the first block's projections of the hidden state before
+    its output projection (separate Q, K, V or one fused QKV) hold hq + 2 hkv outputs, hkv / hq
+    = kv / a."""
+    first = attention[0].block.index if attention[0].block else None
+    linears = [x for x in attention if x.block and x.block.index == first and x.kind is Kind.LINEAR]
+    total = sum(x.gemm.n for x in linears[:-1] if _projects(x, h) and x.gemm)
+    if not total:
+        return h, h * kv // a
+    hq = round(total * a / (a + 2 * kv))
+    return hq, (total - hq) // 2
+
+
+def _projects(x: Layer, h: int) -> bool:
+    return x.kind is Kind.LINEAR and x.gemm is not None and x.gemm.k == h
+
+
+def _in_blocks(x: Layer) -> bool:
+    """A layer of the transformer's blocks (a vision-language model's image encoder, outside
+    them, has heads and MLP widths of its own: llm/vision.py)."""
+    return x.block is not None and x.block.index is not None
+
+
+def _mlps(ir: ModelIR, h: int, capacity: float) -> dict[int, Mlp]:
+    """Each block's MLP terms, from its linears that read the hidden state (two: gated)."""
+    dense: dict[int, list[int]] = {}
+    routed: dict[int, list[tuple[int, int, int]]] = {}  # (width, experts in the layer, top_k)
+    for x in ir.layers:
+        if not _in_blocks(x) or x.block is None or x.block.index is None or not _projects(x, h):
+            continue
+        assert x.gemm is not None
+        if x.block.part is Part.MLP:
+            dense.setdefault(x.block.index, []).append(x.gemm.n)
+        elif x.block.part is Part.EXPERT and x.moe is not None and x.moe.expert in (0, None):
+            routed.setdefault(x.block.index, []).append((x.gemm.n, x.moe.experts, x.moe.top_k))
+    out = {}
+    for block in sorted(dense.keys() | routed.keys()):
+        widths = dense.get(block, [])
+        inputs = 1.0 if widths or block in routed else 0.0
+        inner = float(_stored(widths))
+        experts = 0.0
+        if block in routed:
+            first = routed[block]
+            k = first[0][2]
+            experts = k * capacity * _stored([w for w, _, _ in first])
+            inputs += k * capacity
+        out[block] = Mlp(inputs, inner, experts)
+    return out
+
+
+def _stored(up: list[int]) -> int:
+    """Elements per token an MLP keeps beyond its input: GeLU (one up projection of width f) its
+    output and the down projection's input, 2 f; gated (two) both outputs and the product, 3 f."""
+    if not up:
+        return 0
+    f = up[0]
+    return 3 * f if len(up) >= 2 else 2 * f
+
+
+def layer(d: Dims, block: int, t: int, sp: bool, recompute: Recompute, attention: str, etp: int) -> float:
+    """Bytes one block stores per micro-batch on one rank (the module's terms)."""
+    sb = d.s * d.b
+    if recompute is Recompute.FULL:
+        return 2 * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
+    m = d.mlp(block)
+    masks = 2 * sb * d.h if d.dropout else 0  # after the attention and after the MLP, 1 byte each
+    replicated = 4 * sb * d.h + 2 * sb * d.h + 2 * sb * m.inputs * d.h + masks
+    split = 2 * sb * (d.hq + 2 * d.hkv) + 2 * sb * d.hq + 2 * sb * m.inner
+    if recompute is not Recompute.SELECTIVE:
+        if attention == EAGER:
+            split += (5 if d.dropout else 2) * d.a * d.s * sb
+        else:
+            split += STATISTICS * d.a * sb
+    return replicated / (t if sp else 1) + split / t + 2 * sb * m.experts / etp

@@ -1,0 +1,126 @@
+"""Memory per rank (strategy/llm/memory.py, activations.py) against what Korthikanti et al. 2022
+(arXiv 2205.05198) measured, and against the attention kernel and the model family: FlashAttention
+keeps no s x s tensor, dropout masks only where the model trains with dropout, a gated MLP its
+three f-wide tensors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from modtrans.api import run
+from modtrans.plan.model import StageMemory
+from modtrans.request import Request, prepare
+
+GIB = 2**30
+
+# Korthikanti et al. 2022, figure 1, GiB per GPU: parameters + optimizer state, activations without
+# recomputation, activations with selective recomputation + sequence parallelism (the bars' values
+# as calculon-ai/calculon's llm-validation transcribes them, calculon/llm/validation.py
+# seqsel_fig1). The models and layouts are the paper's table 3: fp16, sequence 2,048, GPT-2's
+# vocabulary (51,200 padded), TP 8; 22B micro-batch 4, the others 1; 175B and 530B interleaved
+# with 3 model chunks per rank.
+FIGURE_1 = {
+    # name: (hidden, layers, heads, P, V, micro-batch), (params + optimizer, none, selective + SP)
+    "22B": ((6144, 48, 64, 1, 1, 4), (45.5625, 59.25, 9.5625)),
+    "175B": ((12288, 96, 96, 8, 3, 1), (45.5625, 66.84375, 12.3515625)),
+    "530B": ((20480, 105, 128, 35, 3, 1), (31.640625, 114.0234375, 23.076171875)),
+    "1T": ((25600, 128, 160, 64, 1, 1), (32.958984375, 131.25, 26.5625)),
+}
+LARGE = {"530B", "1T"}  # 35 and 64 pipeline stages: seconds each
+
+
+def _memory(model: str | Path, **layout: object) -> tuple[StageMemory, ...]:
+    result = run(prepare(Request(model=str(model), **layout)))  # type: ignore[arg-type]
+    assert result.plan is not None, result.diagnostics
+    assert result.plan.layout is not None
+    return result.plan.layout.memory
+
+
+def _gpt(tmp_path: Path, h: int, layers: int, heads: int) -> Path:
+    """A GPT-2-family configuration (GPT2Config: attention and residual dropout 0.1)."""
+    config = tmp_path / "config.json"
+    gpt = {"model_type": "gpt2", "n_embd": h, "n_layer": layers, "n_head": heads, "n_positions": 2048}
+    config.write_text(json.dumps({**gpt, "vocab_size": 51200, "torch_dtype": "float16"}))
+    return config
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in LARGE else n for n in FIGURE_1]
+)
+def test_korthikantis_measured_memory_within_5_percent(name: str, tmp_path: Path) -> None:
+    """Megatron-LM as it ran in 2022: eager attention (its softmax and dropout materialised), fp16
+    with an fp32 main gradient (18 B per parameter). Parameters + optimizer on a stage without the
+    embedding (figure 1 counts the transformer layers), activations on stage 0 (the most in flight)."""
+    (h, layers, heads, p, v, b), (state, none, selective) = FIGURE_1[name]
+    config = _gpt(tmp_path, h, layers, heads)
+    common = {"tp": 8, "pp": p, "vpp": v if v > 1 else None, "micro_batch": b, "global_batch": p * b}
+    plain = _memory(config, attention="eager", **common)
+    kept = plain[1] if len(plain) > 1 else plain[0]
+    assert (kept.weights + kept.gradients + kept.optimizer) / GIB == pytest.approx(state, rel=0.05)
+    assert plain[0].activations / GIB == pytest.approx(none, rel=0.05)
+    recomputed = _memory(config, attention="eager", sp=True, recompute="selective", **common)
+    assert recomputed[0].activations / GIB == pytest.approx(selective, rel=0.05)
+
+
+def test_korthikantis_table_2_terms_by_hand(tmp_path: Path) -> None:
+    """GPT-22B's layers at TP 8, eager, no recomputation: Korthikanti's table 2, sbh (10 + 24 / t)
+    + 5 a s^2 b / t per layer, plus the embedding's input and dropout (8 sb + sbh) and the output
+    layer's input and logits (4 sbh (1 + v / h) / t), Megatron's compute_activation_memory for P = 1."""
+    h, layers, a, s, b, t, v = 6144, 48, 64, 2048, 4, 8, 51200
+    config = _gpt(tmp_path, h, layers, a)
+    found = _memory(config, tp=t, micro_batch=b, global_batch=b, attention="eager")[0].activations
+    sbh = s * b * h
+    expected = layers * (sbh * (10 + 24 / t) + 5 * a * s * s * b / t) + 8 * s * b + sbh
+    expected += 4 * sbh * (1 + v / h) / t
+    assert found == pytest.approx(expected, rel=1e-9)
+
+
+def test_flash_attention_keeps_no_s_squared_tensor(tmp_path: Path) -> None:
+    """The same model with FlashAttention: the 5 a s^2 b / t of each layer become the fp32
+    logsumexp of each head and token, 4 a s b / t (Dao et al. 2022, algorithm 2)."""
+    h, layers, a, s, b, t = 6144, 48, 64, 2048, 4, 8
+    config = _gpt(tmp_path, h, layers, a)
+    eager = _memory(config, tp=t, micro_batch=b, global_batch=b, attention="eager")[0].activations
+    flash = _memory(config, tp=t, micro_batch=b, global_batch=b, attention="flash")[0].activations
+    assert eager - flash == pytest.approx(layers * (5 * a * s * s * b - 4 * a * s * b) / t, rel=1e-9)
+
+
+def test_flash_activations_grow_linearly_with_the_sequence() -> None:
+    """Llama-3-8B at TP 2 (the issue's case): with FlashAttention nothing is s^2, so 8,192 tokens
+    hold 4 x what 2,048 do (the embedding's and loss's terms are linear too); eager grows faster."""
+    short, long = (_memory("llama-3-8b", tp=2, seq_len=n)[0].activations for n in (2048, 8192))
+    assert long / short == pytest.approx(4, rel=1e-9)
+    eager = [_memory("llama-3-8b", tp=2, seq_len=n, attention="eager")[0].activations for n in (2048, 8192)]
+    assert eager[1] / eager[0] > 4.5
+
+
+def test_llama_fits_an_80_gib_device_at_tp_2() -> None:
+    """Llama-3-8B at TP 2, bf16, sequence 2,048, FlashAttention, no ZeRO: 8.03 B / 2 parameters x 18 B
+    (Megatron's num_bytes_per_parameter) = 67.3 GiB of state, and activations by the terms by hand:
+    32 layers x (8 sbh replicated + (2 sb (hq + 2 hkv) + 2 sb hq + 6 sbf + 4 a s b) / 2) + the output
+    layer's 4 sbh (1 + v / h) / 2; Llama trains without dropout, so no mask."""
+    h, f, a, kv, v, layers, s, b, t = 4096, 14336, 32, 8, 128256, 32, 2048, 1, 2
+    stage = _memory("llama-3-8b", tp=t)[0]
+    sb, hkv = s * b, h * kv // a
+    block = 8 * sb * h + (2 * sb * (h + 2 * hkv) + 2 * sb * h + 6 * sb * f + 4 * a * sb) / t
+    expected = layers * block + 8 * sb + sb * h + 4 * sb * h * (1 + v / h) / t
+    assert stage.activations == pytest.approx(expected, rel=1e-9)
+    assert stage.total < 80 * GIB
+
+
+def test_dropout_masks_only_where_the_model_has_dropout(tmp_path: Path) -> None:
+    """GPT-2's configuration with its dropout set to 0: the two 1-byte masks per layer (2 sbh,
+    sequence-parallel: / t) go, and eager attention keeps the softmax output alone (2 a s^2 b, not 5)."""
+    h, layers, a, s, t = 1024, 4, 16, 1024, 2
+    config = tmp_path / "config.json"
+    gpt = {"model_type": "gpt2", "n_embd": h, "n_layer": layers, "n_head": a, "n_positions": s}
+    gpt["vocab_size"] = 50257
+    layout = {"tp": t, "sp": True, "attention": "eager"}
+    config.write_text(json.dumps(gpt))
+    dropped = _memory(config, **layout)[0].activations
+    config.write_text(json.dumps({**gpt, "attn_pdrop": 0.0, "resid_pdrop": 0.0}))
+    none = _memory(config, **layout)[0].activations
+    assert dropped - none == pytest.approx(layers * (2 * s * h + 3 * a * s * s) / t, rel=1e-9)
