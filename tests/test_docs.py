@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import json
 import os
 import re
 import shlex
@@ -203,6 +204,17 @@ def test_the_quick_start_is_what_ci_runs() -> None:
     assert quick[0] == "pip install -e . && modtrans translate resnet50"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert quick[1] in ci
+
+
+def test_the_real_model_suite_is_described_as_its_manifest_holds() -> None:
+    """The README and docs/development.md give the real-model suite's size; the manifest
+    (fixtures/real/models.json) decides it, so a model added or removed there fails here."""
+    manifest = json.loads((ROOT / "fixtures" / "real" / "models.json").read_text(encoding="utf-8"))
+    files, wheels = len(manifest["models"]), len(manifest["packages"])
+    development = " ".join(_text(ROOT / "docs" / "development.md").split())
+    assert f"translates {files} ONNX files that {wheels} pinned PyPI wheels ship" in development
+    assert f"{files} ONNX files from pinned PyPI wheels" in " ".join(_text(ROOT / "README.md").split())
+    assert "python -m pytest -m real -n 0" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
 def test_the_readme_is_a_front_page() -> None:
