@@ -230,6 +230,33 @@ def test_every_link_between_pages_resolves() -> None:
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)}: {target} does not exist"
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, punctuation but `-` and `_`
+    dropped, spaces as `-`; a repeated one numbered (`-1`, `-2`)."""
+    text = re.sub(r"^```.*?^```", "", _text(page), flags=re.S | re.M)  # no headings inside code
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+?)\s*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        found, n = slug, 0
+        while found in anchors:
+            n += 1
+            found = f"{slug}-{n}"
+        anchors.add(found)
+    return anchors
+
+
+def test_every_link_to_a_section_finds_it() -> None:
+    """A link's `#anchor` names a heading of the page it points to: a section renamed or moved
+    fails here, not with a reader landing at the top of a page."""
+    checked = 0
+    for page in PAGES:
+        for target, anchor in re.findall(r"\]\(([^)#:\s]*)#([^)\s]+)\)", _text(page)):
+            linked = (page.parent / target) if target else page
+            assert anchor in _anchors(linked), f"{page.relative_to(ROOT)}: {target}#{anchor} names no heading"
+            checked += 1
+    assert checked > 20
+
+
 def test_the_python_examples_run_from_the_repository_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     blocks = [(page, body) for page in PAGES for _, body in _blocks("python", page)]
