@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import json
 import os
 import re
 import shlex
@@ -205,6 +206,17 @@ def test_the_quick_start_is_what_ci_runs() -> None:
     assert quick[1] in ci
 
 
+def test_the_real_model_suite_is_described_as_its_manifest_holds() -> None:
+    """The README and docs/development.md give the real-model suite's size; the manifest
+    (fixtures/real/models.json) decides it, so a model added or removed there fails here."""
+    manifest = json.loads((ROOT / "fixtures" / "real" / "models.json").read_text(encoding="utf-8"))
+    files, wheels = len(manifest["models"]), len(manifest["packages"])
+    development = " ".join(_text(ROOT / "docs" / "development.md").split())
+    assert f"translates {files} ONNX files that {wheels} pinned PyPI wheels ship" in development
+    assert f"{files} ONNX files from pinned PyPI wheels" in " ".join(_text(ROOT / "README.md").split())
+    assert "python -m pytest -m real -n 0" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
 def test_the_readme_is_a_front_page() -> None:
     readme = _text(ROOT / "README.md")
     assert len(readme.splitlines()) < 200
@@ -216,6 +228,33 @@ def test_every_link_between_pages_resolves() -> None:
     for page in PAGES:
         for target in re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", _text(page)):
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)}: {target} does not exist"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, punctuation but `-` and `_`
+    dropped, spaces as `-`; a repeated one numbered (`-1`, `-2`)."""
+    text = re.sub(r"^```.*?^```", "", _text(page), flags=re.S | re.M)  # no headings inside code
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+?)\s*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        found, n = slug, 0
+        while found in anchors:
+            n += 1
+            found = f"{slug}-{n}"
+        anchors.add(found)
+    return anchors
+
+
+def test_every_link_to_a_section_finds_it() -> None:
+    """A link's `#anchor` names a heading of the page it points to: a section renamed or moved
+    fails here, not with a reader landing at the top of a page."""
+    checked = 0
+    for page in PAGES:
+        for target, anchor in re.findall(r"\]\(([^)#:\s]*)#([^)\s]+)\)", _text(page)):
+            linked = (page.parent / target) if target else page
+            assert anchor in _anchors(linked), f"{page.relative_to(ROOT)}: {target}#{anchor} names no heading"
+            checked += 1
+    assert checked > 20
 
 
 def test_the_python_examples_run_from_the_repository_root(monkeypatch: pytest.MonkeyPatch) -> None:
