@@ -155,18 +155,16 @@ def extract_checked(
     config = _config_file(path) if _is_file(path) else None
     entry = zoo.get(str(spec)) if config is None and not _is_file(path) else None
     if config is not None or (entry is not None and entry.path.suffix == ".json"):
-        from modtrans import llm  # a transformer configuration: no onnx
-
-        target = config or (entry.path if entry else path)
-        shapes = dict(input_shapes or {})
         if input_values:
             given = ", ".join(input_values)
             message = f"input values ({given}) set an ONNX model's inputs; a configuration has none"
             return None, [diagnostic("X501", message, path=str(spec), hint="give --seq-len or --input-shape")]
+        from modtrans import llm  # a transformer configuration: no onnx
+
         return llm.extract(
-            target,
+            config or (entry.path if entry else path),
             batch=batch,
-            input_shapes=shapes,
+            input_shapes=dict(input_shapes or {}),
             display_name=entry.name if entry else None,
             vocabulary_multiple=vocabulary_multiple,
             per_expert=per_expert,
@@ -199,14 +197,7 @@ def extract_checked(
             full_hash=full_hash,
         )
     if entry is None:
-        import difflib
-
-        known = ", ".join(zoo.names())
-        names = [*zoo.names(), *(item.name for item in fetch.remotes())]
-        close = difflib.get_close_matches(str(spec), names, n=1, cutoff=0.75)
-        hint = f"did you mean `{close[0]}`?" if close else "`modtrans zoo list` describes them"
-        message = f"no such file, and not a built-in model (built-ins: {known})"
-        return None, [diagnostic("F001", message, path=str(spec), hint=hint)]
+        return None, [_unknown_model(str(spec))]
     shapes = {**entry.input_shapes(batch), **(input_shapes or {})}
     return extract_file(
         entry.path,
@@ -259,6 +250,28 @@ def _gunzip(data: bytes, path: Path) -> bytes:
     return out
 
 
+def _unknown_model(spec: str) -> Diagnostic:
+    """F001 for a MODEL that is no file, no built-in and not fetched, with the closest name."""
+    import difflib
+
+    known = ", ".join(zoo.names())
+    names = [*zoo.names(), *(item.name for item in fetch.remotes())]
+    close = difflib.get_close_matches(spec, names, n=1, cutoff=0.75)
+    hint = f"did you mean `{close[0]}`?" if close else "`modtrans zoo list` describes them"
+    message = f"no such file, and not a built-in model (built-ins: {known})"
+    return diagnostic("F001", message, path=spec, hint=hint)
+
+
+def _chakra_ticks(options: Options, spec: str | Path) -> list[Diagnostic]:
+    """X508 where Chakra's text dialect is given ticks other than microseconds, which ASTRA-sim 2.x
+    reads them as (reference/chakra-contract.md, Units)."""
+    if options.dialect is not Dialect.CHAKRA or options.cost.clock.unit is cost.Unit.US:
+        return []
+    unit = options.cost.clock.unit.value
+    message = f"compute times are in {unit} ticks; ASTRA-sim 2.x reads a Chakra trace's times as µs (x1000)"
+    return [diagnostic("X508", message, path=str(spec), hint="--time-unit us for ASTRA-sim 2.x")]
+
+
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
     layout = options.parallel.layout if options.parallel is not None else None
     ir, found = extract_checked(
@@ -285,17 +298,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
     except cost.CostError as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
-    if options.dialect is Dialect.CHAKRA and options.cost.clock.unit is not cost.Unit.US:
-        unit = options.cost.clock.unit.value
-        found.append(
-            diagnostic(
-                "X508",
-                f"compute times are in {unit} ticks; ASTRA-sim 2.x reads a Chakra "
-                f"trace's times as microseconds (x1000)",
-                path=str(spec),
-                hint="--time-unit us for ASTRA-sim 2.x",
-            )
-        )
+    found += _chakra_ticks(options, spec)
     try:
         the_plan = plan(ir, model, options.parallel, params=options.params, dtype_bytes=options.dtype_bytes)
     except (StrategyError, cost.CostError) as error:

@@ -31,7 +31,7 @@ def _megatron(tp: int, dp: int, seq: int, micro: int, distributed: bool) -> tupl
     replicated = norms * L + H  # the blocks' norms and the final norm
     per_parameter = 6 + 12 / dp if distributed else 18
     weights_and_optimizer = (tp_sharded + replicated) * per_parameter
-    activations = _gated_block(seq * micro, H, F, A, KV) * L
+    activations: float = _gated_block(seq * micro, H, F, A, KV) * L
     activations += 8 * seq * micro * 1 + seq * micro * H * 1  # input ids, embedding dropout (P = 1)
     activations += seq * micro * H * 4 * (1 + V / H)  # the output layer's input and the loss (P = 1)
     return weights_and_optimizer, activations / tp

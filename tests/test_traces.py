@@ -417,7 +417,7 @@ def _force_threshold() -> int:
     import re
 
     formats = (Path(__file__).parent.parent / "docs" / "formats.md").read_text(encoding="utf-8")
-    found = re.search(r"over ([\d,]+) NPUs needs\s+`--force`", formats)
+    found = re.search(r"over ([\d,]+) NPUs needs\s+`--force`", formats, re.IGNORECASE)
     assert found, "docs/formats.md no longer states when --format chakra-et needs --force"
     return int(found.group(1).replace(",", ""))
 
