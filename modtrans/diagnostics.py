@@ -148,6 +148,17 @@ the file. The file is not rewritten.
 )
 
 _code(
+    "F007",
+    E,
+    "empty file",
+    """
+The input holds nothing, or only white space: not an ONNX model, a configuration or a workload,
+whatever its name. The message names what the command reads (translate and extract: an ONNX model
+or a Hugging Face config.json; validate, fmt and convert: a workload; inspect and diff: any of
+them). Nothing is read or written; exit status 2, as for every file that cannot be read.
+""",
+)
+_code(
     "F006",
     W,
     "metadata describes another output",

@@ -357,7 +357,7 @@ def _like(
 
     reference = Path(str(request.like))
     loaded = load(reference)
-    unreadable = next((d for d in loaded.result.diagnostics if d.code == "F001"), None)
+    unreadable = next((d for d in loaded.result.diagnostics if d.code in ("F001", "F007")), None)
     if unreadable is not None:
         raise unreadable_option("--like", reference, unreadable.message)
     workload = loaded.result.workload
