@@ -272,10 +272,10 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         found.append(
             diagnostic(
                 "X508",
-                f"compute times are in {unit} ticks; ASTRA-sim 2.x reads a Chakra "
-                f"trace's times as microseconds (x1000)",
+                f"compute times are in {unit} ticks; Chakra's text converter copies them into "
+                "duration_micros, which ASTRA-sim 2.x reads as microseconds",
                 path=str(spec),
-                hint="--time-unit us for ASTRA-sim 2.x",
+                hint="leave --time-unit out (us, the Chakra dialect's) for ASTRA-sim 2.x",
             )
         )
     try:

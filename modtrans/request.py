@@ -140,7 +140,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     if request.compute is None and compute == "gpu" and not _calibrated(request.device):
         compute = "roofline"
         note(f"--device {request.device}: no kernel calibration for the gpu model; the roofline at its peak")
-    unit = _unit(request)
+    unit = _unit(request, dialect)
     for line in _not_applicable(request, policy, compute):
         note(line)
     settings = cost.Settings(
@@ -216,10 +216,14 @@ def _shapes(request: Request) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _unit(request: Request) -> cost.Unit:
-    """The tick unit; traces are computed in ns and written in whole microseconds with the carry."""
+def _unit(request: Request, dialect: Dialect) -> cost.Unit:
+    """The tick unit; traces are computed in ns and written in whole microseconds with the carry.
+    A text's default is its consumer's: ns for ASTRA-sim 1.0 and SimAI, us for the Chakra dialect,
+    whose text converter copies each time into duration_micros, read as microseconds by ASTRA-sim
+    2.x (reference/chakra-contract.md, Units; astra-sim#207)."""
     if request.format != "chakra-et":
-        return cost.Unit(request.time_unit or cost.Unit.NS)
+        default = cost.Unit.US if dialect is Dialect.CHAKRA else cost.Unit.NS
+        return cost.Unit(request.time_unit or default)
     if request.output in (None, "-"):
         raise UsageError("--format chakra-et writes files: give -o DIR/PREFIX")
     if request.time_unit is not None and cost.Unit(request.time_unit) is not cost.Unit.US:
