@@ -102,7 +102,7 @@ def translate(
     ep: int | None = None,
     etp: int | None = None,
     framework: str | None = None,
-    sp: bool = False,
+    sp: bool | None = None,
     zero: int | None = None,
     micro_batch: int | None = None,
     global_batch: int | None = None,
@@ -155,7 +155,8 @@ def translate(
         `model_parallel_group` (or `packages`), the checkpoints and `per_layer` (pattern ->
         keyword, or a file of `PATTERN KEYWORD` lines).
     tp, pp, dp, ep, etp, sp, zero, micro_batch, global_batch, schedule ("gpipe", "1f1b",
-        "interleaved"), vpp, recompute ("none", "selective", "full"), stages: the LLM layout.
+        "interleaved"), vpp, recompute ("none", "selective", "full"), stages: the LLM layout
+        (sp: True, False, or None when not given: none, or `like`'s).
     seq_len: the sequence length (input_ids=1xS; Megatron's --seq-length).
     input_values: an ONNX model's scalar inputs as constants ({"sr": 16000}), so that an If on
         their value takes one branch instead of costing both (X513).

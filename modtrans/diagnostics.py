@@ -148,6 +148,17 @@ the file. The file is not rewritten.
 )
 
 _code(
+    "F007",
+    E,
+    "empty file",
+    """
+The input holds nothing, or only white space: not an ONNX model, a configuration or a workload,
+whatever its name. The message names what the command reads (translate and extract: an ONNX model
+or a Hugging Face config.json; validate, fmt and convert: a workload; inspect and diff: any of
+them). Nothing is read or written; exit status 2, as for every file that cannot be read.
+""",
+)
+_code(
     "F006",
     W,
     "metadata describes another output",
@@ -758,8 +769,9 @@ _code(
     """
 Chakra's text converter copies each compute time into a field named duration_micros, and ASTRA-sim
 2.x multiplies it by 1000 (astra-sim commit f7bd62c). Times written in nanosecond ticks (the
-ASTRA-sim 1.0 and SimAI unit) then run 1000 times too long. Translate with `--time-unit us` for a
-Chakra file meant for ASTRA-sim 2.x, or keep `ns` for 2.0.0-2.2.0, which used the value as ticks.
+ASTRA-sim 1.0 and SimAI unit) then run 1000 times too long. The Chakra dialect is therefore written
+in microseconds unless `--time-unit` says otherwise; give `ns` only for ASTRA-sim 2.0.0-2.2.0,
+which used the value as ticks.
 """,
 )
 

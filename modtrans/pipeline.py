@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modtrans import cost, fetch, sidecar, zoo
+from modtrans import cost, fetch, inputs, sidecar, zoo
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
 from modtrans.digest import Digest
@@ -143,15 +143,19 @@ def extract_checked(
     full_hash: bool = False,
     vocabulary_multiple: int = 1,
     per_expert: bool = False,
+    takes: str = inputs.MODEL,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file).
     `input_values`: an ONNX model's scalar inputs taken as constants, so that an If on them takes
     one branch (extraction/load.apply_values); a configuration has no such inputs (X501).
+    `takes`: what the command reads, named when the file is empty (inputs.py).
     `per_expert`: a configuration's routed experts a layer each (an ONNX export's always are).
     `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py).
     `vocabulary_multiple`: a transformer configuration's vocabulary padded to a multiple of it (an
     ONNX file's tables are as exported)."""
     path = Path(spec)
+    if _is_file(path) and (nothing := inputs.empty(path, takes)) is not None:
+        return None, [nothing]
     config = _config_file(path) if _is_file(path) else None
     entry = zoo.get(str(spec)) if config is None and not _is_file(path) else None
     if config is not None or (entry is not None and entry.path.suffix == ".json"):
@@ -268,8 +272,12 @@ def _chakra_ticks(options: Options, spec: str | Path) -> list[Diagnostic]:
     if options.dialect is not Dialect.CHAKRA or options.cost.clock.unit is cost.Unit.US:
         return []
     unit = options.cost.clock.unit.value
-    message = f"compute times are in {unit} ticks; ASTRA-sim 2.x reads a Chakra trace's times as µs (x1000)"
-    return [diagnostic("X508", message, path=str(spec), hint="--time-unit us for ASTRA-sim 2.x")]
+    message = (
+        f"compute times are in {unit} ticks; Chakra's text converter copies them into "
+        "duration_micros, which ASTRA-sim 2.x reads as microseconds"
+    )
+    hint = "leave --time-unit out (us, the Chakra dialect's) for ASTRA-sim 2.x"
+    return [diagnostic("X508", message, path=str(spec), hint=hint)]
 
 
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
@@ -398,12 +406,16 @@ class Side:
 
 
 def reads_as_workload(spec: str) -> bool:
-    """Whether `diff` reads `spec` as a workload file (standard input, or a file neither named
-    .onnx nor a transformers configuration) rather than a model to translate."""
+    """Whether `diff` and `inspect` read `spec` as a workload file (standard input, or a file
+    neither named .onnx nor a transformers configuration) rather than a model to translate. An
+    empty file is read as one too, refused there in words naming both (inputs.EITHER)."""
     if spec == "-":
         return True
     path = Path(spec)  # a transformers config.json is a model, not workload JSON
-    return _is_file(path) and path.suffix.lower() != ".onnx" and _config_file(path) is None
+    if not _is_file(path):
+        return False
+    model = path.suffix.lower() == ".onnx" or _config_file(path) is not None
+    return not model or inputs.is_empty(path)
 
 
 def workload_or_model(spec: str, options: Options, *, cache: LineCache | None = None) -> Side:
@@ -415,7 +427,7 @@ def workload_or_model(spec: str, options: Options, *, cache: LineCache | None = 
 
     path = Path(spec)
     if reads_as_workload(spec):
-        loaded = load(path, cache=cache)
+        loaded = load(path, cache=cache, takes=inputs.EITHER)
         binary = any(d.code == "F002" for d in loaded.result.diagnostics)  # an ONNX file named otherwise
         if not binary:
             return Side(loaded.result.workload, loaded.result.diagnostics, loaded.line)

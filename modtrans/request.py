@@ -90,7 +90,7 @@ class Request:
     moe_expert_capacity_factor: float | None = None  # Megatron's (strategy/llm/expert.py)
     moe_pad_expert_input_to_capacity: bool = False  # Megatron's: each expert's tokens padded to capacity
     framework: str | None = None  # megatron (default), deepspeed or fsdp: data parallelism and ZeRO
-    sp: bool = False
+    sp: bool | None = None  # None: not given (--like may fill it); --no-sp says False
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
     make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128
     zero: int | None = None
@@ -141,7 +141,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     if request.compute is None and compute == "gpu" and not _calibrated(request.device):
         compute = "roofline"
         note(f"--device {request.device}: no kernel calibration for the gpu model; the roofline at its peak")
-    unit = _unit(request)
+    unit = _unit(request, dialect)
     for line in _not_applicable(request, policy, compute):
         note(line)
     settings = cost.Settings(
@@ -218,10 +218,14 @@ def _shapes(request: Request) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _unit(request: Request) -> cost.Unit:
-    """The tick unit; traces are computed in ns and written in whole microseconds with the carry."""
+def _unit(request: Request, dialect: Dialect) -> cost.Unit:
+    """The tick unit; traces are computed in ns and written in whole microseconds with the carry.
+    A text's default is its consumer's: ns for ASTRA-sim 1.0 and SimAI, us for the Chakra dialect,
+    whose text converter copies each time into duration_micros, read as microseconds by ASTRA-sim
+    2.x (reference/chakra-contract.md, Units; astra-sim#207)."""
     if request.format != "chakra-et":
-        return cost.Unit(request.time_unit or cost.Unit.NS)
+        default = cost.Unit.US if dialect is Dialect.CHAKRA else cost.Unit.NS
+        return cost.Unit(request.time_unit or default)
     if request.output in (None, "-"):
         raise UsageError("--format chakra-et writes files: give -o DIR/PREFIX")
     if request.time_unit is not None and cost.Unit(request.time_unit) is not cost.Unit.US:
@@ -284,7 +288,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         etp=r.etp,
         cp=c,
         framework=Framework(r.framework or Framework.MEGATRON),
-        sp=r.sp,
+        sp=bool(r.sp),
         overlap_grad_reduce=r.overlap_grad_reduce,
         vocab_divisor=r.make_vocab_size_divisible_by or 128,
         zero=r.zero or 0,
@@ -307,7 +311,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
 def _lays_out(r: Request) -> bool:
     """Whether any option of the LLM layout is given."""
     given = (*_LAYOUT_FIELDS, "recompute", "make_vocab_size_divisible_by", "moe_expert_capacity_factor")
-    flags = r.sp or r.overlap_grad_reduce or r.moe_pad_expert_input_to_capacity
+    flags = r.sp is not None or r.overlap_grad_reduce or r.moe_pad_expert_input_to_capacity
     return flags or r.stages is not None or any(getattr(r, f) is not None for f in given)
 
 
@@ -362,7 +366,7 @@ def _like(
 
     reference = Path(str(request.like))
     loaded = load(reference)
-    unreadable = next((d for d in loaded.result.diagnostics if d.code == "F001"), None)
+    unreadable = next((d for d in loaded.result.diagnostics if d.code in ("F001", "F007")), None)
     if unreadable is not None:
         raise unreadable_option("--like", reference, unreadable.message)
     workload = loaded.result.workload
@@ -402,7 +406,7 @@ def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[s
     HYBRID_TRANSFORMER keyword is the layout --tp G), and SimAI's keys pp, ep and all_gpus --pp,
     --ep and the data-parallel ranks, ga the micro-batches (--global-batch M x D x ga); a line
     with a forward ALLGATHER and an input-gradient REDUCESCATTER (a column-parallel layer under
-    sequence parallelism, as AICB writes it) says --sp; a weight-gradient REDUCESCATTER the
+    sequence parallelism) says --sp; a weight-gradient REDUCESCATTER the
     distributed optimizer, --zero 1; data-parallel lines under a header without all_gpus (AICB's
     older files), --dp 2, SimAI's sizes being the same for any D. A keyword or group given
     (--parallel, --model-parallel-group, --packages) chooses the keyword instead: nothing is taken."""
@@ -433,19 +437,32 @@ def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[s
     if header.ga and header.ga > 1 and request.global_batch is None:
         ranks = request.dp or taken.get("dp", 1)
         taken["global_batch"] = (request.micro_batch or 1) * ranks * header.ga
-    tp = request.tp or group
-    sp = (
-        not request.sp
-        and tp > 1
-        and any(
-            layer.fwd.comm_type is CommType.ALLGATHER and layer.input_grad.comm_type is CommType.REDUCESCATTER
-            for layer in reference.layers
-        )
-    )
-    words = [f"--{k.replace('_', '-')} {v}" for k, v in taken.items()] + (["--sp"] if sp else [])
+    if request.sp is None and (request.tp or group) > 1:
+        taken["sp"] = sequence_parallel(reference)
+    words = [_said(k, v) for k, v in taken.items()]
     if assumed and "dp" in taken:
         words[list(taken).index("dp")] += " (its header gives no all_gpus)"
-    return dataclasses.replace(request, sp=request.sp or sp, **taken), words
+    return dataclasses.replace(request, **taken), words
+
+
+def _said(field: str, value: Any) -> str:
+    """An option taken, as it would be typed: `--tp 4`, `--sp`, `--no-sp`."""
+    option = f"--{field.replace('_', '-')}"
+    if isinstance(value, bool):
+        return option if value else f"--no-{option[2:]}"
+    return f"{option} {value}"
+
+
+def sequence_parallel(reference: Workload) -> bool:
+    """Whether a transformer workload's tensor-parallel layers run under sequence parallelism:
+    a forward or input-gradient REDUCESCATTER. Megatron's SP turns a row-parallel layer's forward
+    all-reduce into a reduce-scatter and a column-parallel layer's input-gradient all-reduce into
+    one (Korthikanti et al. 2022, "Reducing Activation Recomputation", section 4.2.2: g and g-bar);
+    without SP the tensor group only all-reduces. Whether the matching all-gather shares the line
+    (AICB's files) or has a line of its own (ModTrans's `.pre1` / `.post1`), the reduce-scatters
+    are there. The distributed optimizer's and ZeRO's reduce-scatters are weight-gradient ones."""
+    scatter = CommType.REDUCESCATTER
+    return any(scatter in (layer.fwd.comm_type, layer.input_grad.comm_type) for layer in reference.layers)
 
 
 def conventions_of(

@@ -576,7 +576,7 @@ AICB = CORPUS / "aicb"
 @pytest.mark.parametrize(
     ("name", "taken"),
     [
-        ("G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--tp 8 {dist} --dialect simai"),
+        ("G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--tp 8 {dist} --no-sp --dialect simai"),
         (
             "G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt",
             "--tp 8 {dist} --sp --dialect simai",
@@ -641,6 +641,58 @@ def test_like_leaves_what_is_given_and_takes_the_rest(run_cli: Run, tmp_path: Pa
     ours = _header_keys(out)
     assert (ours["model_parallel_NPU_group"], ours["pp"], ours["ga"]) == ("4", theirs["pp"], theirs["ga"])
     assert "--tp" not in done.stderr.split(":", 1)[1].split("--pp")[0]  # not taken: given
+
+
+@pytest.mark.parametrize("dialect", ["astra-sim", "simai"])
+@pytest.mark.parametrize(
+    ("model", "layout"),
+    [
+        ("gpt3-13b", ("--tp", "4", "--sp")),
+        ("gpt3-13b", ("--tp", "4")),
+        ("gpt3-13b", ("--tp", "2", "--dp", "2", "--zero", "1", "--sp")),
+        ("gpt3-13b", ("--tp", "2", "--dp", "2", "--zero", "1")),
+        ("mixtral-8x7b", ("--tp", "2", "--ep", "2", "--dp", "2", "--sp")),
+    ],
+)
+def test_like_takes_sp_from_a_file_modtrans_wrote(
+    model: str, layout: tuple[str, ...], dialect: str, run_cli: Run, tmp_path: Path
+) -> None:
+    """A model translated with a layout and compared --like against that very file is
+    equivalent: --like reads SP (or its absence) from ModTrans's own lines, whose all-gathers sit
+    on `.pre1` / `.post1` lines of their own, as from AICB's, which share the line. It read AICB's
+    convention only, so a --sp translation of gpt3-13b differed from itself (REDUCESCATTER 0 vs 161)."""
+    if model == "mixtral-8x7b" and dialect == "astra-sim":
+        pytest.skip("ASTRA-sim's text holds no expert-parallel all-to-all (D310)")
+    out = tmp_path / "reference.txt"
+    done = run_cli("translate", model, *layout, "--dialect", dialect, "-o", out)
+    assert done.exit_code == 0, done.output
+    result = run_cli("diff", model, out, "--like")
+    assert result.exit_code == 0, result.output
+    assert "equivalent" in result.stdout
+    taken = result.stderr.split(f"--like {out}: ", 1)[1].split()
+    assert ("--sp" in taken) == ("--sp" in layout), result.stderr
+    assert ("--no-sp" in taken) == ("--sp" not in layout), result.stderr
+
+
+def test_no_sp_is_kept_against_an_sp_reference(run_cli: Run, tmp_path: Path) -> None:
+    """--no-sp is given, so --like does not fill SP in: the SP reference's reduce-scatters are
+    then a difference (exit 1), and translate --like --no-sp writes none."""
+    result = run_cli("diff", "gpt3-13b", SP_FILE, "--like", "--no-sp", "--format", "json")
+    assert result.exit_code == 1, result.output
+    assert "--sp" not in result.stderr.split(":", 1)[1]
+    out = tmp_path / "no-sp.txt"
+    done = run_cli("translate", "gpt3-13b", "--like", SP_FILE, "--no-sp", "--seq-len", "2048", "-o", out)
+    assert done.exit_code == 0, done.output
+    assert _tensor_scatters(out) == 0
+    done = run_cli("translate", "gpt3-13b", "--like", SP_FILE, "--seq-len", "2048", "-o", out)
+    assert done.exit_code == 0, done.output
+    assert _tensor_scatters(out) >= _tensor_scatters(SP_FILE) > 0  # AICB's: 4 a block
+
+
+def _tensor_scatters(path: Path) -> int:
+    """REDUCESCATTERs in fields 3 and 6 (fwd, ig) of a workload text: SP's, over the tensor group."""
+    lines = [line.split() for line in path.read_text().splitlines()[2:]]
+    return sum(f[i] == "REDUCESCATTER" for f in lines for i in (3, 6))
 
 
 def _tensor_gathers(path: Path) -> int:

@@ -126,7 +126,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
 FORMATS: dict[str, dict[str, Any]] = {
     "astra-sim": {"format": "text", "dialect": "astra-sim"},
     "simai": {"format": "text", "dialect": "simai"},
-    "chakra": {"format": "text", "dialect": "chakra"},
+    "chakra": {
+        "format": "text",
+        "dialect": "chakra",
+        "time_unit": "ns",
+    },  # as recorded (default: us)
     "json": {"format": "json"},
     "json simai": {"format": "json", "dialect": "simai"},
     "chakra-et": {"format": "chakra-et"},

@@ -192,3 +192,44 @@ def test_every_group_names_options_that_exist() -> None:
     assert {name for names in PANELS.values() for name in names} <= params
     opts = {o for command in _commands().values() for p in command.params for o in p.opts}  # type: ignore[attr-defined]
     assert {meant.split()[0] for meant in SYNONYMS.values()} <= opts
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    """A help text's groups, each with the options it lists (first spelling of each row)."""
+    found: dict[str, list[str]] = {}
+    title = ""
+    for line in text.splitlines():
+        if re.fullmatch(r"\S[^:]*:", line):
+            title = line[:-1]
+            found[title] = []
+        elif title and (row := re.match(r"  (-\w, )?(--?[\w-]+)", line)):
+            found[title].append(row.group(2))
+    return found
+
+
+def test_diff_lists_its_own_options_in_groups_first() -> None:
+    """diff's own options (what is compared, how it is reported) in groups of their own before
+    those that translate a model side: the flat Options list keeps -h alone."""
+    sections = _sections(_help("diff").stdout)
+    assert sections.pop("Options") == ["--help"], sections
+    titles = list(sections)
+    assert titles[:3] == ["Arguments", "Comparison", "Report"], titles
+    assert {"Model", "Cost model", "Pipeline schedule"} <= set(titles), titles
+    assert {"--rtol", "--atol", "--fields", "--ignore-order", "--like"} <= set(sections["Comparison"])
+    assert {"--format", "--max-rows", "--no-color"} <= set(sections["Report"])
+
+
+def test_translate_lists_what_it_writes_in_a_group_of_its_own() -> None:
+    sections = _sections(_help("translate").stdout)
+    assert list(sections)[1] == "Output", list(sections)
+    assert {"--output", "--format", "--dialect", "--timeline", "--meta"} <= set(sections["Output"])
+    assert not {"--output", "--format", "--dialect"} & set(sections["Options"])
+
+
+def test_every_commands_own_group_names_its_options() -> None:
+    from modtrans.cli.vocabulary import OWN_PANELS
+
+    commands = _commands()
+    for name, panels in OWN_PANELS.items():
+        params = {p.name for p in commands[name].params}  # type: ignore[attr-defined]
+        assert {n for names in panels.values() for n in names} <= params, name

@@ -106,16 +106,18 @@ def _grouped_help() -> None:
         return
     if not callable(getattr(core, "_typer_format_options", None)):  # another typer: one flat list
         return
-    from modtrans.cli.vocabulary import PANEL_OF, PANELS
+    from modtrans.cli.vocabulary import OWN_PANELS, PANEL_OF, PANELS
 
     def format_options(self: Any, *, ctx: Any, formatter: Any) -> None:
-        groups: dict[str, list[tuple[str, str]]] = {"Arguments": [], **{panel: [] for panel in PANELS}}
+        own = OWN_PANELS.get(self.name, {})
+        panel_of = {**PANEL_OF, **{name: panel for panel, names in own.items() for name in names}}
+        groups: dict[str, list[tuple[str, str]]] = {"Arguments": [], **{p: [] for p in (*own, *PANELS)}}
         groups["Options"] = []
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
             if record is not None:
                 kind = "Arguments" if param.param_type_name == "argument" else "Options"
-                groups[PANEL_OF.get(param.name, kind) if kind == "Options" else kind].append(record)
+                groups[panel_of.get(param.name, kind) if kind == "Options" else kind].append(record)
         for title, records in groups.items():
             if records:
                 with formatter.section(title):

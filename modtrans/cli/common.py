@@ -212,8 +212,9 @@ TimeUnit = Annotated[
     cost.Unit | None,
     typer.Option(
         case_sensitive=False,
-        help="What one tick of a workload file is: ns (ASTRA-sim 1.0, SimAI; the default), us, cycles "
-        "(--clock-ghz). Chakra traces always hold us (ASTRA-sim 2.x reads duration_micros).",
+        help="What one tick of a workload file is: ns (ASTRA-sim 1.0's and SimAI's default), us "
+        "(--dialect chakra's default: its converter writes duration_micros, which ASTRA-sim 2.x "
+        "reads as us; Chakra traces always hold us), cycles (--clock-ghz).",
         show_default=False,
     ),
 ]

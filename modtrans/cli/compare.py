@@ -99,7 +99,7 @@ def diff(
     ep: layout.EpOpt = None,
     etp: layout.EtpOpt = None,
     cp: layout.CpOpt = None,
-    sp: layout.SpOpt = False,
+    sp: layout.SpOpt = None,
     zero: layout.ZeroOpt = None,
     micro_batch: layout.MicroBatchOpt = None,
     global_batch: layout.GlobalBatchOpt = None,

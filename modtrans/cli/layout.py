@@ -55,7 +55,13 @@ CpOpt = Annotated[
         "--context-parallel-size; N = T C P D).",
     ),
 ]
-SpOpt = Annotated[bool, typer.Option("--sp", help="Sequence parallelism over the T ranks.")]
+SpOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--sp/--no-sp",
+        help="Sequence parallelism over the T ranks (default: none, or --like's reference's).",
+    ),
+]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3.")]
 MicroBatchOpt = Annotated[
     int | None,

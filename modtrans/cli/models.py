@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from modtrans import cost, pipeline, report, sidecar, zoo
+from modtrans import cost, inputs, pipeline, report, sidecar, zoo
 from modtrans import fetch as fetching
 from modtrans.cli.common import (
     Batch,
@@ -164,7 +164,7 @@ def _inspect_workload(spec: str, fmt: str) -> None:
     from modtrans.workload.load import load
     from modtrans.workload.summary import lines, summarize
 
-    loaded = load(spec)
+    loaded = load(spec, takes=inputs.EITHER)
     workload = loaded.result.workload
     if workload is None:
         report.emit(loaded.result.diagnostics, Format.TEXT, stream=sys.stderr, color=False)

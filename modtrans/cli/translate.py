@@ -204,7 +204,7 @@ def translate(
     ep: EpOpt = None,
     etp: EtpOpt = None,
     cp: CpOpt = None,
-    sp: SpOpt = False,
+    sp: SpOpt = None,
     zero: ZeroOpt = None,
     micro_batch: MicroBatchOpt = None,
     global_batch: GlobalBatchOpt = None,

@@ -65,6 +65,19 @@ in none is listed under Options, last."""
 
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 
+OWN_PANELS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    "translate": {
+        "Output": ("output", "to", "dialect", "passes", "network_dims", "timeline", "meta", "force"),
+    },
+    "diff": {
+        "Comparison": ("fields", "rtol", "atol", "ignore_order", "ignore_names", "ignore_header", "like"),
+        "Report": ("fmt", "max_rows", "no_color"),
+    },
+}
+"""A command's own help groups, by command and parameter name: listed before the shared ones
+(PANELS), which say how a model side is translated. Its own, as their names (--like, --format)
+mean other things to other commands."""
+
 SYNONYMS: Mapping[str, str] = {
     # Megatron-LM's own (megatron/training/arguments.py)
     "--tensor-model-parallel-size": "--tp",

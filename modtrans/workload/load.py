@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from modtrans import sidecar
+from modtrans import inputs, sidecar
 from modtrans.diagnostics import Diagnostic
 from modtrans.fileio import TextFile, read_lines
 from modtrans.workload import jsonform
@@ -31,14 +31,17 @@ class Loaded:
         return None
 
 
-def load(path: str | Path, *, cache: LineCache | None = None) -> Loaded:
-    """Read and parse `path`; unreadable files give an F0xx diagnostic and no workload. `cache`:
-    the layer lines of a text parsed before (parse.LineCache), reused where this one has them."""
+def load(path: str | Path, *, cache: LineCache | None = None, takes: str = inputs.WORKLOAD) -> Loaded:
+    """Read and parse `path`; unreadable or empty files give an F0xx diagnostic and no workload
+    (`takes`: what the command reads, named for an empty one). `cache`: the layer lines of a text
+    parsed before (parse.LineCache), reused where this one has them."""
     file = read_lines(path)
     name = file.path  # `<stdin>` for standard input
     lines = file.lines
     if lines is None:
         return Loaded(name, ParseResult(None, file.diagnostics), [])
+    if all(inputs.blank(content) for content, _ in lines):
+        return Loaded(name, ParseResult(None, (inputs.refused(name, takes),)), lines)
     if str(path) != "-" and (stale := sidecar.check(path)) is not None:
         file = TextFile(file.path, lines, (*file.diagnostics, stale))
     if _looks_like_json(name, lines):
