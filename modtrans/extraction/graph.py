@@ -682,7 +682,9 @@ def _constant_ints(scope: _Scope, name: str) -> tuple[int, ...] | None:
 
 
 def _concrete(dims: tuple[Dim, ...] | None) -> tuple[int, ...] | None:
-    if dims is None or any(not isinstance(d, int) for d in dims):
+    """The dims when every one is a size; a negative one is unknown too, so that FLOPs counted on
+    it are unknown (X510), never negative."""
+    if dims is None or any(not isinstance(d, int) or d < 0 for d in dims):
         return None
     return tuple(int(d) for d in dims)
 

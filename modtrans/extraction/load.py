@@ -278,7 +278,7 @@ def apply_values(loaded: Loaded, values: Mapping[str, float], path: str) -> list
     return found
 
 
-_BATCH = ("batch", "bs", "n", "b", "?")
+_BATCH = ("batch", "bs", "n", "b")  # "?" (a dim with no name) names nothing
 _SEQUENCE = ("seq", "time", "len", "step", "frame", "token")
 
 
