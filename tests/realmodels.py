@@ -177,5 +177,45 @@ def weight_bytes(path: Path) -> tuple[int, int]:
     return sum(kept[k].nbytes for k in weights if k in kept), sum(v.nbytes for v in kept.values())
 
 
+def made_weight_bytes(path: Path) -> tuple[int, int]:
+    """The same two bounds, read with onnx alone, for the weights a file describes but does not
+    store: each a ConstantOfShape of a constant shape (onnx's "light" models) of a weight type,
+    its dtype its `value` attribute's, float32 without one (ConstantOfShape's specification).
+    First those a weighted operator takes directly as an input past the first, then every one
+    (a weight reached through a Reshape is above the first). Parameters lie between the bounds
+    of weight_bytes, each raised by these."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    direct = every = 0
+    for graph in _graphs(onnx.load(path).graph):
+        shapes = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        for node in graph.node:
+            for a in node.attribute if node.op_type == "Constant" else ():
+                if a.name == "value":
+                    shapes[node.output[0]] = numpy_helper.to_array(a.t)
+        made: dict[str, int] = {}  # output -> bytes
+        for node in graph.node:
+            if node.op_type == "ConstantOfShape" and node.input and node.input[0] in shapes:
+                fill = next((numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"), None)
+                dtype = np.dtype(np.float32) if fill is None else fill.dtype
+                if _weight_type(np.zeros(0, dtype)):
+                    elements = int(np.prod(shapes[node.input[0]], dtype=np.int64))
+                    made[node.output[0]] = elements * dtype.itemsize
+        taken = {x for node in graph.node if node.op_type in _WEIGHTED for x in node.input[1:] if x in made}
+        direct += sum(made[x] for x in taken)
+        every += sum(made.values())
+    return direct, every
+
+
+def _graphs(graph: Any) -> Iterator[Any]:
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            for g in (a.g, *a.graphs) if a.type in (5, 10) else ():
+                yield from _graphs(g)
+
+
 def _weight_type(value: Any) -> bool:
     return bool(value.dtype.kind == "f" or (value.dtype.kind in "iu" and value.dtype.itemsize == 1))

@@ -63,11 +63,32 @@ def test_a_real_model_translates_to_its_reviewed_totals(
 @pytest.mark.parametrize("entry", [pytest.param(e, id=_id(e)) for e in ENTRIES])
 def test_parameter_bytes_lie_within_what_onnx_reads_from_the_file(entry: dict[str, Any]) -> None:
     """onnx alone bounds a file's parameters: the constants a weighted operator takes directly, and
-    every floating-point constant. The reviewed count lies between, and the bounds are recomputed
-    here (not taken from the manifest) so that a wrong record cannot pass."""
-    direct, every = realmodels.weight_bytes(realmodels.fetched(entry))
-    assert (direct, every) == (entry["onnx_weight_bytes"], entry["onnx_constant_bytes"])
+    every floating-point constant, each raised by the weights the file describes by their shape
+    alone (ConstantOfShape) that a weighted operator takes. The reviewed count lies between, and
+    the bounds are recomputed here (not taken from the manifest) so that a wrong record cannot pass."""
+    path = realmodels.fetched(entry)
+    direct, every = realmodels.weight_bytes(path)
+    made_direct, made_every = realmodels.made_weight_bytes(path)
+    made = entry.get("onnx_made_bytes", (0, 0))
+    recorded = (entry["onnx_weight_bytes"], entry["onnx_constant_bytes"], *made)
+    assert (direct, every, made_direct, made_every) == recorded
     if "param_bytes" in entry:
         # an If taken on an input value (input_values) costs one branch: onnx's first bound counts
         # every branch's weights, so only the second holds
-        assert (0 if "input_values" in entry else direct) <= entry["param_bytes"] <= every
+        least = 0 if "input_values" in entry else direct + made_direct
+        assert least <= entry["param_bytes"] <= every + made_every
+
+
+PUBLISHED = [pytest.param(e, id=_id(e)) for e in ENTRIES if "published_parameters" in e]
+
+
+@pytest.mark.parametrize("entry", PUBLISHED)
+def test_trained_parameters_equal_the_published_count(entry: dict[str, Any]) -> None:
+    """Where a source publishes the architecture's parameter count (torchvision's weight cards, a
+    paper's layer table), modtrans's trainable count equals it, weights the file holds by their
+    shape alone (onnx's "light" models) included."""
+    ir, _ = pipeline.extract_checked(
+        realmodels.fetched(entry), input_shapes=_shapes(entry), input_values=_values(entry)
+    )
+    assert ir is not None
+    assert ir.totals.trainable_params == entry["published_parameters"]["count"]

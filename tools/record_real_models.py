@@ -39,6 +39,8 @@ def main() -> int:
         codes = sorted({d.code for d in found})
         measured: dict[str, object] = {"producer": _producer(path)}
         measured |= {"onnx_weight_bytes": direct, "onnx_constant_bytes": every}
+        if any(made := realmodels.made_weight_bytes(path)):
+            measured["onnx_made_bytes"] = list(made)
         if ir is not None and "xfail" not in entry:
             t = ir.totals
             measured |= {"layers": t.layers, "param_bytes": t.param_bytes, "flops": t.flops.forward}

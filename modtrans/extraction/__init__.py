@@ -72,10 +72,7 @@ def _with_input_hint(found: list[Diagnostic], inputs: Mapping[str, tuple[object,
     symbolic = {name: dims for name, dims in inputs.items() if any(isinstance(d, str) for d in dims)}
     if symbolic:
         named = "; ".join(f"{name} [{', '.join(map(str, dims))}]" for name, dims in symbolic.items())
-        paste = " ".join(
-            f"--input-shape {name}=" + "x".join(str(_guess(d)) for d in dims)
-            for name, dims in symbolic.items()
-        )
+        paste = " ".join(f"--input-shape {name}=" + _guess(dims) for name, dims in symbolic.items())
         hint = f"symbolic model inputs: {named}; for example {paste}"
     else:
         fixed = " ".join(f"{n}=" + "x".join(map(str, dims)) for n, dims in inputs.items())
@@ -83,11 +80,13 @@ def _with_input_hint(found: list[Diagnostic], inputs: Mapping[str, tuple[object,
     return [dataclasses.replace(d, hint=hint) if d.code == "X504" else d for d in found]
 
 
-def _guess(dim: object) -> int:
-    """A size to paste for a symbolic dimension: 1 for a batch, 128 for anything else."""
-    if isinstance(dim, int):
-        return dim
-    return 1 if "batch" in str(dim).lower() or str(dim) in ("N", "B", "?") else 128
+def _guess(dims: tuple[object, ...]) -> str:
+    """A shape to paste for an input: 1 on the axis --batch would set (load.batch_axis), 128 on
+    every other symbolic dim (a height of 1 would make an image model's pooling meaningless)."""
+    spelled = [d if isinstance(d, int) else str(d) for d in dims]
+    batch = load.batch_axis(spelled)
+    sizes = (d if isinstance(d, int) else 1 if i == batch else 128 for i, d in enumerate(spelled))
+    return "x".join(map(str, sizes))
 
 
 def _extract(

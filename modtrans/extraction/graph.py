@@ -9,6 +9,11 @@ from constants only (an initializer of this graph or an enclosing one, or a `Con
 tensor), through any chain of constant nodes: Identity, Transpose, Cast, DequantizeLinear, or the
 Slice / Concat gate packing PyTorch writes for LSTM weights. Those constant leaves that are
 non-scalar float or quantized integer tensors are the layer's parameters (each counted once). A
+weight the file describes but does not store (onnx's "light" models fill theirs with
+ConstantOfShape at run time) is a leaf too: the first node of its constant chain that makes a
+weight-typed tensor out of none (shapes and scalars only), sized by its inferred shape; it is a
+parameter of the weighted layers alone (_WEIGHTED_KINDS), since a made tensor an Add or Mul reads
+is a mask or a fill, not a weight. A
 tensor used by two layers (tied embeddings) belongs to the first; the second lists it with
 `shared_with`, and totals and all-reduces count it once. The bias `Add` that exporters emit after a
 MatMul is folded into that MatMul's layer.
@@ -45,6 +50,7 @@ class Source:
     dims: tuple[int, ...]
     data_type: int
     quant: bool = False  # reached as a DequantizeLinear scale or zero point
+    made: bool = False  # computed from shapes and scalars (ConstantOfShape), not stored
 
     @property
     def elements(self) -> int:
@@ -133,7 +139,22 @@ class _Scope:
             if node.op_type == "DequantizeLinear" and index > 0:
                 inner = tuple(Source(s.name, s.dims, s.data_type, quant=True) for s in inner)
             found.extend(inner)
-        return tuple({s.name: s for s in found}.values())  # a weight sliced four ways is one leaf
+        leaves = tuple({s.name: s for s in found}.values())  # a weight sliced four ways is one leaf
+        return self._made(node, leaves) or leaves
+
+    def _made(self, node: onnx.NodeProto, leaves: Leaves) -> Leaves | None:
+        """The node's output as a leaf of its own when it is a weight made from no weight (a
+        ConstantOfShape of a weight's shape, an Expand of a scalar): its inferred shape and type
+        are all the file says of it. A re-view of stored scalars (paddle2onnx's Reshape of a
+        one-element bias) holds no more values than they do, and stays theirs."""
+        if len(node.output) != 1 or any(_is_param(s) for s in leaves):
+            return None
+        dims, data_type = self.lookup_type(node.output[0])
+        concrete = _concrete(dims)
+        stored = sum(s.elements for s in leaves if s.data_type in _WEIGHT_TYPES)
+        if concrete is None or data_type not in _WEIGHT_TYPES or math.prod(concrete) <= stored:
+            return None
+        return (Source(node.output[0], concrete, data_type, made=True),)
 
     def inputs_read(self, name: str) -> list[str]:
         """The model inputs whose values `name` is computed from (what decides an If's
@@ -187,6 +208,12 @@ def _is_param(source: Source, single: bool = False) -> bool:
     sized = source.elements > 1 or (single and source.elements == 1)
     return sized and source.data_type not in dtypes.INDEX
 
+
+_WEIGHTED_KINDS = frozenset(
+    {Kind.CONV, Kind.CONV_TRANSPOSE, Kind.LINEAR, Kind.NORM, Kind.EMBEDDING, Kind.RNN}
+)
+"""The layers whose constant inputs are weights by the operator's definition (a Conv's W and B,
+a BatchNormalization's scale, bias, mean and variance): a made tensor is a parameter there only."""
 
 _BIAS_INPUT = {"Gemm": 2, "Conv": 2, "ConvTranspose": 2}
 """The input position of a layer's bias, which may hold a single element."""
@@ -418,23 +445,11 @@ class Walker:
         bias_at = _BIAS_INPUT.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if node.op_type == "Add" and node.domain in ("", "ai.onnx"):
             bias_at = _single_channel_bias(scope, node)
-        is_param = tuple(
-            s is not None and any(_is_param(x, single=k == bias_at) for x in s) for k, s in enumerate(sources)
-        )
         in_shapes = tuple(_concrete(scope.lookup_type(i)[0]) for i in node.input)
-        out_shapes = tuple(_concrete(scope.lookup_type(o)[0]) for o in node.output)
-        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
-        view = ops.NodeView(
-            node.op_type,
-            _attributes(node),
-            tuple(node.input),
-            in_shapes,
-            out_shapes,
-            is_param,
-            domain,
-            self.opsets.get(domain, 0),
-        )
-        found = self._facts(view, node, node_name)
+        view, found = self._view(scope, node, node_name, sources, bias_at, in_shapes)
+        if found.kind not in _WEIGHTED_KINDS and any(x.made for s in sources for x in s or ()):
+            sources = [None if s is None else tuple(x for x in s if not x.made) for s in sources]
+            view, found = self._view(scope, node, node_name, sources, bias_at, in_shapes)
         name = self._unique(readable(node_name, node.op_type))
         self._judge(name, node, found, in_shapes, scope)
         params = self._params(name, sources, found.roles, found.param_elements, single=bias_at)
@@ -466,6 +481,32 @@ class Walker:
                 flops_known=found.costed,
             )
         )
+
+    def _view(
+        self,
+        scope: _Scope,
+        node: onnx.NodeProto,
+        node_name: str,
+        sources: list[Leaves | None],
+        bias_at: int | None,
+        in_shapes: tuple[tuple[int, ...] | None, ...],
+    ) -> tuple[ops.NodeView, ops.Facts]:
+        """What the op's handler sees of `node` with these parameter sources, and its facts."""
+        is_param = tuple(
+            s is not None and any(_is_param(x, single=k == bias_at) for x in s) for k, s in enumerate(sources)
+        )
+        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+        view = ops.NodeView(
+            node.op_type,
+            _attributes(node),
+            tuple(node.input),
+            in_shapes,
+            tuple(_concrete(scope.lookup_type(o)[0]) for o in node.output),
+            is_param,
+            domain,
+            self.opsets.get(domain, 0),
+        )
+        return view, self._facts(view, node, node_name)
 
     def _facts(self, view: ops.NodeView, node: onnx.NodeProto, node_name: str) -> ops.Facts:
         """The op model's facts; for an op without a model, uncosted OTHER facts (X505, once per op)."""
@@ -642,7 +683,9 @@ def _constant_ints(scope: _Scope, name: str) -> tuple[int, ...] | None:
 
 
 def _concrete(dims: tuple[Dim, ...] | None) -> tuple[int, ...] | None:
-    if dims is None or any(not isinstance(d, int) for d in dims):
+    """The dims when every one is a size; a negative one is unknown too, so that FLOPs counted on
+    it are unknown (X510), never negative."""
+    if dims is None or any(not isinstance(d, int) or d < 0 for d in dims):
         return None
     return tuple(int(d) for d in dims)
 

@@ -83,6 +83,7 @@ def read(
     except Exception as error:  # fields of the wrong kind in a corrupt file
         return None, [diagnostic("F004", f"not a well-formed ONNX model: {type(error).__name__}", path=where)]
     _one_declaration(model)
+    _free_unknown_dims(model)
     return Loaded(model, digest, size, stripped.tensors), problems
 
 
@@ -99,6 +100,30 @@ def _one_declaration(model: onnx.ModelProto) -> None:
             kept = [v for v in graph.value_info if v.name not in own]
             del graph.value_info[:]
             graph.value_info.extend(kept)
+
+
+def _free_unknown_dims(model: onnx.ModelProto) -> None:
+    """Make each dimension a file declares as a negative dim_value free (neither value nor name),
+    in every graph's inputs, outputs and value_info. Old paddle2onnx writes an unknown size as
+    dim_value -1 (rapidocr-onnxruntime 1.2.3's PP-OCRv3 files); ONNX's IR says a dim_value is a
+    size and an unknown one has none (docs/IR.md, Tensor shapes), so onnx's shape inference then
+    refuses the size it infers as contradicting -1 (X503), a guessed input shape reads
+    `-1x3x...`, and FLOPs counted on it turn negative."""
+    for graph in graphs(model.graph):
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            _free_in(info.type)
+
+
+def _free_in(proto: onnx.TypeProto) -> None:
+    kind = proto.WhichOneof("value")
+    if kind == "tensor_type" or kind == "sparse_tensor_type":
+        for d in getattr(proto, kind).shape.dim:
+            if d.HasField("dim_value") and d.dim_value < 0:
+                d.ClearField("dim_value")
+    elif kind in ("sequence_type", "optional_type"):
+        _free_in(getattr(proto, kind).elem_type)
+    elif kind == "map_type":
+        _free_in(proto.map_type.value_type)
 
 
 def _not_onnx(path: Path, size: int, error: wire.WireError) -> str:
@@ -253,7 +278,7 @@ def apply_values(loaded: Loaded, values: Mapping[str, float], path: str) -> list
     return found
 
 
-_BATCH = ("batch", "bs", "n", "b", "?")
+_BATCH = ("batch", "bs", "n", "b")  # "?" (a dim with no name) names nothing
 _SEQUENCE = ("seq", "time", "len", "step", "frame", "token")
 
 

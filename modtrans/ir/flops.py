@@ -4,6 +4,7 @@ per training phase: forward, input gradient, weight gradient. A multiply-add is 
     linear / conv   macs = M·K·N:  2 macs (+ bias) | 2 macs | 2 macs (+ bias)
     activation matmul (scores, context): 2 macs | 4 macs (both operands' gradients) | 0
     normalisation   e output elements: 5e | 8e | 2e
+    local response  e output elements, a window of n channels: (2n + 3)e | (2n + 3)e | 0
     softmax         5e | 3e | 0
     elementwise     e | e | e when it has parameters, else 0
     pooling         e window reads (output elements x window): e | e | 0
@@ -25,6 +26,16 @@ def matmul(macs: int) -> Flops:
 
 def norm(e: int) -> Flops:
     return Flops(5 * e, 8 * e, 2 * e)
+
+
+def lrn(e: int, size: int) -> Flops:
+    """LRN (ONNX's definition: Y = X / (bias + alpha / size * square_sum) ^ beta, square_sum over a
+    window of `size` channels): per output element `size` squares and `size - 1` adds for the
+    window, then the scale, the bias, the power and the division, 2·size + 3. Its gradient is
+    taken as the same: one window sum of dY·Y / scale and a few element-wise products per element,
+    as Caffe's LRNLayer::CrossChannelBackward_cpu computes it (no parameters, no weight gradient)."""
+    per = 2 * size + 3
+    return Flops(per * e, per * e, 0)
 
 
 def softmax(e: int) -> Flops:

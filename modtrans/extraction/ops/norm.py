@@ -1,6 +1,7 @@
 """Normalisations and embeddings.
 
 norm        forward 5·E (statistics 2E, normalise and affine 3E); input-grad 8·E; weight-grad 2·E
+LRN         forward and input-grad (2·size + 3)·E over its channel window (flops.lrn); no parameters
 embedding   forward 0 (a copy); input-grad 0 (ids have none); weight-grad E (scatter-add);
             EmbedLayerNormalization (com.microsoft) adds its norm: 5·E and 3·E
 """
@@ -45,6 +46,15 @@ def norm(node: NodeView) -> Facts:
     if e is None:
         return unknown(Kind.NORM, param_roles(node, roles))
     return Facts(Kind.NORM, param_roles(node, roles), flops.norm(e))
+
+
+@handles("LRN")
+def lrn(node: NodeView) -> Facts:
+    size = node.attrs.get("size")  # required by the operator's definition
+    e = node.out_elements
+    if e is None or not isinstance(size, int) or size < 1:
+        return unknown(Kind.NORM, {})
+    return Facts(Kind.NORM, {}, flops.lrn(e, size))
 
 
 @handles("Gather", "GatherElements", "GatherND")
