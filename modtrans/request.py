@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from modtrans import cost
+from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.pipeline import Options
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
-from modtrans.workload.model import CommType, Dialect, Policy, Workload
+from modtrans.workload.model import Dialect, Workload
 
 Format = Literal["text", "json", "chakra-et"]
 

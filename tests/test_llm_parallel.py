@@ -21,6 +21,7 @@ from modtrans.chakra.schema import schema
 from modtrans.chakra.summary import summarize
 from modtrans.chakra.validate import NAMES, check_set
 from modtrans.chakra.write import collective_type
+from modtrans.comm import CommType, Policy
 from modtrans.ir.document import Kind
 from modtrans.plan import Collective, Compute, Direction, Place, Plan, Purpose, Step, Transfer
 from modtrans.plan.model import ResolvedCollective
@@ -30,7 +31,6 @@ from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import Layout, Recompute, Schedule
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import DATA  # dense gradients' axes
-from modtrans.workload.model import CommType, Policy
 
 Run = Callable[..., Result]
 # a two-block Llama: hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96

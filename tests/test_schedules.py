@@ -15,11 +15,11 @@ import pytest
 from typer.testing import Result
 
 from modtrans import pipeline
+from modtrans.comm import Policy
 from modtrans.plan.model import Compute, Direction, Plan, Purpose, Schedule, Step, Transfer
 from modtrans.strategy import Parallelism
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.schedule import order
-from modtrans.workload.model import Policy
 from tests.test_timeline import _lanes
 
 Run = Callable[..., Result]

@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 
+from modtrans.comm import CommType
 from modtrans.cost import CostModel
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import (
@@ -29,10 +30,10 @@ from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import DATA, Unit
 from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
+from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
 from modtrans.strategy.share import Folded, rank_share
 from modtrans.strategy.tensors import ios
-from modtrans.workload.model import CommType
 
 
 def plan(
@@ -140,7 +141,7 @@ def _buckets(
     separate = layout.ep > 1 or layout.expert_tp != layout.tp  # experts in a buffer of their own
 
     def buffer_of(u: Unit) -> frozenset[Purpose]:
-        return u.grads_over if u.role == "expert" and separate else DATA
+        return u.grads_over if u.role is LayerRole.EXPERT and separate else DATA
 
     ranks = {
         buffer_of(u): layout.gradient_ranks if buffer_of(u) == DATA else _expert_data(layout) for u in units

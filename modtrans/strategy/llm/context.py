@@ -30,12 +30,12 @@ from __future__ import annotations
 import math
 
 from modtrans import dtypes
+from modtrans.comm import CommType
 from modtrans.ir.document import Kind, ModelIR, Part
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.unit import CONTEXT, Unit
-from modtrans.workload.model import CommType
 
 
 def sequence(ir: ModelIR) -> int | None:

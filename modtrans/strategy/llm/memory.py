@@ -38,6 +38,7 @@ from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.context import sequence
 from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.llm.unit import Unit
+from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
 
 ADAM = 8  # two fp32 moments per parameter
@@ -104,7 +105,8 @@ def per_stage(
     for p in range(stages):
         mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held[v] for i in chunk]
         parts = [
-            _state(u, layout, expert_data if u.role == "expert" else layout.gradient_ranks) for u in mine
+            _state(u, layout, expert_data if u.role is LayerRole.EXPERT else layout.gradient_ranks)
+            for u in mine
         ]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         blocks = len(

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm, LayerDraft
+from modtrans.strategy.roles import LayerRole
 
 TENSOR = frozenset({Purpose.TENSOR})
 EXPERT = frozenset({Purpose.EXPERT})
@@ -36,12 +37,12 @@ class Unit:
     holds: int = 1  # a grouped experts' layer: this rank holds 1 / holds of its experts (E_p)
 
     @property
-    def role(self) -> str:
+    def role(self) -> LayerRole:
         """column / row / embedding / replicated / router / expert (the draft's: rank_share reads it)."""
         return self.x.role
 
     @role.setter
-    def role(self, role: str) -> None:
+    def role(self, role: LayerRole) -> None:
         self.x.role = role
 
     @property
