@@ -124,12 +124,12 @@ def test_what_dualpipe_s_step_asserts_is_a_usage_error(options: dict[str, object
     if values["pp"] == 3:
         values["global_batch"] = 12
     with pytest.raises(LayoutError, match=message):
-        Layout(**values).check()  # type: ignore[arg-type]
+        Layout(**values)  # type: ignore[arg-type]
 
 
 def test_the_default_batch_is_the_fewest_micro_batches_dualpipe_runs() -> None:
-    assert Layout(npus=4, pp=4, schedule=Schedule.DUALPIPE).check().ga == 8
-    assert Layout(npus=4, pp=4).check().ga == 4
+    assert Layout(npus=4, pp=4, schedule=Schedule.DUALPIPE).micro_batches == 8
+    assert Layout(npus=4, pp=4).micro_batches == 4
 
 
 @pytest.mark.parametrize("schedule", ["dualpipe", "dualpipev"])

@@ -151,7 +151,7 @@ def _activations(layout: Layout, d: Dims, stage: int, blocks: int, ends: tuple[b
     flight = _in_flight(layout, stage)
     total = layer * blocks * flight
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
-        total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.ga) / (t if sp else 1)
+        total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
     if ends[1]:
         total += 4 * sbh * (1 + d.v / d.h) / t
     return total / layout.cp  # context parallelism: each rank holds its s / C of every tensor
@@ -159,7 +159,7 @@ def _activations(layout: Layout, d: Dims, stage: int, blocks: int, ends: tuple[b
 
 def _in_flight(layout: Layout, stage: int) -> float:
     """Micro-batches whose activations a rank of `stage` holds at once (Narayanan et al. 2021)."""
-    p, ga = layout.pp, layout.ga
+    p, ga = layout.pp, layout.micro_batches
     if layout.schedule is Schedule.GPIPE:
         return ga
     if layout.schedule is Schedule.ZB_H1:  # 1F1B's P - s, and the s deferred weight gradients' inputs
