@@ -11,18 +11,11 @@
 
 from modtrans._version import __version__
 from modtrans.api import translate
+from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, Span
 from modtrans.pipeline import Translation, extract
 from modtrans.request import UsageError
-from modtrans.workload.model import (
-    CommType,
-    Dialect,
-    Header,
-    Layer,
-    Phase,
-    Policy,
-    Workload,
-)
+from modtrans.workload.model import Dialect, Header, Layer, Phase, Workload
 from modtrans.workload.parse import ParseResult, parse, parse_workload
 from modtrans.workload.validate import validate
 from modtrans.workload.write import write

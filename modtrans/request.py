@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from modtrans import cost
+from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.pipeline import Options
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
-from modtrans.workload.model import CommType, Dialect, Policy, Workload
+from modtrans.workload.model import Dialect, Workload
 
 Format = Literal["text", "json", "chakra-et"]
 
@@ -279,31 +280,30 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
     t, p, c = r.tp or 1, r.pp or 1, r.cp or 1
     interleaved = r.vpp is not None and r.vpp > 1
     default = Schedule.INTERLEAVED if interleaved else Schedule.ONE_F_ONE_B
-    layout = Layout(
-        npus=r.npus if r.npus is not None else t * c * p * (r.dp or 1),
-        tp=t,
-        pp=p,
-        dp=r.dp,
-        ep=r.ep or 1,
-        etp=r.etp,
-        cp=c,
-        framework=Framework(r.framework or Framework.MEGATRON),
-        sp=bool(r.sp),
-        overlap_grad_reduce=r.overlap_grad_reduce,
-        vocab_divisor=r.make_vocab_size_divisible_by or 128,
-        zero=r.zero or 0,
-        micro_batch=r.micro_batch or 1,
-        global_batch=r.global_batch,
-        schedule=Schedule(r.schedule) if r.schedule is not None else default,
-        vpp=r.vpp or 1,
-        recompute=Recompute(r.recompute or Recompute.NONE),
-        stages=_tuple(r.stages),
-        capacity_factor=r.moe_expert_capacity_factor,
-        pad_to_capacity=r.moe_pad_expert_input_to_capacity,
-        attention=r.attention or "flash",
-    )
     try:
-        return layout.check()
+        return Layout(
+            npus=r.npus if r.npus is not None else t * c * p * (r.dp or 1),
+            tp=t,
+            pp=p,
+            dp=r.dp,
+            ep=r.ep or 1,
+            etp=r.etp,
+            cp=c,
+            framework=Framework(r.framework or Framework.MEGATRON),
+            sp=bool(r.sp),
+            overlap_grad_reduce=r.overlap_grad_reduce,
+            vocab_divisor=r.make_vocab_size_divisible_by or 128,
+            zero=r.zero or 0,
+            micro_batch=r.micro_batch or 1,
+            global_batch=r.global_batch,
+            schedule=Schedule(r.schedule) if r.schedule is not None else default,
+            vpp=r.vpp or 1,
+            recompute=Recompute(r.recompute or Recompute.NONE),
+            stages=_tuple(r.stages),
+            capacity_factor=r.moe_expert_capacity_factor,
+            pad_to_capacity=r.moe_pad_expert_input_to_capacity,
+            attention=r.attention or "flash",
+        )
     except LayoutError as error:
         raise UsageError(str(error)) from None
 

@@ -796,8 +796,8 @@ def check_lsp(seed: int, count: int) -> list[str]:
 @functools.cache
 def _trace_seeds() -> list[bytes]:
     from modtrans import chakra, pipeline
+    from modtrans.comm import Policy
     from modtrans.strategy import Parallelism
-    from modtrans.workload.model import Policy
 
     seeds = []
     for model, policy, group in (("resnet50", Policy.DATA, None), ("gpt2", Policy.HYBRID_TRANSFORMER, 2)):

@@ -6,8 +6,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from modtrans.comm import CommType, Policy
 from modtrans.workload.dialects import CHAKRA_POLICIES
-from modtrans.workload.model import CommType, Dialect, Header, Layer, Phase, Policy, Workload
+from modtrans.workload.model import Dialect, Header, Layer, Phase, Workload
 
 NAMES = st.text(
     alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:-", min_size=1, max_size=24

@@ -29,7 +29,7 @@ NAMES = ("config.json", "model.onnx", "workload.txt")
 @pytest.fixture(params=[(n, c) for n in NAMES for c in CONTENTS], ids=lambda p: f"{p[0]}-{p[1]}")
 def empty(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     name, content = request.param
-    path = tmp_path / name
+    path: Path = tmp_path / str(name)
     path.write_bytes(CONTENTS[content])
     return path
 

@@ -1,5 +1,5 @@
-"""Layering (issue 23): generic utilities never import a domain module, and the writer never
-imports the reader. Read from the source with ast, every import at any depth (a function's lazy
+"""Layering (issue 23): generic utilities never import a domain module, and no module imports
+itself through others (no cycles). Read from the source with ast, every import at any depth (a function's lazy
 import and a TYPE_CHECKING one count too)."""
 
 from __future__ import annotations
@@ -118,3 +118,102 @@ def test_the_command_line_is_thin() -> None:
     """The CLI parses and prints: no module of it over 300 lines (issue 23)."""
     sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in (PACKAGE / "cli").glob("*.py")}
     assert {name: n for name, n in sizes.items() if n > 300} == {}
+
+
+# The one cycle left: pipeline.translate (the workload-only form of modtrans.translate) calls
+# api.translate, which calls the pipeline. It goes when the option table gives api.py its own
+# workload-only entry point; nothing else may join it.
+KNOWN_CYCLE = frozenset({"modtrans.api", "modtrans.outputs", "modtrans.pipeline", "modtrans.request"})
+
+
+@functools.cache
+def _module_graph() -> dict[str, frozenset[str]]:
+    """Each module -> the modules it names in an import at any depth: `from a import b` is a.b
+    where that is a module, else a. The package a submodule sits in is not an edge of its own
+    (Python loads it first whatever the order), so a package that loads its submodules to fill a
+    registry is a cycle only when a submodule imports a name from the package."""
+    modules = {_module(p) for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, frozenset[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        here = _module(path)
+        package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                named = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+                found.update(named)
+                if len(named) < len(node.names):
+                    found.add(base)
+        graph[here] = frozenset(n for n in found if n in modules and n != here)
+    return graph
+
+
+def _cycles(graph: dict[str, frozenset[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def test_no_import_cycles() -> None:
+    """No module imports, through others, itself: every layer sits on the ones below it."""
+    assert [sorted(c) for c in _cycles(_module_graph()) if c != KNOWN_CYCLE] == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The finder on a graph drawn by hand: a two-module cycle, a three-module one, a chain."""
+    graph = {
+        "a": frozenset({"b"}),
+        "b": frozenset({"a", "c"}),
+        "c": frozenset({"d"}),
+        "d": frozenset({"e"}),
+        "e": frozenset({"c"}),
+        "f": frozenset({"a"}),
+    }
+    assert sorted(sorted(c) for c in _cycles(graph)) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_the_module_graph_reads_type_checking_and_lazy_imports() -> None:
+    """A TYPE_CHECKING import and a function's import are edges (outputs.py has both)."""
+    assert {"modtrans.plan", "modtrans.chakra"} <= _module_graph()["modtrans.outputs"]

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modtrans.comm import Policy
 from modtrans.lsp.features import Fix, completions, fixes, looks_like_workload
 from modtrans.workload.dialects import CHAKRA_POLICIES
-from modtrans.workload.model import Dialect, Policy
+from modtrans.workload.model import Dialect
 from modtrans.workload.validate import validate
 from tests.conftest import CORPUS
 

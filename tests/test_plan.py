@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from modtrans.comm import CommType, Policy
 from modtrans.plan import (
     Axis,
     Collective,
@@ -22,7 +23,6 @@ from modtrans.plan import (
 from modtrans.plan.model import Preset, ResolvedCollective
 from modtrans.strategy import SUPPORTED
 from modtrans.strategy.techniques import load
-from modtrans.workload.model import CommType, Policy
 
 TENSOR, DATA, PIPE = Purpose.TENSOR, Purpose.DATA, Purpose.PIPELINE
 

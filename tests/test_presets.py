@@ -20,10 +20,11 @@ from functools import cache
 import pytest
 
 from modtrans import pipeline, zoo
+from modtrans.comm import Policy
 from modtrans.plan import Collective, Compute, Plan, Transfer, project
 from modtrans.strategy import Folded, Parallelism
 from modtrans.strategy.llm import Layout
-from modtrans.workload.model import Phase, Policy
+from modtrans.workload.model import Phase
 
 Key = tuple[object, ...]
 

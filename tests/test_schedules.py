@@ -15,11 +15,11 @@ import pytest
 from typer.testing import Result
 
 from modtrans import pipeline
+from modtrans.comm import Policy
 from modtrans.plan.model import Compute, Direction, Plan, Purpose, Schedule, Step, Transfer
 from modtrans.strategy import Parallelism
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.schedule import order
-from modtrans.workload.model import Policy
 from tests.test_timeline import _lanes
 
 Run = Callable[..., Result]
@@ -124,12 +124,12 @@ def test_what_dualpipe_s_step_asserts_is_a_usage_error(options: dict[str, object
     if values["pp"] == 3:
         values["global_batch"] = 12
     with pytest.raises(LayoutError, match=message):
-        Layout(**values).check()  # type: ignore[arg-type]
+        Layout(**values)  # type: ignore[arg-type]
 
 
 def test_the_default_batch_is_the_fewest_micro_batches_dualpipe_runs() -> None:
-    assert Layout(npus=4, pp=4, schedule=Schedule.DUALPIPE).check().ga == 8
-    assert Layout(npus=4, pp=4).check().ga == 4
+    assert Layout(npus=4, pp=4, schedule=Schedule.DUALPIPE).micro_batches == 8
+    assert Layout(npus=4, pp=4).micro_batches == 4
 
 
 @pytest.mark.parametrize("schedule", ["dualpipe", "dualpipev"])

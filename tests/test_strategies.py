@@ -22,10 +22,12 @@ from onnx import TensorProto, helper, numpy_helper
 from typer.testing import Result
 
 from modtrans import cost
+from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Severity
 from modtrans.pipeline import Options, translate_checked
 from modtrans.strategy import SUPPORTED, Parallelism, StrategyError
-from modtrans.workload.model import CommType, Dialect, Policy, Workload
+from modtrans.strategy.roles import Split
+from modtrans.workload.model import Dialect, Workload
 from modtrans.workload.validate import validate
 from modtrans.workload.write import write
 
@@ -95,7 +97,7 @@ def test_each_npu_computes_its_shard(mlp: Path) -> None:
     tiny = cost.get("scalesim-v3", cost.Settings(array=(2, 2)))
     # WS on 2x2: ceil(K/2) * ceil(N/2) * (2*2 + 2 + M - 2) - 1 -> 4 * 8 * 6 - 1 = 191, and 4 * 1 * 6 - 1 = 23
     assert (tiny.times(fc1).forward, tiny.times(part).forward) == (191, 23)
-    row = shard(fc1, 4, split="k")  # row parallel: the reduction is split
+    row = shard(fc1, 4, split=Split.K)  # row parallel: the reduction is split
     assert row.gemm is not None
     assert (row.gemm.k, row.gemm.n) == (2, 16)
 

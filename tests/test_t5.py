@@ -198,10 +198,10 @@ def test_pipeline_stages_past_the_split_send_the_encoder_output_beside_their_own
     the decoder's (T, b, h) and the encoder's (S, b, h), and receive both gradients back. t5-v1_1-base
     at P 4 cuts 24 blocks 6 a stage: the split between stages 1 and 2; the decoder's embedding on
     stage 2 with its first block (the split rank's)."""
+    from modtrans.comm import Policy
     from modtrans.plan.model import Direction, Step, Transfer
     from modtrans.strategy import Parallelism
     from modtrans.strategy.llm import Layout
-    from modtrans.workload.model import Policy
 
     s, t = 128, 32
     options = pipeline.Options(

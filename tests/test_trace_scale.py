@@ -20,11 +20,11 @@ from modtrans import chakra, pipeline
 from modtrans.chakra.read import Trace, TraceNode, read
 from modtrans.chakra.validate import NAMES, RECV, SEND, check_set, one_trace, validate_paths
 from modtrans.chakra.validate import _groups as groups_of
+from modtrans.comm import Policy
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.plan import Plan
 from modtrans.strategy import Parallelism
 from modtrans.strategy.llm import Layout
-from modtrans.workload.model import Policy
 from tests.test_llm_parallel import TOY  # a two-block Llama
 from tests.test_traces import BROKEN, _decoded, _drop_attr, _encoded, _first, _set_attr, gpt2_set
 

@@ -18,10 +18,10 @@ from typer.testing import Result
 from modtrans import chakra, pipeline
 from modtrans.chakra.schema import encode, schema
 from modtrans.chakra.validate import check_set
+from modtrans.comm import Policy
 from modtrans.plan import Axis, Compute, Direction, LayerInfo, Mesh, Plan, Purpose, Step, Tensor, Transfer
 from modtrans.plan.model import Preset
 from modtrans.strategy import Parallelism
-from modtrans.workload.model import Policy
 from tests.chakra_io import read_trace
 
 pytestmark = pytest.mark.skipif(

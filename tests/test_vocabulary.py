@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 
+from modtrans.comm import Policy
 from modtrans.diff import FIELDS, GROUPS
 from modtrans.lsp import features
 from modtrans.workload import jsonform, parse, vocabulary, write
-from modtrans.workload.model import Dialect, Header, Policy
+from modtrans.workload.model import Dialect, Header
 
 
 def test_the_grammars_key_terminals_spell_exactly_the_tables_keys() -> None:

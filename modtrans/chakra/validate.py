@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modtrans.chakra.ranks import Node, Rank, Scanner, from_trace
+from modtrans.chakra.ranks import Node, Rank, Scanner
 from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of, read
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.fileio import read_binary, utf8
@@ -75,20 +75,6 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
-
-
-def check_traces(
-    traces: Sequence[Trace],
-    groups: bytes | str | None = None,
-    groups_path: str | None = None,
-    *,
-    complete: bool = True,
-) -> list[Diagnostic]:
-    """check_set on traces already read."""
-    found = [d for trace in traces for d in one_trace(trace)]
-    if not complete:
-        return found
-    return found + across([from_trace(t) for t in traces], groups, groups_path)
 
 
 def one_trace(trace: Trace) -> list[Diagnostic]:

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modtrans import dtypes
-from modtrans.cost import Clock, CostError, Model, PhaseTimes, Settings, register
+from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
 from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part

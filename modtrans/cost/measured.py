@@ -38,7 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from modtrans.cost import Clock, CostError, CostModel, PhaseTimes, profiler
+from modtrans.cost import profiler
+from modtrans.cost.base import Clock, CostError, CostModel, PhaseTimes
 from modtrans.ir.document import Kind, Layer, ModelIR, Part
 
 PHASES = ("fwd", "ig", "wg", "update")

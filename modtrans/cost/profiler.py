@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modtrans.cost import CostError, CostModel
+from modtrans.cost.base import CostError, CostModel
 from modtrans.ir.document import Kind, ModelIR
 
 Table = dict[str, dict[str, float]]

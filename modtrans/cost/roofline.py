@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import jsonsource, schema
-from modtrans.cost import Clock, CostError, Model, PhaseTimes, Settings, register
+from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import traffic, update_bytes
 from modtrans.fileio import utf8
 from modtrans.ir.document import Layer

@@ -18,7 +18,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from modtrans.cost import CostError, Model, Settings, register
+from modtrans.cost.base import CostError, Model, Settings, register
 from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, Systolic, scalesim_array
 from modtrans.fileio import write_atomic
 from modtrans.resources import cache_dir, install_hint

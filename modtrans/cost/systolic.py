@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modtrans.cost import Clock, CostError, Model, PhaseTimes, Settings, register
+from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
 from modtrans.ir.document import Layer
 

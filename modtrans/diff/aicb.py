@@ -34,8 +34,9 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from modtrans.comm import CommType
 from modtrans.diff.compare import Traffic
-from modtrans.workload.model import CommType, Layer, Workload
+from modtrans.workload.model import Layer, Workload
 from modtrans.workload.traffic import collective_key, collectives
 
 _LINES = re.compile(

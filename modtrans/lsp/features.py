@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, Span
 from modtrans.workload import dialects, vocabulary
-from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Layer, Policy, Workload
+from modtrans.workload.model import PHASE_WORDS, Dialect, Layer, Workload
 from modtrans.workload.parse import ParseResult, parse, split_lines
 from modtrans.workload.write import write
 

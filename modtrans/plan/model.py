@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from modtrans.workload.model import CommType, Policy
+from modtrans.comm import CommType, Policy
 
 
 class Purpose(enum.StrEnum):

@@ -38,6 +38,7 @@ data-parallel group is not one SimAI can name there (ep > 1).
 
 from __future__ import annotations
 
+from modtrans.comm import CommType, Policy
 from modtrans.plan.lines import (
     FWD,
     IG,
@@ -51,7 +52,7 @@ from modtrans.plan.lines import (
 )
 from modtrans.plan.model import Collective, Plan, Purpose, Recompute, Schedule, Step
 from modtrans.plan.sizes import Consumer, written
-from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
+from modtrans.workload.model import Header, Layer, Phase, Workload
 
 _EXPERT_DATA = frozenset({Purpose.DATA})  # the experts' data-parallel group, SimAI's DP_EP (D / E)
 

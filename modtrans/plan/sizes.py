@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import enum
 
-from modtrans.workload.model import CommType, Dialect
+from modtrans.comm import CommType
+from modtrans.workload.model import Dialect
 
 
 class Consumer(enum.StrEnum):

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from modtrans.comm import CommType, Policy
 from modtrans.plan.lines import FWD, IG, WG, Line, ProjectionError, arrange, first_stage
 from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Recompute, Step, Transfer
 from modtrans.plan.sizes import Consumer, written
-from modtrans.workload.model import CommType, Header, Layer, Phase, Policy, Workload
+from modtrans.workload.model import Header, Layer, Phase, Workload
 
 _COLUMNS = (Step.FWD, Step.INPUT_GRAD, Step.WEIGHT_GRAD)
 

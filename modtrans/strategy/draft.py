@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from modtrans.comm import CommType, Policy
 from modtrans.cost import CostModel
 from modtrans.dtypes import NO_GRADIENT as _INTEGER  # integer and quantized: no gradient
 from modtrans.ir.document import Layer as IRLayer
@@ -19,8 +20,8 @@ from modtrans.ir.document import ModelIR
 from modtrans.plan.model import Checkpoints, Mesh, Place, Purpose, Step
 from modtrans.strategy.groups import Group, needs_input_grad
 from modtrans.strategy.llm.options import Layout
+from modtrans.strategy.roles import LayerRole, Split
 from modtrans.strategy.share import SHARDABLE, Folded
-from modtrans.workload.model import CommType, Policy
 
 # the text format's columns: where a keyword's collective of each step is issued
 _AFTER = {Step.FWD: Place.AFTER_FWD, Step.INPUT_GRAD: Place.AFTER_IG, Step.WEIGHT_GRAD: Place.AFTER_WG}
@@ -54,10 +55,10 @@ class Comm:
 class LayerDraft:
     group: Group
     ways: int = 1  # the rank computes 1/ways of the layer
-    split: str = "n"  # "n": output features split; "k": the reduction (row-parallel)
+    split: Split = Split.N  # which GEMM dimension is divided
     # column / row / embedding (Megatron), split (ASTRA-sim's layer-wise MODEL), router / expert
     # (MoE), replicated: what rank_share divides
-    role: str = "replicated"
+    role: LayerRole = LayerRole.REPLICATED
     comms: dict[Place, list[Comm]] = field(default_factory=dict)
     policy: Policy | None = None  # HYBRID_CUSTOMIZED
 

@@ -19,6 +19,7 @@ GEMM: N or K divided by S, FLOPs and parameter bytes divided by S).
 from __future__ import annotations
 
 from modtrans import limits
+from modtrans.comm import Policy
 from modtrans.cost import CostModel
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import LayerInfo, Plan, Preset
@@ -29,7 +30,7 @@ from modtrans.strategy.program import Rerun, StageProgram, costed
 from modtrans.strategy.share import rank_share
 from modtrans.strategy.techniques import load
 from modtrans.strategy.tensors import ios
-from modtrans.workload.model import Policy, Workload
+from modtrans.workload.model import Workload
 
 SUPPORTED = (
     Policy.DATA,

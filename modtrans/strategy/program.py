@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 
+from modtrans.comm import CommType
 from modtrans.cost import CostModel, PhaseTimes
 from modtrans.ir.document import Flops, Kind
 from modtrans.ir.document import Layer as IRLayer
@@ -60,7 +61,6 @@ from modtrans.strategy.schedule import (
 )
 from modtrans.strategy.schedule import Step as ScheduleStep
 from modtrans.strategy.tensors import Io
-from modtrans.workload.model import CommType
 
 
 @dataclass(frozen=True)

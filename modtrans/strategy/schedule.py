@@ -57,11 +57,6 @@ def virtual_stages(schedule: Schedule, stages: int, vpp: int = 1) -> int:
     return stages * vpp
 
 
-def chunks_per_stage(schedule: Schedule, vpp: int = 1) -> int:
-    """Model chunks a stage runs: V interleaved, 2 under DualPipe and DualPipeV, else 1."""
-    return 2 if schedule in (Schedule.DUALPIPE, Schedule.DUALPIPE_V) else vpp
-
-
 def virtual_stage(schedule: Schedule, stage: int, stages: int, chunk: int) -> int:
     """The virtual stage (the piece of the model, in model order) that chunk `chunk` of `stage` runs."""
     if schedule is Schedule.DUALPIPE:

@@ -12,16 +12,27 @@ import dataclasses
 import enum
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from modtrans.ir.document import Flops, Gemm, Kind
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.strategy.groups import Group
-
-if TYPE_CHECKING:
-    from modtrans.strategy.draft import LayerDraft
+from modtrans.strategy.roles import LayerRole, Split
 
 SHARDABLE = frozenset({Kind.CONV, Kind.CONV_TRANSPOSE, Kind.LINEAR, Kind.EMBEDDING, Kind.RNN})
+
+
+class Divided(Protocol):
+    """A unit as a technique divided it (draft.LayerDraft is one): what rank_share reads."""
+
+    @property
+    def group(self) -> Group: ...
+    @property
+    def ways(self) -> int: ...
+    @property
+    def split(self) -> Split: ...
+    @property
+    def role(self) -> LayerRole: ...
 
 
 class Folded(enum.StrEnum):
@@ -44,7 +55,7 @@ class Folded(enum.StrEnum):
     GEMM_ONLY = "gemm-only"
 
 
-def shard(layer: IRLayer, ways: int, *, split: str = "n") -> IRLayer:
+def shard(layer: IRLayer, ways: int, *, split: Split = Split.N) -> IRLayer:
     """The part of a GEMM layer one NPU computes when split `ways` ways (output features, or the
     reduction for row-parallel layers)."""
     if ways == 1 or layer.kind not in SHARDABLE:
@@ -53,7 +64,7 @@ def shard(layer: IRLayer, ways: int, *, split: str = "n") -> IRLayer:
     if gemm is not None:
         gemm = (
             Gemm(gemm.m, math.ceil(gemm.k / ways), gemm.n, gemm.groups)
-            if split == "k"
+            if split == Split.K
             else Gemm(gemm.m, gemm.k, math.ceil(gemm.n / ways), gemm.groups)
         )
     f = layer.flops
@@ -105,7 +116,7 @@ def regroup(layer: IRLayer, holds: int) -> IRLayer:
 
 
 def rank_share(
-    x: LayerDraft,
+    x: Divided,
     folded: Folded = Folded.MEGATRON,
     *,
     tokens: Fraction = Fraction(1),
@@ -132,11 +143,15 @@ def rank_share(
     owner = shard(g.owner, x.ways, split=x.split) if sharded else g.owner
     members = []
     for m in g.folded:
-        factor = tokens if x.role not in ("expert", "router") or m.moe is not None else Fraction(1)
-        column = x.role == "column" or (x.role == "expert" and x.split == "n")  # ETP: an expert's w1 / w3
+        factor = (
+            tokens if x.role not in (LayerRole.EXPERT, LayerRole.ROUTER) or m.moe is not None else Fraction(1)
+        )
+        column = x.role is LayerRole.COLUMN or (
+            x.role is LayerRole.EXPERT and x.split == Split.N
+        )  # ETP: an expert's w1 / w3
         if sharded and column and folded is Folded.MEGATRON:
             factor /= x.ways
-        elif x.role in ("row", "embedding") and m.kind is not Kind.LINEAR:
+        elif x.role in (LayerRole.ROW, LayerRole.EMBEDDING) and m.kind is not Kind.LINEAR:
             factor /= sequence
         members.append(resize(shard(m, x.ways) if sharded else m, factor))
     return dataclasses.replace(g, owner=regroup(resize(owner, tokens), experts), folded=tuple(members))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from modtrans.dtypes import NO_GRADIENT as _INTEGER  # integer and quantized: no gradient
 from modtrans.ir.document import Activation
 from modtrans.plan.model import Tensor
+from modtrans.strategy.roles import Split
 
 if TYPE_CHECKING:
     from modtrans.strategy.draft import LayerDraft
@@ -55,8 +56,8 @@ def ios(layers: Sequence[LayerDraft], model_inputs: frozenset[str]) -> list[Io]:
     out = []
     for i, x in enumerate(layers):
         owner = x.owner
-        scale_in = x.ways if x.ways > 1 and x.shardable and x.split == "k" else 1
-        scale_out = x.ways if x.ways > 1 and x.shardable and x.split == "n" else 1
+        scale_in = x.ways if x.ways > 1 and x.shardable and x.split == Split.K else 1
+        scale_out = x.ways if x.ways > 1 and x.shardable and x.split == Split.N else 1
         seen: set[str] = set()
         external: list[Activation] = []
         for member in x.group.members:

@@ -13,11 +13,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
 from modtrans.workload import numbers, vocabulary
 from modtrans.workload.dialects import CHAKRA_POLICIES, chakra_phases, phase_kinds
-from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Header, Layer, Policy, Workload
-from modtrans.workload.write import layer_tokens
+from modtrans.workload.model import PHASE_WORDS, Dialect, Header, Layer, Workload, layer_tokens
 
 CheckFn = Callable[[Workload, Dialect], Iterator[Diagnostic]]
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import operator
 
+from modtrans.comm import CommType, Policy
 from modtrans.workload import vocabulary
-from modtrans.workload.model import CommType, Dialect, Layer, Policy, Workload
+from modtrans.workload.model import Dialect, Layer, Workload
 
 CHAKRA_POLICIES = frozenset(
     {

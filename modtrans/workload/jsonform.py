@@ -12,9 +12,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from modtrans import jsonsource, schema
+from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Span, diagnostic
 from modtrans.workload import vocabulary
-from modtrans.workload.model import PHASE_WORDS, CommType, Dialect, Header, Layer, Phase, Policy, Workload
+from modtrans.workload.model import PHASE_WORDS, Dialect, Header, Layer, Phase, Workload
 
 _HEADER_INTS = tuple(k.field for k in vocabulary.HEADER_KEYS if k.kind == "int")
 _HEADER_LISTS = tuple(k.field for k in vocabulary.LISTS)

@@ -11,6 +11,8 @@ import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from modtrans.comm import CommType as CommType  # re-exported: chakra/ reads it from here
+from modtrans.comm import Policy as Policy
 from modtrans.diagnostics import Span
 from modtrans.workload import vocabulary
 
@@ -21,70 +23,6 @@ class Dialect(enum.StrEnum):
     ASTRA_SIM = "astra-sim"  # ASTRA-sim 1.0 (final parser, branch ASTRA-sim-1.0)
     SIMAI = "simai"  # aliyun/SimAI master and AICB-generated files
     CHAKRA = "chakra"  # mlcommons/chakra text converter (the path into ASTRA-sim 2.x)
-
-
-class Policy(enum.StrEnum):
-    """Parallelism keyword (header token 0, and the 13th field under HYBRID_CUSTOMIZED)."""
-
-    DATA = "DATA"
-    MODEL = "MODEL"
-    HYBRID_DATA_MODEL = "HYBRID_DATA_MODEL"
-    HYBRID_MODEL_DATA = "HYBRID_MODEL_DATA"
-    HYBRID_CUSTOMIZED = "HYBRID_CUSTOMIZED"
-    HYBRID_TRANSFORMER = "HYBRID_TRANSFORMER"
-    HYBRID_TRANSFORMER_FWD_IN_BCKWD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
-    HYBRID_DLRM = "HYBRID_DLRM"
-    HYBRID_DLRM_ENHANCED = "HYBRID_DLRM_ENHANCED"
-    MICRO = "MICRO"
-    DISTRIBUTED_INFERENCE = "DISTRIBUTED_INFERENCE"
-
-    @property
-    def is_transformer(self) -> bool:
-        return self in (Policy.HYBRID_TRANSFORMER, Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
-
-    @property
-    def is_dlrm(self) -> bool:
-        return self in (Policy.HYBRID_DLRM, Policy.HYBRID_DLRM_ENHANCED)
-
-
-class CommType(enum.StrEnum):
-    """A phase's collective, spelled as in the file. Every spelling found in real files."""
-
-    NONE = "NONE"
-    ALLREDUCE = "ALLREDUCE"
-    ALLGATHER = "ALLGATHER"
-    REDUCESCATTER = "REDUCESCATTER"
-    ALLTOALL = "ALLTOALL"
-    ALLREDUCEALLTOALL = "ALLREDUCEALLTOALL"  # ASTRA-sim 1.0 parses it, then panics when issuing it
-    ALLREDUCE_EP = "ALLREDUCE_EP"  # SimAI: expert-parallel group
-    ALLGATHER_EP = "ALLGATHER_EP"
-    REDUCESCATTER_EP = "REDUCESCATTER_EP"
-    ALLTOALL_EP = "ALLTOALL_EP"
-    ALLREDUCE_DP_EP = "ALLREDUCE_DP_EP"  # SimAI: data-parallel x expert-parallel group
-    ALLGATHER_DP_EP = "ALLGATHER_DP_EP"
-    REDUCESCATTER_DP_EP = "REDUCESCATTER_DP_EP"
-    ALLTOALL_DP_EP = "ALLTOALL_DP_EP"
-    BROADCAST = "BROADCAST"  # AICB writes it for norm layers; every consumer reads "no collective"
-
-    @property
-    def is_portable(self) -> bool:
-        """Understood identically by ASTRA-sim 1.0, SimAI and Chakra."""
-        return self in _PORTABLE
-
-    @property
-    def is_simai_only(self) -> bool:
-        return self in _SIMAI_ONLY
-
-    @property
-    def moves_data(self) -> bool:
-        """Whether the type names a collective (NONE and BROADCAST do not, for every consumer)."""
-        return self not in (CommType.NONE, CommType.BROADCAST)
-
-
-_SIMAI_ONLY = frozenset(c for c in CommType if c.value.endswith("_EP") or c is CommType.BROADCAST)
-_PORTABLE = frozenset(
-    {CommType.NONE, CommType.ALLREDUCE, CommType.ALLGATHER, CommType.REDUCESCATTER, CommType.ALLTOALL}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,3 +138,14 @@ class Workload:
 
     def __len__(self) -> int:
         return len(self.layers)
+
+
+def layer_tokens(layer: Layer) -> list[str]:
+    """The 12 (13) canonical field spellings of a layer line."""
+    tokens = [layer.name, str(layer.reserved)]
+    for _, phase in layer.phases:
+        tokens += [str(phase.compute_time), phase.comm_type.value, str(phase.comm_size)]
+    tokens.append(str(layer.update_time))
+    if layer.policy is not None:
+        tokens.append(layer.policy.value)
+    return tokens

@@ -20,24 +20,23 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from modtrans import resources
+from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
 from modtrans.fileio import MAX_LINE as MAX_LINE  # longer lines are reported, never lexed
 from modtrans.fileio import split_lines as split_lines  # the one definition of a line
 from modtrans.workload import numbers, vocabulary
 from modtrans.workload.dialects import detect
 from modtrans.workload.model import (
-    CommType,
     FileLayout,
     Header,
     HeaderLayout,
     Layer,
     LineLayout,
     Phase,
-    Policy,
     Workload,
+    layer_tokens,
 )
 from modtrans.workload.numbers import Kind
-from modtrans.workload.write import layer_tokens
 
 if TYPE_CHECKING:
     import lark

@@ -5,7 +5,8 @@ diff/aicb.py); `inspect` totals one (workload/summary.py)."""
 
 from __future__ import annotations
 
-from modtrans.workload.model import CommType, Phase, Workload
+from modtrans.comm import CommType
+from modtrans.workload.model import Phase, Workload
 
 
 def collectives(w: Workload) -> dict[tuple[str, str], tuple[int, int]]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic
 from modtrans.workload import numbers, vocabulary
 from modtrans.workload.dialects import CHAKRA_POLICIES, detect
-from modtrans.workload.model import Dialect, Header, Layer, LineLayout, Workload
+from modtrans.workload.model import Dialect, Header, LineLayout, Workload, layer_tokens
 
 
 def write(workload: Workload, dialect: Dialect | str | None = None) -> str:
@@ -35,17 +35,6 @@ def iter_text(workload: Workload, dialect: Dialect | str | None = None) -> Itera
     yield f"{len(workload.layers)}\n"
     for layer in workload.layers:
         yield "\t".join(layer_tokens(layer)) + "\n"
-
-
-def layer_tokens(layer: Layer) -> list[str]:
-    """The 12 (13) canonical field spellings of a layer line."""
-    tokens = [layer.name, str(layer.reserved)]
-    for _, phase in layer.phases:
-        tokens += [str(phase.compute_time), phase.comm_type.value, str(phase.comm_size)]
-    tokens.append(str(layer.update_time))
-    if layer.policy is not None:
-        tokens.append(layer.policy.value)
-    return tokens
 
 
 def header_tokens(header: Header, dialect: Dialect) -> list[str]:

@@ -1,7 +1,7 @@
 """LLM-scale training: tensor x pipeline x data x expert parallelism, sequence parallelism, ZeRO,
 micro-batches and activation recomputation, for any model the IR holds.
 
-options.py   the layout (T, P, D, E, SP, ZeRO, micro-batch, global batch, schedule, V, recompute)
+options.py   the layout: every degree (T, C, E, ETP, D, P, V), the rank order, the mesh, the rules
 unit.py      a workload layer as one rank runs it, and where collectives attach
 tensor.py    Megatron tensor parallelism and sequence parallelism
 expert.py    expert parallelism: local experts, dispatch and combine all-to-alls
@@ -10,11 +10,12 @@ stages.py    the cut into pipeline chunks at block boundaries
 build.py     plan(): all of the above composed into a Plan, each stage's program built by
              strategy/program.py (schedules: strategy/schedule.py), the keyword presets' builder too
 
-The mesh is Megatron-Core's order, tensor fastest: [tensor T, expert E, data D/E, pipeline P];
-the dense gradients' group spans expert x data (D ranks), the experts' the data axis (D/E).
+The mesh is Layout.mesh(), in Megatron-Core's order "tp-cp-ep-dp-pp", tensor fastest; its dp axis
+holds the D / E expert-data ranks: the dense gradients' group spans cp x ep x dp (D x C ranks),
+an expert's the dp axis (D / E).
 Every rank of a pipeline stage runs the stage's program; groups and peers resolve per rank.
 """
 
-from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
+from modtrans.strategy.llm.options import ORDER, Layout, LayoutError, Recompute, Schedule
 
-__all__ = ["Layout", "LayoutError", "Recompute", "Schedule"]
+__all__ = ["ORDER", "Layout", "LayoutError", "Recompute", "Schedule"]

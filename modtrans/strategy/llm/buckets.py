@@ -40,10 +40,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from modtrans.comm import CommType
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.unit import Unit
-from modtrans.workload.model import CommType
 
 BUCKET_PARAMS = 40_000_000  # distributed_data_parallel.py: max(40000000, 1000000 * dp_size)
 BUCKET_PARAMS_PER_RANK = 1_000_000

@@ -7,14 +7,13 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 
+from modtrans.comm import CommType
 from modtrans.cost import CostModel
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import (
-    Axis,
     Chunk,
     LayerInfo,
     LayoutFacts,
-    Mesh,
     Place,
     Plan,
     Purpose,
@@ -27,12 +26,12 @@ from modtrans.strategy.groups import Params, group
 from modtrans.strategy.llm import activations, buckets, context, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
-from modtrans.strategy.llm.unit import DATA, Unit
+from modtrans.strategy.llm.unit import DENSE_DATA, Unit
 from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
+from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
 from modtrans.strategy.share import Folded, rank_share
 from modtrans.strategy.tensors import ios
-from modtrans.workload.model import CommType
 
 
 def plan(
@@ -44,7 +43,6 @@ def plan(
     dtype_bytes: int | None,
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
-    layout.check()
     units = _units(ir, layout, params, dtype_bytes)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
@@ -59,20 +57,9 @@ def plan(
     ways = (layout.tp if layout.sp else 1) * layout.cp  # the sequence's shards a boundary carries one of
     boundary = [_boundary(units[chunk[-1].index], ways) for chunk in chunks]
     boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
-    pipeline = Pipeline(layout.pp, layout.vpp, layout.ga, layout.schedule)
+    pipeline = Pipeline(layout.pp, layout.vpp, layout.micro_batches, layout.schedule)
     rerun = _rerun(units, chunks, layout.recompute)
-    # Megatron's rank order tensor, context, expert, data, pipeline (the first the fastest:
-    # parallel_state.py, order "tp-cp-ep-dp-pp"); no context axis without context parallelism
-    context_axis = (Axis(Purpose.CONTEXT, layout.cp),) if layout.cp > 1 else ()
-    mesh = Mesh(
-        (
-            Axis(Purpose.TENSOR, layout.tp),
-            *context_axis,
-            Axis(Purpose.EXPERT, layout.ep),
-            Axis(Purpose.DATA, layout.d // layout.ep),
-            Axis(Purpose.PIPELINE, layout.pp),
-        )
-    )
+    mesh = layout.mesh()
     programs = tuple(
         StageProgram(s, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary).build()
         for s in range(layout.pp)
@@ -89,7 +76,7 @@ def plan(
         zero=layout.zero,
         micro_batch=layout.micro_batch,
         global_batch=layout.batch,
-        micro_batches=layout.ga,
+        micro_batches=layout.micro_batches,
         schedule=layout.schedule,
         virtual_stages=layout.vpp,
         recompute=layout.recompute,
@@ -101,7 +88,7 @@ def plan(
             layout,
             activations.dims(ir, layout.micro_batch, layout.capacity_factor),
             tied,
-            _expert_data(layout),
+            layout.expert_gradient_ranks,
         ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts)
@@ -120,16 +107,11 @@ def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None)
     apply_data = {Framework.DEEPSPEED: deepspeed.apply, Framework.FSDP: fsdp.apply}.get(
         layout.framework, data.apply
     )
-    apply_data(units, layout.zero, layout.gradient_ranks, _expert_data(layout))
+    apply_data(units, layout.zero, layout.gradient_ranks, layout.expert_gradient_ranks)
     tensor.replicated_grads(units, t, layout.sp)
     for index, u in enumerate(units):
         u.index = index
     return units
-
-
-def _expert_data(layout: Layout) -> int:
-    """The ranks an expert's gradients are reduced over (expert.py)."""
-    return layout.d // layout.ep * (layout.tp if layout.expert_tp == 1 else 1)
 
 
 def _buckets(
@@ -145,10 +127,11 @@ def _buckets(
     separate = layout.ep > 1 or layout.expert_tp != layout.tp  # experts in a buffer of their own
 
     def buffer_of(u: Unit) -> frozenset[Purpose]:
-        return u.grads_over if u.role == "expert" and separate else DATA
+        return u.grads_over if u.role is LayerRole.EXPERT and separate else DENSE_DATA
 
     ranks = {
-        buffer_of(u): layout.gradient_ranks if buffer_of(u) == DATA else _expert_data(layout) for u in units
+        buffer_of(u): layout.gradient_ranks if buffer_of(u) == DENSE_DATA else layout.expert_gradient_ranks
+        for u in units
     }
     buckets.apply(
         units,
@@ -224,7 +207,7 @@ def _tied(
         for i in grouped[b]
     }
     by_name = {u.name: u for u in units}
-    tag = 2 * (layout.ga * layout.chunks + 1)  # after every micro-batch's tags (program.py)
+    tag = 2 * (layout.micro_batches * layout.chunks + 1)  # after every micro-batch's tags (program.py)
     for u in units:
         for p in u.x.owner.params:
             owner = by_name.get(p.shared_with or "")
@@ -233,7 +216,7 @@ def _tied(
             size = owner.grad_bytes()
             tied[u.index] = owner.index
             if layout.gradient_ranks > 1 and layout.framework is not Framework.MEGATRON:  # its own reduction
-                u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DATA))
+                u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DENSE_DATA))
                 runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
             offset = stage[u.index][0] - stage[owner.index][0]
             for index, x in (
@@ -254,7 +237,7 @@ def _mirrored(units: Sequence[Unit], runs: list[Costed], layout: Layout) -> list
     3.2.1: "DualPipe requires keeping two copies of the model parameters"."""
     if layout.schedule is not Schedule.DUALPIPE:
         return runs
-    base = 2 * (layout.ga * layout.chunks + 1) + 2 * len(units)  # after the tied weights' tags
+    base = 2 * (layout.micro_batches * layout.chunks + 1) + 2 * len(units)  # after the tied weights' tags
     out = []
     for run in runs:
         size = units[run.index].grad_bytes()

@@ -18,7 +18,7 @@ Engine's attention): the sequence of every micro-batch split over C ranks, for e
                  ASTRA-sim sizes an all-gather by its whole output: C times that).
     activations  every collective sized by an activation (TP, SP, the pipeline's sends) carries
                  s / C tokens; the activation memory of a micro-batch is 1/C.
-    gradients    reduced over D x C ranks (unit.DATA: parallel_state's data-parallel group with
+    gradients    reduced over D x C ranks (unit.DENSE_DATA: parallel_state's data-parallel group with
                  context parallelism), whose bytes do not change.
 The sequence must split into 2C chunks (Megatron-LM's arguments.py: seq_length % (2 x C) == 0 for
 the load-balanced split). Experts over context ranks (Megatron's expert mesh folding C) are
@@ -30,12 +30,12 @@ from __future__ import annotations
 import math
 
 from modtrans import dtypes
+from modtrans.comm import CommType
 from modtrans.ir.document import Kind, ModelIR, Part
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.unit import CONTEXT, Unit
-from modtrans.workload.model import CommType
 
 
 def sequence(ir: ModelIR) -> int | None:

@@ -16,10 +16,11 @@ dtype (fp32 for bf16 parameters, strategy/frameworks.py), parameters in their ow
 
 from __future__ import annotations
 
+from modtrans.comm import CommType
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.unit import Unit
-from modtrans.workload.model import CommType
+from modtrans.strategy.roles import LayerRole
 
 
 def apply(units: list[Unit], zero: int, data_ranks: int, expert_data_ranks: int) -> None:
@@ -28,7 +29,7 @@ def apply(units: list[Unit], zero: int, data_ranks: int, expert_data_ranks: int)
         return
     for u in units:
         grads, params = u.grad_bytes(), u.param_bytes()
-        ranks = expert_data_ranks if u.role == "expert" else data_ranks
+        ranks = expert_data_ranks if u.role is LayerRole.EXPERT else data_ranks
         if grads == 0 or ranks == 1:
             continue
         over = u.grads_over

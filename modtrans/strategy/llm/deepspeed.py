@@ -29,11 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from modtrans.comm import CommType
 from modtrans.ir.document import Param
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.unit import Unit
-from modtrans.workload.model import CommType
+from modtrans.strategy.roles import LayerRole
 
 REUSE_DISTANCE = 1_000_000_000  # stage3_max_reuse_distance (runtime/zero/config.py)
 PERSISTENCE = 100_000  # stage3_param_persistence_threshold (elements)
@@ -46,7 +47,7 @@ def apply(units: Sequence[Unit], zero: int, data_ranks: int, expert_data_ranks: 
         behind.append(after)
         after += _elements(u)
     for u, later in zip(units, reversed(behind), strict=True):
-        ranks = expert_data_ranks if u.role == "expert" else data_ranks
+        ranks = expert_data_ranks if u.role is LayerRole.EXPERT else data_ranks
         grads = params = u.param_bytes()  # the model's dtype on the wire
         if grads == 0 or ranks == 1:
             continue

@@ -45,13 +45,14 @@ import dataclasses
 import math
 from fractions import Fraction
 
+from modtrans.comm import CommType
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, TENSOR, TENSOR_EXPERT_DATA, Unit
+from modtrans.strategy.roles import LayerRole, Split
 from modtrans.strategy.techniques.megatron import roles_of
-from modtrans.workload.model import CommType
 
 
 def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
@@ -97,7 +98,7 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
         gather = 1 if moe.grouped else ep
         u.holds = ep if moe.grouped else 1
         if etp > 1:  # the tensor ranks' tokens gathered, each expert's GEMMs split over them
-            u.x.ways, u.x.split = etp, "k" if roles.get(u.name) == "row" else "n"
+            u.x.ways, u.x.split = etp, Split.K if roles.get(u.name) == LayerRole.ROW else Split.N
             u.scale, u.grads_over = Fraction(gather), EXPERT_DATA
         else:  # whole experts on each tensor rank, each on its own tokens
             u.scale, u.grads_over = Fraction(gather, tp), EXPERT_DATA if tp == 1 else TENSOR_EXPERT_DATA

@@ -21,16 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from modtrans.comm import CommType
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.unit import Unit
-from modtrans.workload.model import CommType
+from modtrans.strategy.roles import LayerRole
 
 
 def apply(units: Sequence[Unit], zero: int, data_ranks: int, expert_data_ranks: int) -> None:
     assert zero != 1, "Layout.check refuses it"
     for u in units:
-        ranks = expert_data_ranks if u.role == "expert" else data_ranks
+        ranks = expert_data_ranks if u.role is LayerRole.EXPERT else data_ranks
         size = u.param_bytes()  # parameters and gradients in the parameters' dtype
         if size == 0 or ranks == 1:
             continue

@@ -36,6 +36,7 @@ from modtrans.strategy.llm import activations
 from modtrans.strategy.llm.activations import Dims
 from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.llm.unit import Unit
+from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
 
 ADAM = 8  # two fp32 moments per parameter
@@ -67,7 +68,8 @@ def per_stage(
     for p in range(stages):
         mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held[v] for i in chunk]
         parts = [
-            _state(u, layout, expert_data if u.role == "expert" else layout.gradient_ranks) for u in mine
+            _state(u, layout, expert_data if u.role is LayerRole.EXPERT else layout.gradient_ranks)
+            for u in mine
         ]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         blocks = sorted(
@@ -115,7 +117,7 @@ def _activations(
     terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp)
     total = sum(activations.layer(d, block, *terms) for block in blocks) * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
-        total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.ga) / (t if sp else 1)
+        total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
     if ends[1]:
         total += 4 * sbh * (1 + d.v / d.h) / t
     return total / layout.cp  # context parallelism: each rank holds its s / C of every tensor
@@ -123,7 +125,7 @@ def _activations(
 
 def _in_flight(layout: Layout, stage: int) -> float:
     """Micro-batches whose activations a rank of `stage` holds at once (Narayanan et al. 2021)."""
-    p, ga = layout.pp, layout.ga
+    p, ga = layout.pp, layout.micro_batches
     if layout.schedule is Schedule.GPIPE:
         return ga
     if layout.schedule is Schedule.ZB_H1:  # 1F1B's P - s, and the s deferred weight gradients' inputs

@@ -1,16 +1,26 @@
-"""The layout of an LLM training run: how many ranks each kind of parallelism takes, and the
-batch, schedule and memory-saving choices, with the rules that make a combination sensible.
+"""The layout of an LLM training run: how many ranks each kind of parallelism takes, the rank
+order, and the batch, schedule and memory-saving choices, with the rules that make a combination
+sensible. One frozen object, validated once when made (as torchtitan's ParallelDims validates in
+__post_init__: torchtitan/distributed/parallel_dims.py); the mesh and every group's axes derive
+from it.
 
     layout = Layout(npus=1024, tp=8, pp=8, ep=1, sp=True, zero=1, micro_batch=1, global_batch=1024)
-    layout.dp, layout.ga      16, 64       (D = N / (T·P); GA = B / (M·D))
+    layout.data_ranks, layout.micro_batches      16, 64       (D = N / (T·C·P); GA = B / (M·D))
+
+Degrees: tensor T (tp), context C (cp), expert E (ep), expert-tensor (etp), data D (dp), pipeline
+P (pp), virtual stages V (vpp). Ranks are numbered in ORDER, the first the fastest, as Megatron-Core
+numbers them (megatron/core/parallel_state.py: initialize_model_parallel's order="tp-cp-ep-dp-pp",
+RankGenerator). The "dp" axis of the mesh holds D / E ranks, the expert-data ranks: experts are
+carved from the data ranks, so one dense data-parallel group spans ep x dp (D ranks) and one
+expert's data-parallel group the dp axis alone (Megatron-Core's expert RankGenerator, order
+"tp-ep-dp-pp" with dp = D / E).
 
 Rules (each broken one is a one-line usage error naming it):
-    T·C·P·D = N (C: context-parallel ranks, context.py);
-    E divides D (experts are carved from the data-parallel ranks, as Megatron-Core
-    does);  M·D divides B;  interleaved needs V >= 2 and GA a multiple of P (Megatron's rule for
-    its interleaved schedule), the other schedules V = 1;  DualPipe needs an even P and an even
-    GA >= 2P, DualPipeV GA >= 2P (their step()'s asserts);  --sp needs T > 1;  ZeRO 0-3.
-Defaults: D = N / (T·P); B = M·D·P (GA = P: the fewest micro-batches that fill a 1F1B pipeline;
+    T·C·P·D = N;  E divides D;  M·D divides B;  interleaved needs V >= 2 and GA a multiple of P
+    (Megatron's rule for its interleaved schedule), the other schedules V = 1;  DualPipe needs an
+    even P and an even GA >= 2P, DualPipeV GA >= 2P (their step()'s asserts);  --sp needs T > 1;
+    ZeRO 0-3.
+Defaults: D = N / (T·C·P); B = M·D·P (GA = P: the fewest micro-batches that fill a 1F1B pipeline;
 2P under DualPipe and DualPipeV, the fewest they run).
 """
 
@@ -19,13 +29,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modtrans import limits
-from modtrans.plan.model import Recompute, Schedule  # the plan's own: it reports them
+from modtrans.plan.model import Axis, Mesh, Purpose, Recompute, Schedule  # the plan's own: it reports them
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.schedule import virtual_stages
 
-__all__ = ["Layout", "LayoutError", "Recompute", "Schedule"]
+__all__ = ["ORDER", "Layout", "LayoutError", "Recompute", "Schedule", "span"]
+
+ORDER = "tp-cp-ep-dp-pp"
+"""The rank order, fastest first (Megatron-Core's default: parallel_state.py)."""
+
+_PURPOSES = {
+    "tp": Purpose.TENSOR,
+    "cp": Purpose.CONTEXT,
+    "ep": Purpose.EXPERT,
+    "dp": Purpose.DATA,  # the expert-data ranks, D / E (the module's docstring)
+    "pp": Purpose.PIPELINE,
+}
+_ONLY_WHEN_USED = frozenset({"cp"})  # axes a mesh has only when larger than 1 (no context axis without C)
 
 _BIDIRECTIONAL = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage, 2P micro-batches at least
+
+
+def span(tokens: str) -> frozenset[Purpose]:
+    """The mesh axes a group spans, named as Megatron-Core's RankGenerator.get_ranks names them:
+    span("cp-ep-dp") is the dense gradients' data-parallel group with context parallelism."""
+    return frozenset(_PURPOSES[t] for t in tokens.split("-"))
 
 
 class LayoutError(ValueError):
@@ -71,14 +99,41 @@ class Layout:
         return self.tp if self.etp is None else self.etp
 
     @property
-    def d(self) -> int:
+    def data_ranks(self) -> int:
+        """D: the data-parallel replicas, --dp or N / (T x C x P)."""
         return self.dp if self.dp is not None else self.npus // (self.tp * self.cp * self.pp)
+
+    @property
+    def expert_data_ranks(self) -> int:
+        """D / E: the ranks holding the same experts (the mesh's "dp" axis)."""
+        return self.data_ranks // self.ep
 
     @property
     def gradient_ranks(self) -> int:
         """The ranks a dense gradient is reduced over: D x C (with context parallelism each context
         rank's gradients cover its own part of the sequence)."""
-        return self.d * self.cp
+        return self.data_ranks * self.cp
+
+    @property
+    def expert_gradient_ranks(self) -> int:
+        """The ranks an expert's gradients are reduced over (expert.py): the D / E expert-data
+        ranks, times T when experts are not split over the tensor ranks (ETP 1)."""
+        return self.expert_data_ranks * (self.tp if self.expert_tp == 1 else 1)
+
+    def sizes(self) -> dict[str, int]:
+        """Each axis of ORDER and its ranks."""
+        return {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.expert_data_ranks, "pp": self.pp}
+
+    def mesh(self) -> Mesh:
+        """The ranks as coordinates on the axes of ORDER, the first the fastest."""
+        sizes = self.sizes()
+        return Mesh(
+            tuple(
+                Axis(_PURPOSES[t], sizes[t])
+                for t in ORDER.split("-")
+                if t not in _ONLY_WHEN_USED or sizes[t] > 1
+            )
+        )
 
     @property
     def batch(self) -> int:
@@ -86,18 +141,20 @@ class Layout:
         and DualPipeV: the fewest their step() runs)."""
         if self.global_batch is not None:
             return self.global_batch
-        return self.micro_batch * self.d * self.pp * (2 if self.schedule in _BIDIRECTIONAL else 1)
+        return self.micro_batch * self.data_ranks * self.pp * (2 if self.schedule in _BIDIRECTIONAL else 1)
 
     @property
-    def ga(self) -> int:
-        return self.batch // (self.micro_batch * self.d)
+    def micro_batches(self) -> int:
+        """GA: micro-batches per data-parallel replica per iteration, B / (M x D)."""
+        return self.batch // (self.micro_batch * self.data_ranks)
 
     @property
     def chunks(self) -> int:
         """Virtual pipeline stages: P x V; DualPipe's P, DualPipeV's 2P (strategy/schedule.py)."""
         return virtual_stages(self.schedule, self.pp, self.vpp)
 
-    def check(self) -> Layout:
+    def __post_init__(self) -> None:
+        """Every rule, once: a Layout that exists is a sensible one (LayoutError otherwise)."""
         for name in ("npus", "tp", "pp", "ep", "cp", "micro_batch", "vpp"):
             if getattr(self, name) < 1:
                 raise LayoutError(f"--{name.replace('_', '-')} must be at least 1")
@@ -115,22 +172,23 @@ class Layout:
         context = f" x --cp {self.cp}" if self.cp > 1 else ""
         if self.dp is None and self.npus % (self.tp * self.cp * self.pp):
             raise LayoutError(f"--tp {self.tp}{context} x --pp {self.pp} must divide --npus {self.npus}")
-        if self.tp * self.cp * self.pp * self.d != self.npus:
+        if self.tp * self.cp * self.pp * self.data_ranks != self.npus:
             raise LayoutError(
-                f"--tp {self.tp}{context} x --pp {self.pp} x --dp {self.d} must equal --npus {self.npus}"
+                f"--tp {self.tp}{context} x --pp {self.pp} x --dp {self.data_ranks} "
+                f"must equal --npus {self.npus}"
             )
-        if self.d % self.ep:
+        if self.data_ranks % self.ep:
             raise LayoutError(
-                f"--ep {self.ep} must divide --dp {self.d} (experts are carved from the data ranks)"
+                f"--ep {self.ep} must divide --dp {self.data_ranks} (experts are carved from the data ranks)"
             )
-        if self.batch < 1 or self.batch % (self.micro_batch * self.d):
+        if self.batch < 1 or self.batch % (self.micro_batch * self.data_ranks):
             raise LayoutError(
                 f"--global-batch {self.batch} must be a multiple of "
-                f"--micro-batch {self.micro_batch} x --dp {self.d}"
+                f"--micro-batch {self.micro_batch} x --dp {self.data_ranks}"
             )
-        if self.ga > limits.MICRO_BATCHES:
+        if self.micro_batches > limits.MICRO_BATCHES:
             raise LayoutError(
-                f"--global-batch {self.batch:,} makes {self.ga:,} micro-batches per iteration, "
+                f"--global-batch {self.batch:,} makes {self.micro_batches:,} micro-batches per iteration, "
                 f"more than modtrans plans for: at most {limits.MICRO_BATCHES:,}"
             )
         if self.sp and self.tp == 1:
@@ -150,7 +208,6 @@ class Layout:
         self._check_framework()
         self._check_pipeline()
         self._check_context()
-        return self
 
     def _check_context(self) -> None:
         """What context parallelism is modelled with (context.py)."""
@@ -206,10 +263,11 @@ class Layout:
                 else ""
             )
             raise LayoutError(f"--schedule {name} needs --pp of 2 or more{even}")
-        if self.ga < 2 * self.pp or (self.schedule is Schedule.DUALPIPE and self.ga % 2):
+        ga = self.micro_batches
+        if ga < 2 * self.pp or (self.schedule is Schedule.DUALPIPE and ga % 2):
             even = "an even count, " if self.schedule is Schedule.DUALPIPE else ""
             raise LayoutError(
-                f"--schedule {name} runs {self.ga} micro-batches per replica; it needs {even}at least "
+                f"--schedule {name} runs {ga} micro-batches per replica; it needs {even}at least "
                 f"2 x --pp = {2 * self.pp} (--global-batch)"
             )
 
@@ -218,8 +276,8 @@ class Layout:
         if self.schedule is Schedule.INTERLEAVED:
             if self.vpp < 2 or self.pp < 2:
                 raise LayoutError("--schedule interleaved needs --pp > 1 and --vpp V >= 2 chunks per rank")
-            if self.ga % self.pp:
-                count = f"the {self.ga} micro-batches"
+            if self.micro_batches % self.pp:
+                count = f"the {self.micro_batches} micro-batches"
                 raise LayoutError(f"--schedule interleaved needs {count} to be a multiple of --pp {self.pp}")
         elif self.vpp != 1:
             raise LayoutError(f"--vpp {self.vpp} needs --schedule interleaved")

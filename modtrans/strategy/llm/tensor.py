@@ -36,13 +36,14 @@ import math
 from fractions import Fraction
 
 from modtrans import dtypes
+from modtrans.comm import CommType
 from modtrans.ir.document import Kind, ModelIR
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm, a_in, a_out
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import TENSOR, Unit
+from modtrans.strategy.roles import LayerRole, Split
 from modtrans.strategy.techniques.megatron import roles_of
-from modtrans.workload.model import CommType
 
 
 def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1) -> None:
@@ -62,25 +63,25 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1)
     seen: set[tuple[int | None, str]] = set()
     for u in units:
         if u.x.owner.moe is not None:
-            u.role = "expert" if u.x.owner.moe.expert is not None else "router"
+            u.role = LayerRole.EXPERT if u.x.owner.moe.expert is not None else LayerRole.ROUTER
             continue
-        u.role = roles.get(u.name, "replicated")
+        u.role = roles.get(u.name, LayerRole.REPLICATED)
         if tp == 1:
             continue
-        if u.role == "replicated":
+        if u.role is LayerRole.REPLICATED:
             if sp:
                 u.scale = Fraction(1, tp)
             continue
-        u.x.ways, u.x.split = tp, "k" if u.role == "row" else "n"
-        if u.role in ("row", "embedding"):
+        u.x.ways, u.x.split = tp, Split.K if u.role is LayerRole.ROW else Split.N
+        if u.role in (LayerRole.ROW, LayerRole.EMBEDDING):
             out = -(-a_out(u.x.owner) // tokens)
-            scatter = sp and not (u.role == "embedding" and positions)
+            scatter = sp and not (u.role is LayerRole.EMBEDDING and positions)
             u.attach(
                 Place.AFTER_FWD, Comm(CommType.REDUCESCATTER if scatter else CommType.ALLREDUCE, out, TENSOR)
             )
             if sp:
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, out, TENSOR))
-        elif u.role == "column":
+        elif u.role is LayerRole.COLUMN:
             if u.name in whole:
                 u.attach(Place.AFTER_FWD, Comm(CommType.ALLGATHER, -(-a_out(u.x.owner) // tokens), TENSOR))
             # one collective per input and block: Megatron fuses the projections of one input in a
@@ -99,14 +100,16 @@ def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1)
     cross_entropy(units, tp, tokens)
 
 
-def _added_positions(units: list[Unit], roles: dict[str, str]) -> bool:
+def _added_positions(units: list[Unit], roles: dict[str, LayerRole]) -> bool:
     """Whether a replicated embedding's output is added to the word embedding's, as learned
     positions and token types are (GPT-2, BERT): an embedding of the word embedding's output
     shape. T5's relative position biases ([1, heads, s, s], added to the attention scores) are
     not: Megatron-LM's T5 with relative positions builds LanguageModelEmbedding without position
     embeddings (add_position_embedding False), so its output is reduce-scattered under SP."""
     words = {
-        u.x.owner.outputs[0].shape for u in units if roles.get(u.name) == "embedding" and u.x.owner.outputs
+        u.x.owner.outputs[0].shape
+        for u in units
+        if roles.get(u.name) is LayerRole.EMBEDDING and u.x.owner.outputs
     }
     return any(
         u.x.owner.kind is Kind.EMBEDDING and u.name not in roles and u.x.owner.outputs[0].shape in words
@@ -124,7 +127,7 @@ def cross_entropy(units: list[Unit], tp: int, tokens: int = 1) -> None:
     model's last layer when it is column-parallel, its logits split over the ranks (an LM head, a
     classifier); a row-parallel last layer all-reduced them, and a norm's output is whole."""
     last = units[-1] if units else None
-    if tp == 1 or last is None or last.role != "column" or not last.x.owner.outputs:
+    if tp == 1 or last is None or last.role is not LayerRole.COLUMN or not last.x.owner.outputs:
         return
     shape = last.x.owner.outputs[0].shape
     if shape is None or not all(isinstance(d, int) for d in shape):
@@ -147,7 +150,7 @@ def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
     if not sp or tp == 1:
         return
     for u in units:
-        if u.role in ("replicated", "router") and u.x.owner.kind is not Kind.EMBEDDING:
+        if u.role in (LayerRole.REPLICATED, LayerRole.ROUTER) and u.x.owner.kind is not Kind.EMBEDDING:
             u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, u.grad_bytes(), TENSOR))
 
 

@@ -10,27 +10,15 @@ are compositions of a few techniques:
     customized.py  HYBRID_CUSTOMIZED: each layer its own choice of the four above
     megatron.py    HYBRID_TRANSFORMER(_FWD_IN_BCKWD): Megatron tensor parallelism, data across
 
-A new technique is a new module here with `@technique(...)` on its function.
+A new technique is a new module here with `@technique(...)` (registry.py) on its function.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from modtrans.comm import Policy
+from modtrans.strategy.techniques.registry import TECHNIQUES, Technique, technique
 
-from modtrans.strategy.draft import Draft
-from modtrans.workload.model import Policy
-
-Technique = Callable[[Draft], None]
-TECHNIQUES: dict[Policy, Technique] = {}
-
-
-def technique(*policies: Policy) -> Callable[[Technique], Technique]:
-    def register(apply: Technique) -> Technique:
-        for policy in policies:
-            TECHNIQUES[policy] = apply
-        return apply
-
-    return register
+__all__ = ["TECHNIQUES", "Technique", "load", "technique"]
 
 
 def load() -> dict[Policy, Technique]:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping
 
+from modtrans.comm import Policy
 from modtrans.plan.model import Axis, Mesh, Purpose
 from modtrans.strategy.draft import Draft, LayerDraft
-from modtrans.strategy.techniques import technique
 from modtrans.strategy.techniques.data import reduce_gradients
 from modtrans.strategy.techniques.hybrid import DATA, TENSOR, model_then_data
 from modtrans.strategy.techniques.model import split_layer
-from modtrans.workload.model import Policy
+from modtrans.strategy.techniques.registry import technique
 
 
 @technique(Policy.HYBRID_CUSTOMIZED)

@@ -5,10 +5,10 @@ per layer: fwd NONE; ig NONE; wg ALLREDUCE P (its parameter bytes, the --params 
 
 from __future__ import annotations
 
+from modtrans.comm import CommType, Policy
 from modtrans.plan.model import Axis, Mesh, Purpose, Step
 from modtrans.strategy.draft import Draft, LayerDraft
-from modtrans.strategy.techniques import technique
-from modtrans.workload.model import CommType, Policy
+from modtrans.strategy.techniques.registry import technique
 
 
 def reduce_gradients(x: LayerDraft, over: frozenset[Purpose], size: int | None = None) -> None:

@@ -17,16 +17,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from modtrans.comm import CommType, Policy
 from modtrans.ir.document import Kind, ModelIR, Part, Role
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import Axis, Mesh, Purpose, Step
 from modtrans.strategy.draft import Draft
 from modtrans.strategy.recompute import checkpoint
+from modtrans.strategy.roles import LayerRole, Split
 from modtrans.strategy.share import SHARDABLE
-from modtrans.strategy.techniques import technique
 from modtrans.strategy.techniques.data import reduce_gradients
 from modtrans.strategy.techniques.hybrid import DATA, TENSOR
-from modtrans.workload.model import CommType, Policy
+from modtrans.strategy.techniques.registry import technique
 
 
 @technique(Policy.HYBRID_TRANSFORMER, Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
@@ -36,14 +37,14 @@ def megatron(draft: Draft) -> None:
     roles = roles_of(draft.ir, [x.owner for x in draft.layers])
     seen_inputs: set[str] = set()
     for x in draft.layers:
-        role = x.role = roles.get(x.owner.name, "replicated")
-        if role == "replicated":
+        role = x.role = roles.get(x.owner.name, LayerRole.REPLICATED)
+        if role is LayerRole.REPLICATED:
             reduce_gradients(x, DATA)
             continue
-        x.ways, x.split = g, "k" if role == "row" else "n"
-        if g > 1 and role in ("row", "embedding"):
+        x.ways, x.split = g, Split.K if role is LayerRole.ROW else Split.N
+        if g > 1 and role in (LayerRole.ROW, LayerRole.EMBEDDING):
             x.add(Step.FWD, CommType.ALLREDUCE, draft.a_out(x.owner), TENSOR)
-        if g > 1 and role == "column":
+        if g > 1 and role is LayerRole.COLUMN:
             shared = frozenset(a.name for a in x.owner.inputs)
             if not shared & seen_inputs:
                 x.add(Step.INPUT_GRAD, CommType.ALLREDUCE, draft.a_in(x.owner), TENSOR)
@@ -53,7 +54,7 @@ def megatron(draft: Draft) -> None:
         checkpoint(draft)
 
 
-def roles_of(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, str]:
+def roles_of(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, LayerRole]:
     """column / row / embedding for each GEMM owner: a linear layer fed (through layers without
     parameters) by a column-parallel one is row-parallel; every other linear layer is column-parallel.
 
@@ -68,14 +69,16 @@ def roles_of(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, str]:
     (megatron/core/models/vision/clip_vit_model.py, CLIPViTModel.__init__)."""
     by_name = {layer.name: layer for layer in ir.layers}
     vocabulary = max((_rows(o) for o in owners if o.kind is Kind.EMBEDDING), default=0)
-    roles: dict[str, str] = {}
+    roles: dict[str, LayerRole] = {}
     for owner in owners:
         if owner.kind is Kind.EMBEDDING:
             if _rows(owner) == vocabulary:
-                roles[owner.name] = "embedding"
+                roles[owner.name] = LayerRole.EMBEDDING
         elif owner.kind in SHARDABLE and not _patch_embedding(owner):
             fed_by = _parameterised_ancestors(owner, by_name)
-            roles[owner.name] = "row" if any(roles.get(x) == "column" for x in fed_by) else "column"
+            roles[owner.name] = (
+                LayerRole.ROW if any(roles.get(x) is LayerRole.COLUMN for x in fed_by) else LayerRole.COLUMN
+            )
     return roles
 
 

@@ -10,17 +10,18 @@ rank's part, as ASTRA-sim reads an all-gather's size (plan/sizes.py).
 
 from __future__ import annotations
 
+from modtrans.comm import CommType, Policy
 from modtrans.plan.model import Axis, Mesh, Purpose, Step
 from modtrans.strategy.draft import Draft, LayerDraft
-from modtrans.strategy.techniques import technique
-from modtrans.workload.model import CommType, Policy
+from modtrans.strategy.roles import LayerRole
+from modtrans.strategy.techniques.registry import technique
 
 
 def split_layer(draft: Draft, x: LayerDraft, ways: int, over: frozenset[Purpose]) -> None:
     """Shard a GEMM layer `ways` ways; gather its output, all-reduce its input gradient."""
     if not x.shardable or ways == 1:
         return
-    x.ways, x.role = ways, "split"
+    x.ways, x.role = ways, LayerRole.SPLIT
     x.add(Step.FWD, CommType.ALLGATHER, draft.a_out(x.owner), over)
     x.add(Step.INPUT_GRAD, CommType.ALLREDUCE, draft.a_in(x.owner), over)
 
