@@ -26,11 +26,11 @@ LINE = re.compile(r"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)")
 # command (with {out} filled in) -> (module budget, libraries it must not import), in an order
 # where each command reads what one before it wrote
 BUDGETS: dict[str, tuple[int, set[str]]] = {
-    "--help": (260, TEXT_ONLY | {"rich"}),
-    "translate llama-3-8b --tp 2 -o {out}/l.txt": (340, TEXT_ONLY),
-    "validate {out}/l.txt": (265, TEXT_ONLY | {"rich"}),
-    "translate llama-3-8b --tp 2 --pp 2 --format chakra-et -o {out}/l": (345, LIBRARIES),
-    "validate {out}/l.0.et {out}/l.1.et {out}/l.2.et {out}/l.3.et": (310, LIBRARIES | {"rich"}),
+    "--help": (250, TEXT_ONLY | {"rich"}),
+    "translate llama-3-8b --tp 2 -o {out}/l.txt": (335, TEXT_ONLY),
+    "validate {out}/l.txt": (250, TEXT_ONLY | {"rich"}),
+    "translate llama-3-8b --tp 2 --pp 2 --format chakra-et -o {out}/l": (340, LIBRARIES),
+    "validate {out}/l.0.et {out}/l.1.et {out}/l.2.et {out}/l.3.et": (305, LIBRARIES | {"rich"}),
     "translate resnet50 -o {out}/r.txt": (510, {"jsonschema", "lark", "pydantic"}),
 }
 
