@@ -109,8 +109,10 @@ def text(
     strict: bool = False,
     more: str = "--all shows every finding",
 ) -> None:
-    if not diagnostics and not checked:
-        return  # nothing to say: no console, no rich
+    if not diagnostics:  # one plain line or nothing: rich, 20-40 ms to import, prints findings only
+        if checked:
+            stream.write(_summary(diagnostics, checked, strict) + "\n")
+        return
     from rich.text import Text
 
     console = _console(stream, color, soft_wrap=True)
@@ -138,14 +140,19 @@ def text(
         for (path, code), n in hidden.items():
             console.print(Text(f"{path or '<input>'}: ... and {n} more {code} ({more})", style="dim"))
     if checked:
-        counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
-        summary = ", ".join(
-            f"{n} {s.label}{'s' * (n != 1)}" for s, n in counts.items() if n and s <= Severity.INFO
-        )
-        files = f"{checked} file{'s' * (checked != 1)}"
-        warned = strict and counts[Severity.WARNING] and not counts[Severity.ERROR]
-        because = " (--strict: warnings fail)" if warned else ""
-        console.print(Text(f"{files} checked: {summary or 'no problems'}{because}", style="bold"))
+        console.print(Text(_summary(diagnostics, checked, strict), style="bold"))
+
+
+def _summary(diagnostics: Sequence[Diagnostic], checked: int, strict: bool) -> str:
+    """`N files checked: 2 errors, 1 warning`, or `... no problems`."""
+    counts = {s: sum(1 for d in diagnostics if d.severity is s) for s in Severity}
+    summary = ", ".join(
+        f"{n} {s.label}{'s' * (n != 1)}" for s, n in counts.items() if n and s <= Severity.INFO
+    )
+    files = f"{checked} file{'s' * (checked != 1)}"
+    warned = strict and counts[Severity.WARNING] and not counts[Severity.ERROR]
+    because = " (--strict: warnings fail)" if warned else ""
+    return f"{files} checked: {summary or 'no problems'}{because}"
 
 
 def _excerpt(console: Console, d: Diagnostic, line: str | None) -> None:

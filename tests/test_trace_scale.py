@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from modtrans import chakra, pipeline
+from modtrans.chakra import ranks
 from modtrans.chakra.read import Trace, TraceNode, read
 from modtrans.chakra.validate import NAMES, RECV, SEND, check_set, one_trace, validate_paths
 from modtrans.chakra.validate import _groups as groups_of
@@ -307,6 +308,37 @@ def test_every_planted_defect_is_found_as_reading_every_rank_whole(
     changed = f"t.{R}.et"
     if case not in ("T701", "T708 no file", "T714"):
         assert changed in {d.path for d in found}
+
+
+@pytest.mark.parametrize("pure", [0, 1 << 40], ids=["numpy", "halving"])
+@pytest.mark.parametrize("case", ["T703", "T706", "T707", "T708", "T710", "T712", "T713"])
+def test_both_ways_of_finding_differing_bytes_give_the_findings_of_reading_every_rank_whole(
+    case: str, pure: int, llm: tuple[dict[str, bytes], bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set compares its first PURE_BYTES by halving and the rest with numpy: each way alone."""
+    monkeypatch.setattr(ranks, "PURE_BYTES", pure)
+    traces, groups = PLANTED[case](*llm)
+    assert check_set(traces, groups, "t.comm_groups.json") == reference(traces, groups, "t.comm_groups.json")
+
+
+def test_the_stretches_found_by_halving_hold_every_differing_byte(
+    llm: tuple[dict[str, bytes], bytes],
+) -> None:
+    """Against a byte-by-byte comparison: real ranks of one stage, and the same with bytes flipped
+    at both ends, at a stretch's edges and in a run longer than a stretch."""
+    traces, _ = llm
+    a, b = _region(traces[f"t.{R - 1}.et"]), _region(traces[f"t.{R}.et"])
+    flipped = bytearray(b)
+    for i in (0, 1, ranks.LEAF - 1, ranks.LEAF, 1000, *range(5000, 5000 + 3 * ranks.LEAF), len(b) - 1):
+        flipped[i] ^= 0xFF
+    for x, y in ((a, b), (a, bytes(flipped)), (a, a)):
+        differ = [i for i in range(len(x)) if x[i] != y[i]]
+        stretches = ranks._stretches(x, y)
+        assert all(hi - lo <= ranks.LEAF and x[lo:hi] != y[lo:hi] for lo, hi in stretches)
+        assert stretches == sorted(stretches)
+        covered = {i for lo, hi in stretches for i in range(lo, hi)}
+        assert set(differ) <= covered
+        assert len(covered) <= ranks.LEAF * len(differ)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,9 @@ in their metadata. Three things follow:
 * A rank's nodes are compared, as bytes, with those of an earlier rank of the same length (one
   per length is kept). When no byte of a length prefix differs, the two split into records at
   the same offsets, so only the records holding a differing byte are looked at; the others are
-  the earlier rank's nodes. Anything else is split record by record.
+  the earlier rank's nodes. Anything else is split record by record. The differing bytes are
+  found by halving (`_stretches`: slices compared with memcmp), then by numpy once a set has
+  compared more bytes than importing numpy costs (`PURE_BYTES`).
 * Each distinct node's bytes are decoded once, into what the checks across ranks read.
 * The checks on one trace alone run once per *shape*: the node sequence with the values of
   `pg_name`, `comm_src`, `comm_dst` and `comm_tag` blanked, which those checks never read (they
@@ -26,6 +28,8 @@ findings are those of checking every rank whole.
 from __future__ import annotations
 
 import dataclasses
+from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +41,11 @@ from modtrans.fileio import what_is
 SEND, RECV, COLL = 5, 6, 7
 READ = frozenset({"comm_type", "comm_size", "pg_name", "comm_src", "comm_dst", "comm_tag"})
 BLANKED = frozenset({"pg_name", "comm_src", "comm_dst", "comm_tag"})
+# numpy finds differing bytes at 0.2 ms/MiB and halving at 1.25 ms/MiB, but importing numpy costs
+# 70 ms (issue 39's machine; 170-190 ms on a loaded 2-core VM): a set compares its first 64 MiB
+# (80 ms) without it. Measured on an 8-rank Llama-3-8B set, 2.6 MB compared; see bench_startup.py.
+PURE_BYTES = 64 << 20
+LEAF = 64  # halving stops at stretches this long (16-256 measured within 30 % of each other)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -96,8 +105,8 @@ class _Split:
     body start, its nodes and their shapes."""
 
     region: bytes
-    starts: Any  # numpy arrays
-    bodies: Any
+    starts: array[int]  # 'q'
+    bodies: array[int]
     nodes: list[Node]
     shapes: list[int]
 
@@ -122,6 +131,7 @@ class Scanner:
         self.shapes: dict[bytes, int] = {}
         self.checked: dict[tuple[int, ...], _Checked] = {}  # per shape sequence
         self.earlier: dict[int, _Split] = {}  # by the length of the bytes after the metadata
+        self.compared = 0  # bytes compared by halving: past PURE_BYTES, numpy compares
 
     def scan(self, data: bytes, path: str) -> tuple[Rank, list[Diagnostic]]:
         """The rank's summary and the findings on its trace alone."""
@@ -165,23 +175,35 @@ class Scanner:
     def _like(self, region: bytes, earlier: _Split) -> _Split | None:
         """The records of `region`, split where those of an earlier rank of the same length are:
         None when a length prefix differs."""
-        import numpy as np
-
-        differ = np.flatnonzero(np.frombuffer(region, np.uint8) != np.frombuffer(earlier.region, np.uint8))
-        if not differ.size:
+        if region == earlier.region:
             return dataclasses.replace(earlier, region=region)
-        records = np.searchsorted(earlier.starts, differ, side="right") - 1
-        if (differ < earlier.bodies[records]).any():
+        starts, bodies, old = earlier.starts, earlier.bodies, earlier.region
+        touched = sorted(self._touched(region, old, starts))  # may hold a record that is the same
+        ends = [starts[i + 1] if i + 1 < len(starts) else len(region) for i in touched]
+        if any(region[starts[i] : bodies[i]] != old[starts[i] : bodies[i]] for i in touched):
             return None
         nodes, shapes = list(earlier.nodes), list(earlier.shapes)
-        ends = [*earlier.starts[1:].tolist(), len(region)]
-        for i in np.unique(records).tolist():
-            nodes[i], shapes[i] = self._node(region[int(earlier.bodies[i]) : ends[i]])
-        return _Split(region, earlier.starts, earlier.bodies, nodes, shapes)
+        for i, end in zip(touched, ends, strict=True):
+            body = region[bodies[i] : end]
+            if body != old[bodies[i] : end]:
+                nodes[i], shapes[i] = self._node(body)
+        return _Split(region, starts, bodies, nodes, shapes)
+
+    def _touched(self, region: bytes, old: bytes, starts: array[int]) -> set[int]:
+        """The indices of the records holding a byte where `region` and `old` differ (and of some
+        of their neighbours, by halving)."""
+        if self.compared < PURE_BYTES:
+            self.compared += len(region)
+            touched: set[int] = set()
+            for lo, hi in _stretches(region, old):
+                touched.update(range(bisect_right(starts, lo) - 1, bisect_right(starts, hi - 1)))
+            return touched
+        import numpy as np  # 70 ms: only once halving has cost as much (PURE_BYTES)
+
+        differ = np.flatnonzero(np.frombuffer(region, np.uint8) != np.frombuffer(old, np.uint8))
+        return set(np.unique(np.searchsorted(np.frombuffer(starts, np.int64), differ, "right") - 1).tolist())
 
     def _records(self, region: bytes) -> _Split | None:
-        import numpy as np
-
         nodes: list[Node] = []
         shapes: list[int] = []
         starts: list[int] = []
@@ -209,7 +231,7 @@ class Scanner:
             entry = known(body) or self._node(body)
             nodes.append(entry[0])
             shapes.append(entry[1])
-        return _Split(region, np.array(starts, np.int64), np.array(bodies, np.int64), nodes, shapes)
+        return _Split(region, array("q", starts), array("q", bodies), nodes, shapes)
 
     def _node(self, body: bytes) -> tuple[Node, int]:
         """A node's bytes decoded (raises DecodeError), with its shape."""
@@ -229,3 +251,20 @@ class Scanner:
             shape = message.SerializeToString()
         entry = self.nodes[body] = (decoded, self.shapes.setdefault(shape, len(self.shapes)))
         return entry
+
+
+def _stretches(a: bytes, b: bytes) -> list[tuple[int, int]]:
+    """Stretches of at most LEAF bytes, in order, that hold every byte where `a` and `b` (of one
+    length) differ: halves compared as slices, the equal ones dropped."""
+    found: list[tuple[int, int]] = []
+    todo = [(0, len(a))]
+    while todo:
+        lo, hi = todo.pop()
+        if a[lo:hi] == b[lo:hi]:
+            continue
+        if hi - lo <= LEAF:
+            found.append((lo, hi))
+            continue
+        mid = (lo + hi) // 2
+        todo += ((mid, hi), (lo, mid))
+    return found
