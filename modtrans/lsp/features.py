@@ -254,6 +254,7 @@ V223: a transformer keyword there has no group)."""
 _COMM_FIELDS = vocabulary.COMMS  # the comm-type fields of a layer line (0-based token index)
 _POLICY_FIELD = vocabulary.POLICY
 
+
 @dataclass(frozen=True)
 class Completion:
     label: str
