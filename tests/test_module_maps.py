@@ -1,5 +1,4 @@
-"""Module maps are true: each package's docstring names exactly the modules the package holds, and
-pyproject.toml's comments name only files that exist.
+"""Module maps are true: each package's docstring names exactly the modules the package holds.
 
 A map names a module as `name.py` or a subpackage as `name/`; a path with a folder before it
 (`strategy/program.py`) is a reference elsewhere, not part of the map. The root package's map is
@@ -66,16 +65,3 @@ def test_the_map_reader_sees_what_a_map_names() -> None:
     """The reader takes bare names and leaves paths, globs and dotted names alone."""
     text = "ops/ (op -> facts), moe.py; strategy/program.py, configs/*.json, run.1.et, registry.REGISTRY"
     assert named(text) == {"ops/", "moe.py"}
-
-
-def test_pyprojects_comments_name_files_that_exist() -> None:
-    """Each path pyproject.toml's comments give (`modtrans/chakra/schema.py`, `extraction/`,
-    `.ci/run`) names a file or folder of the repository or of the package."""
-    paths = []
-    for line in (ROOT / "pyproject.toml").read_text(encoding="utf-8").splitlines():
-        comment = line.partition("#")[2] if not line.lstrip().startswith("#") else line.lstrip("# ")
-        paths += re.findall(r"(?<![\w.])((?:\.?[\w-]+/)+(?:[\w-]+\.\w+)?)", comment)
-    assert len(paths) >= 8  # the comments name at least this many (14 when this was written)
-    wheel_only = {"modtrans/_data/"}  # where the wheel puts grammar/ and schemas/ (test_packaging)
-    missing = [p for p in paths if not ((ROOT / p).exists() or (PACKAGE / p).exists() or p in wheel_only)]
-    assert not missing, f"pyproject.toml's comments name what is not there: {missing}"
