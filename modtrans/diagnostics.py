@@ -552,7 +552,7 @@ sweep; `ga` only enters its pipeline-bubble formula), and frameworks all-reduce 
 iteration, after the last micro-batch (Megatron-LM's no_sync; DeepSpeed's gradient accumulation
 boundary). A weight-gradient ALLREDUCE over the data-parallel group written in each of the `ga`
 micro-batch copies of a layer makes SimAI move `ga` times the bytes. AICB writes the copies with
-no data-parallel collective and the data-parallel lines once; modtrans before issue 24 did not.
+no data-parallel collective and the data-parallel lines once, as modtrans does.
 DeepSpeed's ZeRO-2 is the exception: it all-reduces gradients in every micro-batch
 (stage_1_and_2.py), so `translate --framework deepspeed --zero 2` writes one per copy.
   bad:  ga: 4 ... layer.0 ... ALLREDUCE 4096 ... layer.0.mb1 ... ALLREDUCE 4096 (x4)

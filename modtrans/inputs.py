@@ -3,7 +3,7 @@
 A model reader (translate, extract) takes MODEL, a workload reader (validate, fmt, convert)
 WORKLOAD, and inspect and diff, which read either, EITHER. An empty file is none of them, whatever
 its name: every reader refuses it with one message naming what its command takes (F007, exit 2),
-where the ONNX reader said "not an ONNX model" and the JSON reader "invalid JSON".
+not a reader's own ("not an ONNX model", "invalid JSON").
 """
 
 from __future__ import annotations

@@ -320,7 +320,7 @@ class _Display:
         self.timer.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.timer.cancel()
         if self.listening is not None:
             self.listening.__exit__(None, None, None)

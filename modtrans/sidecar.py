@@ -14,9 +14,9 @@ An output and its metadata name each other: the metadata records the output's fi
 the SHA-256 of its bytes, and readers of a file that has a `.meta.json` beside it check the pair.
 
 Two renames cannot be made one, so a run killed between them (or a user who edits the workload,
-or copies an older one over it) can leave a workload beside another run's metadata. Nothing then
-looked wrong; now `validate` and `diff` say F006 (a warning) naming both files. Metadata written
-before this field existed, or a sidecar that is not ModTrans's, is not judged.
+or copies an older one over it) can leave a workload beside another run's metadata: `validate`
+and `diff` say so, F006 (a warning) naming both files. Metadata without the output's SHA-256, or a
+sidecar that is not ModTrans's, is not judged.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ import pytest
 from typer.testing import CliRunner
 
 from modtrans.cli import app
+from tests.test_module_maps import held, named
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -386,6 +387,20 @@ def test_the_layouts_only_importer_claims_are_true() -> None:
         inside = {a for a in actual if any(a == c or (c.endswith("/") and a.startswith(c)) for c in claimed)}
         assert inside == actual, f"docs: {library} is imported by {sorted(actual - inside)} too"
         assert all(any(a == c or a.startswith(c) for a in actual) for c in claimed), (library, claimed)
+
+
+def test_the_source_layout_names_every_module() -> None:
+    """Each package of modtrans/ in the source layout: its entries and what its own line names
+    bare (`cli/  ... common.py (...), values.py ...`) are exactly the modules it holds."""
+    entries, wrong = _layout(), {}
+    for folder in sorted({p.parent for p in (ROOT / "modtrans").rglob("__init__.py")}):
+        prefix = str(folder.relative_to(ROOT)) + "/"
+        said = {path[len(prefix) :] for path in entries if path.startswith(prefix) and path != prefix}
+        said = {name for name in said if name.count("/") == name.endswith("/")}  # children only
+        said |= named(entries.get(prefix, ""))
+        if said != (there := held(folder)):
+            wrong[prefix] = {"not named": sorted(there - said), "gone": sorted(said - there)}
+    assert wrong == {}, f"docs/development.md's source layout: {wrong}"
 
 
 def _helps() -> str:

@@ -2,10 +2,13 @@
 
 schema.py    Chakra's et_def.proto messages, declared on protobuf (no Chakra package needed)
 write.py     Plan -> one trace per rank and the communicator-group file
+wire.py      nodes as protobuf wire bytes, written directly: the writer's inner loop
 read.py      trace files -> nodes (positioned failures for files that are not traces)
 ranks.py     trace files -> what the checks across ranks read, a rank at a time, each distinct
              node decoded once
 validate.py  trace-set checks across ranks (modtrans validate run.*.et)
+summary.py   per-rank totals of a set (modtrans inspect PREFIX)
+programs.py  a set read back as one program per pipeline stage (inspect PREFIX --timeline)
 """
 
 from modtrans.chakra.write import ChakraError, files, group_file, groups_json, write

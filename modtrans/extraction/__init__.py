@@ -3,9 +3,10 @@
     ir, diagnostics = extract(Path("resnet50.onnx"), batch=8)
 
 Steps: wire.py (file -> bytes without weights), load.py (onnx parse, inputs, checker, shape
-inference within a memory budget), fold.py, arith.py and shapes.py (the shapes inference cannot
-see by itself), graph.py (graph -> layers), loops.py (Loop / Scan trip counts), ops/ (op ->
-FLOPs, GEMM, parameter roles, by family), moe.py (mixtures of experts).
+inference within a memory budget), fold.py, scopes.py, arith.py and shapes.py (the shapes
+inference cannot see by itself), graph.py (graph -> layers), structure.py (each layer's block
+from its module path), loops.py (Loop / Scan trip counts), ops/ (op -> FLOPs, GEMM, parameter
+roles, by family), moe.py (mixtures of experts).
 """
 
 from __future__ import annotations

@@ -1,0 +1,7 @@
+"""The intermediate document (IR): a model's layers, parameters, shapes and FLOPs, whichever
+reader made it (ONNX extraction or a transformer configuration) and whatever strategy reads it.
+
+document.py  the IR dataclasses <-> JSON (validated by schemas/model-ir.schema.json)
+flops.py     the FLOP formulas every IR builder uses, per training phase
+render.py    IR -> the table `modtrans inspect` prints (rich), or CSV / JSON rows
+"""

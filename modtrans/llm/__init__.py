@@ -1,7 +1,9 @@
 """Transformer configurations -> the IR, with no weights and no framework: the path for LLMs.
 
-config.py  Hugging Face config.json -> Arch (one normalised description per family)
-build.py   Arch -> ModelIR, named like the transformers modules
+config.py           Hugging Face config.json -> Arch (one normalised description per family)
+families.py         the decoder families beyond Llama's layout: module names, where the norms go
+build.py            Arch -> ModelIR, named like the transformers modules
+encoder_decoder.py  the T5 family -> ModelIR, named like T5ForConditionalGeneration's modules
 vision.py  a vision-language model's Arch (LLaVA, LLaVA-NeXT, Gemma 3, Qwen2-VL, Qwen2.5-VL) -> ModelIR:
            the image encoder, its projector or merger, then build.py's language model
 

@@ -134,7 +134,6 @@ class Arch:
     mlp_bias: bool
     positions: int  # learned position embeddings (0: rotary)
     token_types: int = 0  # BERT's segment embeddings
-    post_norm: bool = False  # BERT: normalise after each residual add
     experts: Experts | None = None
     latent: Latent | None = None
     dtype: str = "bfloat16"
@@ -376,7 +375,6 @@ def _bert(config: Mapping[str, Any], dtype: str) -> Arch:
         mlp_bias=True,
         positions=positions,
         token_types=_get(config, "type_vocab_size", default=2),
-        post_norm=True,
         heads_on_top=_bert_heads(config.get("architectures")),
         dtype=dtype,
         context=positions,

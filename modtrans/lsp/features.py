@@ -254,9 +254,6 @@ V223: a transformer keyword there has no group)."""
 _COMM_FIELDS = vocabulary.COMMS  # the comm-type fields of a layer line (0-based token index)
 _POLICY_FIELD = vocabulary.POLICY
 
-SIMAI_KEYS = frozenset(k.key for k in vocabulary.HEADER_KEYS if k.dialects == {Dialect.SIMAI})
-"""The keys only SimAI reads: ep, pp, vpp, ga, all_gpus, pp_comm and the keyed DLRM layer."""
-
 
 @dataclass(frozen=True)
 class Completion:

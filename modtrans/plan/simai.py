@@ -13,7 +13,7 @@ range(self.ga_num)`; the copies' names end in .mb1, .mb2 ...), and what a framew
 iteration (the data-parallel gradient reduction, ZeRO's and the distributed optimizer's
 reduce-scatter and all-gather: the plan's tail collectives) only in the first copy, whose
 backward SimAI runs last. AICB writes the data-parallel lines once too (grad_gather,
-grad_param_comm); before issue 24 every copy carried them (Llama-3-8B at GA 8: 8x the bytes).
+grad_param_comm); a copy in each micro-batch would move GA times the bytes (D311).
 
 Per line, the columns a collective can take, and the group SimAI gives it (Workload.cc's prefix
 and suffix decoding; workload-format spec section 6.2):

@@ -19,8 +19,8 @@ comm_size S = 100 MiB takes (n - 1) S / B on n = 4, 8, 16 NPUs (976,606 / 2,278,
 ns), S / n takes (n - 1)/n S / B, the time of a ring moving the gathered S. SimAI (aliyun/SimAI
 cef83f9): Sys.cc sets every collective to NcclFlowModel, whose all-gather flows are data_size /
 nranks per step (MockNcclGroup.cc genAllGatherFlowModels): the size is the gathered output, as AICB
-writes it. Before issue 24 the traces and ASTRA-sim text held the gathered size: ASTRA-sim moved
-n times the bytes of every all-gather (sequence parallelism, ZeRO, MODEL's forward).
+writes it. So the traces and ASTRA-sim text hold an all-gather's one-rank part: the gathered size
+would make ASTRA-sim move n times the bytes (sequence parallelism, ZeRO, MODEL's forward).
 """
 
 from __future__ import annotations

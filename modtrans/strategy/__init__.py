@@ -3,6 +3,8 @@
 groups.py      which IR layers become workload layers (the --params convention) and their cost
 draft.py       what a technique edits: per unit its division and its collectives at each Place
 share.py       what one rank computes of a unit (rank_share), for every technique
+roles.py       what part of a layer each rank holds (a layer's role), which share.py reads
+frameworks.py  how the training frameworks reduce gradients (in which dtype), each with its source
 techniques/    the keyword presets, one module per technique, registered by keyword
 llm/           the tensor x pipeline x data x expert layout, one module per technique
 recompute.py   FWD_IN_BCKWD's checkpoints: the recomputed forward segments

@@ -20,7 +20,7 @@ Megatron-LM (NVIDIA/Megatron-LM d98e8a6), the default:
 So a bf16 model's data-parallel all-reduce (or the distributed optimizer's reduce-scatter) moves
 4 bytes per parameter and its parameter all-gather 2: AICB's GPT-13B file at TP 4 writes
 grad_param_comm REDUCESCATTER 13,913,149,440 B and grad_gather ALLGATHER 6,956,574,720 B, i.e.
-4 and 2 bytes per parameter of a tensor-parallel rank. Before issue 24 the gradients went in 2.
+4 and 2 bytes per parameter of a tensor-parallel rank.
 `--dtype-bytes B` overrides the gradient's width (B = 2: Megatron's --grad-reduce-in-bf16).
 
 DeepSpeed (microsoft/DeepSpeed 38327e0) sends gradients in the model's own dtype (bf16 or fp16:

@@ -8,7 +8,7 @@ forward again (astra-sim/astra-sim, branch ASTRA-sim-1.0, astra-sim/workload/Wor
 Workload::iterate_hybrid_parallel_Transformer_fwd_in_bckwd, LoopState::Forward_In_BackPass: after
 each recomputed forward `index++; if (layers[index]->needs_fwd_in_bckwd_initiation)
 current_state = LoopState::Input_Gradient;`), so neither do the traces: their compute equals the
-text's on 1.0 (GPT-2: lm_head's forward, 126,679 ns, was recomputed before issue 23). A segment of
+text's on 1.0 (GPT-2: lm_head's forward, 126,679 ns, is not recomputed). A segment of
 one layer (the checkpoint is the initiating layer) recomputes that layer: 1.0 starts its
 Forward_In_BackPass there and then runs on into the next segment, which no trace imitates.
 The plan carries the lists (Preset.checkpoints: the text's header writes them) and the

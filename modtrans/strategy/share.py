@@ -47,8 +47,7 @@ class Folded(enum.StrEnum):
                activation_func of linear_fc1's ColumnParallelLinear output, gather_output=False).
     GEMM_ONLY  whole: only the GEMM is divided, as ASTRA-sim 1.0's workload generator sizes a
                layer (scripts/workload_generator/gen_astrasim_workload_input.py: a layer is one
-               M x N x K GEMM costed by SCALE-Sim; nothing else in it is split). modtrans's
-               HYBRID_TRANSFORMER keyword computed this before issue 23.
+               M x N x K GEMM costed by SCALE-Sim; nothing else in it is split).
     """
 
     MEGATRON = "megatron"

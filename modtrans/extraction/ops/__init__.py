@@ -2,8 +2,8 @@
 
 Each handler sees one node with its attributes, the inferred shapes of its inputs and outputs,
 for each input whether it is a parameter, and the node's domain and opset version. It returns
-what the layer is. Handlers are registered by (domain, op_type) in registry.REGISTRY, one module
-per op family:
+what the layer is. Handlers are registered by (domain, op_type) in registry.py's REGISTRY, one
+module per op family:
 
   gemm.py       Conv, ConvTranspose, Gemm, MatMul, LSTM / GRU / RNN, Einsum
   quantized.py  ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul, QGemm, MatMulNBits,

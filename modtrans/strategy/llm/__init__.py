@@ -1,14 +1,20 @@
 """LLM-scale training: tensor x pipeline x data x expert parallelism, sequence parallelism, ZeRO,
 micro-batches and activation recomputation, for any model the IR holds.
 
-options.py   the layout: every degree (T, C, E, ETP, D, P, V), the rank order, the mesh, the rules
-unit.py      a workload layer as one rank runs it, and where collectives attach
-tensor.py    Megatron tensor parallelism and sequence parallelism
-expert.py    expert parallelism: local experts, dispatch and combine all-to-alls
-data.py      data parallelism and ZeRO 1/2/3
-stages.py    the cut into pipeline chunks at block boundaries
-build.py     plan(): all of the above composed into a Plan, each stage's program built by
-             strategy/program.py (schedules: strategy/schedule.py), the keyword presets' builder too
+options.py      the layout: every degree (T, C, E, ETP, D, P, V), the rank order, the mesh, the rules
+unit.py         a workload layer as one rank runs it, and where collectives attach
+tensor.py       Megatron tensor parallelism and sequence parallelism
+context.py      context parallelism: the sequence split over C ranks, keys and values gathered
+expert.py       expert parallelism: local experts, dispatch and combine all-to-alls
+data.py         data parallelism and ZeRO 1/2/3 as Megatron-LM runs them
+buckets.py      Megatron-LM's gradient buffers and buckets: the reduction per model chunk
+deepspeed.py    data parallelism and ZeRO as DeepSpeed runs them (--framework deepspeed)
+fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp)
+stages.py       the cut into pipeline chunks at block boundaries
+activations.py  what a block stores for its backward, by attention kernel, MLP and dropout
+memory.py       memory per rank of each stage: weights, gradients, optimizer state, activations
+build.py        plan(): all of the above composed into a Plan, each stage's program built by
+                strategy/program.py (schedules: strategy/schedule.py), the keyword presets' builder too
 
 The mesh is Layout.mesh(), in Megatron-Core's order "tp-cp-ep-dp-pp", tensor fastest; its dp axis
 holds the D / E expert-data ranks: the dense gradients' group spans cp x ep x dp (D x C ranks),

@@ -1,42 +1,33 @@
 """Expert parallelism (GShard, Lepikhin et al. 2020; Megatron-Core's MoE): the E experts of a
 mixture-of-experts block spread over the E_p ranks of the expert axis, carved from the data ranks.
 
-Per MoE block and micro-batch, with tokens·top-k·hidden·bytes dispatched (÷ T with SP):
-    router: fwd ALLTOALL dispatch after it; bwd ALLTOALL of the dispatched tokens' gradients
-        before its backward
-    the block's last local expert: fwd ALLTOALL combine after it; bwd ALLTOALL of the combined
-        output's gradient before its backward (the first thing the block's backward does)
-Each rank computes E / E_p experts on the tokens all E_p ranks route to them: under balanced
-routing E_p times an expert's share of the local tokens, so an expert unit's compute is scaled by
-E_p (E_p / T with sequence parallelism, which MoE with T > 1 needs, as in Megatron-Core: each
-tensor-parallel rank routes its own 1/T of the sequence) and only E / E_p of them are kept (the
-program names experts 0 .. E/E_p - 1; rank r of the expert group holds experts r·E/E_p ..., at
-the same cost). Expert tensor parallelism (Megatron-Core's --expert-tensor-parallel-size, --etp):
-    ETP = T (the default, as Megatron-Core's): each expert's GEMMs split over the tensor ranks
-        like a dense MLP (w1 / w3 column-, w2 row-parallel); after the dispatch all-to-all the
-        tensor ranks all-gather their tokens, before the combine they reduce-scatter the experts'
-        output (token_dispatcher.py, MoEAlltoAllTokenDispatcher), the conjugates in the backward
+Per MoE block and micro-batch, tokens x top-k x hidden x bytes (/ T with SP) go in four
+all-to-alls: the dispatch after the router's forward, the combine after the last local expert's,
+and their gradients before those units' backwards.
+
+Each rank computes E / E_p experts (named 0 .. E/E_p - 1; the others cost the same) on the tokens
+all E_p ranks route to them: under balanced routing an expert unit's compute is scaled by E_p, or
+by E_p / T with sequence parallelism, which MoE with T > 1 needs (each tensor rank routes its own
+1/T of the sequence, as in Megatron-Core).
+
+Expert tensor parallelism (--etp, Megatron-Core's --expert-tensor-parallel-size):
+    ETP = T (the default, as Megatron-Core's): each expert's GEMMs split over the tensor ranks like
+        a dense MLP; the tensor ranks all-gather their tokens after the dispatch and reduce-scatter
+        the experts' output before the combine, the conjugates in the backward (token_dispatcher.py,
+        MoEAlltoAllTokenDispatcher)
     ETP = 1: whole experts on every tensor rank, each on its own sequence shard's tokens
-Expert gradients are reduced over the expert-data-parallel group, the ranks holding the same
-expert shards: T x D / (ETP x E_p) of them (megatron/core/parallel_state.py,
-initialize_model_parallel: the expert mesh [ETP, EP, EDP, PP]), the data axis for ETP = T, tensor
-x data for ETP = 1; router and dense gradients over all D.
-A capacity factor F (Megatron's --moe-expert-capacity-factor; moe_utils.py, get_capacity, called
-by topk_softmax_with_capacity with num_tokens x topk): each expert takes at most
-ceil(t k / E x F) of the t tokens a rank routes, the rest dropped before the dispatch; under
-balanced routing none is dropped for F >= 1, and E x capacity of the t k are kept for F < 1. With
---moe-pad-expert-input-to-capacity every expert's tokens are padded to its capacity
-(MoEAlltoAllTokenDispatcher with drop_and_pad: num_out_tokens = capacity x E): E x capacity
-tokens are dispatched and computed whatever F is. The experts' compute and every collective of
-the dispatch scale with the tokens kept.
-Before issue 24 expert gradients went over D / E_p ranks only: tensor-parallel peers, which hold
-the same experts and see other tokens, never combined them (Mixtral --tp 2 --ep 2 --dp 4 reduced
-over {0, 4}; DeepSeekMoE-16B --tp 2 --ep 4 --dp 4 reduced nothing): that is ETP = T's group
-with ETP = 1's whole experts. With ETP = T the mesh is Megatron-Core's expert mesh rank for rank;
-with ETP 1 its groups have Megatron's sizes, but Megatron folds its expert mesh anew (expert group
-{0, 1}, expert-data group {0, 2, 4, 6} for rank 0 at T 2, E 2, D 4) where this mesh keeps the
-tensor axis fastest (expert group {0, 2}, expert-data group {0, 1, 4, 5}): the same bytes over
-groups of the same size, placed differently on a hierarchical network.
+Expert gradients are reduced over the ranks holding the same expert shards, T x D / (ETP x E_p)
+of them (megatron/core/parallel_state.py, initialize_model_parallel: the expert mesh [ETP, EP,
+EDP, PP]); router and dense gradients over all D. At ETP = 1 the groups have Megatron's sizes, but
+this mesh keeps the tensor axis fastest: for rank 0 at T 2, E 2, D 4 the expert group is {0, 2}
+and the expert-data group {0, 1, 4, 5}, where Megatron's are {0, 1} and {0, 2, 4, 6}.
+
+A capacity factor F (--moe-expert-capacity-factor; moe_utils.py, get_capacity, called by
+topk_softmax_with_capacity with num_tokens x topk) lets each expert take at most ceil(t k / E x F)
+of the t tokens a rank routes: under balanced routing none is dropped for F >= 1, and E x capacity
+of the t k are kept for F < 1. --moe-pad-expert-input-to-capacity pads every expert's tokens to
+its capacity (MoEAlltoAllTokenDispatcher, drop_and_pad: num_out_tokens = capacity x E). The
+experts' compute and the dispatch's collectives scale with the tokens kept.
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ Without --stages a transformer is cut as Megatron-LM cuts it: num_layers / (P x 
 chunk (megatron/core/transformer/transformer_block.py, get_num_layers_to_build), the embedding in
 the first chunk and the final norm and head in the last; blocks that do not divide are a usage
 error naming the rule (Megatron asserts it; --stages is its --decoder-first/last-pipeline-num-layers).
-Before issue 24 the cut balanced compute, which Megatron does not do (Llama-3-70B at P 8: 10, 11,
-..., 11, 4 blocks; interleaved Llama-3-8B at P 4 V 2: 4, 5, 5, 5, 5, 5, 2, 1). A model without
-blocks (a CNN) is still cut where compute balances: the contiguous partition whose largest chunk
-is smallest (binary search over the bound, greedy fill).
+Megatron does not balance compute, so neither does a transformer's cut (a balanced cut gives
+Llama-3-70B at P 8 10, 11, ..., 11, 4 blocks). A model without blocks (a CNN) is cut where
+compute balances: the contiguous partition whose largest chunk is smallest (binary search over
+the bound, greedy fill).
 """
 
 from __future__ import annotations
