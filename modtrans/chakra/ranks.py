@@ -42,7 +42,7 @@ SEND, RECV, COLL = 5, 6, 7
 READ = frozenset({"comm_type", "comm_size", "pg_name", "comm_src", "comm_dst", "comm_tag"})
 BLANKED = frozenset({"pg_name", "comm_src", "comm_dst", "comm_tag"})
 # numpy finds differing bytes at 0.2 ms/MiB and halving at 1.25 ms/MiB, but importing numpy costs
-# 70 ms (issue 39's machine; 170-190 ms on a loaded 2-core VM): a set compares its first 64 MiB
+# 70 ms (2 idle cores; 170-190 ms on a loaded 2-core VM): a set compares its first 64 MiB
 # (80 ms) without it. Measured on an 8-rank Llama-3-8B set, 2.6 MB compared; see bench_startup.py.
 PURE_BYTES = 64 << 20
 LEAF = 64  # halving stops at stretches this long (16-256 measured within 30 % of each other)

@@ -115,7 +115,7 @@ def like_with_like(first: str, reference: str, findings: list[conventions.Findin
         model = _translated_from(first)
     if model is not None:
         # already --like: what remains are conventions the translation does not follow (named
-        # above); repeating the command would change nothing (before issue 24 it was advised)
+        # above); repeating the command would change nothing
         return None if like else f"modtrans diff {_quoted(model)} {_quoted(reference)} --like"
     flags = " ".join(f.option for f in findings if f.option == "--ignore-names")
     others = " ".join(f.option for f in findings if f.option and f.option != "--ignore-names")
