@@ -92,7 +92,7 @@ _INDENT = "  "
 """Before a layer's name within its block."""
 
 
-def table(ir: ModelIR, selected: list[Row], title: str, width: int | None = None) -> Table:
+def table(ir: ModelIR, selected: list[Row], width: int | None = None) -> Table:
     """One line per layer at any `width` (None: as wide as the cells), no cell wrapped or folded.
 
     A run of layers in one numbered block (`model.layers.3`, `layer1.0`) gets the block's name on
@@ -101,8 +101,7 @@ def table(ir: ModelIR, selected: list[Row], title: str, width: int | None = None
     are still too wide the dtype, then the bytes, give way, and then the op, the shape and the
     name are shortened in the middle (`RMSNo…ation`); --format csv / json keep every value whole.
     """
-    dtypes = sorted({d for r in selected for d in r.dtype.split("/")} - {"-"})
-    columns = [c for c in _COLUMNS if c.header != "dtype" or len(dtypes) > 1]
+    columns = [c for c in _COLUMNS if c.header != "dtype" or len(_dtypes(selected)) > 1]
     lines = _lines(selected)
     widths = _natural(ir, selected, columns, lines)
     if width is not None:
@@ -114,10 +113,7 @@ def table(ir: ModelIR, selected: list[Row], title: str, width: int | None = None
             columns, widths = [columns[i] for i in kept], [widths[i] for i in kept]
             room = width - (len(columns) - 1)
         widths = _fitted(columns, widths, room)
-    t = Table(
-        title=f"{title}, {dtypes[0]}" if len(dtypes) == 1 else title,
-        title_justify="left", show_footer=True, box=None, padding=(0, 0, 0, 1), pad_edge=False,
-    )  # fmt: skip
+    t = Table(show_footer=True, box=None, padding=(0, 0, 0, 1), pad_edge=False)
     for c, w in zip(columns, widths, strict=True):
         t.add_column(
             c.header,
@@ -129,6 +125,17 @@ def table(ir: ModelIR, selected: list[Row], title: str, width: int | None = None
     for _, row, name in lines:
         t.add_row(*(_cell(c, row, name, w) for c, w in zip(columns, widths, strict=True)))
     return t
+
+
+def heading(title: str, selected: list[Row]) -> str:
+    """The line above the table: `title`, and the parameters' dtype where they have one (the
+    table then has no dtype column). Printed by the console, as wide as it, not the table."""
+    dtypes = _dtypes(selected)
+    return f"{title}, {dtypes[0]}" if len(dtypes) == 1 else title
+
+
+def _dtypes(selected: list[Row]) -> list[str]:
+    return sorted({d for r in selected for d in r.dtype.split("/")} - {"-"})
 
 
 def _lines(selected: list[Row]) -> list[tuple[str, Row | None, str]]:
@@ -216,7 +223,8 @@ def print_table(
     ir: ModelIR, selected: list[Row], title: str, *, color: bool | None, width: int | None
 ) -> None:
     console = Console(no_color=color is False, highlight=False, width=width, soft_wrap=False)
-    console.print(table(ir, selected, title, console.width))
+    console.print(heading(title, selected))
+    console.print(table(ir, selected, console.width))
     f, t = ir.totals.flops, ir.totals
     console.print(
         f"{t.layers} IR layers; {t.params:,} parameters ({t.param_bytes:,} bytes), "
