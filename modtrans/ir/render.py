@@ -228,8 +228,8 @@ def print_table(
     f, t = ir.totals.flops, ir.totals
     console.print(
         f"{t.layers} IR layers; {t.params:,} parameters ({t.param_bytes:,} bytes), "
-        f"{t.trainable_params:,} trainable; GFLOPs forward {f.forward / 1e9:,.3f}, "
-        f"input-grad {f.input_grad / 1e9:,.3f}, weight-grad {f.weight_grad / 1e9:,.3f}"
+        f"{t.trainable_params:,} trainable; FLOPs forward {si(f.forward)}, "
+        f"input-grad {si(f.input_grad)}, weight-grad {si(f.weight_grad)}"
     )
     console.print(
         f"parameters: {t.params:,} in all, {t.params - t.embedding_params:,} without the embedding tables; "
