@@ -173,7 +173,10 @@ def translate(
     ] = None,
     meta: Annotated[
         Path | None,
-        typer.Option(help="Write the provenance here (default: OUTPUT.meta.json beside a file output)."),
+        typer.Option(
+            help="Write a text or JSON output's provenance here (default: OUTPUT.meta.json beside "
+            "it); a trace set's is always PREFIX.et-meta.json."
+        ),
     ] = None,
     like: Annotated[
         Path | None,

@@ -1,13 +1,14 @@
 """IR -> the per-layer table `modtrans inspect` prints (rich), or CSV / JSON rows for machines.
 
 The columns follow the ModTrans paper's tables (layer name, variables, data type, model size) and
-add what translation uses: op, output shape and forward GFLOPs.
+add what translation uses: op, output shape and forward FLOPs.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -57,72 +58,147 @@ def _shape(layer: Layer) -> str:
     return "x".join(str(d) for d in layer.outputs[0].shape)
 
 
-def table(ir: ModelIR, selected: list[Row], title: str, width: int | None = None) -> Table:
-    """One line per layer at any `width` (None: as wide as the cells): no cell wraps or folds
-    mid-token; the layer name, then the op type and the shape, are shortened in the middle
-    (`layer1.0.…conv2`) to fit. --format csv / json keep them whole."""
-    cells = [
-        [
-            str(r.index),
-            r.name,
-            r.op_type,
-            f"{r.variables:,}",
-            r.dtype,
-            f"{r.bytes:,}",
-            r.output_shape,
-            f"{r.forward_flops / 1e9:,.3f}",
-        ]
-        for r in selected
-    ]
-    footer = [
-        "",
-        "total",
-        "",
-        f"{sum(r.variables for r in selected):,}",
-        "",
-        f"{sum(r.bytes for r in selected):,}",
-        "",
-        f"{ir.totals.flops.forward / 1e9:,.3f}",
-    ]
-    headers = ["#", "layer", "op", "variables", "dtype", "bytes", "output", "GFLOPs\nfwd"]
-    widths = [
-        max([*map(len, headers[i].split("\n")), len(footer[i]), *(len(c[i]) for c in cells)])
-        for i in range(len(headers))
-    ]
+@dataclass(frozen=True)
+class _Column:
+    """One column of the table: its header, a row's cell, the footer's total, which side it is
+    justified to, and its least width before it is shortened (0: never shortened)."""
+
+    header: str
+    cell: Callable[[Row], str]
+    total: Callable[[ModelIR, list[Row]], str]
+    right: bool = True
+    least: int = 0
+
+
+_COLUMNS = (
+    _Column("#", lambda r: str(r.index), lambda ir, s: ""),
+    _Column("layer", lambda r: r.name, lambda ir, s: "total", right=False, least=16),
+    _Column("op", lambda r: r.op_type, lambda ir, s: "", right=False, least=8),
+    _Column("params", lambda r: si(r.variables), lambda ir, s: si(sum(r.variables for r in s))),
+    _Column("dtype", lambda r: r.dtype, lambda ir, s: "", right=False),
+    _Column("bytes", lambda r: si(r.bytes), lambda ir, s: si(sum(r.bytes for r in s))),
+    _Column("output", lambda r: r.output_shape, lambda ir, s: "", right=False, least=9),
+    _Column("FLOPs\nfwd", lambda r: si(r.forward_flops), lambda ir, s: si(ir.totals.flops.forward)),
+)
+
+_GIVE_WAY = ("dtype", "bytes")
+"""The columns dropped, in turn, while the cells are wider than the console: what the others and
+the totals below the table imply (one dtype, or bytes = params x its size)."""
+
+_SHRINKS = ("op", "output", "layer")
+"""The columns shortened, in turn, down to their least width, once none is left to drop."""
+
+_INDENT = "  "
+"""Before a layer's name within its block."""
+
+
+def table(ir: ModelIR, selected: list[Row], width: int | None = None) -> Table:
+    """One line per layer at any `width` (None: as wide as the cells), no cell wrapped or folded.
+
+    A run of layers in one numbered block (`model.layers.3`, `layer1.0`) gets the block's name on
+    a line of its own and each layer its name within it (`self_attn.q_proj`): the width goes to
+    the part that tells layers apart. Numbers carry SI prefixes (16.8M, 1.05G). Where the cells
+    are still too wide the dtype, then the bytes, give way, and then the op, the shape and the
+    name are shortened in the middle (`RMSNo…ation`); --format csv / json keep every value whole.
+    """
+    columns = [c for c in _COLUMNS if c.header != "dtype" or len(_dtypes(selected)) > 1]
+    lines = _lines(selected)
+    widths = _natural(ir, selected, columns, lines)
     if width is not None:
-        widths = _fitted(widths, width - (len(headers) - 1))  # one space between columns
-    numeric = {0, 3, 5, 7}
-    t = Table(
-        title=title, title_justify="left", show_footer=True, box=None, padding=(0, 0, 0, 1), pad_edge=False
-    )
-    for i, header in enumerate(headers):
+        room = width - (len(columns) - 1)  # one space between columns
+        for name in _GIVE_WAY:
+            if sum(widths) <= room:
+                break
+            kept = [i for i, c in enumerate(columns) if c.header != name]
+            columns, widths = [columns[i] for i in kept], [widths[i] for i in kept]
+            room = width - (len(columns) - 1)
+        widths = _fitted(columns, widths, room)
+    t = Table(show_footer=True, box=None, padding=(0, 0, 0, 1), pad_edge=False)
+    for c, w in zip(columns, widths, strict=True):
         t.add_column(
-            header,
-            footer=footer[i],
-            justify="right" if i in numeric else "left",
+            c.header,
+            footer=c.total(ir, selected),
+            justify="right" if c.right else "left",
             no_wrap=True,
-            width=widths[i],
+            width=w,
         )
-    for c in cells:
-        t.add_row(*(shortened(text, widths[i]) for i, text in enumerate(c)))
+    for _, row, name in lines:
+        t.add_row(*(_cell(c, row, name, w) for c, w in zip(columns, widths, strict=True)))
     return t
 
 
-_SHRINKS = ((1, 16), (2, 8), (6, 9), (1, 8))
-"""Which column gives way, in turn, and its least width: the layer name, the op type, the shape,
-then the name again."""
+def heading(title: str, selected: list[Row]) -> str:
+    """The line above the table: `title`, and the parameters' dtype where they have one (the
+    table then has no dtype column). Printed by the console, as wide as it, not the table."""
+    dtypes = _dtypes(selected)
+    return f"{title}, {dtypes[0]}" if len(dtypes) == 1 else title
 
 
-def _fitted(widths: list[int], room: int) -> list[int]:
+def _dtypes(selected: list[Row]) -> list[str]:
+    return sorted({d for r in selected for d in r.dtype.split("/")} - {"-"})
+
+
+def _lines(selected: list[Row]) -> list[tuple[str, Row | None, str]]:
+    """The table's lines as (block, row, name shown): a block's heading (row None) before a run
+    of two or more layers in it, their names within it indented; any other layer's whole."""
+    keys = [block(r.name) for r in selected]
+    out: list[tuple[str, Row | None, str]] = []
+    for i, (r, key) in enumerate(zip(selected, keys, strict=True)):
+        run = key is not None and (
+            (i > 0 and keys[i - 1] == key) or (i + 1 < len(keys) and keys[i + 1] == key)
+        )
+        if not run or key is None:
+            out.append(("", r, r.name))
+            continue
+        if i == 0 or keys[i - 1] != key:
+            out.append((key, None, key))
+        out.append((key, r, _INDENT + r.name[len(key) + 1 :]))
+    return out
+
+
+def block(name: str) -> str | None:
+    """The numbered block a layer's dotted name is in: its name up to the first numeric part that
+    is not the last (`model.layers.3` of `model.layers.3.mlp.up_proj`, `layer1.0` of
+    `layer1.0.downsample.0`); None for a name with no such part."""
+    parts = name.split(".")
+    for i in range(1, len(parts) - 1):
+        if parts[i].isdigit():
+            return ".".join(parts[: i + 1])
+    return None
+
+
+def _natural(
+    ir: ModelIR, selected: list[Row], columns: list[_Column], lines: list[tuple[str, Row | None, str]]
+) -> list[int]:
+    """Each column's width with every cell whole: its header's, its total's, its widest cell's."""
+    names = [name for _, _, name in lines]
+    out = []
+    for c in columns:
+        cells = names if c.header == "layer" else [c.cell(r) for r in selected]
+        out.append(max([*map(len, c.header.split("\n")), len(c.total(ir, selected)), *map(len, cells)]))
+    return out
+
+
+def _fitted(columns: list[_Column], widths: list[int], room: int) -> list[int]:
     """`widths` narrowed, in _SHRINKS' order, until they sum to `room` (as near as the least
     widths allow: below them the console crops rather than fold a token)."""
     out = list(widths)
-    for column, least in _SHRINKS:
+    for name in _SHRINKS:
         over = sum(out) - room
         if over <= 0:
             break
-        out[column] = max(least, out[column] - over)
+        i = next(i for i, c in enumerate(columns) if c.header == name)
+        out[i] = max(columns[i].least, out[i] - over)
     return out
+
+
+def _cell(column: _Column, row: Row | None, name: str, width: int) -> str:
+    """A line's cell in `width`: a block's heading has its name only; a name within a block keeps
+    its indent and is shortened after it."""
+    if column.header == "layer":
+        indent = _INDENT if name.startswith(_INDENT) else ""
+        return indent + shortened(name[len(indent) :], width - len(indent))
+    return "" if row is None else shortened(column.cell(row), width)
 
 
 def shortened(text: str, width: int) -> str:
@@ -133,16 +209,27 @@ def shortened(text: str, width: int) -> str:
     return f"{text[: width - 1 - tail]}…{text[len(text) - tail :] if tail else ''}"
 
 
+def si(n: float) -> str:
+    """`n` in three significant digits and an SI prefix (256, 4.1k, 16.8M, 1.05G, 2.15T): a
+    column's magnitudes at a glance; --format csv / json keep the exact counts."""
+    for prefix in ("", "k", "M", "G", "T", "P"):
+        if abs(n) < 999.5 or prefix == "P":
+            return f"{n:.3g}{prefix}"
+        n /= 1000
+    raise AssertionError  # the loop returns at "P"
+
+
 def print_table(
     ir: ModelIR, selected: list[Row], title: str, *, color: bool | None, width: int | None
 ) -> None:
     console = Console(no_color=color is False, highlight=False, width=width, soft_wrap=False)
-    console.print(table(ir, selected, title, console.width))
+    console.print(heading(title, selected))
+    console.print(table(ir, selected, console.width))
     f, t = ir.totals.flops, ir.totals
     console.print(
         f"{t.layers} IR layers; {t.params:,} parameters ({t.param_bytes:,} bytes), "
-        f"{t.trainable_params:,} trainable; GFLOPs forward {f.forward / 1e9:,.3f}, "
-        f"input-grad {f.input_grad / 1e9:,.3f}, weight-grad {f.weight_grad / 1e9:,.3f}"
+        f"{t.trainable_params:,} trainable; FLOPs forward {si(f.forward)}, "
+        f"input-grad {si(f.input_grad)}, weight-grad {si(f.weight_grad)}"
     )
     console.print(
         f"parameters: {t.params:,} in all, {t.params - t.embedding_params:,} without the embedding tables; "
