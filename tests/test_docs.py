@@ -73,7 +73,7 @@ def _commands(page: Path) -> list[Command]:
                 index += 1
                 joined = joined.rstrip()[:-1] + " " + lines[index].strip()
             index += 1
-            words = shlex.split(joined, comments=False) if joined.strip() else []
+            words = shlex.split(joined, comments=True) if joined.strip() else []
             if not words or words[0].startswith("#"):
                 continue
             code, _, comment = joined.partition(" #")
