@@ -17,10 +17,12 @@ replaced by its branch too. An If that stays (its condition a matter of values) 
 both branches; where they give an output different shapes, onnx leaves it unknown, and
 `_shape_ifs` carries the larger on (shapes.larger, README; the walker warns X517).
 
-The rounds run until none changes anything. Each step only moves forward: a fold turns nodes into
-Constants, a taken If is gone, a shape _shape_ifs or shapes.bodies gives is one inference left
-unknown (and inference keeps a declared shape it cannot better), so the rounds end. _ROUNDS only
-guards against a step that breaks that promise (X518).
+Where nothing else changes, a while loop whose condition follows from counters is made the
+counted loop it is, and its body given the shapes its iterations have (whiles.py); then the rounds
+go on, until none changes anything. Each step only moves forward: a fold turns nodes into
+Constants, a taken If is gone, a counted loop stays counted, a shape _shape_ifs or shapes.bodies
+gives is one inference left unknown (and inference keeps a declared shape it cannot better), so
+the rounds end. _ROUNDS only guards against a step that breaks that promise (X518).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import onnx
 from onnx import numpy_helper
 
 from modtrans.diagnostics import Diagnostic, Severity, diagnostic
-from modtrans.extraction import arith, load, scopes, shapes
+from modtrans.extraction import arith, load, scopes, shapes, whiles
 
 _FOLDABLE = frozenset(
     {
@@ -140,8 +142,11 @@ def fold(
                 if result is not None:
                     model = result
                     changed.append(name)
-            if not changed:
-                return model, []
+            if not changed:  # the body of a while loop has the shapes its state starts with
+                counted = whiles.count(model, lambda alone: fold(alone, inference)[0])
+                if counted is None:
+                    return model, []
+                model, changed = counted, ["whiles"]
             model = inference(model, strict=False)
         except Exception:  # best effort: a graph onnx cannot evaluate keeps the shapes it has
             return model, []
