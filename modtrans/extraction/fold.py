@@ -121,9 +121,10 @@ def fold(
     condition became a constant replaced by the branch it takes (inside If branches too, where
     the shapes of the enclosing graph are known), each remaining If's outputs shaped when its
     branches disagree (shapes.larger), loop bodies given the shapes their state starts with
-    (shapes.bodies), and shapes re-inferred (by `inference`: the extraction's, which knows
-    whether data propagation fits its memory budget), until nothing changes; X518 (at `path`)
-    when that takes more than _ROUNDS rounds."""
+    (shapes.bodies), while loops on counters made counted loops (whiles.py), and shapes
+    re-inferred (by `inference`: the extraction's, which knows whether data propagation fits its
+    memory budget), until nothing changes; X518 (at `path`) when that takes more than _ROUNDS
+    rounds."""
     inference = inference or load.Inference()
     cache: dict[str, np.ndarray] = {}  # the values of constants, decoded once
     steps: dict[str, Callable[[onnx.ModelProto], onnx.ModelProto | None]] = {
@@ -253,17 +254,17 @@ def _shape_ifs(model: onnx.ModelProto) -> onnx.ModelProto | None:
                 continue
             for name, (then, other, element) in shapes.branch_outputs(node).items():
                 info = declared.get(name)
-                if then is None or other is None or then == other or (info is not None and _fixed(info)):
+                if (
+                    then is None
+                    or other is None
+                    or then == other
+                    or (info is not None and shapes.fixed(info))
+                ):
                     continue
                 chosen[name] = (shapes.larger(then, other), element)
         if chosen:
             plans[path] = functools.partial(_declare, chosen=chosen)
     return _edited(model, plans) if plans else None
-
-
-def _fixed(info: onnx.ValueInfoProto) -> bool:
-    t = info.type.tensor_type
-    return t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim)
 
 
 def _declare(graph: onnx.GraphProto, chosen: dict[str, tuple[tuple[int, ...], int]]) -> None:
@@ -288,7 +289,7 @@ def _static_shapes(chain: Sequence[onnx.GraphProto], wanted: set[str]) -> dict[s
         for info in (*graph.input, *graph.value_info, *graph.output):
             if info.name not in wanted or info.name in found:
                 continue
-            if info.type.HasField("tensor_type") and _fixed(info):
+            if info.type.HasField("tensor_type") and shapes.fixed(info):
                 found[info.name] = tuple(d.dim_value for d in info.type.tensor_type.shape.dim)
         wanted = wanted - set(found)
         if not wanted:
@@ -431,7 +432,7 @@ def _reshape(graph: onnx.GraphProto, replaced: set[str]) -> None:
     branch taken may be the other), and so does every shape inferred from it; a branch's output
     that was such an If's forgets its shape (the enclosing graph's inference gives it again)."""
     branched = {o for n in graph.node if n.op_type == "If" for o in n.output}
-    chosen = [i for i in graph.value_info if i.name in branched and _fixed(i)]
+    chosen = [i for i in graph.value_info if i.name in branched and shapes.fixed(i)]
     del graph.value_info[:]
     graph.value_info.extend(chosen)
     for output in graph.output:

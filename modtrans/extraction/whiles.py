@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from modtrans.extraction import arith, scopes
+from modtrans.extraction import arith, scopes, shapes
 
 _MOST = 1 << 12
 """Iterations followed at most: past it the count stays unknown (X514), as a while loop's does."""
@@ -208,26 +208,17 @@ def _declare(
     found: list[dict[str, onnx.ValueInfoProto]] = []
     for run in runs:
         alone = settle(_alone(body, model, run))
-        found.append({i.name: i for i in (*alone.graph.value_info, *alone.graph.output) if _fixed(i)})
+        found.append({i.name: i for i in (*alone.graph.value_info, *alone.graph.output) if shapes.fixed(i)})
     first, *others = found
     agreed = {n: i for n, i in first.items() if all(n in o and o[n].type == i.type for o in others)}
     declared = {i.name: i for i in (*body.value_info, *body.output)}
     for name, info in agreed.items():
-        if name in declared and _fixed(declared[name]):
+        if name in declared and shapes.fixed(declared[name]):
             continue
         if name in declared:
             declared[name].type.CopyFrom(info.type)
         else:
             body.value_info.append(info)
-
-
-def _fixed(info: onnx.ValueInfoProto) -> bool:
-    t = info.type.tensor_type
-    return (
-        info.type.HasField("tensor_type")
-        and t.HasField("shape")
-        and all(d.HasField("dim_value") for d in t.shape.dim)
-    )
 
 
 def _alone(body: onnx.GraphProto, model: onnx.ModelProto, run: Mapping[str, np.ndarray]) -> onnx.ModelProto:
