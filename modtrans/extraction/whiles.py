@@ -101,7 +101,10 @@ def _iterations(
         if start is None:
             return None
         values[name] = numpy_helper.to_array(start)
-    fixed = {n: numpy_helper.to_array(t) for n, t in {**known, **inner}.items()}
+    read = {i for n in nodes for i in n.input}
+    fixed = {
+        n: functools.partial(numpy_helper.to_array, t) for n, t in {**known, **inner}.items() if n in read
+    }
     given = [*node.input, "", ""]
     trips = _value(known, given[0]) if given[0] else None
     condition = _value(known, given[1]) if given[1] else 1
@@ -117,7 +120,7 @@ def _iterations(
             **values,
         }
         runs.append(state)
-        makers = {n: functools.partial(_given, v) for n, v in {**fixed, **state}.items()}
+        makers = fixed | {n: functools.partial(_given, v) for n, v in state.items()}
         computed = arith.evaluate(nodes, makers, opset, opsets, _LIMIT)
         results = {**state, **computed}
         if body.output[0].name not in results or any(carried[n] not in results for n in counters):
