@@ -1033,6 +1033,17 @@ elements; then_branch's on a tie), an upper bound on one inference. The message 
 """,
 )
 _code(
+    "X518",
+    W,
+    "shape folding did not settle",
+    """
+Extraction folds a model's shape arithmetic in rounds (constants computed, If branches taken, shape
+inference run again) until a round changes nothing; every real model settles within a few. One
+still changing after 64 rounds is a ModTrans bug: the shapes it has by then are used (some may stay
+unknown: X510), and the message names the steps that kept changing it. Please report the model.
+""",
+)
+_code(
     "X515",
     W,
     "measured time for no layer",

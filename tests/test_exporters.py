@@ -85,21 +85,36 @@ def test_tf2onnx_lstm_has_keras_parameters_and_the_recurrent_bias_onnx_adds() ->
     assert _layer(ir, "LSTM").inputs[0].shape == (10, 2, 16)  # batch-first, transposed in front
 
 
-def test_a_while_loop_is_costed_once_and_translate_says_so(run_cli: Run, tmp_path: Path) -> None:
-    ir, codes = _ir("tf2onnx_while.onnx", frozenset({"X504", "X510", "X514"}), frames=(2, 10, 16))
-    assert "X514" in codes
+def test_a_while_loop_on_a_counter_runs_as_often_as_its_condition_says() -> None:
+    """tools/build_tf2onnx_fixtures.py: tf.while_loop(lambda t, h: t < steps, ...) from t = 0 by
+    1, steps = tf.shape(frames)[1]: 10 iterations for 10 frames. Each reads frames[:, t, :], [2, 16]
+    whatever t, and multiplies it by W: 2 x 2 x 16 x 16 FLOPs (ONNX MatMul) an iteration."""
+    ir, _ = _ir("tf2onnx_while.onnx", frames=(2, 10, 16))  # no X504 / X510 / X514
+    body = [x for x in ir.layers if x.name.startswith("while_loop/body/")]
+    assert body
+    assert {x.repeats for x in body} == {10}
+    matmul = _layer(ir, "MatMul")
+    assert matmul.inputs[0].shape == (2, 16)
+    assert matmul.flops.forward == 10 * 2 * 2 * 16 * 16
+    assert ir.totals.params == MANIFEST["tf2onnx_while.onnx"]["parameters"]  # W: a weight, not an input
+
+
+def test_a_while_loop_whose_count_nobody_knows_is_costed_once_and_translate_says_so(
+    run_cli: Run, tmp_path: Path
+) -> None:
+    """With the number of frames unknown (--batch alone), so is the loop's count: X514."""
+    ir, found = extract(FOLDER / "tf2onnx_while.onnx", batch=2)
+    assert ir is not None
+    assert "X514" in {d.code for d in found}
     body = [x for x in ir.layers if x.name.startswith("while_loop/body/")]
     assert body
     assert all(not x.flops_known for x in body)
-    assert ir.totals.params == MANIFEST["tf2onnx_while.onnx"]["parameters"]  # W: a weight, not an input
     path = str(FOLDER / "tf2onnx_while.onnx")
-    refused = run_cli("translate", path, "--input-shape", "frames=2x10x16", "-o", str(tmp_path / "w.txt"))
+    refused = run_cli("translate", path, "--batch", "2", "-o", str(tmp_path / "w.txt"))
     assert refused.exit_code == 1
     assert "error X514 Loop" in refused.output
     assert "a while loop" in refused.output
-    kept = run_cli(
-        "translate", path, "--input-shape", "frames=2x10x16", "--allow-unknown", "-o", str(tmp_path / "w.txt")
-    )
+    kept = run_cli("translate", path, "--batch", "2", "--allow-unknown", "-o", str(tmp_path / "w.txt"))
     assert kept.exit_code == 0, kept.output
     metadata = json.loads((tmp_path / "w.txt.meta.json").read_text())
     assert {x.name for x in body} <= set(metadata["unknown_flops"])

@@ -109,7 +109,8 @@ def while_loop(rng: np.random.Generator) -> None:
             "exporter": EXPORTER,
             "parameters": 16 * 16,
             "note": "a tf.while_loop: ONNX Loop without a trip count, its condition computed in the body",
-            # the loop's count is a matter of values (X514), and so is the step's slice frames[:, t]
+            # with --batch alone the loop's count is unknown (X514), and so is the step's slice
+            # frames[:, t]; with the frames fixed both follow (extraction/whiles.py)
             "expected_diagnostics": ["X504", "X510", "X514"],
         },
     )

@@ -109,8 +109,8 @@ def _extract(
     with shapes.contrib_rules(loaded.model):  # onnx's inference, knowing onnxruntime's fused ops
         inferred, problems = load.infer_shapes(loaded.model, where, inference)
         found += problems
-        inferred = fold.fold(inferred, inference)
-        found += inference.problems(where)
+        inferred, unsettled = fold.fold(inferred, inference, where)
+        found += unsettled + inference.problems(where)
     walker = Walker(where)
     walker.opsets = {
         ("" if o.domain == "ai.onnx" else o.domain): o.version for o in loaded.model.opset_import

@@ -49,7 +49,7 @@ def localise(model: onnx.ModelProto) -> onnx.ModelProto | None:
     return out
 
 
-def _constants(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+def constants(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
     """The small integer constants `graph` defines: its initializers and Constant nodes."""
     found = {t.name: t for t in graph.initializer if _fits(t)}
     for node in graph.node:
@@ -89,7 +89,7 @@ def _reads(
     """Each subgraph below `graph` with the enclosing constants its own nodes read (`outer`: those
     of the graphs around `graph`, the innermost definition of a name winning)."""
     local = _defined(graph)
-    visible = {k: v for k, v in outer.items() if k not in local} | _constants(graph)
+    visible = {k: v for k, v in outer.items() if k not in local} | constants(graph)
     for sub in _subgraphs(graph):
         mine = _defined(sub)
         wanted = {

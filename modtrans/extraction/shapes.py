@@ -395,6 +395,11 @@ def _settle(info: onnx.ValueInfoProto, dims: Shape) -> bool:
     return changed
 
 
+def fixed(info: onnx.ValueInfoProto) -> bool:
+    """Whether `info` is a tensor whose every dim is a size."""
+    return _fixed_dims(info) is not None
+
+
 def _fixed_dims(info: onnx.ValueInfoProto) -> Shape | None:
     dims = _dims(info.type)
     return dims if dims is not None and all(isinstance(d, int) for d in dims) else None  # type: ignore[return-value]
