@@ -5,7 +5,8 @@
 Steps: wire.py (file -> bytes without weights), load.py (onnx parse, inputs, checker, shape
 inference within a memory budget), fold.py, scopes.py, arith.py and shapes.py (the shapes
 inference cannot see by itself), graph.py (graph -> layers), structure.py (each layer's block
-from its module path), loops.py (Loop / Scan trip counts), ops/ (op -> FLOPs, GEMM, parameter
+from its module path), loops.py (Loop / Scan trip counts), whiles.py (a while loop driven by
+counters, run to its trip count), ops/ (op -> FLOPs, GEMM, parameter
 roles, by family), moe.py (mixtures of experts).
 """
 
