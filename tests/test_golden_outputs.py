@@ -39,6 +39,10 @@ of the roofline at peak. Issue 27: a layout's .meta.json `parallel.llm` gained `
 rank's memory per stage. Issue 34: the .meta.json's version 2 (typed `parallel.llm`, its chunks and
 memory as objects, `parallel.policy` the written workload's or none for a layout's traces) and a
 trace set's sidecar named PREFIX.et-meta.json: every layout's and every trace set's entry.
+Issue 35: the HYBRID_TRANSFORMER keywords use the layout's tensor parallelism
+(strategy/llm/tensor.py), so they send the vocabulary-parallel loss's three all-reduces of one
+fp32 value per token after the LM head, as Megatron-LM does (tensor_parallel/cross_entropy.py),
+in the text on lines of their own (lm_head.post1, .post2): both gpt2 keyword entries, every format.
 """
 
 from __future__ import annotations
@@ -161,18 +165,18 @@ GOLDEN = {
     "gpt2 HYBRID_MODEL_DATA 8/2 | json": "130347321b244f56",
     "gpt2 HYBRID_MODEL_DATA 8/2 | json simai": "b6eef14d02f0548b",
     "gpt2 HYBRID_MODEL_DATA 8/2 | chakra-et": "f958e6e2d2c7b198",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | astra-sim": "f53a5239c6fb2874",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | simai": "945d75094f13a0b9",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | astra-sim": "d90265ace6de4df7",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | simai": "87c72d661cd114f5",
     "gpt2 HYBRID_TRANSFORMER 8/4 | chakra": "refused: D310",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | json": "ae372149f45b43b2",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | json simai": "82d68ed9d9ea6e72",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | chakra-et": "24129cd68c039c65",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | astra-sim": "564270636de658fd",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | simai": "192ab1679f622ebf",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | json": "5cdee1b48cb2c43f",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | json simai": "5ddf2d1276be389f",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | chakra-et": "ee85a3b9f9203fd3",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | astra-sim": "24a0c8471ec6f5cf",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | simai": "791a53ee7af6c044",
     "gpt2 FWD_IN_BCKWD 4/2 every 40 | chakra": "refused: D310",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json": "79b26d3c3e970b19",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json simai": "ecdb6c530e69b12a",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | chakra-et": "0e9558e809702a51",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json": "6e5c828254274d1e",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json simai": "d9dddd7c00d8dc33",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | chakra-et": "1afbd5b3ffa32f3a",
     "vgg16 HYBRID_CUSTOMIZED 4 | astra-sim": "e7dca5e79f1bd6a8",
     "vgg16 HYBRID_CUSTOMIZED 4 | simai": "0d088c2a1a1688dd",
     "vgg16 HYBRID_CUSTOMIZED 4 | chakra": "refused: D310",

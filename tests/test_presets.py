@@ -1,32 +1,51 @@
-"""The keywords are presets of the tensor x data layout (issue 23): on every built-in model, a
-keyword's plan equals the plan of its layout spelled with --tp / --dp, operation for operation.
+"""The tensor-parallel keywords and the layout's --tp are one implementation
+(strategy/llm/tensor.py), tested here against what Megatron-LM sends; DATA is its layout's --dp.
 
-    -p DATA --npus N                                 ==  --dp N
-    -p HYBRID_TRANSFORMER --npus N --model-parallel-group G  ==  --tp G --dp N/G
+    -p HYBRID_TRANSFORMER --npus N --model-parallel-group G   the tensor part of --tp G --dp N/G
+    -p DATA --npus N                                          ==  --dp N
 
-Equal means: per rank, the computes in program order (layer, step, ticks, FLOPs), and every
-collective (layer, step, type, bytes, its group's ranks) with the operation it waits for; the
-position of a collective nobody waits for (the data-parallel all-reduces, issued as soon as the
-layer's weight gradient is done) and the tensor names (the layout suffixes its micro-batch) are
-not compared. One function decides what a rank computes of a sharded unit for both
-(strategy.share.rank_share, Megatron's convention); these would differ if it did not.
+Megatron-LM's source (NVIDIA/Megatron-LM, megatron/core) says per layer class what a tensor-
+parallel rank sends over its tensor group, without sequence parallelism:
+    ColumnParallelLinear (linear_qkv, linear_fc1, the output layer): nothing in the forward; the
+        input gradient all-reduced (tensor_parallel/layers.py, ColumnParallelLinear.__init__:
+        allreduce_dgrad = world_size > 1 and not sequence_parallel;
+        LinearWithGradAccumulationAndAsyncCommunication.backward: all_reduce(grad_input))
+    RowParallelLinear (linear_proj, linear_fc2): the output all-reduced in the forward, nothing in
+        the backward (layers.py, RowParallelLinear.forward: reduce_from_tensor_model_parallel_region;
+        allreduce_dgrad = False)
+    VocabParallelEmbedding (the word embedding): the output all-reduced in the forward (layers.py,
+        VocabParallelEmbedding.forward: reduce_from_tensor_model_parallel_region); position
+        embeddings are a torch.nn.Embedding (models/common/embeddings/language_model_embedding.py,
+        LanguageModelEmbedding.__init__) and norms are whole: nothing
+    the loss on vocabulary-parallel logits: three all-reduces of one fp32 value per token in the
+        forward (tensor_parallel/cross_entropy.py, _VocabParallelCrossEntropy.forward: logits_max,
+        predicted_logits, sum_exp_logits)
+The GPT layer spec builds Q, K and V as one linear_qkv and a gated MLP's gate and up as one
+linear_fc1 (models/gpt/gpt_layer_specs.py; models/gpt/gpt_model.py, GPTModel.__init__: the
+output_layer a ColumnParallelLinear), so their input gradient is one all-reduce per block.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections import Counter
+from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 
 import pytest
+from typer.testing import Result
 
 from modtrans import pipeline, zoo
 from modtrans.comm import Policy
 from modtrans.plan import Collective, Compute, Plan, Transfer, project
+from modtrans.plan.model import Purpose
 from modtrans.strategy import Folded, Parallelism
 from modtrans.strategy.llm import Layout
-from modtrans.workload.model import Phase
 
 Key = tuple[object, ...]
+Run = Callable[..., Result]
 
 
 def _plan(model: str, parallel: Parallelism) -> Plan:
@@ -73,16 +92,138 @@ def _both(model: str, npus: int, group: int) -> tuple[Plan, Plan]:
     return _plan(model, preset), _plan(model, Parallelism(Policy.HYBRID_TRANSFORMER, npus, layout=layout))
 
 
-# The layout refuses a mixture of experts at T > 1 without --sp (Megatron-Core's rule, see
-# strategy/llm/expert.py), where the keyword, as ASTRA-sim's HYBRID_TRANSFORMER, splits each
-# expert's GEMMs over T: the tensor-parallel preset of these two has no layout yet (issue 23).
-MOE = ("mixtral-8x7b", "deepseek-moe-16b")
-CASES = [
-    (model, npus, group)
-    for model in zoo.names()
-    for npus, group in ((2, 0), (8, 4))
-    if not (group and model in MOE)
-]
+COLUMN, ROW, VOCAB, WHOLE = "ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding", "whole"
+# each built-in's layers -> the Megatron-LM module each is (part of) and that module's class
+# (gpt_layer_specs.py: linear_qkv, linear_proj, linear_fc1, linear_fc2; gpt_model.py: output_layer)
+MODULES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "gpt2": (
+        (r"transformer\.wte", "word_embeddings", VOCAB),
+        (r"transformer\.wpe", "position_embeddings", WHOLE),
+        (r"transformer\.(h\.(\d+)\.ln_[12]|ln_f)", "norm", WHOLE),
+        (r"transformer\.h\.(\d+)\.attn\.c_attn", "linear_qkv", COLUMN),
+        (r"transformer\.h\.(\d+)\.attn\.c_proj", "linear_proj", ROW),
+        (r"transformer\.h\.(\d+)\.mlp\.c_fc", "linear_fc1", COLUMN),
+        (r"transformer\.h\.(\d+)\.mlp\.c_proj", "linear_fc2", ROW),
+        (r"lm_head", "output_layer", COLUMN),
+    ),
+    "llama-3-8b": (
+        (r"model\.embed_tokens", "word_embeddings", VOCAB),
+        (r"model\.(layers\.(\d+)\.(input|post_attention)_layernorm|norm)", "norm", WHOLE),
+        (r"model\.layers\.(\d+)\.self_attn\.[qkv]_proj", "linear_qkv", COLUMN),
+        (r"model\.layers\.(\d+)\.self_attn\.o_proj", "linear_proj", ROW),
+        (r"model\.layers\.(\d+)\.mlp\.(gate|up)_proj", "linear_fc1", COLUMN),
+        (r"model\.layers\.(\d+)\.mlp\.down_proj", "linear_fc2", ROW),
+        (r"lm_head", "output_layer", COLUMN),
+    ),
+}
+# tokens per micro-batch (the input asked for below), hidden size and activation bytes from each
+# model's published configuration: openai-community/gpt2 n_embd 768, no torch_dtype (fp32);
+# meta-llama/Meta-Llama-3-8B hidden_size 4096, torch_dtype bfloat16
+SHAPES = {"gpt2": (128, 768, 4), "llama-3-8b": (256, 4096, 2)}
+FP32 = 4  # the loss's logits are cast to fp32 (cross_entropy.py, calculate_logits_max)
+
+
+def _module(model: str, name: str) -> tuple[str | None, str, str]:
+    """(block, Megatron module, its class) of one of the model's layers."""
+    found = [
+        (m, module, cls) for pattern, module, cls in MODULES[model] if (m := re.fullmatch(pattern, name))
+    ]
+    assert len(found) == 1, f"{name}: the table names no Megatron module for it"
+    match, module, cls = found[0]
+    blocks = [g for g in match.groups() if g is not None and g.isdigit()]
+    return (blocks[0] if blocks else None), module, cls
+
+
+def _megatron(model: str, names: list[str]) -> Counter[Key]:
+    """What Megatron-LM sends over the tensor group per micro-batch (module docstring)."""
+    tokens, hidden, width = SHAPES[model]
+    activation = tokens * hidden * width
+    expected: Counter[Key] = Counter()
+    for block, module, cls in {_module(model, n) for n in names}:
+        if cls == COLUMN:  # once per fused module: linear_qkv's Q, K and V read one input
+            expected[(block, module, "input_grad", "ALLREDUCE", activation)] += 1
+        if cls in (ROW, VOCAB):
+            expected[(block, module, "fwd", "ALLREDUCE", activation)] += 1
+        if module == "output_layer":
+            expected[(block, module, "fwd", "ALLREDUCE", tokens * FP32)] += 3
+    return expected
+
+
+TENSOR_GROUP = frozenset({Purpose.TENSOR})
+
+
+@pytest.mark.parametrize("how", ["keyword", "layout"])
+@pytest.mark.parametrize("model", ["gpt2", pytest.param("llama-3-8b", marks=pytest.mark.slow)])
+def test_tensor_parallelism_sends_what_megatron_lm_sends(model: str, how: str) -> None:
+    """-p HYBRID_TRANSFORMER --npus 8 --model-parallel-group 4 and --tp 4 --dp 2: per Megatron
+    module, rank 0's and rank 7's collectives over their tensor group are those of its class."""
+    parallel = (
+        Parallelism(Policy.HYBRID_TRANSFORMER, 8, 4)
+        if how == "keyword"
+        else Parallelism(Policy.HYBRID_TRANSFORMER, 8, layout=Layout(npus=8, tp=4, dp=2))
+    )
+    tokens = SHAPES[model][0]
+    options = pipeline.Options(parallel=parallel, traces=True, input_shapes={"input_ids": (1, tokens)})
+    plan = pipeline.translate_checked(model, options).plan
+    assert plan is not None
+    names = [info.name for info in plan.layers]
+    for rank in (0, 7):
+        sent = Counter(
+            (*_module(model, names[op.layer])[:2], op.step.value, op.comm.value, op.bytes)
+            for op in plan.program(rank)
+            if isinstance(op, Collective) and op.over == TENSOR_GROUP
+        )
+        assert sent == _megatron(model, names)
+        tensor_ranks = {
+            plan.group(rank, op.over).ranks
+            for op in plan.program(rank)
+            if isinstance(op, Collective) and op.over == TENSOR_GROUP
+        }
+        assert tensor_ranks == {tuple(range(rank // 4 * 4, rank // 4 * 4 + 4))}
+
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+
+
+@pytest.mark.parametrize(
+    ("model", "group", "rule"),
+    [
+        # megatron/core/transformer/attention.py, Attention.__init__:
+        # divide(num_attention_heads, world_size), divide(num_query_groups, world_size)
+        (CONFIGS / "gpt2.json", 8, "--model-parallel-group 8: the 12 attention heads must divide by it"),
+        (CONFIGS / "gemma-2b.json", 2, "--model-parallel-group 2: the 1 key/value heads must divide by it"),
+        # megatron/core/transformer/moe/moe_layer.py, MoELayer.forward: a ValueError in training
+        # when the tensor group has more than one rank and sequence parallelism is off
+        ("mixtral-8x7b", 2, "a mixture of experts over tensor ranks needs --sp"),
+        # megatron/core/ssm/mamba_mixer.py, MambaMixer: its own tensor-parallel collectives
+        (CONFIGS / "mamba-130m-hf.json", 2, "(Mamba) mixer split over tensor ranks is not modelled"),
+    ],
+    ids=["heads", "key-value-heads", "moe-without-sp", "mamba"],
+)
+def test_the_keyword_refuses_what_megatron_core_refuses(
+    model: str | Path, group: int, rule: str, run_cli: Run, tmp_path: Path
+) -> None:
+    """The keyword runs the layout's checks (strategy/llm/tensor.py, check): one line, no file."""
+    out = tmp_path / "w.txt"
+    done = run_cli(
+        "translate",
+        model,
+        "-p",
+        "HYBRID_TRANSFORMER",
+        "--npus",
+        "8",
+        "--model-parallel-group",
+        str(group),
+        "-o",
+        out,
+    )
+    assert done.exit_code != 0
+    errors = [line for line in done.output.splitlines() if " error " in line]
+    assert errors == [errors[0]], done.output
+    assert errors[0].startswith(f"{model}: error X501 ")
+    assert rule in errors[0]
+    assert "Traceback" not in done.output
+    assert not out.exists()
 
 
 # The fast run keeps one of each family (CNN, encoder, decoder); the LLM-sized ones are -m slow.
@@ -90,56 +231,36 @@ FAST = {"resnet50", "bert-base", "gpt2"}
 
 
 @pytest.mark.parametrize(
-    ("model", "npus", "group"),
-    [pytest.param(*c, marks=() if c[0] in FAST else pytest.mark.slow) for c in CASES],
-    ids=[f"{m}-{n}-{g}" for m, n, g in CASES],
+    "model", [pytest.param(m, marks=() if m in FAST else pytest.mark.slow) for m in zoo.names()]
 )
-def test_a_keyword_preset_is_its_layout(model: str, npus: int, group: int) -> None:
-    preset, layout = _both(model, npus, group)
+def test_data_is_its_layouts_dp(model: str) -> None:
+    """-p DATA --npus 2 == --dp 2: per rank, the computes in program order (layer, step, ticks,
+    FLOPs), and every collective (layer, step, type, bytes, its group's ranks) with the operation it
+    waits for, but the gradients: one all-reduce per layer in the keyword's, Megatron-LM's gradient
+    buffer in the layout's (one bucket, all-reduced at the first layer, the backward's last:
+    strategy/llm/buckets.py), of the same bytes."""
+    preset, layout = _both(model, 2, 0)
     assert [i.name for i in preset.layers] == [i.name for i in layout.layers]
-    assert preset.groups() == layout.groups() or {g.ranks for g in preset.groups()} == {
-        g.ranks for g in layout.groups()
-    }
-    # Two differences, both Megatron-LM's and not the keyword's one collective per layer column:
-    # the loss on vocabulary-parallel logits, three all-reduces of 4 bytes per token (or sample)
-    # after the forward of the model's last layer when that is column-parallel, its logits split
-    # over the ranks (in the keyword's plan it all-reduces its input's gradient)
-    # (tensor_parallel/cross_entropy.py); and the gradients in one buffer, all-reduced once after
-    # the backward as one bucket (strategy/llm/buckets.py) where the keyword all-reduces each
-    # layer's: the same bytes, one collective, at the first layer (the backward's last)
-    last, first = preset.layers[-1].name, preset.layers[0].name
-    for rank in (0, npus - 1):
+    assert {g.ranks for g in preset.groups()} == {g.ranks for g in layout.groups()}
+    first = preset.layers[0].name
+    for rank in (0, 1):
         assert preset.compute_time(rank) == layout.compute_time(rank)
         computes, collectives = _canonical(layout, rank)
         keyword = _canonical(preset, rank)
-        bucket = [c for c in collectives if c[2] == "weight_grad"]  # the data-parallel ones
+        bucket = [c for c in collectives if c[2] == "weight_grad"]
         layered = [c for c in keyword[1] if c[2] == "weight_grad"]
         assert [c[1:4] for c in bucket] == [(first, "weight_grad", "ALLREDUCE")]
         assert bucket[0][4] == sum(int(str(c[4])) for c in layered)
-        loss = [c for c in collectives if c not in keyword[1] and c not in bucket]
-        assert (computes, [c for c in collectives if c not in loss and c not in bucket]) == (
-            keyword[0],
-            [c for c in keyword[1] if c not in layered],
-        )
-        split = any(c[1:4] == (last, "input_grad", "ALLREDUCE") for c in keyword[1])
-        assert [c[1:4] for c in loss] == [(last, "fwd", "ALLREDUCE")] * (3 if split else 0)
-        assert len({c[4] for c in loss}) <= 1
-    # and the layout writes ASTRA-sim 1.0 text (`--dp 2` was D310 before issue 23): the preset's
-    # layer lines (the head's further all-reduces on lines of their own, plan/lines.py), but for
-    # the weight-gradient all-reduce, the bucket's on the first line; with --tp the header too
-    # (HYBRID_TRANSFORMER model_parallel_NPU_group: T)
+        assert computes == keyword[0]
+        assert [c for c in collectives if c not in bucket] == [c for c in keyword[1] if c not in layered]
+    # the layout's ASTRA-sim 1.0 text is the preset's, the bucket's all-reduce on the first line
     text, words = project(layout), project(preset)
-    lines = [x for x in text.layers if not x.name.startswith(f"{last}.post")]
-    no_loss = [dataclasses.replace(x, fwd=Phase(x.fwd.compute_time)) if x.name == last else x for x in lines]
-    ours = no_loss if split else lines
-    assert len(ours) == len(words.layers)
-    for x, y in zip(ours, words.layers, strict=True):
+    assert len(text.layers) == len(words.layers)
+    whole = sum(z.weight_grad.comm_size for z in words.layers)
+    for x, y in zip(text.layers, words.layers, strict=True):
         assert dataclasses.replace(x, weight_grad=y.weight_grad) == y
         assert x.weight_grad.compute_time == y.weight_grad.compute_time
-        whole = sum(z.weight_grad.comm_size for z in words.layers)
         assert x.weight_grad.comm_size == (whole if x.name == first else 0)
-    assert len(text.layers) - len(lines) == (2 if split else 0)
-    assert text.header == words.header or not group
 
 
 def test_gpt2_rank_0_computes_megatrons_share_and_the_old_convention_stays_an_option() -> None:

@@ -171,15 +171,21 @@ def test_translation_under_tensor_and_data_parallelism_validates(name: str, tmp_
     assert CliRunner().invoke(app, ["validate", str(tmp_path / "s.txt")]).exit_code == 0
 
 
-def test_each_cross_attention_all_reduces_the_encoder_output_s_gradient(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "split", [("--tp", "2"), ("-p", "HYBRID_TRANSFORMER", "--npus", "2", "--model-parallel-group", "2")]
+)
+def test_each_cross_attention_all_reduces_the_encoder_output_s_gradient(
+    split: tuple[str, ...], tmp_path: Path
+) -> None:
     """Megatron-Core's CrossAttention: linear_q on the decoder's hidden states, linear_kv (column-
     parallel) on the encoder's output, o row-parallel (megatron/core/transformer/attention.py,
     CrossAttention.get_query_key_value_tensors). So per decoder block and micro-batch: k's input
     gradient all-reduced over the tensor ranks, B x S x d_model x 4 bytes (fp32: the
     configuration has no torch_dtype) = 128 x 768 x 4 = 393,216, once for k and v; q's and o's
-    sized by the decoder's 32 tokens (98,304)."""
+    sized by the decoder's 32 tokens (98,304). The layout's --tp and the keyword alike: one
+    tensor-parallel implementation (strategy/llm/tensor.py)."""
     code, said = _translate(
-        tmp_path, "t5-base", "--input-shape", "decoder_input_ids=1x32", "--tp", "2", "-d", "simai",
+        tmp_path, "t5-base", "--input-shape", "decoder_input_ids=1x32", *split, "-d", "simai",
         "-o", str(tmp_path / "s.txt"),
     )  # fmt: skip
     assert code == 0, said

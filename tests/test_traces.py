@@ -88,9 +88,12 @@ def test_every_rank_carries_what_astra_sim_reads(
     text_ns += sum(x.input_grad.compute_time for x in workload.layers[1:])
     if policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD:
         # default: one segment, recomputed from layer 0 up to the layer before the initiating last
-        # one (ASTRA-sim 1.0's Workload.cc, iterate_hybrid_parallel_Transformer_fwd_in_bckwd:
-        # Forward_In_BackPass stops at the layer that needs_fwd_in_bckwd_initiation)
-        text_ns += sum(x.fwd.compute_time for x in workload.layers[:-1])
+        # unit (ASTRA-sim 1.0's Workload.cc, iterate_hybrid_parallel_Transformer_fwd_in_bckwd:
+        # Forward_In_BackPass stops at the layer that needs_fwd_in_bckwd_initiation); the lines
+        # after it hold the LM head's further collectives, no compute (plan/lines.py)
+        assert workload.header.checkpoint_initiates is not None
+        (initiating,) = workload.header.checkpoint_initiates
+        text_ns += sum(x.fwd.compute_time for x in workload.layers[:initiating])
     for rank, path in enumerate(traces):
         assert path.name == f"t.{rank}.et"
         nodes = _read(path)

@@ -443,13 +443,19 @@ def test_a_gemma3_image_of_another_size_is_refused_in_one_line() -> None:
     assert "reads 896x896 images" in found[0].message
 
 
-def test_gemma3_s_one_matrix_projector_gathers_its_output_over_the_tensor_ranks(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "split", [("--tp", "2"), ("-p", "HYBRID_TRANSFORMER", "--npus", "2", "--model-parallel-group", "2")]
+)
+def test_gemma3_s_one_matrix_projector_gathers_its_output_over_the_tensor_ranks(
+    split: tuple[str, ...], tmp_path: Path
+) -> None:
     """mm_input_projection_weight is the projector's only matrix: column-parallel, its output
     all-gathered after the forward, as Megatron-LM's one-layer ("affine") projector is a
     ColumnParallelLinear with gather_output=True (megatron/core/models/vision/
     multimodal_projector.py), for the language model reads the image features whole: 256 tokens x
-    2,560 x 2 bytes (bfloat16) per image; its input's gradient all-reduced (1,152 wide)."""
-    code, said = _run("translate", str(CONFIGS / f"{GEMMA}.json"), "--tp", "2", "--seq-len", str(S),
+    2,560 x 2 bytes (bfloat16) per image; its input's gradient all-reduced (1,152 wide). The
+    layout's --tp and the transformer keyword alike (one implementation: strategy/llm/tensor.py)."""
+    code, said = _run("translate", str(CONFIGS / f"{GEMMA}.json"), *split, "--seq-len", str(S),
                       "-d", "simai", "-o", str(tmp_path / "s.txt"))  # fmt: skip
     assert code == 0, said
     rows = {

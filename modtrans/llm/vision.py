@@ -203,7 +203,7 @@ def _patch_embedding(t: _Builder, name: str, pixels: Activation, v: Vision, n: i
     """The convolution of stride = kernel (no bias) that makes each patch a token: a GEMM of
     (images x patches) x (channels x kernel) x hidden. Its block part is the embedding, so the
     layout keeps it whole on every tensor rank (Megatron's CLIPViTModel builds conv1 as a plain
-    torch.nn.Conv2d: techniques/megatron.py, roles_of)."""
+    torch.nn.Conv2d: strategy/llm/tensor.py, roles_of)."""
     a = t.arch
     kernel = (v.temporal, v.patch, v.patch) if v.temporal > 1 else (v.patch, v.patch)
     params = [t.param(f"{name}.weight", Role.WEIGHT, (a.hidden, v.channels, *kernel))]

@@ -96,7 +96,12 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             "runs one: write --dialect simai (its ga: header) or Chakra traces (--format chakra-et)"
         )
     head = header(plan)
-    if plan.layout is not None:
+    # a transformer keyword's plan as a layout's: the loss's all-reduces after the LM head's own
+    # on lines of their own (lines.py places them by each collective's place; a plan made by hand
+    # has none, and keeps one collective per column)
+    collectives = [op for op in plan.programs[0] if isinstance(op, Collective)]
+    placed = bool(collectives) and all(c.place is not None for c in collectives)
+    if plan.layout is not None or (head.policy.is_transformer and placed):
         return Workload(head, _layout_lines(plan, head.policy, reader))
     times, comms = _cells(plan, head.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
     layers = []
@@ -122,8 +127,9 @@ def _update(ticks: int, phases: Sequence[Phase], reader: Consumer) -> int:
 
 
 def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[Layer, ...]:
-    """A one-stage layout's units, several collectives in one column on lines of their own
-    (lines.py): the LM head's loss all-reduces, sequence parallelism's all-gathers, ZeRO's pairs."""
+    """A one-stage layout's or a transformer keyword's units, several collectives in one column on
+    lines of their own (lines.py): the LM head's loss all-reduces, sequence parallelism's
+    all-gathers, ZeRO's pairs."""
     expected = columns(policy, plan.mesh)
 
     def column(c: Collective, forward: bool) -> int:

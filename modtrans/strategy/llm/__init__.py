@@ -3,7 +3,7 @@ micro-batches and activation recomputation, for any model the IR holds.
 
 options.py      the layout: every degree (T, C, E, ETP, D, P, V), the rank order, the mesh, the rules
 unit.py         a workload layer as one rank runs it, and where collectives attach
-tensor.py       Megatron tensor parallelism and sequence parallelism
+tensor.py       Megatron tensor parallelism and sequence parallelism (the transformer keywords' too)
 context.py      context parallelism: the sequence split over C ranks, keys and values gathered
 expert.py       expert parallelism: local experts, dispatch and combine all-to-alls
 data.py         data parallelism and ZeRO 1/2/3 as Megatron-LM runs them

@@ -41,9 +41,9 @@ from modtrans.ir.document import ModelIR
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.options import Layout, LayoutError
+from modtrans.strategy.llm.tensor import roles_of
 from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, TENSOR, TENSOR_EXPERT_DATA, Unit
 from modtrans.strategy.roles import LayerRole, Split
-from modtrans.strategy.techniques.megatron import roles_of
 
 
 def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
@@ -69,11 +69,6 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
             continue
         if moe.experts % ep:
             raise LayoutError(f"--ep {ep} must divide the {moe.experts} experts of {u.name}")
-        if tp > 1 and not sp:
-            raise LayoutError(
-                "a mixture of experts with --tp > 1 needs --sp (Megatron-Core's MoELayer refuses to "
-                "train without it: each tensor-parallel rank routes its own sequence shard)"
-            )
         if moe.expert is None:
             u.scale = Fraction(1, tp)  # the router sees this rank's sequence shard
             routers[u.block] = u

@@ -28,34 +28,36 @@ tensor_parallel/mappings.py, _GatherFromModelParallelRegion: its backward splits
 The loss on vocabulary-parallel logits (a column-parallel last layer's output: the LM head)
 all-reduces three fp32 values per token over the tensor ranks in the forward (cross_entropy).
 Experts and routers are left to expert parallelism (not split over T).
+The layout (--tp) and the HYBRID_TRANSFORMER keywords (techniques/megatron.py, no SP) both call
+apply(): one implementation, its roles from roles_of (the Megatron layer class of each GEMM).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 from modtrans import dtypes
 from modtrans.comm import CommType
-from modtrans.ir.document import Kind, ModelIR
+from modtrans.ir.document import Kind, ModelIR, Part, Role
+from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm, a_in, a_out
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import TENSOR, Unit
 from modtrans.strategy.roles import LayerRole, Split
-from modtrans.strategy.techniques.megatron import roles_of
+from modtrans.strategy.share import SHARDABLE
 
 
-def apply(units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1) -> None:
-    """`tokens`: the context-parallel ranks the sequence is split over (context.py): every
-    activation these collectives move is 1/tokens of the IR's (built for the whole sequence)."""
-    check_heads(ir, tp)
-    if tp > 1 and any(x.op_type == "SelectiveScan" for x in ir.layers):
-        raise LayoutError(
-            f"--tp {tp}: a selective state-space (Mamba) mixer split over tensor ranks is not modelled "
-            "(its conv1d, x_proj and scan shard by channel, which Megatron's MambaMixer does with "
-            "collectives of its own)"
-        )
+def apply(
+    units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1, option: str = "--tp"
+) -> None:
+    """Each unit's role, shard and tensor-parallel collectives, for the layout (--tp) and the
+    HYBRID_TRANSFORMER keywords (techniques/megatron.py: sp False, `option` the flag that set T).
+    `tokens`: the context-parallel ranks the sequence is split over (context.py): every activation
+    these collectives move is 1/tokens of the IR's (built for the whole sequence)."""
+    check(ir, tp, sp, option)
     roles = roles_of(ir, [u.x.owner for u in units if u.x.owner.moe is None])
     positions = _added_positions(units, roles)
     whole = {p for x in ir.layers if x.op_type == "ScatterND" for p in x.producers}
@@ -154,7 +156,29 @@ def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
             u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, u.grad_bytes(), TENSOR))
 
 
-def check_heads(ir: ModelIR, tp: int) -> None:
+def check(ir: ModelIR, tp: int, sp: bool, option: str = "--tp") -> None:
+    """Megatron-Core's refusals of a model split over T tensor ranks: the attention heads
+    (check_heads), a Mamba mixer, and a mixture of experts without sequence parallelism
+    (megatron/core/transformer/moe/moe_layer.py, MoELayer.forward: "During training, performance
+    may degrade if MoE and tensor parallelism are enabled without also enabling sequence
+    parallelism", a ValueError when the tensor group has more than one rank)."""
+    check_heads(ir, tp, option)
+    if tp == 1:
+        return
+    if any(x.op_type == "SelectiveScan" for x in ir.layers):
+        raise LayoutError(
+            f"{option} {tp}: a selective state-space (Mamba) mixer split over tensor ranks is not modelled "
+            "(its conv1d, x_proj and scan shard by channel, which Megatron's MambaMixer does with "
+            "collectives of its own)"
+        )
+    if not sp and any(x.moe is not None for x in ir.layers):
+        raise LayoutError(
+            f"{option} {tp}: a mixture of experts over tensor ranks needs --sp (Megatron-Core's MoELayer "
+            "refuses to train without it: each tensor-parallel rank routes its own sequence shard)"
+        )
+
+
+def check_heads(ir: ModelIR, tp: int, option: str = "--tp") -> None:
     """Megatron-Core's rules for splitting attention over T ranks: each rank holds whole query heads
     and whole key/value groups. megatron/core/transformer/attention.py, Attention.__init__:
     `num_attention_heads_per_partition = divide(num_attention_heads, world_size)` and
@@ -166,11 +190,66 @@ def check_heads(ir: ModelIR, tp: int) -> None:
     for h in sorted(heads, key=lambda h: (h.query, h.key_value)):
         if h.query % tp:
             raise LayoutError(
-                f"--tp {tp}: the {h.query} attention heads must divide by it (Megatron-Core: "
+                f"{option} {tp}: the {h.query} attention heads must divide by it (Megatron-Core: "
                 "num_attention_heads_per_partition = divide(num_attention_heads, world_size))"
             )
         if h.key_value % tp:
             raise LayoutError(
-                f"--tp {tp}: the {h.key_value} key/value heads must divide by it (Megatron-Core: "
+                f"{option} {tp}: the {h.key_value} key/value heads must divide by it (Megatron-Core: "
                 "num_query_groups_per_partition = divide(num_query_groups, world_size))"
             )
+
+
+def roles_of(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, LayerRole]:
+    """column / row / embedding for each GEMM owner: a linear layer fed (through layers without
+    parameters) by a column-parallel one is row-parallel; every other linear layer is column-parallel.
+
+    Only the word embedding is vocabulary-parallel: the embedding with the most rows (the
+    vocabulary). Position and token-type embeddings are replicated, as Megatron-LM builds them
+    (megatron/core/models/common/embeddings/language_model_embedding.py,
+    LanguageModelEmbedding.__init__: word_embeddings a tensor_parallel.VocabParallelEmbedding,
+    position_embeddings and tokentype_embeddings a torch.nn.Embedding), so they send nothing
+    over the tensor axis. A vision transformer's patch embedding (a convolution whose block part is
+    the embedding: llm/vision.py) is replicated too: Megatron's CLIPViTModel builds conv1 as a
+    torch.nn.Conv2d and its class token and position embeddings as plain parameters
+    (megatron/core/models/vision/clip_vit_model.py, CLIPViTModel.__init__)."""
+    by_name = {layer.name: layer for layer in ir.layers}
+    vocabulary = max((_rows(o) for o in owners if o.kind is Kind.EMBEDDING), default=0)
+    roles: dict[str, LayerRole] = {}
+    for owner in owners:
+        if owner.kind is Kind.EMBEDDING:
+            if _rows(owner) == vocabulary:
+                roles[owner.name] = LayerRole.EMBEDDING
+        elif owner.kind in SHARDABLE and not _patch_embedding(owner):
+            fed_by = _parameterised_ancestors(owner, by_name)
+            roles[owner.name] = (
+                LayerRole.ROW if any(roles.get(x) is LayerRole.COLUMN for x in fed_by) else LayerRole.COLUMN
+            )
+    return roles
+
+
+def _patch_embedding(layer: IRLayer) -> bool:
+    return layer.kind is Kind.CONV and layer.block is not None and layer.block.part is Part.EMBEDDING
+
+
+def _rows(embedding: IRLayer) -> int:
+    """The rows of an embedding's table (its first weight's first dimension)."""
+    return next((p.shape[0] for p in embedding.params if p.role is Role.WEIGHT and p.shape), 0)
+
+
+def _parameterised_ancestors(layer: IRLayer, by_name: Mapping[str, IRLayer]) -> set[str]:
+    """The nearest layers with parameters upstream of `layer` (through parameter-free layers)."""
+    found: set[str] = set()
+    stack = list(layer.producers)
+    seen: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        source = by_name[name]
+        if source.params and source.kind is not Kind.ELEMENTWISE:
+            found.add(name)
+        else:
+            stack.extend(source.producers)
+    return found
