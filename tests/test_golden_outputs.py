@@ -43,6 +43,11 @@ Issue 35: the HYBRID_TRANSFORMER keywords use the layout's tensor parallelism
 (strategy/llm/tensor.py), so they send the vocabulary-parallel loss's three all-reduces of one
 fp32 value per token after the LM head, as Megatron-LM does (tensor_parallel/cross_entropy.py),
 in the text on lines of their own (lm_head.post1, .post2): both gpt2 keyword entries, every format.
+Issue 37: each layout's memory per stage by what its blocks store (strategy/llm/activations.py:
+FlashAttention keeps no s x s tensor, dropout masks only with dropout, a gated MLP's 3f) and fp32
+main gradients: the .meta.json memory, which the traces' metadata carries too, of the slow models'
+15 layout entries (llama-3-8b, mixtral-8x7b, deepseek-moe-16b); their nodes and text are unchanged
+(compared node by node).
 """
 
 from __future__ import annotations
@@ -214,35 +219,35 @@ GOLDEN = {
     "gpt2 --tp 2 --recompute selective | json simai": "refused: D310",
     "gpt2 --tp 2 --recompute selective | chakra-et": "881d3c470e66118c",
     "llama-3-8b --tp 2 --pp 2 --dp 2 | astra-sim": "refused: D310",
-    "llama-3-8b --tp 2 --pp 2 --dp 2 | simai": "2e3caebad0899c47",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | simai": "beb38c9c8ebd13e6",
     "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra": "refused: D310",
     "llama-3-8b --tp 2 --pp 2 --dp 2 | json": "refused: D310",
-    "llama-3-8b --tp 2 --pp 2 --dp 2 | json simai": "dfa4e2c7719a7cd1",
-    "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra-et": "9c0d50935d8043cc",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | json simai": "a2854e30e13fe208",
+    "llama-3-8b --tp 2 --pp 2 --dp 2 | chakra-et": "a952a04b52d81c87",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | astra-sim": "refused: D310",
-    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | simai": "0a526f65e6e4d2a0",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | simai": "fbe43ed8dd4c94b3",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra": "refused: D310",
     "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | json": "refused: D310",
-    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | json simai": "c61cdc023a7bfb44",
-    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra-et": "7b9fb3889d13fdce",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | json simai": "71f62296e1f391f7",
+    "llama-3-8b --pp 2 interleaved vpp 2 gb 4 | chakra-et": "ef9d5993d5041876",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | astra-sim": "refused: D310",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | simai": "c73f6b92e50d3404",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | simai": "3cc48a58549c9f3a",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra": "refused: D310",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json": "refused: D310",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "85f76cef692c786d",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "a0ff57755c801fc9",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "283d04ee345a45c9",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "5b63225875c2cc1a",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | astra-sim": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "acd2cd48c644254e",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "b69b10ba3c0ee335",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra": "refused: D310",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "f76e3bf7912503a8",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "edbf18bfda3d2f5e",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "47483ccda7231227",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "dbfb70fa1fff0a21",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | astra-sim": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "fed6dcd63f71092d",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "8890604233ef40e6",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra": "refused: D310",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "60fc5f1d195b9ae2",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "76fea980db5b3dc9",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "5b871016caef8789",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "6eb5019858ea1e65",
 }
 # seconds per format each (64 routed experts; 32 blocks through six formats): -m slow
 SLOW = {"deepseek-moe-16b", "llama-3-8b", "mixtral-8x7b"}
