@@ -200,8 +200,8 @@ def _positioned(found: list[Diagnostic], lines: list[tuple[str, str]], where: st
         return len(lines[line - 1][0]) if line <= len(lines) else 0
 
     for d in found:
-        if d.code in ("F001", "F002"):
-            continue  # whole-file: not a text file at all
+        if d.code in ("F001", "F002", "F007"):
+            continue  # whole-file: not a text file at all, or an empty one
         span = d.span
         if span is None:
             problems.append(f"{where}: {d.code} has no position: {d.message[:80]}")
