@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from modtrans import cost
+from modtrans import cost, formats
 from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.formats import Output
 from modtrans.pipeline import Options
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.frameworks import Framework
@@ -112,8 +113,9 @@ class Prepared:
     notes: tuple[str, ...]
 
     @property
-    def traces(self) -> bool:
-        return self.request.format == "chakra-et"
+    def output(self) -> Output:
+        """The registered output the request's format and dialect name (formats/registry.py)."""
+        return formats.get(self.options.format, self.options.dialect)
 
 
 Say = Callable[[str], None]
@@ -154,6 +156,10 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         _efficiency(request.efficiency),
         request.attention or "flash",
     )
+    try:
+        formats.get(request.format, dialect)
+    except formats.UnknownOutput as error:
+        raise UsageError(str(error)) from None
     parallel = _parallelism(request, policy)
     batch = request.batch
     if parallel.layout is not None and request.micro_batch is not None:
@@ -168,7 +174,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         compute=compute,
         cost=settings,
         dialect=dialect,
-        traces=request.format == "chakra-et",
+        format=request.format,
         allow_unknown=request.allow_unknown,
         full_hash=request.full_hash,
         per_layer_times=None if request.per_layer_times is None else Path(request.per_layer_times),

@@ -42,7 +42,7 @@ STRATEGIES = [
 
 
 def _translate(model: str, policy: Policy, group: int | None, npus: int = 8) -> pipeline.Translation:
-    options = pipeline.Options(parallel=Parallelism(policy, npus, group), traces=True)
+    options = pipeline.Options(parallel=Parallelism(policy, npus, group), format="chakra-et")
     result = pipeline.translate_checked(model, options)
     assert result.plan is not None, result.diagnostics
     return result
