@@ -244,18 +244,13 @@ def _unknown_model(spec: str) -> Diagnostic:
     return diagnostic("F001", message, path=spec, hint=hint)
 
 
-def _chakra_ticks(options: Options, spec: str | Path) -> list[Diagnostic]:
-    """X508 where Chakra's text dialect is given ticks other than microseconds, which ASTRA-sim 2.x
-    reads them as (reference/chakra-contract.md, Units)."""
-    if options.dialect is not Dialect.CHAKRA or options.cost.clock.unit is cost.Unit.US:
+def _ticks(output: formats.Output, options: Options, spec: str | Path) -> list[Diagnostic]:
+    """X508 where the output's consumer reads compute times in a unit other than the ticks'."""
+    reads, unit = output.ticks, options.cost.clock.unit
+    if reads is None or unit is reads.unit:
         return []
-    unit = options.cost.clock.unit.value
-    message = (
-        f"compute times are in {unit} ticks; Chakra's text converter copies them into "
-        "duration_micros, which ASTRA-sim 2.x reads as microseconds"
-    )
-    hint = "leave --time-unit out (us, the Chakra dialect's) for ASTRA-sim 2.x"
-    return [diagnostic("X508", message, path=str(spec), hint=hint)]
+    message = f"compute times are in {unit.value} ticks; {reads.why}"
+    return [diagnostic("X508", message, path=str(spec), hint=reads.hint)]
 
 
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
@@ -284,7 +279,8 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
     except cost.CostError as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
-    found += _chakra_ticks(options, spec)
+    output = formats.get(options.format, options.dialect)
+    found += _ticks(output, options, spec)
     try:
         the_plan = plan(ir, model, options.parallel, params=options.params, dtype_bytes=options.dtype_bytes)
     except (StrategyError, cost.CostError) as error:
@@ -296,7 +292,6 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         from modtrans.strategy.llm.memory import fits
 
         found += [diagnostic("X516", line, path=str(spec)) for line in fits(the_plan.layout.memory, capacity)]
-    output = formats.get(options.format, options.dialect)
     workload: Workload | None = None
     if output.project is not None:  # traces are written from the plan: nothing to project
         try:

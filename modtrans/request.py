@@ -144,6 +144,10 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     if request.compute is None and compute == "gpu" and not _calibrated(request.device):
         compute = "roofline"
         note(f"--device {request.device}: no kernel calibration for the gpu model; the roofline at its peak")
+    try:
+        formats.get(request.format, dialect)
+    except formats.UnknownOutput as error:
+        raise UsageError(str(error)) from None
     unit = _unit(request, dialect)
     for line in _not_applicable(request, policy, compute):
         note(line)
@@ -156,10 +160,6 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         _efficiency(request.efficiency),
         request.attention or "flash",
     )
-    try:
-        formats.get(request.format, dialect)
-    except formats.UnknownOutput as error:
-        raise UsageError(str(error)) from None
     parallel = _parallelism(request, policy)
     batch = request.batch
     if parallel.layout is not None and request.micro_batch is not None:
@@ -231,7 +231,8 @@ def _unit(request: Request, dialect: Dialect) -> cost.Unit:
     whose text converter copies each time into duration_micros, read as microseconds by ASTRA-sim
     2.x (reference/chakra-contract.md, Units; astra-sim#207)."""
     if request.format != "chakra-et":
-        default = cost.Unit.US if dialect is Dialect.CHAKRA else cost.Unit.NS
+        ticks = formats.get(request.format, dialect).ticks  # the unit its consumer reads
+        default = cost.Unit.NS if ticks is None else ticks.unit
         return cost.Unit(request.time_unit or default)
     if request.output in (None, "-"):
         raise UsageError("--format chakra-et writes files: give -o DIR/PREFIX")

@@ -14,8 +14,10 @@ import pytest
 
 import modtrans
 from modtrans import api, formats, pipeline, request
+from modtrans.cost import Unit
 from modtrans.diagnostics import Diagnostic, DiagnosticError
 from modtrans.formats import Format, Output
+from modtrans.formats.registry import Ticks
 from modtrans.plan import Plan, Purpose, project
 from modtrans.plan.sizes import Consumer
 from modtrans.request import UsageError
@@ -50,8 +52,10 @@ def _toy_render(workload: Workload, dialect: Dialect, found: list[Diagnostic], s
 
 @pytest.fixture
 def toy() -> Iterator[Output]:
+    summary = "a toy simulator's layer table"
+    ticks = Ticks(Unit.US, "the toy reads microseconds", "leave --time-unit out")
     output = formats.register(
-        Output("toy-table", None, "a toy simulator's layer table", _toy_project, _toy_render, _toy_refuse)
+        Output("toy-table", None, summary, _toy_project, _toy_render, _toy_refuse, ticks=ticks)
     )
     yield output
     formats.unregister(output)
@@ -74,11 +78,21 @@ def test_a_format_registered_from_outside_is_listed(toy: Output) -> None:
 def test_a_registered_format_is_written_from_the_plan(toy: Output, tmp_path: Path) -> None:
     out = tmp_path / "gpt2.tsv"
     result = modtrans.translate("gpt2", tp=2, format="toy-table", output=out)  # type: ignore[arg-type]
-    text = modtrans.translate("gpt2", tp=2).text
+    text = modtrans.translate("gpt2", tp=2, time_unit="us").text  # the toy reads us
     assert text is not None
     rows = [line.split("\t") for line in out.read_text().splitlines()[1:]]
     assert [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows] == _text_times(text)
     assert result.written == (out, Path(f"{out}.meta.json"))
+
+
+def test_a_registered_format_says_the_unit_its_consumer_reads(toy: Output) -> None:
+    told = modtrans.translate("gpt2", tp=2, format="toy-table")  # type: ignore[arg-type]
+    assert told.metadata["compute"]["unit"] == "us"  # its default tick, no option given
+    assert not told.diagnostics
+    other = modtrans.translate("gpt2", tp=2, format="toy-table", time_unit="ns")  # type: ignore[arg-type]
+    assert [(d.code, d.message) for d in other.diagnostics] == [
+        ("X508", "compute times are in ns ticks; the toy reads microseconds")
+    ]
 
 
 def test_a_registered_format_refuses_by_its_own_rule(toy: Output, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from modtrans.cost import Unit
 from modtrans.diagnostics import Diagnostic
 from modtrans.plan import Plan
 from modtrans.strategy import Parallelism
@@ -41,6 +42,16 @@ def _accepts_all(plan: Plan) -> str | None:
 
 
 @dataclass(frozen=True)
+class Ticks:
+    """The unit an output's consumer reads compute times in, why, and what to do about another:
+    the default tick of the output, and X508 where another is given."""
+
+    unit: Unit
+    why: str  # completes "compute times are in ns ticks; ..."
+    hint: str
+
+
+@dataclass(frozen=True)
 class Output:
     """One output: its format, the dialect it writes for (None: any dialect, the same bytes),
     its acceptance rule, its projection and its writer with checker."""
@@ -52,6 +63,7 @@ class Output:
     render: Render | None = None
     refuse: Callable[[Plan], str | None] = _accepts_all
     traces: bool = False  # one file per rank, from the plan (outputs.trace_files)
+    ticks: Ticks | None = None  # None: compute times are in the tick asked for (default ns)
 
     @property
     def name(self) -> str:
