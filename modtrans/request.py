@@ -137,7 +137,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     compute = request.compute or "gpu"
     if request.timeline is not None and Path(request.timeline).suffix.lower() not in (".svg", ".png"):
         raise UsageError(f"--timeline {request.timeline}: a picture is FILE.svg or FILE.png")
-    if request.output == "" and request.format != "chakra-et":
+    if request.output == "" and not _traces(request):
         raise UsageError("--output is empty: give a file, or - for standard output")
     if request.like is not None:
         request, policy, dialect, params, compute = _like(request, policy, dialect, note)
@@ -181,6 +181,15 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         per_expert=request.per_expert,
     )
     return Prepared(request, options, tuple(notes))
+
+
+def _traces(request: Request) -> bool:
+    """Whether the request's format writes one trace per rank (formats/registry.py); UsageError
+    for a format no output registers."""
+    try:
+        return formats.get(request.format, request.dialect).traces
+    except formats.UnknownOutput as error:
+        raise UsageError(str(error)) from None
 
 
 def _calibrated(device: str | None) -> bool:
@@ -230,7 +239,7 @@ def _unit(request: Request, dialect: Dialect) -> cost.Unit:
     A text's default is its consumer's: ns for ASTRA-sim 1.0 and SimAI, us for the Chakra dialect,
     whose text converter copies each time into duration_micros, read as microseconds by ASTRA-sim
     2.x (reference/chakra-contract.md, Units; astra-sim#207)."""
-    if request.format != "chakra-et":
+    if not _traces(request):
         ticks = formats.get(request.format, dialect).ticks  # the unit its consumer reads
         default = cost.Unit.NS if ticks is None else ticks.unit
         return cost.Unit(request.time_unit or default)
@@ -256,7 +265,7 @@ def _parallelism(request: Request, policy: Policy) -> Parallelism:
     layout = _layout(request, policy, npus)
     if layout is not None:
         npus = layout.npus
-    if request.format == "chakra-et" and npus > MAX_TRACES and not request.force:
+    if _traces(request) and npus > MAX_TRACES and not request.force:
         given = f"--npus {npus}" if layout is None else f"T x P x D = {npus} NPUs"
         raise UsageError(f"{given} writes {npus} trace files (over {MAX_TRACES}); pass --force")
     return Parallelism(
@@ -327,7 +336,7 @@ def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]
     to = request.format
     systolic = compute in ("scalesim-v3", "scalesim")
     checkpointed = policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
-    only_traces = None if to == "chakra-et" else f"only --format chakra-et uses it, not {to}"
+    only_traces = None if _traces(request) else f"only --format {formats.Format.CHAKRA_ET} uses it, not {to}"
     not_checkpointed = (
         None if checkpointed else f"only HYBRID_TRANSFORMER_FWD_IN_BCKWD checkpoints, not {policy}"
     )
