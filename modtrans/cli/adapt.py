@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import typer
 
-from modtrans.integers import integer, shown
+from modtrans import rules
 
 
 def _friendly_types() -> None:
@@ -131,7 +131,7 @@ def _plain_conversion() -> None:
         from typer import core
         from typer._click.exceptions import BadParameter
         from typer._coercion import RuntimeParam
-        from typer._param_types import coerce_cli_choice, coerce_cli_path
+        from typer._param_types import coerce_cli_path
     except ImportError:  # another typer: its own conversion, nothing breaks
         return
     original = getattr(core._TyperParameter, "get_runtime_param", None)
@@ -152,9 +152,9 @@ def _plain_conversion() -> None:
         enumerated = isinstance(annotation, type) and issubclass(annotation, enum.Enum)
         if enumerated or get_origin(annotation) is Literal:
             kinds: Any = annotation  # an Enum class iterates over its members, aliases left out
-            choices = tuple(kinds) if enumerated else get_args(annotation)
+            named = {str(c.value if enumerated else c): c for c in (kinds if enumerated else get_args(kinds))}
             sensitive = info.case_sensitive
-            return lambda v, _p, _c: coerce_cli_choice(v, choices=choices, case_sensitive=sensitive)
+            return lambda v, _p, _c: named[rules.choice(v, tuple(named), sensitive)]  # the API's rule
         if annotation is int or annotation is float:
             return functools.partial(_number, annotation, info.min, info.max)
         if annotation is bool:  # a flag's value is a bool already; an environment variable's is text
@@ -187,7 +187,6 @@ def _plain_conversion() -> None:
     core._TyperParameter.get_runtime_param = get_runtime_param  # type: ignore[method-assign]
 
 
-_WHOLE = re.compile(r"([+-]?[0-9](?:_?[0-9])*)(?:\.0+)?")
 _TRUE, _FALSE = {"1", "true", "t", "yes", "y", "on"}, {"", "0", "false", "f", "no", "n", "off"}
 
 
@@ -201,26 +200,8 @@ def _boolean(value: Any, _param: Any, _ctx: Any) -> Any:
 
 
 def _number(kind: type, low: float | None, high: float | None, value: Any, _param: Any, _ctx: Any) -> Any:
-    """An int or float option's value, within its min and max."""
-    if isinstance(value, str):
-        text = value.strip()
-        if kind is int:
-            whole = _WHOLE.fullmatch(text)  # "4.0" too, as typer's pydantic adapter has it
-            if whole is None:
-                raise ValueError(f"{value!r} is not an integer")
-            value = integer(whole.group(1).replace("_", ""))
-            if value is None:  # int() would refuse it with an interpreter setting in the message
-                raise ValueError(f"{shown(text)} has more digits than any value it can take")
-        else:
-            try:
-                value = float(text)
-            except ValueError:
-                raise ValueError(f"{value!r} is not a number") from None
-    if low is not None and not value >= low:
-        raise ValueError(f"{value} is less than {low}, the least it can be")
-    if high is not None and not value <= high:
-        raise ValueError(f"{value} is more than {high}, the most it can be")
-    return value
+    """An int or float option's value, within its min and max, by the API's rule (rules.number)."""
+    return rules.number(kind, value, low, high)
 
 
 _friendly_types()

@@ -12,6 +12,7 @@ from modtrans.cli.common import (
     Force,
     FullHash,
     InputShape,
+    InputValue,
     Model,
     NoColor,
     Output,
@@ -19,7 +20,7 @@ from modtrans.cli.common import (
     _finish,
     app,
 )
-from modtrans.cli.values import InputValue, _shapes, _values
+from modtrans.cli.values import _shapes, _values
 from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR

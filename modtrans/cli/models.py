@@ -15,6 +15,7 @@ from modtrans import fetch as fetching
 from modtrans.cli.common import (
     Batch,
     InputShape,
+    InputValue,
     Model,
     NoColor,
     ParamsOpt,
@@ -24,7 +25,7 @@ from modtrans.cli.common import (
     zoo_app,
 )
 from modtrans.cli.extract import ir_json
-from modtrans.cli.values import InputValue, _shapes, _values
+from modtrans.cli.values import _shapes, _values
 from modtrans.cost import roofline
 from modtrans.diagnostics import has_errors
 from modtrans.fileio import read_binary
