@@ -1,10 +1,9 @@
-"""typer, adapted where this command line wants other behaviour than typer 0.29's; each
-adaptation leaves typer as it is when its internals are not where 0.29 has them.
+"""typer, adapted through its internals where its public API has no means (the one-line usage
+errors and the help groups are public: program.py's classes, given as `cls=`); each adaptation
+leaves typer as it is when its internals are not where 0.29 has them.
 
-- help labels: `N`, `TEXT`, `PATH`, `FILE...` for Python types;
-- usage errors: one line, `modtrans: --option: what is wrong (see ... --help)`; an unknown
-  option answered by meaning (vocabulary.py);
-- options listed in help groups (vocabulary.PANELS), as typer's rich help would list them;
+- help labels: `N`, `TEXT`, `PATH`, `FILE...` for Python types (typer 0.29's parameters have no
+  make_metavar to override; `metavar=` on every option of every command would be the public way);
 - option values are converted without pydantic, which typer 0.29 imports for every command it
   runs and asks for an adapter per option: 40 ms and 13 ms of each command (translate has 40
   options). Our options are str, int, float, bool, Path, enums, Literal and lists of them; each is
@@ -15,13 +14,10 @@ from __future__ import annotations
 
 import enum
 import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
-
-import typer
 
 from modtrans import rules
 
@@ -48,82 +44,6 @@ def _friendly_types() -> None:
         return names.get(inner.lower(), inner)
 
     core._TyperParameter.display_type = display_type  # type: ignore[method-assign]
-
-
-def _one_line_usage_errors() -> None:
-    """Every usage error is one line, as ours are: `modtrans: --option: what is wrong (the choices)`
-    and where help is, exit 2 (typer would print the usage block and `Error: Invalid value for ...`)."""
-    try:
-        from typer._click import exceptions
-    except ImportError:  # another typer: its own usage block, nothing breaks
-        return
-
-    def show(self: exceptions.UsageError, file: object = None) -> None:
-        message, helps = self.format_message(), True
-        if isinstance(self, exceptions.NoSuchOption) and self.ctx is not None:
-            message, helps = _meant(self.option_name, self.ctx)
-            message = message or self.message
-        found = re.match(r"Invalid value for '([^']+)'(?: / '[^']+')?: (?:Value error, )?(.*)", message, re.S)
-        if found:
-            message = f"{found.group(1)}: {found.group(2)}"
-        where = f" (see `{self.ctx.command_path} --help`)" if self.ctx is not None and helps else ""
-        typer.echo(f"modtrans: {' '.join(message.split())}{where}", err=True)
-
-    exceptions.UsageError.show = show  # type: ignore[method-assign]
-
-
-def _meant(option: str, ctx: Any) -> tuple[str, bool]:
-    """What an unknown `option` of ctx's command means (vocabulary.suggestion), from the options
-    of this command and of every other command of the program."""
-    from modtrans.cli.vocabulary import suggestion
-
-    def names(command: Any) -> list[str]:
-        return [name for p in command.params for name in (*p.opts, *p.secondary_opts)]
-
-    def leaves(command: Any, path: str) -> dict[str, list[str]]:
-        subs = getattr(command, "commands", None)
-        if not subs:
-            return {path: names(command)}
-        return {k: v for n, s in subs.items() for k, v in leaves(s, f"{path} {n}".strip()).items()}
-
-    everyone = leaves(ctx.find_root().command, "")
-    words: list[str] = []
-    at = ctx
-    while at.parent is not None:  # the command's names below the program's, however it was run
-        words.insert(0, at.info_name)
-        at = at.parent
-    here = " ".join(words)
-    others = {f"modtrans {path}": found for path, found in everyone.items() if path != here}
-    return suggestion(option, f"modtrans {here}".strip(), names(ctx.command), others)
-
-
-def _grouped_help() -> None:
-    """A command's options under the help groups of vocabulary.PANELS, in their order, then the
-    rest under Options, where typer without rich lists one flat Options."""
-    try:
-        from typer import core
-    except ImportError:
-        return
-    if not callable(getattr(core, "_typer_format_options", None)):  # another typer: one flat list
-        return
-    from modtrans.cli.vocabulary import OWN_PANELS, PANEL_OF, PANELS
-
-    def format_options(self: Any, *, ctx: Any, formatter: Any) -> None:
-        own = OWN_PANELS.get(self.name, {})
-        panel_of = {**PANEL_OF, **{name: panel for panel, names in own.items() for name in names}}
-        groups: dict[str, list[tuple[str, str]]] = {"Arguments": [], **{p: [] for p in (*own, *PANELS)}}
-        groups["Options"] = []
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is not None:
-                kind = "Arguments" if param.param_type_name == "argument" else "Options"
-                groups[panel_of.get(param.name, kind) if kind == "Options" else kind].append(record)
-        for title, records in groups.items():
-            if records:
-                with formatter.section(title):
-                    formatter.write_dl(records)
-
-    core._typer_format_options = format_options
 
 
 def _plain_conversion() -> None:
@@ -205,6 +125,4 @@ def _number(kind: type, low: float | None, high: float | None, value: Any, _para
 
 
 _friendly_types()
-_one_line_usage_errors()
-_grouped_help()
 _plain_conversion()

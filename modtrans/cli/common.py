@@ -12,6 +12,7 @@ import typer
 from modtrans import outputs, report
 from modtrans.cli import adapt  # noqa: F401  (typer as this CLI wants it: before any command runs)
 from modtrans.cli.options import option
+from modtrans.cli.program import Command, Program
 from modtrans.diagnostics import Diagnostic, has_errors
 from modtrans.fileio import Content
 from modtrans.report import COLLAPSED, Format
@@ -21,6 +22,7 @@ from modtrans.table import Keyword
 from modtrans.workload.model import Dialect
 
 app = typer.Typer(
+    cls=Program,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -48,8 +50,8 @@ def _top(
     """Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files."""
 
 
-zoo_app = typer.Typer(no_args_is_help=True, help="Built-in architectures (no download needed).")
-cost_app = typer.Typer(no_args_is_help=True, help="Compute-time models.")
+zoo_app = typer.Typer(cls=Program, no_args_is_help=True, help="Built-in architectures (no download needed).")
+cost_app = typer.Typer(cls=Program, no_args_is_help=True, help="Compute-time models.")
 
 
 Paths = Annotated[
@@ -95,7 +97,7 @@ FullHash = Annotated[bool, option("full_hash")]
 """The option table's rows (modtrans/table.py) that other commands (extract, inspect) take too;
 `translate -p` takes a Keyword."""
 
-__all__ = ["Keyword"]
+__all__ = ["Command", "Keyword"]
 
 
 def _refused(error: UsageError) -> typer.Exit:

@@ -9,6 +9,7 @@ import typer
 from modtrans import pipeline, report
 from modtrans.cli.common import (
     Batch,
+    Command,
     Force,
     FullHash,
     InputShape,
@@ -26,7 +27,7 @@ from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
 
-@app.command()
+@app.command(cls=Command)
 def extract(
     model: Model,
     output: Output = None,
