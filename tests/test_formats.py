@@ -6,14 +6,14 @@ module edited."""
 from __future__ import annotations
 
 import dataclasses
-import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import Result
 
 import modtrans
-from modtrans import api, formats, pipeline, request
+from modtrans import api, formats, pipeline, request, table
 from modtrans.cost import Unit
 from modtrans.diagnostics import Diagnostic, DiagnosticError
 from modtrans.formats import Format, Output
@@ -23,6 +23,8 @@ from modtrans.plan.sizes import Consumer
 from modtrans.request import UsageError
 from modtrans.strategy import Parallelism
 from modtrans.workload.model import Dialect, Workload
+
+Run = Callable[..., Result]
 
 TOY_LIMIT = 2
 """The toy simulator models at most this many tensor ranks (its rule, not the text format's)."""
@@ -77,7 +79,7 @@ def test_a_format_registered_from_outside_is_listed(toy: Output) -> None:
 
 def test_a_registered_format_is_written_from_the_plan(toy: Output, tmp_path: Path) -> None:
     out = tmp_path / "gpt2.tsv"
-    result = modtrans.translate("gpt2", tp=2, format="toy-table", output=out)  # type: ignore[arg-type]
+    result = modtrans.translate("gpt2", tp=2, format="toy-table", output=out)
     text = modtrans.translate("gpt2", tp=2, time_unit="us").text  # the toy reads us
     assert text is not None
     rows = [line.split("\t") for line in out.read_text().splitlines()[1:]]
@@ -86,10 +88,10 @@ def test_a_registered_format_is_written_from_the_plan(toy: Output, tmp_path: Pat
 
 
 def test_a_registered_format_says_the_unit_its_consumer_reads(toy: Output) -> None:
-    told = modtrans.translate("gpt2", tp=2, format="toy-table")  # type: ignore[arg-type]
+    told = modtrans.translate("gpt2", tp=2, format="toy-table")
     assert told.metadata["compute"]["unit"] == "us"  # its default tick, no option given
     assert not told.diagnostics
-    other = modtrans.translate("gpt2", tp=2, format="toy-table", time_unit="ns")  # type: ignore[arg-type]
+    other = modtrans.translate("gpt2", tp=2, format="toy-table", time_unit="ns")
     assert [(d.code, d.message) for d in other.diagnostics] == [
         ("X508", "compute times are in ns ticks; the toy reads microseconds")
     ]
@@ -99,23 +101,25 @@ def test_a_registered_format_refuses_by_its_own_rule(toy: Output, tmp_path: Path
     assert modtrans.translate("gpt2", tp=4).text is not None  # the text accepts what the toy refuses
     out = tmp_path / "gpt2.tsv"
     with pytest.raises(DiagnosticError) as raised:
-        modtrans.translate("gpt2", tp=4, format="toy-table", output=out)  # type: ignore[arg-type]
+        modtrans.translate("gpt2", tp=4, format="toy-table", output=out)
     d310 = [d for d in raised.value.diagnostics if d.code == "D310"]
     assert [d.message for d in d310] == [f"the toy simulator models at most {TOY_LIMIT} tensor ranks, not 4"]
     assert not out.exists()
 
 
 def test_an_unregistered_format_is_a_usage_error_naming_those_there_are() -> None:
-    with pytest.raises(UsageError, match=r"no --format nope \(there are text, json, chakra-et\)"):
-        modtrans.translate("gpt2", format="nope")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"--format: 'nope' is not one of 'text', 'json', 'chakra-et'"):
+        modtrans.translate("gpt2", format="nope")
 
 
-def test_every_format_the_options_offer_is_registered_for_every_dialect() -> None:
-    offered = typing.get_args(request.Format)
-    assert list(offered) == [f.value for f in Format] == formats.formats()
-    for name in offered:
+def test_every_format_the_options_offer_is_registered_for_every_dialect(run_cli: Run) -> None:
+    assert table.BY_NAME["format"].choices == tuple(f.value for f in Format) == tuple(formats.formats())
+    for name in formats.formats():
         for dialect in Dialect:
             assert formats.get(name, dialect).format == name
+    bad = run_cli("translate", "gpt2", "--format", "nope")
+    assert bad.exit_code == 2
+    assert "'text', 'json', 'chakra-et'" in bad.output  # the command line offers the registry's
 
 
 def test_simai_refuses_context_parallelism_by_its_rule() -> None:
