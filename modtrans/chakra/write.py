@@ -143,18 +143,23 @@ class _Encoder:
         self.pb = schema()
         self.masks = dim_masks(plan.mesh, dims)
         self.cache: dict[tuple[Any, ...], bytes] = {}  # collectives whose group differs by rank
-        self.durations = [self._durations(program) for program in plan.programs]
+        self.templates: dict[int, list[Any]] = {}  # by program, until its last rank is made
+        self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
-        """Per pass, per operation: whole microseconds, the rounding carried in file order."""
-        elapsed, out = Fraction(0), []
+        """Per pass, per operation: whole microseconds, the rounding carried in file order. In
+        integers: a tick is n / d ns exactly (the float's own ratio), so the running total in
+        units of 1 / d ns is an integer and floor(ns / 1000) is that total // (1000 d)."""
+        n, d = Fraction(self.tick_ns).as_integer_ratio()
+        per_micro = 1000 * d
+        elapsed, out = 0, []
         for _ in range(self.passes):
             row = []
             for op in program:
-                before = elapsed
+                before = elapsed // per_micro
                 if isinstance(op, Compute):
-                    elapsed += op.time * Fraction(self.tick_ns)
-                row.append(math.floor(elapsed / 1000) - math.floor(before / 1000))
+                    elapsed += op.time * n
+                row.append(elapsed // per_micro - before)
             out.append(row)
         return out
 
@@ -170,6 +175,9 @@ class _Encoder:
         ]
         encode(out, pb.GlobalMetadata(attr=attrs))
         out.write(b"".join(self._nodes(rank)))
+        program = self.plan.program_of[rank]
+        if self.last[program] == rank:  # made in rank order, a program's ranks are consecutive
+            self.templates.pop(program, None)
         return out.getvalue()
 
     def _slots(self, program_index: int) -> list[tuple[int, int, int, tuple[int, ...]]]:
@@ -232,12 +240,18 @@ class _Encoder:
                 chunks.append(self.cache[key])
         return chunks
 
-    @functools.cache  # noqa: B019 - one encoder per write
     def _template(self, p: int) -> list[Any]:
         """Program p's nodes as every rank running it shares them: runs of encoded nodes joined,
         a transfer's bytes less its ends (_Gap), and the slot of a collective whose group differs
-        between the program's ranks (a data-parallel group, say)."""
+        between the program's ranks (a data-parallel group, say). Kept until the program's last
+        rank is made (trace), so a set's memory holds one program's template, not every one."""
+        if p not in self.templates:
+            self.templates[p] = self._make_template(p)
+        return self.templates[p]
+
+    def _make_template(self, p: int) -> list[Any]:
         program = self.plan.programs[p]
+        durations = self._durations(program)
         ranks = [r for r, q in enumerate(self.plan.program_of) if q == p]
         gids: dict[frozenset[Purpose], set[int]] = {}
         pieces: list[Any] = []
@@ -256,7 +270,7 @@ class _Encoder:
                 else:
                     run.append(self._encode(node_id, op, ranks[0], min(gids[op.over]), list(deps), k, 0))
             else:
-                run.append(self._encode(node_id, op, ranks[0], None, list(deps), k, self.durations[p][k][i]))
+                run.append(self._encode(node_id, op, ranks[0], None, list(deps), k, durations[k][i]))
             if piece is not None:
                 if run:
                     pieces.append(b"".join(run))
