@@ -113,11 +113,6 @@ def _subsets(items: list[Purpose]) -> Iterator[list[Purpose]]:
         yield [x for i, x in enumerate(items) if mask >> i & 1]
 
 
-def _strings(name: str, tensors: Sequence[Tensor], suffix: str) -> bytes:
-    """The tensors as the string list of names and byte sizes track-local-mem reads."""
-    return wire.strings(name, [v for t in tensors for v in (t.name + suffix, str(t.bytes))])
-
-
 _CPU = wire.boolean("is_cpu_op", False)
 
 
@@ -144,6 +139,7 @@ class _Encoder:
         self.masks = dim_masks(plan.mesh, dims)
         self.cache: dict[tuple[Any, ...], bytes] = {}  # collectives whose group differs by rank
         self.templates: dict[int, list[Any]] = {}  # by program, until its last rank is made
+        self.entries: dict[tuple[str, int, str], bytes] = {}  # a template's tensors, encoded
         self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
@@ -250,6 +246,12 @@ class _Encoder:
         return self.templates[p]
 
     def _make_template(self, p: int) -> list[Any]:
+        try:
+            return self._pieces(p)
+        finally:
+            self.entries.clear()  # a program's tensors are its own (suffixed by micro-batch)
+
+    def _pieces(self, p: int) -> list[Any]:
         program = self.plan.programs[p]
         durations = self._durations(program)
         ranks = [r for r, q in enumerate(self.plan.program_of) if q == p]
@@ -316,9 +318,22 @@ class _Encoder:
             inputs, outputs = op.inputs, op.outputs
         else:
             raise TypeError(f"a transfer is encoded by _transfer, not {op!r}")
-        attrs.append(_strings("inputs", inputs, suffix))
-        attrs.append(_strings("outputs", outputs, suffix))
+        attrs.append(self._strings("inputs", inputs, suffix))
+        attrs.append(self._strings("outputs", outputs, suffix))
         return wire.framed(wire.fields(node_id, title, kind, deps, duration) + b"".join(attrs))
+
+    def _strings(self, name: str, tensors: Sequence[Tensor], suffix: str) -> bytes:
+        """The tensors as the string list of names and byte sizes track-local-mem reads; each
+        tensor encoded once (its writer and its readers name it alike)."""
+        entries = self.entries
+        parts = []
+        for t in tensors:
+            key = (t.name, t.bytes, suffix)
+            encoded = entries.get(key)
+            if encoded is None:
+                encoded = entries[key] = wire.entry(t.name + suffix) + wire.entry(str(t.bytes))
+            parts.append(encoded)
+        return wire.string_list(name, b"".join(parts))
 
     def _transfer(self, node_id: int, t: Transfer, deps: list[int], k: int) -> tuple[bytes, bytes]:
         """A COMM_SEND/RECV_NODE's message before comm_src and comm_dst, and after them: the
@@ -336,8 +351,8 @@ class _Encoder:
             wire.integer("comm_tag", t.tag, 7),
             wire.integer("comm_size", t.bytes),
             _CPU,
-            _strings("inputs", inputs, suffix),
-            _strings("outputs", outputs, suffix),
+            self._strings("inputs", inputs, suffix),
+            self._strings("outputs", outputs, suffix),
         ]
         return head, b"".join(tail)
 
