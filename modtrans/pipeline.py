@@ -79,7 +79,7 @@ class Translation:
     """What a translation made. `modtrans.translate` fills in all of it; `translate_checked` the
     first five."""
 
-    workload: Workload | None  # the plan as a workload file holds it (None if it cannot)
+    workload: Workload | None  # the plan as a workload file holds it (None if it cannot; traces: None)
     ir: ModelIR | None
     diagnostics: tuple[Diagnostic, ...]
     metadata: dict[str, Any]  # the provenance (.meta.json) of what is written
@@ -318,19 +318,26 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         from modtrans.strategy.llm.memory import fits
 
         found += [diagnostic("X516", line, path=str(spec)) for line in fits(the_plan.layout.memory, capacity)]
-    llm_simai = options.dialect is Dialect.SIMAI and the_plan.is_llm
-    try:
-        reader = consumer(options.dialect)
-        workload: Workload | None = project_simai(the_plan) if llm_simai else project(the_plan, reader)
-    except ProjectionError as error:
-        workload = None
-        if not options.traces:
+    workload = None
+    if not options.traces:  # traces are made from the plan: no workload text is projected
+        try:
+            workload = _projected(the_plan, options)
+        except ProjectionError as error:
             found.append(diagnostic("D310", str(error), path=str(spec)))
             return Translation(None, ir, tuple(found), {}, the_plan)
-    if workload is not None and options.dialect is Dialect.SIMAI and not llm_simai:
-        workload = dataclasses.replace(workload, header=simai_header(workload.header, options.parallel))
     metadata = _metadata(ir, the_plan, options, described, uncosted, workload)
     return Translation(workload, ir, tuple(found), metadata, the_plan)
+
+
+def _projected(the_plan: Plan, options: Options) -> Workload:
+    """The plan as the dialect's workload (SimAI's own projection for an LLM layout). Raises
+    ProjectionError where the text cannot hold it."""
+    if options.dialect is Dialect.SIMAI and the_plan.is_llm:
+        return project_simai(the_plan)
+    workload = project(the_plan, consumer(options.dialect))
+    if options.dialect is Dialect.SIMAI:
+        workload = dataclasses.replace(workload, header=simai_header(workload.header, options.parallel))
+    return workload
 
 
 def _metadata(

@@ -75,9 +75,10 @@ def _pairs(values: list[str]) -> list[tuple[str, int]]:
 def test_every_rank_carries_what_astra_sim_reads(
     model: str, policy: Policy, group: int | None, tmp_path: Path
 ) -> None:
-    result = _translate(model, policy, group)
-    plan, workload = result.plan, result.workload
+    plan = _translate(model, policy, group).plan
     assert plan is not None
+    as_text = pipeline.Options(parallel=Parallelism(policy, 8, group))  # a trace run projects no text
+    workload = pipeline.translate_checked(model, as_text).workload
     assert workload is not None
     traces, group_file = _files(plan, tmp_path)
     groups = {int(k): v for k, v in json.loads(group_file.read_text()).items()}
