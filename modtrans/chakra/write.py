@@ -40,7 +40,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from modtrans import limits
+from modtrans import heap, limits
 from modtrans.chakra import wire
 from modtrans.plan.model import (
     Collective,
@@ -247,7 +247,8 @@ class _Encoder:
 
     def _make_template(self, p: int) -> list[Any]:
         try:
-            return self._pieces(p)
+            with heap.paused():  # bytes, tuples and lists, none in a cycle
+                return self._pieces(p)
         finally:
             self.entries.clear()  # a program's tensors are its own (suffixed by micro-batch)
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 
+from modtrans import heap
 from modtrans.comm import CommType
 from modtrans.cost import CostModel, PhaseTimes
 from modtrans.ir.document import Flops, Kind
@@ -285,6 +286,10 @@ class StageProgram:
             self.chain = index
 
     def build(self) -> tuple[Op, ...]:
+        with heap.paused():  # a 280-micro-batch program is some 10^5 operations, none in a cycle
+            return self._build()
+
+    def _build(self) -> tuple[Op, ...]:
         pipe, p = self.pipeline, self.pipeline.stages
         last_wg: dict[int, tuple[Costed, int]] = {}
         steps, pairs = paired(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual)
