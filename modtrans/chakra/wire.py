@@ -101,12 +101,18 @@ def entry(value: str) -> bytes:
     return b"\n" + _SMALL[n] + data if n < 0x80 else delimited(1, data)
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _name(name: str) -> bytes:
+    """A Node's name field: one per layer and phase, repeated every micro-batch."""
+    return delimited(2, name.encode())
+
+
 def fields(node_id: int, name: str, node_type: int, data_deps: Sequence[int], duration: int) -> bytes:
     """A Node's fields before its attributes (field 10, made by the functions above): id 1,
     name 2, type 3, data_deps 5 (packed), duration_micros 7."""
     parts = [b"\x08" + varint(node_id)] if node_id else []
     if name:
-        parts.append(delimited(2, name.encode()))
+        parts.append(_name(name))
     if node_type:
         parts.append(b"\x18" + varint(node_type))
     if data_deps:
