@@ -226,8 +226,9 @@ the file is written (so a thousand traces, or a 100,000-layer JSON, never sit in
 
 
 def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
-    """Write every output or none: all temporaries first, then the renames; on failure the
-    temporaries are removed and every existing file is as it was. Raises OSError.
+    """Write every output or none: all temporaries first, each then made durable (fsync), then
+    the renames; on failure the temporaries are removed and every existing file is as it was.
+    Raises OSError.
 
     A regular file (or a new one) is replaced through a temporary in its folder and a rename;
     it keeps its mode, and a new file gets 0666 less the umask, as the shell would make it. A
@@ -247,6 +248,7 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
                 if not through:
                     staged.append((_stage(real, _pieces(data)), real))
                 advance()
+        _sync([temporary for temporary, _ in staged])
         with held():  # a signal stops the command before the renames or after them all
             for temporary, real in staged:
                 commit(temporary, real)
@@ -259,6 +261,40 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
             with open(real, "wb") as out:  # a device or FIFO: no truncation, no rename
                 for piece in _pieces(data):
                     out.write(piece)
+
+
+_SYNCS = 4
+"""fsyncs in flight at once. One fsync a file as each was written waited for the disk while
+nothing was encoded (GPT 530B's 3.3 GB of traces, bench/bench_bigpipe.py); the kernel writes the
+earlier files back while the later ones are made, and the fsyncs after the last one, in threads
+(an fsync releases the GIL), wait only for what is left."""
+
+
+def _sync(temporaries: Sequence[str]) -> None:
+    """fsync every temporary (its data and inode on disk before any rename). Raises OSError."""
+    if len(temporaries) < 2:
+        for temporary in temporaries:
+            _fsync(temporary)
+        return
+    # Imported here: 20-55 ms (python -X importtime, 2 loaded cores) that a one-file write spares.
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=_SYNCS, thread_name_prefix="modtrans-fsync")
+    try:
+        for _ in pool.map(_fsync, temporaries):
+            pass
+    finally:  # a failure or a signal: those not started are not waited for
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _fsync(temporary: str) -> None:
+    """fsync a file through a descriptor of its own: Linux's and macOS's fsync flush the file
+    whichever descriptor names it, a read-only one too."""
+    handle = os.open(temporary, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
 
 def _pieces(data: Content) -> Iterable[bytes]:
@@ -297,8 +333,6 @@ def _stage(real: Path, data: Iterable[bytes]) -> str:
         with os.fdopen(handle, "wb") as out:
             for piece in data:
                 out.write(piece)
-            out.flush()
-            os.fsync(out.fileno())
         if mode is not None:
             os.chmod(temporary, mode)
     except BaseException:

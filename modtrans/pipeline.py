@@ -57,7 +57,7 @@ class Translation:
     """What a translation made. `modtrans.translate` fills in all of it; `translate_checked` the
     first five."""
 
-    workload: Workload | None  # the plan as a workload file holds it (None if it cannot)
+    workload: Workload | None  # the plan as a workload file holds it (None if it cannot; traces: None)
     ir: ModelIR | None
     diagnostics: tuple[Diagnostic, ...]
     metadata: dict[str, Any]  # the provenance (.meta.json) of what is written

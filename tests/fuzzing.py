@@ -801,7 +801,7 @@ def _trace_seeds() -> list[bytes]:
 
     seeds = []
     for model, policy, group in (("resnet50", Policy.DATA, None), ("gpt2", Policy.HYBRID_TRANSFORMER, 2)):
-        options = pipeline.Options(parallel=Parallelism(policy, 2, group), traces=True)
+        options = pipeline.Options(parallel=Parallelism(policy, 2, group), format="chakra-et")
         plan = pipeline.translate_checked(model, options).plan
         assert plan is not None
         seeds += [data for _, data in chakra.files(plan, Path("t"), tick_ns=1.0)]

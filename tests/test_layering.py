@@ -19,6 +19,7 @@ GENERIC = frozenset(
         "modtrans.digest",
         "modtrans.dtypes",
         "modtrans.fileio",
+        "modtrans.heap",
         "modtrans.integers",
         "modtrans.jsonsource",
         "modtrans.limits",

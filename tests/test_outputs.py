@@ -268,3 +268,40 @@ def test_an_output_written_in_pieces_is_all_or_nothing(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["w.json"]
     fileio.write_all([(target, lambda: iter([b"a", b"b", b"c\n"]))])
     assert target.read_text() == "abc\n"
+
+
+def test_every_temporary_is_on_disk_before_the_first_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Durable and all or nothing: each output's temporary is fsynced (the inode that is then
+    renamed into place) before any output is renamed; a failed fsync leaves every file as it was
+    and no temporary."""
+    events: list[tuple[str, int]] = []
+    fsync, replace = os.fsync, os.replace
+
+    def synced(fd: int) -> None:
+        events.append(("fsync", os.fstat(fd).st_ino))
+        fsync(fd)
+
+    def renamed(source: str, target: str | Path) -> None:
+        events.append(("rename", os.stat(source).st_ino))
+        replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", synced)
+    monkeypatch.setattr(os, "replace", renamed)
+    outputs = [(tmp_path / f"t.{i}.et", bytes([i]) * 5000) for i in range(9)]
+    fileio.write_all(outputs)
+    first = [kind for kind, _ in events].index("rename")
+    before = sorted(inode for kind, inode in events[:first] if kind == "fsync")
+    assert before == sorted(inode for kind, inode in events if kind == "rename")
+    assert before == sorted(path.stat().st_ino for path, _ in outputs)
+    assert all(path.read_bytes() == data for path, data in outputs)
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(OSError, match="Input/output"):
+        fileio.write_all([(path, b"new") for path, _ in outputs])
+    assert all(path.read_bytes() == data for path, data in outputs)
+    assert sorted(os.listdir(tmp_path)) == sorted(path.name for path, _ in outputs)

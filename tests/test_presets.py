@@ -51,7 +51,7 @@ Run = Callable[..., Result]
 def _plan(model: str, parallel: Parallelism) -> Plan:
     """The plan on the roofline (the times below were measured with it before the GPU kernel
     model became the default; what is compared, keyword against layout, holds for any model)."""
-    options = pipeline.Options(parallel=parallel, traces=True, compute="roofline")
+    options = pipeline.Options(parallel=parallel, format="chakra-et", compute="roofline")
     result = pipeline.translate_checked(model, options)
     assert result.plan is not None, [str(d) for d in result.diagnostics]
     return result.plan
@@ -163,7 +163,7 @@ def test_tensor_parallelism_sends_what_megatron_lm_sends(model: str, how: str) -
         else Parallelism(Policy.HYBRID_TRANSFORMER, 8, layout=Layout(npus=8, tp=4, dp=2))
     )
     tokens = SHAPES[model][0]
-    options = pipeline.Options(parallel=parallel, traces=True, input_shapes={"input_ids": (1, tokens)})
+    options = pipeline.Options(parallel=parallel, format="chakra-et", input_shapes={"input_ids": (1, tokens)})
     plan = pipeline.translate_checked(model, options).plan
     assert plan is not None
     names = [info.name for info in plan.layers]

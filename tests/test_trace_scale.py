@@ -206,7 +206,7 @@ def _llm_plan(folder: Path, micro: int = 2) -> Plan:
     options = pipeline.Options(
         parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 8, layout=layout),
         input_shapes={"input_ids": (micro, 16)},
-        traces=True,
+        format="chakra-et",
     )
     result = pipeline.translate_checked(str(path), options)
     assert result.plan is not None, [str(d) for d in result.diagnostics]
@@ -395,3 +395,21 @@ def test_a_mismatched_rank_shows_its_cause_before_the_hangs(
     prefixed = {str(tmp_path / p): d for p, d in traces.items()}
     prefixed[str(tmp_path / f"t.{R}.et")] = (tmp_path / f"t.{R}.et").read_bytes()
     assert found == reference(prefixed, groups, str(tmp_path / "t.comm_groups.json"))
+
+
+def test_a_set_holds_one_programs_template_and_any_order_makes_the_same_bytes(tmp_path: Path) -> None:
+    """The encoder drops a program's template once the program's last rank is made, so a set made
+    in rank order (as it is written) holds one at a time, not one per pipeline stage; made in any
+    other order (the self-check's sample first) the bytes are the same."""
+    plan = _llm_plan(tmp_path)
+    whole = dict(chakra.files(plan, Path("t"), tick_ns=1.0)[:-1])
+    made = chakra.files(plan, Path("t"), tick_ns=1.0, lazy=True)[:-1]
+    encoder = made[0][1].func.__self__
+    held = []
+    for path, make in made:
+        assert make() == whole[path]
+        held.append(len(encoder.templates))
+    assert len(set(plan.program_of)) == 2
+    assert held == [1, 1, 1, 0, 1, 1, 1, 0]
+    for path, make in reversed(chakra.files(plan, Path("t"), tick_ns=1.0, lazy=True)[:-1]):
+        assert make() == whole[path]

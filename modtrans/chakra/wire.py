@@ -22,6 +22,8 @@ def varint(value: int) -> bytes:
     """The base-128 varint; a negative value as its 64-bit two's complement."""
     if 0 <= value < 0x80:
         return _SMALL[value]
+    if 0 < value < 0x4000:  # a node id, a name's length: two bytes without a loop
+        return bytes((value & 0x7F | 0x80, value >> 7))
     value &= (1 << 64) - 1
     out = bytearray()
     while value > 0x7F:
@@ -36,7 +38,12 @@ _SMALL = [bytes((n,)) for n in range(0x80)]
 
 def delimited(number: int, payload: bytes) -> bytes:
     """A length-delimited field: its key, the payload's length, the payload."""
-    return varint(number << 3 | _LEN) + varint(len(payload)) + payload
+    n = len(payload)
+    key = _KEYS[number] if number < len(_KEYS) else varint(number << 3 | _LEN)
+    return key + (_SMALL[n] if n < 0x80 else varint(n)) + payload
+
+
+_KEYS = [varint(number << 3 | _LEN) for number in range(32)]
 
 
 def framed(message: bytes) -> bytes:
@@ -79,13 +86,25 @@ def booleans(name: str, values: Sequence[bool]) -> bytes:
 
 def strings(name: str, values: Iterable[str]) -> bytes:
     """A string_list attribute (StringList: 1 repeated string)."""
-    return _attr(name, delimited(30, b"".join([_string(v.encode()) for v in values])))
+    return string_list(name, b"".join([entry(value) for value in values]))
 
 
-def _string(value: bytes) -> bytes:
-    """A StringList's value (field 1)."""
-    n = len(value)
-    return b"\n" + _SMALL[n] + value if n < 0x80 else delimited(1, value)
+def string_list(name: str, entries: bytes) -> bytes:
+    """A string_list attribute of values already encoded (`entry`), joined."""
+    return _attr(name, delimited(30, entries))
+
+
+def entry(value: str) -> bytes:
+    """One value of a StringList (its field 1: b"\\n", the length, the UTF-8 bytes)."""
+    data = value.encode()
+    n = len(data)
+    return b"\n" + _SMALL[n] + data if n < 0x80 else delimited(1, data)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _name(name: str) -> bytes:
+    """A Node's name field: one per layer and phase, repeated every micro-batch."""
+    return delimited(2, name.encode())
 
 
 def fields(node_id: int, name: str, node_type: int, data_deps: Sequence[int], duration: int) -> bytes:
@@ -93,7 +112,7 @@ def fields(node_id: int, name: str, node_type: int, data_deps: Sequence[int], du
     name 2, type 3, data_deps 5 (packed), duration_micros 7."""
     parts = [b"\x08" + varint(node_id)] if node_id else []
     if name:
-        parts.append(delimited(2, name.encode()))
+        parts.append(_name(name))
     if node_type:
         parts.append(b"\x18" + varint(node_type))
     if data_deps:

@@ -40,7 +40,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from modtrans import limits
+from modtrans import heap, limits
 from modtrans.chakra import wire
 from modtrans.plan.model import (
     Collective,
@@ -113,11 +113,6 @@ def _subsets(items: list[Purpose]) -> Iterator[list[Purpose]]:
         yield [x for i, x in enumerate(items) if mask >> i & 1]
 
 
-def _strings(name: str, tensors: Sequence[Tensor], suffix: str) -> bytes:
-    """The tensors as the string list of names and byte sizes track-local-mem reads."""
-    return wire.strings(name, [v for t in tensors for v in (t.name + suffix, str(t.bytes))])
-
-
 _CPU = wire.boolean("is_cpu_op", False)
 
 
@@ -143,18 +138,24 @@ class _Encoder:
         self.pb = schema()
         self.masks = dim_masks(plan.mesh, dims)
         self.cache: dict[tuple[Any, ...], bytes] = {}  # collectives whose group differs by rank
-        self.durations = [self._durations(program) for program in plan.programs]
+        self.templates: dict[int, list[Any]] = {}  # by program, until its last rank is made
+        self.entries: dict[tuple[str, int, str], bytes] = {}  # a template's tensors, encoded
+        self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
-        """Per pass, per operation: whole microseconds, the rounding carried in file order."""
-        elapsed, out = Fraction(0), []
+        """Per pass, per operation: whole microseconds, the rounding carried in file order. In
+        integers: a tick is n / d ns exactly (the float's own ratio), so the running total in
+        units of 1 / d ns is an integer and floor(ns / 1000) is that total // (1000 d)."""
+        n, d = Fraction(self.tick_ns).as_integer_ratio()
+        per_micro = 1000 * d
+        elapsed, out = 0, []
         for _ in range(self.passes):
             row = []
             for op in program:
-                before = elapsed
+                before = elapsed // per_micro
                 if isinstance(op, Compute):
-                    elapsed += op.time * Fraction(self.tick_ns)
-                row.append(math.floor(elapsed / 1000) - math.floor(before / 1000))
+                    elapsed += op.time * n
+                row.append(elapsed // per_micro - before)
             out.append(row)
         return out
 
@@ -170,6 +171,9 @@ class _Encoder:
         ]
         encode(out, pb.GlobalMetadata(attr=attrs))
         out.write(b"".join(self._nodes(rank)))
+        program = self.plan.program_of[rank]
+        if self.last[program] == rank:  # made in rank order, a program's ranks are consecutive
+            self.templates.pop(program, None)
         return out.getvalue()
 
     def _slots(self, program_index: int) -> list[tuple[int, int, int, tuple[int, ...]]]:
@@ -232,12 +236,25 @@ class _Encoder:
                 chunks.append(self.cache[key])
         return chunks
 
-    @functools.cache  # noqa: B019 - one encoder per write
     def _template(self, p: int) -> list[Any]:
         """Program p's nodes as every rank running it shares them: runs of encoded nodes joined,
         a transfer's bytes less its ends (_Gap), and the slot of a collective whose group differs
-        between the program's ranks (a data-parallel group, say)."""
+        between the program's ranks (a data-parallel group, say). Kept until the program's last
+        rank is made (trace), so a set's memory holds one program's template, not every one."""
+        if p not in self.templates:
+            self.templates[p] = self._make_template(p)
+        return self.templates[p]
+
+    def _make_template(self, p: int) -> list[Any]:
+        try:
+            with heap.paused():  # bytes, tuples and lists, none in a cycle
+                return self._pieces(p)
+        finally:
+            self.entries.clear()  # a program's tensors are its own (suffixed by micro-batch)
+
+    def _pieces(self, p: int) -> list[Any]:
         program = self.plan.programs[p]
+        durations = self._durations(program)
         ranks = [r for r, q in enumerate(self.plan.program_of) if q == p]
         gids: dict[frozenset[Purpose], set[int]] = {}
         pieces: list[Any] = []
@@ -256,7 +273,7 @@ class _Encoder:
                 else:
                     run.append(self._encode(node_id, op, ranks[0], min(gids[op.over]), list(deps), k, 0))
             else:
-                run.append(self._encode(node_id, op, ranks[0], None, list(deps), k, self.durations[p][k][i]))
+                run.append(self._encode(node_id, op, ranks[0], None, list(deps), k, durations[k][i]))
             if piece is not None:
                 if run:
                     pieces.append(b"".join(run))
@@ -302,9 +319,22 @@ class _Encoder:
             inputs, outputs = op.inputs, op.outputs
         else:
             raise TypeError(f"a transfer is encoded by _transfer, not {op!r}")
-        attrs.append(_strings("inputs", inputs, suffix))
-        attrs.append(_strings("outputs", outputs, suffix))
+        attrs.append(self._strings("inputs", inputs, suffix))
+        attrs.append(self._strings("outputs", outputs, suffix))
         return wire.framed(wire.fields(node_id, title, kind, deps, duration) + b"".join(attrs))
+
+    def _strings(self, name: str, tensors: Sequence[Tensor], suffix: str) -> bytes:
+        """The tensors as the string list of names and byte sizes track-local-mem reads; each
+        tensor encoded once (its writer and its readers name it alike)."""
+        entries = self.entries
+        parts = []
+        for t in tensors:
+            key = (t.name, t.bytes, suffix)
+            encoded = entries.get(key)
+            if encoded is None:
+                encoded = entries[key] = wire.entry(t.name + suffix) + wire.entry(str(t.bytes))
+            parts.append(encoded)
+        return wire.string_list(name, b"".join(parts))
 
     def _transfer(self, node_id: int, t: Transfer, deps: list[int], k: int) -> tuple[bytes, bytes]:
         """A COMM_SEND/RECV_NODE's message before comm_src and comm_dst, and after them: the
@@ -322,8 +352,8 @@ class _Encoder:
             wire.integer("comm_tag", t.tag, 7),
             wire.integer("comm_size", t.bytes),
             _CPU,
-            _strings("inputs", inputs, suffix),
-            _strings("outputs", outputs, suffix),
+            self._strings("inputs", inputs, suffix),
+            self._strings("outputs", outputs, suffix),
         ]
         return head, b"".join(tail)
 

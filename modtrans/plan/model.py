@@ -110,8 +110,15 @@ class Mesh:
         return next((a.size for a in self.axes if a.purpose is purpose), 1)
 
     def span(self, over: frozenset[Purpose]) -> int:
-        """How many ranks a group over these axes holds."""
-        return math.prod(a.size for a in self.axes if a.purpose in over)
+        """How many ranks a group over these axes holds (asked once per operation of a plan)."""
+        spans = self._spans
+        if over not in spans:
+            spans[over] = math.prod(a.size for a in self.axes if a.purpose in over)
+        return spans[over]
+
+    @cached_property
+    def _spans(self) -> dict[frozenset[Purpose], int]:
+        return {}
 
     def key(self, rank: int, over: frozenset[Purpose]) -> tuple[int, ...]:
         """What the ranks of one group over `over` share: their coordinates on the other axes."""

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 
+from modtrans import heap
 from modtrans.comm import CommType
 from modtrans.cost import CostModel, PhaseTimes
 from modtrans.ir.document import Flops, Kind
@@ -145,10 +146,6 @@ class Rerun:
     selective: bool = False  # each unit's attention core (Korthikanti et al. 2022)
 
 
-def _suffix(tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()) -> tuple[Tensor, ...]:
-    return tuple(t if t.name in keep else Tensor(f"{t.name}#{tag}", t.bytes) for t in tensors)
-
-
 class StageProgram:
     def __init__(
         self,
@@ -166,6 +163,24 @@ class StageProgram:
         self.boundary = boundary_bytes  # per virtual stage: bytes it sends forward
         self.ops: list[Op] = []
         self.chain: int | None = None  # the last op the next compute waits for
+        self.tagged: dict[tuple[str, int, str], Tensor] = {}  # (name, bytes, tag) -> the tensor
+
+    def _suffix(
+        self, tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()
+    ) -> tuple[Tensor, ...]:
+        """The tensors of one micro-batch (`tag`), but those in `keep`. One object per name: a
+        unit's inputs are read by its forward, its recomputation and its weight gradient, and a
+        280-micro-batch pipeline's programs hold millions of tensors."""
+        out = []
+        for t in tensors:
+            if t.name not in keep:
+                key = (t.name, t.bytes, tag)
+                named = self.tagged.get(key)
+                if named is None:
+                    named = self.tagged[key] = Tensor(f"{t.name}#{tag}", t.bytes)
+                t = named
+            out.append(t)
+        return tuple(out)
 
     def emit(self, op: Op) -> int:
         self.ops.append(op)
@@ -180,8 +195,11 @@ class StageProgram:
     def collectives(self, u: Costed, place: Place, step: Step, tag: str, *, blocking: bool = True) -> None:
         """The unit's collectives at `place`, one after the other; the next compute waits for the
         last when they are blocking. `tag` names the micro-batch ("": once per iteration)."""
+        comms = u.comms.get(place)
+        if not comms:  # most places of most units: nothing to issue, the chain as it was
+            return
         previous = self.chain
-        for n, c in enumerate(u.comms.get(place, [])):
+        for n, c in enumerate(comms):
             label = f"{u.name}.{place}.{c.comm}.{n}" + (f"#{tag}" if tag else "")
             deps = () if previous is None else (previous,)
             part = -(-c.bytes // self.mesh.span(c.over))  # one rank's share of the buffer
@@ -208,13 +226,13 @@ class StageProgram:
         tag = f"m{micro}" + ("r" if step is Step.RECOMPUTE else "")
         keep = frozenset(t.name for t in u.io.params)
         self.collectives(u, Place.BEFORE_FWD, step, tag)
-        outputs = _suffix(u.io.outputs, tag)
+        outputs = self._suffix(u.io.outputs, tag)
         self.compute(
             u,
             step,
             u.times.forward,
             u.flops.forward,
-            _suffix(u.io.inputs + u.io.params, f"m{micro}", keep),
+            self._suffix(u.io.inputs + u.io.params, f"m{micro}", keep),
             outputs,
         )
         self.collectives(u, Place.AFTER_FWD, step, tag)
@@ -232,8 +250,8 @@ class StageProgram:
                 Step.INPUT_GRAD,
                 u.times.input_grad,
                 u.flops.input_grad,
-                _suffix(u.io.grads_in, tag) + _suffix(u.io.params, tag, keep),
-                _suffix(u.io.grads_out, tag),
+                self._suffix(u.io.grads_in, tag) + self._suffix(u.io.params, tag, keep),
+                self._suffix(u.io.grads_out, tag),
             )
             self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         return wg
@@ -245,7 +263,7 @@ class StageProgram:
             Step.WEIGHT_GRAD,
             u.times.weight_grad,
             u.flops.weight_grad,
-            _suffix(u.io.grads_in + u.io.inputs, tag),
+            self._suffix(u.io.grads_in + u.io.inputs, tag),
             grads,
         )
         self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
@@ -268,6 +286,10 @@ class StageProgram:
             self.chain = index
 
     def build(self) -> tuple[Op, ...]:
+        with heap.paused():  # a 280-micro-batch program is some 10^5 operations, none in a cycle
+            return self._build()
+
+    def _build(self) -> tuple[Op, ...]:
         pipe, p = self.pipeline, self.pipeline.stages
         last_wg: dict[int, tuple[Costed, int]] = {}
         steps, pairs = paired(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual)
@@ -283,6 +305,7 @@ class StageProgram:
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False)
             for x in u.exchanges:
                 self._exchange(u, x)
+        self.tagged.clear()
         return tuple(self.ops)
 
     def _step(self, step: ScheduleStep, last_wg: dict[int, tuple[Costed, int]]) -> None:
@@ -365,7 +388,9 @@ class StageProgram:
     def _recompute(self, u: Costed, micro: int) -> None:
         if self.rerun.selective and u.core[0] > 0:
             outputs = (Tensor(f"{u.name}.attention_core#m{micro}r", 0),)
-            self.compute(u, Step.RECOMPUTE, u.core[0], u.core[1], _suffix(u.io.inputs, f"m{micro}"), outputs)
+            self.compute(
+                u, Step.RECOMPUTE, u.core[0], u.core[1], self._suffix(u.io.inputs, f"m{micro}"), outputs
+            )
         for index in self.rerun.forwards.get(u.index, ()):
             self.forward(self.units[index], micro, Step.RECOMPUTE)
 
