@@ -124,3 +124,46 @@ def test_dropout_masks_only_where_the_model_has_dropout(tmp_path: Path) -> None:
     config.write_text(json.dumps({**gpt, "attn_pdrop": 0.0, "resid_pdrop": 0.0}))
     none = _memory(config, **layout)[0].activations
     assert dropped - none == pytest.approx(layers * (2 * s * h + 3 * a * s * s) / t, rel=1e-9)
+
+
+CONFIGS = Path(__file__).parent.parent / "fixtures" / "configs"
+# Each fixture's dropout of the hidden state as its file sets it, under the key its transformers
+# configuration class reads (absent: the class's default): phi-2 resid_pdrop 0.1 (PhiConfig), GPT-2
+# resid_pdrop 0.1, StarCoder2-3B residual_dropout 0.1, T5 dropout_rate 0.1, Falcon-7B hidden_dropout
+# 0.0, Pythia (GPTNeoXConfig's hidden_dropout: absent, 0.0), Phi-3 resid_pdrop 0.0, Gemma none.
+HIDDEN = {
+    "phi-2": 0.1,
+    "gpt2": 0.1,
+    "starcoder2-3b": 0.1,
+    "t5-base": 0.1,
+    "falcon-7b": 0.0,
+    "pythia-160m": 0.0,
+    "phi-3-mini-4k-instruct": 0.0,
+    "gemma-2b": 0.0,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HIDDEN))
+def test_the_hidden_dropout_each_family_names_reaches_the_ir(name: str) -> None:
+    """Every attention layer of the model's IR carries the hidden-state dropout its configuration
+    sets (the IR's block.heads.hidden_dropout, absent at 0)."""
+    result = run(prepare(Request(model=str(CONFIGS / f"{name}.json"))))
+    assert result.ir is not None, result.diagnostics
+    found = {x.block.heads.hidden_dropout for x in result.ir.layers if x.block and x.block.heads}
+    assert found == {HIDDEN[name]}
+
+
+def test_phi_2s_residual_dropout_masks_without_attention_dropout(tmp_path: Path) -> None:
+    """phi-2 drops out the attention's and the MLP's outputs (resid_pdrop 0.1) but not the attention
+    probabilities (attention_dropout 0.0): its two 1-byte masks per layer are 2 sbh (/ t under
+    SP) against the same file with resid_pdrop 0, and eager attention keeps the softmax output
+    alone, 2 a s^2 b / t (Korthikanti et al. 2022 section 4.1 without the dropout's 3 a s^2 b)."""
+    h, layers, a, s, t = 2560, 32, 32, 1024, 2
+    config = json.loads((CONFIGS / "phi-2.json").read_text())
+    layout = {"tp": t, "sp": True, "seq_len": s}
+    phi = _memory(CONFIGS / "phi-2.json", attention="eager", **layout)[0].activations
+    (tmp_path / "config.json").write_text(json.dumps({**config, "resid_pdrop": 0.0}))
+    kept = _memory(tmp_path / "config.json", attention="eager", **layout)[0].activations
+    assert phi - kept == pytest.approx(layers * 2 * s * h / t, rel=1e-9)
+    flash = _memory(CONFIGS / "phi-2.json", attention="flash", **layout)[0].activations
+    assert phi - flash == pytest.approx(layers * (2 * a * s * s - 4 * a * s) / t, rel=1e-9)

@@ -10,12 +10,14 @@ a query heads, hq = a x head width, hkv the key/value heads' width, f the MLP wi
       the two norms' inputs               4 sbh
       the QKV projections' shared input   2 sbh
       the MLP's input                     2 sbh (a MoE: also its k routed copies, 2 k sbh)
-      two dropout masks, 1 byte each      2 sbh, only where the model trains with dropout
+      two dropout masks, 1 byte each      2 sbh, only where the model drops out the attention's
+                                          and MLP's outputs (Heads.hidden_dropout: GPT-2's
+                                          resid_pdrop, BERT's hidden_dropout_prob, phi-2's 0.1)
     split over the tensor ranks (/ t)
       Q, K, V (QK^T's and the context's inputs)   2 sb (hq + 2 hkv)
       the output projection's input               2 sb hq
-      eager attention: the softmax output 2 a s^2 b, and with attention dropout its mask
-      (a s^2 b) and output (2 a s^2 b): Korthikanti's 5 a s^2 b
+      eager attention: the softmax output 2 a s^2 b, and with attention dropout (Heads.dropout)
+      its mask (a s^2 b) and output (2 a s^2 b): Korthikanti's 5 a s^2 b
       FlashAttention: no s x s tensor; the kernel keeps the fp32 logsumexp of each head and token,
       4 a s b (Dao et al. 2022, arXiv 2205.14135, algorithm 2: the backward recomputes the scores
       from Q, K, V, O and the statistics; its dropout mask regenerated from the RNG state)
@@ -59,7 +61,8 @@ class Mlp:
 @dataclass(frozen=True)
 class Dims:
     """What the activation terms need: sequence, micro-batch, hidden, query heads, query and
-    key/value widths, vocabulary, whether the model trains with dropout, each block's MLP."""
+    key/value widths, vocabulary, whether the model drops out the attention probabilities and the
+    hidden state (the attention's and MLP's outputs), each block's MLP."""
 
     s: int
     b: int
@@ -68,7 +71,8 @@ class Dims:
     hq: int
     hkv: int
     v: int
-    dropout: bool
+    attention_dropout: bool
+    hidden_dropout: bool
     mlps: dict[int, Mlp]
 
     def mlp(self, block: int) -> Mlp:
@@ -93,7 +97,8 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
     if not mlps:
         return None
     hq, hkv = _widths(attention, h, heads.query, heads.key_value)
-    return Dims(s, micro_batch, h, heads.query, hq, hkv, table[0], heads.dropout > 0, mlps)
+    dropout = (heads.dropout > 0, heads.hidden_dropout > 0)
+    return Dims(s, micro_batch, h, heads.query, hq, hkv, table[0], *dropout, mlps)
 
 
 def _widths(attention: list[Layer], h: int, a: int, kv: int) -> tuple[int, int]:
@@ -161,12 +166,12 @@ def layer(d: Dims, block: int, t: int, sp: bool, recompute: Recompute, attention
     if recompute is Recompute.FULL:
         return 2 * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
     m = d.mlp(block)
-    masks = 2 * sb * d.h if d.dropout else 0  # after the attention and after the MLP, 1 byte each
+    masks = 2 * sb * d.h if d.hidden_dropout else 0  # after the attention and after the MLP, 1 byte each
     replicated = 4 * sb * d.h + 2 * sb * d.h + 2 * sb * m.inputs * d.h + masks
     split = 2 * sb * (d.hq + 2 * d.hkv) + 2 * sb * d.hq + 2 * sb * m.inner
     if recompute is not Recompute.SELECTIVE:
         if attention == EAGER:
-            split += (5 if d.dropout else 2) * d.a * d.s * sb
+            split += (5 if d.attention_dropout else 2) * d.a * d.s * sb
         else:
             split += STATISTICS * d.a * sb
     return replicated / (t if sp else 1) + split / t + 2 * sb * m.experts / etp
