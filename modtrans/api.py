@@ -9,14 +9,16 @@ and self-check, outputs.py) + `write` (all files or none). The command line call
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from inspect import Parameter
 from pathlib import Path
+from typing import Any
 
-from modtrans import outputs, pipeline
+from modtrans import outputs, pipeline, table
 from modtrans.diagnostics import DiagnosticError, has_errors
 from modtrans.pipeline import Translation
-from modtrans.request import Format, Prepared, Request, UsageError, prepare
+from modtrans.request import Prepared, UsageError, prepare, request_of
+from modtrans.workload.model import Workload
 
 
 def run(prepared: Prepared) -> Translation:
@@ -89,95 +91,38 @@ def write(result: Translation, model: str, *, force: bool = False) -> Translatio
     return replace(result, written=tuple(path for path, _ in result.files))
 
 
-def translate(
-    model: str | Path,
-    *,
-    output: str | Path | None = None,
-    format: Format = "text",
-    parallel: str | None = None,
-    npus: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    dp: int | None = None,
-    ep: int | None = None,
-    etp: int | None = None,
-    framework: str | None = None,
-    sp: bool | None = None,
-    zero: int | None = None,
-    micro_batch: int | None = None,
-    global_batch: int | None = None,
-    schedule: str | None = None,
-    vpp: int | None = None,
-    recompute: str | None = None,
-    stages: Sequence[int] | None = None,
-    seq_len: int | None = None,
-    model_parallel_group: int | None = None,
-    packages: int | None = None,
-    checkpoints: Sequence[int] | None = None,
-    checkpoint_initiates: Sequence[int] | None = None,
-    checkpoint_every: int | None = None,
-    per_layer: Mapping[str, str] | str | Path | None = None,
-    dialect: str | None = None,
-    params: str | None = None,
-    batch: int | None = None,
-    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-    input_values: Mapping[str, float] | None = None,
-    dtype_bytes: int | None = None,
-    compute: str | None = None,
-    device: str | None = None,
-    array: tuple[int, int] | None = None,
-    dataflow: str | None = None,
-    bytes_per_cycle: float | None = None,
-    time_unit: str | None = None,
-    clock_ghz: float = 1.0,
-    passes: int = 1,
-    network_dims: Sequence[int] | None = None,
-    meta: str | Path | None = None,
-    like: str | Path | None = None,
-    force: bool = False,
-    strict: bool = False,
-    allow_unknown: bool = False,
-    full_hash: bool = False,
-) -> Translation:
-    """Translate an ONNX file, a built-in or a fetched model as `modtrans translate` does (each
-    keyword is the option of that name, --micro-batch for micro_batch; `modtrans translate
-    --help` describes them); None: not given. Returns the Translation: workload (None where the
-    text cannot hold the plan), plan, ir, diagnostics (warnings), metadata (the .meta.json), text
-    (format text / json), notes and, when `output` is given, the files written.
+def translate(model: str | Path, **options: Any) -> Translation:
+    """Translate an ONNX file, a built-in or a fetched model as `modtrans translate` does: every
+    option of that command is a keyword here, with the same name (--micro-batch is micro_batch,
+    --format format), type, default and rule (table.py; the options below); None: not given.
+    A list the command line types as text (stages="9,8,8,7", array="256x256",
+    input_shape=["input_ids=1x128"]) may be given as that text or as its value ((9, 8, 8, 7),
+    {"input_ids": (1, 128)}); per_layer also as a mapping of pattern to keyword. Returns the
+    Translation: workload (None where the text cannot hold the plan), plan, ir, diagnostics
+    (warnings), metadata (the .meta.json), text (format text / json), notes and, when `output`
+    is given, the files written (all or none, never over an input unless `force`).
 
-    output: a file (text, json; its .meta.json beside it, or at `meta`), or for "chakra-et" a
-        DIR/PREFIX (PREFIX.<npu>.et, PREFIX.comm_groups.json, PREFIX.meta.json) or DIR/ (the
-        model's name as PREFIX). Written all or none, never over an input unless `force`.
-    format: "text" (the workload file for `dialect`: astra-sim, simai or chakra), "json" or
-        "chakra-et" (one Chakra trace per NPU).
-    parallel: DATA (default), MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED,
-        HYBRID_TRANSFORMER or HYBRID_TRANSFORMER_FWD_IN_BCKWD; with `npus`,
-        `model_parallel_group` (or `packages`), the checkpoints and `per_layer` (pattern ->
-        keyword, or a file of `PATTERN KEYWORD` lines).
-    tp, pp, dp, ep, etp, sp, zero, micro_batch, global_batch, schedule ("gpipe", "1f1b",
-        "interleaved"), vpp, recompute ("none", "selective", "full"), stages: the LLM layout
-        (sp: True, False, or None when not given: none, or `like`'s).
-    seq_len: the sequence length (input_ids=1xS; Megatron's --seq-length).
-    input_values: an ONNX model's scalar inputs as constants ({"sr": 16000}), so that an If on
-        their value takes one branch instead of costing both (X513).
-    framework: "megatron" (default), "deepspeed" or "fsdp": whose data parallelism and ZeRO.
-    params: "trainable" (default) or "weights"; compute: "gpu" (default: kernels as measured), "roofline",
-        "astra-sim-reference", "scalesim-v3" or "scalesim", with device, array (rows, cols),
-        dataflow ("ws", "is", "os"), bytes_per_cycle, time_unit ("ns", "us", "cycles"), clock_ghz.
-    like: a reference workload whose layout (each field: tp, pp, dp, ...), keyword, dialect,
-        params and compute fill those not given.
-    strict: warnings fail too.
-
-    Raises UsageError (a ValueError) for options the rules refuse, ValueError for a string not
-    listed here, and DiagnosticError when the translation or a write fails.
+    Raises UsageError (a ValueError) for a value or combination the options' rules refuse,
+    TypeError for a keyword that is no option, and DiagnosticError when the translation or a
+    write fails.
     """
-    given = {name: value for name, value in locals().items() if name not in ("model", "output")}
-    request = Request(
-        model=str(model),
-        output=None if output is None else str(output),
-        **{**given, "input_shapes": dict(input_shapes or {}), "input_values": dict(input_values or {})},
-    )
-    result = write(run(prepare(request)), request.model, force=force)
+    request = request_of(model, options)
+    result = write(run(prepare(request)), request.model, force=request.force)
     if has_errors(result.diagnostics) or (result.text is None and not result.files):
         raise DiagnosticError(result.diagnostics)  # strict: a warning left nothing to write
     return result
+
+
+translate.__doc__ = f"{translate.__doc__}\n{table.described()}"
+translate.__signature__ = table.signature(  # type: ignore[attr-defined]
+    [Parameter("model", Parameter.POSITIONAL_OR_KEYWORD, annotation="str | Path")], "Translation"
+)
+
+
+def workload(model: str | Path, **options: Any) -> Workload:
+    """The workload alone of `translate(model, **options)`, for callers that want only the text
+    format's model; raises DiagnosticError when the text cannot hold the plan."""
+    result = translate(model, **options)
+    if result.workload is None:
+        raise DiagnosticError(result.diagnostics)
+    return result.workload

@@ -1,11 +1,11 @@
 """Pipelines: model (ONNX file or built-in name) -> IR -> strategy + cost -> Workload.
 
     ir = modtrans.extract("resnet50")                          # a built-in, or a path to an .onnx
-    workload = pipeline.translate("model.onnx", batch=8, params="weights")
+    result = pipeline.translate_checked("model.onnx", options)  # options: pipeline.Options
 
 The functions named `*_checked` return (value, diagnostics) and never raise on bad input; the
-public `extract` / `translate` return the value or raise DiagnosticError. `modtrans.translate`
-(api.py) takes every option of the command line and writes every format.
+public `extract` returns the value or raises DiagnosticError. `modtrans.translate` (api.py) takes
+every option of the command line and writes every format; `api.workload` the workload alone.
 """
 
 from __future__ import annotations
@@ -383,18 +383,6 @@ def extract(
     if ir is None or has_errors(found):
         raise DiagnosticError(found)
     return ir
-
-
-def translate(spec: str | Path, **options: Any) -> Workload:
-    """The workload alone of `modtrans.translate(spec, **options)` (api.py, which documents the
-    options), for callers of the form that returned it; raises DiagnosticError when the text
-    cannot hold the plan."""
-    from modtrans import api  # api imports this module
-
-    result = api.translate(spec, **options)
-    if result.workload is None:
-        raise DiagnosticError(result.diagnostics)
-    return result.workload
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from modtrans import cost
+from modtrans import cost, rules, table
 from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.pipeline import Options
@@ -41,12 +41,12 @@ class UsageError(ValueError):
 
 @dataclass(frozen=True)
 class Request:
-    """Every option of a translation (`modtrans translate --help` describes each: the field
-    `micro_batch` is the option --micro-batch). None: not given."""
+    """Every option of a translation, one field per row of the option table (table.py, whose
+    rows say each one's type, default and rule; a test holds the two equal). Typed here, not
+    made from the table, so that the type checker reads every `request.tp`. None: not given."""
 
     model: str
     output: str | None = None  # a file, or for chakra-et a DIR/ or DIR/PREFIX; None or "-": none
-    format: Format = "text"
     parallel: str | None = None  # the keyword (default DATA)
     npus: int | None = None  # default 1, or T x P x D of the LLM layout
     model_parallel_group: int | None = None
@@ -55,15 +55,14 @@ class Request:
     checkpoints: Sequence[int] | None = None
     checkpoint_initiates: Sequence[int] | None = None
     per_layer: Mapping[str, str] | str | Path | None = None  # pattern -> keyword, or a file of them
+    timeline: Path | None = None  # the plan's schedule as a picture, FILE.svg or FILE.png (picture.py)
     per_layer_times: Path | None = None  # measured compute times (cost/measured.py)
     per_expert: bool = False  # a layer per routed expert (llm/build.py; default grouped)
-    timeline: Path | None = None  # the plan's schedule as a picture, FILE.svg or FILE.png (picture.py)
     dialect: str | None = None  # astra-sim (default), simai, chakra
     params: str | None = None  # trainable (default) or weights
     batch: int | None = None
-    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    input_values: Mapping[str, float] = field(default_factory=dict)  # scalar inputs as constants
-    seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
+    input_shape: Mapping[str, tuple[int, ...]] | None = None  # each input's whole shape, by name
+    input_value: Mapping[str, float] | None = None  # scalar inputs as constants
     dtype_bytes: int | None = None
     compute: str | None = None  # gpu (default), roofline, astra-sim-reference, scalesim-v3, scalesim
     device: str | None = None
@@ -74,6 +73,7 @@ class Request:
     attention: str | None = None  # the gpu model's attention: flash (default) or eager
     time_unit: str | None = None  # ns (default), us, cycles
     clock_ghz: float = 1.0
+    format: Format = "text"
     passes: int = 1
     network_dims: Sequence[int] | None = None
     meta: str | Path | None = None
@@ -88,19 +88,30 @@ class Request:
     ep: int | None = None
     etp: int | None = None  # experts split over 1 or T tensor ranks (default T)
     cp: int | None = None  # context-parallel ranks (strategy/llm/context.py)
-    moe_expert_capacity_factor: float | None = None  # Megatron's (strategy/llm/expert.py)
-    moe_pad_expert_input_to_capacity: bool = False  # Megatron's: each expert's tokens padded to capacity
-    framework: str | None = None  # megatron (default), deepspeed or fsdp: data parallelism and ZeRO
     sp: bool | None = None  # None: not given (--like may fill it); --no-sp says False
-    overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
-    make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128
     zero: int | None = None
     micro_batch: int | None = None
     global_batch: int | None = None
-    schedule: str | None = None  # gpipe, 1f1b, interleaved
+    schedule: str | None = None  # gpipe, 1f1b, interleaved, ...
     vpp: int | None = None
     recompute: str | None = None  # none, selective, full
+    seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
+    framework: str | None = None  # megatron (default), deepspeed or fsdp: data parallelism and ZeRO
+    overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
+    make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128
+    moe_expert_capacity_factor: float | None = None  # Megatron's (strategy/llm/expert.py)
+    moe_pad_expert_input_to_capacity: bool = False  # Megatron's: each expert's tokens padded to capacity
     stages: Sequence[int] | None = None
+
+
+def request_of(model: str | Path, options: Mapping[str, Any], caller: str = "translate") -> Request:
+    """The Request of `model` and `options` (by the table's names), each by its rule: a value the
+    rule refuses is a UsageError naming the option, a name not in the table a TypeError."""
+    try:
+        values = table.values_of(options, caller)
+    except rules.OptionError as error:
+        raise UsageError(str(error)) from None
+    return Request(model=str(model), **values)
 
 
 @dataclass(frozen=True)
@@ -163,7 +174,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         params=params,
         batch=batch,
         input_shapes=_shapes(request),
-        input_values=dict(request.input_values),
+        input_values=dict(request.input_value or {}),
         dtype_bytes=request.dtype_bytes,
         compute=compute,
         cost=settings,
@@ -208,7 +219,7 @@ def _efficiency(text: str | None) -> tuple[tuple[str, float], ...]:
 def _shapes(request: Request) -> dict[str, tuple[int, ...]]:
     """--input-shape, with --seq-len S as input_ids=1xS (the batch dimension is --batch's, or
     --micro-batch's under the layout)."""
-    shapes = dict(request.input_shapes)
+    shapes = dict(request.input_shape or {})
     if request.seq_len is None:
         return shapes
     if request.seq_len < 1:
@@ -309,10 +320,10 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
 
 
 def _lays_out(r: Request) -> bool:
-    """Whether any option of the LLM layout is given."""
-    given = (*_LAYOUT_FIELDS, "recompute", "make_vocab_size_divisible_by", "moe_expert_capacity_factor")
-    flags = r.sp is not None or r.overlap_grad_reduce or r.moe_pad_expert_input_to_capacity
-    return flags or r.stages is not None or any(getattr(r, f) is not None for f in given)
+    """Whether any option of the LLM layout (table.LAYOUT_FIELDS) is given: not its default (a
+    flag set; --no-sp, whose default is None, given too)."""
+    rows = (table.BY_NAME[name] for name in table.LAYOUT_FIELDS)
+    return any(getattr(r, row.name) is not None and getattr(r, row.name) is not row.default for row in rows)
 
 
 def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]:
@@ -383,21 +394,6 @@ def _like(
     taken += implied
     note(f"--like {reference}: {' '.join(taken) or 'nothing to take'}")
     return request, policy, dialect, params, compute
-
-
-_LAYOUT_FIELDS = (  # the layout's counts and sizes: --like takes each one not given from a reference
-    "tp",
-    "pp",
-    "dp",
-    "ep",
-    "etp",
-    "cp",
-    "zero",
-    "micro_batch",
-    "global_batch",
-    "schedule",
-    "vpp",
-)
 
 
 def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[str]]:

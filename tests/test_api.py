@@ -11,7 +11,7 @@ import pytest
 from typer.testing import Result
 
 import modtrans
-from modtrans import pipeline
+from modtrans import api, pipeline
 from modtrans.diagnostics import DiagnosticError
 from modtrans.request import UsageError
 
@@ -64,7 +64,7 @@ def test_text_and_json_are_the_command_lines_byte_for_byte(
     for side in ("api", "cli"):
         (tmp_path / side).mkdir()
     monkeypatch.chdir(tmp_path / "api")
-    result = modtrans.translate("gpt2", **options, format=to, output="gpt2.out")  # type: ignore[arg-type]
+    result = modtrans.translate("gpt2", **options, format=to, output="gpt2.out")
     monkeypatch.chdir(tmp_path / "cli")
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]
     done = run_cli("translate", "gpt2", *flags, "--format", to, "-o", "gpt2.out")
@@ -93,7 +93,7 @@ def test_the_older_keywords_still_work() -> None:
     hybrid = modtrans.translate("gpt2", parallel="HYBRID_TRANSFORMER", npus=8, model_parallel_group=4)
     assert hybrid.workload is not None
     assert hybrid.workload.header.model_parallel_group == 4
-    assert len(pipeline.translate("resnet50", params="weights").layers) == 54  # the workload alone
+    assert len(api.workload("resnet50", params="weights").layers) == 54  # the workload alone
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_the_older_keywords_still_work() -> None:
 )
 def test_the_option_rules_are_the_librarys(options: dict[str, object], said: str) -> None:
     with pytest.raises(UsageError, match=said):
-        modtrans.translate("gpt2", **options)  # type: ignore[arg-type]
+        modtrans.translate("gpt2", **options)
 
 
 def test_an_input_is_not_overwritten_without_force(tmp_path: Path) -> None:
@@ -131,12 +131,12 @@ def test_per_layer_rules_come_as_a_mapping_or_a_file(tmp_path: Path) -> None:
     rules = tmp_path / "rules.txt"
     rules.write_text("*attn* MODEL  # the attention\n")
     common = {"parallel": "HYBRID_CUSTOMIZED", "npus": 4}
-    from_file = modtrans.translate("gpt2", **common, per_layer=rules)  # type: ignore[arg-type]
-    from_mapping = modtrans.translate("gpt2", **common, per_layer={"*attn*": "MODEL"})  # type: ignore[arg-type]
+    from_file = modtrans.translate("gpt2", **common, per_layer=rules)
+    from_mapping = modtrans.translate("gpt2", **common, per_layer={"*attn*": "MODEL"})
     assert from_file.text == from_mapping.text
     rules.write_text("*attn* SIDEWAYS\n")
     with pytest.raises(UsageError, match="expected `PATTERN KEYWORD`"):
-        modtrans.translate("gpt2", **common, per_layer=rules)  # type: ignore[arg-type]
+        modtrans.translate("gpt2", **common, per_layer=rules)
 
 
 def test_notes_say_what_is_ignored() -> None:

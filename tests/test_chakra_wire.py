@@ -39,7 +39,7 @@ def _translate(folder: Path, **layout: object) -> Plan:
         seq_len=128,
         format="chakra-et",
         output=folder / "t",
-        **layout,  # type: ignore[arg-type]
+        **layout,
     )
     assert result.plan is not None
     return result.plan

@@ -102,7 +102,7 @@ def test_every_option_converts_as_typers_own_adapters_do(tmp_path: Path) -> None
         (("diff", "--rtol", "x", "a", "b"), "modtrans: --rtol: 'x' is not a number"),
         (
             ("translate", "gpt2", "--params", "all"),
-            "modtrans: --params: 'all' is not one of 'weights', 'trainable'.",
+            "modtrans: --params: 'all' is not one of 'weights', 'trainable' (see",
         ),
     ],
 )

@@ -245,7 +245,8 @@ def _report(
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_golden_reports(tmp_path: Path, width: int, golden: Golden) -> None:
-    from modtrans.pipeline import extract, translate
+    from modtrans.api import workload as translate
+    from modtrans.pipeline import extract
 
     moved = _report(_read(_shortcut_after_conv3(tmp_path)), _read(RESNET), width)
     translated = _report(translate("resnet50", params="weights"), _read(RESNET), width)
@@ -410,8 +411,9 @@ NORMS = ("BatchNormalization", "LayerNormalization", "InstanceNormalization", "G
 def test_the_conventions_note_counts_the_models_normalisation_layers(model: str) -> None:
     """The note's count is the model's normalisation ops (ResNet-50: 53, torchvision's 1 stem + 16
     blocks x 3 + 4 shortcut norms), whatever they are named (`downsample.1` too)."""
+    from modtrans.api import workload as translate
     from modtrans.diff import conventions
-    from modtrans.pipeline import extract, translate
+    from modtrans.pipeline import extract
 
     norms = sum(layer.op_type in NORMS for layer in extract(model).layers)
     trainable, weights = translate(model), translate(model, params="weights")
@@ -424,7 +426,7 @@ def test_the_moved_layers_are_the_same_layer_of_every_stage() -> None:
     """Against ASTRA-sim's reference (each stage's shortcut conv listed first), the move is the
     shortcut of all four stages, also in stage 1 where conv3 has the shortcut's size (a tie among
     equal fields is broken by the name's last word), with or without the names compared."""
-    from modtrans.pipeline import translate
+    from modtrans.api import workload as translate
 
     for params in ("trainable", "weights"):
         ours = translate("resnet50", params=params)

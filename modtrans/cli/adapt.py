@@ -1,10 +1,9 @@
-"""typer, adapted where this command line wants other behaviour than typer 0.29's; each
-adaptation leaves typer as it is when its internals are not where 0.29 has them.
+"""typer, adapted through its internals where its public API has no means (the one-line usage
+errors and the help groups are public: program.py's classes, given as `cls=`); each adaptation
+leaves typer as it is when its internals are not where 0.29 has them.
 
-- help labels: `N`, `TEXT`, `PATH`, `FILE...` for Python types;
-- usage errors: one line, `modtrans: --option: what is wrong (see ... --help)`; an unknown
-  option answered by meaning (vocabulary.py);
-- options listed in help groups (vocabulary.PANELS), as typer's rich help would list them;
+- help labels: `N`, `TEXT`, `PATH`, `FILE...` for Python types (typer 0.29's parameters have no
+  make_metavar to override; `metavar=` on every option of every command would be the public way);
 - option values are converted without pydantic, which typer 0.29 imports for every command it
   runs and asks for an adapter per option: 40 ms and 13 ms of each command (translate has 40
   options). Our options are str, int, float, bool, Path, enums, Literal and lists of them; each is
@@ -15,15 +14,12 @@ from __future__ import annotations
 
 import enum
 import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-import typer
-
-from modtrans.integers import integer, shown
+from modtrans import rules
 
 
 def _friendly_types() -> None:
@@ -50,88 +46,12 @@ def _friendly_types() -> None:
     core._TyperParameter.display_type = display_type  # type: ignore[method-assign]
 
 
-def _one_line_usage_errors() -> None:
-    """Every usage error is one line, as ours are: `modtrans: --option: what is wrong (the choices)`
-    and where help is, exit 2 (typer would print the usage block and `Error: Invalid value for ...`)."""
-    try:
-        from typer._click import exceptions
-    except ImportError:  # another typer: its own usage block, nothing breaks
-        return
-
-    def show(self: exceptions.UsageError, file: object = None) -> None:
-        message, helps = self.format_message(), True
-        if isinstance(self, exceptions.NoSuchOption) and self.ctx is not None:
-            message, helps = _meant(self.option_name, self.ctx)
-            message = message or self.message
-        found = re.match(r"Invalid value for '([^']+)'(?: / '[^']+')?: (?:Value error, )?(.*)", message, re.S)
-        if found:
-            message = f"{found.group(1)}: {found.group(2)}"
-        where = f" (see `{self.ctx.command_path} --help`)" if self.ctx is not None and helps else ""
-        typer.echo(f"modtrans: {' '.join(message.split())}{where}", err=True)
-
-    exceptions.UsageError.show = show  # type: ignore[method-assign]
-
-
-def _meant(option: str, ctx: Any) -> tuple[str, bool]:
-    """What an unknown `option` of ctx's command means (vocabulary.suggestion), from the options
-    of this command and of every other command of the program."""
-    from modtrans.cli.vocabulary import suggestion
-
-    def names(command: Any) -> list[str]:
-        return [name for p in command.params for name in (*p.opts, *p.secondary_opts)]
-
-    def leaves(command: Any, path: str) -> dict[str, list[str]]:
-        subs = getattr(command, "commands", None)
-        if not subs:
-            return {path: names(command)}
-        return {k: v for n, s in subs.items() for k, v in leaves(s, f"{path} {n}".strip()).items()}
-
-    everyone = leaves(ctx.find_root().command, "")
-    words: list[str] = []
-    at = ctx
-    while at.parent is not None:  # the command's names below the program's, however it was run
-        words.insert(0, at.info_name)
-        at = at.parent
-    here = " ".join(words)
-    others = {f"modtrans {path}": found for path, found in everyone.items() if path != here}
-    return suggestion(option, f"modtrans {here}".strip(), names(ctx.command), others)
-
-
-def _grouped_help() -> None:
-    """A command's options under the help groups of vocabulary.PANELS, in their order, then the
-    rest under Options, where typer without rich lists one flat Options."""
-    try:
-        from typer import core
-    except ImportError:
-        return
-    if not callable(getattr(core, "_typer_format_options", None)):  # another typer: one flat list
-        return
-    from modtrans.cli.vocabulary import OWN_PANELS, PANEL_OF, PANELS
-
-    def format_options(self: Any, *, ctx: Any, formatter: Any) -> None:
-        own = OWN_PANELS.get(self.name, {})
-        panel_of = {**PANEL_OF, **{name: panel for panel, names in own.items() for name in names}}
-        groups: dict[str, list[tuple[str, str]]] = {"Arguments": [], **{p: [] for p in (*own, *PANELS)}}
-        groups["Options"] = []
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is not None:
-                kind = "Arguments" if param.param_type_name == "argument" else "Options"
-                groups[panel_of.get(param.name, kind) if kind == "Options" else kind].append(record)
-        for title, records in groups.items():
-            if records:
-                with formatter.section(title):
-                    formatter.write_dl(records)
-
-    core._typer_format_options = format_options
-
-
 def _plain_conversion() -> None:
     try:
         from typer import core
         from typer._click.exceptions import BadParameter
         from typer._coercion import RuntimeParam
-        from typer._param_types import coerce_cli_choice, coerce_cli_path
+        from typer._param_types import coerce_cli_path
     except ImportError:  # another typer: its own conversion, nothing breaks
         return
     original = getattr(core._TyperParameter, "get_runtime_param", None)
@@ -152,9 +72,9 @@ def _plain_conversion() -> None:
         enumerated = isinstance(annotation, type) and issubclass(annotation, enum.Enum)
         if enumerated or get_origin(annotation) is Literal:
             kinds: Any = annotation  # an Enum class iterates over its members, aliases left out
-            choices = tuple(kinds) if enumerated else get_args(annotation)
+            named = {str(c.value if enumerated else c): c for c in (kinds if enumerated else get_args(kinds))}
             sensitive = info.case_sensitive
-            return lambda v, _p, _c: coerce_cli_choice(v, choices=choices, case_sensitive=sensitive)
+            return lambda v, _p, _c: named[rules.choice(v, tuple(named), sensitive)]  # the API's rule
         if annotation is int or annotation is float:
             return functools.partial(_number, annotation, info.min, info.max)
         if annotation is bool:  # a flag's value is a bool already; an environment variable's is text
@@ -187,7 +107,6 @@ def _plain_conversion() -> None:
     core._TyperParameter.get_runtime_param = get_runtime_param  # type: ignore[method-assign]
 
 
-_WHOLE = re.compile(r"([+-]?[0-9](?:_?[0-9])*)(?:\.0+)?")
 _TRUE, _FALSE = {"1", "true", "t", "yes", "y", "on"}, {"", "0", "false", "f", "no", "n", "off"}
 
 
@@ -201,29 +120,9 @@ def _boolean(value: Any, _param: Any, _ctx: Any) -> Any:
 
 
 def _number(kind: type, low: float | None, high: float | None, value: Any, _param: Any, _ctx: Any) -> Any:
-    """An int or float option's value, within its min and max."""
-    if isinstance(value, str):
-        text = value.strip()
-        if kind is int:
-            whole = _WHOLE.fullmatch(text)  # "4.0" too, as typer's pydantic adapter has it
-            if whole is None:
-                raise ValueError(f"{value!r} is not an integer")
-            value = integer(whole.group(1).replace("_", ""))
-            if value is None:  # int() would refuse it with an interpreter setting in the message
-                raise ValueError(f"{shown(text)} has more digits than any value it can take")
-        else:
-            try:
-                value = float(text)
-            except ValueError:
-                raise ValueError(f"{value!r} is not a number") from None
-    if low is not None and not value >= low:
-        raise ValueError(f"{value} is less than {low}, the least it can be")
-    if high is not None and not value <= high:
-        raise ValueError(f"{value} is more than {high}, the most it can be")
-    return value
+    """An int or float option's value, within its min and max, by the API's rule (rules.number)."""
+    return rules.number(kind, value, low, high)
 
 
 _friendly_types()
-_one_line_usage_errors()
-_grouped_help()
 _plain_conversion()

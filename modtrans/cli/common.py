@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import enum
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Literal, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
-from modtrans import cost, outputs, report
+from modtrans import outputs, report
 from modtrans.cli import adapt  # noqa: F401  (typer as this CLI wants it: before any command runs)
+from modtrans.cli.options import option
+from modtrans.cli.program import Command, Program
 from modtrans.diagnostics import Diagnostic, has_errors
 from modtrans.fileio import Content
 from modtrans.report import COLLAPSED, Format
 from modtrans.request import UsageError
 from modtrans.strategy import Params
+from modtrans.table import Keyword
 from modtrans.workload.model import Dialect
 
 app = typer.Typer(
+    cls=Program,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -48,8 +50,8 @@ def _top(
     """Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files."""
 
 
-zoo_app = typer.Typer(no_args_is_help=True, help="Built-in architectures (no download needed).")
-cost_app = typer.Typer(no_args_is_help=True, help="Compute-time models.")
+zoo_app = typer.Typer(cls=Program, no_args_is_help=True, help="Built-in architectures (no download needed).")
+cost_app = typer.Typer(cls=Program, no_args_is_help=True, help="Compute-time models.")
 
 
 Paths = Annotated[
@@ -85,145 +87,17 @@ Model = Annotated[
 ]
 
 
-Batch = Annotated[
-    int | None,
-    typer.Option("--batch", "-b", min=1, help="Batch size: fixes dim 0 of every input where it is symbolic."),
-]
+Batch = Annotated[int | None, option("batch")]
+InputShape = Annotated[list[str] | None, option("input_shape")]
+InputValue = Annotated[list[str] | None, option("input_value")]
+ParamsOpt = Annotated[Params, option("params")]
+Output = Annotated[str | None, option("output")]
+Force = Annotated[bool, option("force")]
+FullHash = Annotated[bool, option("full_hash")]
+"""The option table's rows (modtrans/table.py) that other commands (extract, inspect) take too;
+`translate -p` takes a Keyword."""
 
-
-InputShape = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--input-shape",
-        help="NAME=1x3x224x224: the whole shape of one input (repeatable); a T5 configuration's "
-        "decoder_input_ids=BxT sets its decoder's tokens (default T = S); a vision-language model's "
-        "images pixel_values=NxCxHxW (N / B per sample of input_ids=BxS, whose S counts the image tokens).",
-    ),
-]
-
-
-ParamsOpt = Annotated[
-    Params,
-    typer.Option(
-        "--params",
-        case_sensitive=False,
-        help="trainable: weights, biases, norm scales (what a framework all-reduces); "
-        "weights: the conv/linear weight tensor only (ASTRA-sim's reference ResNet-50 convention).",
-    ),
-]
-
-
-Output = Annotated[
-    str | None,
-    typer.Option("--output", "-o", help="Write here (atomically); - or nothing for standard output."),
-]
-
-
-Force = Annotated[bool, typer.Option(help="Allow --output to overwrite an input file.")]
-FullHash = Annotated[
-    bool,
-    typer.Option(
-        "--full-hash",
-        help="Provenance: the SHA-256 of the whole file even above 64 MiB (there, by default, a "
-        "sampled digest of 64 blocks: a few ms instead of reading it all).",
-    ),
-]
-
-
-ComputeModel = cost.Model  # the registry's names (cost.register takes only these)
-
-
-class Keyword(enum.StrEnum):
-    """The parallelism keywords `translate` writes (strategy.SUPPORTED; a test keeps them equal)."""
-
-    DATA = "DATA"
-    MODEL = "MODEL"
-    HYBRID_DATA_MODEL = "HYBRID_DATA_MODEL"
-    HYBRID_MODEL_DATA = "HYBRID_MODEL_DATA"
-    HYBRID_CUSTOMIZED = "HYBRID_CUSTOMIZED"
-    HYBRID_TRANSFORMER = "HYBRID_TRANSFORMER"
-    HYBRID_TRANSFORMER_FWD_IN_BCKWD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
-
-
-class DataflowKind(enum.StrEnum):
-    WS = "ws"
-    IS = "is"
-    OS = "os"
-
-
-Compute = Annotated[
-    ComputeModel,
-    typer.Option(case_sensitive=False, help="Compute-time model (`modtrans cost list` describes them)."),
-]
-
-
-Device = Annotated[
-    str | None,
-    typer.Option(
-        help="gpu, roofline: a100, h100, h200, b200, mi300x (roofline also v100, tpu-v4) or a profile "
-        "FILE.json; scalesim-v3: a SCALE-Sim .cfg."
-    ),
-]
-
-
-Array = Annotated[str | None, typer.Option(help="Systolic array ROWSxCOLS (default 256x256).")]
-
-
-Dataflow = Annotated[
-    DataflowKind | None,
-    typer.Option(
-        case_sensitive=False,
-        help="Systolic dataflow (scalesim-v3, scalesim): weight, input or output stationary.",
-    ),
-]
-
-
-def finite(value: float | None) -> float | None:
-    """Option callback: a float option takes finite values of sane size (no inf, nan, 1e400)."""
-    if value is not None and not (math.isfinite(value) and abs(value) <= 1e15):
-        raise typer.BadParameter(f"{value} is not a finite number of sane size")
-    return value
-
-
-AttentionKind = Annotated[
-    Literal["flash", "eager"] | None,
-    typer.Option(
-        "--attention",
-        help="gpu: flash (one fused kernel, the default) or eager (its GEMMs and a materialised softmax).",
-        show_default=False,
-    ),
-]
-Efficiency = Annotated[
-    str | None,
-    typer.Option(
-        help="gpu: scale its measured rates, all (0.9) or per class (gemm=0.8,attention=0.9,memory=0.95).",
-        show_default=False,
-    ),
-]
-BytesPerCycle = Annotated[
-    float | None,
-    typer.Option(
-        min=0.001, callback=finite, help="Systolic models: memory bytes per cycle for layers without a GEMM."
-    ),
-]
-
-
-TimeUnit = Annotated[
-    cost.Unit | None,
-    typer.Option(
-        case_sensitive=False,
-        help="What one tick of a workload file is: ns (ASTRA-sim 1.0's and SimAI's default), us "
-        "(--dialect chakra's default: its converter writes duration_micros, which ASTRA-sim 2.x "
-        "reads as us; Chakra traces always hold us), cycles (--clock-ghz).",
-        show_default=False,
-    ),
-]
-
-
-ClockGhz = Annotated[
-    float,
-    typer.Option(min=0.001, callback=finite, help="Accelerator clock, to turn cycles into ns / us."),
-]
+__all__ = ["Command", "Keyword"]
 
 
 def _refused(error: UsageError) -> typer.Exit:

@@ -6,45 +6,25 @@ import dataclasses
 import json
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from modtrans import report
-from modtrans.cli import layout
-from modtrans.cli.common import (
-    Array,
-    AttentionKind,
-    Batch,
-    BytesPerCycle,
-    ClockGhz,
-    Compute,
-    ComputeModel,
-    Dataflow,
-    Device,
-    Efficiency,
-    InputShape,
-    NoColor,
-    ParamsOpt,
-    TimeUnit,
-    _usage,
-    app,
-    finite,
-)
+from modtrans import report, table
+from modtrans.cli.common import Command, NoColor, _refused, _usage, app
+from modtrans.cli.options import command, finite, given
 from modtrans.cli.sides import like_with_like, refuse_trace_sets, sides
-from modtrans.cli.values import _array, _given, _shapes
 from modtrans.fileio import STDIN_NAME
 from modtrans.report import Format
-from modtrans.request import Request
-from modtrans.strategy import Params
+from modtrans.request import UsageError, request_of
 
 if TYPE_CHECKING:
     from modtrans.diff import aicb, conventions
     from modtrans.diff.compare import Traffic, WorkloadDiff
 
 
-@app.command()
 def diff(
+    ctx: typer.Context,
     first: Annotated[
         str, typer.Argument(help="Workload file, ONNX file or built-in model.", show_default=False)
     ],
@@ -80,38 +60,8 @@ def diff(
             "different conventions).",
         ),
     ] = None,
-    params: ParamsOpt = Params.TRAINABLE,
-    batch: Batch = None,
-    input_shape: InputShape = None,
-    compute: Compute = ComputeModel.GPU,
-    device: Device = None,
-    array: Array = None,
-    dataflow: Dataflow = None,
-    bytes_per_cycle: BytesPerCycle = None,
-    efficiency: Efficiency = None,
-    attention: AttentionKind = None,
-    time_unit: TimeUnit = None,
-    clock_ghz: ClockGhz = 1.0,
     no_color: NoColor = False,
-    tp: layout.TpOpt = None,
-    pp: layout.PpOpt = None,
-    dp: layout.DpOpt = None,
-    ep: layout.EpOpt = None,
-    etp: layout.EtpOpt = None,
-    cp: layout.CpOpt = None,
-    sp: layout.SpOpt = None,
-    zero: layout.ZeroOpt = None,
-    micro_batch: layout.MicroBatchOpt = None,
-    global_batch: layout.GlobalBatchOpt = None,
-    schedule: layout.ScheduleOpt = None,
-    vpp: layout.VppOpt = None,
-    recompute: layout.RecomputeOpt = None,
-    seq_len: layout.SeqLenOpt = None,
-    framework: layout.FrameworkOpt = None,
-    overlap_grad_reduce: layout.OverlapOpt = False,
-    make_vocab_size_divisible_by: layout.VocabOpt = None,
-    moe_expert_capacity_factor: layout.CapacityOpt = None,
-    moe_pad_expert_input_to_capacity: layout.PadOpt = False,
+    **values: Any,
 ) -> None:
     """Compare two workloads layer by layer.
 
@@ -139,23 +89,11 @@ def diff(
         chosen = comparison.parse_fields(fields)
     except ValueError as error:
         _usage(str(error))
-    request = Request(
-        model=first,
-        params=params.value if _given("params") else None,
-        batch=batch,
-        input_shapes=_shapes(input_shape),
-        compute=compute.value if _given("compute") else None,
-        device=device,
-        array=_array(array),
-        dataflow=dataflow,
-        bytes_per_cycle=bytes_per_cycle,
-        efficiency=efficiency,
-        attention=attention,
-        time_unit=None if time_unit is None else time_unit.value,
-        clock_ghz=clock_ghz,
-        like=reference if like else None,
-        **layout.request_fields(locals()),
-    )
+    try:
+        options = {**given(ctx, values, table.SIDE), "like": reference if like else None}
+        request = request_of(first, options, "diff")
+    except UsageError as error:
+        raise _refused(error) from None
     pair, gemms = sides(first, reference, request, no_color)
     a, b = (side.workload for side in pair)
     assert a is not None
@@ -185,6 +123,9 @@ def diff(
     )
     _print(result, shown, fmt, max_rows, no_color)
     raise typer.Exit(0 if result.equivalent else 1)
+
+
+app.command(cls=Command)(command(diff, table.SIDE))
 
 
 @dataclass(frozen=True)

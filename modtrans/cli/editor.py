@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from modtrans.cli.common import (
+    Command,
     DialectOpt,
     _usage,
     app,
@@ -14,7 +15,7 @@ from modtrans.cli.common import (
 from modtrans.integers import shown
 
 
-@app.command()
+@app.command(cls=Command)
 def lsp(
     tcp: Annotated[
         str | None, typer.Option(help="Listen on HOST:PORT instead of speaking over stdin/stdout.")

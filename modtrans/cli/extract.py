@@ -9,9 +9,11 @@ import typer
 from modtrans import pipeline, report
 from modtrans.cli.common import (
     Batch,
+    Command,
     Force,
     FullHash,
     InputShape,
+    InputValue,
     Model,
     NoColor,
     Output,
@@ -19,13 +21,13 @@ from modtrans.cli.common import (
     _finish,
     app,
 )
-from modtrans.cli.values import InputValue, _shapes, _values
+from modtrans.cli.values import _shapes, _values
 from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
 
-@app.command()
+@app.command(cls=Command)
 def extract(
     model: Model,
     output: Output = None,

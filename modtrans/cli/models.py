@@ -14,7 +14,9 @@ from modtrans import cost, inputs, pipeline, report, sidecar, zoo
 from modtrans import fetch as fetching
 from modtrans.cli.common import (
     Batch,
+    Command,
     InputShape,
+    InputValue,
     Model,
     NoColor,
     ParamsOpt,
@@ -24,7 +26,7 @@ from modtrans.cli.common import (
     zoo_app,
 )
 from modtrans.cli.extract import ir_json
-from modtrans.cli.values import InputValue, _shapes, _values
+from modtrans.cli.values import _shapes, _values
 from modtrans.cost import roofline
 from modtrans.diagnostics import has_errors
 from modtrans.fileio import read_binary
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from modtrans.chakra.read import Trace
 
 
-@app.command()
+@app.command(cls=Command)
 def inspect(
     model: Model,
     fmt: Annotated[
@@ -233,7 +235,7 @@ def _peak(meta: Mapping[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
-@zoo_app.command("list")
+@zoo_app.command("list", cls=Command)
 def zoo_list() -> None:
     """List built-in and fetchable models.
 
@@ -251,7 +253,7 @@ def zoo_list() -> None:
         typer.echo(f"{item.name:<20} {item.bytes / 1e6:8.1f} MB  {item.description}")
 
 
-@app.command()
+@app.command(cls=Command)
 def fetch(
     name: Annotated[str, typer.Argument(help="A model listed by `modtrans zoo list`.", show_default=False)],
     cache: Annotated[
@@ -278,7 +280,7 @@ def fetch(
     typer.echo(str(path))
 
 
-@cost_app.command("list")
+@cost_app.command("list", cls=Command)
 def cost_list() -> None:
     """List compute models and device profiles.
 

@@ -8,66 +8,19 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 
+from modtrans.table import GROUPS, OPTIONS, OUTPUT
+
 PANELS: Mapping[str, tuple[str, ...]] = {
-    "Model": (
-        "batch",
-        "input_shape",
-        "input_value",
-        "seq_len",
-        "params",
-        "dtype_bytes",
-        "per_expert",
-        "allow_unknown",
-    ),
-    "Parallelism keyword (ASTRA-sim's workload file)": (
-        "parallel",
-        "npus",
-        "model_parallel_group",
-        "packages",
-        "checkpoint_every",
-        "checkpoints",
-        "checkpoint_initiates",
-        "per_layer",
-    ),
-    "LLM layout (tensor x pipeline x data x expert)": (
-        "tp",
-        "pp",
-        "dp",
-        "ep",
-        "etp",
-        "cp",
-        "sp",
-        "zero",
-        "framework",
-        "overlap_grad_reduce",
-        "micro_batch",
-        "global_batch",
-        "make_vocab_size_divisible_by",
-        "moe_expert_capacity_factor",
-        "moe_pad_expert_input_to_capacity",
-    ),
-    "Pipeline schedule": ("schedule", "vpp", "stages", "recompute"),
-    "Cost model": (
-        "compute",
-        "device",
-        "array",
-        "dataflow",
-        "bytes_per_cycle",
-        "efficiency",
-        "attention",
-        "per_layer_times",
-        "time_unit",
-        "clock_ghz",
-    ),
+    group: tuple(row.name for row in OPTIONS if row.group == group) for group in GROUPS
 }
-"""Help groups of the commands with many options (translate, diff), by parameter name; an option
-in none is listed under Options, last."""
+"""Help groups of the commands with many options (translate, diff), by parameter name, as the
+option table (modtrans/table.py) groups its rows; an option in none is listed under Options, last."""
 
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 
 OWN_PANELS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "translate": {
-        "Output": ("output", "to", "dialect", "passes", "network_dims", "timeline", "meta", "force"),
+        OUTPUT: tuple(row.name for row in OPTIONS if row.group == OUTPUT),
     },
     "diff": {
         "Comparison": ("fields", "rtol", "atol", "ignore_order", "ignore_names", "ignore_header", "like"),

@@ -14,6 +14,7 @@ import typer
 
 from modtrans import report
 from modtrans.cli.common import (
+    Command,
     DialectOpt,
     NoColor,
     Paths,
@@ -33,7 +34,7 @@ from modtrans.workload.validate import validate as validate_text
 from modtrans.workload.write import write
 
 
-@app.command()
+@app.command(cls=Command)
 def validate(
     paths: Annotated[
         list[Path] | None,
@@ -124,7 +125,7 @@ def validate(
     raise typer.Exit(report.exit_code(found, strict=strict))
 
 
-@app.command()
+@app.command(cls=Command)
 def fmt(
     paths: Paths,
     check: Annotated[
@@ -197,7 +198,7 @@ def _formatted(loaded: Loaded, dialect: Dialect | None, problems: list[Diagnosti
     return new
 
 
-@app.command()
+@app.command(cls=Command)
 def convert(
     path: Annotated[Path, typer.Argument(help="Workload text or workload JSON.", show_default=False)],
     to: Annotated[

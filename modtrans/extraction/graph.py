@@ -286,7 +286,7 @@ class Walker:
                             + ", so both branches are costed",
                             path=self.path,
                             hint=" ".join(f"--input-value {n}=V" for n in read)
-                            + " takes one branch (modtrans.translate(..., input_values={"
+                            + " takes one branch (modtrans.translate(..., input_value={"
                             + ", ".join(f"{n!r}: V" for n in read)
                             + "}))"
                             if read

@@ -1,0 +1,81 @@
+"""The options of `translate` and a model side of `diff`, made from the option table
+(modtrans/table.py): each row a typer option with the row's flags, type, default, bounds and help,
+so that the command line and `modtrans.translate` cannot differ. A command declares its own
+parameters (its arguments, how it prints) and takes the table's rows as keywords (`**given`)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+import typer
+
+from modtrans import rules, table
+from modtrans.rules import Option
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def finite(value: float | None) -> float | None:
+    """Option callback: a float option takes finite values of sane size (no inf, nan, 1e400)."""
+    why = None if value is None else rules.insane(value)
+    if why is not None:
+        raise typer.BadParameter(why)
+    return value
+
+
+def annotation(row: Option) -> Any:
+    """The row as typer reads a parameter: its command-line type, Annotated with its typer.Option."""
+    kind: Any = row.kind
+    if row.text is not None:  # typed as text (0,9,18), parsed by the table's rule
+        kind = list[str] if row.many else str
+    elif isinstance(kind, tuple):
+        kind = Literal.__getitem__(kind)
+    return Annotated[kind | None if row.default is None else kind, option(row)]
+
+
+def option(row: Option | str) -> Any:
+    """The typer.Option of a row of the table (by name): its flags, help, bounds and choices."""
+    if isinstance(row, str):
+        row = table.BY_NAME[row]
+    choices = row.choices is not None
+    return typer.Option(
+        *row.flags,
+        help=row.help,
+        min=row.low,
+        max=row.high,
+        callback=finite if row.kind is float else None,
+        case_sensitive=not choices,
+    )
+
+
+def _default(row: Option) -> Any:
+    """The command line's default: the one that applies (shown by --help) where the table's None
+    says "not given" (given() turns it back into None)."""
+    return row.default if row.shown is None else row.shown
+
+
+def given(ctx: typer.Context, values: dict[str, Any], rows: tuple[Option, ...]) -> dict[str, Any]:
+    """The table's options among a command's `values`, each left at the default that applies
+    (table.Option.shown) as None, "not given", the table's default."""
+    found = {row.name: values[row.name] for row in rows}
+    for row in rows:
+        source = ctx.get_parameter_source(row.name)
+        if row.shown is not None and (source is None or source.name == "DEFAULT"):
+            found[row.name] = None
+    return found
+
+
+def command(function: F, rows: tuple[Option, ...]) -> F:
+    """`function` (whose parameters are its own, then `**given`) with the table's `rows` as
+    keyword parameters of its signature, where typer reads them: its arguments first, the rows,
+    then its own options."""
+    own = list(inspect.signature(function, eval_str=True).parameters.values())
+    head = [p for p in own if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD]
+    tail = [p for p in own if p.default is not inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD]
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    made = [inspect.Parameter(r.name, keyword, default=_default(r), annotation=annotation(r)) for r in rows]
+    tail = [p.replace(kind=keyword) for p in tail]
+    function.__signature__ = inspect.Signature([*head, *made, *tail])  # type: ignore[attr-defined]
+    return function

@@ -1,0 +1,116 @@
+"""The program's and its commands' click classes, given to typer through its public `cls=`:
+usage errors said on one line, `modtrans: --option: what is wrong (see ... --help)`, an unknown
+option answered by meaning (vocabulary.py), exit 2; options listed in help groups
+(vocabulary.PANELS) where typer without rich lists one flat Options."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from modtrans.cli.vocabulary import OWN_PANELS, PANEL_OF, PANELS, suggestion
+
+
+class Command(TyperCommand):
+    """A command whose options --help lists in groups."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        _grouped(self, ctx, formatter)
+
+
+class Program(TyperGroup):
+    """A group (the program, zoo, cost) that says a usage error on one line."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        _grouped(self, ctx, formatter)
+        self.format_commands(ctx, formatter)
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """click's main, run without its standalone handling, which would print the usage block
+        and `Error: ...`: that handling here, a usage error (click's exit status 2) one line."""
+        run = {"complete_var": complete_var, "windows_expand_args": windows_expand_args, **extra}
+        if not standalone_mode:
+            return super().main(args, prog_name, standalone_mode=False, **run)
+        try:
+            code = super().main(args, prog_name, standalone_mode=False, **run)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        except Exception as raised:
+            error: Any = raised
+            if not callable(getattr(error, "show", None)) or not hasattr(error, "exit_code"):
+                raise  # not one of click's: a bug, with its traceback
+            if error.exit_code == 2 and hasattr(error, "ctx"):
+                typer.echo(_line(error), err=True)
+            else:
+                error.show()
+            sys.exit(error.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _line(error: Any) -> str:
+    """A usage error as one line: the option, what is wrong, where help is."""
+    message, helps = error.format_message(), True
+    if getattr(error, "option_name", None) and error.ctx is not None:  # no such option
+        message, helps = _meant(error.option_name, error.ctx)
+        message = message or error.message
+    found = re.match(r"Invalid value for '([^']+)'(?: / '[^']+')?: (?:Value error, )?(.*)", message, re.S)
+    if found:
+        message = f"{found.group(1)}: {found.group(2)}"
+    where = f" (see `{error.ctx.command_path} --help`)" if error.ctx is not None and helps else ""
+    return f"modtrans: {' '.join(message.split())}{where}"
+
+
+def _meant(option: str, ctx: Any) -> tuple[str, bool]:
+    """What an unknown `option` of ctx's command means (vocabulary.suggestion), from the options
+    of this command and of every other command of the program."""
+
+    def names(command: Any) -> list[str]:
+        return [name for p in command.params for name in (*p.opts, *p.secondary_opts)]
+
+    def leaves(command: Any, path: str) -> dict[str, list[str]]:
+        subs = getattr(command, "commands", None)
+        if not subs:
+            return {path: names(command)}
+        return {k: v for n, s in subs.items() for k, v in leaves(s, f"{path} {n}".strip()).items()}
+
+    everyone = leaves(ctx.find_root().command, "")
+    words: list[str] = []
+    at = ctx
+    while at.parent is not None:  # the command's names below the program's, however it was run
+        words.insert(0, at.info_name)
+        at = at.parent
+    here = " ".join(words)
+    others = {f"modtrans {path}": found for path, found in everyone.items() if path != here}
+    return suggestion(option, f"modtrans {here}".strip(), names(ctx.command), others)
+
+
+def _grouped(command: Any, ctx: Any, formatter: Any) -> None:
+    """The command's arguments, then its options under the help groups of vocabulary.PANELS (its
+    own first), in their order, then the rest under Options."""
+    own = OWN_PANELS.get(command.name, {})
+    panel_of = {**PANEL_OF, **{name: panel for panel, names in own.items() for name in names}}
+    groups: dict[str, list[tuple[str, str]]] = {"Arguments": [], **{p: [] for p in (*own, *PANELS)}}
+    groups["Options"] = []
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record is not None:
+            kind = "Arguments" if param.param_type_name == "argument" else "Options"
+            groups[panel_of.get(param.name, kind) if kind == "Options" else kind].append(record)
+    for title, records in groups.items():
+        if records:
+            with formatter.section(title):
+                formatter.write_dl(records)

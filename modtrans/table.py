@@ -1,0 +1,256 @@
+"""The options of a translation, one row each: the one list from which `modtrans translate`'s
+and `modtrans diff`'s options (cli/options.py), `modtrans.translate`'s keywords (api.py), the
+Request's fields (request.py, a test holds them equal), the LLM layout's fields and what --like
+fills all come. A row's name is the API keyword and the Request field; --name-with-hyphens the
+command line's option. Its rule (bounds, choices, the text form a list is typed in) is checked
+here for the API and by the command line's conversion with the same bounds and messages."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from modtrans import cost
+from modtrans.rules import Option, array, indices, shapes, value, values
+from modtrans.strategy import Params
+from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.options import Recompute, Schedule
+from modtrans.workload.model import Dialect
+
+
+class Keyword(enum.StrEnum):
+    """The parallelism keywords `translate` writes (strategy.SUPPORTED; a test keeps them equal)."""
+
+    DATA = "DATA"
+    MODEL = "MODEL"
+    HYBRID_DATA_MODEL = "HYBRID_DATA_MODEL"
+    HYBRID_MODEL_DATA = "HYBRID_MODEL_DATA"
+    HYBRID_CUSTOMIZED = "HYBRID_CUSTOMIZED"
+    HYBRID_TRANSFORMER = "HYBRID_TRANSFORMER"
+    HYBRID_TRANSFORMER_FWD_IN_BCKWD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
+
+
+class DataflowKind(enum.StrEnum):
+    WS = "ws"
+    IS = "is"
+    OS = "os"
+
+
+MODEL, KEYWORD, LAYOUT, SCHEDULE, COST, OUTPUT, OTHER = (
+    "Model",
+    "Parallelism keyword (ASTRA-sim's workload file)",
+    "LLM layout (tensor x pipeline x data x expert)",
+    "Pipeline schedule",
+    "Cost model",
+    "Output",
+    "Options",
+)
+GROUPS = (MODEL, KEYWORD, LAYOUT, SCHEDULE, COST)
+"""The help groups translate and diff share, in the order --help lists them (Output is
+translate's own; Options, the rest, comes last)."""
+
+
+def _o(name: str, kind: Any, help: str, group: str = OTHER, **rest: Any) -> Option:
+    return Option(name, kind, help, group, **rest)
+
+
+N1 = {"low": 1}
+_SIDE = {"diff": True}
+
+OPTIONS: tuple[Option, ...] = (
+    _o("output", str, "Write here (atomically); - or nothing for standard output.", OUTPUT,
+       flags=("--output", "-o")),
+    _o("parallel", Keyword,
+       "The parallelism keyword (formulas: modtrans/strategy/techniques/, a module each).", KEYWORD,
+       flags=("--parallel", "-p"), shown=Keyword.DATA, like=True),
+    _o("npus", int, "NPUs in the simulated system.", KEYWORD, shown=1, **N1),
+    _o("model_parallel_group", int,
+       "NPUs per model-parallel group (hybrids, transformers); divides --npus.", KEYWORD, **N1),
+    _o("packages", int, "Or: the number of packages (groups); the group is --npus / --packages.", KEYWORD,
+       **N1),
+    _o("checkpoint_every", int,
+       "FWD_IN_BCKWD: an activation checkpoint every K layers (default: one, at 0).", KEYWORD, **N1),
+    _o("checkpoints", tuple, "FWD_IN_BCKWD: explicit checkpoint layers, e.g. 0,9,18.", KEYWORD, text=indices),
+    _o("checkpoint_initiates", tuple,
+       "FWD_IN_BCKWD: layers that start recomputation (default: each segment's last layer).", KEYWORD,
+       text=indices),
+    _o("per_layer", Path,
+       "HYBRID_CUSTOMIZED: a file of `PATTERN KEYWORD` lines (fnmatch patterns on layer names; first "
+       "match wins; unmatched layers are DATA). Without it each layer takes the cheaper of DATA "
+       "(all-reduce of its parameters, 2P) and MODEL (all-gather of its output plus all-reduce of its "
+       "input gradient, A_out + 2 A_in).", KEYWORD),
+    _o("timeline", Path,
+       "Also draw the plan's schedule (FILE.svg or FILE.png): a lane per pipeline stage, a block per "
+       "forward / backward of each micro-batch and chunk, the bubble the white between.", OUTPUT),
+    _o("per_layer_times", Path,
+       "Measured compute times: a CSV of `layer,phase,time_ns` (phase fwd, ig, wg, update), an "
+       "AICB/AIOB computation profile or a PyTorch profiler trace (.json[.gz], with_modules), projected "
+       "onto each rank's share by the cost model.", COST),
+    _o("per_expert", bool,
+       "A configuration's routed experts a layer and trace node each, as transformers' modules are "
+       "(default: one grouped GEMM of an EP rank's experts per projection).", MODEL, default=False,
+       flags=("--per-expert",)),
+    _o("dialect", Dialect, "Consumer to write for.", OUTPUT, flags=("--dialect", "-d"),
+       shown=Dialect.ASTRA_SIM, like=True),
+    _o("params", Params,
+       "trainable: weights, biases, norm scales (what a framework all-reduces); weights: the conv/linear "
+       "weight tensor only (ASTRA-sim's reference ResNet-50 convention).", MODEL, shown=Params.TRAINABLE,
+       like=True, **_SIDE),
+    _o("batch", int, "Batch size: fixes dim 0 of every input where it is symbolic.", MODEL,
+       flags=("--batch", "-b"), **N1, **_SIDE),
+    _o("input_shape", dict,
+       "NAME=1x3x224x224: the whole shape of one input (repeatable); a T5 configuration's "
+       "decoder_input_ids=BxT sets its decoder's tokens (default T = S); a vision-language model's "
+       "images pixel_values=NxCxHxW (N / B per sample of input_ids=BxS, whose S counts the image tokens).",
+       MODEL, text=shapes, many=True, **_SIDE),
+    _o("input_value", dict,
+       "NAME=V: a scalar input's value (repeatable), so that an If on it takes one branch (Silero VAD's "
+       "sr=16000) where otherwise both are costed (X513).", MODEL, text=values, many=True),
+    _o("dtype_bytes", int, "Bytes per parameter element in the all-reduce (default: the model's dtype).",
+       MODEL, **N1),
+    _o("compute", cost.Model, "Compute-time model (`modtrans cost list` describes them).", COST,
+       shown=cost.Model.GPU, like=True, **_SIDE),
+    _o("device", str,
+       "gpu, roofline: a100, h100, h200, b200, mi300x (roofline also v100, tpu-v4) or a profile "
+       "FILE.json; scalesim-v3: a SCALE-Sim .cfg.", COST, **_SIDE),
+    _o("array", tuple, "Systolic array ROWSxCOLS (default 256x256).", COST, text=array, **_SIDE),
+    _o("dataflow", DataflowKind,
+       "Systolic dataflow (scalesim-v3, scalesim): weight, input or output stationary.", COST, **_SIDE),
+    _o("bytes_per_cycle", float, "Systolic models: memory bytes per cycle for layers without a GEMM.", COST,
+       low=0.001, **_SIDE),
+    _o("efficiency", str,
+       "gpu: scale its measured rates, all (0.9) or per class (gemm=0.8,attention=0.9,memory=0.95).", COST,
+       **_SIDE),
+    _o("attention", ("flash", "eager"),
+       "gpu: flash (one fused kernel, the default) or eager (its GEMMs and a materialised softmax).", COST,
+       flags=("--attention",), **_SIDE),
+    _o("time_unit", cost.Unit,
+       "What one tick of a workload file is: ns (ASTRA-sim 1.0's and SimAI's default), us (--dialect "
+       "chakra's default: its converter writes duration_micros, which ASTRA-sim 2.x reads as us; Chakra "
+       "traces always hold us), cycles (--clock-ghz).", COST, **_SIDE),
+    _o("clock_ghz", float, "Accelerator clock, to turn cycles into ns / us.", COST, default=1.0, low=0.001,
+       **_SIDE),
+    _o("format", ("text", "json", "chakra-et"),
+       "text (the workload file), json (workload JSON) or chakra-et (one Chakra trace per NPU, -o "
+       "DIR/PREFIX -> PREFIX.<npu>.et, with PREFIX.comm_groups.json).", OUTPUT, default="text",
+       flags=("--format",)),
+    _o("passes", int, "chakra-et: training iterations in each trace.", OUTPUT, default=1, **N1),
+    _o("network_dims", tuple,
+       "chakra-et: NPUs per network dimension, e.g. 4,2: each collective gets the involved_dim mask "
+       "ASTRA-sim 1.0 would give it (default: no mask, i.e. every dimension).", OUTPUT,
+       text=functools.partial(indices, expected="NPUs per network dimension like 4,2")),
+    _o("meta", Path,
+       "Write a text or JSON output's provenance here (default: OUTPUT.meta.json beside it); a trace "
+       "set's is always PREFIX.et-meta.json.", OUTPUT),
+    _o("like", Path,
+       "A reference workload whose conventions to follow where not given: its keyword, dialect, layer "
+       "convention (--params) and compute model (ASTRA-sim's reference model when its update times are a "
+       "tenth of its weight-gradient times)."),
+    _o("force", bool, "Allow --output to overwrite an input file.", OUTPUT, default=False),
+    _o("strict", bool, "Warnings (e.g. what the consumer misreads) fail: no output.", default=False),
+    _o("allow_unknown", bool,
+       "Keep layers whose FLOPs are unknown (X510: 0; X514: one loop iteration); the metadata lists them.",
+       MODEL, default=False, flags=("--allow-unknown",)),
+    _o("full_hash", bool,
+       "Provenance: the SHA-256 of the whole file even above 64 MiB (there, by default, a sampled digest "
+       "of 64 blocks: a few ms instead of reading it all).", default=False, flags=("--full-hash",)),
+    _o("tp", int, "Tensor-parallel ranks T.", LAYOUT, layout=True, like=True, **N1, **_SIDE),
+    _o("pp", int, "Pipeline stages P.", LAYOUT, layout=True, like=True, **N1, **_SIDE),
+    _o("dp", int, "Data-parallel ranks D (default N / (T P)).", LAYOUT, layout=True, like=True, **N1,
+       **_SIDE),
+    _o("ep", int, "Expert-parallel ranks E, carved from the D data ranks.", LAYOUT, layout=True, like=True,
+       **N1, **_SIDE),
+    _o("etp", int, "Tensor ranks each expert is split over: T (default, Megatron-Core's) or 1.", LAYOUT,
+       layout=True, **N1, **_SIDE),
+    _o("cp", int,
+       "Context-parallel ranks C: the sequence split over them (Megatron's --context-parallel-size; "
+       "N = T C P D).", LAYOUT, layout=True, **N1, **_SIDE),
+    _o("sp", bool, "Sequence parallelism over the T ranks (default: none, or --like's reference's).", LAYOUT,
+       flags=("--sp/--no-sp",), layout=True, like=True, **_SIDE),
+    _o("zero", int, "ZeRO stage 0-3.", LAYOUT, low=0, high=3, layout=True, like=True, **_SIDE),
+    _o("micro_batch", int, "Sequences per micro-batch M (default 1).", LAYOUT, layout=True, **N1, **_SIDE),
+    _o("global_batch", int, "Sequences per iteration B (default M D P).", LAYOUT, layout=True, like=True,
+       **N1, **_SIDE),
+    _o("schedule", Schedule, "Pipeline schedule.", SCHEDULE, layout=True, **_SIDE),
+    _o("vpp", int, "Interleaved: model chunks per pipeline rank V.", SCHEDULE, layout=True, **N1, **_SIDE),
+    _o("recompute", Recompute, "Activation recomputation.", SCHEDULE, layout=True, **_SIDE),
+    _o("seq_len", int,
+       "Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; Megatron's "
+       "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),
+    _o("framework", Framework, "Whose data parallelism and ZeRO: megatron (default), deepspeed or fsdp.",
+       LAYOUT, **_SIDE),
+    _o("overlap_grad_reduce", bool,
+       "Megatron: reduce gradients in buckets during the backward (default: once, after it).", LAYOUT,
+       default=False, flags=("--overlap-grad-reduce",), layout=True, **_SIDE),
+    _o("make_vocab_size_divisible_by", int,
+       "Megatron: pad the vocabulary to a multiple of this x T (default 128; 1: unpadded).", LAYOUT,
+       layout=True, **N1, **_SIDE),
+    _o("moe_expert_capacity_factor", float,
+       "Megatron's: each expert takes at most ceil(tokens x top-k / E x F) tokens, the rest dropped "
+       "(default: none dropped).", LAYOUT, low=0.001, layout=True, **_SIDE),
+    _o("moe_pad_expert_input_to_capacity", bool,
+       "Megatron's: every expert's tokens padded to its capacity (computed and sent).", LAYOUT,
+       default=False, flags=("--moe-pad-expert-input-to-capacity",), layout=True, **_SIDE),
+    _o("stages", tuple, "Blocks per pipeline chunk, e.g. 9,8,8,7 (default: balanced).", SCHEDULE,
+       text=functools.partial(indices, expected="blocks per chunk like 9,8,8,7"), layout=True),
+)  # fmt: skip
+
+BY_NAME: Mapping[str, Option] = {row.name: row for row in OPTIONS}
+LAYOUT_FIELDS = tuple(row.name for row in OPTIONS if row.layout)
+"""The options of the LLM layout: giving any lays a transformer out (request._layout)."""
+LIKE_FIELDS = tuple(row.name for row in OPTIONS if row.like)
+"""What --like fills from a reference where not given (request._like)."""
+SIDE = tuple(row for row in OPTIONS if row.diff)
+"""The options of a model side of `modtrans diff`, translated as `translate` would."""
+
+
+def values_of(given: Mapping[str, Any], caller: str = "translate") -> dict[str, Any]:
+    """Every option of `given` by its rule (value()); a name no row has is a TypeError, as Python
+    says of an unexpected keyword."""
+    unknown = [name for name in given if name not in BY_NAME]
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    return {name: value(BY_NAME[name], v) for name, v in given.items()}
+
+
+def typed(row: Option) -> str:
+    """The type a keyword of the API takes, as text (its signature's annotation)."""
+    kind = row.kind
+    if row.choices is not None:
+        text = " | ".join(f'"{c}"' for c in row.choices)
+    else:
+        text = {tuple: "tuple[int, ...]", dict: "Mapping[str, Any]"}.get(
+            kind, getattr(kind, "__name__", str(kind))
+        )
+    if row.text is not None:
+        text += " | str" + (" | list[str]" if row.many else "")
+    if row.name == "per_layer":
+        text += " | Mapping[str, str]"
+    return text + (" | None" if row.default is None else "")
+
+
+def signature(leading: list[inspect.Parameter], returns: str) -> inspect.Signature:
+    """`leading` then every option as a keyword, with its type and default."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    keywords = [inspect.Parameter(r.name, keyword, default=r.default, annotation=typed(r)) for r in OPTIONS]
+    return inspect.Signature([*leading, *keywords], return_annotation=returns)
+
+
+def described() -> str:
+    """The options as a docstring lists them: name, type, default (or what None means), help."""
+    lines = ["Options (`modtrans translate --help` groups them):", ""]
+    for row in OPTIONS:
+        shown = getattr(row.shown, "value", row.shown)
+        default = shown if shown is not None else "not given" if row.default is None else repr(row.default)
+        bounds = ", ".join(
+            f"{word} {bound:g}"
+            for word, bound in (("at least", row.low), ("at most", row.high))
+            if bound is not None
+        )
+        lines.append(f"    {row.name}: {typed(row)} (default {default}{'; ' + bounds if bounds else ''})")
+        lines.append(f"        {row.help}")
+    return "\n".join(lines)
