@@ -30,7 +30,8 @@ def run(prepared: Prepared) -> Translation:
     result = replace(result, notes=prepared.notes)
     found = list(result.diagnostics)
     warned = request.strict and any(d.severity <= 2 for d in found)
-    if prepared.traces:
+    output = prepared.output
+    if output.traces:
         if result.plan is None or has_errors(found) or warned:
             return result
         prefix = outputs.trace_prefix(str(request.output), request.model)
@@ -48,9 +49,9 @@ def run(prepared: Prepared) -> Translation:
             result, diagnostics=(*found, *checked), metadata=metadata, files=tuple(files), folder=folder
         )
     text = None
-    if result.workload is not None:
+    if result.workload is not None and output.render is not None:
         dialect = prepared.options.dialect
-        text = outputs.render(result.workload, dialect, request.format, found, str(request.model))
+        text = output.render(result.workload, dialect, found, str(request.model))
     if text is None or (request.strict and any(d.severity <= 2 for d in found)):
         return replace(result, diagnostics=tuple(found))
     files, metadata = outputs.text_files(text, request.output, result.metadata, request.meta, found)

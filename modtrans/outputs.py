@@ -9,18 +9,16 @@ would overwrite one of the inputs (unless forced), and either every file is writ
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
+from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
 from modtrans.fileio import Content, is_file_output, same_file, write_all
 from modtrans.progress import task as progress_task
 from modtrans.request import UsageError
 from modtrans.sidecar import SET_SUFFIX, SUFFIX, describe
-from modtrans.workload.model import Dialect, Workload
 
 if TYPE_CHECKING:  # a text or JSON output never loads the trace writer (protobuf): 25 ms
     from modtrans.plan import Plan
@@ -45,29 +43,6 @@ def sample(programs: int) -> list[int]:
     if programs <= SAMPLE:
         return list(range(programs))
     return sorted({round(i * (programs - 1) / (SAMPLE - 1)) for i in range(SAMPLE)})
-
-
-def render(
-    workload: Workload, dialect: Dialect, to: str, found: list[Diagnostic], subject: str | None = None
-) -> str | None:
-    """The workload as JSON (`to` "json") or as the dialect's text, which must pass our own checks
-    (their findings are added to `found`); None when it cannot be written. What the dialect cannot
-    write is located at `subject` (the model: no text exists to point into)."""
-    if to == "json":
-        from modtrans.workload import jsonform
-
-        return jsonform.dumps(workload)
-    from modtrans.workload.validate import validate
-    from modtrans.workload.write import write
-
-    try:
-        text = write(workload, dialect)
-    except DiagnosticError as error:
-        found += [d if d.path else dataclasses.replace(d, path=subject) for d in error.diagnostics]
-        return None
-    checked = validate(text, dialect=dialect)
-    found += checked
-    return None if has_errors(checked) else text
 
 
 def text_files(

@@ -10,48 +10,26 @@ every option of the command line and writes every format; `api.workload` the wor
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modtrans import cost, fetch, inputs, sidecar, zoo
+from modtrans import cost, fetch, formats, inputs, sidecar, zoo
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
 from modtrans.digest import Digest
+from modtrans.formats import Format
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
-from modtrans.plan import Plan, ProjectionError, project
-from modtrans.plan.simai import project_simai
-from modtrans.plan.sizes import consumer
+from modtrans.plan import Plan, ProjectionError
 from modtrans.plan.text import header as text_header
 from modtrans.strategy import Parallelism, Params, StrategyError, group, plan
-from modtrans.workload.model import Dialect, Header, Workload
+from modtrans.workload.model import Dialect, Workload
 from modtrans.workload.parse import LineCache
 
 if TYPE_CHECKING:
     from modtrans.fileio import Content
-
-
-def simai_header(header: Header, parallel: Parallelism) -> Header:
-    """SimAI's keyed header: every key it expects set (no pipeline or expert parallelism: 1).
-    The checkpoints are those of every dialect (by default one at layer 0, the recomputation
-    started at the last layer): one default, whatever the consumer (SimAI reads only the first
-    index of a list: D306 when there are several)."""
-    group = header.model_parallel_group or parallel.group or 1
-    checkpoints, initiates = header.checkpoints, header.checkpoint_initiates
-    return dataclasses.replace(
-        header,
-        model_parallel_group=group,
-        ep=1,
-        pp=1,
-        vpp=1,
-        ga=1,
-        all_gpus=parallel.npus,
-        checkpoints=checkpoints,
-        checkpoint_initiates=initiates,
-    )
 
 
 @dataclass(frozen=True)
@@ -66,8 +44,8 @@ class Options:
     dtype_bytes: int | None = None
     compute: str = "gpu"
     cost: cost.Settings = field(default_factory=cost.Settings)  # device, array, dataflow, clock ...
-    dialect: Dialect = Dialect.ASTRA_SIM  # only to warn about units the consumer misreads
-    traces: bool = False  # the output is Chakra traces: a plan no workload file can hold is fine
+    dialect: Dialect = Dialect.ASTRA_SIM  # with format, the output written (formats/registry.py)
+    format: str = Format.TEXT  # a registered --format: text, json, chakra-et ...
     allow_unknown: bool = False  # keep layers whose FLOPs are unknown (0), listed in the metadata
     full_hash: bool = False  # the provenance's SHA-256 of a file above 64 MiB too (digest.py)
     per_layer_times: Path | None = None  # measured times in (cost/measured.py)
@@ -266,18 +244,13 @@ def _unknown_model(spec: str) -> Diagnostic:
     return diagnostic("F001", message, path=spec, hint=hint)
 
 
-def _chakra_ticks(options: Options, spec: str | Path) -> list[Diagnostic]:
-    """X508 where Chakra's text dialect is given ticks other than microseconds, which ASTRA-sim 2.x
-    reads them as (reference/chakra-contract.md, Units)."""
-    if options.dialect is not Dialect.CHAKRA or options.cost.clock.unit is cost.Unit.US:
+def _ticks(output: formats.Output, options: Options, spec: str | Path) -> list[Diagnostic]:
+    """X508 where the output's consumer reads compute times in a unit other than the ticks'."""
+    reads, unit = output.ticks, options.cost.clock.unit
+    if reads is None or unit is reads.unit:
         return []
-    unit = options.cost.clock.unit.value
-    message = (
-        f"compute times are in {unit} ticks; Chakra's text converter copies them into "
-        "duration_micros, which ASTRA-sim 2.x reads as microseconds"
-    )
-    hint = "leave --time-unit out (us, the Chakra dialect's) for ASTRA-sim 2.x"
-    return [diagnostic("X508", message, path=str(spec), hint=hint)]
+    message = f"compute times are in {unit.value} ticks; {reads.why}"
+    return [diagnostic("X508", message, path=str(spec), hint=reads.hint)]
 
 
 def translate_checked(spec: str | Path, options: Options = Options()) -> Translation:
@@ -306,7 +279,8 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
     except cost.CostError as error:
         found.append(diagnostic("X501", str(error), path=str(spec)))
         return Translation(None, ir, tuple(found), {})
-    found += _chakra_ticks(options, spec)
+    output = formats.get(options.format, options.dialect)
+    found += _ticks(output, options, spec)
     try:
         the_plan = plan(ir, model, options.parallel, params=options.params, dtype_bytes=options.dtype_bytes)
     except (StrategyError, cost.CostError) as error:
@@ -318,17 +292,16 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         from modtrans.strategy.llm.memory import fits
 
         found += [diagnostic("X516", line, path=str(spec)) for line in fits(the_plan.memory, capacity)]
-    llm_simai = options.dialect is Dialect.SIMAI and the_plan.is_llm
-    try:
-        reader = consumer(options.dialect)
-        workload: Workload | None = project_simai(the_plan) if llm_simai else project(the_plan, reader)
-    except ProjectionError as error:
-        workload = None
-        if not options.traces:
+    workload: Workload | None = None
+    if output.project is not None:  # traces are written from the plan: nothing to project
+        try:
+            reason = output.refuse(the_plan)
+            if reason is not None:
+                raise ProjectionError(reason)
+            workload = output.project(the_plan, options.parallel)
+        except ProjectionError as error:
             found.append(diagnostic("D310", str(error), path=str(spec)))
             return Translation(None, ir, tuple(found), {}, the_plan)
-    if workload is not None and options.dialect is Dialect.SIMAI and not llm_simai:
-        workload = dataclasses.replace(workload, header=simai_header(workload.header, options.parallel))
     metadata = _metadata(ir, the_plan, options, described, uncosted, workload)
     return Translation(workload, ir, tuple(found), metadata, the_plan)
 
@@ -345,7 +318,7 @@ def _metadata(
     `parallel.policy` is the written workload's header policy, or the keyword preset's for its
     traces; a layout's traces have none (no policy built them)."""
     groups = group(ir, options.params, options.dtype_bytes)
-    if not options.traces and workload is not None:
+    if workload is not None:
         policy: dict[str, str] = {"policy": workload.header.policy.value}
     else:
         policy = {"policy": options.parallel.policy.value} if the_plan.layout is None else {}

@@ -13,18 +13,17 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from modtrans import cost, rules, table
+from modtrans import cost, formats, rules, table
 from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.formats import Output
 from modtrans.pipeline import Options
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
 from modtrans.workload.model import Dialect, Workload
-
-Format = Literal["text", "json", "chakra-et"]
 
 MAX_TRACES = 4096
 """--format chakra-et writes one file per NPU; more than this many need --force."""
@@ -73,7 +72,7 @@ class Request:
     attention: str | None = None  # the gpu model's attention: flash (default) or eager
     time_unit: str | None = None  # ns (default), us, cycles
     clock_ghz: float = 1.0
-    format: Format = "text"
+    format: str = formats.Format.TEXT  # a registered output's (formats/registry.py)
     passes: int = 1
     network_dims: Sequence[int] | None = None
     meta: str | Path | None = None
@@ -123,8 +122,9 @@ class Prepared:
     notes: tuple[str, ...]
 
     @property
-    def traces(self) -> bool:
-        return self.request.format == "chakra-et"
+    def output(self) -> Output:
+        """The registered output the request's format and dialect name (formats/registry.py)."""
+        return formats.get(self.options.format, self.options.dialect)
 
 
 Say = Callable[[str], None]
@@ -146,13 +146,17 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     compute = request.compute or "gpu"
     if request.timeline is not None and Path(request.timeline).suffix.lower() not in (".svg", ".png"):
         raise UsageError(f"--timeline {request.timeline}: a picture is FILE.svg or FILE.png")
-    if request.output == "" and request.format != "chakra-et":
+    if request.output == "" and not _traces(request):
         raise UsageError("--output is empty: give a file, or - for standard output")
     if request.like is not None:
         request, policy, dialect, params, compute = _like(request, policy, dialect, note)
     if request.compute is None and compute == "gpu" and not _calibrated(request.device):
         compute = "roofline"
         note(f"--device {request.device}: no kernel calibration for the gpu model; the roofline at its peak")
+    try:
+        formats.get(request.format, dialect)
+    except formats.UnknownOutput as error:
+        raise UsageError(str(error)) from None
     unit = _unit(request, dialect)
     for line in _not_applicable(request, policy, compute):
         note(line)
@@ -179,13 +183,22 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         compute=compute,
         cost=settings,
         dialect=dialect,
-        traces=request.format == "chakra-et",
+        format=request.format,
         allow_unknown=request.allow_unknown,
         full_hash=request.full_hash,
         per_layer_times=None if request.per_layer_times is None else Path(request.per_layer_times),
         per_expert=request.per_expert,
     )
     return Prepared(request, options, tuple(notes))
+
+
+def _traces(request: Request) -> bool:
+    """Whether the request's format writes one trace per rank (formats/registry.py); UsageError
+    for a format no output registers."""
+    try:
+        return formats.get(request.format, request.dialect).traces
+    except formats.UnknownOutput as error:
+        raise UsageError(str(error)) from None
 
 
 def _calibrated(device: str | None) -> bool:
@@ -235,8 +248,9 @@ def _unit(request: Request, dialect: Dialect) -> cost.Unit:
     A text's default is its consumer's: ns for ASTRA-sim 1.0 and SimAI, us for the Chakra dialect,
     whose text converter copies each time into duration_micros, read as microseconds by ASTRA-sim
     2.x (reference/chakra-contract.md, Units; astra-sim#207)."""
-    if request.format != "chakra-et":
-        default = cost.Unit.US if dialect is Dialect.CHAKRA else cost.Unit.NS
+    if not _traces(request):
+        ticks = formats.get(request.format, dialect).ticks  # the unit its consumer reads
+        default = cost.Unit.NS if ticks is None else ticks.unit
         return cost.Unit(request.time_unit or default)
     if request.output in (None, "-"):
         raise UsageError("--format chakra-et writes files: give -o DIR/PREFIX")
@@ -260,7 +274,7 @@ def _parallelism(request: Request, policy: Policy) -> Parallelism:
     layout = _layout(request, policy, npus)
     if layout is not None:
         npus = layout.npus
-    if request.format == "chakra-et" and npus > MAX_TRACES and not request.force:
+    if _traces(request) and npus > MAX_TRACES and not request.force:
         given = f"--npus {npus}" if layout is None else f"T x P x D = {npus} NPUs"
         raise UsageError(f"{given} writes {npus} trace files (over {MAX_TRACES}); pass --force")
     return Parallelism(
@@ -331,7 +345,7 @@ def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]
     to = request.format
     systolic = compute in ("scalesim-v3", "scalesim")
     checkpointed = policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD
-    only_traces = None if to == "chakra-et" else f"only --format chakra-et uses it, not {to}"
+    only_traces = None if _traces(request) else f"only --format {formats.Format.CHAKRA_ET} uses it, not {to}"
     not_checkpointed = (
         None if checkpointed else f"only HYBRID_TRANSFORMER_FWD_IN_BCKWD checkpoints, not {policy}"
     )

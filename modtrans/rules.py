@@ -20,13 +20,13 @@ SANE = 1e15
 
 @dataclass(frozen=True)
 class Option:
-    """One option: its value's type (`kind`: int, float, bool, str, Path, an enum or a tuple of
-    literal choices), help, help group, default and rule. `flags`: the command line's spellings
-    (empty: --name, and --no-name for a bool); `text`: the text form the command line takes and
-    the API accepts too (0,9,18), parsed to the value; `shown`: the default that applies where
-    the default None says "not given" (--like may fill it; --help shows it). `layout`: giving it
-    lays a transformer out (the LLM layout); `like`: --like fills it from a reference when not
-    given; `diff`: diff's model side takes it too."""
+    """One option: its value's type (`kind`: int, float, bool, str, Path, an enum, a tuple of
+    literal choices or Registered ones), help, help group, default and rule. `flags`: the command
+    line's spellings (empty: --name, and --no-name for a bool); `text`: the text form the command
+    line takes and the API accepts too (0,9,18), parsed to the value; `shown`: the default that
+    applies where the default None says "not given" (--like may fill it; --help shows it).
+    `layout`: giving it lays a transformer out (the LLM layout); `like`: --like fills it from a
+    reference when not given; `diff`: diff's model side takes it too."""
 
     name: str
     kind: Any
@@ -51,9 +51,19 @@ class Option:
     def choices(self) -> tuple[str, ...] | None:
         if isinstance(self.kind, tuple):
             return self.kind
+        if isinstance(self.kind, Registered):
+            return tuple(self.kind.names())
         if isinstance(self.kind, type) and issubclass(self.kind, enum.Enum):
             return tuple(str(m.value) for m in self.kind)
         return None
+
+
+@dataclass(frozen=True)
+class Registered:
+    """The choices of an option that a registry holds (formats.formats: --format), read when
+    the value is checked, so that a choice registered after the table was made is taken too."""
+
+    names: Callable[[], list[str]]
 
 
 class OptionError(ValueError):

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from modtrans import cost
-from modtrans.rules import Option, array, indices, shapes, value, values
+from modtrans import cost, formats
+from modtrans.rules import Option, Registered, array, indices, shapes, value, values
 from modtrans.strategy import Params
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Recompute, Schedule
@@ -134,7 +134,7 @@ OPTIONS: tuple[Option, ...] = (
        "traces always hold us), cycles (--clock-ghz).", COST, **_SIDE),
     _o("clock_ghz", float, "Accelerator clock, to turn cycles into ns / us.", COST, default=1.0, low=0.001,
        **_SIDE),
-    _o("format", ("text", "json", "chakra-et"),
+    _o("format", Registered(formats.formats),
        "text (the workload file), json (workload JSON) or chakra-et (one Chakra trace per NPU, -o "
        "DIR/PREFIX -> PREFIX.<npu>.et, with PREFIX.comm_groups.json).", OUTPUT, default="text",
        flags=("--format",)),

@@ -66,7 +66,7 @@ def _plan(tmp_path: Path, layout: Layout, config: dict[str, Any] = TOY, *, padde
     options = pipeline.Options(
         parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
         input_shapes={"input_ids": (MICRO, SEQ)},
-        traces=True,
+        format="chakra-et",
     )
     result = pipeline.translate_checked(path, options)
     assert result.plan is not None, [str(d) for d in result.diagnostics]
@@ -456,7 +456,7 @@ def test_a_capacity_factor_needs_a_mixture_and_padding_needs_a_factor(tmp_path: 
     options = pipeline.Options(
         parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 4, layout=Layout(npus=4, dp=4, capacity_factor=1.0)),
         input_shapes={"input_ids": (MICRO, SEQ)},
-        traces=True,
+        format="chakra-et",
     )
     result = pipeline.translate_checked(path, options)
     assert result.plan is None
@@ -497,7 +497,7 @@ def test_only_the_word_embedding_is_vocabulary_parallel(model: str, vocabulary: 
     the word embedding's all-reduce (issue 24)."""
     ir = pipeline.extract(model)
     plan = pipeline.translate_checked(
-        model, pipeline.Options(parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 4, 2), traces=True)
+        model, pipeline.Options(parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 4, 2), format="chakra-et")
     ).plan
     assert plan is not None
     embeddings = {layer.name: layer for layer in ir.layers if layer.kind is Kind.EMBEDDING}
@@ -676,7 +676,7 @@ def test_key_value_heads_divide_by_tp(tp: int, accepted: bool, tmp_path: Path) -
     options = pipeline.Options(
         parallel=Parallelism(Policy.HYBRID_TRANSFORMER, tp, layout=layout),
         input_shapes={"input_ids": (MICRO, SEQ)},
-        traces=True,
+        format="chakra-et",
     )
     result = pipeline.translate_checked(path, options)
     messages = [d.message for d in result.diagnostics]
@@ -997,7 +997,7 @@ def test_every_accepted_layout_keeps_megatrons_rules_and_every_refusal_names_one
         options = pipeline.Options(
             parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
             input_shapes={"input_ids": (MICRO, SEQ)},
-            traces=True,
+            format="chakra-et",
         )
         result = pipeline.translate_checked(path, options)
     messages = " ".join(d.message for d in result.diagnostics)

@@ -68,7 +68,7 @@ def _plan(tmp_path: Path, schedule: str) -> Plan:
     options = pipeline.Options(
         parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 8, layout=layout),
         input_shapes={"input_ids": (1, 16)},
-        traces=True,
+        format="chakra-et",
     )
     result = pipeline.translate_checked(path, options)
     assert result.plan is not None, [str(d) for d in result.diagnostics]

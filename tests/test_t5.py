@@ -213,7 +213,7 @@ def test_pipeline_stages_past_the_split_send_the_encoder_output_beside_their_own
     options = pipeline.Options(
         parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 4, layout=Layout(npus=4, pp=4, global_batch=4)),
         input_shapes={"input_ids": (1, s), "decoder_input_ids": (1, t)},
-        traces=True,
+        format="chakra-et",
     )
     result = pipeline.translate_checked(CONFIGS / "t5-v1_1-base.json", options)
     assert result.plan is not None, [d.message for d in result.diagnostics]

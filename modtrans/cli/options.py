@@ -30,8 +30,8 @@ def annotation(row: Option) -> Any:
     kind: Any = row.kind
     if row.text is not None:  # typed as text (0,9,18), parsed by the table's rule
         kind = list[str] if row.many else str
-    elif isinstance(kind, tuple):
-        kind = Literal.__getitem__(kind)
+    elif row.choices is not None and not isinstance(kind, type):  # a tuple, or a registry's names
+        kind = Literal.__getitem__(row.choices)
     return Annotated[kind | None if row.default is None else kind, option(row)]
 
 

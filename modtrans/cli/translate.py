@@ -44,7 +44,7 @@ def translate(
         raise _refused(error) from None
     if result.written and not quiet:
         typer.echo(said(result.written), err=True)
-    if request.format == "chakra-et":
+    if prepared.output.traces:
         code = report.exit_code(result.diagnostics, strict=request.strict) or (0 if result.files else 1)
     else:
         if result.text is not None and request.output in (None, "-"):

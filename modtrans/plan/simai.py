@@ -57,6 +57,27 @@ from modtrans.workload.model import Header, Layer, Phase, Workload
 _EXPERT_DATA = frozenset({Purpose.DATA})  # the experts' data-parallel group, SimAI's DP_EP (D / E)
 
 
+def refusal(plan: Plan) -> str | None:
+    """Why SimAI's text cannot say a layout's plan (its recomputation, schedule or context
+    parallelism), or None; a keyword's plan is always said (its header keyed: pipeline.py)."""
+    layout = plan.layout
+    if layout is None:
+        return None
+    if layout.recompute is Recompute.SELECTIVE:
+        return "selective recomputation: SimAI's FWD_IN_BCKWD recomputes whole segments only"
+    if layout.schedule in (Schedule.ZB_H1, Schedule.DUALPIPE, Schedule.DUALPIPE_V):
+        return (
+            f"--schedule {layout.schedule}: SimAI runs its own 1F1B pipeline from the pp: header; write "
+            "Chakra traces (--format chakra-et) for this schedule's order"
+        )
+    if plan.mesh.extent(Purpose.CONTEXT) > 1:
+        return (
+            "context parallelism: SimAI's workload has no context-parallel group (its columns run over "
+            "the tensor, data and expert groups): write Chakra traces (--format chakra-et)"
+        )
+    return None
+
+
 def project_simai(plan: Plan) -> Workload:
     """The SimAI workload of a plan built from a layout (Plan.is_llm)."""
     layout = plan.layout
@@ -64,18 +85,9 @@ def project_simai(plan: Plan) -> Workload:
         raise ValueError(
             "SimAI's pipeline header describes a layout's plan (--tp/--pp/--dp), not a keyword's"
         )
-    if layout.recompute is Recompute.SELECTIVE:
-        raise ProjectionError("selective recomputation: SimAI's FWD_IN_BCKWD recomputes whole segments only")
-    if layout.schedule in (Schedule.ZB_H1, Schedule.DUALPIPE, Schedule.DUALPIPE_V):
-        raise ProjectionError(
-            f"--schedule {layout.schedule}: SimAI runs its own 1F1B pipeline from the pp: header; write "
-            "Chakra traces (--format chakra-et) for this schedule's order"
-        )
-    if plan.mesh.extent(Purpose.CONTEXT) > 1:
-        raise ProjectionError(
-            "context parallelism: SimAI's workload has no context-parallel group (its columns run over "
-            "the tensor, data and expert groups): write Chakra traces (--format chakra-et)"
-        )
+    reason = refusal(plan)
+    if reason is not None:
+        raise ProjectionError(reason)
     ga = layout.micro_batches
     units, times, placed = first_stage(plan, ga)
     lines: list[Layer] = []

@@ -28,17 +28,11 @@ from __future__ import annotations
 import enum
 
 from modtrans.comm import CommType
-from modtrans.workload.model import Dialect
 
 
 class Consumer(enum.StrEnum):
     ASTRA_SIM = "astra-sim"  # 1.0's text, and 2.x: Chakra traces and Chakra's text converter
     SIMAI = "simai"
-
-
-def consumer(dialect: Dialect) -> Consumer:
-    """Who reads a text dialect's sizes (Chakra's text converter feeds ASTRA-sim 2.x)."""
-    return Consumer.SIMAI if dialect is Dialect.SIMAI else Consumer.ASTRA_SIM
 
 
 def written(comm: CommType, whole: int, ranks: int, reader: Consumer) -> int:
