@@ -288,10 +288,10 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         return Translation(None, ir, tuple(found), {})
     described = model.describe()
     capacity = described.get("memory_bytes")
-    if the_plan.layout is not None and isinstance(capacity, int):
+    if isinstance(capacity, int):
         from modtrans.strategy.llm.memory import fits
 
-        found += [diagnostic("X516", line, path=str(spec)) for line in fits(the_plan.layout.memory, capacity)]
+        found += [diagnostic("X516", line, path=str(spec)) for line in fits(the_plan.memory, capacity)]
     workload: Workload | None = None
     if output.project is not None:  # traces are written from the plan: nothing to project
         try:
@@ -333,6 +333,7 @@ def _metadata(
             "model_parallel_group": text_header(the_plan).model_parallel_group,
             "mesh": {a.purpose.value: a.size for a in the_plan.mesh.axes},
             **({"llm": sidecar.layout(the_plan.mesh, facts)} if (facts := the_plan.layout) else {}),
+            **({"memory": sidecar.memory(the_plan.memory) or None} if the_plan.preset else {}),
         },
         "params": options.params.value,
         "dtype_bytes": options.dtype_bytes,

@@ -7,8 +7,10 @@ version 2 has PREFIX.meta.json, which `of_set` still finds.
 
 Version 2 (schemas/translation.schema.json) holds typed values: `parallel.llm` numbers and
 booleans, its chunks and its memory per stage as lists of objects; `parallel.policy` is the
-policy of the workload written, absent for a layout's trace set. Version 1 wrote each layout
-value as a string ("2", "false", "T=W+G+O+A;..."); `llm_of` reads both as version 2.
+policy of the workload written, absent for a layout's trace set; a keyword preset's plan has its
+rank's memory in `parallel.memory` (null where the model's activations are not modelled).
+Version 1 wrote each layout value as a string ("2", "false", "T=W+G+O+A;..."); `llm_of` reads
+both as version 2.
 
 An output and its metadata name each other: the metadata records the output's file name and
 the SHA-256 of its bytes, and readers of a file that has a `.meta.json` beside it check the pair.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +34,7 @@ from modtrans import digest
 from modtrans.diagnostics import Diagnostic, diagnostic
 
 if TYPE_CHECKING:
-    from modtrans.plan.model import LayoutFacts, Mesh
+    from modtrans.plan.model import LayoutFacts, Mesh, StageMemory
 
 VERSION = 2
 SUFFIX = ".meta.json"  # beside a text or JSON output: FILE.meta.json
@@ -123,15 +125,17 @@ def layout(mesh: Mesh, facts: LayoutFacts) -> dict[str, Any]:
             {"chunk": v, "stage": v % stages, "first": c.first, "last": c.last, "blocks": c.blocks}
             for v, c in enumerate(facts.chunks)
         ],
-        "memory": [
-            {
-                "stage": s,
-                "total_bytes": m.total,
-                **{f"{part}_bytes": getattr(m, part) for part in MEMORY_PARTS},
-            }
-            for s, m in enumerate(facts.memory)
-        ],
+        "memory": memory(facts.memory),
     }
+
+
+def memory(stages: Sequence[StageMemory]) -> list[dict[str, int]]:
+    """One rank's memory per pipeline stage in bytes, each part and the total (strategy/llm/memory.py):
+    a layout's `parallel.llm.memory`, a keyword preset's `parallel.memory`."""
+    return [
+        {"stage": s, "total_bytes": m.total, **{f"{part}_bytes": getattr(m, part) for part in MEMORY_PARTS}}
+        for s, m in enumerate(stages)
+    ]
 
 
 _NUMBERS = ("tp", "pp", "dp", "ep", "cp", "zero", "micro_batch", "global_batch", "ga", "vpp")

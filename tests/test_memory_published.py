@@ -124,3 +124,87 @@ def test_dropout_masks_only_where_the_model_has_dropout(tmp_path: Path) -> None:
     config.write_text(json.dumps({**gpt, "attn_pdrop": 0.0, "resid_pdrop": 0.0}))
     none = _memory(config, **layout)[0].activations
     assert dropped - none == pytest.approx(layers * (2 * s * h + 3 * a * s * s) / t, rel=1e-9)
+
+
+CONFIGS = Path(__file__).parent.parent / "fixtures" / "configs"
+# Each fixture's dropout of the hidden state as its file sets it, under the key its transformers
+# configuration class reads (absent: the class's default): phi-2 resid_pdrop 0.1 (PhiConfig), GPT-2
+# resid_pdrop 0.1, StarCoder2-3B residual_dropout 0.1, T5 dropout_rate 0.1, Falcon-7B hidden_dropout
+# 0.0, Pythia (GPTNeoXConfig's hidden_dropout: absent, 0.0), Phi-3 resid_pdrop 0.0, Gemma none.
+HIDDEN = {
+    "phi-2": 0.1,
+    "gpt2": 0.1,
+    "starcoder2-3b": 0.1,
+    "t5-base": 0.1,
+    "falcon-7b": 0.0,
+    "pythia-160m": 0.0,
+    "phi-3-mini-4k-instruct": 0.0,
+    "gemma-2b": 0.0,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HIDDEN))
+def test_the_hidden_dropout_each_family_names_reaches_the_ir(name: str) -> None:
+    """Every attention layer of the model's IR carries the hidden-state dropout its configuration
+    sets (the IR's block.heads.hidden_dropout, absent at 0)."""
+    result = run(prepare(Request(model=str(CONFIGS / f"{name}.json"))))
+    assert result.ir is not None, result.diagnostics
+    found = {x.block.heads.hidden_dropout for x in result.ir.layers if x.block and x.block.heads}
+    assert found == {HIDDEN[name]}
+
+
+def test_phi_2s_residual_dropout_masks_without_attention_dropout(tmp_path: Path) -> None:
+    """phi-2 drops out the attention's and the MLP's outputs (resid_pdrop 0.1) but not the attention
+    probabilities (attention_dropout 0.0): its two 1-byte masks per layer are 2 sbh (/ t under
+    SP) against the same file with resid_pdrop 0, and eager attention keeps the softmax output
+    alone, 2 a s^2 b / t (Korthikanti et al. 2022 section 4.1 without the dropout's 3 a s^2 b)."""
+    h, layers, a, s, t = 2560, 32, 32, 1024, 2
+    config = json.loads((CONFIGS / "phi-2.json").read_text())
+    layout = {"tp": t, "sp": True, "seq_len": s}
+    phi = _memory(CONFIGS / "phi-2.json", attention="eager", **layout)[0].activations
+    (tmp_path / "config.json").write_text(json.dumps({**config, "resid_pdrop": 0.0}))
+    kept = _memory(tmp_path / "config.json", attention="eager", **layout)[0].activations
+    assert phi - kept == pytest.approx(layers * 2 * s * h / t, rel=1e-9)
+    flash = _memory(CONFIGS / "phi-2.json", attention="flash", **layout)[0].activations
+    assert phi - flash == pytest.approx(layers * (2 * a * s * s - 4 * a * s) / t, rel=1e-9)
+
+
+# DeepSeek-V2 as its paper sets it (arXiv 2405.04434, section 3.1.2): hidden 5,120, 128 heads of
+# d_h 128, KV compression d_c 512, query compression d_c' 1,536, decoupled RoPE d_h^R 64; MoE of 2
+# shared and 160 routed experts of 1,536, top-6, the first layer dense (12,288); its 102,400-token
+# vocabulary. Two layers (each block's terms are what is compared), as transformers'
+# DeepseekV2Config names the keys.
+DEEPSEEK_V2 = {
+    "model_type": "deepseek_v2", "hidden_size": 5120, "num_hidden_layers": 2, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+    "n_shared_experts": 2, "n_routed_experts": 160, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
+    "vocab_size": 102400, "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "per_token"),
+    [
+        # each latent's RMSNorm input and up projection's input, 2 B each (replicated: / t under SP)
+        ({"kv_lora_rank": 1024}, lambda a, t: 2 * 2 * (1024 - 512) / t),
+        ({"q_lora_rank": None}, lambda a, t: -2 * 2 * 1536 / t),
+        # the decompressed V (a heads of d_v) and the context (a x d_v), split over the tensor ranks
+        ({"v_head_dim": 256}, lambda a, t: 2 * (a * 128 + a * 128) / t),
+        # Q and the decompressed K, a heads of d_nope + d_rope each
+        ({"qk_nope_head_dim": 192}, lambda a, t: 2 * (a * 64 + a * 64) / t),
+    ],
+)
+def test_multi_head_latent_attention_stores_its_latents_and_decompressed_heads(
+    change: dict[str, object], per_token: object, tmp_path: Path
+) -> None:
+    """What DeepSeek-V2's attention keeps per token differs, block by block, by the paper's widths:
+    the compressed c^KV and c^Q (normed, then projected up) and the a decompressed heads."""
+    layers, a, s, t = 2, 128, 1024, 2
+    layout = {"tp": t, "sp": True, "seq_len": s, "attention": "flash"}
+    (tmp_path / "v2.json").write_text(json.dumps(DEEPSEEK_V2))
+    (tmp_path / "changed.json").write_text(json.dumps({**DEEPSEEK_V2, **change}))
+    base = _memory(tmp_path / "v2.json", **layout)[0].activations
+    changed = _memory(tmp_path / "changed.json", **layout)[0].activations
+    assert callable(per_token)
+    assert changed - base == pytest.approx(layers * s * per_token(a, t), rel=1e-9)

@@ -50,8 +50,8 @@ def test_the_configuration_reader_gives_every_layer_its_block_and_part() -> None
 def test_gpt_blocks_from_the_configuration_reader() -> None:
     gpt = _where(_ir("gpt3-13b"))
     # GPT-3 13B (Brown et al. 2020, table 2.1): 40 heads, no grouped-query attention; its
-    # configuration sets no attn_pdrop, so GPT2Config's default dropout of 0.1
-    heads = Heads(40, 40, causal=True, dropout=0.1)
+    # configuration sets no attn_pdrop or resid_pdrop, so GPT2Config's default dropouts of 0.1
+    heads = Heads(40, 40, causal=True, dropout=0.1, hidden_dropout=0.1)
     assert gpt["transformer.h.39.attn.c_attn"] == Block(39, Part.ATTENTION, heads)
     assert gpt["transformer.h.39.mlp.c_fc"] == Block(39, Part.MLP)
     assert gpt["transformer.ln_f"] == Block(None, Part.NORM)
@@ -66,7 +66,8 @@ def test_an_encoders_attention_is_not_causal(tmp_path: Path) -> None:
     ir, _ = llm.extract(path, input_shapes={"input_ids": (1, 128)})
     assert ir is not None
     heads = {x.block.heads for x in ir.layers if x.block is not None and x.block.heads is not None}
-    assert heads == {Heads(12, 12, causal=False, dropout=0.1)}  # BertConfig's attention dropout
+    # BertConfig's attention_probs_dropout_prob and hidden_dropout_prob defaults
+    assert heads == {Heads(12, 12, causal=False, dropout=0.1, hidden_dropout=0.1)}
 
 
 def test_onnx_extraction_reads_the_block_from_the_module_path() -> None:

@@ -153,6 +153,8 @@ class Heads:
     key_value: int
     causal: bool | None = None  # each token attends to those before it (a decoder); None: nothing says
     dropout: float = 0.0  # the attention probabilities' dropout p in training (0: none)
+    # the block's dropout p of its attention's and MLP's outputs, before each residual add (0: none)
+    hidden_dropout: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,8 +402,11 @@ def _layer(x: Layer) -> dict[str, Any]:
         h = x.block.heads
         causal = {} if h is None or h.causal is None else {"causal": h.causal}
         dropout = {} if h is None or not h.dropout else {"dropout": h.dropout}
+        hidden = {} if h is None or not h.hidden_dropout else {"hidden_dropout": h.hidden_dropout}
         heads = (
-            {} if h is None else {"heads": {"query": h.query, "key_value": h.key_value, **causal, **dropout}}
+            {}
+            if h is None
+            else {"heads": {"query": h.query, "key_value": h.key_value, **causal, **dropout, **hidden}}
         )
         out["block"] = {"index": x.block.index, **part, **heads}
     return out

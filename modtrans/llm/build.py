@@ -74,7 +74,8 @@ class _Builder:
             return Block(self.index, Part.NORM)
         if self.part is Part.ATTENTION:
             causal = self.arch.family not in ENCODERS if self.causal is None else self.causal
-            heads = Heads(self.arch.heads, self.arch.kv_heads, causal, self.arch.attention_dropout)
+            arch = self.arch
+            heads = Heads(arch.heads, arch.kv_heads, causal, arch.attention_dropout, arch.hidden_dropout)
             return Block(self.index, Part.ATTENTION, heads)
         return Block(self.index, self.part)
 

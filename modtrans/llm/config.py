@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modtrans import dtypes, limits
-from modtrans.llm.families import LLAMA, STYLES, Style
+from modtrans.llm.families import HIDDEN_DROPOUT, LLAMA, STYLES, Style
 
 SEQ2SEQ = ("t5", "mt5", "umt5")
 """The encoder-decoder families (T5Config, MT5Config, UMT5Config: one architecture)."""
@@ -140,6 +140,7 @@ class Arch:
     context: int = 0  # the longest sequence it was made for (max_position_embeddings; 0: not given)
     qk_norm: bool = False  # an RMSNorm of each head's query and key (Qwen3: q_norm, k_norm over head_dim)
     attention_dropout: float = 0.0  # dropout p of the attention probabilities in training
+    hidden_dropout: float = 0.0  # dropout p of the attention's and MLP's outputs (families.HIDDEN_DROPOUT)
     style: Style = LLAMA  # module names and norm placement (families.py)
     ssm: Ssm | None = None  # Mamba: a selective state-space mixer in place of attention and MLP
     grouped_experts: bool = True  # a MoE block's routed experts as one grouped layer per projection
@@ -240,6 +241,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _vision_language(config, family, dtype)
     else:
         arch = _decoder(config, family, dtype)
+    if family in HIDDEN_DROPOUT:
+        arch = dataclasses.replace(arch, hidden_dropout=_probability(config, *HIDDEN_DROPOUT[family]))
     _check(arch)
     return arch
 

@@ -151,3 +151,21 @@ STYLES = {
     ),
 }
 """The families whose layout is not Llama's (Llama, Mistral, Qwen: STYLES.get(family, LLAMA))."""
+
+HIDDEN_DROPOUT = {
+    "gpt2": ("resid_pdrop", 0.1),  # GPT2Attention.resid_dropout, GPT2MLP.dropout
+    "gpt_bigcode": ("resid_pdrop", 0.1),  # GPTBigCodeAttention.resid_dropout, GPTBigCodeMLP.dropout
+    "bert": ("hidden_dropout_prob", 0.1),  # BertSelfOutput.dropout, BertOutput.dropout
+    "phi": ("resid_pdrop", 0.0),  # PhiDecoderLayer.resid_dropout on the attention's and MLP's outputs
+    "phi3": ("resid_pdrop", 0.0),  # Phi3DecoderLayer.resid_attn_dropout, resid_mlp_dropout
+    "gpt_neox": ("hidden_dropout", 0.0),  # GPTNeoXLayer.post_attention_dropout, post_mlp_dropout
+    "falcon": ("hidden_dropout", 0.0),  # FalconDecoderLayer: dropout_add(mlp_output, ...)
+    "stablelm": ("hidden_dropout", 0.0),  # StableLmDecoderLayer.dropout after the MLP
+    "starcoder2": ("residual_dropout", 0.0),  # Starcoder2Attention's and Starcoder2MLP's
+    "t5": ("dropout_rate", 0.1),  # T5LayerSelfAttention.dropout, T5LayerFF.dropout
+    "mt5": ("dropout_rate", 0.1),
+    "umt5": ("dropout_rate", 0.1),
+}
+"""The key and default (its transformers configuration class's) of each family's dropout of the
+hidden state, applied to the attention's and the MLP's outputs before their residual adds; a
+family absent here has none (LlamaDecoderLayer and the decoders after it)."""

@@ -276,6 +276,7 @@ class Preset:
 
     policy: Policy  # DATA, MODEL, the hybrids, HYBRID_CUSTOMIZED, HYBRID_TRANSFORMER(_FWD_IN_BCKWD)
     checkpoints: Checkpoints | None = None  # FWD_IN_BCKWD: the recomputed segments
+    memory: tuple[StageMemory, ...] = ()  # its one rank's (strategy/llm/memory.py; empty: not modelled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +339,12 @@ class Plan:
     @property
     def npus(self) -> int:
         return self.mesh.size
+
+    @property
+    def memory(self) -> tuple[StageMemory, ...]:
+        """One rank's memory per pipeline stage, a layout's or a keyword preset's (empty: not modelled)."""
+        built = self.layout if self.layout is not None else self.preset
+        return built.memory if built is not None else ()
 
     @property
     def is_llm(self) -> bool:

@@ -92,7 +92,10 @@ def _assemble(draft: Draft) -> Plan:
         )
         for u, x in zip(units, draft.layers, strict=True)
     )
-    preset = Preset(draft.parallelism.policy, draft.checkpoints)
+    from modtrans.strategy.llm.memory import of_preset  # the layout's memory model, at the preset's shards
+
+    memory = of_preset(draft.ir, draft.layers, bool(draft.recompute))
+    preset = Preset(draft.parallelism.policy, draft.checkpoints, memory)
     return Plan(draft.mesh, infos, (program,), (0,) * draft.mesh.size, preset=preset)
 
 

@@ -4,18 +4,26 @@ attention kernel that runs and the model's own MLP and dropout.
 Korthikanti et al. 2022 (arXiv 2205.05198) section 4.1 counts a GPT block's 16-bit activations
 term by term, 34 sbh + 5 a s^2 b bytes (table 2 with t, sequence parallelism and recomputation);
 this counts the same terms for the model the IR describes (s sequence, b micro-batch, h hidden,
-a query heads, hq = a x head width, hkv the key/value heads' width, f the MLP width):
+a query heads, kv key/value heads, d_qk and d_v a head's query/key and value widths, f the MLP
+width; Q = a d_qk, K = kv d_qk, V = kv d_v, the context O = a d_v, each h for GPT):
 
     replicated over the tensor ranks (/ t under sequence parallelism)
       the two norms' inputs               4 sbh
       the QKV projections' shared input   2 sbh
       the MLP's input                     2 sbh (a MoE: also its k routed copies, 2 k sbh)
-      two dropout masks, 1 byte each      2 sbh, only where the model trains with dropout
+      two dropout masks, 1 byte each      2 sbh, only where the model drops out the attention's
+                                          and MLP's outputs (Heads.hidden_dropout: GPT-2's
+                                          resid_pdrop, BERT's hidden_dropout_prob, phi-2's 0.1)
+      multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1.2: c^KV of width
+      d_c = kv_lora_rank, c^Q of d_c' = q_lora_rank): each latent's RMSNorm input and its up
+      projection's input, 2 sb x 2 (d_c + d_c'); Megatron-Core's down projections are duplicated
+      over the tensor ranks (multi_latent_attention.py: linear_q_down_proj, linear_kv_down_proj)
     split over the tensor ranks (/ t)
-      Q, K, V (QK^T's and the context's inputs)   2 sb (hq + 2 hkv)
-      the output projection's input               2 sb hq
-      eager attention: the softmax output 2 a s^2 b, and with attention dropout its mask
-      (a s^2 b) and output (2 a s^2 b): Korthikanti's 5 a s^2 b
+      Q, K, V (QK^T's and the context's inputs)   2 sb (Q + K + V); MLA's decompressed K and V
+                                                  (a heads of d_nope + d_rope and of d_v)
+      the output projection's input               2 sb O
+      eager attention: the softmax output 2 a s^2 b, and with attention dropout (Heads.dropout)
+      its mask (a s^2 b) and output (2 a s^2 b): Korthikanti's 5 a s^2 b
       FlashAttention: no s x s tensor; the kernel keeps the fp32 logsumexp of each head and token,
       4 a s b (Dao et al. 2022, arXiv 2205.14135, algorithm 2: the backward recomputes the scores
       from Q, K, V, O and the statistics; its dropout mask regenerated from the RNG state)
@@ -27,11 +35,12 @@ a query heads, hq = a x head width, hkv the key/value heads' width, f the MLP wi
                   routing; x the capacity factor where one caps them), split over the expert
                   tensor ranks instead of t
 
-For Korthikanti's GPT (dropout, f = 4h, hq = hkv = h) the terms are their 10 sbh + 24 sbh / t +
-5 a s^2 b / t. Selective recomputation reruns the attention core: no s^2 term, no statistics.
-Not counted: the router's fp32 probabilities (s b E x 4 bytes), multi-latent attention's latent
-projections (counted as ordinary Q, K, V), state-space blocks and vision towers (they have no
-heads here and store what their own layers do: not modelled).
+For Korthikanti's GPT (dropout, f = 4h, Q = K = V = O = h) the terms are their 10 sbh + 24 sbh / t
++ 5 a s^2 b / t. Selective recomputation reruns the attention core: no s^2 term, no statistics.
+Not counted: the router's fp32 probabilities (s b E x 4 bytes), the norms' fp32 statistics, state-
+space blocks and vision towers (they have no heads here and store what their own layers do: not
+modelled). StableLM and a parallel Falcon drop out one output (after the MLP, or the attention's
+and MLP's sum), counted as the two masks.
 """
 
 from __future__ import annotations
@@ -59,16 +68,21 @@ class Mlp:
 @dataclass(frozen=True)
 class Dims:
     """What the activation terms need: sequence, micro-batch, hidden, query heads, query and
-    key/value widths, vocabulary, whether the model trains with dropout, each block's MLP."""
+    key/value widths, vocabulary, whether the model drops out the attention probabilities and the
+    hidden state (the attention's and MLP's outputs), each block's MLP."""
 
     s: int
     b: int
     h: int
     a: int
-    hq: int
-    hkv: int
+    q: int
+    k: int
+    value: int
+    context: int
+    latent: int
     v: int
-    dropout: bool
+    attention_dropout: bool
+    hidden_dropout: bool
     mlps: dict[int, Mlp]
 
     def mlp(self, block: int) -> Mlp:
@@ -92,21 +106,30 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
     mlps = _mlps(ir, h, capacity_factor or 1.0)
     if not mlps:
         return None
-    hq, hkv = _widths(attention, h, heads.query, heads.key_value)
-    return Dims(s, micro_batch, h, heads.query, hq, hkv, table[0], heads.dropout > 0, mlps)
+    widths = _widths(attention, h, heads.query, heads.key_value)
+    dropout = (heads.dropout > 0, heads.hidden_dropout > 0)
+    return Dims(s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps)
 
 
-def _widths(attention: list[Layer], h: int, a: int, kv: int) -> tuple[int, int]:
-    """The query and key/value widths: the first block's projections of the hidden state before
-    its output projection (separate Q, K, V or one fused QKV) hold hq + 2 hkv outputs, hkv / hq
-    = kv / a."""
+def _widths(attention: list[Layer], h: int, a: int, kv: int) -> tuple[int, int, int, int, int]:
+    """Per token, the first block's Q, K and V widths, its context's (the output projection's
+    input) and its latent tensors' (Widths in the module's docstring). The attention core's two
+    matmuls give them: the scores' per-head k (query and key width, d_qk) over `a` query heads, the
+    context's per-head n (d_v); without them the projections of the hidden state before the
+    output projection hold q + k + v outputs, k / q = kv / a, d_v = d_qk."""
     first = attention[0].block.index if attention[0].block else None
-    linears = [x for x in attention if x.block and x.block.index == first and x.kind is Kind.LINEAR]
+    mine = [x for x in attention if x.block and x.block.index == first]
+    linears = [x for x in mine if x.kind is Kind.LINEAR and x.gemm]
+    core = [x.gemm for x in mine if x.kind is Kind.MATMUL and x.gemm]
+    # an up projection of a latent (MLA's q_b_proj, kv_b_proj): its input and its norm's input
+    latent = sum(2 * x.gemm.k for x in linears[:-1] if x.gemm and x.gemm.k != h)
+    if len(core) >= 2:
+        qk, v = core[0].k, core[1].n
+        return a * qk, kv * qk, kv * v, a * v, latent
     total = sum(x.gemm.n for x in linears[:-1] if _projects(x, h) and x.gemm)
-    if not total:
-        return h, h * kv // a
-    hq = round(total * a / (a + 2 * kv))
-    return hq, (total - hq) // 2
+    hq = round(total * a / (a + 2 * kv)) if total else h
+    hkv = (total - hq) // 2 if total else h * kv // a
+    return hq, hkv, hkv, hq, latent
 
 
 def _projects(x: Layer, h: int) -> bool:
@@ -161,12 +184,12 @@ def layer(d: Dims, block: int, t: int, sp: bool, recompute: Recompute, attention
     if recompute is Recompute.FULL:
         return 2 * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
     m = d.mlp(block)
-    masks = 2 * sb * d.h if d.dropout else 0  # after the attention and after the MLP, 1 byte each
-    replicated = 4 * sb * d.h + 2 * sb * d.h + 2 * sb * m.inputs * d.h + masks
-    split = 2 * sb * (d.hq + 2 * d.hkv) + 2 * sb * d.hq + 2 * sb * m.inner
+    masks = 2 * sb * d.h if d.hidden_dropout else 0  # after the attention and after the MLP, 1 byte each
+    replicated = 4 * sb * d.h + 2 * sb * d.h + 2 * sb * m.inputs * d.h + masks + 2 * sb * d.latent
+    split = 2 * sb * (d.q + d.k + d.value) + 2 * sb * d.context + 2 * sb * m.inner
     if recompute is not Recompute.SELECTIVE:
         if attention == EAGER:
-            split += (5 if d.dropout else 2) * d.a * d.s * sb
+            split += (5 if d.attention_dropout else 2) * d.a * d.s * sb
         else:
             split += STATISTICS * d.a * sb
     return replicated / (t if sp else 1) + split / t + 2 * sb * m.experts / etp

@@ -23,6 +23,14 @@ it applies and says where it differs.
                  output layer's input and the loss's logits, 4 sbh (1 + V / h) / t (for P = 1
                  Megatron counts them; on the last of P stages they are there too)
 
+A keyword preset (DATA, MODEL, the hybrids, HYBRID_TRANSFORMER) is one stage and one micro-batch
+of the IR's batch: its one rank's memory is this model's at T = its widest layer shard (the
+transformer keywords are Megatron-LM's tensor parallelism without SP: tensor.py), with Megatron's
+gradient and optimizer convention, no ZeRO, the flash kernel; FWD_IN_BCKWD's recomputed segments
+count as full recomputation (each block keeps its input). No layout option at all is DATA on one
+rank: the one-rank layout's memory. A model whose blocks the activation model does not know (an
+ONNX CNN: activations.dims is None) gets none (the metadata's `memory` null).
+
 Not counted: framework buffers, the CUDA context, fragmentation.
 """
 
@@ -30,11 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from modtrans.plan.model import Schedule, StageMemory
+from modtrans.ir.document import ModelIR
+from modtrans.plan.model import Recompute, Schedule, StageMemory
+from modtrans.strategy.draft import LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import activations
 from modtrans.strategy.llm.activations import Dims
 from modtrans.strategy.llm.options import Layout
+from modtrans.strategy.llm.stages import block_of
 from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
@@ -85,6 +96,20 @@ def per_stage(
         activations = _activations(layout, d, p, blocks, ends) if d is not None else 0
         out.append(StageMemory(int(elements), int(weights), int(grads), int(optimizer), int(activations)))
     return tuple(out)
+
+
+def of_preset(ir: ModelIR, layers: Sequence[LayerDraft], recomputes: bool) -> tuple[StageMemory, ...]:
+    """A keyword preset's rank (the module's docstring), or () where the activations are not
+    modelled."""
+    batch = ir.provenance.batch or 1
+    d = activations.dims(ir, batch)
+    if d is None:
+        return ()
+    t = max((x.ways for x in layers), default=1)
+    recompute = Recompute.FULL if recomputes else Recompute.NONE
+    layout = Layout(npus=t, tp=t, micro_batch=batch, recompute=recompute)
+    units = [Unit(x, block_of(x.group.owner)) for x in layers]
+    return per_stage(units, [list(range(len(units)))], layout, d, {}, 1)
 
 
 def _state(u: Unit, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
