@@ -37,6 +37,26 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _statements(path: Path, modules: set[str]) -> list[tuple[str, list[str], bool]]:
+    """Each import statement of `path`, at any depth (lazy and TYPE_CHECKING ones too), as the
+    module it names (relative imports resolved), those of its names that are modules themselves,
+    and whether it names anything else (a function, a class: `import x` always does)."""
+    here = _module(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    statements: list[tuple[str, list[str], bool]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            statements += [(a.name, [], True) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            named = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+            statements.append((base, named, len(named) < len(node.names)))
+    return statements
+
+
 @functools.cache
 def _imports() -> dict[str, frozenset[str]]:
     """Each module under modtrans/ -> the modtrans modules it imports (`from modtrans import x`
@@ -45,20 +65,8 @@ def _imports() -> dict[str, frozenset[str]]:
     table: dict[str, frozenset[str]] = {}
     modules = {_module(p) for p in PACKAGE.rglob("*.py")}
     for path in PACKAGE.rglob("*.py"):
-        here = _module(path)
-        package = here if path.name == "__init__.py" else here.rpartition(".")[0]
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join([*anchor, *([base] if base else [])])
-                found.add(base)
-                found.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules)
-        table[here] = frozenset(n for n in found if n == "modtrans" or n.startswith("modtrans."))
+        found = {n for base, named, _ in _statements(path, modules) for n in (base, *named)}
+        table[_module(path)] = frozenset(n for n in found if n == "modtrans" or n.startswith("modtrans."))
     return table
 
 
@@ -131,20 +139,7 @@ def _module_graph() -> dict[str, frozenset[str]]:
     graph: dict[str, frozenset[str]] = {}
     for path in PACKAGE.rglob("*.py"):
         here = _module(path)
-        package = here if path.name == "__init__.py" else here.rpartition(".")[0]
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join([*anchor, *([base] if base else [])])
-                named = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
-                found.update(named)
-                if len(named) < len(node.names):
-                    found.add(base)
+        found = {n for base, named, rest in _statements(path, modules) for n in (*named, *([base] * rest))}
         graph[here] = frozenset(n for n in found if n in modules and n != here)
     return graph
 
