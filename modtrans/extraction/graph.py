@@ -347,18 +347,18 @@ class Walker:
             bad = [a for a in axes or () if -len(given) <= a < len(given) and given[a] != 1]
             if bad:
                 why = f"axis {bad[0]} of its input {list(given)} is {given[bad[0]]}, not 1"
-        if why is None:
-            return
-        self._conflicted = True
-        self.diagnostics.append(
-            diagnostic(
-                "X511",
+        if why is not None:
+            self._conflict(
                 f"node {node_name!r} ({node.op_type}): {why}",
-                path=self.path,
-                hint="the input shape does not fit a size the model fixes: check --input-shape "
-                "against the shape the model was exported for",
+                "the input shape does not fit a size the model fixes: check --input-shape against the "
+                "shape the model was exported for",
             )
-        )
+
+    def _conflict(self, message: str, hint: str) -> None:
+        """X511, once per model: what follows the first contradiction only repeats it."""
+        if not self._conflicted:
+            self._conflicted = True
+            self.diagnostics.append(diagnostic("X511", message, path=self.path, hint=hint))
 
     def _repeat(self, scope: _Scope, node: onnx.NodeProto, node_name: str, start: int) -> None:
         """The body layers of a Loop / Scan (layers[start:]) run once per iteration: their FLOPs
@@ -537,15 +537,10 @@ class Walker:
     ) -> None:
         """X511 for the first layer whose input contradicts its weights; X510 for a layer whose
         FLOPs need a shape that is unknown, naming the tensor."""
-        if found.conflict is not None and not self._conflicted:
-            self._conflicted = True
-            self.diagnostics.append(
-                diagnostic(
-                    "X511",
-                    f"layer {name} ({node.op_type}): {found.conflict}",
-                    path=self.path,
-                    hint="the input shape does not fit the model's weights: check --input-shape's layout",
-                )
+        if found.conflict is not None:
+            self._conflict(
+                f"layer {name} ({node.op_type}): {found.conflict}",
+                "the input shape does not fit the model's weights: check --input-shape's layout",
             )
         if not found.costed:
             shapeless = next(
