@@ -414,10 +414,9 @@ def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[s
     """A transformer reference's layout, field by field for those the request does not give
     (what is given wins, whatever else is given): its model_parallel_NPU_group is --tp (the
     HYBRID_TRANSFORMER keyword is the layout --tp G), and SimAI's keys pp, ep and all_gpus --pp,
-    --ep and the data-parallel ranks, ga the micro-batches (--global-batch M x D x ga); a line
-    with a forward ALLGATHER and an input-gradient REDUCESCATTER (a column-parallel layer under
-    sequence parallelism) says --sp; a weight-gradient REDUCESCATTER the
-    distributed optimizer, --zero 1; data-parallel lines under a header without all_gpus (AICB's
+    --ep and the data-parallel ranks, ga the micro-batches (--global-batch M x D x ga); a
+    forward or input-gradient REDUCESCATTER says --sp, its absence --no-sp (sequence_parallel);
+    a weight-gradient REDUCESCATTER the distributed optimizer, --zero 1; data-parallel lines under a header without all_gpus (AICB's
     older files), --dp 2, SimAI's sizes being the same for any D. A keyword or group given
     (--parallel, --model-parallel-group, --packages) chooses the keyword instead: nothing is taken."""
     header = reference.header
