@@ -416,8 +416,9 @@ def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[s
     HYBRID_TRANSFORMER keyword is the layout --tp G), and SimAI's keys pp, ep and all_gpus --pp,
     --ep and the data-parallel ranks, ga the micro-batches (--global-batch M x D x ga); a
     forward or input-gradient REDUCESCATTER says --sp, its absence --no-sp (sequence_parallel);
-    a weight-gradient REDUCESCATTER the distributed optimizer, --zero 1; data-parallel lines under a header without all_gpus (AICB's
-    older files), --dp 2, SimAI's sizes being the same for any D. A keyword or group given
+    a weight-gradient REDUCESCATTER the distributed optimizer, --zero 1; data-parallel lines
+    under a header without all_gpus (AICB's older files), --dp 2, SimAI's sizes being the same
+    for any D. A keyword or group given
     (--parallel, --model-parallel-group, --packages) chooses the keyword instead: nothing is taken."""
     header = reference.header
     group = header.model_parallel_group
