@@ -78,6 +78,7 @@ class Request:
     meta: str | Path | None = None
     like: str | Path | None = None
     force: bool = False
+    check: str = "quick"  # how a text output is checked: quick (workload/quick.py) or full (read back)
     strict: bool = False
     allow_unknown: bool = False
     full_hash: bool = False

@@ -161,6 +161,17 @@ def _plain_header() -> re.Pattern[str]:
     return re.compile(f"({_BLANK}*)({_terminals()['POLICY']}){group}({_BLANK}*)")
 
 
+def clean_layer_line(content: str) -> bool:
+    """Whether the reader reads `content` as a layer line on its fast path, with no finding: every
+    field its terminal, parted by one run of blanks (as the writer parts them), the reserved field
+    within int32. The quick check of written text (workload/quick.py) asks this of each line."""
+    match = _uniform_layer().fullmatch(content)
+    if match is None:
+        return False
+    reserved = match.group(4)
+    return len(reserved) < 10 or -(2**31) <= int(reserved) < 2**31
+
+
 _STRICT_COUNT = "(?:0|[1-9][0-9]{0,9})"  # a layer count or group: then at most 2^31 - 1 (checked)
 _PLAIN_COUNT = re.compile(f"({_BLANK}*)({_STRICT_COUNT})({_BLANK}*)")
 
