@@ -126,12 +126,13 @@ class Config:
         return args
 
     def stg(self, python: str, checkout: str, out: str) -> list[str]:
-        """STG's main.py as its README runs it, tensor parallelism with sequence parallelism (--tpsp)."""
+        """STG's main.py as its argument parser at 9ec6c02 takes it (its README's --comm_group_file
+        is gone), tensor parallelism with sequence parallelism (--tpsp)."""
         m = self.model
         kind = "moe" if m.experts > 1 else ("llama" if m.swiglu else "gpt")
         args = [
             python, f"{checkout}/main.py", "--output_dir", f"{out}/{self.name}", "--output_name",
-            f"{self.name}.%d.et", "--comm_group_file", f"{self.name}.json", "--dp", str(self.dp),
+            f"{self.name}.%d.et", "--dp", str(self.dp),
             "--tp", str(self.tp), "--pp", str(self.pp), "--ep", str(self.ep), "--sp", "1", "--tpsp", "1",
             "--weight_sharded", "0", "--dvocal", str(m.vocabulary), "--dmodel", str(m.hidden),
             "--dff", str(m.ffn), "--batch", str(self.batch), "--micro_batch", "1", "--seq", str(SEQUENCE),
@@ -172,6 +173,13 @@ class Peer:
             return config.aicb(self.python)
         return config.stg(self.python, self.checkout, out)
 
+    def workdir(self, out: str) -> str:
+        """Where the peer runs: AICB writes under its working directory's results/workload/, STG
+        reads its sharding spreadsheets from ./sharding_spreadsheets (its checkout)."""
+        if self.name == "simai" or self.checkout is None:
+            return out
+        return self.checkout
+
     def environment(self) -> dict[str, str]:
         """AICB's modules are read from its checkout (its generator runs as `python -m`)."""
         env = dict(os.environ)
@@ -200,7 +208,7 @@ def _pair(peer: Peer, config: Config, root: str) -> tuple[Usage, Usage]:
     mine = measure(config.modtrans(ours, traces=peer.name == "traces"))
     theirs_dir = tempfile.mkdtemp(dir=root)
     os.makedirs(f"{theirs_dir}/{config.name}", exist_ok=True)
-    theirs = measure(peer.command(config, theirs_dir), cwd=theirs_dir, env=peer.environment())
+    theirs = measure(peer.command(config, theirs_dir), cwd=peer.workdir(theirs_dir), env=peer.environment())
     return mine, theirs
 
 
