@@ -172,6 +172,59 @@ def clean_layer_line(content: str) -> bool:
     return len(reserved) < 10 or -(2**31) <= int(reserved) < 2**31
 
 
+_TOKEN = re.compile(f"[^{_BLANKS}]+")
+_STRICT_VALUE = re.compile(
+    "0|[1-9][0-9]{0,9}"
+)  # a header value that is one without a finding (< 2^31 checked)
+_KEYED = {k.key: k for k in vocabulary.HEADER_KEYS}  # the spellings with a colon, as the writer's
+
+
+def _keyed_header(lineno: int, content: str, eol: str, before: tuple[str, ...], offset: int) -> Header | None:
+    """What the lark path makes of a header in the writer's keyed form (SimAI's: `HYBRID_TRANSFORMER
+    model_parallel_NPU_group: 8 ep: 1 pp: 8 ...`): a keyword, then keys each given once, an int
+    key with one plain decimal under 2^31, a list key with its count and that many. None for any
+    other line, which the lark path reads (and reports on); a test compares the two."""
+    tokens: list[str] = []
+    separators: list[str] = []
+    position = 0
+    for token in _TOKEN.finditer(content):
+        separators.append(content[position : token.start()])
+        tokens.append(token.group())
+        position = token.end()
+    separators.append(content[position:])
+    if not tokens or tokens[0] not in _POLICIES:
+        return None
+    values: dict[str, Any] = {}
+    at = 1
+    while at < len(tokens):
+        key = _KEYED.get(tokens[at])
+        if key is None or key.field in values:
+            return None
+        count = 1
+        if key.kind == "list":
+            listed = _strict_value(tokens, at + 1)
+            if listed is None:
+                return None
+            count = listed + 1
+        found = [_strict_value(tokens, at + i) for i in range(1, count + 1)]
+        if None in found:
+            return None
+        values[key.field] = tuple(found[1:]) if key.kind == "list" else found[0]
+        at += count + 1
+    meant = Header(_POLICIES[tokens[0]], **values)
+    layout = LineLayout(tuple(tokens), tuple(separators), eol, before)
+    span = Span(lineno, 1 + offset, lineno, len(content.rstrip()) + 1 + offset)
+    return replace(meant, span=span, layout=HeaderLayout(layout, meant))
+
+
+def _strict_value(tokens: list[str], at: int) -> int | None:
+    """tokens[at] as a header value the lark path reads without a finding, else None."""
+    if at >= len(tokens) or _STRICT_VALUE.fullmatch(tokens[at]) is None:
+        return None
+    value = int(tokens[at])
+    return value if value < 2**31 else None
+
+
 _STRICT_COUNT = "(?:0|[1-9][0-9]{0,9})"  # a layer count or group: then at most 2^31 - 1 (checked)
 _PLAIN_COUNT = re.compile(f"({_BLANK}*)({_STRICT_COUNT})({_BLANK}*)")
 
@@ -556,6 +609,9 @@ class _Reader:
         plain = _plain_header().fullmatch(content)
         if plain is not None and (plain.group(6) is None or int(plain.group(6)) < 2**31):
             return self._plain_header(lineno, content, eol, before, offset, plain.groups())
+        keyed = _keyed_header(lineno, content, eol, before, offset)
+        if keyed is not None:
+            return keyed
         return self._header_full(lineno, content, eol, before, offset)
 
     def _header_full(
