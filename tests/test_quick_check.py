@@ -191,3 +191,5 @@ def test_check_is_an_option_of_translate_and_full_reads_the_text_back(tmp_path: 
     assert quick_run.diagnostics == full_run.diagnostics
     with pytest.raises(ValueError, match="--check"):
         modtrans.translate(model, dialect="simai", check="none", **options)
+    json = modtrans.translate(model, dialect="simai", format="json", check="full", **options)
+    assert any("--check is ignored" in note for note in json.notes)
