@@ -52,6 +52,10 @@ def run(prepared: Prepared) -> Translation:
     if result.workload is not None and output.render is not None:
         dialect = prepared.options.dialect
         text = output.render(result.workload, dialect, found, str(request.model))
+        if text is not None and output.check is not None:
+            checked = output.check(text, result.workload, dialect, request.check == "full")
+            found += checked
+            text = None if has_errors(checked) else text
     if text is None or (request.strict and any(d.severity <= 2 for d in found)):
         return replace(result, diagnostics=tuple(found))
     files, metadata = outputs.text_files(text, request.output, result.metadata, request.meta, found)

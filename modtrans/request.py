@@ -78,6 +78,7 @@ class Request:
     meta: str | Path | None = None
     like: str | Path | None = None
     force: bool = False
+    check: str = "quick"  # how a text output is checked: quick (workload/quick.py) or full (read back)
     strict: bool = False
     allow_unknown: bool = False
     full_hash: bool = False
@@ -370,6 +371,12 @@ def _not_applicable(request: Request, policy: Policy, compute: str) -> list[str]
         "checkpoint_initiates": (request.checkpoint_initiates, not_checkpointed),
         "network_dims": (request.network_dims, only_traces),
         "passes": (None if request.passes == 1 else request.passes, only_traces),
+        "check": (
+            None if request.check == "quick" else request.check,
+            None
+            if formats.get(to, request.dialect).check is not None
+            else f"only a text output has a quick and a full check, not --format {to}",
+        ),
         "model_parallel_group": (
             request.model_parallel_group,
             f"{policy} has no model-parallel group" if policy in (Policy.DATA, Policy.MODEL) else None,

@@ -5,6 +5,8 @@ extra is installed), and datasheet arithmetic."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -255,3 +257,20 @@ def test_the_cli_offers_exactly_the_registered_models(run_cli: Run) -> None:
         cost.register("no-such-model", "")  # type: ignore[arg-type]
     listed = run_cli("cost", "list").output
     assert all(m.value in listed for m in cost.Model)
+
+
+@pytest.mark.parametrize("model", list(cost.Model))
+def test_get_imports_the_module_that_registers_the_model_and_no_other_model(model: cost.Model) -> None:
+    """`get` imports one model's module (the gpu model's translation spares scalesim's, with
+    tempfile and csv): that import alone, in a fresh process, registers the model asked for, and
+    only the real SCALE-Sim's registers it."""
+    probe = (
+        "import sys; import modtrans.cost as c; c._load(c.Model(sys.argv[1])); "
+        "print(' '.join(sorted(c.REGISTRY)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, model.value], capture_output=True, text=True, check=True
+    )
+    registered = done.stdout.split()
+    assert model.value in registered
+    assert ("scalesim" in registered) is (model is cost.Model.SCALESIM)

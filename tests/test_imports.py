@@ -79,14 +79,17 @@ def test_a_translation_that_prints_no_report_does_not_load_rich(tmp_path: Path) 
 
 
 def test_lark_is_imported_only_for_lines_the_fast_paths_do_not_read(tmp_path: Path) -> None:
-    """lark's import and parser cost 22 ms. A translation validates what it writes, whose header,
-    count and layer lines all take the fast paths; `--help` parses nothing."""
+    """lark's import and parser cost 22 ms. A translation validates what it writes, whose header
+    (the usual one or SimAI's keyed one), count and layer lines all take the fast paths; `--help`
+    parses nothing."""
     out = tmp_path / "r.txt"
     assert _modules(("lark",), "--help") == set()
     assert _modules(("lark",), "translate", "resnet50", "-o", str(out)) == set()
     assert _modules(("lark",), "validate", str(out)) == set()
     out.write_text(out.read_text().replace("\t", "\t\t", 1).replace("DATA", "DATA ep: 2", 1))
-    assert "lark" in _modules(("lark",), "validate", str(out))  # a SimAI key: the full path
+    assert _modules(("lark",), "validate", str(out)) == set()  # SimAI's keyed header: a fast path
+    out.write_text(out.read_text().replace("DATA", "DATA mode: 1", 1))
+    assert "lark" in _modules(("lark",), "validate", str(out))  # AICB's unknown key: the full path
 
 
 def test_a_text_translation_does_not_load_the_trace_writer(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The fast layer-line path (one regex built from the grammar's terminals) agrees with lark's."""
+"""The fast paths (a layer line by one regex built from the grammar's terminals; the usual and
+the keyed header, the layer count) agree with lark's."""
 
 from __future__ import annotations
 
@@ -7,18 +8,21 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modtrans.workload.model import Layer, LineLayout, Phase
+from modtrans.workload import vocabulary
+from modtrans.workload.model import Dialect, Layer, LineLayout, Phase
 from modtrans.workload.parse import (
     _UNIFORM_NUMBERS,
     _UNIFORM_WORDS,
     _constructor,
     _fast_layer,
     _field_groups,
+    _keyed_header,
     _Reader,
     _uniform_layer,
     parse,
     split_lines,
 )
+from modtrans.workload.write import write
 from tests.conftest import corpus_files
 
 
@@ -224,3 +228,58 @@ def test_the_fast_header_and_count_lines_are_what_lark_reads(data: st.DataObject
     if not fast_reader.diagnostics:
         assert got == full_reader._count_full(2, count_line, "\r\n", ("\n",))
         assert full_reader.diagnostics == []
+
+
+_KEYED_WORDS = [
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
+    "HYBRID_TRANSFORMER",
+    "DATA",
+    "HYBRID_DLRM",
+    "MICRO",
+    "hybrid",
+]
+_KEYED_TOKENS = [
+    *(k.key for k in vocabulary.HEADER_KEYS),
+    "pp_comm",  # SimAI 2024-12's bare key
+    "mode:",  # AICB's unknown key
+    "0", "1", "2", "8", "16", "2147483647", "2147483648", "08", "-1", "+2", "1.0", "4.5", "x",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_the_keyed_header_is_what_lark_reads(data: st.DataObject) -> None:
+    """SimAI's keyed header (the writer's form) skips lark too. Whatever the keys, their order and
+    repeats, the values and the blanks, a line the keyed path reads gives lark's header, with its
+    span and layout, and lark finds nothing in it."""
+    tokens = [data.draw(st.sampled_from(_KEYED_WORDS))]
+    tokens += data.draw(st.lists(st.sampled_from(_KEYED_TOKENS), max_size=14))
+    runs = [data.draw(st.sampled_from(["", " ", "\t", "  \t", "\f"])) for _ in range(len(tokens) + 1)]
+    runs[1:-1] = [r or " " for r in runs[1:-1]]
+    line = runs[0] + "".join(t + r for t, r in zip(tokens, runs[1:], strict=True))
+    offset = data.draw(st.sampled_from([0, 1]))
+    fast = _keyed_header(1, line, "\n", (), offset)
+    full_reader = _Reader(None)
+    full = full_reader._header_full(1, line, "\n", (), offset)
+    if fast is not None:
+        assert fast == full
+        assert full is not None
+        assert (fast.span, fast.layout) == (full.span, full.layout)
+        assert full_reader.diagnostics == []
+
+
+def test_the_keyed_header_reads_simai_text_as_written() -> None:
+    """What the writer makes of every real SimAI or AICB header (the corpus, canonically) and of a
+    translation's is read by the keyed path, not lark's."""
+    import modtrans
+
+    texts = [modtrans.translate("llama-3-8b", tp=2, pp=2, sp=True, dialect="simai").text]
+    for path in corpus_files():
+        workload = parse(path.read_text(encoding="utf-8")).workload
+        if workload is not None and workload.dialect is Dialect.SIMAI and not workload.header.extra:
+            texts.append(write(workload, Dialect.SIMAI))
+    assert len(texts) > 3
+    for text in texts:
+        assert text is not None
+        header = text.split("\n", 1)[0]
+        assert _keyed_header(1, header, "\n", (), 0) is not None, header

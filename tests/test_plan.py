@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
+import modtrans
 from modtrans.comm import CommType, Policy
 from modtrans.plan import (
     Axis,
@@ -22,6 +25,7 @@ from modtrans.plan import (
 )
 from modtrans.plan.model import Preset, ResolvedCollective
 from modtrans.strategy import SUPPORTED
+from modtrans.strategy.program import StageProgram
 from modtrans.strategy.techniques import load
 
 TENSOR, DATA, PIPE = Purpose.TENSOR, Purpose.DATA, Purpose.PIPELINE
@@ -112,3 +116,32 @@ def test_the_text_has_one_collective_per_column_over_the_keywords_group() -> Non
 
 def test_every_keyword_translate_writes_has_a_registered_technique() -> None:
     assert set(load()) == set(SUPPORTED)
+
+
+def test_a_layouts_stage_programs_are_built_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SimAI's text holds stage 0's program alone (SimAI adds the pipeline by formula): a SimAI
+    translation of four stages builds that one. Read in any order, every stage's program is the
+    one built stage after stage, and the plan equals (and pickles as) the plan built whole."""
+    built: list[int] = []
+    build = StageProgram.build
+
+    def counted(self: StageProgram) -> tuple[Op, ...]:
+        built.append(self.stage)
+        return build(self)
+
+    monkeypatch.setattr(StageProgram, "build", counted)
+    layout = {"tp": 2, "pp": 4, "vpp": 2, "schedule": "interleaved", "sp": True, "global_batch": 8}
+    result = modtrans.translate("llama-3-8b", dialect="simai", **layout)
+    assert built == [0]
+    built.clear()
+    backwards = modtrans.translate("llama-3-8b", dialect="simai", **layout).plan
+    forwards = result.plan
+    assert backwards is not None
+    assert forwards is not None
+    last_first = [backwards.programs[s] for s in (3, 2, 1, 0)]
+    assert built == [0, 3, 2, 1]  # stage 0's by the translation, read again not built again
+    in_order = [forwards.programs[s] for s in range(4)]
+    assert last_first[::-1] == in_order
+    assert backwards == forwards
+    assert pickle.loads(pickle.dumps(forwards)) == forwards
+    assert all(isinstance(op, Compute | Collective | Transfer) for program in in_order for op in program)

@@ -22,6 +22,8 @@ integer ticks. ASTRA-sim 1.0 and SimAI read ticks as nanoseconds (1 tick = 1 cyc
 
 from __future__ import annotations
 
+import importlib
+
 from modtrans.cost.base import (
     REGISTRY,
     Clock,
@@ -53,17 +55,31 @@ __all__ = [
 DEFAULT_SETTINGS = Settings()  # frozen: one shared default
 
 
-def _load_all() -> None:
-    from modtrans.cost import gpu, roofline, scalesim, systolic  # noqa: F401  (each registers itself)
+_MODULE = {
+    Model.GPU: "gpu",
+    Model.ROOFLINE: "roofline",
+    Model.ASTRA_SIM_REFERENCE: "systolic",
+    Model.SCALESIM_V3: "systolic",
+    Model.SCALESIM: "scalesim",
+}
+"""The module that registers each model: `get` imports that one alone (scalesim's, with tempfile
+and csv, 10-20 ms that a translation by the gpu model spares). A test holds it to the registry."""
+
+
+def _load(name: Model | None = None) -> None:
+    """Import the module registering `name`, or (None) every model's, each registering itself."""
+    for model in (name,) if name is not None else tuple(Model):
+        importlib.import_module(f"modtrans.cost.{_MODULE[model]}")
 
 
 def models() -> list[Entry]:
-    _load_all()
+    _load()
     return [REGISTRY[name] for name in sorted(REGISTRY)]
 
 
 def get(name: str, settings: Settings = DEFAULT_SETTINGS) -> CostModel:
-    _load_all()
+    if name in set(Model):
+        _load(Model(name))
     entry = REGISTRY.get(Model(name)) if name in set(Model) else None
     if entry is None:
         raise CostError(f"unknown compute model {name!r}; known: {', '.join(sorted(REGISTRY))}")

@@ -19,7 +19,14 @@ def projected(plan: Plan, parallel: Parallelism) -> Workload:
 
 
 TEXT = register(
-    Output(Format.TEXT, Dialect.ASTRA_SIM, "ASTRA-sim 1.0's workload text", projected, text.render)
+    Output(
+        Format.TEXT,
+        Dialect.ASTRA_SIM,
+        "ASTRA-sim 1.0's workload text",
+        projected,
+        text.render,
+        check=text.check,
+    )
 )
 JSON = register(
     Output(

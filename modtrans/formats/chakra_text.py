@@ -20,7 +20,15 @@ MICROSECONDS = Ticks(
 )
 
 TEXT = register(
-    Output(Format.TEXT, Dialect.CHAKRA, "Chakra's text dialect", projected, text.render, ticks=MICROSECONDS)
+    Output(
+        Format.TEXT,
+        Dialect.CHAKRA,
+        "Chakra's text dialect",
+        projected,
+        text.render,
+        ticks=MICROSECONDS,
+        check=text.check,
+    )
 )
 JSON = register(
     Output(

@@ -2,7 +2,7 @@
 
 An `Output` says its name (the --format and the --dialect it answers to), which plans it accepts
 (`refuse`: the reason it cannot say a plan, or None), how a plan becomes the workload it holds
-(`project`) and how that workload becomes checked text (`render`: its writer and checker). An
+(`project`) and how that workload becomes text (`render`) checked (`check`). An
 output written from the plan itself (Chakra traces) has neither: the pipeline projects nothing
 for it. The pipeline and `modtrans.translate` ask the registry; none of them names a format.
 """
@@ -32,9 +32,12 @@ Project = Callable[[Plan, Parallelism], Workload]
 """A plan as the workload a file holds; raises plan.ProjectionError for what it cannot say."""
 
 Render = Callable[[Workload, Dialect, list[Diagnostic], str | None], str | None]
-"""A workload as checked text for a dialect; the checks' findings are added to the list, and
-None says it cannot be written. What the writer refuses is located at the last argument (the
-model: no text exists to point into)."""
+"""A workload as text for a dialect; None says it cannot be written, what the writer refuses
+added to the list, located at the last argument (the model: no text exists to point into)."""
+
+Check = Callable[[str, Workload, Dialect, bool], list[Diagnostic]]
+"""The findings on text `render` wrote from the workload, as its consumer would read it: a quick
+check of what the text can get wrong, or (the last argument, --check full) the text read back."""
 
 
 def _accepts_all(plan: Plan) -> str | None:
@@ -54,7 +57,7 @@ class Ticks:
 @dataclass(frozen=True)
 class Output:
     """One output: its format, the dialect it writes for (None: any dialect, the same bytes),
-    its acceptance rule, its projection and its writer with checker."""
+    its acceptance rule, its projection, its writer and its checker."""
 
     format: str
     dialect: Dialect | None
@@ -64,6 +67,7 @@ class Output:
     refuse: Callable[[Plan], str | None] = _accepts_all
     traces: bool = False  # one file per rank, from the plan (outputs.trace_files)
     ticks: Ticks | None = None  # None: compute times are in the tick asked for (default ns)
+    check: Check | None = None  # None: nothing in the text to check (JSON holds every field)
 
     @property
     def name(self) -> str:

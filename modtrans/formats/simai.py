@@ -35,7 +35,11 @@ def projected(plan: Plan, parallel: Parallelism) -> Workload:
     return dataclasses.replace(workload, header=header(workload.header, parallel))
 
 
-TEXT = register(Output(Format.TEXT, Dialect.SIMAI, "SimAI's workload text", projected, text.render, refusal))
+TEXT = register(
+    Output(
+        Format.TEXT, Dialect.SIMAI, "SimAI's workload text", projected, text.render, refusal, check=text.check
+    )
+)
 JSON = register(
     Output(Format.JSON, Dialect.SIMAI, "SimAI's workload JSON", projected, workload_json.render, refusal)
 )

@@ -1,24 +1,32 @@
 """The text format's writer and checker, shared by its dialects: the text must pass our own
-checks as its consumer would read it (workload/validate.py) before it is written."""
+checks as its consumer would read it (workload/validate.py) before it is written. The quick
+check (workload/quick.py: the text's form, the workload's checks) stands in for reading the text
+back; where it finds anything, or --check full asks, the text is read back and checked whole."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
+from modtrans.diagnostics import Diagnostic, DiagnosticError
+from modtrans.workload import quick
 from modtrans.workload.model import Dialect, Workload
 from modtrans.workload.validate import validate
 from modtrans.workload.write import write
 
 
 def render(workload: Workload, dialect: Dialect, found: list[Diagnostic], subject: str | None) -> str | None:
-    """The dialect's text of `workload`, or None when it cannot be written or fails its checks
-    (their findings added to `found`)."""
+    """The dialect's text of `workload`, or None when the dialect cannot say it (the writer's
+    refusals added to `found`, located at `subject`)."""
     try:
-        text = write(workload, dialect)
+        return write(workload, dialect)
     except DiagnosticError as error:
         found += [d if d.path else dataclasses.replace(d, path=subject) for d in error.diagnostics]
         return None
-    checked = validate(text, dialect=dialect)
-    found += checked
-    return None if has_errors(checked) else text
+
+
+def check(text: str, workload: Workload, dialect: Dialect, full: bool) -> list[Diagnostic]:
+    """The findings on `text`, written from `workload`: none when the quick check passes (unless
+    `full`), else those of `modtrans validate --dialect` on the text, positioned in it."""
+    if not full and quick.clean(text, workload, dialect):
+        return []
+    return validate(text, dialect=dialect)

@@ -24,9 +24,10 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import overload
 
 from modtrans.comm import CommType, Policy
 
@@ -225,6 +226,53 @@ class Transfer:
 
 
 Op = Compute | Collective | Transfer
+Program = tuple[Op, ...]
+
+
+class Programs(Sequence[Program]):
+    """A layout's programs, one per pipeline stage, each built the first time it is read: a text
+    output reads stage 0's alone (SimAI simulates one stage and adds the pipeline by formula;
+    plan/lines.first_stage), traces and their checks read every one. Built, it is the tuple of
+    the same programs: equal to it, hashed as it, pickled as it."""
+
+    __slots__ = ("_build", "_built")
+
+    def __init__(self, count: int, build: Callable[[int], Program]) -> None:
+        self._build = build
+        self._built: list[Program | None] = [None] * count
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    @overload
+    def __getitem__(self, index: int) -> Program: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Program, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Program | tuple[Program, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        at = range(len(self))[index]  # IndexError as a tuple's, negative indices from the end
+        built = self._built[at]
+        if built is None:
+            built = self._built[at] = self._build(at)
+        return built
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __reduce__(self) -> tuple[type[tuple[Program, ...]], tuple[tuple[Program, ...]]]:
+        return tuple, (tuple(self),)
+
+    def __repr__(self) -> str:
+        built = sum(p is not None for p in self._built)
+        return f"Programs({len(self)} stages, {built} built)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +375,7 @@ class Plan:
 
     mesh: Mesh
     layers: tuple[LayerInfo, ...]
-    programs: tuple[tuple[Op, ...], ...]
+    programs: Sequence[Program]  # a tuple, or Programs: each stage's built when read
     program_of: tuple[int, ...]  # per rank: its index into programs
     preset: Preset | None = None
     layout: LayoutFacts | None = None

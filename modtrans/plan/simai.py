@@ -90,10 +90,17 @@ def project_simai(plan: Plan) -> Workload:
         raise ProjectionError(reason)
     ga = layout.micro_batches
     units, times, placed = first_stage(plan, ga)
+    first = [_unit_lines(plan, index, times, placed.get(index, {}), first_copy=True) for index in units]
+    later = (
+        [_unit_lines(plan, index, times, placed.get(index, {}), first_copy=False) for index in units]
+        if ga > 1
+        else []
+    )
     lines: list[Layer] = []
-    for m in range(ga):
-        for index in units:
-            lines += _unit_lines(plan, index, times, placed.get(index, {}), first_copy=m == 0, micro=m)
+    for m in range(ga):  # the copies after the first are one copy's lines, renamed
+        for index, unit in zip(units, first if m == 0 else later, strict=True):
+            name = plan.layers[index].name if m == 0 else f"{plan.layers[index].name}.mb{m}"
+            lines += [Layer(name + suffix, fwd, ig, wg, update) for suffix, fwd, ig, wg, update in unit]
     recomputed = layout.recompute is not Recompute.NONE
     count = len(lines)
     checkpoints: tuple[tuple[int, ...], tuple[int, ...]] = ((0,), (count - 1,)) if recomputed else ((), ())
@@ -112,30 +119,28 @@ def project_simai(plan: Plan) -> Workload:
     return Workload(header, tuple(lines))
 
 
+_Line = tuple[str, Phase, Phase, Phase, int]  # a line of a unit: its name's suffix, fwd, ig, wg, update
+
+
 def _unit_lines(
-    plan: Plan,
-    index: int,
-    times: dict[tuple[int, int], int],
-    placed: Placed,
-    *,
-    first_copy: bool,
-    micro: int,
-) -> list[Layer]:
-    """The unit's line and the lines of its further collectives, in file order."""
+    plan: Plan, index: int, times: dict[tuple[int, int], int], placed: Placed, *, first_copy: bool
+) -> list[_Line]:
+    """The unit's line and the lines of its further collectives, in file order; the first copy
+    holds the once-per-iteration collectives too."""
     lines = arrange(placed, backward_column, tail=first_copy)
-    info = plan.layers[index]
-    name = info.name if micro == 0 else f"{info.name}.mb{micro}"
     pre = lines.pre
-    out = [_layer(plan, f"{name}.pre{len(pre) - i}", line) for i, line in enumerate(reversed(pre))]
-    phases = [_phase(plan, times.get((index, col), 0), lines.main.comms.get(col)) for col in (FWD, IG, WG)]
-    out.append(Layer(name, phases[0], phases[1], phases[2], info.update))
-    out += [_layer(plan, f"{name}.post{i + 1}", line) for i, line in enumerate(lines.post)]
+    out = [_layer(plan, f".pre{len(pre) - i}", line) for i, line in enumerate(reversed(pre))]
+    fwd, ig, wg = (
+        _phase(plan, times.get((index, col), 0), lines.main.comms.get(col)) for col in (FWD, IG, WG)
+    )
+    out.append(("", fwd, ig, wg, plan.layers[index].update))
+    out += [_layer(plan, f".post{i + 1}", line) for i, line in enumerate(lines.post)]
     return out
 
 
-def _layer(plan: Plan, name: str, line: Line) -> Layer:
+def _layer(plan: Plan, suffix: str, line: Line) -> _Line:
     fwd, ig, wg = (_phase(plan, 0, line.comms.get(col)) for col in (FWD, IG, WG))
-    return Layer(name, fwd, ig, wg, 0)
+    return suffix, fwd, ig, wg, 0
 
 
 def _phase(plan: Plan, time: int, c: Collective | None) -> Phase:

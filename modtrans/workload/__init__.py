@@ -8,6 +8,7 @@ write.py       lossless and canonical writers
 dialects.py    which consumer a file was written for, and what each does with a layer
 checks.py      semantic and dialect checks, registered by code
 validate.py    parse + checks, diagnostics sorted
+quick.py       the quick check of written text: its form, and the checks on the workload it came from
 jsonform.py    Workload <-> JSON (schemas/workload.schema.json)
 load.py        path -> parsed workload (text or JSON), never raising
 traffic.py     what a file moves: count and bytes per (collective type, group)

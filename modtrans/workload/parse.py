@@ -161,6 +161,119 @@ def _plain_header() -> re.Pattern[str]:
     return re.compile(f"({_BLANK}*)({_terminals()['POLICY']}){group}({_BLANK}*)")
 
 
+def clean_layer_line(content: str) -> bool:
+    """Whether the reader reads `content` as a layer line on its fast path, with no finding: every
+    field its terminal, parted by one run of blanks (as the writer parts them), the reserved field
+    within int32. The quick check of written text (workload/quick.py) asks this of each line."""
+    match = _uniform_layer().fullmatch(content)
+    if match is None:
+        return False
+    reserved = match.group(4)
+    return len(reserved) < 10 or -(2**31) <= int(reserved) < 2**31
+
+
+_TOKEN = re.compile(f"[^{_BLANKS}]+")
+_STRICT_VALUE = re.compile(
+    "0|[1-9][0-9]{0,9}"
+)  # a header value that is one without a finding (< 2^31 checked)
+_KEYED = {k.key: k for k in vocabulary.HEADER_KEYS}  # the spellings with a colon, as the writer's
+_DLRM = frozenset({Policy.HYBRID_DLRM.value, Policy.HYBRID_DLRM_ENHANCED.value})
+
+
+def clean_header(content: str) -> Header | None:
+    """The header `content` is to the reader when it reads it with no finding on a fast path (a
+    keyword alone, with its group, or the writer's keyed form), else None (lark's path reads it).
+    The quick check of written text (workload/quick.py) compares it with the written header."""
+    return _fast_header(1, content, "\n", (), 0)
+
+
+def _fast_header(lineno: int, content: str, eol: str, before: tuple[str, ...], offset: int) -> Header | None:
+    """Line 1 as the usual header (_plain) or the keyed one (_keyed_header); None: lark's path."""
+    plain = _plain_header().fullmatch(content)
+    if plain is not None and (plain.group(6) is None or int(plain.group(6)) < 2**31):
+        return _plain(lineno, content, eol, before, offset, plain.groups())
+    return _keyed_header(lineno, content, eol, before, offset)
+
+
+def _plain(
+    lineno: int,
+    content: str,
+    eol: str,
+    before: tuple[str, ...],
+    offset: int,
+    groups: tuple[str | None, ...],
+) -> Header:
+    """What the lark path makes of the usual header (a test compares the two)."""
+    lead, keyword, after, key, between, group, trail = groups
+    assert lead is not None
+    assert keyword is not None
+    assert trail is not None
+    if group is None:
+        tokens: tuple[str, ...] = (keyword,)
+        separators: tuple[str, ...] = (lead, trail)
+        meant = Header(_POLICIES[keyword])
+    else:
+        assert after is not None
+        assert key is not None
+        assert between is not None
+        tokens, separators = (keyword, key, group), (lead, after, between, trail)
+        meant = Header(_POLICIES[keyword], model_parallel_group=int(group))
+    layout = LineLayout(tokens, separators, eol, before)
+    span = Span(lineno, 1 + offset, lineno, len(content) - len(trail) + 1 + offset)
+    return replace(meant, span=span, layout=HeaderLayout(layout, meant))
+
+
+def _keyed_header(lineno: int, content: str, eol: str, before: tuple[str, ...], offset: int) -> Header | None:
+    """What the lark path makes of a header in the writer's keyed form (SimAI's: `HYBRID_TRANSFORMER
+    model_parallel_NPU_group: 8 ep: 1 pp: 8 ...`): a keyword (a DLRM one with its positional
+    layer), then keys each given once, an int key with one plain decimal under 2^31, a list key
+    with its count and that many. None for any other line, which the lark path reads (and reports
+    on); a test compares the two."""
+    tokens: list[str] = []
+    separators: list[str] = []
+    position = 0
+    for token in _TOKEN.finditer(content):
+        separators.append(content[position : token.start()])
+        tokens.append(token.group())
+        position = token.end()
+    separators.append(content[position:])
+    if not tokens or tokens[0] not in _POLICIES:
+        return None
+    values: dict[str, Any] = {}
+    at = 1
+    first = _strict_value(tokens, 1) if tokens[0] in _DLRM else None
+    if first is not None:  # ASTRA-sim 1.0's and Chakra's `HYBRID_DLRM 4`: the last bottom-MLP layer
+        values["dlrm_last_bottom_layer"] = first
+        at = 2
+    while at < len(tokens):
+        key = _KEYED.get(tokens[at])
+        if key is None or key.field in values:
+            return None
+        count = 1
+        if key.kind == "list":
+            listed = _strict_value(tokens, at + 1)
+            if listed is None:
+                return None
+            count = listed + 1
+        found = [_strict_value(tokens, at + i) for i in range(1, count + 1)]
+        if None in found:
+            return None
+        values[key.field] = tuple(found[1:]) if key.kind == "list" else found[0]
+        at += count + 1
+    meant = Header(_POLICIES[tokens[0]], **values)
+    layout = LineLayout(tuple(tokens), tuple(separators), eol, before)
+    span = Span(lineno, 1 + offset, lineno, len(content.rstrip()) + 1 + offset)
+    return replace(meant, span=span, layout=HeaderLayout(layout, meant))
+
+
+def _strict_value(tokens: list[str], at: int) -> int | None:
+    """tokens[at] as a header value the lark path reads without a finding, else None."""
+    if at >= len(tokens) or _STRICT_VALUE.fullmatch(tokens[at]) is None:
+        return None
+    value = int(tokens[at])
+    return value if value < 2**31 else None
+
+
 _STRICT_COUNT = "(?:0|[1-9][0-9]{0,9})"  # a layer count or group: then at most 2^31 - 1 (checked)
 _PLAIN_COUNT = re.compile(f"({_BLANK}*)({_STRICT_COUNT})({_BLANK}*)")
 
@@ -542,10 +655,8 @@ class _Reader:
     def _header(
         self, lineno: int, content: str, eol: str, before: tuple[str, ...], offset: int
     ) -> Header | None:
-        plain = _plain_header().fullmatch(content)
-        if plain is not None and (plain.group(6) is None or int(plain.group(6)) < 2**31):
-            return self._plain_header(lineno, content, eol, before, offset, plain.groups())
-        return self._header_full(lineno, content, eol, before, offset)
+        fast = _fast_header(lineno, content, eol, before, offset)
+        return fast if fast is not None else self._header_full(lineno, content, eol, before, offset)
 
     def _header_full(
         self, lineno: int, content: str, eol: str, before: tuple[str, ...], offset: int
@@ -581,34 +692,6 @@ class _Reader:
             span=Span(lineno, 1 + offset, lineno, end + 1 + offset),
             layout=HeaderLayout(layout, header),
         )
-
-    def _plain_header(
-        self,
-        lineno: int,
-        content: str,
-        eol: str,
-        before: tuple[str, ...],
-        offset: int,
-        groups: tuple[str | None, ...],
-    ) -> Header:
-        """What the lark path makes of the usual header (a test compares the two)."""
-        lead, keyword, after, key, between, group, trail = groups
-        assert lead is not None
-        assert keyword is not None
-        assert trail is not None
-        if group is None:
-            tokens: tuple[str, ...] = (keyword,)
-            separators: tuple[str, ...] = (lead, trail)
-            meant = Header(_POLICIES[keyword])
-        else:
-            assert after is not None
-            assert key is not None
-            assert between is not None
-            tokens, separators = (keyword, key, group), (lead, after, between, trail)
-            meant = Header(_POLICIES[keyword], model_parallel_group=int(group))
-        layout = LineLayout(tokens, separators, eol, before)
-        span = Span(lineno, 1 + offset, lineno, len(content) - len(trail) + 1 + offset)
-        return replace(meant, span=span, layout=HeaderLayout(layout, meant))
 
     def _header_param(
         self,

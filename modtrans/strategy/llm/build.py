@@ -16,6 +16,7 @@ from modtrans.plan.model import (
     LayoutFacts,
     Place,
     Plan,
+    Programs,
     Purpose,
     Recompute,
     Schedule,
@@ -60,9 +61,11 @@ def plan(
     pipeline = Pipeline(layout.pp, layout.vpp, layout.micro_batches, layout.schedule)
     rerun = _rerun(units, chunks, layout.recompute)
     mesh = layout.mesh()
-    programs = tuple(
-        StageProgram(s, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary).build()
-        for s in range(layout.pp)
+    programs = Programs(  # each stage's built when read: a text output reads stage 0's alone
+        layout.pp,
+        lambda s: StageProgram(
+            s, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary
+        ).build(),
     )
     pipeline_axis = mesh.index(Purpose.PIPELINE)
     program_of = tuple(mesh.coords(r)[pipeline_axis] for r in range(mesh.size))
