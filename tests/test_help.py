@@ -233,3 +233,29 @@ def test_every_commands_own_group_names_its_options() -> None:
     for name, panels in OWN_PANELS.items():
         params = {p.name for p in commands[name].params}  # type: ignore[attr-defined]
         assert {n for names in panels.values() for n in names} <= params, name
+
+
+NAMES = {"N", "X", "TEXT", "PATH", "FILE|-", "NAME|FILE", "HOST:PORT"}  # a value's names in --help
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_value_is_named_as_the_manual_names_it(command: str) -> None:
+    """Each option's and argument's value is N, X, TEXT, PATH (`...` when repeatable), a special
+    name or its choices: never typer's own `<int range>` or `<list[Path]>`, which metavar= (from
+    the option table) and program.py's argument labels replace."""
+    text = _help(command).stdout
+    sections = text[re.search(r"^\w[^\n]*:$", text, re.M).start() :]  # type: ignore[union-attr]
+    entry = r"^  (?:-\w, )?(?:--[\w-]+|[a-z_]+(?:\.\.\.)?) ([^\s/][^\s]*)"
+    for line in re.findall(entry, sections, re.M):
+        name = line.removesuffix("...")
+        assert name in NAMES or ("|" in name and name == name.lower() and "<" not in name), (command, line)
+
+
+def test_a_values_name_follows_its_type() -> None:
+    text = _help("translate").stdout
+    for flag, name in [("--tp", "N"), ("--clock-ghz", "X"), ("--efficiency", "TEXT"),
+                       ("--like", "PATH"), ("--output", "FILE|-"), ("--input-shape", "TEXT..."),
+                       ("--schedule", "gpipe|1f1b|interleaved|zb-h1|dualpipe|dualpipev")]:  # fmt: skip
+        assert re.search(rf"^  (?:-\w, )?{flag} {re.escape(name)}(?:\s|$)", text, re.M), (flag, name)
+    assert re.search(r"^  model TEXT ", text, re.M)
+    assert re.search(r"^  paths\.\.\. PATH\.\.\. ", _help("validate").stdout, re.M)

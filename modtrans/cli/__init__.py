@@ -1,14 +1,14 @@
 """Command line: builds objects, calls the library, picks the exit code. typer is imported only here.
 
 common.py holds the apps, option types and output helpers; options.py makes typer options from the
-option table (modtrans.table); values.py parses option values with the table's rules; program.py the
-click classes (one-line usage errors, help groups); vocabulary.py the help groups and other tools'
-option spellings; adapt.py what typer's public API cannot say (help labels, conversion without
-pydantic). Each other module registers its commands: workload.py (validate, fmt, convert),
-extract.py, translate.py, models.py (inspect, zoo list, fetch, cost list), compare.py and sides.py
-(diff), editor.py (lsp), simulate.py (simulate). The rules and writers are the library's
-(modtrans.table, modtrans.rules, modtrans.request, modtrans.api, modtrans.outputs): a command
-parses its options, calls the library and prints.
+option table (modtrans.table), each value named by its metavar; values.py parses option values with
+the table's rules; program.py the click classes (one-line usage errors, help groups); convert.py
+converts values by the table's rules, without the pydantic that typer's own conversion imports;
+vocabulary.py the help groups and other tools' option spellings. Each other module registers its
+commands: workload.py (validate, fmt, convert), extract.py, translate.py, models.py (inspect, zoo
+list, fetch, cost list), compare.py and sides.py (diff), editor.py (lsp), simulate.py (simulate).
+The rules and writers are the library's (modtrans.table, modtrans.rules, modtrans.request,
+modtrans.api, modtrans.outputs): a command parses its options, calls the library and prints.
 """
 
 import sys

@@ -10,9 +10,8 @@ from typing import Annotated, NoReturn
 import typer
 
 from modtrans import outputs, report
-from modtrans.cli import adapt  # noqa: F401  (typer as this CLI wants it: before any command runs)
 from modtrans.cli.options import option
-from modtrans.cli.program import Command, Program
+from modtrans.cli.program import App, Command, Program
 from modtrans.diagnostics import Diagnostic, has_errors
 from modtrans.fileio import Content
 from modtrans.report import COLLAPSED, Format
@@ -21,7 +20,7 @@ from modtrans.strategy import Params
 from modtrans.table import Keyword
 from modtrans.workload.model import Dialect
 
-app = typer.Typer(
+app = App(
     cls=Program,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -50,8 +49,8 @@ def _top(
     """Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files."""
 
 
-zoo_app = typer.Typer(cls=Program, no_args_is_help=True, help="Built-in architectures (no download needed).")
-cost_app = typer.Typer(cls=Program, no_args_is_help=True, help="Compute-time models.")
+zoo_app = App(cls=Program, no_args_is_help=True, help="Built-in architectures (no download needed).")
+cost_app = App(cls=Program, no_args_is_help=True, help="Compute-time models.")
 
 
 Paths = Annotated[

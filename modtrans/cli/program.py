@@ -1,23 +1,45 @@
-"""The program's and its commands' click classes, given to typer through its public `cls=`:
+"""The program's and its commands' click classes, given to typer through its public `cls=`, and
+the App whose commands name their values (metavar):
 usage errors said on one line, `modtrans: --option: what is wrong (see ... --help)`, an unknown
 option answered by meaning (vocabulary.py), exit 2; options listed in help groups
 (vocabulary.PANELS) where typer without rich lists one flat Options."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from modtrans.cli.convert import flag, plain
+from modtrans.cli.options import label, labelled
 from modtrans.cli.vocabulary import OWN_PANELS, PANEL_OF, PANELS, suggestion
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class App(typer.Typer):
+    """typer.Typer whose commands name their options' values as the option table's do
+    (options.labelled: `metavar=` N, TEXT, PATH...)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        register = super().command(*args, **kwargs)
+        return lambda function: register(labelled(function))
 
 
 class Command(TyperCommand):
-    """A command whose options --help lists in groups."""
+    """A command whose options --help lists in groups and whose values convert.py converts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain(self)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return flag(super().get_help_option(ctx))
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _grouped(self, ctx, formatter)
@@ -25,6 +47,13 @@ class Command(TyperCommand):
 
 class Program(TyperGroup):
     """A group (the program, zoo, cost) that says a usage error on one line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain(self)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return flag(super().get_help_option(ctx))
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _grouped(self, ctx, formatter)
@@ -105,12 +134,24 @@ def _grouped(command: Any, ctx: Any, formatter: Any) -> None:
     panel_of = {**PANEL_OF, **{name: panel for panel, names in own.items() for name in names}}
     groups: dict[str, list[tuple[str, str]]] = {"Arguments": [], **{p: [] for p in (*own, *PANELS)}}
     groups["Options"] = []
+    values = _argument_labels(command.callback)
     for param in command.get_params(ctx):
         record = param.get_help_record(ctx)
         if record is not None:
             kind = "Arguments" if param.param_type_name == "argument" else "Options"
+            if kind == "Arguments" and values.get(param.name) is not None:  # typer's <type>, ours
+                record = (f"{record[0].rpartition(' <')[0]} {values[param.name]}", record[1])
             groups[panel_of.get(param.name, kind) if kind == "Options" else kind].append(record)
     for title, records in groups.items():
         if records:
             with formatter.section(title):
                 formatter.write_dl(records)
+
+
+def _argument_labels(callback: Any) -> dict[str, str | None]:
+    """Each argument's value named as options.label() names an option's: an argument takes no
+    metavar that would not also rename it (its usage, its errors), so --help's line is ours."""
+    if callback is None:
+        return {}
+    parameters = inspect.signature(callback, eval_str=True).parameters.values()
+    return {p.name: label(getattr(p.annotation, "__origin__", p.annotation)) for p in parameters}
