@@ -15,7 +15,6 @@ command line does, costs the package alone, not the translation pipeline behind 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from modtrans._version import __version__
@@ -61,7 +60,7 @@ def __getattr__(name: str) -> Any:
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'modtrans' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
+    value = getattr(__import__(home, fromlist=[name]), name)  # -X importtime sees it, not importlib's
     globals()[name] = value
     return value
 

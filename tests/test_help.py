@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -259,3 +260,17 @@ def test_a_values_name_follows_its_type() -> None:
         assert re.search(rf"^  (?:-\w, )?{flag} {re.escape(name)}(?:\s|$)", text, re.M), (flag, name)
     assert re.search(r"^  model TEXT ", text, re.M)
     assert re.search(r"^  paths\.\.\. PATH\.\.\. ", _help("validate").stdout, re.M)
+
+
+def test_the_programs_list_is_each_commands_own_summary() -> None:
+    """`modtrans --help` lists the commands from modtrans.cli.COMMANDS without importing them:
+    each entry's summary is the first paragraph of the command's own help, and every command the
+    modules register is there."""
+    from modtrans.cli import COMMANDS
+    from modtrans.cli.common import commands
+
+    program: Any = typer.main.get_command(app)
+    for name, (_, summary) in COMMANDS.items():
+        own = program.commands[name].help
+        assert " ".join(own.split("\n\n")[0].split()) == summary, name
+    assert set(typer.main.get_group(commands).list_commands(None)) == set(COMMANDS)  # type: ignore[arg-type]

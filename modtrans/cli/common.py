@@ -20,37 +20,14 @@ from modtrans.strategy import Params
 from modtrans.table import Keyword
 from modtrans.workload.model import Dialect
 
-app = App(
-    cls=Program,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode=None,  # help text verbatim: `modtrans[lsp]` is not a markup tag
-    context_settings={"help_option_names": ["-h", "--help"]},  # every command's context inherits it
-    help="Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files.",
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        from modtrans._version import __version__
-
-        typer.echo(f"modtrans {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _top(
-    version: Annotated[
-        bool,
-        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
-    ] = False,
-) -> None:
-    """Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files."""
-
+commands = App(cls=Program, add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+"""What the command modules register on: the program (modtrans.cli.app) takes each command from
+here when it is asked for (program.Lazy)."""
 
 zoo_app = App(cls=Program, no_args_is_help=True, help="Built-in architectures (no download needed).")
 cost_app = App(cls=Program, no_args_is_help=True, help="Compute-time models.")
+commands.add_typer(zoo_app, name="zoo")
+commands.add_typer(cost_app, name="cost")
 
 
 Paths = Annotated[

@@ -10,12 +10,12 @@ from modtrans.cli.common import (
     Command,
     DialectOpt,
     _usage,
-    app,
+    commands,
 )
 from modtrans.integers import shown
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def lsp(
     tcp: Annotated[
         str | None,

@@ -19,7 +19,7 @@ from modtrans.cli.common import (
     Output,
     Quiet,
     _finish,
-    app,
+    commands,
 )
 from modtrans.cli.values import _shapes, _values
 from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
@@ -27,7 +27,7 @@ from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def extract(
     model: Model,
     output: Output = None,

@@ -21,7 +21,7 @@ from modtrans.cli.common import (
     NoColor,
     ParamsOpt,
     _usage,
-    app,
+    commands,
     cost_app,
     zoo_app,
 )
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from modtrans.chakra.read import Trace
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def inspect(
     model: Model,
     fmt: Annotated[
@@ -253,7 +253,7 @@ def zoo_list() -> None:
         typer.echo(f"{item.name:<20} {item.bytes / 1e6:8.1f} MB  {item.description}")
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def fetch(
     name: Annotated[str, typer.Argument(help="A model listed by `modtrans zoo list`.", show_default=False)],
     cache: Annotated[

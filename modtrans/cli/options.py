@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import typer
 
-from modtrans import rules, table
+from modtrans import rules
 from modtrans.rules import Option
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,6 +67,8 @@ def annotation(row: Option) -> Any:
 def option(row: Option | str) -> Any:
     """The typer.Option of a row of the table (by name): its flags, help, bounds and choices."""
     if isinstance(row, str):
+        from modtrans import table  # 70 ms: here, not where program.py reads label()
+
         row = table.BY_NAME[row]
     choices = row.choices is not None
     return typer.Option(

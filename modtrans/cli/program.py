@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import typer
@@ -17,7 +17,6 @@ from typer.core import TyperCommand, TyperGroup
 
 from modtrans.cli.convert import flag, plain
 from modtrans.cli.options import label, labelled
-from modtrans.cli.vocabulary import OWN_PANELS, PANEL_OF, PANELS, suggestion
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,7 +55,7 @@ class Program(TyperGroup):
         return flag(super().get_help_option(ctx))
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
-        _grouped(self, ctx, formatter)
+        _grouped(self, ctx, formatter, panels=False)  # a group's options are its own: no help groups
         self.format_commands(ctx, formatter)
 
     def main(
@@ -124,15 +123,25 @@ def _meant(option: str, ctx: Any) -> tuple[str, bool]:
         at = at.parent
     here = " ".join(words)
     others = {f"modtrans {path}": found for path, found in everyone.items() if path != here}
+    from modtrans.cli.vocabulary import suggestion  # the option table's words: 70 ms, an error's
+
     return suggestion(option, f"modtrans {here}".strip(), names(ctx.command), others)
 
 
-def _grouped(command: Any, ctx: Any, formatter: Any) -> None:
+def _grouped(command: Any, ctx: Any, formatter: Any, panels: bool = True) -> None:
     """The command's arguments, then its options under the help groups of vocabulary.PANELS (its
     own first), in their order, then the rest under Options."""
-    own = OWN_PANELS.get(command.name, {})
-    panel_of = {**PANEL_OF, **{name: panel for panel, names in own.items() for name in names}}
-    groups: dict[str, list[tuple[str, str]]] = {"Arguments": [], **{p: [] for p in (*own, *PANELS)}}
+    own: Mapping[str, tuple[str, ...]] = {}
+    panel_of: dict[str, str] = {}
+    if panels:  # the option table's groups (70 ms to import: `modtrans --help` has none of them)
+        from modtrans.cli.vocabulary import OWN_PANELS, PANEL_OF, PANELS
+
+        own = OWN_PANELS.get(command.name, {})
+        panel_of = {**PANEL_OF, **{name: panel for panel, names in own.items() for name in names}}
+    groups: dict[str, list[tuple[str, str]]] = {
+        "Arguments": [],
+        **{p: [] for p in (*own, *(PANELS if panels else ()))},
+    }
     groups["Options"] = []
     values = _argument_labels(command.callback)
     for param in command.get_params(ctx):

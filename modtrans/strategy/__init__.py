@@ -16,7 +16,6 @@ parallel.py    plan() and build(): the techniques applied, the plan projected on
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ def __getattr__(name: str) -> Any:
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'modtrans.strategy' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"modtrans.strategy.{home}"), name)
+    value = getattr(__import__(f"modtrans.strategy.{home}", fromlist=[name]), name)  # -X importtime sees it
     globals()[name] = value
     return value
 
