@@ -176,11 +176,11 @@ def test_an_unknown_option_is_answered_by_what_it_means(given: str) -> None:
 @pytest.mark.parametrize("given", ["--tp", "--tensor-parallel", "--pp", "--zero-stage"])
 def test_a_layout_option_to_a_command_without_one_names_the_commands_that_take_it(given: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "modtrans", "inspect", "resnet50", given, "2"],
+        [sys.executable, "-m", "modtrans", "extract", "resnet50", given, "2"],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
-    assert "`modtrans inspect` takes no" in done.stderr
+    assert "`modtrans extract` takes no" in done.stderr
     assert "`modtrans translate`" in done.stderr
     assert "--help" not in done.stderr, done.stderr
 

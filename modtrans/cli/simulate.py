@@ -13,7 +13,7 @@ import typer
 
 from modtrans import sidecar
 from modtrans.cli.common import Command, commands
-from modtrans.cli.models import _mesh, _peak, read_traces, trace_set
+from modtrans.cli.traces import _mesh, _peak, read_traces, trace_set
 from modtrans.fileio import read_binary, utf8
 
 if TYPE_CHECKING:
