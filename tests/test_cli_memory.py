@@ -55,3 +55,11 @@ def test_a_layout_the_model_cannot_take_is_one_line_not_a_traceback(tmp_path: Pa
     assert "Traceback" not in done.stderr
     assert "--tp 3" in done.stderr
     assert done.stdout == ""
+
+
+def test_a_memory_option_without_a_layout_is_a_usage_error(tmp_path: Path) -> None:
+    """--device or --seq-len alone would be ignored by the layer listing: said, exit 2."""
+    done = _modtrans("inspect", "resnet50", "--device", "h100", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("modtrans: --device:"), done.stderr
+    assert done.stderr.count("\n") == 1

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from modtrans import formats, pipeline, report, sidecar, table
-from modtrans.cli.common import _refused
+from modtrans.cli.common import _refused, _usage
 from modtrans.report import COLLAPSED, Format
 from modtrans.request import UsageError, prepare, request_of
 
@@ -28,8 +28,12 @@ GIB = 1 << 30
 
 
 def asked(ctx: typer.Context) -> bool:
-    """Whether the command line gives a layout option (a single rank's, --tp 1, too)."""
-    return any((s := ctx.get_parameter_source(n)) is not None and s.name != "DEFAULT" for n in _LAYOUT)
+    """Whether the command line gives a layout option (a single rank's, --tp 1, too); another of
+    ROWS (--seq-len, --device ...) without one is a usage error, not silently ignored."""
+    given = [r for r in ROWS if (s := ctx.get_parameter_source(r.name)) is not None and s.name != "DEFAULT"]
+    if given and not any(r.name in _LAYOUT for r in given):
+        _usage(f"{given[0].flag}: the memory per stage takes it, with a layout option (--tp, --pp ...)")
+    return bool(given)
 
 
 def show(model: str, options: dict[str, Any], fmt: str, no_color: bool) -> None:
