@@ -41,7 +41,7 @@ COMMANDS = sorted(_commands())
 
 def _help(command: str, flag: str = "--help") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"}
-    line = [sys.executable, "-m", "modtrans", *command.split(), flag]
+    line = [sys.executable, "-m", "modtrans", *command.split(), *([flag] if flag else [])]
     return subprocess.run(line, capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -274,3 +274,13 @@ def test_the_programs_list_is_each_commands_own_summary() -> None:
         own = program.commands[name].help
         assert " ".join(own.split("\n\n")[0].split()) == summary, name
     assert set(typer.main.get_group(commands).list_commands(None)) == set(COMMANDS)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("group", ["", "zoo", "cost"])
+def test_a_group_run_with_nothing_to_do_shows_its_help_as_written(group: str) -> None:
+    """`modtrans` alone (and `modtrans zoo`): the usage error is the help itself, on its lines,
+    not folded into the one line of other usage errors."""
+    done = _help(group, flag="")
+    assert done.returncode == 2
+    assert done.stderr.startswith("Usage: "), done.stderr
+    assert done.stderr.rstrip("\n") == _help(group).stdout.rstrip("\n")

@@ -81,12 +81,19 @@ class Program(TyperGroup):
             error: Any = raised
             if not callable(getattr(error, "show", None)) or not hasattr(error, "exit_code"):
                 raise  # not one of click's: a bug, with its traceback
-            if error.exit_code == 2 and hasattr(error, "ctx"):
+            if error.exit_code == 2 and getattr(error, "ctx", None) is not None and _bare(error):
+                typer.echo(error.format_message(), err=True)  # `modtrans` alone: its help, as written
+            elif error.exit_code == 2 and hasattr(error, "ctx"):
                 typer.echo(_line(error), err=True)
             else:
                 error.show()
             sys.exit(error.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _bare(error: Any) -> bool:
+    """Whether the usage error is a group run with nothing to do, whose message is its help."""
+    return bool(error.ctx.command.no_args_is_help) and error.format_message() == error.ctx.get_help()
 
 
 def _line(error: Any) -> str:
