@@ -12,20 +12,8 @@ import typer
 from modtrans import cost, inputs, pipeline, report, zoo
 from modtrans import fetch as fetching
 from modtrans.cli import memory
-from modtrans.cli.common import (
-    Batch,
-    Command,
-    InputShape,
-    InputValue,
-    Model,
-    NoColor,
-    ParamsOpt,
-    _usage,
-    commands,
-    cost_app,
-    zoo_app,
-)
-from modtrans.cli.extract import ir_json
+from modtrans.cli.common import Command, Model, NoColor, _usage, commands, cost_app, zoo_app
+from modtrans.cli.extract import Batch, InputShape, InputValue, ParamsOpt, ir_json
 from modtrans.cli.options import command, given
 from modtrans.cli.traces import inspect_traces
 from modtrans.cli.values import _shapes, _values
