@@ -29,6 +29,7 @@ BASELINES = {"python -c pass": [PY, "-c", "pass"], "python -c 'import typer'": [
 # Each reads what one before it wrote: `translate` -> `validate`.
 COMMANDS = [
     "--help",
+    "translate --help",
     "translate llama-3-8b --tp 2 -o {out}/l.txt",
     "validate {out}/l.txt",
     "translate llama-3-8b --tp 2 --pp 2 --format chakra-et -o {out}/l",

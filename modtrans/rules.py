@@ -1,6 +1,6 @@
 """An option's value by its rule: a number within its bounds, one of its choices, or a list in
 the text form the command line types (0,9,18; ROWSxCOLS; NAME=1x3x224x224; NAME=V). The option
-table (table.py) gives each option its rule; the command line's conversion (cli/adapt.py) and
+table (table.py) gives each option its rule; the command line's conversion (cli/convert.py) and
 `modtrans.translate` (through request.request_of) both check it here, with the same messages."""
 
 from __future__ import annotations

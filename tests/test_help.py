@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -40,7 +41,7 @@ COMMANDS = sorted(_commands())
 
 def _help(command: str, flag: str = "--help") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"}
-    line = [sys.executable, "-m", "modtrans", *command.split(), flag]
+    line = [sys.executable, "-m", "modtrans", *command.split(), *([flag] if flag else [])]
     return subprocess.run(line, capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -175,11 +176,11 @@ def test_an_unknown_option_is_answered_by_what_it_means(given: str) -> None:
 @pytest.mark.parametrize("given", ["--tp", "--tensor-parallel", "--pp", "--zero-stage"])
 def test_a_layout_option_to_a_command_without_one_names_the_commands_that_take_it(given: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "modtrans", "inspect", "resnet50", given, "2"],
+        [sys.executable, "-m", "modtrans", "extract", "resnet50", given, "2"],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
-    assert "`modtrans inspect` takes no" in done.stderr
+    assert "`modtrans extract` takes no" in done.stderr
     assert "`modtrans translate`" in done.stderr
     assert "--help" not in done.stderr, done.stderr
 
@@ -233,3 +234,53 @@ def test_every_commands_own_group_names_its_options() -> None:
     for name, panels in OWN_PANELS.items():
         params = {p.name for p in commands[name].params}  # type: ignore[attr-defined]
         assert {n for names in panels.values() for n in names} <= params, name
+
+
+NAMES = {"N", "X", "TEXT", "PATH", "FILE|-", "NAME|FILE", "HOST:PORT"}  # a value's names in --help
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_value_is_named_as_the_manual_names_it(command: str) -> None:
+    """Each option's and argument's value is N, X, TEXT, PATH (`...` when repeatable), a special
+    name or its choices: never typer's own `<int range>` or `<list[Path]>`, which metavar= (from
+    the option table) and program.py's argument labels replace."""
+    text = _help(command).stdout
+    sections = text[re.search(r"^\w[^\n]*:$", text, re.M).start() :]  # type: ignore[union-attr]
+    entry = r"^  (?:-\w, )?(?:--[\w-]+|[a-z_]+(?:\.\.\.)?) ([^\s/][^\s]*)"
+    for line in re.findall(entry, sections, re.M):
+        name = line.removesuffix("...")
+        assert name in NAMES or ("|" in name and name == name.lower() and "<" not in name), (command, line)
+
+
+def test_a_values_name_follows_its_type() -> None:
+    text = _help("translate").stdout
+    for flag, name in [("--tp", "N"), ("--clock-ghz", "X"), ("--efficiency", "TEXT"),
+                       ("--like", "PATH"), ("--output", "FILE|-"), ("--input-shape", "TEXT..."),
+                       ("--schedule", "gpipe|1f1b|interleaved|zb-h1|dualpipe|dualpipev")]:  # fmt: skip
+        assert re.search(rf"^  (?:-\w, )?{flag} {re.escape(name)}(?:\s|$)", text, re.M), (flag, name)
+    assert re.search(r"^  model TEXT ", text, re.M)
+    assert re.search(r"^  paths\.\.\. PATH\.\.\. ", _help("validate").stdout, re.M)
+
+
+def test_the_programs_list_is_each_commands_own_summary() -> None:
+    """`modtrans --help` lists the commands from modtrans.cli.COMMANDS without importing them:
+    each entry's summary is the first paragraph of the command's own help, and every command the
+    modules register is there."""
+    from modtrans.cli import COMMANDS
+    from modtrans.cli.common import commands
+
+    program: Any = typer.main.get_command(app)
+    for name, (_, summary) in COMMANDS.items():
+        own = program.commands[name].help
+        assert " ".join(own.split("\n\n")[0].split()) == summary, name
+    assert set(typer.main.get_group(commands).list_commands(None)) == set(COMMANDS)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("group", ["", "zoo", "cost"])
+def test_a_group_run_with_nothing_to_do_shows_its_help_as_written(group: str) -> None:
+    """`modtrans` alone (and `modtrans zoo`): the usage error is the help itself, on its lines,
+    not folded into the one line of other usage errors."""
+    done = _help(group, flag="")
+    assert done.returncode == 2
+    assert done.stderr.startswith("Usage: "), done.stderr
+    assert done.stderr.rstrip("\n") == _help(group).stdout.rstrip("\n")

@@ -99,8 +99,8 @@ def test_a_fifo_or_device_named_like_a_model_is_refused_not_waited_on(tmp_path: 
 
 
 def test_parallel_offers_exactly_what_translate_writes() -> None:
-    from modtrans.cli.common import Keyword
     from modtrans.strategy.parallel import SUPPORTED
+    from modtrans.table import Keyword
 
     assert [k.value for k in Keyword] == [p.value for p in SUPPORTED]
     code, output = _run("translate", "resnet50", "--parallel", "micro")

@@ -1,7 +1,7 @@
 """What each command imports: the heavy libraries only where the command needs them (issue 16:
 `--help` and text commands never load onnx, numpy, jsonschema or protobuf; nothing imports the
 39-grammar rfc3987_syntax that jsonschema's format checkers would pull in; no command imports
-pydantic, which typer 0.29 would import to convert option values: cli/adapt.py converts them)."""
+pydantic, which typer 0.29 would import to convert option values: cli/convert.py converts them)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import typer.main
 from typer.testing import Result
 
 from modtrans import fetch, schema
@@ -366,10 +367,12 @@ def test_every_path_option_is_covered_below() -> None:
     import typing
 
     from modtrans.cli import app
-    from modtrans.cli.common import cost_app, zoo_app
+    from modtrans.cli.common import commands, cost_app, zoo_app
 
+    program: typing.Any = typer.main.get_command(app)
+    assert len(program.commands) > 10  # every command module imported, so every command registered
     taking_paths = set()
-    for group in (app, zoo_app, cost_app):
+    for group in (commands, zoo_app, cost_app):
         for command in group.registered_commands:
             assert command.callback is not None
             hints = typing.get_type_hints(command.callback, include_extras=True)

@@ -1,36 +1,116 @@
 """Command line: builds objects, calls the library, picks the exit code. typer is imported only here.
 
+The program (`app`) lists its commands from COMMANDS and imports a command's module only when that
+command runs or shows its help: `modtrans --help` costs typer and this package, no library.
 common.py holds the apps, option types and output helpers; options.py makes typer options from the
-option table (modtrans.table); values.py parses option values with the table's rules; program.py the
-click classes (one-line usage errors, help groups); vocabulary.py the help groups and other tools'
-option spellings; adapt.py what typer's public API cannot say (help labels, conversion without
-pydantic). Each other module registers its commands: workload.py (validate, fmt, convert),
-extract.py, translate.py, models.py (inspect, zoo list, fetch, cost list), compare.py and sides.py
-(diff), editor.py (lsp), simulate.py (simulate). The rules and writers are the library's
-(modtrans.table, modtrans.rules, modtrans.request, modtrans.api, modtrans.outputs): a command
-parses its options, calls the library and prints.
+option table (modtrans.table), each value named by its metavar; values.py parses option values with
+the table's rules; program.py the click classes (one-line usage errors, help groups); convert.py
+converts values by the table's rules, without the pydantic that typer's own conversion imports;
+vocabulary.py the help groups and other tools' option spellings. Each other module registers its
+commands: workload.py (validate, fmt, convert), extract.py, translate.py, models.py (inspect, zoo
+list, fetch, cost list; memory.py prints a layout's memory per stage, traces.py reads a trace set,
+simulate's too), compare.py and sides.py (diff), editor.py (lsp), simulate.py (simulate). The rules
+and writers are the library's (modtrans.table, modtrans.rules, modtrans.request, modtrans.api,
+modtrans.outputs): a command parses its options, calls the library and prints.
 """
 
+from __future__ import annotations
+
 import sys
+from typing import Annotated, Any
 
-# Importing a module registers its commands, in the order `modtrans --help` lists them.
-from modtrans.cli import workload  # noqa: F401
+import typer
+from typer.core import TyperCommand
 
-# isort: split
-from modtrans.cli import extract  # noqa: F401
+from modtrans.cli.program import App, Program
 
-# isort: split
-from modtrans.cli import translate  # noqa: F401
+# Each command, in the order `modtrans --help` lists them: the module that registers it on
+# common.commands and its summary (the first paragraph of its help; a test holds them equal).
+# `modtrans --help` reads this and imports no command: each module imports the library it runs
+# (the option table alone is 70 ms; docs/performance.md, Start-up).
+COMMANDS = {
+    "validate": ("workload", "Check workload files, or sets of Chakra traces across their ranks."),
+    "fmt": ("workload", "Rewrite workload files in canonical form."),
+    "convert": ("workload", "Convert workload text to JSON and back, or between dialects."),
+    "extract": ("extract", "Extract a model's intermediate document (IR)."),
+    "translate": ("translate", "Translate a model into a workload."),
+    "inspect": (
+        "models",
+        "Show a model's layers, or a Chakra trace set's totals per stage (per rank with --ranks).",
+    ),
+    "fetch": ("models", "Download a model from the ONNX Model Zoo."),
+    "diff": ("compare", "Compare two workloads layer by layer."),
+    "lsp": ("editor", "Run the language server."),
+    "simulate": (
+        "simulate",
+        "Simulate a trace set on ASTRA-sim 2.x, or a workload file on ASTRA-sim 1.0 or SimAI.",
+    ),
+    "zoo": ("models", "Built-in architectures (no download needed)."),
+    "cost": ("models", "Compute-time models."),
+}
 
-# isort: split
-from modtrans.cli import models  # noqa: F401
 
-# isort: split
-from modtrans.cli import compare, editor, simulate  # noqa: F401
-from modtrans.cli.common import app, cost_app, zoo_app
+class Lazy(Program):
+    """The program: each command imported and built when it is asked for (COMMANDS)."""
 
-app.add_typer(zoo_app, name="zoo")
-app.add_typer(cost_app, name="cost")
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, Any]:
+        """Every command, built (what a walk over the whole program reads)."""
+        return {name: self.get_command(None, name) for name in COMMANDS}
+
+    @commands.setter
+    def commands(self, _given: Any) -> None:  # the group's own, empty: COMMANDS holds them
+        pass
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, name: str) -> Any:
+        if name not in COMMANDS:
+            return None
+        __import__(f"modtrans.cli.{COMMANDS[name][0]}")  # not importlib's: -X importtime sees this one
+        from modtrans.cli.common import commands
+
+        return typer.main.get_group(commands).get_command(ctx, name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The commands and their summaries, as click lists them, without importing one."""
+        limit = formatter.width - 6 - max(map(len, COMMANDS))
+        rows = [
+            (name, TyperCommand(name, help=help).get_short_help_str(limit))
+            for name, (_, help) in COMMANDS.items()
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+app = App(
+    cls=Lazy,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,  # help text verbatim: `modtrans[lsp]` is not a markup tag
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command's context inherits it
+    help="Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files.",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from modtrans._version import __version__
+
+        typer.echo(f"modtrans {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _top(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files."""
 
 
 def main() -> None:

@@ -5,53 +5,28 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from modtrans import outputs, report
-from modtrans.cli import adapt  # noqa: F401  (typer as this CLI wants it: before any command runs)
-from modtrans.cli.options import option
-from modtrans.cli.program import Command, Program
+from modtrans import report
+from modtrans.cli.program import App, Command, Program
 from modtrans.diagnostics import Diagnostic, has_errors
-from modtrans.fileio import Content
 from modtrans.report import COLLAPSED, Format
-from modtrans.request import UsageError
-from modtrans.strategy import Params
-from modtrans.table import Keyword
 from modtrans.workload.model import Dialect
 
-app = typer.Typer(
-    cls=Program,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode=None,  # help text verbatim: `modtrans[lsp]` is not a markup tag
-    context_settings={"help_option_names": ["-h", "--help"]},  # every command's context inherits it
-    help="Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files.",
-)
+if TYPE_CHECKING:
+    from modtrans.fileio import Content
+    from modtrans.request import UsageError
 
+commands = App(cls=Program, add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+"""What the command modules register on: the program (modtrans.cli.app) takes each command from
+here when it is asked for (modtrans.cli.Lazy)."""
 
-def _version(value: bool) -> None:
-    if value:
-        from modtrans._version import __version__
-
-        typer.echo(f"modtrans {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _top(
-    version: Annotated[
-        bool,
-        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
-    ] = False,
-) -> None:
-    """Translate models into ASTRA-sim layer-wise workloads; read, write and check workload files."""
-
-
-zoo_app = typer.Typer(cls=Program, no_args_is_help=True, help="Built-in architectures (no download needed).")
-cost_app = typer.Typer(cls=Program, no_args_is_help=True, help="Compute-time models.")
+zoo_app = App(cls=Program, no_args_is_help=True, help="Built-in architectures (no download needed).")
+cost_app = App(cls=Program, no_args_is_help=True, help="Compute-time models.")
+commands.add_typer(zoo_app, name="zoo")
+commands.add_typer(cost_app, name="cost")
 
 
 Paths = Annotated[
@@ -87,17 +62,7 @@ Model = Annotated[
 ]
 
 
-Batch = Annotated[int | None, option("batch")]
-InputShape = Annotated[list[str] | None, option("input_shape")]
-InputValue = Annotated[list[str] | None, option("input_value")]
-ParamsOpt = Annotated[Params, option("params")]
-Output = Annotated[str | None, option("output")]
-Force = Annotated[bool, option("force")]
-FullHash = Annotated[bool, option("full_hash")]
-"""The option table's rows (modtrans/table.py) that other commands (extract, inspect) take too;
-`translate -p` takes a Keyword."""
-
-__all__ = ["Command", "Keyword"]
+__all__ = ["Command"]
 
 
 def _refused(error: UsageError) -> typer.Exit:
@@ -140,6 +105,9 @@ def _finish(
 
 def _refuse_inputs(targets: list[Path], inputs: list[str], force: bool) -> None:
     """A usage error when an output is one of the inputs (a built-in model's packaged file too)."""
+    from modtrans import outputs  # with the request's rules: 37 modules `validate` does not use
+    from modtrans.request import UsageError
+
     try:
         outputs.refuse_inputs(targets, inputs, force)
     except UsageError as error:
@@ -152,6 +120,8 @@ def _save(path: Path, text: Content, problems: list[Diagnostic]) -> None:
 
 def _save_all(files: Sequence[tuple[Path, Content]], problems: list[Diagnostic]) -> None:
     """Write every output or none; a failure is F003 naming the file."""
+    from modtrans import outputs
+
     problems += outputs.save(files)
 
 

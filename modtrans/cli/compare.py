@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from modtrans import report, table
-from modtrans.cli.common import Command, NoColor, _refused, _usage, app
+from modtrans.cli.common import Command, NoColor, _refused, _usage, commands
 from modtrans.cli.options import command, finite, given
 from modtrans.cli.sides import like_with_like, refuse_trace_sets, sides
 from modtrans.fileio import STDIN_NAME
@@ -125,7 +125,7 @@ def diff(
     raise typer.Exit(0 if result.equivalent else 1)
 
 
-app.command(cls=Command)(command(diff, table.SIDE))
+commands.command(cls=Command)(command(diff, table.SIDE))
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,16 @@ from modtrans.cli.common import (
     Command,
     DialectOpt,
     _usage,
-    app,
+    commands,
 )
 from modtrans.integers import shown
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def lsp(
     tcp: Annotated[
-        str | None, typer.Option(help="Listen on HOST:PORT instead of speaking over stdin/stdout.")
+        str | None,
+        typer.Option(metavar="HOST:PORT", help="Listen on HOST:PORT instead of speaking over stdin/stdout."),
     ] = None,
     dialect: DialectOpt = None,
 ) -> None:

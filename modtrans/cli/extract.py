@@ -7,27 +7,25 @@ from typing import Annotated
 import typer
 
 from modtrans import pipeline, report
-from modtrans.cli.common import (
-    Batch,
-    Command,
-    Force,
-    FullHash,
-    InputShape,
-    InputValue,
-    Model,
-    NoColor,
-    Output,
-    Quiet,
-    _finish,
-    app,
-)
+from modtrans.cli.common import Command, Model, NoColor, Quiet, _finish, commands
+from modtrans.cli.options import option
 from modtrans.cli.values import _shapes, _values
 from modtrans.diagnostics import Diagnostic, DiagnosticError, has_errors
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
+from modtrans.strategy import Params
+
+Batch = Annotated[int | None, option("batch")]
+InputShape = Annotated[list[str] | None, option("input_shape")]
+InputValue = Annotated[list[str] | None, option("input_value")]
+ParamsOpt = Annotated[Params, option("params")]
+Output = Annotated[str | None, option("output")]
+Force = Annotated[bool, option("force")]
+FullHash = Annotated[bool, option("full_hash")]
+"""The option table's rows (modtrans/table.py) that extract takes, and inspect too."""
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def extract(
     model: Model,
     output: Output = None,

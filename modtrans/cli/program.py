@@ -1,23 +1,44 @@
-"""The program's and its commands' click classes, given to typer through its public `cls=`:
+"""The program's and its commands' click classes, given to typer through its public `cls=`, and
+the App whose commands name their values (metavar):
 usage errors said on one line, `modtrans: --option: what is wrong (see ... --help)`, an unknown
 option answered by meaning (vocabulary.py), exit 2; options listed in help groups
 (vocabulary.PANELS) where typer without rich lists one flat Options."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from modtrans.cli.vocabulary import OWN_PANELS, PANEL_OF, PANELS, suggestion
+from modtrans.cli.convert import flag, plain
+from modtrans.cli.options import label, labelled
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class App(typer.Typer):
+    """typer.Typer whose commands name their options' values as the option table's do
+    (options.labelled: `metavar=` N, TEXT, PATH...)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        register = super().command(*args, **kwargs)
+        return lambda function: register(labelled(function))
 
 
 class Command(TyperCommand):
-    """A command whose options --help lists in groups."""
+    """A command whose options --help lists in groups and whose values convert.py converts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain(self)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return flag(super().get_help_option(ctx))
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _grouped(self, ctx, formatter)
@@ -26,8 +47,15 @@ class Command(TyperCommand):
 class Program(TyperGroup):
     """A group (the program, zoo, cost) that says a usage error on one line."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain(self)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return flag(super().get_help_option(ctx))
+
     def format_options(self, ctx: Any, formatter: Any) -> None:
-        _grouped(self, ctx, formatter)
+        _grouped(self, ctx, formatter, panels=False)  # a group's options are its own: no help groups
         self.format_commands(ctx, formatter)
 
     def main(
@@ -53,12 +81,19 @@ class Program(TyperGroup):
             error: Any = raised
             if not callable(getattr(error, "show", None)) or not hasattr(error, "exit_code"):
                 raise  # not one of click's: a bug, with its traceback
-            if error.exit_code == 2 and hasattr(error, "ctx"):
+            if error.exit_code == 2 and getattr(error, "ctx", None) is not None and _bare(error):
+                typer.echo(error.format_message(), err=True)  # `modtrans` alone: its help, as written
+            elif error.exit_code == 2 and hasattr(error, "ctx"):
                 typer.echo(_line(error), err=True)
             else:
                 error.show()
             sys.exit(error.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _bare(error: Any) -> bool:
+    """Whether the usage error is a group run with nothing to do, whose message is its help."""
+    return bool(error.ctx.command.no_args_is_help) and error.format_message() == error.ctx.get_help()
 
 
 def _line(error: Any) -> str:
@@ -95,22 +130,44 @@ def _meant(option: str, ctx: Any) -> tuple[str, bool]:
         at = at.parent
     here = " ".join(words)
     others = {f"modtrans {path}": found for path, found in everyone.items() if path != here}
+    from modtrans.cli.vocabulary import suggestion  # the option table's words: 70 ms, an error's
+
     return suggestion(option, f"modtrans {here}".strip(), names(ctx.command), others)
 
 
-def _grouped(command: Any, ctx: Any, formatter: Any) -> None:
+def _grouped(command: Any, ctx: Any, formatter: Any, panels: bool = True) -> None:
     """The command's arguments, then its options under the help groups of vocabulary.PANELS (its
     own first), in their order, then the rest under Options."""
-    own = OWN_PANELS.get(command.name, {})
-    panel_of = {**PANEL_OF, **{name: panel for panel, names in own.items() for name in names}}
-    groups: dict[str, list[tuple[str, str]]] = {"Arguments": [], **{p: [] for p in (*own, *PANELS)}}
+    own: Mapping[str, tuple[str, ...]] = {}
+    panel_of: dict[str, str] = {}
+    if panels:  # the option table's groups (70 ms to import: `modtrans --help` has none of them)
+        from modtrans.cli.vocabulary import OWN_PANELS, PANEL_OF, PANELS
+
+        own = OWN_PANELS.get(command.name, {})
+        panel_of = {**PANEL_OF, **{name: panel for panel, names in own.items() for name in names}}
+    groups: dict[str, list[tuple[str, str]]] = {
+        "Arguments": [],
+        **{p: [] for p in (*own, *(PANELS if panels else ()))},
+    }
     groups["Options"] = []
+    values = _argument_labels(command.callback)
     for param in command.get_params(ctx):
         record = param.get_help_record(ctx)
         if record is not None:
             kind = "Arguments" if param.param_type_name == "argument" else "Options"
+            if kind == "Arguments" and values.get(param.name) is not None:  # typer's <type>, ours
+                record = (f"{record[0].rpartition(' <')[0]} {values[param.name]}", record[1])
             groups[panel_of.get(param.name, kind) if kind == "Options" else kind].append(record)
     for title, records in groups.items():
         if records:
             with formatter.section(title):
                 formatter.write_dl(records)
+
+
+def _argument_labels(callback: Any) -> dict[str, str | None]:
+    """Each argument's value named as options.label() names an option's: an argument takes no
+    metavar that would not also rename it (its usage, its errors), so --help's line is ours."""
+    if callback is None:
+        return {}
+    parameters = inspect.signature(callback, eval_str=True).parameters.values()
+    return {p.name: label(getattr(p.annotation, "__origin__", p.annotation)) for p in parameters}

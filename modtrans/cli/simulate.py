@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from modtrans import sidecar
-from modtrans.cli.common import Command, app
-from modtrans.cli.models import _mesh, _peak, read_traces, trace_set
+from modtrans.cli.common import Command, commands
+from modtrans.cli.traces import _mesh, _peak, read_traces, trace_set
 from modtrans.fileio import read_binary, utf8
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SimFormat = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def simulate(
     prefix: Annotated[
         str,

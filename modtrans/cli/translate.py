@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from modtrans import api, report, table
-from modtrans.cli.common import Command, Model, NoColor, Quiet, _refused, app
+from modtrans.cli.common import Command, Model, NoColor, Quiet, _refused, commands
 from modtrans.cli.options import command, given
 from modtrans.outputs import said
 from modtrans.report import COLLAPSED, Format
@@ -55,7 +55,7 @@ def translate(
     raise typer.Exit(code)
 
 
-app.command(cls=Command)(command(translate, table.OPTIONS))
+commands.command(cls=Command)(command(translate, table.OPTIONS))
 
 
 def _say(line: str, quiet: bool) -> None:

@@ -22,7 +22,7 @@ from modtrans.cli.common import (
     _refuse_inputs,
     _save,
     _usage,
-    app,
+    commands,
 )
 from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic, has_errors
 from modtrans.report import Format
@@ -34,7 +34,7 @@ from modtrans.workload.validate import validate as validate_text
 from modtrans.workload.write import write
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def validate(
     paths: Annotated[
         list[Path] | None,
@@ -125,7 +125,7 @@ def validate(
     raise typer.Exit(report.exit_code(found, strict=strict))
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def fmt(
     paths: Paths,
     check: Annotated[
@@ -198,7 +198,7 @@ def _formatted(loaded: Loaded, dialect: Dialect | None, problems: list[Diagnosti
     return new
 
 
-@app.command(cls=Command)
+@commands.command(cls=Command)
 def convert(
     path: Annotated[Path, typer.Argument(help="Workload text or workload JSON.", show_default=False)],
     to: Annotated[

@@ -14,10 +14,49 @@ program.py     the one program builder: units, schedule, recomputation -> a stag
 parallel.py    plan() and build(): the techniques applied, the plan projected onto the text
 """
 
-from modtrans.strategy.draft import Parallelism, StrategyError
-from modtrans.strategy.groups import Group, Params, group, group_times, layer_bytes, needs_input_grad
-from modtrans.strategy.parallel import SUPPORTED, build, plan
-from modtrans.strategy.share import Folded, rank_share, shard
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from modtrans.strategy.draft import Parallelism, StrategyError
+    from modtrans.strategy.groups import Group, Params, group, group_times, layer_bytes, needs_input_grad
+    from modtrans.strategy.parallel import SUPPORTED, build, plan
+    from modtrans.strategy.share import Folded, rank_share, shard
+
+# name -> the module that defines it. Imported on first use (PEP 562): the command line reads
+# Params (groups.py) for its options without the planner behind parallel.py (tests/test_startup.py).
+_HOME = {
+    "Parallelism": "draft",
+    "StrategyError": "draft",
+    "Group": "groups",
+    "Params": "groups",
+    "group": "groups",
+    "group_times": "groups",
+    "layer_bytes": "groups",
+    "needs_input_grad": "groups",
+    "SUPPORTED": "parallel",
+    "build": "parallel",
+    "plan": "parallel",
+    "Folded": "share",
+    "rank_share": "share",
+    "shard": "share",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module the first time it is asked for (PEP 562)."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'modtrans.strategy' has no attribute {name!r}")
+    value = getattr(__import__(f"modtrans.strategy.{home}", fromlist=[name]), name)  # -X importtime sees it
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})
+
 
 __all__ = [
     "SUPPORTED",
