@@ -6,12 +6,12 @@ the ranks (a data-parallel group, say). A template holds the encoded nodes with 
 out (`Ends`, `Group`); for a rank, the values become varints and decimal strings whose lengths
 move the lengths before them (the field's, the node's framing: protobuf writes no fixed-width
 integers here). Ranks whose values have the same lengths share one layout: the trace's bytes cut
-at each value, joined with the rank's values in C (a list's slice assignment and bytes.join), so
-a rank costs a copy of its bytes, not a pass over its nodes in Python.
+at each value, the rank's values put between in C (a list's slice assignment), so a rank costs
+one copy of its bytes (a join, or the kernel's through os.writev), not a pass over its nodes.
 
     template = Template([b"...", Ends(head, tail, Purpose.PIPELINE, 1, True), ...])
     template.keys      # [RANK, (PEER, Purpose.PIPELINE, 1), ...]: the values a rank fills in
-    template.fill([varint(rank), varint(peer), ...])
+    b"".join(template.fill([varint(rank), varint(peer), ...]))
 """
 
 from __future__ import annotations
@@ -71,8 +71,9 @@ class Template:
         self.keys = list(index)
         self.layouts: dict[tuple[int, ...], _Layout] = {}
 
-    def fill(self, values: Sequence[bytes], head: bytes = b"") -> bytes:
-        """The program's nodes for a rank, after `head`: `values` in the order of `keys`."""
+    def fill(self, values: Sequence[bytes], head: bytes = b"") -> list[bytes]:
+        """The program's nodes for a rank, after `head`, as the pieces to join or write in order
+        (os.writev): `values` in the order of `keys`."""
         widths = tuple(map(len, values))
         layout = self.layouts.get(widths)
         if layout is None:
@@ -80,7 +81,7 @@ class Template:
         parts, pick = layout
         out: list[bytes | None] = [head, *parts]
         out[2::2] = pick(values)
-        return b"".join(out)  # type: ignore[arg-type]  # every None replaced above
+        return out  # type: ignore[return-value]  # every None replaced above
 
     def _layout(self, widths: tuple[int, ...]) -> _Layout:
         """The bytes between the values, for values of these lengths (a None where each goes),

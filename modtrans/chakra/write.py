@@ -178,6 +178,10 @@ class _Encoder:
 
     def trace(self, rank: int) -> bytes:
         """The rank's whole trace: its metadata, then its program's nodes."""
+        return b"".join(self.pieces(rank))
+
+    def pieces(self, rank: int) -> list[bytes]:
+        """The rank's trace as pieces to write in order (fileio writes them with os.writev)."""
         program = self.plan.program_of[rank]
         template = self._template(program)
         values = [self._value(rank, key) for key in template.keys]
@@ -379,8 +383,9 @@ def files(
     made: bool = False,
 ) -> list[tuple[Path, Any]]:
     """`<prefix>.<rank>.et` for every rank and `<prefix>.comm_groups.json` (last), with their
-    bytes; `lazy`: with a function making each trace's bytes instead (fileio.write_all calls it
-    when it writes the file, so the traces never sit in memory together); `made`: the folder is
+    bytes; `lazy`: with a function making each trace instead, as the pieces to write in order
+    (fileio.write_all calls it when it writes the file, so the traces never sit in memory
+    together, and writes the pieces with os.writev, never joined); `made`: the folder is
     made before they are written (-o DIR/), not checked here."""
     npus = plan.npus
     too_many = limits.at_most("--passes", passes, limits.PASSES, "iterations in a trace")
@@ -395,7 +400,7 @@ def files(
     traces = [
         (
             prefix.with_name(f"{prefix.name}.{rank}.et"),
-            functools.partial(encoder.trace, rank) if lazy else encoder.trace(rank),
+            functools.partial(encoder.pieces, rank) if lazy else encoder.trace(rank),
         )
         for rank in range(npus)
     ]
