@@ -105,8 +105,13 @@ def strings(name: str, values: Iterable[str]) -> bytes:
 
 
 def string_list(name: str, entries: bytes) -> bytes:
-    """A string_list attribute of values already encoded (`entry`), joined."""
-    return _attr(name, delimited(30, entries))
+    """A string_list attribute of values already encoded (`entry`), joined: what
+    `_attr(name, delimited(30, entries))` makes, in one concatenation (two nodes of three call it)."""
+    n = len(entries)
+    value = _KEYS[30] + (_SMALL[n] if n < 0x80 else varint(n))
+    named = _named(name)
+    m = len(named) + len(value) + n
+    return _KEYS[10] + (_SMALL[m] if m < 0x80 else varint(m)) + named + value + entries
 
 
 def entry(value: str) -> bytes:

@@ -157,6 +157,7 @@ class _Encoder:
         self.header = _Header(metadata)
         self.templates: dict[int, Template] = {}  # by program, until its last rank is made
         self.entries: dict[tuple[str, int, str], bytes] = {}  # a template's tensors, encoded
+        self.titles: dict[tuple[int, Step], str] = {}
         self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
@@ -308,41 +309,46 @@ class _Encoder:
         """A node's message, in two parts around where a collective's pg_name goes: in the first
         for a group id over 0, left out for group 0 (every rank) and for None (the rank's group,
         which each rank fills in: patch.Group)."""
-        pb = self.pb
-        name = self.plan.layers[op.layer].name
         suffix = f"@pass{k}" if k else ""
-        duration = 0
+        inputs, read = self._strings("inputs", op.inputs, suffix)
+        outputs, written_ = self._strings("outputs", op.outputs, suffix)
         if isinstance(op, Compute):
-            kind, title, duration = pb.COMP_NODE, f"COMP_NODE_{name}_{_PHASE[op.step]}", micros
-            size = op.bytes
+            size = read + written_  # Compute.bytes: every tensor read and written once
             ops = op.flops if op.flops > 0 or size == 0 else 1
-            attrs = [_CPU, wire.integer("num_ops", ops), wire.integer("tensor_size", size, 13)]
-            before = b""
-        elif isinstance(op, Collective):
-            kind = pb.COMM_COLL_NODE
-            title, first = self._collective(name, op)
-            if group:
-                first.append(wire.text("pg_name", str(group)))
-            before = b"".join(first)
-            attrs = [_CPU]
-        else:
+            head = wire.fields(node_id, self._title(op), self.pb.COMP_NODE, deps, micros)
+            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
+            return head, _CPU + counts + inputs + outputs
+        if not isinstance(op, Collective):
             raise TypeError(f"a transfer is encoded by _transfer, not {op!r}")
-        attrs.append(self._strings("inputs", op.inputs, suffix))
-        attrs.append(self._strings("outputs", op.outputs, suffix))
-        return wire.fields(node_id, title, kind, deps, duration) + before, b"".join(attrs)
+        title, first = self._collective(self.plan.layers[op.layer].name, op)
+        if group:
+            first.append(wire.text("pg_name", str(group)))
+        head = wire.fields(node_id, title, self.pb.COMM_COLL_NODE, deps, 0)
+        return head + b"".join(first), _CPU + inputs + outputs
 
-    def _strings(self, name: str, tensors: Sequence[Tensor], suffix: str) -> bytes:
-        """The tensors as the string list of names and byte sizes track-local-mem reads; each
-        tensor encoded once (its writer and its readers name it alike)."""
+    def _title(self, op: Compute) -> str:
+        """A compute node's name, COMP_NODE_<layer>_<phase>: one per layer and step."""
+        key = (op.layer, op.step)
+        title = self.titles.get(key)
+        if title is None:
+            title = self.titles[key] = f"COMP_NODE_{self.plan.layers[op.layer].name}_{_PHASE[op.step]}"
+        return title
+
+    def _strings(self, name: str, tensors: Sequence[Tensor], suffix: str) -> tuple[bytes, int]:
+        """The tensors as the string list of names and byte sizes track-local-mem reads, and their
+        bytes in all; each tensor encoded once (its writer and its readers name it alike)."""
         entries = self.entries
         parts = []
+        total = 0
         for t in tensors:
-            key = (t.name, t.bytes, suffix)
+            size = t.bytes
+            total += size
+            key = (t.name, size, suffix)
             encoded = entries.get(key)
             if encoded is None:
-                encoded = entries[key] = wire.entry(t.name + suffix) + wire.entry(str(t.bytes))
+                encoded = entries[key] = wire.entry(t.name + suffix) + wire.entry(str(size))
             parts.append(encoded)
-        return wire.string_list(name, b"".join(parts))
+        return wire.string_list(name, b"".join(parts)), total
 
     def _transfer(self, node_id: int, t: Transfer, deps: list[int], k: int) -> tuple[bytes, bytes]:
         """A COMM_SEND/RECV_NODE's message before comm_src and comm_dst, and after them: the
@@ -360,8 +366,8 @@ class _Encoder:
             wire.integer("comm_tag", t.tag, 7),
             wire.integer("comm_size", t.bytes),
             _CPU,
-            self._strings("inputs", inputs, suffix),
-            self._strings("outputs", outputs, suffix),
+            self._strings("inputs", inputs, suffix)[0],
+            self._strings("outputs", outputs, suffix)[0],
         ]
         return head, b"".join(tail)
 
