@@ -158,6 +158,7 @@ class _Encoder:
         self.templates: dict[int, Template] = {}  # by program, until its last rank is made
         self.entries: dict[tuple[str, int, str], bytes] = {}  # a template's tensors, encoded
         self.titles: dict[tuple[int, Step], str] = {}
+        self.collectives: dict[tuple[Any, ...], tuple[str, bytes]] = {}
         self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
@@ -262,17 +263,17 @@ class _Encoder:
             op = program[i]
             piece: Piece | None = None
             if isinstance(op, Transfer):
-                head, tail = self._transfer(node_id, op, list(deps), k)
+                head, tail = self._transfer(node_id, op, deps, k)
                 piece = Ends(head, tail, op.along, op.offset, op.direction is Direction.SEND)
             elif isinstance(op, Collective):
                 if op.over not in gids:
                     gids[op.over] = {self.plan.group_id(r, op.over) for r in ranks}
                 if len(gids[op.over]) > 1:
-                    piece = Group(*self._body(node_id, op, None, list(deps), k, 0), op.over)
+                    piece = Group(*self._body(node_id, op, None, deps, k, 0), op.over)
                 else:
-                    run.append(self._encode(node_id, op, min(gids[op.over]), list(deps), k, 0))
+                    run.append(self._encode(node_id, op, min(gids[op.over]), deps, k, 0))
             else:
-                run.append(self._encode(node_id, op, None, list(deps), k, durations[k][i]))
+                run.append(self._encode(node_id, op, None, deps, k, durations[k][i]))
             if piece is not None:
                 if run:
                     pieces.append(b"".join(run))
@@ -282,9 +283,14 @@ class _Encoder:
             pieces.append(b"".join(run))
         return pieces
 
-    def _collective(self, name: str, c: Collective) -> tuple[str, list[bytes]]:
+    def _collective(self, c: Collective) -> tuple[str, bytes]:
         """A COMM_COLL_NODE's name and attributes before its group: type, size as ASTRA-sim reads
-        it and its dimension mask."""
+        it and its dimension mask; made once per layer, type, size and axes (every micro-batch
+        issues the same)."""
+        key = (c.layer, c.comm, c.bytes, c.over)
+        made = self.collectives.get(key)
+        if made is not None:
+            return made
         size = written(c.comm, c.bytes, self.plan.mesh.span(c.over), Consumer.ASTRA_SIM)
         attrs = [
             wire.integer("comm_type", collective_type(self.pb, c.comm)),
@@ -293,10 +299,12 @@ class _Encoder:
         if self.masks is not None:
             present = frozenset(a.purpose for a in self.plan.mesh.axes)  # ZeRO-3 names absent axes too
             attrs.append(wire.booleans("involved_dim", self.masks[c.over & present]))
-        return f"COMM_COLL_NODE_{name}_{c.comm.value}", attrs
+        name = self.plan.layers[c.layer].name
+        made = self.collectives[key] = (f"COMM_COLL_NODE_{name}_{c.comm.value}", b"".join(attrs))
+        return made
 
     def _encode(
-        self, node_id: int, op: Any, group: int | None, deps: list[int], k: int, micros: int
+        self, node_id: int, op: Any, group: int | None, deps: Sequence[int], k: int, micros: int
     ) -> bytes:
         """One framed node (chakra/wire.py writes the bytes protobuf would); `group`: a
         collective's group id."""
@@ -304,7 +312,7 @@ class _Encoder:
         return wire.framed(before + after)
 
     def _body(
-        self, node_id: int, op: Any, group: int | None, deps: list[int], k: int, micros: int
+        self, node_id: int, op: Any, group: int | None, deps: Sequence[int], k: int, micros: int
     ) -> tuple[bytes, bytes]:
         """A node's message, in two parts around where a collective's pg_name goes: in the first
         for a group id over 0, left out for group 0 (every rank) and for None (the rank's group,
@@ -320,11 +328,11 @@ class _Encoder:
             return head, _CPU + counts + inputs + outputs
         if not isinstance(op, Collective):
             raise TypeError(f"a transfer is encoded by _transfer, not {op!r}")
-        title, first = self._collective(self.plan.layers[op.layer].name, op)
+        title, first = self._collective(op)
         if group:
-            first.append(wire.text("pg_name", str(group)))
+            first += wire.text("pg_name", str(group))
         head = wire.fields(node_id, title, self.pb.COMM_COLL_NODE, deps, 0)
-        return head + b"".join(first), _CPU + inputs + outputs
+        return head + first, _CPU + inputs + outputs
 
     def _title(self, op: Compute) -> str:
         """A compute node's name, COMP_NODE_<layer>_<phase>: one per layer and step."""
@@ -350,7 +358,7 @@ class _Encoder:
             parts.append(encoded)
         return wire.string_list(name, b"".join(parts)), total
 
-    def _transfer(self, node_id: int, t: Transfer, deps: list[int], k: int) -> tuple[bytes, bytes]:
+    def _transfer(self, node_id: int, t: Transfer, deps: Sequence[int], k: int) -> tuple[bytes, bytes]:
         """A COMM_SEND/RECV_NODE's message before comm_src and comm_dst, and after them: the
         same on every rank running the program (the ends differ)."""
         pb = self.pb
