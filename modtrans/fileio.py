@@ -242,7 +242,8 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     targets = [(_target(Path(path)), data) for path, data in outputs]
     for folder in {real.parent for (real, through), _ in targets if not through}:
         sweep(folder)  # what dead runs left, whatever output it was for
-    stager = _Stager(threaded=sum(not through for (_, through), _ in targets) > 1)
+    # a text output and its .meta.json: two waits, not a thread pool (15 ms of CPU to import)
+    stager = _Stager(threaded=sum(not through for (_, through), _ in targets) > 2)
     try:
         with progress_task("writing", total=len(targets)) as advance:
             for (real, through), data in targets:
@@ -286,7 +287,7 @@ class _Stager:
         self.futures: list[Any] = []
         self.pool: Any = None
         if threaded:
-            # Imported here: 20-55 ms (python -X importtime, 2 loaded cores) that a one-file write spares.
+            # Imported here: 20-55 ms (python -X importtime, 2 loaded cores) that a text output spares.
             import threading
             from concurrent.futures import ThreadPoolExecutor
 
