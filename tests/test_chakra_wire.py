@@ -131,3 +131,17 @@ def test_ranks_whose_peers_and_groups_take_more_bytes_carry_their_own(tmp_path: 
         assert sends
         assert recvs
         assert colls
+
+
+@pytest.mark.parametrize("note", ["plain", "\ue000rank", "\ue000stage \ue000stage"])
+def test_each_trace_names_its_rank_and_stage_whatever_the_metadata_holds(note: str, tmp_path: Path) -> None:
+    """The metadata's JSON is made once and each trace's rank and stage put in; metadata that holds
+    the writer's own marks (private-use characters) still reads back whole, as protobuf and json
+    decode it."""
+    plan = _translate(tmp_path, tp=2, pp=2, global_batch=4)
+    made = chakra.files(plan, tmp_path / "m", tick_ns=1.0, metadata={"note": note, "rank": -1})
+    pb = schema()
+    for rank, (_, data) in enumerate(made[:-1]):
+        meta = pb.GlobalMetadata.FromString(_records(data)[0])
+        info = json.loads(next(a.string_val for a in meta.attr if a.name == "modtrans"))
+        assert info == {"note": note, "rank": rank, "stage": plan.program_of[rank]}
