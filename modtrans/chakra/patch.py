@@ -71,17 +71,17 @@ class Template:
         self.keys = list(index)
         self.layouts: dict[tuple[int, ...], _Layout] = {}
 
-    def fill(self, values: Sequence[bytes], head: bytes = b"") -> list[bytes]:
-        """The program's nodes for a rank, after `head`, as the pieces to join or write in order
-        (os.writev): `values` in the order of `keys`."""
+    def fill(self, values: Sequence[bytes], head: Sequence[bytes] = ()) -> list[bytes]:
+        """The program's nodes for a rank, after the pieces `head`, as the pieces to join or write
+        in order (os.writev): `values` in the order of `keys`."""
         widths = tuple(map(len, values))
         layout = self.layouts.get(widths)
         if layout is None:
             layout = self.layouts[widths] = self._layout(widths)
         parts, pick = layout
-        out: list[bytes | None] = [head, *parts]
-        out[2::2] = pick(values)
-        return out  # type: ignore[return-value]  # every None replaced above
+        out: list[bytes | None] = list(parts)
+        out[1::2] = pick(values)
+        return [*head, *out]  # type: ignore[list-item]  # every None replaced above
 
     def _layout(self, widths: tuple[int, ...]) -> _Layout:
         """The bytes between the values, for values of these lengths (a None where each goes),

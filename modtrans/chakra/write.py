@@ -117,7 +117,8 @@ _CPU = wire.boolean("is_cpu_op", False)
 
 class _Header:
     """Each trace's GlobalMetadata: the schema, and the set's metadata as JSON with the trace's rank
-    and pipeline stage, the JSON made once and the two numbers put in per rank."""
+    and pipeline stage, the JSON made once and the two numbers put in per rank (as pieces: some
+    40 KB of group names a trace, not copied again for each)."""
 
     _MARKS = ("\ue000rank", "\ue000stage")  # in no metadata: json.dumps escapes them to ASCII
 
@@ -126,20 +127,29 @@ class _Header:
         self.schema = wire.delimited(2, wire.delimited(1, b"schema") + wire.delimited(29, SCHEMA.encode()))
         rank, stage = (json.dumps(mark) for mark in self._MARKS)
         text = json.dumps({**metadata, "rank": self._MARKS[0], "stage": self._MARKS[1]}, sort_keys=True)
-        self.parts = text.split(rank)
-        if len(self.parts) != 2 or self.parts[1].count(stage) != 1:
-            self.parts = []  # a mark in the metadata after all: every rank's JSON made whole
+        parts = text.split(rank)
+        if len(parts) != 2 or parts[1].count(stage) != 1:
+            self.parts: list[bytes] = []  # a mark in the metadata after all: each rank's JSON made whole
         else:
-            self.parts[1:] = self.parts[1].split(stage)
+            self.parts = [parts[0].encode(), *(part.encode() for part in parts[1].split(stage))]
 
-    def encoded(self, rank: int, stage: int) -> bytes:
+    def encoded(self, rank: int, stage: int) -> list[bytes]:
+        """The framed GlobalMetadata, as pieces to join or write in order."""
         if self.parts:
             before, between, after = self.parts
-            text = f"{before}{rank}{between}{stage}{after}"
+            numbers = (str(rank).encode(), str(stage).encode())
+            text = [before, numbers[0], between, numbers[1], after]
         else:
-            text = json.dumps({**self.metadata, "rank": rank, "stage": stage}, sort_keys=True)
-        info = wire.delimited(1, b"modtrans") + wire.delimited(29, text.encode())
-        return wire.framed(self.schema + wire.delimited(2, info))
+            text = [json.dumps({**self.metadata, "rank": rank, "stage": stage}, sort_keys=True).encode()]
+        size = sum(map(len, text))
+        value = wire.delimited(1, b"modtrans") + _STRING + wire.varint(size)
+        info = len(value) + size
+        message = self.schema + _ATTR + wire.varint(info) + value
+        return [wire.varint(len(message) + size), message, *text]
+
+
+_ATTR = wire.varint(2 << 3 | 2)  # GlobalMetadata's attr (2), length-delimited
+_STRING = wire.varint(29 << 3 | 2)  # AttributeProto's string_val (29), length-delimited
 
 
 class _Encoder:
