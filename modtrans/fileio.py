@@ -14,7 +14,7 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
 from modtrans.stopping import held
@@ -221,14 +221,15 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
 
 
 Content = str | bytes | Callable[[], bytes | Iterable[bytes]]
-"""What an output holds: text, bytes, or a function making the bytes, whole or in pieces, when
-the file is written (so a thousand traces, or a 100,000-layer JSON, never sit in memory whole)."""
+"""What an output holds: text, bytes, or a function making the bytes when the file is written (so
+a thousand traces, or a 100,000-layer JSON, never sit in memory whole): whole, as a list of pieces
+all made (written with writev, no joined copy: a Chakra trace patched per rank), or as any other
+iterable, a stream written as its pieces are made."""
 
 
 def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
-    """Write every output or none: all temporaries first, each then made durable (fsync), then
-    the renames; on failure the temporaries are removed and every existing file is as it was.
-    Raises OSError.
+    """Write every output or none: each to a temporary made durable (fsync), then the renames;
+    on failure the temporaries are removed and every existing file is as it was. Raises OSError.
 
     A regular file (or a new one) is replaced through a temporary in its folder and a rename;
     it keeps its mode, and a new file gets 0666 less the umask, as the shell would make it. A
@@ -241,19 +242,21 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     targets = [(_target(Path(path)), data) for path, data in outputs]
     for folder in {real.parent for (real, through), _ in targets if not through}:
         sweep(folder)  # what dead runs left, whatever output it was for
-    staged: list[tuple[str, Path]] = []
+    # a text output and its .meta.json: two waits, not a thread pool (15 ms of CPU to import)
+    stager = _Stager(threaded=sum(not through for (_, through), _ in targets) > 2)
     try:
         with progress_task("writing", total=len(targets)) as advance:
             for (real, through), data in targets:
                 if not through:
-                    staged.append((_stage(real, _pieces(data)), real))
+                    stager.add(real, data)
                 advance()
-        _sync([temporary for temporary, _ in staged])
+        staged = stager.wait()
         with held():  # a signal stops the command before the renames or after them all
             for temporary, real in staged:
                 commit(temporary, real)
     except BaseException:
-        for temporary, _ in staged:
+        stager.stop()
+        for temporary, _ in stager.made.values():
             discard(temporary)
         raise
     for (real, through), data in targets:
@@ -264,28 +267,69 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
 
 
 _SYNCS = 4
-"""fsyncs in flight at once. One fsync a file as each was written waited for the disk while
-nothing was encoded (GPT 530B's 3.3 GB of traces, bench/bench_bigpipe.py); the kernel writes the
-earlier files back while the later ones are made, and the fsyncs after the last one, in threads
-(an fsync releases the GIL), wait only for what is left."""
+"""Files written and fsynced at once, in threads, while the next outputs are made (a write and an
+fsync release the GIL): the kernel copies each file and the disk takes it while the later ones
+are encoded. Below the kernel's dirty_background_ratio (10 % of memory) nothing is written back
+until an fsync asks, so fsyncs left until the last file was made waited for the whole set's
+write-back then (1.3 GB for Llama-3-70B's 1,024 ranks: bench/bench_floor.py)."""
 
 
-def _sync(temporaries: Sequence[str]) -> None:
-    """fsync every temporary (its data and inode on disk before any rename). Raises OSError."""
-    if len(temporaries) <= 2:  # a text output and its .meta.json: two waits, not a thread pool
-        for temporary in temporaries:
+class _Stager:
+    """Outputs written to temporaries and fsynced. Threaded, made bytes go to _SYNCS threads, at
+    most 2 x _SYNCS files waiting (a set's traces never sit in memory together); a stream (pieces
+    made as they are written) is written here, as its maker may not run beside the next one, and
+    fsynced in a thread. `made` holds every temporary made, by the output's place, for the caller
+    to discard on failure."""
+
+    def __init__(self, threaded: bool) -> None:
+        self.made: dict[int, tuple[str, Path]] = {}
+        self.added = 0
+        self.futures: list[Any] = []
+        self.pool: Any = None
+        if threaded:
+            # Imported here: 20-55 ms (python -X importtime, 2 loaded cores) that a text output spares.
+            import threading
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.pool = ThreadPoolExecutor(max_workers=_SYNCS, thread_name_prefix="modtrans-write")
+            self.room = threading.BoundedSemaphore(2 * _SYNCS)
+
+    def add(self, real: Path, data: Content) -> None:
+        place = self.added
+        self.added += 1
+        pieces = _pieces(data)
+        if self.pool is None:
+            self._stage(place, real, pieces)
+        elif isinstance(pieces, (tuple, list)):
+            self.room.acquire()
+            self.futures.append(self.pool.submit(self._stage, place, real, pieces, self.room))
+        else:
+            temporary = self.made[place] = (_stage(real, pieces), real)
+            self.futures.append(self.pool.submit(_fsync, temporary[0]))
+
+    def _stage(self, place: int, real: Path, pieces: Iterable[bytes], room: Any = None) -> None:
+        try:
+            temporary = _stage(real, pieces)
+            self.made[place] = (temporary, real)  # one step under the GIL
             _fsync(temporary)
-        return
-    # Imported here: 20-55 ms (python -X importtime, 2 loaded cores; 15 ms of CPU) that a text
-    # output's write spares.
-    from concurrent.futures import ThreadPoolExecutor
+        finally:
+            if room is not None:
+                room.release()
 
-    pool = ThreadPoolExecutor(max_workers=_SYNCS, thread_name_prefix="modtrans-fsync")
-    try:
-        for _ in pool.map(_fsync, temporaries):
-            pass
-    finally:  # a failure or a signal: those not started are not waited for
-        pool.shutdown(wait=True, cancel_futures=True)
+    def wait(self) -> list[tuple[str, Path]]:
+        """Every temporary and its output, in the order they were added, once all are durable.
+        Raises the first OSError."""
+        try:
+            for future in self.futures:
+                future.result()
+        finally:
+            self.stop()
+        return [self.made[place] for place in sorted(self.made)]
+
+    def stop(self) -> None:
+        """Wait for the threads at work; those not started are not (a failure or a signal)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _fsync(temporary: str) -> None:
@@ -331,15 +375,40 @@ def _stage(real: Path, data: Iterable[bytes]) -> str:
         mode = None
     handle, temporary = open_partial(real)
     try:
-        with os.fdopen(handle, "wb") as out:
-            for piece in data:
-                out.write(piece)
+        if isinstance(data, (tuple, list)):
+            try:
+                _gather(handle, data)
+            finally:
+                os.close(handle)
+        else:
+            with os.fdopen(handle, "wb") as out:
+                for piece in data:
+                    out.write(piece)
         if mode is not None:
             os.chmod(temporary, mode)
     except BaseException:
         discard(temporary)
         raise
     return temporary
+
+
+_IOV = os.sysconf("SC_IOV_MAX") if hasattr(os, "writev") else 0
+"""Buffers one writev takes (IOV_MAX: 1,024 on Linux); 0 where there is no writev (Windows)."""
+
+
+def _gather(handle: int, pieces: Sequence[bytes]) -> None:
+    """Write the pieces in order with writev, IOV_MAX at a time (the kernel copies them from where
+    they lie: no joined copy of a trace made here), finishing a short write. Raises OSError."""
+    if not _IOV:
+        pieces = [b"".join(pieces)]
+    for start in range(0, len(pieces), _IOV or 1):
+        chunk = pieces[start : start + (_IOV or 1)]
+        size = sum(map(len, chunk))
+        done = os.writev(handle, chunk) if _IOV else os.write(handle, chunk[0])
+        if done < size:
+            rest = memoryview(b"".join(chunk))[done:]
+            while rest:
+                rest = rest[os.write(handle, rest) :]
 
 
 def utf8(data: bytes) -> tuple[str | None, str | None]:

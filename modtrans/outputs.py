@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,10 +153,15 @@ def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
     with progress_task("encoding the traces checked", total=len(traces)) as advance:
         for rank, (path, data) in enumerate(traces):
             if callable(data):
-                outputs[rank] = (path, data())
+                outputs[rank] = (path, joined(data()))
             advance()
     whole = {str(path): data for path, data in outputs[:-1]}
     return [d for d in check_set(whole, groups, str(group_path)) if d.severity <= 2]
+
+
+def joined(made: bytes | Iterable[bytes]) -> bytes:
+    """A trace whole, from what its maker gives (chakra.files(lazy=True): the pieces to write)."""
+    return made if isinstance(made, bytes) else b"".join(made)
 
 
 class _Made(Mapping[str, bytes]):
@@ -167,7 +172,7 @@ class _Made(Mapping[str, bytes]):
         self.makers, self.advance = makers, advance
 
     def __getitem__(self, path: str) -> bytes:
-        data = self.makers[path]()
+        data = joined(self.makers[path]())
         self.advance()
         return data
 

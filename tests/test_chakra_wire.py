@@ -7,6 +7,7 @@ validator reading every rank whole."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from modtrans import chakra, outputs
 from modtrans.chakra.read import _varint
 from modtrans.chakra.schema import schema
 from modtrans.chakra.validate import check_set
-from modtrans.plan import Direction, Plan, Transfer
+from modtrans.plan import Direction, Plan, Purpose, Transfer
 
 GPT2 = Path(__file__).parent.parent / "fixtures" / "configs" / "gpt2.json"
 
@@ -89,3 +90,58 @@ def test_a_large_set_is_checked_as_the_whole_set_is(tmp_path: Path) -> None:
 def test_the_sample_holds_the_first_and_last_programs() -> None:
     assert outputs.sample(35) == [0, 11, 23, 34]  # round(i * 34 / 3), by hand
     assert outputs.sample(3) == [0, 1, 2]
+
+
+def test_ranks_whose_peers_and_groups_take_more_bytes_carry_their_own(tmp_path: Path) -> None:
+    """A program's ranks share one encoding, patched per rank (chakra/patch.py); here their values
+    differ in length (ranks and peers on both sides of 128, a varint's second byte; group ids of
+    one and two digits), which moves every length before them. Each node parses to itself with
+    protobuf and names the rank's own peers and groups, as the plan's mesh and group file say."""
+    plan = _translate(tmp_path, tp=2, pp=2, dp=40, global_batch=80, micro_batch=1)
+    groups = {int(k): set(v) for k, v in json.loads((tmp_path / "t.comm_groups.json").read_text()).items()}
+    pb = schema()
+    stage0 = [r for r, p in enumerate(plan.program_of) if p == 0]
+    peers = {plan.mesh.peer(r, Purpose.PIPELINE, 1) for r in stage0}
+    assert min(peers) < 128 <= max(peers)  # the premise: one program, peers of 1 and 2 bytes
+    widths = {len(str(gid)) for r in stage0 for gid in map(int, groups) if r in groups[gid]}
+    assert widths == {1, 2}
+    for rank in range(plan.npus):
+        records = _records((tmp_path / f"t.{rank}.et").read_bytes())
+        meta = pb.GlobalMetadata.FromString(records[0])
+        assert meta.SerializeToString() == records[0]
+        info = json.loads(next(a.string_val for a in meta.attr if a.name == "modtrans"))
+        assert (info["rank"], info["stage"]) == (rank, plan.program_of[rank])
+        neighbours = {plan.mesh.peer(rank, Purpose.PIPELINE, d) for d in (-1, 1)}
+        sends = recvs = colls = 0
+        for body in records[1:]:
+            node = pb.Node.FromString(body)
+            assert node.SerializeToString() == body
+            attrs = {a.name: a for a in node.attr}
+            if node.type == pb.COMM_SEND_NODE:
+                sends += 1
+                assert attrs["comm_src"].int32_val == rank
+                assert attrs["comm_dst"].int32_val in neighbours
+            elif node.type == pb.COMM_RECV_NODE:
+                recvs += 1
+                assert attrs["comm_dst"].int32_val == rank
+                assert attrs["comm_src"].int32_val in neighbours
+            elif node.type == pb.COMM_COLL_NODE:
+                colls += 1
+                assert rank in groups[int(attrs["pg_name"].string_val)]
+        assert sends
+        assert recvs
+        assert colls
+
+
+@pytest.mark.parametrize("note", ["plain", "\ue000rank", "\ue000stage \ue000stage"])
+def test_each_trace_names_its_rank_and_stage_whatever_the_metadata_holds(note: str, tmp_path: Path) -> None:
+    """The metadata's JSON is made once and each trace's rank and stage put in; metadata that holds
+    the writer's own marks (private-use characters) still reads back whole, as protobuf and json
+    decode it."""
+    plan = _translate(tmp_path, tp=2, pp=2, global_batch=4)
+    made = chakra.files(plan, tmp_path / "m", tick_ns=1.0, metadata={"note": note, "rank": -1})
+    pb = schema()
+    for rank, (_, data) in enumerate(made[:-1]):
+        meta = pb.GlobalMetadata.FromString(_records(data)[0])
+        info = json.loads(next(a.string_val for a in meta.attr if a.name == "modtrans"))
+        assert info == {"note": note, "rank": rank, "stage": plan.program_of[rank]}

@@ -270,6 +270,17 @@ def test_an_output_written_in_pieces_is_all_or_nothing(tmp_path: Path) -> None:
     assert target.read_text() == "abc\n"
 
 
+def test_outputs_given_as_pieces_are_written_in_order(tmp_path: Path) -> None:
+    """A list of pieces (a Chakra trace patched per rank) is written with writev, IOV_MAX buffers
+    at a time: more pieces than one call takes, of every length, come out joined in order."""
+    limit = os.sysconf("SC_IOV_MAX")
+    pieces = [bytes([i % 251]) * (i % 7) for i in range(3 * limit + 5)]
+    outputs = [(tmp_path / f"t.{i}.et", lambda: pieces) for i in range(3)]
+    fileio.write_all([*outputs, (tmp_path / "groups.json", "{}\n")])
+    assert all(path.read_bytes() == b"".join(pieces) for path, _ in outputs)
+    assert sorted(os.listdir(tmp_path)) == ["groups.json", "t.0.et", "t.1.et", "t.2.et"]
+
+
 def test_every_temporary_is_on_disk_before_the_first_rename(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -243,7 +243,7 @@ def _io_bytes(node: TraceNode, name: str) -> int | None:
     if not isinstance(values, list) or len(values) % 2:
         return None
     try:
-        return sum(int(v) for v in values[1::2])
+        return sum(map(int, values[1::2]))
     except ValueError:
         return None
 

@@ -31,17 +31,16 @@ weight-gradient work of iteration k (its collectives, or the compute when it has
 from __future__ import annotations
 
 import functools
-import io
 import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from modtrans import heap, limits
 from modtrans.chakra import wire
+from modtrans.chakra.patch import PEER, RANK, Ends, Group, Piece, Template
 from modtrans.plan.model import (
     Collective,
     Compute,
@@ -116,30 +115,60 @@ def _subsets(items: list[Purpose]) -> Iterator[list[Purpose]]:
 _CPU = wire.boolean("is_cpu_op", False)
 
 
-@dataclass(frozen=True, slots=True)
-class _Gap:
-    """A transfer in a program's template: its node less comm_src and comm_dst, which each rank
-    fills in with itself and its peer `offset` steps along the axis."""
+class _Header:
+    """Each trace's GlobalMetadata: the schema, and the set's metadata as JSON with the trace's rank
+    and pipeline stage, the JSON made once and the two numbers put in per rank (as pieces: some
+    40 KB of group names a trace, not copied again for each)."""
 
-    head: bytes
-    tail: bytes
-    along: Purpose
-    offset: int
-    send: bool
+    _MARKS = ("\ue000rank", "\ue000stage")  # in no metadata: json.dumps escapes them to ASCII
+
+    def __init__(self, metadata: dict[str, Any]) -> None:
+        self.metadata = metadata
+        self.schema = wire.delimited(2, wire.delimited(1, b"schema") + wire.delimited(29, SCHEMA.encode()))
+        rank, stage = (json.dumps(mark) for mark in self._MARKS)
+        text = json.dumps({**metadata, "rank": self._MARKS[0], "stage": self._MARKS[1]}, sort_keys=True)
+        parts = text.split(rank)
+        if len(parts) != 2 or parts[1].count(stage) != 1:
+            self.parts: list[bytes] = []  # a mark in the metadata after all: each rank's JSON made whole
+        else:
+            self.parts = [parts[0].encode(), *(part.encode() for part in parts[1].split(stage))]
+
+    def encoded(self, rank: int, stage: int) -> list[bytes]:
+        """The framed GlobalMetadata, as pieces to join or write in order."""
+        if self.parts:
+            before, between, after = self.parts
+            numbers = (str(rank).encode(), str(stage).encode())
+            text = [before, numbers[0], between, numbers[1], after]
+        else:
+            text = [json.dumps({**self.metadata, "rank": rank, "stage": stage}, sort_keys=True).encode()]
+        size = sum(map(len, text))
+        value = wire.delimited(1, b"modtrans") + _STRING + wire.varint(size)
+        info = len(value) + size
+        message = self.schema + _ATTR + wire.varint(info) + value
+        return [wire.varint(len(message) + size), message, *text]
+
+
+_ATTR = wire.varint(2 << 3 | 2)  # GlobalMetadata's attr (2), length-delimited
+_STRING = wire.varint(29 << 3 | 2)  # AttributeProto's string_val (29), length-delimited
 
 
 class _Encoder:
-    """Encodes the nodes of ranks; nodes that do not depend on the rank are encoded once."""
+    """Encodes the nodes of ranks: each program's once, as a template (chakra/patch.py) that each
+    of its ranks fills in with its peers and groups."""
 
-    def __init__(self, plan: Plan, passes: int, dims: Sequence[int] | None, tick_ns: float) -> None:
+    def __init__(
+        self, plan: Plan, passes: int, dims: Sequence[int] | None, tick_ns: float, metadata: dict[str, Any]
+    ) -> None:
         from modtrans.chakra.schema import schema
 
         self.plan, self.passes, self.tick_ns = plan, passes, tick_ns
         self.pb = schema()
         self.masks = dim_masks(plan.mesh, dims)
-        self.cache: dict[tuple[Any, ...], bytes] = {}  # collectives whose group differs by rank
-        self.templates: dict[int, list[Any]] = {}  # by program, until its last rank is made
+        self.header = _Header(metadata)
+        self.templates: dict[int, Template] = {}  # by program, until its last rank is made
         self.entries: dict[tuple[str, int, str], bytes] = {}  # a template's tensors, encoded
+        self.titles: dict[tuple[int, Step], str] = {}
+        self.collectives: dict[tuple[Any, ...], tuple[str, bytes]] = {}
         self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
@@ -159,22 +188,31 @@ class _Encoder:
             out.append(row)
         return out
 
-    def trace(self, rank: int, metadata: dict[str, Any]) -> bytes:
-        from modtrans.chakra.schema import encode
+    def trace(self, rank: int) -> bytes:
+        """The rank's whole trace: its metadata, then its program's nodes."""
+        return b"".join(self.pieces(rank))
 
-        pb = self.pb
-        out = io.BytesIO()
-        info = {**metadata, "rank": rank, "stage": self.plan.program_of[rank]}
-        attrs = [
-            pb.AttributeProto(name="schema", string_val=SCHEMA),
-            pb.AttributeProto(name="modtrans", string_val=json.dumps(info, sort_keys=True)),
-        ]
-        encode(out, pb.GlobalMetadata(attr=attrs))
-        out.write(b"".join(self._nodes(rank)))
+    def pieces(self, rank: int) -> list[bytes]:
+        """The rank's trace as pieces to write in order (fileio writes them with os.writev)."""
         program = self.plan.program_of[rank]
+        template = self._template(program)
+        values = [self._value(rank, key) for key in template.keys]
+        data = template.fill(values, self.header.encoded(rank, program))
         if self.last[program] == rank:  # made in rank order, a program's ranks are consecutive
             self.templates.pop(program, None)
-        return out.getvalue()
+        return data
+
+    def _value(self, rank: int, key: Any) -> bytes:
+        """What the rank fills in for a template's key (patch.RANK, PEER, GROUP)."""
+        if key == RANK:
+            return wire.varint(rank)
+        if key[0] == PEER:
+            peer = self.plan.mesh.peer(rank, key[1], key[2])
+            if peer is None:
+                raise ChakraError(f"rank {rank} has no peer {key[2]:+d} along {key[1]} for its transfers")
+            return wire.varint(peer)
+        gid = self.plan.group_id(rank, key[1])
+        return str(gid).encode() if gid > 0 else b""  # group 0 (every rank): no pg_name
 
     def _slots(self, program_index: int) -> list[tuple[int, int, int, tuple[int, ...]]]:
         """(pass, operation, node id, dependencies) of every node of a program (read once, by
@@ -207,73 +245,45 @@ class _Encoder:
             carried = {layer: wg_comms.get(layer) or [c] for layer, c in wg_compute.items()}
         return slots
 
-    def _nodes(self, rank: int) -> list[bytes]:
-        """The rank's encoded nodes: its program's template, the group ids and peers filled in."""
-        p = self.plan.program_of[rank]
-        peers: dict[tuple[Purpose, int], int | None] = {}
-        groups: dict[frozenset[Purpose], int] = {}
-        chunks = []
-        for piece in self._template(p):
-            if isinstance(piece, bytes):
-                chunks.append(piece)
-            elif isinstance(piece, _Gap):
-                where = (piece.along, piece.offset)
-                if where not in peers:
-                    peers[where] = self.plan.mesh.peer(rank, piece.along, piece.offset)
-                peer = peers[where]
-                src, dst = (rank, peer) if piece.send else (peer, rank)
-                ends = wire.integer("comm_src", src, 7) + wire.integer("comm_dst", dst, 7)
-                chunks.append(wire.framed(piece.head + ends + piece.tail))
-            else:
-                k, i, node_id, deps = piece
-                op = self.plan.programs[p][i]
-                gid = groups.get(op.over)
-                if gid is None:
-                    gid = groups[op.over] = self.plan.group_id(rank, op.over)
-                key = (p, k, i, gid)
-                if key not in self.cache:
-                    self.cache[key] = self._encode(node_id, op, rank, gid, list(deps), k, 0)
-                chunks.append(self.cache[key])
-        return chunks
-
-    def _template(self, p: int) -> list[Any]:
-        """Program p's nodes as every rank running it shares them: runs of encoded nodes joined,
-        a transfer's bytes less its ends (_Gap), and the slot of a collective whose group differs
-        between the program's ranks (a data-parallel group, say). Kept until the program's last
-        rank is made (trace), so a set's memory holds one program's template, not every one."""
+    def _template(self, p: int) -> Template:
+        """Program p's nodes as every rank running it shares them (chakra/patch.py). Kept until the
+        program's last rank is made (trace), so a set's memory holds one program's template, not
+        every one."""
         if p not in self.templates:
             self.templates[p] = self._make_template(p)
         return self.templates[p]
 
-    def _make_template(self, p: int) -> list[Any]:
+    def _make_template(self, p: int) -> Template:
         try:
             with heap.paused():  # bytes, tuples and lists, none in a cycle
-                return self._pieces(p)
+                return Template(self._pieces(p))
         finally:
             self.entries.clear()  # a program's tensors are its own (suffixed by micro-batch)
 
-    def _pieces(self, p: int) -> list[Any]:
+    def _pieces(self, p: int) -> list[Piece]:
+        """Runs of encoded nodes joined, a transfer's bytes less its ends (Ends), and a collective's
+        less its group (Group) where the group differs between the program's ranks."""
         program = self.plan.programs[p]
         durations = self._durations(program)
         ranks = [r for r, q in enumerate(self.plan.program_of) if q == p]
         gids: dict[frozenset[Purpose], set[int]] = {}
-        pieces: list[Any] = []
+        pieces: list[Piece] = []
         run: list[bytes] = []
         for k, i, node_id, deps in self._slots(p):
             op = program[i]
-            piece: Any = None
+            piece: Piece | None = None
             if isinstance(op, Transfer):
-                head, tail = self._transfer(node_id, op, list(deps), k)
-                piece = _Gap(head, tail, op.along, op.offset, op.direction is Direction.SEND)
+                head, tail = self._transfer(node_id, op, deps, k)
+                piece = Ends(head, tail, op.along, op.offset, op.direction is Direction.SEND)
             elif isinstance(op, Collective):
                 if op.over not in gids:
                     gids[op.over] = {self.plan.group_id(r, op.over) for r in ranks}
                 if len(gids[op.over]) > 1:
-                    piece = (k, i, node_id, deps)
+                    piece = Group(*self._body(node_id, op, None, deps, k, 0), op.over)
                 else:
-                    run.append(self._encode(node_id, op, ranks[0], min(gids[op.over]), list(deps), k, 0))
+                    run.append(self._encode(node_id, op, min(gids[op.over]), deps, k, 0))
             else:
-                run.append(self._encode(node_id, op, ranks[0], None, list(deps), k, durations[k][i]))
+                run.append(self._encode(node_id, op, None, deps, k, durations[k][i]))
             if piece is not None:
                 if run:
                     pieces.append(b"".join(run))
@@ -283,9 +293,14 @@ class _Encoder:
             pieces.append(b"".join(run))
         return pieces
 
-    def _collective(self, name: str, c: Collective, group: int) -> tuple[str, list[bytes]]:
-        """A COMM_COLL_NODE's name and attributes: type, size as ASTRA-sim reads it, its dimension
-        mask and group."""
+    def _collective(self, c: Collective) -> tuple[str, bytes]:
+        """A COMM_COLL_NODE's name and attributes before its group: type, size as ASTRA-sim reads
+        it and its dimension mask; made once per layer, type, size and axes (every micro-batch
+        issues the same)."""
+        key = (c.layer, c.comm, c.bytes, c.over)
+        made = self.collectives.get(key)
+        if made is not None:
+            return made
         size = written(c.comm, c.bytes, self.plan.mesh.span(c.over), Consumer.ASTRA_SIM)
         attrs = [
             wire.integer("comm_type", collective_type(self.pb, c.comm)),
@@ -294,49 +309,66 @@ class _Encoder:
         if self.masks is not None:
             present = frozenset(a.purpose for a in self.plan.mesh.axes)  # ZeRO-3 names absent axes too
             attrs.append(wire.booleans("involved_dim", self.masks[c.over & present]))
-        if group > 0:
-            attrs.append(wire.text("pg_name", str(group)))
-        attrs.append(_CPU)
-        return f"COMM_COLL_NODE_{name}_{c.comm.value}", attrs
+        name = self.plan.layers[c.layer].name
+        made = self.collectives[key] = (f"COMM_COLL_NODE_{name}_{c.comm.value}", b"".join(attrs))
+        return made
 
     def _encode(
-        self, node_id: int, op: Any, rank: int, variant: Any, deps: list[int], k: int, micros: int
+        self, node_id: int, op: Any, group: int | None, deps: Sequence[int], k: int, micros: int
     ) -> bytes:
-        """One framed node (chakra/wire.py writes the bytes protobuf would)."""
-        pb = self.pb
-        name = self.plan.layers[op.layer].name
-        suffix = f"@pass{k}" if k else ""
-        duration = 0
-        if isinstance(op, Compute):
-            kind, title, duration = pb.COMP_NODE, f"COMP_NODE_{name}_{_PHASE[op.step]}", micros
-            size = op.bytes
-            ops = op.flops if op.flops > 0 or size == 0 else 1
-            attrs = [_CPU, wire.integer("num_ops", ops), wire.integer("tensor_size", size, 13)]
-            inputs, outputs = op.inputs, op.outputs
-        elif isinstance(op, Collective):
-            kind = pb.COMM_COLL_NODE
-            title, attrs = self._collective(name, op, variant)
-            inputs, outputs = op.inputs, op.outputs
-        else:
-            raise TypeError(f"a transfer is encoded by _transfer, not {op!r}")
-        attrs.append(self._strings("inputs", inputs, suffix))
-        attrs.append(self._strings("outputs", outputs, suffix))
-        return wire.framed(wire.fields(node_id, title, kind, deps, duration) + b"".join(attrs))
+        """One framed node (chakra/wire.py writes the bytes protobuf would); `group`: a
+        collective's group id."""
+        before, after = self._body(node_id, op, group, deps, k, micros)
+        return wire.framed(before + after)
 
-    def _strings(self, name: str, tensors: Sequence[Tensor], suffix: str) -> bytes:
-        """The tensors as the string list of names and byte sizes track-local-mem reads; each
-        tensor encoded once (its writer and its readers name it alike)."""
+    def _body(
+        self, node_id: int, op: Any, group: int | None, deps: Sequence[int], k: int, micros: int
+    ) -> tuple[bytes, bytes]:
+        """A node's message, in two parts around where a collective's pg_name goes: in the first
+        for a group id over 0, left out for group 0 (every rank) and for None (the rank's group,
+        which each rank fills in: patch.Group)."""
+        suffix = f"@pass{k}" if k else ""
+        inputs, read = self._strings("inputs", op.inputs, suffix)
+        outputs, written_ = self._strings("outputs", op.outputs, suffix)
+        if isinstance(op, Compute):
+            size = read + written_  # Compute.bytes: every tensor read and written once
+            ops = op.flops if op.flops > 0 or size == 0 else 1
+            head = wire.fields(node_id, self._title(op), self.pb.COMP_NODE, deps, micros)
+            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
+            return head, _CPU + counts + inputs + outputs
+        if not isinstance(op, Collective):
+            raise TypeError(f"a transfer is encoded by _transfer, not {op!r}")
+        title, first = self._collective(op)
+        if group:
+            first += wire.text("pg_name", str(group))
+        head = wire.fields(node_id, title, self.pb.COMM_COLL_NODE, deps, 0)
+        return head + first, _CPU + inputs + outputs
+
+    def _title(self, op: Compute) -> str:
+        """A compute node's name, COMP_NODE_<layer>_<phase>: one per layer and step."""
+        key = (op.layer, op.step)
+        title = self.titles.get(key)
+        if title is None:
+            title = self.titles[key] = f"COMP_NODE_{self.plan.layers[op.layer].name}_{_PHASE[op.step]}"
+        return title
+
+    def _strings(self, name: str, tensors: Sequence[Tensor], suffix: str) -> tuple[bytes, int]:
+        """The tensors as the string list of names and byte sizes track-local-mem reads, and their
+        bytes in all; each tensor encoded once (its writer and its readers name it alike)."""
         entries = self.entries
         parts = []
+        total = 0
         for t in tensors:
-            key = (t.name, t.bytes, suffix)
+            size = t.bytes
+            total += size
+            key = (t.name, size, suffix)
             encoded = entries.get(key)
             if encoded is None:
-                encoded = entries[key] = wire.entry(t.name + suffix) + wire.entry(str(t.bytes))
+                encoded = entries[key] = wire.entry(t.name + suffix) + wire.entry(str(size))
             parts.append(encoded)
-        return wire.string_list(name, b"".join(parts))
+        return wire.string_list(name, b"".join(parts)), total
 
-    def _transfer(self, node_id: int, t: Transfer, deps: list[int], k: int) -> tuple[bytes, bytes]:
+    def _transfer(self, node_id: int, t: Transfer, deps: Sequence[int], k: int) -> tuple[bytes, bytes]:
         """A COMM_SEND/RECV_NODE's message before comm_src and comm_dst, and after them: the
         same on every rank running the program (the ends differ)."""
         pb = self.pb
@@ -352,8 +384,8 @@ class _Encoder:
             wire.integer("comm_tag", t.tag, 7),
             wire.integer("comm_size", t.bytes),
             _CPU,
-            self._strings("inputs", inputs, suffix),
-            self._strings("outputs", outputs, suffix),
+            self._strings("inputs", inputs, suffix)[0],
+            self._strings("outputs", outputs, suffix)[0],
         ]
         return head, b"".join(tail)
 
@@ -375,8 +407,9 @@ def files(
     made: bool = False,
 ) -> list[tuple[Path, Any]]:
     """`<prefix>.<rank>.et` for every rank and `<prefix>.comm_groups.json` (last), with their
-    bytes; `lazy`: with a function making each trace's bytes instead (fileio.write_all calls it
-    when it writes the file, so the traces never sit in memory together); `made`: the folder is
+    bytes; `lazy`: with a function making each trace instead, as the pieces to write in order
+    (fileio.write_all calls it when it writes the file, so the traces never sit in memory
+    together, and writes the pieces with os.writev, never joined); `made`: the folder is
     made before they are written (-o DIR/), not checked here."""
     npus = plan.npus
     too_many = limits.at_most("--passes", passes, limits.PASSES, "iterations in a trace")
@@ -387,12 +420,11 @@ def files(
     folder = prefix.parent if str(prefix.parent) else Path(".")
     if not made and not folder.is_dir():
         raise ChakraError(f"the folder {folder} does not exist")
-    encoder = _Encoder(plan, passes, dims, tick_ns)
-    info = metadata or {}
+    encoder = _Encoder(plan, passes, dims, tick_ns, metadata or {})
     traces = [
         (
             prefix.with_name(f"{prefix.name}.{rank}.et"),
-            functools.partial(encoder.trace, rank, info) if lazy else encoder.trace(rank, info),
+            functools.partial(encoder.pieces, rank) if lazy else encoder.trace(rank),
         )
         for rank in range(npus)
     ]

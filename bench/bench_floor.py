@@ -1,0 +1,99 @@
+"""Chakra traces against the floor: a plain Python loop writing the same bytes to as many files.
+
+Run by hand: `python bench/bench_floor.py [--runs N] [--only C1|C4]` (C4 writes 1.3 GB a run, three
+times over; about a minute a round on 2 cores). Configurations as issue 39 names them:
+
+    C1  Llama-3-8B  TP 2 x PP 2 x DP 2 + SP, global batch 8      (8 ranks)
+    C4  Llama-3-70B TP 8 x PP 8 x DP 16 + SP, global batch 128   (1,024 ranks, 1.3 GB)
+
+Each round, in fresh processes, taking turns: `modtrans translate ... --format chakra-et` into an
+empty folder, then the floor twice into another: a child that reads the files ModTrans wrote into
+memory and writes them back out, file by file (open, one write, close), with an fsync of each file
+(durable, as ModTrans's outputs are before their renames: fileio.write_all) and without (the page
+cache's speed). A floor is the child's whole wall time less the reading it reports, so it holds
+the interpreter's start and the writes. `os.sync()` before each child: no run waits for the
+previous one's write-back. Figures are the best of the rounds; the ratio is ModTrans over a floor
+(issue 39's goal for C4: at most 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CONFIGS = {
+    "C1": ["llama-3-8b", "--tp", "2", "--pp", "2", "--dp", "2", "--sp", "--global-batch", "8"],
+    "C4": ["llama-3-70b", "--tp", "8", "--pp", "8", "--dp", "16", "--sp", "--global-batch", "128"],
+}
+
+FLOOR = """
+import os, sys, time
+source, target, durable = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+start = time.perf_counter()
+files = [(name, open(os.path.join(source, name), "rb").read()) for name in sorted(os.listdir(source))]
+print(time.perf_counter() - start)
+for name, data in files:
+    with open(os.path.join(target, name), "wb") as out:
+        out.write(data)
+        if durable:
+            out.flush()
+            os.fsync(out.fileno())
+"""
+
+
+def timed(args: list[str]) -> tuple[float, str]:
+    """A child's wall seconds and its standard output; exits with its error output when it fails."""
+    os.sync()
+    start = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(args)}\n{done.stderr[-2000:]}")
+    return seconds, done.stdout
+
+
+def empty(folder: Path) -> None:
+    for path in folder.iterdir():
+        path.unlink()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="rounds; each figure is the best of them")
+    parser.add_argument("--only", choices=sorted(CONFIGS), help="one configuration")
+    options = parser.parse_args()
+    names = [options.only] if options.only else list(CONFIGS)
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, floor = Path(tmp, "ours"), Path(tmp, "floor")
+        ours.mkdir()
+        floor.mkdir()
+        for name in names:
+            translate = [sys.executable, "-m", "modtrans", "translate", *CONFIGS[name]]
+            translate += ["--format", "chakra-et", "-q", "-o", str(ours / "t")]
+            best = {"modtrans": float("inf"), "fsync": float("inf"), "write": float("inf")}
+            for _ in range(options.runs):
+                empty(ours)
+                best["modtrans"] = min(best["modtrans"], timed(translate)[0])
+                for label, durable in (("fsync", "1"), ("write", "0")):
+                    empty(floor)
+                    args = [sys.executable, "-c", FLOOR, str(ours), str(floor), durable]
+                    seconds, out = timed(args)
+                    best[label] = min(best[label], seconds - float(out))
+            files = list(ours.iterdir())
+            size = sum(p.stat().st_size for p in files)
+            empty(floor)
+            empty(ours)
+            print(
+                f"{name}: {len(files):,} files, {size:,} bytes; modtrans {best['modtrans']:.2f} s, "
+                f"floor {best['fsync']:.2f} s with fsync ({best['modtrans'] / best['fsync']:.2f}x), "
+                f"{best['write']:.2f} s without ({best['modtrans'] / best['write']:.2f}x)"
+            )
+
+
+if __name__ == "__main__":
+    main()
