@@ -39,7 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from modtrans.comm import CommType
-from modtrans.simulate.network import Network
+from modtrans.estimate.walk import EstimateError
+from modtrans.simulate.network import Network, SimulateError, network
 
 HOPS = 2
 """A Switch's hops between any two NPUs (Switch::compute_hops_count)."""
@@ -64,6 +65,16 @@ _BASE = {
     CommType.ALLTOALL_EP: CommType.ALLTOALL,
     CommType.ALLTOALL_DP_EP: CommType.ALLTOALL,
 }
+
+
+def sized(net: str | Network, npus: int) -> Network:
+    """A network preset (simulate/network.py) sized to `npus`, or the Network given."""
+    if isinstance(net, Network):
+        return net
+    try:
+        return network(net, npus)
+    except SimulateError as error:
+        raise EstimateError(str(error)) from None
 
 
 def bytes_per_ns(gbps: float) -> float:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import cost
+from modtrans.estimate.result import peak_of
 from modtrans.estimate.walk import EstimateError
 from modtrans.ir.document import ModelIR
 from modtrans.pipeline import Options
@@ -64,12 +65,7 @@ def _context(model: str, device: str | None, training: tuple[tuple[str, Any], ..
         model_cost = cost.get(options.compute, options.cost)
     except (UsageError, cost.CostError) as error:
         raise EstimateError(str(error)) from None
-    described = model_cost.describe()
-    peaks = described.get("peak_flops")
-    peak = None
-    if isinstance(peaks, dict):
-        value = peaks.get("bfloat16") or peaks.get("default") or peaks.get("float")
-        peak = float(value) if isinstance(value, int | float) and value > 0 else None
+    peak = peak_of(model_cost.describe())
     ir = _ir(model, options, 1)
     shapes = ir.provenance.input_shapes
     first = next(iter(shapes.values()), ())

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from modtrans.estimate.collectives import Fabric
+from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.context import Context, context
 from modtrans.estimate.reduced import reduce
 from modtrans.estimate.result import Estimate, StageTime, combine
@@ -87,8 +87,6 @@ def estimate(
     network: str | Network,
     training: dict[str, Any],
 ) -> Estimate:
-    from modtrans.estimate import network as sized
-
     ctx = context(model, device, training)
     net = sized(network, layout.npus)
     if layout.overlap_grad_reduce:
