@@ -13,7 +13,9 @@ and MFU derived from them.
     collectives.py  a collective's and a send's time on the network, as the backend computes it
     walk.py         the event simulation of ranks' operations, as ASTRA-sim's workload layer runs them
     exact.py        a plan's programs as the trace writer writes them, walked
-    fast.py         one layout's estimate from per-unit costs made once per (tp, cp, ep, sp, ...)
+    fast.py         one layout's estimate: chunks from per-unit costs, then the pipeline
+    units.py        per-unit costs: the reduced model's one-stage plan read back and timed
+    pipeline.py     the pipeline over stages: the schedule's steps as a recurrence, not an event walk
     reduced.py      a model reduced to its layers outside the blocks and one block of each shape
     context.py      what every layout of a model on a cluster shares: options, IR, cost model
     traces.py       a trace set on disk read back into the walk's operations

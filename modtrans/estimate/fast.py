@@ -38,6 +38,8 @@ from modtrans.estimate.units import (
     bucket_ns,
     fill,
     rerun_links,
+    tied_fill,
+    tied_ns,
 )
 from modtrans.estimate.units import skeleton as skeleton_of
 from modtrans.estimate.units import timed as timed_units
@@ -73,12 +75,15 @@ def estimate(
     chunks = _chunks(sk, layout, fabric)
     plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, len(chunks))
     per_stage = layout.npus // layout.pp
-    boundary = sk.boundary
+
+    def transfer_ns(src: int, dst: int, size: int) -> int:
+        return fabric.send_ns(src * per_stage, dst * per_stage, size)
 
     def send_ns(src: int, dst: int) -> int:
-        return fabric.send_ns(src * per_stage, dst * per_stage, boundary)
+        return transfer_ns(src, dst, sk.boundary)
 
     ran = pipeline.run(plan, chunks, [c[5] for c in chunks], send_ns)
+    ran = _swapped(ran, _ties(sk, layout, len(chunks)), transfer_ns)
     stages = []
     for s, stage in enumerate(ran):
         pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
@@ -116,15 +121,25 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> list[Chunk]:
         cuts = partition(weights, layout.chunks, layout.stages, even=True)
     except LayoutError as error:
         raise EstimateError(str(error)) from None
+    tied = bool(_ties(sk, layout, len(cuts)))
     out = []
-    for cut in cuts:
+    for v, cut in enumerate(cuts):
         parts = [sk.blocks[b] for b in cut]
         if all(blocks[p][6] for p in parts):
             sums = [sum(blocks[p][k] for p in parts) for k in range(5)]
+            t = c = 0
+            for p in reversed(parts):  # each block's tails after its backward, beside the next's
+                t += blocks[p][1]
+                c = max(c, t) + blocks[p][5] if blocks[p][5] else c
+            tails = max(c - t, 0)
         else:
             sums = [*_chain(sk, costs, parts, layout.recompute), sum(blocks[p][4] for p in parts)]
-        tails = sum(blocks[p][5] for p in parts)
-        reduction = tails + bucket_ns([fills[p] for p in reversed(parts)], layout.zero, fabric, members)
+            tails = _spill(sk, costs, parts, layout.recompute)
+        chunk_fills = [fills[p] for p in reversed(parts)]
+        if tied and v == len(cuts) - 1:  # the copy of a tied weight: reduced with this stage's
+            tails += sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
+            chunk_fills += [tied_fill(sk, t, layout.zero) for t in sk.ties]
+        reduction = tails + bucket_ns(chunk_fills, layout.zero, fabric, members)
         out.append((sums[0], sums[1], sums[2], sums[3], sums[4], reduction))
     return out
 
@@ -161,6 +176,23 @@ def _chain(
     return forward, backward("backward"), backward("input_grad"), backward("weight_grad")
 
 
+def _spill(
+    sk: Skeleton, costs: Sequence[UnitCost], parts: Sequence[tuple[int, ...]], rerun: Recompute
+) -> int:
+    """The last backward's communication after its compute: what overlapped collectives and the
+    units' tails (each after its weight gradient) leave on the lane."""
+    links: list[Link] = []
+    for p in reversed(parts):
+        if rerun is Recompute.FULL:
+            links += rerun_links(sk, costs, p)
+        for u in reversed(p):
+            links += costs[u].backward
+            if costs[u].tail:
+                links.append((OVERLAPPED, costs[u].tail))
+    t, c = _lanes(links)
+    return max(c - t, 0)
+
+
 def _reversed(costs: Sequence[UnitCost], block: tuple[int, ...], attr: str) -> list[Link]:
     return [link for u in reversed(block) for link in getattr(costs[u], attr)]
 
@@ -168,6 +200,11 @@ def _reversed(costs: Sequence[UnitCost], block: tuple[int, ...], attr: str) -> l
 def _run(links: Iterable[Link]) -> int:
     """A chain on two lanes (compute, communication), as walk.py runs one rank's chain: when its
     last compute or blocking collective ends."""
+    return _lanes(links)[0]
+
+
+def _lanes(links: Iterable[Link]) -> tuple[int, int]:
+    """A chain's two lanes: when its compute (and blocking collectives) end, when its communication does."""
     t = c = 0
     for kind, ns in links:
         if kind == CHAIN:
@@ -176,7 +213,32 @@ def _run(links: Iterable[Link]) -> int:
             t = c = max(t, c) + ns
         else:
             c = max(t, c) + ns
-    return t
+    return t, c
+
+
+def _ties(sk: Skeleton, layout: Layout, chunks: int) -> list[tuple[int, int, int]]:
+    """The stage pairs that swap a tied weight's gradient, and its bytes (build._tied: the owner in
+    the first chunk, the copy in the last, on different stages; DualPipe's stages hold both)."""
+    if layout.pp == 1 or layout.schedule in _TWO:
+        return []
+    first, last = 0, (chunks - 1) % layout.pp
+    return [(first, last, t.bytes) for t in sk.ties if first != last]
+
+
+def _swapped(
+    ran: list[pipeline.Stage], swaps: Sequence[tuple[int, int, int]], transfer_ns: Any
+) -> list[pipeline.Stage]:
+    """Each pair sends its gradient to the other once its lane is free and finishes when the
+    other's arrives (a send and a receive each, as program.py's _exchange posts them)."""
+    out = list(ran)
+    for a, b, size in swaps:
+        sent = {s: out[s].finish + transfer_ns(s, peer, size) for s, peer in ((a, b), (b, a))}
+        for s, peer in ((a, b), (b, a)):
+            stage = out[s]
+            finish = max(sent[s], sent[peer])
+            after = stage.after + finish - stage.finish
+            out[s] = pipeline.Stage(finish, stage.compute, stage.comm + sent[s] - stage.finish, after)
+    return out
 
 
 def _held(layout: Layout, stage: int) -> set[int]:

@@ -34,6 +34,19 @@ Link = tuple[int, int]  # (kind, ns)
 
 
 @dataclass(frozen=True)
+class Tie:
+    """A unit holding a copy of another unit's weight (build._tied): when the two sit on different
+    stages, Megatron reduces the copy's gradient with its stage's buffer (`shard`: the copy's share
+    with the weight counted) and the two stages swap the gradient (`bytes` each way); the other
+    frameworks all-reduce the copy's gradient over the data ranks first."""
+
+    copy: int
+    owner: int
+    bytes: int
+    shard: Any
+
+
+@dataclass(frozen=True)
 class Skeleton:
     """The reduced model's units before their collectives are timed."""
 
@@ -51,6 +64,7 @@ class Skeleton:
     shards: tuple[Any, ...]  # per unit: its Megatron buffer share (buckets._shard), None if not bucketed
     buffers: tuple[frozenset[Purpose], ...]  # per unit: the axes its gradient is reduced over
     boundary: int  # bytes of one stage-boundary activation (build._boundary)
+    ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
 
 
 @dataclass(frozen=True)
@@ -128,9 +142,16 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
     full = _blocks([u.block for u in units], reduced.stands_for)
     boundary = build._boundary(units[full[0][-1]], ways)
     in_block = tuple(u.block is not None for u in units)
+    by_name = {u.name: u for u in units}
+    ties = tuple(
+        Tie(u.index, owner.index, owner.grad_bytes(), _shard(u, owner) if bucketed else None)
+        for u in units
+        for p in u.x.owner.params
+        if (owner := by_name.get(p.shared_with or "")) is not None
+    )
     forward, backward, weight, core, tail, step, flops = read
     return Skeleton(
-        forward, backward, weight, core, tail, step, flops, in_block, full, shards, buffers, boundary
+        forward, backward, weight, core, tail, step, flops, in_block, full, shards, buffers, boundary, ties
     )
 
 
@@ -257,6 +278,39 @@ def fill(sk: Skeleton, units: Sequence[int], zero: int) -> Fill:
         for n in reversed(shard.elements):
             bucket.add(n, shard, padded)
     return {b: (x.filled, x.grad_bytes, x.param_bytes) for b, x in buckets.items() if x.filled}
+
+
+def tied_fill(sk: Skeleton, tie: Tie, zero: int) -> Fill:
+    """What a tied copy adds to its stage's Megatron buffer (buckets._shard with the copy)."""
+    from modtrans.strategy.llm.buckets import _Bucket
+
+    if tie.shard is None:
+        return {}
+    bucket = _Bucket()
+    for n in reversed(tie.shard.elements):
+        bucket.add(n, tie.shard, zero in (1, 2))
+    return (
+        {sk.buffers[tie.copy]: (bucket.filled, bucket.grad_bytes, bucket.param_bytes)}
+        if bucket.filled
+        else {}
+    )
+
+
+def tied_ns(
+    sk: Skeleton,
+    tie: Tie,
+    layout: Layout,
+    fabric: Fabric,
+    members: Callable[[frozenset[Purpose]], tuple[int, ...]],
+) -> int:
+    """The other frameworks' all-reduce of a tied copy's gradient over the data ranks (build._tied)."""
+    from modtrans.comm import CommType
+    from modtrans.strategy.llm.unit import DENSE_DATA
+
+    if layout.framework is Framework.MEGATRON or layout.gradient_ranks < 2:
+        return 0
+    ranks = members(DENSE_DATA)
+    return fabric.collective_ns(CommType.ALLREDUCE, tie.bytes, ranks) if len(ranks) > 1 else 0
 
 
 def bucket_ns(
