@@ -37,6 +37,7 @@ from modtrans.estimate.units import (
     UnitCost,
     bucket_ns,
     fill,
+    micro_flops,
     rerun_links,
     tied_fill,
     tied_ns,
@@ -90,7 +91,7 @@ def estimate(
         inside = stage.compute - pure  # the blocking collectives inside the steps
         comm, exposed = stage.comm + inside, stage.after + inside
         stages.append(StageTime(s, stage.finish / 1e9, pure / 1e9, comm / 1e9, exposed / 1e9))
-    per_micro = sum(sk.flops[i] for block in sk.blocks for i in block)
+    per_micro = micro_flops(sk, layout.recompute)
     flops = per_micro * layout.micro_batches * per_stage
     tokens = layout.batch * ctx.sequence
     return combine(tuple(stages), npus=layout.npus, flops=flops, tokens=tokens, peak_flops=ctx.peak_flops)

@@ -59,6 +59,7 @@ class Skeleton:
     tail: tuple[tuple[Raw, ...], ...]  # per unit: once per iteration, after its last weight gradient
     step: tuple[int, ...]  # per unit: forward + gradients' compute ns (build.py's stage-cut weight)
     flops: tuple[int, ...]  # per unit, per micro-batch: forward + gradients
+    rerun_flops: tuple[tuple[int, int], ...]  # per unit: its attention core's and its forward's FLOPs
     in_block: tuple[bool, ...]  # per unit: inside a transformer block (full recomputation reruns it)
     blocks: tuple[tuple[int, ...], ...]  # per block of the full model: its reduced units (edges joined)
     shards: tuple[Any, ...]  # per unit: its Megatron buffer share (buckets._shard), None if not bucketed
@@ -149,26 +150,45 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         for p in u.x.owner.params
         if (owner := by_name.get(p.shared_with or "")) is not None
     )
-    forward, backward, weight, core, tail, step, flops = read
+    forward, backward, weight, core, tail, step, flops, rerun = read
     return Skeleton(
-        forward, backward, weight, core, tail, step, flops, in_block, full, shards, buffers, boundary, ties
+        forward,
+        backward,
+        weight,
+        core,
+        tail,
+        step,
+        flops,
+        rerun,
+        in_block,
+        full,
+        shards,
+        buffers,
+        boundary,
+        ties,
     )
 
 
-def _read(program: Sequence[Any], count: int, bucketed: bool) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+def _read(
+    program: Sequence[Any], count: int, bucketed: bool
+) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
     """Each unit's links, read off the one-micro-batch program (in ns: context.py's time unit)."""
     fwd: list[list[Raw]] = [[] for _ in range(count)]
     bwd: list[list[Raw]] = [[] for _ in range(count)]
     weight: list[list[bool]] = [[] for _ in range(count)]
     tail: list[list[Raw]] = [[] for _ in range(count)]
     core, step, flops = [0] * count, [0] * count, [0] * count
+    rerun = [[0, 0] for _ in range(count)]
     started: set[int] = set()
     for op in program:
         u = op.layer
         if isinstance(op, Compute):
             if op.step is Step.RECOMPUTE:
                 core[u] += op.time
+                rerun[u][0] += op.flops
                 continue
+            if op.step is Step.FWD:
+                rerun[u][1] += op.flops
             step[u] += op.time
             flops[u] += op.flops
             if op.step is Step.FWD:
@@ -198,6 +218,7 @@ def _read(program: Sequence[Any], count: int, bucketed: bool) -> tuple[Any, Any,
         tuple(map(tuple, tail)),
         tuple(step),
         tuple(flops),
+        tuple((a, b) for a, b in rerun),
     )
 
 
@@ -351,6 +372,20 @@ class _Attached:
 
     def attach(self, place: Place, comm: Any) -> None:
         self.comms.append(comm)
+
+
+def micro_flops(sk: Skeleton, rerun: Recompute) -> int:
+    """One micro-batch's FLOPs through the whole model, what is computed again included (as the
+    traces count them: every compute node's num_ops)."""
+    total = 0
+    for block in sk.blocks:
+        for u in block:
+            total += sk.flops[u]
+            if rerun is Recompute.SELECTIVE:
+                total += sk.rerun_flops[u][0]
+            elif rerun is Recompute.FULL and sk.in_block[u]:
+                total += sk.rerun_flops[u][1]
+    return total
 
 
 def rerun_links(sk: Skeleton, costs: Sequence[UnitCost], block: Sequence[int]) -> list[Link]:
