@@ -35,7 +35,7 @@ from modtrans.estimate.units import (
     Link,
     Skeleton,
     UnitCost,
-    bucket_ns,
+    bucket_times,
     fill,
     micro_flops,
     rerun_links,
@@ -52,9 +52,8 @@ from modtrans.strategy.llm.stages import partition
 from modtrans.strategy.schedule import virtual_stage
 
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
-Chunk = tuple[
-    int, int, int, int, int, int
-]  # forward, backward, input grad, weight grad, compute, reduction ns
+# forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the rest
+Chunk = tuple[int, int, int, int, int, int, int]
 _TIMED: dict[tuple[Any, ...], Any] = {}
 
 
@@ -83,7 +82,7 @@ def estimate(
     def send_ns(src: int, dst: int) -> int:
         return transfer_ns(src, dst, sk.boundary)
 
-    ran = pipeline.run(plan, chunks, [c[5] for c in chunks], send_ns)
+    ran = pipeline.run(plan, chunks, [(c[5], c[6]) for c in chunks], send_ns)
     ran = _swapped(ran, _ties(sk, layout, len(chunks)), transfer_ns)
     stages = []
     for s, stage in enumerate(ran):
@@ -99,7 +98,8 @@ def estimate(
 
 def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> list[Chunk]:
     """Per chunk (P x V, in pipeline order): one micro-batch's forward, backward, input-gradient and
-    weight-gradient ns, its compute alone, and the ns of its data-parallel reduction."""
+    weight-gradient ns, its compute alone, and its data-parallel reduction's first collective and
+    the rest (ns)."""
     mesh = layout.mesh()
     key = (id(sk), mesh, fabric, layout.recompute, layout.zero)
     found = _TIMED.get(key)
@@ -140,9 +140,31 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> list[Chunk]:
         if tied and v == len(cuts) - 1:  # the copy of a tied weight: reduced with this stage's
             tails += sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
             chunk_fills += [tied_fill(sk, t, layout.zero) for t in sk.ties]
-        reduction = tails + bucket_ns(chunk_fills, layout.zero, fabric, members)
-        out.append((sums[0], sums[1], sums[2], sums[3], sums[4], reduction))
+        before, after = pipeline.reduction(_buckets(sk, costs, parts, chunk_fills, layout, fabric, members))
+        out.append((sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tails))
     return out
+
+
+def _buckets(
+    sk: Skeleton,
+    costs: Sequence[UnitCost],
+    parts: Sequence[tuple[int, ...]],
+    fills: Sequence[Any],
+    layout: Layout,
+    fabric: Fabric,
+    members: Any,
+) -> list[tuple[int, list[int]]]:
+    """Per buffer, when its bucket is ready (its first unit's last weight gradient, ns before the
+    chunk's backward ends) and its collectives, the latest ready first (program.py's tail order)."""
+    times = bucket_times(fills, layout.zero, fabric, members)
+    out = []
+    behind = 0  # the backward after this unit's: the units before it in the chunk
+    for u in (u for p in parts for u in p):
+        buffer = sk.buffers[u]
+        if sk.shards[u] is not None and buffer in times:
+            out.append((-(behind + costs[u].after_weight), times.pop(buffer)))
+        behind += sum(ns for kind, ns in costs[u].backward if kind != OVERLAPPED)
+    return sorted(out, key=lambda item: -item[0])
 
 
 def _block(

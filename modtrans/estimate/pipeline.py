@@ -5,11 +5,12 @@ tier stands for, without its event queue.
 A stage runs its steps in order, one compute at a time; a step waits for its input (the
 activation, or the gradient, from the stage holding the neighbouring virtual stage) and starts
 when both are there: start = max(the stage's previous step's end, the input's arrival). After a
-step, the stage's communication lane takes, in order, the chunk's reduction (after the chunk's
-last backward) and the send of the step's output, each when the lane is free; a send arrives
-when it ends. The lane runs beside the next steps' compute (walk.py: one collective or send at a
-time, beside the compute). Steps whose input never comes mean schedules that wait for each other
-for ever (EstimateError).
+step, the stage's communication lane takes, in order, the first collective of the chunk's
+reduction (after the chunk's last backward), the send of the step's output and the rest of the
+reduction (their nodes come after the send's: the workload layer issues ready nodes by id), each
+when the lane is free; a send arrives when it ends. The lane runs beside the next steps' compute
+(walk.py: one collective or send at a time, beside the compute). Steps whose input never comes
+mean schedules that wait for each other for ever (EstimateError).
 """
 
 from __future__ import annotations
@@ -89,11 +90,12 @@ def steps(schedule: Schedule, stages: int, micro_batches: int, vpp: int, chunks:
 def run(
     plan: Plan,
     times: Sequence[Sequence[int]],
-    reductions: Sequence[int],
+    reductions: Sequence[tuple[int, int]],
     send_ns: Callable[[int, int], int],
 ) -> list[Stage]:
     """Each stage's finish, compute and communication: `times[v][kind]` a step of virtual stage v,
-    `reductions[v]` its chunk's reduction, `send_ns(src, dst)` a boundary transfer's."""
+    `reductions[v]` its chunk's reduction (the first collective, the rest), `send_ns(src, dst)` a
+    boundary transfer's."""
     count = len(plan)
     arrival: dict[int, int] = {}
     at = [0] * count
@@ -123,16 +125,20 @@ def run(
                 step = times[v][kind]
                 t += step
                 work += step
+                first = rest = 0
                 if reduce:
-                    r = reductions[v]
-                    if r:
-                        c = (c if c > t else t) + r
-                        comm += r
+                    first, rest = reductions[v]
+                    if first:
+                        c = (c if c > t else t) + first
+                        comm += first
                 if send >= 0:
                     ns = out[to]
                     c = (c if c > t else t) + ns
                     comm += ns
                     arrival[send] = c
+                if rest:
+                    c = (c if c > t else t) + rest
+                    comm += rest
                 i += 1
             if i != at[s]:
                 moved = True
@@ -142,3 +148,26 @@ def run(
         if left and not moved:
             raise EstimateError("the pipeline's stages wait for each other for ever")
     return [Stage(max(clock[s], lane[s]), busy[s], talk[s], max(lane[s] - clock[s], 0)) for s in range(count)]
+
+
+def reduction(tails: Sequence[tuple[int, Sequence[int]]]) -> tuple[int, int]:
+    """The last backward's reductions around its send, as the lane takes them: `tails` per
+    bucket its ready time (ns before the step's end, <= 0) and its collectives (each waits for the
+    one before), in the order the program emits them (program.py: the unit whose weight gradient
+    ends last first). The lane takes the lowest-numbered node ready when it frees (the send, ready
+    at the step's end, is numbered below them all). Returns when the send can start after the
+    step's end, and the lane's work left after the send."""
+    ready = [r for r, times in tails if times]
+    left = [list(times) for _, times in tails if times]
+    clock = min(ready, default=0)
+    while left and clock < 0:
+        now = [k for k in range(len(left)) if ready[k] <= clock]
+        if not now:
+            clock = min(min(ready), 0)
+            continue
+        k = now[0]
+        clock += left[k].pop(0)
+        ready[k] = clock
+        if not left[k]:
+            del ready[k], left[k]
+    return max(clock, 0), sum(sum(times) for times in left)

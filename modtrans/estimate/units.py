@@ -77,6 +77,7 @@ class UnitCost:
     input_grad: tuple[Link, ...]  # without the weight gradient (zero bubble's I)
     weight_grad: tuple[Link, ...]  # the weight gradient alone (W)
     tail: int
+    after_weight: int  # the backward's time after its weight gradient (input gradient, its collectives)
 
 
 _SKELETONS: dict[tuple[Any, ...], Skeleton] = {}
@@ -265,6 +266,11 @@ def timed(
         backward = links(sk.backward[u])
         weight = sk.weight[u]
         extra: list[Link] = [(CHAIN, sk.core[u])] if rerun is Recompute.SELECTIVE and sk.core[u] else []
+        last = max(
+            (k for k, (x, w) in enumerate(zip(backward, weight, strict=True)) if w and x[0] == CHAIN),
+            default=-1,
+        )
+        after = sum(ns for kind, ns in backward[last + 1 :] if kind != OVERLAPPED) if last >= 0 else 0
         out.append(
             UnitCost(
                 tuple(forward),
@@ -272,6 +278,7 @@ def timed(
                 tuple(extra + [x for x, w in zip(backward, weight, strict=True) if not w]),
                 tuple(x for x, w in zip(backward, weight, strict=True) if w),
                 sum(ns(raw) for _, raw in sk.tail[u]),
+                after,
             )
         )
     return out
@@ -334,11 +341,12 @@ def tied_ns(
     return fabric.collective_ns(CommType.ALLREDUCE, tie.bytes, ranks) if len(ranks) > 1 else 0
 
 
-def bucket_ns(
+def bucket_times(
     fills: Sequence[Fill], zero: int, fabric: Fabric, members: Callable[[frozenset[Purpose]], tuple[int, ...]]
-) -> int:
+) -> dict[frozenset[Purpose], list[int]]:
     """Megatron's reduction of one chunk (its blocks' fills): one bucket per buffer, its
-    collectives timed as buckets.py makes them (_Bucket.reduce); 0 for nothing bucketed."""
+    collectives as buckets.py makes them (_Bucket.reduce: the all-reduce, or the reduce-scatter and
+    then the all-gather), timed, per buffer in order."""
     import math
 
     from modtrans.strategy.llm.buckets import BUCKET_ALIGN, _Bucket
@@ -349,7 +357,7 @@ def bucket_ns(
             sums = total.setdefault(buffer, [0, 0.0, 0.0])
             for k in range(3):
                 sums[k] += values[k]
-    out = 0
+    out: dict[frozenset[Purpose], list[int]] = {}
     for buffer, (filled, grads, params) in total.items():
         ranks = members(buffer)
         if len(ranks) < 2:
@@ -358,9 +366,10 @@ def bucket_ns(
         attached = _Attached()
         divisor = math.lcm(len(ranks), BUCKET_ALIGN) if zero in (1, 2) else None
         gathers = bucket.reduce(attached, buffer, divisor)  # type: ignore[arg-type]
-        for comm in (*attached.comms, *gathers):
-            size = written(comm.comm, comm.bytes, len(ranks), Consumer.ASTRA_SIM)
-            out += fabric.collective_ns(comm.comm, size, ranks)
+        out[buffer] = [
+            fabric.collective_ns(c.comm, written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM), ranks)
+            for c in (*attached.comms, *gathers)
+        ]
     return out
 
 
