@@ -27,7 +27,14 @@ def estimate(
 
     What `modtrans simulate` would report on the same network, from the traces: each collective
     by the analytical backend's ring formulas, the ranks' operations issued as its workload layer
-    issues them. Exit 0, or 2 for unusable input."""
+    issues them. Exit 0, or 2 for unusable input.
+
+    \b
+    Examples:
+      modtrans translate gpt2 --tp 2 --pp 2 --dp 2 --global-batch 8 --format chakra-et -o traces/
+      modtrans estimate traces/gpt2
+      modtrans estimate traces/gpt2 --network hgx-h100 --format json
+    """
     from modtrans.estimate import EstimateError, trace_set
     from modtrans.estimate.result import document, lines
 
