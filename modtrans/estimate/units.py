@@ -65,6 +65,8 @@ class Skeleton:
     shards: tuple[Any, ...]  # per unit: its Megatron buffer share (buckets._shard), None if not bucketed
     buffers: tuple[frozenset[Purpose], ...]  # per unit: the axes its gradient is reduced over
     boundary: int  # bytes of one stage-boundary activation (build._boundary)
+    units: tuple[Any, ...]  # the reduced model's Units (strategy/llm/unit.py), for the memory model
+    order: tuple[int, ...]  # per block of the full model: its block index in the model
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
 
 
@@ -166,6 +168,8 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         shards,
         buffers,
         boundary,
+        tuple(units),
+        reduced.order,
         ties,
     )
 
@@ -385,7 +389,17 @@ class _Attached:
 
 def micro_flops(sk: Skeleton, rerun: Recompute) -> int:
     """One micro-batch's FLOPs through the whole model, what is computed again included (as the
-    traces count them: every compute node's num_ops)."""
+    traces count them: every compute node's num_ops); made once per skeleton and recomputation."""
+    key = (id(sk), rerun)
+    if key not in _FLOPS:
+        _FLOPS[key] = _micro_flops(sk, rerun)
+    return _FLOPS[key]
+
+
+_FLOPS: dict[tuple[int, Recompute], int] = {}
+
+
+def _micro_flops(sk: Skeleton, rerun: Recompute) -> int:
     total = 0
     for block in sk.blocks:
         for u in block:
