@@ -25,9 +25,38 @@ def per_stage(ctx: Context, sk: Skeleton, layout: Layout, cuts: Sequence[range])
 
     d = _dims(ctx, layout)
     held = [holders(layout.schedule, v, layout.pp) for v in range(len(cuts))]
-    tied = _tied(sk, cuts, held)
     states: dict[int, tuple[float, float, float, float]] = {}
     out = []
+    for p, (counts, blocks) in enumerate(_held(sk, layout, cuts, held)):
+        total = [0.0, 0.0, 0.0, 0.0]
+        for i, n in counts.items():
+            if i not in states:
+                u = sk.units[i]
+                ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.gradient_ranks
+                states[i] = _state(u, layout, ranks)
+            for k in range(4):
+                total[k] += n * states[i][k]
+        ends = (p in held[0], p in held[-1])
+        activations = _activations(layout, d, p, blocks, ends) if d is not None else 0
+        elements, weights, grads, optimizer = (int(x) for x in total)
+        out.append(StageMemory(elements, weights, grads, optimizer, int(activations)))
+    return tuple(out)
+
+
+_HELD: dict[tuple[Any, ...], list[tuple[dict[int, int], list[int]]]] = {}
+
+
+def _held(
+    sk: Skeleton, layout: Layout, cuts: Sequence[range], held: Sequence[tuple[int, ...]]
+) -> list[tuple[dict[int, int], list[int]]]:
+    """Per stage, how many times it holds each reduced unit and its blocks' indices in the model
+    (made once per cut and schedule)."""
+    key = (id(sk), tuple((c.start, c.stop) for c in cuts), tuple(held), layout.pp)
+    found = _HELD.get(key)
+    if found is not None:
+        return found
+    tied = _tied(sk, cuts, held)
+    found = []
     for p in range(layout.pp):
         counts: dict[int, int] = {}
         blocks = []
@@ -41,19 +70,9 @@ def per_stage(ctx: Context, sk: Skeleton, layout: Layout, cuts: Sequence[range])
                 for i in group:
                     j = tied.get(i, i) if v == len(cuts) - 1 else i
                     counts[j] = counts.get(j, 0) + 1
-        total = [0.0, 0.0, 0.0, 0.0]
-        for i, n in counts.items():
-            if i not in states:
-                u = sk.units[i]
-                ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.gradient_ranks
-                states[i] = _state(u, layout, ranks)
-            for k in range(4):
-                total[k] += n * states[i][k]
-        ends = (p in held[0], p in held[-1])
-        activations = _activations(layout, d, p, sorted(blocks), ends) if d is not None else 0
-        elements, weights, grads, optimizer = (int(x) for x in total)
-        out.append(StageMemory(elements, weights, grads, optimizer, int(activations)))
-    return tuple(out)
+        found.append((counts, sorted(blocks)))
+    _HELD[key] = found
+    return found
 
 
 def _dims(ctx: Context, layout: Layout) -> Any:
