@@ -28,6 +28,7 @@ from modtrans.estimate import pipeline
 from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.context import context
 from modtrans.estimate.memory import per_stage as memory_of
+from modtrans.estimate.reductions import bucket_times, fill, tied_fill, tied_ns
 from modtrans.estimate.result import Estimate, StageTime, combine
 from modtrans.estimate.units import (
     BLOCKING,
@@ -36,12 +37,8 @@ from modtrans.estimate.units import (
     Link,
     Skeleton,
     UnitCost,
-    bucket_times,
-    fill,
     micro_flops,
     rerun_links,
-    tied_fill,
-    tied_ns,
 )
 from modtrans.estimate.units import skeleton as skeleton_of
 from modtrans.estimate.units import timed as timed_units
