@@ -120,7 +120,7 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> tuple[list[Chunk], 
     costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
     try:
-        cuts = partition(weights, layout.chunks, layout.stages, even=True)
+        cuts = partition(weights, layout.chunks, layout.stages, even=any(sk.in_block))
     except LayoutError as error:
         raise EstimateError(str(error)) from None
     tied = bool(_ties(sk, layout, len(cuts)))
