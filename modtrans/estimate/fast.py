@@ -52,7 +52,6 @@ from modtrans.strategy.schedule import virtual_stage
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the rest
 Chunk = tuple[int, int, int, int, int, int, int]
-_TIMED: dict[tuple[Any, ...], Any] = {}
 
 
 def estimate(
@@ -101,8 +100,8 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> tuple[list[Chunk], 
     weight-gradient ns, its compute alone, and its data-parallel reduction's first collective and
     the rest (ns)."""
     mesh = layout.mesh()
-    key = (id(sk), mesh, fabric, layout.recompute, layout.zero)
-    found = _TIMED.get(key)
+    key = ("timed", mesh, fabric, layout.recompute, layout.zero)
+    found = sk.made.get(key)
     if found is None:
         groups: dict[frozenset[Purpose], tuple[int, ...]] = {}
 
@@ -116,7 +115,7 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> tuple[list[Chunk], 
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
         fills = {b: fill(sk, b, layout.zero) for b in set(sk.blocks)}
         made: dict[tuple[int, int, bool], Chunk] = {}
-        found = _TIMED[key] = (costs, blocks, fills, members, made)
+        found = sk.made[key] = (costs, blocks, fills, members, made)
     costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
     try:

@@ -16,8 +16,6 @@ from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
 
-_DIMS: dict[tuple[Any, ...], Any] = {}
-
 
 def per_stage(ctx: Context, sk: Skeleton, layout: Layout, cuts: Sequence[range]) -> tuple[StageMemory, ...]:
     """One rank's memory per pipeline stage of `layout`, the full model's blocks cut into `cuts`."""
@@ -43,18 +41,15 @@ def per_stage(ctx: Context, sk: Skeleton, layout: Layout, cuts: Sequence[range])
     return tuple(out)
 
 
-_HELD: dict[tuple[Any, ...], list[tuple[dict[int, int], list[int]]]] = {}
-
-
 def _held(
     sk: Skeleton, layout: Layout, cuts: Sequence[range], held: Sequence[tuple[int, ...]]
 ) -> list[tuple[dict[int, int], list[int]]]:
     """Per stage, how many times it holds each reduced unit and its blocks' indices in the model
     (made once per cut and schedule)."""
-    key = (id(sk), tuple((c.start, c.stop) for c in cuts), tuple(held), layout.pp)
-    found = _HELD.get(key)
+    key = ("held", tuple((c.start, c.stop) for c in cuts), tuple(held), layout.pp)
+    found = sk.made.get(key)
     if found is not None:
-        return found
+        return found  # type: ignore[no-any-return]
     tied = _tied(sk, cuts, held)
     found = []
     for p in range(layout.pp):
@@ -71,7 +66,7 @@ def _held(
                     j = tied.get(i, i) if v == len(cuts) - 1 else i
                     counts[j] = counts.get(j, 0) + 1
         found.append((counts, sorted(blocks)))
-    _HELD[key] = found
+    sk.made[key] = found
     return found
 
 
@@ -79,10 +74,10 @@ def _dims(ctx: Context, layout: Layout) -> Any:
     """The transformer's dimensions for one micro-batch (activations.dims on the full model's IR)."""
     from modtrans.strategy.llm import activations
 
-    key = (id(ctx), layout.vocabulary_multiple, layout.micro_batch, layout.capacity_factor)
-    if key not in _DIMS:
-        _DIMS[key] = activations.dims(ctx.ir(layout), layout.micro_batch, layout.capacity_factor)
-    return _DIMS[key]
+    key = ("dims", layout.vocabulary_multiple, layout.micro_batch, layout.capacity_factor)
+    if key not in ctx.made:
+        ctx.made[key] = activations.dims(ctx.ir(layout), layout.micro_batch, layout.capacity_factor)
+    return ctx.made[key]
 
 
 def _tied(sk: Skeleton, cuts: Sequence[range], held: Sequence[tuple[int, ...]]) -> dict[int, int]:

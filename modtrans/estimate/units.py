@@ -16,7 +16,7 @@ exact tier times them (collectives.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modtrans.estimate.collectives import Fabric
@@ -68,6 +68,7 @@ class Skeleton:
     units: tuple[Any, ...]  # the reduced model's Units (strategy/llm/unit.py), for the memory model
     order: tuple[int, ...]  # per block of the full model: its block index in the model
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
+    made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,6 @@ class UnitCost:
     weight_grad: tuple[Link, ...]  # the weight gradient alone (W)
     tail: int
     after_weight: int  # the backward's time after its weight gradient (input gradient, its collectives)
-
-
-_SKELETONS: dict[tuple[Any, ...], Skeleton] = {}
 
 
 def stand_in(layout: Layout) -> Layout:
@@ -108,12 +106,11 @@ def stand_in(layout: Layout) -> Layout:
 def skeleton(ctx: Context, layout: Layout) -> Skeleton:
     """The reduced model's units under `layout` (made once per stand-in layout)."""
     small = stand_in(layout)
-    key = (id(ctx), small)
-    found = _SKELETONS.get(key)
-    if found is None:
-        found = _SKELETONS[key] = _make(
-            ctx, small, bucketed=small.framework is Framework.MEGATRON and small.zero == 0
-        )
+    key = ("skeleton", small)
+    found = ctx.made.get(key)
+    if not isinstance(found, Skeleton):
+        bucketed = small.framework is Framework.MEGATRON and small.zero == 0
+        found = ctx.made[key] = _make(ctx, small, bucketed=bucketed)
     return found
 
 
@@ -291,13 +288,10 @@ def timed(
 def micro_flops(sk: Skeleton, rerun: Recompute) -> int:
     """One micro-batch's FLOPs through the whole model, what is computed again included (as the
     traces count them: every compute node's num_ops); made once per skeleton and recomputation."""
-    key = (id(sk), rerun)
-    if key not in _FLOPS:
-        _FLOPS[key] = _micro_flops(sk, rerun)
-    return _FLOPS[key]
-
-
-_FLOPS: dict[tuple[int, Recompute], int] = {}
+    key = ("flops", rerun)
+    if key not in sk.made:
+        sk.made[key] = _micro_flops(sk, rerun)
+    return int(sk.made[key])
 
 
 def _micro_flops(sk: Skeleton, rerun: Recompute) -> int:
