@@ -17,8 +17,9 @@ Each tier runs in a fresh process (`python -c`), timed whole (start-up, model, e
 
 `--quick`: the fast tier on every 8th layout. Each child's CPU seconds are printed beside its
 wall time: on a shared machine the wall time says how busy it was as much as how fast we are.
-Measured (2 cores shared by 8 sessions, load average 14.8): 1,770 layouts in 18.9 s wall, 4.6 s
-CPU (93 layouts/s; 387 per CPU second), the baseline 0.05 layouts/s (0.19 per CPU second).
+Measured (2 cores shared by 8 sessions, load average 9.6): 1,770 layouts in 19.0 s wall, 4.8 s CPU
+(93 layouts/s by the wall clock, 371 per CPU second), the baseline 0.06 layouts/s (0.21 per CPU
+second): 1,638 times as many layouts per second.
 """
 
 from __future__ import annotations
@@ -102,14 +103,15 @@ def main() -> None:
             sys.exit(f"{name}: failed")
         done, failed = (int(x) for x in said[-2:])
         cpu = usage.ru_utime + usage.ru_stime
-        rows.append((name, done / wall))
+        rows.append((name, done / wall, done / cpu))
         print(
             f"{name:<22} {done:>5} layouts ({failed} refused): {wall:6.1f} s wall, {cpu:6.1f} s CPU, "
             f"{done / wall:7.2f} layouts/s ({done / cpu:7.2f} per CPU second)"
         )
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     ratio = rows[1][1] / rows[0][1]
-    print(f"fast / baseline: {ratio:,.0f}x layouts per second; goal >= 100 layouts/s: {rows[1][1] >= 100}")
+    print(f"fast / baseline: {ratio:,.0f}x layouts per second")
+    print(f"goal >= 100 layouts/s: {rows[1][1] >= 100} by the wall clock, {rows[1][2] >= 100} per CPU second")
 
 
 if __name__ == "__main__":
