@@ -1,0 +1,293 @@
+"""The fast tier: one layout's iteration without building its plan for every rank.
+
+The per-unit costs come from the reduced model's one-stage plan (units.py), made once per
+(T, C, E, SP, M ...) and timed on the layout's groups. Per layout then:
+
+  - the blocks are cut into P x V chunks as build.py cuts them (stages.partition, Megatron's
+    equal cut of a transformer's blocks);
+  - a chunk's forward (backward) is its units' chains run one after another on two lanes, compute
+    and communication, as walk.py runs one rank's chain: a blocking collective waits for both, one
+    left to overlap (after a weight gradient) only for the communication lane; chunks of blocks
+    with nothing to overlap are sums of their blocks';
+  - the pipeline is walked over stages, not ranks (pipeline.py): the schedule's steps, the
+    boundary transfers, and each chunk's data-parallel reduction (Megatron's one bucket per
+    buffer, units.bucket_ns; the other frameworks' per-unit collectives) after its last backward.
+
+What it leaves out, each small beside a chunk's time: an overlapped collective spilling into the
+next step, DualPipe's F&B pairs (run one after the other), tied weights' swaps between stages.
+--overlap-grad-reduce's buckets are refused (EstimateError): the exact tier times them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from modtrans.estimate import pipeline
+from modtrans.estimate.collectives import Fabric, sized
+from modtrans.estimate.context import context
+from modtrans.estimate.memory import per_stage as memory_of
+from modtrans.estimate.reductions import bucket_times, fill, tied_fill, tied_ns
+from modtrans.estimate.result import Estimate, StageTime, combine
+from modtrans.estimate.units import (
+    BLOCKING,
+    CHAIN,
+    OVERLAPPED,
+    Link,
+    Skeleton,
+    UnitCost,
+    micro_flops,
+    rerun_links,
+)
+from modtrans.estimate.units import skeleton as skeleton_of
+from modtrans.estimate.units import timed as timed_units
+from modtrans.estimate.walk import EstimateError
+from modtrans.plan.model import Purpose, Recompute, Schedule
+from modtrans.simulate.network import Network
+from modtrans.strategy.llm.options import Layout, LayoutError
+from modtrans.strategy.llm.stages import partition
+from modtrans.strategy.schedule import virtual_stage
+
+_TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
+# forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the rest
+Chunk = tuple[int, int, int, int, int, int, int]
+
+
+def estimate(
+    model: str | Path,
+    layout: Layout,
+    *,
+    device: str | None,
+    network: str | Network,
+    training: dict[str, Any],
+) -> Estimate:
+    if layout.overlap_grad_reduce:
+        raise EstimateError(
+            "--overlap-grad-reduce: the fast tier takes one bucket per buffer; use the exact tier"
+        )
+    ctx = context(model, device, training)
+    fabric = Fabric.of(sized(network, layout.npus))
+    sk = skeleton_of(ctx, layout)
+    chunks, cuts = _chunks(sk, layout, fabric)
+    held = memory_of(ctx, sk, layout, cuts)
+    plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, len(chunks))
+    per_stage = layout.npus // layout.pp
+
+    def transfer_ns(src: int, dst: int, size: int) -> int:
+        return fabric.send_ns(src * per_stage, dst * per_stage, size)
+
+    def send_ns(src: int, dst: int) -> int:
+        return transfer_ns(src, dst, sk.boundary)
+
+    ran = pipeline.run(plan, chunks, [(c[5], c[6]) for c in chunks], send_ns)
+    ran = _swapped(ran, _ties(sk, layout, len(chunks)), transfer_ns)
+    stages = []
+    for s, stage in enumerate(ran):
+        pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
+        inside = stage.compute - pure  # the blocking collectives inside the steps
+        comm, exposed = stage.comm + inside, stage.after + inside
+        total = held[s].total if s < len(held) else None
+        stages.append(StageTime(s, stage.finish / 1e9, pure / 1e9, comm / 1e9, exposed / 1e9, total))
+    per_micro = micro_flops(sk, layout.recompute)
+    flops = per_micro * layout.micro_batches * per_stage
+    tokens = layout.batch * ctx.sequence
+    return combine(tuple(stages), npus=layout.npus, flops=flops, tokens=tokens, peak_flops=ctx.peak_flops)
+
+
+def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> tuple[list[Chunk], list[range]]:
+    """Per chunk (P x V, in pipeline order): one micro-batch's forward, backward, input-gradient and
+    weight-gradient ns, its compute alone, and its data-parallel reduction's first collective and
+    the rest (ns)."""
+    mesh = layout.mesh()
+    key = ("timed", mesh, fabric, layout.recompute, layout.zero)
+    found = sk.made.get(key)
+    if found is None:
+        groups: dict[frozenset[Purpose], tuple[int, ...]] = {}
+
+        def members(over: frozenset[Purpose]) -> tuple[int, ...]:
+            if over not in groups:
+                present = frozenset(a.purpose for a in mesh.axes) & over
+                groups[over] = mesh.members(0, present) if mesh.span(present) > 1 else (0,)
+            return groups[over]
+
+        costs = timed_units(sk, layout, fabric, members)
+        blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
+        fills = {b: fill(sk, b, layout.zero) for b in set(sk.blocks)}
+        made: dict[tuple[int, int, bool], Chunk] = {}
+        found = sk.made[key] = (costs, blocks, fills, members, made)
+    costs, blocks, fills, members, made = found
+    weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
+    try:
+        cuts = partition(weights, layout.chunks, layout.stages, even=any(sk.in_block))
+    except LayoutError as error:
+        raise EstimateError(str(error)) from None
+    tied = bool(_ties(sk, layout, len(cuts)))
+    out = []
+    for v, cut in enumerate(cuts):
+        last = tied and v == len(cuts) - 1
+        chunk = made.get((cut.start, cut.stop, last))
+        if chunk is None:
+            chunk = made[cut.start, cut.stop, last] = _chunk(
+                sk, costs, blocks, fills, members, cut, last, layout, fabric
+            )
+        out.append(chunk)
+    return out, cuts
+
+
+def _chunk(
+    sk: Skeleton,
+    costs: Sequence[UnitCost],
+    blocks: Any,
+    fills: Any,
+    members: Any,
+    cut: range,
+    last: bool,
+    layout: Layout,
+    fabric: Fabric,
+) -> Chunk:
+    """One chunk's times (made once per cut of the same units on the same groups)."""
+    parts = [sk.blocks[b] for b in cut]
+    if all(blocks[p][6] for p in parts):
+        sums = [sum(blocks[p][k] for p in parts) for k in range(5)]
+        t = c = 0
+        for p in reversed(parts):  # each block's tails after its backward, beside the next's
+            t += blocks[p][1]
+            c = max(c, t) + blocks[p][5] if blocks[p][5] else c
+        tails = max(c - t, 0)
+    else:
+        sums = [*_chain(sk, costs, parts, layout.recompute), sum(blocks[p][4] for p in parts)]
+        tails = _spill(sk, costs, parts, layout.recompute)
+    chunk_fills = [fills[p] for p in reversed(parts)]
+    if last:  # the copy of a tied weight: reduced with this stage's
+        tails += sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
+        chunk_fills += [tied_fill(sk, t, layout.zero) for t in sk.ties]
+    before, after = pipeline.reduction(_buckets(sk, costs, parts, chunk_fills, layout, fabric, members))
+    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tails)
+
+
+def _buckets(
+    sk: Skeleton,
+    costs: Sequence[UnitCost],
+    parts: Sequence[tuple[int, ...]],
+    fills: Sequence[Any],
+    layout: Layout,
+    fabric: Fabric,
+    members: Any,
+) -> list[tuple[int, list[int]]]:
+    """Per buffer, when its bucket is ready (its first unit's last weight gradient, ns before the
+    chunk's backward ends) and its collectives, the latest ready first (program.py's tail order)."""
+    times = bucket_times(fills, layout.zero, fabric, members)
+    out = []
+    behind = 0  # the backward after this unit's: the units before it in the chunk
+    for u in (u for p in parts for u in p):
+        if not times:
+            break
+        buffer = sk.buffers[u]
+        if sk.shards[u] is not None and buffer in times:
+            out.append((-(behind + costs[u].after_weight), times.pop(buffer)))
+        behind += sum(ns for kind, ns in costs[u].backward if kind != OVERLAPPED)
+    return sorted(out, key=lambda item: -item[0])
+
+
+def _block(
+    sk: Skeleton, costs: Sequence[UnitCost], block: tuple[int, ...], rerun: Recompute
+) -> tuple[Any, ...]:
+    """A block's forward, backward, input and weight gradients, compute, tails and whether its
+    chains have nothing to overlap (then a chunk's are sums of its blocks')."""
+    f, b, i, w = _chain(sk, costs, [block], rerun)
+    chains = [link for u in block for chain in (costs[u].forward, costs[u].backward) for link in chain]
+    computed = sum(ns for kind, ns in chains if kind == CHAIN)
+    if rerun is Recompute.FULL:
+        computed += sum(ns for kind, ns in rerun_links(sk, costs, block) if kind == CHAIN)
+    pure = all(kind != OVERLAPPED for kind, _ in chains)
+    return f, b, i, w, computed, sum(costs[u].tail for u in block), pure
+
+
+def _chain(
+    sk: Skeleton, costs: Sequence[UnitCost], parts: Sequence[tuple[int, ...]], rerun: Recompute
+) -> tuple[int, int, int, int]:
+    """The chains of consecutive blocks run on two lanes: forward, backward, input and weight gradients."""
+    units = [u for p in parts for u in p]
+    forward = _run(link for u in units for link in costs[u].forward)
+    rerun_of = {p: rerun_links(sk, costs, p) if rerun is Recompute.FULL else [] for p in parts}
+
+    def backward(attr: str) -> int:
+        return _run(
+            link
+            for p in reversed(parts)
+            for link in (*(rerun_of[p] if attr != "weight_grad" else ()), *_reversed(costs, p, attr))
+        )
+
+    return forward, backward("backward"), backward("input_grad"), backward("weight_grad")
+
+
+def _spill(
+    sk: Skeleton, costs: Sequence[UnitCost], parts: Sequence[tuple[int, ...]], rerun: Recompute
+) -> int:
+    """The last backward's communication after its compute: what overlapped collectives and the
+    units' tails (each after its weight gradient) leave on the lane."""
+    links: list[Link] = []
+    for p in reversed(parts):
+        if rerun is Recompute.FULL:
+            links += rerun_links(sk, costs, p)
+        for u in reversed(p):
+            links += costs[u].backward
+            if costs[u].tail:
+                links.append((OVERLAPPED, costs[u].tail))
+    t, c = _lanes(links)
+    return max(c - t, 0)
+
+
+def _reversed(costs: Sequence[UnitCost], block: tuple[int, ...], attr: str) -> list[Link]:
+    return [link for u in reversed(block) for link in getattr(costs[u], attr)]
+
+
+def _run(links: Iterable[Link]) -> int:
+    """A chain on two lanes (compute, communication), as walk.py runs one rank's chain: when its
+    last compute or blocking collective ends."""
+    return _lanes(links)[0]
+
+
+def _lanes(links: Iterable[Link]) -> tuple[int, int]:
+    """A chain's two lanes: when its compute (and blocking collectives) end, when its communication does."""
+    t = c = 0
+    for kind, ns in links:
+        if kind == CHAIN:
+            t += ns
+        elif kind == BLOCKING:
+            t = c = max(t, c) + ns
+        else:
+            c = max(t, c) + ns
+    return t, c
+
+
+def _ties(sk: Skeleton, layout: Layout, chunks: int) -> list[tuple[int, int, int]]:
+    """The stage pairs that swap a tied weight's gradient, and its bytes (build._tied: the owner in
+    the first chunk, the copy in the last, on different stages; DualPipe's stages hold both)."""
+    if layout.pp == 1 or layout.schedule in _TWO:
+        return []
+    first, last = 0, (chunks - 1) % layout.pp
+    return [(first, last, t.bytes) for t in sk.ties if first != last]
+
+
+def _swapped(
+    ran: list[pipeline.Stage], swaps: Sequence[tuple[int, int, int]], transfer_ns: Any
+) -> list[pipeline.Stage]:
+    """Each pair sends its gradient to the other once its lane is free and finishes when the
+    other's arrives (a send and a receive each, as program.py's _exchange posts them)."""
+    out = list(ran)
+    for a, b, size in swaps:
+        sent = {s: out[s].finish + transfer_ns(s, peer, size) for s, peer in ((a, b), (b, a))}
+        for s, peer in ((a, b), (b, a)):
+            stage = out[s]
+            finish = max(sent[s], sent[peer])
+            after = stage.after + finish - stage.finish
+            out[s] = pipeline.Stage(finish, stage.compute, stage.comm + sent[s] - stage.finish, after)
+    return out
+
+
+def _held(layout: Layout, stage: int) -> set[int]:
+    """The virtual stages a stage runs."""
+    chunks = 2 if layout.schedule in _TWO else layout.vpp
+    return {virtual_stage(layout.schedule, stage, layout.pp, c) for c in range(chunks)}
