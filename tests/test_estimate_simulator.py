@@ -20,7 +20,8 @@ pytestmark = pytest.mark.skipif(
     not os.environ.get("MODTRANS_ASTRA_SIM"), reason="no ASTRA-sim 2.x binary given"
 )
 
-LAYOUTS = [  # (model, options): issue 38's three checks first, then more of the same models
+# (model, options): issue 38's three checks first, then more of the same models
+LAYOUTS: list[tuple[str, dict[str, object]]] = [
     ("llama-3-8b", {"tp": 2, "pp": 2, "dp": 2, "sp": True}),
     ("mixtral-8x7b", {"tp": 2, "ep": 2, "dp": 4, "sp": True}),
     ("llama-3-8b", {"framework": "fsdp", "zero": 3, "dp": 8}),
