@@ -1,0 +1,101 @@
+"""Memory per stage of many layouts of one model without building their plans: what a sweep
+(modtrans/sweep/) filters thousands of layouts by. The same formulas as a plan's memory
+(memory.per_stage), fed the same inputs the plan's builder feeds it (build.py): the units a rank
+runs (build.units_of), Megatron-LM's cut into chunks (stages.partition), the weights tied across
+stages (build.tied_pairs) and the activation dimensions (activations.dims). What does not change
+from one layout to the next is made once and kept: the units of each tensor, context and expert
+split (and what memory reads of them, memory.held), the model's blocks, its IR per vocabulary
+padding.
+
+    footprint = Footprint(ir_of)
+    footprint.memory(layout)    # tuple[StageMemory, ...], as plan(...).memory has it; LayoutError
+                                # where the model refuses the layout (heads, blocks, experts)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from modtrans.ir.document import ModelIR
+from modtrans.plan.model import StageMemory
+from modtrans.strategy.groups import Params
+from modtrans.strategy.llm import activations, build, memory
+from modtrans.strategy.llm.activations import Dims
+from modtrans.strategy.llm.options import Layout, LayoutError
+from modtrans.strategy.llm.stages import blocks, partition
+from modtrans.strategy.llm.unit import Unit
+from modtrans.strategy.schedule import holders
+
+IrOf = Callable[[int], ModelIR]
+"""The model's IR with its vocabulary padded to a multiple of the given number
+(Layout.vocabulary_multiple), as the translation extracts it (pipeline.translate_checked), at any
+batch: the layers' parameters do not depend on it, and activations.dims takes the micro-batch
+itself."""
+
+
+@dataclass(frozen=True)
+class _Split:
+    units: list[Unit]
+    held: list[memory.Held]
+    grouped: list[list[int]]  # unit indices per block (stages.blocks)
+
+
+class Footprint:
+    """Memory per stage of the layouts of one model (the module's docstring)."""
+
+    def __init__(self, ir_of: IrOf, *, params: Params = Params.TRAINABLE, dtype_bytes: int | None = None):
+        self._ir_of = ir_of
+        self._params = params
+        self._dtype_bytes = dtype_bytes
+        self._irs: dict[int, ModelIR] = {}
+        self._splits: dict[tuple[object, ...], _Split | LayoutError] = {}
+        self._dims: dict[tuple[int, int, float | None], Dims | None] = {}
+
+    def ir(self, layout: Layout) -> ModelIR:
+        """The IR of the layout's vocabulary padding."""
+        key = layout.vocabulary_multiple
+        if key not in self._irs:
+            self._irs[key] = self._ir_of(key)
+        return self._irs[key]
+
+    def _split(self, layout: Layout) -> _Split:
+        """The units a rank runs (build.units_of; its LayoutError kept and raised again), made once
+        per split of the layers: padding, T, SP, C, E, ETP, the framework, ZeRO, the capacity."""
+        key: tuple[object, ...] = (layout.vocabulary_multiple, layout.tp, layout.sp, layout.cp, layout.ep)
+        key += (layout.etp, layout.framework, layout.zero, layout.capacity_factor, layout.pad_to_capacity)
+        found = self._splits.get(key)
+        if found is None:
+            try:
+                units = build.units_of(self.ir(layout), layout, self._params, self._dtype_bytes)
+                found = _Split(units, memory.held(units), blocks([u.block for u in units]))
+            except LayoutError as error:
+                found = error
+            self._splits[key] = found
+        if isinstance(found, LayoutError):
+            raise found
+        return found
+
+    def check(self, layout: Layout) -> None:
+        """LayoutError where the model refuses the layout: its heads, experts or sequence
+        (build.units_of), its blocks' cut into P x V chunks (stages.partition)."""
+        split = self._split(layout)
+        if all(u.block is None for u in split.units):
+            raise LayoutError("the model has no transformer blocks to lay out")
+        partition([1] * len(split.grouped), layout.chunks, layout.stages, even=True)
+
+    def memory(self, layout: Layout) -> tuple[StageMemory, ...]:
+        """Each stage's first rank's memory, as plan(ir, cost, layout).memory has it."""
+        self.check(layout)
+        split = self._split(layout)
+        cuts = partition([1] * len(split.grouped), layout.chunks, layout.stages, even=True)
+        chunks = [[i for b in cut for i in split.grouped[b]] for cut in cuts]
+        stage = {i: holders(layout.schedule, v, layout.pp) for v, chunk in enumerate(chunks) for i in chunk}
+        tied = dict(build.tied_pairs(split.units, stage)) if layout.pp > 1 else {}
+        ir = self.ir(layout)
+        key = (layout.micro_batch, layout.vocabulary_multiple, layout.capacity_factor)
+        if key not in self._dims:
+            self._dims[key] = activations.dims(ir, layout.micro_batch, layout.capacity_factor)
+        return memory.per_stage(
+            split.held, chunks, layout, self._dims[key], tied, layout.expert_gradient_ranks
+        )
