@@ -4,7 +4,7 @@
 runs (build.units_of), Megatron-LM's cut into chunks (stages.partition), the weights tied across
 stages (build.tied_pairs) and the activation dimensions (activations.dims). What does not change
 from one layout to the next is made once and kept: the units of each tensor, context and expert
-split (and what memory reads of them, memory.held), the model's blocks, its IR per vocabulary
+split (what memory reads of them, memory.held, summed per block and class), its IR per vocabulary
 padding.
 
     footprint = Footprint(ir_of)
@@ -36,9 +36,45 @@ itself."""
 
 @dataclass(frozen=True)
 class _Split:
-    units: list[Unit]
-    held: list[memory.Held]
-    grouped: list[list[int]]  # unit indices per block (stages.blocks)
+    """The units of one split as memory.per_stage reads them: per block, the sum of its units'
+    Held in each class the formulas treat alike (expert or dense, 16-bit, 32-bit or no counted
+    elements: memory._state is linear within one), and the units a tie names (a copy of a
+    weight on another stage, or its owner) each an entry of its own."""
+
+    units: list[Unit]  # those a tie names
+    entries: list[memory.Held]
+    grouped: list[list[int]]  # entry indices per block (stages.blocks)
+    entry_of: dict[int, int]  # a tied unit's index -> its entry
+
+
+def _split_of(units: list[Unit]) -> _Split:
+    names = {p.shared_with for u in units for p in u.x.owner.params if p.shared_with}
+    tied = [u for u in units if u.name in names or any(p.shared_with for p in u.x.owner.params)]
+    held = memory.held(units)
+    entries: list[memory.Held] = []
+    grouped: list[list[int]] = []
+    entry_of: dict[int, int] = {}
+    for block in blocks([u.block for u in units]):
+        sums: dict[tuple[bool, int], list[int]] = {}
+        mine: list[int] = []
+        for i in block:
+            h = held[i]
+            if units[i] in tied:
+                entry_of[i] = len(entries) + len(mine)
+                mine.append(len(entries) + len(mine))
+                entries.append(h)
+                continue
+            width = 0 if not h.elements else 1 if h.weights < 4 * h.elements else 2
+            total = sums.setdefault((h.expert, width), [0, 0, 0])
+            total[0] += h.elements
+            total[1] += h.weights
+            total[2] += h.grads
+        block_of = held[block[0]].block if held[block[0]].block is not None else held[block[-1]].block
+        for (expert, _), (elements, weights, grads) in sums.items():
+            mine.append(len(entries))
+            entries.append(memory.Held(elements, weights, grads, expert, block_of))
+        grouped.append(mine)
+    return _Split(tied, entries, grouped, entry_of)
 
 
 class Footprint:
@@ -67,8 +103,7 @@ class Footprint:
         found = self._splits.get(key)
         if found is None:
             try:
-                units = build.units_of(self.ir(layout), layout, self._params, self._dtype_bytes)
-                found = _Split(units, memory.held(units), blocks([u.block for u in units]))
+                found = _split_of(build.units_of(self.ir(layout), layout, self._params, self._dtype_bytes))
             except LayoutError as error:
                 found = error
             self._splits[key] = found
@@ -80,7 +115,7 @@ class Footprint:
         """LayoutError where the model refuses the layout: its heads, experts or sequence
         (build.units_of), its blocks' cut into P x V chunks (stages.partition)."""
         split = self._split(layout)
-        if all(u.block is None for u in split.units):
+        if all(e.block is None for e in split.entries):
             raise LayoutError("the model has no transformer blocks to lay out")
         partition([1] * len(split.grouped), layout.chunks, layout.stages, even=True)
 
@@ -90,12 +125,18 @@ class Footprint:
         split = self._split(layout)
         cuts = partition([1] * len(split.grouped), layout.chunks, layout.stages, even=True)
         chunks = [[i for b in cut for i in split.grouped[b]] for cut in cuts]
-        stage = {i: holders(layout.schedule, v, layout.pp) for v, chunk in enumerate(chunks) for i in chunk}
-        tied = dict(build.tied_pairs(split.units, stage)) if layout.pp > 1 else {}
+        tied: dict[int, int] = {}
+        if layout.pp > 1 and split.units:
+            chunk_of = {i: v for v, chunk in enumerate(chunks) for i in chunk}
+            stage = {
+                u.index: holders(layout.schedule, chunk_of[split.entry_of[u.index]], layout.pp)
+                for u in split.units
+            }
+            tied = {split.entry_of[i]: split.entry_of[j] for i, j in build.tied_pairs(split.units, stage)}
         ir = self.ir(layout)
         key = (layout.micro_batch, layout.vocabulary_multiple, layout.capacity_factor)
         if key not in self._dims:
             self._dims[key] = activations.dims(ir, layout.micro_batch, layout.capacity_factor)
         return memory.per_stage(
-            split.held, chunks, layout, self._dims[key], tied, layout.expert_gradient_ranks
+            split.entries, chunks, layout, self._dims[key], tied, layout.expert_gradient_ranks
         )
