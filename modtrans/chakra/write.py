@@ -143,21 +143,7 @@ class _Encoder:
         self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
-        """Per pass, per operation: whole microseconds, the rounding carried in file order. In
-        integers: a tick is n / d ns exactly (the float's own ratio), so the running total in
-        units of 1 / d ns is an integer and floor(ns / 1000) is that total // (1000 d)."""
-        n, d = Fraction(self.tick_ns).as_integer_ratio()
-        per_micro = 1000 * d
-        elapsed, out = 0, []
-        for _ in range(self.passes):
-            row = []
-            for op in program:
-                before = elapsed // per_micro
-                if isinstance(op, Compute):
-                    elapsed += op.time * n
-                row.append(elapsed // per_micro - before)
-            out.append(row)
-        return out
+        return durations(program, self.tick_ns, self.passes)
 
     def trace(self, rank: int, metadata: dict[str, Any]) -> bytes:
         from modtrans.chakra.schema import encode
@@ -397,6 +383,25 @@ def files(
         for rank in range(npus)
     ]
     return [*traces, (group_file(prefix), groups_json(plan).encode())]
+
+
+def durations(program: Sequence[Any], tick_ns: float, passes: int = 1) -> list[list[int]]:
+    """Per pass, per operation of `program`: the duration_micros its node gets, whole
+    microseconds, the rounding carried in file order. In integers: a tick is n / d ns exactly (the
+    float's own ratio), so the running total in units of 1 / d ns is an integer and
+    floor(ns / 1000) is that total // (1000 d)."""
+    n, d = Fraction(tick_ns).as_integer_ratio()
+    per_micro = 1000 * d
+    elapsed, out = 0, []
+    for _ in range(passes):
+        row = []
+        for op in program:
+            before = elapsed // per_micro
+            if isinstance(op, Compute):
+                elapsed += op.time * n
+            row.append(elapsed // per_micro - before)
+        out.append(row)
+    return out
 
 
 def group_file(prefix: Path) -> Path:

@@ -1,0 +1,96 @@
+"""What every layout of one model on one cluster shares: the options' rules applied once (the
+option table, as `translate` applies them: request.py), the model's IR per vocabulary padding, the
+cost model and the device's peak. Made once per (model, device, training options) and kept."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from modtrans import cost
+from modtrans.estimate.walk import EstimateError
+from modtrans.ir.document import ModelIR
+from modtrans.pipeline import Options
+from modtrans.strategy.draft import Parallelism
+from modtrans.strategy.llm.options import Layout
+
+
+@dataclass(frozen=True)
+class Context:
+    model: str
+    options: Options  # the training options, a layout's own aside
+    cost: cost.CostModel
+    peak_flops: float | None  # the device's dense BF16 FLOP/s
+    sequence: int  # tokens per sequence
+    irs: dict[int, ModelIR] = field(default_factory=dict, compare=False)  # by vocabulary multiple
+
+    def ir(self, layout: Layout) -> ModelIR:
+        """The model's IR as `layout` pads its vocabulary (Megatron: a multiple of 128 T)."""
+        multiple = layout.vocabulary_multiple
+        if multiple not in self.irs:
+            self.irs[multiple] = _ir(self.model, self.options, multiple)
+        return self.irs[multiple]
+
+    def parallelism(self, layout: Layout) -> Parallelism:
+        return replace(self.options.parallel, npus=layout.npus, layout=layout)
+
+
+def context(model: str | Path, device: str | None, training: Mapping[str, Any]) -> Context:
+    """The shared part of every layout's estimate (EstimateError for options the table refuses)."""
+    key = tuple(sorted((k, _hashable(v)) for k, v in training.items()))
+    return _context(str(model), device, key)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, dict):
+        return tuple(sorted(value.items()))
+    return value
+
+
+@functools.lru_cache(maxsize=16)
+def _context(model: str, device: str | None, training: tuple[tuple[str, Any], ...]) -> Context:
+    from modtrans.request import UsageError, prepare, request_of
+
+    given = {**dict(training), "time_unit": "ns", "tp": 1}
+    if device is not None:
+        given["device"] = device
+    try:
+        options = prepare(request_of(model, given, caller="estimate")).options
+        model_cost = cost.get(options.compute, options.cost)
+    except (UsageError, cost.CostError) as error:
+        raise EstimateError(str(error)) from None
+    described = model_cost.describe()
+    peaks = described.get("peak_flops")
+    peak = None
+    if isinstance(peaks, dict):
+        value = peaks.get("bfloat16") or peaks.get("default") or peaks.get("float")
+        peak = float(value) if isinstance(value, int | float) and value > 0 else None
+    ir = _ir(model, options, 1)
+    shapes = ir.provenance.input_shapes
+    first = next(iter(shapes.values()), ())
+    sequence = int(first[-1]) if first else 1
+    return Context(model, options, model_cost, peak, sequence, {1: ir})
+
+
+def _ir(model: str, options: Options, vocabulary_multiple: int) -> ModelIR:
+    from modtrans.diagnostics import has_errors
+    from modtrans.pipeline import extract_checked
+
+    ir, found = extract_checked(
+        model,
+        batch=options.batch,
+        input_shapes=options.input_shapes,
+        input_values=options.input_values,
+        vocabulary_multiple=vocabulary_multiple,
+        per_expert=options.per_expert,
+        file_hash=False,
+    )
+    if ir is None or has_errors(found):
+        first = next((d for d in found if d.severity == 1), None)
+        raise EstimateError(f"{model}: {first.message if first else 'cannot be read'}")
+    return ir
