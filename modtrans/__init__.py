@@ -7,6 +7,7 @@
 >>> ir = modtrans.extract("resnet50")                  # an .onnx path, or a built-in architecture
 >>> workload = modtrans.translate("resnet50", params="weights", batch=8).workload
 >>> result = modtrans.translate("llama-3-8b", tp=2, pp=2, format="chakra-et", output="out/llama")
+>>> rows = modtrans.sweep("llama-3-8b", gpus=16, global_batch=64, tp="1,2,4,8", output="out/sweep")
 """
 
 from modtrans._version import __version__
@@ -19,6 +20,9 @@ from modtrans.workload.model import Dialect, Header, Layer, Phase, Workload
 from modtrans.workload.parse import ParseResult, parse, parse_workload
 from modtrans.workload.validate import validate
 from modtrans.workload.write import write
+
+# isort: split
+from modtrans.sweep.request import sweep  # after the package modtrans.sweep: the name is the function
 
 __all__ = [
     "CommType",
@@ -39,6 +43,7 @@ __all__ = [
     "extract",
     "parse",
     "parse_workload",
+    "sweep",
     "translate",
     "validate",
     "write",

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 import pytest
 
 from modtrans import pipeline
+from modtrans.ir.document import ModelIR
 from modtrans.request import prepare, request_of
 from modtrans.strategy.llm.footprint import Footprint
-from modtrans.strategy.llm.options import LayoutError
+from modtrans.strategy.llm.options import Layout, LayoutError
 
 CASES = [
     (
@@ -43,7 +44,8 @@ CASES = [
 def _footprint(model: str, options: Mapping[str, object]) -> Footprint:
     prepared = prepare(request_of(model, {"seq_len": 512, **options}))
 
-    def ir_of(multiple: int):  # type: ignore[no-untyped-def]
+    def ir_of(layout: Layout) -> ModelIR:
+        multiple = layout.vocabulary_multiple
         ir, found = pipeline.extract_checked(
             model, batch=1, input_shapes=prepared.options.input_shapes, vocabulary_multiple=multiple
         )

@@ -43,7 +43,7 @@ def plan(
     dtype_bytes: int | None,
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
-    units = units_of(ir, layout, params, dtype_bytes)
+    units = _units(ir, layout, params, dtype_bytes)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
@@ -94,7 +94,7 @@ def plan(
     return Plan(mesh, infos, programs, program_of, layout=facts)
 
 
-def units_of(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None) -> list[Unit]:
+def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None) -> list[Unit]:
     """The workload layers one rank runs, with every technique's collectives attached (LayoutError
     where the model refuses the layout: its heads, experts, sequence)."""
     t = layout.tp

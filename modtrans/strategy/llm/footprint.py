@@ -1,7 +1,7 @@
 """Memory per stage of many layouts of one model without building their plans: what a sweep
 (modtrans/sweep/) filters thousands of layouts by. The same formulas as a plan's memory
 (memory.per_stage), fed the same inputs the plan's builder feeds it (build.py): the units a rank
-runs (build.units_of), Megatron-LM's cut into chunks (stages.partition), the weights tied across
+runs (build._units), Megatron-LM's cut into chunks (stages.partition), the weights tied across
 stages (build.tied_pairs) and the activation dimensions (activations.dims). What does not change
 from one layout to the next is made once and kept: the units of each tensor, context and expert
 split (what memory reads of them, memory.held, summed per block and class), its IR per vocabulary
@@ -27,11 +27,10 @@ from modtrans.strategy.llm.stages import blocks, partition
 from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.schedule import holders
 
-IrOf = Callable[[int], ModelIR]
-"""The model's IR with its vocabulary padded to a multiple of the given number
-(Layout.vocabulary_multiple), as the translation extracts it (pipeline.translate_checked), at any
-batch: the layers' parameters do not depend on it, and activations.dims takes the micro-batch
-itself."""
+IrOf = Callable[[Layout], ModelIR]
+"""The model's IR with its vocabulary padded as the layout pads it (Layout.vocabulary_multiple), as
+the translation extracts it (pipeline.translate_checked), at any batch: the layers' parameters do
+not depend on it, and activations.dims takes the micro-batch itself."""
 
 
 @dataclass(frozen=True)
@@ -92,18 +91,18 @@ class Footprint:
         """The IR of the layout's vocabulary padding."""
         key = layout.vocabulary_multiple
         if key not in self._irs:
-            self._irs[key] = self._ir_of(key)
+            self._irs[key] = self._ir_of(layout)
         return self._irs[key]
 
     def _split(self, layout: Layout) -> _Split:
-        """The units a rank runs (build.units_of; its LayoutError kept and raised again), made once
+        """The units a rank runs (build._units; its LayoutError kept and raised again), made once
         per split of the layers: padding, T, SP, C, E, ETP, the framework, ZeRO, the capacity."""
         key: tuple[object, ...] = (layout.vocabulary_multiple, layout.tp, layout.sp, layout.cp, layout.ep)
         key += (layout.etp, layout.framework, layout.zero, layout.capacity_factor, layout.pad_to_capacity)
         found = self._splits.get(key)
         if found is None:
             try:
-                found = _split_of(build.units_of(self.ir(layout), layout, self._params, self._dtype_bytes))
+                found = _split_of(build._units(self.ir(layout), layout, self._params, self._dtype_bytes))
             except LayoutError as error:
                 found = error
             self._splits[key] = found
@@ -113,7 +112,7 @@ class Footprint:
 
     def check(self, layout: Layout) -> None:
         """LayoutError where the model refuses the layout: its heads, experts or sequence
-        (build.units_of), its blocks' cut into P x V chunks (stages.partition)."""
+        (build._units), its blocks' cut into P x V chunks (stages.partition)."""
         split = self._split(layout)
         if all(e.block is None for e in split.entries):
             raise LayoutError("the model has no transformer blocks to lay out")
