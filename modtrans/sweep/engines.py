@@ -5,7 +5,8 @@ same whichever runs them (a test holds Dask's table equal to the pool's).
 
 Dask, not Ray, measured on this project's 2-core machine (bench/bench_engines.py): a local
 cluster of 2 workers started in 6.2 s, ran a task in 19 ms of overhead and stopped in 2.4 s;
-Ray's local cluster (2.60) had not started after 10 minutes there. A sweep's tasks are batches of
+Ray's (2.60) did not start there ("The current node timed out during startup": its raylet did not
+register with its control store on 2 busy cores). A sweep's tasks are batches of
 layouts to estimate (tens of ms each) or one simulation (seconds to minutes): either overhead is
 small against them; start-up and a working local cluster decided. `distributed` is imported here
 only."""
