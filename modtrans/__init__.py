@@ -22,7 +22,12 @@ from modtrans.workload.validate import validate
 from modtrans.workload.write import write
 
 # isort: split
-from modtrans.sweep.request import sweep  # after the package modtrans.sweep: the name is the function
+from modtrans import sweep as _package  # the package first: the name below, the function, stays
+
+# isort: split
+from modtrans.api import sweep
+
+del _package
 
 __all__ = [
     "CommType",

@@ -15,11 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import cost, formats
-from modtrans.rules import Option, Registered, array, indices, shapes, value, values
+from modtrans.rules import (
+    Option,
+    Registered,
+    array,
+    indices,
+    integers,
+    shapes,
+    switches,
+    value,
+    values,
+    words,
+)
 from modtrans.strategy import Params
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Recompute, Schedule
-from modtrans.sweep import space
 from modtrans.workload.model import Dialect
 
 
@@ -205,10 +215,10 @@ SPACE, CLUSTER, SWEEPING = (
     "Cluster",
     "Sweep",
 )
-_SPACE = {"text": space.integers}
+_SPACE = {"text": integers}
 
 SWEEP_OWN: tuple[Option, ...] = (
-    _o("gpus", tuple, "GPUs of the cluster N (a list: a sweep of each count).", CLUSTER, text=space.integers),
+    _o("gpus", tuple, "GPUs of the cluster N (a list: a sweep of each count).", CLUSTER, text=integers),
     _o("network", str,
        "switch:NPUS:GBPS, dgx-a100 or hgx-h100 (nodes of 8 GPUs): the estimate's and the simulator's.",
        CLUSTER, default="hgx-h100"),
@@ -218,10 +228,11 @@ SWEEP_OWN: tuple[Option, ...] = (
     _o("ep", tuple, "Expert-parallel ranks E (default: 1, or a MoE's experts' divisors).", SPACE, **_SPACE),
     _o("vpp", tuple, "Model chunks per pipeline rank V (1: 1F1B; 2 or more: interleaved).", SPACE, **_SPACE),
     _o("micro_batch", tuple, "Sequences per micro-batch M.", SPACE, **_SPACE),
-    _o("recompute", tuple, "Activation recomputation: none, selective, full.", SPACE, text=space.recomputes),
+    _o("recompute", tuple, "Activation recomputation: none, selective, full.", SPACE,
+       text=functools.partial(words, choices={r.value: r for r in Recompute})),
     _o("distributed_optimizer", tuple, "Megatron's distributed optimizer (ZeRO-1): on, off.", SPACE,
-       text=space.switches),
-    _o("sp", tuple, "Sequence parallelism: on, off (default: on where T > 1).", SPACE, text=space.switches),
+       text=switches),
+    _o("sp", tuple, "Sequence parallelism: on, off (default: on where T > 1).", SPACE, text=switches),
     _o("simulate", str, "Run ASTRA-sim 2.x on the best K by the estimate (top:K), all, or none.", SWEEPING,
        default="none"),
     _o("astra_sim", str, "The ASTRA-sim 2.x binary (default: $MODTRANS_ASTRA_SIM).", SWEEPING),

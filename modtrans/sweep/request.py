@@ -1,18 +1,19 @@
-"""`modtrans.sweep(...)`: the options by the option table's rules (table.SWEEP: the search
-space, the cluster, how to run, and the options of `translate` every layout shares), the sweep
-run (run.py), its table and picture written where `output` says (rows.py, draw.py), the rows
-returned, best first."""
+"""A sweep's options by the option table's rules (table.SWEEP: the search space, the cluster, how
+to run, and the options of `translate` every layout shares), the sweep run (run.py), its table
+and picture written where `output` says (rows.py, draw.py): what `modtrans sweep` and
+`modtrans.sweep(...)` (api.py) both call."""
 
 from __future__ import annotations
 
 import os
-from inspect import Parameter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modtrans import table
 from modtrans.request import UsageError
-from modtrans.sweep.rows import Row
+
+if TYPE_CHECKING:
+    from modtrans.sweep.rows import Row
 
 SPACE_FIELDS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "distributed_optimizer", "sp")
 RUNNING = ("simulate", "astra_sim", "jobs", "engine", "scheduler", "cache", "no_cache", "output", "against")
@@ -22,27 +23,6 @@ def jobs_default() -> int:
     """The CPUs this process may use (its affinity where the platform says it)."""
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-
-
-def sweep(model: str | Path, *, frame: bool = False, **options: Any) -> Any:
-    """Every layout of `model` on `gpus` GPUs that Megatron-LM accepts and the device's memory
-    holds, estimated (the fast tier: modtrans.estimate), the best simulated where `simulate`
-    asks, as `modtrans sweep` runs it: each of its options is a keyword here, by the same name
-    and rule (a search-space option a list, or its text: tp=(1, 2, 4, 8) or tp="1,2,4,8",
-    pp="1:16"). Returns the rows best first (rows.Row), or with `frame` a pandas DataFrame of
-    them (pandas must be installed). Writes OUTPUT.csv, OUTPUT.json and OUTPUT.svg when `output`
-    is given. Raises UsageError for a value or combination the rules refuse, TypeError for a
-    keyword that is no option."""
-    _, rows = run_request(model, options)
-    if frame:
-        try:
-            import pandas
-        except ImportError:
-            raise UsageError("a DataFrame needs pandas: pip install pandas (or take the rows)") from None
-        from dataclasses import asdict
-
-        return pandas.DataFrame([asdict(r) for r in rows])
-    return rows
 
 
 def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[Row]]:
@@ -58,6 +38,9 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
         given = table.values_of(options, "sweep", table.SWEEP)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    for name in ("gpus", *SPACE_FIELDS):  # one value given for a list of them
+        if isinstance(given.get(name), int | bool | str):
+            given[name] = (given[name],)
     gpus = given.pop("gpus", None)
     if not gpus:
         raise UsageError("--gpus: how many GPUs has the cluster? (e.g. --gpus 1024)")
@@ -95,14 +78,3 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     if stopped:
         raise KeyboardInterrupt
     return outcome, found
-
-
-sweep.__doc__ = f"{sweep.__doc__}\n{table.described(table.SWEEP, 'sweep')}"
-sweep.__signature__ = table.signature(  # type: ignore[attr-defined]
-    [
-        Parameter("model", Parameter.POSITIONAL_OR_KEYWORD, annotation="str | Path"),
-        Parameter("frame", Parameter.KEYWORD_ONLY, default=False, annotation="bool"),
-    ],
-    "list[Row]",
-    table.SWEEP,
-)

@@ -270,7 +270,7 @@ def sweep(
     base = _base_layout(setup.model, training)
     fixed = {name: getattr(base, name) for name in _SHARED}
     footprint = Footprint(ctx.ir)
-    blocks = len({x.block.index for x in ctx.ir(base).layers if x.block is not None})
+    blocks = footprint.blocks(base)
     experts = max((x.moe.experts for x in ctx.ir(base).layers if x.moe is not None), default=0)
     fitted: list[tuple[Layout, tuple[StageMemory, ...]]] = []
     with progress.task("enumerating", total=None):

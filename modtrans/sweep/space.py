@@ -13,8 +13,8 @@ of N for T, C and P, the divisors of the experts for E, 1 and each V >= 2 that d
 per stage, the divisors of the micro-batches per replica for M, every recomputation, the
 distributed optimizer on and off, and sequence parallelism where T > 1 (Megatron-Core's MoE
 layer refuses T > 1 without it; a dense model trains faster with it: Korthikanti et al. 2022).
-Values are given as a list or an inclusive range (`1,2,4,8`, `1:16`, `1,2,8:16`); each is tried,
-and the rules say which hold (a value that does not divide N is refused by the rule that says so).
+Values are given as a list or an inclusive range (`1,2,4,8`, `1:16`, `1,2,8:16`: rules.integers);
+each is tried, and the rules say which hold (one that does not divide N is refused by that rule).
 V = 1 runs Megatron's 1F1B schedule, V >= 2 its interleaved one.
 """
 
@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
-
-ON_OFF = {"on": True, "off": False}
 
 
 @dataclass(frozen=True)
@@ -58,40 +56,6 @@ class Model:
 class Found:
     layouts: list[Layout] = field(default_factory=list)
     refused: Counter[str] = field(default_factory=Counter)  # rule -> layouts it refused
-
-
-def integers(spec: str, option: str) -> tuple[int, ...]:
-    """`1,2,4,8`, `1:16` (inclusive) or both (`1,2,8:16`) as the sorted distinct values."""
-    found: set[int] = set()
-    for part in spec.replace(" ", "").split(","):
-        match = re.fullmatch(r"([0-9]{1,9})(?::([0-9]{1,9}))?", part)
-        if match is None:
-            raise ValueError(f"{option} {spec!r}: expected values like 1,2,4,8 or a range like 1:16")
-        low = int(match.group(1))
-        high = int(match.group(2) or low)
-        if low < 1 or high < low or high - low > 1 << 20:
-            raise ValueError(f"{option} {spec!r}: {part} is not a range of positive values, low:high")
-        found.update(range(low, high + 1))
-    return tuple(sorted(found))
-
-
-def words(spec: str, option: str, choices: dict[str, Any]) -> tuple[Any, ...]:
-    """`none,selective,full` or `on,off` as the values they name, in the order given."""
-    out: list[Any] = []
-    for part in spec.replace(" ", "").lower().split(","):
-        if part not in choices:
-            raise ValueError(f"{option} {spec!r}: {part or 'nothing'} is not one of {', '.join(choices)}")
-        if choices[part] not in out:
-            out.append(choices[part])
-    return tuple(out)
-
-
-def recomputes(spec: str, option: str) -> tuple[Recompute, ...]:
-    return words(spec, option, {r.value: r for r in Recompute})
-
-
-def switches(spec: str, option: str) -> tuple[bool, ...]:
-    return words(spec, option, ON_OFF)
 
 
 def divisors(n: int) -> tuple[int, ...]:

@@ -110,6 +110,10 @@ class Footprint:
             raise found
         return found
 
+    def blocks(self, layout: Layout) -> int:
+        """The blocks Megatron-LM's cut shares among the P x V chunks (stages.blocks)."""
+        return len(self._split(layout).grouped)
+
     def check(self, layout: Layout) -> None:
         """LayoutError where the model refuses the layout: its heads, experts or sequence
         (build._units), its blocks' cut into P x V chunks (stages.partition)."""
