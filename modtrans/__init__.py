@@ -22,12 +22,7 @@ from modtrans.workload.validate import validate
 from modtrans.workload.write import write
 
 # isort: split
-from modtrans import sweep as _package  # the package first: the name below, the function, stays
-
-# isort: split
-from modtrans.api import sweep
-
-del _package
+from modtrans.sweep import sweep  # the function, bound over the package's name (modtrans/sweep/)
 
 __all__ = [
     "CommType",

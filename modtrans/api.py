@@ -1,5 +1,4 @@
-"""The public translation: every option of `modtrans translate`, typed, and every format written;
-and the public sweep (`modtrans.sweep`: modtrans/sweep/), every option of `modtrans sweep`.
+"""The public translation: every option of `modtrans translate`, typed, and every format written.
 
     result = modtrans.translate("llama-3-8b", tp=2, pp=2, dp=2, format="chakra-et", output="out/llama")
     result.plan, result.metadata, result.written     # the traces, the group file, the .meta.json
@@ -128,37 +127,3 @@ def workload(model: str | Path, **options: Any) -> Workload:
     if result.workload is None:
         raise DiagnosticError(result.diagnostics)
     return result.workload
-
-
-def sweep(model: str | Path, *, frame: bool = False, **options: Any) -> Any:
-    """Every layout of `model` on `gpus` GPUs that Megatron-LM accepts and the device's memory
-    holds, estimated (the fast tier: modtrans.estimate), the best simulated where `simulate`
-    asks, as `modtrans sweep` runs it: each of its options is a keyword here, by the same name
-    and rule (a search-space option a list, or its text: tp=(1, 2, 4, 8) or tp="1,2,4,8",
-    pp="1:16"). Returns the rows best first (rows.Row), or with `frame` a pandas DataFrame of
-    them (pandas must be installed). Writes OUTPUT.csv, OUTPUT.json and OUTPUT.svg when `output`
-    is given. Raises UsageError for a value or combination the rules refuse, TypeError for a
-    keyword that is no option."""
-    from modtrans.sweep.request import run_request
-
-    _, rows = run_request(model, options)
-    if frame:
-        try:
-            import pandas
-        except ImportError:
-            raise UsageError("a DataFrame needs pandas: pip install pandas (or take the rows)") from None
-        from dataclasses import asdict
-
-        return pandas.DataFrame([asdict(r) for r in rows])
-    return rows
-
-
-sweep.__doc__ = f"{sweep.__doc__}\n{table.described(table.SWEEP, 'sweep')}"
-sweep.__signature__ = table.signature(  # type: ignore[attr-defined]
-    [
-        Parameter("model", Parameter.POSITIONAL_OR_KEYWORD, annotation="str | Path"),
-        Parameter("frame", Parameter.KEYWORD_ONLY, default=False, annotation="bool"),
-    ],
-    "list[Row]",
-    table.SWEEP,
-)

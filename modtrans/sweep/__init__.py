@@ -10,8 +10,51 @@ finalists.py  the best K translated to traces and simulated on ASTRA-sim 2.x
 run.py        the sweep from end to end: enumerate, fit, estimate, simulate, rank
 rows.py       the table's rows, their ranking and Pareto front, CSV and JSON written atomically
 draw.py       the picture: throughput against memory or GPUs, the front and the finalists marked
-request.py    modtrans.sweep(...): the option table's rules, the sweep run, its files written
+request.py    the option table's rules applied, the sweep run, its files written
 
-The package's name is shadowed in `modtrans` by the function `modtrans.sweep` (request.sweep):
-import its modules as `from modtrans.sweep import space`.
+`modtrans.sweep` is the function below (modtrans/__init__.py binds it over the package's name):
+import the package's modules as `from modtrans.sweep import space`.
 """
+
+from __future__ import annotations
+
+from inspect import Parameter
+from pathlib import Path
+from typing import Any
+
+from modtrans import table
+from modtrans.request import UsageError
+
+
+def sweep(model: str | Path, *, frame: bool = False, **options: Any) -> Any:
+    """Every layout of `model` on `gpus` GPUs that Megatron-LM accepts and the device's memory
+    holds, estimated (the fast tier: modtrans.estimate), the best simulated where `simulate`
+    asks, as `modtrans sweep` runs it: each of its options is a keyword here, by the same name
+    and rule (a search-space option a list, or its text: tp=(1, 2, 4, 8) or tp="1,2,4,8",
+    pp="1:16"). Returns the rows best first (rows.Row), or with `frame` a pandas DataFrame of
+    them (pandas must be installed). Writes OUTPUT.csv, OUTPUT.json and OUTPUT.svg when `output`
+    is given. Raises UsageError for a value or combination the rules refuse, TypeError for a
+    keyword that is no option."""
+    from modtrans.sweep.request import run_request
+
+    _, rows = run_request(model, options)
+    if frame:
+        try:
+            import pandas
+        except ImportError:
+            raise UsageError("a DataFrame needs pandas: pip install pandas (or take the rows)") from None
+        from dataclasses import asdict
+
+        return pandas.DataFrame([asdict(r) for r in rows])
+    return rows
+
+
+sweep.__doc__ = f"{sweep.__doc__}\n{table.described(table.SWEEP, 'sweep')}"
+sweep.__signature__ = table.signature(  # type: ignore[attr-defined]
+    [
+        Parameter("model", Parameter.POSITIONAL_OR_KEYWORD, annotation="str | Path"),
+        Parameter("frame", Parameter.KEYWORD_ONLY, default=False, annotation="bool"),
+    ],
+    "list[Row]",
+    table.SWEEP,
+)
