@@ -51,11 +51,12 @@ def translation_options(layout: Layout, training: dict[str, Any]) -> dict[str, A
 
 
 def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]) -> dict[str, Any] | str:
-    """One finalist translated and simulated (in a worker): its simulated iteration in seconds,
-    or the one-line reason it has none."""
-    from modtrans import simulate
-    from modtrans.api import translate
-    from modtrans.diagnostics import DiagnosticError
+    """One finalist translated and simulated (in a worker): the exact tier's iteration (the
+    translated plan walked: modtrans.estimate.plan) and ASTRA-sim 2.x's, in seconds, or the
+    one-line reason there is none."""
+    from modtrans import api, estimate, simulate
+    from modtrans.diagnostics import has_errors
+    from modtrans.request import prepare, request_of
 
     model, device, network, training, binary, layout = task
     options = translation_options(layout, training)
@@ -64,12 +65,16 @@ def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]
     with tempfile.TemporaryDirectory(prefix="modtrans-sweep-") as folder:
         prefix = str(Path(folder) / "trace")
         try:
-            translate(model, format="chakra-et", output=prefix, **options)
-            result, _ = simulate.run(
-                Path(binary), prefix, layout.npus, simulate.network(network, layout.npus)
-            )
-        except (DiagnosticError, simulate.SimulateError, ValueError) as error:
+            prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": prefix}))
+            result = api.write(api.run(prepared), model)
+            if result.plan is None or has_errors(result.diagnostics) or not result.written:
+                first = next((d for d in result.diagnostics if d.severity == 1), None)
+                return f"not translated: {first.message if first else 'nothing written'}"
+            net = simulate.network(network, layout.npus)
+            exact = estimate.plan(result.plan, network=net, tick_ns=prepared.options.cost.clock.tick_ns)
+            ran, _ = simulate.run(Path(binary), prefix, layout.npus, net)
+        except (simulate.SimulateError, estimate.EstimateError, ValueError) as error:
             return str(error).splitlines()[0] if str(error) else type(error).__name__
-    if not result.finished:
-        return f"ASTRA-sim finished {len(result.ranks)} of {layout.npus} ranks"
-    return {"simulated_s": result.iteration / 1e9}
+    if not ran.finished:
+        return f"ASTRA-sim finished {len(ran.ranks)} of {layout.npus} ranks"
+    return {"exact_s": exact.iteration_s, "simulated_s": ran.iteration / 1e9}

@@ -1,6 +1,7 @@
 """The sweep's table: a row per layout that fits, best first, and its CSV and JSON forms (written
 together, atomically: fileio.write_all). A row holds every layout option, the iteration time by
-tier (the fast tier's estimate, ASTRA-sim 2.x's where simulated), the throughput in tokens/s,
+tier (the fast tier's estimate; for the finalists the exact tier's, of the translated plan, and
+ASTRA-sim 2.x's), the throughput in tokens/s,
 TFLOP/s per GPU and MFU (of the simulation where there is one, else of the estimate), memory per
 stage, the exposed communication and the bubble."""
 
@@ -40,6 +41,7 @@ class Row:
     compute_s: float | None = None  # of the stage the iteration waits for (the estimate's)
     exposed_comm_s: float | None = None
     bubble_s: float | None = None
+    exact_s: float | None = None  # the exact tier's: the finalist's translated plan walked
     simulated_s: float | None = None  # ASTRA-sim 2.x's iteration (--simulate)
     tokens_per_s: float | None = None
     tflops_per_gpu: float | None = None

@@ -241,6 +241,7 @@ def _simulated(row: Row, figures: dict[str, Any], found: dict[str, Any] | str) -
         row.error = found
         return
     row.simulated_s = found["simulated_s"]
+    row.exact_s = found.get("exact_s")
     rates(row, figures, row.simulated_s, "simulation")
 
 
