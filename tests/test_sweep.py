@@ -252,3 +252,29 @@ def test_the_finalists_are_simulated(run_cli: Run, tmp_path: Path) -> None:
     assert all(r["tier"] == "simulation" and float(r["simulated_s"]) > 0 for r in simulated)
     for r in simulated:
         assert float(r["tokens_per_s"]) == pytest.approx(64 * 2048 / float(r["simulated_s"]), rel=1e-5)
+
+
+def test_the_agreement_is_kendalls_tau_and_the_largest_error() -> None:
+    """Estimates 1, 2, 3 s against simulations 1, 3, 2 s: of the three pairs two are ordered alike
+    and one not, tau = (2 - 1) / 3 (Kendall 1938, tau-a); the errors against the simulation are 0,
+|2 / 3 - 1| and |3 / 2 - 1|, the largest 1/2."""
+    from modtrans.sweep.rows import agreement
+
+    def row(estimate: float, simulated: float | None) -> Row:
+        fields = {"model": "m", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "vpp": 1}
+        fields |= {"schedule": "1f1b", "micro_batch": 1, "micro_batches": 1, "recompute": "none"}
+        fields |= {
+            "distributed_optimizer": True,
+            "sp": False,
+            "memory_gib": 1.0,
+            "memory_per_stage_gib": [1.0],
+        }
+        return Row(**fields, estimate_s=estimate, simulated_s=simulated)  # type: ignore[arg-type]
+
+    found = agreement([row(1, 1), row(2, 3), row(3, 2), row(4, None)])
+    assert found == {
+        "simulated": 3,
+        "largest_error": pytest.approx(1 / 3),
+        "kendall_tau": pytest.approx(1 / 3),
+    }
+    assert agreement([row(1, 1)]) is None

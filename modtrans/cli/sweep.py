@@ -33,6 +33,7 @@ def sweep(ctx: typer.Context, model: Model, quiet: Quiet = False, **values: Any)
       modtrans sweep llama-3-8b --gpus 8,16 --global-batch 64 --tp 2 --cp 1 --against gpus -o by-gpus
     """
     from modtrans.sweep.request import run_request
+    from modtrans.sweep.rows import agreement
 
     options = given(ctx, values, table.SWEEP)
     options = {k: v for k, v in options.items() if v is not None and v != ()}
@@ -47,6 +48,12 @@ def sweep(ctx: typer.Context, model: Model, quiet: Quiet = False, **values: Any)
             typer.echo(f"modtrans: stopped; the table of what finished is in {output}.csv", err=True)
         raise
     _say(outcome.summary(), rows)
+    agreed = agreement(rows)
+    if agreed is not None:
+        typer.echo(
+            f"the estimate against ASTRA-sim 2.x on the {agreed['simulated']} simulated: largest error "
+            f"{agreed['largest_error']:.1%}, Kendall's tau {agreed['kendall_tau']:.2f}"
+        )
     if outcome.written and not quiet:
         typer.echo(said(outcome.written), err=True)
     raise typer.Exit(0 if rows else 1)

@@ -73,7 +73,7 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
         picture = draw.svg(
             found, f"{model} on {', '.join(map(str, gpus))} GPUs", against=how["against"] or "memory"
         )
-        summary = {"model": str(model), **outcome.summary()}
+        summary = {"model": str(model), **outcome.summary(), "agreement": rows.agreement(found)}
         outcome.written = rows.write(Path(how["output"]), found, summary, picture)
     if stopped:
         raise KeyboardInterrupt

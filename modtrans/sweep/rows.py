@@ -97,6 +97,23 @@ def ranked(rows: list[Row]) -> list[Row]:
     return order
 
 
+def agreement(rows: Sequence[Row]) -> dict[str, Any] | None:
+    """How the fast tier agrees with ASTRA-sim 2.x on the simulated rows: the largest relative
+    error and Kendall's tau (tau-a: concordant minus discordant pairs over all pairs) of their
+    orders; None with fewer than two."""
+    both = [r for r in rows if r.simulated_s and r.estimate_s]
+    if len(both) < 2:
+        return None
+    pairs = [(a, b) for i, a in enumerate(both) for b in both[i + 1 :]]
+    sign = [
+        (a.estimate_s - b.estimate_s) * (a.simulated_s - b.simulated_s)  # type: ignore[operator]
+        for a, b in pairs
+    ]
+    tau = (sum(s > 0 for s in sign) - sum(s < 0 for s in sign)) / len(pairs)
+    error = max(abs(r.estimate_s / r.simulated_s - 1) for r in both)  # type: ignore[operator]
+    return {"simulated": len(both), "largest_error": error, "kendall_tau": tau}
+
+
 def as_csv(rows: Sequence[Row]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
