@@ -6,9 +6,9 @@ click classes (one-line usage errors, help groups); vocabulary.py the help group
 option spellings; adapt.py what typer's public API cannot say (help labels, conversion without
 pydantic). Each other module registers its commands: workload.py (validate, fmt, convert),
 extract.py, translate.py, models.py (inspect, zoo list, fetch, cost list), compare.py and sides.py
-(diff), editor.py (lsp), simulate.py (simulate), sweep.py (sweep). The rules and writers are the library's
-(modtrans.table, modtrans.rules, modtrans.request, modtrans.api, modtrans.outputs): a command
-parses its options, calls the library and prints.
+(diff), editor.py (lsp), simulate.py (simulate), estimate.py (estimate), sweep.py (sweep). The
+rules and writers are the library's (modtrans.table, modtrans.rules, modtrans.request, modtrans.api,
+modtrans.outputs): a command parses its options, calls the library and prints.
 """
 
 import sys
@@ -26,7 +26,7 @@ from modtrans.cli import translate  # noqa: F401
 from modtrans.cli import models  # noqa: F401
 
 # isort: split
-from modtrans.cli import compare, editor, simulate, sweep  # noqa: F401
+from modtrans.cli import compare, editor, estimate, simulate, sweep  # noqa: F401
 from modtrans.cli.common import app, cost_app, zoo_app
 
 app.add_typer(zoo_app, name="zoo")

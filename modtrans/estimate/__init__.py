@@ -4,6 +4,7 @@ congestion-unaware backend would say of the traces, from the plan (`modtrans est
     modtrans.estimate.plan(the_plan, network=net)                      the exact tier: a built plan
     modtrans.estimate.layout("llama-3-70b", Layout(npus=1024, tp=8, pp=8), device="h100",
                              network="hgx-h100", seq_len=8192)         the fast tier: one layout
+    modtrans.estimate.trace_set("out/llama-3-8b", network="dgx-a100")  a trace set on disk
 
 Both return an Estimate: the iteration, its compute, exposed communication and bubble (of the
 stage the iteration waits for), per stage the same and the memory, and tokens/s, TFLOP/s per GPU
@@ -12,7 +13,10 @@ and MFU derived from them.
     collectives.py  a collective's and a send's time on the network, as the backend computes it
     walk.py         the event simulation of ranks' operations, as ASTRA-sim's workload layer runs them
     exact.py        a plan's programs as the trace writer writes them, walked
-    fast.py         one layout's estimate from per-unit costs made once per (tp, cp, ep, sp, ...)
+    fast.py         one layout's estimate: chunks from per-unit costs, then the pipeline
+    units.py        per-unit costs: the reduced model's one-stage plan read back and timed
+    pipeline.py     the pipeline over stages: the schedule's steps as a recurrence, not an event walk
+    reduced.py      a model reduced to its layers outside the blocks and one block of each shape
     context.py      what every layout of a model on a cluster shares: options, IR, cost model
     traces.py       a trace set on disk read back into the walk's operations
     result.py       Estimate and StageTime
@@ -23,25 +27,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from modtrans.estimate.collectives import Fabric
+from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.result import Estimate, StageTime
 from modtrans.estimate.walk import EstimateError
 from modtrans.plan.model import Plan as _Plan
-from modtrans.simulate.network import Network, SimulateError
-from modtrans.simulate.network import network as _network
+from modtrans.simulate.network import Network
 from modtrans.strategy.llm.options import Layout
 
-__all__ = ["Estimate", "EstimateError", "Fabric", "Layout", "StageTime", "layout", "network", "plan"]
+__all__ = [
+    "Estimate",
+    "EstimateError",
+    "Fabric",
+    "Layout",
+    "StageTime",
+    "layout",
+    "network",
+    "plan",
+    "trace_set",
+]
 
 
-def network(net: str | Network, npus: int) -> Network:
-    """A network preset (simulate/network.py) sized to `npus`, or the Network given."""
-    if isinstance(net, Network):
-        return net
-    try:
-        return _network(net, npus)
-    except SimulateError as error:
-        raise EstimateError(str(error)) from None
+network = sized
 
 
 def plan(
@@ -57,7 +63,7 @@ def plan(
     `peak_flops` one GPU's (for MFU)."""
     from modtrans.estimate.exact import estimate
 
-    net = globals()["network"](network, the_plan.npus)
+    net = sized(network, the_plan.npus)
     return estimate(the_plan, net, tick_ns=tick_ns, tokens=tokens, peak_flops=peak_flops)
 
 
@@ -76,3 +82,20 @@ def layout(
     from modtrans.estimate.fast import estimate
 
     return estimate(model, the_layout, device=device, network=network, training=training)
+
+
+def trace_set(prefix: str | Path, *, network: str | Network) -> Estimate:
+    """A trace set on disk (PREFIX.<rank>.et, PREFIX.comm_groups.json, PREFIX.et-meta.json) as
+    ASTRA-sim 2.x would run it on `network`: one trace per pipeline stage read where the
+    .meta.json gives the mesh. Raises EstimateError for a set that cannot be read (one line)."""
+    from modtrans import sidecar
+    from modtrans.chakra.read import prefix_of
+    from modtrans.chakra.validate import expand
+    from modtrans.estimate.traces import estimate
+
+    base = prefix_of(str(prefix)) or str(prefix)
+    members = next(iter(expand([Path(base)]).values()), [])
+    if not members:
+        raise EstimateError(f"{prefix}: no trace files {base}.<rank>.et")
+    net = sized(network, len(members))
+    return estimate(base, members, sidecar.read(sidecar.of_set(base)), net)

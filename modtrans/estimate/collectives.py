@@ -36,10 +36,11 @@ dgx-a100) each take the formula's time to the nanosecond once PHASE_NS is 10
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from modtrans.comm import CommType
-from modtrans.simulate.network import Network
+from modtrans.estimate.walk import EstimateError
+from modtrans.simulate.network import Network, SimulateError, network
 
 HOPS = 2
 """A Switch's hops between any two NPUs (Switch::compute_hops_count)."""
@@ -66,6 +67,16 @@ _BASE = {
 }
 
 
+def sized(net: str | Network, npus: int) -> Network:
+    """A network preset (simulate/network.py) sized to `npus`, or the Network given."""
+    if isinstance(net, Network):
+        return net
+    try:
+        return network(net, npus)
+    except SimulateError as error:
+        raise EstimateError(str(error)) from None
+
+
 def bytes_per_ns(gbps: float) -> float:
     """GB/s as the backend reads it: 2^30 bytes per second (bw_GBps_to_Bpns)."""
     return gbps * (1 << 30) / 1e9
@@ -78,10 +89,15 @@ class Fabric:
     dims: tuple[int, ...]
     rate: tuple[float, ...]  # bytes per ns
     latency: tuple[float, ...]  # ns per hop
+    rings: dict[tuple[int, ...], frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, net: Network) -> Fabric:
-        return cls(net.dims, tuple(bytes_per_ns(b) for b in net.bandwidth), net.latency)
+        """The network's fabric (one per network: its rings are kept)."""
+        found = _FABRICS.get(net)
+        if found is None:
+            found = _FABRICS[net] = cls(net.dims, tuple(bytes_per_ns(b) for b in net.bandwidth), net.latency)
+        return found
 
     @property
     def npus(self) -> int:
@@ -114,8 +130,12 @@ class Fabric:
             return 0
         if n == self.npus:
             return self._hierarchical(kind, size)
-        ring = sorted(ranks)
-        dims = {self.dimension(a, b) for a, b in zip(ring, [*ring[1:], ring[0]], strict=True)}
+        key = tuple(ranks)
+        dims = self.rings.get(key)
+        if dims is None:  # the dimensions the ring's links cross, made once per group
+            ring = sorted(ranks)
+            dims = frozenset(self.dimension(a, b) for a, b in zip(ring, [*ring[1:], ring[0]], strict=True))
+            self.rings[key] = dims
         steps, msg, _ = _ring(kind, size, n)
         step = max(self.link_ns(d, msg) for d in dims)
         return PHASE_NS + steps * (step + STEP_NS)
@@ -133,6 +153,9 @@ class Fabric:
             steps, msg, remain = _ring(kind, remain, n)
             total += PHASE_NS + steps * (self.link_ns(d, msg) + STEP_NS)
         return int(total)
+
+
+_FABRICS: dict[Network, Fabric] = {}
 
 
 def _ring(kind: CommType, size: float, n: int) -> tuple[int, float, float]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import cost
+from modtrans.estimate.result import peak_of
 from modtrans.estimate.walk import EstimateError
 from modtrans.ir.document import ModelIR
 from modtrans.pipeline import Options
@@ -25,14 +26,15 @@ class Context:
     cost: cost.CostModel
     peak_flops: float | None  # the device's dense BF16 FLOP/s
     sequence: int  # tokens per sequence
-    irs: dict[int, ModelIR] = field(default_factory=dict, compare=False)  # by vocabulary multiple
+    irs: dict[tuple[int, int], ModelIR] = field(default_factory=dict, compare=False)
 
     def ir(self, layout: Layout) -> ModelIR:
-        """The model's IR as `layout` pads its vocabulary (Megatron: a multiple of 128 T)."""
-        multiple = layout.vocabulary_multiple
-        if multiple not in self.irs:
-            self.irs[multiple] = _ir(self.model, self.options, multiple)
-        return self.irs[multiple]
+        """The model's IR for one micro-batch of `layout` (request.py: the IR is one micro-batch),
+        its vocabulary padded as the layout pads it (Megatron: a multiple of 128 T)."""
+        key = (layout.vocabulary_multiple, layout.micro_batch)
+        if key not in self.irs:
+            self.irs[key] = _ir(self.model, replace(self.options, batch=layout.micro_batch), key[0])
+        return self.irs[key]
 
     def parallelism(self, layout: Layout) -> Parallelism:
         return replace(self.options.parallel, npus=layout.npus, layout=layout)
@@ -64,17 +66,12 @@ def _context(model: str, device: str | None, training: tuple[tuple[str, Any], ..
         model_cost = cost.get(options.compute, options.cost)
     except (UsageError, cost.CostError) as error:
         raise EstimateError(str(error)) from None
-    described = model_cost.describe()
-    peaks = described.get("peak_flops")
-    peak = None
-    if isinstance(peaks, dict):
-        value = peaks.get("bfloat16") or peaks.get("default") or peaks.get("float")
-        peak = float(value) if isinstance(value, int | float) and value > 0 else None
+    peak = peak_of(model_cost.describe())
     ir = _ir(model, options, 1)
     shapes = ir.provenance.input_shapes
     first = next(iter(shapes.values()), ())
     sequence = int(first[-1]) if first else 1
-    return Context(model, options, model_cost, peak, sequence, {1: ir})
+    return Context(model, options, model_cost, peak, sequence)
 
 
 def _ir(model: str, options: Options, vocabulary_multiple: int) -> ModelIR:

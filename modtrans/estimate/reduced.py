@@ -53,20 +53,26 @@ def reduce(ir: ModelIR) -> Reduced:
 
 
 def _reduce(ir: ModelIR) -> Reduced:
-    shapes: dict[int, list[Hashable]] = {}
-    order: list[int] = []
+    """Each layer belongs to the block it names or, naming none, to the block before it (a
+    residual add between blocks); those before the first block and after the last are kept."""
+    owner: list[int | None] = []
+    current: int | None = None
     for layer in ir.layers:
         b = layer.block.index if layer.block is not None else None
-        if b is None:
-            continue
-        if b not in shapes:
-            shapes[b] = []
-            order.append(b)
-        shapes[b].append(shape(layer))
+        if b is not None:
+            current = b
+        owner.append(current)
+    last = max(
+        (i for i, x in enumerate(ir.layers) if x.block is not None and x.block.index is not None), default=-1
+    )
+    shapes: dict[int, list[Hashable]] = {}
+    for i, (layer, b) in enumerate(zip(ir.layers, owner, strict=True)):
+        if b is not None and i <= last:
+            shapes.setdefault(b, []).append(shape(layer))
     first: dict[tuple[Hashable, ...], int] = {}
-    stands_for = []
-    for b in order:
-        stands_for.append(first.setdefault(tuple(shapes[b]), b))
+    stands_for = tuple(first.setdefault(tuple(v), b) for b, v in shapes.items())
     kept = set(stands_for)
-    layers = tuple(x for x in ir.layers if x.block is None or x.block.index is None or x.block.index in kept)
-    return Reduced(ModelIR(ir.provenance, layers), tuple(stands_for))
+    layers = tuple(
+        x for i, (x, b) in enumerate(zip(ir.layers, owner, strict=True)) if b is None or i > last or b in kept
+    )
+    return Reduced(ModelIR(ir.provenance, layers), stands_for)

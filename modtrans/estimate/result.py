@@ -92,3 +92,66 @@ def combine(
         tokens,
         peak_flops,
     )
+
+
+def peak_of(compute: object) -> float | None:
+    """One GPU's dense BF16 peak FLOP/s from a compute model's description (its `peak_flops`, as
+    a .meta.json's `compute` holds it), None without one."""
+    peaks = compute.get("peak_flops") if isinstance(compute, dict) else None
+    if not isinstance(peaks, dict):
+        return None
+    value = peaks.get("bfloat16") or peaks.get("default") or peaks.get("float")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def document(e: Estimate) -> dict[str, object]:
+    """The estimate as JSON holds it: seconds, rates, and per stage the same."""
+    return {
+        "iteration_s": e.iteration_s,
+        "compute_s": e.compute_s,
+        "exposed_comm_s": e.exposed_comm_s,
+        "bubble_s": e.bubble_s,
+        "tokens_per_s": e.tokens_per_s,
+        "tflops_per_gpu": e.tflops_per_gpu,
+        "mfu": e.mfu,
+        "memory_bytes": e.memory_bytes,
+        "npus": e.npus,
+        "stages": [
+            {
+                "stage": s.stage,
+                "wall_s": s.wall_s,
+                "compute_s": s.compute_s,
+                "comm_s": s.comm_s,
+                "exposed_comm_s": s.exposed_comm_s,
+                "bubble_s": s.bubble_s,
+                "memory_bytes": s.memory_bytes,
+            }
+            for s in e.stages
+        ],
+    }
+
+
+def lines(e: Estimate) -> list[str]:
+    """The estimate as a table of stages and a summary, for a terminal."""
+    out = [
+        f"{'stage':>7} {'wall ms':>12} {'compute ms':>11} {'comm ms':>10} {'exposed ms':>11} "
+        f"{'bubble ms':>10} {'memory GiB':>11}"
+    ]
+    for s in e.stages:
+        memory = f"{s.memory_bytes / 2**30:.1f}" if s.memory_bytes is not None else "-"
+        out.append(
+            f"{s.stage:>7} {s.wall_s * 1e3:>12.3f} {s.compute_s * 1e3:>11.3f} {s.comm_s * 1e3:>10.3f} "
+            f"{s.exposed_comm_s * 1e3:>11.3f} {s.bubble_s * 1e3:>10.3f} {memory:>11}"
+        )
+    out.append(
+        f"iteration: {e.iteration_s * 1e3:,.3f} ms: compute {e.compute_s * 1e3:,.3f} ms, "
+        f"exposed communication {e.exposed_comm_s * 1e3:,.3f} ms, bubble {e.bubble_s * 1e3:,.3f} ms "
+        "(the stage that finishes last)"
+    )
+    rates = [f"{e.tflops_per_gpu:.1f} TFLOP/s per GPU"]
+    if e.tokens:
+        rates.insert(0, f"{e.tokens_per_s:,.0f} tokens/s")
+    if e.mfu is not None:
+        rates.append(f"MFU {e.mfu:.1%}")
+    out.append(", ".join(rates))
+    return out

@@ -58,105 +58,127 @@ class Lane:
 
 def walk(actors: Sequence[Sequence[Node]]) -> list[Lane]:
     """Every actor's lane. Raises EstimateError when the actors wait for each other for ever."""
-    count = len(actors)
-    left = [[len(n.deps) for n in nodes] for nodes in actors]
-    after: list[list[list[int]]] = [[[] for _ in nodes] for nodes in actors]
-    for a, nodes in enumerate(actors):
-        for i, node in enumerate(nodes):
-            for d in node.deps:
-                after[a][d].append(i)
-    ready: list[tuple[list[int], list[int], list[int]]] = [([], [], []) for _ in range(count)]
-    busy = [[False, False] for _ in range(count)]
-    computing: list[list[tuple[int, int]]] = [[] for _ in range(count)]
-    talking: list[list[tuple[int, int]]] = [[] for _ in range(count)]
-    finish = [0] * count
-    done = [0] * count
-    events: list[tuple[int, int, int, int]] = []
-    seq = 0
-    occurrence: dict[tuple[int, Hashable], int] = defaultdict(int)
-    meeting: dict[tuple[Hashable, int], list[tuple[int, int, int]]] = {}
-    arrived: dict[Hashable, deque[int]] = defaultdict(deque)
-    waiting: dict[Hashable, deque[tuple[int, int, int]]] = defaultdict(deque)
+    return _Walk(actors).run()
 
-    def push(t: int, a: int, i: int) -> None:
-        nonlocal seq
-        heapq.heappush(events, (t, seq, a, i))
-        seq += 1
 
-    def become_ready(a: int, i: int) -> None:
-        kind = actors[a][i].kind
-        heapq.heappush(ready[a][0 if kind == COMPUTE else 2 if kind == RECV else 1], i)
+class _Walk:
+    """The walk's state: per actor the dependencies left, the ready nodes by resource (compute,
+    collectives and sends, receives; each in node order), the busy resources and the spans run."""
 
-    def issue(a: int, t: int) -> None:
-        computes, comms, recvs = ready[a]
-        if computes and not busy[a][0]:
+    def __init__(self, actors: Sequence[Sequence[Node]]) -> None:
+        self.actors = actors
+        count = len(actors)
+        self.left = [[len(n.deps) for n in nodes] for nodes in actors]
+        self.after: list[list[list[int]]] = [[[] for _ in nodes] for nodes in actors]
+        for a, nodes in enumerate(actors):
+            for i, node in enumerate(nodes):
+                for d in node.deps:
+                    self.after[a][d].append(i)
+        self.ready: list[tuple[list[int], list[int], list[int]]] = [([], [], []) for _ in range(count)]
+        self.busy = [[False, False] for _ in range(count)]
+        self.computing: list[list[tuple[int, int]]] = [[] for _ in range(count)]
+        self.talking: list[list[tuple[int, int]]] = [[] for _ in range(count)]
+        self.finish = [0] * count
+        self.done = [0] * count
+        self.events: list[tuple[int, int, int, int]] = []
+        self.seq = 0
+        self.occurrence: dict[tuple[int, Hashable], int] = defaultdict(int)
+        self.meeting: dict[tuple[Hashable, int], list[tuple[int, int, int]]] = {}
+        self.arrived: dict[Hashable, deque[int]] = defaultdict(deque)
+        self.waiting: dict[Hashable, deque[tuple[int, int, int]]] = defaultdict(deque)
+
+    def run(self) -> list[Lane]:
+        actors = self.actors
+        for a, nodes in enumerate(actors):
+            for i, node in enumerate(nodes):
+                if not node.deps:
+                    self.become_ready(a, i)
+            self.issue(a, 0)
+        events = self.events
+        while events:
+            t, _, a, i = heapq.heappop(events)
+            kind = actors[a][i].kind
+            if kind == COMPUTE:
+                self.busy[a][0] = False
+            elif kind != RECV:
+                self.busy[a][1] = False
+            self.done[a] += 1
+            self.finish[a] = max(self.finish[a], t)
+            left = self.left[a]
+            for j in self.after[a][i]:
+                left[j] -= 1
+                if not left[j]:
+                    self.become_ready(a, j)
+            self.issue(a, t)
+        stuck = [a for a in range(len(actors)) if self.done[a] != len(actors[a])]
+        if stuck:
+            a = stuck[0]
+            raise EstimateError(
+                f"the ranks wait for each other for ever: actor {a} "
+                f"finished {self.done[a]} of {len(actors[a])} operations"
+            )
+        return [
+            Lane(
+                self.finish[a],
+                _length(self.computing[a]),
+                _length(self.talking[a]),
+                _uncovered(self.talking[a], self.computing[a]),
+            )
+            for a in range(len(actors))
+        ]
+
+    def push(self, t: int, a: int, i: int) -> None:
+        heapq.heappush(self.events, (t, self.seq, a, i))
+        self.seq += 1
+
+    def become_ready(self, a: int, i: int) -> None:
+        kind = self.actors[a][i].kind
+        heapq.heappush(self.ready[a][0 if kind == COMPUTE else 2 if kind == RECV else 1], i)
+
+    def issue(self, a: int, t: int) -> None:
+        """Issue what the actor's free resources can take (issue_dep_free_nodes)."""
+        computes, comms, recvs = self.ready[a]
+        busy = self.busy[a]
+        if computes and not busy[0]:
             i = heapq.heappop(computes)
-            busy[a][0] = True
-            end = t + actors[a][i].time
-            computing[a].append((t, end))
-            push(end, a, i)
-        if comms and not busy[a][1]:
-            i = heapq.heappop(comms)
-            busy[a][1] = True
-            node = actors[a][i]
-            if node.kind == COLLECTIVE:
-                n = occurrence[a, node.key]
-                occurrence[a, node.key] = n + 1
-                group = meeting.setdefault((node.key, n), [])
-                group.append((a, i, t))
-                if len(group) == node.parties:
-                    end = max(s for _, _, s in group) + node.time
-                    for b, j, s in group:
-                        talking[b].append((s, end))
-                        push(end, b, j)
-                    del meeting[node.key, n]
-            else:
-                end = t + node.time
-                talking[a].append((t, end))
-                push(end, a, i)
-                if waiting[node.key]:
-                    b, j, s = waiting[node.key].popleft()
-                    push(max(s, end), b, j)
-                else:
-                    arrived[node.key].append(end)
+            busy[0] = True
+            end = t + self.actors[a][i].time
+            self.computing[a].append((t, end))
+            self.push(end, a, i)
+        if comms and not busy[1]:
+            busy[1] = True
+            self.communicate(a, heapq.heappop(comms), t)
         while recvs:
             i = heapq.heappop(recvs)
-            key = actors[a][i].key
-            if arrived[key]:
-                push(max(t, arrived[key].popleft()), a, i)
+            key = self.actors[a][i].key
+            if self.arrived[key]:
+                self.push(max(t, self.arrived[key].popleft()), a, i)
             else:
-                waiting[key].append((a, i, t))
+                self.waiting[key].append((a, i, t))
 
-    for a, nodes in enumerate(actors):
-        for i, node in enumerate(nodes):
-            if not node.deps:
-                become_ready(a, i)
-        issue(a, 0)
-    while events:
-        t, _, a, i = heapq.heappop(events)
-        node = actors[a][i]
-        if node.kind == COMPUTE:
-            busy[a][0] = False
-        elif node.kind != RECV:
-            busy[a][1] = False
-        done[a] += 1
-        finish[a] = max(finish[a], t)
-        for j in after[a][i]:
-            left[a][j] -= 1
-            if not left[a][j]:
-                become_ready(a, j)
-        issue(a, t)
-    stuck = [a for a in range(count) if done[a] != len(actors[a])]
-    if stuck:
-        a = stuck[0]
-        raise EstimateError(
-            f"the ranks wait for each other for ever: actor {a} "
-            f"finished {done[a]} of {len(actors[a])} operations"
-        )
-    return [
-        Lane(finish[a], _length(computing[a]), _length(talking[a]), _uncovered(talking[a], computing[a]))
-        for a in range(count)
-    ]
+    def communicate(self, a: int, i: int, t: int) -> None:
+        """A collective joins its parties (all there: it runs); a send runs and arrives."""
+        node = self.actors[a][i]
+        if node.kind == COLLECTIVE:
+            n = self.occurrence[a, node.key]
+            self.occurrence[a, node.key] = n + 1
+            group = self.meeting.setdefault((node.key, n), [])
+            group.append((a, i, t))
+            if len(group) == node.parties:
+                end = max(s for _, _, s in group) + node.time
+                for b, j, s in group:
+                    self.talking[b].append((s, end))
+                    self.push(end, b, j)
+                del self.meeting[node.key, n]
+            return
+        end = t + node.time
+        self.talking[a].append((t, end))
+        self.push(end, a, i)
+        if self.waiting[node.key]:
+            b, j, s = self.waiting[node.key].popleft()
+            self.push(max(s, end), b, j)
+        else:
+            self.arrived[node.key].append(end)
 
 
 def _length(spans: list[tuple[int, int]]) -> int:

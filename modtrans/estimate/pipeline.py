@@ -1,0 +1,173 @@
+"""The pipeline over stages: each stage's schedule steps (strategy/schedule.py), their transfers
+and its chunks' data-parallel reductions, timed as walk.py would time the stage programs the fast
+tier stands for, without its event queue.
+
+A stage runs its steps in order, one compute at a time; a step waits for its input (the
+activation, or the gradient, from the stage holding the neighbouring virtual stage) and starts
+when both are there: start = max(the stage's previous step's end, the input's arrival). After a
+step, the stage's communication lane takes, in order, the first collective of the chunk's
+reduction (after the chunk's last backward), the send of the step's output and the rest of the
+reduction (their nodes come after the send's: the workload layer issues ready nodes by id), each
+when the lane is free; a send arrives when it ends. The lane runs beside the next steps' compute
+(walk.py: one collective or send at a time, beside the compute). Steps whose input never comes
+mean schedules that wait for each other for ever (EstimateError).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from modtrans.estimate.walk import EstimateError
+from modtrans.plan.model import Schedule
+from modtrans.strategy.schedule import BWD, FWD, WGRAD, paired, stage_of, virtual_stage
+
+KINDS = {FWD: 0, BWD: 1, WGRAD: 3}  # the input gradient alone (zero bubble's I) is 2
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """What the pipeline walk says of one stage, in ns."""
+
+    finish: int
+    compute: int  # its steps' time, the collectives inside them included
+    comm: int  # its lane's: sends and reductions
+    after: int  # the lane's time after its last step: communication nothing overlapped
+
+
+# one step: (kind, virtual stage, the input's key or -1, the output's key or -1, the stage it goes to,
+# whether the chunk's reduction follows it)
+Plan = tuple[tuple[tuple[int, int, int, int, int, bool], ...], ...]
+
+
+@functools.lru_cache(maxsize=256)
+def steps(schedule: Schedule, stages: int, micro_batches: int, vpp: int, chunks: int) -> Plan:
+    """Every stage's steps, made once per (schedule, P, GA, V): a transfer's key is its boundary,
+    micro-batch and direction (as program.py tags it)."""
+    regular = schedule not in (Schedule.DUALPIPE, Schedule.DUALPIPE_V)
+    last = chunks - 1
+    out = []
+    for s in range(stages):
+        order, _ = paired(schedule, s, stages, micro_batches, vpp)
+        if regular:
+            virtuals = [c * stages + s for _, _, c in order]
+        else:
+            virtuals = [virtual_stage(schedule, s, stages, c) for _, _, c in order]
+        final = {
+            v: i for i, ((d, _, _), v) in enumerate(zip(order, virtuals, strict=True)) if d in (BWD, WGRAD)
+        }
+        reduced = set(final.values())
+        row = []
+        for i, ((direction, micro, _), v) in enumerate(zip(order, virtuals, strict=True)):
+            kind = KINDS.get(direction, 2)
+            recv = send = to = -1
+            if direction != WGRAD:
+                forward = direction == FWD
+                source, target = (v - 1, v + 1) if forward else (v + 1, v - 1)
+                back = 0 if forward else 1
+                if 0 <= source <= last:
+                    where = (
+                        source % stages
+                        if regular
+                        else stage_of(schedule, source, stages, micro, micro_batches)
+                    )
+                    if where != s:
+                        recv = (micro * chunks + min(source, v)) * 2 + back
+                if 0 <= target <= last:
+                    to = (
+                        target % stages
+                        if regular
+                        else stage_of(schedule, target, stages, micro, micro_batches)
+                    )
+                    if to != s:
+                        send = (micro * chunks + min(target, v)) * 2 + back
+            row.append((kind, v, recv, send, to, i in reduced))
+        out.append(tuple(row))
+    return tuple(out)
+
+
+def run(
+    plan: Plan,
+    times: Sequence[Sequence[int]],
+    reductions: Sequence[tuple[int, int]],
+    send_ns: Callable[[int, int], int],
+) -> list[Stage]:
+    """Each stage's finish, compute and communication: `times[v][kind]` a step of virtual stage v,
+    `reductions[v]` its chunk's reduction (the first collective, the rest), `send_ns(src, dst)` a
+    boundary transfer's."""
+    count = len(plan)
+    arrival: dict[int, int] = {}
+    at = [0] * count
+    clock = [0] * count  # the end of the stage's last step
+    lane = [0] * count  # when its communication lane is free
+    busy = [0] * count
+    talk = [0] * count
+    links = [[send_ns(s, d) if d != s else 0 for d in range(count)] for s in range(count)]
+    left = count
+    while left:
+        moved = False
+        for s in range(count):
+            row, i = plan[s], at[s]
+            end = len(row)
+            if i == end:
+                continue
+            t, c, work, comm = clock[s], lane[s], busy[s], talk[s]
+            out = links[s]
+            while i < end:
+                kind, v, recv, send, to, reduce = row[i]
+                if recv >= 0:
+                    arrived = arrival.get(recv)
+                    if arrived is None:
+                        break
+                    if arrived > t:
+                        t = arrived
+                step = times[v][kind]
+                t += step
+                work += step
+                first = rest = 0
+                if reduce:
+                    first, rest = reductions[v]
+                    if first:
+                        c = (c if c > t else t) + first
+                        comm += first
+                if send >= 0:
+                    ns = out[to]
+                    c = (c if c > t else t) + ns
+                    comm += ns
+                    arrival[send] = c
+                if rest:
+                    c = (c if c > t else t) + rest
+                    comm += rest
+                i += 1
+            if i != at[s]:
+                moved = True
+                at[s], clock[s], lane[s], busy[s], talk[s] = i, t, c, work, comm
+                if i == end:
+                    left -= 1
+        if left and not moved:
+            raise EstimateError("the pipeline's stages wait for each other for ever")
+    return [Stage(max(clock[s], lane[s]), busy[s], talk[s], max(lane[s] - clock[s], 0)) for s in range(count)]
+
+
+def reduction(tails: Sequence[tuple[int, Sequence[int]]]) -> tuple[int, int]:
+    """The last backward's reductions around its send, as the lane takes them: `tails` per
+    bucket its ready time (ns before the step's end, <= 0) and its collectives (each waits for the
+    one before), in the order the program emits them (program.py: the unit whose weight gradient
+    ends last first). The lane takes the lowest-numbered node ready when it frees (the send, ready
+    at the step's end, is numbered below them all). Returns when the send can start after the
+    step's end, and the lane's work left after the send."""
+    ready = [r for r, times in tails if times]
+    left = [list(times) for _, times in tails if times]
+    clock = min(ready, default=0)
+    while left and clock < 0:
+        now = [k for k in range(len(left)) if ready[k] <= clock]
+        if not now:
+            clock = min(min(ready), 0)
+            continue
+        k = now[0]
+        clock += left[k].pop(0)
+        ready[k] = clock
+        if not left[k]:
+            del ready[k], left[k]
+    return max(clock, 0), sum(sum(times) for times in left)

@@ -1,0 +1,403 @@
+"""Per-unit costs for the fast tier: the reduced model (reduced.py) planned for one stage and one
+micro-batch (strategy/llm/build.py, every technique and the cost model), read back as each unit's
+chains of compute and collectives, then timed on a layout's network.
+
+The plan is made once per (T, C, E, ETP, SP, M, framework ...) and a stand-in data degree: the
+collectives' sizes are whole buffers (plan/model.py), the same for any D; only whether there are
+data ranks at all (D / E > 1) changes which are attached, so D stands for 2 E or E. Megatron's
+ZeRO 0-2 reduce by chunk (buckets.py: the fast tier's chunks make them), so the plan is made with
+ZeRO 0 for them. Recomputation is read off one plan too, made with selective recomputation: its
+attention cores are the selective links; full recomputation re-runs a block's forward links
+before its backward (build.py's Rerun); none drops them. The groups a collective spans are the
+layout's own (its mesh's rank 0: the groups of every stage have the same shape), timed as the
+exact tier times them (collectives.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from modtrans.estimate.collectives import Fabric
+from modtrans.estimate.context import Context
+from modtrans.estimate.reduced import reduce
+from modtrans.estimate.walk import EstimateError
+from modtrans.plan.model import Collective, Compute, Place, Purpose, Recompute, Schedule, Step
+from modtrans.plan.sizes import Consumer, written
+from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.options import Layout, LayoutError
+
+CHAIN, BLOCKING, OVERLAPPED = 0, 1, 2  # a link: compute, a blocking collective, one left to overlap
+Raw = tuple[int, Any]  # (kind, ns of compute | (comm, whole bytes, axes) of a collective)
+Link = tuple[int, int]  # (kind, ns)
+
+
+@dataclass(frozen=True)
+class Tie:
+    """A unit holding a copy of another unit's weight (build._tied): when the two sit on different
+    stages, Megatron reduces the copy's gradient with its stage's buffer (`shard`: the copy's share
+    with the weight counted) and the two stages swap the gradient (`bytes` each way); the other
+    frameworks all-reduce the copy's gradient over the data ranks first."""
+
+    copy: int
+    owner: int
+    bytes: int
+    shard: Any
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    """The reduced model's units before their collectives are timed."""
+
+    forward: tuple[tuple[Raw, ...], ...]  # per unit
+    backward: tuple[
+        tuple[Raw, ...], ...
+    ]  # per unit: before_bwd, weight gradient, after_wg, input gradient ...
+    weight: tuple[tuple[bool, ...], ...]  # per unit, per backward link: part of the weight gradient (W)
+    core: tuple[int, ...]  # per unit: its attention core's forward ns (selective recomputation)
+    tail: tuple[tuple[Raw, ...], ...]  # per unit: once per iteration, after its last weight gradient
+    step: tuple[int, ...]  # per unit: forward + gradients' compute ns (build.py's stage-cut weight)
+    flops: tuple[int, ...]  # per unit, per micro-batch: forward + gradients
+    rerun_flops: tuple[tuple[int, int], ...]  # per unit: its attention core's and its forward's FLOPs
+    in_block: tuple[bool, ...]  # per unit: inside a transformer block (full recomputation reruns it)
+    blocks: tuple[tuple[int, ...], ...]  # per block of the full model: its reduced units (edges joined)
+    shards: tuple[Any, ...]  # per unit: its Megatron buffer share (buckets._shard), None if not bucketed
+    buffers: tuple[frozenset[Purpose], ...]  # per unit: the axes its gradient is reduced over
+    boundary: int  # bytes of one stage-boundary activation (build._boundary)
+    ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
+
+
+@dataclass(frozen=True)
+class UnitCost:
+    """One reduced unit on the layout's network, per micro-batch: chains of (kind, ns)."""
+
+    forward: tuple[Link, ...]
+    backward: tuple[Link, ...]  # recomputation, collectives, both gradients
+    input_grad: tuple[Link, ...]  # without the weight gradient (zero bubble's I)
+    weight_grad: tuple[Link, ...]  # the weight gradient alone (W)
+    tail: int
+    after_weight: int  # the backward's time after its weight gradient (input gradient, its collectives)
+
+
+_SKELETONS: dict[tuple[Any, ...], Skeleton] = {}
+
+
+def stand_in(layout: Layout) -> Layout:
+    """The one-stage, one-micro-batch layout whose plan gives `layout`'s units."""
+    bucketed = layout.framework is Framework.MEGATRON and layout.zero != 3
+    experts = layout.ep
+    dp = experts if bucketed else experts * min(layout.data_ranks // experts, 2)
+    return replace(
+        layout,
+        npus=layout.tp * layout.cp * dp,
+        pp=1,
+        vpp=1,
+        dp=dp,
+        global_batch=layout.micro_batch * dp,
+        schedule=Schedule.ONE_F_ONE_B,
+        stages=None,
+        recompute=Recompute.SELECTIVE,
+        zero=0 if bucketed else layout.zero,
+        overlap_grad_reduce=False,
+    )
+
+
+def skeleton(ctx: Context, layout: Layout) -> Skeleton:
+    """The reduced model's units under `layout` (made once per stand-in layout)."""
+    small = stand_in(layout)
+    key = (id(ctx), small)
+    found = _SKELETONS.get(key)
+    if found is None:
+        found = _SKELETONS[key] = _make(
+            ctx, small, bucketed=small.framework is Framework.MEGATRON and small.zero == 0
+        )
+    return found
+
+
+def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
+    from modtrans.strategy.llm import build
+    from modtrans.strategy.llm.buckets import _shard  # the one definition of a unit's buffer share
+    from modtrans.strategy.llm.unit import DENSE_DATA
+    from modtrans.strategy.roles import LayerRole
+
+    options = ctx.options
+    reduced = reduce(ctx.ir(small))
+    try:
+        plan = build.plan(
+            reduced.ir,
+            ctx.cost,
+            small,
+            params=options.params,
+            dtype_bytes=options.dtype_bytes,
+            folded=options.parallel.folded,
+        )
+        units = build._units(reduced.ir, small, options.params, options.dtype_bytes)
+    except LayoutError as error:
+        raise EstimateError(str(error)) from None
+    count = len(units)
+    read = _read(plan.programs[0], count, bucketed)
+    separate = small.ep > 1 or small.expert_tp != small.tp
+    buffers = tuple(u.grads_over if u.role is LayerRole.EXPERT and separate else DENSE_DATA for u in units)
+    shards = tuple(_shard(u, None) if bucketed else None for u in units)
+    ways = (small.tp if small.sp else 1) * small.cp
+    full = _blocks([u.block for u in units], reduced.stands_for)
+    boundary = build._boundary(units[full[0][-1]], ways)
+    in_block = tuple(u.block is not None for u in units)
+    by_name = {u.name: u for u in units}
+    ties = tuple(
+        Tie(u.index, owner.index, owner.grad_bytes(), _shard(u, owner) if bucketed else None)
+        for u in units
+        for p in u.x.owner.params
+        if (owner := by_name.get(p.shared_with or "")) is not None
+    )
+    forward, backward, weight, core, tail, step, flops, rerun = read
+    return Skeleton(
+        forward,
+        backward,
+        weight,
+        core,
+        tail,
+        step,
+        flops,
+        rerun,
+        in_block,
+        full,
+        shards,
+        buffers,
+        boundary,
+        ties,
+    )
+
+
+def _read(
+    program: Sequence[Any], count: int, bucketed: bool
+) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
+    """Each unit's links, read off the one-micro-batch program (in ns: context.py's time unit)."""
+    fwd: list[list[Raw]] = [[] for _ in range(count)]
+    bwd: list[list[Raw]] = [[] for _ in range(count)]
+    weight: list[list[bool]] = [[] for _ in range(count)]
+    tail: list[list[Raw]] = [[] for _ in range(count)]
+    core, step, flops = [0] * count, [0] * count, [0] * count
+    rerun = [[0, 0] for _ in range(count)]
+    started: set[int] = set()
+    for op in program:
+        u = op.layer
+        if isinstance(op, Compute):
+            if op.step is Step.RECOMPUTE:
+                core[u] += op.time
+                rerun[u][0] += op.flops
+                continue
+            if op.step is Step.FWD:
+                rerun[u][1] += op.flops
+            step[u] += op.time
+            flops[u] += op.flops
+            if op.step is Step.FWD:
+                fwd[u].append((CHAIN, op.time))
+            else:
+                started.add(u)
+                bwd[u].append((CHAIN, op.time))
+                weight[u].append(op.step is Step.WEIGHT_GRAD)
+        elif isinstance(op, Collective):
+            raw = (op.comm, op.bytes, op.over)
+            if op.place is Place.TAIL:
+                if not (bucketed and Purpose.DATA in op.over):  # Megatron's buckets: per chunk
+                    tail[u].append((BLOCKING, raw))
+            elif op.step is Step.RECOMPUTE:
+                continue  # a selective rerun moves nothing; full reruns are the forward's links
+            elif op.place in (Place.BEFORE_FWD, Place.AFTER_FWD) and u not in started:
+                fwd[u].append((BLOCKING, raw))
+            else:
+                overlapped = op.place is Place.AFTER_WG
+                bwd[u].append((OVERLAPPED if overlapped else BLOCKING, raw))
+                weight[u].append(overlapped)
+    return (
+        tuple(map(tuple, fwd)),
+        tuple(map(tuple, bwd)),
+        tuple(map(tuple, weight)),
+        tuple(core),
+        tuple(map(tuple, tail)),
+        tuple(step),
+        tuple(flops),
+        tuple((a, b) for a, b in rerun),
+    )
+
+
+def _blocks(keys: Sequence[int | None], stands_for: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """The full model's blocks as reduced units: each block the units of the block standing for
+    it, the units before the first block and after the last joined to them (stages.blocks)."""
+    of: dict[int | None, list[int]] = {}
+    for i, b in enumerate(keys):
+        of.setdefault(b, []).append(i)
+    if not stands_for:
+        return tuple((i,) for i in range(len(keys)))
+    full = [list(of[b]) for b in stands_for]
+    first = min(i for b in set(stands_for) for i in of[b])
+    last = max(i for b in set(stands_for) for i in of[b])
+    full[0] = [i for i, b in enumerate(keys) if b is None and i < first] + full[0]
+    full[-1] += [i for i, b in enumerate(keys) if b is None and i > last]
+    return tuple(tuple(b) for b in full)
+
+
+def timed(
+    sk: Skeleton, layout: Layout, fabric: Fabric, members: Callable[[frozenset[Purpose]], tuple[int, ...]]
+) -> list[UnitCost]:
+    """Each unit's chains on the network: `members(axes)` the layout's group of rank 0."""
+    cache: dict[tuple[Any, ...], int] = {}
+
+    def ns(raw: Any) -> int:
+        found = cache.get(raw)
+        if found is None:
+            comm, size, over = raw
+            ranks = members(over)
+            n = len(ranks)
+            found = cache[raw] = (
+                fabric.collective_ns(comm, written(comm, size, n, Consumer.ASTRA_SIM), ranks) if n > 1 else 0
+            )
+        return found
+
+    def links(raws: Sequence[Raw]) -> list[Link]:
+        return [(kind, value if kind == CHAIN else ns(value)) for kind, value in raws]
+
+    rerun = layout.recompute
+    out = []
+    for u in range(len(sk.forward)):
+        forward = links(sk.forward[u])
+        backward = links(sk.backward[u])
+        weight = sk.weight[u]
+        extra: list[Link] = [(CHAIN, sk.core[u])] if rerun is Recompute.SELECTIVE and sk.core[u] else []
+        last = max(
+            (k for k, (x, w) in enumerate(zip(backward, weight, strict=True)) if w and x[0] == CHAIN),
+            default=-1,
+        )
+        after = sum(ns for kind, ns in backward[last + 1 :] if kind != OVERLAPPED) if last >= 0 else 0
+        out.append(
+            UnitCost(
+                tuple(forward),
+                tuple(extra + backward),
+                tuple(extra + [x for x, w in zip(backward, weight, strict=True) if not w]),
+                tuple(x for x, w in zip(backward, weight, strict=True) if w),
+                sum(ns(raw) for _, raw in sk.tail[u]),
+                after,
+            )
+        )
+    return out
+
+
+Fill = dict[
+    frozenset[Purpose], tuple[int, float, float]
+]  # buffer -> (elements, gradient bytes, parameter bytes)
+
+
+def fill(sk: Skeleton, units: Sequence[int], zero: int) -> Fill:
+    """What `units` put in Megatron's buffers, filled as buckets.py fills a bucket (backward order,
+    each parameter started on a multiple of 64 elements under the distributed optimizer); a chunk's
+    bucket is its blocks' fills added (the blocks' parameter counts are multiples of 64 in every
+    model modtrans plans, so the starts do not move)."""
+    from modtrans.strategy.llm.buckets import _Bucket
+
+    buckets: dict[frozenset[Purpose], Any] = {}
+    padded = zero in (1, 2)
+    for i in reversed(units):
+        shard = sk.shards[i]
+        if shard is None:
+            continue
+        bucket = buckets.setdefault(sk.buffers[i], _Bucket())
+        for n in reversed(shard.elements):
+            bucket.add(n, shard, padded)
+    return {b: (x.filled, x.grad_bytes, x.param_bytes) for b, x in buckets.items() if x.filled}
+
+
+def tied_fill(sk: Skeleton, tie: Tie, zero: int) -> Fill:
+    """What a tied copy adds to its stage's Megatron buffer (buckets._shard with the copy)."""
+    from modtrans.strategy.llm.buckets import _Bucket
+
+    if tie.shard is None:
+        return {}
+    bucket = _Bucket()
+    for n in reversed(tie.shard.elements):
+        bucket.add(n, tie.shard, zero in (1, 2))
+    return (
+        {sk.buffers[tie.copy]: (bucket.filled, bucket.grad_bytes, bucket.param_bytes)}
+        if bucket.filled
+        else {}
+    )
+
+
+def tied_ns(
+    sk: Skeleton,
+    tie: Tie,
+    layout: Layout,
+    fabric: Fabric,
+    members: Callable[[frozenset[Purpose]], tuple[int, ...]],
+) -> int:
+    """The other frameworks' all-reduce of a tied copy's gradient over the data ranks (build._tied)."""
+    from modtrans.comm import CommType
+    from modtrans.strategy.llm.unit import DENSE_DATA
+
+    if layout.framework is Framework.MEGATRON or layout.gradient_ranks < 2:
+        return 0
+    ranks = members(DENSE_DATA)
+    return fabric.collective_ns(CommType.ALLREDUCE, tie.bytes, ranks) if len(ranks) > 1 else 0
+
+
+def bucket_times(
+    fills: Sequence[Fill], zero: int, fabric: Fabric, members: Callable[[frozenset[Purpose]], tuple[int, ...]]
+) -> dict[frozenset[Purpose], list[int]]:
+    """Megatron's reduction of one chunk (its blocks' fills): one bucket per buffer, its
+    collectives as buckets.py makes them (_Bucket.reduce: the all-reduce, or the reduce-scatter and
+    then the all-gather), timed, per buffer in order."""
+    import math
+
+    from modtrans.strategy.llm.buckets import BUCKET_ALIGN, _Bucket
+
+    total: dict[frozenset[Purpose], list[float]] = {}
+    for f in fills:
+        for buffer, values in f.items():
+            sums = total.setdefault(buffer, [0, 0.0, 0.0])
+            for k in range(3):
+                sums[k] += values[k]
+    out: dict[frozenset[Purpose], list[int]] = {}
+    for buffer, (filled, grads, params) in total.items():
+        ranks = members(buffer)
+        if len(ranks) < 2:
+            continue
+        bucket = _Bucket(int(filled), grads, params)
+        attached = _Attached()
+        divisor = math.lcm(len(ranks), BUCKET_ALIGN) if zero in (1, 2) else None
+        gathers = bucket.reduce(attached, buffer, divisor)  # type: ignore[arg-type]
+        out[buffer] = [
+            fabric.collective_ns(c.comm, written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM), ranks)
+            for c in (*attached.comms, *gathers)
+        ]
+    return out
+
+
+class _Attached:
+    """Where buckets.py's _Bucket.reduce attaches a bucket's collective: kept here instead."""
+
+    def __init__(self) -> None:
+        self.comms: list[Any] = []
+
+    def attach(self, place: Place, comm: Any) -> None:
+        self.comms.append(comm)
+
+
+def micro_flops(sk: Skeleton, rerun: Recompute) -> int:
+    """One micro-batch's FLOPs through the whole model, what is computed again included (as the
+    traces count them: every compute node's num_ops)."""
+    total = 0
+    for block in sk.blocks:
+        for u in block:
+            total += sk.flops[u]
+            if rerun is Recompute.SELECTIVE:
+                total += sk.rerun_flops[u][0]
+            elif rerun is Recompute.FULL and sk.in_block[u]:
+                total += sk.rerun_flops[u][1]
+    return total
+
+
+def rerun_links(sk: Skeleton, costs: Sequence[UnitCost], block: Sequence[int]) -> list[Link]:
+    """Full recomputation before a block's backward: its units' forward links again (build.py's
+    _rerun: the layers outside the blocks are not rerun)."""
+    return [link for i in block if sk.in_block[i] for link in costs[i].forward]

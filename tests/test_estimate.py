@@ -1,0 +1,229 @@
+"""modtrans estimate: the iteration ASTRA-sim 2.x's analytical backend computes, without running it.
+
+Checked against the simulator's own output recorded in fixtures/astra-sim (two real runs, their
+`sys[i]` lines), against collective times measured on the binary and worked by hand from its
+source (astra-sim/astra-sim 518bd51), and the fast tier against the exact one on real models.
+tests/test_estimate_simulator.py runs the simulator itself where a binary is given."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+import modtrans.estimate as estimate
+from modtrans.api import run
+from modtrans.comm import CommType
+from modtrans.estimate.collectives import Fabric
+from modtrans.estimate.walk import COLLECTIVE, COMPUTE, RECV, SEND, EstimateError, Node, walk
+from modtrans.request import prepare, request_of
+from modtrans.simulate import Network
+
+Run = Callable[..., Result]
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "astra-sim"
+# the two recorded runs (fixtures/astra-sim/MANIFEST.md): what translated them, on switch:8:300
+RUNS = {
+    "gpt2-tp4-dp2.log": ("gpt2", "--tp", "4", "--dp", "2"),
+    "gpt2-tp2-pp2-dp2.log": ("gpt2", "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "8"),
+}
+
+
+def _recorded(log: Path) -> dict[int, tuple[int, int, int]]:
+    """rank -> (wall, exposed, GPU time) in ns, as the simulator printed them (the test's own reading)."""
+    text = log.read_text()
+    out = {}
+    for rank, wall, exposed in re.findall(
+        r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+)", text
+    ):
+        gpu = re.search(rf"sys\[{rank}\], GPU time: (\d+)", text)
+        assert gpu is not None
+        out[int(rank)] = (int(wall), int(exposed), int(gpu.group(1)))
+    return out
+
+
+@pytest.mark.parametrize("log", sorted(RUNS))
+def test_a_recorded_run_is_what_the_estimate_says_to_the_nanosecond(
+    run_cli: Run, tmp_path: Path, log: str
+) -> None:
+    """Each stage's wall time, compute and exposed communication (ASTRA-sim's: wall - GPU time)
+    are the recorded run's, exactly: the same traces, the same network."""
+    prefix = tmp_path / "r"
+    made = run_cli("translate", *RUNS[log], "--time-unit", "us", "--format", "chakra-et", "-o", prefix)
+    assert made.exit_code == 0, made.output
+    found = estimate.trace_set(prefix, network="switch:8:300")
+    said = _recorded(RECORDED / log)
+    per_stage = len(said) // len(found.stages)
+    for stage in found.stages:
+        wall, exposed, gpu = said[stage.stage * per_stage]
+        assert round(stage.wall_s * 1e9) == wall
+        assert round(stage.simulator_exposed_s * 1e9) == exposed
+        assert round(stage.compute_s * 1e9) == gpu
+    assert round(found.iteration_s * 1e9) == max(w for w, _, _ in said.values())
+
+
+def test_the_command_prints_what_simulate_reads_from_the_run(run_cli: Run, tmp_path: Path) -> None:
+    """`modtrans estimate` and `modtrans simulate --from-log` on the recorded run: the same
+    iteration and TFLOP/s per GPU (simulate's from the log's times and the traces' FLOPs)."""
+    prefix = tmp_path / "p"
+    made = run_cli(
+        "translate", *RUNS["gpt2-tp2-pp2-dp2.log"], "--time-unit", "us", "--format", "chakra-et", "-o", prefix
+    )
+    assert made.exit_code == 0, made.output
+    log = RECORDED / "gpt2-tp2-pp2-dp2.log"
+    simulated = json.loads(run_cli("simulate", prefix, "--from-log", log, "--format", "json").stdout)
+    done = run_cli("estimate", prefix, "--network", "switch:8:300", "--format", "json")
+    assert done.exit_code == 0, done.output
+    shown = json.loads(done.stdout)
+    assert round(shown["iteration_s"] * 1e9) == simulated["iteration_ns"]
+    assert shown["tflops_per_gpu"] == pytest.approx(simulated["tflops_per_gpu"], abs=0.01)
+    assert shown["iteration_s"] == pytest.approx(
+        shown["compute_s"] + shown["exposed_comm_s"] + shown["bubble_s"]
+    )
+    table = run_cli("estimate", prefix, "--network", "switch:8:300")
+    assert table.exit_code == 0
+    assert f"iteration: {simulated['iteration_ns'] / 1e6:,.3f} ms" in table.stdout
+    assert "TFLOP/s per GPU" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("nothing-here",), "no trace files"),
+        (("{set}", "--network", "switch:4:300"), "the workload has 8 NPUs"),
+        (("{set}", "--network", "torus"), "--network torus"),
+        (("{set}", "--format", "yaml"), "--format yaml"),
+    ],
+)
+def test_unusable_input_is_one_line_exit_2(
+    run_cli: Run, tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    prefix = tmp_path / "s"
+    assert (
+        run_cli(
+            "translate", "gpt2", "--tp", "4", "--dp", "2", "--format", "chakra-et", "-o", prefix
+        ).exit_code
+        == 0
+    )
+    done = run_cli(
+        "estimate",
+        *(str(prefix) if a == "{set}" else str(tmp_path / a) if a == "nothing-here" else a for a in args),
+    )
+    assert done.exit_code == 2
+    assert said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("npus", "comm", "size", "group", "ns"),
+    [
+        # plan/sizes.py's measurement on the binary: an ALL_GATHER of 100 MiB on one switch of n NPUs
+        # at 300 GB/s: (n - 1) steps of 2 x 1 ns + 100 MiB / (300 x 2^30 / 10^9 B/ns) = 325,522 ns
+        # (truncated, BasicTopology::compute_communication_delay) + 10 ns (MemBus), + 10 ns a phase
+        (4, CommType.ALLGATHER, 100 * MIB, None, 976_606),
+        (8, CommType.ALLGATHER, 100 * MIB, None, 2_278_734),
+        (16, CommType.ALLGATHER, 100 * MIB, None, 4_882_990),
+    ],
+)
+def test_collectives_on_one_switch_take_the_measured_time(
+    npus: int, comm: CommType, size: int, group: tuple[int, ...] | None, ns: int
+) -> None:
+    fabric = Fabric.of(Network((npus,), (300.0,), (1.0,)))
+    assert fabric.collective_ns(comm, size, group or tuple(range(npus))) == ns
+
+
+def test_collectives_across_dgx_nodes_take_the_times_the_binary_gave() -> None:
+    """Measured on ASTRA-sim 2.x (518bd51, the configurations `modtrans simulate --network dgx-a100`
+    writes: 300 GB/s and 1 ns within a node, 25 GB/s and 1000 ns between nodes), one collective a
+    trace, 16 NPUs as 2 nodes of 8; worked by hand from Ring.cc and CommunicatorGroup.cc:
+      data group {0, 8} (one ring crossing dimension 1), ALL_REDUCE 1 MiB: 2 steps of 512 KiB,
+          int(2 x 1000 + 524,288 / 26.8435456) + 10 = 21,541 each, + 10 = 43,092 ns
+      every NPU (no pg_name: a ring phase per dimension), ALL_REDUCE 1 MiB: dimension 0, 14 steps
+          of 131,072 B at 322.12 B/ns (int(2 + 406.9) + 10 = 418) + 10 = 5,862, then dimension 1,
+          2 steps of 524,288 B (21,541) + 10 = 43,092: 48,954 ns
+      tensor group {0 .. 7}, ALL_TO_ALL 100 MiB: 28 steps of 12.5 MiB (n (n - 1) / 2, Normal
+          injection) of int(2 + 40,690.1) + 10 = 40,702 each, + 10 = 1,139,666 ns"""
+    fabric = Fabric.of(Network((8, 2), (300.0, 25.0), (1.0, 1000.0)))
+    assert fabric.collective_ns(CommType.ALLREDUCE, MIB, (0, 8)) == 43_092
+    assert fabric.collective_ns(CommType.ALLREDUCE, MIB, tuple(range(16))) == 48_954
+    assert fabric.collective_ns(CommType.ALLTOALL, 100 * MIB, tuple(range(8))) == 1_139_666
+    assert fabric.collective_ns(CommType.REDUCESCATTER, 100 * MIB, (0, 8)) == 1_955_145
+    # an all-gather's comm_size is one rank's part (plan/sizes.py): 64 KiB of a 1 MiB result; its
+    # phases in reverse dimension order: 1 step over dimension 1 (4,451) + 10, then 7 steps of the
+    # 128 KiB gathered so far over dimension 0 (418 each) + 10
+    assert fabric.collective_ns(CommType.ALLGATHER, MIB // 16, tuple(range(16))) == 7_397
+    assert fabric.send_ns(0, 8, MIB) == int(2 * 1000 + MIB / (25 * 2**30 / 1e9))
+
+
+def test_a_rank_runs_one_collective_at_a_time_beside_its_compute() -> None:
+    """HardwareResource: two collectives nothing orders run one after the other, beside a compute."""
+    actor = [
+        Node(COLLECTIVE, 100, (), "a", 1),
+        Node(COLLECTIVE, 50, (), "b", 1),
+        Node(COMPUTE, 120, ()),
+        Node(COMPUTE, 10, (1,)),
+    ]
+    (lane,) = walk([actor])
+    assert lane.finish == 160  # the second collective waits for the first (100 + 50), then 10 of compute
+    assert lane.compute == 130
+    assert lane.exposed == 160 - 130
+
+
+def test_a_receive_waits_for_its_send_and_a_collective_for_every_party() -> None:
+    first = [Node(COMPUTE, 300, ()), Node(SEND, 40, (0,), "x"), Node(COLLECTIVE, 25, (0,), "g", 2)]
+    second = [Node(RECV, 0, (), "x"), Node(COMPUTE, 5, (0,)), Node(COLLECTIVE, 25, (1,), "g", 2)]
+    a, b = walk([first, second])
+    assert b.finish == max(300 + 40 + 5, 300 + 40) + 25  # the collective starts when both are there
+    assert a.finish == b.finish
+
+
+def test_ranks_that_wait_for_each_other_for_ever_are_one_error() -> None:
+    with pytest.raises(EstimateError, match="wait for each other"):
+        walk([[Node(RECV, 0, (), "never")]])
+
+
+LAYOUTS = [
+    ("gpt2", {"tp": 2, "pp": 2, "dp": 2, "global_batch": 8}),  # tied embedding across stages
+    ("llama-3-8b", {"tp": 2, "pp": 4, "sp": True, "global_batch": 16, "vpp": 2}),
+    ("llama-3-8b", {"tp": 2, "pp": 4, "sp": True, "global_batch": 16, "schedule": "zb-h1"}),
+    (
+        "llama-3-8b",
+        {"tp": 2, "pp": 2, "dp": 2, "sp": True, "global_batch": 16, "recompute": "full", "zero": 1},
+    ),
+    ("llama-3-8b", {"framework": "fsdp", "zero": 3, "dp": 8, "global_batch": 16}),
+    ("mixtral-8x7b", {"tp": 2, "ep": 2, "dp": 4, "pp": 2, "sp": True, "global_batch": 16}),
+]
+
+
+@pytest.mark.parametrize(
+    ("model", "options"), LAYOUTS, ids=lambda x: x if isinstance(x, str) else "-".join(map(str, x.values()))
+)
+def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str, object]) -> None:
+    """The fast tier (a reduced model's units, the pipeline over stages) within 2 % of the exact
+    tier (every program of the built plan walked), which test_a_recorded_run... ties to the
+    simulator; the compute of each stage the same to 0.1 %."""
+    prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": "unused/"}))
+    plan = run(prepared).plan
+    assert plan is not None
+    exact = estimate.plan(plan, network="dgx-a100")
+    layout = prepared.options.parallel.layout
+    assert layout is not None
+    fast = estimate.layout(model, layout, network="dgx-a100")
+    assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=0.02)
+    for mine, theirs in zip(fast.stages, exact.stages, strict=True):
+        assert mine.compute_s == pytest.approx(theirs.compute_s, rel=1e-3)
+    assert fast.tflops_per_gpu == pytest.approx(exact.tflops_per_gpu, rel=0.02)
+
+
+def test_the_fast_tier_refuses_what_it_does_not_model_in_one_line() -> None:
+    layout = estimate.Layout(npus=8, tp=2, pp=2, global_batch=8, overlap_grad_reduce=True)
+    with pytest.raises(EstimateError, match="overlap-grad-reduce"):
+        estimate.layout("gpt2", layout, network="dgx-a100")
+    with pytest.raises(EstimateError, match="--network"):
+        estimate.layout("gpt2", estimate.Layout(npus=12, tp=2, pp=2, global_batch=12), network="hgx-h100")
