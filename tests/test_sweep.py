@@ -256,8 +256,8 @@ def test_the_finalists_are_simulated(run_cli: Run, tmp_path: Path) -> None:
 
 def test_the_agreement_is_kendalls_tau_and_the_largest_error() -> None:
     """Estimates 1, 2, 3 s against simulations 1, 3, 2 s: of the three pairs two are ordered alike
-    and one not, tau = (2 - 1) / 3 (Kendall 1938, tau-a); the errors against the simulation are 0,
-|2 / 3 - 1| and |3 / 2 - 1|, the largest 1/2."""
+        and one not, tau = (2 - 1) / 3 (Kendall 1938, tau-a); the errors against the simulation are 0,
+    |2 / 3 - 1| and |3 / 2 - 1|, the largest 1/2."""
     from modtrans.sweep.rows import agreement
 
     def row(estimate: float, simulated: float | None) -> Row:
@@ -278,3 +278,18 @@ def test_the_agreement_is_kendalls_tau_and_the_largest_error() -> None:
         "kendall_tau": pytest.approx(1 / 3),
     }
     assert agreement([row(1, 1)]) is None
+
+
+def test_dask_without_its_extra_is_one_line_and_exit_2(run_cli: Run) -> None:
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("distributed is installed")
+    done = run_cli("sweep", "llama-3-8b", *SMALL, "--tp", "2", "--engine", "dask", "--no-cache")
+    assert done.exit_code == 2
+    assert (
+        done.output.strip()
+        == "modtrans: --engine dask needs Dask's distributed: pip install 'modtrans[distributed]'"
+    )

@@ -1,7 +1,7 @@
 """Results kept by the digest of what made them, so that a sweep interrupted or run again does
 only what it has not done: an estimate by the model file's content, the training options, the
-layout, the network and modtrans's version; a simulation by the same and the simulator binary's
-content. One SQLite file (the standard library's; each result its own transaction, so a run
+layout, the network and modtrans's source (code()); a simulation by the same and the simulator
+binary's content. One SQLite file (the standard library's; each result its own transaction, so a run
 stopped at any point leaves every finished result and no half of one).
 
     with Cache(folder) as cache:          # None: keep nothing
@@ -35,6 +35,17 @@ def digest(what: Any) -> str:
     """The SHA-256 of `what` as canonical JSON (sorted keys; enums and paths as their text)."""
     text = json.dumps(what, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def code() -> str:
+    """The digest of modtrans's own source (every .py file of the package, by path and bytes):
+    a result made by other code is not taken for this code's, whatever the version says."""
+    package = Path(__file__).resolve().parents[1]
+    hashed = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        hashed.update(str(path.relative_to(package)).encode())
+        hashed.update(path.read_bytes())
+    return hashed.hexdigest()
 
 
 def content(path: Path | None) -> str | None:

@@ -186,10 +186,12 @@ def finish(rows: list[Row]) -> list[Row]:
 Simulate = Callable[[list[tuple[Layout, Row, dict[str, Any]]]], None]
 
 
-def model_digest_of(model: str) -> str | None:
+def model_digest_of(model: str) -> str:
+    """What a result depends on besides its options: the model file's content and modtrans's
+    source (cache.code)."""
     from modtrans.pipeline import model_file
 
-    return caching.content(model_file(model))
+    return caching.digest({"model": caching.content(model_file(model)), "code": caching.code()})
 
 
 def cache_folder(given: Path | str | None, use: bool) -> Path | None:
