@@ -8,6 +8,7 @@ engines.py    where tasks run: this process, a local process pool, or a Dask clu
 cache.py      results kept by the digest of what made them (SQLite), to resume and repeat
 finalists.py  the best K translated to traces and simulated on ASTRA-sim 2.x
 run.py        the sweep from end to end: enumerate, fit, estimate, simulate, rank
+tasks.py      what runs on the engine: a batch of estimates, a finalist simulated; their rows
 rows.py       the table's rows, their ranking and Pareto front, CSV and JSON written atomically
 draw.py       the picture: throughput against memory or GPUs, the front and the finalists marked
 request.py    the option table's rules applied, the sweep run, its files written

@@ -31,7 +31,7 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     before KeyboardInterrupt goes on."""
     from modtrans import simulate as sim
     from modtrans.estimate import EstimateError
-    from modtrans.sweep import draw, engines, rows, run, space
+    from modtrans.sweep import draw, engines, rows, run, space, tasks
     from modtrans.sweep.finalists import ChoiceError
 
     try:
@@ -51,7 +51,7 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     device = given.pop("device", None)
     network = str(given.pop("network", None) or "hgx-h100")
     training = tuple(sorted((k, v) for k, v in given.items() if v is not None and v is not False))
-    setup = run.Setup(str(model), device, network, training, how["astra_sim"])
+    setup = tasks.Setup(str(model), device, network, training, how["astra_sim"])
     cache = None if how["no_cache"] else run.cache_folder(how["cache"], True)
     stopped = False
     try:
