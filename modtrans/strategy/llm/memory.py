@@ -159,7 +159,11 @@ def _activations(
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
     terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp)
-    total = sum(activations.layer(d, block, *terms) for block in blocks) * _in_flight(layout, stage)
+    alike: dict[activations.Mlp, list[int]] = {}  # blocks of one MLP store alike: one layer() each
+    for block in blocks:
+        alike.setdefault(d.mlp(block), []).append(block)
+    stored = sum(len(same) * activations.layer(d, same[0], *terms) for same in alike.values())
+    total = stored * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
     if ends[1]:
