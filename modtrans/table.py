@@ -244,7 +244,7 @@ SWEEP_OWN: tuple[Option, ...] = (
        SWEEPING),
     _o("cache", Path, "Keep results here, to resume and repeat (default: ~/.cache/modtrans).", SWEEPING),
     _o("no_cache", bool, "Keep no results.", SWEEPING, default=False, flags=("--no-cache",)),
-    _o("output", Path, "Write the table to PREFIX.csv and PREFIX.json, the picture to PREFIX.svg.", OUTPUT,
+    _o("output", str, "Write the table to PREFIX.csv and PREFIX.json, the picture to PREFIX.svg.", OUTPUT,
        flags=("--output", "-o")),
     _o("against", ("memory", "gpus"), "The picture's x axis: memory per GPU, or GPUs.", OUTPUT,
        default="memory"),

@@ -293,3 +293,17 @@ def test_dask_without_its_extra_is_one_line_and_exit_2(run_cli: Run) -> None:
         done.output.strip()
         == "modtrans: --engine dask needs Dask's distributed: pip install 'modtrans[distributed]'"
     )
+
+
+@pytest.mark.parametrize("output", ["missing/t", "folder/", ""])
+def test_an_output_that_cannot_be_written_is_one_line_before_the_sweep(
+    output: str, run_cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-o PREFIX's folder must be there (a typo is not made), and PREFIX names files, not a folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    done = run_cli("sweep", "llama-3-8b", *SMALL, "--tp", "2", "--no-cache", "-o", output)
+    assert done.exit_code == 2
+    assert len(done.output.strip().splitlines()) == 1
+    assert done.output.startswith(f"modtrans: -o {output}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]

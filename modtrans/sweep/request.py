@@ -41,6 +41,7 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     for name in ("gpus", *SPACE_FIELDS):  # one value given for a list of them
         if isinstance(given.get(name), int | bool | str):
             given[name] = (given[name],)
+    _writable(given.get("output"))
     gpus = given.pop("gpus", None)
     if not gpus:
         raise UsageError("--gpus: how many GPUs has the cluster? (e.g. --gpus 1024)")
@@ -74,7 +75,27 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
             found, f"{model} on {', '.join(map(str, gpus))} GPUs", against=how["against"] or "memory"
         )
         summary = {"model": str(model), **outcome.summary(), "agreement": rows.agreement(found)}
-        outcome.written = rows.write(Path(how["output"]), found, summary, picture)
+        try:
+            outcome.written = rows.write(Path(how["output"]), found, summary, picture)
+        except OSError as error:
+            raise UsageError(str(error)) from None
     if stopped:
         raise KeyboardInterrupt
     return outcome, found
+
+
+def _writable(output: str | Path | None) -> None:
+    """-o PREFIX: its folder must be there (a typo is not made: outputs.new_folder's rule), and
+    no table file a folder; said before the sweep runs."""
+    if output is None:
+        return
+    from modtrans.sweep.rows import files
+
+    prefix = Path(output)
+    if str(output).endswith("/") or not prefix.name:
+        raise UsageError(f"-o {output}: a PREFIX for PREFIX.csv, PREFIX.json and PREFIX.svg, not a folder")
+    if not prefix.parent.is_dir():
+        raise UsageError(f"-o {output}: the folder {prefix.parent} does not exist")
+    taken = [path for path in files(prefix) if path.is_dir()]
+    if taken:
+        raise UsageError(f"-o {output}: {taken[0]} is a folder")

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from modtrans.fileio import write_all
+from modtrans.outputs import save
 
 
 @dataclass
@@ -141,13 +141,19 @@ def read_json(text: str) -> list[Row]:
     return [Row(**{k: v for k, v in row.items() if k in COLUMNS}) for row in json.loads(text)["rows"]]
 
 
+def files(prefix: Path) -> list[Path]:
+    """What a table written at `prefix` is: PREFIX.csv, PREFIX.json, PREFIX.svg."""
+    return [prefix.with_name(f"{prefix.name}.{suffix}") for suffix in ("csv", "json", "svg")]
+
+
 def write(prefix: Path, rows: Sequence[Row], summary: dict[str, Any], picture: str | None) -> list[Path]:
-    """PREFIX.csv, PREFIX.json and (given) PREFIX.svg, all or none. Raises OSError."""
-    files: list[tuple[Path, str]] = [
-        (prefix.with_name(prefix.name + ".csv"), as_csv(rows)),
-        (prefix.with_name(prefix.name + ".json"), as_json(rows, summary)),
-    ]
+    """PREFIX.csv, PREFIX.json and (given) PREFIX.svg, all or none (outputs.save: a failure is
+    one line naming the file). Raises OSError."""
+    csv_path, json_path, svg_path = files(prefix)
+    made: list[tuple[Path, str]] = [(csv_path, as_csv(rows)), (json_path, as_json(rows, summary))]
     if picture is not None:
-        files.append((prefix.with_name(prefix.name + ".svg"), picture))
-    write_all(files)
-    return [path for path, _ in files]
+        made.append((svg_path, picture))
+    problems = save(made)
+    if problems:
+        raise OSError(problems[0].message)
+    return [path for path, _ in made]
