@@ -307,3 +307,13 @@ def test_an_output_that_cannot_be_written_is_one_line_before_the_sweep(
     assert len(done.output.strip().splitlines()) == 1
     assert done.output.startswith(f"modtrans: -o {output}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "said"), [("0", "--gpus '0'"), ("2000000", "at most 1,048,576"), ("1:100", "at most 64")]
+)
+def test_a_cluster_beyond_what_modtrans_plans_for_is_one_line(gpus: str, said: str, run_cli: Run) -> None:
+    done = run_cli("sweep", "llama-3-8b", "--gpus", gpus, "--global-batch", "64", "--no-cache")
+    assert done.exit_code == 2
+    assert len(done.output.strip().splitlines()) == 1
+    assert said in done.output

@@ -9,13 +9,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modtrans import table
+from modtrans import limits, table
 from modtrans.request import UsageError
 
 if TYPE_CHECKING:
     from modtrans.sweep.rows import Row
 
 SPACE_FIELDS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "distributed_optimizer", "sp")
+GPU_COUNTS = 64
+"""Cluster sizes one sweep compares at most (--gpus 1:1000000 is a typo, not a million sweeps)."""
 RUNNING = ("simulate", "astra_sim", "jobs", "engine", "scheduler", "cache", "no_cache", "output", "against")
 
 
@@ -45,6 +47,11 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     gpus = given.pop("gpus", None)
     if not gpus:
         raise UsageError("--gpus: how many GPUs has the cluster? (e.g. --gpus 1024)")
+    too_many = limits.at_most("--gpus", max(gpus), limits.NPUS, "GPUs") or limits.at_most(
+        "--gpus", len(gpus), GPU_COUNTS, "cluster sizes in one sweep"
+    )
+    if too_many:
+        raise UsageError(too_many)
     if given.get("global_batch") is None:
         raise UsageError("--global-batch: sequences per iteration, the same for every layout compared")
     the_space = space.Space(**{k: v for k in SPACE_FIELDS if (v := given.pop(k, None)) is not None})

@@ -20,6 +20,7 @@ V = 1 runs Megatron's 1F1B schedule, V >= 2 its interleaved one.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -59,7 +60,9 @@ class Found:
 
 
 def divisors(n: int) -> tuple[int, ...]:
-    return tuple(d for d in range(1, n + 1) if n % d == 0)
+    """n's divisors, ascending (pairs up to its square root)."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted({*low, *(n // d for d in low)}))
 
 
 def _rule(message: str) -> str:
