@@ -32,10 +32,13 @@ def _friendly_types() -> None:
         return
     names = {"int": "N", "int range": "N", "float": "X", "float range": "X", "str": "TEXT", "path": "PATH"}
     labels = {"device": "NAME|FILE", "output": "FILE|-", "tcp": "HOST:PORT"}
+    listed = dict.fromkeys(("gpus", "tp", "pp", "cp", "ep", "vpp", "micro_batch"), "LIST")
+    by_command = {"sweep": {**listed, "output": "PREFIX", "simulate": "top:K|all|none"}}  # its own meanings
 
     def display_type(self: core._TyperParameter, ctx: object) -> str:
-        if self.name in labels:
-            return labels[self.name]
+        own = by_command.get(getattr(getattr(ctx, "command", None), "name", None) or "", {})
+        if self.name in own or self.name in labels:
+            return own.get(self.name) or labels[self.name]
         label = str(original(self, ctx))
         inner = label[1:-1] if label.startswith("<") else label
         if inner.startswith("list[") and inner.endswith("]"):
