@@ -207,7 +207,7 @@ LAYOUTS = [
 def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str, object]) -> None:
     """The fast tier (a reduced model's units, the pipeline over stages) within 2 % of the exact
     tier (every program of the built plan walked), which test_a_recorded_run... ties to the
-    simulator; the compute of each stage the same to 0.1 %."""
+    simulator; the compute of each stage the same to 0.1 %, its memory to the byte."""
     prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": "unused/"}))
     plan = run(prepared).plan
     assert plan is not None
@@ -218,6 +218,8 @@ def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str,
     assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=0.02)
     for mine, theirs in zip(fast.stages, exact.stages, strict=True):
         assert mine.compute_s == pytest.approx(theirs.compute_s, rel=1e-3)
+    # memory.py's model, given the full plan's units by build.py and the reduced model's by the fast tier
+    assert [s.memory_bytes for s in fast.stages] == [m.total for m in plan.memory]
     assert fast.tflops_per_gpu == pytest.approx(exact.tflops_per_gpu, rel=0.02)
 
 

@@ -15,7 +15,9 @@ and MFU derived from them.
     exact.py        a plan's programs as the trace writer writes them, walked
     fast.py         one layout's estimate: chunks from per-unit costs, then the pipeline
     units.py        per-unit costs: the reduced model's one-stage plan read back and timed
+    reductions.py   Megatron's data-parallel buckets of a chunk, filled once per block and timed
     pipeline.py     the pipeline over stages: the schedule's steps as a recurrence, not an event walk
+    memory.py       the fast tier's memory per stage: strategy/llm/memory.py on the full model's units
     reduced.py      a model reduced to its layers outside the blocks and one block of each shape
     context.py      what every layout of a model on a cluster shares: options, IR, cost model
     traces.py       a trace set on disk read back into the walk's operations

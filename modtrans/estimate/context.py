@@ -27,6 +27,7 @@ class Context:
     peak_flops: float | None  # the device's dense BF16 FLOP/s
     sequence: int  # tokens per sequence
     irs: dict[tuple[int, int], ModelIR] = field(default_factory=dict, compare=False)
+    made: dict[object, object] = field(default_factory=dict, compare=False)  # what the fast tier keeps
 
     def ir(self, layout: Layout) -> ModelIR:
         """The model's IR for one micro-batch of `layout` (request.py: the IR is one micro-batch),

@@ -27,6 +27,8 @@ from typing import Any
 from modtrans.estimate import pipeline
 from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.context import context
+from modtrans.estimate.memory import per_stage as memory_of
+from modtrans.estimate.reductions import bucket_times, fill, tied_fill, tied_ns
 from modtrans.estimate.result import Estimate, StageTime, combine
 from modtrans.estimate.units import (
     BLOCKING,
@@ -35,12 +37,8 @@ from modtrans.estimate.units import (
     Link,
     Skeleton,
     UnitCost,
-    bucket_times,
-    fill,
     micro_flops,
     rerun_links,
-    tied_fill,
-    tied_ns,
 )
 from modtrans.estimate.units import skeleton as skeleton_of
 from modtrans.estimate.units import timed as timed_units
@@ -54,7 +52,6 @@ from modtrans.strategy.schedule import virtual_stage
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the rest
 Chunk = tuple[int, int, int, int, int, int, int]
-_TIMED: dict[tuple[Any, ...], Any] = {}
 
 
 def estimate(
@@ -72,7 +69,8 @@ def estimate(
     ctx = context(model, device, training)
     fabric = Fabric.of(sized(network, layout.npus))
     sk = skeleton_of(ctx, layout)
-    chunks = _chunks(sk, layout, fabric)
+    chunks, cuts = _chunks(sk, layout, fabric)
+    held = memory_of(ctx, sk, layout, cuts)
     plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, len(chunks))
     per_stage = layout.npus // layout.pp
 
@@ -89,20 +87,21 @@ def estimate(
         pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
         inside = stage.compute - pure  # the blocking collectives inside the steps
         comm, exposed = stage.comm + inside, stage.after + inside
-        stages.append(StageTime(s, stage.finish / 1e9, pure / 1e9, comm / 1e9, exposed / 1e9))
+        total = held[s].total if s < len(held) else None
+        stages.append(StageTime(s, stage.finish / 1e9, pure / 1e9, comm / 1e9, exposed / 1e9, total))
     per_micro = micro_flops(sk, layout.recompute)
     flops = per_micro * layout.micro_batches * per_stage
     tokens = layout.batch * ctx.sequence
     return combine(tuple(stages), npus=layout.npus, flops=flops, tokens=tokens, peak_flops=ctx.peak_flops)
 
 
-def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> list[Chunk]:
+def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> tuple[list[Chunk], list[range]]:
     """Per chunk (P x V, in pipeline order): one micro-batch's forward, backward, input-gradient and
     weight-gradient ns, its compute alone, and its data-parallel reduction's first collective and
     the rest (ns)."""
     mesh = layout.mesh()
-    key = (id(sk), mesh, fabric, layout.recompute, layout.zero)
-    found = _TIMED.get(key)
+    key = ("timed", mesh, fabric, layout.recompute, layout.zero)
+    found = sk.made.get(key)
     if found is None:
         groups: dict[frozenset[Purpose], tuple[int, ...]] = {}
 
@@ -115,34 +114,56 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> list[Chunk]:
         costs = timed_units(sk, layout, fabric, members)
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
         fills = {b: fill(sk, b, layout.zero) for b in set(sk.blocks)}
-        found = _TIMED[key] = (costs, blocks, fills, members)
-    costs, blocks, fills, members = found
+        made: dict[tuple[int, int, bool], Chunk] = {}
+        found = sk.made[key] = (costs, blocks, fills, members, made)
+    costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
     try:
-        cuts = partition(weights, layout.chunks, layout.stages, even=True)
+        cuts = partition(weights, layout.chunks, layout.stages, even=any(sk.in_block))
     except LayoutError as error:
         raise EstimateError(str(error)) from None
     tied = bool(_ties(sk, layout, len(cuts)))
     out = []
     for v, cut in enumerate(cuts):
-        parts = [sk.blocks[b] for b in cut]
-        if all(blocks[p][6] for p in parts):
-            sums = [sum(blocks[p][k] for p in parts) for k in range(5)]
-            t = c = 0
-            for p in reversed(parts):  # each block's tails after its backward, beside the next's
-                t += blocks[p][1]
-                c = max(c, t) + blocks[p][5] if blocks[p][5] else c
-            tails = max(c - t, 0)
-        else:
-            sums = [*_chain(sk, costs, parts, layout.recompute), sum(blocks[p][4] for p in parts)]
-            tails = _spill(sk, costs, parts, layout.recompute)
-        chunk_fills = [fills[p] for p in reversed(parts)]
-        if tied and v == len(cuts) - 1:  # the copy of a tied weight: reduced with this stage's
-            tails += sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
-            chunk_fills += [tied_fill(sk, t, layout.zero) for t in sk.ties]
-        before, after = pipeline.reduction(_buckets(sk, costs, parts, chunk_fills, layout, fabric, members))
-        out.append((sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tails))
-    return out
+        last = tied and v == len(cuts) - 1
+        chunk = made.get((cut.start, cut.stop, last))
+        if chunk is None:
+            chunk = made[cut.start, cut.stop, last] = _chunk(
+                sk, costs, blocks, fills, members, cut, last, layout, fabric
+            )
+        out.append(chunk)
+    return out, cuts
+
+
+def _chunk(
+    sk: Skeleton,
+    costs: Sequence[UnitCost],
+    blocks: Any,
+    fills: Any,
+    members: Any,
+    cut: range,
+    last: bool,
+    layout: Layout,
+    fabric: Fabric,
+) -> Chunk:
+    """One chunk's times (made once per cut of the same units on the same groups)."""
+    parts = [sk.blocks[b] for b in cut]
+    if all(blocks[p][6] for p in parts):
+        sums = [sum(blocks[p][k] for p in parts) for k in range(5)]
+        t = c = 0
+        for p in reversed(parts):  # each block's tails after its backward, beside the next's
+            t += blocks[p][1]
+            c = max(c, t) + blocks[p][5] if blocks[p][5] else c
+        tails = max(c - t, 0)
+    else:
+        sums = [*_chain(sk, costs, parts, layout.recompute), sum(blocks[p][4] for p in parts)]
+        tails = _spill(sk, costs, parts, layout.recompute)
+    chunk_fills = [fills[p] for p in reversed(parts)]
+    if last:  # the copy of a tied weight: reduced with this stage's
+        tails += sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
+        chunk_fills += [tied_fill(sk, t, layout.zero) for t in sk.ties]
+    before, after = pipeline.reduction(_buckets(sk, costs, parts, chunk_fills, layout, fabric, members))
+    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tails)
 
 
 def _buckets(
@@ -160,6 +181,8 @@ def _buckets(
     out = []
     behind = 0  # the backward after this unit's: the units before it in the chunk
     for u in (u for p in parts for u in p):
+        if not times:
+            break
         buffer = sk.buffers[u]
         if sk.shards[u] is not None and buffer in times:
             out.append((-(behind + costs[u].after_weight), times.pop(buffer)))

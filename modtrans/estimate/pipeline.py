@@ -36,55 +36,74 @@ class Stage:
     after: int  # the lane's time after its last step: communication nothing overlapped
 
 
-# one step: (kind, virtual stage, the input's key or -1, the output's key or -1, the stage it goes to,
-# whether the chunk's reduction follows it)
-Plan = tuple[tuple[tuple[int, int, int, int, int, bool], ...], ...]
+# a step: (stage, kind, virtual stage, the input's key or -1, the output's key or -1, the stage it
+# goes to, whether the chunk's reduction follows it); the plan: every stage's steps in an order
+# where each comes after its stage's previous step and after the step sending its input
+Step = tuple[int, int, int, int, int, int, bool]
+Plan = tuple[int, int, tuple[Step, ...]]  # stages, keys, steps
 
 
 @functools.lru_cache(maxsize=256)
 def steps(schedule: Schedule, stages: int, micro_batches: int, vpp: int, chunks: int) -> Plan:
-    """Every stage's steps, made once per (schedule, P, GA, V): a transfer's key is its boundary,
-    micro-batch and direction (as program.py tags it)."""
+    """Every stage's steps, made once per (schedule, P, GA, V), in an order the walk can take them
+    one after another: a transfer's key is its boundary, micro-batch and direction (as program.py
+    tags it). EstimateError where the stages would wait for each other for ever."""
+    rows = [_row(schedule, s, stages, micro_batches, vpp, chunks) for s in range(stages)]
+    order: list[Step] = []
+    sent: set[int] = set()
+    at = [0] * stages
+    left = stages
+    while left:
+        moved = False
+        for s, row in enumerate(rows):
+            i, end = at[s], len(row)
+            if i == end:
+                continue
+            while i < end and (row[i][3] < 0 or row[i][3] in sent):
+                order.append(row[i])
+                if row[i][4] >= 0:
+                    sent.add(row[i][4])
+                i += 1
+            if i != at[s]:
+                moved = True
+                at[s] = i
+                left -= i == end
+        if left and not moved:
+            raise EstimateError("the pipeline's stages wait for each other for ever")
+    return stages, 2 * micro_batches * chunks + 2, tuple(order)
+
+
+def _row(schedule: Schedule, s: int, stages: int, micro_batches: int, vpp: int, chunks: int) -> list[Step]:
+    """One stage's steps, in its schedule's order."""
     regular = schedule not in (Schedule.DUALPIPE, Schedule.DUALPIPE_V)
     last = chunks - 1
-    out = []
-    for s in range(stages):
-        order, _ = paired(schedule, s, stages, micro_batches, vpp)
-        if regular:
-            virtuals = [c * stages + s for _, _, c in order]
-        else:
-            virtuals = [virtual_stage(schedule, s, stages, c) for _, _, c in order]
-        final = {
-            v: i for i, ((d, _, _), v) in enumerate(zip(order, virtuals, strict=True)) if d in (BWD, WGRAD)
-        }
-        reduced = set(final.values())
-        row = []
-        for i, ((direction, micro, _), v) in enumerate(zip(order, virtuals, strict=True)):
-            kind = KINDS.get(direction, 2)
-            recv = send = to = -1
-            if direction != WGRAD:
-                forward = direction == FWD
-                source, target = (v - 1, v + 1) if forward else (v + 1, v - 1)
-                back = 0 if forward else 1
-                if 0 <= source <= last:
-                    where = (
-                        source % stages
-                        if regular
-                        else stage_of(schedule, source, stages, micro, micro_batches)
-                    )
-                    if where != s:
-                        recv = (micro * chunks + min(source, v)) * 2 + back
-                if 0 <= target <= last:
-                    to = (
-                        target % stages
-                        if regular
-                        else stage_of(schedule, target, stages, micro, micro_batches)
-                    )
-                    if to != s:
-                        send = (micro * chunks + min(target, v)) * 2 + back
-            row.append((kind, v, recv, send, to, i in reduced))
-        out.append(tuple(row))
-    return tuple(out)
+    order, _ = paired(schedule, s, stages, micro_batches, vpp)
+    if regular:
+        virtuals = [c * stages + s for _, _, c in order]
+    else:
+        virtuals = [virtual_stage(schedule, s, stages, c) for _, _, c in order]
+    final = {v: i for i, ((d, _, _), v) in enumerate(zip(order, virtuals, strict=True)) if d in (BWD, WGRAD)}
+    reduced = set(final.values())
+    row = []
+    for i, ((direction, micro, _), v) in enumerate(zip(order, virtuals, strict=True)):
+        kind = KINDS.get(direction, 2)
+        recv = send = to = -1
+        if direction != WGRAD:
+            forward = direction == FWD
+            source, target = (v - 1, v + 1) if forward else (v + 1, v - 1)
+            back = 0 if forward else 1
+            if 0 <= source <= last:
+                where = (
+                    source % stages if regular else stage_of(schedule, source, stages, micro, micro_batches)
+                )
+                if where != s:
+                    recv = (micro * chunks + min(source, v)) * 2 + back
+            if 0 <= target <= last:
+                to = target % stages if regular else stage_of(schedule, target, stages, micro, micro_batches)
+                if to != s:
+                    send = (micro * chunks + min(target, v)) * 2 + back
+        row.append((s, kind, v, recv, send, to, i in reduced))
+    return row
 
 
 def run(
@@ -96,57 +115,40 @@ def run(
     """Each stage's finish, compute and communication: `times[v][kind]` a step of virtual stage v,
     `reductions[v]` its chunk's reduction (the first collective, the rest), `send_ns(src, dst)` a
     boundary transfer's."""
-    count = len(plan)
-    arrival: dict[int, int] = {}
-    at = [0] * count
+    count, keys, order = plan
+    arrival = [0] * keys
     clock = [0] * count  # the end of the stage's last step
     lane = [0] * count  # when its communication lane is free
     busy = [0] * count
     talk = [0] * count
     links = [[send_ns(s, d) if d != s else 0 for d in range(count)] for s in range(count)]
-    left = count
-    while left:
-        moved = False
-        for s in range(count):
-            row, i = plan[s], at[s]
-            end = len(row)
-            if i == end:
-                continue
-            t, c, work, comm = clock[s], lane[s], busy[s], talk[s]
-            out = links[s]
-            while i < end:
-                kind, v, recv, send, to, reduce = row[i]
-                if recv >= 0:
-                    arrived = arrival.get(recv)
-                    if arrived is None:
-                        break
-                    if arrived > t:
-                        t = arrived
-                step = times[v][kind]
-                t += step
-                work += step
-                first = rest = 0
-                if reduce:
-                    first, rest = reductions[v]
-                    if first:
-                        c = (c if c > t else t) + first
-                        comm += first
-                if send >= 0:
-                    ns = out[to]
-                    c = (c if c > t else t) + ns
-                    comm += ns
-                    arrival[send] = c
-                if rest:
-                    c = (c if c > t else t) + rest
-                    comm += rest
-                i += 1
-            if i != at[s]:
-                moved = True
-                at[s], clock[s], lane[s], busy[s], talk[s] = i, t, c, work, comm
-                if i == end:
-                    left -= 1
-        if left and not moved:
-            raise EstimateError("the pipeline's stages wait for each other for ever")
+    for s, kind, v, recv, send, to, reduce in order:
+        t = clock[s]
+        if recv >= 0:
+            arrived = arrival[recv]
+            if arrived > t:
+                t = arrived
+        step = times[v][kind]
+        t += step
+        busy[s] += step
+        if reduce or send >= 0:
+            c = lane[s]
+            rest = 0
+            if reduce:
+                first, rest = reductions[v]
+                if first:
+                    c = (c if c > t else t) + first
+                    talk[s] += first
+            if send >= 0:
+                ns = links[s][to]
+                c = (c if c > t else t) + ns
+                talk[s] += ns
+                arrival[send] = c
+            if rest:
+                c = (c if c > t else t) + rest
+                talk[s] += rest
+            lane[s] = c
+        clock[s] = t
     return [Stage(max(clock[s], lane[s]), busy[s], talk[s], max(lane[s] - clock[s], 0)) for s in range(count)]
 
 

@@ -16,6 +16,7 @@ from modtrans.ir.document import Layer, ModelIR
 class Reduced:
     ir: ModelIR  # the kept layers, in the model's order
     stands_for: tuple[int, ...]  # per block of the full model, in order: the kept block's index
+    order: tuple[int, ...] = ()  # the full model's block indices, in order
 
 
 def shape(layer: Layer) -> Hashable:
@@ -75,4 +76,4 @@ def _reduce(ir: ModelIR) -> Reduced:
     layers = tuple(
         x for i, (x, b) in enumerate(zip(ir.layers, owner, strict=True)) if b is None or i > last or b in kept
     )
-    return Reduced(ModelIR(ir.provenance, layers), stands_for)
+    return Reduced(ModelIR(ir.provenance, layers), stands_for, tuple(shapes))

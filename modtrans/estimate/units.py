@@ -16,7 +16,7 @@ exact tier times them (collectives.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modtrans.estimate.collectives import Fabric
@@ -65,7 +65,10 @@ class Skeleton:
     shards: tuple[Any, ...]  # per unit: its Megatron buffer share (buckets._shard), None if not bucketed
     buffers: tuple[frozenset[Purpose], ...]  # per unit: the axes its gradient is reduced over
     boundary: int  # bytes of one stage-boundary activation (build._boundary)
+    units: tuple[Any, ...]  # the reduced model's Units (strategy/llm/unit.py), for the memory model
+    order: tuple[int, ...]  # per block of the full model: its block index in the model
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
+    made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
 @dataclass(frozen=True)
@@ -78,9 +81,6 @@ class UnitCost:
     weight_grad: tuple[Link, ...]  # the weight gradient alone (W)
     tail: int
     after_weight: int  # the backward's time after its weight gradient (input gradient, its collectives)
-
-
-_SKELETONS: dict[tuple[Any, ...], Skeleton] = {}
 
 
 def stand_in(layout: Layout) -> Layout:
@@ -106,12 +106,11 @@ def stand_in(layout: Layout) -> Layout:
 def skeleton(ctx: Context, layout: Layout) -> Skeleton:
     """The reduced model's units under `layout` (made once per stand-in layout)."""
     small = stand_in(layout)
-    key = (id(ctx), small)
-    found = _SKELETONS.get(key)
-    if found is None:
-        found = _SKELETONS[key] = _make(
-            ctx, small, bucketed=small.framework is Framework.MEGATRON and small.zero == 0
-        )
+    key = ("skeleton", small)
+    found = ctx.made.get(key)
+    if not isinstance(found, Skeleton):
+        bucketed = small.framework is Framework.MEGATRON and small.zero == 0
+        found = ctx.made[key] = _make(ctx, small, bucketed=bucketed)
     return found
 
 
@@ -166,6 +165,8 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         shards,
         buffers,
         boundary,
+        tuple(units),
+        reduced.order,
         ties,
     )
 
@@ -284,108 +285,16 @@ def timed(
     return out
 
 
-Fill = dict[
-    frozenset[Purpose], tuple[int, float, float]
-]  # buffer -> (elements, gradient bytes, parameter bytes)
-
-
-def fill(sk: Skeleton, units: Sequence[int], zero: int) -> Fill:
-    """What `units` put in Megatron's buffers, filled as buckets.py fills a bucket (backward order,
-    each parameter started on a multiple of 64 elements under the distributed optimizer); a chunk's
-    bucket is its blocks' fills added (the blocks' parameter counts are multiples of 64 in every
-    model modtrans plans, so the starts do not move)."""
-    from modtrans.strategy.llm.buckets import _Bucket
-
-    buckets: dict[frozenset[Purpose], Any] = {}
-    padded = zero in (1, 2)
-    for i in reversed(units):
-        shard = sk.shards[i]
-        if shard is None:
-            continue
-        bucket = buckets.setdefault(sk.buffers[i], _Bucket())
-        for n in reversed(shard.elements):
-            bucket.add(n, shard, padded)
-    return {b: (x.filled, x.grad_bytes, x.param_bytes) for b, x in buckets.items() if x.filled}
-
-
-def tied_fill(sk: Skeleton, tie: Tie, zero: int) -> Fill:
-    """What a tied copy adds to its stage's Megatron buffer (buckets._shard with the copy)."""
-    from modtrans.strategy.llm.buckets import _Bucket
-
-    if tie.shard is None:
-        return {}
-    bucket = _Bucket()
-    for n in reversed(tie.shard.elements):
-        bucket.add(n, tie.shard, zero in (1, 2))
-    return (
-        {sk.buffers[tie.copy]: (bucket.filled, bucket.grad_bytes, bucket.param_bytes)}
-        if bucket.filled
-        else {}
-    )
-
-
-def tied_ns(
-    sk: Skeleton,
-    tie: Tie,
-    layout: Layout,
-    fabric: Fabric,
-    members: Callable[[frozenset[Purpose]], tuple[int, ...]],
-) -> int:
-    """The other frameworks' all-reduce of a tied copy's gradient over the data ranks (build._tied)."""
-    from modtrans.comm import CommType
-    from modtrans.strategy.llm.unit import DENSE_DATA
-
-    if layout.framework is Framework.MEGATRON or layout.gradient_ranks < 2:
-        return 0
-    ranks = members(DENSE_DATA)
-    return fabric.collective_ns(CommType.ALLREDUCE, tie.bytes, ranks) if len(ranks) > 1 else 0
-
-
-def bucket_times(
-    fills: Sequence[Fill], zero: int, fabric: Fabric, members: Callable[[frozenset[Purpose]], tuple[int, ...]]
-) -> dict[frozenset[Purpose], list[int]]:
-    """Megatron's reduction of one chunk (its blocks' fills): one bucket per buffer, its
-    collectives as buckets.py makes them (_Bucket.reduce: the all-reduce, or the reduce-scatter and
-    then the all-gather), timed, per buffer in order."""
-    import math
-
-    from modtrans.strategy.llm.buckets import BUCKET_ALIGN, _Bucket
-
-    total: dict[frozenset[Purpose], list[float]] = {}
-    for f in fills:
-        for buffer, values in f.items():
-            sums = total.setdefault(buffer, [0, 0.0, 0.0])
-            for k in range(3):
-                sums[k] += values[k]
-    out: dict[frozenset[Purpose], list[int]] = {}
-    for buffer, (filled, grads, params) in total.items():
-        ranks = members(buffer)
-        if len(ranks) < 2:
-            continue
-        bucket = _Bucket(int(filled), grads, params)
-        attached = _Attached()
-        divisor = math.lcm(len(ranks), BUCKET_ALIGN) if zero in (1, 2) else None
-        gathers = bucket.reduce(attached, buffer, divisor)  # type: ignore[arg-type]
-        out[buffer] = [
-            fabric.collective_ns(c.comm, written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM), ranks)
-            for c in (*attached.comms, *gathers)
-        ]
-    return out
-
-
-class _Attached:
-    """Where buckets.py's _Bucket.reduce attaches a bucket's collective: kept here instead."""
-
-    def __init__(self) -> None:
-        self.comms: list[Any] = []
-
-    def attach(self, place: Place, comm: Any) -> None:
-        self.comms.append(comm)
-
-
 def micro_flops(sk: Skeleton, rerun: Recompute) -> int:
     """One micro-batch's FLOPs through the whole model, what is computed again included (as the
-    traces count them: every compute node's num_ops)."""
+    traces count them: every compute node's num_ops); made once per skeleton and recomputation."""
+    key = ("flops", rerun)
+    if key not in sk.made:
+        sk.made[key] = _micro_flops(sk, rerun)
+    return int(sk.made[key])
+
+
+def _micro_flops(sk: Skeleton, rerun: Recompute) -> int:
     total = 0
     for block in sk.blocks:
         for u in block:

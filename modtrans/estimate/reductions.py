@@ -1,0 +1,115 @@
+"""Megatron-LM's data-parallel reduction of a fast-tier chunk: its gradient buffers filled as
+strategy/llm/buckets.py fills one bucket per buffer (the default, without --overlap-grad-reduce),
+each block's fill made once and a chunk's the sum of its blocks', the collectives timed on the
+layout's groups; a weight tied across stages (build._tied) in its copy's buffer, or all-reduced
+on its own under the other frameworks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from modtrans.estimate.collectives import Fabric
+from modtrans.estimate.units import Skeleton, Tie
+from modtrans.plan.model import Place, Purpose
+from modtrans.plan.sizes import Consumer, written
+from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.options import Layout
+
+Fill = dict[
+    frozenset[Purpose], tuple[int, float, float]
+]  # buffer -> (elements, gradient bytes, parameter bytes)
+
+
+def fill(sk: Skeleton, units: Sequence[int], zero: int) -> Fill:
+    """What `units` put in Megatron's buffers, filled as buckets.py fills a bucket (backward order,
+    each parameter started on a multiple of 64 elements under the distributed optimizer); a chunk's
+    bucket is its blocks' fills added (the blocks' parameter counts are multiples of 64 in every
+    model modtrans plans, so the starts do not move)."""
+    from modtrans.strategy.llm.buckets import _Bucket
+
+    buckets: dict[frozenset[Purpose], Any] = {}
+    padded = zero in (1, 2)
+    for i in reversed(units):
+        shard = sk.shards[i]
+        if shard is None:
+            continue
+        bucket = buckets.setdefault(sk.buffers[i], _Bucket())
+        for n in reversed(shard.elements):
+            bucket.add(n, shard, padded)
+    return {b: (x.filled, x.grad_bytes, x.param_bytes) for b, x in buckets.items() if x.filled}
+
+
+def tied_fill(sk: Skeleton, tie: Tie, zero: int) -> Fill:
+    """What a tied copy adds to its stage's Megatron buffer (buckets._shard with the copy)."""
+    from modtrans.strategy.llm.buckets import _Bucket
+
+    if tie.shard is None:
+        return {}
+    bucket = _Bucket()
+    for n in reversed(tie.shard.elements):
+        bucket.add(n, tie.shard, zero in (1, 2))
+    return (
+        {sk.buffers[tie.copy]: (bucket.filled, bucket.grad_bytes, bucket.param_bytes)}
+        if bucket.filled
+        else {}
+    )
+
+
+def tied_ns(
+    sk: Skeleton,
+    tie: Tie,
+    layout: Layout,
+    fabric: Fabric,
+    members: Callable[[frozenset[Purpose]], tuple[int, ...]],
+) -> int:
+    """The other frameworks' all-reduce of a tied copy's gradient over the data ranks (build._tied)."""
+    from modtrans.comm import CommType
+    from modtrans.strategy.llm.unit import DENSE_DATA
+
+    if layout.framework is Framework.MEGATRON or layout.gradient_ranks < 2:
+        return 0
+    ranks = members(DENSE_DATA)
+    return fabric.collective_ns(CommType.ALLREDUCE, tie.bytes, ranks) if len(ranks) > 1 else 0
+
+
+def bucket_times(
+    fills: Sequence[Fill], zero: int, fabric: Fabric, members: Callable[[frozenset[Purpose]], tuple[int, ...]]
+) -> dict[frozenset[Purpose], list[int]]:
+    """Megatron's reduction of one chunk (its blocks' fills): one bucket per buffer, its
+    collectives as buckets.py makes them (_Bucket.reduce: the all-reduce, or the reduce-scatter and
+    then the all-gather), timed, per buffer in order."""
+    import math
+
+    from modtrans.strategy.llm.buckets import BUCKET_ALIGN, _Bucket
+
+    total: dict[frozenset[Purpose], list[float]] = {}
+    for f in fills:
+        for buffer, values in f.items():
+            sums = total.setdefault(buffer, [0, 0.0, 0.0])
+            for k in range(3):
+                sums[k] += values[k]
+    out: dict[frozenset[Purpose], list[int]] = {}
+    for buffer, (filled, grads, params) in total.items():
+        ranks = members(buffer)
+        if len(ranks) < 2:
+            continue
+        bucket = _Bucket(int(filled), grads, params)
+        attached = _Attached()
+        divisor = math.lcm(len(ranks), BUCKET_ALIGN) if zero in (1, 2) else None
+        gathers = bucket.reduce(attached, buffer, divisor)  # type: ignore[arg-type]
+        out[buffer] = [
+            fabric.collective_ns(c.comm, written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM), ranks)
+            for c in (*attached.comms, *gathers)
+        ]
+    return out
+
+
+class _Attached:
+    """Where buckets.py's _Bucket.reduce attaches a bucket's collective: kept here instead."""
+
+    def __init__(self) -> None:
+        self.comms: list[Any] = []
+
+    def attach(self, place: Place, comm: Any) -> None:
+        self.comms.append(comm)
