@@ -131,9 +131,11 @@ def of_preset(ir: ModelIR, layers: Sequence[LayerDraft], recomputes: bool) -> tu
     return per_stage(held(units), [list(range(len(units)))], layout, d, {}, 1)
 
 
-def _state(u: Held, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
+def _state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
     """A unit's elements, and the bytes of its weights, gradients and optimizer state on a rank
-    whose data-parallel group (for its gradients) has `ranks` ranks."""
+    whose data-parallel group (for its gradients) has `ranks` ranks (a Unit read through held())."""
+    if isinstance(u, Unit):
+        u = held([u])[0]
     elements = u.elements
     weights, grads = float(u.weights), float(u.grads)
     width = weights / elements if elements else 2
