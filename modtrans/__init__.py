@@ -7,6 +7,7 @@
 >>> ir = modtrans.extract("resnet50")                  # an .onnx path, or a built-in architecture
 >>> workload = modtrans.translate("resnet50", params="weights", batch=8).workload
 >>> result = modtrans.translate("llama-3-8b", tp=2, pp=2, format="chakra-et", output="out/llama")
+>>> rows = modtrans.sweep("llama-3-8b", gpus=16, global_batch=64, tp="1,2,4,8", output="out/sweep")
 
 Each name is imported on first use (PEP 562): `import modtrans`, which every command of the
 command line does, costs the package alone, not the translation pipeline behind `translate`
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, Span
     from modtrans.pipeline import Translation, extract
     from modtrans.request import UsageError
+    from modtrans.sweep import sweep
     from modtrans.workload.model import Dialect, Header, Layer, Phase, Workload
     from modtrans.workload.parse import ParseResult, parse, parse_workload
     from modtrans.workload.validate import validate
@@ -52,6 +54,7 @@ _HOME = {
     "parse_workload": "modtrans.workload.parse",
     "validate": "modtrans.workload.validate",
     "write": "modtrans.workload.write",
+    "sweep": "modtrans.sweep",  # the function; its package's module is callable too (modtrans/sweep/)
 }
 
 
@@ -88,6 +91,7 @@ __all__ = [
     "extract",
     "parse",
     "parse_workload",
+    "sweep",
     "translate",
     "validate",
     "write",

@@ -1,5 +1,6 @@
 """An option's value by its rule: a number within its bounds, one of its choices, or a list in
-the text form the command line types (0,9,18; ROWSxCOLS; NAME=1x3x224x224; NAME=V). The option
+the text form the command line types (0,9,18; ROWSxCOLS; NAME=1x3x224x224; NAME=V; a sweep's
+values 1,2,8:16 or on,off). The option
 table (table.py) gives each option its rule; the command line's conversion (cli/convert.py) and
 `modtrans.translate` (through request.request_of) both check it here, with the same messages."""
 
@@ -26,7 +27,8 @@ class Option:
     line takes and the API accepts too (0,9,18), parsed to the value; `shown`: the default that
     applies where the default None says "not given" (--like may fill it; --help shows it).
     `layout`: giving it lays a transformer out (the LLM layout); `like`: --like fills it from a
-    reference when not given; `diff`: diff's model side takes it too."""
+    reference when not given; `diff`: diff's model side takes it too; `metavar`: --help's name for
+    the value where its type says too little (a sweep's LIST)."""
 
     name: str
     kind: Any
@@ -42,6 +44,7 @@ class Option:
     like: bool = False
     diff: bool = False
     many: bool = False
+    metavar: str | None = None
 
     @property
     def flag(self) -> str:
@@ -213,3 +216,34 @@ def values(specs: str | Iterable[str], option: str) -> dict[str, float]:
             raise ValueError(f"{option} {spec!r}: expected NAME=V with V a number, e.g. sr=16000")
         found[name] = number
     return found
+
+
+def integers(spec: str, option: str) -> tuple[int, ...]:
+    """`1,2,4,8`, `1:16` (inclusive) or both (`1,2,8:16`) as the sorted distinct values."""
+    found: set[int] = set()
+    for part in spec.replace(" ", "").split(","):
+        match = re.fullmatch(r"([0-9]{1,9})(?::([0-9]{1,9}))?", part)
+        if match is None:
+            raise ValueError(f"{option} {spec!r}: expected values like 1,2,4,8 or a range like 1:16")
+        low = int(match.group(1))
+        high = int(match.group(2) or low)
+        if low < 1 or high < low or high - low > 1 << 20:
+            raise ValueError(f"{option} {spec!r}: {part} is not a range of positive values, low:high")
+        found.update(range(low, high + 1))
+    return tuple(sorted(found))
+
+
+def words(spec: str, option: str, choices: dict[str, Any]) -> tuple[Any, ...]:
+    """`none,selective,full` or `on,off` as the values they name, in the order given."""
+    out: list[Any] = []
+    for part in spec.replace(" ", "").lower().split(","):
+        if part not in choices:
+            raise ValueError(f"{option} {spec!r}: {part or 'nothing'} is not one of {', '.join(choices)}")
+        if choices[part] not in out:
+            out.append(choices[part])
+    return tuple(out)
+
+
+def switches(spec: str, option: str) -> tuple[bool, ...]:
+    """`on,off` as (True, False)."""
+    return words(spec, option, {"on": True, "off": False})

@@ -15,7 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import cost, formats
-from modtrans.rules import Option, Registered, array, indices, shapes, value, values
+from modtrans.rules import (
+    Option,
+    Registered,
+    array,
+    indices,
+    integers,
+    shapes,
+    switches,
+    value,
+    values,
+    words,
+)
 from modtrans.strategy import Params
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Recompute, Schedule
@@ -203,7 +214,72 @@ OPTIONS: tuple[Option, ...] = (
        text=functools.partial(indices, expected="blocks per chunk like 9,8,8,7"), layout=True),
 )  # fmt: skip
 
+SPACE, CLUSTER, SWEEPING = (
+    "Search space (a list 1,2,4 or a range 1:16; default: every value that can be valid)",
+    "Cluster",
+    "Sweep",
+)
+_SPACE = {"text": integers, "metavar": "LIST"}
+
+SWEEP_OWN: tuple[Option, ...] = (
+    _o("gpus", tuple, "GPUs of the cluster N (a list: a sweep of each count).", CLUSTER, text=integers,
+       metavar="LIST"),
+    _o("network", str,
+       "switch:NPUS:GBPS, dgx-a100 or hgx-h100 (nodes of 8 GPUs): the estimate's and the simulator's.",
+       CLUSTER, default="hgx-h100"),
+    _o("tp", tuple, "Tensor-parallel ranks T.", SPACE, **_SPACE),
+    _o("pp", tuple, "Pipeline stages P.", SPACE, **_SPACE),
+    _o("cp", tuple, "Context-parallel ranks C.", SPACE, **_SPACE),
+    _o("ep", tuple, "Expert-parallel ranks E (default: 1, or a MoE's experts' divisors).", SPACE, **_SPACE),
+    _o("vpp", tuple, "Model chunks per pipeline rank V (1: 1F1B; 2 or more: interleaved).", SPACE, **_SPACE),
+    _o("micro_batch", tuple, "Sequences per micro-batch M.", SPACE, **_SPACE),
+    _o("recompute", tuple, "Activation recomputation: none, selective, full.", SPACE,
+       text=functools.partial(words, choices={r.value: r for r in Recompute}), metavar="LIST"),
+    _o("distributed_optimizer", tuple, "Megatron's distributed optimizer (ZeRO-1): on, off.", SPACE,
+       text=switches, metavar="LIST"),
+    _o("sp", tuple, "Sequence parallelism: on, off (default: on where T > 1).", SPACE, text=switches,
+       metavar="LIST"),
+    _o("simulate", str, "Run ASTRA-sim 2.x on the best K by the estimate (top:K), all, or none.", SWEEPING,
+       default="none", metavar="top:K|all|none"),
+    _o("astra_sim", str, "The ASTRA-sim 2.x binary (default: $MODTRANS_ASTRA_SIM).", SWEEPING,
+       metavar="FILE"),
+    _o("jobs", int, "Worker processes (default: the CPUs this process may use).", SWEEPING, **N1),
+    _o("engine", ("local", "dask"),
+       "local: a process pool on this machine; dask: a Dask cluster (the distributed extra).", SWEEPING,
+       default="local"),
+    _o("scheduler", str, "--engine dask: a scheduler's address (default: a local cluster of --jobs workers).",
+       SWEEPING),
+    _o("cache", Path, "Keep results here, to resume and repeat (default: ~/.cache/modtrans).", SWEEPING),
+    _o("no_cache", bool, "Keep no results.", SWEEPING, default=False, flags=("--no-cache",)),
+    _o("output", str, "Write the table to PREFIX.csv and PREFIX.json, the picture to PREFIX.svg.", OUTPUT,
+       flags=("--output", "-o"), metavar="PREFIX"),
+    _o("against", ("memory", "gpus"), "The picture's x axis: memory per GPU, or GPUs.", OUTPUT,
+       default="memory"),
+)  # fmt: skip
+"""`modtrans sweep`'s own options (a layout option here is the list of values to try)."""
+
+SWEEP_SHARED = (
+    "seq_len",
+    "global_batch",
+    "framework",
+    "device",
+    "compute",
+    "efficiency",
+    "attention",
+    "overlap_grad_reduce",
+    "make_vocab_size_divisible_by",
+    "etp",
+    "moe_expert_capacity_factor",
+    "moe_pad_expert_input_to_capacity",
+    "params",
+    "dtype_bytes",
+    "per_expert",
+)
+"""The options of `translate` every layout of a sweep shares, by the same rows."""
+
 BY_NAME: Mapping[str, Option] = {row.name: row for row in OPTIONS}
+SWEEP: tuple[Option, ...] = SWEEP_OWN + tuple(BY_NAME[name] for name in SWEEP_SHARED)
+"""Every option of `modtrans sweep` and `modtrans.sweep`."""
 LAYOUT_FIELDS = tuple(row.name for row in OPTIONS if row.layout)
 """The options of the LLM layout: giving any lays a transformer out (request._layout)."""
 LIKE_FIELDS = tuple(row.name for row in OPTIONS if row.like)
@@ -212,13 +288,16 @@ SIDE = tuple(row for row in OPTIONS if row.diff)
 """The options of a model side of `modtrans diff`, translated as `translate` would."""
 
 
-def values_of(given: Mapping[str, Any], caller: str = "translate") -> dict[str, Any]:
-    """Every option of `given` by its rule (value()); a name no row has is a TypeError, as Python
-    says of an unexpected keyword."""
-    unknown = [name for name in given if name not in BY_NAME]
+def values_of(
+    given: Mapping[str, Any], caller: str = "translate", rows: tuple[Option, ...] = OPTIONS
+) -> dict[str, Any]:
+    """Every option of `given` by its rule (value()) among `rows` (translate's, or SWEEP); a name
+    no row has is a TypeError, as Python says of an unexpected keyword."""
+    named = BY_NAME if rows is OPTIONS else {row.name: row for row in rows}
+    unknown = [name for name in given if name not in named]
     if unknown:
         raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
-    return {name: value(BY_NAME[name], v) for name, v in given.items()}
+    return {name: value(named[name], v) for name, v in given.items()}
 
 
 def typed(row: Option) -> str:
@@ -237,17 +316,19 @@ def typed(row: Option) -> str:
     return text + (" | None" if row.default is None else "")
 
 
-def signature(leading: list[inspect.Parameter], returns: str) -> inspect.Signature:
-    """`leading` then every option as a keyword, with its type and default."""
+def signature(
+    leading: list[inspect.Parameter], returns: str, rows: tuple[Option, ...] = OPTIONS
+) -> inspect.Signature:
+    """`leading` then every option of `rows` as a keyword, with its type and default."""
     keyword = inspect.Parameter.KEYWORD_ONLY
-    keywords = [inspect.Parameter(r.name, keyword, default=r.default, annotation=typed(r)) for r in OPTIONS]
+    keywords = [inspect.Parameter(r.name, keyword, default=r.default, annotation=typed(r)) for r in rows]
     return inspect.Signature([*leading, *keywords], return_annotation=returns)
 
 
-def described() -> str:
+def described(rows: tuple[Option, ...] = OPTIONS, command: str = "translate") -> str:
     """The options as a docstring lists them: name, type, default (or what None means), help."""
-    lines = ["Options (`modtrans translate --help` groups them):", ""]
-    for row in OPTIONS:
+    lines = [f"Options (`modtrans {command} --help` groups them):", ""]
+    for row in rows:
         shown = getattr(row.shown, "value", row.shown)
         default = shown if shown is not None else "not given" if row.default is None else repr(row.default)
         bounds = ", ".join(

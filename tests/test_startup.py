@@ -46,7 +46,7 @@ WRITERS = ("translate llama", "convert")
 # Each command's --help imports its own module and what its options name (the option table), no
 # other command's module: 212-234 modules measured, one budget for all.
 for _command in ("validate", "fmt", "convert", "extract", "translate", "inspect", "fetch", "diff", "lsp",
-                 "simulate", "zoo", "zoo list", "cost", "cost list"):  # fmt: skip
+                 "simulate", "estimate", "sweep", "zoo", "zoo list", "cost", "cost list"):  # fmt: skip
     BUDGETS[f"{_command} --help"] = (255, TEXT_ONLY | {"rich"})
 
 

@@ -10,9 +10,9 @@ vocabulary.py the help groups and other tools' option spellings. Each other modu
 commands: workload.py (validate, fmt, convert), extract.py, translate.py, models.py (inspect, zoo
 list, fetch, cost list; memory.py prints a layout's memory per stage, traces.py reads a trace set,
 simulate's too), compare.py and sides.py (diff), editor.py (lsp), simulate.py (simulate),
-estimate.py (estimate). The rules and writers are the library's (modtrans.table, modtrans.rules,
-modtrans.request, modtrans.api, modtrans.outputs): a command parses its options, calls the library
-and prints.
+estimate.py (estimate), sweep.py (sweep). The rules and writers are the library's (modtrans.table,
+modtrans.rules, modtrans.request, modtrans.api, modtrans.outputs): a command parses its options,
+calls the library and prints.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ COMMANDS = {
         "Simulate a trace set on ASTRA-sim 2.x, or a workload file on ASTRA-sim 1.0 or SimAI.",
     ),
     "estimate": ("estimate", "Estimate a trace set's iteration time without the simulator."),
+    "sweep": ("sweep", "Find the fastest layouts of a model on a cluster."),
     "zoo": ("models", "Built-in architectures (no download needed)."),
     "cost": ("models", "Compute-time models."),
 }

@@ -78,7 +78,7 @@ def option(row: Option | str) -> Any:
         max=row.high,
         callback=finite if row.kind is float else None,
         case_sensitive=not choices,
-        metavar=_LABELS.get(row.name) or label(_kind(row), not choices),
+        metavar=row.metavar or _LABELS.get(row.name) or label(_kind(row), not choices),
     )
 
 

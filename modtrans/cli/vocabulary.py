@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 
-from modtrans.table import GROUPS, OPTIONS, OUTPUT
+from modtrans.table import GROUPS, OPTIONS, OUTPUT, SWEEP_OWN
 
 PANELS: Mapping[str, tuple[str, ...]] = {
     group: tuple(row.name for row in OPTIONS if row.group == group) for group in GROUPS
@@ -21,6 +21,10 @@ PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 OWN_PANELS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "translate": {
         OUTPUT: tuple(row.name for row in OPTIONS if row.group == OUTPUT),
+    },
+    "sweep": {
+        group: tuple(row.name for row in SWEEP_OWN if row.group == group)
+        for group in dict.fromkeys(row.group for row in SWEEP_OWN)
     },
     "diff": {
         "Comparison": ("fields", "rtol", "atol", "ignore_order", "ignore_names", "ignore_header", "like"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
@@ -86,7 +86,7 @@ def plan(
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
         memory=memory.per_stage(
-            units,
+            memory.held(units),
             unit_chunks,
             layout,
             activations.dims(ir, layout.micro_batch, layout.capacity_factor),
@@ -98,7 +98,8 @@ def plan(
 
 
 def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None) -> list[Unit]:
-    """The workload layers one rank runs, with every technique's collectives attached."""
+    """The workload layers one rank runs, with every technique's collectives attached (LayoutError
+    where the model refuses the layout: its heads, experts, sequence)."""
     t = layout.tp
     units = [Unit(LayerDraft(g), block_of(g.owner)) for g in group(ir, params, dtype_bytes)]
     if not units:
@@ -209,26 +210,35 @@ def _tied(
         for b in cut
         for i in grouped[b]
     }
-    by_name = {u.name: u for u in units}
+    pairs = tied_pairs(units, stage)
     tag = 2 * (layout.micro_batches * layout.chunks + 1)  # after every micro-batch's tags (program.py)
-    for u in units:
-        for p in u.x.owner.params:
-            owner = by_name.get(p.shared_with or "")
-            if owner is None or stage[owner.index] == stage[u.index]:
-                continue
-            size = owner.grad_bytes()
-            tied[u.index] = owner.index
-            if layout.gradient_ranks > 1 and layout.framework is not Framework.MEGATRON:  # its own reduction
-                u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DENSE_DATA))
-                runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
-            offset = stage[u.index][0] - stage[owner.index][0]
-            for index, x in (
-                (u.index, Exchange(-offset, size, tag)),
-                (owner.index, Exchange(offset, size, tag)),
-            ):
-                runs[index] = dataclasses.replace(runs[index], exchanges=(*runs[index].exchanges, x))
-            tag += 2
+    for u, owner in ((units[i], units[j]) for i, j in pairs):
+        size = owner.grad_bytes()
+        tied[u.index] = owner.index
+        if layout.gradient_ranks > 1 and layout.framework is not Framework.MEGATRON:  # its own reduction
+            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DENSE_DATA))
+            runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
+        offset = stage[u.index][0] - stage[owner.index][0]
+        for index, x in (
+            (u.index, Exchange(-offset, size, tag)),
+            (owner.index, Exchange(offset, size, tag)),
+        ):
+            runs[index] = dataclasses.replace(runs[index], exchanges=(*runs[index].exchanges, x))
+        tag += 2
     return runs, tied
+
+
+def tied_pairs(units: Sequence[Unit], stage: Mapping[int, tuple[int, ...]]) -> list[tuple[int, int]]:
+    """(unit, the unit whose weight it copies) for each parameter tied to one on another stage, in
+    order, by the stages holding each unit (schedule.holders): a pipeline's tied output layer.
+    dict() of it is the copies memory.per_stage counts once (`tied`)."""
+    by_name = {u.name: u for u in units}
+    return [
+        (u.index, owner.index)
+        for u in units
+        for p in u.x.owner.params
+        if (owner := by_name.get(p.shared_with or "")) is not None and stage[owner.index] != stage[u.index]
+    ]
 
 
 def _mirrored(units: Sequence[Unit], runs: list[Costed], layout: Layout) -> list[Costed]:

@@ -37,6 +37,7 @@ Not counted: framework buffers, the CUDA context, fragmentation.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import Recompute, Schedule, StageMemory
@@ -62,8 +63,29 @@ MASTER = 4  # the fp32 copy of a lower-precision parameter
 MAIN_GRAD = 4
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What a rank holds of one unit, as the memory model reads it: its elements, the bytes of
+    its weights and gradients (this rank's shares), whether it is an expert's (its gradients
+    reduced over the expert-data ranks) and its block."""
+
+    elements: int
+    weights: int
+    grads: int
+    expert: bool
+    block: int | None
+
+
+def held(units: Sequence[Unit]) -> list[Held]:
+    """Each unit's Held, in order (a sweep keeps them for every layout of the same split)."""
+    return [
+        Held(_elements(u), u.param_bytes(), u.grad_bytes(), u.role is LayerRole.EXPERT, u.block)
+        for u in units
+    ]
+
+
 def per_stage(
-    units: Sequence[Unit],
+    units: Sequence[Held],
     chunks: Sequence[Sequence[int]],
     layout: Layout,
     d: Dims | None,
@@ -72,27 +94,24 @@ def per_stage(
 ) -> tuple[StageMemory, ...]:
     """Each stage's first rank's memory (of the chunks it holds: schedule.holders); `expert_data`:
     the ranks an expert's gradients and optimizer state are spread over (Megatron's expert data
-    parallelism)."""
+    parallelism). `units`: held() of the units (a sweep makes it once for many layouts)."""
     stages = layout.pp
-    held = [holders(layout.schedule, v, stages) for v in range(len(chunks))]
+    held_by = [holders(layout.schedule, v, stages) for v in range(len(chunks))]
     out = []
     for p in range(stages):
-        mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held[v] for i in chunk]
-        parts = [
-            _state(u, layout, expert_data if u.role is LayerRole.EXPERT else layout.gradient_ranks)
-            for u in mine
-        ]
+        mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held_by[v] for i in chunk]
+        parts = [_state(u, layout, expert_data if u.expert else layout.gradient_ranks) for u in mine]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         blocks = sorted(
             {
                 b
                 for v, chunk in enumerate(chunks)
-                if p in held[v]
+                if p in held_by[v]
                 for i in chunk
                 if (b := units[i].block) is not None
             }
         )
-        ends = (p in held[0], p in held[-1])  # holds the embedding; the output layer (DualPipe: both)
+        ends = (p in held_by[0], p in held_by[-1])  # holds the embedding; the output layer (DualPipe: both)
         activations = _activations(layout, d, p, blocks, ends) if d is not None else 0
         out.append(StageMemory(int(elements), int(weights), int(grads), int(optimizer), int(activations)))
     return tuple(out)
@@ -109,14 +128,16 @@ def of_preset(ir: ModelIR, layers: Sequence[LayerDraft], recomputes: bool) -> tu
     recompute = Recompute.FULL if recomputes else Recompute.NONE
     layout = Layout(npus=t, tp=t, micro_batch=batch, recompute=recompute)
     units = [Unit(x, block_of(x.group.owner)) for x in layers]
-    return per_stage(units, [list(range(len(units)))], layout, d, {}, 1)
+    return per_stage(held(units), [list(range(len(units)))], layout, d, {}, 1)
 
 
-def _state(u: Unit, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
+def _state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
     """A unit's elements, and the bytes of its weights, gradients and optimizer state on a rank
-    whose data-parallel group (for its gradients) has `ranks` ranks."""
-    elements = _elements(u)
-    weights, grads = float(u.param_bytes()), float(u.grad_bytes())
+    whose data-parallel group (for its gradients) has `ranks` ranks (a Unit read through held())."""
+    if isinstance(u, Unit):
+        u = held([u])[0]
+    elements = u.elements
+    weights, grads = float(u.weights), float(u.grads)
     width = weights / elements if elements else 2
     if layout.framework is Framework.MEGATRON and width < 4:
         grads = float(elements * MAIN_GRAD)
@@ -140,7 +161,11 @@ def _activations(
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
     terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp)
-    total = sum(activations.layer(d, block, *terms) for block in blocks) * _in_flight(layout, stage)
+    alike: dict[activations.Mlp, list[int]] = {}  # blocks of one MLP store alike: one layer() each
+    for block in blocks:
+        alike.setdefault(d.mlp(block), []).append(block)
+    stored = sum(len(same) * activations.layer(d, same[0], *terms) for same in alike.values())
+    total = stored * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
     if ends[1]:

@@ -1,0 +1,145 @@
+"""Memory per stage of many layouts of one model without building their plans: what a sweep
+(modtrans/sweep/) filters thousands of layouts by. The same formulas as a plan's memory
+(memory.per_stage), fed the same inputs the plan's builder feeds it (build.py): the units a rank
+runs (build._units), Megatron-LM's cut into chunks (stages.partition), the weights tied across
+stages (build.tied_pairs) and the activation dimensions (activations.dims). What does not change
+from one layout to the next is made once and kept: the units of each tensor, context and expert
+split (what memory reads of them, memory.held, summed per block and class), its IR per vocabulary
+padding.
+
+    footprint = Footprint(ir_of)
+    footprint.memory(layout)    # tuple[StageMemory, ...], as plan(...).memory has it; LayoutError
+                                # where the model refuses the layout (heads, blocks, experts)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from modtrans.ir.document import ModelIR
+from modtrans.plan.model import StageMemory
+from modtrans.strategy.groups import Params
+from modtrans.strategy.llm import activations, build, memory
+from modtrans.strategy.llm.activations import Dims
+from modtrans.strategy.llm.options import Layout, LayoutError
+from modtrans.strategy.llm.stages import blocks, partition
+from modtrans.strategy.llm.unit import Unit
+from modtrans.strategy.schedule import holders
+
+IrOf = Callable[[Layout], ModelIR]
+"""The model's IR with its vocabulary padded as the layout pads it (Layout.vocabulary_multiple), as
+the translation extracts it (pipeline.translate_checked), at any batch: the layers' parameters do
+not depend on it, and activations.dims takes the micro-batch itself."""
+
+
+@dataclass(frozen=True)
+class _Split:
+    """The units of one split as memory.per_stage reads them: per block, the sum of its units'
+    Held in each class the formulas treat alike (expert or dense, 16-bit, 32-bit or no counted
+    elements: memory._state is linear within one), and the units a tie names (a copy of a
+    weight on another stage, or its owner) each an entry of its own."""
+
+    units: list[Unit]  # those a tie names
+    entries: list[memory.Held]
+    grouped: list[list[int]]  # entry indices per block (stages.blocks)
+    entry_of: dict[int, int]  # a tied unit's index -> its entry
+
+
+def _split_of(units: list[Unit]) -> _Split:
+    names = {p.shared_with for u in units for p in u.x.owner.params if p.shared_with}
+    tied = [u for u in units if u.name in names or any(p.shared_with for p in u.x.owner.params)]
+    held = memory.held(units)
+    entries: list[memory.Held] = []
+    grouped: list[list[int]] = []
+    entry_of: dict[int, int] = {}
+    for block in blocks([u.block for u in units]):
+        sums: dict[tuple[bool, int], list[int]] = {}
+        mine: list[int] = []
+        for i in block:
+            h = held[i]
+            if units[i] in tied:
+                entry_of[i] = len(entries) + len(mine)
+                mine.append(len(entries) + len(mine))
+                entries.append(h)
+                continue
+            width = 0 if not h.elements else 1 if h.weights < 4 * h.elements else 2
+            total = sums.setdefault((h.expert, width), [0, 0, 0])
+            total[0] += h.elements
+            total[1] += h.weights
+            total[2] += h.grads
+        block_of = held[block[0]].block if held[block[0]].block is not None else held[block[-1]].block
+        for (expert, _), (elements, weights, grads) in sums.items():
+            mine.append(len(entries))
+            entries.append(memory.Held(elements, weights, grads, expert, block_of))
+        grouped.append(mine)
+    return _Split(tied, entries, grouped, entry_of)
+
+
+class Footprint:
+    """Memory per stage of the layouts of one model (the module's docstring)."""
+
+    def __init__(self, ir_of: IrOf, *, params: Params = Params.TRAINABLE, dtype_bytes: int | None = None):
+        self._ir_of = ir_of
+        self._params = params
+        self._dtype_bytes = dtype_bytes
+        self._irs: dict[int, ModelIR] = {}
+        self._splits: dict[tuple[object, ...], _Split | LayoutError] = {}
+        self._dims: dict[tuple[int, int, float | None], Dims | None] = {}
+
+    def ir(self, layout: Layout) -> ModelIR:
+        """The IR of the layout's vocabulary padding."""
+        key = layout.vocabulary_multiple
+        if key not in self._irs:
+            self._irs[key] = self._ir_of(layout)
+        return self._irs[key]
+
+    def _split(self, layout: Layout) -> _Split:
+        """The units a rank runs (build._units; its LayoutError kept and raised again), made once
+        per split of the layers: padding, T, SP, C, E, ETP, the framework, ZeRO, the capacity."""
+        key: tuple[object, ...] = (layout.vocabulary_multiple, layout.tp, layout.sp, layout.cp, layout.ep)
+        key += (layout.etp, layout.framework, layout.zero, layout.capacity_factor, layout.pad_to_capacity)
+        found = self._splits.get(key)
+        if found is None:
+            try:
+                found = _split_of(build._units(self.ir(layout), layout, self._params, self._dtype_bytes))
+            except LayoutError as error:
+                found = error
+            self._splits[key] = found
+        if isinstance(found, LayoutError):
+            raise found
+        return found
+
+    def blocks(self, layout: Layout) -> int:
+        """The blocks Megatron-LM's cut shares among the P x V chunks (stages.blocks)."""
+        return len(self._split(layout).grouped)
+
+    def check(self, layout: Layout) -> None:
+        """LayoutError where the model refuses the layout: its heads, experts or sequence
+        (build._units), its blocks' cut into P x V chunks (stages.partition)."""
+        split = self._split(layout)
+        if all(e.block is None for e in split.entries):
+            raise LayoutError("the model has no transformer blocks to lay out")
+        partition([1] * len(split.grouped), layout.chunks, layout.stages, even=True)
+
+    def memory(self, layout: Layout) -> tuple[StageMemory, ...]:
+        """Each stage's first rank's memory, as plan(ir, cost, layout).memory has it."""
+        self.check(layout)
+        split = self._split(layout)
+        cuts = partition([1] * len(split.grouped), layout.chunks, layout.stages, even=True)
+        chunks = [[i for b in cut for i in split.grouped[b]] for cut in cuts]
+        tied: dict[int, int] = {}
+        if layout.pp > 1 and split.units:
+            chunk_of = {i: v for v, chunk in enumerate(chunks) for i in chunk}
+            stage = {
+                u.index: holders(layout.schedule, chunk_of[split.entry_of[u.index]], layout.pp)
+                for u in split.units
+            }
+            tied = {split.entry_of[i]: split.entry_of[j] for i, j in build.tied_pairs(split.units, stage)}
+        ir = self.ir(layout)
+        key = (layout.micro_batch, layout.vocabulary_multiple, layout.capacity_factor)
+        if key not in self._dims:
+            self._dims[key] = activations.dims(ir, layout.micro_batch, layout.capacity_factor)
+        return memory.per_stage(
+            split.entries, chunks, layout, self._dims[key], tied, layout.expert_gradient_ranks
+        )

@@ -1,0 +1,80 @@
+"""The finalists simulated: `--simulate top:K` (the K best by the estimate), `all` or `none`.
+Each is translated to a Chakra trace set as `modtrans translate --format chakra-et` writes it,
+in a temporary folder, and run on ASTRA-sim 2.x on the sweep's network (modtrans/simulate/),
+one task per layout on the sweep's engine; kept by the digest of the translation's inputs, the
+network and the simulator binary's content (cache.py)."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from modtrans.strategy.llm.options import Layout
+
+
+class ChoiceError(ValueError):
+    """A --simulate value that is none of top:K, all, none."""
+
+
+def how_many(spec: str, total: int) -> int:
+    """The finalists `spec` asks for, of `total` estimated layouts."""
+    text = spec.strip().lower()
+    if text == "none":
+        return 0
+    if text == "all":
+        return total
+    match = re.fullmatch(r"top:([0-9]{1,9})", text)
+    if match is None or int(match.group(1)) < 1:
+        raise ChoiceError(f"--simulate {spec}: top:K (K at least 1), all or none")
+    return min(int(match.group(1)), total)
+
+
+def translation_options(layout: Layout, training: dict[str, Any]) -> dict[str, Any]:
+    """`modtrans translate`'s options (by the table's names) for `layout` and the shared ones."""
+    return {
+        **training,
+        "npus": layout.npus,
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "cp": layout.cp,
+        "ep": layout.ep,
+        "vpp": layout.vpp if layout.vpp > 1 else None,
+        "schedule": layout.schedule.value,
+        "micro_batch": layout.micro_batch,
+        "global_batch": layout.batch,
+        "recompute": layout.recompute.value,
+        "zero": layout.zero,
+        "sp": layout.sp,
+    }
+
+
+def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]) -> dict[str, Any] | str:
+    """One finalist translated and simulated (in a worker): the exact tier's iteration (the
+    translated plan walked: modtrans.estimate.plan) and ASTRA-sim 2.x's, in seconds, or the
+    one-line reason there is none."""
+    from modtrans import api, estimate, simulate
+    from modtrans.diagnostics import has_errors
+    from modtrans.request import prepare, request_of
+
+    model, device, network, training, binary, layout = task
+    options = translation_options(layout, training)
+    if device is not None:
+        options["device"] = device
+    with tempfile.TemporaryDirectory(prefix="modtrans-sweep-") as folder:
+        prefix = str(Path(folder) / "trace")
+        try:
+            prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": prefix}))
+            result = api.write(api.run(prepared), model)
+            if result.plan is None or has_errors(result.diagnostics) or not result.written:
+                first = next((d for d in result.diagnostics if d.severity == 1), None)
+                return f"not translated: {first.message if first else 'nothing written'}"
+            net = simulate.network(network, layout.npus)
+            exact = estimate.plan(result.plan, network=net, tick_ns=prepared.options.cost.clock.tick_ns)
+            ran, _ = simulate.run(Path(binary), prefix, layout.npus, net)
+        except (simulate.SimulateError, estimate.EstimateError, ValueError) as error:
+            return str(error).splitlines()[0] if str(error) else type(error).__name__
+    if not ran.finished:
+        return f"ASTRA-sim finished {len(ran.ranks)} of {layout.npus} ranks"
+    return {"exact_s": exact.iteration_s, "simulated_s": ran.iteration / 1e9}

@@ -1,0 +1,159 @@
+"""The sweep's table: a row per layout that fits, best first, and its CSV and JSON forms (written
+together, atomically: fileio.write_all). A row holds every layout option, the iteration time by
+tier (the fast tier's estimate; for the finalists the exact tier's, of the translated plan, and
+ASTRA-sim 2.x's), the throughput in tokens/s,
+TFLOP/s per GPU and MFU (of the simulation where there is one, else of the estimate), memory per
+stage, the exposed communication and the bubble."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from modtrans.outputs import save
+
+
+@dataclass
+class Row:
+    model: str
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    vpp: int
+    schedule: str
+    micro_batch: int
+    micro_batches: int
+    recompute: str
+    distributed_optimizer: bool
+    sp: bool
+    memory_gib: float  # the most loaded stage's rank
+    memory_per_stage_gib: list[float]
+    estimate_s: float | None = None  # the fast tier's iteration (modtrans.estimate.layout)
+    compute_s: float | None = None  # of the stage the iteration waits for (the estimate's)
+    exposed_comm_s: float | None = None
+    bubble_s: float | None = None
+    exact_s: float | None = None  # the exact tier's: the finalist's translated plan walked
+    simulated_s: float | None = None  # ASTRA-sim 2.x's iteration (--simulate)
+    tokens_per_s: float | None = None
+    tflops_per_gpu: float | None = None
+    mfu: float | None = None
+    tier: str = ""  # what the rates are of: estimate or simulation
+    rank: int = 0  # 1 the fastest
+    pareto: bool = False  # no other row is faster with less memory
+    finalist: bool = False  # simulated
+    error: str | None = None  # why the estimate or simulation did not come
+
+    @property
+    def iteration_s(self) -> float | None:
+        """The best tier's iteration: the simulation's where there is one."""
+        return self.simulated_s if self.simulated_s is not None else self.estimate_s
+
+    @property
+    def label(self) -> str:
+        """TP8 PP4 DP32 CP2 V2 M1 full DO."""
+        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
+        parts += (
+            [f"CP{self.cp}"] * (self.cp > 1)
+            + [f"EP{self.ep}"] * (self.ep > 1)
+            + [f"V{self.vpp}"] * (self.vpp > 1)
+        )
+        parts += [f"M{self.micro_batch}", self.recompute] + ["DO"] * self.distributed_optimizer
+        return " ".join(parts)
+
+
+COLUMNS = tuple(f.name for f in fields(Row))
+
+
+def front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the Pareto front of (cost, throughput) points, by cost: those no other point
+    beats with a cost as low or lower and a higher throughput."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    out, best = [], -math.inf
+    for i in order:
+        if points[i][1] > best:
+            out.append(i)
+            best = points[i][1]
+    return out
+
+
+def ranked(rows: list[Row]) -> list[Row]:
+    """Rows best first (the shortest iteration by the best tier; those without one last), each
+    given its rank and whether it is on the Pareto front of throughput and memory."""
+    order = sorted(rows, key=lambda r: (r.iteration_s is None, r.iteration_s or 0.0, r.memory_gib, r.label))
+    timed = [r for r in order if r.tokens_per_s]
+    marked = {id(timed[i]) for i in front([(r.memory_gib, r.tokens_per_s or 0.0) for r in timed])}
+    for rank, row in enumerate(order, 1):
+        row.rank = rank
+        row.pareto = id(row) in marked
+    return order
+
+
+def agreement(rows: Sequence[Row]) -> dict[str, Any] | None:
+    """How the fast tier agrees with ASTRA-sim 2.x on the simulated rows: the largest relative
+    error and Kendall's tau (tau-a: concordant minus discordant pairs over all pairs) of their
+    orders; None with fewer than two."""
+    both = [r for r in rows if r.simulated_s and r.estimate_s]
+    if len(both) < 2:
+        return None
+    pairs = [(a, b) for i, a in enumerate(both) for b in both[i + 1 :]]
+    sign = [
+        (a.estimate_s - b.estimate_s) * (a.simulated_s - b.simulated_s)  # type: ignore[operator]
+        for a, b in pairs
+    ]
+    tau = (sum(s > 0 for s in sign) - sum(s < 0 for s in sign)) / len(pairs)
+    error = max(abs(r.estimate_s / r.simulated_s - 1) for r in both)  # type: ignore[operator]
+    return {"simulated": len(both), "largest_error": error, "kendall_tau": tau}
+
+
+def as_csv(rows: Sequence[Row]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        values = asdict(row)
+        writer.writerow([_cell(values[c]) for c in COLUMNS])
+    return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, list):
+        return ";".join(f"{v:g}" for v in value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else value
+
+
+def as_json(rows: Sequence[Row], summary: dict[str, Any]) -> str:
+    return json.dumps({**summary, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+
+
+def read_json(text: str) -> list[Row]:
+    """The rows of a table's JSON (as_json)."""
+    return [Row(**{k: v for k, v in row.items() if k in COLUMNS}) for row in json.loads(text)["rows"]]
+
+
+def files(prefix: Path) -> list[Path]:
+    """What a table written at `prefix` is: PREFIX.csv, PREFIX.json, PREFIX.svg."""
+    return [prefix.with_name(f"{prefix.name}.{suffix}") for suffix in ("csv", "json", "svg")]
+
+
+def write(prefix: Path, rows: Sequence[Row], summary: dict[str, Any], picture: str | None) -> list[Path]:
+    """PREFIX.csv, PREFIX.json and (given) PREFIX.svg, all or none (outputs.save: a failure is
+    one line naming the file). Raises OSError."""
+    csv_path, json_path, svg_path = files(prefix)
+    made: list[tuple[Path, str]] = [(csv_path, as_csv(rows)), (json_path, as_json(rows, summary))]
+    if picture is not None:
+        made.append((svg_path, picture))
+    problems = save(made)
+    if problems:
+        raise OSError(problems[0].message)
+    return [path for path, _ in made]

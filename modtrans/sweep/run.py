@@ -1,0 +1,122 @@
+"""A sweep from end to end: enumerate the layouts (space.py), keep those that fit the device's
+memory (fit.py), estimate each (modtrans.estimate.layout, the fast tier) on the engine
+(engines.py, tasks.py), simulate the best K on ASTRA-sim 2.x (finalists.py), rank them
+(rows.py). Every result is kept by the digest of what made it (cache.py): a sweep run again, or
+stopped and run again, does only what is left. Stopped (Ctrl-C, SIGTERM), it returns what it
+finished, complete rows only, with `stopped` set; the caller writes that table and ends."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from modtrans import progress
+from modtrans.plan.model import StageMemory
+from modtrans.strategy.llm.footprint import Footprint
+from modtrans.strategy.llm.options import Layout
+from modtrans.sweep import cache as caching
+from modtrans.sweep import engines, fit, space
+from modtrans.sweep.rows import ranked
+from modtrans.sweep.tasks import Outcome, Setup, estimated, simulated
+
+
+def model_digest_of(model: str) -> str:
+    """What a result depends on besides its options: the model file's content and modtrans's
+    source (cache.code)."""
+    from modtrans.pipeline import model_file
+
+    return caching.digest({"model": caching.content(model_file(model)), "code": caching.code()})
+
+
+def cache_folder(given: Path | str | None, use: bool) -> Path | None:
+    if not use:
+        return None
+    return Path(given) if given is not None else caching.default_folder()
+
+
+def sweep(
+    setup: Setup,
+    the_space: space.Space,
+    gpus: Sequence[int],
+    *,
+    simulate: str = "none",
+    jobs: int = 1,
+    engine: str = engines.LOCAL,
+    scheduler: str | None = None,
+    cache: Path | None = None,
+) -> Outcome:
+    """The sweep of the module's docstring. Raises EngineError, SimulateError, ChoiceError,
+    EstimateError (a model or option the estimate refuses) before any long work starts."""
+    from modtrans.estimate.context import context
+    from modtrans.simulate import binary
+    from modtrans.sweep.finalists import how_many
+
+    if how_many(simulate, 1):  # the spelling, and the simulator, checked before anything runs
+        binary(setup.astra_sim)
+    ctx = context(setup.model, setup.device, setup.options)
+    described = ctx.cost.describe().get("memory_bytes")
+    outcome = Outcome([], capacity_bytes=described if isinstance(described, int) else None)
+    runner = engines.start(engine, jobs, scheduler)
+    try:
+        fitted = _fitting(setup, the_space, gpus, Footprint(ctx.ir), outcome)
+        digest = model_digest_of(setup.model)
+        with caching.Cache(cache) as store:
+            done = estimated(setup, fitted, runner, store, digest, outcome)
+            outcome.rows = ranked([row for _, row, _ in done])
+            if not outcome.stopped:
+                order = {id(row): i for i, row in enumerate(outcome.rows)}
+                timed = sorted(
+                    (d for d in done if d[1].estimate_s is not None), key=lambda d: order[id(d[1])]
+                )
+                simulated(setup, timed[: how_many(simulate, len(timed))], runner, store, digest, outcome)
+                outcome.rows = ranked(outcome.rows)
+    finally:
+        runner.close()
+    return outcome
+
+
+def _fitting(
+    setup: Setup, the_space: space.Space, gpus: Sequence[int], footprint: Footprint, outcome: Outcome
+) -> list[tuple[Layout, tuple[StageMemory, ...]]]:
+    """Every layout of the space on each GPU count that the rules accept and the memory holds,
+    the others counted in `outcome` by why."""
+    base = _base_layout(setup.model, setup.options)
+    fixed = {name: getattr(base, name) for name in _SHARED}
+    experts = max((x.moe.experts for x in footprint.ir(base).layers if x.moe is not None), default=0)
+    model = space.Model(footprint.blocks(base), experts)
+    fitted: list[tuple[Layout, tuple[StageMemory, ...]]] = []
+    with progress.task("enumerating", total=None):
+        for n in gpus:
+            found = space.enumerate_layouts(
+                the_space, npus=n, global_batch=base.batch, model=model, check=footprint.check, **fixed
+            )
+            kept = fit.fitting(found.layouts, footprint, outcome.capacity_bytes)
+            outcome.refused.update(found.refused + kept.refused)
+            outcome.over.update(kept.over)
+            outcome.enumerated += len(found.layouts)
+            fitted += kept.layouts
+    return fitted
+
+
+_SHARED = (
+    "framework",
+    "overlap_grad_reduce",
+    "vocab_divisor",
+    "capacity_factor",
+    "pad_to_capacity",
+    "etp",
+    "attention",
+)
+"""The Layout fields every layout of a sweep takes from the training options (request.py's reading)."""
+
+
+def _base_layout(model: str, training: dict[str, Any]) -> Layout:
+    """The training options' layout on one GPU (request._layout's reading of them): the fields
+    every layout shares, and the global batch."""
+    from modtrans.request import prepare, request_of
+
+    prepared = prepare(request_of(model, {**training, "npus": 1, "tp": 1}, caller="sweep"))
+    layout = prepared.options.parallel.layout
+    assert layout is not None  # --tp lays a transformer out
+    return layout

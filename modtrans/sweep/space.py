@@ -1,0 +1,168 @@
+"""The search space of a sweep and its enumeration: every layout of N GPUs that Megatron-LM
+accepts, as the Layout object (strategy/llm/options.py) and the model's own rules
+(strategy/llm/footprint.py: its heads, experts, sequence and blocks) judge it, with a count of
+those refused under each rule.
+
+    space = Space(tp=(1, 2, 4, 8), recompute=(Recompute.NONE, Recompute.FULL))
+    found = enumerate_layouts(space, npus=1024, global_batch=1024, model=Model(blocks=80, experts=0),
+                              check=footprint.check)
+    found.layouts, found.refused     # the layouts, and {rule: how many it refused}
+
+An option the user leaves out takes every value that can be valid: the divisors of what is left
+of N for T, C and P, the divisors of the experts for E, 1 and each V >= 2 that divides the blocks
+per stage, the divisors of the micro-batches per replica for M, every recomputation, the
+distributed optimizer on and off, and sequence parallelism where T > 1 (Megatron-Core's MoE
+layer refuses T > 1 without it; a dense model trains faster with it: Korthikanti et al. 2022).
+Values are given as a list or an inclusive range (`1,2,4,8`, `1:16`, `1,2,8:16`: rules.integers);
+each is tried, and the rules say which hold (one that does not divide N is refused by that rule).
+V = 1 runs Megatron's 1F1B schedule, V >= 2 its interleaved one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
+
+
+@dataclass(frozen=True)
+class Space:
+    """The values tried of each layout option (None: every value that can be valid)."""
+
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] | None = None
+    ep: tuple[int, ...] | None = None
+    vpp: tuple[int, ...] | None = None
+    micro_batch: tuple[int, ...] | None = None
+    recompute: tuple[Recompute, ...] = tuple(Recompute)
+    distributed_optimizer: tuple[bool, ...] = (True, False)
+    sp: tuple[bool, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Model:
+    """What of the model the defaults read: its transformer blocks and routed experts (0: dense)."""
+
+    blocks: int
+    experts: int = 0
+
+
+@dataclass
+class Found:
+    layouts: list[Layout] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)  # rule -> layouts it refused
+
+
+def divisors(n: int) -> tuple[int, ...]:
+    """n's divisors, ascending (pairs up to its square root)."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted({*low, *(n // d for d in low)}))
+
+
+def _rule(message: str) -> str:
+    """A refusal's rule: its message with the numbers taken out, so that one rule counts once."""
+    return re.sub(r"[0-9][0-9,]*", "N", message)
+
+
+def enumerate_layouts(
+    space: Space,
+    *,
+    npus: int,
+    global_batch: int,
+    model: Model,
+    check: Callable[[Layout], None] | None = None,
+    **fixed: Any,
+) -> Found:
+    """Every layout of the space that the rules accept; `check` the model's (LayoutError);
+    `fixed`: the Layout fields every layout shares (framework, overlap_grad_reduce ...)."""
+    found = Found()
+    for layout in _candidates(space, npus, global_batch, model, found.refused, fixed):
+        try:
+            if check is not None:
+                check(layout)
+        except LayoutError as error:
+            found.refused[_rule(str(error))] += 1
+            continue
+        found.layouts.append(layout)
+    return found
+
+
+def _candidates(
+    space: Space, npus: int, batch: int, model: Model, refused: Counter[str], fixed: dict[str, Any]
+) -> Iterator[Layout]:
+    for tp in space.tp or divisors(npus):
+        for cp in space.cp or divisors(max(npus // tp, 1)):
+            for pp in space.pp or tuple(p for p in divisors(max(npus // (tp * cp), 1)) if p <= model.blocks):
+                data = npus // (tp * cp * pp) if npus % (tp * cp * pp) == 0 else 1
+                for ep in space.ep or (divisors(model.experts) if model.experts else (1,)):
+                    for vpp in space.vpp or _chunks(pp, model.blocks):
+                        for mb in space.micro_batch or divisors(max(batch // data, 1)):
+                            yield from _variants(space, refused, fixed, npus, batch, tp, cp, pp, ep, vpp, mb)
+
+
+def _chunks(pp: int, blocks: int) -> tuple[int, ...]:
+    """V = 1, and each V >= 2 dividing the blocks of a stage (P > 1)."""
+    if pp == 1 or blocks % pp:
+        return (1,)
+    return (1, *(v for v in divisors(blocks // pp) if v >= 2))
+
+
+def _variants(
+    space: Space,
+    refused: Counter[str],
+    fixed: dict[str, Any],
+    npus: int,
+    batch: int,
+    tp: int,
+    cp: int,
+    pp: int,
+    ep: int,
+    vpp: int,
+    mb: int,
+) -> Iterator[Layout]:
+    schedule = Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B
+    for sp in space.sp or ((True,) if tp > 1 else (False,)):
+        for recompute in space.recompute:
+            for distributed in space.distributed_optimizer:
+                try:
+                    yield Layout(
+                        npus=npus,
+                        tp=tp,
+                        cp=cp,
+                        pp=pp,
+                        ep=ep,
+                        vpp=vpp,
+                        schedule=schedule,
+                        micro_batch=mb,
+                        global_batch=batch,
+                        recompute=recompute,
+                        zero=1 if distributed else 0,
+                        sp=sp,
+                        **fixed,
+                    )
+                except LayoutError as error:
+                    refused[_rule(str(error))] += 1
+
+
+def options_of(layout: Layout) -> dict[str, Any]:
+    """A layout as the sweep's table names its options (and `modtrans translate` takes them)."""
+    return {
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "dp": layout.data_ranks,
+        "cp": layout.cp,
+        "ep": layout.ep,
+        "vpp": layout.vpp,
+        "schedule": layout.schedule.value,
+        "micro_batch": layout.micro_batch,
+        "micro_batches": layout.micro_batches,
+        "recompute": layout.recompute.value,
+        "distributed_optimizer": layout.zero >= 1,
+        "sp": layout.sp,
+    }

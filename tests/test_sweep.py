@@ -1,0 +1,319 @@
+"""`modtrans sweep` and `modtrans.sweep`: the layouts enumerated against Megatron-LM's own rules
+(transcribed below from megatron/training/arguments.py, validate_args, and the attention and
+transformer-block modules), the memory filter against Megatron's bytes per parameter, the table,
+its cache and picture, the option table's rows, a stopped sweep's table, and (with a binary) the
+finalists simulated on ASTRA-sim 2.x, on real built-in models."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import Result
+
+import modtrans
+from modtrans import pipeline, rules, table
+from modtrans.ir.document import ModelIR
+from modtrans.request import UsageError
+from modtrans.strategy.llm.footprint import Footprint
+from modtrans.strategy.llm.options import Layout
+from modtrans.sweep import space
+from modtrans.sweep.rows import Row
+
+Run = Callable[..., Result]
+ROOT = Path(__file__).resolve().parents[1]
+
+# Llama-3-8B's config.json (the built-in): 32 layers, 32 query heads, 8 key/value heads
+LAYERS, HEADS, GROUPS = 32, 32, 8
+SMALL = ["--gpus", "16", "--global-batch", "64", "--seq-len", "2048", "--device", "h100"]
+
+
+def _megatron_layouts(npus: int, batch: int, seq: int, micro_batches: tuple[int, ...]) -> int:
+    """Megatron-LM's accepted (T, C, P, V, M) for Llama-3-8B: world size divisible by T x C x P
+    (initialize_model_parallel), heads and query groups by T (attention.py: divide), layers by
+    P and, interleaved, by P x V with P > 1 and the micro-batches a multiple of P (validate_args),
+    the global batch by M x D (validate_args), the sequence by 2C (context parallelism's load
+    balancing); x 3 recomputations x 2 distributed optimizer settings (SP is on where T > 1)."""
+    count = 0
+    for t in (d for d in range(1, npus + 1) if npus % d == 0 and HEADS % d == 0 and GROUPS % d == 0):
+        for c in (d for d in range(1, npus // t + 1) if (npus // t) % d == 0 and seq % (2 * d) == 0):
+            for p in (
+                d for d in range(1, npus // (t * c) + 1) if (npus // (t * c)) % d == 0 and LAYERS % d == 0
+            ):
+                dp = npus // (t * c * p)
+                for m in micro_batches:
+                    if batch % (m * dp):
+                        continue
+                    ga = batch // (m * dp)
+                    chunks = [1] + [
+                        v for v in range(2, LAYERS + 1) if p > 1 and LAYERS % (p * v) == 0 and ga % p == 0
+                    ]
+                    count += len(chunks) * 3 * 2
+    return count
+
+
+def _footprint() -> Footprint:
+    from modtrans.request import prepare, request_of
+
+    options = prepare(request_of("llama-3-8b", {"seq_len": 2048})).options
+
+    def ir_of(layout: Layout) -> ModelIR:
+        ir, _ = pipeline.extract_checked(
+            "llama-3-8b", input_shapes=options.input_shapes, vocabulary_multiple=layout.vocabulary_multiple
+        )
+        assert ir is not None
+        return ir
+
+    return Footprint(ir_of)
+
+
+def test_every_layout_megatron_accepts_is_enumerated_and_no_other() -> None:
+    found = space.enumerate_layouts(
+        space.Space(micro_batch=(1, 2, 4)),
+        npus=16,
+        global_batch=64,
+        model=space.Model(blocks=LAYERS),
+        check=_footprint().check,
+    )
+    assert len(found.layouts) == _megatron_layouts(16, 64, 2048, (1, 2, 4))
+    assert len({(x.tp, x.cp, x.pp, x.vpp, x.micro_batch, x.recompute, x.zero) for x in found.layouts}) == len(
+        found.layouts
+    )
+    assert found.refused  # T = 16 and the rest, each counted under its rule
+    assert any("key/value heads" in rule for rule in found.refused)
+
+
+@pytest.mark.parametrize(
+    ("spec", "values"), [("1,2,4,8", (1, 2, 4, 8)), ("1:4", (1, 2, 3, 4)), ("8:10,1,2", (1, 2, 8, 9, 10))]
+)
+def test_a_space_is_a_list_or_a_range(spec: str, values: tuple[int, ...]) -> None:
+    assert rules.integers(spec, "--tp") == values
+
+
+@pytest.mark.parametrize("spec", ["", "0", "4:2", "1,x", "1:"])
+def test_a_bad_space_is_one_line_and_exit_2(spec: str, run_cli: Run) -> None:
+    done = run_cli("sweep", "llama-3-8b", *SMALL, "--tp", spec)
+    assert done.exit_code == 2
+    assert len(done.output.strip().splitlines()) == 1
+    assert "--tp" in done.output
+
+
+def test_the_sweeps_options_are_the_tables_rows() -> None:
+    """`modtrans sweep`'s options, `modtrans.sweep`'s keywords and table.SWEEP: one set."""
+    import inspect
+
+    import typer
+
+    from modtrans.cli import app
+
+    command = typer.main.get_command(app).commands["sweep"]  # type: ignore[attr-defined]
+    rows = {row.name for row in table.SWEEP}
+    assert {p.name for p in command.params} - {"model", "quiet", "help"} == rows
+    assert set(inspect.signature(modtrans.sweep).parameters) - {"model", "frame"} == rows
+
+
+def test_a_layout_over_memory_is_dropped_by_megatrons_bytes_per_parameter(tmp_path: Path) -> None:
+    """Llama-3-8B (8,030,261,248 parameters, Meta's model card: 8B) on 16 H100s at T = P = 1:
+    without the distributed optimizer 18 B a parameter (theoretical_memory_usage.py), 134.6 GiB,
+    more than the 80 GiB; with it 6 + 12 / 16 B, 50.5 GiB, which fits."""
+    rows = modtrans.sweep(
+        "llama-3-8b", gpus=16, global_batch=64, seq_len=2048, device="h100", tp="1", pp="1", cp="1",
+        micro_batch="1", recompute="full", no_cache=True, jobs=1,
+    )  # fmt: skip
+    assert [r.distributed_optimizer for r in rows] == [True]
+    parameters = 8_030_261_248
+    assert rows[0].memory_gib >= (6 + 12 / 16) * parameters / 2**30
+    assert 18 * parameters / 2**30 > 80
+
+
+def _table(prefix: Path) -> list[dict[str, str]]:
+    with open(f"{prefix}.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_table_the_picture_and_the_cache(run_cli: Run, tmp_path: Path) -> None:
+    args = ("sweep", "llama-3-8b", *SMALL, "--tp", "2,4", "--pp", "1:2", "--cp", "1", "--micro-batch", "1")
+    done = run_cli(*args, "--cache", tmp_path / "cache", "-o", tmp_path / "a")
+    assert done.exit_code == 0, done.output
+    rows = _table(tmp_path / "a")
+    document = json.loads((tmp_path / "a.json").read_text())
+    assert len(rows) == len(document["rows"]) == document["fit"] > 0
+    assert set(rows[0]) == set(Row.__dataclass_fields__)
+    times = [float(r["estimate_s"]) for r in rows]
+    assert times == sorted(times)
+    assert [int(r["rank"]) for r in rows] == list(range(1, len(rows) + 1))
+    for r in rows:  # the Pareto front, by brute force: no row with no more memory is faster
+        beaten = any(
+            float(o["memory_gib"]) <= float(r["memory_gib"])
+            and float(o["tokens_per_s"]) > float(r["tokens_per_s"])
+            for o in rows
+        )
+        assert (r["pareto"] == "True") is not beaten
+        tokens = 64 * 2048
+        assert float(r["tokens_per_s"]) == pytest.approx(tokens / float(r["estimate_s"]), rel=1e-5)
+    picture = ElementTree.parse(tmp_path / "a.svg").getroot()
+    circles = picture.findall(".//{http://www.w3.org/2000/svg}circle")
+    assert len(circles) == len(rows) + 3  # a point a row, three in the legend
+    run_cli(*args, "--cache", tmp_path / "cache", "-o", tmp_path / "b")
+    assert json.loads((tmp_path / "b.json").read_text())["from_cache"] == len(rows)
+    assert _table(tmp_path / "b") == rows
+
+
+def test_the_api_returns_rows_or_a_dataframe() -> None:
+    pandas = pytest.importorskip("pandas")
+    options: dict[str, Any] = {
+        "gpus": 8,
+        "global_batch": 16,
+        "seq_len": 1024,
+        "device": "h100",
+        "tp": (2,),
+        "cp": "1",
+    }
+    rows = modtrans.sweep("llama-3-8b", micro_batch=1, no_cache=True, jobs=1, **options)
+    frame = modtrans.sweep("llama-3-8b", micro_batch=1, no_cache=True, jobs=1, frame=True, **options)
+    assert isinstance(frame, pandas.DataFrame)
+    assert list(frame["estimate_s"]) == [r.estimate_s for r in rows]
+    with pytest.raises(UsageError):
+        modtrans.sweep("llama-3-8b", gpus=8, no_cache=True)  # no global batch: nothing to compare
+    with pytest.raises(TypeError):
+        modtrans.sweep("llama-3-8b", gpus=8, global_batch=16, npus=8)
+
+
+def test_a_stopped_sweep_leaves_a_consistent_table_and_resumes(tmp_path: Path) -> None:
+    """SIGINT while estimating: the process dies of it, the table holds whole rows of what was
+    estimated, and the next run takes those from the cache."""
+    args = [sys.executable, "-m", "modtrans", "sweep", "llama-3-8b", *SMALL, "--jobs", "2"]
+    args += ["--cache", str(tmp_path / "cache"), "-o", str(tmp_path / "t")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    database = tmp_path / "cache" / "sweep.sqlite"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and child.poll() is None:
+        try:
+            with sqlite3.connect(database) as db:
+                if db.execute("select count(*) from result").fetchone()[0] > 0:
+                    break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.2)
+    child.send_signal(signal.SIGINT)
+    child.communicate(timeout=120)
+    assert child.returncode in (-signal.SIGINT, 130)
+    document = json.loads((tmp_path / "t.json").read_text())
+    assert document["stopped"] is True
+    assert all(r["estimate_s"] is not None or r["error"] for r in document["rows"])
+    assert _table(tmp_path / "t")[0].keys() == set(Row.__dataclass_fields__)
+    with sqlite3.connect(database) as db:
+        kept = db.execute("select count(*) from result").fetchone()[0]
+    assert kept >= len(document["rows"]) > 0
+
+
+@pytest.mark.slow
+def test_dask_gives_the_pools_table(tmp_path: Path) -> None:
+    """The same sweep on a local Dask cluster of two workers and on the process pool."""
+    pytest.importorskip("distributed")
+    options: dict[str, Any] = {
+        "gpus": 16,
+        "global_batch": 64,
+        "seq_len": 2048,
+        "device": "h100",
+        "tp": "2,4",
+        "cp": "1",
+    }
+    pool = modtrans.sweep("llama-3-8b", no_cache=True, jobs=2, **options)
+    dask = modtrans.sweep("llama-3-8b", no_cache=True, jobs=2, engine="dask", **options)
+    assert pool == dask
+    assert len(pool) > 10
+
+
+@pytest.mark.skipif(not os.environ.get("MODTRANS_ASTRA_SIM"), reason="no ASTRA-sim 2.x binary given")
+def test_the_finalists_are_simulated(run_cli: Run, tmp_path: Path) -> None:
+    """--simulate top:2: the two best by the estimate run on ASTRA-sim 2.x, their rows' rates of
+    the simulated iteration."""
+    done = run_cli(
+        "sweep", "llama-3-8b", *SMALL, "--tp", "2", "--pp", "1", "--cp", "1", "--micro-batch", "1,2",
+        "--recompute", "selective", "--no-cache", "--simulate", "top:2", "-o", tmp_path / "s",
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    rows = _table(tmp_path / "s")
+    simulated = [r for r in rows if r["finalist"] == "True"]
+    assert len(simulated) == 2
+    assert all(r["tier"] == "simulation" and float(r["simulated_s"]) > 0 for r in simulated)
+    for r in simulated:
+        assert float(r["tokens_per_s"]) == pytest.approx(64 * 2048 / float(r["simulated_s"]), rel=1e-5)
+
+
+def test_the_agreement_is_kendalls_tau_and_the_largest_error() -> None:
+    """Estimates 1, 2, 3 s against simulations 1, 3, 2 s: of the three pairs two are ordered alike
+        and one not, tau = (2 - 1) / 3 (Kendall 1938, tau-a); the errors against the simulation are 0,
+    |2 / 3 - 1| and |3 / 2 - 1|, the largest 1/2."""
+    from modtrans.sweep.rows import agreement
+
+    def row(estimate: float, simulated: float | None) -> Row:
+        fields = {"model": "m", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "vpp": 1}
+        fields |= {"schedule": "1f1b", "micro_batch": 1, "micro_batches": 1, "recompute": "none"}
+        fields |= {
+            "distributed_optimizer": True,
+            "sp": False,
+            "memory_gib": 1.0,
+            "memory_per_stage_gib": [1.0],
+        }
+        return Row(**fields, estimate_s=estimate, simulated_s=simulated)  # type: ignore[arg-type]
+
+    found = agreement([row(1, 1), row(2, 3), row(3, 2), row(4, None)])
+    assert found == {
+        "simulated": 3,
+        "largest_error": pytest.approx(1 / 2),
+        "kendall_tau": pytest.approx(1 / 3),
+    }
+    assert agreement([row(1, 1)]) is None
+
+
+def test_dask_without_its_extra_is_one_line_and_exit_2(run_cli: Run) -> None:
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("distributed is installed")
+    done = run_cli("sweep", "llama-3-8b", *SMALL, "--tp", "2", "--engine", "dask", "--no-cache")
+    assert done.exit_code == 2
+    assert (
+        done.output.strip()
+        == "modtrans: --engine dask needs Dask's distributed: pip install 'modtrans[distributed]'"
+    )
+
+
+@pytest.mark.parametrize("output", ["missing/t", "folder/", ""])
+def test_an_output_that_cannot_be_written_is_one_line_before_the_sweep(
+    output: str, run_cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-o PREFIX's folder must be there (a typo is not made), and PREFIX names files, not a folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    done = run_cli("sweep", "llama-3-8b", *SMALL, "--tp", "2", "--no-cache", "-o", output)
+    assert done.exit_code == 2
+    assert len(done.output.strip().splitlines()) == 1
+    assert done.output.startswith(f"modtrans: -o {output}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "said"), [("0", "--gpus '0'"), ("2000000", "at most 1,048,576"), ("1:100", "at most 64")]
+)
+def test_a_cluster_beyond_what_modtrans_plans_for_is_one_line(gpus: str, said: str, run_cli: Run) -> None:
+    done = run_cli("sweep", "llama-3-8b", "--gpus", gpus, "--global-batch", "64", "--no-cache")
+    assert done.exit_code == 2
+    assert len(done.output.strip().splitlines()) == 1
+    assert said in done.output
