@@ -4,7 +4,8 @@ A plan is a mesh of ranks, the layers the text formats name, and programs: order
 with dependencies. Ranks that run the same program share it; the groups a collective spans and
 the peer a transfer talks to are written relative to the rank (`over` a set of mesh axes,
 `along` an axis by an offset), so a 4096-rank plan holds one program, not 4096 copies, and
-`Plan.ops(rank)` resolves them to concrete group ids and peers.
+`Plan.ops(rank)` resolves them to concrete group ids and peers. A layout's programs are built
+when read, one stage at a time (plan/programs.py).
 
     plan.mesh           Mesh((Axis(TENSOR, 4), Axis(DATA, 2)))    fastest-varying axis first
     plan.programs[0]    (Compute(layer=0, step=FWD, ...), Collective(..., over={TENSOR}), ...)
@@ -24,11 +25,12 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 from modtrans.comm import CommType, Policy
+from modtrans.plan.programs import outline
 
 
 class Purpose(enum.StrEnum):
@@ -327,7 +329,7 @@ class Plan:
 
     mesh: Mesh
     layers: tuple[LayerInfo, ...]
-    programs: tuple[tuple[Op, ...], ...]
+    programs: Sequence[tuple[Op, ...]]  # a tuple, or a layout's Programs (each built when read)
     program_of: tuple[int, ...]  # per rank: its index into programs
     preset: Preset | None = None
     layout: LayoutFacts | None = None
@@ -364,8 +366,8 @@ class Plan:
         """For every axis set a collective spans: the first id and each group's offset from it."""
         index: dict[frozenset[Purpose], tuple[int, dict[tuple[int, ...], int]]] = {}
         next_id = 1
-        for program in self.programs:
-            for op in program:
+        for p in range(len(self.programs)):
+            for op in self.outline(p):
                 if isinstance(op, Collective) and op.over not in index:
                     if self.mesh.span(op.over) == self.npus:  # every rank: id 0, no pg_name
                         index[op.over] = (0, {self.mesh.key(0, op.over): 0})
@@ -376,6 +378,15 @@ class Plan:
                     index[op.over] = (next_id, keys)
                     next_id += len(keys)
         return index
+
+    def outline(self, p: int) -> tuple[Op, ...]:
+        """Program p's communication: its outline where the programs are built when read
+        (plan/programs.py), else the program."""
+        return outline(self.programs, p)
+
+    def overs(self) -> list[frozenset[Purpose]]:
+        """The axis sets the plan's collectives span, in the order they first appear."""
+        return list(self._group_index)
 
     def _purpose(self, over: frozenset[Purpose]) -> str:
         return "+".join(a.purpose.value for a in self.mesh.axes if a.purpose in over) or "self"

@@ -14,12 +14,14 @@ from modtrans.plan.model import (
     Chunk,
     LayerInfo,
     LayoutFacts,
+    Op,
     Place,
     Plan,
     Purpose,
     Recompute,
     Schedule,
 )
+from modtrans.plan.programs import Programs
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params, group
@@ -60,10 +62,14 @@ def plan(
     pipeline = Pipeline(layout.pp, layout.vpp, layout.micro_batches, layout.schedule)
     rerun = _rerun(units, chunks, layout.recompute)
     mesh = layout.mesh()
-    programs = tuple(
-        StageProgram(s, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary).build()
-        for s in range(layout.pp)
-    )
+
+    def program(stage: int, outline: bool) -> tuple[Op, ...]:
+        builder = StageProgram(
+            stage, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary, outline=outline
+        )
+        return builder.build()
+
+    programs = Programs(layout.pp, program)  # each stage's built when a writer reads it
     pipeline_axis = mesh.index(Purpose.PIPELINE)
     program_of = tuple(mesh.coords(r)[pipeline_axis] for r in range(mesh.size))
     # the first unit's input gradient: written in the text as the keywords write it, run by nobody
