@@ -24,7 +24,7 @@ from modtrans.plan.model import (
 from modtrans.plan.programs import Programs
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.groups import Params, group
+from modtrans.strategy.groups import Group, Params, folds, group
 from modtrans.strategy.llm import activations, buckets, context, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
@@ -45,7 +45,8 @@ def plan(
     dtype_bytes: int | None,
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
-    units = _units(ir, layout, params, dtype_bytes)
+    groups = group(ir, params, dtype_bytes)
+    units = _units(ir, groups, layout)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
@@ -97,13 +98,13 @@ def plan(
             layout.expert_gradient_ranks,
         ),
     )
-    return Plan(mesh, infos, programs, program_of, layout=facts)
+    return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
 
 
-def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None) -> list[Unit]:
+def _units(ir: ModelIR, groups: Sequence[Group], layout: Layout) -> list[Unit]:
     """The workload layers one rank runs, with every technique's collectives attached."""
     t = layout.tp
-    units = [Unit(LayerDraft(g), block_of(g.owner)) for g in group(ir, params, dtype_bytes)]
+    units = [Unit(LayerDraft(g), block_of(g.owner)) for g in groups]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
     context.check(ir, layout)
