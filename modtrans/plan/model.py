@@ -187,8 +187,15 @@ class Compute:
 
     @property
     def bytes(self) -> int:
-        """Memory traffic: every tensor read and written once."""
-        return sum(t.bytes for t in self.inputs) + sum(t.bytes for t in self.outputs)
+        """Memory traffic: every tensor read and written once (a loop: the trace encoder asks each
+        compute of a 512-micro-batch pipeline, a million of them, and a sum over generators took
+        three times as long)."""
+        total = 0
+        for t in self.inputs:
+            total += t.bytes
+        for t in self.outputs:
+            total += t.bytes
+        return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +340,9 @@ class Plan:
     program_of: tuple[int, ...]  # per rank: its index into programs
     preset: Preset | None = None
     layout: LayoutFacts | None = None
+    # each IR layer owning parameters that folds the layers after it in (strategy/groups.py), with
+    # their names: the provenance lists them (.meta.json's "folded")
+    folds: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.preset is None) == (self.layout is None):

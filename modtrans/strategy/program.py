@@ -168,6 +168,8 @@ class StageProgram:
         self.ops: list[Op] = []
         self.chain: int | None = None  # the last op the next compute waits for
         self.tagged: dict[tuple[str, int, str], Tensor] = {}  # (name, bytes, tag) -> the tensor
+        self.named: dict[tuple[int, Place], list[tuple[Comm, str, int, int]]] = {}  # _named
+        self.kept: dict[int, frozenset[str]] = {}  # per unit: its parameters' names
 
     def _suffix(
         self, tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()
@@ -176,15 +178,23 @@ class StageProgram:
         unit's inputs are read by its forward, its recomputation and its weight gradient, and a
         280-micro-batch pipeline's programs hold millions of tensors."""
         out = []
+        tagged = self.tagged
         for t in tensors:
             if t.name not in keep:
                 key = (t.name, t.bytes, tag)
-                named = self.tagged.get(key)
+                named = tagged.get(key)
                 if named is None:
-                    named = self.tagged[key] = Tensor(f"{t.name}#{tag}", t.bytes)
+                    named = tagged[key] = Tensor(f"{t.name}#{tag}", t.bytes)
                 t = named
             out.append(t)
         return tuple(out)
+
+    def _params(self, u: Costed) -> frozenset[str]:
+        """The names of the unit's parameters: one tensor for every micro-batch."""
+        keep = self.kept.get(u.index)
+        if keep is None:
+            keep = self.kept[u.index] = frozenset(t.name for t in u.io.params)
+        return keep
 
     def emit(self, op: Op) -> int:
         self.ops.append(op)
@@ -213,16 +223,29 @@ class StageProgram:
             if blocking:
                 self.chain = previous
             return
-        for n, c in enumerate(comms):
-            label = f"{u.name}.{place}.{c.comm}.{n}" + (f"#{tag}" if tag else "")
+        for c, name, read, wrote in self._named(u, place, comms):
+            label = f"{name}#{tag}" if tag else name
             deps = () if previous is None else (previous,)
-            part = -(-c.bytes // self.mesh.span(c.over))  # one rank's share of the buffer
-            sent = Tensor(f"{label}.in", part if c.comm is CommType.ALLGATHER else c.bytes)
-            written = Tensor(label, part if c.comm is CommType.REDUCESCATTER else c.bytes)
+            sent, written = Tensor(f"{label}.in", read), Tensor(label, wrote)
             op = Collective(u.index, step, c.comm, c.bytes, c.over, (sent,), (written,), deps, place)
             previous = self.emit(op)
         if blocking:
             self.chain = previous
+
+    def _named(self, u: Costed, place: Place, comms: Sequence[Comm]) -> list[tuple[Comm, str, int, int]]:
+        """The unit's collectives at `place` with what names their buffers (the micro-batch's tag
+        aside) and the bytes each reads and writes: the whole buffer, but an all-gather's input and
+        a reduce-scatter's output, one rank's share of it."""
+        key = (u.index, place)
+        if key not in self.named:
+            out = []
+            for n, c in enumerate(comms):
+                part = -(-c.bytes // self.mesh.span(c.over))
+                read = part if c.comm is CommType.ALLGATHER else c.bytes
+                wrote = part if c.comm is CommType.REDUCESCATTER else c.bytes
+                out.append((c, f"{u.name}.{place}.{c.comm}.{n}", read, wrote))
+            self.named[key] = out
+        return self.named[key]
 
     def compute(
         self,
@@ -251,7 +274,7 @@ class StageProgram:
         if self.outline:
             self._mark(u, step)
         else:
-            keep = frozenset(t.name for t in u.io.params)
+            keep = self._params(u)
             outputs = self._suffix(u.io.outputs, tag)
             self.compute(
                 u,
@@ -273,7 +296,7 @@ class StageProgram:
             self._mark(u, Step.INPUT_GRAD)
             self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         elif not u.first:
-            keep = frozenset(t.name for t in u.io.params)
+            keep = self._params(u)
             self.compute(
                 u,
                 Step.INPUT_GRAD,
