@@ -20,6 +20,7 @@ from modtrans import pipeline
 from modtrans.outputs import SAMPLE, SELF_CHECK
 from modtrans.plan import Collective, Compute, Plan, Transfer
 from modtrans.plan.check import consistency
+from modtrans.plan.timeline import timeline
 from modtrans.request import prepare, request_of
 from modtrans.strategy.program import StageProgram
 
@@ -105,3 +106,21 @@ def test_a_large_set_is_written_building_each_program_once(
     assert sum(whole.values()) <= stages + SAMPLE  # the sample's, and each once as it is written
     assert max(whole.values()) <= 2
     assert max(outlines.values()) == 1  # kept: the group ids and the check across ranks read them
+
+
+def test_the_timeline_builds_each_program_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timeline runs every stage at once, reading each stage's program again at every round:
+    a program is built once for it, not once a round (two are kept built)."""
+    built: list[int] = []
+    build = StageProgram.build
+
+    def counted(self: StageProgram) -> Any:
+        if not self.outline:
+            built.append(self.stage)
+        return build(self)
+
+    plan = _plan(GPT2, {"pp": 4, "vpp": 3, "schedule": "interleaved", "global_batch": 8}, tmp_path / "t")
+    monkeypatch.setattr(StageProgram, "build", counted)
+    drawn = timeline(plan)
+    assert drawn.stages == 4
+    assert sorted(built) == [0, 1, 2, 3]
