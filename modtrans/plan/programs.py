@@ -22,12 +22,9 @@ from __future__ import annotations
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, overload
+from typing import TypeVar, overload
 
-if TYPE_CHECKING:
-    from modtrans.plan.model import Op
-
-Program = tuple["Op", ...]
+Program = TypeVar("Program")  # a program: plan/model.py's tuple of operations (no import: no cycle)
 
 KEEP = 2
 """Programs kept built, the most recently asked for: the encoder reads one program's ranks in a
