@@ -3,7 +3,8 @@
 A pipeline stage's program holds some 10^4 operations per 100 micro-batches: GPT 1T at TP 8 x
 PP 64 with 512 micro-batches has 64 programs of 34,000 operations, 1.3 GB held together. The
 writers read them one at a time (the trace encoder a stage's ranks in a row, the self-check one
-stage and its neighbours), so Programs builds a program on demand and keeps the last KEEP built.
+stage and its neighbours), so Programs builds a program on demand and keeps those read last, up
+to KEPT operations: a small plan's every program, built once.
 Outlines are kept: a few percent of their programs (shared operations, the transfers their own).
 
     programs = Programs(stages, build)     build(p, outline) -> program p's operations
@@ -21,22 +22,27 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar, overload
+from collections.abc import Callable, Iterator, Sequence, Sized
+from typing import Any, TypeVar, overload
 
-Program = TypeVar("Program")  # a program: plan/model.py's tuple of operations (no import: no cycle)
+Program = TypeVar("Program", bound=Sized)  # plan/model.py's tuple of operations (not imported: a cycle)
 
-KEEP = 2
-"""Programs kept built, the most recently asked for: the encoder reads one program's ranks in a
-row; a rank's trace reads its program again for each collective whose group differs by rank."""
+KEPT = 1 << 17
+"""Operations kept built, of the programs read last (the last one whatever its size): a small
+plan's every program (a program read again is not built again), a large one's few stages (GPT 1T
+at 512 micro-batches: 34,000 operations a stage, some 600 bytes each: 3 kept, 60 MB). The encoder
+reads one program's ranks in a row, and the program again for each collective whose group differs
+by rank."""
 
 
 class Programs(Sequence[Program]):
-    """`count` programs, program p `build(p, False)`, its outline `build(p, True)`."""
+    """`count` programs, program p `build(p, False)`, its outline `build(p, True)`. Equal to,
+    hashed and pickled as the tuple of its programs (each built for it)."""
 
     def __init__(self, count: int, build: Callable[[int, bool], Program]) -> None:
         self._size, self.build = count, build
         self._kept: OrderedDict[int, Program] = OrderedDict()
+        self._held = 0  # the operations of the programs kept
         self._outlines: dict[int, Program] = {}
 
     def __len__(self) -> int:
@@ -56,6 +62,20 @@ class Programs(Sequence[Program]):
     def __iter__(self) -> Iterator[Program]:
         return (self._get(p) for p in range(self._size))
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return tuple, (tuple(self),)
+
+    def __repr__(self) -> str:
+        return f"Programs({self._size} stages, {len(self._kept)} built)"
+
     def outline(self, index: int) -> Program:
         p = self._position(index)
         if p not in self._outlines:
@@ -74,8 +94,9 @@ class Programs(Sequence[Program]):
         program = kept.get(p)
         if program is None:
             program = kept[p] = self.build(p, False)
-            while len(kept) > KEEP:
-                kept.popitem(last=False)
+            self._held += len(program)
+            while self._held > KEPT and len(kept) > 1:
+                self._held -= len(kept.popitem(last=False)[1])
         else:
             kept.move_to_end(p)
         return program
