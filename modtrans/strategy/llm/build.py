@@ -46,7 +46,7 @@ def plan(
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
     groups = group(ir, params, dtype_bytes)
-    units = _units(ir, groups, layout)
+    units = _units(ir, layout, params, dtype_bytes, groups)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
@@ -101,10 +101,18 @@ def plan(
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
 
 
-def _units(ir: ModelIR, groups: Sequence[Group], layout: Layout) -> list[Unit]:
-    """The workload layers one rank runs, with every technique's collectives attached."""
+def _units(
+    ir: ModelIR,
+    layout: Layout,
+    params: Params,
+    dtype_bytes: int | None,
+    groups: Sequence[Group] | None = None,
+) -> list[Unit]:
+    """The workload layers one rank runs, with every technique's collectives attached; `groups`:
+    the IR's, grouped already (strategy/groups.py)."""
     t = layout.tp
-    units = [Unit(LayerDraft(g), block_of(g.owner)) for g in groups]
+    grouped = group(ir, params, dtype_bytes) if groups is None else groups
+    units = [Unit(LayerDraft(g), block_of(g.owner)) for g in grouped]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
     context.check(ir, layout)
