@@ -24,7 +24,7 @@ from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 from modtrans.plan import Plan, ProjectionError
 from modtrans.plan.text import header as text_header
-from modtrans.strategy import Parallelism, Params, StrategyError, group, plan
+from modtrans.strategy import Parallelism, Params, StrategyError, plan
 from modtrans.workload.model import Dialect, Workload
 from modtrans.workload.parse import LineCache
 
@@ -317,7 +317,6 @@ def _metadata(
     """The provenance of a translation (its .meta.json, less what each format adds; sidecar.py).
     `parallel.policy` is the written workload's header policy, or the keyword preset's for its
     traces; a layout's traces have none (no policy built them)."""
-    groups = group(ir, options.params, options.dtype_bytes)
     if workload is not None:
         policy: dict[str, str] = {"policy": workload.header.policy.value}
     else:
@@ -339,7 +338,7 @@ def _metadata(
         "dtype_bytes": options.dtype_bytes,
         "compute": compute,
         "layers": {"workload": len(the_plan.layers), "ir": len(ir.layers)},
-        "folded": {g.owner.name: [x.name for x in g.folded] for g in groups if g.folded},
+        "folded": {owner: list(names) for owner, names in the_plan.folds},
         **({"unknown_flops": uncosted} if uncosted else {}),
     }
 

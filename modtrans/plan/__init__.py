@@ -2,6 +2,8 @@
 
 model.py     Plan, Mesh, the operations (Compute, Collective, Transfer) and communicator groups, and
              what built the plan: a keyword Preset or a layout's LayoutFacts (no file format's header)
+programs.py  a layout's programs, each built when read (two kept), and outlined for what reads only
+             their communication (the group ids, check.py)
 text.py      Plan -> the text workload model, its header derived (refuses, D310, what it cannot say)
 simai.py     a layout's Plan -> SimAI's text workload, its pipeline header derived
 lines.py     a layout's units as text lines, a column's further collectives on lines of their own

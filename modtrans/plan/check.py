@@ -1,5 +1,6 @@
 """Whether a plan's ranks can meet: what the trace-set checks would find across ranks, decided
 on the plan itself (one representative rank per program), for sets too large to decode whole.
+It reads each program's outline (plan/programs.py): its transfers and the groups it spans.
 
     consistency(plan)  ->  [("T707", "..."), ("T706", "...")]   (empty: consistent)
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from modtrans.plan.model import Collective, Direction, Op, Plan, Purpose, Transfer
+from modtrans.plan.model import Direction, Op, Plan, Purpose, Transfer
 
 _Key = tuple[Direction, int, int, Purpose, int]
 
@@ -25,8 +26,7 @@ def consistency(plan: Plan) -> list[tuple[str, str]]:
         programs = {plan.program_of[r] for r in group.ranks}
         if len(programs) > 1:
             problems.append(("T707", f"group {group.id} ({group.purpose}) spans programs {sorted(programs)}"))
-    overs = {op.over for program in plan.programs for op in program if isinstance(op, Collective)}
-    for over in overs:
+    for over in plan.overs():
         if plan.mesh.span(over) == plan.npus and len(plan.programs) > 1:
             problems.append(
                 ("T707", "a collective of every rank in a plan whose ranks run different programs")
@@ -34,7 +34,7 @@ def consistency(plan: Plan) -> list[tuple[str, str]]:
     first = {p: plan.program_of.index(p) for p in set(plan.program_of)}
     counted: dict[int, Counter[_Key]] = {}
     for p, rank in first.items():
-        for op in plan.programs[p]:
+        for op in plan.outline(p):
             if not isinstance(op, Transfer):
                 continue
             peer = plan.mesh.peer(rank, op.along, op.offset)
@@ -43,7 +43,7 @@ def consistency(plan: Plan) -> list[tuple[str, str]]:
                 continue
             q = plan.program_of[peer]
             if q not in counted:
-                counted[q] = _transfers(plan.programs[q])
+                counted[q] = _transfers(plan.outline(q))
             wanted = Direction.RECV if op.direction is Direction.SEND else Direction.SEND
             partners = counted[q][(wanted, op.tag, op.bytes, op.along, -op.offset)]
             if partners != 1:

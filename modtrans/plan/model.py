@@ -4,7 +4,8 @@ A plan is a mesh of ranks, the layers the text formats name, and programs: order
 with dependencies. Ranks that run the same program share it; the groups a collective spans and
 the peer a transfer talks to are written relative to the rank (`over` a set of mesh axes,
 `along` an axis by an offset), so a 4096-rank plan holds one program, not 4096 copies, and
-`Plan.ops(rank)` resolves them to concrete group ids and peers.
+`Plan.ops(rank)` resolves them to concrete group ids and peers. A layout's programs are built
+when read, one stage at a time (plan/programs.py).
 
     plan.mesh           Mesh((Axis(TENSOR, 4), Axis(DATA, 2)))    fastest-varying axis first
     plan.programs[0]    (Compute(layer=0, step=FWD, ...), Collective(..., over={TENSOR}), ...)
@@ -24,12 +25,12 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import overload
 
 from modtrans.comm import CommType, Policy
+from modtrans.plan.programs import outline
 
 
 class Purpose(enum.StrEnum):
@@ -186,8 +187,15 @@ class Compute:
 
     @property
     def bytes(self) -> int:
-        """Memory traffic: every tensor read and written once."""
-        return sum(t.bytes for t in self.inputs) + sum(t.bytes for t in self.outputs)
+        """Memory traffic: every tensor read and written once (a loop: the trace encoder asks each
+        compute of a 512-micro-batch pipeline, a million of them, and a sum over generators took
+        three times as long)."""
+        total = 0
+        for t in self.inputs:
+            total += t.bytes
+        for t in self.outputs:
+            total += t.bytes
+        return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,52 +235,6 @@ class Transfer:
 
 Op = Compute | Collective | Transfer
 Program = tuple[Op, ...]
-
-
-class Programs(Sequence[Program]):
-    """A layout's programs, one per pipeline stage, each built the first time it is read: a text
-    output reads stage 0's alone (SimAI simulates one stage and adds the pipeline by formula;
-    plan/lines.first_stage), traces and their checks read every one. Built, it is the tuple of
-    the same programs: equal to it, hashed as it, pickled as it."""
-
-    __slots__ = ("_build", "_built")
-
-    def __init__(self, count: int, build: Callable[[int], Program]) -> None:
-        self._build = build
-        self._built: list[Program | None] = [None] * count
-
-    def __len__(self) -> int:
-        return len(self._built)
-
-    @overload
-    def __getitem__(self, index: int) -> Program: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Program, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> Program | tuple[Program, ...]:
-        if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(len(self))))
-        at = range(len(self))[index]  # IndexError as a tuple's, negative indices from the end
-        built = self._built[at]
-        if built is None:
-            built = self._built[at] = self._build(at)
-        return built
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return tuple(self) == tuple(other)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __reduce__(self) -> tuple[type[tuple[Program, ...]], tuple[tuple[Program, ...]]]:
-        return tuple, (tuple(self),)
-
-    def __repr__(self) -> str:
-        built = sum(p is not None for p in self._built)
-        return f"Programs({len(self)} stages, {built} built)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,10 +337,13 @@ class Plan:
 
     mesh: Mesh
     layers: tuple[LayerInfo, ...]
-    programs: Sequence[Program]  # a tuple, or Programs: each stage's built when read
+    programs: Sequence[tuple[Op, ...]]  # a tuple, or a layout's Programs (each built when read)
     program_of: tuple[int, ...]  # per rank: its index into programs
     preset: Preset | None = None
     layout: LayoutFacts | None = None
+    # each IR layer owning parameters that folds the layers after it in (strategy/groups.py), with
+    # their names: the provenance lists them (.meta.json's "folded")
+    folds: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.preset is None) == (self.layout is None):
@@ -412,8 +377,8 @@ class Plan:
         """For every axis set a collective spans: the first id and each group's offset from it."""
         index: dict[frozenset[Purpose], tuple[int, dict[tuple[int, ...], int]]] = {}
         next_id = 1
-        for program in self.programs:
-            for op in program:
+        for p in range(len(self.programs)):
+            for op in self.outline(p):
                 if isinstance(op, Collective) and op.over not in index:
                     if self.mesh.span(op.over) == self.npus:  # every rank: id 0, no pg_name
                         index[op.over] = (0, {self.mesh.key(0, op.over): 0})
@@ -424,6 +389,15 @@ class Plan:
                     index[op.over] = (next_id, keys)
                     next_id += len(keys)
         return index
+
+    def outline(self, p: int) -> tuple[Op, ...]:
+        """Program p's communication: its outline where the programs are built when read
+        (plan/programs.py), else the program."""
+        return outline(self.programs, p)
+
+    def overs(self) -> list[frozenset[Purpose]]:
+        """The axis sets the plan's collectives span, in the order they first appear."""
+        return list(self._group_index)
 
     def _purpose(self, over: frozenset[Purpose]) -> str:
         return "+".join(a.purpose.value for a in self.mesh.axes if a.purpose in over) or "self"

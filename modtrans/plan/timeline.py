@@ -55,10 +55,11 @@ class Timeline:
 
 
 def timeline(plan: Plan) -> Timeline:
-    """The schedule of `plan`'s stage programs (TimelineError when they deadlock)."""
+    """The schedule of `plan`'s stage programs (TimelineError when they deadlock). It runs every
+    stage at once: the programs are built once and held together (plan/programs.py keeps two)."""
     layout = plan.layout
     half = layout.micro_batches // 2 if layout is not None and layout.schedule is Schedule.DUALPIPE else None
-    return schedule(plan.programs, _chunks(plan), reverse_from=half)
+    return schedule(tuple(plan.programs), _chunks(plan), reverse_from=half)
 
 
 def schedule(

@@ -81,6 +81,11 @@ def _owns(layer: IRLayer, params: Params) -> bool:
     return any(p.trainable for p in layer.params)
 
 
+def folds(groups: Sequence[Group]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The groups that fold layers in: (owner, the folded layers' names), as Plan.folds holds them."""
+    return tuple((g.owner.name, tuple(x.name for x in g.folded)) for g in groups if g.folded)
+
+
 def group(ir: ModelIR, params: Params, dtype_bytes: int | None = None) -> list[Group]:
     owners: list[IRLayer] = []
     folded: list[list[IRLayer]] = []

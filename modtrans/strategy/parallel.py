@@ -25,7 +25,7 @@ from modtrans.ir.document import ModelIR
 from modtrans.plan.model import LayerInfo, Plan, Preset
 from modtrans.plan.text import project
 from modtrans.strategy.draft import Draft, LayerDraft, Parallelism, StrategyError
-from modtrans.strategy.groups import Params, group
+from modtrans.strategy.groups import Params, folds, group
 from modtrans.strategy.program import Rerun, StageProgram, costed
 from modtrans.strategy.share import rank_share
 from modtrans.strategy.techniques import load
@@ -71,18 +71,18 @@ def plan(
     techniques = load()
     if p.policy not in techniques:
         raise StrategyError(f"--parallel {p.policy} is not a training strategy modtrans writes")
-    layers = [LayerDraft(g) for g in group(ir, params, dtype_bytes)]
-    draft = Draft(ir, cost, p, layers, _group_size(p))
+    groups = group(ir, params, dtype_bytes)
+    draft = Draft(ir, cost, p, [LayerDraft(g) for g in groups], _group_size(p))
     techniques[p.policy](draft)
-    return _assemble(draft)
+    return _assemble(draft, folds(groups))
 
 
-def _assemble(draft: Draft) -> Plan:
+def _assemble(draft: Draft, folded: tuple[tuple[str, tuple[str, ...]], ...]) -> Plan:
     """A keyword preset's plan: one program for every rank (one stage, one micro-batch)."""
     assert draft.mesh is not None, "a technique sets the mesh"
-    folded, inputs = draft.parallelism.folded, draft.inputs
+    inputs = draft.inputs
     units = [
-        costed(i, rank_share(x, folded), x.comms, io, draft.cost, inputs)
+        costed(i, rank_share(x, draft.parallelism.folded), x.comms, io, draft.cost, inputs)
         for i, (x, io) in enumerate(zip(draft.layers, ios(draft.layers, inputs), strict=True))
     ]
     program = StageProgram(0, [units], draft.mesh, rerun=Rerun(draft.recompute)).build()
@@ -96,7 +96,7 @@ def _assemble(draft: Draft) -> Plan:
 
     memory = of_preset(draft.ir, draft.layers, bool(draft.recompute))
     preset = Preset(draft.parallelism.policy, draft.checkpoints, memory)
-    return Plan(draft.mesh, infos, (program,), (0,) * draft.mesh.size, preset=preset)
+    return Plan(draft.mesh, infos, (program,), (0,) * draft.mesh.size, preset=preset, folds=folded)
 
 
 def build(

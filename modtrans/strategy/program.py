@@ -156,14 +156,20 @@ class StageProgram:
         pipeline: Pipeline = Pipeline(),
         rerun: Rerun = Rerun(),
         boundary_bytes: Sequence[int] = (0,),
+        outline: bool = False,
     ):
         self.stage, self.pipeline, self.rerun, self.mesh = stage, pipeline, rerun, mesh
+        self.outline = outline  # communication only (plan/programs.py): no tensors, no dependencies
+        self.shared: dict[tuple[int, Step, Place | None, int], Op] = {}  # an outline's ops, by place
+        self.steps: dict[tuple[str, int], tuple[list[Op], int | None, list[tuple[int, int]]]] = {}
         self.chunks = chunks  # per virtual stage (all P x V), the units
         self.units = {u.index: u for chunk in chunks for u in chunk}
         self.boundary = boundary_bytes  # per virtual stage: bytes it sends forward
         self.ops: list[Op] = []
         self.chain: int | None = None  # the last op the next compute waits for
         self.tagged: dict[tuple[str, int, str], Tensor] = {}  # (name, bytes, tag) -> the tensor
+        self.named: dict[tuple[int, Place], list[tuple[Comm, str, int, int]]] = {}  # _named
+        self.kept: dict[int, frozenset[str]] = {}  # per unit: its parameters' names
 
     def _suffix(
         self, tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()
@@ -172,15 +178,23 @@ class StageProgram:
         unit's inputs are read by its forward, its recomputation and its weight gradient, and a
         280-micro-batch pipeline's programs hold millions of tensors."""
         out = []
+        tagged = self.tagged
         for t in tensors:
             if t.name not in keep:
                 key = (t.name, t.bytes, tag)
-                named = self.tagged.get(key)
+                named = tagged.get(key)
                 if named is None:
-                    named = self.tagged[key] = Tensor(f"{t.name}#{tag}", t.bytes)
+                    named = tagged[key] = Tensor(f"{t.name}#{tag}", t.bytes)
                 t = named
             out.append(t)
         return tuple(out)
+
+    def _params(self, u: Costed) -> frozenset[str]:
+        """The names of the unit's parameters: one tensor for every micro-batch."""
+        keep = self.kept.get(u.index)
+        if keep is None:
+            keep = self.kept[u.index] = frozenset(t.name for t in u.io.params)
+        return keep
 
     def emit(self, op: Op) -> int:
         self.ops.append(op)
@@ -199,16 +213,39 @@ class StageProgram:
         if not comms:  # most places of most units: nothing to issue, the chain as it was
             return
         previous = self.chain
-        for n, c in enumerate(comms):
-            label = f"{u.name}.{place}.{c.comm}.{n}" + (f"#{tag}" if tag else "")
+        if self.outline:
+            for n, c in enumerate(comms):
+                key = (u.index, step, place, n)
+                op = self.shared.get(key)
+                if op is None:
+                    op = self.shared[key] = Collective(u.index, step, c.comm, c.bytes, c.over, place=place)
+                previous = self.emit(op)
+            if blocking:
+                self.chain = previous
+            return
+        for c, name, read, wrote in self._named(u, place, comms):
+            label = f"{name}#{tag}" if tag else name
             deps = () if previous is None else (previous,)
-            part = -(-c.bytes // self.mesh.span(c.over))  # one rank's share of the buffer
-            sent = Tensor(f"{label}.in", part if c.comm is CommType.ALLGATHER else c.bytes)
-            written = Tensor(label, part if c.comm is CommType.REDUCESCATTER else c.bytes)
+            sent, written = Tensor(f"{label}.in", read), Tensor(label, wrote)
             op = Collective(u.index, step, c.comm, c.bytes, c.over, (sent,), (written,), deps, place)
             previous = self.emit(op)
         if blocking:
             self.chain = previous
+
+    def _named(self, u: Costed, place: Place, comms: Sequence[Comm]) -> list[tuple[Comm, str, int, int]]:
+        """The unit's collectives at `place` with what names their buffers (the micro-batch's tag
+        aside) and the bytes each reads and writes: the whole buffer, but an all-gather's input and
+        a reduce-scatter's output, one rank's share of it."""
+        key = (u.index, place)
+        if key not in self.named:
+            out = []
+            for n, c in enumerate(comms):
+                part = -(-c.bytes // self.mesh.span(c.over))
+                read = part if c.comm is CommType.ALLGATHER else c.bytes
+                wrote = part if c.comm is CommType.REDUCESCATTER else c.bytes
+                out.append((c, f"{u.name}.{place}.{c.comm}.{n}", read, wrote))
+            self.named[key] = out
+        return self.named[key]
 
     def compute(
         self,
@@ -222,29 +259,44 @@ class StageProgram:
         self.chain = self.emit(Compute(u.index, step, time, flops, inputs, outputs, self._deps()))
         return self.chain
 
+    def _mark(self, u: Costed, step: Step) -> int:
+        """An outline's compute: a placeholder of the unit's step, one object for them all."""
+        key = (u.index, step, None, 0)
+        op = self.shared.get(key)
+        if op is None:
+            op = self.shared[key] = Compute(u.index, step, 0, 0, (), ())
+        self.chain = self.emit(op)
+        return self.chain
+
     def forward(self, u: Costed, micro: int, step: Step = Step.FWD) -> None:
         tag = f"m{micro}" + ("r" if step is Step.RECOMPUTE else "")
-        keep = frozenset(t.name for t in u.io.params)
         self.collectives(u, Place.BEFORE_FWD, step, tag)
-        outputs = self._suffix(u.io.outputs, tag)
-        self.compute(
-            u,
-            step,
-            u.times.forward,
-            u.flops.forward,
-            self._suffix(u.io.inputs + u.io.params, f"m{micro}", keep),
-            outputs,
-        )
+        if self.outline:
+            self._mark(u, step)
+        else:
+            keep = self._params(u)
+            outputs = self._suffix(u.io.outputs, tag)
+            self.compute(
+                u,
+                step,
+                u.times.forward,
+                u.flops.forward,
+                self._suffix(u.io.inputs + u.io.params, f"m{micro}", keep),
+                outputs,
+            )
         self.collectives(u, Place.AFTER_FWD, step, tag)
 
     def backward(self, u: Costed, micro: int, *, weight: bool = True) -> int:
         """The unit's backward: its input gradient, and its weight gradient unless ZB-H1 runs that
         as a step of its own (`weight` False). Returns the weight gradient's index (-1: not here)."""
         tag = f"m{micro}"
-        keep = frozenset(t.name for t in u.io.params)
         self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)  # activation-gradient traffic
         wg = self.weight_grad(u, tag) if weight else -1
-        if not u.first:
+        if not u.first and self.outline:
+            self._mark(u, Step.INPUT_GRAD)
+            self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
+        elif not u.first:
+            keep = self._params(u)
             self.compute(
                 u,
                 Step.INPUT_GRAD,
@@ -257,6 +309,10 @@ class StageProgram:
         return wg
 
     def weight_grad(self, u: Costed, tag: str) -> int:
+        if self.outline:
+            wg = self._mark(u, Step.WEIGHT_GRAD)
+            self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
+            return wg
         grads = tuple(Tensor(f"grad:{p.name}@{u.name}#{tag}", p.bytes) for p in u.io.trainable)
         wg = self.compute(
             u,
@@ -316,27 +372,61 @@ class StageProgram:
         virtual = virtual_stage(pipe.schedule, self.stage, pipe.stages, chunk)
         units, last_virtual = self.chunks[virtual], pipe.chunks - 1
         if direction == WGRAD:  # the weight gradients of an input-gradient-only backward before
-            for u in reversed(units):
-                last_wg[u.index] = (u, self.weight_grad(u, f"m{micro}"))
+            self._units(direction, micro, virtual, last_wg)
             return
         if direction == FWD:
             if virtual > 0:
                 self.transfer(units[0], Direction.RECV, micro, virtual, virtual - 1, False)
-            for u in units:
-                self.forward(u, micro)
+            self._units(direction, micro, virtual, last_wg)
             if virtual < last_virtual:
                 self.transfer(units[-1], Direction.SEND, micro, virtual, virtual, False)
             return
         if virtual < last_virtual:
             self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
-        whole = direction == BWD  # else the input gradient alone (I): its W is a step of its own
-        for u in reversed(units):
-            self._recompute(u, micro)
-            wg = self.backward(u, micro, weight=whole)
-            if whole:
-                last_wg[u.index] = (u, wg)
+        self._units(direction, micro, virtual, last_wg)  # B, or I: the input gradient alone
         if virtual > 0:
             self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
+
+    def _units(
+        self, direction: str, micro: int, virtual: int, last_wg: dict[int, tuple[Costed, int]]
+    ) -> None:
+        """A step's work on its chunk's units: forwards (F); backwards (B, or the input gradients
+        alone, I) last unit first; or the deferred weight gradients (W). An outline's steps of one
+        direction and chunk hold the same operations, so it copies the first one's (a step's
+        transfers, the only ones that differ by micro-batch, are outside)."""
+        key = (direction, virtual)
+        if self.outline and key in self.steps:
+            ops, chain, wgs = self.steps[key]
+            base = len(self.ops)
+            self.ops.extend(ops)
+            if chain is not None:
+                self.chain = base + chain
+            for index, wg in wgs:
+                last_wg[index] = (self.units[index], base + wg)
+            return
+        start, units = len(self.ops), self.chunks[virtual]
+        made: list[tuple[int, int]] = []  # (unit, its weight gradient's index)
+        if direction == FWD:
+            for u in units:
+                self.forward(u, micro)
+        elif direction == WGRAD:
+            made = [(u.index, self.weight_grad(u, f"m{micro}")) for u in reversed(units)]
+        else:
+            whole = direction == BWD
+            for u in reversed(units):
+                self._recompute(u, micro)
+                wg = self.backward(u, micro, weight=whole)
+                if whole:
+                    made.append((u.index, wg))
+        for index, wg in made:
+            last_wg[index] = (self.units[index], wg)
+        if self.outline:
+            moved = self.chain is not None and self.chain >= start
+            self.steps[key] = (
+                self.ops[start:],
+                self.chain - start if moved and self.chain is not None else None,
+                [(index, wg - start) for index, wg in made],
+            )
 
     def _overlapped(
         self, forward: ScheduleStep, backward: ScheduleStep, last_wg: dict[int, tuple[Costed, int]]
@@ -362,9 +452,13 @@ class StageProgram:
             for i in seg
         ]
         new = {old: start + k for k, old in enumerate(merged)}
-        self.ops[start:] = [
-            replace(self.ops[old], deps=tuple(new.get(d, d) for d in self.ops[old].deps)) for old in merged
-        ]
+        if self.outline:  # its operations keep no dependencies to renumber
+            self.ops[start:] = [self.ops[old] for old in merged]
+        else:
+            self.ops[start:] = [
+                replace(self.ops[old], deps=tuple(new.get(d, d) for d in self.ops[old].deps))
+                for old in merged
+            ]
         for index, (u, wg) in list(last_wg.items()):
             last_wg[index] = (u, new.get(wg, wg))
         ends = [new.get(c, c) for c in (forward_end, self.chain) if c is not None]
@@ -386,7 +480,9 @@ class StageProgram:
         )
 
     def _recompute(self, u: Costed, micro: int) -> None:
-        if self.rerun.selective and u.core[0] > 0:
+        if self.rerun.selective and u.core[0] > 0 and self.outline:
+            self._mark(u, Step.RECOMPUTE)
+        elif self.rerun.selective and u.core[0] > 0:
             outputs = (Tensor(f"{u.name}.attention_core#m{micro}r", 0),)
             self.compute(
                 u, Step.RECOMPUTE, u.core[0], u.core[1], self._suffix(u.io.inputs, f"m{micro}"), outputs

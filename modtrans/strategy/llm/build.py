@@ -14,16 +14,17 @@ from modtrans.plan.model import (
     Chunk,
     LayerInfo,
     LayoutFacts,
+    Op,
     Place,
     Plan,
-    Programs,
     Purpose,
     Recompute,
     Schedule,
 )
+from modtrans.plan.programs import Programs
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.groups import Params, group
+from modtrans.strategy.groups import Group, Params, folds, group
 from modtrans.strategy.llm import activations, buckets, context, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import block_of, blocks, partition
@@ -44,7 +45,8 @@ def plan(
     dtype_bytes: int | None,
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
-    units = _units(ir, layout, params, dtype_bytes)
+    groups = group(ir, params, dtype_bytes)
+    units = _units(ir, layout, params, dtype_bytes, groups)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
@@ -61,12 +63,14 @@ def plan(
     pipeline = Pipeline(layout.pp, layout.vpp, layout.micro_batches, layout.schedule)
     rerun = _rerun(units, chunks, layout.recompute)
     mesh = layout.mesh()
-    programs = Programs(  # each stage's built when read: a text output reads stage 0's alone
-        layout.pp,
-        lambda s: StageProgram(
-            s, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary
-        ).build(),
-    )
+
+    def program(stage: int, outline: bool) -> tuple[Op, ...]:
+        builder = StageProgram(
+            stage, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary, outline=outline
+        )
+        return builder.build()
+
+    programs = Programs(layout.pp, program)  # each stage's built when a writer reads it
     pipeline_axis = mesh.index(Purpose.PIPELINE)
     program_of = tuple(mesh.coords(r)[pipeline_axis] for r in range(mesh.size))
     # the first unit's input gradient: written in the text as the keywords write it, run by nobody
@@ -94,14 +98,22 @@ def plan(
             layout.expert_gradient_ranks,
         ),
     )
-    return Plan(mesh, infos, programs, program_of, layout=facts)
+    return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
 
 
-def _units(ir: ModelIR, layout: Layout, params: Params, dtype_bytes: int | None) -> list[Unit]:
+def _units(
+    ir: ModelIR,
+    layout: Layout,
+    params: Params,
+    dtype_bytes: int | None,
+    groups: Sequence[Group] | None = None,
+) -> list[Unit]:
     """The workload layers one rank runs, with every technique's collectives attached (LayoutError
-    where the model refuses the layout: its heads, experts, sequence)."""
+    where the model refuses the layout: its heads, experts, sequence); `groups`: the IR's, grouped
+    already (strategy/groups.py)."""
     t = layout.tp
-    units = [Unit(LayerDraft(g), block_of(g.owner)) for g in group(ir, params, dtype_bytes)]
+    grouped = group(ir, params, dtype_bytes) if groups is None else groups
+    units = [Unit(LayerDraft(g), block_of(g.owner)) for g in grouped]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
     context.check(ir, layout)
