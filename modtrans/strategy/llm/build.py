@@ -61,7 +61,9 @@ def plan(
     rerun = _rerun(units, chunks, layout.recompute)
     mesh = layout.mesh()
     programs = tuple(
-        StageProgram(s, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary).build()
+        StageProgram(
+            s, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary, update=True
+        ).build()
         for s in range(layout.pp)
     )
     pipeline_axis = mesh.index(Purpose.PIPELINE)
