@@ -18,6 +18,16 @@ record to beat is Calculon's (SC'23): 3.65 % mean absolute error, 8.87 % at wors
 
 Nothing here feeds back into the models: the compute model is calibrated on kernel measurements
 (modtrans/cost/devices.json), the network preset on nccl-tests (modtrans/simulate/network.py).
+
+Measured here (2 shared cores; ASTRA-sim master 518bd51, analytical congestion-unaware), error of
+the simulated iteration against Table 5, full recomputation / selective + SP:
+
+    main at 106a1ce (dgx-a100 at line rate, an SGD update, no optimizer node)
+        22B -16.3 % / -19.3 %      175B -11.2 % / -12.6 %
+    branch calib (selene at NCCL's rate, Megatron's Adam as a node of its own)
+        22B  -2.6 % /  -2.0 %      175B  -4.0 % /  -4.2 % (before the 2^30 unit fix: 7 % more bandwidth)
+
+530B and 1T (35 and 64 stages) take over half an hour each here and were not run to the end.
 """
 
 from __future__ import annotations
