@@ -25,9 +25,9 @@ the simulated iteration against Table 5, full recomputation / selective + SP:
     main at 106a1ce (dgx-a100 at line rate, an SGD update, no optimizer node)
         22B -16.3 % / -19.3 %      175B -11.2 % / -12.6 %
     branch calib (selene at NCCL's rate, Megatron's Adam as a node of its own)
-        22B  -2.6 % /  -2.0 %      175B  -4.0 % /  -4.2 % (before the 2^30 unit fix: 7 % more bandwidth)
+        22B  -2.6 % /  -2.0 %      175B  -3.0 % /  -3.4 %      MAE 2.75 %, worst 3.4 % (four runs)
 
-530B and 1T (35 and 64 stages) take over half an hour each here and were not run to the end.
+530B and 1T (35 and 64 stages) take over 40 minutes each here and were not run to the end.
 """
 
 from __future__ import annotations
