@@ -27,7 +27,9 @@ the simulated iteration against Table 5, full recomputation / selective + SP:
     branch calib (selene at NCCL's rate, Megatron's Adam as a node of its own)
         22B  -2.6 % /  -2.0 %      175B  -3.0 % /  -3.4 %      MAE 2.75 %, worst 3.4 % (four runs)
 
-530B and 1T (35 and 64 stages) take over 40 minutes each here and were not run to the end.
+530B full recomputation, simulated once before the 2^30 unit fix (whose 7 % less bandwidth adds
+under 1 %): -7.5 % (66 minutes). 530B selective + SP and 1T (64 stages) take longer still here and
+were not run to the end.
 """
 
 from __future__ import annotations
