@@ -73,21 +73,23 @@ COLOURS = {
     Step.INPUT_GRAD: "#59a14f",
     Step.RECOMPUTE: "#bab0ac",
     Step.WEIGHT_GRAD: "#f28e2b",
+    Step.UPDATE: "#b07aa1",
 }
-LETTERS = {Step.FWD: "F", Step.INPUT_GRAD: "B", Step.RECOMPUTE: "R", Step.WEIGHT_GRAD: "W"}
+LETTERS = {Step.FWD: "F", Step.INPUT_GRAD: "B", Step.RECOMPUTE: "R", Step.WEIGHT_GRAD: "W", Step.UPDATE: "U"}
 NAMES = {
     Step.FWD: "forward",
     Step.INPUT_GRAD: "backward",
     Step.RECOMPUTE: "recomputed forward",
     Step.WEIGHT_GRAD: "weight gradient",
+    Step.UPDATE: "optimizer step",
 }
 
 
 def _shown(t: Timeline) -> list[Step]:
-    """The legend's kinds: forward, backward, recomputed forward, and weight gradients where a
-    schedule runs them apart (ZB-H1)."""
-    split = any(b.step is Step.WEIGHT_GRAD for b in t.blocks)
-    return [s for s in COLOURS if s is not Step.WEIGHT_GRAD or split]
+    """The legend's kinds: forward, backward, recomputed forward, weight gradients where a
+    schedule runs them apart (ZB-H1), and the optimizer step where the plan has one."""
+    present = {b.step for b in t.blocks}
+    return [s for s in COLOURS if s not in (Step.WEIGHT_GRAD, Step.UPDATE) or s in present]
 
 
 LEFT, TOP, LANE, AXIS = 120, 40, 28, 30

@@ -40,7 +40,7 @@ from typer.testing import Result
 from modtrans import pipeline, zoo
 from modtrans.comm import Policy
 from modtrans.plan import Collective, Compute, Plan, Transfer, project
-from modtrans.plan.model import Purpose
+from modtrans.plan.model import Purpose, Step
 from modtrans.strategy import Folded, Parallelism
 from modtrans.strategy.llm import Layout
 
@@ -238,14 +238,16 @@ def test_data_is_its_layouts_dp(model: str) -> None:
     FLOPs), and every collective (layer, step, type, bytes, its group's ranks) with the operation it
     waits for, but the gradients: one all-reduce per layer in the keyword's, Megatron-LM's gradient
     buffer in the layout's (one bucket, all-reduced at the first layer, the backward's last:
-    strategy/llm/buckets.py), of the same bytes."""
+    strategy/llm/buckets.py), of the same bytes; and the layout's last compute, its optimizer step
+    (the keyword's traces are Chakra's conversion of its text, which has none)."""
     preset, layout = _both(model, 2, 0)
     assert [i.name for i in preset.layers] == [i.name for i in layout.layers]
     assert {g.ranks for g in preset.groups()} == {g.ranks for g in layout.groups()}
     first = preset.layers[0].name
     for rank in (0, 1):
-        assert preset.compute_time(rank) == layout.compute_time(rank)
+        assert preset.compute_time(rank) == _passes(layout, rank)
         computes, collectives = _canonical(layout, rank)
+        assert computes.pop()[2] == "update"
         keyword = _canonical(preset, rank)
         bucket = [c for c in collectives if c[2] == "weight_grad"]
         layered = [c for c in keyword[1] if c[2] == "weight_grad"]
@@ -263,6 +265,12 @@ def test_data_is_its_layouts_dp(model: str) -> None:
         assert x.weight_grad.comm_size == (whole if x.name == first else 0)
 
 
+def _passes(plan: Plan, rank: int = 0) -> int:
+    """The rank's compute but its optimizer step (a layout's)."""
+    update = sum(o.time for o in plan.program(rank) if isinstance(o, Compute) and o.step is Step.UPDATE)
+    return plan.compute_time(rank) - update
+
+
 def test_gpt2_rank_0_computes_megatrons_share_and_the_old_convention_stays_an_option() -> None:
     # issue 23, measured before the fix: -p HYBRID_TRANSFORMER --npus 8 --model-parallel-group 4
     # computed 1,904,785 ns on rank 0 (only the GEMM of c_attn / c_fc divided: Folded.GEMM_ONLY),
@@ -270,8 +278,10 @@ def test_gpt2_rank_0_computes_megatrons_share_and_the_old_convention_stays_an_op
     # heads / T and ffn_hidden_size / T, Folded.MEGATRON). Both + 1,157 ns since issue 24: the
     # position embedding (wpe) is replicated, a torch.nn.Embedding in Megatron-LM, not a
     # vocabulary-parallel shard (its lookup whole on every rank: 1,399 + 1,736 + 1,013 ns)
+    # (the passes' compute: the layout's optimizer step after them, issue 37, is left out)
     preset, layout = _both("gpt2", 8, 4)
-    assert preset.compute_time(0) == layout.compute_time(0) == 1_465_254
+    assert preset.compute_time(0) == _passes(layout) == 1_465_254
+    assert layout.compute_time(0) > _passes(layout)
     old = _plan("gpt2", Parallelism(Policy.HYBRID_TRANSFORMER, 8, 4, folded=Folded.GEMM_ONLY))
     assert old.compute_time(0) == 1_905_942
 

@@ -105,10 +105,11 @@ def test_a_run_where_a_rank_did_not_finish_is_a_finding(run_cli: Run, tmp_path: 
 
 
 def test_a_two_level_cluster_gets_an_implementation_per_dimension() -> None:
-    """dgx-a100 for 16 NPUs: two nodes of 8 on NVSwitch at 300 GB/s, 25 GB/s between them; the
-    system configuration lists a ring per dimension (with one, ASTRA-sim 2.x ignores the second)."""
+    """dgx-a100 for 16 NPUs: two nodes of 8 on NVSwitch at 300 GB/s, 25 GB/s between them (the
+    line rates; ASTRA-sim's files get what NCCL achieves, test_nccl.py); the system configuration
+    lists a ring per dimension (with one, ASTRA-sim 2.x ignores the second)."""
     net = simulate.network("dgx-a100", 16)
-    assert (net.dims, net.bandwidth) == ((8, 2), (300.0, 25.0))
+    assert (net.dims, net.line_rate) == ((8, 2), (300.0, 25.0))
     files = simulate.configurations(net)
     system = json.loads(files["system.json"])
     assert system["all-reduce-implementation"] == ["ring", "ring"]

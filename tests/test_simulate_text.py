@@ -81,7 +81,7 @@ def test_a_two_level_cluster_is_two_switch_dimensions_for_astra_sim_1() -> None:
     files = astra1.configurations(network("dgx-a100", 16))
     topology = json.loads(files["network.json"])
     assert topology["units-count"] == [8, 2]
-    assert topology["link-bandwidth"] == [300.0, 25.0]
+    assert topology["link-bandwidth"] == [227.0, 24.0]  # what NCCL achieves (network.py)
     assert topology["topologies-per-dim"] == ["Switch", "Switch"]
     assert "all-reduce-implementation: ring_ring\n" in files["system.txt"]
 

@@ -22,11 +22,12 @@ COMMAND = (
 
 
 def _lanes(svg: str) -> dict[int, list[tuple[str, int, int]]]:
-    """Per stage, its blocks in time order: (step, micro-batch, chunk)."""
+    """Per stage, its schedule's blocks in time order: (step, micro-batch, chunk); the optimizer
+    step after them is left out (test_optimizer_step_is_drawn_last)."""
     lanes: dict[int, list[tuple[str, int, int]]] = {}
     for stage, body in re.findall(r'<g class="lane" data-stage="(\d+)">(.*?)</g>', svg, re.S):
         blocks = re.findall(r'data-step="(\w+)" data-micro="(-?\d+)" data-chunk="(\d+)" x="([\d.]+)"', body)
-        ordered = sorted(blocks, key=lambda b: float(b[3]))
+        ordered = sorted((b for b in blocks if b[0] != "update"), key=lambda b: float(b[3]))
         lanes[int(stage)] = [(step[0], int(micro), int(chunk)) for step, micro, chunk, _ in ordered]
     return lanes
 
@@ -38,6 +39,18 @@ def _draw(run_cli: Run, tmp_path: Path, *options: str) -> dict[int, list[tuple[s
     done = run_cli(*args, "-o", tmp_path / "t", "--timeline", picture)
     assert done.exit_code == 0, done.output
     return _lanes(picture.read_text())
+
+
+def test_optimizer_step_is_drawn_last(run_cli: Run, tmp_path: Path) -> None:
+    """Each stage ends with its optimizer step (U), after its last backward, named in the legend."""
+    _draw(run_cli, tmp_path, "--pp", "2", "--global-batch", "4")
+    svg = (tmp_path / "t.svg").read_text()
+    for _, body in re.findall(r'<g class="lane" data-stage="(\d+)">(.*?)</g>', svg, re.S):
+        blocks = re.findall(r'data-step="(\w+)" data-micro="-?\d+" data-chunk="\d+" x="([\d.]+)"', body)
+        last = max(blocks, key=lambda b: float(b[1]))
+        assert last[0] == "update"
+        assert sum(b[0] == "update" for b in blocks) == 1
+    assert "optimizer step" in svg
 
 
 def test_1f1b_warms_up_p_minus_the_stage_forwards(run_cli: Run, tmp_path: Path) -> None:
@@ -275,11 +288,13 @@ def test_narrow_blocks_are_counted_in_the_legend(run_cli: Run, tmp_path: Path) -
         r'<title>[^<]*</title></rect>(?:\n<text class="label"[^>]*>([^<]*)</text>)?',
         svg,
     )
-    assert len(blocks) == sum(len(b) for b in lanes.values()) == 4 * 64 * 2
+    assert (
+        len(blocks) == sum(len(b) for b in lanes.values()) + 4 == 4 * 64 * 2 + 4
+    )  # + an optimizer step a stage
     short = 0
     for micro, width, label in blocks:
         assert len(label) * 9 < float(width) or not label
-        short += not label.endswith(micro)
+        short += not label or (not label.endswith(micro) and micro != "-1")  # -1: the optimizer step
     notes = " ".join(_notes(svg))
     assert f"{short:,} of {len(blocks):,} blocks too narrow for their label" in notes
     assert short > 0

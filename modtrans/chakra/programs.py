@@ -34,6 +34,7 @@ STEPS = {
     "BWD_IG": Step.INPUT_GRAD,
     "BWD_WG": Step.WEIGHT_GRAD,
     "FWD": Step.FWD,
+    "UPDATE": Step.UPDATE,
 }
 
 

@@ -61,6 +61,7 @@ _PHASE = {
     Step.INPUT_GRAD: "BWD_IG",
     Step.WEIGHT_GRAD: "BWD_WG",
     Step.RECOMPUTE: "FWD_RECOMPUTE",
+    Step.UPDATE: "UPDATE",
 }
 
 

@@ -48,7 +48,10 @@ def simulate(
     ] = None,
     layers: Annotated[bool, typer.Option("--layers", help="A text workload: every layer's row.")] = False,
     network: Annotated[
-        str, typer.Option(help="switch:NPUS:GBPS, dgx-a100 or hgx-h100 (nodes of 8 GPUs).")
+        str,
+        typer.Option(
+            help="switch:NPUS:GBPS, dgx-a100, selene or hgx-h100 (nodes of 8 GPUs at NCCL's bandwidth)."
+        ),
     ] = "dgx-a100",
     from_log: Annotated[
         Path | None,

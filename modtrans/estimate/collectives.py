@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from modtrans.comm import CommType
 from modtrans.estimate.walk import EstimateError
+from modtrans.simulate import astra2
 from modtrans.simulate.network import Network, SimulateError, network
 
 HOPS = 2
@@ -77,11 +78,6 @@ def sized(net: str | Network, npus: int) -> Network:
         raise EstimateError(str(error)) from None
 
 
-def bytes_per_ns(gbps: float) -> float:
-    """GB/s as the backend reads it: 2^30 bytes per second (bw_GBps_to_Bpns)."""
-    return gbps * (1 << 30) / 1e9
-
-
 @dataclass(frozen=True)
 class Fabric:
     """A network as the backend sees it: per dimension its NPUs, bytes per ns and latency."""
@@ -96,7 +92,7 @@ class Fabric:
         """The network's fabric (one per network: its rings are kept)."""
         found = _FABRICS.get(net)
         if found is None:
-            found = _FABRICS[net] = cls(net.dims, tuple(bytes_per_ns(b) for b in net.bandwidth), net.latency)
+            found = _FABRICS[net] = cls(net.dims, *astra2.as_read(net))
         return found
 
     @property

@@ -55,8 +55,8 @@ def first_stage(
     times: dict[tuple[int, int], int] = {}
     every: dict[int, Placed] = defaultdict(lambda: defaultdict(list))
     for op in plan.programs[0]:
-        if isinstance(op, Transfer) or op.step is Step.RECOMPUTE:
-            continue
+        if isinstance(op, Transfer) or op.step in (Step.RECOMPUTE, Step.UPDATE):
+            continue  # the update column holds the optimizer step
         if isinstance(op, Compute):
             column = {Step.FWD: FWD, Step.INPUT_GRAD: IG, Step.WEIGHT_GRAD: WG}[op.step]
             if op.step is Step.FWD and (op.layer, FWD) not in times:

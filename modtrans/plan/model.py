@@ -69,6 +69,7 @@ class Step(enum.StrEnum):
     INPUT_GRAD = "input_grad"
     WEIGHT_GRAD = "weight_grad"
     RECOMPUTE = "recompute"  # a checkpointed segment's forward, run again before its backward
+    UPDATE = "update"  # the optimizer step: once per iteration, after the gradients' reductions
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ back (`modtrans simulate`). One module per simulator:
     astra1.py   ASTRA-sim 1.0's analytical backend on a workload text file (per layer, and totals)
     simai.py    SimAI's analytical simulator on a SimAI workload text file (per layer, and totals)
     network.py  the network presets they share, the binary lookup, the error
+    nccl.py     published nccl-tests runs, as the bandwidth and latency the presets give ASTRA-sim
     endtoend.py the per-layer results (EndToEnd.csv) ASTRA-sim 1.0 and SimAI write, read back
 """
 

@@ -9,7 +9,8 @@ writes the three configurations it reads, from a named network preset (network.p
               split, replay mode (`roofline-enabled` 0: the traces' durations run as written). One
               entry per dimension: with fewer, ASTRA-sim 2.x silently leaves the other dimensions
               unused (found running it)
-    network   a Switch per dimension, its NPU count, bandwidth (GB/s) and latency (ns)
+    network   a Switch per dimension, its NPU count, bandwidth and latency (ns); the bandwidth in
+              the unit ASTRA-sim reads, 2^30 B/s (BIBYTES_PER_GB)
     memory    no memory expansion
 
 A run is judged by its `sys[i] finished` lines, not its exit status: ASTRA-sim 2.x exits 134
@@ -30,8 +31,26 @@ from modtrans.simulate.network import Network, execute, write_configurations
 from modtrans.simulate.network import binary as _binary
 
 ENVIRONMENT = "MODTRANS_ASTRA_SIM"
+BIBYTES_PER_GB = 2**30 / 1e9
+"""ASTRA-sim 2.x's analytical network reads a bandwidth in GB/s as 2^30 bytes a second
+(extern/network_backend/analytical/common/NetworkFunction.cpp, bw_GBps_to_Bpns: "1 GB is 2^30
+B"); the presets', like nccl-tests', are 10^9: written divided by this, the bytes move at the
+measured rate (a 300 GB/s link in the file moved 322 GB/s)."""
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
 _STAT = re.compile(r"sys\[(\d+)\], (Wall time|Comm time|GPU time|Total compute-communication overlap): (\d+)")
+
+
+def _written(net: Network) -> tuple[list[str], list[str]]:
+    """The network file's bandwidths (GB/s as ASTRA-sim reads them, BIBYTES_PER_GB) and latencies
+    (ns), as written."""
+    return [f"{b / BIBYTES_PER_GB:g}" for b in net.bandwidth], [f"{x:g}" for x in net.latency]
+
+
+def as_read(net: Network) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """What ASTRA-sim 2.x reads of `net`'s network file: per dimension bytes per ns and the
+    latency in ns (modtrans.estimate times its collectives with these, to the nanosecond)."""
+    bandwidth, latency = _written(net)
+    return tuple(float(b) * 2**30 / 1e9 for b in bandwidth), tuple(float(x) for x in latency)
 
 
 @dataclass
@@ -93,8 +112,7 @@ def configurations(net: Network) -> Mapping[str, str]:
     )
     topology = ", ".join("Switch" for _ in net.dims)
     counts = ", ".join(str(d) for d in net.dims)
-    bandwidth = ", ".join(f"{b:g}" for b in net.bandwidth)
-    latency = ", ".join(f"{x:g}" for x in net.latency)
+    bandwidth, latency = (", ".join(values) for values in _written(net))
     text = (
         f"topology: [ {topology} ]\nnpus_count: [ {counts} ]\n"
         f"bandwidth: [ {bandwidth} ]\nlatency: [ {latency} ]\n"

@@ -1,13 +1,24 @@
 """What every simulator run shares: the network presets, the binary the user gives, the error.
 
-The presets (per GPU, one direction):
+The presets, per GPU and direction: nodes of 8 GPUs on NVSwitch, and a second dimension of nodes
+on InfiniBand when there are more than 8. ASTRA-sim's files get what NCCL achieves there (nccl.py:
+the bandwidth and per-hop latency of the analytical ring closest to published nccl-tests runs), the
+line rates stay for SimAI, which applies its own NCCL ratios to them:
 
-    switch:N:GBPS   one switch of N NPUs
-    dgx-a100        8 GPUs per node on NVSwitch, 300 GB/s (NVIDIA DGX A100 datasheet: 600 GB/s
-                    bidirectional NVLink per GPU), nodes on 25 GB/s (8 HDR InfiniBand 200 Gb/s links
-                    per 8 GPUs)
-    hgx-h100        8 per node, 450 GB/s (NVLink 4: 900 GB/s bidirectional), nodes on 50 GB/s (one
-                    400 Gb/s NDR link per GPU)
+    preset     NVLink line  achieved (latency)    InfiniBand line  achieved (latency)
+    dgx-a100   300 GB/s     227 GB/s (5.6 us)     25 GB/s          24 GB/s (1 us)
+    selene     the same: Selene's DGX A100 nodes, one HDR link per GPU (Korthikanti et al. 2022)
+    hgx-h100   450 GB/s     466 GB/s (2.4 us)     50 GB/s          47 GB/s (1 us)
+    switch:N:GBPS  one switch of N NPUs at GBPS, 1 ns, as given
+
+Line rates: NVIDIA DGX A100 datasheet (600 GB/s bidirectional NVLink per GPU, 8 HDR 200 Gb/s
+InfiniBand links per 8 GPUs); NVLink 4 (900 GB/s bidirectional), one 400 Gb/s NDR link per GPU.
+Achieved on NVLink: nccl.DGX_A100 and nccl.HGX_H100 (H100's all-reduce runs NVLink SHARP, above
+the ring's line rate). Achieved on InfiniBand, one NIC's NCCL bus bandwidth: 24 GB/s over HDR
+(NVIDIA/nccl issue 1048: "when HCA=mlx5_0, reach the theoretical value (24GB/s)"), 46-48 GB/s over
+NDR (NVIDIA/nccl-tests issue 290, AddyLaddy: "For NDR @ 400Gbps you should see 46-48GB/s per
+NIC"); their latency is not fitted (no table): 1 us a hop, the value before. docs/simulate.md gives
+the table for users who write their own network files.
 
 Each simulator module writes them in its own configuration format (astra2.py, astra1.py,
 simai.py). ModTrans never vendors or builds a simulator: the user gives the binary.
@@ -21,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from modtrans.simulate import nccl
+
 
 class SimulateError(ValueError):
     """Something that stops a simulation or its reading, in one line."""
@@ -29,11 +42,35 @@ class SimulateError(ValueError):
 @dataclass(frozen=True)
 class Network:
     dims: tuple[int, ...]  # NPUs per dimension, the product the workload's NPUs
-    bandwidth: tuple[float, ...]  # GB/s per dimension
-    latency: tuple[float, ...]  # ns
+    bandwidth: tuple[float, ...]  # GB/s per dimension: what NCCL achieves (ASTRA-sim's files)
+    latency: tuple[float, ...]  # ns per hop
+    line: tuple[float, ...] = ()  # GB/s per dimension on the wire (SimAI's); () the bandwidth
+
+    @property
+    def line_rate(self) -> tuple[float, ...]:
+        return self.line or self.bandwidth
 
 
-PRESETS = {"dgx-a100": (8, 300.0, 25.0), "hgx-h100": (8, 450.0, 50.0)}
+@dataclass(frozen=True)
+class Preset:
+    """Nodes of `per_node` GPUs: (line, achieved GB/s, latency ns) inside a node and between nodes."""
+
+    per_node: int
+    inside: tuple[float, float, float]
+    between: tuple[float, float, float]
+
+
+def _nvlink(line: float, measured: nccl.Measured) -> tuple[float, float, float]:
+    bandwidth, latency = nccl.fit(measured)
+    return line, round(bandwidth, 1), round(latency)
+
+
+_A100 = Preset(8, _nvlink(300.0, nccl.DGX_A100), (25.0, 24.0, 1000.0))
+PRESETS = {
+    "dgx-a100": _A100,
+    "selene": _A100,
+    "hgx-h100": Preset(8, _nvlink(450.0, nccl.HGX_H100), (50.0, 47.0, 1000.0)),
+}
 
 
 def network(preset: str, npus: int) -> Network:
@@ -51,12 +88,13 @@ def network(preset: str, npus: int) -> Network:
         return Network((npus,), (gbps,), (1.0,))
     if preset not in PRESETS:
         raise SimulateError(f"--network {preset}: one of switch:NPUS:GBPS, {', '.join(PRESETS)}")
-    per_node, inside, between = PRESETS[preset]
-    if npus <= per_node:
-        return Network((npus,), (inside,), (1.0,))
-    if npus % per_node:
-        raise SimulateError(f"--network {preset}: {npus} NPUs are not whole nodes of {per_node}")
-    return Network((per_node, npus // per_node), (inside, between), (1.0, 1000.0))
+    p = PRESETS[preset]
+    (line, inside, near), (wire, between, far) = p.inside, p.between
+    if npus <= p.per_node:
+        return Network((npus,), (inside,), (near,), (line,))
+    if npus % p.per_node:
+        raise SimulateError(f"--network {preset}: {npus} NPUs are not whole nodes of {p.per_node}")
+    return Network((p.per_node, npus // p.per_node), (inside, between), (near, far), (line, wire))
 
 
 def binary(given: str | None, environment: str, option: str, name: str) -> Path:

@@ -45,9 +45,9 @@ def ratios(executable: Path) -> Path:
 
 def arguments(net: Network, npus: int) -> list[str]:
     per_server = net.dims[0]
-    nic = net.bandwidth[1] if len(net.bandwidth) > 1 else net.bandwidth[0]
+    nic = net.line_rate[1] if len(net.line_rate) > 1 else net.line_rate[0]
     return [
-        "-g", str(npus), "-g_p_s", str(per_server), "-nv", f"{net.bandwidth[0]:g}",
+        "-g", str(npus), "-g_p_s", str(per_server), "-nv", f"{net.line_rate[0]:g}",
         "-nic", f"{nic:g}", "-n_p_s", str(per_server),
     ]  # fmt: skip
 

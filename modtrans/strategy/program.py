@@ -13,7 +13,10 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         compute (not the model's first unit: its inputs are model inputs), after_ig collectives;
         send the gradient back
     after the last step: every unit's tail collectives, each waiting for its last weight gradient,
-        then its swaps with other stages (tied weights; DualPipe's mirrored copies)
+        then its swaps with other stages (tied weights; DualPipe's mirrored copies); then, where
+        the plan has one (`update`: the LLM layout), the optimizer step of the rank's units as one
+        compute waiting for all of them (Megatron-LM steps once the gradients are reduced:
+        megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step)
     an overlapped pair (DualPipe's F&B: schedule.paired): the forward's and the backward's
         operations, each chain waiting only for its own, interleaved compute by compute
 Collectives at one place run one after the other; the next compute waits for the last. A
@@ -157,11 +160,13 @@ class StageProgram:
         rerun: Rerun = Rerun(),
         boundary_bytes: Sequence[int] = (0,),
         outline: bool = False,
+        update: bool = False,
     ):
         self.stage, self.pipeline, self.rerun, self.mesh = stage, pipeline, rerun, mesh
         self.outline = outline  # communication only (plan/programs.py): no tensors, no dependencies
         self.shared: dict[tuple[int, Step, Place | None, int], Op] = {}  # an outline's ops, by place
         self.steps: dict[tuple[str, int], tuple[list[Op], int | None, list[tuple[int, int]]]] = {}
+        self.update = update  # end with the optimizer step (the units' PhaseTimes.update)
         self.chunks = chunks  # per virtual stage (all P x V), the units
         self.units = {u.index: u for chunk in chunks for u in chunk}
         self.boundary = boundary_bytes  # per virtual stage: bytes it sends forward
@@ -356,13 +361,28 @@ class StageProgram:
                 self._overlapped(step, steps[i + 1], last_wg)
             else:
                 self._step(step, last_wg)
+        tail = len(self.ops)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain = wg
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False)
             for x in u.exchanges:
                 self._exchange(u, x)
+        if self.update and last_wg:
+            self._optimizer(list(last_wg.values()), tail)
         self.tagged.clear()
         return tuple(self.ops)
+
+    def _optimizer(self, last: Sequence[tuple[Costed, int]], tail: int) -> None:
+        """The optimizer step of the rank's units, one compute after every gradient is final: each
+        unit's last weight gradient and what was issued since `tail` (the reductions and swaps).
+        It reads the parameters and writes them updated; the plan charges it to the first unit."""
+        units = [u for u, _ in last]
+        deps = sorted({wg for _, wg in last if wg >= 0} | set(range(tail, len(self.ops))))
+        params = tuple(p for u in units for p in u.io.trainable)
+        updated = tuple(Tensor(f"{p.name}#updated", p.bytes) for p in params)
+        first = min(u.index for u in units)
+        time = sum(u.times.update for u in units)
+        self.chain = self.emit(Compute(first, Step.UPDATE, time, 0, params, updated, tuple(deps)))
 
     def _step(self, step: ScheduleStep, last_wg: dict[int, tuple[Costed, int]]) -> None:
         """One step of the schedule: a chunk's forward, backward (whole, or its input gradient

@@ -66,7 +66,14 @@ def plan(
 
     def program(stage: int, outline: bool) -> tuple[Op, ...]:
         builder = StageProgram(
-            stage, chunks, mesh, pipeline=pipeline, rerun=rerun, boundary_bytes=boundary, outline=outline
+            stage,
+            chunks,
+            mesh,
+            pipeline=pipeline,
+            rerun=rerun,
+            boundary_bytes=boundary,
+            outline=outline,
+            update=True,
         )
         return builder.build()
 

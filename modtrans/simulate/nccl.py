@@ -1,0 +1,125 @@
+"""What NCCL achieves on a system, from published nccl-tests runs, as the bandwidth and latency an
+analytical network file takes.
+
+ASTRA-sim's analytical backends run a ring all-reduce of S bytes on n NPUs behind a switch as
+2 (n - 1) steps of S / n bytes, each costing two hops' latency (NPU, switch, NPU) and the bytes at
+the link's bandwidth (astra-sim 518bd51, extern/network_backend/analytical/congestion_unaware/
+basic-topology/BasicTopology.cpp, compute_communication_delay; Switch.cpp, compute_hops_count 2):
+
+    t(S) = 4 (n - 1) latency + 2 (n - 1) / n x S / bandwidth
+
+nccl-tests prints an all-reduce's bus bandwidth, busbw = 2 (n - 1) / n x S / t (nccl-tests
+doc/PERFORMANCE.md), so a measured table gives t(S) at each size; `fit` returns the bandwidth and
+the per-hop latency whose t(S) is closest to it in relative terms (least squares of t_model / t - 1,
+linear in latency and 1 / bandwidth), over the sizes tensor-parallel and data-parallel collectives
+of LLM training have (16 MiB and up: one micro-batch's b s h activation is 8-200 MiB). The latency
+is then NCCL's per-step overhead (protocol, synchronisation, the bandwidth's ramp with size), not the
+wire's: smaller messages are slower than it says (1 MiB: 30-50 %).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+MIB, GIB = 2**20, 2**30
+SMALLEST = 16 * MIB  # the fit's least size
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One system's published all-reduce bus bandwidth (GB/s) by message size (bytes)."""
+
+    ranks: int
+    busbw: Mapping[int, float]
+    source: str
+
+
+def _sizes(values: Sequence[float]) -> dict[int, float]:
+    """nccl-tests' doubling sizes from 1 MiB (its labels round them: 33M is 2^25 B)."""
+    return {MIB << i: v for i, v in enumerate(values)}
+
+
+DGX_A100 = Measured(
+    8,
+    _sizes(
+        (
+            36.22,
+            53.54,
+            71.43,
+            89.99,
+            109.22,
+            132.77,
+            166.63,
+            174.18,
+            213.87,
+            221.58,
+            228.10,
+            230.22,
+            230.48,
+            231.58,
+        )
+    ),
+    "Azure/AI-benchmarking-guide 3bb66ca, Azure_Results/ND_A100_v4_results.md, 'NCCL Bandwidth': "
+    "all_reduce_perf in place on one ND A100 v4 (8 A100-SXM4-80GB on NVSwitch, as a DGX A100), "
+    "NCCL 2.18.5, 1 MiB to 8 GiB; the 8 GiB figure agrees with a DGX-class node's 232.54 GB/s "
+    "in NVIDIA/nccl issue 1048",
+)
+HGX_H100 = Measured(
+    8,
+    _sizes(
+        (
+            43.70,
+            81.93,
+            128.73,
+            172.13,
+            234.45,
+            295.53,
+            361.78,
+            400.61,
+            423.38,
+            438.46,
+            466.35,
+            472.36,
+            475.54,
+            478.87,
+        )
+    ),
+    "Azure/AI-benchmarking-guide f350e7e, 'Azure Results/ND_H100_v5_results.md', 'NCCL Bandwidth': "
+    "all_reduce_perf (NVLink SHARP) in place on one ND H100 v5 (8 H100 SXM on NVSwitch), NCCL 2.18.5, "
+    "1 MiB to 8 GiB; NVIDIA/nccl-tests issue 212 (sjeaugey): a peak busbw of ~480 GB/s on 8 H100s",
+)
+
+
+def fit(measured: Measured, smallest: int = SMALLEST) -> tuple[float, float]:
+    """(bandwidth in GB/s, per-hop latency in ns) of the ring model closest to the measurements
+    of `smallest` bytes and up."""
+    n = measured.ranks
+    factor = 2 * (n - 1) / n
+    rows = [
+        (4 * (n - 1), factor * s, factor * s / (b * 1e9)) for s, b in measured.busbw.items() if s >= smallest
+    ]
+    # minimise sum ((hops * L + x / B) / t - 1)^2 over L and c = 1 / B: the 2x2 normal equations
+    a11 = sum((h / t) ** 2 for h, _, t in rows)
+    a12 = sum(h * x / t**2 for h, x, t in rows)
+    a22 = sum((x / t) ** 2 for _, x, t in rows)
+    b1 = sum(h / t for h, _, t in rows)
+    b2 = sum(x / t for _, x, t in rows)
+    det = a11 * a22 - a12 * a12
+    latency = (b1 * a22 - b2 * a12) / det
+    inverse = (a11 * b2 - a12 * b1) / det
+    return 1 / inverse / 1e9, latency * 1e9
+
+
+def predicted_busbw(bandwidth: float, latency: float, ranks: int, size: int) -> float:
+    """The bus bandwidth (GB/s) the ring model gives an all-reduce of `size` bytes."""
+    seconds = ring_seconds("all-reduce", size, ranks, bandwidth, latency)
+    return 2 * (ranks - 1) / ranks * size / seconds / 1e9
+
+
+def ring_seconds(collective: str, size: int, ranks: int, bandwidth: float, latency: float) -> float:
+    """What the analytical ring charges a collective of `size` bytes (the whole buffer) on `ranks`
+    NPUs behind one switch: an all-reduce 2 (n - 1) steps of size / n, a reduce-scatter or an
+    all-gather n - 1, each step two hops' latency (ns) and the bytes at `bandwidth` (GB/s)."""
+    steps = 2 * (ranks - 1) if collective == "all-reduce" else ranks - 1
+    return steps * (2 * latency * 1e-9 + size / ranks / (bandwidth * 1e9))
