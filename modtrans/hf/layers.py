@@ -159,9 +159,13 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
             groups.append(_Group(unique(_join(op.module, label)), op.module, kind))
         else:
             kind = _op_kind(op)
-            if last is not None and last.module == op.module and last.kind is kind and not last.name.endswith(
-                op.module
-            ) and kind is not Kind.LINEAR:
+            if (
+                last is not None
+                and last.module == op.module
+                and last.kind is kind
+                and not last.name.endswith(op.module)
+                and kind is not Kind.LINEAR
+            ):
                 last.ops.append(op)
                 continue
             groups.append(_Group(unique(_join(op.module, op.name)), op.module, kind))
@@ -267,13 +271,15 @@ def _flops(g: _Group, params: Sequence[Param], moe: Moe | None) -> tuple[Flops, 
     if g.kind is Kind.EMBEDDING:
         return flops.embedding(out), None
     if g.kind is Kind.REDUCE and any(op.category == "softmax" for op in g.ops):
-        return flops.softmax(sum(math.prod(op.out_shapes[0]) for op in g.ops if op.category == "softmax")), None
+        return flops.softmax(
+            sum(math.prod(op.out_shapes[0]) for op in g.ops if op.category == "softmax")
+        ), None
     return flops.elementwise(rest, with_params=bool(params)), None
 
 
 def _elements(op: Any) -> int:
     if op.category == "reduce":
-        return op.in_elements
+        return int(op.in_elements)
     if op.category in ("pointwise", "softmax", "norm"):
         return math.prod(op.out_shapes[0]) if op.out_shapes else 0
     return 0
@@ -308,7 +314,11 @@ def _inputs(g: _Group, shape: Shape, where: Mapping[int, str]) -> tuple[Activati
         for dims, dtype, source in op.inputs:
             if source in inside or source in found or not source:
                 continue
-            name = f"{where[int(source[2:])]}.out" if source.startswith("op") and int(source[2:]) in where else source
+            name = (
+                f"{where[int(source[2:])]}.out"
+                if source.startswith("op") and int(source[2:]) in where
+                else source
+            )
             found[source] = _activation(name, dims, dtype, shape)
     return tuple(found.values())
 
@@ -340,10 +350,9 @@ def _moe(g: _Group, shape: Shape, shapes: Mapping[str, tuple[int, ...]]) -> Moe 
         re.search(r"\.experts(\.|$)", g.module) and not g.params
     ):
         return Moe(e, k, 0, e)
-    if g.kind is Kind.LINEAR and g.ops and g.ops[-1].out_shapes and g.ops[-1].out_shapes[0][-1] == e:
-        if re.search(r"(gate|router)(\.|$)", g.module):
-            return Moe(e, k)
-    return None
+    last: Sequence[tuple[int, ...]] = g.ops[-1].out_shapes if g.ops else []
+    routes = g.kind is Kind.LINEAR and bool(last) and last[0][-1] == e
+    return Moe(e, k) if routes and re.search(r"(gate|router)(\.|$)", g.module) else None
 
 
 def _block_index(recorded: Any) -> dict[str, int]:
@@ -365,11 +374,19 @@ def _block_of(module: str, blocks: Mapping[str, int]) -> int | None:
     return None
 
 
-ATTENTION = re.compile(r"(^|\.)(self_attn|attn|attention|self_attention|SelfAttention|EncDecAttention|cross_attn|encoder_attn|mixer\.self_attn)(\.|$)", re.I)
+ATTENTION = re.compile(
+    r"(^|\.)(self_attn|attn|attention|self_attention|SelfAttention|EncDecAttention|cross_attn|encoder_attn|mixer\.self_attn)(\.|$)",
+    re.I,
+)
 
 
 def _block(
-    g: _Group, shape: Shape, modules: Mapping[str, Any], blocks: Mapping[str, int], moe: Moe | None, before: bool
+    g: _Group,
+    shape: Shape,
+    modules: Mapping[str, Any],
+    blocks: Mapping[str, int],
+    moe: Moe | None,
+    before: bool,
 ) -> Block:
     index = _block_of(g.module, blocks)
     if moe is not None:
@@ -382,7 +399,13 @@ def _block(
         heads = None
         if shape.heads:
             causal = _causal(g.module, modules)
-            heads = Heads(shape.heads, shape.kv_heads or shape.heads, causal, shape.attention_dropout, shape.hidden_dropout)
+            heads = Heads(
+                shape.heads,
+                shape.kv_heads or shape.heads,
+                causal,
+                shape.attention_dropout,
+                shape.hidden_dropout,
+            )
         return Block(index, Part.ATTENTION, heads)
     return Block(index, Part.MLP)
 

@@ -13,7 +13,6 @@ gate_up_proj[expert_ids]), its input and output shapes, and the ops whose output
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,12 @@ from torch.utils.flop_counter import flop_registry
 from torch.utils.weak import WeakIdKeyDictionary
 
 VERSION = transformers.__version__
+
+
+def known(model_type: str) -> bool:
+    """Whether transformers defines a configuration class for `model_type`."""
+    return model_type in transformers.CONFIG_MAPPING
+
 
 aten = torch.ops.aten
 
@@ -78,7 +83,7 @@ class Recorded:
     blocks: list[str] = field(default_factory=list)  # the paths of the block lists (ModuleList)
 
 
-class _Recorder(TorchDispatchMode):
+class _Recorder(TorchDispatchMode):  # type: ignore[misc]
     def __init__(self, stack: list[str], params: dict[int, str], given: Mapping[str, Any]) -> None:
         super().__init__()
         self.named = {id(t): name for name, t in given.items()}
@@ -246,7 +251,9 @@ def model_class(config: Any) -> Any:
         name = classes(task).get(config.model_type)
         if name and isinstance(getattr(transformers, name, None), type):
             return getattr(transformers, name)
-    raise LookupError(f"transformers {VERSION} has no causal-LM, masked-LM, seq2seq, speech or vision class for it")
+    raise LookupError(
+        f"transformers {VERSION} has no causal-LM, masked-LM, seq2seq, speech or vision class for it"
+    )
 
 
 def build(config: Any, cls: Any = None) -> Any:
@@ -283,7 +290,9 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
     if name == "pixel_values":
         vision = getattr(config, "vision_config", None) or config
         size = getattr(vision, "image_size", 224)
-        size = size if isinstance(size, int) else size[0] if isinstance(size, list | tuple) else size["height"]
+        size = (
+            size if isinstance(size, int) else size[0] if isinstance(size, list | tuple) else size["height"]
+        )
         return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), size, size, device=meta)}
     if name == "input_features":
         mels = getattr(config, "num_mel_bins", None) or getattr(config, "input_feat_per_channel", 80)
@@ -308,15 +317,24 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
     params = {id(p): first[id(p)] for p in named.values()}
     modules = []
     for path, module in model.named_modules():
-        own = tuple((f"{path}.{n}" if path else n, tuple(p.shape)) for n, p in module.named_parameters(recurse=False))
+        own = tuple(
+            (f"{path}.{n}" if path else n, tuple(p.shape)) for n, p in module.named_parameters(recurse=False)
+        )
         causal = getattr(module, "is_causal", None)
         modules.append(
-            Module(path, type(module).__name__, own, not any(True for _ in module.children()),
-                   causal if isinstance(causal, bool) else None)
+            Module(
+                path,
+                type(module).__name__,
+                own,
+                not any(True for _ in module.children()),
+                causal if isinstance(causal, bool) else None,
+            )
         )
     blocks = [
-        path for path, module in model.named_modules()
-        if isinstance(module, torch.nn.ModuleList) and len(module) > 0
+        path
+        for path, module in model.named_modules()
+        if isinstance(module, torch.nn.ModuleList)
+        and len(module) > 0
         and type(module[0]).__name__.endswith(("Layer", "Block", "DecoderLayer", "EncoderLayer"))
     ]
     stack = [""]
