@@ -52,10 +52,12 @@ def extract(
     batch: int,
     sequence: int,
     targets: int | None = None,
+    tensor: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the model a configuration describes, as transformers builds it; M801 in one line
-    for one it cannot build (remote code, no class for any task, an error in its forward)."""
-    from modtrans.hf import cache
+    for one it cannot build (remote code, no class for any task, an error in its forward), X501
+    for `tensor` > 1 ranks where the configuration has no tensor-parallel plan (plans.py)."""
+    from modtrans.hf import cache, plans
 
     family = str(config.get("model_type", ""))
     if not available():
@@ -68,18 +70,22 @@ def extract(
         return None, [diagnostic("M801", message, path=name)]
     digest = hashlib.sha256(data).hexdigest()
     key = cache.key(digest, batch, sequence, targets)
-    ir = cache.load(key, name)
-    if ir is not None:
-        return ir, []
-    try:
-        ir = _traced(config, digest, len(data), name, batch, sequence, targets)
-    except LookupError as error:
-        return None, [diagnostic("M801", f"model_type {family!r}: {error}", path=name)]
-    except Exception as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-        message = f"transformers could not build or run {family!r} on the meta device: {first}"
-        return None, [diagnostic("M801", message, path=name)]
-    cache.store(key, ir)
+    kept = cache.load(key, name)
+    if kept is not None:
+        ir, plan = kept
+    else:
+        try:
+            ir, plan = _traced(config, digest, len(data), name, batch, sequence, targets)
+        except LookupError as error:
+            return None, [diagnostic("M801", f"model_type {family!r}: {error}", path=name)]
+        except Exception as error:  # transformers' or torch's own: said in one line
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            message = f"transformers could not build or run {family!r} on the meta device: {first}"
+            return None, [diagnostic("M801", message, path=name)]
+        cache.store(key, ir, plan)
+    refused = plans.refusal(family, plan, tensor)
+    if refused is not None:
+        return None, [diagnostic("X501", refused, path=name)]
     return ir, []
 
 
@@ -97,7 +103,8 @@ def _traced(
     batch: int,
     sequence: int,
     targets: int | None,
-) -> ModelIR:
+) -> tuple[ModelIR, dict[str, str]]:
+    """The IR of the configuration's model and its tensor-parallel plan ({} where none)."""
     from modtrans.hf import layers, library
 
     built = library.config_of(config)
@@ -118,4 +125,5 @@ def _traced(
         tool=f"modtrans {__version__}",
         architecture_only=True,
     )
-    return ModelIR(provenance, tuple(layers.layers(recorded, layers.shape_of(model.config))))
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, layers.shape_of(model.config))))
+    return ir, library.tp_plan(model.config)

@@ -37,22 +37,26 @@ def folder() -> Path:
     return cache_dir() / "hf"
 
 
-def load(name: str, file: str) -> ModelIR | None:
-    """The cached IR under `name` (None: none, or unreadable), its provenance naming `file`."""
+def load(name: str, file: str) -> tuple[ModelIR, dict[str, str]] | None:
+    """The cached IR under `name` and the model's tensor-parallel plan (None: none, or
+    unreadable), its provenance naming `file`."""
     try:
         data = json.loads((folder() / f"{name}.json").read_text(encoding="utf-8"))
-        ir = document.from_dict(data)
-    except (OSError, ValueError, KeyError, TypeError):
+        ir = document.from_dict(data["ir"])
+        plan = {str(k): str(v) for k, v in data["base_model_tp_plan"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return dataclasses.replace(ir, provenance=dataclasses.replace(ir.provenance, file=file))
+    return dataclasses.replace(ir, provenance=dataclasses.replace(ir.provenance, file=file)), plan
 
 
-def store(name: str, ir: ModelIR) -> None:
-    """Kept for the next run; a cache that cannot be written is left alone (the IR stands)."""
+def store(name: str, ir: ModelIR, plan: dict[str, str]) -> None:
+    """Kept for the next run with the model's tensor-parallel plan; a cache that cannot be written
+    is left alone (the IR stands)."""
     from modtrans.fileio import write_atomic
 
+    text = json.dumps({"ir": document.to_dict(ir), "base_model_tp_plan": plan})
     try:
         folder().mkdir(parents=True, exist_ok=True)
-        write_atomic(folder() / f"{name}.json", document.dumps(ir))
+        write_atomic(folder() / f"{name}.json", text)
     except OSError:
         return

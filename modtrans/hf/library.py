@@ -355,6 +355,14 @@ def _forward_args(model: Any) -> set[str]:
         return set()
 
 
+def tp_plan(config: Any) -> dict[str, str]:
+    """The configuration's tensor-parallel plan (base_model_tp_plan; its text configuration's for a
+    multimodal one), {} where it has none."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    plan = getattr(config, "base_model_tp_plan", None) or getattr(text, "base_model_tp_plan", None)
+    return {str(k): str(v) for k, v in (plan or {}).items()}
+
+
 def count_forward(model: Any, given: Mapping[str, Any]) -> int:
     """FlopCounterMode's own count of one forward on `given`: the independent check."""
     from torch.utils.flop_counter import FlopCounterMode

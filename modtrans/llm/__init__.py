@@ -65,8 +65,11 @@ def extract(
     display_name: str | None = None,
     vocabulary_multiple: int = 1,
     per_expert: bool = False,
+    tensor: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the architecture a config.json describes; M801 for one that describes none.
+    `tensor`: the layout's tensor-parallel ranks (a family read through transformers needs its
+    configuration's tensor-parallel plan for more than one).
     `per_expert`: a layer per routed expert and projection (transformers' modules), not one
     grouped layer of every expert per projection (build.py).
     `vocabulary_multiple`: the vocabulary padded up to a multiple of it, as the training framework
@@ -83,7 +86,7 @@ def extract(
     try:
         config = json.loads(data)
         if _elsewhere(config):
-            return _generic(config, data, name, batch, input_shapes or {})
+            return _generic(config, data, name, batch, input_shapes or {}, tensor)
         arch = from_hf(config)
     except (ValueError, RecursionError) as error:
         message = str(error) if isinstance(error, ConfigError) else f"not JSON: {error}"
@@ -142,6 +145,7 @@ def _generic(
     name: str,
     batch: int | None,
     shapes: Mapping[str, tuple[Dim, ...]],
+    tensor: int,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of a family llm/ does not describe, built by transformers on the meta device
     (modtrans/hf/); without the extra, M801 naming the family and the install command."""
@@ -169,7 +173,13 @@ def _generic(
         return None, [diagnostic("X501", tokens, path=name)]
     (micro, sequence), (_, targets) = tokens
     return hf.extract(
-        config, data, name=name, batch=micro, sequence=sequence, targets=targets if seq2seq else None
+        config,
+        data,
+        name=name,
+        batch=micro,
+        sequence=sequence,
+        targets=targets if seq2seq else None,
+        tensor=tensor,
     )
 
 
