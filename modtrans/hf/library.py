@@ -92,11 +92,17 @@ class _Recorder(TorchDispatchMode):  # type: ignore[misc]
         self.origin: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> parameter keys it views
         self.source: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> the ops that made it
         self.ops: list[Op] = []
+        self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()  # a boolean tensor -> the op that made it
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         packet = func._overloadpacket
+        if packet is aten._local_scalar_dense:
+            return _scalar(args[0], self.made)
+        out = func(*args, **kwargs)
+        for t in _flat(out):
+            if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
+                self.made[t] = packet
         tensors = [t for t in _flat((args, kwargs)) if isinstance(t, torch.Tensor)]
         outs = [t for t in _flat(out) if isinstance(t, torch.Tensor)]
         params: list[str] = []
@@ -141,6 +147,33 @@ class _Recorder(TorchDispatchMode):  # type: ignore[misc]
         )
         for t in outs:
             self.source[t] = (index,)
+        return out
+
+
+def _scalar(t: Any, made: Any) -> bool:
+    """A meta tensor's value where the model branches on one (`if mask.all():`): every
+    meta value is unknown, and the values that keep a training forward on its ordinary path are
+    the ones taken: an all() true (no padding, no packed sequences: masking_utils), an any()
+    false (no inf or nan to clamp). Any other value read is refused (meta has none)."""
+    if t.dtype == torch.bool and t.numel() == 1:
+        return made.get(t) is not aten.any
+    raise RuntimeError("the model reads a value of a tensor (Tensor.item()): the meta device has none")
+
+
+class _Scalars(TorchDispatchMode):  # type: ignore[misc]
+    """_Recorder's answer to Tensor.item() alone, for FlopCounterMode's own count of the forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func._overloadpacket is aten._local_scalar_dense:
+            return _scalar(args[0], self.made)
+        out = func(*args, **(kwargs or {}))
+        for t in _flat(out):
+            if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
+                self.made[t] = func._overloadpacket
         return out
 
 
@@ -340,10 +373,16 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
     stack = [""]
     recorder = _Recorder(stack, params, given)
     with _hooks(model, stack), torch.no_grad(), recorder:
-        model(**given)
+        _forward(model, given)
     total = sum(p.numel() for p in model.parameters())
     shapes = {k: tuple(v.shape) for k, v in given.items()}
     return Recorded(type(model).__name__, recorder.ops, modules, owners, total, shapes, blocks)
+
+
+def _forward(model: Any, given: Mapping[str, Any]) -> Any:
+    """One training-time forward: no key/value cache (use_cache=False where the model takes it)."""
+    extra = {"use_cache": False} if "use_cache" in _forward_args(model) else {}
+    return model(**given, **extra)
 
 
 def _forward_args(model: Any) -> set[str]:
@@ -367,6 +406,6 @@ def count_forward(model: Any, given: Mapping[str, Any]) -> int:
     """FlopCounterMode's own count of one forward on `given`: the independent check."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(**given)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter, _Scalars():
+        _forward(model, given)
     return int(counter.get_total_flops())
