@@ -406,6 +406,6 @@ def count_forward(model: Any, given: Mapping[str, Any]) -> int:
     """FlopCounterMode's own count of one forward on `given`: the independent check."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with torch.no_grad(), FlopCounterMode(display=False) as counter, _Scalars():
+    with FlopCounterMode(display=False) as counter, _Scalars():  # grad on: its module tracker hooks it
         _forward(model, given)
     return int(counter.get_total_flops())
