@@ -149,7 +149,8 @@ DIFFERENTIAL_SAMPLE = {"falcon-7b", "phi-3-mini-4k-instruct", "pythia-160m"}
 )
 def test_the_hand_written_families_agree_with_transformers(name: str, tmp_path: Path) -> None:
     """Each hand-written decoder family (llm/config.py) against the same configuration built by
-    transformers: equal parameters, forward FLOPs within 1 %."""
+    transformers: equal parameters, each parameter both name of the same shape (the hand-written
+    names are transformers' state-dict keys), forward FLOPs within 1 %."""
     data = json.loads((CONFIGS / f"{name}.json").read_text())
     data["model_type"] = ALIASES.get(data["model_type"], data["model_type"])  # Falcon's first name
     written, _ = pipeline.extract_checked(
@@ -160,6 +161,11 @@ def test_the_hand_written_families_agree_with_transformers(name: str, tmp_path: 
     recorded = library.record(model, library.inputs(model, 1, 128))
     generic = ModelIR(written.provenance, tuple(layers.layers(recorded, layers.shape_of(model.config))))
     assert written.totals.params == generic.totals.params == recorded.total_params
+    shapes = {p.name: p.shape for x in generic.layers for p in x.params}
+    mine = {p.name: p.shape for x in written.layers for p in x.params}
+    both = sorted(set(mine) & set(shapes))
+    assert len(both) >= 0.9 * len(mine), sorted(set(mine) - set(shapes))[:5]
+    assert {n: mine[n] for n in both} == {n: shapes[n] for n in both}
     ours, theirs = written.totals.flops.forward, generic.totals.flops.forward
     assert abs(ours - theirs) <= 0.01 * theirs, (ours, theirs)
 
