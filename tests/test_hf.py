@@ -188,6 +188,9 @@ def test_the_model_s_own_tensor_parallel_plan_is_the_split_tensor_py_gives(model
     checked = {n: r for n, r in named.items() if r in (LayerRole.COLUMN, LayerRole.ROW)}
     assert checked
     assert {n: given.get(n) for n in checked} == checked
+    if model.config.base_model_pp_plan:  # the pipeline's cut points: one block per decoder layer
+        blocks = {x.block.index for x in ir.layers if x.block is not None and x.block.index is not None}
+        assert blocks == set(range(model.config.num_hidden_layers))
 
 
 def test_a_model_without_a_plan_is_refused_tensor_parallelism_in_one_line(tmp_path: Path) -> None:

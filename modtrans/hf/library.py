@@ -363,13 +363,7 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
                 causal if isinstance(causal, bool) else None,
             )
         )
-    blocks = [
-        path
-        for path, module in model.named_modules()
-        if isinstance(module, torch.nn.ModuleList)
-        and len(module) > 0
-        and type(module[0]).__name__.endswith(("Layer", "Block", "DecoderLayer", "EncoderLayer"))
-    ]
+    blocks = _blocks(model)
     stack = [""]
     recorder = _Recorder(stack, params, given)
     with _hooks(model, stack), torch.no_grad(), recorder:
@@ -377,6 +371,19 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
     total = sum(p.numel() for p in model.parameters())
     shapes = {k: tuple(v.shape) for k, v in given.items()}
     return Recorded(type(model).__name__, recorder.ops, modules, owners, total, shapes, blocks)
+
+
+def _blocks(model: Any) -> list[str]:
+    """The paths of the model's block lists: the ModuleLists its pipeline plan names
+    (base_model_pp_plan: gpt-oss's `layers`, the stage boundaries transformers cuts at), else
+    every ModuleList of ...Layer or ...Block modules (an encoder's, a decoder's)."""
+    plan = getattr(model.config, "base_model_pp_plan", None) or {}
+    lists = [(path, m) for path, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m)]
+    planned = [p for p, _ in lists if any(p == key or p.endswith("." + key) for key in plan)]
+    if planned:
+        return planned
+    ends = ("Layer", "Block", "DecoderLayer", "EncoderLayer")
+    return [p for p, m in lists if type(m[0]).__name__.endswith(ends)]
 
 
 def _forward(model: Any, given: Mapping[str, Any]) -> Any:
