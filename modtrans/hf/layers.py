@@ -91,9 +91,18 @@ def shape_of(config: Any) -> Shape:
     )
 
 
+def _value(config: Any, key: str) -> Any:
+    """A configuration's value, None where it has none or no one value (a heterogeneous model's
+    per-layer attribute raises on global access: transformers' integrations/heterogeneity)."""
+    try:
+        return getattr(config, key, None)
+    except Exception:  # transformers' own refusal, whatever its class
+        return None
+
+
 def _first_int(config: Any, keys: Sequence[str]) -> int | None:
     for key in keys:
-        value = getattr(config, key, None)
+        value = _value(config, key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
@@ -101,7 +110,7 @@ def _first_int(config: Any, keys: Sequence[str]) -> int | None:
 
 def _probability(config: Any, keys: Sequence[str]) -> float:
     for key in keys:
-        value = getattr(config, key, None)
+        value = _value(config, key)
         if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1:
             return float(value)
     return 0.0
