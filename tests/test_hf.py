@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from modtrans import pipeline
-from modtrans.hf import layers, library
+from modtrans.hf import blocks, layers, library
 from modtrans.ir.document import Kind, ModelIR, Part, Provenance
 from modtrans.llm.config import ALIASES
 
@@ -42,7 +42,7 @@ def traced(model_type: str, sequence: int = 64) -> tuple[Any, dict[str, Any], Mo
     given = library.inputs(model, 1, sequence)
     recorded = library.record(model, given)
     provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, model_type, 1, {}, "", True)
-    return model, given, ModelIR(provenance, tuple(layers.layers(recorded, layers.shape_of(model.config))))
+    return model, given, ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
 
 
 @pytest.mark.parametrize("model_type", SAMPLE)
@@ -159,7 +159,7 @@ def test_the_hand_written_families_agree_with_transformers(name: str, tmp_path: 
     assert written is not None
     model = library.build(library.config_of(data))
     recorded = library.record(model, library.inputs(model, 1, 128))
-    generic = ModelIR(written.provenance, tuple(layers.layers(recorded, layers.shape_of(model.config))))
+    generic = ModelIR(written.provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     assert written.totals.params == generic.totals.params == recorded.total_params
     shapes = {p.name: p.shape for x in generic.layers for p in x.params}
     mine = {p.name: p.shape for x in written.layers for p in x.params}

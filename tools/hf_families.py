@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from modtrans.hf import layers, library
+from modtrans.hf import blocks, layers, library
 from modtrans.ir.document import Kind, ModelIR, Provenance
 
 GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
@@ -26,7 +26,7 @@ def check(model_type: str, cls: Any, sequence: int) -> str:
     given = library.inputs(model, 1, sequence)
     recorded = library.record(model, given)
     provenance = Provenance("", None, 0, "", library.VERSION, 0, {}, model_type, 1, {}, "", True)
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, layers.shape_of(model.config))))
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     expected = sum(p.numel() for p in model.parameters())
     counted = library.count_forward(model, given)
     ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
@@ -47,8 +47,8 @@ def main() -> int:
     for task, _ in library.TASKS:
         for model_type, name in library.classes(task).items():
             name = name if isinstance(name, str) else name[0]  # some tables list several classes
-            cls = getattr(library.transformers, name, None)
-            if model_type not in found and isinstance(cls, type):
+            cls = library.named_class(name)
+            if model_type not in found and cls is not None:
                 found[model_type] = cls
     only = set(filter(None, args.only.split(",")))
     passed = built = 0

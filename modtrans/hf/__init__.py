@@ -6,8 +6,9 @@ one line.
 
 library.py  torch and transformers (imported there alone): the model built on meta, its forward
             recorded as ops with their modules, FLOPs (flop_counter's formulas) and operands
-layers.py   the recorded ops -> the IR's layers: named by module, block index and part, MoE
-            routers and grouped experts, tied weights counted once
+layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied
+            weights counted once
+blocks.py   what a layer is to the model: block index and part, heads, MoE routers and experts
 plans.py    the model's own base_model_tp_plan styles -> the Megatron roles strategy/llm/tensor.py
             gives, and the refusal of --tp for a model without a plan
 cache.py    the IR kept by the configuration's digest: a second run reads it without torch
@@ -105,7 +106,7 @@ def _traced(
     targets: int | None,
 ) -> tuple[ModelIR, dict[str, str]]:
     """The IR of the configuration's model and its tensor-parallel plan ({} where none)."""
-    from modtrans.hf import layers, library
+    from modtrans.hf import blocks, layers, library
 
     built = library.config_of(config)
     model = library.build(built)
@@ -125,5 +126,5 @@ def _traced(
         tool=f"modtrans {__version__}",
         architecture_only=True,
     )
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, layers.shape_of(model.config))))
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     return ir, library.tp_plan(model.config)

@@ -15,105 +15,32 @@ its forward's matrix FLOPs (a bias adds its M·N to the forward and the weight g
 of two activations twice its forward for the input gradients, a norm 5e | 8e | 2e, a softmax
 5e | 3e, an element-wise op e per phase it runs in, an embedding's gradient e.
 
-Blocks: the index of the block list entry the module sits in (ModuleLists of ...Layer / ...Block
-modules, numbered on through the lists: an encoder's then a decoder's, as llm/encoder_decoder.py
-numbers them); the part from the layer's kind and its module path (attention where a module on it
-is an attention's, else the MLP; outside the blocks, the embedding before them and the head after).
+Blocks, parts, heads and experts: blocks.py.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modtrans import dtypes
+from modtrans.hf.blocks import Shape, block, block_index, block_of
+from modtrans.hf.blocks import moe as routing
 from modtrans.ir import flops
 from modtrans.ir.document import (
     Activation,
-    Block,
     Flops,
     Gemm,
-    Heads,
     Kind,
     Layer,
     Moe,
     Param,
-    Part,
     Role,
 )
 
-EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-"""The configuration keys that count a mixture's routed experts (MixtralConfig, OlmoeConfig,
-DeepseekV3Config, ...)."""
-TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "router_top_k")
-"""... and the experts each token is routed to."""
-
 INTEGER = {"int64": "int64", "int32": "int32", "bool": "bool", "int8": "int8", "uint8": "uint8"}
 WIDTHS = {"int64": 8, "int32": 4, "bool": 1, "int8": 1, "uint8": 1}
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What the layers need of the configuration: the dtype parameters and activations are held
-    in, the attention's heads and dropouts, the mixture's experts."""
-
-    dtype: str  # the IR's name ("float", "bfloat16", "float16")
-    width: int
-    heads: int | None
-    kv_heads: int | None
-    attention_dropout: float = 0.0
-    hidden_dropout: float = 0.0
-    experts: int | None = None
-    top_k: int | None = None
-
-
-def shape_of(config: Any) -> Shape:
-    """The Shape of a transformers configuration (its text configuration's, for a multimodal one)."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    torch_dtype = str(getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32")
-    name = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16"}.get(
-        torch_dtype.removeprefix("torch."), "float"
-    )
-    heads = _first_int(text, ("num_attention_heads", "n_head", "num_heads"))
-    kv = _first_int(text, ("num_key_value_heads", "num_kv_heads", "n_head_kv")) or heads
-    return Shape(
-        name,
-        dtypes.width(name),
-        heads,
-        kv,
-        _probability(text, ("attention_dropout", "attention_probs_dropout_prob", "attn_pdrop")),
-        _probability(text, ("hidden_dropout", "hidden_dropout_prob", "resid_pdrop", "dropout_rate")),
-        _first_int(text, EXPERT_KEYS),
-        _first_int(text, TOP_K_KEYS),
-    )
-
-
-def _value(config: Any, key: str) -> Any:
-    """A configuration's value, None where it has none or no one value (a heterogeneous model's
-    per-layer attribute raises on global access: transformers' integrations/heterogeneity)."""
-    try:
-        return getattr(config, key, None)
-    except Exception:  # transformers' own refusal, whatever its class
-        return None
-
-
-def _first_int(config: Any, keys: Sequence[str]) -> int | None:
-    for key in keys:
-        value = _value(config, key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
-def _probability(config: Any, keys: Sequence[str]) -> float:
-    for key in keys:
-        value = _value(config, key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1:
-            return float(value)
-    return 0.0
 
 
 @dataclass
@@ -134,8 +61,8 @@ def layers(recorded: Any, shape: Shape) -> list[Layer]:
     _unread(groups, recorded, modules)
     where = {op.index: g.name for g in groups for op in g.ops}
     sharing = _sharing(groups, recorded.owners)
-    blocks = _block_index(recorded)
-    first_block = min((i for i, g in enumerate(groups) if _block_of(g.module, blocks) is not None), default=0)
+    blocks = block_index(recorded)
+    first_block = min((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), default=0)
     out = []
     for i, g in enumerate(groups):
         out.append(_layer(g, shape, recorded, modules, where, blocks, i < first_block, sharing))
@@ -241,7 +168,8 @@ def _layer(
         elements = math.prod(s)
         role = _role(key, len(s), g.kind)
         params.append(Param(key, role, tuple(s), shape.dtype, elements, elements * shape.width, True, shared))
-    moe = _moe(g, shape, shapes)
+    last = g.ops[-1].out_shapes[0] if g.ops and g.ops[-1].out_shapes else None
+    moe = routing(g.module, g.kind, [shapes.get(key, ()) for key in g.params], last, shape)
     inputs = _inputs(g, shape, where)
     outputs = _outputs(g, shape)
     fl, gemm = _flops(g, params, moe)
@@ -261,7 +189,7 @@ def _layer(
         gemm,
         producers=producers,
         moe=moe,
-        block=_block(g, shape, modules, blocks, moe, before),
+        block=block(g.module, g.kind, shape, modules, blocks, moe, before),
     )
 
 
@@ -301,7 +229,6 @@ def _gemm(g: _Group, moe: Moe | None) -> Gemm | None:
     if op is None or not op.out_shapes:
         return None
     out = op.out_shapes[0]
-    reads = [s for s, _, _ in op.inputs]
     if moe is not None and moe.grouped and op.flops:
         rows = out[0]
         n = math.prod(out[1:])
@@ -312,7 +239,6 @@ def _gemm(g: _Group, moe: Moe | None) -> Gemm | None:
     m, n = out[-2], out[-1]
     groups = math.prod(out[:-2])
     k = op.flops // (2 * m * n * max(groups, 1)) if m * n else 0
-    del reads
     return Gemm(m, k, n, groups)
 
 
@@ -343,98 +269,6 @@ def _activation(name: str, dims: Sequence[int], dtype: str, shape: Shape) -> Act
     if dtype in INTEGER:
         return Activation(name, tuple(dims), INTEGER[dtype], math.prod(dims) * WIDTHS[dtype])
     return Activation(name, tuple(dims), shape.dtype, math.prod(dims) * shape.width)
-
-
-def _moe(g: _Group, shape: Shape, shapes: Mapping[str, tuple[int, ...]]) -> Moe | None:
-    """A routed expert's layer (the fused [E, ...] parameters of transformers 5's experts modules:
-    one grouped layer of every expert; experts.<e>. modules: expert e), or the router (a linear
-    layer of E outputs beside them)."""
-    e, k = shape.experts, shape.top_k
-    if not e or not k:
-        return None
-    each = re.search(r"\.experts\.(\d+)(\.|$)", g.module)
-    if each:
-        return Moe(e, k, int(each.group(1)))
-    if any(len(shapes.get(key, ())) == 3 and shapes[key][0] == e for key in g.params) or (
-        re.search(r"\.experts(\.|$)", g.module) and not g.params
-    ):
-        return Moe(e, k, 0, e)
-    last: Sequence[tuple[int, ...]] = g.ops[-1].out_shapes if g.ops else []
-    routes = g.kind is Kind.LINEAR and bool(last) and last[0][-1] == e
-    return Moe(e, k) if routes and re.search(r"(gate|router)(\.|$)", g.module) else None
-
-
-def _block_index(recorded: Any) -> dict[str, int]:
-    """Each block's path -> its index, numbered on through the block lists."""
-    found: dict[str, int] = {}
-    for path in recorded.blocks:
-        count = sum(1 for m in recorded.modules if re.fullmatch(re.escape(path) + r"\.\d+", m.path))
-        for i in range(count):
-            found[f"{path}.{i}"] = len(found)
-    return found
-
-
-def _block_of(module: str, blocks: Mapping[str, int]) -> int | None:
-    parts = module.split(".")
-    for n in range(len(parts), 0, -1):
-        index = blocks.get(".".join(parts[:n]))
-        if index is not None:
-            return index
-    return None
-
-
-ATTENTION = re.compile(
-    r"(^|\.)(self_attn|attn|attention|self_attention|SelfAttention|EncDecAttention|cross_attn|encoder_attn|mixer\.self_attn)(\.|$)",
-    re.I,
-)
-
-
-def _block(
-    g: _Group,
-    shape: Shape,
-    modules: Mapping[str, Any],
-    blocks: Mapping[str, int],
-    moe: Moe | None,
-    before: bool,
-) -> Block:
-    index = _block_of(g.module, blocks)
-    if moe is not None:
-        return Block(index, Part.ROUTER if moe.expert is None else Part.EXPERT)
-    if g.kind is Kind.NORM:
-        return Block(index, Part.NORM)
-    if index is None:
-        return Block(None, Part.EMBEDDING if before or g.kind is Kind.EMBEDDING else Part.HEAD)
-    if _in_attention(g.module, modules):
-        heads = None
-        if shape.heads:
-            causal = _causal(g.module, modules)
-            heads = Heads(
-                shape.heads,
-                shape.kv_heads or shape.heads,
-                causal,
-                shape.attention_dropout,
-                shape.hidden_dropout,
-            )
-        return Block(index, Part.ATTENTION, heads)
-    return Block(index, Part.MLP)
-
-
-def _in_attention(path: str, modules: Mapping[str, Any]) -> bool:
-    parts = path.split(".")
-    for n in range(len(parts), 0, -1):
-        module = modules.get(".".join(parts[:n]))
-        if module is not None and "Attention" in module.cls and "Layer" not in module.cls:
-            return True
-    return False
-
-
-def _causal(path: str, modules: Mapping[str, Any]) -> bool | None:
-    parts = path.split(".")
-    for n in range(len(parts), 0, -1):
-        module = modules.get(".".join(parts[:n]))
-        if module is not None and module.causal is not None:
-            return bool(module.causal)
-    return None
 
 
 def _is_norm(cls: str) -> bool:

@@ -268,6 +268,12 @@ def classes(task: str) -> dict[str, str]:
     return dict(getattr(modeling_auto, AUTO_MAPS[task]))
 
 
+def named_class(name: str) -> Any:
+    """The class transformers exports under `name` (None: none)."""
+    cls = getattr(transformers, name, None)
+    return cls if isinstance(cls, type) else None
+
+
 def default_config(model_type: str) -> Any:
     """The configuration class's defaults for `model_type` (AutoConfig.for_model)."""
     return transformers.AutoConfig.for_model(model_type)
