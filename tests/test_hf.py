@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "hf"
 CONFIGS = ROOT / "fixtures" / "configs"
 
-SAMPLE = ("llama", "opt", "olmoe", "gpt_oss", "bert", "t5", "whisper", "vit")
+SAMPLE = ("opt", "olmoe", "bert", "t5", "whisper", "vit", pytest.param("gpt_oss", marks=pytest.mark.slow))
 """A sample of the families of every task (causal LM, MoE, masked LM, seq2seq, speech, vision);
 tools/hf_families.py runs every model_type transformers ships."""
 
