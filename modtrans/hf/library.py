@@ -422,3 +422,21 @@ def count_forward(model: Any, given: Mapping[str, Any]) -> int:
     with FlopCounterMode(display=False) as counter, _Scalars():  # grad on: its module tracker hooks it
         _forward(model, given)
     return int(counter.get_total_flops())
+
+
+def count_step(model: Any, given: Mapping[str, Any]) -> tuple[int, int]:
+    """FlopCounterMode's counts of one training step's forward and backward (the backward from the
+    sum of the model's first output): the totals, which it gets right where its attribution of the
+    backward to modules is off."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter, _Scalars():
+        out = _forward(model, given)
+        forward = int(counter.get_total_flops())
+        first = next(
+            t
+            for t in _flat(out.to_tuple() if hasattr(out, "to_tuple") else out)
+            if isinstance(t, torch.Tensor)
+        )
+        first.float().sum().backward()
+    return forward, int(counter.get_total_flops()) - forward
