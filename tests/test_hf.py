@@ -223,3 +223,19 @@ def test_a_model_without_a_plan_is_refused_tensor_parallelism_in_one_line(tmp_pa
     assert "X501 --tp 2: opt's configuration has no base_model_tp_plan" in lines[0]
     done = runner.invoke(app, [*args, "--dp", "4", "--zero", "2", "-o", str(tmp_path / "b.txt")])
     assert done.exit_code == 0, done.output
+
+
+def test_modules_the_forward_does_not_run_are_counted_and_said(tmp_path: Path) -> None:
+    """PaliGemma traced on token ids alone: its SigLIP tower keeps its parameters (the IR's count
+    is still transformers'), and M804 names it."""
+    from modtrans import hf
+
+    config = library.default_config("paligemma")
+    config.architectures = ["PaliGemmaForConditionalGeneration"]
+    data = json.dumps(config.to_dict()).encode()
+    ir, found = hf.extract(json.loads(data), data, name="paligemma", batch=1, sequence=64)
+    assert ir is not None
+    model = library.build(library.config_of(json.loads(data)))
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    assert [d.code for d in found] == ["M804"]
+    assert "model.vision_tower" in found[0].message

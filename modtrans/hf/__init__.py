@@ -87,7 +87,23 @@ def extract(
     refused = plans.refusal(family, plan, tensor)
     if refused is not None:
         return None, [diagnostic("X501", refused, path=name)]
-    return ir, []
+    return ir, _unrun(ir, name)
+
+
+def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:
+    """M804 where the forward left modules with parameters unrun (layers.py names them
+    MODULE.unused)."""
+    idle = [x for x in ir.layers if x.name.endswith(".unused") or x.name == "unused"]
+    count = sum(p.elements for x in idle for p in x.params if p.counted)
+    if not count:
+        return []
+    modules = ", ".join(x.node or "the model" for x in idle[:3]) + (", ..." if len(idle) > 3 else "")
+    share = count / ir.totals.params if ir.totals.params else 1.0
+    message = (
+        f"{count:,} parameters ({share:.1%}) sit in modules a forward on token ids did not run "
+        f"({modules}): counted and all-reduced, computing nothing"
+    )
+    return [diagnostic("M804", message, path=name)]
 
 
 def _known(family: str) -> bool:
