@@ -307,6 +307,9 @@ def build(config: Any, cls: Any = None) -> Any:
     with torch.device("meta"), _quiet():
         model = cls._from_config(config, torch_dtype=torch.float32)
     model.train(False)
+    for each in (model.config, *(getattr(model.config, k, None) for k in ("text_config", "decoder"))):
+        if each is not None and hasattr(each, "use_cache"):
+            each.use_cache = False  # a training step keeps no key/value cache
     return model
 
 
@@ -333,8 +336,12 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
             size if isinstance(size, int) else size[0] if isinstance(size, list | tuple) else size["height"]
         )
         return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), size, size, device=meta)}
-    if name == "input_features":
-        mels = getattr(config, "num_mel_bins", None) or getattr(config, "input_feat_per_channel", 80)
+    if name == "input_features":  # Whisper's [batch, mels, frames]
+        parts = [config, *(getattr(config, k, None) for k in ("encoder_config", "audio_config"))]
+        mels = next(
+            (getattr(p, "num_mel_bins", None) for p in parts if getattr(p, "num_mel_bins", None)), None
+        )
+        mels = mels or getattr(config, "input_feat_per_channel", 80)
         frames = 2 * getattr(config, "max_source_positions", sequence // 2)
         found = {name: torch.zeros(batch, mels, frames, device=meta)}
     elif name == "input_values":
