@@ -239,3 +239,36 @@ def test_modules_the_forward_does_not_run_are_counted_and_said(tmp_path: Path) -
     assert ir.totals.params == sum(p.numel() for p in model.parameters())
     assert [d.code for d in found] == ["M804"]
     assert "model.vision_tower" in found[0].message
+
+
+def test_a_configuration_that_needs_its_own_code_is_refused_in_one_line(tmp_path: Path) -> None:
+    """ChatGLM3-6B's config.json (THUDM/chatglm3-6b: model_type chatglm, its classes in
+    configuration_chatglm.py and modeling_chatglm.py beside it, auto_map) names a model_type
+    transformers does not define: M801 in one line, no code run."""
+    config = {
+        "_name_or_path": "THUDM/chatglm3-6b",
+        "model_type": "chatglm",
+        "architectures": ["ChatGLMModel"],
+        "auto_map": {
+            "AutoConfig": "configuration_chatglm.ChatGLMConfig",
+            "AutoModel": "modeling_chatglm.ChatGLMForConditionalGeneration",
+            "AutoModelForCausalLM": "modeling_chatglm.ChatGLMForConditionalGeneration",
+        },
+        "num_layers": 28,
+        "padded_vocab_size": 65024,
+        "hidden_size": 4096,
+        "ffn_hidden_size": 13696,
+        "kv_channels": 128,
+        "num_attention_heads": 32,
+        "seq_length": 8192,
+        "multi_query_attention": True,
+        "multi_query_group_num": 2,
+        "torch_dtype": "float16",
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ir, found = pipeline.extract_checked(path)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert "auto_map" in found[0].message
+    assert "trust_remote_code" in found[0].message

@@ -63,12 +63,6 @@ def extract(
     family = str(config.get("model_type", ""))
     if not available():
         return None, [diagnostic("M801", missing(family), path=name)]
-    if config.get("auto_map") and not _known(family):
-        message = (
-            f"model_type {family!r} is defined by code beside the configuration (auto_map); "
-            "modtrans runs no remote code (trust_remote_code)"
-        )
-        return None, [diagnostic("M801", message, path=name)]
     digest = hashlib.sha256(data).hexdigest()
     key = cache.key(digest, batch, sequence, targets)
     kept = cache.load(key, name)
@@ -76,6 +70,12 @@ def extract(
         ir, plan = kept
     else:
         try:
+            if config.get("auto_map") and not _known(family):
+                message = (
+                    f"model_type {family!r} is defined by code beside the configuration (auto_map); "
+                    "modtrans runs no remote code (trust_remote_code)"
+                )
+                return None, [diagnostic("M801", message, path=name)]
             ir, plan = _traced(config, digest, len(data), name, batch, sequence, targets)
         except LookupError as error:
             return None, [diagnostic("M801", f"model_type {family!r}: {error}", path=name)]
