@@ -272,3 +272,20 @@ def test_a_configuration_that_needs_its_own_code_is_refused_in_one_line(tmp_path
     assert [d.code for d in found] == ["M801"]
     assert "auto_map" in found[0].message
     assert "trust_remote_code" in found[0].message
+
+
+def test_a_parameter_read_first_outside_its_module_is_counted_once_by_its_module() -> None:
+    """RwkvModel rescales each block's output weights in place in its own forward, before the
+    blocks run (RwkvModel._rescale_layers): the weight stays its Linear's, counted once."""
+    config = library.default_config("rwkv")
+    config.num_hidden_layers, config.hidden_size, config.attention_hidden_size = 2, 64, 64
+    config.intermediate_size, config.vocab_size = 256, 100
+    model = library.build(config)
+    recorded = library.record(model, library.inputs(model, 1, 8))
+    provenance = Provenance("rwkv", None, 0, "test", library.VERSION, 0, {}, "rwkv", 1, {}, "", True)
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    output = ir.layer("rwkv.blocks.1.attention.output")
+    assert [(p.name, p.shared_with) for p in output.params] == [
+        ("rwkv.blocks.1.attention.output.weight", None)
+    ]

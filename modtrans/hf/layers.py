@@ -113,7 +113,16 @@ def _unread(groups: list[_Group], recorded: Any, modules: Mapping[str, Any]) -> 
     """Each parameter to one layer: a leaf module's own to its (first) layer; another's to the
     first layer that reads it; one the forward never reads to a layer of its module, after the
     others. A tied parameter (a head sharing the embedding's table) is listed by each module
-    that holds it, and counted by its first owner's (_sharing)."""
+    that holds it, and counted by its first owner's (_sharing). A leaf module's parameter read
+    elsewhere first (RWKV rescales its output weights in place, in the model's own forward) stays
+    its module's."""
+    leaves = {g.module for g in groups if g.name == (g.module or "model")}
+    held = {
+        recorded.owners.get(key, key)
+        for m in recorded.modules
+        if m.leaf and m.path in leaves
+        for key, _ in m.params
+    }
     taken: set[str] = set()
     for g in groups:
         module = modules.get(g.module)
@@ -123,7 +132,7 @@ def _unread(groups: list[_Group], recorded: Any, modules: Mapping[str, Any]) -> 
                 taken.add(key)
         for key in (key for op in g.ops for key in op.params):
             owner = recorded.owners.get(key, key)
-            if owner not in taken:
+            if owner not in taken and owner not in held:
                 g.params.append(owner)
                 taken.add(owner)
     for m in recorded.modules:
@@ -134,19 +143,19 @@ def _unread(groups: list[_Group], recorded: Any, modules: Mapping[str, Any]) -> 
             groups.append(_Group(f"{path}.unused" if path else "unused", path, _class_kind(m.cls), [], keys))
 
 
-def _sharing(groups: Sequence[_Group], owners: Mapping[str, str]) -> dict[str, str | None]:
-    """Each listed parameter -> None where it is counted, else the layer that counts it: the
-    first listed of those that are the same tensor."""
+def _sharing(groups: Sequence[_Group], owners: Mapping[str, str]) -> dict[tuple[str, str], str | None]:
+    """Each listed (layer, parameter) -> None where it is counted, else the layer that counts it:
+    the first listed of those that are the same tensor."""
     counted: dict[str, str] = {}
-    found: dict[str, str | None] = {}
+    found: dict[tuple[str, str], str | None] = {}
     for g in groups:
         for key in g.params:
             owner = owners.get(key, key)
             if owner in counted:
-                found[key] = counted[owner]
+                found[(g.name, key)] = counted[owner]
             else:
                 counted[owner] = g.name
-                found[key] = None
+                found[(g.name, key)] = None
     return found
 
 
@@ -158,12 +167,12 @@ def _layer(
     where: Mapping[int, str],
     blocks: Mapping[str, int],
     before: bool,
-    sharing: Mapping[str, str | None],
+    sharing: Mapping[tuple[str, str], str | None],
 ) -> Layer:
     shapes = {key: s for m in recorded.modules for key, s in m.params}
     params = []
     for key in g.params:
-        shared = sharing.get(key)
+        shared = sharing.get((g.name, key))
         s = shapes.get(key, ())
         elements = math.prod(s)
         role = _role(key, len(s), g.kind)
