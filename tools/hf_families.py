@@ -6,6 +6,14 @@ FlopCounterMode's count (the issue's acceptance; tests/test_hf.py runs a sample 
     python tools/hf_families.py [--sequence 64] [--only llama,opt]   # needs the extra `hf`
 
 Prints one line per family (pass, fail with the ratio, or why it did not build) and the count.
+
+Measured with transformers 5.25.0, torch 2.13.0+cpu, 64 tokens: 271 of the 325 model types pass;
+every one that built and ran on meta passes (parameters equal, matrix-product FLOPs within 2 %).
+The other 54 do not build or run from their defaults on meta: a default configuration transformers
+itself cannot build (DBRX, Llama 4, HunYuan, Qwen3.5's composite, Emu3 ...), a value read from a
+tensor (Longformer, LED, XLM, FlauBERT), a data-dependent op meta has no kernel for (nonzero in
+Switch Transformers' and NLLB-MoE's routers, BLT), a library not installed (timm, natten), and
+speech encoders whose input layouts inputs() does not yet know (Canary, Parakeet, LASR).
 """
 
 from __future__ import annotations
