@@ -937,6 +937,9 @@ A configuration file is a Hugging Face `config.json`: a JSON object whose `model
 modtrans builds (llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek,
 deepseek_v2, deepseek_v3, gpt2, bert) with the keys that family's transformers configuration class
 defines (hidden_size, num_hidden_layers, ...). The message names the key that is missing or wrong.
+Any other family transformers defines is read by transformers itself with the extra `hf`
+(`pip install 'modtrans[hf]'`); without it, or where transformers cannot build or run the model on
+the meta device (or it needs code of its own: `auto_map`), the message says so.
 Nothing is written; exit status 2, as for a file that cannot be read (F001) or is not an ONNX
 model (F004).
   bad:  {"model_type": "llama", "hidden_size": 4096}
@@ -969,6 +972,19 @@ GB), for one tensor of the many a training step keeps. The workload is still wri
 micro-batch is almost surely a typo, or the global batch given as `--micro-batch`.
   bad:  --micro-batch 70000
   good: --micro-batch 1 --global-batch 70000
+""",
+)
+_code(
+    "M804",
+    W,
+    "parameters the traced forward did not run",
+    """
+A configuration read through transformers (the extra `hf`) is traced with its token ids alone: the
+modules the forward did not reach (a vision-language model's image tower and projector, with no
+images given) keep their parameters in the IR, counted and all-reduced, but compute nothing. The
+message names them. The workload is written; its compute leaves those modules out.
+  bad:  a vision-language configuration traced on input_ids alone
+  good: a text model, every module of which the forward runs
 """,
 )
 _code(

@@ -122,12 +122,15 @@ def extract_checked(
     vocabulary_multiple: int = 1,
     per_expert: bool = False,
     takes: str = inputs.MODEL,
+    tensor: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file).
     `input_values`: an ONNX model's scalar inputs taken as constants, so that an If on them takes
     one branch (extraction/load.apply_values); a configuration has no such inputs (X501).
     `takes`: what the command reads, named when the file is empty (inputs.py).
     `per_expert`: a configuration's routed experts a layer each (an ONNX export's always are).
+    `tensor`: the tensor-parallel ranks the layout asks for (a family read through transformers
+    without a tensor-parallel plan refuses more than one: hf/plans.py).
     `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py).
     `vocabulary_multiple`: a transformer configuration's vocabulary padded to a multiple of it (an
     ONNX file's tables are as exported)."""
@@ -150,6 +153,7 @@ def extract_checked(
             display_name=entry.name if entry else None,
             vocabulary_multiple=vocabulary_multiple,
             per_expert=per_expert,
+            tensor=tensor,
         )
     if _is_file(path):
         # the hash starts before onnx is imported: it runs beside the import and the extraction
@@ -263,6 +267,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         full_hash=options.full_hash,
         vocabulary_multiple=layout.vocabulary_multiple if layout is not None else 1,
         per_expert=options.per_expert,
+        tensor=layout.tp if layout is not None else 1,
     )
     # A layer whose FLOPs are unknown would be a silent 0 (or one loop iteration) in the workload:
     # an error here, where extract only warns (an unknown dimension no cost needs stays a warning).

@@ -31,7 +31,7 @@ from modtrans import limits
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.ir.document import Dim, ModelIR, Provenance
-from modtrans.llm.config import LAYER_KEYS, Arch, ConfigError, by_keys, from_hf
+from modtrans.llm.config import ALIASES, FAMILIES, LAYER_KEYS, Arch, ConfigError, by_keys, from_hf
 
 if TYPE_CHECKING:
     from modtrans.llm.vision import Images
@@ -65,8 +65,11 @@ def extract(
     display_name: str | None = None,
     vocabulary_multiple: int = 1,
     per_expert: bool = False,
+    tensor: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the architecture a config.json describes; M801 for one that describes none.
+    `tensor`: the layout's tensor-parallel ranks (a family read through transformers needs its
+    configuration's tensor-parallel plan for more than one).
     `per_expert`: a layer per routed expert and projection (transformers' modules), not one
     grouped layer of every expert per projection (build.py).
     `vocabulary_multiple`: the vocabulary padded up to a multiple of it, as the training framework
@@ -82,6 +85,8 @@ def extract(
         return None, [problem] if problem else []
     try:
         config = json.loads(data)
+        if _elsewhere(config):
+            return _generic(config, data, name, batch, input_shapes or {}, tensor)
         arch = from_hf(config)
     except (ValueError, RecursionError) as error:
         message = str(error) if isinstance(error, ConfigError) else f"not JSON: {error}"
@@ -123,6 +128,63 @@ def extract(
     else:
         ir = build(arch, micro, sequence, provenance)
     return ir, _implausible(ir, arch.context, micro, sequence, name)
+
+
+def _elsewhere(config: object) -> bool:
+    """Whether a configuration names a model_type outside the hand-written families: transformers
+    reads it (modtrans/hf/, the extra `hf`), or a line says how to install it."""
+    if not isinstance(config, dict):
+        return False
+    family = config.get("model_type")
+    return isinstance(family, str) and family not in FAMILIES and family not in ALIASES
+
+
+def _generic(
+    config: dict[str, object],
+    data: bytes,
+    name: str,
+    batch: int | None,
+    shapes: Mapping[str, tuple[Dim, ...]],
+    tensor: int,
+) -> tuple[ModelIR | None, list[Diagnostic]]:
+    """The IR of a family llm/ does not describe, built by transformers on the meta device
+    (modtrans/hf/); without the extra, M801 naming the family and the install command."""
+    from modtrans import hf
+
+    if not hf.available():
+        return None, [diagnostic("M801", hf.missing(str(config["model_type"])), path=name)]
+    too_large = limits.input_error(batch, dict(shapes))
+    if too_large:
+        return None, [diagnostic("X501", too_large, path=name)]
+    seq2seq = bool(config.get("is_encoder_decoder"))
+    unknown = sorted(set(shapes) - {"input_ids", *(["decoder_input_ids"] if seq2seq else [])})
+    if unknown:
+        return None, [diagnostic("X501", f"--input-shape {unknown[0]}: the model reads input_ids", path=name)]
+    context = next(
+        (
+            v
+            for k in CONTEXT_KEYS
+            if isinstance(v := config.get(k), int) and not isinstance(v, bool) and v > 0
+        ),
+        0,
+    )
+    tokens = _token_shapes(shapes, batch, seq2seq, min(SEQUENCE, context) if context else SEQUENCE)
+    if isinstance(tokens, str):
+        return None, [diagnostic("X501", tokens, path=name)]
+    (micro, sequence), (_, targets) = tokens
+    return hf.extract(
+        config,
+        data,
+        name=name,
+        batch=micro,
+        sequence=sequence,
+        targets=targets if seq2seq else None,
+        tensor=tensor,
+    )
+
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+"""Where a configuration says its context (LlamaConfig, GPT2Config, BloomConfig's, ChatGLM's)."""
 
 
 def _inputs(

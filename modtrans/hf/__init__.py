@@ -1,0 +1,146 @@
+"""Any model transformers can build, read from the library that defines it: its configuration's
+class built on the meta device (no file downloaded, no weight allocated), one forward recorded op
+by op, and the IR the hand-written path gives its own families. The optional extra `hf`
+brings torch and transformers; without it a family outside the hand-written list is refused in
+one line.
+
+library.py  torch and transformers (imported there alone): the model built on meta, its forward
+            recorded as ops with their modules, FLOPs (flop_counter's formulas) and operands
+layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied
+            weights counted once
+blocks.py   what a layer is to the model: block index and part, heads, MoE routers and experts
+plans.py    the model's own base_model_tp_plan styles -> the Megatron roles strategy/llm/tensor.py
+            gives, and the refusal of --tp for a model without a plan
+cache.py    the IR kept by the configuration's digest: a second run reads it without torch
+
+    ir, found = extract(config, data, name="config.json", batch=1, sequence=2048)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from collections.abc import Mapping
+from typing import Any
+
+from modtrans._version import __version__
+from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.ir.document import ModelIR, Provenance
+
+PRODUCER = "transformers configuration (meta device)"
+
+
+def available() -> bool:
+    """Whether torch and transformers are installed (found, not imported: importing costs ~2 s)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
+
+
+def missing(family: str) -> str:
+    """The one line for a family llm/ does not read when the extra is not installed."""
+    from modtrans.resources import install_hint
+
+    return (
+        f"model_type {family!r} is not a family modtrans reads without transformers: "
+        f"{install_hint('hf')} builds it on the meta device"
+    )
+
+
+def extract(
+    config: Mapping[str, Any],
+    data: bytes,
+    *,
+    name: str,
+    batch: int,
+    sequence: int,
+    targets: int | None = None,
+    tensor: int = 1,
+) -> tuple[ModelIR | None, list[Diagnostic]]:
+    """The IR of the model a configuration describes, as transformers builds it; M801 in one line
+    for one it cannot build (remote code, no class for any task, an error in its forward), X501
+    for `tensor` > 1 ranks where the configuration has no tensor-parallel plan (plans.py)."""
+    from modtrans.hf import cache, plans
+
+    family = str(config.get("model_type", ""))
+    if not available():
+        return None, [diagnostic("M801", missing(family), path=name)]
+    digest = hashlib.sha256(data).hexdigest()
+    key = cache.key(digest, batch, sequence, targets)
+    kept = cache.load(key, name)
+    if kept is not None:
+        ir, plan = kept
+    else:
+        try:
+            if config.get("auto_map") and not _known(family):
+                message = (
+                    f"model_type {family!r} is defined by code beside the configuration (auto_map); "
+                    "modtrans runs no remote code (trust_remote_code)"
+                )
+                return None, [diagnostic("M801", message, path=name)]
+            ir, plan = _traced(config, digest, len(data), name, batch, sequence, targets)
+        except LookupError as error:
+            return None, [diagnostic("M801", f"model_type {family!r}: {error}", path=name)]
+        except Exception as error:  # transformers' or torch's own: said in one line
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            message = f"transformers could not build or run {family!r} on the meta device: {first}"
+            return None, [diagnostic("M801", message, path=name)]
+        cache.store(key, ir, plan)
+    refused = plans.refusal(family, plan, tensor)
+    if refused is not None:
+        return None, [diagnostic("X501", refused, path=name)]
+    return ir, _unrun(ir, name)
+
+
+def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:
+    """M804 where the forward left modules with parameters unrun (layers.py names them
+    MODULE.unused)."""
+    idle = [x for x in ir.layers if x.name.endswith(".unused") or x.name == "unused"]
+    count = sum(p.elements for x in idle for p in x.params if p.counted)
+    if not count:
+        return []
+    modules = ", ".join(x.node or "the model" for x in idle[:3]) + (", ..." if len(idle) > 3 else "")
+    share = count / ir.totals.params if ir.totals.params else 1.0
+    message = (
+        f"{count:,} parameters ({share:.1%}) sit in modules a forward on token ids did not run "
+        f"({modules}): counted and all-reduced, computing nothing"
+    )
+    return [diagnostic("M804", message, path=name)]
+
+
+def _known(family: str) -> bool:
+    from modtrans.hf import library
+
+    return library.known(family)
+
+
+def _traced(
+    config: Mapping[str, Any],
+    digest: str,
+    size: int,
+    name: str,
+    batch: int,
+    sequence: int,
+    targets: int | None,
+) -> tuple[ModelIR, dict[str, str]]:
+    """The IR of the configuration's model and its tensor-parallel plan ({} where none)."""
+    from modtrans.hf import blocks, layers, library
+
+    built = library.config_of(config)
+    model = library.build(built)
+    given = library.inputs(model, batch, sequence, targets)
+    recorded = library.record(model, given)
+    provenance = Provenance(
+        file=name,
+        sha256=digest,
+        size=size,
+        producer=PRODUCER,
+        producer_version=library.VERSION,
+        ir_version=0,
+        opset={},
+        graph=recorded.cls,
+        batch=batch,
+        input_shapes=dict(recorded.inputs),
+        tool=f"modtrans {__version__}",
+        architecture_only=True,
+    )
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    return ir, library.tp_plan(model.config)

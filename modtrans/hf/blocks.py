@@ -1,0 +1,175 @@
+"""What a layer is to the model, from the configuration and the module path: the heads, dropouts,
+dtype and experts the configuration says (Shape), the block a module sits in (numbered on through
+the block lists: an encoder's then a decoder's, as llm/encoder_decoder.py numbers them), its part
+there, and a mixture's routers and experts (document.Moe).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from modtrans import dtypes
+from modtrans.ir.document import Block, Heads, Kind, Moe, Part
+
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+"""The configuration keys that count a mixture's routed experts (MixtralConfig, OlmoeConfig,
+DeepseekV3Config, ...)."""
+TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "router_top_k")
+"""... and the experts each token is routed to."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the layers need of the configuration: the dtype parameters and activations are held
+    in, the attention's heads and dropouts, the mixture's experts."""
+
+    dtype: str  # the IR's name ("float", "bfloat16", "float16")
+    width: int
+    heads: int | None
+    kv_heads: int | None
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0
+    experts: int | None = None
+    top_k: int | None = None
+
+
+def shape_of(config: Any) -> Shape:
+    """The Shape of a transformers configuration (its text configuration's, for a multimodal one)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    torch_dtype = str(getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32")
+    name = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16"}.get(
+        torch_dtype.removeprefix("torch."), "float"
+    )
+    heads = _first_int(text, ("num_attention_heads", "n_head", "num_heads"))
+    kv = _first_int(text, ("num_key_value_heads", "num_kv_heads", "n_head_kv")) or heads
+    return Shape(
+        name,
+        dtypes.width(name),
+        heads,
+        kv,
+        _probability(text, ("attention_dropout", "attention_probs_dropout_prob", "attn_pdrop")),
+        _probability(text, ("hidden_dropout", "hidden_dropout_prob", "resid_pdrop", "dropout_rate")),
+        _first_int(text, EXPERT_KEYS),
+        _first_int(text, TOP_K_KEYS),
+    )
+
+
+def _value(config: Any, key: str) -> Any:
+    """A configuration's value, None where it has none or no one value (a heterogeneous model's
+    per-layer attribute raises on global access: transformers' integrations/heterogeneity)."""
+    try:
+        return getattr(config, key, None)
+    except Exception:  # transformers' own refusal, whatever its class
+        return None
+
+
+def _first_int(config: Any, keys: Sequence[str]) -> int | None:
+    for key in keys:
+        value = _value(config, key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _probability(config: Any, keys: Sequence[str]) -> float:
+    for key in keys:
+        value = _value(config, key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1:
+            return float(value)
+    return 0.0
+
+
+def moe(
+    module: str, kind: Kind, params: Sequence[tuple[int, ...]], out: tuple[int, ...] | None, shape: Shape
+) -> Moe | None:
+    """A routed expert's layer (the fused [E, ...] parameters of transformers 5's experts modules:
+    one grouped layer of every expert; experts.<e>. modules: expert e), or the router (a linear
+    layer of E outputs in a module named gate or router). `params`: the layer's parameters'
+    shapes; `out`: its output's."""
+    e, k = shape.experts, shape.top_k
+    if not e or not k:
+        return None
+    each = re.search(r"\.experts\.(\d+)(\.|$)", module)
+    if each:
+        return Moe(e, k, int(each.group(1)))
+    fused = any(len(s) == 3 and s[0] == e for s in params)
+    if fused or (re.search(r"\.experts(\.|$)", module) and not params):
+        return Moe(e, k, 0, e)
+    routes = kind is Kind.LINEAR and out is not None and bool(out) and out[-1] == e
+    return Moe(e, k) if routes and re.search(r"(gate|router)(\.|$)", module) else None
+
+
+def block_index(recorded: Any) -> dict[str, int]:
+    """Each block's path -> its index, numbered on through the block lists."""
+    found: dict[str, int] = {}
+    for path in recorded.blocks:
+        count = sum(1 for m in recorded.modules if re.fullmatch(re.escape(path) + r"\.\d+", m.path))
+        for i in range(count):
+            found[f"{path}.{i}"] = len(found)
+    return found
+
+
+def block_of(module: str, blocks: Mapping[str, int]) -> int | None:
+    """The index of the block a module path sits in (None: outside every block)."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        index = blocks.get(".".join(parts[:n]))
+        if index is not None:
+            return index
+    return None
+
+
+def block(
+    module: str,
+    kind: Kind,
+    shape: Shape,
+    modules: Mapping[str, Any],
+    blocks: Mapping[str, int],
+    routed: Moe | None,
+    before: bool,
+) -> Block:
+    """A layer's block: its index (block_of), and its part: router or expert, norm, attention
+    (under a module whose class is an attention's, with the configuration's heads and the
+    module's is_causal), else the MLP; outside the blocks the embedding before them (`before`)
+    and the head after."""
+    index = block_of(module, blocks)
+    if routed is not None:
+        return Block(index, Part.ROUTER if routed.expert is None else Part.EXPERT)
+    if kind is Kind.NORM:
+        return Block(index, Part.NORM)
+    if index is None:
+        return Block(None, Part.EMBEDDING if before or kind is Kind.EMBEDDING else Part.HEAD)
+    if _in_attention(module, modules):
+        heads = None
+        if shape.heads:
+            causal = _causal(module, modules)
+            heads = Heads(
+                shape.heads,
+                shape.kv_heads or shape.heads,
+                causal,
+                shape.attention_dropout,
+                shape.hidden_dropout,
+            )
+        return Block(index, Part.ATTENTION, heads)
+    return Block(index, Part.MLP)
+
+
+def _in_attention(path: str, modules: Mapping[str, Any]) -> bool:
+    parts = path.split(".")
+    for n in range(len(parts), 0, -1):
+        module = modules.get(".".join(parts[:n]))
+        if module is not None and "Attention" in module.cls and "Layer" not in module.cls:
+            return True
+    return False
+
+
+def _causal(path: str, modules: Mapping[str, Any]) -> bool | None:
+    parts = path.split(".")
+    for n in range(len(parts), 0, -1):
+        module = modules.get(".".join(parts[:n]))
+        if module is not None and module.causal is not None:
+            return bool(module.causal)
+    return None

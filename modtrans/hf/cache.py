@@ -1,0 +1,62 @@
+"""The IR of a configuration kept by its digest, so that a second read costs what the hand-written
+path costs: no torch, no transformers, one JSON file read.
+
+The key is the SHA-256 of the configuration's bytes, the micro-batch and the token counts, with
+the versions of modtrans and of the transformers installed (its version read from the package's
+metadata, not imported): a new transformers may build the same configuration differently. The
+files live in the cache folder of modtrans's other caches (resources.cache_dir: fetched models,
+SCALE-Sim results), under hf/, written atomically; an unreadable or stale one is built again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from importlib import metadata
+from pathlib import Path
+
+from modtrans._version import __version__
+from modtrans.ir import document
+from modtrans.ir.document import ModelIR
+
+
+def key(digest: str, batch: int, sequence: int, targets: int | None) -> str:
+    """The cache key of a configuration's IR at these inputs."""
+    try:
+        library = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        library = ""
+    text = f"{digest} {batch} {sequence} {targets} {__version__} {library}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def folder() -> Path:
+    from modtrans.resources import cache_dir
+
+    return cache_dir() / "hf"
+
+
+def load(name: str, file: str) -> tuple[ModelIR, dict[str, str]] | None:
+    """The cached IR under `name` and the model's tensor-parallel plan (None: none, or
+    unreadable), its provenance naming `file`."""
+    try:
+        data = json.loads((folder() / f"{name}.json").read_text(encoding="utf-8"))
+        ir = document.from_dict(data["ir"])
+        plan = {str(k): str(v) for k, v in data["base_model_tp_plan"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return dataclasses.replace(ir, provenance=dataclasses.replace(ir.provenance, file=file)), plan
+
+
+def store(name: str, ir: ModelIR, plan: dict[str, str]) -> None:
+    """Kept for the next run with the model's tensor-parallel plan; a cache that cannot be written
+    is left alone (the IR stands)."""
+    from modtrans.fileio import write_atomic
+
+    text = json.dumps({"ir": document.to_dict(ir), "base_model_tp_plan": plan})
+    try:
+        folder().mkdir(parents=True, exist_ok=True)
+        write_atomic(folder() / f"{name}.json", text)
+    except OSError:
+        return

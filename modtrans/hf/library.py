@@ -1,0 +1,449 @@
+"""torch and transformers, imported here alone: a configuration's model built on the meta device
+and one forward pass recorded op by op, each op with the module that ran it.
+
+The model is built from the configuration by the Auto class of its task (from_config: no file is
+downloaded, no weight allocated: torch.device("meta")). The forward runs on meta tensors under a
+TorchDispatchMode that records every aten op: the innermost module running (global forward
+hooks), its FLOPs as torch.utils.flop_counter's flop_registry counts them (FlopCounterMode's own
+formulas: mm, addmm, bmm, baddbmm, convolution, scaled_dot_product_attention), the parameters
+among its operands (followed through views and gathers: F.linear's weight.t(), a MoE's
+gate_up_proj[expert_ids]), its input and output shapes, and the ops whose outputs it reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import transformers
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
+from torch.utils.weak import WeakIdKeyDictionary
+
+VERSION = transformers.__version__
+
+
+def known(model_type: str) -> bool:
+    """Whether transformers defines a configuration class for `model_type`."""
+    return model_type in transformers.CONFIG_MAPPING
+
+
+aten = torch.ops.aten
+
+NORMS = frozenset({aten.native_layer_norm, aten.layer_norm, aten.rms_norm, aten._fused_rms_norm})
+SOFTMAX = frozenset({aten._softmax, aten.softmax, aten._log_softmax, aten.log_softmax, aten._safe_softmax})
+EMBEDDING = frozenset({aten.embedding})
+
+
+@dataclass
+class Op:
+    """One aten op of the forward: its module, what it is (gemm, norm, softmax, pointwise, reduce,
+    embedding, data), its FLOPs (flop_registry's for a gemm; else 0: layers.py counts them),
+    the elements it reads and writes, the parameters it reads, and the ops it reads from."""
+
+    index: int
+    module: str
+    name: str
+    category: str
+    flops: int
+    in_elements: int
+    out_shapes: tuple[tuple[int, ...], ...]
+    out_dtype: str
+    inputs: tuple[tuple[tuple[int, ...], str, str], ...]  # activations read: shape, dtype, source
+    params: tuple[str, ...]
+    reads: tuple[int, ...]
+
+
+@dataclass
+class Module:
+    """A module of the model: its class, its own parameters (name, shape, dtype), whether it is a
+    leaf, and the attention flags its attributes say (is_causal)."""
+
+    path: str
+    cls: str
+    params: tuple[tuple[str, tuple[int, ...]], ...]
+    leaf: bool
+    causal: bool | None
+
+
+@dataclass
+class Recorded:
+    """A model's forward as ops, its modules in definition order, its parameters (name -> the
+    module path that owns it first: a tied weight's other owners share it) and its class."""
+
+    cls: str
+    ops: list[Op]
+    modules: list[Module]
+    owners: dict[str, str]  # parameter key (module path.name) -> its first owner's key
+    total_params: int
+    inputs: dict[str, tuple[int, ...]]
+    blocks: list[str] = field(default_factory=list)  # the paths of the block lists (ModuleList)
+
+
+class _Recorder(TorchDispatchMode):  # type: ignore[misc]
+    def __init__(self, stack: list[str], params: dict[int, str], given: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.named = {id(t): name for name, t in given.items()}
+        self.stack = stack
+        self.params = params
+        self.origin: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> parameter keys it views
+        self.source: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> the ops that made it
+        self.ops: list[Op] = []
+        self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()  # a boolean tensor -> the op that made it
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        packet = func._overloadpacket
+        if packet is aten._local_scalar_dense:
+            return _scalar(args[0], self.made)
+        out = func(*args, **kwargs)
+        for t in _flat(out):
+            if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
+                self.made[t] = packet
+        tensors = [t for t in _flat((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outs = [t for t in _flat(out) if isinstance(t, torch.Tensor)]
+        params: list[str] = []
+        reads: list[int] = []
+        read: list[tuple[tuple[int, ...], str, str]] = []
+        for t in tensors:
+            key = self.params.get(id(t))
+            found = (key,) if key is not None else self.origin.get(t, ())
+            params += [p for p in found if p not in params]
+            sources = self.source.get(t, ())
+            reads += [r for r in sources if r not in reads]
+            if not found:
+                name = self.named.get(id(t)) or (f"op{sources[-1]}" if sources else "")
+                read.append((tuple(t.shape), str(t.dtype).removeprefix("torch."), name))
+        category = _category(func, packet)
+        if category == "data":  # a view, copy or gather: its outputs carry what its inputs did
+            for t in outs:
+                if params:
+                    self.origin[t] = tuple(params)
+                self.source[t] = tuple(reads)
+                if len(tensors) == 1 and id(tensors[0]) in self.named:
+                    self.named[id(t)] = self.named[id(tensors[0])]
+            return out
+        flops = 0
+        if packet in flop_registry:
+            flops = int(flop_registry[packet](*args, **kwargs, out_val=out))
+        index = len(self.ops)
+        self.ops.append(
+            Op(
+                index,
+                self.stack[-1],
+                packet.__name__,
+                category,
+                flops,
+                sum(t.numel() for t in tensors),
+                tuple(tuple(t.shape) for t in outs),
+                str(outs[0].dtype).removeprefix("torch.") if outs else "",
+                tuple(read),
+                tuple(params),
+                tuple(reads),
+            )
+        )
+        for t in outs:
+            self.source[t] = (index,)
+        return out
+
+
+def _scalar(t: Any, made: Any) -> bool:
+    """A meta tensor's value where the model branches on one (`if mask.all():`): every
+    meta value is unknown, and the values that keep a training forward on its ordinary path are
+    the ones taken: an all() true (no padding, no packed sequences: masking_utils), an any()
+    false (no inf or nan to clamp). Any other value read is refused (meta has none)."""
+    if t.dtype == torch.bool and t.numel() == 1:
+        return made.get(t) is not aten.any
+    raise RuntimeError("the model reads a value of a tensor (Tensor.item()): the meta device has none")
+
+
+class _Scalars(TorchDispatchMode):  # type: ignore[misc]
+    """_Recorder's answer to Tensor.item() alone, for FlopCounterMode's own count of the forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func._overloadpacket is aten._local_scalar_dense:
+            return _scalar(args[0], self.made)
+        out = func(*args, **(kwargs or {}))
+        for t in _flat(out):
+            if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
+                self.made[t] = func._overloadpacket
+        return out
+
+
+def _flat(x: Any) -> Iterator[Any]:
+    if isinstance(x, list | tuple):
+        for y in x:
+            yield from _flat(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from _flat(y)
+    else:
+        yield x
+
+
+def _category(func: Any, packet: Any) -> str:
+    if packet in flop_registry:
+        return "gemm"
+    if packet in NORMS:
+        return "norm"
+    if packet in SOFTMAX:
+        return "softmax"
+    if packet in EMBEDDING:
+        return "embedding"
+    tags = func.tags
+    if torch.Tag.pointwise in tags and not _is_copy(packet):
+        return "pointwise"
+    if torch.Tag.reduction in tags:
+        return "reduce"
+    return "data"
+
+
+def _is_copy(packet: Any) -> bool:
+    return packet in (aten._to_copy, aten.copy_, aten.clone, aten.copy, aten.detach, aten.lift_fresh)
+
+
+@contextlib.contextmanager
+def _hooks(model: torch.nn.Module, stack: list[str]) -> Iterator[None]:
+    names = {id(m): n for n, m in model.named_modules(remove_duplicate=False)}
+
+    def enter(module: torch.nn.Module, *_: Any) -> None:
+        stack.append(names.get(id(module), stack[-1]))
+
+    def leave(module: torch.nn.Module, *_: Any) -> None:
+        if len(stack) > 1:
+            stack.pop()
+
+    handles = [
+        torch.nn.modules.module.register_module_forward_pre_hook(enter),
+        torch.nn.modules.module.register_module_forward_hook(leave, always_call=True),
+    ]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def config_of(data: Mapping[str, Any], trust_remote_code: bool = False) -> Any:
+    """The transformers configuration object of a config.json's dict (its model_type's class)."""
+    kind = data.get("model_type")
+    if not isinstance(kind, str) or kind not in transformers.CONFIG_MAPPING:
+        raise LookupError(kind)
+    values = {k: v for k, v in data.items() if k != "model_type"}
+    return transformers.CONFIG_MAPPING[kind].from_dict(values)
+
+
+TASKS = (
+    ("causal-lm", "AutoModelForCausalLM"),
+    ("masked-lm", "AutoModelForMaskedLM"),
+    ("seq2seq", "AutoModelForSeq2SeqLM"),
+    ("speech-seq2seq", "AutoModelForSpeechSeq2Seq"),
+    ("ctc", "AutoModelForCTC"),
+    ("image-classification", "AutoModelForImageClassification"),
+)
+"""The tasks a configuration's model is built for when its `architectures` names no class
+transformers has, in this order (the first Auto class that knows its model_type)."""
+
+AUTO_MAPS = {
+    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+    "seq2seq": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "speech-seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+    "ctc": "MODEL_FOR_CTC_MAPPING_NAMES",
+    "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+}
+
+
+def classes(task: str) -> dict[str, str]:
+    """model_type -> the class transformers builds for `task` (its Auto class's table)."""
+    from transformers.models.auto import modeling_auto
+
+    return dict(getattr(modeling_auto, AUTO_MAPS[task]))
+
+
+def named_class(name: str) -> Any:
+    """The class transformers exports under `name` (None: none)."""
+    cls = getattr(transformers, name, None)
+    return cls if isinstance(cls, type) else None
+
+
+def default_config(model_type: str) -> Any:
+    """The configuration class's defaults for `model_type` (AutoConfig.for_model)."""
+    return transformers.AutoConfig.for_model(model_type)
+
+
+def model_class(config: Any) -> Any:
+    """The class to build: the first of `architectures` transformers defines, else the first task
+    whose Auto class knows the model_type (TASKS)."""
+    for name in getattr(config, "architectures", None) or ():
+        cls = getattr(transformers, str(name), None)
+        if isinstance(cls, type):
+            return cls
+    for task, _ in TASKS:
+        name = classes(task).get(config.model_type)
+        if name and isinstance(getattr(transformers, name, None), type):
+            return getattr(transformers, name)
+    raise LookupError(
+        f"transformers {VERSION} has no causal-LM, masked-LM, seq2seq, speech or vision class for it"
+    )
+
+
+def build(config: Any, cls: Any = None) -> Any:
+    """The model on the meta device: no weight allocated. Eager attention (its two matmuls and
+    softmax, each counted) and batched_mm experts (one bmm per projection over the tokens x top_k
+    routed rows: the balanced count, and one FlopCounterMode counts; the grouped_mm kernel has no
+    flop formula)."""
+    cls = cls or model_class(config)
+    config._attn_implementation = "eager"
+    if getattr(cls, "_can_set_experts_implementation", None) and cls._can_set_experts_implementation():
+        config._experts_implementation = "batched_mm"
+    with torch.device("meta"), _quiet():
+        model = cls._from_config(config, torch_dtype=torch.float32)
+    model.train(False)
+    for each in (model.config, *(getattr(model.config, k, None) for k in ("text_config", "decoder"))):
+        if each is not None and hasattr(each, "use_cache"):
+            each.use_cache = False  # a training step keeps no key/value cache
+    return model
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    level = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(level)
+
+
+def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) -> dict[str, Any]:
+    """The model's inputs of `batch` samples on meta: `sequence` token ids (and `targets` decoder
+    ids for an encoder-decoder), or its images (image_size square, num_channels) or audio."""
+    config = model.config
+    name = getattr(model, "main_input_name", "input_ids")
+    meta = torch.device("meta")
+    if name == "pixel_values":
+        vision = getattr(config, "vision_config", None) or config
+        size = getattr(vision, "image_size", 224)
+        size = (
+            size if isinstance(size, int) else size[0] if isinstance(size, list | tuple) else size["height"]
+        )
+        return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), size, size, device=meta)}
+    if name == "input_features":  # Whisper's [batch, mels, frames]
+        parts = [config, *(getattr(config, k, None) for k in ("encoder_config", "audio_config"))]
+        mels = next(
+            (getattr(p, "num_mel_bins", None) for p in parts if getattr(p, "num_mel_bins", None)), None
+        )
+        mels = mels or getattr(config, "input_feat_per_channel", 80)
+        frames = 2 * getattr(config, "max_source_positions", sequence // 2)
+        found = {name: torch.zeros(batch, mels, frames, device=meta)}
+    elif name == "input_values":
+        found = {name: torch.zeros(batch, 16000, device=meta)}
+    else:
+        found = {name: torch.zeros(batch, sequence, dtype=torch.long, device=meta)}
+    if getattr(config, "is_encoder_decoder", False):
+        found["decoder_input_ids"] = torch.zeros(batch, targets or sequence, dtype=torch.long, device=meta)
+    return found
+
+
+def record(model: Any, given: Mapping[str, Any]) -> Recorded:
+    """One forward of `model` on `given` (meta tensors), op by op."""
+    named = dict(model.named_parameters(remove_duplicate=False))
+    first: dict[int, str] = {}
+    owners: dict[str, str] = {}
+    for key, p in named.items():
+        owners[key] = first.setdefault(id(p), key)
+    params = {id(p): first[id(p)] for p in named.values()}
+    modules = []
+    for path, module in model.named_modules():
+        own = tuple(
+            (f"{path}.{n}" if path else n, tuple(p.shape)) for n, p in module.named_parameters(recurse=False)
+        )
+        causal = getattr(module, "is_causal", None)
+        modules.append(
+            Module(
+                path,
+                type(module).__name__,
+                own,
+                not any(True for _ in module.children()),
+                causal if isinstance(causal, bool) else None,
+            )
+        )
+    blocks = _blocks(model)
+    stack = [""]
+    recorder = _Recorder(stack, params, given)
+    with _hooks(model, stack), torch.no_grad(), recorder:
+        _forward(model, given)
+    total = sum(p.numel() for p in model.parameters())
+    shapes = {k: tuple(v.shape) for k, v in given.items()}
+    return Recorded(type(model).__name__, recorder.ops, modules, owners, total, shapes, blocks)
+
+
+def _blocks(model: Any) -> list[str]:
+    """The paths of the model's block lists: the ModuleLists its pipeline plan names
+    (base_model_pp_plan: gpt-oss's `layers`, the stage boundaries transformers cuts at), else
+    every ModuleList of ...Layer or ...Block modules (an encoder's, a decoder's)."""
+    plan = getattr(model.config, "base_model_pp_plan", None) or {}
+    lists = [(path, m) for path, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m)]
+    planned = [p for p, _ in lists if any(p == key or p.endswith("." + key) for key in plan)]
+    if planned:
+        return planned
+    ends = ("Layer", "Block", "DecoderLayer", "EncoderLayer")
+    return [p for p, m in lists if type(m[0]).__name__.endswith(ends)]
+
+
+def _forward(model: Any, given: Mapping[str, Any]) -> Any:
+    """One training-time forward: no key/value cache (use_cache=False where the model takes it)."""
+    extra = {"use_cache": False} if "use_cache" in _forward_args(model) else {}
+    return model(**given, **extra)
+
+
+def _forward_args(model: Any) -> set[str]:
+    import inspect
+
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def tp_plan(config: Any) -> dict[str, str]:
+    """The configuration's tensor-parallel plan (base_model_tp_plan; its text configuration's for a
+    multimodal one), {} where it has none."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    plan = getattr(config, "base_model_tp_plan", None) or getattr(text, "base_model_tp_plan", None)
+    return {str(k): str(v) for k, v in (plan or {}).items()}
+
+
+def count_forward(model: Any, given: Mapping[str, Any]) -> int:
+    """FlopCounterMode's own count of one forward on `given`: the independent check."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter, _Scalars():  # grad on: its module tracker hooks it
+        _forward(model, given)
+    return int(counter.get_total_flops())
+
+
+def count_step(model: Any, given: Mapping[str, Any]) -> tuple[int, int]:
+    """FlopCounterMode's counts of one training step's forward and backward (the backward from the
+    sum of the model's first output): the totals, which it gets right where its attribution of the
+    backward to modules is off."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter, _Scalars():
+        out = _forward(model, given)
+        forward = int(counter.get_total_flops())
+        first = next(
+            t
+            for t in _flat(out.to_tuple() if hasattr(out, "to_tuple") else out)
+            if isinstance(t, torch.Tensor)
+        )
+        first.float().sum().backward()
+    return forward, int(counter.get_total_flops()) - forward
