@@ -312,6 +312,7 @@ def _cached_extract(
     full_hash: bool = False,
     vocabulary_multiple: int = 1,
     per_expert: bool = False,
+    tensor: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """pipeline.extract_checked, once per model: the IR is frozen, and six formats read it."""
     assert file_hash

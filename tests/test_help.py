@@ -236,7 +236,9 @@ def test_every_commands_own_group_names_its_options() -> None:
         assert {n for names in panels.values() for n in names} <= params, name
 
 
-NAMES = {"N", "X", "TEXT", "PATH", "FILE|-", "NAME|FILE", "HOST:PORT"}  # a value's names in --help
+# a value's names in --help; a sweep's own: LIST (1,2,4 or 1:16), PREFIX, FILE, top:K|all|none
+NAMES = {"N", "X", "TEXT", "PATH", "FILE|-", "NAME|FILE", "HOST:PORT"}
+NAMES |= {"LIST", "PREFIX", "FILE", "top:K|all|none"}
 
 
 @pytest.mark.parametrize("command", COMMANDS)

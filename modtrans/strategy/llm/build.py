@@ -50,8 +50,7 @@ def plan(
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
-    transformer = any(u.block is not None for u in units)
-    cuts = partition(weights, layout.chunks, layout.stages, even=transformer)
+    cuts = partition(weights, layout.chunks, layout.stages, even=any(u.block is not None for u in units))
     runs, tied = _tied(units, runs, cuts, grouped, layout)
     unit_chunks = [[i for b in cut for i in grouped[b]] for cut in cuts]
     runs = _buckets(units, runs, unit_chunks, layout, tied)
@@ -64,8 +63,8 @@ def plan(
     rerun = _rerun(units, chunks, layout.recompute)
     mesh = layout.mesh()
 
-    def program(stage: int, outline: bool) -> tuple[Op, ...]:
-        builder = StageProgram(
+    def program(stage: int, outline: bool) -> tuple[Op, ...]:  # ending with the optimizer step
+        return StageProgram(
             stage,
             chunks,
             mesh,
@@ -74,8 +73,7 @@ def plan(
             boundary_bytes=boundary,
             outline=outline,
             update=True,
-        )
-        return builder.build()
+        ).build()
 
     programs = Programs(layout.pp, program)  # each stage's built when a writer reads it
     pipeline_axis = mesh.index(Purpose.PIPELINE)
