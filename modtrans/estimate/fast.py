@@ -11,7 +11,10 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
     with nothing to overlap are sums of their blocks';
   - the pipeline is walked over stages, not ranks (pipeline.py): the schedule's steps, the
     boundary transfers, and each chunk's data-parallel reduction (Megatron's one bucket per
-    buffer, units.bucket_ns; the other frameworks' per-unit collectives) after its last backward.
+    buffer, units.bucket_ns; the other frameworks' per-unit collectives) after its last backward;
+  - each stage ends with its optimizer step, one compute of its units' update times after its
+    last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
+    gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step).
 
 What it leaves out, each small beside a chunk's time: an overlapped collective spilling into the
 next step, DualPipe's F&B pairs (run one after the other), tied weights' swaps between stages.
@@ -87,8 +90,11 @@ def estimate(
         pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
         inside = stage.compute - pure  # the blocking collectives inside the steps
         comm, exposed = stage.comm + inside, stage.after + inside
+        step = _update(sk, cuts, _held(layout, s))  # after everything else: wall and compute grow
         total = held[s].total if s < len(held) else None
-        stages.append(StageTime(s, stage.finish / 1e9, pure / 1e9, comm / 1e9, exposed / 1e9, total))
+        stages.append(
+            StageTime(s, (stage.finish + step) / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total)
+        )
     per_micro = micro_flops(sk, layout.recompute)
     flops = per_micro * layout.micro_batches * per_stage
     tokens = layout.batch * ctx.sequence
@@ -285,6 +291,13 @@ def _swapped(
             after = stage.after + finish - stage.finish
             out[s] = pipeline.Stage(finish, stage.compute, stage.comm + sent[s] - stage.finish, after)
     return out
+
+
+def _update(sk: Skeleton, cuts: Sequence[range], held: Iterable[int]) -> int:
+    """A stage's optimizer step: its chunks' units' update times (StageProgram._optimizer's sum)."""
+    if not sk.update:
+        return 0
+    return sum(sk.update[u] for v in held for b in cuts[v] for u in sk.blocks[b])
 
 
 def _held(layout: Layout, stage: int) -> set[int]:

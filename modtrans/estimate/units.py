@@ -68,6 +68,7 @@ class Skeleton:
     units: tuple[Any, ...]  # the reduced model's Units (strategy/llm/unit.py), for the memory model
     order: tuple[int, ...]  # per block of the full model: its block index in the model
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
+    update: tuple[int, ...] = ()  # per unit: its optimizer step's ns (PhaseTimes.update), once an iteration
     made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
@@ -168,6 +169,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         tuple(units),
         reduced.order,
         ties,
+        tuple(layer.update for layer in plan.layers),
     )
 
 
@@ -185,6 +187,8 @@ def _read(
     for op in program:
         u = op.layer
         if isinstance(op, Compute):
+            if op.step is Step.UPDATE:
+                continue  # once an iteration, every unit's at once: Skeleton.update, per stage
             if op.step is Step.RECOMPUTE:
                 core[u] += op.time
                 rerun[u][0] += op.flops
