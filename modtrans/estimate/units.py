@@ -82,6 +82,7 @@ class UnitCost:
     weight_grad: tuple[Link, ...]  # the weight gradient alone (W)
     tail: int
     after_weight: int  # the backward's time after its weight gradient (input gradient, its collectives)
+    weight_end: int = -1  # the backward's links up to its last weight-gradient compute (its tail's place)
 
 
 def stand_in(layout: Layout) -> Layout:
@@ -284,6 +285,7 @@ def timed(
                 tuple(x for x, w in zip(backward, weight, strict=True) if w),
                 sum(ns(raw) for _, raw in sk.tail[u]),
                 after,
+                len(extra) + last + 1 if last >= 0 else -1,
             )
         )
     return out
