@@ -16,6 +16,7 @@ and MFU derived from them.
     fast.py         one layout's estimate: chunks from per-unit costs, then the pipeline
     units.py        per-unit costs: the reduced model's one-stage plan read back and timed
     reductions.py   Megatron's data-parallel buckets of a chunk, filled once per block and timed
+    lastback.py     a chunk's last backward walked: its tails, the send and its buckets on the lane
     pipeline.py     the pipeline over stages: the schedule's steps as a recurrence, not an event walk
     memory.py       the fast tier's memory per stage: strategy/llm/memory.py on the full model's units
     reduced.py      a model reduced to its layers outside the blocks and one block of each shape

@@ -11,7 +11,11 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
     with nothing to overlap are sums of their blocks';
   - the pipeline is walked over stages, not ranks (pipeline.py): the schedule's steps, the
     boundary transfers, and each chunk's data-parallel reduction (Megatron's one bucket per
-    buffer, units.bucket_ns; the other frameworks' per-unit collectives) after its last backward.
+    buffer, reductions.bucket_times; the other frameworks' per-unit collectives) after its last
+    backward, which lastback.py walks with the units' tail collectives;
+  - each stage ends with its optimizer step, one compute of its units' update times after its
+    last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
+    gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step).
 
 What it leaves out, each small beside a chunk's time: an overlapped collective spilling into the
 next step, DualPipe's F&B pairs (run one after the other), tied weights' swaps between stages.
@@ -27,6 +31,7 @@ from typing import Any
 from modtrans.estimate import pipeline
 from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.context import context
+from modtrans.estimate.lastback import last_backward
 from modtrans.estimate.memory import per_stage as memory_of
 from modtrans.estimate.reductions import bucket_times, fill, tied_fill, tied_ns
 from modtrans.estimate.result import Estimate, StageTime, combine
@@ -47,11 +52,12 @@ from modtrans.plan.model import Purpose, Recompute, Schedule
 from modtrans.simulate.network import Network
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import partition
-from modtrans.strategy.schedule import virtual_stage
+from modtrans.strategy.schedule import WGRAD, virtual_stage
 
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
-# forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the rest
-Chunk = tuple[int, int, int, int, int, int, int]
+# forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
+# rest; what the tails add to the chunk's last backward (or weight gradient)
+Chunk = tuple[int, int, int, int, int, int, int, int]
 
 
 def estimate(
@@ -69,9 +75,10 @@ def estimate(
     ctx = context(model, device, training)
     fabric = Fabric.of(sized(network, layout.npus))
     sk = skeleton_of(ctx, layout)
-    chunks, cuts = _chunks(sk, layout, fabric)
+    plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, layout.chunks)
+    split = any(step[1] == pipeline.KINDS[WGRAD] for step in plan[2])  # zero bubble's W last
+    chunks, cuts = _chunks(sk, layout, fabric, split)
     held = memory_of(ctx, sk, layout, cuts)
-    plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, len(chunks))
     per_stage = layout.npus // layout.pp
 
     def transfer_ns(src: int, dst: int, size: int) -> int:
@@ -80,27 +87,31 @@ def estimate(
     def send_ns(src: int, dst: int) -> int:
         return transfer_ns(src, dst, sk.boundary)
 
-    ran = pipeline.run(plan, chunks, [(c[5], c[6]) for c in chunks], send_ns)
+    ran = pipeline.run(plan, chunks, [(c[5], c[6], c[7]) for c in chunks], send_ns)
     ran = _swapped(ran, _ties(sk, layout, len(chunks)), transfer_ns)
     stages = []
     for s, stage in enumerate(ran):
         pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
         inside = stage.compute - pure  # the blocking collectives inside the steps
         comm, exposed = stage.comm + inside, stage.after + inside
+        step = _update(sk, cuts, _held(layout, s))  # after everything else: wall and compute grow
         total = held[s].total if s < len(held) else None
-        stages.append(StageTime(s, stage.finish / 1e9, pure / 1e9, comm / 1e9, exposed / 1e9, total))
+        stages.append(
+            StageTime(s, (stage.finish + step) / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total)
+        )
     per_micro = micro_flops(sk, layout.recompute)
     flops = per_micro * layout.micro_batches * per_stage
     tokens = layout.batch * ctx.sequence
     return combine(tuple(stages), npus=layout.npus, flops=flops, tokens=tokens, peak_flops=ctx.peak_flops)
 
 
-def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> tuple[list[Chunk], list[range]]:
+def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric, split: bool) -> tuple[list[Chunk], list[range]]:
     """Per chunk (P x V, in pipeline order): one micro-batch's forward, backward, input-gradient and
     weight-gradient ns, its compute alone, and its data-parallel reduction's first collective and
-    the rest (ns)."""
+    the rest, and what the tails add to its last backward (ns); `split`: the schedule ends a
+    chunk with its weight gradient alone."""
     mesh = layout.mesh()
-    key = ("timed", mesh, fabric, layout.recompute, layout.zero)
+    key = ("timed", mesh, fabric, layout.recompute, layout.zero, split)
     found = sk.made.get(key)
     if found is None:
         groups: dict[frozenset[Purpose], tuple[int, ...]] = {}
@@ -129,7 +140,7 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric) -> tuple[list[Chunk], 
         chunk = made.get((cut.start, cut.stop, last))
         if chunk is None:
             chunk = made[cut.start, cut.stop, last] = _chunk(
-                sk, costs, blocks, fills, members, cut, last, layout, fabric
+                sk, costs, blocks, fills, members, cut, last, layout, fabric, split
             )
         out.append(chunk)
     return out, cuts
@@ -145,49 +156,44 @@ def _chunk(
     last: bool,
     layout: Layout,
     fabric: Fabric,
+    split: bool,
 ) -> Chunk:
     """One chunk's times (made once per cut of the same units on the same groups)."""
     parts = [sk.blocks[b] for b in cut]
     if all(blocks[p][6] for p in parts):
         sums = [sum(blocks[p][k] for p in parts) for k in range(5)]
-        t = c = 0
-        for p in reversed(parts):  # each block's tails after its backward, beside the next's
-            t += blocks[p][1]
-            c = max(c, t) + blocks[p][5] if blocks[p][5] else c
-        tails = max(c - t, 0)
     else:
         sums = [*_chain(sk, costs, parts, layout.recompute), sum(blocks[p][4] for p in parts)]
-        tails = _spill(sk, costs, parts, layout.recompute)
     chunk_fills = [fills[p] for p in reversed(parts)]
+    tied = 0
     if last:  # the copy of a tied weight: reduced with this stage's
-        tails += sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
+        tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, layout.zero) for t in sk.ties]
-    before, after = pipeline.reduction(_buckets(sk, costs, parts, chunk_fills, layout, fabric, members))
-    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tails)
+    buckets = _buckets(sk, parts, chunk_fills, layout, fabric, members)
+    done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets)
+    late = done - sums[3 if split else 1]
+    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late)
 
 
 def _buckets(
     sk: Skeleton,
-    costs: Sequence[UnitCost],
     parts: Sequence[tuple[int, ...]],
     fills: Sequence[Any],
     layout: Layout,
     fabric: Fabric,
     members: Any,
-) -> list[tuple[int, list[int]]]:
-    """Per buffer, when its bucket is ready (its first unit's last weight gradient, ns before the
-    chunk's backward ends) and its collectives, the latest ready first (program.py's tail order)."""
+) -> dict[int, list[int]]:
+    """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
+    in it) and the bucket's collectives."""
     times = bucket_times(fills, layout.zero, fabric, members)
-    out = []
-    behind = 0  # the backward after this unit's: the units before it in the chunk
+    out = {}
     for u in (u for p in parts for u in p):
         if not times:
             break
         buffer = sk.buffers[u]
         if sk.shards[u] is not None and buffer in times:
-            out.append((-(behind + costs[u].after_weight), times.pop(buffer)))
-        behind += sum(ns for kind, ns in costs[u].backward if kind != OVERLAPPED)
-    return sorted(out, key=lambda item: -item[0])
+            out[u] = times.pop(buffer)
+    return out
 
 
 def _block(
@@ -220,23 +226,6 @@ def _chain(
         )
 
     return forward, backward("backward"), backward("input_grad"), backward("weight_grad")
-
-
-def _spill(
-    sk: Skeleton, costs: Sequence[UnitCost], parts: Sequence[tuple[int, ...]], rerun: Recompute
-) -> int:
-    """The last backward's communication after its compute: what overlapped collectives and the
-    units' tails (each after its weight gradient) leave on the lane."""
-    links: list[Link] = []
-    for p in reversed(parts):
-        if rerun is Recompute.FULL:
-            links += rerun_links(sk, costs, p)
-        for u in reversed(p):
-            links += costs[u].backward
-            if costs[u].tail:
-                links.append((OVERLAPPED, costs[u].tail))
-    t, c = _lanes(links)
-    return max(c - t, 0)
 
 
 def _reversed(costs: Sequence[UnitCost], block: tuple[int, ...], attr: str) -> list[Link]:
@@ -285,6 +274,13 @@ def _swapped(
             after = stage.after + finish - stage.finish
             out[s] = pipeline.Stage(finish, stage.compute, stage.comm + sent[s] - stage.finish, after)
     return out
+
+
+def _update(sk: Skeleton, cuts: Sequence[range], held: Iterable[int]) -> int:
+    """A stage's optimizer step: its chunks' units' update times (StageProgram._optimizer's sum)."""
+    if not sk.update:
+        return 0
+    return sum(sk.update[u] for v in held for b in cuts[v] for u in sk.blocks[b])
 
 
 def _held(layout: Layout, stage: int) -> set[int]:

@@ -5,12 +5,14 @@ tier stands for, without its event queue.
 A stage runs its steps in order, one compute at a time; a step waits for its input (the
 activation, or the gradient, from the stage holding the neighbouring virtual stage) and starts
 when both are there: start = max(the stage's previous step's end, the input's arrival). After a
-step, the stage's communication lane takes, in order, the first collective of the chunk's
-reduction (after the chunk's last backward), the send of the step's output and the rest of the
-reduction (their nodes come after the send's: the workload layer issues ready nodes by id), each
-when the lane is free; a send arrives when it ends. The lane runs beside the next steps' compute
-(walk.py: one collective or send at a time, beside the compute). Steps whose input never comes
-mean schedules that wait for each other for ever (EstimateError).
+step, the stage's communication lane takes, in order, what it holds before the send (after the
+chunk's last backward: lastback.py walks it, its tail collectives and the buckets ready while
+the lane was free), the send of the step's output and the rest of the reduction (their nodes come
+after the send's: the workload layer issues ready nodes by id), each when the lane is free; a
+send arrives when it ends. The chunk's last backward takes what its tails add to it. The lane
+runs beside the next steps' compute (walk.py: one collective or send at a time, beside the
+compute). Steps whose input never comes mean schedules that wait for each other for ever
+(EstimateError).
 """
 
 from __future__ import annotations
@@ -109,12 +111,12 @@ def _row(schedule: Schedule, s: int, stages: int, micro_batches: int, vpp: int, 
 def run(
     plan: Plan,
     times: Sequence[Sequence[int]],
-    reductions: Sequence[tuple[int, int]],
+    reductions: Sequence[tuple[int, int, int]],
     send_ns: Callable[[int, int], int],
 ) -> list[Stage]:
     """Each stage's finish, compute and communication: `times[v][kind]` a step of virtual stage v,
-    `reductions[v]` its chunk's reduction (the first collective, the rest), `send_ns(src, dst)` a
-    boundary transfer's."""
+    `reductions[v]` its chunk's reduction (the first collective, the rest) and what the tail
+    collectives add to its last step, `send_ns(src, dst)` a boundary transfer's."""
     count, keys, order = plan
     arrival = [0] * keys
     clock = [0] * count  # the end of the stage's last step
@@ -129,13 +131,15 @@ def run(
             if arrived > t:
                 t = arrived
         step = times[v][kind]
+        if reduce:
+            step += reductions[v][2]
         t += step
         busy[s] += step
         if reduce or send >= 0:
             c = lane[s]
             rest = 0
             if reduce:
-                first, rest = reductions[v]
+                first, rest, _ = reductions[v]
                 if first:
                     c = (c if c > t else t) + first
                     talk[s] += first
@@ -150,26 +154,3 @@ def run(
             lane[s] = c
         clock[s] = t
     return [Stage(max(clock[s], lane[s]), busy[s], talk[s], max(lane[s] - clock[s], 0)) for s in range(count)]
-
-
-def reduction(tails: Sequence[tuple[int, Sequence[int]]]) -> tuple[int, int]:
-    """The last backward's reductions around its send, as the lane takes them: `tails` per
-    bucket its ready time (ns before the step's end, <= 0) and its collectives (each waits for the
-    one before), in the order the program emits them (program.py: the unit whose weight gradient
-    ends last first). The lane takes the lowest-numbered node ready when it frees (the send, ready
-    at the step's end, is numbered below them all). Returns when the send can start after the
-    step's end, and the lane's work left after the send."""
-    ready = [r for r, times in tails if times]
-    left = [list(times) for _, times in tails if times]
-    clock = min(ready, default=0)
-    while left and clock < 0:
-        now = [k for k in range(len(left)) if ready[k] <= clock]
-        if not now:
-            clock = min(min(ready), 0)
-            continue
-        k = now[0]
-        clock += left[k].pop(0)
-        ready[k] = clock
-        if not left[k]:
-            del ready[k], left[k]
-    return max(clock, 0), sum(sum(times) for times in left)

@@ -68,6 +68,7 @@ class Skeleton:
     units: tuple[Any, ...]  # the reduced model's Units (strategy/llm/unit.py), for the memory model
     order: tuple[int, ...]  # per block of the full model: its block index in the model
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
+    update: tuple[int, ...] = ()  # per unit: its optimizer step's ns (PhaseTimes.update), once an iteration
     made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
@@ -81,6 +82,7 @@ class UnitCost:
     weight_grad: tuple[Link, ...]  # the weight gradient alone (W)
     tail: int
     after_weight: int  # the backward's time after its weight gradient (input gradient, its collectives)
+    weight_end: int = -1  # the backward's links up to its last weight-gradient compute (its tail's place)
 
 
 def stand_in(layout: Layout) -> Layout:
@@ -168,6 +170,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         tuple(units),
         reduced.order,
         ties,
+        tuple(layer.update for layer in plan.layers),
     )
 
 
@@ -185,6 +188,8 @@ def _read(
     for op in program:
         u = op.layer
         if isinstance(op, Compute):
+            if op.step is Step.UPDATE:
+                continue  # once an iteration, every unit's at once: Skeleton.update, per stage
             if op.step is Step.RECOMPUTE:
                 core[u] += op.time
                 rerun[u][0] += op.flops
@@ -280,6 +285,7 @@ def timed(
                 tuple(x for x, w in zip(backward, weight, strict=True) if w),
                 sum(ns(raw) for _, raw in sk.tail[u]),
                 after,
+                len(extra) + last + 1 if last >= 0 else -1,
             )
         )
     return out

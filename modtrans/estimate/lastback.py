@@ -1,0 +1,80 @@
+"""A chunk's last backward on its two lanes, for the fast tier: its chain, each unit's tail
+collectives as its weight gradient readies them, then the send of the input gradient and the
+chunk's data-parallel buckets, as walk.py would run them in program.py's node order. What the
+lane holds there decides whether a bucket or the send goes first, and how long the backward's
+blocking collectives wait: with a per-hop latency (a preset's 5.6 us) neither is negligible."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from modtrans.estimate.units import BLOCKING, CHAIN, Link, Skeleton, UnitCost, rerun_links
+from modtrans.plan.model import Recompute
+
+
+def last_backward(
+    sk: Skeleton,
+    costs: Sequence[UnitCost],
+    parts: Sequence[tuple[int, ...]],
+    rerun: Recompute,
+    split: bool,
+    buckets: dict[int, list[int]],
+) -> tuple[int, int, int]:
+    """The chunk's last backward (its weight gradient alone where the schedule splits it): the
+    chain's end, when the send can start after it, and the lane's work left after the send (ns).
+
+    The lane takes what is ready in node order (walk.py, the workload layer's issue order): a
+    unit's tails are numbered inside the step, before the chain's next collectives, and run as
+    they come; the send follows the chain; the buckets come after it (the tail section, the unit
+    done last first), so a bucket gets the lane only where it idles: in a gap of the chain, or
+    at its end before the send is ready; a bucket's next collective is ready when the one before
+    ends (the send, ready then too, goes first). The unit done last is numbered first."""
+    kind = "weight_grad" if split else "backward"
+    links: list[Link] = []
+    ready: dict[int, int] = {}  # per unit with a bucket: the link index its weight gradient ends at
+    for p in reversed(parts):
+        if rerun is Recompute.FULL and not split:
+            links += rerun_links(sk, costs, p)
+        for u in reversed(p):
+            own = list(getattr(costs[u], kind))
+            at = costs[u].weight_end if not split and costs[u].weight_end >= 0 else len(own)
+            if costs[u].tail:  # after the unit's last weight-gradient compute, left to overlap
+                own.insert(at, (-1, costs[u].tail))
+            if u in buckets:  # a block's units repeat: the chunk's first block holds the bucket's
+                ready[u] = len(links) + at
+            links += own
+    marks = {k: u for u, k in ready.items()}
+    pending: list[tuple[int, int, list[int]]] = []  # (ready ns, order, its collectives' ns)
+    t = c = 0
+    for k, (what, ns) in enumerate(links):
+        if k in marks:
+            pending.append((t, -k, list(buckets[marks[k]])))
+        if what == CHAIN:
+            t += ns
+            continue
+        c = _idle(pending, c, t)
+        if what == BLOCKING:
+            t = c = max(t, c) + ns
+        else:  # overlapped, or a tail
+            c = max(t, c) + ns
+    if len(links) in marks:
+        pending.append((t, -len(links), list(buckets[marks[len(links)]])))
+    c = _idle(pending, c, t)
+    send = max(t, c)
+    return t, send - t, sum(sum(times) for _, _, times in pending)
+
+
+def _idle(pending: list[tuple[int, int, list[int]]], lane: int, until: int) -> int:
+    """Buckets' collectives run where the lane idles before `until` (the next item's ready time),
+    the one ready first first, ties in node order; returns when the lane is free."""
+    while pending:
+        k = min(range(len(pending)), key=lambda i: (max(pending[i][0], lane), pending[i][1]))
+        start, order, times = pending[k]
+        if max(start, lane) >= until:
+            break
+        lane = max(start, lane) + times[0]
+        if len(times) > 1:
+            pending[k] = (lane, order, times[1:])
+        else:
+            del pending[k]
+    return lane
