@@ -268,6 +268,22 @@ def test_the_keyed_header_is_what_lark_reads(data: st.DataObject) -> None:
         assert full_reader.diagnostics == []
 
 
+def test_a_list_count_past_the_line_goes_to_lark_which_reports_it() -> None:
+    """A list key's count is how many values follow (`checkpoints: 2 0 9`). A count larger than
+    the tokens left, up to 2^31 - 1 (a fuzzed real file had `checkpoints: 150994944`), is not
+    read by the keyed path, which once walked every one of them (a 4 KiB file took a minute):
+    lark's path reads the line and reports it, on the header's line."""
+    lists = [k.key for k in vocabulary.HEADER_KEYS if k.kind == "list"]
+    assert lists
+    for key in lists:
+        for count in (1, 2, 2**31 - 1):
+            line = f"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 {key} {count}"
+            assert _keyed_header(1, line, "\n", (), 0) is None, line
+            result = parse(line + "\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n")
+            assert result.diagnostics, line
+            assert all(d.span is not None and d.span.line == 1 for d in result.diagnostics), line
+
+
 def test_the_keyed_header_reads_simai_text_as_written() -> None:
     """What the writer makes of every real SimAI or AICB header (the corpus, canonically) and of a
     translation's is read by the keyed path, not lark's."""

@@ -252,7 +252,7 @@ def _keyed_header(lineno: int, content: str, eol: str, before: tuple[str, ...], 
         count = 1
         if key.kind == "list":
             listed = _strict_value(tokens, at + 1)
-            if listed is None:
+            if listed is None or at + 1 + listed >= len(tokens):  # a count past the line's tokens
                 return None
             count = listed + 1
         found = [_strict_value(tokens, at + i) for i in range(1, count + 1)]
