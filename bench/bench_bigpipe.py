@@ -29,18 +29,12 @@ import tempfile
 from pathlib import Path
 
 from children import run  # bench/children.py: the script's own folder is on sys.path
+from configs import megatron_gpt  # bench/configs.py
 
 GPT3 = {  # name: (layers, hidden, heads, pipeline ranks, virtual stages)
     "gpt3-530b": (105, 20480, 128, 35, 3),
     "gpt3-1t": (128, 25600, 160, 64, 2),
 }
-
-
-def _config(layers: int, hidden: int, heads: int) -> dict[str, object]:
-    return {
-        "model_type": "gpt2", "n_embd": hidden, "n_layer": layers, "n_head": heads,
-        "n_positions": 2048, "vocab_size": 51200, "torch_dtype": "float16",
-    }  # fmt: skip
 
 
 def main() -> None:
@@ -55,7 +49,7 @@ def main() -> None:
         dense = run([*modtrans, "translate", "llama-3-70b", *layout, "-o", str(folder / "l")])
         for name, (layers, hidden, heads, pp, vpp) in GPT3.items():
             config = folder / f"{name}.json"
-            config.write_text(json.dumps(_config(layers, hidden, heads)))
+            config.write_text(json.dumps(megatron_gpt(layers, hidden, heads, dropout=None)))
             batches = pp if quick else 8 * pp  # Table 3: global batch 280 and 512, micro-batch 1
             args = [
                 *modtrans, "translate", str(config), "--tp", "8", "--pp", str(pp), "--vpp", str(vpp),

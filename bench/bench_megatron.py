@@ -34,7 +34,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-VOCAB, SEQUENCE = 51_200, 2_048
+from configs import (  # bench/configs.py: the script's folder is on sys.path
+    SEQUENCE,
+    VOCAB,
+    megatron_gpt,
+    written,
+)
 
 
 @dataclass(frozen=True)
@@ -68,21 +73,7 @@ MORE = (
 
 
 def _config(run: Run, folder: Path) -> Path:
-    """A GPT-2-architecture configuration of the run's model (Megatron-LM's GPT: learned positions,
-    LayerNorm, GeLU MLP of 4h, tied output layer), trained in fp16."""
-    path = folder / f"gpt-{run.billions}b.json"
-    config = {
-        "model_type": "gpt2",
-        "n_embd": run.hidden,
-        "n_layer": run.layers,
-        "n_head": run.heads,
-        "n_positions": SEQUENCE,
-        "vocab_size": VOCAB,
-        "torch_dtype": "float16",
-        "attn_pdrop": 0.1,
-    }
-    path.write_text(json.dumps(config), encoding="utf-8")
-    return path
+    return written(megatron_gpt(run.layers, run.hidden, run.heads), folder / f"gpt-{run.billions}b.json")
 
 
 def _modtrans(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:

@@ -44,7 +44,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-VOCAB, SEQUENCE = 51_200, 2_048
+from configs import (  # bench/configs.py: the script's folder is on sys.path
+    SEQUENCE,
+    megatron_gpt,
+    written,
+)
 
 
 @dataclass(frozen=True)
@@ -74,14 +78,7 @@ RUNS = (  # Korthikanti et al. 2022, Tables 3 and 5
 
 
 def _config(run: Run, folder: Path) -> Path:
-    """A GPT-2-architecture configuration (Megatron-LM's GPT), as bench_megatron.py writes them."""
-    path = folder / f"gpt-{run.name}.json"
-    config = {
-        "model_type": "gpt2", "n_embd": run.hidden, "n_layer": run.layers, "n_head": run.heads,
-        "n_positions": SEQUENCE, "vocab_size": VOCAB, "torch_dtype": "float16", "attn_pdrop": 0.1,
-    }  # fmt: skip
-    path.write_text(json.dumps(config), encoding="utf-8")
-    return path
+    return written(megatron_gpt(run.layers, run.hidden, run.heads), folder / f"gpt-{run.name}.json")
 
 
 def _modtrans(*args: str) -> subprocess.CompletedProcess[str]:
