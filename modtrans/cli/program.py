@@ -30,29 +30,27 @@ class App(typer.Typer):
         return lambda function: register(labelled(function))
 
 
-class Command(TyperCommand):
-    """A command whose options --help lists in groups and whose values convert.py converts."""
+class _Plain:
+    """What a command and a group share: values convert.py converts (plain()), and the help
+    option flag() makes."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         plain(self)
 
     def get_help_option(self, ctx: Any) -> Any:
-        return flag(super().get_help_option(ctx))
+        return flag(super().get_help_option(ctx))  # type: ignore[misc]
+
+
+class Command(_Plain, TyperCommand):
+    """A command whose options --help lists in groups and whose values convert.py converts."""
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _grouped(self, ctx, formatter)
 
 
-class Program(TyperGroup):
+class Program(_Plain, TyperGroup):
     """A group (the program, zoo, cost) that says a usage error on one line."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        plain(self)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        return flag(super().get_help_option(ctx))
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _grouped(self, ctx, formatter, panels=False)  # a group's options are its own: no help groups
