@@ -18,14 +18,20 @@ from modtrans.plan.sizes import Consumer, written
 from modtrans.simulate.network import Network
 
 
-def actors(plan: Plan, fabric: Fabric, tick_ns: float = 1.0) -> list[list[Node]]:
-    """One actor per program of the plan: its first rank's nodes."""
+def actors(
+    plan: Plan, fabric: Fabric, tick_ns: float = 1.0, flops: list[int] | None = None
+) -> list[list[Node]]:
+    """One actor per program of the plan: its first rank's nodes; `flops`, where given, gets each
+    program's FLOPs, read while the program is built (a big plan keeps only its latest few:
+    plan/programs.py)."""
     firsts: dict[int, int] = {}
     for rank, p in enumerate(plan.program_of):
         firsts.setdefault(p, rank)
     out = []
     for p in range(len(plan.programs)):
         out.append(_nodes(plan, p, firsts[p], fabric, tick_ns))
+        if flops is not None:
+            flops.append(sum(op.flops for op in plan.programs[p] if isinstance(op, Compute)))
     return out
 
 
@@ -79,7 +85,8 @@ def estimate(
     if net.dims and _product(net.dims) != plan.npus:
         raise EstimateError(f"the network holds {_product(net.dims)} NPUs, the plan {plan.npus}")
     fabric = Fabric.of(net)
-    lanes = walk(actors(plan, fabric, tick_ns))
+    flops_of: list[int] = []
+    lanes = walk(actors(plan, fabric, tick_ns, flops_of))
     stage_of: dict[int, int] = {}
     count: dict[int, int] = {}
     pipeline = _pipeline_axis(plan)
@@ -97,11 +104,7 @@ def estimate(
         stage_time(s, lanes[p], memory[s].total if s < len(memory) else None)
         for s, p in sorted(by_stage.items())
     )
-    flops = sum(
-        count[p] * sum(op.flops for op in program if isinstance(op, Compute))
-        for p, program in enumerate(plan.programs)
-        if p in count
-    )
+    flops = sum(count[p] * flops_of[p] for p in count)
     return combine(stages, npus=plan.npus, flops=flops, tokens=tokens, peak_flops=peak_flops)
 
 
