@@ -1,8 +1,8 @@
 """Per-stage memory for the fast tier: strategy/llm/memory.py's model (weights, gradients, optimizer
 state and activations of one rank of each stage), as build.py gives it the plan, without the plan:
-each reduced unit's state taken once (memory._state) and counted as often as its block repeats in
+each reduced unit's state taken once (memory.unit_state) and counted as often as its block repeats in
 the stage, the activations of the stage's blocks by their indices in the full model
-(memory._activations, the transformer's dimensions read off the full model's IR)."""
+(memory.activation_bytes, the transformer's dimensions read off the full model's IR)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from modtrans.strategy.schedule import holders
 
 def per_stage(ctx: Context, sk: Skeleton, layout: Layout, cuts: Sequence[range]) -> tuple[StageMemory, ...]:
     """One rank's memory per pipeline stage of `layout`, the full model's blocks cut into `cuts`."""
-    from modtrans.strategy.llm.memory import _activations, _state
+    from modtrans.strategy.llm.memory import activation_bytes, unit_state
 
     d = _dims(ctx, layout)
     held = [holders(layout.schedule, v, layout.pp) for v in range(len(cuts))]
@@ -31,11 +31,11 @@ def per_stage(ctx: Context, sk: Skeleton, layout: Layout, cuts: Sequence[range])
             if i not in states:
                 u = sk.units[i]
                 ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.gradient_ranks
-                states[i] = _state(u, layout, ranks)
+                states[i] = unit_state(u, layout, ranks)
             for k in range(4):
                 total[k] += n * states[i][k]
         ends = (p in held[0], p in held[-1])
-        activations = _activations(layout, d, p, blocks, ends) if d is not None else 0
+        activations = activation_bytes(layout, d, p, blocks, ends) if d is not None else 0
         elements, weights, grads, optimizer = (int(x) for x in total)
         out.append(StageMemory(elements, weights, grads, optimizer, int(activations)))
     return tuple(out)
@@ -82,7 +82,7 @@ def _dims(ctx: Context, layout: Layout) -> Any:
 
 def _tied(sk: Skeleton, cuts: Sequence[range], held: Sequence[tuple[int, ...]]) -> dict[int, int]:
     """A weight's copy in the last chunk -> its owner in the first, where their stages differ
-    (build._tied's rule; the memory model counts the owner's weight for the copy)."""
+    (build.py's _tied rule; the memory model counts the owner's weight for the copy)."""
     if len(cuts) < 2 or held[0] == held[-1]:
         return {}
     return {t.copy: t.owner for t in sk.ties}

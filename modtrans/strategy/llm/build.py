@@ -46,7 +46,7 @@ def plan(
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
     groups = group(ir, params, dtype_bytes)
-    units = _units(ir, layout, params, dtype_bytes, groups)
+    units = rank_units(ir, layout, params, dtype_bytes, groups)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
@@ -57,7 +57,7 @@ def plan(
     runs = _mirrored(units, runs, layout)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     ways = (layout.tp if layout.sp else 1) * layout.cp  # the sequence's shards a boundary carries one of
-    boundary = [_boundary(units[chunk[-1].index], ways) for chunk in chunks]
+    boundary = [boundary_bytes(units[chunk[-1].index], ways) for chunk in chunks]
     boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
     pipeline = Pipeline(layout.pp, layout.vpp, layout.micro_batches, layout.schedule)
     rerun = _rerun(units, chunks, layout.recompute)
@@ -106,7 +106,7 @@ def plan(
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
 
 
-def _units(
+def rank_units(
     ir: ModelIR,
     layout: Layout,
     params: Params,
@@ -301,8 +301,9 @@ def _skips(units: Sequence[Unit], chunks: Sequence[Sequence[int]], ways: int, ir
     return skips
 
 
-def _boundary(u: Unit, ways: int) -> int:
-    """Bytes of the activation a chunk ending with `u` hands on (its last layer's output)."""
+def boundary_bytes(u: Unit, ways: int) -> int:
+    """Bytes of the activation a chunk ending with `u` hands on (its last layer's output), one of
+    `ways` sequence shards (T under SP, times C): what a pipeline boundary sends."""
     last = u.x.group.members[-1]
     size = last.outputs[0].bytes or 0 if last.outputs else 0
     return -(-size // ways)

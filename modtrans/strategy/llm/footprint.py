@@ -1,7 +1,7 @@
 """Memory per stage of many layouts of one model without building their plans: what a sweep
 (modtrans/sweep/) filters thousands of layouts by. The same formulas as a plan's memory
 (memory.per_stage), fed the same inputs the plan's builder feeds it (build.py): the units a rank
-runs (build._units), Megatron-LM's cut into chunks (stages.partition), the weights tied across
+runs (build.rank_units), Megatron-LM's cut into chunks (stages.partition), the weights tied across
 stages (build.tied_pairs) and the activation dimensions (activations.dims). What does not change
 from one layout to the next is made once and kept: the units of each tensor, context and expert
 split (what memory reads of them, memory.held, summed per block and class), its IR per vocabulary
@@ -37,7 +37,7 @@ not depend on it, and activations.dims takes the micro-batch itself."""
 class _Split:
     """The units of one split as memory.per_stage reads them: per block, the sum of its units'
     Held in each class the formulas treat alike (expert or dense, 16-bit, 32-bit or no counted
-    elements: memory._state is linear within one), and the units a tie names (a copy of a
+    elements: memory.unit_state is linear within one), and the units a tie names (a copy of a
     weight on another stage, or its owner) each an entry of its own."""
 
     units: list[Unit]  # those a tie names
@@ -95,14 +95,14 @@ class Footprint:
         return self._irs[key]
 
     def _split(self, layout: Layout) -> _Split:
-        """The units a rank runs (build._units; its LayoutError kept and raised again), made once
+        """The units a rank runs (build.rank_units; its LayoutError kept and raised again), made once
         per split of the layers: padding, T, SP, C, E, ETP, the framework, ZeRO, the capacity."""
         key: tuple[object, ...] = (layout.vocabulary_multiple, layout.tp, layout.sp, layout.cp, layout.ep)
         key += (layout.etp, layout.framework, layout.zero, layout.capacity_factor, layout.pad_to_capacity)
         found = self._splits.get(key)
         if found is None:
             try:
-                found = _split_of(build._units(self.ir(layout), layout, self._params, self._dtype_bytes))
+                found = _split_of(build.rank_units(self.ir(layout), layout, self._params, self._dtype_bytes))
             except LayoutError as error:
                 found = error
             self._splits[key] = found
@@ -116,7 +116,7 @@ class Footprint:
 
     def check(self, layout: Layout) -> None:
         """LayoutError where the model refuses the layout: its heads, experts or sequence
-        (build._units), its blocks' cut into P x V chunks (stages.partition)."""
+        (build.rank_units), its blocks' cut into P x V chunks (stages.partition)."""
         split = self._split(layout)
         if all(e.block is None for e in split.entries):
             raise LayoutError("the model has no transformer blocks to lay out")
