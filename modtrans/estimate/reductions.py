@@ -65,11 +65,11 @@ def tied_ns(
 ) -> int:
     """The other frameworks' all-reduce of a tied copy's gradient over the data ranks (build.py's _tied)."""
     from modtrans.comm import CommType
-    from modtrans.strategy.llm.unit import DENSE_DATA
+    from modtrans.strategy.llm.degrees import dense_data
 
     if layout.framework is Framework.MEGATRON or layout.gradient_ranks < 2:
         return 0
-    ranks = members(DENSE_DATA)
+    ranks = members(dense_data())
     return fabric.collective_ns(CommType.ALLREDUCE, tie.bytes, ranks) if len(ranks) > 1 else 0
 
 

@@ -119,7 +119,7 @@ def skeleton(ctx: Context, layout: Layout) -> Skeleton:
 def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
     from modtrans.strategy.llm import build
     from modtrans.strategy.llm.buckets import buffer_share  # the one definition of a unit's buffer share
-    from modtrans.strategy.llm.unit import DENSE_DATA
+    from modtrans.strategy.llm.degrees import dense_data
     from modtrans.strategy.roles import LayerRole
 
     options = ctx.options
@@ -139,7 +139,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
     count = len(units)
     read = _read(plan.programs[0], count, bucketed)
     separate = small.ep > 1 or small.expert_tp != small.tp
-    buffers = tuple(u.grads_over if u.role is LayerRole.EXPERT and separate else DENSE_DATA for u in units)
+    buffers = tuple(u.grads_over if u.role is LayerRole.EXPERT and separate else dense_data() for u in units)
     shards = tuple(buffer_share(u, None) if bucketed else None for u in units)
     ways = (small.tp if small.sp else 1) * small.cp
     full = _blocks([u.block for u in units], reduced.stands_for)

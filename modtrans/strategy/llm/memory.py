@@ -174,7 +174,7 @@ def activation_bytes(
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
     if ends[1]:
         total += 4 * sbh * (1 + d.v / d.h) / t
-    return total / layout.cp  # context parallelism: each rank holds its s / C of every tensor
+    return total / layout.sequence_shards  # context parallelism: each rank holds s / C of each tensor
 
 
 def _in_flight(layout: Layout, stage: int) -> float:
