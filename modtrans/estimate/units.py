@@ -92,7 +92,7 @@ def stand_in(layout: Layout) -> Layout:
     dp = experts if bucketed else experts * min(layout.data_ranks // experts, 2)
     return replace(
         layout,
-        npus=layout.tp * layout.cp * dp,
+        npus=layout.beside_data // layout.pp * dp,
         pp=1,
         vpp=1,
         dp=dp,

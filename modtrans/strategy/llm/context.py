@@ -115,5 +115,15 @@ def _kv_bytes(u: Unit, tp: int) -> int:
 
 
 register(
-    Degree("cp", AXIS, optional=True, replica=True, sequence=True, rules=rules, refuses=check, attach=apply)
+    Degree(
+        "cp",
+        AXIS,
+        optional=True,  # no context axis without C: meshes and group ids as before the degree
+        replica=True,  # the dense gradients are reduced over D x C
+        sequence=True,  # each rank runs s / C tokens
+        shards=True,
+        rules=rules,
+        refuses=check,
+        attach=apply,
+    )
 )

@@ -36,6 +36,8 @@ class Degree:
     replica    its ranks hold the same dense weights: the dense gradients are reduced over its
                axis too (Megatron's data-parallel group with context parallelism)
     sequence   its ranks split every micro-batch's sequence: each runs, stores and sends 1 / size
+    shards     it divides each layer's work or weights among its ranks: the units a rank runs
+               depend on its size (tensor, context, expert; not the pipeline's or data's)
     data       the data degree itself (its axis holds the D / E expert-data ranks)
     carved     its ranks come out of the D data ranks (experts), not a factor of N beside them
     size       its axis's ranks for a layout (default: the Layout field)
@@ -48,6 +50,7 @@ class Degree:
     optional: bool = False
     replica: bool = False
     sequence: bool = False
+    shards: bool = False
     data: bool = False
     carved: bool = False
     size: Callable[[Layout], int] | None = None

@@ -47,7 +47,7 @@ from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, TENSOR, TENSOR_EXPER
 from modtrans.strategy.roles import LayerRole, Split
 
 # the expert-parallel degree E: carved from the D data ranks, which hold the same dense weights
-register(Degree("ep", Purpose.EXPERT, replica=True, carved=True))
+register(Degree("ep", Purpose.EXPERT, replica=True, carved=True, shards=True))
 
 
 def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:

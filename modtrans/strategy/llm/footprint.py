@@ -96,8 +96,9 @@ class Footprint:
 
     def _split(self, layout: Layout) -> _Split:
         """The units a rank runs (build.rank_units; its LayoutError kept and raised again), made once
-        per split of the layers: padding, T, SP, C, E, ETP, the framework, ZeRO, the capacity."""
-        key: tuple[object, ...] = (layout.vocabulary_multiple, layout.tp, layout.sp, layout.cp, layout.ep)
+        per split of the layers: padding, every degree that shards them (T, C, E), SP, ETP, the
+        framework, ZeRO, the capacity."""
+        key: tuple[object, ...] = (layout.vocabulary_multiple, layout.sp, *layout.sharding())
         key += (layout.etp, layout.framework, layout.zero, layout.capacity_factor, layout.pad_to_capacity)
         found = self._splits.get(key)
         if found is None:

@@ -53,7 +53,7 @@ def span(tokens: str) -> frozenset[Purpose]:
 @functools.cache
 def ordered(kind: str = "") -> tuple[Degree, ...]:
     """The degrees of ORDER, fastest first; those whose flag `kind` is set (beside_data, replica,
-    sequence, data), where given. Asked by every Layout's properties: made once."""
+    sequence, shards, data), where given. Asked by every Layout's properties: made once."""
     return tuple(d for d in degrees(ORDER.split("-")) if not kind or getattr(d, kind))
 
 
@@ -116,6 +116,10 @@ class Layout:
     def beside_data(self) -> int:
         """The ranks of the degrees that multiply with D to N: T x C x P."""
         return product(self, ordered("beside_data"))
+
+    def sharding(self) -> tuple[int, ...]:
+        """The ranks of each degree that shards the layers (T, C, E: degrees.py), in ORDER."""
+        return tuple(d.ranks(self) for d in ordered("shards"))
 
     @property
     def sequence_shards(self) -> int:
