@@ -19,7 +19,10 @@ Rules (each broken one is a one-line usage error naming it):
     T·C·P·D = N;  E divides D;  M·D divides B;  interleaved needs V >= 2 and GA a multiple of P
     (Megatron's rule for its interleaved schedule), the other schedules V = 1;  DualPipe needs an
     even P and an even GA >= 2P, DualPipeV GA >= 2P (their step()'s asserts);  --sp needs T > 1;
-    ZeRO 0-3.
+    ZeRO 0-3;  then each degree's own, from its module (context.py: Megatron-LM only, no experts).
+The degrees of ORDER are read from their modules' registrations (degrees.py): the mesh, span(),
+the factors of N beside D, the gradient ranks and the sequence's shards follow from what each
+declares, so a new degree names itself nowhere here but in ORDER and its field.
 Defaults: D = N / (T·C·P); B = M·D·P (GA = P: the fewest micro-batches that fill a 1F1B pipeline;
 2P under DualPipe and DualPipeV, the fewest they run).
 """
