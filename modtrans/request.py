@@ -10,6 +10,7 @@ build a Request: the rules are here once, the CLI only parses and prints.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from modtrans.formats import Output
 from modtrans.pipeline import Options
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
+from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule, ordered
 from modtrans.workload.model import Dialect, Workload
 
 MAX_TRACES = 4096
@@ -303,18 +304,16 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         raise UsageError(f"--tp/--pp/--dp/--ep/... lay out a transformer; --parallel {policy} is not one")
     if r.model_parallel_group is not None:
         raise UsageError("--model-parallel-group is --tp for the LLM layout: give one of them")
-    t, p, c = r.tp or 1, r.pp or 1, r.cp or 1
+    beside = {d.token: getattr(r, d.token) or 1 for d in ordered("beside_data")}  # T, C, P (degrees.py)
     interleaved = r.vpp is not None and r.vpp > 1
     default = Schedule.INTERLEAVED if interleaved else Schedule.ONE_F_ONE_B
     try:
         return Layout(
-            npus=r.npus if r.npus is not None else t * c * p * (r.dp or 1),
-            tp=t,
-            pp=p,
+            npus=r.npus if r.npus is not None else math.prod(beside.values()) * (r.dp or 1),
+            **beside,
             dp=r.dp,
             ep=r.ep or 1,
             etp=r.etp,
-            cp=c,
             framework=Framework(r.framework or Framework.MEGATRON),
             sp=bool(r.sp),
             overlap_grad_reduce=r.overlap_grad_reduce,

@@ -111,7 +111,7 @@ def layout(mesh: Mesh, facts: LayoutFacts) -> dict[str, Any]:
         "pp": stages,
         "dp": mesh.extent(Purpose.DATA) * mesh.extent(Purpose.EXPERT),
         "ep": mesh.extent(Purpose.EXPERT),
-        "cp": mesh.extent(Purpose.CONTEXT),
+        "cp": mesh.extent(Purpose("context")),  # strategy/llm/context.py's axis
         "sp": facts.sequence_parallel,
         "zero": facts.zero,
         "micro_batch": facts.micro_batch,

@@ -29,8 +29,8 @@ from modtrans.plan.sizes import Consumer, written
 from modtrans.strategy import Parallelism
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import Layout, Recompute, Schedule
+from modtrans.strategy.llm.degrees import dense_data  # dense gradients' axes
 from modtrans.strategy.llm.options import LayoutError
-from modtrans.strategy.llm.unit import DENSE_DATA  # dense gradients' axes
 
 Run = Callable[..., Result]
 # a two-block Llama: hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96
@@ -165,7 +165,7 @@ def test_pipeline_sends_one_activation_per_micro_batch_in_1f1b_order(tmp_path: P
 
 def test_data_parallel_and_zero_communication(tmp_path: Path) -> None:
     dense = _plan(tmp_path, Layout(npus=2, dp=2, global_batch=4 * MICRO))  # GA 2
-    reduces = [c for c in _collectives(dense) if c.over == DENSE_DATA]
+    reduces = [c for c in _collectives(dense) if c.over == dense_data()]
     # bf16 parameters, gradients reduced in fp32 (Megatron-LM arguments.py validate_args: bf16 sets
     # accumulate_allreduce_grads_in_fp32; the gradient buffer is torch.float): 4 bytes a weight.
     # Without --overlap-grad-reduce the buffer is one bucket (distributed_data_parallel.py: "Set
@@ -552,7 +552,7 @@ def test_simai_text_and_traces_carry_the_same_bytes_per_iteration(
         label = {
             frozenset({Purpose.TENSOR}): "tensor",
             frozenset({Purpose.EXPERT}): "expert",
-            DENSE_DATA: "data",
+            dense_data(): "data",
             frozenset({Purpose.DATA}): "expert-data",
         }[over]
         return "data" if label == "expert-data" and ep == 1 else label  # D / E = D
@@ -729,7 +729,7 @@ def test_experts_split_over_the_tensor_ranks_gather_their_tokens(tmp_path: Path)
     by_layer: dict[str, list[tuple[Place | None, CommType, int, str]]] = {}
     for c in _collectives(plan):
         name = plan.layers[c.layer].name
-        if c.over != DENSE_DATA and c.place is not Place.TAIL:
+        if c.over != dense_data() and c.place is not Place.TAIL:
             by_layer.setdefault(name, []).append((c.place, c.comm, c.bytes, "+".join(sorted(c.over))))
     router = by_layer["model.layers.0.block_sparse_moe.gate"]
     assert router == [

@@ -18,7 +18,7 @@ and MFU derived from them.
     reductions.py   Megatron's data-parallel buckets of a chunk, filled once per block and timed
     lastback.py     a chunk's last backward walked: its tails, the send and its buckets on the lane
     pipeline.py     the pipeline over stages: the schedule's steps as a recurrence, not an event walk
-    memory.py       the fast tier's memory per stage: strategy/llm/memory.py on the full model's units
+    memory.py       the fast tier's memory per stage: the footprint's, fed the reduced model's units
     reduced.py      a model reduced to its layers outside the blocks and one block of each shape
     context.py      what every layout of a model on a cluster shares: options, IR, cost model
     traces.py       a trace set on disk read back into the walk's operations

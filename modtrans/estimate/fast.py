@@ -252,7 +252,7 @@ def _lanes(links: Iterable[Link]) -> tuple[int, int]:
 
 
 def _ties(sk: Skeleton, layout: Layout, chunks: int) -> list[tuple[int, int, int]]:
-    """The stage pairs that swap a tied weight's gradient, and its bytes (build._tied: the owner in
+    """The stage pairs that swap a tied weight's gradient, and its bytes (build.py's _tied: the owner in
     the first chunk, the copy in the last, on different stages; DualPipe's stages hold both)."""
     if layout.pp == 1 or layout.schedule in _TWO:
         return []

@@ -1,7 +1,7 @@
 """Megatron-LM's data-parallel reduction of a fast-tier chunk: its gradient buffers filled as
 strategy/llm/buckets.py fills one bucket per buffer (the default, without --overlap-grad-reduce),
 each block's fill made once and a chunk's the sum of its blocks', the collectives timed on the
-layout's groups; a weight tied across stages (build._tied) in its copy's buffer, or all-reduced
+layout's groups; a weight tied across stages (build.py's _tied) in its copy's buffer, or all-reduced
 on its own under the other frameworks."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def fill(sk: Skeleton, units: Sequence[int], zero: int) -> Fill:
     each parameter started on a multiple of 64 elements under the distributed optimizer); a chunk's
     bucket is its blocks' fills added (the blocks' parameter counts are multiples of 64 in every
     model modtrans plans, so the starts do not move)."""
-    from modtrans.strategy.llm.buckets import _Bucket
+    from modtrans.strategy.llm.buckets import Bucket
 
     buckets: dict[frozenset[Purpose], Any] = {}
     padded = zero in (1, 2)
@@ -34,19 +34,19 @@ def fill(sk: Skeleton, units: Sequence[int], zero: int) -> Fill:
         shard = sk.shards[i]
         if shard is None:
             continue
-        bucket = buckets.setdefault(sk.buffers[i], _Bucket())
+        bucket = buckets.setdefault(sk.buffers[i], Bucket())
         for n in reversed(shard.elements):
             bucket.add(n, shard, padded)
     return {b: (x.filled, x.grad_bytes, x.param_bytes) for b, x in buckets.items() if x.filled}
 
 
 def tied_fill(sk: Skeleton, tie: Tie, zero: int) -> Fill:
-    """What a tied copy adds to its stage's Megatron buffer (buckets._shard with the copy)."""
-    from modtrans.strategy.llm.buckets import _Bucket
+    """What a tied copy adds to its stage's Megatron buffer (buckets.buffer_share with the copy)."""
+    from modtrans.strategy.llm.buckets import Bucket
 
     if tie.shard is None:
         return {}
-    bucket = _Bucket()
+    bucket = Bucket()
     for n in reversed(tie.shard.elements):
         bucket.add(n, tie.shard, zero in (1, 2))
     return (
@@ -63,13 +63,13 @@ def tied_ns(
     fabric: Fabric,
     members: Callable[[frozenset[Purpose]], tuple[int, ...]],
 ) -> int:
-    """The other frameworks' all-reduce of a tied copy's gradient over the data ranks (build._tied)."""
+    """The other frameworks' all-reduce of a tied copy's gradient over the data ranks (build.py's _tied)."""
     from modtrans.comm import CommType
-    from modtrans.strategy.llm.unit import DENSE_DATA
+    from modtrans.strategy.llm.degrees import dense_data
 
     if layout.framework is Framework.MEGATRON or layout.gradient_ranks < 2:
         return 0
-    ranks = members(DENSE_DATA)
+    ranks = members(dense_data())
     return fabric.collective_ns(CommType.ALLREDUCE, tie.bytes, ranks) if len(ranks) > 1 else 0
 
 
@@ -77,11 +77,11 @@ def bucket_times(
     fills: Sequence[Fill], zero: int, fabric: Fabric, members: Callable[[frozenset[Purpose]], tuple[int, ...]]
 ) -> dict[frozenset[Purpose], list[int]]:
     """Megatron's reduction of one chunk (its blocks' fills): one bucket per buffer, its
-    collectives as buckets.py makes them (_Bucket.reduce: the all-reduce, or the reduce-scatter and
+    collectives as buckets.py makes them (Bucket.reduce: the all-reduce, or the reduce-scatter and
     then the all-gather), timed, per buffer in order."""
     import math
 
-    from modtrans.strategy.llm.buckets import BUCKET_ALIGN, _Bucket
+    from modtrans.strategy.llm.buckets import BUCKET_ALIGN, Bucket
 
     total: dict[frozenset[Purpose], list[float]] = {}
     for f in fills:
@@ -94,7 +94,7 @@ def bucket_times(
         ranks = members(buffer)
         if len(ranks) < 2:
             continue
-        bucket = _Bucket(int(filled), grads, params)
+        bucket = Bucket(int(filled), grads, params)
         attached = _Attached()
         divisor = math.lcm(len(ranks), BUCKET_ALIGN) if zero in (1, 2) else None
         gathers = bucket.reduce(attached, buffer, divisor)  # type: ignore[arg-type]
@@ -106,7 +106,7 @@ def bucket_times(
 
 
 class _Attached:
-    """Where buckets.py's _Bucket.reduce attaches a bucket's collective: kept here instead."""
+    """Where buckets.py's Bucket.reduce attaches a bucket's collective: kept here instead."""
 
     def __init__(self) -> None:
         self.comms: list[Any] = []

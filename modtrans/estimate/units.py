@@ -62,9 +62,9 @@ class Skeleton:
     rerun_flops: tuple[tuple[int, int], ...]  # per unit: its attention core's and its forward's FLOPs
     in_block: tuple[bool, ...]  # per unit: inside a transformer block (full recomputation reruns it)
     blocks: tuple[tuple[int, ...], ...]  # per block of the full model: its reduced units (edges joined)
-    shards: tuple[Any, ...]  # per unit: its Megatron buffer share (buckets._shard), None if not bucketed
+    shards: tuple[Any, ...]  # per unit: its Megatron buffer share (buckets.buffer_share), or None
     buffers: tuple[frozenset[Purpose], ...]  # per unit: the axes its gradient is reduced over
-    boundary: int  # bytes of one stage-boundary activation (build._boundary)
+    boundary: int  # bytes of one stage-boundary activation (build.boundary_bytes)
     units: tuple[Any, ...]  # the reduced model's Units (strategy/llm/unit.py), for the memory model
     order: tuple[int, ...]  # per block of the full model: its block index in the model
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
@@ -92,7 +92,7 @@ def stand_in(layout: Layout) -> Layout:
     dp = experts if bucketed else experts * min(layout.data_ranks // experts, 2)
     return replace(
         layout,
-        npus=layout.tp * layout.cp * dp,
+        npus=layout.beside_data // layout.pp * dp,
         pp=1,
         vpp=1,
         dp=dp,
@@ -118,8 +118,8 @@ def skeleton(ctx: Context, layout: Layout) -> Skeleton:
 
 def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
     from modtrans.strategy.llm import build
-    from modtrans.strategy.llm.buckets import _shard  # the one definition of a unit's buffer share
-    from modtrans.strategy.llm.unit import DENSE_DATA
+    from modtrans.strategy.llm.buckets import buffer_share  # the one definition of a unit's buffer share
+    from modtrans.strategy.llm.degrees import dense_data
     from modtrans.strategy.roles import LayerRole
 
     options = ctx.options
@@ -133,21 +133,21 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
             dtype_bytes=options.dtype_bytes,
             folded=options.parallel.folded,
         )
-        units = build._units(reduced.ir, small, options.params, options.dtype_bytes)
+        units = build.rank_units(reduced.ir, small, options.params, options.dtype_bytes)
     except LayoutError as error:
         raise EstimateError(str(error)) from None
     count = len(units)
     read = _read(plan.programs[0], count, bucketed)
     separate = small.ep > 1 or small.expert_tp != small.tp
-    buffers = tuple(u.grads_over if u.role is LayerRole.EXPERT and separate else DENSE_DATA for u in units)
-    shards = tuple(_shard(u, None) if bucketed else None for u in units)
+    buffers = tuple(u.grads_over if u.role is LayerRole.EXPERT and separate else dense_data() for u in units)
+    shards = tuple(buffer_share(u, None) if bucketed else None for u in units)
     ways = (small.tp if small.sp else 1) * small.cp
     full = _blocks([u.block for u in units], reduced.stands_for)
-    boundary = build._boundary(units[full[0][-1]], ways)
+    boundary = build.boundary_bytes(units[full[0][-1]], ways)
     in_block = tuple(u.block is not None for u in units)
     by_name = {u.name: u for u in units}
     ties = tuple(
-        Tie(u.index, owner.index, owner.grad_bytes(), _shard(u, owner) if bucketed else None)
+        Tie(u.index, owner.index, owner.grad_bytes(), buffer_share(u, owner) if bucketed else None)
         for u in units
         for p in u.x.owner.params
         if (owner := by_name.get(p.shared_with or "")) is not None

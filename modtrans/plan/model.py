@@ -28,19 +28,46 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 from modtrans.comm import CommType, Policy
 from modtrans.plan.programs import outline
 
 
-class Purpose(enum.StrEnum):
-    """What a mesh axis (and the communicator groups along it) is for."""
+class Purpose(str):
+    """What a mesh axis (and the communicator groups along it) is for: a name, one object per name
+    (`Purpose("context") is Purpose("context")`), so that axes compare by identity as enum members
+    do. The set is open: each parallel degree declares its axis's purpose in its own module and
+    registers it (strategy/llm/degrees.py), and the plan lists none of them. The constants below
+    are the axes the keyword presets and the file formats' fields name (ASTRA-sim's DATA and MODEL
+    columns, SimAI's TP, EP, PP and DP)."""
 
-    DATA = "data"
-    TENSOR = "tensor"
-    PIPELINE = "pipeline"
-    EXPERT = "expert"
-    CONTEXT = "context"  # context parallelism: the sequence split over these ranks (strategy/llm/context.py)
+    __slots__ = ()
+    _made: ClassVar[dict[str, Purpose]] = {}
+    DATA: ClassVar[Purpose]
+    TENSOR: ClassVar[Purpose]
+    PIPELINE: ClassVar[Purpose]
+    EXPERT: ClassVar[Purpose]
+
+    def __new__(cls, name: str) -> Purpose:
+        made = cls._made.get(name)
+        if made is None:
+            made = cls._made[name] = super().__new__(cls, name)
+        return made
+
+    @property
+    def value(self) -> str:
+        """The name, as a StrEnum's value gives it."""
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"Purpose({str.__repr__(self)})"
+
+
+Purpose.DATA = Purpose("data")
+Purpose.TENSOR = Purpose("tensor")
+Purpose.PIPELINE = Purpose("pipeline")
+Purpose.EXPERT = Purpose("expert")
 
 
 class Schedule(enum.StrEnum):

@@ -54,12 +54,14 @@ from modtrans.plan.model import Collective, Plan, Purpose, Recompute, Schedule, 
 from modtrans.plan.sizes import Consumer, written
 from modtrans.workload.model import Header, Layer, Phase, Workload
 
+_SAID = frozenset({Purpose.TENSOR, Purpose.EXPERT, Purpose.PIPELINE, Purpose.DATA})  # the header's fields
 _EXPERT_DATA = frozenset({Purpose.DATA})  # the experts' data-parallel group, SimAI's DP_EP (D / E)
 
 
 def refusal(plan: Plan) -> str | None:
-    """Why SimAI's text cannot say a layout's plan (its recomputation, schedule or context
-    parallelism), or None; a keyword's plan is always said (its header keyed: pipeline.py)."""
+    """Why SimAI's text cannot say a layout's plan (its recomputation, schedule, or a degree its
+    header has no field for: context parallelism), or None; a keyword's plan is always said (its
+    header keyed: pipeline.py)."""
     layout = plan.layout
     if layout is None:
         return None
@@ -70,9 +72,10 @@ def refusal(plan: Plan) -> str | None:
             f"--schedule {layout.schedule}: SimAI runs its own 1F1B pipeline from the pp: header; write "
             "Chakra traces (--format chakra-et) for this schedule's order"
         )
-    if plan.mesh.extent(Purpose.CONTEXT) > 1:
+    other = next((a.purpose for a in plan.mesh.axes if a.purpose not in _SAID and a.size > 1), None)
+    if other is not None:  # a degree SimAI's header has no field for (context parallelism)
         return (
-            "context parallelism: SimAI's workload has no context-parallel group (its columns run over "
+            f"{other} parallelism: SimAI's workload has no {other}-parallel group (its columns run over "
             "the tensor, data and expert groups): write Chakra traces (--format chakra-et)"
         )
     return None

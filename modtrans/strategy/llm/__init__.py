@@ -2,6 +2,7 @@
 micro-batches and activation recomputation, for any model the IR holds.
 
 options.py      the layout: every degree (T, C, E, ETP, D, P, V), the rank order, the mesh, the rules
+degrees.py      the registry of parallel degrees: each degree's module declares its mesh axis there
 unit.py         a workload layer as one rank runs it, and where collectives attach
 tensor.py       Megatron tensor parallelism and sequence parallelism (the transformer keywords' too)
 context.py      context parallelism: the sequence split over C ranks, keys and values gathered
@@ -17,6 +18,9 @@ footprint.py    that memory for many layouts of one model without their plans (a
 build.py        plan(): all of the above composed into a Plan, each stage's program built by
                 strategy/program.py (schedules: strategy/schedule.py), the keyword presets' builder too
 
+A degree is its module: it registers its axis, its rules and its collectives (degrees.py), which
+options.py and build.py read from the registry; tensor.py, context.py, expert.py, data.py and
+stages.py register T, C, E, D and P.
 The mesh is Layout.mesh(), in Megatron-Core's order "tp-cp-ep-dp-pp", tensor fastest; its dp axis
 holds the D / E expert-data ranks: the dense gradients' group spans cp x ep x dp (D x C ranks),
 an expert's the dp axis (D / E).

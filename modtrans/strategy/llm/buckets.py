@@ -103,15 +103,15 @@ def _buffer(
     padded = zero in (1, 2)
     divisor = math.lcm(d, BUCKET_ALIGN) if padded else None  # the distributed optimizer's bucket end
     gathers: list[Comm] = []
-    bucket = _Bucket()
+    bucket = Bucket()
     last = members[0]  # the forward's first: the backward's last
     for i in reversed(members):
-        shard = _shard(units[i], units[tied[i]] if i in tied else None)
+        shard = buffer_share(units[i], units[tied[i]] if i in tied else None)
         for n in reversed(shard.elements):
             bucket.add(n, shard, padded)
             if bucket.filled >= limit:
                 gathers += bucket.reduce(units[i], over, divisor)
-                bucket = _Bucket()
+                bucket = Bucket()
     if bucket.filled:
         gathers += bucket.reduce(units[last], over, divisor)
     for comm in gathers:
@@ -119,14 +119,16 @@ def _buffer(
 
 
 @dataclass
-class _Bucket:
-    """A bucket being filled: its elements (alignment gaps included) and their bytes."""
+class Bucket:
+    """A bucket being filled: its elements (alignment gaps included) and their bytes. The fast
+    tier fills its buffers with it too (estimate/reductions.py), the one definition of the fill."""
 
     filled: int = 0
     grad_bytes: float = 0.0
     param_bytes: float = 0.0
 
     def add(self, elements: int, shard: Shard, padded: bool) -> None:
+        """One parameter of `elements`, started on a multiple of PARAM_ALIGN where `padded`."""
         start = _pad(self.filled, PARAM_ALIGN) if padded else self.filled
         self.grad_bytes += (start - self.filled + elements) * shard.grad_width
         self.param_bytes += (start - self.filled + elements) * shard.param_width
@@ -144,7 +146,7 @@ class _Bucket:
         return [Comm(CommType.ALLGATHER, round(self.param_bytes * end / self.filled), over)]
 
 
-def _shard(u: Unit, copy_of: Unit | None) -> Shard:
+def buffer_share(u: Unit, copy_of: Unit | None) -> Shard:
     """The unit's parameters as this rank holds them (a tied copy: the owner's, counted here)."""
     source = copy_of or u
     elements = [p.elements for p in source.x.owner.params if p.trainable and (p.counted or copy_of)]

@@ -25,10 +25,11 @@ from modtrans.plan.programs import Programs
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Group, Params, folds, group
-from modtrans.strategy.llm import activations, buckets, context, data, deepspeed, expert, fsdp, memory, tensor
-from modtrans.strategy.llm.options import Layout, LayoutError
+from modtrans.strategy.llm import activations, buckets, data, deepspeed, expert, fsdp, memory, tensor
+from modtrans.strategy.llm.degrees import dense_data
+from modtrans.strategy.llm.options import Layout, LayoutError, ordered
 from modtrans.strategy.llm.stages import block_of, blocks, partition
-from modtrans.strategy.llm.unit import DENSE_DATA, Unit
+from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
@@ -46,7 +47,7 @@ def plan(
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
     groups = group(ir, params, dtype_bytes)
-    units = _units(ir, layout, params, dtype_bytes, groups)
+    units = rank_units(ir, layout, params, dtype_bytes, groups)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
@@ -56,8 +57,8 @@ def plan(
     runs = _buckets(units, runs, unit_chunks, layout, tied)
     runs = _mirrored(units, runs, layout)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
-    ways = (layout.tp if layout.sp else 1) * layout.cp  # the sequence's shards a boundary carries one of
-    boundary = [_boundary(units[chunk[-1].index], ways) for chunk in chunks]
+    ways = (layout.tp if layout.sp else 1) * layout.sequence_shards  # the shards a boundary carries one of
+    boundary = [boundary_bytes(units[chunk[-1].index], ways) for chunk in chunks]
     boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
     pipeline = Pipeline(layout.pp, layout.vpp, layout.micro_batches, layout.schedule)
     rerun = _rerun(units, chunks, layout.recompute)
@@ -106,7 +107,7 @@ def plan(
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
 
 
-def _units(
+def rank_units(
     ir: ModelIR,
     layout: Layout,
     params: Params,
@@ -121,9 +122,13 @@ def _units(
     units = [Unit(LayerDraft(g), block_of(g.owner)) for g in grouped]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
-    context.check(ir, layout)
-    tensor.apply(units, ir, t, layout.sp, tokens=layout.cp)
-    context.apply(units, layout)
+    for d in ordered():  # each degree's refusals of the model (context.py's: its sequence)
+        if d.refuses is not None:
+            d.refuses(ir, layout)
+    tensor.apply(units, ir, t, layout.sp, tokens=layout.sequence_shards)
+    for d in ordered():  # each degree's collectives on the tensor shards (context.py's)
+        if d.attach is not None:
+            d.attach(units, layout)
     units = expert.apply(units, ir, layout)
     apply_data = {Framework.DEEPSPEED: deepspeed.apply, Framework.FSDP: fsdp.apply}.get(
         layout.framework, data.apply
@@ -148,10 +153,10 @@ def _buckets(
     separate = layout.ep > 1 or layout.expert_tp != layout.tp  # experts in a buffer of their own
 
     def buffer_of(u: Unit) -> frozenset[Purpose]:
-        return u.grads_over if u.role is LayerRole.EXPERT and separate else DENSE_DATA
+        return u.grads_over if u.role is LayerRole.EXPERT and separate else dense_data()
 
     ranks = {
-        buffer_of(u): layout.gradient_ranks if buffer_of(u) == DENSE_DATA else layout.expert_gradient_ranks
+        buffer_of(u): layout.gradient_ranks if buffer_of(u) == dense_data() else layout.expert_gradient_ranks
         for u in units
     }
     buckets.apply(
@@ -170,11 +175,11 @@ def _costed(
     units: Sequence[Unit], ir: ModelIR, cost: CostModel, layout: Layout, folded: Folded
 ) -> list[Costed]:
     inputs = frozenset(ir.provenance.input_shapes)
-    sequence = layout.tp if layout.sp else 1
+    sequence, shards = layout.tp if layout.sp else 1, layout.sequence_shards
     return [
         costed(
             u.index,
-            rank_share(u.x, folded, tokens=u.scale / layout.cp, sequence=sequence, experts=u.holds),
+            rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds),
             u.x.comms,
             io,
             cost,
@@ -233,7 +238,7 @@ def _tied(
         size = owner.grad_bytes()
         tied[u.index] = owner.index
         if layout.gradient_ranks > 1 and layout.framework is not Framework.MEGATRON:  # its own reduction
-            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, DENSE_DATA))
+            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, dense_data()))
             runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
         offset = stage[u.index][0] - stage[owner.index][0]
         for index, x in (
@@ -301,8 +306,9 @@ def _skips(units: Sequence[Unit], chunks: Sequence[Sequence[int]], ways: int, ir
     return skips
 
 
-def _boundary(u: Unit, ways: int) -> int:
-    """Bytes of the activation a chunk ending with `u` hands on (its last layer's output)."""
+def boundary_bytes(u: Unit, ways: int) -> int:
+    """Bytes of the activation a chunk ending with `u` hands on (its last layer's output), one of
+    `ways` sequence shards (T under SP, times C): what a pipeline boundary sends."""
     last = u.x.group.members[-1]
     size = last.outputs[0].bytes or 0 if last.outputs else 0
     return -(-size // ways)

@@ -18,11 +18,12 @@ Engine's attention): the sequence of every micro-batch split over C ranks, for e
                  ASTRA-sim sizes an all-gather by its whole output: C times that).
     activations  every collective sized by an activation (TP, SP, the pipeline's sends) carries
                  s / C tokens; the activation memory of a micro-batch is 1/C.
-    gradients    reduced over D x C ranks (unit.DENSE_DATA: parallel_state's data-parallel group with
-                 context parallelism), whose bytes do not change.
+    gradients    reduced over D x C ranks (degrees.dense_data: parallel_state's data-parallel group
+                 with context parallelism), whose bytes do not change.
 The sequence must split into 2C chunks (Megatron-LM's arguments.py: seq_length % (2 x C) == 0 for
 the load-balanced split). Experts over context ranks (Megatron's expert mesh folding C) are
-refused (options.py).
+refused (rules). The degree registers itself: its axis "context" (only where C > 1), a replica
+of the dense weights, a split of the sequence (degrees.py).
 """
 
 from __future__ import annotations
@@ -32,10 +33,15 @@ import math
 from modtrans import dtypes
 from modtrans.comm import CommType
 from modtrans.ir.document import Kind, ModelIR, Part
-from modtrans.plan.model import Place
+from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
+from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.degrees import Degree, register
 from modtrans.strategy.llm.options import Layout, LayoutError
-from modtrans.strategy.llm.unit import CONTEXT, Unit
+from modtrans.strategy.llm.unit import Unit
+
+AXIS = Purpose("context")
+CONTEXT = frozenset({AXIS})
 
 
 def sequence(ir: ModelIR) -> int | None:
@@ -44,7 +50,20 @@ def sequence(ir: ModelIR) -> int | None:
     return int(shape[1]) if shape is not None and len(shape) > 1 and isinstance(shape[1], int) else None
 
 
+def rules(layout: Layout) -> None:
+    """What context parallelism is modelled with."""
+    if layout.cp == 1:
+        return
+    if layout.framework is not Framework.MEGATRON:
+        raise LayoutError(f"--cp {layout.cp}: context parallelism is Megatron-LM's (--framework megatron)")
+    if layout.ep > 1:
+        raise LayoutError(
+            f"--cp {layout.cp} with --ep {layout.ep}: experts folded over context ranks are not modelled"
+        )
+
+
 def check(ir: ModelIR, layout: Layout) -> None:
+    """The models whose sequence this split does not cover (LayoutError)."""
     if layout.cp > 1 and "pixel_values" in ir.provenance.input_shapes:
         raise LayoutError(
             f"--cp {layout.cp}: context parallelism with a vision tower is not modelled (Megatron-LM's "
@@ -93,3 +112,18 @@ def _kv_bytes(u: Unit, tp: int) -> int:
     out = scores.outputs[0] if scores.outputs else None
     width = dtypes.width(out.dtype) if out is not None else 2
     return math.ceil(batch * s * heads.key_value * (qk + vd) * max(width, 1) / tp)
+
+
+register(
+    Degree(
+        "cp",
+        AXIS,
+        optional=True,  # no context axis without C: meshes and group ids as before the degree
+        replica=True,  # the dense gradients are reduced over D x C
+        sequence=True,  # each rank runs s / C tokens
+        shards=True,
+        rules=rules,
+        refuses=check,
+        attach=apply,
+    )
+)

@@ -17,10 +17,14 @@ dtype (fp32 for bf16 parameters, strategy/frameworks.py), parameters in their ow
 from __future__ import annotations
 
 from modtrans.comm import CommType
-from modtrans.plan.model import Place
+from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
+from modtrans.strategy.llm.degrees import Degree, register
 from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.roles import LayerRole
+
+# the data-parallel degree D; its mesh axis holds the D / E expert-data ranks (options.py)
+register(Degree("dp", Purpose.DATA, replica=True, data=True, size=lambda layout: layout.expert_data_ranks))
 
 
 def apply(units: list[Unit], zero: int, data_ranks: int, expert_data_ranks: int) -> None:

@@ -38,12 +38,16 @@ from fractions import Fraction
 
 from modtrans.comm import CommType
 from modtrans.ir.document import ModelIR
-from modtrans.plan.model import Place
+from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
+from modtrans.strategy.llm.degrees import Degree, register
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.tensor import roles_of
 from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, TENSOR, TENSOR_EXPERT_DATA, Unit
 from modtrans.strategy.roles import LayerRole, Split
+
+# the expert-parallel degree E: carved from the D data ranks, which hold the same dense weights
+register(Degree("ep", Purpose.EXPERT, replica=True, carved=True, shards=True))
 
 
 def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:

@@ -1,7 +1,7 @@
 """Memory per stage of many layouts of one model without building their plans: what a sweep
 (modtrans/sweep/) filters thousands of layouts by. The same formulas as a plan's memory
 (memory.per_stage), fed the same inputs the plan's builder feeds it (build.py): the units a rank
-runs (build._units), Megatron-LM's cut into chunks (stages.partition), the weights tied across
+runs (build.rank_units), Megatron-LM's cut into chunks (stages.partition), the weights tied across
 stages (build.tied_pairs) and the activation dimensions (activations.dims). What does not change
 from one layout to the next is made once and kept: the units of each tensor, context and expert
 split (what memory reads of them, memory.held, summed per block and class), its IR per vocabulary
@@ -14,7 +14,7 @@ padding.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from modtrans.ir.document import ModelIR
@@ -34,10 +34,10 @@ not depend on it, and activations.dims takes the micro-batch itself."""
 
 
 @dataclass(frozen=True)
-class _Split:
+class Split:
     """The units of one split as memory.per_stage reads them: per block, the sum of its units'
     Held in each class the formulas treat alike (expert or dense, 16-bit, 32-bit or no counted
-    elements: memory._state is linear within one), and the units a tie names (a copy of a
+    elements: memory.unit_state is linear within one), and the units a tie names (a copy of a
     weight on another stage, or its owner) each an entry of its own."""
 
     units: list[Unit]  # those a tie names
@@ -46,14 +46,21 @@ class _Split:
     entry_of: dict[int, int]  # a tied unit's index -> its entry
 
 
-def _split_of(units: list[Unit]) -> _Split:
+def split_of(
+    units: Sequence[Unit], grouped: Sequence[Sequence[int]] | None = None, order: Sequence[int] | None = None
+) -> Split:
+    """The Split of a rank's units: `grouped`, the unit indices of each block of the model in
+    order (default: the units' own blocks, stages.blocks), and `order`, each such block's index
+    in the model (default: its units' own). A reduced model (the fast tier: estimate/memory.py)
+    gives its units, each kept block's units once per block it stands for, and the full model's
+    block indices: the same entries as the full model's units."""
     names = {p.shared_with for u in units for p in u.x.owner.params if p.shared_with}
     tied = [u for u in units if u.name in names or any(p.shared_with for p in u.x.owner.params)]
     held = memory.held(units)
     entries: list[memory.Held] = []
-    grouped: list[list[int]] = []
+    out: list[list[int]] = []
     entry_of: dict[int, int] = {}
-    for block in blocks([u.block for u in units]):
+    for g, block in enumerate(blocks([u.block for u in units]) if grouped is None else grouped):
         sums: dict[tuple[bool, int], list[int]] = {}
         mine: list[int] = []
         for i in block:
@@ -69,11 +76,28 @@ def _split_of(units: list[Unit]) -> _Split:
             total[1] += h.weights
             total[2] += h.grads
         block_of = held[block[0]].block if held[block[0]].block is not None else held[block[-1]].block
+        block_of = order[g] if order is not None else block_of
         for (expert, _), (elements, weights, grads) in sums.items():
             mine.append(len(entries))
             entries.append(memory.Held(elements, weights, grads, expert, block_of))
-        grouped.append(mine)
-    return _Split(tied, entries, grouped, entry_of)
+        out.append(mine)
+    return Split(tied, entries, out, entry_of)
+
+
+def stage_memory(
+    split: Split, cuts: Sequence[range], layout: Layout, d: Dims | None
+) -> tuple[StageMemory, ...]:
+    """Each stage's first rank's memory, as plan(ir, cost, layout).memory has it: the split's
+    blocks cut into `cuts` (P x V, stages.partition), the weights tied across stages
+    (build.tied_pairs) counted once, `d` the activations' dimensions (activations.dims)."""
+    chunks = [[i for b in cut for i in split.grouped[b]] for cut in cuts]
+    tied: dict[int, int] = {}
+    if layout.pp > 1 and split.units:
+        chunk_of = {i: v for v, chunk in enumerate(chunks) for i in chunk}
+        entry_of, schedule = split.entry_of, layout.schedule
+        stage = {u.index: holders(schedule, chunk_of[entry_of[u.index]], layout.pp) for u in split.units}
+        tied = {entry_of[i]: entry_of[j] for i, j in build.tied_pairs(split.units, stage)}
+    return memory.per_stage(split.entries, chunks, layout, d, tied, layout.expert_gradient_ranks)
 
 
 class Footprint:
@@ -84,7 +108,7 @@ class Footprint:
         self._params = params
         self._dtype_bytes = dtype_bytes
         self._irs: dict[int, ModelIR] = {}
-        self._splits: dict[tuple[object, ...], _Split | LayoutError] = {}
+        self._splits: dict[tuple[object, ...], Split | LayoutError] = {}
         self._dims: dict[tuple[int, int, float | None], Dims | None] = {}
 
     def ir(self, layout: Layout) -> ModelIR:
@@ -94,15 +118,16 @@ class Footprint:
             self._irs[key] = self._ir_of(layout)
         return self._irs[key]
 
-    def _split(self, layout: Layout) -> _Split:
-        """The units a rank runs (build._units; its LayoutError kept and raised again), made once
-        per split of the layers: padding, T, SP, C, E, ETP, the framework, ZeRO, the capacity."""
-        key: tuple[object, ...] = (layout.vocabulary_multiple, layout.tp, layout.sp, layout.cp, layout.ep)
+    def _split(self, layout: Layout) -> Split:
+        """The units a rank runs (build.rank_units; its LayoutError kept and raised again), made once
+        per split of the layers: padding, every degree that shards them (T, C, E), SP, ETP, the
+        framework, ZeRO, the capacity."""
+        key: tuple[object, ...] = (layout.vocabulary_multiple, layout.sp, *layout.sharding())
         key += (layout.etp, layout.framework, layout.zero, layout.capacity_factor, layout.pad_to_capacity)
         found = self._splits.get(key)
         if found is None:
             try:
-                found = _split_of(build._units(self.ir(layout), layout, self._params, self._dtype_bytes))
+                found = split_of(build.rank_units(self.ir(layout), layout, self._params, self._dtype_bytes))
             except LayoutError as error:
                 found = error
             self._splits[key] = found
@@ -116,7 +141,7 @@ class Footprint:
 
     def check(self, layout: Layout) -> None:
         """LayoutError where the model refuses the layout: its heads, experts or sequence
-        (build._units), its blocks' cut into P x V chunks (stages.partition)."""
+        (build.rank_units), its blocks' cut into P x V chunks (stages.partition)."""
         split = self._split(layout)
         if all(e.block is None for e in split.entries):
             raise LayoutError("the model has no transformer blocks to lay out")
@@ -127,19 +152,7 @@ class Footprint:
         self.check(layout)
         split = self._split(layout)
         cuts = partition([1] * len(split.grouped), layout.chunks, layout.stages, even=True)
-        chunks = [[i for b in cut for i in split.grouped[b]] for cut in cuts]
-        tied: dict[int, int] = {}
-        if layout.pp > 1 and split.units:
-            chunk_of = {i: v for v, chunk in enumerate(chunks) for i in chunk}
-            stage = {
-                u.index: holders(layout.schedule, chunk_of[split.entry_of[u.index]], layout.pp)
-                for u in split.units
-            }
-            tied = {split.entry_of[i]: split.entry_of[j] for i, j in build.tied_pairs(split.units, stage)}
-        ir = self.ir(layout)
         key = (layout.micro_batch, layout.vocabulary_multiple, layout.capacity_factor)
         if key not in self._dims:
-            self._dims[key] = activations.dims(ir, layout.micro_batch, layout.capacity_factor)
-        return memory.per_stage(
-            split.entries, chunks, layout, self._dims[key], tied, layout.expert_gradient_ranks
-        )
+            self._dims[key] = activations.dims(self.ir(layout), layout.micro_batch, layout.capacity_factor)
+        return stage_memory(split, cuts, layout, self._dims[key])

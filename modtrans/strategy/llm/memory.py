@@ -100,7 +100,7 @@ def per_stage(
     out = []
     for p in range(stages):
         mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held_by[v] for i in chunk]
-        parts = [_state(u, layout, expert_data if u.expert else layout.gradient_ranks) for u in mine]
+        parts = [unit_state(u, layout, expert_data if u.expert else layout.gradient_ranks) for u in mine]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         blocks = sorted(
             {
@@ -112,7 +112,7 @@ def per_stage(
             }
         )
         ends = (p in held_by[0], p in held_by[-1])  # holds the embedding; the output layer (DualPipe: both)
-        activations = _activations(layout, d, p, blocks, ends) if d is not None else 0
+        activations = activation_bytes(layout, d, p, blocks, ends) if d is not None else 0
         out.append(StageMemory(int(elements), int(weights), int(grads), int(optimizer), int(activations)))
     return tuple(out)
 
@@ -131,9 +131,10 @@ def of_preset(ir: ModelIR, layers: Sequence[LayerDraft], recomputes: bool) -> tu
     return per_stage(held(units), [list(range(len(units)))], layout, d, {}, 1)
 
 
-def _state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
+def unit_state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
     """A unit's elements, and the bytes of its weights, gradients and optimizer state on a rank
-    whose data-parallel group (for its gradients) has `ranks` ranks (a Unit read through held())."""
+    whose data-parallel group (for its gradients) has `ranks` ranks (a Unit read through held()).
+    Linear in the unit's elements and bytes: the fast tier counts a repeated block's once."""
     if isinstance(u, Unit):
         u = held([u])[0]
     elements = u.elements
@@ -155,9 +156,12 @@ def _elements(u: Unit) -> int:
     return sum(u.share(p.elements) for p in u.x.owner.params if p.trainable and p.counted)
 
 
-def _activations(
+def activation_bytes(
     layout: Layout, d: Dims, stage: int, blocks: Sequence[int], ends: tuple[bool, bool]
 ) -> float:
+    """The activations one rank of `stage` holds: its `blocks` (indices in the model) times the
+    micro-batches in flight, and the embedding's and output layer's where `ends` says it holds
+    them (first, last); the module's docstring gives the formulas. The fast tier calls it too."""
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
     terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp)
@@ -170,7 +174,7 @@ def _activations(
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
     if ends[1]:
         total += 4 * sbh * (1 + d.v / d.h) / t
-    return total / layout.cp  # context parallelism: each rank holds its s / C of every tensor
+    return total / layout.sequence_shards  # context parallelism: each rank holds s / C of each tensor
 
 
 def _in_flight(layout: Layout, stage: int) -> float:

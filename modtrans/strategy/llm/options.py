@@ -19,33 +19,30 @@ Rules (each broken one is a one-line usage error naming it):
     T·C·P·D = N;  E divides D;  M·D divides B;  interleaved needs V >= 2 and GA a multiple of P
     (Megatron's rule for its interleaved schedule), the other schedules V = 1;  DualPipe needs an
     even P and an even GA >= 2P, DualPipeV GA >= 2P (their step()'s asserts);  --sp needs T > 1;
-    ZeRO 0-3.
+    ZeRO 0-3;  then each degree's own, from its module (context.py: Megatron-LM only, no experts).
+The degrees of ORDER are read from their modules' registrations (degrees.py): the mesh, span(),
+the factors of N beside D, the gradient ranks and the sequence's shards follow from what each
+declares, so a new degree names itself nowhere here but in ORDER and its field.
 Defaults: D = N / (T·C·P); B = M·D·P (GA = P: the fewest micro-batches that fill a 1F1B pipeline;
 2P under DualPipe and DualPipeV, the fewest they run).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from modtrans import limits
 from modtrans.plan.model import Axis, Mesh, Purpose, Recompute, Schedule  # the plan's own: it reports them
 from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.degrees import Degree, degrees, product
 from modtrans.strategy.schedule import virtual_stages
 
-__all__ = ["ORDER", "Layout", "LayoutError", "Recompute", "Schedule", "span"]
+__all__ = ["ORDER", "Layout", "LayoutError", "Recompute", "Schedule", "ordered", "span"]
 
 ORDER = "tp-cp-ep-dp-pp"
-"""The rank order, fastest first (Megatron-Core's default: parallel_state.py)."""
-
-_PURPOSES = {
-    "tp": Purpose.TENSOR,
-    "cp": Purpose.CONTEXT,
-    "ep": Purpose.EXPERT,
-    "dp": Purpose.DATA,  # the expert-data ranks, D / E (the module's docstring)
-    "pp": Purpose.PIPELINE,
-}
-_ONLY_WHEN_USED = frozenset({"cp"})  # axes a mesh has only when larger than 1 (no context axis without C)
+"""The rank order, fastest first (Megatron-Core's default: parallel_state.py); each token a degree
+that its module registers (degrees.py: its axis, and how the rules below count it)."""
 
 _BIDIRECTIONAL = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage, 2P micro-batches at least
 
@@ -53,7 +50,22 @@ _BIDIRECTIONAL = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage,
 def span(tokens: str) -> frozenset[Purpose]:
     """The mesh axes a group spans, named as Megatron-Core's RankGenerator.get_ranks names them:
     span("cp-ep-dp") is the dense gradients' data-parallel group with context parallelism."""
-    return frozenset(_PURPOSES[t] for t in tokens.split("-"))
+    return frozenset(d.purpose for d in degrees(tokens.split("-")))
+
+
+@functools.cache
+def ordered(kind: str = "") -> tuple[Degree, ...]:
+    """The degrees of ORDER, fastest first; those whose flag `kind` is set (beside_data, replica,
+    sequence, shards, data), where given. Asked by every Layout's properties: made once."""
+    return tuple(d for d in degrees(ORDER.split("-")) if not kind or getattr(d, kind))
+
+
+def _named(layout: Layout, chosen: tuple[Degree, ...]) -> str:
+    """The degrees as the rules' messages name them: --tp 2 x --cp 2 x --pp 4 (an optional one
+    only where given)."""
+    return " x ".join(
+        f"--{d.token} {d.ranks(layout)}" for d in chosen if not d.optional or d.ranks(layout) > 1
+    )
 
 
 class LayoutError(ValueError):
@@ -100,8 +112,23 @@ class Layout:
 
     @property
     def data_ranks(self) -> int:
-        """D: the data-parallel replicas, --dp or N / (T x C x P)."""
-        return self.dp if self.dp is not None else self.npus // (self.tp * self.cp * self.pp)
+        """D: the data-parallel replicas, --dp or N / (T x C x P): N over every degree beside D."""
+        return self.dp if self.dp is not None else self.npus // self.beside_data
+
+    @property
+    def beside_data(self) -> int:
+        """The ranks of the degrees that multiply with D to N: T x C x P."""
+        return product(self, ordered("beside_data"))
+
+    def sharding(self) -> tuple[int, ...]:
+        """The ranks of each degree that shards the layers (T, C, E: degrees.py), in ORDER."""
+        return tuple(d.ranks(self) for d in ordered("shards"))
+
+    @property
+    def sequence_shards(self) -> int:
+        """The parts every micro-batch's sequence is split into by the degrees that split it (C):
+        each rank computes, stores and sends one part (context.py)."""
+        return product(self, ordered("sequence"))
 
     @property
     def expert_data_ranks(self) -> int:
@@ -110,9 +137,10 @@ class Layout:
 
     @property
     def gradient_ranks(self) -> int:
-        """The ranks a dense gradient is reduced over: D x C (with context parallelism each context
-        rank's gradients cover its own part of the sequence)."""
-        return self.data_ranks * self.cp
+        """The ranks a dense gradient is reduced over: D x C, every replica degree's axis
+        (degrees.dense_data; with context parallelism each context rank's gradients cover its
+        own part of the sequence)."""
+        return product(self, ordered("replica"))
 
     @property
     def expert_gradient_ranks(self) -> int:
@@ -122,17 +150,12 @@ class Layout:
 
     def sizes(self) -> dict[str, int]:
         """Each axis of ORDER and its ranks."""
-        return {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.expert_data_ranks, "pp": self.pp}
+        return {d.token: d.ranks(self) for d in ordered()}
 
     def mesh(self) -> Mesh:
         """The ranks as coordinates on the axes of ORDER, the first the fastest."""
-        sizes = self.sizes()
         return Mesh(
-            tuple(
-                Axis(_PURPOSES[t], sizes[t])
-                for t in ORDER.split("-")
-                if t not in _ONLY_WHEN_USED or sizes[t] > 1
-            )
+            tuple(Axis(d.purpose, d.ranks(self)) for d in ordered() if not d.optional or d.ranks(self) > 1)
         )
 
     @property
@@ -155,10 +178,11 @@ class Layout:
 
     def __post_init__(self) -> None:
         """Every rule, once: a Layout that exists is a sensible one (LayoutError otherwise)."""
-        for name in ("npus", "tp", "pp", "ep", "cp", "micro_batch", "vpp"):
+        given = [d.token for d in ordered() if not d.data]  # D is None where not given
+        for name in ("npus", *given, "micro_batch", "vpp"):
             if getattr(self, name) < 1:
                 raise LayoutError(f"--{name.replace('_', '-')} must be at least 1")
-        for name in ("tp", "pp", "dp", "ep", "cp", "npus"):  # counts of ranks; the given ones named first
+        for name in (*given, "dp", "npus"):  # counts of ranks; the given ones named first
             value = getattr(self, name)
             too_many = value is not None and limits.at_most(f"--{name}", value, limits.NPUS, "NPUs")
             if too_many:
@@ -169,13 +193,12 @@ class Layout:
         self._check_capacity()
         if self.dp is not None and self.dp < 1:
             raise LayoutError("--dp must be at least 1")
-        context = f" x --cp {self.cp}" if self.cp > 1 else ""
-        if self.dp is None and self.npus % (self.tp * self.cp * self.pp):
-            raise LayoutError(f"--tp {self.tp}{context} x --pp {self.pp} must divide --npus {self.npus}")
-        if self.tp * self.cp * self.pp * self.data_ranks != self.npus:
+        beside = ordered("beside_data")
+        if self.dp is None and self.npus % self.beside_data:
+            raise LayoutError(f"{_named(self, beside)} must divide --npus {self.npus}")
+        if self.beside_data * self.data_ranks != self.npus:
             raise LayoutError(
-                f"--tp {self.tp}{context} x --pp {self.pp} x --dp {self.data_ranks} "
-                f"must equal --npus {self.npus}"
+                f"{_named(self, beside)} x --dp {self.data_ranks} must equal --npus {self.npus}"
             )
         if self.data_ranks % self.ep:
             raise LayoutError(
@@ -207,18 +230,9 @@ class Layout:
             raise LayoutError("--zero is 0, 1, 2 or 3")
         self._check_framework()
         self._check_pipeline()
-        self._check_context()
-
-    def _check_context(self) -> None:
-        """What context parallelism is modelled with (context.py)."""
-        if self.cp == 1:
-            return
-        if self.framework is not Framework.MEGATRON:
-            raise LayoutError(f"--cp {self.cp}: context parallelism is Megatron-LM's (--framework megatron)")
-        if self.ep > 1:
-            raise LayoutError(
-                f"--cp {self.cp} with --ep {self.ep}: experts folded over context ranks are not modelled"
-            )
+        for d in ordered():
+            if d.rules is not None:
+                d.rules(self)
 
     def _check_framework(self) -> None:
         """What each framework's data parallelism allows."""

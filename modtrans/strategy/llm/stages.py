@@ -18,7 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from modtrans.ir.document import Layer
+from modtrans.plan.model import Purpose
+from modtrans.strategy.llm.degrees import Degree, register
 from modtrans.strategy.llm.options import LayoutError
+
+register(Degree("pp", Purpose.PIPELINE))  # the pipeline degree P, the mesh's slowest axis
 
 
 def block_of(layer: Layer) -> int | None:

@@ -42,12 +42,15 @@ from modtrans import dtypes
 from modtrans.comm import CommType
 from modtrans.ir.document import Kind, ModelIR, Part, Role
 from modtrans.ir.document import Layer as IRLayer
-from modtrans.plan.model import Place
+from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm, a_in, a_out
+from modtrans.strategy.llm.degrees import Degree, register
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import TENSOR, Unit
 from modtrans.strategy.roles import LayerRole, Split
 from modtrans.strategy.share import SHARDABLE
+
+register(Degree("tp", Purpose.TENSOR, shards=True))  # the tensor-parallel degree T, the mesh's fastest axis
 
 
 def apply(

@@ -6,26 +6,21 @@ Where each technique attaches a collective: plan.model.Place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm, LayerDraft
-from modtrans.strategy.llm.options import span
+from modtrans.strategy.llm.degrees import dense_data
 from modtrans.strategy.roles import LayerRole
 
-TENSOR = span("tp")
-EXPERT = span("ep")
-CONTEXT = span("cp")
-# dense gradients: every data-parallel rank (ep x dp: D), and with context parallelism every
-# context rank too (Megatron-LM reduces them over the data-parallel group with context
-# parallelism: parallel_state.get_data_parallel_group(with_context_parallel=True)); a mesh without
-# a context axis names no context ranks
-DENSE_DATA = span("cp-ep-dp")
+TENSOR = frozenset({Purpose.TENSOR})
+EXPERT = frozenset({Purpose.EXPERT})
 # expert gradients (expert.py): the D / E ranks holding the same expert shards (experts split over
-# the tensor ranks, ETP = T), or the T x D / E ranks holding the same whole experts (ETP 1)
-EXPERT_DATA = span("dp")
-TENSOR_EXPERT_DATA = span("tp-dp")
+# the tensor ranks, ETP = T), or the T x D / E ranks holding the same whole experts (ETP 1); dense
+# gradients: degrees.dense_data()
+EXPERT_DATA = frozenset({Purpose.DATA})
+TENSOR_EXPERT_DATA = frozenset({Purpose.TENSOR, Purpose.DATA})
 
 
 @dataclass
@@ -33,7 +28,7 @@ class Unit:
     x: LayerDraft  # the group, its TP shard (ways, split)
     block: int | None
     scale: Fraction = Fraction(1)  # compute scale beyond the TP shard (SP: 1/T; an expert: x E_p)
-    grads_over: frozenset[Purpose] = DENSE_DATA
+    grads_over: frozenset[Purpose] = field(default_factory=dense_data)  # the dense gradients' axes
     index: int = -1  # in Plan.layers, set when the plan is assembled
     holds: int = 1  # a grouped experts' layer: this rank holds 1 / holds of its experts (E_p)
 

@@ -1,0 +1,111 @@
+"""The registry of parallel degrees: each degree's module declares its mesh axis and how the
+layout counts it (`register(Degree(...))`), as cost models and techniques register. The layout
+(options.py) derives from them the mesh, the axes a group spans, D and the sequence's split, and
+runs each degree's own rules; build.py runs each degree's model check and collectives. Every
+module of this package is imported on the first question, so a new degree is its module (and
+its option's row in table.py, its field in Layout) with nothing listed elsewhere.
+
+    register(Degree("cp", Purpose("context"), optional=True, replica=True, sequence=True, ...))
+    registered()["cp"].purpose      Purpose("context")
+
+A degree's place in the rank order is options.ORDER's (Megatron-Core's order string)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import pkgutil
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from modtrans.plan.model import Purpose
+
+Layout = Any  # options.Layout: options.py reads this registry, so it is not imported here
+Rule = Callable[[Layout], None]
+
+
+@dataclass(frozen=True)
+class Degree:
+    """One parallel degree: its Layout field and ORDER token (`token`), its mesh axis, and what
+    the layout's rules read of it.
+
+    optional   the mesh has its axis only where it holds more than one rank (no context axis
+               without C: a mesh, and its groups' ids, as before the degree existed)
+    replica    its ranks hold the same dense weights: the dense gradients are reduced over its
+               axis too (Megatron's data-parallel group with context parallelism)
+    sequence   its ranks split every micro-batch's sequence: each runs, stores and sends 1 / size
+    shards     it divides each layer's work or weights among its ranks: the units a rank runs
+               depend on its size (tensor, context, expert; not the pipeline's or data's)
+    data       the data degree itself (its axis holds the D / E expert-data ranks)
+    carved     its ranks come out of the D data ranks (experts), not a factor of N beside them
+    size       its axis's ranks for a layout (default: the Layout field)
+    rules      its own layout rules, raising LayoutError (run last, after the shared ones)
+    refuses    (ir, layout): raises LayoutError where the model cannot be split so
+    attach     (units, layout): its collectives, attached after tensor parallelism's"""
+
+    token: str
+    purpose: Purpose
+    optional: bool = False
+    replica: bool = False
+    sequence: bool = False
+    shards: bool = False
+    data: bool = False
+    carved: bool = False
+    size: Callable[[Layout], int] | None = None
+    rules: Rule | None = None
+    refuses: Callable[[Any, Layout], None] | None = None
+    attach: Callable[[Any, Layout], None] | None = None
+
+    def ranks(self, layout: Layout) -> int:
+        """Its axis's ranks in `layout`."""
+        return int(self.size(layout) if self.size is not None else getattr(layout, self.token))
+
+    @property
+    def beside_data(self) -> bool:
+        """A factor of N beside D (N = T x C x P x D): neither D nor carved from it."""
+        return not (self.data or self.carved)
+
+
+_DEGREES: dict[str, Degree] = {}
+_loading: list[bool] = []
+
+
+def register(degree: Degree) -> Degree:
+    """Declare a degree (its module does, when imported); a token twice is a programming error."""
+    known = _DEGREES.get(degree.token)
+    if known is not None and known != degree:
+        raise ValueError(f"the degree {degree.token!r} is registered twice")
+    _DEGREES[degree.token] = degree
+    return degree
+
+
+def registered() -> Mapping[str, Degree]:
+    """Every degree, by token (this package's modules imported once, to register theirs)."""
+    if not _loading:
+        _loading.append(True)
+        package = __name__.rpartition(".")[0]
+        path = importlib.import_module(package).__path__
+        for found in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+            importlib.import_module(f"{package}.{found.name}")
+    return _DEGREES
+
+
+def degrees(tokens: Iterable[str]) -> list[Degree]:
+    """The degrees of `tokens`, in their order (KeyError: a token no module registers)."""
+    known = registered()
+    return [known[t] for t in tokens]
+
+
+@functools.cache
+def dense_data() -> frozenset[Purpose]:
+    """The axes the dense gradients are reduced over: every replica degree's (Megatron-LM's
+    data-parallel group with context parallelism, parallel_state.get_data_parallel_group(
+    with_context_parallel=True)); a mesh without one of them names no ranks of it."""
+    return frozenset(d.purpose for d in registered().values() if d.replica)
+
+
+def product(layout: Layout, chosen: Iterable[Degree]) -> int:
+    """The ranks of the chosen degrees' axes together."""
+    return math.prod(d.ranks(layout) for d in chosen)

@@ -1,0 +1,117 @@
+"""The registry of parallel degrees (strategy/llm/degrees.py) holds every axis a plan uses, and
+every registered degree is an option, a Layout field and a token of the rank order: a degree is
+its module, found through the registry, with nothing listed elsewhere to forget."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from modtrans import pipeline, table
+from modtrans.comm import Policy
+from modtrans.plan.model import Collective, Plan, Purpose, Transfer
+from modtrans.strategy import Parallelism
+from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.degrees import Degree, dense_data, register, registered
+from modtrans.strategy.llm.options import ORDER, Layout, LayoutError, span
+
+SEQUENCE = 256
+PRESETS = (Policy.DATA, Policy.MODEL, Policy.HYBRID_DATA_MODEL, Policy.HYBRID_TRANSFORMER)
+DEGREES = sorted(registered().values(), key=lambda d: d.token)
+
+
+def _llm(model: str, layout: Layout) -> Plan:
+    """A built-in configuration's plan (the published dimensions, a short sequence)."""
+    options = pipeline.Options(
+        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
+        input_shapes={"input_ids": (1, SEQUENCE)},
+        format="chakra-et",
+    )
+    done = pipeline.translate_checked(model, options)
+    assert done.plan is not None, [str(d) for d in done.diagnostics]
+    return done.plan
+
+
+def _preset(policy: Policy) -> Plan:
+    """The zoo's GPT-2 under an ASTRA-sim keyword on 4 NPUs (the hybrids 2 x 2)."""
+    options = pipeline.Options(parallel=Parallelism(policy, 4, 2), format="chakra-et")
+    plan = pipeline.translate_checked("gpt2", options).plan
+    assert plan is not None
+    return plan
+
+
+def _purposes(plan: Plan) -> set[Purpose]:
+    """Every axis the plan's mesh has and its collectives and transfers name, on every stage."""
+    used = {a.purpose for a in plan.mesh.axes}
+    for p in range(len(plan.programs)):
+        for op in plan.programs[p]:
+            if isinstance(op, Collective):
+                used |= op.over
+            elif isinstance(op, Transfer):
+                used.add(op.along)
+    return used
+
+
+@pytest.fixture(scope="module")
+def used() -> set[Purpose]:
+    """The axes of plans that exercise every degree: tensor, context, pipeline and data on
+    Llama-3-8B, experts on Mixtral-8x7B, and the keyword presets."""
+    plans = [
+        _llm("llama-3-8b", Layout(npus=16, tp=2, cp=2, pp=2, zero=1)),
+        _llm("mixtral-8x7b", Layout(npus=8, tp=2, pp=2, ep=2, sp=True)),
+        *(_preset(p) for p in PRESETS),
+    ]
+    return set().union(*(_purposes(plan) for plan in plans))
+
+
+def test_every_axis_a_plan_uses_is_a_registered_degrees(used: set[Purpose]) -> None:
+    """No purpose comes from anywhere but a degree's module: the plans' axes are the registry's."""
+    declared = {d.purpose for d in registered().values()}
+    assert used <= declared, f"axes no degree registers: {sorted(used - declared)}"
+
+
+def test_every_registered_degree_is_used_by_some_plan(used: set[Purpose]) -> None:
+    """The other way round: the plans above reach every registered degree's axis, so the first
+    test sees them all (a degree added without a plan here fails this one)."""
+    assert {d.purpose for d in registered().values()} <= used
+
+
+@pytest.mark.parametrize("degree", DEGREES, ids=lambda d: d.token)
+def test_a_degree_is_an_option_a_layout_field_and_a_token_of_the_rank_order(degree: Degree) -> None:
+    """Each registered degree has its row in the option table (a layout option, --TOKEN), its
+    field in Layout, and its one place in ORDER, Megatron-Core's order string."""
+    row = table.BY_NAME.get(degree.token)
+    assert row is not None, f"no row for --{degree.token} in table.py"
+    assert row.layout
+    assert degree.token in {f.name for f in dataclasses.fields(Layout)}
+    assert ORDER.split("-").count(degree.token) == 1
+
+
+def test_the_rank_order_names_only_registered_degrees() -> None:
+    assert set(ORDER.split("-")) == set(registered())
+
+
+def test_the_dense_gradients_span_megatrons_data_parallel_group_with_context() -> None:
+    """Megatron-Core reduces dense gradients over get_data_parallel_group(with_context_parallel=
+    True): its RankGenerator's "cp-ep-dp" (ep folded into dp for dense weights), the replica
+    degrees the registry holds."""
+    assert dense_data() == span("cp-ep-dp")
+    layout = Layout(npus=32, tp=2, cp=2, pp=2, dp=4)
+    assert layout.gradient_ranks == layout.mesh().span(dense_data()) == 8  # D x C
+    experts = Layout(npus=16, tp=2, pp=2, dp=4, ep=2)
+    assert experts.gradient_ranks == experts.mesh().span(dense_data()) == 4  # D: E carved from it
+
+
+def test_a_token_registered_twice_differently_is_refused() -> None:
+    """Two modules claiming one degree is a programming error, not a silent overwrite."""
+    context = registered()["cp"]
+    with pytest.raises(ValueError, match="registered twice"):
+        register(dataclasses.replace(context, optional=False))
+    assert registered()["cp"] is context
+
+
+def test_a_degrees_own_rules_run_with_the_layouts() -> None:
+    """Context parallelism's rules live in context.py and a Layout runs them: Megatron-LM only."""
+    with pytest.raises(LayoutError, match="context parallelism is Megatron-LM's"):
+        Layout(npus=4, cp=2, framework=Framework.FSDP)
