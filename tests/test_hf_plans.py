@@ -177,3 +177,37 @@ def test_styles_cover_every_style_transformers_registers() -> None:
     assert len(tensor) >= 18
     assert tensor <= set(plans.STYLES)
     assert not (names - tensor) & set(plans.STYLES)
+
+
+def test_what_the_plan_leaves_out_is_replicated() -> None:
+    """gpt-oss's plan names its embedding alone (GptOssConfig.base_model_tp_plan: embed_tokens
+    embedding_rowwise; its experts follow the expert plan): at --tp 2 the attention projections
+    send nothing over the tensor ranks; the embedding all-reduces its output
+    (tokens x hidden x 4 bytes) and the head keeps Megatron's vocabulary-parallel loss."""
+    config = {
+        "model_type": "gpt_oss",
+        "architectures": ["GptOssForCausalLM"],
+        "vocab_size": 512,
+        "hidden_size": 256,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 32,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "layer_types": ["sliding_attention", "full_attention"],
+    }
+    data = json.dumps(config).encode()
+    ir, found = hf.extract(json.loads(data), data, name="gpt_oss", batch=1, sequence=SEQ, tensor=2)
+    assert ir is not None, found
+    assert {x.name: x.tp_style for x in ir.layers if x.tp_style} == {
+        "model.embed_tokens": "embedding_rowwise"
+    }
+    layout = Layout(npus=2, tp=2, micro_batch=1, global_batch=1)
+    tensor = [c for c in _collectives(ir, layout) if c[4] == frozenset({Purpose.TENSOR})]
+    assert not [c for c in tensor if ".self_attn." in c[0] or ".mlp." in c[0]]
+    assert ("model.embed_tokens", "fwd", "ALLREDUCE", SEQ * config["hidden_size"] * 4) in [
+        c[:4] for c in tensor
+    ]
+    assert {c[0] for c in tensor} == {"model.embed_tokens", "lm_head"}

@@ -265,7 +265,7 @@ def planned_roles(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, LayerRole
     layer (a ColumnParallelLinear with parallel_output, its loss vocabulary-parallel:
     cross_entropy). transformers' own head plan (LlamaForCausalLM._tp_plan, lm_head:
     colwise_gather_output) gathers the logits whole for generation; a plan that names either
-    layer wins."""
+    layer wins. The head: a linear layer outside the blocks whose output is vocabulary wide."""
     vocabulary = max((_rows(o) for o in owners if o.kind is Kind.EMBEDDING), default=0)
     roles: dict[str, LayerRole] = {}
     for owner in owners:
@@ -274,9 +274,14 @@ def planned_roles(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, LayerRole
             roles[owner.name] = style.role
         elif owner.kind is Kind.EMBEDDING and vocabulary and _rows(owner) == vocabulary:
             roles[owner.name] = LayerRole.EMBEDDING
-        elif owner.kind in SHARDABLE and vocabulary and _width(owner) == vocabulary:
+        elif owner.kind in SHARDABLE and vocabulary and _width(owner) == vocabulary and _outside(owner):
             roles[owner.name] = LayerRole.COLUMN
     return roles
+
+
+def _outside(layer: IRLayer) -> bool:
+    """Whether a layer sits outside the blocks (a head: no block index)."""
+    return layer.block is None or layer.block.index is None
 
 
 def _width(layer: IRLayer) -> int:
