@@ -211,3 +211,27 @@ def test_what_the_plan_leaves_out_is_replicated() -> None:
         c[:4] for c in tensor
     ]
     assert {c[0] for c in tensor} == {"model.embed_tokens", "lm_head"}
+
+
+def test_split_experts_without_sequence_parallelism_are_refused(tmp_path: Path) -> None:
+    """OLMoE's plan at --tp 2 runs without SP, each tensor rank with whole experts on the whole
+    sequence: --etp 2 (the experts split over the tensor ranks) is one X501 line."""
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    args = [
+        "translate",
+        str(FIXTURES / "olmoe-default.json"),
+        "--tp",
+        "2",
+        "--etp",
+        "2",
+        "--seq-len",
+        str(SEQ),
+    ]
+    refused = CliRunner().invoke(app, [*args, "-d", "simai", "-o", str(tmp_path / "s.txt")])
+    assert refused.exit_code == 2
+    lines = refused.output.strip().splitlines()
+    assert len(lines) == 1
+    assert "X501 --etp 2: without --sp every tensor rank keeps whole experts" in lines[0]

@@ -58,6 +58,11 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
     # tensor rank, routes every token there and keeps whole experts (transformers splits none
     # its plan leaves out), which compute the same tokens and gradients on each tensor rank
     whole = tp > 1 and not sp
+    if whole and layout.etp is not None and layout.etp > 1:
+        raise LayoutError(
+            f"--etp {layout.etp}: without --sp every tensor rank keeps whole experts on the whole "
+            "sequence (the model's own plan splits no expert it leaves out)"
+        )
     etp = 1 if whole else layout.expert_tp
     shard = tp if sp else 1
     roles = roles_of(

@@ -271,7 +271,8 @@ def planned_roles(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, LayerRole
     for owner in owners:
         style = plans.of(owner)
         if style is not None:
-            roles[owner.name] = style.role
+            if style.role is not LayerRole.EXPERT:  # experts: expert parallelism's (expert.py)
+                roles[owner.name] = style.role
         elif owner.kind is Kind.EMBEDDING and vocabulary and _rows(owner) == vocabulary:
             roles[owner.name] = LayerRole.EMBEDDING
         elif owner.kind in SHARDABLE and vocabulary and _width(owner) == vocabulary and _outside(owner):
