@@ -9,8 +9,8 @@ library.py  torch and transformers (imported there alone): the model built on me
 layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied
             weights counted once
 blocks.py   what a layer is to the model: block index and part, heads, MoE routers and experts
-plans.py    the model's own base_model_tp_plan styles -> the Megatron roles strategy/llm/tensor.py
-            gives, and the refusal of --tp for a model without a plan
+plans.py    the model's own base_model_tp_plan: each layer's style (Layer.tp_style), which
+            strategy/llm/tensor.py splits and communicates by; --tp refused without a plan
 cache.py    the IR kept by the configuration's digest: a second run reads it without torch
 
     ir, found = extract(config, data, name="config.json", batch=1, sequence=2048)
@@ -84,7 +84,8 @@ def extract(
             message = f"transformers could not build or run {family!r} on the meta device: {first}"
             return None, [diagnostic("M801", message, path=name)]
         cache.store(key, ir, plan)
-    refused = plans.refusal(family, plan, tensor)
+    ir = plans.annotate(ir, plan)
+    refused = plans.refusal(family, plan, tensor, ir)
     if refused is not None:
         return None, [diagnostic("X501", refused, path=name)]
     return ir, _unrun(ir, name)

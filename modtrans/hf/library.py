@@ -13,6 +13,8 @@ gate_up_proj[expert_ids]), its input and output shapes, and the ops whose output
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,55 @@ from torch.utils.flop_counter import flop_registry
 from torch.utils.weak import WeakIdKeyDictionary
 
 VERSION = transformers.__version__
+
+
+REUSED: list[str] = []
+"""The package whose import structure _reuse_models_structure gave (empty: none)."""
+
+
+def _reuse_models_structure() -> None:
+    """transformers reads the source of every model folder twice a process: `import transformers`
+    builds the models' import structure (import_utils.define_import_structure on models/: ~570
+    folders, ~1,700 files), and the first import of a model builds it again for the
+    transformers.models package (models/__init__.py), create_import_structure_from_path's
+    lru_cache holding 128 folders, all evicted by the first read. The package's structure is the
+    top-level module's `models.` entries (their objects and missing backends): given back from
+    them, the second read (0.4-0.5 s CPU, about a tenth of an uncached read) is not made. Left
+    alone where the package is imported already or transformers keeps these otherwise."""
+    import sys
+
+    from transformers.utils import import_utils
+
+    top = sys.modules.get("transformers")
+    owners = getattr(top, "_class_to_module", None)
+    missing = getattr(top, "_object_missing_backend", None)
+    original = getattr(import_utils, "define_import_structure", None)
+    if "transformers.models" in sys.modules or not isinstance(owners, dict) or not isinstance(missing, dict):
+        return
+    known_backends = getattr(import_utils, "BACKENDS_MAPPING", {})
+    structure: dict[frozenset[str], dict[str, set[str]]] = {}
+    for name, module in owners.items():
+        if not isinstance(module, str) or not module.startswith("models."):
+            continue
+        backends = frozenset(missing.get(name, ()))
+        if not all(isinstance(b, str) and b in known_backends for b in backends):
+            return
+        structure.setdefault(backends, {}).setdefault(module.removeprefix("models."), set()).add(name)
+    package = os.path.join(os.path.dirname(transformers.__file__), "models", "__init__.py")
+    if original is None or not structure or not os.path.isfile(package):
+        return
+
+    def define(module_path: Any, prefix: str | None = None) -> Any:
+        if prefix is None and os.path.abspath(str(module_path)) == package:
+            import_utils.define_import_structure = original
+            REUSED.append(package)
+            return structure
+        return original(module_path, prefix)
+
+    import_utils.define_import_structure = define
+
+
+_reuse_models_structure()
 
 
 def known(model_type: str) -> bool:
@@ -84,45 +135,54 @@ class Recorded:
 
 
 class _Recorder(TorchDispatchMode):  # type: ignore[misc]
+    """Each op's record. Its tables are keyed by id() with every tensor they name kept alive
+    (`kept`: meta tensors hold no storage), so no id is reused: a plain dict lookup per operand
+    where a weak-keyed one cost a reference object each (a third of the recording's own time)."""
+
     def __init__(self, stack: list[str], params: dict[int, str], given: Mapping[str, Any]) -> None:
         super().__init__()
         self.named = {id(t): name for name, t in given.items()}
         self.stack = stack
         self.params = params
-        self.origin: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> parameter keys it views
-        self.source: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> the ops that made it
+        self.origin: dict[int, tuple[str, ...]] = {}  # tensor -> parameter keys it views
+        self.source: dict[int, tuple[int, ...]] = {}  # tensor -> the ops that made it
+        self.made: dict[int, Any] = {}  # a boolean tensor -> the op that made it
+        self.kept: list[Any] = []
+        self.categories: dict[Any, str] = {}  # op overload -> _category's answer
         self.ops: list[Op] = []
-        self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()  # a boolean tensor -> the op that made it
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         packet = func._overloadpacket
         if packet is aten._local_scalar_dense:
-            return _scalar(args[0], self.made)
+            return _scalar(args[0], self.made.get(id(args[0])))
         out = func(*args, **kwargs)
-        for t in _flat(out):
-            if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
-                self.made[t] = packet
-        tensors = [t for t in _flat((args, kwargs)) if isinstance(t, torch.Tensor)]
-        outs = [t for t in _flat(out) if isinstance(t, torch.Tensor)]
+        outs = _tensors((out,), [])
+        self.kept += outs
+        for t in outs:
+            if t.dtype == torch.bool:
+                self.made[id(t)] = packet
+        tensors = _tensors(kwargs.values(), _tensors(args, []))
         params: list[str] = []
         reads: list[int] = []
         read: list[tuple[tuple[int, ...], str, str]] = []
         for t in tensors:
             key = self.params.get(id(t))
-            found = (key,) if key is not None else self.origin.get(t, ())
+            found = (key,) if key is not None else self.origin.get(id(t), ())
             params += [p for p in found if p not in params]
-            sources = self.source.get(t, ())
+            sources = self.source.get(id(t), ())
             reads += [r for r in sources if r not in reads]
             if not found:
                 name = self.named.get(id(t)) or (f"op{sources[-1]}" if sources else "")
-                read.append((tuple(t.shape), str(t.dtype).removeprefix("torch."), name))
-        category = _category(func, packet)
+                read.append((tuple(t.shape), _dtype(t.dtype), name))
+        category = self.categories.get(func)
+        if category is None:
+            category = self.categories[func] = _category(func, packet)
         if category == "data":  # a view, copy or gather: its outputs carry what its inputs did
             for t in outs:
                 if params:
-                    self.origin[t] = tuple(params)
-                self.source[t] = tuple(reads)
+                    self.origin[id(t)] = tuple(params)
+                self.source[id(t)] = tuple(reads)
                 if len(tensors) == 1 and id(tensors[0]) in self.named:
                     self.named[id(t)] = self.named[id(tensors[0])]
             return out
@@ -139,24 +199,42 @@ class _Recorder(TorchDispatchMode):  # type: ignore[misc]
                 flops,
                 sum(t.numel() for t in tensors),
                 tuple(tuple(t.shape) for t in outs),
-                str(outs[0].dtype).removeprefix("torch.") if outs else "",
+                _dtype(outs[0].dtype) if outs else "",
                 tuple(read),
                 tuple(params),
                 tuple(reads),
             )
         )
         for t in outs:
-            self.source[t] = (index,)
+            self.source[id(t)] = (index,)
         return out
+
+
+def _tensors(items: Any, into: list[Any]) -> list[Any]:
+    """The tensors among `items`, nested lists, tuples and dicts followed, appended to `into`."""
+    for x in items:
+        if isinstance(x, torch.Tensor):
+            into.append(x)
+        elif isinstance(x, list | tuple):
+            _tensors(x, into)
+        elif isinstance(x, dict):
+            _tensors(x.values(), into)
+    return into
+
+
+@functools.cache
+def _dtype(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _scalar(t: Any, made: Any) -> bool:
     """A meta tensor's value where the model branches on one (`if mask.all():`): every
     meta value is unknown, and the values that keep a training forward on its ordinary path are
     the ones taken: an all() true (no padding, no packed sequences: masking_utils), an any()
-    false (no inf or nan to clamp). Any other value read is refused (meta has none)."""
+    false (no inf or nan to clamp). Any other value read is refused (meta has none). `made`: the
+    op that made `t`."""
     if t.dtype == torch.bool and t.numel() == 1:
-        return made.get(t) is not aten.any
+        return made is not aten.any
     raise RuntimeError("the model reads a value of a tensor (Tensor.item()): the meta device has none")
 
 
@@ -169,7 +247,7 @@ class _Scalars(TorchDispatchMode):  # type: ignore[misc]
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if func._overloadpacket is aten._local_scalar_dense:
-            return _scalar(args[0], self.made)
+            return _scalar(args[0], self.made.get(args[0]))
         out = func(*args, **(kwargs or {}))
         for t in _flat(out):
             if isinstance(t, torch.Tensor) and t.dtype == torch.bool:

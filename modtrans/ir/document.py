@@ -190,6 +190,7 @@ class Layer:
     repeats: int = 1  # runs per step: the trip count of the Loops / Scans around it (flops, gemm: all runs)
     flops_known: bool = True  # False: FLOPs need a shape or trip count nobody knows (X510, X514)
     block: Block | None = None  # its transformer block and part (None: nothing says)
+    tp_style: str | None = None  # the style the model's own tensor-parallel plan names (hf/plans.py)
 
     def param_bytes(self, *, weights_only: bool = False, trainable_only: bool = True) -> int:
         """Bytes a data-parallel all-reduce of this layer moves, under a parameter convention."""
@@ -409,6 +410,8 @@ def _layer(x: Layer) -> dict[str, Any]:
             else {"heads": {"query": h.query, "key_value": h.key_value, **causal, **dropout, **hidden}}
         )
         out["block"] = {"index": x.block.index, **part, **heads}
+    if x.tp_style is not None:
+        out["tp_style"] = x.tp_style
     return out
 
 
@@ -468,6 +471,7 @@ def _layer_from(x: dict[str, Any]) -> Layer:
         repeats=x.get("repeats", 1),
         flops_known=x.get("flops_known", True),
         block=_block_from(x.get("block")),
+        tp_style=x.get("tp_style"),
     )
 
 

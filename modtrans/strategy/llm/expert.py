@@ -58,7 +58,17 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
             f"--ep {ep}: the model has no mixture of experts to place (Megatron-LM's "
             "--expert-model-parallel-size needs --num-experts)"
         )
-    etp = layout.expert_tp
+    # a tensor group without SP (a model's own plan: tensor.py) runs the whole sequence on every
+    # tensor rank, routes every token there and keeps whole experts (transformers splits none
+    # its plan leaves out), which compute the same tokens and gradients on each tensor rank
+    whole = tp > 1 and not sp
+    if whole and layout.etp is not None and layout.etp > 1:
+        raise LayoutError(
+            f"--etp {layout.etp}: without --sp every tensor rank keeps whole experts on the whole "
+            "sequence (the model's own plan splits no expert it leaves out)"
+        )
+    etp = 1 if whole else layout.expert_tp
+    shard = tp if sp else 1
     roles = roles_of(
         ir, [u.x.owner for u in units if u.x.owner.moe is not None and u.x.owner.moe.expert is not None]
     )
@@ -74,9 +84,9 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
         if moe.experts % ep:
             raise LayoutError(f"--ep {ep} must divide the {moe.experts} experts of {u.name}")
         if moe.expert is None:
-            u.scale = Fraction(1, tp)  # the router sees this rank's sequence shard
+            u.scale = Fraction(1, shard)  # the router sees this rank's sequence shard
             routers[u.block] = u
-            shares[u.block] = _capacity(u, layout, tp if sp else 1)
+            shares[u.block] = _capacity(u, layout, shard)
             kept.append(u)
             continue
         if not moe.grouped and moe.expert >= moe.experts // ep:
@@ -90,13 +100,15 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
         if etp > 1:  # the tensor ranks' tokens gathered, each expert's GEMMs split over them
             u.x.ways, u.x.split = etp, Split.K if roles.get(u.name) == LayerRole.ROW else Split.N
             u.scale, u.grads_over = Fraction(gather), EXPERT_DATA
+        elif whole:  # whole experts on each tensor rank, all on the same tokens
+            u.scale, u.grads_over = Fraction(gather), EXPERT_DATA
         else:  # whole experts on each tensor rank, each on its own tokens
             u.scale, u.grads_over = Fraction(gather, tp), EXPERT_DATA if tp == 1 else TENSOR_EXPERT_DATA
         u.scale *= shares.get(u.block, Fraction(1))  # a router precedes its experts (IR order)
         last_expert[u.block] = u
         kept.append(u)
     for block, router in routers.items():
-        _dispatch(router, last_expert.get(block), ep, etp, tp if sp else 1, shares[block])
+        _dispatch(router, last_expert.get(block), ep, etp, shard, shares[block])
     if layout.capacity_factor is not None and not routers:
         raise LayoutError("--moe-expert-capacity-factor: the model has no mixture of experts to route")
     return kept

@@ -29,7 +29,12 @@ The loss on vocabulary-parallel logits (a column-parallel last layer's output: t
 all-reduces three fp32 values per token over the tensor ranks in the forward (cross_entropy).
 Experts and routers are left to expert parallelism (not split over T).
 The layout (--tp) and the HYBRID_TRANSFORMER keywords (techniques/megatron.py, no SP) both call
-apply(): one implementation, its roles from roles_of (the Megatron layer class of each GEMM).
+apply(): one implementation, its roles from roles_of (the Megatron layer class of each GEMM), or,
+for a model read through transformers, from the model's own plan (planned_roles; hf/plans.py):
+each layer then sends the collectives of its style's Megatron layer, a gathered output
+(colwise_gather_output: an all-gather after the forward) and a split whole input
+(rowwise_split_input: its gradient all-gathered) included. Such a plan runs without SP, a
+mixture of experts too (transformers routes the whole sequence on every tensor rank: expert.py).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from fractions import Fraction
 
 from modtrans import dtypes
 from modtrans.comm import CommType
+from modtrans.hf import plans
 from modtrans.ir.document import Kind, ModelIR, Part, Role
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import Place, Purpose
@@ -61,7 +67,9 @@ def apply(
     `tokens`: the context-parallel ranks the sequence is split over (context.py): every activation
     these collectives move is 1/tokens of the IR's (built for the whole sequence)."""
     check(ir, tp, sp, option)
-    roles = roles_of(ir, [u.x.owner for u in units if u.x.owner.moe is None])
+    dense = [u.x.owner for u in units if u.x.owner.moe is None]
+    planned = plans.styled(ir)
+    roles = planned_roles(ir, dense) if planned else roles_of(ir, dense)
     positions = _added_positions(units, roles)
     whole = {p for x in ir.layers if x.op_type == "ScatterND" for p in x.producers}
     model_inputs = frozenset(ir.provenance.input_shapes)
@@ -73,7 +81,12 @@ def apply(
         u.role = roles.get(u.name, LayerRole.REPLICATED)
         if tp == 1:
             continue
+        style = plans.of(u.x.owner) if planned else None
         if u.role is LayerRole.REPLICATED:
+            if style is not None and style.reduce_output:
+                u.attach(Place.AFTER_FWD, Comm(CommType.ALLREDUCE, -(-a_out(u.x.owner) // tokens), TENSOR))
+            if style is not None and style.reduce_grads and not sp:  # under SP: replicated_grads
+                u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, u.grad_bytes(), TENSOR))
             if sp:
                 u.scale = Fraction(1, tp)
             continue
@@ -86,8 +99,11 @@ def apply(
             )
             if sp:
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, out, TENSOR))
+            if style is not None and style.split_input:
+                size = -(-a_in(u.x.owner, model_inputs) // tokens)
+                u.attach(Place.AFTER_IG, Comm(CommType.ALLGATHER, size, TENSOR))
         elif u.role is LayerRole.COLUMN:
-            if u.name in whole:
+            if u.name in whole or (style is not None and style.gather_output):
                 u.attach(Place.AFTER_FWD, Comm(CommType.ALLGATHER, -(-a_out(u.x.owner) // tokens), TENSOR))
             # one collective per input and block: Megatron fuses the projections of one input in a
             # block (linear_qkv; T5's cross-attention linear_kv), but each block's reads the
@@ -98,6 +114,8 @@ def apply(
                 continue
             seen |= shared
             size = -(-a_in(u.x.owner, model_inputs) // tokens)
+            if style is not None and not size:  # token ids (embedding_colwise): no gradient to reduce
+                continue
             if sp:
                 u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, TENSOR))
                 u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, TENSOR))
@@ -174,7 +192,18 @@ def check(ir: ModelIR, tp: int, sp: bool, option: str = "--tp") -> None:
             "(its conv1d, x_proj and scan shard by channel, which Megatron's MambaMixer does with "
             "collectives of its own)"
         )
-    if not sp and any(x.moe is not None for x in ir.layers):
+    if sp and plans.styled(ir):
+        whole = sorted(
+            {str(x.tp_style) for x in ir.layers if (s := plans.of(x)) and (s.gather_output or s.split_input)}
+        )
+        if whole:
+            raise LayoutError(
+                f"--sp: the model's tensor-parallel plan gives whole activations ({', '.join(whole)}), "
+                "which Megatron-LM splits with no sequence parallelism (ColumnParallelLinear.forward: "
+                "gather_output asserts not sequence_parallel; RowParallelLinear: input_is_parallel must be "
+                "True); transformers' plan runs without it"
+            )
+    if not sp and not plans.styled(ir) and any(x.moe is not None for x in ir.layers):
         raise LayoutError(
             f"{option} {tp}: a mixture of experts over tensor ranks needs --sp (Megatron-Core's MoELayer "
             "refuses to train without it: each tensor-parallel rank routes its own sequence shard)"
@@ -229,6 +258,40 @@ def roles_of(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, LayerRole]:
                 LayerRole.ROW if any(roles.get(x) is LayerRole.COLUMN for x in fed_by) else LayerRole.COLUMN
             )
     return roles
+
+
+def planned_roles(ir: ModelIR, owners: Sequence[IRLayer]) -> dict[str, LayerRole]:
+    """The roles the model's own tensor-parallel plan gives (hf/plans.py): each layer it names
+    gets its style's role, every other one is replicated (transformers' apply_tensor_parallelism
+    touches only the plan's modules), but for the vocabulary pair the plan leaves out: the word
+    embedding and the head on the vocabulary stay Megatron's VocabParallelEmbedding and output
+    layer (a ColumnParallelLinear with parallel_output, its loss vocabulary-parallel:
+    cross_entropy). transformers' own head plan (LlamaForCausalLM._tp_plan, lm_head:
+    colwise_gather_output) gathers the logits whole for generation; a plan that names either
+    layer wins. The head: a linear layer outside the blocks whose output is vocabulary wide."""
+    vocabulary = max((_rows(o) for o in owners if o.kind is Kind.EMBEDDING), default=0)
+    roles: dict[str, LayerRole] = {}
+    for owner in owners:
+        style = plans.of(owner)
+        if style is not None:
+            if style.role is not LayerRole.EXPERT:  # experts: expert parallelism's (expert.py)
+                roles[owner.name] = style.role
+        elif owner.kind is Kind.EMBEDDING and vocabulary and _rows(owner) == vocabulary:
+            roles[owner.name] = LayerRole.EMBEDDING
+        elif owner.kind in SHARDABLE and vocabulary and _width(owner) == vocabulary and _outside(owner):
+            roles[owner.name] = LayerRole.COLUMN
+    return roles
+
+
+def _outside(layer: IRLayer) -> bool:
+    """Whether a layer sits outside the blocks (a head: no block index)."""
+    return layer.block is None or layer.block.index is None
+
+
+def _width(layer: IRLayer) -> int:
+    """The last dimension of a layer's output (a head's: the vocabulary)."""
+    shape = layer.outputs[0].shape if layer.outputs else None
+    return shape[-1] if shape and isinstance(shape[-1], int) else 0
 
 
 def _patch_embedding(layer: IRLayer) -> bool:
