@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,7 +107,7 @@ def test_a_whole_activation_style_under_sequence_parallelism_is_refused_in_one_l
     assert not (tmp_path / "s.txt").exists()
 
 
-LLAMA = {
+LLAMA: dict[str, Any] = {
     "model_type": "llama",
     "architectures": ["LlamaForCausalLM"],
     "vocab_size": 512,
@@ -153,7 +154,12 @@ def test_the_plan_s_gradient_all_reduce_of_a_replicated_norm() -> None:
     at --tp 2 without SP one all-reduce over the tensor group of each norm's head_dim weights per
     iteration, in the gradient buffer's dtype (fp32 for bfloat16 parameters: Megatron-LM's main
     gradients, strategy/frameworks.py): head_dim x 4 bytes."""
-    config = {**LLAMA, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 32}
+    config: dict[str, Any] = {
+        **LLAMA,
+        "model_type": "qwen3",
+        "architectures": ["Qwen3ForCausalLM"],
+        "head_dim": 32,
+    }
     data = json.dumps(config).encode()
     ir, found = hf.extract(json.loads(data), data, name="qwen3", batch=1, sequence=SEQ, tensor=2)
     assert ir is not None, found
@@ -184,7 +190,7 @@ def test_what_the_plan_leaves_out_is_replicated() -> None:
     embedding_rowwise; its experts follow the expert plan): at --tp 2 the attention projections
     send nothing over the tensor ranks; the embedding all-reduces its output
     (tokens x hidden x 4 bytes) and the head keeps Megatron's vocabulary-parallel loss."""
-    config = {
+    config: dict[str, Any] = {
         "model_type": "gpt_oss",
         "architectures": ["GptOssForCausalLM"],
         "vocab_size": 512,
