@@ -1,8 +1,9 @@
 """The finalists simulated: `--simulate top:K` (the K best by the estimate), `all` or `none`.
-Each is translated to a Chakra trace set as `modtrans translate --format chakra-et` writes it,
-in a temporary folder, and run on ASTRA-sim 2.x on the sweep's network (modtrans/simulate/),
-one task per layout on the sweep's engine; kept by the digest of the translation's inputs, the
-network and the simulator binary's content (cache.py)."""
+Each is translated as `modtrans translate --format chakra-et` translates it, its traces written
+in a temporary folder with each chain of computes one node (chakra/fuse.py: the same simulated
+time, some 40 % fewer nodes for the simulator to hold), and run on ASTRA-sim 2.x on the sweep's
+network (modtrans/simulate/), one task per layout on the sweep's engine; kept by the digest of
+the translation's inputs, the network and the simulator binary's content (cache.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]
     translated plan walked: modtrans.estimate.plan) and ASTRA-sim 2.x's, in seconds, or the
     one-line reason there is none."""
     from modtrans import api, estimate, simulate
+    from modtrans.chakra import ChakraError, fuse, write
     from modtrans.diagnostics import has_errors
     from modtrans.request import prepare, request_of
 
@@ -66,14 +68,16 @@ def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]
         prefix = str(Path(folder) / "trace")
         try:
             prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": prefix}))
-            result = api.write(api.run(prepared), model)
-            if result.plan is None or has_errors(result.diagnostics) or not result.written:
+            result = api.run(prepared)
+            if result.plan is None or has_errors(result.diagnostics):
                 first = next((d for d in result.diagnostics if d.severity == 1), None)
-                return f"not translated: {first.message if first else 'nothing written'}"
+                return f"not translated: {first.message if first else 'no plan'}"
+            tick = prepared.options.cost.clock.tick_ns
+            write(fuse.fused(result.plan, tick), Path(prefix), tick_ns=tick)
             net = simulate.network(network, layout.npus)
-            exact = estimate.plan(result.plan, network=net, tick_ns=prepared.options.cost.clock.tick_ns)
+            exact = estimate.plan(result.plan, network=net, tick_ns=tick)
             ran, _ = simulate.run(Path(binary), prefix, layout.npus, net)
-        except (simulate.SimulateError, estimate.EstimateError, ValueError) as error:
+        except (simulate.SimulateError, estimate.EstimateError, ChakraError, ValueError) as error:
             return str(error).splitlines()[0] if str(error) else type(error).__name__
     if not ran.finished:
         return f"ASTRA-sim finished {len(ran.ranks)} of {layout.npus} ranks"
