@@ -18,6 +18,7 @@ For traces of one pass (--passes 1: the next pass's dependencies name layers' co
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from modtrans.chakra.write import durations
@@ -37,6 +38,18 @@ def fused(plan: Plan, tick_ns: float = 1.0) -> Plan:
         return program(ops, durations(ops, tick_ns)[0], alone)
 
     return dataclasses.replace(plan, programs=Programs(len(plan.programs), build))
+
+
+def nodes(plan: Plan) -> int:
+    """The nodes of the plan's trace set, every rank's (what ASTRA-sim's feeder holds): each
+    program's operations but its collectives of one rank, times the ranks running it."""
+    ranks = Counter(plan.program_of)
+    total = 0
+    for p, count in ranks.items():
+        ops = plan.programs[p]
+        alone = sum(1 for op in ops if isinstance(op, Collective) and plan.mesh.span(op.over) < 2)
+        total += (len(ops) - alone) * count
+    return total
 
 
 def program(ops: Sequence[Op], micros: Sequence[int], alone: Callable[[Collective], bool]) -> tuple[Op, ...]:

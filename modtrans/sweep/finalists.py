@@ -14,6 +14,11 @@ from typing import Any
 
 from modtrans.strategy.llm.options import Layout
 
+NODE_BYTES = 1280
+"""ASTRA-sim 2.x's memory per trace node of the set it runs: FeederV3 indexes every node and holds
+three dependency graphs of them (et_feeder.cpp, dependancy_solver.h); measured 1.25 KB a node
+(bench/bench_sweep_finalists.py: Llama-3-70B on 64 ranks, 848,000 nodes plain and 511,000 fused)."""
+
 
 class ChoiceError(ValueError):
     """A --simulate value that is none of top:K, all, none."""
@@ -73,7 +78,11 @@ def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]
                 first = next((d for d in result.diagnostics if d.severity == 1), None)
                 return f"not translated: {first.message if first else 'no plan'}"
             tick = prepared.options.cost.clock.tick_ns
-            write(fuse.fused(result.plan, tick), Path(prefix), tick_ns=tick)
+            fused = fuse.fused(result.plan, tick)
+            short = _short(fuse.nodes(fused))
+            if short:
+                return short
+            write(fused, Path(prefix), tick_ns=tick)
             net = simulate.network(network, layout.npus)
             exact = estimate.plan(result.plan, network=net, tick_ns=tick)
             ran, _ = simulate.run(Path(binary), prefix, layout.npus, net)
@@ -82,3 +91,23 @@ def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]
     if not ran.finished:
         return f"ASTRA-sim finished {len(ran.ranks)} of {layout.npus} ranks"
     return {"exact_s": exact.iteration_s, "simulated_s": ran.iteration / 1e9}
+
+
+def _short(nodes: int) -> str | None:
+    """Why ASTRA-sim cannot hold a set of `nodes` nodes here (more than the memory available now,
+    /proc/meminfo's MemAvailable), or None: a reason in the table instead of the run killed
+    for memory."""
+    try:
+        with open("/proc/meminfo") as handle:
+            found = re.search(r"^MemAvailable:\s+(\d+) kB", handle.read(), re.MULTILINE)
+    except OSError:
+        return None
+    if found is None:
+        return None
+    available, needed = int(found.group(1)) * 1024, nodes * NODE_BYTES
+    if needed <= available:
+        return None
+    return (
+        f"not simulated: ASTRA-sim would hold {nodes:,} trace nodes, some {needed / 2**30:.1f} GiB; "
+        f"{available / 2**30:.1f} GiB available"
+    )
