@@ -14,16 +14,17 @@ every N.
 
 Measured on the project's 2-core machine (load 11-13 from other work), 2026-12-06, astra-sim
 518bd51's analytical congestion-unaware binary (peak RSS and CPU of the run, its Python caller's
-included; 128 ranks under the simulator lock):
+included; 128 and 256 ranks under the simulator lock):
 
     ranks  traces  nodes        peak RSS   CPU      iteration
     32     fused      255,368     331 MB    7.3 s   17,731,199,739 ns
     64     plain      847,952   1,039 MB   30.3 s   17,770,324,275 ns
     64     fused      510,736     629 MB   17.3 s   17,770,324,275 ns
     128    fused    1,021,472   1,227 MB   44.9 s   17,791,047,318 ns
+    256    fused    2,042,944   2,426 MB  105.6 s   17,803,730,475 ns
 
-1.2 KiB a node (1.20 KiB from 32 to 128 ranks fused, 1.25 KiB between 64 ranks plain and fused),
-32 MB besides; CPU 2.5 times for twice the ranks. At 1,024 ranks the fused set has 8.2 million
+1.2 KiB a node (1.20 KiB from 32 to 256 ranks fused, 1.25 KiB between 64 ranks plain and fused),
+32 MB besides; CPU 2.4 times for twice the ranks. At 1,024 ranks the fused set has 8.2 million
 nodes: some 9.3 GiB for one simulation (the plain set 13.6 million, 15.5 GiB), twice that for
 --jobs 2.
 """

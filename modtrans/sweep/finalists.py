@@ -17,7 +17,7 @@ from modtrans.strategy.llm.options import Layout
 NODE_BYTES = 1280
 """ASTRA-sim 2.x's memory per trace node of the set it runs: FeederV3 indexes every node and holds
 three dependency graphs of them (et_feeder.cpp, dependancy_solver.h); measured 1.20-1.25 KiB a
-node (bench/bench_sweep_finalists.py: Llama-3-70B on 32 to 128 ranks, 0.26 to 1 million nodes)."""
+node (bench/bench_sweep_finalists.py: Llama-3-70B on 32 to 256 ranks, 0.26 to 2 million nodes)."""
 
 
 class ChoiceError(ValueError):
