@@ -224,9 +224,10 @@ LAYOUTS = [
     ("model", "options"), LAYOUTS, ids=lambda x: x if isinstance(x, str) else "-".join(map(str, x.values()))
 )
 def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str, object]) -> None:
-    """The fast tier (a reduced model's units, the pipeline over stages) within 2 % of the exact
+    """The fast tier (a reduced model's units, the pipeline over stages) within 0.3 % of the exact
     tier (every program of the built plan walked), which test_a_recorded_run... ties to the
-    simulator; the compute of each stage the same to 0.1 %, its memory to the byte."""
+    simulator: GPT-2's 0.17 % short (its tied embedding's swap between stages), the others within
+    0.01 %; the compute of each stage the same to 0.1 %, its memory to the byte."""
     prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": "unused/"}))
     plan = run(prepared).plan
     assert plan is not None
@@ -234,7 +235,7 @@ def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str,
     layout = prepared.options.parallel.layout
     assert layout is not None
     fast = estimate.layout(model, layout, network="dgx-a100")
-    assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=0.02)
+    assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=0.003)
     for mine, theirs in zip(fast.stages, exact.stages, strict=True):
         assert mine.compute_s == pytest.approx(theirs.compute_s, rel=1e-3)
     # memory.py's model, given the full plan's units by build.py and the reduced model's by the fast tier
