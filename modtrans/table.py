@@ -239,6 +239,8 @@ SWEEP_OWN: tuple[Option, ...] = (
        text=switches, metavar="LIST"),
     _o("sp", tuple, "Sequence parallelism: on, off (default: on where T > 1).", SPACE, text=switches,
        metavar="LIST"),
+    _o("zero", tuple, "ZeRO stages Z, 0-3 (default: megatron --distributed-optimizer's; deepspeed 0-3; "
+       "fsdp 0, 2, 3).", SPACE, **_SPACE),
     _o("simulate", str, "Run ASTRA-sim 2.x on the best K by the estimate (top:K), all, or none.", SWEEPING,
        default="none", metavar="top:K|all|none"),
     _o("astra_sim", str, "The ASTRA-sim 2.x binary (default: $MODTRANS_ASTRA_SIM).", SWEEPING,

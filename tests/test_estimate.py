@@ -224,9 +224,10 @@ LAYOUTS = [
     ("model", "options"), LAYOUTS, ids=lambda x: x if isinstance(x, str) else "-".join(map(str, x.values()))
 )
 def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str, object]) -> None:
-    """The fast tier (a reduced model's units, the pipeline over stages) within 2 % of the exact
+    """The fast tier (a reduced model's units, the pipeline over stages) within 0.3 % of the exact
     tier (every program of the built plan walked), which test_a_recorded_run... ties to the
-    simulator; the compute of each stage the same to 0.1 %, its memory to the byte."""
+    simulator: GPT-2's 0.17 % short (its tied embedding's swap between stages), the others within
+    0.01 %; the compute of each stage the same to 0.1 %, its memory to the byte."""
     prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": "unused/"}))
     plan = run(prepared).plan
     assert plan is not None
@@ -234,12 +235,40 @@ def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str,
     layout = prepared.options.parallel.layout
     assert layout is not None
     fast = estimate.layout(model, layout, network="dgx-a100")
-    assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=0.02)
+    assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=0.003)
     for mine, theirs in zip(fast.stages, exact.stages, strict=True):
         assert mine.compute_s == pytest.approx(theirs.compute_s, rel=1e-3)
     # memory.py's model, given the full plan's units by build.py and the reduced model's by the fast tier
     assert [s.memory_bytes for s in fast.stages] == [m.total for m in plan.memory]
     assert fast.tflops_per_gpu == pytest.approx(exact.tflops_per_gpu, rel=0.02)
+
+
+def test_a_steps_blocking_collectives_wait_for_the_lane_the_stage_queued_before_it() -> None:
+    """Mixtral-8x7B on 16 H100s, 1 x 2 stages x 8 data ranks, experts over 4, 8 chunks a stage:
+    each chunk's data-parallel reduction holds the lane (ASTRA-sim runs one collective or send at
+    a time) when the next chunk's expert all-to-alls, blocking collectives, want it. The fast tier
+    said 5.9555 s (0.50 % short) when a step took its chain's time whatever the lane held; the
+    simulator's, recorded (fixtures/astra-sim/mixtral-tp1-pp2-ep4-vpp8.log), is the slowest
+    stage's wall time."""
+    from modtrans.strategy.llm.options import Layout, Schedule
+
+    said = _recorded(RECORDED / "mixtral-tp1-pp2-ep4-vpp8.log")
+    layout = Layout(
+        npus=16,
+        tp=1,
+        pp=2,
+        ep=4,
+        vpp=8,
+        schedule=Schedule.INTERLEAVED,
+        micro_batch=1,
+        global_batch=64,
+        zero=1,
+    )
+    fast = estimate.layout("mixtral-8x7b", layout, network="hgx-h100", seq_len=4096)
+    assert len(said) == 16
+    assert fast.iteration_s * 1e9 == pytest.approx(max(w for w, _, _ in said.values()), rel=1e-5)
+    for stage in fast.stages:  # ranks 0-7 run stage 0, 8-15 stage 1
+        assert stage.wall_s * 1e9 == pytest.approx(said[stage.stage * 8][0], rel=1e-5)
 
 
 def test_the_fast_tier_refuses_what_it_does_not_model_in_one_line() -> None:

@@ -26,8 +26,9 @@ import modtrans
 from modtrans import pipeline, rules, table
 from modtrans.ir.document import ModelIR
 from modtrans.request import UsageError
+from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.footprint import Footprint
-from modtrans.strategy.llm.options import Layout
+from modtrans.strategy.llm.options import Layout, Recompute
 from modtrans.sweep import space
 from modtrans.sweep.rows import Row
 
@@ -135,6 +136,35 @@ def test_a_layout_over_memory_is_dropped_by_megatrons_bytes_per_parameter(tmp_pa
     parameters = 8_030_261_248
     assert rows[0].memory_gib >= (6 + 12 / 16) * parameters / 2**30
     assert 18 * parameters / 2**30 > 80
+
+
+@pytest.mark.parametrize(
+    ("framework", "stages"),
+    [("megatron", (0, 1)), ("deepspeed", (0, 1, 2, 3)), ("fsdp", (0, 2, 3))],
+)
+def test_a_sweep_tries_every_zero_stage_its_framework_has(framework: str, stages: tuple[int, ...]) -> None:
+    """The stages each framework runs: Megatron-LM's distributed optimizer on or off
+    (--use-distributed-optimizer, ZeRO-1), DeepSpeed's zero_optimization.stage 0-3
+    (deepspeed/runtime/zero/config.py), FSDP's ShardingStrategy NO_SHARD, SHARD_GRAD_OP and
+    FULL_SHARD (torch/distributed/fsdp/api.py: ZeRO-0, 2, 3; no ZeRO-1)."""
+    found = space.enumerate_layouts(
+        space.Space(tp=(1,), pp=(1,), cp=(1,), micro_batch=(1,), recompute=(Recompute.FULL,)),
+        npus=8, global_batch=64, model=space.Model(blocks=LAYERS), framework=Framework(framework),
+    )  # fmt: skip
+    assert tuple(sorted(x.zero for x in found.layouts)) == stages
+    assert not found.refused
+    fsdp3 = modtrans.sweep(
+        "llama-3-8b", gpus=8, global_batch=64, seq_len=2048, device="h100", framework="fsdp", tp="1", pp="1",
+        cp="1", micro_batch="1", recompute="full", zero="3", no_cache=True, jobs=1,
+    )  # fmt: skip
+    assert [(r.zero, r.label.split()[-1]) for r in fsdp3] == [(3, "Z3")]
+
+
+def test_zero_and_the_distributed_optimizer_together_are_one_line_and_exit_2(run_cli: Run) -> None:
+    done = run_cli("sweep", "llama-3-8b", *SMALL, "--zero", "3", "--distributed-optimizer", "on")
+    assert done.exit_code == 2
+    assert len(done.output.strip().splitlines()) == 1
+    assert "--zero" in done.output
 
 
 def _table(prefix: Path) -> list[dict[str, str]]:
@@ -265,6 +295,7 @@ def test_the_agreement_is_kendalls_tau_and_the_largest_error() -> None:
         fields |= {"schedule": "1f1b", "micro_batch": 1, "micro_batches": 1, "recompute": "none"}
         fields |= {
             "distributed_optimizer": True,
+            "zero": 1,
             "sp": False,
             "memory_gib": 1.0,
             "memory_per_stage_gib": [1.0],

@@ -14,6 +14,7 @@ and MFU derived from them.
     walk.py         the event simulation of ranks' operations, as ASTRA-sim's workload layer runs them
     exact.py        a plan's programs as the trace writer writes them, walked
     fast.py         one layout's estimate: chunks from per-unit costs, then the pipeline
+    chains.py       a chunk's chains on two lanes, and how a lane held at their start delays them
     units.py        per-unit costs: the reduced model's one-stage plan read back and timed
     reductions.py   Megatron's data-parallel buckets of a chunk, filled once per block and timed
     lastback.py     a chunk's last backward walked: its tails, the send and its buckets on the lane

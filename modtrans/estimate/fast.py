@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from modtrans.estimate import pipeline
+from modtrans.estimate import chains, pipeline
 from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.context import context
 from modtrans.estimate.lastback import last_backward
@@ -36,7 +36,6 @@ from modtrans.estimate.memory import per_stage as memory_of
 from modtrans.estimate.reductions import bucket_times, fill, tied_fill, tied_ns
 from modtrans.estimate.result import Estimate, StageTime, combine
 from modtrans.estimate.units import (
-    BLOCKING,
     CHAIN,
     OVERLAPPED,
     Link,
@@ -56,8 +55,9 @@ from modtrans.strategy.schedule import WGRAD, virtual_stage
 
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
-# rest; what the tails add to the chunk's last backward (or weight gradient)
-Chunk = tuple[int, int, int, int, int, int, int, int]
+# rest; what the tails add to the chunk's last backward (or weight gradient); the four chains' lane
+# paths (chains.timed's K)
+Chunk = tuple[int, int, int, int, int, int, int, int, int, int, int, int]
 
 
 def estimate(
@@ -87,7 +87,7 @@ def estimate(
     def send_ns(src: int, dst: int) -> int:
         return transfer_ns(src, dst, sk.boundary)
 
-    ran = pipeline.run(plan, chunks, [(c[5], c[6], c[7]) for c in chunks], send_ns)
+    ran = pipeline.run(plan, chunks, [(c[5], c[6], c[7]) for c in chunks], send_ns, [c[8:] for c in chunks])
     ran = _swapped(ran, _ties(sk, layout, len(chunks)), transfer_ns)
     stages = []
     for s, stage in enumerate(ran):
@@ -160,10 +160,9 @@ def _chunk(
 ) -> Chunk:
     """One chunk's times (made once per cut of the same units on the same groups)."""
     parts = [sk.blocks[b] for b in cut]
-    if all(blocks[p][6] for p in parts):
-        sums = [sum(blocks[p][k] for p in parts) for k in range(5)]
-    else:
-        sums = [*_chain(sk, costs, parts, layout.recompute), sum(blocks[p][4] for p in parts)]
+    pure = all(blocks[p][6] for p in parts)
+    both = _summed(blocks, parts) if pure else _chain(sk, costs, parts, layout.recompute)
+    sums = [*(t for t, _ in both), sum(blocks[p][4] for p in parts)]
     chunk_fills = [fills[p] for p in reversed(parts)]
     tied = 0
     if last:  # the copy of a tied weight: reduced with this stage's
@@ -172,7 +171,8 @@ def _chunk(
     buckets = _buckets(sk, parts, chunk_fills, layout, fabric, members)
     done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets)
     late = done - sums[3 if split else 1]
-    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late)
+    waits = tuple(k for _, k in both)
+    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late, *waits)
 
 
 def _buckets(
@@ -199,56 +199,54 @@ def _buckets(
 def _block(
     sk: Skeleton, costs: Sequence[UnitCost], block: tuple[int, ...], rerun: Recompute
 ) -> tuple[Any, ...]:
-    """A block's forward, backward, input and weight gradients, compute, tails and whether its
-    chains have nothing to overlap (then a chunk's are sums of its blocks')."""
-    f, b, i, w = _chain(sk, costs, [block], rerun)
-    chains = [link for u in block for chain in (costs[u].forward, costs[u].backward) for link in chain]
-    computed = sum(ns for kind, ns in chains if kind == CHAIN)
+    """A block's forward, backward, input and weight gradients, compute, tails, whether its
+    chains have nothing to overlap (then a chunk's are sums of its blocks'), and the four
+    chains' lane paths (chains.timed's K)."""
+    (f, kf), (b, kb), (i, ki), (w, kw) = _chain(sk, costs, [block], rerun)
+    links = [link for u in block for chain in (costs[u].forward, costs[u].backward) for link in chain]
+    computed = sum(ns for kind, ns in links if kind == CHAIN)
     if rerun is Recompute.FULL:
         computed += sum(ns for kind, ns in rerun_links(sk, costs, block) if kind == CHAIN)
-    pure = all(kind != OVERLAPPED for kind, _ in chains)
-    return f, b, i, w, computed, sum(costs[u].tail for u in block), pure
+    pure = all(kind != OVERLAPPED for kind, _ in links)
+    return f, b, i, w, computed, sum(costs[u].tail for u in block), pure, kf, kb, ki, kw
 
 
 def _chain(
     sk: Skeleton, costs: Sequence[UnitCost], parts: Sequence[tuple[int, ...]], rerun: Recompute
-) -> tuple[int, int, int, int]:
-    """The chains of consecutive blocks run on two lanes: forward, backward, input and weight gradients."""
+) -> list[tuple[int, int]]:
+    """The chains of consecutive blocks run on two lanes, (T, K) each (chains.timed): forward,
+    backward, input and weight gradients."""
     units = [u for p in parts for u in p]
-    forward = _run(link for u in units for link in costs[u].forward)
+    forward = chains.timed([link for u in units for link in costs[u].forward])
     rerun_of = {p: rerun_links(sk, costs, p) if rerun is Recompute.FULL else [] for p in parts}
 
-    def backward(attr: str) -> int:
-        return _run(
-            link
-            for p in reversed(parts)
-            for link in (*(rerun_of[p] if attr != "weight_grad" else ()), *_reversed(costs, p, attr))
+    def backward(attr: str) -> tuple[int, int]:
+        return chains.timed(
+            [
+                link
+                for p in reversed(parts)
+                for link in (*(rerun_of[p] if attr != "weight_grad" else ()), *_reversed(costs, p, attr))
+            ]
         )
 
-    return forward, backward("backward"), backward("input_grad"), backward("weight_grad")
+    return [forward, backward("backward"), backward("input_grad"), backward("weight_grad")]
+
+
+def _summed(blocks: Any, parts: Sequence[tuple[int, ...]]) -> list[tuple[int, int]]:
+    """The four chains of blocks with nothing to overlap, from their blocks' (chains.then): the
+    forward in order, the backward ones in reverse."""
+    out = []
+    for k in range(4):
+        order = parts if k == 0 else list(reversed(parts))
+        made = (0, chains.NEVER)
+        for p in order:
+            made = chains.then(made, (blocks[p][k], blocks[p][7 + k]))
+        out.append(made)
+    return out
 
 
 def _reversed(costs: Sequence[UnitCost], block: tuple[int, ...], attr: str) -> list[Link]:
     return [link for u in reversed(block) for link in getattr(costs[u], attr)]
-
-
-def _run(links: Iterable[Link]) -> int:
-    """A chain on two lanes (compute, communication), as walk.py runs one rank's chain: when its
-    last compute or blocking collective ends."""
-    return _lanes(links)[0]
-
-
-def _lanes(links: Iterable[Link]) -> tuple[int, int]:
-    """A chain's two lanes: when its compute (and blocking collectives) end, when its communication does."""
-    t = c = 0
-    for kind, ns in links:
-        if kind == CHAIN:
-            t += ns
-        elif kind == BLOCKING:
-            t = c = max(t, c) + ns
-        else:
-            c = max(t, c) + ns
-    return t, c
 
 
 def _ties(sk: Skeleton, layout: Layout, chunks: int) -> list[tuple[int, int, int]]:

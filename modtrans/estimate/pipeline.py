@@ -4,7 +4,8 @@ tier stands for, without its event queue.
 
 A stage runs its steps in order, one compute at a time; a step waits for its input (the
 activation, or the gradient, from the stage holding the neighbouring virtual stage) and starts
-when both are there: start = max(the stage's previous step's end, the input's arrival). After a
+when both are there: start = max(the stage's previous step's end, the input's arrival). Its
+blocking collectives wait for the lane to finish what the stage queued before it (chains.py). After a
 step, the stage's communication lane takes, in order, what it holds before the send (after the
 chunk's last backward: lastback.py walks it, its tail collectives and the buckets ready while
 the lane was free), the send of the step's output and the rest of the reduction (their nodes come
@@ -113,10 +114,14 @@ def run(
     times: Sequence[Sequence[int]],
     reductions: Sequence[tuple[int, int, int]],
     send_ns: Callable[[int, int], int],
+    waits: Sequence[Sequence[int]] | None = None,
 ) -> list[Stage]:
     """Each stage's finish, compute and communication: `times[v][kind]` a step of virtual stage v,
     `reductions[v]` its chunk's reduction (the first collective, the rest) and what the tail
-    collectives add to its last step, `send_ns(src, dst)` a boundary transfer's."""
+    collectives add to its last step, `send_ns(src, dst)` a boundary transfer's, `waits[v][kind]`
+    the step's lane path (chains.timed's K): a step whose blocking collectives find the lane still
+    held by what the stage queued before it ends at lane + K where that is later (its wait counted
+    as the step's, a blocking collective's)."""
     count, keys, order = plan
     arrival = [0] * keys
     clock = [0] * count  # the end of the stage's last step
@@ -133,6 +138,10 @@ def run(
         step = times[v][kind]
         if reduce:
             step += reductions[v][2]
+        if waits is not None:
+            held = lane[s] + waits[v][kind] + step - times[v][kind]
+            if held > t + step:
+                step = held - t
         t += step
         busy[s] += step
         if reduce or send >= 0:

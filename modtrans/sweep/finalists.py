@@ -1,8 +1,9 @@
 """The finalists simulated: `--simulate top:K` (the K best by the estimate), `all` or `none`.
-Each is translated to a Chakra trace set as `modtrans translate --format chakra-et` writes it,
-in a temporary folder, and run on ASTRA-sim 2.x on the sweep's network (modtrans/simulate/),
-one task per layout on the sweep's engine; kept by the digest of the translation's inputs, the
-network and the simulator binary's content (cache.py)."""
+Each is translated as `modtrans translate --format chakra-et` translates it, its traces written
+in a temporary folder with each chain of computes one node (chakra/fuse.py: the same simulated
+time, some 40 % fewer nodes for the simulator to hold), and run on ASTRA-sim 2.x on the sweep's
+network (modtrans/simulate/), one task per layout on the sweep's engine; kept by the digest of
+the translation's inputs, the network and the simulator binary's content (cache.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from modtrans.strategy.llm.options import Layout
+
+NODE_BYTES = 1280
+"""ASTRA-sim 2.x's memory per trace node of the set it runs: FeederV3 indexes every node and holds
+three dependency graphs of them (et_feeder.cpp, dependancy_solver.h); measured 1.20-1.25 KiB a
+node (bench/bench_sweep_finalists.py: Llama-3-70B on 32 to 256 ranks, 0.26 to 2 million nodes)."""
 
 
 class ChoiceError(ValueError):
@@ -55,6 +61,7 @@ def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]
     translated plan walked: modtrans.estimate.plan) and ASTRA-sim 2.x's, in seconds, or the
     one-line reason there is none."""
     from modtrans import api, estimate, simulate
+    from modtrans.chakra import ChakraError, fuse, write
     from modtrans.diagnostics import has_errors
     from modtrans.request import prepare, request_of
 
@@ -66,15 +73,41 @@ def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]
         prefix = str(Path(folder) / "trace")
         try:
             prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": prefix}))
-            result = api.write(api.run(prepared), model)
-            if result.plan is None or has_errors(result.diagnostics) or not result.written:
+            result = api.run(prepared)
+            if result.plan is None or has_errors(result.diagnostics):
                 first = next((d for d in result.diagnostics if d.severity == 1), None)
-                return f"not translated: {first.message if first else 'nothing written'}"
+                return f"not translated: {first.message if first else 'no plan'}"
+            tick = prepared.options.cost.clock.tick_ns
+            fused = fuse.fused(result.plan, tick)
+            short = _short(fuse.nodes(fused))
+            if short:
+                return short
+            write(fused, Path(prefix), tick_ns=tick)
             net = simulate.network(network, layout.npus)
-            exact = estimate.plan(result.plan, network=net, tick_ns=prepared.options.cost.clock.tick_ns)
+            exact = estimate.plan(result.plan, network=net, tick_ns=tick)
             ran, _ = simulate.run(Path(binary), prefix, layout.npus, net)
-        except (simulate.SimulateError, estimate.EstimateError, ValueError) as error:
+        except (simulate.SimulateError, estimate.EstimateError, ChakraError, ValueError) as error:
             return str(error).splitlines()[0] if str(error) else type(error).__name__
     if not ran.finished:
         return f"ASTRA-sim finished {len(ran.ranks)} of {layout.npus} ranks"
     return {"exact_s": exact.iteration_s, "simulated_s": ran.iteration / 1e9}
+
+
+def _short(nodes: int) -> str | None:
+    """Why ASTRA-sim cannot hold a set of `nodes` nodes here (more than the memory available now,
+    /proc/meminfo's MemAvailable), or None: a reason in the table instead of the run killed
+    for memory."""
+    try:
+        with open("/proc/meminfo") as handle:
+            found = re.search(r"^MemAvailable:\s+(\d+) kB", handle.read(), re.MULTILINE)
+    except OSError:
+        return None
+    if found is None:
+        return None
+    available, needed = int(found.group(1)) * 1024, nodes * NODE_BYTES
+    if needed <= available:
+        return None
+    return (
+        f"not simulated: ASTRA-sim would hold {nodes:,} trace nodes, some {needed / 2**30:.1f} GiB; "
+        f"{available / 2**30:.1f} GiB available"
+    )

@@ -15,7 +15,9 @@ from modtrans.request import UsageError
 if TYPE_CHECKING:
     from modtrans.sweep.rows import Row
 
-SPACE_FIELDS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "distributed_optimizer", "sp")
+SPACE_FIELDS = (
+    "tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "distributed_optimizer", "sp", "zero",
+)  # fmt: skip
 GPU_COUNTS = 64
 """Cluster sizes one sweep compares at most (--gpus 1:1000000 is a typo, not a million sweeps)."""
 RUNNING = ("simulate", "astra_sim", "jobs", "engine", "scheduler", "cache", "no_cache", "output", "against")
@@ -54,6 +56,8 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
         raise UsageError(too_many)
     if given.get("global_batch") is None:
         raise UsageError("--global-batch: sequences per iteration, the same for every layout compared")
+    if given.get("zero") is not None and given.get("distributed_optimizer") is not None:
+        raise UsageError("--zero and --distributed-optimizer both give the ZeRO stages tried: give one")
     the_space = space.Space(**{k: v for k in SPACE_FIELDS if (v := given.pop(k, None)) is not None})
     how = {k: given.pop(k, None) for k in RUNNING}
     device = given.pop("device", None)

@@ -33,7 +33,8 @@ class Row:
     micro_batch: int
     micro_batches: int
     recompute: str
-    distributed_optimizer: bool
+    distributed_optimizer: bool  # ZeRO-1 or more: the optimizer's state sharded
+    zero: int  # the ZeRO stage (Megatron's distributed optimizer: 1)
     sp: bool
     memory_gib: float  # the most loaded stage's rank
     memory_per_stage_gib: list[float]
@@ -59,14 +60,15 @@ class Row:
 
     @property
     def label(self) -> str:
-        """TP8 PP4 DP32 CP2 V2 M1 full DO."""
+        """TP8 PP4 DP32 CP2 V2 M1 full DO (ZeRO-1: Megatron's distributed optimizer; Z2, Z3)."""
         parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
         parts += (
             [f"CP{self.cp}"] * (self.cp > 1)
             + [f"EP{self.ep}"] * (self.ep > 1)
             + [f"V{self.vpp}"] * (self.vpp > 1)
         )
-        parts += [f"M{self.micro_batch}", self.recompute] + ["DO"] * self.distributed_optimizer
+        parts += [f"M{self.micro_batch}", self.recompute] + ["DO"] * (self.zero == 1)
+        parts += [f"Z{self.zero}"] * (self.zero > 1)
         return " ".join(parts)
 
 

@@ -11,7 +11,8 @@ those refused under each rule.
 An option the user leaves out takes every value that can be valid: the divisors of what is left
 of N for T, C and P, the divisors of the experts for E, 1 and each V >= 2 that divides the blocks
 per stage, the divisors of the micro-batches per replica for M, every recomputation, the
-distributed optimizer on and off, and sequence parallelism where T > 1 (Megatron-Core's MoE
+distributed optimizer on and off (other frameworks: each ZeRO stage they have, zero_stages), and
+sequence parallelism where T > 1 (Megatron-Core's MoE
 layer refuses T > 1 without it; a dense model trains faster with it: Korthikanti et al. 2022).
 Values are given as a list or an inclusive range (`1,2,4,8`, `1:16`, `1,2,8:16`: rules.integers);
 each is tried, and the rules say which hold (one that does not divide N is refused by that rule).
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
 
 
@@ -43,6 +45,7 @@ class Space:
     recompute: tuple[Recompute, ...] = tuple(Recompute)
     distributed_optimizer: tuple[bool, ...] = (True, False)
     sp: tuple[bool, ...] | None = None
+    zero: tuple[int, ...] | None = None  # None: zero_stages()
 
 
 @dataclass(frozen=True)
@@ -127,9 +130,10 @@ def _variants(
     mb: int,
 ) -> Iterator[Layout]:
     schedule = Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B
+    stages = zero_stages(space, fixed.get("framework", Framework.MEGATRON))
     for sp in space.sp or ((True,) if tp > 1 else (False,)):
         for recompute in space.recompute:
-            for distributed in space.distributed_optimizer:
+            for zero in stages:
                 try:
                     yield Layout(
                         npus=npus,
@@ -142,12 +146,25 @@ def _variants(
                         micro_batch=mb,
                         global_batch=batch,
                         recompute=recompute,
-                        zero=1 if distributed else 0,
+                        zero=zero,
                         sp=sp,
                         **fixed,
                     )
                 except LayoutError as error:
                     refused[_rule(str(error))] += 1
+
+
+def zero_stages(space: Space, framework: Framework) -> tuple[int, ...]:
+    """The ZeRO stages tried: --zero's; else Megatron-LM's distributed optimizer on (ZeRO-1) and
+    off (0) as --distributed-optimizer says, DeepSpeed's stages 0-3, FSDP's NO_SHARD (0),
+    SHARD_GRAD_OP (2) and FULL_SHARD (3) (it has no ZeRO-1)."""
+    if space.zero is not None:
+        return space.zero
+    if framework is Framework.DEEPSPEED:
+        return (0, 1, 2, 3)
+    if framework is Framework.FSDP:
+        return (0, 2, 3)
+    return tuple(1 if on else 0 for on in space.distributed_optimizer)
 
 
 def options_of(layout: Layout) -> dict[str, Any]:
@@ -164,5 +181,6 @@ def options_of(layout: Layout) -> dict[str, Any]:
         "micro_batches": layout.micro_batches,
         "recompute": layout.recompute.value,
         "distributed_optimizer": layout.zero >= 1,
+        "zero": layout.zero,
         "sp": layout.sp,
     }
