@@ -244,7 +244,7 @@ GOLDEN = {
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra": "refused: D310",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json": "refused: D310",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "069229166cdd964e",
-    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "bd7341758ff6b836",
+    "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "13bd60c1c54b35af",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | astra-sim": "refused: D310",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "0c0e01f57019d367",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra": "refused: D310",

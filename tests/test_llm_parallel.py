@@ -1090,6 +1090,31 @@ def test_fsdp_reduces_every_micro_batch(
     assert {c.bytes for c in ops} == {HIDDEN * HIDDEN * BYTES}
 
 
+@pytest.mark.parametrize("framework", [Framework.FSDP, Framework.DEEPSPEED])
+def test_the_optimizer_step_waits_for_every_gradient_reduction(framework: Framework, tmp_path: Path) -> None:
+    """The step reads reduced gradients, so it follows every reduce-scatter of the last backward
+    (the embedding's comes last): FSDP's post-backward final callback waits on the reduce-scatter
+    stream (torch/distributed/fsdp/_runtime_utils.py, _post_backward_final_callback); DeepSpeed's
+    ZeRO-3 synchronizes its reduce-and-partition stream in independent_gradient_partition_epilogue
+    (runtime/zero/stage3.py). Each reduce-scatter of the last micro-batch is an ancestor."""
+    layout = Layout(npus=2, dp=2, zero=3, framework=framework, global_batch=2 * 2 * MICRO)
+    program = _plan(tmp_path, layout).program(0)
+    (update,) = [i for i, op in enumerate(program) if isinstance(op, Compute) and op.step is Step.UPDATE]
+    ancestors, todo = set(), [update]
+    while todo:
+        for dep in program[todo.pop()].deps:
+            if dep not in ancestors:
+                ancestors.add(dep)
+                todo.append(dep)
+    reductions = {
+        i for i, op in enumerate(program) if isinstance(op, Collective) and op.comm is CommType.REDUCESCATTER
+    }
+    # two micro-batches reduce alike; the earlier ones precede on the rank's one lane (estimate/chains.py)
+    last = sorted(reductions)[len(reductions) // 2 :]
+    assert len(last) >= 2
+    assert set(last) <= ancestors
+
+
 def test_an_ep_rank_runs_its_experts_as_one_grouped_gemm_or_one_node_each(
     run_cli: Run, tmp_path: Path
 ) -> None:

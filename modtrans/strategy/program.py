@@ -377,12 +377,28 @@ class StageProgram:
         unit's last weight gradient and what was issued since `tail` (the reductions and swaps).
         It reads the parameters and writes them updated; the plan charges it to the first unit."""
         units = [u for u, _ in last]
-        deps = sorted({wg for _, wg in last if wg >= 0} | set(range(tail, len(self.ops))))
+        final = {wg for _, wg in last if wg >= 0}
+        deps = sorted(
+            final | self._reductions(min(final, default=tail), tail) | set(range(tail, len(self.ops)))
+        )
         params = tuple(p for u in units for p in u.io.trainable)
         updated = tuple(Tensor(f"{p.name}#updated", p.bytes) for p in params)
         first = min(u.index for u in units)
         time = sum(u.times.update for u in units)
         self.chain = self.emit(Compute(first, Step.UPDATE, time, 0, params, updated, tuple(deps)))
+
+    def _reductions(self, start: int, end: int) -> set[int]:
+        """The gradient reductions issued beside the last backward (AFTER_WG: FSDP's and ZeRO-3's
+        reduce-scatters, the keywords' all-reduces). The step waits for them as the frameworks do:
+        FSDP's post-backward final callback waits on its reduce-scatter stream
+        (torch/distributed/fsdp/_runtime_utils.py, _post_backward_final_callback), DeepSpeed's
+        stage 3 synchronizes its reduction stream before the step (runtime/zero/stage3.py,
+        independent_gradient_partition_epilogue)."""
+        return {
+            i
+            for i in range(start, end)
+            if isinstance(op := self.ops[i], Collective) and op.place is Place.AFTER_WG
+        }
 
     def _step(self, step: ScheduleStep, last_wg: dict[int, tuple[Costed, int]]) -> None:
         """One step of the schedule: a chunk's forward, backward (whole, or its input gradient
