@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from modtrans import jsonsource, schema
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
@@ -90,6 +90,8 @@ def device(spec: str) -> Device:
 
 @dataclass(frozen=True)
 class Roofline:
+    SHAPE_ONLY: ClassVar[bool] = True  # base.by_shape: times read no name
+
     device: Device
     clock: Clock
     name: str = "roofline"
