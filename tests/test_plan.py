@@ -120,26 +120,27 @@ def test_every_keyword_translate_writes_has_a_registered_technique() -> None:
 
 def test_a_layouts_stage_programs_are_built_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
     """SimAI's text holds stage 0's program alone (SimAI adds the pipeline by formula): a SimAI
-    translation of four stages builds that one. Read in any order, every stage's program is the
-    one built stage after stage, and the plan equals (and pickles as) the plan built whole."""
+    translation of four stages builds that one's outline (its computes and collectives, no
+    tensors) and no program. Read in any order, every stage's program is the one built stage after
+    stage, and the plan equals (and pickles as) the plan built whole."""
     built: list[int] = []
+    outlined: list[int] = []
     build = StageProgram.build
 
     def counted(self: StageProgram) -> tuple[Op, ...]:
-        built.append(self.stage)
+        (outlined if self.outline else built).append(self.stage)
         return build(self)
 
     monkeypatch.setattr(StageProgram, "build", counted)
     layout = {"tp": 2, "pp": 4, "vpp": 2, "schedule": "interleaved", "sp": True, "global_batch": 8}
     result = modtrans.translate("llama-3-8b", dialect="simai", **layout)
-    assert built == [0]
-    built.clear()
+    assert (built, outlined) == ([], [0])
     backwards = modtrans.translate("llama-3-8b", dialect="simai", **layout).plan
     forwards = result.plan
     assert backwards is not None
     assert forwards is not None
     last_first = [backwards.programs[s] for s in (3, 2, 1, 0)]
-    assert built == [0, 3, 2, 1]  # stage 0's by the translation, read again not built again
+    assert built == [3, 2, 1, 0]  # each built once, when first read
     in_order = [forwards.programs[s] for s in range(4)]
     assert last_first[::-1] == in_order
     assert backwards == forwards

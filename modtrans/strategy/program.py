@@ -264,12 +264,13 @@ class StageProgram:
         self.chain = self.emit(Compute(u.index, step, time, flops, inputs, outputs, self._deps()))
         return self.chain
 
-    def _mark(self, u: Costed, step: Step) -> int:
-        """An outline's compute: a placeholder of the unit's step, one object for them all."""
+    def _mark(self, u: Costed, step: Step, time: int, flops: int) -> int:
+        """An outline's compute: the unit's step with its time and FLOPs, no tensors, one object
+        for every micro-batch's."""
         key = (u.index, step, None, 0)
         op = self.shared.get(key)
         if op is None:
-            op = self.shared[key] = Compute(u.index, step, 0, 0, (), ())
+            op = self.shared[key] = Compute(u.index, step, time, flops, (), ())
         self.chain = self.emit(op)
         return self.chain
 
@@ -277,7 +278,7 @@ class StageProgram:
         tag = f"m{micro}" + ("r" if step is Step.RECOMPUTE else "")
         self.collectives(u, Place.BEFORE_FWD, step, tag)
         if self.outline:
-            self._mark(u, step)
+            self._mark(u, step, u.times.forward, u.flops.forward)
         else:
             keep = self._params(u)
             outputs = self._suffix(u.io.outputs, tag)
@@ -298,7 +299,7 @@ class StageProgram:
         self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)  # activation-gradient traffic
         wg = self.weight_grad(u, tag) if weight else -1
         if not u.first and self.outline:
-            self._mark(u, Step.INPUT_GRAD)
+            self._mark(u, Step.INPUT_GRAD, u.times.input_grad, u.flops.input_grad)
             self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         elif not u.first:
             keep = self._params(u)
@@ -315,7 +316,7 @@ class StageProgram:
 
     def weight_grad(self, u: Costed, tag: str) -> int:
         if self.outline:
-            wg = self._mark(u, Step.WEIGHT_GRAD)
+            wg = self._mark(u, Step.WEIGHT_GRAD, u.times.weight_grad, u.flops.weight_grad)
             self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
             return wg
         grads = tuple(Tensor(f"grad:{p.name}@{u.name}#{tag}", p.bytes) for p in u.io.trainable)
@@ -501,7 +502,7 @@ class StageProgram:
 
     def _recompute(self, u: Costed, micro: int) -> None:
         if self.rerun.selective and u.core[0] > 0 and self.outline:
-            self._mark(u, Step.RECOMPUTE)
+            self._mark(u, Step.RECOMPUTE, u.core[0], u.core[1])
         elif self.rerun.selective and u.core[0] > 0:
             outputs = (Tensor(f"{u.name}.attention_core#m{micro}r", 0),)
             self.compute(
