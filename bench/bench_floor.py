@@ -10,10 +10,11 @@ Each round, in fresh processes, taking turns: `modtrans translate ... --format c
 empty folder, then the floor twice into another: a child that reads the files ModTrans wrote into
 memory and writes them back out, file by file (open, one write, close), without an fsync (the page
 cache's speed: new files, as ModTrans writes them here, are not fsynced: fileio.durable) and with
-one of each file (what MODTRANS_FSYNC=1, or replacing every file, costs). A floor is the child's whole wall time less the reading it reports, so it holds
-the interpreter's start and the writes. `os.sync()` before each child: no run waits for the
-previous one's write-back. Figures are the best of the rounds; the ratio is ModTrans over a floor
-(issue 39's goal for C4: at most 1.5x the floor without fsync).
+one of each file (what MODTRANS_FSYNC=1, or replacing every file, costs). A floor is the child's
+whole wall time less the reading it reports, so it holds the interpreter's start and the writes.
+`os.sync()` before each child: no run waits for the previous one's write-back. Figures are the best
+of the rounds; the ratio is ModTrans over a floor (issue 39's goal for C4: at most 1.5x the floor
+without fsync).
 """
 
 from __future__ import annotations
