@@ -24,7 +24,7 @@ from modtrans.plan import (
     project,
 )
 from modtrans.plan.model import Preset, ResolvedCollective
-from modtrans.strategy import SUPPORTED
+from modtrans.strategy import SUPPORTED, tensors
 from modtrans.strategy.program import StageProgram
 from modtrans.strategy.techniques import load
 
@@ -121,8 +121,9 @@ def test_every_keyword_translate_writes_has_a_registered_technique() -> None:
 def test_a_layouts_stage_programs_are_built_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
     """SimAI's text holds stage 0's program alone (SimAI adds the pipeline by formula): a SimAI
     translation of four stages builds that one's outline (its computes and collectives, no
-    tensors) and no program. Read in any order, every stage's program is the one built stage after
-    stage, and the plan equals (and pickles as) the plan built whole."""
+    tensors) and no program, and names no unit's tensors (strategy/tensors.py). Read in any
+    order, every stage's program is the one built stage after stage, and the plan equals (and
+    pickles as) the plan built whole."""
     built: list[int] = []
     outlined: list[int] = []
     build = StageProgram.build
@@ -132,9 +133,12 @@ def test_a_layouts_stage_programs_are_built_when_read(monkeypatch: pytest.Monkey
         return build(self)
 
     monkeypatch.setattr(StageProgram, "build", counted)
+    named: list[int] = []
+    ios = tensors.ios
+    monkeypatch.setattr(tensors, "ios", lambda *args: named.append(1) or ios(*args))
     layout = {"tp": 2, "pp": 4, "vpp": 2, "schedule": "interleaved", "sp": True, "global_batch": 8}
     result = modtrans.translate("llama-3-8b", dialect="simai", **layout)
-    assert (built, outlined) == ([], [0])
+    assert (built, outlined, named) == ([], [0], [])
     backwards = modtrans.translate("llama-3-8b", dialect="simai", **layout).plan
     forwards = result.plan
     assert backwards is not None

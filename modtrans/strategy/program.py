@@ -87,10 +87,15 @@ class Costed:
     name: str
     times: PhaseTimes
     flops: Flops
-    io: Io
+    tensors: Sequence[Io]  # every unit's, by index (tensors.Ios: made when a program first reads one)
     comms: Mapping[Place, Sequence[Comm]]
     core: tuple[int, int] = (0, 0)  # the attention core's forward (ticks, FLOPs): selective recompute
     exchanges: tuple[Exchange, ...] = ()  # once-per-iteration swaps with other stages (tied weights)
+
+    @property
+    def io(self) -> Io:
+        """The tensors the unit's operations read and write."""
+        return self.tensors[self.index]
 
     @property
     def first(self) -> bool:
@@ -102,14 +107,15 @@ def costed(
     index: int,
     share: Group,
     comms: Mapping[Place, Sequence[Comm]],
-    io: Io,
+    tensors: Sequence[Io],
     cost: CostModel,
     inputs: frozenset[str],
     *,
     core: bool = False,
 ) -> Costed:
     """Unit `index` as a rank runs it: `share` is what it computes (share.rank_share), costed;
-    `core`: also time its attention core (for selective recomputation)."""
+    `tensors`: every unit's, by index (strategy/tensors.py); `core`: also time its attention core
+    (for selective recomputation)."""
     members = share.members
     fl = Flops(
         sum(m.flops.forward for m in members),
@@ -118,7 +124,7 @@ def costed(
     )
     times = group_times(share, cost, inputs)
     return Costed(
-        index, share.owner.name, times, fl, io, comms, attention_core(members, cost) if core else (0, 0)
+        index, share.owner.name, times, fl, tensors, comms, attention_core(members, cost) if core else (0, 0)
     )
 
 
@@ -379,7 +385,7 @@ class StageProgram:
         It reads the parameters and writes them updated; the plan charges it to the first unit."""
         units = [u for u, _ in last]
         deps = sorted({wg for _, wg in last if wg >= 0} | set(range(tail, len(self.ops))))
-        params = tuple(p for u in units for p in u.io.trainable)
+        params = () if self.outline else tuple(p for u in units for p in u.io.trainable)
         updated = tuple(Tensor(f"{p.name}#updated", p.bytes) for p in params)
         first = min(u.index for u in units)
         time = sum(u.times.update for u in units)

@@ -34,7 +34,7 @@ from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StagePr
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
 from modtrans.strategy.share import Folded, rank_share, shape
-from modtrans.strategy.tensors import ios
+from modtrans.strategy.tensors import Ios
 
 
 def plan(
@@ -177,18 +177,20 @@ def _costed(
     shaped = by_shape(cost)
     made: dict[tuple[object, ...], Costed] = {}
     runs = []
-    for u, io in zip(units, ios([u.x for u in units], inputs), strict=True):
+    tensors = Ios([u.x for u in units], inputs)  # made when a program reads them; no outline does
+    for u in units:
         g = u.x.group
         key = _shape(u, inputs) if shaped else None
         known = None if key is None else made.get(key)
         if known is not None:
-            runs.append(Costed(u.index, g.owner.name, known.times, known.flops, io, u.x.comms, known.core))
+            name, comms = g.owner.name, u.x.comms
+            runs.append(Costed(u.index, name, known.times, known.flops, tensors, comms, known.core))
             continue
         run = costed(
             u.index,
             rank_share(u.x, folded, tokens=u.scale / layout.cp, sequence=sequence, experts=u.holds),
             u.x.comms,
-            io,
+            tensors,
             cost,
             inputs,
             core=layout.recompute is Recompute.SELECTIVE,
