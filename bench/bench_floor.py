@@ -8,18 +8,21 @@ times over; about a minute a round on 2 cores). Configurations as issue 39 names
 
 Each round, in fresh processes, taking turns: `modtrans translate ... --format chakra-et` into an
 empty folder, then the floor twice into another: a child that reads the files ModTrans wrote into
-memory and writes them back out, file by file (open, one write, close), with an fsync of each file
-(durable, as ModTrans's outputs are before their renames: fileio.write_all) and without (the page
-cache's speed). A floor is the child's whole wall time less the reading it reports, so it holds
-the interpreter's start and the writes. `os.sync()` before each child: no run waits for the
-previous one's write-back. Figures are the best of the rounds; the ratio is ModTrans over a floor
-(issue 39's goal for C4: at most 1.5).
+memory and writes them back out, file by file (open, one write, close), without an fsync (the page
+cache's speed: new files, as ModTrans writes them here, are not fsynced: fileio.durable) and with
+one of each file (what MODTRANS_FSYNC=1, or replacing every file, costs). A floor is the child's
+whole wall time less the reading it reports, so it holds the interpreter's start and the writes.
+`os.sync()` before each child: no run waits for the previous one's write-back. CPU is the child's
+user and system time (the floor's less its reading), what a loaded machine's wall time blurs.
+Figures are the best of the rounds; the ratio is ModTrans over a floor (issue 39's goal for C4: at
+most 1.5x the floor without fsync).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -36,7 +39,7 @@ import os, sys, time
 source, target, durable = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 start = time.perf_counter()
 files = [(name, open(os.path.join(source, name), "rb").read()) for name in sorted(os.listdir(source))]
-print(time.perf_counter() - start)
+print(time.perf_counter() - start, time.process_time())
 for name, data in files:
     with open(os.path.join(target, name), "wb") as out:
         out.write(data)
@@ -46,15 +49,19 @@ for name, data in files:
 """
 
 
-def timed(args: list[str]) -> tuple[float, str]:
-    """A child's wall seconds and its standard output; exits with its error output when it fails."""
+def timed(args: list[str]) -> tuple[float, float, str]:
+    """A child's wall and CPU seconds (user and system, its threads' too) and its standard output;
+    exits with its error output when it fails."""
     os.sync()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"failed: {' '.join(args)}\n{done.stderr[-2000:]}")
-    return seconds, done.stdout
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return seconds, cpu, done.stdout
 
 
 def empty(folder: Path) -> None:
@@ -76,14 +83,18 @@ def main() -> None:
             translate = [sys.executable, "-m", "modtrans", "translate", *CONFIGS[name]]
             translate += ["--format", "chakra-et", "-q", "-o", str(ours / "t")]
             best = {"modtrans": float("inf"), "fsync": float("inf"), "write": float("inf")}
+            cpu = dict(best)
             for _ in range(options.runs):
                 empty(ours)
-                best["modtrans"] = min(best["modtrans"], timed(translate)[0])
+                seconds, used, _ = timed(translate)
+                best["modtrans"], cpu["modtrans"] = min(best["modtrans"], seconds), min(cpu["modtrans"], used)
                 for label, durable in (("fsync", "1"), ("write", "0")):
                     empty(floor)
                     args = [sys.executable, "-c", FLOOR, str(ours), str(floor), durable]
-                    seconds, out = timed(args)
-                    best[label] = min(best[label], seconds - float(out))
+                    seconds, used, out = timed(args)
+                    wall_read, cpu_read = map(float, out.split())
+                    best[label] = min(best[label], seconds - wall_read)
+                    cpu[label] = min(cpu[label], used - cpu_read)
             files = list(ours.iterdir())
             size = sum(p.stat().st_size for p in files)
             empty(floor)
@@ -91,7 +102,9 @@ def main() -> None:
             print(
                 f"{name}: {len(files):,} files, {size:,} bytes; modtrans {best['modtrans']:.2f} s, "
                 f"floor {best['fsync']:.2f} s with fsync ({best['modtrans'] / best['fsync']:.2f}x), "
-                f"{best['write']:.2f} s without ({best['modtrans'] / best['write']:.2f}x)"
+                f"{best['write']:.2f} s without ({best['modtrans'] / best['write']:.2f}x); CPU "
+                f"{cpu['modtrans']:.2f} s, the floor's {cpu['write']:.2f} s "
+                f"({cpu['modtrans'] / cpu['write']:.2f}x)"
             )
 
 

@@ -30,7 +30,9 @@ round runs every pair, ModTrans then its peer, configuration after configuration
 the machine's load reaches both sides of a ratio; each figure is the median of the rounds. Wall
 is the child's elapsed time, CPU its user and system time from its own rusage (a shared machine's
 wall time measures the neighbours too: the issue's goal for SimAI text is CPU). Each side writes
-into a fresh temporary folder, after one untimed run of each (bytecode compiled, page cache warm).
+into a fresh temporary folder, after one untimed run of each (bytecode compiled, page cache warm);
+`--cold` leaves the untimed runs out (STG's run of minutes on a loaded machine: its compiling
+bytecode is not what it costs, and its warm-up would double the wait).
 """
 
 from __future__ import annotations
@@ -217,6 +219,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each figure is their median")
     parser.add_argument("--only", choices=[p.name for p in PEERS], help="one output and its peer")
     parser.add_argument("--configs", default=",".join(c.name for c in CONFIGS), help="e.g. C1,C2")
+    parser.add_argument("--cold", action="store_true", help="no untimed run of each pair first")
     args = parser.parse_args()
     wanted = set(args.configs.split(","))
     configs = [c for c in CONFIGS if c.name in wanted]
@@ -227,7 +230,7 @@ def main() -> None:
             print(f"{peer.tool} ({peer.name}): skipped, not installed: {peer.install}")
     peers = [p for p in peers if p.installed]
     with tempfile.TemporaryDirectory() as root:
-        for peer in peers:  # the untimed runs
+        for peer in [] if args.cold else peers:  # the untimed runs
             for config in configs:
                 _pair(peer, config, root)
         runs: dict[tuple[str, str], list[tuple[Usage, Usage]]] = {}

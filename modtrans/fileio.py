@@ -227,9 +227,25 @@ all made (written with writev, no joined copy: a Chakra trace patched per rank),
 iterable, a stream written as its pieces are made."""
 
 
+FSYNC = "MODTRANS_FSYNC"
+"""The environment variable that, set to 1, has every output fsynced before the renames, a new
+file too (`durable`)."""
+
+
+def durable(replaces: bool) -> bool:
+    """Whether an output's temporary is fsynced before its rename: when it replaces a file the
+    user has (a crash after the rename must not leave neither the old bytes nor the new), or
+    everywhere under MODTRANS_FSYNC=1. A new file is not: all or nothing needs the rename alone,
+    and a power cut before the kernel's write-back loses only a file that did not exist (an fsync
+    of each of a 1,024-rank set's traces made the write 4-5x the page cache's speed:
+    bench/bench_floor.py)."""
+    return replaces or os.environ.get(FSYNC, "") == "1"
+
+
 def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
-    """Write every output or none: each to a temporary made durable (fsync), then the renames;
-    on failure the temporaries are removed and every existing file is as it was. Raises OSError.
+    """Write every output or none: each to a temporary (fsynced when it replaces a file:
+    `durable`), then the renames; on failure the temporaries are removed and every existing file
+    is as it was. Raises OSError.
 
     A regular file (or a new one) is replaced through a temporary in its folder and a rename;
     it keeps its mode, and a new file gets 0666 less the umask, as the shell would make it. A
@@ -267,15 +283,16 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
 
 
 _SYNCS = 4
-"""Files written and fsynced at once, in threads, while the next outputs are made (a write and an
-fsync release the GIL): the kernel copies each file and the disk takes it while the later ones
-are encoded. Below the kernel's dirty_background_ratio (10 % of memory) nothing is written back
-until an fsync asks, so fsyncs left until the last file was made waited for the whole set's
-write-back then (1.3 GB for Llama-3-70B's 1,024 ranks: bench/bench_floor.py)."""
+"""Files written (and fsynced, where `durable`) at once, in threads, while the next outputs are
+made (a write and an fsync release the GIL): the kernel copies each file, and the disk takes a
+durable one, while the later ones are encoded. Below the kernel's dirty_background_ratio (10 % of
+memory) nothing is written back until an fsync asks, so fsyncs left until the last file was made
+waited for the whole set's write-back then (1.3 GB for Llama-3-70B's 1,024 ranks:
+bench/bench_floor.py)."""
 
 
 class _Stager:
-    """Outputs written to temporaries and fsynced. Threaded, made bytes go to _SYNCS threads, at
+    """Outputs written to temporaries, fsynced where `durable`. Threaded, made bytes go to _SYNCS threads, at
     most 2 x _SYNCS files waiting (a set's traces never sit in memory together); a stream (pieces
     made as they are written) is written here, as its maker may not run beside the next one, and
     fsynced in a thread. `made` holds every temporary made, by the output's place, for the caller
@@ -304,21 +321,24 @@ class _Stager:
             self.room.acquire()
             self.futures.append(self.pool.submit(self._stage, place, real, pieces, self.room))
         else:
-            temporary = self.made[place] = (_stage(real, pieces), real)
-            self.futures.append(self.pool.submit(_fsync, temporary[0]))
+            temporary, replaces = _stage(real, pieces)
+            self.made[place] = (temporary, real)
+            if durable(replaces):
+                self.futures.append(self.pool.submit(_fsync, temporary))
 
     def _stage(self, place: int, real: Path, pieces: Iterable[bytes], room: Any = None) -> None:
         try:
-            temporary = _stage(real, pieces)
+            temporary, replaces = _stage(real, pieces)
             self.made[place] = (temporary, real)  # one step under the GIL
-            _fsync(temporary)
+            if durable(replaces):
+                _fsync(temporary)
         finally:
             if room is not None:
                 room.release()
 
     def wait(self) -> list[tuple[str, Path]]:
-        """Every temporary and its output, in the order they were added, once all are durable.
-        Raises the first OSError."""
+        """Every temporary and its output, in the order they were added, once all are written
+        (and fsynced where `durable`). Raises the first OSError."""
         try:
             for future in self.futures:
                 future.result()
@@ -368,7 +388,9 @@ def _target(path: Path) -> tuple[Path, bool]:
     )
 
 
-def _stage(real: Path, data: Iterable[bytes]) -> str:
+def _stage(real: Path, data: Iterable[bytes]) -> tuple[str, bool]:
+    """A temporary holding `data` beside `real`, with `real`'s mode, and whether it replaces a
+    file (`real` exists)."""
     try:
         mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
     except FileNotFoundError:
@@ -389,7 +411,7 @@ def _stage(real: Path, data: Iterable[bytes]) -> str:
     except BaseException:
         discard(temporary)
         raise
-    return temporary
+    return temporary, mode is not None
 
 
 _IOV = os.sysconf("SC_IOV_MAX") if hasattr(os, "writev") else 0

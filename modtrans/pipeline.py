@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modtrans import cost, fetch, formats, inputs, sidecar, zoo
+from modtrans import cost, formats, inputs, sidecar, zoo
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
 from modtrans.digest import Digest
@@ -83,7 +83,11 @@ def model_file(spec: str | Path) -> Path | None:
     if _is_file(path):
         return path
     entry = zoo.get(str(spec))
-    return entry.path if entry is not None else fetch.cached(str(spec))
+    if entry is not None:
+        return entry.path
+    from modtrans import fetch  # a fetched model's: not a built-in's
+
+    return fetch.cached(str(spec))
 
 
 def _config_file(path: Path) -> Path | None:
@@ -168,6 +172,7 @@ def extract_checked(
             file_hash=file_hash,
             digest=digest,
         )
+    from modtrans import fetch
     from modtrans.extraction import extract as extract_file
 
     entry = zoo.get(str(spec))
@@ -239,6 +244,8 @@ def _gunzip(data: bytes, path: Path) -> bytes:
 def _unknown_model(spec: str) -> Diagnostic:
     """F001 for a MODEL that is no file, no built-in and not fetched, with the closest name."""
     import difflib
+
+    from modtrans import fetch
 
     known = ", ".join(zoo.names())
     names = [*zoo.names(), *(item.name for item in fetch.remotes())]

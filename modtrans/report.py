@@ -113,34 +113,62 @@ def text(
         if checked:
             stream.write(_summary(diagnostics, checked, strict) + "\n")
         return
-    from rich.text import Text
-
-    console = _console(stream, color, soft_wrap=True)
+    lines: list[_Line] = []
     seen: dict[tuple[str | None, str], int] = {}
     for d in diagnostics:
         key = (d.path, d.code)
         seen[key] = seen.get(key, 0) + 1
         if not everything and seen[key] > SHOWN_PER_CODE:
             continue
-        line = Text()
         where = d.path or "<input>"
         if d.span is not None:
             where += f":{d.span.line}:{d.span.column}"
-        line.append(f"{where}: ", style="bold")
-        line.append(f"{d.severity.label} {d.code}", style=_STYLE[d.severity])
-        line.append(f" {d.message}")
-        console.print(line)
+        lines.append(
+            [
+                (f"{where}: ", "bold"),
+                (f"{d.severity.label} {d.code}", _STYLE[d.severity]),
+                (f" {d.message}", ""),
+            ]
+        )
         source = sources.get(d.path or "") if d.span is not None else None
         if source is not None and d.span is not None:
-            _excerpt(console, d, source(d.span.line))
+            lines += _excerpt(d, source(d.span.line))
         if d.hint:
-            console.print(Text(f"    = hint: {d.hint}", style="dim"))
+            lines.append([(f"    = hint: {d.hint}", "dim")])
     hidden = {key: n - SHOWN_PER_CODE for key, n in seen.items() if n > SHOWN_PER_CODE}
     if not everything:
         for (path, code), n in hidden.items():
-            console.print(Text(f"{path or '<input>'}: ... and {n} more {code} ({more})", style="dim"))
+            lines.append([(f"{path or '<input>'}: ... and {n} more {code} ({more})", "dim")])
     if checked:
-        console.print(Text(_summary(diagnostics, checked, strict), style="bold"))
+        lines.append([(_summary(diagnostics, checked, strict), "bold")])
+    if _plain_text(lines, stream, color):
+        stream.write("".join("".join(text for text, _ in line) + "\n" for line in lines))
+        return
+    from rich.text import Text
+
+    console = _console(stream, color, soft_wrap=True)
+    for line in lines:
+        console.print(Text.assemble(*((text, style) if style else text for text, style in line)))
+
+
+_Line = list[tuple[str, str]]
+"""A report line as (text, rich style) pieces; "" for no style."""
+
+
+def _plain_text(lines: Sequence[_Line], stream: IO[str], color: bool | None) -> bool:
+    """Whether rich would write `lines` as their bare text, so they are written without importing
+    it (20-40 ms): no colour asked for, a stream that is not a terminal by rich's own tests
+    (Console.is_terminal: TTY_COMPATIBLE, FORCE_COLOR, isatty), and printable ASCII only (rich
+    expands tabs and strips control codes; other characters it may measure in cells)."""
+    if color or os.environ.get("TTY_COMPATIBLE", "") == "1" or os.environ.get("FORCE_COLOR") is not None:
+        return False
+    if os.environ.get("TTY_COMPATIBLE", "") != "0":
+        try:
+            if stream.isatty():
+                return False
+        except (AttributeError, ValueError):
+            pass
+    return all(text.isascii() and text.isprintable() for line in lines for text, _ in line)
 
 
 def _summary(diagnostics: Sequence[Diagnostic], checked: int, strict: bool) -> str:
@@ -155,23 +183,22 @@ def _summary(diagnostics: Sequence[Diagnostic], checked: int, strict: bool) -> s
     return f"{files} checked: {summary or 'no problems'}{because}"
 
 
-def _excerpt(console: Console, d: Diagnostic, line: str | None) -> None:
-    from rich.text import Text
-
+def _excerpt(d: Diagnostic, line: str | None) -> list[_Line]:
+    """The source line a finding points into and its caret line."""
     assert d.span is not None
     if line is None:
-        return
+        return []
     shown = line.expandtabs(1).rstrip("\r")
     if len(shown) > 200:
-        return
+        return []
     start = d.span.column - 1
     width = max(1, (d.span.end_column - d.span.column) if d.span.end_line == d.span.line else 1)
     gutter = f"{d.span.line:>5} | "
-    console.print(Text(gutter, style="dim") + Text(shown))
-    console.print(
-        Text(" " * (len(gutter) - 2) + "| ", style="dim")
-        + Text(" " * start + "^" * min(width, max(1, len(shown) - start + 1)), style=_STYLE[d.severity])
-    )
+    caret = " " * start + "^" * min(width, max(1, len(shown) - start + 1))
+    return [
+        [(gutter, "dim"), (shown, "")],
+        [(" " * (len(gutter) - 2) + "| ", "dim"), (caret, _STYLE[d.severity])],
+    ]
 
 
 def github(d: Diagnostic) -> str:

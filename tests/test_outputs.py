@@ -281,12 +281,8 @@ def test_outputs_given_as_pieces_are_written_in_order(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["groups.json", "t.0.et", "t.1.et", "t.2.et"]
 
 
-def test_every_temporary_is_on_disk_before_the_first_rename(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Durable and all or nothing: each output's temporary is fsynced (the inode that is then
-    renamed into place) before any output is renamed; a failed fsync leaves every file as it was
-    and no temporary."""
+def _recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every fsync and rename from here on, in order, with the inode it was given."""
     events: list[tuple[str, int]] = []
     fsync, replace = os.fsync, os.replace
 
@@ -300,13 +296,41 @@ def test_every_temporary_is_on_disk_before_the_first_rename(
 
     monkeypatch.setattr(os, "fsync", synced)
     monkeypatch.setattr(os, "replace", renamed)
+    return events
+
+
+def test_a_replaced_file_is_on_disk_before_the_first_rename_and_a_new_one_is_not_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All or nothing needs the temporary and the rename; durability is asked where a file is
+    replaced: each temporary that replaces an existing output (a symlink's target too) is fsynced
+    before any output is renamed, and one that makes a new file is not fsynced at all (a power cut
+    can lose only what did not exist). A failed fsync leaves every file as it was and no
+    temporary."""
+    monkeypatch.delenv(fileio.FSYNC, raising=False)
+    events = _recorded(monkeypatch)
+    (tmp_path / "target").write_bytes(b"old")
+    (tmp_path / "t.8.et").symlink_to("target")
+    existing = [tmp_path / f"t.{i}.et" for i in (1, 4, 7)]
+    for path in existing:
+        path.write_bytes(b"old")
     outputs = [(tmp_path / f"t.{i}.et", bytes([i]) * 5000) for i in range(9)]
     fileio.write_all(outputs)
+    renames = [inode for kind, inode in events if kind == "rename"]
     first = [kind for kind, _ in events].index("rename")
-    before = sorted(inode for kind, inode in events[:first] if kind == "fsync")
-    assert before == sorted(inode for kind, inode in events if kind == "rename")
-    assert before == sorted(path.stat().st_ino for path, _ in outputs)
+    synced = sorted(inode for kind, inode in events if kind == "fsync")
+    assert sorted(inode for kind, inode in events[:first] if kind == "fsync") == synced
+    replaced = [*existing, tmp_path / "target"]
+    assert synced == sorted(path.stat().st_ino for path in replaced)
+    assert len(renames) == 9
     assert all(path.read_bytes() == data for path, data in outputs)
+    assert (tmp_path / "t.8.et").is_symlink()
+
+    events.clear()
+    for path, _ in outputs:
+        path.unlink()
+    fileio.write_all(outputs)
+    assert [kind for kind, _ in events] == ["rename"] * 9  # every output new: no fsync
 
     def failing(fd: int) -> None:
         raise OSError(5, "Input/output error")
@@ -315,4 +339,24 @@ def test_every_temporary_is_on_disk_before_the_first_rename(
     with pytest.raises(OSError, match="Input/output"):
         fileio.write_all([(path, b"new") for path, _ in outputs])
     assert all(path.read_bytes() == data for path, data in outputs)
-    assert sorted(os.listdir(tmp_path)) == sorted(path.name for path, _ in outputs)
+    assert sorted(os.listdir(tmp_path)) == sorted([*(path.name for path, _ in outputs), "target"])
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_modtrans_fsync_makes_every_output_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    """MODTRANS_FSYNC=1: every temporary, a new file's too, made as a whole or as a stream, is
+    fsynced before the first rename."""
+    monkeypatch.setenv(fileio.FSYNC, "1")
+    events = _recorded(monkeypatch)
+
+    def content(i: int) -> fileio.Content:
+        return (lambda: iter([bytes([i]) * 5000])) if streamed else bytes([i]) * 5000
+
+    outputs = [(tmp_path / f"t.{i}.et", content(i)) for i in range(5)]
+    fileio.write_all(outputs)
+    first = [kind for kind, _ in events].index("rename")
+    before = sorted(inode for kind, inode in events[:first] if kind == "fsync")
+    assert before == sorted(path.stat().st_ino for path, _ in outputs)
+    assert [kind for kind, _ in events[first:]] == ["rename"] * 5

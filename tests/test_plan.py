@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from modtrans.plan import (
     project,
 )
 from modtrans.plan.model import Preset, ResolvedCollective
-from modtrans.strategy import SUPPORTED
+from modtrans.strategy import SUPPORTED, tensors
 from modtrans.strategy.program import StageProgram
 from modtrans.strategy.techniques import load
 
@@ -120,26 +121,36 @@ def test_every_keyword_translate_writes_has_a_registered_technique() -> None:
 
 def test_a_layouts_stage_programs_are_built_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
     """SimAI's text holds stage 0's program alone (SimAI adds the pipeline by formula): a SimAI
-    translation of four stages builds that one. Read in any order, every stage's program is the
-    one built stage after stage, and the plan equals (and pickles as) the plan built whole."""
+    translation of four stages builds that one's outline (its computes and collectives, no
+    tensors) and no program, and names no unit's tensors (strategy/tensors.py). Read in any
+    order, every stage's program is the one built stage after stage, and the plan equals (and
+    pickles as) the plan built whole."""
     built: list[int] = []
+    outlined: list[int] = []
     build = StageProgram.build
 
     def counted(self: StageProgram) -> tuple[Op, ...]:
-        built.append(self.stage)
+        (outlined if self.outline else built).append(self.stage)
         return build(self)
 
     monkeypatch.setattr(StageProgram, "build", counted)
+    named: list[int] = []
+    ios = tensors.ios
+
+    def counted_ios(*args: Any) -> Any:
+        named.append(1)
+        return ios(*args)
+
+    monkeypatch.setattr(tensors, "ios", counted_ios)
     layout = {"tp": 2, "pp": 4, "vpp": 2, "schedule": "interleaved", "sp": True, "global_batch": 8}
     result = modtrans.translate("llama-3-8b", dialect="simai", **layout)
-    assert built == [0]
-    built.clear()
+    assert (built, outlined, named) == ([], [0], [])
     backwards = modtrans.translate("llama-3-8b", dialect="simai", **layout).plan
     forwards = result.plan
     assert backwards is not None
     assert forwards is not None
     last_first = [backwards.programs[s] for s in (3, 2, 1, 0)]
-    assert built == [0, 3, 2, 1]  # stage 0's by the translation, read again not built again
+    assert built == [3, 2, 1, 0]  # each built once, when first read
     in_order = [forwards.programs[s] for s in range(4)]
     assert last_first[::-1] == in_order
     assert backwards == forwards

@@ -66,8 +66,10 @@ def test_an_outline_says_what_its_program_says_of_communication(case: str, tmp_p
                     op.over,
                     op.place,
                 )
-            else:
+            else:  # the text projections read a unit's times from the outline (plan/lines.py)
                 assert isinstance(seen, Compute)
+                assert isinstance(op, Compute)
+                assert (seen.time, seen.flops) == (op.time, op.flops)
     # the same plan with every program built and held, as it was before programs were built lazily
     held = dataclasses.replace(plan, programs=tuple(plan.programs))
     assert plan.groups() == held.groups()

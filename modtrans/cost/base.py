@@ -102,6 +102,15 @@ class CostModel(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+def by_shape(cost: CostModel) -> bool:
+    """Whether a model's times depend on a layer's shape alone (kind, operator, GEMM, FLOPs,
+    repeats, parameter and tensor sizes and dtypes, block part and heads), never on names or block
+    numbers, so identically shaped layers are costed once (strategy/share.py `shape`). A model
+    says so with the class attribute SHAPE_ONLY = True; one that looks layers up by name
+    (cost/measured.py) or says nothing is asked about every layer."""
+    return getattr(cost, "SHAPE_ONLY", False) is True
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the CLI can say about a cost model; each model reads what applies to it."""

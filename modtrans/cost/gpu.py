@@ -45,7 +45,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from modtrans import dtypes
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
@@ -146,6 +146,8 @@ def kernels(data: Mapping[str, Any]) -> Kernels:
 
 @dataclass(frozen=True)
 class Gpu:
+    SHAPE_ONLY: ClassVar[bool] = True  # base.by_shape: times read no name
+
     device: Device
     kernels: Kernels
     clock: Clock

@@ -14,9 +14,8 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from modtrans import jsonsource, schema
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import traffic, update_bytes
 from modtrans.fileio import utf8
@@ -61,6 +60,8 @@ def device(spec: str) -> Device:
     found = builtin_devices().get(spec.lower())
     if found is not None:
         return found
+    from modtrans import jsonsource, schema  # a profile file's reader: a built-in needs neither
+
     path = Path(spec)
     if not path.is_file():
         raise CostError(
@@ -90,6 +91,8 @@ def device(spec: str) -> Device:
 
 @dataclass(frozen=True)
 class Roofline:
+    SHAPE_ONLY: ClassVar[bool] = True  # base.by_shape: times read no name
+
     device: Device
     clock: Clock
     name: str = "roofline"

@@ -33,7 +33,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
@@ -65,6 +65,8 @@ def _cycles(shapes: tuple[Shape, ...], per_gemm: Cycles) -> int:
 
 @dataclass(frozen=True)
 class Systolic:
+    SHAPE_ONLY: ClassVar[bool] = True  # base.by_shape: times read no name
+
     name: str
     rows: int
     cols: int

@@ -50,11 +50,13 @@ def first_stage(
 ) -> tuple[list[int], dict[tuple[int, int], int], dict[int, Placed]]:
     """Stage 0's units in forward order, their compute per column, and per unit the collectives of
     one micro-batch (and the once-per-iteration ones) by place. Recomputed forwards and transfers
-    are left out: the header's checkpoints and pipeline fields say them, where the format can."""
+    are left out: the header's checkpoints and pipeline fields say them, where the format can.
+    Read from the stage's outline (plan/programs.py: its computes' times, its collectives, no
+    tensors), a fraction of the program's work on many micro-batches."""
     units: list[int] = []
     times: dict[tuple[int, int], int] = {}
     every: dict[int, Placed] = defaultdict(lambda: defaultdict(list))
-    for op in plan.programs[0]:
+    for op in plan.outline(0):
         if isinstance(op, Transfer) or op.step in (Step.RECOMPUTE, Step.UPDATE):
             continue  # the update column holds the optimizer step
         if isinstance(op, Compute):

@@ -12,10 +12,11 @@ Outlines are kept: a few percent of their programs (shared operations, the trans
     programs.outline(p)                    its communication only (below), a fraction of the work
 
 An outline holds the program's operations at the same indices: the transfers as built, the
-collectives without their tensors, and for each compute a placeholder of its layer and step; no
-operation's dependencies are kept. It says which groups the program's collectives span and in
-which order, and which transfers it posts: what the group ids and the check across ranks
-(plan/check.py) read, without the program's tensors and names.
+collectives without their tensors, and each compute with its layer, step, time and FLOPs but no
+tensors; no operation's dependencies are kept. It says which groups the program's collectives
+span and in which order, which transfers it posts, and what each unit computes: what the group
+ids, the check across ranks (plan/check.py) and the text projections (plan/lines.py) read,
+without the program's tensors and names.
 """
 
 from __future__ import annotations

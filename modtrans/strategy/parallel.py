@@ -81,9 +81,10 @@ def _assemble(draft: Draft, folded: tuple[tuple[str, tuple[str, ...]], ...]) -> 
     """A keyword preset's plan: one program for every rank (one stage, one micro-batch)."""
     assert draft.mesh is not None, "a technique sets the mesh"
     inputs = draft.inputs
+    tensors = ios(draft.layers, inputs)
     units = [
-        costed(i, rank_share(x, draft.parallelism.folded), x.comms, io, draft.cost, inputs)
-        for i, (x, io) in enumerate(zip(draft.layers, ios(draft.layers, inputs), strict=True))
+        costed(i, rank_share(x, draft.parallelism.folded), x.comms, tensors, draft.cost, inputs)
+        for i, x in enumerate(draft.layers)
     ]
     program = StageProgram(0, [units], draft.mesh, rerun=Rerun(draft.recompute)).build()
     infos = tuple(

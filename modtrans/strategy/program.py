@@ -87,10 +87,15 @@ class Costed:
     name: str
     times: PhaseTimes
     flops: Flops
-    io: Io
+    tensors: Sequence[Io]  # every unit's, by index (tensors.Ios: made when a program first reads one)
     comms: Mapping[Place, Sequence[Comm]]
     core: tuple[int, int] = (0, 0)  # the attention core's forward (ticks, FLOPs): selective recompute
     exchanges: tuple[Exchange, ...] = ()  # once-per-iteration swaps with other stages (tied weights)
+
+    @property
+    def io(self) -> Io:
+        """The tensors the unit's operations read and write."""
+        return self.tensors[self.index]
 
     @property
     def first(self) -> bool:
@@ -102,14 +107,15 @@ def costed(
     index: int,
     share: Group,
     comms: Mapping[Place, Sequence[Comm]],
-    io: Io,
+    tensors: Sequence[Io],
     cost: CostModel,
     inputs: frozenset[str],
     *,
     core: bool = False,
 ) -> Costed:
     """Unit `index` as a rank runs it: `share` is what it computes (share.rank_share), costed;
-    `core`: also time its attention core (for selective recomputation)."""
+    `tensors`: every unit's, by index (strategy/tensors.py); `core`: also time its attention core
+    (for selective recomputation)."""
     members = share.members
     fl = Flops(
         sum(m.flops.forward for m in members),
@@ -118,7 +124,7 @@ def costed(
     )
     times = group_times(share, cost, inputs)
     return Costed(
-        index, share.owner.name, times, fl, io, comms, attention_core(members, cost) if core else (0, 0)
+        index, share.owner.name, times, fl, tensors, comms, attention_core(members, cost) if core else (0, 0)
     )
 
 
@@ -264,12 +270,13 @@ class StageProgram:
         self.chain = self.emit(Compute(u.index, step, time, flops, inputs, outputs, self._deps()))
         return self.chain
 
-    def _mark(self, u: Costed, step: Step) -> int:
-        """An outline's compute: a placeholder of the unit's step, one object for them all."""
+    def _mark(self, u: Costed, step: Step, time: int, flops: int) -> int:
+        """An outline's compute: the unit's step with its time and FLOPs, no tensors, one object
+        for every micro-batch's."""
         key = (u.index, step, None, 0)
         op = self.shared.get(key)
         if op is None:
-            op = self.shared[key] = Compute(u.index, step, 0, 0, (), ())
+            op = self.shared[key] = Compute(u.index, step, time, flops, (), ())
         self.chain = self.emit(op)
         return self.chain
 
@@ -277,7 +284,7 @@ class StageProgram:
         tag = f"m{micro}" + ("r" if step is Step.RECOMPUTE else "")
         self.collectives(u, Place.BEFORE_FWD, step, tag)
         if self.outline:
-            self._mark(u, step)
+            self._mark(u, step, u.times.forward, u.flops.forward)
         else:
             keep = self._params(u)
             outputs = self._suffix(u.io.outputs, tag)
@@ -298,7 +305,7 @@ class StageProgram:
         self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)  # activation-gradient traffic
         wg = self.weight_grad(u, tag) if weight else -1
         if not u.first and self.outline:
-            self._mark(u, Step.INPUT_GRAD)
+            self._mark(u, Step.INPUT_GRAD, u.times.input_grad, u.flops.input_grad)
             self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         elif not u.first:
             keep = self._params(u)
@@ -315,7 +322,7 @@ class StageProgram:
 
     def weight_grad(self, u: Costed, tag: str) -> int:
         if self.outline:
-            wg = self._mark(u, Step.WEIGHT_GRAD)
+            wg = self._mark(u, Step.WEIGHT_GRAD, u.times.weight_grad, u.flops.weight_grad)
             self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
             return wg
         grads = tuple(Tensor(f"grad:{p.name}@{u.name}#{tag}", p.bytes) for p in u.io.trainable)
@@ -381,7 +388,7 @@ class StageProgram:
         deps = sorted(
             final | self._reductions(min(final, default=tail), tail) | set(range(tail, len(self.ops)))
         )
-        params = tuple(p for u in units for p in u.io.trainable)
+        params = () if self.outline else tuple(p for u in units for p in u.io.trainable)
         updated = tuple(Tensor(f"{p.name}#updated", p.bytes) for p in params)
         first = min(u.index for u in units)
         time = sum(u.times.update for u in units)
@@ -517,7 +524,7 @@ class StageProgram:
 
     def _recompute(self, u: Costed, micro: int) -> None:
         if self.rerun.selective and u.core[0] > 0 and self.outline:
-            self._mark(u, Step.RECOMPUTE)
+            self._mark(u, Step.RECOMPUTE, u.core[0], u.core[1])
         elif self.rerun.selective and u.core[0] > 0:
             outputs = (Tensor(f"{u.name}.attention_core#m{micro}r", 0),)
             self.compute(

@@ -114,6 +114,26 @@ def regroup(layer: IRLayer, holds: int) -> IRLayer:
     )
 
 
+def shape(layer: IRLayer) -> tuple[object, ...]:
+    """Everything of a layer that rank_share and a shape-only cost model (cost/base.py by_shape)
+    read, without its names (the layer's, its node's, its tensors', its producers') and block
+    number: the layers of identical transformer blocks have one shape."""
+    block = layer.block
+    return (
+        layer.op_type,
+        layer.kind,
+        tuple((p.role, p.shape, p.dtype, p.elements, p.bytes, p.trainable, p.counted) for p in layer.params),
+        tuple((a.shape, a.dtype, a.bytes) for a in layer.inputs),
+        tuple((a.shape, a.dtype, a.bytes) for a in layer.outputs),
+        layer.flops,
+        layer.gemm,
+        layer.moe,
+        layer.repeats,
+        layer.flops_known,
+        None if block is None else (block.part, block.heads),
+    )
+
+
 def rank_share(
     x: Divided,
     folded: Folded = Folded.MEGATRON,

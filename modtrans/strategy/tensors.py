@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from modtrans.dtypes import NO_GRADIENT as _INTEGER  # integer and quantized: no gradient
 from modtrans.ir.document import Activation
@@ -99,6 +99,29 @@ def ios(layers: Sequence[LayerDraft], model_inputs: frozenset[str]) -> list[Io]:
         )
         out.append(Io(inputs, params, trainable, outputs, grads_in, grads_out))
     return out
+
+
+class Ios(Sequence[Io]):
+    """Each unit's tensors as `ios` makes them, made when the first is read: the programs' tensors
+    read them, the outlines the text projections read do not (a SimAI translation makes none)."""
+
+    def __init__(self, layers: Sequence[LayerDraft], model_inputs: frozenset[str]) -> None:
+        self.layers, self.model_inputs = layers, model_inputs
+        self.made: list[Io] | None = None
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    @overload
+    def __getitem__(self, index: int) -> Io: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Io]: ...
+
+    def __getitem__(self, index: int | slice) -> Io | Sequence[Io]:
+        if self.made is None:
+            self.made = ios(self.layers, self.model_inputs)
+        return self.made[index]
 
 
 def _size(a: Activation, ways: int) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
+from modtrans.cost.base import by_shape
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import (
     Chunk,
@@ -24,7 +25,7 @@ from modtrans.plan.model import (
 from modtrans.plan.programs import Programs
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.groups import Group, Params, folds, group
+from modtrans.strategy.groups import Group, Params, folds, group, needs_input_grad
 from modtrans.strategy.llm import activations, buckets, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.degrees import dense_data
 from modtrans.strategy.llm.options import Layout, LayoutError, ordered
@@ -33,8 +34,8 @@ from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
-from modtrans.strategy.share import Folded, rank_share
-from modtrans.strategy.tensors import ios
+from modtrans.strategy.share import Folded, rank_share, shape
+from modtrans.strategy.tensors import Ios
 
 
 def plan(
@@ -174,20 +175,50 @@ def _buckets(
 def _costed(
     units: Sequence[Unit], ir: ModelIR, cost: CostModel, layout: Layout, folded: Folded
 ) -> list[Costed]:
+    """Each unit's share costed; under a shape-only cost model (cost/base.py by_shape) once per
+    distinct shape, so the units of identical blocks (80 of Llama-3-70B's) share one costing."""
     inputs = frozenset(ir.provenance.input_shapes)
     sequence, shards = layout.tp if layout.sp else 1, layout.sequence_shards
-    return [
-        costed(
+    shaped = by_shape(cost)
+    made: dict[tuple[object, ...], Costed] = {}
+    runs = []
+    tensors = Ios([u.x for u in units], inputs)  # made when a program reads them; no outline does
+    for u in units:
+        g = u.x.group
+        key = _shape(u, inputs) if shaped else None
+        known = None if key is None else made.get(key)
+        if known is not None:
+            name, comms = g.owner.name, u.x.comms
+            runs.append(Costed(u.index, name, known.times, known.flops, tensors, comms, known.core))
+            continue
+        run = costed(
             u.index,
             rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds),
             u.x.comms,
-            io,
+            tensors,
             cost,
             inputs,
             core=layout.recompute is Recompute.SELECTIVE,
         )
-        for u, io in zip(units, ios([u.x for u in units], inputs), strict=True)
-    ]
+        if key is not None:
+            made[key] = run
+        runs.append(run)
+    return runs
+
+
+def _shape(u: Unit, inputs: frozenset[str]) -> tuple[object, ...]:
+    """What a unit's costing reads (rank_share's division, its layers' shapes, whether its owner
+    needs an input gradient), without names."""
+    x, g = u.x, u.x.group
+    return (
+        x.ways,
+        x.split,
+        x.role,
+        u.scale,
+        u.holds,
+        needs_input_grad(g.owner, inputs),
+        tuple(shape(m) for m in g.members),
+    )
 
 
 def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], mode: Recompute) -> Rerun:
