@@ -23,7 +23,9 @@ Collectives at one place run one after the other; the next compute waits for the
 collective reads and writes its whole buffer, but an all-gather reads one rank's part and a
 reduce-scatter writes one (the group's size from the mesh). Receives
 are posted where the schedule reaches them; sends and overlapped collectives are waited for by
-nothing on the rank. Tensors are the unit's (tensors.py), suffixed per micro-batch (#m0, #m1r for
+nothing on the rank, but where the framework blocks on its sends (Pipeline.blocking) the next
+compute waits for the send; where it scatters a boundary over the tensor ranks (Pipeline.gather)
+each rank sends its share and all-gathers what it received over the tensor group. Tensors are the unit's (tensors.py), suffixed per micro-batch (#m0, #m1r for
 a recomputation) so that every write has its own name; tags are unique per (micro-batch,
 boundary, direction) and identical on both ends.
 """
@@ -65,6 +67,8 @@ from modtrans.strategy.schedule import (
 )
 from modtrans.strategy.schedule import Step as ScheduleStep
 from modtrans.strategy.tensors import Io
+
+_TENSOR = frozenset({Purpose.TENSOR})
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,11 @@ class Pipeline:
     virtual: int = 1  # chunks per stage (interleaved)
     micro_batches: int = 1
     schedule: Schedule = Schedule.ONE_F_ONE_B
+    # how the framework hands a boundary on (strategy/frameworks.py, P2P): `blocking`, the next
+    # compute waits for a send as for a receive; `gather` > 1, each tensor rank sends 1/gather of
+    # the boundary and the receivers all-gather it over the tensor group
+    blocking: bool = False
+    gather: int = 1
 
     @property
     def chunks(self) -> int:
@@ -341,10 +350,21 @@ class StageProgram:
             return
         step = Step.INPUT_GRAD if backward else Step.FWD
         tag, size = self._tag(micro, boundary, backward), self.boundary[boundary]
-        op = Transfer(u.index, step, direction, Purpose.PIPELINE, offset, tag, size, self._deps())
+        gather = self.pipeline.gather if size else 1
+        sent = -(-size // gather)
+        op = Transfer(u.index, step, direction, Purpose.PIPELINE, offset, tag, sent, self._deps())
         index = self.emit(op)
-        if direction is Direction.RECV:
+        if direction is Direction.RECV or self.pipeline.blocking:
             self.chain = index
+        if direction is Direction.RECV and gather > 1:  # the received shards gathered
+            place, name = Place.BEFORE_BWD if backward else Place.BEFORE_FWD, f"{u.name}.p2p#{tag}"
+            pieces, whole = (
+                ((Tensor(f"{name}.in", sent),), (Tensor(name, size),)) if not self.outline else ((), ())
+            )
+            gathered = Collective(
+                u.index, step, CommType.ALLGATHER, size, _TENSOR, pieces, whole, (index,), place
+            )
+            self.chain = self.emit(gathered)
 
     def build(self) -> tuple[Op, ...]:
         with heap.paused():  # a 280-micro-batch program is some 10^5 operations, none in a cycle
