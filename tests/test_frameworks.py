@@ -3,15 +3,16 @@ against the source that sets what it sends."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from modtrans import pipeline
 from modtrans.comm import CommType, Policy
-from modtrans.plan import Collective, Direction, Op, Plan, Purpose, Transfer
+from modtrans.plan import Collective, Compute, Direction, Op, Plan, Purpose, Step, Transfer
 from modtrans.strategy import Parallelism
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm import Layout
+from modtrans.strategy.llm import Layout, Schedule
 
 # a two-block Llama in bf16: hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96
 TOY = {
@@ -23,9 +24,9 @@ A = MICRO * SEQ * HIDDEN * 2  # one micro-batch's hidden activation in bf16: 4,0
 TENSOR = frozenset({Purpose.TENSOR})
 
 
-def _plan(tmp_path: Path, layout: Layout) -> Plan:
+def _plan(tmp_path: Path, layout: Layout, layers: int = 2) -> Plan:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(TOY))
+    path.write_text(json.dumps({**TOY, "num_hidden_layers": layers}))
     options = pipeline.Options(
         parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
         input_shapes={"input_ids": (MICRO, SEQ)},
@@ -110,3 +111,24 @@ def test_torchtitan_gathers_bf16_parameters_and_reduces_fp32_gradients(tmp_path:
             (CommType.ALLGATHER, HIDDEN * HIDDEN * 2),
             (CommType.REDUCESCATTER, HIDDEN * HIDDEN * grad_bytes),
         }
+
+
+def test_megatron_2022_interleaved_sends_a_forward_after_the_next_backward(tmp_path: Path) -> None:
+    """forward_backward_pipelining_with_interleaving (Megatron-LM v3.0, schedules.py): in the
+    steady state each iteration runs forward_step_helper, then backward_step_helper, then one
+    send_forward_backward_recv_forward_backward, so the forward's output leaves after the backward
+    that follows it, behind that backward's gradient; warm-up forwards send at once
+    (send_forward_recv_forward). Today's Megatron sends each forward's output when it is made."""
+    layout = Layout(
+        npus=4, tp=2, pp=2, vpp=2, schedule=Schedule.INTERLEAVED, micro_batch=MICRO, global_batch=8 * MICRO,
+        vocab_divisor=1,
+    )  # fmt: skip
+    for framework, deferred in ((Framework.MEGATRON_2022, True), (Framework.MEGATRON, False)):
+        program = _plan(tmp_path, dataclasses.replace(layout, framework=framework), layers=8).programs[0]
+        before = []  # per forward send: the step of the compute before it
+        for i, op in enumerate(program):
+            if isinstance(op, Transfer) and op.direction is Direction.SEND and op.step is Step.FWD:
+                last = next(x for x in reversed(program[:i]) if isinstance(x, Compute))
+                before.append(last.step)
+        assert Step.FWD in before  # the warm-up's
+        assert any(step is not Step.FWD for step in before) is deferred

@@ -33,7 +33,10 @@ Named versions and configurations, each a member below whose `family` runs the d
                    receive, batched or not, is waited for (`for req in reqs: req.wait()`, then
                    torch.cuda.synchronize()), in both schedules (schedules.py, forward_backward_
                    pipelining_with/without_interleaving); Megatron-Core's overlap_p2p_comm came
-                   later. Without SP each tensor rank sends 1/T of the activation and the
+                   later. The interleaved schedule's steady state exchanges once per forward-
+                   backward pair, after the backward (send_forward_backward_recv_forward_backward),
+                   so a forward's output leaves behind the next backward's gradient. Without SP
+                   each tensor rank sends 1/T of the activation and the
                    receivers all-gather it over the tensor group ("scatter_gather_tensors_in_
                    pipeline and not args.sequence_parallel": split_tensor_into_1d_equal_chunks,
                    gather_split_1d_tensor; on by default, --no-scatter-gather-tensors-in-pipeline)

@@ -25,9 +25,11 @@ reduce-scatter writes one (the group's size from the mesh). Receives
 are posted where the schedule reaches them; sends and overlapped collectives are waited for by
 nothing on the rank, but where the framework blocks on its sends (Pipeline.blocking) the next
 compute waits for the send; where it scatters a boundary over the tensor ranks (Pipeline.gather)
-each rank sends its share and all-gathers what it received over the tensor group. Tensors are the unit's (tensors.py), suffixed per micro-batch (#m0, #m1r for
-a recomputation) so that every write has its own name; tags are unique per (micro-batch,
-boundary, direction) and identical on both ends.
+each rank sends its share and all-gathers what it received over the tensor group; where the
+interleaved schedule exchanges once per forward-backward pair (Pipeline.exchange_after_backward)
+a steady-state forward's output leaves after the backward that follows it. Tensors are the unit's
+(tensors.py), suffixed per micro-batch (#m0, #m1r for a recomputation) so that every write has its
+own name; tags are unique per (micro-batch, boundary, direction) and identical on both ends.
 """
 
 from __future__ import annotations
@@ -139,6 +141,11 @@ class Pipeline:
     # the boundary and the receivers all-gather it over the tensor group
     blocking: bool = False
     gather: int = 1
+    # the interleaved schedule's steady state sends a forward's output after the backward that
+    # follows it, with that backward's gradient (Megatron-LM v3.0, schedules.py,
+    # forward_backward_pipelining_with_interleaving: forward_step_helper, backward_step_helper,
+    # then one send_forward_backward_recv_forward_backward)
+    exchange_after_backward: bool = False
 
     @property
     def chunks(self) -> int:
@@ -184,6 +191,7 @@ class StageProgram:
         self.tagged: dict[tuple[str, int, str], Tensor] = {}  # (name, bytes, tag) -> the tensor
         self.named: dict[tuple[int, Place], list[tuple[Comm, str, int, int]]] = {}  # _named
         self.kept: dict[int, frozenset[str]] = {}  # per unit: its parameters' names
+        self.pending: tuple[Costed, Direction, int, int, int, bool] | None = None  # a deferred send
 
     def _suffix(
         self, tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()
@@ -380,7 +388,8 @@ class StageProgram:
             if i in pairs:
                 self._overlapped(step, steps[i + 1], last_wg)
             else:
-                self._step(step, last_wg)
+                later = pipe.exchange_after_backward and i + 1 < len(steps) and steps[i + 1][0] == BWD
+                self._step(step, last_wg, defer=later and step[0] == FWD)
         tail = len(self.ops)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain = wg
@@ -404,9 +413,12 @@ class StageProgram:
         time = sum(u.times.update for u in units)
         self.chain = self.emit(Compute(first, Step.UPDATE, time, 0, params, updated, tuple(deps)))
 
-    def _step(self, step: ScheduleStep, last_wg: dict[int, tuple[Costed, int]]) -> None:
+    def _step(
+        self, step: ScheduleStep, last_wg: dict[int, tuple[Costed, int]], *, defer: bool = False
+    ) -> None:
         """One step of the schedule: a chunk's forward, backward (whole, or its input gradient
-        alone) or deferred weight gradients, with the chunk's transfers."""
+        alone) or deferred weight gradients, with the chunk's transfers; `defer`: the forward's
+        send waits for the next backward's compute (Pipeline.exchange_after_backward)."""
         direction, micro, chunk = step
         pipe = self.pipeline
         virtual = virtual_stage(pipe.schedule, self.stage, pipe.stages, chunk)
@@ -419,13 +431,20 @@ class StageProgram:
                 self.transfer(units[0], Direction.RECV, micro, virtual, virtual - 1, False)
             self._units(direction, micro, virtual, last_wg)
             if virtual < last_virtual:
-                self.transfer(units[-1], Direction.SEND, micro, virtual, virtual, False)
+                send = (units[-1], Direction.SEND, micro, virtual, virtual, False)
+                if defer:
+                    self.pending = send
+                else:
+                    self.transfer(*send)
             return
         if virtual < last_virtual:
             self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
         self._units(direction, micro, virtual, last_wg)  # B, or I: the input gradient alone
         if virtual > 0:
             self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
+        if self.pending is not None:  # the forward's output, after this gradient (_communicate's order)
+            pending, self.pending = self.pending, None
+            self.transfer(*pending)
 
     def _units(
         self, direction: str, micro: int, virtual: int, last_wg: dict[int, tuple[Costed, int]]

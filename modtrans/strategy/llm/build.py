@@ -62,7 +62,13 @@ def plan(
     convention = layout.framework
     gather = layout.tp if convention.scatter_gather and not layout.sp else 1
     pipeline = Pipeline(
-        layout.pp, layout.vpp, layout.micro_batches, layout.schedule, convention.blocking_p2p, gather
+        layout.pp,
+        layout.vpp,
+        layout.micro_batches,
+        layout.schedule,
+        convention.blocking_p2p,
+        gather,
+        exchange_after_backward=convention.blocking_p2p and layout.schedule is Schedule.INTERLEAVED,
     )
     rerun = _rerun(units, chunks, layout.recompute)
     mesh = layout.mesh()
