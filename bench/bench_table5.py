@@ -31,9 +31,44 @@ the simulated iteration against Table 5, full recomputation / selective + SP:
     branch calib (selene at NCCL's rate, Megatron's Adam as a node of its own)
         22B  -2.6 % /  -2.0 %      175B  -3.0 % /  -3.4 %      MAE 2.75 %, worst 3.4 % (four runs)
 
-530B full recomputation, simulated once before the 2^30 unit fix (whose 7 % less bandwidth adds
-under 1 %): -7.5 % (66 minutes). 530B selective + SP and 1T (64 stages) take longer still here and
-were not run to the end.
+The eight runs, exact tier (`--estimate`; equal to ASTRA-sim to the nanosecond on every layout
+checked, megatron-2022 traces included), branch calib3 at Megatron-LM 2022's conventions; per run
+the iteration of the stage that finishes last as compute + exposed communication + bubble (s):
+
+    run              measured  predicted  error    compute  exposed  bubble
+    22B full            1.42      1.383   -2.6 %     1.111    0.271   0
+    22B selective       1.10      1.078   -2.0 %     0.837    0.241   0
+    175B full          18.13     17.624   -2.8 %    14.015    2.731   0.878
+    175B selective     13.75     13.286   -3.4 %    10.286    2.245   0.756
+    530B full          49.05     46.147   -5.9 %    37.144    5.472   3.532
+    530B selective     37.83     35.003   -7.5 %    27.495    4.345   3.163
+    1T full            94.42     90.175   -4.5 %    69.809    6.976  13.389
+    1T selective       71.49     68.789   -3.8 %    51.677    5.987  11.126
+    MAE 4.06 %, worst 7.5 % (goal 3.5 % / 8 %)
+
+Where 530B and 1T lose time: not the pipeline's transfers. Megatron-LM 2022 blocked on every send
+and scattered each boundary over the tensor ranks (strategy/frameworks.py, megatron-2022): +0.2 %
+on 175B full, +0.04 % on 530B selective; its interleaved exchange after each backward, nothing
+(the warm-up's 2 (P - s - 1) forwards leave room for it). The bubble is the schedule's
+(P - 1) / (V m) plus the last stage's head, +6 % compute there. The compute: the A100 profile's
+GEMM rate (0.869 of peak: torch.mm's best shape, 100 iterations) is 4.5-4.7 % above Azure's
+cuBLASLt FP16 sweep on every large shape (8192^3 253.7, 16384^3 256.5, 6144 x 12288 x 12288 250.8
+TFLOP/s, after 10,000 warm-up iterations: the sustained rate; tests/test_gpu_model.py, A100_FP16),
+and 530B's and 1T's GEMMs are that large (2048 x 20480 x 7680 and up: 264-266 TFLOP/s charged).
+At that plateau's rate (`--efficiency gemm=0.946`, 256.5 / 271.2) the same runs give 22B +0.2 % /
++0.8 %, 175B +1.0 % / +0.4 %, 530B selective -3.3 % (36.59 s).
+Not adopted here: at that rate one 22B layer of Table 4 (tests/test_layer_times.py) runs its
+forwards in 7.73 / 7.21 ms (measured 7.7 / 7.2, without / with SP) but its backwards, collectives
+in series, in 12.26 / 12.79 ms (11.9 / 11.8): Megatron-LM 2022 overlapped them
+(LinearWithGradAccumulationAndAsyncCommunication.backward: under SP the input's all-gather beside
+the input-gradient GEMM and the reduce-scatter beside the weight gradient, of 2.08 ms; without SP
+the async all-reduce, --async-tensor-model-parallel-allreduce, of 1.87 ms), and the measured
+layer says about half of it was hidden under SP and a fifth without. ASTRA-sim would hide all of
+it; the GEMM rate waits for a measured overlap slowdown to go with it.
+
+ASTRA-sim itself: 530B full recomputation, simulated once before the 2^30 unit fix, -7.5 % (66
+minutes on the shared cores); 530B selective was started again on a machine under a load of 14
+and did not reach the simulator before the session's end.
 """
 
 from __future__ import annotations
