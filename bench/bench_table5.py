@@ -55,8 +55,10 @@ GEMM rate (0.869 of peak: torch.mm's best shape, 100 iterations) is 4.5-4.7 % ab
 cuBLASLt FP16 sweep on every large shape (8192^3 253.7, 16384^3 256.5, 6144 x 12288 x 12288 250.8
 TFLOP/s, after 10,000 warm-up iterations: the sustained rate; tests/test_gpu_model.py, A100_FP16),
 and 530B's and 1T's GEMMs are that large (2048 x 20480 x 7680 and up: 264-266 TFLOP/s charged).
-At that plateau's rate (`--efficiency gemm=0.946`, 256.5 / 271.2) the same runs give 22B +0.2 % /
-+0.8 %, 175B +1.0 % / +0.4 %, 530B selective -3.3 % (36.59 s).
+At that plateau's rate (`--efficiency gemm=0.946`, 256.5 / 271.2) the same eight runs give, full /
+selective: 22B +0.2 % / +0.8 %, 175B +1.0 % / +0.4 %, 530B -1.7 % / -3.3 %, 1T +0.0 % / +0.8 %:
+MAE 1.04 %, worst 3.3 % (exact tier; 1.423, 1.109, 18.315, 13.806, 48.211, 36.587, 94.454 and
+72.065 s).
 Not adopted here: at that rate one 22B layer of Table 4 (tests/test_layer_times.py) runs its
 forwards in 7.73 / 7.21 ms (measured 7.7 / 7.2, without / with SP) but its backwards, collectives
 in series, in 12.26 / 12.79 ms (11.9 / 11.8): Megatron-LM 2022 overlapped them
