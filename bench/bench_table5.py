@@ -1,9 +1,11 @@
 """Simulated iteration times against Korthikanti et al. 2022, Table 5 (issue 37).
 
-Run by hand: `python bench/bench_table5.py [--only 22B,175B] [--network selene]`, with ASTRA_SIM
-(or MODTRANS_ASTRA_SIM) naming an ASTRA-sim 2.x binary (the analytical backend). Each run is one
-`modtrans translate` to Chakra traces and one `modtrans simulate` on the Selene preset, each a fresh
-process as a user runs them; 530B and 1T take minutes each (run them once, nice'd).
+Run by hand: `python bench/bench_table5.py [--only 22B,175B] [--network selene] [--estimate]`, with
+ASTRA_SIM (or MODTRANS_ASTRA_SIM) naming an ASTRA-sim 2.x binary (the analytical backend). Each run
+is one `modtrans translate` to Chakra traces and one `modtrans simulate` on the Selene preset, each a
+fresh process as a user runs them; 530B and 1T take an hour and more each (run them once, nice'd).
+`--estimate` runs `modtrans estimate` (the exact tier: what ASTRA-sim would report, to the
+nanosecond) instead of the simulator, all eight in minutes.
 
 The baseline is the published measurement: Korthikanti et al., "Reducing Activation Recomputation
 in Large Transformer Models" (arXiv 2205.05198), Table 5, the iteration time of four GPT models
@@ -13,7 +15,9 @@ parallelism. The models and layouts are the paper's Table 3 (sequence 2,048, GPT
 of one sequence per GPU in micro-batches of 1;
 175B interleaved with 3 model chunks per rank, 530B with 3, 1T without), as calculon-ai/calculon's
 llm-validation runs them (validation/seqsel/tab5/*.json), and Megatron-LM as it ran in 2022:
-attention without a fused kernel (`--attention eager`), dropout 0.1 (GPT-2's configuration). The
+attention without a fused kernel (`--attention eager`), dropout 0.1 (GPT-2's configuration), and
+its pipeline's conventions (`--framework megatron-2022`: blocking sends, a boundary scattered over
+the tensor ranks without SP; strategy/frameworks.py). The
 record to beat is Calculon's (SC'23): 3.65 % mean absolute error, 8.87 % at worst.
 
 Nothing here feeds back into the models: the compute model is calibrated on kernel measurements
@@ -27,9 +31,47 @@ the simulated iteration against Table 5, full recomputation / selective + SP:
     branch calib (selene at NCCL's rate, Megatron's Adam as a node of its own)
         22B  -2.6 % /  -2.0 %      175B  -3.0 % /  -3.4 %      MAE 2.75 %, worst 3.4 % (four runs)
 
-530B full recomputation, simulated once before the 2^30 unit fix (whose 7 % less bandwidth adds
-under 1 %): -7.5 % (66 minutes). 530B selective + SP and 1T (64 stages) take longer still here and
-were not run to the end.
+The eight runs, exact tier (`--estimate`; equal to ASTRA-sim to the nanosecond on every layout
+checked, megatron-2022 traces included), branch calib3 at Megatron-LM 2022's conventions; per run
+the iteration of the stage that finishes last as compute + exposed communication + bubble (s):
+
+    run              measured  predicted  error    compute  exposed  bubble
+    22B full            1.42      1.383   -2.6 %     1.111    0.271   0
+    22B selective       1.10      1.078   -2.0 %     0.837    0.241   0
+    175B full          18.13     17.624   -2.8 %    14.015    2.731   0.878
+    175B selective     13.75     13.286   -3.4 %    10.286    2.245   0.756
+    530B full          49.05     46.147   -5.9 %    37.144    5.472   3.532
+    530B selective     37.83     35.003   -7.5 %    27.495    4.345   3.163
+    1T full            94.42     90.175   -4.5 %    69.809    6.976  13.389
+    1T selective       71.49     68.789   -3.8 %    51.677    5.987  11.126
+    MAE 4.06 %, worst 7.5 % (goal 3.5 % / 8 %)
+
+Where 530B and 1T lose time: not the pipeline's transfers. Megatron-LM 2022 blocked on every send
+and scattered each boundary over the tensor ranks (strategy/frameworks.py, megatron-2022): +0.2 %
+on 175B full, +0.04 % on 530B selective; its interleaved exchange after each backward, nothing
+(the warm-up's 2 (P - s - 1) forwards leave room for it). The bubble is the schedule's
+(P - 1) / (V m) plus the last stage's head, +6 % compute there. The compute: the A100 profile's
+GEMM rate (0.869 of peak: torch.mm's best shape, 100 iterations) is 4.5-4.7 % above Azure's
+cuBLASLt FP16 sweep on every large shape (8192^3 253.7, 16384^3 256.5, 6144 x 12288 x 12288 250.8
+TFLOP/s, after 10,000 warm-up iterations: the sustained rate; tests/test_gpu_model.py, A100_FP16),
+and 530B's and 1T's GEMMs are that large (2048 x 20480 x 7680 and up: 264-266 TFLOP/s charged).
+At that plateau's rate (`--efficiency gemm=0.946`, 256.5 / 271.2) the same eight runs give, full /
+selective: 22B +0.2 % / +0.8 %, 175B +1.0 % / +0.4 %, 530B -1.7 % / -3.3 %, 1T +0.0 % / +0.8 %:
+MAE 1.04 %, worst 3.3 % (exact tier; 1.423, 1.109, 18.315, 13.806, 48.211, 36.587, 94.454 and
+72.065 s).
+Not adopted here: at that rate one 22B layer of Table 4 (tests/test_layer_times.py) runs its
+forwards in 7.73 / 7.21 ms (measured 7.7 / 7.2, without / with SP) but its backwards, collectives
+in series, in 12.26 / 12.79 ms (11.9 / 11.8): Megatron-LM 2022 overlapped them
+(LinearWithGradAccumulationAndAsyncCommunication.backward: under SP the input's all-gather beside
+the input-gradient GEMM and the reduce-scatter beside the weight gradient, of 2.08 ms; without SP
+the async all-reduce, --async-tensor-model-parallel-allreduce, of 1.87 ms), and the measured
+layer says about half of it was hidden under SP and a fifth without. ASTRA-sim would hide all of
+it; the GEMM rate waits for a measured overlap slowdown to go with it.
+
+ASTRA-sim itself, on the megatron-2022 traces: 175B selective + SP 13,286,232,671 ns, the exact
+tier's to the nanosecond (-3.4 %; 7 minutes). 530B full recomputation, simulated once before the
+2^30 unit fix and the 2022 conventions, -7.5 % (66 minutes on the shared cores); 530B selective
+was started again on a machine under a load of 14 and did not reach the simulator in time.
 """
 
 from __future__ import annotations
@@ -87,8 +129,11 @@ def _modtrans(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def simulate(run: Run, selective: bool, folder: Path, simulator: str, network: str) -> tuple[float, float]:
-    """The simulated iteration (s) and the seconds translate + simulate took."""
+def simulate(
+    run: Run, selective: bool, folder: Path, simulator: str | None, network: str
+) -> tuple[float, float]:
+    """The simulated iteration (s) and the seconds translate + simulate took (`simulator` None: the
+    exact estimate's iteration)."""
     start = time.perf_counter()
     prefix = folder / f"{run.name}-{'sel' if selective else 'full'}" / "t"
     prefix.parent.mkdir()
@@ -99,16 +144,21 @@ def simulate(run: Run, selective: bool, folder: Path, simulator: str, network: s
     done = _modtrans(
         "translate", str(_config(run, folder)), *layout, *mode, "--micro-batch", str(run.micro_batch),
         "--global-batch", str(run.batch), "--seq-len", str(SEQUENCE), "--device", "a100",
-        "--attention", "eager", "--format", "chakra-et", "-q", "-o", str(prefix),
+        "--attention", "eager", "--framework", "megatron-2022", "--format", "chakra-et", "-q",
+        "-o", str(prefix),
     )  # fmt: skip
     if done.returncode:
         raise SystemExit(f"translate {run.name} failed: {done.stderr.strip()}")
-    done = _modtrans(
-        "simulate", str(prefix), "--astra-sim", simulator, "--network", network, "--format", "json"
-    )
+    if simulator is None:
+        done = _modtrans("estimate", str(prefix), "--network", network, "--format", "json")
+    else:
+        done = _modtrans(
+            "simulate", str(prefix), "--astra-sim", simulator, "--network", network, "--format", "json"
+        )
     if done.returncode:
         raise SystemExit(f"simulate {run.name} failed: {done.stderr.strip()}")
-    seconds = json.loads(done.stdout)["iteration_ns"] * 1e-9
+    report = json.loads(done.stdout)
+    seconds = report["iteration_s"] if simulator is None else report["iteration_ns"] * 1e-9
     for path in prefix.parent.iterdir():  # the next run's traces need the disk
         path.unlink()
     return seconds, time.perf_counter() - start
@@ -118,11 +168,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="a subset, e.g. 22B,175B (default: all four)")
     parser.add_argument("--network", default="selene", help="the simulate preset (default: selene)")
+    parser.add_argument("--estimate", action="store_true", help="the exact estimate, not ASTRA-sim")
     args = parser.parse_args()
     wanted = {n.strip().upper() for n in args.only.split(",") if n.strip()}
     runs = [r for r in RUNS if not wanted or r.name.upper() in wanted]
-    simulator = os.environ.get("ASTRA_SIM") or os.environ.get("MODTRANS_ASTRA_SIM")
-    if not simulator:
+    simulator = None if args.estimate else os.environ.get("ASTRA_SIM") or os.environ.get("MODTRANS_ASTRA_SIM")
+    if not simulator and not args.estimate:
         raise SystemExit("give the ASTRA-sim 2.x binary: ASTRA_SIM=PATH")
     print(f"{'run':<22} {'measured':>9} {'predicted':>10} {'error':>8} {'took':>7}")
     errors = []

@@ -97,7 +97,7 @@ class Request:
     vpp: int | None = None
     recompute: str | None = None  # none, selective, full
     seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
-    framework: str | None = None  # megatron (default), deepspeed or fsdp: data parallelism and ZeRO
+    framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp or torchtitan
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
     make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128
     moe_expert_capacity_factor: float | None = None  # Megatron's (strategy/llm/expert.py)

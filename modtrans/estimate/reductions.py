@@ -67,7 +67,7 @@ def tied_ns(
     from modtrans.comm import CommType
     from modtrans.strategy.llm.degrees import dense_data
 
-    if layout.framework is Framework.MEGATRON or layout.gradient_ranks < 2:
+    if layout.framework.family is Framework.MEGATRON or layout.gradient_ranks < 2:
         return 0
     ranks = members(dense_data())
     return fabric.collective_ns(CommType.ALLREDUCE, tie.bytes, ranks) if len(ranks) > 1 else 0

@@ -87,7 +87,7 @@ class UnitCost:
 
 def stand_in(layout: Layout) -> Layout:
     """The one-stage, one-micro-batch layout whose plan gives `layout`'s units."""
-    bucketed = layout.framework is Framework.MEGATRON and layout.zero != 3
+    bucketed = layout.framework.family is Framework.MEGATRON and layout.zero != 3
     experts = layout.ep
     dp = experts if bucketed else experts * min(layout.data_ranks // experts, 2)
     return replace(
@@ -111,7 +111,7 @@ def skeleton(ctx: Context, layout: Layout) -> Skeleton:
     key = ("skeleton", small)
     found = ctx.made.get(key)
     if not isinstance(found, Skeleton):
-        bucketed = small.framework is Framework.MEGATRON and small.zero == 0
+        bucketed = small.framework.family is Framework.MEGATRON and small.zero == 0
         found = ctx.made[key] = _make(ctx, small, bucketed=bucketed)
     return found
 

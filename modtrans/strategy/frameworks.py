@@ -25,6 +25,26 @@ grad_param_comm REDUCESCATTER 13,913,149,440 B and grad_gather ALLGATHER 6,956,5
 
 DeepSpeed (microsoft/DeepSpeed 38327e0) sends gradients in the model's own dtype (bf16 or fp16:
 engine.py, communication_data_type, unless set); see strategy/llm/deepspeed.py.
+
+Named versions and configurations, each a member below whose `family` runs the data parallelism:
+
+    megatron-2022  Megatron-LM as Korthikanti et al. 2022 ran it (v3.0, 2022): the pipeline's
+                   transfers block. megatron/p2p_communication.py, _communicate: every send and
+                   receive, batched or not, is waited for (`for req in reqs: req.wait()`, then
+                   torch.cuda.synchronize()), in both schedules (schedules.py, forward_backward_
+                   pipelining_with/without_interleaving); Megatron-Core's overlap_p2p_comm came
+                   later. The interleaved schedule's steady state exchanges once per forward-
+                   backward pair, after the backward (send_forward_backward_recv_forward_backward),
+                   so a forward's output leaves behind the next backward's gradient. Without SP
+                   each tensor rank sends 1/T of the activation and the
+                   receivers all-gather it over the tensor group ("scatter_gather_tensors_in_
+                   pipeline and not args.sequence_parallel": split_tensor_into_1d_equal_chunks,
+                   gather_split_1d_tensor; on by default, --no-scatter-gather-tensors-in-pipeline)
+    torchtitan     PyTorch FSDP2 as pytorch/torchtitan configures it: fully_shard with
+                   MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)
+                   (torchtitan/config/job_config.py, Training.mixed_precision_param "bfloat16",
+                   mixed_precision_reduce "float32"; torchtitan/models/llama3/infra/parallelize.py,
+                   apply_fsdp): parameters gathered in bf16, gradients reduce-scattered in fp32
 """
 
 from __future__ import annotations
@@ -34,10 +54,33 @@ import enum
 
 class Framework(enum.StrEnum):
     MEGATRON = "megatron"
+    MEGATRON_2022 = "megatron-2022"
     DEEPSPEED = "deepspeed"
     FSDP = "fsdp"
+    TORCHTITAN = "torchtitan"
+
+    @property
+    def family(self) -> Framework:
+        """Whose data parallelism and ZeRO it runs: a named version or configuration's framework."""
+        return _FAMILY.get(self, self)
+
+    @property
+    def blocking_p2p(self) -> bool:
+        """The pipeline's sends are waited for, as its receives are (megatron-2022)."""
+        return self is Framework.MEGATRON_2022
+
+    @property
+    def scatter_gather(self) -> bool:
+        """Without SP a boundary crosses as 1/T per tensor rank, all-gathered on arrival."""
+        return self is Framework.MEGATRON_2022
+
+    @property
+    def reduces_in_fp32(self) -> bool:
+        """FSDP's reduce_dtype is fp32 whatever the parameters' dtype (torchtitan)."""
+        return self is Framework.TORCHTITAN
 
 
+_FAMILY = {Framework.MEGATRON_2022: Framework.MEGATRON, Framework.TORCHTITAN: Framework.FSDP}
 REDUCED_IN_FP32 = frozenset({"bfloat16"})
 
 

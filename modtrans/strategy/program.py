@@ -23,9 +23,13 @@ Collectives at one place run one after the other; the next compute waits for the
 collective reads and writes its whole buffer, but an all-gather reads one rank's part and a
 reduce-scatter writes one (the group's size from the mesh). Receives
 are posted where the schedule reaches them; sends and overlapped collectives are waited for by
-nothing on the rank. Tensors are the unit's (tensors.py), suffixed per micro-batch (#m0, #m1r for
-a recomputation) so that every write has its own name; tags are unique per (micro-batch,
-boundary, direction) and identical on both ends.
+nothing on the rank, but where the framework blocks on its sends (Pipeline.blocking) the next
+compute waits for the send; where it scatters a boundary over the tensor ranks (Pipeline.gather)
+each rank sends its share and all-gathers what it received over the tensor group; where the
+interleaved schedule exchanges once per forward-backward pair (Pipeline.exchange_after_backward)
+a steady-state forward's output leaves after the backward that follows it. Tensors are the unit's
+(tensors.py), suffixed per micro-batch (#m0, #m1r for a recomputation) so that every write has its
+own name; tags are unique per (micro-batch, boundary, direction) and identical on both ends.
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ from modtrans.strategy.schedule import (
 )
 from modtrans.strategy.schedule import Step as ScheduleStep
 from modtrans.strategy.tensors import Io
+
+_TENSOR = frozenset({Purpose.TENSOR})
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,16 @@ class Pipeline:
     virtual: int = 1  # chunks per stage (interleaved)
     micro_batches: int = 1
     schedule: Schedule = Schedule.ONE_F_ONE_B
+    # how the framework hands a boundary on (strategy/frameworks.py, P2P): `blocking`, the next
+    # compute waits for a send as for a receive; `gather` > 1, each tensor rank sends 1/gather of
+    # the boundary and the receivers all-gather it over the tensor group
+    blocking: bool = False
+    gather: int = 1
+    # the interleaved schedule's steady state sends a forward's output after the backward that
+    # follows it, with that backward's gradient (Megatron-LM v3.0, schedules.py,
+    # forward_backward_pipelining_with_interleaving: forward_step_helper, backward_step_helper,
+    # then one send_forward_backward_recv_forward_backward)
+    exchange_after_backward: bool = False
 
     @property
     def chunks(self) -> int:
@@ -181,6 +197,7 @@ class StageProgram:
         self.tagged: dict[tuple[str, int, str], Tensor] = {}  # (name, bytes, tag) -> the tensor
         self.named: dict[tuple[int, Place], list[tuple[Comm, str, int, int]]] = {}  # _named
         self.kept: dict[int, frozenset[str]] = {}  # per unit: its parameters' names
+        self.pending: tuple[Costed, Direction, int, int, int, bool] | None = None  # a deferred send
 
     def _suffix(
         self, tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()
@@ -348,10 +365,21 @@ class StageProgram:
             return
         step = Step.INPUT_GRAD if backward else Step.FWD
         tag, size = self._tag(micro, boundary, backward), self.boundary[boundary]
-        op = Transfer(u.index, step, direction, Purpose.PIPELINE, offset, tag, size, self._deps())
+        gather = self.pipeline.gather if size else 1
+        sent = -(-size // gather)
+        op = Transfer(u.index, step, direction, Purpose.PIPELINE, offset, tag, sent, self._deps())
         index = self.emit(op)
-        if direction is Direction.RECV:
+        if direction is Direction.RECV or self.pipeline.blocking:
             self.chain = index
+        if direction is Direction.RECV and gather > 1:  # the received shards gathered
+            place, name = Place.BEFORE_BWD if backward else Place.BEFORE_FWD, f"{u.name}.p2p#{tag}"
+            pieces, whole = (
+                ((Tensor(f"{name}.in", sent),), (Tensor(name, size),)) if not self.outline else ((), ())
+            )
+            gathered = Collective(
+                u.index, step, CommType.ALLGATHER, size, _TENSOR, pieces, whole, (index,), place
+            )
+            self.chain = self.emit(gathered)
 
     def build(self) -> tuple[Op, ...]:
         with heap.paused():  # a 280-micro-batch program is some 10^5 operations, none in a cycle
@@ -367,7 +395,8 @@ class StageProgram:
             if i in pairs:
                 self._overlapped(step, steps[i + 1], last_wg)
             else:
-                self._step(step, last_wg)
+                later = pipe.exchange_after_backward and i + 1 < len(steps) and steps[i + 1][0] == BWD
+                self._step(step, last_wg, defer=later and step[0] == FWD)
         tail = len(self.ops)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain = wg
@@ -407,9 +436,12 @@ class StageProgram:
             if isinstance(op := self.ops[i], Collective) and op.place is Place.AFTER_WG
         }
 
-    def _step(self, step: ScheduleStep, last_wg: dict[int, tuple[Costed, int]]) -> None:
+    def _step(
+        self, step: ScheduleStep, last_wg: dict[int, tuple[Costed, int]], *, defer: bool = False
+    ) -> None:
         """One step of the schedule: a chunk's forward, backward (whole, or its input gradient
-        alone) or deferred weight gradients, with the chunk's transfers."""
+        alone) or deferred weight gradients, with the chunk's transfers; `defer`: the forward's
+        send waits for the next backward's compute (Pipeline.exchange_after_backward)."""
         direction, micro, chunk = step
         pipe = self.pipeline
         virtual = virtual_stage(pipe.schedule, self.stage, pipe.stages, chunk)
@@ -422,13 +454,20 @@ class StageProgram:
                 self.transfer(units[0], Direction.RECV, micro, virtual, virtual - 1, False)
             self._units(direction, micro, virtual, last_wg)
             if virtual < last_virtual:
-                self.transfer(units[-1], Direction.SEND, micro, virtual, virtual, False)
+                send = (units[-1], Direction.SEND, micro, virtual, virtual, False)
+                if defer:
+                    self.pending = send
+                else:
+                    self.transfer(*send)
             return
         if virtual < last_virtual:
             self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
         self._units(direction, micro, virtual, last_wg)  # B, or I: the input gradient alone
         if virtual > 0:
             self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
+        if self.pending is not None:  # the forward's output, after this gradient (_communicate's order)
+            pending, self.pending = self.pending, None
+            self.transfer(*pending)
 
     def _units(
         self, direction: str, micro: int, virtual: int, last_wg: dict[int, tuple[Costed, int]]

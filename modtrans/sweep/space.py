@@ -160,9 +160,9 @@ def zero_stages(space: Space, framework: Framework) -> tuple[int, ...]:
     SHARD_GRAD_OP (2) and FULL_SHARD (3) (it has no ZeRO-1)."""
     if space.zero is not None:
         return space.zero
-    if framework is Framework.DEEPSPEED:
+    if framework.family is Framework.DEEPSPEED:
         return (0, 1, 2, 3)
-    if framework is Framework.FSDP:
+    if framework.family is Framework.FSDP:
         return (0, 2, 3)
     return tuple(1 if on else 0 for on in space.distributed_optimizer)
 

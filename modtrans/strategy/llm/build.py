@@ -61,7 +61,17 @@ def plan(
     ways = (layout.tp if layout.sp else 1) * layout.sequence_shards  # the shards a boundary carries one of
     boundary = [boundary_bytes(units[chunk[-1].index], ways) for chunk in chunks]
     boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
-    pipeline = Pipeline(layout.pp, layout.vpp, layout.micro_batches, layout.schedule)
+    convention = layout.framework
+    gather = layout.tp if convention.scatter_gather and not layout.sp else 1
+    pipeline = Pipeline(
+        layout.pp,
+        layout.vpp,
+        layout.micro_batches,
+        layout.schedule,
+        convention.blocking_p2p,
+        gather,
+        exchange_after_backward=convention.blocking_p2p and layout.schedule is Schedule.INTERLEAVED,
+    )
     rerun = _rerun(units, chunks, layout.recompute)
     mesh = layout.mesh()
 
@@ -131,10 +141,11 @@ def rank_units(
         if d.attach is not None:
             d.attach(units, layout)
     units = expert.apply(units, ir, layout)
-    apply_data = {Framework.DEEPSPEED: deepspeed.apply, Framework.FSDP: fsdp.apply}.get(
-        layout.framework, data.apply
-    )
-    apply_data(units, layout.zero, layout.gradient_ranks, layout.expert_gradient_ranks)
+    if layout.framework.family is Framework.FSDP:
+        fsdp.apply(units, layout.zero, layout.gradient_ranks, layout.expert_gradient_ranks, layout.framework)
+    else:
+        apply_data = deepspeed.apply if layout.framework is Framework.DEEPSPEED else data.apply
+        apply_data(units, layout.zero, layout.gradient_ranks, layout.expert_gradient_ranks)
     tensor.replicated_grads(units, t, layout.sp)
     for index, u in enumerate(units):
         u.index = index
@@ -149,7 +160,7 @@ def _buckets(
     tied: dict[int, int],
 ) -> list[Costed]:
     """Megatron-LM's data-parallel reduction by buffer and bucket, per model chunk (buckets.py)."""
-    if layout.framework is not Framework.MEGATRON or layout.zero == 3:
+    if layout.framework.family is not Framework.MEGATRON or layout.zero == 3:
         return runs
     separate = layout.ep > 1 or layout.expert_tp != layout.tp  # experts in a buffer of their own
 
@@ -268,7 +279,7 @@ def _tied(
     for u, owner in ((units[i], units[j]) for i, j in pairs):
         size = owner.grad_bytes()
         tied[u.index] = owner.index
-        if layout.gradient_ranks > 1 and layout.framework is not Framework.MEGATRON:  # its own reduction
+        if layout.gradient_ranks > 1 and layout.framework.family is not Framework.MEGATRON:  # its own
             u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, dense_data()))
             runs[u.index] = dataclasses.replace(runs[u.index], comms=u.x.comms)
         offset = stage[u.index][0] - stage[owner.index][0]

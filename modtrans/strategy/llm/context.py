@@ -54,7 +54,7 @@ def rules(layout: Layout) -> None:
     """What context parallelism is modelled with."""
     if layout.cp == 1:
         return
-    if layout.framework is not Framework.MEGATRON:
+    if layout.framework.family is not Framework.MEGATRON:
         raise LayoutError(f"--cp {layout.cp}: context parallelism is Megatron-LM's (--framework megatron)")
     if layout.ep > 1:
         raise LayoutError(

@@ -9,7 +9,9 @@ over the data ranks. Read from pytorch/pytorch: torch/distributed/fsdp/_runtime_
               kept for the backward; the gradients reduce-scattered per micro-batch
     --zero 0  NO_SHARD: an ALLREDUCE of the gradients per micro-batch
 Gradients in the parameters' dtype (MixedPrecision.reduce_dtype defaults to param_dtype;
-_flat_param.py), as the model holds them here. Every micro-batch reduces: gradient accumulation
+_flat_param.py), as the model holds them here; `--framework torchtitan` reduces them in fp32
+(its MixedPrecisionPolicy's reduce_dtype: strategy/frameworks.py), 4 bytes per element.
+Every micro-batch reduces: gradient accumulation
 under `no_sync` (FSDP2: set_requires_gradient_sync(False)) reduces at the last one only, which a
 training script opts into; it is not modelled. Also left out: the root module's parameters, which
 FSDP does not reshard after the forward (gathered once, not twice), the padding of each flat
@@ -24,22 +26,32 @@ from collections.abc import Sequence
 from modtrans.comm import CommType
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
+from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.roles import LayerRole
 
 
-def apply(units: Sequence[Unit], zero: int, data_ranks: int, expert_data_ranks: int) -> None:
+def apply(
+    units: Sequence[Unit],
+    zero: int,
+    data_ranks: int,
+    expert_data_ranks: int,
+    framework: Framework = Framework.FSDP,
+) -> None:
     assert zero != 1, "Layout.check refuses it"
     for u in units:
         ranks = expert_data_ranks if u.role is LayerRole.EXPERT else data_ranks
-        size = u.param_bytes()  # parameters and gradients in the parameters' dtype
+        size = u.param_bytes()  # parameters in their own dtype
         if size == 0 or ranks == 1:
             continue
+        # torchtitan: the gradient in fp32 (u.grad_bytes: 4 bytes for the bf16 and fp32 models it
+        # trains, its mixed_precision_param being one of the two), or --dtype-bytes
+        grads = u.grad_bytes() if framework.reduces_in_fp32 else size
         over = u.grads_over
         if zero == 0:
-            u.attach(Place.AFTER_WG, Comm(CommType.ALLREDUCE, size, over))
+            u.attach(Place.AFTER_WG, Comm(CommType.ALLREDUCE, grads, over))
             continue
         u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, over))
         if zero == 3:
             u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, over))
-        u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, size, over))
+        u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, grads, over))

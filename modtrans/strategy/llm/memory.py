@@ -140,12 +140,12 @@ def unit_state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float
     elements = u.elements
     weights, grads = float(u.weights), float(u.grads)
     width = weights / elements if elements else 2
-    if layout.framework is Framework.MEGATRON and width < 4:
+    if layout.framework.family is Framework.MEGATRON and width < 4:
         grads = float(elements * MAIN_GRAD)
     optimizer = float(elements * (ADAM + (MASTER if width < 4 else 0)))
     if layout.zero >= 1:
         optimizer /= ranks
-    if layout.zero >= 2 and layout.framework is not Framework.MEGATRON:
+    if layout.zero >= 2 and layout.framework.family is not Framework.MEGATRON:
         grads /= ranks  # Megatron's distributed optimizer keeps the whole gradient buffer
     if layout.zero == 3:
         weights, grads = weights / ranks, grads / ranks

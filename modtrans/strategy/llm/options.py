@@ -103,7 +103,7 @@ class Layout:
         embedding and the output layer is whole and GPU-friendly (megatron/core/tokenizers/utils/
         build_tokenizer.py, vocab_size_with_padding; arguments.py: default=128). DeepSpeed and FSDP
         train the vocabulary as the model has it."""
-        return self.vocab_divisor * self.tp if self.framework is Framework.MEGATRON else 1
+        return self.vocab_divisor * self.tp if self.framework.family is Framework.MEGATRON else 1
 
     @property
     def expert_tp(self) -> int:
@@ -242,12 +242,12 @@ class Layout:
                 "runs ZeRO-1 at most (deepspeed/runtime/pipe/engine.py: ZeRO-2 and ZeRO-3 are "
                 "incompatible with pipeline parallelism)"
             )
-        if self.overlap_grad_reduce and (self.framework is not Framework.MEGATRON or self.zero == 3):
+        if self.overlap_grad_reduce and (self.framework.family is not Framework.MEGATRON or self.zero == 3):
             raise LayoutError(
                 "--overlap-grad-reduce buckets Megatron-LM's gradient buffers: it needs --framework "
                 "megatron and --zero 0, 1 or 2"
             )
-        if self.framework is Framework.FSDP and self.zero == 1:
+        if self.framework.family is Framework.FSDP and self.zero == 1:
             raise LayoutError(
                 "--framework fsdp has no ZeRO-1: --zero 0 (NO_SHARD), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD)"
             )

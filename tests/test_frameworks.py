@@ -1,0 +1,134 @@
+"""The named framework versions and configurations of `--framework` (strategy/frameworks.py), each
+against the source that sets what it sends."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from modtrans import pipeline
+from modtrans.comm import CommType, Policy
+from modtrans.plan import Collective, Compute, Direction, Op, Plan, Purpose, Step, Transfer
+from modtrans.strategy import Parallelism
+from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm import Layout, Schedule
+
+# a two-block Llama in bf16: hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96
+TOY = {
+    "model_type": "llama", "vocab_size": 96, "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "torch_dtype": "bfloat16",
+}  # fmt: skip
+MICRO, SEQ, HIDDEN = 2, 16, 64
+A = MICRO * SEQ * HIDDEN * 2  # one micro-batch's hidden activation in bf16: 4,096 bytes
+TENSOR = frozenset({Purpose.TENSOR})
+
+
+def _plan(tmp_path: Path, layout: Layout, layers: int = 2) -> Plan:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**TOY, "num_hidden_layers": layers}))
+    options = pipeline.Options(
+        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
+        input_shapes={"input_ids": (MICRO, SEQ)},
+        format="chakra-et",
+    )
+    result = pipeline.translate_checked(path, options)
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    return result.plan
+
+
+def _pipeline(framework: Framework, sp: bool = False) -> Layout:
+    return Layout(
+        npus=4,
+        tp=2,
+        pp=2,
+        sp=sp,
+        micro_batch=MICRO,
+        global_batch=3 * MICRO,
+        vocab_divisor=1,
+        framework=framework,
+    )
+
+
+def test_megatron_2022_scatters_each_boundary_over_the_tensor_ranks_and_gathers_it(tmp_path: Path) -> None:
+    """Megatron-LM v3.0, megatron/p2p_communication.py, _communicate: without SP each tensor rank
+    sends 1/T of the activation (split_tensor_into_1d_equal_chunks) and the receiver all-gathers
+    it over the tensor group (gather_split_1d_tensor) before using it; with SP the activation is
+    a sequence shard already and crosses as it is. Today's Megatron sends the whole activation."""
+    plan = _plan(tmp_path, _pipeline(Framework.MEGATRON_2022))
+    for program in plan.programs:
+        for i, op in enumerate(program):
+            if isinstance(op, Transfer):
+                assert op.bytes == A // 2
+                if op.direction is Direction.RECV:
+                    gather = program[i + 1]
+                    assert isinstance(gather, Collective)
+                    assert (gather.comm, gather.bytes, gather.over, gather.deps) == (
+                        CommType.ALLGATHER, A, TENSOR, (i,),
+                    )  # fmt: skip
+    for sp, added in ((False, True), (True, False)):  # gathered on arrival only without SP
+        then = _plan(tmp_path, _pipeline(Framework.MEGATRON_2022, sp=sp))
+        today = _plan(tmp_path, _pipeline(Framework.MEGATRON, sp=sp))
+        for old, new in zip(then.programs, today.programs, strict=True):
+            received = sum(isinstance(op, Transfer) and op.direction is Direction.RECV for op in old)
+            assert _gathers(old) - _gathers(new) == (received if added else 0)
+            assert {op.bytes for op in new if isinstance(op, Transfer)} == {A // 2 if sp else A}
+
+
+def _gathers(program: tuple[Op, ...]) -> int:
+    return sum(
+        isinstance(op, Collective) and op.comm is CommType.ALLGATHER and op.over == TENSOR for op in program
+    )
+
+
+def test_megatron_2022_waits_for_its_sends(tmp_path: Path) -> None:
+    """_communicate waits for every request it batched (`req.wait()`), sends included, before the
+    schedule goes on: what follows the send depends on it. Today's default leaves sends to finish
+    on their own (nothing waits for them)."""
+    for framework, waits in ((Framework.MEGATRON_2022, True), (Framework.MEGATRON, False)):
+        first = _plan(tmp_path, _pipeline(framework)).programs[0]
+        sends = [
+            i for i, op in enumerate(first) if isinstance(op, Transfer) and op.direction is Direction.SEND
+        ]
+        assert len(sends) == 3  # one activation per micro-batch
+        for i in sends:
+            assert bool([op for op in first[i + 1 :] if i in op.deps]) is waits
+
+
+def test_torchtitan_gathers_bf16_parameters_and_reduces_fp32_gradients(tmp_path: Path) -> None:
+    """torchtitan's FSDP2: fully_shard with MixedPrecisionPolicy(param_dtype=bfloat16,
+    reduce_dtype=float32) (torchtitan/config/job_config.py, mixed_precision_param and
+    mixed_precision_reduce): q_proj's 64 x 64 parameters gathered at 2 bytes each, its gradient
+    reduce-scattered at 4. Plain FSDP reduces in the parameters' dtype (reduce_dtype defaults to
+    param_dtype)."""
+    for framework, grad_bytes in ((Framework.TORCHTITAN, 4), (Framework.FSDP, 2)):
+        layout = Layout(npus=2, dp=2, zero=3, framework=framework, micro_batch=MICRO, global_batch=2 * MICRO)
+        plan = _plan(tmp_path, layout)
+        q = [info.name for info in plan.layers].index("model.layers.0.self_attn.q_proj")
+        ops = [op for op in plan.programs[0] if isinstance(op, Collective) and op.layer == q]
+        sizes = {(c.comm, c.bytes) for c in ops}
+        assert sizes == {
+            (CommType.ALLGATHER, HIDDEN * HIDDEN * 2),
+            (CommType.REDUCESCATTER, HIDDEN * HIDDEN * grad_bytes),
+        }
+
+
+def test_megatron_2022_interleaved_sends_a_forward_after_the_next_backward(tmp_path: Path) -> None:
+    """forward_backward_pipelining_with_interleaving (Megatron-LM v3.0, schedules.py): in the
+    steady state each iteration runs forward_step_helper, then backward_step_helper, then one
+    send_forward_backward_recv_forward_backward, so the forward's output leaves after the backward
+    that follows it, behind that backward's gradient; warm-up forwards send at once
+    (send_forward_recv_forward). Today's Megatron sends each forward's output when it is made."""
+    layout = Layout(
+        npus=4, tp=2, pp=2, vpp=2, schedule=Schedule.INTERLEAVED, micro_batch=MICRO, global_batch=8 * MICRO,
+        vocab_divisor=1,
+    )  # fmt: skip
+    for framework, deferred in ((Framework.MEGATRON_2022, True), (Framework.MEGATRON, False)):
+        program = _plan(tmp_path, dataclasses.replace(layout, framework=framework), layers=8).programs[0]
+        before = []  # per forward send: the step of the compute before it
+        for i, op in enumerate(program):
+            if isinstance(op, Transfer) and op.direction is Direction.SEND and op.step is Step.FWD:
+                last = next(x for x in reversed(program[:i]) if isinstance(x, Compute))
+                before.append(last.step)
+        assert Step.FWD in before  # the warm-up's
+        assert any(step is not Step.FWD for step in before) is deferred
