@@ -4,6 +4,7 @@ schema.py    Chakra's et_def.proto messages, declared on protobuf (no Chakra pac
 write.py     Plan -> one trace per rank and the communicator-group file
 wire.py      nodes as protobuf wire bytes, written directly: the writer's inner loop
 patch.py     a program's nodes encoded once, each of its ranks' traces patched from them
+ahead.py     a big set's programs encoded in worker processes, ahead of the writer
 read.py      trace files -> nodes (positioned failures for files that are not traces)
 ranks.py     trace files -> what the checks across ranks read, a rank at a time, each distinct
              node decoded once

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import heap, limits
-from modtrans.chakra import wire
+from modtrans.chakra import ahead, wire
 from modtrans.chakra.patch import PEER, RANK, Ends, Group, Piece, Template
 from modtrans.plan.model import (
     Collective,
@@ -169,8 +169,13 @@ class _Encoder:
         self.templates: dict[int, Template] = {}  # by program, until its last rank is made
         self.entries: dict[tuple[str, int, str], bytes] = {}  # a template's tensors, encoded
         self.titles: dict[tuple[int, Step], str] = {}
+        self.names: dict[tuple[int, Step], bytes] = {}  # a compute's name and type fields
+        self.counts: dict[tuple[int, int], bytes] = {}  # is_cpu_op, num_ops and tensor_size
+        self.sizes: dict[int, bytes] = {}  # a tensor size's string list entry
         self.collectives: dict[tuple[Any, ...], tuple[str, bytes]] = {}
         self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
+        self.ahead: ahead.Ahead | None = None  # a big set's programs made in workers (ahead.py)
+        self.started = False
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
         return durations(program, self.tick_ns, self.passes)
@@ -237,13 +242,30 @@ class _Encoder:
         program's last rank is made (trace), so a set's memory holds one program's template, not
         every one."""
         if p not in self.templates:
-            self.templates[p] = self._make_template(p)
+            if not self.started:
+                self.started = True
+                self.ahead = self._start()
+            pieces = self.ahead.get(p) if self.ahead is not None else self._made(p)
+            self.templates[p] = Template(pieces)
         return self.templates[p]
 
-    def _make_template(self, p: int) -> Template:
+    def _start(self) -> ahead.Ahead | None:
+        """Workers making the programs ahead, for a set above ahead.RANKS ranks: in the order their
+        first ranks come, two in flight or waiting a worker (each waiting template holds a
+        program's bytes). The group ids are made here first, so the workers inherit them."""
+        if self.plan.npus <= ahead.RANKS:
+            return None
+        workers = ahead.cores()
+        if workers > 1:
+            self.plan.overs()  # the group index, made once before the fork
+        order = list(dict.fromkeys(self.plan.program_of))
+        return ahead.start(self._made, order, workers, 2 * workers)
+
+    def _made(self, p: int) -> list[Piece]:
+        """Program p's template pieces (_pieces), the collector paused."""
         try:
             with heap.paused():  # bytes, tuples and lists, none in a cycle
-                return Template(self._pieces(p))
+                return self._pieces(p)
         finally:
             self.entries.clear()  # a program's tensors are its own (suffixed by micro-batch)
 
@@ -270,7 +292,7 @@ class _Encoder:
                 else:
                     run.append(self._encode(node_id, op, min(gids[op.over]), deps, k, 0))
             else:
-                run.append(self._encode(node_id, op, None, deps, k, durations[k][i]))
+                run.append(self._compute(node_id, op, deps, k, durations[k][i]))
             if piece is not None:
                 if run:
                     pieces.append(b"".join(run))
@@ -331,6 +353,45 @@ class _Encoder:
         head = wire.fields(node_id, title, self.pb.COMM_COLL_NODE, deps, 0)
         return head + first, _CPU + inputs + outputs
 
+    def _compute(self, node_id: int, op: Compute, deps: Sequence[int], k: int, micros: int) -> bytes:
+        """A framed COMP_NODE: what `_encode` makes of a compute (wire.fields, then is_cpu_op,
+        num_ops, tensor_size, inputs, outputs), in one pass: half of a big set's nodes, and calls
+        cost more than the bytes here (1.4 us of a compute's 9, bench/bench_bigpipe.py)."""
+        suffix = f"@pass{k}" if k else ""
+        inputs, read = self._strings("inputs", op.inputs, suffix)
+        outputs, written_ = self._strings("outputs", op.outputs, suffix)
+        size = read + written_  # Compute.bytes: every tensor read and written once
+        ops = op.flops if op.flops > 0 or size == 0 else 1
+        key = (op.layer, op.step)
+        name = self.names.get(key)
+        if name is None:
+            name = self.names[key] = wire.delimited(2, self._title(op).encode()) + b"\x18\x04"  # type
+        counts = self.counts.get((ops, size))
+        if counts is None:
+            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
+            counts = self.counts[(ops, size)] = _CPU + counts
+        varint = wire.varint
+        if len(deps) == 1:
+            listed = varint(deps[0])
+            dep_bytes = b"*" + varint(len(listed)) + listed  # data_deps (5), packed
+        elif deps:
+            listed = b"".join([varint(d) for d in deps])
+            dep_bytes = b"*" + varint(len(listed)) + listed
+        else:
+            dep_bytes = b""
+        body = b"".join(
+            (
+                b"\x08" + varint(node_id) if node_id else b"",
+                name,
+                dep_bytes,
+                b"8" + varint(micros) if micros else b"",  # duration_micros (7)
+                counts,
+                inputs,
+                outputs,
+            )
+        )
+        return varint(len(body)) + body
+
     def _title(self, op: Compute) -> str:
         """A compute node's name, COMP_NODE_<layer>_<phase>: one per layer and step."""
         key = (op.layer, op.step)
@@ -340,18 +401,23 @@ class _Encoder:
         return title
 
     def _strings(self, name: str, tensors: Sequence[Tensor], suffix: str) -> tuple[bytes, int]:
-        """The tensors as the string list of names and byte sizes track-local-mem reads, and their
-        bytes in all; each tensor encoded once (its writer and its readers name it alike)."""
-        entries = self.entries
+        """The tensors as the string list of names and byte sizes track-local-mem reads
+        (wire.strings), and their bytes in all; each tensor encoded once (its writer and its
+        readers name it alike), each size once. The tensors are the program's (_pieces holds it):
+        an object's id names it while it is encoded, a cheaper key than its name and size."""
+        entries, sizes = self.entries, self.sizes
         parts = []
         total = 0
         for t in tensors:
             size = t.bytes
             total += size
-            key = (t.name, size, suffix)
+            key: Any = id(t) if not suffix else (id(t), suffix)
             encoded = entries.get(key)
             if encoded is None:
-                encoded = entries[key] = wire.entry(t.name + suffix) + wire.entry(str(size))
+                counted = sizes.get(size)
+                if counted is None:
+                    counted = sizes[size] = wire.entry(str(size))
+                encoded = entries[key] = wire.entry(t.name + suffix) + counted
             parts.append(encoded)
         return wire.string_list(name, b"".join(parts)), total
 
@@ -365,14 +431,15 @@ class _Encoder:
         label = "SEND" if send else "RECV"
         kind = pb.COMM_SEND_NODE if send else pb.COMM_RECV_NODE
         head = wire.fields(node_id, f"COMM_{label}_NODE_{name}_{_PHASE[t.step]}", kind, deps, 0)
-        tensor = (Tensor(f"{name}.{t.step}.p2p.{t.tag}" + (".sent" if send else ".received"), t.bytes),)
-        inputs, outputs = (tensor, ()) if send else ((), tensor)
+        label = f"{name}.{t.step}.p2p.{t.tag}" + (".sent" if send else ".received") + suffix
+        tensor = wire.entry(label) + wire.entry(str(t.bytes))  # a name of its own: no other node's
+        inputs, outputs = (tensor, b"") if send else (b"", tensor)
         tail = [
             wire.integer("comm_tag", t.tag, 7),
             wire.integer("comm_size", t.bytes),
             _CPU,
-            self._strings("inputs", inputs, suffix)[0],
-            self._strings("outputs", outputs, suffix)[0],
+            wire.string_list("inputs", inputs),
+            wire.string_list("outputs", outputs),
         ]
         return head, b"".join(tail)
 
