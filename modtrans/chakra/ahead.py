@@ -18,13 +18,14 @@ one core is all there is, `start` returns None and the encoder makes each progra
 from __future__ import annotations
 
 import atexit
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from multiprocessing.pool import AsyncResult
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
 
 RANKS = 64
 """Sets above this many ranks are encoded ahead (as many as outputs.SELF_CHECK checks whole): a
@@ -70,6 +71,8 @@ class Ahead:
     """Items made in worker processes ahead of being asked for (start)."""
 
     def __init__(self, make: Callable[[int], Any], order: Sequence[int], workers: int, window: int) -> None:
+        import multiprocessing  # 18-26 ms (python -X importtime, 2 loaded cores) a small set spares
+
         context = multiprocessing.get_context("fork")
         self.pool: Any = context.Pool(workers, _install, (make,))
         self.order = list(dict.fromkeys(order))

@@ -52,7 +52,7 @@ def check_set(
     `complete=False`: the traces are a sample of a set, checked one by one, not across ranks,
     each read when its turn comes and dropped after (`traces` may make them on demand)."""
     if not complete:
-        return [d for path in traces for d in one_trace(read(traces[path], str(path)))]
+        return [d for path in traces for d in one_trace(read(traces[path], str(path), alone=True))]
     with _collector_paused():
         scanner = Scanner(one_trace)
         found: list[Diagnostic] = []
