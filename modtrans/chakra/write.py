@@ -153,6 +153,14 @@ _ATTR = wire.varint(2 << 3 | 2)  # GlobalMetadata's attr (2), length-delimited
 _STRING = wire.varint(29 << 3 | 2)  # AttributeProto's string_val (29), length-delimited
 
 
+def _deps(deps: Sequence[int]) -> bytes:
+    """A node's data_deps field (5, packed varints; none when empty), as wire.fields writes it."""
+    if not deps:
+        return b""
+    listed = wire.varint(deps[0]) if len(deps) == 1 else b"".join([wire.varint(d) for d in deps])
+    return b"*" + wire.varint(len(listed)) + listed
+
+
 class _Encoder:
     """Encodes the nodes of ranks: each program's once, as a template (chakra/patch.py) that each
     of its ranks fills in with its peers and groups."""
@@ -172,6 +180,7 @@ class _Encoder:
         self.names: dict[tuple[int, Step], bytes] = {}  # a compute's name and type fields
         self.counts: dict[tuple[int, int], bytes] = {}  # is_cpu_op, num_ops and tensor_size
         self.sizes: dict[int, bytes] = {}  # a tensor size's string list entry
+        self.fixed: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}  # a collective's name, attributes
         self.collectives: dict[tuple[Any, ...], tuple[str, bytes]] = {}
         self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
         self.ahead: ahead.Ahead | None = None  # a big set's programs made in workers (ahead.py)
@@ -290,7 +299,7 @@ class _Encoder:
                 if len(gids[op.over]) > 1:
                     piece = Group(*self._body(node_id, op, None, deps, k, 0), op.over)
                 else:
-                    run.append(self._encode(node_id, op, min(gids[op.over]), deps, k, 0))
+                    run.append(self._collective_node(node_id, op, min(gids[op.over]), deps, k))
             else:
                 run.append(self._compute(node_id, op, deps, k, durations[k][i]))
             if piece is not None:
@@ -354,9 +363,9 @@ class _Encoder:
         return head + first, _CPU + inputs + outputs
 
     def _compute(self, node_id: int, op: Compute, deps: Sequence[int], k: int, micros: int) -> bytes:
-        """A framed COMP_NODE: what `_encode` makes of a compute (wire.fields, then is_cpu_op,
-        num_ops, tensor_size, inputs, outputs), in one pass: half of a big set's nodes, and calls
-        cost more than the bytes here (1.4 us of a compute's 9, bench/bench_bigpipe.py)."""
+        """A framed COMP_NODE, the bytes `_encode` makes (wire.fields, then is_cpu_op, num_ops,
+        tensor_size, inputs, outputs) in one join, its name and counts made once per layer and
+        step: most of a big set's nodes."""
         suffix = f"@pass{k}" if k else ""
         inputs, read = self._strings("inputs", op.inputs, suffix)
         outputs, written_ = self._strings("outputs", op.outputs, suffix)
@@ -371,24 +380,38 @@ class _Encoder:
             counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
             counts = self.counts[(ops, size)] = _CPU + counts
         varint = wire.varint
-        if len(deps) == 1:
-            listed = varint(deps[0])
-            dep_bytes = b"*" + varint(len(listed)) + listed  # data_deps (5), packed
-        elif deps:
-            listed = b"".join([varint(d) for d in deps])
-            dep_bytes = b"*" + varint(len(listed)) + listed
-        else:
-            dep_bytes = b""
         body = b"".join(
             (
                 b"\x08" + varint(node_id) if node_id else b"",
                 name,
-                dep_bytes,
+                _deps(deps),
                 b"8" + varint(micros) if micros else b"",  # duration_micros (7)
                 counts,
                 inputs,
                 outputs,
             )
+        )
+        return varint(len(body)) + body
+
+    def _collective_node(
+        self, node_id: int, op: Collective, group: int, deps: Sequence[int], k: int
+    ) -> bytes:
+        """A framed COMM_COLL_NODE of the same group on every rank of its program: the bytes
+        `_encode` makes, in one join, all but its id, dependencies and tensors made once per
+        layer, type, size, axes and group."""
+        suffix = f"@pass{k}" if k else ""
+        inputs = self._strings("inputs", op.inputs, suffix)[0]
+        outputs = self._strings("outputs", op.outputs, suffix)[0]
+        key = (op.layer, op.comm, op.bytes, op.over, group)
+        fixed = self.fixed.get(key)
+        if fixed is None:
+            title, first = self._collective(op)
+            if group:
+                first += wire.text("pg_name", str(group))
+            fixed = self.fixed[key] = (wire.delimited(2, title.encode()) + b"\x18\x07", first + _CPU)
+        varint = wire.varint
+        body = b"".join(
+            (b"\x08" + varint(node_id) if node_id else b"", fixed[0], _deps(deps), fixed[1], inputs, outputs)
         )
         return varint(len(body)) + body
 
