@@ -7,6 +7,7 @@ ahead.RANKS and outputs.SELF_CHECK: the sampled self-check asks for programs out
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 import modtrans
+from modtrans import chakra
 from modtrans.chakra import ahead
 from modtrans.strategy.program import StageProgram
 
@@ -94,3 +96,21 @@ def test_the_workers_stop_once_every_item_is_handed_over() -> None:
 def test_one_core_or_one_item_makes_no_workers() -> None:
     assert ahead.start(_fails, range(6), workers=1, window=2) is None
     assert ahead.start(_fails, [0], workers=2, window=2) is None
+
+
+@forks
+def test_a_trace_asked_for_again_is_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program's last rank asked for twice: the workers made it once; this process makes it again."""
+    monkeypatch.setattr(ahead, "cores", lambda: 2)
+    model = modtrans.translate(GPT2, format="chakra-et", output=tmp_path / "t", **LAYOUT)
+    assert model.plan is not None
+    made = chakra.files(model.plan, tmp_path / "u", tick_ns=1.0, lazy=True)
+    last = made[model.plan.npus - 1][1]
+    first = b"".join(last())
+    assert b"".join(last()) == first
+    monkeypatch.setattr(ahead, "cores", lambda: 1)
+    alone = chakra.files(model.plan, tmp_path / "u", tick_ns=1.0, lazy=True)[model.plan.npus - 1][1]
+    assert first == b"".join(alone())
+    del made, last
+    gc.collect()
+    assert not multiprocessing.active_children()  # the dropped encoder's workers stopped

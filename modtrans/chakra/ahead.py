@@ -31,7 +31,13 @@ RANKS = 64
 """Sets above this many ranks are encoded ahead (as many as outputs.SELF_CHECK checks whole): a
 fork and a pool start in some 20 ms on 2 cores, against seconds of encoding of such a set."""
 
-_MAKE: Callable[[int], Any] | None = None  # a worker's job, installed when it forks
+WORKERS = 4
+"""At most this many workers: past them this process's own part bounds the time (GPT 1T: some 11 s
+of CPU for the plan, its groups and the sampled self-check, against 27 s of building and encoding
+shared by the workers), and each worker holds its programs (some 200 MB resident at 34,000
+operations a program)."""
+
+_MAKE: Callable[[int], Any] | None = None  # a worker's job: set while the workers fork
 
 
 def cores() -> int:
@@ -51,11 +57,9 @@ def start(make: Callable[[int], Any], order: Sequence[int], workers: int, window
     return Ahead(make, order, workers, window)
 
 
-def _install(make: Callable[[int], Any]) -> None:
-    """A worker's start: its job, and Ctrl-C and the stop signals left to the parent, which stops
-    the workers itself (close) instead of each printing its own interruption."""
-    global _MAKE
-    _MAKE = make
+def _quiet() -> None:
+    """A worker's start: Ctrl-C and the stop signals left to the parent, which stops the workers
+    itself (close) instead of each printing its own interruption."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for name in ("SIGTERM", "SIGHUP"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -73,8 +77,12 @@ class Ahead:
     def __init__(self, make: Callable[[int], Any], order: Sequence[int], workers: int, window: int) -> None:
         import multiprocessing  # 18-26 ms (python -X importtime, 2 loaded cores) a small set spares
 
-        context = multiprocessing.get_context("fork")
-        self.pool: Any = context.Pool(workers, _install, (make,))
+        global _MAKE
+        _MAKE = make  # the workers fork with it; not kept here (make's owner may be dropped: close)
+        try:
+            self.pool: Any = multiprocessing.get_context("fork").Pool(workers, _quiet)
+        finally:
+            _MAKE = None
         self.order = list(dict.fromkeys(order))
         self.next = 0  # the first of `order` not yet submitted
         self.window = window

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import weakref
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -254,7 +255,8 @@ class _Encoder:
             if not self.started:
                 self.started = True
                 self.ahead = self._start()
-            pieces = self.ahead.get(p) if self.ahead is not None else self._made(p)
+            made_ahead = self.ahead is not None and p not in self.ahead.done  # else asked again
+            pieces = self.ahead.get(p) if made_ahead and self.ahead is not None else self._made(p)
             self.templates[p] = Template(pieces)
         return self.templates[p]
 
@@ -264,11 +266,14 @@ class _Encoder:
         program's bytes). The group ids are made here first, so the workers inherit them."""
         if self.plan.npus <= ahead.RANKS:
             return None
-        workers = ahead.cores()
+        workers = min(ahead.cores(), ahead.WORKERS)
         if workers > 1:
             self.plan.overs()  # the group index, made once before the fork
         order = list(dict.fromkeys(self.plan.program_of))
-        return ahead.start(self._made, order, workers, 2 * workers)
+        made = ahead.start(self._made, order, workers, 2 * workers)
+        if made is not None:  # an encoder dropped before its last program stops its workers
+            weakref.finalize(self, made.close)
+        return made
 
     def _made(self, p: int) -> list[Piece]:
         """Program p's template pieces (_pieces), the collector paused."""
