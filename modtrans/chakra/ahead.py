@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from multiprocessing.pool import AsyncResult
 
 RANKS = 64
-"""Sets above this many ranks are encoded ahead (as many as outputs.SELF_CHECK checks whole): a
-fork and a pool start in some 20 ms on 2 cores, against seconds of encoding of such a set."""
+"""Sets above this many ranks are encoded ahead. Starting the workers costs 8-16 ms of wall time
+(25 ms of CPU the first time, multiprocessing's import included; 2 loaded cores), against seconds
+of encoding above it (Llama-3-70B's 64 ranks: 1.5 s of CPU for the whole translation)."""
 
 WORKERS = 4
 """At most this many workers: past them this process's own part bounds the time (GPT 1T: some 11 s
