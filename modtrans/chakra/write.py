@@ -176,7 +176,7 @@ class _Encoder:
         self.masks = dim_masks(plan.mesh, dims)
         self.header = _Header(metadata)
         self.templates: dict[int, Template] = {}  # by program, until its last rank is made
-        self.entries: dict[tuple[str, int, str], bytes] = {}  # a template's tensors, encoded
+        self.entries: dict[Any, bytes] = {}  # a template's tensors, encoded, by id (and pass)
         self.titles: dict[tuple[int, Step], str] = {}
         self.names: dict[tuple[int, Step], bytes] = {}  # a compute's name and type fields
         self.counts: dict[tuple[int, int], bytes] = {}  # is_cpu_op, num_ops and tensor_size
@@ -336,14 +336,6 @@ class _Encoder:
         made = self.collectives[key] = (f"COMM_COLL_NODE_{name}_{c.comm.value}", b"".join(attrs))
         return made
 
-    def _encode(
-        self, node_id: int, op: Any, group: int | None, deps: Sequence[int], k: int, micros: int
-    ) -> bytes:
-        """One framed node (chakra/wire.py writes the bytes protobuf would); `group`: a
-        collective's group id."""
-        before, after = self._body(node_id, op, group, deps, k, micros)
-        return wire.framed(before + after)
-
     def _body(
         self, node_id: int, op: Any, group: int | None, deps: Sequence[int], k: int, micros: int
     ) -> tuple[bytes, bytes]:
@@ -368,9 +360,8 @@ class _Encoder:
         return head + first, _CPU + inputs + outputs
 
     def _compute(self, node_id: int, op: Compute, deps: Sequence[int], k: int, micros: int) -> bytes:
-        """A framed COMP_NODE, the bytes `_encode` makes (wire.fields, then is_cpu_op, num_ops,
-        tensor_size, inputs, outputs) in one join, its name and counts made once per layer and
-        step: most of a big set's nodes."""
+        """A framed COMP_NODE (wire.fields, then is_cpu_op, num_ops, tensor_size, inputs, outputs)
+        in one join, its name and counts made once per layer and step: most of a big set's nodes."""
         suffix = f"@pass{k}" if k else ""
         inputs, read = self._strings("inputs", op.inputs, suffix)
         outputs, written_ = self._strings("outputs", op.outputs, suffix)
@@ -379,7 +370,8 @@ class _Encoder:
         key = (op.layer, op.step)
         name = self.names.get(key)
         if name is None:
-            name = self.names[key] = wire.delimited(2, self._title(op).encode()) + b"\x18\x04"  # type
+            kind = b"\x18" + wire.varint(self.pb.COMP_NODE)  # type (3)
+            name = self.names[key] = wire.delimited(2, self._title(op).encode()) + kind
         counts = self.counts.get((ops, size))
         if counts is None:
             counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
@@ -401,9 +393,9 @@ class _Encoder:
     def _collective_node(
         self, node_id: int, op: Collective, group: int, deps: Sequence[int], k: int
     ) -> bytes:
-        """A framed COMM_COLL_NODE of the same group on every rank of its program: the bytes
-        `_encode` makes, in one join, all but its id, dependencies and tensors made once per
-        layer, type, size, axes and group."""
+        """A framed COMM_COLL_NODE of the same group on every rank of its program (wire.fields,
+        then _collective's attributes, its pg_name, is_cpu_op, inputs, outputs) in one join, all
+        but its id, dependencies and tensors made once per layer, type, size, axes and group."""
         suffix = f"@pass{k}" if k else ""
         inputs = self._strings("inputs", op.inputs, suffix)[0]
         outputs = self._strings("outputs", op.outputs, suffix)[0]
@@ -413,7 +405,8 @@ class _Encoder:
             title, first = self._collective(op)
             if group:
                 first += wire.text("pg_name", str(group))
-            fixed = self.fixed[key] = (wire.delimited(2, title.encode()) + b"\x18\x07", first + _CPU)
+            kind = b"\x18" + wire.varint(self.pb.COMM_COLL_NODE)  # type (3)
+            fixed = self.fixed[key] = (wire.delimited(2, title.encode()) + kind, first + _CPU)
         varint = wire.varint
         body = b"".join(
             (b"\x08" + varint(node_id) if node_id else b"", fixed[0], _deps(deps), fixed[1], inputs, outputs)
