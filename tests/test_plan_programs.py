@@ -17,6 +17,7 @@ import pytest
 
 import modtrans
 from modtrans import pipeline
+from modtrans.chakra import ahead
 from modtrans.outputs import SAMPLE, SELF_CHECK
 from modtrans.plan import Collective, Compute, Plan, Transfer
 from modtrans.plan.check import consistency
@@ -85,7 +86,9 @@ def test_a_large_set_is_written_building_each_program_once(
 ) -> None:
     """TP 4 x PP 12 x DP 2 of GPT-2 (96 ranks, over SELF_CHECK: the sampled self-check): the group ids
     and the check across ranks read outlines; the self-check encodes the SAMPLE programs; writing
-    builds each program once more (a sampled one at most: the encoder may keep its nodes)."""
+    builds each program once more (a sampled one at most: the encoder may keep its nodes). In this
+    process alone (one core: no workers encode ahead; test_chakra_ahead.py counts theirs)."""
+    monkeypatch.setattr(ahead, "cores", lambda: 1)
     built: list[tuple[int, bool]] = []
     build = StageProgram.build
 

@@ -5,6 +5,7 @@ write.py     Plan -> one trace per rank and the communicator-group file
 wire.py      nodes as protobuf wire bytes, written directly: the writer's inner loop
 patch.py     a program's nodes encoded once, each of its ranks' traces patched from them
 fuse.py      a plan with each chain of computes one node: the same simulated time, fewer nodes
+ahead.py     a big set's programs encoded in worker processes, ahead of the writer
 read.py      trace files -> nodes (positioned failures for files that are not traces)
 ranks.py     trace files -> what the checks across ranks read, a rank at a time, each distinct
              node decoded once

@@ -33,13 +33,14 @@ from __future__ import annotations
 import functools
 import json
 import math
+import weakref
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from modtrans import heap, limits
-from modtrans.chakra import wire
+from modtrans.chakra import ahead, wire
 from modtrans.chakra.patch import PEER, RANK, Ends, Group, Piece, Template
 from modtrans.plan.model import (
     Collective,
@@ -153,6 +154,14 @@ _ATTR = wire.varint(2 << 3 | 2)  # GlobalMetadata's attr (2), length-delimited
 _STRING = wire.varint(29 << 3 | 2)  # AttributeProto's string_val (29), length-delimited
 
 
+def _deps(deps: Sequence[int]) -> bytes:
+    """A node's data_deps field (5, packed varints; none when empty), as wire.fields writes it."""
+    if not deps:
+        return b""
+    listed = wire.varint(deps[0]) if len(deps) == 1 else b"".join([wire.varint(d) for d in deps])
+    return b"*" + wire.varint(len(listed)) + listed
+
+
 class _Encoder:
     """Encodes the nodes of ranks: each program's once, as a template (chakra/patch.py) that each
     of its ranks fills in with its peers and groups."""
@@ -167,10 +176,16 @@ class _Encoder:
         self.masks = dim_masks(plan.mesh, dims)
         self.header = _Header(metadata)
         self.templates: dict[int, Template] = {}  # by program, until its last rank is made
-        self.entries: dict[tuple[str, int, str], bytes] = {}  # a template's tensors, encoded
+        self.entries: dict[Any, bytes] = {}  # a template's tensors, encoded, by id (and pass)
         self.titles: dict[tuple[int, Step], str] = {}
+        self.names: dict[tuple[int, Step], bytes] = {}  # a compute's name and type fields
+        self.counts: dict[tuple[int, int], bytes] = {}  # is_cpu_op, num_ops and tensor_size
+        self.sizes: dict[int, bytes] = {}  # a tensor size's string list entry
+        self.fixed: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}  # a collective's name, attributes
         self.collectives: dict[tuple[Any, ...], tuple[str, bytes]] = {}
         self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
+        self.ahead: ahead.Ahead | None = None  # a big set's programs made in workers (ahead.py)
+        self.started = False
 
     def _durations(self, program: Sequence[Any]) -> list[list[int]]:
         return durations(program, self.tick_ns, self.passes)
@@ -237,13 +252,34 @@ class _Encoder:
         program's last rank is made (trace), so a set's memory holds one program's template, not
         every one."""
         if p not in self.templates:
-            self.templates[p] = self._make_template(p)
+            if not self.started:
+                self.started = True
+                self.ahead = self._start()
+            made_ahead = self.ahead is not None and p not in self.ahead.done  # else asked again
+            pieces = self.ahead.get(p) if made_ahead and self.ahead is not None else self._made(p)
+            self.templates[p] = Template(pieces)
         return self.templates[p]
 
-    def _make_template(self, p: int) -> Template:
+    def _start(self) -> ahead.Ahead | None:
+        """Workers making the programs ahead, for a set above ahead.RANKS ranks: in the order their
+        first ranks come, two in flight or waiting a worker (each waiting template holds a
+        program's bytes). The group ids are made here first, so the workers inherit them."""
+        if self.plan.npus <= ahead.RANKS:
+            return None
+        workers = min(ahead.cores(), ahead.WORKERS)
+        if workers > 1:
+            self.plan.overs()  # the group index, made once before the fork
+        order = list(dict.fromkeys(self.plan.program_of))
+        made = ahead.start(self._made, order, workers, 2 * workers)
+        if made is not None:  # an encoder dropped before its last program stops its workers
+            weakref.finalize(self, made.close)
+        return made
+
+    def _made(self, p: int) -> list[Piece]:
+        """Program p's template pieces (_pieces), the collector paused."""
         try:
             with heap.paused():  # bytes, tuples and lists, none in a cycle
-                return Template(self._pieces(p))
+                return self._pieces(p)
         finally:
             self.entries.clear()  # a program's tensors are its own (suffixed by micro-batch)
 
@@ -268,9 +304,9 @@ class _Encoder:
                 if len(gids[op.over]) > 1:
                     piece = Group(*self._body(node_id, op, None, deps, k, 0), op.over)
                 else:
-                    run.append(self._encode(node_id, op, min(gids[op.over]), deps, k, 0))
+                    run.append(self._collective_node(node_id, op, min(gids[op.over]), deps, k))
             else:
-                run.append(self._encode(node_id, op, None, deps, k, durations[k][i]))
+                run.append(self._compute(node_id, op, deps, k, durations[k][i]))
             if piece is not None:
                 if run:
                     pieces.append(b"".join(run))
@@ -300,14 +336,6 @@ class _Encoder:
         made = self.collectives[key] = (f"COMM_COLL_NODE_{name}_{c.comm.value}", b"".join(attrs))
         return made
 
-    def _encode(
-        self, node_id: int, op: Any, group: int | None, deps: Sequence[int], k: int, micros: int
-    ) -> bytes:
-        """One framed node (chakra/wire.py writes the bytes protobuf would); `group`: a
-        collective's group id."""
-        before, after = self._body(node_id, op, group, deps, k, micros)
-        return wire.framed(before + after)
-
     def _body(
         self, node_id: int, op: Any, group: int | None, deps: Sequence[int], k: int, micros: int
     ) -> tuple[bytes, bytes]:
@@ -331,6 +359,60 @@ class _Encoder:
         head = wire.fields(node_id, title, self.pb.COMM_COLL_NODE, deps, 0)
         return head + first, _CPU + inputs + outputs
 
+    def _compute(self, node_id: int, op: Compute, deps: Sequence[int], k: int, micros: int) -> bytes:
+        """A framed COMP_NODE (wire.fields, then is_cpu_op, num_ops, tensor_size, inputs, outputs)
+        in one join, its name and counts made once per layer and step: most of a big set's nodes."""
+        suffix = f"@pass{k}" if k else ""
+        inputs, read = self._strings("inputs", op.inputs, suffix)
+        outputs, written_ = self._strings("outputs", op.outputs, suffix)
+        size = read + written_  # Compute.bytes: every tensor read and written once
+        ops = op.flops if op.flops > 0 or size == 0 else 1
+        key = (op.layer, op.step)
+        name = self.names.get(key)
+        if name is None:
+            kind = b"\x18" + wire.varint(self.pb.COMP_NODE)  # type (3)
+            name = self.names[key] = wire.delimited(2, self._title(op).encode()) + kind
+        counts = self.counts.get((ops, size))
+        if counts is None:
+            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
+            counts = self.counts[(ops, size)] = _CPU + counts
+        varint = wire.varint
+        body = b"".join(
+            (
+                b"\x08" + varint(node_id) if node_id else b"",
+                name,
+                _deps(deps),
+                b"8" + varint(micros) if micros else b"",  # duration_micros (7)
+                counts,
+                inputs,
+                outputs,
+            )
+        )
+        return varint(len(body)) + body
+
+    def _collective_node(
+        self, node_id: int, op: Collective, group: int, deps: Sequence[int], k: int
+    ) -> bytes:
+        """A framed COMM_COLL_NODE of the same group on every rank of its program (wire.fields,
+        then _collective's attributes, its pg_name, is_cpu_op, inputs, outputs) in one join, all
+        but its id, dependencies and tensors made once per layer, type, size, axes and group."""
+        suffix = f"@pass{k}" if k else ""
+        inputs = self._strings("inputs", op.inputs, suffix)[0]
+        outputs = self._strings("outputs", op.outputs, suffix)[0]
+        key = (op.layer, op.comm, op.bytes, op.over, group)
+        fixed = self.fixed.get(key)
+        if fixed is None:
+            title, first = self._collective(op)
+            if group:
+                first += wire.text("pg_name", str(group))
+            kind = b"\x18" + wire.varint(self.pb.COMM_COLL_NODE)  # type (3)
+            fixed = self.fixed[key] = (wire.delimited(2, title.encode()) + kind, first + _CPU)
+        varint = wire.varint
+        body = b"".join(
+            (b"\x08" + varint(node_id) if node_id else b"", fixed[0], _deps(deps), fixed[1], inputs, outputs)
+        )
+        return varint(len(body)) + body
+
     def _title(self, op: Compute) -> str:
         """A compute node's name, COMP_NODE_<layer>_<phase>: one per layer and step."""
         key = (op.layer, op.step)
@@ -340,18 +422,23 @@ class _Encoder:
         return title
 
     def _strings(self, name: str, tensors: Sequence[Tensor], suffix: str) -> tuple[bytes, int]:
-        """The tensors as the string list of names and byte sizes track-local-mem reads, and their
-        bytes in all; each tensor encoded once (its writer and its readers name it alike)."""
-        entries = self.entries
+        """The tensors as the string list of names and byte sizes track-local-mem reads
+        (wire.strings), and their bytes in all; each tensor encoded once (its writer and its
+        readers name it alike), each size once. The tensors are the program's (_pieces holds it):
+        an object's id names it while it is encoded, a cheaper key than its name and size."""
+        entries, sizes = self.entries, self.sizes
         parts = []
         total = 0
         for t in tensors:
             size = t.bytes
             total += size
-            key = (t.name, size, suffix)
+            key: Any = id(t) if not suffix else (id(t), suffix)
             encoded = entries.get(key)
             if encoded is None:
-                encoded = entries[key] = wire.entry(t.name + suffix) + wire.entry(str(size))
+                counted = sizes.get(size)
+                if counted is None:
+                    counted = sizes[size] = wire.entry(str(size))
+                encoded = entries[key] = wire.entry(t.name + suffix) + counted
             parts.append(encoded)
         return wire.string_list(name, b"".join(parts)), total
 
@@ -365,14 +452,15 @@ class _Encoder:
         label = "SEND" if send else "RECV"
         kind = pb.COMM_SEND_NODE if send else pb.COMM_RECV_NODE
         head = wire.fields(node_id, f"COMM_{label}_NODE_{name}_{_PHASE[t.step]}", kind, deps, 0)
-        tensor = (Tensor(f"{name}.{t.step}.p2p.{t.tag}" + (".sent" if send else ".received"), t.bytes),)
-        inputs, outputs = (tensor, ()) if send else ((), tensor)
+        label = f"{name}.{t.step}.p2p.{t.tag}" + (".sent" if send else ".received") + suffix
+        tensor = wire.entry(label) + wire.entry(str(t.bytes))  # a name of its own: no other node's
+        inputs, outputs = (tensor, b"") if send else (b"", tensor)
         tail = [
             wire.integer("comm_tag", t.tag, 7),
             wire.integer("comm_size", t.bytes),
             _CPU,
-            self._strings("inputs", inputs, suffix)[0],
-            self._strings("outputs", outputs, suffix)[0],
+            wire.string_list("inputs", inputs),
+            wire.string_list("outputs", outputs),
         ]
         return head, b"".join(tail)
 
