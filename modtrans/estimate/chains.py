@@ -43,6 +43,16 @@ def timed(links: Sequence[Link]) -> tuple[int, int]:
     return free, held - _HELD if held >= _HELD else NEVER
 
 
+def spill(links: Sequence[Link]) -> tuple[int, int]:
+    """(C, KC) of a chain: when its communication lane ends on free lanes, and the path to that end
+    from the lane's start (max-plus as `timed`: started at 0 with the lane free at c0, the lane is
+    free again at max(C, c0 + KC)). What a step leaves on the lane past its compute (an FSDP
+    reduce-scatter after the last weight gradient) holds the next step's collectives."""
+    free = lanes(links)[1]
+    held = lanes(links, _HELD)[1]
+    return free, held - _HELD
+
+
 def then(first: tuple[int, int], second: tuple[int, int]) -> tuple[int, int]:
     """(T, K) of `first` then `second` where neither has an overlapped collective (a blocking one
     leaves both lanes at its end, so the lane held at the start reaches past it only through the

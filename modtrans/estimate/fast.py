@@ -8,7 +8,9 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
   - a chunk's forward (backward) is its units' chains run one after another on two lanes, compute
     and communication, as walk.py runs one rank's chain: a blocking collective waits for both, one
     left to overlap (after a weight gradient) only for the communication lane; chunks of blocks
-    with nothing to overlap are sums of their blocks';
+    with nothing to overlap are sums of their blocks'; what a step leaves on the lane past its
+    compute (FSDP's reduce-scatters of a micro-batch's backward) holds the next step's collectives
+    (chains.spill);
   - the pipeline is walked over stages, not ranks (pipeline.py): the schedule's steps, the
     boundary transfers, and each chunk's data-parallel reduction (Megatron's one bucket per
     buffer, reductions.bucket_times; the other frameworks' per-unit collectives) after its last
@@ -17,8 +19,8 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
     last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
     gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step).
 
-What it leaves out, each small beside a chunk's time: an overlapped collective spilling into the
-next step, DualPipe's F&B pairs (run one after the other), tied weights' swaps between stages.
+What it leaves out, each small beside a chunk's time: DualPipe's F&B pairs (run one after the
+other), tied weights' swaps between stages.
 --overlap-grad-reduce's buckets are refused (EstimateError): the exact tier times them.
 """
 
@@ -57,7 +59,7 @@ _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
 # rest; what the tails add to the chunk's last backward (or weight gradient); the four chains' lane
 # paths (chains.timed's K)
-Chunk = tuple[int, int, int, int, int, int, int, int, int, int, int, int]
+Chunk = tuple[int, ...]  # 4 step times, compute, reduction (3), 4 lane paths, 4 (C, KC) spills
 
 
 def estimate(
@@ -87,7 +89,14 @@ def estimate(
     def send_ns(src: int, dst: int) -> int:
         return transfer_ns(src, dst, sk.boundary)
 
-    ran = pipeline.run(plan, chunks, [(c[5], c[6], c[7]) for c in chunks], send_ns, [c[8:] for c in chunks])
+    ran = pipeline.run(
+        plan,
+        chunks,
+        [(c[5], c[6], c[7]) for c in chunks],
+        send_ns,
+        [c[8:12] for c in chunks],
+        [c[12:] for c in chunks],
+    )
     ran = _swapped(ran, _ties(sk, layout, len(chunks)), transfer_ns)
     stages = []
     for s, stage in enumerate(ran):
@@ -172,7 +181,14 @@ def _chunk(
     done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets)
     late = done - sums[3 if split else 1]
     waits = tuple(k for _, k in both)
-    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late, *waits)
+    # what each step leaves on the lane past its compute (none where nothing overlaps)
+    lane = (
+        [(0, chains.NEVER)] * 4
+        if pure
+        else [chains.spill(x) for x in _links(sk, costs, parts, layout.recompute)]
+    )
+    spills = tuple(n for pair in lane for n in pair)
+    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late, *waits, *spills)
 
 
 def _buckets(
@@ -216,19 +232,24 @@ def _chain(
 ) -> list[tuple[int, int]]:
     """The chains of consecutive blocks run on two lanes, (T, K) each (chains.timed): forward,
     backward, input and weight gradients."""
+    return [chains.timed(links) for links in _links(sk, costs, parts, rerun)]
+
+
+def _links(
+    sk: Skeleton, costs: Sequence[UnitCost], parts: Sequence[tuple[int, ...]], rerun: Recompute
+) -> list[list[Link]]:
+    """The four chains' links: forward, backward, input and weight gradients."""
     units = [u for p in parts for u in p]
-    forward = chains.timed([link for u in units for link in costs[u].forward])
     rerun_of = {p: rerun_links(sk, costs, p) if rerun is Recompute.FULL else [] for p in parts}
 
-    def backward(attr: str) -> tuple[int, int]:
-        return chains.timed(
-            [
-                link
-                for p in reversed(parts)
-                for link in (*(rerun_of[p] if attr != "weight_grad" else ()), *_reversed(costs, p, attr))
-            ]
-        )
+    def backward(attr: str) -> list[Link]:
+        return [
+            link
+            for p in reversed(parts)
+            for link in (*(rerun_of[p] if attr != "weight_grad" else ()), *_reversed(costs, p, attr))
+        ]
 
+    forward = [link for u in units for link in costs[u].forward]
     return [forward, backward("backward"), backward("input_grad"), backward("weight_grad")]
 
 

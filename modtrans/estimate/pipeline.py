@@ -115,13 +115,16 @@ def run(
     reductions: Sequence[tuple[int, int, int]],
     send_ns: Callable[[int, int], int],
     waits: Sequence[Sequence[int]] | None = None,
+    spills: Sequence[Sequence[int]] | None = None,
 ) -> list[Stage]:
     """Each stage's finish, compute and communication: `times[v][kind]` a step of virtual stage v,
     `reductions[v]` its chunk's reduction (the first collective, the rest) and what the tail
     collectives add to its last step, `send_ns(src, dst)` a boundary transfer's, `waits[v][kind]`
     the step's lane path (chains.timed's K): a step whose blocking collectives find the lane still
     held by what the stage queued before it ends at lane + K where that is later (its wait counted
-    as the step's, a blocking collective's)."""
+    as the step's, a blocking collective's); `spills[v]` each kind's (C, KC) (chains.spill): the
+    collectives a step leaves overlapped hold the lane until max(start + C, lane + KC), and what
+    the stage queues next goes after them (the chunk's last backward: lastback.py's walk instead)."""
     count, keys, order = plan
     arrival = [0] * keys
     clock = [0] * count  # the end of the stage's last step
@@ -142,6 +145,9 @@ def run(
             held = lane[s] + waits[v][kind] + step - times[v][kind]
             if held > t + step:
                 step = held - t
+        if spills is not None and not reduce:
+            c_free, c_held = spills[v][2 * kind], spills[v][2 * kind + 1]
+            lane[s] = max(lane[s], t + c_free, lane[s] + c_held)
         t += step
         busy[s] += step
         if reduce or send >= 0:
