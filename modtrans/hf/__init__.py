@@ -4,8 +4,13 @@ by op, and the IR the hand-written path gives its own families. The optional ext
 brings torch and transformers; without it a family outside the hand-written list is refused in
 one line.
 
-library.py  torch and transformers (imported there alone): the model built on meta, its forward
-            recorded as ops with their modules, FLOPs (flop_counter's formulas) and operands
+library.py  torch and transformers (imported there, in inputs.py and values.py alone): the model
+            built on meta, its forward recorded as ops with their modules, FLOPs (flop_counter's
+            formulas) and operands
+inputs.py   a model's inputs as meta tensors: token ids no special token uses, audio through the
+            model type's feature extractor
+values.py   the values a forward on meta reads: CPU copies of the tensors whose values are known,
+            a router's choice of experts taken balanced where the values come from weights
 layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied
             weights counted once
 blocks.py   what a layer is to the model: block index and part, heads, MoE routers and experts

@@ -19,9 +19,13 @@ from typing import Any
 
 import torch
 import transformers
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 from torch.utils.weak import WeakIdKeyDictionary
+
+from modtrans.hf.inputs import forward_args, inputs
+from modtrans.hf.values import Values, flat
+
+__all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
 
 VERSION = transformers.__version__
 
@@ -83,28 +87,24 @@ class Recorded:
     blocks: list[str] = field(default_factory=list)  # the paths of the block lists (ModuleList)
 
 
-class _Recorder(TorchDispatchMode):  # type: ignore[misc]
+class _Recorder(Values):
     def __init__(self, stack: list[str], params: dict[int, str], given: Mapping[str, Any]) -> None:
-        super().__init__()
+        super().__init__(given)
         self.named = {id(t): name for name, t in given.items()}
         self.stack = stack
         self.params = params
         self.origin: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> parameter keys it views
         self.source: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> the ops that made it
         self.ops: list[Op] = []
-        self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()  # a boolean tensor -> the op that made it
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         packet = func._overloadpacket
+        out = self.run(func, args, kwargs)
         if packet is aten._local_scalar_dense:
-            return _scalar(args[0], self.made)
-        out = func(*args, **kwargs)
-        for t in _flat(out):
-            if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
-                self.made[t] = packet
-        tensors = [t for t in _flat((args, kwargs)) if isinstance(t, torch.Tensor)]
-        outs = [t for t in _flat(out) if isinstance(t, torch.Tensor)]
+            return out
+        tensors = [t for t in flat((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outs = [t for t in flat(out) if isinstance(t, torch.Tensor)]
         params: list[str] = []
         reads: list[int] = []
         read: list[tuple[tuple[int, ...], str, str]] = []
@@ -148,44 +148,6 @@ class _Recorder(TorchDispatchMode):  # type: ignore[misc]
         for t in outs:
             self.source[t] = (index,)
         return out
-
-
-def _scalar(t: Any, made: Any) -> bool:
-    """A meta tensor's value where the model branches on one (`if mask.all():`): every
-    meta value is unknown, and the values that keep a training forward on its ordinary path are
-    the ones taken: an all() true (no padding, no packed sequences: masking_utils), an any()
-    false (no inf or nan to clamp). Any other value read is refused (meta has none)."""
-    if t.dtype == torch.bool and t.numel() == 1:
-        return made.get(t) is not aten.any
-    raise RuntimeError("the model reads a value of a tensor (Tensor.item()): the meta device has none")
-
-
-class _Scalars(TorchDispatchMode):  # type: ignore[misc]
-    """_Recorder's answer to Tensor.item() alone, for FlopCounterMode's own count of the forward."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if func._overloadpacket is aten._local_scalar_dense:
-            return _scalar(args[0], self.made)
-        out = func(*args, **(kwargs or {}))
-        for t in _flat(out):
-            if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
-                self.made[t] = func._overloadpacket
-        return out
-
-
-def _flat(x: Any) -> Iterator[Any]:
-    if isinstance(x, list | tuple):
-        for y in x:
-            yield from _flat(y)
-    elif isinstance(x, dict):
-        for y in x.values():
-            yield from _flat(y)
-    else:
-        yield x
 
 
 def _category(func: Any, packet: Any) -> str:
@@ -323,36 +285,6 @@ def _quiet() -> Iterator[None]:
         transformers.logging.set_verbosity(level)
 
 
-def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) -> dict[str, Any]:
-    """The model's inputs of `batch` samples on meta: `sequence` token ids (and `targets` decoder
-    ids for an encoder-decoder), or its images (image_size square, num_channels) or audio."""
-    config = model.config
-    name = getattr(model, "main_input_name", "input_ids")
-    meta = torch.device("meta")
-    if name == "pixel_values":
-        vision = getattr(config, "vision_config", None) or config
-        size = getattr(vision, "image_size", 224)
-        size = (
-            size if isinstance(size, int) else size[0] if isinstance(size, list | tuple) else size["height"]
-        )
-        return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), size, size, device=meta)}
-    if name == "input_features":  # Whisper's [batch, mels, frames]
-        parts = [config, *(getattr(config, k, None) for k in ("encoder_config", "audio_config"))]
-        mels = next(
-            (getattr(p, "num_mel_bins", None) for p in parts if getattr(p, "num_mel_bins", None)), None
-        )
-        mels = mels or getattr(config, "input_feat_per_channel", 80)
-        frames = 2 * getattr(config, "max_source_positions", sequence // 2)
-        found = {name: torch.zeros(batch, mels, frames, device=meta)}
-    elif name == "input_values":
-        found = {name: torch.zeros(batch, 16000, device=meta)}
-    else:
-        found = {name: torch.zeros(batch, sequence, dtype=torch.long, device=meta)}
-    if getattr(config, "is_encoder_decoder", False):
-        found["decoder_input_ids"] = torch.zeros(batch, targets or sequence, dtype=torch.long, device=meta)
-    return found
-
-
 def record(model: Any, given: Mapping[str, Any]) -> Recorded:
     """One forward of `model` on `given` (meta tensors), op by op."""
     named = dict(model.named_parameters(remove_duplicate=False))
@@ -401,17 +333,8 @@ def _blocks(model: Any) -> list[str]:
 
 def _forward(model: Any, given: Mapping[str, Any]) -> Any:
     """One training-time forward: no key/value cache (use_cache=False where the model takes it)."""
-    extra = {"use_cache": False} if "use_cache" in _forward_args(model) else {}
+    extra = {"use_cache": False} if "use_cache" in forward_args(model) else {}
     return model(**given, **extra)
-
-
-def _forward_args(model: Any) -> set[str]:
-    import inspect
-
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
 
 
 def tp_plan(config: Any) -> dict[str, str]:
@@ -426,7 +349,7 @@ def count_forward(model: Any, given: Mapping[str, Any]) -> int:
     """FlopCounterMode's own count of one forward on `given`: the independent check."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter, _Scalars():  # grad on: its module tracker hooks it
+    with FlopCounterMode(display=False) as counter, Values(given):  # grad on: its module tracker hooks it
         _forward(model, given)
     return int(counter.get_total_flops())
 
@@ -437,12 +360,12 @@ def count_step(model: Any, given: Mapping[str, Any]) -> tuple[int, int]:
     backward to modules is off."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter, _Scalars():
+    with FlopCounterMode(display=False) as counter, Values(given):
         out = _forward(model, given)
         forward = int(counter.get_total_flops())
         first = next(
             t
-            for t in _flat(out.to_tuple() if hasattr(out, "to_tuple") else out)
+            for t in flat(out.to_tuple() if hasattr(out, "to_tuple") else out)
             if isinstance(t, torch.Tensor)
         )
         first.float().sum().backward()
