@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -193,13 +194,27 @@ def _hooks(model: torch.nn.Module, stack: list[str]) -> Iterator[None]:
             h.remove()
 
 
-def config_of(data: Mapping[str, Any], trust_remote_code: bool = False) -> Any:
-    """The transformers configuration object of a config.json's dict (its model_type's class)."""
+def config_of(data: Mapping[str, Any], remote: Path | None = None) -> Any:
+    """The transformers configuration object of a config.json's dict: its model_type's class, or
+    with `remote` (the folder of the code its auto_map names) the class that code defines, as
+    AutoConfig.from_pretrained(trust_remote_code=True) takes it."""
+    values = {k: v for k, v in data.items() if k != "model_type"}
+    named = (data.get("auto_map") or {}).get("AutoConfig") if remote is not None else None
+    if isinstance(named, str):
+        return _remote(named, remote).from_dict(values)
     kind = data.get("model_type")
     if not isinstance(kind, str) or kind not in transformers.CONFIG_MAPPING:
         raise LookupError(kind)
-    values = {k: v for k, v in data.items() if k != "model_type"}
     return transformers.CONFIG_MAPPING[kind].from_dict(values)
+
+
+def _remote(reference: str, folder: Any) -> Any:
+    """The class `reference` (module.Class) names in `folder`'s code (transformers' dynamic
+    modules: copied to its modules cache and imported; no download)."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    with _quiet():
+        return get_class_from_dynamic_module(reference, str(folder), local_files_only=True)
 
 
 TASKS = (
@@ -241,9 +256,15 @@ def default_config(model_type: str) -> Any:
     return transformers.AutoConfig.for_model(model_type)
 
 
-def model_class(config: Any) -> Any:
-    """The class to build: the first of `architectures` transformers defines, else the first task
-    whose Auto class knows the model_type (TASKS)."""
+def model_class(config: Any, remote: Path | None = None) -> Any:
+    """The class to build: with `remote`, the code's class its auto_map names for the first task
+    it names (TASKS' Auto classes, then AutoModel); else the first of `architectures` transformers
+    defines, else the first task whose Auto class knows the model_type (TASKS)."""
+    mapped = getattr(config, "auto_map", None) or {}
+    if remote is not None and mapped:
+        for auto in (*(name for _, name in TASKS), "AutoModel"):
+            if isinstance(mapped.get(auto), str):
+                return _remote(mapped[auto], remote)
     for name in getattr(config, "architectures", None) or ():
         cls = getattr(transformers, str(name), None)
         if isinstance(cls, type):
@@ -257,12 +278,12 @@ def model_class(config: Any) -> Any:
     )
 
 
-def build(config: Any, cls: Any = None) -> Any:
+def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
     """The model on the meta device: no weight allocated. Eager attention (its two matmuls and
     softmax, each counted) and batched_mm experts (one bmm per projection over the tokens x top_k
     routed rows: the balanced count, and one FlopCounterMode counts; the grouped_mm kernel has no
     flop formula)."""
-    cls = cls or model_class(config)
+    cls = cls or model_class(config, remote)
     config._attn_implementation = "eager"
     if getattr(cls, "_can_set_experts_implementation", None) and cls._can_set_experts_implementation():
         config._experts_implementation = "batched_mm"
