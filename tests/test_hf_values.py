@@ -114,3 +114,35 @@ def test_audio_inputs_are_the_feature_extractor_s_layout() -> None:
     cls = library.named_class("WhisperForConditionalGeneration")
     whisper = library.build(library.default_config("whisper"), cls)
     assert tuple(library.inputs(whisper, 1, 64)["input_features"].shape) == (1, 80, 3000)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "tower", "tokens"),
+    [
+        ("llava", "model.vision_tower", (336 // 14) ** 2),  # LLaVA-1.5: CLIP ViT-L/14 at 336 px, 576 tokens
+        ("paligemma", "model.vision_tower", (224 // 14) ** 2),  # PaliGemma at 224 px: 256 tokens
+    ],
+)
+def test_a_vision_language_model_runs_its_tower_on_an_image(model_type: str, tower: str, tokens: int) -> None:
+    """One image a sample of the vision configuration's size: the image tokens in the sequence are
+    the published count (Liu et al. 2023, LLaVA-1.5; Beyer et al. 2024, PaliGemma), and the
+    tower's and projector's FLOPs are FlopCounterMode's count of those modules (its own module
+    tracker), not a tower counted by its parameters alone."""
+    config = library.default_config(model_type)
+    config.text_config.num_hidden_layers = 2
+    names = {"llava": "LlavaForConditionalGeneration", "paligemma": "PaliGemmaForConditionalGeneration"}
+    cls = library.named_class(names[model_type])
+    model = library.build(config, cls)
+    given = library.inputs(model, 1, 64)
+    assert tuple(given["pixel_values"].shape[1:]) == (3, *[config.vision_config.image_size] * 2)
+    assert tuple(given["input_ids"].shape) == (1, tokens + 1)  # 64 tokens hold no image: one text token
+    recorded = library.record(model, given)
+    provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, "", 1, {}, "", True)
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    assert not [x.name for x in ir.layers if x.name.endswith("unused")]
+    counted = library.count_modules(model, given)
+    for module in (tower, "model.multi_modal_projector"):
+        theirs = counted[f"{type(model).__name__}.{module}"]
+        ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS and x.name.startswith(module + "."))
+        assert theirs > 0
+        assert abs(ours - theirs) <= 0.02 * theirs, (module, ours, theirs)

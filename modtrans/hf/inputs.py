@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from modtrans.hf.values import flat
+
 META = torch.device("meta")
 
 
@@ -27,15 +29,11 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
     name = getattr(model, "main_input_name", "input_ids")
     if name == "pixel_values":
         vision = getattr(config, "vision_config", None) or config
-        size = getattr(vision, "image_size", 224)
-        size = (
-            size if isinstance(size, int) else size[0] if isinstance(size, list | tuple) else size["height"]
-        )
-        return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), size, size, device=META)}
+        return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), *_square(vision), device=META)}
     if name in ("input_features", "input_values"):
         found = audio(model, batch)
     else:
-        found = {name: ids(config, batch, sequence)}
+        found = images(model, batch, sequence) or {name: ids(config, batch, sequence)}
     if getattr(config, "is_encoder_decoder", False):
         found["decoder_input_ids"] = ids(config, batch, targets or sequence)
     return found
@@ -46,6 +44,52 @@ def ids(config: Any, batch: int, sequence: int) -> Any:
     configuration uses (on_meta)."""
     value = plain_token(config)
     return on_meta(torch.full((batch, sequence), value, dtype=torch.long))
+
+
+def images(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
+    """A vision-language model's inputs with one image a sample: pixel_values of its vision
+    configuration's image_size (num_channels square), and token ids whose first N are its image
+    token, N the rows its own get_image_features makes of the image (LLaVA's 576 patches of
+    CLIP ViT-L/14 at 336, PaliGemma's 256), then `sequence` - N text ids (at least one): the
+    tower and projector run, their FLOPs counted. None where the model has no vision tower, no
+    image token, or its image path needs more than square pixels and their sizes (Qwen2-VL's
+    patch grid)."""
+    from modtrans.hf.values import Values
+
+    config = model.config
+    vision = getattr(config, "vision_config", None)
+    named = (getattr(config, k, None) for k in ("image_token_id", "image_token_index"))
+    token = next((v for v in named if isinstance(v, int)), None)
+    features = getattr(model, "get_image_features", None)
+    if vision is None or token is None or features is None:
+        return None
+    pixels = torch.zeros(batch, getattr(vision, "num_channels", 3), *_square(vision), device=META)
+    given = {"pixel_values": pixels}
+    if _required(features, "image_sizes"):  # Pixtral's, Mistral 3's: each image's (height, width)
+        given["image_sizes"] = on_meta(torch.tensor([_square(vision)] * batch))
+    try:
+        with torch.no_grad(), Values(given):
+            made = features(**given)
+    except Exception:  # an image path that needs more than pixels: token ids alone (M804 says so)
+        return None
+    made = getattr(made, "pooler_output", made)
+    rows = sum(t.numel() // t.shape[-1] for t in flat(made) if isinstance(t, torch.Tensor))
+    each = rows // batch
+    if not each:
+        return None
+    values = torch.full((batch, each + max(sequence - each, 1)), plain_token(config), dtype=torch.long)
+    values[:, :each] = token
+    return {"input_ids": on_meta(values), **given}
+
+
+def _square(vision: Any) -> tuple[int, int]:
+    """A vision configuration's image size (an int, [h, w] or {"height", "width"}) as (h, w)."""
+    size = getattr(vision, "image_size", 224)
+    if isinstance(size, int):
+        return size, size
+    if isinstance(size, list | tuple):
+        return int(size[0]), int(size[-1])
+    return int(size["height"]), int(size["width"])
 
 
 def on_meta(value: Any) -> Any:
@@ -139,6 +183,17 @@ def extracted(model_type: str, mels: int | None) -> dict[str, Any] | None:
     except Exception:  # one that needs a library not installed (torchaudio): the older rule
         return None
     return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+
+
+def _required(function: Any, name: str) -> bool:
+    """Whether `function` takes `name` without a default."""
+    import inspect
+
+    try:
+        found = inspect.signature(function).parameters.get(name)
+    except (TypeError, ValueError):
+        return False
+    return found is not None and found.default is inspect.Parameter.empty
 
 
 def forward_args(model: Any) -> set[str]:

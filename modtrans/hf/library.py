@@ -375,6 +375,17 @@ def count_forward(model: Any, given: Mapping[str, Any]) -> int:
     return int(counter.get_total_flops())
 
 
+def count_modules(model: Any, given: Mapping[str, Any]) -> dict[str, int]:
+    """FlopCounterMode's count of one forward per module (its module tracker's names: the class,
+    then the module path, e.g. LlavaForConditionalGeneration.model.vision_tower), every op of the
+    module and the modules within it."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter, Values(given):
+        _forward(model, given)
+    return {name: int(sum(ops.values())) for name, ops in counter.get_flop_counts().items()}
+
+
 def count_step(model: Any, given: Mapping[str, Any]) -> tuple[int, int]:
     """FlopCounterMode's counts of one training step's forward and backward (the backward from the
     sum of the model's first output): the totals, which it gets right where its attribution of the
