@@ -28,7 +28,11 @@ GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
 
 
 def traced(config: Any, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelIR]:
-    model = library.build(config)
+    return traced_with(config, None, sequence)
+
+
+def traced_with(config: Any, cls: Any, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelIR]:
+    model = library.build(config, cls)
     given = library.inputs(model, 1, sequence)
     recorded = library.record(model, given)
     provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, "", 1, {}, "", True)
@@ -146,3 +150,24 @@ def test_a_vision_language_model_runs_its_tower_on_an_image(model_type: str, tow
         ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS and x.name.startswith(module + "."))
         assert theirs > 0
         assert abs(ours - theirs) <= 0.02 * theirs, (module, ours, theirs)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "name"),
+    [pytest.param("llama4", "Llama4ForCausalLM", marks=pytest.mark.slow), ("emu3", "Emu3ForCausalLM")],
+)
+def test_a_composite_configuration_s_causal_lm_is_built_from_its_text_configuration(
+    model_type: str, name: str
+) -> None:
+    """Llama 4's and Emu3's configurations hold a text one; their causal-LM classes take that
+    (config_class), as from_pretrained hands it over: built from the composite, they stopped on
+    a field only the text configuration has (pad_token_id)."""
+    cls = library.named_class(name)
+    config = library.default_config(model_type)
+    assert not isinstance(config, cls.config_class)
+    model, given, ir = traced_with(config, cls)
+    assert isinstance(model.config, cls.config_class)
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)

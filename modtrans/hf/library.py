@@ -284,6 +284,7 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
     routed rows: the balanced count, and one FlopCounterMode counts; the grouped_mm kernel has no
     flop formula)."""
     cls = cls or model_class(config, remote)
+    config = _own(config, cls)
     config._attn_implementation = "eager"
     if getattr(cls, "_can_set_experts_implementation", None) and cls._can_set_experts_implementation():
         config._experts_implementation = "batched_mm"
@@ -294,6 +295,17 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
         if each is not None and hasattr(each, "use_cache"):
             each.use_cache = False  # a training step keeps no key/value cache
     return model
+
+
+def _own(config: Any, cls: Any) -> Any:
+    """The configuration `cls` is built from: `config`, or where `cls` takes another class (a
+    composite's causal LM: Llama 4's Llama4ForCausalLM takes Llama4TextConfig) the sub-configuration
+    of that class it holds (its text configuration), as from_pretrained hands it over."""
+    wanted = getattr(cls, "config_class", None)
+    if not isinstance(wanted, type) or isinstance(config, wanted) or not hasattr(config, "get_text_config"):
+        return config
+    text = config.get_text_config()
+    return text if isinstance(text, wanted) else config
 
 
 @contextlib.contextmanager
