@@ -4,7 +4,8 @@
 Each family here stopped on meta before: a value read from the token ids (XLM's and FlauBERT's
 `lengths.max().item()`), a CPU scalar (Longformer's chunk count), a router's choice read back
 (JetMoE's `expert_size.tolist()`, NLLB-MoE's f"expert_{index}"), an op with a data-dependent
-shape (Switch Transformers' nonzero), an audio layout (Parakeet's [batch, frames, mels]).
+shape (Switch Transformers' nonzero), an audio layout (Parakeet's and Speech2Text's [batch,
+frames, mels]; SpeechEncoderDecoderModel's `inputs`, its wav2vec2 encoder's samples).
 Each must now give transformers' parameter count and FlopCounterMode's forward FLOPs within 2 %.
 
 Marker hf: needs torch and transformers (the extra `hf`).
@@ -55,6 +56,8 @@ READERS = {
     "nllb-moe": {"encoder_layers": 2, "decoder_layers": 2, "num_experts": 4},
     "switch_transformers": {"num_layers": 2, "num_decoder_layers": 2, "num_sparse_encoder_layers": 1},
     "parakeet_ctc": {},
+    "speech_to_text": {},
+    "speech-encoder-decoder": {},
 }
 """A family of each way a forward reads a value (the module docstring), made small to trace fast."""
 
@@ -118,6 +121,8 @@ def test_audio_inputs_are_the_feature_extractor_s_layout() -> None:
     cls = library.named_class("WhisperForConditionalGeneration")
     whisper = library.build(library.default_config("whisper"), cls)
     assert tuple(library.inputs(whisper, 1, 64)["input_features"].shape) == (1, 80, 3000)
+    composite = library.build(library.default_config("speech-encoder-decoder"))
+    assert tuple(library.inputs(composite, 1, 64)["inputs"].shape) == (1, 16000)  # wav2vec2's samples
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
     if name == "pixel_values":
         vision = getattr(config, "vision_config", None) or config
         return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), *_square(vision), device=META)}
-    if name in ("input_features", "input_values"):
+    if _kind(model) in ("input_features", "input_values"):
         found = audio(model, batch)
     else:
         found = images(model, batch, sequence) or {name: ids(config, batch, sequence)}
@@ -133,21 +133,32 @@ def audio(model: Any, batch: int) -> dict[str, Any]:
     features (or values) and the masks the model's forward takes, on meta with their values; the
     older layout rule where transformers has no extractor that runs here."""
     config = model.config
-    name = model.main_input_name
+    name, kind = model.main_input_name, _kind(model)
     mels = mel_bins(config)
-    made = extracted(config.model_type, mels)
-    if made is not None and name in made:
+    encoder = getattr(config, "encoder", None)  # SpeechEncoderDecoderModel's: its encoder's extractor
+    made = extracted(getattr(encoder, "model_type", config.model_type), mels)
+    if made is not None and kind in made:
         taken = set(forward_args(model))
         found = {}
         for key, value in made.items():
-            if key == name or (key in taken and isinstance(value, torch.Tensor)):
+            if key == kind or (key in taken and isinstance(value, torch.Tensor)):
                 value = value.expand(batch, *value.shape[1:]).contiguous()
+                key = name if key == kind else key
                 found[key] = on_meta(value) if not value.is_floating_point() else _empty(value)
         return found
-    if name == "input_features":  # Whisper's [batch, mels, frames]
+    if kind == "input_features":  # Whisper's [batch, mels, frames]
         frames = 2 * getattr(config, "max_source_positions", 1500)
         return {name: torch.zeros(batch, mels or 80, frames, device=META)}
     return {name: torch.zeros(batch, 16000, device=META)}
+
+
+def _kind(model: Any) -> str:
+    """What the model's first input is: its main_input_name, or for a composite that names it
+    `inputs` (SpeechEncoderDecoderModel) its encoder's."""
+    name = getattr(model, "main_input_name", "input_ids")
+    if name == "inputs":
+        return str(getattr(getattr(model, "encoder", None), "main_input_name", name))
+    return str(name)
 
 
 def _empty(value: Any) -> Any:
@@ -179,7 +190,8 @@ def extracted(model_type: str, mels: int | None) -> dict[str, Any] | None:
     try:
         extractor = cls(**({"feature_size": mels} if mels else {}))
         rate = int(getattr(extractor, "sampling_rate", 16000))
-        out = extractor(numpy.zeros(rate, dtype=numpy.float32), sampling_rate=rate, return_tensors="pt")
+        with numpy.errstate(all="ignore"):  # silence normalised by its deviation, 0 (Speech2Text's)
+            out = extractor(numpy.zeros(rate, dtype=numpy.float32), sampling_rate=rate, return_tensors="pt")
     except Exception:  # one that needs a library not installed (torchaudio): the older rule
         return None
     return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
