@@ -101,7 +101,7 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
                 self.copies.pop(t, None)
         if copy is not None:
             for t, c in zip(flat(out), flat(copy), strict=False):
-                if isinstance(t, torch.Tensor) and isinstance(c, torch.Tensor) and t.device == META:
+                if isinstance(t, torch.Tensor) and isinstance(c, torch.Tensor) and t.is_meta:
                     self.copies[t] = c
         for t in flat(out):
             if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
@@ -110,20 +110,22 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
 
     def copy_of(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """`func` run on the CPU copies of its operands (None where one has none, or too big)."""
-        tensors = [t for t in flat((args, kwargs)) if isinstance(t, torch.Tensor)]
-        if torch.Tag.nondeterministic_seeded in func.tags:
+        copies, meta, tensors = self.copies, False, False
+        for t in flat((args, kwargs)):  # one pass, out at the first operand of unknown value
+            if isinstance(t, torch.Tensor):
+                tensors = True
+                if t.is_meta:
+                    if t not in copies or t.numel() > LIMIT:
+                        return None
+                    meta = True
+        if not meta and not _on_meta(args, kwargs):
             return None
-        if not any(t.device == META for t in tensors) and not _on_meta(args, kwargs):
-            return None
-        for t in tensors:
-            if t.device == META and (t not in self.copies or t.numel() > LIMIT):
-                return None
-        if not tensors and _elements(args) > LIMIT:
+        if torch.Tag.nondeterministic_seeded in func.tags or (not tensors and _elements(args) > LIMIT):
             return None
 
         def cpu(x: Any) -> Any:
             if isinstance(x, torch.Tensor):
-                return self.copies[x] if x.device == META else x
+                return copies[x] if x.is_meta else x
             return CPU if isinstance(x, torch.device) and x == META else x
 
         try:
