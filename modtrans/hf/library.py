@@ -299,13 +299,13 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
 
 def _own(config: Any, cls: Any) -> Any:
     """The configuration `cls` is built from: `config`, or where `cls` takes another class (a
-    composite's causal LM: Llama 4's Llama4ForCausalLM takes Llama4TextConfig) the sub-configuration
-    of that class it holds (its text configuration), as from_pretrained hands it over."""
+    composite's causal LM: Llama 4's Llama4ForCausalLM takes Llama4TextConfig, Musicgen's its
+    decoder's) the sub-configuration of that class it holds, as from_pretrained hands it over."""
     wanted = getattr(cls, "config_class", None)
-    if not isinstance(wanted, type) or isinstance(config, wanted) or not hasattr(config, "get_text_config"):
+    if not isinstance(wanted, type) or isinstance(config, wanted):
         return config
-    text = config.get_text_config()
-    return text if isinstance(text, wanted) else config
+    held = (v for v in vars(config).values() if isinstance(v, wanted))  # Musicgen's decoder too
+    return next(held, config)
 
 
 @contextlib.contextmanager
