@@ -50,6 +50,7 @@ class Options:
     full_hash: bool = False  # the provenance's SHA-256 of a file above 64 MiB too (digest.py)
     per_layer_times: Path | None = None  # measured times in (cost/measured.py)
     per_expert: bool = False  # a node per routed expert (default: one grouped GEMM, llm/build.py)
+    trust_remote_code: bool = False  # run the code a configuration's auto_map names (hf/)
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ def extract_checked(
     full_hash: bool = False,
     vocabulary_multiple: int = 1,
     per_expert: bool = False,
+    trust_remote_code: bool = False,
     takes: str = inputs.MODEL,
     tensor: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
@@ -133,6 +135,7 @@ def extract_checked(
     one branch (extraction/load.apply_values); a configuration has no such inputs (X501).
     `takes`: what the command reads, named when the file is empty (inputs.py).
     `per_expert`: a configuration's routed experts a layer each (an ONNX export's always are).
+    `trust_remote_code`: run the code a configuration's auto_map names beside it (hf/).
     `tensor`: the tensor-parallel ranks the layout asks for (a family read through transformers
     without a tensor-parallel plan refuses more than one: hf/plans.py).
     `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py).
@@ -157,6 +160,7 @@ def extract_checked(
             display_name=entry.name if entry else None,
             vocabulary_multiple=vocabulary_multiple,
             per_expert=per_expert,
+            trust_remote_code=trust_remote_code,
             tensor=tensor,
         )
     if _is_file(path):
@@ -274,6 +278,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         full_hash=options.full_hash,
         vocabulary_multiple=layout.vocabulary_multiple if layout is not None else 1,
         per_expert=options.per_expert,
+        trust_remote_code=options.trust_remote_code,
         tensor=layout.tp if layout is not None else 1,
     )
     # A layer whose FLOPs are unknown would be a silent 0 (or one loop iteration) in the workload:

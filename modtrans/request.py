@@ -58,6 +58,7 @@ class Request:
     timeline: Path | None = None  # the plan's schedule as a picture, FILE.svg or FILE.png (picture.py)
     per_layer_times: Path | None = None  # measured compute times (cost/measured.py)
     per_expert: bool = False  # a layer per routed expert (llm/build.py; default grouped)
+    trust_remote_code: bool = False  # run the code a configuration's auto_map names (hf/)
     dialect: str | None = None  # astra-sim (default), simai, chakra
     params: str | None = None  # trainable (default) or weights
     batch: int | None = None
@@ -190,6 +191,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         full_hash=request.full_hash,
         per_layer_times=None if request.per_layer_times is None else Path(request.per_layer_times),
         per_expert=request.per_expert,
+        trust_remote_code=request.trust_remote_code,
     )
     return Prepared(request, options, tuple(notes))
 

@@ -105,6 +105,10 @@ OPTIONS: tuple[Option, ...] = (
        "A configuration's routed experts a layer and trace node each, as transformers' modules are "
        "(default: one grouped GEMM of an EP rank's experts per projection).", MODEL, default=False,
        flags=("--per-expert",)),
+    _o("trust_remote_code", bool,
+       "Run the code a configuration's auto_map names (modeling_*.py beside its config.json), as "
+       "transformers' trust_remote_code does: without it such a configuration is refused.", MODEL,
+       default=False, flags=("--trust-remote-code",), **_SIDE),
     _o("dialect", Dialect, "Consumer to write for.", OUTPUT, flags=("--dialect", "-d"),
        shown=Dialect.ASTRA_SIM, like=True),
     _o("params", Params,

@@ -312,12 +312,14 @@ def _cached_extract(
     full_hash: bool = False,
     vocabulary_multiple: int = 1,
     per_expert: bool = False,
+    trust_remote_code: bool = False,
     tensor: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """pipeline.extract_checked, once per model: the IR is frozen, and six formats read it."""
     assert file_hash
     assert not input_values
     assert not per_expert
+    assert not trust_remote_code
     shapes = tuple(sorted((input_shapes or {}).items()))
     ir, found = _extracted(str(spec), batch, shapes, full_hash, vocabulary_multiple)
     return ir, list(found)

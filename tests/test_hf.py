@@ -226,19 +226,20 @@ def test_a_model_without_a_plan_is_refused_tensor_parallelism_in_one_line(tmp_pa
 
 
 def test_modules_the_forward_does_not_run_are_counted_and_said(tmp_path: Path) -> None:
-    """PaliGemma traced on token ids alone: its SigLIP tower keeps its parameters (the IR's count
-    is still transformers'), and M804 names it."""
+    """Qwen2-VL traced on token ids alone (its image path takes a patch grid, not square pixels:
+    inputs.images gives it none): its vision tower keeps its parameters (the IR's count is still
+    transformers'), and M804 names it."""
     from modtrans import hf
 
-    config = library.default_config("paligemma")
-    config.architectures = ["PaliGemmaForConditionalGeneration"]
+    config = library.default_config("qwen2_vl")
+    config.architectures = ["Qwen2VLForConditionalGeneration"]
     data = json.dumps(config.to_dict()).encode()
     ir, found = hf.extract(json.loads(data), data, name="paligemma", batch=1, sequence=64)
     assert ir is not None
     model = library.build(library.config_of(json.loads(data)))
     assert ir.totals.params == sum(p.numel() for p in model.parameters())
     assert [d.code for d in found] == ["M804"]
-    assert "model.vision_tower" in found[0].message
+    assert "model.visual" in found[0].message
 
 
 def test_a_configuration_that_needs_its_own_code_is_refused_in_one_line(tmp_path: Path) -> None:

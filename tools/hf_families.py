@@ -7,13 +7,23 @@ FlopCounterMode's count (the issue's acceptance; tests/test_hf.py runs a sample 
 
 Prints one line per family (pass, fail with the ratio, or why it did not build) and the count.
 
-Measured with transformers 5.25.0, torch 2.13.0+cpu, 64 tokens: 271 of the 325 model types pass;
-every one that built and ran on meta passes (parameters equal, matrix-product FLOPs within 2 %).
-The other 54 do not build or run from their defaults on meta: a default configuration transformers
-itself cannot build (DBRX, Llama 4, HunYuan, Qwen3.5's composite, Emu3 ...), a value read from a
-tensor (Longformer, LED, XLM, FlauBERT), a data-dependent op meta has no kernel for (nonzero in
-Switch Transformers' and NLLB-MoE's routers, BLT), a library not installed (timm, natten), and
-speech encoders whose input layouts inputs() does not yet know (Canary, Parakeet, LASR).
+Measured with transformers 5.25.0, torch 2.13.0+cpu, 64 tokens: 291 of the 325 model types pass
+(271 before hf/values.py and hf/inputs.py); every one that built and ran on meta passes
+(parameters equal, matrix-product FLOPs within 2 %). The other 34 do not build or run from their
+defaults on meta:
+- a default configuration transformers itself cannot build (a field None or absent: DBRX,
+  DeepSeek-V2, dots1, ESM, HunYuan, Ministral, Nemotron, LFM2-MoE, Moonshine streaming, Qwen4-exp,
+  Cohere Compass, Gemma 4 assistant, wav2vec2-BERT and -Conformer; Reformer needs is_decoder, X-MOD
+  a language): 18;
+- a library not installed: natten (DiNAT: it builds from source), timm (Gemma 3n, TimmWrapper:
+  timm imports torchvision, a compiled wheel pinned to torch's exact version): 3;
+- a shape chosen from values computed from weights: BLT's entropy patching (how many patches
+  depends on the text its small LM scores, no stated rule gives it): 1;
+- an input layout inputs.py does not derive: Musicgen's and Musicgen Melody's ids a row per
+  codebook, Dia's and Kyutai's codebook channels, Voxtral realtime's audio beside its ids, Granite
+  Speech 5's extractor (needs torchaudio), Nemotron 3.5 Transcribe's bf16-only grouped GEMM,
+  SigLIP 2's patch sequence, Gemma 4 unified assistant's shared key/value states: 9;
+- a CPU tensor the model's own code makes beside meta ones (ImageGPT, XLNet, SEW-D): 3.
 """
 
 from __future__ import annotations

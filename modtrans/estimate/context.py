@@ -86,6 +86,7 @@ def _ir(model: str, options: Options, vocabulary_multiple: int) -> ModelIR:
         input_values=options.input_values,
         vocabulary_multiple=vocabulary_multiple,
         per_expert=options.per_expert,
+        trust_remote_code=options.trust_remote_code,
         file_hash=False,
     )
     if ir is None or has_errors(found):

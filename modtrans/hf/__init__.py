@@ -4,8 +4,13 @@ by op, and the IR the hand-written path gives its own families. The optional ext
 brings torch and transformers; without it a family outside the hand-written list is refused in
 one line.
 
-library.py  torch and transformers (imported there alone): the model built on meta, its forward
-            recorded as ops with their modules, FLOPs (flop_counter's formulas) and operands
+library.py  torch and transformers (imported there, in inputs.py and values.py alone): the model
+            built on meta, its forward recorded as ops with their modules, FLOPs (flop_counter's
+            formulas) and operands
+inputs.py   a model's inputs as meta tensors: token ids no special token uses, audio through the
+            model type's feature extractor
+values.py   the values a forward on meta reads: CPU copies of the tensors whose values are known,
+            a router's choice of experts taken balanced where the values come from weights
 layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied
             weights counted once
 blocks.py   what a layer is to the model: block index and part, heads, MoE routers and experts
@@ -21,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from modtrans._version import __version__
@@ -54,29 +60,33 @@ def extract(
     sequence: int,
     targets: int | None = None,
     tensor: int = 1,
+    remote: Path | None = None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the model a configuration describes, as transformers builds it; M801 in one line
-    for one it cannot build (remote code, no class for any task, an error in its forward), X501
-    for `tensor` > 1 ranks where the configuration has no tensor-parallel plan (plans.py)."""
+    for one it cannot build (no class for any task, an error in its forward, a family only its
+    own code defines without `remote`), X501 for `tensor` > 1 ranks where the configuration has
+    no tensor-parallel plan (plans.py). `remote`: the folder whose code the configuration's
+    auto_map names, run as transformers' trust_remote_code runs it (--trust-remote-code)."""
     from modtrans.hf import cache, plans
 
     family = str(config.get("model_type", ""))
     if not available():
         return None, [diagnostic("M801", missing(family), path=name)]
     digest = hashlib.sha256(data).hexdigest()
-    key = cache.key(digest, batch, sequence, targets)
+    remote = remote if config.get("auto_map") else None
+    key = cache.key(digest, batch, sequence, targets, remote is not None)
     kept = cache.load(key, name)
     if kept is not None:
         ir, plan = kept
     else:
         try:
-            if config.get("auto_map") and not _known(family):
+            if config.get("auto_map") and remote is None and not _known(family):
                 message = (
-                    f"model_type {family!r} is defined by code beside the configuration (auto_map); "
-                    "modtrans runs no remote code (trust_remote_code)"
+                    f"model_type {family!r} is defined by code beside the configuration (auto_map): "
+                    "--trust-remote-code runs it (transformers' trust_remote_code)"
                 )
                 return None, [diagnostic("M801", message, path=name)]
-            ir, plan = _traced(config, digest, len(data), name, batch, sequence, targets)
+            ir, plan = _traced(config, digest, len(data), name, batch, sequence, targets, remote)
         except LookupError as error:
             return None, [diagnostic("M801", f"model_type {family!r}: {error}", path=name)]
         except Exception as error:  # transformers' or torch's own: said in one line
@@ -121,12 +131,13 @@ def _traced(
     batch: int,
     sequence: int,
     targets: int | None,
+    remote: Path | None,
 ) -> tuple[ModelIR, dict[str, str]]:
     """The IR of the configuration's model and its tensor-parallel plan ({} where none)."""
     from modtrans.hf import blocks, layers, library
 
-    built = library.config_of(config)
-    model = library.build(built)
+    built = library.config_of(config, remote)
+    model = library.build(built, remote=remote)
     given = library.inputs(model, batch, sequence, targets)
     recorded = library.record(model, given)
     provenance = Provenance(

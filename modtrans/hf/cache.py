@@ -21,13 +21,14 @@ from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
 
-def key(digest: str, batch: int, sequence: int, targets: int | None) -> str:
-    """The cache key of a configuration's IR at these inputs."""
+def key(digest: str, batch: int, sequence: int, targets: int | None, remote: bool = False) -> str:
+    """The cache key of a configuration's IR at these inputs (`remote`: built by the code its
+    auto_map names: kept apart, so that a read without --trust-remote-code is refused again)."""
     try:
         library = metadata.version("transformers")
     except metadata.PackageNotFoundError:
         library = ""
-    text = f"{digest} {batch} {sequence} {targets} {__version__} {library}"
+    text = f"{digest} {batch} {sequence} {targets} {__version__} {library}" + (" remote" if remote else "")
     return hashlib.sha256(text.encode()).hexdigest()
 
 

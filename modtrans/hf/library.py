@@ -17,13 +17,17 @@ import functools
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 import transformers
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
-from torch.utils.weak import WeakIdKeyDictionary
+
+from modtrans.hf.inputs import forward_args, inputs
+from modtrans.hf.values import Values, flat
+
+__all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
 
 VERSION = transformers.__version__
 
@@ -134,19 +138,18 @@ class Recorded:
     blocks: list[str] = field(default_factory=list)  # the paths of the block lists (ModuleList)
 
 
-class _Recorder(TorchDispatchMode):  # type: ignore[misc]
+class _Recorder(Values):
     """Each op's record. Its tables are keyed by id() with every tensor they name kept alive
     (`kept`: meta tensors hold no storage), so no id is reused: a plain dict lookup per operand
     where a weak-keyed one cost a reference object each (a third of the recording's own time)."""
 
     def __init__(self, stack: list[str], params: dict[int, str], given: Mapping[str, Any]) -> None:
-        super().__init__()
+        super().__init__(given)
         self.named = {id(t): name for name, t in given.items()}
         self.stack = stack
         self.params = params
         self.origin: dict[int, tuple[str, ...]] = {}  # tensor -> parameter keys it views
         self.source: dict[int, tuple[int, ...]] = {}  # tensor -> the ops that made it
-        self.made: dict[int, Any] = {}  # a boolean tensor -> the op that made it
         self.kept: list[Any] = []
         self.categories: dict[Any, str] = {}  # op overload -> _category's answer
         self.ops: list[Op] = []
@@ -154,14 +157,11 @@ class _Recorder(TorchDispatchMode):  # type: ignore[misc]
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         packet = func._overloadpacket
+        out = self.run(func, args, kwargs)
         if packet is aten._local_scalar_dense:
-            return _scalar(args[0], self.made.get(id(args[0])))
-        out = func(*args, **kwargs)
+            return out
         outs = _tensors((out,), [])
         self.kept += outs
-        for t in outs:
-            if t.dtype == torch.bool:
-                self.made[id(t)] = packet
         tensors = _tensors(kwargs.values(), _tensors(args, []))
         params: list[str] = []
         reads: list[int] = []
@@ -227,45 +227,6 @@ def _dtype(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _scalar(t: Any, made: Any) -> bool:
-    """A meta tensor's value where the model branches on one (`if mask.all():`): every
-    meta value is unknown, and the values that keep a training forward on its ordinary path are
-    the ones taken: an all() true (no padding, no packed sequences: masking_utils), an any()
-    false (no inf or nan to clamp). Any other value read is refused (meta has none). `made`: the
-    op that made `t`."""
-    if t.dtype == torch.bool and t.numel() == 1:
-        return made is not aten.any
-    raise RuntimeError("the model reads a value of a tensor (Tensor.item()): the meta device has none")
-
-
-class _Scalars(TorchDispatchMode):  # type: ignore[misc]
-    """_Recorder's answer to Tensor.item() alone, for FlopCounterMode's own count of the forward."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if func._overloadpacket is aten._local_scalar_dense:
-            return _scalar(args[0], self.made.get(args[0]))
-        out = func(*args, **(kwargs or {}))
-        for t in _flat(out):
-            if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
-                self.made[t] = func._overloadpacket
-        return out
-
-
-def _flat(x: Any) -> Iterator[Any]:
-    if isinstance(x, list | tuple):
-        for y in x:
-            yield from _flat(y)
-    elif isinstance(x, dict):
-        for y in x.values():
-            yield from _flat(y)
-    else:
-        yield x
-
-
 def _category(func: Any, packet: Any) -> str:
     if packet in flop_registry:
         return "gemm"
@@ -309,13 +270,27 @@ def _hooks(model: torch.nn.Module, stack: list[str]) -> Iterator[None]:
             h.remove()
 
 
-def config_of(data: Mapping[str, Any], trust_remote_code: bool = False) -> Any:
-    """The transformers configuration object of a config.json's dict (its model_type's class)."""
+def config_of(data: Mapping[str, Any], remote: Path | None = None) -> Any:
+    """The transformers configuration object of a config.json's dict: its model_type's class, or
+    with `remote` (the folder of the code its auto_map names) the class that code defines, as
+    AutoConfig.from_pretrained(trust_remote_code=True) takes it."""
+    values = {k: v for k, v in data.items() if k != "model_type"}
+    named = (data.get("auto_map") or {}).get("AutoConfig") if remote is not None else None
+    if isinstance(named, str):
+        return _remote(named, remote).from_dict(values)
     kind = data.get("model_type")
     if not isinstance(kind, str) or kind not in transformers.CONFIG_MAPPING:
         raise LookupError(kind)
-    values = {k: v for k, v in data.items() if k != "model_type"}
     return transformers.CONFIG_MAPPING[kind].from_dict(values)
+
+
+def _remote(reference: str, folder: Any) -> Any:
+    """The class `reference` (module.Class) names in `folder`'s code (transformers' dynamic
+    modules: copied to its modules cache and imported; no download)."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    with _quiet():
+        return get_class_from_dynamic_module(reference, str(folder), local_files_only=True)
 
 
 TASKS = (
@@ -357,9 +332,15 @@ def default_config(model_type: str) -> Any:
     return transformers.AutoConfig.for_model(model_type)
 
 
-def model_class(config: Any) -> Any:
-    """The class to build: the first of `architectures` transformers defines, else the first task
-    whose Auto class knows the model_type (TASKS)."""
+def model_class(config: Any, remote: Path | None = None) -> Any:
+    """The class to build: with `remote`, the code's class its auto_map names for the first task
+    it names (TASKS' Auto classes, then AutoModel); else the first of `architectures` transformers
+    defines, else the first task whose Auto class knows the model_type (TASKS)."""
+    mapped = getattr(config, "auto_map", None) or {}
+    if remote is not None and mapped:
+        for auto in (*(name for _, name in TASKS), "AutoModel"):
+            if isinstance(mapped.get(auto), str):
+                return _remote(mapped[auto], remote)
     for name in getattr(config, "architectures", None) or ():
         cls = getattr(transformers, str(name), None)
         if isinstance(cls, type):
@@ -373,12 +354,13 @@ def model_class(config: Any) -> Any:
     )
 
 
-def build(config: Any, cls: Any = None) -> Any:
+def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
     """The model on the meta device: no weight allocated. Eager attention (its two matmuls and
     softmax, each counted) and batched_mm experts (one bmm per projection over the tokens x top_k
     routed rows: the balanced count, and one FlopCounterMode counts; the grouped_mm kernel has no
     flop formula)."""
-    cls = cls or model_class(config)
+    cls = cls or model_class(config, remote)
+    config = _own(config, cls)
     config._attn_implementation = "eager"
     if getattr(cls, "_can_set_experts_implementation", None) and cls._can_set_experts_implementation():
         config._experts_implementation = "batched_mm"
@@ -391,6 +373,17 @@ def build(config: Any, cls: Any = None) -> Any:
     return model
 
 
+def _own(config: Any, cls: Any) -> Any:
+    """The configuration `cls` is built from: `config`, or where `cls` takes another class (a
+    composite's causal LM: Llama 4's Llama4ForCausalLM takes Llama4TextConfig, Musicgen's its
+    decoder's) the sub-configuration of that class it holds, as from_pretrained hands it over."""
+    wanted = getattr(cls, "config_class", None)
+    if not isinstance(wanted, type) or isinstance(config, wanted):
+        return config
+    held = (v for v in vars(config).values() if isinstance(v, wanted))  # Musicgen's decoder too
+    return next(held, config)
+
+
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     level = transformers.logging.get_verbosity()
@@ -399,36 +392,6 @@ def _quiet() -> Iterator[None]:
         yield
     finally:
         transformers.logging.set_verbosity(level)
-
-
-def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) -> dict[str, Any]:
-    """The model's inputs of `batch` samples on meta: `sequence` token ids (and `targets` decoder
-    ids for an encoder-decoder), or its images (image_size square, num_channels) or audio."""
-    config = model.config
-    name = getattr(model, "main_input_name", "input_ids")
-    meta = torch.device("meta")
-    if name == "pixel_values":
-        vision = getattr(config, "vision_config", None) or config
-        size = getattr(vision, "image_size", 224)
-        size = (
-            size if isinstance(size, int) else size[0] if isinstance(size, list | tuple) else size["height"]
-        )
-        return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), size, size, device=meta)}
-    if name == "input_features":  # Whisper's [batch, mels, frames]
-        parts = [config, *(getattr(config, k, None) for k in ("encoder_config", "audio_config"))]
-        mels = next(
-            (getattr(p, "num_mel_bins", None) for p in parts if getattr(p, "num_mel_bins", None)), None
-        )
-        mels = mels or getattr(config, "input_feat_per_channel", 80)
-        frames = 2 * getattr(config, "max_source_positions", sequence // 2)
-        found = {name: torch.zeros(batch, mels, frames, device=meta)}
-    elif name == "input_values":
-        found = {name: torch.zeros(batch, 16000, device=meta)}
-    else:
-        found = {name: torch.zeros(batch, sequence, dtype=torch.long, device=meta)}
-    if getattr(config, "is_encoder_decoder", False):
-        found["decoder_input_ids"] = torch.zeros(batch, targets or sequence, dtype=torch.long, device=meta)
-    return found
 
 
 def record(model: Any, given: Mapping[str, Any]) -> Recorded:
@@ -479,17 +442,8 @@ def _blocks(model: Any) -> list[str]:
 
 def _forward(model: Any, given: Mapping[str, Any]) -> Any:
     """One training-time forward: no key/value cache (use_cache=False where the model takes it)."""
-    extra = {"use_cache": False} if "use_cache" in _forward_args(model) else {}
+    extra = {"use_cache": False} if "use_cache" in forward_args(model) else {}
     return model(**given, **extra)
-
-
-def _forward_args(model: Any) -> set[str]:
-    import inspect
-
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
 
 
 def tp_plan(config: Any) -> dict[str, str]:
@@ -504,9 +458,20 @@ def count_forward(model: Any, given: Mapping[str, Any]) -> int:
     """FlopCounterMode's own count of one forward on `given`: the independent check."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter, _Scalars():  # grad on: its module tracker hooks it
+    with FlopCounterMode(display=False) as counter, Values(given):  # grad on: its module tracker hooks it
         _forward(model, given)
     return int(counter.get_total_flops())
+
+
+def count_modules(model: Any, given: Mapping[str, Any]) -> dict[str, int]:
+    """FlopCounterMode's count of one forward per module (its module tracker's names: the class,
+    then the module path, e.g. LlavaForConditionalGeneration.model.vision_tower), every op of the
+    module and the modules within it."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter, Values(given):
+        _forward(model, given)
+    return {name: int(sum(ops.values())) for name, ops in counter.get_flop_counts().items()}
 
 
 def count_step(model: Any, given: Mapping[str, Any]) -> tuple[int, int]:
@@ -515,12 +480,12 @@ def count_step(model: Any, given: Mapping[str, Any]) -> tuple[int, int]:
     backward to modules is off."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter, _Scalars():
+    with FlopCounterMode(display=False) as counter, Values(given):
         out = _forward(model, given)
         forward = int(counter.get_total_flops())
         first = next(
             t
-            for t in _flat(out.to_tuple() if hasattr(out, "to_tuple") else out)
+            for t in flat(out.to_tuple() if hasattr(out, "to_tuple") else out)
             if isinstance(t, torch.Tensor)
         )
         first.float().sum().backward()

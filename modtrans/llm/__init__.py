@@ -65,9 +65,12 @@ def extract(
     display_name: str | None = None,
     vocabulary_multiple: int = 1,
     per_expert: bool = False,
+    trust_remote_code: bool = False,
     tensor: int = 1,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the architecture a config.json describes; M801 for one that describes none.
+    `trust_remote_code`: a family transformers does not define is built by the code its auto_map
+    names, in the configuration's folder (without it: refused).
     `tensor`: the layout's tensor-parallel ranks (a family read through transformers needs its
     configuration's tensor-parallel plan for more than one).
     `per_expert`: a layer per routed expert and projection (transformers' modules), not one
@@ -86,7 +89,8 @@ def extract(
     try:
         config = json.loads(data)
         if _elsewhere(config):
-            return _generic(config, data, name, batch, input_shapes or {}, tensor)
+            remote = path.parent if trust_remote_code else None
+            return _generic(config, data, name, batch, input_shapes or {}, tensor, remote)
         arch = from_hf(config)
     except (ValueError, RecursionError) as error:
         message = str(error) if isinstance(error, ConfigError) else f"not JSON: {error}"
@@ -146,6 +150,7 @@ def _generic(
     batch: int | None,
     shapes: Mapping[str, tuple[Dim, ...]],
     tensor: int,
+    remote: Path | None = None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of a family llm/ does not describe, built by transformers on the meta device
     (modtrans/hf/); without the extra, M801 naming the family and the install command."""
@@ -180,6 +185,7 @@ def _generic(
         sequence=sequence,
         targets=targets if seq2seq else None,
         tensor=tensor,
+        remote=remote,
     )
 
 

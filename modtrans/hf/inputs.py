@@ -1,0 +1,218 @@
+"""A model's inputs for one training forward, as meta tensors, with the values the forward may read.
+
+The input the model names first (`main_input_name`) says what it reads: token ids, images, audio.
+Audio goes through the model type's own feature extractor (transformers' table of them, built from
+its defaults, the configuration's mel bins as its feature size): one second of silence at its
+sampling rate gives the real layout, Whisper's [batch, mels, 3000 frames] (padded to its 30 s
+window), Parakeet's and Canary's [batch, frames, mels] with their attention mask. Token ids are
+one id none of the configuration's special tokens use (no padding, no image or audio token), so a
+forward that derives masks or lengths from them (XLM's `input_ids != pad_index`) takes its
+training path; values.py computes those from the ids' values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from modtrans.hf.values import flat
+
+META = torch.device("meta")
+
+
+def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) -> dict[str, Any]:
+    """The model's inputs of `batch` samples on meta: `sequence` token ids (and `targets` decoder
+    ids for an encoder-decoder), or its images (image_size square, num_channels) or audio. Each
+    integer input carries its value (on_meta: values.py reads it)."""
+    config = model.config
+    name = getattr(model, "main_input_name", "input_ids")
+    if name == "pixel_values":
+        vision = getattr(config, "vision_config", None) or config
+        return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), *_square(vision), device=META)}
+    if _kind(model) in ("input_features", "input_values"):
+        found = audio(model, batch)
+    else:
+        found = images(model, batch, sequence) or {name: ids(config, batch, sequence)}
+    if getattr(config, "is_encoder_decoder", False):
+        found["decoder_input_ids"] = ids(config, batch, targets or sequence)
+    return found
+
+
+def ids(config: Any, batch: int, sequence: int) -> Any:
+    """`batch` x `sequence` token ids on meta, each the first id no special token of the
+    configuration uses (on_meta)."""
+    value = plain_token(config)
+    return on_meta(torch.full((batch, sequence), value, dtype=torch.long))
+
+
+def images(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
+    """A vision-language model's inputs with one image a sample: pixel_values of its vision
+    configuration's image_size (num_channels square), and token ids whose first N are its image
+    token, N the rows its own get_image_features makes of the image (LLaVA's 576 patches of
+    CLIP ViT-L/14 at 336, PaliGemma's 256), then `sequence` - N text ids (at least one): the
+    tower and projector run, their FLOPs counted. None where the model has no vision tower, no
+    image token, or its image path needs more than square pixels and their sizes (Qwen2-VL's
+    patch grid)."""
+    from modtrans.hf.values import Values
+
+    config = model.config
+    vision = getattr(config, "vision_config", None)
+    named = (getattr(config, k, None) for k in ("image_token_id", "image_token_index"))
+    token = next((v for v in named if isinstance(v, int)), None)
+    features = getattr(model, "get_image_features", None)
+    if vision is None or token is None or features is None:
+        return None
+    pixels = torch.zeros(batch, getattr(vision, "num_channels", 3), *_square(vision), device=META)
+    given = {"pixel_values": pixels}
+    if _required(features, "image_sizes"):  # Pixtral's, Mistral 3's: each image's (height, width)
+        given["image_sizes"] = on_meta(torch.tensor([_square(vision)] * batch))
+    try:
+        with torch.no_grad(), Values(given):
+            made = features(**given)
+    except Exception:  # an image path that needs more than pixels: token ids alone (M804 says so)
+        return None
+    made = getattr(made, "pooler_output", made)
+    rows = sum(t.numel() // t.shape[-1] for t in flat(made) if isinstance(t, torch.Tensor))
+    each = rows // batch
+    if not each:
+        return None
+    values = torch.full((batch, each + max(sequence - each, 1)), plain_token(config), dtype=torch.long)
+    values[:, :each] = token
+    return {"input_ids": on_meta(values), **given}
+
+
+def _square(vision: Any) -> tuple[int, int]:
+    """A vision configuration's image size (an int, [h, w] or {"height", "width"}) as (h, w)."""
+    size = getattr(vision, "image_size", 224)
+    if isinstance(size, int):
+        return size, size
+    if isinstance(size, list | tuple):
+        return int(size[0]), int(size[-1])
+    return int(size["height"]), int(size["width"])
+
+
+def on_meta(value: Any) -> Any:
+    """A meta tensor of a CPU tensor's shape and dtype that carries the CPU tensor as its value."""
+    meta = torch.empty(value.shape, dtype=value.dtype, device=META)
+    meta.modtrans_value = value
+    return meta
+
+
+def special_tokens(config: Any) -> set[int]:
+    """Every token id the configuration and its sub-configurations name (…_token_id, …_token_index,
+    …_index such as XLM's pad_index, lists of them)."""
+    found: set[int] = set()
+    for each in _configs(config):
+        for key, value in vars(each).items():
+            if not key.endswith(("_token_id", "_token_ids", "_token_index", "_index", "_id")):
+                continue
+            for v in value if isinstance(value, list | tuple) else (value,):
+                if isinstance(v, int) and not isinstance(v, bool):
+                    found.add(v)
+    return found
+
+
+def plain_token(config: Any) -> int:
+    """The first token id that no special token uses."""
+    taken = special_tokens(config)
+    return next(i for i in range(len(taken) + 1) if i not in taken)
+
+
+def _configs(config: Any) -> list[Any]:
+    """The configuration and the sub-configurations it holds (text, vision, audio, encoder ...)."""
+    found = [config]
+    for value in vars(config).values():
+        if hasattr(value, "to_dict") and hasattr(value, "model_type") and value is not config:
+            found += _configs(value)
+    return found
+
+
+def audio(model: Any, batch: int) -> dict[str, Any]:
+    """One second of silence through the model type's feature extractor, `batch` times: its input
+    features (or values) and the masks the model's forward takes, on meta with their values; the
+    older layout rule where transformers has no extractor that runs here."""
+    config = model.config
+    name, kind = model.main_input_name, _kind(model)
+    mels = mel_bins(config)
+    encoder = getattr(config, "encoder", None)  # SpeechEncoderDecoderModel's: its encoder's extractor
+    made = extracted(getattr(encoder, "model_type", config.model_type), mels)
+    if made is not None and kind in made:
+        taken = set(forward_args(model))
+        found = {}
+        for key, value in made.items():
+            if key == kind or (key in taken and isinstance(value, torch.Tensor)):
+                value = value.expand(batch, *value.shape[1:]).contiguous()
+                key = name if key == kind else key
+                found[key] = on_meta(value) if not value.is_floating_point() else _empty(value)
+        return found
+    if kind == "input_features":  # Whisper's [batch, mels, frames]
+        frames = 2 * getattr(config, "max_source_positions", 1500)
+        return {name: torch.zeros(batch, mels or 80, frames, device=META)}
+    return {name: torch.zeros(batch, 16000, device=META)}
+
+
+def _kind(model: Any) -> str:
+    """What the model's first input is: its main_input_name, or for a composite that names it
+    `inputs` (SpeechEncoderDecoderModel) its encoder's."""
+    name = getattr(model, "main_input_name", "input_ids")
+    if name == "inputs":
+        return str(getattr(getattr(model, "encoder", None), "main_input_name", name))
+    return str(name)
+
+
+def _empty(value: Any) -> Any:
+    return torch.zeros(value.shape, dtype=value.dtype, device=META)
+
+
+def mel_bins(config: Any) -> int | None:
+    """The mel bins a speech configuration states (num_mel_bins, input_feat_per_channel,
+    feature_size; its encoder's or audio tower's), None where none."""
+    for each in _configs(config):
+        for key in ("num_mel_bins", "input_feat_per_channel", "feature_size", "num_mel_filters"):
+            value = getattr(each, key, None)
+            if isinstance(value, int) and value > 1:
+                return value
+    return None
+
+
+def extracted(model_type: str, mels: int | None) -> dict[str, Any] | None:
+    """The model type's feature extractor (its defaults, `mels` as its feature size) on one
+    second of silence: its outputs as CPU tensors; None where it has none or it does not run."""
+    import numpy
+    import transformers
+    from transformers.models.auto import feature_extraction_auto
+
+    name = feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES.get(model_type)
+    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    if not isinstance(cls, type):
+        return None
+    try:
+        extractor = cls(**({"feature_size": mels} if mels else {}))
+        rate = int(getattr(extractor, "sampling_rate", 16000))
+        with numpy.errstate(all="ignore"):  # silence normalised by its deviation, 0 (Speech2Text's)
+            out = extractor(numpy.zeros(rate, dtype=numpy.float32), sampling_rate=rate, return_tensors="pt")
+    except Exception:  # one that needs a library not installed (torchaudio): the older rule
+        return None
+    return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+
+
+def _required(function: Any, name: str) -> bool:
+    """Whether `function` takes `name` without a default."""
+    import inspect
+
+    try:
+        found = inspect.signature(function).parameters.get(name)
+    except (TypeError, ValueError):
+        return False
+    return found is not None and found.default is inspect.Parameter.empty
+
+
+def forward_args(model: Any) -> set[str]:
+    """The names the model's forward takes."""
+    import inspect
+
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()

@@ -1,0 +1,178 @@
+"""The values a forward on meta reads (modtrans/hf/values.py) and the inputs it runs on
+(modtrans/hf/inputs.py), held to the real transformers classes that read them.
+
+Each family here stopped on meta before: a value read from the token ids (XLM's and FlauBERT's
+`lengths.max().item()`), a CPU scalar (Longformer's chunk count), a router's choice read back
+(JetMoE's `expert_size.tolist()`, NLLB-MoE's f"expert_{index}"), an op with a data-dependent
+shape (Switch Transformers' nonzero), an audio layout (Parakeet's and Speech2Text's [batch,
+frames, mels]; SpeechEncoderDecoderModel's `inputs`, its wav2vec2 encoder's samples).
+Each must now give transformers' parameter count and FlopCounterMode's forward FLOPs within 2 %.
+
+Marker hf: needs torch and transformers (the extra `hf`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from modtrans.hf import blocks, inputs, layers, library
+from modtrans.ir.document import Kind, ModelIR, Provenance
+
+pytestmark = pytest.mark.hf
+
+GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
+
+
+def traced(config: Any, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelIR]:
+    return traced_with(config, None, sequence)
+
+
+def traced_with(config: Any, cls: Any, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelIR]:
+    model = library.build(config, cls)
+    given = library.inputs(model, 1, sequence)
+    recorded = library.record(model, given)
+    provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, "", 1, {}, "", True)
+    return model, given, ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+
+
+def small(model_type: str, **values: Any) -> Any:
+    config = library.default_config(model_type)
+    for key, value in values.items():
+        setattr(config, key, value)
+    return config
+
+
+READERS = {
+    "xlm": {"n_layers": 2, "emb_dim": 256, "n_heads": 4},
+    "flaubert": {"n_layers": 2, "emb_dim": 256, "n_heads": 4},
+    "longformer": {"num_hidden_layers": 2},
+    "led": {"encoder_layers": 2, "decoder_layers": 2},
+    "jetmoe": {"num_hidden_layers": 2},
+    "nllb-moe": {"encoder_layers": 2, "decoder_layers": 2, "num_experts": 4},
+    "switch_transformers": {"num_layers": 2, "num_decoder_layers": 2, "num_sparse_encoder_layers": 1},
+    "parakeet_ctc": {},
+    "speech_to_text": {},
+    "speech-encoder-decoder": {},
+}
+"""A family of each way a forward reads a value (the module docstring), made small to trace fast."""
+
+
+@pytest.mark.parametrize("model_type", sorted(READERS))
+def test_a_forward_that_reads_values_is_the_library_s(model_type: str) -> None:
+    model, given, ir = traced(small(model_type, **READERS[model_type]))
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert counted > 0
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+
+
+def test_a_top_1_router_sends_each_token_to_one_expert() -> None:
+    """Switch Transformers (Fedus et al. 2021, section 2.1): each token runs one expert's wi and wo
+    (d_model x d_ff each, 2 FLOPs a multiply-add), whichever expert the balanced choice names:
+    the experts' FLOPs are tokens x 4 d_model d_ff per sparse layer, none dropped below capacity."""
+    config = small("switch_transformers", num_layers=2, num_decoder_layers=2, num_sparse_encoder_layers=1)
+    model, _, ir = traced(config)
+    sparse = sum(1 for m in model.modules() if type(m).__name__ == "SwitchTransformersSparseMLP")
+    experts = [x for x in ir.layers if ".experts." in x.name and x.kind in GEMMS]
+    assert sparse == 2  # one in the encoder, one in the decoder: 64 tokens each
+    assert sum(x.flops.forward for x in experts) == sparse * 64 * 4 * config.d_model * config.d_ff
+    per_expert = {x.name: x.flops.forward for x in experts if x.name.endswith(".wi")}
+    assert len(set(per_expert.values())) == 1  # balanced: 64 / 8 tokens each
+
+
+def test_a_top_k_router_read_back_gives_each_expert_its_share() -> None:
+    """JetMoE reads its router's expert sizes (expert_size.tolist()) and splits the tokens by
+    them: with top-2 of 8 experts, 64 tokens make 128 rows through the experts' input_linear
+    (weight [experts, out, hidden]: 2 x hidden x out FLOPs a row)."""
+    model, _, ir = traced(small("jetmoe", num_hidden_layers=1))
+    config = model.config
+    assert config.num_experts_per_tok == 2
+    assert config.num_local_experts == 8
+    weight = model.model.layers[0].mlp.input_linear.weight
+    experts, out, hidden = weight.shape
+    assert experts == 8
+    layer = ir.layer("model.layers.0.mlp.input_linear")
+    assert layer.flops.forward == 64 * 2 * 2 * hidden * out
+
+
+def test_token_ids_are_no_special_token() -> None:
+    """XLM pads with id 2 (pad_index) and marks with 5: the ids the forward reads are neither, so
+    its lengths are the whole sequence (no padding)."""
+    config = library.default_config("xlm")
+    assert config.pad_index == 2
+    assert config.pad_token_id == 2
+    value = inputs.plain_token(config)
+    assert value not in {config.pad_index, config.bos_index, config.eos_index, config.unk_index}
+    assert value not in {config.mask_token_id, config.bos_token_id}
+
+
+def test_audio_inputs_are_the_feature_extractor_s_layout() -> None:
+    """Parakeet's extractor (NeMo's: 10 ms hop at 16 kHz) makes 101 frames of 80 mels from one
+    second, frames before mels; Whisper's pads to 30 s: 80 mels x 3000 frames."""
+    model = library.build(library.default_config("parakeet_ctc"))
+    given = library.inputs(model, 2, 64)
+    assert tuple(given["input_features"].shape) == (2, 16000 // 160 + 1, 80)
+    cls = library.named_class("WhisperForConditionalGeneration")
+    whisper = library.build(library.default_config("whisper"), cls)
+    assert tuple(library.inputs(whisper, 1, 64)["input_features"].shape) == (1, 80, 3000)
+    composite = library.build(library.default_config("speech-encoder-decoder"))
+    assert tuple(library.inputs(composite, 1, 64)["inputs"].shape) == (1, 16000)  # wav2vec2's samples
+
+
+@pytest.mark.parametrize(
+    ("model_type", "tower", "tokens"),
+    [
+        ("llava", "model.vision_tower", (336 // 14) ** 2),  # LLaVA-1.5: CLIP ViT-L/14 at 336 px, 576 tokens
+        ("paligemma", "model.vision_tower", (224 // 14) ** 2),  # PaliGemma at 224 px: 256 tokens
+    ],
+)
+def test_a_vision_language_model_runs_its_tower_on_an_image(model_type: str, tower: str, tokens: int) -> None:
+    """One image a sample of the vision configuration's size: the image tokens in the sequence are
+    the published count (Liu et al. 2023, LLaVA-1.5; Beyer et al. 2024, PaliGemma), and the
+    tower's and projector's FLOPs are FlopCounterMode's count of those modules (its own module
+    tracker), not a tower counted by its parameters alone."""
+    config = library.default_config(model_type)
+    config.text_config.num_hidden_layers = 2
+    names = {"llava": "LlavaForConditionalGeneration", "paligemma": "PaliGemmaForConditionalGeneration"}
+    cls = library.named_class(names[model_type])
+    model = library.build(config, cls)
+    given = library.inputs(model, 1, 64)
+    assert tuple(given["pixel_values"].shape[1:]) == (3, *[config.vision_config.image_size] * 2)
+    assert tuple(given["input_ids"].shape) == (1, tokens + 1)  # 64 tokens hold no image: one text token
+    recorded = library.record(model, given)
+    provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, "", 1, {}, "", True)
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    assert not [x.name for x in ir.layers if x.name.endswith("unused")]
+    counted = library.count_modules(model, given)
+    for module in (tower, "model.multi_modal_projector"):
+        theirs = counted[f"{type(model).__name__}.{module}"]
+        ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS and x.name.startswith(module + "."))
+        assert theirs > 0
+        assert abs(ours - theirs) <= 0.02 * theirs, (module, ours, theirs)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "name"),
+    [pytest.param("llama4", "Llama4ForCausalLM", marks=pytest.mark.slow), ("emu3", "Emu3ForCausalLM")],
+)
+def test_a_composite_configuration_s_causal_lm_is_built_from_its_text_configuration(
+    model_type: str, name: str
+) -> None:
+    """Llama 4's and Emu3's configurations hold a text one; their causal-LM classes take that
+    (config_class), as from_pretrained hands it over: built from the composite, they stopped on
+    a field only the text configuration has (pad_token_id)."""
+    cls = library.named_class(name)
+    config = library.default_config(model_type)
+    assert not isinstance(config, cls.config_class)
+    model, given, ir = traced_with(config, cls)
+    assert isinstance(model.config, cls.config_class)
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
