@@ -139,8 +139,7 @@ def extract_checked(
     `tensor`: the tensor-parallel ranks the layout asks for (a family read through transformers
     without a tensor-parallel plan refuses more than one: hf/plans.py).
     `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py).
-    `vocabulary_multiple`: a transformer configuration's vocabulary padded to a multiple of it (an
-    ONNX file's tables are as exported)."""
+    `vocabulary_multiple`: a configuration's vocabulary padded to a multiple of it (ONNX: as exported)."""
     path = Path(spec)
     if _is_file(path) and (nothing := inputs.empty(path, takes)) is not None:
         return None, [nothing]
