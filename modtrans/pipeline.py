@@ -136,11 +136,9 @@ def extract_checked(
     `takes`: what the command reads, named when the file is empty (inputs.py).
     `per_expert`: a configuration's routed experts a layer each (an ONNX export's always are).
     `trust_remote_code`: run the code a configuration's auto_map names beside it (hf/).
-    `tensor`: the tensor-parallel ranks the layout asks for (a family read through transformers
-    without a tensor-parallel plan refuses more than one: hf/plans.py).
+    `tensor`: the layout's tensor-parallel ranks (hf/plans.py: a model without a plan takes one).
     `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py).
-    `vocabulary_multiple`: a transformer configuration's vocabulary padded to a multiple of it (an
-    ONNX file's tables are as exported)."""
+    `vocabulary_multiple`: a configuration's vocabulary padded to a multiple of it (ONNX: as exported)."""
     path = Path(spec)
     if _is_file(path) and (nothing := inputs.empty(path, takes)) is not None:
         return None, [nothing]

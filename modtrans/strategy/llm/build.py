@@ -61,17 +61,7 @@ def plan(
     ways = (layout.tp if layout.sp else 1) * layout.sequence_shards  # the shards a boundary carries one of
     boundary = [boundary_bytes(units[chunk[-1].index], ways) for chunk in chunks]
     boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
-    convention = layout.framework
-    gather = layout.tp if convention.scatter_gather and not layout.sp else 1
-    pipeline = Pipeline(
-        layout.pp,
-        layout.vpp,
-        layout.micro_batches,
-        layout.schedule,
-        convention.blocking_p2p,
-        gather,
-        exchange_after_backward=convention.blocking_p2p and layout.schedule is Schedule.INTERLEAVED,
-    )
+    pipeline = _pipeline(layout)
     rerun = _rerun(units, chunks, layout.recompute)
     mesh = layout.mesh()
 
@@ -116,6 +106,23 @@ def plan(
         ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
+
+
+def _pipeline(layout: Layout) -> Pipeline:
+    """The schedule and the framework's conventions for its transfers (strategy/frameworks.py):
+    Megatron-LM 2022's blocking sends, each tensor rank's 1/T of a boundary without SP, and the
+    interleaved schedule's forward send after the next backward."""
+    convention = layout.framework
+    gather = layout.tp if convention.scatter_gather and not layout.sp else 1
+    return Pipeline(
+        layout.pp,
+        layout.vpp,
+        layout.micro_batches,
+        layout.schedule,
+        convention.blocking_p2p,
+        gather,
+        exchange_after_backward=convention.blocking_p2p and layout.schedule is Schedule.INTERLEAVED,
+    )
 
 
 def rank_units(
