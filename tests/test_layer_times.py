@@ -6,7 +6,17 @@ micro-batch 4) at tensor parallel 8 on DGX A100s, forward and backward in ms by 
 mode. A layer's time here is what a rank runs: its compute nodes (the gpu cost model, Megatron-LM of
 2022: eager attention, dropout 0.1) and its tensor-parallel collectives at what the dgx-a100 preset
 gives ASTRA-sim (NCCL's measured bandwidth, simulate/nccl.py), as ASTRA-sim's analytical ring
-charges them (nccl.ring_seconds), all in series as Megatron-LM ran them.
+charges them (nccl.ring_seconds), each operation started once what it depends on is done, one
+compute and one collective at a time, as ASTRA-sim's workload layer runs a rank's program. The
+norms' gradient all-reduce at the iteration's end (Place.TAIL) is not the layer's.
+
+The forward is Megatron's in series (its tensor-parallel all-reduce or reduce-scatter waits for
+the GEMM before it): within 2 %. The backward's collectives run in series here too, while
+Megatron-LM issues the column-parallel linears' backward collectives beside their GEMMs
+(megatron/mpu/layers.py, LinearWithGradAccumulationAndAsyncCommunication.backward, 2022) and
+hides part of them, how much depending on how NCCL's kernels and the GEMMs share the SMs (no
+published measurement of that slowdown on the A100 to model it by). So the measured backward lies
+between ours and ours without its collectives' time: the most any overlap could hide.
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ from modtrans.api import run
 from modtrans.comm import CommType
 from modtrans.cost.gemm import update_bytes
 from modtrans.ir.document import Kind, Layer, Param, Role
-from modtrans.plan.model import Collective, Compute, Plan, Step
+from modtrans.plan.model import Collective, Compute, Place, Plan, Step
 from modtrans.request import Request, prepare
 from modtrans.simulate import nccl, network
 
@@ -53,29 +63,41 @@ def _plan(tmp_path: Path, modes: tuple[str, ...]) -> Plan:
     return result.plan
 
 
-def _layer_ms(plan: Plan, block: str) -> tuple[float, float]:
-    """Forward and backward (with what is recomputed before it) of the block's units on rank 0."""
+def _layer_ms(plan: Plan, block: str) -> tuple[float, float, float]:
+    """Forward and backward (with what is recomputed before it) of the block's units on rank 0:
+    from the first of its operations' start to the last one's end, rank 0's program run on two
+    lanes, each operation after its dependencies and its lane's previous one; and the backward's
+    collectives' time."""
     net = network("dgx-a100", 8)
     units = {i for i, info in enumerate(plan.layers) if info.name.startswith(block)}
-    seconds = {"fwd": 0.0, "bwd": 0.0}
+    lanes = {"compute": 0.0, "comm": 0.0}
+    end: list[float] = []
+    spans: dict[str, list[float]] = {"fwd": [], "bwd": []}
+    talk = 0.0
     for op in plan.programs[0]:
-        if op.layer not in units:
-            continue
-        side = "fwd" if op.step is Step.FWD else "bwd"
         if isinstance(op, Compute):
-            seconds[side] += op.time * 1e-9  # the plan's ticks: ns
+            lane, seconds = "compute", op.time * 1e-9  # the plan's ticks: ns
         elif isinstance(op, Collective):
             kind = _RING[op.comm]
-            seconds[side] += nccl.ring_seconds(kind, op.bytes, 8, net.bandwidth[0], net.latency[0])
-    return seconds["fwd"] * 1e3, seconds["bwd"] * 1e3
+            lane, seconds = "comm", nccl.ring_seconds(kind, op.bytes, 8, net.bandwidth[0], net.latency[0])
+        else:
+            raise AssertionError(f"one stage moves nothing point to point: {op}")
+        start = max([lanes[lane], *(end[d] for d in op.deps)])
+        lanes[lane] = start + seconds
+        end.append(start + seconds)
+        if op.layer in units and getattr(op, "place", None) is not Place.TAIL:  # at the iteration end
+            spans["fwd" if op.step is Step.FWD else "bwd"] += [start, start + seconds]
+            talk += seconds if lane == "comm" and op.step is not Step.FWD else 0.0
+    forward, backward = ((max(v) - min(v)) * 1e3 for v in (spans["fwd"], spans["bwd"]))
+    return forward, backward, talk * 1e3
 
 
 @pytest.mark.parametrize("mode", list(TABLE_4))
-def test_a_22b_layer_within_5_percent_of_korthikantis_table_4(mode: str, tmp_path: Path) -> None:
+def test_a_22b_layer_as_korthikantis_table_4_measured_it(mode: str, tmp_path: Path) -> None:
     modes, (forward, backward) = TABLE_4[mode]
-    found = _layer_ms(_plan(tmp_path, modes), "transformer.h.1.")
-    assert found[0] == pytest.approx(forward, rel=0.05)
-    assert found[1] == pytest.approx(backward, rel=0.05)
+    found, serial, collectives = _layer_ms(_plan(tmp_path, modes), "transformer.h.1.")
+    assert found == pytest.approx(forward, rel=0.02)
+    assert serial - collectives < backward <= serial
 
 
 def test_the_update_is_megatrons_mixed_precision_adam() -> None:
