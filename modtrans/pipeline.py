@@ -116,6 +116,13 @@ def _is_file(path: Path) -> bool:
         return True  # exists or not, reading it reports why (F001)
 
 
+def _values_refused(spec: str | Path, input_values: Mapping[str, float]) -> Diagnostic:
+    """X501: input values set an ONNX model's scalar inputs; a configuration has none."""
+    given = ", ".join(input_values)
+    message = f"input values ({given}) set an ONNX model's inputs; a configuration has none"
+    return diagnostic("X501", message, path=str(spec), hint="give --seq-len or --input-shape")
+
+
 def extract_checked(
     spec: str | Path,
     *,
@@ -146,9 +153,7 @@ def extract_checked(
     entry = zoo.get(str(spec)) if config is None and not _is_file(path) else None
     if config is not None or (entry is not None and entry.path.suffix == ".json"):
         if input_values:
-            given = ", ".join(input_values)
-            message = f"input values ({given}) set an ONNX model's inputs; a configuration has none"
-            return None, [diagnostic("X501", message, path=str(spec), hint="give --seq-len or --input-shape")]
+            return None, [_values_refused(spec, input_values)]
         from modtrans import llm  # a transformer configuration: no onnx
 
         return llm.extract(
