@@ -55,18 +55,28 @@ GEMM rate (0.869 of peak: torch.mm's best shape, 100 iterations) is 4.5-4.7 % ab
 cuBLASLt FP16 sweep on every large shape (8192^3 253.7, 16384^3 256.5, 6144 x 12288 x 12288 250.8
 TFLOP/s, after 10,000 warm-up iterations: the sustained rate; tests/test_gpu_model.py, A100_FP16),
 and 530B's and 1T's GEMMs are that large (2048 x 20480 x 7680 and up: 264-266 TFLOP/s charged).
-At that plateau's rate (`--efficiency gemm=0.946`, 256.5 / 271.2) the same eight runs give, full /
-selective: 22B +0.2 % / +0.8 %, 175B +1.0 % / +0.4 %, 530B -1.7 % / -3.3 %, 1T +0.0 % / +0.8 %:
-MAE 1.04 %, worst 3.3 % (exact tier; 1.423, 1.109, 18.315, 13.806, 48.211, 36.587, 94.454 and
-72.065 s).
-Not adopted here: at that rate one 22B layer of Table 4 (tests/test_layer_times.py) runs its
-forwards in 7.73 / 7.21 ms (measured 7.7 / 7.2, without / with SP) but its backwards, collectives
-in series, in 12.26 / 12.79 ms (11.9 / 11.8): Megatron-LM 2022 overlapped them
-(LinearWithGradAccumulationAndAsyncCommunication.backward: under SP the input's all-gather beside
-the input-gradient GEMM and the reduce-scatter beside the weight gradient, of 2.08 ms; without SP
-the async all-reduce, --async-tensor-model-parallel-allreduce, of 1.87 ms), and the measured
-layer says about half of it was hidden under SP and a fifth without. ASTRA-sim would hide all of
-it; the GEMM rate waits for a measured overlap slowdown to go with it.
+Adopted since (modtrans/cost/devices.json: the A100 at cuBLASLt's sustained 256.5 TFLOP/s,
+calibrated on that kernel sweep alone; Table 4's forwards then within 0.3 %), the eight runs by
+the exact tier on main 13a5db6 (2026-12-06, `--estimate`, megatron-2022):
+
+    run                  measured  predicted  error
+    22B full                1.42      1.42    +0.2 %
+    22B selective + SP      1.10      1.11    +0.8 %
+    175B full              18.13     18.31    +1.0 %
+    175B selective + SP    13.75     13.81    +0.4 %
+    530B full              49.05     48.21    -1.7 %
+    530B selective + SP    37.83     36.59    -3.3 %
+    1T full                94.42     94.45    +0.0 %
+    1T selective + SP      71.49     72.06    +0.8 %
+    MAE 1.04 %, worst 3.29 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+
+The backward's tensor-parallel collectives stay in series: Megatron-LM 2022 issued the
+column-parallel backward's beside its GEMMs (LinearWithGradAccumulationAndAsyncCommunication
+.backward), and Table 4's layer says it hid a fifth to a third of them (NCCL's kernels and the
+GEMMs share the SMs; no published A100 measurement of that slowdown to model it by). Overlapping
+them fully, as ASTRA-sim would, put Table 4's backwards 7-12.5 % short and these eight runs at a
+5.28 % MAE (branch calib4, not landed); tests/test_layer_times.py holds the measured backward
+between ours in series and ours without its collectives.
 
 ASTRA-sim itself, on the megatron-2022 traces: 175B selective + SP 13,286,232,671 ns, the exact
 tier's to the nanosecond (-3.4 %; 7 minutes). 530B full recomputation, simulated once before the
