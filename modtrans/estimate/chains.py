@@ -43,14 +43,15 @@ def timed(links: Sequence[Link]) -> tuple[int, int]:
     return free, held - _HELD if held >= _HELD else NEVER
 
 
-def spill(links: Sequence[Link]) -> tuple[int, int]:
-    """(C, KC) of a chain: when its communication lane ends on free lanes, and the path to that end
-    from the lane's start (max-plus as `timed`: started at 0 with the lane free at c0, the lane is
-    free again at max(C, c0 + KC)). What a step leaves on the lane past its compute (an FSDP
-    reduce-scatter after the last weight gradient) holds the next step's collectives."""
-    free = lanes(links)[1]
-    held = lanes(links, _HELD)[1]
-    return free, held - _HELD
+def timed_and_spill(links: Sequence[Link]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """`timed`'s (T, K) and the chain's (C, KC) from the same two walks: when its communication
+    lane ends on free lanes, and the path to that end from the lane's start (max-plus as `timed`:
+    started at 0 with the lane free at c0, the lane is free again at max(C, c0 + KC)). What a step
+    leaves on the lane past its compute (an FSDP reduce-scatter after the last weight gradient)
+    holds the next step's collectives."""
+    t, c = lanes(links)
+    held_t, held_c = lanes(links, _HELD)
+    return (t, held_t - _HELD if held_t >= _HELD else NEVER), (c, held_c - _HELD)
 
 
 def then(first: tuple[int, int], second: tuple[int, int]) -> tuple[int, int]:

@@ -10,7 +10,7 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
     left to overlap (after a weight gradient) only for the communication lane; chunks of blocks
     with nothing to overlap are sums of their blocks'; what a step leaves on the lane past its
     compute (FSDP's reduce-scatters of a micro-batch's backward) holds the next step's collectives
-    (chains.spill);
+    (chains.timed_and_spill);
   - the pipeline is walked over stages, not ranks (pipeline.py): the schedule's steps, the
     boundary transfers, and each chunk's data-parallel reduction (Megatron's one bucket per
     buffer, reductions.bucket_times; the other frameworks' per-unit collectives) after its last
@@ -170,7 +170,12 @@ def _chunk(
     """One chunk's times (made once per cut of the same units on the same groups)."""
     parts = [sk.blocks[b] for b in cut]
     pure = all(blocks[p][6] for p in parts)
-    both = _summed(blocks, parts) if pure else _chain(sk, costs, parts, layout.recompute)
+    # what each step leaves on the lane past its compute (none where nothing overlaps)
+    if pure:
+        both, lane = _summed(blocks, parts), [(0, chains.NEVER)] * 4
+    else:
+        timings = [chains.timed_and_spill(x) for x in _links(sk, costs, parts, layout.recompute)]
+        both, lane = [t for t, _ in timings], [c for _, c in timings]
     sums = [*(t for t, _ in both), sum(blocks[p][4] for p in parts)]
     chunk_fills = [fills[p] for p in reversed(parts)]
     tied = 0
@@ -181,12 +186,6 @@ def _chunk(
     done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets)
     late = done - sums[3 if split else 1]
     waits = tuple(k for _, k in both)
-    # what each step leaves on the lane past its compute (none where nothing overlaps)
-    lane = (
-        [(0, chains.NEVER)] * 4
-        if pure
-        else [chains.spill(x) for x in _links(sk, costs, parts, layout.recompute)]
-    )
     spills = tuple(n for pair in lane for n in pair)
     return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late, *waits, *spills)
 

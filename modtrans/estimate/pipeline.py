@@ -122,7 +122,7 @@ def run(
     collectives add to its last step, `send_ns(src, dst)` a boundary transfer's, `waits[v][kind]`
     the step's lane path (chains.timed's K): a step whose blocking collectives find the lane still
     held by what the stage queued before it ends at lane + K where that is later (its wait counted
-    as the step's, a blocking collective's); `spills[v]` each kind's (C, KC) (chains.spill): the
+    as the step's, a blocking collective's); `spills[v]` each kind's (C, KC) (chains.timed_and_spill): the
     collectives a step leaves overlapped hold the lane until max(start + C, lane + KC), and what
     the stage queues next goes after them (the chunk's last backward: lastback.py's walk instead)."""
     count, keys, order = plan
