@@ -38,6 +38,7 @@ def test_non_utf8_is_positioned_and_the_rest_still_checked(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_one_gigabyte_line_is_reported_without_reading_it_into_memory(tmp_path: Path) -> None:
     path = tmp_path / "huge.txt"
     size = 1 << 30

@@ -204,6 +204,7 @@ def _gemm_flops(ir: ModelIR) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_a_size_computed_from_a_huge_constant_does_not_exhaust_the_machine(tmp_path: Path) -> None:
     """Found by the fuzzer on torchscript_vad.onnx: the 4 of its pad arithmetic made 2**30 + 4 had
     onnx's data propagation allocate until the kernel killed the process (24 GB). Inference now
