@@ -72,11 +72,11 @@ the exact tier on main 13a5db6 (2026-12-06, `--estimate`, megatron-2022):
 
 The backward's tensor-parallel collectives stay in series: Megatron-LM 2022 issued the
 column-parallel backward's beside its GEMMs (LinearWithGradAccumulationAndAsyncCommunication
-.backward), and Table 4's layer says it hid a fifth to a third of them (NCCL's kernels and the
-GEMMs share the SMs; no published A100 measurement of that slowdown to model it by). Overlapping
-them fully, as ASTRA-sim would, put Table 4's backwards 7-12.5 % short and these eight runs at a
-5.28 % MAE (branch calib4, not landed); tests/test_layer_times.py holds the measured backward
-between ours in series and ours without its collectives.
+.backward), and Table 4's layer says it hid 13-36 % of them, less than any published A100
+slowdown of GEMMs beside NCCL would hide (docs/simulate.md, "Overlapped compute and
+collectives"). Overlapping them fully, as ASTRA-sim would, put Table 4's backwards 7-12.5 % short
+and these eight runs at a 5.28 % MAE (branch calib4, not landed); tests/test_layer_times.py holds
+the measured backward between ours in series and ours without its collectives.
 
 ASTRA-sim itself, on the megatron-2022 traces: 175B selective + SP 13,286,232,671 ns, the exact
 tier's to the nanosecond (-3.4 %; 7 minutes). 530B full recomputation, simulated once before the

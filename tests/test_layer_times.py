@@ -14,9 +14,10 @@ The forward is Megatron's in series (its tensor-parallel all-reduce or reduce-sc
 the GEMM before it): within 2 %. The backward's collectives run in series here too, while
 Megatron-LM issues the column-parallel linears' backward collectives beside their GEMMs
 (megatron/mpu/layers.py, LinearWithGradAccumulationAndAsyncCommunication.backward, 2022) and
-hides part of them, how much depending on how NCCL's kernels and the GEMMs share the SMs (no
-published measurement of that slowdown on the A100 to model it by). So the measured backward lies
-between ours and ours without its collectives' time: the most any overlap could hide.
+hides 13-36 % of them: a GEMM slowed s times beside them would hide 1/s, and the published A100
+slowdowns (1.29x by the SMs NCCL holds, 1.76x in one profile) hide too much (docs/simulate.md,
+"Overlapped compute and collectives"). So the measured backward lies between ours and ours
+without its collectives' time: the most any overlap could hide.
 """
 
 from __future__ import annotations
