@@ -15,10 +15,10 @@ the cores; CPU time / 2 is the wall time on an idle 2-core machine):
 
 and, as the baseline measured in the same run, Llama-3-70B translated at TP 2 x PP 4 x DP 8 (64
 ranks, as bench_moe.py). `--quick`: the two pipelines at 1/8 of their micro-batches. Issue 35's
-goal, on 2 cores: each <= 60 s and <= 1 GB. Before (main at e395553): 530B took 417 s and 3.3 GB;
-its 35-micro-batch run 49 s wall (20 s of CPU) and 677 MB. At 60caea7 (load 2.5-4.4): 530B 69 s
-wall, 30 s of CPU, 441 MB PSS; 1T 67 s, 62 s, 509 MB. With the encoding in two forked workers
-(chakra/ahead.py; load 2-3): 530B 20 s wall, 22 s of CPU, 511 MB; 1T 46 s, 53 s, 628 MB.
+goal, on 2 cores: each <= 60 s and <= 1 GB.
+
+Latest (2026-12-06, c427a81, the project's shared 2-core VM at a load of 2-3): 530B 20 s wall,
+22 s of CPU, 511 MB PSS; 1T 46 s, 53 s, 628 MB. Earlier figures: docs/performance.md (History).
 
 The models are Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
 Models", arXiv 2205.05198), Table 3: 530B 105 layers, hidden 20480, 128 heads; 1T 128 layers,

@@ -6,7 +6,8 @@ installed (neither is a dependency of modtrans). For each: the start-up (until a
 run), a worker's warm-up (importing modtrans's memory model), the overhead of one tiny task (200
 of them, mapped at once) and the shut-down. An engine that fails to start says so.
 
-Measured on the project's 2-core machine (Python 3.11, distributed 2026.8.0, ray 2.60.0):
+Latest (2026-12-06, 7f72045, the project's 2-core machine; Python 3.11, distributed 2026.8.0,
+ray 2.60.0):
     pool: start 0.05 s, warm-up 2.23 s, per task 0.51 ms, shutdown 0.00 s
     dask: start 6.20 s, warm-up 2.02 s, per task 19.30 ms, shutdown 2.38 s
     ray:  failed: "The current node timed out during startup" (its raylet did not register)

@@ -15,6 +15,8 @@ and measures, each in a fresh subprocess (so peak RSS is that of the one operati
   extract (with SHA-256)       as above plus the file hash (which must read every byte)
 
 Targets (issue 3): extraction >= 100x faster than onnx.load, <= 100 MB peak RSS for VGG16.
+
+Latest figures: docs/performance.md (Large translations and trace sets).
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ whole wall time less the reading it reports, so it holds the interpreter's start
 user and system time (the floor's less its reading), what a loaded machine's wall time blurs.
 Figures are the best of the rounds; the ratio is ModTrans over a floor (issue 39's goal for C4: at
 most 1.5x the floor without fsync).
+
+Latest figures (2026-12-06, the project's 2-core VM): docs/performance.md (Large translations
+and trace sets).
 """
 
 from __future__ import annotations

@@ -10,9 +10,11 @@ child's rusage), in a temporary folder:
 
 and, as the baseline measured in the same run, Llama-3-70B (dense) translated at TP 2 x PP 4 x DP 8
 (the same 64 ranks, a model with a tenth of the parameters and no experts). Issue 26's goals, on 2
-cores: DeepSeek-V3 translate <= 10 s and <= 500 MB, its inspect <= 2 s; Qwen3-30B-A3B <= 3 s. Before
-the grouped experts (every routed expert an IR layer of its own): 41 s, 2.3 GB, 1.2 GB of traces;
-inspect of the set 7.9 s, of the configuration 58 s.
+cores: DeepSeek-V3 translate <= 10 s and <= 500 MB, its inspect <= 2 s; Qwen3-30B-A3B <= 3 s.
+
+Latest (2026-12-02, 2e76242, the project's 2-core VM): DeepSeek-V3 translates in 5.9 s and 361
+MB (its 64 traces 118 MB), inspect 0.9 s of the set and 1.7 s of the configuration; Qwen3-30B-A3B
+1.3 s. Earlier figures: docs/performance.md (History).
 
 The configurations are the published config.json files' keys (deepseek-ai/DeepSeek-V3,
 Qwen/Qwen3-30B-A3B on the Hugging Face Hub).

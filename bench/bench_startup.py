@@ -9,6 +9,8 @@ the children) and after one untimed run. Each figure is CPU time (user and syste
 child's own rusage), the best of its rounds: a start-up is one core's work, and on a shared machine
 its wall time measures the neighbours. The commands take turns, round after round, so a change in
 the machine's load reaches every one of them.
+
+Latest figures: docs/performance.md (Start-up).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ TP 4 x PP 4, 20 chunks a stage, micro-batch 1, 16 micro-batches per replica, seq
 the distributed optimizer, on hgx-h100: N / 16 data ranks, every rank's trace the same size at
 every N.
 
-Measured on the project's 2-core machine (load 11-13 from other work), 2026-12-06, astra-sim
+Latest (2026-12-06, 0e20bcc, the project's 2-core machine at a load of 11-13), astra-sim
 518bd51's analytical congestion-unaware binary (peak RSS and CPU of the run, its Python caller's
 included; 128 and 256 ranks under the simulator lock):
 

@@ -23,41 +23,8 @@ record to beat is Calculon's (SC'23): 3.65 % mean absolute error, 8.87 % at wors
 Nothing here feeds back into the models: the compute model is calibrated on kernel measurements
 (modtrans/cost/devices.json), the network preset on nccl-tests (modtrans/simulate/network.py).
 
-Measured here (2 shared cores; ASTRA-sim master 518bd51, analytical congestion-unaware), error of
-the simulated iteration against Table 5, full recomputation / selective + SP:
-
-    main at 106a1ce (dgx-a100 at line rate, an SGD update, no optimizer node)
-        22B -16.3 % / -19.3 %      175B -11.2 % / -12.6 %
-    branch calib (selene at NCCL's rate, Megatron's Adam as a node of its own)
-        22B  -2.6 % /  -2.0 %      175B  -3.0 % /  -3.4 %      MAE 2.75 %, worst 3.4 % (four runs)
-
-The eight runs, exact tier (`--estimate`; equal to ASTRA-sim to the nanosecond on every layout
-checked, megatron-2022 traces included), branch calib3 at Megatron-LM 2022's conventions; per run
-the iteration of the stage that finishes last as compute + exposed communication + bubble (s):
-
-    run              measured  predicted  error    compute  exposed  bubble
-    22B full            1.42      1.383   -2.6 %     1.111    0.271   0
-    22B selective       1.10      1.078   -2.0 %     0.837    0.241   0
-    175B full          18.13     17.624   -2.8 %    14.015    2.731   0.878
-    175B selective     13.75     13.286   -3.4 %    10.286    2.245   0.756
-    530B full          49.05     46.147   -5.9 %    37.144    5.472   3.532
-    530B selective     37.83     35.003   -7.5 %    27.495    4.345   3.163
-    1T full            94.42     90.175   -4.5 %    69.809    6.976  13.389
-    1T selective       71.49     68.789   -3.8 %    51.677    5.987  11.126
-    MAE 4.06 %, worst 7.5 % (goal 3.5 % / 8 %)
-
-Where 530B and 1T lose time: not the pipeline's transfers. Megatron-LM 2022 blocked on every send
-and scattered each boundary over the tensor ranks (strategy/frameworks.py, megatron-2022): +0.2 %
-on 175B full, +0.04 % on 530B selective; its interleaved exchange after each backward, nothing
-(the warm-up's 2 (P - s - 1) forwards leave room for it). The bubble is the schedule's
-(P - 1) / (V m) plus the last stage's head, +6 % compute there. The compute: the A100 profile's
-GEMM rate (0.869 of peak: torch.mm's best shape, 100 iterations) is 4.5-4.7 % above Azure's
-cuBLASLt FP16 sweep on every large shape (8192^3 253.7, 16384^3 256.5, 6144 x 12288 x 12288 250.8
-TFLOP/s, after 10,000 warm-up iterations: the sustained rate; tests/test_gpu_model.py, A100_FP16),
-and 530B's and 1T's GEMMs are that large (2048 x 20480 x 7680 and up: 264-266 TFLOP/s charged).
-Adopted since (modtrans/cost/devices.json: the A100 at cuBLASLt's sustained 256.5 TFLOP/s,
-calibrated on that kernel sweep alone; Table 4's forwards then within 0.3 %), the eight runs by
-the exact tier on main 13a5db6 (2026-12-06, `--estimate`, megatron-2022):
+Latest (2026-12-06, main at 13a5db6, the project's 2 shared cores; `--estimate`, megatron-2022,
+the A100 at cuBLASLt's sustained 256.5 TFLOP/s), iteration time in seconds:
 
     run                  measured  predicted  error
     22B full                1.42      1.42    +0.2 %
@@ -70,18 +37,8 @@ the exact tier on main 13a5db6 (2026-12-06, `--estimate`, megatron-2022):
     1T selective + SP      71.49     72.06    +0.8 %
     MAE 1.04 %, worst 3.29 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
 
-The backward's tensor-parallel collectives stay in series: Megatron-LM 2022 issued the
-column-parallel backward's beside its GEMMs (LinearWithGradAccumulationAndAsyncCommunication
-.backward), and Table 4's layer says it hid 13-36 % of them, less than any published A100
-slowdown of GEMMs beside NCCL would hide (docs/simulate.md, "Overlapped compute and
-collectives"). Overlapping them fully, as ASTRA-sim would, put Table 4's backwards 7-12.5 % short
-and these eight runs at a 5.28 % MAE (branch calib4, not landed); tests/test_layer_times.py holds
-the measured backward between ours in series and ours without its collectives.
-
-ASTRA-sim itself, on the megatron-2022 traces: 175B selective + SP 13,286,232,671 ns, the exact
-tier's to the nanosecond (-3.4 %; 7 minutes). 530B full recomputation, simulated once before the
-2^30 unit fix and the 2022 conventions, -7.5 % (66 minutes on the shared cores); 530B selective
-was started again on a machine under a load of 14 and did not reach the simulator in time.
+Earlier figures, the runs on ASTRA-sim itself and why the backward's tensor-parallel collectives
+stay in series: docs/performance.md (History, bench_table5.py).
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ wall time measures the neighbours too: the issue's goal for SimAI text is CPU). 
 into a fresh temporary folder, after one untimed run of each (bytecode compiled, page cache warm);
 `--cold` leaves the untimed runs out (STG's run of minutes on a loaded machine: its compiling
 bytecode is not what it costs, and its warm-up would double the wait).
+
+Latest figures (2026-12-06, the project's 2-core VM): docs/performance.md (Beside the peers).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from modtrans.strategy import Parallelism
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.degrees import Degree, dense_data, register, registered
 from modtrans.strategy.llm.options import ORDER, Layout, LayoutError, span
+from tests import plans
 
 SEQUENCE = 256
 PRESETS = (Policy.DATA, Policy.MODEL, Policy.HYBRID_DATA_MODEL, Policy.HYBRID_TRANSFORMER)
@@ -23,14 +24,7 @@ DEGREES = sorted(registered().values(), key=lambda d: d.token)
 
 def _llm(model: str, layout: Layout) -> Plan:
     """A built-in configuration's plan (the published dimensions, a short sequence)."""
-    options = pipeline.Options(
-        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
-        input_shapes={"input_ids": (1, SEQUENCE)},
-        format="chakra-et",
-    )
-    done = pipeline.translate_checked(model, options)
-    assert done.plan is not None, [str(d) for d in done.diagnostics]
-    return done.plan
+    return plans.plan(model, layout, (1, SEQUENCE))
 
 
 def _preset(policy: Policy) -> Plan:

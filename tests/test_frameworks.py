@@ -4,37 +4,23 @@ against the source that sets what it sends."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
-from modtrans import pipeline
-from modtrans.comm import CommType, Policy
+from modtrans.comm import CommType
 from modtrans.plan import Collective, Compute, Direction, Op, Plan, Purpose, Step, Transfer
-from modtrans.strategy import Parallelism
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import Layout, Schedule
+from tests import plans
 
-# a two-block Llama in bf16: hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96
-TOY = {
-    "model_type": "llama", "vocab_size": 96, "hidden_size": 64, "intermediate_size": 128,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "torch_dtype": "bfloat16",
-}  # fmt: skip
 MICRO, SEQ, HIDDEN = 2, 16, 64
 A = MICRO * SEQ * HIDDEN * 2  # one micro-batch's hidden activation in bf16: 4,096 bytes
 TENSOR = frozenset({Purpose.TENSOR})
 
 
 def _plan(tmp_path: Path, layout: Layout, layers: int = 2) -> Plan:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({**TOY, "num_hidden_layers": layers}))
-    options = pipeline.Options(
-        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
-        input_shapes={"input_ids": (MICRO, SEQ)},
-        format="chakra-et",
-    )
-    result = pipeline.translate_checked(path, options)
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    return result.plan
+    """The toy Llama of `layers` blocks under `layout`."""
+    path = plans.config(tmp_path, {**plans.TOY, "num_hidden_layers": layers})
+    return plans.plan(path, layout, (MICRO, SEQ))
 
 
 def _pipeline(framework: Framework, sp: bool = False) -> Layout:

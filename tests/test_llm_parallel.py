@@ -31,19 +31,10 @@ from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import Layout, Recompute, Schedule
 from modtrans.strategy.llm.degrees import dense_data  # dense gradients' axes
 from modtrans.strategy.llm.options import LayoutError
+from tests import plans
 
 Run = Callable[..., Result]
-# a two-block Llama: hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96
-TOY = {
-    "model_type": "llama",
-    "vocab_size": 96,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "torch_dtype": "bfloat16",
-}
+TOY = plans.TOY  # the two-block Llama in bf16 whose sizes the tests below count by hand
 MOE = {**TOY, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
 MICRO, SEQ, HIDDEN, BYTES = 2, 16, 64, 2
 A = MICRO * SEQ * HIDDEN * BYTES  # one micro-batch's hidden activation: 4,096 bytes
@@ -58,19 +49,10 @@ TOY_ELEMENTS = 2 * 96 * 64 + 2 * TOY_BLOCK + 64
 def _plan(tmp_path: Path, layout: Layout, config: dict[str, Any] = TOY, *, padded: bool = False) -> Plan:
     """The toy's plan; its vocabulary as configured (the counts below are by hand) unless `padded`
     (Megatron's --make-vocab-size-divisible-by, tested on its own)."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
     layout = dataclasses.replace(layout, micro_batch=MICRO)  # the IR is one micro-batch of MICRO sequences
     if not padded:
         layout = dataclasses.replace(layout, vocab_divisor=1)
-    options = pipeline.Options(
-        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
-        input_shapes={"input_ids": (MICRO, SEQ)},
-        format="chakra-et",
-    )
-    result = pipeline.translate_checked(path, options)
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    return result.plan
+    return plans.plan(plans.config(tmp_path, config), layout, (MICRO, SEQ))
 
 
 def _collectives(plan: Plan, rank: int = 0) -> list[Collective]:
@@ -451,14 +433,8 @@ def test_a_capacity_factor_needs_a_mixture_and_padding_needs_a_factor(tmp_path: 
         Layout(npus=4, dp=4, pad_to_capacity=True)
     with pytest.raises(LayoutError, match="positive"):
         Layout(npus=4, dp=4, capacity_factor=0.0)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(TOY))
-    options = pipeline.Options(
-        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 4, layout=Layout(npus=4, dp=4, capacity_factor=1.0)),
-        input_shapes={"input_ids": (MICRO, SEQ)},
-        format="chakra-et",
-    )
-    result = pipeline.translate_checked(path, options)
+    layout = Layout(npus=4, dp=4, capacity_factor=1.0)
+    result = plans.translated(plans.config(tmp_path, TOY), layout, (MICRO, SEQ))
     assert result.plan is None
     assert any("no mixture of experts" in d.message for d in result.diagnostics)
 
@@ -668,17 +644,10 @@ def test_key_value_heads_divide_by_tp(tp: int, accepted: bool, tmp_path: Path) -
     world_size)) gives every rank whole key/value groups. Six query heads in three groups: T 3
     (one group a rank) is accepted; T 2 (one and a half) and T 6 (half a group) are refused,
     naming the rule (transformer_config.py alone would take T 6: a divisor)."""
-    path = tmp_path / "config.json"
-    path.write_text(
-        json.dumps({**TOY, "hidden_size": 48, "num_attention_heads": 6, "num_key_value_heads": 3})
-    )
+    heads = {"hidden_size": 48, "num_attention_heads": 6, "num_key_value_heads": 3}
+    path = plans.config(tmp_path, {**TOY, **heads})
     layout = Layout(npus=tp, tp=tp, global_batch=MICRO, micro_batch=MICRO)
-    options = pipeline.Options(
-        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, tp, layout=layout),
-        input_shapes={"input_ids": (MICRO, SEQ)},
-        format="chakra-et",
-    )
-    result = pipeline.translate_checked(path, options)
+    result = plans.translated(path, layout, (MICRO, SEQ))
     messages = [d.message for d in result.diagnostics]
     assert (result.plan is not None) is accepted, messages
     if not accepted:
@@ -992,14 +961,7 @@ def test_every_accepted_layout_keeps_megatrons_rules_and_every_refusal_names_one
         return
     config = {**(MOE if moe else TOY), "num_hidden_layers": 4}
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "config.json"
-        path.write_text(json.dumps(config))
-        options = pipeline.Options(
-            parallel=Parallelism(Policy.HYBRID_TRANSFORMER, layout.npus, layout=layout),
-            input_shapes={"input_ids": (MICRO, SEQ)},
-            format="chakra-et",
-        )
-        result = pipeline.translate_checked(path, options)
+        result = plans.translated(plans.config(Path(folder), config), layout, (MICRO, SEQ))
     messages = " ".join(d.message for d in result.diagnostics)
     assert (result.plan is None) == bool(broken), (broken, messages)
     if broken:

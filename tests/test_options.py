@@ -210,3 +210,13 @@ def test_the_metadatas_layout_section_names_options_as_the_table_does(tmp_path: 
     derived = {"ga", "pp_comm_bytes", "chunks", "memory"}
     assert set(llm) - derived <= set(table.BY_NAME)
     assert {"tp", "pp", "dp", "cp", "vpp", "schedule", "recompute"} <= set(llm)
+
+
+def test_the_sweeps_search_space_is_its_table_group() -> None:
+    """`modtrans sweep`'s search-space rows (the table's group) are sweep/space.py's Space fields,
+    in one order: request.py builds the Space from that group, so a row without a field, or a
+    field without a row, is found here."""
+    from modtrans.sweep.space import Space
+
+    rows = tuple(o.name for o in table.SWEEP_OWN if o.group == table.SPACE)
+    assert rows == tuple(f.name for f in dataclasses.fields(Space))

@@ -14,12 +14,10 @@ from pathlib import Path
 import pytest
 from typer.testing import Result
 
-from modtrans import pipeline
-from modtrans.comm import Policy
 from modtrans.plan.model import Compute, Direction, Plan, Purpose, Schedule, Step, Transfer
-from modtrans.strategy import Parallelism
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.schedule import order
+from tests import plans
 from tests.test_timeline import _lanes
 
 Run = Callable[..., Result]
@@ -45,34 +43,16 @@ def test_each_rank_runs_the_order_deepseeks_code_runs(case: str) -> None:
         assert _as_recorded(schedule, int(ranks), int(chunks), stage) == recorded, f"rank {stage}"
 
 
-# a Llama of 8 blocks (hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96): 2 blocks
-# a stage at P = 4, every size counted by hand
-TOY = {
-    "model_type": "llama",
-    "vocab_size": 96,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 8,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "torch_dtype": "bfloat16",
-}
+# the toy Llama of 8 blocks (hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96): 2
+# blocks a stage at P = 4, every size counted by hand
+TOY = {**plans.TOY, "num_hidden_layers": 8}
 SPLIT = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128  # q, o; k, v; gate, up, down: split over T
 NORMS = 2 * 64  # the block's two RMSNorm scales: on every tensor rank
 
 
 def _plan(tmp_path: Path, schedule: str) -> Plan:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(TOY))
     layout = Layout(npus=8, tp=2, pp=4, schedule=Schedule(schedule), global_batch=8, vocab_divisor=1)
-    options = pipeline.Options(
-        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 8, layout=layout),
-        input_shapes={"input_ids": (1, 16)},
-        format="chakra-et",
-    )
-    result = pipeline.translate_checked(path, options)
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    return result.plan
+    return plans.plan(plans.config(tmp_path, TOY), layout, (1, 16))
 
 
 def test_dualpipe_holds_two_stages_and_swaps_their_gradients_with_the_mirror_rank(tmp_path: Path) -> None:

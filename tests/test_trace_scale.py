@@ -8,7 +8,6 @@ Speed and memory are measured by bench/bench_llm.py, not asserted here."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -16,17 +15,15 @@ from typing import Any
 
 import pytest
 
-from modtrans import chakra, pipeline
+from modtrans import chakra
 from modtrans.chakra import ranks
 from modtrans.chakra.read import Trace, TraceNode, read
 from modtrans.chakra.validate import NAMES, RECV, SEND, check_set, one_trace, validate_paths
 from modtrans.chakra.validate import _groups as groups_of
-from modtrans.comm import Policy
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.plan import Plan
-from modtrans.strategy import Parallelism
 from modtrans.strategy.llm import Layout
-from tests.test_llm_parallel import TOY  # a two-block Llama
+from tests import plans
 from tests.test_traces import BROKEN, _decoded, _drop_attr, _encoded, _first, _set_attr, gpt2_set
 
 COLL = 7
@@ -200,17 +197,8 @@ def _transfers(ranked: Mapping[int, Trace]) -> list[Diagnostic]:
 
 
 def _llm_plan(folder: Path, micro: int = 2) -> Plan:
-    path = folder / "config.json"
-    path.write_text(json.dumps(TOY))
     layout = Layout(npus=8, tp=2, pp=2, dp=2, micro_batch=micro, global_batch=4 * micro)
-    options = pipeline.Options(
-        parallel=Parallelism(Policy.HYBRID_TRANSFORMER, 8, layout=layout),
-        input_shapes={"input_ids": (micro, 16)},
-        format="chakra-et",
-    )
-    result = pipeline.translate_checked(str(path), options)
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    return result.plan
+    return plans.plan(plans.config(folder, plans.TOY), layout, (micro, 16))
 
 
 @pytest.fixture(scope="module")

@@ -141,9 +141,8 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
     separate = small.ep > 1 or small.expert_tp != small.tp
     buffers = tuple(u.grads_over if u.role is LayerRole.EXPERT and separate else dense_data() for u in units)
     shards = tuple(buffer_share(u, None) if bucketed else None for u in units)
-    ways = (small.tp if small.sp else 1) * small.cp
     full = _blocks([u.block for u in units], reduced.stands_for)
-    boundary = build.boundary_bytes(units[full[0][-1]], ways)
+    boundary = build.boundary_bytes(units[full[0][-1]], build.boundary_ways(small))
     in_block = tuple(u.block is not None for u in units)
     by_name = {u.name: u for u in units}
     ties = tuple(

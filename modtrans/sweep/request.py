@@ -15,9 +15,8 @@ from modtrans.request import UsageError
 if TYPE_CHECKING:
     from modtrans.sweep.rows import Row
 
-SPACE_FIELDS = (
-    "tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "distributed_optimizer", "sp", "zero",
-)  # fmt: skip
+SPACE_FIELDS = tuple(o.name for o in table.SWEEP_OWN if o.group == table.SPACE)
+"""The search space's options: the option table's rows in its group, space.Space's fields."""
 GPU_COUNTS = 64
 """Cluster sizes one sweep compares at most (--gpus 1:1000000 is a typo, not a million sweeps)."""
 RUNNING = ("simulate", "astra_sim", "jobs", "engine", "scheduler", "cache", "no_cache", "output", "against")

@@ -58,7 +58,7 @@ def plan(
     runs = _buckets(units, runs, unit_chunks, layout, tied)
     runs = _mirrored(units, runs, layout)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
-    ways = (layout.tp if layout.sp else 1) * layout.sequence_shards  # the shards a boundary carries one of
+    ways = boundary_ways(layout)
     boundary = [boundary_bytes(units[chunk[-1].index], ways) for chunk in chunks]
     boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
     pipeline = _pipeline(layout)
@@ -353,6 +353,12 @@ def _skips(units: Sequence[Unit], chunks: Sequence[Sequence[int]], ways: int, ir
         if chunks[v] and units[chunks[v][-1]].x.group.members[-1].outputs[:1] != (output,):
             skips[v] = -(-(output.bytes or 0) // ways)
     return skips
+
+
+def boundary_ways(layout: Layout) -> int:
+    """The shards a pipeline boundary's activation is split into, each rank sending one: the
+    tensor ranks under SP times the degrees that split the sequence (C: degrees.py's `sequence`)."""
+    return (layout.tp if layout.sp else 1) * layout.sequence_shards
 
 
 def boundary_bytes(u: Unit, ways: int) -> int:

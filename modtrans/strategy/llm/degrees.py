@@ -2,8 +2,11 @@
 layout counts it (`register(Degree(...))`), as cost models and techniques register. The layout
 (options.py) derives from them the mesh, the axes a group spans, D and the sequence's split, and
 runs each degree's own rules; build.py runs each degree's model check and collectives. Every
-module of this package is imported on the first question, so a new degree is its module (and
-its option's row in table.py, its field in Layout) with nothing listed elsewhere.
+module of this package is imported on the first question, so a new degree is its module, its
+option's row in table.py, its Layout field and ORDER token (options.py) and its line in the
+package's module map. Still named degree by degree, where output bytes or typed fields fix them:
+sidecar.py's parallel.llm keys, the sweep's Space, loops and columns (sweep/space.py, rows.py,
+finalists.py) and picture.py's label.
 
     register(Degree("cp", Purpose("context"), optional=True, replica=True, sequence=True, ...))
     registered()["cp"].purpose      Purpose("context")
