@@ -48,6 +48,12 @@ REAL = {
     "whisper-large-v3-turbo": ("WhisperForConditionalGeneration", 0),
     "paligemma-3b-pt-224": ("PaliGemmaForConditionalGeneration", 0),
     "florence-2-large": ("Florence2ForConditionalGeneration", 1),  # auto_map; transformers has it
+    "gpt-neo-125m": ("GPTNeoForCausalLM", 0),  # num_layers, num_heads, attention_types
+    "distilbert-base-uncased-38-labels": ("DistilBertForMaskedLM", 0),  # dim, n_heads, n_layers
+    "albert-base-v2-classifier": ("AlbertForSequenceClassification", 0),  # a fine-tuned head
+    "electra-small-discriminator": ("ElectraForPreTraining", 0),  # the discriminator's head
+    "roberta-base-squad2": ("RobertaForQuestionAnswering", 0),
+    "blenderbot-400M-distill": ("BlenderbotForConditionalGeneration", 0),
 }
 
 QUICK = {"mpt-7b-instruct", "bart-large", "layoutlmv3-base"}
@@ -139,10 +145,17 @@ def test_a_quantization_config_is_built_unquantized_and_said() -> None:
     assert configs.warnings({"model_type": "gpt_oss"}, "config.json", native=True, remote=False) == []
 
 
-def test_a_remote_only_family_is_refused_in_one_line() -> None:
-    """MiniCPM-V 2.6 (model_type minicpmv, which only its own code defines): M801 naming the flag."""
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("minicpm-v-2_6", "--trust-remote-code"),  # model_type minicpmv: only its own code defines it
+        ("mms-tts-eng", "torch.nonzero"),  # VITS sizes its output by values meta tensors do not hold
+    ],
+)
+def test_a_published_configuration_that_cannot_be_built_is_refused_in_one_line(name: str, said: str) -> None:
     shapes = {"input_ids": (1, 64)}
-    ir, found = pipeline.extract_checked(FIXTURES / "minicpm-v-2_6.json", input_shapes=shapes)
+    ir, found = pipeline.extract_checked(FIXTURES / f"{name}.json", input_shapes=shapes)
     assert ir is None
     assert [d.code for d in found] == ["M801"]
-    assert "--trust-remote-code" in found[0].message
+    assert said in found[0].message
+    assert "\n" not in found[0].message
