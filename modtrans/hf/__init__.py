@@ -68,8 +68,9 @@ def extract(
     """The IR of the model a configuration describes, as transformers builds it; M801 in one line
     for one it cannot build (no class for any task, an error in its forward, a family only its
     own code defines without `remote`), X501 for `tensor` > 1 ranks where the configuration has
-    no tensor-parallel plan (plans.py). `remote`: the folder whose code the configuration's
-    auto_map names, run as transformers' trust_remote_code runs it (--trust-remote-code)."""
+    no tensor-parallel plan (plans.py), M805 for an auto_map or quantization_config the build does
+    not follow (configs.py). `remote`: the folder whose code the configuration's auto_map names,
+    run as transformers' trust_remote_code runs it (--trust-remote-code)."""
     from modtrans.hf import cache, configs, plans
 
     family = str(config.get("model_type", ""))
@@ -101,7 +102,8 @@ def extract(
     refused = plans.refusal(family, plan, tensor, ir)
     if refused is not None:
         return None, [diagnostic("X501", refused, path=name)]
-    native, remote_run = _known(family), remote is not None
+    remote_run = remote is not None
+    native = bool(config.get("auto_map")) and _known(family)  # no import of transformers without one
     fields = _unread(config) if configs.foreign(config, native, remote_run) else []
     said = configs.warnings(config, name, native=native, remote=remote_run, fields=fields)
     return ir, [*said, *_unrun(ir, name)]
@@ -124,6 +126,7 @@ def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:
 
 
 def _unread(config: Mapping[str, Any]) -> list[str]:
+    """library.unread: transformers imported, on a cached read too (an auto_map file's alone)."""
     from modtrans.hf import library
 
     return library.unread(config)
