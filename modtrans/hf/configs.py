@@ -23,7 +23,8 @@ DEQUANTIZED = (
     "checkpoint to train it (Mxfp4Config and FineGrainedFP8Config, dequantize=True), and QLoRA "
     "trains adapters beside the frozen quantized weights, whose elements are counted here"
 )
-"""What a quantized checkpoint trains as (M805). Its parameters are the weights' logical elements:
+"""What a quantized checkpoint trains as (M805; the `dequantize` flags: transformers'
+utils/quantization_config.py). Its parameters are the weights' logical elements:
 gpt-oss-20b's gate_up_proj_blocks [32, 5760, 90, 16] uint8 hold two fp4 values a byte, 32 x 5760 x
 2880, the unquantized shape (transformers' integrations/mxfp4.py, convert_moe_packed_tensors); the
 scales, one byte per 32 values, are not parameters a step updates."""
