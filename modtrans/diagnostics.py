@@ -988,6 +988,24 @@ message names them. The workload is written; its compute leaves those modules ou
 """,
 )
 _code(
+    "M805",
+    W,
+    "configuration field the meta build does not follow",
+    """
+A published configuration read through transformers (the extra `hf`) said something the build on
+the meta device reads otherwise, and the message says what was built instead:
+- an `auto_map` (code beside the file) on a model_type transformers defines itself (MPT-7B's
+  `MPTForCausalLM`): transformers' own class is built, as from_pretrained builds it without
+  trust_remote_code; `--trust-remote-code` runs that code instead;
+- a `quantization_config` (gpt-oss's mxfp4, DeepSeek-V3's fp8, GPTQ, AWQ): the model is built
+  unquantized, its parameters the weights' logical elements, as training holds them (transformers
+  dequantizes mxfp4 and fp8 checkpoints to train them; QLoRA trains adapters beside them).
+The workload is written.
+  bad:  {"model_type": "mpt", "auto_map": {"AutoConfig": "configuration_mpt.MPTConfig"}, ...}
+  good: {"model_type": "mpt", ...} (the same file without the code it names)
+""",
+)
+_code(
     "X510",
     W,
     "layer whose FLOPs are unknown",

@@ -162,7 +162,8 @@ DIFFERENTIAL_SAMPLE = {"falcon-7b", "phi-3-mini-4k-instruct", "pythia-160m"}
 def test_the_hand_written_families_agree_with_transformers(name: str, tmp_path: Path) -> None:
     """Each hand-written decoder family (llm/config.py) against the same configuration built by
     transformers: equal parameters, each parameter both name of the same shape (the hand-written
-    names are transformers' state-dict keys), forward FLOPs within 1 %."""
+    names are transformers' state-dict keys) and dtype (the file's torch_dtype), forward FLOPs
+    within 1 %."""
     data = json.loads((CONFIGS / f"{name}.json").read_text())
     data["model_type"] = ALIASES.get(data["model_type"], data["model_type"])  # Falcon's first name
     written, _ = pipeline.extract_checked(
@@ -178,6 +179,8 @@ def test_the_hand_written_families_agree_with_transformers(name: str, tmp_path: 
     both = sorted(set(mine) & set(shapes))
     assert len(both) >= 0.9 * len(mine), sorted(set(mine) - set(shapes))[:5]
     assert {n: mine[n] for n in both} == {n: shapes[n] for n in both}
+    dtypes = {p.dtype for x in written.layers for p in x.params}  # the file's torch_dtype
+    assert dtypes == {p.dtype for x in generic.layers for p in x.params}
     ours, theirs = written.totals.flops.forward, generic.totals.flops.forward
     assert abs(ours - theirs) <= 0.01 * theirs, (ours, theirs)
 

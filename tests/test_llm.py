@@ -249,7 +249,7 @@ def test_a_micro_batch_whose_activations_fit_no_device_is_a_warning(micro_batch:
         assert "warning M803" in result.stderr
 
 
-@pytest.mark.parametrize("code", ["M801", "M802", "M803", "M804"])
+@pytest.mark.parametrize("code", ["M801", "M802", "M803", "M804", "M805"])
 def test_the_llm_codes_are_explained_with_examples(code: str, run_cli: Run) -> None:
     result = run_cli("validate", "--explain", code)
     assert result.exit_code == 0

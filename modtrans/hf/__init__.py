@@ -7,6 +7,9 @@ one line.
 library.py  torch and transformers (imported there, in inputs.py and values.py alone): the model
             built on meta, its forward recorded as ops with their modules, FLOPs (flop_counter's
             formulas) and operands
+configs.py  a published config.json's class among its `architectures`, its checkpoint's dtype,
+            and what the build does not follow (auto_map beside a native model_type,
+            quantization_config), said in one warning each (M805)
 inputs.py   a model's inputs as meta tensors: token ids no special token uses, audio through the
             model type's feature extractor
 values.py   the values a forward on meta reads: CPU copies of the tensors whose values are known,
@@ -65,9 +68,10 @@ def extract(
     """The IR of the model a configuration describes, as transformers builds it; M801 in one line
     for one it cannot build (no class for any task, an error in its forward, a family only its
     own code defines without `remote`), X501 for `tensor` > 1 ranks where the configuration has
-    no tensor-parallel plan (plans.py). `remote`: the folder whose code the configuration's
-    auto_map names, run as transformers' trust_remote_code runs it (--trust-remote-code)."""
-    from modtrans.hf import cache, plans
+    no tensor-parallel plan (plans.py), M805 for an auto_map or quantization_config the build does
+    not follow (configs.py). `remote`: the folder whose code the configuration's auto_map names,
+    run as transformers' trust_remote_code runs it (--trust-remote-code)."""
+    from modtrans.hf import cache, configs, plans
 
     family = str(config.get("model_type", ""))
     if not available():
@@ -98,7 +102,11 @@ def extract(
     refused = plans.refusal(family, plan, tensor, ir)
     if refused is not None:
         return None, [diagnostic("X501", refused, path=name)]
-    return ir, _unrun(ir, name)
+    remote_run = remote is not None
+    native = bool(config.get("auto_map")) and _known(family)  # no import of transformers without one
+    fields = _unread(config) if configs.foreign(config, native, remote_run) else []
+    said = configs.warnings(config, name, native=native, remote=remote_run, fields=fields)
+    return ir, [*said, *_unrun(ir, name)]
 
 
 def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:
@@ -115,6 +123,13 @@ def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:
         f"({modules}): counted and all-reduced, computing nothing"
     )
     return [diagnostic("M804", message, path=name)]
+
+
+def _unread(config: Mapping[str, Any]) -> list[str]:
+    """library.unread: transformers imported, on a cached read too (an auto_map file's alone)."""
+    from modtrans.hf import library
+
+    return library.unread(config)
 
 
 def _known(family: str) -> bool:

@@ -24,6 +24,7 @@ import torch
 import transformers
 from torch.utils.flop_counter import flop_registry
 
+from modtrans.hf import configs
 from modtrans.hf.inputs import forward_args, inputs
 from modtrans.hf.values import Values, flat
 
@@ -281,7 +282,16 @@ def config_of(data: Mapping[str, Any], remote: Path | None = None) -> Any:
     kind = data.get("model_type")
     if not isinstance(kind, str) or kind not in transformers.CONFIG_MAPPING:
         raise LookupError(kind)
-    return transformers.CONFIG_MAPPING[kind].from_dict(values)
+    with _quiet():  # its notes to the file's author (`torch_dtype` is deprecated): not the user's
+        return transformers.CONFIG_MAPPING[kind].from_dict(values)
+
+
+def unread(data: Mapping[str, Any]) -> list[str]:
+    """configs.unread of a config.json's dict against its model_type's class, generation settings
+    (GenerationConfig's) and PretrainedConfig's own fields aside."""
+    ignored = {*transformers.GenerationConfig().to_dict(), *transformers.PretrainedConfig().to_dict()}
+    ignored |= {"torch_dtype", "auto_map", "quantization_config", "_commit_hash", "_name_or_path"}
+    return configs.unread(data, config_of(data), ignored)
 
 
 def _remote(reference: str, folder: Any) -> Any:
@@ -334,24 +344,30 @@ def default_config(model_type: str) -> Any:
 
 def model_class(config: Any, remote: Path | None = None) -> Any:
     """The class to build: with `remote`, the code's class its auto_map names for the first task
-    it names (TASKS' Auto classes, then AutoModel); else the first of `architectures` transformers
-    defines, else the first task whose Auto class knows the model_type (TASKS)."""
+    it names (TASKS' Auto classes, then AutoModel); else the one configs.choose takes of its
+    `architectures`, its tasks' classes (TASKS) and its base class (AutoModel's)."""
     mapped = getattr(config, "auto_map", None) or {}
     if remote is not None and mapped:
         for auto in (*(name for _, name in TASKS), "AutoModel"):
             if isinstance(mapped.get(auto), str):
                 return _remote(mapped[auto], remote)
-    for name in getattr(config, "architectures", None) or ():
-        cls = getattr(transformers, str(name), None)
-        if isinstance(cls, type):
-            return cls
-    for task, _ in TASKS:
-        name = classes(task).get(config.model_type)
-        if name and isinstance(getattr(transformers, name, None), type):
-            return getattr(transformers, name)
-    raise LookupError(
-        f"transformers {VERSION} has no causal-LM, masked-LM, seq2seq, speech or vision class for it"
-    )
+    tasks: list[str] = []
+    for task, _ in TASKS:  # some tables list several classes
+        found = classes(task).get(config.model_type) or ()
+        tasks += [found] if isinstance(found, str) else list(found)
+    listed = getattr(config, "architectures", None) or ()
+    name = configs.choose(listed, tasks, _base(config.model_type), lambda n: named_class(n) is not None)
+    if name is None:
+        raise LookupError(f"transformers {VERSION} has no class for it")
+    return named_class(name)
+
+
+def _base(model_type: str) -> str | None:
+    """The model type's base class (AutoModel's: LayoutLMv3Model, whose task classes need boxes)."""
+    from transformers.models.auto import modeling_auto
+
+    name = modeling_auto.MODEL_MAPPING_NAMES.get(model_type)
+    return name if isinstance(name, str) else None
 
 
 def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
@@ -360,6 +376,7 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
     routed rows: the balanced count, and one FlopCounterMode counts; the grouped_mm kernel has no
     flop formula)."""
     cls = cls or model_class(config, remote)
+    declared = configs.dtype(config)  # _from_config's float32 overwrites it
     config = _own(config, cls)
     config._attn_implementation = "eager"
     if getattr(cls, "_can_set_experts_implementation", None) and cls._can_set_experts_implementation():
@@ -367,6 +384,8 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
     with torch.device("meta"), _quiet():
         model = cls._from_config(config, torch_dtype=torch.float32)
     model.train(False)
+    if declared is not None:
+        model.config.dtype = declared  # the checkpoint's: the IR's dtype (blocks.shape_of)
     for each in (model.config, *(getattr(model.config, k, None) for k in ("text_config", "decoder"))):
         if each is not None and hasattr(each, "use_cache"):
             each.use_cache = False  # a training step keeps no key/value cache

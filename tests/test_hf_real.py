@@ -1,0 +1,162 @@
+"""Published config.json files (fixtures/hf/MANIFEST.md: each a verbatim copy, its repository
+and commit) of families outside the hand-written list, read by the generic path as they are:
+old field names (BLOOM's n_head, n_layer), a remote-code class name and auto_map on a model_type
+transformers defines (MPT-7B, Florence-2), `architectures` listing a headless base first
+(bart-large) or a fine-tuned head (DeBERTa-v3 for question answering), none at all (LayoutLMv3),
+`torch_dtype` float16 and bfloat16. Each against transformers itself: parameters equal
+sum(p.numel()), the matrix products' forward FLOPs within 2 % of FlopCounterMode's count, the IR's
+dtype the checkpoint's.
+
+Marker hf: needs torch and transformers (the extra `hf`); the large or slow-to-import ones slow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from typer.testing import CliRunner
+
+from modtrans import pipeline
+from modtrans.cli import app
+from modtrans.hf import blocks, configs, layers, library
+from modtrans.ir.document import Kind, ModelIR, Provenance
+
+pytestmark = pytest.mark.hf
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
+GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
+
+REAL = {
+    # file: (the class transformers builds for the checkpoint, the M805 warnings it gives)
+    "mpt-7b-instruct": ("MptForCausalLM", 1),  # names MPTForCausalLM (its own code's); auto_map
+    "bart-large": ("BartForConditionalGeneration", 0),  # lists BartModel first
+    "deberta-v3-base-squad": ("DebertaV2ForQuestionAnswering", 0),  # a fine-tuned head
+    "layoutlmv3-base": ("LayoutLMv3Model", 0),  # no architectures; no LM class: the base
+    "opt-1.3b": ("OPTForCausalLM", 0),
+    "bloom-3b-finetune": ("BloomForCausalLM", 0),
+    "vit-base-patch16-224": ("ViTForImageClassification", 0),
+    "dinov2-small": ("Dinov2Model", 0),
+    "nllb-200-distilled-600M": ("M2M100ForConditionalGeneration", 0),
+    "opus-mt-en-zh": ("MarianMTModel", 0),
+    "mbart-large-50-many-to-many-mmt": ("MBartForConditionalGeneration", 0),
+    "whisper-large-v3-turbo": ("WhisperForConditionalGeneration", 0),
+    "paligemma-3b-pt-224": ("PaliGemmaForConditionalGeneration", 0),
+    "florence-2-large": ("Florence2ForConditionalGeneration", 1),  # auto_map; transformers has it
+    "gpt-neo-125m": ("GPTNeoForCausalLM", 0),  # num_layers, num_heads, attention_types
+    "distilbert-base-uncased-38-labels": ("DistilBertForMaskedLM", 0),  # dim, n_heads, n_layers
+    "albert-base-v2-classifier": ("AlbertForSequenceClassification", 0),  # a fine-tuned head
+    "electra-small-discriminator": ("ElectraForPreTraining", 0),  # the discriminator's head
+    "roberta-base-squad2": ("RobertaForQuestionAnswering", 0),
+    "blenderbot-400M-distill": ("BlenderbotForConditionalGeneration", 0),
+}
+
+QUICK = {"bart-large", "layoutlmv3-base"}
+"""The class choices CI's hf stage reads (-m "hf and not slow"; MPT-7B's auto_map and dtype in
+the test of its own below); `-m hf` reads all."""
+
+
+@pytest.mark.parametrize("name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in REAL])
+def test_a_published_configuration_is_built_as_transformers_builds_it(name: str) -> None:
+    data = json.loads((FIXTURES / f"{name}.json").read_text())
+    config = library.config_of(data)
+    model = library.build(config)
+    assert type(model).__name__ == REAL[name][0]
+    given = library.inputs(model, 1, 64)
+    recorded = library.record(model, given)
+    provenance = Provenance(name, None, 0, "test", library.VERSION, 0, {}, name, 1, {}, "", True)
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert counted > 0
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    declared = str(data.get("torch_dtype") or data.get("dtype") or "float32")
+    assert {p.dtype for x in ir.layers for p in x.params} == {configs.DTYPES[declared][0]}
+    native = library.known(data["model_type"])
+    fields = library.unread(data) if configs.foreign(data, native, False) else []
+    said = configs.warnings(data, name, native=native, remote=False, fields=fields)
+    assert [d.code for d in said] == ["M805"] * REAL[name][1]
+
+
+def test_fields_transformers_own_class_does_not_define_are_named() -> None:
+    """Florence-2-large's file (auto_map: its own code) sizes its DaViT vision tower by
+    `dim_embed`; transformers' Florence2VisionConfig takes `embed_dim` and keeps its defaults
+    (128 to 1,024 channels where the file says 256 to 2,048): the warning names the field, first
+    among the 13 no class here reads. MPT-7B's three (init_config, tokenizer_name, verbose) only
+    initialise or name a tokenizer."""
+    florence = json.loads((FIXTURES / "florence-2-large.json").read_text())
+    fields = library.unread(florence)
+    assert fields[0] == "vision_config.dim_embed"
+    assert len(fields) == 13
+    said = configs.warnings(florence, "florence", native=True, remote=False, fields=fields)
+    assert "vision_config.dim_embed, vision_config.visual_temporal_embedding" in said[0].message
+    assert "(13 in all)" in said[0].message
+    mpt = json.loads((FIXTURES / "mpt-7b-instruct.json").read_text())
+    assert library.unread(mpt) == ["init_config", "tokenizer_name", "verbose"]
+
+
+def test_mpt_7b_s_own_code_is_named_and_transformers_class_built(tmp_path: Path) -> None:
+    """MPT-7B-Instruct's file names its remote code (auto_map) for a model_type transformers
+    defines: without --trust-remote-code transformers' MptForCausalLM is built, as from_pretrained
+    builds it, and one warning says so; its weights are bfloat16 (torch_dtype), as the IR's."""
+    runner = CliRunner()
+    out = tmp_path / "mpt"
+    args = ["translate", str(FIXTURES / "mpt-7b-instruct.json"), "--seq-len", "64", "--format", "chakra-et"]
+    result = runner.invoke(app, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.output.splitlines() if "warning M805" in line]
+    assert len(warned) == 1
+    assert "configuration_mpt, modeling_mpt" in warned[0]
+    assert "'mpt'" in warned[0]
+    assert warned[0].endswith("init_config, tokenizer_name, verbose")
+    shapes = {"input_ids": (1, 64)}
+    ir, found = pipeline.extract_checked(FIXTURES / "mpt-7b-instruct.json", input_shapes=shapes)
+    assert ir is not None
+    assert [d.code for d in found] == ["M805"]
+    # MPT-7B: 6.7 B parameters (the model card's 6.7B); d_model 4096, 32 layers, 50432 tokens,
+    # no biases, tied head: 50432 x 4096 + 32 x (12 x 4096^2 + 2 x 4096) + 4096
+    assert ir.totals.params == 50432 * 4096 + 32 * (12 * 4096**2 + 2 * 4096) + 4096
+    assert {p.dtype for x in ir.layers for p in x.params} == {"bfloat16"}
+
+
+def test_a_quantization_config_is_built_unquantized_and_said() -> None:
+    """gpt-oss-20b's quantization_config (mxfp4, as its published file and every copy of it
+    quote it): one warning, naming the method and what a quantized checkpoint trains as."""
+    quantized = {
+        "model_type": "gpt_oss",
+        "quantization_config": {
+            "modules_to_not_convert": [
+                "model.layers.*.self_attn",
+                "model.layers.*.mlp.router",
+                "model.embed_tokens",
+                "lm_head",
+            ],
+            "quant_method": "mxfp4",
+        },
+    }
+    said = configs.warnings(quantized, "config.json", native=True, remote=False)
+    assert [d.code for d in said] == ["M805"]
+    assert "quantization_config (mxfp4): built unquantized" in said[0].message
+    assert configs.warnings({"model_type": "gpt_oss"}, "config.json", native=True, remote=False) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("minicpm-v-2_6", "--trust-remote-code"),  # model_type minicpmv: only its own code defines it
+        ("mms-tts-eng", "torch.nonzero"),  # VITS sizes its output by values meta tensors do not hold
+    ],
+)
+def test_a_published_configuration_that_cannot_be_built_is_refused_in_one_line(name: str, said: str) -> None:
+    shapes = {"input_ids": (1, 64)}
+    ir, found = pipeline.extract_checked(FIXTURES / f"{name}.json", input_shapes=shapes)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert said in found[0].message
+    assert "\n" not in found[0].message
