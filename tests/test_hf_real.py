@@ -26,6 +26,7 @@ from modtrans import pipeline
 from modtrans.cli import app
 from modtrans.hf import blocks, configs, layers, library
 from modtrans.ir.document import Kind, ModelIR, Provenance
+from modtrans.llm.config import DTYPES
 
 pytestmark = pytest.mark.hf
 
@@ -77,7 +78,7 @@ def test_a_published_configuration_is_built_as_transformers_builds_it(name: str)
     assert counted > 0
     assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
     declared = str(data.get("torch_dtype") or data.get("dtype") or "float32")
-    assert {p.dtype for x in ir.layers for p in x.params} == {configs.DTYPES[declared][0]}
+    assert {p.dtype for x in ir.layers for p in x.params} == {DTYPES[declared][0]}
     native = library.known(data["model_type"])
     fields = library.unread(data) if configs.foreign(data, native, False) else []
     said = configs.warnings(data, name, native=native, remote=False, fields=fields)
