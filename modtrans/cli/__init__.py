@@ -6,7 +6,9 @@ common.py holds the apps, option types and output helpers; options.py makes type
 option table (modtrans.table), each value named by its metavar; values.py parses option values with
 the table's rules; program.py the click classes (one-line usage errors, help groups); convert.py
 converts values by the table's rules, without the pydantic that typer's own conversion imports;
-vocabulary.py the help groups and other tools' option spellings. Each other module registers its
+vocabulary.py the help groups and other tools' option spellings; methods.py keeps the compiled code
+of the methods the library's dataclasses generate between runs (their compiling was 43 % of a
+translation's imports). Each other module registers its
 commands: workload.py (validate, fmt, convert), extract.py, translate.py, models.py (inspect, zoo
 list, fetch, cost list; memory.py prints a layout's memory per stage, traces.py reads a trace set,
 simulate's too), compare.py and sides.py (diff), editor.py (lsp), simulate.py (simulate),
@@ -23,7 +25,11 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from modtrans.cli.program import App, Program
+from modtrans.cli import methods
+
+methods.install()  # before the library's dataclasses are made: their methods compiled once
+
+from modtrans.cli.program import App, Program  # noqa: E402
 
 # Each command, in the order `modtrans --help` lists them: the module that registers it on
 # common.commands and its summary (the first paragraph of its help; a test holds them equal).
@@ -140,6 +146,7 @@ def run() -> None:
     except KeyboardInterrupt:  # one outside the command (typer makes the command's exit 130)
         code = 130
     stopping.ending()
+    methods.save()
     if not isinstance(code, int):  # None is success; any other object is a message, as Python has it
         if code is not None:
             print(code, file=sys.stderr)
