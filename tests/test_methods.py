@@ -43,7 +43,7 @@ for name in sys.argv[3:]:
                 out[f"{name}.{cls.__qualname__}.{method}"] = [code(f.__code__), repr(f.__defaults__),
                                                             repr(f.__kwdefaults__), repr(f.__annotations__)]
 if sys.argv[1] == "table":
-    out["compiled"] = methods._compiled
+    out["compiled"] = bool(methods._new)
 print(json.dumps(out))
 """
 
@@ -79,12 +79,14 @@ def test_the_first_run_writes_the_table_and_the_next_compiles_nothing(
     warm: tuple[Path, dict[str, str]],
 ) -> None:
     tmp, env = warm
-    table = marshal.loads(_table(env).read_bytes())
-    assert len(table) > 200  # about 100 classes, 2 to 6 methods each
-    assert all(source.startswith("def __create_fn__(") for source in table)  # dataclasses' text only
+    table = {m: marshal.loads(part) for m, part in marshal.loads(_table(env).read_bytes()).items()}
+    assert "modtrans.plan.model" in table
+    assert all(m.startswith(("modtrans.", "typer.")) for m in table)
+    assert sum(map(len, table.values())) > 200  # about 100 classes, 2 to 6 methods each
+    assert all(source.startswith("def __create_fn__(") for part in table.values() for source in part)
     probe = (
         "import sys\nfrom modtrans.cli import main, methods\nsys.argv = ['modtrans', *sys.argv[1:]]\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\nprint(methods._compiled)"
+        "try:\n    main()\nexcept SystemExit:\n    pass\nprint(bool(methods._new))"
     )
     again = _run(["-c", probe, *TRANSLATE, "-o", str(tmp / "again.txt")], env)
     assert again.stdout.strip().splitlines()[-1] == "False"
@@ -125,6 +127,6 @@ def test_only_the_librarys_classes_are_looked_up(tmp_path: Path) -> None:
         "import dataclasses\nfrom modtrans.cli import methods\n"
         "@dataclasses.dataclass(frozen=True)\nclass Mine:\n    zq_unique_field: int\n"
         "assert Mine(1) == Mine(1) and hash(Mine(2)) == hash(Mine(2))\n"
-        "print(any('zq_unique_field' in s for s in methods._table))"
+        "print(any('zq_unique_field' in s for part in methods._parts.values() for s in part))"
     )
     assert _run(["-c", probe], _env(tmp_path)).stdout.strip() == "False"

@@ -7,12 +7,11 @@ option table (modtrans.table), each value named by its metavar; values.py parses
 the table's rules; program.py the click classes (one-line usage errors, help groups); convert.py
 converts values by the table's rules, without the pydantic that typer's own conversion imports;
 vocabulary.py the help groups and other tools' option spellings; methods.py keeps the compiled code
-of the methods the library's dataclasses generate between runs (their compiling was 43 % of a
-translation's imports). Each other module registers its
-commands: workload.py (validate, fmt, convert), extract.py, translate.py, models.py (inspect, zoo
-list, fetch, cost list; memory.py prints a layout's memory per stage, traces.py reads a trace set,
-simulate's too), compare.py and sides.py (diff), editor.py (lsp), simulate.py (simulate),
-estimate.py (estimate), sweep.py (sweep). The rules and writers are the library's (modtrans.table,
+of the methods typer's and the library's dataclasses generate between runs (compiling them was a
+third of a translation's CPU). Each other module registers its commands: workload.py (validate,
+fmt, convert), extract.py, translate.py, models.py (inspect, zoo list, fetch, cost list; memory.py
+prints a layout's memory per stage, traces.py reads a trace set, simulate's too), compare.py and
+sides.py (diff), editor.py (lsp), simulate.py (simulate), estimate.py (estimate), sweep.py (sweep). The rules and writers are the library's (modtrans.table,
 modtrans.rules, modtrans.request, modtrans.api, modtrans.outputs): a command parses its options,
 calls the library and prints.
 """
@@ -22,12 +21,12 @@ from __future__ import annotations
 import sys
 from typing import Annotated, Any
 
-import typer
-from typer.core import TyperCommand
-
 from modtrans.cli import methods
 
-methods.install()  # before the library's dataclasses are made: their methods compiled once
+methods.install()  # before typer's and the library's dataclasses are made: their methods compiled once
+
+import typer  # noqa: E402
+from typer.core import TyperCommand  # noqa: E402
 
 from modtrans.cli.program import App, Program  # noqa: E402
 
