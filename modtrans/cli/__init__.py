@@ -11,9 +11,9 @@ of the methods typer's and the library's dataclasses generate between runs (comp
 third of a translation's CPU). Each other module registers its commands: workload.py (validate,
 fmt, convert), extract.py, translate.py, models.py (inspect, zoo list, fetch, cost list; memory.py
 prints a layout's memory per stage, traces.py reads a trace set, simulate's too), compare.py and
-sides.py (diff), editor.py (lsp), simulate.py (simulate), estimate.py (estimate), sweep.py (sweep). The rules and writers are the library's (modtrans.table,
-modtrans.rules, modtrans.request, modtrans.api, modtrans.outputs): a command parses its options,
-calls the library and prints.
+sides.py (diff), editor.py (lsp), simulate.py (simulate), estimate.py (estimate), sweep.py (sweep).
+The rules and writers are the library's (modtrans.table, modtrans.rules, modtrans.request,
+modtrans.api, modtrans.outputs): a command parses its options, calls the library and prints.
 """
 
 from __future__ import annotations
