@@ -1,6 +1,6 @@
 """The program runs a command with the cyclic garbage collector off (cli.run: what a command makes
-lives until it ends) and the language server with it on (it runs for hours). Each probe is the real
-program in a fresh process; Python callers of main() keep the collector as they set it."""
+lives until it ends) and the language server and a sweep with it on (they run for hours). Each
+probe is the real program in a fresh process; Python callers of main() keep their collector."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ run()
 _SERVER = """
 import gc, sys
 from modtrans.lsp import server
-server.run = lambda **_: print("collector on" if gc.isenabled() else "collector off")
+def probe(*_, **__):
+    print("collector on" if gc.isenabled() else "collector off")
+    raise SystemExit(0)
+server.run = probe
 sys.argv = ["modtrans", "lsp"]
 from modtrans.cli import run
 run()
@@ -53,6 +56,14 @@ def test_a_command_runs_without_the_collector(tmp_path: Path) -> None:
 
 def test_the_language_server_runs_with_the_collector() -> None:
     assert _said(_SERVER) == "collector on"
+
+
+def test_a_sweep_runs_with_the_collector(tmp_path: Path) -> None:
+    probe = _SERVER.replace("from modtrans.lsp import server", "import modtrans.sweep.request as server")
+    probe = probe.replace("server.run = probe", "server.run_request = probe").replace(
+        '"lsp"', '"sweep", "llama-3-8b"'
+    )
+    assert _said(probe) == "collector on"
 
 
 def test_a_python_caller_of_main_keeps_its_collector() -> None:

@@ -135,8 +135,8 @@ def run() -> None:
     The cyclic garbage collector is off for the command: what a command makes (an IR, a plan, a
     workload) lives until it ends and holds almost no cycle (a C4 translation leaves 1,129
     unreachable objects), yet each of the collector's young passes walks every new container, 4 %
-    of a C4 SimAI translation's instructions (callgrind). `modtrans lsp` turns it back on: a server
-    runs for hours (cli/editor.py)."""
+    of a C4 SimAI translation's instructions (callgrind). `modtrans lsp` and `modtrans sweep` turn it
+    back on: a server runs for hours, a sweep's plans leave cycles (38,000 objects in a 25 s sweep)."""
     import atexit
     import gc
     import os
