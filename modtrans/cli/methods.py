@@ -52,18 +52,26 @@ def install() -> None:
 
 def _exec(source: Any, globals: Any = None, locals: Any = None) -> None:
     """exec() for the dataclasses module: the program's generated methods from the table."""
-    module = globals.get("__name__") if isinstance(globals, dict) else None
-    if not isinstance(source, str) or not isinstance(module, str) or not module.startswith(PROGRAM):
+    if not isinstance(source, str):
         builtins.exec(source, globals, locals)
+        return
+    module = globals.get("__name__") if isinstance(globals, dict) else None
+    if not isinstance(module, str) or not module.startswith(PROGRAM):
+        builtins.exec(_compiled(source), globals, locals)  # not exec(source): it would take our flags
         return
     part = _part(module)
     code = part.get(source)
     if code is None:
-        # the flags exec() would compile with: the dataclasses module's, which has no __future__
-        code = part[source] = compile(source, "<string>", "exec", dont_inherit=True)
+        code = part[source] = _compiled(source)
         _new.add(module)
     _used.setdefault(module, set()).add(source)
     builtins.exec(code, globals, locals)
+
+
+def _compiled(source: str) -> CodeType:
+    """What exec() compiles `source` to in the dataclasses module, whose code has no __future__
+    flag to pass on (this module's `annotations` would make every annotation a string)."""
+    return compile(source, "<string>", "exec", dont_inherit=True)
 
 
 def _part(module: str) -> dict[str, CodeType]:
