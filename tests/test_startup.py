@@ -33,7 +33,7 @@ BUDGETS: dict[str, tuple[int, set[str]]] = {
     "translate llama-3-8b --tp 2 -o {out}/l.txt": (275, TEXT_ONLY),
     # SimAI's keyed header: the quick check reads no text back, and the reader's keyed path no lark
     "translate llama-3-8b --tp 2 --pp 2 --sp --dialect simai -o {out}/s.txt": (275, TEXT_ONLY),
-    "validate {out}/s.txt": (275, TEXT_ONLY | {"rich"}),
+    "validate {out}/s.txt": (220, TEXT_ONLY | {"rich"}),
     "validate {out}/l.txt": (220, TEXT_ONLY | {"rich"}),
     "translate llama-3-8b --tp 2 --pp 2 --format chakra-et -o {out}/l": (340, LIBRARIES),
     "validate {out}/l.0.et {out}/l.1.et {out}/l.2.et {out}/l.3.et": (275, LIBRARIES | {"rich"}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Annotated
 
 import typer
@@ -48,6 +49,7 @@ def lsp(
 
         typer.echo(f"modtrans: the language server needs pygls: {install_hint('lsp')}", err=True)
         raise typer.Exit(2) from None
+    gc.enable()  # the program turns the collector off for a command's run (cli.run); a server runs for hours
     try:
         server.run(tcp=address, dialect=dialect.value if dialect else None)
     except OSError as error:  # the address went away between the check and the bind

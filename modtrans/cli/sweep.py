@@ -4,6 +4,7 @@ dropped, the best ten, the files written."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ def sweep(ctx: typer.Context, model: Model, quiet: Quiet = False, **values: Any)
     from modtrans.sweep.request import run_request
     from modtrans.sweep.rows import agreement
 
+    gc.enable()  # cli.run turns the collector off for a command; a sweep's hours of plans leave cycles
     options = given(ctx, values, table.SWEEP)
     options = {k: v for k, v in options.items() if v is not None and v != ()}
     try:
