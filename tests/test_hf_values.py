@@ -176,3 +176,23 @@ def test_a_composite_configuration_s_causal_lm_is_built_from_its_text_configurat
     counted = library.count_forward(model, given)
     ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
     assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+
+
+LEGACY = {
+    "imagegpt": {"n_layer": 2},  # ImageGPTLayerNorm: nn.Parameter(torch.Tensor(hidden_size))
+    "xlnet": {"n_layer": 2},  # XLNet attention: nn.Parameter(torch.FloatTensor(d_model, n_head, d_head))
+    "sew-d": {"num_hidden_layers": 2},  # masked_spec_embed, and XSoftmax's torch.tensor(finfo.min)
+}
+"""Families whose own code makes CPU tensors under torch.device("meta"): legacy constructors for
+parameters, torch.tensor for a scalar the forward mixes with meta activations."""
+
+
+@pytest.mark.parametrize("model_type", sorted(LEGACY))
+def test_a_cpu_tensor_the_model_makes_goes_to_meta(model_type: str) -> None:
+    model, given, ir = traced(small(model_type, **LEGACY[model_type]))
+    assert all(p.is_meta for p in model.parameters())  # no weight allocated
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert counted > 0
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)

@@ -91,6 +91,9 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
         try:
             out = func(*args, **kwargs)
         except (NotImplementedError, RuntimeError):
+            moved = self.moved(args, kwargs)
+            if moved is not None:  # a CPU tensor beside meta ones: on meta, its value kept
+                return self.run(func, *moved)
             if copy is None:  # a data-dependent shape with unknown operands: said as torch says it
                 raise
             out = tree_map(_like, copy)
@@ -107,6 +110,24 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
             if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
                 self.made[t] = packet
         return out
+
+    def moved(self, args: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+        """The operands with each CPU tensor on meta, its value as its copy, where an op mixes
+        them (SEW-D's masked_fill(mask, torch.tensor(finfo.min)): a CPU scalar the GPU kernels
+        take, meta's checks refuse); None where none is on the CPU or none on meta."""
+        tensors = [t for t in flat((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if not any(t.is_meta for t in tensors) or all(t.is_meta for t in tensors):
+            return None
+
+        def meta(x: Any) -> Any:
+            if not isinstance(x, torch.Tensor) or x.is_meta:
+                return x
+            made = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=META)
+            if x.numel() <= LIMIT:
+                self.copies[made] = x
+            return made
+
+        return tree_map(meta, args), tree_map(meta, kwargs)
 
     def copy_of(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """`func` run on the CPU copies of its operands (None where one has none, or too big)."""
