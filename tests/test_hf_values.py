@@ -13,6 +13,8 @@ Marker hf: needs torch and transformers (the extra `hf`).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,3 +198,69 @@ def test_a_cpu_tensor_the_model_makes_goes_to_meta(model_type: str) -> None:
     ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
     assert counted > 0
     assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+
+
+def _real(name: str) -> Any:
+    """A published config.json (fixtures/configs) with two text and two vision layers (a fast trace)."""
+    config = library.config_of(json.loads((CONFIGS / f"{name}.json").read_text()))
+    config.get_text_config().num_hidden_layers = 2
+    config.vision_config.depth = 2
+    return config
+
+
+def _idefics3() -> Any:
+    """Idefics3-8B's vision tower and connector (Laurençon et al. 2024: SigLIP at 364 px, patch 14,
+    pixel shuffle 2) on the default configuration's text model, two layers each."""
+    config = library.default_config("idefics3")
+    config.vision_config.image_size, config.vision_config.patch_size = 364, 14
+    config.vision_config.num_hidden_layers = config.text_config.num_hidden_layers = 2
+    config.scale_factor = 2
+    return config
+
+
+@pytest.mark.parametrize(
+    ("made", "cls", "tower", "tokens"),
+    [
+        # Qwen2-VL (Wang et al. 2024, section 2.1): 224 x 224 at patch 14 is 16 x 16 patches, merged
+        # 2 x 2 into 64 tokens (66 with the vision start and end tokens).
+        (lambda: _real("qwen2-vl-7b-instruct"), "Qwen2VLForConditionalGeneration", "model.visual", 64),
+        pytest.param(
+            lambda: _real("qwen2.5-vl-7b-instruct"),
+            "Qwen2_5_VLForConditionalGeneration",
+            "model.visual",
+            64,
+            marks=pytest.mark.slow,
+        ),
+        # Idefics3: its processor resizes to 1456 px (4 x 364) and splits 4 x 4 tiles plus the whole
+        # image, 169 tokens each (26 x 26 patches, 13 x 13 after its 2 x 2 pixel shuffle).
+        pytest.param(
+            _idefics3,
+            "Idefics3ForConditionalGeneration",
+            "model.vision_model",
+            17 * 169,
+            marks=pytest.mark.slow,
+        ),
+    ],
+    ids=["qwen2-vl", "qwen2.5-vl", "idefics3"],
+)
+def test_a_vision_language_model_with_a_patch_grid_runs_its_tower(
+    made: Any, cls: str, tower: str, tokens: int
+) -> None:
+    """The image processor's layout of one image (Qwen2-VL's patches and image_grid_thw, Idefics3's
+    tiles and pixel_attention_mask) runs the tower: its image tokens are the published count and
+    its FLOPs FlopCounterMode's count of the tower; where it ran on token ids alone (M804)."""
+    model, given, ir = traced_with(made(), library.named_class(cls))
+    ids = given["input_ids"].modtrans_value
+    assert int((ids == model.config.image_token_id).sum()) == tokens
+    assert not [x.name for x in ir.layers if x.name.endswith("unused")]
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_modules(model, given)
+    theirs = counted[f"{type(model).__name__}.{tower}"]
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS and x.name.startswith(tower + "."))
+    assert theirs > 0
+    assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
+    total = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert abs(total - counted["Global"]) <= 0.02 * counted["Global"]

@@ -7,7 +7,9 @@ sampling rate gives the real layout, Whisper's [batch, mels, 3000 frames] (padde
 window), Parakeet's and Canary's [batch, frames, mels] with their attention mask. Token ids are
 one id none of the configuration's special tokens use (no padding, no image or audio token), so a
 forward that derives masks or lengths from them (XLM's `input_ids != pad_index`) takes its
-training path; values.py computes those from the ids' values.
+training path; values.py computes those from the ids' values. A vision-language model gets one
+image a sample, its image tokens first: square pixels of its tower's size, or what its image
+processor makes of that image (a patch grid and its sizes, tiles and their mask).
 """
 
 from __future__ import annotations
@@ -51,11 +53,11 @@ def images(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
     configuration's image_size (num_channels square), and token ids whose first N are its image
     token, N the rows its own get_image_features makes of the image (LLaVA's 576 patches of
     CLIP ViT-L/14 at 336, PaliGemma's 256), then `sequence` - N text ids (at least one): the
-    tower and projector run, their FLOPs counted. None where the model has no vision tower, no
-    image token, or its image path needs more than square pixels and their sizes (Qwen2-VL's
-    patch grid)."""
-    from modtrans.hf.values import Values
-
+    tower and projector run, their FLOPs counted. Where square pixels do not run its image path
+    (Qwen2-VL's patch grid, Idefics3's tiles), the model type's image processor lays the image
+    out (processed). None where the model has no vision tower, no image token, an image path
+    neither runs, or features wider than its token embeddings (Qwen2-VL's default
+    configuration: a 3584-wide merger beside 8192-wide text)."""
     config = model.config
     vision = getattr(config, "vision_config", None)
     named = (getattr(config, k, None) for k in ("image_token_id", "image_token_index"))
@@ -67,19 +69,76 @@ def images(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
     given = {"pixel_values": pixels}
     if _required(features, "image_sizes"):  # Pixtral's, Mistral 3's: each image's (height, width)
         given["image_sizes"] = on_meta(torch.tensor([_square(vision)] * batch))
-    try:
-        with torch.no_grad(), Values(given):
-            made = features(**given)
-    except Exception:  # an image path that needs more than pixels: token ids alone (M804 says so)
+    made = _features(features, given)
+    if made is None:  # a patch grid or tiles: the model type's image processor makes them
+        laid = processed(config.model_type, vision, batch, set(forward_args(model)))
+        given = laid or {}
+        made = _features(features, given) if laid else None
+    if made is None:  # an image path that needs more still: token ids alone (M804 says so)
         return None
-    made = getattr(made, "pooler_output", made)
-    rows = sum(t.numel() // t.shape[-1] for t in flat(made) if isinstance(t, torch.Tensor))
+    made = [t for t in flat(getattr(made, "pooler_output", made)) if isinstance(t, torch.Tensor)]
+    width = getattr(model.get_input_embeddings(), "embedding_dim", None)
+    if any(t.shape[-1] != width for t in made):  # features no token of the sequence can hold
+        return None
+    rows = sum(t.numel() // t.shape[-1] for t in made)
     each = rows // batch
     if not each:
         return None
     values = torch.full((batch, each + max(sequence - each, 1)), plain_token(config), dtype=torch.long)
     values[:, :each] = token
-    return {"input_ids": on_meta(values), **given}
+    found = {"input_ids": on_meta(values), **given}
+    if "mm_token_type_ids" in forward_args(model):  # M-RoPE's modalities: 1 an image token, 0 text
+        found["mm_token_type_ids"] = on_meta((values == token).long())  # processing_utils' rule
+    return found
+
+
+def _features(features: Any, given: dict[str, Any]) -> Any:
+    """The model's get_image_features on `given`, None where it does not run on them."""
+    from modtrans.hf.values import Values
+
+    try:
+        with torch.no_grad(), Values(given):
+            return features(**given)
+    except Exception:  # an image path that needs other inputs
+        return None
+
+
+def processed(model_type: str, vision: Any, batch: int, taken: set[str]) -> dict[str, Any] | None:
+    """`batch` blank images of the vision configuration's size (224 square where it states none:
+    Qwen2-VL's) through the model type's own image processor (its defaults; the patch, temporal
+    patch and merge sizes the vision configuration states), as the processor lays them out: its
+    inputs the forward takes, on meta with their values (Qwen2-VL's pixel_values [patches,
+    3 x 2 x 14 x 14] and image_grid_thw, Idefics3's tiles and pixel_attention_mask). None where
+    the model type has no processor that runs here (the PIL one: torchvision is not needed)."""
+    import numpy
+    import transformers
+    from transformers.models.auto import image_processing_auto
+
+    name = image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type)
+    name = name.get("pil") if isinstance(name, dict) else name
+    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    if not isinstance(cls, type):
+        return None
+    try:
+        processor = cls()
+        stated: dict[str, Any] = {}
+        for key, value in vars(processor).items():
+            own = next((getattr(vision, k) for k in (key, "spatial_" + key) if hasattr(vision, k)), None)
+            if isinstance(value, int) and not isinstance(value, bool) and isinstance(own, int):
+                stated[key] = own
+        tile = getattr(processor, "max_image_size", None)  # Idefics3's tiles: its tower's image_size
+        if isinstance(tile, dict) and "longest_edge" in tile and isinstance(vision.image_size, int):
+            stated["max_image_size"] = {"longest_edge": vision.image_size}
+        processor = cls(**stated) if stated else processor
+        blank = numpy.zeros((*_square(vision), getattr(vision, "num_channels", 3)), dtype=numpy.uint8)
+        out = processor(images=[blank] * batch, return_tensors="pt")
+    except Exception:  # one that needs a library not installed
+        return None
+    return {  # pixels too: Idefics3 drops the tiles that are all zeros (padding images)
+        k: on_meta(v)
+        for k, v in out.items()
+        if isinstance(v, torch.Tensor) and (k == "pixel_values" or k in taken)
+    }
 
 
 def _square(vision: Any) -> tuple[int, int]:

@@ -32,8 +32,9 @@ from torch.utils._pytree import tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
 aten = torch.ops.aten
-LIMIT = 1 << 22
-"""The most elements a tensor's CPU copy holds (a 2048 x 2048 mask is 4 Mi): beyond it no value."""
+LIMIT = 1 << 23
+"""The most elements a tensor's CPU copy holds (a 2048 x 2048 mask is 4 Mi, Idefics3's 17 tiles of
+364 x 364 pixels from one image 6.8 Mi): beyond it no value."""
 
 META = torch.device("meta")
 CPU = torch.device("cpu")
@@ -180,10 +181,21 @@ class _Lists(TorchFunctionMode):  # type: ignore[misc]
             if copy is None:
                 raise RuntimeError("the model reads the values of a tensor computed from its weights")
             return func(copy, *args[1:], **(kwargs or {}))
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        if func in MADE and str(kwargs.get("device")) == "meta" and not _has_tensor(args):
+            return func(*args, **{**kwargs, "device": CPU}).to(META)  # its copy kept (run: _to_copy)
+        return func(*args, **kwargs)
 
 
 READS = frozenset({torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__format__})
+MADE = frozenset({torch.tensor, torch.as_tensor})
+"""Tensors made from Python data: made on meta directly they carry no value (torch.tensor does
+not dispatch its data: Qwen2-VL's torch.tensor([merge_size], device=grid.device)); made on the
+CPU and moved, their copy is kept."""
+
+
+def _has_tensor(args: Any) -> bool:
+    return any(isinstance(x, torch.Tensor) for x in flat(args))
 
 
 def _written(func: Any, args: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
