@@ -264,3 +264,21 @@ def test_a_vision_language_model_with_a_patch_grid_runs_its_tower(
     assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
     total = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
     assert abs(total - counted["Global"]) <= 0.02 * counted["Global"]
+
+
+def test_a_vision_encoder_with_a_patch_sequence_takes_its_processor_s_layout() -> None:
+    """SigLIP 2's NaFlex encoder (Tschannen et al. 2025) reads patches, not an image: its
+    processor resizes the image to at most max_num_patches (256 by default) patches of 16 px,
+    a square one to 16 x 16, with their mask and spatial shapes. Square pixels stopped it."""
+    cls = library.named_class("Siglip2ForImageClassification")
+    config = library.default_config("siglip2")
+    config.vision_config.num_hidden_layers = 2
+    model, given, ir = traced_with(config, cls)
+    assert tuple(given["pixel_values"].shape) == (1, 256, 3 * 16 * 16)
+    assert given["spatial_shapes"].modtrans_value.tolist() == [[16, 16]]
+    assert int(given["pixel_attention_mask"].modtrans_value.sum()) == 256
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert counted > 0
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)

@@ -31,6 +31,9 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
     name = getattr(model, "main_input_name", "input_ids")
     if name == "pixel_values":
         vision = getattr(config, "vision_config", None) or config
+        laid = processed(config.model_type, vision, batch, forward_args(model))
+        if laid and len(laid) > 1:  # a layout beside the pixels: SigLIP 2's patches and their shapes
+            return laid
         return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), *_square(vision), device=META)}
     if _kind(model) in ("input_features", "input_values"):
         found = audio(model, batch)
