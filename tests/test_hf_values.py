@@ -282,3 +282,35 @@ def test_a_vision_encoder_with_a_patch_sequence_takes_its_processor_s_layout() -
     ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
     assert counted > 0
     assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+
+
+def _dia() -> Any:
+    config = library.default_config("dia")
+    config.encoder_config.num_hidden_layers = config.decoder_config.num_hidden_layers = 2
+    return config
+
+
+@pytest.mark.parametrize(
+    ("made", "cls", "name", "size"),
+    [
+        # MusicGen (Copet et al. 2023): 4 EnCodec codebooks, the decoder's ids a row per codebook.
+        (lambda: small("musicgen", num_hidden_layers=2), "MusicgenForCausalLM", "input_ids", (4, 64)),
+        # Dia: 9 channels of DAC codes, (batch, frames, channels) as its decoder reads them.
+        (_dia, "DiaForConditionalGeneration", "decoder_input_ids", (1, 64, 9)),
+    ],
+    ids=["musicgen", "dia"],
+)
+def test_audio_codes_take_the_layout_the_forward_documents(made: Any, cls: str, name: str, size: Any) -> None:
+    """Ids a row per codebook, or a codebook axis, as the model's forward documents its input
+    (transformers' own docstring); the (batch, sequence) ids of text stopped both."""
+    model, given, ir = traced_with(made(), library.named_class(cls))
+    assert tuple(given[name].shape) == size
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert counted > 0
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    if cls == "MusicgenForCausalLM":  # one head per codebook, each over every token of the sample
+        config = model.config
+        heads = sum(x.flops.forward for x in ir.layers if x.name.startswith("lm_heads."))
+        assert heads == config.num_codebooks * 2 * 64 * config.hidden_size * config.vocab_size

@@ -38,17 +38,52 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
     if _kind(model) in ("input_features", "input_values"):
         found = audio(model, batch)
     else:
-        found = images(model, batch, sequence) or {name: ids(config, batch, sequence)}
+        found = images(model, batch, sequence) or {name: ids(config, *shape(model, name, batch, sequence))}
     if getattr(config, "is_encoder_decoder", False):
-        found["decoder_input_ids"] = ids(config, batch, targets or sequence)
+        found["decoder_input_ids"] = ids(
+            config, *shape(model, "decoder_input_ids", batch, targets or sequence)
+        )
     return found
 
 
-def ids(config: Any, batch: int, sequence: int) -> Any:
-    """`batch` x `sequence` token ids on meta, each the first id no special token of the
-    configuration uses (on_meta)."""
+def shape(model: Any, name: str, batch: int, sequence: int) -> tuple[int, ...]:
+    """The shape of the ids `name` for `batch` samples of `sequence` tokens, as the model's forward
+    documents it: (batch, sequence, codebooks) where it states `(batch_size, ..., num_codebooks)`
+    (Dia's decoder_input_ids: the layout its decoder reads; its 2-D form is transposed, then
+    viewed, and stops), (batch x codebooks, sequence) where it states `(batch_size *
+    num_codebooks, ...)` (Musicgen's: a row per codebook of each sample), else (batch, sequence).
+    The codebooks: the configuration's num_codebooks (its decoder's), or its decoder's
+    num_channels (Dia's 9)."""
+    import re
+
+    found = re.search(rf"\b{name} \(`[^`]*` of shape `([^`]*)`", model.forward.__doc__ or "")
+    stated = found.group(1) if found else ""
+    if "num_codebooks" not in stated:
+        return batch, sequence
+    config = model.config
+    decoder = getattr(config, "decoder_config", None) or getattr(config, "decoder", None)
+    count = next(
+        (
+            value
+            for each, key in (
+                (config, "num_codebooks"),
+                (decoder, "num_codebooks"),
+                (decoder, "num_channels"),
+            )
+            if isinstance(value := getattr(each, key, None), int) and value > 0
+        ),
+        1,
+    )
+    if re.search(r"\(batch_size, \w+, num_codebooks\)", stated):
+        return batch, sequence, count
+    return batch * count, sequence
+
+
+def ids(config: Any, *size: int) -> Any:
+    """Token ids of `size` (batch x sequence; a codebook axis: shape) on meta, each the first id no
+    special token of the configuration uses (on_meta)."""
     value = plain_token(config)
-    return on_meta(torch.full((batch, sequence), value, dtype=torch.long))
+    return on_meta(torch.full(size, value, dtype=torch.long))
 
 
 def images(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
