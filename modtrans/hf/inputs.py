@@ -200,7 +200,7 @@ def special_tokens(config: Any) -> set[int]:
     """Every token id the configuration and its sub-configurations name (…_token_id, …_token_index,
     …_index such as XLM's pad_index, lists of them)."""
     found: set[int] = set()
-    for each in _configs(config):
+    for each in configs(config):
         for key, value in vars(each).items():
             if not key.endswith(("_token_id", "_token_ids", "_token_index", "_index", "_id")):
                 continue
@@ -216,12 +216,12 @@ def plain_token(config: Any) -> int:
     return next(i for i in range(len(taken) + 1) if i not in taken)
 
 
-def _configs(config: Any) -> list[Any]:
+def configs(config: Any) -> list[Any]:
     """The configuration and the sub-configurations it holds (text, vision, audio, encoder ...)."""
     found = [config]
     for value in vars(config).values():
         if hasattr(value, "to_dict") and hasattr(value, "model_type") and value is not config:
-            found += _configs(value)
+            found += configs(value)
     return found
 
 
@@ -265,7 +265,7 @@ def _empty(value: Any) -> Any:
 def mel_bins(config: Any) -> int | None:
     """The mel bins a speech configuration states (num_mel_bins, input_feat_per_channel,
     feature_size; its encoder's or audio tower's), None where none."""
-    for each in _configs(config):
+    for each in configs(config):
         for key in ("num_mel_bins", "input_feat_per_channel", "feature_size", "num_mel_filters"):
             value = getattr(each, key, None)
             if isinstance(value, int) and value > 1:

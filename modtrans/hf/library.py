@@ -24,7 +24,7 @@ import torch
 import transformers
 from torch.utils.flop_counter import flop_registry
 
-from modtrans.hf.inputs import forward_args, inputs
+from modtrans.hf.inputs import configs, forward_args, inputs
 from modtrans.hf.values import Values, flat
 
 __all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
@@ -363,8 +363,8 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
     cls = cls or model_class(config, remote)
     config = _own(config, cls)
     config._attn_implementation = "eager"
-    if getattr(cls, "_can_set_experts_implementation", None) and cls._can_set_experts_implementation():
-        config._experts_implementation = "batched_mm"
+    for each in configs(config):  # a composite's too: Nemotron 3.5 Transcribe's NemotronH decoder
+        each._experts_implementation = "batched_mm"
     with torch.device("meta"), _parameters_on_meta(), _quiet():
         model = cls._from_config(config, torch_dtype=torch.float32)
     model.train(False)
