@@ -9,6 +9,8 @@ whose value is known: the integer inputs (token ids the configuration's special 
 no padding), factories (arange, full, zeros), and every op whose operands all have one, run again
 on the copies (up to LIMIT elements: a larger one goes without). An op meta has no kernel for (a
 data-dependent shape: nonzero, masked_select, unique) takes its output's shape from its value.
+A CPU tensor the model's code makes (torch.tensor without a device) and mixes with meta ones
+becomes a meta tensor with its value as the copy; torch.tensor(data, device=meta) keeps its data.
 
 A value computed from weights is unknown on meta. The ones a forward reads are a router's choice
 of experts; they are taken balanced: top-k row r chooses (r * k + j) mod n for j < k, an argmax
