@@ -332,3 +332,38 @@ def test_a_composite_s_experts_run_as_batched_matrix_products() -> None:
     ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
     assert counted > 0
     assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "cls", "tokens"),
+    [
+        ("glmasr", "GlmAsrForConditionalGeneration", (50 - 4) // 4 + 1),  # four frames merged a token
+        pytest.param(  # Audio Flamingo 3: the encoder's frames average-pooled two a token
+            "audioflamingo3", "AudioFlamingo3ForConditionalGeneration", 50 // 2, marks=pytest.mark.slow
+        ),
+    ],
+)
+def test_an_audio_language_model_runs_its_audio_tower(model_type: str, cls: str, tokens: int) -> None:
+    """One second of silence through the model type's Whisper extractor: 100 frames of 10 ms
+    (its 3000-frame window's attention mask), a Whisper encoder's two convolutions (the second
+    of stride 2: Radford et al. 2022) make 50 frames, the projector's merge the audio tokens at
+    the sequence's start; the audio tower runs (its FLOPs FlopCounterMode's) where it sat unrun."""
+    config = library.default_config(model_type)
+    config.text_config.num_hidden_layers = config.audio_config.num_hidden_layers = 2
+    model = library.build(config, library.named_class(cls))
+    given = library.inputs(model, 1, 64)
+    assert int(given["input_features_mask"].modtrans_value.sum()) == 100
+    ids = given["input_ids"].modtrans_value
+    assert int((ids == config.audio_token_id).sum()) == tokens
+    recorded = library.record(model, given)
+    provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, "", 1, {}, "", True)
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    assert not [x.name for x in ir.layers if x.name.endswith("unused")]
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_modules(model, given)
+    theirs = counted[f"{type(model).__name__}.model.audio_tower"]
+    ours = sum(
+        x.flops.forward for x in ir.layers if x.kind in GEMMS and x.name.startswith("model.audio_tower.")
+    )
+    assert theirs > 0
+    assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)

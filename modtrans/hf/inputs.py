@@ -38,7 +38,11 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
     if _kind(model) in ("input_features", "input_values"):
         found = audio(model, batch)
     else:
-        found = images(model, batch, sequence) or {name: ids(config, *shape(model, name, batch, sequence))}
+        found = (
+            images(model, batch, sequence)
+            or sounds(model, batch, sequence)
+            or {name: ids(config, *shape(model, name, batch, sequence))}
+        )
     if getattr(config, "is_encoder_decoder", False):
         found["decoder_input_ids"] = ids(
             config, *shape(model, "decoder_input_ids", batch, targets or sequence)
@@ -114,19 +118,59 @@ def images(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
         made = _features(features, given) if laid else None
     if made is None:  # an image path that needs more still: token ids alone (M804 says so)
         return None
+    return _placed(model, made, given, token, 1, batch, sequence)
+
+
+def sounds(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
+    """An audio-language model's inputs with one second of silence a sample, as images gives an
+    image: its feature extractor's features (audio), and token ids whose first N are its audio
+    token, N the rows its own get_audio_features makes of them (Voxtral's, Qwen3-ASR's,
+    Granite Speech's audio towers run). None where it has no audio tower or audio token, or its
+    audio path does not run on the extractor's outputs."""
+    config = model.config
+    features = getattr(model, "get_audio_features", None)
+    named = (getattr(c, k, None) for c in configs(config) for k in ("audio_token_id", "audio_token_index"))
+    token = next((v for v in named if isinstance(v, int)), None)
+    if features is None or token is None:
+        return None
+    made = extracted(config.model_type, mel_bins(config), return_attention_mask=True)
+    if made is None or "input_features" not in made:
+        return None
+    own = _parameters(features)
+    taken = forward_args(model) | own
+    masks = [k for k in own if k.endswith("mask") and k != "attention_mask"]
+    if "attention_mask" in made and "attention_mask" not in own and len(masks) == 1:
+        made[masks[0]] = made.pop("attention_mask")  # Qwen3-ASR's input_features_mask: the frames'
+    given = {}
+    for key, value in made.items():
+        if key in taken:
+            value = value.expand(batch, *value.shape[1:]).contiguous()
+            given[key] = on_meta(value) if not value.is_floating_point() else _empty(value)
+    out = _features(features, {k: v for k, v in given.items() if k in own})
+    if out is None:
+        return None
+    return _placed(model, out, given, token, 3, batch, sequence)
+
+
+def _placed(
+    model: Any, made: Any, given: dict[str, Any], token: int, kind: int, batch: int, sequence: int
+) -> dict[str, Any] | None:
+    """Token ids whose first N are `token`, N the rows a sample of the features `made`, then
+    `sequence` - N text ids (at least one), beside the inputs `given`; mm_token_type_ids where the
+    forward takes them (`kind` for those tokens, 0 text: processing_utils.create_mm_token_type_ids'
+    1 image, 3 audio). None where the features are wider than the token embeddings, or none."""
     made = [t for t in flat(getattr(made, "pooler_output", made)) if isinstance(t, torch.Tensor)]
     width = getattr(model.get_input_embeddings(), "embedding_dim", None)
     if any(t.shape[-1] != width for t in made):  # features no token of the sequence can hold
         return None
-    rows = sum(t.numel() // t.shape[-1] for t in made)
-    each = rows // batch
+    each = sum(t.numel() // t.shape[-1] for t in made) // batch
     if not each:
         return None
-    values = torch.full((batch, each + max(sequence - each, 1)), plain_token(config), dtype=torch.long)
+    values = torch.full((batch, each + max(sequence - each, 1)), plain_token(model.config), dtype=torch.long)
     values[:, :each] = token
     found = {"input_ids": on_meta(values), **given}
-    if "mm_token_type_ids" in forward_args(model):  # M-RoPE's modalities: 1 an image token, 0 text
-        found["mm_token_type_ids"] = on_meta((values == token).long())  # processing_utils' rule
+    if "mm_token_type_ids" in forward_args(model):  # M-RoPE's modalities
+        found["mm_token_type_ids"] = on_meta((values == token).long() * kind)
     return found
 
 
@@ -273,9 +317,10 @@ def mel_bins(config: Any) -> int | None:
     return None
 
 
-def extracted(model_type: str, mels: int | None) -> dict[str, Any] | None:
+def extracted(model_type: str, mels: int | None, **options: Any) -> dict[str, Any] | None:
     """The model type's feature extractor (its defaults, `mels` as its feature size) on one
-    second of silence: its outputs as CPU tensors; None where it has none or it does not run."""
+    second of silence: its outputs as CPU tensors; None where it has none or it does not run.
+    `options` go to its call (return_attention_mask)."""
     import numpy
     import transformers
     from transformers.models.auto import feature_extraction_auto
@@ -288,7 +333,8 @@ def extracted(model_type: str, mels: int | None) -> dict[str, Any] | None:
         extractor = cls(**({"feature_size": mels} if mels else {}))
         rate = int(getattr(extractor, "sampling_rate", 16000))
         with numpy.errstate(all="ignore"):  # silence normalised by its deviation, 0 (Speech2Text's)
-            out = extractor(numpy.zeros(rate, dtype=numpy.float32), sampling_rate=rate, return_tensors="pt")
+            silence = numpy.zeros(rate, dtype=numpy.float32)
+            out = extractor(silence, sampling_rate=rate, return_tensors="pt", **options)
     except Exception:  # one that needs a library not installed (torchaudio): the older rule
         return None
     return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
@@ -305,11 +351,16 @@ def _required(function: Any, name: str) -> bool:
     return found is not None and found.default is inspect.Parameter.empty
 
 
-def forward_args(model: Any) -> set[str]:
-    """The names the model's forward takes."""
+def _parameters(function: Any) -> set[str]:
+    """The names `function` takes."""
     import inspect
 
     try:
-        return set(inspect.signature(model.forward).parameters)
+        return set(inspect.signature(function).parameters)
     except (TypeError, ValueError):
         return set()
+
+
+def forward_args(model: Any) -> set[str]:
+    """The names the model's forward takes."""
+    return _parameters(model.forward)

@@ -97,6 +97,9 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
             moved = self.moved(args, kwargs)
             if moved is not None:  # a CPU tensor beside meta ones: on meta, its value kept
                 return self.run(func, *moved)
+            picked = self.picked(func, args)
+            if picked is not None:  # a known boolean mask: its indices
+                return self.run(func, picked, kwargs)
             if copy is None:  # a data-dependent shape with unknown operands: said as torch says it
                 raise
             out = tree_map(_like, copy)
@@ -131,6 +134,26 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
             return made
 
         return tree_map(meta, args), tree_map(meta, kwargs)
+
+    def picked(self, func: Any, args: Any) -> Any:
+        """aten.index's operands with each boolean mask whose value is known as the long indices
+        it selects (GLM-ASR's audio_embeds[valid_mask]: the shape is the mask's count, whatever
+        the values it selects); None where the op is another or a mask's value is unknown."""
+        if func._overloadpacket is not aten.index or len(args) < 2:
+            return None
+        masks = [i for i in args[1] if isinstance(i, torch.Tensor) and i.dtype == torch.bool]
+        if not masks or any(i not in self.copies for i in masks):
+            return None
+        indices: list[Any] = []
+        for i in args[1]:
+            if isinstance(i, torch.Tensor) and i.dtype == torch.bool:
+                for column in self.copies[i].nonzero().unbind(1):
+                    made = torch.empty(column.shape, dtype=torch.long, device=META)
+                    self.copies[made] = column
+                    indices.append(made)
+            else:
+                indices.append(i)
+        return (args[0], indices, *args[2:])
 
     def copy_of(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """`func` run on the CPU copies of its operands (None where one has none, or too big)."""
