@@ -341,6 +341,9 @@ def test_a_composite_s_experts_run_as_batched_matrix_products() -> None:
         pytest.param(  # Audio Flamingo 3: the encoder's frames average-pooled two a token
             "audioflamingo3", "AudioFlamingo3ForConditionalGeneration", 50 // 2, marks=pytest.mark.slow
         ),
+        pytest.param(  # Qwen3-ASR: three stride-2 convolutions, 100 frames -> 50 -> 25 -> 13
+            "qwen3_asr", "Qwen3ASRForConditionalGeneration", 13, marks=pytest.mark.slow
+        ),
     ],
 )
 def test_an_audio_language_model_runs_its_audio_tower(model_type: str, cls: str, tokens: int) -> None:
@@ -349,7 +352,12 @@ def test_an_audio_language_model_runs_its_audio_tower(model_type: str, cls: str,
     of stride 2: Radford et al. 2022) make 50 frames, the projector's merge the audio tokens at
     the sequence's start; the audio tower runs (its FLOPs FlopCounterMode's) where it sat unrun."""
     config = library.default_config(model_type)
-    config.text_config.num_hidden_layers = config.audio_config.num_hidden_layers = 2
+    config.text_config.num_hidden_layers = 2
+    for key in ("num_hidden_layers", "encoder_layers"):
+        if hasattr(config.audio_config, key):
+            setattr(config.audio_config, key, 2)
+    if model_type == "qwen3_asr":  # its defaults project audio to 3584 beside 2048-wide text
+        config.audio_config.output_dim = config.text_config.hidden_size
     model = library.build(config, library.named_class(cls))
     given = library.inputs(model, 1, 64)
     assert int(given["input_features_mask"].modtrans_value.sum()) == 100

@@ -207,20 +207,24 @@ class _Lists(TorchFunctionMode):  # type: ignore[misc]
                 raise RuntimeError("the model reads the values of a tensor computed from its weights")
             return func(copy, *args[1:], **(kwargs or {}))
         kwargs = kwargs or {}
-        if func in MADE and str(kwargs.get("device")) == "meta" and not _has_tensor(args):
-            return func(*args, **{**kwargs, "device": CPU}).to(META)  # its copy kept (run: _to_copy)
+        if func in MADE and str(kwargs.get("device")) == "meta" and args:
+            data = tree_map(self._value, args[0])  # Qwen3-ASR's list of ints and 0-d tensors
+            if not any(isinstance(x, torch.Tensor) and x.is_meta for x in flat(data)):
+                return func(data, *args[1:], **{**kwargs, "device": CPU}).to(META)  # copy kept (_to_copy)
         return func(*args, **kwargs)
+
+    def _value(self, x: Any) -> Any:
+        """A meta tensor's copy where it has one (else itself)."""
+        if isinstance(x, torch.Tensor) and x.is_meta:
+            return self.values.copies.get(x, x)
+        return x
 
 
 READS = frozenset({torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__format__})
 MADE = frozenset({torch.tensor, torch.as_tensor})
 """Tensors made from Python data: made on meta directly they carry no value (torch.tensor does
 not dispatch its data: Qwen2-VL's torch.tensor([merge_size], device=grid.device)); made on the
-CPU and moved, their copy is kept."""
-
-
-def _has_tensor(args: Any) -> bool:
-    return any(isinstance(x, torch.Tensor) for x in flat(args))
+CPU (each meta tensor among the data as its copy) and moved, their copy is kept."""
 
 
 def _written(func: Any, args: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
