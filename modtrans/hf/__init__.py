@@ -8,8 +8,9 @@ library.py  torch and transformers (imported there, in inputs.py and values.py a
             built on meta, its forward recorded as ops with their modules, FLOPs (flop_counter's
             formulas) and operands
 inputs.py   a model's inputs as meta tensors: token ids no special token uses (in the layout its
-            forward documents), audio through the model type's feature extractor, images
-            through its image processor where square pixels do not run its tower
+            forward documents), audio through the model type's feature extractor (beside
+            its audio tokens), images through its image processor where square pixels do
+            not run its tower
 values.py   the values a forward on meta reads: CPU copies of the tensors whose values are known,
             a router's choice of experts taken balanced where the values come from weights
 layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied

@@ -9,7 +9,8 @@ one id none of the configuration's special tokens use (no padding, no image or a
 forward that derives masks or lengths from them (XLM's `input_ids != pad_index`) takes its
 training path; values.py computes those from the ids' values. A vision-language model gets one
 image a sample, its image tokens first: square pixels of its tower's size, or what its image
-processor makes of that image (a patch grid and its sizes, tiles and their mask).
+processor makes of that image (a patch grid and its sizes, tiles and their mask); an
+audio-language model one second of its extractor's features, its audio tokens first.
 """
 
 from __future__ import annotations
