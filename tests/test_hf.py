@@ -36,6 +36,12 @@ tools/hf_families.py runs every model_type transformers ships."""
 GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test reads its own IR cache: an IR an earlier build of the code kept is not read back."""
+    monkeypatch.setenv("MODTRANS_CACHE", str(tmp_path / "cache"))
+
+
 def traced(model_type: str, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelIR]:
     """(model, inputs, IR) of a model_type's default configuration."""
     model = library.build(library.default_config(model_type))
@@ -229,12 +235,15 @@ def test_a_model_without_a_plan_is_refused_tensor_parallelism_in_one_line(tmp_pa
 
 
 def test_modules_the_forward_does_not_run_are_counted_and_said(tmp_path: Path) -> None:
-    """Qwen2-VL traced on token ids alone (its image path takes a patch grid, not square pixels:
-    inputs.images gives it none): its vision tower keeps its parameters (the IR's count is still
-    transformers'), and M804 names it."""
+    """Qwen2-VL's default configuration traced on token ids alone (its vision merger's 3584-wide
+    features do not fit its 8192-wide text: inputs.images gives it no image): its vision tower
+    keeps its parameters (the IR's count is still transformers'), and M804 names it."""
+    config = library.default_config("qwen2_vl")
+    assert config.vision_config.hidden_size != config.text_config.hidden_size
+    config.text_config.num_hidden_layers = config.vision_config.depth = 2  # a fast trace
+    config.text_config.layer_types = config.text_config.layer_types[:2]
     from modtrans import hf
 
-    config = library.default_config("qwen2_vl")
     config.architectures = ["Qwen2VLForConditionalGeneration"]
     data = json.dumps(config.to_dict()).encode()
     ir, found = hf.extract(json.loads(data), data, name="paligemma", batch=1, sequence=64)

@@ -13,6 +13,8 @@ Marker hf: needs torch and transformers (the extra `hf`).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -176,3 +178,200 @@ def test_a_composite_configuration_s_causal_lm_is_built_from_its_text_configurat
     counted = library.count_forward(model, given)
     ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
     assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+
+
+LEGACY = {
+    "imagegpt": {"n_layer": 2},  # ImageGPTLayerNorm: nn.Parameter(torch.Tensor(hidden_size))
+    "xlnet": {"n_layer": 2},  # XLNet attention: nn.Parameter(torch.FloatTensor(d_model, n_head, d_head))
+    "sew-d": {"num_hidden_layers": 2},  # masked_spec_embed, and XSoftmax's torch.tensor(finfo.min)
+}
+"""Families whose own code makes CPU tensors under torch.device("meta"): legacy constructors for
+parameters, torch.tensor for a scalar the forward mixes with meta activations."""
+
+
+@pytest.mark.parametrize(
+    "model_type", [m if m != "xlnet" else pytest.param(m, marks=pytest.mark.slow) for m in sorted(LEGACY)]
+)
+def test_a_cpu_tensor_the_model_makes_goes_to_meta(model_type: str) -> None:
+    model, given, ir = traced(small(model_type, **LEGACY[model_type]))
+    assert all(p.is_meta for p in model.parameters())  # no weight allocated
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert counted > 0
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+
+
+def _real(name: str) -> Any:
+    """A published config.json (fixtures/configs) with two text and two vision layers (a fast trace)."""
+    config = library.config_of(json.loads((CONFIGS / f"{name}.json").read_text()))
+    config.get_text_config().num_hidden_layers = 2
+    config.vision_config.depth = 2
+    return config
+
+
+def _idefics3() -> Any:
+    """Idefics3-8B's vision tower and connector (Laurençon et al. 2024: SigLIP at 364 px, patch 14,
+    pixel shuffle 2) on the default configuration's text model, two layers each."""
+    config = library.default_config("idefics3")
+    config.vision_config.image_size, config.vision_config.patch_size = 364, 14
+    config.vision_config.num_hidden_layers = config.text_config.num_hidden_layers = 2
+    config.scale_factor = 2
+    return config
+
+
+@pytest.mark.parametrize(
+    ("made", "cls", "tower", "tokens"),
+    [
+        # Qwen2-VL (Wang et al. 2024, section 2.1): 224 x 224 at patch 14 is 16 x 16 patches, merged
+        # 2 x 2 into 64 tokens (66 with the vision start and end tokens).
+        (lambda: _real("qwen2-vl-7b-instruct"), "Qwen2VLForConditionalGeneration", "model.visual", 64),
+        pytest.param(
+            lambda: _real("qwen2.5-vl-7b-instruct"),
+            "Qwen2_5_VLForConditionalGeneration",
+            "model.visual",
+            64,
+            marks=pytest.mark.slow,
+        ),
+        # Idefics3: its processor resizes to 1456 px (4 x 364) and splits 4 x 4 tiles plus the whole
+        # image, 169 tokens each (26 x 26 patches, 13 x 13 after its 2 x 2 pixel shuffle).
+        pytest.param(
+            _idefics3,
+            "Idefics3ForConditionalGeneration",
+            "model.vision_model",
+            17 * 169,
+            marks=pytest.mark.slow,
+        ),
+    ],
+    ids=["qwen2-vl", "qwen2.5-vl", "idefics3"],
+)
+def test_a_vision_language_model_with_a_patch_grid_runs_its_tower(
+    made: Any, cls: str, tower: str, tokens: int
+) -> None:
+    """The image processor's layout of one image (Qwen2-VL's patches and image_grid_thw, Idefics3's
+    tiles and pixel_attention_mask) runs the tower: its image tokens are the published count and
+    its FLOPs FlopCounterMode's count of the tower; where it ran on token ids alone (M804)."""
+    model, given, ir = traced_with(made(), library.named_class(cls))
+    ids = given["input_ids"].modtrans_value
+    assert int((ids == model.config.image_token_id).sum()) == tokens
+    assert not [x.name for x in ir.layers if x.name.endswith("unused")]
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_modules(model, given)
+    theirs = counted[f"{type(model).__name__}.{tower}"]
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS and x.name.startswith(tower + "."))
+    assert theirs > 0
+    assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
+    total = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert abs(total - counted["Global"]) <= 0.02 * counted["Global"]
+
+
+def test_a_vision_encoder_with_a_patch_sequence_takes_its_processor_s_layout() -> None:
+    """SigLIP 2's NaFlex encoder (Tschannen et al. 2025) reads patches, not an image: its
+    processor resizes the image to at most max_num_patches (256 by default) patches of 16 px,
+    a square one to 16 x 16, with their mask and spatial shapes. Square pixels stopped it."""
+    cls = library.named_class("Siglip2ForImageClassification")
+    config = library.default_config("siglip2")
+    config.vision_config.num_hidden_layers = 2
+    model, given, ir = traced_with(config, cls)
+    assert tuple(given["pixel_values"].shape) == (1, 256, 3 * 16 * 16)
+    assert given["spatial_shapes"].modtrans_value.tolist() == [[16, 16]]
+    assert int(given["pixel_attention_mask"].modtrans_value.sum()) == 256
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert counted > 0
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+
+
+def _dia() -> Any:
+    config = library.default_config("dia")
+    config.encoder_config.num_hidden_layers = config.decoder_config.num_hidden_layers = 2
+    return config
+
+
+@pytest.mark.parametrize(
+    ("made", "cls", "name", "size"),
+    [
+        # MusicGen (Copet et al. 2023): 4 EnCodec codebooks, the decoder's ids a row per codebook.
+        (lambda: small("musicgen", num_hidden_layers=2), "MusicgenForCausalLM", "input_ids", (4, 64)),
+        # Dia: 9 channels of DAC codes, (batch, frames, channels) as its decoder reads them.
+        (_dia, "DiaForConditionalGeneration", "decoder_input_ids", (1, 64, 9)),
+    ],
+    ids=["musicgen", "dia"],
+)
+def test_audio_codes_take_the_layout_the_forward_documents(made: Any, cls: str, name: str, size: Any) -> None:
+    """Ids a row per codebook, or a codebook axis, as the model's forward documents its input
+    (transformers' own docstring); the (batch, sequence) ids of text stopped both."""
+    model, given, ir = traced_with(made(), library.named_class(cls))
+    assert tuple(given[name].shape) == size
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert counted > 0
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    if cls == "MusicgenForCausalLM":  # one head per codebook, each over every token of the sample
+        config = model.config
+        heads = sum(x.flops.forward for x in ir.layers if x.name.startswith("lm_heads."))
+        assert heads == config.num_codebooks * 2 * 64 * config.hidden_size * config.vocab_size
+
+
+def test_a_composite_s_experts_run_as_batched_matrix_products() -> None:
+    """Nemotron 3.5 Transcribe (a speech encoder beside a NemotronH decoder) names no experts in
+    its own class, so transformers left its decoder's on grouped_mm, a kernel that takes bf16 alone
+    and has no FLOP formula: each sub-configuration is given batched_mm. Its decoder's MoE layers
+    then run top-6 of 128 experts a token, and the count is FlopCounterMode's."""
+    config = library.default_config("nemo_speechlm")
+    config.text_config.layers_block_type = ["linear_attention", "moe", "full_attention", "moe"]
+    config.text_config.num_hidden_layers = 4
+    model, given, ir = traced(config)
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_forward(model, given)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert counted > 0
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "cls", "tokens"),
+    [
+        ("glmasr", "GlmAsrForConditionalGeneration", (50 - 4) // 4 + 1),  # four frames merged a token
+        pytest.param(  # Audio Flamingo 3: the encoder's frames average-pooled two a token
+            "audioflamingo3", "AudioFlamingo3ForConditionalGeneration", 50 // 2, marks=pytest.mark.slow
+        ),
+        pytest.param(  # Qwen3-ASR: three stride-2 convolutions, 100 frames -> 50 -> 25 -> 13
+            "qwen3_asr", "Qwen3ASRForConditionalGeneration", 13, marks=pytest.mark.slow
+        ),
+    ],
+)
+def test_an_audio_language_model_runs_its_audio_tower(model_type: str, cls: str, tokens: int) -> None:
+    """One second of silence through the model type's Whisper extractor: 100 frames of 10 ms
+    (its 3000-frame window's attention mask), a Whisper encoder's two convolutions (the second
+    of stride 2: Radford et al. 2022) make 50 frames, the projector's merge the audio tokens at
+    the sequence's start; the audio tower runs (its FLOPs FlopCounterMode's) where it sat unrun."""
+    config = library.default_config(model_type)
+    config.text_config.num_hidden_layers = 2
+    for key in ("num_hidden_layers", "encoder_layers"):
+        if hasattr(config.audio_config, key):
+            setattr(config.audio_config, key, 2)
+    if model_type == "qwen3_asr":  # its defaults project audio to 3584 beside 2048-wide text
+        config.audio_config.output_dim = config.text_config.hidden_size
+    model = library.build(config, library.named_class(cls))
+    given = library.inputs(model, 1, 64)
+    assert int(given["input_features_mask"].modtrans_value.sum()) == 100
+    ids = given["input_ids"].modtrans_value
+    assert int((ids == config.audio_token_id).sum()) == tokens
+    recorded = library.record(model, given)
+    provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, "", 1, {}, "", True)
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    assert not [x.name for x in ir.layers if x.name.endswith("unused")]
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    counted = library.count_modules(model, given)
+    theirs = counted[f"{type(model).__name__}.model.audio_tower"]
+    ours = sum(
+        x.flops.forward for x in ir.layers if x.kind in GEMMS and x.name.startswith("model.audio_tower.")
+    )
+    assert theirs > 0
+    assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)

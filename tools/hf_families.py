@@ -7,23 +7,27 @@ FlopCounterMode's count (the issue's acceptance; tests/test_hf.py runs a sample 
 
 Prints one line per family (pass, fail with the ratio, or why it did not build) and the count.
 
-Measured with transformers 5.25.0, torch 2.13.0+cpu, 64 tokens: 291 of the 325 model types pass
-(271 before hf/values.py and hf/inputs.py); every one that built and ran on meta passes
-(parameters equal, matrix-product FLOPs within 2 %). The other 34 do not build or run from their
+Measured with transformers 5.25.0, torch 2.13.0+cpu, 64 tokens: 299 of the 325 model types pass
+(291 before ImageGPT, XLNet, SEW-D, SigLIP 2, Musicgen, Musicgen Melody, Dia and Nemotron 3.5
+Transcribe; 271 before hf/values.py and hf/inputs.py); every one that built and ran on meta passes
+(parameters equal, matrix-product FLOPs within 2 %). The other 26 do not build or run from their
 defaults on meta:
 - a default configuration transformers itself cannot build (a field None or absent: DBRX,
   DeepSeek-V2, dots1, ESM, HunYuan, Ministral, Nemotron, LFM2-MoE, Moonshine streaming, Qwen4-exp,
   Cohere Compass, Gemma 4 assistant, wav2vec2-BERT and -Conformer; Reformer needs is_decoder, X-MOD
   a language): 18;
-- a library not installed: natten (DiNAT: it builds from source), timm (Gemma 3n, TimmWrapper:
-  timm imports torchvision, a compiled wheel pinned to torch's exact version): 3;
+- a library not installed: natten (DiNAT: CPU builds compile it from source), timm (Gemma 3n,
+  TimmWrapper: `import timm` imports torchvision, timm/layers/create_norm.py's FrozenBatchNorm2d,
+  and torchvision is a compiled wheel pinned to torch's exact version; no lighter path): 3;
 - a shape chosen from values computed from weights: BLT's entropy patching (how many patches
   depends on the text its small LM scores, no stated rule gives it): 1;
-- an input layout inputs.py does not derive: Musicgen's and Musicgen Melody's ids a row per
-  codebook, Dia's and Kyutai's codebook channels, Voxtral realtime's audio beside its ids, Granite
-  Speech 5's extractor (needs torchaudio), Nemotron 3.5 Transcribe's bf16-only grouped GEMM,
-  SigLIP 2's patch sequence, Gemma 4 unified assistant's shared key/value states: 9;
-- a CPU tensor the model's own code makes beside meta ones (ImageGPT, XLNet, SEW-D): 3.
+- an input no stated rule gives: Kyutai's ids of a text token and 32 codebooks a frame (its
+  forward documents (batch_size, sequence_length)), Voxtral realtime's audio added position by
+  position to its ids (no audio token says where), Granite Speech 5's features (its extractor
+  requires torchaudio; in transformers there is no pure way to make them), Gemma 4 unified
+  assistant's forward, which reads the key/value states of the model it drafts for: 4.
+Vision- and audio-language models also run their towers on one image or one second of audio
+(inputs.images, inputs.sounds) where their image or audio path runs on meta.
 """
 
 from __future__ import annotations

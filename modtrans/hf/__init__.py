@@ -10,8 +10,10 @@ library.py  torch and transformers (imported there, in inputs.py and values.py a
 configs.py  a published config.json's class among its `architectures`, its checkpoint's dtype,
             and what the build does not follow (auto_map beside a native model_type,
             quantization_config), said in one warning each (M805)
-inputs.py   a model's inputs as meta tensors: token ids no special token uses, audio through the
-            model type's feature extractor
+inputs.py   a model's inputs as meta tensors: token ids no special token uses (in the layout its
+            forward documents), audio through the model type's feature extractor (beside
+            its audio tokens), images through its image processor where square pixels do
+            not run its tower
 values.py   the values a forward on meta reads: CPU copies of the tensors whose values are known,
             a router's choice of experts taken balanced where the values come from weights
 layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied

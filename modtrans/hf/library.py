@@ -25,7 +25,7 @@ import transformers
 from torch.utils.flop_counter import flop_registry
 
 from modtrans.hf import configs
-from modtrans.hf.inputs import forward_args, inputs
+from modtrans.hf.inputs import forward_args, inputs, nested
 from modtrans.hf.values import Values, flat
 
 __all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
@@ -88,6 +88,7 @@ def known(model_type: str) -> bool:
 
 
 aten = torch.ops.aten
+META = torch.device("meta")
 
 NORMS = frozenset({aten.native_layer_norm, aten.layer_norm, aten.rms_norm, aten._fused_rms_norm})
 SOFTMAX = frozenset({aten._softmax, aten.softmax, aten._log_softmax, aten.log_softmax, aten._safe_softmax})
@@ -379,9 +380,9 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
     declared = configs.dtype(config)  # _from_config's float32 overwrites it
     config = _own(config, cls)
     config._attn_implementation = "eager"
-    if getattr(cls, "_can_set_experts_implementation", None) and cls._can_set_experts_implementation():
-        config._experts_implementation = "batched_mm"
-    with torch.device("meta"), _quiet():
+    for each in nested(config):  # a composite's too: Nemotron 3.5 Transcribe's NemotronH decoder
+        each._experts_implementation = "batched_mm"
+    with torch.device("meta"), _parameters_on_meta(), _quiet():
         model = cls._from_config(config, torch_dtype=torch.float32)
     model.train(False)
     if declared is not None:
@@ -390,6 +391,27 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
         if each is not None and hasattr(each, "use_cache"):
             each.use_cache = False  # a training step keeps no key/value cache
     return model
+
+
+@contextlib.contextmanager
+def _parameters_on_meta() -> Iterator[None]:
+    """Every parameter a module registers moved to meta as it is registered. torch.device("meta")
+    does not reach the legacy constructors (torch.Tensor(n), torch.FloatTensor(...)): ImageGPT's
+    norm weights, XLNet's q/k/v/o, SEW-D's masked_spec_embed were CPU tensors beside meta ones
+    (the forward stopped at the first op mixing them; XLNet allocated 400 MB). The same rule as
+    accelerate's init_empty_weights (accelerate/big_modeling.py), one parameter alive at a time."""
+    original = torch.nn.Module.register_parameter
+
+    def register(module: Any, name: str, param: Any) -> None:
+        if type(param) is torch.nn.Parameter and not param.is_meta:
+            param = torch.nn.Parameter(param.to(META), requires_grad=param.requires_grad)
+        original(module, name, param)
+
+    torch.nn.Module.register_parameter = register
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = original
 
 
 def _own(config: Any, cls: Any) -> Any:

@@ -9,6 +9,8 @@ whose value is known: the integer inputs (token ids the configuration's special 
 no padding), factories (arange, full, zeros), and every op whose operands all have one, run again
 on the copies (up to LIMIT elements: a larger one goes without). An op meta has no kernel for (a
 data-dependent shape: nonzero, masked_select, unique) takes its output's shape from its value.
+A CPU tensor the model's code makes (torch.tensor without a device) and mixes with meta ones
+becomes a meta tensor with its value as the copy; torch.tensor(data, device=meta) keeps its data.
 
 A value computed from weights is unknown on meta. The ones a forward reads are a router's choice
 of experts; they are taken balanced: top-k row r chooses (r * k + j) mod n for j < k, an argmax
@@ -32,8 +34,9 @@ from torch.utils._pytree import tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
 aten = torch.ops.aten
-LIMIT = 1 << 22
-"""The most elements a tensor's CPU copy holds (a 2048 x 2048 mask is 4 Mi): beyond it no value."""
+LIMIT = 1 << 23
+"""The most elements a tensor's CPU copy holds (a 2048 x 2048 mask is 4 Mi, Idefics3's 17 tiles of
+364 x 364 pixels from one image 6.8 Mi): beyond it no value."""
 
 META = torch.device("meta")
 CPU = torch.device("cpu")
@@ -91,6 +94,12 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
         try:
             out = func(*args, **kwargs)
         except (NotImplementedError, RuntimeError):
+            moved = self.moved(args, kwargs)
+            if moved is not None:  # a CPU tensor beside meta ones: on meta, its value kept
+                return self.run(func, *moved)
+            picked = self.picked(func, args)
+            if picked is not None:  # a known boolean mask: its indices
+                return self.run(func, picked, kwargs)
             if copy is None:  # a data-dependent shape with unknown operands: said as torch says it
                 raise
             out = tree_map(_like, copy)
@@ -107,6 +116,44 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
             if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
                 self.made[t] = packet
         return out
+
+    def moved(self, args: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+        """The operands with each CPU tensor on meta, its value as its copy, where an op mixes
+        them (SEW-D's masked_fill(mask, torch.tensor(finfo.min)): a CPU scalar the GPU kernels
+        take, meta's checks refuse); None where none is on the CPU or none on meta."""
+        tensors = [t for t in flat((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if not any(t.is_meta for t in tensors) or all(t.is_meta for t in tensors):
+            return None
+
+        def meta(x: Any) -> Any:
+            if not isinstance(x, torch.Tensor) or x.is_meta:
+                return x
+            made = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=META)
+            if x.numel() <= LIMIT:
+                self.copies[made] = x
+            return made
+
+        return tree_map(meta, args), tree_map(meta, kwargs)
+
+    def picked(self, func: Any, args: Any) -> Any:
+        """aten.index's operands with each boolean mask whose value is known as the long indices
+        it selects (GLM-ASR's audio_embeds[valid_mask]: the shape is the mask's count, whatever
+        the values it selects); None where the op is another or a mask's value is unknown."""
+        if func._overloadpacket is not aten.index or len(args) < 2:
+            return None
+        masks = [i for i in args[1] if isinstance(i, torch.Tensor) and i.dtype == torch.bool]
+        if not masks or any(i not in self.copies for i in masks):
+            return None
+        indices: list[Any] = []
+        for i in args[1]:
+            if isinstance(i, torch.Tensor) and i.dtype == torch.bool:
+                for column in self.copies[i].nonzero().unbind(1):
+                    made = torch.empty(column.shape, dtype=torch.long, device=META)
+                    self.copies[made] = column
+                    indices.append(made)
+            else:
+                indices.append(i)
+        return (args[0], indices, *args[2:])
 
     def copy_of(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """`func` run on the CPU copies of its operands (None where one has none, or too big)."""
@@ -159,10 +206,25 @@ class _Lists(TorchFunctionMode):  # type: ignore[misc]
             if copy is None:
                 raise RuntimeError("the model reads the values of a tensor computed from its weights")
             return func(copy, *args[1:], **(kwargs or {}))
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        if func in MADE and str(kwargs.get("device")) == "meta" and args:
+            data = tree_map(self._value, args[0])  # Qwen3-ASR's list of ints and 0-d tensors
+            if not any(isinstance(x, torch.Tensor) and x.is_meta for x in flat(data)):
+                return func(data, *args[1:], **{**kwargs, "device": CPU}).to(META)  # copy kept (_to_copy)
+        return func(*args, **kwargs)
+
+    def _value(self, x: Any) -> Any:
+        """A meta tensor's copy where it has one (else itself)."""
+        if isinstance(x, torch.Tensor) and x.is_meta:
+            return self.values.copies.get(x, x)
+        return x
 
 
 READS = frozenset({torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__format__})
+MADE = frozenset({torch.tensor, torch.as_tensor})
+"""Tensors made from Python data: made on meta directly they carry no value (torch.tensor does
+not dispatch its data: Qwen2-VL's torch.tensor([merge_size], device=grid.device)); made on the
+CPU (each meta tensor among the data as its copy) and moved, their copy is kept."""
 
 
 def _written(func: Any, args: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
