@@ -23,6 +23,8 @@ number cites the published kernel measurement it comes from):
   memory     a layer without a GEMM moves its bytes (gemm.py's traffic) at the measured streaming
              bandwidth (`memory_efficiency` x peak: BabelStream Triad, two loads and a store as a
              residual add or a norm does)
+  loss       the head's logits also pay the loss, memory-bound kernels in fp32 at the streaming
+             bandwidth: after its GEMM in the forward, before its input gradient (loss.py)
   floor      no kernel takes less than `kernel_floor_s`, the measured cost of launching one
              back to back (gpu-benches gpu-small-kernels)
 
@@ -50,6 +52,7 @@ from typing import Any, ClassVar
 from modtrans import dtypes
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
+from modtrans.cost.loss import loss_bytes
 from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part
 
@@ -241,9 +244,10 @@ class Gpu:
         gemms = phase_gemms(layer)
         if gemms is not None:
             runs = layer.repeats
+            loss_fwd, loss_bwd = (self.memory_seconds(b) for b in loss_bytes(layer))
             return self._ticks(
-                runs * self.gemm_seconds(gemms.forward, dtype, width),
-                runs * self.gemm_seconds(gemms.input_grad, dtype, width),
+                runs * self.gemm_seconds(gemms.forward, dtype, width) + loss_fwd,
+                runs * self.gemm_seconds(gemms.input_grad, dtype, width) + loss_bwd,
                 runs * self.gemm_seconds(gemms.weight_grad, dtype, width),
                 update,
             )
