@@ -91,3 +91,17 @@ def test_bf16_logits_are_cast_to_fp32_and_the_head_pays_the_loss(tmp_path: Path)
         without(gemms.forward, "bfloat16", 2) + model.memory_seconds(f16)
     )
     assert times.weight_grad == clock.from_seconds(without(gemms.weight_grad, "bfloat16", 2))
+
+
+def test_a_rank_pays_the_loss_on_its_share_of_the_logits(tmp_path: Path) -> None:
+    """Megatron's vocabulary-parallel loss: each of T tensor ranks holds V / T of every token's
+    logits (megatron/core/tensor_parallel/cross_entropy.py), and a sequence or micro-batch shard
+    its tokens' only: the loss moves 1/T, as the rank's share of the head's GEMM says."""
+    from fractions import Fraction
+
+    from modtrans.strategy.share import resize, shard
+
+    head = _head(tmp_path, 131072, "bfloat16")
+    whole = loss_bytes(head)
+    assert loss_bytes(shard(head, 8)) == pytest.approx((whole[0] / 8, whole[1] / 8), abs=1)
+    assert loss_bytes(resize(head, Fraction(1, 4))) == pytest.approx((whole[0] / 4, whole[1] / 4), abs=1)

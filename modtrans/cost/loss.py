@@ -40,11 +40,11 @@ def is_loss_head(layer: Layer) -> bool:
 
 def loss_bytes(layer: Layer) -> tuple[int, int]:
     """Bytes the loss moves over `layer`'s logits, forward and backward (0, 0: not a head)."""
-    if not is_loss_head(layer) or not layer.outputs:
+    if not is_loss_head(layer) or not layer.outputs or layer.gemm is None:
         return 0, 0
-    out = layer.outputs[0]
-    width = max(1, dtypes.width(out.dtype))
-    elements = (out.bytes or 0) // width * layer.repeats
+    g = layer.gemm  # the logits are its output: a rank's share of the tokens and the vocabulary
+    width = max(1, dtypes.width(layer.outputs[0].dtype))
+    elements = g.m * g.n * g.groups
     cast = (width + FP32) if width < FP32 else 0  # to fp32 before the loss, and its gradient back
     forward = elements * (FORWARD_PASSES * FP32 + cast)
     backward = elements * (BACKWARD_PASSES * FP32 + cast)
