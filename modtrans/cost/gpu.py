@@ -28,6 +28,10 @@ number cites the published kernel measurement it comes from):
   floor      no kernel takes less than `kernel_floor_s`, the measured cost of launching one
              back to back (gpu-benches gpu-small-kernels)
 
+`--attention flash2` takes FlashAttention-2's measurement where the device's newest kernel is a
+later one (the H100's FlashAttention-3): the kernel PyTorch's SDPA and flash-attn 2.x run, so
+torchtitan's and llm-foundry's attention on Hopper.
+
 `--attention eager` charges an attention core as an implementation without a fused kernel runs it
 (Megatron-LM before FlashAttention, 2021-22; PyTorch's math path): its two products as batched
 GEMMs over the whole s x s, and the softmax reading and writing the s x s scores at the streaming
@@ -56,6 +60,7 @@ from modtrans.cost.loss import loss_bytes
 from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part
 
+ATTENTION = ("flash", "flash2", "eager")  # the device's newest fused kernel, FlashAttention-2, none
 TILES = ((256, 128), (128, 256), (128, 128))
 SMALL_TILES = ((128, 64), (64, 128), (64, 64))
 SMALLEST = min(min(t) for t in TILES)
@@ -117,6 +122,7 @@ class Kernels:
     attention: Attention | None
     memory_bytes: int
     sources: Mapping[str, str] = field(default_factory=dict)
+    attention_flash2: Attention | None = None  # FlashAttention-2 where `attention` is a later kernel
 
     def matmul(self, dtype: str) -> float:
         return self.matmul_efficiency.get(dtype) or self.matmul_efficiency["default"]
@@ -124,27 +130,30 @@ class Kernels:
 
 def kernels(data: Mapping[str, Any]) -> Kernels:
     """The `kernels` section of a device profile (already checked by its schema)."""
-    a = data.get("attention")
-    attention = None
-    if a is not None:
-        curves = {
-            direction: {
-                mask: {int(d): tuple((float(s), float(r)) for s, r in points) for d, points in dims.items()}
-                for mask, dims in masks.items()
-            }
-            for direction, masks in a["curves"].items()
-        }
-        attention = Attention(curves, float(a.get("bwd_over_fwd", 1.0)), float(a.get("scale", 1.0)))
     return Kernels(
         int(data["sms"]),
         dict(data["matmul_efficiency"]),
         float(data["wave_overhead_s"]),
         float(data["memory_efficiency"]),
         float(data["kernel_floor_s"]),
-        attention,
+        _attention(data.get("attention")),
         int(data["memory_bytes"]),
         dict(data.get("sources", {})),
+        _attention(data.get("attention_flash2")),
     )
+
+
+def _attention(a: Mapping[str, Any] | None) -> Attention | None:
+    if a is None:
+        return None
+    curves = {
+        direction: {
+            mask: {int(d): tuple((float(s), float(r)) for s, r in points) for d, points in dims.items()}
+            for mask, dims in masks.items()
+        }
+        for direction, masks in a["curves"].items()
+    }
+    return Attention(curves, float(a.get("bwd_over_fwd", 1.0)), float(a.get("scale", 1.0)))
 
 
 @dataclass(frozen=True)
@@ -327,7 +336,10 @@ def make(settings: Settings) -> Gpu:
             f"device {found.key!r} has no kernel calibration (`kernels` in its profile): "
             "--compute gpu needs one; --compute roofline runs at peak"
         )
-    if settings.attention not in ("flash", "eager"):
-        raise CostError(f"--attention {settings.attention}: flash or eager")
-    k = scaled(kernels(found.kernels), settings.efficiency)
+    if settings.attention not in ATTENTION:
+        raise CostError(f"--attention {settings.attention}: one of {', '.join(ATTENTION)}")
+    k = kernels(found.kernels)
+    if settings.attention == "flash2" and k.attention_flash2 is not None:
+        k = dataclasses.replace(k, attention=k.attention_flash2)  # else its newest is FlashAttention-2
+    k = scaled(k, settings.efficiency)
     return Gpu(found, k, settings.clock, eager=settings.attention == "eager")
