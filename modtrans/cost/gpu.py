@@ -23,6 +23,8 @@ number cites the published kernel measurement it comes from):
   memory     a layer without a GEMM moves its bytes (gemm.py's traffic) at the measured streaming
              bandwidth (`memory_efficiency` x peak: BabelStream Triad, two loads and a store as a
              residual add or a norm does)
+  norms      under a framework that runs RMSNorm op by op (torchtitan without torch.compile), its
+             seven kernels as measured (norms.py), else one fused pass
   loss       the head's logits also pay the loss, memory-bound kernels in fp32 at the streaming
              bandwidth: after its GEMM in the forward, before its input gradient (loss.py)
   floor      no kernel takes less than `kernel_floor_s`, the measured cost of launching one
@@ -57,6 +59,7 @@ from modtrans import dtypes
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
 from modtrans.cost.loss import loss_bytes
+from modtrans.cost.norms import eager_rmsnorm_bytes
 from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part
 
@@ -123,6 +126,7 @@ class Kernels:
     memory_bytes: int
     sources: Mapping[str, str] = field(default_factory=dict)
     attention_flash2: Attention | None = None  # FlashAttention-2 where `attention` is a later kernel
+    eager_rmsnorm: Mapping[str, float] | None = None  # bytes an element, op by op (norms.py)
 
     def matmul(self, dtype: str) -> float:
         return self.matmul_efficiency.get(dtype) or self.matmul_efficiency["default"]
@@ -140,6 +144,7 @@ def kernels(data: Mapping[str, Any]) -> Kernels:
         int(data["memory_bytes"]),
         dict(data.get("sources", {})),
         _attention(data.get("attention_flash2")),
+        data.get("eager_rmsnorm"),
     )
 
 
@@ -166,6 +171,7 @@ class Gpu:
     name: str = Model.GPU.value
     first_input_grad: bool = False
     eager: bool = False  # --attention eager: the core as its GEMMs and a materialised softmax
+    eager_norms: bool = False  # RMSNorms op by op (torchtitan without torch.compile: norms.py)
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -260,6 +266,10 @@ class Gpu:
                 runs * self.gemm_seconds(gemms.weight_grad, dtype, width),
                 update,
             )
+        per_element = self.kernels.eager_rmsnorm if self.eager_norms else None
+        eager = eager_rmsnorm_bytes(layer, per_element) if per_element is not None else None
+        if eager is not None:  # the measured backward covers both gradients
+            return self._ticks(self.memory_seconds(eager[0]), self.memory_seconds(eager[1]), 0.0, update)
         fwd_b, ig_b, wg_b = traffic(layer)
         drop_fwd, drop_ig = self.dropout_seconds(layer, width)
         return self._ticks(
@@ -342,4 +352,5 @@ def make(settings: Settings) -> Gpu:
     if settings.attention == "flash2" and k.attention_flash2 is not None:
         k = dataclasses.replace(k, attention=k.attention_flash2)  # else its newest is FlashAttention-2
     k = scaled(k, settings.efficiency)
-    return Gpu(found, k, settings.clock, eager=settings.attention == "eager")
+    eager_norms = settings.norms == "eager" and k.eager_rmsnorm is not None
+    return Gpu(found, k, settings.clock, eager=settings.attention == "eager", eager_norms=eager_norms)

@@ -74,7 +74,8 @@ def estimate(
         raise EstimateError(
             "--overlap-grad-reduce: the fast tier takes one bucket per buffer; use the exact tier"
         )
-    ctx = context(model, device, training)
+    # the framework's conventions reach the cost model too (request.py: its RMSNorm kernels)
+    ctx = context(model, device, {**training, "framework": layout.framework.value})
     fabric = Fabric.of(sized(network, layout.npus))
     sk = skeleton_of(ctx, layout)
     plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, layout.chunks)
