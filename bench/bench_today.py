@@ -50,43 +50,44 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 700 W of our `h100` profile; llm-foundry's are H100 80GB SXM (HBM3).
 
 Measured here (2026-12-06, the exact tier): error of our iteration time against the published one
-on main before issue 37's today-slice (7b1774d), with the loss and the sharded optimizer step, and
-with `--attention flash2` where the publisher's kernel is FlashAttention-2 (this commit):
+on main before issue 37's today-slice (7b1774d); with the loss and the sharded optimizer step; with
+`--attention flash2` where the publisher's kernel is FlashAttention-2; and with torchtitan's
+RMSNorm op by op (this commit):
 
-    run                 published   7b1774d   + loss, sharded step   + flash2
-    titan-8b-a100          2.755 s    -6.3 %        -13.5 %          -13.5 %
-    titan-70b-a100        24.749 s    +7.1 %         -1.0 %           -1.0 %
-    titan-8b-h100          2.843 s   -44.5 %        -47.2 %          -39.5 %
-    titan-8b-h100x128      2.923 s   -42.4 %        -45.6 %          -38.2 %
-    foundry-7b-h100        1.155 s   -18.9 %        -26.4 %          -23.4 %
-    foundry-7b-a100        5.295 s    -7.7 %        -10.1 %          -10.1 %
-    mcore-1.7b-h100        0.452 s   -29.5 %        -25.5 %          -25.5 %
-    mcore-7.1b-h100        0.800 s   -13.6 %        -17.8 %          -17.8 %
-    MAE                               21.3 %         23.4 %           21.1 %
+    run                 published   7b1774d   + loss, sharded step   + flash2   + eager norms
+    titan-8b-a100          2.755 s    -6.3 %        -13.5 %          -13.5 %       -4.8 %
+    titan-70b-a100        24.749 s    +7.1 %         -1.0 %           -1.0 %       +5.1 %
+    titan-8b-h100          2.843 s   -44.5 %        -47.2 %          -39.5 %      -26.9 %
+    titan-8b-h100x128      2.923 s   -42.4 %        -45.6 %          -38.2 %      -25.9 %
+    foundry-7b-h100        1.155 s   -18.9 %        -26.4 %          -23.4 %      -23.4 %
+    foundry-7b-a100        5.295 s    -7.7 %        -10.1 %          -10.1 %      -10.1 %
+    mcore-1.7b-h100        0.452 s   -29.5 %        -25.5 %          -25.5 %      -25.5 %
+    mcore-7.1b-h100        0.800 s   -13.6 %        -17.8 %          -17.8 %      -17.8 %
+    MAE                               21.3 %         23.4 %           21.1 %       17.4 %
 
 The A100 rows were closer on 7b1774d for a wrong reason: every FSDP rank's Adam updated all the
 parameters (Llama 3 8B on 64 A100s: 235 ms an iteration where its 1/64 share takes 3.7 ms). Each
 change is held to its kernel measurement (tests/test_loss.py, test_layer_times.py,
-test_gpu_model.py), never to these rows.
+test_gpu_model.py, test_norms.py), never to these rows.
 
 Memory (GiB per GPU, torchtitan's reading / ours): titan-8b-h100 82.4 / 89.7, titan-8b-h100x128
 67.0 / 77.0: our selective recomputation is Megatron's (only the attention core rerun), torchtitan's
 'op' policy reruns every other matmul too and keeps less.
 
-Where the H100 runs lose time, `--kernels titan-8b-h100` (rank 0, one iteration: forward 0.491 s,
-input gradients 0.693, weight gradients 0.332, recomputation 0.103, optimizer 0.017; compute
-1.636 s of the published 2.843): the GEMMs run at 600-770 TFLOP/s (the H100 SXM5's cuBLAS rate;
-torchtitan's Grand Teton H100s run at 500 W on HBM2e, no kernel measurement of that part is
-published); each RMSNorm is one fused pass of 0.09 ms, where torchtitan without torch.compile runs
-PyTorch's ops (x.float(), pow, mean, rsqrt, two multiplies, the cast: Liger-Kernel's benchmark of
-that same module measures 11x its fused kernel, forward 1.22 ms and backward 3.03 ms at 2048 x
-32,768 on an H100 NVL), about 0.3 s an iteration, and torchtitan's own figure for torch.compile is
-+16 % tokens/s; the 'op' recomputation reruns half the matmuls (about 0.2 s) where ours reruns the
-attention core. The loss (cost/loss.py) is 0.087 s of the head's 0.110 s there. Not modelled yet:
-eager norms, torchtitan's op-level recomputation, the 500 W part.
+Where the H100 runs still lose time, `--kernels titan-8b-h100` (rank 0, one iteration: forward
+0.594 s, input gradients 0.956, weight gradients 0.326, recomputation 0.103, optimizer 0.017;
+compute 1.996 s of the published 2.843): the GEMMs run at 600-770 TFLOP/s, the H100 SXM5's cuBLAS
+rate, where torchtitan's Grand Teton H100s run at 500 W on HBM2e ("between SXM and NVL", its
+footnote; no kernel measurement of that part is published); torchtitan's 'op' recomputation
+reruns every other matmul (about 0.2 s) where ours reruns the attention core; rotary embeddings
+in fp32 complex arithmetic and SwiGLU's two kernels run op by op too, unmeasured here. The loss is
+0.087 s of the head's 0.110 s; each RMSNorm 1.67 ms forward and 4.13 ms backward (was 0.09).
+llm-foundry's and Megatron-Core's runs fuse their norms (llm-foundry's low_precision_layernorm is
+one ATen kernel; Transformer Engine's); their gap is elsewhere: the GEMMs at these shapes, and
+Megatron-Core's 1.7B spends a third of its FLOPs in the 131,072-wide head.
 
-ASTRA-sim 2.x (analytical, congestion-unaware) on titan-8b-h100's 8 traces at hgx-h100:
-1,719,986,929 ns, the exact tier's iteration to the nanosecond.
+ASTRA-sim 2.x (analytical, congestion-unaware) on titan-8b-h100's 8 traces at hgx-h100, before the
+eager norms: 1,719,986,929 ns, the exact tier's iteration to the nanosecond.
 """
 
 from __future__ import annotations
