@@ -84,7 +84,7 @@ in fp32 complex arithmetic and SwiGLU's two kernels run op by op too, unmeasured
 0.087 s of the head's 0.110 s; each RMSNorm 1.67 ms forward and 4.13 ms backward (was 0.09).
 llm-foundry's and Megatron-Core's runs fuse their norms (llm-foundry's low_precision_layernorm is
 one ATen kernel; Transformer Engine's); their gap is elsewhere: the GEMMs at these shapes, and
-Megatron-Core's 1.7B spends a third of its FLOPs in the 131,072-wide head.
+the 131,072-wide head is a seventh of Megatron-Core 1.7B's FLOPs.
 
 ASTRA-sim 2.x (analytical, congestion-unaware) on titan-8b-h100's 8 traces at hgx-h100, before the
 eager norms: 1,719,986,929 ns, the exact tier's iteration to the nanosecond.
