@@ -171,6 +171,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         cost.Clock(unit, request.clock_ghz),
         _efficiency(request.efficiency),
         request.attention or "flash",
+        _norms(request.framework),
     )
     parallel = _parallelism(request, policy)
     batch = request.batch
@@ -333,6 +334,13 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         )
     except LayoutError as error:
         raise UsageError(str(error)) from None
+
+
+def _norms(framework: str | None) -> str:
+    """The gpu model's RMSNorm under the framework's conventions (frameworks.py, eager_norms)."""
+    if framework is None or framework not in {f.value for f in Framework}:
+        return "fused"
+    return "eager" if Framework(framework).eager_norms else "fused"
 
 
 def _lays_out(r: Request) -> bool:

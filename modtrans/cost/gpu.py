@@ -23,8 +23,16 @@ number cites the published kernel measurement it comes from):
   memory     a layer without a GEMM moves its bytes (gemm.py's traffic) at the measured streaming
              bandwidth (`memory_efficiency` x peak: BabelStream Triad, two loads and a store as a
              residual add or a norm does)
+  norms      under a framework that runs RMSNorm op by op (torchtitan without torch.compile), its
+             seven kernels as measured (norms.py), else one fused pass
+  loss       the head's logits also pay the loss, memory-bound kernels in fp32 at the streaming
+             bandwidth: after its GEMM in the forward, before its input gradient (loss.py)
   floor      no kernel takes less than `kernel_floor_s`, the measured cost of launching one
              back to back (gpu-benches gpu-small-kernels)
+
+`--attention flash2` takes FlashAttention-2's measurement where the device's newest kernel is a
+later one (the H100's FlashAttention-3): the kernel PyTorch's SDPA and flash-attn 2.x run, so
+torchtitan's and llm-foundry's attention on Hopper.
 
 `--attention eager` charges an attention core as an implementation without a fused kernel runs it
 (Megatron-LM before FlashAttention, 2021-22; PyTorch's math path): its two products as batched
@@ -40,7 +48,6 @@ scales the calibration for users who calibrate on their own runs (`scaled`, belo
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
@@ -48,58 +55,19 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from modtrans import dtypes
+from modtrans.cost.attention import BACKWARD_FLOPS, Attention, attention_of
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
+from modtrans.cost.loss import loss_bytes
+from modtrans.cost.norms import eager_rmsnorm_bytes
 from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part
 
+ATTENTION = ("flash", "flash2", "eager")  # the device's newest fused kernel, FlashAttention-2, none
 TILES = ((256, 128), (128, 256), (128, 128))
 SMALL_TILES = ((128, 64), (64, 128), (64, 64))
 SMALLEST = min(min(t) for t in TILES)
 SPLIT_K_DEPTH = 1024  # the least reduction a split-K slice keeps (4 main-loop stages of 256)
-BACKWARD_FLOPS = 2.5  # FlashAttention's backward does 2.5x its forward's FLOPs (benchmark_flash_attention.py)
-
-Curve = tuple[tuple[float, float], ...]
-"""(sequence, TFLOP/s) points, by sequence."""
-
-
-@dataclass(frozen=True)
-class Attention:
-    """Measured FlashAttention throughput: per direction ("fwd", "bwd", or "fwd_bwd" when only the
-    two together were published, split by `bwd_over_fwd`), mask ("causal", "noncausal") and head
-    dimension, a curve over the sequence length."""
-
-    curves: Mapping[str, Mapping[str, Mapping[int, Curve]]]
-    bwd_over_fwd: float = 1.0  # the backward's rate over the forward's, to split a fwd_bwd curve
-    scale: float = 1.0  # another device's measurements carried over (by matmul throughput)
-
-    def rates(self, head_dim: int, sequence: int, causal: bool) -> tuple[float, float]:
-        """FLOP/s of the forward and of the backward."""
-        mask = "causal" if causal else "noncausal"
-        if "fwd_bwd" in self.curves:
-            both = _at(self.curves["fwd_bwd"][mask], head_dim, sequence)
-            # t = f / r_f + 2.5 f / (rho r_f) = 3.5 f / both  =>  r_f = both (1 + 2.5 / rho) / 3.5
-            forward = both * (1 + BACKWARD_FLOPS / self.bwd_over_fwd) / (1 + BACKWARD_FLOPS)
-            return forward * self.scale, forward * self.bwd_over_fwd * self.scale
-        fwd = _at(self.curves["fwd"][mask], head_dim, sequence)
-        bwd = _at(self.curves["bwd"][mask], head_dim, sequence)
-        return fwd * self.scale, bwd * self.scale
-
-
-def _at(by_dim: Mapping[int, Curve], head_dim: int, sequence: int) -> float:
-    """FLOP/s at the nearest measured head dimension (in log2), interpolated in log2 of the
-    sequence between the measured ones, flat beyond them."""
-    dim = min(by_dim, key=lambda d: (abs(math.log2(d) - math.log2(max(head_dim, 1))), d))
-    curve = by_dim[dim]
-    xs = [math.log2(s) for s, _ in curve]
-    x = math.log2(max(sequence, 1))
-    i = bisect.bisect_left(xs, x)
-    if i == 0:
-        return curve[0][1] * 1e12
-    if i == len(xs):
-        return curve[-1][1] * 1e12
-    (x0, (_, y0)), (x1, (_, y1)) = (xs[i - 1], curve[i - 1]), (xs[i], curve[i])
-    return (y0 + (y1 - y0) * (x - x0) / (x1 - x0)) * 1e12
 
 
 @dataclass(frozen=True)
@@ -114,6 +82,8 @@ class Kernels:
     attention: Attention | None
     memory_bytes: int
     sources: Mapping[str, str] = field(default_factory=dict)
+    attention_flash2: Attention | None = None  # FlashAttention-2 where `attention` is a later kernel
+    eager_rmsnorm: Mapping[str, float] | None = None  # bytes an element, op by op (norms.py)
 
     def matmul(self, dtype: str) -> float:
         return self.matmul_efficiency.get(dtype) or self.matmul_efficiency["default"]
@@ -121,26 +91,17 @@ class Kernels:
 
 def kernels(data: Mapping[str, Any]) -> Kernels:
     """The `kernels` section of a device profile (already checked by its schema)."""
-    a = data.get("attention")
-    attention = None
-    if a is not None:
-        curves = {
-            direction: {
-                mask: {int(d): tuple((float(s), float(r)) for s, r in points) for d, points in dims.items()}
-                for mask, dims in masks.items()
-            }
-            for direction, masks in a["curves"].items()
-        }
-        attention = Attention(curves, float(a.get("bwd_over_fwd", 1.0)), float(a.get("scale", 1.0)))
     return Kernels(
         int(data["sms"]),
         dict(data["matmul_efficiency"]),
         float(data["wave_overhead_s"]),
         float(data["memory_efficiency"]),
         float(data["kernel_floor_s"]),
-        attention,
+        attention_of(data.get("attention")),
         int(data["memory_bytes"]),
         dict(data.get("sources", {})),
+        attention_of(data.get("attention_flash2")),
+        data.get("eager_rmsnorm"),
     )
 
 
@@ -154,6 +115,7 @@ class Gpu:
     name: str = Model.GPU.value
     first_input_grad: bool = False
     eager: bool = False  # --attention eager: the core as its GEMMs and a materialised softmax
+    eager_norms: bool = False  # RMSNorms op by op (torchtitan without torch.compile: norms.py)
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -241,12 +203,17 @@ class Gpu:
         gemms = phase_gemms(layer)
         if gemms is not None:
             runs = layer.repeats
+            loss_fwd, loss_bwd = (self.memory_seconds(b) for b in loss_bytes(layer))
             return self._ticks(
-                runs * self.gemm_seconds(gemms.forward, dtype, width),
-                runs * self.gemm_seconds(gemms.input_grad, dtype, width),
+                runs * self.gemm_seconds(gemms.forward, dtype, width) + loss_fwd,
+                runs * self.gemm_seconds(gemms.input_grad, dtype, width) + loss_bwd,
                 runs * self.gemm_seconds(gemms.weight_grad, dtype, width),
                 update,
             )
+        per_element = self.kernels.eager_rmsnorm if self.eager_norms else None
+        eager = eager_rmsnorm_bytes(layer, per_element) if per_element is not None else None
+        if eager is not None:  # the measured backward covers both gradients
+            return self._ticks(self.memory_seconds(eager[0]), self.memory_seconds(eager[1]), 0.0, update)
         fwd_b, ig_b, wg_b = traffic(layer)
         drop_fwd, drop_ig = self.dropout_seconds(layer, width)
         return self._ticks(
@@ -323,7 +290,11 @@ def make(settings: Settings) -> Gpu:
             f"device {found.key!r} has no kernel calibration (`kernels` in its profile): "
             "--compute gpu needs one; --compute roofline runs at peak"
         )
-    if settings.attention not in ("flash", "eager"):
-        raise CostError(f"--attention {settings.attention}: flash or eager")
-    k = scaled(kernels(found.kernels), settings.efficiency)
-    return Gpu(found, k, settings.clock, eager=settings.attention == "eager")
+    if settings.attention not in ATTENTION:
+        raise CostError(f"--attention {settings.attention}: one of {', '.join(ATTENTION)}")
+    k = kernels(found.kernels)
+    if settings.attention == "flash2" and k.attention_flash2 is not None:
+        k = dataclasses.replace(k, attention=k.attention_flash2)  # else its newest is FlashAttention-2
+    k = scaled(k, settings.efficiency)
+    eager_norms = settings.norms == "eager" and k.eager_rmsnorm is not None
+    return Gpu(found, k, settings.clock, eager=settings.attention == "eager", eager_norms=eager_norms)

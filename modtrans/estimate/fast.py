@@ -74,7 +74,8 @@ def estimate(
         raise EstimateError(
             "--overlap-grad-reduce: the fast tier takes one bucket per buffer; use the exact tier"
         )
-    ctx = context(model, device, training)
+    # the framework's conventions reach the cost model too (request.py: its RMSNorm kernels)
+    ctx = context(model, device, {**training, "framework": layout.framework.value})
     fabric = Fabric.of(sized(network, layout.npus))
     sk = skeleton_of(ctx, layout)
     plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, layout.chunks)
@@ -103,7 +104,7 @@ def estimate(
         pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
         inside = stage.compute - pure  # the blocking collectives inside the steps
         comm, exposed = stage.comm + inside, stage.after + inside
-        step = _update(sk, cuts, _held(layout, s))  # after everything else: wall and compute grow
+        step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
         total = held[s].total if s < len(held) else None
         stages.append(
             StageTime(s, (stage.finish + step) / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total)
@@ -294,11 +295,15 @@ def _swapped(
     return out
 
 
-def _update(sk: Skeleton, cuts: Sequence[range], held: Iterable[int]) -> int:
-    """A stage's optimizer step: its chunks' units' update times (StageProgram._optimizer's sum)."""
+def _update(sk: Skeleton, cuts: Sequence[range], held: Iterable[int], layout: Layout) -> int:
+    """A stage's optimizer step: its chunks' units' update times (StageProgram._optimizer's sum),
+    each over the share of its state a rank of `layout` keeps (build.update_shards)."""
     if not sk.update:
         return 0
-    return sum(sk.update[u] for v in held for b in cuts[v] for u in sk.blocks[b])
+    from modtrans.strategy.llm.build import update_shards
+
+    shards = [update_shards(unit, layout) for unit in sk.units]
+    return sum(-(-sk.update[u] // shards[u]) for v in held for b in cuts[v] for u in sk.blocks[b])
 
 
 def _held(layout: Layout, stage: int) -> set[int]:

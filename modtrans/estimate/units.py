@@ -68,7 +68,7 @@ class Skeleton:
     units: tuple[Any, ...]  # the reduced model's Units (strategy/llm/unit.py), for the memory model
     order: tuple[int, ...]  # per block of the full model: its block index in the model
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
-    update: tuple[int, ...] = ()  # per unit: its optimizer step's ns (PhaseTimes.update), once an iteration
+    update: tuple[int, ...] = ()  # per unit: its optimizer step's ns over its whole state, once an iteration
     made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
@@ -169,7 +169,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         tuple(units),
         reduced.order,
         ties,
-        tuple(layer.update for layer in plan.layers),
+        tuple(x.update * build.update_shards(u, small) for x, u in zip(plan.layers, units, strict=True)),
     )
 
 

@@ -44,7 +44,8 @@ Named versions and configurations, each a member below whose `family` runs the d
                    MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)
                    (torchtitan/config/job_config.py, Training.mixed_precision_param "bfloat16",
                    mixed_precision_reduce "float32"; torchtitan/models/llama3/infra/parallelize.py,
-                   apply_fsdp): parameters gathered in bf16, gradients reduce-scattered in fp32
+                   apply_fsdp): parameters gathered in bf16, gradients reduce-scattered in fp32; and
+                   as its train_configs run: without torch.compile, RMSNorm op by op (eager_norms)
 """
 
 from __future__ import annotations
@@ -77,6 +78,13 @@ class Framework(enum.StrEnum):
     @property
     def reduces_in_fp32(self) -> bool:
         """FSDP's reduce_dtype is fp32 whatever the parameters' dtype (torchtitan)."""
+        return self is Framework.TORCHTITAN
+
+    @property
+    def eager_norms(self) -> bool:
+        """RMSNorm runs as PyTorch's ops, not one fused kernel: torchtitan's defaults (its
+        train_configs at 9dec370: compile = false, norm_type = "rmsnorm", the eager module of
+        torchtitan/models/norms.py; cost/norms.py)."""
         return self is Framework.TORCHTITAN
 
 

@@ -221,7 +221,24 @@ def _costed(
         if key is not None:
             made[key] = run
         runs.append(run)
-    return runs
+    return [_sharded_update(run, u, layout) for run, u in zip(runs, units, strict=True)]
+
+
+def update_shards(u: Unit, layout: Layout) -> int:
+    """The ranks a unit's optimizer state is split over, each updating its share (memory.
+    optimizer_shards: D with ZeRO, FSDP or the distributed optimizer, the expert-data ranks for an
+    expert's), as the memory counts that state."""
+    ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.gradient_ranks
+    return memory.optimizer_shards(layout, ranks)
+
+
+def _sharded_update(run: Costed, u: Unit, layout: Layout) -> Costed:
+    """The unit's optimizer step over the share of its state this rank keeps (update_shards)."""
+    shards = update_shards(u, layout)
+    if shards == 1 or not run.times.update:
+        return run
+    times = dataclasses.replace(run.times, update=-(-run.times.update // shards))
+    return dataclasses.replace(run, times=times)
 
 
 def _shape(u: Unit, inputs: frozenset[str]) -> tuple[object, ...]:

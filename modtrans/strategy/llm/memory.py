@@ -142,14 +142,19 @@ def unit_state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float
     width = weights / elements if elements else 2
     if layout.framework.family is Framework.MEGATRON and width < 4:
         grads = float(elements * MAIN_GRAD)
-    optimizer = float(elements * (ADAM + (MASTER if width < 4 else 0)))
-    if layout.zero >= 1:
-        optimizer /= ranks
+    optimizer = float(elements * (ADAM + (MASTER if width < 4 else 0))) / optimizer_shards(layout, ranks)
     if layout.zero >= 2 and layout.framework.family is not Framework.MEGATRON:
         grads /= ranks  # Megatron's distributed optimizer keeps the whole gradient buffer
     if layout.zero == 3:
         weights, grads = weights / ranks, grads / ranks
     return elements, weights, grads, optimizer
+
+
+def optimizer_shards(layout: Layout, ranks: int) -> int:
+    """The ranks one unit's optimizer state (and so its optimizer step) is split over: its
+    gradients' data-parallel `ranks` with ZeRO-1/2/3, FSDP or Megatron's distributed optimizer
+    (each rank keeps and updates 1/D of the fp32 state), else 1."""
+    return ranks if layout.zero >= 1 else 1
 
 
 def _elements(u: Unit) -> int:

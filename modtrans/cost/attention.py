@@ -1,0 +1,70 @@
+"""A device's measured fused attention kernel (devices.json `attention`, `attention_flash2`):
+TFLOP/s curves over the sequence by direction, mask and head dimension, read as gpu.py charges
+them (FLOPs counted as FlashAttention's benchmark counts them: flash-attention
+benchmarks/benchmark_flash_attention.py, flops).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+BACKWARD_FLOPS = 2.5  # FlashAttention's backward does 2.5x its forward's FLOPs (benchmark_flash_attention.py)
+Curve = tuple[tuple[float, float], ...]
+"""(sequence, TFLOP/s) points, by sequence."""
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Measured FlashAttention throughput: per direction ("fwd", "bwd", or "fwd_bwd" when only the
+    two together were published, split by `bwd_over_fwd`), mask ("causal", "noncausal") and head
+    dimension, a curve over the sequence length."""
+
+    curves: Mapping[str, Mapping[str, Mapping[int, Curve]]]
+    bwd_over_fwd: float = 1.0  # the backward's rate over the forward's, to split a fwd_bwd curve
+    scale: float = 1.0  # another device's measurements carried over (by matmul throughput)
+
+    def rates(self, head_dim: int, sequence: int, causal: bool) -> tuple[float, float]:
+        """FLOP/s of the forward and of the backward."""
+        mask = "causal" if causal else "noncausal"
+        if "fwd_bwd" in self.curves:
+            both = _at(self.curves["fwd_bwd"][mask], head_dim, sequence)
+            # t = f / r_f + 2.5 f / (rho r_f) = 3.5 f / both  =>  r_f = both (1 + 2.5 / rho) / 3.5
+            forward = both * (1 + BACKWARD_FLOPS / self.bwd_over_fwd) / (1 + BACKWARD_FLOPS)
+            return forward * self.scale, forward * self.bwd_over_fwd * self.scale
+        fwd = _at(self.curves["fwd"][mask], head_dim, sequence)
+        bwd = _at(self.curves["bwd"][mask], head_dim, sequence)
+        return fwd * self.scale, bwd * self.scale
+
+
+def _at(by_dim: Mapping[int, Curve], head_dim: int, sequence: int) -> float:
+    """FLOP/s at the nearest measured head dimension (in log2), interpolated in log2 of the
+    sequence between the measured ones, flat beyond them."""
+    dim = min(by_dim, key=lambda d: (abs(math.log2(d) - math.log2(max(head_dim, 1))), d))
+    curve = by_dim[dim]
+    xs = [math.log2(s) for s, _ in curve]
+    x = math.log2(max(sequence, 1))
+    i = bisect.bisect_left(xs, x)
+    if i == 0:
+        return curve[0][1] * 1e12
+    if i == len(xs):
+        return curve[-1][1] * 1e12
+    (x0, (_, y0)), (x1, (_, y1)) = (xs[i - 1], curve[i - 1]), (xs[i], curve[i])
+    return (y0 + (y1 - y0) * (x - x0) / (x1 - x0)) * 1e12
+
+
+def attention_of(a: Mapping[str, Any] | None) -> Attention | None:
+    """A profile's attention section as curves (None: the device has no measurement)."""
+    if a is None:
+        return None
+    curves = {
+        direction: {
+            mask: {int(d): tuple((float(s), float(r)) for s, r in points) for d, points in dims.items()}
+            for mask, dims in masks.items()
+        }
+        for direction, masks in a["curves"].items()
+    }
+    return Attention(curves, float(a.get("bwd_over_fwd", 1.0)), float(a.get("scale", 1.0)))

@@ -1,0 +1,51 @@
+"""The training loss on a model's output logits: a memory-bound kernel sequence of its own, after
+the head's GEMM in the forward and before its input gradient in the backward.
+
+Frameworks take the loss in fp32 over the whole vocabulary: torchtitan's cross_entropy_loss
+(`pred.flatten(0, 1).float()`, torchtitan/components/loss.py), transformers' ForCausalLMLoss
+(`logits.float()`, loss/loss_utils.py), Megatron-LM's vocabulary-parallel loss on fp32 logits
+(megatron/core/tensor_parallel/cross_entropy.py). PyTorch's cross_entropy is log_softmax then
+nll_loss; for a vocabulary too wide for shared memory the softmax kernel reads its row three times
+(max, sum of exponentials, the output) and writes it once (aten/src/ATen/native/cuda/SoftMax.cu),
+and the backward's gradient fill, scatter and softmax backward make more passes again.
+
+Measured (linkedin/Liger-Kernel 6159461, benchmark/benchmark_cross_entropy.py: torch.nn.
+CrossEntropyLoss on fp32 logits of 16,384 tokens x V, triton.testing.do_bench's median;
+benchmark/cross_entropy_speed/nvidia_h100_80gb_hbm3/*.csv, "Hugging Face" column), at V = 131,072
+(8.59 GB of logits) on an H100 80GB HBM3: forward 11.587 ms, forward + backward 33.941 ms. At the
+H100's measured streaming rate (2.97 TB/s, devices.json) those are 4.0 and 7.7 passes of 4 bytes
+per logit: FORWARD_PASSES and BACKWARD_PASSES. Held against the A100's forward in the same
+benchmark (nvidia_a100-sxm4-80gb: 20.8 ms at 1.70 TB/s) in tests/test_loss.py.
+
+Logits in a narrower dtype (bf16) are cast up before the loss (read 2, write 4 bytes) and the
+gradient cast back after it (read 4, write 2).
+"""
+
+from __future__ import annotations
+
+from modtrans import dtypes
+from modtrans.ir.document import Layer, Part
+
+FP32 = 4
+FORWARD_PASSES = 4.0  # 11.587 ms x 2.97 TB/s / 8.59 GB (the H100's forward, above)
+BACKWARD_PASSES = 7.7  # (33.941 - 11.587) ms x 2.97 TB/s / 8.59 GB
+
+
+def is_loss_head(layer: Layer) -> bool:
+    """The layer whose output the loss reads: a GEMM outside the blocks, in the model's head
+    (the LM head's vocabulary logits, a classifier's class logits)."""
+    b = layer.block
+    return b is not None and b.index is None and b.part is Part.HEAD and layer.gemm is not None
+
+
+def loss_bytes(layer: Layer) -> tuple[int, int]:
+    """Bytes the loss moves over `layer`'s logits, forward and backward (0, 0: not a head)."""
+    if not is_loss_head(layer) or not layer.outputs or layer.gemm is None:
+        return 0, 0
+    g = layer.gemm  # the logits are its output: a rank's share of the tokens and the vocabulary
+    width = max(1, dtypes.width(layer.outputs[0].dtype))
+    elements = g.m * g.n * g.groups
+    cast = (width + FP32) if width < FP32 else 0  # to fp32 before the loss, and its gradient back
+    forward = elements * (FORWARD_PASSES * FP32 + cast)
+    backward = elements * (BACKWARD_PASSES * FP32 + cast)
+    return round(forward), round(backward)
