@@ -141,9 +141,9 @@ def _modtrans(*args: str) -> subprocess.CompletedProcess[str]:
 
 def simulate(
     run: Run, selective: bool, folder: Path, simulator: str | None, network: str
-) -> tuple[float, float]:
-    """The simulated iteration (s) and the seconds translate + simulate took (`simulator` None: the
-    exact estimate's iteration)."""
+) -> tuple[float, float | None, float]:
+    """The simulated iteration (s), the exact tier's on the same traces (None where `simulator` is
+    None: then the first is the exact tier's) and the seconds translate + simulate took."""
     start = time.perf_counter()
     prefix = folder / f"{run.name}-{'sel' if selective else 'full'}" / "t"
     prefix.parent.mkdir()
@@ -169,9 +169,14 @@ def simulate(
         raise SystemExit(f"simulate {run.name} failed: {done.stderr.strip()}")
     report = json.loads(done.stdout)
     seconds = report["iteration_s"] if simulator is None else report["iteration_ns"] * 1e-9
+    took = time.perf_counter() - start
+    exact = None
+    if simulator is not None:  # what the exact tier says of the same traces: equal, to the ns
+        done = _modtrans("estimate", str(prefix), "--network", network, "--format", "json")
+        exact = json.loads(done.stdout)["iteration_s"] if not done.returncode else float("nan")
     for path in prefix.parent.iterdir():  # the next run's traces need the disk
         path.unlink()
-    return seconds, time.perf_counter() - start
+    return seconds, exact, took
 
 
 def main() -> None:
@@ -185,17 +190,21 @@ def main() -> None:
     simulator = None if args.estimate else os.environ.get("ASTRA_SIM") or os.environ.get("MODTRANS_ASTRA_SIM")
     if not simulator and not args.estimate:
         raise SystemExit("give the ASTRA-sim 2.x binary: ASTRA_SIM=PATH")
-    print(f"{'run':<22} {'measured':>9} {'predicted':>10} {'error':>8} {'took':>7}")
+    print(f"{'run':<22} {'measured':>9} {'predicted':>10} {'error':>8} {'took':>7} {'exact tier':>13}")
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             for selective, measured in ((False, run.full), (True, run.selective)):
-                predicted, took = simulate(run, selective, Path(tmp), simulator, args.network)
+                predicted, exact, took = simulate(run, selective, Path(tmp), simulator, args.network)
                 error = (predicted - measured) / measured
                 errors.append(error)
                 label = f"{run.name} {'selective + SP' if selective else 'full'}"
+                alike = ""
+                if exact is not None:  # "=": the same nanosecond
+                    alike = f"{exact:>12.9f}s {'=' if round(exact * 1e9) == round(predicted * 1e9) else '!'}"
                 print(
                     f"{label:<22} {measured:>8.2f}s {predicted:>9.2f}s {100 * error:>+7.1f}% {took:>6.0f}s",
+                    alike,
                     flush=True,
                 )
     mae = sum(abs(e) for e in errors) / len(errors)
