@@ -208,10 +208,18 @@ def binary(given: str | None) -> Path:
 
 
 def run(
-    executable: Path, prefix: str, npus: int, net: Network, *, timeout: float = 3600, fuse: bool = True
+    executable: Path,
+    prefix: str,
+    npus: int,
+    net: Network,
+    *,
+    timeout: float | None = None,
+    fuse: bool = True,
 ) -> tuple[Result, str]:
     """Run the simulator on the trace set `prefix` (PREFIX.<rank>.et, PREFIX.comm_groups.json);
-    `fuse`: on a copy with each chain of computes one node (fusion.py: the same simulated time)."""
+    `fuse`: on a copy with each chain of computes one node (fusion.py: the same simulated time).
+    `timeout` None: as long as it takes (GPT 530B's 280 ranks run for more than an hour on two
+    shared cores)."""
     groups = Path(f"{prefix}.comm_groups.json")
     with tempfile.TemporaryDirectory(prefix="modtrans-simulate-") as folder:
         files = write_configurations(folder, configurations(net))
