@@ -78,10 +78,21 @@ them fully, as ASTRA-sim would, put Table 4's backwards 7-12.5 % short and these
 5.28 % MAE (branch calib4, not landed); tests/test_layer_times.py holds the measured backward
 between ours in series and ours without its collectives.
 
-ASTRA-sim itself, on the megatron-2022 traces: 175B selective + SP 13,286,232,671 ns, the exact
-tier's to the nanosecond (-3.4 %; 7 minutes). 530B full recomputation, simulated once before the
-2^30 unit fix and the 2022 conventions, -7.5 % (66 minutes on the shared cores); 530B selective
-was started again on a machine under a load of 14 and did not reach the simulator in time.
+ASTRA-sim 2.x itself, through `modtrans simulate` (selene, the megatron-2022 traces at the A100's
+sustained GEMM rate, main 7b1774d; master 518bd51, analytical congestion-unaware; 2 shared cores
+under a load of 6 to 12, so CPU time is the figure to compare, wall the machine's that day). Every
+rank printed `sys[i] finished` and exited 0; each iteration is the exact tier's on the same traces
+to the nanosecond. The simulator is given each chain of computes as one node (simulate/fusion.py):
+
+    run                  measured  ASTRA-sim (ns)   error   exact tier  nodes given   CPU   wall  peak RSS
+    175B full              18.13   18,314,405,026   +1.0 %      =          0.68 M     37 s  1:33   0.89 GB
+    175B selective + SP    13.75   13,805,346,671   +0.4 %      =          1.04 M     48 s  2:27   1.29 GB
+    530B selective + SP    37.83   36,585,969,995   -3.3 %      =          5.67 M    445 s 27:07   6.80 GB
+    530B full              49.05   not run here (exact tier 48,209,836,045 ns, -1.7 %)
+    1T                             not run here (exact tier above)
+
+175B full recomputation as written (1.55 M nodes, simulate without fusion): 18,314,405,026 ns,
+75 s CPU, 2:50 wall, 1.95 GB. 530B selective + SP: 7.80 M nodes as written, 5.67 M given.
 """
 
 from __future__ import annotations
