@@ -88,11 +88,13 @@ to the nanosecond. The simulator is given each chain of computes as one node (si
     175B full              18.13   18,314,405,026   +1.0 %      =          0.68 M     37 s  1:33   0.89 GB
     175B selective + SP    13.75   13,805,346,671   +0.4 %      =          1.04 M     48 s  2:27   1.29 GB
     530B selective + SP    37.83   36,585,969,995   -3.3 %      =          5.67 M    445 s 27:07   6.80 GB
-    530B full              49.05   not run here (exact tier 48,209,836,045 ns, -1.7 %)
+    530B full              49.05   48,209,836,045   -1.7 %      =          4.48 M    296 s 16:44   5.46 GB
     1T                             not run here (exact tier above)
 
 175B full recomputation as written (1.55 M nodes, simulate without fusion): 18,314,405,026 ns,
-75 s CPU, 2:50 wall, 1.95 GB. 530B selective + SP: 7.80 M nodes as written, 5.67 M given.
+75 s CPU, 2:50 wall, 1.95 GB. 530B: 7.80 M (selective + SP) and 8.49 M (full) nodes as written. 1T
+selective + SP: 16.3 M nodes as written, 11.6 M given, some 14 GB at the 1.2 KB a node measured
+here: more than a shared 24 GB machine leaves.
 """
 
 from __future__ import annotations
