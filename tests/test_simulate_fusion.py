@@ -159,6 +159,16 @@ def test_every_joined_pair_has_no_other_compute_that_could_come_between(
     assert (held_apart > 0) is (options is DUALPIPEV)
 
 
+def test_a_copy_that_cannot_be_written_leaves_the_set_as_written(tmp_path: Path) -> None:
+    """Fusion only saves the simulator work: where the copy cannot be made (here its folder is a
+    file), the simulator is given the traces as written, no traceback."""
+    plain, npus = _traces("llama-3-8b", {"tp": 2, "pp": 2, "dp": 2, "global_batch": 8}, tmp_path)
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("", encoding="utf-8")
+    made = fusion.fused_set(plain, npus, str(blocked))
+    assert (made.prefix, made.nodes, made.kept) == (plain, 0, 0)
+
+
 @pytest.mark.skipif(not os.environ.get("MODTRANS_ASTRA_SIM"), reason="no ASTRA-sim 2.x binary given")
 @pytest.mark.parametrize(("model", "options"), CASES[:3], ids=["gpt-2022", "dualpipev", "llama-tp2-pp2-dp2"])
 def test_the_simulator_runs_the_fused_set_to_the_same_nanosecond_on_every_rank(

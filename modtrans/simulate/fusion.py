@@ -288,20 +288,24 @@ def _edits(nodes: tuple[_Node, ...]) -> tuple[list[_Edit], int]:
 
 def fused_set(prefix: str, npus: int, folder: str) -> Fused:
     """The set `prefix` (PREFIX.<rank>.et) with each rank's chains fused, in `folder` (a rank with
-    nothing to fuse linked); a trace that does not read as one is passed on as it is, for the
-    simulator to say what it finds."""
+    nothing to fuse linked); a trace that does not read as one is passed on as it is, and the
+    whole set as written where a file cannot be read or the copy written (a full disk, say): the
+    simulator says what it finds, as without fusion."""
     target = str(Path(folder) / "fused")
     nodes = kept = 0
-    for rank in range(npus):
-        source, path = Path(f"{prefix}.{rank}.et"), f"{target}.{rank}.et"
-        data = source.read_bytes()
-        try:
-            made, before, after = fused_trace(data)
-        except (ValueError, IndexError):
-            made, before, after = None, 0, 0
-        nodes, kept = nodes + before, kept + after
-        if made is None:
-            os.symlink(source.resolve(), path)
-        else:
-            Path(path).write_bytes(made)
+    try:
+        for rank in range(npus):
+            source, path = Path(f"{prefix}.{rank}.et"), f"{target}.{rank}.et"
+            data = source.read_bytes()
+            try:
+                made, before, after = fused_trace(data)
+            except (ValueError, IndexError):
+                made, before, after = None, 0, 0
+            nodes, kept = nodes + before, kept + after
+            if made is None:
+                os.symlink(source.resolve(), path)
+            else:
+                Path(path).write_bytes(made)
+    except OSError:
+        return Fused(prefix, 0, 0)
     return Fused(target, nodes, kept)
