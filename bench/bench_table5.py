@@ -80,24 +80,24 @@ between ours in series and ours without its collectives.
 
 ASTRA-sim 2.x itself, through `modtrans simulate` (selene, the megatron-2022 traces at the A100's
 sustained GEMM rate, main 7b1774d; master 518bd51, analytical congestion-unaware; 2 shared cores
-under a load of 6 to 12, so CPU time is the figure to compare, wall the machine's that day). Every
+under a load of 2 to 12, so CPU time is the figure to compare, wall the machine's that day). Every
 rank printed `sys[i] finished` and exited 0; each iteration is the exact tier's on the same traces
-to the nanosecond. The simulator is given each chain of computes as one node (simulate/fusion.py):
+to the nanosecond (1T full: to the table above's 10 ms). The simulator is given each chain of
+computes as one node (simulate/fusion.py):
 
     run                  measured  ASTRA-sim (ns)   error   exact tier  nodes given   CPU   wall  peak RSS
     175B full              18.13   18,314,405,026   +1.0 %      =          0.68 M     37 s  1:33   0.89 GB
     175B selective + SP    13.75   13,805,346,671   +0.4 %      =          1.04 M     48 s  2:27   1.29 GB
     530B selective + SP    37.83   36,585,969,995   -3.3 %      =          5.67 M    445 s 27:07   6.80 GB
     530B full              49.05   48,209,836,045   -1.7 %      =          4.48 M    296 s 16:44   5.46 GB
-    1T                             not run here (exact tier above)
+    1T full                94.42   94,451,449,991   +0.0 %   94.45 s       8.14 M    423 s  7:05   9.92 GB
+    1T selective + SP      71.49   not run here: 11.6 M nodes, some 14 GB (exact tier above)
 
 175B full recomputation as written (1.55 M nodes, no fusion) and fused, run minutes apart under
 a load of 3 to 5: 18,314,405,026 ns both, the simulator's CPU 60.4 s against 28.5 s, wall 1:33
 against 0:31, peak RSS 1.95 GB against 0.89 GB; the fusion itself 7.4 s CPU and 164 MB (every
 stage's wall, compute and exposed communication alike). 530B: 7.80 M (selective + SP) and 8.49 M
-(full) nodes as written. 1T
-selective + SP: 16.3 M nodes as written, 11.6 M given, some 14 GB at the 1.2 KB a node measured
-here: more than a shared 24 GB machine leaves.
+(full) nodes as written; 1T 17.3 M (full) and 16.3 M (selective + SP).
 """
 
 from __future__ import annotations
