@@ -82,15 +82,15 @@ ASTRA-sim 2.x itself, through `modtrans simulate` (selene, the megatron-2022 tra
 sustained GEMM rate, main 7b1774d; master 518bd51, analytical congestion-unaware; 2 shared cores
 under a load of 2 to 12, so CPU time is the figure to compare, wall the machine's that day). Every
 rank printed `sys[i] finished` and exited 0; each iteration is the exact tier's on the same traces
-to the nanosecond (1T full: to the table above's 10 ms). The simulator is given each chain of
-computes as one node (simulate/fusion.py):
+to the nanosecond. The simulator is given each chain of computes as one node
+(simulate/fusion.py):
 
     run                  measured  ASTRA-sim (ns)   error   exact tier  nodes given   CPU   wall  peak RSS
     175B full              18.13   18,314,405,026   +1.0 %      =          0.68 M     37 s  1:33   0.89 GB
     175B selective + SP    13.75   13,805,346,671   +0.4 %      =          1.04 M     48 s  2:27   1.29 GB
     530B selective + SP    37.83   36,585,969,995   -3.3 %      =          5.67 M    445 s 27:07   6.80 GB
     530B full              49.05   48,209,836,045   -1.7 %      =          4.48 M    296 s 16:44   5.46 GB
-    1T full                94.42   94,451,449,991   +0.0 %   94.45 s       8.14 M    423 s  7:05   9.92 GB
+    1T full                94.42   94,451,449,991   +0.0 %      =          8.14 M    423 s  7:05   9.92 GB
     1T selective + SP      71.49   not run here: 11.6 M nodes, some 14 GB (exact tier above)
 
 175B full recomputation as written (1.55 M nodes, no fusion) and fused, run minutes apart under
