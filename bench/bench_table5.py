@@ -39,6 +39,27 @@ the A100 at cuBLASLt's sustained 256.5 TFLOP/s), iteration time in seconds:
 
 Earlier figures, the runs on ASTRA-sim itself and why the backward's tensor-parallel collectives
 stay in series: docs/performance.md (History, bench_table5.py).
+
+ASTRA-sim 2.x itself, through `modtrans simulate` (selene, the megatron-2022 traces at the A100's
+sustained GEMM rate, main 7b1774d; master 518bd51, analytical congestion-unaware; 2 shared cores
+under a load of 2 to 12, so CPU time is the figure to compare, wall the machine's that day). Every
+rank printed `sys[i] finished` and exited 0; each iteration is the exact tier's on the same traces
+to the nanosecond. The simulator is given each chain of computes as one node
+(simulate/fusion.py):
+
+    run                  measured  ASTRA-sim (ns)   error   exact tier  nodes given   CPU   wall  peak RSS
+    175B full              18.13   18,314,405,026   +1.0 %      =          0.68 M     37 s  1:33   0.89 GB
+    175B selective + SP    13.75   13,805,346,671   +0.4 %      =          1.04 M     48 s  2:27   1.29 GB
+    530B selective + SP    37.83   36,585,969,995   -3.3 %      =          5.67 M    445 s 27:07   6.80 GB
+    530B full              49.05   48,209,836,045   -1.7 %      =          4.48 M    296 s 16:44   5.46 GB
+    1T full                94.42   94,451,449,991   +0.0 %      =          8.14 M    423 s  7:05   9.92 GB
+    1T selective + SP      71.49   not run here: 11.6 M nodes, some 14 GB (exact tier above)
+
+175B full recomputation as written (1.55 M nodes, no fusion) and fused, run minutes apart under
+a load of 3 to 5: 18,314,405,026 ns both, the simulator's CPU 60.4 s against 28.5 s, wall 1:33
+against 0:31, peak RSS 1.95 GB against 0.89 GB; the fusion itself 7.4 s CPU and 164 MB (every
+stage's wall, compute and exposed communication alike). 530B: 7.80 M (selective + SP) and 8.49 M
+(full) nodes as written; 1T 17.3 M (full) and 16.3 M (selective + SP).
 """
 
 from __future__ import annotations
@@ -98,9 +119,9 @@ def _modtrans(*args: str) -> subprocess.CompletedProcess[str]:
 
 def simulate(
     run: Run, selective: bool, folder: Path, simulator: str | None, network: str
-) -> tuple[float, float]:
-    """The simulated iteration (s) and the seconds translate + simulate took (`simulator` None: the
-    exact estimate's iteration)."""
+) -> tuple[float, float | None, float]:
+    """The simulated iteration (s), the exact tier's on the same traces (None where `simulator` is
+    None: then the first is the exact tier's) and the seconds translate + simulate took."""
     start = time.perf_counter()
     prefix = folder / f"{run.name}-{'sel' if selective else 'full'}" / "t"
     prefix.parent.mkdir()
@@ -126,9 +147,14 @@ def simulate(
         raise SystemExit(f"simulate {run.name} failed: {done.stderr.strip()}")
     report = json.loads(done.stdout)
     seconds = report["iteration_s"] if simulator is None else report["iteration_ns"] * 1e-9
+    took = time.perf_counter() - start
+    exact = None
+    if simulator is not None:  # what the exact tier says of the same traces: equal, to the ns
+        done = _modtrans("estimate", str(prefix), "--network", network, "--format", "json")
+        exact = json.loads(done.stdout)["iteration_s"] if not done.returncode else float("nan")
     for path in prefix.parent.iterdir():  # the next run's traces need the disk
         path.unlink()
-    return seconds, time.perf_counter() - start
+    return seconds, exact, took
 
 
 def main() -> None:
@@ -142,17 +168,21 @@ def main() -> None:
     simulator = None if args.estimate else os.environ.get("ASTRA_SIM") or os.environ.get("MODTRANS_ASTRA_SIM")
     if not simulator and not args.estimate:
         raise SystemExit("give the ASTRA-sim 2.x binary: ASTRA_SIM=PATH")
-    print(f"{'run':<22} {'measured':>9} {'predicted':>10} {'error':>8} {'took':>7}")
+    print(f"{'run':<22} {'measured':>9} {'predicted':>10} {'error':>8} {'took':>7} {'exact tier':>13}")
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
             for selective, measured in ((False, run.full), (True, run.selective)):
-                predicted, took = simulate(run, selective, Path(tmp), simulator, args.network)
+                predicted, exact, took = simulate(run, selective, Path(tmp), simulator, args.network)
                 error = (predicted - measured) / measured
                 errors.append(error)
                 label = f"{run.name} {'selective + SP' if selective else 'full'}"
+                alike = ""
+                if exact is not None:  # "=": the same nanosecond
+                    alike = f"{exact:>12.9f}s {'=' if round(exact * 1e9) == round(predicted * 1e9) else '!'}"
                 print(
                     f"{label:<22} {measured:>8.2f}s {predicted:>9.2f}s {100 * error:>+7.1f}% {took:>6.0f}s",
+                    alike,
                     flush=True,
                 )
     mae = sum(abs(e) for e in errors) / len(errors)

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from modtrans.simulate.fusion import fused_set
 from modtrans.simulate.network import Network, execute, write_configurations
 from modtrans.simulate.network import binary as _binary
 
@@ -207,15 +208,25 @@ def binary(given: str | None) -> Path:
 
 
 def run(
-    executable: Path, prefix: str, npus: int, net: Network, *, timeout: float = 3600
+    executable: Path,
+    prefix: str,
+    npus: int,
+    net: Network,
+    *,
+    timeout: float | None = None,
+    fuse: bool = True,
 ) -> tuple[Result, str]:
-    """Run the simulator on the trace set `prefix` (PREFIX.<rank>.et, PREFIX.comm_groups.json)."""
+    """Run the simulator on the trace set `prefix` (PREFIX.<rank>.et, PREFIX.comm_groups.json);
+    `fuse`: on a copy with each chain of computes one node (fusion.py: the same simulated time).
+    `timeout` None: as long as it takes (GPT 530B's 280 ranks run for more than an hour on two
+    shared cores)."""
     groups = Path(f"{prefix}.comm_groups.json")
     with tempfile.TemporaryDirectory(prefix="modtrans-simulate-") as folder:
         files = write_configurations(folder, configurations(net))
+        workload = fused_set(prefix, npus, folder).prefix if fuse else prefix
         command = [
             str(executable),
-            f"--workload-configuration={prefix}",
+            f"--workload-configuration={workload}",
             f"--system-configuration={files['system.json']}",
             f"--network-configuration={files['network.yml']}",
             f"--remote-memory-configuration={files['memory.json']}",

@@ -108,7 +108,7 @@ def binary(given: str | None, environment: str, option: str, name: str) -> Path:
     return found
 
 
-def execute(command: list[str], name: str, timeout: float, cwd: Path | None = None) -> str:
+def execute(command: list[str], name: str, timeout: float | None, cwd: Path | None = None) -> str:
     """Run a simulator and return what it printed (standard output, then standard error); its exit
     status is not a verdict (each module judges a run by the lines it printed)."""
     try:

@@ -85,7 +85,7 @@ def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]
             write(fused, Path(prefix), tick_ns=tick)
             net = simulate.network(network, layout.npus)
             exact = estimate.plan(result.plan, network=net, tick_ns=tick)
-            ran, _ = simulate.run(Path(binary), prefix, layout.npus, net)
+            ran, _ = simulate.run(Path(binary), prefix, layout.npus, net, timeout=3600, fuse=False)
         except (simulate.SimulateError, estimate.EstimateError, ChakraError, ValueError) as error:
             return str(error).splitlines()[0] if str(error) else type(error).__name__
     if not ran.finished:
