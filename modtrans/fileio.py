@@ -14,7 +14,7 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
 from modtrans.stopping import held
@@ -220,11 +220,33 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     write_all([(path, text)])
 
 
+class Batch(Protocol):
+    """Outputs that write themselves, many at once (a Chakra set's traces, written by forked
+    workers each into its share of the temporaries: no bytes pass back to this process)."""
+
+    def pieces(self, key: Any) -> bytes | Iterable[bytes]:
+        """One output's bytes, made here (a device or FIFO is written through)."""
+
+    def write(self, places: Sequence[tuple[Any, str]]) -> None:
+        """Each output's bytes written into its temporary (key, path), made empty. Raises OSError."""
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """An output one of `batch`'s, by its `key`; a call makes its bytes here."""
+
+    batch: Batch
+    key: Any
+
+    def __call__(self) -> bytes | Iterable[bytes]:
+        return self.batch.pieces(self.key)
+
+
 Content = str | bytes | Callable[[], bytes | Iterable[bytes]]
 """What an output holds: text, bytes, or a function making the bytes when the file is written (so
 a thousand traces, or a 100,000-layer JSON, never sit in memory whole): whole, as a list of pieces
 all made (written with writev, no joined copy: a Chakra trace patched per rank), or as any other
-iterable, a stream written as its pieces are made."""
+iterable, a stream written as its pieces are made; a Part's batch writes its own, all at once."""
 
 
 FSYNC = "MODTRANS_FSYNC"
@@ -302,6 +324,7 @@ class _Stager:
         self.made: dict[int, tuple[str, Path]] = {}
         self.added = 0
         self.futures: list[Any] = []
+        self.parts: dict[Batch, list[tuple[int, Path, Any]]] = {}
         self.pool: Any = None
         if threaded:
             # Imported here: 20-55 ms (python -X importtime, 2 loaded cores) that a text output spares.
@@ -314,6 +337,9 @@ class _Stager:
     def add(self, real: Path, data: Content) -> None:
         place = self.added
         self.added += 1
+        if isinstance(data, Part):
+            self.parts.setdefault(data.batch, []).append((place, real, data.key))
+            return
         pieces = _pieces(data)
         if self.pool is None:
             self._stage(place, real, pieces)
@@ -338,13 +364,40 @@ class _Stager:
 
     def wait(self) -> list[tuple[str, Path]]:
         """Every temporary and its output, in the order they were added, once all are written
-        (and fsynced where `durable`). Raises the first OSError."""
+        (and fsynced where `durable`); each batch writes its parts here. Raises the first OSError."""
         try:
+            for batch, parts in self.parts.items():
+                self._batch(batch, parts)
             for future in self.futures:
                 future.result()
         finally:
             self.stop()
         return [self.made[place] for place in sorted(self.made)]
+
+    def _batch(self, batch: Batch, parts: Sequence[tuple[int, Path, Any]]) -> None:
+        """The parts' temporaries made here, empty (with their outputs' modes), then written by
+        their batch; fsynced where `durable`."""
+        places = []
+        synced = []
+        for place, real, key in parts:
+            try:
+                mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
+            except FileNotFoundError:
+                mode = None
+            handle, temporary = open_partial(real)
+            self.made[place] = (temporary, real)
+            os.close(handle)
+            if mode is not None:
+                os.chmod(temporary, mode)
+            places.append((key, temporary))
+            if durable(mode is not None):
+                synced.append(temporary)
+        batch.write(places)
+        for temporary in synced:
+            if self.pool is None:
+                _fsync(temporary)
+            else:
+                self.futures.append(self.pool.submit(_fsync, temporary))
 
     def stop(self) -> None:
         """Wait for the threads at work; those not started are not (a failure or a signal)."""
@@ -358,6 +411,15 @@ def _fsync(temporary: str) -> None:
     handle = os.open(temporary, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def write_into(temporary: str, pieces: Sequence[bytes]) -> None:
+    """Write the pieces, in order, into an empty temporary that exists (a Batch's). Raises OSError."""
+    handle = os.open(temporary, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _gather(handle, pieces)
     finally:
         os.close(handle)
 
