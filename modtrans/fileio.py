@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, Protocol
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
 from modtrans.stopping import held
-from modtrans.temporaries import commit, discard, open_partial, sweep
+from modtrans.temporaries import commit, create_partial, discard, name_partial, open_partial, sweep
 
 MAX_LINE = 1 << 20  # characters; the reader reports longer lines and never hands them to the lexer
 
@@ -227,8 +227,28 @@ class Batch(Protocol):
     def pieces(self, key: Any) -> bytes | Iterable[bytes]:
         """One output's bytes, made here (a device or FIFO is written through)."""
 
-    def write(self, places: Sequence[tuple[Any, str]]) -> None:
-        """Each output's bytes written into its temporary (key, path), made empty. Raises OSError."""
+    def write(self, places: Sequence[tuple[Any, Slot]]) -> None:
+        """Each output's bytes written (Slot.write), by its key. Raises OSError."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a Batch's output goes: its temporary (named, not yet made: any process may make it),
+    its output, and the output's mode where it replaces a file."""
+
+    temporary: str
+    real: Path
+    mode: int | None
+
+    def write(self, pieces: Sequence[bytes]) -> None:
+        """The temporary made and the pieces written in order. Raises OSError naming the output."""
+        handle = create_partial(self.temporary, self.real)
+        try:
+            _gather(handle, pieces)
+            if self.mode is not None:
+                os.fchmod(handle, self.mode)
+        finally:
+            os.close(handle)
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,24 +395,21 @@ class _Stager:
         return [self.made[place] for place in sorted(self.made)]
 
     def _batch(self, batch: Batch, parts: Sequence[tuple[int, Path, Any]]) -> None:
-        """The parts' temporaries made here, empty (with their outputs' modes), then written by
-        their batch; fsynced where `durable`."""
-        places = []
+        """The parts written by their batch, each into a temporary named here (made where it is
+        written: Slot); fsynced where `durable`."""
+        slots = []
         synced = []
         for place, real, key in parts:
             try:
                 mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
             except FileNotFoundError:
                 mode = None
-            handle, temporary = open_partial(real)
+            temporary = name_partial(real)
             self.made[place] = (temporary, real)
-            os.close(handle)
-            if mode is not None:
-                os.chmod(temporary, mode)
-            places.append((key, temporary))
+            slots.append((key, Slot(temporary, real, mode)))
             if durable(mode is not None):
                 synced.append(temporary)
-        batch.write(places)
+        batch.write(slots)
         for temporary in synced:
             if self.pool is None:
                 _fsync(temporary)
@@ -411,15 +428,6 @@ def _fsync(temporary: str) -> None:
     handle = os.open(temporary, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         os.fsync(handle)
-    finally:
-        os.close(handle)
-
-
-def write_into(temporary: str, pieces: Sequence[bytes]) -> None:
-    """Write the pieces, in order, into an empty temporary that exists (a Batch's). Raises OSError."""
-    handle = os.open(temporary, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        _gather(handle, pieces)
     finally:
         os.close(handle)
 

@@ -45,7 +45,7 @@ from modtrans import limits
 from modtrans.chakra import ahead, wire
 from modtrans.chakra.encode import ChakraError, Nodes, collective_type, dim_masks, durations
 from modtrans.chakra.patch import PEER, RANK, Template
-from modtrans.fileio import Part, write_into
+from modtrans.fileio import Part, Slot
 from modtrans.plan.model import Plan
 
 if TYPE_CHECKING:
@@ -163,34 +163,39 @@ class _Set:
         made for the check serves the write."""
         return self._run("check", places)
 
-    def write(self, places: Sequence[tuple[int, str]]) -> None:
-        """fileio.Batch: each rank's trace written into its temporary (rank, path), made empty."""
+    def write(self, places: Sequence[tuple[int, Slot]]) -> None:
+        """fileio.Batch: each rank's trace written into its slot."""
         self._run("write", places)
 
-    def _run(self, what: str, places: Sequence[tuple[int, str]]) -> list[Diagnostic]:
+    def _run(self, what: str, places: Sequence[tuple[int, Any]]) -> list[Diagnostic]:
         """The job for each program's places, in its owner worker (ahead.Workers: program p's is
         worker p % count) or here; the findings of every job, in program order."""
-        by_program: dict[int, list[tuple[int, str]]] = {}
+        by_program: dict[int, list[tuple[int, Any]]] = {}
         for rank, path in places:
             by_program.setdefault(self.plan.program_of[rank], []).append((rank, path))
         workers = self._workers()
         if workers is None:
             return [d for p, its in sorted(by_program.items()) for d in self._job((what, p, its))]
-        for p, its in sorted(by_program.items()):
-            workers.send(p % workers.count, (what, p, its))
-        found = [d for p in sorted(by_program) for d in workers.receive(p % workers.count)]
+        try:
+            for p, its in sorted(by_program.items()):
+                workers.send(p % workers.count, (what, p, its))
+            found = [d for p in sorted(by_program) for d in workers.receive(p % workers.count)]
+        except BaseException:  # a failure, or a signal: no worker writes on once the caller cleans up
+            self.workers = None
+            workers.close()
+            raise
         if what == "write":  # a set is written once: whatever else is asked is made here
             self.workers = None
             workers.close()
         return found
 
-    def _job(self, request: tuple[str, int, list[tuple[int, str]]]) -> list[Diagnostic]:
+    def _job(self, request: tuple[str, int, list[tuple[int, Any]]]) -> list[Diagnostic]:
         """Check or write a program's places (`_run`), wherever it runs; a write drops the template."""
         what, p, places = request
         template = self._template(p)
         if what == "write":
-            for rank, temporary in places:
-                write_into(temporary, self._fill(rank, template))
+            for rank, slot in places:
+                slot.write(self._fill(rank, template))
             self.templates.pop(p, None)
             return []
         from modtrans.chakra.read import read
