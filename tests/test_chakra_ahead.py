@@ -152,3 +152,14 @@ def test_a_set_dropped_before_it_is_written_stops_its_workers(
     del made
     gc.collect()
     assert not multiprocessing.active_children()
+
+
+def _none_in_a_daemon(_: int) -> bool:
+    return ahead.start(_square, 2) is None
+
+
+@forks
+def test_a_daemonic_process_makes_no_workers() -> None:
+    """multiprocessing refuses a daemon's children (a Pool's worker translating a big set)."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(_none_in_a_daemon, [0]) == [True]

@@ -51,10 +51,14 @@ def cores() -> int:
 
 
 def start(job: Callable[[Any], Any], count: int) -> Workers | None:
-    """`count` forked Workers running `job`, or None where workers do not pay: one of them, or a
-    platform that does not fork (macOS's fork is unsafe once system frameworks are loaded;
-    Windows has none)."""
+    """`count` forked Workers running `job`, or None where workers do not pay or cannot be: one of
+    them, a platform that does not fork (macOS's fork is unsafe once system frameworks are loaded;
+    Windows has none), a daemonic process (multiprocessing.Pool's workers)."""
     if count < 2 or not sys.platform.startswith("linux"):
+        return None
+    import multiprocessing
+
+    if multiprocessing.current_process().daemon:  # a daemon's children are refused (a Pool's worker)
         return None
     return Workers(job, count)
 
@@ -75,12 +79,13 @@ def _serve(job: Callable[[Any], Any], connection: Any, parents: list[Any]) -> No
     _quiet()
     for end in parents:
         end.close()
+    parent = os.getppid()
     while True:
         try:
             request = connection.recv()
         except EOFError:
             return
-        if request is None:
+        if request is None or os.getppid() != parent:  # a parent killed (SIGKILL) asks nothing more
             return
         try:
             answer: tuple[bool, Any] = (True, job(request))

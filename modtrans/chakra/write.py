@@ -278,10 +278,11 @@ def group_file(prefix: Path) -> Path:
 
 
 def write(plan: Plan, prefix: Path, **options: Any) -> list[Path]:
-    """Write every rank's trace and the group file, all or nothing."""
+    """Write every rank's trace and the group file, all or nothing; each trace made as it is
+    written (files(lazy=True): by the workers, for a big set)."""
     from modtrans.fileio import write_all
 
-    outputs = files(plan, prefix, **options)
+    outputs = files(plan, prefix, lazy=True, **options)
     try:
         write_all(outputs)
     except OSError as error:
