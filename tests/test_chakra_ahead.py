@@ -163,3 +163,21 @@ def test_a_daemonic_process_makes_no_workers() -> None:
     """multiprocessing refuses a daemon's children (a Pool's worker translating a big set)."""
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.map(_none_in_a_daemon, [0]) == [True]
+
+
+@forks
+def test_workers_replacing_a_set_keep_each_files_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers make the temporaries: a trace they replace keeps the mode it had (0600 here),
+    the others get 0666 less the umask, as the shell makes a file."""
+    first = _set(tmp_path / "t", monkeypatch, 2)
+    kept = tmp_path / "t" / "t.7.et"
+    kept.chmod(0o600)
+    monkeypatch.setattr(ahead, "cores", lambda: 2)
+    modtrans.translate(GPT2, format="chakra-et", output=tmp_path / "t" / "t", **LAYOUT)
+    assert {p.name: p.read_bytes() for p in sorted((tmp_path / "t").iterdir())} == first
+    assert kept.stat().st_mode & 0o777 == 0o600
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "t" / "t.8.et").stat().st_mode & 0o777 == 0o666 & ~umask
