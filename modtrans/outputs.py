@@ -97,10 +97,11 @@ def trace_files(
     passes: int = 1,
     dims: Sequence[int] | None = None,
     made: bool = False,
+    full: bool = False,
 ) -> tuple[Files, dict[str, Any], list[Diagnostic]]:
     """The traces, PREFIX.comm_groups.json and PREFIX.et-meta.json (in that order), the provenance
     the last holds, and what the checks across ranks find in them (errors and warnings); `made`:
-    PREFIX's folder is made when they are written (new_folder).
+    PREFIX's folder is made when they are written (new_folder); `full`: --check full (checked).
     Raises UsageError for what the trace writer refuses (--passes, --network-dims)."""
     described = {
         **metadata,
@@ -127,16 +128,18 @@ def trace_files(
         )
     except chakra.ChakraError as error:
         raise UsageError(str(error)) from None
-    found = checked(plan, files)  # what we write passes the checks users run
+    found = checked(plan, files, full)  # what we write passes the checks users run
     files.append((Path(f"{prefix}{SET_SUFFIX}"), json.dumps(described, indent=1) + "\n"))
     return files, described, found
 
 
-def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
+def checked(plan: Plan, outputs: list[tuple[Path, Any]], full: bool = False) -> list[Diagnostic]:
     """The trace-set checks of `modtrans validate` on `outputs` (the traces, then the group file)
     before they are written. Up to SELF_CHECK ranks every trace is made here and kept for the
     write; above, the first rank of SAMPLE programs is checked alone, by the process that will
-    write its program (chakra.checked), and the plan's ranks matched on the plan."""
+    write its program (chakra.checked: decoded and its graph checked; with `full`, each node's
+    attributes too, which the encoder writes alike for every node of a kind: tests/test_chakra*),
+    and the plan's ranks matched on the plan."""
     from modtrans.chakra.validate import check_set
     from modtrans.plan.check import consistency
 
@@ -148,7 +151,7 @@ def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
         used = sorted(set(plan.program_of))
         firsts = [plan.program_of.index(used[i]) for i in sample(len(used))]
         with progress_task("checking a trace of some programs", total=1) as advance:
-            found = sampled(traces, firsts)
+            found = sampled(traces, firsts, full=full)
             advance()
         found += [diagnostic(code, message, path=str(group_path)) for code, message in consistency(plan)]
         return [d for d in found if d.severity <= 2]

@@ -157,11 +157,12 @@ class _Set:
             template = self.templates[p] = Template(self.nodes.made(p))
         return template
 
-    def check(self, places: Sequence[tuple[int, str]]) -> list[Diagnostic]:
-        """The traces of these ranks (rank, path) checked alone, as `modtrans validate` checks one
-        trace (validate.one_trace), each by the process that will write its program: the template
-        made for the check serves the write."""
-        return self._run("check", places)
+    def check(self, places: Sequence[tuple[int, str]], full: bool) -> list[Diagnostic]:
+        """The traces of these ranks (rank, path) checked alone, each by the process that will
+        write its program (the template made for the check serves the write): decoded and their
+        graphs checked (validate.structure), or `full`, as `modtrans validate` checks one trace
+        (validate.one_trace: each node's attributes too)."""
+        return self._run("full" if full else "check", places)
 
     def write(self, places: Sequence[tuple[int, Slot]]) -> None:
         """fileio.Batch: each rank's trace written into its slot."""
@@ -199,16 +200,14 @@ class _Set:
             self.templates.pop(p, None)
             return []
         from modtrans.chakra.read import read
-        from modtrans.chakra.validate import one_trace
+        from modtrans.chakra.validate import one_trace, structure
 
-        return [
-            d
-            for rank, path in places
-            for d in one_trace(read(self.trace_of(rank, template), path, alone=True))
-        ]
-
-    def trace_of(self, rank: int, template: Template) -> bytes:
-        return b"".join(self._fill(rank, template))
+        full = what == "full"
+        found = []
+        for rank, path in places:
+            trace = read(b"".join(self._fill(rank, template)), path, alone=True, bare=not full)
+            found += one_trace(trace) if full else structure(trace)
+        return found
 
     def _workers(self) -> ahead.Workers | None:
         """Forked workers for a set above ahead.RANKS ranks, started at the first job (the group
@@ -264,13 +263,16 @@ def files(
     return [*traces, (group_file(prefix), groups_json(plan).encode())]
 
 
-def checked(traces: Sequence[tuple[Path, Any]], ranks: Sequence[int]) -> list[Diagnostic]:
-    """The traces of these ranks, of those files(lazy=True) made, each checked alone
-    (validate.one_trace) by the process that will write it: a worker, above ahead.RANKS ranks."""
+def checked(
+    traces: Sequence[tuple[Path, Any]], ranks: Sequence[int], *, full: bool = False
+) -> list[Diagnostic]:
+    """The traces of these ranks, of those files(lazy=True) made, each checked alone by the
+    process that will write it (a worker, above ahead.RANKS ranks): its decoding and graph, or
+    `full`, its nodes too (_Set.check)."""
     made_set = traces[0][1].batch if isinstance(traces[0][1], Part) else None
     if not isinstance(made_set, _Set):
         raise TypeError("checked() takes the traces of files(lazy=True)")
-    return made_set.check([(rank, str(traces[rank][0])) for rank in ranks])
+    return made_set.check([(rank, str(traces[rank][0])) for rank in ranks], full)
 
 
 def group_file(prefix: Path) -> Path:
