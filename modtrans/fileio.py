@@ -227,8 +227,9 @@ class Batch(Protocol):
     def pieces(self, key: Any) -> bytes | Iterable[bytes]:
         """One output's bytes, made here (a device or FIFO is written through)."""
 
-    def write(self, places: Sequence[tuple[Any, Slot]]) -> None:
-        """Each output's bytes written (Slot.write), by its key. Raises OSError."""
+    def write(self, places: Sequence[tuple[Any, Slot]], advance: Callable[[int], None]) -> None:
+        """Each output's bytes written (Slot.write), by its key, `advance` told how many as they
+        are. Raises OSError."""
 
 
 @dataclass(frozen=True)
@@ -307,8 +308,9 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
             for (real, through), data in targets:
                 if not through:
                     stager.add(real, data)
-                advance()
-        staged = stager.wait()
+                if through or not isinstance(data, Part):
+                    advance()
+            staged = stager.wait(advance)  # a batch's parts counted as they are written
         with held():  # a signal stops the command before the renames or after them all
             for temporary, real in staged:
                 commit(temporary, real)
@@ -382,19 +384,22 @@ class _Stager:
             if room is not None:
                 room.release()
 
-    def wait(self) -> list[tuple[str, Path]]:
+    def wait(self, advance: Callable[[int], None]) -> list[tuple[str, Path]]:
         """Every temporary and its output, in the order they were added, once all are written
-        (and fsynced where `durable`); each batch writes its parts here. Raises the first OSError."""
+        (and fsynced where `durable`); each batch writes its parts here, counted by `advance`.
+        Raises the first OSError."""
         try:
             for batch, parts in self.parts.items():
-                self._batch(batch, parts)
+                self._batch(batch, parts, advance)
             for future in self.futures:
                 future.result()
         finally:
             self.stop()
         return [self.made[place] for place in sorted(self.made)]
 
-    def _batch(self, batch: Batch, parts: Sequence[tuple[int, Path, Any]]) -> None:
+    def _batch(
+        self, batch: Batch, parts: Sequence[tuple[int, Path, Any]], advance: Callable[[int], None]
+    ) -> None:
         """The parts written by their batch, each into a temporary named here (made where it is
         written: Slot); fsynced where `durable`."""
         slots = []
@@ -409,7 +414,7 @@ class _Stager:
             slots.append((key, Slot(temporary, real, mode)))
             if durable(mode is not None):
                 synced.append(temporary)
-        batch.write(slots)
+        batch.write(slots, advance)
         for temporary in synced:
             if self.pool is None:
                 _fsync(temporary)

@@ -181,3 +181,32 @@ def test_workers_replacing_a_set_keep_each_files_mode(
     umask = os.umask(0)
     os.umask(umask)
     assert (tmp_path / "t" / "t.8.et").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+@forks
+def test_writing_a_big_set_counts_each_programs_ranks_once_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writing task's steps are the workers' answers: twelve programs of eight ranks, then
+    the group file and the .meta.json, one step each; they add up to the task's total."""
+    from modtrans import progress
+
+    steps: list[tuple[object, int]] = []
+
+    class Heard:
+        def start(self, label: str, total: int | None) -> object:
+            steps.append((label, total or 0))
+            return label
+
+        def step(self, handle: object, amount: int) -> None:
+            steps.append((handle, amount))
+
+        def stop(self, handle: object) -> None:
+            pass
+
+    with progress.listening(Heard()):
+        _set(tmp_path / "t", monkeypatch, 2)
+    writing = [amount for label, amount in steps if label == "writing"]
+    assert writing[0] == 96 + 2  # the total
+    assert sorted(writing[1:]) == [1, 1, *[8] * 12]
+    assert sum(writing[1:]) == writing[0]

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,23 +164,34 @@ class _Set:
         (validate.one_trace: each node's attributes too)."""
         return self._run("full" if full else "check", places)
 
-    def write(self, places: Sequence[tuple[int, Slot]]) -> None:
-        """fileio.Batch: each rank's trace written into its slot."""
-        self._run("write", places)
+    def write(self, places: Sequence[tuple[int, Slot]], advance: Callable[[int], None]) -> None:
+        """fileio.Batch: each rank's trace written into its slot, a program's ranks counted once
+        they are."""
+        self._run("write", places, advance)
 
-    def _run(self, what: str, places: Sequence[tuple[int, Any]]) -> list[Diagnostic]:
+    def _run(
+        self, what: str, places: Sequence[tuple[int, Any]], advance: Callable[[int], None] | None = None
+    ) -> list[Diagnostic]:
         """The job for each program's places, in its owner worker (ahead.Workers: program p's is
-        worker p % count) or here; the findings of every job, in program order."""
+        worker p % count) or here; the findings of every job, in program order (`advance` told
+        how many places each job did)."""
         by_program: dict[int, list[tuple[int, Any]]] = {}
         for rank, path in places:
             by_program.setdefault(self.plan.program_of[rank], []).append((rank, path))
         workers = self._workers()
+        count = advance or (lambda done: None)
+        found = []
         if workers is None:
-            return [d for p, its in sorted(by_program.items()) for d in self._job((what, p, its))]
+            for p, its in sorted(by_program.items()):
+                found += self._job((what, p, its))
+                count(len(its))
+            return found
         try:
             for p, its in sorted(by_program.items()):
                 workers.send(p % workers.count, (what, p, its))
-            found = [d for p in sorted(by_program) for d in workers.receive(p % workers.count)]
+            for p, its in sorted(by_program.items()):
+                found += workers.receive(p % workers.count)
+                count(len(its))
         except BaseException:  # a failure, or a signal: no worker writes on once the caller cleans up
             self.workers = None
             workers.close()
