@@ -24,6 +24,10 @@ sampled self-check reading structure, 1.64x (CPU 2.21x) at load 11-14, where the
 made 1.75x (CPU 1.98x) in the same quarter hour: on a loaded machine the ratio is the CPU share the
 floor's one process and ModTrans's processes get. `/usr/bin/time`, taking turns at load 13: the
 whole translation's CPU 0.68x the commit before's (1.9-2.0 s against 2.7-3.0 s), its wall 0.75x.
+At load 2 (one core taken by a neighbour), back to back: 1.76 s against the commit before's
+1.80 s, CPU 1.58 s against 2.18 s, the floor 0.71-0.89 s: 2.49x (2.03x before, the floor's own
+spread); issue 39's 1.5x is not reached: the serial start (imports, plan) and the encoding are
+what is left above the writes.
 """
 
 from __future__ import annotations
