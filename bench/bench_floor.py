@@ -83,6 +83,7 @@ def main() -> None:
         ours.mkdir()
         floor.mkdir()
         for name in names:
+            load = os.getloadavg()[0]
             translate = [sys.executable, "-m", "modtrans", "translate", *CONFIGS[name]]
             translate += ["--format", "chakra-et", "-q", "-o", str(ours / "t")]
             best = {"modtrans": float("inf"), "fsync": float("inf"), "write": float("inf")}
@@ -107,7 +108,7 @@ def main() -> None:
                 f"floor {best['fsync']:.2f} s with fsync ({best['modtrans'] / best['fsync']:.2f}x), "
                 f"{best['write']:.2f} s without ({best['modtrans'] / best['write']:.2f}x); CPU "
                 f"{cpu['modtrans']:.2f} s, the floor's {cpu['write']:.2f} s "
-                f"({cpu['modtrans'] / cpu['write']:.2f}x)"
+                f"({cpu['modtrans'] / cpu['write']:.2f}x); load {load:.1f} to {os.getloadavg()[0]:.1f}"
             )
 
 

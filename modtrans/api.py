@@ -43,6 +43,7 @@ def run(prepared: Prepared) -> Translation:
             passes=request.passes,
             dims=request.network_dims,
             made=folder is not None,
+            full=request.check == "full",
         )
         files += _timeline(result, prepared)
         return replace(

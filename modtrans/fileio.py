@@ -14,11 +14,11 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from modtrans.diagnostics import Diagnostic, Span, diagnostic
 from modtrans.stopping import held
-from modtrans.temporaries import commit, discard, open_partial, sweep
+from modtrans.temporaries import commit, create_partial, discard, name_partial, open_partial, sweep
 
 MAX_LINE = 1 << 20  # characters; the reader reports longer lines and never hands them to the lexer
 
@@ -220,11 +220,54 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     write_all([(path, text)])
 
 
+class Batch(Protocol):
+    """Outputs that write themselves, many at once (a Chakra set's traces, written by forked
+    workers each into its share of the temporaries: no bytes pass back to this process)."""
+
+    def pieces(self, key: Any) -> bytes | Iterable[bytes]:
+        """One output's bytes, made here (a device or FIFO is written through)."""
+
+    def write(self, places: Sequence[tuple[Any, Slot]], advance: Callable[[int], None]) -> None:
+        """Each output's bytes written (Slot.write), by its key, `advance` told how many as they
+        are. Raises OSError."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a Batch's output goes: its temporary (named, not yet made: any process may make it),
+    its output, and the output's mode where it replaces a file."""
+
+    temporary: str
+    real: Path
+    mode: int | None
+
+    def write(self, pieces: Sequence[bytes]) -> None:
+        """The temporary made and the pieces written in order. Raises OSError naming the output."""
+        handle = create_partial(self.temporary, self.real)
+        try:
+            _gather(handle, pieces)
+            if self.mode is not None:
+                os.fchmod(handle, self.mode)
+        finally:
+            os.close(handle)
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """An output one of `batch`'s, by its `key`; a call makes its bytes here."""
+
+    batch: Batch
+    key: Any
+
+    def __call__(self) -> bytes | Iterable[bytes]:
+        return self.batch.pieces(self.key)
+
+
 Content = str | bytes | Callable[[], bytes | Iterable[bytes]]
 """What an output holds: text, bytes, or a function making the bytes when the file is written (so
 a thousand traces, or a 100,000-layer JSON, never sit in memory whole): whole, as a list of pieces
 all made (written with writev, no joined copy: a Chakra trace patched per rank), or as any other
-iterable, a stream written as its pieces are made."""
+iterable, a stream written as its pieces are made; a Part's batch writes its own, all at once."""
 
 
 FSYNC = "MODTRANS_FSYNC"
@@ -265,8 +308,9 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
             for (real, through), data in targets:
                 if not through:
                     stager.add(real, data)
-                advance()
-        staged = stager.wait()
+                if through or not isinstance(data, Part):
+                    advance()
+            staged = stager.wait(advance)  # a batch's parts counted as they are written
         with held():  # a signal stops the command before the renames or after them all
             for temporary, real in staged:
                 commit(temporary, real)
@@ -302,6 +346,7 @@ class _Stager:
         self.made: dict[int, tuple[str, Path]] = {}
         self.added = 0
         self.futures: list[Any] = []
+        self.parts: dict[Batch, list[tuple[int, Path, Any]]] = {}
         self.pool: Any = None
         if threaded:
             # Imported here: 20-55 ms (python -X importtime, 2 loaded cores) that a text output spares.
@@ -314,6 +359,9 @@ class _Stager:
     def add(self, real: Path, data: Content) -> None:
         place = self.added
         self.added += 1
+        if isinstance(data, Part):
+            self.parts.setdefault(data.batch, []).append((place, real, data.key))
+            return
         pieces = _pieces(data)
         if self.pool is None:
             self._stage(place, real, pieces)
@@ -336,15 +384,42 @@ class _Stager:
             if room is not None:
                 room.release()
 
-    def wait(self) -> list[tuple[str, Path]]:
+    def wait(self, advance: Callable[[int], None]) -> list[tuple[str, Path]]:
         """Every temporary and its output, in the order they were added, once all are written
-        (and fsynced where `durable`). Raises the first OSError."""
+        (and fsynced where `durable`); each batch writes its parts here, counted by `advance`.
+        Raises the first OSError."""
         try:
+            for batch, parts in self.parts.items():
+                self._batch(batch, parts, advance)
             for future in self.futures:
                 future.result()
         finally:
             self.stop()
         return [self.made[place] for place in sorted(self.made)]
+
+    def _batch(
+        self, batch: Batch, parts: Sequence[tuple[int, Path, Any]], advance: Callable[[int], None]
+    ) -> None:
+        """The parts written by their batch, each into a temporary named here (made where it is
+        written: Slot); fsynced where `durable`."""
+        slots = []
+        synced = []
+        for place, real, key in parts:
+            try:
+                mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
+            except FileNotFoundError:
+                mode = None
+            temporary = name_partial(real)
+            self.made[place] = (temporary, real)
+            slots.append((key, Slot(temporary, real, mode)))
+            if durable(mode is not None):
+                synced.append(temporary)
+        batch.write(slots, advance)
+        for temporary in synced:
+            if self.pool is None:
+                _fsync(temporary)
+            else:
+                self.futures.append(self.pool.submit(_fsync, temporary))
 
     def stop(self) -> None:
         """Wait for the threads at work; those not started are not (a failure or a signal)."""

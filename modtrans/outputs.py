@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,10 +97,11 @@ def trace_files(
     passes: int = 1,
     dims: Sequence[int] | None = None,
     made: bool = False,
+    full: bool = False,
 ) -> tuple[Files, dict[str, Any], list[Diagnostic]]:
     """The traces, PREFIX.comm_groups.json and PREFIX.et-meta.json (in that order), the provenance
     the last holds, and what the checks across ranks find in them (errors and warnings); `made`:
-    PREFIX's folder is made when they are written (new_folder).
+    PREFIX's folder is made when they are written (new_folder); `full`: --check full (checked).
     Raises UsageError for what the trace writer refuses (--passes, --network-dims)."""
     described = {
         **metadata,
@@ -127,27 +128,31 @@ def trace_files(
         )
     except chakra.ChakraError as error:
         raise UsageError(str(error)) from None
-    found = checked(plan, files)  # what we write passes the checks users run
+    found = checked(plan, files, full)  # what we write passes the checks users run
     files.append((Path(f"{prefix}{SET_SUFFIX}"), json.dumps(described, indent=1) + "\n"))
     return files, described, found
 
 
-def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
+def checked(plan: Plan, outputs: list[tuple[Path, Any]], full: bool = False) -> list[Diagnostic]:
     """The trace-set checks of `modtrans validate` on `outputs` (the traces, then the group file)
-        before they are written. Up to SELF_CHECK ranks every trace is made here and kept for the
-        write; above, the first rank of SAMPLE programs is made, checked alone and dropped, and the
-    plan's ranks matched on the plan."""
+    before they are written. Up to SELF_CHECK ranks every trace is made here and kept for the
+    write; above, the first rank of SAMPLE programs is checked alone, by the process that will
+    write its program (chakra.checked: decoded and its graph checked; with `full`, each node's
+    attributes too, which the encoder writes alike for every node of a kind: tests/test_chakra*),
+    and the plan's ranks matched on the plan."""
     from modtrans.chakra.validate import check_set
     from modtrans.plan.check import consistency
 
     group_path, groups = outputs[-1]
     traces = outputs[:-1]
     if len(traces) > SELF_CHECK:
+        from modtrans.chakra import checked as sampled
+
         used = sorted(set(plan.program_of))
         firsts = [plan.program_of.index(used[i]) for i in sample(len(used))]
-        with progress_task("checking a trace of some programs", total=len(firsts)) as advance:
-            made = _Made({str(traces[r][0]): traces[r][1] for r in firsts}, advance)
-            found = check_set(made, groups, str(group_path), complete=False)
+        with progress_task("checking a trace of some programs", total=1) as advance:
+            found = sampled(traces, firsts, full=full)
+            advance()
         found += [diagnostic(code, message, path=str(group_path)) for code, message in consistency(plan)]
         return [d for d in found if d.severity <= 2]
     with progress_task("encoding the traces checked", total=len(traces)) as advance:
@@ -162,25 +167,6 @@ def checked(plan: Plan, outputs: list[tuple[Path, Any]]) -> list[Diagnostic]:
 def joined(made: bytes | Iterable[bytes]) -> bytes:
     """A trace whole, from what its maker gives (chakra.files(lazy=True): the pieces to write)."""
     return made if isinstance(made, bytes) else b"".join(made)
-
-
-class _Made(Mapping[str, bytes]):
-    """Traces by path, each made when it is read and not kept: a large set's sample is encoded
-    again when it is written (the encoder keeps what the ranks of a program share)."""
-
-    def __init__(self, makers: dict[str, Callable[[], bytes]], advance: Callable[[], None]) -> None:
-        self.makers, self.advance = makers, advance
-
-    def __getitem__(self, path: str) -> bytes:
-        data = joined(self.makers[path]())
-        self.advance()
-        return data
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.makers)
-
-    def __len__(self) -> int:
-        return len(self.makers)
 
 
 def said(written: Sequence[Path]) -> str:

@@ -168,9 +168,10 @@ OPTIONS: tuple[Option, ...] = (
        "tenth of its weight-gradient times)."),
     _o("force", bool, "Allow --output to overwrite an input file.", OUTPUT, default=False),
     _o("check", ("quick", "full"),
-       "How a text output is checked before it is written: quick (its lines' form and count, and the "
-       "workload's checks; read back whole where they find anything) or full (read back as `modtrans "
-       "validate` reads it).", OUTPUT, default="quick", flags=("--check",)),
+       "How an output is checked before it is written: quick (a text's lines' form and count, and the "
+       "workload's checks, read back whole where they find anything; above 64 ranks, the sampled traces "
+       "decoded and their graphs checked) or full (read back as `modtrans validate` reads it; the sampled "
+       "traces node by node).", OUTPUT, default="quick", flags=("--check",)),
     _o("strict", bool, "Warnings (e.g. what the consumer misreads) fail: no output.", default=False),
     _o("allow_unknown", bool,
        "Keep layers whose FLOPs are unknown (X510: 0; X514: one loop iteration); the metadata lists them.",

@@ -34,13 +34,26 @@ _OURS: set[str] = set()
 def open_partial(real: Path) -> tuple[int, str]:
     """A new temporary beside `real`, open for writing: its descriptor and path (the writer sweeps
     the folder first, once for all its outputs there). Raises OSError naming `real`."""
+    temporary = name_partial(real)
+    return create_partial(temporary, real), temporary
+
+
+def name_partial(real: Path) -> str:
+    """A new temporary's name beside `real`, this process's from now on (removed however the
+    command ends, made or not): it, or a worker it forked, makes it (create_partial)."""
     # os.urandom is what secrets.token_hex reads; secrets would bring hmac and random (3 ms at start-up)
     temporary = str(real.parent / f".{real.name}.{os.getpid()}-{os.urandom(4).hex()}{PARTIAL}")
+    _OURS.add(temporary)  # before it exists: a signal after os.open still finds it here
+    return temporary
+
+
+def create_partial(temporary: str, real: Path) -> int:
+    """Make a temporary name_partial named, open for writing: its descriptor. Raises OSError
+    naming `real`."""
     # 0o666 through os.open: the kernel applies the umask, as for any file the shell creates.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    _OURS.add(temporary)  # before it exists: a signal after os.open still finds it here
     try:
-        return os.open(temporary, flags, 0o666), temporary
+        return os.open(temporary, flags, 0o666)
     except OSError as error:  # say the file the user named, not our temporary
         _OURS.discard(temporary)  # O_EXCL: whatever is there is not ours
         raise OSError(error.errno, error.strerror, str(real)) from None

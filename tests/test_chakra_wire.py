@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 import modtrans
 from modtrans import chakra, outputs
+from modtrans.chakra.patch import Template
 from modtrans.chakra.read import _varint
 from modtrans.chakra.schema import schema
 from modtrans.chakra.validate import check_set
@@ -85,6 +87,29 @@ def test_a_large_set_is_checked_as_the_whole_set_is(tmp_path: Path) -> None:
     broken = dataclasses.replace(plan, programs=(plan.programs[0], tuple(program), *plan.programs[2:]))
     made = chakra.files(broken, tmp_path / "v", tick_ns=1.0, lazy=True)
     assert {d.code for d in outputs.checked(broken, made)} == {"T706"}
+
+
+def test_a_large_sets_quick_check_reads_structure_and_full_reads_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over SELF_CHECK, the default (quick) self-check decodes the sampled traces and checks their
+    graphs: a patched trace one byte short is T702. Node attributes are --check full's: a tick so
+    short that every compute's whole microseconds are 0 is T711 there, and not in the quick check
+    (the encoder writes every node of a kind alike: test_chakra checks one of each, node by node)."""
+    plan = _translate(tmp_path, tp=2, pp=4, dp=9, global_batch=36, micro_batch=1)
+    assert plan.npus > outputs.SELF_CHECK
+    ticked = chakra.files(plan, tmp_path / "u", tick_ns=1e-9, lazy=True)
+    assert outputs.checked(plan, ticked) == []
+    assert {d.code for d in outputs.checked(plan, ticked, full=True)} == {"T711"}
+    fill = Template.fill
+
+    def short(self: Template, values: Sequence[bytes], head: Sequence[bytes] = ()) -> list[bytes]:
+        pieces = fill(self, values, head)
+        return [*pieces[:-1], pieces[-1][:-1]]
+
+    monkeypatch.setattr(Template, "fill", short)
+    cut = chakra.files(plan, tmp_path / "v", tick_ns=1.0, lazy=True)
+    assert {d.code for d in outputs.checked(plan, cut)} == {"T702"}
 
 
 def test_the_sample_holds_the_first_and_last_programs() -> None:

@@ -392,7 +392,7 @@ def test_a_set_holds_one_programs_template_and_any_order_makes_the_same_bytes(tm
     plan = _llm_plan(tmp_path)
     whole = dict(chakra.files(plan, Path("t"), tick_ns=1.0)[:-1])
     made = chakra.files(plan, Path("t"), tick_ns=1.0, lazy=True)[:-1]
-    encoder = made[0][1].func.__self__
+    encoder = made[0][1].batch
     held = []
     for path, make in made:
         assert b"".join(make()) == whole[path]

@@ -79,7 +79,14 @@ def _collector_paused() -> Iterator[None]:
 
 def one_trace(trace: Trace) -> list[Diagnostic]:
     """The findings on one trace alone: its decoding, its graph, its nodes."""
-    return [*([trace.problem] if trace.problem else []), *_graph(trace), *_nodes(trace)]
+    return [*structure(trace), *_nodes(trace)]
+
+
+def structure(trace: Trace) -> list[Diagnostic]:
+    """The findings on one trace's decoding and graph (ids, dependencies, cycles), its nodes'
+    attributes not read (read(bare=True) suffices): what a translation's quick self-check of a
+    big set asks of each trace it samples."""
+    return [*([trace.problem] if trace.problem else []), *_graph(trace)]
 
 
 def across(ranks: Sequence[Rank], groups: bytes | str | None, groups_path: str | None) -> list[Diagnostic]:
