@@ -22,6 +22,7 @@ from modtrans import pipeline
 from modtrans.hf import blocks, layers, library
 from modtrans.ir.document import Kind, ModelIR, Part, Provenance
 from modtrans.llm.config import ALIASES
+from tests.hfcheck import GEMMS, agrees
 
 pytestmark = pytest.mark.hf
 
@@ -32,8 +33,6 @@ CONFIGS = ROOT / "fixtures" / "configs"
 SAMPLE = ("opt", "olmoe", "bert", "t5", "whisper", "vit", pytest.param("gpt_oss", marks=pytest.mark.slow))
 """A sample of the families of every task (causal LM, MoE, masked LM, seq2seq, speech, vision);
 tools/hf_families.py runs every model_type transformers ships."""
-
-GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
 
 
 @pytest.fixture(autouse=True)
@@ -54,11 +53,7 @@ def traced(model_type: str, sequence: int = 64) -> tuple[Any, dict[str, Any], Mo
 @pytest.mark.parametrize("model_type", SAMPLE)
 def test_parameters_and_forward_flops_are_the_library_s(model_type: str) -> None:
     model, given, ir = traced(model_type)
-    assert ir.totals.params == sum(p.numel() for p in model.parameters())
-    counted = library.count_forward(model, given)
-    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
-    assert counted > 0
-    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    agrees(model, given, ir)
 
 
 @pytest.mark.parametrize("model_type", ["opt", "olmoe", "t5"])

@@ -25,13 +25,13 @@ from typer.testing import CliRunner
 from modtrans import pipeline
 from modtrans.cli import app
 from modtrans.hf import blocks, configs, layers, library
-from modtrans.ir.document import Kind, ModelIR, Provenance
+from modtrans.ir.document import ModelIR, Provenance
 from modtrans.llm.config import DTYPES
+from tests.hfcheck import agrees
 
 pytestmark = pytest.mark.hf
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
-GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
 
 REAL = {
     # file: (the class transformers builds for the checkpoint, the M805 warnings it gives)
@@ -72,11 +72,7 @@ def test_a_published_configuration_is_built_as_transformers_builds_it(name: str)
     recorded = library.record(model, given)
     provenance = Provenance(name, None, 0, "test", library.VERSION, 0, {}, name, 1, {}, "", True)
     ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
-    assert ir.totals.params == sum(p.numel() for p in model.parameters())
-    counted = library.count_forward(model, given)
-    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
-    assert counted > 0
-    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    agrees(model, given, ir)
     declared = str(data.get("torch_dtype") or data.get("dtype") or "float32")
     assert {p.dtype for x in ir.layers for p in x.params} == {DTYPES[declared][0]}
     native = library.known(data["model_type"])

@@ -23,11 +23,10 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from modtrans.hf import blocks, inputs, layers, library
-from modtrans.ir.document import Kind, ModelIR, Provenance
+from modtrans.ir.document import ModelIR, Provenance
+from tests.hfcheck import GEMMS, agrees
 
 pytestmark = pytest.mark.hf
-
-GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
 
 
 def traced(config: Any, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelIR]:
@@ -67,11 +66,7 @@ READERS = {
 @pytest.mark.parametrize("model_type", sorted(READERS))
 def test_a_forward_that_reads_values_is_the_library_s(model_type: str) -> None:
     model, given, ir = traced(small(model_type, **READERS[model_type]))
-    assert ir.totals.params == sum(p.numel() for p in model.parameters())
-    counted = library.count_forward(model, given)
-    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
-    assert counted > 0
-    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    agrees(model, given, ir)
 
 
 def test_a_top_1_router_sends_each_token_to_one_expert() -> None:
@@ -174,10 +169,7 @@ def test_a_composite_configuration_s_causal_lm_is_built_from_its_text_configurat
     assert not isinstance(config, cls.config_class)
     model, given, ir = traced_with(config, cls)
     assert isinstance(model.config, cls.config_class)
-    assert ir.totals.params == sum(p.numel() for p in model.parameters())
-    counted = library.count_forward(model, given)
-    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
-    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    agrees(model, given, ir)
 
 
 LEGACY = {
@@ -195,11 +187,7 @@ parameters, torch.tensor for a scalar the forward mixes with meta activations.""
 def test_a_cpu_tensor_the_model_makes_goes_to_meta(model_type: str) -> None:
     model, given, ir = traced(small(model_type, **LEGACY[model_type]))
     assert all(p.is_meta for p in model.parameters())  # no weight allocated
-    assert ir.totals.params == sum(p.numel() for p in model.parameters())
-    counted = library.count_forward(model, given)
-    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
-    assert counted > 0
-    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    agrees(model, given, ir)
 
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
@@ -279,11 +267,7 @@ def test_a_vision_encoder_with_a_patch_sequence_takes_its_processor_s_layout() -
     assert tuple(given["pixel_values"].shape) == (1, 256, 3 * 16 * 16)
     assert given["spatial_shapes"].modtrans_value.tolist() == [[16, 16]]
     assert int(given["pixel_attention_mask"].modtrans_value.sum()) == 256
-    assert ir.totals.params == sum(p.numel() for p in model.parameters())
-    counted = library.count_forward(model, given)
-    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
-    assert counted > 0
-    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    agrees(model, given, ir)
 
 
 def _dia() -> Any:
@@ -307,11 +291,7 @@ def test_audio_codes_take_the_layout_the_forward_documents(made: Any, cls: str, 
     (transformers' own docstring); the (batch, sequence) ids of text stopped both."""
     model, given, ir = traced_with(made(), library.named_class(cls))
     assert tuple(given[name].shape) == size
-    assert ir.totals.params == sum(p.numel() for p in model.parameters())
-    counted = library.count_forward(model, given)
-    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
-    assert counted > 0
-    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    agrees(model, given, ir)
     if cls == "MusicgenForCausalLM":  # one head per codebook, each over every token of the sample
         config = model.config
         heads = sum(x.flops.forward for x in ir.layers if x.name.startswith("lm_heads."))
@@ -327,11 +307,7 @@ def test_a_composite_s_experts_run_as_batched_matrix_products() -> None:
     config.text_config.layers_block_type = ["linear_attention", "moe", "full_attention", "moe"]
     config.text_config.num_hidden_layers = 4
     model, given, ir = traced(config)
-    assert ir.totals.params == sum(p.numel() for p in model.parameters())
-    counted = library.count_forward(model, given)
-    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
-    assert counted > 0
-    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    agrees(model, given, ir)
 
 
 @pytest.mark.parametrize(
