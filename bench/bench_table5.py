@@ -3,7 +3,8 @@
 Run by hand: `python bench/bench_table5.py [--only 22B,175B] [--network selene] [--estimate]`, with
 ASTRA_SIM (or MODTRANS_ASTRA_SIM) naming an ASTRA-sim 2.x binary (the analytical backend). Each run
 is one `modtrans translate` to Chakra traces and one `modtrans simulate` on the Selene preset, each a
-fresh process as a user runs them; 530B and 1T take an hour and more each (run them once, nice'd).
+fresh process as a user runs them; 530B and 1T take 5 to 15 minutes each and up to 14.5 GB (run
+them once, nice'd).
 `--estimate` runs `modtrans estimate` (the exact tier: what ASTRA-sim would report, to the
 nanosecond) instead of the simulator, all eight in minutes.
 
@@ -23,37 +24,28 @@ record to beat is Calculon's (SC'23): 3.65 % mean absolute error, 8.87 % at wors
 Nothing here feeds back into the models: the compute model is calibrated on kernel measurements
 (modtrans/cost/devices.json), the network preset on nccl-tests (modtrans/simulate/network.py).
 
-Latest (2026-12-06, main at 13a5db6, the project's 2 shared cores; `--estimate`, megatron-2022,
-the A100 at cuBLASLt's sustained 256.5 TFLOP/s), iteration time in seconds:
+Latest (2026-12-06, main at f22ce01, the project's 2 shared cores; megatron-2022, the A100 at
+cuBLASLt's sustained 256.5 TFLOP/s, the loss as kernels of its own): every run on ASTRA-sim 2.x
+itself through `modtrans simulate` (selene; master 518bd51, analytical congestion-unaware; each
+chain of computes one node, simulate/fusion.py), every rank printing `sys[i] finished`, and each
+the exact tier's (`--estimate`) on the same traces to the nanosecond; iteration time in seconds:
 
-    run                  measured  predicted  error
-    22B full                1.42      1.42    +0.2 %
-    22B selective + SP      1.10      1.11    +0.8 %
-    175B full              18.13     18.31    +1.0 %
-    175B selective + SP    13.75     13.81    +0.4 %
-    530B full              49.05     48.21    -1.7 %
-    530B selective + SP    37.83     36.59    -3.3 %
-    1T full                94.42     94.45    +0.0 %
-    1T selective + SP      71.49     72.06    +0.8 %
-    MAE 1.04 %, worst 3.29 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+    run                  measured  ASTRA-sim (ns)   error   exact tier  took (wall)
+    22B full                1.42    1,425,154,962   +0.4 %      =          1 s
+    22B selective + SP      1.10    1,110,595,538   +1.0 %      =          1 s
+    175B full              18.13   18,343,126,026   +1.2 %      =         45 s
+    175B selective + SP    13.75   13,834,068,671   +0.6 %      =         60 s
+    530B full              49.05   48,336,453,045   -1.5 %      =        370 s
+    530B selective + SP    37.83   36,712,589,995   -3.0 %      =        284 s
+    1T full                94.42   94,683,211,991   +0.3 %      =        717 s
+    1T selective + SP      71.49   72,294,966,681   +1.1 %      =        917 s
+    MAE 1.12 %, worst 2.95 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+
+1T's two runs together: 1,283 s of CPU, 29 minutes' wall at a load of 2 to 4, a peak RSS of 14.5 GB
+(the simulator on 1T selective + SP's 11.6 M fused nodes).
 
 Earlier figures, the runs on ASTRA-sim itself and why the backward's tensor-parallel collectives
 stay in series: docs/performance.md (History, bench_table5.py).
-
-ASTRA-sim 2.x itself, through `modtrans simulate` (selene, the megatron-2022 traces at the A100's
-sustained GEMM rate, main 7b1774d; master 518bd51, analytical congestion-unaware; 2 shared cores
-under a load of 2 to 12, so CPU time is the figure to compare, wall the machine's that day). Every
-rank printed `sys[i] finished` and exited 0; each iteration is the exact tier's on the same traces
-to the nanosecond. The simulator is given each chain of computes as one node
-(simulate/fusion.py):
-
-    run                  measured  ASTRA-sim (ns)   error   exact tier  nodes given   CPU   wall  peak RSS
-    175B full              18.13   18,314,405,026   +1.0 %      =          0.68 M     37 s  1:33   0.89 GB
-    175B selective + SP    13.75   13,805,346,671   +0.4 %      =          1.04 M     48 s  2:27   1.29 GB
-    530B selective + SP    37.83   36,585,969,995   -3.3 %      =          5.67 M    445 s 27:07   6.80 GB
-    530B full              49.05   48,209,836,045   -1.7 %      =          4.48 M    296 s 16:44   5.46 GB
-    1T full                94.42   94,451,449,991   +0.0 %      =          8.14 M    423 s  7:05   9.92 GB
-    1T selective + SP      71.49   not run here: 11.6 M nodes, some 14 GB (exact tier above)
 
 175B full recomputation as written (1.55 M nodes, no fusion) and fused, run minutes apart under
 a load of 3 to 5: 18,314,405,026 ns both, the simulator's CPU 60.4 s against 28.5 s, wall 1:33
