@@ -281,7 +281,7 @@ def scaled(k: Kernels, factors: Sequence[tuple[str, float]]) -> Kernels:
 @register(
     Model.GPU,
     "GPU kernels as measured: tile and wave quantization, FlashAttention, streaming bandwidth "
-    "(a100, h100, h200, b200, mi300x, FILE.json)",
+    "(a100, h100, h100-hbm2e, h200, b200, mi300x, FILE.json)",
 )
 def make(settings: Settings) -> Gpu:
     found = device(settings.device or "a100")
