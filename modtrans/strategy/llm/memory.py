@@ -16,9 +16,10 @@ it applies and says where it differs.
                  that runs (--attention: flash keeps no s x s tensor, eager Korthikanti et al.
                  2022's 5 a s^2 b), the model's MLP (GeLU, gated, experts) and dropout
                  (activations.py); full recomputation keeps each block's input, 2 sbh (/ t under
-                 SP). The stage's blocks x the micro-batches in flight: 1F1B min(P - p, GA) on
-                 stage p, GPipe GA, interleaved P (1 + (P - 1) / (P V)) (Megatron's penalty) on
-                 stage 0, scaled by (P - p) / P after it. Stage 0 adds the embedding's input and
+                 SP); torchtitan's selective, its op policy's (selective.py). The stage's
+                 blocks x the micro-batches in flight: 1F1B min(P - p, GA) on stage p, GPipe GA,
+                 interleaved P (1 + (P - 1) / (P V)) (Megatron's penalty) on stage 0, scaled by
+                 (P - p) / P after it. Stage 0 adds the embedding's input and
                  dropout (8 sb + sbh per micro-batch in flight, / t under SP), the last stage the
                  output layer's input and the loss's logits, 4 sbh (1 + V / h) / t (for P = 1
                  Megatron counts them; on the last of P stages they are there too)
@@ -169,7 +170,7 @@ def activation_bytes(
     them (first, last); the module's docstring gives the formulas. The fast tier calls it too."""
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
-    terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp)
+    terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp, layout.framework.op_recompute)
     alike: dict[activations.Mlp, list[int]] = {}  # blocks of one MLP store alike: one layer() each
     for block in blocks:
         alike.setdefault(d.mlp(block), []).append(block)
