@@ -89,6 +89,15 @@ class Framework(enum.StrEnum):
         return self is Framework.TORCHTITAN
 
     @property
+    def logit_bytes(self) -> int:
+        """Bytes a logit costs at the loss's peak, beside the blocks' activations: Megatron's
+        fp32 logits, 4 (theoretical_memory_usage.py's 4 sbh (1 + V / h)); torchtitan's
+        cross-entropy over an fp32 copy of the whole bf16 logits (train.py at 9dec370: loss_fn's
+        `cross_entropy(pred.flatten(0, 1).float(), ...)`, `del pred` after it), whose backward
+        holds log_softmax's fp32 output, its gradient and the input's gradient at once, 12."""
+        return 12 if self is Framework.TORCHTITAN else 4
+
+    @property
     def eager_norms(self) -> bool:
         """RMSNorm runs as PyTorch's ops, not one fused kernel: torchtitan's defaults (its
         train_configs at 9dec370: compile = false, norm_type = "rmsnorm", the eager module of

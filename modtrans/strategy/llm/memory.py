@@ -22,7 +22,8 @@ it applies and says where it differs.
                  (P - p) / P after it. Stage 0 adds the embedding's input and
                  dropout (8 sb + sbh per micro-batch in flight, / t under SP), the last stage the
                  output layer's input and the loss's logits, 4 sbh (1 + V / h) / t (for P = 1
-                 Megatron counts them; on the last of P stages they are there too)
+                 Megatron counts them; on the last of P stages they are there too); torchtitan's
+                 loss holds 12 bytes a logit at its peak, not 4 (frameworks.py, logit_bytes)
 
 A keyword preset (DATA, MODEL, the hybrids, HYBRID_TRANSFORMER) is one stage and one micro-batch
 of the IR's batch: its one rank's memory is this model's at T = its widest layer shard (the
@@ -179,7 +180,7 @@ def activation_bytes(
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
     if ends[1]:
-        total += 4 * sbh * (1 + d.v / d.h) / t
+        total += (4 * sbh + layout.framework.logit_bytes * d.s * d.b * d.v) / t
     return total / layout.sequence_shards  # context parallelism: each rank holds s / C of each tensor
 
 
