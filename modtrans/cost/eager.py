@@ -19,9 +19,9 @@ Measured (linkedin/Liger-Kernel 3534d44, benchmark/data/h100_all_benchmark_data.
 SwiGLU, with the same three GEMMs): the unfused ops cost 1.168 ms more at 4 x 8,192 tokens x
 11,008 (tests/test_eager_ops.py), the count's 12 bytes an element at the part's streaming rate
 1.251 ms. Rotary: no measurement of torchtitan's complex form is published; transformers'
-rotate_half form (the same 20 B an element by count) measured 2.6 times its count on its
-transposed q and k (Liger's benchmark_rope.py), which torchtitan's (b, s, heads, d) layout does
-not have: the count is charged, a lower bound.
+rotate_half form (the same 20 B an element by count) measured 2.7 to 3.9 times its count on
+transposed q and k (Liger's benchmark_rope.py: (1, s, heads, d).transpose(1, 2)), which
+torchtitan's (b, s, heads, d) layout does not have: the count is charged, a lower bound.
 """
 
 from __future__ import annotations
