@@ -148,14 +148,16 @@ MPT_7B = {
     "resid_pdrop": 0.0, "embd_pdrop": 0.0,
 }  # fmt: skip
 
+# torchtitan's H100s are Grand Teton's 96 GB HBM2e parts at 500 W (its benchmark's 'Hardware'):
+# --device h100-hbm2e (devices.json: its bandwidth as published, its peak an assumption)
 RUNS = (
     Run("titan-8b-a100", "llama-3-8b", "a100", "dgx-a100", 64, 8192, 1, 64,
         {**FSDP_TITAN, "recompute": "selective"}, tokens_per_gpu=2973),
     Run("titan-70b-a100", "llama-3-70b", "a100", "dgx-a100", 64, 8192, 1, 64,
         {**FSDP_TITAN, "recompute": "full"}, tokens_per_gpu=331),
-    Run("titan-8b-h100", "llama-3-8b", "h100", "hgx-h100", 8, 8192, 2, 16,
+    Run("titan-8b-h100", "llama-3-8b", "h100-hbm2e", "hgx-h100", 8, 8192, 2, 16,
         {**FSDP_TITAN, "recompute": "selective"}, tokens_per_gpu=5762, memory_gib=82.4),
-    Run("titan-8b-h100x128", "llama-3-8b", "h100", "hgx-h100", 128, 8192, 2, 256,
+    Run("titan-8b-h100x128", "llama-3-8b", "h100-hbm2e", "hgx-h100", 128, 8192, 2, 256,
         {**FSDP_TITAN, "recompute": "selective"}, tokens_per_gpu=5605, memory_gib=67.0),
     Run("foundry-7b-h100", MPT_7B, "h100", "hgx-h100", 8, 2048, 6, 48, FSDP_FOUNDRY,
         tokens_per_gpu=10643),

@@ -130,7 +130,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("compute", cost.Model, "Compute-time model (`modtrans cost list` describes them).", COST,
        shown=cost.Model.GPU, like=True, **_SIDE),
     _o("device", str,
-       "gpu, roofline: a100, h100, h200, b200, mi300x (roofline also v100, tpu-v4) or a profile "
+       "gpu, roofline: a100, h100, h100-hbm2e, h200, b200, mi300x (roofline also v100, tpu-v4) or a profile "
        "FILE.json; scalesim-v3: a SCALE-Sim .cfg.", COST, **_SIDE),
     _o("array", tuple, "Systolic array ROWSxCOLS (default 256x256).", COST, text=array, **_SIDE),
     _o("dataflow", DataflowKind,

@@ -207,7 +207,7 @@ def test_no_kernel_takes_less_than_a_launch() -> None:
     assert model.gemm_seconds((Shape(8, 8, 8),), "bfloat16", 2) == pytest.approx(4e-6, rel=0.03)
 
 
-@pytest.mark.parametrize("device", ["a100", "h100", "h200", "b200", "mi300x"])
+@pytest.mark.parametrize("device", ["a100", "h100", "h100-hbm2e", "h200", "b200", "mi300x"])
 def test_every_calibration_number_names_its_source(device: str) -> None:
     described = _gpu(device).describe()
     for key in (
@@ -367,3 +367,25 @@ def test_flash2_on_an_a100_is_its_flashattention_2() -> None:
     assert isinstance(a, Gpu)
     assert isinstance(b, Gpu)
     assert a.kernels.attention == b.kernels.attention
+
+
+def test_torchtitans_h100s_are_the_hbm2e_part_its_benchmark_describes() -> None:
+    """torchtitan's H100 benchmark (benchmarks/llama3_h100_202412_torchtitan.md, 'Hardware' and
+    footnote 2) ran on 96 GB HBM2e H100s, 2.4 TB/s peak, at 500 W, whose peak is 'between SXM and
+    NVL': h100-hbm2e streams at 2.4 TB/s (x the SXM's BabelStream fraction, 2.97 / 3.35) and runs
+    its GEMMs and attention inside the NVIDIA datasheets' bracket (H100 NVL 1,671 and H100 SXM
+    1,979 TF BF16 with sparsity, dense half), each slower than the H100 SXM's by the same factor."""
+    sxm, titan = _gpu("h100"), _gpu("h100-hbm2e")
+    assert titan.bandwidth == pytest.approx(2.4e12 * 2.97 / 3.35, rel=0.01)
+    assert 1671e12 / 2 <= titan.device.peak("bfloat16") <= 1979e12 / 2
+    assert titan.kernels.memory_bytes == 96 * 2**30
+    big = (Shape(16384, 16384, 16384),)
+    ratio = titan.device.peak("bfloat16") / sxm.device.peak("bfloat16")
+    assert sxm.gemm_seconds(big, "bfloat16", 2) / titan.gemm_seconds(big, "bfloat16", 2) == pytest.approx(
+        ratio, rel=0.01
+    )
+    ours, theirs = titan.kernels.attention, sxm.kernels.attention
+    assert ours is not None
+    assert theirs is not None
+    for mine, its in zip(ours.rates(128, 8192, True), theirs.rates(128, 8192, True), strict=True):
+        assert mine / its == pytest.approx(ratio, rel=0.01)

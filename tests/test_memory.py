@@ -202,3 +202,25 @@ def test_gpt3_175b_is_megatrons_estimate_with_the_position_embedding(run_cli: Ru
     s, b, f = 1024, 1, 4 * h
     megatron = (s * b * h * (18 + 4 * f / h) * layers + (8 * s * b + s * b * h) * 8) / 8
     assert activations == pytest.approx(megatron, rel=1e-6)
+
+
+def test_torchtitans_loss_holds_its_fp32_logits_at_the_peak() -> None:
+    """torchtitan's cross-entropy runs over an fp32 copy of the whole logits (train.py at 9dec370:
+    `cross_entropy(pred.flatten(0, 1).float(), ...)`, `del pred` after the loss): its backward
+    holds log_softmax's fp32 output, that output's gradient and the input's gradient, 3 x 4 bytes
+    a logit, where Megatron's estimate counts one fp32 copy (4 sbV). Full recomputation, so the
+    blocks keep the same under both."""
+    from modtrans.api import run
+    from modtrans.request import Request, prepare
+
+    seq, micro = 2048, 1
+    held = {}
+    for framework in ("torchtitan", "fsdp"):
+        request = Request(
+            model="llama-3-8b", npus=8, micro_batch=micro, global_batch=8, seq_len=seq, device="h100",
+            framework=framework, zero=3, recompute="full",
+        )  # fmt: skip
+        plan = run(prepare(request)).plan
+        assert plan is not None
+        held[framework] = plan.memory[0].activations
+    assert held["torchtitan"] - held["fsdp"] == pytest.approx((12 - 4) * seq * micro * V, rel=1e-9)

@@ -122,7 +122,7 @@ class Settings:
     clock: Clock = Clock()
     efficiency: tuple[tuple[str, float], ...] = ()  # the gpu model's calibration scaled, by kernel class
     attention: str = "flash"  # the gpu model's attention: one fused kernel, or eager (its GEMMs and softmax)
-    norms: str = "fused"  # the gpu model's RMSNorm: one fused kernel, or eager (the framework's ops)
+    norms: str = "fused"  # the gpu model's RMSNorm, rotary and SwiGLU: fused kernels, or eager (op by op)
 
 
 @dataclass(frozen=True)

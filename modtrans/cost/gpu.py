@@ -24,7 +24,8 @@ number cites the published kernel measurement it comes from):
              bandwidth (`memory_efficiency` x peak: BabelStream Triad, two loads and a store as a
              residual add or a norm does)
   norms      under a framework that runs RMSNorm op by op (torchtitan without torch.compile), its
-             seven kernels as measured (norms.py), else one fused pass
+             seven kernels as measured (norms.py), else one fused pass; under the same, rotary
+             embeddings and SwiGLU op by op, the bytes each op moves (eager.py)
   loss       the head's logits also pay the loss, memory-bound kernels in fp32 at the streaming
              bandwidth: after its GEMM in the forward, before its input gradient (loss.py)
   floor      no kernel takes less than `kernel_floor_s`, the measured cost of launching one
@@ -57,6 +58,7 @@ from typing import Any, ClassVar
 from modtrans import dtypes
 from modtrans.cost.attention import BACKWARD_FLOPS, Attention, attention_of
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
+from modtrans.cost.eager import eager_bytes
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
 from modtrans.cost.loss import loss_bytes
 from modtrans.cost.norms import eager_rmsnorm_bytes
@@ -116,6 +118,7 @@ class Gpu:
     first_input_grad: bool = False
     eager: bool = False  # --attention eager: the core as its GEMMs and a materialised softmax
     eager_norms: bool = False  # RMSNorms op by op (torchtitan without torch.compile: norms.py)
+    eager_ops: bool = False  # rotary embeddings and SwiGLU op by op (the same: eager.py)
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -212,7 +215,9 @@ class Gpu:
             )
         per_element = self.kernels.eager_rmsnorm if self.eager_norms else None
         eager = eager_rmsnorm_bytes(layer, per_element) if per_element is not None else None
-        if eager is not None:  # the measured backward covers both gradients
+        if eager is None and self.eager_ops:
+            eager = eager_bytes(layer)
+        if eager is not None:  # the backward covers both gradients
             return self._ticks(self.memory_seconds(eager[0]), self.memory_seconds(eager[1]), 0.0, update)
         fwd_b, ig_b, wg_b = traffic(layer)
         drop_fwd, drop_ig = self.dropout_seconds(layer, width)
@@ -281,7 +286,7 @@ def scaled(k: Kernels, factors: Sequence[tuple[str, float]]) -> Kernels:
 @register(
     Model.GPU,
     "GPU kernels as measured: tile and wave quantization, FlashAttention, streaming bandwidth "
-    "(a100, h100, h200, b200, mi300x, FILE.json)",
+    "(a100, h100, h100-hbm2e, h200, b200, mi300x, FILE.json)",
 )
 def make(settings: Settings) -> Gpu:
     found = device(settings.device or "a100")
@@ -297,4 +302,7 @@ def make(settings: Settings) -> Gpu:
         k = dataclasses.replace(k, attention=k.attention_flash2)  # else its newest is FlashAttention-2
     k = scaled(k, settings.efficiency)
     eager_norms = settings.norms == "eager" and k.eager_rmsnorm is not None
-    return Gpu(found, k, settings.clock, eager=settings.attention == "eager", eager_norms=eager_norms)
+    eager = settings.attention == "eager"
+    return Gpu(
+        found, k, settings.clock, eager=eager, eager_norms=eager_norms, eager_ops=settings.norms == "eager"
+    )

@@ -126,8 +126,8 @@ class Roofline:
 
 @register(
     Model.ROOFLINE,
-    "max(FLOPs / peak, bytes / bandwidth) on a device profile (a100, h100, h200, b200, mi300x, v100, tpu-v4, "
-    "FILE.json)",
+    "max(FLOPs / peak, bytes / bandwidth) on a device profile (a100, h100, h100-hbm2e, h200, b200, mi300x, "
+    "v100, tpu-v4, FILE.json)",
 )
 def make(settings: Settings) -> Roofline:
     return Roofline(device(settings.device or "a100"), settings.clock)

@@ -45,7 +45,9 @@ Named versions and configurations, each a member below whose `family` runs the d
                    (torchtitan/config/job_config.py, Training.mixed_precision_param "bfloat16",
                    mixed_precision_reduce "float32"; torchtitan/models/llama3/infra/parallelize.py,
                    apply_fsdp): parameters gathered in bf16, gradients reduce-scattered in fp32; and
-                   as its train_configs run: without torch.compile, RMSNorm op by op (eager_norms)
+                   as its train_configs run: without torch.compile, RMSNorm op by op (eager_norms),
+                   selective recomputation its 'op' policy (op_recompute: llama3_8b.toml,
+                   selective_ac_option = 'op')
 """
 
 from __future__ import annotations
@@ -79,6 +81,21 @@ class Framework(enum.StrEnum):
     def reduces_in_fp32(self) -> bool:
         """FSDP's reduce_dtype is fp32 whatever the parameters' dtype (torchtitan)."""
         return self is Framework.TORCHTITAN
+
+    @property
+    def op_recompute(self) -> bool:
+        """Selective recomputation is torchtitan's 'op' policy (every second matmul of a block and
+        the ops between what it saves: strategy/llm/selective.py), not Megatron's attention core."""
+        return self is Framework.TORCHTITAN
+
+    @property
+    def logit_bytes(self) -> int:
+        """Bytes a logit costs at the loss's peak, beside the blocks' activations: Megatron's
+        fp32 logits, 4 (theoretical_memory_usage.py's 4 sbh (1 + V / h)); torchtitan's
+        cross-entropy over an fp32 copy of the whole bf16 logits (train.py at 9dec370: loss_fn's
+        `cross_entropy(pred.flatten(0, 1).float(), ...)`, `del pred` after it), whose backward
+        holds log_softmax's fp32 output, its gradient and the input's gradient at once, 12."""
+        return 12 if self is Framework.TORCHTITAN else 4
 
     @property
     def eager_norms(self) -> bool:

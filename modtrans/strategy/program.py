@@ -118,10 +118,12 @@ def costed(
     inputs: frozenset[str],
     *,
     core: bool = False,
+    reruns: frozenset[str] | None = None,
 ) -> Costed:
     """Unit `index` as a rank runs it: `share` is what it computes (share.rank_share), costed;
-    `tensors`: every unit's, by index (strategy/tensors.py); `core`: also time its attention core
-    (for selective recomputation)."""
+    `tensors`: every unit's, by index (strategy/tensors.py); `core`: also time what selective
+    recomputation reruns of it, its attention core or, given `reruns`, those of its layers
+    (torchtitan's op policy: strategy/llm/selective.py)."""
     members = share.members
     fl = Flops(
         sum(m.flops.forward for m in members),
@@ -129,9 +131,10 @@ def costed(
         sum(m.flops.weight_grad for m in members),
     )
     times = group_times(share, cost, inputs)
-    return Costed(
-        index, share.owner.name, times, fl, tensors, comms, attention_core(members, cost) if core else (0, 0)
-    )
+    rerun = (0, 0)
+    if core:
+        rerun = attention_core(members, cost) if reruns is None else rerun_of(members, cost, reruns)
+    return Costed(index, share.owner.name, times, fl, tensors, comms, rerun)
 
 
 @dataclass(frozen=True)
@@ -591,3 +594,9 @@ def attention_core(members: Sequence[IRLayer], cost: CostModel) -> tuple[int, in
     """Forward ticks and FLOPs of a unit's attention core (score and context matmuls, softmax)."""
     core = [m for m in members if m.kind is Kind.MATMUL or m.op_type == "Softmax"]
     return sum(cost.times(m).forward for m in core), sum(m.flops.forward for m in core)
+
+
+def rerun_of(members: Sequence[IRLayer], cost: CostModel, names: frozenset[str]) -> tuple[int, int]:
+    """Forward ticks and FLOPs of the unit's layers among `names` (those recomputation reruns)."""
+    again = [m for m in members if m.name in names]
+    return sum(cost.times(m).forward for m in again), sum(m.flops.forward for m in again)

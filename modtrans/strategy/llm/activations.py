@@ -37,6 +37,8 @@ width; Q = a d_qk, K = kv d_qk, V = kv d_v, the context O = a d_v, each h for GP
 
 For Korthikanti's GPT (dropout, f = 4h, Q = K = V = O = h) the terms are their 10 sbh + 24 sbh / t
 + 5 a s^2 b / t. Selective recomputation reruns the attention core: no s^2 term, no statistics.
+torchtitan's 'op' policy keeps less (selective.py): the block's input, every other linear's output
+(Llama: q, v, w1, w2), and its attention kernel's output and statistics, 2 O + 4 a bytes a token.
 Not counted: the router's fp32 probabilities (s b E x 4 bytes), the norms' fp32 statistics, state-
 space blocks and vision towers (they have no heads here and store what their own layers do: not
 modelled). StableLM and a parallel Falcon drop out one output (after the MLP, or the attention's
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
 from modtrans.plan.model import Recompute
 from modtrans.strategy.llm.context import sequence
+from modtrans.strategy.llm.selective import Kept, op_kept
 
 FLASH, EAGER = "flash", "eager"
 STATISTICS = 4  # bytes of one fp32 logsumexp per head and token (FlashAttention's softmax statistics)
@@ -84,6 +87,7 @@ class Dims:
     attention_dropout: bool
     hidden_dropout: bool
     mlps: dict[int, Mlp]
+    kept: Kept  # what torchtitan's op policy keeps beside its attention kernel (selective.py)
 
     def mlp(self, block: int) -> Mlp:
         return self.mlps.get(block) or next(iter(self.mlps.values()))
@@ -108,7 +112,7 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
         return None
     widths = _widths(attention, h, heads.query, heads.key_value)
     dropout = (heads.dropout > 0, heads.hidden_dropout > 0)
-    return Dims(s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps)
+    return Dims(s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps, op_kept(ir, h))
 
 
 def _widths(attention: list[Layer], h: int, a: int, kv: int) -> tuple[int, int, int, int, int]:
@@ -178,11 +182,19 @@ def _stored(up: list[int]) -> int:
     return 3 * f if len(up) >= 2 else 2 * f
 
 
-def layer(d: Dims, block: int, t: int, sp: bool, recompute: Recompute, attention: str, etp: int) -> float:
-    """Bytes one block stores per micro-batch on one rank (the module's terms)."""
+def layer(
+    d: Dims, block: int, t: int, sp: bool, recompute: Recompute, attention: str, etp: int, ops: bool = False
+) -> float:
+    """Bytes one block stores per micro-batch on one rank (the module's terms; `ops`: selective
+    recomputation is torchtitan's op policy, selective.py)."""
     sb = d.s * d.b
     if recompute is Recompute.FULL:
         return 2 * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
+    if recompute is Recompute.SELECTIVE and ops:
+        kept = 2 * sb * d.kept.split
+        if attention != EAGER:  # SDPA's saved output and logsumexp
+            kept += 2 * sb * d.context + STATISTICS * d.a * sb
+        return 2 * sb * d.h * d.kept.hidden / (t if sp else 1) + kept / t
     m = d.mlp(block)
     masks = 2 * sb * d.h if d.hidden_dropout else 0  # after the attention and after the MLP, 1 byte each
     replicated = 4 * sb * d.h + 2 * sb * d.h + 2 * sb * m.inputs * d.h + masks + 2 * sb * d.latent

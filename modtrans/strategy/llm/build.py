@@ -29,6 +29,7 @@ from modtrans.strategy.groups import Group, Params, folds, group, needs_input_gr
 from modtrans.strategy.llm import activations, buckets, data, deepspeed, expert, fsdp, memory, tensor
 from modtrans.strategy.llm.degrees import dense_data
 from modtrans.strategy.llm.options import Layout, LayoutError, ordered
+from modtrans.strategy.llm.selective import op_reruns
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
@@ -198,12 +199,16 @@ def _costed(
     inputs = frozenset(ir.provenance.input_shapes)
     sequence, shards = layout.tp if layout.sp else 1, layout.sequence_shards
     shaped = by_shape(cost)
+    selective = layout.recompute is Recompute.SELECTIVE
+    reruns = None
+    if selective and layout.framework.op_recompute:
+        reruns = op_reruns(ir, fused_attention=layout.attention != "eager")
     made: dict[tuple[object, ...], Costed] = {}
     runs = []
     tensors = Ios([u.x for u in units], inputs)  # made when a program reads them; no outline does
     for u in units:
         g = u.x.group
-        key = _shape(u, inputs) if shaped else None
+        key = _shape(u, inputs, reruns) if shaped else None
         known = None if key is None else made.get(key)
         if known is not None:
             name, comms = g.owner.name, u.x.comms
@@ -216,7 +221,8 @@ def _costed(
             tensors,
             cost,
             inputs,
-            core=layout.recompute is Recompute.SELECTIVE,
+            core=selective,
+            reruns=reruns,
         )
         if key is not None:
             made[key] = run
@@ -241,9 +247,9 @@ def _sharded_update(run: Costed, u: Unit, layout: Layout) -> Costed:
     return dataclasses.replace(run, times=times)
 
 
-def _shape(u: Unit, inputs: frozenset[str]) -> tuple[object, ...]:
+def _shape(u: Unit, inputs: frozenset[str], reruns: frozenset[str] | None = None) -> tuple[object, ...]:
     """What a unit's costing reads (rank_share's division, its layers' shapes, whether its owner
-    needs an input gradient), without names."""
+    needs an input gradient, which of them recomputation reruns), without names."""
     x, g = u.x, u.x.group
     return (
         x.ways,
@@ -253,6 +259,7 @@ def _shape(u: Unit, inputs: frozenset[str]) -> tuple[object, ...]:
         u.holds,
         needs_input_grad(g.owner, inputs),
         tuple(shape(m) for m in g.members),
+        tuple(m.name in reruns for m in g.members) if reruns is not None else (),
     )
 
 

@@ -1,0 +1,56 @@
+"""Rotary embeddings and SwiGLU as PyTorch runs them op by op, without a fused kernel or
+torch.compile (torchtitan's defaults), each op a kernel that reads and writes whole tensors at the
+streaming bandwidth. Bytes counted from the source, per element of the layer's output, w its
+width (bf16: 2):
+
+  rotary (torchtitan/models/llama/model.py at 9dec370, apply_rotary_emb: `torch.view_as_complex(
+  xq.float().reshape(..., -1, 2))`, `torch.view_as_real(xq_ * freqs_cis).flatten(3)`,
+  `.type_as(xq)`): the cast up reads w and writes 4, the complex product reads 4 and writes 4
+  (the reshapes are views; freqs_cis, s x d / 2, is small), the cast down reads 4 and writes w:
+  2 w + 16 forward (20 B in bf16, where a fused kernel moves 2 w). Autograd's backward runs the
+  same three: the cast back up, the product by the conjugate, the cast down, 2 w + 16.
+  swiglu (model.py, FeedForward.forward: `self.w2(F.silu(self.w1(x)) * self.w3(x))`): F.silu
+  reads w and writes w, the product reads 2 w and writes w: 5 w forward (fused: 3 w). Backward:
+  the product's two gradients (each reads the output's gradient and the other factor, writes w)
+  and SiLU's (reads its gradient and input, writes w): 9 w (fused: read three, write two, 5 w).
+
+Measured (linkedin/Liger-Kernel 3534d44, benchmark/data/h100_all_benchmark_data.csv, an H100 NVL,
+`swiglu,{huggingface,liger},full`: transformers' LlamaMLP, the same ops, against Liger's fused
+SwiGLU, with the same three GEMMs): the unfused ops cost 1.168 ms more at 4 x 8,192 tokens x
+11,008 (tests/test_eager_ops.py), the count's 12 bytes an element at the part's streaming rate
+1.251 ms. Rotary: no measurement of torchtitan's complex form is published; transformers'
+rotate_half form (the same 20 B an element by count) measured 2.7 to 3.9 times its count on
+transposed q and k (Liger's benchmark_rope.py: (1, s, heads, d).transpose(1, 2)), which
+torchtitan's (b, s, heads, d) layout does not have: the count is charged, a lower bound.
+"""
+
+from __future__ import annotations
+
+from modtrans import dtypes
+from modtrans.ir.document import Layer
+
+FP32 = 4
+
+
+def _rotary(w: int) -> tuple[int, int]:
+    return 2 * w + 4 * FP32, 2 * w + 4 * FP32
+
+
+def _swiglu(w: int) -> tuple[int, int]:
+    return 5 * w, 9 * w
+
+
+PER_ELEMENT = {"RotaryEmbedding": _rotary, "SiluMul": _swiglu}
+
+
+def eager_bytes(layer: Layer) -> tuple[int, int] | None:
+    """The forward's and the backward's bytes of a rotary embedding or SwiGLU run op by op
+    (None: the layer is neither)."""
+    count = PER_ELEMENT.get(layer.op_type)
+    if count is None or not layer.outputs:
+        return None
+    out = layer.outputs[0]
+    width = max(1, dtypes.width(out.dtype))
+    elements = sum(a.bytes or 0 for a in layer.outputs) // width * layer.repeats
+    forward, backward = count(width)
+    return elements * forward, elements * backward
