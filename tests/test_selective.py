@@ -16,7 +16,8 @@ from collections import defaultdict
 
 import pytest
 
-from modtrans.api import Translation, run
+from modtrans.api import run
+from modtrans.pipeline import Translation
 from modtrans.plan.model import Compute, Plan, Step
 from modtrans.request import Request, prepare
 from modtrans.strategy.llm.selective import op_reruns
