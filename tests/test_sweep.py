@@ -348,3 +348,35 @@ def test_a_cluster_beyond_what_modtrans_plans_for_is_one_line(gpus: str, said: s
     assert done.exit_code == 2
     assert len(done.output.strip().splitlines()) == 1
     assert said in done.output
+
+
+def test_a_reason_that_holds_only_for_now_is_tried_again_and_a_lasting_one_is_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A finalist not simulated for want of free memory (the real check, asked for 10^12 nodes) is
+    in the row and simulated again by the same sweep run again; one whose translation failed is
+    kept: the second run does not try it."""
+    from modtrans.sweep import finalists
+
+    binary = tmp_path / "astra"
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(0o755)
+    tried: list[object] = []
+    answers: list[str | None] = [finalists._short(10**12), "not translated: no plan"]
+
+    def finalist(task: object) -> str | None:
+        tried.append(task)
+        return answers[len(tried) - 1] if len(tried) <= len(answers) else "not translated: no plan"
+
+    monkeypatch.setattr(finalists, "simulate_task", finalist)
+    options: dict[str, Any] = {"gpus": 16, "global_batch": 64, "seq_len": 2048, "device": "h100"}
+    options |= {"tp": "2", "pp": "1", "cp": "1", "micro_batch": "1", "recompute": "selective"}
+    options |= {"jobs": 1, "simulate": "top:1", "astra_sim": str(binary), "cache": str(tmp_path / "cache")}
+    first = [r for r in modtrans.sweep("llama-3-8b", **options) if r.finalist]
+    assert isinstance(answers[0], finalists.Passing)
+    assert [r.error for r in first] == [answers[0]]
+    second = [r for r in modtrans.sweep("llama-3-8b", **options) if r.finalist]
+    assert [r.error for r in second] == ["not translated: no plan"]
+    third = [r for r in modtrans.sweep("llama-3-8b", **options) if r.finalist]
+    assert [r.error for r in third] == ["not translated: no plan"]
+    assert len(tried) == 2

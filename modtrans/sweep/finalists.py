@@ -20,6 +20,12 @@ three dependency graphs of them (et_feeder.cpp, dependancy_solver.h); measured 1
 node (bench/bench_sweep_finalists.py: Llama-3-70B on 32 to 256 ranks, 0.26 to 2 million nodes)."""
 
 
+class Passing(str):
+    """A reason there is no simulation that holds only for now: the memory free on this machine,
+    a run killed or cut short (ASTRA-sim 2.x can exit with no rank finished, its teardown bug).
+    Shown in the row like any reason, never kept in the cache: the sweep run again tries it."""
+
+
 class ChoiceError(ValueError):
     """A --simulate value that is none of top:K, all, none."""
 
@@ -59,7 +65,7 @@ def translation_options(layout: Layout, training: dict[str, Any]) -> dict[str, A
 def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]) -> dict[str, Any] | str:
     """One finalist translated and simulated (in a worker): the exact tier's iteration (the
     translated plan walked: modtrans.estimate.plan) and ASTRA-sim 2.x's, in seconds, or the
-    one-line reason there is none."""
+    one-line reason there is none (a Passing one where another try may succeed)."""
     from modtrans import api, estimate, simulate
     from modtrans.chakra import ChakraError, fuse, write
     from modtrans.diagnostics import has_errors
@@ -86,14 +92,20 @@ def simulate_task(task: tuple[str, str | None, str, dict[str, Any], str, Layout]
             net = simulate.network(network, layout.npus)
             exact = estimate.plan(result.plan, network=net, tick_ns=tick)
             ran, _ = simulate.run(Path(binary), prefix, layout.npus, net, timeout=3600, fuse=False)
-        except (simulate.SimulateError, estimate.EstimateError, ChakraError, ValueError) as error:
-            return str(error).splitlines()[0] if str(error) else type(error).__name__
+        except simulate.SimulateError as error:  # the run itself: killed, timed out, crashed
+            return Passing(_first_line(error))
+        except (estimate.EstimateError, ChakraError, ValueError) as error:
+            return _first_line(error)
     if not ran.finished:
-        return f"ASTRA-sim finished {len(ran.ranks)} of {layout.npus} ranks"
+        return Passing(f"ASTRA-sim finished {len(ran.ranks)} of {layout.npus} ranks")
     return {"exact_s": exact.iteration_s, "simulated_s": ran.iteration / 1e9}
 
 
-def _short(nodes: int) -> str | None:
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def _short(nodes: int) -> Passing | None:
     """Why ASTRA-sim cannot hold a set of `nodes` nodes here (more than the memory available now,
     /proc/meminfo's MemAvailable), or None: a reason in the table instead of the run killed
     for memory."""
@@ -107,7 +119,7 @@ def _short(nodes: int) -> str | None:
     available, needed = int(found.group(1)) * 1024, nodes * NODE_BYTES
     if needed <= available:
         return None
-    return (
+    return Passing(
         f"not simulated: ASTRA-sim would hold {nodes:,} trace nodes, some {needed / 2**30:.1f} GiB; "
         f"{available / 2**30:.1f} GiB available"
     )

@@ -186,7 +186,7 @@ def simulated(
 ) -> None:
     """ASTRA-sim 2.x on each of `best` (finalists.py), their rows' simulated times filled in."""
     from modtrans.simulate import binary
-    from modtrans.sweep.finalists import simulate_task
+    from modtrans.sweep.finalists import Passing, simulate_task
 
     if not best:
         return
@@ -206,7 +206,8 @@ def simulated(
         with progress.task("simulating", total=len(tasks)) as advance:
             for index, found in engine.run(simulate_task, tasks):
                 layout, row, figures, key = todo[index]
-                store.put(key, found)
+                if not isinstance(found, Passing):
+                    store.put(key, found)
                 _simulated(row, figures, found)
                 outcome.simulated += 1
                 advance()
