@@ -137,10 +137,10 @@ class Run:
 FSDP_TITAN: dict[str, object] = {"framework": "torchtitan", "zero": 3, "attention": "flash2"}
 # llm-foundry's FULL_SHARD with Composer's DEFAULT mixed precision: parameters gathered in bf16,
 # gradients reduced in fp32 (composer/distributed/mosaic_parallelism.py, get_mixed_precision:
-# 'DEFAULT' -> MixedPrecision(param_dtype=bf16 under amp_bf16, reduce_dtype=float32)), the same
-# convention as torchtitan's.
+# 'DEFAULT' -> MixedPrecision(param_dtype=bf16 under amp_bf16, reduce_dtype=float32)):
+# --framework llm-foundry (strategy/frameworks.py; the same bytes as torchtitan's).
 # attn_impl flash: flash-attn 2.x (llm-foundry's setup.py at 4952183: extra gpu = flash-attn==2.5.0)
-FSDP_FOUNDRY: dict[str, object] = {"framework": "torchtitan", "zero": 3, "attention": "flash2"}
+FSDP_FOUNDRY: dict[str, object] = {"framework": "llm-foundry", "zero": 3, "attention": "flash2"}
 # llm-foundry's MPT defaults: no dropout anywhere (llmfoundry/models/mpt/configuration_mpt.py:
 # attn_pdrop, resid_pdrop, emb_pdrop 0.0)
 MPT_7B = {

@@ -98,7 +98,7 @@ class Request:
     vpp: int | None = None
     recompute: str | None = None  # none, selective, full
     seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
-    framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp or torchtitan
+    framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp, torchtitan ...
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
     overlap_param_gather: bool = False  # Megatron's --overlap-param-gather (strategy/llm/buckets.py)
     make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128

@@ -204,7 +204,7 @@ OPTIONS: tuple[Option, ...] = (
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),
     _o("framework", Framework,
        "Whose data parallelism and ZeRO, and which version: megatron (default), megatron-2022, deepspeed, "
-       "fsdp or torchtitan (strategy/frameworks.py).", LAYOUT, **_SIDE),
+       "fsdp, torchtitan or llm-foundry (strategy/frameworks.py).", LAYOUT, **_SIDE),
     _o("overlap_grad_reduce", bool,
        "Megatron: reduce gradients in buckets during the backward (default: once, after it).", LAYOUT,
        default=False, flags=("--overlap-grad-reduce",), layout=True, **_SIDE),

@@ -1133,7 +1133,7 @@ def test_overlap_param_gather_gathers_each_bucket_before_its_first_forward(tmp_p
     gathers = [i for i, op in enumerate(ops) if isinstance(op, Collective) and op.comm is CommType.ALLGATHER]
     assert all(ops[i].place is Place.NEXT_FWD for i in gathers)
     before = [c for c in _collectives(default) if c.comm is CommType.ALLGATHER]
-    assert [c.place for c in before] == [Place.TAIL] * len(before)
+    assert [c.place for c in before] == [Place.AFTER_STEP] * len(before)
     assert sorted(ops[i].bytes for i in gathers) == sorted(c.bytes for c in before)
     scatters = [c.bytes for c in _collectives(plan) if c.comm is CommType.REDUCESCATTER]
     assert len(gathers) == len(scatters) > 2  # one per bucket, once per iteration
@@ -1164,3 +1164,29 @@ def test_overlap_param_gather_needs_the_distributed_optimizer_and_buckets(layout
     --overlap-param-gather"."""
     with pytest.raises(LayoutError, match="--overlap-param-gather"):
         Layout(npus=2, dp=2, overlap_param_gather=True, **layout)
+
+
+def test_the_distributed_optimizer_gathers_the_parameters_after_its_step(tmp_path: Path) -> None:
+    """Without --overlap-param-gather the updated parameters are all-gathered synchronously after
+    the optimizer step, bucket after bucket in forward order (megatron/core/optimizer/
+    distrib_optimizer.py at core_r0.8.0, step_with_ready_grads ->
+    _reset_metadata_and_sync_gather_all_model_params): the step waits for every reduce-scatter and
+    for no gather; the first gather waits for the step, each next one for the one before it."""
+    config = {**TOY, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 4}
+    config |= {"num_attention_heads": 16, "num_key_value_heads": 8, "torch_dtype": "float32"}
+    layout = Layout(npus=2, dp=2, zero=1, overlap_grad_reduce=True, global_batch=4 * MICRO)
+    ops = _plan(tmp_path, layout, config).programs[0]
+    step = next(i for i, op in enumerate(ops) if isinstance(op, Compute) and op.step is Step.UPDATE)
+    scatters = [
+        i for i, op in enumerate(ops) if isinstance(op, Collective) and op.comm is CommType.REDUCESCATTER
+    ]
+    gathers = [i for i, op in enumerate(ops) if isinstance(op, Collective) and op.comm is CommType.ALLGATHER]
+    assert len(gathers) == len(scatters) > 2
+    assert set(scatters) <= set(ops[step].deps)
+    assert gathers[0] > step
+    assert [ops[i].deps for i in gathers] == [(step,), *[(i,) for i in gathers[:-1]]]
+    assert [ops[i].layer for i in gathers] == [ops[gathers[0]].layer] * len(gathers)  # the buffer's end
+    # forward order: the bucket filled last (reduced after the model's first unit) first; fp32
+    # parameters and gradients, so each gather moves its bucket's reduce-scatter's bytes
+    by_unit = sorted((ops[i].layer, ops[i].bytes) for i in scatters)
+    assert [ops[i].bytes for i in gathers] == [b for _, b in by_unit]

@@ -19,7 +19,9 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         then its swaps with other stages (tied weights; DualPipe's mirrored copies); then, where
         the plan has one (`update`: the LLM layout), the optimizer step of the rank's units as one
         compute waiting for all of them (Megatron-LM steps once the gradients are reduced:
-        megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step)
+        megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step); then the units'
+        after-step collectives (the distributed optimizer's parameter all-gathers), each waiting
+        for the one before
     an overlapped pair (DualPipe's F&B: schedule.paired): the forward's and the backward's
         operations, each chain waiting only for its own, interleaved compute by compute
 Collectives at one place run one after the other; the next compute waits for the last. A
@@ -435,6 +437,8 @@ class StageProgram:
                 self._exchange(u, x)
         if self.update and last_wg:
             self._optimizer(list(last_wg.values()), tail)
+        for u in sorted((u for u, _ in last_wg.values()), key=lambda u: u.index):  # forward order
+            self.collectives(u, Place.AFTER_STEP, Step.WEIGHT_GRAD, "")
         self.tagged.clear()
         return tuple(self.ops)
 

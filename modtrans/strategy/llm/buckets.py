@@ -23,7 +23,11 @@ Read from NVIDIA/Megatron-LM d98e8a6 (Megatron-Core):
                 REDUCESCATTER of them and, after the optimizer step, an ALLGATHER of the bucket's
                 updated parameters in their own dtype (distributed/param_and_grad_buffer.py,
                 start_grad_sync and start_param_sync); the all-gathers follow the last
-                reduce-scatter, after the optimizer step (overlap_param_gather is off by default)
+                reduce-scatter, after the optimizer step, synchronously, in forward order
+                (megatron/core/optimizer/distrib_optimizer.py at core_r0.8.0,
+                step_with_ready_grads -> _reset_metadata_and_sync_gather_all_model_params: "If not
+                overlapping all-gather for parameters, launch synchronous all-gather"; Place.
+                AFTER_STEP); overlap_param_gather is off by default
     param gather  with --overlap-param-gather, each bucket's all-gather in the next forward instead
                 (megatron/core/optimizer/distrib_optimizer.py at core_r0.8.0): zero_grad dispatches
                 the first bucket's ("launch all-gather for first accessed bucket here before forward
@@ -114,7 +118,7 @@ def _buffer(
     """One buffer's buckets, filled in backward order (each unit's parameters reversed too); a
     bucket is closed by the parameter that brings it to the limit, and reduced after the weight
     gradient of that parameter's unit. Its parameters' all-gather (the distributed optimizer's)
-    follows every reduction, or with `param_gather` is waited for by the bucket's first unit in
+    follows the optimizer step, or with `param_gather` is waited for by the bucket's first unit in
     forward order, the last one filled into it."""
     limit = max(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * d) if bucketed else math.inf
     padded = zero in (1, 2)
@@ -131,11 +135,11 @@ def _buffer(
                 bucket = Bucket()
     if bucket.filled:
         gathers += [(last, c) for c in bucket.reduce(units[last], over, divisor)]
-    for first, comm in reversed(gathers) if param_gather else gathers:
-        if param_gather:  # forward order: the backward's last bucket first
+    for first, comm in reversed(gathers):  # forward order: the backward's last bucket first
+        if param_gather:
             units[first].attach(Place.NEXT_FWD, comm)
         else:
-            units[last].attach(Place.TAIL, comm)
+            units[last].attach(Place.AFTER_STEP, comm)
 
 
 @dataclass
