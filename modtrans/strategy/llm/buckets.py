@@ -22,8 +22,8 @@ Read from NVIDIA/Megatron-LM d98e8a6 (Megatron-Core):
     collective  ALLREDUCE of the bucket's gradients (ZeRO 0), or with the distributed optimizer a
                 REDUCESCATTER of them and, after the optimizer step, an ALLGATHER of the bucket's
                 updated parameters in their own dtype (distributed/param_and_grad_buffer.py,
-                start_grad_sync and start_param_sync); the all-gathers follow the last
-                reduce-scatter, after the optimizer step, synchronously, in forward order
+                start_grad_sync and start_param_sync); the all-gathers after the optimizer
+                step, synchronously, in forward order
                 (megatron/core/optimizer/distrib_optimizer.py at core_r0.8.0,
                 step_with_ready_grads -> _reset_metadata_and_sync_gather_all_model_params: "If not
                 overlapping all-gather for parameters, launch synchronous all-gather"; Place.
