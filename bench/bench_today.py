@@ -137,10 +137,10 @@ class Run:
 FSDP_TITAN: dict[str, object] = {"framework": "torchtitan", "zero": 3, "attention": "flash2"}
 # llm-foundry's FULL_SHARD with Composer's DEFAULT mixed precision: parameters gathered in bf16,
 # gradients reduced in fp32 (composer/distributed/mosaic_parallelism.py, get_mixed_precision:
-# 'DEFAULT' -> MixedPrecision(param_dtype=bf16 under amp_bf16, reduce_dtype=float32)), the same
-# convention as torchtitan's.
+# 'DEFAULT' -> MixedPrecision(param_dtype=bf16 under amp_bf16, reduce_dtype=float32)):
+# --framework llm-foundry (strategy/frameworks.py; the same bytes as torchtitan's).
 # attn_impl flash: flash-attn 2.x (llm-foundry's setup.py at 4952183: extra gpu = flash-attn==2.5.0)
-FSDP_FOUNDRY: dict[str, object] = {"framework": "torchtitan", "zero": 3, "attention": "flash2"}
+FSDP_FOUNDRY: dict[str, object] = {"framework": "llm-foundry", "zero": 3, "attention": "flash2"}
 # llm-foundry's MPT defaults: no dropout anywhere (llmfoundry/models/mpt/configuration_mpt.py:
 # attn_pdrop, resid_pdrop, emb_pdrop 0.0)
 MPT_7B = {
@@ -166,12 +166,14 @@ RUNS = (
     Run("mcore-1.7b-h100",
         megatron_gpt(24, 2048, 16, vocab=131072, positions=4096, dtype="bfloat16"),
         "h100", "hgx-h100", 48, 4096, 1, 192,
-        {"tp": 1, "zero": 1, "overlap_grad_reduce": True, "make_vocab_size_divisible_by": 1},
+        {"tp": 1, "zero": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
+         "make_vocab_size_divisible_by": 1},
         tflops_per_gpu=408.8, megatron={"layers": 24, "hidden": 2048, "vocab": 131072}),
     Run("mcore-7.1b-h100",
         megatron_gpt(30, 4096, 32, vocab=131072, positions=4096, dtype="bfloat16"),
         "h100", "hgx-h100", 96, 4096, 1, 192,
-        {"tp": 2, "sp": True, "zero": 1, "overlap_grad_reduce": True, "make_vocab_size_divisible_by": 1},
+        {"tp": 2, "sp": True, "zero": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
+         "make_vocab_size_divisible_by": 1},
         tflops_per_gpu=465.9, megatron={"layers": 30, "hidden": 4096, "vocab": 131072}),
 )  # fmt: skip
 

@@ -98,8 +98,9 @@ class Request:
     vpp: int | None = None
     recompute: str | None = None  # none, selective, full
     seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
-    framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp or torchtitan
+    framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp, torchtitan ...
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
+    overlap_param_gather: bool = False  # Megatron's --overlap-param-gather (strategy/llm/buckets.py)
     make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128
     moe_expert_capacity_factor: float | None = None  # Megatron's (strategy/llm/expert.py)
     moe_pad_expert_input_to_capacity: bool = False  # Megatron's: each expert's tokens padded to capacity
@@ -320,6 +321,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             framework=Framework(r.framework or Framework.MEGATRON),
             sp=bool(r.sp),
             overlap_grad_reduce=r.overlap_grad_reduce,
+            overlap_param_gather=r.overlap_param_gather,
             vocab_divisor=r.make_vocab_size_divisible_by or 128,
             zero=r.zero or 0,
             micro_batch=r.micro_batch or 1,

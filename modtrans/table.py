@@ -204,10 +204,14 @@ OPTIONS: tuple[Option, ...] = (
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),
     _o("framework", Framework,
        "Whose data parallelism and ZeRO, and which version: megatron (default), megatron-2022, deepspeed, "
-       "fsdp or torchtitan (strategy/frameworks.py).", LAYOUT, **_SIDE),
+       "fsdp, torchtitan or llm-foundry (strategy/frameworks.py).", LAYOUT, **_SIDE),
     _o("overlap_grad_reduce", bool,
        "Megatron: reduce gradients in buckets during the backward (default: once, after it).", LAYOUT,
        default=False, flags=("--overlap-grad-reduce",), layout=True, **_SIDE),
+    _o("overlap_param_gather", bool,
+       "Megatron: all-gather the distributed optimizer's parameters bucket by bucket during the next "
+       "forward (default: all after the step; needs --overlap-grad-reduce and --zero 1 or 2).", LAYOUT,
+       default=False, flags=("--overlap-param-gather",), layout=True, **_SIDE),
     _o("make_vocab_size_divisible_by", int,
        "Megatron: pad the vocabulary to a multiple of this x T (default 128; 1: unpadded).", LAYOUT,
        layout=True, **N1, **_SIDE),
@@ -276,6 +280,7 @@ SWEEP_SHARED = (
     "efficiency",
     "attention",
     "overlap_grad_reduce",
+    "overlap_param_gather",
     "make_vocab_size_divisible_by",
     "etp",
     "moe_expert_capacity_factor",

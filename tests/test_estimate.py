@@ -25,11 +25,17 @@ from modtrans.simulate import Network, astra2
 
 Run = Callable[..., Result]
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "astra-sim"
-# the two recorded runs (fixtures/astra-sim/MANIFEST.md): what translated them, on switch:8:300
+# the recorded runs on switch:8:300 (fixtures/astra-sim/MANIFEST.md): what translated them; the
+# third, Megatron-Core's --overlap-param-gather, whose gathers wait for each other and the
+# forwards for them (Place.NEXT_FWD)
 RUNS = {
     "gpt2-tp4-dp2.log": ("gpt2", "--tp", "4", "--dp", "2"),
     "gpt2-tp2-pp2-dp2.log": ("gpt2", "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "8"),
-}
+    "gpt2-dp8-zero1-overlap.log": (
+        "gpt2", "--dp", "8", "--zero", "1", "--overlap-grad-reduce", "--overlap-param-gather",
+        "--global-batch", "16",
+    ),
+}  # fmt: skip
 
 
 def _recorded(log: Path) -> dict[int, tuple[int, int, int]]:

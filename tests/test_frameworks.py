@@ -86,8 +86,11 @@ def test_torchtitan_gathers_bf16_parameters_and_reduces_fp32_gradients(tmp_path:
     reduce_dtype=float32) (torchtitan/config/job_config.py, mixed_precision_param and
     mixed_precision_reduce): q_proj's 64 x 64 parameters gathered at 2 bytes each, its gradient
     reduce-scattered at 4. Plain FSDP reduces in the parameters' dtype (reduce_dtype defaults to
-    param_dtype)."""
-    for framework, grad_bytes in ((Framework.TORCHTITAN, 4), (Framework.FSDP, 2)):
+    param_dtype). llm-foundry's runs, Composer's FSDP with mixed precision DEFAULT
+    (composer/trainer/mosaic_fsdp_utils.py at v0.21.3, get_mixed_precision: reduce_dtype
+    torch.float32), the same."""
+    sent = ((Framework.TORCHTITAN, 4), (Framework.LLM_FOUNDRY, 4), (Framework.FSDP, 2))
+    for framework, grad_bytes in sent:
         layout = Layout(npus=2, dp=2, zero=3, framework=framework, micro_batch=MICRO, global_batch=2 * MICRO)
         plan = _plan(tmp_path, layout)
         q = [info.name for info in plan.layers].index("model.layers.0.self_attn.q_proj")

@@ -64,7 +64,10 @@ heads), and under ZeRO / FSDP each rank's optimizer step updates its 1/D of the 
 which holds no head, and are unchanged (71 of 102 re-recorded). Then the loss on a rank's share
 of the logits (its GEMM's output: 1/T under tensor parallelism), where it was the whole
 vocabulary's (50 of 102). The A100 profile's sources, which a trace set's metadata records, gained
-eager_rmsnorm's (cost/norms.py): the 17 chakra-et entries.
+eager_rmsnorm's (cost/norms.py): the 17 chakra-et entries. The distributed optimizer's parameter
+all-gathers after its step, waiting for it, where the step waited for them (Megatron-Core's
+step_with_ready_grads; strategy/llm/buckets.py, Place.AFTER_STEP): the one --zero 1 entry's
+traces (its text and JSON write the same columns in the same order, unchanged).
 """
 
 from __future__ import annotations
@@ -222,7 +225,7 @@ GOLDEN = {
     "gpt2 --tp 2 --dp 2 --sp --zero 1 | chakra": "refused: D310",
     "gpt2 --tp 2 --dp 2 --sp --zero 1 | json": "4542e420fac86e71",
     "gpt2 --tp 2 --dp 2 --sp --zero 1 | json simai": "e61f06b9ef659125",
-    "gpt2 --tp 2 --dp 2 --sp --zero 1 | chakra-et": "85cdefd5b19ad161",
+    "gpt2 --tp 2 --dp 2 --sp --zero 1 | chakra-et": "789cb07a4eb685e0",
     "gpt2 --tp 2 --recompute full | astra-sim": "d01f52e13e7e4b68",
     "gpt2 --tp 2 --recompute full | simai": "60fda2d534d29afd",
     "gpt2 --tp 2 --recompute full | chakra": "refused: D310",

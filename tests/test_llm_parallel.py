@@ -1113,3 +1113,80 @@ def test_an_ep_rank_runs_its_experts_as_one_grouped_gemm_or_one_node_each(
     assert w1.gemm is not None
     assert (w1.gemm.groups, w1.gemm.m) == (4, 2 * 64)
     assert w1.params[0].elements == 4 * 14336 * 4096  # its 4 experts' weights
+
+
+def test_overlap_param_gather_gathers_each_bucket_before_its_first_forward(tmp_path: Path) -> None:
+    """--overlap-param-gather (megatron/core/optimizer/distrib_optimizer.py at core_r0.8.0):
+    zero_grad dispatches the first bucket's all-gather before the forward; the forward pre-hook of
+    the first module holding a bucket's parameters waits for it and dispatches the next bucket's
+    (_finish_param_sync_helper), buckets in forward order (_get_model_param_buffer_dp_views). So:
+    one gather per bucket and iteration, the first with nothing before it, each next one after the
+    one before it, each waited for by its bucket's first forward of micro-batch 0, none by the
+    optimizer step; the buckets and their bytes those of the default, which gathers after them."""
+    config = {**TOY, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 4}
+    config |= {"num_attention_heads": 16, "num_key_value_heads": 8, "torch_dtype": "float32"}
+    base = Layout(npus=2, dp=2, zero=1, overlap_grad_reduce=True, global_batch=4 * MICRO)
+    plan = _plan(tmp_path, dataclasses.replace(base, overlap_param_gather=True), config)
+    default = _plan(tmp_path, base, config)
+    names = [info.name for info in plan.layers]
+    ops = plan.programs[0]
+    gathers = [i for i, op in enumerate(ops) if isinstance(op, Collective) and op.comm is CommType.ALLGATHER]
+    assert all(ops[i].place is Place.NEXT_FWD for i in gathers)
+    before = [c for c in _collectives(default) if c.comm is CommType.ALLGATHER]
+    assert [c.place for c in before] == [Place.AFTER_STEP] * len(before)
+    assert sorted(ops[i].bytes for i in gathers) == sorted(c.bytes for c in before)
+    scatters = [c.bytes for c in _collectives(plan) if c.comm is CommType.REDUCESCATTER]
+    assert len(gathers) == len(scatters) > 2  # one per bucket, once per iteration
+    assert gathers[0] == 0  # the first: issued before the first forward, waiting for nothing
+    assert ops[0].deps == ()
+    assert [ops[i].deps for i in gathers[1:]] == [(i,) for i in gathers[:-1]]  # one after another
+    # the first bucket (forward order) holds the embedding: the backward's last, the buffer's end
+    assert names[ops[gathers[0]].layer] == "model.embed_tokens"
+    first_forward: dict[int, int] = {}
+    for i, op in enumerate(ops):
+        if isinstance(op, Compute) and op.step is Step.FWD:
+            first_forward.setdefault(op.layer, i)
+    for k, g in enumerate(gathers):
+        waiter = first_forward[ops[g].layer]
+        assert g in ops[waiter].deps  # the bucket's first forward waits for its gather
+        if k + 1 < len(gathers):  # and the next gather is issued then, to run beside that forward
+            assert waiter - 1 == gathers[k + 1] or ops[gathers[k + 1]].layer == ops[g].layer
+    # the buckets in forward order: each gather's unit later in the model than the one before
+    assert [ops[g].layer for g in gathers] == sorted(ops[g].layer for g in gathers)
+    step = next(op for op in ops if isinstance(op, Compute) and op.step is Step.UPDATE)
+    assert not set(step.deps) & set(gathers)
+
+
+@pytest.mark.parametrize("layout", [{"zero": 0, "overlap_grad_reduce": True}, {"zero": 1}])
+def test_overlap_param_gather_needs_the_distributed_optimizer_and_buckets(layout: dict[str, Any]) -> None:
+    """megatron/training/arguments.py at core_r0.8.0, validate_args: "--overlap-param-gather only
+    supported with distributed optimizer", "--overlap-grad-reduce should be turned on when using
+    --overlap-param-gather"."""
+    with pytest.raises(LayoutError, match="--overlap-param-gather"):
+        Layout(npus=2, dp=2, overlap_param_gather=True, **layout)
+
+
+def test_the_distributed_optimizer_gathers_the_parameters_after_its_step(tmp_path: Path) -> None:
+    """Without --overlap-param-gather the updated parameters are all-gathered synchronously after
+    the optimizer step, bucket after bucket in forward order (megatron/core/optimizer/
+    distrib_optimizer.py at core_r0.8.0, step_with_ready_grads ->
+    _reset_metadata_and_sync_gather_all_model_params): the step waits for every reduce-scatter and
+    for no gather; the first gather waits for the step, each next one for the one before it."""
+    config = {**TOY, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 4}
+    config |= {"num_attention_heads": 16, "num_key_value_heads": 8, "torch_dtype": "float32"}
+    layout = Layout(npus=2, dp=2, zero=1, overlap_grad_reduce=True, global_batch=4 * MICRO)
+    ops = _plan(tmp_path, layout, config).programs[0]
+    step = next(i for i, op in enumerate(ops) if isinstance(op, Compute) and op.step is Step.UPDATE)
+    scatters = [
+        i for i, op in enumerate(ops) if isinstance(op, Collective) and op.comm is CommType.REDUCESCATTER
+    ]
+    gathers = [i for i, op in enumerate(ops) if isinstance(op, Collective) and op.comm is CommType.ALLGATHER]
+    assert len(gathers) == len(scatters) > 2
+    assert set(scatters) <= set(ops[step].deps)
+    assert gathers[0] > step
+    assert [ops[i].deps for i in gathers] == [(step,), *[(i,) for i in gathers[:-1]]]
+    assert [ops[i].layer for i in gathers] == [ops[gathers[0]].layer] * len(gathers)  # the buffer's end
+    # forward order: the bucket filled last (reduced after the model's first unit) first; fp32
+    # parameters and gradients, so each gather moves its bucket's reduce-scatter's bytes
+    by_unit = sorted((ops[i].layer, ops[i].bytes) for i in scatters)
+    assert [ops[i].bytes for i in gathers] == [b for _, b in by_unit]

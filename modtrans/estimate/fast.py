@@ -17,7 +17,8 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
     backward, which lastback.py walks with the units' tail collectives;
   - each stage ends with its optimizer step, one compute of its units' update times after its
     last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
-    gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step).
+    gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step),
+    then the distributed optimizer's parameter all-gathers (Place.AFTER_STEP), exposed.
 
 What it leaves out, each small beside a chunk's time: DualPipe's F&B pairs (run one after the
 other), tied weights' swaps between stages.
@@ -58,8 +59,8 @@ from modtrans.strategy.schedule import WGRAD, virtual_stage
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
 # rest; what the tails add to the chunk's last backward (or weight gradient); the four chains' lane
-# paths (chains.timed's K)
-Chunk = tuple[int, ...]  # 4 step times, compute, reduction (3), 4 lane paths, 4 (C, KC) spills
+# paths (chains.timed's K); the parameter gathers after the optimizer step
+Chunk = tuple[int, ...]  # 4 step times, compute, reduction (3), 4 lane paths, 4 (C, KC) spills, gathers
 
 
 def estimate(
@@ -96,7 +97,7 @@ def estimate(
         [(c[5], c[6], c[7]) for c in chunks],
         send_ns,
         [c[8:12] for c in chunks],
-        [c[12:] for c in chunks],
+        [c[12:20] for c in chunks],
     )
     ran = _swapped(ran, _ties(sk, layout, len(chunks)), transfer_ns)
     stages = []
@@ -105,10 +106,13 @@ def estimate(
         inside = stage.compute - pure  # the blocking collectives inside the steps
         comm, exposed = stage.comm + inside, stage.after + inside
         step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
+        gathers = sum(chunks[v][20] for v in _held(layout, s))  # then the parameters' gathers, exposed
+        comm, exposed = comm + gathers, exposed + gathers
         total = held[s].total if s < len(held) else None
-        stages.append(
-            StageTime(s, (stage.finish + step) / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total)
-        )
+        # the step waits for the last step's compute and the reductions, not for a send after them
+        start = max(stage.finish - stage.after, stage.reduced) if step or gathers else stage.finish
+        wall = max(stage.finish, start + step + gathers)
+        stages.append(StageTime(s, wall / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total))
     per_micro = micro_flops(sk, layout.recompute)
     flops = per_micro * layout.micro_batches * per_stage
     tokens = layout.batch * ctx.sequence
@@ -183,12 +187,12 @@ def _chunk(
     if last:  # the copy of a tied weight: reduced with this stage's
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, layout.zero) for t in sk.ties]
-    buckets = _buckets(sk, parts, chunk_fills, layout, fabric, members)
+    buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
     done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets)
     late = done - sums[3 if split else 1]
     waits = tuple(k for _, k in both)
     spills = tuple(n for pair in lane for n in pair)
-    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late, *waits, *spills)
+    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late, *waits, *spills, gathers)
 
 
 def _buckets(
@@ -198,10 +202,10 @@ def _buckets(
     layout: Layout,
     fabric: Fabric,
     members: Any,
-) -> dict[int, list[int]]:
+) -> tuple[dict[int, list[int]], int]:
     """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
-    in it) and the bucket's collectives."""
-    times = bucket_times(fills, layout.zero, fabric, members)
+    in it) and the bucket's reduction; and the ns of its parameter gathers after the step."""
+    times, gathers = bucket_times(fills, layout.zero, fabric, members)
     out = {}
     for u in (u for p in parts for u in p):
         if not times:
@@ -209,7 +213,7 @@ def _buckets(
         buffer = sk.buffers[u]
         if sk.shards[u] is not None and buffer in times:
             out[u] = times.pop(buffer)
-    return out
+    return out, gathers
 
 
 def _block(
@@ -283,7 +287,8 @@ def _swapped(
     ran: list[pipeline.Stage], swaps: Sequence[tuple[int, int, int]], transfer_ns: Any
 ) -> list[pipeline.Stage]:
     """Each pair sends its gradient to the other once its lane is free and finishes when the
-    other's arrives (a send and a receive each, as program.py's _exchange posts them)."""
+    other's arrives (a send and a receive each, as program.py's _exchange posts them); the
+    optimizer step waits for that receive."""
     out = list(ran)
     for a, b, size in swaps:
         sent = {s: out[s].finish + transfer_ns(s, peer, size) for s, peer in ((a, b), (b, a))}
@@ -291,7 +296,8 @@ def _swapped(
             stage = out[s]
             finish = max(sent[s], sent[peer])
             after = stage.after + finish - stage.finish
-            out[s] = pipeline.Stage(finish, stage.compute, stage.comm + sent[s] - stage.finish, after)
+            comm = stage.comm + sent[s] - stage.finish
+            out[s] = pipeline.Stage(finish, stage.compute, comm, after, finish)  # the step waits for it
     return out
 
 

@@ -37,6 +37,7 @@ class Stage:
     compute: int  # its steps' time, the collectives inside them included
     comm: int  # its lane's: sends and reductions
     after: int  # the lane's time after its last step: communication nothing overlapped
+    reduced: int = 0  # when its last reduction ends (what the optimizer step waits for; no send)
 
 
 # a step: (stage, kind, virtual stage, the input's key or -1, the output's key or -1, the stage it
@@ -131,6 +132,7 @@ def run(
     lane = [0] * count  # when its communication lane is free
     busy = [0] * count
     talk = [0] * count
+    reduced = [0] * count
     links = [[send_ns(s, d) if d != s else 0 for d in range(count)] for s in range(count)]
     for s, kind, v, recv, send, to, reduce in order:
         t = clock[s]
@@ -158,6 +160,7 @@ def run(
                 if first:
                     c = (c if c > t else t) + first
                     talk[s] += first
+                reduced[s] = max(reduced[s], c)
             if send >= 0:
                 ns = links[s][to]
                 c = (c if c > t else t) + ns
@@ -166,6 +169,10 @@ def run(
             if rest:
                 c = (c if c > t else t) + rest
                 talk[s] += rest
+                reduced[s] = c
             lane[s] = c
         clock[s] = t
-    return [Stage(max(clock[s], lane[s]), busy[s], talk[s], max(lane[s] - clock[s], 0)) for s in range(count)]
+    return [
+        Stage(max(clock[s], lane[s]), busy[s], talk[s], max(lane[s] - clock[s], 0), reduced[s])
+        for s in range(count)
+    ]

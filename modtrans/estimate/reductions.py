@@ -75,10 +75,11 @@ def tied_ns(
 
 def bucket_times(
     fills: Sequence[Fill], zero: int, fabric: Fabric, members: Callable[[frozenset[Purpose]], tuple[int, ...]]
-) -> dict[frozenset[Purpose], list[int]]:
+) -> tuple[dict[frozenset[Purpose], list[int]], int]:
     """Megatron's reduction of one chunk (its blocks' fills): one bucket per buffer, its
-    collectives as buckets.py makes them (Bucket.reduce: the all-reduce, or the reduce-scatter and
-    then the all-gather), timed, per buffer in order."""
+    collectives as buckets.py makes them (Bucket.reduce: the all-reduce, or the reduce-scatter),
+    timed, per buffer; and the distributed optimizer's all-gathers of the buckets' parameters,
+    which follow the optimizer step (Place.AFTER_STEP), their ns summed."""
     import math
 
     from modtrans.strategy.llm.buckets import BUCKET_ALIGN, Bucket
@@ -90,6 +91,7 @@ def bucket_times(
             for k in range(3):
                 sums[k] += values[k]
     out: dict[frozenset[Purpose], list[int]] = {}
+    after_step = 0
     for buffer, (filled, grads, params) in total.items():
         ranks = members(buffer)
         if len(ranks) < 2:
@@ -98,11 +100,15 @@ def bucket_times(
         attached = _Attached()
         divisor = math.lcm(len(ranks), BUCKET_ALIGN) if zero in (1, 2) else None
         gathers = bucket.reduce(attached, buffer, divisor)  # type: ignore[arg-type]
-        out[buffer] = [
-            fabric.collective_ns(c.comm, written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM), ranks)
-            for c in (*attached.comms, *gathers)
-        ]
-    return out
+
+        def ns(c: Any, ranks: tuple[int, ...] = ranks) -> int:
+            return fabric.collective_ns(
+                c.comm, written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM), ranks
+            )
+
+        out[buffer] = [ns(c) for c in attached.comms]
+        after_step += sum(ns(c) for c in gathers)
+    return out, after_step
 
 
 class _Attached:

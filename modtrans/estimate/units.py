@@ -102,6 +102,7 @@ def stand_in(layout: Layout) -> Layout:
         recompute=Recompute.SELECTIVE,
         zero=0 if bucketed else layout.zero,
         overlap_grad_reduce=False,
+        overlap_param_gather=False,
     )
 
 

@@ -82,7 +82,7 @@ def arrange(placed: Placed, column: Callable[[Collective, bool], int], *, tail: 
     (forward: it runs with the forward); `tail`: whether the once-per-iteration ones are written."""
     got = {place: placed.get(place, []) for place in Place}
     if not tail:
-        got[Place.TAIL] = []
+        got[Place.TAIL] = got[Place.AFTER_STEP] = got[Place.NEXT_FWD] = []
     main = Line()
     pre: list[Line] = []
     post: list[Line] = []
@@ -92,7 +92,10 @@ def arrange(placed: Placed, column: Callable[[Collective, bool], int], *, tail: 
         _put_main_or(main, post, FWD, c)
     for c in reversed(got[Place.BEFORE_BWD]):  # the backward runs post lines farthest first
         _put(post, column(c, False), c, fresh=True)
-    for c in (*got[Place.AFTER_WG], *got[Place.AFTER_IG], *got[Place.TAIL]):
+    # the parameter gathers after the step or before the next forward: no column runs there, so
+    # they are written with the tail, after the reduction they follow
+    once = (*got[Place.TAIL], *got[Place.AFTER_STEP], *got[Place.NEXT_FWD])
+    for c in (*got[Place.AFTER_WG], *got[Place.AFTER_IG], *once):
         _put_main_or(main, pre, column(c, False), c)
     return UnitLines(tuple(pre), main, tuple(post))
 

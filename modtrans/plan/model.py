@@ -187,6 +187,13 @@ class Place(enum.StrEnum):
     AFTER_IG    after the input-gradient compute (TP all-reduce or SP reduce-scatter)
     TAIL        once per iteration after the unit's last micro-batch, left to overlap (the
                 layout's data parallelism: all-reduce, or ZeRO-1/2 reduce-scatter then all-gather)
+    AFTER_STEP  once per iteration after the optimizer step, the iteration's end waiting for it:
+                the distributed optimizer's parameter all-gather (Megatron's default: the updated
+                parameters gathered synchronously in step_with_ready_grads)
+    NEXT_FWD    once per iteration, waited for by the unit's first forward and issued when the one
+                before it is waited for (the first before the first forward): Megatron's
+                --overlap-param-gather, the distributed optimizer's parameter all-gather of the
+                previous step, bucket by bucket beside the forward (strategy/llm/buckets.py)
     """
 
     BEFORE_FWD = "before_fwd"
@@ -195,6 +202,8 @@ class Place(enum.StrEnum):
     AFTER_WG = "after_wg"
     AFTER_IG = "after_ig"
     TAIL = "tail"
+    AFTER_STEP = "after_step"
+    NEXT_FWD = "next_fwd"
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,20 @@ Named versions and configurations, each a member below whose `family` runs the d
                    as its train_configs run: without torch.compile, RMSNorm op by op (eager_norms),
                    selective recomputation its 'op' policy (op_recompute: llama3_8b.toml,
                    selective_ac_option = 'op')
+    llm-foundry    PyTorch FSDP1 as mosaicml/llm-foundry runs it through Composer (llm-foundry
+                   4952183, its benchmarking table's runs: MP Mode DEFAULT, FULL_SHARD; Composer
+                   0.21.3, composer/trainer/mosaic_fsdp_utils.py, get_mixed_precision: 'DEFAULT' ->
+                   param_dtype the precision's (bf16 under amp_bf16), reduce_dtype float32): the
+                   same bytes as torchtitan's, parameters gathered in bf16 and gradients reduce-
+                   scattered in fp32; its RMSNorms ('rmsnorm', 'low_precision_rmsnorm':
+                   llmfoundry/models/layers/norm.py, rms_norm: `x * torch.rsqrt(x.pow(2).mean(-1,
+                   keepdim=True) + eps)`, the cast up and down around it) op by op, no
+                   compile_config in its yamls (eager_norms); its default LayerNorm
+                   (low_precision_layernorm: F.layer_norm) is one kernel, as elsewhere. Composer's
+                   prefetch defaults (composer/trainer/dist_strategy.py, set_fsdp_default:
+                   backward_prefetch BACKWARD_POST, forward_prefetch False, limit_all_gathers True)
+                   overlap gathers with compute as far as the CPU runs ahead, which no framework's
+                   traces model here: every FSDP gather waits for the compute before it
 """
 
 from __future__ import annotations
@@ -61,6 +75,7 @@ class Framework(enum.StrEnum):
     DEEPSPEED = "deepspeed"
     FSDP = "fsdp"
     TORCHTITAN = "torchtitan"
+    LLM_FOUNDRY = "llm-foundry"
 
     @property
     def family(self) -> Framework:
@@ -79,8 +94,8 @@ class Framework(enum.StrEnum):
 
     @property
     def reduces_in_fp32(self) -> bool:
-        """FSDP's reduce_dtype is fp32 whatever the parameters' dtype (torchtitan)."""
-        return self is Framework.TORCHTITAN
+        """FSDP's reduce_dtype is fp32 whatever the parameters' dtype (torchtitan, llm-foundry)."""
+        return self in (Framework.TORCHTITAN, Framework.LLM_FOUNDRY)
 
     @property
     def op_recompute(self) -> bool:
@@ -101,11 +116,15 @@ class Framework(enum.StrEnum):
     def eager_norms(self) -> bool:
         """RMSNorm runs as PyTorch's ops, not one fused kernel: torchtitan's defaults (its
         train_configs at 9dec370: compile = false, norm_type = "rmsnorm", the eager module of
-        torchtitan/models/norms.py; cost/norms.py)."""
-        return self is Framework.TORCHTITAN
+        torchtitan/models/norms.py; cost/norms.py), and llm-foundry's RMSNorms (above)."""
+        return self in (Framework.TORCHTITAN, Framework.LLM_FOUNDRY)
 
 
-_FAMILY = {Framework.MEGATRON_2022: Framework.MEGATRON, Framework.TORCHTITAN: Framework.FSDP}
+_FAMILY = {
+    Framework.MEGATRON_2022: Framework.MEGATRON,
+    Framework.TORCHTITAN: Framework.FSDP,
+    Framework.LLM_FOUNDRY: Framework.FSDP,
+}
 REDUCED_IN_FP32 = frozenset({"bfloat16"})
 
 

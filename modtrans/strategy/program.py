@@ -12,11 +12,16 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         collectives, weight-gradient compute, after_wg collectives (overlapped), input-gradient
         compute (not the model's first unit: its inputs are model inputs), after_ig collectives;
         send the gradient back
+    before the first step: the first unit's next-forward gathers (Place.NEXT_FWD: the previous
+        optimizer step's parameters, Megatron's --overlap-param-gather); a unit's first forward
+        waits for its own and issues the next unit's, which wait for them in turn
     after the last step: every unit's tail collectives, each waiting for its last weight gradient,
         then its swaps with other stages (tied weights; DualPipe's mirrored copies); then, where
         the plan has one (`update`: the LLM layout), the optimizer step of the rank's units as one
         compute waiting for all of them (Megatron-LM steps once the gradients are reduced:
-        megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step)
+        megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step); then the units'
+        after-step collectives (the distributed optimizer's parameter all-gathers), each waiting
+        for the one before
     an overlapped pair (DualPipe's F&B: schedule.paired): the forward's and the backward's
         operations, each chain waiting only for its own, interleaved compute by compute
 Collectives at one place run one after the other; the next compute waits for the last. A
@@ -201,6 +206,13 @@ class StageProgram:
         self.named: dict[tuple[int, Place], list[tuple[Comm, str, int, int]]] = {}  # _named
         self.kept: dict[int, frozenset[str]] = {}  # per unit: its parameters' names
         self.pending: tuple[Costed, Direction, int, int, int, bool] | None = None  # a deferred send
+        # Place.NEXT_FWD: the units whose first forward waits for parameter gathers, in forward
+        # order (unit index: the model's order, each chunk's before the next's); the op each waits for
+        synced = (u for u in self.units.values() if u.comms.get(Place.NEXT_FWD))
+        self.syncs = sorted(synced, key=lambda u: u.index)
+        self.synced = 0  # the syncs issued so far
+        self.awaiting: dict[int, int] = {}  # unit index -> its last gather's op
+        self.waits: tuple[int, ...] = ()  # what the next compute waits for besides the chain
 
     def _suffix(
         self, tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()
@@ -287,8 +299,23 @@ class StageProgram:
         inputs: tuple[Tensor, ...],
         outputs: tuple[Tensor, ...],
     ) -> int:
-        self.chain = self.emit(Compute(u.index, step, time, flops, inputs, outputs, self._deps()))
+        deps = self._deps()
+        if self.waits:
+            deps, self.waits = tuple(sorted({*deps, *self.waits})), ()
+        self.chain = self.emit(Compute(u.index, step, time, flops, inputs, outputs, deps))
         return self.chain
+
+    def _sync(self, after: int | None) -> None:
+        """The next unit's parameter gathers (Place.NEXT_FWD), issued after op `after` (None: the
+        program's start), one after the other, left to overlap until that unit's forward."""
+        if self.synced == len(self.syncs):
+            return
+        u = self.syncs[self.synced]
+        self.synced += 1
+        chain, self.chain = self.chain, after
+        self.collectives(u, Place.NEXT_FWD, Step.FWD, "", blocking=False)
+        self.awaiting[u.index] = len(self.ops) - 1
+        self.chain = chain
 
     def _mark(self, u: Costed, step: Step, time: int, flops: int) -> int:
         """An outline's compute: the unit's step with its time and FLOPs, no tensors, one object
@@ -302,6 +329,10 @@ class StageProgram:
 
     def forward(self, u: Costed, micro: int, step: Step = Step.FWD) -> None:
         tag = f"m{micro}" + ("r" if step is Step.RECOMPUTE else "")
+        waited = self.awaiting.pop(u.index, None) if step is Step.FWD else None
+        if waited is not None:  # Megatron's pre-hook: wait for this gather, issue the next
+            self._sync(waited)
+            self.waits = () if self.outline else (waited,)
         self.collectives(u, Place.BEFORE_FWD, step, tag)
         if self.outline:
             self._mark(u, step, u.times.forward, u.flops.forward)
@@ -391,6 +422,7 @@ class StageProgram:
     def _build(self) -> tuple[Op, ...]:
         pipe, p = self.pipeline, self.pipeline.stages
         last_wg: dict[int, tuple[Costed, int]] = {}
+        self._sync(None)  # the previous step's first parameter gather, before the first forward
         steps, pairs = paired(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual)
         for i, step in enumerate(steps):
             if i - 1 in pairs:
@@ -408,6 +440,8 @@ class StageProgram:
                 self._exchange(u, x)
         if self.update and last_wg:
             self._optimizer(list(last_wg.values()), tail)
+        for u in sorted((u for u, _ in last_wg.values()), key=lambda u: u.index):  # forward order
+            self.collectives(u, Place.AFTER_STEP, Step.WEIGHT_GRAD, "")
         self.tagged.clear()
         return tuple(self.ops)
 

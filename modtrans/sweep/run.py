@@ -102,6 +102,7 @@ def _fitting(
 _SHARED = (
     "framework",
     "overlap_grad_reduce",
+    "overlap_param_gather",
     "vocab_divisor",
     "capacity_factor",
     "pad_to_capacity",

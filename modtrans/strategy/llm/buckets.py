@@ -22,8 +22,24 @@ Read from NVIDIA/Megatron-LM d98e8a6 (Megatron-Core):
     collective  ALLREDUCE of the bucket's gradients (ZeRO 0), or with the distributed optimizer a
                 REDUCESCATTER of them and, after the optimizer step, an ALLGATHER of the bucket's
                 updated parameters in their own dtype (distributed/param_and_grad_buffer.py,
-                start_grad_sync and start_param_sync); the all-gathers follow the last
-                reduce-scatter (overlap_param_gather is off by default)
+                start_grad_sync and start_param_sync); the all-gathers after the optimizer
+                step, synchronously, in forward order
+                (megatron/core/optimizer/distrib_optimizer.py at core_r0.8.0,
+                step_with_ready_grads -> _reset_metadata_and_sync_gather_all_model_params: "If not
+                overlapping all-gather for parameters, launch synchronous all-gather"; Place.
+                AFTER_STEP); overlap_param_gather is off by default
+    param gather  with --overlap-param-gather, each bucket's all-gather in the next forward instead
+                (megatron/core/optimizer/distrib_optimizer.py at core_r0.8.0): zero_grad dispatches
+                the first bucket's ("launch all-gather for first accessed bucket here before forward
+                compute is initiated"), the forward pre-hook of the first module holding one of a
+                bucket's parameters waits for it and dispatches the next (_make_forward_pre_hook,
+                _finish_param_sync_helper: "We can't pre-launch all-gathers for all buckets at
+                once"), in forward order (_get_model_param_buffer_dp_views: the buckets reversed).
+                So the first bucket's gather is exposed and each next one runs beside the forward
+                of the bucket before it. Here each bucket's gather is waited for by the first unit
+                (forward order) holding one of its parameters (Place.NEXT_FWD; program.py chains
+                them); a separate experts' buffer is chained in forward order with the dense one
+                (Megatron gathers buffer after buffer)
     padding     with the distributed optimizer each parameter starts on a multiple of 64 elements
                 and each bucket ends on a multiple of lcm(D, 128) (param_layout.py,
                 pad_param_start, pad_bucket_end), so every rank's shard is whole; without it none
@@ -72,11 +88,13 @@ def apply(
     overlap: bool,
     buffer_of: Callable[[Unit], frozenset[Purpose]],
     tied: Mapping[int, int] | None = None,
+    param_gather: bool = False,
 ) -> None:
     """Attach each chunk's bucket collectives (chunks: unit indices per model chunk in forward
     order: chunk 0 is pipeline rank 0's first); `buffer_of`: the group a unit's gradients are
     reduced over, one buffer each; `ranks`: the data ranks each such group spans; `tied`: unit
-    index -> the unit whose weight it holds a copy of on another stage."""
+    index -> the unit whose weight it holds a copy of on another stage; `param_gather`: the
+    distributed optimizer's gathers in the next forward (--overlap-param-gather)."""
     assert zero in (0, 1, 2), "ZeRO-3 is per unit (data.py)"
     tied = tied or {}
     for v, chunk in enumerate(chunks):
@@ -84,7 +102,7 @@ def apply(
         for over, d in ranks.items():
             members = [i for i in chunk if buffer_of(units[i]) == over]
             if d > 1 and members:
-                _buffer(units, members, over, d, zero, bucketed, tied)
+                _buffer(units, members, over, d, zero, bucketed, tied, param_gather)
 
 
 def _buffer(
@@ -95,14 +113,17 @@ def _buffer(
     zero: int,
     bucketed: bool,
     tied: Mapping[int, int],
+    param_gather: bool,
 ) -> None:
     """One buffer's buckets, filled in backward order (each unit's parameters reversed too); a
     bucket is closed by the parameter that brings it to the limit, and reduced after the weight
-    gradient of that parameter's unit."""
+    gradient of that parameter's unit. Its parameters' all-gather (the distributed optimizer's)
+    follows the optimizer step, or with `param_gather` is waited for by the bucket's first unit in
+    forward order, the last one filled into it."""
     limit = max(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * d) if bucketed else math.inf
     padded = zero in (1, 2)
     divisor = math.lcm(d, BUCKET_ALIGN) if padded else None  # the distributed optimizer's bucket end
-    gathers: list[Comm] = []
+    gathers: list[tuple[int, Comm]] = []  # (the bucket's first unit in forward order, its gather)
     bucket = Bucket()
     last = members[0]  # the forward's first: the backward's last
     for i in reversed(members):
@@ -110,12 +131,15 @@ def _buffer(
         for n in reversed(shard.elements):
             bucket.add(n, shard, padded)
             if bucket.filled >= limit:
-                gathers += bucket.reduce(units[i], over, divisor)
+                gathers += [(i, c) for c in bucket.reduce(units[i], over, divisor)]
                 bucket = Bucket()
     if bucket.filled:
-        gathers += bucket.reduce(units[last], over, divisor)
-    for comm in gathers:
-        units[last].attach(Place.TAIL, comm)
+        gathers += [(last, c) for c in bucket.reduce(units[last], over, divisor)]
+    for first, comm in reversed(gathers):  # forward order: the backward's last bucket first
+        if param_gather:
+            units[first].attach(Place.NEXT_FWD, comm)
+        else:
+            units[last].attach(Place.AFTER_STEP, comm)
 
 
 @dataclass

@@ -187,6 +187,7 @@ def _buckets(
         overlap=layout.overlap_grad_reduce,
         buffer_of=buffer_of,
         tied=tied,
+        param_gather=layout.overlap_param_gather,
     )
     return [dataclasses.replace(run, comms=units[run.index].x.comms) for run in runs]
 

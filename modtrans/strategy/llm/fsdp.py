@@ -9,8 +9,9 @@ over the data ranks. Read from pytorch/pytorch: torch/distributed/fsdp/_runtime_
               kept for the backward; the gradients reduce-scattered per micro-batch
     --zero 0  NO_SHARD: an ALLREDUCE of the gradients per micro-batch
 Gradients in the parameters' dtype (MixedPrecision.reduce_dtype defaults to param_dtype;
-_flat_param.py), as the model holds them here; `--framework torchtitan` reduces them in fp32
-(its MixedPrecisionPolicy's reduce_dtype: strategy/frameworks.py), 4 bytes per element.
+_flat_param.py), as the model holds them here; `--framework torchtitan` and `llm-foundry` reduce
+them in fp32 (their mixed-precision policies' reduce_dtype: strategy/frameworks.py), 4 bytes per
+element.
 Every micro-batch reduces: gradient accumulation
 under `no_sync` (FSDP2: set_requires_gradient_sync(False)) reduces at the last one only, which a
 training script opts into; it is not modelled. Also left out: the root module's parameters, which
@@ -44,8 +45,8 @@ def apply(
         size = u.param_bytes()  # parameters in their own dtype
         if size == 0 or ranks == 1:
             continue
-        # torchtitan: the gradient in fp32 (u.grad_bytes: 4 bytes for the bf16 and fp32 models it
-        # trains, its mixed_precision_param being one of the two), or --dtype-bytes
+        # torchtitan, llm-foundry: the gradient in fp32 (u.grad_bytes: 4 bytes for the bf16 and
+        # fp32 models they train), or --dtype-bytes
         grads = u.grad_bytes() if framework.reduces_in_fp32 else size
         over = u.grads_over
         if zero == 0:

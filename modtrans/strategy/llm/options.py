@@ -90,6 +90,7 @@ class Layout:
     etp: int | None = None  # experts split over this many tensor ranks (None: T, Megatron-Core's default)
     framework: Framework = Framework.MEGATRON  # whose data parallelism and ZeRO (strategy/frameworks.py)
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce: gradient buckets (buckets.py)
+    overlap_param_gather: bool = False  # Megatron's --overlap-param-gather: gathers in the next forward
     vocab_divisor: int = 128  # Megatron's --make-vocab-size-divisible-by (x T: vocabulary_multiple)
     cp: int = 1  # Megatron's --context-parallel-size: the sequence split over C ranks (context.py)
     capacity_factor: float | None = None  # Megatron's --moe-expert-capacity-factor (expert.py)
@@ -246,6 +247,14 @@ class Layout:
             raise LayoutError(
                 "--overlap-grad-reduce buckets Megatron-LM's gradient buffers: it needs --framework "
                 "megatron and --zero 0, 1 or 2"
+            )
+        if self.overlap_param_gather and not (self.overlap_grad_reduce and self.zero in (1, 2)):
+            # megatron/training/arguments.py at core_r0.8.0, validate_args: "--overlap-param-gather
+            # only supported with distributed optimizer", "--overlap-grad-reduce should be turned
+            # on when using --overlap-param-gather"
+            raise LayoutError(
+                "--overlap-param-gather gathers the distributed optimizer's buckets: it needs "
+                "--overlap-grad-reduce and --zero 1 or 2"
             )
         if self.framework.family is Framework.FSDP and self.zero == 1:
             raise LayoutError(
