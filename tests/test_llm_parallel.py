@@ -1130,11 +1130,14 @@ def test_overlap_param_gather_gathers_each_bucket_before_its_first_forward(tmp_p
     default = _plan(tmp_path, base, config)
     names = [info.name for info in plan.layers]
     ops = plan.programs[0]
-    gathers = [i for i, op in enumerate(ops) if isinstance(op, Collective) and op.comm is CommType.ALLGATHER]
-    assert all(ops[i].place is Place.NEXT_FWD for i in gathers)
+    gathered = [
+        (i, op) for i, op in enumerate(ops) if isinstance(op, Collective) and op.comm is CommType.ALLGATHER
+    ]
+    gathers = [i for i, _ in gathered]
+    assert all(op.place is Place.NEXT_FWD for _, op in gathered)
     before = [c for c in _collectives(default) if c.comm is CommType.ALLGATHER]
     assert [c.place for c in before] == [Place.AFTER_STEP] * len(before)
-    assert sorted(ops[i].bytes for i in gathers) == sorted(c.bytes for c in before)
+    assert sorted(op.bytes for _, op in gathered) == sorted(c.bytes for c in before)
     scatters = [c.bytes for c in _collectives(plan) if c.comm is CommType.REDUCESCATTER]
     assert len(gathers) == len(scatters) > 2  # one per bucket, once per iteration
     assert gathers[0] == 0  # the first: issued before the first forward, waiting for nothing
