@@ -5,9 +5,12 @@ Building a protobuf message per node and serializing it cost some 30 us a node, 
 those protobuf writes for the messages of schema.py (the tests compare the two node for node):
 fields in number order, proto3's implicit defaults (a zero id, duration or type; an empty name)
 left out, a oneof member written even when zero, repeated integers packed, negative integers as
-ten-byte varints (https://protobuf.dev/programming-guides/encoding/).
+ten-byte varints (https://protobuf.dev/programming-guides/encoding/). A varint is read back
+here too (`decoded`), and the node types are here, so that what reads trace bytes without
+protobuf (simulate/fusion.py, chakra/read.py's framing) needs no schema.py.
 
     framed(fields(1, "COMP_NODE_x_FWD", COMP_NODE, [0], 3) + boolean("is_cpu_op", False) + ...)
+    decoded(b"\x96\x01", 0)         (150, 2): the value and where the next field starts
 """
 
 from __future__ import annotations
@@ -16,6 +19,19 @@ import functools
 from collections.abc import Iterable, Sequence
 
 _LEN = 2  # the wire type of a length-delimited field
+
+NODE_TYPES = {
+    "INVALID_NODE": 0,
+    "METADATA_NODE": 1,
+    "MEM_LOAD_NODE": 2,
+    "MEM_STORE_NODE": 3,
+    "COMP_NODE": 4,
+    "COMM_SEND_NODE": 5,
+    "COMM_RECV_NODE": 6,
+    "COMM_COLL_NODE": 7,
+}
+"""et_def.proto's NodeType values (schema.py's enum is made of them)."""
+COMP_NODE = NODE_TYPES["COMP_NODE"]
 
 
 def varint(value: int) -> bytes:
@@ -34,6 +50,34 @@ def varint(value: int) -> bytes:
 
 
 _SMALL = [bytes((n,)) for n in range(0x80)]
+
+
+def decoded(data: bytes, at: int) -> tuple[int, int]:
+    """The varint at `at` and the offset after it. IndexError where the bytes end inside it,
+    ValueError where it runs past ten bytes. One and two bytes (most fields, a node's length)
+    without the loop: the fusion of a set reads a varint per record of every rank."""
+    byte = data[at]
+    if byte < 0x80:
+        return byte, at + 1
+    if data[at + 1] < 0x80:
+        return byte & 0x7F | data[at + 1] << 7, at + 2
+    value = shift = 0
+    while shift < 64:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            return value, at
+        shift += 7
+    raise ValueError(f"a varint of more than ten bytes ends at byte {at}")
+
+
+def decoded_or_none(data: bytes, at: int) -> tuple[int, int] | None:
+    """`decoded`, or None where the varint is cut or too long (a reader that reports it)."""
+    try:
+        return decoded(data, at)
+    except (IndexError, ValueError):
+        return None
 
 
 def delimited(number: int, payload: bytes) -> bytes:
