@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 import modtrans
-from modtrans import chakra, outputs
-from modtrans.chakra import wire
+from modtrans import chakra, integers, outputs
 from modtrans.chakra.patch import Template
 from modtrans.chakra.schema import schema
 from modtrans.chakra.validate import check_set
@@ -28,7 +27,7 @@ def _records(data: bytes) -> list[bytes]:
     """A trace's messages, the metadata first, each without its length prefix."""
     out, at = [], 0
     while at < len(data):
-        head = wire.decoded_or_none(data, at)
+        head = integers.decoded_or_none(data, at)
         assert head is not None
         length, start = head
         out.append(data[start : start + length])
@@ -197,18 +196,18 @@ def test_a_varint_reads_back_as_protobuf_wrote_it(value: int) -> None:
     message = pb.AttributeProto(int64_val=value) if value < 0 else pb.AttributeProto(uint64_val=value)
     data = message.SerializeToString()
     assert data[0] == (9 << 3 if value < 0 else 13 << 3)
-    assert wire.decoded(data, 1) == (value & ((1 << 64) - 1), len(data))
-    assert wire.varint(value) == data[1:]
+    assert integers.decoded(data, 1) == (value & ((1 << 64) - 1), len(data))
+    assert integers.varint(value) == data[1:]
     for cut in range(1, len(data)):
         with pytest.raises(IndexError):
-            wire.decoded(data[:cut], 1)
-        assert wire.decoded_or_none(data[:cut], 1) is None
+            integers.decoded(data[:cut], 1)
+        assert integers.decoded_or_none(data[:cut], 1) is None
 
 
 def test_a_varint_over_ten_bytes_is_refused() -> None:
     """protobuf's varints are at most ten bytes (64 bits); an eleventh is malformed."""
     data = b"\xff" * 10 + b"\x01"
     with pytest.raises(ValueError, match="more than ten bytes"):
-        wire.decoded(data, 0)
-    assert wire.decoded_or_none(data, 0) is None
-    assert wire.decoded(b"\xff" * 9 + b"\x01", 0) == ((1 << 64) - 1, 10)
+        integers.decoded(data, 0)
+    assert integers.decoded_or_none(data, 0) is None
+    assert integers.decoded(b"\xff" * 9 + b"\x01", 0) == ((1 << 64) - 1, 10)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modtrans.chakra import wire
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.fileio import what_is
+from modtrans.integers import decoded_or_none
 
 _RANK = re.compile(r"\.(\d+)\.et$")
 
@@ -74,7 +74,7 @@ class Trace:
     problem: Diagnostic | None = None
 
 
-_varint = wire.decoded_or_none  # a record's length prefix, None where cut (ranks.py reads it too)
+_varint = decoded_or_none  # a record's length prefix, None where cut (ranks.py reads it too)
 
 
 def where(id: int, name: str, index: int) -> str:

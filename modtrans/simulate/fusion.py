@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modtrans.chakra import wire
-from modtrans.chakra.wire import COMP_NODE, decoded
+from modtrans.chakra.wire import COMP_NODE
+from modtrans.integers import decoded
 
 _CPU_NAME = b"\n\tis_cpu_op"  # an AttributeProto's name field for is_cpu_op
 
