@@ -7,12 +7,13 @@ least of the repeats), and the fused sets must be byte for byte the same.
 Run by hand: `python bench/bench_fusion.py [--npus 32] [--baseline main] [--repeat 3]`.
 
 Latest (2026-12-06, the project's 2-core machine under a load of 5 to 7; this tree's one varint
-decoder, chakra/wire.py `decoded`, against main 159b67f's fusion.py with a decoder of its own;
+decoder, integers.py `decoded`, against main 159b67f's fusion.py with a decoder of its own;
 the least CPU of 3 runs each, alternated):
 
     ranks  nodes      fused      main      this      ratio
-    32     423,976    255,368    2.29 s    2.25 s    0.983
-    64     847,952    510,736    4.08 s    4.22 s    1.034  (runs 4.08-4.26 s and 4.22-4.46 s)
+    32     423,976    255,368    2.29 s    2.25 s    0.983  (the decoder in chakra/wire.py, 776d904)
+    32     423,976    255,368    2.30 s    2.26 s    0.986  (in integers.py, 78d1e2e)
+    64     847,952    510,736    4.08 s    4.22 s    1.034  (runs 4.08-4.26 s and 4.22-4.46 s; 776d904)
 
 The same bytes at both; the ratios within the runs' spread under the shared machine's load.
 """
