@@ -84,6 +84,12 @@ def test_a_degree_is_an_option_a_layout_field_and_a_token_of_the_rank_order(degr
     assert ORDER.split("-").count(degree.token) == 1
 
 
+def test_each_degree_has_a_place_of_its_own_where_outputs_list_them() -> None:
+    """Degree.listed orders the .meta.json's keys and the title: one place each, none left out,
+    so that the order is the registry's and not the modules' import order."""
+    assert sorted(d.listed for d in DEGREES) == list(range(len(DEGREES)))
+
+
 def test_the_rank_order_names_only_registered_degrees() -> None:
     assert set(ORDER.split("-")) == set(registered())
 
