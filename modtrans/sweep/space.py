@@ -58,8 +58,8 @@ class Space:
 
     @classmethod
     def of(cls, **given: Any) -> Space:
-        """A space from the options by name, a degree's (--tp ...) among them (KeyError: a
-        degree no module registers; TypeError: an option that is neither)."""
+        """A space from the options by name, a registered degree's (--tp ...) among them
+        (TypeError: a name that is neither a degree nor a field)."""
         known = registered()
         return cls(
             degrees={k: v for k, v in given.items() if k in known},
