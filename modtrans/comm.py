@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CommType", "Policy"]
+__all__ = ["TRANSLATED", "CommType", "Policy"]
 
 
 class Policy(enum.StrEnum):
@@ -34,6 +34,19 @@ class Policy(enum.StrEnum):
     @property
     def is_dlrm(self) -> bool:
         return self in (Policy.HYBRID_DLRM, Policy.HYBRID_DLRM_ENHANCED)
+
+
+TRANSLATED = (
+    Policy.DATA,
+    Policy.MODEL,
+    Policy.HYBRID_DATA_MODEL,
+    Policy.HYBRID_MODEL_DATA,
+    Policy.HYBRID_CUSTOMIZED,
+    Policy.HYBRID_TRANSFORMER,
+    Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD,
+)
+"""The keywords `translate` writes (a module each in strategy/techniques/, whose registry a test
+holds equal to these): --parallel's choices (table.py) and strategy.SUPPORTED."""
 
 
 class CommType(enum.StrEnum):

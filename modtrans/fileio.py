@@ -405,10 +405,7 @@ class _Stager:
         slots = []
         synced = []
         for place, real, key in parts:
-            try:
-                mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
-            except FileNotFoundError:
-                mode = None
+            mode = _kept_mode(real)
             temporary = name_partial(real)
             self.made[place] = (temporary, real)
             slots.append((key, Slot(temporary, real, mode)))
@@ -463,13 +460,19 @@ def _target(path: Path) -> tuple[Path, bool]:
     )
 
 
+def _kept_mode(real: Path) -> int | None:
+    """The permission bits a replacement of `real` keeps: its own, or None where there is no file
+    (a new one gets 0666 less the umask)."""
+    try:
+        return stat.S_IMODE(os.stat(real).st_mode)
+    except FileNotFoundError:
+        return None
+
+
 def _stage(real: Path, data: Iterable[bytes]) -> tuple[str, bool]:
     """A temporary holding `data` beside `real`, with `real`'s mode, and whether it replaces a
     file (`real` exists)."""
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
-    except FileNotFoundError:
-        mode = None
+    mode = _kept_mode(real)
     handle, temporary = open_partial(real)
     try:
         if isinstance(data, (tuple, list)):

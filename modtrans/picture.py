@@ -15,6 +15,7 @@ from typing import Any
 
 from modtrans.plan.model import Step
 from modtrans.plan.timeline import Block, Timeline
+from modtrans.strategy.llm.degrees import named
 
 
 class PictureError(ValueError):
@@ -38,9 +39,8 @@ def title_of(name: str, llm: Mapping[str, Any], npus: int | None = None) -> str:
     `name: 8 NPUs, one stage` without a layout (the name alone where the NPUs are not known)."""
     if not llm:
         return name if npus is None else f"{name}: {npus} NPU{'s' if npus != 1 else ''}, one stage"
-    shape = " x ".join(f"{k.upper()}{llm.get(k, 1)}" for k in ("tp", "pp", "dp"))
-    carved = [f"{k.upper()}{llm[k]}" for k in ("ep", "cp") if llm.get(k, 1) != 1]
-    shape += f" ({', '.join(carved)})" if carved else ""
+    always, rest = named(llm)
+    shape = " x ".join(always) + (f" ({', '.join(rest)})" if rest else "")
     chunks = f" V={llm['vpp']}" if llm.get("vpp", 1) != 1 else ""
     schedule = f"{llm.get('schedule')}{chunks}, {llm.get('ga')} micro-batches"
     return f"{name}: {shape}, {schedule}, --recompute {llm.get('recompute')}"

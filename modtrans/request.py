@@ -308,15 +308,16 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         raise UsageError(f"--tp/--pp/--dp/--ep/... lay out a transformer; --parallel {policy} is not one")
     if r.model_parallel_group is not None:
         raise UsageError("--model-parallel-group is --tp for the LLM layout: give one of them")
-    beside = {d.token: getattr(r, d.token) or 1 for d in ordered("beside_data")}  # T, C, P (degrees.py)
+    # every degree's option (degrees.py), 1 where not given; D None: it follows from N
+    sizes: dict[str, Any] = {d.token: getattr(r, d.token) or (None if d.data else 1) for d in ordered()}
+    beside = math.prod(sizes[d.token] for d in ordered("beside_data"))  # T x C x P
+    data = math.prod(sizes[d.token] or 1 for d in ordered("data"))
     interleaved = r.vpp is not None and r.vpp > 1
     default = Schedule.INTERLEAVED if interleaved else Schedule.ONE_F_ONE_B
     try:
         return Layout(
-            npus=r.npus if r.npus is not None else math.prod(beside.values()) * (r.dp or 1),
-            **beside,
-            dp=r.dp,
-            ep=r.ep or 1,
+            npus=r.npus if r.npus is not None else beside * data,
+            **sizes,
             etp=r.etp,
             framework=Framework(r.framework or Framework.MEGATRON),
             sp=bool(r.sp),

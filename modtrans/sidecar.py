@@ -100,18 +100,15 @@ def of_set(prefix: str | Path) -> Path:
 
 
 def layout(mesh: Mesh, facts: LayoutFacts) -> dict[str, Any]:
-    """A layout's plan as `parallel.llm` holds it: keys as the options name them; `dp` the
-    layout's D (experts are carved from it); per chunk its layers and blocks; per stage one
-    rank's memory in bytes (strategy/llm/memory.py)."""
+    """A layout's plan as `parallel.llm` holds it: keys as the options name them, every degree's
+    first (the registry's, strategy/llm/degrees.py: `dp` the layout's D, experts carved from it);
+    per chunk its layers and blocks; per stage one rank's memory in bytes (strategy/llm/memory.py)."""
     from modtrans.plan.model import Purpose
+    from modtrans.strategy.llm.degrees import sizes
 
     stages = mesh.extent(Purpose.PIPELINE)
     return {
-        "tp": mesh.extent(Purpose.TENSOR),
-        "pp": stages,
-        "dp": mesh.extent(Purpose.DATA) * mesh.extent(Purpose.EXPERT),
-        "ep": mesh.extent(Purpose.EXPERT),
-        "cp": mesh.extent(Purpose("context")),  # strategy/llm/context.py's axis
+        **sizes(lambda d: mesh.extent(d.purpose)),
         "sp": facts.sequence_parallel,
         "zero": facts.zero,
         "micro_batch": facts.micro_batch,
@@ -138,23 +135,28 @@ def memory(stages: Sequence[StageMemory]) -> list[dict[str, int]]:
     ]
 
 
-_NUMBERS = ("tp", "pp", "dp", "ep", "cp", "zero", "micro_batch", "global_batch", "ga", "vpp")
+_NUMBERS = ("zero", "micro_batch", "global_batch", "ga", "vpp")  # after the degrees'
 
 
 def llm_of(meta: Mapping[str, Any]) -> dict[str, Any]:
     """The metadata's `parallel.llm` as version 2 writes it, from either version; {} without one.
     Version 1's strings become numbers and booleans, its `stages`, `blocks_per_chunk` and
-    `memory_bytes` strings the `chunks` and `memory` lists; a value that does not read is left out."""
+    `memory_bytes` strings the `chunks` and `memory` lists; a value that does not read is left out,
+    an optional degree it does not name (C, which came after it) is 1."""
     found = parallel_of(meta).get("llm")
     if not isinstance(found, dict):
         return {}
     if meta.get("version", 1) != 1:
         return dict(found)
+    from modtrans.strategy.llm.degrees import listed
+
     out: dict[str, Any] = {k: v for k, v in found.items() if k in ("schedule", "recompute")}
-    for key in _NUMBERS:
+    for key in (*(d.token for d in listed()), *_NUMBERS):
         if str(found.get(key, "")).isdigit():
             out[key] = int(found[key])
-    out.setdefault("cp", 1)
+    for degree in listed():
+        if degree.optional:
+            out.setdefault(degree.token, 1)
     if found.get("sp") in ("true", "false"):
         out["sp"] = found["sp"] == "true"
     if str(found.get("pp_comm", "")).isdigit():

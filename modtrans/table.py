@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import cost, formats
+from modtrans.comm import TRANSLATED, Policy
 from modtrans.rules import (
     Option,
     Registered,
@@ -32,17 +33,8 @@ from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Recompute, Schedule
 from modtrans.workload.model import Dialect
 
-
-class Keyword(enum.StrEnum):
-    """The parallelism keywords `translate` writes (strategy.SUPPORTED; a test keeps them equal)."""
-
-    DATA = "DATA"
-    MODEL = "MODEL"
-    HYBRID_DATA_MODEL = "HYBRID_DATA_MODEL"
-    HYBRID_MODEL_DATA = "HYBRID_MODEL_DATA"
-    HYBRID_CUSTOMIZED = "HYBRID_CUSTOMIZED"
-    HYBRID_TRANSFORMER = "HYBRID_TRANSFORMER"
-    HYBRID_TRANSFORMER_FWD_IN_BCKWD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
+Keyword = enum.StrEnum("Keyword", [(p.name, p.value) for p in TRANSLATED])  # type: ignore[misc]
+"""The parallelism keywords `translate` writes (comm.TRANSLATED), --parallel's choices."""
 
 
 class DataflowKind(enum.StrEnum):
@@ -77,7 +69,7 @@ OPTIONS: tuple[Option, ...] = (
        flags=("--output", "-o")),
     _o("parallel", Keyword,
        "The parallelism keyword (formulas: modtrans/strategy/techniques/, a module each).", KEYWORD,
-       flags=("--parallel", "-p"), shown=Keyword.DATA, like=True),
+       flags=("--parallel", "-p"), shown=Keyword(Policy.DATA), like=True),
     _o("npus", int, "NPUs in the simulated system.", KEYWORD, shown=1, **N1),
     _o("model_parallel_group", int,
        "NPUs per model-parallel group (hybrids, transformers); divides --npus.", KEYWORD, **N1),

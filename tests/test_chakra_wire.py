@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 import modtrans
-from modtrans import chakra, outputs
+from modtrans import chakra, integers, outputs
 from modtrans.chakra.patch import Template
-from modtrans.chakra.read import _varint
 from modtrans.chakra.schema import schema
 from modtrans.chakra.validate import check_set
 from modtrans.plan import Direction, Plan, Purpose, Transfer
@@ -28,7 +27,7 @@ def _records(data: bytes) -> list[bytes]:
     """A trace's messages, the metadata first, each without its length prefix."""
     out, at = [], 0
     while at < len(data):
-        head = _varint(data, at)
+        head = integers.decoded_or_none(data, at)
         assert head is not None
         length, start = head
         out.append(data[start : start + length])
@@ -170,3 +169,45 @@ def test_each_trace_names_its_rank_and_stage_whatever_the_metadata_holds(note: s
         meta = pb.GlobalMetadata.FromString(_records(data)[0])
         info = json.loads(next(a.string_val for a in meta.attr if a.name == "modtrans"))
         assert info == {"note": note, "rank": rank, "stage": plan.program_of[rank]}
+
+
+WIDTHS = [
+    0,
+    1,
+    127,
+    128,
+    300,
+    16383,
+    16384,
+    *(1 << 7 * k for k in range(3, 10)),
+    (1 << 63) - 1,
+    (1 << 64) - 1,
+]
+"""A value of every varint length, 1 to 10 bytes, at each length's edges."""
+
+
+@pytest.mark.parametrize("value", [*WIDTHS, *(-v for v in WIDTHS[1:9])])
+def test_a_varint_reads_back_as_protobuf_wrote_it(value: int) -> None:
+    """Every varint length as protobuf itself serializes it (an attribute's uint64_val, or its
+    int64_val for a negative value, the ten-byte two's complement; a oneof member is written
+    even when 0, after its one-byte key): `decoded` gives the value and the end of the field, and
+    every shorter prefix is cut (IndexError; None for a reader that reports it)."""
+    pb = schema()
+    message = pb.AttributeProto(int64_val=value) if value < 0 else pb.AttributeProto(uint64_val=value)
+    data = message.SerializeToString()
+    assert data[0] == (9 << 3 if value < 0 else 13 << 3)
+    assert integers.decoded(data, 1) == (value & ((1 << 64) - 1), len(data))
+    assert integers.varint(value) == data[1:]
+    for cut in range(1, len(data)):
+        with pytest.raises(IndexError):
+            integers.decoded(data[:cut], 1)
+        assert integers.decoded_or_none(data[:cut], 1) is None
+
+
+def test_a_varint_over_ten_bytes_is_refused() -> None:
+    """protobuf's varints are at most ten bytes (64 bits); an eleventh is malformed."""
+    data = b"\xff" * 10 + b"\x01"
+    with pytest.raises(ValueError, match="more than ten bytes"):
+        integers.decoded(data, 0)
+    assert integers.decoded_or_none(data, 0) is None
+    assert integers.decoded(b"\xff" * 9 + b"\x01", 0) == ((1 << 64) - 1, 10)

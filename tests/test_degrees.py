@@ -8,13 +8,15 @@ import dataclasses
 
 import pytest
 
-from modtrans import pipeline, table
+from modtrans import picture, pipeline, sidecar, table
 from modtrans.comm import Policy
 from modtrans.plan.model import Collective, Plan, Purpose, Transfer
 from modtrans.strategy import Parallelism
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm.degrees import Degree, dense_data, register, registered
+from modtrans.strategy.llm import degrees
+from modtrans.strategy.llm.degrees import Degree, dense_data, listed, register, registered
 from modtrans.strategy.llm.options import ORDER, Layout, LayoutError, span
+from modtrans.sweep import finalists, rows, space
 from tests import plans
 
 SEQUENCE = 256
@@ -82,6 +84,12 @@ def test_a_degree_is_an_option_a_layout_field_and_a_token_of_the_rank_order(degr
     assert ORDER.split("-").count(degree.token) == 1
 
 
+def test_each_degree_has_a_place_of_its_own_where_outputs_list_them() -> None:
+    """Degree.listed orders the .meta.json's keys and the title: one place each, none left out,
+    so that the order is the registry's and not the modules' import order."""
+    assert sorted(d.listed for d in DEGREES) == list(range(len(DEGREES)))
+
+
 def test_the_rank_order_names_only_registered_degrees() -> None:
     assert set(ORDER.split("-")) == set(registered())
 
@@ -109,3 +117,56 @@ def test_a_degrees_own_rules_run_with_the_layouts() -> None:
     """Context parallelism's rules live in context.py and a Layout runs them: Megatron-LM only."""
     with pytest.raises(LayoutError, match="context parallelism is Megatron-LM's"):
         Layout(npus=4, cp=2, framework=Framework.FSDP)
+
+
+@pytest.mark.parametrize("degree", DEGREES, ids=lambda d: d.token)
+def test_a_degree_is_a_list_the_sweep_tries_and_a_column_of_its_table(degree: Degree) -> None:
+    """The sweep tries each degree but D (N fixes it) from its list option, and its table has a
+    column for every degree: what a sweep can vary, its table can show."""
+    searched = {d.token for d in space.searched()}
+    own = {row.name: row for row in table.SWEEP_OWN if row.group == table.SPACE}
+    assert (degree.token in searched) is (not degree.data)
+    assert (degree.token in own) is (not degree.data), f"--{degree.token} in the sweep's search space"
+    assert degree.token in rows.COLUMNS
+
+
+def test_every_degree_is_in_the_metadata_as_the_options_gave_it() -> None:
+    """.meta.json's parallel.llm names every degree, with the size its option was given (D as
+    --dp gives it, experts carved from it), in the listed order, before the other keys."""
+    given = {"tp": 2, "cp": 2, "pp": 2, "dp": 2, "ep": 1}
+    plan = _llm("llama-3-8b", Layout(npus=16, **given))
+    llm = sidecar.layout(plan.mesh, plan.layout)
+    assert list(llm)[: len(DEGREES)] == [d.token for d in listed()]
+    assert {k: llm[k] for k in given} == given
+    moe = _llm("mixtral-8x7b", Layout(npus=8, tp=2, pp=2, ep=2, sp=True))
+    assert {k: sidecar.layout(moe.mesh, moe.layout)[k] for k in ("dp", "ep")} == {"dp": 2, "ep": 2}
+
+
+def test_a_layouts_own_options_come_back_from_the_sweeps_translation() -> None:
+    """The options a finalist is translated with make the layout the sweep chose: every degree
+    given (D following from N), through the request's own reading of them."""
+    for layout in (
+        Layout(npus=32, tp=2, cp=2, pp=2, sp=True, global_batch=32),
+        Layout(npus=32, tp=2, pp=2, ep=2, sp=True, global_batch=32),
+    ):
+        options = finalists.translation_options(layout, {})
+        assert set(options) & set(registered()) == {d.token for d in DEGREES if not d.data}
+        fields = {f.name for f in dataclasses.fields(Layout)}
+        made = Layout(**{k: v for k, v in options.items() if k in fields and v is not None})
+        assert (made.tp, made.cp, made.pp, made.ep) == (layout.tp, layout.cp, layout.pp, layout.ep)
+        assert made.data_ranks == space.options_of(layout)["dp"] == 32 // (2 * layout.cp * 2)
+
+
+def test_a_degree_registered_in_its_module_alone_reaches_each_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A throwaway degree, registered and nothing else: the metadata lists it last (its axis's 1
+    rank where a mesh has none), the timeline's title shows it where it is more than 1, and the
+    sweep's space takes its values by name."""
+    extra = Degree("zz", Purpose("zz-axis"), listed=len(DEGREES), optional=True)
+    monkeypatch.setitem(degrees._DEGREES, extra.token, extra)
+    plan = _llm("llama-3-8b", Layout(npus=4, tp=2, pp=2))
+    llm = sidecar.layout(plan.mesh, plan.layout)
+    assert list(llm)[len(DEGREES)] == "zz"
+    assert llm["zz"] == 1
+    assert "ZZ3" in picture.title_of("m", {**llm, "zz": 3})
+    assert "ZZ" not in picture.title_of("m", llm)
+    assert space.Space.of(zz=(1, 3), tp=(2,)).degrees == {"zz": (1, 3), "tp": (2,)}

@@ -444,3 +444,32 @@ def test_mutated_models_through_the_whole_translation(tmp_path: Path) -> None:
             write(result.workload, "astra-sim")
         else:
             assert result.diagnostics
+
+
+def test_every_cut_of_a_model_is_refused_where_protobuf_refuses_it(tmp_path: Path) -> None:
+    """The stripper's reading of the wire bytes (extraction/wire.py over integers.decoded) at
+    every length of a real model: a prefix protobuf itself cannot parse is a WireError (never an
+    IndexError or a bare ValueError from the varint reader), and one it parses strips to bytes
+    protobuf parses too."""
+    from google.protobuf.message import DecodeError
+
+    from modtrans.extraction.wire import WireError, strip_bytes
+
+    source = _model(
+        tmp_path,
+        [helper.make_node("Gemm", ["x", "W"], ["y"], name="fc")],
+        [_x("x", 2, 64)],
+        [_init("W", (64, 64))],
+    )
+    data = source.read_bytes()
+    refused = 0
+    for cut in range(len(data) - 64 * 64 * 4 + 64):  # all but most of W's payload
+        try:
+            onnx.ModelProto.FromString(data[:cut])
+        except DecodeError:
+            with pytest.raises(WireError, match=r" at byte [0-9]+$"):
+                strip_bytes(data[:cut])
+            refused += 1
+            continue
+        onnx.ModelProto.FromString(strip_bytes(data[:cut]).data)
+    assert refused > 0

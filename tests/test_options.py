@@ -213,10 +213,15 @@ def test_the_metadatas_layout_section_names_options_as_the_table_does(tmp_path: 
 
 
 def test_the_sweeps_search_space_is_its_table_group() -> None:
-    """`modtrans sweep`'s search-space rows (the table's group) are sweep/space.py's Space fields,
-    in one order: request.py builds the Space from that group, so a row without a field, or a
-    field without a row, is found here."""
-    from modtrans.sweep.space import Space
+    """`modtrans sweep`'s search-space rows (the table's group) are the degrees the sweep searches
+    (the registry's, strategy/llm/degrees.py) and sweep/space.py's other Space fields, in one
+    order: request.py builds the Space from that group (Space.of), so a row without a field or a
+    degree, or a field or degree without a row, is found here."""
+    from modtrans.strategy.llm.degrees import registered
+    from modtrans.sweep.space import Space, searched
 
     rows = tuple(o.name for o in table.SWEEP_OWN if o.group == table.SPACE)
-    assert rows == tuple(f.name for f in dataclasses.fields(Space))
+    others = tuple(f.name for f in dataclasses.fields(Space) if f.name != "degrees")
+    assert tuple(r for r in rows if r not in registered()) == others
+    assert {r for r in rows if r in registered()} == {d.token for d in searched()}
+    assert set(Space.of(**dict.fromkeys(rows, (1,))).degrees) == {d.token for d in searched()}

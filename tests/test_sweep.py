@@ -81,7 +81,7 @@ def _footprint() -> Footprint:
 
 def test_every_layout_megatron_accepts_is_enumerated_and_no_other() -> None:
     found = space.enumerate_layouts(
-        space.Space(micro_batch=(1, 2, 4)),
+        space.Space.of(micro_batch=(1, 2, 4)),
         npus=16,
         global_batch=64,
         model=space.Model(blocks=LAYERS),
@@ -148,7 +148,7 @@ def test_a_sweep_tries_every_zero_stage_its_framework_has(framework: str, stages
     (deepspeed/runtime/zero/config.py), FSDP's ShardingStrategy NO_SHARD, SHARD_GRAD_OP and
     FULL_SHARD (torch/distributed/fsdp/api.py: ZeRO-0, 2, 3; no ZeRO-1)."""
     found = space.enumerate_layouts(
-        space.Space(tp=(1,), pp=(1,), cp=(1,), micro_batch=(1,), recompute=(Recompute.FULL,)),
+        space.Space.of(tp=(1,), pp=(1,), cp=(1,), micro_batch=(1,), recompute=(Recompute.FULL,)),
         npus=8, global_batch=64, model=space.Model(blocks=LAYERS), framework=Framework(framework),
     )  # fmt: skip
     assert tuple(sorted(x.zero for x in found.layouts)) == stages

@@ -20,6 +20,7 @@ from typing import Any
 
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.fileio import what_is
+from modtrans.integers import decoded_or_none
 
 _RANK = re.compile(r"\.(\d+)\.et$")
 
@@ -73,16 +74,7 @@ class Trace:
     problem: Diagnostic | None = None
 
 
-def _varint(data: bytes, at: int) -> tuple[int, int] | None:
-    value = shift = 0
-    while at < len(data) and shift < 64:
-        byte = data[at]
-        value |= (byte & 0x7F) << shift
-        at += 1
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-    return None
+_varint = decoded_or_none  # a record's length prefix, None where cut (ranks.py reads it too)
 
 
 def where(id: int, name: str, index: int) -> str:

@@ -25,6 +25,8 @@ from google.protobuf import (
     message_factory,
 )
 
+from modtrans.chakra.wire import NODE_TYPES
+
 _F = descriptor_pb2.FieldDescriptorProto
 PACKAGE = "ChakraProtoMsg"
 
@@ -74,16 +76,6 @@ _GLOBAL_METADATA = [
     (1, "version", _F.TYPE_STRING, False, None),
     (2, "attr", _F.TYPE_MESSAGE, True, "AttributeProto"),
 ]
-NODE_TYPES = {
-    "INVALID_NODE": 0,
-    "METADATA_NODE": 1,
-    "MEM_LOAD_NODE": 2,
-    "MEM_STORE_NODE": 3,
-    "COMP_NODE": 4,
-    "COMM_SEND_NODE": 5,
-    "COMM_RECV_NODE": 6,
-    "COMM_COLL_NODE": 7,
-}
 COLLECTIVES = {
     "ALL_REDUCE": 0,
     "REDUCE": 1,

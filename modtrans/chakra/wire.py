@@ -5,7 +5,9 @@ Building a protobuf message per node and serializing it cost some 30 us a node, 
 those protobuf writes for the messages of schema.py (the tests compare the two node for node):
 fields in number order, proto3's implicit defaults (a zero id, duration or type; an empty name)
 left out, a oneof member written even when zero, repeated integers packed, negative integers as
-ten-byte varints (https://protobuf.dev/programming-guides/encoding/).
+ten-byte varints (https://protobuf.dev/programming-guides/encoding/), written and read by
+integers.py (generic: the ONNX stripper's too). The node types are here, so that what reads trace
+bytes without protobuf (simulate/fusion.py) needs no schema.py.
 
     framed(fields(1, "COMP_NODE_x_FWD", COMP_NODE, [0], 3) + boolean("is_cpu_op", False) + ...)
 """
@@ -15,32 +17,30 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 
+from modtrans.integers import ONE_BYTE
+from modtrans.integers import varint as varint  # the writers call wire.varint
+
 _LEN = 2  # the wire type of a length-delimited field
 
-
-def varint(value: int) -> bytes:
-    """The base-128 varint; a negative value as its 64-bit two's complement."""
-    if 0 <= value < 0x80:
-        return _SMALL[value]
-    if 0 < value < 0x4000:  # a node id, a name's length: two bytes without a loop
-        return bytes((value & 0x7F | 0x80, value >> 7))
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL = [bytes((n,)) for n in range(0x80)]
+NODE_TYPES = {
+    "INVALID_NODE": 0,
+    "METADATA_NODE": 1,
+    "MEM_LOAD_NODE": 2,
+    "MEM_STORE_NODE": 3,
+    "COMP_NODE": 4,
+    "COMM_SEND_NODE": 5,
+    "COMM_RECV_NODE": 6,
+    "COMM_COLL_NODE": 7,
+}
+"""et_def.proto's NodeType values (schema.py's enum is made of them)."""
+COMP_NODE = NODE_TYPES["COMP_NODE"]
 
 
 def delimited(number: int, payload: bytes) -> bytes:
     """A length-delimited field: its key, the payload's length, the payload."""
     n = len(payload)
     key = _KEYS[number] if number < len(_KEYS) else varint(number << 3 | _LEN)
-    return key + (_SMALL[n] if n < 0x80 else varint(n)) + payload
+    return key + (ONE_BYTE[n] if n < 0x80 else varint(n)) + payload
 
 
 _KEYS = [varint(number << 3 | _LEN) for number in range(32)]
@@ -72,7 +72,7 @@ def integer(name: str, value: int, number: int = 9) -> bytes:
 
 @functools.cache
 def boolean(name: str, value: bool) -> bytes:
-    return _attr(name, varint(27 << 3) + _SMALL[int(value)])
+    return _attr(name, varint(27 << 3) + ONE_BYTE[int(value)])
 
 
 def text(name: str, value: str) -> bytes:
@@ -108,17 +108,17 @@ def string_list(name: str, entries: bytes) -> bytes:
     """A string_list attribute of values already encoded (`entry`), joined: what
     `_attr(name, delimited(30, entries))` makes, in one concatenation (two nodes of three call it)."""
     n = len(entries)
-    value = _KEYS[30] + (_SMALL[n] if n < 0x80 else varint(n))
+    value = _KEYS[30] + (ONE_BYTE[n] if n < 0x80 else varint(n))
     named = _named(name)
     m = len(named) + len(value) + n
-    return _KEYS[10] + (_SMALL[m] if m < 0x80 else varint(m)) + named + value + entries
+    return _KEYS[10] + (ONE_BYTE[m] if m < 0x80 else varint(m)) + named + value + entries
 
 
 def entry(value: str) -> bytes:
     """One value of a StringList (its field 1: b"\\n", the length, the UTF-8 bytes)."""
     data = value.encode()
     n = len(data)
-    return b"\n" + _SMALL[n] + data if n < 0x80 else delimited(1, data)
+    return b"\n" + ONE_BYTE[n] + data if n < 0x80 else delimited(1, data)
 
 
 @functools.lru_cache(maxsize=1 << 14)

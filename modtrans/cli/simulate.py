@@ -13,7 +13,7 @@ import typer
 
 from modtrans import sidecar
 from modtrans.cli.common import Command, commands
-from modtrans.cli.traces import _mesh, _peak, read_traces, trace_set
+from modtrans.cli.traces import _mesh, read_traces, trace_set
 from modtrans.fileio import read_binary, utf8
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ def simulate(
     from modtrans import simulate as sim
     from modtrans.chakra.read import is_trace_spec
     from modtrans.chakra.summary import representatives, summarize
+    from modtrans.estimate.result import peak_of
 
     if fmt not in ("table", "json"):
         _stop(f"--format {fmt}: table or json")
@@ -91,7 +92,7 @@ def simulate(
             result, _ = sim.run(sim.binary(astra_sim), base, npus, sim.network(network, npus))
     except sim.SimulateError as error:
         _stop(str(error))
-    _show(result, planned, _peak(meta), fmt, by_stage=not ranks)
+    _show(result, planned, peak_of(meta.get("compute")), fmt, by_stage=not ranks)
     gaps = sim.replay_gaps(result, planned)
     if gaps:
         rank, simulated, plan = gaps[0]

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 def inspect_traces(spec: Path, fmt: str, *, every_rank: bool = False, picture: Path | None = None) -> None:
     from modtrans.chakra.summary import lines, representatives, stages, summarize
+    from modtrans.estimate.result import peak_of  # the MFU's peak: the set's compute model's
 
     if fmt != "table":
         _usage(f"--format {fmt}: a trace set is shown as a table only")
@@ -37,7 +38,7 @@ def inspect_traces(spec: Path, fmt: str, *, every_rank: bool = False, picture: P
         typer.echo(f"{len(members)} ranks; the first of each pipeline stage (its ranks run one program):")
         typer.echo("--ranks shows every rank")
     per_stage = len(members) // len(chosen) if len(chosen) < len(members) else None
-    typer.echo("\n".join([*lines(rows, _peak(meta)), *stages(traces, rows, per_stage)]))
+    typer.echo("\n".join([*lines(rows, peak_of(meta.get("compute"))), *stages(traces, rows, per_stage)]))
     raise typer.Exit(1 if broken else 0)
 
 
@@ -99,14 +100,3 @@ def _mesh(meta: Mapping[str, Any]) -> dict[str, int]:
     """The trace set's mesh from its .meta.json (axis -> ranks, the first the fastest), or {}."""
     mesh = sidecar.parallel_of(meta).get("mesh")
     return {k: v for k, v in mesh.items() if isinstance(v, int) and v > 0} if isinstance(mesh, dict) else {}
-
-
-def _peak(meta: Mapping[str, Any]) -> float | None:
-    """The device's BF16 peak FLOP/s from a trace set's .meta.json (its compute model's device;
-    the peak Megatron-LM's MFU is stated against), None without one."""
-    compute = meta.get("compute")
-    peaks = compute.get("peak_flops") if isinstance(compute, dict) else None
-    if not isinstance(peaks, dict):
-        return None
-    value = peaks.get("bfloat16") or peaks.get("default") or peaks.get("float")
-    return float(value) if isinstance(value, int | float) and value > 0 else None

@@ -7,6 +7,7 @@ and its time on the network (collectives.py). One actor per program, standing fo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 
 from modtrans.chakra.write import durations
@@ -82,8 +83,8 @@ def estimate(
 ) -> Estimate:
     """The iteration of `plan` on `net` as ASTRA-sim 2.x would run its traces; `tick_ns` the plan's
     tick (1: translate builds trace plans in ns), `tokens` the iteration's, for tokens/s."""
-    if net.dims and _product(net.dims) != plan.npus:
-        raise EstimateError(f"the network holds {_product(net.dims)} NPUs, the plan {plan.npus}")
+    if net.dims and math.prod(net.dims) != plan.npus:
+        raise EstimateError(f"the network holds {math.prod(net.dims)} NPUs, the plan {plan.npus}")
     fabric = Fabric.of(net)
     flops_of: list[int] = []
     lanes = walk(actors(plan, fabric, tick_ns, flops_of))
@@ -113,10 +114,3 @@ def _pipeline_axis(plan: Plan) -> int | None:
         return plan.mesh.index(Purpose.PIPELINE)
     except KeyError:
         return None
-
-
-def _product(values: tuple[int, ...]) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out

@@ -14,6 +14,7 @@ rank: its ranks run one program).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -108,8 +109,8 @@ def estimate(prefix: str, members: Sequence[Path], meta: Mapping[str, Any], net:
     from modtrans.chakra.summary import representatives
 
     npus = len(members)
-    if _product(net.dims) != npus:
-        raise EstimateError(f"the network holds {_product(net.dims)} NPUs, the set {npus} traces")
+    if math.prod(net.dims) != npus:
+        raise EstimateError(f"the network holds {math.prod(net.dims)} NPUs, the set {npus} traces")
     parallel = sidecar.parallel_of(meta)
     mesh = {k: v for k, v in (parallel.get("mesh") or {}).items() if isinstance(v, int) and v > 0}
     chosen = representatives(members, mesh)
@@ -176,10 +177,3 @@ def _tokens(meta: Mapping[str, Any], llm: Mapping[str, Any]) -> int:
     sequence = first[-1] if isinstance(first, list) and first and isinstance(first[-1], int) else 0
     batch = llm.get("global_batch")
     return sequence * batch if isinstance(batch, int) else 0
-
-
-def _product(values: Sequence[int]) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from modtrans import dtypes
+from modtrans.integers import decoded, varint
 
 KEEP_BYTES = 4096
 """Tensors whose payload is at most this many bytes keep their values (shape operands, scales)."""
@@ -67,30 +68,17 @@ class Stripped:
 
 
 def _varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise WireError("truncated varint", pos)
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise WireError("varint longer than 10 bytes", pos)
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    """The varint at `pos` (integers.decoded) and the offset after it, within a message that
+    ends at `end`; WireError where it is cut there (at `end`) or runs past ten bytes."""
+    try:
+        value, after = decoded(buf, pos)
+    except IndexError:
+        raise WireError("truncated varint", end) from None
+    except ValueError:
+        raise WireError("varint longer than 10 bytes", pos + 10) from None
+    if after > end:
+        raise WireError("truncated varint", end)
+    return value, after
 
 
 STRIPPED_LOCATION = "modtrans:weights-stripped"
@@ -101,16 +89,16 @@ the payload is gone on purpose (never a file to look for)."""
 
 def _string_field(number: int, text: str) -> bytes:
     raw = text.encode()
-    return _encode_varint(number << 3 | 2) + _encode_varint(len(raw)) + raw
+    return varint(number << 3 | 2) + varint(len(raw)) + raw
 
 
 _STRIPPED_MARK = (
-    _encode_varint(13 << 3 | 2)  # external_data: StringStringEntryProto {key, value}
-    + _encode_varint(len(_string_field(1, "location") + _string_field(2, STRIPPED_LOCATION)))
+    varint(13 << 3 | 2)  # external_data: StringStringEntryProto {key, value}
+    + varint(len(_string_field(1, "location") + _string_field(2, STRIPPED_LOCATION)))
     + _string_field(1, "location")
     + _string_field(2, STRIPPED_LOCATION)
-    + _encode_varint(14 << 3 | 0)  # data_location: EXTERNAL
-    + _encode_varint(1)
+    + varint(14 << 3 | 0)  # data_location: EXTERNAL
+    + varint(1)
 )
 
 
@@ -185,7 +173,7 @@ class _Stripper:
             inner = rewrite(self, buf, f.body, f.end)
             tag_end = _varint(buf, f.start, f.end)[1]
             out += buf[f.start : tag_end]
-            out += _encode_varint(len(inner))
+            out += varint(len(inner))
             out += inner
             copied_from = f.end
         out += buf[copied_from:end]

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modtrans.chakra import wire
+from modtrans.chakra.wire import COMP_NODE
+from modtrans.integers import decoded
 
-_COMP_NODE = 4  # schema.py, NODE_TYPES
 _CPU_NAME = b"\n\tis_cpu_op"  # an AttributeProto's name field for is_cpu_op
 
 
@@ -40,22 +41,6 @@ class Fused:
     prefix: str
     nodes: int
     kept: int
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    byte = data[at]
-    if byte < 0x80:
-        return byte, at + 1
-    if data[at + 1] < 0x80:  # a node's length, mostly
-        return byte & 0x7F | data[at + 1] << 7, at + 2
-    value = shift = 0
-    while True:
-        byte = data[at]
-        value |= (byte & 0x7F) << shift
-        at += 1
-        if byte < 0x80:
-            return value, at
-        shift += 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +66,10 @@ def _node(body: bytes) -> _Node:
     cpu: bool | None = None
     at, end = 0, len(body)
     while at < end:
-        key, at = _varint(body, at)
+        key, at = decoded(body, at)
         number, wire_type = key >> 3, key & 7
         if wire_type == 0:
-            value, at = _varint(body, at)
+            value, at = decoded(body, at)
             if number == 1:
                 node_id = value
             elif number == 3:
@@ -94,11 +79,11 @@ def _node(body: bytes) -> _Node:
             elif number in deps:  # a repeated id not packed
                 deps[number].append(value)
         elif wire_type == 2:
-            size, at = _varint(body, at)
+            size, at = decoded(body, at)
             stop = at + size
             if number in deps:
                 while at < stop:
-                    value, at = _varint(body, at)
+                    value, at = decoded(body, at)
                     deps[number].append(value)
             elif number == 10 and cpu is None and body.startswith(_CPU_NAME, at):
                 cpu = body[stop - 1] == 1  # bool_val (27), the attribute's last byte
@@ -107,14 +92,14 @@ def _node(body: bytes) -> _Node:
             at += 8 if wire_type == 1 else 4
         else:
             raise ValueError(f"wire type {wire_type}")
-    return _Node(node_id, kind == _COMP_NODE, tuple(deps[5]), tuple(deps[4]), duration, cpu)
+    return _Node(node_id, kind == COMP_NODE, tuple(deps[5]), tuple(deps[4]), duration, cpu)
 
 
 def _frames(data: bytes) -> list[tuple[int, int]]:
     """Each record's body (start, end); the first is the global metadata."""
     out, at, end = [], 0, len(data)
     while at < end:
-        size, at = _varint(data, at)
+        size, at = decoded(data, at)
         if at + size > end:
             raise ValueError("a record is cut")
         out.append((at, at + size))
@@ -217,12 +202,12 @@ def _rewritten(body: bytes, data: tuple[int, ...], ctrl: tuple[int, ...], durati
     at, end = 0, len(body)
     while at < end:
         start = at
-        key, at = _varint(body, at)
+        key, at = decoded(body, at)
         number, wire_type = key >> 3, key & 7
         if wire_type == 0:
-            _, at = _varint(body, at)
+            _, at = decoded(body, at)
         elif wire_type == 2:
-            size, at = _varint(body, at)
+            size, at = decoded(body, at)
             at += size
         else:
             at += 8 if wire_type == 1 else 4

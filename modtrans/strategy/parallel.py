@@ -19,7 +19,7 @@ GEMM: N or K divided by S, FLOPs and parameter bytes divided by S).
 from __future__ import annotations
 
 from modtrans import limits
-from modtrans.comm import Policy
+from modtrans.comm import TRANSLATED, Policy
 from modtrans.cost import CostModel
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import LayerInfo, Plan, Preset
@@ -32,15 +32,7 @@ from modtrans.strategy.techniques import load
 from modtrans.strategy.tensors import ios
 from modtrans.workload.model import Workload
 
-SUPPORTED = (
-    Policy.DATA,
-    Policy.MODEL,
-    Policy.HYBRID_DATA_MODEL,
-    Policy.HYBRID_MODEL_DATA,
-    Policy.HYBRID_CUSTOMIZED,
-    Policy.HYBRID_TRANSFORMER,
-    Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD,
-)
+SUPPORTED = TRANSLATED  # comm.py: the keywords translate writes
 DEFAULT = Parallelism()  # DATA on one NPU
 PER_LAYER = (Policy.DATA, Policy.MODEL, Policy.HYBRID_DATA_MODEL, Policy.HYBRID_MODEL_DATA)
 

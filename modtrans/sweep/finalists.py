@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from modtrans.strategy.llm.degrees import listed, sizes
 from modtrans.strategy.llm.options import Layout
 
 NODE_BYTES = 1280
@@ -44,14 +45,13 @@ def how_many(spec: str, total: int) -> int:
 
 
 def translation_options(layout: Layout, training: dict[str, Any]) -> dict[str, Any]:
-    """`modtrans translate`'s options (by the table's names) for `layout` and the shared ones."""
+    """`modtrans translate`'s options (by the table's names) for `layout` and the shared ones:
+    every degree's size but D's (--dp: it follows from N, strategy/llm/degrees.py), then the rest."""
+    given = sizes(lambda d: d.ranks(layout))
     return {
         **training,
         "npus": layout.npus,
-        "tp": layout.tp,
-        "pp": layout.pp,
-        "cp": layout.cp,
-        "ep": layout.ep,
+        **{d.token: given[d.token] for d in listed() if not d.data},
         "vpp": layout.vpp if layout.vpp > 1 else None,
         "schedule": layout.schedule.value,
         "micro_batch": layout.micro_batch,

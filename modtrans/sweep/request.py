@@ -57,7 +57,7 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
         raise UsageError("--global-batch: sequences per iteration, the same for every layout compared")
     if given.get("zero") is not None and given.get("distributed_optimizer") is not None:
         raise UsageError("--zero and --distributed-optimizer both give the ZeRO stages tried: give one")
-    the_space = space.Space(**{k: v for k in SPACE_FIELDS if (v := given.pop(k, None)) is not None})
+    the_space = space.Space.of(**{k: v for k in SPACE_FIELDS if (v := given.pop(k, None)) is not None})
     how = {k: given.pop(k, None) for k in RUNNING}
     device = given.pop("device", None)
     network = str(given.pop("network", None) or "hgx-h100")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans.outputs import save
+from modtrans.strategy.llm.degrees import named
 
 
 @dataclass
@@ -60,13 +61,10 @@ class Row:
 
     @property
     def label(self) -> str:
-        """TP8 PP4 DP32 CP2 V2 M1 full DO (ZeRO-1: Megatron's distributed optimizer; Z2, Z3)."""
-        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
-        parts += (
-            [f"CP{self.cp}"] * (self.cp > 1)
-            + [f"EP{self.ep}"] * (self.ep > 1)
-            + [f"V{self.vpp}"] * (self.vpp > 1)
-        )
+        """TP8 PP4 DP32 CP2 V2 M1 full DO (ZeRO-1: Megatron's distributed optimizer; Z2, Z3):
+        the degrees as degrees.named names them."""
+        always, rest = named(vars(self))
+        parts = [*always, *rest] + [f"V{self.vpp}"] * (self.vpp > 1)
         parts += [f"M{self.micro_batch}", self.recompute] + ["DO"] * (self.zero == 1)
         parts += [f"Z{self.zero}"] * (self.zero > 1)
         return " ".join(parts)

@@ -3,13 +3,15 @@ accepts, as the Layout object (strategy/llm/options.py) and the model's own rule
 (strategy/llm/footprint.py: its heads, experts, sequence and blocks) judge it, with a count of
 those refused under each rule.
 
-    space = Space(tp=(1, 2, 4, 8), recompute=(Recompute.NONE, Recompute.FULL))
+    space = Space.of(tp=(1, 2, 4, 8), recompute=(Recompute.NONE, Recompute.FULL))
     found = enumerate_layouts(space, npus=1024, global_batch=1024, model=Model(blocks=80, experts=0),
                               check=footprint.check)
     found.layouts, found.refused     # the layouts, and {rule: how many it refused}
 
-An option the user leaves out takes every value that can be valid: the divisors of what is left
-of N for T, C and P, the divisors of the experts for E, 1 and each V >= 2 that divides the blocks
+The degrees searched are the registry's (strategy/llm/degrees.py), each but D (which follows from
+N) tried in the rank order, those carved from D last. An option the user leaves out takes every
+value that can be valid: each degree's choices (the divisors of what is left of N for T, C and P,
+P at most the blocks; the divisors of the experts for E), 1 and each V >= 2 that divides the blocks
 per stage, the divisors of the micro-batches per replica for M, every recomputation, the
 distributed optimizer on and off (other frameworks: each ZeRO stage they have, zero_stages), and
 sequence parallelism where T > 1 (Megatron-Core's MoE
@@ -24,28 +26,45 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule
+from modtrans.strategy.llm.degrees import Degree, divisors, registered, sizes
+from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule, ordered
+
+
+def searched() -> tuple[Degree, ...]:
+    """The degrees a sweep tries, in the order it tries them: the rank order's (options.ORDER),
+    the factors of N beside D first (what is left of N bounds the next), those carved from D
+    after; D itself follows from N."""
+    tried = [d for d in ordered() if not d.data]
+    return tuple(sorted(tried, key=lambda d: d.carved))
 
 
 @dataclass(frozen=True)
 class Space:
-    """The values tried of each layout option (None: every value that can be valid)."""
+    """The values tried of each layout option (None, or a degree not in `degrees`: every value
+    that can be valid); `degrees` by token (strategy/llm/degrees.py)."""
 
-    tp: tuple[int, ...] | None = None
-    pp: tuple[int, ...] | None = None
-    cp: tuple[int, ...] | None = None
-    ep: tuple[int, ...] | None = None
+    degrees: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     vpp: tuple[int, ...] | None = None
     micro_batch: tuple[int, ...] | None = None
     recompute: tuple[Recompute, ...] = tuple(Recompute)
     distributed_optimizer: tuple[bool, ...] = (True, False)
     sp: tuple[bool, ...] | None = None
     zero: tuple[int, ...] | None = None  # None: zero_stages()
+
+    @classmethod
+    def of(cls, **given: Any) -> Space:
+        """A space from the options by name, a registered degree's (--tp ...) among them
+        (TypeError: a name that is neither a degree nor a field)."""
+        known = registered()
+        return cls(
+            degrees={k: v for k, v in given.items() if k in known},
+            **{k: v for k, v in given.items() if k not in known},
+        )
 
 
 @dataclass(frozen=True)
@@ -60,12 +79,6 @@ class Model:
 class Found:
     layouts: list[Layout] = field(default_factory=list)
     refused: Counter[str] = field(default_factory=Counter)  # rule -> layouts it refused
-
-
-def divisors(n: int) -> tuple[int, ...]:
-    """n's divisors, ascending (pairs up to its square root)."""
-    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return tuple(sorted({*low, *(n // d for d in low)}))
 
 
 def _rule(message: str) -> str:
@@ -99,14 +112,27 @@ def enumerate_layouts(
 def _candidates(
     space: Space, npus: int, batch: int, model: Model, refused: Counter[str], fixed: dict[str, Any]
 ) -> Iterator[Layout]:
-    for tp in space.tp or divisors(npus):
-        for cp in space.cp or divisors(max(npus // tp, 1)):
-            for pp in space.pp or tuple(p for p in divisors(max(npus // (tp * cp), 1)) if p <= model.blocks):
-                data = npus // (tp * cp * pp) if npus % (tp * cp * pp) == 0 else 1
-                for ep in space.ep or (divisors(model.experts) if model.experts else (1,)):
-                    for vpp in space.vpp or _chunks(pp, model.blocks):
-                        for mb in space.micro_batch or divisors(max(batch // data, 1)):
-                            yield from _variants(space, refused, fixed, npus, batch, tp, cp, pp, ep, vpp, mb)
+    for chosen in _sizes(space, searched(), npus, model, {}):
+        beside = math.prod(chosen[d.token] for d in searched() if d.beside_data)
+        data = npus // beside if npus % beside == 0 else 1
+        pp = chosen.get("pp", 1)
+        for vpp in space.vpp or _chunks(pp, model.blocks):
+            for mb in space.micro_batch or divisors(max(batch // data, 1)):
+                yield from _variants(space, refused, fixed, npus, batch, chosen, vpp, mb)
+
+
+def _sizes(
+    space: Space, rest: tuple[Degree, ...], npus: int, model: Model, chosen: dict[str, int]
+) -> Iterator[dict[str, int]]:
+    """Each combination of the degrees' sizes, the first degree's slowest: a degree's choices
+    bounded by what the factors of N chosen before it leave."""
+    if not rest:
+        yield dict(chosen)
+        return
+    first, known = rest[0], registered()
+    left = npus // math.prod(size for token, size in chosen.items() if known[token].beside_data)
+    for size in space.degrees.get(first.token) or first.choices(max(left, 1), model):
+        yield from _sizes(space, rest[1:], npus, model, {**chosen, first.token: size})
 
 
 def _chunks(pp: int, blocks: int) -> tuple[int, ...]:
@@ -122,25 +148,19 @@ def _variants(
     fixed: dict[str, Any],
     npus: int,
     batch: int,
-    tp: int,
-    cp: int,
-    pp: int,
-    ep: int,
+    chosen: Mapping[str, Any],  # each degree's size, by token
     vpp: int,
     mb: int,
 ) -> Iterator[Layout]:
     schedule = Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B
     stages = zero_stages(space, fixed.get("framework", Framework.MEGATRON))
-    for sp in space.sp or ((True,) if tp > 1 else (False,)):
+    for sp in space.sp or ((True,) if chosen.get("tp", 1) > 1 else (False,)):
         for recompute in space.recompute:
             for zero in stages:
                 try:
                     yield Layout(
                         npus=npus,
-                        tp=tp,
-                        cp=cp,
-                        pp=pp,
-                        ep=ep,
+                        **chosen,
                         vpp=vpp,
                         schedule=schedule,
                         micro_batch=mb,
@@ -168,13 +188,10 @@ def zero_stages(space: Space, framework: Framework) -> tuple[int, ...]:
 
 
 def options_of(layout: Layout) -> dict[str, Any]:
-    """A layout as the sweep's table names its options (and `modtrans translate` takes them)."""
+    """A layout as the sweep's table names its options (and `modtrans translate` takes them):
+    every degree's size (degrees.sizes: `dp` is D), then the others."""
     return {
-        "tp": layout.tp,
-        "pp": layout.pp,
-        "dp": layout.data_ranks,
-        "cp": layout.cp,
-        "ep": layout.ep,
+        **sizes(lambda d: d.ranks(layout)),
         "vpp": layout.vpp,
         "schedule": layout.schedule.value,
         "micro_batch": layout.micro_batch,

@@ -118,6 +118,7 @@ register(
     Degree(
         "cp",
         AXIS,
+        listed=4,
         optional=True,  # no context axis without C: meshes and group ids as before the degree
         replica=True,  # the dense gradients are reduced over D x C
         sequence=True,  # each rank runs s / C tokens

@@ -24,7 +24,11 @@ from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.roles import LayerRole
 
 # the data-parallel degree D; its mesh axis holds the D / E expert-data ranks (options.py)
-register(Degree("dp", Purpose.DATA, replica=True, data=True, size=lambda layout: layout.expert_data_ranks))
+register(
+    Degree(
+        "dp", Purpose.DATA, listed=2, replica=True, data=True, size=lambda layout: layout.expert_data_ranks
+    )
+)
 
 
 def apply(units: list[Unit], zero: int, data_ranks: int, expert_data_ranks: int) -> None:

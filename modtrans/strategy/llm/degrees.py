@@ -3,13 +3,15 @@ layout counts it (`register(Degree(...))`), as cost models and techniques regist
 (options.py) derives from them the mesh, the axes a group spans, D and the sequence's split, and
 runs each degree's own rules; build.py runs each degree's model check and collectives. Every
 module of this package is imported on the first question, so a new degree is its module, its
-option's row in table.py, its Layout field and ORDER token (options.py) and its line in the
-package's module map. Still named degree by degree, where output bytes or typed fields fix them:
-sidecar.py's parallel.llm keys, the sweep's Space, loops and columns (sweep/space.py, rows.py,
-finalists.py) and picture.py's label.
+option's rows in table.py (translate's, and the sweep's list of values), its Layout field and
+ORDER token (options.py), its typed column of the sweep's table (sweep/rows.py) and its line in
+the package's module map; tests/test_degrees.py holds each of them to the registry. The
+.meta.json's parallel.llm (sidecar.py), the timeline's title (picture.py), the sweep's search,
+labels and finalists' options (sweep/space.py, rows.py, finalists.py) read the registry.
 
-    register(Degree("cp", Purpose("context"), optional=True, replica=True, sequence=True, ...))
+    register(Degree("cp", Purpose("context"), listed=4, optional=True, replica=True, ...))
     registered()["cp"].purpose      Purpose("context")
+    sizes(lambda d: d.ranks(layout))    {"tp": 2, "pp": 2, "dp": 4, "ep": 2, "cp": 1}
 
 A degree's place in the rank order is options.ORDER's (Megatron-Core's order string)."""
 
@@ -34,6 +36,8 @@ class Degree:
     """One parallel degree: its Layout field and ORDER token (`token`), its mesh axis, and what
     the layout's rules read of it.
 
+    listed     its place where outputs list the degrees (.meta.json's parallel.llm, the title):
+               fixed, so that those bytes stay as they are when a degree comes; a new one next
     optional   the mesh has its axis only where it holds more than one rank (no context axis
                without C: a mesh, and its groups' ids, as before the degree existed)
     replica    its ranks hold the same dense weights: the dense gradients are reduced over its
@@ -44,12 +48,16 @@ class Degree:
     data       the data degree itself (its axis holds the D / E expert-data ranks)
     carved     its ranks come out of the D data ranks (experts), not a factor of N beside them
     size       its axis's ranks for a layout (default: the Layout field)
+    tried      (left, model): the sizes a sweep tries where not told (default: the divisors of
+               `left`, the ranks of N the degrees before it leave; the data degree is not tried,
+               D follows from N); `model` has the model's blocks and experts (sweep/space.Model)
     rules      its own layout rules, raising LayoutError (run last, after the shared ones)
     refuses    (ir, layout): raises LayoutError where the model cannot be split so
     attach     (units, layout): its collectives, attached after tensor parallelism's"""
 
     token: str
     purpose: Purpose
+    listed: int
     optional: bool = False
     replica: bool = False
     sequence: bool = False
@@ -57,6 +65,7 @@ class Degree:
     data: bool = False
     carved: bool = False
     size: Callable[[Layout], int] | None = None
+    tried: Callable[[int, Any], Iterable[int]] | None = None
     rules: Rule | None = None
     refuses: Callable[[Any, Layout], None] | None = None
     attach: Callable[[Any, Layout], None] | None = None
@@ -64,6 +73,10 @@ class Degree:
     def ranks(self, layout: Layout) -> int:
         """Its axis's ranks in `layout`."""
         return int(self.size(layout) if self.size is not None else getattr(layout, self.token))
+
+    def choices(self, left: int, model: Any) -> tuple[int, ...]:
+        """The sizes a sweep tries where the user gives none (`tried`; else `left`'s divisors)."""
+        return tuple(self.tried(left, model)) if self.tried is not None else divisors(left)
 
     @property
     def beside_data(self) -> bool:
@@ -93,6 +106,38 @@ def registered() -> Mapping[str, Degree]:
         for found in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
             importlib.import_module(f"{package}.{found.name}")
     return _DEGREES
+
+
+def listed() -> tuple[Degree, ...]:
+    """Every degree, in the order outputs list them (Degree.listed)."""
+    return tuple(sorted(registered().values(), key=lambda d: d.listed))
+
+
+def sizes(ranks: Callable[[Degree], int]) -> dict[str, int]:
+    """Each degree's size as its option names it, in listed order, from its axis's `ranks` (of a
+    layout: Degree.ranks; of a plan's mesh: its extent): the data degree's is D, its axis's
+    D / E ranks times every carved degree's (experts come out of the data ranks)."""
+    carved = math.prod(ranks(d) for d in registered().values() if d.carved)
+    return {d.token: ranks(d) * (carved if d.data else 1) for d in listed()}
+
+
+def named(values: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The degrees as titles and labels name them (TP2), in listed order: those every layout
+    has (T, P, D: neither optional nor carved), and the others (E, C) where more than 1; a degree
+    `values` (by token) leaves out is 1."""
+    always = [f"{d.token.upper()}{values.get(d.token, 1)}" for d in listed() if not (d.optional or d.carved)]
+    rest = [
+        f"{d.token.upper()}{values[d.token]}"
+        for d in listed()
+        if (d.optional or d.carved) and values.get(d.token, 1) != 1
+    ]
+    return always, rest
+
+
+def divisors(n: int) -> tuple[int, ...]:
+    """n's divisors, ascending (pairs up to its square root)."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted({*low, *(n // d for d in low)}))
 
 
 def degrees(tokens: Iterable[str]) -> list[Degree]:

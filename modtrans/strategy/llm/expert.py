@@ -40,14 +40,25 @@ from modtrans.comm import CommType
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
-from modtrans.strategy.llm.degrees import Degree, register
+from modtrans.strategy.llm.degrees import Degree, divisors, register
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.tensor import roles_of
 from modtrans.strategy.llm.unit import EXPERT, EXPERT_DATA, TENSOR, TENSOR_EXPERT_DATA, Unit
 from modtrans.strategy.roles import LayerRole, Split
 
 # the expert-parallel degree E: carved from the D data ranks, which hold the same dense weights
-register(Degree("ep", Purpose.EXPERT, replica=True, carved=True, shards=True))
+# a sweep tries the divisors of the routed experts (a dense model: E = 1)
+register(
+    Degree(
+        "ep",
+        Purpose.EXPERT,
+        listed=3,
+        replica=True,
+        carved=True,
+        shards=True,
+        tried=lambda left, model: divisors(model.experts) if model.experts else (1,),
+    )
+)
 
 
 def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:

@@ -19,10 +19,18 @@ from collections.abc import Sequence
 
 from modtrans.ir.document import Layer
 from modtrans.plan.model import Purpose
-from modtrans.strategy.llm.degrees import Degree, register
+from modtrans.strategy.llm.degrees import Degree, divisors, register
 from modtrans.strategy.llm.options import LayoutError
 
-register(Degree("pp", Purpose.PIPELINE))  # the pipeline degree P, the mesh's slowest axis
+# the pipeline degree P, the mesh's slowest axis; a sweep tries no more stages than blocks
+register(
+    Degree(
+        "pp",
+        Purpose.PIPELINE,
+        listed=1,
+        tried=lambda left, model: (p for p in divisors(left) if p <= model.blocks),
+    )
+)
 
 
 def block_of(layer: Layer) -> int | None:

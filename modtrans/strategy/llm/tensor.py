@@ -56,7 +56,8 @@ from modtrans.strategy.llm.unit import TENSOR, Unit
 from modtrans.strategy.roles import LayerRole, Split
 from modtrans.strategy.share import SHARDABLE
 
-register(Degree("tp", Purpose.TENSOR, shards=True))  # the tensor-parallel degree T, the mesh's fastest axis
+# the tensor-parallel degree T, the mesh's fastest axis
+register(Degree("tp", Purpose.TENSOR, listed=0, shards=True))
 
 
 def apply(
