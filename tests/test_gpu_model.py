@@ -104,6 +104,68 @@ def test_an_a100s_large_gemms_run_at_cublaslts_sustained_rate(shape: tuple[int, 
     assert 2 * m * n * k / seconds / 1e12 == pytest.approx(A100_FP16[shape], rel=0.02)
 
 
+# BF16 GEMMs on an H100 80GB SXM5 (HBM3) by shape, each a short run at
+# the clock a burst reaches (no BF16 sweep of this part run sustained, as Azure's FP8 one ran after
+# 10,000 warm-up iterations, was found):
+#   xla   openxla/xla (tensorflow/tensorflow 372d578, third_party/xla/xla/service/gpu/model/
+#         matmul_interpolator_data.h, kDefaultMatmulPTable, "sm_90", "bf16xbf16->bf16"): XLA's
+#         measured table for its matmul cost model, b batched GEMMs of m x n by k
+#   fast  pranjalssh/fast.cu a1bb7b2, README.md 'Benchmarks' ("Run on H100 SXM"): KERNEL 0, the
+#         cuBLAS call, N = 8192 and 6144
+#   zzc   zzc0721/torch-performance-test-data issue 79 ("NVIDIA H100 80GB HBM3", torch 2.7.0+cu128,
+#         test.py: torch.mm, 6 warm-up and 30 timed iterations): BF16 4096, 8192, 10240 square
+#   mamf  stas00/ml-engineering 744d01e, compute/accelerator/README.md, MAMF table: the best shape
+#         of its search, 2048 x 2048 x 13312 (M x N x K), torch 2.7.0+cu126
+# The shapes of training's GEMMs, each of XLA's with them: an output of at least 2048 x 2048 elements
+# and a reduction of at least 2048.
+# (M, N, K, batch, TFLOP/s, source)
+H100_BF16 = [
+    (4096, 4096, 4096, 1, 783.3, "xla"),
+    (4096, 4096, 4096, 2, 807.7, "xla"),
+    (4096, 4096, 4096, 4, 793.1, "xla"),
+    (4096, 4096, 2048, 1, 738.7, "xla"),
+    (4096, 4096, 2048, 2, 763.0, "xla"),
+    (4096, 4096, 2048, 4, 764.6, "xla"),
+    (4096, 2048, 4096, 1, 758.4, "xla"),
+    (4096, 2048, 4096, 2, 783.2, "xla"),
+    (4096, 2048, 4096, 4, 808.7, "xla"),
+    (4096, 2048, 2048, 1, 716.1, "xla"),
+    (2048, 4096, 4096, 1, 753.6, "xla"),
+    (2048, 4096, 4096, 4, 801.9, "xla"),
+    (2048, 4096, 2048, 1, 715.4, "xla"),
+    (4096, 1024, 4096, 1, 738.5, "xla"),
+    (4096, 1024, 2048, 1, 632.0, "xla"),
+    (2048, 2048, 4096, 1, 738.0, "xla"),
+    (2048, 2048, 2048, 1, 632.0, "xla"),
+    (1024, 4096, 4096, 1, 738.5, "xla"),
+    (8192, 8192, 8192, 1, 797.8, "fast"),
+    (6144, 6144, 6144, 1, 741.1, "fast"),
+    (4096, 4096, 4096, 1, 788.7, "zzc"),
+    (8192, 8192, 8192, 1, 797.5, "zzc"),
+    (10240, 10240, 10240, 1, 719.7, "zzc"),
+    (2048, 2048, 13312, 1, 794.5, "mamf"),
+]
+
+
+def test_an_h100s_bf16_gemms_run_below_their_burst_measurements_by_a_sustained_margin() -> None:
+    """The H100's BF16 GEMMs at training's shapes against every published kernel measurement found
+    (H100_BF16: XLA's table, cuBLAS in fast.cu, torch.mm twice): the tile and wave model at the
+    best-shape rate (80.3 %) is 15 % under to 3 % over each, 7 % under on average. Each is a
+    burst; a run sustains less: the A100's cuBLASLt sweep after 10,000 warm-up iterations sits
+    4.5-4.7 % under torch.mm's best over 100, and the spread of the bursts themselves is up to 8 %
+    (zzc's FP16 and BF16 at 8192^3 on one GPU, 736 and 798). The model is not the optimistic side
+    of these measurements: at these shapes the H100's GEMMs are not where a run's time goes
+    missing."""
+    model = _gpu("h100")
+    errors = []
+    for m, n, k, count, tflops, _ in H100_BF16:
+        seconds = model.gemm_seconds((Shape(m, k, n, count),), "bfloat16", 2)
+        errors.append(2 * m * n * k * count / seconds / 1e12 / tflops - 1)
+    assert min(errors) > -0.16, errors
+    assert max(errors) < 0.05, errors
+    assert -0.10 < sum(errors) / len(errors) < -0.03, errors
+
+
 def _attention(model: Gpu, batch: int, heads: int, sequence: int, head_dim: int, causal: bool) -> float:
     """FlashAttention's forward and backward on one attention core, as the LLM builder writes it:
     scores (s x d x s), softmax, context (s x s x d) over batch x heads groups."""
