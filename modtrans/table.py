@@ -132,9 +132,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("efficiency", str,
        "gpu: scale its measured rates, all (0.9) or per class (gemm=0.8,attention=0.9,memory=0.95).", COST,
        **_SIDE),
-    _o("attention", ("flash", "flash2", "eager"),
+    _o("attention", ("flash", "flash2", "cudnn", "eager"),
        "gpu: flash (the device's newest fused kernel, the default), flash2 (FlashAttention-2: "
-       "PyTorch SDPA's, flash-attn 2.x) or eager (its GEMMs and a materialised softmax).", COST,
+       "PyTorch SDPA's, flash-attn 2.x), cudnn (cuDNN's: Transformer Engine's on Hopper) or eager "
+       "(its GEMMs and a materialised softmax).", COST,
        flags=("--attention",), **_SIDE),
     _o("time_unit", cost.Unit,
        "What one tick of a workload file is: ns (ASTRA-sim 1.0's and SimAI's default), us (--dialect "

@@ -33,7 +33,9 @@ number cites the published kernel measurement it comes from):
 
 `--attention flash2` takes FlashAttention-2's measurement where the device's newest kernel is a
 later one (the H100's FlashAttention-3): the kernel PyTorch's SDPA and flash-attn 2.x run, so
-torchtitan's and llm-foundry's attention on Hopper.
+torchtitan's and llm-foundry's attention on Hopper. `--attention cudnn` takes cuDNN's fused
+attention where the device has its measurement (the H100's, measured beside FlashAttention-3): the
+kernel Transformer Engine prefers on Hopper, so Megatron-Core's; elsewhere the newest fused kernel.
 
 `--attention eager` charges an attention core as an implementation without a fused kernel runs it
 (Megatron-LM before FlashAttention, 2021-22; PyTorch's math path): its two products as batched
@@ -65,7 +67,7 @@ from modtrans.cost.norms import eager_rmsnorm_bytes
 from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part
 
-ATTENTION = ("flash", "flash2", "eager")  # the device's newest fused kernel, FlashAttention-2, none
+ATTENTION = ("flash", "flash2", "cudnn", "eager")  # the newest fused kernel, FlashAttention-2, cuDNN's, none
 TILES = ((256, 128), (128, 256), (128, 128))
 SMALL_TILES = ((128, 64), (64, 128), (64, 64))
 SMALLEST = min(min(t) for t in TILES)
@@ -86,6 +88,7 @@ class Kernels:
     sources: Mapping[str, str] = field(default_factory=dict)
     attention_flash2: Attention | None = None  # FlashAttention-2 where `attention` is a later kernel
     eager_rmsnorm: Mapping[str, float] | None = None  # bytes an element, op by op (norms.py)
+    attention_cudnn: Attention | None = None  # cuDNN's fused attention (Transformer Engine's on Hopper)
 
     def matmul(self, dtype: str) -> float:
         return self.matmul_efficiency.get(dtype) or self.matmul_efficiency["default"]
@@ -104,6 +107,7 @@ def kernels(data: Mapping[str, Any]) -> Kernels:
         dict(data.get("sources", {})),
         attention_of(data.get("attention_flash2")),
         data.get("eager_rmsnorm"),
+        attention_of(data.get("attention_cudnn")),
     )
 
 
@@ -300,6 +304,8 @@ def make(settings: Settings) -> Gpu:
     k = kernels(found.kernels)
     if settings.attention == "flash2" and k.attention_flash2 is not None:
         k = dataclasses.replace(k, attention=k.attention_flash2)  # else its newest is FlashAttention-2
+    if settings.attention == "cudnn" and k.attention_cudnn is not None:
+        k = dataclasses.replace(k, attention=k.attention_cudnn)  # else the newest fused kernel
     k = scaled(k, settings.efficiency)
     eager_norms = settings.norms == "eager" and k.eager_rmsnorm is not None
     eager = settings.attention == "eager"
