@@ -126,15 +126,17 @@ class _Set:
         return b"".join(self.pieces(rank))
 
     def pieces(self, rank: int) -> list[bytes]:
-        """The rank's trace as pieces to write in order (fileio writes them with os.writev); made
-        in rank order, a program's template is dropped after its last rank."""
+        """The rank's trace as pieces to write in order (fileio writes them with os.writev), its
+        own (a template's buffer is copied: the caller may hold them past the next rank); made in
+        rank order, a program's template is dropped after its last rank."""
         program = self.plan.program_of[rank]
-        data = self._fill(rank, self._template(program))
+        data = [bytes(piece) for piece in self._fill(rank, self._template(program))]
         if self.last[program] == rank:
             self.templates.pop(program, None)
         return data
 
-    def _fill(self, rank: int, template: Template) -> list[bytes]:
+    def _fill(self, rank: int, template: Template) -> list[bytes | bytearray]:
+        """The rank's metadata and nodes (Template.fill: valid until the template's next fill)."""
         values = [self._value(rank, key) for key in template.keys]
         return template.fill(values, self.header.encoded(rank, self.plan.program_of[rank]))
 
