@@ -305,8 +305,10 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     ]
     for folder in {real.parent for (real, through), _ in targets if not through}:
         sweep(folder)  # what dead runs left, whatever output it was for
-    # a text output and its .meta.json: two waits, not a thread pool (15 ms of CPU to import)
-    stager = _Stager(threaded=sum(not through for (_, through), _ in targets) > 2, modes=modes)
+    # a text output and its .meta.json: two waits, not a thread pool (15 ms of CPU to import); nor
+    # a trace set's group file and .meta.json beside the traces its batch writes (fileio.Part)
+    made_here = sum(not through and not isinstance(data, Part) for (_, through), data in targets)
+    stager = _Stager(threaded=made_here > 2, modes=modes)
     try:
         with progress_task("writing", total=len(targets)) as advance:
             for (real, through), data in targets:
@@ -343,14 +345,16 @@ class _Stager:
     """Outputs written to temporaries, fsynced where `durable`. Threaded, made bytes go to _SYNCS threads, at
     most 2 x _SYNCS files waiting (a set's traces never sit in memory together); a stream (pieces
     made as they are written) is written here, as its maker may not run beside the next one, and
-    fsynced in a thread. `made` holds every temporary made, by the output's place, for the caller
-    to discard on failure."""
+    fsynced in a thread. Unthreaded, each is written in `wait`, after the batches (whose writes
+    stop the workers they started, a failure's too). `made` holds every temporary made, by the
+    output's place, for the caller to discard on failure."""
 
     def __init__(self, threaded: bool, modes: dict[Path, int | None] | None = None) -> None:
         self.modes = modes or {}  # an output's mode where it replaces a file, None where it is new
         self.made: dict[int, tuple[str, Path]] = {}
         self.added = 0
         self.futures: list[Any] = []
+        self.later: list[tuple[int, Path, Iterable[bytes]]] = []  # unthreaded: staged in wait()
         self.parts: dict[Batch, list[tuple[int, Path, Any]]] = {}
         self.pool: Any = None
         if threaded:
@@ -368,8 +372,8 @@ class _Stager:
             self.parts.setdefault(data.batch, []).append((place, real, data.key))
             return
         pieces = _pieces(data)
-        if self.pool is None:
-            self._stage(place, real, pieces)
+        if self.pool is None:  # after the batches (wait): a batch's workers are stopped by its write
+            self.later.append((place, real, pieces))
         elif isinstance(pieces, (tuple, list)):
             self.room.acquire()
             self.futures.append(self.pool.submit(self._stage, place, real, pieces, self.room))
@@ -396,6 +400,8 @@ class _Stager:
         try:
             for batch, parts in self.parts.items():
                 self._batch(batch, parts, advance)
+            for place, real, pieces in self.later:
+                self._stage(place, real, pieces)
             for future in self.futures:
                 future.result()
         finally:
