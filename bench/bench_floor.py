@@ -17,8 +17,12 @@ user and system time (the floor's less its reading), what a loaded machine's wal
 Figures are the best of the rounds; the ratio is ModTrans over a floor (issue 39's goal for C4: at
 most 1.5x the floor without fsync).
 
-Latest figures (2026-12-06, the project's 2-core VM): docs/performance.md (Large translations
-and trace sets).
+Latest figures (2026-12-06, c4floor2 f81c9fc, the project's 2-core VM at a load of 6.2-7.6 from
+its neighbours, `--only C4 --runs 2` four times, taking turns with main 159b67f in a second
+worktree): C4 at 2.21x, 1.65x, 1.67x and 1.05x the floor without fsync (median 1.66x; CPU 2.39x,
+1.69x, 2.25x, 1.73x), where main made 2.67x, 2.87x, 2.65x and 1.96x (median 2.66x; CPU 2.34x,
+3.07x, 2.55x, 1.92x) in the same quarter hour; the floor itself took 1.16-2.00 s. Issue 39's 1.5x
+is not reached at that load. Earlier figures: docs/performance.md, History (bench_floor.py).
 """
 
 from __future__ import annotations
