@@ -124,14 +124,18 @@ class _Set:
 
     def trace(self, rank: int) -> bytes:
         """The rank's whole trace: its metadata, then its program's nodes."""
-        return b"".join(self.pieces(rank))
+        return b"".join(self._made(rank))
 
     def pieces(self, rank: int) -> list[bytes]:
         """The rank's trace as pieces to write in order (fileio writes them with os.writev), its
-        own (a template's buffer is copied: the caller may hold them past the next rank); made in
-        rank order, a program's template is dropped after its last rank."""
+        own (a template's buffer is copied: the caller may hold them past the next rank)."""
+        return [bytes(piece) for piece in self._made(rank)]
+
+    def _made(self, rank: int) -> list[bytes | bytearray]:
+        """The rank's trace (_fill); made in rank order, a program's template is dropped after
+        its last rank."""
         program = self.plan.program_of[rank]
-        data = [bytes(piece) for piece in self._fill(rank, self._template(program))]
+        data = self._fill(rank, self._template(program))
         if self.last[program] == rank:
             self.templates.pop(program, None)
         return data
