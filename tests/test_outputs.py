@@ -122,6 +122,20 @@ def test_a_trace_set_keeps_links_and_modes_as_a_single_file_does(tmp_path: Path)
     assert not [p for p in [*real.iterdir(), *elsewhere.iterdir()] if p.name.endswith(temporaries.PARTIAL)]
 
 
+def test_a_directory_where_a_trace_goes_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    """A set's files resolved a folder at a time (fileio._targets) still refuse what is not a file
+    to replace: F003 naming it, no trace or temporary left, the directory untouched."""
+    (tmp_path / "t.2.et").mkdir()
+    code, output = _run(
+        "translate", "resnet50", "--format", "chakra-et", "--npus", "4", "-o", str(tmp_path / "t")
+    )
+    assert code == 2
+    assert "F003" in output
+    assert "t.2.et is a directory" in output
+    assert [p.name for p in tmp_path.iterdir()] == ["t.2.et"]
+    assert list((tmp_path / "t.2.et").iterdir()) == []
+
+
 def test_a_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError):
         fileio.write_atomic(tmp_path, "x")
