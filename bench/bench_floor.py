@@ -14,7 +14,8 @@ one of each file (what MODTRANS_FSYNC=1, or replacing every file, costs). A floo
 whole wall time less the reading it reports, so it holds the interpreter's start and the writes.
 `os.sync()` before each child: no run waits for the previous one's write-back. CPU is the child's
 user and system time (the floor's less its reading), what a loaded machine's wall time blurs.
-Figures are the best of the rounds; the ratio is ModTrans over a floor (issue 39's goal for C4: at
+ModTrans runs with its bytecode cached, as an installed copy does (PYTHONDONTWRITEBYTECODE, set in
+some shells, is dropped). Figures are the best of the rounds; the ratio is ModTrans over a floor (issue 39's goal for C4: at
 most 1.5x the floor without fsync).
 
 Latest figures (2026-12-06, c4floor2 f81c9fc, the project's 2-core VM at a load of 6.2-7.6 from
@@ -82,6 +83,7 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(CONFIGS), help="one configuration")
     options = parser.parse_args()
     names = [options.only] if options.only else list(CONFIGS)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # ModTrans as installed: its bytecode cached
     with tempfile.TemporaryDirectory() as tmp:
         ours, floor = Path(tmp, "ours"), Path(tmp, "floor")
         ours.mkdir()
