@@ -15,8 +15,8 @@ whole wall time less the reading it reports, so it holds the interpreter's start
 `os.sync()` before each child: no run waits for the previous one's write-back. CPU is the child's
 user and system time (the floor's less its reading), what a loaded machine's wall time blurs.
 ModTrans runs with its bytecode cached, as an installed copy does (PYTHONDONTWRITEBYTECODE, set in
-some shells, is dropped). Figures are the best of the rounds; the ratio is ModTrans over a floor (issue 39's goal for C4: at
-most 1.5x the floor without fsync).
+some shells, is dropped). Figures are the best of the rounds; the ratio is ModTrans over a floor
+(issue 39's goal for C4: at most 1.5x the floor without fsync).
 
 Latest figures (2026-12-06, c4floor2 f81c9fc, the project's 2-core VM at a load of 6.2-7.6 from
 its neighbours, `--only C4 --runs 2` four times, taking turns with main 159b67f in a second
