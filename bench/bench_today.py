@@ -171,14 +171,14 @@ RUNS = (
     Run("mcore-1.7b-h100",
         megatron_gpt(24, 2048, 16, vocab=131072, positions=4096, dtype="bfloat16"),
         "h100", "hgx-h100", 48, 4096, 1, 192,
-        {**MCORE_H100, "tp": 1, "zero": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
-         "make_vocab_size_divisible_by": 1},
+        {**MCORE_H100, "tp": 1, "zero": 1, "overlap_grad_reduce": True,
+         "overlap_param_gather": True, "make_vocab_size_divisible_by": 1},
         tflops_per_gpu=408.8, megatron={"layers": 24, "hidden": 2048, "vocab": 131072}),
     Run("mcore-7.1b-h100",
         megatron_gpt(30, 4096, 32, vocab=131072, positions=4096, dtype="bfloat16"),
         "h100", "hgx-h100", 96, 4096, 1, 192,
-        {**MCORE_H100, "tp": 2, "sp": True, "zero": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
-         "make_vocab_size_divisible_by": 1},
+        {**MCORE_H100, "tp": 2, "sp": True, "zero": 1, "overlap_grad_reduce": True,
+         "overlap_param_gather": True, "make_vocab_size_divisible_by": 1},
         tflops_per_gpu=465.9, megatron={"layers": 30, "hidden": 4096, "vocab": 131072}),
 )  # fmt: skip
 

@@ -298,11 +298,17 @@ def write_all(outputs: Sequence[tuple[str | Path, Content]]) -> None:
     """
     from modtrans.progress import task as progress_task
 
-    targets = [(_target(Path(path)), data) for path, data in outputs]
+    resolved = _targets([Path(path) for path, _ in outputs])
+    modes = {real: mode for real, _, mode in resolved}  # read once: _Stager stats nothing again
+    targets = [
+        ((real, through), data) for (real, through, _), (_, data) in zip(resolved, outputs, strict=True)
+    ]
     for folder in {real.parent for (real, through), _ in targets if not through}:
         sweep(folder)  # what dead runs left, whatever output it was for
-    # a text output and its .meta.json: two waits, not a thread pool (15 ms of CPU to import)
-    stager = _Stager(threaded=sum(not through for (_, through), _ in targets) > 2)
+    # a text output and its .meta.json: two waits, not a thread pool (15 ms of CPU to import); nor
+    # a trace set's group file and .meta.json beside the traces its batch writes (fileio.Part)
+    made_here = sum(not through and not isinstance(data, Part) for (_, through), data in targets)
+    stager = _Stager(threaded=made_here > 2, modes=modes)
     try:
         with progress_task("writing", total=len(targets)) as advance:
             for (real, through), data in targets:
@@ -339,13 +345,16 @@ class _Stager:
     """Outputs written to temporaries, fsynced where `durable`. Threaded, made bytes go to _SYNCS threads, at
     most 2 x _SYNCS files waiting (a set's traces never sit in memory together); a stream (pieces
     made as they are written) is written here, as its maker may not run beside the next one, and
-    fsynced in a thread. `made` holds every temporary made, by the output's place, for the caller
-    to discard on failure."""
+    fsynced in a thread. Unthreaded, each is written in `wait`, after the batches (whose writes
+    stop the workers they started, a failure's too). `made` holds every temporary made, by the
+    output's place, for the caller to discard on failure."""
 
-    def __init__(self, threaded: bool) -> None:
+    def __init__(self, threaded: bool, modes: dict[Path, int | None] | None = None) -> None:
+        self.modes = modes or {}  # an output's mode where it replaces a file, None where it is new
         self.made: dict[int, tuple[str, Path]] = {}
         self.added = 0
         self.futures: list[Any] = []
+        self.later: list[tuple[int, Path, Iterable[bytes]]] = []  # unthreaded: staged in wait()
         self.parts: dict[Batch, list[tuple[int, Path, Any]]] = {}
         self.pool: Any = None
         if threaded:
@@ -363,8 +372,8 @@ class _Stager:
             self.parts.setdefault(data.batch, []).append((place, real, data.key))
             return
         pieces = _pieces(data)
-        if self.pool is None:
-            self._stage(place, real, pieces)
+        if self.pool is None:  # after the batches (wait): a batch's workers are stopped by its write
+            self.later.append((place, real, pieces))
         elif isinstance(pieces, (tuple, list)):
             self.room.acquire()
             self.futures.append(self.pool.submit(self._stage, place, real, pieces, self.room))
@@ -391,6 +400,8 @@ class _Stager:
         try:
             for batch, parts in self.parts.items():
                 self._batch(batch, parts, advance)
+            for place, real, pieces in self.later:
+                self._stage(place, real, pieces)
             for future in self.futures:
                 future.result()
         finally:
@@ -405,7 +416,7 @@ class _Stager:
         slots = []
         synced = []
         for place, real, key in parts:
-            mode = _kept_mode(real)
+            mode = self.modes[real] if real in self.modes else _kept_mode(real)
             temporary = name_partial(real)
             self.made[place] = (temporary, real)
             slots.append((key, Slot(temporary, real, mode)))
@@ -443,6 +454,35 @@ def _pieces(data: Content) -> Iterable[bytes]:
     return (made,) if isinstance(made, bytes) else made
 
 
+def _targets(paths: Sequence[Path]) -> list[tuple[Path, bool, int | None]]:
+    """_target of each path, and the mode of the file it replaces (None for a new file). A folder
+    is resolved once (realpath) and each name in it looked at once (lstat), not each path's every
+    component: a 1,024-rank set's files cost 1,026 system calls here, not 7,000 (a link is
+    followed whole, as _target follows it)."""
+    folders: dict[Path, str] = {}
+    out: list[tuple[Path, bool, int | None]] = []
+    for path in paths:
+        folder = folders.get(path.parent)
+        if folder is None:
+            folder = folders[path.parent] = os.path.realpath(path.parent)
+        info = None
+        if path.name not in ("", ".", ".."):
+            try:
+                info = os.lstat(os.path.join(folder, path.name))
+            except FileNotFoundError:
+                out.append((Path(folder, path.name), False, None))
+                continue
+            except OSError:
+                info = None
+        if info is None or stat.S_ISLNK(info.st_mode):  # a link, or a name to resolve whole
+            real, through = _target(path)
+            out.append((real, through, None if through else _kept_mode(real)))
+            continue
+        real, through = _kind(Path(folder, path.name), info, path)
+        out.append((real, through, None if through else stat.S_IMODE(info.st_mode)))
+    return out
+
+
 def _target(path: Path) -> tuple[Path, bool]:
     """The file to write (a symlink's target) and whether it is written through."""
     real = Path(os.path.realpath(path))
@@ -450,6 +490,12 @@ def _target(path: Path) -> tuple[Path, bool]:
         info = os.stat(real)
     except FileNotFoundError:
         return real, False
+    return _kind(real, info, path)
+
+
+def _kind(real: Path, info: os.stat_result, path: Path) -> tuple[Path, bool]:
+    """The file to write and whether it is written through, from what stat says of it; OSError
+    for what is not written (`path` as the user named it)."""
     if stat.S_ISREG(info.st_mode):
         return real, False
     if stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode):
@@ -529,10 +575,14 @@ def is_file_output(path: str | Path) -> bool:
         return False
 
 
-def same_file(a: str | Path, b: str | Path) -> bool:
-    """Whether two paths name one file (through links, hard links included); False if either is
-    missing or unreadable."""
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):
-        return False
+def file_ids(paths: Iterable[str | Path]) -> set[tuple[int, int]]:
+    """The files the paths name, through links, as (device, inode): two paths name one file when
+    they share one (os.path.samefile's test); a missing or unreadable path names none."""
+    found: set[tuple[int, int]] = set()
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        found.add((info.st_dev, info.st_ino))
+    return found

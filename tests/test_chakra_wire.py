@@ -102,7 +102,7 @@ def test_a_large_sets_quick_check_reads_structure_and_full_reads_nodes(
     assert {d.code for d in outputs.checked(plan, ticked, full=True)} == {"T711"}
     fill = Template.fill
 
-    def short(self: Template, values: Sequence[bytes], head: Sequence[bytes] = ()) -> list[bytes]:
+    def short(self: Template, values: Sequence[bytes], head: Sequence[bytes] = ()) -> list[bytes | bytearray]:
         pieces = fill(self, values, head)
         return [*pieces[:-1], pieces[-1][:-1]]
 

@@ -134,11 +134,13 @@ def test_every_degree_is_in_the_metadata_as_the_options_gave_it() -> None:
     """.meta.json's parallel.llm names every degree, with the size its option was given (D as
     --dp gives it, experts carved from it), in the listed order, before the other keys."""
     given = {"tp": 2, "cp": 2, "pp": 2, "dp": 2, "ep": 1}
-    plan = _llm("llama-3-8b", Layout(npus=16, **given))
+    plan = _llm("llama-3-8b", Layout(npus=16, tp=2, cp=2, pp=2, dp=2, ep=1))
+    assert plan.layout is not None
     llm = sidecar.layout(plan.mesh, plan.layout)
     assert list(llm)[: len(DEGREES)] == [d.token for d in listed()]
     assert {k: llm[k] for k in given} == given
     moe = _llm("mixtral-8x7b", Layout(npus=8, tp=2, pp=2, ep=2, sp=True))
+    assert moe.layout is not None
     assert {k: sidecar.layout(moe.mesh, moe.layout)[k] for k in ("dp", "ep")} == {"dp": 2, "ep": 2}
 
 
@@ -164,6 +166,7 @@ def test_a_degree_registered_in_its_module_alone_reaches_each_reader(monkeypatch
     extra = Degree("zz", Purpose("zz-axis"), listed=len(DEGREES), optional=True)
     monkeypatch.setitem(degrees._DEGREES, extra.token, extra)
     plan = _llm("llama-3-8b", Layout(npus=4, tp=2, pp=2))
+    assert plan.layout is not None
     llm = sidecar.layout(plan.mesh, plan.layout)
     assert list(llm)[len(DEGREES)] == "zz"
     assert llm["zz"] == 1

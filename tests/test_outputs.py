@@ -90,6 +90,52 @@ def test_new_files_get_the_umask_mode_and_existing_ones_keep_theirs(tmp_path: Pa
         os.umask(old)
 
 
+def test_a_trace_set_keeps_links_and_modes_as_a_single_file_does(tmp_path: Path) -> None:
+    """A set's files are resolved a folder at a time (fileio._targets): each must end as
+    write_atomic would leave that one file: through a linked folder, a trace that is a link
+    followed and kept, an existing trace's mode kept, a new one's the umask's."""
+    real, elsewhere = tmp_path / "real", tmp_path / "elsewhere"
+    real.mkdir()
+    elsewhere.mkdir()
+    (tmp_path / "via").symlink_to(real)
+    linked = elsewhere / "rank1.et"
+    linked.write_bytes(b"old")
+    linked.chmod(0o600)
+    (real / "t.1.et").symlink_to(linked)
+    (real / "t.0.et").write_bytes(b"old")
+    (real / "t.0.et").chmod(0o604)
+    old = os.umask(0o027)
+    try:
+        code, output = _run(
+            "translate", "resnet50", "--format", "chakra-et", "--npus", "4", "-o", str(tmp_path / "via" / "t")
+        )
+    finally:
+        os.umask(old)
+    assert code == 0, output
+    assert (real / "t.1.et").is_symlink()
+    assert os.readlink(real / "t.1.et") == str(linked)
+    assert linked.read_bytes() != b"old"
+    assert stat.S_IMODE(linked.stat().st_mode) == 0o600
+    assert stat.S_IMODE((real / "t.0.et").stat().st_mode) == 0o604
+    assert stat.S_IMODE((real / "t.2.et").stat().st_mode) == 0o640  # 0666 & ~0027, as the shell would
+    assert (real / "t.0.et").read_bytes()[:4] == (real / "t.2.et").read_bytes()[:4]
+    assert not [p for p in [*real.iterdir(), *elsewhere.iterdir()] if p.name.endswith(temporaries.PARTIAL)]
+
+
+def test_a_directory_where_a_trace_goes_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    """A set's files resolved a folder at a time (fileio._targets) still refuse what is not a file
+    to replace: F003 naming it, no trace or temporary left, the directory untouched."""
+    (tmp_path / "t.2.et").mkdir()
+    code, output = _run(
+        "translate", "resnet50", "--format", "chakra-et", "--npus", "4", "-o", str(tmp_path / "t")
+    )
+    assert code == 2
+    assert "F003" in output
+    assert "t.2.et is a directory" in output
+    assert [p.name for p in tmp_path.iterdir()] == ["t.2.et"]
+    assert list((tmp_path / "t.2.et").iterdir()) == []
+
+
 def test_a_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError):
         fileio.write_atomic(tmp_path, "x")

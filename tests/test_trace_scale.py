@@ -401,3 +401,16 @@ def test_a_set_holds_one_programs_template_and_any_order_makes_the_same_bytes(tm
     assert held == [1, 1, 1, 0, 1, 1, 1, 0]
     for path, make in reversed(chakra.files(plan, Path("t"), tick_ns=1.0, lazy=True)[:-1]):
         assert b"".join(make()) == whole[path]
+
+
+def test_pieces_held_past_the_next_rank_are_still_their_ranks(tmp_path: Path) -> None:
+    """A program's ranks are filled into one buffer per layout (chakra/patch.py: each rank's values
+    written over the last's); what a set hands out (fileio.Part) is the rank's own all the same:
+    every rank's pieces made first and held, then each joined, are the bytes of the set made whole."""
+    plan = _llm_plan(tmp_path)
+    whole = dict(chakra.files(plan, Path("t"), tick_ns=1.0)[:-1])
+    made = chakra.files(plan, Path("t"), tick_ns=1.0, lazy=True)[:-1]
+    held = [(path, make()) for path, make in made]
+    assert len(set(whole.values())) == len(whole)  # the premise: no two ranks alike
+    for path, pieces in held:
+        assert b"".join(pieces) == whole[path]

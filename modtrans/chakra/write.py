@@ -120,21 +120,28 @@ class _Set:
         self.last = {p: r for r, p in enumerate(plan.program_of)}  # program -> its last rank
         self.workers: ahead.Workers | None = None
         self.started = False
+        self.ahead: list[int] = []  # per worker, answers to its templates made ahead, not yet received
 
     def trace(self, rank: int) -> bytes:
         """The rank's whole trace: its metadata, then its program's nodes."""
-        return b"".join(self.pieces(rank))
+        return b"".join(self._made(rank))
 
     def pieces(self, rank: int) -> list[bytes]:
-        """The rank's trace as pieces to write in order (fileio writes them with os.writev); made
-        in rank order, a program's template is dropped after its last rank."""
+        """The rank's trace as pieces to write in order (fileio writes them with os.writev), its
+        own (a template's buffer is copied: the caller may hold them past the next rank)."""
+        return [bytes(piece) for piece in self._made(rank)]
+
+    def _made(self, rank: int) -> list[bytes | bytearray]:
+        """The rank's trace (_fill); made in rank order, a program's template is dropped after
+        its last rank."""
         program = self.plan.program_of[rank]
         data = self._fill(rank, self._template(program))
         if self.last[program] == rank:
             self.templates.pop(program, None)
         return data
 
-    def _fill(self, rank: int, template: Template) -> list[bytes]:
+    def _fill(self, rank: int, template: Template) -> list[bytes | bytearray]:
+        """The rank's metadata and nodes (Template.fill: valid until the template's next fill)."""
         values = [self._value(rank, key) for key in template.keys]
         return template.fill(values, self.header.encoded(rank, self.plan.program_of[rank]))
 
@@ -189,6 +196,10 @@ class _Set:
         try:
             for p, its in sorted(by_program.items()):
                 workers.send(p % workers.count, (what, p, its))
+            if what != "write":
+                self._make_ahead(workers, set(by_program))
+            else:
+                self._received_ahead(workers)
             for p, its in sorted(by_program.items()):
                 found += workers.receive(p % workers.count)
                 count(len(its))
@@ -201,10 +212,35 @@ class _Set:
             workers.close()
         return found
 
+    def _make_ahead(self, workers: ahead.Workers, checked: set[int]) -> None:
+        """After a check's jobs, each worker asked to make the template of the first program it
+        owns that the check did not: made while this process gets the set's files ready to write
+        (Llama-3-70B's 1,026: their names, the check across ranks, the metadata), a time the
+        workers otherwise wait. One a worker: each holds at most one template more than the
+        check left it."""
+        owned: dict[int, int] = {}
+        for p in sorted(set(self.plan.program_of) - checked):
+            owned.setdefault(p % workers.count, p)
+        if not self.ahead:
+            self.ahead = [0] * workers.count
+        for worker, p in owned.items():
+            workers.send(worker, ("make", p, []))
+            self.ahead[worker] += 1
+
+    def _received_ahead(self, workers: ahead.Workers) -> None:
+        """The answers to the templates made ahead (nothing, or the failure that stops the set)."""
+        for worker, waiting in enumerate(self.ahead):
+            for _ in range(waiting):
+                workers.receive(worker)
+        self.ahead = []
+
     def _job(self, request: tuple[str, int, list[tuple[int, Any]]]) -> list[Diagnostic]:
-        """Check or write a program's places (`_run`), wherever it runs; a write drops the template."""
+        """Check or write a program's places (`_run`), or make its template ahead ("make"),
+        wherever it runs; a write drops the template."""
         what, p, places = request
         template = self._template(p)
+        if what == "make":
+            return []
         if what == "write":
             for rank, slot in places:
                 slot.write(self._fill(rank, template))
