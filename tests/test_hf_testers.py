@@ -28,6 +28,7 @@ TESTERS = Path(__file__).resolve().parents[1] / "fixtures" / "hf" / "testers"
 
 BUILT = {
     # model_type: the class transformers builds (its causal-LM, masked-LM or CTC class)
+    "cohere_compass_text": "CohereCompassForCausalLM",
     "dbrx": "DbrxForCausalLM",
     "deepseek_v2": "DeepseekV2ForCausalLM",
     "dots1": "Dots1ForCausalLM",
@@ -36,6 +37,7 @@ BUILT = {
     "hunyuan_v1_moe": "HunYuanMoEV1ForCausalLM",
     "lfm2_moe": "Lfm2MoeForCausalLM",
     "ministral": "MinistralForCausalLM",
+    "moonshine_streaming": "MoonshineStreamingForConditionalGeneration",
     "qwen4_exp_text": "Qwen4ExpForCausalLM",
     "reformer": "ReformerModelWithLMHead",
     "wav2vec2-bert": "Wav2Vec2BertForCTC",
