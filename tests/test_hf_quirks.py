@@ -4,7 +4,8 @@ files vary on (an auto_map with or without a model_type transformers defines, `a
 missing or naming a remote class, `torch_dtype`/`dtype` strings, `rope_scaling` of every type,
 `quantization_config` of every method, nested sub-configurations, `tie_word_embeddings` at either
 level, an old `transformers_version` with renamed fields). Each read gives an IR, or a one-line
-M8xx diagnostic; a checkpoint dtype the IR holds is the IR's, and a quantization_config is said.
+M8xx diagnostic; an IR's parameters are sum(p.numel()) of the model transformers builds from the
+same file, a checkpoint dtype the IR holds is the IR's, and a quantization_config is said.
 
 Marker hf: needs torch and transformers (the extra `hf`); the property test slow.
 """
@@ -24,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modtrans import pipeline
+from modtrans.hf import library
 from modtrans.llm.config import DTYPES
 
 pytestmark = pytest.mark.hf
@@ -162,6 +164,8 @@ def test_a_real_configuration_s_quirks_give_an_ir_or_one_line(tmp_path: Path, ca
         assert found, axes
         assert all(d.code[0] in "MX" for d in found), axes
         return
+    model = library.build(library.config_of(data))
+    assert ir.totals.params == sum(p.numel() for p in model.parameters()), axes  # transformers' count
     stated = data.get("dtype") if data.get("dtype") is not None else data.get("torch_dtype")
     held = str(stated or "float32").removeprefix("torch.")
     assert {p.dtype for x in ir.layers for p in x.params} == {DTYPES.get(held, DTYPES["float32"])[0]}, axes
