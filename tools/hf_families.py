@@ -44,11 +44,13 @@ from modtrans.ir.document import Kind, ModelIR, Provenance
 GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
 
 
-def check(model_type: str, cls: Any, sequence: int) -> str:
-    model = library.build(library.default_config(model_type), cls)
+def check(config: Any, cls: Any, sequence: int) -> str:
+    """pass or FAIL for the model `cls` (None: the class library.model_class takes) builds from
+    `config`: parameters against sum(p.numel()), GEMM FLOPs against FlopCounterMode's."""
+    model = library.build(config, cls)
     given = library.inputs(model, 1, sequence)
     recorded = library.record(model, given)
-    provenance = Provenance("", None, 0, "", library.VERSION, 0, {}, model_type, 1, {}, "", True)
+    provenance = Provenance("", None, 0, "", library.VERSION, 0, {}, config.model_type, 1, {}, "", True)
     ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     expected = sum(p.numel() for p in model.parameters())
     counted = library.count_forward(model, given)
@@ -81,7 +83,7 @@ def main() -> int:
         signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("time")))
         signal.alarm(args.seconds)
         try:
-            line = check(model_type, cls, args.sequence)
+            line = check(library.default_config(model_type), cls, args.sequence)
             built += 1
             passed += line.startswith("pass")
         except Exception as error:  # a family that does not build or run on meta: said, counted
