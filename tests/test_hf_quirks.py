@@ -1,5 +1,5 @@
 """What real config.json files carry beside their model, read through the generic path without a
-traceback: the 24 published files of fixtures/hf (MANIFEST.md), each mutated along the axes real
+traceback: the 25 published files of fixtures/hf (MANIFEST.md), each mutated along the axes real
 files vary on (an auto_map with or without a model_type transformers defines, `architectures`
 missing or naming a remote class, `torch_dtype`/`dtype` strings, `rope_scaling` of every type,
 `quantization_config` of every method, nested sub-configurations, `tie_word_embeddings` at either
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.hf
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
 PUBLISHED = sorted(
     p.stem for p in FIXTURES.glob("*.json") if not p.stem.endswith("-default")
-)  # the 24 verbatim files (the -default ones are transformers' defaults)
+)  # the 25 verbatim files (the -default ones are transformers' defaults)
 
 TOKENS = {"input_ids": (1, 16)}
 
@@ -149,8 +149,8 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MODTRANS_CACHE", str(tmp_path / "cache"))
 
 
-def test_the_published_files_are_the_24() -> None:
-    assert len(PUBLISHED) == 24
+def test_the_published_files_are_the_25() -> None:
+    assert len(PUBLISHED) == 25
 
 
 @pytest.mark.slow
