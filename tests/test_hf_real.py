@@ -55,6 +55,8 @@ REAL = {
     "electra-small-discriminator": ("ElectraForPreTraining", 0),  # the discriminator's head
     "roberta-base-squad2": ("RobertaForQuestionAnswering", 0),
     "blenderbot-400M-distill": ("BlenderbotForConditionalGeneration", 0),
+    "gpt-oss-20b-echocog": ("GptOssForCausalLM", 1),  # 32 experts, top 4; quantization_config (gptq)
+    "esm2_t33_650M_UR50D": ("EsmForMaskedLM", 0),  # a default configuration transformers cannot build
 }
 
 QUICK = {"bart-large", "layoutlmv3-base"}

@@ -9,7 +9,7 @@ library.py  torch and transformers (imported there, in inputs.py and values.py a
             formulas) and operands
 configs.py  a published config.json's class among its `architectures`, its checkpoint's dtype,
             and what the build does not follow (auto_map beside a native model_type,
-            quantization_config), said in one warning each (M805)
+            quantization_config, a dtype the IR does not hold), said in one warning each (M805)
 inputs.py   a model's inputs as meta tensors: token ids no special token uses (in the layout its
             forward documents), audio through the model type's feature extractor (beside
             its audio tokens), images through its image processor where square pixels do

@@ -97,7 +97,8 @@ def warnings(
     transformers defines the model_type itself and no --trust-remote-code was given (its own class
     is built, as from_pretrained builds it without trust_remote_code; `fields`: the file's that
     transformers' class does not define, unread()), and a quantization_config (top-level or its
-    text configuration's)."""
+    text configuration's), and a checkpoint dtype the IR does not hold (library.buildable drops
+    one that names no torch dtype, "auto")."""
     found = []
     mapped = data.get("auto_map")
     if isinstance(mapped, Mapping) and foreign(data, native, remote):
@@ -116,10 +117,21 @@ def warnings(
     quantized = data.get("quantization_config") or (
         text.get("quantization_config") if isinstance(text, Mapping) else None
     )
-    if isinstance(quantized, Mapping):
-        method = quantized.get("quant_method") or next(
-            (k.removeprefix("load_in_") for k in ("load_in_4bit", "load_in_8bit") if quantized.get(k)), "?"
-        )
+    if isinstance(quantized, Mapping | str) and quantized:
+        method = quantized if isinstance(quantized, str) else _method(quantized)
         message = f"quantization_config ({method}): {DEQUANTIZED}"
         found.append(diagnostic("M805", message, path=name))
+    stated = data.get("dtype") if data.get("dtype") is not None else data.get("torch_dtype")
+    if stated is not None and str(stated).removeprefix("torch.") not in DTYPES:
+        message = (
+            f"dtype {stated!r} is not float32, float16 or bfloat16, the weights a training step "
+            "updates: the IR holds them in float32"
+        )
+        found.append(diagnostic("M805", message, path=name))
     return found
+
+
+def _method(quantized: Mapping[str, Any]) -> str:
+    """A quantization_config's method: its quant_method, else bitsandbytes' load_in_4bit/8bit."""
+    loads = (k.removeprefix("load_in_") for k in ("load_in_4bit", "load_in_8bit") if quantized.get(k))
+    return str(quantized.get("quant_method") or next(loads, "?"))

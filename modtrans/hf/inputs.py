@@ -288,6 +288,12 @@ def audio(model: Any, batch: int) -> dict[str, Any]:
                 key = name if key == kind else key
                 found[key] = on_meta(value) if not value.is_floating_point() else _empty(value)
         return found
+    width = getattr(config, "feature_projection_input_dim", None)
+    if kind == "input_features" and isinstance(width, int) and width > 0:
+        # Wav2Vec2-BERT's [batch, frames, features] (its forward's layout; its feature projection
+        # normalises the last axis), where the model type's Auto extractor gives input_values
+        # (Wav2Vec2FeatureExtractor): one second of 10 ms frames, SeamlessM4TFeatureExtractor's hop
+        return {name: torch.zeros(batch, 100, width, device=META)}
     if kind == "input_features":  # Whisper's [batch, mels, frames]
         frames = 2 * getattr(config, "max_source_positions", 1500)
         return {name: torch.zeros(batch, mels or 80, frames, device=META)}

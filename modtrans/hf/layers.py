@@ -106,6 +106,12 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
                 continue
             groups.append(_Group(unique(_join(op.module, op.name)), op.module, kind))
         groups[-1].ops.append(op)
+    for g in groups:
+        # a leaf with parameters that multiplies no matrices is not a linear layer: Moonshine
+        # streaming's asinh compression (asinh(exp(log_k) * x)) is the pointwise ops it runs
+        done = [_op_kind(o) for o in g.ops if o.category not in ("gemm", "data")]
+        if g.kind is Kind.LINEAR and done and not any(o.category == "gemm" for o in g.ops):
+            g.kind = done[0]
     return [g for g in groups if g.kind is not Kind.DATA or any(o.params for o in g.ops)]
 
 

@@ -276,8 +276,9 @@ def config_of(data: Mapping[str, Any], remote: Path | None = None) -> Any:
     """The transformers configuration object of a config.json's dict: its model_type's class, or
     with `remote` (the folder of the code its auto_map names) the class that code defines, as
     AutoConfig.from_pretrained(trust_remote_code=True) takes it."""
-    values = {k: v for k, v in data.items() if k != "model_type"}
-    named = (data.get("auto_map") or {}).get("AutoConfig") if remote is not None else None
+    values = {k: v for k, v in buildable(data).items() if k != "model_type"}
+    mapped = data.get("auto_map")
+    named = mapped.get("AutoConfig") if remote is not None and isinstance(mapped, Mapping) else None
     if isinstance(named, str):
         return _remote(named, remote).from_dict(values)
     kind = data.get("model_type")
@@ -285,6 +286,26 @@ def config_of(data: Mapping[str, Any], remote: Path | None = None) -> Any:
         raise LookupError(kind)
     with _quiet():  # its notes to the file's author (`torch_dtype` is deprecated): not the user's
         return transformers.CONFIG_MAPPING[kind].from_dict(values)
+
+
+def buildable(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration dict the meta build reads: without its quantization_config (the model is
+    built unquantized, configs.DEQUANTIZED; transformers' own reading of one calls .to_dict() on
+    what is not a dict), its checkpoint dtype (`torch_dtype`, `dtype`) kept where it names a torch
+    dtype ("torch.bfloat16" as "bfloat16") and dropped where it names none ("auto", a number:
+    transformers' PretrainedConfig takes getattr(torch, value) and stops), its sub-configurations'
+    alike. configs.warnings says what was dropped (M805)."""
+    found: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "quantization_config":
+            continue
+        if key in ("torch_dtype", "dtype") and value is not None:
+            name = str(value).removeprefix("torch.") if isinstance(value, str) else ""
+            if not isinstance(getattr(torch, name, None), torch.dtype):
+                continue
+            value = name
+        found[key] = buildable(value) if isinstance(value, Mapping) else value
+    return found
 
 
 def unread(data: Mapping[str, Any]) -> list[str]:
@@ -496,11 +517,21 @@ def tp_plan(config: Any) -> dict[str, str]:
 
 
 def count_forward(model: Any, given: Mapping[str, Any]) -> int:
-    """FlopCounterMode's own count of one forward on `given`: the independent check."""
+    """FlopCounterMode's own count of one forward on `given`: the independent check. Its module
+    tracker hooks the backward of every module input that requires grad, which fails inside a
+    custom autograd Function's forward (Reformer's reversible layers: "Expected gradient function
+    to be set"); there the count is made with grad off, where the tracker hooks nothing and the
+    total, which is all this returns, is the same ops' sum."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter, Values(given):  # grad on: its module tracker hooks it
-        _forward(model, given)
+    try:
+        with FlopCounterMode(display=False) as counter, Values(given):  # grad on: its module tracker hooks it
+            _forward(model, given)
+    except AssertionError as error:
+        if "gradient function" not in str(error):
+            raise
+        with FlopCounterMode(display=False) as counter, Values(given), torch.no_grad():
+            _forward(model, given)
     return int(counter.get_total_flops())
 
 
