@@ -47,7 +47,7 @@ DTYPE_NAMES = [
     "float8_e4m3fn",
     "int8",
 ]
-ROPE = {
+ROPE: dict[str, dict[str, Any]] = {
     "linear": {"factor": 2.0},
     "dynamic": {"factor": 2.0},
     "yarn": {"factor": 4.0, "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1},
@@ -87,7 +87,7 @@ def _sub(data: dict[str, Any]) -> list[str]:
 
 def _mutation(draw: Any, data: dict[str, Any]) -> str:
     """One axis, applied to `data` in place; its name."""
-    axis = draw(
+    axis: str = draw(
         st.sampled_from(
             ["auto_map", "architectures", "dtype", "rope", "quantized", "nested", "tie", "version"]
         )
