@@ -1,7 +1,7 @@
-"""transformers, imported here alone: which configuration and which model class a config.json
-builds. Importing this module reuses the models' import structure transformers has just built
-(_reuse_models_structure, run before any model class loads); library.py builds the class on the
-meta device and records its forward.
+"""transformers (imported here, and in inputs.py for its processors, alone): which configuration
+and which model class a config.json builds. Importing this module reuses the models' import
+structure transformers has just built (_reuse_models_structure, run before any model class
+loads); library.py builds the class on the meta device and records its forward.
 
 The class comes from the configuration's `architectures` (configs.choose), the Auto classes' tables
 of its tasks (TASKS), or, with --trust-remote-code, the code its auto_map names (transformers'
