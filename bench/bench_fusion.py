@@ -27,11 +27,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_sweep_finalists import LAYOUT
+from bench_sweep_finalists import plan_of
 
-from modtrans import api
 from modtrans.chakra import write
-from modtrans.request import prepare, request_of
 
 ROOT = Path(__file__).resolve().parents[1]
 FUSE = """
@@ -75,7 +73,6 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     npus = args.npus
-    options = {**LAYOUT, "npus": npus, "global_batch": npus, "seq_len": 8192}
     baseline = subprocess.run(
         ["git", "-C", str(ROOT), "show", f"{args.baseline}:modtrans/simulate/fusion.py"],
         capture_output=True,
@@ -83,12 +80,7 @@ def main() -> None:
     ).stdout
     with tempfile.TemporaryDirectory(prefix="bench-") as folder:
         prefix = Path(folder) / "plain"
-        prepared = prepare(
-            request_of("llama-3-70b", {**options, "format": "chakra-et", "output": str(prefix)})
-        )
-        plan = api.run(prepared).plan
-        assert plan is not None
-        write(plan, prefix, tick_ns=1.0)
+        write(plan_of(npus, folder), prefix, tick_ns=1.0)
         old = Path(folder) / "baseline_fusion.py"
         old.write_bytes(baseline)
         versions = {"baseline": old, "this": ROOT / "modtrans" / "simulate" / "fusion.py"}

@@ -43,6 +43,7 @@ from pathlib import Path
 from modtrans import api
 from modtrans.chakra import fuse, write
 from modtrans.chakra.read import read
+from modtrans.plan.model import Plan
 from modtrans.request import prepare, request_of
 from modtrans.simulate import astra2, network
 from modtrans.simulate.network import write_configurations
@@ -72,6 +73,17 @@ def simulated(binary: Path, prefix: Path, npus: int) -> tuple[float, float, list
     return usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, sorted(said)
 
 
+def plan_of(npus: int, folder: str | Path) -> Plan:
+    """Llama-3-70B's plan in LAYOUT on `npus` ranks (a sequence of 8,192 a rank), as a translation
+    to Chakra traces into `folder` makes it: the set this script and bench_fusion.py and
+    bench_validate.py write."""
+    options = {**LAYOUT, "npus": npus, "global_batch": npus, "seq_len": 8192}
+    options |= {"format": "chakra-et", "output": f"{folder}/x"}
+    plan = api.run(prepare(request_of("llama-3-70b", options))).plan
+    assert plan is not None
+    return plan
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--npus", type=int, default=64)
@@ -79,13 +91,8 @@ def main() -> None:
     args = parser.parse_args()
     binary = astra2.binary(None)
     npus = args.npus
-    options = {**LAYOUT, "npus": npus, "global_batch": npus, "seq_len": 8192}
     with tempfile.TemporaryDirectory(prefix="bench-") as folder:
-        prepared = prepare(
-            request_of("llama-3-70b", {**options, "format": "chakra-et", "output": f"{folder}/x"})
-        )
-        plan = api.run(prepared).plan
-        assert plan is not None
+        plan = plan_of(npus, folder)
         runs = {}
         for name in ("fused", "plain") if args.plain else ("fused",):
             prefix = Path(folder) / name

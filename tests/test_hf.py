@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from modtrans import pipeline
-from modtrans.hf import blocks, layers, library
+from modtrans.hf import blocks, classes, layers, library
 from modtrans.ir.document import Kind, ModelIR, Part, Provenance
 from modtrans.llm.config import ALIASES
 from tests.hfcheck import GEMMS, agrees
@@ -43,10 +43,10 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def traced(model_type: str, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelIR]:
     """(model, inputs, IR) of a model_type's default configuration."""
-    model = library.build(library.default_config(model_type))
+    model = library.build(classes.default_config(model_type))
     given = library.inputs(model, 1, sequence)
     recorded = library.record(model, given)
-    provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, model_type, 1, {}, "", True)
+    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, model_type, 1, {}, "", True)
     return model, given, ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
 
 
@@ -171,7 +171,7 @@ def test_the_hand_written_families_agree_with_transformers(name: str, tmp_path: 
         CONFIGS / f"{name}.json", batch=1, input_shapes={"input_ids": (1, 128)}
     )
     assert written is not None
-    model = library.build(library.config_of(data))
+    model = library.build(classes.config_of(data))
     recorded = library.record(model, library.inputs(model, 1, 128))
     generic = ModelIR(written.provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     assert written.totals.params == generic.totals.params == recorded.total_params
@@ -216,7 +216,7 @@ def test_a_model_without_a_plan_is_refused_tensor_parallelism_in_one_line(tmp_pa
 
     from modtrans.cli import app
 
-    assert not getattr(library.default_config("opt"), "base_model_tp_plan", None)
+    assert not getattr(classes.default_config("opt"), "base_model_tp_plan", None)
     config = str(FIXTURES / "opt-default.json")
     runner = CliRunner()
     args = ["translate", config, "--seq-len", "64", "-d", "simai"]
@@ -233,7 +233,7 @@ def test_modules_the_forward_does_not_run_are_counted_and_said(tmp_path: Path) -
     """Qwen2-VL's default configuration traced on token ids alone (its vision merger's 3584-wide
     features do not fit its 8192-wide text: inputs.images gives it no image): its vision tower
     keeps its parameters (the IR's count is still transformers'), and M804 names it."""
-    config = library.default_config("qwen2_vl")
+    config = classes.default_config("qwen2_vl")
     assert config.vision_config.hidden_size != config.text_config.hidden_size
     config.text_config.num_hidden_layers = config.vision_config.depth = 2  # a fast trace
     config.text_config.layer_types = config.text_config.layer_types[:2]
@@ -243,7 +243,7 @@ def test_modules_the_forward_does_not_run_are_counted_and_said(tmp_path: Path) -
     data = json.dumps(config.to_dict()).encode()
     ir, found = hf.extract(json.loads(data), data, name="paligemma", batch=1, sequence=64)
     assert ir is not None
-    model = library.build(library.config_of(json.loads(data)))
+    model = library.build(classes.config_of(json.loads(data)))
     assert ir.totals.params == sum(p.numel() for p in model.parameters())
     assert [d.code for d in found] == ["M804"]
     assert "model.visual" in found[0].message
@@ -285,12 +285,12 @@ def test_a_configuration_that_needs_its_own_code_is_refused_in_one_line(tmp_path
 def test_a_parameter_read_first_outside_its_module_is_counted_once_by_its_module() -> None:
     """RwkvModel rescales each block's output weights in place in its own forward, before the
     blocks run (RwkvModel._rescale_layers): the weight stays its Linear's, counted once."""
-    config = library.default_config("rwkv")
+    config = classes.default_config("rwkv")
     config.num_hidden_layers, config.hidden_size, config.attention_hidden_size = 2, 64, 64
     config.intermediate_size, config.vocab_size = 256, 100
     model = library.build(config)
     recorded = library.record(model, library.inputs(model, 1, 8))
-    provenance = Provenance("rwkv", None, 0, "test", library.VERSION, 0, {}, "rwkv", 1, {}, "", True)
+    provenance = Provenance("rwkv", None, 0, "test", classes.VERSION, 0, {}, "rwkv", 1, {}, "", True)
     ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     assert ir.totals.params == sum(p.numel() for p in model.parameters())
     output = ir.layer("rwkv.blocks.1.attention.output")

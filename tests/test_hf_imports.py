@@ -1,4 +1,4 @@
-"""library.py's reuse of transformers' import structure (_reuse_models_structure): the
+"""classes.py's reuse of transformers' import structure (_reuse_models_structure): the
 transformers.models package it leaves behind knows what transformers' own reading of the models'
 sources gives it, object by object.
 
@@ -15,24 +15,24 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from modtrans.hf import library
+from modtrans.hf import classes
 
 pytestmark = pytest.mark.hf
 
 
 def test_the_models_package_knows_what_transformers_own_reading_gives() -> None:
-    """The package (built from the top-level structure where library.py was imported first, as in
+    """The package (built from the top-level structure where classes.py was imported first, as in
     modtrans's process) against a _LazyModule built from define_import_structure reading the
     models' sources: the same objects in the same modules, the same submodules, the same missing
     backends (as sets: their order follows a set's)."""
     import transformers.models
     from transformers.utils import import_utils
 
-    assert library.known("gpt_oss")  # transformers.models imported
+    assert classes.known("gpt_oss")  # transformers.models imported
     package = sys.modules["transformers.models"]
     assert package is transformers.models
     source = os.path.join(os.path.dirname(transformers.__file__), "models", "__init__.py")
-    assert [source] == library.REUSED  # this process's package came from the reuse
+    assert [source] == classes.REUSED  # this process's package came from the reuse
     structure = import_utils.define_import_structure(source)
     read = import_utils._LazyModule("transformers.models", source, structure)
     assert len(read._class_to_module) > 1000

@@ -28,7 +28,7 @@ pytest.importorskip("transformers")
 
 from modtrans import cost, hf
 from modtrans.comm import Policy
-from modtrans.hf import library, plans
+from modtrans.hf import classes, library, plans
 from modtrans.ir.document import ModelIR
 from modtrans.plan import Collective, Purpose
 from modtrans.strategy import Parallelism, plan
@@ -63,7 +63,7 @@ def test_olmoe_gathers_what_its_plan_gathers_with_the_bytes_of_its_configuration
     from modtrans.cli import app
 
     config = json.loads((FIXTURES / "olmoe-default.json").read_text())
-    built = library.tp_plan(library.config_of(config))
+    built = library.tp_plan(classes.config_of(config))
     assert {k: built[k] for k in built if "self_attn" in k} == {
         "layers.*.self_attn.q_proj": "colwise_gather_output",
         "layers.*.self_attn.k_proj": "colwise_gather_output",

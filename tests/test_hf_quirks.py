@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modtrans import pipeline
-from modtrans.hf import library
+from modtrans.hf import classes, library
 from modtrans.llm.config import DTYPES
 
 pytestmark = pytest.mark.hf
@@ -164,7 +164,7 @@ def test_a_real_configuration_s_quirks_give_an_ir_or_one_line(tmp_path: Path, ca
         assert found, axes
         assert all(d.code[0] in "MX" for d in found), axes
         return
-    model = library.build(library.config_of(data))
+    model = library.build(classes.config_of(data))
     assert ir.totals.params == sum(p.numel() for p in model.parameters()), axes  # transformers' count
     stated = data.get("dtype") if data.get("dtype") is not None else data.get("torch_dtype")
     held = str(stated or "float32").removeprefix("torch.")

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from modtrans import pipeline
 from modtrans.cli import app
-from modtrans.hf import blocks, configs, layers, library
+from modtrans.hf import blocks, classes, configs, layers, library
 from modtrans.ir.document import ModelIR, Provenance
 from modtrans.llm.config import DTYPES
 from tests.hfcheck import agrees
@@ -67,18 +67,18 @@ the test of its own below); `-m hf` reads all."""
 @pytest.mark.parametrize("name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in REAL])
 def test_a_published_configuration_is_built_as_transformers_builds_it(name: str) -> None:
     data = json.loads((FIXTURES / f"{name}.json").read_text())
-    config = library.config_of(data)
+    config = classes.config_of(data)
     model = library.build(config)
     assert type(model).__name__ == REAL[name][0]
     given = library.inputs(model, 1, 64)
     recorded = library.record(model, given)
-    provenance = Provenance(name, None, 0, "test", library.VERSION, 0, {}, name, 1, {}, "", True)
+    provenance = Provenance(name, None, 0, "test", classes.VERSION, 0, {}, name, 1, {}, "", True)
     ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     agrees(model, given, ir)
     declared = str(data.get("torch_dtype") or data.get("dtype") or "float32")
     assert {p.dtype for x in ir.layers for p in x.params} == {DTYPES[declared][0]}
-    native = library.known(data["model_type"])
-    fields = library.unread(data) if configs.foreign(data, native, False) else []
+    native = classes.known(data["model_type"])
+    fields = classes.unread(data) if configs.foreign(data, native, False) else []
     said = configs.warnings(data, name, native=native, remote=False, fields=fields)
     assert [d.code for d in said] == ["M805"] * REAL[name][1]
 
@@ -90,14 +90,14 @@ def test_fields_transformers_own_class_does_not_define_are_named() -> None:
     among the 13 no class here reads. MPT-7B's three (init_config, tokenizer_name, verbose) only
     initialise or name a tokenizer."""
     florence = json.loads((FIXTURES / "florence-2-large.json").read_text())
-    fields = library.unread(florence)
+    fields = classes.unread(florence)
     assert fields[0] == "vision_config.dim_embed"
     assert len(fields) == 13
     said = configs.warnings(florence, "florence", native=True, remote=False, fields=fields)
     assert "vision_config.dim_embed, vision_config.visual_temporal_embedding" in said[0].message
     assert "(13 in all)" in said[0].message
     mpt = json.loads((FIXTURES / "mpt-7b-instruct.json").read_text())
-    assert library.unread(mpt) == ["init_config", "tokenizer_name", "verbose"]
+    assert classes.unread(mpt) == ["init_config", "tokenizer_name", "verbose"]
 
 
 def test_mpt_7b_s_own_code_is_named_and_transformers_class_built(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from modtrans import pipeline
 from modtrans.cli import app
-from modtrans.hf import library
+from modtrans.hf import classes, library
 
 pytestmark = pytest.mark.hf
 
@@ -95,8 +95,8 @@ def test_with_the_flag_the_code_beside_the_configuration_builds_the_model(tmp_pa
     ir, found = pipeline.extract_checked(path, trust_remote_code=True, input_shapes={"input_ids": (1, 64)})
     assert ir is not None, found
     assert ir.provenance.graph == "TinyRemoteForCausalLM"
-    config = library.config_of({"model_type": "llama", **DIMENSIONS})
-    llama = library.build(config, library.named_class("LlamaForCausalLM"))
+    config = classes.config_of({"model_type": "llama", **DIMENSIONS})
+    llama = library.build(config, classes.named_class("LlamaForCausalLM"))
     assert ir.totals.params == sum(p.numel() for p in llama.parameters())
     args = ["translate", str(path), "--seq-len", "64", "--trust-remote-code", "-d", "simai"]
     done = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "b.txt")])

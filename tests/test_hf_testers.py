@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from modtrans.hf import blocks, layers, library
+from modtrans.hf import blocks, classes, layers, library
 from modtrans.ir.document import ModelIR, Provenance
 from tests.hfcheck import agrees
 
@@ -58,11 +58,11 @@ def test_every_fixture_is_checked() -> None:
 def test_a_tester_configuration_is_read_as_transformers_builds_it(model_type: str) -> None:
     data = json.loads((TESTERS / f"{model_type}.json").read_text())
     assert data["model_type"] == model_type
-    model = library.build(library.config_of(data))
+    model = library.build(classes.config_of(data))
     assert type(model).__name__ == BUILT[model_type]
     given = library.inputs(model, 1, SEQUENCE)
     recorded = library.record(model, given)
-    provenance = Provenance(model_type, None, 0, "test", library.VERSION, 0, {}, model_type, 1, {}, "", True)
+    provenance = Provenance(model_type, None, 0, "test", classes.VERSION, 0, {}, model_type, 1, {}, "", True)
     ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     agrees(model, given, ir)
 

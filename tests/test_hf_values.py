@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from modtrans.hf import blocks, inputs, layers, library
+from modtrans.hf import blocks, classes, inputs, layers, library
 from modtrans.ir.document import ModelIR, Provenance
 from tests.hfcheck import GEMMS, agrees
 
@@ -37,12 +37,12 @@ def traced_with(config: Any, cls: Any, sequence: int = 64) -> tuple[Any, dict[st
     model = library.build(config, cls)
     given = library.inputs(model, 1, sequence)
     recorded = library.record(model, given)
-    provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, "", 1, {}, "", True)
+    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
     return model, given, ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
 
 
 def small(model_type: str, **values: Any) -> Any:
-    config = library.default_config(model_type)
+    config = classes.default_config(model_type)
     for key, value in values.items():
         setattr(config, key, value)
     return config
@@ -101,7 +101,7 @@ def test_a_top_k_router_read_back_gives_each_expert_its_share() -> None:
 def test_token_ids_are_no_special_token() -> None:
     """XLM pads with id 2 (pad_index) and marks with 5: the ids the forward reads are neither, so
     its lengths are the whole sequence (no padding)."""
-    config = library.default_config("xlm")
+    config = classes.default_config("xlm")
     assert config.pad_index == 2
     assert config.pad_token_id == 2
     value = inputs.plain_token(config)
@@ -112,13 +112,13 @@ def test_token_ids_are_no_special_token() -> None:
 def test_audio_inputs_are_the_feature_extractor_s_layout() -> None:
     """Parakeet's extractor (NeMo's: 10 ms hop at 16 kHz) makes 101 frames of 80 mels from one
     second, frames before mels; Whisper's pads to 30 s: 80 mels x 3000 frames."""
-    model = library.build(library.default_config("parakeet_ctc"))
+    model = library.build(classes.default_config("parakeet_ctc"))
     given = library.inputs(model, 2, 64)
     assert tuple(given["input_features"].shape) == (2, 16000 // 160 + 1, 80)
-    cls = library.named_class("WhisperForConditionalGeneration")
-    whisper = library.build(library.default_config("whisper"), cls)
+    cls = classes.named_class("WhisperForConditionalGeneration")
+    whisper = library.build(classes.default_config("whisper"), cls)
     assert tuple(library.inputs(whisper, 1, 64)["input_features"].shape) == (1, 80, 3000)
-    composite = library.build(library.default_config("speech-encoder-decoder"))
+    composite = library.build(classes.default_config("speech-encoder-decoder"))
     assert tuple(library.inputs(composite, 1, 64)["inputs"].shape) == (1, 16000)  # wav2vec2's samples
 
 
@@ -134,16 +134,16 @@ def test_a_vision_language_model_runs_its_tower_on_an_image(model_type: str, tow
     the published count (Liu et al. 2023, LLaVA-1.5; Beyer et al. 2024, PaliGemma), and the
     tower's and projector's FLOPs are FlopCounterMode's count of those modules (its own module
     tracker), not a tower counted by its parameters alone."""
-    config = library.default_config(model_type)
+    config = classes.default_config(model_type)
     config.text_config.num_hidden_layers = 2
     names = {"llava": "LlavaForConditionalGeneration", "paligemma": "PaliGemmaForConditionalGeneration"}
-    cls = library.named_class(names[model_type])
+    cls = classes.named_class(names[model_type])
     model = library.build(config, cls)
     given = library.inputs(model, 1, 64)
     assert tuple(given["pixel_values"].shape[1:]) == (3, *[config.vision_config.image_size] * 2)
     assert tuple(given["input_ids"].shape) == (1, tokens + 1)  # 64 tokens hold no image: one text token
     recorded = library.record(model, given)
-    provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, "", 1, {}, "", True)
+    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
     ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     assert not [x.name for x in ir.layers if x.name.endswith("unused")]
     counted = library.count_modules(model, given)
@@ -164,8 +164,8 @@ def test_a_composite_configuration_s_causal_lm_is_built_from_its_text_configurat
     """Llama 4's and Emu3's configurations hold a text one; their causal-LM classes take that
     (config_class), as from_pretrained hands it over: built from the composite, they stopped on
     a field only the text configuration has (pad_token_id)."""
-    cls = library.named_class(name)
-    config = library.default_config(model_type)
+    cls = classes.named_class(name)
+    config = classes.default_config(model_type)
     assert not isinstance(config, cls.config_class)
     model, given, ir = traced_with(config, cls)
     assert isinstance(model.config, cls.config_class)
@@ -195,7 +195,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 
 def _real(name: str) -> Any:
     """A published config.json (fixtures/configs) with two text and two vision layers (a fast trace)."""
-    config = library.config_of(json.loads((CONFIGS / f"{name}.json").read_text()))
+    config = classes.config_of(json.loads((CONFIGS / f"{name}.json").read_text()))
     config.get_text_config().num_hidden_layers = 2
     config.vision_config.depth = 2
     return config
@@ -204,7 +204,7 @@ def _real(name: str) -> Any:
 def _idefics3() -> Any:
     """Idefics3-8B's vision tower and connector (Laurençon et al. 2024: SigLIP at 364 px, patch 14,
     pixel shuffle 2) on the default configuration's text model, two layers each."""
-    config = library.default_config("idefics3")
+    config = classes.default_config("idefics3")
     config.vision_config.image_size, config.vision_config.patch_size = 364, 14
     config.vision_config.num_hidden_layers = config.text_config.num_hidden_layers = 2
     config.scale_factor = 2
@@ -242,7 +242,7 @@ def test_a_vision_language_model_with_a_patch_grid_runs_its_tower(
     """The image processor's layout of one image (Qwen2-VL's patches and image_grid_thw, Idefics3's
     tiles and pixel_attention_mask) runs the tower: its image tokens are the published count and
     its FLOPs FlopCounterMode's count of the tower; where it ran on token ids alone (M804)."""
-    model, given, ir = traced_with(made(), library.named_class(cls))
+    model, given, ir = traced_with(made(), classes.named_class(cls))
     ids = given["input_ids"].modtrans_value
     assert int((ids == model.config.image_token_id).sum()) == tokens
     assert not [x.name for x in ir.layers if x.name.endswith("unused")]
@@ -260,8 +260,8 @@ def test_a_vision_encoder_with_a_patch_sequence_takes_its_processor_s_layout() -
     """SigLIP 2's NaFlex encoder (Tschannen et al. 2025) reads patches, not an image: its
     processor resizes the image to at most max_num_patches (256 by default) patches of 16 px,
     a square one to 16 x 16, with their mask and spatial shapes. Square pixels stopped it."""
-    cls = library.named_class("Siglip2ForImageClassification")
-    config = library.default_config("siglip2")
+    cls = classes.named_class("Siglip2ForImageClassification")
+    config = classes.default_config("siglip2")
     config.vision_config.num_hidden_layers = 2
     model, given, ir = traced_with(config, cls)
     assert tuple(given["pixel_values"].shape) == (1, 256, 3 * 16 * 16)
@@ -271,7 +271,7 @@ def test_a_vision_encoder_with_a_patch_sequence_takes_its_processor_s_layout() -
 
 
 def _dia() -> Any:
-    config = library.default_config("dia")
+    config = classes.default_config("dia")
     config.encoder_config.num_hidden_layers = config.decoder_config.num_hidden_layers = 2
     return config
 
@@ -289,7 +289,7 @@ def _dia() -> Any:
 def test_audio_codes_take_the_layout_the_forward_documents(made: Any, cls: str, name: str, size: Any) -> None:
     """Ids a row per codebook, or a codebook axis, as the model's forward documents its input
     (transformers' own docstring); the (batch, sequence) ids of text stopped both."""
-    model, given, ir = traced_with(made(), library.named_class(cls))
+    model, given, ir = traced_with(made(), classes.named_class(cls))
     assert tuple(given[name].shape) == size
     agrees(model, given, ir)
     if cls == "MusicgenForCausalLM":  # one head per codebook, each over every token of the sample
@@ -303,7 +303,7 @@ def test_a_composite_s_experts_run_as_batched_matrix_products() -> None:
     its own class, so transformers left its decoder's on grouped_mm, a kernel that takes bf16 alone
     and has no FLOP formula: each sub-configuration is given batched_mm. Its decoder's MoE layers
     then run top-6 of 128 experts a token, and the count is FlopCounterMode's."""
-    config = library.default_config("nemo_speechlm")
+    config = classes.default_config("nemo_speechlm")
     config.text_config.layers_block_type = ["linear_attention", "moe", "full_attention", "moe"]
     config.text_config.num_hidden_layers = 4
     model, given, ir = traced(config)
@@ -327,20 +327,20 @@ def test_an_audio_language_model_runs_its_audio_tower(model_type: str, cls: str,
     (its 3000-frame window's attention mask), a Whisper encoder's two convolutions (the second
     of stride 2: Radford et al. 2022) make 50 frames, the projector's merge the audio tokens at
     the sequence's start; the audio tower runs (its FLOPs FlopCounterMode's) where it sat unrun."""
-    config = library.default_config(model_type)
+    config = classes.default_config(model_type)
     config.text_config.num_hidden_layers = 2
     for key in ("num_hidden_layers", "encoder_layers"):
         if hasattr(config.audio_config, key):
             setattr(config.audio_config, key, 2)
     if model_type == "qwen3_asr":  # its defaults project audio to 3584 beside 2048-wide text
         config.audio_config.output_dim = config.text_config.hidden_size
-    model = library.build(config, library.named_class(cls))
+    model = library.build(config, classes.named_class(cls))
     given = library.inputs(model, 1, 64)
     assert int(given["input_features_mask"].modtrans_value.sum()) == 100
     ids = given["input_ids"].modtrans_value
     assert int((ids == config.audio_token_id).sum()) == tokens
     recorded = library.record(model, given)
-    provenance = Provenance("default", None, 0, "test", library.VERSION, 0, {}, "", 1, {}, "", True)
+    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
     ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     assert not [x.name for x in ir.layers if x.name.endswith("unused")]
     assert ir.totals.params == sum(p.numel() for p in model.parameters())

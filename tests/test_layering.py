@@ -280,3 +280,20 @@ def test_the_private_name_finder_finds_both_forms() -> None:
         "modtrans.estimate.units:2 imports modtrans.strategy.llm.buckets._pad",
         "modtrans.estimate.units:5 uses modtrans.strategy.llm.build._units",
     ]
+
+
+def _importers(library: str) -> set[str]:
+    """The modules under modtrans/ that import the third-party `library` (at any depth)."""
+    modules = {_module(p) for p in PACKAGE.rglob("*.py")}
+    return {
+        _module(path)
+        for path in PACKAGE.rglob("*.py")
+        if any(base.split(".")[0] == library for base, _, _ in _statements(path, modules))
+    }
+
+
+def test_transformers_is_imported_where_the_hf_map_says() -> None:
+    """hf/__init__.py's map: transformers in classes.py (its loader hook runs at that import,
+    before any model class loads) and inputs.py's processors alone; torch inside hf/ alone."""
+    assert _importers("transformers") == {"modtrans.hf.classes", "modtrans.hf.inputs"}
+    assert {m for m in _importers("torch") if not m.startswith("modtrans.hf.")} == set()

@@ -210,11 +210,9 @@ def llm(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, bytes], byt
 
 def _region(data: bytes) -> bytes:
     """A trace's bytes after its metadata."""
-    from modtrans.chakra.read import _varint
+    from modtrans.integers import decoded
 
-    head = _varint(data, 0)
-    assert head is not None
-    return data[sum(head) :]
+    return data[sum(decoded(data, 0)) :]
 
 
 def _edit(traces: dict[str, bytes], rank: int, change: Callable[[list[Any]], object]) -> dict[str, bytes]:

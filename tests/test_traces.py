@@ -217,15 +217,13 @@ def test_send_and_receive_carry_identical_matching_keys(tmp_path: Path) -> None:
 
 
 def _decoded(data: bytes) -> tuple[Any, list[Any]]:
-    from modtrans.chakra.read import _varint
+    from modtrans.integers import decoded
 
     pb = schema()
     messages: list[Any] = []
     at = 0
     while at < len(data):
-        head = _varint(data, at)
-        assert head is not None
-        length, body = head
+        length, body = decoded(data, at)
         message = pb.GlobalMetadata() if not messages else pb.Node()
         message.ParseFromString(data[body : body + length])
         messages.append(message)

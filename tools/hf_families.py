@@ -39,19 +39,19 @@ import signal
 import sys
 from typing import Any
 
-from modtrans.hf import blocks, layers, library
+from modtrans.hf import blocks, classes, layers, library
 from modtrans.ir.document import Kind, ModelIR, Provenance
 
 GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
 
 
 def check(config: Any, cls: Any, sequence: int) -> str:
-    """pass or FAIL for the model `cls` (None: the class library.model_class takes) builds from
+    """pass or FAIL for the model `cls` (None: the class classes.model_class takes) builds from
     `config`: parameters against sum(p.numel()), GEMM FLOPs against FlopCounterMode's."""
     model = library.build(config, cls)
     given = library.inputs(model, 1, sequence)
     recorded = library.record(model, given)
-    provenance = Provenance("", None, 0, "", library.VERSION, 0, {}, config.model_type, 1, {}, "", True)
+    provenance = Provenance("", None, 0, "", classes.VERSION, 0, {}, config.model_type, 1, {}, "", True)
     ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     expected = sum(p.numel() for p in model.parameters())
     counted = library.count_forward(model, given)
@@ -70,10 +70,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=120, help="per family")
     args = parser.parse_args()
     found: dict[str, Any] = {}
-    for task, _ in library.TASKS:
-        for model_type, name in library.classes(task).items():
+    for task, _ in classes.TASKS:
+        for model_type, name in classes.classes(task).items():
             name = name if isinstance(name, str) else name[0]  # some tables list several classes
-            cls = library.named_class(name)
+            cls = classes.named_class(name)
             if model_type not in found and cls is not None:
                 found[model_type] = cls
     only = set(filter(None, args.only.split(",")))
@@ -84,7 +84,7 @@ def main() -> int:
         signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("time")))
         signal.alarm(args.seconds)
         try:
-            line = check(library.default_config(model_type), cls, args.sequence)
+            line = check(classes.default_config(model_type), cls, args.sequence)
             built += 1
             passed += line.startswith("pass")
         except Exception as error:  # a family that does not build or run on meta: said, counted

@@ -397,11 +397,11 @@ def main() -> int:
     if "--check" in sys.argv[1:]:
         from hf_families import check  # tools/ is the script's own folder
 
-        from modtrans.hf import library
+        from modtrans.hf import classes
 
         for model_type in sorted(SOURCES):
             data = json.loads((OUT / f"{model_type}.json").read_text())
-            print(f"{model_type:24} {check(library.config_of(data), None, 32)}", flush=True)
+            print(f"{model_type:24} {check(classes.config_of(data), None, 32)}", flush=True)
     return 0
 
 

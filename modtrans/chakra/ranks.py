@@ -34,9 +34,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from modtrans.chakra.read import Trace, _varint, attributes, rank_of, read, where
+from modtrans.chakra.read import Trace, attributes, rank_of, read, where
 from modtrans.diagnostics import Diagnostic
 from modtrans.fileio import what_is
+from modtrans.integers import decoded, decoded_or_none
 
 SEND, RECV, COLL = 5, 6, 7
 READ = frozenset({"comm_type", "comm_size", "pg_name", "comm_src", "comm_dst", "comm_tag"})
@@ -157,7 +158,7 @@ class Scanner:
 
         if not data or what_is(data[:512]) is not None:
             return None
-        head = _varint(data, 0)
+        head = decoded_or_none(data, 0)
         if head is None or sum(head) > len(data):
             return None
         try:
@@ -211,18 +212,12 @@ class Scanner:
         known = self.nodes.get
         end = len(region)
         at = 0
-        while at < end:  # the length prefixes: one or two bytes inline (nodes are under 16 kB)
+        while at < end:
             starts.append(at)
-            byte = region[at]
-            if byte < 0x80:
-                start, length = at + 1, byte
-            elif at + 1 < end and region[at + 1] < 0x80:
-                start, length = at + 2, (byte & 0x7F) | region[at + 1] << 7
-            else:
-                head = _varint(region, at)
-                if head is None:
-                    return None
-                length, start = head
+            try:
+                length, start = decoded(region, at)  # the length prefix
+            except (IndexError, ValueError):
+                return None
             bodies.append(start)
             at = start + length
             if at > end:

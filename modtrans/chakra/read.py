@@ -74,9 +74,6 @@ class Trace:
     problem: Diagnostic | None = None
 
 
-_varint = decoded_or_none  # a record's length prefix, None where cut (ranks.py reads it too)
-
-
 def where(id: int, name: str, index: int) -> str:
     """How findings name a node: `node 12 (COMM_COLL_NODE_fc_ALLREDUCE, #12)`."""
     return f"node {id} ({name or 'unnamed'}, #{index})"
@@ -147,13 +144,7 @@ def read(data: bytes, path: str, *, alone: bool = False, bare: bool = False) -> 
     end = len(data)
     nodes = trace.nodes
     while at < end:
-        byte = data[at]  # the length prefix: one or two bytes inline (nodes are under 16 kB)
-        if byte < 0x80:
-            head: tuple[int, int] | None = (byte, at + 1)
-        elif at + 1 < end and data[at + 1] < 0x80:
-            head = ((byte & 0x7F) | data[at + 1] << 7, at + 2)
-        else:
-            head = _varint(data, at)
+        head = decoded_or_none(data, at)  # the length prefix
         if head is None or head[1] + head[0] > end:
             cut = (
                 "its length prefix is cut"

@@ -14,16 +14,15 @@ groups (T708, T714).
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import glob
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from modtrans import heap
 from modtrans.chakra.ranks import Node, Rank, Scanner
 from modtrans.chakra.read import Trace, TraceNode, prefix_of, rank_of, read
 from modtrans.diagnostics import Diagnostic, diagnostic
@@ -51,7 +50,7 @@ def check_set(
     """Every finding on the traces (path -> bytes) and their group file (None: no file);
     `complete=False`: the traces are a sample of a set, checked one by one, not across ranks,
     each read when its turn comes and dropped after (`traces` may make them on demand)."""
-    with _collector_paused():
+    with heap.paused():  # a set's summaries are millions of small objects in no cycle
         if not complete:  # the collector's passes over a trace's 34,000 nodes took a fifth of reading it
             return [d for path in traces for d in one_trace(read(traces[path], str(path), alone=True))]
         scanner = Scanner(one_trace)
@@ -62,19 +61,6 @@ def check_set(
             found += alone
             ranks.append(rank)
         return found + (across(ranks, groups, groups_path) if complete else [])
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off: a set's summaries are millions of small objects in no
-    cycle, and its passes over them took a fifth of a 1,024-rank validation, finding nothing."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def one_trace(trace: Trace) -> list[Diagnostic]:
@@ -498,7 +484,7 @@ def validate_paths(paths: Iterable[Path], comm_groups: Path | None = None) -> tu
     found: list[Diagnostic] = []
     checked = 0
     for prefix, members in expand(paths).items():
-        with _collector_paused():
+        with heap.paused():  # its passes took a fifth of a 1,024-rank validation, finding nothing
             in_set, count = _validate_set(prefix, members, comm_groups)
         found += in_set
         checked += count

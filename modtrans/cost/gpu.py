@@ -240,9 +240,7 @@ class Gpu:
         k = self.kernels
         return {
             "model": self.name,
-            "device": self.device.name,
-            "peak_flops": self.device.peak_flops,
-            "memory_bandwidth_bytes_per_s": self.device.bandwidth,
+            **self.device.describe(),
             "sms": k.sms,
             "matmul_efficiency": dict(k.matmul_efficiency),
             "wave_overhead_s": k.wave_overhead_s,

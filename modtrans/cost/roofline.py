@@ -37,6 +37,11 @@ class Device:
     def peak(self, dtype: str) -> float:
         return self.peak_flops.get(dtype) or self.peak_flops.get("default") or self.peak_flops["float"]
 
+    def describe(self) -> dict[str, Any]:
+        """The device's entries in a cost model's description (describe()), in their order there."""
+        bandwidth = self.bandwidth
+        return {"device": self.name, "peak_flops": self.peak_flops, "memory_bandwidth_bytes_per_s": bandwidth}
+
 
 @functools.cache
 def builtin_devices() -> dict[str, Device]:
@@ -115,9 +120,7 @@ class Roofline:
     def describe(self) -> dict[str, Any]:
         return {
             "model": self.name,
-            "device": self.device.name,
-            "peak_flops": self.device.peak_flops,
-            "memory_bandwidth_bytes_per_s": self.device.bandwidth,
+            **self.device.describe(),
             "sources": self.device.sources,
             "first_layer_input_grad": "0 (not needed in training)",
             **self.clock.describe(),

@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 
 from modtrans.cost.base import CostError, Model, Settings, register
-from modtrans.cost.systolic import DEFAULT_BYTES_PER_CYCLE, Systolic, scalesim_array
+from modtrans.cost.systolic import Systolic, scalesim_like
 from modtrans.fileio import write_atomic
 from modtrans.resources import cache_dir, install_hint
 
@@ -132,16 +132,6 @@ def make(settings: Settings) -> Systolic:
     """The systolic model of systolic.py with each GEMM's cycles from a real SCALE-Sim run."""
     if not available():
         raise CostError(f"the scalesim model needs SCALE-Sim: {install_hint('scalesim')}")
-    rows, cols, dataflow = scalesim_array(settings)
-    return Systolic(
-        name="scalesim",
-        rows=rows,
-        cols=cols,
-        dataflow=dataflow,
-        per_gemm=lambda m, k, n: run_gemm(m, k, n, rows, cols, dataflow),
-        clock=settings.clock,
-        bytes_per_cycle=settings.bytes_per_cycle or DEFAULT_BYTES_PER_CYCLE,
-        reference_update=False,
-        first_input_grad=False,
-        source="SCALE-Sim 3.0.0 Total Cycles (GEMM mode), run per GEMM and cached",
+    return scalesim_like(
+        settings, "scalesim", run_gemm, "SCALE-Sim 3.0.0 Total Cycles (GEMM mode), run per GEMM and cached"
     )

@@ -137,16 +137,27 @@ def make_reference(settings: Settings) -> Systolic:
 
 @register(Model.SCALESIM_V3, "exact closed forms of SCALE-Sim v3.0.0 compute cycles (WS/IS/OS, any array)")
 def make_scalesim_v3(settings: Settings) -> Systolic:
-    rows, cols, dataflow = scalesim_array(settings)
     source = "closed forms of SCALE-Sim v3.0.0 Total Cycles, verified against real runs"
     if settings.device:
         source += f"; array from {settings.device}"
+    return scalesim_like(settings, "scalesim-v3", scalesim_v3, source)
+
+
+ArrayCycles = Callable[[int, int, int, int, int, str], int]
+"""A GEMM's cycles (M, K, N) on an array (rows, columns, dataflow): scalesim_v3, scalesim.run_gemm."""
+
+
+def scalesim_like(settings: Settings, name: str, cycles: ArrayCycles, source: str) -> Systolic:
+    """A SCALE-Sim array (scalesim_array) whose GEMMs take `cycles`; a layer without a GEMM and the
+    update are their bytes at --bytes-per-cycle (DEFAULT_BYTES_PER_CYCLE where unset), which
+    SCALE-Sim does not model."""
+    rows, cols, dataflow = scalesim_array(settings)
     return Systolic(
-        name="scalesim-v3",
+        name=name,
         rows=rows,
         cols=cols,
         dataflow=dataflow,
-        per_gemm=lambda m, k, n: scalesim_v3(m, k, n, rows, cols, dataflow),
+        per_gemm=lambda m, k, n: cycles(m, k, n, rows, cols, dataflow),
         clock=settings.clock,
         bytes_per_cycle=settings.bytes_per_cycle or DEFAULT_BYTES_PER_CYCLE,
         reference_update=False,

@@ -4,8 +4,11 @@ by op, and the IR the hand-written path gives its own families. The optional ext
 brings torch and transformers; without it a family outside the hand-written list is refused in
 one line.
 
-library.py  torch and transformers (imported there, in inputs.py and values.py alone): the model
-            built on meta, its forward recorded as ops with their modules, FLOPs (flop_counter's
+classes.py  transformers (imported there, and in inputs.py for its processors, alone): which
+            configuration and model class a config.json builds (its architectures, its tasks'
+            Auto classes, an auto_map's code), the models' import structure reused at import
+library.py  torch (imported there, in classes.py, inputs.py and values.py alone): the model built
+            on meta, its forward recorded as ops with their modules, FLOPs (flop_counter's
             formulas) and operands
 configs.py  a published config.json's class among its `architectures`, its checkpoint's dtype,
             and what the build does not follow (auto_map beside a native model_type,
@@ -128,16 +131,16 @@ def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:
 
 
 def _unread(config: Mapping[str, Any]) -> list[str]:
-    """library.unread: transformers imported, on a cached read too (an auto_map file's alone)."""
-    from modtrans.hf import library
+    """classes.unread: transformers imported, on a cached read too (an auto_map file's alone)."""
+    from modtrans.hf import classes
 
-    return library.unread(config)
+    return classes.unread(config)
 
 
 def _known(family: str) -> bool:
-    from modtrans.hf import library
+    from modtrans.hf import classes
 
-    return library.known(family)
+    return classes.known(family)
 
 
 def _traced(
@@ -151,9 +154,9 @@ def _traced(
     remote: Path | None,
 ) -> tuple[ModelIR, dict[str, str]]:
     """The IR of the configuration's model and its tensor-parallel plan ({} where none)."""
-    from modtrans.hf import blocks, layers, library
+    from modtrans.hf import blocks, classes, layers, library
 
-    built = library.config_of(config, remote)
+    built = classes.config_of(config, remote)
     model = library.build(built, remote=remote)
     given = library.inputs(model, batch, sequence, targets)
     recorded = library.record(model, given)
@@ -162,7 +165,7 @@ def _traced(
         sha256=digest,
         size=size,
         producer=PRODUCER,
-        producer_version=library.VERSION,
+        producer_version=classes.VERSION,
         ir_version=0,
         opset={},
         graph=recorded.cls,

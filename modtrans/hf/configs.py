@@ -1,7 +1,7 @@
 """How a published config.json becomes the model transformers builds on the meta device: which of
 its `architectures` is built, the dtype its checkpoint holds, and what it says that the build does
 not follow (an `auto_map` beside a model_type transformers defines, a `quantization_config`), each
-said in one warning (M805). No torch here: library.py asks, with its own lookups.
+said in one warning (M805). No torch or transformers here: classes.py asks, with its own lookups.
 
 A published file carries what a class's defaults do not: MPT-7B names its remote-code class
 (`MPTForCausalLM`, transformers' own is `MptForCausalLM`) with an auto_map; bart-large lists the
@@ -39,7 +39,7 @@ def choose(
 ) -> str | None:
     """The class to build for a configuration, among those transformers defines (`defined`): of
     its `architectures`, the first that is a task's class for its model_type (`tasks`, in
-    library.TASKS' order: bart-large lists the headless BartModel before
+    classes.TASKS' order: bart-large lists the headless BartModel before
     BartForConditionalGeneration), else the first listed (a fine-tuned checkpoint's head); else the
     first task's class, as AutoModelForCausalLM.from_config builds it (MPT-7B names MPTForCausalLM,
     its own code's; transformers' is MptForCausalLM); else the model type's base class (`base`,
@@ -97,7 +97,7 @@ def warnings(
     transformers defines the model_type itself and no --trust-remote-code was given (its own class
     is built, as from_pretrained builds it without trust_remote_code; `fields`: the file's that
     transformers' class does not define, unread()), and a quantization_config (top-level or its
-    text configuration's), and a checkpoint dtype the IR does not hold (library.buildable drops
+    text configuration's), and a checkpoint dtype the IR does not hold (classes.buildable drops
     one that names no torch dtype, "auto")."""
     found = []
     mapped = data.get("auto_map")
