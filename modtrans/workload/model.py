@@ -142,10 +142,21 @@ class Workload:
 
 def layer_tokens(layer: Layer) -> list[str]:
     """The 12 (13) canonical field spellings of a layer line."""
-    tokens = [layer.name, str(layer.reserved)]
-    for _, phase in layer.phases:
-        tokens += [str(phase.compute_time), phase.comm_type.value, str(phase.comm_size)]
-    tokens.append(str(layer.update_time))
+    f, i, w = layer.fwd, layer.input_grad, layer.weight_grad  # layer.phases' order, read directly
+    tokens = [
+        layer.name,
+        str(layer.reserved),
+        str(f.compute_time),
+        f.comm_type.value,
+        str(f.comm_size),
+        str(i.compute_time),
+        i.comm_type.value,
+        str(i.comm_size),
+        str(w.compute_time),
+        w.comm_type.value,
+        str(w.comm_size),
+        str(layer.update_time),
+    ]
     if layer.policy is not None:
         tokens.append(layer.policy.value)
     return tokens
