@@ -65,6 +65,7 @@ class _Builder:
     causal: bool | None = None  # their attention masks later tokens (None: as the family's, ENCODERS)
     # the Blocks made so far, by what makes them differ: the layers of a block share them (frozen)
     blocks: dict[tuple[int | None, Part, bool | None], Block] = field(default_factory=dict)
+    heads: dict[bool, Heads] = field(default_factory=dict)  # and their attention's heads, by causal
 
     def at(self, index: int | None, part: Part) -> None:
         self.index, self.part = index, part
@@ -84,8 +85,11 @@ class _Builder:
     def _block(self, part: Part) -> Block:
         if part is Part.ATTENTION:
             causal = self.arch.family not in ENCODERS if self.causal is None else self.causal
-            arch = self.arch
-            heads = Heads(arch.heads, arch.kv_heads, causal, arch.attention_dropout, arch.hidden_dropout)
+            heads = self.heads.get(causal)  # every block's attention has the arch's heads
+            if heads is None:
+                arch = self.arch
+                heads = Heads(arch.heads, arch.kv_heads, causal, arch.attention_dropout, arch.hidden_dropout)
+                self.heads[causal] = heads
             return Block(self.index, Part.ATTENTION, heads)
         return Block(self.index, part)
 
