@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 import modtrans
-from modtrans.workload.model import Dialect
+from modtrans.comm import CommType, Policy
+from modtrans.workload.model import Dialect, Layer, Phase, layer_tokens
 from tests.conftest import CORPUS, REFERENCE, corpus_files, ids, reference_files
 
 
@@ -147,3 +148,28 @@ def test_the_streamed_json_is_what_json_dumps_writes(path: Path) -> None:
     assert workload is not None
     for case in (workload, dataclasses.replace(workload, layers=())):
         assert "".join(jsonform.chunks(case)) == json.dumps(jsonform.to_dict(case), indent=2) + "\n"
+
+
+def test_a_layer_line_spells_each_keyword_as_the_vocabulary_does() -> None:
+    """The writer spells a collective and a policy by str() (workload/model.py layer_tokens): each
+    member's str() is its value, a plain str, for every keyword the reader knows."""
+    for comm in CommType:
+        for policy in Policy:
+            layer = Layer("x", Phase(1, comm, 2), Phase(3, comm, 4), Phase(5, comm, 6), 7, policy=policy)
+            tokens = layer_tokens(layer)
+            assert tokens == [
+                "x",
+                "-1",
+                "1",
+                comm.value,
+                "2",
+                "3",
+                comm.value,
+                "4",
+                "5",
+                comm.value,
+                "6",
+                "7",
+                policy.value,
+            ]
+            assert all(type(t) is str for t in tokens)

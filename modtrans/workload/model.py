@@ -142,18 +142,19 @@ class Workload:
 
 def layer_tokens(layer: Layer) -> list[str]:
     """The 12 (13) canonical field spellings of a layer line."""
-    f, i, w = layer.fwd, layer.input_grad, layer.weight_grad  # layer.phases' order, read directly
+    # layer.phases' order, read directly; a StrEnum's str() is its value (without .value's descriptor)
+    f, i, w = layer.fwd, layer.input_grad, layer.weight_grad
     tokens = [
         layer.name,
         str(layer.reserved),
         str(f.compute_time),
-        f.comm_type.value,
+        str(f.comm_type),
         str(f.comm_size),
         str(i.compute_time),
-        i.comm_type.value,
+        str(i.comm_type),
         str(i.comm_size),
         str(w.compute_time),
-        w.comm_type.value,
+        str(w.comm_type),
         str(w.comm_size),
         str(layer.update_time),
     ]
