@@ -8,7 +8,8 @@ import pytest
 
 import modtrans
 from modtrans.comm import CommType, Policy
-from modtrans.workload.model import Dialect, Layer, Phase, layer_tokens
+from modtrans.workload.model import Dialect, Header, Layer, Phase, Workload, layer_tokens
+from modtrans.workload.write import write
 from tests.conftest import CORPUS, REFERENCE, corpus_files, ids, reference_files
 
 
@@ -173,3 +174,28 @@ def test_a_layer_line_spells_each_keyword_as_the_vocabulary_does() -> None:
                 policy.value,
             ]
             assert all(type(t) is str for t in tokens)
+
+
+def test_lines_that_share_phases_keep_their_own_names_and_fields() -> None:
+    """The canonical writer spells the fields after the name once for lines holding the same Phase
+    objects (a projection's micro-batch copies): a shared phase under another name, update,
+    reserved field or policy is still written as that line says."""
+    fwd, ig, wg = Phase(10, CommType.ALLREDUCE, 64), Phase(20), Phase(30, CommType.ALLGATHER, 8)
+    layers = (
+        Layer("a", fwd, ig, wg, 5),
+        Layer("a.mb1", fwd, ig, wg, 5),
+        Layer("b", fwd, ig, wg, 6),
+        Layer("c", fwd, ig, wg, 5, reserved=3),
+        Layer("d", fwd, ig, wg, 5, policy=Policy.DATA),
+        Layer("e", fwd, ig, wg, 5, policy=Policy.MODEL),
+    )
+    text = write(Workload(Header(Policy.HYBRID_CUSTOMIZED), layers), Dialect.ASTRA_SIM)
+    fields = "10\tALLREDUCE\t64\t20\tNONE\t0\t30\tALLGATHER\t8"
+    assert text.split("\n")[2:-1] == [
+        f"a\t-1\t{fields}\t5",
+        f"a.mb1\t-1\t{fields}\t5",
+        f"b\t-1\t{fields}\t6",
+        f"c\t3\t{fields}\t5",
+        f"d\t-1\t{fields}\t5\tDATA",
+        f"e\t-1\t{fields}\t5\tMODEL",
+    ]
