@@ -80,7 +80,7 @@ def plan(
 
     programs = Programs(layout.pp, program)  # each stage's built when a writer reads it
     pipeline_axis = mesh.index(Purpose.PIPELINE)
-    program_of = tuple(mesh.coords(r)[pipeline_axis] for r in range(mesh.size))
+    program_of = mesh.along(pipeline_axis)
     # the first unit's input gradient: written in the text as the keywords write it, run by nobody
     infos = tuple(
         LayerInfo(c.name, c.times.update, unexecuted_input_grad=c.times.input_grad if c.first else 0)
