@@ -18,12 +18,13 @@ ModTrans runs with its bytecode cached, as an installed copy does (PYTHONDONTWRI
 some shells, is dropped). Figures are the best of the rounds; the ratio is ModTrans over a floor
 (issue 39's goal for C4: at most 1.5x the floor without fsync).
 
-Latest figures (2026-12-06, c4floor2 f81c9fc, the project's 2-core VM at a load of 6.2-7.6 from
-its neighbours, `--only C4 --runs 2` four times, taking turns with main 159b67f in a second
-worktree): C4 at 2.21x, 1.65x, 1.67x and 1.05x the floor without fsync (median 1.66x; CPU 2.39x,
-1.69x, 2.25x, 1.73x), where main made 2.67x, 2.87x, 2.65x and 1.96x (median 2.66x; CPU 2.34x,
-3.07x, 2.55x, 1.92x) in the same quarter hour; the floor itself took 1.16-2.00 s. Issue 39's 1.5x
-is not reached at that load. Earlier figures: docs/performance.md, History (bench_floor.py).
+Latest figures (2026-12-06, planfast 5ccbfd9 and 0f929d6, the project's 2-core VM at a load of
+3.1-5.8, `--only C4 --runs 2` twice, taking turns with main 425c617 in a second worktree): C4 at
+2.33x and 1.61x the floor without fsync (CPU 2.40x, 2.00x), main 1.85x and 2.59x (CPU 1.77x,
+2.66x); ModTrans 1.55 and 1.49 s of CPU, main 1.49 and 1.28 s; the floor itself took 0.56-1.10 s.
+What those commits change (planning and the IR; the text's writer and checks left unimported,
+4276e03, came after) is a few ms of C4's serial start, below what two runs at this load resolve. Issue 39's 1.5x is not reached at that
+load. Earlier figures: docs/performance.md, History (bench_floor.py).
 """
 
 from __future__ import annotations

@@ -34,11 +34,12 @@ into a fresh temporary folder, after one untimed run of each (bytecode compiled,
 `--cold` leaves the untimed runs out (STG's run of minutes on a loaded machine: its compiling
 bytecode is not what it costs, and its warm-up would double the wait).
 
-Latest figures (2026-12-06, c4floor2, the project's 2-core VM at a load of 6, `--only simai
---rounds 3`, AICB 23eec3c without torch): SimAI text's CPU ratio C1 0.42, C2 0.41, C3 0.44,
-C4 0.52 (ModTrans 0.15-0.18 s, AICB 0.34-0.36 s); main 159b67f, run just before: 0.40, 0.39, 0.43,
-0.50. Issue 39's 0.5x holds on C1-C3 only, C4 is at it. Earlier figures: docs/performance.md
-(Beside the peers, and History: peers.py).
+Latest figures (2026-12-06, planfast 0f929d6 once and 4ded667 twice, the project's 2-core VM at a
+load of 2.6-3.5, `--only simai --rounds 3`, taking turns with main 425c617 in a second worktree):
+SimAI text's CPU ratio C1 0.36-0.39, C2 0.36-0.37, C3 0.38-0.39, C4 0.42-0.44 (ModTrans
+0.13-0.18 s, AICB 0.36-0.42 s); main in the same turns: 0.39-0.43, 0.37-0.39, 0.34-0.41,
+0.47-0.50. Issue 39's 0.5x holds on C1-C4, and 0.45 on C4 by 0.01-0.03. Earlier figures:
+docs/performance.md (Beside the peers, and History: peers.py).
 """
 
 from __future__ import annotations

@@ -68,3 +68,26 @@ def test_a_sweep_runs_with_the_collector(tmp_path: Path) -> None:
 
 def test_a_python_caller_of_main_keeps_its_collector() -> None:
     assert _said(_CALLER) == "collector on"
+
+
+_MODULE = """
+import gc, runpy, sys
+def probe(phase, info):  # a pass once the command line's import began (typer is its first)
+    if phase == "start" and "typer" in sys.modules:
+        print("collected", file=sys.stderr)
+gc.callbacks.append(probe)
+sys.argv = ["modtrans", *sys.argv[1:]]
+runpy.run_module("modtrans", run_name="__main__")
+"""
+
+
+def test_python_m_modtrans_imports_the_program_without_the_collector(tmp_path: Path) -> None:
+    """`python -m modtrans` turns the collector off before typer and the library are imported: no
+    pass runs from typer's import to the end (before, its young passes ran while typer and the
+    command's modules were imported)."""
+    out = tmp_path / "s.txt"
+    args = ["translate", "llama-3-8b", "--tp", "2", "--dialect", "simai", "-o", str(out)]
+    done = subprocess.run([sys.executable, "-c", _MODULE, *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "collected" not in done.stderr
+    assert out.read_text().startswith("HYBRID_TRANSFORMER_FWD_IN_BCKWD")

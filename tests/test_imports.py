@@ -98,3 +98,15 @@ def test_a_text_translation_does_not_load_the_trace_writer(tmp_path: Path) -> No
     text = _modules(("modtrans",), "translate", "resnet50", "-o", str(tmp_path / "r.txt"))
     assert "modtrans.outputs" in text  # the probe sees the writers' module...
     assert not {m for m in text if m.startswith("modtrans.chakra")}  # ...and no trace code
+
+
+def test_a_trace_translation_does_not_load_the_text_writer_or_its_checks(tmp_path: Path) -> None:
+    """The formats register together (formats/__init__.py), yet a trace set's translation loads
+    none of the text's writer, quick check and validator (formats/text.py imports them when a text
+    is made): their classes and regexes were 4-6 ms of C4's serial start."""
+    args = ["translate", "llama-3-8b", "--tp", "2", "--format", "chakra-et", "-o", str(tmp_path / "t")]
+    traces = _modules(("modtrans",), *args)
+    assert "modtrans.formats.text" in traces
+    assert "modtrans.chakra.write" in traces
+    text = {"modtrans.workload.quick", "modtrans.workload.checks", "modtrans.workload.validate"}
+    assert not traces & (text | {"modtrans.workload.write"})

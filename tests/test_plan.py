@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 from typing import Any
 
@@ -156,3 +157,15 @@ def test_a_layouts_stage_programs_are_built_when_read(monkeypatch: pytest.Monkey
     assert backwards == forwards
     assert pickle.loads(pickle.dumps(forwards)) == forwards
     assert all(isinstance(op, Compute | Collective | Transfer) for program in in_order for op in program)
+
+
+@pytest.mark.parametrize("sizes", [(8, 8, 16), (2, 1, 4, 3), (1,), (5, 7)])
+def test_along_is_each_ranks_coordinate_on_the_axis(sizes: tuple[int, ...]) -> None:
+    """Mesh.along(axis), the pipeline stage of every rank (a plan's program_of), is Megatron's rank
+    order read directly: axis 0 fastest, rank = sum of coordinate x stride (Mesh.coords)."""
+    purposes = [Purpose.TENSOR, Purpose.DATA, Purpose.PIPELINE, Purpose.EXPERT][: len(sizes)]
+    mesh = Mesh(tuple(Axis(p, n) for p, n in zip(purposes, sizes, strict=True)))
+    for axis, n in enumerate(sizes):
+        stride = math.prod(sizes[:axis])
+        assert mesh.along(axis) == tuple((r // stride) % n for r in range(math.prod(sizes)))
+        assert mesh.along(axis) == tuple(mesh.coords(r)[axis] for r in range(mesh.size))

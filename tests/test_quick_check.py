@@ -193,3 +193,32 @@ def test_check_is_an_option_of_translate_and_full_reads_the_text_back(tmp_path: 
         modtrans.translate(model, dialect="simai", check="none", **options)
     json = modtrans.translate(model, dialect="simai", format="json", check="full", **options)
     assert any("--check is ignored" in note for note in json.notes)
+
+
+@pytest.mark.parametrize(("name", "dialect"), [c for c in CASES if c[0].startswith("llama")])
+def test_a_repeated_line_under_a_spoiled_name_is_never_passed(name: str, dialect: str) -> None:
+    """A line whose fields after the name repeat an earlier line's (a later block's copy) is read
+    by its name alone: a name the reader splits or refuses is still caught there."""
+    text, workload = _translated(name, dialect)
+    lines = text.split("\n")
+    at = next(
+        i
+        for i in range(len(workload.layers) - 1, 0, -1)
+        if any(
+            line.endswith(lines[2 + i][len(workload.layers[i].name) :])
+            and line.startswith(workload.layers[j].name + "\t")
+            for j, line in enumerate(lines[2 : 2 + i])
+        )
+    )
+    spoiled = 0
+    for bad in ("a b", "a\x0bb", "a\x1cb", "a\x0cb", "\u00e9"):
+        old = workload.layers[at].name
+        layers = list(workload.layers)
+        layers[at] = dataclasses.replace(layers[at], name=bad)
+        changed = "\n".join([*lines[: 2 + at], bad + lines[2 + at][len(old) :], *lines[3 + at :]])
+        if validate(changed, dialect=dialect):
+            spoiled += 1
+            assert not quick.clean(
+                changed, dataclasses.replace(workload, layers=tuple(layers)), Dialect(dialect)
+            )
+    assert spoiled >= 3

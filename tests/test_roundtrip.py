@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 import modtrans
-from modtrans.workload.model import Dialect
+from modtrans.comm import CommType, Policy
+from modtrans.workload.model import Dialect, Header, Layer, Phase, Workload, layer_tokens
+from modtrans.workload.write import write
 from tests.conftest import CORPUS, REFERENCE, corpus_files, ids, reference_files
 
 
@@ -147,3 +149,53 @@ def test_the_streamed_json_is_what_json_dumps_writes(path: Path) -> None:
     assert workload is not None
     for case in (workload, dataclasses.replace(workload, layers=())):
         assert "".join(jsonform.chunks(case)) == json.dumps(jsonform.to_dict(case), indent=2) + "\n"
+
+
+def test_a_layer_line_spells_each_keyword_as_the_vocabulary_does() -> None:
+    """The writer spells a collective and a policy by str() (workload/model.py layer_tokens): each
+    member's str() is its value, a plain str, for every keyword the reader knows."""
+    for comm in CommType:
+        for policy in Policy:
+            layer = Layer("x", Phase(1, comm, 2), Phase(3, comm, 4), Phase(5, comm, 6), 7, policy=policy)
+            tokens = layer_tokens(layer)
+            assert tokens == [
+                "x",
+                "-1",
+                "1",
+                comm.value,
+                "2",
+                "3",
+                comm.value,
+                "4",
+                "5",
+                comm.value,
+                "6",
+                "7",
+                policy.value,
+            ]
+            assert all(type(t) is str for t in tokens)
+
+
+def test_lines_that_share_phases_keep_their_own_names_and_fields() -> None:
+    """The canonical writer spells the fields after the name once for lines holding the same Phase
+    objects (a projection's micro-batch copies): a shared phase under another name, update,
+    reserved field or policy is still written as that line says."""
+    fwd, ig, wg = Phase(10, CommType.ALLREDUCE, 64), Phase(20), Phase(30, CommType.ALLGATHER, 8)
+    layers = (
+        Layer("a", fwd, ig, wg, 5),
+        Layer("a.mb1", fwd, ig, wg, 5),
+        Layer("b", fwd, ig, wg, 6),
+        Layer("c", fwd, ig, wg, 5, reserved=3),
+        Layer("d", fwd, ig, wg, 5, policy=Policy.DATA),
+        Layer("e", fwd, ig, wg, 5, policy=Policy.MODEL),
+    )
+    text = write(Workload(Header(Policy.HYBRID_CUSTOMIZED), layers), Dialect.ASTRA_SIM)
+    fields = "10\tALLREDUCE\t64\t20\tNONE\t0\t30\tALLGATHER\t8"
+    assert text.split("\n")[2:-1] == [
+        f"a\t-1\t{fields}\t5",
+        f"a.mb1\t-1\t{fields}\t5",
+        f"b\t-1\t{fields}\t6",
+        f"c\t3\t{fields}\t5",
+        f"d\t-1\t{fields}\t5\tDATA",
+        f"e\t-1\t{fields}\t5\tMODEL",
+    ]

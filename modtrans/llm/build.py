@@ -50,7 +50,7 @@ every other family is a causal decoder (its attention masks the tokens after eac
 
 def dims(a: Activation) -> tuple[int, ...]:
     """An activation's dims (every one is known: the builder made them)."""
-    return tuple(int(d) for d in a.shape or ())
+    return tuple(map(int, a.shape or ()))
 
 
 @dataclass
@@ -63,21 +63,35 @@ class _Builder:
     index: int | None = None  # the block the next layers belong to (None: outside the blocks)
     part: Part = Part.EMBEDDING  # their part there (norms and MoE layers say their own)
     causal: bool | None = None  # their attention masks later tokens (None: as the family's, ENCODERS)
+    # the Blocks made so far, by what makes them differ: the layers of a block share them (frozen)
+    blocks: dict[tuple[int | None, Part, bool | None], Block] = field(default_factory=dict)
+    heads: dict[bool, Heads] = field(default_factory=dict)  # and their attention's heads, by causal
 
     def at(self, index: int | None, part: Part) -> None:
         self.index, self.part = index, part
 
     def block(self, kind: Kind, moe: Moe | None) -> Block:
         if moe is not None:
-            return Block(self.index, Part.ROUTER if moe.expert is None else Part.EXPERT)
-        if kind is Kind.NORM:
-            return Block(self.index, Part.NORM)
-        if self.part is Part.ATTENTION:
+            part = Part.ROUTER if moe.expert is None else Part.EXPERT
+        else:
+            part = Part.NORM if kind is Kind.NORM else self.part
+        causal = self.causal if part is Part.ATTENTION else None
+        key = (self.index, part, causal)
+        made = self.blocks.get(key)
+        if made is None:
+            made = self.blocks[key] = self._block(part)
+        return made
+
+    def _block(self, part: Part) -> Block:
+        if part is Part.ATTENTION:
             causal = self.arch.family not in ENCODERS if self.causal is None else self.causal
-            arch = self.arch
-            heads = Heads(arch.heads, arch.kv_heads, causal, arch.attention_dropout, arch.hidden_dropout)
+            heads = self.heads.get(causal)  # every block's attention has the arch's heads
+            if heads is None:
+                arch = self.arch
+                heads = Heads(arch.heads, arch.kv_heads, causal, arch.attention_dropout, arch.hidden_dropout)
+                self.heads[causal] = heads
             return Block(self.index, Part.ATTENTION, heads)
-        return Block(self.index, self.part)
+        return Block(self.index, part)
 
     @property
     def dtype(self) -> str:

@@ -21,6 +21,7 @@ from modtrans.plan.model import Collective, Compute, Place, Plan, Purpose, Step,
 
 FWD, IG, WG = 0, 1, 2
 PER_MICRO = (Place.BEFORE_FWD, Place.AFTER_FWD, Place.BEFORE_BWD, Place.AFTER_WG, Place.AFTER_IG)
+_COLUMN = {Step.FWD: FWD, Step.INPUT_GRAD: IG, Step.WEIGHT_GRAD: WG}  # a compute's column
 
 Placed = dict[Place, list[Collective]]
 
@@ -60,7 +61,7 @@ def first_stage(
         if isinstance(op, Transfer) or op.step in (Step.RECOMPUTE, Step.UPDATE):
             continue  # the update column holds the optimizer step
         if isinstance(op, Compute):
-            column = {Step.FWD: FWD, Step.INPUT_GRAD: IG, Step.WEIGHT_GRAD: WG}[op.step]
+            column = _COLUMN[op.step]
             if op.step is Step.FWD and (op.layer, FWD) not in times:
                 units.append(op.layer)
             times.setdefault((op.layer, column), op.time)  # every micro-batch computes the same

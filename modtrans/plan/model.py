@@ -128,6 +128,13 @@ class Mesh:
             out.append(c)
         return tuple(out)
 
+    def along(self, axis: int) -> tuple[int, ...]:
+        """Every rank's coordinate on one axis, in rank order (coords(r)[axis] for each rank r):
+        each coordinate `stride` times, the pattern once per combination of the slower axes."""
+        stride = math.prod(a.size for a in self.axes[:axis])
+        size = self.axes[axis].size
+        return tuple(c for c in range(size) for _ in range(stride)) * (self.size // (stride * size))
+
     def rank(self, coords: tuple[int, ...]) -> int:
         r, stride = 0, 1
         for c, axis in zip(coords, self.axes, strict=True):

@@ -142,10 +142,22 @@ class Workload:
 
 def layer_tokens(layer: Layer) -> list[str]:
     """The 12 (13) canonical field spellings of a layer line."""
-    tokens = [layer.name, str(layer.reserved)]
-    for _, phase in layer.phases:
-        tokens += [str(phase.compute_time), phase.comm_type.value, str(phase.comm_size)]
-    tokens.append(str(layer.update_time))
+    # layer.phases' order, read directly; a StrEnum's str() is its value (without .value's descriptor)
+    f, i, w = layer.fwd, layer.input_grad, layer.weight_grad
+    tokens = [
+        layer.name,
+        str(layer.reserved),
+        str(f.compute_time),
+        str(f.comm_type),
+        str(f.comm_size),
+        str(i.compute_time),
+        str(i.comm_type),
+        str(i.comm_size),
+        str(w.compute_time),
+        str(w.comm_type),
+        str(w.comm_size),
+        str(layer.update_time),
+    ]
     if layer.policy is not None:
         tokens.append(layer.policy.value)
     return tokens

@@ -172,6 +172,19 @@ def clean_layer_line(content: str) -> bool:
     return len(reserved) < 10 or -(2**31) <= int(reserved) < 2**31
 
 
+@functools.cache
+def _name_field() -> re.Pattern[str]:
+    """The layer line's first field, its name, as the fast paths read it."""
+    return re.compile(_field_regexes()[0])
+
+
+def clean_layer_name(name: str) -> bool:
+    """Whether `name` is read back as one layer name: what decides whether a line that differs
+    from a clean one (clean_layer_line) only in its name is clean too (the name field takes no
+    blank, so the fields after it are read the same whatever the name)."""
+    return _name_field().fullmatch(name) is not None
+
+
 _TOKEN = re.compile(f"[^{_BLANKS}]+")
 _STRICT_VALUE = re.compile(
     "0|[1-9][0-9]{0,9}"

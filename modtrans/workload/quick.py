@@ -7,16 +7,18 @@ workload, without parsing (a test holds the parsed and the written workload equa
 translations). What the bytes alone can get wrong is their form: a layer name with a blank in it
 (one more field: every later column shifted), a number past its field, a line count that is not
 the number of layer lines. That is checked line by line with the reader's own fast-path regex
-(parse.clean_layer_line), and the header read back by the reader's fast paths (parse.clean_header)
-must be the workload's; no grammar is built and lark is not imported. `clean` says only yes or
-no: where it says no, the caller runs the full check, whose diagnostics point into the text.
+(parse.clean_layer_line; a line whose fields after the name are those of a line read already, as
+the copies of identical blocks and micro-batches are, by its name alone: clean_layer_name), and
+the header read back by the reader's fast paths (parse.clean_header) must be the workload's; no
+grammar is built and lark is not imported. `clean` says only yes or no: where it says no, the
+caller runs the full check, whose diagnostics point into the text.
 """
 
 from __future__ import annotations
 
 from modtrans.workload.checks import run_checks
 from modtrans.workload.model import Dialect, Workload
-from modtrans.workload.parse import clean_header, clean_layer_line
+from modtrans.workload.parse import clean_header, clean_layer_line, clean_layer_name
 
 _INT32 = 2**31  # a layer count: C++ int in SimAI and ASTRA-sim (stoi, atoi)
 
@@ -36,7 +38,17 @@ def clean(text: str, workload: Workload, dialect: Dialect) -> bool:
     if clean_header(lines[0]) != workload.header:
         return False
     names = iter(layers)
+    tails: set[str] = set()  # the lines' fields after the name, read clean once each
     for line in lines[2:-1]:
-        if not clean_layer_line(line) or not line.startswith(next(names).name + "\t"):
+        name = next(names).name
+        if not line.startswith(name + "\t"):
+            return False
+        tail = line[len(name) :]
+        if tail in tails:  # the same fields after another name: the name alone is new
+            if not clean_layer_name(name):
+                return False
+        elif clean_layer_line(line):
+            tails.add(tail)
+        else:
             return False
     return not run_checks(workload, dialect)

@@ -33,8 +33,18 @@ def iter_text(workload: Workload, dialect: Dialect | str | None = None) -> Itera
         raise DiagnosticError(problems)
     yield " ".join(header_tokens(workload.header, target)) + "\n"
     yield f"{len(workload.layers)}\n"
+    # A projection's micro-batch copies hold the same Phase objects under new names: each line's
+    # fields after its name are spelled once per distinct phases (by identity: the workload holds
+    # them while the text is made) and update, reserved and policy fields.
+    tails: dict[tuple[object, ...], str] = {}
     for layer in workload.layers:
-        yield "\t".join(layer_tokens(layer)) + "\n"
+        key = (id(layer.fwd), id(layer.input_grad), id(layer.weight_grad), layer.update_time, layer.reserved)
+        tail = tails.get(key) if layer.policy is None else None
+        if tail is None:
+            tail = "\t".join(layer_tokens(layer)[1:])
+            if layer.policy is None:
+                tails[key] = tail
+        yield f"{layer.name}\t{tail}\n"
 
 
 def header_tokens(header: Header, dialect: Dialect) -> list[str]:

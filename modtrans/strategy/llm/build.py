@@ -80,7 +80,7 @@ def plan(
 
     programs = Programs(layout.pp, program)  # each stage's built when a writer reads it
     pipeline_axis = mesh.index(Purpose.PIPELINE)
-    program_of = tuple(mesh.coords(r)[pipeline_axis] for r in range(mesh.size))
+    program_of = mesh.along(pipeline_axis)
     # the first unit's input gradient: written in the text as the keywords write it, run by nobody
     infos = tuple(
         LayerInfo(c.name, c.times.update, unexecuted_input_grad=c.times.input_grad if c.first else 0)
@@ -189,7 +189,11 @@ def _buckets(
         tied=tied,
         param_gather=layout.overlap_param_gather,
     )
-    return [dataclasses.replace(run, comms=units[run.index].x.comms) for run in runs]
+    # each run holds its unit's comms dict already (_costed), which apply() extends in place
+    return [
+        run if run.comms is (c := units[run.index].x.comms) else dataclasses.replace(run, comms=c)
+        for run in runs
+    ]
 
 
 def _costed(
@@ -225,10 +229,11 @@ def _costed(
             core=selective,
             reruns=reruns,
         )
+        run = _sharded_update(run, u, layout)  # its shards follow from its role, part of the key
         if key is not None:
             made[key] = run
         runs.append(run)
-    return [_sharded_update(run, u, layout) for run, u in zip(runs, units, strict=True)]
+    return runs
 
 
 def update_shards(u: Unit, layout: Layout) -> int:

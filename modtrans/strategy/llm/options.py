@@ -111,12 +111,12 @@ class Layout:
         """Megatron-Core's --expert-tensor-parallel-size: T unless given (arguments.py)."""
         return self.tp if self.etp is None else self.etp
 
-    @property
+    @functools.cached_property
     def data_ranks(self) -> int:
         """D: the data-parallel replicas, --dp or N / (T x C x P): N over every degree beside D."""
         return self.dp if self.dp is not None else self.npus // self.beside_data
 
-    @property
+    @functools.cached_property
     def beside_data(self) -> int:
         """The ranks of the degrees that multiply with D to N: T x C x P."""
         return product(self, ordered("beside_data"))
@@ -125,25 +125,25 @@ class Layout:
         """The ranks of each degree that shards the layers (T, C, E: degrees.py), in ORDER."""
         return tuple(d.ranks(self) for d in ordered("shards"))
 
-    @property
+    @functools.cached_property
     def sequence_shards(self) -> int:
         """The parts every micro-batch's sequence is split into by the degrees that split it (C):
         each rank computes, stores and sends one part (context.py)."""
         return product(self, ordered("sequence"))
 
-    @property
+    @functools.cached_property
     def expert_data_ranks(self) -> int:
         """D / E: the ranks holding the same experts (the mesh's "dp" axis)."""
         return self.data_ranks // self.ep
 
-    @property
+    @functools.cached_property
     def gradient_ranks(self) -> int:
         """The ranks a dense gradient is reduced over: D x C, every replica degree's axis
         (degrees.dense_data; with context parallelism each context rank's gradients cover its
         own part of the sequence)."""
         return product(self, ordered("replica"))
 
-    @property
+    @functools.cached_property
     def expert_gradient_ranks(self) -> int:
         """The ranks an expert's gradients are reduced over (expert.py): the D / E expert-data
         ranks, times T when experts are not split over the tensor ranks (ETP 1)."""
@@ -159,7 +159,7 @@ class Layout:
             tuple(Axis(d.purpose, d.ranks(self)) for d in ordered() if not d.optional or d.ranks(self) > 1)
         )
 
-    @property
+    @functools.cached_property
     def batch(self) -> int:
         """--global-batch, by default P micro-batches per data-parallel replica (2P under DualPipe
         and DualPipeV: the fewest their step() runs)."""
@@ -167,7 +167,7 @@ class Layout:
             return self.global_batch
         return self.micro_batch * self.data_ranks * self.pp * (2 if self.schedule in _BIDIRECTIONAL else 1)
 
-    @property
+    @functools.cached_property
     def micro_batches(self) -> int:
         """GA: micro-batches per data-parallel replica per iteration, B / (M x D)."""
         return self.batch // (self.micro_batch * self.data_ranks)

@@ -219,7 +219,8 @@ def check_heads(ir: ModelIR, tp: int, option: str = "--tp") -> None:
     division; dot_product_attention.py does the same). transformer_config.py alone would also let
     the groups divide T, but the attention modules refuse that. A model whose heads nothing
     records (an ONNX export) is not checked."""
-    heads = {x.block.heads for x in ir.layers if x.block is not None and x.block.heads is not None}
+    held = {id(x.block.heads): x.block.heads for x in ir.layers if x.block is not None and x.block.heads}
+    heads = set(held.values())  # the blocks share their Heads (llm/build.py): hashed once each
     for h in sorted(heads, key=lambda h: (h.query, h.key_value)):
         if h.query % tp:
             raise LayoutError(
