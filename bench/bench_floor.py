@@ -23,8 +23,8 @@ Latest figures (2026-12-06, planfast 5ccbfd9 and 0f929d6, the project's 2-core V
 2.33x and 1.61x the floor without fsync (CPU 2.40x, 2.00x), main 1.85x and 2.59x (CPU 1.77x,
 2.66x); ModTrans 1.55 and 1.49 s of CPU, main 1.49 and 1.28 s; the floor itself took 0.56-1.10 s.
 What those commits change (planning and the IR; the text's writer and checks left unimported,
-4276e03, came after) is a few ms of C4's serial start, below what two runs at this load resolve. Issue 39's 1.5x is not reached at that
-load. Earlier figures: docs/performance.md, History (bench_floor.py).
+4276e03, came after) is a few ms of C4's serial start, below what two runs at this load resolve.
+Issue 39's 1.5x is not reached at that load. Earlier figures: docs/performance.md, History (bench_floor.py).
 """
 
 from __future__ import annotations
