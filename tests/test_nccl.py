@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from modtrans.api import run, write
+from modtrans.comm import CommType
+from modtrans.estimate.collectives import Fabric
 from modtrans.plan.model import Collective
+from modtrans.plan.sizes import Consumer, written
 from modtrans.request import Request, prepare
 from modtrans.simulate import astra2, nccl, network
 
@@ -75,3 +78,27 @@ def test_astra_sim_runs_the_collectives_at_the_presets_rate(tmp_path: Path, sp: 
     comm = simulated.ranks[0].comm
     assert comm is not None
     assert comm * 1e-9 == pytest.approx(expected, rel=0.005)
+
+
+@pytest.mark.parametrize(("preset", "npus", "nvlink", "nic"), [
+    ("hgx-h100", 48, nccl.H100_RING, nccl.NDR_NIC),  # Megatron-Core's 1.7B run: 6 nodes
+    ("dgx-a100", 64, nccl.DGX_A100.busbw[8 * nccl.GIB], 24.0),  # HDR: NVIDIA/nccl issue 1048
+])  # fmt: skip
+@pytest.mark.parametrize("comm", [CommType.REDUCESCATTER, CommType.ALLGATHER])
+def test_data_parallel_collectives_across_nodes_are_not_cheaper_than_nccls_ring(
+    preset: str, npus: int, nvlink: float, nic: float, comm: CommType
+) -> None:
+    """A data-parallel reduce-scatter or all-gather of every rank across nodes (Megatron's bucket:
+    40M fp32 elements) costs what ASTRA-sim's per-dimension rings charge: each GPU's 1/8 share
+    over its own NIC, after the NVLink phase. NCCL's ring moves the same share through the node's
+    NICs in parallel with NVLink, so the preset may be slower than NCCL, never
+    faster: 1.6x on hgx-h100, 1.75x on dgx-a100; InfiniBand at 8x its NIC (data-parallel
+    collectives 8x cheaper) gives 0.9x and fails."""
+    net = network(preset, npus)
+    fabric = Fabric.of(net)
+    size = 40_000_000 * 4
+    ranks = list(range(npus))
+    ours = fabric.collective_ns(comm, written(comm, size, npus, Consumer.ASTRA_SIM), ranks) * 1e-9
+    name = "reduce-scatter" if comm is CommType.REDUCESCATTER else "all-gather"
+    theirs = nccl.rail_ring_seconds(name, size, npus, net.dims[0], nvlink, nic)
+    assert 1.0 < ours / theirs < 1.8

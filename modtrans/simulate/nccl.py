@@ -15,6 +15,10 @@ linear in latency and 1 / bandwidth), over the sizes tensor-parallel and data-pa
 of LLM training have (16 MiB and up: one micro-batch's b s h activation is 8-200 MiB). The latency
 is then NCCL's per-step overhead (protocol, synchronisation, the bandwidth's ramp with size), not the
 wire's: smaller messages are slower than it says (1 MiB: 30-50 %).
+
+`rail_ring_seconds` is the check on the other side: what NCCL's own ring takes for a collective
+over GPUs in several nodes, each GPU with its own NIC, from published per-link bus bandwidths
+(bench/bench_dp_account.py sets it beside what the presets charge).
 """
 
 from __future__ import annotations
@@ -123,3 +127,29 @@ def ring_seconds(collective: str, size: int, ranks: int, bandwidth: float, laten
     all-gather n - 1, each step two hops' latency (ns) and the bytes at `bandwidth` (GB/s)."""
     steps = 2 * (ranks - 1) if collective == "all-reduce" else ranks - 1
     return steps * (2 * latency * 1e-9 + size / ranks / (bandwidth * 1e9))
+
+
+NDR_NIC = 47.0
+"""One NDR 400 Gb/s NIC's NCCL bus bandwidth, GB/s (NVIDIA/nccl-tests issue 290, AddyLaddy: "For
+NDR @ 400Gbps you should see 46-48GB/s per NIC")."""
+
+H100_RING = 360.0
+"""8 H100s' all-gather and reduce-scatter bus bandwidth on NVLink, GB/s: NCCL's ring, not NVLink
+SHARP (NVIDIA/nccl-tests issue 326, all_gather_perf to 16 GiB on 8 H100s saturating at 360 GB/s;
+sjeaugey: "360 GB/s is exactly what we'd expect on H100")."""
+
+
+def rail_ring_seconds(
+    collective: str, size: int, ranks: int, per_node: int, nvlink: float, nic: float
+) -> float:
+    """NCCL's ring time for a collective of `size` bytes (the whole buffer) over `ranks` GPUs,
+    `per_node` of them in each node, each with its own NIC of `nic` GB/s bus bandwidth.
+
+    nccl-tests' bus bandwidth of a ring is that of its slowest link (doc/PERFORMANCE.md: an
+    all-reduce moves 2 (n - 1) / n x size through every rank, a reduce-scatter or an all-gather
+    (n - 1) / n x size). Each of NCCL's ring channels crosses every node boundary once, so what
+    leaves a node is one rank's share and its `per_node` NICs carry it together: across nodes the
+    bus bandwidth is the lesser of NVLink's and per_node x nic, within one node NVLink's."""
+    factor = 2 * (ranks - 1) / ranks if collective == "all-reduce" else (ranks - 1) / ranks
+    busbw = nvlink if per_node >= ranks else min(nvlink, per_node * nic)
+    return factor * size / (busbw * 1e9)
