@@ -351,11 +351,11 @@ def test_a_cluster_beyond_what_modtrans_plans_for_is_one_line(gpus: str, said: s
 
 
 def test_a_reason_that_holds_only_for_now_is_tried_again_and_a_lasting_one_is_kept(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_cli: Run
 ) -> None:
     """A finalist not simulated for want of free memory (the real check, asked for 10^12 nodes) is
     in the row and simulated again by the same sweep run again; one whose translation failed is
-    kept: the second run does not try it."""
+    kept: the second run does not try it. The summary counts it as a finalist not simulated."""
     from modtrans.sweep import finalists
 
     binary = tmp_path / "astra"
@@ -380,3 +380,12 @@ def test_a_reason_that_holds_only_for_now_is_tried_again_and_a_lasting_one_is_ke
     third = [r for r in modtrans.sweep("llama-3-8b", **options) if r.finalist]
     assert [r.error for r in third] == ["not translated: no plan"]
     assert len(tried) == 2
+    prefix = tmp_path / "t"
+    argv = ["--gpus", "16", "--global-batch", "64", "--seq-len", "2048", "--device", "h100", "--tp", "2"]
+    argv += ["--pp", "1", "--cp", "1", "--micro-batch", "1", "--recompute", "selective", "--jobs", "1"]
+    argv += ["--simulate", "top:1", "--astra-sim", str(binary), "--cache", str(tmp_path / "cache")]
+    done = run_cli("sweep", "llama-3-8b", *argv, "-o", prefix)
+    assert done.exit_code == 0, done.output
+    assert "0 simulated, 1 not simulated (each row says why)" in done.output
+    summary = json.loads(prefix.with_suffix(".json").read_text())
+    assert (summary["simulated"], summary["not_simulated"]) == (0, 1)

@@ -69,6 +69,11 @@ def _say(summary: dict[str, Any], rows: Sequence[Any]) -> None:
         f"{sum(over.values()):,} over the device's memory, {summary['fit']:,} fit; "
         f"{summary['estimated']:,} estimated ({summary['from_cache']:,} more from the cache), "
         f"{summary['simulated']:,} simulated"
+        + (
+            f", {summary['not_simulated']:,} not simulated (each row says why)"
+            if summary["not_simulated"]
+            else ""
+        )
     )
     for why, count in [*refused.items(), *over.items()][:6]:
         typer.echo(f"  {count:>7,}  {why[:120]}")

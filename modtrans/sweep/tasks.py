@@ -49,7 +49,8 @@ class Outcome:
     over: Counter[str] = field(default_factory=Counter)  # why -> layouts over the device's memory
     estimated: int = 0
     cached: int = 0
-    simulated: int = 0
+    simulated: int = 0  # finalists with a simulated time, from the cache or run now
+    unsimulated: int = 0  # finalists without one: their rows say why
     capacity_bytes: int | None = None
     stopped: bool = False
     written: list[Path] = field(default_factory=list)
@@ -63,6 +64,7 @@ class Outcome:
             "estimated": self.estimated,
             "from_cache": self.cached,
             "simulated": self.simulated,
+            "not_simulated": self.unsimulated,
             "device_memory_bytes": self.capacity_bytes,
             "stopped": self.stopped,
         }
@@ -200,7 +202,7 @@ def simulated(
         if found is None:
             todo.append((layout, row, figures, key))
         else:
-            _simulated(row, figures, found)
+            _simulated(row, figures, found, outcome)
     tasks = [(setup.model, setup.device, setup.network, setup.options, str(executable), t[0]) for t in todo]
     try:
         with progress.task("simulating", total=len(tasks)) as advance:
@@ -208,17 +210,18 @@ def simulated(
                 layout, row, figures, key = todo[index]
                 if not isinstance(found, Passing):
                     store.put(key, found)
-                _simulated(row, figures, found)
-                outcome.simulated += 1
+                _simulated(row, figures, found, outcome)
                 advance()
     except KeyboardInterrupt:
         outcome.stopped = True
 
 
-def _simulated(row: Row, figures: dict[str, Any], found: dict[str, Any] | str) -> None:
+def _simulated(row: Row, figures: dict[str, Any], found: dict[str, Any] | str, outcome: Outcome) -> None:
     if isinstance(found, str):
         row.error = found
+        outcome.unsimulated += 1
         return
+    outcome.simulated += 1
     row.simulated_s = found["simulated_s"]
     row.exact_s = found.get("exact_s")
     rates(row, figures, row.simulated_s, "simulation")
