@@ -10,10 +10,9 @@ as SimAI workload text. Prints the layouts enumerated, the sweep's wall time, la
 issue's goal: 100 or more on 2 cores) and the sweep's time in translations. `--quick`: 128 GPUs
 and global batch 128.
 
-Latest (2026-12-06, fc56b13, the project's 2-core machine at a load of about 6), twice: 3,312 layouts
-(702 refused by a rule, 1,681 over the H100's memory, 929 estimated) in 12.9 s and 12.8 s, 257
-and 259 layouts/s, 2.1 and 2.3 times the one translation (6.1 s, 5.5 s). Under a load of 13 the
-same sweep took 53.7 s (62 layouts/s) and the translation 35.7 s.
+Latest (2026-12-06, main 43382bc, the project's 2-core machine at a load of about 2): 3,312 layouts
+(702 refused by a rule, 1,681 over the H100's memory, 929 estimated) in 7.0 s, 474 layouts/s, 104
+MB; the one translation (SimAI text) took 0.21 s. Earlier figures: docs/performance.md, History.
 
 The acceptance run with its finalists, by hand (2026-12-06, main 159b67f, astra-sim 518bd51's
 analytical congestion-unaware binary): the same sweep with `--simulate top:20 --jobs 2 --cache DIR`
