@@ -16,7 +16,7 @@ defaults on meta:
 - a default configuration transformers itself cannot build (a field None or absent: DBRX,
   DeepSeek-V2, dots1, ESM, HunYuan, Ministral, Nemotron, LFM2-MoE, Moonshine streaming, Qwen4-exp,
   Cohere Compass, Gemma 4 assistant, wav2vec2-BERT and -Conformer; Reformer needs is_decoder, X-MOD
-  a language): 18. 15 of them pass from the configuration transformers' own test suite builds
+  a language): 18. 16 of them pass from the configuration transformers' own test suite builds
   (tools/hf_tester_configs.py, fixtures/hf/testers, tests/test_hf_testers.py);
 - a library not installed: natten (DiNAT: CPU builds compile it from source), timm (Gemma 3n,
   TimmWrapper: `import timm` imports torchvision, timm/layers/create_norm.py's FrozenBatchNorm2d,
