@@ -249,6 +249,33 @@ def test_modules_the_forward_does_not_run_are_counted_and_said(tmp_path: Path) -
     assert "model.visual" in found[0].message
 
 
+def test_an_embedding_the_forward_does_not_run_is_split_by_tensor_ranks(tmp_path: Path) -> None:
+    """Idefics3's configuration as transformers writes it, traced on token ids alone: its vision
+    tower's patch and position embeddings never run (no output recorded, M804). Tensor and
+    sequence parallelism over its text model's plan translate it (they read an embedding's output
+    shape to tell added positions: one not run has none), to text and to Chakra traces."""
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    config = classes.default_config("idefics3")
+    config.text_config.num_hidden_layers = config.vision_config.num_hidden_layers = 2  # a fast trace
+    config.architectures = ["Idefics3ForConditionalGeneration"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.to_dict()))
+    runner = CliRunner()
+    common = [str(path), "--npus", "4", "--tp", "2", "--dp", "2", "--sp", "--seq-len", "128"]
+    text = runner.invoke(app, ["translate", *common, "-o", str(tmp_path / "w.txt")])
+    assert text.exit_code == 0, text.output
+    assert "M804" in text.output
+    assert "vision_model.embeddings.patch_embedding" in text.output
+    (tmp_path / "et").mkdir()
+    traces = runner.invoke(
+        app, ["translate", *common, "--format", "chakra-et", "-o", str(tmp_path / "et" / "p")]
+    )
+    assert traces.exit_code == 0, traces.output
+
+
 def test_a_configuration_that_needs_its_own_code_is_refused_in_one_line(tmp_path: Path) -> None:
     """ChatGLM3-6B's config.json (THUDM/chatglm3-6b: model_type chatglm, its classes in
     configuration_chatglm.py and modeling_chatglm.py beside it, auto_map) names a model_type
