@@ -324,3 +324,81 @@ def test_a_parameter_read_first_outside_its_module_is_counted_once_by_its_module
     assert [(p.name, p.shared_with) for p in output.params] == [
         ("rwkv.blocks.1.attention.output.weight", None)
     ]
+
+
+SURVEYED = (
+    "gpt_oss",
+    "opt",
+    "bloom",
+    "gptj",
+    "mpt",
+    "gpt_neox",
+    "falcon",
+    "phi3",
+    "gemma2",
+    "gemma3_text",
+    "qwen2",
+    "qwen3",
+    "qwen2_moe",
+    "qwen3_moe",
+    "mixtral",
+    "deepseek_v3",
+    "olmoe",
+    "jamba",
+    "recurrent_gemma",
+    "whisper",
+    "seamless_m4t",
+    "speech_to_text",
+    "vit",
+    "swin",
+    "convnext",
+    "llava",
+    "idefics",
+    "idefics2",
+    "idefics3",
+    "mllama",
+    "granitemoe",
+    "jetmoe",
+    "phimoe",
+    "modernbert",
+)
+"""The families the issue names among the published configurations it is checked on (decoders,
+mixtures of experts, a recurrent hybrid, speech, vision, vision-language), at the shape each
+configuration class's defaults give (its docstring's checkpoint)."""
+SURVEY_SAMPLE = {"gpt_oss", "idefics3", "qwen3_moe", "whisper"}
+
+
+@pytest.mark.parametrize(
+    "model_type", [t if t in SURVEY_SAMPLE else pytest.param(t, marks=pytest.mark.slow) for t in SURVEYED]
+)
+def test_a_named_family_translates_or_is_refused_in_one_line(model_type: str, tmp_path: Path) -> None:
+    """Each through the CLI under the layouts the issue asks for (tensor and sequence parallelism
+    from the model's plan, pipeline stages, experts over data ranks), to text and to traces: a
+    workload, or one diagnostic line and exit 1 or 2, never a traceback."""
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(classes.default_config(model_type).to_dict()))
+    (tmp_path / "et").mkdir()
+    layouts = (
+        ["--tp", "2", "--dp", "2", "--sp", "-o", str(tmp_path / "a.txt")],
+        ["--pp", "2", "--dp", "2", "--format", "chakra-et", "-o", str(tmp_path / "et" / "p")],
+        ["--dp", "4", "--ep", "2", "--format", "chakra-et", "-o", str(tmp_path / "et" / "q")],
+    )
+    runner = CliRunner()
+    for layout in layouts:
+        result = runner.invoke(app, ["translate", str(path), "--npus", "4", "--seq-len", "128", *layout])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            layout,
+            result.exception,
+        )
+        if result.exit_code:
+            assert result.exit_code in (1, 2)
+            errors = [
+                line
+                for line in result.output.splitlines()
+                if " error " in line or line.startswith("modtrans:")
+            ]
+            assert len(errors) == 1, result.output

@@ -17,8 +17,10 @@ Rewrites the fixtures from the transcriptions below (nothing downloaded); --chec
 fixture as tools/hf_families.py reads a default configuration and prints its verdict. Measured
 with transformers 5.25.0, torch 2.13.0+cpu, 32 tokens: all 16 pass (parameters equal; GEMM FLOPs
 1.000 of FlopCounterMode's but dots1 1.001, LFM2-MoE 1.005). Nemotron's tester is read in a fork
-(FORKS). Not held: Qwen4-exp's composite (a VLMModelTester), Gemma 4 assistant (its forward reads
-the drafted model's key/value states).
+(FORKS). Not held: Qwen4-exp's composite (a VLMModelTester: its
+get_text_config and get_vision_config live in tests/vlm_tester.py, which the stored sources hold
+at another commit than the test's, 1e45299563d4), Gemma 4 assistant (its forward reads the
+drafted model's key/value states).
 """
 
 from __future__ import annotations
