@@ -249,6 +249,33 @@ def test_modules_the_forward_does_not_run_are_counted_and_said(tmp_path: Path) -
     assert "model.visual" in found[0].message
 
 
+def test_an_embedding_the_forward_does_not_run_is_split_by_tensor_ranks(tmp_path: Path) -> None:
+    """Idefics3's configuration as transformers writes it, traced on token ids alone: its vision
+    tower's patch and position embeddings never run (no output recorded, M804). Tensor and
+    sequence parallelism over its text model's plan translate it (they read an embedding's output
+    shape to tell added positions: one not run has none), to text and to Chakra traces."""
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    config = classes.default_config("idefics3")
+    config.text_config.num_hidden_layers = config.vision_config.num_hidden_layers = 2  # a fast trace
+    config.architectures = ["Idefics3ForConditionalGeneration"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.to_dict()))
+    runner = CliRunner()
+    common = [str(path), "--npus", "4", "--tp", "2", "--dp", "2", "--sp", "--seq-len", "128"]
+    text = runner.invoke(app, ["translate", *common, "-o", str(tmp_path / "w.txt")])
+    assert text.exit_code == 0, text.output
+    assert "M804" in text.output
+    assert "vision_model.embeddings.patch_embedding" in text.output
+    (tmp_path / "et").mkdir()
+    traces = runner.invoke(
+        app, ["translate", *common, "--format", "chakra-et", "-o", str(tmp_path / "et" / "p")]
+    )
+    assert traces.exit_code == 0, traces.output
+
+
 def test_a_configuration_that_needs_its_own_code_is_refused_in_one_line(tmp_path: Path) -> None:
     """ChatGLM3-6B's config.json (THUDM/chatglm3-6b: model_type chatglm, its classes in
     configuration_chatglm.py and modeling_chatglm.py beside it, auto_map) names a model_type
@@ -297,3 +324,81 @@ def test_a_parameter_read_first_outside_its_module_is_counted_once_by_its_module
     assert [(p.name, p.shared_with) for p in output.params] == [
         ("rwkv.blocks.1.attention.output.weight", None)
     ]
+
+
+SURVEYED = (
+    "gpt_oss",
+    "opt",
+    "bloom",
+    "gptj",
+    "mpt",
+    "gpt_neox",
+    "falcon",
+    "phi3",
+    "gemma2",
+    "gemma3_text",
+    "qwen2",
+    "qwen3",
+    "qwen2_moe",
+    "qwen3_moe",
+    "mixtral",
+    "deepseek_v3",
+    "olmoe",
+    "jamba",
+    "recurrent_gemma",
+    "whisper",
+    "seamless_m4t",
+    "speech_to_text",
+    "vit",
+    "swin",
+    "convnext",
+    "llava",
+    "idefics",
+    "idefics2",
+    "idefics3",
+    "mllama",
+    "granitemoe",
+    "jetmoe",
+    "phimoe",
+    "modernbert",
+)
+"""The families the issue names among the published configurations it is checked on (decoders,
+mixtures of experts, a recurrent hybrid, speech, vision, vision-language), at the shape each
+configuration class's defaults give (its docstring's checkpoint)."""
+SURVEY_SAMPLE = {"gpt_oss", "idefics3", "qwen3_moe", "whisper"}
+
+
+@pytest.mark.parametrize(
+    "model_type", [t if t in SURVEY_SAMPLE else pytest.param(t, marks=pytest.mark.slow) for t in SURVEYED]
+)
+def test_a_named_family_translates_or_is_refused_in_one_line(model_type: str, tmp_path: Path) -> None:
+    """Each through the CLI under the layouts the issue asks for (tensor and sequence parallelism
+    from the model's plan, pipeline stages, experts over data ranks), to text and to traces: a
+    workload, or one diagnostic line and exit 1 or 2, never a traceback."""
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(classes.default_config(model_type).to_dict()))
+    (tmp_path / "et").mkdir()
+    layouts = (
+        ["--tp", "2", "--dp", "2", "--sp", "-o", str(tmp_path / "a.txt")],
+        ["--pp", "2", "--dp", "2", "--format", "chakra-et", "-o", str(tmp_path / "et" / "p")],
+        ["--dp", "4", "--ep", "2", "--format", "chakra-et", "-o", str(tmp_path / "et" / "q")],
+    )
+    runner = CliRunner()
+    for layout in layouts:
+        result = runner.invoke(app, ["translate", str(path), "--npus", "4", "--seq-len", "128", *layout])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            layout,
+            result.exception,
+        )
+        if result.exit_code:
+            assert result.exit_code in (1, 2)
+            errors = [
+                line
+                for line in result.output.splitlines()
+                if " error " in line or line.startswith("modtrans:")
+            ]
+            assert len(errors) == 1, result.output

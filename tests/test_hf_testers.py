@@ -38,6 +38,7 @@ BUILT = {
     "lfm2_moe": "Lfm2MoeForCausalLM",
     "ministral": "MinistralForCausalLM",
     "moonshine_streaming": "MoonshineStreamingForConditionalGeneration",
+    "nemotron": "NemotronForCausalLM",
     "qwen4_exp_text": "Qwen4ExpForCausalLM",
     "reformer": "ReformerModelWithLMHead",
     "wav2vec2-bert": "Wav2Vec2BertForCTC",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modtrans import dtypes, limits
-from modtrans.llm.families import HIDDEN_DROPOUT, LLAMA, STYLES, Style
+from modtrans.llm.families import HIDDEN_DROPOUT, LLAMA, STYLES, Style, synonymous
 
 SEQ2SEQ = ("t5", "mt5", "umt5")
 """The encoder-decoder families (T5Config, MT5Config, UMT5Config: one architecture)."""
@@ -222,6 +222,7 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
     if family not in FAMILIES:
         known = ", ".join(FAMILIES)
         raise ConfigError(f"model_type {family!r} is not a family modtrans reads ({known})")
+    config = synonymous(config, family)
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32")
     if dtype not in DTYPES:
         raise ConfigError(f"torch_dtype {dtype!r}: one of {', '.join(DTYPES)}")

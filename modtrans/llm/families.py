@@ -58,7 +58,9 @@ multipliers and olmo's clip_qkv have no parameters and change no GEMM: they are 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -169,3 +171,56 @@ HIDDEN_DROPOUT = {
 """The key and default (its transformers configuration class's) of each family's dropout of the
 hidden state, applied to the attention's and the MLP's outputs before their residual adds; a
 family absent here has none (LlamaDecoderLayer and the decoders after it)."""
+
+SYNONYMS = {
+    "mixtral": {"num_experts": "num_local_experts"},
+    "qwen3_moe": {"num_experts": "num_local_experts"},
+    "deepseek_v2": {"num_experts": "n_routed_experts"},
+    "deepseek_v3": {"num_local_experts": "n_routed_experts", "num_mtp_layers": "num_nextn_predict_layers"},
+    "jamba": {"num_local_experts": "num_experts"},
+    "gpt2": {
+        "hidden_size": "n_embd",
+        "max_position_embeddings": "n_positions",
+        "num_attention_heads": "n_head",
+        "num_hidden_layers": "n_layer",
+    },
+    "gpt_bigcode": {
+        "hidden_size": "n_embd",
+        "max_position_embeddings": "n_positions",
+        "num_attention_heads": "n_head",
+        "num_hidden_layers": "n_layer",
+    },
+    **{
+        family: {
+            "hidden_size": "d_model",
+            "num_attention_heads": "num_heads",
+            "num_hidden_layers": "num_layers",
+        }
+        | {"head_dim": "d_kv"}
+        for family in ("t5", "mt5", "umt5")
+    },
+    "llava": {"image_token_id": "image_token_index"},
+    "llava_next": {"image_token_id": "image_token_index"},
+    "gemma3": {
+        "image_token_id": "image_token_index",
+        "boi_token_id": "boi_token_index",
+        "eoi_token_id": "eoi_token_index",
+    },
+}
+"""Each family's configuration class's attribute_map (transformers 5.25: PretrainedConfig's
+__setattr__ and __getattribute__ read a key under either name): a config.json may spell a field
+either way (transformers 5 saves Qwen3-MoE's experts as num_local_experts, its published files say
+num_experts). tests/test_hf_synonyms.py holds this table to transformers' own."""
+
+
+def synonymous(config: Mapping[str, Any], family: str) -> Mapping[str, Any]:
+    """`config` with each of the family's synonymous keys set under both names where the file
+    sets one of them (the file's own key kept where it sets both)."""
+    pairs = SYNONYMS.get(family, {})
+    missing = {}
+    for alias, key in pairs.items():
+        if alias in config and key not in config:
+            missing[key] = config[alias]
+        elif key in config and alias not in config:
+            missing[alias] = config[key]
+    return {**config, **missing} if missing else config

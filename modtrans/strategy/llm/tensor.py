@@ -136,7 +136,10 @@ def _added_positions(units: list[Unit], roles: dict[str, LayerRole]) -> bool:
         if roles.get(u.name) is LayerRole.EMBEDDING and u.x.owner.outputs
     }
     return any(
-        u.x.owner.kind is Kind.EMBEDDING and u.name not in roles and u.x.owner.outputs[0].shape in words
+        u.x.owner.kind is Kind.EMBEDDING
+        and u.name not in roles
+        and u.x.owner.outputs  # a module the forward did not run has none (M804)
+        and u.x.owner.outputs[0].shape in words
         for u in units
     )
 
