@@ -24,6 +24,7 @@ from torch.utils.flop_counter import flop_registry
 
 from modtrans.hf import classes, configs
 from modtrans.hf.inputs import forward_args, inputs, nested
+from modtrans.hf.kernels import Kernels
 from modtrans.hf.values import Values, flat
 
 __all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
@@ -96,6 +97,9 @@ class _Recorder(Values):
         self.kept: list[Any] = []
         self.categories: dict[Any, str] = {}  # op overload -> _category's answer
         self.ops: list[Op] = []
+        # the recording is the only mode: an op not run reaches no mode beneath (FlopCounterMode's
+        # check, count_forward, runs each kernel)
+        self.kernels = Kernels()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
