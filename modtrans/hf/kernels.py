@@ -37,9 +37,8 @@ class Kernels:
             pure = self.pure[func] = _pure(func)
         if not pure:
             return func(*args, **kwargs)
-        try:
-            key = (func, _key(args), _key(tuple(kwargs.items())))
-        except _Unkeyed:
+        key = signature(func, args, kwargs)
+        if key is None:
             return func(*args, **kwargs)
         made = self.seen.get(key)
         if made is not None:
@@ -51,6 +50,16 @@ class Kernels:
         if spec is not None:
             self.seen[key] = spec
         return out
+
+
+def signature(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """`func` with its operands' metadata (shape, strides, dtype) and its other arguments: all an
+    op on meta computes from, and all flop_registry's formulas read; None where an argument is
+    not such metadata."""
+    try:
+        return (func, _key(args), _key(tuple(kwargs.items())))
+    except _Unkeyed:
+        return None
 
 
 class _Unkeyed(Exception):
