@@ -57,12 +57,29 @@ def flat(x: Any) -> Iterator[Any]:
         yield x
 
 
+class _Copies(WeakIdKeyDictionary):  # type: ignore[misc]
+    """A weak-keyed table whose `in` answers no from the ids ever stored, without the weak
+    reference a look-up makes: every operand of every op is asked about, few are in it. An id
+    stored once may belong to a dead tensor: that yes is checked by the table itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[int] = set()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.ids.add(id(key))
+        super().__setitem__(key, value)
+
+    def __contains__(self, key: Any) -> bool:
+        return id(key) in self.ids and super().__contains__(key)
+
+
 class Values(TorchDispatchMode):  # type: ignore[misc]
     """The CPU copies of the meta tensors whose values are known, kept through every op."""
 
     def __init__(self, given: Mapping[str, Any]) -> None:
         super().__init__()
-        self.copies: WeakIdKeyDictionary = WeakIdKeyDictionary()  # meta tensor -> its CPU copy
+        self.copies: WeakIdKeyDictionary = _Copies()  # meta tensor -> its CPU copy
         self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()  # a boolean tensor -> the op that made it
         self.kernels: Any = _run  # each op's kernel (library's recording remembers them: kernels.py)
         for t in given.values():
