@@ -4,7 +4,7 @@ operands alike gives outputs alike. A model's sequential scan (a Mamba mixer's r
 selective scan without mamba-ssm's kernel: transformers' slow_forward, one step per token) runs
 the same few ops on the same shapes thousands of times; each after the first is a dictionary
 look-up and an empty meta tensor, where torch's meta kernel runs its Python reference
-(torch/_refs, torch/_prims_common: about 80 % of a read's dispatch time).
+(torch/_refs, torch/_prims_common: two thirds of the recording's dispatch time, cProfile).
 
 Only ops whose outputs are new tensors are remembered (no mutation, no output aliasing an input:
 the schema's alias annotations), with every operand on meta and every argument hashable; any
