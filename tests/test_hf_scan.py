@@ -43,12 +43,9 @@ def read(model_type: str, sequence: int, remember: bool) -> tuple[Any, dict[str,
     kernels = Kernels()
     if not remember:
         kernels.pure = _NeverPure()
-    original = library.Kernels
-    library.Kernels = lambda: kernels  # type: ignore[misc,assignment]
-    try:
+    with pytest.MonkeyPatch.context() as patch:  # the recording's Kernels: this one
+        patch.setattr(library, "Kernels", lambda: kernels)
         recorded = library.record(model, given)
-    finally:
-        library.Kernels = original  # type: ignore[misc]
     return model, given, layers.layers(recorded, blocks.shape_of(model.config)), kernels
 
 
