@@ -63,9 +63,10 @@ def layers(recorded: Any, shape: Shape) -> list[Layer]:
     sharing = _sharing(groups, recorded.owners)
     blocks = block_index(recorded)
     first_block = min((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), default=0)
+    shapes = {key: s for m in recorded.modules for key, s in m.params}  # parameter key -> its shape
     out = []
     for i, g in enumerate(groups):
-        out.append(_layer(g, shape, recorded, modules, where, blocks, i < first_block, sharing))
+        out.append(_layer(g, shape, shapes, modules, where, blocks, i < first_block, sharing))
     return out
 
 
@@ -168,14 +169,13 @@ def _sharing(groups: Sequence[_Group], owners: Mapping[str, str]) -> dict[tuple[
 def _layer(
     g: _Group,
     shape: Shape,
-    recorded: Any,
+    shapes: Mapping[str, tuple[int, ...]],
     modules: Mapping[str, Any],
     where: Mapping[int, str],
     blocks: Mapping[str, int],
     before: bool,
     sharing: Mapping[tuple[str, str], str | None],
 ) -> Layer:
-    shapes = {key: s for m in recorded.modules for key, s in m.params}
     params = []
     for key in g.params:
         shared = sharing.get((g.name, key))

@@ -24,6 +24,7 @@ from torch.utils.flop_counter import flop_registry
 
 from modtrans.hf import classes, configs
 from modtrans.hf.inputs import forward_args, inputs, nested
+from modtrans.hf.kernels import Kernels, signature
 from modtrans.hf.values import Values, flat
 
 __all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
@@ -96,6 +97,10 @@ class _Recorder(Values):
         self.kept: list[Any] = []
         self.categories: dict[Any, str] = {}  # op overload -> _category's answer
         self.ops: list[Op] = []
+        # the recording is the only mode: an op not run reaches no mode beneath (FlopCounterMode's
+        # check, count_forward, runs each kernel)
+        self.kernels = Kernels()
+        self.counted: dict[Any, int] = {}  # kernels.signature -> flop_registry's count
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -130,8 +135,14 @@ class _Recorder(Values):
                     self.named[id(t)] = self.named[id(tensors[0])]
             return out
         flops = 0
-        if packet in flop_registry:
-            flops = int(flop_registry[packet](*args, **kwargs, out_val=out))
+        if packet in flop_registry:  # a function of the operands' shapes: counted once per signature
+            key = signature(func, args, kwargs)
+            counted = self.counted.get(key) if key is not None else None
+            if counted is None:
+                counted = int(flop_registry[packet](*args, **kwargs, out_val=out))
+                if key is not None:
+                    self.counted[key] = counted
+            flops = counted
         index = len(self.ops)
         self.ops.append(
             Op(

@@ -57,13 +57,31 @@ def flat(x: Any) -> Iterator[Any]:
         yield x
 
 
+class _Copies(WeakIdKeyDictionary):  # type: ignore[misc]
+    """A weak-keyed table whose `in` answers no from the ids ever stored, without the weak
+    reference a look-up makes: every operand of every op is asked about, few are in it. An id
+    stored once may belong to a dead tensor: that yes is checked by the table itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[int] = set()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.ids.add(id(key))
+        super().__setitem__(key, value)
+
+    def __contains__(self, key: Any) -> bool:
+        return id(key) in self.ids and super().__contains__(key)
+
+
 class Values(TorchDispatchMode):  # type: ignore[misc]
     """The CPU copies of the meta tensors whose values are known, kept through every op."""
 
     def __init__(self, given: Mapping[str, Any]) -> None:
         super().__init__()
-        self.copies: WeakIdKeyDictionary = WeakIdKeyDictionary()  # meta tensor -> its CPU copy
+        self.copies: WeakIdKeyDictionary = _Copies()  # meta tensor -> its CPU copy
         self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()  # a boolean tensor -> the op that made it
+        self.kernels: Any = _run  # each op's kernel (library's recording remembers them: kernels.py)
         for t in given.values():
             value = getattr(t, "modtrans_value", None)  # the value an input carries (inputs.on_meta)
             if value is not None:
@@ -92,7 +110,11 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
             return self.copies[args[0]].to(**kwargs)  # .cpu() of a tensor whose value is known
         copy = self.copy_of(func, args, kwargs)
         try:
-            out = func(*args, **kwargs)
+            out = (
+                func(*args, **kwargs)
+                if copy is not None or packet in CHOICES
+                else self.kernels(func, args, kwargs)
+            )
         except (NotImplementedError, RuntimeError):
             moved = self.moved(args, kwargs)
             if moved is not None:  # a CPU tensor beside meta ones: on meta, its value kept
@@ -225,6 +247,10 @@ MADE = frozenset({torch.tensor, torch.as_tensor})
 """Tensors made from Python data: made on meta directly they carry no value (torch.tensor does
 not dispatch its data: Qwen2-VL's torch.tensor([merge_size], device=grid.device)); made on the
 CPU (each meta tensor among the data as its copy) and moved, their copy is kept."""
+
+
+def _run(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    return func(*args, **kwargs)
 
 
 def _written(func: Any, args: Any, kwargs: dict[str, Any]) -> Iterator[Any]:
