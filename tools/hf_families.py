@@ -29,8 +29,9 @@ defaults on meta:
   requires torchaudio; in transformers there is no pure way to make them), Gemma 4 unified
   assistant's forward, which reads the key/value states of the model it drafts for: 4.
 Slow, not failing: a Mamba mixer without its kernels (mamba_ssm, causal_conv1d) runs transformers'
-reference scan a token at a time, each step's ops recorded: Zamba's default configuration read in
-345 s at 2,048 tokens (75 s and 78,735 recorded ops at 256), FalconMamba's in 75 s.
+reference scan a token at a time, each step's ops recorded (its meta kernels' outputs looked up:
+hf/kernels.py): Zamba's default configuration read in 152 s at 2,048 tokens, FalconMamba's in 47 s
+(bench/bench_hf.py, scans).
 Vision- and audio-language models also run their towers on one image or one second of audio
 (inputs.images, inputs.sounds) where their image or audio path runs on meta.
 """
