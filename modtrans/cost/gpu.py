@@ -68,6 +68,7 @@ from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part
 
 ATTENTION = ("flash", "flash2", "cudnn", "eager")  # the newest fused kernel, FlashAttention-2, cuDNN's, none
+ALTERNATIVES = ("flash2", "cudnn")  # the fused kernels a device may have measured beside its newest
 TILES = ((256, 128), (128, 256), (128, 128))
 SMALL_TILES = ((128, 64), (64, 128), (64, 64))
 SMALLEST = min(min(t) for t in TILES)
@@ -86,9 +87,11 @@ class Kernels:
     attention: Attention | None
     memory_bytes: int
     sources: Mapping[str, str] = field(default_factory=dict)
-    attention_flash2: Attention | None = None  # FlashAttention-2 where `attention` is a later kernel
     eager_rmsnorm: Mapping[str, float] | None = None  # bytes an element, op by op (norms.py)
-    attention_cudnn: Attention | None = None  # cuDNN's fused attention (Transformer Engine's on Hopper)
+    # the other fused kernels measured on the device, by --attention's name (devices.json's
+    # `attention_<name>`): flash2, FlashAttention-2 where `attention` is a later kernel; cudnn,
+    # cuDNN's (Transformer Engine's on Hopper)
+    attentions: Mapping[str, Attention] = field(default_factory=dict)
 
     def matmul(self, dtype: str) -> float:
         return self.matmul_efficiency.get(dtype) or self.matmul_efficiency["default"]
@@ -105,9 +108,8 @@ def kernels(data: Mapping[str, Any]) -> Kernels:
         attention_of(data.get("attention")),
         int(data["memory_bytes"]),
         dict(data.get("sources", {})),
-        attention_of(data.get("attention_flash2")),
         data.get("eager_rmsnorm"),
-        attention_of(data.get("attention_cudnn")),
+        {name: a for name in ALTERNATIVES if (a := attention_of(data.get(f"attention_{name}"))) is not None},
     )
 
 
@@ -300,10 +302,9 @@ def make(settings: Settings) -> Gpu:
     if settings.attention not in ATTENTION:
         raise CostError(f"--attention {settings.attention}: one of {', '.join(ATTENTION)}")
     k = kernels(found.kernels)
-    if settings.attention == "flash2" and k.attention_flash2 is not None:
-        k = dataclasses.replace(k, attention=k.attention_flash2)  # else its newest is FlashAttention-2
-    if settings.attention == "cudnn" and k.attention_cudnn is not None:
-        k = dataclasses.replace(k, attention=k.attention_cudnn)  # else the newest fused kernel
+    chosen = k.attentions.get(settings.attention)
+    if chosen is not None:  # else the newest fused kernel (for flash2: the newest is FlashAttention-2)
+        k = dataclasses.replace(k, attention=chosen)
     k = scaled(k, settings.efficiency)
     eager_norms = settings.norms == "eager" and k.eager_rmsnorm is not None
     eager = settings.attention == "eager"
