@@ -39,7 +39,7 @@ own name; tags are unique per (micro-batch, boundary, direction) and identical o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 
@@ -136,10 +136,11 @@ def costed(
         sum(m.flops.weight_grad for m in members),
     )
     times = group_times(share, cost, inputs)
-    rerun = (0, 0)
+    again = (0, 0)
     if core:
-        rerun = attention_core(members, cost) if reruns is None else rerun_of(members, cost, reruns)
-    return Costed(index, share.owner.name, times, fl, tensors, comms, rerun)
+        which = in_attention_core if reruns is None else (lambda m: m.name in reruns)
+        again = rerun(members, cost, which)
+    return Costed(index, share.owner.name, times, fl, tensors, comms, again)
 
 
 @dataclass(frozen=True)
@@ -624,13 +625,12 @@ def _segments(ops: Sequence[Op], start: int, end: int) -> list[list[int]]:
     return out
 
 
-def attention_core(members: Sequence[IRLayer], cost: CostModel) -> tuple[int, int]:
-    """Forward ticks and FLOPs of a unit's attention core (score and context matmuls, softmax)."""
-    core = [m for m in members if m.kind is Kind.MATMUL or m.op_type == "Softmax"]
-    return sum(cost.times(m).forward for m in core), sum(m.flops.forward for m in core)
+def in_attention_core(m: IRLayer) -> bool:
+    """Whether a layer is of an attention core: its score and context matmuls, the softmax between."""
+    return m.kind is Kind.MATMUL or m.op_type == "Softmax"
 
 
-def rerun_of(members: Sequence[IRLayer], cost: CostModel, names: frozenset[str]) -> tuple[int, int]:
-    """Forward ticks and FLOPs of the unit's layers among `names` (those recomputation reruns)."""
-    again = [m for m in members if m.name in names]
+def rerun(members: Sequence[IRLayer], cost: CostModel, which: Callable[[IRLayer], bool]) -> tuple[int, int]:
+    """Forward ticks and FLOPs of the unit's layers that recomputation reruns (`which`)."""
+    again = [m for m in members if which(m)]
     return sum(cost.times(m).forward for m in again), sum(m.flops.forward for m in again)

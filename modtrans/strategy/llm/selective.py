@@ -2,7 +2,7 @@
 
 Megatron-LM (Korthikanti et al. 2022, section 5): each block's attention core (the scores and
 context products and the softmax between them) is rerun before its backward; everything else is
-kept (activations.py's terms without the s^2 ones). program.attention_core times it.
+kept (activations.py's terms without the s^2 ones): program.in_attention_core.
 
 torchtitan's 'op' policy (pytorch/torchtitan 9dec370, torchtitan/parallelisms/parallelize_llama.py,
 _apply_ac_to_transformer_block, selective_ac_option "op"; torchtitan/models/llama3/infra/
@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modtrans.ir.document import Kind, Layer, ModelIR
+from modtrans.strategy.program import in_attention_core
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,6 @@ def _blocks(ir: ModelIR) -> dict[int, list[Layer]]:
     return out
 
 
-def _core(x: Layer) -> bool:
-    return x.kind is Kind.MATMUL or x.op_type == "Softmax"
-
-
 def op_reruns(ir: ModelIR, fused_attention: bool) -> frozenset[str]:
     """The layers torchtitan's op policy reruns before each block's backward (the module's
     docstring): every second linear of the block, and the other ops up to its last linear; the
@@ -66,7 +63,7 @@ def op_reruns(ir: ModelIR, fused_attention: bool) -> frozenset[str]:
         for x in members[: linears[-1]]:
             if x.kind is Kind.LINEAR:
                 continue
-            if _core(x) and fused_attention:
+            if in_attention_core(x) and fused_attention:
                 continue
             names.add(x.name)
     return frozenset(names)
