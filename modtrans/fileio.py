@@ -455,10 +455,11 @@ def _pieces(data: Content) -> Iterable[bytes]:
 
 
 def _targets(paths: Sequence[Path]) -> list[tuple[Path, bool, int | None]]:
-    """_target of each path, and the mode of the file it replaces (None for a new file). A folder
-    is resolved once (realpath) and each name in it looked at once (lstat), not each path's every
-    component: a 1,024-rank set's files cost 1,026 system calls here, not 7,000 (a link is
-    followed whole, as _target follows it)."""
+    """_target of each path: the file written, whether through, and the mode its replacement
+    keeps (None for a new file), all three from one look at it (its lstat, or a link's target's
+    stat). A folder is resolved once (realpath) and each name in it looked at once (lstat), not
+    each path's every component: a 1,024-rank set's files cost 1,026 system calls here, not 7,000
+    (a link is followed whole, as _target follows it)."""
     folders: dict[Path, str] = {}
     out: list[tuple[Path, bool, int | None]] = []
     for path in paths:
@@ -475,31 +476,31 @@ def _targets(paths: Sequence[Path]) -> list[tuple[Path, bool, int | None]]:
             except OSError:
                 info = None
         if info is None or stat.S_ISLNK(info.st_mode):  # a link, or a name to resolve whole
-            real, through = _target(path)
-            out.append((real, through, None if through else _kept_mode(real)))
+            out.append(_target(path))
             continue
-        real, through = _kind(Path(folder, path.name), info, path)
-        out.append((real, through, None if through else stat.S_IMODE(info.st_mode)))
+        out.append(_kind(Path(folder, path.name), info, path))
     return out
 
 
-def _target(path: Path) -> tuple[Path, bool]:
-    """The file to write (a symlink's target) and whether it is written through."""
+def _target(path: Path) -> tuple[Path, bool, int | None]:
+    """The file to write (a symlink's target), whether it is written through, and the mode its
+    replacement keeps (None for a new file): one stat of the target says all three."""
     real = Path(os.path.realpath(path))
     try:
         info = os.stat(real)
     except FileNotFoundError:
-        return real, False
+        return real, False, None
     return _kind(real, info, path)
 
 
-def _kind(real: Path, info: os.stat_result, path: Path) -> tuple[Path, bool]:
-    """The file to write and whether it is written through, from what stat says of it; OSError
-    for what is not written (`path` as the user named it)."""
+def _kind(real: Path, info: os.stat_result, path: Path) -> tuple[Path, bool, int | None]:
+    """The file to write, whether it is written through, and the mode its replacement keeps (None
+    for a device or FIFO, which is written through), from what stat says of it; OSError for what
+    is not written (`path` as the user named it)."""
     if stat.S_ISREG(info.st_mode):
-        return real, False
+        return real, False, stat.S_IMODE(info.st_mode)
     if stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode):
-        return real, True
+        return real, True, None
     kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
     raise OSError(
         errno.EISDIR if stat.S_ISDIR(info.st_mode) else errno.EINVAL, f"{path} is {kind}", str(path)

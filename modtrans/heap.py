@@ -1,4 +1,5 @@
-"""Pausing Python's cyclic garbage collector while a large acyclic structure is built.
+"""Pausing Python's cyclic garbage collector while a large acyclic structure is built (`paused`),
+and freezing one that lives on (`frozen`).
 
 The collector scans every tracked object of the older generations each time their allocations
 grow by a quarter, so building a 280-stage pipeline's millions of operations, tuples and tensors
@@ -24,3 +25,16 @@ def paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+@contextlib.contextmanager
+def frozen() -> Iterator[None]:
+    """`paused`, and what the block built then frozen (gc.freeze: later collections skip it,
+    reference counting still frees it): for a structure that outlives the block. The young garbage
+    is collected first, which is cheap, so no earlier cycle is frozen with it."""
+    gc.collect(1)
+    with paused():
+        try:
+            yield
+        finally:
+            gc.freeze()

@@ -126,6 +126,19 @@ def test_unknown_comm_type_suggests_the_nearest_spelling() -> None:
     assert "ALLREDUCE" in d.hint
 
 
+@pytest.mark.parametrize("field", ["DATA", "BOGUS"])
+def test_a_13th_field_outside_hybrid_customized_is_one_finding_in_one_wording(field: str) -> None:
+    """V220 is reported by the check when the field is a parallelism keyword (the layer is built)
+    and by the parser when it is not (no layer is): the same words, the layer named, either way."""
+    found = modtrans.validate(f"DATA\n1\nconv1 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 64 1 {field}\n")
+    (d,) = found
+    assert d.code == "V220"
+    assert d.message == f"layer `conv1` has a 13th field `{field}` but the header is DATA"
+    assert d.hint == "remove the 13th field"
+    assert d.span is not None
+    assert (d.span.line, d.span.column) == (3, 45)
+
+
 def test_one_bad_line_does_not_hide_the_others() -> None:
     good = "{} -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1"
     lines = [good.format("a"), "bad -1 1 NONE 0 1", good.format("c"), "bad2 -1 1 NONE 0 1 NONE 0 1 XX 8 1"]

@@ -10,10 +10,17 @@ take their bytes an element at hidden 4,096; the other hidden sizes of the model
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 
 from modtrans import cost
 from modtrans.cost.gpu import Gpu
+from modtrans.cost.norms import eager_rmsnorm_bytes
+from modtrans.extraction import extract
 from modtrans.ir.document import Activation, Flops, Kind, Layer
 from modtrans.request import Request, prepare
 
@@ -56,3 +63,42 @@ def test_torchtitan_runs_its_rmsnorm_op_by_op_and_megatron_fused() -> None:
     elements, stream = ROWS * 4096, 3.35e12 * 0.887
     assert times["torchtitan"].forward * 1e-9 == pytest.approx(elements * 74.0 / stream, rel=0.01)
     assert times["megatron"].forward * 1e-9 == pytest.approx(elements * 4 / stream, rel=0.01)
+
+
+@pytest.mark.parametrize("statistic", [False, True])
+def test_an_rmsnorm_is_costed_by_its_result_whatever_statistic_it_also_writes(
+    tmp_path: Path, statistic: bool
+) -> None:
+    """onnxruntime's SimplifiedLayerNormalization (core/graph/contrib_ops/contrib_defs.cc) writes
+    Y and, optionally, inv_std_var: fp32, 1 along the normalised axis. The measured bytes are an
+    element of Y (x's rows x hidden), the statistic's kernel among them: the optional output adds
+    nothing (counted against Y's width, its 2,048 fp32 values were 4,096 bf16 elements more)."""
+    hidden = 4096
+    outputs = ["y", "inv"] if statistic else ["y"]
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "scale"], outputs, axis=-1, stash_type=1)
+    declared = [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [ROWS, hidden])]
+    if statistic:
+        declared.append(helper.make_tensor_value_info("inv", TensorProto.FLOAT, [ROWS, 1]))
+    scale = helper.make_tensor(
+        "scale", TensorProto.BFLOAT16, [hidden], np.ones(hidden, np.uint16).tobytes(), raw=True
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [ROWS, hidden])],
+        declared,
+        [scale],
+    )
+    path = tmp_path / "rmsnorm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    ir, found = extract(path)
+    assert ir is not None, found
+    (layer,) = [x for x in ir.layers if x.op_type == "SimplifiedLayerNormalization"]
+    assert len(layer.outputs) == len(outputs)
+    model = cost.get("gpu", cost.Settings(device="h100", norms="eager"))
+    assert isinstance(model, Gpu)
+    per_element = model.kernels.eager_rmsnorm
+    assert per_element is not None
+    elements = ROWS * hidden
+    expected = (round(elements * per_element["forward"]), round(elements * per_element["backward"]))
+    assert eager_rmsnorm_bytes(layer, per_element) == expected

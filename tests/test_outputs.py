@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -120,6 +122,51 @@ def test_a_trace_set_keeps_links_and_modes_as_a_single_file_does(tmp_path: Path)
     assert stat.S_IMODE((real / "t.2.et").stat().st_mode) == 0o640  # 0666 & ~0027, as the shell would
     assert (real / "t.0.et").read_bytes()[:4] == (real / "t.2.et").read_bytes()[:4]
     assert not [p for p in [*real.iterdir(), *elsewhere.iterdir()] if p.name.endswith(temporaries.PARTIAL)]
+
+
+def test_each_output_and_each_link_target_is_looked_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fileio._targets reads an output's kind and the mode its replacement keeps from one system
+    call on the file: a name's lstat, and for a link its target's stat, never a second stat of
+    the same file (realpath's own lstats are the standard library's, not counted)."""
+    (tmp_path / "plain").write_bytes(b"x")
+    (tmp_path / "plain").chmod(0o604)
+    (tmp_path / "target").write_bytes(b"x")
+    (tmp_path / "target").chmod(0o600)
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    (tmp_path / "far").write_bytes(b"x")
+    (tmp_path / "far").chmod(0o640)
+    (tmp_path / "hop").symlink_to(tmp_path / "far")
+    (tmp_path / "chain").symlink_to(tmp_path / "hop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing")
+    names = ["plain", "link", "chain", "dangling", "new"]
+    calls: list[tuple[str, str]] = []
+
+    def counting(name: str) -> Callable[..., os.stat_result]:
+        real: Callable[..., os.stat_result] = getattr(os, name)
+
+        def counted(path: str | Path, *args: Any, **kwargs: Any) -> os.stat_result:
+            if sys._getframe(1).f_globals.get("__name__") == "modtrans.fileio":
+                calls.append((name, os.fspath(path)))
+            return real(path, *args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(os, "stat", counting("stat"))
+    monkeypatch.setattr(os, "lstat", counting("lstat"))
+    resolved = fileio._targets([tmp_path / name for name in names])
+    monkeypatch.undo()
+    assert [(real.name, through, mode) for real, through, mode in resolved] == [
+        ("plain", False, 0o604),
+        ("target", False, 0o600),
+        ("far", False, 0o640),
+        ("missing", False, None),
+        ("new", False, None),
+    ]
+    links = 3
+    assert len(calls) == len(names) + links, calls
+    assert sorted(set(calls)) == sorted(calls), calls
 
 
 def test_a_directory_where_a_trace_goes_is_refused_and_nothing_written(tmp_path: Path) -> None:

@@ -12,11 +12,11 @@ Models (`modtrans cost list`, `--compute NAME` on translate):
                        streaming bandwidth, a launch floor (gpu.py; the default)
   scalesim             the real SCALE-Sim, per layer, cached (scalesim.py; optional extra)
 
-What they share is base.py (names, the Clock, the CostModel protocol, the registry); gemm.py
-states a layer's phases as GEMMs, attention.py a device's measured attention kernel, loss.py the
-loss's kernels over a head's logits, norms.py an RMSNorm run op by op, eager.py rotary embeddings
-and SwiGLU op by op; measured.py projects measured times (`--per-layer-times`), which profiler.py
-reads from a PyTorch profiler trace.
+What they share is base.py (names, the Clock, the CostModel protocol, the registry, a layer's
+result elements); gemm.py states a layer's phases as GEMMs, attention.py a device's measured
+attention kernel, loss.py the loss's kernels over a head's logits, norms.py an RMSNorm run op by
+op, eager.py rotary embeddings and SwiGLU op by op; measured.py projects measured times
+(`--per-layer-times`), which profiler.py reads from a PyTorch profiler trace.
 
 Units: a model counts cycles (systolic arrays) or seconds (roofline); a Clock turns either into
 integer ticks. ASTRA-sim 1.0 and SimAI read ticks as nanoseconds (1 tick = 1 cycle at 1 GHz).

@@ -1,6 +1,7 @@
 """What every compute-time model shares: the model names, ticks (Clock), per-phase times, the
-CostModel protocol, its settings and the registry the models add themselves to (`@register`).
-cost/__init__.py loads the models and looks them up by name."""
+CostModel protocol, its settings, the registry the models add themselves to (`@register`), and
+the elements of a layer's result that elementwise costs count against. cost/__init__.py loads
+the models and looks them up by name."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from modtrans import dtypes
 from modtrans.ir.document import Layer
 
 
@@ -109,6 +111,22 @@ def by_shape(cost: CostModel) -> bool:
     says so with the class attribute SHAPE_ONLY = True; one that looks layers up by name
     (cost/measured.py) or says nothing is asked about every layer."""
     return getattr(cost, "SHAPE_ONLY", False) is True
+
+
+def result_elements(layer: Layer) -> int:
+    """Elements of a layer's result, its first output, over all its runs (0 where its size is not
+    known): what an elementwise op's bytes an element are counted against (cost/eager.py,
+    cost/norms.py, the attention dropout's mask in cost/gpu.py). An op's other outputs are not
+    that tensor: onnxruntime's SimplifiedLayerNormalization (core/graph/contrib_ops/
+    contrib_defs.cc) writes Y and an optional inv_std_var, fp32 and 1 along the normalised axis,
+    which the measured op-by-op bytes already move (the reciprocal root is one of the seven
+    kernels). ONNX's RMSNormalization and RotaryEmbedding, com.microsoft's RotaryEmbedding, and the
+    built models' SiluMul and rotary have the one output (llm/build.py's rotary holds q's and k's
+    heads in one tensor, as torchtitan's apply_rotary_emb rotates both)."""
+    if not layer.outputs:
+        return 0
+    out = layer.outputs[0]
+    return (out.bytes or 0) // max(1, dtypes.width(out.dtype)) * layer.repeats
 
 
 @dataclass(frozen=True)

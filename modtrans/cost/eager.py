@@ -27,6 +27,7 @@ torchtitan's (b, s, heads, d) layout does not have: the count is charged, a lowe
 from __future__ import annotations
 
 from modtrans import dtypes
+from modtrans.cost.base import result_elements
 from modtrans.ir.document import Layer
 
 FP32 = 4
@@ -49,8 +50,6 @@ def eager_bytes(layer: Layer) -> tuple[int, int] | None:
     count = PER_ELEMENT.get(layer.op_type)
     if count is None or not layer.outputs:
         return None
-    out = layer.outputs[0]
-    width = max(1, dtypes.width(out.dtype))
-    elements = sum(a.bytes or 0 for a in layer.outputs) // width * layer.repeats
-    forward, backward = count(width)
+    elements = result_elements(layer)
+    forward, backward = count(max(1, dtypes.width(layer.outputs[0].dtype)))
     return elements * forward, elements * backward

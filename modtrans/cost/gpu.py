@@ -59,7 +59,7 @@ from typing import Any, ClassVar
 
 from modtrans import dtypes
 from modtrans.cost.attention import BACKWARD_FLOPS, Attention, attention_of
-from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register
+from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register, result_elements
 from modtrans.cost.eager import eager_bytes
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
 from modtrans.cost.loss import loss_bytes
@@ -198,8 +198,7 @@ class Gpu:
             return 0.0, 0.0
         if layer.kind is not Kind.REDUCE or self.attention_seconds(layer) is not None:
             return 0.0, 0.0
-        probs = sum(a.bytes or 0 for a in layer.outputs)
-        moved = layer.repeats * (2 * probs + probs // width)
+        moved = result_elements(layer) * (2 * width + 1)  # the probabilities twice, the mask once
         return self.memory_seconds(moved), self.memory_seconds(moved)
 
     def times(self, layer: Layer) -> PhaseTimes:

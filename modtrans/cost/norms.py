@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from modtrans import dtypes
+from modtrans.cost.base import result_elements
 from modtrans.ir.document import Kind, Layer
 
 RMS = frozenset({"RMSNormalization", "SimplifiedLayerNormalization"})
@@ -30,6 +30,5 @@ def eager_rmsnorm_bytes(layer: Layer, per_element: Mapping[str, float]) -> tuple
     run op by op, at `per_element` bytes an element of its output; None: not an RMSNorm."""
     if layer.kind is not Kind.NORM or layer.op_type not in RMS or not layer.outputs:
         return None
-    out = layer.outputs[0]
-    elements = (out.bytes or 0) // max(1, dtypes.width(out.dtype)) * layer.repeats
+    elements = result_elements(layer)
     return round(elements * per_element["forward"]), round(elements * per_element["backward"])

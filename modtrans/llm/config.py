@@ -725,16 +725,8 @@ def _clip(config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out
     """LLaVA's CLIP vision tower (CLIPVisionConfig: hidden_size 768, intermediate_size 3072, 12
     layers of 12 heads, image_size 224, patch_size 32, quick_gelu by default) and what LlavaModel
     takes from it (vision_feature_layer -2, vision_feature_select_strategy "default")."""
-    kind = vision.get("model_type", "clip_vision_model")
-    if kind != "clip_vision_model":
-        raise ConfigError(f"a LLaVA vision tower of model_type {kind!r} is not modelled (clip_vision_model)")
     values = {**(LLAVA_CLIP if not vision else {}), **vision}
-    get = {k: _size(values, k, d) for k, d in (
-        ("hidden_size", 768), ("intermediate_size", 3072), ("num_hidden_layers", 12),
-        ("num_attention_heads", 12), ("image_size", 224), ("patch_size", 32),
-        ("num_channels", 3))}  # fmt: skip
-    tower = _tower("clip_vision_model", get["hidden_size"], get["num_hidden_layers"],
-                   get["num_attention_heads"], get["intermediate_size"], "gelu", "layer", dtype)  # fmt: skip
+    tower, image, patch, channels = _vit(values, "clip_vision_model", "LLaVA", 32, dtype)
     layers = config.get("vision_feature_layer", -2)
     layers = tuple(layers) if isinstance(layers, list) else (layers,)
     depth = tower.layers
@@ -745,12 +737,11 @@ def _clip(config: Mapping[str, Any], vision: Mapping[str, Any], family: str, out
     strategy = config.get("vision_feature_select_strategy", "default")
     if strategy not in ("default", "full"):
         raise ConfigError(f"vision_feature_select_strategy {strategy!r}: default or full")
-    image, patch = get["image_size"], get["patch_size"]
     if image % patch:
         raise ConfigError(f"image_size {image} does not split into patches of {patch}")
     grid = _pinpoints(config, image, strategy) if family == "llava_next" else ()
     return Vision(
-        family="clip_vision_model", tower=tower, patch=patch, channels=get["num_channels"], image=image,
+        family="clip_vision_model", tower=tower, patch=patch, channels=channels, image=image,
         feature_layers=tuple(i % (depth + 1) for i in layers), grid=grid, class_token=True,
         keep_class=strategy == "full",
         projector_bias=bool(config.get("multimodal_projector_bias", True)), out=out,
@@ -800,20 +791,9 @@ def _siglip(
     as Gemma3Model reads last_hidden_state) and the projector's average pooling of the
     (image_size / patch_size)^2 patches to mm_tokens_per_image (Gemma3MultiModalProjector: a
     square of sqrt(tokens) a side, kernel = patches a side / that)."""
-    kind = vision.get("model_type", "siglip_vision_model")
-    if kind != "siglip_vision_model":
-        raise ConfigError(
-            f"a Gemma 3 vision tower of model_type {kind!r} is not modelled (siglip_vision_model)"
-        )
+    tower, image, patch, channels = _vit(vision, "siglip_vision_model", "Gemma 3", 16, dtype)
     if vision.get("vision_use_head", True) is not False:
         raise ConfigError("a SigLIP tower with its attention-pooling head (vision_use_head) is not modelled")
-    get = {k: _size(vision, k, d) for k, d in (
-        ("hidden_size", 768), ("intermediate_size", 3072), ("num_hidden_layers", 12),
-        ("num_attention_heads", 12), ("image_size", 224), ("patch_size", 16),
-        ("num_channels", 3))}  # fmt: skip
-    tower = _tower("siglip_vision_model", get["hidden_size"], get["num_hidden_layers"],
-                   get["num_attention_heads"], get["intermediate_size"], "gelu", "layer", dtype)  # fmt: skip
-    image, patch = get["image_size"], get["patch_size"]
     tokens = _size(config, "mm_tokens_per_image", 256)
     side, per_side = math.isqrt(tokens), image // patch
     if image % patch or side * side != tokens or per_side % side:
@@ -822,7 +802,7 @@ def _siglip(
             f"patches of image_size {image} / patch_size {patch} evenly"
         )
     return Vision(
-        family="siglip_vision_model", tower=tower, patch=patch, channels=get["num_channels"], image=image,
+        family="siglip_vision_model", tower=tower, patch=patch, channels=channels, image=image,
         merge=per_side // side, conv_bias=True, out=out,
     )  # fmt: skip
 
@@ -867,6 +847,26 @@ def _qwen_vision(
         window=_size(vision, "window_size", 112) if family == "qwen2_5_vl" else 0,
         full_blocks=tuple(full), out=out,
     )  # fmt: skip
+
+
+def _vit(
+    vision: Mapping[str, Any], kind: str, model: str, patch: int, dtype: str
+) -> tuple[Arch, int, int, int]:
+    """A ViT tower as CLIP and SigLIP configure it, its model_type checked (`kind`; `model` the
+    multimodal model, for the error): the tower (GELU MLP, LayerNorms), image_size, patch_size and
+    num_channels, each key at its configuration class's default where the file gives none
+    (CLIPVisionConfig and SiglipVisionConfig: hidden_size 768, intermediate_size 3072, 12 layers
+    of 12 heads, image_size 224, 3 channels; patch_size `patch`: CLIP's 32, SigLIP's 16)."""
+    found = vision.get("model_type", kind)
+    if found != kind:
+        raise ConfigError(f"a {model} vision tower of model_type {found!r} is not modelled ({kind})")
+    get = {k: _size(vision, k, d) for k, d in (
+        ("hidden_size", 768), ("intermediate_size", 3072), ("num_hidden_layers", 12),
+        ("num_attention_heads", 12), ("image_size", 224), ("patch_size", patch),
+        ("num_channels", 3))}  # fmt: skip
+    tower = _tower(kind, get["hidden_size"], get["num_hidden_layers"], get["num_attention_heads"],
+                   get["intermediate_size"], "gelu", "layer", dtype)  # fmt: skip
+    return tower, get["image_size"], get["patch_size"], get["num_channels"]
 
 
 def _size(config: Mapping[str, Any], key: str, default: int) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import logging
 import os
@@ -25,7 +24,7 @@ import queue
 import re
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -35,6 +34,7 @@ from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
+from modtrans import heap
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic
 from modtrans.lsp import features
@@ -213,7 +213,11 @@ class WorkloadServer(LanguageServer):
         """Parse and validate `text`: safe off the event loop (touches no workspace state)."""
         if not features.looks_like_workload(text):
             return None
-        with self.lock, _long_lived():  # one analysis at a time: they share the line caches
+        # One analysis at a time: they share the line caches. An analysis builds about seven
+        # objects per layer line, which live until the buffer's next analysis and are never in a
+        # cycle: left to the cyclic collector, the first edit after opening a 100,000-line buffer
+        # paid 0.2-0.3 s for traversing them, so they are built paused and then frozen.
+        with self.lock, heap.frozen():
             result = parse(text, path=uri, cache=self.lines.setdefault(uri, LineCache()))
             found = check_parsed(result, dialect=self.dialect, path=uri)  # exactly `modtrans validate`
             checked = Checked(version, text, result, found, Positions(text, self.encoding))
@@ -247,25 +251,6 @@ class WorkloadServer(LanguageServer):
         if cached is not None and cached.version == buffer.version and cached.text == buffer.text:
             return cached
         return self.analyse(uri, buffer.version, buffer.text)
-
-
-@contextlib.contextmanager
-def _long_lived() -> Iterator[None]:
-    """An analysis builds about seven objects per layer line, which live until the buffer's next
-    analysis and are never in a reference cycle. Left to the cyclic collector, the first edit after
-    opening a 100,000-line buffer pays 0.2-0.3 s for traversing them. The collector is paused
-    while they are built and they are then frozen (gc.freeze: collections skip them; reference
-    counting still frees them when the next analysis replaces them). The young garbage is collected
-    first, which is cheap, so no earlier cycle is frozen with them."""
-    gc.collect(1)
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if collecting:
-            gc.enable()
 
 
 def _range(r: features.Range) -> lsp.Range:

@@ -160,19 +160,21 @@ def collective_of_size_zero(workload: Workload, dialect: Dialect) -> Iterator[Di
                 )
 
 
+def stray_policy(layer: str, field: str, header: Policy) -> tuple[str, str]:
+    """V220's message and hint: a layer's 13th field under a header other than HYBRID_CUSTOMIZED,
+    whether the field is a parallelism keyword (this check) or not (the parser, which builds no
+    layer from the line)."""
+    return f"layer `{layer}` has a 13th field `{field}` but the header is {header}", "remove the 13th field"
+
+
 @check("V220")
 def policy_field_without_customized(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     if workload.header.policy is Policy.HYBRID_CUSTOMIZED:
         return
     for layer in workload.layers:
         if layer.policy is not None:
-            yield diagnostic(
-                "V220",
-                f"layer `{layer.name}` has a 13th field `{layer.policy}` but "
-                f"the header is {workload.header.policy}",
-                span=_field_span(layer, 12),
-                hint="remove the 13th field",
-            )
+            message, hint = stray_policy(layer.name, layer.policy, workload.header.policy)
+            yield diagnostic("V220", message, span=_field_span(layer, 12), hint=hint)
 
 
 @check("V221")

@@ -25,6 +25,7 @@ from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
 from modtrans.fileio import MAX_LINE as MAX_LINE  # longer lines are reported, never lexed
 from modtrans.fileio import split_lines as split_lines  # the one definition of a line
 from modtrans.workload import numbers, vocabulary
+from modtrans.workload.checks import stray_policy
 from modtrans.workload.dialects import detect
 from modtrans.workload.model import (
     FileLayout,
@@ -907,12 +908,8 @@ class _Reader:
                 policy = Policy(str(token))
             elif header is not None and header.policy is not Policy.HYBRID_CUSTOMIZED:
                 bad_policy = True
-                self.report(
-                    "V220",
-                    f"layer line has a 13th field `{token}` but the header is {header.policy}",
-                    self._span(lineno, token, 0),
-                    hint="remove the 13th field",
-                )
+                message, hint = stray_policy(str(tokens[0]), str(token), header.policy)
+                self.report("V220", message, self._span(lineno, token, 0), hint=hint)
             else:
                 bad_policy = True
                 self.report(
