@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
 from modtrans.workload import numbers, vocabulary
-from modtrans.workload.dialects import CHAKRA_POLICIES, chakra_phases, phase_kinds
+from modtrans.workload.dialects import CHAKRA_POLICIES, chakra_phases, phase_kinds, stray_policy
 from modtrans.workload.model import PHASE_WORDS, Dialect, Header, Layer, Workload, layer_tokens
 
 CheckFn = Callable[[Workload, Dialect], Iterator[Diagnostic]]
@@ -158,13 +158,6 @@ def collective_of_size_zero(workload: Workload, dialect: Dialect) -> Iterator[Di
                     span=_field_span(layer, _PHASE_FIELDS[phase_name][1]),
                     hint="write `NONE 0` if there is no collective",
                 )
-
-
-def stray_policy(layer: str, field: str, header: Policy) -> tuple[str, str]:
-    """V220's message and hint: a layer's 13th field under a header other than HYBRID_CUSTOMIZED,
-    whether the field is a parallelism keyword (this check) or not (the parser, which builds no
-    layer from the line)."""
-    return f"layer `{layer}` has a 13th field `{field}` but the header is {header}", "remove the 13th field"
 
 
 @check("V220")

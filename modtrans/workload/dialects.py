@@ -97,3 +97,10 @@ def astra_sim_phases(policy: Policy, index: int, layer: Layer) -> tuple[str, ...
         fwd = ("fwd",) if layer.fwd.comm_type is CommType.ALLTOALL else ()
         return (*fwd, *(("input_grad",) if index == 0 else ()), "weight_grad")
     return ("fwd", "input_grad", "weight_grad") if index > 0 else ("fwd", "weight_grad")
+
+
+def stray_policy(layer: str, field: str, header: Policy) -> tuple[str, str]:
+    """V220's message and hint: a layer's 13th field under a header other than HYBRID_CUSTOMIZED,
+    whether the field is a parallelism keyword (this check) or not (the parser, which builds no
+    layer from the line)."""
+    return f"layer `{layer}` has a 13th field `{field}` but the header is {header}", "remove the 13th field"

@@ -25,8 +25,7 @@ from modtrans.diagnostics import Diagnostic, Severity, Span, diagnostic
 from modtrans.fileio import MAX_LINE as MAX_LINE  # longer lines are reported, never lexed
 from modtrans.fileio import split_lines as split_lines  # the one definition of a line
 from modtrans.workload import numbers, vocabulary
-from modtrans.workload.checks import stray_policy
-from modtrans.workload.dialects import detect
+from modtrans.workload.dialects import detect, stray_policy
 from modtrans.workload.model import (
     FileLayout,
     Header,
