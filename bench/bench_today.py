@@ -125,6 +125,25 @@ from its source: Megatron-Core's fp32 gradient reduce-scatter, its buckets, --ov
 every collective exposed at NCCL's rates Megatron-Core's 1.7B stays 22.6 % and llm-foundry's 17.7 %
 under the published time. Left: compute slowed beside the data-parallel collectives it overlaps
 (docs/simulate.md), FSDP's prefetch, host overhead.
+
+Megatron-Core's nine model_table rows split by tensor parallelism, not by size, MoE or pipeline:
+TP 1-2 run 18-26 % fast, TP 4 6 % fast, TP 8 7-57 % slow (the 32B, TP 8 and PP 1, the most; the
+pipeline's bubble dilutes it from 70B on). The TP 8 rows' excess is communication, in two parts
+bench_mcore_lanes.py takes away: ASTRA-sim's one collective at a time per rank (a data-parallel
+bucket on InfiniBand holds the next tensor-parallel all-gather on NVLink; NCCL runs the two
+communicators beside each other) and the TP collectives in series, where the README's benchmark
+ran --tp-comm-overlap. Without both, every dense row but the 32B runs 7-27 % fast, the smaller the
+faster (1.7B -26 %, 7.1B -27 %, 16B -24 %, 70B -8 %, 462B -10 %): the gap above, unexplained. The 32B
+stays 12 % slow: TP 8 leaves one data-parallel rank per node, so its fp32 reduce-scatter of
+15.4 GB crosses one 400 Gb/s NIC per GPU (328 ms; NCCL's ring 321 ms), which only the last of 4
+micro-batches' backward overlaps (Megatron-Core's no_sync for the others: pipeline_parallel/
+schedules.py at core_r0.8.0). Mixtral 8x7B (EP 8, PP 4) comes within 5 %; its all-to-alls are
+ASTRA-sim's ring all-to-all, n (n - 1) / 2 steps of size / n (estimate/collectives.py): 0.64 ms for
+one 64 MiB dispatch on 8 GPUs, where (n - 1) / n of it at the 360 GB/s NCCL's all-gather reaches
+on 8 H100s (simulate/nccl.py, H100_RING) takes 0.16 ms (no published all-to-all figure checked).
+Ruled out for the small rows: attention dropout inside the fused kernel (Transformer Engine issue
+3312, H200, TE 2.15, sbhd, 4,096 tokens, 16 heads of 128: 0.594 ms at p = 0, 0.614 ms at p = 0.1;
++3 % of an attention that is about 16 % of the 1.7B's compute).
 """
 
 from __future__ import annotations
