@@ -37,10 +37,43 @@ sequence, recomputation; bf16, the framework's flash attention):
                      (the distributed optimizer: --zero 1 here); micro-batch not published: 1
     mcore-7.1b-h100  the same table, row "7.1B | 32 | 4096 | 30 | 2 | 1 | 48 | 96 | 192 | 465.9":
                      TP 2 (--tp-comm-overlap: not modelled; its collectives run in series here)
+    mcore-16b-h100   the same table (images/model_table.png at d98e8a6, last changed f2e5db4, the
+    ...              README's "Benchmark Configuration": vocabulary 131,072, sequence 4,096, the
+    mcore-462b-h100  overlaps of DP, TP and PP), its other seven rows as the image reads them:
+                     "16B | 48 | 6144 | 32 | 4 | 1 | 48 | 192 | 192 | 489.1 | 49% | 93.9",
+                     "32B | 56 | 7168 | 48 | 8 | 1 | 48 | 384 | 192 | 459.6 | 46% | 176.5",
+                     "70B | 64 | 8192 | 84 | 8 | 2 | 48 | 768 | 384 | 419.7 | 42% | 322.3",
+                     "119B | 80 | 10240 | 92 | 8 | 4 | 48 | 1536 | 768 | 420.5 | 43% | 645.9",
+                     "177B | 96 | 12288 | 96 | 8 | 6 | 48 | 2304 | 1152 | 432.8 | 44% | 997.2",
+                     "314B | 128 | 16384 | 96 | 8 | 8 | 48 | 3072 | 1536 | 474.4 | 48% | 1457.4",
+                     "462B | 144 | 18432 | 112 | 8 | 16 | 48 | 6144 | 3072 | 459.9 | 47% | 2825.6"
+                     (model size | heads | hidden | layers | TP | PP | DP | GPUs | batch | TFLOP/s
+                     per GPU | MFU | PFLOP/s); micro-batch and virtual stages not published: 1, none
+    mcore-mixtral-8x7b-h100  NVIDIA/Megatron-LM 823466e, megatron/core/transformer/moe/README.md:
+                     its opening line "With MCore v0.9, we've achieved remarkable performance of
+                     **468 TFLOPS** for Mixtral 8X7B bf16 training", and its "Reference Best
+                     Parallel Mapping" (MCore v0.8) row "Mixtral 8x7B(Dropless) | 32K | All-to-All
+                     | BF16 | 64 | 4096 | 1 | 8 | 4 | 8 | 1 | 256" (vocabulary, dispatcher,
+                     precision, GPUs, sequence, TP, EP, PP, VP, MBS, GBS) on "8xH100 80GB HBM3";
+                     the README's own script (--num-layers-per-virtual-pipeline-stage 8 at PP 4, 32
+                     layers) reads VP as layers per virtual stage: no interleaving; its
+                     --use-distributed-optimizer, --overlap-grad-reduce, --overlap-param-gather,
+                     --moe-grouped-gemm. The README pairs the figure and the mapping without saying
+                     they are one run: the weakest row here
 
 Published tokens/s per GPU where the row gives them; Megatron-Core's per-GPU TFLOP/s turned into
 an iteration time by the formula it was computed with (megatron/training/training.py at
-core_r0.8.0, num_floating_point_operations: 12 B s l h^2 (2 + s / h + F / h + V / (2 l h))).
+core_r0.8.0 and core_r0.9.0, num_floating_point_operations: 12 B s l h^2 ((1 + g / n + s / h) +
+F / h x k x (3/2 if SwiGLU) + V / (2 l h)), g / n the query groups per head, k the experts a token
+is routed to; a GPT's F = 4 h, g = n, k = 1).
+
+Looked at and left out, none expressible in BF16: NVIDIA/NeMo's performance summaries
+(docs/source/performance/performance_summary.md at 9c5c5e9, NeMo 24.07, DGX-H100: "pre-training
+performance for various tasks at FP8 precision", every row; performance_long_sequence.md at
+a2c4cc8: FP8) and NVIDIA-NeMo/Megatron-Bridge's (docs/performance-summary.md and
+performance-summary-archive.md at 4ab94df, 25.09 to 26.08: every DGX-H100 row FP8 but GPT-OSS
+120B's BF16, "64 | BF16 | 1280 | 1 | 4096 | 0 | 1 | 4 | 1 | n/a | 8 | 5824 | 158" in 26.04.01,
+a 2026 DeepEP/HybridEP dispatcher on a model with attention sinks); ModTrans has no FP8.
 Error: our iteration time against the published one (negative: we are faster). Memory: the
 busiest rank's estimate against torchtitan's reading (max reserved by the caching allocator,
 an upper bound on what the model holds).
@@ -51,18 +84,27 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest (2026-12-06, main e05f64e, the exact tier; history in docs/performance.md):
+Latest (2026-12-06, branch nemorows on main b02debe, the exact tier; history in
+docs/performance.md; compute, exposed communication and bubble: the busiest stage's):
 
-    run                 published     ours   error   memory published / ours (GiB)
-    titan-8b-a100          2.755 s   2.881 s  +4.6 %        - / 29.1
-    titan-70b-a100        24.749 s  26.397 s  +6.7 %        - / 36.5
-    titan-8b-h100          2.843 s   2.723 s  -4.2 %     82.4 / 68.4
-    titan-8b-h100x128      2.923 s   2.804 s  -4.1 %     67.0 / 55.7
-    foundry-7b-h100        1.155 s   0.885 s -23.4 %        - / 61.8
-    foundry-7b-a100        5.295 s   4.758 s -10.1 %        - / 61.8
-    mcore-1.7b-h100        0.452 s   0.333 s -26.4 %        - / 17.1
-    mcore-7.1b-h100        0.800 s   0.655 s -18.2 %        - / 28.3
-    MAE 12.2 %, worst 26.4 % (goal: within 10 % each)
+    run                      published    ours   error  compute   comm  bubble  memory pub / ours
+    titan-8b-a100              2.755 s  2.881 s  +4.6 %  2.539 s  0.342  0.000       - / 29.1
+    titan-70b-a100            24.749 s 26.397 s  +6.7 % 22.634 s  3.763  0.000       - / 36.5
+    titan-8b-h100              2.843 s  2.723 s  -4.2 %  2.639 s  0.084  0.000    82.4 / 68.4
+    titan-8b-h100x128          2.923 s  2.804 s  -4.1 %  2.617 s  0.187  0.000    67.0 / 55.7
+    foundry-7b-h100            1.155 s  0.885 s -23.4 %  0.820 s  0.065  0.000       - / 61.8
+    foundry-7b-a100            5.295 s  4.758 s -10.1 %  4.484 s  0.274  0.000       - / 61.8
+    mcore-1.7b-h100            0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 17.1
+    mcore-7.1b-h100            0.800 s  0.655 s -18.2 %  0.576 s  0.078  0.000       - / 28.3
+    mcore-16b-h100             0.850 s  0.797 s  -6.2 %  0.639 s  0.158  0.000       - / 29.3
+    mcore-32b-h100             0.892 s  1.397 s +56.7 %  0.665 s  0.732  0.000       - / 28.2
+    mcore-70b-h100             2.177 s  2.949 s +35.5 %  1.397 s  1.248  0.303       - / 36.8
+    mcore-119b-h100            3.648 s  4.353 s +19.3 %  2.359 s  1.289  0.705       - / 37.6
+    mcore-177b-h100            5.259 s  5.931 s +12.8 %  3.377 s  1.458  1.097       - / 41.7
+    mcore-314b-h100            8.399 s  9.499 s +13.1 %  5.741 s  1.909  1.849       - / 55.7
+    mcore-462b-h100           12.716 s 13.549 s  +6.5 %  8.398 s  2.103  3.047       - / 56.6
+    mcore-mixtral-8x7b-h100    2.903 s  3.050 s  +5.1 %  1.974 s  0.356  0.720       - / 48.3
+    MAE 15.8 %, worst 56.7 % (goal: within 10 % each)
 
 torchtitan's four rows came within 10 % with its own conventions, each held to a kernel
 measurement, never to these rows: its H100 part, its 'op' selective recomputation (every second
@@ -83,6 +125,25 @@ from its source: Megatron-Core's fp32 gradient reduce-scatter, its buckets, --ov
 every collective exposed at NCCL's rates Megatron-Core's 1.7B stays 22.6 % and llm-foundry's 17.7 %
 under the published time. Left: compute slowed beside the data-parallel collectives it overlaps
 (docs/simulate.md), FSDP's prefetch, host overhead.
+
+Megatron-Core's nine model_table rows split by tensor parallelism, not by size, MoE or pipeline:
+TP 1-2 run 18-26 % fast, TP 4 6 % fast, TP 8 7-57 % slow (the 32B, TP 8 and PP 1, the most; the
+pipeline's bubble dilutes it from 70B on). The TP 8 rows' excess is communication, in two parts
+bench_mcore_lanes.py takes away: ASTRA-sim's one collective at a time per rank (a data-parallel
+bucket on InfiniBand holds the next tensor-parallel all-gather on NVLink; NCCL runs the two
+communicators beside each other) and the TP collectives in series, where the README's benchmark
+ran --tp-comm-overlap. Without both, every dense row but the 32B runs 7-27 % fast, the smaller the
+faster (1.7B -26 %, 7.1B -27 %, 16B -24 %, 70B -8 %, 462B -10 %): the gap above, unexplained. The 32B
+stays 12 % slow: TP 8 leaves one data-parallel rank per node, so its fp32 reduce-scatter of
+15.4 GB crosses one 400 Gb/s NIC per GPU (328 ms; NCCL's ring 321 ms), which only the last of 4
+micro-batches' backward overlaps (Megatron-Core's no_sync for the others: pipeline_parallel/
+schedules.py at core_r0.8.0). Mixtral 8x7B (EP 8, PP 4) comes within 5 %; its all-to-alls are
+ASTRA-sim's ring all-to-all, n (n - 1) / 2 steps of size / n (estimate/collectives.py): 0.64 ms for
+one 64 MiB dispatch on 8 GPUs, where (n - 1) / n of it at the 360 GB/s NCCL's all-gather reaches
+on 8 H100s (simulate/nccl.py, H100_RING) takes 0.16 ms (no published all-to-all figure checked).
+Ruled out for the small rows: attention dropout inside the fused kernel (Transformer Engine issue
+3312, H200, TE 2.15, sbhd, 4,096 tokens, 16 heads of 128: 0.594 ms at p = 0, 0.614 ms at p = 0.1;
++3 % of an attention that is about 16 % of the 1.7B's compute).
 """
 
 from __future__ import annotations
@@ -113,7 +174,7 @@ class Run:
     tokens_per_gpu: float | None = None  # published tokens/s per GPU
     tflops_per_gpu: float | None = None  # published (Megatron-Core: its formula's TFLOP/s per GPU)
     memory_gib: float | None = None  # published memory per GPU
-    megatron: dict[str, int] = field(default_factory=dict)  # what Megatron's FLOP formula reads
+    megatron: dict[str, float] = field(default_factory=dict)  # what Megatron's FLOP formula reads
 
     def published_s(self) -> float:
         """The published iteration time, from tokens/s per GPU or Megatron's TFLOP/s per GPU."""
@@ -121,7 +182,9 @@ class Run:
             return self.batch * self.seq / (self.tokens_per_gpu * self.gpus)
         m = self.megatron
         b, s, layers, h, v = self.batch, self.seq, m["layers"], m["hidden"], m["vocab"]
-        flops = 12 * b * s * layers * h * h * (2 + s / h + 4 + v / (2 * layers * h))
+        groups = m.get("groups_per_head", 1.0)  # query groups / heads (GQA)
+        mlp = m.get("ffn", 4 * h) / h * m.get("topk", 1) * (1.5 if m.get("swiglu") else 1.0)
+        flops = 12 * b * s * layers * h * h * (1 + groups + s / h + mlp + v / (2 * layers * h))
         assert self.tflops_per_gpu is not None
         return flops / (self.tflops_per_gpu * 1e12 * self.gpus)
 
@@ -147,6 +210,25 @@ MPT_7B = {
 # attention on Hopper where both it and flash-attn apply (NVIDIA/NeMo pull request 9188,
 # memory_optimizations.rst, 'Flash Attention'): --attention cudnn
 MCORE_H100: dict[str, object] = {"attention": "cudnn"}
+
+
+def _mcore_table(row: tuple[str, int, int, int, int, int, int, int, float]) -> Run:
+    """A row of Megatron-LM's model_table (r0.8.0) as (name, layers, hidden, heads, TP, PP, GPUs,
+    batch, TFLOP/s per GPU): a GPT of vocabulary 131,072 and sequence 4,096, the distributed
+    optimizer with both overlaps, sequence parallelism where TP > 1 (as 7.1B's), micro-batch 1 and
+    no virtual stages (neither published)."""
+    name, layers, hidden, heads, tp, pp, gpus, batch, tflops = row
+    layout: dict[str, object] = {
+        **MCORE_H100, "tp": tp, "pp": pp, "zero": 1, "overlap_grad_reduce": True,
+        "overlap_param_gather": True, "make_vocab_size_divisible_by": 1,
+    }  # fmt: skip
+    if tp > 1:
+        layout["sp"] = True
+    model = megatron_gpt(layers, hidden, heads, vocab=131072, positions=4096, dtype="bfloat16")
+    formula: dict[str, float] = {"layers": layers, "hidden": hidden, "vocab": 131072}
+    return Run(name, model, "h100", "hgx-h100", gpus, 4096, 1, batch, layout, tflops_per_gpu=tflops,
+               megatron=formula)  # fmt: skip
+
 
 # torchtitan's H100s are Grand Teton's 96 GB HBM2e parts at 500 W (its benchmark's 'Hardware'):
 # --device h100-hbm2e (devices.json: its bandwidth as published, its peak an assumption)
@@ -175,6 +257,24 @@ RUNS = (
         {**MCORE_H100, "tp": 2, "sp": True, "zero": 1, "overlap_grad_reduce": True,
          "overlap_param_gather": True, "make_vocab_size_divisible_by": 1},
         tflops_per_gpu=465.9, megatron={"layers": 30, "hidden": 4096, "vocab": 131072}),
+    *(
+        _mcore_table(row)
+        for row in (
+            ("mcore-16b-h100", 32, 6144, 48, 4, 1, 192, 192, 489.1),
+            ("mcore-32b-h100", 48, 7168, 56, 8, 1, 384, 192, 459.6),
+            ("mcore-70b-h100", 84, 8192, 64, 8, 2, 768, 384, 419.7),
+            ("mcore-119b-h100", 92, 10240, 80, 8, 4, 1536, 768, 420.5),
+            ("mcore-177b-h100", 96, 12288, 96, 8, 6, 2304, 1152, 432.8),
+            ("mcore-314b-h100", 96, 16384, 128, 8, 8, 3072, 1536, 474.4),
+            ("mcore-462b-h100", 112, 18432, 144, 8, 16, 6144, 3072, 459.9),
+        )
+    ),
+    Run("mcore-mixtral-8x7b-h100", "mixtral-8x7b", "h100", "hgx-h100", 64, 4096, 1, 256,
+        {**MCORE_H100, "pp": 4, "ep": 8, "zero": 1, "overlap_grad_reduce": True,
+         "overlap_param_gather": True},
+        tflops_per_gpu=468, megatron={"layers": 32, "hidden": 4096, "vocab": 32000,
+                                      "groups_per_head": 0.25, "ffn": 14336, "topk": 2,
+                                      "swiglu": 1}),
 )  # fmt: skip
 
 
@@ -209,6 +309,7 @@ def estimate(run: Run, folder: Path) -> dict[str, object]:
     done = _modtrans(
         "translate", _model(run, folder), "--npus", str(run.gpus), *_options(run),
         "--format", "chakra-et", "-q", "-o", str(prefix),
+        *(["--force"] if run.gpus > 4096 else []),  # translate asks it above 4,096 trace files
     )  # fmt: skip
     if done.returncode:
         raise SystemExit(f"translate {run.name} failed: {done.stderr.strip()}")
@@ -219,6 +320,11 @@ def estimate(run: Run, folder: Path) -> dict[str, object]:
         path.unlink()
     report: dict[str, object] = json.loads(done.stdout)
     return report
+
+
+def _seconds(report: dict[str, object], key: str) -> float:
+    """One of the estimate's seconds: the busiest stage's compute, exposed communication, bubble."""
+    return float(report[key])  # type: ignore[arg-type]
 
 
 def kernels(run: Run, folder: Path) -> None:
@@ -272,8 +378,8 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"--only: {', '.join(sorted(unknown))} unknown; one of {', '.join(by_name)}")
         runs = [r for r in RUNS if not wanted or r.name in wanted]
-        print(f"{'run':<18} {'published':>10} {'ours':>8} {'error':>7} {'tok/s/GPU pub':>14} "
-              f"{'ours':>7} {'mem pub':>8} {'ours':>6}")  # fmt: skip
+        print(f"{'run':<24} {'published':>10} {'ours':>8} {'error':>7} {'compute':>8} {'comm':>7} "
+              f"{'bubble':>7} {'tok/s/GPU pub':>14} {'ours':>7} {'mem pub':>8} {'ours':>6}")  # fmt: skip
         errors = []
         for run in runs:
             report = estimate(run, Path(tmp))
@@ -285,7 +391,9 @@ def main() -> None:
             memory = float(report["memory_bytes"]) / 2**30  # type: ignore[arg-type]
             pub_memory = f"{run.memory_gib:.1f}" if run.memory_gib else "-"
             print(
-                f"{run.name:<18} {published:>9.3f}s {ours:>7.3f}s {100 * error:>+6.1f}% "
+                f"{run.name:<24} {published:>9.3f}s {ours:>7.3f}s {100 * error:>+6.1f}% "
+                f"{_seconds(report, 'compute_s'):>7.3f}s {_seconds(report, 'exposed_comm_s'):>6.3f}s "
+                f"{_seconds(report, 'bubble_s'):>6.3f}s "
                 f"{pub_tokens:>14.0f} {ours_tokens:>7.0f} {pub_memory:>8} {memory:>6.1f}",
                 flush=True,
             )
