@@ -30,6 +30,7 @@ Issue 39's 1.5x is not reached at that load. Earlier figures: docs/performance.m
 from __future__ import annotations
 
 import argparse
+import filecmp
 import os
 import resource
 import subprocess
@@ -58,13 +59,13 @@ for name, data in files:
 """
 
 
-def timed(args: list[str]) -> tuple[float, float, str]:
+def timed(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """A child's wall and CPU seconds (user and system, its threads' too) and its standard output;
     exits with its error output when it fails."""
     os.sync()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    done = subprocess.run(args, capture_output=True, text=True, check=False, env=env)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -78,26 +79,47 @@ def empty(folder: Path) -> None:
         path.unlink()
 
 
+def same(ours: Path, theirs: Path) -> bool:
+    """Whether two folders hold the same files, byte for byte."""
+    names = sorted(p.name for p in ours.iterdir())
+    if names != sorted(p.name for p in theirs.iterdir()):
+        return False
+    return all(filecmp.cmp(ours / name, theirs / name, shallow=False) for name in names)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="rounds; each figure is the best of them")
     parser.add_argument("--only", choices=sorted(CONFIGS), help="one configuration")
+    parser.add_argument(
+        "--against",
+        metavar="DIR",
+        help="another checkout (`git archive main | tar -x -C DIR`), run after ours each round",
+    )
     options = parser.parse_args()
     names = [options.only] if options.only else list(CONFIGS)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # ModTrans as installed: its bytecode cached
+    other = None
+    if options.against:
+        other = {**os.environ, "PYTHONPATH": str(Path(options.against).resolve())}
     with tempfile.TemporaryDirectory() as tmp:
-        ours, floor = Path(tmp, "ours"), Path(tmp, "floor")
-        ours.mkdir()
-        floor.mkdir()
+        ours, floor, theirs = Path(tmp, "ours"), Path(tmp, "floor"), Path(tmp, "theirs")
+        for folder in (ours, floor, theirs):
+            folder.mkdir()
         for name in names:
             load = os.getloadavg()[0]
             translate = [sys.executable, "-m", "modtrans", "translate", *CONFIGS[name]]
-            translate += ["--format", "chakra-et", "-q", "-o", str(ours / "t")]
-            best = {"modtrans": float("inf"), "fsync": float("inf"), "write": float("inf")}
+            translate += ["--format", "chakra-et", "-q", "-o"]
+            best = {
+                "modtrans": float("inf"),
+                "fsync": float("inf"),
+                "write": float("inf"),
+                "theirs": float("inf"),
+            }
             cpu = dict(best)
-            for _ in range(options.runs):
+            for turn in range(options.runs):
                 empty(ours)
-                seconds, used, _ = timed(translate)
+                seconds, used, _ = timed([*translate, str(ours / "t")])
                 best["modtrans"], cpu["modtrans"] = min(best["modtrans"], seconds), min(cpu["modtrans"], used)
                 for label, durable in (("fsync", "1"), ("write", "0")):
                     empty(floor)
@@ -106,9 +128,16 @@ def main() -> None:
                     wall_read, cpu_read = map(float, out.split())
                     best[label] = min(best[label], seconds - wall_read)
                     cpu[label] = min(cpu[label], used - cpu_read)
+                empty(floor)
+                if other is not None:
+                    empty(theirs)
+                    seconds, used, _ = timed([*translate, str(theirs / "t")], other)
+                    best["theirs"], cpu["theirs"] = min(best["theirs"], seconds), min(cpu["theirs"], used)
+                    if turn == 0 and not same(ours, theirs):
+                        print(f"{name}: {options.against} writes other bytes than ours")
+                    empty(theirs)
             files = list(ours.iterdir())
             size = sum(p.stat().st_size for p in files)
-            empty(floor)
             empty(ours)
             print(
                 f"{name}: {len(files):,} files, {size:,} bytes; modtrans {best['modtrans']:.2f} s, "
@@ -117,6 +146,13 @@ def main() -> None:
                 f"{cpu['modtrans']:.2f} s, the floor's {cpu['write']:.2f} s "
                 f"({cpu['modtrans'] / cpu['write']:.2f}x); load {load:.1f} to {os.getloadavg()[0]:.1f}"
             )
+            if other is not None:
+                print(
+                    f"{name}: {options.against} in turns: {best['theirs']:.2f} s "
+                    f"({best['theirs'] / best['write']:.2f}x the floor without fsync), CPU "
+                    f"{cpu['theirs']:.2f} s ({cpu['theirs'] / cpu['write']:.2f}x); ours over theirs: wall "
+                    f"{best['modtrans'] / best['theirs']:.2f}, CPU {cpu['modtrans'] / cpu['theirs']:.2f}"
+                )
 
 
 if __name__ == "__main__":
