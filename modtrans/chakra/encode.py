@@ -136,13 +136,18 @@ class Nodes:
             wg_compute: dict[int, int] = {}
             wg_comms: dict[int, list[int]] = {}
             for i, op in enumerate(program):
-                deps = {d for j in op.deps for d in node_of[j]}
-                if k and isinstance(op, Compute) and op.step is Step.FWD:
-                    deps.update(carried.get(op.layer, []))
+                carries = k and isinstance(op, Compute) and op.step is Step.FWD and op.layer in carried
+                if len(op.deps) == 1 and not carries:  # most operations: one, its nodes sorted already
+                    ordered: Sequence[int] = node_of[op.deps[0]]
+                else:
+                    deps = {d for j in op.deps for d in node_of[j]}
+                    if carries:
+                        deps.update(carried[op.layer])
+                    ordered = sorted(deps)
                 if isinstance(op, Collective) and mesh.span(op.over) < 2:
-                    node_of.append(sorted(deps))  # nothing to communicate: dependents wait for its deps
+                    node_of.append(list(ordered))  # nothing to communicate: dependents wait for its deps
                     continue
-                slots.append((k, i, next_id, tuple(sorted(deps))))
+                slots.append((k, i, next_id, tuple(ordered)))
                 node_of.append([next_id])
                 if op.step is Step.WEIGHT_GRAD:
                     if isinstance(op, Compute):
