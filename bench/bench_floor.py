@@ -1,7 +1,9 @@
 """Chakra traces against the floor: a plain Python loop writing the same bytes to as many files.
 
-Run by hand: `python bench/bench_floor.py [--runs N] [--only C1|C4]` (C4 writes 1.3 GB a run, three
-times over; about a minute a round on 2 cores). Configurations as issue 39 names them:
+Run by hand: `python bench/bench_floor.py [--runs N] [--only C1|C4] [--against DIR]` (C4 writes 1.3 GB
+a run, three times over; about a minute a round on 2 cores). `--against DIR` runs another checkout
+(`git archive main | tar -x -C DIR`) after ours in each round, so both meet the same load, and
+compares its bytes with ours once. Configurations as issue 39 names them:
 
     C1  Llama-3-8B  TP 2 x PP 2 x DP 2 + SP, global batch 8      (8 ranks)
     C4  Llama-3-70B TP 8 x PP 8 x DP 16 + SP, global batch 128   (1,024 ranks, 1.3 GB)
@@ -18,13 +20,12 @@ ModTrans runs with its bytecode cached, as an installed copy does (PYTHONDONTWRI
 some shells, is dropped). Figures are the best of the rounds; the ratio is ModTrans over a floor
 (issue 39's goal for C4: at most 1.5x the floor without fsync).
 
-Latest figures (2026-12-06, planfast 5ccbfd9 and 0f929d6, the project's 2-core VM at a load of
-3.1-5.8, `--only C4 --runs 2` twice, taking turns with main 425c617 in a second worktree): C4 at
-2.33x and 1.61x the floor without fsync (CPU 2.40x, 2.00x), main 1.85x and 2.59x (CPU 1.77x,
-2.66x); ModTrans 1.55 and 1.49 s of CPU, main 1.49 and 1.28 s; the floor itself took 0.56-1.10 s.
-What those commits change (planning and the IR; the text's writer and checks left unimported,
-4276e03, came after) is a few ms of C4's serial start, below what two runs at this load resolve.
-Issue 39's 1.5x is not reached at that load. Earlier figures: docs/performance.md, History (bench_floor.py).
+Latest figures (2026-12-06, c4floor3 c3d3803, the project's 2-core VM at a load of 5.3-6.0,
+`--only C4 --runs 3 --against` main b02debe): C4 at 1.98x the floor without fsync (CPU 2.26x),
+main 2.60x (CPU 2.53x) in the same rounds; ModTrans 1.16 s of CPU where main took 1.30 s (0.89x),
+the floor 0.98 s (0.52 s of CPU); the same bytes. C1 (8 ranks, made in the main process): 1.03x
+main's CPU, within the noise. What is left above the floor, and why issue 39's 1.5x is not
+reached: docs/performance.md, Large translations and History (bench_floor.py).
 """
 
 from __future__ import annotations
