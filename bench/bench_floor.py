@@ -20,11 +20,12 @@ ModTrans runs with its bytecode cached, as an installed copy does (PYTHONDONTWRI
 some shells, is dropped). Figures are the best of the rounds; the ratio is ModTrans over a floor
 (issue 39's goal for C4: at most 1.5x the floor without fsync).
 
-Latest figures (2026-12-06, c4floor3 c3d3803, the project's 2-core VM at a load of 5.3-6.0,
-`--only C4 --runs 3 --against` main b02debe): C4 at 1.98x the floor without fsync (CPU 2.26x),
-main 2.60x (CPU 2.53x) in the same rounds; ModTrans 1.16 s of CPU where main took 1.30 s (0.89x),
-the floor 0.98 s (0.52 s of CPU); the same bytes. C1 (8 ranks, made in the main process): 1.03x
-main's CPU, within the noise. What is left above the floor, and why issue 39's 1.5x is not
+Latest figures (2026-12-06, c4floor3 c3d3803, the project's 2-core VM at a load of 5.0-6.0,
+`--only C4 --runs 3 --against` main b02debe, twice): C4 at 1.98x and 3.15x the floor without fsync
+(CPU 2.26x, 2.30x), main 2.60x and 3.27x (CPU 2.53x, 2.46x) in the same rounds; ModTrans 1.16 and
+1.12 s of CPU where main took 1.30 and 1.20 s (0.89x, 0.93x), its wall 0.76x and 0.96x main's; the
+floor 0.98 and 0.60 s (0.52, 0.49 s of CPU); the same bytes. C1 (8 ranks, made in the main
+process): 1.03x main's CPU, within the noise. What is left above the floor, and why issue 39's 1.5x is not
 reached: docs/performance.md, Large translations and History (bench_floor.py).
 """
 
