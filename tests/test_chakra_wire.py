@@ -16,6 +16,7 @@ import pytest
 import modtrans
 from modtrans import chakra, integers, outputs
 from modtrans.chakra.patch import Template
+from modtrans.chakra.read import attributes, read
 from modtrans.chakra.schema import schema
 from modtrans.chakra.validate import check_set
 from modtrans.plan import Direction, Plan, Purpose, Transfer
@@ -109,6 +110,39 @@ def test_a_large_sets_quick_check_reads_structure_and_full_reads_nodes(
     monkeypatch.setattr(Template, "fill", short)
     cut = chakra.files(plan, tmp_path / "v", tick_ns=1.0, lazy=True)
     assert {d.code for d in outputs.checked(plan, cut)} == {"T702"}
+
+
+def test_a_trace_reads_alike_alone_bare_and_with_its_set(tmp_path: Path) -> None:
+    """read() decodes a sampled trace (alone) and the quick check's (bare) into one message reused
+    node by node, from a view of the file's bytes, where a whole set's nodes are decoded once
+    each and shared: every node of a real set, read each way, is what protobuf decodes from that
+    node's bytes alone, and a node protobuf cannot decode is T702 at its own byte each way."""
+    _translate(tmp_path, tp=2, pp=2, dp=2, global_batch=8, sp=True)
+    node = schema().Node
+    for path in sorted(tmp_path.glob("t.*.et")):
+        data = path.read_bytes()
+        decoded = [node.FromString(body) for body in _records(data)[1:]]
+        expected = [
+            (m.id, m.name, m.type, tuple(m.data_deps), tuple(m.ctrl_deps), m.duration_micros) for m in decoded
+        ]
+        ways = read(data, str(path)), read(data, str(path), alone=True), read(data, str(path), bare=True)
+        for trace in ways:
+            assert trace.problem is None
+            assert [
+                (n.id, n.name, n.type, n.data_deps, n.ctrl_deps, n.duration) for n in trace.nodes
+            ] == expected
+        for trace in ways[:2]:
+            assert [n.attrs for n in trace.nodes] == [attributes(m) for m in decoded]
+        assert all(n.attrs == {} for n in ways[2].nodes)
+    at = ways[0].nodes[5].offset
+    body = integers.decoded(data, at)[1]
+    broken = data[:body] + b"\x07" + data[body + 1 :]  # field 0, wire type 7: no message has it
+    for options in ({}, {"alone": True}, {"bare": True}):
+        trace = read(broken, str(path), **options)
+        assert trace.problem is not None
+        assert trace.problem.code == "T702"
+        assert f"byte {at}: node #5 does not decode" in trace.problem.message
+        assert len(trace.nodes) == 5
 
 
 def test_the_sample_holds_the_first_and_last_programs() -> None:

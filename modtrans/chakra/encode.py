@@ -115,6 +115,7 @@ class Nodes:
         self.names: dict[tuple[int, Step], bytes] = {}  # a compute's name and type fields
         self.counts: dict[tuple[int, int], bytes] = {}  # is_cpu_op, num_ops and tensor_size
         self.sizes: dict[int, bytes] = {}  # a tensor size's string list entry
+        self.frames: dict[str, dict[int, bytes]] = {"inputs": {}, "outputs": {}}  # _strings
         self.fixed: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}  # a collective's name, attributes
         self.collectives: dict[tuple[Any, ...], tuple[str, bytes]] = {}
 
@@ -135,13 +136,18 @@ class Nodes:
             wg_compute: dict[int, int] = {}
             wg_comms: dict[int, list[int]] = {}
             for i, op in enumerate(program):
-                deps = {d for j in op.deps for d in node_of[j]}
-                if k and isinstance(op, Compute) and op.step is Step.FWD:
-                    deps.update(carried.get(op.layer, []))
+                carries = k and isinstance(op, Compute) and op.step is Step.FWD and op.layer in carried
+                if len(op.deps) == 1 and not carries:  # most operations: one, its nodes sorted already
+                    ordered: Sequence[int] = node_of[op.deps[0]]
+                else:
+                    deps = {d for j in op.deps for d in node_of[j]}
+                    if carries:
+                        deps.update(carried[op.layer])
+                    ordered = sorted(deps)
                 if isinstance(op, Collective) and mesh.span(op.over) < 2:
-                    node_of.append(sorted(deps))  # nothing to communicate: dependents wait for its deps
+                    node_of.append(list(ordered))  # nothing to communicate: dependents wait for its deps
                     continue
-                slots.append((k, i, next_id, tuple(sorted(deps))))
+                slots.append((k, i, next_id, tuple(ordered)))
                 node_of.append([next_id])
                 if op.step is Step.WEIGHT_GRAD:
                     if isinstance(op, Compute):
@@ -301,23 +307,42 @@ class Nodes:
     def _strings(self, name: str, tensors: Sequence[Tensor], suffix: str) -> tuple[bytes, int]:
         """The tensors as the string list of names and byte sizes track-local-mem reads
         (wire.strings), and their bytes in all; each tensor encoded once (its writer and its
-        readers name it alike), each size once. The tensors are the program's (_pieces holds it):
-        an object's id names it while it is encoded, a cheaper key than its name and size."""
-        entries, sizes = self.entries, self.sizes
-        parts = []
-        total = 0
-        for t in tensors:
-            size = t.bytes
-            total += size
+        readers name it alike), each size once, and the list's framing once per name and length
+        (wire.string_list's, a dictionary's look-up here: two of every three nodes frame two
+        lists). The tensors are the program's (_pieces holds it): an object's id names it while
+        it is encoded, a cheaper key than its name and size."""
+        entries = self.entries
+        if len(tensors) == 1:  # most nodes' outputs, a third of their inputs: no join
+            t = tensors[0]
+            total = t.bytes
             key: Any = id(t) if not suffix else (id(t), suffix)
-            encoded = entries.get(key)
-            if encoded is None:
-                counted = sizes.get(size)
-                if counted is None:
-                    counted = sizes[size] = wire.entry(str(size))
-                encoded = entries[key] = wire.entry(t.name + suffix) + counted
-            parts.append(encoded)
-        return wire.string_list(name, b"".join(parts)), total
+            listed = entries.get(key)
+            if listed is None:
+                listed = self._entry(key, t, suffix)
+        else:
+            parts = []
+            total = 0
+            for t in tensors:
+                total += t.bytes
+                key = id(t) if not suffix else (id(t), suffix)
+                encoded = entries.get(key)
+                parts.append(self._entry(key, t, suffix) if encoded is None else encoded)
+            listed = b"".join(parts)
+        frames = self.frames[name]
+        head = frames.get(len(listed))
+        if head is None:
+            n = len(listed)
+            head = frames[n] = wire.string_list(name, bytes(n))[: -n or None]
+        return head + listed, total
+
+    def _entry(self, key: Any, t: Tensor, suffix: str) -> bytes:
+        """A tensor's string list entries, its name and its size (each size encoded once), kept
+        by `key` for the program's other nodes that name it."""
+        counted = self.sizes.get(t.bytes)
+        if counted is None:
+            counted = self.sizes[t.bytes] = wire.entry(str(t.bytes))
+        encoded = self.entries[key] = wire.entry(t.name + suffix) + counted
+        return encoded
 
     def _transfer(self, node_id: int, t: Transfer, deps: Sequence[int], k: int) -> tuple[bytes, bytes]:
         """A COMM_SEND/RECV_NODE's message before comm_src and comm_dst, and after them: the

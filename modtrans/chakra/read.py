@@ -100,18 +100,20 @@ def _node(body: bytes) -> tuple[Any, ...]:
     same compute, the same ids), so each distinct node is decoded once."""
     from modtrans.chakra.schema import schema
 
-    node = schema().Node()
+    return _fields(schema().Node(), body)
+
+
+def _fields(node: Any, body: bytes | memoryview) -> tuple[Any, ...]:
+    """A node's fields from its bytes, decoded into `node` (a Node message: ParseFromString
+    clears it first, and what is returned is copied out of it, so one message serves a trace)."""
     node.ParseFromString(body)
     deps = tuple(node.data_deps), tuple(node.ctrl_deps)
     return node.id, node.name, node.type, *deps, node.duration_micros, attributes(node)
 
 
-def _bare(body: bytes) -> tuple[Any, ...]:
+def _bare(node: Any, body: bytes | memoryview) -> tuple[Any, ...]:
     """A node's fields from its bytes, its attributes decoded (protobuf checks them) but not read
-    out ({}): what the graph checks need (validate.structure), a fifth of `_node`'s cost."""
-    from modtrans.chakra.schema import schema
-
-    node = schema().Node()
+    out ({}): what the graph checks need (validate.structure), a fifth of `_fields`'s cost."""
     node.ParseFromString(body)
     deps = tuple(node.data_deps), tuple(node.ctrl_deps)
     return node.id, node.name, node.type, *deps, node.duration_micros, {}
@@ -131,7 +133,9 @@ def read(data: bytes, path: str, *, alone: bool = False, bare: bool = False) -> 
     from modtrans.chakra.schema import schema
 
     pb = schema()
-    decode = _bare if bare else _node.__wrapped__ if alone else _node
+    # alone, each node is decoded into one message, its bytes not copied out of `data`
+    message, view = (pb.Node(), memoryview(data)) if bare or alone else (None, None)
+    fields = _bare if bare else _fields
     trace = Trace(path, rank_of(path))
     at, index = 0, -1
     if not data:
@@ -160,7 +164,9 @@ def read(data: bytes, path: str, *, alone: bool = False, bare: bool = False) -> 
                 metadata.ParseFromString(data[body : body + length])
                 trace.metadata = attributes(metadata)
             else:
-                nodes.append(TraceNode(index, at, *decode(data[body : body + length])))
+                stop = body + length
+                made = _node(data[body:stop]) if view is None else fields(message, view[body:stop])
+                nodes.append(TraceNode(index, at, *made))
         except DecodeError:
             trace.problem = diagnostic(
                 "T702", f"byte {at}: {_what(index)} does not decode as a Chakra message", path=path

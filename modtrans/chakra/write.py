@@ -168,7 +168,10 @@ class _Set:
         """The traces of these ranks (rank, path) checked alone, each by the process that will
         write its program (the template made for the check serves the write): decoded and their
         graphs checked (validate.structure), or `full`, as `modtrans validate` checks one trace
-        (validate.one_trace: each node's attributes too)."""
+        (validate.one_trace: each node's attributes too). The checks' modules are imported here,
+        before the workers are forked, once rather than in each of them."""
+        from modtrans.chakra import validate  # noqa: F401
+
         return self._run("full" if full else "check", places)
 
     def write(self, places: Sequence[tuple[int, Slot]], advance: Callable[[int], None]) -> None:
