@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
 from modtrans.cost.base import by_shape
+from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import (
     Chunk,
@@ -254,10 +255,14 @@ def _fusing(
     """--tp-comm-overlap: a unit's run with its userbuffers collectives in its GEMMs' time
     (userbuffers.py), each unit's GEMM shard by name for the peers that share one."""
     net = userbuffers.fabric(cost, layout.tp)
-    shards = {u.name: rank_share(u.x, folded).owner for u in units if u.role is LayerRole.COLUMN}
+
+    def gemm(u: Unit) -> IRLayer:  # the unit's GEMM as _costed shares it (its context-parallel tokens)
+        return rank_share(u.x, folded, tokens=u.scale / layout.sequence_shards, experts=u.holds).owner
+
+    shards = {u.name: gemm(u) for u in units if u.role is LayerRole.COLUMN}
 
     def fusing(run: Costed, u: Unit) -> Costed:
-        owner = shards.get(u.name) or rank_share(u.x, folded).owner
+        owner = shards.get(u.name) or gemm(u)
         times = userbuffers.fuse(run.times, u.fused, shards, owner, cost, net, layout.tp)
         return dataclasses.replace(run, times=times)
 
