@@ -13,10 +13,11 @@ import pytest
 from typer.testing import Result
 
 from modtrans import cost, pipeline
-from modtrans.comm import CommType
+from modtrans.comm import CommType, Policy
 from modtrans.cost.gemm import Shape
-from modtrans.plan import Collective, Place, Plan, Purpose, Step
+from modtrans.plan import Collective, Compute, Place, Plan, Purpose, Step
 from modtrans.simulate.network import network
+from modtrans.strategy import Parallelism
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm import Layout
 from modtrans.strategy.llm import userbuffers as ub
@@ -122,6 +123,7 @@ def _send_ns(tp: int, size: float, preset: str = "dgx-a100") -> float:
         (ub.RING, Step.FWD, CommType.ALLGATHER, "model.layers.0.mlp.gate_proj"),
         (ub.PIPELINE, Step.FWD, CommType.REDUCESCATTER, "model.layers.0.mlp.down_proj"),
         (ub.BULK, Step.WEIGHT_GRAD, CommType.REDUCESCATTER, "model.layers.0.mlp.gate_proj"),
+        (ub.BULK, Step.INPUT_GRAD, CommType.ALLGATHER, "model.layers.0.self_attn.q_proj"),
         (ub.RING, Step.INPUT_GRAD, CommType.ALLGATHER, "model.layers.0.self_attn.o_proj"),
     ],
 )
@@ -209,3 +211,50 @@ def test_userbuffers_stay_inside_a_node(tmp_path: Path) -> None:
     b200 = _gpu("b200")
     with pytest.raises(LayoutError, match="no NVLink node"):
         ub.fabric(b200, 8)
+
+
+@pytest.mark.parametrize(
+    ("config", "tp", "device"),
+    [
+        # Megatron-LM's model_table 32B (GPT-2 architecture: one c_attn, one c_fc GEMM) on H100s
+        ({"model_type": "gpt2", "n_embd": 7168, "n_layer": 2, "n_head": 56, "n_positions": 4096}, 8, "h100"),
+        # Llama 3 8B's blocks (separate Q, K, V and gate, up: Megatron's one GEMM of each) on A100s
+        (_llama(2), 4, "a100"),
+    ],
+)
+def test_every_fused_phase_takes_at_least_what_it_computed_alone(
+    tmp_path: Path, config: dict[str, Any], tp: int, device: str
+) -> None:
+    """Per compute node, the flag never makes a phase shorter than without it (the GEMM's work is
+    all still done) and lengthens only the phases of a block's linears."""
+    config = {**config, "vocab_size": 1024, "torch_dtype": "bfloat16"}
+    layout = Layout(npus=tp, tp=tp, sp=True, global_batch=1)
+    settings = cost.Settings(device=device)
+    times = []
+    for flag in (False, True):
+        options = pipeline.Options(
+            parallel=Parallelism(
+                Policy.HYBRID_TRANSFORMER,
+                tp,
+                layout=dataclasses.replace(layout, tp_comm_overlap=flag, vocab_divisor=1),
+            ),
+            input_shapes={"input_ids": (1, 4096)},
+            format="chakra-et",
+            cost=settings,
+        )
+        result = pipeline.translate_checked(str(plans.config(tmp_path, config)), options)
+        assert result.plan is not None
+        plan = result.plan
+        times.append(
+            {
+                (plan.layers[op.layer].name, op.step): op.time
+                for op in plan.program(0)
+                if isinstance(op, Compute)
+            }
+        )
+    off, on = times
+    assert on.keys() == off.keys()
+    longer = {key for key in on if on[key] != off[key]}
+    assert all(on[key] >= off[key] for key in on)
+    assert longer
+    assert all(name.count(".") >= 3 and ("attn" in name or "mlp" in name) for name, _ in longer)

@@ -141,12 +141,17 @@ def fused_ticks(f: Fused, gemms: list[IRLayer], cost: CostModel, net: Fabric, tp
     if f.method == RING:
         g = gemm(cost, Fraction(1, tp))
         x = ticks(1e-9 * net.send_ns(0, 1, -(-f.comm.bytes // tp)))
-        return (tp - 1) * max(g, x) + g, alone
-    if f.method == PIPELINE:
+        fused = (tp - 1) * max(g, x) + g
+    elif f.method == PIPELINE:
         g = gemm(spared, Fraction(1, PIPELINE_SPLITS))
         r = ticks(1e-9 * exchange_ns(net, -(-f.comm.bytes // PIPELINE_SPLITS), tp))
-        return g + (PIPELINE_SPLITS - 1) * max(g, r) + r, alone
-    return max(gemm(spared, Fraction(1)), ticks(1e-9 * exchange_ns(net, f.comm.bytes, tp))), alone
+        fused = g + (PIPELINE_SPLITS - 1) * max(g, r) + r
+    else:
+        fused = max(gemm(spared, Fraction(1)), ticks(1e-9 * exchange_ns(net, f.comm.bytes, tp)))
+    # never under the GEMM alone: the chunks do its work, one after another; the wave model splits
+    # a chunk of less than a wave over K (cost/gpu.py, split-K), which would let T chunks of a
+    # GEMM of a few ragged waves beat the GEMM itself
+    return max(fused, alone), alone
 
 
 def fuse(
