@@ -28,6 +28,7 @@ Times, from transformer_engine/pytorch/csrc/comm_gemm_overlap.h at v1.9:
                    reduce-scatter beside the next chunk's GEMM:        g + 3 max(g, r) + r
     bulk           UbufCommOverlap::bulk_overlap: the whole collective on its SMs beside the
                    GEMM:                                               max(G, c)
+each at least the GEMM alone (its chunks do its whole work, one after another).
 g and G from the cost model's GEMMs (cost/gpu.py); pipeline's and bulk's on the SMs the
 communication kernel leaves (set_sm_margin off launches cuBLAS on every SM, but the 16 the
 userbuffers kernel holds are not free while it runs: Gpu.spared), ring_exchange's on all. x is one
