@@ -15,7 +15,9 @@ iteration of the exact tier (what ASTRA-sim 2.x reports), then:
             ModTrans does not model (its TP collectives run in series with the compute)
     both    the two together
 
-Latest (2026-12-06, branch nemorows on main b02debe):
+Latest (2026-12-06, branch nemorows on main b02debe, before bench_today's rows at TP > 1 took
+--tp-comm-overlap (strategy/llm/userbuffers.py), which now leaves `notp` only the TP collectives
+outside the blocks):
 
     run                      published  exact tier   lanes     notp     both
     mcore-1.7b-h100            0.452 s   -26.4 %   -26.4 %  -26.4 %  -26.4 %

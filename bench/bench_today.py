@@ -36,7 +36,8 @@ sequence, recomputation; bf16, the framework's flash attention):
                      131,072, sequence 4,096, --overlap-grad-reduce and --overlap-param-gather
                      (the distributed optimizer: --zero 1 here); micro-batch not published: 1
     mcore-7.1b-h100  the same table, row "7.1B | 32 | 4096 | 30 | 2 | 1 | 48 | 96 | 192 | 465.9":
-                     TP 2 (--tp-comm-overlap: not modelled; its collectives run in series here)
+                     TP 2, --sp and --tp-comm-overlap (the README's "Communication
+                     optimizations: Fine-grained overlapping with DP (...), TP (`--tp-comm-overlap`)")
     mcore-16b-h100   the same table (images/model_table.png at d98e8a6, last changed f2e5db4, the
     ...              README's "Benchmark Configuration": vocabulary 131,072, sequence 4,096, the
     mcore-462b-h100  overlaps of DP, TP and PP), its other seven rows as the image reads them:
@@ -84,8 +85,10 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest (2026-12-06, branch nemorows on main b02debe, the exact tier; history in
-docs/performance.md; compute, exposed communication and bubble: the busiest stage's):
+Latest (2026-12-06, the exact tier; the Megatron-Core rows at TP > 1 with --tp-comm-overlap on
+branch tpoverlap (main 600cc4d), the others as on branch nemorows (main b02debe), which those rows'
+commands leave alone; history in docs/performance.md; compute, exposed communication and bubble:
+the busiest stage's):
 
     run                      published    ours   error  compute   comm  bubble  memory pub / ours
     titan-8b-a100              2.755 s  2.881 s  +4.6 %  2.539 s  0.342  0.000       - / 29.1
@@ -95,16 +98,20 @@ docs/performance.md; compute, exposed communication and bubble: the busiest stag
     foundry-7b-h100            1.155 s  0.885 s -23.4 %  0.820 s  0.065  0.000       - / 61.8
     foundry-7b-a100            5.295 s  4.758 s -10.1 %  4.484 s  0.274  0.000       - / 61.8
     mcore-1.7b-h100            0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 17.1
-    mcore-7.1b-h100            0.800 s  0.655 s -18.2 %  0.576 s  0.078  0.000       - / 28.3
-    mcore-16b-h100             0.850 s  0.797 s  -6.2 %  0.639 s  0.158  0.000       - / 29.3
-    mcore-32b-h100             0.892 s  1.397 s +56.7 %  0.665 s  0.732  0.000       - / 28.2
-    mcore-70b-h100             2.177 s  2.949 s +35.5 %  1.397 s  1.248  0.303       - / 36.8
-    mcore-119b-h100            3.648 s  4.353 s +19.3 %  2.359 s  1.289  0.705       - / 37.6
-    mcore-177b-h100            5.259 s  5.931 s +12.8 %  3.377 s  1.458  1.097       - / 41.7
-    mcore-314b-h100            8.399 s  9.499 s +13.1 %  5.741 s  1.909  1.849       - / 55.7
-    mcore-462b-h100           12.716 s 13.549 s  +6.5 %  8.398 s  2.103  3.047       - / 56.6
+    mcore-7.1b-h100            0.800 s  0.645 s -19.3 %  0.640 s  0.006  0.000       - / 28.3
+    mcore-16b-h100             0.850 s  0.730 s -14.1 %  0.723 s  0.006  0.000       - / 29.3
+    mcore-32b-h100             0.892 s  1.080 s +21.1 %  0.756 s  0.324  0.000       - / 28.2
+    mcore-70b-h100             2.177 s  2.447 s +12.4 %  1.624 s  0.564  0.258       - / 36.8
+    mcore-119b-h100            3.648 s  3.982 s  +9.2 %  2.835 s  0.496  0.651       - / 37.6
+    mcore-177b-h100            5.259 s  5.650 s  +7.4 %  4.082 s  0.517  1.051       - / 41.7
+    mcore-314b-h100            8.399 s  8.780 s  +4.5 %  6.339 s  0.721  1.720       - / 55.7
+    mcore-462b-h100           12.716 s 13.233 s  +4.1 %  9.651 s  0.609  2.973       - / 56.6
     mcore-mixtral-8x7b-h100    2.903 s  3.050 s  +5.1 %  1.974 s  0.356  0.720       - / 48.3
-    MAE 15.8 %, worst 56.7 % (goal: within 10 % each)
+    MAE 11.0 %, worst 26.4 % (goal: within 10 % each)
+
+Before --tp-comm-overlap (the same day, TP collectives NCCL's, in series): 7.1B -18.2 %, 16B
+-6.2 %, 32B +56.7 %, 70B +35.5 %, 119B +19.3 %, 177B +12.8 %, 314B +13.1 %, 462B +6.5 %; MAE
+15.8 %, worst 56.7 %.
 
 torchtitan's four rows came within 10 % with its own conventions, each held to a kernel
 measurement, never to these rows: its H100 part, its 'op' selective recomputation (every second
@@ -126,21 +133,26 @@ every collective exposed at NCCL's rates Megatron-Core's 1.7B stays 22.6 % and l
 under the published time. Left: compute slowed beside the data-parallel collectives it overlaps
 (docs/simulate.md), FSDP's prefetch, host overhead.
 
-Megatron-Core's nine model_table rows split by tensor parallelism, not by size, MoE or pipeline:
-TP 1-2 run 18-26 % fast, TP 4 6 % fast, TP 8 7-57 % slow (the 32B, TP 8 and PP 1, the most; the
-pipeline's bubble dilutes it from 70B on). The TP 8 rows' excess is communication, in two parts
-bench_mcore_lanes.py takes away: ASTRA-sim's one collective at a time per rank (a data-parallel
-bucket on InfiniBand holds the next tensor-parallel all-gather on NVLink; NCCL runs the two
-communicators beside each other) and the TP collectives in series, where the README's benchmark
-ran --tp-comm-overlap. Without both, every dense row but the 32B runs 7-27 % fast, the smaller the
-faster (1.7B -26 %, 7.1B -27 %, 16B -24 %, 70B -8 %, 462B -10 %): the gap above, unexplained. The 32B
-stays 12 % slow: TP 8 leaves one data-parallel rank per node, so its fp32 reduce-scatter of
-15.4 GB crosses one 400 Gb/s NIC per GPU (328 ms; NCCL's ring 321 ms), which only the last of 4
-micro-batches' backward overlaps (Megatron-Core's no_sync for the others: pipeline_parallel/
-schedules.py at core_r0.8.0). Mixtral 8x7B (EP 8, PP 4) comes within 5 %; its all-to-alls are
-ASTRA-sim's ring all-to-all, n (n - 1) / 2 steps of size / n (estimate/collectives.py): 0.64 ms for
-one 64 MiB dispatch on 8 GPUs, where (n - 1) / n of it at the 360 GB/s NCCL's all-gather reaches
-on 8 H100s (simulate/nccl.py, H100_RING) takes 0.16 ms (no published all-to-all figure checked).
+Megatron-Core's nine model_table rows split by tensor parallelism, not by size, MoE or pipeline.
+Without --tp-comm-overlap TP 1-2 ran 18-26 % fast, TP 4 6 % fast, TP 8 7-57 % slow (the 32B, TP 8
+and PP 1, the most; the pipeline's bubble dilutes it from 70B on). The TP 8 rows' excess is
+communication, in two parts bench_mcore_lanes.py takes away: ASTRA-sim's one collective at a time
+per rank (a data-parallel bucket on InfiniBand holds the next tensor-parallel all-gather on NVLink;
+NCCL runs the two communicators beside each other) and the TP collectives in series, where the
+README's benchmark ran --tp-comm-overlap. The rows now run it (strategy/llm/userbuffers.py: each
+userbuffers GEMM and its collective one compute node, off the communication lane): TP 8 comes to +4
+to +21 %, the exposed communication left mostly the data-parallel reduce-scatter's (32B) and the
+pipeline's sends behind it; TP 2 and 4 run 19 and 14 % fast (their GEMMs' time, no longer their
+collectives', is the compute gap above). Without both (bench_mcore_lanes.py, before the
+flag), every dense row but the 32B runs 7-27 % fast, the smaller the faster (1.7B -26 %, 7.1B -27
+%, 16B -24 %, 70B -8 %, 462B -10 %): the gap above, unexplained. The 32B stays 12 % slow: TP 8
+leaves one data-parallel rank per node, so its fp32 reduce-scatter of 15.4 GB crosses one 400 Gb/s
+NIC per GPU (328 ms; NCCL's ring 321 ms), which only the last of 4 micro-batches' backward overlaps
+(Megatron-Core's no_sync for the others: pipeline_parallel/schedules.py at core_r0.8.0). Mixtral
+8x7B (EP 8, PP 4) comes within 5 %; its all-to-alls are ASTRA-sim's ring all-to-all, n (n - 1) / 2
+steps of size / n (estimate/collectives.py): 0.64 ms for one 64 MiB dispatch on 8 GPUs, where (n -
+1) / n of it at the 360 GB/s NCCL's all-gather reaches on 8 H100s (simulate/nccl.py, H100_RING)
+takes 0.16 ms (no published all-to-all figure checked).
 Ruled out for the small rows: attention dropout inside the fused kernel (Transformer Engine issue
 3312, H200, TE 2.15, sbhd, 4,096 tokens, 16 heads of 128: 0.594 ms at p = 0, 0.614 ms at p = 0.1;
 +3 % of an attention that is about 16 % of the 1.7B's compute).
@@ -222,8 +234,8 @@ def _mcore_table(row: tuple[str, int, int, int, int, int, int, int, float]) -> R
         **MCORE_H100, "tp": tp, "pp": pp, "zero": 1, "overlap_grad_reduce": True,
         "overlap_param_gather": True, "make_vocab_size_divisible_by": 1,
     }  # fmt: skip
-    if tp > 1:
-        layout["sp"] = True
+    if tp > 1:  # README.md at d98e8a6: "Fine-grained overlapping with ... TP (`--tp-comm-overlap`)"
+        layout |= {"sp": True, "tp_comm_overlap": True}
     model = megatron_gpt(layers, hidden, heads, vocab=131072, positions=4096, dtype="bfloat16")
     formula: dict[str, float] = {"layers": layers, "hidden": hidden, "vocab": 131072}
     return Run(name, model, "h100", "hgx-h100", gpus, 4096, 1, batch, layout, tflops_per_gpu=tflops,
@@ -254,8 +266,8 @@ RUNS = (
     Run("mcore-7.1b-h100",
         megatron_gpt(30, 4096, 32, vocab=131072, positions=4096, dtype="bfloat16"),
         "h100", "hgx-h100", 96, 4096, 1, 192,
-        {**MCORE_H100, "tp": 2, "sp": True, "zero": 1, "overlap_grad_reduce": True,
-         "overlap_param_gather": True, "make_vocab_size_divisible_by": 1},
+        {**MCORE_H100, "tp": 2, "sp": True, "tp_comm_overlap": True, "zero": 1,
+         "overlap_grad_reduce": True, "overlap_param_gather": True, "make_vocab_size_divisible_by": 1},
         tflops_per_gpu=465.9, megatron={"layers": 30, "hidden": 4096, "vocab": 131072}),
     *(
         _mcore_table(row)

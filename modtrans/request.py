@@ -101,6 +101,7 @@ class Request:
     framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp, torchtitan ...
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
     overlap_param_gather: bool = False  # Megatron's --overlap-param-gather (strategy/llm/buckets.py)
+    tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap (strategy/llm/userbuffers.py)
     make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128
     moe_expert_capacity_factor: float | None = None  # Megatron's (strategy/llm/expert.py)
     moe_pad_expert_input_to_capacity: bool = False  # Megatron's: each expert's tokens padded to capacity
@@ -323,6 +324,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             sp=bool(r.sp),
             overlap_grad_reduce=r.overlap_grad_reduce,
             overlap_param_gather=r.overlap_param_gather,
+            tp_comm_overlap=r.tp_comm_overlap,
             vocab_divisor=r.make_vocab_size_divisible_by or 128,
             zero=r.zero or 0,
             micro_batch=r.micro_batch or 1,

@@ -205,6 +205,10 @@ OPTIONS: tuple[Option, ...] = (
        "Megatron: all-gather the distributed optimizer's parameters bucket by bucket during the next "
        "forward (default: all after the step; needs --overlap-grad-reduce and --zero 1 or 2).", LAYOUT,
        default=False, flags=("--overlap-param-gather",), layout=True, **_SIDE),
+    _o("tp_comm_overlap", bool,
+       "Megatron-Core: Transformer Engine's userbuffers run the blocks' sequence-parallel collectives "
+       "inside their GEMMs, as compute (needs --sp; the NVLink of --device's node).", LAYOUT,
+       default=False, flags=("--tp-comm-overlap",), layout=True, **_SIDE),
     _o("make_vocab_size_divisible_by", int,
        "Megatron: pad the vocabulary to a multiple of this x T (default 128; 1: unpadded).", LAYOUT,
        layout=True, **N1, **_SIDE),

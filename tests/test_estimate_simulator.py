@@ -80,6 +80,14 @@ def test_the_estimate_agrees_with_the_simulator_and_orders_the_layouts_alike(tmp
     assert kendall_tau([r[1] for r in rows], simulated_times) == 1
 
 
+def test_the_exact_tier_runs_tp_comm_overlap_as_the_simulator(tmp_path: Path) -> None:
+    """--tp-comm-overlap's fused GEMM nodes (strategy/llm/userbuffers.py) are compute nodes: the
+    exact tier still gives what ASTRA-sim does, the TP collectives of the blocks gone."""
+    options: dict[str, object] = {"tp": 8, "sp": True, "global_batch": 2, "tp_comm_overlap": True}
+    simulated, exact, _ = _simulated("llama-3-8b", options, tmp_path)
+    assert exact == pytest.approx(simulated, rel=1e-4)
+
+
 def test_fused_traces_run_to_the_same_nanosecond_on_every_rank(tmp_path: Path) -> None:
     """chakra/fuse.py's traces (each chain of computes one node; what a sweep's finalists run):
     every rank's wall time and exposed communication as the simulator gives them for the plain

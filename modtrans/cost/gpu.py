@@ -159,6 +159,14 @@ class Gpu:
         waves = math.ceil(tiles * split / sms)
         return waves * (2 * tm * tn * math.ceil(s.k / split) / rate + self.kernels.wave_overhead_s)
 
+    def spared(self, sms: int) -> Gpu:
+        """The model with `sms` SMs held by another kernel (Transformer Engine's userbuffers:
+        strategy/llm/userbuffers.py): each SM's rate kept, the GEMMs' waves on the rest."""
+        k = self.kernels
+        left = max(1, k.sms - sms)
+        rates = {d: e * left / k.sms for d, e in k.matmul_efficiency.items()}
+        return dataclasses.replace(self, kernels=dataclasses.replace(k, sms=left, matmul_efficiency=rates))
+
     @property
     def bandwidth(self) -> float:
         return self.device.bandwidth * self.kernels.memory_efficiency

@@ -5,6 +5,7 @@ options.py      the layout: every degree (T, C, E, ETP, D, P, V), the rank order
 degrees.py      the registry of parallel degrees: each degree's module declares its mesh axis there
 unit.py         a workload layer as one rank runs it, and where collectives attach
 tensor.py       Megatron tensor parallelism and sequence parallelism (the transformer keywords' too)
+userbuffers.py  Megatron-Core's --tp-comm-overlap: TE's userbuffers, the SP collectives in the GEMMs
 context.py      context parallelism: the sequence split over C ranks, keys and values gathered
 expert.py       expert parallelism: local experts, dispatch and combine all-to-alls
 data.py         data parallelism and ZeRO 1/2/3 as Megatron-LM runs them

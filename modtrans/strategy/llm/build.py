@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
 from modtrans.cost.base import by_shape
+from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import (
     Chunk,
@@ -26,7 +27,17 @@ from modtrans.plan.programs import Programs
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Group, Params, folds, group, needs_input_grad
-from modtrans.strategy.llm import activations, buckets, data, deepspeed, expert, fsdp, memory, tensor
+from modtrans.strategy.llm import (
+    activations,
+    buckets,
+    data,
+    deepspeed,
+    expert,
+    fsdp,
+    memory,
+    tensor,
+    userbuffers,
+)
 from modtrans.strategy.llm.degrees import dense_data
 from modtrans.strategy.llm.options import Layout, LayoutError, ordered
 from modtrans.strategy.llm.selective import op_reruns
@@ -144,7 +155,7 @@ def rank_units(
     for d in ordered():  # each degree's refusals of the model (context.py's: its sequence)
         if d.refuses is not None:
             d.refuses(ir, layout)
-    tensor.apply(units, ir, t, layout.sp, tokens=layout.sequence_shards)
+    tensor.apply(units, ir, t, layout.sp, tokens=layout.sequence_shards, overlap=layout.tp_comm_overlap)
     for d in ordered():  # each degree's collectives on the tensor shards (context.py's)
         if d.attach is not None:
             d.attach(units, layout)
@@ -211,13 +222,15 @@ def _costed(
     made: dict[tuple[object, ...], Costed] = {}
     runs = []
     tensors = Ios([u.x for u in units], inputs)  # made when a program reads them; no outline does
+    fusing = _fusing(units, cost, layout, folded) if layout.tp_comm_overlap else None
     for u in units:
         g = u.x.group
         key = _shape(u, inputs, reruns) if shaped else None
         known = None if key is None else made.get(key)
         if known is not None:
             name, comms = g.owner.name, u.x.comms
-            runs.append(Costed(u.index, name, known.times, known.flops, tensors, comms, known.core))
+            run = Costed(u.index, name, known.times, known.flops, tensors, comms, known.core)
+            runs.append(run if fusing is None or not u.fused else fusing(run, u))
             continue
         run = costed(
             u.index,
@@ -232,8 +245,28 @@ def _costed(
         run = _sharded_update(run, u, layout)  # its shards follow from its role, part of the key
         if key is not None:
             made[key] = run
-        runs.append(run)
+        runs.append(run if fusing is None or not u.fused else fusing(run, u))
     return runs
+
+
+def _fusing(
+    units: Sequence[Unit], cost: CostModel, layout: Layout, folded: Folded
+) -> Callable[[Costed, Unit], Costed]:
+    """--tp-comm-overlap: a unit's run with its userbuffers collectives in its GEMMs' time
+    (userbuffers.py), each unit's GEMM shard by name for the peers that share one."""
+    net = userbuffers.fabric(cost, layout.tp)
+
+    def gemm(u: Unit) -> IRLayer:  # the unit's GEMM as _costed shares it (its context-parallel tokens)
+        return rank_share(u.x, folded, tokens=u.scale / layout.sequence_shards, experts=u.holds).owner
+
+    shards = {u.name: gemm(u) for u in units if u.role is LayerRole.COLUMN}
+
+    def fusing(run: Costed, u: Unit) -> Costed:
+        owner = shards.get(u.name) or gemm(u)
+        times = userbuffers.fuse(run.times, u.fused, shards, owner, cost, net, layout.tp)
+        return dataclasses.replace(run, times=times)
+
+    return fusing
 
 
 def update_shards(u: Unit, layout: Layout) -> int:

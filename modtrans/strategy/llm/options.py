@@ -91,6 +91,7 @@ class Layout:
     framework: Framework = Framework.MEGATRON  # whose data parallelism and ZeRO (strategy/frameworks.py)
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce: gradient buckets (buckets.py)
     overlap_param_gather: bool = False  # Megatron's --overlap-param-gather: gathers in the next forward
+    tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap: TE's userbuffers (userbuffers.py)
     vocab_divisor: int = 128  # Megatron's --make-vocab-size-divisible-by (x T: vocabulary_multiple)
     cp: int = 1  # Megatron's --context-parallel-size: the sequence split over C ranks (context.py)
     capacity_factor: float | None = None  # Megatron's --moe-expert-capacity-factor (expert.py)
@@ -255,6 +256,14 @@ class Layout:
             raise LayoutError(
                 "--overlap-param-gather gathers the distributed optimizer's buckets: it needs "
                 "--overlap-grad-reduce and --zero 1 or 2"
+            )
+        if self.tp_comm_overlap and not (self.sp and self.framework is Framework.MEGATRON):
+            # megatron/training/arguments.py at core_r0.8.0, validate_args: "Tensor parallel
+            # communication/GEMM overlap can happen only when sequence parallelism is enabled";
+            # Transformer Engine's userbuffers are Megatron-Core's (not Megatron-LM 2022's)
+            raise LayoutError(
+                "--tp-comm-overlap runs Megatron-Core's sequence-parallel collectives inside the GEMMs: "
+                "it needs --sp (so --tp > 1) and --framework megatron"
             )
         if self.framework.family is Framework.FSDP and self.zero == 1:
             raise LayoutError(

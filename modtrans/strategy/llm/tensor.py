@@ -28,6 +28,8 @@ tensor_parallel/mappings.py, _GatherFromModelParallelRegion: its backward splits
 The loss on vocabulary-parallel logits (a column-parallel last layer's output: the LM head)
 all-reduces three fp32 values per token over the tensor ranks in the forward (cross_entropy).
 Experts and routers are left to expert parallelism (not split over T).
+Under Megatron-Core's --tp-comm-overlap a block's column- and row-parallel collectives above are
+no collectives: Transformer Engine's userbuffers run them inside the GEMMs (userbuffers.py).
 The layout (--tp) and the HYBRID_TRANSFORMER keywords (techniques/megatron.py, no SP) both call
 apply(): one implementation, its roles from roles_of (the Megatron layer class of each GEMM), or,
 for a model read through transformers, from the model's own plan (planned_roles; hf/plans.py):
@@ -50,6 +52,7 @@ from modtrans.ir.document import Kind, ModelIR, Part, Role
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm, a_in, a_out
+from modtrans.strategy.llm import userbuffers
 from modtrans.strategy.llm.degrees import Degree, register
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.unit import TENSOR, Unit
@@ -61,16 +64,26 @@ register(Degree("tp", Purpose.TENSOR, listed=0, shards=True))
 
 
 def apply(
-    units: list[Unit], ir: ModelIR, tp: int, sp: bool, *, tokens: int = 1, option: str = "--tp"
+    units: list[Unit],
+    ir: ModelIR,
+    tp: int,
+    sp: bool,
+    *,
+    tokens: int = 1,
+    option: str = "--tp",
+    overlap: bool = False,
 ) -> None:
     """Each unit's role, shard and tensor-parallel collectives, for the layout (--tp) and the
     HYBRID_TRANSFORMER keywords (techniques/megatron.py: sp False, `option` the flag that set T).
     `tokens`: the context-parallel ranks the sequence is split over (context.py): every activation
-    these collectives move is 1/tokens of the IR's (built for the whole sequence)."""
+    these collectives move is 1/tokens of the IR's (built for the whole sequence). `overlap`:
+    --tp-comm-overlap, a block's linears' collectives run by userbuffers inside their GEMMs
+    (userbuffers.py: Unit.fused, not NCCL collectives)."""
     check(ir, tp, sp, option)
     dense = [u.x.owner for u in units if u.x.owner.moe is None]
     planned = plans.styled(ir)
     roles = planned_roles(ir, dense) if planned else roles_of(ir, dense)
+    sharing = _sharing(units, roles) if overlap else {}
     positions = _added_positions(units, roles)
     whole = {p for x in ir.layers if x.op_type == "ScatterND" for p in x.producers}
     model_inputs = frozenset(ir.provenance.input_shapes)
@@ -95,11 +108,10 @@ def apply(
         if u.role in (LayerRole.ROW, LayerRole.EMBEDDING):
             out = -(-a_out(u.x.owner) // tokens)
             scatter = sp and not (u.role is LayerRole.EMBEDDING and positions)
-            u.attach(
-                Place.AFTER_FWD, Comm(CommType.REDUCESCATTER if scatter else CommType.ALLREDUCE, out, TENSOR)
-            )
+            reduced = Comm(CommType.REDUCESCATTER if scatter else CommType.ALLREDUCE, out, TENSOR)
+            _attach(u, Place.AFTER_FWD, reduced, overlap)
             if sp:
-                u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, out, TENSOR))
+                _attach(u, Place.BEFORE_BWD, Comm(CommType.ALLGATHER, out, TENSOR), overlap)
             if style is not None and style.split_input:
                 size = -(-a_in(u.x.owner, model_inputs) // tokens)
                 u.attach(Place.AFTER_IG, Comm(CommType.ALLGATHER, size, TENSOR))
@@ -117,11 +129,36 @@ def apply(
             size = -(-a_in(u.x.owner, model_inputs) // tokens)
             if style is not None and not size:  # token ids (embedding_colwise): no gradient to reduce
                 continue
+            peers = tuple(dict.fromkeys(n for key in shared for n in sharing.get(key, ()) if n != u.name))
             if sp:
-                u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, TENSOR))
-                u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, TENSOR))
-            u.attach(Place.AFTER_IG, Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR))
+                _attach(u, Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, TENSOR), overlap, peers)
+                _attach(u, Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, TENSOR), overlap, peers)
+            reduce = Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR)
+            _attach(u, Place.AFTER_IG, reduce, overlap, peers)
     cross_entropy(units, tp, tokens)
+
+
+def _attach(u: Unit, place: Place, comm: Comm, overlap: bool, peers: tuple[str, ...] = ()) -> None:
+    """The collective as NCCL's, or under --tp-comm-overlap, where Transformer Engine's userbuffers
+    run it inside the unit's GEMM (userbuffers.METHODS), as the unit's fused work."""
+    how = userbuffers.overlapped(u.role, place, u.block) if overlap else None
+    if how is None:
+        u.attach(place, comm)
+    elif comm.bytes > 0:
+        u.fused.append(userbuffers.Fused(how[0], how[1], comm, peers))
+
+
+def _sharing(
+    units: Sequence[Unit], roles: Mapping[str, LayerRole]
+) -> dict[tuple[int | None, str], list[str]]:
+    """The column-parallel units of each block by input: Megatron's one GEMM of them (linear_qkv,
+    linear_fc1), whose collectives the first of them carries."""
+    sharing: dict[tuple[int | None, str], list[str]] = {}
+    for u in units:
+        if u.x.owner.moe is None and roles.get(u.name) is LayerRole.COLUMN:
+            for a in u.x.owner.inputs:
+                sharing.setdefault((u.block, a.name), []).append(u.name)
+    return sharing
 
 
 def _added_positions(units: list[Unit], roles: dict[str, LayerRole]) -> bool:

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.llm.degrees import dense_data
 from modtrans.strategy.roles import LayerRole
+
+if TYPE_CHECKING:
+    from modtrans.strategy.llm.userbuffers import Fused
 
 TENSOR = frozenset({Purpose.TENSOR})
 EXPERT = frozenset({Purpose.EXPERT})
@@ -31,6 +35,7 @@ class Unit:
     grads_over: frozenset[Purpose] = field(default_factory=dense_data)  # the dense gradients' axes
     index: int = -1  # in Plan.layers, set when the plan is assembled
     holds: int = 1  # a grouped experts' layer: this rank holds 1 / holds of its experts (E_p)
+    fused: list[Fused] = field(default_factory=list)  # --tp-comm-overlap's collectives in its GEMMs
 
     @property
     def role(self) -> LayerRole:
