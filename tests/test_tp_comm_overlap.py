@@ -157,7 +157,7 @@ def test_the_gemm_beside_userbuffers_kernels_runs_on_the_sms_they_leave() -> Non
     SM's rate kept, so a GEMM of one tile takes what it took on 108, and one of many tiles more
     waves."""
     gpu = _gpu("a100")
-    spared = gpu.spared(16)  # type: ignore[attr-defined]
+    spared = gpu.spared(16)
     assert spared.kernels.sms == 108 - 16
     one_tile = [Shape(128, 4096, 128)]
     assert spared.gemm_seconds(one_tile, "bfloat16", 2) == pytest.approx(
