@@ -27,7 +27,7 @@ from modtrans.cli import app
 from modtrans.hf import blocks, classes, configs, layers, library
 from modtrans.ir.document import ModelIR, Provenance
 from modtrans.llm.config import DTYPES
-from tests.hfcheck import agrees
+from tests.hfcheck import GEMMS, agrees
 
 pytestmark = pytest.mark.hf
 
@@ -57,6 +57,12 @@ REAL = {
     "blenderbot-400M-distill": ("BlenderbotForConditionalGeneration", 0),
     "gpt-oss-20b-echocog": ("GptOssForCausalLM", 1),  # 32 experts, top 4; quantization_config (gptq)
     "esm2_t33_650M_UR50D": ("EsmForMaskedLM", 0),  # a default configuration transformers cannot build
+    "gpt-j-6b": ("GPTJForCausalLM", 0),  # n_embd, n_head, n_layer, rotary_dim; no torch_dtype
+    "hunyuan-mt-7b-nanoquant": ("HunYuanDenseV1ForCausalLM", 0),  # rope_scaling "dynamic" with alpha
+    "clip-vit-large-patch14": ("CLIPModel", 0),  # two towers; text_config_dict beside text_config
+    "clip-vit-large-patch14-text": ("CLIPTextModel", 0),  # a diffusion pipeline's text encoder
+    "dpr-ctx-encoder-finetune": ("DPRContextEncoder", 0),
+    "blip-image-captioning-base": ("BlipForConditionalGeneration", 0),  # an image and a caption
 }
 
 QUICK = {"bart-large", "layoutlmv3-base"}
@@ -81,6 +87,52 @@ def test_a_published_configuration_is_built_as_transformers_builds_it(name: str)
     fields = classes.unread(data) if configs.foreign(data, native, False) else []
     said = configs.warnings(data, name, native=native, remote=False, fields=fields)
     assert [d.code for d in said] == ["M805"] * REAL[name][1]
+
+
+HAND_WRITTEN = {
+    # file: the class transformers builds from it
+    "llama-2-7b-hf": "LlamaForCausalLM",  # saved by 4.31.0: pretraining_tp, rope_scaling null
+    "tinyllama-1.1b-chat-v1.0": "LlamaForCausalLM",  # saved by 4.56.0: dtype, head_dim
+    "xgen-7b-8k-base": "LlamaForCausalLM",  # a 51,200-token vocabulary, no num_key_value_heads
+    "qwen2.5-0.5b-instruct": "Qwen2ForCausalLM",  # tied head, sliding_window unused
+    "phi-2-auto-map": "PhiForCausalLM",  # model_type phi beside auto_map (its own code's)
+    "all-minilm-l6-v2": "BertModel",  # sentence-transformers' MiniLM, saved by 4.15.0
+    "codet5-small": "T5ForConditionalGeneration",  # relu, tie_word_embeddings absent
+    "flan-t5-base": "T5ForConditionalGeneration",  # gated-gelu, untied head
+    "t5-v1_1-xxl": "T5ForConditionalGeneration",  # gated-gelu, untied head, 11 B
+}
+"""Published files of hand-written families (llm/config.py): read without torch, each against
+the class transformers builds from the same file."""
+
+
+HAND_WRITTEN_SAMPLE = {"qwen2.5-0.5b-instruct"}
+
+
+@pytest.mark.parametrize(
+    "name", [n if n in HAND_WRITTEN_SAMPLE else pytest.param(n, marks=pytest.mark.slow) for n in HAND_WRITTEN]
+)
+def test_a_published_configuration_of_a_hand_written_family_is_transformers_model(name: str) -> None:
+    """The hand-written path's IR (what `modtrans translate` reads without the extra) against
+    transformers' build of the same file: parameters sum(p.numel()), forward GEMM FLOPs within
+    2 % of FlopCounterMode's, the weights' dtype the file's. T5 where the file unties its head
+    (tie_word_embeddings false: flan-t5, T5 v1.1): the checkpoint's lm_head of vocab x d_model
+    beside its shared embedding, which transformers 5 ties always (configuration_t5.py,
+    T5Config.__post_init__: "we tie weights always and force it to be `True`"; tests/test_t5.py)."""
+    path = FIXTURES / f"{name}.json"
+    data = json.loads(path.read_text())
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
+    assert ir is not None, found
+    assert [d.code for d in found] == []
+    model = library.build(classes.config_of(data))
+    assert type(model).__name__ == HAND_WRITTEN[name]
+    t5_untied = data["model_type"] == "t5" and data.get("tie_word_embeddings") is False
+    untied = data["vocab_size"] * data["d_model"] if t5_untied else 0
+    assert ir.totals.params == sum(p.numel() for p in model.parameters()) + untied
+    counted = library.count_forward(model, library.inputs(model, 1, 64))
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    declared = str(data.get("torch_dtype") or data.get("dtype") or "float32")
+    assert {p.dtype for x in ir.layers for p in x.params} == {DTYPES[declared][0]}
 
 
 def test_fields_transformers_own_class_does_not_define_are_named() -> None:
@@ -150,6 +202,10 @@ def test_a_quantization_config_is_built_unquantized_and_said() -> None:
     [
         ("minicpm-v-2_6", "--trust-remote-code"),  # model_type minicpmv: only its own code defines it
         ("mms-tts-eng", "values of a tensor computed from its weights"),  # VITS sizes its output by them
+        ("bunny-phi-2-siglip-lora", "--trust-remote-code"),  # model_type bunny-phi: its own code's
+        # no model_type, as microsoft/layoutlm-base-uncased was published: transformers 5 refuses
+        # it too (AutoConfig.from_pretrained: "Should have a `model_type` key")
+        ("layoutlm-base-uncased", 'add "model_type": "layoutlm"'),
     ],
 )
 def test_a_published_configuration_that_cannot_be_built_is_refused_in_one_line(name: str, said: str) -> None:
@@ -159,3 +215,34 @@ def test_a_published_configuration_that_cannot_be_built_is_refused_in_one_line(n
     assert [d.code for d in found] == ["M801"]
     assert said in found[0].message
     assert "\n" not in found[0].message
+
+
+PUBLISHED = sorted(p.stem for p in FIXTURES.glob("*.json"))
+"""Every configuration file in fixtures/hf (MANIFEST.md: each one's provenance)."""
+CLI_SAMPLE = {"clip-vit-large-patch14-text", "qwen2.5-0.5b-instruct"}
+
+
+@pytest.mark.parametrize(
+    "name", [n if n in CLI_SAMPLE else pytest.param(n, marks=pytest.mark.slow) for n in PUBLISHED]
+)
+def test_a_published_configuration_translates_or_is_refused_in_one_line(name: str, tmp_path: Path) -> None:
+    """Each file through the CLI as a user gives it (default options), then under tensor and
+    sequence parallelism, pipeline stages and experts over data ranks, to text and to traces: a
+    workload, or one diagnostic line and exit 1 or 2, never a traceback."""
+    (tmp_path / "et").mkdir()
+    given = ["--npus", "4", "--seq-len", "64"]
+    layouts = (
+        ["-o", str(tmp_path / "d.txt")],
+        [*given, "--tp", "2", "--dp", "2", "--sp", "-o", str(tmp_path / "a.txt")],
+        [*given, "--pp", "2", "--dp", "2", "--format", "chakra-et", "-o", str(tmp_path / "et" / "p")],
+        [*given, "--dp", "4", "--ep", "2", "--format", "chakra-et", "-o", str(tmp_path / "et" / "q")],
+    )
+    runner = CliRunner()
+    for layout in layouts:
+        result = runner.invoke(app, ["translate", str(FIXTURES / f"{name}.json"), *layout])
+        raised = result.exception
+        assert raised is None or isinstance(raised, SystemExit), (layout, raised)
+        if result.exit_code:
+            assert result.exit_code in (1, 2)
+            errors = [x for x in result.output.splitlines() if " error " in x or x.startswith("modtrans:")]
+            assert len(errors) == 1, result.output

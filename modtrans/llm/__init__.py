@@ -165,14 +165,7 @@ def _generic(
     unknown = sorted(set(shapes) - {"input_ids", *(["decoder_input_ids"] if seq2seq else [])})
     if unknown:
         return None, [diagnostic("X501", f"--input-shape {unknown[0]}: the model reads input_ids", path=name)]
-    context = next(
-        (
-            v
-            for k in CONTEXT_KEYS
-            if isinstance(v := config.get(k), int) and not isinstance(v, bool) and v > 0
-        ),
-        0,
-    )
+    context = _context(config)
     tokens = _token_shapes(shapes, batch, seq2seq, min(SEQUENCE, context) if context else SEQUENCE)
     if isinstance(tokens, str):
         return None, [diagnostic("X501", tokens, path=name)]
@@ -191,6 +184,19 @@ def _generic(
 
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 """Where a configuration says its context (LlamaConfig, GPT2Config, BloomConfig's, ChatGLM's)."""
+
+
+def _context(config: Mapping[str, object]) -> int:
+    """The positions a configuration states (CONTEXT_KEYS), or where it states none its text
+    model's (text_config: CLIP's 77, BLIP's 512, which a longer sequence overruns); 0 if neither."""
+    for each in (config, config.get("text_config")):
+        if not isinstance(each, Mapping):
+            continue
+        for key in CONTEXT_KEYS:
+            value = each.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return 0
 
 
 def _inputs(

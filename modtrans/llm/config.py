@@ -264,6 +264,11 @@ SIGNATURES = (
         "GPT-2's (GPT2Config; OpenAI GPT, CTRL and GPT-J name theirs so too)",
     ),
     (
+        "layoutlm",
+        ("hidden_size", "num_attention_heads", "num_hidden_layers", "max_2d_position_embeddings"),
+        "LayoutLM's (LayoutLMConfig: BERT's with the 2-D positions of its boxes; LayoutLMv2's too)",
+    ),
+    (
         "bert",
         ("hidden_size", "num_attention_heads", "num_hidden_layers", "type_vocab_size"),
         "BERT's (BertConfig; RoBERTa and ELECTRA name theirs so too)",

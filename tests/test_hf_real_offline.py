@@ -1,0 +1,37 @@
+"""The published configurations of fixtures/hf (MANIFEST.md) without the extra `hf` (no torch, no
+transformers: the default test environment): a hand-written family is read, any other model_type
+is refused in one line that names it and the install command, a file without one in one line that
+says what to add. tests/test_hf_real.py reads the same files with the extra."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from modtrans import hf, pipeline
+from modtrans.llm.config import ALIASES, FAMILIES
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
+PUBLISHED = sorted(p.stem for p in FIXTURES.glob("*.json"))
+
+pytestmark = pytest.mark.skipif(hf.available(), reason="torch and transformers are installed here")
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_a_published_configuration_without_the_extra_is_read_or_one_line(name: str) -> None:
+    path = FIXTURES / f"{name}.json"
+    family = json.loads(path.read_text()).get("model_type")
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
+    if family in FAMILIES or family in ALIASES:
+        assert ir is not None, found
+        return
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert "\n" not in found[0].message
+    if family is None:
+        assert 'add "model_type"' in found[0].message
+    else:
+        assert f"model_type {family!r}" in found[0].message
+        assert "[hf]" in found[0].message
