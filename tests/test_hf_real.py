@@ -26,7 +26,7 @@ from modtrans import pipeline
 from modtrans.cli import app
 from modtrans.hf import blocks, classes, configs, layers, library
 from modtrans.ir.document import ModelIR, Provenance
-from modtrans.llm.config import DTYPES
+from modtrans.llm.config import BERT_HEADS, DTYPES
 from tests.hfcheck import GEMMS, agrees
 
 pytestmark = pytest.mark.hf
@@ -63,6 +63,7 @@ REAL = {
     "clip-vit-large-patch14-text": ("CLIPTextModel", 0),  # a diffusion pipeline's text encoder
     "dpr-ctx-encoder-finetune": ("DPRContextEncoder", 0),
     "blip-image-captioning-base": ("BlipForConditionalGeneration", 0),  # an image and a caption
+    "bge-reranker-v2-m3": ("XLMRobertaForSequenceClassification", 0),  # 8,194 positions, 250,002 tokens
 }
 
 QUICK = {"bart-large", "layoutlmv3-base"}
@@ -100,6 +101,10 @@ HAND_WRITTEN = {
     "codet5-small": "T5ForConditionalGeneration",  # relu, tie_word_embeddings absent
     "flan-t5-base": "T5ForConditionalGeneration",  # gated-gelu, untied head
     "t5-v1_1-xxl": "T5ForConditionalGeneration",  # gated-gelu, untied head, 11 B
+    "llama-3.2-1b-instruct": "LlamaForCausalLM",  # rope_scaling llama3, three eos ids, tied head
+    "llama-3.2-1b-pruned": "LlamaForCausalLM",  # a pruner's output: 15 layers, 8,028-wide MLP
+    "deepseek-r1-distill-llama-8b": "LlamaForCausalLM",  # Llama 3.1 8B's shape, rope_scaling llama3
+    "ms-marco-minilm-l-6-v2": "BertForSequenceClassification",  # pooler and a one-label classifier
 }
 """Published files of hand-written families (llm/config.py): read without torch, each against
 the class transformers builds from the same file."""
@@ -246,3 +251,23 @@ def test_a_published_configuration_translates_or_is_refused_in_one_line(name: st
             assert result.exit_code in (1, 2)
             errors = [x for x in result.output.splitlines() if " error " in x or x.startswith("modtrans:")]
             assert len(errors) == 1, result.output
+
+
+@pytest.mark.parametrize("architecture", sorted(BERT_HEADS))
+def test_each_bert_class_s_heads_are_transformers(architecture: str, tmp_path: Path) -> None:
+    """The published cross-encoder's file (cross-encoder/ms-marco-MiniLM-L-6-v2: a
+    BertForSequenceClassification of one label) naming each BERT class transformers defines: the
+    hand-written path puts that class's heads on the encoder (config.BERT_HEADS: pooler,
+    classifier, qa_outputs ...), parameter for parameter the class transformers builds from it."""
+    data = json.loads((FIXTURES / "ms-marco-minilm-l-6-v2.json").read_text())
+    data["architectures"] = [architecture]
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    ir, _ = pipeline.extract_checked(tmp_path / "config.json", input_shapes={"input_ids": (1, 64)})
+    assert ir is not None
+    model = library.build(classes.config_of(data))
+    assert type(model).__name__ == architecture
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    theirs = {n.removeprefix("bert."): tuple(p.shape) for n, p in model.named_parameters()}
+    ours = {p.name: p.shape for x in ir.layers for p in x.params}
+    heads = {n for n in theirs if n.startswith(("pooler.", "classifier.", "qa_outputs.", "cls.seq"))}
+    assert {n: ours.get(n) for n in heads} == {n: theirs[n] for n in heads}

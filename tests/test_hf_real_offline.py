@@ -16,9 +16,8 @@ from modtrans.llm.config import ALIASES, FAMILIES
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
 PUBLISHED = sorted(p.stem for p in FIXTURES.glob("*.json"))
 
-pytestmark = pytest.mark.skipif(hf.available(), reason="torch and transformers are installed here")
 
-
+@pytest.mark.skipif(hf.available(), reason="torch and transformers are installed here (test_hf_real.py)")
 @pytest.mark.parametrize("name", PUBLISHED)
 def test_a_published_configuration_without_the_extra_is_read_or_one_line(name: str) -> None:
     path = FIXTURES / f"{name}.json"
@@ -35,3 +34,13 @@ def test_a_published_configuration_without_the_extra_is_read_or_one_line(name: s
     else:
         assert f"model_type {family!r}" in found[0].message
         assert "[hf]" in found[0].message
+
+
+def test_every_published_file_has_its_row_in_the_manifest() -> None:
+    """Each file's provenance (MANIFEST.md: a row naming it, with the repository and the commit it
+    was copied from, or the transformers version that wrote it)."""
+    rows = [x for x in (FIXTURES / "MANIFEST.md").read_text().splitlines() if x.startswith("| `")]
+    named = {x.split("`")[1].removesuffix(".json"): x for x in rows}
+    assert set(PUBLISHED) <= set(named), sorted(set(PUBLISHED) - set(named))
+    for name in PUBLISHED:
+        assert " @ " in named[name] or name.endswith("-default"), named[name]

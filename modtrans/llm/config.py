@@ -149,7 +149,8 @@ class Arch:
     norm_bias: bool = True  # a LayerNorm has a bias (RMSNorm never)
     norm_scale: bool = True  # a norm has a learned scale (OLMo 1's OlmoLayerNorm: neither scale nor bias)
     head_bias: bool = False  # the output layer has a bias (PhiForCausalLM's lm_head)
-    heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
+    heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp", ... (its architectures' class)
+    labels: int = 2  # a classifier head's outputs (num_labels: BERT_HEADS)
     seq2seq: Seq2Seq | None = None  # an encoder-decoder (T5): layers is the encoder's depth
     vision: Vision | None = None  # a vision-language model's image encoder (LLaVA, Qwen2-VL)
 
@@ -316,13 +317,32 @@ def _family_of(architectures: object, config: Mapping[str, Any]) -> str:
 BERT_HEADS = {
     "BertModel": ("pooler",),
     "BertForMaskedLM": ("mlm",),
+    "BertLMHeadModel": ("mlm",),
     "BertForPreTraining": ("pooler", "mlm", "nsp"),
     "BertForNextSentencePrediction": ("pooler", "nsp"),
+    "BertForSequenceClassification": ("pooler", "classifier"),
+    "BertForMultipleChoice": ("pooler", "choice"),
+    "BertForTokenClassification": ("tokens",),
+    "BertForQuestionAnswering": ("qa",),
 }
 """What transformers' BERT classes put on the encoder (modeling_bert.py): BertModel its pooler (a
-dense layer on the first token); BertForMaskedLM the masked-LM head (BertLMPredictionHead: a
-dense transform, GELU, LayerNorm, and a decoder tied to the word embeddings with a bias of its own)
-and no pooler (add_pooling_layer=False); BertForPreTraining both and the next-sentence classifier."""
+dense layer on the first token); BertForMaskedLM and BertLMHeadModel the masked-LM head
+(BertLMPredictionHead: a dense transform, GELU, LayerNorm, and a decoder tied to the word
+embeddings with a bias of its own) and no pooler (add_pooling_layer=False); BertForPreTraining both
+and the next-sentence classifier. The task heads, each one linear layer: BertForSequenceClassification
+`classifier` of num_labels on the pooler's output, BertForMultipleChoice one of 1 on it (a score a
+choice), BertForTokenClassification `classifier` of num_labels and BertForQuestionAnswering
+`qa_outputs` of num_labels (start and end: 2) on every token, those two without a pooler."""
+
+
+def _labels(config: Mapping[str, Any]) -> int:
+    """A classifier's outputs: PretrainedConfig.num_labels, the length of id2label (2 where the
+    file gives neither it nor num_labels: PretrainedConfig's default id2label)."""
+    named = config.get("id2label")
+    if isinstance(named, dict) and named:
+        return len(named)
+    given = config.get("num_labels")
+    return given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else 2
 
 
 def _bert_heads(architectures: object) -> tuple[str, ...]:
@@ -385,6 +405,7 @@ def _bert(config: Mapping[str, Any], dtype: str) -> Arch:
         positions=positions,
         token_types=_get(config, "type_vocab_size", default=2),
         heads_on_top=_bert_heads(config.get("architectures")),
+        labels=_labels(config),
         dtype=dtype,
         context=positions,
         attention_dropout=_probability(config, "attention_probs_dropout_prob", 0.1),  # BertConfig's
