@@ -26,7 +26,7 @@ from modtrans import pipeline
 from modtrans.cli import app
 from modtrans.hf import blocks, classes, configs, layers, library
 from modtrans.ir.document import ModelIR, Provenance
-from modtrans.llm.config import BERT_HEADS, DTYPES
+from modtrans.llm.config import BERT_HEADS, DTYPES, undescribed
 from tests.hfcheck import GEMMS, agrees
 
 pytestmark = pytest.mark.hf
@@ -64,6 +64,9 @@ REAL = {
     "dpr-ctx-encoder-finetune": ("DPRContextEncoder", 0),
     "blip-image-captioning-base": ("BlipForConditionalGeneration", 0),  # an image and a caption
     "bge-reranker-v2-m3": ("XLMRobertaForSequenceClassification", 0),  # 8,194 positions, 250,002 tokens
+    "sdxl-clip-text-encoder-2": ("CLIPTextModelWithProjection", 0),
+    "stable-cascade-clip-text-encoder": ("CLIPTextModelWithProjection", 0),
+    "bart-large-mnli": ("BartForSequenceClassification", 0),  # pools at each example's </s>
 }
 
 QUICK = {"bart-large", "layoutlmv3-base"}
@@ -138,6 +141,28 @@ def test_a_published_configuration_of_a_hand_written_family_is_transformers_mode
     assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
     declared = str(data.get("torch_dtype") or data.get("dtype") or "float32")
     assert {p.dtype for x in ir.layers for p in x.params} == {DTYPES[declared][0]}
+
+
+def test_a_class_the_hand_written_family_does_not_describe_is_transformers_own() -> None:
+    """FLUX.1-schnell's text encoder: a t5 configuration naming T5EncoderModel (the encoder alone,
+    bitsandbytes-quantized). The hand-written t5 family describes T5's encoder-decoder (11.1 B
+    parameters from this file); with the extra transformers builds the class the file names:
+    4,762,310,656 parameters (24 blocks of 4096-wide attention and a 10240-wide gated MLP over a
+    32128-token embedding), the quantization said (M805)."""
+    path = FIXTURES / "flux-t5-text-encoder.json"
+    data = json.loads(path.read_text())
+    assert undescribed(data) == "T5EncoderModel"
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
+    assert ir is not None
+    model = library.build(classes.config_of(data))
+    assert type(model).__name__ == "T5EncoderModel"
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    d, ff, layers = data["d_model"], data["d_ff"], data["num_layers"]
+    block = 4 * d * d + 3 * d * ff + 2 * d  # q, k, v, o; wi_0, wi_1, wo; two norms
+    buckets = data["relative_attention_num_buckets"] * data["num_heads"]  # the first block's
+    assert ir.totals.params == data["vocab_size"] * d + layers * block + buckets + d
+    assert [x.code for x in found] == ["M805"]
+    assert "bitsandbytes" in found[0].message
 
 
 def test_fields_transformers_own_class_does_not_define_are_named() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from modtrans import hf, pipeline
-from modtrans.llm.config import ALIASES, FAMILIES
+from modtrans.llm.config import ALIASES, FAMILIES, undescribed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
 PUBLISHED = sorted(p.stem for p in FIXTURES.glob("*.json"))
@@ -21,10 +21,15 @@ PUBLISHED = sorted(p.stem for p in FIXTURES.glob("*.json"))
 @pytest.mark.parametrize("name", PUBLISHED)
 def test_a_published_configuration_without_the_extra_is_read_or_one_line(name: str) -> None:
     path = FIXTURES / f"{name}.json"
-    family = json.loads(path.read_text()).get("model_type")
+    data = json.loads(path.read_text())
+    family = data.get("model_type")
     ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
     if family in FAMILIES or family in ALIASES:
         assert ir is not None, found
+        other = undescribed(data)  # a class the family does not describe: read as its LM, said
+        assert [d.code for d in found if d.code == "M805" and f"names {other}," in d.message] == (
+            ["M805"] if other else []
+        )
         return
     assert ir is None
     assert [d.code for d in found] == ["M801"]
@@ -44,3 +49,12 @@ def test_every_published_file_has_its_row_in_the_manifest() -> None:
     assert set(PUBLISHED) <= set(named), sorted(set(PUBLISHED) - set(named))
     for name in PUBLISHED:
         assert " @ " in named[name] or name.endswith("-default"), named[name]
+
+
+def test_a_diffusers_model_s_configuration_is_said_to_be_one() -> None:
+    """FLUX.1-schnell's transformer/config.json (fixtures/hf/diffusers: a diffusers model, its
+    _class_name FluxTransformer2DModel, no transformers configuration): one F004 line saying so."""
+    ir, found = pipeline.extract_checked(FIXTURES / "diffusers" / "flux-transformer.json")
+    assert ir is None
+    assert [d.code for d in found] == ["F004"]
+    assert "a diffusers model's configuration" in found[0].message

@@ -46,7 +46,7 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
         found = (
             images(model, batch, sequence)
             or sounds(model, batch, sequence)
-            or {name: ids(config, *shape(model, name, batch, sequence))}
+            or {name: ended(config, ids(config, *shape(model, name, batch, sequence)))}
         )
         found.update(paired(model, found, batch, sequence))
     if getattr(config, "is_encoder_decoder", False):
@@ -114,6 +114,21 @@ def paired(model: Any, found: dict[str, Any], batch: int, sequence: int) -> dict
     if "pixel_values" in found:
         return {"input_ids": ids(config, batch, sequence)}
     return {"pixel_values": pixels(vision, batch)}
+
+
+def ended(config: Any, given: Any) -> Any:
+    """An encoder-decoder's source ids as its tokenizer ends each example: the last its end-of-
+    sequence token (T5's and BART's tokenizers append </s>; their ForSequenceClassification heads
+    pool where input_ids equal eos_token_id, and stop without one). The ids as given where the
+    model is not an encoder-decoder, the configuration names no such token or pads with it."""
+    eos, pad = getattr(config, "eos_token_id", None), getattr(config, "pad_token_id", None)
+    if not getattr(config, "is_encoder_decoder", False) or not isinstance(eos, int) or eos == pad:
+        return given
+    if given.dim() != 2 or not given.shape[1]:
+        return given
+    values = given.modtrans_value.clone()
+    values[:, -1] = eos
+    return on_meta(values)
 
 
 def ids(config: Any, *size: int) -> Any:

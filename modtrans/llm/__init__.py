@@ -31,7 +31,16 @@ from modtrans import limits
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.ir.document import Dim, ModelIR, Provenance
-from modtrans.llm.config import ALIASES, FAMILIES, LAYER_KEYS, Arch, ConfigError, by_keys, from_hf
+from modtrans.llm.config import (
+    ALIASES,
+    FAMILIES,
+    LAYER_KEYS,
+    Arch,
+    ConfigError,
+    by_keys,
+    from_hf,
+    undescribed,
+)
 
 if TYPE_CHECKING:
     from modtrans.llm.vision import Images
@@ -88,7 +97,8 @@ def extract(
         return None, [problem] if problem else []
     try:
         config = json.loads(data)
-        if _elsewhere(config):
+        other = undescribed(config) if isinstance(config, dict) else None
+        if _elsewhere(config) or (other is not None and _library()):
             remote = path.parent if trust_remote_code else None
             return _generic(config, data, name, batch, input_shapes or {}, tensor, remote)
         arch = from_hf(config)
@@ -131,7 +141,29 @@ def extract(
         ir = vision.build(arch, micro, sequence, images, provenance)
     else:
         ir = build(arch, micro, sequence, provenance)
-    return ir, _implausible(ir, arch.context, micro, sequence, name)
+    said = [_as_language_model(other, arch.family, name)] if other is not None else []
+    return ir, said + _implausible(ir, arch.context, micro, sequence, name)
+
+
+def _library() -> bool:
+    """Whether transformers is here to build a class the hand-written families do not describe."""
+    from modtrans import hf
+
+    return hf.available()
+
+
+def _as_language_model(named: str, family: str, name: str) -> Diagnostic:
+    """M805 for a configuration whose class the hand-written family does not describe, read
+    without the extra as the family's language model."""
+    from modtrans.resources import install_hint
+
+    return diagnostic(
+        "M805",
+        f"architectures names {named}, which the hand-written {family} family does not describe: "
+        f"read as its language model (the LM head in place of {named}'s own head or none); "
+        f"{install_hint('hf')} builds {named} itself",
+        path=name,
+    )
 
 
 def _elsewhere(config: object) -> bool:

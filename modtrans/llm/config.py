@@ -335,6 +335,24 @@ choice), BertForTokenClassification `classifier` of num_labels and BertForQuesti
 `qa_outputs` of num_labels (start and end: 2) on every token, those two without a pooler."""
 
 
+LANGUAGE_MODELS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+"""How the classes a hand-written decoder, encoder-decoder or vision-language family describes end:
+the language model with its head (LlamaForCausalLM, GPT2LMHeadModel, T5WithLMHeadModel,
+T5ForConditionalGeneration, LlavaForConditionalGeneration); BERT's are BERT_HEADS."""
+
+
+def undescribed(config: Mapping[str, Any]) -> str | None:
+    """The class a configuration's `architectures` names where the hand-written families describe
+    none of those it lists: a score head in place of the LM head (LlamaForSequenceClassification, a
+    reward model), an encoder alone (T5EncoderModel, FLUX's text encoder: no decoder), a model with
+    no head. None where it names none or one they describe."""
+    names = config.get("architectures")
+    listed = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    if not listed or any(n.endswith(LANGUAGE_MODELS) or n in BERT_HEADS for n in listed):
+        return None
+    return listed[0]
+
+
 def _labels(config: Mapping[str, Any]) -> int:
     """A classifier's outputs: PretrainedConfig.num_labels, the length of id2label (2 where the
     file gives neither it nor num_labels: PretrainedConfig's default id2label)."""
