@@ -88,6 +88,7 @@ def extract(
     pads it (Megatron-LM: Layout.vocabulary_multiple); the embedding and the output layer then have
     the padded rows."""
     from modtrans.fileio import read_binary
+    from modtrans.hf import configs  # what a published file says that the build does not follow
     from modtrans.llm import vision
     from modtrans.llm.build import build
 
@@ -142,6 +143,7 @@ def extract(
     else:
         ir = build(arch, micro, sequence, provenance)
     said = [_as_language_model(other, arch.family, name)] if other is not None else []
+    said += configs.warnings(config, name, native=config.get("model_type") not in ALIASES, remote=False)
     return ir, said + _implausible(ir, arch.context, micro, sequence, name)
 
 

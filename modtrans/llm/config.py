@@ -224,9 +224,7 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         known = ", ".join(FAMILIES)
         raise ConfigError(f"model_type {family!r} is not a family modtrans reads ({known})")
     config = synonymous(config, family)
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32")
-    if dtype not in DTYPES:
-        raise ConfigError(f"torch_dtype {dtype!r}: one of {', '.join(DTYPES)}")
+    dtype = checkpoint_dtype(config)
     if family in ("gpt2", "gpt_bigcode"):
         arch = _gpt2(config, family, dtype)
     elif family == "bert":
@@ -277,6 +275,16 @@ SIGNATURES = (
 )
 """The family a configuration's keys suggest, with the others that share them: suggested, never
 read, since the keys alone do not tell GPT-2 from GPT-J or BERT from RoBERTa."""
+
+
+def checkpoint_dtype(config: Mapping[str, Any]) -> str:
+    """The dtype the file says its checkpoint holds, as a DTYPES key: `dtype` (transformers 4.56
+    on) or else `torch_dtype`, in torch's spelling too ("torch.bfloat16"); float32 where it names
+    none or one no training step updates ("auto", float8: hf.configs.warnings says so, M805), as
+    the generic path builds it (hf/classes.buildable)."""
+    stated = config.get("dtype") if config.get("dtype") is not None else config.get("torch_dtype")
+    name = str(stated or "float32").removeprefix("torch.")
+    return name if name in DTYPES else "float32"
 
 
 def by_keys(config: Mapping[str, Any]) -> bool:
