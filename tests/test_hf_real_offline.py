@@ -59,3 +59,23 @@ def test_a_diffusers_model_s_configuration_is_said_to_be_one() -> None:
     assert ir is None
     assert [d.code for d in found] == ["F004"]
     assert "a diffusers model's configuration" in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("stated", "held", "warned"),
+    [("torch.bfloat16", "bfloat16", False), ("auto", "float", True), ("float16", "float16", False)],
+)
+def test_a_hand_written_family_s_checkpoint_dtype_is_read_as_the_generic_path_reads_it(
+    stated: str, held: str, warned: bool, tmp_path: Path
+) -> None:
+    """Llama 3.2 1B Instruct's published file with its `dtype` in torch's spelling, "auto" (what
+    from_pretrained's torch_dtype="auto" saves), or a plain name: the IR's weights in that dtype,
+    float32 with M805 for "auto" (hf/classes.buildable, hf/configs.warnings)."""
+    data = json.loads((FIXTURES / "llama-3.2-1b-instruct.json").read_text())
+    data.pop("torch_dtype")
+    data["dtype"] = stated
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    ir, found = pipeline.extract_checked(tmp_path / "config.json", input_shapes={"input_ids": (1, 64)})
+    assert ir is not None
+    assert {p.dtype for x in ir.layers for p in x.params} == {held}
+    assert any(d.code == "M805" and "'auto'" in d.message for d in found) == warned
