@@ -67,6 +67,7 @@ REAL = {
     "sdxl-clip-text-encoder-2": ("CLIPTextModelWithProjection", 0),
     "stable-cascade-clip-text-encoder": ("CLIPTextModelWithProjection", 0),
     "bart-large-mnli": ("BartForSequenceClassification", 0),  # pools at each example's </s>
+    "yolos-tiny": ("YolosForObjectDetection", 0),  # an 800 x 1333 image, 100 detection tokens
 }
 
 QUICK = {"bart-large", "layoutlmv3-base"}
@@ -236,6 +237,7 @@ def test_a_quantization_config_is_built_unquantized_and_said() -> None:
         # no model_type, as microsoft/layoutlm-base-uncased was published: transformers 5 refuses
         # it too (AutoConfig.from_pretrained: "Should have a `model_type` key")
         ("layoutlm-base-uncased", 'add "model_type": "layoutlm"'),
+        ("detr-resnet-50", "timm"),  # its ResNet-50 backbone is timm's, not installed with the extra
     ],
 )
 def test_a_published_configuration_that_cannot_be_built_is_refused_in_one_line(name: str, said: str) -> None:
