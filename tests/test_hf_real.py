@@ -68,6 +68,7 @@ REAL = {
     "stable-cascade-clip-text-encoder": ("CLIPTextModelWithProjection", 0),
     "bart-large-mnli": ("BartForSequenceClassification", 0),  # pools at each example's </s>
     "yolos-tiny": ("YolosForObjectDetection", 0),  # an 800 x 1333 image, 100 detection tokens
+    "electra-small-generator": ("ElectraForMaskedLM", 0),  # the generator's head
 }
 
 QUICK = {"bart-large", "layoutlmv3-base"}
@@ -109,6 +110,7 @@ HAND_WRITTEN = {
     "llama-3.2-1b-pruned": "LlamaForCausalLM",  # a pruner's output: 15 layers, 8,028-wide MLP
     "deepseek-r1-distill-llama-8b": "LlamaForCausalLM",  # Llama 3.1 8B's shape, rope_scaling llama3
     "ms-marco-minilm-l-6-v2": "BertForSequenceClassification",  # pooler and a one-label classifier
+    "distilgpt2": "GPT2LMHeadModel",  # n_layer 6, n_ctx, _num_labels
 }
 """Published files of hand-written families (llm/config.py): read without torch, each against
 the class transformers builds from the same file."""
