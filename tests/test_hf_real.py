@@ -32,6 +32,7 @@ from tests.hfcheck import GEMMS, agrees
 pytestmark = pytest.mark.hf
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
+ROOT_CONFIGS = FIXTURES.parent / "configs"  # the hand-written families' published files' keys
 
 REAL = {
     # file: (the class transformers builds for the checkpoint, the M805 warnings it gives)
@@ -300,3 +301,29 @@ def test_each_bert_class_s_heads_are_transformers(architecture: str, tmp_path: P
     ours = {p.name: p.shape for x in ir.layers for p in x.params}
     heads = {n for n in theirs if n.startswith(("pooler.", "classifier.", "qa_outputs.", "cls.seq"))}
     assert {n: ours.get(n) for n in heads} == {n: theirs[n] for n in heads}
+
+
+BIASED = ("gemma-2b", "gemma-2-9b", "gemma-3-1b-pt", "olmo-2-1124-7b", "phi-3-mini-4k-instruct", "phi-2")
+"""Hand-written families whose attention reads attention_bias, or (Phi-3's) reads none
+(fixtures/configs: their published files' keys)."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        n if n in ("gemma-3-1b-pt", "phi-3-mini-4k-instruct") else pytest.param(n, marks=pytest.mark.slow)
+        for n in BIASED
+    ],
+)
+def test_attention_bias_puts_biases_where_transformers_puts_them(name: str, tmp_path: Path) -> None:
+    """A file of each family with "attention_bias": true: the biases its transformers class builds
+    from it (GemmaAttention's, Olmo2Attention's q, k, v and o; Phi3Attention's none, its
+    projections bias=False), none on the MLP (GemmaMLP's, Olmo2MLP's, Phi3MLP's bias=False), where
+    the hand-written path put them on the MLP too (Gemma-2-9B: 1,354,752 parameters over)."""
+    data = json.loads((ROOT_CONFIGS / f"{name}.json").read_text())
+    data["attention_bias"] = True
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    ir, _ = pipeline.extract_checked(tmp_path / "config.json", input_shapes={"input_ids": (1, 32)})
+    assert ir is not None
+    model = library.build(classes.config_of(data))
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())

@@ -517,8 +517,8 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
     _whole_heads(hidden, heads, "hidden_size", config.get("head_dim"))
     style = STYLES[family]
     kv_heads = _get(config, "num_key_value_heads", default=heads)
-    bias = bool(config.get("attention_bias", False))
-    mlp_bias, o_bias, norm, mlp = bias, bias, "rms", "swiglu"
+    bias = bool(config.get("attention_bias", False))  # q, k, v and o (GemmaAttention, Olmo2's, Phi3's)
+    mlp_bias, o_bias, norm, mlp = False, bias, "rms", "swiglu"  # their MLPs never (bias=False)
     tied = bool(config.get("tie_word_embeddings", family in TIED_BY_DEFAULT))
     intermediate = _get(config, "intermediate_size", default=4 * hidden)
     if family.startswith("gemma"):
@@ -532,6 +532,8 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         tied = bool(config.get("tie_word_embeddings", False))
         if not config.get("use_parallel_residual", True):
             style = dataclasses.replace(style, norms="pre")
+    elif family == "phi3":
+        bias = o_bias = False  # Phi3Attention's qkv_proj and o_proj: bias=False, attention_bias unread
     elif family == "falcon":
         bias = mlp_bias = o_bias = bool(config.get("bias", False))
         norm, mlp = "layer", "gelu"
