@@ -70,7 +70,22 @@ REAL = {
     "bart-large-mnli": ("BartForSequenceClassification", 0),  # pools at each example's </s>
     "yolos-tiny": ("YolosForObjectDetection", 0),  # an 800 x 1333 image, 100 detection tokens
     "electra-small-generator": ("ElectraForMaskedLM", 0),  # the generator's head
+    "whisper-base": ("WhisperForConditionalGeneration", 0),
+    # as transformers 5.5.4 saves them (`dtype`, sub-configurations' own):
+    "all-mpnet-base-v2-tf5": ("MPNetModel", 0),
+    "blip-image-captioning-large-tf5": ("BlipForConditionalGeneration", 0),
+    "clip-vit-large-patch14-tf5": ("CLIPModel", 0),
+    "distilbert-sentiment-tf5": ("DistilBertForSequenceClassification", 0),
+    "wavlm-base-plus-tf5": ("WavLMModel", 0),  # a speech encoder: its convolutions before its blocks
+    "whisper-large-v3-tf5": ("WhisperForConditionalGeneration", 0),
 }
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test reads its own IR cache: an IR an earlier build of the code kept is not read back."""
+    monkeypatch.setenv("MODTRANS_CACHE", str(tmp_path / "cache"))
+
 
 QUICK = {"bart-large", "layoutlmv3-base"}
 """The class choices CI's hf stage reads (-m "hf and not slow"; MPT-7B's auto_map and dtype in
@@ -167,6 +182,27 @@ def test_a_class_the_hand_written_family_does_not_describe_is_transformers_own()
     assert ir.totals.params == data["vocab_size"] * d + layers * block + buckets + d
     assert [x.code for x in found] == ["M805"]
     assert "bitsandbytes" in found[0].message
+
+
+def test_a_speech_encoder_s_blocks_are_its_transformer_layers(tmp_path: Path) -> None:
+    """WavLM-base-plus: 12 transformer layers after a 7-convolution feature extractor (its
+    WavLMGroupNormConvLayer and WavLMNoLayerNormConvLayer, a ModuleList too). The pipeline cuts
+    the 12 (config.num_hidden_layers), the convolutions run before them as an embedding does;
+    they were 19 blocks, which 2 stages could not divide (X501)."""
+    data = json.loads((FIXTURES / "wavlm-base-plus-tf5.json").read_text())
+    ir, _ = pipeline.extract_checked(FIXTURES / "wavlm-base-plus-tf5.json")
+    assert ir is not None
+    blocks = {x.block.index for x in ir.layers if x.block is not None and x.block.index is not None}
+    assert blocks == set(range(data["num_hidden_layers"]))
+    convolutions = [x for x in ir.layers if ".conv_layers." in x.name]
+    numbered = {x.name.split(".conv_layers.")[1].split(".")[0] for x in convolutions}
+    assert len(numbered) == len(data["conv_dim"])
+    assert all(x.block is not None and x.block.index is None for x in convolutions)
+    runner = CliRunner()
+    (tmp_path / "et").mkdir()
+    args = ["translate", str(FIXTURES / "wavlm-base-plus-tf5.json"), "--pp", "2", "--npus", "2"]
+    result = runner.invoke(app, [*args, "--format", "chakra-et", "-o", str(tmp_path / "et" / "w")])
+    assert result.exit_code == 0, result.output
 
 
 def test_fields_transformers_own_class_does_not_define_are_named() -> None:

@@ -126,8 +126,9 @@ def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:
         return []
     modules = ", ".join(x.node or "the model" for x in idle[:3]) + (", ..." if len(idle) > 3 else "")
     share = count / ir.totals.params if ir.totals.params else 1.0
+    given = " and ".join(ir.provenance.input_shapes) or "its inputs"  # WavLM's input_values
     message = (
-        f"{count:,} parameters ({share:.1%}) sit in modules a forward on token ids did not run "
+        f"{count:,} parameters ({share:.1%}) sit in modules a forward on {given} did not run "
         f"({modules}): counted and all-reduced, computing nothing"
     )
     return [diagnostic("M804", message, path=name)]
