@@ -184,6 +184,20 @@ def test_a_class_the_hand_written_family_does_not_describe_is_transformers_own()
     assert "bitsandbytes" in found[0].message
 
 
+@pytest.mark.slow
+def test_qwen2_5_vl_3b_s_published_file_is_transformers_model() -> None:
+    """Qwen/Qwen2.5-VL-3B-Instruct's config.json as published (its keys unsorted, no final newline;
+    rope_scaling mrope, a tied head where the 7B's is untied, a vision tower of 32 blocks with
+    windowed attention), read by the hand-written path on one 448 x 448 image: 3,754,622,976
+    parameters, Qwen2_5_VLForConditionalGeneration's."""
+    path = FIXTURES / "qwen2.5-vl-3b-instruct.json"
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 1024)})
+    assert ir is not None, found
+    model = library.build(classes.config_of(json.loads(path.read_text())))
+    assert type(model).__name__ == "Qwen2_5_VLForConditionalGeneration"
+    assert ir.totals.params == sum(p.numel() for p in model.parameters()) == 3_754_622_976
+
+
 def test_a_speech_encoder_s_blocks_are_its_transformer_layers(tmp_path: Path) -> None:
     """WavLM-base-plus: 12 transformer layers after a 7-convolution feature extractor (its
     WavLMGroupNormConvLayer and WavLMNoLayerNormConvLayer, a ModuleList too). The pipeline cuts
