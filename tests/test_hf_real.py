@@ -78,6 +78,8 @@ REAL = {
     "distilbert-sentiment-tf5": ("DistilBertForSequenceClassification", 0),
     "wavlm-base-plus-tf5": ("WavLMModel", 0),  # a speech encoder: its convolutions before its blocks
     "whisper-large-v3-tf5": ("WhisperForConditionalGeneration", 0),
+    "bge-m3-tf5": ("XLMRobertaModel", 0),  # transformers 5.9.0's
+    "clip-vit-base-patch32": ("CLIPModel", 0),  # transformers 4.57.0's
 }
 
 
@@ -127,6 +129,7 @@ HAND_WRITTEN = {
     "deepseek-r1-distill-llama-8b": "LlamaForCausalLM",  # Llama 3.1 8B's shape, rope_scaling llama3
     "ms-marco-minilm-l-6-v2": "BertForSequenceClassification",  # pooler and a one-label classifier
     "distilgpt2": "GPT2LMHeadModel",  # n_layer 6, n_ctx, _num_labels
+    "gte-base": "BertModel",  # float16
 }
 """Published files of hand-written families (llm/config.py): read without torch, each against
 the class transformers builds from the same file."""
