@@ -201,6 +201,18 @@ def test_qwen2_5_vl_3b_s_published_file_is_transformers_model() -> None:
     assert ir.totals.params == sum(p.numel() for p in model.parameters()) == 3_754_622_976
 
 
+def test_trust_remote_code_runs_the_code_a_hand_written_family_s_file_names() -> None:
+    """Phi-2's published file beside model_type phi names its own code (auto_map): with
+    --trust-remote-code that code is what builds the model, as transformers' trust_remote_code
+    builds it, so a folder without its configuration_phi.py is refused in one line (the
+    hand-written phi family, read without the option, is not what the option asks for)."""
+    ir, found = pipeline.extract_checked(FIXTURES / "phi-2-auto-map.json", trust_remote_code=True)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert "configuration_phi.py" in found[0].message
+    assert "\n" not in found[0].message
+
+
 def test_a_speech_encoder_s_blocks_are_its_transformer_layers(tmp_path: Path) -> None:
     """WavLM-base-plus: 12 transformer layers after a 7-convolution feature extractor (its
     WavLMGroupNormConvLayer and WavLMNoLayerNormConvLayer, a ModuleList too). The pipeline cuts

@@ -79,3 +79,15 @@ def test_a_hand_written_family_s_checkpoint_dtype_is_read_as_the_generic_path_re
     assert ir is not None
     assert {p.dtype for x in ir.layers for p in x.params} == {held}
     assert any(d.code == "M805" and "'auto'" in d.message for d in found) == warned
+
+
+@pytest.mark.skipif(hf.available(), reason="torch and transformers are installed here (test_hf_real.py)")
+def test_trust_remote_code_on_a_hand_written_family_s_file_needs_the_extra() -> None:
+    """Phi-2's published file names its own code (auto_map) beside model_type phi: the option
+    that runs that code runs it through transformers, so without the extra it is one line."""
+    path = FIXTURES / "phi-2-auto-map.json"
+    ir, found = pipeline.extract_checked(path, trust_remote_code=True)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert "--trust-remote-code runs the code" in found[0].message
+    assert "[hf]" in found[0].message

@@ -99,9 +99,12 @@ def extract(
     try:
         config = json.loads(data)
         other = undescribed(config) if isinstance(config, dict) else None
-        if _elsewhere(config) or (other is not None and _library()):
+        own = trust_remote_code and isinstance(config, dict) and bool(config.get("auto_map"))
+        if _elsewhere(config) or ((other is not None or own) and _library()):
             remote = path.parent if trust_remote_code else None
             return _generic(config, data, name, batch, input_shapes or {}, tensor, remote)
+        if own:  # the code its auto_map names runs through transformers only
+            return None, [diagnostic("M801", _own_code(config), path=name)]
         arch = from_hf(config)
     except (ValueError, RecursionError) as error:
         message = str(error) if isinstance(error, ConfigError) else f"not JSON: {error}"
@@ -145,6 +148,18 @@ def extract(
     said = [_as_language_model(other, arch.family, name)] if other is not None else []
     said += configs.warnings(config, name, native=config.get("model_type") not in ALIASES, remote=False)
     return ir, said + _implausible(ir, arch.context, micro, sequence, name)
+
+
+def _own_code(config: Mapping[str, object]) -> str:
+    """The line for --trust-remote-code on a hand-written family's file without the extra."""
+    from modtrans.resources import install_hint
+
+    family = config.get("model_type")
+    return (
+        f"--trust-remote-code runs the code this {family} configuration's auto_map names through "
+        f"transformers: {install_hint('hf')} installs it (without the option the hand-written "
+        f"{family} family reads it)"
+    )
 
 
 def _library() -> bool:
