@@ -207,6 +207,8 @@ def what_is(head: bytes) -> str | None:
             return "translation metadata (a .meta.json)"
         if b'"provenance"' in text[:400]:
             return "a ModTrans IR document (`modtrans extract` output)"
+        if b'"_diffusers_version"' in text:  # a diffusion pipeline's UNet, transformer or VAE
+            return "a diffusers model's configuration (its _class_name's: no transformers class)"
         return "a JSON file"
     words = text.split(maxsplit=1)
     keywords = (b"DATA", b"MODEL", b"HYBRID_", b"MICRO", b"DISTRIBUTED_INFERENCE")

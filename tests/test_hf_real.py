@@ -26,12 +26,13 @@ from modtrans import pipeline
 from modtrans.cli import app
 from modtrans.hf import blocks, classes, configs, layers, library
 from modtrans.ir.document import ModelIR, Provenance
-from modtrans.llm.config import DTYPES
-from tests.hfcheck import agrees
+from modtrans.llm.config import BERT_HEADS, DTYPES, undescribed
+from tests.hfcheck import GEMMS, agrees
 
 pytestmark = pytest.mark.hf
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
+ROOT_CONFIGS = FIXTURES.parent / "configs"  # the hand-written families' published files' keys
 
 REAL = {
     # file: (the class transformers builds for the checkpoint, the M805 warnings it gives)
@@ -57,7 +58,36 @@ REAL = {
     "blenderbot-400M-distill": ("BlenderbotForConditionalGeneration", 0),
     "gpt-oss-20b-echocog": ("GptOssForCausalLM", 1),  # 32 experts, top 4; quantization_config (gptq)
     "esm2_t33_650M_UR50D": ("EsmForMaskedLM", 0),  # a default configuration transformers cannot build
+    "gpt-j-6b": ("GPTJForCausalLM", 0),  # n_embd, n_head, n_layer, rotary_dim; no torch_dtype
+    "hunyuan-mt-7b-nanoquant": ("HunYuanDenseV1ForCausalLM", 0),  # rope_scaling "dynamic" with alpha
+    "clip-vit-large-patch14": ("CLIPModel", 0),  # two towers; text_config_dict beside text_config
+    "clip-vit-large-patch14-text": ("CLIPTextModel", 0),  # a diffusion pipeline's text encoder
+    "dpr-ctx-encoder-finetune": ("DPRContextEncoder", 0),
+    "blip-image-captioning-base": ("BlipForConditionalGeneration", 0),  # an image and a caption
+    "bge-reranker-v2-m3": ("XLMRobertaForSequenceClassification", 0),  # 8,194 positions, 250,002 tokens
+    "sdxl-clip-text-encoder-2": ("CLIPTextModelWithProjection", 0),
+    "stable-cascade-clip-text-encoder": ("CLIPTextModelWithProjection", 0),
+    "bart-large-mnli": ("BartForSequenceClassification", 0),  # pools at each example's </s>
+    "yolos-tiny": ("YolosForObjectDetection", 0),  # an 800 x 1333 image, 100 detection tokens
+    "electra-small-generator": ("ElectraForMaskedLM", 0),  # the generator's head
+    "whisper-base": ("WhisperForConditionalGeneration", 0),
+    # as transformers 5.5.4 saves them (`dtype`, sub-configurations' own):
+    "all-mpnet-base-v2-tf5": ("MPNetModel", 0),
+    "blip-image-captioning-large-tf5": ("BlipForConditionalGeneration", 0),
+    "clip-vit-large-patch14-tf5": ("CLIPModel", 0),
+    "distilbert-sentiment-tf5": ("DistilBertForSequenceClassification", 0),
+    "wavlm-base-plus-tf5": ("WavLMModel", 0),  # a speech encoder: its convolutions before its blocks
+    "whisper-large-v3-tf5": ("WhisperForConditionalGeneration", 0),
+    "bge-m3-tf5": ("XLMRobertaModel", 0),  # transformers 5.9.0's
+    "clip-vit-base-patch32": ("CLIPModel", 0),  # transformers 4.57.0's
 }
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test reads its own IR cache: an IR an earlier build of the code kept is not read back."""
+    monkeypatch.setenv("MODTRANS_CACHE", str(tmp_path / "cache"))
+
 
 QUICK = {"bart-large", "layoutlmv3-base"}
 """The class choices CI's hf stage reads (-m "hf and not slow"; MPT-7B's auto_map and dtype in
@@ -81,6 +111,127 @@ def test_a_published_configuration_is_built_as_transformers_builds_it(name: str)
     fields = classes.unread(data) if configs.foreign(data, native, False) else []
     said = configs.warnings(data, name, native=native, remote=False, fields=fields)
     assert [d.code for d in said] == ["M805"] * REAL[name][1]
+
+
+HAND_WRITTEN = {
+    # file: the class transformers builds from it
+    "llama-2-7b-hf": "LlamaForCausalLM",  # saved by 4.31.0: pretraining_tp, rope_scaling null
+    "tinyllama-1.1b-chat-v1.0": "LlamaForCausalLM",  # saved by 4.56.0: dtype, head_dim
+    "xgen-7b-8k-base": "LlamaForCausalLM",  # a 51,200-token vocabulary, no num_key_value_heads
+    "qwen2.5-0.5b-instruct": "Qwen2ForCausalLM",  # tied head, sliding_window unused
+    "phi-2-auto-map": "PhiForCausalLM",  # model_type phi beside auto_map (its own code's): M805
+    "all-minilm-l6-v2": "BertModel",  # sentence-transformers' MiniLM, saved by 4.15.0
+    "codet5-small": "T5ForConditionalGeneration",  # relu, tie_word_embeddings absent
+    "flan-t5-base": "T5ForConditionalGeneration",  # gated-gelu, untied head
+    "t5-v1_1-xxl": "T5ForConditionalGeneration",  # gated-gelu, untied head, 11 B
+    "llama-3.2-1b-instruct": "LlamaForCausalLM",  # rope_scaling llama3, three eos ids, tied head
+    "llama-3.2-1b-pruned": "LlamaForCausalLM",  # a pruner's output: 15 layers, 8,028-wide MLP
+    "deepseek-r1-distill-llama-8b": "LlamaForCausalLM",  # Llama 3.1 8B's shape, rope_scaling llama3
+    "ms-marco-minilm-l-6-v2": "BertForSequenceClassification",  # pooler and a one-label classifier
+    "distilgpt2": "GPT2LMHeadModel",  # n_layer 6, n_ctx, _num_labels
+    "gte-base": "BertModel",  # float16
+}
+"""Published files of hand-written families (llm/config.py): read without torch, each against
+the class transformers builds from the same file."""
+
+
+HAND_WRITTEN_SAMPLE = {"qwen2.5-0.5b-instruct"}
+
+
+@pytest.mark.parametrize(
+    "name", [n if n in HAND_WRITTEN_SAMPLE else pytest.param(n, marks=pytest.mark.slow) for n in HAND_WRITTEN]
+)
+def test_a_published_configuration_of_a_hand_written_family_is_transformers_model(name: str) -> None:
+    """The hand-written path's IR (what `modtrans translate` reads without the extra) against
+    transformers' build of the same file: parameters sum(p.numel()), forward GEMM FLOPs within
+    2 % of FlopCounterMode's, the weights' dtype the file's. T5 where the file unties its head
+    (tie_word_embeddings false: flan-t5, T5 v1.1): the checkpoint's lm_head of vocab x d_model
+    beside its shared embedding, which transformers 5 ties always (configuration_t5.py,
+    T5Config.__post_init__: "we tie weights always and force it to be `True`"; tests/test_t5.py)."""
+    path = FIXTURES / f"{name}.json"
+    data = json.loads(path.read_text())
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
+    assert ir is not None, found
+    assert [d.code for d in found] == (["M805"] if "auto_map" in data else [])
+    model = library.build(classes.config_of(data))
+    assert type(model).__name__ == HAND_WRITTEN[name]
+    t5_untied = data["model_type"] == "t5" and data.get("tie_word_embeddings") is False
+    untied = data["vocab_size"] * data["d_model"] if t5_untied else 0
+    assert ir.totals.params == sum(p.numel() for p in model.parameters()) + untied
+    counted = library.count_forward(model, library.inputs(model, 1, 64))
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)
+    assert abs(ours - counted) <= 0.02 * counted, (ours, counted)
+    declared = str(data.get("torch_dtype") or data.get("dtype") or "float32")
+    assert {p.dtype for x in ir.layers for p in x.params} == {DTYPES[declared][0]}
+
+
+def test_a_class_the_hand_written_family_does_not_describe_is_transformers_own() -> None:
+    """FLUX.1-schnell's text encoder: a t5 configuration naming T5EncoderModel (the encoder alone,
+    bitsandbytes-quantized). The hand-written t5 family describes T5's encoder-decoder (11.1 B
+    parameters from this file); with the extra transformers builds the class the file names:
+    4,762,310,656 parameters (24 blocks of 4096-wide attention and a 10240-wide gated MLP over a
+    32128-token embedding), the quantization said (M805)."""
+    path = FIXTURES / "flux-t5-text-encoder.json"
+    data = json.loads(path.read_text())
+    assert undescribed(data) == "T5EncoderModel"
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 64)})
+    assert ir is not None
+    model = library.build(classes.config_of(data))
+    assert type(model).__name__ == "T5EncoderModel"
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    d, ff, layers = data["d_model"], data["d_ff"], data["num_layers"]
+    block = 4 * d * d + 3 * d * ff + 2 * d  # q, k, v, o; wi_0, wi_1, wo; two norms
+    buckets = data["relative_attention_num_buckets"] * data["num_heads"]  # the first block's
+    assert ir.totals.params == data["vocab_size"] * d + layers * block + buckets + d
+    assert [x.code for x in found] == ["M805"]
+    assert "bitsandbytes" in found[0].message
+
+
+@pytest.mark.slow
+def test_qwen2_5_vl_3b_s_published_file_is_transformers_model() -> None:
+    """Qwen/Qwen2.5-VL-3B-Instruct's config.json as published (its keys unsorted, no final newline;
+    rope_scaling mrope, a tied head where the 7B's is untied, a vision tower of 32 blocks with
+    windowed attention), read by the hand-written path on one 448 x 448 image: 3,754,622,976
+    parameters, Qwen2_5_VLForConditionalGeneration's."""
+    path = FIXTURES / "qwen2.5-vl-3b-instruct.json"
+    ir, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 1024)})
+    assert ir is not None, found
+    model = library.build(classes.config_of(json.loads(path.read_text())))
+    assert type(model).__name__ == "Qwen2_5_VLForConditionalGeneration"
+    assert ir.totals.params == sum(p.numel() for p in model.parameters()) == 3_754_622_976
+
+
+def test_trust_remote_code_runs_the_code_a_hand_written_family_s_file_names() -> None:
+    """Phi-2's published file beside model_type phi names its own code (auto_map): with
+    --trust-remote-code that code is what builds the model, as transformers' trust_remote_code
+    builds it, so a folder without its configuration_phi.py is refused in one line (the
+    hand-written phi family, read without the option, is not what the option asks for)."""
+    ir, found = pipeline.extract_checked(FIXTURES / "phi-2-auto-map.json", trust_remote_code=True)
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert "configuration_phi.py" in found[0].message
+    assert "\n" not in found[0].message
+
+
+def test_a_speech_encoder_s_blocks_are_its_transformer_layers(tmp_path: Path) -> None:
+    """WavLM-base-plus: 12 transformer layers after a 7-convolution feature extractor (its
+    WavLMGroupNormConvLayer and WavLMNoLayerNormConvLayer, a ModuleList too). The pipeline cuts
+    the 12 (config.num_hidden_layers), the convolutions run before them as an embedding does;
+    they were 19 blocks, which 2 stages could not divide (X501)."""
+    data = json.loads((FIXTURES / "wavlm-base-plus-tf5.json").read_text())
+    ir, _ = pipeline.extract_checked(FIXTURES / "wavlm-base-plus-tf5.json")
+    assert ir is not None
+    blocks = {x.block.index for x in ir.layers if x.block is not None and x.block.index is not None}
+    assert blocks == set(range(data["num_hidden_layers"]))
+    convolutions = [x for x in ir.layers if ".conv_layers." in x.name]
+    numbered = {x.name.split(".conv_layers.")[1].split(".")[0] for x in convolutions}
+    assert len(numbered) == len(data["conv_dim"])
+    assert all(x.block is not None and x.block.index is None for x in convolutions)
+    runner = CliRunner()
+    (tmp_path / "et").mkdir()
+    args = ["translate", str(FIXTURES / "wavlm-base-plus-tf5.json"), "--pp", "2", "--npus", "2"]
+    result = runner.invoke(app, [*args, "--format", "chakra-et", "-o", str(tmp_path / "et" / "w")])
+    assert result.exit_code == 0, result.output
 
 
 def test_fields_transformers_own_class_does_not_define_are_named() -> None:
@@ -150,6 +301,11 @@ def test_a_quantization_config_is_built_unquantized_and_said() -> None:
     [
         ("minicpm-v-2_6", "--trust-remote-code"),  # model_type minicpmv: only its own code defines it
         ("mms-tts-eng", "values of a tensor computed from its weights"),  # VITS sizes its output by them
+        ("bunny-phi-2-siglip-lora", "--trust-remote-code"),  # model_type bunny-phi: its own code's
+        # no model_type, as microsoft/layoutlm-base-uncased was published: transformers 5 refuses
+        # it too (AutoConfig.from_pretrained: "Should have a `model_type` key")
+        ("layoutlm-base-uncased", 'add "model_type": "layoutlm"'),
+        ("detr-resnet-50", "timm"),  # its ResNet-50 backbone is timm's, not installed with the extra
     ],
 )
 def test_a_published_configuration_that_cannot_be_built_is_refused_in_one_line(name: str, said: str) -> None:
@@ -159,3 +315,80 @@ def test_a_published_configuration_that_cannot_be_built_is_refused_in_one_line(n
     assert [d.code for d in found] == ["M801"]
     assert said in found[0].message
     assert "\n" not in found[0].message
+
+
+PUBLISHED = sorted(p.stem for p in FIXTURES.glob("*.json"))
+"""Every configuration file in fixtures/hf (MANIFEST.md: each one's provenance)."""
+CLI_SAMPLE = {"clip-vit-large-patch14-text", "qwen2.5-0.5b-instruct"}
+
+
+@pytest.mark.parametrize(
+    "name", [n if n in CLI_SAMPLE else pytest.param(n, marks=pytest.mark.slow) for n in PUBLISHED]
+)
+def test_a_published_configuration_translates_or_is_refused_in_one_line(name: str, tmp_path: Path) -> None:
+    """Each file through the CLI as a user gives it (default options), then under tensor and
+    sequence parallelism, pipeline stages and experts over data ranks, to text and to traces: a
+    workload, or one diagnostic line and exit 1 or 2, never a traceback."""
+    (tmp_path / "et").mkdir()
+    given = ["--npus", "4", "--seq-len", "64"]
+    layouts = (
+        ["-o", str(tmp_path / "d.txt")],
+        [*given, "--tp", "2", "--dp", "2", "--sp", "-o", str(tmp_path / "a.txt")],
+        [*given, "--pp", "2", "--dp", "2", "--format", "chakra-et", "-o", str(tmp_path / "et" / "p")],
+        [*given, "--dp", "4", "--ep", "2", "--format", "chakra-et", "-o", str(tmp_path / "et" / "q")],
+    )
+    runner = CliRunner()
+    for layout in layouts:
+        result = runner.invoke(app, ["translate", str(FIXTURES / f"{name}.json"), *layout])
+        raised = result.exception
+        assert raised is None or isinstance(raised, SystemExit), (layout, raised)
+        if result.exit_code:
+            assert result.exit_code in (1, 2)
+            errors = [x for x in result.output.splitlines() if " error " in x or x.startswith("modtrans:")]
+            assert len(errors) == 1, result.output
+
+
+@pytest.mark.parametrize("architecture", sorted(BERT_HEADS))
+def test_each_bert_class_s_heads_are_transformers(architecture: str, tmp_path: Path) -> None:
+    """The published cross-encoder's file (cross-encoder/ms-marco-MiniLM-L-6-v2: a
+    BertForSequenceClassification of one label) naming each BERT class transformers defines: the
+    hand-written path puts that class's heads on the encoder (config.BERT_HEADS: pooler,
+    classifier, qa_outputs ...), parameter for parameter the class transformers builds from it."""
+    data = json.loads((FIXTURES / "ms-marco-minilm-l-6-v2.json").read_text())
+    data["architectures"] = [architecture]
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    ir, _ = pipeline.extract_checked(tmp_path / "config.json", input_shapes={"input_ids": (1, 64)})
+    assert ir is not None
+    model = library.build(classes.config_of(data))
+    assert type(model).__name__ == architecture
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())
+    theirs = {n.removeprefix("bert."): tuple(p.shape) for n, p in model.named_parameters()}
+    ours = {p.name: p.shape for x in ir.layers for p in x.params}
+    heads = {n for n in theirs if n.startswith(("pooler.", "classifier.", "qa_outputs.", "cls.seq"))}
+    assert {n: ours.get(n) for n in heads} == {n: theirs[n] for n in heads}
+
+
+BIASED = ("gemma-2b", "gemma-2-9b", "gemma-3-1b-pt", "olmo-2-1124-7b", "phi-3-mini-4k-instruct", "phi-2")
+"""Hand-written families whose attention reads attention_bias, or (Phi-3's) reads none
+(fixtures/configs: their published files' keys)."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        n if n in ("gemma-3-1b-pt", "phi-3-mini-4k-instruct") else pytest.param(n, marks=pytest.mark.slow)
+        for n in BIASED
+    ],
+)
+def test_attention_bias_puts_biases_where_transformers_puts_them(name: str, tmp_path: Path) -> None:
+    """A file of each family with "attention_bias": true: the biases its transformers class builds
+    from it (GemmaAttention's, Olmo2Attention's q, k, v and o; Phi3Attention's none, its
+    projections bias=False), none on the MLP (GemmaMLP's, Olmo2MLP's, Phi3MLP's bias=False), where
+    the hand-written path put them on the MLP too (Gemma-2-9B: 1,354,752 parameters over)."""
+    data = json.loads((ROOT_CONFIGS / f"{name}.json").read_text())
+    data["attention_bias"] = True
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    ir, _ = pipeline.extract_checked(tmp_path / "config.json", input_shapes={"input_ids": (1, 32)})
+    assert ir is not None
+    model = library.build(classes.config_of(data))
+    assert ir.totals.params == sum(p.numel() for p in model.parameters())

@@ -101,8 +101,9 @@ def extract(
         except LookupError as error:
             return None, [diagnostic("M801", f"model_type {family!r}: {error}", path=name)]
         except Exception as error:  # transformers' or torch's own: said in one line
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-            message = f"transformers could not build or run {family!r} on the meta device: {first}"
+            lines = [x.strip() for x in str(error).splitlines() if x.strip()]  # timm's fix: its 2nd
+            text = " ".join(lines)[:240] or type(error).__name__
+            message = f"transformers could not build or run {family!r} on the meta device: {text}"
             return None, [diagnostic("M801", message, path=name)]
         cache.store(key, ir, plan)
     ir = plans.annotate(ir, plan)
@@ -125,8 +126,9 @@ def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:
         return []
     modules = ", ".join(x.node or "the model" for x in idle[:3]) + (", ..." if len(idle) > 3 else "")
     share = count / ir.totals.params if ir.totals.params else 1.0
+    given = " and ".join(ir.provenance.input_shapes) or "its inputs"  # WavLM's input_values
     message = (
-        f"{count:,} parameters ({share:.1%}) sit in modules a forward on token ids did not run "
+        f"{count:,} parameters ({share:.1%}) sit in modules a forward on {given} did not run "
         f"({modules}): counted and all-reduced, computing nothing"
     )
     return [diagnostic("M804", message, path=name)]

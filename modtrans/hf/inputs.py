@@ -10,7 +10,9 @@ forward that derives masks or lengths from them (XLM's `input_ids != pad_index`)
 training path; values.py computes those from the ids' values. A vision-language model gets one
 image a sample, its image tokens first: square pixels of its tower's size, or what its image
 processor makes of that image (a patch grid and its sizes, tiles and their mask); an
-audio-language model one second of its extractor's features, its audio tokens first.
+audio-language model one second of its extractor's features, its audio tokens first. A model that
+reads an image and a text side by side, no image token placing one in the other (CLIP's and
+ALIGN's dual encoders, BLIP's captioner), gets both (paired).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ META = torch.device("meta")
 
 def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) -> dict[str, Any]:
     """The model's inputs of `batch` samples on meta: `sequence` token ids (and `targets` decoder
-    ids for an encoder-decoder), or its images (image_size square, num_channels) or audio. Each
-    integer input carries its value (on_meta: values.py reads it)."""
+    ids for an encoder-decoder), or its images (image_size square, num_channels) or audio, with
+    the other side of an image-and-text model (paired). Each integer input carries its value
+    (on_meta: values.py reads it)."""
     config = model.config
     name = getattr(model, "main_input_name", "input_ids")
     if name == "pixel_values":
@@ -35,15 +38,17 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
         laid = processed(config.model_type, vision, batch, forward_args(model))
         if laid and len(laid) > 1:  # a layout beside the pixels: SigLIP 2's patches and their shapes
             return laid
-        return {name: torch.zeros(batch, getattr(vision, "num_channels", 3), *_square(vision), device=META)}
+        found = {name: pixels(vision, batch)}
+        return found | paired(model, found, batch, sequence)
     if _kind(model) in ("input_features", "input_values"):
         found = audio(model, batch)
     else:
         found = (
             images(model, batch, sequence)
             or sounds(model, batch, sequence)
-            or {name: ids(config, *shape(model, name, batch, sequence))}
+            or {name: ended(config, ids(config, *shape(model, name, batch, sequence)))}
         )
+        found.update(paired(model, found, batch, sequence))
     if getattr(config, "is_encoder_decoder", False):
         found["decoder_input_ids"] = ids(
             config, *shape(model, "decoder_input_ids", batch, targets or sequence)
@@ -82,6 +87,48 @@ def shape(model: Any, name: str, batch: int, sequence: int) -> tuple[int, ...]:
     if re.search(r"\(batch_size, \w+, num_codebooks\)", stated):
         return batch, sequence, count
     return batch * count, sequence
+
+
+def pixels(vision: Any, batch: int) -> Any:
+    """`batch` images of the vision configuration's size and channels, on meta."""
+    return torch.zeros(batch, getattr(vision, "num_channels", 3), *_square(vision), device=META)
+
+
+def paired(model: Any, found: dict[str, Any], batch: int, sequence: int) -> dict[str, Any]:
+    """The other input of a model that reads an image and a text side by side, no image token
+    placing one in the other: a dual encoder (CLIPModel, AlignModel: the image and the text each
+    through its own tower, then compared) or a captioner (BlipForConditionalGeneration: the text
+    decoder attends to the image). Its forward takes both input_ids and pixel_values, its
+    configuration holds a text and a vision configuration: given one, the other (`sequence`
+    token ids, or one image of the tower's size a sample); nothing otherwise."""
+    config = model.config
+    vision = getattr(config, "vision_config", None)
+    if vision is None or getattr(config, "text_config", None) is None:
+        return {}
+    if any(isinstance(getattr(config, k, None), int) for k in ("image_token_id", "image_token_index")):
+        return {}  # a vision-language model: images() places the image among the tokens
+    if not {"input_ids", "pixel_values"} <= forward_args(model):
+        return {}
+    if ("input_ids" in found) == ("pixel_values" in found):
+        return {}
+    if "pixel_values" in found:
+        return {"input_ids": ids(config, batch, sequence)}
+    return {"pixel_values": pixels(vision, batch)}
+
+
+def ended(config: Any, given: Any) -> Any:
+    """An encoder-decoder's source ids as its tokenizer ends each example: the last its end-of-
+    sequence token (T5's and BART's tokenizers append </s>; their ForSequenceClassification heads
+    pool where input_ids equal eos_token_id, and stop without one). The ids as given where the
+    model is not an encoder-decoder, the configuration names no such token or pads with it."""
+    eos, pad = getattr(config, "eos_token_id", None), getattr(config, "pad_token_id", None)
+    if not getattr(config, "is_encoder_decoder", False) or not isinstance(eos, int) or eos == pad:
+        return given
+    if given.dim() != 2 or not given.shape[1]:
+        return given
+    values = given.modtrans_value.clone()
+    values[:, -1] = eos
+    return on_meta(values)
 
 
 def ids(config: Any, *size: int) -> Any:

@@ -314,14 +314,19 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
 def _blocks(model: Any) -> list[str]:
     """The paths of the model's block lists: the ModuleLists its pipeline plan names
     (base_model_pp_plan: gpt-oss's `layers`, the stage boundaries transformers cuts at), else
-    every ModuleList of ...Layer or ...Block modules (an encoder's, a decoder's)."""
+    every ModuleList of ...Layer or ...Block modules (an encoder's, a decoder's; a speech
+    encoder's convolutional feature extractor only where it has no other)."""
     plan = getattr(model.config, "base_model_pp_plan", None) or {}
     lists = [(path, m) for path, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m)]
     planned = [p for p, _ in lists if any(p == key or p.endswith("." + key) for key in plan)]
     if planned:
         return planned
     ends = ("Layer", "Block", "DecoderLayer", "EncoderLayer")
-    return [p for p, m in lists if type(m[0]).__name__.endswith(ends)]
+    found = [(p, type(m[0]).__name__) for p, m in lists if type(m[0]).__name__.endswith(ends)]
+    # a speech encoder's feature extractor (Wav2Vec2's, HuBERT's, WavLM's ...ConvLayer) runs before
+    # its transformer blocks, as an embedding does: the blocks are those, where it has them
+    beside = [p for p, name in found if not name.endswith("ConvLayer")]
+    return beside or [p for p, _ in found]
 
 
 def _forward(model: Any, given: Mapping[str, Any]) -> Any:

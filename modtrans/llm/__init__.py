@@ -31,7 +31,16 @@ from modtrans import limits
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.ir.document import Dim, ModelIR, Provenance
-from modtrans.llm.config import ALIASES, FAMILIES, LAYER_KEYS, Arch, ConfigError, by_keys, from_hf
+from modtrans.llm.config import (
+    ALIASES,
+    FAMILIES,
+    LAYER_KEYS,
+    Arch,
+    ConfigError,
+    by_keys,
+    from_hf,
+    undescribed,
+)
 
 if TYPE_CHECKING:
     from modtrans.llm.vision import Images
@@ -79,6 +88,7 @@ def extract(
     pads it (Megatron-LM: Layout.vocabulary_multiple); the embedding and the output layer then have
     the padded rows."""
     from modtrans.fileio import read_binary
+    from modtrans.hf import configs  # what a published file says that the build does not follow
     from modtrans.llm import vision
     from modtrans.llm.build import build
 
@@ -88,9 +98,13 @@ def extract(
         return None, [problem] if problem else []
     try:
         config = json.loads(data)
-        if _elsewhere(config):
+        other = undescribed(config) if isinstance(config, dict) else None
+        own = trust_remote_code and isinstance(config, dict) and bool(config.get("auto_map"))
+        if _elsewhere(config) or ((other is not None or own) and _library()):
             remote = path.parent if trust_remote_code else None
             return _generic(config, data, name, batch, input_shapes or {}, tensor, remote)
+        if own:  # the code its auto_map names runs through transformers only
+            return None, [diagnostic("M801", _own_code(config), path=name)]
         arch = from_hf(config)
     except (ValueError, RecursionError) as error:
         message = str(error) if isinstance(error, ConfigError) else f"not JSON: {error}"
@@ -131,7 +145,42 @@ def extract(
         ir = vision.build(arch, micro, sequence, images, provenance)
     else:
         ir = build(arch, micro, sequence, provenance)
-    return ir, _implausible(ir, arch.context, micro, sequence, name)
+    said = [_as_language_model(other, arch.family, name)] if other is not None else []
+    said += configs.warnings(config, name, native=config.get("model_type") not in ALIASES, remote=False)
+    return ir, said + _implausible(ir, arch.context, micro, sequence, name)
+
+
+def _own_code(config: Mapping[str, object]) -> str:
+    """The line for --trust-remote-code on a hand-written family's file without the extra."""
+    from modtrans.resources import install_hint
+
+    family = config.get("model_type")
+    return (
+        f"--trust-remote-code runs the code this {family} configuration's auto_map names through "
+        f"transformers: {install_hint('hf')} installs it (without the option the hand-written "
+        f"{family} family reads it)"
+    )
+
+
+def _library() -> bool:
+    """Whether transformers is here to build a class the hand-written families do not describe."""
+    from modtrans import hf
+
+    return hf.available()
+
+
+def _as_language_model(named: str, family: str, name: str) -> Diagnostic:
+    """M805 for a configuration whose class the hand-written family does not describe, read
+    without the extra as the family's language model."""
+    from modtrans.resources import install_hint
+
+    return diagnostic(
+        "M805",
+        f"architectures names {named}, which the hand-written {family} family does not describe: "
+        f"read as its language model (the LM head in place of {named}'s own head or none); "
+        f"{install_hint('hf')} builds {named} itself",
+        path=name,
+    )
 
 
 def _elsewhere(config: object) -> bool:
@@ -165,14 +214,7 @@ def _generic(
     unknown = sorted(set(shapes) - {"input_ids", *(["decoder_input_ids"] if seq2seq else [])})
     if unknown:
         return None, [diagnostic("X501", f"--input-shape {unknown[0]}: the model reads input_ids", path=name)]
-    context = next(
-        (
-            v
-            for k in CONTEXT_KEYS
-            if isinstance(v := config.get(k), int) and not isinstance(v, bool) and v > 0
-        ),
-        0,
-    )
+    context = _context(config)
     tokens = _token_shapes(shapes, batch, seq2seq, min(SEQUENCE, context) if context else SEQUENCE)
     if isinstance(tokens, str):
         return None, [diagnostic("X501", tokens, path=name)]
@@ -191,6 +233,19 @@ def _generic(
 
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 """Where a configuration says its context (LlamaConfig, GPT2Config, BloomConfig's, ChatGLM's)."""
+
+
+def _context(config: Mapping[str, object]) -> int:
+    """The positions a configuration states (CONTEXT_KEYS), or where it states none its text
+    model's (text_config: CLIP's 77, BLIP's 512, which a longer sequence overruns); 0 if neither."""
+    for each in (config, config.get("text_config")):
+        if not isinstance(each, Mapping):
+            continue
+        for key in CONTEXT_KEYS:
+            value = each.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return 0
 
 
 def _inputs(

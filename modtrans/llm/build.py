@@ -597,6 +597,14 @@ def _bert_heads(b: _Builder, x: Activation) -> None:
         pooled = b.linear("pooler.dense", x, a.hidden, bias=True, rows=b.batch)
         if "nsp" in a.heads_on_top:
             b.linear("cls.seq_relationship", pooled, 2, bias=True, rows=b.batch)
+        if "classifier" in a.heads_on_top:
+            b.linear("classifier", pooled, a.labels, bias=True, rows=b.batch)
+        if "choice" in a.heads_on_top:
+            b.linear("classifier", pooled, 1, bias=True, rows=b.batch)
+    if "tokens" in a.heads_on_top:
+        b.linear("classifier", x, a.labels, bias=True)
+    if "qa" in a.heads_on_top:
+        b.linear("qa_outputs", x, a.labels, bias=True)
     if "mlm" in a.heads_on_top:
         h = b.linear("cls.predictions.transform.dense", x, a.hidden, bias=True)
         h = b.elementwise("cls.predictions.transform.act", "Gelu", [h], dims(h))

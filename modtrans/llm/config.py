@@ -149,7 +149,8 @@ class Arch:
     norm_bias: bool = True  # a LayerNorm has a bias (RMSNorm never)
     norm_scale: bool = True  # a norm has a learned scale (OLMo 1's OlmoLayerNorm: neither scale nor bias)
     head_bias: bool = False  # the output layer has a bias (PhiForCausalLM's lm_head)
-    heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp" (from its architectures' class)
+    heads_on_top: tuple[str, ...] = ()  # BERT's: "pooler", "mlm", "nsp", ... (its architectures' class)
+    labels: int = 2  # a classifier head's outputs (num_labels: BERT_HEADS)
     seq2seq: Seq2Seq | None = None  # an encoder-decoder (T5): layers is the encoder's depth
     vision: Vision | None = None  # a vision-language model's image encoder (LLaVA, Qwen2-VL)
 
@@ -223,9 +224,7 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         known = ", ".join(FAMILIES)
         raise ConfigError(f"model_type {family!r} is not a family modtrans reads ({known})")
     config = synonymous(config, family)
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32")
-    if dtype not in DTYPES:
-        raise ConfigError(f"torch_dtype {dtype!r}: one of {', '.join(DTYPES)}")
+    dtype = checkpoint_dtype(config)
     if family in ("gpt2", "gpt_bigcode"):
         arch = _gpt2(config, family, dtype)
     elif family == "bert":
@@ -264,6 +263,11 @@ SIGNATURES = (
         "GPT-2's (GPT2Config; OpenAI GPT, CTRL and GPT-J name theirs so too)",
     ),
     (
+        "layoutlm",
+        ("hidden_size", "num_attention_heads", "num_hidden_layers", "max_2d_position_embeddings"),
+        "LayoutLM's (LayoutLMConfig: BERT's with the 2-D positions of its boxes; LayoutLMv2's too)",
+    ),
+    (
         "bert",
         ("hidden_size", "num_attention_heads", "num_hidden_layers", "type_vocab_size"),
         "BERT's (BertConfig; RoBERTa and ELECTRA name theirs so too)",
@@ -271,6 +275,16 @@ SIGNATURES = (
 )
 """The family a configuration's keys suggest, with the others that share them: suggested, never
 read, since the keys alone do not tell GPT-2 from GPT-J or BERT from RoBERTa."""
+
+
+def checkpoint_dtype(config: Mapping[str, Any]) -> str:
+    """The dtype the file says its checkpoint holds, as a DTYPES key: `dtype` (transformers 4.56
+    on) or else `torch_dtype`, in torch's spelling too ("torch.bfloat16"); float32 where it names
+    none or one no training step updates ("auto", float8: hf.configs.warnings says so, M805), as
+    the generic path builds it (hf/classes.buildable)."""
+    stated = config.get("dtype") if config.get("dtype") is not None else config.get("torch_dtype")
+    name = str(stated or "float32").removeprefix("torch.")
+    return name if name in DTYPES else "float32"
 
 
 def by_keys(config: Mapping[str, Any]) -> bool:
@@ -311,13 +325,50 @@ def _family_of(architectures: object, config: Mapping[str, Any]) -> str:
 BERT_HEADS = {
     "BertModel": ("pooler",),
     "BertForMaskedLM": ("mlm",),
+    "BertLMHeadModel": ("mlm",),
     "BertForPreTraining": ("pooler", "mlm", "nsp"),
     "BertForNextSentencePrediction": ("pooler", "nsp"),
+    "BertForSequenceClassification": ("pooler", "classifier"),
+    "BertForMultipleChoice": ("pooler", "choice"),
+    "BertForTokenClassification": ("tokens",),
+    "BertForQuestionAnswering": ("qa",),
 }
 """What transformers' BERT classes put on the encoder (modeling_bert.py): BertModel its pooler (a
-dense layer on the first token); BertForMaskedLM the masked-LM head (BertLMPredictionHead: a
-dense transform, GELU, LayerNorm, and a decoder tied to the word embeddings with a bias of its own)
-and no pooler (add_pooling_layer=False); BertForPreTraining both and the next-sentence classifier."""
+dense layer on the first token); BertForMaskedLM and BertLMHeadModel the masked-LM head
+(BertLMPredictionHead: a dense transform, GELU, LayerNorm, and a decoder tied to the word
+embeddings with a bias of its own) and no pooler (add_pooling_layer=False); BertForPreTraining both
+and the next-sentence classifier. The task heads, each one linear layer: BertForSequenceClassification
+`classifier` of num_labels on the pooler's output, BertForMultipleChoice one of 1 on it (a score a
+choice), BertForTokenClassification `classifier` of num_labels and BertForQuestionAnswering
+`qa_outputs` of num_labels (start and end: 2) on every token, those two without a pooler."""
+
+
+LANGUAGE_MODELS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+"""How the classes a hand-written decoder, encoder-decoder or vision-language family describes end:
+the language model with its head (LlamaForCausalLM, GPT2LMHeadModel, T5WithLMHeadModel,
+T5ForConditionalGeneration, LlavaForConditionalGeneration); BERT's are BERT_HEADS."""
+
+
+def undescribed(config: Mapping[str, Any]) -> str | None:
+    """The class a configuration's `architectures` names where the hand-written families describe
+    none of those it lists: a score head in place of the LM head (LlamaForSequenceClassification, a
+    reward model), an encoder alone (T5EncoderModel, FLUX's text encoder: no decoder), a model with
+    no head. None where it names none or one they describe."""
+    names = config.get("architectures")
+    listed = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    if not listed or any(n.endswith(LANGUAGE_MODELS) or n in BERT_HEADS for n in listed):
+        return None
+    return listed[0]
+
+
+def _labels(config: Mapping[str, Any]) -> int:
+    """A classifier's outputs: PretrainedConfig.num_labels, the length of id2label (2 where the
+    file gives neither it nor num_labels: PretrainedConfig's default id2label)."""
+    named = config.get("id2label")
+    if isinstance(named, dict) and named:
+        return len(named)
+    given = config.get("num_labels")
+    return given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else 2
 
 
 def _bert_heads(architectures: object) -> tuple[str, ...]:
@@ -380,6 +431,7 @@ def _bert(config: Mapping[str, Any], dtype: str) -> Arch:
         positions=positions,
         token_types=_get(config, "type_vocab_size", default=2),
         heads_on_top=_bert_heads(config.get("architectures")),
+        labels=_labels(config),
         dtype=dtype,
         context=positions,
         attention_dropout=_probability(config, "attention_probs_dropout_prob", 0.1),  # BertConfig's
@@ -465,8 +517,8 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
     _whole_heads(hidden, heads, "hidden_size", config.get("head_dim"))
     style = STYLES[family]
     kv_heads = _get(config, "num_key_value_heads", default=heads)
-    bias = bool(config.get("attention_bias", False))
-    mlp_bias, o_bias, norm, mlp = bias, bias, "rms", "swiglu"
+    bias = bool(config.get("attention_bias", False))  # q, k, v and o (GemmaAttention, Olmo2's, Phi3's)
+    mlp_bias, o_bias, norm, mlp = False, bias, "rms", "swiglu"  # their MLPs never (bias=False)
     tied = bool(config.get("tie_word_embeddings", family in TIED_BY_DEFAULT))
     intermediate = _get(config, "intermediate_size", default=4 * hidden)
     if family.startswith("gemma"):
@@ -480,6 +532,8 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
         tied = bool(config.get("tie_word_embeddings", False))
         if not config.get("use_parallel_residual", True):
             style = dataclasses.replace(style, norms="pre")
+    elif family == "phi3":
+        bias = o_bias = False  # Phi3Attention's qkv_proj and o_proj: bias=False, attention_bias unread
     elif family == "falcon":
         bias = mlp_bias = o_bias = bool(config.get("bias", False))
         norm, mlp = "layer", "gelu"
