@@ -46,16 +46,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from modtrans.cost import CostModel, PhaseTimes
-from modtrans.estimate.collectives import Fabric
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import Place, Step
-from modtrans.simulate.network import PRESETS, network
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.share import resize
+
+if TYPE_CHECKING:  # the network's modules load only when the flag is given (tests/test_startup.py)
+    from modtrans.estimate.collectives import Fabric
 
 RING, PIPELINE, BULK = "ring_exchange", "pipeline", "bulk"
 NUM_SM = {RING: 1, PIPELINE: 16, BULK: 16}  # initialize_ub, get_default_config
@@ -93,6 +95,9 @@ def overlapped(role: LayerRole, place: Place, block: int | None) -> tuple[Step, 
 def fabric(cost: CostModel, tp: int) -> Fabric:
     """The tensor group's node as ASTRA-sim runs it (LayoutError where the cost model has no SMs,
     the device no node preset, or T spans nodes)."""
+    from modtrans.estimate.collectives import Fabric
+    from modtrans.simulate.network import PRESETS, network
+
     device = getattr(cost, "device", None)
     kernels = getattr(cost, "kernels", None)
     key = getattr(device, "key", None)
