@@ -305,7 +305,7 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
     blocks = _blocks(model)
     stack = [""]
     recorder = _Recorder(stack, params, given)
-    with _hooks(model, stack), torch.no_grad(), scans.one_pass(model), recorder:
+    with _hooks(model, stack), torch.no_grad(), scans.one_pass(model, stack), recorder:
         _forward(model, given)
     total = sum(p.numel() for p in model.parameters())
     shapes = {k: tuple(v.shape) for k, v in given.items()}

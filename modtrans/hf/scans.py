@@ -32,22 +32,28 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 META = torch.device("meta")
+Scope = Callable[[str], AbstractContextManager[None]]
+"""The recording's module stack entered under a name (library.record's: its ops' module path)."""
+Form = Callable[[Callable[..., Any], Scope], Callable[..., Any]]
 
 
 def _meta(*tensors: Any) -> bool:
     return all(t.device == META for t in tensors if isinstance(t, torch.Tensor))
 
 
-def mamba(original: Callable[..., Any]) -> Callable[..., Any]:
+def mamba(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
     """mamba_selective_scan (modeling_mamba.py): the discretisation as transformers writes it, the
-    recurrence's multiply and add over [batch, inner, L, state], the output's matmul by C over the
-    L steps as one batched product (its `use_mambapy` branch's `all_states @ C.unsqueeze(-1)`)."""
+    recurrence's multiply and add over [batch, inner, L, state] and the output's matmul by C over
+    the L steps as one batched product (its `use_mambapy` branch's `all_states @ C.unsqueeze(-1)`),
+    these two recorded under MIXER.selective_scan: the scan's own layers, as the fused kernel is
+    one, apart from the discretisation's (which reads the parameter A)."""
 
     def scan(
         hidden_states: Any,
@@ -88,10 +94,11 @@ def mamba(original: Callable[..., Any]) -> Callable[..., Any]:
         discrete_A = torch.exp(A[None, :, None, :] * dt[:, :, :, None])
         discrete_B = dt[:, :, :, None] * B[:, None, :, :].float()
         deltaB_u = discrete_B * hidden_states[:, :, :, None].float()
-        previous = torch.empty(deltaB_u.shape, dtype=input_dtype, device=META)  # h_(t-1), every t
-        states = discrete_A * previous + deltaB_u  # [batch, inner, L, state]
-        scan_output = torch.matmul(states.transpose(1, 2).to(input_dtype), C.unsqueeze(-1))
-        scan_output = scan_output.squeeze(-1).transpose(1, 2)
+        with scope("selective_scan"):
+            previous = torch.empty(deltaB_u.shape, dtype=input_dtype, device=META)  # h_(t-1), every t
+            states = discrete_A * previous + deltaB_u  # [batch, inner, L, state]
+            scan_output = torch.matmul(states.transpose(1, 2).to(input_dtype), C.unsqueeze(-1))
+            scan_output = scan_output.squeeze(-1).transpose(1, 2).contiguous()  # torch.stack's layout
         if D is not None:
             scan_output = scan_output + hidden_states * D[None, :, None]
         if z is not None:
@@ -103,9 +110,10 @@ def mamba(original: Callable[..., Any]) -> Callable[..., Any]:
     return scan
 
 
-def rglru(original: Callable[..., Any]) -> Callable[..., Any]:
+def rglru(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
     """RecurrentGemmaRglru._rnn_scan: the gate's multiply and the input's add over [batch, L,
-    width], the contextualised states the sums' copies, the last state the last step's."""
+    width], the contextualised states the sums' copies, the last state the last step's (in the
+    RG-LRU module, a leaf with parameters: its one layer, as the loop's)."""
 
     def scan(
         self: Any,
@@ -121,20 +129,24 @@ def rglru(original: Callable[..., Any]) -> Callable[..., Any]:
         previous = torch.empty(hidden_states.shape, dtype=acc_dtype, device=META)  # h_(t-1), every t
         states = recurrent_gate.type(acc_dtype) * previous
         states = states + hidden_states.type(acc_dtype)
-        return states.type(hidden_states.dtype), states[:, -1]
+        contextualized_states = torch.zeros_like(hidden_states)  # the loop's output, its strides
+        contextualized_states.copy_(states.type(hidden_states.dtype))
+        return contextualized_states, states[:, -1]
 
     return scan
 
 
-def rwkv(original: Callable[..., Any]) -> Callable[..., Any]:
+def rwkv(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
     """rwkv_linear_attention_cpu (modeling_rwkv.py): the wkv step's ops over [batch, L, hidden],
-    its numerator, denominator and running maximum read at t-1 as empty states of that shape."""
+    its numerator, denominator and running maximum read at t-1 as empty states of that shape (in
+    the attention module's element-wise group, as the loop's steps were)."""
 
     def scan(
         time_decay: Any, time_first: Any, key: Any, value: Any, state: Any = None, return_state: bool = False
     ) -> Any:
         if state is not None or key.shape[1] == 1 or not _meta(time_decay, time_first, key, value):
             return original(time_decay, time_first, key, value, state=state, return_state=return_state)
+        _ = torch.zeros_like(key[:, 0], dtype=torch.float32) - 1e38  # the loop's initial maximum, its one op
         shape = key.shape
         num_state, den_state, max_state = (
             torch.empty(shape, dtype=torch.float32, device=META) for _ in range(3)
@@ -147,7 +159,8 @@ def rwkv(original: Callable[..., Any]) -> Callable[..., Any]:
         e2 = torch.exp(current_key + time_first - max_for_output)
         numerator = e1 * num_state + e2 * current_value
         denominator = e1 * den_state + e2
-        output = (numerator / denominator).to(key.dtype)
+        output = torch.zeros_like(key)  # the loop's output, its strides
+        output.copy_((numerator / denominator).to(output.dtype))
         max_for_state = torch.maximum(max_state + time_decay, current_key)
         e1 = torch.exp(max_state + time_decay - max_for_state)
         e2 = torch.exp(current_key - max_for_state)
@@ -159,22 +172,35 @@ def rwkv(original: Callable[..., Any]) -> Callable[..., Any]:
     return scan
 
 
-FUNCTIONS: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
+FUNCTIONS: dict[str, Form] = {
     "mamba_selective_scan": mamba,
     "rwkv_linear_attention_cpu": rwkv,
 }
 """A modeling module's scan function, by the name transformers gives it, -> its one-pass form."""
 
-METHODS: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
+METHODS: dict[str, Form] = {
     "RecurrentGemmaRglru._rnn_scan": rglru,
 }
 """A module class's scan method, as Class.method -> its one-pass form."""
 
 
 @contextlib.contextmanager
-def one_pass(model: Any) -> Iterator[int]:
+def one_pass(model: Any, stack: list[str] | None = None) -> Iterator[int]:
     """The scans of `model`'s modeling modules (the modules its module classes are defined in)
-    in their one-pass form while the context runs; it gives how many were replaced."""
+    in their one-pass form while the context runs; it gives how many were replaced. `stack`: the
+    recording's module stack, where a scan's own ops are recorded under MODULE.NAME."""
+
+    @contextlib.contextmanager
+    def scope(name: str) -> Iterator[None]:
+        if stack is None:
+            yield
+            return
+        stack.append(f"{stack[-1]}.{name}" if stack[-1] else name)
+        try:
+            yield
+        finally:
+            stack.pop()
+
     replaced: list[tuple[Any, str, Any]] = []
     classes = {type(m) for m in model.modules()}
     for source in {sys.modules.get(c.__module__) for c in classes} - {None}:
@@ -182,14 +208,14 @@ def one_pass(model: Any) -> Iterator[int]:
             original = vars(source).get(name)
             if callable(original):
                 replaced.append((source, name, original))
-                setattr(source, name, form(original))
+                setattr(source, name, form(original, scope))
     for cls in classes:
         for key, form in METHODS.items():
             owner, name = key.split(".")
             original = vars(cls).get(name)
             if cls.__name__ == owner and callable(original):
                 replaced.append((cls, name, original))
-                setattr(cls, name, form(original))
+                setattr(cls, name, form(original, scope))
     try:
         yield len(replaced)
     finally:
