@@ -16,7 +16,8 @@ On meta every step computes shapes only, and L steps dispatch L times the step's
 default at 2,048 tokens: ~4 million ops, 152 s), each step its own IR layers. While the forward is
 recorded (library.record), each of these functions, called on meta operands, runs its step's ops
 once on the whole sequence: the state read at step t, h_(t-1), is an empty meta tensor of the
-states' shape (meta has no values to carry), so each op covers L steps' elements, the matmul by C
+states' shape (meta has no values to carry; made like an operand whose value is unknown, so
+values.py gives it none), so each op covers L steps' elements, the matmul by C
 is one batched product over the L steps (the same FLOPs: flop_registry counts 2·b·d·n per step,
 2·b·L·d·n at once; transformers' own parallel branch, `use_mambapy`, forms it the same way), and
 the outputs (the scan's, the last state) have the loop's shapes and dtypes. The IR then holds the
@@ -95,7 +96,7 @@ def mamba(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
         discrete_B = dt[:, :, :, None] * B[:, None, :, :].float()
         deltaB_u = discrete_B * hidden_states[:, :, :, None].float()
         with scope("selective_scan"):
-            previous = torch.empty(deltaB_u.shape, dtype=input_dtype, device=META)  # h_(t-1), every t
+            previous = torch.empty_like(deltaB_u)  # h_(t-1), every t: no value (values.py)
             states = discrete_A * previous + deltaB_u  # [batch, inner, L, state]
             scan_output = torch.matmul(states.transpose(1, 2).to(input_dtype), C.unsqueeze(-1))
             scan_output = scan_output.squeeze(-1).transpose(1, 2).contiguous()  # torch.stack's layout
@@ -126,7 +127,7 @@ def rglru(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
         if hidden_states.shape[1] == 1 or not _meta(hidden_states, recurrent_gate, reset, recurrent_states):
             return original(self, hidden_states, recurrent_gate, reset, recurrent_states, acc_dtype)
         recurrent_gate = recurrent_gate * ~reset
-        previous = torch.empty(hidden_states.shape, dtype=acc_dtype, device=META)  # h_(t-1), every t
+        previous = torch.empty_like(recurrent_gate, dtype=acc_dtype)  # h_(t-1), every t: no value
         states = recurrent_gate.type(acc_dtype) * previous
         states = states + hidden_states.type(acc_dtype)
         contextualized_states = torch.zeros_like(hidden_states)  # the loop's output, its strides
@@ -147,10 +148,7 @@ def rwkv(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
         if state is not None or key.shape[1] == 1 or not _meta(time_decay, time_first, key, value):
             return original(time_decay, time_first, key, value, state=state, return_state=return_state)
         _ = torch.zeros_like(key[:, 0], dtype=torch.float32) - 1e38  # the loop's initial maximum, its one op
-        shape = key.shape
-        num_state, den_state, max_state = (
-            torch.empty(shape, dtype=torch.float32, device=META) for _ in range(3)
-        )
+        num_state, den_state, max_state = (torch.empty_like(key, dtype=torch.float32) for _ in range(3))
         time_decay = -torch.exp(time_decay)
         current_key = key.float()
         current_value = value
