@@ -31,6 +31,7 @@ RECURRENT = {
     "zamba": {"num_hidden_layers": 4},
     "recurrent_gemma": {"num_hidden_layers": 3},
     "rwkv": SMALL,
+    "xlstm": {"num_blocks": 2, "num_hidden_layers": 2},
     # chunked scans, no token loop (Mamba-2's SSD in torch_forward; gated delta nets)
     "mamba2": SMALL,
     "bamba": SMALL,
@@ -39,11 +40,13 @@ RECURRENT = {
     "lfm2": SMALL,
     "qwen3_next": SMALL,
 }
-"""The recurrent and state-space types transformers 5 ships, each cut to a few layers. xLSTM is
-not here: its inference mode's chunkwise kernel loops over 64-token chunks (a bounded token loop
-for the remainder only), its chunks' recurrence the kernel's own structure."""
+"""The recurrent and state-space types transformers 5 ships, each cut to a few layers."""
 
-REPLACED = ("mamba", "falcon_mamba", "jamba", "zamba", "recurrent_gemma", "rwkv")
+REPLACED = ("mamba", "falcon_mamba", "jamba", "zamba", "recurrent_gemma", "rwkv", "xlstm")
+CHUNKS = {"xlstm": 64}
+"""A type whose scan loops over chunks of this many tokens (xLSTM's chunkwise kernel; a sequence
+not a multiple of it leaves a remainder its token loop runs, under 64 steps): its lengths are
+multiples of it."""
 SLOW = {"zamba", "jamba"}  # a few seconds each read
 
 
@@ -68,9 +71,11 @@ def _params(types: Any) -> list[Any]:
 @pytest.mark.parametrize("model_type", _params(sorted(RECURRENT)))
 def test_a_recurrent_model_records_the_same_ops_at_any_length(model_type: str) -> None:
     """A token loop left in the recording grows it with the sequence: ops and layers by the
-    thousand at 2,048 tokens. Every recurrent type records the same ops at 16 and 40 tokens."""
-    _, _, short = read(model_type, 16)
-    _, _, long = read(model_type, 40)
+    thousand at 2,048 tokens. Every recurrent type records the same ops at 16 and 40 tokens (or
+    chunks)."""
+    chunk = CHUNKS.get(model_type, 1)
+    _, _, short = read(model_type, 16 * chunk)
+    _, _, long = read(model_type, 40 * chunk)
     assert [(op.module, op.name) for op in short.ops] == [(op.module, op.name) for op in long.ops]
 
 
@@ -97,8 +102,9 @@ def test_the_one_pass_keeps_each_module_s_counts_as_transformers_loop_gives_them
     """Each module's matrix-product and element-wise FLOPs (forward and both gradients) the loop's
     own, op by op; parameters and matrix products against transformers and FlopCounterMode
     (which counts the loop itself: library.count_forward does not replace it)."""
-    model, given, fast = read(model_type, 24)
-    _, _, slow = read(model_type, 24, one_pass=False)
+    length = 24 * CHUNKS.get(model_type, 1)
+    model, given, fast = read(model_type, length)
+    _, _, slow = read(model_type, length, one_pass=False)
     one, loop = _ir(model, fast), _ir(model, slow)
     assert len(fast.ops) < len(slow.ops)  # the steps' ops recorded once
     assert len(one.layers) <= len(loop.layers)  # Mamba's: a matmul per step, folded to one
@@ -108,7 +114,7 @@ def test_the_one_pass_keeps_each_module_s_counts_as_transformers_loop_gives_them
         assert ours[key][:2] == (forward, input_grad), key
         # the loop's step 0 joins the discretisation's group, which reads A: its weight gradient
         # charged there; the scan's own group reads no parameter. At most one step's elements.
-        assert 0 <= weight_grad - ours[key][2] <= forward // 24, key
+        assert 0 <= weight_grad - ours[key][2] <= forward // length, key
     assert one.layers[-1].outputs == loop.layers[-1].outputs
     agrees(model, given, one)
 

@@ -11,6 +11,8 @@ step, the same few ops on the same shapes per step:
                                 multiply and an add on [batch, width] per token
     rwkv_linear_attention_cpu   models/rwkv/modeling_rwkv.py: the wkv recurrence's 14
                                 element-wise ops on [batch, hidden] per token
+    mlstm_chunkwise_recurrent_fw_C  models/xlstm/modeling_xlstm.py: the mLSTM's states carried
+                                from one 64-token chunk to the next, a loop over the chunks
 
 On meta every step computes shapes only, and L steps dispatch L times the step's ops (Zamba's
 default at 2,048 tokens: ~4 million ops, 152 s), each step its own IR layers. While the forward is
@@ -170,9 +172,77 @@ def rwkv(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
     return scan
 
 
+def xlstm(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
+    """mlstm_chunkwise_recurrent_fw_C (modeling_xlstm.py): the mLSTM's inter-chunk recurrence, a
+    loop over the sequence's 64-token chunks, its step's ops over [batch, heads, chunks, ...]: the
+    gated keys' product with the values one batched matmul over the chunks, each chunk's C, n and
+    m states before it the states tensors' first `chunks` rows, the last chunk's after it the
+    last row (where the loop writes them). The initial states the loop starts from are values
+    only: on meta, none to carry."""
+
+    def scan(
+        matK: Any,
+        matV: Any,
+        vecB: Any,
+        vecI: Any,
+        matC_states: Any = None,
+        vecN_states: Any = None,
+        scaMinter_states: Any = None,
+        matC_initial: Any = None,
+        vecN_initial: Any = None,
+        scaMinter_initial: Any = None,
+        qk_scale: float | None = None,
+        chunk_size: int = 64,
+        num_chunks: int = 1,
+    ) -> Any:
+        if num_chunks < 2 or not _meta(matK, matV, vecB, vecI, matC_initial, vecN_initial, scaMinter_initial):
+            states = (
+                matC_states,
+                vecN_states,
+                scaMinter_states,
+                matC_initial,
+                vecN_initial,
+                scaMinter_initial,
+            )
+            return original(matK, matV, vecB, vecI, *states, qk_scale, chunk_size, num_chunks)
+        batch_size, nh, _, dhqk = matK.shape
+        dhhv, nc, dtype = matV.shape[-1], num_chunks, matK.dtype
+        if matC_states is None:
+            matC_states = matK.new_zeros((batch_size, nh, (nc + 1) * dhqk, dhhv))
+        if vecN_states is None:
+            vecN_states = matK.new_zeros((batch_size, nh, (nc + 1) * dhqk))
+        if scaMinter_states is None:
+            scaMinter_states = matK.new_zeros((batch_size, nh, nc + 1))
+        vecA = vecB[..., -1, None] - vecB + vecI
+        scaG = vecB[..., -1]
+        scaA_max = vecA.max(-1).values
+        # each chunk's states before it (the loop's running C_k, n_k, m_k), every chunk at once
+        matC_k = torch.empty_like(matK, dtype=dtype).new_empty((batch_size, nh, nc, dhqk, dhhv))
+        vecN_k = torch.empty_like(vecA).new_empty((batch_size, nh, nc, dhqk))
+        scaM_inter_k = torch.empty_like(scaG)
+        scaM_inter_k_next = torch.max(scaG + scaM_inter_k, scaA_max)
+        matK_chunk = matK.view(batch_size, nh, nc, chunk_size, dhqk)
+        matV_chunk = matV.view(batch_size, nh, nc, chunk_size, dhhv)
+        vecAbar_k = torch.exp(vecA - scaM_inter_k_next[..., None])[..., None]
+        matK_chunk_gated = matK_chunk * vecAbar_k
+        scaGbar_k = torch.exp(scaG + scaM_inter_k - scaM_inter_k_next)[..., None]
+        matC_k_next = scaGbar_k[..., None] * matC_k + matK_chunk_gated.transpose(-2, -1) @ matV_chunk
+        vecN_k_next = scaGbar_k * vecN_k + matK_chunk_gated.transpose(-2, -1).sum(-1)
+        matC_states[:, :, : nc * dhqk, :] = matC_k.reshape(batch_size, nh, nc * dhqk, dhhv)
+        vecN_states[:, :, : nc * dhqk] = vecN_k.reshape(batch_size, nh, nc * dhqk)
+        scaMinter_states[:, :, :nc] = scaM_inter_k
+        matC_states[:, :, -dhqk:, :] = matC_k_next[:, :, -1]
+        vecN_states[:, :, -dhqk:] = vecN_k_next[:, :, -1]
+        scaMinter_states[:, :, -1] = scaM_inter_k_next[:, :, -1]
+        return matC_states, vecN_states, scaMinter_states
+
+    return scan
+
+
 FUNCTIONS: dict[str, Form] = {
     "mamba_selective_scan": mamba,
     "rwkv_linear_attention_cpu": rwkv,
+    "mlstm_chunkwise_recurrent_fw_C": xlstm,
 }
 """A modeling module's scan function, by the name transformers gives it, -> its one-pass form."""
 
