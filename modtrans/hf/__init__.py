@@ -19,8 +19,8 @@ inputs.py   a model's inputs as meta tensors: token ids no special token uses (i
             not run its tower
 values.py   the values a forward on meta reads: CPU copies of the tensors whose values are known,
             a router's choice of experts taken balanced where the values come from weights
-kernels.py  meta kernels' outputs remembered by their operands' metadata: a sequential scan's
-            steps (a Mamba mixer's reference scan, a token at a time) each a look-up
+kernels.py  meta kernels' outputs remembered by their operands' metadata: a block's ops, run
+            again by the next block on the same shapes, each a look-up
 scans.py    a recurrent scan's token loop (Mamba's selective scan, RecurrentGemma's RG-LRU,
             RWKV's wkv) recorded as one pass over the sequence: its ops once, on L steps' elements
 layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied
