@@ -23,7 +23,7 @@ from tests.hfcheck import agrees  # noqa: E402
 pytestmark = pytest.mark.hf
 
 SMALL = {"num_hidden_layers": 2}
-RECURRENT = {
+RECURRENT: dict[str, dict[str, Any]] = {
     # a token loop replaced (scans.FUNCTIONS, scans.METHODS)
     "mamba": SMALL,
     "falcon_mamba": SMALL,
@@ -32,21 +32,32 @@ RECURRENT = {
     "recurrent_gemma": {"num_hidden_layers": 3},
     "rwkv": SMALL,
     "xlstm": {"num_blocks": 2, "num_hidden_layers": 2},
-    # chunked scans, no token loop (Mamba-2's SSD in torch_forward; gated delta nets)
+    "qwen3_next": {"num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]},
+    "olmo_hybrid": SMALL,
+    # chunked scans, no loop (Mamba-2's SSD in torch_forward), a short convolution (LFM2)
     "mamba2": SMALL,
     "bamba": SMALL,
     "falcon_h1": SMALL,
     "granitemoehybrid": SMALL,
     "lfm2": SMALL,
-    "qwen3_next": SMALL,
 }
 """The recurrent and state-space types transformers 5 ships, each cut to a few layers."""
 
-REPLACED = ("mamba", "falcon_mamba", "jamba", "zamba", "recurrent_gemma", "rwkv", "xlstm")
-CHUNKS = {"xlstm": 64}
-"""A type whose scan loops over chunks of this many tokens (xLSTM's chunkwise kernel; a sequence
-not a multiple of it leaves a remainder its token loop runs, under 64 steps): its lengths are
-multiples of it."""
+REPLACED = (
+    "mamba",
+    "falcon_mamba",
+    "jamba",
+    "zamba",
+    "recurrent_gemma",
+    "rwkv",
+    "xlstm",
+    "qwen3_next",
+    "olmo_hybrid",
+)
+CHUNKS = {"xlstm": 64, "qwen3_next": 64, "olmo_hybrid": 64}
+"""A type whose scan loops over chunks of this many tokens (xLSTM's chunkwise kernel, a gated delta
+net's; an xLSTM sequence not a multiple of it leaves a remainder its token loop runs, under 64
+steps): its lengths are multiples of it."""
 SLOW = {"zamba", "jamba"}  # a few seconds each read
 
 
