@@ -34,6 +34,7 @@ RECURRENT: dict[str, dict[str, Any]] = {
     "xlstm": {"num_blocks": 2, "num_hidden_layers": 2},
     "qwen3_next": {"num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]},
     "olmo_hybrid": SMALL,
+    "kimi_linear": SMALL,
     # chunked scans, no loop (Mamba-2's SSD in torch_forward), a short convolution (LFM2)
     "mamba2": SMALL,
     "bamba": SMALL,
@@ -53,8 +54,9 @@ REPLACED = (
     "xlstm",
     "qwen3_next",
     "olmo_hybrid",
+    "kimi_linear",
 )
-CHUNKS = {"xlstm": 64, "qwen3_next": 64, "olmo_hybrid": 64}
+CHUNKS = {"xlstm": 64, "qwen3_next": 64, "olmo_hybrid": 64, "kimi_linear": 64}
 """A type whose scan loops over chunks of this many tokens (xLSTM's chunkwise kernel, a gated delta
 net's; an xLSTM sequence not a multiple of it leaves a remainder its token loop runs, under 64
 steps): its lengths are multiples of it."""

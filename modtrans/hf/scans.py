@@ -15,6 +15,8 @@ step, the same few ops on the same shapes per step:
                                 from one 64-token chunk to the next, a loop over the chunks
     torch_chunk_gated_delta_rule    models/qwen3_next/modeling_qwen3_next.py and its copies: a
                                 gated delta net's state carried from chunk to chunk (deltas.py)
+    chunk_kimi_delta_attention  models/kimi_linear/modeling_kimi_linear.py and its copies: Kimi
+                                Delta Attention's, likewise (deltas.py)
 
 On meta every step computes shapes only, and L steps dispatch L times the step's ops (Zamba's
 default at 2,048 tokens: ~4 million ops, 152 s), each step its own IR layers. While the forward is
@@ -43,7 +45,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from modtrans.hf.deltas import gated_delta
+from modtrans.hf.deltas import gated_delta, kimi_delta
 
 META = torch.device("meta")
 Scope = Callable[[str], AbstractContextManager[None]]
@@ -248,6 +250,7 @@ FUNCTIONS: dict[str, Form] = {
     "rwkv_linear_attention_cpu": rwkv,
     "mlstm_chunkwise_recurrent_fw_C": xlstm,
     "torch_chunk_gated_delta_rule": gated_delta,
+    "chunk_kimi_delta_attention": kimi_delta,
 }
 """A modeling module's scan function, by the name transformers gives it, -> its one-pass form."""
 
