@@ -31,10 +31,16 @@ and the ratio to transformers' build in the same run):
     Mamba2              14.1   1.6x     7.6  1.6x        -              5.4  1.1x
     Zamba2              20.8   1.3x     4.1  1.0x        -              8.0  1.9x
     Falcon-H1           14.8   1.2x     6.9  1.4x        -              6.8  1.4x
+    Qwen3-Next           9.2   1.5x     3.5  1.0x       16.8   2.7x     4.6  1.3x
+    OLMo hybrid          6.4   1.1x     3.2  0.9x       10.5   1.8x     3.2  0.9x
+    Kimi Linear          5.5   1.5x     4.2  1.1x       10.0   2.8x     4.9  1.3x
+    MiniMax              3.4   0.9x     3.5  0.8x        3.9   1.0x     4.2  1.0x
 
-Before at 8,192 tokens is measured for two: a token loop's time grows with the tokens (Zamba's
-would be about 40 minutes). Mamba2, Zamba2 and Falcon-H1 run Mamba-2's chunked scan, no token
-loop: unchanged. transformers' build here is 3.5-6 s (its import about half).
+Before at 8,192 tokens is measured where it takes minutes at most: a token loop's time grows with
+the tokens (Zamba's would be about 40 minutes). Mamba2, Zamba2 and Falcon-H1 run Mamba-2's chunked
+scan, MiniMax its lightning attention's 256-token blocks, no token loop: unchanged. The gated delta
+nets (Qwen3-Next, OLMo hybrid, Kimi Linear) loop over 64-token chunks (hf/deltas.py), measured at
+load 3.8-5.1. transformers' build here is 3.5-6 s (its import about half).
 """
 
 from __future__ import annotations
@@ -59,6 +65,10 @@ FAMILIES = (
     "recurrent_gemma",
     "rwkv",
     "xlstm",
+    "qwen3_next",
+    "olmo_hybrid",
+    "kimi_linear",
+    "minimax",
 )
 
 BUILD = """
