@@ -30,8 +30,8 @@ defaults on meta:
   assistant's forward, which reads the key/value states of the model it drafts for: 4.
 A recurrent scan transformers runs as a Python loop without its kernels (a Mamba mixer's selective
 scan without mamba_ssm, RecurrentGemma's RG-LRU, RWKV's wkv, xLSTM's and gated delta nets' chunks)
-is recorded as one pass over the sequence (hf/scans.py): every recurrent type reads at 8,192 tokens in 3-8 s, within
-2x transformers' own meta build of it (bench/bench_hf_read.py).
+is recorded as one pass over the sequence (hf/scans.py): every recurrent type reads at 8,192
+tokens in 3-8 s, within 2x transformers' own meta build of it (bench/bench_hf_read.py).
 Vision- and audio-language models also run their towers on one image or one second of audio
 (inputs.images, inputs.sounds) where their image or audio path runs on meta.
 """
