@@ -13,27 +13,7 @@ rounds' (default 5, after an untimed one), with the CPU time (user + system) bes
 and the load average at the start and the end. The uncached runs each get an empty cache folder
 (MODTRANS_CACHE), the cached runs one the untimed round filled.
 
-`python bench/bench_hf.py scans [SEQUENCE]` times instead the recurrent and state-space families'
-reads (`modtrans translate` of each default configuration at SEQUENCE tokens, default 2,048, no
-cache), once each after the import's baseline: without mamba-ssm's and causal-conv1d's CUDA
-kernels transformers runs their scans a token at a time, the same ops on the same shapes per step
-(hf/kernels.py remembers each step's meta kernels and GEMM counts).
-
-Latest, `modtrans translate` of each default configuration (wall s, one fresh process each, no
-cache, 2 shared cores at load 1.5-2.8; before: 95d71a5, after: ae90a3e; the workloads byte for
-byte the same; Zamba before at 2,048 tokens is hf37's figure, 47187dc):
-
-                        256 tokens             2,048 tokens
-                        before     after       before     after
-    FalconMamba          12.1       7.9         66.7       46.5
-    RecurrentGemma        5.1       3.2         18.2        8.1
-    Zamba                45.8      20.4        345        152.1
-    Jamba                 0.3       0.3          -          0.4   (the hand-written path: no torch)
-
-72049da (Values' copies' `in` without a weak reference) took Zamba at 256 tokens from 20.5 s to
-19.3 s CPU more. What remains is per op: torch's dispatch into the two modes and the recording,
-about 37 us an op; Zamba's forward dispatches 516,000 ops at 256 tokens (cProfile), about 4
-million at 2,048 (8x the steps).
+The recurrent and state-space families' reads: bench/bench_hf_read.py.
 """
 
 from __future__ import annotations
@@ -66,34 +46,9 @@ def once(args: list[str], cache: str | None) -> tuple[float, float]:
     return wall, cpu
 
 
-SCANS = ("falcon_mamba", "recurrent_gemma", "jamba", "zamba")
-
-
-def scans(sequence: int) -> None:
-    """Each recurrent family's default configuration translated at `sequence` tokens, no cache."""
-    import transformers
-
-    base, _ = once([PY, "-c", "import torch, transformers"], None)
-    print(f"{'import torch, transformers':28s} {base:7.2f} s  (baseline)")
-    with tempfile.TemporaryDirectory() as folder:
-        for family in SCANS:
-            config = Path(folder) / f"{family}.json"
-            config.write_text(
-                json.dumps(transformers.AutoConfig.for_model(family).to_dict()), encoding="utf-8"
-            )
-            out = str(Path(folder) / "out.txt")
-            wall, cpu = once(
-                [PY, "-m", "modtrans", "translate", str(config), "--seq-len", str(sequence), "-o", out], None
-            )
-            print(f"{family:28s} {wall:7.2f} s {wall / base:6.1f}x   CPU {cpu:7.2f} s")
-
-
 def main() -> None:
     import transformers
 
-    if sys.argv[1:2] == ["scans"]:
-        scans(int(sys.argv[2]) if len(sys.argv) > 2 else 2048)
-        return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "gpt-oss-120b-default.json"

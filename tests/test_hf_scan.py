@@ -1,8 +1,7 @@
-"""A recurrent model's sequential scan read in seconds (modtrans/hf/kernels.py): without
-mamba-ssm's and causal-conv1d's CUDA kernels, transformers runs a Mamba mixer's reference scan one
-token at a time, the same ops on the same shapes per step. Each step after the first takes its
-outputs' metadata from the first step's meta kernels; the counts must stay what transformers and
-FlopCounterMode say, and what each meta kernel run on its own gives.
+"""Meta kernels' outputs remembered (modtrans/hf/kernels.py): an op run again on operands alike
+(the next block's, a step of a loop hf/scans.py leaves) takes its outputs' metadata from the first
+run's meta kernel. The recurrent families, read so and with every kernel run, give the same IR,
+and their counts stay what transformers and FlopCounterMode say.
 
 Marker hf: needs torch and transformers (the extra `hf`).
 """
@@ -66,7 +65,7 @@ def test_a_scan_s_steps_take_the_first_step_s_outputs_and_keep_every_count(model
     model, given, fast, kernels = read(model_type, 64, remember=True)
     _, _, slow, ran_all = read(model_type, 64, remember=False)
     assert ran_all.reused == 0
-    assert kernels.reused > kernels.ran  # the steps: most of the forward's kernels
+    assert kernels.reused > kernels.ran  # the blocks after the first: most of the forward's kernels
     assert fast == slow  # every layer, its shapes, FLOPs and bytes, as each kernel run alone gives
     provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
     agrees(model, given, ModelIR(provenance, tuple(fast)))  # transformers' and FlopCounterMode's

@@ -7,9 +7,9 @@ one line.
 classes.py  transformers (imported there, and in inputs.py for its processors, alone): which
             configuration and model class a config.json builds (its architectures, its tasks'
             Auto classes, an auto_map's code), the models' import structure reused at import
-library.py  torch (imported there, in classes.py, inputs.py, values.py and kernels.py alone): the model built
-            on meta, its forward recorded as ops with their modules, FLOPs (flop_counter's
-            formulas) and operands
+library.py  torch (imported there, in classes.py, inputs.py, values.py, kernels.py, scans.py
+            and deltas.py alone): the model built on meta, its forward recorded as ops with their
+            modules, FLOPs (flop_counter's formulas) and operands
 configs.py  a published config.json's class among its `architectures`, its checkpoint's dtype,
             and what the build does not follow (auto_map beside a native model_type,
             quantization_config, a dtype the IR does not hold), said in one warning each (M805)
@@ -19,8 +19,12 @@ inputs.py   a model's inputs as meta tensors: token ids no special token uses (i
             not run its tower
 values.py   the values a forward on meta reads: CPU copies of the tensors whose values are known,
             a router's choice of experts taken balanced where the values come from weights
-kernels.py  meta kernels' outputs remembered by their operands' metadata: a sequential scan's
-            steps (a Mamba mixer's reference scan, a token at a time) each a look-up
+kernels.py  meta kernels' outputs remembered by their operands' metadata: a block's ops, run
+            again by the next block on the same shapes, each a look-up
+scans.py    a recurrent scan's token loop (Mamba's selective scan, RecurrentGemma's RG-LRU,
+            RWKV's wkv, xLSTM's and gated delta nets' chunks) recorded as one pass over the
+            sequence: its ops once, on L steps' elements
+deltas.py   a gated delta net's chunk recurrence (Qwen3-Next's) in one pass, for scans.py
 layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied
             weights counted once
 blocks.py   what a layer is to the model: block index and part, heads, MoE routers and experts

@@ -3,7 +3,9 @@ path costs: no torch, no transformers, one JSON file read.
 
 The key is the SHA-256 of the configuration's bytes, the micro-batch and the token counts, with
 the versions of modtrans and of the transformers installed (its version read from the package's
-metadata, not imported): a new transformers may build the same configuration differently. The
+metadata, not imported): a new transformers may build the same configuration differently; and
+READING, the reading's own revision: modtrans has no release between two changes of the IR a read
+gives (a recurrent scan's steps one layer each, then one pass: scans.py). The
 files live in the cache folder of modtrans's other caches (resources.cache_dir: fetched models,
 SCALE-Sim results), under hf/, written atomically; an unreadable or stale one is built again.
 """
@@ -20,6 +22,10 @@ from modtrans._version import __version__
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
+READING = 2
+"""The revision of the IR a read through transformers gives; one more where a change to hf/ gives
+another IR for a configuration read before (2: a scan's loop recorded as one pass, scans.py)."""
+
 
 def key(digest: str, batch: int, sequence: int, targets: int | None, remote: bool = False) -> str:
     """The cache key of a configuration's IR at these inputs (`remote`: built by the code its
@@ -28,7 +34,8 @@ def key(digest: str, batch: int, sequence: int, targets: int | None, remote: boo
         library = metadata.version("transformers")
     except metadata.PackageNotFoundError:
         library = ""
-    text = f"{digest} {batch} {sequence} {targets} {__version__} {library}" + (" remote" if remote else "")
+    text = f"{digest} {batch} {sequence} {targets} {__version__} {READING} {library}"
+    text += " remote" if remote else ""
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -1,10 +1,11 @@
 """Meta kernels' outputs remembered by what they read: an op on the meta device computes only its
 outputs' shapes, strides and dtypes, from its operands' and its other arguments; the same op on
-operands alike gives outputs alike. A model's sequential scan (a Mamba mixer's reference
-selective scan without mamba-ssm's kernel: transformers' slow_forward, one step per token) runs
-the same few ops on the same shapes thousands of times; each after the first is a dictionary
-look-up and an empty meta tensor, where torch's meta kernel runs its Python reference
-(torch/_refs, torch/_prims_common: two thirds of the recording's dispatch time, cProfile).
+operands alike gives outputs alike. A model's blocks run the same ops on the same shapes, block
+after block, and a sequential loop scans.py does not replace (xLSTM's token loop over the tokens
+past its last 64-token chunk) step after step; each run after the first is a dictionary look-up
+and an empty meta tensor, where torch's meta kernel runs its Python reference (torch/_refs,
+torch/_prims_common: two thirds of the recording's dispatch time in a Mamba scan's steps,
+cProfile).
 
 Only ops whose outputs are new tensors are remembered (no mutation, no output aliasing an input:
 the schema's alias annotations), with every operand on meta and every argument hashable; any

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import flop_registry
 
-from modtrans.hf import classes, configs
+from modtrans.hf import classes, configs, scans
 from modtrans.hf.inputs import forward_args, inputs, nested
 from modtrans.hf.kernels import Kernels, signature
 from modtrans.hf.values import Values, flat
@@ -279,7 +279,8 @@ def _own(config: Any, cls: Any) -> Any:
 
 
 def record(model: Any, given: Mapping[str, Any]) -> Recorded:
-    """One forward of `model` on `given` (meta tensors), op by op."""
+    """One forward of `model` on `given` (meta tensors), op by op; a recurrent scan's token loop
+    as one pass over the sequence (scans.py)."""
     named = dict(model.named_parameters(remove_duplicate=False))
     first: dict[int, str] = {}
     owners: dict[str, str] = {}
@@ -304,7 +305,7 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
     blocks = _blocks(model)
     stack = [""]
     recorder = _Recorder(stack, params, given)
-    with _hooks(model, stack), torch.no_grad(), recorder:
+    with _hooks(model, stack), torch.no_grad(), scans.one_pass(model, stack), recorder:
         _forward(model, given)
     total = sum(p.numel() for p in model.parameters())
     shapes = {k: tuple(v.shape) for k, v in given.items()}
