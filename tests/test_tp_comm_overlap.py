@@ -167,6 +167,26 @@ def test_the_gemm_beside_userbuffers_kernels_runs_on_the_sms_they_leave() -> Non
     assert spared.gemm_seconds(many, "bfloat16", 2) > gpu.gemm_seconds(many, "bfloat16", 2)
 
 
+def test_a_bulk_overlap_gives_back_its_sms_when_the_collective_ends() -> None:
+    """initialize_ub's default set_sm_margin is False (transformer_engine/pytorch/module/base.py at
+    v1.9, get_default_config): cuBLAS is launched on every SM and the comm kernel's 16 are taken only
+    while it runs. A short collective (1 MiB) beside a long GEMM (Llama 3 8B's gate shard at T 2,
+    4,096 tokens) then costs about the transfer, never the whole GEMM on 92 SMs."""
+    tp, tokens = 2, 4096
+    ir, _ = pipeline.extract_checked("llama-3-8b", input_shapes={"input_ids": (1, tokens)})
+    assert ir is not None
+    gpu = _gpu("a100")
+    part = shard(ir.layer("model.layers.0.mlp.gate_proj"), tp)
+    size = 2**20
+    fused = ub.Fused(Step.WEIGHT_GRAD, ub.BULK, Comm(CommType.REDUCESCATTER, size, TENSOR))
+    ticks, alone = ub.fused_ticks(fused, [part], gpu, ub.fabric(gpu, tp), tp)
+    on_spared = gpu.spared(16).times(part).weight_grad
+    transfer = _send_ns(tp, size / tp)
+    assert on_spared > alone  # the 92 SMs are slower here, so the bound below can fail
+    assert alone <= ticks <= alone + transfer
+    assert ticks < on_spared
+
+
 @pytest.mark.parametrize(
     ("layout", "words"),
     [

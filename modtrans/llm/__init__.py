@@ -117,12 +117,9 @@ def extract(
     if isinstance(read, str):
         return None, [diagnostic("X501", read, path=name)]
     micro, sequence, targets, images = read
-    if vocabulary_multiple > 1:
-        arch = dataclasses.replace(arch, vocab=-(-arch.vocab // vocabulary_multiple) * vocabulary_multiple)
-    if per_expert:
-        arch = dataclasses.replace(arch, grouped_experts=False)
-    if batch is not None:
-        micro = batch
+    vocab = -(-arch.vocab // vocabulary_multiple) * vocabulary_multiple
+    arch = dataclasses.replace(arch, vocab=vocab, grouped_experts=arch.grouped_experts and not per_expert)
+    micro = micro if batch is None else batch
     provenance = Provenance(
         file=name,
         sha256=hashlib.sha256(data).hexdigest(),

@@ -25,14 +25,15 @@ Times, from transformer_engine/pytorch/csrc/comm_gemm_overlap.h at v1.9:
     ring_exchange  UbufP2PCommOverlap::split_overlap_ag: T GEMMs of M / T rows, each but the last
                    beside the send of one chunk to the next rank:      (T - 1) max(g, x) + g
     pipeline       UbufCommOverlap::split_overlap_rs: 4 GEMMs of M / 4 rows, each chunk's
-                   reduce-scatter beside the next chunk's GEMM:        g + 3 max(g, r) + r
+                   reduce-scatter beside the next chunk's GEMM:        g + 3 b(g, r) + r
     bulk           UbufCommOverlap::bulk_overlap: the whole collective on its SMs beside the
-                   GEMM:                                               max(G, c)
+                   GEMM:                                               b(G, c)
 each at least the GEMM alone (its chunks do its whole work, one after another).
-g and G from the cost model's GEMMs (cost/gpu.py); pipeline's and bulk's on the SMs the
-communication kernel leaves (set_sm_margin off launches cuBLAS on every SM, but the 16 the
-userbuffers kernel holds are not free while it runs: Gpu.spared), ring_exchange's on all. x is one
-chunk's send to the next rank (copy engine), r and c one exchange of the buffer with every peer
+g and G from the cost model's GEMMs (cost/gpu.py) on every SM. b(g, c), a GEMM beside a
+communication kernel of c (_beside): set_sm_margin off launches cuBLAS on every SM, but the 16 the
+userbuffers kernel holds are not free while it runs: the GEMM runs on the rest (Gpu.spared) for
+c, on all after it; c where the kernel outlasts it. ring_exchange's GEMMs run on all (its sends
+go by copy engine). x is one chunk's send to the next rank, r and c one exchange of the buffer with every peer
 (exchange_ns: userbuffers' collectives are one-shot, not NCCL's ring), each at the bandwidth and
 hop latency of the device's node preset, as ASTRA-sim charges a send there (estimate/collectives.py
 Fabric.link_ns; simulate/network.py PRESETS): userbuffers run inside one node (CUDA IPC or
@@ -134,6 +135,16 @@ def exchange_ns(net: Fabric, size: int, tp: int) -> int:
     return net.link_ns(0, (tp - 1) * -(-size // tp))
 
 
+def _beside(whole: int, spared: int, comm: int) -> int:
+    """A GEMM of `whole` ticks on every SM beside a communication kernel of `comm` ticks that holds
+    NUM_SM of them while it runs (initialize_ub's default set_sm_margin False: the GEMM is launched
+    on every SM, the comm kernel's CTAs take theirs only until it ends): `spared`'s rate while the
+    kernel runs, the whole rate after it; the kernel's time where it outlasts the GEMM."""
+    if comm >= spared:
+        return comm
+    return comm + -(-whole * (spared - comm) // spared)
+
+
 def fused_ticks(f: Fused, gemms: list[IRLayer], cost: CostModel, net: Fabric, tp: int) -> tuple[int, int]:
     """(the fused node's ticks, the GEMMs' own ticks alone) for `f` over the GEMM layers `gemms`
     (this rank's shards), the collective over `tp` ranks of `net`."""
@@ -149,11 +160,12 @@ def fused_ticks(f: Fused, gemms: list[IRLayer], cost: CostModel, net: Fabric, tp
         x = ticks(1e-9 * net.send_ns(0, 1, -(-f.comm.bytes // tp)))
         fused = (tp - 1) * max(g, x) + g
     elif f.method == PIPELINE:
-        g = gemm(spared, Fraction(1, PIPELINE_SPLITS))
+        g = gemm(cost, Fraction(1, PIPELINE_SPLITS))
         r = ticks(1e-9 * exchange_ns(net, -(-f.comm.bytes // PIPELINE_SPLITS), tp))
-        fused = g + (PIPELINE_SPLITS - 1) * max(g, r) + r
+        beside = _beside(g, gemm(spared, Fraction(1, PIPELINE_SPLITS)), r)
+        fused = g + (PIPELINE_SPLITS - 1) * beside + r
     else:
-        fused = max(gemm(spared, Fraction(1)), ticks(1e-9 * exchange_ns(net, f.comm.bytes, tp)))
+        fused = _beside(alone, gemm(spared, Fraction(1)), ticks(1e-9 * exchange_ns(net, f.comm.bytes, tp)))
     # never under the GEMM alone: the chunks do its work, one after another; the wave model splits
     # a chunk of less than a wave over K (cost/gpu.py, split-K), which would let T chunks of a
     # GEMM of a few ragged waves beat the GEMM itself
