@@ -297,6 +297,7 @@ def test_the_agreement_is_kendalls_tau_and_the_largest_error() -> None:
             "distributed_optimizer": True,
             "zero": 1,
             "sp": False,
+            "tp_comm_overlap": False,
             "memory_gib": 1.0,
             "memory_per_stage_gib": [1.0],
         }

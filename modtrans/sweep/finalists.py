@@ -59,6 +59,7 @@ def translation_options(layout: Layout, training: dict[str, Any]) -> dict[str, A
         "recompute": layout.recompute.value,
         "zero": layout.zero,
         "sp": layout.sp,
+        "tp_comm_overlap": layout.tp_comm_overlap,
     }
 
 

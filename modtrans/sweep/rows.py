@@ -37,6 +37,7 @@ class Row:
     distributed_optimizer: bool  # ZeRO-1 or more: the optimizer's state sharded
     zero: int  # the ZeRO stage (Megatron's distributed optimizer: 1)
     sp: bool
+    tp_comm_overlap: bool  # Megatron-Core's --tp-comm-overlap: TE's userbuffers in the SP GEMMs
     memory_gib: float  # the most loaded stage's rank
     memory_per_stage_gib: list[float]
     estimate_s: float | None = None  # the fast tier's iteration (modtrans.estimate.layout)
@@ -61,12 +62,13 @@ class Row:
 
     @property
     def label(self) -> str:
-        """TP8 PP4 DP32 CP2 V2 M1 full DO (ZeRO-1: Megatron's distributed optimizer; Z2, Z3):
-        the degrees as degrees.named names them."""
+        """TP8 PP4 DP32 CP2 V2 M1 full DO TPO (ZeRO-1: Megatron's distributed optimizer; Z2, Z3;
+        TPO: --tp-comm-overlap): the degrees as degrees.named names them."""
         always, rest = named(vars(self))
         parts = [*always, *rest] + [f"V{self.vpp}"] * (self.vpp > 1)
         parts += [f"M{self.micro_batch}", self.recompute] + ["DO"] * (self.zero == 1)
         parts += [f"Z{self.zero}"] * (self.zero > 1)
+        parts += ["TPO"] * self.tp_comm_overlap
         return " ".join(parts)
 
 

@@ -7,18 +7,21 @@ finished, complete rows only, with `stopped` set; the caller writes that table a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modtrans import progress
 from modtrans.plan.model import StageMemory
 from modtrans.strategy.llm.footprint import Footprint
-from modtrans.strategy.llm.options import Layout
+from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.sweep import cache as caching
 from modtrans.sweep import engines, fit, space
 from modtrans.sweep.rows import ranked
 from modtrans.sweep.tasks import Outcome, Setup, estimated, simulated
+
+if TYPE_CHECKING:
+    from modtrans.cost import CostModel
 
 
 def model_digest_of(model: str) -> str:
@@ -59,7 +62,7 @@ def sweep(
     outcome = Outcome([], capacity_bytes=described if isinstance(described, int) else None)
     runner = engines.start(engine, jobs, scheduler)
     try:
-        fitted = _fitting(setup, the_space, gpus, Footprint(ctx.ir), outcome)
+        fitted = _fitting(setup, the_space, gpus, Footprint(ctx.ir), ctx.cost, outcome)
         digest = model_digest_of(setup.model)
         with caching.Cache(cache) as store:
             done = estimated(setup, fitted, runner, store, digest, outcome)
@@ -76,8 +79,39 @@ def sweep(
     return outcome
 
 
+def _checked(footprint: Footprint, cost: CostModel) -> Callable[[Layout], None]:
+    """The model's rules (Footprint.check) and, for a layout with --tp-comm-overlap, the node
+    Transformer Engine's userbuffers need (userbuffers.fabric: --compute gpu, an NVLink node
+    known for the device, T within it; judged once per T): a layout they refuse is counted
+    under its rule, not estimated into an error row."""
+    from modtrans.strategy.llm import userbuffers
+
+    nodes: dict[int, str | None] = {}
+
+    def check(layout: Layout) -> None:
+        footprint.check(layout)
+        if not layout.tp_comm_overlap:
+            return
+        if layout.tp not in nodes:
+            try:
+                userbuffers.fabric(cost, layout.tp)
+                nodes[layout.tp] = None
+            except LayoutError as error:
+                nodes[layout.tp] = str(error)
+        refused = nodes[layout.tp]
+        if refused is not None:
+            raise LayoutError(refused)
+
+    return check
+
+
 def _fitting(
-    setup: Setup, the_space: space.Space, gpus: Sequence[int], footprint: Footprint, outcome: Outcome
+    setup: Setup,
+    the_space: space.Space,
+    gpus: Sequence[int],
+    footprint: Footprint,
+    cost: CostModel,
+    outcome: Outcome,
 ) -> list[tuple[Layout, tuple[StageMemory, ...]]]:
     """Every layout of the space on each GPU count that the rules accept and the memory holds,
     the others counted in `outcome` by why."""
@@ -86,10 +120,11 @@ def _fitting(
     experts = max((x.moe.experts for x in footprint.ir(base).layers if x.moe is not None), default=0)
     model = space.Model(footprint.blocks(base), experts)
     fitted: list[tuple[Layout, tuple[StageMemory, ...]]] = []
+    check = _checked(footprint, cost)
     with progress.task("enumerating", total=None):
         for n in gpus:
             found = space.enumerate_layouts(
-                the_space, npus=n, global_batch=base.batch, model=model, check=footprint.check, **fixed
+                the_space, npus=n, global_batch=base.batch, model=model, check=check, **fixed
             )
             kept = fit.fitting(found.layouts, footprint, outcome.capacity_bytes)
             outcome.refused.update(found.refused + kept.refused)

@@ -15,7 +15,9 @@ P at most the blocks; the divisors of the experts for E), 1 and each V >= 2 that
 per stage, the divisors of the micro-batches per replica for M, every recomputation, the
 distributed optimizer on and off (other frameworks: each ZeRO stage they have, zero_stages), and
 sequence parallelism where T > 1 (Megatron-Core's MoE
-layer refuses T > 1 without it; a dense model trains faster with it: Korthikanti et al. 2022).
+layer refuses T > 1 without it; a dense model trains faster with it: Korthikanti et al. 2022), and
+--tp-comm-overlap off (issue 38's space does not name it; `on,off` tries Transformer Engine's
+userbuffers too, each layout the rule refuses it, without SP, counted under that rule).
 Values are given as a list or an inclusive range (`1,2,4,8`, `1:16`, `1,2,8:16`: rules.integers);
 each is tried, and the rules say which hold (one that does not divide N is refused by that rule).
 V = 1 runs Megatron's 1F1B schedule, V >= 2 its interleaved one.
@@ -23,6 +25,7 @@ V = 1 runs Megatron's 1F1B schedule, V >= 2 its interleaved one.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -54,6 +57,7 @@ class Space:
     recompute: tuple[Recompute, ...] = tuple(Recompute)
     distributed_optimizer: tuple[bool, ...] = (True, False)
     sp: tuple[bool, ...] | None = None
+    tp_comm_overlap: tuple[bool, ...] = (False,)  # Megatron-Core's userbuffers (strategy/llm/userbuffers.py)
     zero: tuple[int, ...] | None = None  # None: zero_stages()
 
     @classmethod
@@ -155,23 +159,23 @@ def _variants(
     schedule = Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B
     stages = zero_stages(space, fixed.get("framework", Framework.MEGATRON))
     for sp in space.sp or ((True,) if chosen.get("tp", 1) > 1 else (False,)):
-        for recompute in space.recompute:
-            for zero in stages:
-                try:
-                    yield Layout(
-                        npus=npus,
-                        **chosen,
-                        vpp=vpp,
-                        schedule=schedule,
-                        micro_batch=mb,
-                        global_batch=batch,
-                        recompute=recompute,
-                        zero=zero,
-                        sp=sp,
-                        **fixed,
-                    )
-                except LayoutError as error:
-                    refused[_rule(str(error))] += 1
+        for recompute, zero, overlap in itertools.product(space.recompute, stages, space.tp_comm_overlap):
+            try:
+                yield Layout(
+                    npus=npus,
+                    **chosen,
+                    vpp=vpp,
+                    schedule=schedule,
+                    micro_batch=mb,
+                    global_batch=batch,
+                    recompute=recompute,
+                    zero=zero,
+                    sp=sp,
+                    tp_comm_overlap=overlap,
+                    **fixed,
+                )
+            except LayoutError as error:  # --tp-comm-overlap without SP among them
+                refused[_rule(str(error))] += 1
 
 
 def zero_stages(space: Space, framework: Framework) -> tuple[int, ...]:
@@ -200,4 +204,5 @@ def options_of(layout: Layout) -> dict[str, Any]:
         "distributed_optimizer": layout.zero >= 1,
         "zero": layout.zero,
         "sp": layout.sp,
+        "tp_comm_overlap": layout.tp_comm_overlap,
     }
