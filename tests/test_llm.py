@@ -13,6 +13,7 @@ from typer.testing import Result
 
 from modtrans import pipeline
 from modtrans.ir.document import Kind, ModelIR
+from modtrans.llm.families import DEFAULTS
 from modtrans.workload.parse import parse
 
 Run = Callable[..., Result]
@@ -190,12 +191,23 @@ def test_heads_that_do_not_split_the_hidden_size_are_a_model_that_cannot_exist(
     run_cli: Run,
 ) -> None:
     """Every family: hidden 60 in 8 heads (7.5 dimensions each) is M801 naming both numbers, exit 2,
-    unless the configuration gives head_dim (then the heads need not split it: Qwen3, Gemma)."""
+    unless the configuration gives head_dim (then the heads need not split it), or its class does
+    (Qwen3Config.head_dim = 128: families.DEFAULTS). Eight key/value heads, given: the classes'
+    own defaults (Qwen2Config's 32, Qwen2MoeConfig's 16) do not split 8 heads."""
     heads_key = "n_head" if model_type == "gpt2" else "num_attention_heads"
     hidden_key = "n_embd" if model_type == "gpt2" else "hidden_size"
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(_family(model_type, extra, **{hidden_key: 60, heads_key: 8})))
+    sizes = {hidden_key: 60, heads_key: 8} | (
+        {} if model_type in ("gpt2", "bert") else {"num_key_value_heads": 8}
+    )
+    path.write_text(json.dumps(_family(model_type, extra, **sizes)))
     ir, found = pipeline.extract_checked(path)
+    if "head_dim" in DEFAULTS.get(model_type, {}):
+        assert ir is not None, found
+        gemm = ir.layer("model.layers.0.self_attn.q_proj").gemm
+        assert gemm is not None
+        assert gemm.n == 8 * 128  # transformers 5.25 configuration_qwen3.py: head_dim: int = 128
+        return
     assert ir is None
     assert [d.code for d in found] == ["M801"]
     assert (
@@ -204,9 +216,7 @@ def test_heads_that_do_not_split_the_hidden_size_are_a_model_that_cannot_exist(
     )
     assert run_cli("translate", path).exit_code == 2
     if model_type not in ("gpt2", "bert"):  # the families whose configuration class has head_dim
-        path.write_text(
-            json.dumps(_family(model_type, extra, **{hidden_key: 60, heads_key: 8, "head_dim": 8}))
-        )
+        path.write_text(json.dumps(_family(model_type, extra, **sizes, head_dim=8)))
         gemm = _ir(path).layer("model.layers.0.self_attn.q_proj").gemm
         assert gemm is not None
         assert gemm.n == 64
