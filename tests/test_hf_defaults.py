@@ -24,8 +24,8 @@ import transformers
 
 from modtrans import pipeline
 from modtrans.hf import classes, library
-from modtrans.llm.config import ALIASES, FAMILIES, VISION_LANGUAGE, ConfigError, from_hf
-from modtrans.llm.families import DEFAULTS
+from modtrans.llm.config import ALIASES, FAMILIES, TEXT_DEFAULTS, VISION_LANGUAGE, ConfigError, from_hf
+from modtrans.llm.families import DEFAULTS, HIDDEN_DROPOUT
 
 pytestmark = pytest.mark.hf
 
@@ -45,19 +45,13 @@ PUBLISHED = {
 }  # fmt: skip
 """Each hand-written family's published file (under fixtures/)."""
 OWN_DEFAULTS = (
-    "mistral",
-    "qwen3",
-    "mixtral",
-    "qwen2_moe",
-    "qwen3_moe",
-    "deepseek_v3",
-    "olmo3",
-    "mt5",
+    "mistral", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "olmo3", "mt5",
     "umt5",
-)
-"""The families with no published file here: read from their class's own defaults' dict.
-DeepseekV2Config's defaults name no num_experts_per_tok (None), which the offline reader needs;
-deepseek (DeepSeek-MoE) has no transformers class (its files name their own code)."""
+)  # fmt: skip
+"""The families with no published file here: read from their class's own defaults' dict
+(DeepseekV2Config's names no num_experts_per_tok, None, which the offline reader needs: 6, as
+deepseek-ai/DeepSeek-V2's config.json says). deepseek (DeepSeek-MoE) has no transformers class
+(its files name their own code)."""
 DROPPED = (
     "num_key_value_heads", "num_kv_heads", "head_dim", "intermediate_size", "ffn_hidden_size", "n_inner",
     "max_position_embeddings", "tie_word_embeddings", "attention_bias", "mlp_bias", "use_bias", "bias",
@@ -76,6 +70,8 @@ def _file(family: str) -> dict[str, Any]:
         data = json.loads((ROOT / "fixtures" / f"{PUBLISHED[family]}.json").read_text())
     else:
         data = classes.default_config(family).to_dict()
+        if data.get("num_experts_per_tok", 0) is None:
+            data["num_experts_per_tok"] = 6
     data["model_type"] = ALIASES.get(data["model_type"], data["model_type"])
     return dict(data)
 
@@ -97,7 +93,7 @@ def _cases() -> list[Any]:
 
 def test_every_hand_written_family_transformers_defines_is_checked() -> None:
     assert sorted(set(PUBLISHED) | set(OWN_DEFAULTS)) == sorted(
-        f for f in FAMILIES if f in transformers.CONFIG_MAPPING and f != "deepseek_v2"
+        f for f in FAMILIES if f in transformers.CONFIG_MAPPING
     )
 
 
@@ -166,7 +162,7 @@ def test_a_key_a_file_omits_reads_as_transformers_builds_it(family: str, dotted:
         "tied": arch.tied,
         "context": arch.context,
     }
-    if family in ("deepseek_v3",):  # latent attention: DeepseekV3Config.head_dim is qk_rope_head_dim
+    if family in ("deepseek_v2", "deepseek_v3"):  # latent attention: head_dim is qk_rope_head_dim there
         ours.pop("head_dim"), theirs.pop("head_dim")
     if family in ("bert", "t5", "mt5", "umt5"):  # BERT's tying is its MLM head's (heads_on_top); T5's
         ours.pop("context"), theirs.pop("context")  # relative positions have no context (n_positions)
@@ -183,3 +179,68 @@ def test_a_key_a_file_omits_reads_as_transformers_builds_it(family: str, dotted:
     assert ir is not None, [d.message for d in found]
     model = library.build(config)
     assert ir.totals.params == sum(p.numel() for p in model.parameters())
+
+
+def _fields(cls: Any) -> dict[str, Any]:
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
+@pytest.mark.parametrize("family", sorted(HIDDEN_DROPOUT))
+def test_each_hidden_dropout_default_is_its_class_s_own_field(family: str) -> None:
+    key, default = HIDDEN_DROPOUT[family]
+    assert _fields(transformers.CONFIG_MAPPING[family])[key] == default
+
+
+@pytest.mark.parametrize("language", sorted(TEXT_DEFAULTS))
+def test_a_vision_language_model_s_text_defaults_are_its_language_class_s(language: str) -> None:
+    """TEXT_DEFAULTS: what LlamaConfig, MistralConfig, Qwen2Config, Qwen2VLTextConfig and
+    Gemma3TextConfig give the keys a text_config leaves out."""
+    cls = transformers.Qwen2VLTextConfig if language == "qwen2_vl" else transformers.CONFIG_MAPPING[language]
+    fields = _fields(cls)
+    assert TEXT_DEFAULTS[language] == {key: fields[key] for key in TEXT_DEFAULTS[language]}
+
+
+VISION = ("llava", "llava_next", "qwen2_vl", "qwen2_5_vl", "gemma3")
+TOWER = {  # Vision's and its tower's fields: the vision configuration classes' names
+    "hidden": ("embed_dim", "hidden_size"), "layers": ("num_hidden_layers", "depth"),
+    "heads": ("num_attention_heads", "num_heads"), "patch": ("patch_size",),
+    "channels": ("num_channels", "in_channels"), "temporal": ("temporal_patch_size",),
+    "merge": ("spatial_merge_size",), "window": ("window_size",), "image": ("image_size",),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("family", "key"),
+    [
+        (f, k)
+        for f in VISION
+        for k in _file(f).get("vision_config", {})
+        if k not in ("model_type", "architectures")
+    ],
+)
+def test_a_key_a_vision_config_omits_reads_as_transformers_builds_it(family: str, key: str) -> None:
+    """Each vision tower's size its file gives, dropped: the tower read offline (llm/config.py _vit,
+    _qwen_vision) is what the composite class's vision_config holds (CLIPVisionConfig's,
+    SiglipVisionConfig's, Qwen2VLVisionConfig's, Qwen2_5_VLVisionConfig's defaults)."""
+    data = _dropped(family, f"vision_config.{key}")
+    try:
+        vision = classes.config_of(data).vision_config
+    except (
+        Exception
+    ):  # transformers refuses the tower (heads that do not split its width), whatever its class
+        with pytest.raises(ConfigError):
+            from_hf(data)
+        return
+    try:
+        arch = from_hf(data)
+    except ConfigError as error:  # a default the file's other sizes do not fit: one line, never a guess
+        assert "\n" not in str(error)  # noqa: PT017
+        return
+    assert arch.vision is not None
+    ours = {"hidden": arch.vision.tower.hidden, "layers": arch.vision.tower.layers,
+            "heads": arch.vision.tower.heads, **{k: getattr(arch.vision, k) for k in TOWER if k in (
+                "patch", "channels", "temporal", "merge", "window", "image")}}  # fmt: skip
+    for field, names in TOWER.items():
+        value = next((getattr(vision, n) for n in names if getattr(vision, n, None) is not None), None)
+        if value is not None and (field != "hidden" or family != "qwen2_vl" or names[0] == "embed_dim"):
+            assert ours[field] == value, (field, ours[field], value)
