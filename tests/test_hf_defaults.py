@@ -106,7 +106,7 @@ def test_each_default_is_its_class_s_own_field(family: str) -> None:
 
 
 def _dropped(family: str, dotted: str) -> dict[str, Any]:
-    data = json.loads(json.dumps(_file(family)))
+    data: dict[str, Any] = json.loads(json.dumps(_file(family)))
     *outer, key = dotted.split(".")
     (data[outer[0]] if outer else data).pop(key)
     return data
