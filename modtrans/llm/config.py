@@ -13,8 +13,10 @@ phi, olmo, stablelm, cohere (their module names and norm placement in families.p
 jamba (attention and Mamba blocks, experts every second block); llava, llava_next, qwen2_vl,
 qwen2_5_vl, gemma3 (vision-language models: a vision tower, its projector or merger, and a Llama /
 Mistral / Qwen2 / Gemma 3 language model, read by _vision_language).
-Keys follow each family's transformers configuration class; a key a family needs that is missing
-is a ConfigError naming it.
+Keys follow each family's transformers configuration class: a key the file omits is that class's
+default (families.DEFAULTS) or its derived rule (key/value heads as many as the query heads), and
+a size the model needs that is missing (hidden_size, vocab_size, the layer and head counts) is a
+ConfigError naming it.
 """
 
 from __future__ import annotations

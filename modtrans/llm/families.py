@@ -1,4 +1,5 @@
-"""The decoder families beyond Llama's layout: where each names its modules and puts its norms.
+"""The decoder families beyond Llama's layout: where each names its modules and puts its norms;
+and every family's configuration-class defaults for the keys a file may omit (DEFAULTS).
 
 One description (Style) that every decoder maps onto; build.py builds any of them. Each entry
 names the transformers modeling file whose modules it follows (the module names are the
