@@ -438,3 +438,26 @@ def test_the_default_sequence_is_the_models_context_when_shorter(name: str, run_
     assert longer.exit_code == 0, longer.output
     assert "M802" in longer.stderr
     assert "M802" not in run_cli("translate", path, "--dp", "2").stderr
+
+
+def test_a_file_without_num_key_value_heads_takes_its_class_s_default(tmp_path: Path, run_cli: Run) -> None:
+    """An omitted key is the configuration class's default, not the query head count: Gemma 3 1B's
+    file without it has Gemma3TextConfig's 4 key/value heads (transformers 5.25
+    configuration_gemma3.py: num_key_value_heads: int = 4), k_proj 4 x 256 wide; Qwen2.5 0.5B's
+    14 heads with Qwen2Config's 32 (configuration_qwen2.py: num_key_value_heads: int | None = 32)
+    is a model whose forward fails in transformers (repeat_kv: 14 // 32 = 0 copies): refused, M801."""
+    gemma = json.loads((FIXTURE_CONFIGS / "gemma-3-1b-pt.json").read_text())
+    del gemma["num_key_value_heads"]
+    (tmp_path / "gemma.json").write_text(json.dumps(gemma))
+    k = _ir(tmp_path / "gemma.json").layer("model.layers.0.self_attn.k_proj").gemm
+    assert k is not None
+    assert k.n == 4 * 256
+    qwen = json.loads((FIXTURE_CONFIGS.parent / "hf" / "qwen2.5-0.5b-instruct.json").read_text())
+    del qwen["num_key_value_heads"]
+    (tmp_path / "qwen.json").write_text(json.dumps(qwen))
+    ir, found = pipeline.extract_checked(tmp_path / "qwen.json")
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert "no `num_key_value_heads`" in found[0].message
+    assert "default of 32 does not split its 14 attention heads" in found[0].message
+    assert run_cli("translate", tmp_path / "qwen.json").exit_code == 2

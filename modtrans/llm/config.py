@@ -246,6 +246,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _decoder(config, family, dtype)
     if family in HIDDEN_DROPOUT:
         arch = dataclasses.replace(arch, hidden_dropout=_probability(config, *HIDDEN_DROPOUT[family]))
+    # Qwen2Config's 32 for a file of 14 heads: transformers builds it, and its forward fails
+    # (repeat_kv's num_attention_heads // num_key_value_heads copies is 0)
     if given.get("num_key_value_heads") is None and arch.heads % arch.kv_heads:
         raise ConfigError(
             f"the file gives no `num_key_value_heads`, and its class's default of {arch.kv_heads} does "
