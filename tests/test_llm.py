@@ -13,6 +13,7 @@ from typer.testing import Result
 
 from modtrans import pipeline
 from modtrans.ir.document import Kind, ModelIR
+from modtrans.llm.families import DEFAULTS
 from modtrans.workload.parse import parse
 
 Run = Callable[..., Result]
@@ -190,12 +191,23 @@ def test_heads_that_do_not_split_the_hidden_size_are_a_model_that_cannot_exist(
     run_cli: Run,
 ) -> None:
     """Every family: hidden 60 in 8 heads (7.5 dimensions each) is M801 naming both numbers, exit 2,
-    unless the configuration gives head_dim (then the heads need not split it: Qwen3, Gemma)."""
+    unless the configuration gives head_dim (then the heads need not split it), or its class does
+    (Qwen3Config.head_dim = 128: families.DEFAULTS). Eight key/value heads, given: the classes'
+    own defaults (Qwen2Config's 32, Qwen2MoeConfig's 16) do not split 8 heads."""
     heads_key = "n_head" if model_type == "gpt2" else "num_attention_heads"
     hidden_key = "n_embd" if model_type == "gpt2" else "hidden_size"
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(_family(model_type, extra, **{hidden_key: 60, heads_key: 8})))
+    sizes = {hidden_key: 60, heads_key: 8} | (
+        {} if model_type in ("gpt2", "bert") else {"num_key_value_heads": 8}
+    )
+    path.write_text(json.dumps(_family(model_type, extra, **sizes)))
     ir, found = pipeline.extract_checked(path)
+    if "head_dim" in DEFAULTS.get(model_type, {}):
+        assert ir is not None, found
+        gemm = ir.layer("model.layers.0.self_attn.q_proj").gemm
+        assert gemm is not None
+        assert gemm.n == 8 * 128  # transformers 5.25 configuration_qwen3.py: head_dim: int = 128
+        return
     assert ir is None
     assert [d.code for d in found] == ["M801"]
     assert (
@@ -204,9 +216,7 @@ def test_heads_that_do_not_split_the_hidden_size_are_a_model_that_cannot_exist(
     )
     assert run_cli("translate", path).exit_code == 2
     if model_type not in ("gpt2", "bert"):  # the families whose configuration class has head_dim
-        path.write_text(
-            json.dumps(_family(model_type, extra, **{hidden_key: 60, heads_key: 8, "head_dim": 8}))
-        )
+        path.write_text(json.dumps(_family(model_type, extra, **sizes, head_dim=8)))
         gemm = _ir(path).layer("model.layers.0.self_attn.q_proj").gemm
         assert gemm is not None
         assert gemm.n == 64
@@ -428,3 +438,26 @@ def test_the_default_sequence_is_the_models_context_when_shorter(name: str, run_
     assert longer.exit_code == 0, longer.output
     assert "M802" in longer.stderr
     assert "M802" not in run_cli("translate", path, "--dp", "2").stderr
+
+
+def test_a_file_without_num_key_value_heads_takes_its_class_s_default(tmp_path: Path, run_cli: Run) -> None:
+    """An omitted key is the configuration class's default, not the query head count: Gemma 3 1B's
+    file without it has Gemma3TextConfig's 4 key/value heads (transformers 5.25
+    configuration_gemma3.py: num_key_value_heads: int = 4), k_proj 4 x 256 wide; Qwen2.5 0.5B's
+    14 heads with Qwen2Config's 32 (configuration_qwen2.py: num_key_value_heads: int | None = 32)
+    is a model whose forward fails in transformers (repeat_kv: 14 // 32 = 0 copies): refused, M801."""
+    gemma = json.loads((FIXTURE_CONFIGS / "gemma-3-1b-pt.json").read_text())
+    del gemma["num_key_value_heads"]
+    (tmp_path / "gemma.json").write_text(json.dumps(gemma))
+    k = _ir(tmp_path / "gemma.json").layer("model.layers.0.self_attn.k_proj").gemm
+    assert k is not None
+    assert k.n == 4 * 256
+    qwen = json.loads((FIXTURE_CONFIGS.parent / "hf" / "qwen2.5-0.5b-instruct.json").read_text())
+    del qwen["num_key_value_heads"]
+    (tmp_path / "qwen.json").write_text(json.dumps(qwen))
+    ir, found = pipeline.extract_checked(tmp_path / "qwen.json")
+    assert ir is None
+    assert [d.code for d in found] == ["M801"]
+    assert "no `num_key_value_heads`" in found[0].message
+    assert "default of 32 does not split its 14 attention heads" in found[0].message
+    assert run_cli("translate", tmp_path / "qwen.json").exit_code == 2

@@ -13,8 +13,10 @@ phi, olmo, stablelm, cohere (their module names and norm placement in families.p
 jamba (attention and Mamba blocks, experts every second block); llava, llava_next, qwen2_vl,
 qwen2_5_vl, gemma3 (vision-language models: a vision tower, its projector or merger, and a Llama /
 Mistral / Qwen2 / Gemma 3 language model, read by _vision_language).
-Keys follow each family's transformers configuration class; a key a family needs that is missing
-is a ConfigError naming it.
+Keys follow each family's transformers configuration class: a key the file omits is that class's
+default (families.DEFAULTS) or its derived rule (key/value heads as many as the query heads), and
+a size the model needs that is missing (hidden_size, vocab_size, the layer and head counts) is a
+ConfigError naming it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modtrans import dtypes, limits
-from modtrans.llm.families import HIDDEN_DROPOUT, LLAMA, STYLES, Style, synonymous
+from modtrans.llm.families import HIDDEN_DROPOUT, LLAMA, STYLES, Style, defaulted, synonymous
 
 SEQ2SEQ = ("t5", "mt5", "umt5")
 """The encoder-decoder families (T5Config, MT5Config, UMT5Config: one architecture)."""
@@ -223,7 +225,8 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
     if family not in FAMILIES:
         known = ", ".join(FAMILIES)
         raise ConfigError(f"model_type {family!r} is not a family modtrans reads ({known})")
-    config = synonymous(config, family)
+    given = synonymous(config, family)
+    config = defaulted(given, family)
     dtype = checkpoint_dtype(config)
     if family in ("gpt2", "gpt_bigcode"):
         arch = _gpt2(config, family, dtype)
@@ -243,6 +246,13 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _decoder(config, family, dtype)
     if family in HIDDEN_DROPOUT:
         arch = dataclasses.replace(arch, hidden_dropout=_probability(config, *HIDDEN_DROPOUT[family]))
+    # Qwen2Config's 32 for a file of 14 heads: transformers builds it, and its forward fails
+    # (repeat_kv's num_attention_heads // num_key_value_heads copies is 0)
+    if given.get("num_key_value_heads") is None and arch.heads % arch.kv_heads:
+        raise ConfigError(
+            f"the file gives no `num_key_value_heads`, and its class's default of {arch.kv_heads} does "
+            f"not split its {arch.heads} attention heads: give it (a model that cannot run)"
+        )
     _check(arch)
     return arch
 
@@ -500,12 +510,6 @@ def _attention_biases(config: Mapping[str, Any], family: str) -> tuple[bool, boo
     return bias, bias
 
 
-TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "falcon", "cohere"})
-"""Families whose configuration class defaults tie_word_embeddings to True (GemmaConfig,
-Gemma2Config, Gemma3TextConfig, Starcoder2Config, FalconConfig, CohereConfig); the others
-default to False (PhiConfig, OlmoConfig, StableLmConfig among them)."""
-
-
 def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
     """The families of families.py: their keys as their transformers configuration classes read
     them (GPTNeoXConfig, FalconConfig, Phi3Config, GemmaConfig, Gemma2Config, Gemma3TextConfig,
@@ -519,8 +523,10 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
     kv_heads = _get(config, "num_key_value_heads", default=heads)
     bias = bool(config.get("attention_bias", False))  # q, k, v and o (GemmaAttention, Olmo2's, Phi3's)
     mlp_bias, o_bias, norm, mlp = False, bias, "rms", "swiglu"  # their MLPs never (bias=False)
-    tied = bool(config.get("tie_word_embeddings", family in TIED_BY_DEFAULT))
-    intermediate = _get(config, "intermediate_size", default=4 * hidden)
+    tied = bool(config.get("tie_word_embeddings", False))  # families.DEFAULTS: True where the class's is
+    # families.DEFAULTS: each class's own; FalconConfig's ffn_hidden_size is None: 4 x hidden_size
+    wide = ("ffn_hidden_size", 4 * hidden) if family == "falcon" else ("intermediate_size", ...)
+    intermediate = _get(config, wide[0], default=wide[1])
     if family.startswith("gemma"):
         mlp = "geglu"  # GemmaMLP: act(gate) * up, gelu_pytorch_tanh
     elif family == "starcoder2":
@@ -529,7 +535,6 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
     elif family == "gpt_neox":
         bias = mlp_bias = o_bias = bool(config.get("attention_bias", True))
         norm, mlp = "layer", "gelu"
-        tied = bool(config.get("tie_word_embeddings", False))
         if not config.get("use_parallel_residual", True):
             style = dataclasses.replace(style, norms="pre")
     elif family == "phi3":
@@ -537,7 +542,6 @@ def _styled(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
     elif family == "falcon":
         bias = mlp_bias = o_bias = bool(config.get("bias", False))
         norm, mlp = "layer", "gelu"
-        intermediate = _get(config, "ffn_hidden_size", default=4 * hidden)
         style, kv_heads = _falcon(config, style, heads)
     arch = Arch(
         family=family,
@@ -619,11 +623,12 @@ def _mamba(config: Mapping[str, Any], dtype: str) -> Arch:
     )  # fmt: skip
 
 
-T5_DEFAULTS = {"t5": ("relu", True), "mt5": ("gated-gelu", False), "umt5": ("gated-gelu", True)}
+T5_DEFAULTS = {"t5": ("relu", True), "mt5": ("gated-gelu", True), "umt5": ("gated-gelu", True)}
 """Each encoder-decoder configuration class's feed_forward_proj and tie_word_embeddings defaults
-(transformers 4.x configuration_t5.py T5Config, configuration_mt5.py MT5Config,
-configuration_umt5.py UMT5Config). transformers 5 forces T5's head tied whatever the file says;
-a T5 v1.1 checkpoint has its own lm_head.weight, so `tie_word_embeddings: false` is followed."""
+(transformers 5.25 configuration_t5.py T5Config, configuration_mt5.py MT5Config: True, where 4.x's
+was False, configuration_umt5.py UMT5Config). transformers 5 forces T5's head tied whatever the
+file says; a T5 v1.1 checkpoint has its own lm_head.weight, so `tie_word_embeddings: false` is
+followed."""
 
 
 def _t5(config: Mapping[str, Any], family: str, dtype: str) -> Arch:
@@ -755,7 +760,7 @@ def _vision_language(config: Mapping[str, Any], family: str, dtype: str) -> Arch
         raise ConfigError(
             f"a {family} language model of model_type {language!r} is not modelled ({', '.join(known)})"
         )
-    values = {**TEXT_DEFAULTS[language], **text}
+    values = defaulted({**TEXT_DEFAULTS[language], **text}, language)
     if language in STYLES:
         arch = _styled(values, language, dtype)
     else:

@@ -1,4 +1,5 @@
-"""The decoder families beyond Llama's layout: where each names its modules and puts its norms.
+"""The decoder families beyond Llama's layout: where each names its modules and puts its norms;
+and every family's configuration-class defaults for the keys a file may omit (DEFAULTS).
 
 One description (Style) that every decoder maps onto; build.py builds any of them. Each entry
 names the transformers modeling file whose modules it follows (the module names are the
@@ -153,6 +154,57 @@ STYLES = {
     ),
 }
 """The families whose layout is not Llama's (Llama, Mistral, Qwen: STYLES.get(family, LLAMA))."""
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"max_position_embeddings": 2048},
+    "mistral": {"num_key_value_heads": 8, "max_position_embeddings": 131072},
+    "qwen2": {"num_key_value_heads": 32, "max_position_embeddings": 32768},
+    "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768},
+    "mixtral": {"num_key_value_heads": 8, "max_position_embeddings": 131072},
+    "qwen2_moe": {"num_key_value_heads": 16, "max_position_embeddings": 32768,
+                  "shared_expert_intermediate_size": 5632},
+    "qwen3_moe": {"num_key_value_heads": 4, "max_position_embeddings": 32768},
+    "deepseek_v2": {"max_position_embeddings": 2048, "n_routed_experts": 64, "n_shared_experts": 2,
+                    "q_lora_rank": 1536},
+    "deepseek_v3": {"num_key_value_heads": 128, "max_position_embeddings": 4096, "n_routed_experts": 256,
+                    "n_shared_experts": 1, "first_k_dense_replace": 3, "q_lora_rank": 1536},
+    "granite": {"max_position_embeddings": 2048},
+    "gemma": {"num_key_value_heads": 16, "head_dim": 256, "intermediate_size": 24576,
+              "max_position_embeddings": 8192, "tie_word_embeddings": True},
+    "gemma2": {"num_key_value_heads": 4, "head_dim": 256, "intermediate_size": 9216,
+               "max_position_embeddings": 8192, "tie_word_embeddings": True},
+    "gemma3_text": {"num_key_value_heads": 4, "head_dim": 256, "intermediate_size": 9216,
+                    "max_position_embeddings": 131072, "tie_word_embeddings": True},
+    "olmo2": {"intermediate_size": 11008, "max_position_embeddings": 2048},
+    "olmo3": {"intermediate_size": 11008, "max_position_embeddings": 2048},
+    "phi3": {"intermediate_size": 8192, "max_position_embeddings": 4096},
+    "starcoder2": {"num_key_value_heads": 2, "intermediate_size": 12288, "max_position_embeddings": 4096,
+                   "tie_word_embeddings": True},
+    "gpt_neox": {"intermediate_size": 24576, "max_position_embeddings": 2048},
+    "jamba": {"num_key_value_heads": 8, "max_position_embeddings": 262144},
+    "phi": {"intermediate_size": 8192, "max_position_embeddings": 2048},
+    "olmo": {"intermediate_size": 11008, "max_position_embeddings": 2048},
+    "stablelm": {"num_key_value_heads": 32, "intermediate_size": 6912, "max_position_embeddings": 4096},
+    "cohere": {"intermediate_size": 22528, "max_position_embeddings": 8192, "tie_word_embeddings": True},
+    "falcon": {"max_position_embeddings": 2048, "tie_word_embeddings": True},
+}  # fmt: skip
+"""Each family's configuration class's default (transformers 5.25: the class's field, e.g.
+Qwen2Config.num_key_value_heads = 32) of each key the offline reader takes a value for when a
+file omits it and the class's default is a number of its own, not a rule: a class whose field
+is None derives it in __post_init__ (LlamaConfig: num_key_value_heads = num_attention_heads;
+head_dim = hidden_size // num_attention_heads in the attention), as config.py does without an
+entry here. A key the reader needs and a family's class defaults (vocab_size, hidden_size, the
+layer and head counts, Llama's intermediate_size) is refused when missing, not defaulted: a file
+without its model's size describes no published model. tests/test_hf_defaults.py holds this
+table to each class's fields and to its build of a published file with each key dropped."""
+
+
+def defaulted(config: Mapping[str, Any], family: str) -> Mapping[str, Any]:
+    """`config` with its family's class defaults (DEFAULTS) under the keys it omits; a key it sets,
+    to null too, kept (a null is the class's derived rule, as transformers reads it)."""
+    found = DEFAULTS.get(family)
+    return {**found, **config} if found else config
+
 
 HIDDEN_DROPOUT = {
     "gpt2": ("resid_pdrop", 0.1),  # GPT2Attention.resid_dropout, GPT2MLP.dropout
