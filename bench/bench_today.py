@@ -85,10 +85,10 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest (2026-12-06, the exact tier; the Megatron-Core rows at TP > 1 with --tp-comm-overlap on
-branch tpoverlap (main 600cc4d), the others as on branch nemorows (main b02debe), which those rows'
-commands leave alone; history in docs/performance.md; compute, exposed communication and bubble:
-the busiest stage's):
+Latest (2026-12-06, the exact tier; the Megatron-Core rows at TP > 1 with --tp-comm-overlap, its
+GEMMs on the SMs the comm kernel leaves only while it runs (main a0d2f16), the others as on branch
+nemorows (main b02debe), which those rows' commands leave alone; history in docs/performance.md;
+compute, exposed communication and bubble: the busiest stage's):
 
     run                      published    ours   error  compute   comm  bubble  memory pub / ours
     titan-8b-a100              2.755 s  2.881 s  +4.6 %  2.539 s  0.342  0.000       - / 29.1
@@ -98,17 +98,19 @@ the busiest stage's):
     foundry-7b-h100            1.155 s  0.885 s -23.4 %  0.820 s  0.065  0.000       - / 61.8
     foundry-7b-a100            5.295 s  4.758 s -10.1 %  4.484 s  0.274  0.000       - / 61.8
     mcore-1.7b-h100            0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 17.1
-    mcore-7.1b-h100            0.800 s  0.645 s -19.3 %  0.640 s  0.006  0.000       - / 28.3
-    mcore-16b-h100             0.850 s  0.730 s -14.1 %  0.723 s  0.006  0.000       - / 29.3
-    mcore-32b-h100             0.892 s  1.080 s +21.1 %  0.756 s  0.324  0.000       - / 28.2
-    mcore-70b-h100             2.177 s  2.447 s +12.4 %  1.624 s  0.564  0.258       - / 36.8
-    mcore-119b-h100            3.648 s  3.982 s  +9.2 %  2.835 s  0.496  0.651       - / 37.6
-    mcore-177b-h100            5.259 s  5.650 s  +7.4 %  4.082 s  0.517  1.051       - / 41.7
-    mcore-314b-h100            8.399 s  8.780 s  +4.5 %  6.339 s  0.721  1.720       - / 55.7
-    mcore-462b-h100           12.716 s 13.233 s  +4.1 %  9.651 s  0.609  2.973       - / 56.6
+    mcore-7.1b-h100            0.800 s  0.592 s -26.0 %  0.586 s  0.006  0.000       - / 28.3
+    mcore-16b-h100             0.850 s  0.692 s -18.5 %  0.686 s  0.006  0.000       - / 29.3
+    mcore-32b-h100             0.892 s  1.064 s +19.3 %  0.735 s  0.329  0.000       - / 28.2
+    mcore-70b-h100             2.177 s  2.362 s  +8.5 %  1.539 s  0.575  0.248       - / 36.8
+    mcore-119b-h100            3.648 s  3.861 s  +5.9 %  2.728 s  0.503  0.631       - / 37.6
+    mcore-177b-h100            5.259 s  5.417 s  +3.0 %  3.882 s  0.526  1.009       - / 41.7
+    mcore-314b-h100            8.399 s  8.393 s  -0.1 %  6.014 s  0.731  1.649       - / 55.7
+    mcore-462b-h100           12.716 s 12.795 s  +0.6 %  9.291 s  0.615  2.889       - / 56.6
     mcore-mixtral-8x7b-h100    2.903 s  3.050 s  +5.1 %  1.974 s  0.356  0.720       - / 48.3
-    MAE 11.0 %, worst 26.4 % (goal: within 10 % each)
+    MAE 10.4 %, worst 26.4 % (goal: within 10 % each)
 
+With the GEMMs on 116 of 132 SMs throughout (branch tpoverlap): 7.1B -19.3 %, 16B -14.1 %, 32B
++21.1 %, 70B +12.4 %, 119B +9.2 %, 177B +7.4 %, 314B +4.5 %, 462B +4.1 %; MAE 11.0 %.
 Before --tp-comm-overlap (the same day, TP collectives NCCL's, in series): 7.1B -18.2 %, 16B
 -6.2 %, 32B +56.7 %, 70B +35.5 %, 119B +19.3 %, 177B +12.8 %, 314B +13.1 %, 462B +6.5 %; MAE
 15.8 %, worst 56.7 %.
