@@ -248,9 +248,9 @@ SWEEP_OWN: tuple[Option, ...] = (
     _o("sp", tuple, "Sequence parallelism: on, off (default: on where T > 1).", SPACE, text=switches,
        metavar="LIST"),
     _o("tp_comm_overlap", tuple,
-       "Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): on, off (default: off only, "
-       "as issue 38's search space; on is tried where SP is on and T > 1 within a node).", SPACE,
-       text=switches, metavar="LIST"),
+       "Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): on, off (default: off "
+       "only, as Megatron-LM runs without the flag; on is tried where SP is on and T > 1 within a "
+       "node).", SPACE, text=switches, metavar="LIST"),
     _o("zero", tuple, "ZeRO stages Z, 0-3 (default: megatron --distributed-optimizer's; deepspeed 0-3; "
        "fsdp 0, 2, 3).", SPACE, **_SPACE),
     _o("simulate", str, "Run ASTRA-sim 2.x on the best K by the estimate (top:K), all, or none.", SWEEPING,

@@ -223,8 +223,10 @@ def test_the_api_returns_rows_or_a_dataframe() -> None:
 def test_a_stopped_sweep_leaves_a_consistent_table_and_resumes(tmp_path: Path) -> None:
     """SIGINT while estimating: the process dies of it, the table holds whole rows of what was
     estimated, and the next run takes those from the cache."""
+    # both --tp-comm-overlap values: twice the layouts, so that work is left when the first result
+    # lands (with SMALL alone a loaded machine could finish between two polls)
     args = [sys.executable, "-m", "modtrans", "sweep", "llama-3-8b", *SMALL, "--jobs", "2"]
-    args += ["--cache", str(tmp_path / "cache"), "-o", str(tmp_path / "t")]
+    args += ["--tp-comm-overlap", "on,off", "--cache", str(tmp_path / "cache"), "-o", str(tmp_path / "t")]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     database = tmp_path / "cache" / "sweep.sqlite"
@@ -236,7 +238,7 @@ def test_a_stopped_sweep_leaves_a_consistent_table_and_resumes(tmp_path: Path) -
                     break
         except sqlite3.Error:
             pass
-        time.sleep(0.2)
+        time.sleep(0.02)
     child.send_signal(signal.SIGINT)
     child.communicate(timeout=120)
     assert child.returncode in (-signal.SIGINT, 130)

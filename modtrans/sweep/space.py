@@ -16,7 +16,7 @@ per stage, the divisors of the micro-batches per replica for M, every recomputat
 distributed optimizer on and off (other frameworks: each ZeRO stage they have, zero_stages), and
 sequence parallelism where T > 1 (Megatron-Core's MoE
 layer refuses T > 1 without it; a dense model trains faster with it: Korthikanti et al. 2022), and
---tp-comm-overlap off (issue 38's space does not name it; `on,off` tries Transformer Engine's
+--tp-comm-overlap off (the plain Megatron-LM run; `on,off` tries Transformer Engine's
 userbuffers too, each layout the rule refuses it, without SP, counted under that rule).
 Values are given as a list or an inclusive range (`1,2,4,8`, `1:16`, `1,2,8:16`: rules.integers);
 each is tried, and the rules say which hold (one that does not divide N is refused by that rule).
