@@ -25,6 +25,12 @@ import torch.nn.functional as F
 META = torch.device("meta")
 
 
+def on_meta(*tensors: Any) -> bool:
+    """Whether every tensor among `tensors` is on meta: only then is a loop recorded in one pass
+    (a call with real values runs transformers' own; scans.py's rules ask the same)."""
+    return all(t.device == META for t in tensors if isinstance(t, torch.Tensor))
+
+
 def l2norm(x: Any, dim: int = -1, eps: float = 1e-6) -> Any:
     """The modeling module's own l2norm (modeling_qwen3_next.py, FLA's): its two ops."""
     return x * torch.rsqrt((x * x).sum(dim=dim, keepdim=True) + eps)
@@ -46,8 +52,7 @@ def gated_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
         use_qk_l2norm_in_kernel: bool = False,
         **kwargs: Any,
     ) -> Any:
-        tensors = (query, key, value, g, beta, initial_state)
-        if any(isinstance(t, torch.Tensor) and t.device != META for t in tensors):
+        if not on_meta(query, key, value, g, beta, initial_state):
             return original(
                 query,
                 key,
@@ -60,6 +65,7 @@ def gated_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
                 use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
                 **kwargs,
             )
+        initial_dtype = query.dtype
         batch_size, sequence_length = key.shape[:2]
         num_v_heads, v_head_dim = value.shape[-2:]
         query, key, new_values, k_cumdecay, intra_chunk_attn, chunk_decay = _chunks(
@@ -74,7 +80,6 @@ def gated_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
         state = state * chunk_decay + key.transpose(-1, -2) @ v_new
         last_recurrent_state = state[:, :, -1] if output_final_state else None
         core_attn_out = core_attn_out.reshape(batch_size, num_v_heads, -1, v_head_dim)[:, :, :sequence_length]
-        initial_dtype = tensors[0].dtype
         core_attn_out = core_attn_out.transpose(1, 2).to(initial_dtype, memory_format=torch.contiguous_format)
         return core_attn_out, last_recurrent_state
 
@@ -144,8 +149,7 @@ def kimi_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
         use_qk_l2norm_in_kernel: bool = False,
         **kwargs: Any,
     ) -> Any:
-        tensors = (query, key, value, g, beta, initial_state)
-        if any(isinstance(t, torch.Tensor) and t.device != META for t in tensors):
+        if not on_meta(query, key, value, g, beta, initial_state):
             return original(
                 query,
                 key,
@@ -158,6 +162,7 @@ def kimi_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
                 use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
                 **kwargs,
             )
+        initial_dtype = query.dtype
         sequence_length = key.shape[1]
         query, key, value, g, k_cumdecay, decay_mask = _kimi_chunks(
             query, key, value, g, beta, chunk_size, use_qk_l2norm_in_kernel
@@ -181,7 +186,7 @@ def kimi_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
             core_attn_out.shape[0], core_attn_out.shape[1], -1, core_attn_out.shape[-1]
         )
         core_attn_out = core_attn_out[:, :, :sequence_length]
-        return core_attn_out.transpose(1, 2).contiguous().to(tensors[0].dtype), last_recurrent_state
+        return core_attn_out.transpose(1, 2).contiguous().to(initial_dtype), last_recurrent_state
 
     return rule
 

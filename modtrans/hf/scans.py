@@ -45,16 +45,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from modtrans.hf.deltas import gated_delta, kimi_delta
+from modtrans.hf.deltas import gated_delta, kimi_delta, on_meta
 
-META = torch.device("meta")
 Scope = Callable[[str], AbstractContextManager[None]]
 """The recording's module stack entered under a name (library.record's: its ops' module path)."""
 Form = Callable[[Callable[..., Any], Scope], Callable[..., Any]]
-
-
-def _meta(*tensors: Any) -> bool:
-    return all(t.device == META for t in tensors if isinstance(t, torch.Tensor))
 
 
 def mamba(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
@@ -78,7 +73,7 @@ def mamba(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
         *args: Any,
         **kwargs: Any,
     ) -> Any:
-        if args or not _meta(hidden_states, dt, A, B, C, D, z, delta_bias):
+        if args or not on_meta(hidden_states, dt, A, B, C, D, z, delta_bias):
             return original(
                 hidden_states,
                 dt,
@@ -132,7 +127,7 @@ def rglru(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
         recurrent_states: Any,
         acc_dtype: Any = torch.float32,
     ) -> Any:
-        if hidden_states.shape[1] == 1 or not _meta(hidden_states, recurrent_gate, reset, recurrent_states):
+        if hidden_states.shape[1] == 1 or not on_meta(hidden_states, recurrent_gate, reset, recurrent_states):
             return original(self, hidden_states, recurrent_gate, reset, recurrent_states, acc_dtype)
         recurrent_gate = recurrent_gate * ~reset
         previous = torch.empty_like(recurrent_gate, dtype=acc_dtype)  # h_(t-1), every t: no value
@@ -153,7 +148,7 @@ def rwkv(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
     def scan(
         time_decay: Any, time_first: Any, key: Any, value: Any, state: Any = None, return_state: bool = False
     ) -> Any:
-        if state is not None or key.shape[1] == 1 or not _meta(time_decay, time_first, key, value):
+        if state is not None or key.shape[1] == 1 or not on_meta(time_decay, time_first, key, value):
             return original(time_decay, time_first, key, value, state=state, return_state=return_state)
         _ = torch.zeros_like(key[:, 0], dtype=torch.float32) - 1e38  # the loop's initial maximum, its one op
         num_state, den_state, max_state = (torch.empty_like(key, dtype=torch.float32) for _ in range(3))
@@ -201,7 +196,8 @@ def xlstm(original: Callable[..., Any], scope: Scope) -> Callable[..., Any]:
         chunk_size: int = 64,
         num_chunks: int = 1,
     ) -> Any:
-        if num_chunks < 2 or not _meta(matK, matV, vecB, vecI, matC_initial, vecN_initial, scaMinter_initial):
+        initial = (matC_initial, vecN_initial, scaMinter_initial)
+        if num_chunks < 2 or not on_meta(matK, matV, vecB, vecI, *initial):
             states = (
                 matC_states,
                 vecN_states,
