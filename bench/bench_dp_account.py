@@ -43,12 +43,10 @@ from pathlib import Path
 import bench_today as today  # the runs, as bench_today defines them (bench/ is on sys.path)
 
 from modtrans import estimate
-from modtrans.api import run as translate
 from modtrans.comm import CommType
 from modtrans.estimate.collectives import Fabric
 from modtrans.plan.model import Collective, Compute
 from modtrans.plan.sizes import Consumer, written
-from modtrans.request import Request, prepare
 from modtrans.simulate import nccl
 
 # per preset: NVLink's ring bus bandwidth (all-reduce, the others), one NIC's, GB/s
@@ -61,13 +59,7 @@ NAMES = {"ALLREDUCE": "all-reduce", "REDUCESCATTER": "reduce-scatter", "ALLGATHE
 
 def account(run: today.Run, folder: Path) -> None:
     """Print the run's accounting (rank 0)."""
-    request = Request(
-        model=today._model(run, folder), npus=run.gpus, micro_batch=run.micro_batch,
-        global_batch=run.batch, seq_len=run.seq, device=run.device, **run.layout,  # type: ignore[arg-type]
-    )  # fmt: skip
-    plan = translate(prepare(request)).plan
-    if plan is None:
-        raise SystemExit(f"{run.name}: not translated")
+    plan = today.plan_of(run, folder)
     net = estimate.network(run.network, run.gpus)
     fabric = Fabric.of(net)
     found = estimate.plan(plan, network=net)

@@ -52,11 +52,9 @@ from pathlib import Path
 
 import bench_today as today  # the runs, as bench_today defines them (bench/ is on sys.path)
 
-from modtrans.api import run as translate
 from modtrans.estimate import exact, walk
 from modtrans.estimate.collectives import Fabric
 from modtrans.plan.model import Purpose
-from modtrans.request import Request, prepare
 from modtrans.simulate.network import network
 
 TENSOR = frozenset({Purpose.TENSOR})
@@ -140,13 +138,7 @@ def _free_tensor(actors: list[list[walk.Node]]) -> list[list[walk.Node]]:
 
 def whatifs(run: today.Run, folder: Path) -> list[float]:
     """The run's iteration (s): the exact tier, lanes, notp, both."""
-    request = Request(
-        model=today._model(run, folder), npus=run.gpus, micro_batch=run.micro_batch,
-        global_batch=run.batch, seq_len=run.seq, device=run.device, **run.layout,  # type: ignore[arg-type]
-    )  # fmt: skip
-    plan = translate(prepare(request)).plan
-    if plan is None:
-        raise SystemExit(f"{run.name}: not translated")
+    plan = today.plan_of(run, folder)
     actors = exact.actors(plan, Fabric.of(network(run.network, plan.npus)))
     free = _free_tensor(actors)
     out = []

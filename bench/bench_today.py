@@ -170,8 +170,12 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from configs import megatron_gpt, written  # bench/configs.py: the script's folder is on sys.path
+
+if TYPE_CHECKING:
+    from modtrans.plan.model import Plan
 
 
 @dataclass(frozen=True)
@@ -341,11 +345,10 @@ def _seconds(report: dict[str, object], key: str) -> float:
     return float(report[key])  # type: ignore[arg-type]
 
 
-def kernels(run: Run, folder: Path) -> None:
-    """The run's compute on rank 0 by kernel for its fourth block and the layers outside the
-    blocks, per step (ms over the iteration), then the steps' totals (s)."""
+def plan_of(run: Run, folder: Path) -> Plan:
+    """The run's plan as `translate` builds it (the API: modtrans.api.run), its model file written
+    in `folder`; the analyses beside this script (bench_dp_account, bench_mcore_lanes) start here."""
     from modtrans.api import run as translate
-    from modtrans.plan.model import Compute
     from modtrans.request import Request, prepare
 
     request = Request(
@@ -355,7 +358,15 @@ def kernels(run: Run, folder: Path) -> None:
     result = translate(prepare(request))
     if result.plan is None:
         raise SystemExit(f"{run.name}: {result.diagnostics}")
-    plan = result.plan
+    return result.plan
+
+
+def kernels(run: Run, folder: Path) -> None:
+    """The run's compute on rank 0 by kernel for its fourth block and the layers outside the
+    blocks, per step (ms over the iteration), then the steps' totals (s)."""
+    from modtrans.plan.model import Compute
+
+    plan = plan_of(run, folder)
     ms: dict[tuple[str, str], float] = defaultdict(float)
     flops: dict[tuple[str, str], int] = defaultdict(int)
     steps: dict[str, float] = defaultdict(float)
