@@ -30,7 +30,7 @@ from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.footprint import Footprint
 from modtrans.strategy.llm.options import Layout, Recompute
 from modtrans.sweep import space
-from modtrans.sweep.rows import Row
+from modtrans.sweep.rows import Row, read_json
 
 Run = Callable[..., Result]
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,16 +238,20 @@ def test_a_stopped_sweep_leaves_a_consistent_table_and_resumes(tmp_path: Path) -
     database = tmp_path / "cache" / "sweep.sqlite"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and child.poll() is None:
-        try:
-            with sqlite3.connect(database) as db:
+        try:  # read-only, never waiting on a lock: the probe must not hold the sweep up
+            db = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=0)
+            try:
                 if db.execute("select count(*) from result").fetchone()[0] > 0:
                     break
+            finally:
+                db.close()
         except sqlite3.Error:
             pass
         time.sleep(0.2)
     child.send_signal(signal.SIGINT)
-    child.communicate(timeout=120)
-    assert child.returncode in (-signal.SIGINT, 130)
+    _, said = child.communicate(timeout=120)
+    assert child.returncode in (-signal.SIGINT, 130), said.decode()
+    assert (tmp_path / "t.json").exists(), said.decode()
     document = json.loads((tmp_path / "t.json").read_text())
     assert document["stopped"] is True
     assert all(r["estimate_s"] is not None or r["error"] for r in document["rows"])
@@ -255,6 +259,29 @@ def test_a_stopped_sweep_leaves_a_consistent_table_and_resumes(tmp_path: Path) -
     with sqlite3.connect(database) as db:
         kept = db.execute("select count(*) from result").fetchone()[0]
     assert kept >= len(document["rows"]) > 0
+
+
+def test_a_sweep_stopped_after_its_estimates_keeps_every_row(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Ctrl-C while the engine closes (its workers ending, after the last estimate): the table
+    is written with every row, stopped, rather than lost (as a signal there once did)."""
+    from modtrans.sweep import engines, request
+
+    class Closing(engines.Inline):
+        def close(self) -> None:
+            raise KeyboardInterrupt
+
+    options: dict[str, Any] = {"gpus": 8, "global_batch": 16, "seq_len": 2048, "device": "h100"}
+    options |= {"tp": "2,4", "cp": "1", "no_cache": True, "jobs": 1}
+    whole = modtrans.sweep("llama-3-8b", **options)
+    monkeypatch.setattr(engines, "start", lambda *_: Closing())
+    with pytest.raises(KeyboardInterrupt):
+        request.run_request("llama-3-8b", {**options, "output": tmp_path / "t"})
+    document = json.loads((tmp_path / "t.json").read_text())
+    assert document["stopped"] is True
+    assert read_json((tmp_path / "t.json").read_text()) == whole
+    assert len(whole) > 4
 
 
 @pytest.mark.slow

@@ -2,7 +2,11 @@
 only what it has not done: an estimate by the model file's content, the training options, the
 layout, the network and modtrans's source (code()); a simulation by the same and the simulator
 binary's content. One SQLite file (the standard library's; each result its own transaction, so a run
-stopped at any point leaves every finished result and no half of one).
+stopped at any point leaves every finished result and no half of one). The file is in SQLite's
+write-ahead mode where the file system allows it (https://sqlite.org/wal.html): a reader (another
+sweep on the same cache, a user's query) neither waits for a put nor holds one up, and a put is
+one append, synced at checkpoints only (synchronous=NORMAL: a power loss may drop the last
+results, never leave half of one).
 
     with Cache(folder) as cache:          # None: keep nothing
         cache.get(key) / cache.put(key, value)
@@ -64,6 +68,8 @@ class Cache:
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(folder / FILE, timeout=30)
+            if self._db.execute("pragma journal_mode=wal").fetchone()[0] == "wal":
+                self._db.execute("pragma synchronous=normal")
             self._db.execute("create table if not exists result (key text primary key, value text)")
             self._db.commit()
 

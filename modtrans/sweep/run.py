@@ -17,7 +17,7 @@ from modtrans.strategy.llm.footprint import Footprint
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.sweep import cache as caching
 from modtrans.sweep import engines, fit, space
-from modtrans.sweep.rows import ranked
+from modtrans.sweep.rows import Row, ranked
 from modtrans.sweep.tasks import Outcome, Setup, estimated, simulated
 
 if TYPE_CHECKING:
@@ -61,21 +61,24 @@ def sweep(
     described = ctx.cost.describe().get("memory_bytes")
     outcome = Outcome([], capacity_bytes=described if isinstance(described, int) else None)
     runner = engines.start(engine, jobs, scheduler)
-    try:
-        fitted = _fitting(setup, the_space, gpus, Footprint(ctx.ir), ctx.cost, outcome)
-        digest = model_digest_of(setup.model)
-        with caching.Cache(cache) as store:
-            done = estimated(setup, fitted, runner, store, digest, outcome)
-            outcome.rows = ranked([row for _, row, _ in done])
-            if not outcome.stopped:
-                order = {id(row): i for i, row in enumerate(outcome.rows)}
-                timed = sorted(
-                    (d for d in done if d[1].estimate_s is not None), key=lambda d: order[id(d[1])]
-                )
-                simulated(setup, timed[: how_many(simulate, len(timed))], runner, store, digest, outcome)
-                outcome.rows = ranked(outcome.rows)
-    finally:
-        runner.close()
+    done: list[tuple[Layout, Row, dict[str, Any]]] = []
+    try:  # stopped anywhere from here (estimating, simulating, closing), the finished rows stay
+        try:
+            fitted = _fitting(setup, the_space, gpus, Footprint(ctx.ir), ctx.cost, outcome)
+            digest = model_digest_of(setup.model)
+            with caching.Cache(cache) as store:
+                estimated(setup, fitted, runner, store, digest, outcome, done)
+                if not outcome.stopped:
+                    order = {id(row): i for i, row in enumerate(ranked([row for _, row, _ in done]))}
+                    timed = sorted(
+                        (d for d in done if d[1].estimate_s is not None), key=lambda d: order[id(d[1])]
+                    )
+                    simulated(setup, timed[: how_many(simulate, len(timed))], runner, store, digest, outcome)
+        finally:
+            runner.close()
+    except KeyboardInterrupt:
+        outcome.stopped = True
+    outcome.rows = ranked([row for _, row, _ in done])
     return outcome
 
 

@@ -139,10 +139,11 @@ def estimated(
     store: caching.Cache,
     model_digest: str | None,
     outcome: Outcome,
-) -> list[tuple[Layout, Row, dict[str, Any]]]:
-    """Every fitting layout's row with its estimate (from the cache where it is there). Stopped,
-    the rows finished so far (outcome.stopped set)."""
-    done: list[tuple[Layout, Row, dict[str, Any]]] = []
+    done: list[tuple[Layout, Row, dict[str, Any]]],
+) -> None:
+    """Every fitting layout's row with its estimate (from the cache where it is there), appended
+    to `done` as each finishes. Stopped, `done` holds the rows finished so far (outcome.stopped
+    set)."""
     todo: list[tuple[Layout, Row, str]] = []
     for layout, memory in fitted:
         row = row_of(setup, layout, memory)
@@ -166,7 +167,6 @@ def estimated(
                 advance(len(results))
     except KeyboardInterrupt:
         outcome.stopped = True
-    return done
 
 
 def _fill(row: Row, found: dict[str, Any] | str) -> None:
