@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modtrans import limits, table
+from modtrans import limits, stopping, table
 from modtrans.request import UsageError
 
 if TYPE_CHECKING:
@@ -81,14 +81,15 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     stopped = outcome.stopped
     found = outcome.rows
     if how["output"] is not None:
-        picture = draw.svg(
-            found, f"{model} on {', '.join(map(str, gpus))} GPUs", against=how["against"] or "memory"
-        )
-        summary = {"model": str(model), **outcome.summary(), "agreement": rows.agreement(found)}
-        try:
-            outcome.written = rows.write(Path(how["output"]), found, summary, picture)
-        except OSError as error:
-            raise UsageError(str(error)) from None
+        with stopping.held():  # a signal now (the sweep done) stops the command once this is written
+            picture = draw.svg(
+                found, f"{model} on {', '.join(map(str, gpus))} GPUs", against=how["against"] or "memory"
+            )
+            summary = {"model": str(model), **outcome.summary(), "agreement": rows.agreement(found)}
+            try:
+                outcome.written = rows.write(Path(how["output"]), found, summary, picture)
+            except OSError as error:
+                raise UsageError(str(error)) from None
     if stopped:
         raise KeyboardInterrupt
     return outcome, found
