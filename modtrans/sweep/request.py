@@ -34,7 +34,7 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     before KeyboardInterrupt goes on."""
     from modtrans import simulate as sim
     from modtrans.estimate import EstimateError
-    from modtrans.sweep import draw, engines, rows, run, space, tasks
+    from modtrans.sweep import engines, run, space, tasks
     from modtrans.sweep.finalists import ChoiceError
 
     try:
@@ -82,17 +82,23 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     found = outcome.rows
     if how["output"] is not None:
         with stopping.held():  # a signal now (the sweep done) stops the command once this is written
-            picture = draw.svg(
-                found, f"{model} on {', '.join(map(str, gpus))} GPUs", against=how["against"] or "memory"
-            )
-            summary = {"model": str(model), **outcome.summary(), "agreement": rows.agreement(found)}
-            try:
-                outcome.written = rows.write(Path(how["output"]), found, summary, picture)
-            except OSError as error:
-                raise UsageError(str(error)) from None
+            outcome.written = _write(Path(how["output"]), str(model), gpus, how["against"], outcome)
     if stopped:
         raise KeyboardInterrupt
     return outcome, found
+
+
+def _write(prefix: Path, model: str, gpus: Any, against: str | None, outcome: Any) -> list[Path]:
+    """The table, its JSON summary and picture at `prefix` (rows.write); UsageError unwritable."""
+    from modtrans.sweep import draw, rows
+
+    found = outcome.rows
+    picture = draw.svg(found, f"{model} on {', '.join(map(str, gpus))} GPUs", against=against or "memory")
+    summary = {"model": model, **outcome.summary(), "agreement": rows.agreement(found)}
+    try:
+        return rows.write(prefix, found, summary, picture)
+    except OSError as error:
+        raise UsageError(str(error)) from None
 
 
 def _writable(output: str | Path | None) -> None:
