@@ -28,9 +28,10 @@ The classes and the published figures each is held to:
   host       Transformer Engine pull request 1191 (2024-09, timmoon10): Megatron-Core's
              TEColumnParallelLinear takes 140 us of CPU per forward at BF16 and TP 1 (115 after
              the pull request; Megatron's own ColumnParallelLinear 74 us). A block's four TE linears
-             then ask 560 us of launch time a micro-batch, under the GPU's forward of the 1.7B's
-             block (about 840 us): by the published figure the host does not hold the GPU up. No
-             published figure for TE's DotProductAttention's CPU time was found; none is invented.
+             at that cost ask 560 us of launch time a micro-batch, under the GPU's forward of the
+             1.7B's block (about 840 us): by the published figure the host does not hold the GPU up.
+             Two of the four are TELayerNormColumnParallelLinear, whose CPU time, like TE's
+             DotProductAttention's and the backward's, was not found published; none is invented.
 
 Latest (2026-12-06, on main a972908, the default compute model; one micro-batch of rank 0):
 
@@ -96,8 +97,10 @@ from modtrans.request import Request, prepare
 # Megatron-Core's loss, bytes a logit (the docstring's count from cross_entropy.py, core_v0.8.0)
 MEGATRON_LOSS = (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 4 + 2)
 TE_LINEAR_FORWARD_CPU_S = 140e-6  # TransformerEngine pull request 1191: TEColumnParallelLinear, BF16, TP 1
-DEFAULT = ("mcore-1.7b-h100", "mcore-7.1b-h100", "mcore-16b-h100", "foundry-7b-h100", "foundry-7b-a100")
 TE_LINEARS_PER_BLOCK = 4  # QKV, projection, fc1, fc2 (Megatron-Core's TE layer spec)
+
+
+DEFAULT = ("mcore-1.7b-h100", "mcore-7.1b-h100", "mcore-16b-h100", "foundry-7b-h100", "foundry-7b-a100")
 
 
 def _rate(layer: Layer, seconds: float, moved: int) -> str:
