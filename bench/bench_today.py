@@ -27,7 +27,8 @@ sequence, recomputation; bf16, the framework's flash attention):
                      80GB BF16" row "7b | 2048 | 8 | h100_80gb | 46.44 | ... | 10643": MPT 7B
                      (GPT-2's layout: learned positions, LayerNorm, GeLU 4h, biases, tied;
                      6,658,859,008 parameters as the row says), 8 GPUs, micro-batch 6, 1
-                     accumulation, FULL_SHARD, amp_bf16, no checkpointing, attn_impl flash
+                     accumulation, FULL_SHARD, amp_bf16, no checkpointing, attn_impl triton
+                     (the row came with b2a43a1; see FSDP_FOUNDRY below)
     foundry-7b-a100  the same file, "A100 80GB" row "7b | 2048 | 8 | a100_80gb | 64.23 | ... |
                      4641": micro-batch 6, 2 accumulations, global 96
     mcore-1.7b-h100  NVIDIA/Megatron-LM d98e8a6, README.md "Performance Benchmarking" and
@@ -85,10 +86,11 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest (2026-12-06, the exact tier; the Megatron-Core rows at TP > 1 with --tp-comm-overlap, its
-GEMMs on the SMs the comm kernel leaves only while it runs (main a0d2f16), the others as on branch
-nemorows (main b02debe), which those rows' commands leave alone; history in docs/performance.md;
-compute, exposed communication and bubble: the busiest stage's):
+Latest (2026-12-06, the exact tier, re-run on main a972908 to the same figures; the Megatron-Core
+rows at TP > 1 with --tp-comm-overlap, its GEMMs on the SMs the comm kernel leaves only while it
+runs (main a0d2f16), the others as on branch nemorows (main b02debe), which those rows' commands
+leave alone; history in docs/performance.md; compute, exposed communication and bubble: the
+busiest stage's):
 
     run                      published    ours   error  compute   comm  bubble  memory pub / ours
     titan-8b-a100              2.755 s  2.881 s  +4.6 %  2.539 s  0.342  0.000       - / 29.1
@@ -132,8 +134,20 @@ from its source: Megatron-Core's fp32 gradient reduce-scatter, its buckets, --ov
 (its first bucket exposed), Composer's FSDP mixed precision. Nor is it communication
 (bench/bench_dp_account.py): the data-parallel collectives cost 1.6x NCCL's ring here, and with
 every collective exposed at NCCL's rates Megatron-Core's 1.7B stays 22.6 % and llm-foundry's 17.7 %
-under the published time. Left: compute slowed beside the data-parallel collectives it overlaps
-(docs/simulate.md), FSDP's prefetch, host overhead.
+under the published time. Nor is it any kernel class at its published figure
+(bench/bench_kernels.py, one micro-batch kernel by kernel): the time missing a block and
+micro-batch (1.7B 1.24 ms, +49 % of the block's 2.54) would be 220 passes over an activation, or
+the block's GEMMs at 0.59 of their rate, half of every published burst; Megatron-Core's loss,
+its passes counted from cross_entropy.py (52 bytes a logit), moves less than the 58.8 charged
+(tests/test_loss.py); Transformer Engine's published CPU cost of a linear's forward (pull request
+1191: 140 us for TEColumnParallelLinear, BF16, TP 1) puts a block's four at 0.56 ms, under the
+GPU's 0.84 ms. The missing time a block and micro-batch hardly moves with the block's work:
+1.24, 1.73, 1.23 ms for the 1.7B, 7.1B (TP 2) and 16B (TP 4); 8.43 and 8.40 ms for llm-foundry's
+7B on the H100 and on the A100 (the same software, 2.7x the GEMM rate apart). A cost a block
+pays whatever its FLOPs and the device, for which no published figure was found. Left: compute
+slowed beside the data-parallel collectives it overlaps (docs/simulate.md), FSDP's prefetch, the
+CPU time of what the published figure does not cover (Transformer Engine's attention module,
+FSDP's hooks), a sustained clock under the H100's power limit.
 
 Megatron-Core's nine model_table rows split by tensor parallelism, not by size, MoE or pipeline.
 Without --tp-comm-overlap TP 1-2 ran 18-26 % fast, TP 4 6 % fast, TP 8 7-57 % slow (the 32B, TP 8
@@ -215,7 +229,13 @@ FSDP_TITAN: dict[str, object] = {"framework": "torchtitan", "zero": 3, "attentio
 # gradients reduced in fp32 (composer/distributed/mosaic_parallelism.py, get_mixed_precision:
 # 'DEFAULT' -> MixedPrecision(param_dtype=bf16 under amp_bf16, reduce_dtype=float32)):
 # --framework llm-foundry (strategy/frameworks.py; the same bytes as torchtitan's).
-# attn_impl flash: flash-attn 2.x (llm-foundry's setup.py at 4952183: extra gpu = flash-attn==2.5.0)
+# The attention the rows ran: both came with b2a43a1 (2023-10-19), whose sweep.sh gives no
+# --attn_impl to submit_benchmarks.py (default 'triton': llm-foundry v0.3.0's Triton FlashAttention
+# on triton-pre-mlir, setup.py; image mosaicml/pytorch:2.1.0_cu121). No published measurement of that
+# kernel at head dimension 128 on either GPU was found; FlashAttention-2 is the nearest measured
+# (--attention flash2), and 5e85bd6's H100 row with flash-attn 2 (sweep.py: --attn_impl flash, the
+# gpu-flash2 extra; the same 7B and micro-batch on 128 GPUs) runs at 10,475 tokens/s a GPU, 1.6 %
+# under the triton row's 10,643: the kernel is not the row's gap.
 FSDP_FOUNDRY: dict[str, object] = {"framework": "llm-foundry", "zero": 3, "attention": "flash2"}
 # llm-foundry's MPT defaults: no dropout anywhere (llmfoundry/models/mpt/configuration_mpt.py:
 # attn_pdrop, resid_pdrop, emb_pdrop 0.0)
