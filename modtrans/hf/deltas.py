@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-META = torch.device("meta")
+from modtrans.hf.values import META
 
 
 def on_meta(*tensors: Any) -> bool:

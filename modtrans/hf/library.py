@@ -25,12 +25,11 @@ from torch.utils.flop_counter import flop_registry
 from modtrans.hf import classes, configs, scans
 from modtrans.hf.inputs import forward_args, inputs, nested
 from modtrans.hf.kernels import Kernels, signature
-from modtrans.hf.values import Values, flat
+from modtrans.hf.values import META, Values, flat
 
 __all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
 
 aten = torch.ops.aten
-META = torch.device("meta")
 
 NORMS = frozenset({aten.native_layer_norm, aten.layer_norm, aten.rms_norm, aten._fused_rms_norm})
 SOFTMAX = frozenset({aten._softmax, aten.softmax, aten._log_softmax, aten.log_softmax, aten._safe_softmax})
