@@ -234,7 +234,7 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
     config._attn_implementation = "eager"
     for each in nested(config):  # a composite's too: Nemotron 3.5 Transcribe's NemotronH decoder
         each._experts_implementation = "batched_mm"
-    with torch.device("meta"), _parameters_on_meta(), classes.quiet():
+    with META, _parameters_on_meta(), classes.quiet():
         model = cls._from_config(config, torch_dtype=torch.float32)
     model.train(False)
     if declared is not None:
