@@ -35,7 +35,6 @@ foundry 17.7 % under the published time: what is missing is compute, not communi
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -114,14 +113,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="mcore-1.7b-h100,mcore-7.1b-h100,foundry-7b-h100")
     args = parser.parse_args()
-    by_name = {r.name: r for r in today.RUNS}
-    wanted = [n.strip() for n in args.only.split(",") if n.strip()]
-    unknown = [n for n in wanted if n not in by_name]
-    if unknown:
-        sys.exit(f"--only: {', '.join(unknown)} unknown; one of {', '.join(by_name)}")
+    runs = today.chosen(args.only)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in wanted:
-            account(by_name[name], Path(tmp))
+        for run in runs:
+            account(run, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import sys
 import tempfile
 from collections.abc import Hashable, Sequence
 from pathlib import Path
@@ -72,14 +71,7 @@ class _Lanes(walk._Walk):
     def lane(node: walk.Node) -> Hashable:
         return node.key[0] if node.kind == walk.COLLECTIVE else "send"  # type: ignore[index]
 
-    def issue(self, a: int, t: int) -> None:
-        computes, comms, recvs = self.ready[a]
-        if computes and not self.busy[a][0]:
-            i = heapq.heappop(computes)
-            self.busy[a][0] = True
-            end = t + self.actors[a][i].time
-            self.computing[a].append((t, end))
-            self.push(end, a, i)
+    def converse(self, a: int, comms: list[int], t: int) -> None:
         held = []
         while comms:
             i = heapq.heappop(comms)
@@ -91,36 +83,9 @@ class _Lanes(walk._Walk):
             self.communicate(a, i, t)
         for i in held:
             heapq.heappush(comms, i)
-        while recvs:
-            i = heapq.heappop(recvs)
-            key = self.actors[a][i].key
-            if self.arrived[key]:
-                self.push(max(t, self.arrived[key].popleft()), a, i)
-            else:
-                self.waiting[key].append((a, i, t))
 
-    def run(self) -> list[walk.Lane]:
-        actors = self.actors
-        for a, nodes in enumerate(actors):
-            for i, node in enumerate(nodes):
-                if not node.deps:
-                    self.become_ready(a, i)
-            self.issue(a, 0)
-        while self.events:
-            t, _, a, i = heapq.heappop(self.events)
-            node = actors[a][i]
-            if node.kind == walk.COMPUTE:
-                self.busy[a][0] = False
-            elif node.kind != walk.RECV:
-                self.lane_busy[a].discard(self.lane(node))
-            self.done[a] += 1
-            self.finish[a] = max(self.finish[a], t)
-            for j in self.after[a][i]:
-                self.left[a][j] -= 1
-                if not self.left[a][j]:
-                    self.become_ready(a, j)
-            self.issue(a, t)
-        return [walk.Lane(self.finish[a], 0, 0, 0) for a in range(len(actors))]
+    def release(self, a: int, node: walk.Node) -> None:
+        self.lane_busy[a].discard(self.lane(node))
 
 
 def _free_tensor(actors: list[list[walk.Node]]) -> list[list[walk.Node]]:
@@ -152,18 +117,13 @@ def main() -> None:
     default = ",".join(r.name for r in today.RUNS if r.name.startswith("mcore-"))
     parser.add_argument("--only", default=default, help="bench_today's runs, comma-separated")
     args = parser.parse_args()
-    by_name = {r.name: r for r in today.RUNS}
-    wanted = [n.strip() for n in args.only.split(",") if n.strip()]
-    unknown = [n for n in wanted if n not in by_name]
-    if unknown:
-        sys.exit(f"--only: {', '.join(unknown)} unknown; one of {', '.join(by_name)}")
+    runs = today.chosen(args.only)
     print(f"{'run':<24} {'published':>10} {'exact tier':>10} {'lanes':>9} {'notp':>8} {'both':>8}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in wanted:
-            run = by_name[name]
+        for run in runs:
             published = run.published_s()
             cells = " ".join(f"{100 * (s / published - 1):+7.1f} %" for s in whatifs(run, Path(tmp)))
-            print(f"{name:<24} {published:>8.3f} s {cells}", flush=True)
+            print(f"{run.name:<24} {published:>8.3f} s {cells}", flush=True)
 
 
 if __name__ == "__main__":

@@ -406,6 +406,18 @@ def kernels(run: Run, folder: Path) -> None:
     print(f"  compute {sum(steps.values()):.3f} s; published iteration {run.published_s():.3f} s")
 
 
+def chosen(only: str) -> list[Run]:
+    """The runs `only` names, comma-separated (none: every run), in RUNS's order: the --only of
+    this script and of those that take its runs. A name not among them stops the script in one
+    line."""
+    names = [r.name for r in RUNS]
+    wanted = {n.strip() for n in only.split(",") if n.strip()}
+    unknown = wanted - set(names)
+    if unknown:
+        raise SystemExit(f"--only: {', '.join(sorted(unknown))} unknown; one of {', '.join(names)}")
+    return [r for r in RUNS if not wanted or r.name in wanted]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="a subset of the runs' names, comma-separated")
@@ -418,11 +430,7 @@ def main() -> None:
                 raise SystemExit(f"--kernels: one of {', '.join(by_name)}")
             kernels(by_name[args.kernels], Path(tmp))
             return
-        wanted = {n.strip() for n in args.only.split(",") if n.strip()}
-        unknown = wanted - set(by_name)
-        if unknown:
-            raise SystemExit(f"--only: {', '.join(sorted(unknown))} unknown; one of {', '.join(by_name)}")
-        runs = [r for r in RUNS if not wanted or r.name in wanted]
+        runs = chosen(args.only)
         print(f"{'run':<24} {'published':>10} {'ours':>8} {'error':>7} {'compute':>8} {'comm':>7} "
               f"{'bubble':>7} {'tok/s/GPU pub':>14} {'ours':>7} {'mem pub':>8} {'ours':>6}")  # fmt: skip
         errors = []

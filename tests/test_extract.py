@@ -352,14 +352,16 @@ def _raw_matmul(tmp_path: Path, weight: TensorProto) -> Path:
     return path
 
 
+def _one_gemm(tmp_path: Path) -> Path:
+    """x[2x64] through one Gemm by W[64x64], saved as the checker accepts it: a valid model most
+    of whose bytes are W's payload, for the tests that cut or corrupt it."""
+    nodes = [helper.make_node("Gemm", ["x", "W"], ["y"], name="fc")]
+    return _model(tmp_path, nodes, [_x("x", 2, 64)], [_init("W", (64, 64))])
+
+
 @pytest.mark.parametrize("cut", [1, 100, 1000, -1])
 def test_truncated_model_is_a_one_line_error(tmp_path: Path, cut: int) -> None:
-    source = _model(
-        tmp_path,
-        [helper.make_node("Gemm", ["x", "W"], ["y"], name="fc")],
-        [_x("x", 2, 64)],
-        [_init("W", (64, 64))],
-    )
+    source = _one_gemm(tmp_path)
     data = source.read_bytes()
     path = tmp_path / "cut.onnx"
     path.write_bytes(data[:cut])
@@ -455,12 +457,7 @@ def test_every_cut_of_a_model_is_refused_where_protobuf_refuses_it(tmp_path: Pat
 
     from modtrans.extraction.wire import WireError, strip_bytes
 
-    source = _model(
-        tmp_path,
-        [helper.make_node("Gemm", ["x", "W"], ["y"], name="fc")],
-        [_x("x", 2, 64)],
-        [_init("W", (64, 64))],
-    )
+    source = _one_gemm(tmp_path)
     data = source.read_bytes()
     refused = 0
     for cut in range(len(data) - 64 * 64 * 4 + 64):  # all but most of W's payload

@@ -17,12 +17,12 @@ pytest.importorskip("transformers")
 
 from modtrans.hf import blocks, classes, layers, library  # noqa: E402
 from modtrans.hf.kernels import Kernels  # noqa: E402
+from modtrans.hf.values import META  # noqa: E402
 from tests.hfcheck import agrees  # noqa: E402
 
 pytestmark = pytest.mark.hf
 
 aten = torch.ops.aten
-META = torch.device("meta")
 
 SCANS = {
     "mamba": {"num_hidden_layers": 2},

@@ -149,6 +149,41 @@ def test_a_scan_off_meta_runs_transformers_own_code() -> None:
     assert torch.equal(got, expected)
 
 
+DELTAS = {
+    "torch_chunk_gated_delta_rule": ("qwen3_next", "modeling_qwen3_next", False),
+    "chunk_kimi_delta_attention": ("kimi_linear", "modeling_kimi_linear", True),
+}
+"""A delta rule scans.FUNCTIONS replaces -> the modeling module that defines it, and whether its
+decay g is per channel (Kimi's [batch, L, heads, k]) or per head (a gated delta net's)."""
+
+
+@pytest.mark.parametrize("name", sorted(DELTAS))
+def test_a_delta_rule_off_meta_is_transformers_own_and_on_meta_has_its_shapes(name: str) -> None:
+    """Off meta (CPU tensors, g and beta given by position and by name) the values are
+    transformers' own; on meta the one pass returns what transformers' loop returns on CPU in
+    shape and dtype, the final state included (a sequence not a multiple of the chunk)."""
+    import importlib
+
+    package, module, per_channel = DELTAS[name]
+    original = getattr(importlib.import_module(f"transformers.models.{package}.{module}"), name)
+    rule = scans.FUNCTIONS[name](original, lambda name: contextlib.nullcontext())
+    generator = torch.Generator().manual_seed(0)
+    b, length, heads, k, v = 1, 70, 2, 4, 3
+    query, key = (torch.randn(b, length, heads, k, generator=generator) for _ in range(2))
+    value = torch.randn(b, length, heads, v, generator=generator)
+    g = -torch.rand(b, length, heads, *((k,) if per_channel else ()), generator=generator)
+    beta = torch.rand(b, length, heads, generator=generator)
+    flags = {"output_final_state": True, "use_qk_l2norm_in_kernel": True}
+    out, state = original(query, key, value, g, beta, **flags)
+    for got in (rule(query, key, value, g, beta, **flags), rule(query, key, value, g=g, beta=beta, **flags)):
+        assert torch.equal(got[0], out)
+        assert torch.equal(got[1], state)
+    meta = [x.to("meta") for x in (query, key, value, g, beta)]
+    one_out, one_state = rule(*meta, **flags)
+    assert (one_out.shape, one_out.dtype) == (out.shape, out.dtype)
+    assert (one_state.shape, one_state.dtype) == (state.shape, state.dtype)
+
+
 def test_the_replaced_functions_are_restored() -> None:
     from transformers.models.mamba import modeling_mamba
 

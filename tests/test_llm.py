@@ -53,6 +53,29 @@ def test_deepseek_moe_16b_has_its_published_total_and_active_counts() -> None:
     assert not any(x.moe for x in ir.layers if x.name.startswith("model.layers.0."))  # first block dense
 
 
+def test_deepseek_moe_s_sparse_blocks_are_those_its_own_code_builds(tmp_path: Path, run_cli: Run) -> None:
+    """DeepSeek-MoE has no transformers class (its files name their own code): its
+    DeepseekDecoderLayer (deepseek-ai/deepseek-moe-16b-base modeling_deepseek.py, as vLLM's
+    models/deepseek.py) has the mixture where `layer_idx >= first_k_dense_replace and layer_idx %
+    moe_layer_freq == 0`: with 1 and 2 over 7 blocks, blocks 2, 4 and 6. A frequency of 0 (a
+    division by zero in that code) is M801, exit 2."""
+    extra = {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}
+    path = tmp_path / "config.json"
+    config = _family("deepseek", extra, num_hidden_layers=7, first_k_dense_replace=1, moe_layer_freq=2)
+    path.write_text(json.dumps(config))
+    sparse = {int(x.name.split(".")[2]) for x in _ir(path).layers if x.moe is not None}
+    assert sorted(sparse) == [2, 4, 6]
+    for model_type, key in (("deepseek", "moe_layer_freq"), ("qwen2_moe", "decoder_sparse_step")):
+        extra = dict(FAMILIES)[model_type]
+        path.write_text(json.dumps(_family(model_type, extra, **{key: 0})))
+        ir, found = pipeline.extract_checked(path)
+        assert ir is None
+        assert [(d.code, d.message) for d in found] == [
+            ("M801", f"`{key}` must be a positive integer, not 0")
+        ]
+        assert run_cli("translate", path).exit_code == 2
+
+
 def test_gpt3_13b_follows_megatrons_parameter_formula() -> None:
     # Narayanan et al. 2021 (Megatron-LM at scale), section 5.1:
     # P = 12 L h^2 (1 + 13/(12 h) + (V + s)/(12 L h)) = 12 L h^2 + 13 L h + (V + s) h,

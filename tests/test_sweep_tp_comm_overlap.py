@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from modtrans import estimate
-from modtrans.api import run
+from modtrans import estimate, pipeline
 from modtrans.request import prepare, request_of
 from modtrans.strategy.llm.options import Layout, Recompute, Schedule
 from modtrans.sweep import space
@@ -28,8 +27,9 @@ from modtrans.sweep.finalists import translation_options
 from modtrans.sweep.tasks import Setup, key_of
 
 Run = Callable[..., Result]
-# Llama-3-8B's config.json (the built-in): 32 layers; 16 H100s, 64 sequences of 2,048 tokens
-CLUSTER = ["--gpus", "16", "--global-batch", "64", "--seq-len", "2048", "--device", "h100"]
+# Llama-3-8B's config.json (the built-in): 32 layers; 16 H100s, 16 sequences of 2,048 tokens (1 to 8
+# micro-batches a rank: each row's exact tier a plan of a few thousand operations)
+CLUSTER = ["--gpus", "16", "--global-batch", "16", "--seq-len", "2048", "--device", "h100"]
 SPACE = ["--pp", "1,2", "--vpp", "1", "--cp", "1", "--micro-batch", "1", "--recompute", "selective,full"]
 SPACE += ["--distributed-optimizer", "on"]
 
@@ -40,13 +40,15 @@ def _rows(prefix: Path) -> list[dict[str, str]]:
 
 
 def _exact(row: dict[str, str]) -> estimate.Estimate:
-    """The exact tier of a row's layout: `modtrans translate` of its columns, the plan walked."""
-    options: dict[str, Any] = {"npus": 16, "global_batch": 64, "seq_len": 2048, "device": "h100"}
+    """The exact tier of a row's layout: the plan `modtrans translate` of its columns builds
+    (pipeline.translate_checked, as api.run calls it, without writing and checking its traces),
+    walked."""
+    options: dict[str, Any] = {"npus": 16, "global_batch": 16, "seq_len": 2048, "device": "h100"}
     options |= {name: int(row[name]) for name in ("tp", "pp", "cp", "micro_batch", "zero")}
     options |= {name: row[name] == "True" for name in ("sp", "tp_comm_overlap")}
     options |= {"recompute": row["recompute"], "schedule": row["schedule"]}
     prepared = prepare(request_of("llama-3-8b", {**options, "format": "chakra-et", "output": "unused/"}))
-    plan = run(prepared).plan
+    plan = pipeline.translate_checked(prepared.request.model, prepared.options).plan
     assert plan is not None
     return estimate.plan(plan, network="hgx-h100")
 

@@ -101,7 +101,7 @@ class _Walk:
             if kind == COMPUTE:
                 self.busy[a][0] = False
             elif kind != RECV:
-                self.busy[a][1] = False
+                self.release(a, actors[a][i])
             self.done[a] += 1
             self.finish[a] = max(self.finish[a], t)
             left = self.left[a]
@@ -145,9 +145,8 @@ class _Walk:
             end = t + self.actors[a][i].time
             self.computing[a].append((t, end))
             self.push(end, a, i)
-        if comms and not busy[1]:
-            busy[1] = True
-            self.communicate(a, heapq.heappop(comms), t)
+        if comms:
+            self.converse(a, comms, t)
         while recvs:
             i = heapq.heappop(recvs)
             key = self.actors[a][i].key
@@ -155,6 +154,18 @@ class _Walk:
                 self.push(max(t, self.arrived[key].popleft()), a, i)
             else:
                 self.waiting[key].append((a, i, t))
+
+    def converse(self, a: int, comms: list[int], t: int) -> None:
+        """Issue what of the ready collectives and sends (a heap in node order) the actor's
+        communication can take: one at a time (HardwareResource::is_available)."""
+        busy = self.busy[a]
+        if not busy[1]:
+            busy[1] = True
+            self.communicate(a, heapq.heappop(comms), t)
+
+    def release(self, a: int, node: Node) -> None:
+        """A collective or send of the actor finished: what it held is free."""
+        self.busy[a][1] = False
 
     def communicate(self, a: int, i: int, t: int) -> None:
         """A collective joins its parties (all there: it runs); a send runs and arrives."""

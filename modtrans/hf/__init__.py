@@ -18,7 +18,8 @@ inputs.py   a model's inputs as meta tensors: token ids no special token uses (i
             its audio tokens), images through its image processor where square pixels do
             not run its tower
 values.py   the values a forward on meta reads: CPU copies of the tensors whose values are known,
-            a router's choice of experts taken balanced where the values come from weights
+            a router's choice of experts taken balanced where the values come from weights; META,
+            the meta device the other modules build and record on
 kernels.py  meta kernels' outputs remembered by their operands' metadata: a block's ops, run
             again by the next block on the same shapes, each a look-up
 scans.py    a recurrent scan's token loop (Mamba's selective scan, RecurrentGemma's RG-LRU,

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-META = torch.device("meta")
+from modtrans.hf.values import META
 
 
 def on_meta(*tensors: Any) -> bool:
@@ -36,9 +36,9 @@ def l2norm(x: Any, dim: int = -1, eps: float = 1e-6) -> Any:
     return x * torch.rsqrt((x * x).sum(dim=dim, keepdim=True) + eps)
 
 
-def gated_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
-    """torch_chunk_gated_delta_rule in one pass over its chunks (any call off meta runs
-    transformers' own)."""
+def _chunked(original: Callable[..., Any], one_pass: Callable[..., Any]) -> Callable[..., Any]:
+    """The rule both chunk loops are replaced by (their signatures are one, as transformers and its
+    copies write them): `one_pass` on meta, transformers' own for any call off meta."""
 
     def rule(
         query: Any,
@@ -57,33 +57,46 @@ def gated_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
                 query,
                 key,
                 value,
-                g=g,
-                beta=beta,
+                g,
+                beta,
                 chunk_size=chunk_size,
                 initial_state=initial_state,
                 output_final_state=output_final_state,
                 use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
                 **kwargs,
             )
-        initial_dtype = query.dtype
-        batch_size, sequence_length = key.shape[:2]
-        num_v_heads, v_head_dim = value.shape[-2:]
-        query, key, new_values, k_cumdecay, intra_chunk_attn, chunk_decay = _chunks(
-            query, key, value, g, beta, chunk_size, use_qk_l2norm_in_kernel
-        )
-        core_attn_out = torch.zeros_like(new_values)
-        # the loop's step, every chunk at once: S before chunk i, [batch, heads, chunks, k, v]
-        state = new_values.new_empty((*new_values.shape[:3], key.shape[-1], v_head_dim))
-        v_new = new_values - k_cumdecay @ state
-        inter_chunk_attn = query @ state
-        core_attn_out.copy_(inter_chunk_attn + intra_chunk_attn @ v_new)
-        state = state * chunk_decay + key.transpose(-1, -2) @ v_new
-        last_recurrent_state = state[:, :, -1] if output_final_state else None
-        core_attn_out = core_attn_out.reshape(batch_size, num_v_heads, -1, v_head_dim)[:, :, :sequence_length]
-        core_attn_out = core_attn_out.transpose(1, 2).to(initial_dtype, memory_format=torch.contiguous_format)
-        return core_attn_out, last_recurrent_state
+        return one_pass(query, key, value, g, beta, chunk_size, output_final_state, use_qk_l2norm_in_kernel)
 
     return rule
+
+
+def gated_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
+    """torch_chunk_gated_delta_rule in one pass over its chunks (any call off meta runs
+    transformers' own)."""
+    return _chunked(original, _gated_pass)
+
+
+def _gated_pass(
+    query: Any, key: Any, value: Any, g: Any, beta: Any, chunk_size: int, final: bool, normed: bool
+) -> Any:
+    """torch_chunk_gated_delta_rule's chunk loop, every chunk at once."""
+    initial_dtype = query.dtype
+    batch_size, sequence_length = key.shape[:2]
+    num_v_heads, v_head_dim = value.shape[-2:]
+    query, key, new_values, k_cumdecay, intra_chunk_attn, chunk_decay = _chunks(
+        query, key, value, g, beta, chunk_size, normed
+    )
+    core_attn_out = torch.zeros_like(new_values)
+    # the loop's step, every chunk at once: S before chunk i, [batch, heads, chunks, k, v]
+    state = new_values.new_empty((*new_values.shape[:3], key.shape[-1], v_head_dim))
+    v_new = new_values - k_cumdecay @ state
+    inter_chunk_attn = query @ state
+    core_attn_out.copy_(inter_chunk_attn + intra_chunk_attn @ v_new)
+    state = state * chunk_decay + key.transpose(-1, -2) @ v_new
+    last_recurrent_state = state[:, :, -1] if final else None
+    core_attn_out = core_attn_out.reshape(batch_size, num_v_heads, -1, v_head_dim)[:, :, :sequence_length]
+    core_attn_out = core_attn_out.transpose(1, 2).to(initial_dtype, memory_format=torch.contiguous_format)
+    return core_attn_out, last_recurrent_state
 
 
 def _chunks(
@@ -136,59 +149,36 @@ def kimi_delta(original: Callable[..., Any], scope: Any) -> Callable[..., Any]:
     bailing_hybrid and glm5_next): Kimi Delta Attention's chunk loop, its per-channel decay g, in
     one pass over the chunks as torch_chunk_gated_delta_rule's (any call off meta runs
     transformers' own)."""
+    return _chunked(original, _kimi_pass)
 
-    def rule(
-        query: Any,
-        key: Any,
-        value: Any,
-        g: Any,
-        beta: Any,
-        chunk_size: int = 64,
-        initial_state: Any = None,
-        output_final_state: bool = False,
-        use_qk_l2norm_in_kernel: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        if not on_meta(query, key, value, g, beta, initial_state):
-            return original(
-                query,
-                key,
-                value,
-                g,
-                beta,
-                chunk_size=chunk_size,
-                initial_state=initial_state,
-                output_final_state=output_final_state,
-                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-                **kwargs,
-            )
-        initial_dtype = query.dtype
-        sequence_length = key.shape[1]
-        query, key, value, g, k_cumdecay, decay_mask = _kimi_chunks(
-            query, key, value, g, beta, chunk_size, use_qk_l2norm_in_kernel
-        )
-        core_attn_out = torch.zeros_like(value)
-        mask = torch.triu(
-            torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=query.device), diagonal=1
-        )
-        # the loop's step, every chunk at once: S before chunk i, [batch, heads, chunks, k, v]
-        state = value.new_empty((*value.shape[:3], key.shape[-1], value.shape[-1]))
-        attn_inter = (query * g.exp()) @ state
-        attn_intra = (query.unsqueeze(-2) * key.unsqueeze(-3) * decay_mask).sum(dim=-1).masked_fill(mask, 0)
-        v_new = value - k_cumdecay @ state
-        core_attn_out.copy_(attn_inter + attn_intra @ v_new)
-        state = (
-            state * g[:, :, :, -1].exp().unsqueeze(-1)
-            + (key * (g[:, :, :, -1:] - g).exp()).transpose(-1, -2) @ v_new
-        )
-        last_recurrent_state = state[:, :, -1] if output_final_state else None
-        core_attn_out = core_attn_out.reshape(
-            core_attn_out.shape[0], core_attn_out.shape[1], -1, core_attn_out.shape[-1]
-        )
-        core_attn_out = core_attn_out[:, :, :sequence_length]
-        return core_attn_out.transpose(1, 2).contiguous().to(initial_dtype), last_recurrent_state
 
-    return rule
+def _kimi_pass(
+    query: Any, key: Any, value: Any, g: Any, beta: Any, chunk_size: int, final: bool, normed: bool
+) -> Any:
+    """chunk_kimi_delta_attention's chunk loop, every chunk at once."""
+    initial_dtype = query.dtype
+    sequence_length = key.shape[1]
+    query, key, value, g, k_cumdecay, decay_mask = _kimi_chunks(
+        query, key, value, g, beta, chunk_size, normed
+    )
+    core_attn_out = torch.zeros_like(value)
+    mask = torch.triu(torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=query.device), diagonal=1)
+    # the loop's step, every chunk at once: S before chunk i, [batch, heads, chunks, k, v]
+    state = value.new_empty((*value.shape[:3], key.shape[-1], value.shape[-1]))
+    attn_inter = (query * g.exp()) @ state
+    attn_intra = (query.unsqueeze(-2) * key.unsqueeze(-3) * decay_mask).sum(dim=-1).masked_fill(mask, 0)
+    v_new = value - k_cumdecay @ state
+    core_attn_out.copy_(attn_inter + attn_intra @ v_new)
+    state = (
+        state * g[:, :, :, -1].exp().unsqueeze(-1)
+        + (key * (g[:, :, :, -1:] - g).exp()).transpose(-1, -2) @ v_new
+    )
+    last_recurrent_state = state[:, :, -1] if final else None
+    core_attn_out = core_attn_out.reshape(
+        core_attn_out.shape[0], core_attn_out.shape[1], -1, core_attn_out.shape[-1]
+    )
+    core_attn_out = core_attn_out[:, :, :sequence_length]
+    return core_attn_out.transpose(1, 2).contiguous().to(initial_dtype), last_recurrent_state
 
 
 def _kimi_chunks(

@@ -21,9 +21,7 @@ from typing import Any
 
 import torch
 
-from modtrans.hf.values import flat
-
-META = torch.device("meta")
+from modtrans.hf.values import META, flat
 
 
 def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) -> dict[str, Any]:

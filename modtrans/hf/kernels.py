@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-META = torch.device("meta")
+from modtrans.hf.values import META
+
 PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
 
 

@@ -25,12 +25,11 @@ from torch.utils.flop_counter import flop_registry
 from modtrans.hf import classes, configs, scans
 from modtrans.hf.inputs import forward_args, inputs, nested
 from modtrans.hf.kernels import Kernels, signature
-from modtrans.hf.values import Values, flat
+from modtrans.hf.values import META, Values, flat
 
 __all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
 
 aten = torch.ops.aten
-META = torch.device("meta")
 
 NORMS = frozenset({aten.native_layer_norm, aten.layer_norm, aten.rms_norm, aten._fused_rms_norm})
 SOFTMAX = frozenset({aten._softmax, aten.softmax, aten._log_softmax, aten.log_softmax, aten._safe_softmax})
@@ -235,7 +234,7 @@ def build(config: Any, cls: Any = None, remote: Path | None = None) -> Any:
     config._attn_implementation = "eager"
     for each in nested(config):  # a composite's too: Nemotron 3.5 Transcribe's NemotronH decoder
         each._experts_implementation = "batched_mm"
-    with torch.device("meta"), _parameters_on_meta(), classes.quiet():
+    with META, _parameters_on_meta(), classes.quiet():
         model = cls._from_config(config, torch_dtype=torch.float32)
     model.train(False)
     if declared is not None:

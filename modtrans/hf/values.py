@@ -39,6 +39,7 @@ LIMIT = 1 << 23
 364 x 364 pixels from one image 6.8 Mi): beyond it no value."""
 
 META = torch.device("meta")
+"""The meta device: shapes and dtypes, no storage (the hf modules' one definition)."""
 CPU = torch.device("cpu")
 CHOICES = frozenset({aten.topk, aten.argmax, aten.max})
 """Ops that choose indices from their operand's values: a router's top-k, argmax (Switch

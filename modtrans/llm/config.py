@@ -90,11 +90,13 @@ class Experts:
     shared: int = 0  # shared-expert MLP width (0: none), always computed
     shared_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert
     first_dense: int = 0  # the first blocks keep a dense MLP (DeepSeek's first_k_dense_replace)
-    every: int = 1  # a MoE block every `every` blocks (decoder_sparse_step / moe_layer_freq)
+    every: int = 1  # with `at`: the mixture in the blocks i with i % every == at, a dense MLP elsewhere
+    at: int = 0
     dense_blocks: tuple[int, ...] = ()  # blocks with a dense MLP (Qwen's mlp_only_layers)
 
     def in_block(self, index: int) -> bool:
-        return index >= self.first_dense and index not in self.dense_blocks and (index + 1) % self.every == 0
+        """Whether block `index` has the mixture, as the family's decoder layer decides (_experts)."""
+        return index >= self.first_dense and index not in self.dense_blocks and index % self.every == self.at
 
 
 @dataclass(frozen=True)
@@ -698,7 +700,8 @@ def _jamba(config: Mapping[str, Any], dtype: str) -> Arch:
             experts=routed,
             top_k=_get(config, "num_experts_per_tok", default=2),
             intermediate=_get(config, "intermediate_size"),
-            dense_blocks=tuple(i for i in range(layers) if i % every != at),
+            every=every,
+            at=at,
         )
     arch = _decoder(config, "jamba", dtype)
     return dataclasses.replace(
@@ -974,6 +977,13 @@ def _whole_heads(hidden: int, heads: int, key: str, head_dim: object) -> None:
 
 
 def _experts(config: Mapping[str, Any], family: str) -> Experts | None:
+    """The family's mixture of experts and the blocks that have it, as its decoder layer decides:
+    Mixtral every block (MixtralDecoderLayer); Qwen2/3-MoE the blocks i not in mlp_only_layers with
+    (i + 1) % decoder_sparse_step == 0, none where num_experts is 0 (Qwen2MoeDecoderLayer,
+    Qwen3MoeDecoderLayer); DeepSeek-V2/V3 the blocks i >= first_k_dense_replace, whatever
+    moe_layer_freq says (transformers 5.25 DeepseekV2DecoderLayer, DeepseekV3DecoderLayer: the key
+    read by none); DeepSeek-MoE's own code (deepseek-ai/deepseek-moe-16b-base modeling_deepseek.py
+    DeepseekDecoderLayer, as vLLM's models/deepseek.py) those with i % moe_layer_freq == 0 too."""
     if family == "mixtral":
         return Experts(
             experts=_get(config, "num_local_experts"),
@@ -981,14 +991,19 @@ def _experts(config: Mapping[str, Any], family: str) -> Experts | None:
             intermediate=_get(config, "intermediate_size"),
         )
     if family in ("qwen2_moe", "qwen3_moe"):
+        routed = _get(config, "num_experts")
+        if not routed:
+            return None
+        step = _get(config, "decoder_sparse_step", default=1, least=1)
         return Experts(
-            experts=_get(config, "num_experts"),
+            experts=routed,
             top_k=_get(config, "num_experts_per_tok"),
             intermediate=_get(config, "moe_intermediate_size"),
             # Qwen2-MoE's shared expert; Qwen3-MoE has none (Qwen3MoeSparseMoeBlock), whatever the file says
             shared=_get(config, "shared_expert_intermediate_size", default=0) if family == "qwen2_moe" else 0,
             shared_gate=family == "qwen2_moe",
-            every=_get(config, "decoder_sparse_step", default=1),
+            every=step,
+            at=step - 1,
             dense_blocks=tuple(_get(config, "mlp_only_layers", default=[], many=True)),
         )
     if family in ("deepseek", "deepseek_v2", "deepseek_v3"):
@@ -1002,7 +1017,7 @@ def _experts(config: Mapping[str, Any], family: str) -> Experts | None:
             intermediate=moe_width,
             shared=moe_width * _get(config, "n_shared_experts", default=0),
             first_dense=_get(config, "first_k_dense_replace", default=0),
-            every=_get(config, "moe_layer_freq", default=1),
+            every=_get(config, "moe_layer_freq", default=1, least=1) if family == "deepseek" else 1,
         )
     return None
 
