@@ -12,7 +12,9 @@ image a sample, its image tokens first: square pixels of its tower's size, or wh
 processor makes of that image (a patch grid and its sizes, tiles and their mask); an
 audio-language model one second of its extractor's features, its audio tokens first. A model that
 reads an image and a text side by side, no image token placing one in the other (CLIP's and
-ALIGN's dual encoders, BLIP's captioner), gets both (paired).
+ALIGN's dual encoders, BLIP's captioner), gets both (paired). A model that its first input alone
+does not run (Kyutai's codebook ids, Voxtral realtime's audio a token, a drafter's key/value
+states) takes feeds.py's rule first.
 """
 
 from __future__ import annotations
