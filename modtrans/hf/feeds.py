@@ -57,21 +57,23 @@ def codebooks(model: Any, batch: int, sequence: int, plain: int) -> dict[str, An
 
 
 def per_token(model: Any, batch: int, sequence: int, plain: int, mels: int | None) -> dict[str, Any] | None:
-    """Voxtral realtime's input_features [batch, mel bins, sequence x audio_length_per_tok] with
+    """Voxtral realtime's input_features [batch, num_mel_bins, sequence x audio_length_per_tok] with
     its ids [batch, sequence]. The configuration's audio_length_per_tok is "the number of audio
     frames corresponding to each text token": the model adds one audio embedding to each token's
     embedding. Its conv halves the frames and the projector stacks downsample_factor of them.
     VoxtralRealtimeModelTester (tests/models/voxtral_realtime/test_modeling_voxtral_realtime.py)
     sets feat_seq_length to seq_length x 8, the configuration's default, and says seq_length
     must equal num_audio_embeds. The rule applies where the configuration states
-    audio_length_per_tok and the forward takes input_features."""
+    audio_length_per_tok and mel bins, and the forward takes input_features."""
     from modtrans.hf.inputs import forward_args, on_meta
 
     config = model.config
     frames = getattr(config, "audio_length_per_tok", None)
     if not isinstance(frames, int) or frames < 1 or "input_features" not in forward_args(model):
         return None
-    features = torch.zeros(batch, mels or 128, sequence * frames, device=META)
+    if mels is None:  # no mel bins stated: no layout to give
+        return None
+    features = torch.zeros(batch, mels, sequence * frames, device=META)
     ids = on_meta(torch.full((batch, sequence), plain, dtype=torch.long))
     return {"input_ids": ids, "input_features": features}
 
