@@ -1,33 +1,40 @@
 """Every model_type transformers ships with a causal-LM, masked-LM, seq2seq, speech or vision
 class, built from its default configuration on the meta device and read by modtrans/hf/: how
 many give parameters equal to sum(p.numel()) and matrix-product forward FLOPs within 2 % of
-FlopCounterMode's count (the issue's acceptance; tests/test_hf.py runs a sample in CI).
+FlopCounterMode's count (the issue's acceptance; tests/test_hf.py and tests/test_hf_feeds.py run
+a sample in CI).
 
     python tools/hf_families.py [--sequence 64] [--only llama,opt]   # needs the extra `hf`
 
 Prints one line per family (pass, fail with the ratio, or why it did not build) and the count.
 
-Measured with transformers 5.25.0, torch 2.13.0+cpu, 64 tokens: 299 of the 325 model types pass
-(again after a leaf module that multiplies no matrices stopped being a linear layer; 291 before
-ImageGPT, XLNet, SEW-D, SigLIP 2, Musicgen, Musicgen Melody, Dia and Nemotron 3.5 Transcribe; 271
-before hf/values.py and hf/inputs.py); every one that built and ran on meta passes
-(parameters equal, matrix-product FLOPs within 2 %). The other 26 do not build or run from their
-defaults on meta:
+Measured with transformers 5.25.0, torch 2.13.0+cpu, 64 tokens: 303 of the 325 model types pass
+(299 before hf/feeds.py's input rules: Kyutai, Voxtral realtime, Granite Speech 5, Gemma 4 unified
+assistant; 291 before ImageGPT, XLNet, SEW-D, SigLIP 2, Musicgen, Musicgen Melody, Dia and
+Nemotron 3.5 Transcribe; 271 before hf/values.py and hf/inputs.py); every one that built and ran
+on meta passes (parameters equal, matrix-product FLOPs within 2 %). The other 22 do not build or
+run from their defaults on meta:
 - a default configuration transformers itself cannot build (a field None or absent: DBRX,
   DeepSeek-V2, dots1, ESM, HunYuan, Ministral, Nemotron, LFM2-MoE, Moonshine streaming, Qwen4-exp,
   Cohere Compass, Gemma 4 assistant, wav2vec2-BERT and -Conformer; Reformer needs is_decoder, X-MOD
   a language): 18. 16 of them pass from the configuration transformers' own test suite builds
   (tools/hf_tester_configs.py, fixtures/hf/testers, tests/test_hf_testers.py);
-- a library not installed: natten (DiNAT: CPU builds compile it from source), timm (Gemma 3n,
-  TimmWrapper: `import timm` imports torchvision, timm/layers/create_norm.py's FrozenBatchNorm2d,
-  and torchvision is a compiled wheel pinned to torch's exact version; no lighter path): 3;
+- a library that does not load beside torch's CPU wheel: timm (Gemma 3n, TimmWrapper: `import
+  timm` imports torchvision, timm/layers/create_norm.py's FrozenBatchNorm2d; PyPI's torchvision
+  pinned to torch 2.13.0, 0.28.0, 7.7 MB, is a CUDA build whose _C.so links libtorch_cuda.so and
+  libc10_cuda.so, absent from the CPU wheel, so `import torchvision` stops at its meta
+  registrations: "operator torchvision::nms does not exist"; the CPU builds are not on PyPI) and
+  natten (DiNAT: transformers imports natten.functional's natten2dqkrpb and natten2dav, which
+  natten renamed before 0.17.5; 0.21.7 installs without compiling on a machine without CUDA, but
+  has neither): 3;
 - a shape chosen from values computed from weights: BLT's entropy patching (how many patches
-  depends on the text its small LM scores, no stated rule gives it): 1;
-- an input no stated rule gives: Kyutai's ids of a text token and 32 codebooks a frame (its
-  forward documents (batch_size, sequence_length)), Voxtral realtime's audio added position by
-  position to its ids (no audio token says where), Granite Speech 5's features (its extractor
-  requires torchaudio; in transformers there is no pure way to make them), Gemma 4 unified
-  assistant's forward, which reads the key/value states of the model it drafts for: 4.
+  depends on the entropies its patcher LM computes from the text; patch_size only turns the rule
+  on): 1, refused in one line (hf/feeds.refusal). With patch_in_forward false (transformers'
+  BltModelTester's configuration) each byte is a patch and BLT passes.
+Inputs a model's first input alone does not give come from the code that feeds it (hf/feeds.py):
+Kyutai's text token and 32 codebook ids a position, Voxtral realtime's audio_length_per_tok mel
+frames a token, a drafter's key/value states, Granite Speech 5's stacked frames (its extractor
+needs torchaudio, whose PyPI wheel is a CUDA build too).
 A recurrent scan transformers runs as a Python loop without its kernels (a Mamba mixer's selective
 scan without mamba_ssm, RecurrentGemma's RG-LRU, RWKV's wkv, xLSTM's and gated delta nets' chunks)
 is recorded as one pass over the sequence (hf/scans.py): every recurrent type reads at 8,192

@@ -19,8 +19,9 @@ with transformers 5.25.0, torch 2.13.0+cpu, 32 tokens: all 16 pass (parameters e
 1.000 of FlopCounterMode's but dots1 1.001, LFM2-MoE 1.005). Nemotron's tester is read in a fork
 (FORKS). Not held: Qwen4-exp's composite (a VLMModelTester: its
 get_text_config and get_vision_config live in tests/vlm_tester.py, which the stored sources hold
-at another commit than the test's, 1e45299563d4), Gemma 4 assistant (its forward reads the
-drafted model's key/value states).
+at another commit than the test's, 1e45299563d4), Gemma 4 assistant (its test file,
+tests/models/gemma4_assistant/test_modeling_gemma4_assistant.py, holds integration tests alone:
+no ModelTester, no get_config).
 """
 
 from __future__ import annotations

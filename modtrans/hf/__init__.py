@@ -7,8 +7,8 @@ one line.
 classes.py  transformers (imported there, and in inputs.py for its processors, alone): which
             configuration and model class a config.json builds (its architectures, its tasks'
             Auto classes, an auto_map's code), the models' import structure reused at import
-library.py  torch (imported there, in classes.py, inputs.py, values.py, kernels.py, scans.py
-            and deltas.py alone): the model built on meta, its forward recorded as ops with their
+library.py  torch (imported there, in classes.py, inputs.py, feeds.py, values.py, kernels.py,
+            scans.py and deltas.py alone): the model built on meta, its forward recorded as ops with their
             modules, FLOPs (flop_counter's formulas) and operands
 configs.py  a published config.json's class among its `architectures`, its checkpoint's dtype,
             and what the build does not follow (auto_map beside a native model_type,
@@ -17,6 +17,10 @@ inputs.py   a model's inputs as meta tensors: token ids no special token uses (i
             forward documents), audio through the model type's feature extractor (beside
             its audio tokens), images through its image processor where square pixels do
             not run its tower
+feeds.py    the inputs of a model its first input alone does not run, as the code that feeds
+            it makes them: Kyutai's codebook ids, Voxtral realtime's audio a token, a drafter's
+            key/value states, a frame-stacking extractor's layout without its library; BLT's
+            entropy patching refused
 values.py   the values a forward on meta reads: CPU copies of the tensors whose values are known,
             a router's choice of experts taken balanced where the values come from weights; META,
             the meta device the other modules build and record on

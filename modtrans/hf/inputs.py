@@ -12,7 +12,9 @@ image a sample, its image tokens first: square pixels of its tower's size, or wh
 processor makes of that image (a patch grid and its sizes, tiles and their mask); an
 audio-language model one second of its extractor's features, its audio tokens first. A model that
 reads an image and a text side by side, no image token placing one in the other (CLIP's and
-ALIGN's dual encoders, BLIP's captioner), gets both (paired).
+ALIGN's dual encoders, BLIP's captioner), gets both (paired). A model that its first input alone
+does not run (Kyutai's codebook ids, Voxtral realtime's audio a token, a drafter's key/value
+states) takes feeds.py's rule first.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import torch
 
+from modtrans.hf import feeds
 from modtrans.hf.values import META, flat
 
 
@@ -31,6 +34,9 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
     (on_meta: values.py reads it)."""
     config = model.config
     name = getattr(model, "main_input_name", "input_ids")
+    ruled = feeds.fed(model, batch, sequence, plain_token(config), mel_bins(config))
+    if ruled is not None:  # codebooks, audio a token, a drafter's states (feeds.py)
+        return ruled
     if name == "pixel_values":
         vision = getattr(config, "vision_config", None) or config
         laid = processed(config.model_type, vision, batch, forward_args(model))
@@ -381,6 +387,8 @@ def extracted(model_type: str, mels: int | None, **options: Any) -> dict[str, An
     cls = getattr(transformers, name, None) if isinstance(name, str) else None
     if not isinstance(cls, type):
         return None
+    if getattr(cls, "_backends", None):  # a placeholder: a library it needs is missing
+        return feeds.stacked(_defined(model_type, cls), mels)
     try:
         extractor = cls(**({"feature_size": mels} if mels else {}))
         rate = int(getattr(extractor, "sampling_rate", 16000))
@@ -390,6 +398,21 @@ def extracted(model_type: str, mels: int | None, **options: Any) -> dict[str, An
     except Exception:  # one that needs a library not installed (torchaudio): the older rule
         return None
     return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+
+
+def _defined(model_type: str, cls: Any) -> Any:
+    """The class transformers defines for a placeholder that stands for it while a library it
+    needs is missing (its module imported directly; the placeholder where none)."""
+    import importlib
+
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    folder = model_type_to_module_name(model_type)
+    try:
+        module = importlib.import_module(f"transformers.models.{folder}.feature_extraction_{folder}")
+    except ImportError:
+        return cls
+    return getattr(module, cls.__name__, cls)
 
 
 def _required(function: Any, name: str) -> bool:

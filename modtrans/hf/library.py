@@ -88,7 +88,7 @@ class _Recorder(Values):
 
     def __init__(self, stack: list[str], params: dict[int, str], given: Mapping[str, Any]) -> None:
         super().__init__(given)
-        self.named = {id(t): name for name, t in given.items()}
+        self.named = {id(t): name for name, t in leaves(given).items()}
         self.stack = stack
         self.params = params
         self.origin: dict[int, tuple[str, ...]] = {}  # tensor -> parameter keys it views
@@ -307,8 +307,22 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
     with _hooks(model, stack), torch.no_grad(), scans.one_pass(model, stack), recorder:
         _forward(model, given)
     total = sum(p.numel() for p in model.parameters())
-    shapes = {k: tuple(v.shape) for k, v in given.items()}
+    shapes = {k: tuple(v.shape) for k, v in leaves(given).items()}
     return Recorded(type(model).__name__, recorder.ops, modules, owners, total, shapes, blocks)
+
+
+def leaves(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The input tensors by name, those within a dict or tuple named by their keys and positions
+    (a drafter's shared_kv_states.full_attention.0: feeds.drafted)."""
+    found: dict[str, Any] = {}
+    for name, value in given.items():
+        if isinstance(value, torch.Tensor):
+            found[name] = value
+        elif isinstance(value, Mapping):
+            found.update(leaves({f"{name}.{k}": v for k, v in value.items()}))
+        elif isinstance(value, list | tuple):
+            found.update(leaves({f"{name}.{i}": v for i, v in enumerate(value)}))
+    return found
 
 
 def _blocks(model: Any) -> list[str]:
