@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from modtrans.hf.values import META
+from modtrans.hf.values import META, carrying, forward_args
 
 
 def fed(model: Any, batch: int, sequence: int, plain: int, mels: int | None) -> dict[str, Any] | None:
@@ -51,9 +51,8 @@ def codebooks(model: Any, batch: int, sequence: int, plain: int) -> dict[str, An
     count, size = getattr(config, "num_codebooks", None), getattr(config, "codebook_vocab_size", None)
     if not isinstance(count, int) or not isinstance(size, int) or count < 1 or plain >= size:
         return None
-    from modtrans.hf.inputs import on_meta
 
-    return {"input_ids": on_meta(torch.full((batch, sequence, 1 + count), plain, dtype=torch.long))}
+    return {"input_ids": carrying(torch.full((batch, sequence, 1 + count), plain, dtype=torch.long))}
 
 
 def per_token(model: Any, batch: int, sequence: int, plain: int, mels: int | None) -> dict[str, Any] | None:
@@ -65,7 +64,6 @@ def per_token(model: Any, batch: int, sequence: int, plain: int, mels: int | Non
     sets feat_seq_length to seq_length x 8, the configuration's default, and says seq_length
     must equal num_audio_embeds. The rule applies where the configuration states
     audio_length_per_tok and mel bins, and the forward takes input_features."""
-    from modtrans.hf.inputs import forward_args, on_meta
 
     config = model.config
     frames = getattr(config, "audio_length_per_tok", None)
@@ -74,7 +72,7 @@ def per_token(model: Any, batch: int, sequence: int, plain: int, mels: int | Non
     if mels is None:  # no mel bins stated: no layout to give
         return None
     features = torch.zeros(batch, mels, sequence * frames, device=META)
-    ids = on_meta(torch.full((batch, sequence), plain, dtype=torch.long))
+    ids = carrying(torch.full((batch, sequence), plain, dtype=torch.long))
     return {"input_ids": ids, "input_features": features}
 
 
@@ -88,7 +86,6 @@ def drafted(model: Any, batch: int, sequence: int, plain: int) -> dict[str, Any]
     reuses the shared states (num_kv_shared_layers is every layer): their heads and head_dim are
     those of the drafter's first attention module of each type. The rule applies where the
     forward takes shared_kv_states and the configuration states backbone_hidden_size."""
-    from modtrans.hf.inputs import forward_args
 
     width = getattr(model.config, "backbone_hidden_size", None)
     if not isinstance(width, int) or "shared_kv_states" not in forward_args(model):

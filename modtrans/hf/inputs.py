@@ -24,14 +24,14 @@ from typing import Any
 import torch
 
 from modtrans.hf import feeds
-from modtrans.hf.values import META, flat
+from modtrans.hf.values import META, carrying, flat, forward_args, parameters_of
 
 
 def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) -> dict[str, Any]:
     """The model's inputs of `batch` samples on meta: `sequence` token ids (and `targets` decoder
     ids for an encoder-decoder), or its images (image_size square, num_channels) or audio, with
     the other side of an image-and-text model (paired). Each integer input carries its value
-    (on_meta: values.py reads it)."""
+    (values.carrying)."""
     config = model.config
     name = getattr(model, "main_input_name", "input_ids")
     ruled = feeds.fed(model, batch, sequence, plain_token(config), mel_bins(config))
@@ -132,14 +132,14 @@ def ended(config: Any, given: Any) -> Any:
         return given
     values = given.modtrans_value.clone()
     values[:, -1] = eos
-    return on_meta(values)
+    return carrying(values)
 
 
 def ids(config: Any, *size: int) -> Any:
     """Token ids of `size` (batch x sequence; a codebook axis: shape) on meta, each the first id no
-    special token of the configuration uses (on_meta)."""
+    special token of the configuration uses (values.carrying)."""
     value = plain_token(config)
-    return on_meta(torch.full(size, value, dtype=torch.long))
+    return carrying(torch.full(size, value, dtype=torch.long))
 
 
 def images(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
@@ -162,7 +162,7 @@ def images(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
     pixels = torch.zeros(batch, getattr(vision, "num_channels", 3), *_square(vision), device=META)
     given = {"pixel_values": pixels}
     if _required(features, "image_sizes"):  # Pixtral's, Mistral 3's: each image's (height, width)
-        given["image_sizes"] = on_meta(torch.tensor([_square(vision)] * batch))
+        given["image_sizes"] = carrying(torch.tensor([_square(vision)] * batch))
     made = _features(features, given)
     if made is None:  # a patch grid or tiles: the model type's image processor makes them
         laid = processed(config.model_type, vision, batch, set(forward_args(model)))
@@ -188,7 +188,7 @@ def sounds(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
     made = extracted(config.model_type, mel_bins(config), return_attention_mask=True)
     if made is None or "input_features" not in made:
         return None
-    own = _parameters(features)
+    own = parameters_of(features)
     taken = forward_args(model) | own
     masks = [k for k in own if k.endswith("mask") and k != "attention_mask"]
     if "attention_mask" in made and "attention_mask" not in own and len(masks) == 1:
@@ -197,7 +197,7 @@ def sounds(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
     for key, value in made.items():
         if key in taken:
             value = value.expand(batch, *value.shape[1:]).contiguous()
-            given[key] = on_meta(value) if not value.is_floating_point() else _empty(value)
+            given[key] = carrying(value) if not value.is_floating_point() else _empty(value)
     out = _features(features, {k: v for k, v in given.items() if k in own})
     if out is None:
         return None
@@ -220,9 +220,9 @@ def _placed(
         return None
     values = torch.full((batch, each + max(sequence - each, 1)), plain_token(model.config), dtype=torch.long)
     values[:, :each] = token
-    found = {"input_ids": on_meta(values), **given}
+    found = {"input_ids": carrying(values), **given}
     if "mm_token_type_ids" in forward_args(model):  # M-RoPE's modalities
-        found["mm_token_type_ids"] = on_meta((values == token).long() * kind)
+        found["mm_token_type_ids"] = carrying((values == token).long() * kind)
     return found
 
 
@@ -269,7 +269,7 @@ def processed(model_type: str, vision: Any, batch: int, taken: set[str]) -> dict
     except Exception:  # one that needs a library not installed
         return None
     return {  # pixels too: Idefics3 drops the tiles that are all zeros (padding images)
-        k: on_meta(v)
+        k: carrying(v)
         for k, v in out.items()
         if isinstance(v, torch.Tensor) and (k == "pixel_values" or k in taken)
     }
@@ -283,13 +283,6 @@ def _square(vision: Any) -> tuple[int, int]:
     if isinstance(size, list | tuple):
         return int(size[0]), int(size[-1])
     return int(size["height"]), int(size["width"])
-
-
-def on_meta(value: Any) -> Any:
-    """A meta tensor of a CPU tensor's shape and dtype that carries the CPU tensor as its value."""
-    meta = torch.empty(value.shape, dtype=value.dtype, device=META)
-    meta.modtrans_value = value
-    return meta
 
 
 def special_tokens(config: Any) -> set[int]:
@@ -337,7 +330,7 @@ def audio(model: Any, batch: int) -> dict[str, Any]:
             if key == kind or (key in taken and isinstance(value, torch.Tensor)):
                 value = value.expand(batch, *value.shape[1:]).contiguous()
                 key = name if key == kind else key
-                found[key] = on_meta(value) if not value.is_floating_point() else _empty(value)
+                found[key] = carrying(value) if not value.is_floating_point() else _empty(value)
         return found
     width = getattr(config, "feature_projection_input_dim", None)
     if kind == "input_features" and isinstance(width, int) and width > 0:
@@ -424,18 +417,3 @@ def _required(function: Any, name: str) -> bool:
     except (TypeError, ValueError):
         return False
     return found is not None and found.default is inspect.Parameter.empty
-
-
-def _parameters(function: Any) -> set[str]:
-    """The names `function` takes."""
-    import inspect
-
-    try:
-        return set(inspect.signature(function).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
-def forward_args(model: Any) -> set[str]:
-    """The names the model's forward takes."""
-    return _parameters(model.forward)

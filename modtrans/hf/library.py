@@ -23,9 +23,9 @@ import torch
 from torch.utils.flop_counter import flop_registry
 
 from modtrans.hf import classes, configs, scans
-from modtrans.hf.inputs import forward_args, inputs, nested
+from modtrans.hf.inputs import inputs, nested
 from modtrans.hf.kernels import Kernels, signature
-from modtrans.hf.values import META, Values, flat
+from modtrans.hf.values import META, Values, flat, forward_args
 
 __all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
 

@@ -6,7 +6,7 @@ A meta tensor has a shape and no value; a model that reads one (`lengths.max().i
 alone, not on any weight: XLM's lengths are `(input_ids != pad).sum(1)`, a vision-language model's
 image positions `input_ids == image_token_id`. Values keeps a CPU copy beside each meta tensor
 whose value is known: the integer inputs (token ids the configuration's special tokens are not:
-no padding), factories (arange, full, zeros), and every op whose operands all have one, run again
+no padding; each made by carrying()), factories (arange, full, zeros), and every op whose operands all have one, run again
 on the copies (up to LIMIT elements: a larger one goes without). An op meta has no kernel for (a
 data-dependent shape: nonzero, masked_select, unique) takes its output's shape from its value.
 A CPU tensor the model's code makes (torch.tensor without a device) and mixes with meta ones
@@ -24,6 +24,7 @@ false (no padding to mask, no inf or nan to clamp).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -84,7 +85,7 @@ class Values(TorchDispatchMode):  # type: ignore[misc]
         self.made: WeakIdKeyDictionary = WeakIdKeyDictionary()  # a boolean tensor -> the op that made it
         self.kernels: Any = _run  # each op's kernel (library's recording remembers them: kernels.py)
         for t in given.values():
-            value = getattr(t, "modtrans_value", None)  # the value an input carries (inputs.on_meta)
+            value = getattr(t, "modtrans_value", None)  # the value an input carries (carrying)
             if value is not None:
                 self.copies[t] = value
 
@@ -310,3 +311,23 @@ def _balanced(func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> Any:
     indices = list(flat(out))[-1]
     chosen = chosen.reshape(indices.shape).to(indices.dtype)
     return [None] * (len(list(flat(out))) - 1) + [chosen]
+
+
+def carrying(value: Any) -> Any:
+    """A meta tensor of a CPU tensor's shape and dtype that carries the CPU tensor as its value."""
+    meta = torch.empty(value.shape, dtype=value.dtype, device=META)
+    meta.modtrans_value = value
+    return meta
+
+
+def parameters_of(function: Any) -> set[str]:
+    """The names `function` takes."""
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def forward_args(model: Any) -> set[str]:
+    """The names the model's forward takes."""
+    return parameters_of(model.forward)
