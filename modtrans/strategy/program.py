@@ -338,14 +338,14 @@ class StageProgram:
         if self.outline:
             self._mark(u, step, u.times.forward, u.flops.forward)
         else:
-            keep = self._params(u)
-            outputs = self._suffix(u.io.outputs, tag)
+            keep, io = self._params(u), u.io
+            outputs = self._suffix(io.outputs, tag)
             self.compute(
                 u,
                 step,
                 u.times.forward,
                 u.flops.forward,
-                self._suffix(u.io.inputs + u.io.params, f"m{micro}", keep),
+                self._suffix(io.inputs + io.params, f"m{micro}", keep),
                 outputs,
             )
         self.collectives(u, Place.AFTER_FWD, step, tag)
@@ -360,14 +360,14 @@ class StageProgram:
             self._mark(u, Step.INPUT_GRAD, u.times.input_grad, u.flops.input_grad)
             self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         elif not u.first:
-            keep = self._params(u)
+            keep, io = self._params(u), u.io
             self.compute(
                 u,
                 Step.INPUT_GRAD,
                 u.times.input_grad,
                 u.flops.input_grad,
-                self._suffix(u.io.grads_in, tag) + self._suffix(u.io.params, tag, keep),
-                self._suffix(u.io.grads_out, tag),
+                self._suffix(io.grads_in, tag) + self._suffix(io.params, tag, keep),
+                self._suffix(io.grads_out, tag),
             )
             self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         return wg
@@ -377,13 +377,14 @@ class StageProgram:
             wg = self._mark(u, Step.WEIGHT_GRAD, u.times.weight_grad, u.flops.weight_grad)
             self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
             return wg
-        grads = tuple(Tensor(f"grad:{p.name}@{u.name}#{tag}", p.bytes) for p in u.io.trainable)
+        io = u.io
+        grads = tuple(Tensor(f"grad:{p.name}@{u.name}#{tag}", p.bytes) for p in io.trainable)
         wg = self.compute(
             u,
             Step.WEIGHT_GRAD,
             u.times.weight_grad,
             u.flops.weight_grad,
-            self._suffix(u.io.grads_in + u.io.inputs, tag),
+            self._suffix(io.grads_in + io.inputs, tag),
             grads,
         )
         self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
