@@ -5,6 +5,7 @@ independent construction: the same published configuration with its dtype writte
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,9 +41,11 @@ def _collectives(plan: Plan) -> list[list[int]]:
 
 
 def _translated(model: Path, **options: object) -> tuple[ModelIR, Plan]:
-    prepared = prepare(request_of(model, {"format": "chakra-et", "output": "unwritten/t", **LAYOUT, **options}))
+    given = {"format": "chakra-et", "output": "unwritten/t", **LAYOUT, **options}
+    prepared = prepare(request_of(model, given))
     result = pipeline.translate_checked(model, prepared.options)  # the plan: nothing is written
-    assert result.ir is not None and result.plan is not None, result.diagnostics
+    assert result.ir is not None, result.diagnostics
+    assert result.plan is not None, result.diagnostics
     return result.ir, result.plan
 
 
@@ -86,7 +89,8 @@ def test_integer_tensors_keep_their_dtype() -> None:
     cast, _ = pipeline.extract_checked(
         HF / "llama-2-7b-hf.json", input_shapes={"input_ids": (1, 128)}, precision="fp32"
     )
-    assert own is not None and cast is not None
+    assert own is not None
+    assert cast is not None
     integer = {a.dtype for x in own.layers for a in x.inputs if a.dtype.startswith(("int", "uint"))}
     assert integer  # the embedding's token ids
     assert {a.dtype for x in cast.layers for a in x.inputs if a.dtype.startswith(("int", "uint"))} == integer
@@ -101,7 +105,7 @@ def _trainable_elements() -> dict[str, int]:
     entry = zoo.get("resnet50")
     assert entry is not None
     graph = onnx.load(str(entry.path), load_external_data=False).graph
-    sizes = {t.name: int(__import__("math").prod(t.dims)) for t in graph.initializer}
+    sizes = {t.name: int(math.prod(t.dims)) for t in graph.initializer}
     trained = {"Conv": slice(1, None), "Gemm": slice(1, None), "BatchNormalization": slice(1, 3)}
     return {
         n.name: sum(sizes[i] for i in n.input[trained[n.op_type]] if i in sizes)
@@ -116,7 +120,8 @@ def test_resnet50_fp16_halves_the_gradient_all_reduce() -> None:
     elements = _trainable_elements()
     for precision, width in (("fp16", 2), (None, 4)):
         result = api.translate("resnet50", precision=precision)
-        assert result.workload is not None and result.ir is not None
+        assert result.workload is not None
+        assert result.ir is not None
         nodes = {x.name: x.node for x in result.ir.layers}
         sizes = {layer.name: layer.weight_grad.comm_size for layer in result.workload.layers}
         assert {name: size for name, size in sizes.items() if size} == {
@@ -139,7 +144,8 @@ def test_a_bad_precision_is_one_line_exit_2(run_cli: Run, tmp_path: Path) -> Non
     result = run_cli("translate", "resnet50", "--precision", "fp64", "-o", out)
     assert result.exit_code == 2
     assert len(result.stderr.strip().splitlines()) == 1
-    assert "fp32" in result.stderr and "Traceback" not in result.stderr
+    assert "fp32" in result.stderr
+    assert "Traceback" not in result.stderr
     assert not out.exists()
     with pytest.raises(UsageError, match="fp64"):
         api.translate("resnet50", precision="fp64")
