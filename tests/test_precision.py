@@ -149,3 +149,16 @@ def test_a_bad_precision_is_one_line_exit_2(run_cli: Run, tmp_path: Path) -> Non
     assert not out.exists()
     with pytest.raises(UsageError, match="fp64"):
         api.translate("resnet50", precision="fp64")
+
+
+def test_inspects_memory_per_stage_takes_the_precision(run_cli: Run, tmp_path: Path) -> None:
+    """`inspect MODEL --tp ... --precision fp32`: the memory of the file stating float32 (4-byte
+    weights, no fp32 master copy), not of its own float16."""
+    source = HF / "llama-2-7b-hf.json"
+    layout = ("--tp", "2", "--pp", "2", "--seq-len", "1024", "--global-batch", "8", "--format", "json")
+    cast = run_cli("inspect", source, *layout, "--precision", "fp32")
+    stated = run_cli("inspect", _edited(source, "float32", tmp_path), *layout)
+    own = run_cli("inspect", source, *layout)
+    assert cast.exit_code == stated.exit_code == own.exit_code == 0
+    assert json.loads(cast.stdout) == json.loads(stated.stdout)
+    assert json.loads(cast.stdout) != json.loads(own.stdout)
