@@ -436,7 +436,7 @@ def test_a_sweeps_precision_is_the_file_stating_that_dtype(tmp_path: Path) -> No
     stated = tmp_path / source.name
     stated.write_text(json.dumps({**json.loads(source.read_text()), "torch_dtype": "float32"}))
     options: dict[str, Any] = {"gpus": 8, "global_batch": 16, "seq_len": 1024, "device": "h100"}
-    space_ = {"tp": (2,), "pp": (2,), "cp": "1", "micro_batch": 1, "no_cache": True, "jobs": 1}
+    space_: dict[str, Any] = {"tp": (2,), "pp": (2,), "cp": "1", "micro_batch": 1, "no_cache": True, "jobs": 1}
 
     def table(model: Path, **more: Any) -> list[tuple[Any, ...]]:
         rows = modtrans.sweep(str(model), **options, **space_, **more)
