@@ -22,6 +22,7 @@ from modtrans.digest import Digest
 from modtrans.formats import Format
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
+from modtrans.ir.precision import PRECISIONS
 from modtrans.ir.precision import cast as precision_cast
 from modtrans.plan import Plan, ProjectionError
 from modtrans.plan.text import header as text_header
@@ -125,6 +126,12 @@ def _values_refused(spec: str | Path, input_values: Mapping[str, float]) -> Diag
     return diagnostic("X501", message, path=str(spec), hint="give --seq-len or --input-shape")
 
 
+def _precision_refused(spec: str | Path, precision: str) -> Diagnostic:
+    """X501: a training precision ir/precision.py does not know."""
+    message = f"precision {precision!r} is not one of {', '.join(PRECISIONS)}"
+    return diagnostic("X501", message, path=str(spec), hint="give --precision fp32, fp16 or bf16")
+
+
 def extract_checked(
     spec: str | Path,
     *,
@@ -151,6 +158,8 @@ def extract_checked(
     `vocabulary_multiple`: a configuration's vocabulary padded to a multiple of it (ONNX: as exported).
     `precision`: every floating parameter and activation in this training dtype (ir/precision.py;
     None: the model's own)."""
+    if precision is not None and precision not in PRECISIONS:
+        return None, [_precision_refused(spec, precision)]
     ir, found = _extracted(
         spec,
         batch=batch,

@@ -162,3 +162,24 @@ def test_inspects_memory_per_stage_takes_the_precision(run_cli: Run, tmp_path: P
     assert cast.exit_code == stated.exit_code == own.exit_code == 0
     assert json.loads(cast.stdout) == json.loads(stated.stdout)
     assert json.loads(cast.stdout) != json.loads(own.stdout)
+
+
+def test_extract_writes_the_ir_at_the_precision(run_cli: Run, tmp_path: Path) -> None:
+    """`extract --precision fp16`: each parameter float16, 2 bytes per element of its ONNX
+    initializer (read with onnx); a precision nobody knows is a diagnostic, exit 2."""
+    onnx = pytest.importorskip("onnx")
+    entry = zoo.get("resnet50")
+    assert entry is not None
+    graph = onnx.load(str(entry.path), load_external_data=False).graph
+    sizes = {t.name: math.prod(t.dims) for t in graph.initializer}
+    out = tmp_path / "r.ir.json"
+    assert run_cli("extract", "resnet50", "--precision", "fp16", "-o", out).exit_code == 0
+    params = [p for layer in json.loads(out.read_text())["layers"] for p in layer["params"]]
+    assert params
+    assert {p["dtype"] for p in params} == {"float16"}
+    assert {p["name"]: p["bytes"] for p in params} == {p["name"]: 2 * sizes[p["name"]] for p in params}
+    bad = run_cli("extract", "resnet50", "--precision", "fp9", "-o", tmp_path / "bad.json")
+    assert bad.exit_code == 2
+    assert "X501" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert not (tmp_path / "bad.json").exists()
