@@ -22,6 +22,8 @@ from modtrans.digest import Digest
 from modtrans.formats import Format
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
+from modtrans.ir.precision import PRECISIONS
+from modtrans.ir.precision import cast as precision_cast
 from modtrans.plan import Plan, ProjectionError
 from modtrans.plan.text import header as text_header
 from modtrans.strategy import Parallelism, Params, StrategyError, plan
@@ -42,6 +44,7 @@ class Options:
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     input_values: Mapping[str, float] = field(default_factory=dict)  # an If on them folds (X513)
     dtype_bytes: int | None = None
+    precision: str | None = None  # fp32, fp16, bf16: the dtype training computes in (ir/precision.py)
     compute: str = "gpu"
     cost: cost.Settings = field(default_factory=cost.Settings)  # device, array, dataflow, clock ...
     dialect: Dialect = Dialect.ASTRA_SIM  # with format, the output written (formats/registry.py)
@@ -123,6 +126,12 @@ def _values_refused(spec: str | Path, input_values: Mapping[str, float]) -> Diag
     return diagnostic("X501", message, path=str(spec), hint="give --seq-len or --input-shape")
 
 
+def _precision_refused(spec: str | Path, precision: str) -> Diagnostic:
+    """X501: a training precision ir/precision.py does not know."""
+    message = f"precision {precision!r} is not one of {', '.join(PRECISIONS)}"
+    return diagnostic("X501", message, path=str(spec), hint="give --precision fp32, fp16 or bf16")
+
+
 def extract_checked(
     spec: str | Path,
     *,
@@ -136,6 +145,7 @@ def extract_checked(
     trust_remote_code: bool = False,
     takes: str = inputs.MODEL,
     tensor: int = 1,
+    precision: str | None = None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of an ONNX file or a built-in architecture (looked up when `spec` is not a file).
     `input_values`: an ONNX model's scalar inputs taken as constants, so that an If on them takes
@@ -145,7 +155,42 @@ def extract_checked(
     `trust_remote_code`: run the code a configuration's auto_map names beside it (hf/).
     `tensor`: the layout's tensor-parallel ranks (hf/plans.py: a model without a plan takes one).
     `full_hash`: the SHA-256 of a file above 64 MiB too, not its sampled digest (digest.py).
-    `vocabulary_multiple`: a configuration's vocabulary padded to a multiple of it (ONNX: as exported)."""
+    `vocabulary_multiple`: a configuration's vocabulary padded to a multiple of it (ONNX: as exported).
+    `precision`: every floating parameter and activation in this training dtype (ir/precision.py;
+    None: the model's own)."""
+    if precision is not None and precision not in PRECISIONS:
+        return None, [_precision_refused(spec, precision)]
+    ir, found = _extracted(
+        spec,
+        batch=batch,
+        input_shapes=input_shapes,
+        input_values=input_values,
+        file_hash=file_hash,
+        full_hash=full_hash,
+        vocabulary_multiple=vocabulary_multiple,
+        per_expert=per_expert,
+        trust_remote_code=trust_remote_code,
+        takes=takes,
+        tensor=tensor,
+    )
+    return (ir if ir is None else precision_cast(ir, precision)), found
+
+
+def _extracted(
+    spec: str | Path,
+    *,
+    batch: int | None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None,
+    input_values: Mapping[str, float] | None,
+    file_hash: bool,
+    full_hash: bool,
+    vocabulary_multiple: int,
+    per_expert: bool,
+    trust_remote_code: bool,
+    takes: str,
+    tensor: int,
+) -> tuple[ModelIR | None, list[Diagnostic]]:
+    """extract_checked's IR in the model's own dtypes."""
     path = Path(spec)
     if _is_file(path) and (nothing := inputs.empty(path, takes)) is not None:
         return None, [nothing]
@@ -283,6 +328,7 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         per_expert=options.per_expert,
         trust_remote_code=options.trust_remote_code,
         tensor=layout.tp if layout is not None else 1,
+        precision=options.precision,
     )
     # A layer whose FLOPs are unknown would be a silent 0 (or one loop iteration) in the workload:
     # an error here, where extract only warns (an unknown dimension no cost needs stays a warning).
@@ -356,6 +402,7 @@ def _metadata(
         },
         "params": options.params.value,
         "dtype_bytes": options.dtype_bytes,
+        **({"precision": options.precision} if options.precision is not None else {}),
         "compute": compute,
         "layers": {"workload": len(the_plan.layers), "ir": len(ir.layers)},
         "folded": {owner: list(names) for owner, names in the_plan.folds},

@@ -65,6 +65,7 @@ class Request:
     input_shape: Mapping[str, tuple[int, ...]] | None = None  # each input's whole shape, by name
     input_value: Mapping[str, float] | None = None  # scalar inputs as constants
     dtype_bytes: int | None = None
+    precision: str | None = None  # fp32, fp16, bf16 (default: the model's own dtype)
     compute: str | None = None  # gpu (default), roofline, astra-sim-reference, scalesim-v3, scalesim
     device: str | None = None
     array: tuple[int, int] | None = None
@@ -186,6 +187,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         input_shapes=_shapes(request),
         input_values=dict(request.input_value or {}),
         dtype_bytes=request.dtype_bytes,
+        precision=request.precision,
         compute=compute,
         cost=settings,
         dialect=dialect,

@@ -16,6 +16,7 @@ from typing import Any
 
 from modtrans import cost, formats
 from modtrans.comm import TRANSLATED, Policy
+from modtrans.ir.precision import PRECISIONS
 from modtrans.rules import (
     Option,
     Registered,
@@ -119,6 +120,11 @@ OPTIONS: tuple[Option, ...] = (
        "sr=16000) where otherwise both are costed (X513).", MODEL, text=values, many=True),
     _o("dtype_bytes", int, "Bytes per parameter element in the all-reduce (default: the model's dtype).",
        MODEL, **N1),
+    _o("precision", tuple(PRECISIONS),
+       "The dtype training computes in: every floating parameter and activation (and the bytes the "
+       "collectives move) in fp32, fp16 or bf16, as Megatron-LM's --fp16/--bf16 or DeepSpeed's "
+       "fp16/bf16 sections run it; Adam's fp32 master weights and states stay (default: the model's "
+       "own dtype, float32 where a configuration states none).", MODEL, **_SIDE),
     _o("compute", cost.Model, "Compute-time model (`modtrans cost list` describes them).", COST,
        shown=cost.Model.GPU, like=True, **_SIDE),
     _o("device", str,
@@ -288,6 +294,7 @@ SWEEP_SHARED = (
     "moe_pad_expert_input_to_capacity",
     "params",
     "dtype_bytes",
+    "precision",
     "per_expert",
 )
 """The options of `translate` every layout of a sweep shares, by the same rows."""

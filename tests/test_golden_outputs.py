@@ -325,9 +325,11 @@ def _cached_extract(
     per_expert: bool = False,
     trust_remote_code: bool = False,
     tensor: int = 1,
+    precision: str | None = None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """pipeline.extract_checked, once per model: the IR is frozen, and six formats read it."""
     assert file_hash
+    assert precision is None  # the goldens are the models' own dtypes
     assert not input_values
     assert not per_expert
     assert not trust_remote_code

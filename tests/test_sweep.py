@@ -98,12 +98,12 @@ def test_every_layout_megatron_accepts_is_enumerated_and_no_other() -> None:
 @pytest.mark.parametrize(
     ("spec", "values"), [("1,2,4,8", (1, 2, 4, 8)), ("1:4", (1, 2, 3, 4)), ("8:10,1,2", (1, 2, 8, 9, 10))]
 )
-def test_a_space_is_a_list_or_a_range(spec: str, values: tuple[int, ...]) -> None:
+def test_a_gridis_a_list_or_a_range(spec: str, values: tuple[int, ...]) -> None:
     assert rules.integers(spec, "--tp") == values
 
 
 @pytest.mark.parametrize("spec", ["", "0", "4:2", "1,x", "1:"])
-def test_a_bad_space_is_one_line_and_exit_2(spec: str, run_cli: Run) -> None:
+def test_a_bad_gridis_one_line_and_exit_2(spec: str, run_cli: Run) -> None:
     done = run_cli("sweep", "llama-3-8b", *SMALL, "--tp", spec)
     assert done.exit_code == 2
     assert len(done.output.strip().splitlines()) == 1
@@ -425,3 +425,23 @@ def test_a_reason_that_holds_only_for_now_is_tried_again_and_a_lasting_one_is_ke
     assert "0 simulated, 1 not simulated (each row says why)" in done.output
     summary = json.loads(prefix.with_suffix(".json").read_text())
     assert (summary["simulated"], summary["not_simulated"]) == (0, 1)
+
+
+def test_a_sweeps_precision_is_the_file_stating_that_dtype(tmp_path: Path) -> None:
+    """--precision reaches every layout a sweep estimates: Llama-2-7B's published float16 file swept
+    at fp32 ranks and sizes its layouts as the same file stating float32 (ir/precision.py)."""
+    import json
+
+    source = Path(__file__).resolve().parent.parent / "fixtures" / "hf" / "llama-2-7b-hf.json"
+    stated = tmp_path / source.name
+    stated.write_text(json.dumps({**json.loads(source.read_text()), "torch_dtype": "float32"}))
+    options: dict[str, Any] = {"gpus": 8, "global_batch": 16, "seq_len": 1024, "device": "h100"}
+    grid: dict[str, Any] = {"tp": (2,), "pp": (2,), "cp": "1", "micro_batch": 1, "no_cache": True, "jobs": 1}
+
+    def table(model: Path, **more: Any) -> list[tuple[Any, ...]]:
+        rows = modtrans.sweep(str(model), **options, **grid, **more)
+        return [(r.dp, r.vpp, r.schedule, r.recompute, r.sp, r.memory_gib, r.estimate_s) for r in rows]
+
+    cast = table(source, precision="fp32")
+    assert cast == table(stated)
+    assert cast != table(source)  # its own float16: the H100's 16-bit GEMM rate, 2-byte weights

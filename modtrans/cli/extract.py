@@ -22,6 +22,7 @@ ParamsOpt = Annotated[Params, option("params")]
 Output = Annotated[str | None, option("output")]
 Force = Annotated[bool, option("force")]
 FullHash = Annotated[bool, option("full_hash")]
+Precision = Annotated[str | None, option("precision")]
 """The option table's rows (modtrans/table.py) that extract takes, and inspect too."""
 
 
@@ -32,6 +33,7 @@ def extract(
     batch: Batch = None,
     input_shape: InputShape = None,
     input_value: InputValue = None,
+    precision: Precision = None,
     no_hash: Annotated[
         bool, typer.Option("--no-hash", help="No digest of the file in the provenance.")
     ] = False,
@@ -58,6 +60,7 @@ def extract(
             input_values=_values(input_value),
             file_hash=not no_hash,
             full_hash=full_hash,
+            precision=precision,
         )
     text = None if ir is None or has_errors(found) else ir_json(ir, model, found)
     _finish(found, text, output, pipeline.inputs_of(model), force, no_color, quiet=quiet)

@@ -17,11 +17,12 @@ from modtrans.report import COLLAPSED, Format
 from modtrans.request import UsageError, prepare, request_of
 
 # The table's rows inspect takes: the layout and schedule, the sequence, and what the activations
-# and the fit (X516) depend on.
+# and the fit (X516) and the weights' bytes depend on.
 ROWS = tuple(
     row
     for row in table.OPTIONS
-    if row.group in (table.LAYOUT, table.SCHEDULE) or row.name in ("seq_len", "attention", "device")
+    if row.group in (table.LAYOUT, table.SCHEDULE)
+    or row.name in ("seq_len", "attention", "device", "precision")
 )
 _LAYOUT = {row.name for row in ROWS if row.layout}
 GIB = 1 << 30

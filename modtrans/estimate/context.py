@@ -88,6 +88,7 @@ def _ir(model: str, options: Options, vocabulary_multiple: int) -> ModelIR:
         per_expert=options.per_expert,
         trust_remote_code=options.trust_remote_code,
         file_hash=False,
+        precision=options.precision,
     )
     if ir is None or has_errors(found):
         first = next((d for d in found if d.severity == 1), None)
