@@ -6,9 +6,10 @@ A meta tensor has a shape and no value; a model that reads one (`lengths.max().i
 alone, not on any weight: XLM's lengths are `(input_ids != pad).sum(1)`, a vision-language model's
 image positions `input_ids == image_token_id`. Values keeps a CPU copy beside each meta tensor
 whose value is known: the integer inputs (token ids the configuration's special tokens are not:
-no padding; each made by carrying()), factories (arange, full, zeros), and every op whose operands all have one, run again
-on the copies (up to LIMIT elements: a larger one goes without). An op meta has no kernel for (a
-data-dependent shape: nonzero, masked_select, unique) takes its output's shape from its value.
+no padding; each made by carrying()), factories (arange, full, zeros), and every op whose
+operands all have one, run again on the copies (up to LIMIT elements: a larger one goes
+without). An op meta has no kernel for (a data-dependent shape: nonzero, masked_select, unique)
+takes its output's shape from its value.
 A CPU tensor the model's code makes (torch.tensor without a device) and mixes with meta ones
 becomes a meta tensor with its value as the copy; torch.tensor(data, device=meta) keeps its data.
 
