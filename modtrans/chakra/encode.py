@@ -365,7 +365,7 @@ class Nodes:
         counted = self.sizes.get(t.bytes)
         if counted is None:
             counted = self.sizes[t.bytes] = wire.entry(str(t.bytes))
-        encoded = self.entries[key] = wire.entry(t.name + suffix) + counted
+        encoded = self.entries[key] = wire.entry(t.name + suffix, counted)
         return encoded
 
     def _transfer(self, node_id: int, t: Transfer, deps: Sequence[int], k: int) -> tuple[bytes, bytes]:
