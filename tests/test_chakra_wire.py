@@ -245,3 +245,17 @@ def test_a_varint_over_ten_bytes_is_refused() -> None:
         integers.decoded(data, 0)
     assert integers.decoded_or_none(data, 0) is None
     assert integers.decoded(b"\xff" * 9 + b"\x01", 0) == ((1 << 64) - 1, 10)
+
+
+@pytest.mark.parametrize("length", [0, 1, 127, 128, 300, 16384])
+def test_a_string_list_entry_and_the_entries_after_it_are_what_protobuf_writes(length: int) -> None:
+    """wire.entry's value, and the encoded entries it is joined to (`then`), as protobuf
+    serializes a StringList of those values: a name of every length prefix (one byte below 128,
+    two and three above) and non-ASCII text (its UTF-8 bytes counted, not its characters)."""
+    pb = schema()
+    name = ("é" * length)[: length // 2] + "x" * (length - length // 2)
+    values = [name, "12345678", ""]
+    expected = pb.StringList(values=values).SerializeToString()
+    then = b"".join(chakra.wire.entry(v) for v in values[1:])
+    assert chakra.wire.entry(name, then) == expected
+    assert chakra.wire.entry(name) + then == expected

@@ -18,6 +18,7 @@ from typing import Any
 from modtrans import heap
 from modtrans.chakra import wire
 from modtrans.chakra.patch import Ends, Group, Piece
+from modtrans.integers import ONE_BYTE
 from modtrans.plan.model import (
     Collective,
     Compute,
@@ -112,7 +113,7 @@ class Nodes:
         self.masks = dim_masks(plan.mesh, dims)
         self.entries: dict[Any, bytes] = {}  # a template's tensors, encoded, by id (and pass)
         self.titles: dict[tuple[int, Step], str] = {}
-        self.names: dict[tuple[int, Step], bytes] = {}  # a compute's name and type fields
+        self.names: dict[tuple[int, Step, int, int], tuple[bytes, bytes]] = {}  # _compute_fixed
         self.counts: dict[tuple[int, int], bytes] = {}  # is_cpu_op, num_ops and tensor_size
         self.sizes: dict[int, bytes] = {}  # a tensor size's string list entry
         self.frames: dict[str, dict[int, bytes]] = {"inputs": {}, "outputs": {}}  # _strings
@@ -128,28 +129,34 @@ class Nodes:
         the same axes has the same size everywhere)."""
         program = self.plan.programs[program_index]
         mesh = self.plan.mesh
+        alone: dict[frozenset[Purpose], bool] = {}  # per axes: a group of one rank (no node)
+        wgrad = Step.WEIGHT_GRAD
         slots = []
         next_id = 0
         carried: dict[int, list[int]] = {}  # layer -> what its forward of the next pass waits for
         for k in range(self.passes):
-            node_of: list[list[int]] = []  # per operation: the node ids standing for it
+            node_of: list[tuple[int, ...]] = []  # per operation: the node ids standing for it, sorted
             wg_compute: dict[int, int] = {}
             wg_comms: dict[int, list[int]] = {}
             for i, op in enumerate(program):
                 carries = k and isinstance(op, Compute) and op.step is Step.FWD and op.layer in carried
                 if len(op.deps) == 1 and not carries:  # most operations: one, its nodes sorted already
-                    ordered: Sequence[int] = node_of[op.deps[0]]
+                    ordered = node_of[op.deps[0]]
                 else:
                     deps = {d for j in op.deps for d in node_of[j]}
                     if carries:
                         deps.update(carried[op.layer])
-                    ordered = sorted(deps)
-                if isinstance(op, Collective) and mesh.span(op.over) < 2:
-                    node_of.append(list(ordered))  # nothing to communicate: dependents wait for its deps
-                    continue
-                slots.append((k, i, next_id, tuple(ordered)))
-                node_of.append([next_id])
-                if op.step is Step.WEIGHT_GRAD:
+                    ordered = tuple(sorted(deps))
+                if isinstance(op, Collective):
+                    single = alone.get(op.over)
+                    if single is None:
+                        single = alone[op.over] = mesh.span(op.over) < 2
+                    if single:
+                        node_of.append(ordered)  # nothing to communicate: dependents wait for its deps
+                        continue
+                slots.append((k, i, next_id, ordered))
+                node_of.append((next_id,))
+                if op.step is wgrad:
                     if isinstance(op, Compute):
                         wg_compute[op.layer] = next_id
                     else:
@@ -177,6 +184,9 @@ class Nodes:
         run: list[bytes] = []
         for k, i, node_id, deps in self._slots(p):
             op = program[i]
+            if type(op) is Compute:  # most nodes: never a piece of their own
+                run.append(self._compute(node_id, op, deps, k, durations[k][i]))
+                continue
             piece: Piece | None = None
             if isinstance(op, Transfer):
                 head, tail = self._transfer(node_id, op, deps, k)
@@ -244,34 +254,48 @@ class Nodes:
 
     def _compute(self, node_id: int, op: Compute, deps: Sequence[int], k: int, micros: int) -> bytes:
         """A framed COMP_NODE (wire.fields, then is_cpu_op, num_ops, tensor_size, inputs, outputs)
-        in one join, its name and counts made once per layer and step: most of a big set's nodes."""
+        in one join, its name and counts made once per layer, step and counts: most of a big set's
+        nodes."""
         suffix = f"@pass{k}" if k else ""
         inputs, read = self._strings("inputs", op.inputs, suffix)
         outputs, written_ = self._strings("outputs", op.outputs, suffix)
         size = read + written_  # Compute.bytes: every tensor read and written once
-        ops = op.flops if op.flops > 0 or size == 0 else 1
-        key = (op.layer, op.step)
-        name = self.names.get(key)
-        if name is None:
-            kind = b"\x18" + wire.varint(self.pb.COMP_NODE)  # type (3)
-            name = self.names[key] = wire.delimited(2, self._title(op).encode()) + kind
-        counts = self.counts.get((ops, size))
-        if counts is None:
-            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
-            counts = self.counts[(ops, size)] = _CPU + counts
+        flops = op.flops
+        ops = flops if flops > 0 or size == 0 else 1
+        key = (op.layer, op.step, ops, size)
+        fixed = self.names.get(key)
+        if fixed is None:
+            fixed = self.names[key] = self._compute_fixed(op, ops, size)
+        name, counts = fixed
         varint = wire.varint
+        if len(deps) == 1:  # most nodes: data_deps (5) of one varint
+            listed = varint(deps[0])
+            deps_field = b"*" + ONE_BYTE[len(listed)] + listed
+        else:
+            deps_field = _deps(deps)
         body = b"".join(
             (
                 b"\x08" + varint(node_id) if node_id else b"",
                 name,
-                _deps(deps),
+                deps_field,
                 b"8" + varint(micros) if micros else b"",  # duration_micros (7)
                 counts,
                 inputs,
                 outputs,
             )
         )
-        return varint(len(body)) + body
+        n = len(body)
+        return (ONE_BYTE[n] if n < 0x80 else varint(n)) + body
+
+    def _compute_fixed(self, op: Compute, ops: int, size: int) -> tuple[bytes, bytes]:
+        """A COMP_NODE's name and type fields, and its is_cpu_op, num_ops and tensor_size."""
+        kind = b"\x18" + wire.varint(self.pb.COMP_NODE)  # type (3)
+        name = wire.delimited(2, self._title(op).encode()) + kind
+        counts = self.counts.get((ops, size))
+        if counts is None:
+            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
+            counts = self.counts[(ops, size)] = _CPU + counts
+        return name, counts
 
     def _collective_node(
         self, node_id: int, op: Collective, group: int, deps: Sequence[int], k: int
@@ -341,7 +365,7 @@ class Nodes:
         counted = self.sizes.get(t.bytes)
         if counted is None:
             counted = self.sizes[t.bytes] = wire.entry(str(t.bytes))
-        encoded = self.entries[key] = wire.entry(t.name + suffix) + counted
+        encoded = self.entries[key] = wire.entry(t.name + suffix, counted)
         return encoded
 
     def _transfer(self, node_id: int, t: Transfer, deps: Sequence[int], k: int) -> tuple[bytes, bytes]:

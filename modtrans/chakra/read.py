@@ -111,16 +111,22 @@ def _fields(node: Any, body: bytes | memoryview) -> tuple[Any, ...]:
     """A node's fields from its bytes, decoded into `node` (a Node message: ParseFromString
     clears it first, and what is returned is copied out of it, so one message serves a trace)."""
     node.ParseFromString(body)
-    deps = tuple(node.data_deps), tuple(node.ctrl_deps)
-    return node.id, node.name, node.type, *deps, node.duration_micros, attributes(node)
+    return node.id, node.name, node.type, *_deps(node), node.duration_micros, attributes(node)
 
 
 def _bare(node: Any, body: bytes | memoryview) -> tuple[Any, ...]:
     """A node's fields from its bytes, its attributes decoded (protobuf checks them) but not read
     out ({}): what the graph checks need (validate.structure), a fifth of `_fields`'s cost."""
     node.ParseFromString(body)
-    deps = tuple(node.data_deps), tuple(node.ctrl_deps)
-    return node.id, node.name, node.type, *deps, node.duration_micros, {}
+    return node.id, node.name, node.type, *_deps(node), node.duration_micros, {}
+
+
+def _deps(node: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A node's data and control dependencies, as tuples: a repeated field's slice (a list) made
+    a tuple, and an empty field tested first, each about half what tuple() of the field costs
+    (upb's containers; a node of a Llama-3-70B stage 0.8 us of some 6)."""
+    control = node.ctrl_deps
+    return tuple(node.data_deps[:]), (tuple(control[:]) if control else ())
 
 
 def _what(index: int) -> str:

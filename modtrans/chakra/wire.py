@@ -114,11 +114,14 @@ def string_list(name: str, entries: bytes) -> bytes:
     return _KEYS[10] + (ONE_BYTE[m] if m < 0x80 else varint(m)) + named + value + entries
 
 
-def entry(value: str) -> bytes:
-    """One value of a StringList (its field 1: b"\\n", the length, the UTF-8 bytes)."""
+def entry(value: str, then: bytes = b"") -> bytes:
+    """One value of a StringList (its field 1: b"\\n", the length, the UTF-8 bytes), and `then`
+    (encoded entries that follow it) in the same join."""
     data = value.encode()
     n = len(data)
-    return b"\n" + ONE_BYTE[n] + data if n < 0x80 else delimited(1, data)
+    if n < 0x80:
+        return b"".join((b"\n", ONE_BYTE[n], data, then))
+    return delimited(1, data) + then
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -206,6 +206,7 @@ class StageProgram:
         self.tagged: dict[tuple[str, int, str], Tensor] = {}  # (name, bytes, tag) -> the tensor
         self.named: dict[tuple[int, Place], list[tuple[Comm, str, int, int]]] = {}  # _named
         self.kept: dict[int, frozenset[str]] = {}  # per unit: its parameters' names
+        self.grads: dict[int, list[tuple[str, int]]] = {}  # per unit: its gradients' names, less the tag
         self.pending: tuple[Costed, Direction, int, int, int, bool] | None = None  # a deferred send
         # Place.NEXT_FWD: the units whose first forward waits for parameter gathers, in forward
         # order (unit index: the model's order, each chunk's before the next's); the op each waits for
@@ -224,11 +225,12 @@ class StageProgram:
         out = []
         tagged = self.tagged
         for t in tensors:
-            if t.name not in keep:
-                key = (t.name, t.bytes, tag)
+            name = t.name
+            if name not in keep:
+                key = (name, t.bytes, tag)
                 named = tagged.get(key)
                 if named is None:
-                    named = tagged[key] = Tensor(f"{t.name}#{tag}", t.bytes)
+                    named = tagged[key] = Tensor(f"{name}#{tag}", t.bytes)
                 t = named
             out.append(t)
         return tuple(out)
@@ -300,10 +302,13 @@ class StageProgram:
         inputs: tuple[Tensor, ...],
         outputs: tuple[Tensor, ...],
     ) -> int:
-        deps = self._deps()
+        chain = self.chain
+        deps = () if chain is None else (chain,)
         if self.waits:
             deps, self.waits = tuple(sorted({*deps, *self.waits})), ()
-        self.chain = self.emit(Compute(u.index, step, time, flops, inputs, outputs, deps))
+        ops = self.ops
+        ops.append(Compute(u.index, step, time, flops, inputs, outputs, deps))
+        self.chain = len(ops) - 1
         return self.chain
 
     def _sync(self, after: int | None) -> None:
@@ -334,7 +339,9 @@ class StageProgram:
         if waited is not None:  # Megatron's pre-hook: wait for this gather, issue the next
             self._sync(waited)
             self.waits = () if self.outline else (waited,)
-        self.collectives(u, Place.BEFORE_FWD, step, tag)
+        comms = u.comms
+        if comms.get(Place.BEFORE_FWD):  # most units at most places: no call to issue nothing
+            self.collectives(u, Place.BEFORE_FWD, step, tag)
         if self.outline:
             self._mark(u, step, u.times.forward, u.flops.forward)
         else:
@@ -345,31 +352,35 @@ class StageProgram:
                 step,
                 u.times.forward,
                 u.flops.forward,
-                self._suffix(io.inputs + io.params, f"m{micro}", keep),
+                self._suffix(io.inputs, f"m{micro}", keep) + io.params,  # parameters: never suffixed
                 outputs,
             )
-        self.collectives(u, Place.AFTER_FWD, step, tag)
+        if comms.get(Place.AFTER_FWD):
+            self.collectives(u, Place.AFTER_FWD, step, tag)
 
     def backward(self, u: Costed, micro: int, *, weight: bool = True) -> int:
         """The unit's backward: its input gradient, and its weight gradient unless ZB-H1 runs that
         as a step of its own (`weight` False). Returns the weight gradient's index (-1: not here)."""
         tag = f"m{micro}"
-        self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)  # activation-gradient traffic
+        comms = u.comms
+        if comms.get(Place.BEFORE_BWD):  # activation-gradient traffic
+            self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)
         wg = self.weight_grad(u, tag) if weight else -1
         if not u.first and self.outline:
             self._mark(u, Step.INPUT_GRAD, u.times.input_grad, u.flops.input_grad)
             self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         elif not u.first:
-            keep, io = self._params(u), u.io
+            io = u.io
             self.compute(
                 u,
                 Step.INPUT_GRAD,
                 u.times.input_grad,
                 u.flops.input_grad,
-                self._suffix(io.grads_in, tag) + self._suffix(io.params, tag, keep),
+                self._suffix(io.grads_in, tag) + io.params,  # parameters: never suffixed
                 self._suffix(io.grads_out, tag),
             )
-            self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
+            if comms.get(Place.AFTER_IG):
+                self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         return wg
 
     def weight_grad(self, u: Costed, tag: str) -> int:
@@ -378,7 +389,10 @@ class StageProgram:
             self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
             return wg
         io = u.io
-        grads = tuple(Tensor(f"grad:{p.name}@{u.name}#{tag}", p.bytes) for p in io.trainable)
+        named = self.grads.get(u.index)
+        if named is None:  # each parameter's gradient named once a unit, suffixed per micro-batch
+            named = self.grads[u.index] = [(f"grad:{p.name}@{u.name}#", p.bytes) for p in io.trainable]
+        grads = tuple([Tensor(name + tag, size) for name, size in named])
         wg = self.compute(
             u,
             Step.WEIGHT_GRAD,
@@ -387,7 +401,8 @@ class StageProgram:
             self._suffix(io.grads_in + io.inputs, tag),
             grads,
         )
-        self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
+        if u.comms.get(Place.AFTER_WG):
+            self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
         return wg
 
     def transfer(
