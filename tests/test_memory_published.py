@@ -113,7 +113,9 @@ def test_llama_fits_an_80_gib_device_at_tp_2() -> None:
 
 def test_dropout_masks_only_where_the_model_has_dropout(tmp_path: Path) -> None:
     """GPT-2's configuration with its dropout set to 0: the two 1-byte masks per layer (2 sbh,
-    sequence-parallel: / t) go, and eager attention keeps the softmax output alone (2 a s^2 b, not 5)."""
+    sequence-parallel: / t) go, and eager attention keeps the softmax output alone. The file states
+    no dtype (fp32, as GPT2Config builds it): the attention dropout's 1-byte mask and its fp32
+    output go, (1 + 4) a s^2 b, where Korthikanti's 16-bit count is 1 + 2."""
     h, layers, a, s, t = 1024, 4, 16, 1024, 2
     config = tmp_path / "config.json"
     gpt = {"model_type": "gpt2", "n_embd": h, "n_layer": layers, "n_head": a, "n_positions": s}
@@ -123,7 +125,7 @@ def test_dropout_masks_only_where_the_model_has_dropout(tmp_path: Path) -> None:
     dropped = _memory(config, **layout)[0].activations
     config.write_text(json.dumps({**gpt, "attn_pdrop": 0.0, "resid_pdrop": 0.0}))
     none = _memory(config, **layout)[0].activations
-    assert dropped - none == pytest.approx(layers * (2 * s * h + 3 * a * s * s) / t, rel=1e-9)
+    assert dropped - none == pytest.approx(layers * (2 * s * h + (1 + 4) * a * s * s) / t, rel=1e-9)
 
 
 CONFIGS = Path(__file__).parent.parent / "fixtures" / "configs"
