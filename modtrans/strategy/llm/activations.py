@@ -55,6 +55,7 @@ and MLP's sum), counted as the two masks.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from modtrans import dtypes
@@ -129,14 +130,16 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
 
 
 def element_size(attention: list[Layer]) -> int:
-    """Bytes per element of the activations a block stores: the dtype of its attention layers'
-    first floating output (the IR's, --precision's where given: ir/precision.py), 4 when none is."""
-    for x in attention:
-        for a in x.outputs:
-            known = dtypes.BY_NAME.get(a.dtype)
-            if known is not None and known.floating:
-                return known.bytes
-    return dtypes.width("float")
+    """Bytes per element of the activations a block stores: the dtype most of its attention
+    layers' floating outputs have (the IR's, --precision's where given: ir/precision.py; an fp16
+    export's fp32 norm does not decide it), 4 (dtypes.DEFAULT_BITS) when none is known."""
+    found = Counter(
+        known.bytes
+        for x in attention
+        for a in x.outputs
+        if (known := dtypes.BY_NAME.get(a.dtype)) is not None and known.floating
+    )
+    return found.most_common(1)[0][0] if found else dtypes.DEFAULT_BITS // 8
 
 
 def _widths(attention: list[Layer], h: int, a: int, kv: int) -> tuple[int, int, int, int, int]:
