@@ -113,7 +113,9 @@ def test_llama_fits_an_80_gib_device_at_tp_2() -> None:
 
 def test_dropout_masks_only_where_the_model_has_dropout(tmp_path: Path) -> None:
     """GPT-2's configuration with its dropout set to 0: the two 1-byte masks per layer (2 sbh,
-    sequence-parallel: / t) go, and eager attention keeps the softmax output alone (2 a s^2 b, not 5)."""
+    sequence-parallel: / t) go, and eager attention keeps the softmax output alone. The file states
+    no dtype (fp32, as GPT2Config builds it): the attention dropout's 1-byte mask and its fp32
+    output go, (1 + 4) a s^2 b, where Korthikanti's 16-bit count is 1 + 2."""
     h, layers, a, s, t = 1024, 4, 16, 1024, 2
     config = tmp_path / "config.json"
     gpt = {"model_type": "gpt2", "n_embd": h, "n_layer": layers, "n_head": a, "n_positions": s}
@@ -123,7 +125,7 @@ def test_dropout_masks_only_where_the_model_has_dropout(tmp_path: Path) -> None:
     dropped = _memory(config, **layout)[0].activations
     config.write_text(json.dumps({**gpt, "attn_pdrop": 0.0, "resid_pdrop": 0.0}))
     none = _memory(config, **layout)[0].activations
-    assert dropped - none == pytest.approx(layers * (2 * s * h + 3 * a * s * s) / t, rel=1e-9)
+    assert dropped - none == pytest.approx(layers * (2 * s * h + (1 + 4) * a * s * s) / t, rel=1e-9)
 
 
 CONFIGS = Path(__file__).parent.parent / "fixtures" / "configs"
@@ -208,3 +210,55 @@ def test_multi_head_latent_attention_stores_its_latents_and_decompressed_heads(
     changed = _memory(tmp_path / "changed.json", **layout)[0].activations
     assert callable(per_token)
     assert changed - base == pytest.approx(layers * s * per_token(a, t), rel=1e-9)
+
+
+HF = Path(__file__).parent.parent / "fixtures" / "hf"
+
+
+@pytest.mark.parametrize("attention", ["flash", "eager"])
+def test_gpt_j_stores_its_fp32_activations_at_4_bytes_an_element(attention: str) -> None:
+    """GPT-J-6B's published configuration states no dtype: transformers builds it in fp32, and a run
+    in it stores each activation at 4 bytes (torch's element_size), twice what --precision bf16
+    stores. Korthikanti et al. 2022's terms by hand (section 4.1, 16-bit: 2 bytes an element), TP 2,
+    no SP: each layer's tensors 8 sbh replicated and (6 sbh + 2 sbh + 4 sbf) / t split (Q, K, V,
+    the output projection's input, the MLP's two f-wide tensors), eager attention's softmax output
+    2 a s^2 b / t (GPT-J trains without dropout: no masks, no dropout output); the final norm's and
+    output layer's inputs 4 sbh / t. Not scaled: FlashAttention's fp32 logsumexp 4 a s b / t, the
+    embedding's int64 ids and 1-byte dropout mask 8 sb + sbh, Megatron's fp32 logits 4 s b V / t."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    # fixtures/hf/gpt-j-6b.json: n_embd, n_head, n_layer, n_inner null (4 n_embd), vocab_size
+    h, a, layers, f, v = 4096, 16, 28, 4 * 4096, 50400
+    s, b, t = 2048, 1, 2
+    sb, sbh = s * b, s * b * h
+    per_layer = 8 * sbh + (6 * sbh + 2 * sbh + 4 * sb * f) / t
+    if attention == "eager":
+        per_layer += 2 * a * s * s * b / t
+    tensors_16 = layers * per_layer + 4 * sbh / t
+    fixed = 8 * sb + sbh + 4 * sb * v / t + (layers * 4 * a * sb / t if attention == "flash" else 0)
+    layout = {"tp": t, "seq_len": s, "micro_batch": b, "global_batch": b, "attention": attention}
+    fp32 = _memory(HF / "gpt-j-6b.json", **layout)[0].activations
+    bf16 = _memory(HF / "gpt-j-6b.json", precision="bf16", **layout)[0].activations
+    assert bf16 == pytest.approx(tensors_16 + fixed, rel=1e-9)
+    assert fp32 == pytest.approx(2 * tensors_16 + fixed, rel=1e-9)
+    assert fp32 - bf16 == pytest.approx(tensors_16, rel=1e-9)
+
+
+def test_gpt_2s_fp32_activations_keep_their_1_byte_masks() -> None:
+    """GPT-2's published configuration (no dtype: fp32; attention and residual dropout 0.1), eager
+    attention at TP 2: against --precision bf16 every tensor term doubles and the 1-byte masks do
+    not. By Korthikanti et al. 2022's 16-bit terms (section 4.1) a layer stores 10 sbh + (24 sbh +
+    5 a s^2 b) / t, of which masks 2 sbh + a s^2 b / t (the residual dropouts' and the attention
+    dropout's): fp32 adds the rest once more, 8 sbh + (24 sbh + 4 a s^2 b) / t, and the final
+    norm's and output layer's inputs 4 sbh / t; the embedding's ids and mask and the fp32 logits
+    stay."""
+    # fixtures/configs/gpt2.json: n_embd, n_head, n_layer, n_positions
+    h, a, layers, s, b, t = 768, 12, 12, 1024, 1, 2
+    sbh = s * b * h
+    layout = {"tp": t, "seq_len": s, "micro_batch": b, "global_batch": b, "attention": "eager"}
+    fp32 = _memory(CONFIGS / "gpt2.json", **layout)[0].activations
+    bf16 = _memory(CONFIGS / "gpt2.json", precision="bf16", **layout)[0].activations
+    fp16 = _memory(CONFIGS / "gpt2.json", precision="fp16", **layout)[0].activations
+    expected = layers * (8 * sbh + (24 * sbh + 4 * a * s * s * b) / t) + 4 * sbh / t
+    assert fp32 - bf16 == pytest.approx(expected, rel=1e-9)
+    assert fp16 == bf16

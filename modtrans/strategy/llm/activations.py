@@ -7,6 +7,14 @@ this counts the same terms for the model the IR describes (s sequence, b micro-b
 a query heads, kv key/value heads, d_qk and d_v a head's query/key and value widths, f the MLP
 width; Q = a d_qk, K = kv d_qk, V = kv d_v, the context O = a d_v, each h for GPT):
 
+Element size: Korthikanti counts every tensor at 2 bytes "assuming 16-bit floating point"; a
+block stores its tensors in the dtype it computes in, so each tensor term below is written at 2
+and counts w bytes an element, the IR's activation dtype's (dtypes.py; torch's element_size: fp32
+4, fp16 and bf16 2): a configuration stating no dtype, an fp32 ONNX file or --precision fp32
+stores twice fp16's. What does not scale: the dropout masks (1 byte an element, torch's bool /
+uint8 mask), FlashAttention's fp32 statistics (4) and the loss's logits (frameworks.logit_bytes:
+Megatron's cross-entropy runs on fp32 logits whatever the model's dtype).
+
     replicated over the tensor ranks (/ t under sequence parallelism)
       the two norms' inputs               4 sbh
       the QKV projections' shared input   2 sbh
@@ -47,8 +55,10 @@ and MLP's sum), counted as the two masks.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
+from modtrans import dtypes
 from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
 from modtrans.plan.model import Recompute
 from modtrans.strategy.llm.context import sequence
@@ -88,6 +98,7 @@ class Dims:
     hidden_dropout: bool
     mlps: dict[int, Mlp]
     kept: Kept  # what torchtitan's op policy keeps beside its attention kernel (selective.py)
+    width: int  # bytes per element of the block's activations, their dtype's (Element size)
 
     def mlp(self, block: int) -> Mlp:
         return self.mlps.get(block) or next(iter(self.mlps.values()))
@@ -112,7 +123,23 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
         return None
     widths = _widths(attention, h, heads.query, heads.key_value)
     dropout = (heads.dropout > 0, heads.hidden_dropout > 0)
-    return Dims(s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps, op_kept(ir, h))
+    kept = op_kept(ir, h)
+    return Dims(
+        s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps, kept, element_size(attention)
+    )
+
+
+def element_size(attention: list[Layer]) -> int:
+    """Bytes per element of the activations a block stores: the dtype most of its attention
+    layers' floating outputs have (the IR's, --precision's where given: ir/precision.py; an fp16
+    export's fp32 norm does not decide it), 4 (dtypes.DEFAULT_BITS) when none is known."""
+    found = Counter(
+        known.bytes
+        for x in attention
+        for a in x.outputs
+        if (known := dtypes.BY_NAME.get(a.dtype)) is not None and known.floating
+    )
+    return found.most_common(1)[0][0] if found else dtypes.DEFAULT_BITS // 8
 
 
 def _widths(attention: list[Layer], h: int, a: int, kv: int) -> tuple[int, int, int, int, int]:
@@ -187,21 +214,21 @@ def layer(
 ) -> float:
     """Bytes one block stores per micro-batch on one rank (the module's terms; `ops`: selective
     recomputation is torchtitan's op policy, selective.py)."""
-    sb = d.s * d.b
+    sb, w = d.s * d.b, d.width  # w: bytes per element of every tensor term (Korthikanti's 2)
     if recompute is Recompute.FULL:
-        return 2 * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
+        return w * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
     if recompute is Recompute.SELECTIVE and ops:
-        kept = 2 * sb * d.kept.split
+        kept = w * sb * d.kept.split
         if attention != EAGER:  # SDPA's saved output and logsumexp
-            kept += 2 * sb * d.context + STATISTICS * d.a * sb
-        return 2 * sb * d.h * d.kept.hidden / (t if sp else 1) + kept / t
+            kept += w * sb * d.context + STATISTICS * d.a * sb
+        return w * sb * d.h * d.kept.hidden / (t if sp else 1) + kept / t
     m = d.mlp(block)
     masks = 2 * sb * d.h if d.hidden_dropout else 0  # after the attention and after the MLP, 1 byte each
-    replicated = 4 * sb * d.h + 2 * sb * d.h + 2 * sb * m.inputs * d.h + masks + 2 * sb * d.latent
-    split = 2 * sb * (d.q + d.k + d.value) + 2 * sb * d.context + 2 * sb * m.inner
+    replicated = w * sb * (2 * d.h + d.h + m.inputs * d.h + d.latent) + masks
+    split = w * sb * (d.q + d.k + d.value + d.context + m.inner)
     if recompute is not Recompute.SELECTIVE:
-        if attention == EAGER:
-            split += (5 if d.attention_dropout else 2) * d.a * d.s * sb
+        if attention == EAGER:  # the softmax's output and the dropout's (w each), its 1-byte mask
+            split += (2 * w + 1 if d.attention_dropout else w) * d.a * d.s * sb
         else:
             split += STATISTICS * d.a * sb
-    return replicated / (t if sp else 1) + split / t + 2 * sb * m.experts / etp
+    return replicated / (t if sp else 1) + split / t + w * sb * m.experts / etp

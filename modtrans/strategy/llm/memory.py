@@ -15,15 +15,17 @@ it applies and says where it differs.
     activations  per transformer block and micro-batch, what it stores by the attention kernel
                  that runs (--attention: flash keeps no s x s tensor, eager Korthikanti et al.
                  2022's 5 a s^2 b), the model's MLP (GeLU, gated, experts) and dropout
-                 (activations.py); full recomputation keeps each block's input, 2 sbh (/ t under
-                 SP); torchtitan's selective, its op policy's (selective.py). The stage's
+                 (activations.py), each tensor at w bytes an element, the activations' dtype's
+                 (Korthikanti's 16-bit 2); full recomputation keeps each block's input, w sbh (/ t
+                 under SP); torchtitan's selective, its op policy's (selective.py). The stage's
                  blocks x the micro-batches in flight: 1F1B min(P - p, GA) on stage p, GPipe GA,
                  interleaved P (1 + (P - 1) / (P V)) (Megatron's penalty) on stage 0, scaled by
-                 (P - p) / P after it. Stage 0 adds the embedding's input and
-                 dropout (8 sb + sbh per micro-batch in flight, / t under SP), the last stage the
-                 output layer's input and the loss's logits, 4 sbh (1 + V / h) / t (for P = 1
-                 Megatron counts them; on the last of P stages they are there too); torchtitan's
-                 loss holds 12 bytes a logit at its peak, not 4 (frameworks.py, logit_bytes)
+                 (P - p) / P after it. Stage 0 adds the embedding's input ids (int64) and
+                 dropout mask (8 sb + sbh per micro-batch in flight, / t under SP), the last stage
+                 the final norm's and output layer's inputs and the loss's fp32 logits, 2 w sbh +
+                 4 sbV, / t: Megatron's 4 sbh (1 + V / h) at 16 bits (for P = 1 Megatron counts
+                 them; on the last of P stages they are there too); torchtitan's loss holds 12
+                 bytes a logit at its peak, not 4 (frameworks.py, logit_bytes)
 
 A keyword preset (DATA, MODEL, the hybrids, HYBRID_TRANSFORMER) is one stage and one micro-batch
 of the IR's batch: its one rank's memory is this model's at T = its widest layer shard (the
@@ -180,7 +182,8 @@ def activation_bytes(
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
     if ends[1]:
-        total += (4 * sbh + layout.framework.logit_bytes * d.s * d.b * d.v) / t
+        # the final norm's and output layer's inputs (Korthikanti's 4 sbh: two 16-bit tensors)
+        total += (2 * d.width * sbh + layout.framework.logit_bytes * d.s * d.b * d.v) / t
     return total / layout.sequence_shards  # context parallelism: each rank holds s / C of each tensor
 
 
