@@ -23,12 +23,14 @@ rounds (the floor 0.43-0.89 s within a quarter hour at a load under 1.5), so eac
 ratios are printed too, ModTrans over the floor run next to it (and over the other checkout), and
 their median.
 
-Latest figures (2026-12-06, main a972908 in ten rounds of 3-6 runs taken in turns with branch
-c4floor4, the project's 2-core VM at a load of 0.6-1.3, `--only C4 --against`): C4 at 1.24-1.78x
-the floor without fsync, at or under 1.5x in 5 of the 10 rounds' best (CPU 2.11-2.93x); the floor
-itself 0.43-0.89 s as the VM's speed moved. At a load of 0.5 one round gave 0.61 s against 0.37 s
-(1.62x; CPU 1.00 s against 0.37 s). Issue 39's 1.5x is met in half the rounds, not robustly.
-History and what is left: docs/performance.md, Large translations and History (bench_floor.py).
+Latest figures (2026-12-06, main 6c7ed0f, the project's 2-core VM at a load of 0.2-0.9, three
+runs of `--only C4 --runs 4|5|6` one after another, 15 rounds): C4 at 1.60x, 1.25x and 1.22x the
+floor without fsync, best against best (ModTrans 0.62-0.70 s, the floor 0.44-0.54 s); each
+round's own ratio 1.09-1.60x, median 1.25x, at or under 1.5x in 14 of the 15; CPU 2.07-2.70x the
+floor's. C1 (8 ranks, made in the main process, no workers): 0.33 s, the floor 0.01 s. Under
+load the ratio grows (the floor is one process, ModTrans's writers two): main a972908 in ten
+rounds at a load of 0.6-1.3 beside other work made 1.24-1.78x, 5 of 10 at or under 1.5x. History
+and what is left: docs/performance.md, Large translations and History (bench_floor.py).
 """
 
 from __future__ import annotations
