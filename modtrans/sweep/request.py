@@ -13,7 +13,10 @@ from modtrans import limits, stopping, table
 from modtrans.request import UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from modtrans.sweep.rows import Row
+    from modtrans.sweep.tasks import Outcome
 
 SPACE_FIELDS = tuple(o.name for o in table.SWEEP_OWN if o.group == table.SPACE)
 """The search space's options: the option table's rows in its group, space.Space's fields."""
@@ -88,7 +91,9 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     return outcome, found
 
 
-def _write(prefix: Path, model: str, gpus: Any, against: str | None, outcome: Any) -> list[Path]:
+def _write(
+    prefix: Path, model: str, gpus: Sequence[int], against: str | None, outcome: Outcome
+) -> list[Path]:
     """The table, its JSON summary and picture at `prefix` (rows.write); UsageError unwritable."""
     from modtrans.sweep import draw, rows
 
