@@ -224,3 +224,56 @@ def test_torchtitans_loss_holds_its_fp32_logits_at_the_peak() -> None:
         assert plan is not None
         held[framework] = plan.memory[0].activations
     assert held["torchtitan"] - held["fsdp"] == pytest.approx((12 - 4) * seq * micro * V, rel=1e-9)
+
+
+# Llama-3-8B's parameters as its checkpoint counts them (meta-llama/Meta-Llama-3-8B's
+# model.safetensors.index.json: total_size 16,060,522,496 bytes of bf16), and those outside its
+# blocks: the embedding and output layer, V x H each (untied), and the final norm's H
+PSI = 16_060_522_496 // 2
+OUTSIDE = 2 * V * H + H
+BLOCK = (PSI - OUTSIDE) // L
+
+
+def _state(framework: str, zero: int, dp: int) -> tuple[float, float, float]:
+    """The weights, gradients and optimizer bytes of one rank of llama-3-8b in bf16 at DP `dp`."""
+    from modtrans.api import run
+    from modtrans.request import Request, prepare
+
+    request = Request(
+        model="llama-3-8b", npus=dp, micro_batch=1, global_batch=dp, seq_len=512, framework=framework,
+        zero=zero,
+    )  # fmt: skip
+    plan = run(prepare(request)).plan
+    assert plan is not None
+    m = plan.memory[0]
+    assert m.parameters == PSI
+    return m.weights, m.gradients, m.optimizer
+
+
+@pytest.mark.parametrize("dp", [8, 64])
+def test_zero_shards_state_as_the_zero_paper_counts_it(dp: int) -> None:
+    """DeepSpeed's ZeRO in mixed precision (Rajbhandari et al. 2020, section 5.1 and figure 1: 2 B
+    of 16-bit parameters, 2 of gradients, K = 12 of fp32 master copy and Adam moments per
+    parameter): stage 2 keeps (2 + (2 + 12) / D) psi, stage 3 16 psi / D, each class sharded once;
+    Megatron's fully sharded state the same with its fp32 main gradient (theoretical_memory_usage's
+    18 B, all / D)."""
+    assert sum(_state("deepspeed", 3, dp)) == pytest.approx(16 * PSI / dp, rel=1e-9)
+    assert sum(_state("megatron", 3, dp)) == pytest.approx(18 * PSI / dp, rel=1e-9)
+    weights, grads, optimizer = _state("deepspeed", 2, dp)
+    assert (weights, grads + optimizer) == pytest.approx((2 * PSI, 14 * PSI / dp), rel=1e-9)
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "llm-foundry", "fsdp"])
+def test_fsdp_keeps_fp32_shards_and_gathers_the_root_and_a_block(framework: str) -> None:
+    """PyTorch FSDP in mixed precision shards the fp32 parameter (the optimizer's own: no master
+    copy beside it), its fp32 gradient (FSDP1 _cast_grad_to_param_dtype, FSDP2 foreach_reduce's
+    orig_dtype) and Adam's 8 B: 16 psi / D under FULL_SHARD, plus the bf16 gathered parameters at
+    the backward's start: the root's (FSDP never reshards it after the forward) and one block's.
+    SHARD_GRAD_OP keeps every bf16 parameter from the forward to the backward."""
+    dp = 8
+    weights, grads, optimizer = _state(framework, 3, dp)
+    assert (grads, optimizer) == pytest.approx((4 * PSI / dp, 8 * PSI / dp), rel=1e-9)
+    assert weights == pytest.approx(4 * PSI / dp + 2 * (OUTSIDE + BLOCK), rel=1e-9)
+    weights, grads, optimizer = _state(framework, 2, dp)
+    assert weights == pytest.approx(4 * PSI / dp + 2 * PSI, rel=1e-9)
+    assert grads + optimizer == pytest.approx(12 * PSI / dp, rel=1e-9)

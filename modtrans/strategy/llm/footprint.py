@@ -37,8 +37,8 @@ not depend on it, and activations.dims takes the micro-batch itself."""
 class Split:
     """The units of one split as memory.per_stage reads them: per block, the sum of its units'
     Held in each class the formulas treat alike (expert or dense, 16-bit, 32-bit or no counted
-    elements: memory.unit_state is linear within one), and the units a tie names (a copy of a
-    weight on another stage, or its owner) each an entry of its own."""
+    elements, in a block or outside them: memory.unit_state is linear within one), and the units
+    a tie names (a copy of a weight on another stage, or its owner) each an entry of its own."""
 
     units: list[Unit]  # those a tie names
     entries: list[memory.Held]
@@ -61,7 +61,7 @@ def split_of(
     out: list[list[int]] = []
     entry_of: dict[int, int] = {}
     for g, block in enumerate(blocks([u.block for u in units]) if grouped is None else grouped):
-        sums: dict[tuple[bool, int], list[int]] = {}
+        sums: dict[tuple[bool, int, bool], list[int]] = {}
         mine: list[int] = []
         for i in block:
             h = held[i]
@@ -71,15 +71,16 @@ def split_of(
                 entries.append(h)
                 continue
             width = 0 if not h.elements else 1 if h.weights < 4 * h.elements else 2
-            total = sums.setdefault((h.expert, width), [0, 0, 0])
+            # the layers outside the blocks (memory.gathered: FSDP keeps them gathered) apart
+            total = sums.setdefault((h.expert, width, h.block is None), [0, 0, 0])
             total[0] += h.elements
             total[1] += h.weights
             total[2] += h.grads
         block_of = held[block[0]].block if held[block[0]].block is not None else held[block[-1]].block
         block_of = order[g] if order is not None else block_of
-        for (expert, _), (elements, weights, grads) in sums.items():
+        for (expert, _, outside), (elements, weights, grads) in sums.items():
             mine.append(len(entries))
-            entries.append(memory.Held(elements, weights, grads, expert, block_of))
+            entries.append(memory.Held(elements, weights, grads, expert, None if outside else block_of))
         out.append(mine)
     return Split(tied, entries, out, entry_of)
 

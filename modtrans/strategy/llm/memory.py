@@ -4,14 +4,19 @@ megatron/training/theoretical_memory_usage.py (NVIDIA/Megatron-LM d98e8a6); this
 it applies and says where it differs.
 
     weights      this rank's share of the stage's parameters (tensor-parallel shards, a tied
-                 copy on the last stage), in their dtype
+                 copy on the last stage), in their dtype; 1/D of them under ZeRO-3
     gradients    the same elements: under Megatron an fp32 main gradient for a 16-bit parameter
-                 (MAIN_GRAD), elsewhere the framework's gradient dtype (DeepSpeed: the model's,
-                 the ZeRO paper's 2 B: Rajbhandari et al. 2020, section 3.1); ZeRO-2 and 3
-                 keep 1/D of them (Megatron's distributed optimizer the whole buffer)
+                 (MAIN_GRAD), under DeepSpeed the model's dtype (the ZeRO paper's 2 B:
+                 Rajbhandari et al. 2020, section 3.1); ZeRO-2 and 3 keep 1/D of them
+                 (Megatron's distributed optimizer the whole buffer)
     optimizer    Adam: an fp32 master copy unless the weights are fp32 (4 B), and two fp32 moments
                  (8 B) per parameter; 1/D of it with the distributed optimizer or ZeRO-1/2/3
                  (Megatron's num_bytes_per_parameter: 18 B, or 6 + 12 / D; ZeRO's 2 + 2 + 12)
+    FSDP         in mixed precision (a 16-bit model: torchtitan, llm-foundry, fsdp) the fp32
+                 parameter is the optimizer's own: 4 B of it, 4 of fp32 gradient and Adam's 8, each
+                 / D sharded (_fsdp_mixed); the 16-bit copies computed with are held beside them:
+                 every parameter's from the forward to the backward under SHARD_GRAD_OP and
+                 NO_SHARD, the root's and one block's under FULL_SHARD (gathered)
     activations  per transformer block and micro-batch, what it stores by the attention kernel
                  that runs (--attention: flash keeps no s x s tensor, eager Korthikanti et al.
                  2022's 5 a s^2 b), the model's MLP (GeLU, gated, experts) and dropout
@@ -35,7 +40,9 @@ count as full recomputation (each block keeps its input). No layout option at al
 rank: the one-rank layout's memory. A model whose blocks the activation model does not know (an
 ONNX CNN: activations.dims is None) gets none (the metadata's `memory` null).
 
-Not counted: framework buffers, the CUDA context, fragmentation.
+Not counted: framework buffers, the CUDA context, fragmentation and the blocks PyTorch's caching
+allocator keeps reserved after they are freed (its max_reserved reads above this peak: it gives
+them back only when an allocation would otherwise fail).
 """
 
 from __future__ import annotations
@@ -106,6 +113,7 @@ def per_stage(
         mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held_by[v] for i in chunk]
         parts = [unit_state(u, layout, expert_data if u.expert else layout.gradient_ranks) for u in mine]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
+        weights += gathered(mine, layout)
         blocks = sorted(
             {
                 b
@@ -144,14 +152,49 @@ def unit_state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float
     elements = u.elements
     weights, grads = float(u.weights), float(u.grads)
     width = weights / elements if elements else 2
-    if layout.framework.family is Framework.MEGATRON and width < 4:
+    family = layout.framework.family
+    if family is Framework.FSDP and width < 4:
+        return (elements, *_fsdp_mixed(elements, weights, layout, ranks))
+    if family is Framework.MEGATRON and width < 4:
         grads = float(elements * MAIN_GRAD)
+    elif family is Framework.DEEPSPEED:
+        grads = weights  # its gradient partitions in the model's dtype, as it sends them
     optimizer = float(elements * (ADAM + (MASTER if width < 4 else 0))) / optimizer_shards(layout, ranks)
-    if layout.zero >= 2 and layout.framework.family is not Framework.MEGATRON:
+    if layout.zero == 3 or (layout.zero == 2 and family is not Framework.MEGATRON):
         grads /= ranks  # Megatron's distributed optimizer keeps the whole gradient buffer
     if layout.zero == 3:
-        weights, grads = weights / ranks, grads / ranks
+        weights /= ranks
     return elements, weights, grads, optimizer
+
+
+def _fsdp_mixed(elements: int, low: float, layout: Layout, ranks: int) -> tuple[float, float, float]:
+    """The weights, gradients and optimizer bytes of a unit FSDP trains in mixed precision (`low`:
+    its parameters' bytes in the dtype it computes in). The sharded parameter is the fp32 original,
+    the optimizer's own (no master copy beside it); its sharded gradient is cast back to that dtype
+    (FSDP1 torch/distributed/fsdp/_runtime_utils.py, _cast_grad_to_param_dtype; FSDP2
+    _fully_shard/_fsdp_collectives.py, foreach_reduce's orig_dtype); SHARD_GRAD_OP and NO_SHARD
+    keep the low-precision copy of every parameter from the forward to the backward (FULL_SHARD's
+    gathered units: gathered())."""
+    shards = ranks if layout.zero >= 2 else 1
+    fp32 = float(elements * MASTER) / shards
+    return fp32 + (low if layout.zero in (0, 2) else 0.0), fp32, float(elements * ADAM) / shards
+
+
+def gathered(units: Sequence[Held], layout: Layout) -> float:
+    """FSDP's FULL_SHARD working set at the loss's backward, the peak, beside the shards: the
+    root's parameters (those outside the blocks), which neither FSDP reshards after the forward
+    (FSDP1 torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard: "Do not free the root's
+    parameters in the post-forward"; FSDP2 _fully_shard/_fsdp_state.py, FSDPState._lazy_init: "For
+    the root, do not reshard after forward"), and one block's, gathered for the backward
+    (torchtitan's last block, never resharded: parallelize.py, apply_fsdp, reshard_after_forward
+    for layer_id < n - 1; both FSDPs' backward prefetch), each in the dtype it computes in."""
+    if layout.framework.family is not Framework.FSDP or layout.zero != 3:
+        return 0.0
+    blocks: dict[int, int] = {}
+    for u in units:
+        if u.block is not None:
+            blocks[u.block] = blocks.get(u.block, 0) + u.weights
+    return float(sum(u.weights for u in units if u.block is None) + max(blocks.values(), default=0))
 
 
 def optimizer_shards(layout: Layout, ranks: int) -> int:
