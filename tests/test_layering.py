@@ -294,6 +294,7 @@ def _importers(library: str) -> set[str]:
 
 def test_transformers_is_imported_where_the_hf_map_says() -> None:
     """hf/__init__.py's map: transformers in classes.py (its loader hook runs at that import,
-    before any model class loads) and inputs.py's processors alone; torch inside hf/ alone."""
-    assert _importers("transformers") == {"modtrans.hf.classes", "modtrans.hf.inputs"}
+    before any model class loads), inputs.py's processors and audio.py's feature extractors alone;
+    torch inside hf/ alone."""
+    assert _importers("transformers") == {"modtrans.hf.classes", "modtrans.hf.inputs", "modtrans.hf.audio"}
     assert {m for m in _importers("torch") if not m.startswith("modtrans.hf.")} == set()

@@ -4,19 +4,22 @@ by op, and the IR the hand-written path gives its own families. The optional ext
 brings torch and transformers; without it a family outside the hand-written list is refused in
 one line.
 
-classes.py  transformers (imported there, and in inputs.py for its processors, alone): which
+classes.py  transformers (imported there, in inputs.py for its processors and in audio.py for its
+            feature extractors, alone): which
             configuration and model class a config.json builds (its architectures, its tasks'
             Auto classes, an auto_map's code), the models' import structure reused at import
-library.py  torch (imported there, in classes.py, inputs.py, feeds.py, values.py, kernels.py,
-            scans.py and deltas.py alone): the model built on meta, its forward recorded as ops with their
-            modules, FLOPs (flop_counter's formulas) and operands
+library.py  torch (imported there, in classes.py, inputs.py, audio.py, feeds.py, values.py,
+            kernels.py, scans.py and deltas.py alone): the model built on meta, its forward
+            recorded as ops with their modules, FLOPs (flop_counter's formulas) and operands
 configs.py  a published config.json's class among its `architectures`, its checkpoint's dtype,
             and what the build does not follow (auto_map beside a native model_type,
-            quantization_config, a dtype the IR does not hold), said in one warning each (M805)
+            quantization_config, a dtype the IR does not hold), said in one warning each (M805);
+            the sub-configurations a configuration holds
 inputs.py   a model's inputs as meta tensors: token ids no special token uses (in the layout its
-            forward documents), audio through the model type's feature extractor (beside
-            its audio tokens), images through its image processor where square pixels do
-            not run its tower
+            forward documents), audio features beside its audio tokens, images through its
+            image processor where square pixels do not run its tower
+audio.py    a speech model's input features: one second of silence through the model type's
+            feature extractor, its mel bins
 feeds.py    the inputs of a model its first input alone does not run, as the code that feeds
             it makes them: Kyutai's codebook ids, Voxtral realtime's audio a token, a drafter's
             key/value states, a frame-stacking extractor's layout without its library; BLT's

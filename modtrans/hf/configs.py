@@ -135,3 +135,12 @@ def _method(quantized: Mapping[str, Any]) -> str:
     """A quantization_config's method: its quant_method, else bitsandbytes' load_in_4bit/8bit."""
     loads = (k.removeprefix("load_in_") for k in ("load_in_4bit", "load_in_8bit") if quantized.get(k))
     return str(quantized.get("quant_method") or next(loads, "?"))
+
+
+def nested(config: Any) -> list[Any]:
+    """The configuration and the sub-configurations it holds (text, vision, audio, encoder ...)."""
+    found = [config]
+    for value in vars(config).values():
+        if hasattr(value, "to_dict") and hasattr(value, "model_type") and value is not config:
+            found += nested(value)
+    return found

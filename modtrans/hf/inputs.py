@@ -1,9 +1,8 @@
 """A model's inputs for one training forward, as meta tensors, with the values the forward may read.
 
 The input the model names first (`main_input_name`) says what it reads: token ids, images, audio.
-Audio goes through the model type's own feature extractor (transformers' table of them, built from
-its defaults, the configuration's mel bins as its feature size): one second of silence at its
-sampling rate gives the real layout, Whisper's [batch, mels, 3000 frames] (padded to its 30 s
+Audio goes through the model type's own feature extractor (audio.py): one second of silence at
+its sampling rate gives the real layout, Whisper's [batch, mels, 3000 frames] (padded to its 30 s
 window), Parakeet's and Canary's [batch, frames, mels] with their attention mask. Token ids are
 one id none of the configuration's special tokens use (no padding, no image or audio token), so a
 forward that derives masks or lengths from them (XLM's `input_ids != pad_index`) takes its
@@ -24,6 +23,8 @@ from typing import Any
 import torch
 
 from modtrans.hf import feeds
+from modtrans.hf.audio import audio, empty, extracted, first_input, mel_bins
+from modtrans.hf.configs import nested
 from modtrans.hf.values import META, carrying, flat, forward_args, parameters_of
 
 
@@ -44,7 +45,7 @@ def inputs(model: Any, batch: int, sequence: int, targets: int | None = None) ->
             return laid
         found = {name: pixels(vision, batch)}
         return found | paired(model, found, batch, sequence)
-    if _kind(model) in ("input_features", "input_values"):
+    if first_input(model) in ("input_features", "input_values"):
         found = audio(model, batch)
     else:
         found = (
@@ -197,7 +198,7 @@ def sounds(model: Any, batch: int, sequence: int) -> dict[str, Any] | None:
     for key, value in made.items():
         if key in taken:
             value = value.expand(batch, *value.shape[1:]).contiguous()
-            given[key] = carrying(value) if not value.is_floating_point() else _empty(value)
+            given[key] = carrying(value) if not value.is_floating_point() else empty(value)
     out = _features(features, {k: v for k, v in given.items() if k in own})
     if out is None:
         return None
@@ -303,109 +304,6 @@ def plain_token(config: Any) -> int:
     """The first token id that no special token uses."""
     taken = special_tokens(config)
     return next(i for i in range(len(taken) + 1) if i not in taken)
-
-
-def nested(config: Any) -> list[Any]:
-    """The configuration and the sub-configurations it holds (text, vision, audio, encoder ...)."""
-    found = [config]
-    for value in vars(config).values():
-        if hasattr(value, "to_dict") and hasattr(value, "model_type") and value is not config:
-            found += nested(value)
-    return found
-
-
-def audio(model: Any, batch: int) -> dict[str, Any]:
-    """One second of silence through the model type's feature extractor, `batch` times: its input
-    features (or values) and the masks the model's forward takes, on meta with their values; the
-    older layout rule where transformers has no extractor that runs here."""
-    config = model.config
-    name, kind = model.main_input_name, _kind(model)
-    mels = mel_bins(config)
-    encoder = getattr(config, "encoder", None)  # SpeechEncoderDecoderModel's: its encoder's extractor
-    made = extracted(getattr(encoder, "model_type", config.model_type), mels)
-    if made is not None and kind in made:
-        taken = set(forward_args(model))
-        found = {}
-        for key, value in made.items():
-            if key == kind or (key in taken and isinstance(value, torch.Tensor)):
-                value = value.expand(batch, *value.shape[1:]).contiguous()
-                key = name if key == kind else key
-                found[key] = carrying(value) if not value.is_floating_point() else _empty(value)
-        return found
-    width = getattr(config, "feature_projection_input_dim", None)
-    if kind == "input_features" and isinstance(width, int) and width > 0:
-        # Wav2Vec2-BERT's [batch, frames, features] (its forward's layout; its feature projection
-        # normalises the last axis), where the model type's Auto extractor gives input_values
-        # (Wav2Vec2FeatureExtractor): one second of 10 ms frames, SeamlessM4TFeatureExtractor's hop
-        return {name: torch.zeros(batch, 100, width, device=META)}
-    if kind == "input_features":  # Whisper's [batch, mels, frames]
-        frames = 2 * getattr(config, "max_source_positions", 1500)
-        return {name: torch.zeros(batch, mels or 80, frames, device=META)}
-    return {name: torch.zeros(batch, 16000, device=META)}
-
-
-def _kind(model: Any) -> str:
-    """What the model's first input is: its main_input_name, or for a composite that names it
-    `inputs` (SpeechEncoderDecoderModel) its encoder's."""
-    name = getattr(model, "main_input_name", "input_ids")
-    if name == "inputs":
-        return str(getattr(getattr(model, "encoder", None), "main_input_name", name))
-    return str(name)
-
-
-def _empty(value: Any) -> Any:
-    return torch.zeros(value.shape, dtype=value.dtype, device=META)
-
-
-def mel_bins(config: Any) -> int | None:
-    """The mel bins a speech configuration states (num_mel_bins, input_feat_per_channel,
-    feature_size; its encoder's or audio tower's), None where none."""
-    for each in nested(config):
-        for key in ("num_mel_bins", "input_feat_per_channel", "feature_size", "num_mel_filters"):
-            value = getattr(each, key, None)
-            if isinstance(value, int) and value > 1:
-                return value
-    return None
-
-
-def extracted(model_type: str, mels: int | None, **options: Any) -> dict[str, Any] | None:
-    """The model type's feature extractor (its defaults, `mels` as its feature size) on one
-    second of silence: its outputs as CPU tensors; None where it has none or it does not run.
-    `options` go to its call (return_attention_mask)."""
-    import numpy
-    import transformers
-    from transformers.models.auto import feature_extraction_auto
-
-    name = feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES.get(model_type)
-    cls = getattr(transformers, name, None) if isinstance(name, str) else None
-    if not isinstance(cls, type):
-        return None
-    if getattr(cls, "_backends", None):  # a placeholder: a library it needs is missing
-        return feeds.stacked(_defined(model_type, cls), mels)
-    try:
-        extractor = cls(**({"feature_size": mels} if mels else {}))
-        rate = int(getattr(extractor, "sampling_rate", 16000))
-        with numpy.errstate(all="ignore"):  # silence normalised by its deviation, 0 (Speech2Text's)
-            silence = numpy.zeros(rate, dtype=numpy.float32)
-            out = extractor(silence, sampling_rate=rate, return_tensors="pt", **options)
-    except Exception:  # one that needs a library not installed (torchaudio): the older rule
-        return None
-    return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
-
-
-def _defined(model_type: str, cls: Any) -> Any:
-    """The class transformers defines for a placeholder that stands for it while a library it
-    needs is missing (its module imported directly; the placeholder where none)."""
-    import importlib
-
-    from transformers.models.auto.configuration_auto import model_type_to_module_name
-
-    folder = model_type_to_module_name(model_type)
-    try:
-        module = importlib.import_module(f"transformers.models.{folder}.feature_extraction_{folder}")
-    except ImportError:
-        return cls
-    return getattr(module, cls.__name__, cls)
 
 
 def _required(function: Any, name: str) -> bool:

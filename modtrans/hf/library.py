@@ -23,7 +23,8 @@ import torch
 from torch.utils.flop_counter import flop_registry
 
 from modtrans.hf import classes, configs, scans
-from modtrans.hf.inputs import inputs, nested
+from modtrans.hf.configs import nested
+from modtrans.hf.inputs import inputs
 from modtrans.hf.kernels import Kernels, signature
 from modtrans.hf.values import META, Values, flat, forward_args
 
