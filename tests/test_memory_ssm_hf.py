@@ -21,8 +21,10 @@ pytest.importorskip("transformers")
 
 from modtrans.hf import classes, extract
 from modtrans.plan.model import Recompute
-from modtrans.strategy.llm import activations
+from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm import activations, memory
 from modtrans.strategy.llm.mixers import Mixer
+from modtrans.strategy.llm.options import Layout
 
 pytestmark = pytest.mark.hf
 SEQ = 512
@@ -56,6 +58,20 @@ def test_a_mamba2_block_stores_what_mamba_split_conv1d_scan_combined_saves() -> 
     want = _mamba2(inner, c.n_groups, c.state_size, c.num_heads, c.hidden_size, 4)
     for attention in (activations.FLASH, activations.EAGER):
         assert activations.layer(d, 1, 1, False, Recompute.NONE, attention, 1) == want
+
+
+@pytest.mark.parametrize("framework", [Framework.DEEPSPEED, Framework.FSDP, Framework.MEGATRON])
+def test_megatron_cores_mamba2_mixer_stores_its_norm_and_out_proj_inputs(framework: Framework) -> None:
+    """Megatron-Core's MambaMixer (megatron/core/ssm/mamba_mixer.py d98e8a6, _ssm_training) runs
+    the kernel without its gated norm and out_proj: `self.norm(y)` keeps y (mamba_ssm's
+    layernorm_gated.py, LayerNormFn.forward: save_for_backward(x, ...)) and the row-parallel
+    out_proj its input, d_inner each a token more than the fused module DeepSpeed and FSDP run."""
+    c, d = _read("mamba2", num_hidden_layers=2)
+    inner = c.expand * c.hidden_size
+    fused = _mamba2(inner, c.n_groups, c.state_size, c.num_heads, c.hidden_size, 4)
+    extra = 4 * SEQ * 2 * inner if framework is Framework.MEGATRON else 0
+    layout = Layout(npus=1, framework=framework)
+    assert memory.activation_bytes(layout, d, 0, [0, 1], (False, False)) == 2 * (fused + extra)
 
 
 def test_nemotron_h_counts_mamba_attention_and_mlp_blocks_each_as_stored() -> None:

@@ -52,7 +52,8 @@ State-space blocks (a Mamba mixer in place of attention: Mamba, Mamba-2; beside 
 blocks in Jamba, Nemotron-H, Bamba, GraniteMoeHybrid; beside attention in one block in Falcon-H1):
 the mixer's norm input and in_proj input, w sbh each (replicated; one input where attention reads
 the same norm's output), and what mamba_ssm's fused kernel saves (mixers.py: Mamba-1's xz, x_dbl,
-B, C and out with its fp32 chunk states; Mamba-2's zxbcdt and out_x), split over t. Where a model
+B, C and out with its fp32 chunk states; Mamba-2's zxbcdt and out_x; Megatron-Core's Mamba-2 also
+its gated norm's and out_proj's inputs), split over t. Where a model
 has mixers each block has what its own layers say: attention terms only with heads, MLP terms only
 with an MLP (Nemotron-H's attention, Mamba, MoE and MLP blocks apart), one norm per half. No s^2
 term and nothing rerun by selective recomputation in a Mamba half; torchtitan's op policy is left
@@ -262,10 +263,19 @@ def _stored(up: list[int]) -> int:
 
 
 def layer(
-    d: Dims, block: int, t: int, sp: bool, recompute: Recompute, attention: str, etp: int, ops: bool = False
+    d: Dims,
+    block: int,
+    t: int,
+    sp: bool,
+    recompute: Recompute,
+    attention: str,
+    etp: int,
+    ops: bool = False,
+    megatron: bool = False,
 ) -> float:
     """Bytes one block stores per micro-batch on one rank (the module's terms; `ops`: selective
-    recomputation is torchtitan's op policy, selective.py)."""
+    recomputation is torchtitan's op policy, selective.py; `megatron`: Megatron-Core's Mamba
+    mixer, mixers.py)."""
     sb, w = d.s * d.b, d.width  # w: bytes per element of every tensor term (Korthikanti's 2)
     if recompute is Recompute.FULL:
         return w * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
@@ -283,7 +293,7 @@ def layer(
     latent = d.latent if attends else 0
     replicated = w * sb * (norms * d.h + reads + m.inputs * d.h + latent) + masks
     core = d.q + d.k + d.value + d.context if attends else 0
-    split = w * sb * (core + m.inner + (mixer.elements() if mixer else 0))
+    split = w * sb * (core + m.inner + (mixer.elements(megatron) if mixer else 0))
     if mixer is not None:
         split += mixer.states(d.s, d.b)
     if attends and recompute is not Recompute.SELECTIVE:
@@ -295,11 +305,18 @@ def layer(
 
 
 def tower(
-    d: Dims, t: int, sp: bool, recompute: Recompute, attention: str, etp: int, ops: bool = False
+    d: Dims,
+    t: int,
+    sp: bool,
+    recompute: Recompute,
+    attention: str,
+    etp: int,
+    ops: bool = False,
+    megatron: bool = False,
 ) -> float:
     """Bytes a vision tower's blocks store per micro-batch on the rank that holds it (none without
     one): each block's terms at its own dims (_towers); torchtitan's op policy not applied (`ops`
-    ignored: its policy is written for the language model's blocks)."""
+    ignored: its policy is written for the language model's blocks; `megatron` too: no mixers)."""
     return sum(n * layer(x, 0, t, sp, recompute, attention, etp) for x, n in d.tower)
 
 

@@ -33,11 +33,14 @@ the convolution's output, the chunk states, dA_cumsum and dt are recomputed in t
 "Recompute x, B, C" and _mamba_chunk_scan_combined_bwd). The norm's fp32 rstd, G values a token
 (Codestral's 8: 32 bytes against zxbcdt's 37 kB), is not counted.
 
-Megatron-Core's MambaMixer (megatron/core/ssm/mamba_mixer.py, _ssm_training) calls the same kernel
-without the norm and out_proj, which then store their inputs too (2 d_inner more a token): not
-modelled, the fused path is what is counted. The mixer's terms split over the tensor ranks as
-Megatron-Core shards d_inner, the heads and the groups (d_inner_local_tp, nheads_local_tp,
-ngroups_local_tp); the block's norm input and the in_proj's input are activations.py's.
+Megatron-Core's MambaMixer (megatron/core/ssm/mamba_mixer.py d98e8a6, MambaMixer._ssm_training,
+its only Mamba: Mamba-2) calls the same kernel without rmsnorm_weight and outproj_weight, then
+`y = self.norm(y)` (ExtendedRMSNorm, mamba_ssm's gated RMSNorm: layernorm_gated.py,
+LayerNormFn.forward saves x, weight, bias, mean, rstd, z) and self.out_proj(y) (a row-parallel
+linear: its input): 2 d_inner more a token under --framework megatron. The mixer's terms split
+over the tensor ranks as Megatron-Core shards d_inner, the heads and the groups
+(d_inner_local_tp, nheads_local_tp, ngroups_local_tp); the block's norm input and the in_proj's
+input are activations.py's.
 """
 
 from __future__ import annotations
@@ -61,11 +64,13 @@ class Mixer:
     state: int = 0
     rank: int = 0
 
-    def elements(self) -> int:
-        """Elements per token the fused kernel saves at the activations' dtype."""
+    def elements(self, megatron: bool = False) -> int:
+        """Elements per token the mixer saves at the activations' dtype (`megatron`: Megatron-Core's
+        Mamba-2, its gated norm and out_proj outside the kernel)."""
         if self.state:  # Mamba-1: xz, x_dbl, B and C, out
             return self.projected + (self.rank + 2 * self.state) + 2 * self.state + self.inner
-        return self.projected + self.inner  # Mamba-2: zxbcdt, out_x
+        # Mamba-2: zxbcdt, out_x; Megatron's norm input and out_proj input
+        return self.projected + self.inner + (2 * self.inner if megatron else 0)
 
     def states(self, s: int, b: int) -> int:
         """Bytes of Mamba-1's fp32 chunk states for b sequences of s tokens (Mamba-2: none kept)."""
