@@ -91,3 +91,21 @@ def test_nemotron_h_counts_mamba_attention_and_mlp_blocks_each_as_stored() -> No
     q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
     assert block(2) == w * SEQ * (h + h + q + 2 * kv + q) + 4 * c.num_attention_heads * SEQ
     assert block(3) == w * SEQ * (h + h + 2 * c.intermediate_size)
+
+
+def test_falcon_h1_s_parallel_block_counts_attention_mamba_and_mlp() -> None:
+    """FalconH1Config's defaults: each block's attention (32 heads, 8 key/value heads of 4,096 /
+    32) and Mamba-2 mixer (mamba_d_ssm 1,024, 128 heads, 1 group of state 256, no gated norm:
+    mamba_rms_norm False) read one norm's output, the attention a scaled copy of it
+    (FalconH1DecoderLayer.forward: `hidden_states * self.attention_in_multiplier`), then a SwiGLU
+    MLP of 14,336; fp32. Under Megatron the mixer's out_proj input, d_inner, more."""
+    c, d = _read("falcon_h1", num_hidden_layers=2)
+    h, w, f = c.hidden_size, 4, c.intermediate_size
+    inner, groups, state, heads = c.mamba_d_ssm, c.mamba_n_groups, c.mamba_d_state, c.mamba_n_heads
+    q, kv = h, c.num_key_value_heads * (h // c.num_attention_heads)
+    mixer = (2 * inner + 2 * groups * state + heads) + inner
+    attention = q + 2 * kv + q
+    want = w * SEQ * (h + h + h + mixer + attention + h + h + 3 * f) + 4 * c.num_attention_heads * SEQ
+    assert activations.layer(d, 0, 1, False, Recompute.NONE, activations.FLASH, 1) == want
+    megatron = activations.layer(d, 0, 1, False, Recompute.NONE, activations.FLASH, 1, megatron=True)
+    assert megatron == want + w * SEQ * inner

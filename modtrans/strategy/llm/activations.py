@@ -50,14 +50,14 @@ torchtitan's 'op' policy keeps less (selective.py): the block's input, every oth
 
 State-space blocks (a Mamba mixer in place of attention: Mamba, Mamba-2; beside attention and MLP
 blocks in Jamba, Nemotron-H, Bamba, GraniteMoeHybrid; beside attention in one block in Falcon-H1):
-the mixer's norm input and in_proj input, w sbh each (replicated; one input where attention reads
-the same norm's output), and what mamba_ssm's fused kernel saves (mixers.py: Mamba-1's xz, x_dbl,
-B, C and out with its fp32 chunk states; Mamba-2's zxbcdt and out_x; Megatron-Core's Mamba-2 also
-its gated norm's and out_proj's inputs), split over t. Where a model
-has mixers each block has what its own layers say: attention terms only with heads, MLP terms only
-with an MLP (Nemotron-H's attention, Mamba, MoE and MLP blocks apart), one norm per half. No s^2
-term and nothing rerun by selective recomputation in a Mamba half; torchtitan's op policy is left
-to models without mixers (they keep all their terms under it).
+the mixer's norm input and in_proj input, w sbh each (replicated; Falcon-H1's attention reads its
+own scaled copy of the norm's output, w sbh more), and what mamba_ssm's fused kernel saves
+(mixers.py: Mamba-1's xz, x_dbl, B, C and out with its fp32 chunk states; Mamba-2's zxbcdt and
+out_x; Megatron-Core's Mamba-2 also its gated norm's and out_proj's inputs), split over t. Where a
+model has mixers each block has what its own layers say: attention terms only with heads, MLP
+terms only with an MLP (Nemotron-H's attention, Mamba, MoE and MLP blocks apart), one norm per
+half. No s^2 term and nothing rerun by selective recomputation in a Mamba half; torchtitan's op
+policy is left to models without mixers (they keep all their terms under it).
 
 A vision tower (llm/vision.py: the image encoder, outside the blocks, on the first pipeline stage
 with the embedding) stores its own blocks' terms above at the tower's own dims (tower, _towers):
@@ -289,7 +289,7 @@ def layer(
     norms = (attends or mixes) + (m.inputs > 0)  # the mixer's (attention, Mamba) and the MLP's
     # the dropout masks after the attention and after the MLP, 1 byte each
     masks = ((m.inputs > 0) + attends) * sb * d.h if d.hidden_dropout else 0
-    reads = d.h if attends or mixes else 0  # the QKV projections' (or in_proj's) shared input
+    reads = d.h * (attends + mixes)  # the QKV projections' shared input, the in_proj's
     latent = d.latent if attends else 0
     replicated = w * sb * (norms * d.h + reads + m.inputs * d.h + latent) + masks
     core = d.q + d.k + d.value + d.context if attends else 0

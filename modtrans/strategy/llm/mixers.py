@@ -37,10 +37,12 @@ Megatron-Core's MambaMixer (megatron/core/ssm/mamba_mixer.py d98e8a6, MambaMixer
 its only Mamba: Mamba-2) calls the same kernel without rmsnorm_weight and outproj_weight, then
 `y = self.norm(y)` (ExtendedRMSNorm, mamba_ssm's gated RMSNorm: layernorm_gated.py,
 LayerNormFn.forward saves x, weight, bias, mean, rstd, z) and self.out_proj(y) (a row-parallel
-linear: its input): 2 d_inner more a token under --framework megatron. The mixer's terms split
-over the tensor ranks as Megatron-Core shards d_inner, the heads and the groups
-(d_inner_local_tp, nheads_local_tp, ngroups_local_tp); the block's norm input and the in_proj's
-input are activations.py's.
+linear: its input): 2 d_inner more a token under --framework megatron (d_inner without the
+norm). The mixer's terms split over the tensor ranks as Megatron-Core shards d_inner, the heads
+and the groups (d_inner_local_tp, nheads_local_tp, ngroups_local_tp); the block's norm input and
+the in_proj's input are activations.py's. Megatron-LM's own estimate has none for them
+(megatron/training/theoretical_memory_usage.py: "Theoretical memory footprints not yet supported
+for hybrid Mamba-Transformer models").
 """
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ STATE_BYTES = 4  # scan_intermediates are fp32 (the weight type of A)
 
 @dataclass(frozen=True)
 class Mixer:
-    """A Mamba mixer's sizes (the module's docstring): d_inner, in_proj's output width P, and
-    Mamba-1's state size N and dt rank R (both 0 for Mamba-2)."""
+    """A Mamba mixer's sizes (the module's docstring): d_inner, in_proj's output width P,
+    Mamba-1's state size N and dt rank R (both 0 for Mamba-2), and whether Mamba-2's output
+    goes through its gated RMSNorm (Falcon-H1's mamba_rms_norm False: not)."""
 
     inner: int
     projected: int
     state: int = 0
     rank: int = 0
+    norm: bool = True
 
     def elements(self, megatron: bool = False) -> int:
         """Elements per token the mixer saves at the activations' dtype (`megatron`: Megatron-Core's
@@ -70,7 +74,7 @@ class Mixer:
         if self.state:  # Mamba-1: xz, x_dbl, B and C, out
             return self.projected + (self.rank + 2 * self.state) + 2 * self.state + self.inner
         # Mamba-2: zxbcdt, out_x; Megatron's norm input and out_proj input
-        return self.projected + self.inner + (2 * self.inner if megatron else 0)
+        return self.projected + self.inner + ((1 + self.norm) * self.inner if megatron else 0)
 
     def states(self, s: int, b: int) -> int:
         """Bytes of Mamba-1's fp32 chunk states for b sequences of s tokens (Mamba-2: none kept)."""
@@ -98,6 +102,7 @@ def of(in_blocks: list[Layer], h: int) -> tuple[dict[int, Mixer], frozenset[str]
         inner, projected = linears[-1].k, next((g.n for g in linears if g.k == h), linears[0].n)
         state = a_log.shape[1] if len(a_log.shape) == 2 else 0
         rank = next((g.k for g in linears if g.n == inner and g.k not in (h, inner)), 0) if state else 0
-        found[block] = Mixer(inner, projected, state, rank)
+        norm = any(x.kind is Kind.NORM for x in mine)
+        found[block] = Mixer(inner, projected, state, rank, norm or bool(state))
         names.update(x.name for x in mine)
     return found, frozenset(names)
