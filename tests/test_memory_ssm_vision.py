@@ -169,3 +169,16 @@ def test_qwen2_5_vl_window_blocks_store_their_windows_scores() -> None:
     h, f = v["hidden_size"], v["intermediate_size"]
     per_block = w * patches * (2 * h + h + h + 4 * h + 3 * f) + 4 * a * patches  # gated: 3f
     assert flash == pytest.approx(v["depth"] * per_block, rel=1e-12)
+
+
+def test_gemma_3s_siglip_tower_has_no_class_token() -> None:
+    """Gemma 3 4B's SigLIP tower (vision_config: hidden 1,152, 16 heads, MLP 4,304 GELU, 27
+    layers, 896 px images of 14 px patches: 4,096 tokens, no class token), bf16, eager attention
+    without dropout (SiglipVisionConfig's attention_dropout 0): the softmax output's 2 a s^2 b."""
+    v = _config("gemma-3-4b-it")["vision_config"]
+    d = _dims("gemma-3-4b-it", 1, 4096)
+    h, a, f = v["hidden_size"], v["num_attention_heads"], v["intermediate_size"]
+    s = (v["image_size"] // v["patch_size"]) ** 2
+    block = 2 * s * (2 * h + h + h + 4 * h + 2 * f) + 2 * a * s * s
+    eager = activations.tower(d, 1, False, Recompute.NONE, activations.EAGER, 1)
+    assert eager == pytest.approx(v["num_hidden_layers"] * block, rel=1e-12)
