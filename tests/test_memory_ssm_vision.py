@@ -14,6 +14,9 @@ the training kernels save:
   input and the in_proj's (the QKV projections') input, h each;
 - a vision tower's blocks: Korthikanti's terms at the tower's own hidden width, heads, MLP and
   tokens (patches, + CLIP's class token), times its images.
+
+Mamba-2, Nemotron-H and Falcon-H1 read through transformers: tests/test_memory_ssm_hf.py; a tower
+block against the bytes torch's autograd saves: tests/test_memory_saved_tensors.py.
 """
 
 from __future__ import annotations
