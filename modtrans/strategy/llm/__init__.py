@@ -14,6 +14,7 @@ deepspeed.py    data parallelism and ZeRO as DeepSpeed runs them (--framework de
 fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp)
 stages.py       the cut into pipeline chunks at block boundaries
 activations.py  what a block stores for its backward, by attention kernel, MLP and dropout
+mixers.py       what a state-space block's Mamba mixer stores: mamba_ssm's fused kernels' saves
 selective.py    what selective recomputation reruns and keeps: Megatron's core, torchtitan's ops
 memory.py       memory per rank of each stage: weights, gradients, optimizer state, activations
 footprint.py    that memory for many layouts of one model without their plans (a sweep's filter)

@@ -47,21 +47,44 @@ For Korthikanti's GPT (dropout, f = 4h, Q = K = V = O = h) the terms are their 1
 + 5 a s^2 b / t. Selective recomputation reruns the attention core: no s^2 term, no statistics.
 torchtitan's 'op' policy keeps less (selective.py): the block's input, every other linear's output
 (Llama: q, v, w1, w2), and its attention kernel's output and statistics, 2 O + 4 a bytes a token.
-Not counted: the router's fp32 probabilities (s b E x 4 bytes), the norms' fp32 statistics, state-
-space blocks and vision towers (they have no heads here and store what their own layers do: not
-modelled). StableLM and a parallel Falcon drop out one output (after the MLP, or the attention's
-and MLP's sum), counted as the two masks.
+
+State-space blocks (a Mamba mixer in place of attention: Mamba, Mamba-2; beside attention and MLP
+blocks in Jamba, Nemotron-H, Bamba, GraniteMoeHybrid; beside attention in one block in Falcon-H1):
+the mixer's norm input and in_proj input, w sbh each (replicated; Falcon-H1's attention reads its
+own scaled copy of the norm's output, w sbh more), and what mamba_ssm's fused kernel saves
+(mixers.py: Mamba-1's xz, x_dbl, B, C and out with its fp32 chunk states; Mamba-2's zxbcdt and
+out_x; Megatron-Core's Mamba-2 also its gated norm's and out_proj's inputs), split over t. Where a
+model has mixers each block has what its own layers say: attention terms only with heads, MLP
+terms only with an MLP (Nemotron-H's attention, Mamba, MoE and MLP blocks apart), one norm per
+half. No s^2 term and nothing rerun by selective recomputation in a Mamba half; torchtitan's op
+policy is left to models without mixers (they keep all their terms under it).
+
+A vision tower (llm/vision.py: the image encoder, outside the blocks, on the first pipeline stage
+with the embedding) stores its own blocks' terms above at the tower's own dims (tower, _towers):
+tokens per image (patches, + CLIP's class token), images per micro-batch, hidden width, heads and
+head widths, MLP (GeLU 2 f, gated 3 f), the tower configuration's dropouts (CLIPVisionConfig's
+attention_dropout; no hidden dropout in CLIP, SigLIP or Qwen-VL layers), eager or flash as
+--attention says; a Qwen2.5-VL window block's scores are its windows', sum of window^2 a head and
+image (`keys`: keys a query sees). Under recomputation as the language model's blocks.
+
+Not counted: the router's fp32 probabilities (s b E x 4 bytes), the norms' fp32 statistics (a
+Mamba-2 gated norm's included). StableLM and a parallel Falcon drop out one output (after the MLP,
+or the attention's and MLP's sum), counted as the two masks. A tower read through transformers
+(hf/blocks.py numbers its layers as blocks) is counted as the language model's blocks.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from modtrans import dtypes
 from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
 from modtrans.plan.model import Recompute
+from modtrans.strategy.llm import mixers as mixing
 from modtrans.strategy.llm.context import sequence
+from modtrans.strategy.llm.mixers import Mixer
 from modtrans.strategy.llm.selective import Kept, op_kept
 
 FLASH, EAGER = "flash", "eager"
@@ -76,6 +99,9 @@ class Mlp:
     inputs: float
     inner: float
     experts: float = 0.0
+
+
+NO_MLP = Mlp(0.0, 0.0)  # a hybrid's block without one (Nemotron-H's attention and Mamba blocks)
 
 
 @dataclass(frozen=True)
@@ -99,34 +125,58 @@ class Dims:
     mlps: dict[int, Mlp]
     kept: Kept  # what torchtitan's op policy keeps beside its attention kernel (selective.py)
     width: int  # bytes per element of the block's activations, their dtype's (Element size)
+    mixers: dict[int, Mixer] = field(default_factory=dict)  # each state-space block's (mixers.py)
+    attending: frozenset[int] = frozenset()  # where there are mixers: the blocks with attention
+    keys: float = 0.0  # keys each query attends to where not s (a windowed block's mean)
+    tower: tuple[tuple[Dims, int], ...] = ()  # a vision tower's blocks: their dims, how many alike
 
     def mlp(self, block: int) -> Mlp:
-        return self.mlps.get(block) or next(iter(self.mlps.values()))
+        """The block's MLP; without one its model's first (a hybrid's: none)."""
+        if block in self.mlps:
+            return self.mlps[block]
+        return NO_MLP if self.mixers or not self.mlps else next(iter(self.mlps.values()))
+
+    def attends(self, block: int) -> bool:
+        """Whether the block has attention (every block of a model without state-space mixers)."""
+        return block in self.attending or not self.mixers
+
+    def kind(self, block: int) -> tuple[Mlp, Mixer | None, bool]:
+        """What decides a block's terms: blocks of one kind store alike."""
+        return self.mlp(block), self.mixers.get(block), self.attends(block)
 
 
 def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) -> Dims | None:
-    """The transformer's dimensions from its IR (None for a model without them: an ONNX CNN)."""
+    """The transformer's dimensions from its IR (None for a model without them: an ONNX CNN); a
+    state-space model's too (its blocks' mixers: mixers.py), and a vision tower's (_towers)."""
     s = sequence(ir)
-    attention = [x for x in ir.layers if _in_blocks(x) and x.block and x.block.heads]
+    blocks = [x for x in ir.layers if _in_blocks(x)]
+    attention = [x for x in blocks if x.block and x.block.heads]
     table = max(
         (p.shape for x in ir.layers if x.kind is Kind.EMBEDDING for p in x.params if p.role is Role.WEIGHT),
         key=lambda shape: shape[0] if shape else 0,
         default=None,
     )
-    if s is None or not attention or not table or len(table) != 2:
+    if s is None or not table or len(table) != 2:
         return None
     h = table[1]
+    mixers, mixed = mixing.of(blocks, h)
+    mlps = _mlps(ir, h, capacity_factor or 1.0, mixed)
+    if not mixers and (not attention or not mlps):
+        return None
+    kept = op_kept(ir, h)
+    width = element_size(attention or [x for x in blocks if x.name in mixed])
+    towers = _towers(ir, micro_batch)
+    attending = frozenset(x.block.index for x in attention if x.block and x.block.index is not None)
+    if not attention:  # a state-space model: no heads
+        return Dims(s, micro_batch, h, 0, 0, 0, 0, 0, 0, table[0], False, False, mlps, kept, width, mixers)
     heads = attention[0].block.heads  # type: ignore[union-attr]
     assert heads is not None
-    mlps = _mlps(ir, h, capacity_factor or 1.0)
-    if not mlps:
-        return None
     widths = _widths(attention, h, heads.query, heads.key_value)
     dropout = (heads.dropout > 0, heads.hidden_dropout > 0)
-    kept = op_kept(ir, h)
     return Dims(
-        s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps, kept, element_size(attention)
-    )
+        s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps, kept, width,
+        mixers, attending, tower=towers,
+    )  # fmt: skip
 
 
 def element_size(attention: list[Layer]) -> int:
@@ -173,12 +223,15 @@ def _in_blocks(x: Layer) -> bool:
     return x.block is not None and x.block.index is not None
 
 
-def _mlps(ir: ModelIR, h: int, capacity: float) -> dict[int, Mlp]:
-    """Each block's MLP terms, from its linears that read the hidden state (two: gated)."""
+def _mlps(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()) -> dict[int, Mlp]:
+    """Each block's MLP terms, from its linears that read the hidden state (two: gated), not a
+    state-space mixer's (`mixed`: its in_proj reads it too)."""
     dense: dict[int, list[int]] = {}
     routed: dict[int, list[tuple[int, int, int]]] = {}  # (width, experts in the layer, top_k)
     for x in ir.layers:
         if not _in_blocks(x) or x.block is None or x.block.index is None or not _projects(x, h):
+            continue
+        if x.name in mixed:
             continue
         assert x.gemm is not None
         if x.block.part is Part.MLP:
@@ -210,25 +263,115 @@ def _stored(up: list[int]) -> int:
 
 
 def layer(
-    d: Dims, block: int, t: int, sp: bool, recompute: Recompute, attention: str, etp: int, ops: bool = False
+    d: Dims,
+    block: int,
+    t: int,
+    sp: bool,
+    recompute: Recompute,
+    attention: str,
+    etp: int,
+    ops: bool = False,
+    megatron: bool = False,
 ) -> float:
     """Bytes one block stores per micro-batch on one rank (the module's terms; `ops`: selective
-    recomputation is torchtitan's op policy, selective.py)."""
+    recomputation is torchtitan's op policy, selective.py; `megatron`: Megatron-Core's Mamba
+    mixer, mixers.py)."""
     sb, w = d.s * d.b, d.width  # w: bytes per element of every tensor term (Korthikanti's 2)
     if recompute is Recompute.FULL:
         return w * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
-    if recompute is Recompute.SELECTIVE and ops:
+    if recompute is Recompute.SELECTIVE and ops and not d.mixers:
         kept = w * sb * d.kept.split
         if attention != EAGER:  # SDPA's saved output and logsumexp
             kept += w * sb * d.context + STATISTICS * d.a * sb
         return w * sb * d.h * d.kept.hidden / (t if sp else 1) + kept / t
-    m = d.mlp(block)
-    masks = 2 * sb * d.h if d.hidden_dropout else 0  # after the attention and after the MLP, 1 byte each
-    replicated = w * sb * (2 * d.h + d.h + m.inputs * d.h + d.latent) + masks
-    split = w * sb * (d.q + d.k + d.value + d.context + m.inner)
-    if recompute is not Recompute.SELECTIVE:
+    m, mixer, attends = d.kind(block)
+    mixes = mixer is not None
+    norms = (attends or mixes) + (m.inputs > 0)  # the mixer's (attention, Mamba) and the MLP's
+    # the dropout masks after the attention and after the MLP, 1 byte each
+    masks = ((m.inputs > 0) + attends) * sb * d.h if d.hidden_dropout else 0
+    reads = d.h * (attends + mixes)  # the QKV projections' shared input, the in_proj's
+    latent = d.latent if attends else 0
+    replicated = w * sb * (norms * d.h + reads + m.inputs * d.h + latent) + masks
+    core = d.q + d.k + d.value + d.context if attends else 0
+    split = w * sb * (core + m.inner + (mixer.elements(megatron) if mixer else 0))
+    if mixer is not None:
+        split += mixer.states(d.s, d.b)
+    if attends and recompute is not Recompute.SELECTIVE:
         if attention == EAGER:  # the softmax's output and the dropout's (w each), its 1-byte mask
-            split += (2 * w + 1 if d.attention_dropout else w) * d.a * d.s * sb
+            split += (2 * w + 1 if d.attention_dropout else w) * d.a * (d.keys or d.s) * sb
         else:
             split += STATISTICS * d.a * sb
     return replicated / (t if sp else 1) + split / t + w * sb * m.experts / etp
+
+
+def tower(
+    d: Dims,
+    t: int,
+    sp: bool,
+    recompute: Recompute,
+    attention: str,
+    etp: int,
+    ops: bool = False,
+    megatron: bool = False,
+) -> float:
+    """Bytes a vision tower's blocks store per micro-batch on the rank that holds it (none without
+    one): each block's terms at its own dims (_towers); torchtitan's op policy not applied (`ops`
+    ignored: its policy is written for the language model's blocks; `megatron` too: no mixers)."""
+    return sum(n * layer(x, 0, t, sp, recompute, attention, etp) for x, n in d.tower)
+
+
+def _towers(ir: ModelIR, micro_batch: int) -> tuple[tuple[Dims, int], ...]:
+    """A vision-language model's image encoder blocks (llm/vision.py: outside the language
+    model's blocks, block index None), grouped by their module path (the name up to its first
+    number: model.visual.blocks.7, ...vision_model.encoder.layers.7) and kept where they hold an
+    attention core; each as Dims at its own width, heads and tokens, equal ones counted together."""
+    groups: dict[str, list[Layer]] = {}
+    for x in ir.layers:
+        if x.block is None or x.block.index is not None or x.block.part in (None, Part.EMBEDDING, Part.HEAD):
+            continue
+        parts = x.name.split(".")
+        at = next((i for i, part in enumerate(parts) if part.isdigit()), None)
+        if at is not None:
+            groups.setdefault(".".join(parts[: at + 1]), []).append(x)
+    shape = ir.provenance.input_shapes.get("input_ids")
+    batch = shape[0] if shape and isinstance(shape[0], int) and shape[0] > 0 else ir.provenance.batch or 1
+    found: list[tuple[Dims, int]] = []
+    for members in groups.values():
+        block = _tower_block(members, micro_batch, batch)
+        if block is None:
+            continue
+        same = next((i for i, (x, _) in enumerate(found) if x == block), None)
+        if same is None:
+            found.append((block, 1))
+        else:
+            found[same] = (block, found[same][1] + 1)
+    return tuple(found)
+
+
+def _tower_block(members: list[Layer], micro_batch: int, batch: int) -> Dims | None:
+    """One tower block's Dims: its images x tokens from its first attention linear's output (images
+    of the IR's `batch` samples, scaled to `micro_batch`), its heads and dropouts (the tower
+    configuration's: CLIPVisionConfig's attention_dropout, ...), its MLP, and the keys a query sees
+    from its softmax's elements (a Qwen2.5-VL window block's fewer than its tokens)."""
+    attention = [x for x in members if x.block and x.block.heads]
+    linears = [x for x in attention if x.kind is Kind.LINEAR and x.gemm and x.outputs]
+    scores = [x for x in attention if x.op_type == "Softmax" and x.outputs]
+    if not linears or not scores or len(linears[0].outputs[0].shape or ()) != 3:
+        return None
+    heads = attention[0].block.heads  # type: ignore[union-attr]
+    assert heads is not None
+    assert linears[0].gemm is not None
+    sizes = [*(linears[0].outputs[0].shape or ())[:2], *(scores[0].outputs[0].shape or ())]
+    known = [n for n in sizes if isinstance(n, int) and n > 0]
+    if len(known) != len(sizes):
+        return None
+    images, s, probs = known[0], known[1], math.prod(known[2:])
+    h = linears[0].gemm.k
+    keys = probs / (images * heads.query * s)
+    up = [x.gemm.n for x in members if x.block and x.block.part is Part.MLP and _projects(x, h) and x.gemm]
+    widths = _widths(attention, h, heads.query, heads.key_value)
+    return Dims(
+        s, micro_batch * images // batch, h, heads.query, *widths, 0, heads.dropout > 0,
+        heads.hidden_dropout > 0, {0: Mlp(1.0, float(_stored(up)))}, Kept(1, 0), element_size(attention),
+        keys=0.0 if keys == s else keys,
+    )  # fmt: skip

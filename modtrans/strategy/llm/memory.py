@@ -25,8 +25,9 @@ it applies and says where it differs.
                  under SP); torchtitan's selective, its op policy's (selective.py). The stage's
                  blocks x the micro-batches in flight: 1F1B min(P - p, GA) on stage p, GPipe GA,
                  interleaved P (1 + (P - 1) / (P V)) (Megatron's penalty) on stage 0, scaled by
-                 (P - p) / P after it. Stage 0 adds the embedding's input ids (int64) and
-                 dropout mask (8 sb + sbh per micro-batch in flight, / t under SP), the last stage
+                 (P - p) / P after it. Stage 0 adds a vision tower's blocks (as its blocks), the
+                 embedding's input ids (int64) and dropout mask (8 sb + sbh per micro-batch in
+                 flight, / t under SP), the last stage
                  the final norm's and output layer's inputs and the loss's fp32 logits, 2 w sbh +
                  4 sbV, / t: Megatron's 4 sbh (1 + V / h) at 16 bits (for P = 1 Megatron counts
                  them; on the last of P stages they are there too); torchtitan's loss holds 12
@@ -217,13 +218,15 @@ def activation_bytes(
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
     terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp, layout.framework.op_recompute)
-    alike: dict[activations.Mlp, list[int]] = {}  # blocks of one MLP store alike: one layer() each
+    megatron = layout.framework.family is Framework.MEGATRON  # its Mamba mixer's norm, out_proj (mixers.py)
+    alike: dict[object, list[int]] = {}  # blocks of one kind store alike: one layer() each
     for block in blocks:
-        alike.setdefault(d.mlp(block), []).append(block)
-    stored = sum(len(same) * activations.layer(d, same[0], *terms) for same in alike.values())
+        alike.setdefault(d.kind(block), []).append(block)
+    stored = sum(len(same) * activations.layer(d, same[0], *terms, megatron) for same in alike.values())
     total = stored * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
+        total += activations.tower(d, *terms) * _in_flight(layout, stage)  # a vision tower's blocks
     if ends[1]:
         # the final norm's and output layer's inputs (Korthikanti's 4 sbh: two 16-bit tensors)
         total += (2 * d.width * sbh + layout.framework.logit_bytes * d.s * d.b * d.v) / t
