@@ -37,7 +37,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 
 
 def _config(name: str) -> dict:  # type: ignore[type-arg]
-    return json.loads((CONFIGS / f"{name}.json").read_text())
+    found: dict = json.loads((CONFIGS / f"{name}.json").read_text())  # type: ignore[type-arg]
+    return found
 
 
 def _dims(name: str, batch: int, seq: int) -> activations.Dims:
@@ -55,7 +56,7 @@ def _mamba1(c: dict, h: int, seq: int, batch: int, width: int, prefix: str = "")
     rank = c["time_step_rank" if not prefix else f"{prefix}dt_rank"]
     saved = 2 * inner + (rank + 2 * state) + 2 * state + inner  # xz, x_dbl, B and C, out
     chunks = math.ceil(seq / 2048)
-    return width * seq * batch * (h + h + saved) + 4 * batch * inner * chunks * 2 * state
+    return float(width * seq * batch * (h + h + saved) + 4 * batch * inner * chunks * 2 * state)
 
 
 @pytest.mark.parametrize(("seq", "batch"), [(2048, 1), (4096, 2), (5000, 1)])
@@ -128,7 +129,7 @@ def _clip_tower(c: dict, images: int, attention: str, w: int = 2) -> float:  # t
     s = (v["image_size"] // v["patch_size"]) ** 2 + 1
     block = w * s * images * (2 * h + h + h + 4 * h + 2 * f)  # norms, QKV input, MLP input, Q K V O, 2f
     block += w * a * s * s * images if attention == activations.EAGER else 4 * a * s * images
-    return layers * block
+    return float(layers * block)
 
 
 @pytest.mark.parametrize("attention", [activations.FLASH, activations.EAGER])
