@@ -2,52 +2,20 @@
 PyTorch allocates running it: torchtitan's cross-entropy (train.py at 9dec370: `cross_entropy(
 pred.flatten(0, 1).float(), labels)`, `del pred` before the backward) over the bf16 logits of an
 output layer, on the CPU, every storage an aten op makes tracked from its allocation to its last
-reference (a TorchDispatchMode and weakref finalizers), the peak of the live bytes per logit.
+reference (tests/livebytes.py), the peak of the live bytes per logit.
 
 Marker hf: needs torch (the extra `hf`)."""
 
 from __future__ import annotations
 
-import weakref
-from typing import Any
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_flatten  # noqa: E402
-
 from modtrans.strategy.frameworks import Framework  # noqa: E402
+from tests.livebytes import Live  # noqa: E402
 
 pytestmark = pytest.mark.hf
-
-
-class _Peak(TorchDispatchMode):  # type: ignore[misc]
-    """Live bytes of the storages the ops under it make, and their peak."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.live = self.peak = 0
-        self._seen: set[int] = set()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor):
-                continue
-            storage = t.untyped_storage()
-            key, size = storage.data_ptr(), storage.nbytes()
-            if size and key not in self._seen:
-                self._seen.add(key)
-                self.live += size
-                self.peak = max(self.peak, self.live)
-                weakref.finalize(storage, self._free, key, size)
-        return out
-
-    def _free(self, key: int, size: int) -> None:
-        self.live -= size
-        self._seen.discard(key)
 
 
 def test_torchtitans_loss_peaks_at_its_logit_bytes() -> None:
@@ -58,7 +26,7 @@ def test_torchtitans_loss_peaks_at_its_logit_bytes() -> None:
     x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
     weight = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
     labels = torch.randint(0, vocab, (tokens,))
-    peak = _Peak()
+    peak = Live()
     with peak:
         pred = x @ weight.t()
         loss = torch.nn.functional.cross_entropy(pred.float(), labels)
