@@ -38,7 +38,10 @@ transformer keywords are Megatron-LM's tensor parallelism without SP: tensor.py)
 gradient and optimizer convention, no ZeRO, the flash kernel; FWD_IN_BCKWD's recomputed segments
 count as full recomputation (each block keeps its input). No layout option at all is DATA on one
 rank: the one-rank layout's memory. A model whose blocks the activation model does not know (an
-ONNX CNN: activations.dims is None) gets none (the metadata's `memory` null).
+ONNX CNN, an exported transformer: activations.dims is None) holds what PyTorch's autograd saves
+for its backward (strategy/saved.py), a split layer's output side 1/T, its input whole (a
+row-parallel layer's 1/T); FWD_IN_BCKWD's segments each keep their input, one segment's saved
+tensors held at a time. Null (the metadata's `memory`) only where a saved tensor's size is unknown.
 
 Not counted: framework buffers, the CUDA context, fragmentation and the blocks PyTorch's caching
 allocator keeps reserved after they are freed (its max_reserved reads above this peak: it gives
