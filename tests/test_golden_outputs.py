@@ -69,9 +69,9 @@ all-gathers after its step, waiting for it, where the step waited for them (Mega
 step_with_ready_grads; strategy/llm/buckets.py, Place.AFTER_STEP): the one --zero 1 entry's
 traces (its text and JSON write the same columns in the same order, unchanged). A keyword preset's
 `parallel.memory` of a model the block formulas do not know (these entries' ONNX GPT-2 and
-VGG-16: null before) by the bytes autograd saves (strategy/saved.py): every keyword entry of
-both (39); with that memory null again each digest is the one recorded before (compared for all
-39).
+VGG-16: null before) by the bytes autograd saves (strategy/saved.py), a row-parallel unit's
+folded layers on its whole output: every keyword entry of both (39); with that memory null again
+each digest is the one recorded before (compared for all 39).
 """
 
 from __future__ import annotations
@@ -194,18 +194,18 @@ GOLDEN = {
     "gpt2 HYBRID_MODEL_DATA 8/2 | json": "f75d5868cd3d49e1",
     "gpt2 HYBRID_MODEL_DATA 8/2 | json simai": "dbd108388a58a937",
     "gpt2 HYBRID_MODEL_DATA 8/2 | chakra-et": "df2316ee26e2da2e",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | astra-sim": "9cf39f4846e2db71",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | simai": "16deb0c9f8458154",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | astra-sim": "2e962efe142023ad",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | simai": "8900a88af3179c00",
     "gpt2 HYBRID_TRANSFORMER 8/4 | chakra": "refused: D310",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | json": "dd4151122eb035d9",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | json simai": "56e0e030be264446",
-    "gpt2 HYBRID_TRANSFORMER 8/4 | chakra-et": "a08e8c9ab9c6d082",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | astra-sim": "840f41c20cfa307a",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | simai": "0b2c3bee2ae2f2fe",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | json": "20ed92308bec9688",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | json simai": "93128e5d5bc1bffc",
+    "gpt2 HYBRID_TRANSFORMER 8/4 | chakra-et": "b25a244285a1a19a",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | astra-sim": "37d31a2a73461c46",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | simai": "37d0e4a35ace1829",
     "gpt2 FWD_IN_BCKWD 4/2 every 40 | chakra": "refused: D310",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json": "ce8dc09c19578905",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json simai": "aadb8e9ffeaf0aa4",
-    "gpt2 FWD_IN_BCKWD 4/2 every 40 | chakra-et": "74d0c3da9af0a536",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json": "8981b56d00d86bdd",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | json simai": "9efa3cf821494ea1",
+    "gpt2 FWD_IN_BCKWD 4/2 every 40 | chakra-et": "a82f15576b218378",
     "vgg16 HYBRID_CUSTOMIZED 4 | astra-sim": "549527459ed82df4",
     "vgg16 HYBRID_CUSTOMIZED 4 | simai": "145d1233e42bfddf",
     "vgg16 HYBRID_CUSTOMIZED 4 | chakra": "refused: D310",

@@ -94,6 +94,33 @@ def test_gpt2_blocks_save_what_the_exported_graph_computes() -> None:
     assert head == norm + F32 * sbh  # the final norm, and the LM head's input
 
 
+def test_tensor_parallel_keeps_the_inputs_of_column_layers_whole(tmp_path: Path) -> None:
+    """HYBRID_TRANSFORMER at G 2 on the same GPT-2 (Megatron's tensor parallelism, Korthikanti et
+    al. 2022 section 4.2.1: the norms' inputs and the column-parallel layers' inputs replicated,
+    the attention core, the MLP's activation and the row-parallel layers' inputs split over t):
+    per block the norms, c_attn's and c_fc's inputs whole, the rest halved; the embedding's ids
+    and the LM head's input (a column-parallel layer) whole."""
+    b, s, h, a, t = 2, 16, 64, 2, 2
+    sbh, scores = s * b * h, a * s * s * b
+    norm = F32 * sbh + 2 * F32 * s * b
+    attention = F32 * sbh + (F32 * (2 * sbh + scores + scores + sbh + sbh) + scores) / t
+    mlp = F32 * sbh + F32 * (4 * 4 * sbh + 4 * sbh) / t
+    head = norm + F32 * sbh
+    request = Request(
+        model=str(ONNX / "gpt2_tiny_dynamo.onnx"),
+        input_shape={"input_ids": (b, s), "attention_mask": (b, s)},
+        parallel="HYBRID_TRANSFORMER",
+        npus=t,
+        model_parallel_group=t,
+        output=str(tmp_path / "g.txt"),
+    )
+    result = run(prepare(request))
+    assert result.plan is not None
+    assert [m.activations for m in result.plan.memory] == [
+        2 * (2 * norm + attention + mlp) + 8 * b * s + head
+    ]
+
+
 def test_a_symbolic_dimension_gives_no_count() -> None:
     """Without a batch the saved tensors' sizes are unknown: None, never a guess."""
     assert saved.by_layer(_ir("resnet18_legacy.onnx", None)) is None

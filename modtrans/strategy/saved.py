@@ -168,9 +168,11 @@ def by_layer(ir: ModelIR, *, eager: bool = False) -> dict[str, float] | None:
 @dataclass(frozen=True, slots=True)
 class Part:
     """One workload unit as a rank of a tensor-parallel preset holds it: the layer that owns it,
-    the layers folded into it, the ranks it is split over and whether its input is split too (a
-    row-parallel layer's; a column-parallel or MODEL-split layer reads the whole input, keeps it
-    whole, and the layers after it in the unit work on its 1/ways of the output)."""
+    the layers folded into it, the ranks it is split over and whether its input is split (a
+    row-parallel layer: its input 1/ways, the layers after it in the unit on the all-reduced, whole
+    output; a column-parallel or MODEL-split layer keeps its whole input, and the layers after it
+    work on its 1/ways of the output: Korthikanti et al. 2022, section 4.2.1, the sbh (10 + 24 / t)
+    of a block under tensor parallelism)."""
 
     owner: Layer
     folded: Sequence[Layer] = ()
@@ -179,8 +181,9 @@ class Part:
 
     def bytes(self, saved: Mapping[str, float]) -> float:
         ways = max(1, self.ways)
-        own = saved.get(self.owner.name, 0.0) / (ways if self.split_input else 1)
-        return own + sum(saved.get(x.name, 0.0) for x in self.folded) / ways
+        own = saved.get(self.owner.name, 0.0)
+        folded = sum(saved.get(x.name, 0.0) for x in self.folded)
+        return own / ways + folded if self.split_input else own + folded / ways
 
 
 def peak(units: Sequence[Part], saved: Mapping[str, float], segments: Mapping[int, Sequence[int]]) -> float:
