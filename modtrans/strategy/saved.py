@@ -22,6 +22,7 @@ CPU, PyTorch multiplies by a float noise tensor instead: `_dropout_impl`, four).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -153,13 +154,16 @@ def by_layer(ir: ModelIR, *, eager: bool = False) -> dict[str, float] | None:
     (a tensor saved by several layers: the first's); None while a saved tensor's size is unknown
     (a symbolic dimension). `eager`: a fused attention op as eager attention keeps it."""
     needs = _needs_grad(ir)
+    merged = fused(ir)
+    roots = views(ir)
     counted: set[str] = set()
     out: dict[str, float] = {}
     for layer in ir.layers:
-        items = _saved(layer, needs, eager)
+        items = _saved(layer, needs, eager, merged)
         if items is None:
             return None
-        fresh = [(name, size) for name, size in items if name not in counted]
+        fresh = [(roots.get(name, name), size) for name, size in items]
+        fresh = [(name, size) for name, size in dict(fresh).items() if name not in counted]
         counted.update(name for name, _ in fresh)
         out[layer.name] = sum(size for _, size in fresh)
     return out
@@ -209,18 +213,103 @@ def _entering(layer: Layer) -> float:
     return float(sum(a.bytes or 0 for a in layer.inputs if dtypes.carries_gradient(a.dtype)))
 
 
+FUSED_BY = {"Erf": "gelu", "Tanh": "gelu (tanh)", "Sigmoid": "silu"}
+"""The pointwise op at the heart of an exporter's decomposition of a fused PyTorch activation."""
+ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Pow"})
+
+
+def fused(ir: ModelIR) -> dict[str, Activation | None]:
+    """Layers that are an exporter's decomposition of one fused PyTorch activation -> what that
+    op saves: its input on the product that ends it, nothing on the others. F.gelu is
+    x * (1 + erf(x / sqrt 2)) / 2 in an ONNX graph before opset 20 (torch.onnx's gelu symbolic,
+    onnxscript's aten_gelu; the tanh form alike) and F.silu x * sigmoid(x); autograd runs one op
+    that saves x alone (derivatives.yaml gelu: gelu_backward(grad, self, approximate); silu:
+    silu_backward(grad, self)). Recognised: a product of a tensor x and a chain computed from x
+    alone by scalar arithmetic and one Erf, Tanh or Sigmoid. A model that writes the formula
+    out in Python (GPT-2's NewGELUActivation: 0.5 * x * (...), the product's operand 0.5 x, not x)
+    keeps its ops' own tensors, as autograd does."""
+    made = {o.name: x for x in ir.layers for o in x.outputs}
+    out: dict[str, Activation | None] = {}
+    for m in ir.layers:
+        operands = [a for a in m.inputs if dtypes.carries_gradient(a.dtype)]
+        if m.op_type != "Mul" or m.params or len(operands) != 2:
+            continue
+        for x, y in (operands, operands[::-1]):
+            chain = _chain(y.name, x.name, made)
+            if chain is not None:
+                out.update({c.name: None for c in chain})
+                out[m.name] = x
+                break
+    return out
+
+
+def _chain(start: str, root: str, made: Mapping[str, Layer], limit: int = 10) -> list[Layer] | None:
+    """The layers computing tensor `start` from tensor `root` alone, by scalar arithmetic and one
+    of FUSED_BY's ops; None where it is not such a chain."""
+    chain: list[Layer] = []
+    todo, seen, rooted = [start], set(), False
+    while todo:
+        name = todo.pop()
+        rooted |= name == root
+        if name == root or name in seen:
+            continue
+        seen.add(name)
+        layer = made.get(name)
+        if layer is None or layer.params or layer.op_type not in ARITHMETIC | set(FUSED_BY):
+            return None
+        if len(chain) == limit:
+            return None
+        chain.append(layer)
+        todo += [a.name for a in layer.inputs if dtypes.carries_gradient(a.dtype)]
+    cores = [c for c in chain if c.op_type in FUSED_BY]
+    return chain if rooted and len(cores) == 1 else None
+
+
+def views(ir: ModelIR) -> dict[str, str]:
+    """Each tensor a layer reads that no layer writes, and that is a re-view of a layer's output
+    (a Reshape, Flatten, Squeeze, a same-dtype Cast, a Dropout at p 0: no layer in the IR) ->
+    that output, which it shares storage with: the one output of the layers feeding its reader
+    (producers) with its dtype and element count (of those, its shape where several have them).
+    Where two inputs of one layer would claim the same output, neither is taken for a view: a
+    saved tensor counts once under either name, and twice rather than wrongly once."""
+    outputs = {x.name: x.outputs for x in ir.layers}
+    written = {o.name for x in ir.layers for o in x.outputs}
+    inputs = frozenset(ir.provenance.input_shapes)
+    roots: dict[str, str] = {}
+    for layer in ir.layers:
+        own = {a.name for a in layer.inputs}
+        claims: dict[str, str] = {}
+        for a in layer.inputs:
+            if a.name in written or a.name in inputs or a.bytes is None:
+                continue
+            same = [
+                o
+                for p in layer.producers
+                for o in outputs.get(p, ())
+                if o.dtype == a.dtype and o.bytes == a.bytes and o.name not in own
+            ]
+            found = [o for o in same if o.shape == a.shape] or same
+            if len(found) == 1:
+                claims[a.name] = found[0].name
+        wanted = Counter(claims.values())
+        roots.update({a: root for a, root in claims.items() if wanted[root] == 1 and a not in roots})
+    return roots
+
+
 def _needs_grad(ir: ModelIR) -> dict[str, bool]:
     """Each tensor the layers read or write -> whether it needs a gradient (module docstring).
-    A tensor no layer writes is a model input or a re-view (Reshape, Cast) of one or of a layer's
-    output: it needs one when it is floating and a layer feeding its reader (producers) does."""
+    A tensor no layer writes is a model input, a constant's re-view (RoPE's cos and sin tables)
+    or a re-view (Reshape, Cast) of a layer's output: it needs one when it is floating and one of
+    the layers feeding its reader (producers) other than those writing its other inputs does."""
     made: dict[str, bool] = {}
+    writer = {o.name: x.name for x in ir.layers for o in x.outputs}
     inputs = frozenset(ir.provenance.input_shapes)
-    by_name = {x.name: x for x in ir.layers}
+    outputs = {x.name: x.outputs for x in ir.layers}
     grads: dict[str, bool] = {}
     for layer in ir.layers:
-        fed = any(
-            made.get(o.name, False) for p in layer.producers if p in by_name for o in by_name[p].outputs
-        )
+        direct = {writer[a.name] for a in layer.inputs if a.name in made}
+        viewed = [p for p in layer.producers if p not in direct and p in outputs]
+        fed = any(made.get(o.name, False) for p in viewed for o in outputs[p])
         for a in layer.inputs:
             if a.name in made:
                 grads[a.name] = made[a.name]
@@ -232,9 +321,16 @@ def _needs_grad(ir: ModelIR) -> dict[str, bool]:
     return {**grads, **made}
 
 
-def _saved(layer: Layer, needs: Mapping[str, bool], eager: bool) -> list[tuple[str, float]] | None:
+def _saved(
+    layer: Layer, needs: Mapping[str, bool], eager: bool, merged: Mapping[str, Activation | None]
+) -> list[tuple[str, float]] | None:
     """The tensors `layer` saves, each as (a name to count it once by, bytes); None when a size
-    is unknown."""
+    is unknown. `merged`: fused()."""
+    if layer.name in merged:
+        x = merged[layer.name]
+        if x is None or not needs.get(x.name, False):
+            return []
+        return None if x.bytes is None else [(x.name, float(x.bytes))]
     op = layer.op_type
     if op in NOTHING or not any(needs.get(o.name, False) for o in layer.outputs):
         return []
