@@ -94,6 +94,28 @@ def test_gpt2_blocks_save_what_the_exported_graph_computes() -> None:
     assert head == norm + F32 * sbh  # the final norm, and the LM head's input
 
 
+def test_bert_s_exported_gelu_saves_its_input_once() -> None:
+    """BERT tiny (hidden 64, 2 heads, MLP 256, fp32; the legacy export, eager attention, no
+    dropout) at batch 2, 16 tokens. Its GELU is torch's F.gelu, which the opset-17 graph writes as
+    x * (1 + erf(x / sqrt 2)) / 2: autograd runs gelu, which saves x alone (4h a token), not the
+    five ops' operands. Per block by hand: q, k and v's shared input, q and k^T, softmax's output
+    (which the second product reads too), v, the output projection's input; two post-norms (input
+    and 2 fp32 statistics a token); the intermediate projection's input, GELU's input and the
+    output projection's input (4h)."""
+    b, s, h, a = 2, 16, 64, 2
+    sbh, scores = s * b * h, a * s * s * b
+    norm = F32 * sbh + 2 * F32 * s * b
+    attention = F32 * (sbh + 2 * sbh + sbh + sbh) + F32 * scores
+    mlp = F32 * (sbh + 4 * sbh + 4 * sbh)
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    ir = _ir("bert_tiny_legacy.onnx", b, dict.fromkeys(names, (b, s)))
+    kept = saved.by_layer(ir)
+    assert kept is not None
+    for block in (0, 1):
+        inside = [x for x in ir.layers if x.block is not None and x.block.index == block]
+        assert sum(kept[x.name] for x in inside) == 2 * norm + attention + mlp
+
+
 def test_tensor_parallel_keeps_the_inputs_of_column_layers_whole(tmp_path: Path) -> None:
     """HYBRID_TRANSFORMER at G 2 on the same GPT-2 (Megatron's tensor parallelism, Korthikanti et
     al. 2022 section 4.2.1: the norms' inputs and the column-parallel layers' inputs replicated,
