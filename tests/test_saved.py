@@ -1,11 +1,12 @@
-"""Activation memory of a model the block formulas do not know (strategy/saved.py): the bytes of
-the tensors autograd saves, on the real exports in fixtures/onnx/, held to hand counts from each
-architecture and PyTorch's derivative formulas (tools/autograd/derivatives.yaml): convolution
-saves its input, native_batch_norm its input and two fp32 statistics per channel (save_mean,
-save_invstd), relu its result, max_pool2d_with_indices its input and int64 indices, addmm its
-input (mat1, for the weight's gradient), native_layer_norm its input and two fp32 statistics per
-row, the tanh GELU's ops (pow its input, tanh its result, mul both tensor operands), _softmax its
-result, bmm both operands, where its condition; add, views and a scalar's mul nothing.
+"""Activation memory of a model the block formulas do not know (strategy/saved.py and
+derivatives.py): the bytes of the tensors autograd saves, on the real exports in fixtures/onnx/,
+held to hand counts from each architecture and PyTorch's derivative formulas
+(tools/autograd/derivatives.yaml): convolution saves its input, native_batch_norm its input and
+two fp32 statistics per channel (save_mean, save_invstd), relu its result,
+max_pool2d_with_indices its input and int64 indices, addmm its input (mat1, for the weight's
+gradient), native_layer_norm its input and two fp32 statistics per row, the tanh GELU's ops (pow
+its input, tanh its result, mul both tensor operands), _softmax its result, bmm both operands,
+where its condition; add, views and a scalar's mul nothing.
 
 tests/test_saved_torch.py (marker hf) holds the model to the bytes torch itself saves."""
 
@@ -17,7 +18,7 @@ from modtrans.api import run
 from modtrans.extraction import extract
 from modtrans.ir.document import ModelIR
 from modtrans.request import Request, prepare
-from modtrans.strategy import saved
+from modtrans.strategy import derivatives, saved
 
 ONNX = Path(__file__).resolve().parent.parent / "fixtures" / "onnx"
 F32 = 4
@@ -150,5 +151,5 @@ def test_a_symbolic_dimension_gives_no_count() -> None:
 
 def test_the_rules_cite_pytorch_s_derivative_formulas() -> None:
     """Every rule names its derivatives.yaml entry, and no op is both saving and in NOTHING."""
-    assert all(rule.entry for rule in saved.RULES.values())
-    assert not set(saved.RULES) & saved.NOTHING
+    assert all(rule.entry for rule in derivatives.RULES.values())
+    assert not set(derivatives.RULES) & derivatives.NOTHING
