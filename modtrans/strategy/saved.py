@@ -26,9 +26,9 @@ def by_layer(ir: ModelIR, *, eager: bool = False) -> dict[str, float] | None:
     """Each layer's name -> the bytes autograd saves for it in one forward of `ir` at its batch
     (a tensor saved by several layers: the first's); None while a saved tensor's size is unknown
     (a symbolic dimension). `eager`: a fused attention op as eager attention keeps it."""
-    needs = _needs_grad(ir)
-    merged = fused(ir)
     roots = views(ir)
+    needs = _needs_grad(ir, roots)
+    merged = fused(ir)
     counted: set[str] = set()
     out: dict[str, float] = {}
     for layer in ir.layers:
@@ -177,11 +177,12 @@ def views(ir: ModelIR) -> dict[str, str]:
     return roots
 
 
-def _needs_grad(ir: ModelIR) -> dict[str, bool]:
+def _needs_grad(ir: ModelIR, roots: Mapping[str, str]) -> dict[str, bool]:
     """Each tensor the layers read or write -> whether it needs a gradient (module docstring).
-    A tensor no layer writes is a model input, a constant's re-view (RoPE's cos and sin tables)
-    or a re-view (Reshape, Cast) of a layer's output: it needs one when it is floating and one of
-    the layers feeding its reader (producers) other than those writing its other inputs does."""
+    A tensor no layer writes is a model input, a re-view of a layer's output (`roots`: views(),
+    the output's), or a constant's re-view (RoPE's cos and sin tables) or one views() could not
+    place: that needs one when it is floating and one of the layers feeding its reader
+    (producers) other than those writing its other inputs does."""
     made: dict[str, bool] = {}
     writer = {o.name: x.name for x in ir.layers for o in x.outputs}
     inputs = frozenset(ir.provenance.input_shapes)
@@ -192,8 +193,8 @@ def _needs_grad(ir: ModelIR) -> dict[str, bool]:
         viewed = [p for p in layer.producers if p not in direct and p in outputs]
         fed = any(made.get(o.name, False) for p in viewed for o in outputs[p])
         for a in layer.inputs:
-            if a.name in made:
-                grads[a.name] = made[a.name]
+            if a.name in made or roots.get(a.name) in made:
+                grads[a.name] = made[a.name if a.name in made else roots[a.name]]
             else:
                 grads[a.name] = a.name not in inputs and dtypes.carries_gradient(a.dtype) and fed
         live = any(p.trainable for p in layer.params) or any(grads[a.name] for a in layer.inputs)
