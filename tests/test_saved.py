@@ -117,6 +117,34 @@ def test_bert_s_exported_gelu_saves_its_input_once() -> None:
         assert sum(kept[x.name] for x in inside) == 2 * norm + attention + mlp
 
 
+def test_onnxruntime_s_fused_bert_saves_what_its_torch_ops_would() -> None:
+    """The same BERT fused by onnxruntime's transformers optimizer (EmbedLayerNormalization,
+    Attention with its packed q k v projection, SkipLayerNormalization, BiasGelu): each fused op
+    counted as the torch ops it stands for. The embedding: its three int32 ids, the summed
+    embeddings layer_norm keeps and 2 fp32 statistics a token; per block the attention under the
+    flash kernel (its input for the projection's weight, q, k and v, its output, which the output
+    projection reads, and the logsumexp), add + layer_norm (the sum, 2 statistics a token) twice,
+    the intermediate projection's input, GELU's input x + bias, the output projection's input."""
+    b, s, h = 2, 16, 64
+    sbh = s * b * h
+    norm = F32 * sbh + 2 * F32 * s * b
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    ir = _ir("bert_tiny_ort_fused.onnx", b, dict.fromkeys(names, (b, s)))
+    kept = saved.by_layer(ir)
+    assert kept is not None
+    by_op: dict[str, list[float]] = {}
+    for x in ir.layers:
+        by_op.setdefault(x.op_type, []).append(kept[x.name])
+    assert by_op["EmbedLayerNormalization"] == [3 * 4 * b * s + norm]
+    assert by_op["SkipLayerNormalization"] == [norm] * 4
+    assert by_op["BiasGelu"] == [F32 * 4 * sbh] * 2
+    # the output projection reads the attention's output, counted there (0)
+    assert sorted(by_op["MatMul"]) == sorted([0, F32 * sbh, F32 * 4 * sbh] * 2)
+    statistics = [total - F32 * (sbh + 3 * sbh + sbh) for total in by_op["Attention"]]
+    # the logsumexp: fp32 per query row and head (the IR carries no head count for this op: one)
+    assert statistics == [F32 * b * s] * 2
+
+
 def test_tensor_parallel_keeps_the_inputs_of_column_layers_whole(tmp_path: Path) -> None:
     """HYBRID_TRANSFORMER at G 2 on the same GPT-2 (Megatron's tensor parallelism, Korthikanti et
     al. 2022 section 4.2.1: the norms' inputs and the column-parallel layers' inputs replicated,

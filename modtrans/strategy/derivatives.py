@@ -40,6 +40,7 @@ class Rule:
     channels: int = 0  # fp32 statistics per channel (dimension 1), over the whole batch
     indices: bool = False  # an int64 index per output element
     mask: bool = False  # a 1-byte mask per output element
+    formed: bool = False  # a tensor shaped like its output it forms inside (a fused op's x + skip)
     attention: bool = False  # a fused attention: as the kernel keeps it (_attention)
 
 
@@ -115,6 +116,21 @@ RULES: dict[str, Rule] = {
     "MultiHeadAttention": Rule(
         "_scaled_dot_product_flash_attention: q, k, v, output, logsumexp", True, attention=True
     ),
+    "SkipLayerNormalization": Rule(
+        "add, native_layer_norm: (grad, input, ..., result1, result2): the sum, 2 fp32 a row",
+        formed=True,
+        rows=2,
+    ),
+    "SkipSimplifiedLayerNormalization": Rule(
+        "add, _fused_rms_norm: (grads[0], input, ..., result1, weight): the sum, 1 fp32 a row",
+        formed=True,
+        rows=1,
+    ),
+    "EmbedLayerNormalization": Rule(
+        "embedding (its ids), add, native_layer_norm (the sum, 2 fp32 a row)", keys=True, formed=True, rows=2
+    ),
+    "BiasGelu": Rule("add, gelu: gelu_backward(grad, self, approximate): x + bias", formed=True),
+    "FastGelu": Rule("add, gelu (tanh): gelu_backward(grad, self, 'tanh'): x + bias", formed=True),
     "LSTM": Rule(
         "_cudnn_rnn: input, weight, hx, cx, output (result0), the reserve (not counted)", True, output=True
     ),
@@ -175,7 +191,7 @@ def _extra(layer: Layer, rule: Rule, eager: bool) -> list[tuple[str, float]] | N
     out = layer.outputs[0] if layer.outputs else None
     shape = out.shape if out is not None else None
     if shape is None or not all(isinstance(d, int) for d in shape):
-        needed = rule.rows or rule.channels or rule.indices or rule.mask or rule.attention
+        needed = rule.rows or rule.channels or rule.indices or rule.mask or rule.attention or rule.formed
         return None if needed else []
     dims = [int(d) for d in shape]
     elements = _product(dims)
@@ -189,6 +205,8 @@ def _extra(layer: Layer, rule: Rule, eager: bool) -> list[tuple[str, float]] | N
         extra.append((f"{name}#indices", INDEX * elements))
     if rule.mask:
         extra.append((f"{name}#mask", MASK * elements))
+    if rule.formed and out is not None:
+        extra.append((f"{name}#formed", float(elements * _width(out))))
     if rule.attention:
         extra += _attention(layer, dims, eager)
     return extra
@@ -201,7 +219,7 @@ def _attention(layer: Layer, out: list[int], eager: bool) -> list[tuple[str, flo
     heads come from the IR's Heads (one when nothing says); the sequence is the output's second
     dimension (batch, sequence, hidden)."""
     heads = layer.block.heads.query if layer.block and layer.block.heads else 1
-    width = dtypes.BY_NAME[layer.outputs[0].dtype].bytes if layer.outputs[0].dtype in dtypes.BY_NAME else 4
+    width = _width(layer.outputs[0])
     elements = _product(out)
     b, s = (out[0], out[1]) if len(out) >= 3 else (1, out[0] if out else 1)
     kept: list[tuple[str, float]] = []
@@ -211,9 +229,15 @@ def _attention(layer: Layer, out: list[int], eager: bool) -> list[tuple[str, flo
         return [*kept, (f"{layer.name}#probabilities", float(b * heads * s * s * width))]
     return [
         *kept,
-        (f"{layer.name}#output", float(elements * width)),
+        (layer.outputs[0].name, float(elements * width)),  # the output projection's input too
         (f"{layer.name}#logsumexp", float(STAT * b * heads * s)),
     ]
+
+
+def _width(a: Activation) -> int:
+    """Bytes an element of `a` (4 where its dtype is not known)."""
+    known = dtypes.BY_NAME.get(a.dtype)
+    return known.bytes if known is not None else 4
 
 
 def _product(dims: list[int]) -> int:
