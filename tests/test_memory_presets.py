@@ -1,6 +1,6 @@
 """Memory for every translation: with no layout option (DATA on one rank) and under the keyword
 presets, one rank's memory by strategy/llm/memory.py at the preset's tensor shards, X516 where it
-does not fit, and the .meta.json's `parallel.memory` (null where activations are not modelled).
+does not fit, and the .meta.json's `parallel.memory` (null where a saved tensor's size is unknown).
 
 The expected values are counted by hand from Llama-3-8B's configuration (meta-llama/Meta-Llama-3-8B
 config.json: hidden 4,096, 32 layers, 32 query and 8 key/value heads, MLP 14,336, vocabulary
@@ -74,11 +74,15 @@ def test_no_option_gets_the_one_rank_layouts_memory() -> None:
 
 
 def test_the_metadata_says_each_presets_memory_or_null(tmp_path: Path) -> None:
-    """The .meta.json holds the preset's memory per stage (schemas/translation.schema.json), and
-    null for a model whose activations are not modelled (ResNet-50: no transformer blocks)."""
-    for model, modelled in (("llama-3-8b", True), ("resnet50", False)):
-        output = tmp_path / f"{model}.txt"
-        result = run(prepare(Request(model=model, output=str(output))))
+    """The .meta.json holds the preset's memory per stage (schemas/translation.schema.json): a
+    transformer's by the block formulas, a CNN's (ResNet-50) by what autograd saves
+    (strategy/saved.py); null where a saved tensor's size is unknown (an ONNX file's symbolic
+    batch, translated with --allow-unknown)."""
+    resnet18 = str(Path(__file__).resolve().parent.parent / "fixtures" / "onnx" / "resnet18_legacy.onnx")
+    cases = (("llama-3-8b", {}, True), ("resnet50", {}, True), (resnet18, {"allow_unknown": True}, False))
+    for model, options, modelled in cases:
+        output = tmp_path / f"{Path(model).stem}.txt"
+        result = run(prepare(Request(model=model, output=str(output), **options)))
         meta = next(
             json.loads(c) for p, c in result.files if p.name.endswith(".meta.json") and isinstance(c, str)
         )
@@ -89,4 +93,5 @@ def test_the_metadata_says_each_presets_memory_or_null(tmp_path: Path) -> None:
             parts = ("weights", "gradients", "optimizer", "activations")
             assert memory[0]["total_bytes"] == sum(memory[0][f"{p}_bytes"] for p in parts)
             assert memory[0]["total_bytes"] == result.plan.memory[0].total  # type: ignore[union-attr]
+            assert memory[0]["activations_bytes"] > 0
         assert "X516" not in {d.code for d in result.diagnostics} or modelled

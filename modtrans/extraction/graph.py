@@ -307,7 +307,12 @@ class Walker:
                 continue  # computes a constant: a weight chain or shape arithmetic
             scope.dynamic.update(node.output)
             feeding = tuple(dict.fromkeys(x for i in node.input for x in self._made_by.get(i, ())))
-            if node.op_type in ops.NOT_LAYERS or node.name in fused or not self._floating(scope, node):
+            if (
+                node.op_type in ops.NOT_LAYERS
+                or node.name in fused
+                or not self._floating(scope, node)
+                or _passes_through(scope, node)
+            ):
                 self._misfit(scope, node, node_name)
                 for out in node.output:  # a re-view passes on who made its input
                     self._made_by[out] = feeding
@@ -652,6 +657,16 @@ def _single_channel_bias(scope: _Scope, node: onnx.NodeProto) -> int | None:
     return None
 
 
+def _passes_through(scope: _Scope, node: onnx.NodeProto) -> bool:
+    """A Dropout whose ratio is a constant 0 returns its input (ONNX's Dropout; PyTorch's dropout
+    at p = 0 in training too: aten/src/ATen/native/Dropout.cpp, _dropout_impl, `if (p == 0 ||
+    !train ...) return input`): a re-view, not a layer (it keeps no mask for the backward)."""
+    if node.op_type != "Dropout" or len(node.input) < 2 or not node.input[1]:
+        return False
+    ratio = _constant_values(scope, node.input[1])
+    return ratio is not None and len(ratio) == 1 and ratio[0] == 0
+
+
 def _constant_int(scope: _Scope, name: str) -> int | None:
     """The value of a one-element integer constant (a TopK's K), when the graph holds it."""
     values = _constant_ints(scope, name)
@@ -660,6 +675,15 @@ def _constant_int(scope: _Scope, name: str) -> int | None:
 
 def _constant_ints(scope: _Scope, name: str) -> tuple[int, ...] | None:
     """The values of an integer constant (a Squeeze's axes), when the graph holds it."""
+    values = _constant_values(scope, name)
+    try:
+        return None if values is None else tuple(int(v) for v in values)
+    except (ValueError, TypeError, OverflowError):  # a string, complex or non-finite constant
+        return None
+
+
+def _constant_values(scope: _Scope, name: str) -> tuple[int | float, ...] | None:
+    """The values of a constant (an integer or floating tensor), when the graph holds it."""
     from onnx import numpy_helper
 
     current: _Scope | None = scope
@@ -670,7 +694,7 @@ def _constant_ints(scope: _Scope, name: str) -> tuple[int, ...] | None:
             tensor = next((a.t for a in node.attribute if a.name == "value"), None)
         if tensor is not None:
             try:
-                return tuple(int(v) for v in numpy_helper.to_array(tensor).reshape(-1))
+                return tuple(v.item() for v in numpy_helper.to_array(tensor).reshape(-1))
             except (ValueError, TypeError, KeyError, IndexError, AttributeError):  # a malformed tensor
                 return None
         current = current.parent

@@ -9,6 +9,8 @@ techniques/    the keyword presets, one module per technique, registered by keyw
 llm/           the tensor x pipeline x data x expert layout, one module per technique
 recompute.py   FWD_IN_BCKWD's checkpoints: the recomputed forward segments
 tensors.py     the tensors each unit reads and writes (memory tracking)
+saved.py       the tensors autograd saves for the backward: any model's activation memory
+derivatives.py what each op saves, by PyTorch's derivative formulas (saved.py reads the graph)
 schedule.py    pipeline schedules: the order of micro-batches' forwards and backwards
 program.py     the one program builder: units, schedule, recomputation -> a stage's operations
 parallel.py    plan() and build(): the techniques applied, the plan projected onto the text

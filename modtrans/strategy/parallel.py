@@ -87,7 +87,7 @@ def _assemble(draft: Draft, folded: tuple[tuple[str, tuple[str, ...]], ...]) -> 
     )
     from modtrans.strategy.llm.memory import of_preset  # the layout's memory model, at the preset's shards
 
-    memory = of_preset(draft.ir, draft.layers, bool(draft.recompute))
+    memory = of_preset(draft.ir, draft.layers, draft.recompute)
     preset = Preset(draft.parallelism.policy, draft.checkpoints, memory)
     return Plan(draft.mesh, infos, (program,), (0,) * draft.mesh.size, preset=preset, folds=folded)
 

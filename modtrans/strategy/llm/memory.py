@@ -39,7 +39,10 @@ transformer keywords are Megatron-LM's tensor parallelism without SP: tensor.py)
 gradient and optimizer convention, no ZeRO, the flash kernel; FWD_IN_BCKWD's recomputed segments
 count as full recomputation (each block keeps its input). No layout option at all is DATA on one
 rank: the one-rank layout's memory. A model whose blocks the activation model does not know (an
-ONNX CNN: activations.dims is None) gets none (the metadata's `memory` null).
+ONNX CNN, an exported transformer: activations.dims is None) holds what PyTorch's autograd saves
+for its backward (strategy/saved.py), a split layer's output side 1/T, its input whole (a
+row-parallel layer's 1/T); FWD_IN_BCKWD's segments each keep their input, one segment's saved
+tensors held at a time. Null (the metadata's `memory`) only where a saved tensor's size is unknown.
 
 Not counted: framework buffers, the CUDA context, fragmentation and the blocks PyTorch's caching
 allocator keeps reserved after they are freed (its max_reserved reads above this peak: it gives
@@ -48,11 +51,12 @@ them back only when an allocation would otherwise fail).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import Recompute, Schedule, StageMemory
+from modtrans.strategy import saved
 from modtrans.strategy.draft import LayerDraft
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import activations
@@ -60,7 +64,7 @@ from modtrans.strategy.llm.activations import Dims
 from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.llm.stages import block_of
 from modtrans.strategy.llm.unit import Unit
-from modtrans.strategy.roles import LayerRole
+from modtrans.strategy.roles import LayerRole, Split
 from modtrans.strategy.schedule import holders
 
 ADAM = 8  # two fp32 moments per parameter
@@ -130,18 +134,27 @@ def per_stage(
     return tuple(out)
 
 
-def of_preset(ir: ModelIR, layers: Sequence[LayerDraft], recomputes: bool) -> tuple[StageMemory, ...]:
-    """A keyword preset's rank (the module's docstring), or () where the activations are not
-    modelled."""
+def of_preset(
+    ir: ModelIR, layers: Sequence[LayerDraft], recompute: Mapping[int, Sequence[int]]
+) -> tuple[StageMemory, ...]:
+    """A keyword preset's rank (the module's docstring), or () where a saved tensor's size is
+    unknown. `recompute`: FWD_IN_BCKWD's segments (recompute.py: a segment's last unit -> the units
+    whose forward reruns first), empty without recomputation."""
     batch = ir.provenance.batch or 1
     d = activations.dims(ir, batch)
-    if d is None:
-        return ()
     t = max((x.ways for x in layers), default=1)
-    recompute = Recompute.FULL if recomputes else Recompute.NONE
-    layout = Layout(npus=t, tp=t, micro_batch=batch, recompute=recompute)
+    layout = Layout(
+        npus=t, tp=t, micro_batch=batch, recompute=Recompute.FULL if recompute else Recompute.NONE
+    )
     units = [Unit(x, block_of(x.group.owner)) for x in layers]
-    return per_stage(held(units), [list(range(len(units)))], layout, d, {}, 1)
+    memory = per_stage(held(units), [list(range(len(units)))], layout, d, {}, 1)
+    if d is not None:
+        return memory
+    kept = saved.by_layer(ir)  # a model the block formulas do not know: what autograd saves
+    if kept is None:
+        return ()
+    parts = [saved.Part(x.owner, x.group.folded, x.ways, x.split is Split.K) for x in layers]
+    return tuple(replace(m, activations=int(saved.peak(parts, kept, recompute))) for m in memory)
 
 
 def unit_state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
