@@ -79,10 +79,10 @@ def test_the_metadata_says_each_presets_memory_or_null(tmp_path: Path) -> None:
     (strategy/saved.py); null where a saved tensor's size is unknown (an ONNX file's symbolic
     batch, translated with --allow-unknown)."""
     resnet18 = str(Path(__file__).resolve().parent.parent / "fixtures" / "onnx" / "resnet18_legacy.onnx")
-    cases = (("llama-3-8b", {}, True), ("resnet50", {}, True), (resnet18, {"allow_unknown": True}, False))
-    for model, options, modelled in cases:
+    cases = (("llama-3-8b", False, True), ("resnet50", False, True), (resnet18, True, False))
+    for model, unknown, modelled in cases:
         output = tmp_path / f"{Path(model).stem}.txt"
-        result = run(prepare(Request(model=model, output=str(output), **options)))
+        result = run(prepare(Request(model=model, output=str(output), allow_unknown=unknown)))
         meta = next(
             json.loads(c) for p, c in result.files if p.name.endswith(".meta.json") and isinstance(c, str)
         )
