@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modtrans.hf.blocks import Shape, block, block_index, block_of
+from modtrans.hf.blocks import Shape, block, block_index, block_of, with_router
 from modtrans.hf.blocks import moe as routing
 from modtrans.ir import flops
 from modtrans.ir.document import (
@@ -56,6 +56,7 @@ class _Group:
 
 def layers(recorded: Any, shape: Shape) -> list[Layer]:
     """The IR's layers of a recorded forward (library.Recorded), in the order they ran."""
+    shape = with_router(shape, recorded.modules)
     modules = {m.path: m for m in recorded.modules}
     groups = _groups(recorded, modules)
     _unread(groups, recorded, modules)
