@@ -116,6 +116,17 @@ def test_dbrx_counts_from_its_ffn_config() -> None:
     ffn = config.ffn_config
     _routers_and_experts(ir, ffn.moe_num_experts, ffn.moe_top_k, {"transformer.blocks.{}.ffn.router.layer"})
     assert sorted(_moe_blocks(ir)) == list(range(config.n_layers))
+    # w1, v1, w2: [E x ffn_hidden_size, d_model] each (modeling_dbrx.py, DbrxExpertGLU), read an
+    # expert at a time: every run an expert's, its GEMM the [tokens, f] it ran
+    runs = [x for x in ir.layers if x.node.endswith(("mlp.w1", "mlp.v1", "mlp.w2")) or "mlp.w" in x.name]
+    assert runs
+    for x in runs:
+        assert x.block is not None
+        assert x.block.part is Part.EXPERT
+        assert x.moe is not None
+        assert x.moe.count == 1
+        assert x.gemm is not None
+        assert x.gemm.n in (ffn.ffn_hidden_size, config.d_model)
 
 
 def test_switch_routes_each_token_to_one_expert_of_its_module_dict() -> None:

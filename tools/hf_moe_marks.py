@@ -34,6 +34,9 @@ from modtrans.hf import blocks, classes, layers, library
 from modtrans.ir.document import ModelIR, Part, Provenance
 from modtrans.strategy.llm import activations
 
+DOWN = re.compile(r"down|w2|wo\b|output|fc2")
+"""An expert's down projection's parameter names (down_proj, DBRX's w2, Switch's wo, JetMoE's
+output_linear, fc2)."""
 TESTERS = Path(__file__).resolve().parents[1] / "fixtures" / "hf" / "testers"
 
 
@@ -79,8 +82,11 @@ def truth(model: Any, block_paths: list[str], config: Any) -> dict[int, dict[str
                 if not e:  # DBRX: [E x f, h] weights, E in its ffn_config
                     e = _sub_int(config, "moe_num_experts")
                     named_shapes = [(n, (p.shape[0] // e, p.shape[1])) for n, p in module.named_parameters()]
+            # the down projection's input width ([out, in]: nn.Linear's, transformers 5's fused
+            # down_proj [E, h, f]); else the narrowest width other than the hidden size
+            down = [s[-1] for n, s in named_shapes if DOWN.search(n)]
             inner = [d for _, s in named_shapes for d in s if d != h]
-            f = min(inner) if inner else None
+            f = down[0] if down else min(inner) if inner else None
             gated = len(named_shapes) >= 3 or any("gate" in n for n, _ in named_shapes)
             moe_path = name.rsplit(".", 1)[0] if "." in name else ""
             router = None
@@ -145,7 +151,6 @@ def compare(ir: ModelIR, want: dict[int, dict[str, Any]], config: Any) -> str:
     """What differs between the IR's marks and `want` (truth); empty: nothing."""
     misses: list[str] = []
     later: list[str] = []  # the activation model's reading of correct marks (activations.py)
-    h = _hidden(config)
     if not want:
         return "no routed experts built"
     ks = set(top_k_of(config).values())
@@ -175,9 +180,16 @@ def compare(ir: ModelIR, want: dict[int, dict[str, Any]], config: Any) -> str:
                 misses.append(f"shared {x.name} marked {x.block.part if x.block else None}")
                 break
         f = w["f"]
-        downs = {
-            x.gemm.k for x in here if x.block and x.block.part is Part.EXPERT and x.gemm and x.gemm.n == h
+        downs = {  # the IR's expert down projections' K: the expert's inner width
+            x.gemm.k
+            for x in here
+            if x.block
+            and x.block.part is Part.EXPERT
+            and x.gemm
+            and any(DOWN.search(p.name) for p in x.params)
         }
+        if f and not downs:
+            misses.append("no expert down projection marked")
         if f and downs and downs != {f}:
             misses.append(f"expert width {sorted(downs)} != {f}")
         mlp = d.mlps.get(i) if d is not None else None

@@ -136,7 +136,13 @@ def moe(
     if each:
         return Moe(e, k, int(each.group(1)))
     fused = any(len(s) == 3 and s[0] == e for s in params)
-    if fused or (re.search(r"\.experts(\.|$)", module) and not params):
+    inside = re.search(r"\.experts(\.|$)", module) is not None
+    looped = kind is Kind.LINEAR and out is not None and len(out) == 2
+    if inside and not fused and looped:
+        # a projection of [E x f, h] weights run an expert at a time (DbrxExpertGLU: a layer
+        # per expert run, its GEMM its own tokens' [tokens, f]), not batched_mm's [rows, n, 1]
+        return Moe(e, k, 0)
+    if fused or (inside and not params):
         return Moe(e, k, 0, e)
     # the router's weight is a linear's [E, hidden] (its module may run the softmax and top-k
     # after it: transformers 5's MixtralTopKRouter, whose output is then [tokens, k])
