@@ -125,10 +125,14 @@ def _probability(config: Any, keys: Sequence[str]) -> float:
 def moe(
     module: str, kind: Kind, params: Sequence[tuple[int, ...]], out: tuple[int, ...] | None, shape: Shape
 ) -> Moe | None:
-    """A routed expert's layer (the fused [E, ...] parameters of transformers 5's experts modules:
-    one grouped layer of every expert; experts.<e>. modules: expert e), or the router (a linear
-    layer of E outputs in a module named gate or router). `params`: the layer's parameters'
-    shapes; `out`: its output's."""
+    """A routed expert's layer, or the router's. Experts: the fused [E, ...] parameters of
+    transformers 5's experts modules (one grouped layer of every expert); experts.<e>. or
+    experts.expert_<e>. modules (expert e); a linear under `experts` of [tokens, f] output (an
+    expert's run of weights read an expert at a time: DBRX's). The router: a linear whose weight
+    is [E, hidden] (or whose output is E wide) in a module named gate or router; its module may
+    run the top-k after it, so its output is [tokens, k] (MixtralTopKRouter, NemotronHTopkRouter).
+    `params`: the layer's parameters' shapes; `out`: its output's. tools/hf_moe_marks.py holds
+    every MoE family transformers defines to these rules."""
     e, k = shape.experts, shape.top_k
     if not e or not k:
         return None
