@@ -172,3 +172,20 @@ def test_expert_parallel_translates_a_family_read_from_its_default(tmp_path: Pat
     found, checked = validate_paths(sorted(tmp_path.glob("t.*.et")), None)
     assert checked == 4
     assert [d for d in found if d.severity <= 2] == []
+
+
+def test_a_leaf_experts_module_is_a_layer_per_projection() -> None:
+    """Lfm2MoeExperts holds gate_up_proj [E, 2f, h] and down_proj [E, h, f] and runs both products
+    itself (no child module): two grouped expert layers, the up projection's N 2 f and the down
+    projection's K f (moe_intermediate_size), not one layer of the first product's shape."""
+    data = json.loads((FIXTURES / "testers" / "lfm2_moe.json").read_text())
+    config = classes.config_of(data)
+    model, given, ir = _read(config)
+    agrees(model, given, ir)
+    f, e = config.moe_intermediate_size, config.num_experts
+    _routers_and_experts(ir, e, config.num_experts_per_tok, {"model.layers.{}.feed_forward.gate"})
+    for xs in _moe_blocks(ir).values():
+        gemms = {x.name.rsplit(".", 1)[-1]: x for x in xs if x.block.part is Part.EXPERT and x.gemm}
+        assert sorted(gemms) == ["down_proj", "gate_up_proj"]
+        assert (gemms["gate_up_proj"].gemm.n, gemms["gate_up_proj"].gemm.groups) == (2 * f, e)
+        assert (gemms["down_proj"].gemm.k, gemms["down_proj"].gemm.n) == (f, config.hidden_size)

@@ -82,9 +82,9 @@ def truth(model: Any, block_paths: list[str], config: Any) -> dict[int, dict[str
                 if not e:  # DBRX: [E x f, h] weights, E in its ffn_config
                     e = _sub_int(config, "moe_num_experts")
                     named_shapes = [(n, (p.shape[0] // e, p.shape[1])) for n, p in module.named_parameters()]
-            # the down projection's input width ([out, in]: nn.Linear's, transformers 5's fused
-            # down_proj [E, h, f]); else the narrowest width other than the hidden size
-            down = [s[-1] for n, s in named_shapes if DOWN.search(n)]
+            # the down projection's width other than the hidden size (nn.Linear's [h, f], the fused
+            # down_proj's [E, h, f], Llama 4's [E, f, h]); else the narrowest width not h
+            down = [next((d for d in s if d != h), h) for n, s in named_shapes if DOWN.search(n)]
             inner = [d for _, s in named_shapes for d in s if d != h]
             f = down[0] if down else min(inner) if inner else None
             gated = len(named_shapes) >= 3 or any("gate" in n for n, _ in named_shapes)
@@ -207,11 +207,25 @@ def compare(ir: ModelIR, want: dict[int, dict[str, Any]], config: Any) -> str:
     return "ok" + ("  [" + "; ".join(dict.fromkeys(later))[:160] + "]" if later else "")
 
 
+SWITCHED_ON: dict[str, dict[str, Any]] = {
+    "gemma4": {"enable_moe_block": True, "num_experts": 8, "top_k_experts": 2, "moe_intermediate_size": 256},
+}
+"""A family whose defaults build no mixture, with it turned on (the keys its configuration class
+documents; small sizes of our choosing: the marks, not the sizes, are compared)."""
+TESTED_AS = {"qwen4_exp": "qwen4_exp_text"}  # the tester's model type (fixtures/hf/testers)
+
+
 def config_for(model_type: str) -> Any:
-    tester = TESTERS / f"{model_type}.json"
+    tester = TESTERS / f"{TESTED_AS.get(model_type, model_type)}.json"
     if tester.exists():
         return classes.config_of(json.loads(tester.read_text()))
-    return classes.default_config(model_type)
+    config = classes.default_config(model_type)
+    on = SWITCHED_ON.get(model_type)
+    if on:
+        text = config.get_text_config()
+        for key, value in on.items():
+            setattr(text, key, value)
+    return config
 
 
 def main() -> int:

@@ -82,7 +82,12 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
 
     for op in recorded.ops:
         module = modules.get(op.module)
-        whole = module is not None and module.leaf and (module.params or _is_norm(module.cls))
+        whole = (
+            module is not None
+            and module.leaf
+            and (module.params or _is_norm(module.cls))
+            and not _fused_experts(module)
+        )
         last = groups[-1] if groups else None
         if whole:
             if last is not None and last.module == op.module and last.name.endswith(op.module):
@@ -285,6 +290,13 @@ def _activation(name: str, dims: Sequence[int], dtype: str, shape: Shape) -> Act
     if dtype in INTEGER:
         return Activation(name, tuple(dims), INTEGER[dtype], math.prod(dims) * WIDTHS[dtype])
     return Activation(name, tuple(dims), shape.dtype, math.prod(dims) * shape.width)
+
+
+def _fused_experts(module: Any) -> bool:
+    """A leaf experts module of fused [E, ...] weights that runs their matrix products itself
+    (LFM2-MoE's, HY-V4's: no act_fn child): a layer per product, as a module with children has
+    (the experts' up and down projections are two GEMMs, not one layer of the first's shape)."""
+    return module.path.rsplit(".", 1)[-1] == "experts" and any(len(s) == 3 for _, s in module.params)
 
 
 def _is_norm(cls: str) -> bool:
