@@ -22,7 +22,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from modtrans.hf import blocks, classes, layers, library
-from modtrans.ir.document import ModelIR, Part, Provenance
+from modtrans.ir.document import Kind, ModelIR, Part, Provenance
 from modtrans.strategy.llm import activations
 from tests.hfcheck import agrees
 
@@ -189,3 +189,17 @@ def test_a_leaf_experts_module_is_a_layer_per_projection() -> None:
         assert sorted(gemms) == ["down_proj", "gate_up_proj"]
         assert (gemms["gate_up_proj"].gemm.n, gemms["gate_up_proj"].gemm.groups) == (2 * f, e)
         assert (gemms["down_proj"].gemm.k, gemms["down_proj"].gemm.n) == (f, config.hidden_size)
+
+
+def test_a_convolution_of_as_many_channels_as_experts_is_no_expert() -> None:
+    """Muse Spark's audio tower runs depthwise convolutions of 256 channels ([256, 1, 7] weights,
+    3-D and led by E as fused expert weights are) beside its 256-expert decoder: only the
+    decoder's mixture is marked, its experts' matrix products."""
+    config = classes.default_config("muse_spark")
+    _, _, ir = _read(config)
+    e = config.get_text_config().num_local_experts
+    marked = [x for x in ir.layers if x.moe is not None]
+    assert marked
+    assert not [x.name for x in marked if x.node.startswith("audio_tower.")]
+    assert {x.moe.experts for x in marked if x.moe is not None} == {e}
+    assert not [x.name for x in marked if x.kind is Kind.CONV]

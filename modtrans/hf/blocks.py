@@ -139,7 +139,9 @@ def moe(
     each = re.search(r"\.experts\.(?:[a-z]+_)?(\d+)(\.|$)", module)  # experts.3, experts.expert_3
     if each:
         return Moe(e, k, int(each.group(1)))
-    fused = any(len(s) == 3 and s[0] == e for s in params)
+    # a matrix product's [E, ...] weights (not a convolution's [C_out, C_in / groups, k]: a
+    # depthwise convolution of E channels is no expert)
+    fused = kind is Kind.LINEAR and any(len(s) == 3 and s[0] == e for s in params)
     inside = re.search(r"\.experts(\.|$)", module) is not None
     looped = kind is Kind.LINEAR and out is not None and len(out) == 2
     if inside and not fused and looped:
