@@ -117,9 +117,13 @@ def test_dbrx_counts_from_its_ffn_config() -> None:
     _routers_and_experts(ir, ffn.moe_num_experts, ffn.moe_top_k, {"transformer.blocks.{}.ffn.router.layer"})
     assert sorted(_moe_blocks(ir)) == list(range(config.n_layers))
     # w1, v1, w2: [E x ffn_hidden_size, d_model] each (modeling_dbrx.py, DbrxExpertGLU), read an
-    # expert at a time: every run an expert's, its GEMM the [tokens, f] it ran
-    runs = [x for x in ir.layers if x.node.endswith(("mlp.w1", "mlp.v1", "mlp.w2")) or "mlp.w" in x.name]
-    assert runs
+    # expert at a time (DbrxExperts.forward's loop over the experts hit; balanced routing hits each
+    # once, in order): run j expert j, its GEMM the [tokens, f] it ran
+    runs = [x for x in ir.layers if x.node.endswith("ffn.experts.mlp") and x.gemm is not None]
+    for index in _moe_blocks(ir):
+        ran = [x for x in runs if x.block is not None and x.block.index == index]
+        up = [x.moe.expert for x in ran if x.name.rsplit(".", 1)[-1].split("_")[0] == "w1" and x.moe]
+        assert up == list(range(ffn.moe_num_experts))
     for x in runs:
         assert x.block is not None
         assert x.block.part is Part.EXPERT

@@ -123,7 +123,12 @@ def _probability(config: Any, keys: Sequence[str]) -> float:
 
 
 def moe(
-    module: str, kind: Kind, params: Sequence[tuple[int, ...]], out: tuple[int, ...] | None, shape: Shape
+    module: str,
+    kind: Kind,
+    params: Sequence[tuple[int, ...]],
+    out: tuple[int, ...] | None,
+    shape: Shape,
+    run: int = 0,
 ) -> Moe | None:
     """A routed expert's layer, or the router's. Experts: the fused [E, ...] parameters of
     transformers 5's experts modules (one grouped layer of every expert); experts.<e>. or
@@ -131,7 +136,9 @@ def moe(
     expert's run of weights read an expert at a time: DBRX's). The router: a linear whose weight
     is [E, hidden] (or whose output is E wide) in a module named gate or router; its module may
     run the top-k after it, so its output is [tokens, k] (MixtralTopKRouter, NemotronHTopkRouter).
-    `params`: the layer's parameters' shapes; `out`: its output's. tools/hf_moe_marks.py holds
+    `params`: the layer's parameters' shapes; `out`: its output's; `run`: the same projection's
+    runs before it in the module (an expert loop runs expert `run`: balanced routing, hf/values.py,
+    hits every expert, in order). tools/hf_moe_marks.py holds
     every MoE family transformers defines to these rules."""
     e, k = shape.experts, shape.top_k
     if not e or not k:
@@ -147,7 +154,7 @@ def moe(
     if inside and not fused and looped:
         # a projection of [E x f, h] weights run an expert at a time (DbrxExpertGLU: a layer
         # per expert run, its GEMM its own tokens' [tokens, f]), not batched_mm's [rows, n, 1]
-        return Moe(e, k, 0)
+        return Moe(e, k, run % e)
     if fused or (inside and not params):
         return Moe(e, k, 0, e)
     # the router's weight is a linear's [E, hidden] (its module may run the softmax and top-k

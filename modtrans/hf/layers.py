@@ -52,6 +52,7 @@ class _Group:
     kind: Kind
     ops: list[Any] = field(default_factory=list)
     params: list[str] = field(default_factory=list)
+    run: int = 0  # the matrix products of this name before it: the expert a loop over experts ran
 
 
 def layers(recorded: Any, shape: Shape) -> list[Layer]:
@@ -99,7 +100,8 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
             if op.name == "convolution":
                 kind = Kind.CONV
             label = op.params[0].rsplit(".", 1)[-1] if op.params and op.module else op.name
-            groups.append(_Group(unique(_join(op.module, label)), op.module, kind))
+            name = _join(op.module, label)
+            groups.append(_Group(unique(name), op.module, kind, run=names[name] - 1))
         else:
             kind = _op_kind(op)
             if (
@@ -190,7 +192,7 @@ def _layer(
         role = _role(key, len(s), g.kind)
         params.append(Param(key, role, tuple(s), shape.dtype, elements, elements * shape.width, True, shared))
     last = g.ops[-1].out_shapes[0] if g.ops and g.ops[-1].out_shapes else None
-    moe = routing(g.module, g.kind, [shapes.get(key, ()) for key in g.params], last, shape)
+    moe = routing(g.module, g.kind, [shapes.get(key, ()) for key in g.params], last, shape, g.run)
     inputs = _inputs(g, shape, where)
     outputs = _outputs(g, shape)
     fl, gemm = _flops(g, params, moe)
