@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from modtrans import dtypes
@@ -17,8 +17,21 @@ from modtrans.ir.document import Block, Heads, Kind, Moe, Part
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 """The configuration keys that count a mixture's routed experts (MixtralConfig, OlmoeConfig,
 DeepseekV3Config, ...)."""
-TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "router_top_k")
-"""... and the experts each token is routed to."""
+TOP_K_KEYS = (
+    "num_experts_per_tok",
+    "num_experts_per_token",
+    "moe_topk",
+    "moe_top_k",
+    "top_k_experts",
+    "top_k",
+    "router_top_k",
+)
+"""... and the experts each token is routed to (DbrxFFNConfig's moe_top_k, Gemma4TextConfig's
+top_k_experts). A configuration of neither, or that holds them in a sub-configuration (DbrxConfig's
+ffn_config), is read through its sub-configurations and its router's class (with_router)."""
+ROUTER_CLASS = re.compile(r"Top(\d+)Router$")
+"""A router whose class names its k: SwitchTransformersTop1Router, NllbMoeTop2Router (their
+configurations name no top-k: modeling_switch_transformers.py, modeling_nllb_moe.py)."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +65,36 @@ def shape_of(config: Any) -> Shape:
         kv,
         _probability(text, ("attention_dropout", "attention_probs_dropout_prob", "attn_pdrop")),
         _probability(text, ("hidden_dropout", "hidden_dropout_prob", "resid_pdrop", "dropout_rate")),
-        _first_int(text, EXPERT_KEYS),
-        _first_int(text, TOP_K_KEYS),
+        _first_int(text, EXPERT_KEYS) or _nested(text, EXPERT_KEYS),
+        _first_int(text, TOP_K_KEYS) or _nested(text, TOP_K_KEYS),
     )
+
+
+def with_router(shape: Shape, modules: Sequence[Any]) -> Shape:
+    """`shape` with the top-k its configuration does not name taken from the router's class
+    (ROUTER_CLASS) among the recorded `modules` (library.Module: path and class)."""
+    if not shape.experts or shape.top_k:
+        return shape
+    for m in modules:
+        named = ROUTER_CLASS.search(m.cls)
+        if named:
+            return replace(shape, top_k=int(named.group(1)))
+    return shape
+
+
+def _nested(config: Any, keys: Sequence[str]) -> int | None:
+    """The first of `keys` in a sub-configuration the configuration holds (DbrxConfig's
+    ffn_config: a DbrxFFNConfig, or its dict)."""
+    for value in vars(config).values():
+        if isinstance(value, dict):
+            found = next((v for k in keys if isinstance(v := value.get(k), int) and v > 0), None)
+        elif hasattr(value, "to_dict") and not isinstance(value, type):
+            found = _first_int(value, keys)
+        else:
+            continue
+        if found and not isinstance(found, bool):
+            return found
+    return None
 
 
 def _value(config: Any, key: str) -> Any:
@@ -83,22 +123,44 @@ def _probability(config: Any, keys: Sequence[str]) -> float:
 
 
 def moe(
-    module: str, kind: Kind, params: Sequence[tuple[int, ...]], out: tuple[int, ...] | None, shape: Shape
+    module: str,
+    kind: Kind,
+    params: Sequence[tuple[int, ...]],
+    out: tuple[int, ...] | None,
+    shape: Shape,
+    run: int = 0,
 ) -> Moe | None:
-    """A routed expert's layer (the fused [E, ...] parameters of transformers 5's experts modules:
-    one grouped layer of every expert; experts.<e>. modules: expert e), or the router (a linear
-    layer of E outputs in a module named gate or router). `params`: the layer's parameters'
-    shapes; `out`: its output's."""
+    """A routed expert's layer, or the router's. Experts: the fused [E, ...] parameters of
+    transformers 5's experts modules (one grouped layer of every expert); experts.<e>. or
+    experts.expert_<e>. modules (expert e); a linear under `experts` of [tokens, f] output (an
+    expert's run of weights read an expert at a time: DBRX's). The router: a linear whose weight
+    is [E, hidden] (or whose output is E wide) in a module named gate or router; its module may
+    run the top-k after it, so its output is [tokens, k] (MixtralTopKRouter, NemotronHTopkRouter).
+    `params`: the layer's parameters' shapes; `out`: its output's; `run`: the same projection's
+    runs before it in the module (an expert loop runs expert `run`: balanced routing, hf/values.py,
+    hits every expert, in order). tools/hf_moe_marks.py holds
+    every MoE family transformers defines to these rules."""
     e, k = shape.experts, shape.top_k
     if not e or not k:
         return None
-    each = re.search(r"\.experts\.(\d+)(\.|$)", module)
+    each = re.search(r"\.experts\.(?:[a-z]+_)?(\d+)(\.|$)", module)  # experts.3, experts.expert_3
     if each:
         return Moe(e, k, int(each.group(1)))
-    fused = any(len(s) == 3 and s[0] == e for s in params)
-    if fused or (re.search(r"\.experts(\.|$)", module) and not params):
+    # a matrix product's [E, ...] weights (not a convolution's [C_out, C_in / groups, k]: a
+    # depthwise convolution of E channels is no expert)
+    fused = kind is Kind.LINEAR and any(len(s) == 3 and s[0] == e for s in params)
+    inside = re.search(r"\.experts(\.|$)", module) is not None
+    looped = kind is Kind.LINEAR and out is not None and len(out) == 2
+    if inside and not fused and looped:
+        # a projection of [E x f, h] weights run an expert at a time (DbrxExpertGLU: a layer
+        # per expert run, its GEMM its own tokens' [tokens, f]), not batched_mm's [rows, n, 1]
+        return Moe(e, k, run % e)
+    if fused or (inside and not params):
         return Moe(e, k, 0, e)
-    routes = kind is Kind.LINEAR and out is not None and bool(out) and out[-1] == e
+    # the router's weight is a linear's [E, hidden] (its module may run the softmax and top-k
+    # after it: transformers 5's MixtralTopKRouter, whose output is then [tokens, k])
+    rows = any(len(s) == 2 and s[0] == e for s in params)
+    routes = kind is Kind.LINEAR and (rows or (out is not None and bool(out) and out[-1] == e))
     return Moe(e, k) if routes and re.search(r"(gate|router)(\.|$)", module) else None
 
 

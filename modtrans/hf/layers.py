@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modtrans.hf.blocks import Shape, block, block_index, block_of
+from modtrans.hf.blocks import Shape, block, block_index, block_of, with_router
 from modtrans.hf.blocks import moe as routing
 from modtrans.ir import flops
 from modtrans.ir.document import (
@@ -52,10 +52,12 @@ class _Group:
     kind: Kind
     ops: list[Any] = field(default_factory=list)
     params: list[str] = field(default_factory=list)
+    run: int = 0  # the matrix products of this name before it: the expert a loop over experts ran
 
 
 def layers(recorded: Any, shape: Shape) -> list[Layer]:
     """The IR's layers of a recorded forward (library.Recorded), in the order they ran."""
+    shape = with_router(shape, recorded.modules)
     modules = {m.path: m for m in recorded.modules}
     groups = _groups(recorded, modules)
     _unread(groups, recorded, modules)
@@ -81,7 +83,12 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
 
     for op in recorded.ops:
         module = modules.get(op.module)
-        whole = module is not None and module.leaf and (module.params or _is_norm(module.cls))
+        whole = (
+            module is not None
+            and module.leaf
+            and (module.params or _is_norm(module.cls))
+            and not _fused_experts(module)
+        )
         last = groups[-1] if groups else None
         if whole:
             if last is not None and last.module == op.module and last.name.endswith(op.module):
@@ -93,7 +100,8 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
             if op.name == "convolution":
                 kind = Kind.CONV
             label = op.params[0].rsplit(".", 1)[-1] if op.params and op.module else op.name
-            groups.append(_Group(unique(_join(op.module, label)), op.module, kind))
+            name = _join(op.module, label)
+            groups.append(_Group(unique(name), op.module, kind, run=names[name] - 1))
         else:
             kind = _op_kind(op)
             if (
@@ -184,7 +192,7 @@ def _layer(
         role = _role(key, len(s), g.kind)
         params.append(Param(key, role, tuple(s), shape.dtype, elements, elements * shape.width, True, shared))
     last = g.ops[-1].out_shapes[0] if g.ops and g.ops[-1].out_shapes else None
-    moe = routing(g.module, g.kind, [shapes.get(key, ()) for key in g.params], last, shape)
+    moe = routing(g.module, g.kind, [shapes.get(key, ()) for key in g.params], last, shape, g.run)
     inputs = _inputs(g, shape, where)
     outputs = _outputs(g, shape)
     fl, gemm = _flops(g, params, moe)
@@ -284,6 +292,13 @@ def _activation(name: str, dims: Sequence[int], dtype: str, shape: Shape) -> Act
     if dtype in INTEGER:
         return Activation(name, tuple(dims), INTEGER[dtype], math.prod(dims) * WIDTHS[dtype])
     return Activation(name, tuple(dims), shape.dtype, math.prod(dims) * shape.width)
+
+
+def _fused_experts(module: Any) -> bool:
+    """A leaf experts module of fused [E, ...] weights that runs their matrix products itself
+    (LFM2-MoE's, HY-V4's: no act_fn child): a layer per product, as a module with children has
+    (the experts' up and down projections are two GEMMs, not one layer of the first's shape)."""
+    return module.path.rsplit(".", 1)[-1] == "experts" and any(len(s) == 3 for _, s in module.params)
 
 
 def _is_norm(cls: str) -> bool:

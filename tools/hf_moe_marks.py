@@ -1,0 +1,271 @@
+"""Every mixture-of-experts model type transformers defines, built on the meta device from its
+default configuration (else transformers' own tester's, fixtures/hf/testers) and read by
+modtrans/hf/: do the IR's Moe marks say what the model and its configuration say?
+
+    python tools/hf_moe_marks.py [--only mixtral,nemotron_h] [--seconds 90]   # needs the extra `hf`
+
+Per family, against the model transformers built (its modules, not our reading of them):
+- the blocks with routed experts (a module named `experts`: a ModuleList, or fused [E, ...]
+  weights) are the blocks with layers marked Part.EXPERT;
+- each such layer's Moe.experts is E (the ModuleList's length or the fused weights' first
+  dimension) and its top_k the configuration's;
+- the router (the parameter of the block, outside the experts and any shared expert, of E rows)
+  is a layer marked Part.ROUTER;
+- a shared expert's layers (under a module named shared...) are the block's MLP, not routed;
+- the activation model's expert width (activations.dims(ir, 1).mlps[block].experts / top_k) is
+  the gated expert's 3 f or the plain one's 2 f, f the expert's inner width.
+
+Prints one line per family: ok, or what differs; no-build where it does not build or run on meta.
+After "ok", in brackets, where the activation model (strategy/llm/activations.py) reads correct
+marks otherwise than the expert's 3 f (gated) or 2 f per routed token.
+
+Measured with transformers 5.25.0, torch 2.13.0+cpu, 8 tokens: of the 79 model types whose
+modeling file defines a router, top-k or experts module, 70 mark as their model and configuration
+say (tests/test_hf_moe_marks.py holds each class of miss found: a router module that runs its
+top-k, counts in a sub-configuration, a top-k only the router's class names, experts.expert_<i>,
+an expert run at a time, a leaf experts module, a convolution of E channels); 19 did before this
+check (48 left their router unmarked, its MLP width then the router's E). JetMoE differs: its
+attention's experts (JetMoeMoA) are marked experts of the block, as its MLP's are (the part is
+blocks.block's). 8 do not build or run from their defaults on meta
+(DeepSeek-OCR 2, DiffusionGemma, GLM-4.1V-MoE, GLM-5 Next, Step3p7; Qwen3-Omni-MoE and ViTPose
+have no class this reads) or build no mixture (Granite Docling). 65 of the 70 have the activation
+model count the experts' width otherwise (a fused gate_up_proj, one GEMM of 2 f, taken for a plain
+up projection: 4 f; an expert width equal to the hidden size read as a second up projection).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from modtrans.hf import blocks, classes, layers, library
+from modtrans.ir.document import ModelIR, Part, Provenance
+from modtrans.strategy.llm import activations
+
+DOWN = re.compile(r"down|w2|wo\b|output|fc2")
+"""An expert's down projection's parameter names (down_proj, DBRX's w2, Switch's wo, JetMoE's
+output_linear, fc2)."""
+TESTERS = Path(__file__).resolve().parents[1] / "fixtures" / "hf" / "testers"
+
+
+def moe_types() -> list[str]:
+    """The model types whose modeling file defines a router, top-k or experts module."""
+    import transformers.models as models
+
+    root = Path(models.__file__).parent
+    found = []
+    for path in sorted(root.glob("*/modeling_*.py")):
+        text = path.read_text()
+        if re.search(r"self\.experts\b|class \w*(Router|TopK|Experts)\b", text):
+            found.append(path.parent.name)
+    return sorted(set(found))
+
+
+def truth(model: Any, block_paths: list[str], config: Any) -> dict[int, dict[str, Any]]:
+    """Per block index with routed experts: E, the router's module path, the shared modules, the
+    expert's inner width f and whether it is gated, from the built model's modules."""
+    out: dict[int, dict[str, Any]] = {}
+    h = _hidden(config)
+    named = dict(model.named_modules())
+    index = 0
+    for path in block_paths:
+        for layer_path, layer in named[path].named_children():
+            here = f"{path}.{layer_path}"
+            i, index = index, index + 1
+            experts = [
+                (n, m)
+                for n, m in layer.named_modules()
+                if n.rsplit(".", 1)[-1] == "experts" and "shared" not in n
+            ]
+            if not experts:
+                continue
+            name, module = experts[0]
+            if isinstance(module, torch.nn.ModuleList | torch.nn.ModuleDict):
+                e = sum(1 for c in module.children() if any(True for _ in c.parameters()))  # not a dropout
+                first = next(iter(module.children()))
+                named_shapes = [(n, tuple(p.shape)) for n, p in first.named_parameters() if p.dim() == 2]
+            else:
+                named_shapes = [(n, tuple(p.shape[1:])) for n, p in module.named_parameters() if p.dim() == 3]
+                e = next((p.shape[0] for p in module.parameters() if p.dim() == 3), 0)
+                if not e:  # DBRX: [E x f, h] weights, E in its ffn_config
+                    e = _sub_int(config, "moe_num_experts")
+                    named_shapes = [(n, (p.shape[0] // e, p.shape[1])) for n, p in module.named_parameters()]
+            # the down projection's width other than the hidden size (nn.Linear's [h, f], the fused
+            # down_proj's [E, h, f], Llama 4's [E, f, h]); else the narrowest width not h
+            down = [next((d for d in s if d != h), h) for n, s in named_shapes if DOWN.search(n)]
+            inner = [d for _, s in named_shapes for d in s if d != h]
+            f = down[0] if down else min(inner) if inner else None
+            gated = len(named_shapes) >= 3 or any("gate" in n for n, _ in named_shapes)
+            moe_path = name.rsplit(".", 1)[0] if "." in name else ""
+            router = None
+            moe_module = layer.get_submodule(moe_path) if moe_path else layer
+            for pn, p in moe_module.named_parameters():
+                inside = pn.startswith(name[len(moe_path) + 1 :] if moe_path else name)
+                if p.dim() == 2 and p.shape[0] == e and not inside and "shared" not in pn:
+                    router = ".".join(x for x in (here, moe_path, pn.rsplit(".", 1)[0]) if x)
+                    break
+            shared = [f"{here}.{n}" for n, _ in layer.named_children() if "shared" in n]
+            parent = named.get(f"{here}.{moe_path}") if moe_path else None
+            if parent is not None:
+                shared += [f"{here}.{moe_path}.{n}" for n, _ in parent.named_children() if "shared" in n]
+            out[i] = {"E": e, "router": router, "shared": shared, "f": f, "gated": gated, "path": here}
+    return out
+
+
+def _sub_int(config: Any, key: str) -> int:
+    for value in vars(config).values():
+        found = getattr(value, key, None) if not isinstance(value, dict) else value.get(key)
+        if isinstance(found, int):
+            return found
+    return 0
+
+
+def _hidden(config: Any) -> int | None:
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for key in ("hidden_size", "d_model", "n_embd"):
+        value = getattr(text, key, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def top_k_of(config: Any) -> dict[str, int]:
+    """The configuration's integer keys that name a top-k (for the report: what the config says)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    found = {}
+    for key, value in text.to_dict().items():
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and re.search(r"top_?k|per_tok|topk|_k$", key)
+        ):
+            found[key] = value
+    return found
+
+
+def check(config: Any, sequence: int) -> str:
+    model = library.build(config)
+    given = library.inputs(model, 1, sequence)
+    recorded = library.record(model, given)
+    provenance = Provenance(
+        "", None, 0, "", classes.VERSION, 0, {}, config.model_type, 1, dict(recorded.inputs), "", True
+    )
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    want = truth(model, list(recorded.blocks), model.config)
+    return compare(ir, want, model.config)
+
+
+def compare(ir: ModelIR, want: dict[int, dict[str, Any]], config: Any) -> str:
+    """What differs between the IR's marks and `want` (truth); empty: nothing."""
+    misses: list[str] = []
+    later: list[str] = []  # the activation model's reading of correct marks (activations.py)
+    if not want:
+        return "no routed experts built"
+    ks = set(top_k_of(config).values())
+    routed = {
+        x.block.index
+        for x in ir.layers
+        if x.block and x.block.part is Part.EXPERT and x.block.index is not None
+    }
+    if routed != set(want):
+        misses.append(f"expert blocks {sorted(routed ^ set(want))[:6]} differ")
+    d = activations.dims(ir, 1)
+    for i, w in want.items():
+        here = [x for x in ir.layers if x.block and x.block.index == i]
+        marked = {(x.moe.experts, x.moe.top_k) for x in here if x.moe is not None}
+        if {e for e, _ in marked} != {w["E"]}:
+            misses.append(f"E {sorted(marked)} != {w['E']}")
+        if ks and not {k for _, k in marked} <= ks:
+            misses.append(f"top_k {sorted(marked)} not in config {sorted(ks)}")
+        routers = [x for x in here if x.block is not None and x.block.part is Part.ROUTER]
+        if w["router"] and not any(x.node == w["router"] for x in routers):
+            misses.append(f"router {w['router']} not marked ({[x.name for x in routers]})")
+        for x in here:
+            under = any(x.node == s or x.node.startswith(s + ".") for s in w["shared"])
+            if under and (
+                x.moe is not None or (x.block is not None and x.block.part not in (Part.MLP, Part.NORM))
+            ):
+                misses.append(f"shared {x.name} marked {x.block.part if x.block else None}")
+                break
+        f = w["f"]
+        downs = {  # the IR's expert down projections' K: the expert's inner width
+            x.gemm.k
+            for x in here
+            if x.block
+            and x.block.part is Part.EXPERT
+            and x.gemm
+            and any(DOWN.search(p.name) for p in x.params)
+        }
+        if f and not downs:
+            misses.append("no expert down projection marked")
+        if f and downs and downs != {f}:
+            misses.append(f"expert width {sorted(downs)} != {f}")
+        mlp = d.mlps.get(i) if d is not None else None
+        k = next((kk for _, kk in marked), None)
+        if mlp is None or not k or not f:
+            later.append(f"no activation MLP for block {i}")
+        else:
+            expected = k * (3 if w["gated"] else 2) * f
+            if abs(mlp.experts - expected) > 1e-6:
+                later.append(f"activations: experts {mlp.experts:g} != {expected} (k {k} f {f})")
+            if mlp.inner and mlp.inner < 2 * f and not w["shared"]:
+                later.append(f"activations: dense inner {mlp.inner:g}")
+        if misses:
+            return f"block {i}: " + "; ".join(dict.fromkeys(misses))
+    return "ok" + ("  [" + "; ".join(dict.fromkeys(later))[:160] + "]" if later else "")
+
+
+SWITCHED_ON: dict[str, dict[str, Any]] = {
+    "gemma4": {"enable_moe_block": True, "num_experts": 8, "top_k_experts": 2, "moe_intermediate_size": 256},
+}
+"""A family whose defaults build no mixture, with it turned on (the keys its configuration class
+documents; small sizes of our choosing: the marks, not the sizes, are compared)."""
+TESTED_AS = {"qwen4_exp": "qwen4_exp_text"}  # the tester's model type (fixtures/hf/testers)
+MODEL_TYPE = {"nllb_moe": "nllb-moe", "inkling": "inkling_mm_model"}  # its configuration's model_type
+
+
+def config_for(model_type: str) -> Any:
+    tester = TESTERS / f"{TESTED_AS.get(model_type, model_type)}.json"
+    if tester.exists():
+        return classes.config_of(json.loads(tester.read_text()))
+    config = classes.default_config(MODEL_TYPE.get(model_type, model_type))
+    on = SWITCHED_ON.get(model_type)
+    if on:
+        text = config.get_text_config()
+        for key, value in on.items():
+            setattr(text, key, value)
+    return config
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sequence", type=int, default=8)
+    parser.add_argument("--only", default="")
+    parser.add_argument("--seconds", type=int, default=90, help="per family")
+    args = parser.parse_args()
+    only = [t for t in args.only.split(",") if t] or moe_types()
+    ok = 0
+    for model_type in only:
+        signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("time")))
+        signal.alarm(args.seconds)
+        try:
+            line = check(config_for(model_type), args.sequence)
+            ok += line.startswith("ok")
+        except Exception as error:  # a family that does not build or run on meta: said
+            line = "no-build " + (str(error).strip().splitlines() or [type(error).__name__])[0][:100]
+        finally:
+            signal.alarm(0)
+        print(f"{model_type:24} {line}", flush=True)
+    print(f"{ok} of {len(only)} ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
