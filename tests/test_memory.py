@@ -277,3 +277,20 @@ def test_fsdp_keeps_fp32_shards_and_gathers_the_root_and_a_block(framework: str)
     weights, grads, optimizer = _state(framework, 2, dp)
     assert weights == pytest.approx(4 * PSI / dp + 2 * PSI, rel=1e-9)
     assert grads + optimizer == pytest.approx(12 * PSI / dp, rel=1e-9)
+
+
+def test_a_fused_gate_and_up_projection_stores_a_gated_mlps_3f() -> None:
+    """Phi-3's MLP is one gate_up_proj of width 2 f, SiLU of its gate half times its up half, and
+    the down projection (transformers' Phi3MLP): it keeps what a gated MLP of two projections
+    keeps, the 2 f of the fused output and the f product the down projection reads
+    (Korthikanti's terms, activations.py), not a GeLU MLP's 2 x 2 f."""
+    from modtrans import pipeline
+    from modtrans.strategy.llm import activations
+
+    config = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "phi-3-mini-4k-instruct.json"
+    f = json.loads(config.read_text(encoding="utf-8"))["intermediate_size"]
+    ir, found = pipeline.extract_checked(config, input_shapes={"input_ids": (1, 256)})
+    assert ir is not None, [d.message for d in found]
+    d = activations.dims(ir, 1)
+    assert d is not None
+    assert {m.inner for m in d.mlps.values()} == {3 * f}

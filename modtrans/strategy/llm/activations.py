@@ -80,7 +80,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from modtrans import dtypes
-from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
+from modtrans.ir.document import Gemm, Kind, Layer, ModelIR, Part, Role
 from modtrans.plan.model import Recompute
 from modtrans.strategy.llm import mixers as mixing
 from modtrans.strategy.llm.context import sequence
@@ -224,42 +224,51 @@ def _in_blocks(x: Layer) -> bool:
 
 
 def _mlps(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()) -> dict[int, Mlp]:
-    """Each block's MLP terms, from its linears that read the hidden state (two: gated), not a
-    state-space mixer's (`mixed`: its in_proj reads it too)."""
-    dense: dict[int, list[int]] = {}
-    routed: dict[int, list[tuple[int, int, int]]] = {}  # (width, experts in the layer, top_k)
+    """Each block's MLP terms, from its MLPs' linears in the order they run (_stored), the routed
+    experts' from the first expert's; not a state-space mixer's (`mixed`: its in_proj reads the
+    hidden state too)."""
+    dense: dict[int, list[Layer]] = {}
+    routed: dict[int, list[Layer]] = {}
     for x in ir.layers:
-        if not _in_blocks(x) or x.block is None or x.block.index is None or not _projects(x, h):
+        if not _in_blocks(x) or x.block is None or x.block.index is None or x.name in mixed:
             continue
-        if x.name in mixed:
+        if x.kind is not Kind.LINEAR or x.gemm is None:
             continue
-        assert x.gemm is not None
         if x.block.part is Part.MLP:
-            dense.setdefault(x.block.index, []).append(x.gemm.n)
+            dense.setdefault(x.block.index, []).append(x)
         elif x.block.part is Part.EXPERT and x.moe is not None and x.moe.expert in (0, None):
-            routed.setdefault(x.block.index, []).append((x.gemm.n, x.moe.experts, x.moe.top_k))
+            routed.setdefault(x.block.index, []).append(x)
     out = {}
     for block in sorted(dense.keys() | routed.keys()):
-        widths = dense.get(block, [])
-        inputs = 1.0 if widths or block in routed else 0.0
-        inner = float(_stored(widths))
+        mine = dense.get(block, [])
+        inputs = 1.0 if mine or block in routed else 0.0
         experts = 0.0
         if block in routed:
             first = routed[block]
-            k = first[0][2]
-            experts = k * capacity * _stored([w for w, _, _ in first])
+            k = next(x.moe.top_k for x in first if x.moe is not None)
+            experts = k * capacity * _stored(first, h)
             inputs += k * capacity
-        out[block] = Mlp(inputs, inner, experts)
+        out[block] = Mlp(inputs, float(_stored(mine, h)), experts)
     return out
 
 
-def _stored(up: list[int]) -> int:
-    """Elements per token an MLP keeps beyond its input: GeLU (one up projection of width f) its
-    output and the down projection's input, 2 f; gated (two) both outputs and the product, 3 f."""
-    if not up:
-        return 0
-    f = up[0]
-    return 3 * f if len(up) >= 2 else 2 * f
+def _stored(linears: list[Layer], h: int) -> int:
+    """Elements per token the MLPs of `linears` keep beyond their input, each MLP (the linears of
+    one module, in the order they run) its up projections' outputs and its down projection's (the
+    last one's) input: GeLU's up and down, f + f; gated, the gate's and up projection's outputs (or
+    a fused gate_up's 2 f) and the product the down projection reads, 3 f. An MLP of one linear
+    reading the hidden state keeps 2 f, GeLU's."""
+    modules: dict[str, list[Gemm]] = {}
+    for x in linears:
+        if x.gemm is not None:
+            modules.setdefault(x.name.rpartition(".")[0], []).append(x.gemm)
+    total = 0
+    for gemms in modules.values():
+        if len(gemms) == 1:
+            total += 2 * gemms[0].n if gemms[0].k == h else 0
+        else:
+            total += sum(g.n for g in gemms[:-1]) + gemms[-1].k
+    return total
 
 
 def layer(
@@ -368,10 +377,10 @@ def _tower_block(members: list[Layer], micro_batch: int, batch: int) -> Dims | N
     images, s, probs = known[0], known[1], math.prod(known[2:])
     h = linears[0].gemm.k
     keys = probs / (images * heads.query * s)
-    up = [x.gemm.n for x in members if x.block and x.block.part is Part.MLP and _projects(x, h) and x.gemm]
+    mlp = [x for x in members if x.block and x.block.part is Part.MLP and x.kind is Kind.LINEAR and x.gemm]
     widths = _widths(attention, h, heads.query, heads.key_value)
     return Dims(
         s, micro_batch * images // batch, h, heads.query, *widths, 0, heads.dropout > 0,
-        heads.hidden_dropout > 0, {0: Mlp(1.0, float(_stored(up)))}, Kept(1, 0), element_size(attention),
+        heads.hidden_dropout > 0, {0: Mlp(1.0, float(_stored(mlp, h)))}, Kept(1, 0), element_size(attention),
         keys=0.0 if keys == s else keys,
     )  # fmt: skip
