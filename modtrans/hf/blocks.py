@@ -2,6 +2,14 @@
 dtype and experts the configuration says (Shape), the block a module sits in (numbered on through
 the block lists: an encoder's then a decoder's, as llm/encoder_decoder.py numbers them), its part
 there, and a mixture's routers and experts (document.Moe).
+
+A multimodal model's towers (towers: its vision and audio encoders, and a connector with a
+configuration of its own) are no blocks of the model: their layers take block index None, their
+attention the heads of their own configuration, as llm/vision.py builds a hand-written VLM's image
+encoder, so a pipeline puts them on the first stage with the embedding and the activation model
+counts them at their own dims (strategy/llm/activations.py, tower). The blocks numbered are the
+language model's alone: an encoder-decoder's encoder (T5, BART, Whisper), built from the model's
+own configuration, stays blocks of the model.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modtrans import dtypes
+from modtrans.hf.configs import nested
 from modtrans.ir.document import Block, Heads, Kind, Moe, Part
 
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
@@ -36,10 +45,12 @@ class Shape:
     top_k: int | None = None
 
 
-def shape_of(config: Any) -> Shape:
-    """The Shape of a transformers configuration (its text configuration's, for a multimodal one)."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    torch_dtype = str(getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32")
+def shape_of(config: Any, within: Any = None) -> Shape:
+    """The Shape of a transformers configuration (its text configuration's, for a multimodal one);
+    `within`: the model's configuration whose dtype it is held in (a tower's: towers)."""
+    text = _text(config) if within is None else config
+    held = config if within is None else within
+    torch_dtype = str(getattr(held, "dtype", None) or getattr(held, "torch_dtype", None) or "float32")
     name = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16"}.get(
         torch_dtype.removeprefix("torch."), "float"
     )
@@ -55,6 +66,50 @@ def shape_of(config: Any) -> Shape:
         _first_int(text, EXPERT_KEYS),
         _first_int(text, TOP_K_KEYS),
     )
+
+
+def towers(model: Any) -> dict[str, Shape]:
+    """A multimodal model's towers, path -> the Shape of the configuration each is built from.
+    transformers says what a model is: its input_modalities (LlavaForConditionalGeneration's
+    image and text), its text configuration (get_text_config) and the sub-configurations it
+    builds the other modules from (configs.nested). Where the model reads more than text and
+    builds its language model from a text configuration (the model's, or a sub-configuration's:
+    T5Gemma 2's encoder's), a tower is the outermost module whose `config` is a sub-configuration
+    neither a text configuration nor one holding one: LLaVA's vision_tower (CLIPVisionModel of
+    vision_config), Qwen2.5-VL's visual, Idefics3's vision_model, Qwen2-Audio's and Voxtral's
+    audio_tower (audio_config), Granite Speech's encoder (encoder_config); BLIP-2's Q-Former (qformer_config) and Idefics2's perceiver resampler
+    (perceiver_config), connectors run on the tower's features before the language model, as
+    the projectors llm/vision.py puts outside the blocks. None for a model of text alone (T5,
+    BART, an EncoderDecoderModel of BERTs, T5Gemma: their encoders' blocks are the model's), one
+    whose only encoder is built from its own configuration (Whisper), or one that builds no
+    language model (CLIPForImageClassification: its vision encoder's blocks are the model's)."""
+    config = model.config
+    modalities = getattr(model, "input_modalities", "text")
+    modalities = (modalities,) if isinstance(modalities, str) else tuple(modalities)
+    held = nested(config)
+    texts = [t for c in held if (t := _text(c)) is not c]  # each configuration's text configuration
+    if not texts or set(modalities) <= {"text"}:
+        return {}
+    named = list(model.named_modules())
+    if not any(any(getattr(module, "config", None) is t for t in texts) for _, module in named):
+        return {}
+    others = [c for c in held if not any(x is t for x in nested(c) for t in texts)]
+    found: dict[str, Shape] = {}
+    for path, module in named:
+        own = getattr(module, "config", None)
+        if any(own is c for c in others) and not any(path.startswith(f"{p}.") for p in found):
+            found[path] = shape_of(own, within=config)
+    return found
+
+
+def tower_of(module: str, towers: Mapping[str, Shape]) -> str | None:
+    """The tower a module path sits in (None: outside every tower)."""
+    return next((p for p in towers if module == p or module.startswith(f"{p}.")), None)
+
+
+def _text(config: Any) -> Any:
+    """A configuration's text configuration (itself where it has none of its own)."""
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
 def _value(config: Any, key: str) -> Any:
@@ -102,10 +157,14 @@ def moe(
     return Moe(e, k) if routes and re.search(r"(gate|router)(\.|$)", module) else None
 
 
-def block_index(recorded: Any) -> dict[str, int]:
-    """Each block's path -> its index, numbered on through the block lists."""
+def block_index(recorded: Any, towered: bool = False) -> dict[str, int]:
+    """Each block's path -> its index, numbered on through the block lists outside the towers
+    (library.Recorded.towers); `towered`: through the towers' block lists instead."""
     found: dict[str, int] = {}
+    towers = getattr(recorded, "towers", {})
     for path in recorded.blocks:
+        if (tower_of(path, towers) is not None) != towered:
+            continue
         count = sum(1 for m in recorded.modules if re.fullmatch(re.escape(path) + r"\.\d+", m.path))
         for i in range(count):
             found[f"{path}.{i}"] = len(found)
@@ -129,19 +188,21 @@ def block(
     modules: Mapping[str, Any],
     blocks: Mapping[str, int],
     routed: Moe | None,
-    before: bool,
+    outside: Part,
+    towered: bool = False,
 ) -> Block:
     """A layer's block: its index (block_of), and its part: router or expert, norm, attention
-    (under a module whose class is an attention's, with the configuration's heads and the
-    module's is_causal), else the MLP; outside the blocks the embedding before them (`before`)
-    and the head after."""
+    (under a module whose class is an attention's, with `shape`'s heads and the module's
+    is_causal), else the MLP; outside the blocks `outside` (the embedding before them, the head
+    after: layers.py), an embedding's table the embedding. A tower's layer (`towered`, index None)
+    has its attention's heads (`shape`: the tower's) and `outside` for the rest (its blocks' MLP)."""
     index = block_of(module, blocks)
     if routed is not None:
         return Block(index, Part.ROUTER if routed.expert is None else Part.EXPERT)
     if kind is Kind.NORM:
         return Block(index, Part.NORM)
-    if index is None:
-        return Block(None, Part.EMBEDDING if before or kind is Kind.EMBEDDING else Part.HEAD)
+    if index is None and not towered:
+        return Block(None, Part.EMBEDDING if kind is Kind.EMBEDDING else outside)
     if _in_attention(module, modules):
         heads = None
         if shape.heads:
@@ -154,7 +215,7 @@ def block(
                 shape.hidden_dropout,
             )
         return Block(index, Part.ATTENTION, heads)
-    return Block(index, Part.MLP)
+    return Block(index, Part.MLP if index is not None else outside)
 
 
 def _in_attention(path: str, modules: Mapping[str, Any]) -> bool:

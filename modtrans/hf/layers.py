@@ -15,7 +15,8 @@ its forward's matrix FLOPs (a bias adds its M·N to the forward and the weight g
 of two activations twice its forward for the input gradients, a norm 5e | 8e | 2e, a softmax
 5e | 3e, an element-wise op e per phase it runs in, an embedding's gradient e.
 
-Blocks, parts, heads and experts: blocks.py.
+Blocks, parts, heads and experts: blocks.py; a tower's layers (blocks.towers) are outside the
+blocks, with the heads and experts of the tower's own configuration.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modtrans.hf.blocks import Shape, block, block_index, block_of
+from modtrans.hf.blocks import Shape, block, block_index, block_of, tower_of
 from modtrans.hf.blocks import moe as routing
 from modtrans.ir import flops
 from modtrans.ir.document import (
@@ -36,6 +37,7 @@ from modtrans.ir.document import (
     Layer,
     Moe,
     Param,
+    Part,
     Role,
 )
 
@@ -62,12 +64,44 @@ def layers(recorded: Any, shape: Shape) -> list[Layer]:
     where = {op.index: g.name for g in groups for op in g.ops}
     sharing = _sharing(groups, recorded.owners)
     blocks = block_index(recorded)
-    first_block = min((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), default=0)
     shapes = {key: s for m in recorded.modules for key, s in m.params}  # parameter key -> its shape
+    towers: Mapping[str, Shape] = getattr(recorded, "towers", {})
+    places = _places(groups, blocks, block_index(recorded, towered=True), towers)
     out = []
-    for i, g in enumerate(groups):
-        out.append(_layer(g, shape, shapes, modules, where, blocks, i < first_block, sharing))
+    for g, (tower, outside) in zip(groups, places, strict=True):
+        own = shape if tower is None else towers[tower]
+        out.append(_layer(g, own, shapes, modules, where, blocks, outside, sharing, tower is not None))
     return out
+
+
+def _places(
+    groups: Sequence[_Group], blocks: Mapping[str, int], inner: Mapping[str, int], towers: Mapping[str, Shape]
+) -> list[tuple[str | None, Part]]:
+    """Each group's tower (None: outside every tower) and its part outside the blocks, as
+    llm/vision.py gives a hand-written VLM's: in a tower, the embedding before the tower's first
+    block and the MLP in and after its blocks (CLIP's layers, Qwen's merger); outside the towers
+    and before the first block, the MLP where it reads a tower's output (the projector that hands
+    its features to the language model), else the embedding; after the first block, the head."""
+    found = [tower_of(g.module, towers) for g in groups]
+    first_block = min((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), default=0)
+    started: dict[str, int] = {}  # a tower -> its first group in the tower's blocks
+    for i, (g, t) in enumerate(zip(groups, found, strict=True)):
+        if t is not None and t not in started and block_of(g.module, inner) is not None:
+            started[t] = i
+    fed: set[int] = set()  # the ops whose output comes from a tower
+    places: list[tuple[str | None, Part]] = []
+    for i, (g, t) in enumerate(zip(groups, found, strict=True)):
+        if t is not None:
+            fed.update(op.index for op in g.ops)
+            places.append((t, Part.EMBEDDING if i < started.get(t, len(groups)) else Part.MLP))
+        elif i >= first_block:
+            places.append((None, Part.HEAD))
+        elif any(r in fed for op in g.ops for r in op.reads):
+            fed.update(op.index for op in g.ops)
+            places.append((None, Part.MLP))
+        else:
+            places.append((None, Part.EMBEDDING))
+    return places
 
 
 def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
@@ -173,8 +207,9 @@ def _layer(
     modules: Mapping[str, Any],
     where: Mapping[int, str],
     blocks: Mapping[str, int],
-    before: bool,
+    outside: Part,
     sharing: Mapping[tuple[str, str], str | None],
+    towered: bool,
 ) -> Layer:
     params = []
     for key in g.params:
@@ -204,7 +239,7 @@ def _layer(
         gemm,
         producers=producers,
         moe=moe,
-        block=block(g.module, g.kind, shape, modules, blocks, moe, before),
+        block=block(g.module, g.kind, shape, modules, blocks, moe, outside, towered),
     )
 
 
