@@ -173,7 +173,8 @@ def test_an_encoder_decoder_s_encoder_stays_blocks(fixture: str, keys: tuple[str
         ("blip-2", {"vision_model", "qformer"}),  # the Q-Former: a connector of its own configuration
         ("granite_speech", {"model.encoder", "model.projector.qformer"}),
         ("t5gemma2", {"model.encoder.vision_tower"}),  # its encoder holds a text configuration
-        ("speech-encoder-decoder", {"encoder"}),  # a wav2vec2 encoder of its encoder configuration
+        ("speech-encoder-decoder", set()),  # the encoder its decoder cross-attends to (get_encoder)
+        ("canary", set()),  # as Whisper's: a speech encoder and a text decoder, is_encoder_decoder
         ("encoder-decoder", set()),  # BERT to BERT: text alone
         ("t5gemma", set()),
         ("clip", set()),  # CLIPForImageClassification: no text model built
@@ -184,7 +185,8 @@ def test_a_tower_is_a_sub_configuration_s_module_beside_a_text_model(
 ) -> None:
     """The towers are the modules transformers builds from a sub-configuration that is no text
     configuration (each one's `config` is that sub-configuration), in a model that reads more
-    than text (input_modalities) and builds its text model."""
+    than text (input_modalities) and builds its text model; not an encoder-decoder's encoder
+    (get_encoder), whose blocks are the model's."""
     model = library.build(classes.default_config(model_type))
     found = blocks.towers(model)
     assert set(found) == towers

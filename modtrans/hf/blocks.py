@@ -8,8 +8,8 @@ configuration of its own) are no blocks of the model: their layers take block in
 attention the heads of their own configuration, as llm/vision.py builds a hand-written VLM's image
 encoder, so a pipeline puts them on the first stage with the embedding and the activation model
 counts them at their own dims (strategy/llm/activations.py, tower). The blocks numbered are the
-language model's alone: an encoder-decoder's encoder (T5, BART, Whisper), built from the model's
-own configuration, stays blocks of the model.
+language model's: an encoder-decoder's encoder (T5, BART, Whisper, Canary), which its decoder
+cross-attends to, stays blocks of the model.
 """
 
 from __future__ import annotations
@@ -77,12 +77,15 @@ def towers(model: Any) -> dict[str, Shape]:
     T5Gemma 2's encoder's), a tower is the outermost module whose `config` is a sub-configuration
     neither a text configuration nor one holding one: LLaVA's vision_tower (CLIPVisionModel of
     vision_config), Qwen2.5-VL's visual, Idefics3's vision_model, Qwen2-Audio's and Voxtral's
-    audio_tower (audio_config), Granite Speech's encoder (encoder_config); BLIP-2's Q-Former (qformer_config) and Idefics2's perceiver resampler
-    (perceiver_config), connectors run on the tower's features before the language model, as
-    the projectors llm/vision.py puts outside the blocks. None for a model of text alone (T5,
-    BART, an EncoderDecoderModel of BERTs, T5Gemma: their encoders' blocks are the model's), one
-    whose only encoder is built from its own configuration (Whisper), or one that builds no
-    language model (CLIPForImageClassification: its vision encoder's blocks are the model's)."""
+    audio_tower (audio_config), Granite Speech's encoder (encoder_config); BLIP-2's Q-Former
+    (qformer_config) and Idefics2's perceiver resampler (perceiver_config), connectors run on
+    the tower's features before the language model, as the projectors llm/vision.py puts
+    outside the blocks. None for a model of text alone (T5, BART, an EncoderDecoderModel of
+    BERTs, T5Gemma: their encoders' blocks are the model's) or of one configuration (Whisper);
+    not the encoder of an encoder-decoder (_encoder_config: Canary's speech encoder); none in a
+    model that builds no language model (CLIPForImageClassification: its vision encoder's blocks
+    are the model's). A dual encoder's (CLIPModel's) vision encoder is a tower beside its text
+    encoder."""
     config = model.config
     modalities = getattr(model, "input_modalities", "text")
     modalities = (modalities,) if isinstance(modalities, str) else tuple(modalities)
@@ -93,13 +96,28 @@ def towers(model: Any) -> dict[str, Shape]:
     named = list(model.named_modules())
     if not any(any(getattr(module, "config", None) is t for t in texts) for _, module in named):
         return {}
-    others = [c for c in held if not any(x is t for x in nested(c) for t in texts)]
+    kept = [*texts, *_encoder_config(model)]
+    others = [c for c in held if not any(x is t for x in nested(c) for t in kept)]
     found: dict[str, Shape] = {}
     for path, module in named:
         own = getattr(module, "config", None)
         if any(own is c for c in others) and not any(path.startswith(f"{p}.") for p in found):
             found[path] = shape_of(own, within=config)
     return found
+
+
+def _encoder_config(model: Any) -> list[Any]:
+    """The configuration of an encoder-decoder's encoder (get_encoder, where the configuration
+    says is_encoder_decoder): Canary's and a SpeechEncoderDecoderModel's speech encoder is the
+    encoder the decoder cross-attends to, its blocks the model's as Whisper's are."""
+    if not getattr(model.config, "is_encoder_decoder", False) or not hasattr(model, "get_encoder"):
+        return []
+    try:
+        encoder = model.get_encoder()
+    except Exception:  # transformers' own refusal, whatever its class
+        return []
+    own = getattr(encoder, "config", None)
+    return [] if encoder is model or own is None else [own]
 
 
 def tower_of(module: str, towers: Mapping[str, Shape]) -> str | None:
