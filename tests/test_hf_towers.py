@@ -26,6 +26,7 @@ from modtrans import hf, pipeline
 from modtrans.cli import app
 from modtrans.hf import blocks, classes, layers, library
 from modtrans.ir.document import Layer, ModelIR, Part, Provenance
+from modtrans.strategy.llm import stages
 from tests.hfcheck import agrees
 
 pytestmark = pytest.mark.hf
@@ -219,3 +220,29 @@ def test_a_tower_s_part_is_the_hand_written_one() -> None:
     assert _heads(_under(ir, root)) == {config["vision_config"]["num_attention_heads"]}
     assert _heads(_under(ir, "model.language_model.")) == {config["text_config"]["num_attention_heads"]}
     assert _indices(ir) == set(range(config["text_config"]["num_hidden_layers"]))
+
+
+def test_a_tower_the_forward_did_not_run_is_held_on_the_first_stage() -> None:
+    """Idefics3 read on token ids alone (its image path needs pixel values the meta read does not
+    give it: M804): the vision model's modules run nothing, yet hold their parameters; they sit
+    with the tower before the first block, so `--pp 2`'s first stage holds every one of the vision
+    model's parameters (sum(p.numel()) of transformers' model.vision_model) and the last none."""
+    config = _shrunk("idefics3", "Idefics3ForConditionalGeneration")
+    data = json.dumps(config.to_dict()).encode()
+    ir, found = hf.extract(json.loads(data), data, name="idefics3", batch=1, sequence=SEQUENCE)
+    assert ir is not None
+    assert [d.code for d in found] == ["M804"]
+    model = library.build(classes.config_of(json.loads(data)))
+    vision = sum(p.numel() for p in model.model.vision_model.parameters())
+    keys = [stages.block_of(x) for x in ir.layers]
+    grouped = stages.blocks(keys)
+    chunks = stages.partition([1] * len(grouped), 2, even=True)
+    held = [[ir.layers[i] for b in chunk for i in grouped[b]] for chunk in chunks]
+
+    def counted(members: list[Layer]) -> int:
+        return sum(p.elements for x in members for p in x.params if p.counted and p.shared_with is None)
+
+    tower = [x for x in ir.layers if x.name.startswith("model.vision_model.")]
+    assert counted(tower) == vision
+    assert counted([x for x in held[0] if x.name.startswith("model.vision_model.")]) == vision
+    assert not [x for x in held[1] if x.name.startswith("model.vision_model.")]

@@ -66,12 +66,27 @@ def layers(recorded: Any, shape: Shape) -> list[Layer]:
     blocks = block_index(recorded)
     shapes = {key: s for m in recorded.modules for key, s in m.params}  # parameter key -> its shape
     towers: Mapping[str, Shape] = getattr(recorded, "towers", {})
+    groups = _ahead(groups, blocks, towers)
     places = _places(groups, blocks, block_index(recorded, towered=True), towers)
     out = []
     for g, (tower, outside) in zip(groups, places, strict=True):
         own = shape if tower is None else towers[tower]
         out.append(_layer(g, own, shapes, modules, where, blocks, outside, sharing, tower is not None))
     return out
+
+
+def _ahead(groups: list[_Group], blocks: Mapping[str, int], towers: Mapping[str, Shape]) -> list[_Group]:
+    """The groups with a tower's modules the forward did not run (_unread's, listed last: Idefics3
+    or Mllama read on token ids alone, M804) moved before the first block, where the tower runs,
+    so a pipeline holds their parameters on the first stage with the rest of the tower."""
+    first = next((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), None)
+    if first is None:
+        return groups
+    idle = [g for g in groups[first:] if not g.ops and tower_of(g.module, towers) is not None]
+    if not idle:
+        return groups
+    moved = {id(g) for g in idle}
+    return [*groups[:first], *idle, *(g for g in groups[first:] if id(g) not in moved)]
 
 
 def _places(
