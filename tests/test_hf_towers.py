@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from modtrans import hf, pipeline
 from modtrans.cli import app
-from modtrans.hf import blocks, classes, layers, library
+from modtrans.hf import blocks, classes, layers, library, towers
 from modtrans.ir.document import Layer, ModelIR, Part, Provenance
 from modtrans.strategy.llm import stages
 from tests.hfcheck import agrees
@@ -116,7 +116,7 @@ def test_an_hf_only_multimodal_model_s_blocks_are_its_text_model_s(
     model = library.build(classes.config_of(json.loads(data)))
     assert type(model).__name__ == cls
     tower = getattr(model.model, attribute)
-    assert blocks.towers(model).keys() == {f"model.{attribute}"}
+    assert towers.towers(model).keys() == {f"model.{attribute}"}
     built = getattr(model.config, "vision_config", None) or model.config.audio_config
     assert tower.config is built
     members = _under(ir, f"model.{attribute}.")
@@ -162,14 +162,14 @@ def test_an_encoder_decoder_s_encoder_stays_blocks(fixture: str, keys: tuple[str
     data = path.read_bytes()
     config = json.loads(data)
     model = library.build(classes.config_of(config))
-    assert blocks.towers(model) == {}
+    assert towers.towers(model) == {}
     ir, found = hf.extract(config, data, name=fixture, batch=1, sequence=64, targets=64)
     assert ir is not None, found
     assert _indices(ir) == set(range(config[keys[0]] + config[keys[1]]))
 
 
 @pytest.mark.parametrize(
-    ("model_type", "towers"),
+    ("model_type", "expected"),
     [
         ("blip-2", {"vision_model", "qformer"}),  # the Q-Former: a connector of its own configuration
         ("granite_speech", {"model.encoder", "model.projector.qformer"}),
@@ -182,15 +182,15 @@ def test_an_encoder_decoder_s_encoder_stays_blocks(fixture: str, keys: tuple[str
     ],
 )
 def test_a_tower_is_a_sub_configuration_s_module_beside_a_text_model(
-    model_type: str, towers: set[str]
+    model_type: str, expected: set[str]
 ) -> None:
     """The towers are the modules transformers builds from a sub-configuration that is no text
     configuration (each one's `config` is that sub-configuration), in a model that reads more
     than text (input_modalities) and builds its text model; not an encoder-decoder's encoder
     (get_encoder), whose blocks are the model's."""
     model = library.build(classes.default_config(model_type))
-    found = blocks.towers(model)
-    assert set(found) == towers
+    found = towers.towers(model)
+    assert set(found) == expected
     subs = [c for c in vars(model.config).values() if hasattr(c, "to_dict")]
     for path in found:
         own = model.get_submodule(path).config

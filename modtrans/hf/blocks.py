@@ -3,13 +3,9 @@ dtype and experts the configuration says (Shape), the block a module sits in (nu
 the block lists: an encoder's then a decoder's, as llm/encoder_decoder.py numbers them), its part
 there, and a mixture's routers and experts (document.Moe).
 
-A multimodal model's towers (towers: its vision and audio encoders, and a connector with a
-configuration of its own) are no blocks of the model: their layers take block index None, their
-attention the heads of their own configuration, as llm/vision.py builds a hand-written VLM's image
-encoder, so a pipeline puts them on the first stage with the embedding and the activation model
-counts them at their own dims (strategy/llm/activations.py, tower). The blocks numbered are the
-language model's: an encoder-decoder's encoder (T5, BART, Whisper, Canary), which its decoder
-cross-attends to, stays blocks of the model.
+A multimodal model's towers (towers.py: its vision and audio encoders) are no blocks of the model:
+the block lists numbered are those outside them, and a tower's layers take block index None and
+the heads of the tower's own configuration (block, `towered`).
 """
 
 from __future__ import annotations
@@ -20,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from modtrans import dtypes
-from modtrans.hf.configs import nested
 from modtrans.ir.document import Block, Heads, Kind, Moe, Part
 
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
@@ -48,7 +43,7 @@ class Shape:
 def shape_of(config: Any, within: Any = None) -> Shape:
     """The Shape of a transformers configuration (its text configuration's, for a multimodal one);
     `within`: the model's configuration whose dtype it is held in (a tower's: towers)."""
-    text = _text(config) if within is None else config
+    text = text_of(config) if within is None else config
     held = config if within is None else within
     torch_dtype = str(getattr(held, "dtype", None) or getattr(held, "torch_dtype", None) or "float32")
     name = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16"}.get(
@@ -68,64 +63,12 @@ def shape_of(config: Any, within: Any = None) -> Shape:
     )
 
 
-def towers(model: Any) -> dict[str, Shape]:
-    """A multimodal model's towers, path -> the Shape of the configuration each is built from.
-    transformers says what a model is: its input_modalities (LlavaForConditionalGeneration's
-    image and text), its text configuration (get_text_config) and the sub-configurations it
-    builds the other modules from (configs.nested). Where the model reads more than text and
-    builds its language model from a text configuration (the model's, or a sub-configuration's:
-    T5Gemma 2's encoder's), a tower is the outermost module whose `config` is a sub-configuration
-    neither a text configuration nor one holding one: LLaVA's vision_tower (CLIPVisionModel of
-    vision_config), Qwen2.5-VL's visual, Idefics3's vision_model, Qwen2-Audio's and Voxtral's
-    audio_tower (audio_config), Granite Speech's encoder (encoder_config); BLIP-2's Q-Former
-    (qformer_config) and Idefics2's perceiver resampler (perceiver_config), connectors run on
-    the tower's features before the language model, as the projectors llm/vision.py puts
-    outside the blocks. None for a model of text alone (T5, BART, an EncoderDecoderModel of
-    BERTs, T5Gemma: their encoders' blocks are the model's) or of one configuration (Whisper);
-    not the encoder of an encoder-decoder (_encoder_config: Canary's speech encoder); none in a
-    model that builds no language model (CLIPForImageClassification: its vision encoder's blocks
-    are the model's). A dual encoder's (CLIPModel's) vision encoder is a tower beside its text
-    encoder."""
-    config = model.config
-    modalities = getattr(model, "input_modalities", "text")
-    modalities = (modalities,) if isinstance(modalities, str) else tuple(modalities)
-    held = nested(config)
-    texts = [t for c in held if (t := _text(c)) is not c]  # each configuration's text configuration
-    if not texts or set(modalities) <= {"text"}:
-        return {}
-    named = list(model.named_modules())
-    if not any(any(getattr(module, "config", None) is t for t in texts) for _, module in named):
-        return {}
-    kept = [*texts, *_encoder_config(model)]
-    others = [c for c in held if not any(x is t for x in nested(c) for t in kept)]
-    found: dict[str, Shape] = {}
-    for path, module in named:
-        own = getattr(module, "config", None)
-        if any(own is c for c in others) and not any(path.startswith(f"{p}.") for p in found):
-            found[path] = shape_of(own, within=config)
-    return found
-
-
-def _encoder_config(model: Any) -> list[Any]:
-    """The configuration of an encoder-decoder's encoder (get_encoder, where the configuration
-    says is_encoder_decoder): Canary's and a SpeechEncoderDecoderModel's speech encoder is the
-    encoder the decoder cross-attends to, its blocks the model's as Whisper's are."""
-    if not getattr(model.config, "is_encoder_decoder", False) or not hasattr(model, "get_encoder"):
-        return []
-    try:
-        encoder = model.get_encoder()
-    except Exception:  # transformers' own refusal, whatever its class
-        return []
-    own = getattr(encoder, "config", None)
-    return [] if encoder is model or own is None else [own]
-
-
 def tower_of(module: str, towers: Mapping[str, Shape]) -> str | None:
     """The tower a module path sits in (None: outside every tower)."""
     return next((p for p in towers if module == p or module.startswith(f"{p}.")), None)
 
 
-def _text(config: Any) -> Any:
+def text_of(config: Any) -> Any:
     """A configuration's text configuration (itself where it has none of its own)."""
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 

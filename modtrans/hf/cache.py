@@ -25,7 +25,7 @@ from modtrans.ir.document import ModelIR
 READING = 3
 """The revision of the IR a read through transformers gives; one more where a change to hf/ gives
 another IR for a configuration read before (2: a scan's loop recorded as one pass, scans.py; 3: a
-multimodal model's towers outside the blocks, blocks.towers)."""
+multimodal model's towers outside the blocks, towers.py)."""
 
 
 def key(digest: str, batch: int, sequence: int, targets: int | None, remote: bool = False) -> str:

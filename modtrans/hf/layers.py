@@ -15,8 +15,7 @@ its forward's matrix FLOPs (a bias adds its M·N to the forward and the weight g
 of two activations twice its forward for the input gradients, a norm 5e | 8e | 2e, a softmax
 5e | 3e, an element-wise op e per phase it runs in, an embedding's gradient e.
 
-Blocks, parts, heads and experts: blocks.py; a tower's layers (blocks.towers) are outside the
-blocks, with the heads and experts of the tower's own configuration.
+Blocks, parts, heads and experts: blocks.py; a multimodal model's towers: towers.py.
 """
 
 from __future__ import annotations
@@ -26,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modtrans.hf.blocks import Shape, block, block_index, block_of, tower_of
+from modtrans.hf.blocks import Shape, block, block_index
 from modtrans.hf.blocks import moe as routing
+from modtrans.hf.towers import ahead, where_outside
 from modtrans.ir import flops
 from modtrans.ir.document import (
     Activation,
@@ -66,57 +66,13 @@ def layers(recorded: Any, shape: Shape) -> list[Layer]:
     blocks = block_index(recorded)
     shapes = {key: s for m in recorded.modules for key, s in m.params}  # parameter key -> its shape
     towers: Mapping[str, Shape] = getattr(recorded, "towers", {})
-    groups = _ahead(groups, blocks, towers)
-    places = _places(groups, blocks, block_index(recorded, towered=True), towers)
+    groups = ahead(groups, blocks, towers)
+    places = where_outside(groups, blocks, block_index(recorded, towered=True), towers)
     out = []
     for g, (tower, outside) in zip(groups, places, strict=True):
         own = shape if tower is None else towers[tower]
         out.append(_layer(g, own, shapes, modules, where, blocks, outside, sharing, tower is not None))
     return out
-
-
-def _ahead(groups: list[_Group], blocks: Mapping[str, int], towers: Mapping[str, Shape]) -> list[_Group]:
-    """The groups with a tower's modules the forward did not run (_unread's, listed last: Idefics3
-    or Mllama read on token ids alone, M804) moved before the first block, where the tower runs,
-    so a pipeline holds their parameters on the first stage with the rest of the tower."""
-    first = next((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), None)
-    if first is None:
-        return groups
-    idle = [g for g in groups[first:] if not g.ops and tower_of(g.module, towers) is not None]
-    if not idle:
-        return groups
-    moved = {id(g) for g in idle}
-    return [*groups[:first], *idle, *(g for g in groups[first:] if id(g) not in moved)]
-
-
-def _places(
-    groups: Sequence[_Group], blocks: Mapping[str, int], inner: Mapping[str, int], towers: Mapping[str, Shape]
-) -> list[tuple[str | None, Part]]:
-    """Each group's tower (None: outside every tower) and its part outside the blocks, as
-    llm/vision.py gives a hand-written VLM's: in a tower, the embedding before the tower's first
-    block and the MLP in and after its blocks (CLIP's layers, Qwen's merger); outside the towers
-    and before the first block, the MLP where it reads a tower's output (the projector that hands
-    its features to the language model), else the embedding; after the first block, the head."""
-    found = [tower_of(g.module, towers) for g in groups]
-    first_block = min((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), default=0)
-    started: dict[str, int] = {}  # a tower -> its first group in the tower's blocks
-    for i, (g, t) in enumerate(zip(groups, found, strict=True)):
-        if t is not None and t not in started and block_of(g.module, inner) is not None:
-            started[t] = i
-    fed: set[int] = set()  # the ops whose output comes from a tower
-    places: list[tuple[str | None, Part]] = []
-    for i, (g, t) in enumerate(zip(groups, found, strict=True)):
-        if t is not None:
-            fed.update(op.index for op in g.ops)
-            places.append((t, Part.EMBEDDING if i < started.get(t, len(groups)) else Part.MLP))
-        elif i >= first_block:
-            places.append((None, Part.HEAD))
-        elif any(r in fed for op in g.ops for r in op.reads):
-            fed.update(op.index for op in g.ops)
-            places.append((None, Part.MLP))
-        else:
-            places.append((None, Part.EMBEDDING))
-    return places
 
 
 def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:

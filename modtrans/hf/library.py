@@ -23,10 +23,10 @@ import torch
 from torch.utils.flop_counter import flop_registry
 
 from modtrans.hf import classes, configs, scans
-from modtrans.hf.blocks import towers as tower_shapes
 from modtrans.hf.configs import nested
 from modtrans.hf.inputs import inputs
 from modtrans.hf.kernels import Kernels, signature
+from modtrans.hf.towers import towers as tower_shapes
 from modtrans.hf.values import META, Values, flat, forward_args
 
 __all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
@@ -81,7 +81,7 @@ class Recorded:
     total_params: int
     inputs: dict[str, tuple[int, ...]]
     blocks: list[str] = field(default_factory=list)  # the paths of the block lists (ModuleList)
-    towers: dict[str, Any] = field(default_factory=dict)  # blocks.towers: path -> its blocks.Shape
+    towers: dict[str, Any] = field(default_factory=dict)  # towers.towers: path -> its blocks.Shape
 
 
 class _Recorder(Values):
