@@ -42,7 +42,7 @@ class Shape:
 
 def shape_of(config: Any, within: Any = None) -> Shape:
     """The Shape of a transformers configuration (its text configuration's, for a multimodal one);
-    `within`: the model's configuration whose dtype it is held in (a tower's: towers)."""
+    `within`: the model's configuration whose dtype it is held in (a tower's: towers.py)."""
     text = text_of(config) if within is None else config
     held = config if within is None else within
     torch_dtype = str(getattr(held, "dtype", None) or getattr(held, "torch_dtype", None) or "float32")
@@ -154,9 +154,9 @@ def block(
 ) -> Block:
     """A layer's block: its index (block_of), and its part: router or expert, norm, attention
     (under a module whose class is an attention's, with `shape`'s heads and the module's
-    is_causal), else the MLP; outside the blocks `outside` (the embedding before them, the head
-    after: layers.py), an embedding's table the embedding. A tower's layer (`towered`, index None)
-    has its attention's heads (`shape`: the tower's) and `outside` for the rest (its blocks' MLP)."""
+    is_causal), else the MLP; outside the blocks `outside` (towers.where_outside: the embedding
+    before them, the head after), an embedding's table the embedding. A tower's layer (`towered`,
+    index None) has its attention's heads (`shape`: the tower's) and `outside` for the rest."""
     index = block_of(module, blocks)
     if routed is not None:
         return Block(index, Part.ROUTER if routed.expert is None else Part.EXPERT)
