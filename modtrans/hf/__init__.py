@@ -36,6 +36,8 @@ deltas.py   a gated delta net's chunk recurrence (Qwen3-Next's) in one pass, for
 layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied
             weights counted once
 blocks.py   what a layer is to the model: block index and part, heads, MoE routers and experts
+towers.py   a multimodal model's towers (its vision and audio encoders): outside the blocks, on
+            the first pipeline stage, with their own configuration's heads
 plans.py    the model's own base_model_tp_plan: each layer's style (Layer.tp_style), which
             strategy/llm/tensor.py splits and communicates by; --tp refused without a plan
 cache.py    the IR kept by the configuration's digest: a second run reads it without torch

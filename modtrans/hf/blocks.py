@@ -2,6 +2,10 @@
 dtype and experts the configuration says (Shape), the block a module sits in (numbered on through
 the block lists: an encoder's then a decoder's, as llm/encoder_decoder.py numbers them), its part
 there, and a mixture's routers and experts (document.Moe).
+
+A multimodal model's towers (towers.py: its vision and audio encoders) are no blocks of the model:
+the block lists numbered are those outside them, and a tower's layers take block index None and
+the heads of the tower's own configuration (block, `towered`).
 """
 
 from __future__ import annotations
@@ -49,10 +53,12 @@ class Shape:
     top_k: int | None = None
 
 
-def shape_of(config: Any) -> Shape:
-    """The Shape of a transformers configuration (its text configuration's, for a multimodal one)."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    torch_dtype = str(getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32")
+def shape_of(config: Any, within: Any = None) -> Shape:
+    """The Shape of a transformers configuration (its text configuration's, for a multimodal one);
+    `within`: the model's configuration whose dtype it is held in (a tower's: towers.py)."""
+    text = text_of(config) if within is None else config
+    held = config if within is None else within
+    torch_dtype = str(getattr(held, "dtype", None) or getattr(held, "torch_dtype", None) or "float32")
     name = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16"}.get(
         torch_dtype.removeprefix("torch."), "float"
     )
@@ -95,6 +101,16 @@ def _nested(config: Any, keys: Sequence[str]) -> int | None:
         if found and not isinstance(found, bool):
             return found
     return None
+
+
+def tower_of(module: str, towers: Mapping[str, Shape]) -> str | None:
+    """The tower a module path sits in (None: outside every tower)."""
+    return next((p for p in towers if module == p or module.startswith(f"{p}.")), None)
+
+
+def text_of(config: Any) -> Any:
+    """A configuration's text configuration (itself where it has none of its own)."""
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
 def _value(config: Any, key: str) -> Any:
@@ -164,10 +180,14 @@ def moe(
     return Moe(e, k) if routes and re.search(r"(gate|router)(\.|$)", module) else None
 
 
-def block_index(recorded: Any) -> dict[str, int]:
-    """Each block's path -> its index, numbered on through the block lists."""
+def block_index(recorded: Any, towered: bool = False) -> dict[str, int]:
+    """Each block's path -> its index, numbered on through the block lists outside the towers
+    (library.Recorded.towers); `towered`: through the towers' block lists instead."""
     found: dict[str, int] = {}
+    towers = getattr(recorded, "towers", {})
     for path in recorded.blocks:
+        if (tower_of(path, towers) is not None) != towered:
+            continue
         count = sum(1 for m in recorded.modules if re.fullmatch(re.escape(path) + r"\.\d+", m.path))
         for i in range(count):
             found[f"{path}.{i}"] = len(found)
@@ -191,19 +211,21 @@ def block(
     modules: Mapping[str, Any],
     blocks: Mapping[str, int],
     routed: Moe | None,
-    before: bool,
+    outside: Part,
+    towered: bool = False,
 ) -> Block:
     """A layer's block: its index (block_of), and its part: router or expert, norm, attention
-    (under a module whose class is an attention's, with the configuration's heads and the
-    module's is_causal), else the MLP; outside the blocks the embedding before them (`before`)
-    and the head after."""
+    (under a module whose class is an attention's, with `shape`'s heads and the module's
+    is_causal), else the MLP; outside the blocks `outside` (towers.where_outside: the embedding
+    before them, the head after), an embedding's table the embedding. A tower's layer (`towered`,
+    index None) has its attention's heads (`shape`: the tower's) and `outside` for the rest."""
     index = block_of(module, blocks)
     if routed is not None:
         return Block(index, Part.ROUTER if routed.expert is None else Part.EXPERT)
     if kind is Kind.NORM:
         return Block(index, Part.NORM)
-    if index is None:
-        return Block(None, Part.EMBEDDING if before or kind is Kind.EMBEDDING else Part.HEAD)
+    if index is None and not towered:
+        return Block(None, Part.EMBEDDING if kind is Kind.EMBEDDING else outside)
     if _in_attention(module, modules):
         heads = None
         if shape.heads:
@@ -216,7 +238,7 @@ def block(
                 shape.hidden_dropout,
             )
         return Block(index, Part.ATTENTION, heads)
-    return Block(index, Part.MLP)
+    return Block(index, Part.MLP if index is not None else outside)
 
 
 def _in_attention(path: str, modules: Mapping[str, Any]) -> bool:

@@ -22,10 +22,11 @@ from modtrans._version import __version__
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
-READING = 3
+READING = 4
 """The revision of the IR a read through transformers gives; one more where a change to hf/ gives
 another IR for a configuration read before (2: a scan's loop recorded as one pass, scans.py; 3: a
-mixture's routers and experts as blocks.moe marks them, a leaf experts module a layer a GEMM)."""
+mixture's routers and experts as blocks.moe marks them, a leaf experts module a layer a GEMM; 4: a
+multimodal model's towers outside the blocks, towers.py)."""
 
 
 def key(digest: str, batch: int, sequence: int, targets: int | None, remote: bool = False) -> str:

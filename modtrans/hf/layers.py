@@ -15,7 +15,7 @@ its forward's matrix FLOPs (a bias adds its M·N to the forward and the weight g
 of two activations twice its forward for the input gradients, a norm 5e | 8e | 2e, a softmax
 5e | 3e, an element-wise op e per phase it runs in, an embedding's gradient e.
 
-Blocks, parts, heads and experts: blocks.py.
+Blocks, parts, heads and experts: blocks.py; a multimodal model's towers: towers.py.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modtrans.hf.blocks import Shape, block, block_index, block_of, with_router
+from modtrans.hf.blocks import Shape, block, block_index, with_router
 from modtrans.hf.blocks import moe as routing
+from modtrans.hf.towers import ahead, where_outside
 from modtrans.ir import flops
 from modtrans.ir.document import (
     Activation,
@@ -36,6 +37,7 @@ from modtrans.ir.document import (
     Layer,
     Moe,
     Param,
+    Part,
     Role,
 )
 
@@ -64,11 +66,14 @@ def layers(recorded: Any, shape: Shape) -> list[Layer]:
     where = {op.index: g.name for g in groups for op in g.ops}
     sharing = _sharing(groups, recorded.owners)
     blocks = block_index(recorded)
-    first_block = min((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), default=0)
     shapes = {key: s for m in recorded.modules for key, s in m.params}  # parameter key -> its shape
+    towers: Mapping[str, Shape] = getattr(recorded, "towers", {})
+    groups = ahead(groups, blocks, towers)
+    places = where_outside(groups, blocks, block_index(recorded, towered=True), towers)
     out = []
-    for i, g in enumerate(groups):
-        out.append(_layer(g, shape, shapes, modules, where, blocks, i < first_block, sharing))
+    for g, (tower, outside) in zip(groups, places, strict=True):
+        own = shape if tower is None else towers[tower]
+        out.append(_layer(g, own, shapes, modules, where, blocks, outside, sharing, tower is not None))
     return out
 
 
@@ -181,8 +186,9 @@ def _layer(
     modules: Mapping[str, Any],
     where: Mapping[int, str],
     blocks: Mapping[str, int],
-    before: bool,
+    outside: Part,
     sharing: Mapping[tuple[str, str], str | None],
+    towered: bool,
 ) -> Layer:
     params = []
     for key in g.params:
@@ -212,7 +218,7 @@ def _layer(
         gemm,
         producers=producers,
         moe=moe,
-        block=block(g.module, g.kind, shape, modules, blocks, moe, before),
+        block=block(g.module, g.kind, shape, modules, blocks, moe, outside, towered),
     )
 
 

@@ -26,6 +26,7 @@ from modtrans.hf import classes, configs, scans
 from modtrans.hf.configs import nested
 from modtrans.hf.inputs import inputs
 from modtrans.hf.kernels import Kernels, signature
+from modtrans.hf.towers import towers as tower_shapes
 from modtrans.hf.values import META, Values, flat, forward_args
 
 __all__ = ["inputs"]  # the inputs of a model, inputs.py's: library.inputs to its callers
@@ -80,6 +81,7 @@ class Recorded:
     total_params: int
     inputs: dict[str, tuple[int, ...]]
     blocks: list[str] = field(default_factory=list)  # the paths of the block lists (ModuleList)
+    towers: dict[str, Any] = field(default_factory=dict)  # towers.towers: path -> its blocks.Shape
 
 
 class _Recorder(Values):
@@ -309,7 +311,8 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
         _forward(model, given)
     total = sum(p.numel() for p in model.parameters())
     shapes = {k: tuple(v.shape) for k, v in leaves(given).items()}
-    return Recorded(type(model).__name__, recorder.ops, modules, owners, total, shapes, blocks)
+    towers = tower_shapes(model)
+    return Recorded(type(model).__name__, recorder.ops, modules, owners, total, shapes, blocks, towers)
 
 
 def leaves(given: Mapping[str, Any]) -> dict[str, Any]:
