@@ -246,3 +246,44 @@ def test_a_tower_the_forward_did_not_run_is_held_on_the_first_stage() -> None:
     assert counted(tower) == vision
     assert counted([x for x in held[0] if x.name.startswith("model.vision_model.")]) == vision
     assert not [x for x in held[1] if x.name.startswith("model.vision_model.")]
+
+
+def test_a_tower_read_through_transformers_stores_what_the_hand_written_one_does() -> None:
+    """The activation model reads a tower transformers built (activations._towers): PaliGemma's
+    SigLIP at its configuration's own numbers (27 layers of width 1152, 16 heads, MLP 4304, 256
+    image tokens: num_image_tokens); Qwen2.5-VL's, read both ways, the same blocks (28 window blocks
+    whose queries see 64 keys, 4 full ones, gated MLP 3 x 3420), so the same bytes a patch under
+    FlashAttention, where the tower held no block before its read gave its layers to the blocks."""
+    from modtrans.plan.model import Recompute
+    from modtrans.strategy.llm import activations
+
+    path = FIXTURES / "paligemma-3b-pt-224.json"
+    data = path.read_bytes()
+    vision = json.loads(data)["vision_config"]
+    read, found = hf.extract(json.loads(data), data, name=path.name, batch=1, sequence=1024)
+    assert read is not None, found
+    d = activations.dims(read, 1)
+    assert d is not None
+    patches = vision["num_image_tokens"]
+    assert [(x.s, x.h, x.a, x.mlps[0].inner, n) for x, n in d.tower] == [
+        (patches, vision["hidden_size"], vision["num_attention_heads"], 2 * vision["intermediate_size"],
+         vision["num_hidden_layers"])
+    ]  # fmt: skip
+
+    path = FIXTURES / "qwen2.5-vl-3b-instruct.json"
+    data = path.read_bytes()
+    hand, found = pipeline.extract_checked(path, input_shapes={"input_ids": (1, 1024)})
+    read, found = hf.extract(json.loads(data), data, name=path.name, batch=1, sequence=1024)
+    assert hand is not None
+    assert read is not None, found
+    per_patch = []
+    for ir in (hand, read):
+        d = activations.dims(ir, 1)
+        assert d is not None
+        assert sorted((x.h, x.a, x.keys, x.mlps[0].inner, n) for x, n in d.tower) == [
+            (1280, 16, 0.0, 3 * 3420, 4), (1280, 16, 64.0, 3 * 3420, 28)
+        ]  # fmt: skip
+        tokens = {x.s for x, _ in d.tower}
+        assert len(tokens) == 1
+        per_patch.append(activations.tower(d, 1, False, Recompute.NONE, "flash", 1) / tokens.pop())
+    assert per_patch[0] == per_patch[1]

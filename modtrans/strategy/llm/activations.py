@@ -88,6 +88,7 @@ from modtrans.strategy.llm.mixers import Mixer
 from modtrans.strategy.llm.selective import Kept, op_kept
 
 FLASH, EAGER = "flash", "eager"
+SOFTMAX = ("Softmax", "_softmax", "softmax")  # an ONNX or hand-written softmax's op, a torch one's
 STATISTICS = 4  # bytes of one fp32 logsumexp per head and token (FlashAttention's softmax statistics)
 
 
@@ -357,26 +358,37 @@ def _towers(ir: ModelIR, micro_batch: int) -> tuple[tuple[Dims, int], ...]:
     return tuple(found)
 
 
+def _known(shape: tuple[int | str, ...] | None) -> tuple[int, ...] | None:
+    """A shape whose every dimension is a known size, None otherwise."""
+    if not shape or not all(isinstance(n, int) and n > 0 for n in shape):
+        return None
+    return tuple(int(n) for n in shape)
+
+
 def _tower_block(members: list[Layer], micro_batch: int, batch: int) -> Dims | None:
-    """One tower block's Dims: its images x tokens from its first attention linear's output (images
-    of the IR's `batch` samples, scaled to `micro_batch`), its heads and dropouts (the tower
+    """One tower block's Dims: its images x tokens from the first tensor of its width it makes (its
+    first norm's output [images, tokens, h], or [patches, h] for one image a sample; images of the
+    IR's `batch` samples, scaled to `micro_batch`), its heads and dropouts (the tower
     configuration's: CLIPVisionConfig's attention_dropout, ...), its MLP, and the keys a query sees
-    from its softmax's elements (a Qwen2.5-VL window block's fewer than its tokens)."""
+    from its softmaxes' elements (a Qwen2.5-VL window block's fewer than its tokens; read through
+    transformers, one softmax a window)."""
     attention = [x for x in members if x.block and x.block.heads]
     linears = [x for x in attention if x.kind is Kind.LINEAR and x.gemm and x.outputs]
-    scores = [x for x in attention if x.op_type == "Softmax" and x.outputs]
-    if not linears or not scores or len(linears[0].outputs[0].shape or ()) != 3:
+    scores = [x for x in attention if x.op_type in SOFTMAX and x.outputs]
+    if not linears or not scores:
         return None
     heads = attention[0].block.heads  # type: ignore[union-attr]
     assert heads is not None
     assert linears[0].gemm is not None
-    sizes = [*(linears[0].outputs[0].shape or ())[:2], *(scores[0].outputs[0].shape or ())]
-    known = [n for n in sizes if isinstance(n, int) and n > 0]
-    if len(known) != len(sizes):
-        return None
-    images, s, probs = known[0], known[1], math.prod(known[2:])
     h = linears[0].gemm.k
-    keys = probs / (images * heads.query * s)
+    shapes = [n for x in members for o in x.outputs if (n := _known(o.shape)) and n[-1] == h]
+    rows = next((n for n in shapes if len(n) == 3), None)  # [images, tokens, h]
+    flat = next((n for n in shapes if len(n) == 2), None)  # Qwen-VL's [patches, h]: an image a sample
+    probs = [_known(x.outputs[0].shape) for x in scores]
+    if (rows is None and flat is None) or not all(probs):
+        return None
+    images, s = (rows[0], rows[1]) if rows else (batch, flat[0] // batch)  # type: ignore[index]
+    keys = sum(math.prod(n or ()) for n in probs) / (images * heads.query * s)
     mlp = [x for x in members if x.block and x.block.part is Part.MLP and x.kind is Kind.LINEAR and x.gemm]
     widths = _widths(attention, h, heads.query, heads.key_value)
     return Dims(
