@@ -59,18 +59,18 @@ terms only with an MLP (Nemotron-H's attention, Mamba, MoE and MLP blocks apart)
 half. No s^2 term and nothing rerun by selective recomputation in a Mamba half; torchtitan's op
 policy is left to models without mixers (they keep all their terms under it).
 
-A vision tower (llm/vision.py: the image encoder, outside the blocks, on the first pipeline stage
-with the embedding) stores its own blocks' terms above at the tower's own dims (tower, _towers):
-tokens per image (patches, + CLIP's class token), images per micro-batch, hidden width, heads and
-head widths, MLP (GeLU 2 f, gated 3 f), the tower configuration's dropouts (CLIPVisionConfig's
-attention_dropout; no hidden dropout in CLIP, SigLIP or Qwen-VL layers), eager or flash as
---attention says; a Qwen2.5-VL window block's scores are its windows', sum of window^2 a head and
-image (`keys`: keys a query sees). Under recomputation as the language model's blocks.
+A vision tower (llm/vision.py's image encoder, or one read through transformers: hf/towers.py;
+outside the blocks, on the first pipeline stage with the embedding) stores its own blocks' terms
+above at the tower's own dims (tower, _towers): tokens per image (patches, + CLIP's class token),
+images per micro-batch, hidden width, heads and head widths, MLP (GeLU 2 f, gated 3 f), the tower
+configuration's dropouts (CLIPVisionConfig's attention_dropout; no hidden dropout in CLIP, SigLIP
+or Qwen-VL layers), eager or flash as --attention says; a Qwen2.5-VL window block's scores are its
+windows', sum of window^2 a head and image (`keys`: keys a query sees). Under recomputation as the
+language model's blocks.
 
 Not counted: the router's fp32 probabilities (s b E x 4 bytes), the norms' fp32 statistics (a
 Mamba-2 gated norm's included). StableLM and a parallel Falcon drop out one output (after the MLP,
-or the attention's and MLP's sum), counted as the two masks. A tower read through transformers
-(hf/blocks.py numbers its layers as blocks) is counted as the language model's blocks.
+or the attention's and MLP's sum), counted as the two masks.
 """
 
 from __future__ import annotations
