@@ -28,9 +28,12 @@ check (48 left their router unmarked, its MLP width then the router's E). JetMoE
 attention's experts (JetMoeMoA) are marked experts of the block, as its MLP's are (the part is
 blocks.block's). 8 do not build or run from their defaults on meta
 (DeepSeek-OCR 2, DiffusionGemma, GLM-4.1V-MoE, GLM-5 Next, Step3p7; Qwen3-Omni-MoE and ViTPose
-have no class this reads) or build no mixture (Granite Docling). 65 of the 70 have the activation
-model count the experts' width otherwise (a fused gate_up_proj, one GEMM of 2 f, taken for a plain
-up projection: 4 f; an expert width equal to the hidden size read as a second up projection).
+have no class this reads) or build no mixture (Granite Docling). The activation model reads 65 of
+the 70 right since it reads each MLP module's up projections and down projection (activations.py,
+_stored); it read 5 before (a fused gate_up_proj taken for a plain up projection, 4 f; an expert as
+wide as the hidden state read as gated twice). Still otherwise: Llama 4 (its batched experts' GEMM
+folds the tokens into n), Inkling 2 loop and Zaya (a narrower expert width read), Dots 3 Note and
+LongCat-Flash (no expert MLP found).
 """
 
 from __future__ import annotations
