@@ -241,3 +241,20 @@ def test_split_experts_without_sequence_parallelism_are_refused(tmp_path: Path) 
     lines = refused.output.strip().splitlines()
     assert len(lines) == 1
     assert "X501 --etp 2: without --sp every tensor rank keeps whole experts" in lines[0]
+
+
+def test_a_plan_splits_the_text_model_not_a_tower_of_the_same_names() -> None:
+    """PaliGemma's plan (its Gemma text configuration's base_model_tp_plan) names
+    `layers.*.self_attn.q_proj`; its SigLIP tower has modules of those names too. transformers
+    applies the plan under the text model alone (the model's tp_plan: model.language_model.layers
+    ...), so the tower's projections stay replicated and every text block's are split."""
+    data = (FIXTURES / "paligemma-3b-pt-224.json").read_bytes()
+    ir, found = hf.extract(json.loads(data), data, name="paligemma", batch=1, sequence=SEQ, tensor=2)
+    assert ir is not None, found
+    projections = [x for x in ir.layers if x.name.endswith("self_attn.q_proj")]
+    tower = [x for x in projections if ".vision_tower." in x.name]
+    text = [x for x in projections if ".language_model." in x.name]
+    assert tower
+    assert text
+    assert {x.tp_style for x in tower} == {None}
+    assert {x.tp_style for x in text} == {"colwise"}

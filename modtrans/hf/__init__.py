@@ -193,4 +193,4 @@ def _traced(
         architecture_only=True,
     )
     ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
-    return ir, library.tp_plan(model.config)
+    return ir, library.anchored(library.tp_plan(model.config), model)

@@ -22,11 +22,12 @@ from modtrans._version import __version__
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
-READING = 4
+READING = 5
 """The revision of the IR a read through transformers gives; one more where a change to hf/ gives
 another IR for a configuration read before (2: a scan's loop recorded as one pass, scans.py; 3: a
 mixture's routers and experts as blocks.moe marks them, a leaf experts module a layer a GEMM; 4: a
-multimodal model's towers outside the blocks, towers.py)."""
+multimodal model's towers outside the blocks, towers.py; 5: the plan's keys anchored at the text
+model's path, library.anchored)."""
 
 
 def key(digest: str, batch: int, sequence: int, targets: int | None, remote: bool = False) -> str:

@@ -361,6 +361,21 @@ def tp_plan(config: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (plan or {}).items()}
 
 
+def anchored(plan: Mapping[str, str], model: Any) -> dict[str, str]:
+    """`plan`'s keys anchored at the module path the model's own tp_plan gives each (PaliGemma's
+    `model.language_model.layers.*.self_attn.q_proj`), so that a tower's modules of the same names
+    (SigLIP's q_proj) are not taken for the text model's; a key it does not prefix stays."""
+    try:
+        full = dict(getattr(model, "tp_plan", None) or {})
+    except Exception:  # a model whose plan property does not build
+        full = {}
+    out = {}
+    for key, name in plan.items():
+        prefixed = [str(k) for k in full if k == key or str(k).endswith(f".{key}")]
+        out[prefixed[0] if len(prefixed) == 1 else key] = name
+    return out
+
+
 def count_forward(model: Any, given: Mapping[str, Any]) -> int:
     """FlopCounterMode's own count of one forward on `given`: the independent check. Its module
     tracker hooks the backward of every module input that requires grad, which fails inside a

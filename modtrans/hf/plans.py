@@ -34,6 +34,8 @@ its Megatron equivalent is megatron/core/tensor_parallel/layers.py and mappings.
 
 A plan's keys name modules from the base model on, with `*` for a block's index
 (`layers.*.self_attn.q_proj`); the IR names them from the model class on (`model.layers.3...`).
+Each key is first anchored where the model's own tp_plan puts it (library.anchored: a multimodal
+model's text model, `model.language_model.`), so a tower's modules of the same names stay whole.
 """
 
 from __future__ import annotations
