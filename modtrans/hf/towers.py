@@ -74,7 +74,7 @@ def ahead(groups: list[Any], blocks: Mapping[str, int], towers: Mapping[str, Sha
     """The groups with a tower's modules the forward did not run (layers.py lists them last: Idefics3
     or Mllama read on token ids alone, M804) moved before the first block, where the tower runs,
     so a pipeline holds their parameters on the first stage with the rest of the tower."""
-    first = next((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), None)
+    first = _first_block(groups, blocks)
     if first is None:
         return groups
     idle = [g for g in groups[first:] if not g.ops and tower_of(g.module, towers) is not None]
@@ -94,7 +94,7 @@ def where_outside(
     and before the first block, the MLP where it reads a tower's output (the projector that hands
     its features to the language model), else the embedding; after the first block, the head."""
     found = [tower_of(g.module, towers) for g in groups]
-    first_block = min((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), default=0)
+    first_block = _first_block(groups, blocks) or 0
     started: dict[str, int] = {}  # a tower -> its first group in the tower's blocks
     for i, (g, t) in enumerate(zip(groups, found, strict=True)):
         if t is not None and t not in started and block_of(g.module, inner) is not None:
@@ -113,3 +113,8 @@ def where_outside(
         else:
             places.append((None, Part.EMBEDDING))
     return places
+
+
+def _first_block(groups: Sequence[Any], blocks: Mapping[str, int]) -> int | None:
+    """The index of the first group in a block of the model (None: no group is)."""
+    return next((i for i, g in enumerate(groups) if block_of(g.module, blocks) is not None), None)

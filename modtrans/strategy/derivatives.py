@@ -45,6 +45,8 @@ class Rule:
 
 
 _IN = Rule("", inputs=True)
+_FLASH = Rule("_scaled_dot_product_flash_attention: q, k, v, output, logsumexp", True, attention=True)
+_RNN = Rule("_cudnn_rnn: input, weight, hx, output (result0), the reserve (not counted)", True, output=True)
 RULES: dict[str, Rule] = {
     "Conv": Rule("convolution: input, weight, bias: convolution_backward(grad, input, weight, ...)", True),
     "ConvTranspose": Rule("convolution (transposed): convolution_backward(grad, input, weight, ...)", True),
@@ -110,12 +112,8 @@ RULES: dict[str, Rule] = {
     "Dropout": Rule("native_dropout: input: native_dropout_backward(grad, result1, scale)", mask=True),
     "Gather": Rule("embedding: weight: embedding_backward(grad, indices, ...); gather: (index)", keys=True),
     "Where": Rule("where.self: self: where(condition, grad, 0); other: where(condition, 0, grad)", keys=True),
-    "Attention": Rule(
-        "_scaled_dot_product_flash_attention: q, k, v, output, logsumexp", True, attention=True
-    ),
-    "MultiHeadAttention": Rule(
-        "_scaled_dot_product_flash_attention: q, k, v, output, logsumexp", True, attention=True
-    ),
+    "Attention": _FLASH,
+    "MultiHeadAttention": _FLASH,
     "SkipLayerNormalization": Rule(
         "add, native_layer_norm: (grad, input, ..., result1, result2): the sum, 2 fp32 a row",
         formed=True,
@@ -134,12 +132,8 @@ RULES: dict[str, Rule] = {
     "LSTM": Rule(
         "_cudnn_rnn: input, weight, hx, cx, output (result0), the reserve (not counted)", True, output=True
     ),
-    "GRU": Rule(
-        "_cudnn_rnn: input, weight, hx, output (result0), the reserve (not counted)", True, output=True
-    ),
-    "RNN": Rule(
-        "_cudnn_rnn: input, weight, hx, output (result0), the reserve (not counted)", True, output=True
-    ),
+    "GRU": _RNN,
+    "RNN": _RNN,
 }
 """Per ONNX op, what it saves. Ops not here and not in NOTHING save their floating inputs (most
 pointwise derivatives read their input)."""

@@ -314,19 +314,10 @@ def layer(
     return replicated / (t if sp else 1) + split / t + w * sb * m.experts / etp
 
 
-def tower(
-    d: Dims,
-    t: int,
-    sp: bool,
-    recompute: Recompute,
-    attention: str,
-    etp: int,
-    ops: bool = False,
-    megatron: bool = False,
-) -> float:
+def tower(d: Dims, t: int, sp: bool, recompute: Recompute, attention: str, etp: int) -> float:
     """Bytes a vision tower's blocks store per micro-batch on the rank that holds it (none without
-    one): each block's terms at its own dims (_towers); torchtitan's op policy not applied (`ops`
-    ignored: its policy is written for the language model's blocks; `megatron` too: no mixers)."""
+    one): each block's terms at its own dims (_towers); torchtitan's op policy is not applied (it
+    is written for the language model's blocks), nor Megatron's mixer terms (a tower has none)."""
     return sum(n * layer(x, 0, t, sp, recompute, attention, etp) for x, n in d.tower)
 
 

@@ -239,7 +239,8 @@ def activation_bytes(
     total = stored * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
-        total += activations.tower(d, *terms) * _in_flight(layout, stage)  # a vision tower's blocks
+        tower = activations.tower(d, t, sp, layout.recompute, layout.attention, layout.expert_tp)
+        total += tower * _in_flight(layout, stage)  # a vision tower's blocks
     if ends[1]:
         # the final norm's and output layer's inputs (Korthikanti's 4 sbh: two 16-bit tensors)
         total += (2 * d.width * sbh + layout.framework.logit_bytes * d.s * d.b * d.v) / t
