@@ -14,7 +14,7 @@ library.py  torch (imported there, in classes.py, inputs.py, audio.py, feeds.py,
 configs.py  a published config.json's class among its `architectures`, its checkpoint's dtype,
             and what the build does not follow (auto_map beside a native model_type,
             quantization_config, a dtype the IR does not hold), said in one warning each (M805);
-            the sub-configurations a configuration holds
+            the sub-configurations a configuration holds and its text configuration
 inputs.py   a model's inputs as meta tensors: token ids no special token uses (in the layout its
             forward documents), audio features beside its audio tokens, images through its
             image processor where square pixels do not run its tower

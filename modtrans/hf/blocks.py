@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from modtrans import dtypes
+from modtrans.hf.configs import text_of
 from modtrans.ir.document import Block, Heads, Kind, Moe, Part
 
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
@@ -106,11 +107,6 @@ def _nested(config: Any, keys: Sequence[str]) -> int | None:
 def tower_of(module: str, towers: Mapping[str, Shape]) -> str | None:
     """The tower a module path sits in (None: outside every tower)."""
     return next((p for p in towers if module == p or module.startswith(f"{p}.")), None)
-
-
-def text_of(config: Any) -> Any:
-    """A configuration's text configuration (itself where it has none of its own)."""
-    return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
 def _value(config: Any, key: str) -> Any:

@@ -144,3 +144,8 @@ def nested(config: Any) -> list[Any]:
         if hasattr(value, "to_dict") and hasattr(value, "model_type") and value is not config:
             found += nested(value)
     return found
+
+
+def text_of(config: Any) -> Any:
+    """A configuration's text configuration (itself where it has none of its own)."""
+    return config.get_text_config() if hasattr(config, "get_text_config") else config

@@ -356,7 +356,7 @@ def _forward(model: Any, given: Mapping[str, Any]) -> Any:
 def tp_plan(config: Any) -> dict[str, str]:
     """The configuration's tensor-parallel plan (base_model_tp_plan; its text configuration's for a
     multimodal one), {} where it has none."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    text = configs.text_of(config)
     plan = getattr(config, "base_model_tp_plan", None) or getattr(text, "base_model_tp_plan", None)
     return {str(k): str(v) for k, v in (plan or {}).items()}
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from modtrans.hf.blocks import Shape, block_of, shape_of, text_of, tower_of
-from modtrans.hf.configs import nested
+from modtrans.hf.blocks import Shape, block_of, shape_of, tower_of
+from modtrans.hf.configs import nested, text_of
 from modtrans.ir.document import Part
 
 
