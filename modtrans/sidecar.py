@@ -127,10 +127,16 @@ def layout(mesh: Mesh, facts: LayoutFacts) -> dict[str, Any]:
 
 
 def memory(stages: Sequence[StageMemory]) -> list[dict[str, int]]:
-    """One rank's memory per pipeline stage in bytes, each part and the total (strategy/llm/memory.py):
+    """One rank's memory per pipeline stage in bytes, each part, the total (the tensors' peak) and
+    what PyTorch's caching allocator reserves at it (strategy/llm/memory.py):
     a layout's `parallel.llm.memory`, a keyword preset's `parallel.memory`."""
     return [
-        {"stage": s, "total_bytes": m.total, **{f"{part}_bytes": getattr(m, part) for part in MEMORY_PARTS}}
+        {
+            "stage": s,
+            "total_bytes": m.total,
+            **{f"{part}_bytes": getattr(m, part) for part in MEMORY_PARTS},
+            "reserved_bytes": m.reserved,
+        }
         for s, m in enumerate(stages)
     ]
 

@@ -1,7 +1,9 @@
 """Bytes PyTorch keeps alive, measured: every storage an aten op makes under `Live`, from its
 allocation to its last reference (a TorchDispatchMode and weakref finalizers), and the peak of
-their sum; storages made before (parameters, inputs) are left out (`Live(existing)`). What the
-memory tests hold the activation and loss models to; imported by tests that skip without torch."""
+their sum; storages made before (parameters, inputs) are left out (`Live(existing)`). `events`
+keeps each allocation and free in order (an allocation's serial number, its bytes; a free's
+number negated), for a caching allocator to replay (tests/caching.py). What the memory tests hold
+the activation and loss models to; imported by tests that skip without torch."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class Live(TorchDispatchMode):  # type: ignore[misc]
     def __init__(self, existing: Iterable[Any] = ()) -> None:
         super().__init__()
         self.live = self.peak = 0
+        self.events: list[tuple[int, int]] = []
         self._seen = {t.untyped_storage().data_ptr() for t in existing}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -33,9 +36,12 @@ class Live(TorchDispatchMode):  # type: ignore[misc]
                 self._seen.add(key)
                 self.live += size
                 self.peak = max(self.peak, self.live)
-                weakref.finalize(storage, self._free, key, size)
+                serial = len(self.events) + 1
+                self.events.append((serial, size))
+                weakref.finalize(storage, self._free, key, size, serial)
         return out
 
-    def _free(self, key: int, size: int) -> None:
+    def _free(self, key: int, size: int, serial: int) -> None:
         self.live -= size
         self._seen.discard(key)
+        self.events.append((-serial, size))

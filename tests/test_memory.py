@@ -34,6 +34,7 @@ def _megatron(tp: int, dp: int, seq: int, micro: int, distributed: bool) -> tupl
     activations: float = _gated_block(seq * micro, H, F, A, KV) * L
     activations += 8 * seq * micro * 1 + seq * micro * H * 1  # input ids, embedding dropout (P = 1)
     activations += seq * micro * H * 4 * (1 + V / H)  # the output layer's input and the loss (P = 1)
+    activations += seq * micro * V * 2  # the bf16 logits beside the loss's fp32 copy (logit_bytes)
     return weights_and_optimizer, activations / tp
 
 
@@ -182,7 +183,7 @@ def test_a_mixture_of_experts_is_megatrons_estimate(run_cli: Run, tmp_path: Path
     # each token's top 2 experts: the experts' terms for 2 x s b tokens, split over ETP = T = 2
     s, b = 1024, 1
     expected = _gated_block(s * b, h, f, a, kv, experts=2) * layers + 8 * s * b + s * b * h
-    expected += s * b * h * 4 * (1 + v / h)
+    expected += s * b * h * 4 * (1 + v / h) + 2 * s * b * v  # the bf16 logits, as above
     assert activations == pytest.approx(expected / 2, rel=1e-6)
 
 

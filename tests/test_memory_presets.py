@@ -28,10 +28,12 @@ SPLIT = LAYERS * (2 * H * H + 2 * H * HKV + 3 * H * F) + 2 * V * H  # linears, e
 def _activations(t: int, b: int = 1) -> float:
     """Korthikanti's terms for Llama's blocks (no dropout, SwiGLU's 3 f, FlashAttention's fp32
     statistics) at T = t without SP, the embedding's ids and output, and the output layer's
-    4 sbh (1 + v / h) / t."""
+    4 sbh (1 + v / h) / t, with the bf16 logits Megatron's loss holds beside its fp32 copy, 2 sbv / t
+    (megatron/core/tensor_parallel/cross_entropy.py at core_r0.8.0, calculate_logits_max's
+    `.float()`; tests/test_loss_memory_measured.py measures it)."""
     sb = S * b
     block = 8 * sb * H + (2 * sb * (H + 2 * HKV) + 2 * sb * H + 6 * sb * F + 4 * A * sb) / t
-    return LAYERS * block + 8 * sb + sb * H + 4 * sb * H * (1 + V / H) / t
+    return LAYERS * block + 8 * sb + sb * H + (4 * sb * H * (1 + V / H) + 2 * sb * V) / t
 
 
 def _memory(**request: object) -> tuple[tuple[StageMemory, ...], list[str]]:

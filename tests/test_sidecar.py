@@ -116,10 +116,10 @@ def test_version_1_reads_as_version_2_writes(
 
 
 def _state(llm: dict[str, Any]) -> dict[str, Any]:
-    """The layout with each stage's memory less its activations (and so its total)."""
-    memory = [
-        {k: v for k, v in m.items() if k not in ("activations_bytes", "total_bytes")} for m in llm["memory"]
-    ]
+    """The layout with each stage's memory less its activations (and so its total and the
+    reserved bytes version 1 did not write)."""
+    dropped = ("activations_bytes", "total_bytes", "reserved_bytes")
+    memory = [{k: v for k, v in m.items() if k not in dropped} for m in llm["memory"]]
     return {**llm, "memory": memory}
 
 

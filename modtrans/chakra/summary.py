@@ -158,9 +158,11 @@ def memory(llm: dict[str, Any]) -> list[str]:
     out = []
     for m in llm.get("memory", []):
         w, g, o, a = (m[f"{part}_bytes"] / 2**30 for part in sidecar.MEMORY_PARTS)
+        reserved = m.get("reserved_bytes", m["total_bytes"])
+        more = f"; reserved {reserved / 2**30:,.1f}" if reserved > m["total_bytes"] else ""
         out.append(
             f"memory per rank, stage {m['stage']}: {m['total_bytes'] / 2**30:,.1f} GiB (weights {w:.1f}, "
-            f"gradients {g:.1f}, optimizer {o:.1f}, activations {a:.1f})"
+            f"gradients {g:.1f}, optimizer {o:.1f}, activations {a:.1f}{more})"
         )
     return ["", *out] if out else []
 

@@ -351,10 +351,20 @@ class StageMemory:
     gradients: int
     optimizer: int
     activations: int
+    # blocks PyTorch's caching allocator keeps reserved at the peak beyond the live tensors (freed
+    # before it, fitting none of its requests): what torch.cuda.max_memory_reserved adds to total
+    cached: int = 0
 
     @property
     def total(self) -> int:
+        """The tensors' peak: what the rank needs (the allocator frees cached blocks before it
+        fails an allocation)."""
         return self.weights + self.gradients + self.optimizer + self.activations
+
+    @property
+    def reserved(self) -> int:
+        """What the caching allocator holds at the peak: max_memory_reserved, as frameworks report."""
+        return self.total + self.cached
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,14 +103,37 @@ class Framework(enum.StrEnum):
         the ops between what it saves: strategy/llm/selective.py), not Megatron's attention core."""
         return self is Framework.TORCHTITAN
 
-    @property
-    def logit_bytes(self) -> int:
-        """Bytes a logit costs at the loss's peak, beside the blocks' activations: Megatron's
-        fp32 logits, 4 (theoretical_memory_usage.py's 4 sbh (1 + V / h)); torchtitan's
-        cross-entropy over an fp32 copy of the whole bf16 logits (train.py at 9dec370: loss_fn's
-        `cross_entropy(pred.flatten(0, 1).float(), ...)`, `del pred` after it), whose backward
-        holds log_softmax's fp32 output, its gradient and the input's gradient at once, 12."""
-        return 12 if self is Framework.TORCHTITAN else 4
+    def logit_bytes(self, width: int) -> int:
+        """Bytes a logit costs at the loss's peak, beside the blocks' activations, for logits of
+        `width` bytes (the model's activations'); each held to PyTorch running the loss's ops
+        (tests/test_loss_memory_measured.py).
+
+        Megatron: 2 + 4 for 16-bit logits, 4 for fp32 ones. Its cross-entropy makes an fp32 copy
+        while the caller still holds the logits (megatron/core/tensor_parallel/cross_entropy.py
+        at core_r0.8.0, calculate_logits_max: `vocab_parallel_logits.float()`; GPTModel.forward
+        holds `logits` across compute_language_model_loss), turns it into exp_logits in place
+        and saves it; its backward hands that fp32 tensor back as the gradient, which autograd
+        casts to the logits' dtype: 2 + 4 again. theoretical_memory_usage.py counts the 4 alone.
+        torchtitan: 12, its cross-entropy over an fp32 copy of the whole bf16 logits (train.py at
+        9dec370: loss_fn's `cross_entropy(pred.flatten(0, 1).float(), ...)`, `del pred` before the
+        backward), whose backward holds log_softmax's fp32 output, its gradient and the input's
+        gradient at once. The others: 4, the fp32 logits."""
+        if self is Framework.TORCHTITAN:
+            return 12
+        copy = width if width < 4 else 0  # .float() of fp32 logits is the logits themselves
+        return 4 + copy if self.family is Framework.MEGATRON else 4
+
+    def logit_cached(self, width: int) -> int:
+        """Bytes a logit PyTorch's caching allocator keeps reserved at the loss's peak beyond the
+        live tensors: blocks freed before it that none of its requests fit. torchtitan's bf16
+        logits, freed by `del pred` before the backward (2 B a logit), whose backward then asks
+        for 4-byte ones; the allocator reuses a cached block only for a request it holds
+        (c10/cuda/CUDACachingAllocator.cpp, get_free_block: the smallest cached block of the
+        stream's pool at least the request's size) and returns cached blocks only when an
+        allocation would fail (release_cached_blocks). Megatron's loss frees nothing before its
+        peak. What torch.cuda.max_memory_reserved adds to the peak there
+        (tests/test_loss_memory_measured.py replays the loss's allocations through that policy)."""
+        return width if self is Framework.TORCHTITAN and width < 4 else 0
 
     @property
     def eager_norms(self) -> bool:

@@ -12,8 +12,8 @@ block stores its tensors in the dtype it computes in, so each tensor term below 
 and counts w bytes an element, the IR's activation dtype's (dtypes.py; torch's element_size: fp32
 4, fp16 and bf16 2): a configuration stating no dtype, an fp32 ONNX file or --precision fp32
 stores twice fp16's. What does not scale: the dropout masks (1 byte an element, torch's bool /
-uint8 mask), FlashAttention's fp32 statistics (4) and the loss's logits (frameworks.logit_bytes:
-Megatron's cross-entropy runs on fp32 logits whatever the model's dtype).
+uint8 mask), FlashAttention's fp32 statistics (4) and the loss's logits (frameworks.logit_bytes: the
+cross-entropies run on fp32 logits whatever the model's dtype, beside or after the model's own).
 
     replicated over the tensor ranks (/ t under sequence parallelism)
       the two norms' inputs               4 sbh

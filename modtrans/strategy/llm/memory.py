@@ -30,8 +30,9 @@ it applies and says where it differs.
                  flight, / t under SP), the last stage
                  the final norm's and output layer's inputs and the loss's fp32 logits, 2 w sbh +
                  4 sbV, / t: Megatron's 4 sbh (1 + V / h) at 16 bits (for P = 1 Megatron counts
-                 them; on the last of P stages they are there too); torchtitan's loss holds 12
-                 bytes a logit at its peak, not 4 (frameworks.py, logit_bytes)
+                 them; on the last of P stages they are there too), and 2 B a logit more for the
+                 16-bit logits Megatron's loss holds beside its fp32 copy; torchtitan's loss holds
+                 12 bytes a logit at its peak (frameworks.py, logit_bytes)
 
 A keyword preset (DATA, MODEL, the hybrids, HYBRID_TRANSFORMER) is one stage and one micro-batch
 of the IR's batch: its one rank's memory is this model's at T = its widest layer shard (the
@@ -44,9 +45,10 @@ for its backward (strategy/saved.py), a split layer's output side 1/T, its input
 row-parallel layer's 1/T); FWD_IN_BCKWD's segments each keep their input, one segment's saved
 tensors held at a time. Null (the metadata's `memory`) only where a saved tensor's size is unknown.
 
-Not counted: framework buffers, the CUDA context, fragmentation and the blocks PyTorch's caching
-allocator keeps reserved after they are freed (its max_reserved reads above this peak: it gives
-them back only when an allocation would otherwise fail).
+Beside the peak (StageMemory.cached, its `reserved` the sum): the blocks PyTorch's caching
+allocator is known to keep reserved there, freed before it and too small for its requests
+(loss_cached: torchtitan's bf16 logits). Not counted: framework buffers, the CUDA context, other
+fragmentation, blocks cached in other streams' pools (FSDP's all-gather stream).
 """
 
 from __future__ import annotations
@@ -130,7 +132,9 @@ def per_stage(
         )
         ends = (p in held_by[0], p in held_by[-1])  # holds the embedding; the output layer (DualPipe: both)
         activations = activation_bytes(layout, d, p, blocks, ends) if d is not None else 0
-        out.append(StageMemory(int(elements), int(weights), int(grads), int(optimizer), int(activations)))
+        cached = loss_cached(layout, d) if d is not None and ends[1] else 0
+        sizes = (elements, weights, grads, optimizer, activations, cached)
+        out.append(StageMemory(*(int(x) for x in sizes)))
     return tuple(out)
 
 
@@ -243,8 +247,14 @@ def activation_bytes(
         total += tower * _in_flight(layout, stage)  # a vision tower's blocks
     if ends[1]:
         # the final norm's and output layer's inputs (Korthikanti's 4 sbh: two 16-bit tensors)
-        total += (2 * d.width * sbh + layout.framework.logit_bytes * d.s * d.b * d.v) / t
+        total += (2 * d.width * sbh + layout.framework.logit_bytes(d.width) * d.s * d.b * d.v) / t
     return total / layout.sequence_shards  # context parallelism: each rank holds s / C of each tensor
+
+
+def loss_cached(layout: Layout, d: Dims) -> float:
+    """The blocks the caching allocator keeps reserved at the loss's peak, on the rank that holds
+    the output layer (frameworks.logit_cached), its share of the logits."""
+    return layout.framework.logit_cached(d.width) * d.s * d.b * d.v / layout.tp / layout.sequence_shards
 
 
 def _in_flight(layout: Layout, stage: int) -> float:
