@@ -77,8 +77,8 @@ performance-summary-archive.md at 4ab94df, 25.09 to 26.08: every DGX-H100 row FP
 120B's BF16, "64 | BF16 | 1280 | 1 | 4096 | 0 | 1 | 4 | 1 | n/a | 8 | 5824 | 158" in 26.04.01,
 a 2026 DeepEP/HybridEP dispatcher on a model with attention sinks); ModTrans has no FP8.
 Error: our iteration time against the published one (negative: we are faster). Memory: the
-busiest rank's estimate against torchtitan's reading (max reserved by the caching allocator,
-an upper bound on what the model holds).
+busiest rank's reserved bytes (the tensors' peak and the blocks the caching allocator keeps
+beside it: strategy/llm/memory.py) against torchtitan's reading (max reserved).
 
 Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 500 W limit
 ("the actual peak TFLOPs number is between SXM and NVL", its footnote): its rows run on
@@ -86,24 +86,24 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest (2026-12-06, the exact tier, re-run on main a972908 to the same figures, and on 68f7ee9
-for the memory, FSDP's state as it holds it (memory.py); the Megatron-Core
+Latest (2026-12-06, the exact tier, re-run on main a972908 to the same figures, and on f4d44a4
+for the memory, what the caching allocator reserves (memory.py); the Megatron-Core
 rows at TP > 1 with --tp-comm-overlap, its GEMMs on the SMs the comm kernel leaves only while it
 runs (main a0d2f16), the others as on branch nemorows (main b02debe), which those rows' commands
 leave alone; history in docs/performance.md; compute, exposed communication and bubble: the
 busiest stage's):
 
     run                      published    ours   error  compute   comm  bubble  memory pub / ours
-    titan-8b-a100              2.755 s  2.881 s  +4.6 %  2.539 s  0.342  0.000       - / 31.7
-    titan-70b-a100            24.749 s 26.397 s  +6.7 % 22.634 s  3.763  0.000       - / 44.0
-    titan-8b-h100              2.843 s  2.723 s  -4.2 %  2.639 s  0.084  0.000    82.4 / 72.2
-    titan-8b-h100x128          2.923 s  2.804 s  -4.1 %  2.617 s  0.187  0.000    67.0 / 58.2
+    titan-8b-a100              2.755 s  2.881 s  +4.6 %  2.539 s  0.342  0.000       - / 33.6
+    titan-70b-a100            24.749 s 26.397 s  +6.7 % 22.634 s  3.763  0.000       - / 45.9
+    titan-8b-h100              2.843 s  2.723 s  -4.2 %  2.639 s  0.084  0.000    82.4 / 76.1
+    titan-8b-h100x128          2.923 s  2.804 s  -4.1 %  2.617 s  0.187  0.000    67.0 / 62.1
     foundry-7b-h100            1.155 s  0.885 s -23.4 %  0.820 s  0.065  0.000       - / 63.8
     foundry-7b-a100            5.295 s  4.758 s -10.1 %  4.484 s  0.274  0.000       - / 63.8
-    mcore-1.7b-h100            0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 17.1
-    mcore-7.1b-h100            0.800 s  0.592 s -26.0 %  0.586 s  0.006  0.000       - / 28.3
-    mcore-16b-h100             0.850 s  0.692 s -18.5 %  0.686 s  0.006  0.000       - / 29.3
-    mcore-32b-h100             0.892 s  1.064 s +19.3 %  0.735 s  0.329  0.000       - / 28.2
+    mcore-1.7b-h100            0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 18.1
+    mcore-7.1b-h100            0.800 s  0.592 s -26.0 %  0.586 s  0.006  0.000       - / 28.8
+    mcore-16b-h100             0.850 s  0.692 s -18.5 %  0.686 s  0.006  0.000       - / 29.6
+    mcore-32b-h100             0.892 s  1.064 s +19.3 %  0.735 s  0.329  0.000       - / 28.4
     mcore-70b-h100             2.177 s  2.362 s  +8.5 %  1.539 s  0.575  0.248       - / 36.8
     mcore-119b-h100            3.648 s  3.861 s  +5.9 %  2.728 s  0.503  0.631       - / 37.6
     mcore-177b-h100            5.259 s  5.417 s  +3.0 %  3.882 s  0.526  1.009       - / 41.7
@@ -122,13 +122,14 @@ torchtitan's four rows came within 10 % with its own conventions, each held to a
 measurement, never to these rows: its H100 part, its 'op' selective recomputation (every second
 matmul of a block rerun: strategy/llm/selective.py), rotary and SwiGLU op by op (cost/eager.py,
 Liger-Kernel's H100 measurement), RMSNorm op by op (cost/norms.py), the loss and the optimizer
-step over a rank's shard. Its memory reads 12.4 and 13.2 % under torchtitan's max reserved (17 %
-before FSDP's state was counted as it holds it): ours is the peak the tensors take; the caching
-allocator also keeps blocks freed before it, which it returns only when an allocation fails. At
-the loss's backward, the peak, those include the forward's bf16 logits (2 B a logit, 3.9 GiB here:
-freed before the backward, too small for its 4 B requests), and may include the blocks cached in
-the pools of FSDP's all-gather and reduce-scatter streams (a block's gathered parameters, the
-root's fp32 gradients from the last backward), which another stream's requests cannot use.
+step over a rank's shard. Its memory reads 7.6 and 7.3 % under torchtitan's max reserved (12.4 and
+13.2 % before the allocator's reserve, 17 % before FSDP's state was counted as it holds it). Ours is
+what the caching allocator holds at the peak (the metadata's reserved_bytes): the tensors' peak and
+the blocks it keeps freed before it that its requests there do not fit, the forward's bf16 logits
+(2 B a logit, 3.9 GiB here: freed before the loss's backward, too small for its 4 B requests;
+frameworks.py, logit_cached). Not counted: the blocks cached in the pools of FSDP's all-gather
+stream (a block's gathered parameters, which the compute stream's requests cannot use), other
+fragmentation.
 
 Where llm-foundry's and Megatron-Core's H100 runs lose time is not the kernels: the H100 BF16 GEMM
 model sits 3 % above to 15 % below each of 24 published measurements at training's shapes

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -47,6 +49,23 @@ def test_the_memory_is_what_the_translation_writes_in_its_metadata(tmp_path: Pat
     stages = json.loads(shown.stdout)
     assert len(stages) == 2
     assert stages == meta["parallel"]["llm"]["memory"]
+
+
+def test_torchtitans_reserve_is_shown_beside_the_peak(tmp_path: Path) -> None:
+    """torchtitan's Llama 3 8B (its benchmark's local batch 2, sequence 8,192): the caching
+    allocator keeps the bf16 logits `del pred` frees, 2 B of each of 2 x 8,192 x 128,256 logits
+    (the vocabulary of meta-llama/Meta-Llama-3-8B's config.json), beside the tensors' peak; a
+    Megatron layout, which frees nothing before its loss's peak, has no such column."""
+    layout = ("--framework", "torchtitan", "--zero", "3", "--dp", "8", "--seq-len", "8192")
+    done = _modtrans("inspect", "llama-3-8b", *layout, "--micro-batch", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "reserved GiB" in done.stdout
+    row = re.findall(r"^\s+0\s+[\d,]+(?:\s+[\d.]+){4}\s+([\d.]+)\s+([\d.]+)$", done.stdout, re.M)
+    total, reserved = (float(v) for v in row[0])
+    assert reserved - total == pytest.approx(2 * 2 * 8192 * 128256 / 2**30, abs=0.011)
+    megatron = _modtrans("inspect", "llama-3-8b", "--tp", "2", cwd=tmp_path)
+    assert megatron.returncode == 0, megatron.stderr
+    assert "reserved" not in megatron.stdout
 
 
 def test_a_layout_the_model_cannot_take_is_one_line_not_a_traceback(tmp_path: Path) -> None:

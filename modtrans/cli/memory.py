@@ -1,6 +1,7 @@
 """`modtrans inspect MODEL --tp ...`: one rank's memory per pipeline stage of the layout the
 options give, as the translation computes it (strategy/llm/memory.py, the plan's memory): its
-parameters, weights, gradients, optimizer state and activations. No workload is written."""
+parameters, weights, gradients, optimizer state and activations, and what PyTorch's caching
+allocator reserves where it keeps more. No workload is written."""
 
 from __future__ import annotations
 
@@ -65,9 +66,20 @@ def show(model: str, options: dict[str, Any], fmt: str, no_color: bool) -> None:
 
 
 def _lines(stages: Any, npus: int) -> list[str]:
-    """A row per pipeline stage: one rank's parameters and GiB by part."""
-    head = ("stage", "parameters", "weights", "gradients", "optimizer", "activations", "total GiB")
-    parts = ("weights", "gradients", "optimizer", "activations", "total")
+    """A row per pipeline stage: one rank's parameters and GiB by part, and what the caching
+    allocator reserves where it keeps more than the peak (StageMemory.reserved)."""
+    head: tuple[str, ...] = (
+        "stage",
+        "parameters",
+        "weights",
+        "gradients",
+        "optimizer",
+        "activations",
+        "total GiB",
+    )
+    parts: tuple[str, ...] = ("weights", "gradients", "optimizer", "activations", "total")
+    if any(m.cached for m in stages):
+        head, parts = (*head, "reserved GiB"), (*parts, "reserved")
     rows = [
         (str(s), f"{m.parameters:,}", *(f"{getattr(m, p) / GIB:.2f}" for p in parts))
         for s, m in enumerate(stages)
