@@ -21,33 +21,9 @@ from tests.livebytes import Live  # noqa: E402
 pytestmark = pytest.mark.hf
 
 
-def test_torchtitans_loss_peaks_at_its_logit_bytes() -> None:
-    """Forward: the bf16 logits, their fp32 copy and log_softmax's output, 10 B a logit; the
-    backward's peak: log_softmax's output, its gradient and the input's gradient, 12 (the hidden
-    state and the output weight's gradients, H / V and H / T of that, under 1 % here)."""
-    tokens, hidden, vocab = 512, 8, 4096
-    x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
-    weight = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
-    labels = torch.randint(0, vocab, (tokens,))
-    peak = Live()
-    with peak:
-        pred = x @ weight.t()
-        loss = torch.nn.functional.cross_entropy(pred.float(), labels)
-        forward = peak.peak
-        del pred
-        peak.peak = peak.live
-        loss.backward()
-    logits = tokens * vocab
-    assert forward / logits == pytest.approx(10, rel=0.01)
-    assert peak.peak / logits == pytest.approx(Framework.TORCHTITAN.logit_bytes(2), rel=0.01)
-
-
-def test_torchtitans_loss_reserves_its_freed_bf16_logits_beside_the_peak() -> None:
-    """The same loss's allocations and frees, in PyTorch's order, replayed through the caching
-    allocator's policy (tests/caching.py): the bf16 logits `del pred` frees are too small for the
-    backward's fp32 requests, so max_memory_reserved holds them beside the 12 B peak, 2 B a logit
-    (frameworks.logit_cached), beside the small pool's one 2 MiB segment."""
-    tokens, hidden, vocab = 4096, 8, 8192
+def _torchtitans_loss(tokens: int, hidden: int, vocab: int) -> tuple[Live, int]:
+    """torchtitan's loss over an output layer's bf16 logits, forward and backward, under a tracker;
+    and the forward's peak."""
     x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
     weight = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
     labels = torch.randint(0, vocab, (tokens,))
@@ -55,8 +31,31 @@ def test_torchtitans_loss_reserves_its_freed_bf16_logits_beside_the_peak() -> No
     with live:
         pred = x @ weight.t()
         loss = torch.nn.functional.cross_entropy(pred.float(), labels)
+        forward = live.peak
         del pred
+        live.peak = live.live
         loss.backward()
+    return live, forward
+
+
+def test_torchtitans_loss_peaks_at_its_logit_bytes() -> None:
+    """Forward: the bf16 logits, their fp32 copy and log_softmax's output, 10 B a logit; the
+    backward's peak: log_softmax's output, its gradient and the input's gradient, 12 (the hidden
+    state and the output weight's gradients, H / V and H / T of that, under 1 % here)."""
+    tokens, vocab = 512, 4096
+    live, forward = _torchtitans_loss(tokens, 8, vocab)
+    logits = tokens * vocab
+    assert forward / logits == pytest.approx(10, rel=0.01)
+    assert live.peak / logits == pytest.approx(Framework.TORCHTITAN.logit_bytes(2), rel=0.01)
+
+
+def test_torchtitans_loss_reserves_its_freed_bf16_logits_beside_the_peak() -> None:
+    """The same loss's allocations and frees, in PyTorch's order, replayed through the caching
+    allocator's policy (tests/caching.py): the bf16 logits `del pred` frees are too small for the
+    backward's fp32 requests, so max_memory_reserved holds them beside the 12 B peak, 2 B a logit
+    (frameworks.logit_cached), beside the small pool's one 2 MiB segment."""
+    tokens, vocab = 4096, 8192
+    live, _ = _torchtitans_loss(tokens, 8, vocab)
     replayed = Allocator().replay(live.events)
     logits = tokens * vocab
     titan = Framework.TORCHTITAN
