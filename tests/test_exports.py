@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from modtrans import api
 from modtrans.extraction import extract
 from modtrans.ir.document import Kind, ModelIR
 from tests.conftest import ROOT
@@ -55,10 +56,44 @@ def _gemm_macs(ir: ModelIR) -> int:
         "gpt2_tiny_dynamo.onnx",
         "lstm_legacy.onnx",
         "mobilenet_v3_small_fp16_legacy.onnx",
+        "llama_tiny_dynamo.onnx",
+        "buffers_dynamo.onnx",
     ],
 )
 def test_trainable_parameters_equal_pytorchs_count(name: str) -> None:
     assert _load(name).totals.trainable_params == MANIFEST[name]["torch_parameters"]
+
+
+@pytest.mark.parametrize("name", ["llama_tiny_dynamo.onnx", "buffers_dynamo.onnx"])
+def test_a_buffer_the_dynamo_export_marks_is_held_untrained(name: str) -> None:
+    """torch.export's BUFFER and CONSTANT_TENSOR initializers (RoPE's inv_freq; a registered buffer,
+    persistent or not; a tensor attribute) are model state: in the IR's parameters with their
+    bytes, never trained, so no gradient, all-reduce or optimizer state is made for them."""
+    ir = _load(name)
+    entry = MANIFEST[name]
+    held = {p.name: p for x in ir.layers for p in x.params if p.counted and not p.trainable}
+    stored = {**entry["torch_buffer_elements"], **entry.get("torch_constant_elements", {})}
+    marked = {n for kind in ("BUFFER", "CONSTANT_TENSOR") for n in entry["export_kinds"].get(kind, ())}
+    assert held
+    assert set(held) == marked
+    assert marked <= set(stored)
+    assert ir.totals.params == entry["torch_parameters"] + sum(p.elements for p in held.values())
+    assert ir.totals.param_bytes == ir.totals.trainable_bytes + sum(p.bytes for p in held.values())
+    shapes = [
+        f"{k}=" + "x".join(str(_size(i, d)) for i, d in enumerate(v)) for k, v in entry["inputs"].items()
+    ]
+    reduced = api.workload(FOLDER / name, input_shape=shapes)
+    fp32 = 4  # torch's default dtype, the model's: one gradient of 4 bytes a parameter
+    assert sum(x.weight_grad.comm_size for x in reduced.layers) == fp32 * entry["torch_parameters"]
+
+
+def test_a_torchscript_export_marks_no_buffer_so_inv_freq_stays_counted() -> None:
+    """The TorchScript exporter writes no export kinds: RoPE's inv_freq (head_dim / 2 = 8 elements,
+    torch's buffer) is a Constant like any weight's, so it is counted trainable, as before."""
+    entry = MANIFEST["llama_tiny_legacy.onnx"]
+    (inv_freq,) = (n for n in entry["torch_buffer_elements"] if n.endswith("rotary_emb.inv_freq"))
+    ir = _load("llama_tiny_legacy.onnx")
+    assert ir.totals.trainable_params == entry["torch_parameters"] + entry["torch_buffer_elements"][inv_freq]
 
 
 def test_folded_batchnorm_in_the_dynamo_export() -> None:
