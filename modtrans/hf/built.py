@@ -2,8 +2,8 @@
 (inputs.py), one forward recorded (library.record), its layers (layers.py) under a provenance, and
 the model's tensor-parallel plan anchored at its own module paths (library.anchored).
 
-extract() reads a configuration's model through it; the tests and tools/hf_moe_marks.py read the
-models they build themselves through it, so that what they check is what a translation reads.
+extract() reads a configuration's model through it; the tests and the tools/hf_*.py reports read
+the models they build themselves through it, so that what they check is what a translation reads.
 """
 
 from __future__ import annotations
