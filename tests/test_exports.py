@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from modtrans import api
 from modtrans.extraction import extract
 from modtrans.ir.document import Kind, ModelIR
 from tests.conftest import ROOT
@@ -29,10 +30,13 @@ def _size(axis: int, dim: int | str) -> int:
     return SIZES.get(dim, 2 if axis == 0 else 32)
 
 
+def _dims(name: str) -> dict[str, tuple[int, ...]]:
+    """The test sizes of the file's inputs, by the dims MANIFEST.json records."""
+    return {k: tuple(_size(i, d) for i, d in enumerate(v)) for k, v in MANIFEST[name]["inputs"].items()}
+
+
 def _load(name: str) -> ModelIR:
-    dims = MANIFEST[name]["inputs"]
-    shapes = {k: tuple(_size(i, d) for i, d in enumerate(v)) for k, v in dims.items()}
-    ir, found = extract(FOLDER / name, input_shapes=shapes)
+    ir, found = extract(FOLDER / name, input_shapes=_dims(name))
     assert ir is not None, found
     expected = set(MANIFEST[name].get("expected_diagnostics", ()))  # what the manifest says the file gives
     assert [d for d in found if d.code not in expected] == [], found
@@ -55,10 +59,63 @@ def _gemm_macs(ir: ModelIR) -> int:
         "gpt2_tiny_dynamo.onnx",
         "lstm_legacy.onnx",
         "mobilenet_v3_small_fp16_legacy.onnx",
+        "llama_tiny_dynamo.onnx",
+        "buffers_dynamo.onnx",
     ],
 )
 def test_trainable_parameters_equal_pytorchs_count(name: str) -> None:
     assert _load(name).totals.trainable_params == MANIFEST[name]["torch_parameters"]
+
+
+@pytest.mark.parametrize("name", ["llama_tiny_dynamo.onnx", "buffers_dynamo.onnx"])
+def test_a_buffer_the_dynamo_export_marks_is_held_untrained(name: str) -> None:
+    """torch.export's BUFFER and CONSTANT_TENSOR initializers (RoPE's inv_freq; a registered buffer,
+    persistent or not; a tensor attribute) are model state: in the IR's parameters with their
+    bytes, never trained, so no gradient, all-reduce or optimizer state is made for them."""
+    ir = _load(name)
+    entry = MANIFEST[name]
+    held = {p.name: p for x in ir.layers for p in x.params if p.counted and not p.trainable}
+    stored = {**entry["torch_buffer_elements"], **entry.get("torch_constant_elements", {})}
+    marked = {n for kind in ("BUFFER", "CONSTANT_TENSOR") for n in entry["export_kinds"].get(kind, ())}
+    assert held
+    assert set(held) == marked
+    assert marked <= set(stored)
+    assert ir.totals.params == entry["torch_parameters"] + sum(p.elements for p in held.values())
+    assert ir.totals.param_bytes == ir.totals.trainable_bytes + sum(p.bytes for p in held.values())
+    reduced = api.workload(FOLDER / name, input_shape=_dims(name))
+    fp32 = 4  # torch's default dtype, the model's: one gradient of 4 bytes a parameter
+    assert sum(x.weight_grad.comm_size for x in reduced.layers) == fp32 * entry["torch_parameters"]
+
+
+def test_the_dynamo_export_s_rotary_products_keep_no_operand_for_inv_freq() -> None:
+    """Held as a trained parameter (the TorchScript export), inv_freq makes each rotary product
+    keep its other operand for a weight gradient: q, rotate_half(q), k, rotate_half(k), b s hd
+    fp32 elements each per head, per layer (tests/test_saved_torch.py's Llama, its `rotary` term:
+    what autograd does not keep). Marked a buffer (the dynamo export), it makes none: the same
+    activations less that term. The model: tools/build_buffer_fixture.py's (2 layers, 2 heads and
+    2 key/value heads of 32 / 2 = 16)."""
+    b, s = SIZES["batch"], SIZES["sequence"]
+    layers, heads, kv, hd = 2, 2, 2, 16
+    rotary = layers * 2 * 4 * b * s * hd * (heads + kv)
+    legacy, dynamo = (_activations(f"llama_tiny_{kind}.onnx") for kind in ("legacy", "dynamo"))
+    assert dynamo == legacy - rotary
+
+
+def _activations(name: str) -> int:
+    """The activations one rank holds, as a translation of the file on one rank reports them."""
+    result = api.translate(FOLDER / name, input_shape=_dims(name))
+    assert result.plan is not None
+    (memory,) = result.plan.memory
+    return memory.activations
+
+
+def test_a_torchscript_export_marks_no_buffer_so_inv_freq_stays_counted() -> None:
+    """The TorchScript exporter writes no export kinds: RoPE's inv_freq (head_dim / 2 = 8 elements,
+    torch's buffer) is a Constant like any weight's, so it is counted trainable, as before."""
+    entry = MANIFEST["llama_tiny_legacy.onnx"]
+    (inv_freq,) = (n for n in entry["torch_buffer_elements"] if n.endswith("rotary_emb.inv_freq"))
+    ir = _load("llama_tiny_legacy.onnx")
+    assert ir.totals.trainable_params == entry["torch_parameters"] + entry["torch_buffer_elements"][inv_freq]
 
 
 def test_folded_batchnorm_in_the_dynamo_export() -> None:

@@ -19,8 +19,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from modtrans import pipeline
-from modtrans.hf import blocks, classes, layers, library
-from modtrans.ir.document import Kind, ModelIR, Part, Provenance
+from modtrans.hf import built, classes, library
+from modtrans.ir.document import Kind, ModelIR, Part
 from modtrans.llm.config import ALIASES
 from tests.hfcheck import GEMMS, agrees
 
@@ -44,10 +44,8 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def traced(model_type: str, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelIR]:
     """(model, inputs, IR) of a model_type's default configuration."""
     model = library.build(classes.default_config(model_type))
-    given = library.inputs(model, 1, sequence)
-    recorded = library.record(model, given)
-    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, model_type, 1, {}, "", True)
-    return model, given, ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    read = built.read(model, 1, sequence)
+    return model, read.given, read.ir
 
 
 @pytest.mark.parametrize("model_type", SAMPLE)
@@ -172,8 +170,8 @@ def test_the_hand_written_families_agree_with_transformers(name: str, tmp_path: 
     )
     assert written is not None
     model = library.build(classes.config_of(data))
-    recorded = library.record(model, library.inputs(model, 1, 128))
-    generic = ModelIR(written.provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    read = built.read(model, 1, 128)
+    recorded, generic = read.recorded, read.ir
     assert written.totals.params == generic.totals.params == recorded.total_params
     shapes = {p.name: p.shape for x in generic.layers for p in x.params}
     mine = {p.name: p.shape for x in written.layers for p in x.params}
@@ -316,9 +314,7 @@ def test_a_parameter_read_first_outside_its_module_is_counted_once_by_its_module
     config.num_hidden_layers, config.hidden_size, config.attention_hidden_size = 2, 64, 64
     config.intermediate_size, config.vocab_size = 256, 100
     model = library.build(config)
-    recorded = library.record(model, library.inputs(model, 1, 8))
-    provenance = Provenance("rwkv", None, 0, "test", classes.VERSION, 0, {}, "rwkv", 1, {}, "", True)
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    ir = built.read(model, 1, 8).ir
     assert ir.totals.params == sum(p.numel() for p in model.parameters())
     output = ir.layer("rwkv.blocks.1.attention.output")
     assert [(p.name, p.shared_with) for p in output.params] == [

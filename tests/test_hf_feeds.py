@@ -20,8 +20,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from modtrans.hf import blocks, classes, layers, library
-from modtrans.ir.document import ModelIR, Provenance
+from modtrans.hf import built, classes, library
+from modtrans.ir.document import ModelIR
 from tests.hfcheck import agrees
 
 pytestmark = pytest.mark.hf
@@ -37,10 +37,8 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def traced(config: Any, sequence: int = 32) -> tuple[Any, dict[str, Any], ModelIR]:
     model = library.build(config)
-    given = library.inputs(model, 2, sequence)
-    recorded = library.record(model, given)
-    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
-    return model, given, ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    read = built.read(model, 2, sequence)
+    return model, read.given, read.ir
 
 
 @pytest.mark.parametrize("model_type", FED)

@@ -21,8 +21,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from modtrans.hf import blocks, classes, layers, library
-from modtrans.ir.document import Kind, ModelIR, Part, Provenance
+from modtrans.hf import built, classes, library
+from modtrans.ir.document import Kind, ModelIR, Part
 from modtrans.strategy.llm import activations
 from tests.hfcheck import agrees
 
@@ -33,13 +33,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
 
 def _read(config: Any, sequence: int = 8) -> tuple[Any, dict[str, Any], ModelIR]:
     model = library.build(config)
-    given = library.inputs(model, 1, sequence)
-    recorded = library.record(model, given)
-    provenance = Provenance(
-        "", None, 0, "", classes.VERSION, 0, {}, config.model_type, 1, dict(recorded.inputs), "", True
-    )
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
-    return model, given, ir
+    read = built.read(model, 1, sequence)
+    return model, read.given, read.ir
 
 
 def _moe_blocks(ir: ModelIR) -> dict[int, list[Any]]:

@@ -24,8 +24,7 @@ from typer.testing import CliRunner
 
 from modtrans import pipeline
 from modtrans.cli import app
-from modtrans.hf import blocks, classes, configs, layers, library
-from modtrans.ir.document import ModelIR, Provenance
+from modtrans.hf import built, classes, configs, library
 from modtrans.llm.config import BERT_HEADS, DTYPES, undescribed
 from tests.hfcheck import GEMMS, agrees
 
@@ -100,10 +99,8 @@ def test_a_published_configuration_is_built_as_transformers_builds_it(name: str)
     config = classes.config_of(data)
     model = library.build(config)
     assert type(model).__name__ == REAL[name][0]
-    given = library.inputs(model, 1, 64)
-    recorded = library.record(model, given)
-    provenance = Provenance(name, None, 0, "test", classes.VERSION, 0, {}, name, 1, {}, "", True)
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    read = built.read(model, 1, 64)
+    given, ir = read.given, read.ir
     agrees(model, given, ir)
     declared = str(data.get("torch_dtype") or data.get("dtype") or "float32")
     assert {p.dtype for x in ir.layers for p in x.params} == {DTYPES[declared][0]}

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from modtrans.hf import blocks, classes, layers, library  # noqa: E402
+from modtrans.hf import built, classes, library  # noqa: E402
 from modtrans.hf.kernels import Kernels  # noqa: E402
 from modtrans.hf.values import META  # noqa: E402
 from tests.hfcheck import agrees  # noqa: E402
@@ -38,14 +38,13 @@ def read(model_type: str, sequence: int, remember: bool) -> tuple[Any, dict[str,
     for key, value in SCANS[model_type].items():
         setattr(config, key, value)
     model = library.build(config)
-    given = library.inputs(model, 1, sequence)
     kernels = Kernels()
     if not remember:
         kernels.pure = _NeverPure()
     with pytest.MonkeyPatch.context() as patch:  # the recording's Kernels: this one
         patch.setattr(library, "Kernels", lambda: kernels)
-        recorded = library.record(model, given)
-    return model, given, layers.layers(recorded, blocks.shape_of(model.config)), kernels
+        read = built.read(model, 1, sequence)
+    return model, read.given, read.ir, kernels
 
 
 class _NeverPure(dict):  # type: ignore[type-arg]
@@ -60,15 +59,12 @@ QUICK = ("mamba", "recurrent_gemma")  # the rest under -m slow: a Mamba hybrid's
     "model_type", [m if m in QUICK else pytest.param(m, marks=pytest.mark.slow) for m in sorted(SCANS)]
 )
 def test_a_scan_s_steps_take_the_first_step_s_outputs_and_keep_every_count(model_type: str) -> None:
-    from modtrans.ir.document import ModelIR, Provenance
-
     model, given, fast, kernels = read(model_type, 64, remember=True)
     _, _, slow, ran_all = read(model_type, 64, remember=False)
     assert ran_all.reused == 0
     assert kernels.reused > kernels.ran  # the blocks after the first: most of the forward's kernels
-    assert fast == slow  # every layer, its shapes, FLOPs and bytes, as each kernel run alone gives
-    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
-    agrees(model, given, ModelIR(provenance, tuple(fast)))  # transformers' and FlopCounterMode's
+    assert fast.layers == slow.layers  # every layer, its shapes, FLOPs and bytes, each kernel run alone
+    agrees(model, given, fast)  # transformers' and FlopCounterMode's
 
 
 def _ops() -> list[tuple[Any, tuple[Any, ...], dict[str, Any]]]:

@@ -16,8 +16,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from modtrans.hf import blocks, classes, layers, library, scans  # noqa: E402
-from modtrans.ir.document import Kind, ModelIR, Provenance  # noqa: E402
+from modtrans.hf import built, classes, library, scans  # noqa: E402
+from modtrans.ir.document import Kind, ModelIR  # noqa: E402
 from tests.hfcheck import agrees  # noqa: E402
 
 pytestmark = pytest.mark.hf
@@ -63,18 +63,17 @@ steps): its lengths are multiples of it."""
 SLOW = {"zamba", "jamba"}  # a few seconds each read
 
 
-def read(model_type: str, sequence: int, one_pass: bool = True) -> tuple[Any, dict[str, Any], Any]:
+def read(model_type: str, sequence: int, one_pass: bool = True) -> tuple[Any, dict[str, Any], built.Read]:
     config = classes.default_config(model_type)
     for key, value in RECURRENT[model_type].items():
         setattr(config, key, value)
     model = library.build(config)
-    given = library.inputs(model, 1, sequence)
     with pytest.MonkeyPatch.context() as patch:
         if not one_pass:  # transformers' own loops, recorded op by op
             patch.setattr(scans, "FUNCTIONS", {})
             patch.setattr(scans, "METHODS", {})
-        recorded = library.record(model, given)
-    return model, given, recorded
+        read = built.read(model, 1, sequence)
+    return model, read.given, read
 
 
 def _params(types: Any) -> list[Any]:
@@ -89,12 +88,8 @@ def test_a_recurrent_model_records_the_same_ops_at_any_length(model_type: str) -
     chunk = CHUNKS.get(model_type, 1)
     _, _, short = read(model_type, 16 * chunk)
     _, _, long = read(model_type, 40 * chunk)
-    assert [(op.module, op.name) for op in short.ops] == [(op.module, op.name) for op in long.ops]
-
-
-def _ir(model: Any, recorded: Any) -> ModelIR:
-    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
-    return ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    ops = [[(op.module, op.name) for op in x.recorded.ops] for x in (short, long)]
+    assert ops[0] == ops[1]
 
 
 def _by_module(ir: ModelIR) -> dict[tuple[str, str], tuple[int, int, int]]:
@@ -118,8 +113,8 @@ def test_the_one_pass_keeps_each_module_s_counts_as_transformers_loop_gives_them
     length = 24 * CHUNKS.get(model_type, 1)
     model, given, fast = read(model_type, length)
     _, _, slow = read(model_type, length, one_pass=False)
-    one, loop = _ir(model, fast), _ir(model, slow)
-    assert len(fast.ops) < len(slow.ops)  # the steps' ops recorded once
+    one, loop = fast.ir, slow.ir
+    assert len(fast.recorded.ops) < len(slow.recorded.ops)  # the steps' ops recorded once
     assert len(one.layers) <= len(loop.layers)  # Mamba's: a matmul per step, folded to one
     ours, theirs = _by_module(one), _by_module(loop)
     assert ours.keys() == theirs.keys()

@@ -18,8 +18,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from modtrans.hf import blocks, classes, layers, library
-from modtrans.ir.document import ModelIR, Provenance
+from modtrans.hf import built, classes, library
 from tests.hfcheck import agrees
 
 pytestmark = pytest.mark.hf
@@ -61,11 +60,8 @@ def test_a_tester_configuration_is_read_as_transformers_builds_it(model_type: st
     assert data["model_type"] == model_type
     model = library.build(classes.config_of(data))
     assert type(model).__name__ == BUILT[model_type]
-    given = library.inputs(model, 1, SEQUENCE)
-    recorded = library.record(model, given)
-    provenance = Provenance(model_type, None, 0, "test", classes.VERSION, 0, {}, model_type, 1, {}, "", True)
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
-    agrees(model, given, ir)
+    read = built.read(model, 1, SEQUENCE)
+    agrees(model, read.given, read.ir)
 
 
 def test_a_sequence_longer_than_the_model_holds_is_one_line() -> None:

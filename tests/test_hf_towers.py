@@ -24,8 +24,8 @@ from typer.testing import CliRunner
 
 from modtrans import hf, pipeline
 from modtrans.cli import app
-from modtrans.hf import blocks, classes, layers, library, towers
-from modtrans.ir.document import Layer, ModelIR, Part, Provenance
+from modtrans.hf import built, classes, library, towers
+from modtrans.ir.document import Layer, ModelIR, Part
 from modtrans.strategy.llm import stages
 from tests.hfcheck import agrees
 
@@ -117,17 +117,15 @@ def test_an_hf_only_multimodal_model_s_blocks_are_its_text_model_s(
     assert type(model).__name__ == cls
     tower = getattr(model.model, attribute)
     assert towers.towers(model).keys() == {f"model.{attribute}"}
-    built = getattr(model.config, "vision_config", None) or model.config.audio_config
-    assert tower.config is built
+    own = getattr(model.config, "vision_config", None) or model.config.audio_config
+    assert tower.config is own
     members = _under(ir, f"model.{attribute}.")
     assert members
     assert all(x.block is not None and x.block.index is None for x in members)
     heads = getattr(tower.config, "num_attention_heads", None) or tower.config.encoder_attention_heads
     assert _heads(members) == {heads}
-    given = library.inputs(model, 1, SEQUENCE)
-    recorded = library.record(model, given)
-    provenance = Provenance(model_type, None, 0, "test", classes.VERSION, 0, {}, model_type, 1, {}, "", True)
-    agrees(model, given, ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config)))))
+    read = built.read(model, 1, SEQUENCE)
+    agrees(model, read.given, read.ir)
     (tmp_path / "config.json").write_bytes(data)
     args = ["translate", str(tmp_path / "config.json"), "--pp", "2", "--seq-len", str(SEQUENCE)]
     done = CliRunner().invoke(app, [*args, "--format", "chakra-et", "-o", str(tmp_path / "t")])

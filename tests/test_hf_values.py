@@ -22,8 +22,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from modtrans.hf import blocks, classes, inputs, layers, library
-from modtrans.ir.document import ModelIR, Provenance
+from modtrans.hf import built, classes, inputs, library
+from modtrans.ir.document import ModelIR
 from tests.hfcheck import GEMMS, agrees
 
 pytestmark = pytest.mark.hf
@@ -35,10 +35,8 @@ def traced(config: Any, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelI
 
 def traced_with(config: Any, cls: Any, sequence: int = 64) -> tuple[Any, dict[str, Any], ModelIR]:
     model = library.build(config, cls)
-    given = library.inputs(model, 1, sequence)
-    recorded = library.record(model, given)
-    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
-    return model, given, ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    read = built.read(model, 1, sequence)
+    return model, read.given, read.ir
 
 
 def small(model_type: str, **values: Any) -> Any:
@@ -138,13 +136,9 @@ def test_a_vision_language_model_runs_its_tower_on_an_image(model_type: str, tow
     config.text_config.num_hidden_layers = 2
     names = {"llava": "LlavaForConditionalGeneration", "paligemma": "PaliGemmaForConditionalGeneration"}
     cls = classes.named_class(names[model_type])
-    model = library.build(config, cls)
-    given = library.inputs(model, 1, 64)
+    model, given, ir = traced_with(config, cls)
     assert tuple(given["pixel_values"].shape[1:]) == (3, *[config.vision_config.image_size] * 2)
     assert tuple(given["input_ids"].shape) == (1, tokens + 1)  # 64 tokens hold no image: one text token
-    recorded = library.record(model, given)
-    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     assert not [x.name for x in ir.layers if x.name.endswith("unused")]
     counted = library.count_modules(model, given)
     for module in (tower, "model.multi_modal_projector"):
@@ -334,14 +328,10 @@ def test_an_audio_language_model_runs_its_audio_tower(model_type: str, cls: str,
             setattr(config.audio_config, key, 2)
     if model_type == "qwen3_asr":  # its defaults project audio to 3584 beside 2048-wide text
         config.audio_config.output_dim = config.text_config.hidden_size
-    model = library.build(config, classes.named_class(cls))
-    given = library.inputs(model, 1, 64)
+    model, given, ir = traced_with(config, classes.named_class(cls))
     assert int(given["input_features_mask"].modtrans_value.sum()) == 100
     ids = given["input_ids"].modtrans_value
     assert int((ids == config.audio_token_id).sum()) == tokens
-    recorded = library.record(model, given)
-    provenance = Provenance("default", None, 0, "test", classes.VERSION, 0, {}, "", 1, {}, "", True)
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
     assert not [x.name for x in ir.layers if x.name.endswith("unused")]
     assert ir.totals.params == sum(p.numel() for p in model.parameters())
     counted = library.count_modules(model, given)

@@ -50,8 +50,8 @@ import signal
 import sys
 from typing import Any
 
-from modtrans.hf import blocks, classes, layers, library
-from modtrans.ir.document import Kind, ModelIR, Provenance
+from modtrans.hf import built, classes, library
+from modtrans.ir.document import Kind
 
 GEMMS = (Kind.LINEAR, Kind.MATMUL, Kind.CONV)
 
@@ -60,10 +60,8 @@ def check(config: Any, cls: Any, sequence: int) -> str:
     """pass or FAIL for the model `cls` (None: the class classes.model_class takes) builds from
     `config`: parameters against sum(p.numel()), GEMM FLOPs against FlopCounterMode's."""
     model = library.build(config, cls)
-    given = library.inputs(model, 1, sequence)
-    recorded = library.record(model, given)
-    provenance = Provenance("", None, 0, "", classes.VERSION, 0, {}, config.model_type, 1, {}, "", True)
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    read = built.read(model, 1, sequence)
+    given, ir = read.given, read.ir
     expected = sum(p.numel() for p in model.parameters())
     counted = library.count_forward(model, given)
     ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS)

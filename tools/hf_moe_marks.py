@@ -48,8 +48,8 @@ from typing import Any
 
 import torch
 
-from modtrans.hf import blocks, classes, layers, library
-from modtrans.ir.document import ModelIR, Part, Provenance
+from modtrans.hf import built, classes, library
+from modtrans.ir.document import ModelIR, Part
 from modtrans.strategy.llm import activations
 
 DOWN = re.compile(r"down|w2|wo\b|output|fc2")
@@ -155,14 +155,9 @@ def top_k_of(config: Any) -> dict[str, int]:
 
 def check(config: Any, sequence: int) -> str:
     model = library.build(config)
-    given = library.inputs(model, 1, sequence)
-    recorded = library.record(model, given)
-    provenance = Provenance(
-        "", None, 0, "", classes.VERSION, 0, {}, config.model_type, 1, dict(recorded.inputs), "", True
-    )
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
-    want = truth(model, list(recorded.blocks), model.config)
-    return compare(ir, want, model.config)
+    read = built.read(model, 1, sequence)
+    want = truth(model, list(read.recorded.blocks), model.config)
+    return compare(read.ir, want, model.config)
 
 
 def compare(ir: ModelIR, want: dict[int, dict[str, Any]], config: Any) -> str:

@@ -4,7 +4,8 @@
 
 Steps: wire.py (file -> bytes without weights), load.py (onnx parse, inputs, checker, shape
 inference within a memory budget), fold.py, scopes.py, arith.py and shapes.py (the shapes
-inference cannot see by itself), graph.py (graph -> layers), structure.py (each layer's block
+inference cannot see by itself), graph.py (graph -> layers), buffers.py (the initializers a torch.export
+file marks as buffers or constants: not trained), structure.py (each layer's block
 from its module path), loops.py (Loop / Scan trip counts), whiles.py (a while loop driven by
 counters, run to its trip count), ops/ (op -> FLOPs, GEMM, parameter
 roles, by family), moe.py (mixtures of experts).
@@ -19,7 +20,7 @@ from pathlib import Path
 from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic, has_errors
 from modtrans.digest import Digest
-from modtrans.extraction import fold, load, moe, shapes, structure
+from modtrans.extraction import buffers, fold, load, moe, shapes, structure
 from modtrans.extraction.graph import Walker
 from modtrans.ir.document import ModelIR, Provenance
 
@@ -116,6 +117,7 @@ def _extract(
     walker.opsets = {
         ("" if o.domain == "ai.onnx" else o.domain): o.version for o in loaded.model.opset_import
     }
+    walker.untrained = buffers.untrained(loaded.model)
     walker.walk(inferred.graph)
     layers, diagnostics = moe.mark(walker.layers, walker.top_k, walker.diagnostics, where)
     layers = structure.mark(layers)

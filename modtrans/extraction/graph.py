@@ -263,6 +263,7 @@ class Walker:
         self.top_k: dict[str, int] = {}  # TopK layer -> its constant K (mixtures of experts)
         self._conflicted = False
         self.opsets: dict[str, int] = {}
+        self.untrained: frozenset[str] = frozenset()  # buffers and constants by the file's word (buffers.py)
 
     def walk(
         self,
@@ -598,7 +599,9 @@ class Walker:
             dtype=dtypes.name(source.data_type),
             elements=values or elements,
             bytes=dtypes.size_bytes(elements, source.data_type),
-            trainable=role in TRAINABLE_ROLES and source.data_type in _WEIGHT_TYPES,
+            trainable=role in TRAINABLE_ROLES
+            and source.data_type in _WEIGHT_TYPES
+            and source.name not in self.untrained,
             shared_with=None if owner == layer else owner,
         )
 

@@ -40,6 +40,8 @@ towers.py   a multimodal model's towers (its vision and audio encoders): outside
             the first pipeline stage, with their own configuration's heads
 plans.py    the model's own base_model_tp_plan: each layer's style (Layer.tp_style), which
             strategy/llm/tensor.py splits and communicates by; --tp refused without a plan
+built.py    a built model's IR, made one way: its inputs, one forward recorded, its layers under
+            a provenance, its anchored tensor-parallel plan (extract's, the tests' and tools')
 cache.py    the IR kept by the configuration's digest: a second run reads it without torch
 
     ir, found = extract(config, data, name="config.json", batch=1, sequence=2048)
@@ -53,9 +55,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, diagnostic
-from modtrans.ir.document import ModelIR, Provenance
+from modtrans.ir.document import ModelIR
 
 PRODUCER = "transformers configuration (meta device)"
 
@@ -172,25 +173,8 @@ def _traced(
     remote: Path | None,
 ) -> tuple[ModelIR, dict[str, str]]:
     """The IR of the configuration's model and its tensor-parallel plan ({} where none)."""
-    from modtrans.hf import blocks, classes, layers, library
+    from modtrans.hf import built, classes, library
 
-    built = classes.config_of(config, remote)
-    model = library.build(built, remote=remote)
-    given = library.inputs(model, batch, sequence, targets)
-    recorded = library.record(model, given)
-    provenance = Provenance(
-        file=name,
-        sha256=digest,
-        size=size,
-        producer=PRODUCER,
-        producer_version=classes.VERSION,
-        ir_version=0,
-        opset={},
-        graph=recorded.cls,
-        batch=batch,
-        input_shapes=dict(recorded.inputs),
-        tool=f"modtrans {__version__}",
-        architecture_only=True,
-    )
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
-    return ir, library.anchored(library.tp_plan(model.config), model)
+    model = library.build(classes.config_of(config, remote), remote=remote)
+    read = built.read(model, batch, sequence, targets, file=name, sha256=digest, size=size)
+    return read.ir, read.plan
