@@ -86,7 +86,7 @@ def test_qwen2_5_vl_has_the_same_blocks_by_hand_and_through_transformers() -> No
     assert hand is not None, found
     read, found = hf.extract(config, data, name=path.name, batch=1, sequence=1024)
     assert read is not None, found
-    assert read.provenance.producer == hf.PRODUCER
+    assert read.provenance.producer == built.PRODUCER
     for ir in (hand, read):
         assert _indices(ir) == set(range(config["num_hidden_layers"]))
         tower = _under(ir, "model.visual.")

@@ -58,8 +58,6 @@ from typing import Any
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.ir.document import ModelIR
 
-PRODUCER = "transformers configuration (meta device)"
-
 
 def available() -> bool:
     """Whether torch and transformers are installed (found, not imported: importing costs ~2 s)."""

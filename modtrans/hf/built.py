@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from modtrans._version import __version__
-from modtrans.hf import PRODUCER, blocks, classes, layers, library
+from modtrans.hf import blocks, classes, layers, library
 from modtrans.ir.document import ModelIR, Provenance
+
+PRODUCER = "transformers configuration (meta device)"
 
 
 @dataclass(frozen=True, slots=True)
