@@ -237,13 +237,11 @@ FSDP_TITAN: dict[str, object] = {"framework": "torchtitan", "zero": 3, "attentio
 # 'DEFAULT' -> MixedPrecision(param_dtype=bf16 under amp_bf16, reduce_dtype=float32)):
 # --framework llm-foundry (strategy/frameworks.py; the same bytes as torchtitan's).
 # The attention the rows ran: both came with b2a43a1 (2023-10-19), whose sweep.sh gives no
-# --attn_impl to submit_benchmarks.py (default 'triton': llm-foundry v0.3.0's Triton FlashAttention
-# on triton-pre-mlir, setup.py; image mosaicml/pytorch:2.1.0_cu121). No published measurement of that
-# kernel at head dimension 128 on either GPU was found; FlashAttention-2 is the nearest measured
-# (--attention flash2), and 5e85bd6's H100 row with flash-attn 2 (sweep.py: --attn_impl flash, the
-# gpu-flash2 extra; the same 7B and micro-batch on 128 GPUs) runs at 10,475 tokens/s a GPU, 1.6 %
-# under the triton row's 10,643: the kernel is not the row's gap.
-FSDP_FOUNDRY: dict[str, object] = {"framework": "llm-foundry", "zero": 3, "attention": "flash2"}
+# --attn_impl to submit_benchmarks.py (default 'triton': FlashAttention in Triton on triton-pre-mlir,
+# image mosaicml/pytorch:2.1.0_cu121): --framework llm-foundry's own attention (frameworks.py), the
+# FlashAttention-2 paper's measurement of that kernel (devices.json, attention_triton; on the H100 a
+# derivation). bench/bench_foundry.py runs the tables these rows come from.
+FSDP_FOUNDRY: dict[str, object] = {"framework": "llm-foundry", "zero": 3}
 # llm-foundry's MPT defaults: no dropout anywhere (llmfoundry/models/mpt/configuration_mpt.py:
 # attn_pdrop, resid_pdrop, emb_pdrop 0.0)
 MPT_7B = {

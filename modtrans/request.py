@@ -173,7 +173,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         request.bytes_per_cycle,
         cost.Clock(unit, request.clock_ghz),
         _efficiency(request.efficiency),
-        request.attention or "flash",
+        _attention(request),
         _norms(request.framework),
     )
     parallel = _parallelism(request, policy)
@@ -337,10 +337,19 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             stages=_tuple(r.stages),
             capacity_factor=r.moe_expert_capacity_factor,
             pad_to_capacity=r.moe_pad_expert_input_to_capacity,
-            attention=r.attention or "flash",
+            attention=_attention(r),
         )
     except LayoutError as error:
         raise UsageError(str(error)) from None
+
+
+def _attention(r: Request) -> str:
+    """The attention kernel: --attention, else the framework's (frameworks.py, attention), else the
+    device's newest fused kernel."""
+    if r.attention is not None:
+        return r.attention
+    known = r.framework is not None and r.framework in {f.value for f in Framework}
+    return (Framework(r.framework).attention if known and r.framework else None) or "flash"
 
 
 def _norms(framework: str | None) -> str:

@@ -138,10 +138,11 @@ OPTIONS: tuple[Option, ...] = (
     _o("efficiency", str,
        "gpu: scale its measured rates, all (0.9) or per class (gemm=0.8,attention=0.9,memory=0.95).", COST,
        **_SIDE),
-    _o("attention", ("flash", "flash2", "cudnn", "eager"),
-       "gpu: flash (the device's newest fused kernel, the default), flash2 (FlashAttention-2: "
-       "PyTorch SDPA's, flash-attn 2.x), cudnn (cuDNN's: Transformer Engine's on Hopper) or eager "
-       "(its GEMMs and a materialised softmax).", COST,
+    _o("attention", ("flash", "flash2", "cudnn", "flash1", "triton", "eager"),
+       "gpu: flash (the device's newest fused kernel, the default; --framework torchtitan: flash2, "
+       "llm-foundry: triton), flash2 (FlashAttention-2: PyTorch SDPA's, flash-attn 2.x), cudnn (cuDNN's: "
+       "Transformer Engine's on Hopper), flash1 (flash-attn 1.x), triton (FlashAttention in Triton: "
+       "llm-foundry's 2023 benchmarks) or eager (its GEMMs and a materialised softmax).", COST,
        flags=("--attention",), **_SIDE),
     _o("time_unit", cost.Unit,
        "What one tick of a workload file is: ns (ASTRA-sim 1.0's and SimAI's default), us (--dialect "

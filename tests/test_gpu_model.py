@@ -431,6 +431,66 @@ def test_flash2_on_an_a100_is_its_flashattention_2() -> None:
     assert a.kernels.attention == b.kernels.attention
 
 
+# The same figure (flash2_a100_fwd_bwd_benchmark.png), its other bars: FlashAttention-1 (orange) and
+# FlashAttention in Triton (red), forward + backward TFLOP/s on the A100, (head dim, causal, sequence)
+FA1_A100 = {(128, True, 16384): 83, (128, False, 2048): 76, (64, True, 512): 58, (64, False, 8192): 110}
+TRITON_A100 = {(128, True, 16384): 80, (128, True, 2048): 68, (64, False, 1024): 102, (64, True, 4096): 76}
+# flash2_h100_fwd_bwd_benchmark.png, FlashAttention-1's bars on the H100 SXM5
+FA1_H100 = {(128, True, 16384): 137, (128, False, 4096): 131, (64, True, 1024): 123}
+
+
+@pytest.mark.parametrize(
+    ("device", "kernel", "key", "tflops"),
+    [("a100", "flash1", k, v) for k, v in FA1_A100.items()]
+    + [("a100", "triton", k, v) for k, v in TRITON_A100.items()]
+    + [("h100", "flash1", k, v) for k, v in FA1_H100.items()],
+)
+def test_flash1_and_triton_run_at_their_measured_rates(
+    device: str, kernel: str, key: tuple[int, bool, int], tflops: float
+) -> None:
+    """`--attention flash1` and `--attention triton` charge the attention core what the
+    FlashAttention-2 paper's figures measured of those kernels, forward and backward together."""
+    head_dim, causal, sequence = key
+    batch, heads = 16384 // sequence, 2048 // head_dim
+    model = cost.get("gpu", cost.Settings(device=device, attention=kernel))
+    assert isinstance(model, Gpu)
+    seconds = _attention(model, batch, heads, sequence, head_dim, causal)
+    flops = 3.5 * 4 * batch * sequence**2 * heads * head_dim / (2 if causal else 1)
+    assert flops / seconds / 1e12 == pytest.approx(tflops, rel=0.01)
+
+
+def test_the_triton_kernel_on_an_h100_gains_what_flashattention_1_gains() -> None:
+    """No H100 measurement of FlashAttention in Triton is published: both it and FlashAttention-1
+    are Ampere code, so the H100's is the A100's times FlashAttention-1's H100 / A100 gain at the
+    same mask, head dimension and sequence (devices.json's sources), below FlashAttention-2's."""
+    rates = {
+        (device, kernel): cost.get("gpu", cost.Settings(device=device, attention=kernel))
+        for device in ("a100", "h100")
+        for kernel in ("flash1", "triton", "flash2")
+    }
+    for causal in (True, False):
+        for sequence in (512, 2048, 16384):
+            at = {k: m.kernels.attention.rates(128, sequence, causal)[0] for k, m in rates.items()}  # type: ignore[attr-defined]
+            gain = at[("h100", "flash1")] / at[("a100", "flash1")]
+            assert at[("h100", "triton")] == pytest.approx(at[("a100", "triton")] * gain, rel=0.01)
+            assert at[("h100", "triton")] < 0.6 * at[("h100", "flash2")]
+
+
+def test_each_framework_runs_its_own_attention_unless_told() -> None:
+    """llm-foundry's benchmark tables ran FlashAttention in Triton (submit_benchmarks.py at b2a43a1:
+    --attn_impl default 'triton'), torchtitan PyTorch's SDPA (FlashAttention-2); --attention
+    overrides either; Megatron takes the device's newest fused kernel."""
+    from modtrans.request import Request, prepare
+
+    def kernel(**options: object) -> str:
+        return prepare(Request(model="gpt2", device="h100", **options)).options.cost.attention  # type: ignore[arg-type]
+
+    assert kernel(framework="llm-foundry", zero=3, dp=2) == "triton"
+    assert kernel(framework="torchtitan", zero=3, dp=2) == "flash2"
+    assert kernel(framework="llm-foundry", zero=3, dp=2, attention="flash2") == "flash2"
+    assert kernel(dp=2) == "flash"
+
+
 # cuDNN's fused attention on an H100 80GB SXM5 (cuDNN 9, FP16) as the FlashAttention-3 paper measured
 # it beside FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608), head dim 128, TFLOP/s at 2k, 4k,
 # 8k tokens: the forward from its figure (Dao-AILab/flash-attention assets/flash3_fp16_fwd.png, the

@@ -36,6 +36,10 @@ later one (the H100's FlashAttention-3): the kernel PyTorch's SDPA and flash-att
 torchtitan's and llm-foundry's attention on Hopper. `--attention cudnn` takes cuDNN's fused
 attention where the device has its measurement (the H100's, measured beside FlashAttention-3): the
 kernel Transformer Engine prefers on Hopper, so Megatron-Core's; elsewhere the newest fused kernel.
+`--attention flash1` (flash-attn 1.x) and `--attention triton` (FlashAttention in Triton,
+flash_attn_triton.py: llm-foundry's 2023 default) take those kernels' measurements, the FlashAttention-2
+paper's A100 figure and its H100 figure (FlashAttention-1; the Triton kernel on the H100 derived
+from the A100's: devices.json's sources); elsewhere the newest fused kernel.
 
 `--attention eager` charges an attention core as an implementation without a fused kernel runs it
 (Megatron-LM before FlashAttention, 2021-22; PyTorch's math path): its two products as batched
@@ -67,8 +71,14 @@ from modtrans.cost.norms import eager_rmsnorm_bytes
 from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part
 
-ATTENTION = ("flash", "flash2", "cudnn", "eager")  # the newest fused kernel, FlashAttention-2, cuDNN's, none
-ALTERNATIVES = ("flash2", "cudnn")  # the fused kernels a device may have measured beside its newest
+# the newest fused kernel, FlashAttention-2, cuDNN's, FlashAttention-1, FlashAttention in Triton, none
+ATTENTION = ("flash", "flash2", "cudnn", "flash1", "triton", "eager")
+ALTERNATIVES = (
+    "flash2",
+    "cudnn",
+    "flash1",
+    "triton",
+)  # the fused kernels a device may have measured beside its newest
 TILES = ((256, 128), (128, 256), (128, 128))
 SMALL_TILES = ((128, 64), (64, 128), (64, 64))
 SMALLEST = min(min(t) for t in TILES)

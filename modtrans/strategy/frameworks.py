@@ -136,6 +136,16 @@ class Framework(enum.StrEnum):
         return width if self is Framework.TORCHTITAN and width < 4 else 0
 
     @property
+    def attention(self) -> str | None:
+        """The attention kernel the framework runs where --attention does not say (None: the
+        device's newest fused kernel). torchtitan: PyTorch's SDPA (torchtitan/models/llama/model.py
+        at 9dec370: F.scaled_dot_product_attention), whose flash backend is FlashAttention-2. llm-foundry:
+        FlashAttention in Triton, attn_impl 'triton', the default its benchmarking table's runs took
+        (scripts/train/benchmarking/submit_benchmarks.py at b2a43a1: `--attn_impl` default 'triton';
+        sweep.sh gives none)."""
+        return {Framework.TORCHTITAN: "flash2", Framework.LLM_FOUNDRY: "triton"}.get(self)
+
+    @property
     def eager_norms(self) -> bool:
         """RMSNorm runs as PyTorch's ops, not one fused kernel: torchtitan's defaults (its
         train_configs at 9dec370: compile = false, norm_type = "rmsnorm", the eager module of

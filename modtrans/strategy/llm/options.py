@@ -96,7 +96,7 @@ class Layout:
     cp: int = 1  # Megatron's --context-parallel-size: the sequence split over C ranks (context.py)
     capacity_factor: float | None = None  # Megatron's --moe-expert-capacity-factor (expert.py)
     pad_to_capacity: bool = False  # Megatron's --moe-pad-expert-input-to-capacity
-    attention: str = "flash"  # the kernel: flash, flash2, cudnn (no s x s tensor kept) or eager (memory.py)
+    attention: str = "flash"  # the kernel: flash, flash2, cudnn, flash1, triton (no s x s tensor) or eager
 
     @property
     def vocabulary_multiple(self) -> int:
