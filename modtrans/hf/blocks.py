@@ -17,7 +17,7 @@ from typing import Any
 
 from modtrans import dtypes
 from modtrans.hf.configs import text_of
-from modtrans.ir.document import Block, Heads, Kind, Moe, Part
+from modtrans.ir.document import Block, Heads, Kind, Layer, Moe, Part
 
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 """The configuration keys that count a mixture's routed experts (MixtralConfig, OlmoeConfig,
@@ -52,6 +52,15 @@ class Shape:
     hidden_dropout: float = 0.0
     experts: int | None = None
     top_k: int | None = None
+    layered: tuple[tuple[int | None, int | None], ...] = ()  # per text layer (heads, kv): _layered
+    zero_experts: int = 1  # the router's scores beyond E (scores): LongCat-Flash's zero_expert_num
+
+    def heads_of(self, index: int | None) -> tuple[int | None, int | None]:
+        """Block `index`'s query and key/value heads: its layer's where the configuration gives
+        them per layer, else the model's."""
+        if index is not None and 0 <= index < len(self.layered) and self.layered[index][0]:
+            return self.layered[index]
+        return self.heads, self.kv_heads
 
 
 def shape_of(config: Any, within: Any = None) -> Shape:
@@ -63,8 +72,9 @@ def shape_of(config: Any, within: Any = None) -> Shape:
     name = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16"}.get(
         torch_dtype.removeprefix("torch."), "float"
     )
-    heads = _first_int(text, ("num_attention_heads", "n_head", "num_heads"))
-    kv = _first_int(text, ("num_key_value_heads", "num_kv_heads", "n_head_kv")) or heads
+    layered = _layered(text)
+    heads = _first_int(text, HEAD_KEYS) or (layered[0][0] if layered else None)
+    kv = _first_int(text, KV_KEYS) or (layered[0][1] if layered else None) or heads
     return Shape(
         name,
         dtypes.width(name),
@@ -74,7 +84,30 @@ def shape_of(config: Any, within: Any = None) -> Shape:
         _probability(text, ("hidden_dropout", "hidden_dropout_prob", "resid_pdrop", "dropout_rate")),
         _first_int(text, EXPERT_KEYS) or _nested(text, EXPERT_KEYS),
         _first_int(text, TOP_K_KEYS) or _nested(text, TOP_K_KEYS),
+        layered,
+        _first_int(text, ("zero_expert_num",)) or 1,
     )
+
+
+HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")
+KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv")
+
+
+def _layered(text: Any) -> tuple[tuple[int | None, int | None], ...]:
+    """Each layer's (heads, key/value heads) where the configuration holds them per layer and
+    refuses the global value (transformers' integrations/heterogeneity: Dots3NoteTextConfig's
+    per_layer_config, 128 heads in its first two layers, 64 after); () otherwise."""
+    if _first_int(text, HEAD_KEYS) is not None:
+        return ()
+    try:
+        layers = list(getattr(text, "per_layer_config", None) or ())
+    except Exception:  # transformers' own refusal, whatever its class
+        return ()
+    found = []
+    for each in layers:
+        heads = _first_int(each, HEAD_KEYS)
+        found.append((heads, _first_int(each, KV_KEYS) or heads))
+    return tuple(found) if any(h for h, _ in found) else ()
 
 
 def with_router(shape: Shape, modules: Sequence[Any]) -> Shape:
@@ -171,9 +204,42 @@ def moe(
         return Moe(e, k, 0, e)
     # the router's weight is a linear's [E, hidden] (its module may run the softmax and top-k
     # after it: transformers 5's MixtralTopKRouter, whose output is then [tokens, k])
-    rows = any(len(s) == 2 and s[0] == e for s in params)
-    routes = kind is Kind.LINEAR and (rows or (out is not None and bool(out) and out[-1] == e))
-    return Moe(e, k) if routes and re.search(r"(gate|router)(\.|$)", module) else None
+    rows = any(len(s) == 2 and scores(s[0], shape) for s in params)
+    routes = kind is Kind.LINEAR and (rows or (out is not None and bool(out) and scores(out[-1], shape)))
+    return Moe(e, k) if routes and ROUTER_MODULE.search(module) else None
+
+
+ROUTER_MODULE = re.compile(r"^(.*(?:gate|router))(?:\.|$)")
+"""A router's module path: the last component named gate or router (and what is under it)."""
+
+
+def scores(width: int, shape: Shape) -> bool:
+    """Whether a router's output of `width` scores the E experts: E, or E and the experts that
+    compute nothing beside them (LongCat-Flash's zero_expert_num, LongcatFlashTopkRouter's
+    n_routed_experts + zero_expert_num; Zaya's one skip expert, ZayaRouter's num_experts + 1)."""
+    e = shape.experts or 0
+    return e > 0 and e <= width <= e + shape.zero_experts
+
+
+def router_modules(found: Sequence[Layer]) -> list[Layer]:
+    """`found` with every linear of a router's module marked the router's: a router may run an MLP
+    of its own before its scores (ZayaRouter: a down projection and ZayaRouterMLP's fc1, fc2 and
+    out_proj, modeling_zaya.py), replicated and seeing every token as the scores' linear does."""
+    routers = {
+        (x.block.index, m.group(1))
+        for x in found
+        if x.moe is not None and x.moe.expert is None and x.block is not None
+        if (m := ROUTER_MODULE.search(x.node))
+    }
+    marks = {x.block.index: x.moe for x in found if x.moe is not None and x.moe.expert is None and x.block}
+    out = []
+    for x in found:
+        index = x.block.index if x.block is not None else None
+        under = any(i == index and x.node.startswith(f"{path}.") for i, path in routers)
+        if under and x.moe is None and x.kind is Kind.LINEAR:
+            x = replace(x, moe=marks[index], block=Block(index, Part.ROUTER))
+        out.append(x)
+    return out
 
 
 def block_index(recorded: Any, towered: bool = False) -> dict[str, int]:
@@ -222,13 +288,14 @@ def block(
         return Block(index, Part.NORM)
     if index is None and not towered:
         return Block(None, Part.EMBEDDING if kind is Kind.EMBEDDING else outside)
-    if _in_attention(module, modules):
+    if in_attention(module, modules):
         heads = None
-        if shape.heads:
+        query, kv = shape.heads_of(index)
+        if query:
             causal = _causal(module, modules)
             heads = Heads(
-                shape.heads,
-                shape.kv_heads or shape.heads,
+                query,
+                kv or query,
                 causal,
                 shape.attention_dropout,
                 shape.hidden_dropout,
@@ -237,11 +304,24 @@ def block(
     return Block(index, Part.MLP if index is not None else outside)
 
 
-def _in_attention(path: str, modules: Mapping[str, Any]) -> bool:
+ATTENTION_CLASS = re.compile(r"Attention|MLA$")
+"""An attention module's class: ...Attention, or multi-head latent attention's named for it alone
+(LongcatFlashMLA, modeling_longcat_flash.py); not a decoder layer's (...AttentionLayer)."""
+
+
+def in_attention(path: str, modules: Mapping[str, Any]) -> bool:
+    """Whether a module path sits in an attention module. A mixture of attention heads there
+    (JetMoE's JetMoeMoA, modeling_jetmoe.py: each of E experts a query and an output projection of
+    its own heads over the shared key and value projection, k of them a token; MoA, Zhang et al.
+    2022, arXiv 2210.05144) is the attention's, not a routed MLP's: its layers are the attention's
+    (no Moe: replicated over the expert ranks, no all-to-all), each GEMM an expert's on its
+    balanced share (layers._gemm). JetMoE's report (Shen et al. 2024, arXiv 2404.07413, training
+    infrastructure: Megatron with MegaBlocks) trained with pipeline, not expert, parallelism;
+    Megatron-Core has no attention experts."""
     parts = path.split(".")
     for n in range(len(parts), 0, -1):
         module = modules.get(".".join(parts[:n]))
-        if module is not None and "Attention" in module.cls and "Layer" not in module.cls:
+        if module is not None and ATTENTION_CLASS.search(module.cls) and "Layer" not in module.cls:
             return True
     return False
 

@@ -68,9 +68,10 @@ or Qwen-VL layers), eager or flash as --attention says; a Qwen2.5-VL window bloc
 windows', sum of window^2 a head and image (`keys`: keys a query sees). Under recomputation as the
 language model's blocks.
 
-Not counted: the router's fp32 probabilities (s b E x 4 bytes), the norms' fp32 statistics (a
-Mamba-2 gated norm's included). StableLM and a parallel Falcon drop out one output (after the MLP,
-or the attention's and MLP's sum), counted as the two masks.
+Not counted: the router's fp32 probabilities (s b E x 4 bytes) and a router's own MLP (Zaya's
+ZayaRouterMLP, router_hidden_size wide), the norms' fp32 statistics (a Mamba-2 gated norm's
+included). StableLM and a parallel Falcon drop out one output (after the MLP, or the attention's
+and MLP's sum), counted as the two masks.
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def _mlps(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozense
             first = routed[block]
             k = next(x.moe.top_k for x in first if x.moe is not None)
             experts = k * capacity * _stored(first, h)
-            inputs += k * capacity
+            inputs += k * capacity * len({run for _, run in runs(first)})  # each run's routed copies
         out[block] = Mlp(inputs, float(_stored(mine, h)), experts)
     return out
 
@@ -258,18 +259,33 @@ def _stored(linears: list[Layer], h: int) -> int:
     one module, in the order they run) its up projections' outputs and its down projection's (the
     last one's) input: GeLU's up and down, f + f; gated, the gate's and up projection's outputs (or
     a fused gate_up's 2 f) and the product the down projection reads, 3 f. An MLP of one linear
-    reading the hidden state keeps 2 f, GeLU's."""
-    modules: dict[str, list[Gemm]] = {}
-    for x in linears:
-        if x.gemm is not None:
-            modules.setdefault(x.name.rpartition(".")[0], []).append(x.gemm)
+    reading the hidden state keeps 2 f, GeLU's. A module run again in one forward (Inkling 2
+    loop's looped layers, run loop_num_passes times) keeps each run's (runs)."""
     total = 0
-    for gemms in modules.values():
+    for gemms in runs(linears).values():
         if len(gemms) == 1:
             total += 2 * gemms[0].n if gemms[0].k == h else 0
         else:
             total += sum(g.n for g in gemms[:-1]) + gemms[-1].k
     return total
+
+
+def runs(linears: list[Layer]) -> dict[tuple[str, int], list[Gemm]]:
+    """The GEMMs of `linears` by module and run: a read through transformers names a module's n-th
+    rerun `<name>_<n>` and lists its weights on the first run only (hf/layers.py), so a layer that
+    holds no parameter of its own, named another layer's name and `_<n>`, is that layer's run n (an
+    ONNX MLP's MatMul_1 holds its own weight: another projection of the same run)."""
+    names = {x.name for x in linears}
+    found: dict[tuple[str, int], list[Gemm]] = {}
+    for x in linears:
+        if x.gemm is None:
+            continue
+        base, _, n = x.name.rpartition("_")
+        rerun = n.isdigit() and base in names and not any(p.counted for p in x.params)
+        run = int(n) if rerun else 0
+        name = base if run else x.name
+        found.setdefault((name.rpartition(".")[0], run), []).append(x.gemm)
+    return found
 
 
 def layer(
