@@ -13,6 +13,7 @@ Marker hf: needs torch and transformers (the extra `hf`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ pytest.importorskip("transformers")
 
 from modtrans.hf import classes, library
 from modtrans.ir.document import Gemm, Kind, Part
+from modtrans.plan.model import Recompute
 from modtrans.strategy.llm import Layout, activations
 from tests import plans
 from tests.hfcheck import agrees
@@ -60,9 +62,9 @@ def test_a_bmm_over_the_experts_is_each_experts_gemm() -> None:
 
 def test_a_looped_layer_stores_each_pass() -> None:
     """Inkling2LoopTextModel.forward runs layers loop_layer_index_start .. end - 1 loop_num_passes
-    times (modeling_inkling2_loop.py), each pass's experts keeping their own tensors for the
-    backward: the looped blocks store passes x k x 3 f a token, the others k x 3 f (f the experts'
-    moe_intermediate_size, gated), and k routed copies of the input a pass."""
+    times (modeling_inkling2_loop.py), each pass keeping its own tensors for the backward: a looped
+    block stores loop_num_passes times its terms (its attention's, norms' and experts'), the others
+    once; a pass's experts k x 3 f a token (f the experts' moe_intermediate_size, gated)."""
     config = classes.default_config("inkling2_loop")
     _, _, ir = _read(config)
     text = _text(config)
@@ -70,12 +72,16 @@ def test_a_looped_layer_stores_each_pass() -> None:
     looped = range(text.loop_layer_index_start, text.loop_layer_index_end)
     dims = activations.dims(ir, 1)
     assert dims is not None
+    assert dims.passes == dict.fromkeys(looped, passes)
     sparse = _moe_blocks(ir)
     assert set(looped) < set(sparse)
     for index in sparse:
-        runs = passes if index in looped else 1
-        assert dims.mlps[index].experts == runs * k * 3 * f, index
-        assert dims.mlps[index].inputs >= 1 + runs * k
+        assert dims.mlps[index].experts == k * 3 * f, index
+    once = dataclasses.replace(dims, passes={})
+    for index in looped:
+        stored = activations.layer(dims, index, 1, False, Recompute.NONE, activations.FLASH, 1)
+        one = activations.layer(once, index, 1, False, Recompute.NONE, activations.FLASH, 1)
+        assert stored == passes * one
 
 
 def test_heads_given_per_layer_are_each_blocks() -> None:

@@ -12,9 +12,9 @@ Per family, against the model transformers built (its modules, not our reading o
 - the router (the parameter of the block, outside the experts and any shared expert, of E rows)
   is a layer marked Part.ROUTER;
 - a shared expert's layers (under a module named shared...) are the block's MLP, not routed;
-- the activation model's expert width (activations.dims(ir, 1).mlps[block].experts / top_k) is
-  the gated expert's 3 f or the plain one's 2 f, f the expert's inner width, times the passes the
-  block runs in one forward (Inkling 2 loop's looped layers: _passes).
+- the activation model's expert width (activations.dims(ir, 1).mlps[block].experts / top_k, times
+  the block's passes) is the gated expert's 3 f or the plain one's 2 f, f the expert's inner
+  width, times the passes the block runs in one forward (Inkling 2 loop's looped layers: _passes).
 
 Prints one line per family: ok, or what differs; no-build where it does not build or run on meta.
 After "ok", in brackets, where the activation model (strategy/llm/activations.py) reads correct
@@ -267,8 +267,9 @@ def compare(ir: ModelIR, want: dict[int, dict[str, Any]], config: Any) -> str:
             later.append(f"no activation MLP for block {i}")
         else:
             expected = k * (3 if w["gated"] else 2) * f * w.get("runs", 1)
-            if abs(mlp.experts - expected) > 1e-6:
-                later.append(f"activations: experts {mlp.experts:g} != {expected} (k {k} f {f})")
+            stored = mlp.experts * d.passes.get(i, 1) if d is not None else mlp.experts
+            if abs(stored - expected) > 1e-6:
+                later.append(f"activations: experts {stored:g} != {expected} (k {k} f {f})")
             if mlp.inner and mlp.inner < 2 * f and not w["shared"]:
                 later.append(f"activations: dense inner {mlp.inner:g}")
         if misses:

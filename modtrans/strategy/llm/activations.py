@@ -131,6 +131,7 @@ class Dims:
     attending: frozenset[int] = frozenset()  # where there are mixers: the blocks with attention
     keys: float = 0.0  # keys each query attends to where not s (a windowed block's mean)
     tower: tuple[tuple[Dims, int], ...] = ()  # a vision tower's blocks: their dims, how many alike
+    passes: dict[int, int] = field(default_factory=dict)  # a block run more than once a forward (_passes)
 
     def mlp(self, block: int) -> Mlp:
         """The block's MLP; without one its model's first (a hybrid's: none)."""
@@ -142,9 +143,9 @@ class Dims:
         """Whether the block has attention (every block of a model without state-space mixers)."""
         return block in self.attending or not self.mixers
 
-    def kind(self, block: int) -> tuple[Mlp, Mixer | None, bool]:
+    def kind(self, block: int) -> tuple[Mlp, Mixer | None, bool, int]:
         """What decides a block's terms: blocks of one kind store alike."""
-        return self.mlp(block), self.mixers.get(block), self.attends(block)
+        return self.mlp(block), self.mixers.get(block), self.attends(block), self.passes.get(block, 1)
 
 
 def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) -> Dims | None:
@@ -163,6 +164,7 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
     h = table[1]
     mixers, mixed = mixing.of(blocks, h)
     mlps = _mlps(ir, h, capacity_factor or 1.0, mixed)
+    passes = _passes(blocks)
     if not mixers and (not attention or not mlps):
         return None
     kept = op_kept(ir, h)
@@ -170,14 +172,17 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
     towers = _towers(ir, micro_batch)
     attending = frozenset(x.block.index for x in attention if x.block and x.block.index is not None)
     if not attention:  # a state-space model: no heads
-        return Dims(s, micro_batch, h, 0, 0, 0, 0, 0, 0, table[0], False, False, mlps, kept, width, mixers)
+        return Dims(
+            s, micro_batch, h, 0, 0, 0, 0, 0, 0, table[0], False, False, mlps, kept, width, mixers,
+            passes=passes,
+        )  # fmt: skip
     heads = attention[0].block.heads  # type: ignore[union-attr]
     assert heads is not None
     widths = _widths(attention, h, heads.query, heads.key_value)
     dropout = (heads.dropout > 0, heads.hidden_dropout > 0)
     return Dims(
         s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps, kept, width,
-        mixers, attending, tower=towers,
+        mixers, attending, tower=towers, passes=passes,
     )  # fmt: skip
 
 
@@ -249,7 +254,7 @@ def _mlps(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozense
             first = routed[block]
             k = next(x.moe.top_k for x in first if x.moe is not None)
             experts = k * capacity * _stored(first, h)
-            inputs += k * capacity * len({run for _, run in runs(first)})  # each run's routed copies
+            inputs += k * capacity
         out[block] = Mlp(inputs, float(_stored(mine, h)), experts)
     return out
 
@@ -259,10 +264,12 @@ def _stored(linears: list[Layer], h: int) -> int:
     one module, in the order they run) its up projections' outputs and its down projection's (the
     last one's) input: GeLU's up and down, f + f; gated, the gate's and up projection's outputs (or
     a fused gate_up's 2 f) and the product the down projection reads, 3 f. An MLP of one linear
-    reading the hidden state keeps 2 f, GeLU's. A module run again in one forward (Inkling 2
-    loop's looped layers, run loop_num_passes times) keeps each run's (runs)."""
+    reading the hidden state keeps 2 f, GeLU's. One pass of a block run more than once a forward:
+    its modules' first runs (runs; the block's passes multiply all its terms: _passes)."""
     total = 0
-    for gemms in runs(linears).values():
+    for (_, run), gemms in runs(linears).items():
+        if run:
+            continue
         if len(gemms) == 1:
             total += 2 * gemms[0].n if gemms[0].k == h else 0
         else:
@@ -271,20 +278,38 @@ def _stored(linears: list[Layer], h: int) -> int:
 
 
 def runs(linears: list[Layer]) -> dict[tuple[str, int], list[Gemm]]:
-    """The GEMMs of `linears` by module and run: a read through transformers names a module's n-th
-    rerun `<name>_<n>` and lists its weights on the first run only (hf/layers.py), so a layer that
-    holds no parameter of its own, named another layer's name and `_<n>`, is that layer's run n (an
-    ONNX MLP's MatMul_1 holds its own weight: another projection of the same run)."""
+    """The GEMMs of `linears` by module and run (_run)."""
     names = {x.name for x in linears}
     found: dict[tuple[str, int], list[Gemm]] = {}
     for x in linears:
-        if x.gemm is None:
-            continue
-        base, _, n = x.name.rpartition("_")
-        rerun = n.isdigit() and base in names and not any(p.counted for p in x.params)
-        run = int(n) if rerun else 0
-        name = base if run else x.name
-        found.setdefault((name.rpartition(".")[0], run), []).append(x.gemm)
+        if x.gemm is not None:
+            found.setdefault(_run(x, names), []).append(x.gemm)
+    return found
+
+
+def _run(x: Layer, names: set[str]) -> tuple[str, int]:
+    """A linear's module and run: a read through transformers names a module's n-th rerun
+    `<name>_<n>` and lists its weights on the first run only (hf/layers.py), so a layer that holds
+    no parameter of its own, named another layer's name and `_<n>`, is that layer's run n (an ONNX
+    MLP's MatMul_1 holds its own weight: another projection of the same run)."""
+    base, _, n = x.name.rpartition("_")
+    rerun = n.isdigit() and base in names and not any(p.counted for p in x.params)
+    return (base if rerun else x.name).rpartition(".")[0], int(n) if rerun else 0
+
+
+def _passes(blocks: list[Layer]) -> dict[int, int]:
+    """The blocks run more than once in one forward, by how many times: one more than their
+    linears' last rerun (_run). Inkling2LoopTextModel.forward runs its layers
+    loop_layer_index_start .. end - 1 loop_num_passes times (modeling_inkling2_loop.py); each pass
+    keeps its own tensors for the backward, so the block stores its terms that many times (layer).
+    Not read from a mixture's layers: an expert loop (DBRX's) reruns a projection an expert."""
+    linears = [x for x in blocks if x.kind is Kind.LINEAR and x.gemm is not None and x.moe is None]
+    names = {x.name for x in linears}
+    found: dict[int, int] = {}
+    for x in linears:
+        _, run = _run(x, names)
+        if run and x.block is not None and x.block.index is not None:
+            found[x.block.index] = max(found.get(x.block.index, 1), run + 1)
     return found
 
 
@@ -301,7 +326,23 @@ def layer(
 ) -> float:
     """Bytes one block stores per micro-batch on one rank (the module's terms; `ops`: selective
     recomputation is torchtitan's op policy, selective.py; `megatron`: Megatron-Core's Mamba
-    mixer, mixers.py)."""
+    mixer, mixers.py), each of its passes' (_passes)."""
+    one = _pass(d, block, t, sp, recompute, attention, etp, ops, megatron)
+    return d.passes.get(block, 1) * one
+
+
+def _pass(
+    d: Dims,
+    block: int,
+    t: int,
+    sp: bool,
+    recompute: Recompute,
+    attention: str,
+    etp: int,
+    ops: bool,
+    megatron: bool,
+) -> float:
+    """Bytes one pass of a block stores (layer)."""
     sb, w = d.s * d.b, d.width  # w: bytes per element of every tensor term (Korthikanti's 2)
     if recompute is Recompute.FULL:
         return w * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
@@ -310,7 +351,7 @@ def layer(
         if attention != EAGER:  # SDPA's saved output and logsumexp
             kept += w * sb * d.context + STATISTICS * d.a * sb
         return w * sb * d.h * d.kept.hidden / (t if sp else 1) + kept / t
-    m, mixer, attends = d.kind(block)
+    m, mixer, attends, _ = d.kind(block)
     mixes = mixer is not None
     norms = (attends or mixes) + (m.inputs > 0)  # the mixer's (attention, Mamba) and the MLP's
     # the dropout masks after the attention and after the MLP, 1 byte each
