@@ -26,8 +26,9 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from modtrans.hf.blocks import Shape, block, block_index, in_attention, router_modules, with_router
-from modtrans.hf.blocks import moe as routing
+from modtrans.hf.blocks import Shape, block, block_index, in_attention, with_router
+from modtrans.hf.mixture import moe as routing
+from modtrans.hf.mixture import router_modules
 from modtrans.hf.towers import ahead, where_outside
 from modtrans.ir import flops
 from modtrans.ir.document import (
@@ -174,7 +175,7 @@ def _sliced(
     `experts` that runs one expert at a time over a 2-D weight of E x f rows (DbrxExperts: w1, v1
     and w2 each [E x ffn_hidden_size, d_model], modeling_dbrx.py, DbrxExpertGLU.forward's
     w1.view(E, f, h)[expert_idx]) holds its expert's rows, as the expert's own module would (the
-    run blocks.moe marks expert run % E). Where the forward ran each of the E experts once (balanced
+    run mixture.moe marks expert run % E). Where the forward ran each of the E experts once (balanced
     routing: hf/values.py), each run lists the parameter, counted in every one: the E runs hold the
     whole, and expert parallelism keeps its rank's experts' (expert.py)."""
     runs: dict[str, list[_Group]] = {}
@@ -187,7 +188,7 @@ def _sliced(
             continue
         read = [key for op in g.ops for key in op.params]
         if any(len(shapes.get(key, ())) == 3 for key in read):
-            continue  # fused [E, ...] weights: one grouped layer (blocks.moe)
+            continue  # fused [E, ...] weights: one grouped layer (mixture.moe)
         for key in dict.fromkeys(read):
             rows = shapes.get(key, ())
             if len(rows) == 2 and rows[0] % experts == 0 and rows[0] > experts:

@@ -81,29 +81,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from modtrans import dtypes
-from modtrans.ir.document import Gemm, Kind, Layer, ModelIR, Part, Role
+from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
 from modtrans.plan.model import Recompute
 from modtrans.strategy.llm import mixers as mixing
+from modtrans.strategy.llm import mlps as mlp_terms
 from modtrans.strategy.llm.context import sequence
 from modtrans.strategy.llm.mixers import Mixer
+from modtrans.strategy.llm.mlps import NO_MLP, Mlp
 from modtrans.strategy.llm.selective import Kept, op_kept
 
 FLASH, EAGER = "flash", "eager"
 SOFTMAX = ("Softmax", "_softmax", "softmax")  # an ONNX or hand-written softmax's op, a torch one's
 STATISTICS = 4  # bytes of one fp32 logsumexp per head and token (FlashAttention's softmax statistics)
-
-
-@dataclass(frozen=True)
-class Mlp:
-    """Elements per token one block's MLP stores: `inputs` not split over tensor ranks (unless
-    sequence-parallel), `inner` split over them, `experts` split over the expert tensor ranks."""
-
-    inputs: float
-    inner: float
-    experts: float = 0.0
-
-
-NO_MLP = Mlp(0.0, 0.0)  # a hybrid's block without one (Nemotron-H's attention and Mamba blocks)
 
 
 @dataclass(frozen=True)
@@ -131,7 +120,7 @@ class Dims:
     attending: frozenset[int] = frozenset()  # where there are mixers: the blocks with attention
     keys: float = 0.0  # keys each query attends to where not s (a windowed block's mean)
     tower: tuple[tuple[Dims, int], ...] = ()  # a vision tower's blocks: their dims, how many alike
-    passes: dict[int, int] = field(default_factory=dict)  # a block run more than once a forward (_passes)
+    passes: dict[int, int] = field(default_factory=dict)  # a block run more than once a forward (mlps.passes)
 
     def mlp(self, block: int) -> Mlp:
         """The block's MLP; without one its model's first (a hybrid's: none)."""
@@ -163,8 +152,8 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
         return None
     h = table[1]
     mixers, mixed = mixing.of(blocks, h)
-    mlps = _mlps(ir, h, capacity_factor or 1.0, mixed)
-    passes = _passes(blocks)
+    mlps = mlp_terms.of(ir, h, capacity_factor or 1.0, mixed)
+    passes = mlp_terms.passes(blocks)
     if not mixers and (not attention or not mlps):
         return None
     kept = op_kept(ir, h)
@@ -230,89 +219,6 @@ def _in_blocks(x: Layer) -> bool:
     return x.block is not None and x.block.index is not None
 
 
-def _mlps(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()) -> dict[int, Mlp]:
-    """Each block's MLP terms, from its MLPs' linears in the order they run (_stored), the routed
-    experts' from the first expert's; not a state-space mixer's (`mixed`: its in_proj reads the
-    hidden state too)."""
-    dense: dict[int, list[Layer]] = {}
-    routed: dict[int, list[Layer]] = {}
-    for x in ir.layers:
-        if not _in_blocks(x) or x.block is None or x.block.index is None or x.name in mixed:
-            continue
-        if x.kind is not Kind.LINEAR or x.gemm is None:
-            continue
-        if x.block.part is Part.MLP:
-            dense.setdefault(x.block.index, []).append(x)
-        elif x.block.part is Part.EXPERT and x.moe is not None and x.moe.expert in (0, None):
-            routed.setdefault(x.block.index, []).append(x)
-    out = {}
-    for block in sorted(dense.keys() | routed.keys()):
-        mine = dense.get(block, [])
-        inputs = 1.0 if mine or block in routed else 0.0
-        experts = 0.0
-        if block in routed:
-            first = routed[block]
-            k = next(x.moe.top_k for x in first if x.moe is not None)
-            experts = k * capacity * _stored(first, h)
-            inputs += k * capacity
-        out[block] = Mlp(inputs, float(_stored(mine, h)), experts)
-    return out
-
-
-def _stored(linears: list[Layer], h: int) -> int:
-    """Elements per token the MLPs of `linears` keep beyond their input, each MLP (the linears of
-    one module, in the order they run) its up projections' outputs and its down projection's (the
-    last one's) input: GeLU's up and down, f + f; gated, the gate's and up projection's outputs (or
-    a fused gate_up's 2 f) and the product the down projection reads, 3 f. An MLP of one linear
-    reading the hidden state keeps 2 f, GeLU's. One pass of a block run more than once a forward:
-    its modules' first runs (runs; the block's passes multiply all its terms: _passes)."""
-    total = 0
-    for (_, run), gemms in runs(linears).items():
-        if run:
-            continue
-        if len(gemms) == 1:
-            total += 2 * gemms[0].n if gemms[0].k == h else 0
-        else:
-            total += sum(g.n for g in gemms[:-1]) + gemms[-1].k
-    return total
-
-
-def runs(linears: list[Layer]) -> dict[tuple[str, int], list[Gemm]]:
-    """The GEMMs of `linears` by module and run (_run)."""
-    names = {x.name for x in linears}
-    found: dict[tuple[str, int], list[Gemm]] = {}
-    for x in linears:
-        if x.gemm is not None:
-            found.setdefault(_run(x, names), []).append(x.gemm)
-    return found
-
-
-def _run(x: Layer, names: set[str]) -> tuple[str, int]:
-    """A linear's module and run: a read through transformers names a module's n-th rerun
-    `<name>_<n>` and lists its weights on the first run only (hf/layers.py), so a layer that holds
-    no parameter of its own, named another layer's name and `_<n>`, is that layer's run n (an ONNX
-    MLP's MatMul_1 holds its own weight: another projection of the same run)."""
-    base, _, n = x.name.rpartition("_")
-    rerun = n.isdigit() and base in names and not any(p.counted for p in x.params)
-    return (base if rerun else x.name).rpartition(".")[0], int(n) if rerun else 0
-
-
-def _passes(blocks: list[Layer]) -> dict[int, int]:
-    """The blocks run more than once in one forward, by how many times: one more than their
-    linears' last rerun (_run). Inkling2LoopTextModel.forward runs its layers
-    loop_layer_index_start .. end - 1 loop_num_passes times (modeling_inkling2_loop.py); each pass
-    keeps its own tensors for the backward, so the block stores its terms that many times (layer).
-    Not read from a mixture's layers: an expert loop (DBRX's) reruns a projection an expert."""
-    linears = [x for x in blocks if x.kind is Kind.LINEAR and x.gemm is not None and x.moe is None]
-    names = {x.name for x in linears}
-    found: dict[int, int] = {}
-    for x in linears:
-        _, run = _run(x, names)
-        if run and x.block is not None and x.block.index is not None:
-            found[x.block.index] = max(found.get(x.block.index, 1), run + 1)
-    return found
-
-
 def layer(
     d: Dims,
     block: int,
@@ -326,7 +232,7 @@ def layer(
 ) -> float:
     """Bytes one block stores per micro-batch on one rank (the module's terms; `ops`: selective
     recomputation is torchtitan's op policy, selective.py; `megatron`: Megatron-Core's Mamba
-    mixer, mixers.py), each of its passes' (_passes)."""
+    mixer, mixers.py), each of its passes' (mlps.passes)."""
     one = _pass(d, block, t, sp, recompute, attention, etp, ops, megatron)
     return d.passes.get(block, 1) * one
 
@@ -441,6 +347,7 @@ def _tower_block(members: list[Layer], micro_batch: int, batch: int) -> Dims | N
     widths = _widths(attention, h, heads.query, heads.key_value)
     return Dims(
         s, micro_batch * images // batch, h, heads.query, *widths, 0, heads.dropout > 0,
-        heads.hidden_dropout > 0, {0: Mlp(1.0, float(_stored(mlp, h)))}, Kept(1, 0), element_size(attention),
+        heads.hidden_dropout > 0, {0: Mlp(1.0, float(mlp_terms.stored(mlp, h)))}, Kept(1, 0),
+        element_size(attention),
         keys=0.0 if keys == s else keys,
     )  # fmt: skip
