@@ -171,7 +171,7 @@ def test_attention_experts_are_the_attentions(tmp_path: Path) -> None:
     attention's, with the configuration's heads, not a routed MLP: under --ep 2 each rank holds it
     whole and half the MLP's experts (JetMoeMoE: mlp.input_linear, mlp.output_linear), whose
     router (mlp.router.layer) is the block's only one; the experts store k x 3 f (a GLU:
-    input_linear 2 f wide)."""
+    input_linear 2 f wide), the attention the k copies of its input its experts read."""
     config = classes.default_config("jetmoe")
     config.num_hidden_layers = 2
     model, given, ir = _read(config)
@@ -191,6 +191,8 @@ def test_attention_experts_are_the_attentions(tmp_path: Path) -> None:
         assert up.gemm is not None
         assert up.gemm.m * up.gemm.groups == TOKENS * k  # balanced: tokens x k rows over E experts
         assert dims.mlps[index].experts == k * 3 * f
+    # JetMoeMoA.map gathers each token's input for its k experts, kept by input_linear: k h a token
+    assert dims.copies == k
     total, experts = _split(model, ".mlp.")
     experts -= sum(p.numel() for n, p in model.named_parameters() if ".mlp.router." in n or ".mlp.bias" in n)
     assert _rank_parameters(config, tmp_path, 2) == total - experts // 2

@@ -17,7 +17,8 @@ Megatron's cross-entropy runs on fp32 logits whatever the model's dtype).
 
     replicated over the tensor ranks (/ t under sequence parallelism)
       the two norms' inputs               4 sbh
-      the QKV projections' shared input   2 sbh
+      the QKV projections' shared input   2 sbh (attention experts: also their k routed copies,
+                                          2 k sbh: JetMoE's mixture of attention heads)
       the MLP's input                     2 sbh (a MoE: also its k routed copies, 2 k sbh)
       two dropout masks, 1 byte each      2 sbh, only where the model drops out the attention's
                                           and MLP's outputs (Heads.hidden_dropout: GPT-2's
@@ -121,6 +122,7 @@ class Dims:
     keys: float = 0.0  # keys each query attends to where not s (a windowed block's mean)
     tower: tuple[tuple[Dims, int], ...] = ()  # a vision tower's blocks: their dims, how many alike
     passes: dict[int, int] = field(default_factory=dict)  # a block run more than once a forward (mlps.passes)
+    copies: float = 0.0  # the hidden state's routed copies attention experts read a token (_copies)
 
     def mlp(self, block: int) -> Mlp:
         """The block's MLP; without one its model's first (a hybrid's: none)."""
@@ -171,8 +173,25 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
     dropout = (heads.dropout > 0, heads.hidden_dropout > 0)
     return Dims(
         s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps, kept, width,
-        mixers, attending, tower=towers, passes=passes,
+        mixers, attending, tower=towers, passes=passes, copies=_copies(attention, h),
     )  # fmt: skip
+
+
+def _copies(attention: list[Layer], h: int) -> float:
+    """The copies of the hidden state an attention's experts read a token: a mixture of attention
+    heads (JetMoE's JetMoeMoA, modeling_jetmoe.py: map() gathers each token's input for its k
+    experts, layer_input[batch_index], and input_linear keeps them for its weight's gradient, k h a
+    token) is a grouped linear of the attention ([E, ...] weights, Gemm.groups E, each expert's
+    rows), its rows over the tokens a plain projection of the hidden state runs; 0 without one."""
+    first = attention[0].block.index if attention[0].block else None
+    mine = [x for x in attention if x.block and x.block.index == first and _projects(x, h)]
+    plain = next((x.gemm.m for x in mine if x.gemm and x.gemm.groups == 1), 0)
+    grouped = [  # each expert on a share of the tokens (a per-head [heads, h, d] weight runs them all)
+        x.gemm
+        for x in mine
+        if x.gemm and x.gemm.groups > 1 and x.gemm.m < plain and any(len(p.shape) == 3 for p in x.params)
+    ]
+    return grouped[0].m * grouped[0].groups / plain if grouped else 0.0
 
 
 def element_size(attention: list[Layer]) -> int:
@@ -262,7 +281,8 @@ def _pass(
     norms = (attends or mixes) + (m.inputs > 0)  # the mixer's (attention, Mamba) and the MLP's
     # the dropout masks after the attention and after the MLP, 1 byte each
     masks = ((m.inputs > 0) + attends) * sb * d.h if d.hidden_dropout else 0
-    reads = d.h * (attends + mixes)  # the QKV projections' shared input, the in_proj's
+    # the QKV projections' shared input (and attention experts' routed copies of it), the in_proj's
+    reads = d.h * (attends * (1 + d.copies) + mixes)
     latent = d.latent if attends else 0
     replicated = w * sb * (norms * d.h + reads + m.inputs * d.h + latent) + masks
     core = d.q + d.k + d.value + d.context if attends else 0
