@@ -96,12 +96,17 @@ def passes(blocks: list[Layer]) -> dict[int, int]:
     linears' last rerun (_run). Inkling2LoopTextModel.forward runs its layers
     loop_layer_index_start .. end - 1 loop_num_passes times (modeling_inkling2_loop.py); each pass
     keeps its own tensors for the backward, so the block stores its terms that many times (layer).
-    Not read from a mixture's layers: an expert loop (DBRX's) reruns a projection an expert."""
-    linears = [x for x in blocks if x.kind is Kind.LINEAR and x.gemm is not None and x.moe is None]
-    names = {x.name for x in linears}
+    Not read from a mixture's layers (an expert loop, DBRX's, reruns a projection an expert), nor
+    across blocks (a module shared by several blocks, ALBERT's, runs once in each)."""
+    by_block: dict[int, list[Layer]] = {}
+    for x in blocks:
+        index = x.block.index if x.block is not None else None
+        if x.kind is Kind.LINEAR and x.gemm is not None and x.moe is None and index is not None:
+            by_block.setdefault(index, []).append(x)
     found: dict[int, int] = {}
-    for x in linears:
-        _, run = _run(x, names)
-        if run and x.block is not None and x.block.index is not None:
-            found[x.block.index] = max(found.get(x.block.index, 1), run + 1)
+    for index, linears in by_block.items():
+        names = {x.name for x in linears}
+        last = max(_run(x, names)[1] for x in linears)
+        if last:
+            found[index] = last + 1
     return found
