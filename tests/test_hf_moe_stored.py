@@ -1,7 +1,7 @@
 """A mixture read through transformers (modtrans/hf/) stores, holds and places its experts as the
 built model's modules say, in the families whose experts the activation model and expert
 parallelism read otherwise before: experts run as a bmm over [E, tokens, h] (Llama 4), layers run
-more than once a forward (Inkling 2 loop), heads given per layer (Dots3 Note), an attention class
+more than once a forward (Inkling 2 loop; ALBERT's shared block), heads given per layer (Dots3 Note), an attention class
 not named Attention (LongCat-Flash's MLA), a router with an MLP of its own and scores beyond E
 (Zaya, LongCat-Flash), attention experts (JetMoE), an [E x f, h] weight run an expert at a time
 (DBRX). Each against the configuration's numbers and transformers' modeling files, and the
@@ -216,3 +216,16 @@ def test_fused_rows_of_experts_split_over_the_expert_ranks(tmp_path: Path) -> No
     total, experts = _split(library.build(config), ".experts.")
     assert experts == 3 * e * f * h * config.n_layers
     assert _rank_parameters(config, tmp_path, 4) == total - experts + experts // 4
+
+
+def test_a_layer_shared_by_the_forward_stores_each_run() -> None:
+    """AlbertTransformer.forward runs its num_hidden_groups groups' layers num_hidden_layers /
+    num_hidden_groups times each (modeling_albert.py: group_idx = int(i / (num_hidden_layers /
+    num_hidden_groups)) for i < num_hidden_layers), the same class as a looped layer: ALBERT's one
+    block stores num_hidden_layers times its terms."""
+    config = classes.default_config("albert")
+    _, _, ir = _read(config)
+    dims = activations.dims(ir, 1)
+    assert dims is not None
+    groups = config.num_hidden_groups
+    assert dims.passes == dict.fromkeys(range(groups), config.num_hidden_layers // groups)
