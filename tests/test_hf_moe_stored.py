@@ -1,10 +1,10 @@
 """A mixture read through transformers (modtrans/hf/) stores, holds and places its experts as the
 built model's modules say, in the families whose experts the activation model and expert
 parallelism read otherwise before: experts run as a bmm over [E, tokens, h] (Llama 4), layers run
-more than once a forward (Inkling 2 loop; ALBERT's shared block), heads given per layer (Dots3 Note), an attention class
-not named Attention (LongCat-Flash's MLA), a router with an MLP of its own and scores beyond E
-(Zaya, LongCat-Flash), attention experts (JetMoE), an [E x f, h] weight run an expert at a time
-(DBRX). Each against the configuration's numbers and transformers' modeling files, and the
+more than once a forward (Inkling 2 loop; ALBERT's shared block), heads given per layer (Dots3
+Note), an attention class not named Attention (LongCat-Flash's MLA), a router with an MLP of its
+own and scores beyond E (Zaya, LongCat-Flash), attention experts (JetMoE), an [E x f, h] weight
+run an expert at a time (DBRX). Each against the configuration's numbers and transformers' modeling files, and the
 parameters and FLOPs still transformers' own (hfcheck.agrees). tools/hf_moe_marks.py holds every
 MoE family transformers defines to the same reading.
 
