@@ -15,7 +15,8 @@ its forward's matrix FLOPs (a bias adds its M·N to the forward and the weight g
 of two activations twice its forward for the input gradients, a norm 5e | 8e | 2e, a softmax
 5e | 3e, an element-wise op e per phase it runs in, an embedding's gradient e.
 
-Blocks, parts, heads and experts: blocks.py; a multimodal model's towers: towers.py.
+Blocks, parts and heads: blocks.py; routers and experts: mixture.py; a multimodal model's towers:
+towers.py.
 """
 
 from __future__ import annotations
@@ -251,7 +252,7 @@ def _layer(
     outputs = _outputs(g, shape)
     fl, gemm = _flops(g, params, moe)
     if moe is not None and in_attention(g.module, modules):
-        moe = None  # an attention's experts: its heads' (attention_experts), no routed MLP's
+        moe = None  # an attention's experts: its heads' (blocks.in_attention), no routed MLP's
     producers = tuple(
         dict.fromkeys(where[r] for op in g.ops for r in op.reads if r in where and where[r] != g.name)
     )

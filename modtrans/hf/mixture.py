@@ -26,12 +26,12 @@ def moe(
     transformers 5's experts modules (one grouped layer of every expert); experts.<e>. or
     experts.expert_<e>. modules (expert e); a linear under `experts` of [tokens, f] output (an
     expert's run of weights read an expert at a time: DBRX's). The router: a linear whose weight
-    is [E, hidden] (or whose output is E wide) in a module named gate or router; its module may
-    run the top-k after it, so its output is [tokens, k] (MixtralTopKRouter, NemotronHTopkRouter).
-    `params`: the layer's parameters' shapes; `out`: its output's; `run`: the same projection's
-    runs before it in the module (an expert loop runs expert `run`: balanced routing, hf/values.py,
-    hits every expert, in order). tools/hf_moe_marks.py holds
-    every MoE family transformers defines to these rules."""
+    is [E, hidden] (or whose output is E wide; E and zero experts: scores) in a module named gate
+    or router; its module may run the top-k after it, so its output is [tokens, k]
+    (MixtralTopKRouter, NemotronHTopkRouter). `params`: the layer's parameters' shapes; `out`: its
+    output's; `run`: the same projection's runs before it in the module (an expert loop runs expert
+    `run`: balanced routing, hf/values.py, hits every expert, in order). An attention's experts
+    are its attention's (layers.py: blocks.in_attention)."""
     e, k = shape.experts, shape.top_k
     if not e or not k:
         return None
