@@ -4,9 +4,9 @@ parallelism read otherwise before: experts run as a bmm over [E, tokens, h] (Lla
 more than once a forward (Inkling 2 loop; ALBERT's shared block), heads given per layer (Dots3
 Note), an attention class not named Attention (LongCat-Flash's MLA), a router with an MLP of its
 own and scores beyond E (Zaya, LongCat-Flash), attention experts (JetMoE), an [E x f, h] weight
-run an expert at a time (DBRX). Each against the configuration's numbers and transformers' modeling files, and the
-parameters and FLOPs still transformers' own (hfcheck.agrees). tools/hf_moe_marks.py holds every
-MoE family transformers defines to the same reading.
+run an expert at a time (DBRX). Each against the configuration's numbers and transformers'
+modeling files, and the parameters and FLOPs still transformers' own (hfcheck.agrees).
+tools/hf_moe_marks.py holds every MoE family transformers defines to the same reading.
 
 Marker hf: needs torch and transformers (the extra `hf`).
 """
@@ -23,8 +23,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from modtrans.comm import CommType
 from modtrans.hf import classes, library
 from modtrans.ir.document import Gemm, Kind, Part
+from modtrans.plan import Collective
 from modtrans.plan.model import Recompute
 from modtrans.strategy.llm import Layout, activations
 from tests import plans
@@ -229,3 +231,18 @@ def test_a_layer_shared_by_the_forward_stores_each_run() -> None:
     assert dims is not None
     groups = config.num_hidden_groups
     assert dims.passes == dict.fromkeys(range(groups), config.num_hidden_layers // groups)
+
+
+def test_a_router_with_an_mlp_of_its_own_dispatches_the_hidden_state(tmp_path: Path) -> None:
+    """Under --ep 2 Zaya's dispatch and combine all-to-alls move each token's hidden state to its
+    k experts, tokens x k x hidden_size x bytes (expert.py, as Megatron-Core's
+    MoEAlltoAllTokenDispatcher), not the router MLP's router_hidden_size state its scores come from."""
+    data = classes.default_config("zaya").to_dict()
+    data.update(num_hidden_layers=2, layer_types=data["layer_types"][:2])
+    config = classes.config_of(data)
+    width = {"bfloat16": 2, "float16": 2}.get(str(config.dtype).removeprefix("torch."), 4)
+    path = plans.config(tmp_path, config.to_dict())
+    plan = plans.plan(path, Layout(npus=2, dp=2, ep=2, global_batch=2, micro_batch=1), (1, TOKENS))
+    a2a = [op for op in plan.program(0) if isinstance(op, Collective) and op.comm is CommType.ALLTOALL]
+    assert a2a
+    assert {c.bytes for c in a2a} == {TOKENS * config.num_experts_per_tok * config.hidden_size * width}
