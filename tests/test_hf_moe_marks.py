@@ -73,7 +73,7 @@ def test_nemotron_h_marks_its_router_and_its_moe_block_keeps_the_experts_width()
     assert sorted(_moe_blocks(ir)) == moe
     for i in moe:
         # relu2 experts and shared expert: one up projection each, whose output and the down
-        # projection's input are stored (2 f: activations._stored), the experts' on k tokens a token
+        # projection's input are stored (2 f: mlps.stored), the experts' on k tokens a token
         assert dims.mlps[i].experts == k * 2 * f
         assert dims.mlps[i].inner == 2 * config.moe_shared_expert_intermediate_size
 

@@ -12,28 +12,34 @@ Per family, against the model transformers built (its modules, not our reading o
 - the router (the parameter of the block, outside the experts and any shared expert, of E rows)
   is a layer marked Part.ROUTER;
 - a shared expert's layers (under a module named shared...) are the block's MLP, not routed;
-- the activation model's expert width (activations.dims(ir, 1).mlps[block].experts / top_k) is
-  the gated expert's 3 f or the plain one's 2 f, f the expert's inner width.
+- the activation model's expert width (activations.dims(ir, 1).mlps[block].experts / top_k, times
+  the block's passes) is the gated expert's 3 f or the plain one's 2 f, f the expert's inner
+  width, times the passes the block runs in one forward (Inkling 2 loop's looped layers: _passes).
 
 Prints one line per family: ok, or what differs; no-build where it does not build or run on meta.
 After "ok", in brackets, where the activation model (strategy/llm/activations.py) reads correct
 marks otherwise than the expert's 3 f (gated) or 2 f per routed token.
 
 Measured with transformers 5.25.0, torch 2.13.0+cpu, 8 tokens: of the 79 model types whose
-modeling file defines a router, top-k or experts module, 70 mark as their model and configuration
-say (tests/test_hf_moe_marks.py holds each class of miss found: a router module that runs its
-top-k, counts in a sub-configuration, a top-k only the router's class names, experts.expert_<i>,
-an expert run at a time, a leaf experts module, a convolution of E channels); 19 did before this
-check (48 left their router unmarked, its MLP width then the router's E). JetMoE differs: its
-attention's experts (JetMoeMoA) are marked experts of the block, as its MLP's are (the part is
-blocks.block's). 8 do not build or run from their defaults on meta
-(DeepSeek-OCR 2, DiffusionGemma, GLM-4.1V-MoE, GLM-5 Next, Step3p7; Qwen3-Omni-MoE and ViTPose
-have no class this reads) or build no mixture (Granite Docling). The activation model reads 65 of
-the 70 right since it reads each MLP module's up projections and down projection (activations.py,
-_stored); it read 5 before (a fused gate_up_proj taken for a plain up projection, 4 f; an expert as
-wide as the hidden state read as gated twice). Still otherwise: Llama 4 (its batched experts' GEMM
-folds the tokens into n), Inkling 2 loop and Zaya (a narrower expert width read), Dots 3 Note and
-LongCat-Flash (no expert MLP found).
+modeling file defines a router, top-k or experts module, 71 mark as their model and configuration
+say, and the activation model reads each of the 71 as the expert's 3 f (gated) or 2 f a routed
+token (tests/test_hf_moe_marks.py and tests/test_hf_moe_stored.py hold each class of miss found:
+a router module that runs its top-k, counts in a sub-configuration, a top-k only the router's class
+names, experts.expert_<i>, an expert run at a time, a leaf experts module, a convolution of E
+channels; a bmm over [E, tokens, h], a layer run again in one forward, heads given per layer, an
+attention class named MLA, a router of E + zero experts or with an MLP of its own, attention
+experts, [E x f, h] weights). 19 marked right before this check (48 left their router unmarked,
+its MLP width then the router's E), 70 before the second round, whose activation model read 65
+(Llama 4's batched experts' GEMM folded the tokens into n: 139,264 elements a token for 24,576;
+Inkling 2 loop's three passes read as one module of six projections, 101,376 for 82,944; Zaya's
+router MLP read as a dense MLP; Dots3 Note, its heads per layer, and LongCat-Flash, its
+LongcatFlashMLA, read no attention and so no MLP). JetMoE's attention experts (JetMoeMoA) were
+marked the block's routed experts; they are its attention's now, its MLP's (JetMoeParallelExperts
+under mlp) the routed ones (truth: an experts module outside the attention, or the module of
+...Experts children). A block list under a tower's sub-configuration is no block (hf/towers.py;
+the truth numbered them, 6 multimodal families differed). 8 do not build or run from their
+defaults on meta (DeepSeek-OCR 2, DiffusionGemma, GLM-4.1V-MoE, GLM-5 Next, Step3p7; Qwen3-Omni-MoE
+and ViTPose have no class this reads) or build no mixture (Granite Docling).
 """
 
 from __future__ import annotations
@@ -79,14 +85,21 @@ def truth(model: Any, block_paths: list[str], config: Any) -> dict[int, dict[str
     named = dict(model.named_modules())
     index = 0
     for path in block_paths:
+        if not _language(model, path):
+            continue  # a tower's blocks are no blocks of the model (modtrans/hf/towers.py)
         for layer_path, layer in named[path].named_children():
             here = f"{path}.{layer_path}"
             i, index = index, index + 1
-            experts = [
+            attention = [n for n, m in layer.named_modules() if "Attention" in type(m).__name__]
+            mine = [
                 (n, m)
                 for n, m in layer.named_modules()
-                if n.rsplit(".", 1)[-1] == "experts" and "shared" not in n
-            ]
+                if "shared" not in n and not any(n.startswith(a + ".") for a in attention)
+            ]  # not an attention's experts (JetMoE's JetMoeMoA: mixture of attention heads)
+            experts = [(n, m) for n, m in mine if n.rsplit(".", 1)[-1] == "experts"]
+            if not experts:  # JetMoeMoE: input_linear, output_linear, JetMoeParallelExperts [E, ...]
+                held = [n for n, m in mine if type(m).__name__.endswith("Experts") and "." in n]
+                experts = [(n, layer.get_submodule(n.rsplit(".", 1)[0])) for n in held]  # their MoE's
             if not experts:
                 continue
             name, module = experts[0]
@@ -105,7 +118,14 @@ def truth(model: Any, block_paths: list[str], config: Any) -> dict[int, dict[str
             down = [next((d for d in s if d != h), h) for n, s in named_shapes if DOWN.search(n)]
             inner = [d for _, s in named_shapes for d in s if d != h]
             f = down[0] if down else min(inner) if inner else None
-            gated = len(named_shapes) >= 3 or any("gate" in n for n, _ in named_shapes)
+            # gated: three projections, one named gate, or an up projection of 2 f (a fused GLU:
+            # JetMoeMoE's input_linear, chunked in two by its forward)
+            ups = [s for n, s in named_shapes if not DOWN.search(n)]
+            gated = (
+                len(named_shapes) >= 3
+                or any("gate" in n for n, _ in named_shapes)
+                or bool(f and any(d == 2 * f != h for s in ups for d in s))
+            )
             moe_path = name.rsplit(".", 1)[0] if "." in name else ""
             router = None
             moe_module = layer.get_submodule(moe_path) if moe_path else layer
@@ -118,8 +138,39 @@ def truth(model: Any, block_paths: list[str], config: Any) -> dict[int, dict[str
             parent = named.get(f"{here}.{moe_path}") if moe_path else None
             if parent is not None:
                 shared += [f"{here}.{moe_path}.{n}" for n, _ in parent.named_children() if "shared" in n]
-            out[i] = {"E": e, "router": router, "shared": shared, "f": f, "gated": gated, "path": here}
+            out[i] = {
+                "E": e, "router": router, "shared": shared, "f": f, "gated": gated, "path": here,
+                "runs": _passes(config, i),
+            }  # fmt: skip
     return out
+
+
+def _language(model: Any, path: str) -> bool:
+    """Whether the block list at `path` is the model's own (the language model's, an encoder's or
+    decoder's): the innermost module above it that holds a configuration holds one of the class of
+    the model's or of its text configuration, not a vision or audio tower's sub-configuration."""
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    parts = path.split(".")
+    for n in range(len(parts), -1, -1):
+        module = model.get_submodule(".".join(parts[:n]))
+        held = getattr(module, "config", None)
+        if held is not None and hasattr(held, "to_dict"):
+            return type(held) in (type(config), type(text))
+    return True
+
+
+def _passes(config: Any, index: int) -> int:
+    """How many times block `index` runs in one forward: Inkling 2 loop's looped layers,
+    loop_layer_index_start <= index < loop_layer_index_end, run loop_num_passes times
+    (modeling_inkling2_loop.py, Inkling2LoopTextModel.forward: the first pass, then the
+    remaining passes over self.layers[loop_start:loop_end]); every other block once."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    passes = getattr(text, "loop_num_passes", None)
+    start, end = getattr(text, "loop_layer_index_start", None), getattr(text, "loop_layer_index_end", None)
+    if isinstance(passes, int) and isinstance(start, int) and isinstance(end, int) and start <= index < end:
+        return passes
+    return 1
 
 
 def _sub_int(config: Any, key: str) -> int:
@@ -210,9 +261,10 @@ def compare(ir: ModelIR, want: dict[int, dict[str, Any]], config: Any) -> str:
         if mlp is None or not k or not f:
             later.append(f"no activation MLP for block {i}")
         else:
-            expected = k * (3 if w["gated"] else 2) * f
-            if abs(mlp.experts - expected) > 1e-6:
-                later.append(f"activations: experts {mlp.experts:g} != {expected} (k {k} f {f})")
+            expected = k * (3 if w["gated"] else 2) * f * w.get("runs", 1)
+            stored = mlp.experts * d.passes.get(i, 1) if d is not None else mlp.experts
+            if abs(stored - expected) > 1e-6:
+                later.append(f"activations: experts {stored:g} != {expected} (k {k} f {f})")
             if mlp.inner and mlp.inner < 2 * f and not w["shared"]:
                 later.append(f"activations: dense inner {mlp.inner:g}")
         if misses:

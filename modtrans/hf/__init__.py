@@ -35,7 +35,10 @@ scans.py    a recurrent scan's token loop (Mamba's selective scan, RecurrentGemm
 deltas.py   a gated delta net's chunk recurrence (Qwen3-Next's) in one pass, for scans.py
 layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, producers, tied
             weights counted once
-blocks.py   what a layer is to the model: block index and part, heads, MoE routers and experts
+blocks.py   what a layer is to the model: block index and part, heads per block, the experts'
+            counts
+mixture.py  a mixture's router and expert layers (document.Moe): which, from the counts and the
+            module paths; a router's own MLP the router's
 towers.py   a multimodal model's towers (its vision and audio encoders): outside the blocks, on
             the first pipeline stage, with their own configuration's heads
 plans.py    the model's own base_model_tp_plan: each layer's style (Layer.tp_style), which

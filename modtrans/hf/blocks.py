@@ -1,7 +1,7 @@
 """What a layer is to the model, from the configuration and the module path: the heads, dropouts,
 dtype and experts the configuration says (Shape), the block a module sits in (numbered on through
 the block lists: an encoder's then a decoder's, as llm/encoder_decoder.py numbers them), its part
-there, and a mixture's routers and experts (document.Moe).
+there (a mixture's routers and experts: mixture.py, document.Moe).
 
 A multimodal model's towers (towers.py: its vision and audio encoders) are no blocks of the model:
 the block lists numbered are those outside them, and a tower's layers take block index None and
@@ -52,6 +52,15 @@ class Shape:
     hidden_dropout: float = 0.0
     experts: int | None = None
     top_k: int | None = None
+    layered: tuple[tuple[int | None, int | None], ...] = ()  # per text layer (heads, kv): _layered
+    zero_experts: int = 1  # the router's scores beyond E (scores): LongCat-Flash's zero_expert_num
+
+    def heads_of(self, index: int | None) -> tuple[int | None, int | None]:
+        """Block `index`'s query and key/value heads: its layer's where the configuration gives
+        them per layer, else the model's."""
+        if index is not None and 0 <= index < len(self.layered) and self.layered[index][0]:
+            return self.layered[index]
+        return self.heads, self.kv_heads
 
 
 def shape_of(config: Any, within: Any = None) -> Shape:
@@ -63,8 +72,9 @@ def shape_of(config: Any, within: Any = None) -> Shape:
     name = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16"}.get(
         torch_dtype.removeprefix("torch."), "float"
     )
-    heads = _first_int(text, ("num_attention_heads", "n_head", "num_heads"))
-    kv = _first_int(text, ("num_key_value_heads", "num_kv_heads", "n_head_kv")) or heads
+    layered = _layered(text)
+    heads = _first_int(text, HEAD_KEYS) or (layered[0][0] if layered else None)
+    kv = _first_int(text, KV_KEYS) or (layered[0][1] if layered else None) or heads
     return Shape(
         name,
         dtypes.width(name),
@@ -74,7 +84,30 @@ def shape_of(config: Any, within: Any = None) -> Shape:
         _probability(text, ("hidden_dropout", "hidden_dropout_prob", "resid_pdrop", "dropout_rate")),
         _first_int(text, EXPERT_KEYS) or _nested(text, EXPERT_KEYS),
         _first_int(text, TOP_K_KEYS) or _nested(text, TOP_K_KEYS),
+        layered,
+        _first_int(text, ("zero_expert_num",)) or 1,
     )
+
+
+HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")
+KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv")
+
+
+def _layered(text: Any) -> tuple[tuple[int | None, int | None], ...]:
+    """Each layer's (heads, key/value heads) where the configuration holds them per layer and
+    refuses the global value (transformers' integrations/heterogeneity: Dots3NoteTextConfig's
+    per_layer_config, 128 heads in its first two layers, 64 after); () otherwise."""
+    if _first_int(text, HEAD_KEYS) is not None:
+        return ()
+    try:
+        layers = list(getattr(text, "per_layer_config", None) or ())
+    except Exception:  # transformers' own refusal, whatever its class
+        return ()
+    found = []
+    for each in layers:
+        heads = _first_int(each, HEAD_KEYS)
+        found.append((heads, _first_int(each, KV_KEYS) or heads))
+    return tuple(found) if any(h for h, _ in found) else ()
 
 
 def with_router(shape: Shape, modules: Sequence[Any]) -> Shape:
@@ -134,48 +167,6 @@ def _probability(config: Any, keys: Sequence[str]) -> float:
     return 0.0
 
 
-def moe(
-    module: str,
-    kind: Kind,
-    params: Sequence[tuple[int, ...]],
-    out: tuple[int, ...] | None,
-    shape: Shape,
-    run: int = 0,
-) -> Moe | None:
-    """A routed expert's layer, or the router's. Experts: the fused [E, ...] parameters of
-    transformers 5's experts modules (one grouped layer of every expert); experts.<e>. or
-    experts.expert_<e>. modules (expert e); a linear under `experts` of [tokens, f] output (an
-    expert's run of weights read an expert at a time: DBRX's). The router: a linear whose weight
-    is [E, hidden] (or whose output is E wide) in a module named gate or router; its module may
-    run the top-k after it, so its output is [tokens, k] (MixtralTopKRouter, NemotronHTopkRouter).
-    `params`: the layer's parameters' shapes; `out`: its output's; `run`: the same projection's
-    runs before it in the module (an expert loop runs expert `run`: balanced routing, hf/values.py,
-    hits every expert, in order). tools/hf_moe_marks.py holds
-    every MoE family transformers defines to these rules."""
-    e, k = shape.experts, shape.top_k
-    if not e or not k:
-        return None
-    each = re.search(r"\.experts\.(?:[a-z]+_)?(\d+)(\.|$)", module)  # experts.3, experts.expert_3
-    if each:
-        return Moe(e, k, int(each.group(1)))
-    # a matrix product's [E, ...] weights (not a convolution's [C_out, C_in / groups, k]: a
-    # depthwise convolution of E channels is no expert)
-    fused = kind is Kind.LINEAR and any(len(s) == 3 and s[0] == e for s in params)
-    inside = re.search(r"\.experts(\.|$)", module) is not None
-    looped = kind is Kind.LINEAR and out is not None and len(out) == 2
-    if inside and not fused and looped:
-        # a projection of [E x f, h] weights run an expert at a time (DbrxExpertGLU: a layer
-        # per expert run, its GEMM its own tokens' [tokens, f]), not batched_mm's [rows, n, 1]
-        return Moe(e, k, run % e)
-    if fused or (inside and not params):
-        return Moe(e, k, 0, e)
-    # the router's weight is a linear's [E, hidden] (its module may run the softmax and top-k
-    # after it: transformers 5's MixtralTopKRouter, whose output is then [tokens, k])
-    rows = any(len(s) == 2 and s[0] == e for s in params)
-    routes = kind is Kind.LINEAR and (rows or (out is not None and bool(out) and out[-1] == e))
-    return Moe(e, k) if routes and re.search(r"(gate|router)(\.|$)", module) else None
-
-
 def block_index(recorded: Any, towered: bool = False) -> dict[str, int]:
     """Each block's path -> its index, numbered on through the block lists outside the towers
     (library.Recorded.towers); `towered`: through the towers' block lists instead."""
@@ -222,13 +213,14 @@ def block(
         return Block(index, Part.NORM)
     if index is None and not towered:
         return Block(None, Part.EMBEDDING if kind is Kind.EMBEDDING else outside)
-    if _in_attention(module, modules):
+    if in_attention(module, modules):
         heads = None
-        if shape.heads:
+        query, kv = shape.heads_of(index)
+        if query:
             causal = _causal(module, modules)
             heads = Heads(
-                shape.heads,
-                shape.kv_heads or shape.heads,
+                query,
+                kv or query,
                 causal,
                 shape.attention_dropout,
                 shape.hidden_dropout,
@@ -237,11 +229,24 @@ def block(
     return Block(index, Part.MLP if index is not None else outside)
 
 
-def _in_attention(path: str, modules: Mapping[str, Any]) -> bool:
+ATTENTION_CLASS = re.compile(r"Attention|MLA$")
+"""An attention module's class: ...Attention, or multi-head latent attention's named for it alone
+(LongcatFlashMLA, modeling_longcat_flash.py); not a decoder layer's (...AttentionLayer)."""
+
+
+def in_attention(path: str, modules: Mapping[str, Any]) -> bool:
+    """Whether a module path sits in an attention module. A mixture of attention heads there
+    (JetMoE's JetMoeMoA, modeling_jetmoe.py: each of E experts a query and an output projection of
+    its own heads over the shared key and value projection, k of them a token; MoA, Zhang et al.
+    2022, arXiv 2210.05144) is the attention's, not a routed MLP's: its layers are the attention's
+    (no Moe: replicated over the expert ranks, no all-to-all), each GEMM an expert's on its
+    balanced share (layers._gemm). JetMoE's report (Shen et al. 2024, arXiv 2404.07413, training
+    infrastructure: Megatron with MegaBlocks) trained with pipeline, not expert, parallelism;
+    Megatron-Core has no attention experts."""
     parts = path.split(".")
     for n in range(len(parts), 0, -1):
         module = modules.get(".".join(parts[:n]))
-        if module is not None and "Attention" in module.cls and "Layer" not in module.cls:
+        if module is not None and ATTENTION_CLASS.search(module.cls) and "Layer" not in module.cls:
             return True
     return False
 

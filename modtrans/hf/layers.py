@@ -15,18 +15,21 @@ its forward's matrix FLOPs (a bias adds its M·N to the forward and the weight g
 of two activations twice its forward for the input gradients, a norm 5e | 8e | 2e, a softmax
 5e | 3e, an element-wise op e per phase it runs in, an embedding's gradient e.
 
-Blocks, parts, heads and experts: blocks.py; a multimodal model's towers: towers.py.
+Blocks, parts and heads: blocks.py; routers and experts: mixture.py; a multimodal model's towers:
+towers.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from modtrans.hf.blocks import Shape, block, block_index, with_router
-from modtrans.hf.blocks import moe as routing
+from modtrans.hf.blocks import Shape, block, block_index, in_attention, with_router
+from modtrans.hf.mixture import moe as routing
+from modtrans.hf.mixture import router_modules
 from modtrans.hf.towers import ahead, where_outside
 from modtrans.ir import flops
 from modtrans.ir.document import (
@@ -64,17 +67,20 @@ def layers(recorded: Any, shape: Shape) -> list[Layer]:
     groups = _groups(recorded, modules)
     _unread(groups, recorded, modules)
     where = {op.index: g.name for g in groups for op in g.ops}
-    sharing = _sharing(groups, recorded.owners)
-    blocks = block_index(recorded)
     shapes = {key: s for m in recorded.modules for key, s in m.params}  # parameter key -> its shape
+    sliced = _sliced(groups, shapes, shape.experts or 0)
+    sharing = _sharing(groups, recorded.owners, sliced)
+    blocks = block_index(recorded)
     towers: Mapping[str, Shape] = getattr(recorded, "towers", {})
     groups = ahead(groups, blocks, towers)
     places = where_outside(groups, blocks, block_index(recorded, towered=True), towers)
     out = []
     for g, (tower, outside) in zip(groups, places, strict=True):
         own = shape if tower is None else towers[tower]
-        out.append(_layer(g, own, shapes, modules, where, blocks, outside, sharing, tower is not None))
-    return out
+        out.append(
+            _layer(g, own, shapes, modules, where, blocks, outside, sharing, tower is not None, sliced)
+        )
+    return router_modules(out)
 
 
 def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
@@ -163,15 +169,55 @@ def _unread(groups: list[_Group], recorded: Any, modules: Mapping[str, Any]) -> 
             groups.append(_Group(f"{path}.unused" if path else "unused", path, _class_kind(m.cls), [], keys))
 
 
-def _sharing(groups: Sequence[_Group], owners: Mapping[str, str]) -> dict[tuple[str, str], str | None]:
+def _sliced(
+    groups: Sequence[_Group], shapes: Mapping[str, tuple[int, ...]], experts: int
+) -> set[tuple[str, str]]:
+    """The (layer, parameter) pairs where a layer holds 1 / E of a parameter: a projection under
+    `experts` that runs one expert at a time over a 2-D weight of E x f rows (DbrxExperts: w1, v1
+    and w2 each [E x ffn_hidden_size, d_model], modeling_dbrx.py, DbrxExpertGLU.forward's
+    w1.view(E, f, h)[expert_idx]) holds its expert's rows, as the expert's own module would (the
+    run mixture.moe marks expert run % E). Where the forward ran each of the E experts once (balanced
+    routing: hf/values.py), each run lists the parameter, counted in every one: the E runs hold the
+    whole, and expert parallelism keeps its rank's experts' (expert.py)."""
+    runs: dict[str, list[_Group]] = {}
+    if experts < 2:
+        return set()
+    for g in groups:
+        last = g.ops[-1].out_shapes[0] if g.ops and g.ops[-1].out_shapes else None
+        inside = re.search(r"\.experts(\.|$)", g.module) is not None
+        if g.kind is not Kind.LINEAR or not inside or last is None or len(last) != 2:
+            continue
+        read = [key for op in g.ops for key in op.params]
+        if any(len(shapes.get(key, ())) == 3 for key in read):
+            continue  # fused [E, ...] weights: one grouped layer (mixture.moe)
+        for key in dict.fromkeys(read):
+            rows = shapes.get(key, ())
+            if len(rows) == 2 and rows[0] % experts == 0 and rows[0] > experts:
+                runs.setdefault(key, []).append(g)
+    found: set[tuple[str, str]] = set()
+    for key, each in runs.items():
+        if len(each) != experts:  # an expert the forward did not run: the whole stays one layer's
+            continue
+        for g in each:
+            if key not in g.params:
+                g.params.append(key)
+            found.add((g.name, key))
+    return found
+
+
+def _sharing(
+    groups: Sequence[_Group], owners: Mapping[str, str], sliced: Set[tuple[str, str]] = frozenset()
+) -> dict[tuple[str, str], str | None]:
     """Each listed (layer, parameter) -> None where it is counted, else the layer that counts it:
-    the first listed of those that are the same tensor."""
+    the first listed of those that are the same tensor; each run's share of a `sliced` one its own."""
     counted: dict[str, str] = {}
     found: dict[tuple[str, str], str | None] = {}
     for g in groups:
         for key in g.params:
             owner = owners.get(key, key)
-            if owner in counted:
+            if (g.name, key) in sliced:
+                found[(g.name, key)] = None
+            elif owner in counted:
                 found[(g.name, key)] = counted[owner]
             else:
                 counted[owner] = g.name
@@ -189,11 +235,14 @@ def _layer(
     outside: Part,
     sharing: Mapping[tuple[str, str], str | None],
     towered: bool,
+    sliced: Set[tuple[str, str]] = frozenset(),
 ) -> Layer:
     params = []
     for key in g.params:
         shared = sharing.get((g.name, key))
         s = shapes.get(key, ())
+        if (g.name, key) in sliced and shape.experts:  # its expert's rows (_sliced)
+            s = (s[0] // shape.experts, *s[1:])
         elements = math.prod(s)
         role = _role(key, len(s), g.kind)
         params.append(Param(key, role, tuple(s), shape.dtype, elements, elements * shape.width, True, shared))
@@ -202,6 +251,8 @@ def _layer(
     inputs = _inputs(g, shape, where)
     outputs = _outputs(g, shape)
     fl, gemm = _flops(g, params, moe)
+    if moe is not None and in_attention(g.module, modules):
+        moe = None  # an attention's experts: its heads' (blocks.in_attention), no routed MLP's
     producers = tuple(
         dict.fromkeys(where[r] for op in g.ops for r in op.reads if r in where and where[r] != g.name)
     )
@@ -253,16 +304,22 @@ def _elements(op: Any) -> int:
 
 def _gemm(g: _Group, moe: Moe | None) -> Gemm | None:
     """The forward GEMM of a layer's first matrix product: mm and addmm [M x K].[K x N]; bmm
-    [B x M x K].[B x K x N], B groups; a grouped expert layer's, per expert on its balanced share."""
-    op = next((o for o in g.ops if o.category == "gemm" and o.name != "convolution"), None)
+    [B x M x K].[B x K x N], B groups; a grouped expert layer's, per expert on its balanced share
+    (batched_mm's [rows, n, 1] over the routed rows), or on the rows a bmm over the experts gives
+    each ([E, rows, n]: Llama4TextExperts, its tokens already laid out per expert), or the first
+    expert's of a module that runs one product an expert (JetMoeParallelExperts' F.linear per
+    expert, modeling_jetmoe.py: its first product is expert 0's rows)."""
+    gemms = [o for o in g.ops if o.category == "gemm" and o.name != "convolution"]
+    op = gemms[0] if gemms else None
     if op is None or not op.out_shapes:
         return None
     out = op.out_shapes[0]
-    if moe is not None and moe.grouped and op.flops:
+    per_expert = moe is not None and moe.grouped and len(out) == 3 and out[0] == moe.experts and out[2] != 1
+    if moe is not None and moe.grouped and op.flops and not per_expert:
         rows = out[0]
         n = math.prod(out[1:])
         k = op.flops // (2 * rows * n) if rows * n else 0
-        return Gemm(-(-rows // moe.experts), k, n, moe.experts)
+        return Gemm(rows if len(gemms) > 1 else -(-rows // moe.experts), k, n, moe.experts)
     if len(out) < 2 or op.flops <= 0:
         return None
     m, n = out[-2], out[-1]

@@ -15,6 +15,8 @@ fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp)
 stages.py       the cut into pipeline chunks at block boundaries
 activations.py  what a block stores for its backward, by attention kernel, MLP and dropout
 mixers.py       what a state-space block's Mamba mixer stores: mamba_ssm's fused kernels' saves
+mlps.py         what a block's MLP stores a token (its modules' up outputs and down input, a MoE's
+                routed experts'), and a looped block's passes
 selective.py    what selective recomputation reruns and keeps: Megatron's core, torchtitan's ops
 memory.py       memory per rank of each stage: weights, gradients, optimizer state, activations
 footprint.py    that memory for many layouts of one model without their plans (a sweep's filter)

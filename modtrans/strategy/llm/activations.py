@@ -17,7 +17,8 @@ cross-entropies run on fp32 logits whatever the model's dtype, beside or after t
 
     replicated over the tensor ranks (/ t under sequence parallelism)
       the two norms' inputs               4 sbh
-      the QKV projections' shared input   2 sbh
+      the QKV projections' shared input   2 sbh (attention experts: also their k routed copies,
+                                          2 k sbh: JetMoE's mixture of attention heads)
       the MLP's input                     2 sbh (a MoE: also its k routed copies, 2 k sbh)
       two dropout masks, 1 byte each      2 sbh, only where the model drops out the attention's
                                           and MLP's outputs (Heads.hidden_dropout: GPT-2's
@@ -68,9 +69,10 @@ or Qwen-VL layers), eager or flash as --attention says; a Qwen2.5-VL window bloc
 windows', sum of window^2 a head and image (`keys`: keys a query sees). Under recomputation as the
 language model's blocks.
 
-Not counted: the router's fp32 probabilities (s b E x 4 bytes), the norms' fp32 statistics (a
-Mamba-2 gated norm's included). StableLM and a parallel Falcon drop out one output (after the MLP,
-or the attention's and MLP's sum), counted as the two masks.
+Not counted: the router's fp32 probabilities (s b E x 4 bytes) and a router's own MLP (Zaya's
+ZayaRouterMLP, router_hidden_size wide), the norms' fp32 statistics (a Mamba-2 gated norm's
+included). StableLM and a parallel Falcon drop out one output (after the MLP, or the attention's
+and MLP's sum), counted as the two masks.
 """
 
 from __future__ import annotations
@@ -80,29 +82,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from modtrans import dtypes
-from modtrans.ir.document import Gemm, Kind, Layer, ModelIR, Part, Role
+from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
 from modtrans.plan.model import Recompute
 from modtrans.strategy.llm import mixers as mixing
+from modtrans.strategy.llm import mlps as mlp_terms
 from modtrans.strategy.llm.context import sequence
 from modtrans.strategy.llm.mixers import Mixer
+from modtrans.strategy.llm.mlps import NO_MLP, Mlp
 from modtrans.strategy.llm.selective import Kept, op_kept
 
 FLASH, EAGER = "flash", "eager"
 SOFTMAX = ("Softmax", "_softmax", "softmax")  # an ONNX or hand-written softmax's op, a torch one's
 STATISTICS = 4  # bytes of one fp32 logsumexp per head and token (FlashAttention's softmax statistics)
-
-
-@dataclass(frozen=True)
-class Mlp:
-    """Elements per token one block's MLP stores: `inputs` not split over tensor ranks (unless
-    sequence-parallel), `inner` split over them, `experts` split over the expert tensor ranks."""
-
-    inputs: float
-    inner: float
-    experts: float = 0.0
-
-
-NO_MLP = Mlp(0.0, 0.0)  # a hybrid's block without one (Nemotron-H's attention and Mamba blocks)
 
 
 @dataclass(frozen=True)
@@ -130,6 +121,8 @@ class Dims:
     attending: frozenset[int] = frozenset()  # where there are mixers: the blocks with attention
     keys: float = 0.0  # keys each query attends to where not s (a windowed block's mean)
     tower: tuple[tuple[Dims, int], ...] = ()  # a vision tower's blocks: their dims, how many alike
+    passes: dict[int, int] = field(default_factory=dict)  # a block run more than once a forward (mlps.passes)
+    copies: float = 0.0  # the hidden state's routed copies attention experts read a token (_copies)
 
     def mlp(self, block: int) -> Mlp:
         """The block's MLP; without one its model's first (a hybrid's: none)."""
@@ -141,9 +134,9 @@ class Dims:
         """Whether the block has attention (every block of a model without state-space mixers)."""
         return block in self.attending or not self.mixers
 
-    def kind(self, block: int) -> tuple[Mlp, Mixer | None, bool]:
+    def kind(self, block: int) -> tuple[Mlp, Mixer | None, bool, int]:
         """What decides a block's terms: blocks of one kind store alike."""
-        return self.mlp(block), self.mixers.get(block), self.attends(block)
+        return self.mlp(block), self.mixers.get(block), self.attends(block), self.passes.get(block, 1)
 
 
 def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) -> Dims | None:
@@ -161,7 +154,8 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
         return None
     h = table[1]
     mixers, mixed = mixing.of(blocks, h)
-    mlps = _mlps(ir, h, capacity_factor or 1.0, mixed)
+    mlps = mlp_terms.of(ir, h, capacity_factor or 1.0, mixed)
+    passes = mlp_terms.passes(blocks)
     if not mixers and (not attention or not mlps):
         return None
     kept = op_kept(ir, h)
@@ -169,15 +163,35 @@ def dims(ir: ModelIR, micro_batch: int, capacity_factor: float | None = None) ->
     towers = _towers(ir, micro_batch)
     attending = frozenset(x.block.index for x in attention if x.block and x.block.index is not None)
     if not attention:  # a state-space model: no heads
-        return Dims(s, micro_batch, h, 0, 0, 0, 0, 0, 0, table[0], False, False, mlps, kept, width, mixers)
+        return Dims(
+            s, micro_batch, h, 0, 0, 0, 0, 0, 0, table[0], False, False, mlps, kept, width, mixers,
+            passes=passes,
+        )  # fmt: skip
     heads = attention[0].block.heads  # type: ignore[union-attr]
     assert heads is not None
     widths = _widths(attention, h, heads.query, heads.key_value)
     dropout = (heads.dropout > 0, heads.hidden_dropout > 0)
     return Dims(
         s, micro_batch, h, heads.query, *widths, table[0], *dropout, mlps, kept, width,
-        mixers, attending, tower=towers,
+        mixers, attending, tower=towers, passes=passes, copies=_copies(attention, h),
     )  # fmt: skip
+
+
+def _copies(attention: list[Layer], h: int) -> float:
+    """The copies of the hidden state an attention's experts read a token: a mixture of attention
+    heads (JetMoE's JetMoeMoA, modeling_jetmoe.py: map() gathers each token's input for its k
+    experts, layer_input[batch_index], and input_linear keeps them for its weight's gradient, k h a
+    token) is a grouped linear of the attention ([E, ...] weights, Gemm.groups E, each expert's
+    rows), its rows over the tokens a plain projection of the hidden state runs; 0 without one."""
+    first = attention[0].block.index if attention[0].block else None
+    mine = [x for x in attention if x.block and x.block.index == first and _projects(x, h)]
+    plain = next((x.gemm.m for x in mine if x.gemm and x.gemm.groups == 1), 0)
+    grouped = [  # each expert on a share of the tokens (a per-head [heads, h, d] weight runs them all)
+        x.gemm
+        for x in mine
+        if x.gemm and x.gemm.groups > 1 and x.gemm.m < plain and any(len(p.shape) == 3 for p in x.params)
+    ]
+    return grouped[0].m * grouped[0].groups / plain if grouped else 0.0
 
 
 def element_size(attention: list[Layer]) -> int:
@@ -224,54 +238,6 @@ def _in_blocks(x: Layer) -> bool:
     return x.block is not None and x.block.index is not None
 
 
-def _mlps(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()) -> dict[int, Mlp]:
-    """Each block's MLP terms, from its MLPs' linears in the order they run (_stored), the routed
-    experts' from the first expert's; not a state-space mixer's (`mixed`: its in_proj reads the
-    hidden state too)."""
-    dense: dict[int, list[Layer]] = {}
-    routed: dict[int, list[Layer]] = {}
-    for x in ir.layers:
-        if not _in_blocks(x) or x.block is None or x.block.index is None or x.name in mixed:
-            continue
-        if x.kind is not Kind.LINEAR or x.gemm is None:
-            continue
-        if x.block.part is Part.MLP:
-            dense.setdefault(x.block.index, []).append(x)
-        elif x.block.part is Part.EXPERT and x.moe is not None and x.moe.expert in (0, None):
-            routed.setdefault(x.block.index, []).append(x)
-    out = {}
-    for block in sorted(dense.keys() | routed.keys()):
-        mine = dense.get(block, [])
-        inputs = 1.0 if mine or block in routed else 0.0
-        experts = 0.0
-        if block in routed:
-            first = routed[block]
-            k = next(x.moe.top_k for x in first if x.moe is not None)
-            experts = k * capacity * _stored(first, h)
-            inputs += k * capacity
-        out[block] = Mlp(inputs, float(_stored(mine, h)), experts)
-    return out
-
-
-def _stored(linears: list[Layer], h: int) -> int:
-    """Elements per token the MLPs of `linears` keep beyond their input, each MLP (the linears of
-    one module, in the order they run) its up projections' outputs and its down projection's (the
-    last one's) input: GeLU's up and down, f + f; gated, the gate's and up projection's outputs (or
-    a fused gate_up's 2 f) and the product the down projection reads, 3 f. An MLP of one linear
-    reading the hidden state keeps 2 f, GeLU's."""
-    modules: dict[str, list[Gemm]] = {}
-    for x in linears:
-        if x.gemm is not None:
-            modules.setdefault(x.name.rpartition(".")[0], []).append(x.gemm)
-    total = 0
-    for gemms in modules.values():
-        if len(gemms) == 1:
-            total += 2 * gemms[0].n if gemms[0].k == h else 0
-        else:
-            total += sum(g.n for g in gemms[:-1]) + gemms[-1].k
-    return total
-
-
 def layer(
     d: Dims,
     block: int,
@@ -285,7 +251,23 @@ def layer(
 ) -> float:
     """Bytes one block stores per micro-batch on one rank (the module's terms; `ops`: selective
     recomputation is torchtitan's op policy, selective.py; `megatron`: Megatron-Core's Mamba
-    mixer, mixers.py)."""
+    mixer, mixers.py), each of its passes' (mlps.passes)."""
+    one = _pass(d, block, t, sp, recompute, attention, etp, ops, megatron)
+    return d.passes.get(block, 1) * one
+
+
+def _pass(
+    d: Dims,
+    block: int,
+    t: int,
+    sp: bool,
+    recompute: Recompute,
+    attention: str,
+    etp: int,
+    ops: bool,
+    megatron: bool,
+) -> float:
+    """Bytes one pass of a block stores (layer)."""
     sb, w = d.s * d.b, d.width  # w: bytes per element of every tensor term (Korthikanti's 2)
     if recompute is Recompute.FULL:
         return w * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
@@ -294,12 +276,13 @@ def layer(
         if attention != EAGER:  # SDPA's saved output and logsumexp
             kept += w * sb * d.context + STATISTICS * d.a * sb
         return w * sb * d.h * d.kept.hidden / (t if sp else 1) + kept / t
-    m, mixer, attends = d.kind(block)
+    m, mixer, attends, _ = d.kind(block)
     mixes = mixer is not None
     norms = (attends or mixes) + (m.inputs > 0)  # the mixer's (attention, Mamba) and the MLP's
     # the dropout masks after the attention and after the MLP, 1 byte each
     masks = ((m.inputs > 0) + attends) * sb * d.h if d.hidden_dropout else 0
-    reads = d.h * (attends + mixes)  # the QKV projections' shared input, the in_proj's
+    # the QKV projections' shared input (and attention experts' routed copies of it), the in_proj's
+    reads = d.h * (attends * (1 + d.copies) + mixes)
     latent = d.latent if attends else 0
     replicated = w * sb * (norms * d.h + reads + m.inputs * d.h + latent) + masks
     core = d.q + d.k + d.value + d.context if attends else 0
@@ -384,6 +367,7 @@ def _tower_block(members: list[Layer], micro_batch: int, batch: int) -> Dims | N
     widths = _widths(attention, h, heads.query, heads.key_value)
     return Dims(
         s, micro_batch * images // batch, h, heads.query, *widths, 0, heads.dropout > 0,
-        heads.hidden_dropout > 0, {0: Mlp(1.0, float(_stored(mlp, h)))}, Kept(1, 0), element_size(attention),
+        heads.hidden_dropout > 0, {0: Mlp(1.0, float(mlp_terms.stored(mlp, h)))}, Kept(1, 0),
+        element_size(attention),
         keys=0.0 if keys == s else keys,
     )  # fmt: skip

@@ -85,7 +85,8 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
     )
     kept: list[Unit] = []
     last_expert: dict[int | None, Unit] = {}
-    routers: dict[int | None, Unit] = {}
+    routers: dict[int | None, Unit] = {}  # each block's last router layer: the scores
+    reads: dict[int | None, Unit] = {}  # its first: the one reading the tokens routed (_dispatch)
     shares: dict[int | None, Fraction] = {}  # per block, the routed tokens kept (_capacity)
     for u in units:
         moe = u.x.owner.moe
@@ -97,6 +98,7 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
         if moe.expert is None:
             u.scale = Fraction(1, shard)  # the router sees this rank's sequence shard
             routers[u.block] = u
+            reads.setdefault(u.block, u)
             shares[u.block] = _capacity(u, layout, shard)
             kept.append(u)
             continue
@@ -119,7 +121,7 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
         last_expert[u.block] = u
         kept.append(u)
     for block, router in routers.items():
-        _dispatch(router, last_expert.get(block), ep, etp, shard, shares[block])
+        _dispatch(router, last_expert.get(block), ep, etp, shard, shares[block], reads[block])
     if layout.capacity_factor is not None and not routers:
         raise LayoutError("--moe-expert-capacity-factor: the model has no mixture of experts to route")
     return kept
@@ -148,15 +150,18 @@ def _capacity(router: Unit, layout: Layout, shard: int) -> Fraction:
     return Fraction(kept, max(routed, 1))
 
 
-def _dispatch(router: Unit, last: Unit | None, ep: int, etp: int, shard: int, share: Fraction) -> None:
+def _dispatch(
+    router: Unit, last: Unit | None, ep: int, etp: int, shard: int, share: Fraction, reads: Unit
+) -> None:
     """The block's token traffic: the all-to-alls over the expert group and, with the experts split
     over the tensor ranks, the gather of the dispatched tokens over them and the scatter back
     (Megatron-Core token_dispatcher.py, MoEAlltoAllTokenDispatcher: all-to-all, then
     gather_from_sequence_parallel_region over the tensor group; its unpermutation the reverse),
-    with the conjugates in the backward."""
+    with the conjugates in the backward; after the router's scores, the tokens its first layer
+    reads (`reads`: a router with an MLP of its own, Zaya's, scores from a narrower state)."""
     moe = router.x.owner.moe
     assert moe is not None
-    tokens, hidden, width = _routed(router, shard)
+    tokens, hidden, width = _routed(reads, shard)
     size = int(tokens * moe.top_k * share) * hidden * width  # this rank's dispatched tokens
     a2a = Comm(CommType.ALLTOALL, size, EXPERT) if ep > 1 else None
     gather = Comm(CommType.ALLGATHER, size * etp, TENSOR) if etp > 1 else None
