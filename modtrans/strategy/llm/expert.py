@@ -69,16 +69,7 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
             f"--ep {ep}: the model has no mixture of experts to place (Megatron-LM's "
             "--expert-model-parallel-size needs --num-experts)"
         )
-    # a tensor group without SP (a model's own plan: tensor.py) runs the whole sequence on every
-    # tensor rank, routes every token there and keeps whole experts (transformers splits none
-    # its plan leaves out), which compute the same tokens and gradients on each tensor rank
-    whole = tp > 1 and not sp
-    if whole and layout.etp is not None and layout.etp > 1:
-        raise LayoutError(
-            f"--etp {layout.etp}: without --sp every tensor rank keeps whole experts on the whole "
-            "sequence (the model's own plan splits no expert it leaves out)"
-        )
-    etp = 1 if whole else layout.expert_tp
+    whole, etp = _expert_tp(layout)
     shard = tp if sp else 1
     roles = roles_of(
         ir, [u.x.owner for u in units if u.x.owner.moe is not None and u.x.owner.moe.expert is not None]
@@ -125,6 +116,20 @@ def apply(units: list[Unit], ir: ModelIR, layout: Layout) -> list[Unit]:
     if layout.capacity_factor is not None and not routers:
         raise LayoutError("--moe-expert-capacity-factor: the model has no mixture of experts to route")
     return kept
+
+
+def _expert_tp(layout: Layout) -> tuple[bool, int]:
+    """Whether every tensor rank keeps whole experts on the same tokens, and the expert tensor
+    parallelism. A tensor group without SP (a model's own plan: tensor.py) runs the whole sequence
+    on every tensor rank, routes every token there and keeps whole experts (transformers splits
+    none its plan leaves out), which compute the same tokens and gradients on each tensor rank."""
+    whole = layout.tp > 1 and not layout.sp
+    if whole and layout.etp is not None and layout.etp > 1:
+        raise LayoutError(
+            f"--etp {layout.etp}: without --sp every tensor rank keeps whole experts on the whole "
+            "sequence (the model's own plan splits no expert it leaves out)"
+        )
+    return whole, 1 if whole else layout.expert_tp
 
 
 def _routed(router: Unit, shard: int) -> tuple[int, int, int]:
