@@ -2,7 +2,8 @@
 125M to 70B, sequences of 512 to 65,536 tokens, on 8 to 64 A100s and H100s, FSDP as llm-foundry runs it
 (`--framework llm-foundry`). A CHECK, never a calibration target: nothing here feeds the models.
 
-Run by hand: `python bench/bench_foundry.py [--table a100|h100] [--only 7b,1b] [--gpus 8]`: one
+Run by hand: `python bench/bench_foundry.py [--table a100|h100] [--only 7b,1b] [--gpus 8]
+[--attention flash2]`: one
 `modtrans translate` to Chakra traces and one `modtrans estimate` per row (bench_today.py's), each
 a fresh process; about 5 minutes a table on two cores.
 
@@ -159,8 +160,9 @@ H100 = (
 TABLES = {"a100": (A100, "a100", "dgx-a100"), "h100": (H100, "h100", "hgx-h100")}
 
 
-def runs(table: str, only: set[str], gpus: int) -> list[Run]:
-    """The table's rows as bench_today's runs (a ragged accumulation left out)."""
+def runs(table: str, only: set[str], gpus: int, attention: str | None = None) -> list[Run]:
+    """The table's rows as bench_today's runs (a ragged accumulation left out); `attention`: the
+    kernel, where not the framework's own."""
     rows, device, network = TABLES[table]
     out = []
     for model, seq, n, mb, ga, batch, tokens, checkpointed, sharding in rows:
@@ -174,6 +176,8 @@ def runs(table: str, only: set[str], gpus: int) -> list[Run]:
         layout: dict[str, object] = {"framework": "llm-foundry", "zero": 3 if sharding == "full_" else 2}
         if checkpointed:
             layout["recompute"] = "full"
+        if attention:
+            layout["attention"] = attention
         name = f"{model}-{seq}-{n}x{mb}"
         out.append(Run(name, config, device, network, n, seq, mb, batch, layout, tokens_per_gpu=tokens))
     return out
@@ -184,12 +188,13 @@ def main() -> None:
     parser.add_argument("--table", choices=sorted(TABLES), default="a100")
     parser.add_argument("--only", default="", help="model sizes, comma-separated (7b,1b)")
     parser.add_argument("--gpus", type=int, default=64, help="rows on at most this many GPUs")
+    parser.add_argument("--attention", default=None, help="the kernel (default: llm-foundry's, triton)")
     args = parser.parse_args()
     only = {m.strip() for m in args.only.split(",") if m.strip()}
     errors: list[tuple[Run, float]] = []
     print(f"{'row':<18} {'ckpt':>4} {'ga':>3} {'published':>10} {'ours':>9} {'error':>7}")
     with tempfile.TemporaryDirectory() as tmp:
-        for run in runs(args.table, only, args.gpus):
+        for run in runs(args.table, only, args.gpus, args.attention):
             report = estimate(run, Path(tmp))
             ours, published = float(report["iteration_s"]), run.published_s()  # type: ignore[arg-type]
             error = ours / published - 1

@@ -61,7 +61,10 @@ Named versions and configurations, each a member below whose `family` runs the d
                    prefetch defaults (composer/trainer/dist_strategy.py, set_fsdp_default:
                    backward_prefetch BACKWARD_POST, forward_prefetch False, limit_all_gathers True)
                    overlap gathers with compute as far as the CPU runs ahead, which no framework's
-                   traces model here: every FSDP gather waits for the compute before it
+                   traces model here: every FSDP gather waits for the compute before it. Its
+                   attention the benchmark tables' runs took, FlashAttention in Triton (attention)
+
+Each framework's attention kernel is its default where --attention does not say (attention).
 """
 
 from __future__ import annotations
