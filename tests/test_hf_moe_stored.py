@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,14 @@ def test_experts_run_densely_by_transformers_cost_the_routed_run() -> None:
         n = x.gemm.n if x.gemm else 0
         assert [a.shape for a in x.outputs] == [(ROUTED * k, n)]
         assert [a.bytes for a in x.outputs] == [ROUTED * k * n * width]
+    # Llama4TextMoe's own ops: hidden.repeat(E, 1) weighted by the scores, the experts' sum over E;
+    # a framework's permute and unpermute of the tokens x k routed (Megatron-Core's moe_utils)
+    moe = [x for x in ir.layers if x.node.endswith(".feed_forward") and x.moe is None]
+    assert {x.name.rsplit(".", 1)[-1] for x in moe} >= {"mul", "sum"}
+    for x in moe:
+        for a in (*x.inputs, *x.outputs):
+            rows = math.prod(a.shape[:-1])
+            assert rows in (ROUTED, ROUTED * k), (x.name, a.shape)
 
 
 def test_dense_run_experts_split_over_the_expert_ranks(tmp_path: Path) -> None:

@@ -102,16 +102,27 @@ def routed(found: Sequence[Layer]) -> list[Layer]:
     experts.py: grouped_gemm over tokens_per_expert of the permuted tokens) or torchtitan's MoE
     (torchtitan/models/moe: GroupedExperts, torch._grouped_mm over num_tokens_per_expert). Its
     FLOPs are scaled by k / E, its GEMM's rows are an expert's share and its [E, tokens, ...]
-    tensors the routed [tokens x k, ...] of the permuted tokens; its parameters are unchanged."""
-    tokens: dict[int | None, int] = {}
+    tensors the routed [tokens x k, ...] of the permuted tokens; its parameters are unchanged.
+    The MoE module's other layers over E copies of the tokens (Llama4TextMoe's repeat and
+    weighting before the experts, its sum after) are the dispatch's permutation and the combine's
+    unpermutation of the tokens x k routed (Megatron-Core's moe_utils.permute and unpermute)."""
+    tokens: dict[int | None, tuple[int, str]] = {}  # block: the router's tokens, its MoE's path
     for x in found:
         if x.moe is not None and x.moe.expert is None and x.block is not None and x.gemm is not None:
-            tokens.setdefault(x.block.index, x.gemm.m)  # the router's first layer scores them all
+            # the router's first layer scores them all; the module above the router's is the MoE's
+            tokens.setdefault(x.block.index, (x.gemm.m, x.node.rpartition(".")[0]))
+    dense: dict[int | None, tuple[int, int, int]] = {}  # block: tokens, E, k
+    for x in found:
+        t = tokens.get(x.block.index, (0, ""))[0] if x.block is not None else 0
+        if t and x.block is not None and x.moe is not None and x.moe.grouped and _every_token(x, t):
+            dense[x.block.index] = (t, x.moe.experts, x.moe.top_k)
     out = []
     for x in found:
-        t = tokens.get(x.block.index) if x.block is not None else None
-        if t and x.moe is not None and x.moe.grouped and _every_token(x, t):
-            x = _on_routed(x, t)
+        index = x.block.index if x.block is not None else None
+        path = tokens[index][1] if index in dense else None
+        inside = path is not None and (x.node == path or x.node.startswith(f"{path}."))
+        if inside and (x.moe is None or x.moe.expert is not None):  # not the router
+            x = _on_routed(x, *dense[index])
         out.append(x)
     return out
 
@@ -124,23 +135,31 @@ def _every_token(x: Layer, tokens: int) -> bool:
     return shape is not None and len(shape) == 3 and shape[:2] == (x.moe.experts, tokens) and shape[2] != 1
 
 
-def _on_routed(x: Layer, tokens: int) -> Layer:
-    """Layer `x` of every expert on every one of `tokens` as each expert on its routed share."""
-    assert x.moe is not None
-    e, k = x.moe.experts, x.moe.top_k
+def _on_routed(x: Layer, tokens: int, e: int, k: int) -> Layer:
+    """Layer `x` of a block whose experts ran on every one of `tokens`: its tensors of E copies of
+    the tokens (E x tokens rows) as the tokens x k routed and its FLOPs k / E of the dense run's,
+    an expert's GEMM on its share; a layer with no such tensor as it is."""
     share = Fraction(k, e)
-    fl = Flops(*(round(v * share) for v in (x.flops.forward, x.flops.input_grad, x.flops.weight_grad)))
-    gemm = x.gemm and Gemm(-(-tokens * k // e), x.gemm.k, x.gemm.n, x.gemm.groups)
+
+    def copies(a: Activation) -> bool:
+        dims = a.shape
+        return (
+            bool(dims)
+            and len(dims or ()) >= 2
+            and all(isinstance(d, int) for d in dims or ())
+            and (math.prod(int(d) for d in (dims or ())[:-1]) == e * tokens)
+        )
 
     def rows(a: Activation) -> Activation:
-        dims = a.shape
-        if not dims or len(dims) < 2 or not all(isinstance(d, int) for d in dims):
+        if not copies(a):
             return a
-        if math.prod(int(d) for d in dims[:-1]) != e * tokens:
-            return a  # not every expert's copy of the tokens
         size = None if a.bytes is None else round(a.bytes * share)
-        return replace(a, shape=(tokens * k, dims[-1]), bytes=size)
+        return replace(a, shape=(tokens * k, (a.shape or (0,))[-1]), bytes=size)
 
+    if not any(copies(a) for a in (*x.inputs, *x.outputs)):
+        return x
+    fl = Flops(*(round(v * share) for v in (x.flops.forward, x.flops.input_grad, x.flops.weight_grad)))
+    gemm = x.gemm and Gemm(-(-tokens * k // e), x.gemm.k, x.gemm.n, x.gemm.groups)
     return replace(
         x, flops=fl, gemm=gemm, inputs=tuple(map(rows, x.inputs)), outputs=tuple(map(rows, x.outputs))
     )
