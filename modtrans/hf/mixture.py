@@ -142,13 +142,9 @@ def _on_routed(x: Layer, tokens: int, e: int, k: int) -> Layer:
     share = Fraction(k, e)
 
     def copies(a: Activation) -> bool:
-        dims = a.shape
-        return (
-            bool(dims)
-            and len(dims or ()) >= 2
-            and all(isinstance(d, int) for d in dims or ())
-            and (math.prod(int(d) for d in (dims or ())[:-1]) == e * tokens)
-        )
+        dims = a.shape or ()
+        known = len(dims) >= 2 and all(isinstance(d, int) for d in dims)
+        return known and math.prod(int(d) for d in dims[:-1]) == e * tokens
 
     def rows(a: Activation) -> Activation:
         if not copies(a):
