@@ -1,11 +1,12 @@
 """A mixture read through transformers (modtrans/hf/) stores, holds and places its experts as the
 built model's modules say, in the families whose experts the activation model and expert
-parallelism read otherwise before: experts run as a bmm over [E, tokens, h] (Llama 4), layers run
-more than once a forward (Inkling 2 loop; ALBERT's shared block), heads given per layer (Dots3
-Note), an attention class not named Attention (LongCat-Flash's MLA), a router with an MLP of its
-own and scores beyond E (Zaya, LongCat-Flash), attention experts (JetMoE), an [E x f, h] weight
-run an expert at a time (DBRX). Each against the configuration's numbers and transformers'
-modeling files, and the parameters and FLOPs still transformers' own (hfcheck.agrees).
+parallelism read otherwise before: experts run as a bmm over [E, tokens, h] (Llama 4: each on
+its routed tokens, as a training framework runs them), layers run more than once a forward
+(Inkling 2 loop; ALBERT's shared block), heads given per layer (Dots3 Note), an attention class
+not named Attention (LongCat-Flash's MLA), a router with an MLP of its own and scores beyond E
+(Zaya, LongCat-Flash), attention experts (JetMoE), an [E x f, h] weight run an expert at a time
+(DBRX). Each against the configuration's numbers and transformers' modeling files, and the
+parameters and FLOPs still transformers' own (hfcheck.agrees: dense experts at their routed run).
 tools/hf_moe_marks.py holds every MoE family transformers defines to the same reading.
 
 Marker hf: needs torch and transformers (the extra `hf`).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +29,10 @@ from modtrans.comm import CommType
 from modtrans.hf import classes, library
 from modtrans.ir.document import Gemm, Kind, Part
 from modtrans.plan import Collective
-from modtrans.plan.model import Recompute
+from modtrans.plan.model import Compute, Recompute, Step
 from modtrans.strategy.llm import Layout, activations
 from tests import plans
-from tests.hfcheck import agrees
+from tests.hfcheck import GEMMS, agrees
 from tests.test_hf_moe_marks import FIXTURES, _moe_blocks, _read
 
 pytestmark = pytest.mark.hf
@@ -42,24 +44,119 @@ def _text(config: Any) -> Any:
     return config.get_text_config()
 
 
-def test_a_bmm_over_the_experts_is_each_experts_gemm() -> None:
-    """Llama4TextExperts (modeling_llama4.py) views its input as [E, tokens, h] and runs
-    bmm(hidden, gate_up_proj [E, h, 2 f]) and bmm(., down_proj [E, f, h]): each expert's GEMM is
-    [tokens, h] x [h, 2 f] (every token, Llama4TextMoe's routed_in = hidden.repeat(E, 1)), not one
-    of N = tokens x 2 f; its stored width per routed token the gated 3 f."""
+def _llama4(layers: int = 2) -> Any:
+    """Llama 4's default configuration (Llama-4-Scout's sizes: E 16, top-1, h 5120, f 8192), its
+    first `layers` text layers."""
     config = classes.default_config("llama4")
-    _, _, ir = _read(config)
+    text = _text(config)
+    text.num_hidden_layers = layers
+    text.layer_types = text.layer_types[:layers]
+    return config
+
+
+ROUTED = 32  # a sequence of tokens x top-k a multiple of Llama 4's 16 experts (2 rows each)
+
+
+def test_a_bmm_over_the_experts_is_each_experts_gemm_on_its_routed_tokens() -> None:
+    """Llama4TextExperts (modeling_llama4.py) views its input as [E, tokens, h] and runs
+    bmm(hidden, gate_up_proj [E, h, 2 f]) and bmm(., down_proj [E, f, h]) on every token
+    (Llama4TextMoe's routed_in = hidden.repeat(E, 1)): each expert's GEMM is [rows, h] x [h, 2 f]
+    on its routed tokens, rows = tokens x k / E (Megatron-Core's GroupedMLP, torchtitan's
+    grouped_mm), not one of N = tokens x 2 f nor one of every token; its stored width per routed
+    token the gated 3 f."""
+    config = _llama4()
+    _, _, ir = _read(config, ROUTED)
     text = _text(config)
     e, h, f, k = text.num_local_experts, text.hidden_size, text.intermediate_size, text.num_experts_per_tok
+    rows = ROUTED * k // e
+    assert rows * e == ROUTED * k
     dims = activations.dims(ir, 1)
     assert dims is not None
     sparse = _moe_blocks(ir)
     assert sparse
     for index, xs in sparse.items():
         gemms = {x.name.rsplit(".", 1)[-1]: x.gemm for x in xs if x.block.part is Part.EXPERT and x.gemm}
-        assert gemms["gate_up_proj"] == Gemm(TOKENS, h, 2 * f, e)
-        assert gemms["down_proj"] == Gemm(TOKENS, f, h, e)
+        assert gemms["gate_up_proj"] == Gemm(rows, h, 2 * f, e)
+        assert gemms["down_proj"] == Gemm(rows, f, h, e)
         assert dims.mlps[index].experts == k * 3 * f
+
+
+def test_experts_run_densely_by_transformers_cost_the_routed_run() -> None:
+    """Transformers' FlopCounterMode counts Llama4TextExperts' two bmm over all E experts on every
+    token, 2 x tokens x E x (h x 2 f + f x h); a training framework runs each token on its k experts
+    only (Megatron-Core megatron/core/transformer/moe/experts.py, GroupedMLP and TEGroupedMLP:
+    grouped GEMMs over tokens_per_expert; torchtitan's MoE: torch._grouped_mm over the routed
+    tokens), k / E of it. The IR's expert FLOPs are that, from the configuration; every other
+    layer's FLOPs are transformers' own count of the model without its experts modules; the
+    experts' tensors are the routed tokens' (tokens x k rows, 2 f and f and h wide); the
+    parameters are the model's."""
+    config = _llama4()
+    model, given, ir = _read(config, ROUTED)
+    text = _text(config)
+    e, h, f, k = text.num_local_experts, text.hidden_size, text.intermediate_size, text.num_experts_per_tok
+    dense = 2 * ROUTED * e * (h * 2 * f + f * h)  # per MoE block, from the configuration
+    sparse = _moe_blocks(ir)
+    experts = [x for xs in sparse.values() for x in xs if x.block.part is Part.EXPERT]
+    linears = [x for x in experts if x.kind is Kind.LINEAR]
+    assert sum(x.flops.forward for x in linears) == len(sparse) * dense * k // e
+    counted = library.count_modules(model, given)
+    name = type(model).__name__
+    paths = [n for n, m in model.named_modules() if type(m).__name__ == "Llama4TextExperts"]
+    theirs = [counted[f"{name}.{p}"] for p in paths]
+    assert theirs == [dense] * len(sparse)  # transformers' dense count, as the configuration says
+    rest = library.count_forward(model, given) - sum(theirs)
+    ours = sum(x.flops.forward for x in ir.layers if x.kind in GEMMS and x not in linears)
+    assert abs(ours - rest) <= 0.02 * rest, (ours, rest)
+    agrees(model, given, ir)  # hfcheck: the dense experts counted at k / E
+    width = {"bfloat16": 2, "float16": 2}.get(str(text.dtype).removeprefix("torch."), 4)
+    for x in linears:
+        n = x.gemm.n if x.gemm else 0
+        assert [a.shape for a in x.outputs] == [(ROUTED * k, n)]
+        assert [a.bytes for a in x.outputs] == [ROUTED * k * n * width]
+    # Llama4TextMoe's own ops: hidden.repeat(E, 1) weighted by the scores, the experts' sum over E;
+    # a framework's permute and unpermute of the tokens x k routed (Megatron-Core's moe_utils)
+    moe = [x for x in ir.layers if x.node.endswith(".feed_forward") and x.moe is None]
+    assert {x.name.rsplit(".", 1)[-1] for x in moe} >= {"mul", "sum"}
+    for x in moe:
+        for a in (*x.inputs, *x.outputs):
+            rows = math.prod(a.shape[:-1])
+            assert rows in (ROUTED, ROUTED * k), (x.name, a.shape)
+
+
+def test_dense_run_experts_split_over_the_expert_ranks(tmp_path: Path) -> None:
+    """Under --ep 2 Llama 4's experts read as the routed run are still 1 / E_p of the experts a
+    rank (gate_up_proj and down_proj, [E, ...] each: half of them held), each rank computes its
+    E / E_p experts on the tokens every rank routes to them (k x tokens rows in all: the IR's
+    routed FLOPs of one micro-batch, the experts' activation and product folded in), and the
+    dispatch and combine all-to-alls move tokens x k x h x bytes (Megatron-Core's
+    MoEAlltoAllTokenDispatcher), as before."""
+    config = _llama4()
+    text = _text(config)
+    e, h, f, k = text.num_local_experts, text.hidden_size, text.intermediate_size, text.num_experts_per_tok
+    model = library.build(config)
+    total, experts = _split(model, ".experts.")
+    assert experts == 2 * e * 3 * h * f  # two MoE blocks of E gated experts
+    assert _rank_parameters(config, tmp_path, 2, ROUTED) == total - experts // 2
+    width = {"bfloat16": 2, "float16": 2}.get(str(text.dtype).removeprefix("torch."), 4)
+    path = plans.config(tmp_path, config.to_dict())
+    plan = plans.plan(path, Layout(npus=2, dp=2, ep=2, global_batch=2, micro_batch=1), (1, ROUTED))
+    program = plan.program(0)
+    a2a = [op for op in program if isinstance(op, Collective) and op.comm is CommType.ALLTOALL]
+    assert a2a
+    assert {c.bytes for c in a2a} == {ROUTED * k * h * width}
+    forward = [
+        op
+        for op in program
+        if isinstance(op, Compute)
+        and op.step is Step.FWD
+        and plan.layers[op.layer].name.rsplit(".", 1)[-1] in ("gate_up_proj", "down_proj")
+        and ".experts." in plan.layers[op.layer].name
+    ]
+    _, _, ir = _read(config, ROUTED)
+    routed = [x for x in ir.layers if x.block and x.block.part is Part.EXPERT]
+    assert sum(op.flops for op in forward) == sum(x.flops.forward for x in routed)
+    linears = sum(x.flops.forward for x in routed if x.kind is Kind.LINEAR)
+    assert linears == 2 * 2 * ROUTED * k * 3 * h * f  # two blocks' routed GEMMs
 
 
 def test_a_looped_layer_stores_each_pass() -> None:
@@ -152,11 +249,11 @@ def test_a_router_with_an_mlp_of_its_own_is_the_router() -> None:
         assert dims.mlps[index].experts == k * 3 * f
 
 
-def _rank_parameters(config: Any, tmp_path: Path, ep: int) -> int:
+def _rank_parameters(config: Any, tmp_path: Path, ep: int, tokens: int = TOKENS) -> int:
     """Parameters rank 0 holds with the experts over `ep` data ranks (plan.memory)."""
     path = plans.config(tmp_path, config.to_dict())
     layout = Layout(npus=ep, dp=ep, ep=ep, global_batch=ep, micro_batch=1)
-    plan = plans.plan(path, layout, (1, TOKENS))
+    plan = plans.plan(path, layout, (1, tokens))
     return plan.memory[0].parameters
 
 

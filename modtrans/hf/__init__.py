@@ -38,7 +38,8 @@ layers.py   the recorded ops -> the IR's layers: named by module, FLOPs, GEMMs, 
 blocks.py   what a layer is to the model: block index and part, heads per block, the experts'
             counts
 mixture.py  a mixture's router and expert layers (document.Moe): which, from the counts and the
-            module paths; a router's own MLP the router's
+            module paths; a router's own MLP the router's; experts run on every token as the
+            routed run
 towers.py   a multimodal model's towers (its vision and audio encoders): outside the blocks, on
             the first pipeline stage, with their own configuration's heads
 plans.py    the model's own base_model_tp_plan: each layer's style (Layer.tp_style), which

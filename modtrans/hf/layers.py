@@ -29,7 +29,7 @@ from typing import Any
 
 from modtrans.hf.blocks import Shape, block, block_index, in_attention, with_router
 from modtrans.hf.mixture import moe as routing
-from modtrans.hf.mixture import router_modules
+from modtrans.hf.mixture import routed, router_modules
 from modtrans.hf.towers import ahead, where_outside
 from modtrans.ir import flops
 from modtrans.ir.document import (
@@ -80,7 +80,7 @@ def layers(recorded: Any, shape: Shape) -> list[Layer]:
         out.append(
             _layer(g, own, shapes, modules, where, blocks, outside, sharing, tower is not None, sliced)
         )
-    return router_modules(out)
+    return routed(router_modules(out))
 
 
 def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
@@ -306,9 +306,10 @@ def _gemm(g: _Group, moe: Moe | None) -> Gemm | None:
     """The forward GEMM of a layer's first matrix product: mm and addmm [M x K].[K x N]; bmm
     [B x M x K].[B x K x N], B groups; a grouped expert layer's, per expert on its balanced share
     (batched_mm's [rows, n, 1] over the routed rows), or on the rows a bmm over the experts gives
-    each ([E, rows, n]: Llama4TextExperts, its tokens already laid out per expert), or the first
-    expert's of a module that runs one product an expert (JetMoeParallelExperts' F.linear per
-    expert, modeling_jetmoe.py: its first product is expert 0's rows)."""
+    each ([E, rows, n]: Llama4TextExperts, every token for each, which mixture.routed takes to the
+    routed share), or the first expert's of a module that runs one product an expert
+    (JetMoeParallelExperts' F.linear per expert, modeling_jetmoe.py: its first product is expert
+    0's rows)."""
     gemms = [o for o in g.ops if o.category == "gemm" and o.name != "convolution"]
     op = gemms[0] if gemms else None
     if op is None or not op.out_shapes:

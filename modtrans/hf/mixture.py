@@ -1,17 +1,20 @@
 """A mixture of experts read through transformers: which layers are a router's and which an
 expert's (document.Moe), from the configuration's counts (blocks.Shape: E, top-k, zero experts)
 and the module path, parameters and output of each layer; a router's own MLP the router's.
-tools/hf_moe_marks.py holds every MoE family transformers defines to these rules.
+tools/hf_moe_marks.py holds every MoE family transformers defines to these rules. An experts
+module that runs every expert on every token is read as the routed run (routed).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from fractions import Fraction
 
 from modtrans.hf.blocks import Shape
-from modtrans.ir.document import Block, Kind, Layer, Moe, Part
+from modtrans.ir.document import Activation, Block, Flops, Gemm, Kind, Layer, Moe, Part
 
 
 def moe(
@@ -87,3 +90,72 @@ def router_modules(found: Sequence[Layer]) -> list[Layer]:
             x = replace(x, moe=marks[index], block=Block(index, Part.ROUTER))
         out.append(x)
     return out
+
+
+def routed(found: Sequence[Layer]) -> list[Layer]:
+    """`found` with each grouped expert layer that ran every expert on every token the block's
+    router scored (its output [E, tokens, n]) as the run a training framework makes: each expert
+    on the tokens routed to it, tokens x top-k / E on average (balanced, no capacity dropping).
+    Llama4TextExperts (modeling_llama4.py) runs bmm over [E, tokens, h] after Llama4TextMoe's
+    hidden.repeat(E, 1), the routing weights zeroing the unrouted: E / k times the FLOPs and
+    bytes of Megatron-Core's GroupedMLP and TEGroupedMLP (megatron/core/transformer/moe/
+    experts.py: grouped_gemm over tokens_per_expert of the permuted tokens) or torchtitan's MoE
+    (torchtitan/models/moe: GroupedExperts, torch._grouped_mm over num_tokens_per_expert). Its
+    FLOPs are scaled by k / E, its GEMM's rows are an expert's share and its [E, tokens, ...]
+    tensors the routed [tokens x k, ...] of the permuted tokens; its parameters are unchanged.
+    The MoE module's other layers over E copies of the tokens (Llama4TextMoe's repeat and
+    weighting before the experts, its sum after) are the dispatch's permutation and the combine's
+    unpermutation of the tokens x k routed (Megatron-Core's moe_utils.permute and unpermute)."""
+    tokens: dict[int | None, tuple[int, str]] = {}  # block: the router's tokens, its MoE's path
+    for x in found:
+        if x.moe is not None and x.moe.expert is None and x.block is not None and x.gemm is not None:
+            # the router's first layer scores them all; the module above the router's is the MoE's
+            tokens.setdefault(x.block.index, (x.gemm.m, x.node.rpartition(".")[0]))
+    dense: dict[int | None, tuple[int, int, int]] = {}  # block: tokens, E, k
+    for x in found:
+        t = tokens.get(x.block.index, (0, ""))[0] if x.block is not None else 0
+        if t and x.block is not None and x.moe is not None and x.moe.grouped and _every_token(x, t):
+            dense[x.block.index] = (t, x.moe.experts, x.moe.top_k)
+    out = []
+    for x in found:
+        index = x.block.index if x.block is not None else None
+        path = tokens[index][1] if index in dense else None
+        inside = path is not None and (x.node == path or x.node.startswith(f"{path}."))
+        if inside and (x.moe is None or x.moe.expert is not None):  # not the router
+            x = _on_routed(x, *dense[index])
+        out.append(x)
+    return out
+
+
+def _every_token(x: Layer, tokens: int) -> bool:
+    """Whether a grouped expert layer's output is [E, tokens, n]: each expert on all the tokens
+    (a routed batched_mm's is [rows, n, 1], a grouped_mm's [rows, n], rows = tokens x k)."""
+    shape = x.outputs[0].shape if x.outputs else None
+    assert x.moe is not None
+    return shape is not None and len(shape) == 3 and shape[:2] == (x.moe.experts, tokens) and shape[2] != 1
+
+
+def _on_routed(x: Layer, tokens: int, e: int, k: int) -> Layer:
+    """Layer `x` of a block whose experts ran on every one of `tokens`: its tensors of E copies of
+    the tokens (E x tokens rows) as the tokens x k routed and its FLOPs k / E of the dense run's,
+    an expert's GEMM on its share; a layer with no such tensor as it is."""
+    share = Fraction(k, e)
+
+    def copies(a: Activation) -> bool:
+        dims = a.shape or ()
+        known = len(dims) >= 2 and all(isinstance(d, int) for d in dims)
+        return known and math.prod(int(d) for d in dims[:-1]) == e * tokens
+
+    def rows(a: Activation) -> Activation:
+        if not copies(a):
+            return a
+        size = None if a.bytes is None else round(a.bytes * share)
+        return replace(a, shape=(tokens * k, (a.shape or (0,))[-1]), bytes=size)
+
+    if not any(copies(a) for a in (*x.inputs, *x.outputs)):
+        return x
+    fl = Flops(*(round(v * share) for v in (x.flops.forward, x.flops.input_grad, x.flops.weight_grad)))
+    gemm = x.gemm and Gemm(-(-tokens * k // e), x.gemm.k, x.gemm.n, x.gemm.groups)
+    return replace(
+        x, flops=fl, gemm=gemm, inputs=tuple(map(rows, x.inputs)), outputs=tuple(map(rows, x.outputs))
+    )
