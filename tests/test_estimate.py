@@ -250,7 +250,26 @@ def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str,
         assert mine.compute_s == pytest.approx(theirs.compute_s, rel=1e-3)
     # memory.py's model, given the full plan's units by build.py and the reduced model's by the fast tier
     assert [s.memory_bytes for s in fast.stages] == [m.total for m in plan.memory]
+    assert [s.reserved_bytes for s in fast.stages] == [s.reserved_bytes for s in exact.stages]
     assert fast.tflops_per_gpu == pytest.approx(exact.tflops_per_gpu, rel=0.02)
+
+
+def test_the_estimate_reports_what_the_caching_allocator_reserves(run_cli: Run, tmp_path: Path) -> None:
+    """torchtitan's layout: beside one rank's peak, the bf16 logits the allocator keeps cached, 2 B
+    of each of the micro-batch's 2,048 x 128,256 logits (meta-llama/Meta-Llama-3-8B's vocabulary),
+    as the translation's metadata has it; a Megatron layout reserves its peak."""
+    args = ("llama-3-8b", "--framework", "torchtitan", "--zero", "3", "--dp", "2", "--format", "chakra-et")
+    assert run_cli("translate", *args, "-o", tmp_path / "t").exit_code == 0
+    done = run_cli("estimate", tmp_path / "t", "--network", "switch:2:300", "--format", "json")
+    assert done.exit_code == 0, done.output
+    shown = json.loads(done.stdout)
+    assert shown["reserved_bytes"] - shown["memory_bytes"] == 2 * 2048 * 128256
+    plain = ("llama-3-8b", "--dp", "2", "--format", "chakra-et", "-o", tmp_path / "m")
+    assert run_cli("translate", *plain).exit_code == 0
+    megatron = json.loads(
+        run_cli("estimate", tmp_path / "m", "--network", "switch:2:300", "--format", "json").stdout
+    )
+    assert megatron["reserved_bytes"] == megatron["memory_bytes"]
 
 
 def test_a_steps_blocking_collectives_wait_for_the_lane_the_stage_queued_before_it() -> None:

@@ -102,7 +102,7 @@ def estimate(
         if s not in by_stage or lane.finish > lanes[by_stage[s]].finish:
             by_stage[s] = p
     stages = tuple(
-        stage_time(s, lanes[p], memory[s].total if s < len(memory) else None)
+        stage_time(s, lanes[p], *((memory[s].total, memory[s].reserved) if s < len(memory) else ()))
         for s, p in sorted(by_stage.items())
     )
     flops = sum(count[p] * flops_of[p] for p in count)

@@ -108,11 +108,13 @@ def estimate(
         step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
         gathers = sum(chunks[v][20] for v in _held(layout, s))  # then the parameters' gathers, exposed
         comm, exposed = comm + gathers, exposed + gathers
-        total = held[s].total if s < len(held) else None
+        total, reserved = (held[s].total, held[s].reserved) if s < len(held) else (None, None)
         # the step waits for the last step's compute and the reductions, not for a send after them
         start = max(stage.finish - stage.after, stage.reduced) if step or gathers else stage.finish
         wall = max(stage.finish, start + step + gathers)
-        stages.append(StageTime(s, wall / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total))
+        stages.append(
+            StageTime(s, wall / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total, reserved)
+        )
     per_micro = micro_flops(sk, layout.recompute)
     flops = per_micro * layout.micro_batches * per_stage
     tokens = layout.batch * ctx.sequence

@@ -18,6 +18,7 @@ class StageTime:
     comm_s: float  # collectives and sends in flight, overlapped or not
     exposed_comm_s: float  # communication no compute overlapped
     memory_bytes: int | None = None
+    reserved_bytes: int | None = None  # what PyTorch's caching allocator holds at that peak
 
     @property
     def bubble_s(self) -> float:
@@ -68,11 +69,17 @@ class Estimate:
         known = [s.memory_bytes for s in self.stages if s.memory_bytes is not None]
         return max(known) if known else None
 
+    @property
+    def reserved_bytes(self) -> int | None:
+        """The largest stage's reserved bytes per rank (None: not modelled)."""
+        known = [s.reserved_bytes for s in self.stages if s.reserved_bytes is not None]
+        return max(known) if known else None
 
-def stage_time(stage: int, lane: Lane, memory: int | None = None) -> StageTime:
-    """A lane (ns) as a stage's seconds."""
+
+def stage_time(stage: int, lane: Lane, memory: int | None = None, reserved: int | None = None) -> StageTime:
+    """A lane (ns) as a stage's seconds, with one rank's memory and reserved bytes where known."""
     return StageTime(
-        stage, lane.finish / 1e9, lane.compute / 1e9, lane.comm / 1e9, lane.exposed / 1e9, memory
+        stage, lane.finish / 1e9, lane.compute / 1e9, lane.comm / 1e9, lane.exposed / 1e9, memory, reserved
     )
 
 
@@ -115,6 +122,7 @@ def document(e: Estimate) -> dict[str, object]:
         "tflops_per_gpu": e.tflops_per_gpu,
         "mfu": e.mfu,
         "memory_bytes": e.memory_bytes,
+        "reserved_bytes": e.reserved_bytes,
         "npus": e.npus,
         "stages": [
             {
@@ -125,6 +133,7 @@ def document(e: Estimate) -> dict[str, object]:
                 "exposed_comm_s": s.exposed_comm_s,
                 "bubble_s": s.bubble_s,
                 "memory_bytes": s.memory_bytes,
+                "reserved_bytes": s.reserved_bytes,
             }
             for s in e.stages
         ],

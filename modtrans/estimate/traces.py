@@ -125,7 +125,7 @@ def estimate(prefix: str, members: Sequence[Path], meta: Mapping[str, Any], net:
     share = npus // len(traces)
     flops = share * sum(_flops(t) for t in traces)
     llm = sidecar.llm_of(meta)
-    stages = tuple(stage_time(i, lane, _memory(llm, i)) for i, lane in enumerate(lanes))
+    stages = tuple(stage_time(i, lane, *_memory(llm, i)) for i, lane in enumerate(lanes))
     return combine(
         stages, npus=npus, flops=flops, tokens=_tokens(meta, llm), peak_flops=peak_of(meta.get("compute"))
     )
@@ -161,12 +161,15 @@ def _flops(trace: Trace) -> int:
     return sum(int(n.value("num_ops", 0) or 0) for n in trace.nodes if n.type == COMP and n.duration)
 
 
-def _memory(llm: Mapping[str, Any], stage: int) -> int | None:
+def _memory(llm: Mapping[str, Any], stage: int) -> tuple[int | None, int | None]:
+    """One rank's memory of the stage as the metadata holds it, and what the caching allocator
+    reserves at it (files written before reserved_bytes: the total)."""
     memory = llm.get("memory")
     if isinstance(memory, list) and stage < len(memory) and isinstance(memory[stage], dict):
-        total = memory[stage].get("total_bytes")
-        return total if isinstance(total, int) else None
-    return None
+        total, reserved = memory[stage].get("total_bytes"), memory[stage].get("reserved_bytes", None)
+        if isinstance(total, int):
+            return total, reserved if isinstance(reserved, int) else total
+    return None, None
 
 
 def _tokens(meta: Mapping[str, Any], llm: Mapping[str, Any]) -> int:
