@@ -373,9 +373,6 @@ def estimate(run: Run, folder: Path) -> dict[str, object]:
     if done.returncode:
         raise SystemExit(f"estimate {run.name} failed: {done.stderr.strip()}")
     report: dict[str, object] = json.loads(done.stdout)
-    meta = json.loads(Path(f"{prefix}.et-meta.json").read_text())
-    # what max_memory_reserved would read: the busiest stage's tensors and the allocator's cache
-    report["reserved_bytes"] = max(m["reserved_bytes"] for m in meta["parallel"]["llm"]["memory"])
     for path in prefix.parent.iterdir():
         path.unlink()
     return report
@@ -462,6 +459,7 @@ def main() -> None:
             errors.append(error)
             ours_tokens = run.batch * run.seq / ours / run.gpus
             pub_tokens = run.batch * run.seq / published / run.gpus
+            # what max_memory_reserved would read: the busiest stage's tensors and the allocator's cache
             memory = float(report["reserved_bytes"]) / 2**30  # type: ignore[arg-type]
             pub_memory = f"{run.memory_gib:.1f}" if run.memory_gib else "-"
             print(
