@@ -164,7 +164,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     except formats.UnknownOutput as error:
         raise UsageError(str(error)) from None
     unit = _unit(request, dialect)
-    for line in _not_applicable(request, policy, compute):
+    for line in (*_not_applicable(request, policy, compute), *_unmeasured(request, compute)):
         note(line)
     settings = cost.Settings(
         request.device,
@@ -220,6 +220,27 @@ def _calibrated(device: str | None) -> bool:
         return profile(device or "a100").kernels is not None
     except CostError:
         return True
+
+
+def _unmeasured(request: Request, compute: str) -> list[str]:
+    """A note where the gpu model's older attention kernel (flash1, triton) has no measurement on
+    the device: its newest fused kernel's rate stands in (cost/gpu.py), faster than the one asked."""
+    from modtrans.cost import CostError
+    from modtrans.cost.roofline import device as profile
+
+    attention, device = _attention(request), request.device or "a100"
+    if compute != "gpu" or attention not in ("flash1", "triton"):
+        return []
+    try:
+        kernels = profile(device).kernels
+    except CostError:
+        return []
+    if kernels is None or f"attention_{attention}" in kernels:
+        return []
+    return [
+        f"--attention {attention}: the {device} profile has no measurement of that kernel; "
+        "its newest fused kernel's rate stands in (faster)"
+    ]
 
 
 def _efficiency(text: str | None) -> tuple[tuple[str, float], ...]:

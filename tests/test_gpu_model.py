@@ -491,6 +491,32 @@ def test_each_framework_runs_its_own_attention_unless_told() -> None:
     assert kernel(dp=2) == "flash"
 
 
+@pytest.mark.parametrize("kernel", ["flash2", "cudnn", "flash1", "triton"])
+def test_an_h200_runs_each_attention_kernel_as_the_h100(kernel: str) -> None:
+    """The H200 is the H100's SMs and clocks with more memory: each attention kernel at the H100's
+    measured rates (as its newest fused kernel already is), not the newest kernel's in its place."""
+    h100, h200 = (cost.get("gpu", cost.Settings(device=d, attention=kernel)) for d in ("h100", "h200"))
+    newest = cost.get("gpu", cost.Settings(device="h200"))
+    rates = [m.kernels.attention.rates(128, 4096, True) for m in (h100, h200, newest)]  # type: ignore[attr-defined]
+    assert rates[0] == rates[1]
+    assert rates[1] != rates[2]
+
+
+def test_an_unmeasured_older_kernel_is_said_not_silently_replaced() -> None:
+    """--framework llm-foundry on a B200, whose profile has no FlashAttention-in-Triton measurement:
+    one note says the newest kernel's rate stands in; on the A100, which has it, nothing is said."""
+    from modtrans.request import Request, prepare
+
+    def notes(device: str) -> list[str]:
+        said: list[str] = []
+        prepare(Request(model="gpt2", device=device, framework="llm-foundry", zero=3, dp=2), say=said.append)
+        return [line for line in said if "--attention triton" in line]
+
+    assert len(notes("b200")) == 1
+    assert "stands in" in notes("b200")[0]
+    assert notes("a100") == []
+
+
 # cuDNN's fused attention on an H100 80GB SXM5 (cuDNN 9, FP16) as the FlashAttention-3 paper measured
 # it beside FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608), head dim 128, TFLOP/s at 2k, 4k,
 # 8k tokens: the forward from its figure (Dao-AILab/flash-attention assets/flash3_fp16_fwd.png, the
