@@ -223,13 +223,15 @@ def _calibrated(device: str | None) -> bool:
 
 
 def _unmeasured(request: Request, compute: str) -> list[str]:
-    """A note where the gpu model's older attention kernel (flash1, triton) has no measurement on
-    the device: its newest fused kernel's rate stands in (cost/gpu.py), faster than the one asked."""
+    """A note where the gpu model's attention kernel, asked for or the framework's (flash2, cudnn,
+    flash1, triton), has no measurement on the device: its newest fused kernel's rate stands in
+    (cost/gpu.py)."""
     from modtrans.cost import CostError
+    from modtrans.cost.gpu import ALTERNATIVES
     from modtrans.cost.roofline import device as profile
 
     attention, device = _attention(request), request.device or "a100"
-    if compute != "gpu" or attention not in ("flash1", "triton"):
+    if compute != "gpu" or attention not in ALTERNATIVES:
         return []
     try:
         kernels = profile(device).kernels
@@ -239,7 +241,7 @@ def _unmeasured(request: Request, compute: str) -> list[str]:
         return []
     return [
         f"--attention {attention}: the {device} profile has no measurement of that kernel; "
-        "its newest fused kernel's rate stands in (faster)"
+        "its newest fused kernel's rate stands in"
     ]
 
 

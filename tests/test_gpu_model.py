@@ -502,19 +502,20 @@ def test_an_h200_runs_each_attention_kernel_as_the_h100(kernel: str) -> None:
     assert rates[1] != rates[2]
 
 
-def test_an_unmeasured_older_kernel_is_said_not_silently_replaced() -> None:
-    """--framework llm-foundry on a B200, whose profile has no FlashAttention-in-Triton measurement:
-    one note says the newest kernel's rate stands in; on the A100, which has it, nothing is said."""
+def test_an_unmeasured_kernel_is_said_not_silently_replaced() -> None:
+    """A framework's kernel on a profile that has not measured it (llm-foundry's Triton kernel,
+    torchtitan's FlashAttention-2 on a B200): one note says the newest kernel's rate stands in; on
+    the A100, which has both (its newest is FlashAttention-2), nothing is said."""
     from modtrans.request import Request, prepare
 
-    def notes(device: str) -> list[str]:
+    def notes(device: str, framework: str) -> list[str]:
         said: list[str] = []
-        prepare(Request(model="gpt2", device=device, framework="llm-foundry", zero=3, dp=2), say=said.append)
-        return [line for line in said if "--attention triton" in line]
+        prepare(Request(model="gpt2", device=device, framework=framework, zero=3, dp=2), say=said.append)
+        return [line for line in said if "stands in" in line]
 
-    assert len(notes("b200")) == 1
-    assert "stands in" in notes("b200")[0]
-    assert notes("a100") == []
+    for framework, kernel in (("llm-foundry", "triton"), ("torchtitan", "flash2")):
+        assert [kernel in line for line in notes("b200", framework)] == [True]
+        assert notes("a100", framework) == []
 
 
 # cuDNN's fused attention on an H100 80GB SXM5 (cuDNN 9, FP16) as the FlashAttention-3 paper measured
