@@ -371,15 +371,19 @@ def _attention(r: Request) -> str:
     device's newest fused kernel."""
     if r.attention is not None:
         return r.attention
-    known = r.framework is not None and r.framework in {f.value for f in Framework}
-    return (Framework(r.framework).attention if known and r.framework else None) or "flash"
+    framework = _framework(r.framework)
+    return (framework.attention if framework is not None else None) or "flash"
 
 
 def _norms(framework: str | None) -> str:
     """The gpu model's RMSNorm under the framework's conventions (frameworks.py, eager_norms)."""
-    if framework is None or framework not in {f.value for f in Framework}:
-        return "fused"
-    return "eager" if Framework(framework).eager_norms else "fused"
+    known = _framework(framework)
+    return "eager" if known is not None and known.eager_norms else "fused"
+
+
+def _framework(name: str | None) -> Framework | None:
+    """The framework --framework names; None for none or a name the layout refuses later."""
+    return Framework(name) if name is not None and name in {f.value for f in Framework} else None
 
 
 def _lays_out(r: Request) -> bool:
