@@ -38,17 +38,22 @@ def _megatron(tp: int, dp: int, seq: int, micro: int, distributed: bool) -> tupl
     return weights_and_optimizer, activations / tp
 
 
-def _gated_block(sb: int, h: int, f: int, a: int, kv: int, *, experts: int = 0) -> int:
+def _gated_block(sb: int, h: int, f: int, a: int, kv: int, *, experts: int = 0, e: int = 0) -> int:
     """One block's bytes under selective recomputation and sequence parallelism (before / t), by
     Korthikanti et al. 2022 section 4.1's terms for a block without dropout: the two norms' inputs
     4 sbh, the QKV input 2 sbh, the MLP input 2 sbh, Q K V 2 sb (h + 2 h kv / a), the output
     projection's input 2 sbh, a gated MLP's gate, up and down inputs 6 sbf. Megatron's
     compute_activation_memory charges sbh (18 + 4 f / h) for every block, dropout and GeLU's 2 f
-    included. A MoE's `experts` = top_k: its k routed copies of the input (2 k sbh) and the
-    experts' 6 sbf for each of them in place of the dense MLP's."""
+    included. A MoE's `experts` = top_k of `e`: its k routed copies of the input (2 k sbh), the
+    experts' k outputs twice, as Megatron-Core's unpermute keeps them (2 x 2 k sbh: moe_utils.py
+    at core_r0.8.0, the index_copy_'s source and the copy `* probs.unsqueeze(-1)`), the router's fp32
+    softmax over the e experts for the load-balancing loss (4 sbe: router.py,
+    aux_loss_load_balancing) and the experts' 6 sbf for each copy in place of the dense MLP's."""
     hkv = h * kv // a
     block = 8 * sb * h + 2 * sb * (h + 2 * hkv) + 2 * sb * h
-    return block + (2 * experts * sb * h + 6 * experts * sb * f if experts else 6 * sb * f)
+    if not experts:
+        return block + 6 * sb * f
+    return block + 6 * experts * sb * h + 4 * sb * e + 6 * experts * sb * f
 
 
 @pytest.mark.parametrize(("tp", "dp", "zero"), [(2, 4, 1), (4, 2, 0), (8, 1, 1)])
@@ -182,7 +187,7 @@ def test_a_mixture_of_experts_is_megatrons_estimate(run_cli: Run, tmp_path: Path
     assert state == pytest.approx(expected, rel=1e-5)
     # each token's top 2 experts: the experts' terms for 2 x s b tokens, split over ETP = T = 2
     s, b = 1024, 1
-    expected = _gated_block(s * b, h, f, a, kv, experts=2) * layers + 8 * s * b + s * b * h
+    expected = _gated_block(s * b, h, f, a, kv, experts=2, e=e) * layers + 8 * s * b + s * b * h
     expected += s * b * h * 4 * (1 + v / h) + 2 * s * b * v  # the bf16 logits, as above
     assert activations == pytest.approx(expected / 2, rel=1e-6)
 

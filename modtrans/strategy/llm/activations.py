@@ -19,7 +19,10 @@ cross-entropies run on fp32 logits whatever the model's dtype, beside or after t
       the two norms' inputs               4 sbh
       the QKV projections' shared input   2 sbh (attention experts: also their k routed copies,
                                           2 k sbh: JetMoE's mixture of attention heads)
-      the MLP's input                     2 sbh (a MoE: also its k routed copies, 2 k sbh)
+      the MLP's input                     2 sbh (a MoE: also its k routed copies, and its
+                                          experts' k outputs twice, as the combine's index_copy_
+                                          and the probabilities' product keep them, 3 x 2 k sbh;
+                                          its router's fp32 probabilities, 4 sbE: mlps.of, routing)
       two dropout masks, 1 byte each      2 sbh, only where the model drops out the attention's
                                           and MLP's outputs (Heads.hidden_dropout: GPT-2's
                                           resid_pdrop, BERT's hidden_dropout_prob, phi-2's 0.1)
@@ -69,8 +72,8 @@ or Qwen-VL layers), eager or flash as --attention says; a Qwen2.5-VL window bloc
 windows', sum of window^2 a head and image (`keys`: keys a query sees). Under recomputation as the
 language model's blocks.
 
-Not counted: the router's fp32 probabilities (s b E x 4 bytes) and a router's own MLP (Zaya's
-ZayaRouterMLP, router_hidden_size wide), the norms' fp32 statistics (a Mamba-2 gated norm's
+Not counted: a router's own MLP (Zaya's ZayaRouterMLP, router_hidden_size wide), the router's
+top-k indices and probabilities (k values a token), the norms' fp32 statistics (a Mamba-2 gated norm's
 included). StableLM and a parallel Falcon drop out one output (after the MLP, or the attention's
 and MLP's sum), counted as the two masks.
 """
@@ -94,6 +97,7 @@ from modtrans.strategy.llm.selective import Kept, op_kept
 FLASH, EAGER = "flash", "eager"
 SOFTMAX = ("Softmax", "_softmax", "softmax")  # an ONNX or hand-written softmax's op, a torch one's
 STATISTICS = 4  # bytes of one fp32 logsumexp per head and token (FlashAttention's softmax statistics)
+SCORE = 4  # bytes of one fp32 routing probability (a MoE router's softmax or sigmoid output)
 
 
 @dataclass(frozen=True)
@@ -285,6 +289,7 @@ def _pass(
     reads = d.h * (attends * (1 + d.copies) + mixes)
     latent = d.latent if attends else 0
     replicated = w * sb * (norms * d.h + reads + m.inputs * d.h + latent) + masks
+    replicated += routing(d, m)
     core = d.q + d.k + d.value + d.context if attends else 0
     split = w * sb * (core + m.inner + (mixer.elements(megatron) if mixer else 0))
     if mixer is not None:
@@ -295,6 +300,14 @@ def _pass(
         else:
             split += STATISTICS * d.a * sb
     return replicated / (t if sp else 1) + split / t + w * sb * m.experts / etp
+
+
+def routing(d: Dims, m: Mlp) -> float:
+    """Bytes a MoE's dispatch, combine and router keep per micro-batch beside its experts' own
+    terms, replicated over the tensor ranks as the MLP's input (mlps.of): the routed copies of
+    the hidden state, w bytes an element, and the router's fp32 probabilities."""
+    sb = d.s * d.b
+    return d.width * sb * m.routed * d.h + SCORE * sb * m.scores
 
 
 def tower(d: Dims, t: int, sp: bool, recompute: Recompute, attention: str, etp: int) -> float:

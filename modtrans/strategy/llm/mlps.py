@@ -14,11 +14,14 @@ from modtrans.ir.document import Gemm, Kind, Layer, ModelIR, Part
 @dataclass(frozen=True)
 class Mlp:
     """Elements per token one block's MLP stores: `inputs` not split over tensor ranks (unless
-    sequence-parallel), `inner` split over them, `experts` split over the expert tensor ranks."""
+    sequence-parallel), `inner` split over them, `experts` split over the expert tensor ranks; a
+    MoE's `routed` hidden-wide copies (replicated as `inputs`) and its router's fp32 `scores`."""
 
     inputs: float
     inner: float
     experts: float = 0.0
+    routed: float = 0.0  # hidden-wide elements per token its dispatch and combine keep (of)
+    scores: float = 0.0  # fp32 values per token its router keeps: a probability for every expert
 
 
 NO_MLP = Mlp(0.0, 0.0)  # a hybrid's block without one (Nemotron-H's attention and Mamba blocks)
@@ -27,9 +30,23 @@ NO_MLP = Mlp(0.0, 0.0)  # a hybrid's block without one (Nemotron-H's attention a
 def of(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()) -> dict[int, Mlp]:
     """Each block's MLP terms, from its MLPs' linears in the order they run (stored), the routed
     experts' from the first expert's; not a state-space mixer's (`mixed`: its in_proj reads the
-    hidden state too)."""
+    hidden state too).
+
+    A MoE (Megatron-Core at core_r0.8.0, megatron/core/transformer/moe/) keeps, beside its
+    experts' own terms for the k x capacity copies a token becomes, three hidden-wide sets of those
+    copies: the experts' input (moe_utils.permute's index_select, saved by the first expert
+    linear); the experts' output, which moe_utils.unpermute puts back in the tokens' order
+    (`unpermuted_tokens.index_copy_(0, sorted_indices, permuted_tokens)`, whose backward expands
+    the gradient to the source's shape: PyTorch saves the source); and that copy in the tokens'
+    order, which unpermute multiplies by the routing probabilities (`unpermuted_tokens *
+    probs.unsqueeze(-1)`, saved for the probabilities' gradient). And the router's probabilities
+    over every expert in fp32 (router.py, aux_loss_load_balancing: `torch.softmax(logits, dim=-1,
+    dtype=torch.float32)` for the load-balancing loss, saved by the softmax), one a router output
+    (its last linear's width: E, with LongCat's zero experts E + Z). Measured, the layer run op for
+    op under PyTorch: tests/test_memory_moe_measured.py."""
     dense: dict[int, list[Layer]] = {}
     routed: dict[int, list[Layer]] = {}
+    routers: dict[int, int] = {}
     for x in ir.layers:
         if x.block is None or x.block.index is None or x.name in mixed:
             continue
@@ -39,17 +56,19 @@ def of(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()
             dense.setdefault(x.block.index, []).append(x)
         elif x.block.part is Part.EXPERT and x.moe is not None and x.moe.expert in (0, None):
             routed.setdefault(x.block.index, []).append(x)
+        elif x.block.part is Part.ROUTER:
+            routers[x.block.index] = x.gemm.n  # the last of a router's linears gives a score per expert
     out = {}
     for block in sorted(dense.keys() | routed.keys()):
         mine = dense.get(block, [])
-        inputs = 1.0 if mine or block in routed else 0.0
-        experts = 0.0
-        if block in routed:
-            first = routed[block]
-            k = next(x.moe.top_k for x in first if x.moe is not None)
-            experts = k * capacity * stored(first, h)
-            inputs += k * capacity
-        out[block] = Mlp(inputs, float(stored(mine, h)), experts)
+        if block not in routed:
+            out[block] = Mlp(1.0 if mine else 0.0, float(stored(mine, h)))
+            continue
+        first = routed[block]
+        moe = next(x.moe for x in first if x.moe is not None)
+        copies = moe.top_k * capacity
+        scores = float(routers.get(block, moe.experts))
+        out[block] = Mlp(1.0, float(stored(mine, h)), copies * stored(first, h), 3 * copies, scores)
     return out
 
 
