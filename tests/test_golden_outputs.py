@@ -80,9 +80,9 @@ The A100's and H100's sources, which a trace set's metadata records, gained Flas
 the Triton kernel's (--attention flash1, triton), and the A100's its FlashAttention-2 entry (its
 own curve, named): the 17 chakra-et entries; without those sources each digest is the one
 recorded before. A MoE block's activations gained the experts' outputs Megatron-Core's unpermute
-keeps twice and the router's fp32 scores (strategy/llm/mlps.py, of): the simai, json simai and
-chakra-et entries of mixtral-8x7b and deepseek-moe-16b (6), whose memory they report; with one
-routed copy and no scores again each digest is the one recorded before.
+multiplies by the probabilities and the router's scores (strategy/llm/mlps.py, of): the simai,
+json simai and chakra-et entries of mixtral-8x7b and deepseek-moe-16b (6), whose memory they
+report; with one routed copy and no scores again each digest is the one recorded before.
 """
 
 from __future__ import annotations
@@ -272,17 +272,17 @@ GOLDEN = {
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | json simai": "125c8573c5febc74",
     "llama-3-8b --pp 2 gpipe --zero 3 --dp 2 | chakra-et": "023e2494c1c903ba",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | astra-sim": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "f44ef0aef5f87e33",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | simai": "7286e91b6c9b12d6",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra": "refused: D310",
     "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json": "refused: D310",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "ede6e361c7e74fbe",
-    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "48e8311c799fa0d1",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | json simai": "aa1a35766ed364ff",
+    "mixtral-8x7b --tp 2 --sp --dp 4 --ep 2 | chakra-et": "4bec4a1b17d71d59",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | astra-sim": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "9f77ee4fb271857a",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | simai": "a513cbc50ed697ff",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra": "refused: D310",
     "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json": "refused: D310",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "a2d264d227d507e5",
-    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "a80497b9a207b657",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | json simai": "5cdb3c1ee93113ff",
+    "deepseek-moe-16b --dp 4 --ep 2 --pp 2 | chakra-et": "56631750f0521d7d",
 }
 # seconds per format each (64 routed experts; 32 blocks through six formats): -m slow
 SLOW = {"deepseek-moe-16b", "llama-3-8b", "mixtral-8x7b"}

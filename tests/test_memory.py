@@ -45,15 +45,16 @@ def _gated_block(sb: int, h: int, f: int, a: int, kv: int, *, experts: int = 0, 
     projection's input 2 sbh, a gated MLP's gate, up and down inputs 6 sbf. Megatron's
     compute_activation_memory charges sbh (18 + 4 f / h) for every block, dropout and GeLU's 2 f
     included. A MoE's `experts` = top_k of `e`: its k routed copies of the input (2 k sbh), the
-    experts' k outputs twice, as Megatron-Core's unpermute keeps them (2 x 2 k sbh: moe_utils.py
-    at core_r0.8.0, the index_copy_'s source and the copy `* probs.unsqueeze(-1)`), the router's fp32
-    softmax over the e experts for the load-balancing loss (4 sbe: router.py,
-    aux_loss_load_balancing) and the experts' 6 sbf for each copy in place of the dense MLP's."""
+    experts' k outputs Megatron-Core's unpermute multiplies by the probabilities (2 k sbh:
+    moe_utils.py at core_r0.10.0, `permuted_tokens * permuted_probs.unsqueeze(-1)`), for each of the e
+    experts the router's fp32 softmax for the load-balancing loss (router.py,
+    aux_loss_load_balancing), the dense probabilities unpermute's masked_select keeps and its bool
+    routing map (7 sbe), and the experts' 6 sbf for each copy in place of the dense MLP's."""
     hkv = h * kv // a
     block = 8 * sb * h + 2 * sb * (h + 2 * hkv) + 2 * sb * h
     if not experts:
         return block + 6 * sb * f
-    return block + 6 * experts * sb * h + 4 * sb * e + 6 * experts * sb * f
+    return block + 4 * experts * sb * h + 7 * sb * e + 6 * experts * sb * f
 
 
 @pytest.mark.parametrize(("tp", "dp", "zero"), [(2, 4, 1), (4, 2, 0), (8, 1, 1)])

@@ -97,8 +97,9 @@ def test_jamba_counts_its_blocks_by_kind() -> None:
     """ai21labs/Jamba-v0.1 (bf16), s 4,096: attention where i % 8 == 4 (4 blocks, all with a dense
     SwiGLU MLP: experts where i % 2 == 1), Mamba elsewhere (12 with the dense MLP, 16 with 16
     experts top-2). Each kind by hand, summed; a MoE's inputs and experts for k = 2 routed copies
-    (balanced routing, activations.py), the experts' k outputs twice, as Megatron-Core's unpermute
-    keeps them, and its router's fp32 softmax over the 16 experts (mlps.of)."""
+    (balanced routing, activations.py), the experts' k outputs Megatron-Core's unpermute keeps for
+    the probabilities' gradient, and for each of the 16 experts its router's fp32 softmax, the
+    dense probabilities and the routing map (mlps.of, activations.routing)."""
     c = _config("jamba-v0.1")
     seq, w = 4096, 2
     h, f, a, kv = c["hidden_size"], c["intermediate_size"], c["num_attention_heads"], c["num_key_value_heads"]
@@ -108,8 +109,8 @@ def test_jamba_counts_its_blocks_by_kind() -> None:
     mamba = _mamba1(c, h, seq, 1, w, prefix="mamba_")
     attention = w * seq * (h + h + (a * d_head + 2 * kv * d_head + a * d_head)) + 4 * a * seq  # flash
     dense = w * seq * (h + h + 3 * f)  # the norm's input, the MLP's; gate, up and down inputs
-    # ... and its k routed copies, the experts' k outputs twice, each expert's 3f; the router's scores
-    moe = w * seq * (h + (1 + 3 * k) * h + k * 3 * f) + 4 * seq * c["num_experts"]
+    # ... and its k routed copies, the experts' k outputs, each expert's 3f; the router's scores
+    moe = w * seq * (h + (1 + 2 * k) * h + k * 3 * f) + (4 + w + 1) * seq * c["num_experts"]
     expected = 12 * (mamba + dense) + 16 * (mamba + moe) + 4 * (attention + dense)
     assert d.attending == frozenset({4, 12, 20, 28})
     layout = Layout(npus=1)

@@ -19,10 +19,11 @@ cross-entropies run on fp32 logits whatever the model's dtype, beside or after t
       the two norms' inputs               4 sbh
       the QKV projections' shared input   2 sbh (attention experts: also their k routed copies,
                                           2 k sbh: JetMoE's mixture of attention heads)
-      the MLP's input                     2 sbh (a MoE: also its k routed copies, and its
-                                          experts' k outputs twice, as the combine's index_copy_
-                                          and the probabilities' product keep them, 3 x 2 k sbh;
-                                          its router's fp32 probabilities, 4 sbE: mlps.of, routing)
+      the MLP's input                     2 sbh (a MoE: also its k routed copies and its
+                                          experts' k outputs, which the routing probabilities
+                                          multiply, 2 x 2 k sbh; its router's probabilities
+                                          over every expert, in fp32 and at w, and its routing
+                                          map, (4 + 2 + 1) sbE: mlps.of, routing)
       two dropout masks, 1 byte each      2 sbh, only where the model drops out the attention's
                                           and MLP's outputs (Heads.hidden_dropout: GPT-2's
                                           resid_pdrop, BERT's hidden_dropout_prob, phi-2's 0.1)
@@ -305,9 +306,13 @@ def _pass(
 def routing(d: Dims, m: Mlp) -> float:
     """Bytes a MoE's dispatch, combine and router keep per micro-batch beside its experts' own
     terms, replicated over the tensor ranks as the MLP's input (mlps.of): the routed copies of
-    the hidden state, w bytes an element, and the router's fp32 probabilities."""
+    the hidden state, w bytes an element, and for every expert a token's probability three ways
+    (Megatron-Core at core_r0.10.0): in fp32, for the load-balancing loss (router.py); in the
+    activations' dtype, the dense top-k probabilities unpermute's masked_select keeps
+    (moe_utils.py: `probs.T.contiguous().masked_select(...)`, whose backward reads its input), and
+    the routing map that selection's mask keeps, a byte (torch.bool)."""
     sb = d.s * d.b
-    return d.width * sb * m.routed * d.h + SCORE * sb * m.scores
+    return d.width * sb * m.routed * d.h + (SCORE + d.width + 1) * sb * m.scores
 
 
 def tower(d: Dims, t: int, sp: bool, recompute: Recompute, attention: str, etp: int) -> float:

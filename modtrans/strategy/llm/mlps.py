@@ -32,18 +32,20 @@ def of(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()
     experts' from the first expert's; not a state-space mixer's (`mixed`: its in_proj reads the
     hidden state too).
 
-    A MoE (Megatron-Core at core_r0.8.0, megatron/core/transformer/moe/) keeps, beside its
-    experts' own terms for the k x capacity copies a token becomes, three hidden-wide sets of those
+    A MoE (Megatron-Core at core_r0.10.0, megatron/core/transformer/moe/) keeps, beside its
+    experts' own terms for the k x capacity copies a token becomes, two hidden-wide sets of those
     copies: the experts' input (moe_utils.permute's index_select, saved by the first expert
-    linear); the experts' output, which moe_utils.unpermute puts back in the tokens' order
-    (`unpermuted_tokens.index_copy_(0, sorted_indices, permuted_tokens)`, whose backward expands
-    the gradient to the source's shape: PyTorch saves the source); and that copy in the tokens'
-    order, which unpermute multiplies by the routing probabilities (`unpermuted_tokens *
-    probs.unsqueeze(-1)`, saved for the probabilities' gradient). And the router's probabilities
-    over every expert in fp32 (router.py, aux_loss_load_balancing: `torch.softmax(logits, dim=-1,
-    dtype=torch.float32)` for the load-balancing loss, saved by the softmax), one a router output
-    (its last linear's width: E, with LongCat's zero experts E + Z). Measured, the layer run op for
-    op under PyTorch: tests/test_memory_moe_measured.py."""
+    linear) and their output, which moe_utils.unpermute multiplies by the routing probabilities
+    before putting it back in the tokens' order (`permuted_tokens * permuted_probs.unsqueeze(-1)`,
+    saved for the probabilities' gradient; core_r0.9.0 multiplies after the scatter, the same
+    bytes; core_r0.8.0's index_copy_ kept a third set, its source, for its backward). And the
+    router's probability for every expert (`scores`: its last linear's width, E, with LongCat's
+    zero experts E + Z), kept three ways (activations.routing): in fp32 for the load-balancing
+    loss (router.py, aux_loss_load_balancing: `torch.softmax(logits, dim=-1, dtype=torch.float32)`,
+    saved by the softmax), dense in the activations' dtype and as the bool routing map (unpermute's
+    masked_select).
+    Measured, the layer run op for op under PyTorch: tests/test_memory_moe_measured.py.
+    """
     dense: dict[int, list[Layer]] = {}
     routed: dict[int, list[Layer]] = {}
     routers: dict[int, int] = {}
@@ -68,7 +70,7 @@ def of(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()
         moe = next(x.moe for x in first if x.moe is not None)
         copies = moe.top_k * capacity
         scores = float(routers.get(block, moe.experts))
-        out[block] = Mlp(1.0, float(stored(mine, h)), copies * stored(first, h), 3 * copies, scores)
+        out[block] = Mlp(1.0, float(stored(mine, h)), copies * stored(first, h), 2 * copies, scores)
     return out
 
 
