@@ -166,16 +166,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     unit = _unit(request, dialect)
     for line in (*_not_applicable(request, policy, compute), *_unmeasured(request, compute)):
         note(line)
-    settings = cost.Settings(
-        request.device,
-        request.array,
-        request.dataflow,
-        request.bytes_per_cycle,
-        cost.Clock(unit, request.clock_ghz),
-        _efficiency(request.efficiency),
-        _attention(request),
-        _norms(request.framework),
-    )
+    settings = _settings(request, cost.Clock(unit, request.clock_ghz))
     parallel = _parallelism(request, policy)
     batch = request.batch
     if parallel.layout is not None and request.micro_batch is not None:
@@ -199,6 +190,21 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         trust_remote_code=request.trust_remote_code,
     )
     return Prepared(request, options, tuple(notes))
+
+
+def _settings(request: Request, clock: cost.Clock) -> cost.Settings:
+    """What the request says to the cost models, its framework's kernel conventions included."""
+    return cost.Settings(
+        request.device,
+        request.array,
+        request.dataflow,
+        request.bytes_per_cycle,
+        clock,
+        _efficiency(request.efficiency),
+        _attention(request),
+        _norms(request.framework),
+        _loss(request.framework),
+    )
 
 
 def _traces(request: Request) -> bool:
@@ -379,6 +385,12 @@ def _norms(framework: str | None) -> str:
     """The gpu model's RMSNorm under the framework's conventions (frameworks.py, eager_norms)."""
     known = _framework(framework)
     return "eager" if known is not None and known.eager_norms else "fused"
+
+
+def _loss(framework: str | None) -> str:
+    """The gpu model's loss under the framework's conventions (frameworks.py, fused_loss)."""
+    known = _framework(framework)
+    return "fused" if known is not None and known.fused_loss else "torch"
 
 
 def _framework(name: str | None) -> Framework | None:

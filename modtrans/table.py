@@ -140,9 +140,10 @@ OPTIONS: tuple[Option, ...] = (
        **_SIDE),
     _o("attention", ("flash", "flash2", "cudnn", "flash1", "triton", "eager"),
        "gpu: flash (the device's newest fused kernel, the default; --framework torchtitan: flash2, "
-       "llm-foundry: triton), flash2 (FlashAttention-2: PyTorch SDPA's, flash-attn 2.x), cudnn (cuDNN's: "
-       "Transformer Engine's on Hopper), flash1 (flash-attn 1.x), triton (FlashAttention in Triton: "
-       "llm-foundry's 2023 benchmarks) or eager (its GEMMs and a materialised softmax).", COST,
+       "llm-foundry: triton, flash-attn: flash1), flash2 (FlashAttention-2: PyTorch SDPA's, flash-attn "
+       "2.x), cudnn (cuDNN's: Transformer Engine's on Hopper), flash1 (flash-attn 1.x), triton "
+       "(FlashAttention in Triton: llm-foundry's 2023 benchmarks) or eager (its GEMMs and a "
+       "materialised softmax).", COST,
        flags=("--attention",), **_SIDE),
     _o("time_unit", cost.Unit,
        "What one tick of a workload file is: ns (ASTRA-sim 1.0's and SimAI's default), us (--dialect "
@@ -204,7 +205,7 @@ OPTIONS: tuple[Option, ...] = (
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),
     _o("framework", Framework,
        "Whose data parallelism and ZeRO, and which version: megatron (default), megatron-2022, deepspeed, "
-       "fsdp, torchtitan or llm-foundry (strategy/frameworks.py).", LAYOUT, **_SIDE),
+       "fsdp, torchtitan, llm-foundry or flash-attn (strategy/frameworks.py).", LAYOUT, **_SIDE),
     _o("overlap_grad_reduce", bool,
        "Megatron: reduce gradients in buckets during the backward (default: once, after it).", LAYOUT,
        default=False, flags=("--overlap-grad-reduce",), layout=True, **_SIDE),

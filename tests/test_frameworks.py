@@ -121,3 +121,23 @@ def test_megatron_2022_interleaved_sends_a_forward_after_the_next_backward(tmp_p
                 before.append(last.step)
         assert Step.FWD in before  # the warm-up's
         assert any(step is not Step.FWD for step in before) is deferred
+
+
+def test_flash_attn_all_reduces_fp32_gradients_and_refuses_zero() -> None:
+    """flash-attention's training scripts: Lightning's DDP over fp32 parameters under bf16 autocast
+    (training/configs/experiment/pile/base.yaml at 4a6eaa9f), so the gradients all-reduced are fp32,
+    as the megatron family's; its loss apex's fused cross-entropy, which saves the logits and
+    writes their gradient over them; ZeroRedundancyOptimizer (its larger runs) is refused."""
+    import pytest
+
+    from modtrans.strategy.llm.options import LayoutError
+
+    flash = Framework.FLASH_ATTN
+    assert flash.family is Framework.MEGATRON
+    assert flash.fused_loss
+    assert flash.attention == "flash1"
+    assert flash.logit_bytes(2) == 2
+    assert Framework.MEGATRON.logit_bytes(2) == 6
+    layout = Layout(npus=2, dp=2, framework=flash, micro_batch=MICRO, global_batch=2 * MICRO)
+    with pytest.raises(LayoutError, match="ZeroRedundancyOptimizer"):
+        dataclasses.replace(layout, zero=1)

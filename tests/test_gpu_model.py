@@ -478,7 +478,8 @@ def test_the_triton_kernel_on_an_h100_gains_what_flashattention_1_gains() -> Non
 
 def test_each_framework_runs_its_own_attention_unless_told() -> None:
     """llm-foundry's benchmark tables ran FlashAttention in Triton (submit_benchmarks.py at b2a43a1:
-    --attn_impl default 'triton'), torchtitan PyTorch's SDPA (FlashAttention-2); --attention
+    --attn_impl default 'triton'), torchtitan PyTorch's SDPA (FlashAttention-2), flash-attention's
+    training scripts their own FlashAttention-1 (the README's speed table, 4a6eaa9f); --attention
     overrides either; Megatron takes the device's newest fused kernel."""
     from modtrans.request import Request, prepare
 
@@ -487,6 +488,7 @@ def test_each_framework_runs_its_own_attention_unless_told() -> None:
 
     assert kernel(framework="llm-foundry", zero=3, dp=2) == "triton"
     assert kernel(framework="torchtitan", zero=3, dp=2) == "flash2"
+    assert kernel(framework="flash-attn", dp=2) == "flash1"  # flash-attn 0.2 at 4a6eaa9f
     assert kernel(framework="llm-foundry", zero=3, dp=2, attention="flash2") == "flash2"
     assert kernel(dp=2) == "flash"
 

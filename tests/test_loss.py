@@ -18,7 +18,7 @@ import pytest
 
 from modtrans import cost, pipeline
 from modtrans.cost.gpu import Gpu
-from modtrans.cost.loss import loss_bytes
+from modtrans.cost.loss import FUSED_BACKWARD, FUSED_FORWARD, LIGER_COUNTED, loss_bytes
 from modtrans.ir.document import Layer
 
 # V: (forward, forward + backward) ms; Liger-Kernel 6159461, nvidia_h100_80gb_hbm3
@@ -27,6 +27,8 @@ H100 = {
     131072: (11.587328, 33.941101),
 }
 A100_FORWARD = {65536: 10.6, 131072: 20.8}  # nvidia_a100-sxm4-80gb, forward only
+# V: forward + backward ms of Liger-Kernel's fused cross-entropy (the "Liger" column, the same file)
+LIGER_FULL = {65536: 6.861888, 131072: 14.296783}
 
 
 def _head(tmp_path: Path, vocab: int, dtype: str) -> Layer:
@@ -126,3 +128,25 @@ def test_megatron_cores_loss_moves_no_more_than_the_head_is_charged(tmp_path: Pa
     charged = sum(loss_bytes(head)) / logits
     megatron = sum(MEGATRON_LOSS_BYTES)
     assert megatron <= charged <= 1.15 * megatron, (charged, megatron)
+
+
+@pytest.mark.parametrize("vocab", sorted(LIGER_FULL))
+def test_a_fused_loss_pass_costs_what_a_fused_cross_entropy_measured(tmp_path: Path, vocab: int) -> None:
+    """A fused cross-entropy's counted pass (apex's xentropy: two reads forward, a read and a write
+    backward) costs what Liger-Kernel's fused kernel measured per counted pass (three, fp32 logits):
+    set at V = 131,072, checked at 65,536."""
+    model = cost.get("gpu", cost.Settings(device="h100"))
+    assert isinstance(model, Gpu)
+    head = _head(tmp_path, vocab, "float32")
+    forward, backward = (model.memory_seconds(b) * 1e3 for b in loss_bytes(head, fused=True))
+    per_counted_pass = LIGER_FULL[vocab] / LIGER_COUNTED
+    assert forward + backward == pytest.approx((FUSED_FORWARD + FUSED_BACKWARD) * per_counted_pass, rel=0.05)
+
+
+def test_a_fused_loss_reads_bf16_logits_without_casting_them(tmp_path: Path) -> None:
+    """The fused kernel reads the logits in their own dtype: bf16 logits cost half of fp32's, where
+    PyTorch's loss casts them up and makes its fp32 passes, over four times the fused kernel's."""
+    fp32, bf16 = _head(tmp_path, 131072, "float32"), _head(tmp_path, 131072, "bfloat16")
+    fused = [sum(loss_bytes(x, fused=True)) for x in (fp32, bf16)]
+    assert fused[1] == pytest.approx(fused[0] / 2, rel=1e-9)
+    assert sum(loss_bytes(bf16)) > 4 * fused[1]

@@ -27,7 +27,8 @@ number cites the published kernel measurement it comes from):
              seven kernels as measured (norms.py), else one fused pass; under the same, rotary
              embeddings and SwiGLU op by op, the bytes each op moves (eager.py)
   loss       the head's logits also pay the loss, memory-bound kernels in fp32 at the streaming
-             bandwidth: after its GEMM in the forward, before its input gradient (loss.py)
+             bandwidth: after its GEMM in the forward, before its input gradient (loss.py); under a
+             framework whose loss is one fused kernel (flash-attn's), that kernel's passes
   floor      no kernel takes less than `kernel_floor_s`, the measured cost of launching one
              back to back (gpu-benches gpu-small-kernels)
 
@@ -135,6 +136,7 @@ class Gpu:
     eager: bool = False  # --attention eager: the core as its GEMMs and a materialised softmax
     eager_norms: bool = False  # RMSNorms op by op (torchtitan without torch.compile: norms.py)
     eager_ops: bool = False  # rotary embeddings and SwiGLU op by op (the same: eager.py)
+    fused_loss: bool = False  # the loss one fused cross-entropy kernel (flash-attn's: loss.py)
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -229,7 +231,7 @@ class Gpu:
         gemms = phase_gemms(layer)
         if gemms is not None:
             runs = layer.repeats
-            loss_fwd, loss_bwd = (self.memory_seconds(b) for b in loss_bytes(layer))
+            loss_fwd, loss_bwd = (self.memory_seconds(b) for b in loss_bytes(layer, self.fused_loss))
             return self._ticks(
                 runs * self.gemm_seconds(gemms.forward, dtype, width) + loss_fwd,
                 runs * self.gemm_seconds(gemms.input_grad, dtype, width) + loss_bwd,
@@ -326,5 +328,6 @@ def make(settings: Settings) -> Gpu:
     eager_norms = settings.norms == "eager" and k.eager_rmsnorm is not None
     eager = settings.attention == "eager"
     return Gpu(
-        found, k, settings.clock, eager=eager, eager_norms=eager_norms, eager_ops=settings.norms == "eager"
-    )
+        found, k, settings.clock, eager=eager, eager_norms=eager_norms, eager_ops=settings.norms == "eager",
+        fused_loss=settings.loss == "fused",
+    )  # fmt: skip

@@ -19,6 +19,20 @@ benchmark (nvidia_a100-sxm4-80gb: 20.8 ms at 1.70 TB/s) in tests/test_loss.py.
 
 Logits in a narrower dtype (bf16) are cast up before the loss (read 2, write 4 bytes) and the
 gradient cast back after it (read 4, write 2).
+
+A fused softmax cross-entropy (`fused`: apex's xentropy, which flash-attention's training scripts
+run: csrc/xentropy/xentropy_kernel.cu at Dao-AILab/flash-attention 4a6eaa9f, adapted from
+apex/contrib/csrc/xentropy) reads the logits in their own dtype and computes in fp32 in registers:
+its forward (cunn_SoftMaxXEntropyForward) reads a row twice, for its maximum and then for the sum
+of exponentials (two ilpReduce loops), and writes one loss and log-sum-exp a row; its backward
+(cunn_SoftMaxXEntropyBackward) reads the row once more and writes the gradient, over the logits
+under inplace_backward: 2 w forward and 2 w backward a logit by count (w the logits' width). No
+measurement of that kernel was found; a fused cross-entropy kernel of the same kind was measured,
+Liger-Kernel's (6159461, liger_kernel/ops/cross_entropy.py: an online max and sum over the row,
+then a second read writing the gradient over it, 3 passes by count; its backward skipped at a
+gradient of 1.0), the "Liger" column of the same benchmark: 14.297 ms at V = 131,072 on the H100,
+4.94 passes at the streaming rate where it counts 3. Each counted pass of the fused kernel is
+charged at that measured cost (FUSED_PASS: 1.648 passes).
 """
 
 from __future__ import annotations
@@ -29,6 +43,11 @@ from modtrans.ir.document import Layer, Part
 FP32 = 4
 FORWARD_PASSES = 4.0  # 11.587 ms x 2.97 TB/s / 8.59 GB (the H100's forward, above)
 BACKWARD_PASSES = 7.7  # (33.941 - 11.587) ms x 2.97 TB/s / 8.59 GB
+FUSED_FORWARD = 2  # the fused kernel's passes over the logits in their own dtype: two reads
+FUSED_BACKWARD = 2  # one read, one write (the docstring's xentropy kernels)
+LIGER_COUNTED = 3  # Liger-Kernel's fused cross-entropy: two reads and a write of the fp32 logits
+LIGER_MEASURED = 14.296783e-3 * 2.97e12 / (16384 * 131072 * FP32)  # 4.94 passes, as measured
+FUSED_PASS = LIGER_MEASURED / LIGER_COUNTED  # a counted pass of a fused loss kernel, in passes
 
 
 def is_loss_head(layer: Layer) -> bool:
@@ -38,13 +57,17 @@ def is_loss_head(layer: Layer) -> bool:
     return b is not None and b.index is None and b.part is Part.HEAD and layer.gemm is not None
 
 
-def loss_bytes(layer: Layer) -> tuple[int, int]:
-    """Bytes the loss moves over `layer`'s logits, forward and backward (0, 0: not a head)."""
+def loss_bytes(layer: Layer, fused: bool = False) -> tuple[int, int]:
+    """Bytes the loss moves over `layer`'s logits, forward and backward (0, 0: not a head);
+    `fused`: one fused softmax cross-entropy kernel each way (FUSED_READS)."""
     if not is_loss_head(layer) or not layer.outputs or layer.gemm is None:
         return 0, 0
     g = layer.gemm  # the logits are its output: a rank's share of the tokens and the vocabulary
     width = max(1, dtypes.width(layer.outputs[0].dtype))
     elements = g.m * g.n * g.groups
+    if fused:
+        per_pass = elements * width * FUSED_PASS
+        return round(FUSED_FORWARD * per_pass), round(FUSED_BACKWARD * per_pass)
     cast = (width + FP32) if width < FP32 else 0  # to fp32 before the loss, and its gradient back
     forward = elements * (FORWARD_PASSES * FP32 + cast)
     backward = elements * (BACKWARD_PASSES * FP32 + cast)

@@ -63,6 +63,17 @@ Named versions and configurations, each a member below whose `family` runs the d
                    overlap gathers with compute as far as the CPU runs ahead, which no framework's
                    traces model here: every FSDP gather waits for the compute before it. Its
                    attention the benchmark tables' runs took, FlashAttention in Triton (attention)
+    flash-attn     Dao-AILab/flash-attention's training scripts (training/, as its README's
+                   "Training speed" table ran them: 4a6eaa9f, 2022-11-29, 8 A100 80GB): PyTorch
+                   Lightning's DDP over fp32 parameters under bf16 autocast (configs/experiment/pile/
+                   base.yaml: trainer.precision bf16, strategy DDP), so the gradients all-reduced are
+                   fp32, the megatron family's 4 bytes at --zero 0 (its gpt3l/xl/2.7B runs'
+                   torch.distributed.optim.ZeroRedundancyOptimizer, which all-reduces them and then
+                   broadcasts each rank's updated fp32 parameters, is not Megatron's distributed
+                   optimizer: --zero 1 is refused); the loss apex's fused softmax cross-entropy in
+                   the logits' own dtype (src/losses/cross_entropy_apex.py over csrc/xentropy,
+                   inplace_backward True: fused_loss, logit_bytes); its attention FlashAttention-1
+                   (flash-attn 0.2 at that commit: attention)
 
 Each framework's attention kernel is its default where --attention does not say (attention).
 """
@@ -79,6 +90,7 @@ class Framework(enum.StrEnum):
     FSDP = "fsdp"
     TORCHTITAN = "torchtitan"
     LLM_FOUNDRY = "llm-foundry"
+    FLASH_ATTN = "flash-attn"
 
     @property
     def family(self) -> Framework:
@@ -117,12 +129,16 @@ class Framework(enum.StrEnum):
         holds `logits` across compute_language_model_loss), turns it into exp_logits in place
         and saves it; its backward hands that fp32 tensor back as the gradient, which autograd
         casts to the logits' dtype: 2 + 4 again. theoretical_memory_usage.py counts the 4 alone.
-        torchtitan: 12, its cross-entropy over an fp32 copy of the whole bf16 logits (train.py at
+        flash-attn: the logits' own width, which apex's fused cross-entropy saves and whose
+        gradient it writes over them (inplace_backward). torchtitan: 12, its cross-entropy over
+        an fp32 copy of the whole bf16 logits (train.py at
         9dec370: loss_fn's `cross_entropy(pred.flatten(0, 1).float(), ...)`, `del pred` before the
         backward), whose backward holds log_softmax's fp32 output, its gradient and the input's
         gradient at once. The others: 4, the fp32 logits."""
         if self is Framework.TORCHTITAN:
             return 12
+        if self is Framework.FLASH_ATTN:  # apex's xentropy saves the logits, its backward in place
+            return width
         copy = width if width < 4 else 0  # .float() of fp32 logits is the logits themselves
         return 4 + copy if self.family is Framework.MEGATRON else 4
 
@@ -145,8 +161,11 @@ class Framework(enum.StrEnum):
         at 9dec370: F.scaled_dot_product_attention), whose flash backend is FlashAttention-2. llm-foundry:
         FlashAttention in Triton, attn_impl 'triton', the default its benchmarking table's runs took
         (scripts/train/benchmarking/submit_benchmarks.py at b2a43a1: `--attn_impl` default 'triton';
-        sweep.sh gives none)."""
-        return {Framework.TORCHTITAN: "flash2", Framework.LLM_FOUNDRY: "triton"}.get(self)
+        sweep.sh gives none). flash-attn: FlashAttention-1, its own kernel when the training
+        scripts' speed table was measured (flash-attn 0.2 at 4a6eaa9f)."""
+        return {
+            Framework.TORCHTITAN: "flash2", Framework.LLM_FOUNDRY: "triton", Framework.FLASH_ATTN: "flash1"
+        }.get(self)  # fmt: skip
 
     @property
     def eager_norms(self) -> bool:
@@ -155,11 +174,18 @@ class Framework(enum.StrEnum):
         torchtitan/models/norms.py; cost/norms.py), and llm-foundry's RMSNorms (above)."""
         return self in (Framework.TORCHTITAN, Framework.LLM_FOUNDRY)
 
+    @property
+    def fused_loss(self) -> bool:
+        """The loss is one fused softmax cross-entropy kernel in the logits' own dtype, not
+        PyTorch's on fp32 logits (cost/loss.py): flash-attn's training scripts (apex's xentropy)."""
+        return self is Framework.FLASH_ATTN
+
 
 _FAMILY = {
     Framework.MEGATRON_2022: Framework.MEGATRON,
     Framework.TORCHTITAN: Framework.FSDP,
     Framework.LLM_FOUNDRY: Framework.FSDP,
+    Framework.FLASH_ATTN: Framework.MEGATRON,
 }
 REDUCED_IN_FP32 = frozenset({"bfloat16"})
 

@@ -265,6 +265,10 @@ class Layout:
                 "--tp-comm-overlap runs Megatron-Core's sequence-parallel collectives inside the GEMMs: "
                 "it needs --sp (so --tp > 1) and --framework megatron"
             )
+        if self.framework is Framework.FLASH_ATTN and self.zero:
+            raise LayoutError(
+                "--framework flash-attn runs DDP (--zero 0): its ZeroRedundancyOptimizer is not modelled"
+            )
         if self.framework.family is Framework.FSDP and self.zero == 1:
             raise LayoutError(
                 "--framework fsdp has no ZeRO-1: --zero 0 (NO_SHARD), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD)"
