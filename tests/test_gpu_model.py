@@ -582,3 +582,18 @@ def test_torchtitans_h100s_are_the_hbm2e_part_its_benchmark_describes() -> None:
     assert theirs is not None
     for mine, its in zip(ours.rates(128, 8192, True), theirs.rates(128, 8192, True), strict=True):
         assert mine / its == pytest.approx(ratio, rel=0.01)
+
+
+@pytest.mark.parametrize("device", ["a100", "h100"])
+def test_flash_attention_1_runs_a_head_of_96_in_the_128_kernels_time(device: str) -> None:
+    """flash-attn 1.x is compiled for head dimensions 32, 64 and 128 and runs any other on the next
+    one up, padded (csrc/flash_attn/fmha_api.cpp at Dao-AILab/flash-attention 4a6eaa9f,
+    run_fmha_fwd and run_fmha_bwd): 96 (GPT3-760M's 1,536 / 16) takes 128's time, its rate 96 / 128
+    of 128's; FlashAttention-2 has a kernel of its own for 96 and is charged its nearest curve."""
+    flash1 = cost.get("gpu", cost.Settings(device=device, attention="flash1"))
+    flash2 = cost.get("gpu", cost.Settings(device=device, attention="flash2"))
+    for sequence in (1024, 2048, 8192):
+        at96, at128 = (flash1.kernels.attention.rates(d, sequence, True) for d in (96, 128))  # type: ignore[attr-defined]
+        assert at96 == pytest.approx(tuple(r * 96 / 128 for r in at128), rel=1e-12)
+        nearest = flash2.kernels.attention.rates(96, sequence, True)  # type: ignore[attr-defined]
+        assert nearest == flash2.kernels.attention.rates(128, sequence, True)  # type: ignore[attr-defined]

@@ -26,18 +26,23 @@ class Attention:
     curves: Mapping[str, Mapping[str, Mapping[int, Curve]]]
     bwd_over_fwd: float = 1.0  # the backward's rate over the forward's, to split a fwd_bwd curve
     scale: float = 1.0  # another device's measurements carried over (by matmul throughput)
+    padded: tuple[int, ...] = ()  # the head dimensions the kernel is compiled for, if only some
 
     def rates(self, head_dim: int, sequence: int, causal: bool) -> tuple[float, float]:
-        """FLOP/s of the forward and of the backward."""
+        """FLOP/s of the forward and of the backward. A kernel compiled for some head dimensions
+        only (`padded`: FlashAttention-1's 32, 64 and 128) runs another in the next one's time: its
+        rate at that dimension, times the FLOPs' share of it."""
         mask = "causal" if causal else "noncausal"
+        runs = min((d for d in self.padded if d >= head_dim), default=head_dim)
+        scale = self.scale * head_dim / runs
         if "fwd_bwd" in self.curves:
-            both = _at(self.curves["fwd_bwd"][mask], head_dim, sequence)
+            both = _at(self.curves["fwd_bwd"][mask], runs, sequence)
             # t = f / r_f + 2.5 f / (rho r_f) = 3.5 f / both  =>  r_f = both (1 + 2.5 / rho) / 3.5
             forward = both * (1 + BACKWARD_FLOPS / self.bwd_over_fwd) / (1 + BACKWARD_FLOPS)
-            return forward * self.scale, forward * self.bwd_over_fwd * self.scale
-        fwd = _at(self.curves["fwd"][mask], head_dim, sequence)
-        bwd = _at(self.curves["bwd"][mask], head_dim, sequence)
-        return fwd * self.scale, bwd * self.scale
+            return forward * scale, forward * self.bwd_over_fwd * scale
+        fwd = _at(self.curves["fwd"][mask], runs, sequence)
+        bwd = _at(self.curves["bwd"][mask], runs, sequence)
+        return fwd * scale, bwd * scale
 
 
 def _at(by_dim: Mapping[int, Curve], head_dim: int, sequence: int) -> float:
@@ -67,4 +72,5 @@ def attention_of(a: Mapping[str, Any] | None) -> Attention | None:
         }
         for direction, masks in a["curves"].items()
     }
-    return Attention(curves, float(a.get("bwd_over_fwd", 1.0)), float(a.get("scale", 1.0)))
+    padded = tuple(int(d) for d in a.get("padded", ()))
+    return Attention(curves, float(a.get("bwd_over_fwd", 1.0)), float(a.get("scale", 1.0)), padded)
