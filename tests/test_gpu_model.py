@@ -597,3 +597,12 @@ def test_flash_attention_1_runs_a_head_of_96_in_the_128_kernels_time(device: str
         assert at96 == pytest.approx(tuple(r * 96 / 128 for r in at128), rel=1e-12)
         nearest = flash2.kernels.attention.rates(96, sequence, True)  # type: ignore[attr-defined]
         assert nearest == flash2.kernels.attention.rates(128, sequence, True)  # type: ignore[attr-defined]
+
+
+def test_the_triton_kernel_pads_a_head_to_the_next_power_of_two() -> None:
+    """FlashAttention in Triton pads a head to max(next_power_of_2(d), 16) (flash_attn_triton.py at
+    Dao-AILab/flash-attention f1a73d07, BLOCK_HEADDIM): 80 and 96 take 128's time, 48 64's."""
+    triton = cost.get("gpu", cost.Settings(device="a100", attention="triton"))
+    rates = triton.kernels.attention.rates  # type: ignore[attr-defined]
+    for d, runs in ((80, 128), (96, 128), (48, 64)):
+        assert rates(d, 2048, True) == pytest.approx(tuple(r * d / runs for r in rates(runs, 2048, True)))
