@@ -23,6 +23,11 @@ sequence, recomputation; bf16, the framework's flash attention):
                      (torchtitan 9dec370, torch 1963fc8), Table 1 row "FSDP | 5,762 | 82.4":
                      Llama 3.1 8B, 8 H100, FSDP, local batch 2, global 16, selective AC, 8192
     titan-8b-h100x128  the same file, Table 3 row "FSDP | 5,605 | 67.0": 128 H100, global 256
+    titan-8b-h100-compile  the same file, Table 1 row "FSDP + torch.compile | 6,667 | 77.0": as
+                     titan-8b-h100 with each block under torch.compile (--compile; train config
+                     compile = true: apply_compile in torchtitan/parallelisms/parallelize_llama.py)
+    titan-8b-h100x128-compile  the same file, Table 3 row "FSDP + torch.compile | 6,514 | 62.0":
+                     as titan-8b-h100x128 with --compile
     foundry-7b-h100  mosaicml/llm-foundry 4952183, scripts/train/benchmarking/README.md, "H100
                      80GB BF16" row "7b | 2048 | 8 | h100_80gb | 46.44 | ... | 10643": MPT 7B
                      (GPT-2's layout: learned positions, LayerNorm, GeLU 4h, biases, tied;
@@ -297,6 +302,10 @@ RUNS = (
         {**FSDP_TITAN, "recompute": "selective"}, tokens_per_gpu=5762, memory_gib=82.4),
     Run("titan-8b-h100x128", "llama-3-8b", "h100-hbm2e", "hgx-h100", 128, 8192, 2, 256,
         {**FSDP_TITAN, "recompute": "selective"}, tokens_per_gpu=5605, memory_gib=67.0),
+    Run("titan-8b-h100-compile", "llama-3-8b", "h100-hbm2e", "hgx-h100", 8, 8192, 2, 16,
+        {**FSDP_TITAN, "recompute": "selective", "compile": True}, tokens_per_gpu=6667, memory_gib=77.0),
+    Run("titan-8b-h100x128-compile", "llama-3-8b", "h100-hbm2e", "hgx-h100", 128, 8192, 2, 256,
+        {**FSDP_TITAN, "recompute": "selective", "compile": True}, tokens_per_gpu=6514, memory_gib=62.0),
     Run("foundry-7b-h100", MPT_7B, "h100", "hgx-h100", 8, 2048, 6, 48, FSDP_FOUNDRY,
         tokens_per_gpu=10643),
     Run("foundry-7b-a100", MPT_7B, "a100", "dgx-a100", 8, 2048, 6, 96, FSDP_FOUNDRY,

@@ -103,6 +103,7 @@ class Request:
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
     overlap_param_gather: bool = False  # Megatron's --overlap-param-gather (strategy/llm/buckets.py)
     tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap (strategy/llm/userbuffers.py)
+    compile: bool = False  # torch.compile of each block (strategy/frameworks.py, compiles)
     make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128
     moe_expert_capacity_factor: float | None = None  # Megatron's (strategy/llm/expert.py)
     moe_pad_expert_input_to_capacity: bool = False  # Megatron's: each expert's tokens padded to capacity
@@ -174,7 +175,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         cost.Clock(unit, request.clock_ghz),
         _efficiency(request.efficiency),
         _attention(request),
-        _norms(request.framework),
+        _norms(request.framework, request.compile),
     )
     parallel = _parallelism(request, policy)
     batch = request.batch
@@ -350,6 +351,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             overlap_grad_reduce=r.overlap_grad_reduce,
             overlap_param_gather=r.overlap_param_gather,
             tp_comm_overlap=r.tp_comm_overlap,
+            compiled=r.compile,
             vocab_divisor=r.make_vocab_size_divisible_by or 128,
             zero=r.zero or 0,
             micro_batch=r.micro_batch or 1,
@@ -375,8 +377,11 @@ def _attention(r: Request) -> str:
     return (framework.attention if framework is not None else None) or "flash"
 
 
-def _norms(framework: str | None) -> str:
-    """The gpu model's RMSNorm under the framework's conventions (frameworks.py, eager_norms)."""
+def _norms(framework: str | None, compiled: bool) -> str:
+    """The gpu model's RMSNorm, rotary and SwiGLU under the framework's conventions (frameworks.py,
+    eager_norms), or under --compile Inductor's kernels."""
+    if compiled:
+        return "compiled"
     known = _framework(framework)
     return "eager" if known is not None and known.eager_norms else "fused"
 

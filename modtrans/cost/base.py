@@ -140,7 +140,8 @@ class Settings:
     clock: Clock = Clock()
     efficiency: tuple[tuple[str, float], ...] = ()  # the gpu model's calibration scaled, by kernel class
     attention: str = "flash"  # the gpu model's attention: one fused kernel, or eager (its GEMMs and softmax)
-    norms: str = "fused"  # the gpu model's RMSNorm, rotary and SwiGLU: fused kernels, or eager (op by op)
+    # the gpu model's RMSNorm, rotary and SwiGLU: fused kernels, eager (op by op) or compiled (torch.compile)
+    norms: str = "fused"
 
 
 @dataclass(frozen=True)
