@@ -175,7 +175,8 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         cost.Clock(unit, request.clock_ghz),
         _efficiency(request.efficiency),
         _attention(request),
-        _norms(request.framework, request.compile),
+        _norms(request.framework),
+        request.compile,
     )
     parallel = _parallelism(request, policy)
     batch = request.batch
@@ -377,11 +378,9 @@ def _attention(r: Request) -> str:
     return (framework.attention if framework is not None else None) or "flash"
 
 
-def _norms(framework: str | None, compiled: bool) -> str:
+def _norms(framework: str | None) -> str:
     """The gpu model's RMSNorm, rotary and SwiGLU under the framework's conventions (frameworks.py,
-    eager_norms), or under --compile Inductor's kernels."""
-    if compiled:
-        return "compiled"
+    eager_norms); --compile's blocks apart (Settings.compiled)."""
     known = _framework(framework)
     return "eager" if known is not None and known.eager_norms else "fused"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,6 @@ def _saved_by_the_partitioner(monkeypatch: pytest.MonkeyPatch) -> tuple[int, lis
         return partitions[-1]
 
     monkeypatch.setattr(compile_fx, "min_cut_rematerialization_partition", recorded)
-    torch._dynamo.reset()
     torch.manual_seed(0)
     block = Block().to(torch.bfloat16)
     x = torch.randn(BATCH, SEQ, DIM, dtype=torch.bfloat16, requires_grad=True)
@@ -165,6 +165,32 @@ def _saved_by_the_partitioner(monkeypatch: pytest.MonkeyPatch) -> tuple[int, lis
         if hasattr(o, "meta") and (o.name not in inputs or tuple(o.meta["val"].shape) == tuple(x.shape))
     ]
     return sum(v.numel() * v.element_size() for v in stored), stored
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    """Each compile lowered and partitioned anew: no graph from Inductor's or AOTAutograd's caches
+    on disk (a cached graph is neither partitioned nor lowered again)."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    with inductor_config.patch(fx_graph_cache=False), functorch_config.patch(enable_autograd_cache=False):
+        yield
+    torch._dynamo.reset()
+
+
+def test_inductor_leaves_torchtitans_complex_rotary_to_eager_kernels() -> None:
+    """cost/eager.py charges torchtitan's rotary op by op under --compile: Inductor says it
+    generates no code for its complex product."""
+    import torch._inductor.lowering as lowering
+
+    lowering._warn_complex_not_supported.cache_clear()  # warned once a process
+    xq = torch.randn(BATCH, SEQ, HEADS, DIM // HEADS, dtype=torch.bfloat16)
+    xk = torch.randn(BATCH, SEQ, KV_HEADS, DIM // HEADS, dtype=torch.bfloat16)
+    freqs = torch.outer(torch.arange(SEQ).float(), torch.ones(DIM // HEADS // 2))
+    with pytest.warns(UserWarning, match="does not support code generation for complex operators"):
+        torch.compile(_rotary, fullgraph=True)(xq, xk, torch.polar(torch.ones_like(freqs), freqs))
 
 
 def test_a_compiled_block_keeps_what_the_backward_reads(

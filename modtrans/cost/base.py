@@ -140,8 +140,8 @@ class Settings:
     clock: Clock = Clock()
     efficiency: tuple[tuple[str, float], ...] = ()  # the gpu model's calibration scaled, by kernel class
     attention: str = "flash"  # the gpu model's attention: one fused kernel, or eager (its GEMMs and softmax)
-    # the gpu model's RMSNorm, rotary and SwiGLU: fused kernels, eager (op by op) or compiled (torch.compile)
-    norms: str = "fused"
+    norms: str = "fused"  # the gpu model's RMSNorm, rotary and SwiGLU: fused kernels, or eager (op by op)
+    compiled: bool = False  # the gpu model: the transformer blocks under torch.compile (norms.py)
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,10 @@ number cites the published kernel measurement it comes from):
              residual add or a norm does)
   norms      under a framework that runs RMSNorm op by op (torchtitan without torch.compile), its
              seven kernels as measured, a fixed time a call and bytes an element (norms.py); under
-             --compile, Inductor's fused kernels as measured (norms.py); else one fused pass. Op by
-             op, rotary embeddings and SwiGLU too, the bytes each op moves (eager.py); compiled,
-             each one fused pass (the bytes a fused kernel must move: gemm.py's traffic)
+             --compile, a block's as Inductor's fused kernels measured (norms.py); else one fused
+             pass. Op by op, rotary embeddings and SwiGLU too, the bytes each op moves (eager.py);
+             compiled, SwiGLU one fused pass (the bytes a fused kernel must move: gemm.py's
+             traffic), torchtitan's complex rotary op by op still (Inductor leaves it: eager.py)
   loss       the head's logits also pay the loss, memory-bound kernels in fp32 at the streaming
              bandwidth: after its GEMM in the forward, before its input gradient (loss.py)
   floor      no kernel takes less than `kernel_floor_s`, the measured cost of launching one
@@ -66,7 +67,7 @@ from typing import Any, ClassVar
 from modtrans import dtypes
 from modtrans.cost.attention import BACKWARD_FLOPS, Attention, attention_of
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register, result_elements
-from modtrans.cost.eager import eager_bytes
+from modtrans.cost.eager import eager_bytes, eager_under_compile
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
 from modtrans.cost.loss import loss_bytes
 from modtrans.cost.norms import NormCost, norm_cost, rmsnorm_seconds
@@ -137,8 +138,12 @@ class Gpu:
     name: str = Model.GPU.value
     first_input_grad: bool = False
     eager: bool = False  # --attention eager: the core as its GEMMs and a materialised softmax
-    norms: NormCost | None = None  # RMSNorms as measured (op by op or compiled: norms.py); None: fused
+    norms: NormCost | None = None  # RMSNorms as measured (op by op: norms.py); None: fused
     eager_ops: bool = False  # rotary embeddings and SwiGLU op by op (the same: eager.py)
+    # the blocks under torch.compile: their RMSNorms as Inductor's kernels measured (norms.py), their
+    # SwiGLU one fused pass, torchtitan's complex rotary op by op still (eager.py); the layers
+    # outside the blocks as `norms` says
+    compiled: NormCost | None = None
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -240,10 +245,12 @@ class Gpu:
                 runs * self.gemm_seconds(gemms.weight_grad, dtype, width),
                 update,
             )
-        norm = rmsnorm_seconds(layer, self.norms, self.bandwidth) if self.norms is not None else None
+        inside = self.compiled is not None and layer.block is not None and layer.block.index is not None
+        measured = self.compiled if inside else self.norms
+        norm = rmsnorm_seconds(layer, measured, self.bandwidth) if measured is not None else None
         if norm is not None:  # the backward covers both gradients
             return self._ticks(norm[0], norm[1], 0.0, update)
-        eager = eager_bytes(layer) if self.eager_ops else None
+        eager = eager_bytes(layer) if self.eager_ops and (not inside or eager_under_compile(layer)) else None
         if eager is not None:
             return self._ticks(self.memory_seconds(eager[0]), self.memory_seconds(eager[1]), 0.0, update)
         fwd_b, ig_b, wg_b = traffic(layer)
@@ -327,6 +334,8 @@ def make(settings: Settings) -> Gpu:
     if chosen is not None:  # else the newest fused kernel (for flash2: the newest is FlashAttention-2)
         k = dataclasses.replace(k, attention=chosen)
     k = scaled(k, settings.efficiency)
-    norms = {"eager": k.eager_rmsnorm, "compiled": k.compiled_rmsnorm}.get(settings.norms)
+    norms = k.eager_rmsnorm if settings.norms == "eager" else None
+    compiled = k.compiled_rmsnorm if settings.compiled else None
     eager = settings.attention == "eager"
-    return Gpu(found, k, settings.clock, eager=eager, norms=norms, eager_ops=settings.norms == "eager")
+    eager_ops = settings.norms == "eager"
+    return Gpu(found, k, settings.clock, eager=eager, norms=norms, eager_ops=eager_ops, compiled=compiled)
