@@ -167,17 +167,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     unit = _unit(request, dialect)
     for line in (*_not_applicable(request, policy, compute), *_unmeasured(request, compute)):
         note(line)
-    settings = cost.Settings(
-        request.device,
-        request.array,
-        request.dataflow,
-        request.bytes_per_cycle,
-        cost.Clock(unit, request.clock_ghz),
-        _efficiency(request.efficiency),
-        _attention(request),
-        _norms(request.framework),
-        request.compile,
-    )
+    settings = _settings(request, unit)
     parallel = _parallelism(request, policy)
     batch = request.batch
     if parallel.layout is not None and request.micro_batch is not None:
@@ -367,6 +357,21 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         )
     except LayoutError as error:
         raise UsageError(str(error)) from None
+
+
+def _settings(request: Request, unit: cost.Unit) -> cost.Settings:
+    """What the cost model reads of the request."""
+    return cost.Settings(
+        request.device,
+        request.array,
+        request.dataflow,
+        request.bytes_per_cycle,
+        cost.Clock(unit, request.clock_ghz),
+        _efficiency(request.efficiency),
+        _attention(request),
+        _norms(request.framework),
+        request.compile,
+    )
 
 
 def _attention(r: Request) -> str:
