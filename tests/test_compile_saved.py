@@ -131,9 +131,13 @@ def _torchtitans_policy() -> Any:
     return create_selective_checkpoint_contexts(policy)
 
 
-def _saved_by_the_partitioner(monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[Any]]:
+def _saved_by_the_partitioner(
+    monkeypatch: pytest.MonkeyPatch, selective: bool = True
+) -> tuple[int, list[Any]]:
     """The bytes of the tensors the compiled block's forward hands its backward, its parameters and
-    the frequencies left out (the block's input counted: the checkpoint's), and those tensors."""
+    the frequencies left out (the block's input counted: the checkpoint's), and those tensors;
+    `selective`: torchtitan's op policy, else its full recomputation (checkpoint_wrapper without a
+    context_fn)."""
     import torch._inductor.compile_fx as compile_fx
 
     partitions: list[Any] = []
@@ -151,6 +155,8 @@ def _saved_by_the_partitioner(monkeypatch: pytest.MonkeyPatch) -> tuple[int, lis
     freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
 
     def checkpointed(h: Any) -> Any:
+        if not selective:
+            return checkpoint(block, h, freqs_cis, use_reentrant=False)
         return checkpoint(block, h, freqs_cis, use_reentrant=False, context_fn=_torchtitans_policy)
 
     torch.compile(checkpointed, fullgraph=True)(x).sum().backward()
@@ -222,3 +228,13 @@ def test_a_compiled_block_keeps_what_the_backward_reads(
     eager = activations.layer(d, 0, 1, False, Recompute.SELECTIVE, "flash2", 1, True)
     assert compiled == nbytes
     assert eager - compiled == tokens * DIM * 2
+
+
+def test_a_compiled_block_under_full_recomputation_keeps_its_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torchtitan's full recomputation compiled: the partitioner hands the backward the block's input
+    alone (and the checkpoint's saved CPU RNG state, a few kB of uint8 whatever the size), the
+    model's full-recomputation bytes, compiled or not (tests/test_compile_option.py)."""
+    _, stored = _saved_by_the_partitioner(monkeypatch, selective=False)
+    tensors = [v for v in stored if v.dtype != torch.uint8]
+    assert [tuple(v.shape) for v in tensors] == [(BATCH, SEQ, DIM)]
+    assert sum(v.numel() for v in stored if v.dtype == torch.uint8) < 10_000
