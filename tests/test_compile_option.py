@@ -38,7 +38,8 @@ def test_a_compiled_block_keeps_one_hidden_state_fewer_under_the_op_policy() -> 
 
 
 def test_without_the_op_policy_the_blocks_keep_what_eager_keeps() -> None:
-    """Full recomputation keeps each block's input alone, compiled or not."""
+    """Full recomputation keeps each block's input alone, compiled or not (the partitioner hands the
+    backward the input alone: tests/test_compile_saved.py)."""
     eager, compiled = (_plan(c, "full").memory[0].activations for c in (False, True))
     assert eager == compiled
 
