@@ -103,6 +103,7 @@ class Request:
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
     overlap_param_gather: bool = False  # Megatron's --overlap-param-gather (strategy/llm/buckets.py)
     tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap (strategy/llm/userbuffers.py)
+    compile: bool = False  # torch.compile of each block (strategy/frameworks.py, compiles)
     make_vocab_size_divisible_by: int | None = None  # Megatron's; None: its default, 128
     moe_expert_capacity_factor: float | None = None  # Megatron's (strategy/llm/expert.py)
     moe_pad_expert_input_to_capacity: bool = False  # Megatron's: each expert's tokens padded to capacity
@@ -166,7 +167,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
     unit = _unit(request, dialect)
     for line in (*_not_applicable(request, policy, compute), *_unmeasured(request, compute)):
         note(line)
-    settings = _settings(request, cost.Clock(unit, request.clock_ghz))
+    settings = _settings(request, unit)
     parallel = _parallelism(request, policy)
     batch = request.batch
     if parallel.layout is not None and request.micro_batch is not None:
@@ -190,21 +191,6 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         trust_remote_code=request.trust_remote_code,
     )
     return Prepared(request, options, tuple(notes))
-
-
-def _settings(request: Request, clock: cost.Clock) -> cost.Settings:
-    """What the request says to the cost models, its framework's kernel conventions included."""
-    return cost.Settings(
-        request.device,
-        request.array,
-        request.dataflow,
-        request.bytes_per_cycle,
-        clock,
-        _efficiency(request.efficiency),
-        _attention(request),
-        _norms(request.framework),
-        _loss(request.framework),
-    )
 
 
 def _traces(request: Request) -> bool:
@@ -356,6 +342,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             overlap_grad_reduce=r.overlap_grad_reduce,
             overlap_param_gather=r.overlap_param_gather,
             tp_comm_overlap=r.tp_comm_overlap,
+            compiled=r.compile,
             vocab_divisor=r.make_vocab_size_divisible_by or 128,
             zero=r.zero or 0,
             micro_batch=r.micro_batch or 1,
@@ -372,6 +359,22 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
         raise UsageError(str(error)) from None
 
 
+def _settings(request: Request, unit: cost.Unit) -> cost.Settings:
+    """What the cost model reads of the request."""
+    return cost.Settings(
+        request.device,
+        request.array,
+        request.dataflow,
+        request.bytes_per_cycle,
+        cost.Clock(unit, request.clock_ghz),
+        _efficiency(request.efficiency),
+        _attention(request),
+        _norms(request.framework),
+        request.compile,
+        _loss(request.framework),
+    )
+
+
 def _attention(r: Request) -> str:
     """The attention kernel: --attention, else the framework's (frameworks.py, attention), else the
     device's newest fused kernel."""
@@ -382,7 +385,8 @@ def _attention(r: Request) -> str:
 
 
 def _norms(framework: str | None) -> str:
-    """The gpu model's RMSNorm under the framework's conventions (frameworks.py, eager_norms)."""
+    """The gpu model's RMSNorm, rotary and SwiGLU under the framework's conventions (frameworks.py,
+    eager_norms); --compile's blocks apart (Settings.compiled)."""
     known = _framework(framework)
     return "eager" if known is not None and known.eager_norms else "fused"
 

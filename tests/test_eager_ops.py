@@ -17,7 +17,7 @@ import pytest
 
 from modtrans import cost
 from modtrans.cost.gpu import Gpu
-from modtrans.ir.document import Activation, Flops, Kind, Layer
+from modtrans.ir.document import Activation, Block, Flops, Kind, Layer
 from modtrans.request import Request, prepare
 
 NVL = 3.9e12 * 0.887
@@ -29,17 +29,20 @@ LIGER_SWIGLU = 3 * BF16 + 5 * BF16  # its fused kernel's bytes an element, forwa
 ROPE = {1024: (0.18953600525856018, 0.2359679937362671), 8192: (1.3216960430145264, 1.5467679500579834)}
 
 
-def _gpu(framework: str, device: str = "h100") -> Gpu:
-    request = Request(model="llama-3-8b", dp=8, zero=3, framework=framework, device=device, seq_len=2048)
+def _gpu(framework: str, device: str = "h100", compiled: bool = False) -> Gpu:
+    request = Request(
+        model="llama-3-8b", dp=8, zero=3, framework=framework, device=device, seq_len=2048, compile=compiled
+    )
     options = prepare(request).options
     model = cost.get(options.compute, options.cost)
     assert isinstance(model, Gpu)
     return model
 
 
-def _layer(op: str, elements: int) -> Layer:
+def _layer(op: str, elements: int, block: int | None = None) -> Layer:
     y = Activation("y", (elements,), "bfloat16", elements * BF16)
-    return Layer(op, op, op, Kind.ELEMENTWISE, inputs=(y, y), outputs=(y,), flops=Flops())
+    where = Block(block) if block is not None else None
+    return Layer(op, op, op, Kind.ELEMENTWISE, inputs=(y, y), outputs=(y,), flops=Flops(), block=where)
 
 
 @pytest.mark.parametrize("tokens", sorted(SWIGLU_FULL))
@@ -79,3 +82,17 @@ def test_megatron_runs_swiglu_fused() -> None:
     elements = 1 << 24
     times = model.times(_layer("SiluMul", elements))
     assert times.forward * 1e-9 * model.bandwidth == pytest.approx(elements * 3 * BF16, rel=1e-4)
+
+
+def test_a_compiled_block_fuses_swiglu_but_runs_torchtitans_complex_rotary_op_by_op() -> None:
+    """Under --compile Inductor fuses SiLU and the product into one pass (read the two
+    projections' outputs, write the product: 3 w forward, as Liger's fused kernel), but generates
+    no code for complex tensors (torch/_inductor/lowering.py, unsupported_input_tensor; the warning
+    tests/test_compile_saved.py sees compiling torchtitan's block): its rotary still moves the
+    count op by op, 2 w + 16 each way."""
+    model = _gpu("torchtitan", compiled=True)
+    elements = 1 << 24
+    swiglu = model.times(_layer("SiluMul", elements, block=0))
+    assert swiglu.forward * 1e-9 * model.bandwidth == pytest.approx(elements * 3 * BF16, rel=1e-4)
+    rotary = model.times(_layer("RotaryEmbedding", elements, block=0))
+    assert rotary.forward * 1e-9 * model.bandwidth == pytest.approx(elements * (2 * BF16 + 16), rel=1e-4)

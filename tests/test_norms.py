@@ -1,15 +1,17 @@
-"""RMSNorm op by op (cost/norms.py), held to PyTorch's LlamaRMSNorm as measured.
+"""RMSNorm op by op and under torch.compile (cost/norms.py), held to PyTorch's LlamaRMSNorm as measured.
 
-linkedin/Liger-Kernel, benchmark/benchmark_rms_norm.py (LlamaRMSNorm: the cast up, pow, mean,
-rsqrt, multiply, cast down, scale; bf16 x of 2,048 rows, triton.testing.do_bench's median),
-benchmark/data/h100_all_benchmark_data.csv (3534d44, an H100 NVL) and a100_all_benchmark_data.csv
-(bdbfead, an A100 80GB PCIe), rows `rms_norm,huggingface,forward|backward`. The device profiles
-take their bytes an element at hidden 4,096; the other hidden sizes of the models we run (2,048 to
-8,192) are the check, each at the measured part's streaming rate.
+linkedin/Liger-Kernel, benchmark/scripts/benchmark_rms_norm.py (LlamaRMSNorm: the cast up, pow,
+mean, rsqrt, multiply, cast down, scale; the same module under @torch.compile; bf16 x of 2,048
+rows, hidden 1,024 to 32,768, triton.testing.do_bench's median), benchmark/data/
+h100_all_benchmark_data.csv (3534d44, an H100 NVL) and a100_all_benchmark_data.csv (bdbfead, an
+A100 80GB PCIe), rows `rms_norm,{huggingface,torchcompile},{forward,backward}`, copied unchanged to
+fixtures/liger/rms_norm.csv (its MANIFEST.md). Every row is the check, each at the measured part's
+streaming rate.
 """
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import numpy as np
@@ -19,50 +21,111 @@ from onnx import TensorProto, helper
 
 from modtrans import cost
 from modtrans.cost.gpu import Gpu
-from modtrans.cost.norms import eager_rmsnorm_bytes
+from modtrans.cost.norms import NormCost, rmsnorm_bytes, rmsnorm_seconds
 from modtrans.extraction import extract
-from modtrans.ir.document import Activation, Flops, Kind, Layer
+from modtrans.ir.document import Activation, Block, Flops, Kind, Layer
 from modtrans.request import Request, prepare
 
 ROWS = 2048
-# hidden -> (forward, backward) ms
-H100_NVL = {2048: (0.09072, 0.23389), 8192: (0.32608, 0.80995)}
-A100_PCIE = {2048: (0.13824, 0.36762), 8192: (0.52326, 1.37626)}
+MEASURED = Path(__file__).resolve().parent.parent / "fixtures" / "liger" / "rms_norm.csv"
+PARTS = {"h100": "NVIDIA H100 NVL", "a100": "NVIDIA A100 80GB PCIe"}
 STREAM = {"h100": 3.9e12 * 0.887, "a100": 1.935e12 * 0.834}  # the parts' peaks x the SXM efficiency
+PROVIDERS = {"eager": "huggingface", "compiled": "torchcompile"}
+# the largest miss of any one row: op by op the fit's 7.2 %; compiled, the backward's weight-gradient
+# reduction over the rows is not linear in the elements (22.6 % at the A100's hidden 32,768)
+TOLERANCE = {"eager": 0.08, "compiled": 0.25}
 
 
-def _norm(hidden: int) -> Layer:
-    x = Activation("x", (ROWS, hidden), "bfloat16", ROWS * hidden * 2)
-    y = Activation("y", (ROWS, hidden), "bfloat16", ROWS * hidden * 2)
-    return Layer("norm", "norm", "RMSNormalization", Kind.NORM, inputs=(x,), outputs=(y,), flops=Flops())
+def _rows(device: str, norms: str, mode: str) -> list[tuple[int, float]]:
+    """(hidden, ms) of the measured rows."""
+    with MEASURED.open(encoding="utf-8") as f:
+        return [
+            (int(r["x_value"]), float(r["y_value_50"]))
+            for r in csv.DictReader(f)
+            if r["gpu_name"] == PARTS[device]
+            and r["kernel_provider"] == PROVIDERS[norms]
+            and r["kernel_operation_mode"] == mode
+            and r["metric_name"] == "speed"
+        ]
 
 
-@pytest.mark.parametrize(("device", "measured"), [("h100", H100_NVL), ("a100", A100_PCIE)])
-def test_an_eager_rmsnorm_moves_what_llamarmsnorm_measured(
-    device: str, measured: dict[int, tuple[float, float]]
-) -> None:
-    model = cost.get("gpu", cost.Settings(device=device, norms="eager"))
+def _norm(hidden: int, rows: int = ROWS, block: int | None = None) -> Layer:
+    x = Activation("x", (rows, hidden), "bfloat16", rows * hidden * 2)
+    y = Activation("y", (rows, hidden), "bfloat16", rows * hidden * 2)
+    where = Block(block) if block is not None else None
+    return Layer(
+        "norm", "norm", "RMSNormalization", Kind.NORM, inputs=(x,), outputs=(y,), flops=Flops(), block=where
+    )
+
+
+def _cost(device: str, norms: str) -> NormCost:
+    compiled = norms == "compiled"
+    model = cost.get(
+        "gpu", cost.Settings(device=device, norms="fused" if compiled else norms, compiled=compiled)
+    )
     assert isinstance(model, Gpu)
-    per_element = model.kernels.eager_rmsnorm
-    assert per_element is not None
-    for hidden, (forward, backward) in measured.items():
-        elements = ROWS * hidden
-        assert elements * per_element["forward"] / STREAM[device] * 1e3 == pytest.approx(forward, rel=0.11)
-        assert elements * per_element["backward"] / STREAM[device] * 1e3 == pytest.approx(backward, rel=0.11)
+    found = model.compiled if compiled else model.norms
+    assert found is not None
+    return found
 
 
-def test_torchtitan_runs_its_rmsnorm_op_by_op_and_megatron_fused() -> None:
-    """torchtitan's published runs (compile off) pay the measured ops; Megatron's fused kernel one
-    pass: read x, write y, each bf16."""
-    times = {}
-    for framework in ("torchtitan", "megatron"):
-        request = Request(model="llama-3-8b", dp=8, zero=3, framework=framework, device="h100", seq_len=2048)
+@pytest.mark.parametrize("norms", ["eager", "compiled"])
+@pytest.mark.parametrize("device", ["h100", "a100"])
+def test_an_rmsnorm_takes_what_llamarmsnorm_measured_at_every_size(device: str, norms: str) -> None:
+    """Each of the six sizes, forward and backward, on both parts, within the stated tolerance."""
+    found = _cost(device, norms)
+    for index, mode in enumerate(("forward", "backward")):
+        rows = _rows(device, norms, mode)
+        assert [h for h, _ in rows] == [1024, 2048, 4096, 8192, 16384, 32768]
+        for hidden, ms in rows:
+            seconds = rmsnorm_seconds(_norm(hidden), found, STREAM[device])
+            assert seconds is not None
+            assert seconds[index] * 1e3 == pytest.approx(ms, rel=TOLERANCE[norms]), (mode, hidden)
+
+
+@pytest.mark.parametrize("norms", ["eager", "compiled"])
+@pytest.mark.parametrize("device", ["h100", "a100"])
+def test_the_profile_holds_the_least_squares_fit_of_the_measured_rows(device: str, norms: str) -> None:
+    """The stored fixed time and bytes are the fit devices.json names: least squares of the relative
+    error of (fixed + elements x bytes / stream) over the six rows, to the digit stored."""
+    found = _cost(device, norms)
+    for mode in ("forward", "backward"):
+        rows = _rows(device, norms, mode)
+        n = np.array([ROWS * h for h, _ in rows], dtype=float)
+        t = np.array([ms * 1e-3 for _, ms in rows])
+        fixed, per_byte = np.linalg.lstsq(np.stack([1 / t, n / t], axis=1), np.ones_like(t), rcond=None)[0]
+        assert getattr(found, mode) == pytest.approx(per_byte * STREAM[device], abs=0.06)
+        assert getattr(found, f"{mode}_fixed_s") == pytest.approx(fixed, abs=0.06e-6)
+
+
+def test_torchtitan_runs_its_rmsnorm_op_by_op_compiled_under_compile_and_megatron_fused() -> None:
+    """torchtitan's published runs without --compile pay the measured ops at torchtitan's own size
+    (16,384 tokens x 4,096: the 32,768 x 2,048 row's elements); with it a block's norm the compiled
+    kernels, the final norm outside the blocks (which apply_compile leaves alone) the ops still;
+    Megatron's fused kernel one pass: read x, write y, each bf16."""
+    times, outside = {}, {}
+    runs = {"eager": ("torchtitan", False), "compiled": ("torchtitan", True), "fused": ("megatron", False)}
+    for name, (framework, compiled) in runs.items():
+        request = Request(
+            model="llama-3-8b",
+            dp=8,
+            zero=3,
+            framework=framework,
+            device="h100",
+            seq_len=2048,
+            compile=compiled,
+        )
         options = prepare(request).options
         model = cost.get(options.compute, options.cost)
-        times[framework] = model.times(_norm(4096))
-    elements, stream = ROWS * 4096, 3.35e12 * 0.887
-    assert times["torchtitan"].forward * 1e-9 == pytest.approx(elements * 74.0 / stream, rel=0.01)
-    assert times["megatron"].forward * 1e-9 == pytest.approx(elements * 4 / stream, rel=0.01)
+        times[name] = model.times(_norm(4096, rows=16384, block=3))
+        outside[name] = model.times(_norm(4096, rows=16384))
+    stream = 3.35e12 * 0.887  # the SXM part's
+    # the H100 NVL's rows at 32,768 x 2,048, moved from its streaming rate to the SXM part's
+    for name, ms, rel in (("eager", 1.2193, 0.03), ("compiled", 0.1559, 0.15)):
+        nvl = ms * 1e-3 * STREAM["h100"] / stream
+        assert times[name].forward * 1e-9 == pytest.approx(nvl, rel=rel), name
+    assert times["fused"].forward * 1e-9 == pytest.approx(16384 * 4096 * 4 / stream, rel=0.01)
+    assert outside["compiled"] == outside["eager"] == times["eager"]
 
 
 @pytest.mark.parametrize("statistic", [False, True])
@@ -95,10 +158,7 @@ def test_an_rmsnorm_is_costed_by_its_result_whatever_statistic_it_also_writes(
     assert ir is not None, found
     (layer,) = [x for x in ir.layers if x.op_type == "SimplifiedLayerNormalization"]
     assert len(layer.outputs) == len(outputs)
-    model = cost.get("gpu", cost.Settings(device="h100", norms="eager"))
-    assert isinstance(model, Gpu)
-    per_element = model.kernels.eager_rmsnorm
-    assert per_element is not None
+    measured = _cost("h100", "eager")
     elements = ROWS * hidden
-    expected = (round(elements * per_element["forward"]), round(elements * per_element["backward"]))
-    assert eager_rmsnorm_bytes(layer, per_element) == expected
+    expected = (round(elements * measured.forward), round(elements * measured.backward))
+    assert rmsnorm_bytes(layer, measured) == expected

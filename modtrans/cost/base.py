@@ -141,6 +141,7 @@ class Settings:
     efficiency: tuple[tuple[str, float], ...] = ()  # the gpu model's calibration scaled, by kernel class
     attention: str = "flash"  # the gpu model's attention: one fused kernel, or eager (its GEMMs and softmax)
     norms: str = "fused"  # the gpu model's RMSNorm, rotary and SwiGLU: fused kernels, or eager (op by op)
+    compiled: bool = False  # the gpu model: the transformer blocks under torch.compile (norms.py)
     loss: str = "torch"  # the gpu model's loss: PyTorch's cross-entropy on fp32 logits, or fused (loss.py)
 
 

@@ -22,6 +22,13 @@ SwiGLU, with the same three GEMMs): the unfused ops cost 1.168 ms more at 4 x 8,
 rotate_half form (the same 20 B an element by count) measured 2.7 to 3.9 times its count on
 transposed q and k (Liger's benchmark_rope.py: (1, s, heads, d).transpose(1, 2)), which
 torchtitan's (b, s, heads, d) layout does not have: the count is charged, a lower bound.
+
+Under torch.compile (--compile) Inductor fuses SwiGLU's ops into one pass, but not torchtitan's
+rotary: it generates no code for complex tensors (torch 2.13, torch/_inductor/lowering.py,
+unsupported_input_tensor: "if t.is_complex(): ... return True", with the warning "Torchinductor does
+not support code generation for complex operators", which tests/test_compile_saved.py's compile of
+torchtitan's block raises), so the complex product runs as an eager aten kernel and the casts
+around it as kernels of their own: the same bytes as op by op (COMPLEX).
 """
 
 from __future__ import annotations
@@ -42,6 +49,12 @@ def _swiglu(w: int) -> tuple[int, int]:
 
 
 PER_ELEMENT = {"RotaryEmbedding": _rotary, "SiluMul": _swiglu}
+COMPLEX = frozenset({"RotaryEmbedding"})  # torchtitan's in complex numbers: op by op under torch.compile too
+
+
+def eager_under_compile(layer: Layer) -> bool:
+    """Whether a compiled block still runs the layer op by op (torchtitan's complex rotary)."""
+    return layer.op_type in COMPLEX
 
 
 def eager_bytes(layer: Layer) -> tuple[int, int] | None:

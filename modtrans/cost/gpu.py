@@ -24,8 +24,11 @@ number cites the published kernel measurement it comes from):
              bandwidth (`memory_efficiency` x peak: BabelStream Triad, two loads and a store as a
              residual add or a norm does)
   norms      under a framework that runs RMSNorm op by op (torchtitan without torch.compile), its
-             seven kernels as measured (norms.py), else one fused pass; under the same, rotary
-             embeddings and SwiGLU op by op, the bytes each op moves (eager.py)
+             seven kernels as measured, a fixed time a call and bytes an element (norms.py); under
+             --compile, a block's as Inductor's fused kernels measured (norms.py); else one fused
+             pass. Op by op, rotary embeddings and SwiGLU too, the bytes each op moves (eager.py);
+             compiled, SwiGLU one fused pass (the bytes a fused kernel must move: gemm.py's
+             traffic), torchtitan's complex rotary op by op still (Inductor leaves it: eager.py)
   loss       the head's logits also pay the loss, memory-bound kernels in fp32 at the streaming
              bandwidth: after its GEMM in the forward, before its input gradient (loss.py); under a
              framework whose loss is one fused kernel (flash-attn's), that kernel's passes
@@ -65,10 +68,10 @@ from typing import Any, ClassVar
 from modtrans import dtypes
 from modtrans.cost.attention import BACKWARD_FLOPS, Attention, attention_of
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register, result_elements
-from modtrans.cost.eager import eager_bytes
+from modtrans.cost.eager import eager_bytes, eager_under_compile
 from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
 from modtrans.cost.loss import loss_bytes
-from modtrans.cost.norms import eager_rmsnorm_bytes
+from modtrans.cost.norms import NormCost, norm_cost, rmsnorm_seconds
 from modtrans.cost.roofline import Device, device
 from modtrans.ir.document import Kind, Layer, Part
 
@@ -98,7 +101,8 @@ class Kernels:
     attention: Attention | None
     memory_bytes: int
     sources: Mapping[str, str] = field(default_factory=dict)
-    eager_rmsnorm: Mapping[str, float] | None = None  # bytes an element, op by op (norms.py)
+    eager_rmsnorm: NormCost | None = None  # op by op (norms.py)
+    compiled_rmsnorm: NormCost | None = None  # under torch.compile (norms.py)
     # the other fused kernels measured on the device, by --attention's name (devices.json's
     # `attention_<name>`): flash2, FlashAttention-2 where `attention` is a later kernel; cudnn,
     # cuDNN's (Transformer Engine's on Hopper)
@@ -119,7 +123,8 @@ def kernels(data: Mapping[str, Any]) -> Kernels:
         attention_of(data.get("attention")),
         int(data["memory_bytes"]),
         dict(data.get("sources", {})),
-        data.get("eager_rmsnorm"),
+        norm_cost(data.get("eager_rmsnorm")),
+        norm_cost(data.get("compiled_rmsnorm")),
         {name: a for name in ALTERNATIVES if (a := attention_of(data.get(f"attention_{name}"))) is not None},
     )
 
@@ -134,9 +139,13 @@ class Gpu:
     name: str = Model.GPU.value
     first_input_grad: bool = False
     eager: bool = False  # --attention eager: the core as its GEMMs and a materialised softmax
-    eager_norms: bool = False  # RMSNorms op by op (torchtitan without torch.compile: norms.py)
+    norms: NormCost | None = None  # RMSNorms as measured (op by op: norms.py); None: fused
     eager_ops: bool = False  # rotary embeddings and SwiGLU op by op (the same: eager.py)
     fused_loss: bool = False  # the loss one fused cross-entropy kernel (flash-attn's: loss.py)
+    # the blocks under torch.compile: their RMSNorms as Inductor's kernels measured (norms.py), their
+    # SwiGLU one fused pass, torchtitan's complex rotary op by op still (eager.py); the layers
+    # outside the blocks as `norms` says
+    compiled: NormCost | None = None
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -238,11 +247,13 @@ class Gpu:
                 runs * self.gemm_seconds(gemms.weight_grad, dtype, width),
                 update,
             )
-        per_element = self.kernels.eager_rmsnorm if self.eager_norms else None
-        eager = eager_rmsnorm_bytes(layer, per_element) if per_element is not None else None
-        if eager is None and self.eager_ops:
-            eager = eager_bytes(layer)
-        if eager is not None:  # the backward covers both gradients
+        inside = self.compiled is not None and layer.block is not None and layer.block.index is not None
+        measured = self.compiled if inside else self.norms
+        norm = rmsnorm_seconds(layer, measured, self.bandwidth) if measured is not None else None
+        if norm is not None:  # the backward covers both gradients
+            return self._ticks(norm[0], norm[1], 0.0, update)
+        eager = eager_bytes(layer) if self.eager_ops and (not inside or eager_under_compile(layer)) else None
+        if eager is not None:
             return self._ticks(self.memory_seconds(eager[0]), self.memory_seconds(eager[1]), 0.0, update)
         fwd_b, ig_b, wg_b = traffic(layer)
         drop_fwd, drop_ig = self.dropout_seconds(layer, width)
@@ -325,9 +336,11 @@ def make(settings: Settings) -> Gpu:
     if chosen is not None:  # else the newest fused kernel (for flash2: the newest is FlashAttention-2)
         k = dataclasses.replace(k, attention=chosen)
     k = scaled(k, settings.efficiency)
-    eager_norms = settings.norms == "eager" and k.eager_rmsnorm is not None
+    norms = k.eager_rmsnorm if settings.norms == "eager" else None
+    compiled = k.compiled_rmsnorm if settings.compiled else None
     eager = settings.attention == "eager"
+    eager_ops = settings.norms == "eager"
     return Gpu(
-        found, k, settings.clock, eager=eager, eager_norms=eager_norms, eager_ops=settings.norms == "eager",
+        found, k, settings.clock, eager=eager, norms=norms, eager_ops=eager_ops, compiled=compiled,
         fused_loss=settings.loss == "fused",
     )  # fmt: skip

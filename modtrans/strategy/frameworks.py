@@ -47,7 +47,8 @@ Named versions and configurations, each a member below whose `family` runs the d
                    apply_fsdp): parameters gathered in bf16, gradients reduce-scattered in fp32; and
                    as its train_configs run: without torch.compile, RMSNorm op by op (eager_norms),
                    selective recomputation its 'op' policy (op_recompute: llama3_8b.toml,
-                   selective_ac_option = 'op')
+                   selective_ac_option = 'op'); with --compile (compiles) its compile = true:
+                   each block under torch.compile, RMSNorm as Inductor's kernels (cost/norms.py)
     llm-foundry    PyTorch FSDP1 as mosaicml/llm-foundry runs it through Composer (llm-foundry
                    4952183, its benchmarking table's runs: MP Mode DEFAULT, FULL_SHARD; Composer
                    0.21.3, composer/trainer/mosaic_fsdp_utils.py, get_mixed_precision: 'DEFAULT' ->
@@ -179,6 +180,16 @@ class Framework(enum.StrEnum):
         """The loss is one fused softmax cross-entropy kernel in the logits' own dtype, not
         PyTorch's on fp32 logits (cost/loss.py): flash-attn's training scripts (apex's xentropy)."""
         return self is Framework.FLASH_ATTN
+
+    @property
+    def compiles(self) -> bool:
+        """--compile means something: torch.compile of each transformer block, as torchtitan
+        applies it (torchtitan/models/llama3/infra/parallelize.py at 9dec370, apply_compile:
+        `torch.compile(transformer_block, fullgraph=True)` for each of model.layers, after
+        activation checkpointing; its train configs' `compile = true`), so torchtitan and PyTorch
+        FSDP. Megatron-LM runs its own fused kernels (Transformer Engine, Apex) and DeepSpeed and
+        llm-foundry's benchmark runs none of this: refused there."""
+        return self in (Framework.TORCHTITAN, Framework.FSDP)
 
 
 _FAMILY = {

@@ -51,7 +51,8 @@ cross-entropies run on fp32 logits whatever the model's dtype, beside or after t
 For Korthikanti's GPT (dropout, f = 4h, Q = K = V = O = h) the terms are their 10 sbh + 24 sbh / t
 + 5 a s^2 b / t. Selective recomputation reruns the attention core: no s^2 term, no statistics.
 torchtitan's 'op' policy keeps less (selective.py): the block's input, every other linear's output
-(Llama: q, v, w1, w2), and its attention kernel's output and statistics, 2 O + 4 a bytes a token.
+(Llama: q, v, w1, w2), and its attention kernel's output and statistics, 2 O + 4 a bytes a token;
+under torch.compile (--compile) not w2's, which the backward never reads (selective.py).
 
 State-space blocks (a Mamba mixer in place of attention: Mamba, Mamba-2; beside attention and MLP
 blocks in Jamba, Nemotron-H, Bamba, GraniteMoeHybrid; beside attention in one block in Falcon-H1):
@@ -253,11 +254,13 @@ def layer(
     etp: int,
     ops: bool = False,
     megatron: bool = False,
+    compiled: bool = False,
 ) -> float:
     """Bytes one block stores per micro-batch on one rank (the module's terms; `ops`: selective
     recomputation is torchtitan's op policy, selective.py; `megatron`: Megatron-Core's Mamba
-    mixer, mixers.py), each of its passes' (mlps.passes)."""
-    one = _pass(d, block, t, sp, recompute, attention, etp, ops, megatron)
+    mixer, mixers.py; `compiled`: the block under torch.compile, selective.py), each of its
+    passes' (mlps.passes)."""
+    one = _pass(d, block, t, sp, recompute, attention, etp, (ops, compiled), megatron)
     return d.passes.get(block, 1) * one
 
 
@@ -269,18 +272,20 @@ def _pass(
     recompute: Recompute,
     attention: str,
     etp: int,
-    ops: bool,
+    policy: tuple[bool, bool],
     megatron: bool,
 ) -> float:
-    """Bytes one pass of a block stores (layer)."""
+    """Bytes one pass of a block stores (layer); `policy`: (ops, compiled)."""
     sb, w = d.s * d.b, d.width  # w: bytes per element of every tensor term (Korthikanti's 2)
+    ops, compiled = policy
     if recompute is Recompute.FULL:
         return w * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
     if recompute is Recompute.SELECTIVE and ops and not d.mixers:
         kept = w * sb * d.kept.split
         if attention != EAGER:  # SDPA's saved output and logsumexp
             kept += w * sb * d.context + STATISTICS * d.a * sb
-        return w * sb * d.h * d.kept.hidden / (t if sp else 1) + kept / t
+        hidden = d.kept.hidden - (d.kept.unread if compiled else 0)  # compiled: what the backward reads
+        return w * sb * d.h * hidden / (t if sp else 1) + kept / t
     m, mixer, attends, _ = d.kind(block)
     mixes = mixer is not None
     norms = (attends or mixes) + (m.inputs > 0)  # the mixer's (attention, Mamba) and the MLP's

@@ -239,7 +239,10 @@ def activation_bytes(
     alike: dict[object, list[int]] = {}  # blocks of one kind store alike: one layer() each
     for block in blocks:
         alike.setdefault(d.kind(block), []).append(block)
-    stored = sum(len(same) * activations.layer(d, same[0], *terms, megatron) for same in alike.values())
+    stored = sum(
+        len(same) * activations.layer(d, same[0], *terms, megatron, compiled=layout.compiled)
+        for same in alike.values()
+    )
     total = stored * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)

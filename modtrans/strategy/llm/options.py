@@ -92,6 +92,7 @@ class Layout:
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce: gradient buckets (buckets.py)
     overlap_param_gather: bool = False  # Megatron's --overlap-param-gather: gathers in the next forward
     tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap: TE's userbuffers (userbuffers.py)
+    compiled: bool = False  # --compile: torch.compile of each block (frameworks.py, compiles)
     vocab_divisor: int = 128  # Megatron's --make-vocab-size-divisible-by (x T: vocabulary_multiple)
     cp: int = 1  # Megatron's --context-parallel-size: the sequence split over C ranks (context.py)
     capacity_factor: float | None = None  # Megatron's --moe-expert-capacity-factor (expert.py)
@@ -268,6 +269,11 @@ class Layout:
         if self.framework is Framework.FLASH_ATTN and self.zero:
             raise LayoutError(
                 "--framework flash-attn runs DDP (--zero 0): its ZeroRedundancyOptimizer is not modelled"
+            )
+        if self.compiled and not self.framework.compiles:
+            raise LayoutError(
+                "--compile is torch.compile of each transformer block as torchtitan applies it: "
+                f"--framework torchtitan or fsdp, not {self.framework}"
             )
         if self.framework.family is Framework.FSDP and self.zero == 1:
             raise LayoutError(

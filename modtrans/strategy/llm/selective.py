@@ -20,6 +20,16 @@ math path's bmm and softmax are not in the list: rerun).
 
 So the block keeps its input (the checkpoint's), the odd-numbered linears' outputs (q, v, w1, w2)
 and SDPA's output and logsumexp (`kept`).
+
+Under torch.compile (--compile: torchtitan's apply_compile, `torch.compile(transformer_block,
+fullgraph=True)` of the checkpointed block) the policy marks the same ops MUST_SAVE, but what is
+saved is what AOTAutograd's min-cut partitioner hands the backward graph: only tensors the backward
+reads. w2's output feeds nothing but the residual add, whose backward reads no input, so it is not
+saved; eager SAC's cache keeps every MUST_SAVE output whether read or not. Run on torch 2.13 (CPU,
+Inductor) for a torchtitan-shaped block: the forward graph hands the backward the block's input,
+q, v, w1's output, SDPA's output and logsumexp, and the parameters (tests/test_compile_saved.py).
+A part's last linear (the attention's output projection, the MLP's down projection) feeds only the
+residual add: where it is odd-numbered its output is `unread`.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ class Kept:
 
     hidden: int
     split: int
+    unread: int = 0  # of `hidden`: outputs the backward never reads, which a compiled block does not keep
 
 
 def _blocks(ir: ModelIR) -> dict[int, list[Layer]]:
@@ -71,10 +82,13 @@ def op_reruns(ir: ModelIR, fused_attention: bool) -> frozenset[str]:
 
 def op_kept(ir: ModelIR, h: int) -> Kept:
     """What the first block keeps under the op policy, per token (Kept): its input and its
-    odd-numbered linears' outputs, by whether they are the hidden state's width."""
+    odd-numbered linears' outputs, by whether they are the hidden state's width; of those, a part's
+    last linear's (it feeds only the residual add: unread by the backward)."""
     blocks = _blocks(ir)
     members = blocks[min(blocks)] if blocks else []
     linears = [x for x in members if x.kind is Kind.LINEAR and x.gemm is not None]
-    odd = [x.gemm.n * x.gemm.groups for x in linears[::2] if x.gemm is not None]
-    hidden = 1 + sum(1 for n in odd if n == h)
-    return Kept(hidden, sum(n for n in odd if n != h))
+    last = {x.block.part: x.name for x in linears if x.block is not None}  # each part's last linear
+    odd = [(x.gemm.n * x.gemm.groups, x.name in last.values()) for x in linears[::2] if x.gemm is not None]
+    hidden = 1 + sum(1 for n, _ in odd if n == h)
+    unread = sum(1 for n, ends in odd if n == h and ends)
+    return Kept(hidden, sum(n for n, _ in odd if n != h), unread)
