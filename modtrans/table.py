@@ -218,10 +218,10 @@ OPTIONS: tuple[Option, ...] = (
        "inside their GEMMs, as compute (needs --sp; the NVLink of --device's node).", LAYOUT,
        default=False, flags=("--tp-comm-overlap",), layout=True, **_SIDE),
     _o("compile", bool,
-       "torch.compile of each transformer block, as torchtitan's compile = true applies it: RMSNorm, "
-       "rotary and SwiGLU as Inductor's fused kernels, and what its partitioner saves for the backward "
-       "(--framework torchtitan or fsdp).", LAYOUT, default=False, flags=("--compile",), layout=True,
-       **_SIDE),
+       "torch.compile of each transformer block, as torchtitan's compile = true applies it: RMSNorm "
+       "and SwiGLU as Inductor's fused kernels (a complex rotary stays op by op), and what its "
+       "partitioner saves for the backward (--framework torchtitan or fsdp).", LAYOUT, default=False,
+       flags=("--compile",), layout=True, **_SIDE),
     _o("make_vocab_size_divisible_by", int,
        "Megatron: pad the vocabulary to a multiple of this x T (default 128; 1: unpadded).", LAYOUT,
        layout=True, **N1, **_SIDE),
