@@ -19,7 +19,6 @@ Marker hf: needs torch (the extra `hf`)."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,14 +30,13 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.checkpoint import (  # noqa: E402
-    CheckpointPolicy,
     checkpoint,
-    create_selective_checkpoint_contexts,
 )
 
 from modtrans import pipeline  # noqa: E402
 from modtrans.plan.model import Recompute  # noqa: E402
 from modtrans.strategy.llm import activations  # noqa: E402
+from tests.titan_policy import torchtitans_policy  # noqa: E402
 
 pytestmark = [
     pytest.mark.hf,
@@ -49,11 +47,6 @@ pytestmark = [
 ]
 
 DIM, HEADS, KV_HEADS, FFN, BATCH, SEQ = 256, 8, 2, 896, 2, 128
-SAVED = {
-    torch.ops.aten.mm.default,
-    torch.ops.aten._scaled_dot_product_flash_attention.default,
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
-}
 
 
 class RMSNorm(nn.Module):  # type: ignore[misc]
@@ -117,20 +110,6 @@ class Block(nn.Module):  # type: ignore[misc]
         return h + self.w2(F.silu(self.w1(ffn)) * self.w3(ffn))
 
 
-def _torchtitans_policy() -> Any:
-    """torchtitan's _custom_policy: save what _save_list names but every second matmul."""
-    count: dict[str, int] = defaultdict(int)
-
-    def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
-        mode = "recompute" if ctx.is_recompute else "forward"
-        if func == torch.ops.aten.mm.default:
-            count[mode] += 1
-        save = func in SAVED and not (func == torch.ops.aten.mm.default and count[mode] % 2 == 0)
-        return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
-
-    return create_selective_checkpoint_contexts(policy)
-
-
 def _saved_by_the_partitioner(
     monkeypatch: pytest.MonkeyPatch, selective: bool = True
 ) -> tuple[int, list[Any]]:
@@ -157,7 +136,7 @@ def _saved_by_the_partitioner(
     def checkpointed(h: Any) -> Any:
         if not selective:
             return checkpoint(block, h, freqs_cis, use_reentrant=False)
-        return checkpoint(block, h, freqs_cis, use_reentrant=False, context_fn=_torchtitans_policy)
+        return checkpoint(block, h, freqs_cis, use_reentrant=False, context_fn=torchtitans_policy)
 
     torch.compile(checkpointed, fullgraph=True)(x).sum().backward()
     forward_graph = partitions[-1][0]

@@ -12,7 +12,6 @@ Marker hf: needs torch and transformers (the extra `hf`)."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from torch.utils.checkpoint import (  # noqa: E402
-    CheckpointPolicy,
     checkpoint,
-    create_selective_checkpoint_contexts,
 )
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding  # noqa: E402
 
@@ -32,6 +29,7 @@ from modtrans import pipeline  # noqa: E402
 from modtrans.plan.model import Recompute  # noqa: E402
 from modtrans.strategy.llm import activations  # noqa: E402
 from tests.livebytes import Live  # noqa: E402
+from tests.titan_policy import torchtitans_policy  # noqa: E402
 
 pytestmark = pytest.mark.hf
 
@@ -40,25 +38,6 @@ LLAMA = {
     "hidden_size": 256, "intermediate_size": 896, "num_attention_heads": 8, "num_key_value_heads": 2,
     "vocab_size": 128, "num_hidden_layers": 2, "max_position_embeddings": 1024, "rms_norm_eps": 1e-5,
 }  # fmt: skip
-SAVED = {
-    torch.ops.aten.mm.default,
-    torch.ops.aten._scaled_dot_product_flash_attention.default,
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
-}
-
-
-def _torchtitans_policy() -> Any:
-    """torchtitan's _custom_policy: save what _save_list names but every second matmul."""
-    count: dict[str, int] = defaultdict(int)
-
-    def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
-        mode = "recompute" if ctx.is_recompute else "forward"
-        if func == torch.ops.aten.mm.default:
-            count[mode] += 1
-        save = func in SAVED and not (func == torch.ops.aten.mm.default and count[mode] % 2 == 0)
-        return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
-
-    return create_selective_checkpoint_contexts(policy)
 
 
 def test_op_policy_keeps_what_torchtitans_checkpoint_keeps(tmp_path: Path) -> None:
@@ -78,7 +57,7 @@ def test_op_policy_keeps_what_torchtitans_checkpoint_keeps(tmp_path: Path) -> No
 
     live = Live([*block.parameters(), x, cos, sin, positions])
     with live:
-        y = checkpoint(forward, x, use_reentrant=False, context_fn=_torchtitans_policy)
+        y = checkpoint(forward, x, use_reentrant=False, context_fn=torchtitans_policy)
     assert y.shape == x.shape
 
     written = tmp_path / "config.json"
