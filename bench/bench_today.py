@@ -93,7 +93,9 @@ llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transforme
 attention (`--attention cudnn`).
 
 Latest (2026-12-06, the exact tier, re-run on main 1f7dfe5 to the same times; Mixtral's memory
-50.3 GiB with the MoE terms Megatron-Core core_r0.10.0 keeps (mlps.py; 48.3 before). On branch
+50.3 GiB with the MoE terms Megatron-Core core_r0.10.0 keeps (mlps.py; 48.3 before); torchtitan's
+reserved with its FSDP2 all-gather stream's pool (memory.py, gather_pool: +2.4 GiB for Llama 3 8B,
++5.6 for 70B; 76.1, 62.1, 72.1, 58.1, 33.6 and 45.9 before). On branch
 compile 08a939a: RMSNorm op by op as a fixed time a
 call plus bytes an element fitted on Liger-Kernel's whole sweep (cost/norms.py), and the two
 --compile rows; before that branch the torchtitan rows read +4.6, +6.7, -4.2 and -4.1 %, the
@@ -105,12 +107,12 @@ leave alone; history in docs/performance.md; compute, exposed communication and 
 busiest stage's):
 
     run                        published    ours   error  compute   comm  bubble  memory pub / ours
-    titan-8b-a100                2.755 s  2.846 s  +3.3 %  2.503 s  0.342  0.000       - / 33.6
-    titan-70b-a100              24.749 s 26.210 s  +5.9 % 22.447 s  3.763  0.000       - / 45.9
-    titan-8b-h100                2.843 s  2.625 s  -7.7 %  2.541 s  0.084  0.000    82.4 / 76.1
-    titan-8b-h100x128            2.923 s  2.706 s  -7.4 %  2.519 s  0.187  0.000    67.0 / 62.1
-    titan-8b-h100-compile        2.457 s  2.064 s -16.0 %  1.980 s  0.084  0.000    77.0 / 72.1
-    titan-8b-h100x128-compile    2.515 s  2.145 s -14.7 %  1.958 s  0.187  0.000    62.0 / 58.1
+    titan-8b-a100                2.755 s  2.846 s  +3.3 %  2.503 s  0.342  0.000       - / 36.0
+    titan-70b-a100              24.749 s 26.210 s  +5.9 % 22.447 s  3.763  0.000       - / 51.5
+    titan-8b-h100                2.843 s  2.625 s  -7.7 %  2.541 s  0.084  0.000    82.4 / 78.5
+    titan-8b-h100x128            2.923 s  2.706 s  -7.4 %  2.519 s  0.187  0.000    67.0 / 64.4
+    titan-8b-h100-compile        2.457 s  2.064 s -16.0 %  1.980 s  0.084  0.000    77.0 / 74.5
+    titan-8b-h100x128-compile    2.515 s  2.145 s -14.7 %  1.958 s  0.187  0.000    62.0 / 60.4
     foundry-7b-h100              1.155 s  1.016 s -12.0 %  0.951 s  0.065  0.000       - / 63.8
     foundry-7b-a100              5.295 s  5.139 s  -2.9 %  4.866 s  0.274  0.000       - / 63.8
     mcore-1.7b-h100              0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 18.1

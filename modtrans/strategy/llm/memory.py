@@ -47,8 +47,9 @@ tensors held at a time. Null (the metadata's `memory`) only where a saved tensor
 
 Beside the peak (StageMemory.cached, its `reserved` the sum): the blocks PyTorch's caching
 allocator is known to keep reserved there, freed before it and too small for its requests
-(loss_cached: torchtitan's bf16 logits). Not counted: framework buffers, the CUDA context, other
-fragmentation, blocks cached in other streams' pools (FSDP's all-gather stream).
+(loss_cached: torchtitan's bf16 logits), and the pool of FSDP2's all-gather stream (gather_pool:
+torchtitan's). Not counted: framework buffers, the CUDA context, other fragmentation, FSDP1's
+unshard stream and the reduce-scatter stream's pools.
 """
 
 from __future__ import annotations
@@ -133,6 +134,7 @@ def per_stage(
         ends = (p in held_by[0], p in held_by[-1])  # holds the embedding; the output layer (DualPipe: both)
         activations = activation_bytes(layout, d, p, blocks, ends) if d is not None else 0
         cached = loss_cached(layout, d) if d is not None and ends[1] else 0
+        cached += gather_pool(mine, layout)
         sizes = (elements, weights, grads, optimizer, activations, cached)
         out.append(StageMemory(*(int(x) for x in sizes)))
     return tuple(out)
@@ -208,6 +210,29 @@ def gathered(units: Sequence[Held], layout: Layout) -> float:
     for layer_id < n - 1; both FSDPs' backward prefetch), each in the dtype it computes in."""
     if layout.framework.family is not Framework.FSDP or layout.zero != 3:
         return 0.0
+    return _root_and_block(units)
+
+
+def gather_pool(units: Sequence[Held], layout: Layout) -> float:
+    """What the caching allocator keeps reserved for FSDP2's all-gathers beside the peak
+    (StageMemory.cached): their flat outputs, allocated on the all-gather copy-in stream
+    (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, foreach_all_gather: `with
+    device_handle.stream(all_gather_copy_in_stream): ... all_gather_comm.allocate(...)`), whose
+    pool no default-stream request can use, while the parameters they are copied out into
+    (gathered()) are the default stream's. Under implicit forward prefetching a unit's output is
+    kept until the next unit's copy-out (_fsdp_param_group.py, wait_for_unshard: `Defer free to
+    allow for overlap of this copy-out with next all-gather`), so the pool holds two at once: the
+    root's and the first block's, the largest pair; torchtitan's FSDP2 (apply_fsdp: fully_shard of
+    each block, then of the model). Held to the allocator's policy replaying that order
+    (tests/test_memory_fsdp_pool.py). FSDP1's flat parameters live in its unshard stream's pool
+    themselves (llm-foundry's, a bare --framework fsdp): not counted."""
+    if layout.framework is not Framework.TORCHTITAN or layout.zero != 3:
+        return 0.0
+    return _root_and_block(units)
+
+
+def _root_and_block(units: Sequence[Held]) -> float:
+    """The parameters outside the blocks and the largest block's, in the dtype they compute in."""
     blocks: dict[int, int] = {}
     for u in units:
         if u.block is not None:
