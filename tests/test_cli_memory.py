@@ -54,15 +54,18 @@ def test_the_memory_is_what_the_translation_writes_in_its_metadata(tmp_path: Pat
 def test_torchtitans_reserve_is_shown_beside_the_peak(tmp_path: Path) -> None:
     """torchtitan's Llama 3 8B (its benchmark's local batch 2, sequence 8,192): the caching
     allocator keeps the bf16 logits `del pred` frees, 2 B of each of 2 x 8,192 x 128,256 logits
-    (the vocabulary of meta-llama/Meta-Llama-3-8B's config.json), beside the tensors' peak; a
-    Megatron layout, which frees nothing before its loss's peak, has no such column."""
+    (the vocabulary of meta-llama/Meta-Llama-3-8B's config.json), and FSDP2's all-gather stream
+    keeps the root's and the first block's flat outputs (tests/test_memory_fsdp_pool.py), beside
+    the tensors' peak; a Megatron layout, which frees nothing before its loss's peak and gathers
+    nothing, has no such column."""
     layout = ("--framework", "torchtitan", "--zero", "3", "--dp", "8", "--seq-len", "8192")
     done = _modtrans("inspect", "llama-3-8b", *layout, "--micro-batch", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "reserved GiB" in done.stdout
     row = re.findall(r"^\s+0\s+[\d,]+(?:\s+[\d.]+){4}\s+([\d.]+)\s+([\d.]+)$", done.stdout, re.M)
     total, reserved = (float(v) for v in row[0])
-    assert reserved - total == pytest.approx(2 * 2 * 8192 * 128256 / 2**30, abs=0.011)
+    pool = 2 * (2 * 128256 * 4096 + 4096) + 2 * (4096 * (2 * 4096 + 2 * 1024) + 3 * 4096 * 14336 + 2 * 4096)
+    assert reserved - total == pytest.approx((2 * 2 * 8192 * 128256 + pool) / 2**30, abs=0.011)
     megatron = _modtrans("inspect", "llama-3-8b", "--tp", "2", cwd=tmp_path)
     assert megatron.returncode == 0, megatron.stderr
     assert "reserved" not in megatron.stdout

@@ -257,13 +257,16 @@ def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str,
 def test_the_estimate_reports_what_the_caching_allocator_reserves(run_cli: Run, tmp_path: Path) -> None:
     """torchtitan's layout: beside one rank's peak, the bf16 logits the allocator keeps cached, 2 B
     of each of the micro-batch's 2,048 x 128,256 logits (meta-llama/Meta-Llama-3-8B's vocabulary),
-    as the translation's metadata has it; a Megatron layout reserves its peak."""
+    and FSDP2's all-gather stream's pool, the root's and the first block's bf16 parameters
+    (tests/test_memory_fsdp_pool.py), as the translation's metadata has it; a Megatron layout
+    reserves its peak."""
     args = ("llama-3-8b", "--framework", "torchtitan", "--zero", "3", "--dp", "2", "--format", "chakra-et")
     assert run_cli("translate", *args, "-o", tmp_path / "t").exit_code == 0
     done = run_cli("estimate", tmp_path / "t", "--network", "switch:2:300", "--format", "json")
     assert done.exit_code == 0, done.output
     shown = json.loads(done.stdout)
-    assert shown["reserved_bytes"] - shown["memory_bytes"] == 2 * 2048 * 128256
+    pool = 2 * (2 * 128256 * 4096 + 4096) + 2 * (4096 * (2 * 4096 + 2 * 1024) + 3 * 4096 * 14336 + 2 * 4096)
+    assert shown["reserved_bytes"] - shown["memory_bytes"] == 2 * 2048 * 128256 + pool
     plain = ("llama-3-8b", "--dp", "2", "--format", "chakra-et", "-o", tmp_path / "m")
     assert run_cli("translate", *plain).exit_code == 0
     megatron = json.loads(
