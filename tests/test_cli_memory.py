@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_memory_fsdp_pool import BLOCK
+from tests.test_memory_fsdp_pool import ROOT as GATHERED_ROOT
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -64,7 +67,7 @@ def test_torchtitans_reserve_is_shown_beside_the_peak(tmp_path: Path) -> None:
     assert "reserved GiB" in done.stdout
     row = re.findall(r"^\s+0\s+[\d,]+(?:\s+[\d.]+){4}\s+([\d.]+)\s+([\d.]+)$", done.stdout, re.M)
     total, reserved = (float(v) for v in row[0])
-    pool = 2 * (2 * 128256 * 4096 + 4096) + 2 * (4096 * (2 * 4096 + 2 * 1024) + 3 * 4096 * 14336 + 2 * 4096)
+    pool = GATHERED_ROOT + BLOCK  # Llama 3 8B's root and one block in bf16 (test_memory_fsdp_pool.py)
     assert reserved - total == pytest.approx((2 * 2 * 8192 * 128256 + pool) / 2**30, abs=0.011)
     megatron = _modtrans("inspect", "llama-3-8b", "--tp", "2", cwd=tmp_path)
     assert megatron.returncode == 0, megatron.stderr
