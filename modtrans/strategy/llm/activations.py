@@ -260,24 +260,17 @@ def layer(
     recomputation is torchtitan's op policy, selective.py; `megatron`: Megatron-Core's Mamba
     mixer, mixers.py; `compiled`: the block under torch.compile, selective.py), each of its
     passes' (mlps.passes)."""
-    one = _pass(d, block, t, sp, recompute, attention, etp, (ops, compiled), megatron)
+    kept = _recomputed(d, t, sp, recompute, attention, ops, compiled)
+    one = kept if kept is not None else _terms(d, block, t, sp, recompute, attention, etp, megatron)
     return d.passes.get(block, 1) * one
 
 
-def _pass(
-    d: Dims,
-    block: int,
-    t: int,
-    sp: bool,
-    recompute: Recompute,
-    attention: str,
-    etp: int,
-    policy: tuple[bool, bool],
-    megatron: bool,
-) -> float:
-    """Bytes one pass of a block stores (layer); `policy`: (ops, compiled)."""
-    sb, w = d.s * d.b, d.width  # w: bytes per element of every tensor term (Korthikanti's 2)
-    ops, compiled = policy
+def _recomputed(
+    d: Dims, t: int, sp: bool, recompute: Recompute, attention: str, ops: bool, compiled: bool
+) -> float | None:
+    """Bytes one pass keeps under full recomputation or torchtitan's op policy (layer); None
+    under neither: the module's terms (_terms)."""
+    sb, w = d.s * d.b, d.width
     if recompute is Recompute.FULL:
         return w * sb * d.h / (t if sp else 1)  # the block's input only (Korthikanti section 5)
     if recompute is Recompute.SELECTIVE and ops and not d.mixers:
@@ -286,6 +279,14 @@ def _pass(
             kept += w * sb * d.context + STATISTICS * d.a * sb
         hidden = d.kept.hidden - (d.kept.unread if compiled else 0)  # compiled: what the backward reads
         return w * sb * d.h * hidden / (t if sp else 1) + kept / t
+    return None
+
+
+def _terms(
+    d: Dims, block: int, t: int, sp: bool, recompute: Recompute, attention: str, etp: int, megatron: bool
+) -> float:
+    """Bytes one pass of a block stores, term by term (the module's docstring)."""
+    sb, w = d.s * d.b, d.width  # w: bytes per element of every tensor term (Korthikanti's 2)
     m, mixer, attends, _ = d.kind(block)
     mixes = mixer is not None
     norms = (attends or mixes) + (m.inputs > 0)  # the mixer's (attention, Mamba) and the MLP's
