@@ -13,6 +13,7 @@ from modtrans.comm import Policy
 from modtrans.plan import Plan
 from modtrans.strategy import Parallelism
 from modtrans.strategy.llm import Layout
+from modtrans.strategy.llm.activations import Dims, dims
 
 # a two-block Llama in bf16: hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96
 TOY: dict[str, Any] = {
@@ -49,3 +50,13 @@ def plan(model: str | Path, layout: Layout, tokens: tuple[int, int]) -> Plan:
     result = translated(model, layout, tokens)
     assert result.plan is not None, [str(d) for d in result.diagnostics]
     return result.plan
+
+
+def dims_of(folder: Path, values: dict[str, Any], tokens: tuple[int, int]) -> Dims:
+    """The activation model's dimensions of the configuration `values` for input_ids of `tokens`
+    (micro-batch, sequence), read as translate reads it; it must have no error."""
+    ir, found = pipeline.extract_checked(config(folder, values), input_shapes={"input_ids": tokens})
+    assert ir is not None, [d.message for d in found]
+    got = dims(ir, tokens[0])
+    assert got is not None
+    return got

@@ -18,7 +18,6 @@ Marker hf: needs torch (the extra `hf`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,9 @@ from torch.utils.checkpoint import (  # noqa: E402
     checkpoint,
 )
 
-from modtrans import pipeline  # noqa: E402
 from modtrans.plan.model import Recompute  # noqa: E402
 from modtrans.strategy.llm import activations  # noqa: E402
+from tests import plans  # noqa: E402
 from tests.titan_policy import torchtitans_policy  # noqa: E402
 
 pytestmark = [
@@ -197,12 +196,7 @@ def test_a_compiled_block_keeps_what_the_backward_reads(
         "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "vocab_size": 128,
         "num_hidden_layers": 2, "max_position_embeddings": 1024,
     }  # fmt: skip
-    written = tmp_path / "config.json"
-    written.write_text(json.dumps(config))
-    ir, found = pipeline.extract_checked(written, input_shapes={"input_ids": (BATCH, SEQ)})
-    assert ir is not None, [d.message for d in found]
-    d = activations.dims(ir, BATCH)
-    assert d is not None
+    d = plans.dims_of(tmp_path, config, (BATCH, SEQ))
     compiled = activations.layer(d, 0, 1, False, Recompute.SELECTIVE, "flash2", 1, True, compiled=True)
     eager = activations.layer(d, 0, 1, False, Recompute.SELECTIVE, "flash2", 1, True)
     assert compiled == nbytes

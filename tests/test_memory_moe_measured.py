@@ -11,7 +11,6 @@ Marker hf: needs torch (the extra `hf`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from modtrans import pipeline  # noqa: E402
 from modtrans.strategy.llm import activations  # noqa: E402
+from tests import plans  # noqa: E402
 from tests.livebytes import Live  # noqa: E402
 
 pytestmark = pytest.mark.hf
@@ -96,12 +95,7 @@ def test_a_moe_layer_keeps_its_routed_copies_outputs_and_router_scores(tmp_path:
     assert y.shape == x.shape
     measured = live.live - y.untyped_storage().nbytes()  # beside the layer's output
 
-    written = tmp_path / "config.json"
-    written.write_text(json.dumps(MIXTRAL))
-    ir, found = pipeline.extract_checked(written, input_shapes={"input_ids": (batch, seq)})
-    assert ir is not None, [d.message for d in found]
-    d = activations.dims(ir, batch)
-    assert d is not None
+    d = plans.dims_of(tmp_path, MIXTRAL, (batch, seq))
     m = d.mlp(0)
     ours = activations.routing(d, m) + d.width * tokens * m.experts
     small = 32 * K * tokens  # the top-k indices and probabilities

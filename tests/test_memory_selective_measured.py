@@ -11,7 +11,6 @@ Marker hf: needs torch and transformers (the extra `hf`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,9 @@ from torch.utils.checkpoint import (  # noqa: E402
 )
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding  # noqa: E402
 
-from modtrans import pipeline  # noqa: E402
 from modtrans.plan.model import Recompute  # noqa: E402
 from modtrans.strategy.llm import activations  # noqa: E402
+from tests import plans  # noqa: E402
 from tests.livebytes import Live  # noqa: E402
 from tests.titan_policy import torchtitans_policy  # noqa: E402
 
@@ -60,11 +59,6 @@ def test_op_policy_keeps_what_torchtitans_checkpoint_keeps(tmp_path: Path) -> No
         y = checkpoint(forward, x, use_reentrant=False, context_fn=torchtitans_policy)
     assert y.shape == x.shape
 
-    written = tmp_path / "config.json"
-    written.write_text(json.dumps({"model_type": "llama", "torch_dtype": "bfloat16", **LLAMA}))
-    ir, found = pipeline.extract_checked(written, input_shapes={"input_ids": (batch, seq)})
-    assert ir is not None, [d.message for d in found]
-    d = activations.dims(ir, batch)
-    assert d is not None
+    d = plans.dims_of(tmp_path, {"model_type": "llama", "torch_dtype": "bfloat16", **LLAMA}, (batch, seq))
     ours = activations.layer(d, 0, 1, False, Recompute.SELECTIVE, "flash2", 1, True)
     assert ours == live.live
