@@ -20,7 +20,7 @@ from modtrans._version import __version__
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
 from modtrans.digest import Digest
 from modtrans.formats import Format
-from modtrans.ir import document
+from modtrans.ir import core, document
 from modtrans.ir.document import ModelIR
 from modtrans.ir.precision import PRECISIONS
 from modtrans.ir.precision import cast as precision_cast
@@ -173,7 +173,10 @@ def extract_checked(
         takes=takes,
         tensor=tensor,
     )
-    return (ir if ir is None else precision_cast(ir, precision)), found
+    if ir is None:
+        return None, found
+    # each attention core marked, whichever reader built the IR (ir/core.py)
+    return precision_cast(replace(ir, layers=tuple(core.mark(ir.layers))), precision), found
 
 
 def _extracted(

@@ -203,7 +203,8 @@ class Gpu:
             return None
         if self.kernels.attention is None or self.eager:
             return None
-        if layer.kind is Kind.REDUCE:  # the softmax between the products: inside the kernel
+        if layer.kind is Kind.REDUCE or layer.block.core:
+            # the softmax, scale, mask or sinks between the products: inside the kernel (ir/core.py)
             return 0.0, 0.0
         g = layer.gemm
         if layer.kind is not Kind.MATMUL or g is None or g.groups < 1:

@@ -166,6 +166,8 @@ class Block:
     index: int | None
     part: Part | None = None
     heads: Heads | None = None  # an attention layer's heads (None: not attention, or nothing says)
+    # between its attention's score and context products: inside a fused kernel (ir/core.py)
+    core: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,7 +411,8 @@ def _layer(x: Layer) -> dict[str, Any]:
             if h is None
             else {"heads": {"query": h.query, "key_value": h.key_value, **causal, **dropout, **hidden}}
         )
-        out["block"] = {"index": x.block.index, **part, **heads}
+        core = {"core": True} if x.block.core else {}
+        out["block"] = {"index": x.block.index, **part, **heads, **core}
     if x.tp_style is not None:
         out["tp_style"] = x.tp_style
     return out
@@ -479,4 +482,9 @@ def _block_from(b: dict[str, Any] | None) -> Block | None:
     if b is None:
         return None
     part, heads = b.get("part"), b.get("heads")
-    return Block(b["index"], None if part is None else Part(part), None if heads is None else Heads(**heads))
+    return Block(
+        b["index"],
+        None if part is None else Part(part),
+        None if heads is None else Heads(**heads),
+        bool(b.get("core", False)),
+    )

@@ -1,0 +1,79 @@
+"""The attention core: the layers between an attention's score product (q k^T) and its context
+product (the probabilities times v), what FlashAttention computes inside one kernel (Dao et al.
+2022, arXiv 2205.14135, Algorithm 1: the scale, the mask, the softmax's running max and sum, the
+dropout, all on tiles in SRAM) and an eager implementation runs kernel by kernel over the s x s
+scores: Hugging Face's eager_attention_forward (transformers/models/llama/modeling_llama.py:
+matmul, `* scaling`, `+ causal_mask`, softmax in fp32, `.to(query.dtype)`, dropout, matmul),
+gpt-oss's sinks (modeling_gpt_oss.py: cat of the sink logits, max, subtraction, softmax, the
+sink column dropped), an ONNX export's Div, Where and Add between its two MatMuls.
+
+`mark` finds them by the graph, not by name: from each score product (an attention's MATMUL of
+two activations), forward through its consumers in the same block's attention, not past another
+product, a projection or a norm, the layers from which a product (the context) is reached.
+The cost model charges them nothing under a fused kernel (cost/gpu.py, attention_seconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+
+from modtrans.ir.document import Kind, Layer, Part
+
+STOP = frozenset({Kind.LINEAR, Kind.CONV, Kind.NORM})
+"""What ends a core: a projection or a norm (the sinks' logits are a parameter inside it: gpt-oss)."""
+
+
+def mark(layers: Sequence[Layer]) -> list[Layer]:
+    """`layers` with each attention core's layers (neither product) marked Block.core."""
+    by_name = {x.name: x for x in layers}
+    consumers: dict[str, list[str]] = defaultdict(list)
+    for x in layers:
+        for p in x.producers:
+            consumers[p].append(x.name)
+    core: set[str] = set()
+    for x in layers:
+        if _product(x):
+            core |= _between(x, by_name, consumers)
+    if not core:
+        return list(layers)
+    return [_marked(x) if x.name in core else x for x in layers]
+
+
+def _product(x: Layer) -> bool:
+    """An attention's product of two activations: the score or the context matmul."""
+    return x.kind is Kind.MATMUL and not x.params and x.block is not None and x.block.part is Part.ATTENTION
+
+
+def _between(score: Layer, by_name: dict[str, Layer], consumers: dict[str, list[str]]) -> set[str]:
+    """The layers after `score`, in its block's attention, that a product after them reads."""
+    block = score.block.index if score.block is not None else None
+    reached: dict[str, bool] = {}  # a layer after the score: whether a product follows it
+    stack = list(consumers.get(score.name, ()))
+    order: list[str] = []
+    while stack:
+        name = stack.pop()
+        x = by_name.get(name)
+        if name in reached or x is None or x.block is None or x.block.index != block:
+            continue
+        if x.block.part is not Part.ATTENTION or x.kind in STOP:
+            continue
+        reached[name] = _product(x)
+        if not reached[name]:
+            order.append(name)
+            stack.extend(consumers.get(name, ()))
+    leads: set[str] = set()
+    changed = True
+    while changed:  # a layer leads to a product when one of its consumers is one, or leads to one
+        changed = False
+        for name in order:
+            if name not in leads and any(reached.get(c) or c in leads for c in consumers.get(name, ())):
+                leads.add(name)
+                changed = True
+    return leads
+
+
+def _marked(x: Layer) -> Layer:
+    assert x.block is not None
+    return dataclasses.replace(x, block=dataclasses.replace(x.block, core=True))
