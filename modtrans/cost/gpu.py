@@ -129,6 +129,29 @@ def kernels(data: Mapping[str, Any]) -> Kernels:
     )
 
 
+TILE = 128
+"""FlashAttention's query and key tile (csrc/flash_attn/src/flash_fwd_launch_template.h: kBlockM x
+kBlockN 128 x 128 for most head dimensions on sm80 and sm90, 128 x 64 for some)."""
+
+
+def windowed(sequence: int, window: int | None, causal: bool) -> tuple[float, int] | None:
+    """A sliding window's share of the s x s scores a fused kernel computes, and the keys a query
+    tile's row of tiles spans: FlashAttention's local attention visits, for query tile m, the key
+    tiles from (m * 128 - window_left) / 128 to the diagonal (flash_fwd_kernel.h, compute_attn_1rowblock:
+    n_block_min, n_block_max; window_left = window - 1 for transformers' sliding_window), each a
+    dense tile but the edges. None where the window reaches every key (the causal rule applies).
+    A derivation: no measurement of the kernel's local mode is published; its rate is taken as the
+    dense (noncausal) kernel's at a sequence of that span."""
+    if window is None:
+        return None
+    rows = -(-sequence // TILE)  # query tiles
+    span = 1 + -(-(window - 1) // TILE)  # key tiles a query tile's window touches
+    if span >= rows:
+        return None
+    tiles = span * (span + 1) // 2 + (rows - span) * span if causal else rows * span
+    return tiles / rows**2, span * TILE
+
+
 @dataclass(frozen=True)
 class Gpu:
     SHAPE_ONLY: ClassVar[bool] = True  # base.by_shape: times read no name
@@ -211,8 +234,14 @@ class Gpu:
             return None
         head_dim = min(g.k, g.n)  # scores: (s, d, s); context: (s, s, d)
         causal = bool(heads.causal)
-        forward, backward = self.kernels.attention.rates(head_dim, g.m, causal)
-        work = layer.flops.forward / (2 if causal else 1)
+        local = windowed(g.m, heads.window, causal)
+        if local is not None:  # the key tiles its window touches, each dense
+            share, keys = local
+            forward, backward = self.kernels.attention.rates(head_dim, keys, False)
+            work = layer.flops.forward * share
+        else:
+            forward, backward = self.kernels.attention.rates(head_dim, g.m, causal)
+            work = layer.flops.forward / (2 if causal else 1)
         return work / forward, BACKWARD_FLOPS * work / backward
 
     def dropout_seconds(self, layer: Layer, width: int) -> tuple[float, float]:

@@ -53,6 +53,7 @@ class Shape:
     experts: int | None = None
     top_k: int | None = None
     layered: tuple[tuple[int | None, int | None], ...] = ()  # per text layer (heads, kv): _layered
+    windows: tuple[int | None, ...] = ()  # per text layer, its sliding window (None: full): _windows
     zero_experts: int = 1  # the router's scores beyond E (scores): LongCat-Flash's zero_expert_num
 
     def heads_of(self, index: int | None) -> tuple[int | None, int | None]:
@@ -61,6 +62,12 @@ class Shape:
         if index is not None and 0 <= index < len(self.layered) and self.layered[index][0]:
             return self.layered[index]
         return self.heads, self.kv_heads
+
+    def window_of(self, index: int | None) -> int | None:
+        """Block `index`'s sliding window (None: it attends to every key)."""
+        if index is not None and 0 <= index < len(self.windows):
+            return self.windows[index]
+        return None
 
 
 def shape_of(config: Any, within: Any = None) -> Shape:
@@ -85,8 +92,28 @@ def shape_of(config: Any, within: Any = None) -> Shape:
         _first_int(text, EXPERT_KEYS) or _nested(text, EXPERT_KEYS),
         _first_int(text, TOP_K_KEYS) or _nested(text, TOP_K_KEYS),
         layered,
+        _windows(text),
         _first_int(text, ("zero_expert_num",)) or 1,
     )
+
+
+def _windows(text: Any) -> tuple[int | None, ...]:
+    """Each layer's sliding window as transformers decides it: its configuration's layer_types
+    (computed by each configuration class from its own keys: Gemma 2's every other layer,
+    Gemma 3's sliding_window_pattern, Qwen 2's use_sliding_window and max_window_layers,
+    gpt-oss's alternation) names a layer "sliding_attention", whose mask lets a query see the
+    last `sliding_window` keys (transformers/masking_utils.py, sliding_window_overlay: kv_idx >
+    q_idx - sliding_window); () where it names none. Mistral's configuration names no layer_types:
+    its window (4,096, every layer) is not read (a training sequence of 4,096 sees it whole)."""
+    try:
+        kinds = getattr(text, "layer_types", None)
+        window = getattr(text, "sliding_window", None)
+    except Exception:  # a per-layer attribute transformers refuses globally (integrations/heterogeneity)
+        return ()
+    if not isinstance(kinds, (list, tuple)) or not isinstance(window, int) or window < 1:
+        return ()
+    found = tuple(window if k == "sliding_attention" else None for k in kinds)
+    return found if any(found) else ()
 
 
 HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")
@@ -224,6 +251,7 @@ def block(
                 causal,
                 shape.attention_dropout,
                 shape.hidden_dropout,
+                shape.window_of(index),
             )
         return Block(index, Part.ATTENTION, heads)
     return Block(index, Part.MLP if index is not None else outside)

@@ -155,6 +155,9 @@ class Heads:
     dropout: float = 0.0  # the attention probabilities' dropout p in training (0: none)
     # the block's dropout p of its attention's and MLP's outputs, before each residual add (0: none)
     hidden_dropout: float = 0.0
+    # a sliding window: each query attends to the last `window` keys, itself included (transformers'
+    # sliding_window where the configuration's layer_types says sliding_attention); None: all of them
+    window: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,11 +409,10 @@ def _layer(x: Layer) -> dict[str, Any]:
         causal = {} if h is None or h.causal is None else {"causal": h.causal}
         dropout = {} if h is None or not h.dropout else {"dropout": h.dropout}
         hidden = {} if h is None or not h.hidden_dropout else {"hidden_dropout": h.hidden_dropout}
-        heads = (
-            {}
-            if h is None
-            else {"heads": {"query": h.query, "key_value": h.key_value, **causal, **dropout, **hidden}}
-        )
+        options = {**causal, **dropout, **hidden}
+        if h is not None and h.window is not None:
+            options["window"] = h.window
+        heads = {} if h is None else {"heads": {"query": h.query, "key_value": h.key_value, **options}}
         core = {"core": True} if x.block.core else {}
         out["block"] = {"index": x.block.index, **part, **heads, **core}
     if x.tp_style is not None:

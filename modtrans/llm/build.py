@@ -65,7 +65,8 @@ class _Builder:
     causal: bool | None = None  # their attention masks later tokens (None: as the family's, ENCODERS)
     # the Blocks made so far, by what makes them differ: the layers of a block share them (frozen)
     blocks: dict[tuple[int | None, Part, bool | None], Block] = field(default_factory=dict)
-    heads: dict[bool, Heads] = field(default_factory=dict)  # and their attention's heads, by causal
+    # and their attention's heads, by causal and sliding window
+    heads: dict[tuple[bool, int | None], Heads] = field(default_factory=dict)
 
     def at(self, index: int | None, part: Part) -> None:
         self.index, self.part = index, part
@@ -85,11 +86,15 @@ class _Builder:
     def _block(self, part: Part) -> Block:
         if part is Part.ATTENTION:
             causal = self.arch.family not in ENCODERS if self.causal is None else self.causal
-            heads = self.heads.get(causal)  # every block's attention has the arch's heads
+            arch = self.arch
+            within = self.index is not None and 0 <= self.index < len(arch.windows)
+            window = arch.windows[self.index] if within and self.index is not None else None
+            heads = self.heads.get((causal, window))  # every block's attention has the arch's heads
             if heads is None:
-                arch = self.arch
-                heads = Heads(arch.heads, arch.kv_heads, causal, arch.attention_dropout, arch.hidden_dropout)
-                self.heads[causal] = heads
+                heads = Heads(
+                    arch.heads, arch.kv_heads, causal, arch.attention_dropout, arch.hidden_dropout, window
+                )
+                self.heads[(causal, window)] = heads
             return Block(self.index, Part.ATTENTION, heads)
         return Block(self.index, part)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,6 +157,7 @@ class Arch:
     labels: int = 2  # a classifier head's outputs (num_labels: BERT_HEADS)
     seq2seq: Seq2Seq | None = None  # an encoder-decoder (T5): layers is the encoder's depth
     vision: Vision | None = None  # a vision-language model's image encoder (LLaVA, Qwen2-VL)
+    windows: tuple[int | None, ...] = ()  # each block's sliding window (None: every key): windows()
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,7 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         arch = _decoder(config, family, dtype)
     if family in HIDDEN_DROPOUT:
         arch = dataclasses.replace(arch, hidden_dropout=_probability(config, *HIDDEN_DROPOUT[family]))
+    arch = dataclasses.replace(arch, windows=windows(config, family, arch.layers))
     # Qwen2Config's 32 for a file of 14 heads: transformers builds it, and its forward fails
     # (repeat_kv's num_attention_heads // num_key_value_heads copies is 0)
     if given.get("num_key_value_heads") is None and arch.heads % arch.kv_heads:
@@ -257,6 +259,89 @@ def from_hf(config: Mapping[str, Any]) -> Arch:
         )
     _check(arch)
     return arch
+
+
+def _every(i: int, c: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _odd(i: int, c: Mapping[str, Any]) -> bool:
+    return (i + 1) % 2 != 0
+
+
+def _olmo3(i: int, c: Mapping[str, Any]) -> bool:
+    return (i + 1) % 4 != 0
+
+
+def _gemma3(i: int, c: Mapping[str, Any]) -> bool:
+    return (i + 1) % int(c.get("sliding_window_pattern") or 6) != 0
+
+
+def _from_max(i: int, c: Mapping[str, Any]) -> bool:
+    return i >= int(c.get("max_window_layers", 28))
+
+
+def _odd_before_max(i: int, c: Mapping[str, Any]) -> bool:
+    return (i + 1) % 2 != 0 and i < int(c.get("max_window_layers", 28))
+
+
+@dataclass(frozen=True)
+class Sliding:
+    """How a family's configuration class places its sliding windows when the file names no
+    layer_types: its default window, whether use_sliding_window must turn it on, and which layers."""
+
+    default: int | None
+    switched: bool
+    layer: Callable[[int, Mapping[str, Any]], bool]
+
+
+SLIDING = {
+    "gemma2": Sliding(4096, False, _odd),
+    "gemma3_text": Sliding(4096, False, _gemma3),
+    "olmo3": Sliding(4096, False, _olmo3),
+    "qwen2": Sliding(4096, True, _from_max),
+    "qwen3": Sliding(4096, True, _from_max),
+    "qwen2_moe": Sliding(4096, True, _odd_before_max),
+    "mistral": Sliding(4096, False, _every),
+    "mixtral": Sliding(None, False, _every),
+    "phi3": Sliding(None, False, _every),
+    "starcoder2": Sliding(None, False, _every),
+}
+"""transformers' rules (each class's __post_init__ and forward): Gemma2Config every other layer;
+Gemma3TextConfig all but every sliding_window_pattern-th (6 by default); Olmo3Config all but every
+fourth; Qwen2Config and Qwen3Config from max_window_layers on (28 by default) under
+use_sliding_window; Qwen2MoeConfig the odd ones before it; Mistral, Mixtral, Phi-3 and Starcoder2
+every layer wherever sliding_window is set (their models' mask: create_sliding_window_causal_mask
+when config.sliding_window is not None; Mistral's class sets 4,096). tests/test_windows.py holds
+each to transformers' own models."""
+
+
+def windows(config: Mapping[str, Any], family: str, layers: int) -> tuple[int | None, ...]:
+    """Each block's sliding window (a query sees the last `window` keys, transformers'
+    masking_utils.sliding_window_overlay), as its configuration class decides: the file's
+    layer_types where it names them (its sliding_attention layers), else SLIDING's rule; a
+    vision-language model's from its text_config. () where no layer slides."""
+    if family in VISION_LANGUAGE:
+        text = config.get("text_config")
+        if not isinstance(text, Mapping):
+            return ()
+        return windows(text, str(text.get("model_type") or LANGUAGES.get(family, ("",))[0]), layers)
+    rule = SLIDING.get(family)
+    window = config.get("sliding_window", rule.default if rule else None)
+    if rule is not None and rule.switched and not config.get("use_sliding_window"):
+        window = None
+    if isinstance(window, int) and config.get("use_bidirectional_attention") and family == "gemma3_text":
+        window = window // 2 + 1  # Gemma3TextConfig.__post_init__: "due to fa we set exclusive bounds"
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        return ()
+    kinds = config.get("layer_types")
+    if isinstance(kinds, list) and len(kinds) == layers:
+        found = tuple(window if k == "sliding_attention" else None for k in kinds)
+    elif rule is not None:
+        found = tuple(window if rule.layer(i, config) else None for i in range(layers))
+    else:
+        return ()
+    return found if any(found) else ()
 
 
 CLASS_FAMILIES = {"Gemma3ForCausalLM": "gemma3_text"}
