@@ -274,15 +274,15 @@ def _olmo3(i: int, c: Mapping[str, Any]) -> bool:
 
 
 def _gemma3(i: int, c: Mapping[str, Any]) -> bool:
-    return (i + 1) % int(c.get("sliding_window_pattern") or 6) != 0
+    return (i + 1) % int(_get(c, "sliding_window_pattern", default=6, least=1)) != 0
 
 
 def _from_max(i: int, c: Mapping[str, Any]) -> bool:
-    return i >= int(c.get("max_window_layers", 28))
+    return i >= int(_get(c, "max_window_layers", default=28))
 
 
 def _odd_before_max(i: int, c: Mapping[str, Any]) -> bool:
-    return (i + 1) % 2 != 0 and i < int(c.get("max_window_layers", 28))
+    return (i + 1) % 2 != 0 and i < int(_get(c, "max_window_layers", default=28))
 
 
 @dataclass(frozen=True)
