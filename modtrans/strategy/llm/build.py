@@ -190,15 +190,17 @@ def _buckets(
         buffer_of(u): layout.gradient_ranks if buffer_of(u) == dense_data() else layout.expert_gradient_ranks
         for u in units
     }
+    zero, broadcast = buckets.stage(layout.framework, layout.zero)
     buckets.apply(
         units,
         chunks,
-        zero=layout.zero,
+        zero=zero,
         ranks=ranks,
         overlap=layout.overlap_grad_reduce,
         buffer_of=buffer_of,
         tied=tied,
         param_gather=layout.overlap_param_gather,
+        broadcast=broadcast,
     )
     # each run holds its unit's comms dict already (_costed), which apply() extends in place
     return [

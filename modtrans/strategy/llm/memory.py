@@ -11,7 +11,9 @@ it applies and says where it differs.
                  (Megatron's distributed optimizer the whole buffer)
     optimizer    Adam: an fp32 master copy unless the weights are fp32 (4 B), and two fp32 moments
                  (8 B) per parameter; 1/D of it with the distributed optimizer or ZeRO-1/2/3
-                 (Megatron's num_bytes_per_parameter: 18 B, or 6 + 12 / D; ZeRO's 2 + 2 + 12)
+                 (Megatron's num_bytes_per_parameter: 18 B, or 6 + 12 / D; ZeRO's 2 + 2 + 12);
+                 flash-attn's ZeroRedundancyOptimizer (--zero 1) partitions Adam's moments only:
+                 its fp32 parameters are the model's, whole on every rank (buckets.py), 6 + 4 + 8 / D
     FSDP         in mixed precision (a 16-bit model: torchtitan, llm-foundry, fsdp) the fp32
                  parameter is the optimizer's own: 4 B of it, 4 of fp32 gradient and Adam's 8, each
                  / D sharded (_fsdp_mixed); the 16-bit copies computed with are held beside them:
@@ -179,7 +181,11 @@ def unit_state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float
         grads = float(elements * MAIN_GRAD)
     elif family is Framework.DEEPSPEED:
         grads = weights  # its gradient partitions in the model's dtype, as it sends them
-    optimizer = float(elements * (ADAM + (MASTER if width < 4 else 0))) / optimizer_shards(layout, ranks)
+    master = float(elements * MASTER) if width < 4 else 0.0
+    if layout.framework.zero_broadcast:  # ZeroRedundancyOptimizer: the fp32 parameters whole
+        optimizer = master + float(elements * ADAM) / optimizer_shards(layout, ranks)
+    else:
+        optimizer = (master + elements * ADAM) / optimizer_shards(layout, ranks)
     if layout.zero == 3 or (layout.zero == 2 and family is not Framework.MEGATRON):
         grads /= ranks  # Megatron's distributed optimizer keeps the whole gradient buffer
     if layout.zero == 3:

@@ -266,9 +266,10 @@ class Layout:
                 "--tp-comm-overlap runs Megatron-Core's sequence-parallel collectives inside the GEMMs: "
                 "it needs --sp (so --tp > 1) and --framework megatron"
             )
-        if self.framework is Framework.FLASH_ATTN and self.zero:
+        if self.framework is Framework.FLASH_ATTN and self.zero > 1:
             raise LayoutError(
-                "--framework flash-attn runs DDP (--zero 0): its ZeroRedundancyOptimizer is not modelled"
+                f"--framework flash-attn --zero {self.zero}: its training scripts run DDP (--zero 0) or "
+                "PyTorch's ZeroRedundancyOptimizer (--zero 1)"
             )
         if self.compiled and not self.framework.compiles:
             raise LayoutError(
