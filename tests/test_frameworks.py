@@ -144,3 +144,19 @@ def test_flash_attn_all_reduces_fp32_gradients_and_refuses_zero_2_and_3() -> Non
     for zero in (2, 3):
         with pytest.raises(LayoutError, match="ZeroRedundancyOptimizer"):
             dataclasses.replace(layout, zero=zero)
+
+
+def test_flash_attn_reduces_fp32_gradients_under_fp16_autocast_too(tmp_path: Path) -> None:
+    """flash-attention's GPT-2 runs train under Lightning's fp16 mixed precision (training/configs/
+    experiment/owt/base.yaml at 4a6eaa9f: trainer.precision 16): fp16 autocast over the fp32
+    module, whose gradients are fp32 as under bf16; Megatron-LM's fp16 reduces them in fp16."""
+    path = plans.config(tmp_path, {**plans.TOY, "torch_dtype": "float16"})
+    sent = {}
+    for framework in (Framework.FLASH_ATTN, Framework.MEGATRON):
+        layout = Layout(
+            npus=2, dp=2, framework=framework, micro_batch=MICRO, global_batch=2 * MICRO, vocab_divisor=1
+        )
+        plan = plans.plan(path, layout, (MICRO, SEQ))
+        (reduce,) = [op for op in plan.programs[0] if isinstance(op, Collective)]
+        sent[framework] = reduce.bytes
+    assert sent[Framework.FLASH_ATTN] == 2 * sent[Framework.MEGATRON]

@@ -67,8 +67,9 @@ Named versions and configurations, each a member below whose `family` runs the d
     flash-attn     Dao-AILab/flash-attention's training scripts (training/, as its README's
                    "Training speed" table ran them: 4a6eaa9f, 2022-11-29, 8 A100 80GB): PyTorch
                    Lightning's DDP over fp32 parameters under bf16 autocast (configs/experiment/pile/
-                   base.yaml: trainer.precision bf16, strategy DDP), so the gradients all-reduced are
-                   fp32, the megatron family's 4 bytes at --zero 0; --zero 1 its gpt3l/xl/2.7B
+                   base.yaml: trainer.precision bf16, strategy DDP; its GPT-2 runs' owt/base.yaml
+                   precision 16, fp16 autocast), so the gradients all-reduced are fp32 (4 bytes at
+                   either autocast dtype: gradient_width); --zero 1 its gpt3l/xl/2.7B
                    runs' torch.distributed.optim.ZeroRedundancyOptimizer (configs/optimizer/
                    adamw-zero.yaml), not Megatron's distributed optimizer: DDP's all-reduce as at
                    --zero 0, each rank's step over its partition of the state, then each rank's
@@ -182,6 +183,14 @@ class Framework(enum.StrEnum):
         """The loss is one fused softmax cross-entropy kernel in the logits' own dtype, not
         PyTorch's on fp32 logits (cost/loss.py): flash-attn's training scripts (apex's xentropy)."""
         return self is Framework.FLASH_ATTN
+
+    def gradient_width(self, given: int | None) -> int | None:
+        """Bytes of a gradient element in the data-parallel reduction: --dtype-bytes where
+        `given`; flash-attn's 4 whatever its autocast dtype, its parameters and so its gradients
+        fp32 under Lightning's mixed precision (training/configs/experiment/pile/base.yaml at
+        4a6eaa9f, trainer.precision bf16; owt/base.yaml, precision 16: fp16 autocast and a
+        GradScaler); else None, the parameters' dtype's (gradient_bytes)."""
+        return given or (4 if self is Framework.FLASH_ATTN else None)
 
     @property
     def zero_broadcast(self) -> bool:

@@ -59,7 +59,7 @@ def plan(
     dtype_bytes: int | None,
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
-    groups = group(ir, params, dtype_bytes)
+    groups = group(ir, params, layout.framework.gradient_width(dtype_bytes))
     units = rank_units(ir, layout, params, dtype_bytes, groups)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
@@ -148,7 +148,7 @@ def rank_units(
     where the model refuses the layout: its heads, experts, sequence); `groups`: the IR's, grouped
     already (strategy/groups.py)."""
     t = layout.tp
-    grouped = group(ir, params, dtype_bytes) if groups is None else groups
+    grouped = group(ir, params, layout.framework.gradient_width(dtype_bytes)) if groups is None else groups
     units = [Unit(LayerDraft(g), block_of(g.owner)) for g in grouped]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
