@@ -96,6 +96,25 @@ def test_each_rank_steps_and_keeps_its_partition_of_adams_moments(tmp_path: Path
     )
 
 
+def test_its_broadcasts_are_not_megatrons_gathers_in_the_next_forward() -> None:
+    """ZeroRedundancyOptimizer.step returns once _sync_params has waited for every broadcast
+    (overlap_with_ddp False: adamw-zero.yaml sets none), so --overlap-param-gather, which defers
+    Megatron's distributed optimizer's gathers to the next forward, is refused with it."""
+    from modtrans.strategy.llm.options import LayoutError
+
+    with pytest.raises(LayoutError, match="ZeroRedundancyOptimizer broadcasts"):
+        Layout(
+            npus=D,
+            dp=D,
+            framework=Framework.FLASH_ATTN,
+            micro_batch=MICRO,
+            global_batch=D * MICRO,
+            zero=1,
+            overlap_grad_reduce=True,
+            overlap_param_gather=True,
+        )
+
+
 @pytest.mark.hf
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.distributed.optim's torch.jit.script
 def test_torchs_zero_redundancy_optimizer_broadcasts_what_the_all_gather_moves(tmp_path: Path) -> None:
