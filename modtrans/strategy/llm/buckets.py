@@ -49,15 +49,11 @@ training/configs/optimizer/adamw-zero.yaml, its gpt3l/xl/2.7B runs; flash-attent
 builds on NGC 22.11, PyTorch 1.13), read from pytorch/pytorch
 torch/distributed/optim/zero_redundancy_optimizer.py (013a31b7; unchanged in torch 2.13):
     gradients   DDP's all-reduce of every gradient, as at --zero 0 (the buffers unpadded)
-    partition   _partition_parameters: per parameter group, the parameters sorted by numel
-                (largest first), each given whole to the rank with the fewest elements so far;
-                counted here as 1/D of the state kept and stepped on each rank (memory.
-                optimizer_shards). Not modelled: flash-attention's two groups (the linear layers'
-                weights decayed, then the rest: src/optim/param_grouping.py) split the weights
-                evenly and then hand the word embedding, the second group's largest, to rank 0:
-                torch 2.13's partition of GPT3-760M, 1.3B and 2.7B at D = 8 puts 1.71, 1.54 and
-                1.34 x the mean on rank 0, whose Adam moments are 0.5, 0.7 and 0.9 GB more than
-                counted and whose step (the one the broadcasts wait for) some 2-3 ms longer
+    partition   _partition_parameters: whole parameters, greedily (zero_redundancy.py): rank 0's
+                share of Adam's moments in its memory (memory.py); each rank's step counted as
+                1/D of the state (memory.optimizer_shards). Not modelled: that the broadcasts wait
+                for the busiest rank's step, rank 0's with the word embedding (1.34 x the mean for
+                GPT3-2.7B at D = 8, 1.71 for 760M): some 2-3 ms longer
     broadcast   step -> _local_step (this rank's partition), then _sync_params: for each rank in
                 turn, _broadcast_params_from_rank issues one dist.broadcast of each of its
                 parameters (parameters_as_bucket_view False, the default the yaml keeps) from it,
@@ -67,7 +63,7 @@ torch/distributed/optim/zero_redundancy_optimizer.py (013a31b7; unchanged in tor
                 cc issues a BROADCAST node as a replayed duration) and CommType.BROADCAST reads as
                 no collective elsewhere (comm.py), so the broadcasts are written as the all-gather
                 that brings every rank the same bytes: each receives every parameter but its own
-                partition's, (D - 1) / D of them: one ALLGATHER of the buffer's fp32 parameters
+                partition's, (D - 1) / D of them on the mean: one ALLGATHER of the buffer's fp32 parameters
                 after the step (Place.AFTER_STEP). Left out: the ring broadcast's D / (D - 1)
                 longer time on each link, and the latency of one broadcast per parameter tensor.
 Sizes are this rank's tensor-parallel shard, gradients in the framework's reduction dtype

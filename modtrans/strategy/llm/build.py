@@ -37,6 +37,7 @@ from modtrans.strategy.llm import (
     memory,
     tensor,
     userbuffers,
+    zero_redundancy,
 )
 from modtrans.strategy.llm.degrees import dense_data
 from modtrans.strategy.llm.options import Layout, LayoutError, ordered
@@ -115,6 +116,7 @@ def plan(
             activations.dims(ir, layout.micro_batch, layout.capacity_factor),
             tied,
             layout.expert_gradient_ranks,
+            zero_redundancy.first_share((p for u in units for p in zero_redundancy.parameters(u)), layout),
         ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
