@@ -123,11 +123,12 @@ def test_megatron_2022_interleaved_sends_a_forward_after_the_next_backward(tmp_p
         assert any(step is not Step.FWD for step in before) is deferred
 
 
-def test_flash_attn_all_reduces_fp32_gradients_and_refuses_zero() -> None:
+def test_flash_attn_all_reduces_fp32_gradients_and_refuses_zero_2_and_3() -> None:
     """flash-attention's training scripts: Lightning's DDP over fp32 parameters under bf16 autocast
     (training/configs/experiment/pile/base.yaml at 4a6eaa9f), so the gradients all-reduced are fp32,
     as the megatron family's; its loss apex's fused cross-entropy, which saves the logits and
-    writes their gradient over them; ZeroRedundancyOptimizer (its larger runs) is refused."""
+    writes their gradient over them; its larger runs' ZeroRedundancyOptimizer is --zero 1
+    (tests/test_zero_redundancy.py), and no config of it runs more: 2 and 3 are refused."""
     import pytest
 
     from modtrans.strategy.llm.options import LayoutError
@@ -139,5 +140,23 @@ def test_flash_attn_all_reduces_fp32_gradients_and_refuses_zero() -> None:
     assert flash.logit_bytes(2) == 2
     assert Framework.MEGATRON.logit_bytes(2) == 6
     layout = Layout(npus=2, dp=2, framework=flash, micro_batch=MICRO, global_batch=2 * MICRO)
-    with pytest.raises(LayoutError, match="ZeroRedundancyOptimizer"):
-        dataclasses.replace(layout, zero=1)
+    assert dataclasses.replace(layout, zero=1).zero == 1
+    for zero in (2, 3):
+        with pytest.raises(LayoutError, match="ZeroRedundancyOptimizer"):
+            dataclasses.replace(layout, zero=zero)
+
+
+def test_flash_attn_reduces_fp32_gradients_under_fp16_autocast_too(tmp_path: Path) -> None:
+    """flash-attention's GPT-2 runs train under Lightning's fp16 mixed precision (training/configs/
+    experiment/owt/base.yaml at 4a6eaa9f: trainer.precision 16): fp16 autocast over the fp32
+    module, whose gradients are fp32 as under bf16; Megatron-LM's fp16 reduces them in fp16."""
+    path = plans.config(tmp_path, {**plans.TOY, "torch_dtype": "float16"})
+    sent = {}
+    for framework in (Framework.FLASH_ATTN, Framework.MEGATRON):
+        layout = Layout(
+            npus=2, dp=2, framework=framework, micro_batch=MICRO, global_batch=2 * MICRO, vocab_divisor=1
+        )
+        plan = plans.plan(path, layout, (MICRO, SEQ))
+        (reduce,) = [op for op in plan.programs[0] if isinstance(op, Collective)]
+        sent[framework] = reduce.bytes
+    assert sent[Framework.FLASH_ATTN] == 2 * sent[Framework.MEGATRON]

@@ -52,6 +52,7 @@ from modtrans.estimate.units import timed as timed_units
 from modtrans.estimate.walk import EstimateError
 from modtrans.plan.model import Purpose, Recompute, Schedule
 from modtrans.simulate.network import Network
+from modtrans.strategy.llm.buckets import stage as reduction_stage
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import partition
 from modtrans.strategy.schedule import WGRAD, virtual_stage
@@ -140,7 +141,7 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric, split: bool) -> tuple[
 
         costs = timed_units(sk, layout, fabric, members)
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
-        fills = {b: fill(sk, b, layout.zero) for b in set(sk.blocks)}
+        fills = {b: fill(sk, b, reduction_stage(layout.framework, layout.zero)[0]) for b in set(sk.blocks)}
         made: dict[tuple[int, int, bool], Chunk] = {}
         found = sk.made[key] = (costs, blocks, fills, members, made)
     costs, blocks, fills, members, made = found
@@ -188,7 +189,7 @@ def _chunk(
     tied = 0
     if last:  # the copy of a tied weight: reduced with this stage's
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
-        chunk_fills += [tied_fill(sk, t, layout.zero) for t in sk.ties]
+        chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
     buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
     done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets)
     late = done - sums[3 if split else 1]
@@ -207,7 +208,7 @@ def _buckets(
 ) -> tuple[dict[int, list[int]], int]:
     """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
     in it) and the bucket's reduction; and the ns of its parameter gathers after the step."""
-    times, gathers = bucket_times(fills, layout.zero, fabric, members)
+    times, gathers = bucket_times(fills, reduction_stage(layout.framework, layout.zero), fabric, members)
     out = {}
     for u in (u for p in parts for u in p):
         if not times:

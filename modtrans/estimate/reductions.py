@@ -74,12 +74,17 @@ def tied_ns(
 
 
 def bucket_times(
-    fills: Sequence[Fill], zero: int, fabric: Fabric, members: Callable[[frozenset[Purpose]], tuple[int, ...]]
+    fills: Sequence[Fill],
+    zero_broadcast: tuple[int, bool],
+    fabric: Fabric,
+    members: Callable[[frozenset[Purpose]], tuple[int, ...]],
 ) -> tuple[dict[frozenset[Purpose], list[int]], int]:
     """Megatron's reduction of one chunk (its blocks' fills): one bucket per buffer, its
     collectives as buckets.py makes them (Bucket.reduce: the all-reduce, or the reduce-scatter),
-    timed, per buffer; and the distributed optimizer's all-gathers of the buckets' parameters,
-    which follow the optimizer step (Place.AFTER_STEP), their ns summed."""
+    timed, per buffer; and the distributed optimizer's all-gathers of the buckets' parameters, or
+    ZeroRedundancyOptimizer's broadcast (`zero_broadcast`: buckets.stage), which follow the
+    optimizer step (Place.AFTER_STEP), their ns summed."""
+    zero, broadcast = zero_broadcast
     import math
 
     from modtrans.strategy.llm.buckets import BUCKET_ALIGN, Bucket
@@ -99,7 +104,7 @@ def bucket_times(
         bucket = Bucket(int(filled), grads, params)
         attached = _Attached()
         divisor = math.lcm(len(ranks), BUCKET_ALIGN) if zero in (1, 2) else None
-        gathers = bucket.reduce(attached, buffer, divisor)  # type: ignore[arg-type]
+        gathers = bucket.reduce(attached, buffer, divisor, broadcast)  # type: ignore[arg-type]
 
         def ns(c: Any, ranks: tuple[int, ...] = ranks) -> int:
             return fabric.collective_ns(

@@ -67,11 +67,14 @@ Named versions and configurations, each a member below whose `family` runs the d
     flash-attn     Dao-AILab/flash-attention's training scripts (training/, as its README's
                    "Training speed" table ran them: 4a6eaa9f, 2022-11-29, 8 A100 80GB): PyTorch
                    Lightning's DDP over fp32 parameters under bf16 autocast (configs/experiment/pile/
-                   base.yaml: trainer.precision bf16, strategy DDP), so the gradients all-reduced are
-                   fp32, the megatron family's 4 bytes at --zero 0 (its gpt3l/xl/2.7B runs'
-                   torch.distributed.optim.ZeroRedundancyOptimizer, which all-reduces them and then
-                   broadcasts each rank's updated fp32 parameters, is not Megatron's distributed
-                   optimizer: --zero 1 is refused); the loss apex's fused softmax cross-entropy in
+                   base.yaml: trainer.precision bf16, strategy DDP; its GPT-2 runs' owt/base.yaml
+                   precision 16, fp16 autocast), so the gradients all-reduced are fp32 (4 bytes at
+                   either autocast dtype: gradient_width); --zero 1 its gpt3l/xl/2.7B
+                   runs' torch.distributed.optim.ZeroRedundancyOptimizer (configs/optimizer/
+                   adamw-zero.yaml), not Megatron's distributed optimizer: DDP's all-reduce as at
+                   --zero 0, each rank's step over its partition of the state, then each rank's
+                   updated fp32 parameters broadcast (zero_broadcast, buckets.py; --zero 2 and 3
+                   refused); the loss apex's fused softmax cross-entropy in
                    the logits' own dtype (src/losses/cross_entropy_apex.py over csrc/xentropy,
                    inplace_backward True: fused_loss, logit_bytes); its attention FlashAttention-1
                    (flash-attn 0.2 at that commit: attention)
@@ -179,6 +182,20 @@ class Framework(enum.StrEnum):
     def fused_loss(self) -> bool:
         """The loss is one fused softmax cross-entropy kernel in the logits' own dtype, not
         PyTorch's on fp32 logits (cost/loss.py): flash-attn's training scripts (apex's xentropy)."""
+        return self is Framework.FLASH_ATTN
+
+    def gradient_width(self, given: int | None) -> int | None:
+        """Bytes of a gradient element in the data-parallel reduction: --dtype-bytes where
+        `given`; flash-attn's 4 whatever its autocast dtype, its parameters and so its gradients
+        fp32 under Lightning's mixed precision (training/configs/experiment/pile/base.yaml at
+        4a6eaa9f, trainer.precision bf16; owt/base.yaml, precision 16: fp16 autocast and a
+        GradScaler); else None, the parameters' dtype's (gradient_bytes)."""
+        return given or (4 if self is Framework.FLASH_ATTN else None)
+
+    @property
+    def zero_broadcast(self) -> bool:
+        """--zero 1 is PyTorch's ZeroRedundancyOptimizer: the gradients all-reduced whole, each
+        rank's updated parameters broadcast after its step (flash-attn: strategy/llm/buckets.py)."""
         return self is Framework.FLASH_ATTN
 
     @property

@@ -12,6 +12,7 @@ data.py         data parallelism and ZeRO 1/2/3 as Megatron-LM runs them
 buckets.py      Megatron-LM's gradient buffers and buckets: the reduction per model chunk
 deepspeed.py    data parallelism and ZeRO as DeepSpeed runs them (--framework deepspeed)
 fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp)
+zero_redundancy.py  PyTorch's ZeroRedundancyOptimizer's partition of the parameters (flash-attn --zero 1)
 stages.py       the cut into pipeline chunks at block boundaries
 activations.py  what a block stores for its backward, by attention kernel, MLP and dropout
 mixers.py       what a state-space block's Mamba mixer stores: mamba_ssm's fused kernels' saves

@@ -44,6 +44,28 @@ Read from NVIDIA/Megatron-LM d98e8a6 (Megatron-Core):
                 and each bucket ends on a multiple of lcm(D, 128) (param_layout.py,
                 pad_param_start, pad_bucket_end), so every rank's shard is whole; without it none
 
+PyTorch's ZeroRedundancyOptimizer (`--framework flash-attn --zero 1`: flash-attention 4a6eaa9f,
+training/configs/optimizer/adamw-zero.yaml, its gpt3l/xl/2.7B runs; flash-attention's Dockerfile
+builds on NGC 22.11, PyTorch 1.13), read from pytorch/pytorch
+torch/distributed/optim/zero_redundancy_optimizer.py (013a31b7; unchanged in torch 2.13):
+    gradients   DDP's all-reduce of every gradient, as at --zero 0 (the buffers unpadded)
+    partition   _partition_parameters: whole parameters, greedily (zero_redundancy.py): rank 0's
+                share of Adam's moments in its memory (memory.py); each rank's step counted as
+                1/D of the state (memory.optimizer_shards). Not modelled: that the broadcasts wait
+                for the busiest rank's step, rank 0's with the word embedding (1.34 x the mean for
+                GPT3-2.7B at D = 8, 1.71 for 760M): some 2-3 ms longer
+    broadcast   step -> _local_step (this rank's partition), then _sync_params: for each rank in
+                turn, _broadcast_params_from_rank issues one dist.broadcast of each of its
+                parameters (parameters_as_bucket_view False, the default the yaml keeps) from it,
+                async, and waits for them all before step returns: after the step, before the
+                next forward (overlap_with_ddp False); in the parameters' dtype, fp32 under
+                Lightning's bf16 autocast (PARAM_FP32). ASTRA-sim 2.x runs no broadcast (Workload.
+                cc issues a BROADCAST node as a replayed duration) and CommType.BROADCAST reads as
+                no collective elsewhere (comm.py), so the broadcasts are written as the all-gather
+                that brings every rank the same bytes: each receives every parameter but its own
+                partition's, (D - 1) / D of them on the mean: one ALLGATHER of the buffer's fp32 parameters
+                after the step (Place.AFTER_STEP). Left out: the ring broadcast's D / (D - 1)
+                longer time on each link, and the latency of one broadcast per parameter tensor.
 Sizes are this rank's tensor-parallel shard, gradients in the framework's reduction dtype
 (frameworks.py). A weight tied across pipeline stages (the output layer's copy of the word
 embedding) is in its own stage's buffer. Megatron also puts such a shared embedding in a bucket of
@@ -59,12 +81,23 @@ from dataclasses import dataclass
 from modtrans.comm import CommType
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
+from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.unit import Unit
 
 BUCKET_PARAMS = 40_000_000  # distributed_data_parallel.py: max(40000000, 1000000 * dp_size)
 BUCKET_PARAMS_PER_RANK = 1_000_000
 PARAM_ALIGN = 64  # param_layout.pad_param_start
 BUCKET_ALIGN = 128  # param_layout.bucket_end_divisor: lcm(D, 128)
+# ZeroRedundancyOptimizer broadcasts param.data: fp32 parameters under Lightning's bf16 autocast
+# (flash-attention's base.yaml, trainer.precision bf16: torch.autocast over the fp32 module)
+PARAM_FP32 = 4
+
+
+def stage(framework: Framework, zero: int) -> tuple[int, bool]:
+    """The ZeRO stage the buffers are filled for, and whether each rank's updated parameters are
+    broadcast after the step: ZeroRedundancyOptimizer's --zero 1 fills DDP's buffers (0)."""
+    broadcast = framework.zero_broadcast and zero == 1
+    return (0 if broadcast else zero), broadcast
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,20 +122,23 @@ def apply(
     buffer_of: Callable[[Unit], frozenset[Purpose]],
     tied: Mapping[int, int] | None = None,
     param_gather: bool = False,
+    broadcast: bool = False,
 ) -> None:
     """Attach each chunk's bucket collectives (chunks: unit indices per model chunk in forward
     order: chunk 0 is pipeline rank 0's first); `buffer_of`: the group a unit's gradients are
     reduced over, one buffer each; `ranks`: the data ranks each such group spans; `tied`: unit
     index -> the unit whose weight it holds a copy of on another stage; `param_gather`: the
-    distributed optimizer's gathers in the next forward (--overlap-param-gather)."""
+    distributed optimizer's gathers in the next forward (--overlap-param-gather); `broadcast`:
+    ZeroRedundancyOptimizer's parameters after the step (stage()), with `zero` 0."""
     assert zero in (0, 1, 2), "ZeRO-3 is per unit (data.py)"
+    assert not broadcast or zero == 0, "ZeroRedundancyOptimizer fills DDP's buffers (stage())"
     tied = tied or {}
     for v, chunk in enumerate(chunks):
         bucketed = overlap and v == 0  # pp rank 0's first model chunk
         for over, d in ranks.items():
             members = [i for i in chunk if buffer_of(units[i]) == over]
             if d > 1 and members:
-                _buffer(units, members, over, d, zero, bucketed, tied, param_gather)
+                _buffer(units, members, over, d, (zero, broadcast), bucketed, tied, param_gather)
 
 
 def _buffer(
@@ -110,7 +146,7 @@ def _buffer(
     members: Sequence[int],
     over: frozenset[Purpose],
     d: int,
-    zero: int,
+    zero_broadcast: tuple[int, bool],
     bucketed: bool,
     tied: Mapping[int, int],
     param_gather: bool,
@@ -119,7 +155,9 @@ def _buffer(
     bucket is closed by the parameter that brings it to the limit, and reduced after the weight
     gradient of that parameter's unit. Its parameters' all-gather (the distributed optimizer's)
     follows the optimizer step, or with `param_gather` is waited for by the bucket's first unit in
-    forward order, the last one filled into it."""
+    forward order, the last one filled into it. ZeroRedundancyOptimizer's broadcast (`zero_broadcast`'s
+    second) follows the step as the distributed optimizer's all-gathers do."""
+    zero, broadcast = zero_broadcast
     limit = max(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * d) if bucketed else math.inf
     padded = zero in (1, 2)
     divisor = math.lcm(d, BUCKET_ALIGN) if padded else None  # the distributed optimizer's bucket end
@@ -131,10 +169,10 @@ def _buffer(
         for n in reversed(shard.elements):
             bucket.add(n, shard, padded)
             if bucket.filled >= limit:
-                gathers += [(i, c) for c in bucket.reduce(units[i], over, divisor)]
+                gathers += [(i, c) for c in bucket.reduce(units[i], over, divisor, broadcast)]
                 bucket = Bucket()
     if bucket.filled:
-        gathers += [(last, c) for c in bucket.reduce(units[last], over, divisor)]
+        gathers += [(last, c) for c in bucket.reduce(units[last], over, divisor, broadcast)]
     for first, comm in reversed(gathers):  # forward order: the backward's last bucket first
         if param_gather:
             units[first].attach(Place.NEXT_FWD, comm)
@@ -158,12 +196,15 @@ class Bucket:
         self.param_bytes += (start - self.filled + elements) * shard.param_width
         self.filled = start + elements
 
-    def reduce(self, unit: Unit, over: frozenset[Purpose], divisor: int | None) -> list[Comm]:
+    def reduce(
+        self, unit: Unit, over: frozenset[Purpose], divisor: int | None, broadcast: bool = False
+    ) -> list[Comm]:
         """Attach the bucket's reduction to `unit`; the distributed optimizer's (`divisor`: its
-        bucket-end padding) parameter all-gather, to issue after every reduction, is returned."""
+        bucket-end padding) parameter all-gather, to issue after every reduction, is returned, or
+        with `broadcast` ZeroRedundancyOptimizer's fp32 parameters as one (the module's docstring)."""
         if divisor is None:  # no distributed optimizer: an all-reduce, nothing padded
             unit.attach(Place.TAIL, Comm(CommType.ALLREDUCE, round(self.grad_bytes), over))
-            return []
+            return [Comm(CommType.ALLGATHER, self.filled * PARAM_FP32, over)] if broadcast else []
         end = _pad(self.filled, divisor)
         grads = round(self.grad_bytes * end / self.filled)
         unit.attach(Place.TAIL, Comm(CommType.REDUCESCATTER, grads, over))

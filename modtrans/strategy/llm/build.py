@@ -37,6 +37,7 @@ from modtrans.strategy.llm import (
     memory,
     tensor,
     userbuffers,
+    zero_redundancy,
 )
 from modtrans.strategy.llm.degrees import dense_data
 from modtrans.strategy.llm.options import Layout, LayoutError, ordered
@@ -59,7 +60,7 @@ def plan(
     dtype_bytes: int | None,
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
-    groups = group(ir, params, dtype_bytes)
+    groups = group(ir, params, layout.framework.gradient_width(dtype_bytes))
     units = rank_units(ir, layout, params, dtype_bytes, groups)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
@@ -115,6 +116,7 @@ def plan(
             activations.dims(ir, layout.micro_batch, layout.capacity_factor),
             tied,
             layout.expert_gradient_ranks,
+            zero_redundancy.first_share((p for u in units for p in zero_redundancy.parameters(u)), layout),
         ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
@@ -148,7 +150,7 @@ def rank_units(
     where the model refuses the layout: its heads, experts, sequence); `groups`: the IR's, grouped
     already (strategy/groups.py)."""
     t = layout.tp
-    grouped = group(ir, params, dtype_bytes) if groups is None else groups
+    grouped = group(ir, params, layout.framework.gradient_width(dtype_bytes)) if groups is None else groups
     units = [Unit(LayerDraft(g), block_of(g.owner)) for g in grouped]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
@@ -190,15 +192,17 @@ def _buckets(
         buffer_of(u): layout.gradient_ranks if buffer_of(u) == dense_data() else layout.expert_gradient_ranks
         for u in units
     }
+    zero, broadcast = buckets.stage(layout.framework, layout.zero)
     buckets.apply(
         units,
         chunks,
-        zero=layout.zero,
+        zero=zero,
         ranks=ranks,
         overlap=layout.overlap_grad_reduce,
         buffer_of=buffer_of,
         tied=tied,
         param_gather=layout.overlap_param_gather,
+        broadcast=broadcast,
     )
     # each run holds its unit's comms dict already (_costed), which apply() extends in place
     return [

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import StageMemory
 from modtrans.strategy.groups import Params
-from modtrans.strategy.llm import activations, build, memory
+from modtrans.strategy.llm import activations, build, memory, zero_redundancy
 from modtrans.strategy.llm.activations import Dims
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import blocks, partition
@@ -44,6 +44,7 @@ class Split:
     entries: list[memory.Held]
     grouped: list[list[int]]  # entry indices per block (stages.blocks)
     entry_of: dict[int, int]  # a tied unit's index -> its entry
+    parameters: list[tuple[int, bool]]  # every unit's, as ZeroRedundancyOptimizer partitions them
 
 
 def split_of(
@@ -60,10 +61,12 @@ def split_of(
     entries: list[memory.Held] = []
     out: list[list[int]] = []
     entry_of: dict[int, int] = {}
+    parameters: list[tuple[int, bool]] = []
     for g, block in enumerate(blocks([u.block for u in units]) if grouped is None else grouped):
         sums: dict[tuple[bool, int, bool], list[int]] = {}
         mine: list[int] = []
         for i in block:
+            parameters += zero_redundancy.parameters(units[i])
             h = held[i]
             if units[i] in tied:
                 entry_of[i] = len(entries) + len(mine)
@@ -82,7 +85,7 @@ def split_of(
             mine.append(len(entries))
             entries.append(memory.Held(elements, weights, grads, expert, None if outside else block_of))
         out.append(mine)
-    return Split(tied, entries, out, entry_of)
+    return Split(tied, entries, out, entry_of, parameters)
 
 
 def stage_memory(
@@ -98,7 +101,8 @@ def stage_memory(
         entry_of, schedule = split.entry_of, layout.schedule
         stage = {u.index: holders(schedule, chunk_of[entry_of[u.index]], layout.pp) for u in split.units}
         tied = {entry_of[i]: entry_of[j] for i, j in build.tied_pairs(split.units, stage)}
-    return memory.per_stage(split.entries, chunks, layout, d, tied, layout.expert_gradient_ranks)
+    first = zero_redundancy.first_share(split.parameters, layout)
+    return memory.per_stage(split.entries, chunks, layout, d, tied, layout.expert_gradient_ranks, first)
 
 
 class Footprint:

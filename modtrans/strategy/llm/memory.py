@@ -11,7 +11,11 @@ it applies and says where it differs.
                  (Megatron's distributed optimizer the whole buffer)
     optimizer    Adam: an fp32 master copy unless the weights are fp32 (4 B), and two fp32 moments
                  (8 B) per parameter; 1/D of it with the distributed optimizer or ZeRO-1/2/3
-                 (Megatron's num_bytes_per_parameter: 18 B, or 6 + 12 / D; ZeRO's 2 + 2 + 12)
+                 (Megatron's num_bytes_per_parameter: 18 B, or 6 + 12 / D; ZeRO's 2 + 2 + 12);
+                 flash-attn's ZeroRedundancyOptimizer (--zero 1) partitions Adam's moments only:
+                 its fp32 parameters are the model's, whole on every rank (buckets.py), 6 + 4 + 8 x
+                 the share of the parameters it gives the first rank, whole parameters by its
+                 greedy rule (zero_redundancy.py: more than 1/D where the word embedding lands)
     FSDP         in mixed precision (a 16-bit model: torchtitan, llm-foundry, fsdp) the fp32
                  parameter is the optimizer's own: 4 B of it, 4 of fp32 gradient and Adam's 8, each
                  / D sharded (_fsdp_mixed); the 16-bit copies computed with are held beside them:
@@ -110,16 +114,20 @@ def per_stage(
     d: Dims | None,
     tied: dict[int, int],
     expert_data: int,
+    first: float | None = None,
 ) -> tuple[StageMemory, ...]:
     """Each stage's first rank's memory (of the chunks it holds: schedule.holders); `expert_data`:
     the ranks an expert's gradients and optimizer state are spread over (Megatron's expert data
-    parallelism). `units`: held() of the units (a sweep makes it once for many layouts)."""
+    parallelism); `first`: the fraction of the parameters whose optimizer state that rank keeps
+    where the optimizer gives out whole parameters (zero_redundancy.first_share; None: 1/D).
+    `units`: held() of the units (a sweep makes it once for many layouts)."""
     stages = layout.pp
     held_by = [holders(layout.schedule, v, stages) for v in range(len(chunks))]
     out = []
     for p in range(stages):
         mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held_by[v] for i in chunk]
-        parts = [unit_state(u, layout, expert_data if u.expert else layout.gradient_ranks) for u in mine]
+        ranks = [expert_data if u.expert else layout.gradient_ranks for u in mine]
+        parts = [unit_state(u, layout, r, first) for u, r in zip(mine, ranks, strict=True)]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         weights += gathered(mine, layout)
         blocks = sorted(
@@ -163,10 +171,13 @@ def of_preset(
     return tuple(replace(m, activations=int(saved.peak(parts, kept, recompute))) for m in memory)
 
 
-def unit_state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float, float, float]:
+def unit_state(
+    u: Held | Unit, layout: Layout, ranks: int, first: float | None = None
+) -> tuple[float, float, float, float]:
     """A unit's elements, and the bytes of its weights, gradients and optimizer state on a rank
-    whose data-parallel group (for its gradients) has `ranks` ranks (a Unit read through held()).
-    Linear in the unit's elements and bytes: the fast tier counts a repeated block's once."""
+    whose data-parallel group (for its gradients) has `ranks` ranks (a Unit read through held());
+    `first`: per_stage's. Linear in the unit's elements and bytes: the fast tier counts a repeated
+    block's once."""
     if isinstance(u, Unit):
         u = held([u])[0]
     elements = u.elements
@@ -179,7 +190,12 @@ def unit_state(u: Held | Unit, layout: Layout, ranks: int) -> tuple[float, float
         grads = float(elements * MAIN_GRAD)
     elif family is Framework.DEEPSPEED:
         grads = weights  # its gradient partitions in the model's dtype, as it sends them
-    optimizer = float(elements * (ADAM + (MASTER if width < 4 else 0))) / optimizer_shards(layout, ranks)
+    master = float(elements * MASTER) if width < 4 else 0.0
+    if layout.framework.zero_broadcast:  # ZeroRedundancyOptimizer: the fp32 parameters whole
+        share = first if first is not None and layout.zero == 1 else 1 / optimizer_shards(layout, ranks)
+        optimizer = master + float(elements * ADAM) * share
+    else:
+        optimizer = (master + elements * ADAM) / optimizer_shards(layout, ranks)
     if layout.zero == 3 or (layout.zero == 2 and family is not Framework.MEGATRON):
         grads /= ranks  # Megatron's distributed optimizer keeps the whole gradient buffer
     if layout.zero == 3:

@@ -258,6 +258,13 @@ class Layout:
                 "--overlap-param-gather gathers the distributed optimizer's buckets: it needs "
                 "--overlap-grad-reduce and --zero 1 or 2"
             )
+        if self.overlap_param_gather and self.framework.zero_broadcast:
+            # torch/distributed/optim/zero_redundancy_optimizer.py, step: _sync_params waits for
+            # every broadcast before it returns (overlap_with_ddp False in flash-attention's yamls)
+            raise LayoutError(
+                "--overlap-param-gather gathers Megatron's distributed optimizer's buckets in the next "
+                "forward: flash-attn's ZeroRedundancyOptimizer broadcasts its parameters in its step"
+            )
         if self.tp_comm_overlap and not (self.sp and self.framework is Framework.MEGATRON):
             # megatron/training/arguments.py at core_r0.8.0, validate_args: "Tensor parallel
             # communication/GEMM overlap can happen only when sequence parallelism is enabled";
@@ -266,9 +273,10 @@ class Layout:
                 "--tp-comm-overlap runs Megatron-Core's sequence-parallel collectives inside the GEMMs: "
                 "it needs --sp (so --tp > 1) and --framework megatron"
             )
-        if self.framework is Framework.FLASH_ATTN and self.zero:
+        if self.framework is Framework.FLASH_ATTN and self.zero > 1:
             raise LayoutError(
-                "--framework flash-attn runs DDP (--zero 0): its ZeroRedundancyOptimizer is not modelled"
+                f"--framework flash-attn --zero {self.zero}: its training scripts run DDP (--zero 0) or "
+                "PyTorch's ZeroRedundancyOptimizer (--zero 1)"
             )
         if self.compiled and not self.framework.compiles:
             raise LayoutError(
