@@ -91,6 +91,7 @@ class Request:
     ep: int | None = None
     etp: int | None = None  # experts split over 1 or T tensor ranks (default T)
     cp: int | None = None  # context-parallel ranks (strategy/llm/context.py)
+    dp_replicate: int | None = None  # HSDP's replicas R (strategy/llm/hsdp.py)
     sp: bool | None = None  # None: not given (--like may fill it); --no-sp says False
     zero: int | None = None
     micro_batch: int | None = None

@@ -191,6 +191,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("cp", int,
        "Context-parallel ranks C: the sequence split over them (Megatron's --context-parallel-size; "
        "N = T C P D).", LAYOUT, layout=True, **N1, **_SIDE),
+    _o("dp_replicate", int,
+       "HSDP: the D data ranks as R replicas, each a shard group of D / R ranks (torchtitan's "
+       "data_parallel_replicate_degree, FSDP's HYBRID_SHARD; --framework fsdp, torchtitan or llm-foundry, "
+       "--zero 2 or 3).", LAYOUT, layout=True, **N1, **_SIDE),
     _o("sp", bool, "Sequence parallelism over the T ranks (default: none, or --like's reference's).", LAYOUT,
        flags=("--sp/--no-sp",), layout=True, like=True, **_SIDE),
     _o("zero", int, "ZeRO stage 0-3.", LAYOUT, low=0, high=3, layout=True, like=True, **_SIDE),
@@ -252,6 +256,7 @@ SWEEP_OWN: tuple[Option, ...] = (
     _o("pp", tuple, "Pipeline stages P.", SPACE, **_SPACE),
     _o("cp", tuple, "Context-parallel ranks C.", SPACE, **_SPACE),
     _o("ep", tuple, "Expert-parallel ranks E (default: 1, or a MoE's experts' divisors).", SPACE, **_SPACE),
+    _o("dp_replicate", tuple, "HSDP replicas R (default: 1, no hybrid sharding).", SPACE, **_SPACE),
     _o("vpp", tuple, "Model chunks per pipeline rank V (1: 1F1B; 2 or more: interleaved).", SPACE, **_SPACE),
     _o("micro_batch", tuple, "Sequences per micro-batch M.", SPACE, **_SPACE),
     _o("recompute", tuple, "Activation recomputation: none, selective, full.", SPACE,

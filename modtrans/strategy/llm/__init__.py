@@ -12,6 +12,7 @@ data.py         data parallelism and ZeRO 1/2/3 as Megatron-LM runs them
 buckets.py      Megatron-LM's gradient buffers and buckets: the reduction per model chunk
 deepspeed.py    data parallelism and ZeRO as DeepSpeed runs them (--framework deepspeed)
 fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp)
+hsdp.py         its hybrid sharding (--dp-replicate R): R replicas of a D / R shard group
 stages.py       the cut into pipeline chunks at block boundaries
 activations.py  what a block stores for its backward, by attention kernel, MLP and dropout
 mixers.py       what a state-space block's Mamba mixer stores: mamba_ssm's fused kernels' saves
@@ -25,7 +26,7 @@ build.py        plan(): all of the above composed into a Plan, each stage's prog
 
 A degree is its module: it registers its axis, its rules and its collectives (degrees.py), which
 options.py and build.py read from the registry; tensor.py, context.py, expert.py, data.py and
-stages.py register T, C, E, D and P.
+stages.py register T, C, E, D and P; hsdp.py HSDP's replicas R.
 The mesh is Layout.mesh(), in Megatron-Core's order "tp-cp-ep-dp-pp", tensor fastest; its dp axis
 holds the D / E expert-data ranks: the dense gradients' group spans cp x ep x dp (D x C ranks),
 an expert's the dp axis (D / E).

@@ -161,7 +161,14 @@ def rank_units(
             d.attach(units, layout)
     units = expert.apply(units, ir, layout)
     if layout.framework.family is Framework.FSDP:
-        fsdp.apply(units, layout.zero, layout.gradient_ranks, layout.expert_gradient_ranks, layout.framework)
+        fsdp.apply(
+            units,
+            layout.zero,
+            layout.gradient_ranks,
+            layout.expert_gradient_ranks,
+            layout.framework,
+            layout.dp_replicate,
+        )
     else:
         apply_data = deepspeed.apply if layout.framework is Framework.DEEPSPEED else data.apply
         apply_data(units, layout.zero, layout.gradient_ranks, layout.expert_gradient_ranks)
@@ -273,7 +280,7 @@ def update_shards(u: Unit, layout: Layout) -> int:
     """The ranks a unit's optimizer state is split over, each updating its share (memory.
     optimizer_shards: D with ZeRO, FSDP or the distributed optimizer, the expert-data ranks for an
     expert's), as the memory counts that state."""
-    ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.gradient_ranks
+    ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.shard_ranks
     return memory.optimizer_shards(layout, ranks)
 
 

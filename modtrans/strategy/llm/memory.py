@@ -14,9 +14,10 @@ it applies and says where it differs.
                  (Megatron's num_bytes_per_parameter: 18 B, or 6 + 12 / D; ZeRO's 2 + 2 + 12)
     FSDP         in mixed precision (a 16-bit model: torchtitan, llm-foundry, fsdp) the fp32
                  parameter is the optimizer's own: 4 B of it, 4 of fp32 gradient and Adam's 8, each
-                 / D sharded (_fsdp_mixed); the 16-bit copies computed with are held beside them:
-                 every parameter's from the forward to the backward under SHARD_GRAD_OP and
-                 NO_SHARD, the root's and one block's under FULL_SHARD (gathered)
+                 / D sharded (_fsdp_mixed), / (D / R) under HSDP (a shard group's: hsdp.py); the
+                 16-bit copies computed with are held beside them: every parameter's from the
+                 forward to the backward under SHARD_GRAD_OP and NO_SHARD, the root's and one
+                 block's under FULL_SHARD (gathered)
     activations  per transformer block and micro-batch, what it stores by the attention kernel
                  that runs (--attention: flash keeps no s x s tensor, eager Korthikanti et al.
                  2022's 5 a s^2 b), the model's MLP (GeLU, gated, experts) and dropout
@@ -119,7 +120,7 @@ def per_stage(
     out = []
     for p in range(stages):
         mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held_by[v] for i in chunk]
-        parts = [unit_state(u, layout, expert_data if u.expert else layout.gradient_ranks) for u in mine]
+        parts = [unit_state(u, layout, expert_data if u.expert else layout.shard_ranks) for u in mine]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         weights += gathered(mine, layout)
         blocks = sorted(

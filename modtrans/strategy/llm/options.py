@@ -13,7 +13,9 @@ numbers them (megatron/core/parallel_state.py: initialize_model_parallel's order
 RankGenerator). The "dp" axis of the mesh holds D / E ranks, the expert-data ranks: experts are
 carved from the data ranks, so one dense data-parallel group spans ep x dp (D ranks) and one
 expert's data-parallel group the dp axis alone (Megatron-Core's expert RankGenerator, order
-"tp-ep-dp-pp" with dp = D / E).
+"tp-ep-dp-pp" with dp = D / E). HSDP's R replicas (dp_replicate, hsdp.py) are carved from D too,
+on an axis of their own just slower than dp, which then holds a shard group's D / R ranks
+(torchtitan's mesh: dp_replicate slower than dp_shard).
 
 Rules (each broken one is a one-line usage error naming it):
     T·C·P·D = N;  E divides D;  M·D divides B;  interleaved needs V >= 2 and GA a multiple of P
@@ -40,8 +42,9 @@ from modtrans.strategy.schedule import virtual_stages
 
 __all__ = ["ORDER", "Layout", "LayoutError", "Recompute", "Schedule", "ordered", "span"]
 
-ORDER = "tp-cp-ep-dp-pp"
-"""The rank order, fastest first (Megatron-Core's default: parallel_state.py); each token a degree
+ORDER = "tp-cp-ep-dp-dp_replicate-pp"
+"""The rank order, fastest first (Megatron-Core's default: parallel_state.py, with HSDP's replicas
+after dp); each token a degree
 that its module registers (degrees.py: its axis, and how the rules below count it)."""
 
 _BIDIRECTIONAL = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage, 2P micro-batches at least
@@ -98,6 +101,7 @@ class Layout:
     capacity_factor: float | None = None  # Megatron's --moe-expert-capacity-factor (expert.py)
     pad_to_capacity: bool = False  # Megatron's --moe-pad-expert-input-to-capacity
     attention: str = "flash"  # the kernel: flash, flash2, cudnn, flash1, triton (no s x s tensor) or eager
+    dp_replicate: int = 1  # HSDP: the D data ranks as R replicas of D / R sharded ranks (hsdp.py)
 
     @property
     def vocabulary_multiple(self) -> int:
@@ -144,6 +148,12 @@ class Layout:
         (degrees.dense_data; with context parallelism each context rank's gradients cover its
         own part of the sequence)."""
         return product(self, ordered("replica"))
+
+    @functools.cached_property
+    def shard_ranks(self) -> int:
+        """The ranks a dense unit's sharded state (ZeRO's, FSDP's) is split over: its gradients'
+        D x C, or under HSDP a shard group's D / R (hsdp.py: each of the R replicas holds it whole)."""
+        return self.gradient_ranks // self.dp_replicate
 
     @functools.cached_property
     def expert_gradient_ranks(self) -> int:
