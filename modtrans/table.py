@@ -140,8 +140,9 @@ OPTIONS: tuple[Option, ...] = (
        **_SIDE),
     _o("attention", ("flash", "flash2", "cudnn", "flash1", "triton", "eager"),
        "gpu: flash (the device's newest fused kernel, the default; --framework torchtitan: flash2, "
-       "llm-foundry: triton, flash-attn: flash1), flash2 (FlashAttention-2: PyTorch SDPA's, flash-attn "
-       "2.x), cudnn (cuDNN's: Transformer Engine's on Hopper), flash1 (flash-attn 1.x), triton "
+       "llm-foundry: triton, flash-attn: flash1, fms-fsdp: flash2), flash2 (FlashAttention-2: PyTorch "
+       "SDPA's, flash-attn 2.x), cudnn (cuDNN's: Transformer Engine's on Hopper), flash1 (flash-attn "
+       "1.x), triton "
        "(FlashAttention in Triton: llm-foundry's 2023 benchmarks) or eager (its GEMMs and a "
        "materialised softmax).", COST,
        flags=("--attention",), **_SIDE),
@@ -209,7 +210,7 @@ OPTIONS: tuple[Option, ...] = (
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),
     _o("framework", Framework,
        "Whose data parallelism and ZeRO, and which version: megatron (default), megatron-2022, deepspeed, "
-       "fsdp, torchtitan, llm-foundry or flash-attn (strategy/frameworks.py).", LAYOUT, **_SIDE),
+       "fsdp, torchtitan, llm-foundry, flash-attn or fms-fsdp (strategy/frameworks.py).", LAYOUT, **_SIDE),
     _o("overlap_grad_reduce", bool,
        "Megatron: reduce gradients in buckets during the backward (default: once, after it).", LAYOUT,
        default=False, flags=("--overlap-grad-reduce",), layout=True, **_SIDE),
@@ -224,7 +225,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("compile", bool,
        "torch.compile of each transformer block, as torchtitan's compile = true applies it: RMSNorm "
        "and SwiGLU as Inductor's fused kernels (a complex rotary stays op by op), and what its "
-       "partitioner saves for the backward (--framework torchtitan or fsdp).", LAYOUT, default=False,
+       "partitioner saves for the backward (--framework torchtitan, fsdp or fms-fsdp).", LAYOUT,
+       default=False,
        flags=("--compile",), layout=True, **_SIDE),
     _o("make_vocab_size_divisible_by", int,
        "Megatron: pad the vocabulary to a multiple of this x T (default 128; 1: unpadded).", LAYOUT,

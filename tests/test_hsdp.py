@@ -18,7 +18,7 @@ from typer.testing import Result
 
 from modtrans.api import run
 from modtrans.comm import CommType
-from modtrans.plan.model import Collective, Plan, Step
+from modtrans.plan.model import Collective, Compute, Plan, Step
 from modtrans.request import Request, prepare
 
 NPUS, PER_NODE = 16, 8
@@ -166,3 +166,26 @@ def test_the_collectives_and_state_are_what_fsdp2_runs(tmp_path: Path) -> None:
     memory = plan.memory[0]
     assert (memory.gradients, memory.optimizer) == (held["gradients"], held["optimizer"])
     assert memory.weights == held["weights"] + held["root"] + held["block"]
+
+
+def test_fms_fsdp_reduces_in_bf16_over_sdpa_flash() -> None:
+    """fms-fsdp's bfSixteen policy (fms_fsdp/policies/mixed_precision.py: param_dtype, reduce_dtype
+    bfloat16) gathers and reduce-scatters 2 bytes a parameter, where torchtitan's fp32 reduce_dtype
+    sends 4; its attention is F.scaled_dot_product_attention (FlashAttention-2), and its compile
+    is allowed."""
+    fms = _plan(npus=8, framework="fms-fsdp", compile=True, device="h100")
+    titan = _plan(npus=8, framework="torchtitan")
+
+    def sent(plan: Plan, comm: CommType) -> int:
+        return sum(op.bytes for op in plan.programs[0] if isinstance(op, Collective) and op.comm is comm)
+
+    def computed(plan: Plan) -> int:
+        return sum(op.time for op in plan.programs[0] if isinstance(op, Compute))
+
+    flash2 = _plan(npus=8, framework="fms-fsdp", compile=True, attention="flash2", device="h100")
+    newest = _plan(npus=8, framework="fms-fsdp", compile=True, attention="flash", device="h100")
+    assert computed(fms) == computed(flash2) != computed(newest)
+
+    params = fms.memory[0].parameters
+    assert sent(fms, CommType.REDUCESCATTER) == 2 * params
+    assert sent(titan, CommType.REDUCESCATTER) == 4 * params

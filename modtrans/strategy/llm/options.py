@@ -283,7 +283,7 @@ class Layout:
         if self.compiled and not self.framework.compiles:
             raise LayoutError(
                 "--compile is torch.compile of each transformer block as torchtitan applies it: "
-                f"--framework torchtitan or fsdp, not {self.framework}"
+                f"--framework torchtitan, fsdp or fms-fsdp, not {self.framework}"
             )
         if self.framework.family is Framework.FSDP and self.zero == 1:
             raise LayoutError(
