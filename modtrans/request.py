@@ -99,6 +99,7 @@ class Request:
     schedule: str | None = None  # gpipe, 1f1b, interleaved, ...
     vpp: int | None = None
     recompute: str | None = None  # none, selective, full
+    recompute_fraction: float | None = None  # full recomputation of a fraction of the blocks
     seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
     framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp, torchtitan ...
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
@@ -351,6 +352,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             schedule=Schedule(r.schedule) if r.schedule is not None else default,
             vpp=r.vpp or 1,
             recompute=Recompute(r.recompute or Recompute.NONE),
+            recompute_fraction=1.0 if r.recompute_fraction is None else r.recompute_fraction,
             stages=_tuple(r.stages),
             capacity_factor=r.moe_expert_capacity_factor,
             pad_to_capacity=r.moe_pad_expert_input_to_capacity,

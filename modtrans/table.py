@@ -205,6 +205,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("schedule", Schedule, "Pipeline schedule.", SCHEDULE, layout=True, **_SIDE),
     _o("vpp", int, "Interleaved: model chunks per pipeline rank V.", SCHEDULE, layout=True, **N1, **_SIDE),
     _o("recompute", Recompute, "Activation recomputation.", SCHEDULE, layout=True, **_SIDE),
+    _o("recompute_fraction", float,
+       "--recompute full of this fraction of the blocks, spread as fms-fsdp's selective activation "
+       "checkpointing spreads them (0.5: every second block from the first; default 1, all).", SCHEDULE,
+       layout=True, **_SIDE),
     _o("seq_len", int,
        "Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; Megatron's "
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),

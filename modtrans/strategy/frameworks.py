@@ -93,7 +93,8 @@ Named versions and configurations, each a member below whose `family` runs the d
                    use_torch_compile, torch.compile(model) after FSDP wrapping, which Dynamo
                    breaks at each FSDP unit: --compile (compiles). Its selective activation
                    checkpointing (fms_fsdp/policies/ac_handler.py: a fraction of the blocks fully
-                   checkpointed) has no option here yet
+                   checkpointed) is --recompute full --recompute-fraction p
+                   (strategy/llm/checkpoints.py)
 
 Each framework's attention kernel is its default where --attention does not say (attention).
 """

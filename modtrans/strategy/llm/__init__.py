@@ -19,6 +19,7 @@ mixers.py       what a state-space block's Mamba mixer stores: mamba_ssm's fused
 mlps.py         what a block's MLP stores a token (its modules' up outputs and down input, a MoE's
                 routed experts'), and a looped block's passes
 selective.py    what selective recomputation reruns and keeps: Megatron's core, torchtitan's ops
+checkpoints.py  which blocks full recomputation checkpoints (--recompute-fraction: fms-fsdp's spread)
 memory.py       memory per rank of each stage: weights, gradients, optimizer state, activations
 footprint.py    that memory for many layouts of one model without their plans (a sweep's filter)
 build.py        plan(): all of the above composed into a Plan, each stage's program built by

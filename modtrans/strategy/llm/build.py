@@ -74,7 +74,7 @@ def plan(
     boundary = [boundary_bytes(units[chunk[-1].index], ways) for chunk in chunks]
     boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
     pipeline = _pipeline(layout)
-    rerun = _rerun(units, chunks, layout.recompute)
+    rerun = _rerun(units, chunks, layout)
     mesh = layout.mesh()
 
     def program(stage: int, outline: bool) -> tuple[Op, ...]:  # ending with the optimizer step
@@ -309,15 +309,17 @@ def _shape(u: Unit, inputs: frozenset[str], reruns: frozenset[str] | None = None
     )
 
 
-def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], mode: Recompute) -> Rerun:
+def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], layout: Layout) -> Rerun:
     """Full recomputation: a block's forwards again when the backward reaches its last unit
-    (layers outside the blocks, the embedding and the head, are not recomputed)."""
+    (layers outside the blocks, the embedding and the head, are not recomputed); under
+    --recompute-fraction the blocks it checkpoints alone (Layout.recompute_of)."""
+    mode = layout.recompute
     if mode is not Recompute.FULL:
         return Rerun(selective=mode is Recompute.SELECTIVE)
     forwards: dict[int, tuple[int, ...]] = {}
     for chunk in chunks:
         for block, run in itertools.groupby(chunk, key=lambda c: units[c.index].block):
-            if block is not None:
+            if block is not None and layout.recompute_of(block) is Recompute.FULL:
                 indices = tuple(c.index for c in run)
                 forwards[indices[-1]] = indices
     return Rerun(forwards)

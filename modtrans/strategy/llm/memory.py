@@ -260,14 +260,15 @@ def activation_bytes(
     them (first, last); the module's docstring gives the formulas. The fast tier calls it too."""
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
-    terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp, layout.framework.op_recompute)
     megatron = layout.framework.family is Framework.MEGATRON  # its Mamba mixer's norm, out_proj (mixers.py)
-    alike: dict[object, list[int]] = {}  # blocks of one kind store alike: one layer() each
-    for block in blocks:
-        alike.setdefault(d.kind(block), []).append(block)
+    alike: dict[tuple[object, Recompute], list[int]] = {}  # blocks of one kind store alike: one layer() each
+    for block in blocks:  # under --recompute-fraction, each block's own recomputation
+        alike.setdefault((d.kind(block), layout.recompute_of(block)), []).append(block)
+    ops, etp = layout.framework.op_recompute, layout.expert_tp
     stored = sum(
-        len(same) * activations.layer(d, same[0], *terms, megatron, compiled=layout.compiled)
-        for same in alike.values()
+        len(same)
+        * activations.layer(d, same[0], t, sp, mode, layout.attention, etp, ops, megatron, layout.compiled)
+        for (_, mode), same in alike.items()
     )
     total = stored * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP

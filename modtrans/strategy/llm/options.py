@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from modtrans import limits
 from modtrans.plan.model import Axis, Mesh, Purpose, Recompute, Schedule  # the plan's own: it reports them
 from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.checkpoints import recomputes
 from modtrans.strategy.llm.degrees import Degree, degrees, product
 from modtrans.strategy.schedule import virtual_stages
 
@@ -102,6 +103,7 @@ class Layout:
     pad_to_capacity: bool = False  # Megatron's --moe-pad-expert-input-to-capacity
     attention: str = "flash"  # the kernel: flash, flash2, cudnn, flash1, triton (no s x s tensor) or eager
     dp_replicate: int = 1  # HSDP: the D data ranks as R replicas of D / R sharded ranks (hsdp.py)
+    recompute_fraction: float = 1.0  # full recomputation of this fraction of the blocks (checkpoints.py)
 
     @property
     def vocabulary_multiple(self) -> int:
@@ -111,6 +113,14 @@ class Layout:
         build_tokenizer.py, vocab_size_with_padding; arguments.py: default=128). DeepSpeed and FSDP
         train the vocabulary as the model has it."""
         return self.vocab_divisor * self.tp if self.framework.family is Framework.MEGATRON else 1
+
+    def recompute_of(self, block: int | None) -> Recompute:
+        """One block's recomputation (its index from 0; None: a layer outside the blocks):
+        --recompute's, where --recompute-fraction p < 1 full for the blocks fms-fsdp's ac_handler
+        picks (checkpoints.py) and none for the others."""
+        if self.recompute_fraction == 1 or block is None:
+            return self.recompute
+        return Recompute.FULL if recomputes(self.recompute_fraction, block) else Recompute.NONE
 
     @property
     def expert_tp(self) -> int:
@@ -242,6 +252,7 @@ class Layout:
         if self.zero not in (0, 1, 2, 3):
             raise LayoutError("--zero is 0, 1, 2 or 3")
         self._check_framework()
+        self._check_recompute()
         self._check_pipeline()
         for d in ordered():
             if d.rules is not None:
@@ -321,6 +332,19 @@ class Layout:
             raise LayoutError(
                 f"--schedule {name} runs {ga} micro-batches per replica; it needs {even}at least "
                 f"2 x --pp = {2 * self.pp} (--global-batch)"
+            )
+
+    def _check_recompute(self) -> None:
+        """--recompute-fraction's range, and the mode it divides."""
+        fraction = self.recompute_fraction
+        if not 0 < fraction <= 1:
+            raise LayoutError(
+                f"--recompute-fraction {fraction:g}: a fraction of the blocks, above 0 and at most 1"
+            )
+        if fraction < 1 and self.recompute is not Recompute.FULL:
+            raise LayoutError(
+                f"--recompute-fraction {fraction:g} checkpoints that fraction of the blocks whole: it needs "
+                f"--recompute full, not {self.recompute.value}"
             )
 
     def _check_pipeline(self) -> None:
