@@ -17,7 +17,7 @@ def test_the_rank_order_is_megatrons_default() -> None:
     Megatron has not, just slower than dp (torchtitan's mesh: dp_replicate outside dp_shard), an
     axis only where R > 1."""
     tokens = ORDER.split("-")
-    assert [t for t in tokens if t != "dp_replicate"] == "tp-cp-ep-dp-pp".split("-")
+    assert "-".join(t for t in tokens if t != "dp_replicate") == "tp-cp-ep-dp-pp"
     assert tokens.index("dp_replicate") == tokens.index("dp") + 1
 
 
