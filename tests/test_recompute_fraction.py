@@ -3,6 +3,7 @@ checkpointing wraps, held to its own rule run here as written, and what a plan d
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +99,23 @@ def test_the_command_line_refuses_it_where_it_means_nothing(
     assert rule in result.output
     assert "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_traces_carry_it_and_the_text_formats_refuse_it(run_cli: Any, tmp_path: Path) -> None:
+    """A Chakra set reruns the chosen blocks alone and its metadata says the fraction; an
+    ASTRA-sim 1.0 or SimAI file, whose FWD_IN_BCKWD recomputes every layer alike, is refused (D310)."""
+    options = ["--npus", "8", "--recompute", "full", "--recompute-fraction", "0.5", "--seq-len", "128"]
+    prefix = tmp_path / "f"
+    made: Result = run_cli("translate", "llama-3-8b", *options, "--format", "chakra-et", "-o", prefix)
+    assert made.exit_code == 0, made.output
+    checked: Result = run_cli("validate", prefix)
+    assert checked.exit_code == 0, checked.output
+    meta = json.loads(prefix.with_name("f.et-meta.json").read_text(encoding="utf-8"))
+    assert meta["parallel"]["llm"]["recompute_fraction"] == 0.5
+    for dialect in ("astra-sim", "simai"):
+        refused: Result = run_cli(
+            "translate", "llama-3-8b", *options, "--dialect", dialect, "-o", tmp_path / "w.txt"
+        )
+        assert refused.exit_code == 1
+        assert "D310" in refused.output
+        assert "--recompute-fraction" in refused.output

@@ -106,6 +106,7 @@ def plan(
         schedule=layout.schedule,
         virtual_stages=layout.vpp,
         recompute=layout.recompute,
+        recompute_fraction=layout.recompute_fraction,
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
         memory=memory.per_stage(
