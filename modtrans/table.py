@@ -208,7 +208,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("recompute_fraction", float,
        "--recompute full of this fraction of the blocks, spread as fms-fsdp's selective activation "
        "checkpointing spreads them (0.5: every second block from the first; default 1, all).", SCHEDULE,
-       layout=True, **_SIDE),
+       low=0.001, layout=True, **_SIDE),
     _o("seq_len", int,
        "Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; Megatron's "
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),
