@@ -91,6 +91,7 @@ class Request:
     ep: int | None = None
     etp: int | None = None  # experts split over 1 or T tensor ranks (default T)
     cp: int | None = None  # context-parallel ranks (strategy/llm/context.py)
+    dp_replicate: int | None = None  # HSDP's replicas R (strategy/llm/hsdp.py)
     sp: bool | None = None  # None: not given (--like may fill it); --no-sp says False
     zero: int | None = None
     micro_batch: int | None = None
@@ -98,6 +99,7 @@ class Request:
     schedule: str | None = None  # gpipe, 1f1b, interleaved, ...
     vpp: int | None = None
     recompute: str | None = None  # none, selective, full
+    recompute_fraction: float | None = None  # full recomputation of a fraction of the blocks
     seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
     framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp, torchtitan ...
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
@@ -350,6 +352,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             schedule=Schedule(r.schedule) if r.schedule is not None else default,
             vpp=r.vpp or 1,
             recompute=Recompute(r.recompute or Recompute.NONE),
+            recompute_fraction=1.0 if r.recompute_fraction is None else r.recompute_fraction,
             stages=_tuple(r.stages),
             capacity_factor=r.moe_expert_capacity_factor,
             pad_to_capacity=r.moe_pad_expert_input_to_capacity,

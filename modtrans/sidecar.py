@@ -117,6 +117,8 @@ def layout(mesh: Mesh, facts: LayoutFacts) -> dict[str, Any]:
         "schedule": facts.schedule.value,
         "vpp": facts.virtual_stages,
         "recompute": facts.recompute.value,
+        # only where given: the metadata of every other layout as before the option
+        **({"recompute_fraction": facts.recompute_fraction} if facts.recompute_fraction < 1 else {}),
         "pp_comm_bytes": facts.boundary_bytes,
         "chunks": [
             {"chunk": v, "stage": v % stages, "first": c.first, "last": c.last, "blocks": c.blocks}

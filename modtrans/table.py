@@ -140,8 +140,9 @@ OPTIONS: tuple[Option, ...] = (
        **_SIDE),
     _o("attention", ("flash", "flash2", "cudnn", "flash1", "triton", "eager"),
        "gpu: flash (the device's newest fused kernel, the default; --framework torchtitan: flash2, "
-       "llm-foundry: triton, flash-attn: flash1), flash2 (FlashAttention-2: PyTorch SDPA's, flash-attn "
-       "2.x), cudnn (cuDNN's: Transformer Engine's on Hopper), flash1 (flash-attn 1.x), triton "
+       "llm-foundry: triton, flash-attn: flash1, fms-fsdp: flash2), flash2 (FlashAttention-2: PyTorch "
+       "SDPA's, flash-attn 2.x), cudnn (cuDNN's: Transformer Engine's on Hopper), flash1 (flash-attn "
+       "1.x), triton "
        "(FlashAttention in Triton: llm-foundry's 2023 benchmarks) or eager (its GEMMs and a "
        "materialised softmax).", COST,
        flags=("--attention",), **_SIDE),
@@ -191,6 +192,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("cp", int,
        "Context-parallel ranks C: the sequence split over them (Megatron's --context-parallel-size; "
        "N = T C P D).", LAYOUT, layout=True, **N1, **_SIDE),
+    _o("dp_replicate", int,
+       "HSDP: the D data ranks as R replicas, each a shard group of D / R ranks (torchtitan's "
+       "data_parallel_replicate_degree, FSDP's HYBRID_SHARD; --framework fsdp, torchtitan or llm-foundry, "
+       "--zero 2 or 3).", LAYOUT, layout=True, **N1, **_SIDE),
     _o("sp", bool, "Sequence parallelism over the T ranks (default: none, or --like's reference's).", LAYOUT,
        flags=("--sp/--no-sp",), layout=True, like=True, **_SIDE),
     _o("zero", int, "ZeRO stage 0-3.", LAYOUT, low=0, high=3, layout=True, like=True, **_SIDE),
@@ -200,12 +205,16 @@ OPTIONS: tuple[Option, ...] = (
     _o("schedule", Schedule, "Pipeline schedule.", SCHEDULE, layout=True, **_SIDE),
     _o("vpp", int, "Interleaved: model chunks per pipeline rank V.", SCHEDULE, layout=True, **N1, **_SIDE),
     _o("recompute", Recompute, "Activation recomputation.", SCHEDULE, layout=True, **_SIDE),
+    _o("recompute_fraction", float,
+       "--recompute full of this fraction of the blocks, spread as fms-fsdp's selective activation "
+       "checkpointing spreads them (0.5: every second block from the first; default 1, all).", SCHEDULE,
+       low=0.001, layout=True, **_SIDE),
     _o("seq_len", int,
        "Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; Megatron's "
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),
     _o("framework", Framework,
        "Whose data parallelism and ZeRO, and which version: megatron (default), megatron-2022, deepspeed, "
-       "fsdp, torchtitan, llm-foundry or flash-attn (strategy/frameworks.py).", LAYOUT, **_SIDE),
+       "fsdp, torchtitan, llm-foundry, flash-attn or fms-fsdp (strategy/frameworks.py).", LAYOUT, **_SIDE),
     _o("overlap_grad_reduce", bool,
        "Megatron: reduce gradients in buckets during the backward (default: once, after it).", LAYOUT,
        default=False, flags=("--overlap-grad-reduce",), layout=True, **_SIDE),
@@ -220,7 +229,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("compile", bool,
        "torch.compile of each transformer block, as torchtitan's compile = true applies it: RMSNorm "
        "and SwiGLU as Inductor's fused kernels (a complex rotary stays op by op), and what its "
-       "partitioner saves for the backward (--framework torchtitan or fsdp).", LAYOUT, default=False,
+       "partitioner saves for the backward (--framework torchtitan, fsdp or fms-fsdp).", LAYOUT,
+       default=False,
        flags=("--compile",), layout=True, **_SIDE),
     _o("make_vocab_size_divisible_by", int,
        "Megatron: pad the vocabulary to a multiple of this x T (default 128; 1: unpadded).", LAYOUT,
@@ -252,6 +262,7 @@ SWEEP_OWN: tuple[Option, ...] = (
     _o("pp", tuple, "Pipeline stages P.", SPACE, **_SPACE),
     _o("cp", tuple, "Context-parallel ranks C.", SPACE, **_SPACE),
     _o("ep", tuple, "Expert-parallel ranks E (default: 1, or a MoE's experts' divisors).", SPACE, **_SPACE),
+    _o("dp_replicate", tuple, "HSDP replicas R (default: 1, no hybrid sharding).", SPACE, **_SPACE),
     _o("vpp", tuple, "Model chunks per pipeline rank V (1: 1F1B; 2 or more: interleaved).", SPACE, **_SPACE),
     _o("micro_batch", tuple, "Sequences per micro-batch M.", SPACE, **_SPACE),
     _o("recompute", tuple, "Activation recomputation: none, selective, full.", SPACE,

@@ -52,10 +52,11 @@ def _purposes(plan: Plan) -> set[Purpose]:
 @pytest.fixture(scope="module")
 def used() -> set[Purpose]:
     """The axes of plans that exercise every degree: tensor, context, pipeline and data on
-    Llama-3-8B, experts on Mixtral-8x7B, and the keyword presets."""
+    Llama-3-8B, experts on Mixtral-8x7B, HSDP's replicas on Llama-3-8B, and the keyword presets."""
     plans = [
         _llm("llama-3-8b", Layout(npus=16, tp=2, cp=2, pp=2, zero=1)),
         _llm("mixtral-8x7b", Layout(npus=8, tp=2, pp=2, ep=2, sp=True)),
+        _llm("llama-3-8b", Layout(npus=8, dp_replicate=2, zero=3, framework=Framework.FSDP)),
         *(_preset(p) for p in PRESETS),
     ]
     return set().union(*(_purposes(plan) for plan in plans))
@@ -97,8 +98,9 @@ def test_the_rank_order_names_only_registered_degrees() -> None:
 def test_the_dense_gradients_span_megatrons_data_parallel_group_with_context() -> None:
     """Megatron-Core reduces dense gradients over get_data_parallel_group(with_context_parallel=
     True): its RankGenerator's "cp-ep-dp" (ep folded into dp for dense weights), the replica
-    degrees the registry holds."""
-    assert dense_data() == span("cp-ep-dp")
+    degrees the registry holds; HSDP's replicas (hsdp.py) are data ranks too: a plan without them
+    has no such axis, so the group is Megatron's."""
+    assert dense_data() == span("cp-ep-dp-dp_replicate")
     layout = Layout(npus=32, tp=2, cp=2, pp=2, dp=4)
     assert layout.gradient_ranks == layout.mesh().span(dense_data()) == 8  # D x C
     experts = Layout(npus=16, tp=2, pp=2, dp=4, ep=2)

@@ -20,6 +20,7 @@ from modtrans.api import run
 from modtrans.comm import CommType
 from modtrans.estimate.collectives import Fabric
 from modtrans.estimate.walk import COLLECTIVE, COMPUTE, RECV, SEND, EstimateError, Node, walk
+from modtrans.plan.model import Recompute
 from modtrans.request import prepare, request_of
 from modtrans.simulate import Network, astra2
 from tests.test_memory_fsdp_pool import BLOCK, ROOT
@@ -216,6 +217,8 @@ LAYOUTS = [
     ),
     ("llama-3-8b", {"framework": "fsdp", "zero": 3, "dp": 8, "global_batch": 16}),
     ("llama-3-8b", {"framework": "torchtitan", "zero": 3, "dp": 8, "global_batch": 16}),  # fp32 scatters
+    # HSDP: the stand-in keeps a whole shard group, whose size the all-reduce's shard reads
+    ("llama-3-8b", {"framework": "fms-fsdp", "zero": 3, "dp": 16, "dp_replicate": 4, "global_batch": 16}),
     # Megatron-LM 2022's blocking sends and scattered boundaries, which the fast tier's pipeline
     # does not model (0.1-0.2 % short of the exact tier)
     ("llama-3-8b", {"tp": 2, "pp": 4, "global_batch": 16, "framework": "megatron-2022"}),
@@ -310,3 +313,6 @@ def test_the_fast_tier_refuses_what_it_does_not_model_in_one_line() -> None:
         estimate.layout("gpt2", layout, network="dgx-a100")
     with pytest.raises(EstimateError, match="--network"):
         estimate.layout("gpt2", estimate.Layout(npus=12, tp=2, pp=2, global_batch=12), network="hgx-h100")
+    fraction = estimate.Layout(npus=2, tp=2, recompute=Recompute.FULL, recompute_fraction=0.5)
+    with pytest.raises(EstimateError, match="recompute-fraction"):
+        estimate.layout("gpt2", fraction, network="dgx-a100")

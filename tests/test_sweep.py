@@ -327,6 +327,7 @@ def test_the_agreement_is_kendalls_tau_and_the_largest_error() -> None:
 
     def row(estimate: float, simulated: float | None) -> Row:
         fields = {"model": "m", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "vpp": 1}
+        fields |= {"dp_replicate": 1}
         fields |= {"schedule": "1f1b", "micro_batch": 1, "micro_batches": 1, "recompute": "none"}
         fields |= {
             "distributed_optimizer": True,

@@ -90,12 +90,16 @@ def stand_in(layout: Layout) -> Layout:
     bucketed = layout.framework.family is Framework.MEGATRON and layout.zero != 3
     experts = layout.ep
     dp = experts if bucketed else experts * min(layout.data_ranks // experts, 2)
+    replicas = min(layout.dp_replicate, 2)  # HSDP: a whole shard group (its all-reduce's shard) twice
+    if replicas > 1:
+        dp = layout.data_ranks // layout.dp_replicate * replicas
     return replace(
         layout,
         npus=layout.beside_data // layout.pp * dp,
         pp=1,
         vpp=1,
         dp=dp,
+        dp_replicate=replicas,
         global_batch=layout.micro_batch * dp,
         schedule=Schedule.ONE_F_ONE_B,
         stages=None,

@@ -383,6 +383,7 @@ class LayoutFacts:
     boundary_bytes: int  # one stage-boundary activation transfer (0 without a pipeline)
     chunks: tuple[Chunk, ...]  # the stage cut, P x V chunks in pipeline order
     memory: tuple[StageMemory, ...] = ()  # per pipeline stage, one rank's (empty: not estimated)
+    recompute_fraction: float = 1.0  # --recompute-fraction: full recomputation of these blocks alone
 
 
 @dataclass(frozen=True)

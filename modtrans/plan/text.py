@@ -95,6 +95,11 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             f"the plan runs {plan.micro_batches} micro-batches per iteration; an ASTRA-sim 1.0 workload file "
             "runs one: write --dialect simai (its ga: header) or Chakra traces (--format chakra-et)"
         )
+    if plan.layout is not None and plan.layout.recompute_fraction < 1:
+        raise ProjectionError(
+            "--recompute-fraction: an ASTRA-sim 1.0 workload file's FWD_IN_BCKWD recomputes every layer "
+            "alike: write Chakra traces (--format chakra-et)"
+        )
     head = header(plan)
     # a transformer keyword's plan as a layout's: the loss's all-reduces after the LM head's own
     # on lines of their own (lines.py places them by each collective's place; a plan made by hand

@@ -79,6 +79,26 @@ Named versions and configurations, each a member below whose `family` runs the d
                    inplace_backward True: fused_loss, logit_bytes); its attention FlashAttention-1
                    (flash-attn 0.2 at that commit: attention)
 
+    fms-fsdp       foundation-model-stack/fms-fsdp (ed74fd5, 2024-05-09, its README's throughput
+                   table) training fms's Llama: PyTorch FSDP1 (main_training_llama.py: FSDP(model,
+                   auto_wrap_policy= one unit per LLaMABlock (fms_fsdp/policies/wrapping.py),
+                   sharding_strategy FULL_SHARD for "fsdp", HYBRID_SHARD for "hsdp"
+                   (fms_fsdp/utils/train_utils.py, get_policies: --zero 3, --dp-replicate for the
+                   nodes), limit_all_gathers=True) under its bfSixteen policy
+                   (fms_fsdp/policies/mixed_precision.py: param_dtype, reduce_dtype and
+                   buffer_dtype all bfloat16): gradients reduce-scattered in bf16, the fsdp
+                   family's default; AdamW (main_training_llama.py: optim.AdamW over the fp32
+                   sharded parameters). Its attention PyTorch's SDPA (foundation-model-stack
+                   fms/modules/attention.py: F.scaled_dot_product_attention), FlashAttention-2 on
+                   A100 and H100 (attention); its RMSNorm op by op (fms/modules/layernorm.py,
+                   LayerNormParameterized.forward: `xf * torch.rsqrt(xf.pow(2).mean(-1,
+                   keepdim=True) + self.eps)` in fp32, cast back, scaled: eager_norms); with
+                   use_torch_compile, torch.compile(model) after FSDP wrapping, which Dynamo
+                   breaks at each FSDP unit: --compile (compiles). Its selective activation
+                   checkpointing (fms_fsdp/policies/ac_handler.py: a fraction of the blocks fully
+                   checkpointed) is --recompute full --recompute-fraction p
+                   (strategy/llm/checkpoints.py)
+
 Each framework's attention kernel is its default where --attention does not say (attention).
 """
 
@@ -95,6 +115,7 @@ class Framework(enum.StrEnum):
     TORCHTITAN = "torchtitan"
     LLM_FOUNDRY = "llm-foundry"
     FLASH_ATTN = "flash-attn"
+    FMS_FSDP = "fms-fsdp"
 
     @property
     def family(self) -> Framework:
@@ -166,17 +187,20 @@ class Framework(enum.StrEnum):
         FlashAttention in Triton, attn_impl 'triton', the default its benchmarking table's runs took
         (scripts/train/benchmarking/submit_benchmarks.py at b2a43a1: `--attn_impl` default 'triton';
         sweep.sh gives none). flash-attn: FlashAttention-1, its own kernel when the training
-        scripts' speed table was measured (flash-attn 0.2 at 4a6eaa9f)."""
+        scripts' speed table was measured (flash-attn 0.2 at 4a6eaa9f). fms-fsdp: PyTorch's SDPA
+        (fms/modules/attention.py), FlashAttention-2."""
         return {
-            Framework.TORCHTITAN: "flash2", Framework.LLM_FOUNDRY: "triton", Framework.FLASH_ATTN: "flash1"
+            Framework.TORCHTITAN: "flash2", Framework.LLM_FOUNDRY: "triton", Framework.FLASH_ATTN: "flash1",
+            Framework.FMS_FSDP: "flash2",
         }.get(self)  # fmt: skip
 
     @property
     def eager_norms(self) -> bool:
         """RMSNorm runs as PyTorch's ops, not one fused kernel: torchtitan's defaults (its
         train_configs at 9dec370: compile = false, norm_type = "rmsnorm", the eager module of
-        torchtitan/models/norms.py; cost/norms.py), and llm-foundry's RMSNorms (above)."""
-        return self in (Framework.TORCHTITAN, Framework.LLM_FOUNDRY)
+        torchtitan/models/norms.py; cost/norms.py), llm-foundry's RMSNorms and fms's
+        LayerNormParameterized (above)."""
+        return self in (Framework.TORCHTITAN, Framework.LLM_FOUNDRY, Framework.FMS_FSDP)
 
     @property
     def fused_loss(self) -> bool:
@@ -204,9 +228,10 @@ class Framework(enum.StrEnum):
         applies it (torchtitan/models/llama3/infra/parallelize.py at 9dec370, apply_compile:
         `torch.compile(transformer_block, fullgraph=True)` for each of model.layers, after
         activation checkpointing; its train configs' `compile = true`), so torchtitan and PyTorch
-        FSDP. Megatron-LM runs its own fused kernels (Transformer Engine, Apex) and DeepSpeed and
-        llm-foundry's benchmark runs none of this: refused there."""
-        return self in (Framework.TORCHTITAN, Framework.FSDP)
+        FSDP, and fms-fsdp's torch.compile(model) of the FSDP-wrapped model (above). Megatron-LM
+        runs its own fused kernels (Transformer Engine, Apex) and DeepSpeed and llm-foundry's
+        benchmark runs none of this: refused there."""
+        return self in (Framework.TORCHTITAN, Framework.FSDP, Framework.FMS_FSDP)
 
 
 _FAMILY = {
@@ -214,6 +239,7 @@ _FAMILY = {
     Framework.TORCHTITAN: Framework.FSDP,
     Framework.LLM_FOUNDRY: Framework.FSDP,
     Framework.FLASH_ATTN: Framework.MEGATRON,
+    Framework.FMS_FSDP: Framework.FSDP,
 }
 REDUCED_IN_FP32 = frozenset({"bfloat16"})
 

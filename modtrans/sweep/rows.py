@@ -29,6 +29,7 @@ class Row:
     dp: int
     cp: int
     ep: int
+    dp_replicate: int  # HSDP's replicas R (1: none)
     vpp: int
     schedule: str
     micro_batch: int

@@ -12,6 +12,7 @@ data.py         data parallelism and ZeRO 1/2/3 as Megatron-LM runs them
 buckets.py      Megatron-LM's gradient buffers and buckets: the reduction per model chunk
 deepspeed.py    data parallelism and ZeRO as DeepSpeed runs them (--framework deepspeed)
 fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp)
+hsdp.py         its hybrid sharding (--dp-replicate R): R replicas of a D / R shard group
 zero_redundancy.py  PyTorch's ZeroRedundancyOptimizer's partition of the parameters (flash-attn --zero 1)
 stages.py       the cut into pipeline chunks at block boundaries
 activations.py  what a block stores for its backward, by attention kernel, MLP and dropout
@@ -19,6 +20,7 @@ mixers.py       what a state-space block's Mamba mixer stores: mamba_ssm's fused
 mlps.py         what a block's MLP stores a token (its modules' up outputs and down input, a MoE's
                 routed experts'), and a looped block's passes
 selective.py    what selective recomputation reruns and keeps: Megatron's core, torchtitan's ops
+checkpoints.py  which blocks full recomputation checkpoints (--recompute-fraction: fms-fsdp's spread)
 memory.py       memory per rank of each stage: weights, gradients, optimizer state, activations
 footprint.py    that memory for many layouts of one model without their plans (a sweep's filter)
 build.py        plan(): all of the above composed into a Plan, each stage's program built by
@@ -26,7 +28,7 @@ build.py        plan(): all of the above composed into a Plan, each stage's prog
 
 A degree is its module: it registers its axis, its rules and its collectives (degrees.py), which
 options.py and build.py read from the registry; tensor.py, context.py, expert.py, data.py and
-stages.py register T, C, E, D and P.
+stages.py register T, C, E, D and P; hsdp.py HSDP's replicas R.
 The mesh is Layout.mesh(), in Megatron-Core's order "tp-cp-ep-dp-pp", tensor fastest; its dp axis
 holds the D / E expert-data ranks: the dense gradients' group spans cp x ep x dp (D x C ranks),
 an expert's the dp axis (D / E).

@@ -75,7 +75,7 @@ def plan(
     boundary = [boundary_bytes(units[chunk[-1].index], ways) for chunk in chunks]
     boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
     pipeline = _pipeline(layout)
-    rerun = _rerun(units, chunks, layout.recompute)
+    rerun = _rerun(units, chunks, layout)
     mesh = layout.mesh()
 
     def program(stage: int, outline: bool) -> tuple[Op, ...]:  # ending with the optimizer step
@@ -107,6 +107,7 @@ def plan(
         schedule=layout.schedule,
         virtual_stages=layout.vpp,
         recompute=layout.recompute,
+        recompute_fraction=layout.recompute_fraction,
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
         memory=memory.per_stage(
@@ -163,7 +164,14 @@ def rank_units(
             d.attach(units, layout)
     units = expert.apply(units, ir, layout)
     if layout.framework.family is Framework.FSDP:
-        fsdp.apply(units, layout.zero, layout.gradient_ranks, layout.expert_gradient_ranks, layout.framework)
+        fsdp.apply(
+            units,
+            layout.zero,
+            layout.gradient_ranks,
+            layout.expert_gradient_ranks,
+            layout.framework,
+            layout.dp_replicate,
+        )
     else:
         apply_data = deepspeed.apply if layout.framework is Framework.DEEPSPEED else data.apply
         apply_data(units, layout.zero, layout.gradient_ranks, layout.expert_gradient_ranks)
@@ -277,7 +285,7 @@ def update_shards(u: Unit, layout: Layout) -> int:
     """The ranks a unit's optimizer state is split over, each updating its share (memory.
     optimizer_shards: D with ZeRO, FSDP or the distributed optimizer, the expert-data ranks for an
     expert's), as the memory counts that state."""
-    ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.gradient_ranks
+    ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.shard_ranks
     return memory.optimizer_shards(layout, ranks)
 
 
@@ -306,15 +314,17 @@ def _shape(u: Unit, inputs: frozenset[str], reruns: frozenset[str] | None = None
     )
 
 
-def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], mode: Recompute) -> Rerun:
+def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], layout: Layout) -> Rerun:
     """Full recomputation: a block's forwards again when the backward reaches its last unit
-    (layers outside the blocks, the embedding and the head, are not recomputed)."""
+    (layers outside the blocks, the embedding and the head, are not recomputed); under
+    --recompute-fraction the blocks it checkpoints alone (Layout.recompute_of)."""
+    mode = layout.recompute
     if mode is not Recompute.FULL:
         return Rerun(selective=mode is Recompute.SELECTIVE)
     forwards: dict[int, tuple[int, ...]] = {}
     for chunk in chunks:
         for block, run in itertools.groupby(chunk, key=lambda c: units[c.index].block):
-            if block is not None:
+            if block is not None and layout.recompute_of(block) is Recompute.FULL:
                 indices = tuple(c.index for c in run)
                 forwards[indices[-1]] = indices
     return Rerun(forwards)

@@ -23,10 +23,16 @@ from modtrans.strategy.llm.degrees import Degree, register
 from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.roles import LayerRole
 
-# the data-parallel degree D; its mesh axis holds the D / E expert-data ranks (options.py)
+# the data-parallel degree D; its mesh axis holds the D / E expert-data ranks (options.py), under
+# HSDP a shard group's D / R (hsdp.py: the replicas on an axis of their own)
 register(
     Degree(
-        "dp", Purpose.DATA, listed=2, replica=True, data=True, size=lambda layout: layout.expert_data_ranks
+        "dp",
+        Purpose.DATA,
+        listed=2,
+        replica=True,
+        data=True,
+        size=lambda layout: layout.expert_data_ranks // layout.dp_replicate,
     )
 )
 

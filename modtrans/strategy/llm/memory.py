@@ -18,9 +18,10 @@ it applies and says where it differs.
                  greedy rule (zero_redundancy.py: more than 1/D where the word embedding lands)
     FSDP         in mixed precision (a 16-bit model: torchtitan, llm-foundry, fsdp) the fp32
                  parameter is the optimizer's own: 4 B of it, 4 of fp32 gradient and Adam's 8, each
-                 / D sharded (_fsdp_mixed); the 16-bit copies computed with are held beside them:
-                 every parameter's from the forward to the backward under SHARD_GRAD_OP and
-                 NO_SHARD, the root's and one block's under FULL_SHARD (gathered)
+                 / D sharded (_fsdp_mixed), / (D / R) under HSDP (a shard group's: hsdp.py); the
+                 16-bit copies computed with are held beside them: every parameter's from the
+                 forward to the backward under SHARD_GRAD_OP and NO_SHARD, the root's and one
+                 block's under FULL_SHARD (gathered)
     activations  per transformer block and micro-batch, what it stores by the attention kernel
                  that runs (--attention: flash keeps no s x s tensor, eager Korthikanti et al.
                  2022's 5 a s^2 b), the model's MLP (GeLU, gated, experts) and dropout
@@ -126,7 +127,7 @@ def per_stage(
     out = []
     for p in range(stages):
         mine = [units[tied.get(i, i)] for v, chunk in enumerate(chunks) if p in held_by[v] for i in chunk]
-        ranks = [expert_data if u.expert else layout.gradient_ranks for u in mine]
+        ranks = [expert_data if u.expert else layout.shard_ranks for u in mine]
         parts = [unit_state(u, layout, r, first) for u, r in zip(mine, ranks, strict=True)]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         weights += gathered(mine, layout)
@@ -275,14 +276,15 @@ def activation_bytes(
     them (first, last); the module's docstring gives the formulas. The fast tier calls it too."""
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
-    terms = (t, sp, layout.recompute, layout.attention, layout.expert_tp, layout.framework.op_recompute)
     megatron = layout.framework.family is Framework.MEGATRON  # its Mamba mixer's norm, out_proj (mixers.py)
-    alike: dict[object, list[int]] = {}  # blocks of one kind store alike: one layer() each
-    for block in blocks:
-        alike.setdefault(d.kind(block), []).append(block)
+    alike: dict[tuple[object, Recompute], list[int]] = {}  # blocks of one kind store alike: one layer() each
+    for block in blocks:  # under --recompute-fraction, each block's own recomputation
+        alike.setdefault((d.kind(block), layout.recompute_of(block)), []).append(block)
+    ops, etp = layout.framework.op_recompute, layout.expert_tp
     stored = sum(
-        len(same) * activations.layer(d, same[0], *terms, megatron, compiled=layout.compiled)
-        for same in alike.values()
+        len(same)
+        * activations.layer(d, same[0], t, sp, mode, layout.attention, etp, ops, megatron, layout.compiled)
+        for (_, mode), same in alike.items()
     )
     total = stored * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP

@@ -13,7 +13,9 @@ numbers them (megatron/core/parallel_state.py: initialize_model_parallel's order
 RankGenerator). The "dp" axis of the mesh holds D / E ranks, the expert-data ranks: experts are
 carved from the data ranks, so one dense data-parallel group spans ep x dp (D ranks) and one
 expert's data-parallel group the dp axis alone (Megatron-Core's expert RankGenerator, order
-"tp-ep-dp-pp" with dp = D / E).
+"tp-ep-dp-pp" with dp = D / E). HSDP's R replicas (dp_replicate, hsdp.py) are carved from D too,
+on an axis of their own just slower than dp, which then holds a shard group's D / R ranks
+(torchtitan's mesh: dp_replicate slower than dp_shard).
 
 Rules (each broken one is a one-line usage error naming it):
     T·C·P·D = N;  E divides D;  M·D divides B;  interleaved needs V >= 2 and GA a multiple of P
@@ -35,13 +37,15 @@ from dataclasses import dataclass
 from modtrans import limits
 from modtrans.plan.model import Axis, Mesh, Purpose, Recompute, Schedule  # the plan's own: it reports them
 from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.checkpoints import recomputes
 from modtrans.strategy.llm.degrees import Degree, degrees, product
 from modtrans.strategy.schedule import virtual_stages
 
 __all__ = ["ORDER", "Layout", "LayoutError", "Recompute", "Schedule", "ordered", "span"]
 
-ORDER = "tp-cp-ep-dp-pp"
-"""The rank order, fastest first (Megatron-Core's default: parallel_state.py); each token a degree
+ORDER = "tp-cp-ep-dp-dp_replicate-pp"
+"""The rank order, fastest first (Megatron-Core's default: parallel_state.py, with HSDP's replicas
+after dp); each token a degree
 that its module registers (degrees.py: its axis, and how the rules below count it)."""
 
 _BIDIRECTIONAL = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage, 2P micro-batches at least
@@ -98,6 +102,8 @@ class Layout:
     capacity_factor: float | None = None  # Megatron's --moe-expert-capacity-factor (expert.py)
     pad_to_capacity: bool = False  # Megatron's --moe-pad-expert-input-to-capacity
     attention: str = "flash"  # the kernel: flash, flash2, cudnn, flash1, triton (no s x s tensor) or eager
+    dp_replicate: int = 1  # HSDP: the D data ranks as R replicas of D / R sharded ranks (hsdp.py)
+    recompute_fraction: float = 1.0  # full recomputation of this fraction of the blocks (checkpoints.py)
 
     @property
     def vocabulary_multiple(self) -> int:
@@ -107,6 +113,14 @@ class Layout:
         build_tokenizer.py, vocab_size_with_padding; arguments.py: default=128). DeepSpeed and FSDP
         train the vocabulary as the model has it."""
         return self.vocab_divisor * self.tp if self.framework.family is Framework.MEGATRON else 1
+
+    def recompute_of(self, block: int | None) -> Recompute:
+        """One block's recomputation (its index from 0; None: a layer outside the blocks):
+        --recompute's, where --recompute-fraction p < 1 full for the blocks fms-fsdp's ac_handler
+        picks (checkpoints.py) and none for the others."""
+        if self.recompute_fraction == 1 or block is None:
+            return self.recompute
+        return Recompute.FULL if recomputes(self.recompute_fraction, block) else Recompute.NONE
 
     @property
     def expert_tp(self) -> int:
@@ -144,6 +158,12 @@ class Layout:
         (degrees.dense_data; with context parallelism each context rank's gradients cover its
         own part of the sequence)."""
         return product(self, ordered("replica"))
+
+    @functools.cached_property
+    def shard_ranks(self) -> int:
+        """The ranks a dense unit's sharded state (ZeRO's, FSDP's) is split over: its gradients'
+        D x C, or under HSDP a shard group's D / R (hsdp.py: each of the R replicas holds it whole)."""
+        return self.gradient_ranks // self.dp_replicate
 
     @functools.cached_property
     def expert_gradient_ranks(self) -> int:
@@ -232,6 +252,7 @@ class Layout:
         if self.zero not in (0, 1, 2, 3):
             raise LayoutError("--zero is 0, 1, 2 or 3")
         self._check_framework()
+        self._check_recompute()
         self._check_pipeline()
         for d in ordered():
             if d.rules is not None:
@@ -281,7 +302,7 @@ class Layout:
         if self.compiled and not self.framework.compiles:
             raise LayoutError(
                 "--compile is torch.compile of each transformer block as torchtitan applies it: "
-                f"--framework torchtitan or fsdp, not {self.framework}"
+                f"--framework torchtitan, fsdp or fms-fsdp, not {self.framework}"
             )
         if self.framework.family is Framework.FSDP and self.zero == 1:
             raise LayoutError(
@@ -319,6 +340,19 @@ class Layout:
             raise LayoutError(
                 f"--schedule {name} runs {ga} micro-batches per replica; it needs {even}at least "
                 f"2 x --pp = {2 * self.pp} (--global-batch)"
+            )
+
+    def _check_recompute(self) -> None:
+        """--recompute-fraction's range, and the mode it divides."""
+        fraction = self.recompute_fraction
+        if not 0 < fraction <= 1:
+            raise LayoutError(
+                f"--recompute-fraction {fraction:g}: a fraction of the blocks, above 0 and at most 1"
+            )
+        if fraction < 1 and self.recompute is not Recompute.FULL:
+            raise LayoutError(
+                f"--recompute-fraction {fraction:g} checkpoints that fraction of the blocks whole: it needs "
+                f"--recompute full, not {self.recompute.value}"
             )
 
     def _check_pipeline(self) -> None:
