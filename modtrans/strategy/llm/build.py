@@ -51,6 +51,19 @@ from modtrans.strategy.share import Folded, rank_share, shape
 from modtrans.strategy.tensors import Ios
 
 
+def _boundaries(
+    units: Sequence[Unit],
+    chunks: Sequence[Sequence[Costed]],
+    unit_chunks: Sequence[Sequence[int]],
+    layout: Layout,
+    ir: ModelIR,
+) -> list[int]:
+    """The bytes each chunk hands the next: its last unit's output, and what skips past it."""
+    ways = boundary_ways(layout)
+    boundary = [boundary_bytes(units[chunk[-1].index], ways) for chunk in chunks]
+    return [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
+
+
 def plan(
     ir: ModelIR,
     cost: CostModel,
@@ -71,9 +84,7 @@ def plan(
     runs = _buckets(units, runs, unit_chunks, layout, tied)
     runs = _mirrored(units, runs, layout)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
-    ways = boundary_ways(layout)
-    boundary = [boundary_bytes(units[chunk[-1].index], ways) for chunk in chunks]
-    boundary = [b + s for b, s in zip(boundary, _skips(units, unit_chunks, ways, ir), strict=True)]
+    boundary = _boundaries(units, chunks, unit_chunks, layout, ir)
     pipeline = _pipeline(layout)
     rerun = _rerun(units, chunks, layout)
     mesh = layout.mesh()
