@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,8 @@ from modtrans.api import run
 from modtrans.comm import CommType
 from modtrans.plan.model import Collective, Compute, Plan, Step
 from modtrans.request import Request, prepare
+from tests.refusals import refused_in_one_line
+from tests.torchrun import LLAMA, run_script
 
 NPUS, PER_NODE = 16, 8
 
@@ -108,24 +107,7 @@ def test_the_command_line_refuses_it_where_it_means_nothing(
     run_cli: Any, tmp_path: Path, options: list[str], rule: str
 ) -> None:
     result: Result = run_cli("translate", "llama-3-8b", "--npus", "16", *options, "-o", tmp_path / "x")
-    assert result.exit_code == 2
-    assert rule in result.output
-    assert "Traceback" not in result.output
-    assert len(result.output.strip().splitlines()) == 1
-
-
-# a Llama small enough for CPU, its sizes even so that two ranks shard every tensor alike
-LLAMA = {
-    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "vocab_size": 256, "tie_word_embeddings": False,
-    "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
-}  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    refused_in_one_line(result, rule)
 
 
 @pytest.mark.hf
@@ -138,13 +120,7 @@ def test_the_collectives_and_state_are_what_fsdp2_runs(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     out = tmp_path / "calls.json"
-    script = Path(__file__).with_name("hsdp_collectives.py")
-    done = subprocess.run(
-        [sys.executable, str(script), json.dumps(LLAMA), str(_free_port()), str(out)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    measured = json.loads(out.read_text(encoding="utf-8"))
+    measured = run_script("hsdp_collectives.py", out)
     torch: Counter[tuple[str, str, tuple[int, ...]]] = Counter()
     for call in measured["calls"]:
         torch[call["op"], call["phase"], tuple(call["ranks"])] += call["bytes"]

@@ -8,30 +8,16 @@ Marker hf: needs torch and transformers (the extra `hf`)."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.torchrun import LLAMA, run_script
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.hf
-
-# a Llama small enough for CPU, its sizes even so that two ranks shard every tensor alike
-LLAMA = {
-    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "vocab_size": 256, "tie_word_embeddings": False,
-    "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
-}  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_fsdp_state_is_what_fsdp2_holds(tmp_path: Path) -> None:
@@ -43,13 +29,7 @@ def test_fsdp_state_is_what_fsdp2_holds(tmp_path: Path) -> None:
     from modtrans.request import Request, prepare
 
     out = tmp_path / "held.json"
-    script = Path(__file__).with_name("fsdp_state.py")
-    done = subprocess.run(
-        [sys.executable, str(script), json.dumps(LLAMA), str(_free_port()), str(out)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    held = json.loads(out.read_text(encoding="utf-8"))
+    held = run_script("fsdp_state.py", out)
     assert held["weights"] == held["gradients"] == 4 * held["elements"] // 2  # the fp32 shard
     assert held["optimizer"] == 8 * held["elements"] // 2
 

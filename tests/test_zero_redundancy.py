@@ -31,16 +31,14 @@ FP32 = 4  # the parameters under Lightning's bf16 autocast, so their gradients a
 DATA = frozenset({Purpose.DATA})
 
 
+def _layout(**options: Any) -> Layout:
+    """flash-attn's DDP over D ranks, one micro-batch each, with `options`."""
+    flash = Framework.FLASH_ATTN
+    return Layout(npus=D, dp=D, framework=flash, micro_batch=MICRO, global_batch=D * MICRO, **options)
+
+
 def _plan(tmp_path: Path, zero: int) -> Plan:
-    layout = Layout(
-        npus=D,
-        dp=D,
-        framework=Framework.FLASH_ATTN,
-        micro_batch=MICRO,
-        global_batch=D * MICRO,
-        vocab_divisor=1,
-        zero=zero,
-    )
+    layout = _layout(vocab_divisor=1, zero=zero)
     return plans.plan(plans.config(tmp_path, plans.TOY), layout, (MICRO, SEQ))
 
 
@@ -112,16 +110,7 @@ def test_its_broadcasts_are_not_megatrons_gathers_in_the_next_forward() -> None:
     from modtrans.strategy.llm.options import LayoutError
 
     with pytest.raises(LayoutError, match="ZeroRedundancyOptimizer broadcasts"):
-        Layout(
-            npus=D,
-            dp=D,
-            framework=Framework.FLASH_ATTN,
-            micro_batch=MICRO,
-            global_batch=D * MICRO,
-            zero=1,
-            overlap_grad_reduce=True,
-            overlap_param_gather=True,
-        )
+        _layout(zero=1, overlap_grad_reduce=True, overlap_param_gather=True)
 
 
 @pytest.mark.hf
