@@ -446,3 +446,13 @@ def test_a_sweeps_precision_is_the_file_stating_that_dtype(tmp_path: Path) -> No
     cast = table(source, precision="fp32")
     assert cast == table(stated)
     assert cast != table(source)  # its own float16: the H100's 16-bit GEMM rate, 2-byte weights
+
+
+def test_an_hsdp_rows_label_names_its_replicas() -> None:
+    """A sweep told --dp-replicate 2 labels its rows HSDP2 (hsdp.py's Degree.label), where the
+    degree's token in capitals read DP_REPLICATE2."""
+    rows = modtrans.sweep(
+        "llama-3-8b", gpus=16, global_batch=64, seq_len=2048, device="h100", framework="torchtitan", tp="1",
+        pp="1", cp="1", micro_batch="1", recompute="full", zero="3", dp_replicate="2", no_cache=True, jobs=1,
+    )  # fmt: skip
+    assert [r.label for r in rows] == ["TP1 PP1 DP16 HSDP2 M1 full Z3"]

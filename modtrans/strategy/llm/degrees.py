@@ -53,7 +53,8 @@ class Degree:
                D follows from N); `model` has the model's blocks and experts (sweep/space.Model)
     rules      its own layout rules, raising LayoutError (run last, after the shared ones)
     refuses    (ir, layout): raises LayoutError where the model cannot be split so
-    attach     (units, layout): its collectives, attached after tensor parallelism's"""
+    attach     (units, layout): its collectives, attached after tensor parallelism's
+    label      its name in a layout's label (TP8 PP4 ...; default: the token in capitals)"""
 
     token: str
     purpose: Purpose
@@ -69,6 +70,12 @@ class Degree:
     rules: Rule | None = None
     refuses: Callable[[Any, Layout], None] | None = None
     attach: Callable[[Any, Layout], None] | None = None
+    label: str | None = None
+
+    @property
+    def title(self) -> str:
+        """Its name in a layout's label: TP, PP, DP, CP, EP, HSDP."""
+        return self.label or self.token.upper()
 
     def ranks(self, layout: Layout) -> int:
         """Its axis's ranks in `layout`."""
@@ -125,9 +132,9 @@ def named(values: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """The degrees as titles and labels name them (TP2), in listed order: those every layout
     has (T, P, D: neither optional nor carved), and the others (E, C) where more than 1; a degree
     `values` (by token) leaves out is 1."""
-    always = [f"{d.token.upper()}{values.get(d.token, 1)}" for d in listed() if not (d.optional or d.carved)]
+    always = [f"{d.title}{values.get(d.token, 1)}" for d in listed() if not (d.optional or d.carved)]
     rest = [
-        f"{d.token.upper()}{values[d.token]}"
+        f"{d.title}{values[d.token]}"
         for d in listed()
         if (d.optional or d.carved) and values.get(d.token, 1) != 1
     ]

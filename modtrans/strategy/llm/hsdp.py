@@ -78,5 +78,6 @@ register(
         carved=True,
         tried=lambda left, model: (1,),
         rules=rules,
+        label="HSDP",  # HSDP2: two replicas (the token in capitals would read DP_REPLICATE2)
     )
 )
