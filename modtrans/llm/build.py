@@ -86,9 +86,8 @@ class _Builder:
     def _block(self, part: Part) -> Block:
         if part is Part.ATTENTION:
             causal = self.arch.family not in ENCODERS if self.causal is None else self.causal
-            arch = self.arch
-            within = self.index is not None and 0 <= self.index < len(arch.windows)
-            window = arch.windows[self.index] if within and self.index is not None else None
+            arch, index = self.arch, self.index
+            window = arch.windows[index] if index is not None and index < len(arch.windows) else None
             heads = self.heads.get((causal, window))  # every block's attention has the arch's heads
             if heads is None:
                 heads = Heads(

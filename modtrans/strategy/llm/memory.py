@@ -193,7 +193,7 @@ def unit_state(
         grads = weights  # its gradient partitions in the model's dtype, as it sends them
     master = float(elements * MASTER) if width < 4 else 0.0
     if layout.framework.zero_broadcast:  # ZeroRedundancyOptimizer: the fp32 parameters whole
-        share = first if first is not None and layout.zero == 1 else 1 / optimizer_shards(layout, ranks)
+        share = first if first is not None else 1 / optimizer_shards(layout, ranks)  # first: --zero 1's
         optimizer = master + float(elements * ADAM) * share
     else:
         optimizer = (master + elements * ADAM) / optimizer_shards(layout, ranks)
