@@ -194,7 +194,8 @@ OPTIONS: tuple[Option, ...] = (
        "N = T C P D).", LAYOUT, layout=True, **N1, **_SIDE),
     _o("dp_replicate", int,
        "HSDP: the D data ranks as R replicas, each a shard group of D / R ranks (torchtitan's "
-       "data_parallel_replicate_degree, FSDP's HYBRID_SHARD; --framework fsdp, torchtitan or llm-foundry, "
+       "data_parallel_replicate_degree, FSDP's HYBRID_SHARD; --framework fsdp, torchtitan, llm-foundry or "
+       "fms-fsdp, "
        "--zero 2 or 3).", LAYOUT, layout=True, **N1, **_SIDE),
     _o("sp", bool, "Sequence parallelism over the T ranks (default: none, or --like's reference's).", LAYOUT,
        flags=("--sp/--no-sp",), layout=True, like=True, **_SIDE),

@@ -105,6 +105,7 @@ Each framework's attention kernel is its default where --attention does not say 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 
 class Framework(enum.StrEnum):
@@ -242,6 +243,13 @@ _FAMILY = {
     Framework.FMS_FSDP: Framework.FSDP,
 }
 REDUCED_IN_FP32 = frozenset({"bfloat16"})
+
+
+def named(which: Callable[[Framework], bool]) -> str:
+    """The frameworks `which` holds for, as a refusal names them ("torchtitan, fsdp or fms-fsdp"),
+    read from the members so that a new one is named where it belongs."""
+    names = [f.value for f in Framework if which(f)]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def gradient_bytes(elements: int, dtype: str, size: int) -> int:

@@ -31,7 +31,7 @@ expert-data ranks are not split here) and context parallelism (Megatron-LM's alo
 from __future__ import annotations
 
 from modtrans.plan.model import Purpose
-from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.frameworks import Framework, named
 from modtrans.strategy.llm.degrees import Degree, register
 from modtrans.strategy.llm.options import Layout, LayoutError
 
@@ -46,8 +46,8 @@ def rules(layout: Layout) -> None:
         return
     if layout.framework.family is not Framework.FSDP:
         raise LayoutError(
-            f"--dp-replicate {r}: hybrid sharding is PyTorch FSDP's (--framework fsdp, torchtitan or "
-            f"llm-foundry), not {layout.framework}'s"
+            f"--dp-replicate {r}: hybrid sharding is PyTorch FSDP's "
+            f"(--framework {named(lambda f: f.family is Framework.FSDP)}), not {layout.framework}'s"
         )
     if d % r:
         raise LayoutError(
