@@ -100,6 +100,8 @@ class Request:
     vpp: int | None = None
     recompute: str | None = None  # none, selective, full
     recompute_fraction: float | None = None  # full recomputation of a fraction of the blocks
+    recompute_method: str | None = None  # Megatron's --recompute-method: uniform or block
+    recompute_num_layers: int | None = None  # Megatron's --recompute-num-layers
     seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
     framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp, torchtitan ...
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
@@ -353,6 +355,8 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             vpp=r.vpp or 1,
             recompute=Recompute(r.recompute or Recompute.NONE),
             recompute_fraction=1.0 if r.recompute_fraction is None else r.recompute_fraction,
+            recompute_method=r.recompute_method,
+            recompute_num_layers=r.recompute_num_layers,
             stages=_tuple(r.stages),
             capacity_factor=r.moe_expert_capacity_factor,
             pad_to_capacity=r.moe_pad_expert_input_to_capacity,

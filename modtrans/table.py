@@ -210,6 +210,13 @@ OPTIONS: tuple[Option, ...] = (
        "--recompute full of this fraction of the blocks, spread as fms-fsdp's selective activation "
        "checkpointing spreads them (0.5: every second block from the first; default 1, all).", SCHEDULE,
        low=0.001, layout=True, **_SIDE),
+    _o("recompute_method", ("uniform", "block"),
+       "Megatron's placement of --recompute full, with --recompute-num-layers N: uniform (segments of N "
+       "blocks, each keeping its input and rerun whole) or block (the first N blocks of each pipeline "
+       "chunk, the rest not recomputed); default: every block alone (uniform 1).", SCHEDULE, layout=True,
+       **_SIDE),
+    _o("recompute_num_layers", int, "Megatron's --recompute-num-layers N (with --recompute-method).",
+       SCHEDULE, layout=True, **N1, **_SIDE),
     _o("seq_len", int,
        "Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; Megatron's "
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 
 from modtrans.comm import CommType
@@ -119,6 +118,8 @@ def plan(
         virtual_stages=layout.vpp,
         recompute=layout.recompute,
         recompute_fraction=layout.recompute_fraction,
+        recompute_method=layout.recompute_method,
+        recompute_num_layers=layout.recompute_num_layers,
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
         memory=memory.per_stage(
@@ -326,18 +327,23 @@ def _shape(u: Unit, inputs: frozenset[str], reruns: frozenset[str] | None = None
 
 
 def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], layout: Layout) -> Rerun:
-    """Full recomputation: a block's forwards again when the backward reaches its last unit
-    (layers outside the blocks, the embedding and the head, are not recomputed); under
-    --recompute-fraction the blocks it checkpoints alone (Layout.recompute_of)."""
+    """Full recomputation: each checkpointed segment's forwards again when the backward reaches
+    its last unit (Layout.recompute_segments, per model chunk: every block alone, Megatron's
+    uniform or block placement, fms-fsdp's spread); layers outside the blocks, the embedding and
+    the head, are not recomputed."""
     mode = layout.recompute
     if mode is not Recompute.FULL:
         return Rerun(selective=mode is Recompute.SELECTIVE)
     forwards: dict[int, tuple[int, ...]] = {}
     for chunk in chunks:
-        for block, run in itertools.groupby(chunk, key=lambda c: units[c.index].block):
-            if block is not None and layout.recompute_of(block) is Recompute.FULL:
-                indices = tuple(c.index for c in run)
-                forwards[indices[-1]] = indices
+        members: dict[int, list[int]] = {}
+        for c in chunk:
+            block = units[c.index].block
+            if block is not None:
+                members.setdefault(block, []).append(c.index)
+        for segment in layout.recompute_segments(list(members)):
+            indices = tuple(i for b in segment for i in members[b])
+            forwards[indices[-1]] = indices
     return Rerun(forwards)
 
 
