@@ -124,6 +124,11 @@ def layout(mesh: Mesh, facts: LayoutFacts) -> dict[str, Any]:
             if facts.recompute_method is not None
             else {}
         ),
+        **(
+            {"recompute_modules": list(facts.recompute_modules)}
+            if facts.recompute_modules is not None
+            else {}
+        ),
         "pp_comm_bytes": facts.boundary_bytes,
         "chunks": [
             {"chunk": v, "stage": v % stages, "first": c.first, "last": c.last, "blocks": c.blocks}

@@ -386,6 +386,7 @@ class LayoutFacts:
     recompute_fraction: float = 1.0  # --recompute-fraction: full recomputation of these blocks alone
     recompute_method: str | None = None  # Megatron's --recompute-method uniform|block (None: every block)
     recompute_num_layers: int | None = None  # with it, Megatron's --recompute-num-layers
+    recompute_modules: tuple[str, ...] | None = None  # Megatron-Core's --recompute-modules (None: not given)
 
     @property
     def recompute_placed(self) -> str | None:

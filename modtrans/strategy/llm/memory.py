@@ -320,7 +320,7 @@ def _blocks_stored(
         key = (d.kind(block), mode)
         if key not in made:
             made[key] = activations.layer(
-                d, block, t, sp, mode, layout.attention, etp, ops, megatron, layout.compiled
+                d, block, t, sp, mode, layout.attention, etp, ops, megatron, layout.compiled, layout.modules
             )
         return made[key]
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from modtrans import limits
 from modtrans.plan.model import Axis, Mesh, Purpose, Recompute, Schedule  # the plan's own: it reports them
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm import checkpoints
+from modtrans.strategy.llm import checkpoints, modules
 from modtrans.strategy.llm.degrees import Degree, degrees, product
 from modtrans.strategy.schedule import virtual_stages
 
@@ -107,6 +107,7 @@ class Layout:
     recompute_fraction: float = 1.0  # full recomputation of this fraction of the blocks (checkpoints.py)
     recompute_method: str | None = None  # Megatron's --recompute-method: uniform or block (checkpoints.py)
     recompute_num_layers: int | None = None  # Megatron's --recompute-num-layers N
+    recompute_modules: tuple[str, ...] | None = None  # Megatron-Core's --recompute-modules (modules.py)
 
     @property
     def vocabulary_multiple(self) -> int:
@@ -128,6 +129,12 @@ class Layout:
             return checkpoints.segments(chunk, self.placement)
         except checkpoints.PlacementError as error:
             raise LayoutError(str(error)) from None
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """What --recompute selective reruns under Megatron-Core (modules.py): its
+        --recompute-modules, core_attn where not given (Korthikanti's, every other framework's)."""
+        return self.recompute_modules if self.recompute_modules is not None else modules.DEFAULT
 
     @property
     def placement(self) -> checkpoints.Placement:
@@ -270,6 +277,7 @@ class Layout:
             raise LayoutError("--zero is 0, 1, 2 or 3")
         self._check_framework()
         self._check_recompute()
+        self._check_modules()
         self._check_pipeline()
         for d in ordered():
             if d.rules is not None:
@@ -394,6 +402,28 @@ class Layout:
             raise LayoutError(
                 f"--recompute-fraction {fraction:g} and --recompute-method {method} both place full "
                 "recomputation's checkpoints (fms-fsdp's spread, Megatron's): give one"
+            )
+
+    def _check_modules(self) -> None:
+        """Megatron-Core's --recompute-modules (TransformerConfig.__post_init__ at core_r0.14.0):
+        its seven choices, under --recompute-granularity selective (full reruns whole layers)."""
+        chosen = self.recompute_modules
+        if chosen is None:
+            return
+        unknown = [m for m in chosen if m not in modules.MODULES]
+        if unknown:
+            raise LayoutError(
+                f"--recompute-modules {unknown[0]}: not one of {', '.join(modules.MODULES)} (Megatron-Core's)"
+            )
+        if self.recompute is not Recompute.SELECTIVE:
+            raise LayoutError(
+                "--recompute-modules names what selective recomputation reruns: it needs --recompute "
+                f"selective, not {self.recompute.value}"
+            )
+        if self.framework is not Framework.MEGATRON:
+            raise LayoutError(
+                f"--recompute-modules is Megatron-Core's (core_r0.12.0 on): it needs --framework megatron, "
+                f"not {self.framework}"
             )
 
     def _check_pipeline(self) -> None:
