@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
@@ -44,7 +45,15 @@ from modtrans.strategy.llm.options import Layout, LayoutError, ordered
 from modtrans.strategy.llm.selective import op_reruns
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import Unit
-from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
+from modtrans.strategy.program import (
+    Costed,
+    Exchange,
+    Pipeline,
+    Rerun,
+    StageProgram,
+    costed,
+    in_attention_core,
+)
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
 from modtrans.strategy.share import Folded, rank_share, shape
@@ -117,11 +126,7 @@ def plan(
         micro_batches=layout.micro_batches,
         schedule=layout.schedule,
         virtual_stages=layout.vpp,
-        recompute=layout.recompute,
-        recompute_fraction=layout.recompute_fraction,
-        recompute_method=layout.recompute_method,
-        recompute_num_layers=layout.recompute_num_layers,
-        recompute_modules=layout.recompute_modules,
+        **_recomputation(layout),
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
         memory=memory.per_stage(
@@ -135,6 +140,17 @@ def plan(
         ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
+
+
+def _recomputation(layout: Layout) -> dict[str, Any]:
+    """What the plan reports of the layout's recomputation (LayoutFacts' recompute fields)."""
+    return {
+        "recompute": layout.recompute,
+        "recompute_fraction": layout.recompute_fraction,
+        "recompute_method": layout.recompute_method,
+        "recompute_num_layers": layout.recompute_num_layers,
+        "recompute_modules": layout.recompute_modules,
+    }
 
 
 def _pipeline(layout: Layout) -> Pipeline:
@@ -249,7 +265,7 @@ def _costed(
     if selective and layout.framework.op_recompute:
         reruns = op_reruns(ir, fused_attention=layout.attention != "eager")
     elif selective and layout.recompute_modules is not None:  # else the attention core alone
-        reruns = modules.reruns(ir, layout.recompute_modules)
+        reruns = modules.reruns(ir, layout.recompute_modules, in_attention_core)
     made: dict[tuple[object, ...], Costed] = {}
     runs = []
     tensors = Ios([u.x for u in units], inputs)  # made when a program reads them; no outline does

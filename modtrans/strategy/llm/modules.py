@@ -52,7 +52,7 @@ never are (Megatron applies them where the modules exist).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from modtrans.ir.document import Kind, Layer, ModelIR, Part
 
@@ -136,12 +136,11 @@ def _norms(members: list[Layer]) -> list[Layer]:
     return out
 
 
-def reruns(ir: ModelIR, modules: Iterable[str]) -> frozenset[str]:
+def reruns(ir: ModelIR, modules: Iterable[str], in_attention_core: Callable[[Layer], bool]) -> frozenset[str]:
     """The IR layers whose forward reruns alone before their unit's backward (compute only):
-    core_attn's attention core, layernorm's norms, mla_up_proj's up projections and rotary
-    embedding, moe_act's experts' activation."""
-    from modtrans.strategy.program import in_attention_core  # program -> draft -> the Layout -> here
-
+    core_attn's attention core (`in_attention_core`: program.py's, which this module cannot import:
+    program -> draft -> the Layout -> here), layernorm's norms, mla_up_proj's up projections and
+    rotary embedding, moe_act's experts' activation."""
     chosen = set(modules)
     names: set[str] = set()
     for members in blocks(ir).values():
