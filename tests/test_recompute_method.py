@@ -71,10 +71,12 @@ def test_uniform_segments_must_tile_the_chunk_as_megatrons_indexing_needs() -> N
         checkpoints.segments(list(range(14)), checkpoints.Placement("uniform", 4))
 
 
-def _plan(recompute: str, method: str | None = None, layers: int | None = None) -> Plan:
+def _plan(
+    recompute: str, method: str | None = None, layers: int | None = None, vpp: int | None = None
+) -> Plan:
     request = Request(
         model="llama-3-8b", npus=8, tp=2, pp=STAGES, seq_len=SEQ, device="h100", recompute=recompute,
-        recompute_method=method, recompute_num_layers=layers,
+        recompute_method=method, recompute_num_layers=layers, vpp=vpp,
     )  # fmt: skip
     result = run(prepare(request))
     assert result.plan is not None, result.diagnostics
@@ -124,6 +126,19 @@ def test_block_reruns_the_first_n_blocks_of_each_stage_alone() -> None:
     block = _plan("full", "block", 3)
     assert _reruns(block, 0) == [(2,), (1,), (0,)]
     assert _reruns(block, 4) == [(18,), (17,), (16,)]
+
+
+def test_block_counts_the_first_n_of_each_interleaved_chunk() -> None:
+    """Under the interleaved schedule each of a stage's V model chunks is a TransformerBlock of its
+    own (num_layers_per_pipeline_rank its layers): V = 2 chunks of 8 blocks a stage, stage 0
+    holding blocks 0-7 and 16-23; block 2 checkpoints 0, 1, 16 and 17 there."""
+    plan = _plan("full", "block", 2, vpp=2)
+    reran = {
+        _block(plan, op.layer)
+        for op in plan.program(0)
+        if isinstance(op, Compute) and op.step is Step.RECOMPUTE
+    }
+    assert reran == {0, 1, 16, 17}
 
 
 def test_each_stage_keeps_its_checkpoints_inputs_and_one_segments_activations() -> None:
