@@ -2,8 +2,8 @@
 (tests/megatron_saved.py; megatron-core 0.14.0, its local spec), the bytes it stops storing per
 module measured with torch's saved-tensor hooks, against what ModTrans's memory model says of the
 same layer (tests/torchrun.py's LLAMA, fp32, 32 tokens, eager attention without dropout, T = 1).
-Skipped where megatron-core is not importable: it is no dependency of ModTrans (`pip install
---target DIR megatron-core==0.14.0 --no-deps`, DIR on PYTHONPATH, in the hf environment).
+Skipped where megatron-core is not importable: it is no dependency of ModTrans; CI's hf
+environment installs it for this test (.ci/run: `pip install --no-deps megatron-core==0.14.0`).
 Measured on 2026-12-07, torch 2.13 CPU: core_attn frees 16,380 bytes, mlp 49,152."""
 
 from __future__ import annotations
