@@ -238,7 +238,8 @@ def words(spec: str, option: str, choices: dict[str, Any]) -> tuple[Any, ...]:
     out: list[Any] = []
     for part in spec.replace(" ", "").lower().split(","):
         if part not in choices:
-            raise ValueError(f"{option} {spec!r}: {part or 'nothing'} is not one of {', '.join(choices)}")
+            named = repr(part) if part else "an empty name"
+            raise ValueError(f"{option} {spec!r}: {named} is not one of {', '.join(choices)}")
         if choices[part] not in out:
             out.append(choices[part])
     return tuple(out)
