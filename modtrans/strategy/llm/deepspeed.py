@@ -44,6 +44,7 @@ from modtrans.comm import CommType
 from modtrans.ir.document import Param
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
+from modtrans.strategy.llm import memory
 from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.roles import LayerRole
 
@@ -96,4 +97,4 @@ def _elements(u: Unit) -> int:
 
 def _bf16(u: Unit) -> bool:
     """BF16_Optimizer's model (bf16 without ZeRO): it gathers the updated parameters."""
-    return any(p.dtype == "bfloat16" for p in _params(u))
+    return memory.bf16_params(u)
