@@ -61,6 +61,28 @@ def test_megatron_2022_scatters_each_boundary_over_the_tensor_ranks_and_gathers_
             assert {op.bytes for op in new if isinstance(op, Transfer)} == {A // 2 if sp else A}
 
 
+def test_deepspeeds_pipeline_engine_partitions_and_waits_for_its_sends(tmp_path: Path) -> None:
+    """DeepSpeed's PipelineEngine (microsoft/DeepSpeed 38327e0, deepspeed/runtime/pipe/): each
+    tensor rank sends its 1/T PartitionedTensor of a boundary and the receiver rebuilds it over the
+    tensor group (engine.py, is_pipe_partitioned and is_grad_partitioned for a model-parallel grid,
+    runtime/config.py's defaults True; _exec_recv_activations: PartitionedTensor.from_meta(...).full());
+    p2p.py's send refuses async_op (`assert async_op == False`), so what follows a send waits."""
+    plan = _plan(tmp_path, _pipeline(Framework.DEEPSPEED))
+    first = plan.programs[0]
+    sends = [i for i, op in enumerate(first) if isinstance(op, Transfer) and op.direction is Direction.SEND]
+    assert len(sends) == 3
+    for i in sends:
+        assert [op for op in first[i + 1 :] if i in op.deps]
+    for program in plan.programs:
+        for i, op in enumerate(program):
+            if isinstance(op, Transfer):
+                assert op.bytes == A // 2
+                if op.direction is Direction.RECV:
+                    gather = program[i + 1]
+                    assert isinstance(gather, Collective)
+                    assert (gather.comm, gather.bytes, gather.over) == (CommType.ALLGATHER, A, TENSOR)
+
+
 def _gathers(program: tuple[Op, ...]) -> int:
     return sum(
         isinstance(op, Collective) and op.comm is CommType.ALLGATHER and op.over == TENSOR for op in program
