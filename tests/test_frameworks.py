@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from modtrans.comm import CommType
 from modtrans.plan import Collective, Compute, Direction, Op, Plan, Purpose, Step, Transfer
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm import Layout, Schedule
+from modtrans.strategy.llm import Layout, LayoutError, Schedule
 from tests import plans
 
 MICRO, SEQ, HIDDEN = 2, 16, 64
@@ -81,6 +83,17 @@ def test_deepspeeds_pipeline_engine_partitions_and_waits_for_its_sends(tmp_path:
                     gather = program[i + 1]
                     assert isinstance(gather, Collective)
                     assert (gather.comm, gather.bytes, gather.over) == (CommType.ALLGATHER, A, TENSOR)
+
+
+@pytest.mark.parametrize("schedule", [Schedule.GPIPE, Schedule.INTERLEAVED, Schedule.ZB_H1])
+def test_deepspeeds_pipeline_runs_its_one_schedule(schedule: Schedule) -> None:
+    """DeepSpeed's PipelineEngine trains with one schedule (deepspeed/runtime/pipe/engine.py,
+    train_batch: `sched = schedule.TrainSchedule(...)`, 1F1B): any other is refused (on the
+    command line in one line, exit 2)."""
+    vpp = 2 if schedule is Schedule.INTERLEAVED else 1
+    with pytest.raises(LayoutError, match="TrainSchedule"):
+        Layout(npus=2, pp=2, vpp=vpp, global_batch=4, schedule=schedule, framework=Framework.DEEPSPEED)
+    Layout(npus=2, pp=2, global_batch=4, framework=Framework.DEEPSPEED)  # its 1F1B
 
 
 def _gathers(program: tuple[Op, ...]) -> int:
