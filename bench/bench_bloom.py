@@ -73,7 +73,10 @@ them; the discussion in docs/performance.md, "bench_bloom.py"):
     ramp-gbs192      20.14s  12.4s  -38.4%  23.7s  +17.6%  12.1s  -39.9%  39.1  0.13 / 5.53 s
 
 No reading fits every row (per node the final rows land on the published time, the ramp-up rows
-18-27 % slow), so none is chosen. BigScience published no memory per GPU for this layout.
+18-27 % slow), so none is chosen. With NCCL's ring for the data-parallel all-reduce in place of the
+NVLink ring ASTRA-sim's addressing gives it (+5.4 s), the per-GPU reading's rows are -15.0, -14.6,
+-8.1 and -11.6 %. BigScience published no memory per GPU for this layout. ramp-gbs16 is the
+weakest row: a log line of a run before the launch, in the README's planning of the ramp-up.
 """
 
 from __future__ import annotations
