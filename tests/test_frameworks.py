@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from modtrans.comm import CommType
 from modtrans.plan import Collective, Compute, Direction, Op, Plan, Purpose, Step, Transfer
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm import Layout, Schedule
+from modtrans.strategy.llm import Layout, LayoutError, Schedule
 from tests import plans
 
 MICRO, SEQ, HIDDEN = 2, 16, 64
@@ -59,6 +61,39 @@ def test_megatron_2022_scatters_each_boundary_over_the_tensor_ranks_and_gathers_
             received = sum(isinstance(op, Transfer) and op.direction is Direction.RECV for op in old)
             assert _gathers(old) - _gathers(new) == (received if added else 0)
             assert {op.bytes for op in new if isinstance(op, Transfer)} == {A // 2 if sp else A}
+
+
+def test_deepspeeds_pipeline_engine_partitions_and_waits_for_its_sends(tmp_path: Path) -> None:
+    """DeepSpeed's PipelineEngine (microsoft/DeepSpeed 38327e0, deepspeed/runtime/pipe/): each
+    tensor rank sends its 1/T PartitionedTensor of a boundary and the receiver rebuilds it over the
+    tensor group (engine.py, is_pipe_partitioned and is_grad_partitioned for a model-parallel grid,
+    runtime/config.py's defaults True; _exec_recv_activations: PartitionedTensor.from_meta(...).full());
+    p2p.py's send refuses async_op (`assert async_op == False`), so what follows a send waits."""
+    plan = _plan(tmp_path, _pipeline(Framework.DEEPSPEED))
+    first = plan.programs[0]
+    sends = [i for i, op in enumerate(first) if isinstance(op, Transfer) and op.direction is Direction.SEND]
+    assert len(sends) == 3
+    for i in sends:
+        assert [op for op in first[i + 1 :] if i in op.deps]
+    for program in plan.programs:
+        for i, op in enumerate(program):
+            if isinstance(op, Transfer):
+                assert op.bytes == A // 2
+                if op.direction is Direction.RECV:
+                    gather = program[i + 1]
+                    assert isinstance(gather, Collective)
+                    assert (gather.comm, gather.bytes, gather.over) == (CommType.ALLGATHER, A, TENSOR)
+
+
+@pytest.mark.parametrize("schedule", [Schedule.GPIPE, Schedule.INTERLEAVED, Schedule.ZB_H1])
+def test_deepspeeds_pipeline_runs_its_one_schedule(schedule: Schedule) -> None:
+    """DeepSpeed's PipelineEngine trains with one schedule (deepspeed/runtime/pipe/engine.py,
+    train_batch: `sched = schedule.TrainSchedule(...)`, 1F1B): any other is refused (on the
+    command line in one line, exit 2)."""
+    vpp = 2 if schedule is Schedule.INTERLEAVED else 1
+    with pytest.raises(LayoutError, match="TrainSchedule"):
+        Layout(npus=2, pp=2, vpp=vpp, global_batch=4, schedule=schedule, framework=Framework.DEEPSPEED)
+    Layout(npus=2, pp=2, global_batch=4, framework=Framework.DEEPSPEED)  # its 1F1B
 
 
 def _gathers(program: tuple[Op, ...]) -> int:

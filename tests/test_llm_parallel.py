@@ -973,7 +973,9 @@ def test_deepspeeds_data_parallelism_per_iteration(zero: int, tmp_path: Path) ->
     """DeepSpeed (38327e0) sends gradients in the model's dtype (bf16: 2 bytes) and ZeRO 1 and 2
     all-reduce whole buckets (stage_1_and_2.py average_tensor, use_multi_rank_bucket_allreduce),
     ZeRO 2 in every micro-batch, ZeRO 1 (and bf16's BF16_Optimizer without ZeRO) at the boundary,
-    then one all-gather of the updated parameters. The toy's elements as counted above."""
+    then one all-gather of the updated parameters. BF16_Optimizer (ZeRO 0 in bf16) all-reduces its
+    fp32 gradient buffer: bf16_optimizer.py, get_grads_for_reduction `return
+    self.fp32_groups_gradients_flat`, 4 bytes an element. The toy's elements as counted above."""
     block = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
     elements = 2 * 96 * 64 + 2 * block + 64
     ga = 4
@@ -983,7 +985,8 @@ def test_deepspeeds_data_parallelism_per_iteration(zero: int, tmp_path: Path) ->
     for c in _collectives(plan):
         sent[c.comm] += c.bytes
     reduces = ga if zero == 2 else 1
-    assert sent == {CommType.ALLREDUCE: reduces * elements * BYTES, CommType.ALLGATHER: elements * BYTES}
+    width = 4 if zero == 0 else BYTES  # BF16_Optimizer's fp32 gradients
+    assert sent == {CommType.ALLREDUCE: reduces * elements * width, CommType.ALLGATHER: elements * BYTES}
 
 
 def test_deepspeed_zero3_gathers_what_it_released(tmp_path: Path) -> None:

@@ -270,6 +270,19 @@ def test_zero_shards_state_as_the_zero_paper_counts_it(dp: int) -> None:
     assert (weights, grads + optimizer) == pytest.approx((2 * PSI, 14 * PSI / dp), rel=1e-9)
 
 
+@pytest.mark.parametrize("dp", [1, 8])
+def test_deepspeeds_bf16_optimizer_shards_its_fp32_state_but_not_its_fp32_gradients(dp: int) -> None:
+    """DeepSpeed at ZeRO 0 in bf16 runs BF16_Optimizer, "its own zero stage 1 equivalent"
+    (BigScience's tr11-176B-ml.slurm), as its source holds the state (microsoft/DeepSpeed
+    deepspeed/runtime/bf16_optimizer.py): the bf16 parameters (2 B) and the bf16 gradients autograd
+    writes (2 B), an fp32 gradient buffer of every parameter (fp32_groups_gradients_flat, 4 B; the
+    tr11 README: "It doesn't shard the static fp32 buffer it reuses, which consumes `4 bytes *
+    params` of additional memory"), and the fp32 master partition with Adam's two moments on it
+    (fp32_groups_flat_partition over the data ranks: 12 B / D)."""
+    weights, grads, optimizer = _state("deepspeed", 0, dp)
+    assert (weights, grads, optimizer) == pytest.approx((2 * PSI, 6 * PSI, 12 * PSI / dp), rel=1e-9)
+
+
 @pytest.mark.parametrize("framework", ["torchtitan", "llm-foundry", "fsdp"])
 def test_fsdp_keeps_fp32_shards_and_gathers_the_root_and_a_block(framework: str) -> None:
     """PyTorch FSDP in mixed precision shards the fp32 parameter (the optimizer's own: no master

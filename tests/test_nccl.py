@@ -53,6 +53,27 @@ def test_selene_is_a_dgx_a100_cluster() -> None:
     assert net == network("dgx-a100", 64)
 
 
+# BigScience's all_reduce_bench on 4 Jean Zay A100 nodes (bigscience-workshop/bigscience 358e3c8,
+# experiments/bandwidth/all_reduce_bench-a100-n4.txt): each trial's "duration: ... sec" of the 4.0
+# GB fp32 all-reduce on 32 ranks, the fastest and the slowest rank of trials 2-5
+JEAN_ZAY_DURATIONS = (1.5186, 1.5204, 1.5270, 1.5296, 1.5288, 1.5296, 1.5303, 1.5312)
+
+
+def test_jean_zay_moves_bigscience_s_all_reduce_at_its_measured_pace() -> None:
+    """jean-zay-a100 between nodes: the ring all-reduce of all_reduce_bench.py (4 GB in fp32 over 32
+    GPUs, NCCL's flat ring) takes each measured duration within 1 % at the preset's rate and hop
+    latency; the line is four 100 Gb/s Omni-Path ports (tr11-176B-ml README: "4 OmniPath links")
+    for a node's 8 GPUs, above what NCCL reached; the GPUs' side is dgx-a100's NVLink."""
+    net = network("jean-zay-a100", 384)
+    assert net.dims == (8, 48)
+    assert net.line_rate[1] == 4 * 100 / 8 / 8
+    assert net.bandwidth[1] < net.line_rate[1]
+    seconds = nccl.ring_seconds("all-reduce", 500_000 * 2_000 * 4, 32, net.bandwidth[1], net.latency[1])
+    for measured in JEAN_ZAY_DURATIONS:
+        assert seconds == pytest.approx(measured, rel=0.01)
+    assert net.bandwidth[0] == network("dgx-a100", 8).bandwidth[0]
+
+
 @pytest.mark.skipif(not os.environ.get("MODTRANS_ASTRA_SIM"), reason="no ASTRA-sim 2.x binary given")
 @pytest.mark.parametrize("sp", [False, True])
 def test_astra_sim_runs_the_collectives_at_the_presets_rate(tmp_path: Path, sp: bool) -> None:

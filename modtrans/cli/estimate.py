@@ -19,7 +19,11 @@ def estimate(
         str, typer.Argument(help="A trace set translate wrote (PREFIX.<rank>.et, PREFIX.et-meta.json).")
     ],
     network: Annotated[
-        str, typer.Option(help="switch:NPUS:GBPS, dgx-a100 or hgx-h100 (nodes of 8 GPUs), as simulate takes.")
+        str,
+        typer.Option(
+            help="switch:NPUS:GBPS, dgx-a100, selene, hgx-h100 or jean-zay-a100 (nodes of 8 GPUs), as "
+            "simulate takes."
+        ),
     ] = "dgx-a100",
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
 ) -> None:

@@ -50,7 +50,8 @@ def simulate(
     network: Annotated[
         str,
         typer.Option(
-            help="switch:NPUS:GBPS, dgx-a100, selene or hgx-h100 (nodes of 8 GPUs at NCCL's bandwidth)."
+            help="switch:NPUS:GBPS, dgx-a100, selene, hgx-h100 or jean-zay-a100 (nodes of 8 GPUs at NCCL's "
+            "bandwidth)."
         ),
     ] = "dgx-a100",
     from_log: Annotated[

@@ -94,6 +94,23 @@ HGX_H100 = Measured(
     "1 MiB to 8 GiB; NVIDIA/nccl-tests issue 212 (sjeaugey): a peak busbw of ~480 GB/s on 8 H100s",
 )
 
+JEAN_ZAY_TRIALS = (40.8056, 40.5624, 40.5455, 40.5032)
+"""BigScience's all_reduce_bench on Jean Zay's A100 partition (bigscience-workshop/bigscience
+358e3c8, 2022-01-28, experiments/bandwidth/all_reduce_bench-a100-n4.txt, run by its .slurm on
+gpu_p5's A100 80GB nodes, 4 nodes x 8 GPUs, NCCL 2.10.3, "NET/IB : Using [0]hfi1_1:1/IB ...
+[3]hfi1_3:1/IB": the node's four Omni-Path ports; "Connected all rings", 2 coll channels): one
+fp32 all-reduce of 4.0 GB (all_reduce_bench.py: N x M = 500,000 x 2,000 elements) five times; the
+bus bandwidth each of the 32 ranks printed ("busbw: ... Gbps", 2 (n - 1) / n x size / duration),
+averaged over the ranks of each of the trials 2-5 (40.49 to 40.83 Gb/s; the first, 14.7 to 15.7,
+a warm-up). experiments/bandwidth/README.md sums it up as "algo throughput: 15 to 42 Gbps"."""
+JEAN_ZAY_A100 = Measured(
+    32,
+    {4_000_000_000: round(sum(JEAN_ZAY_TRIALS) / len(JEAN_ZAY_TRIALS) / 8, 3)},  # Gb/s -> GB/s
+    "bigscience-workshop/bigscience 358e3c8, experiments/bandwidth/all_reduce_bench-a100-n4.txt: "
+    "all_reduce_bench.py's 4 GB fp32 all-reduce on 4 Jean Zay A100 nodes (32 GPUs, Omni-Path), "
+    "NCCL 2.10.3, trials 2-5",
+)
+
 
 def fit(measured: Measured, smallest: int = SMALLEST) -> tuple[float, float]:
     """(bandwidth in GB/s, per-hop latency in ns) of the ring model closest to the measurements

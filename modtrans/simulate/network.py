@@ -9,6 +9,7 @@ line rates stay for SimAI, which applies its own NCCL ratios to them:
     dgx-a100   300 GB/s     227 GB/s (5.6 us)     25 GB/s          24 GB/s (1 us)
     selene     the same: Selene's DGX A100 nodes, one HDR link per GPU (Korthikanti et al. 2022)
     hgx-h100   450 GB/s     466 GB/s (2.4 us)     50 GB/s          47 GB/s (1 us)
+    jean-zay-a100  dgx-a100's NVLink                   6.25 GB/s        5.08 GB/s (1 us)
     switch:N:GBPS  one switch of N NPUs at GBPS, 1 ns, as given
 
 Line rates: NVIDIA DGX A100 datasheet (600 GB/s bidirectional NVLink per GPU, 8 HDR 200 Gb/s
@@ -19,6 +20,16 @@ the ring's line rate). Achieved on InfiniBand, one NIC's NCCL bus bandwidth: 24 
 NDR (NVIDIA/nccl-tests issue 290, AddyLaddy: "For NDR @ 400Gbps you should see 46-48GB/s per
 NIC"); their latency is not fitted (no table): 1 us a hop, the value before. docs/simulate.md gives
 the table for users who write their own network files.
+
+jean-zay-a100 is IDRIS's Jean Zay A100 partition (gpu_p5) BigScience trained BLOOM on
+(bigscience-workshop/bigscience, train/tr11-176B-ml/README.md, "Hardware": "8 GPUs per node Using
+NVLink 4 inter-gpu connects, 4 OmniPath links", "Inter-node connect: Omni-Path Architecture
+(OPA)"). Between nodes: the line is the node's four Omni-Path ports of 100 Gb/s
+(experiments/bandwidth/README.md: OPA "is supposed to be 400Gbps max") over its 8 GPUs, 6.25 GB/s
+a GPU; achieved, the bus bandwidth BigScience's all_reduce_bench measured there (nccl.JEAN_ZAY_A100:
+a ring of 32 GPUs on 4 nodes, 5.08 GB/s), taken as each GPU's own rate, as the presets above take
+one NIC's bus bandwidth; 1 us a hop. Inside a node: BigScience published no A100 measurement
+(their single-node run is of V100s) and names no NVSwitch: dgx-a100's NVLink, an assumption.
 
 Each simulator module writes them in its own configuration format (astra2.py, astra1.py,
 simai.py). ModTrans never vendors or builds a simulator: the user gives the binary.
@@ -66,10 +77,12 @@ def _nvlink(line: float, measured: nccl.Measured) -> tuple[float, float, float]:
 
 
 _A100 = Preset(8, _nvlink(300.0, nccl.DGX_A100), (25.0, 24.0, 1000.0))
+OMNI_PATH = 4 * 100 / 8 / 8  # GB/s a GPU: four 100 Gb/s Omni-Path ports for a node's 8 GPUs
 PRESETS = {
     "dgx-a100": _A100,
     "selene": _A100,
     "hgx-h100": Preset(8, _nvlink(450.0, nccl.HGX_H100), (50.0, 47.0, 1000.0)),
+    "jean-zay-a100": Preset(8, _A100.inside, (OMNI_PATH, nccl.JEAN_ZAY_A100.busbw[4_000_000_000], 1000.0)),
 }
 
 

@@ -24,7 +24,17 @@ grad_param_comm REDUCESCATTER 13,913,149,440 B and grad_gather ALLGATHER 6,956,5
 `--dtype-bytes B` overrides the gradient's width (B = 2: Megatron's --grad-reduce-in-bf16).
 
 DeepSpeed (microsoft/DeepSpeed 38327e0) sends gradients in the model's own dtype (bf16 or fp16:
-engine.py, communication_data_type, unless set); see strategy/llm/deepspeed.py.
+engine.py, communication_data_type, unless set), but for bf16 at ZeRO 0 (BF16_Optimizer) its fp32
+gradient buffer; see strategy/llm/deepspeed.py. Its PipelineEngine (deepspeed/runtime/pipe/) hands
+a boundary on as megatron-2022 does, blocking and split over the tensor ranks: p2p.py, send,
+`assert async_op == False, "Doesn't support async_op true"` before a dist.send (recv likewise), so
+the schedule waits for each send (blocking_p2p); engine.py, is_pipe_partitioned and
+is_grad_partitioned, true for a model-parallel grid (pipeline config pipe_partitioned and
+grad_partitioned, both True by default: runtime/config.py): the activation sent as the tensor
+rank's PartitionedTensor of 1/T and rebuilt by the receiver over the slice-parallel (tensor) group
+(_exec_forward_pass, _exec_recv_activations: PartitionedTensor.from_meta(...).full()), the
+gradient the same way (_exec_send_grads). BigScience's 2022 DeepSpeed had both (pipe/engine.py of
+the time: "self.is_pipe_partitioned = self.is_model_parallel", p2p.py's synchronous send).
 
 Named versions and configurations, each a member below whose `family` runs the data parallelism:
 
@@ -125,13 +135,15 @@ class Framework(enum.StrEnum):
 
     @property
     def blocking_p2p(self) -> bool:
-        """The pipeline's sends are waited for, as its receives are (megatron-2022)."""
-        return self is Framework.MEGATRON_2022
+        """The pipeline's sends are waited for, as its receives are (megatron-2022; DeepSpeed's
+        PipelineEngine: pipe/p2p.py, send: `assert async_op == False`, then dist.send)."""
+        return self is Framework.MEGATRON_2022 or self.family is Framework.DEEPSPEED
 
     @property
     def scatter_gather(self) -> bool:
-        """Without SP a boundary crosses as 1/T per tensor rank, all-gathered on arrival."""
-        return self is Framework.MEGATRON_2022
+        """Without SP a boundary crosses as 1/T per tensor rank, all-gathered on arrival
+        (megatron-2022; DeepSpeed's PipelineEngine, is_pipe_partitioned and is_grad_partitioned)."""
+        return self is Framework.MEGATRON_2022 or self.family is Framework.DEEPSPEED
 
     @property
     def reduces_in_fp32(self) -> bool:

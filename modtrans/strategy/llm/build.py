@@ -318,10 +318,10 @@ def _fusing(
 
 def update_shards(u: Unit, layout: Layout) -> int:
     """The ranks a unit's optimizer state is split over, each updating its share (memory.
-    optimizer_shards: D with ZeRO, FSDP or the distributed optimizer, the expert-data ranks for an
-    expert's), as the memory counts that state."""
+    optimizer_shards: D with ZeRO, FSDP, the distributed optimizer or DeepSpeed's BF16_Optimizer,
+    the expert-data ranks for an expert's), as the memory counts that state."""
     ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.shard_ranks
-    return memory.optimizer_shards(layout, ranks)
+    return memory.optimizer_shards(layout, ranks, memory.bf16_params(u))
 
 
 def _sharded_update(run: Costed, u: Unit, layout: Layout) -> Costed:

@@ -4,8 +4,19 @@ micro-batches over the data ranks, from microsoft/DeepSpeed 38327e0 (v0.16.4):
     gradients   in the model's dtype (bf16 / fp16 / fp32) on the wire: engine.py,
                 communication_data_type (the model's dtype unless set)
     ZeRO 0      one ALLREDUCE of the gradients at the accumulation boundary (engine.py,
-                allreduce_gradients); bf16 runs BF16_Optimizer (engine.py, no ZeRO), which then
-                ALLGATHERs the updated parameters once (bf16_optimizer.py, step)
+                allreduce_gradients); bf16 runs BF16_Optimizer (engine.py, no ZeRO), which
+                accumulates each micro-batch's gradients into an fp32 buffer and hands that
+                buffer to the reduction (bf16_optimizer.py, BF16_Optimizer.update_hp_grads and
+                get_grads_for_reduction: `return self.fp32_groups_gradients_flat`; engine.py,
+                allreduce_gradients: "This is currently for BF16 optimizer"; the pipeline engine
+                likewise, pipe/engine.py, PipelineEngine._bf16_reduce_grads: "Make our own list of
+                gradients from the optimizer's FP32 grads"): 4 bytes a parameter on the wire; then
+                it ALLGATHERs the updated bf16 parameters once (bf16_optimizer.py, step). The same
+                code in the 2022 DeepSpeed BigScience's BLOOM ran (pipe/engine.py's
+                _bf16_reduce_grads and bf16_optimizer.py's get_grads_for_reduction as above); a
+                tied weight's gradient crosses the pipeline in fp32 as well (pipe/engine.py,
+                _exec_reduce_tied_grads: `weight._hp_grad if self.bfloat16_enabled()`), which
+                build._tied's swap of grad_bytes already moves
     ZeRO 1      one ALLREDUCE of the gradients at the boundary: stage_1_and_2.py average_tensor
                 all-reduces each bucket whole and keeps its own slices (use_multi_rank_bucket_
                 allreduce, the default since v0.12.4), not a reduce-scatter; after the step one
@@ -33,6 +44,7 @@ from modtrans.comm import CommType
 from modtrans.ir.document import Param
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
+from modtrans.strategy.llm import memory
 from modtrans.strategy.llm.unit import Unit
 from modtrans.strategy.roles import LayerRole
 
@@ -48,7 +60,9 @@ def apply(units: Sequence[Unit], zero: int, data_ranks: int, expert_data_ranks: 
         after += _elements(u)
     for u, later in zip(units, reversed(behind), strict=True):
         ranks = expert_data_ranks if u.role is LayerRole.EXPERT else data_ranks
-        grads = params = u.param_bytes()  # the model's dtype on the wire
+        params = u.param_bytes()
+        # BF16_Optimizer's fp32 buffer, or the model's dtype
+        grads = u.grad_bytes() if zero == 0 and _bf16(u) else params
         if grads == 0 or ranks == 1:
             continue
         over = u.grads_over
@@ -83,4 +97,4 @@ def _elements(u: Unit) -> int:
 
 def _bf16(u: Unit) -> bool:
     """BF16_Optimizer's model (bf16 without ZeRO): it gathers the updated parameters."""
-    return any(p.dtype == "bfloat16" for p in _params(u))
+    return memory.bf16_params(u)

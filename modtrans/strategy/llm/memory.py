@@ -91,21 +91,43 @@ MAIN_GRAD = 4
 class Held:
     """What a rank holds of one unit, as the memory model reads it: its elements, the bytes of
     its weights and gradients (this rank's shares), whether it is an expert's (its gradients
-    reduced over the expert-data ranks) and its block."""
+    reduced over the expert-data ranks), its block, and whether its parameters are bf16 (DeepSpeed
+    trains those at ZeRO 0 with BF16_Optimizer: bf16_optimizer)."""
 
     elements: int
     weights: int
     grads: int
     expert: bool
     block: int | None
+    bf16: bool = False
 
 
 def held(units: Sequence[Unit]) -> list[Held]:
     """Each unit's Held, in order (a sweep keeps them for every layout of the same split)."""
     return [
-        Held(_elements(u), u.param_bytes(), u.grad_bytes(), u.role is LayerRole.EXPERT, u.block)
+        Held(
+            _elements(u), u.param_bytes(), u.grad_bytes(), u.role is LayerRole.EXPERT, u.block, bf16_params(u)
+        )
         for u in units
     ]
+
+
+def bf16_params(u: Unit) -> bool:
+    """The unit's trainable parameters are bf16."""
+    return any(p.dtype == "bfloat16" for p in u.x.owner.params if p.counted and p.trainable)
+
+
+def bf16_optimizer(layout: Layout, bf16: bool) -> bool:
+    """DeepSpeed trains bf16 parameters at ZeRO 0 with BF16_Optimizer (engine.py: bf16 without
+    ZeRO), "its own zero stage 1 equivalent" (bigscience-workshop/bigscience, train/tr11-176B-ml/
+    tr11-176B-ml.slurm, ZERO_STAGE=0's comment): its fp32 master copy and Adam's moments in
+    partitions of 1/D (bf16_optimizer.py, BF16_Optimizer.__init__: fp32_groups_flat_partition over
+    real_dp_process_group; update_lp_params copies this rank's partition back), and an fp32
+    gradient buffer of every parameter, not sharded (fp32_groups_gradients_flat; the tr11 README:
+    "It doesn't shard the static fp32 buffer it reuses, which consumes `4 bytes * params` of
+    additional memory"), beside the bf16 gradients autograd writes before it accumulates them
+    (update_hp_grads)."""
+    return bf16 and layout.zero == 0 and layout.framework.family is Framework.DEEPSPEED
 
 
 def per_stage(
@@ -194,14 +216,17 @@ def unit_state(
         return (elements, *_fsdp_mixed(elements, weights, layout, ranks))
     if family is Framework.MEGATRON and width < 4:
         grads = float(elements * MAIN_GRAD)
+    elif bf16_optimizer(layout, u.bf16):
+        grads = weights + float(elements * MAIN_GRAD)  # the bf16 gradients and the fp32 buffer
     elif family is Framework.DEEPSPEED:
         grads = weights  # its gradient partitions in the model's dtype, as it sends them
     master = float(elements * MASTER) if width < 4 else 0.0
     if layout.framework.zero_broadcast:  # ZeroRedundancyOptimizer: the fp32 parameters whole
-        share = first if first is not None else 1 / optimizer_shards(layout, ranks)  # first: --zero 1's
+        shards = optimizer_shards(layout, ranks, u.bf16)
+        share = first if first is not None else 1 / shards  # first: --zero 1's
         optimizer = master + float(elements * ADAM) * share
     else:
-        optimizer = (master + elements * ADAM) / optimizer_shards(layout, ranks)
+        optimizer = (master + elements * ADAM) / optimizer_shards(layout, ranks, u.bf16)
     if layout.zero == 3 or (layout.zero == 2 and family is not Framework.MEGATRON):
         grads /= ranks  # Megatron's distributed optimizer keeps the whole gradient buffer
     if layout.zero == 3:
@@ -262,11 +287,12 @@ def _root_and_block(units: Sequence[Held]) -> float:
     return float(sum(u.weights for u in units if u.block is None) + max(blocks.values(), default=0))
 
 
-def optimizer_shards(layout: Layout, ranks: int) -> int:
+def optimizer_shards(layout: Layout, ranks: int, bf16: bool = False) -> int:
     """The ranks one unit's optimizer state (and so its optimizer step) is split over: its
-    gradients' data-parallel `ranks` with ZeRO-1/2/3, FSDP or Megatron's distributed optimizer
-    (each rank keeps and updates 1/D of the fp32 state), else 1."""
-    return ranks if layout.zero >= 1 else 1
+    gradients' data-parallel `ranks` with ZeRO-1/2/3, FSDP, Megatron's distributed optimizer or
+    DeepSpeed's BF16_Optimizer (`bf16`: the unit's parameters are; each rank keeps and updates 1/D
+    of the fp32 state), else 1."""
+    return ranks if layout.zero >= 1 or bf16_optimizer(layout, bf16) else 1
 
 
 def _elements(u: Unit) -> int:

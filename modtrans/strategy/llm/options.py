@@ -439,6 +439,17 @@ class Layout:
             raise LayoutError(f"--vpp {self.vpp} needs --schedule interleaved")
         if self.schedule in _BIDIRECTIONAL:
             self._check_dualpipe()
+        if (
+            self.framework.family is Framework.DEEPSPEED
+            and self.pp > 1
+            and self.schedule is not Schedule.ONE_F_ONE_B
+        ):
+            # deepspeed/runtime/pipe/engine.py, train_batch: `sched = schedule.TrainSchedule(...)`,
+            # its one training schedule (pipe/schedule.py: TrainSchedule, 1F1B-like)
+            raise LayoutError(
+                f"--framework deepspeed --schedule {self.schedule}: DeepSpeed's pipeline engine runs one "
+                "schedule, TrainSchedule (1f1b)"
+            )
         if self.stages is not None and len(self.stages) != self.chunks:
             raise LayoutError(
                 f"--stages lists {len(self.stages)} chunk{'s' * (len(self.stages) != 1)}; "
