@@ -104,6 +104,7 @@ class Layout:
     attention: str = "flash"  # the kernel: flash, flash2, cudnn, flash1, triton (no s x s tensor) or eager
     dp_replicate: int = 1  # HSDP: the D data ranks as R replicas of D / R sharded ranks (hsdp.py)
     recompute_fraction: float = 1.0  # full recomputation of this fraction of the blocks (checkpoints.py)
+    fp8: bool = False  # --precision fp8: Transformer Engine's FP8 linears (strategy/llm/fp8.py)
 
     @property
     def vocabulary_multiple(self) -> int:
