@@ -214,18 +214,18 @@ def _fp8_runs(request: Request, compute: str) -> None:
             f"--precision fp8 runs Transformer Engine's FP8 linears, which only --framework megatron "
             f"(Megatron-Core) runs, not {framework}: give --precision bf16"
         )
+    try:
+        found = profile(request.device or "a100")
+    except CostError:
+        found = None  # the gpu model says why it cannot read it
+    if found is not None and FORWARD not in found.peak_flops:
+        raise UsageError(f"--precision fp8: the {found.name} has no FP8 tensor cores (Hopper and later do)")
+    if found is not None and FORWARD not in (found.kernels or {}).get("matmul_efficiency", {}):
+        raise UsageError(f"--precision fp8: no measured FP8 GEMM rate in the {found.name}'s profile")
     if compute != "gpu":
         raise UsageError(
             f"--precision fp8 is the gpu model's (FP8 GEMM rates, TE's casts), not --compute {compute}"
         )
-    try:
-        found = profile(request.device or "a100")
-    except CostError:
-        return  # the gpu model says why it cannot read it
-    if FORWARD not in found.peak_flops:
-        raise UsageError(f"--precision fp8: the {found.name} has no FP8 tensor cores (Hopper and later do)")
-    if FORWARD not in (found.kernels or {}).get("matmul_efficiency", {}):
-        raise UsageError(f"--precision fp8: no measured FP8 GEMM rate in the {found.name}'s profile")
 
 
 def _traces(request: Request) -> bool:
