@@ -160,6 +160,8 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         raise UsageError("--output is empty: give a file, or - for standard output")
     if request.like is not None:
         request, policy, dialect, params, compute = _like(request, policy, dialect, note)
+    if request.precision == FP8:
+        _fp8_runs(request, compute)
     if request.compute is None and compute == "gpu" and not _calibrated(request.device):
         compute = "roofline"
         note(f"--device {request.device}: no kernel calibration for the gpu model; the roofline at its peak")
@@ -167,8 +169,6 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         formats.get(request.format, dialect)
     except formats.UnknownOutput as error:
         raise UsageError(str(error)) from None
-    if request.precision == FP8:
-        _fp8_runs(request, compute)
     unit = _unit(request, dialect)
     for line in (*_not_applicable(request, policy, compute), *_unmeasured(request, compute)):
         note(line)
