@@ -158,3 +158,32 @@ def test_fp8_is_recorded_and_written(run_cli: Run, tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert '"precision": "fp8"' in out.with_name("w.txt.meta.json").read_text()
+
+
+def _block_times(plan: Plan, block: int = 3) -> dict[tuple[str, str], int]:
+    """A block's compute ticks (ns) on rank 0 by layer's last name and step, its first micro-batch."""
+    found: dict[tuple[str, str], int] = {}
+    for op in plan.programs[0]:
+        name = plan.layers[op.layer].name if isinstance(op, Compute) else ""
+        if isinstance(op, Compute) and f".layers.{block}." in name:
+            found.setdefault((name.rsplit(".", 1)[-1], op.step.value), op.time)
+    return found
+
+
+def test_the_input_casts_follow_the_module() -> None:
+    """At TP 1, q_proj and o_proj are the same 8192 x 4096 x 4096 GEMM. o_proj, a
+    TERowParallelLinear, casts and transposes its input in the forward (linear.py, _Linear.forward:
+    fp8_cast_transpose_fused, 2 B read, 1 + 1 written an element); q_proj, part of a
+    TELayerNormColumnParallelLinear, has its input cast by the norm and transposes it for its
+    weight gradient (layernorm_linear.py: tex.fp8_transpose(ln_out_total), 1 B read and 1 written),
+    once for q, k and v together: q's share is its 4,096 of the module's 6,144 output columns."""
+    bf16, fp8 = (_block_times(_plan(p)) for p in ("bf16", "fp8"))
+    m = 8192
+    folded = bf16[("o_proj", "fwd")] - bf16[("q_proj", "fwd")]  # the residual add o_proj holds
+    cast = 4 * m * H / H100_STREAM * 1e9
+    assert fp8[("o_proj", "fwd")] - fp8[("q_proj", "fwd")] - folded == pytest.approx(cast, rel=0.01)
+    assert bf16[("q_proj", "weight_grad")] == bf16[("o_proj", "weight_grad")]
+    transpose = 2 * m * H * HEADS / (HEADS + 2 * KV) / H100_STREAM * 1e9
+    assert fp8[("q_proj", "weight_grad")] - fp8[("o_proj", "weight_grad")] == pytest.approx(
+        transpose, rel=0.01
+    )
