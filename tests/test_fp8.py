@@ -14,6 +14,7 @@ import pytest
 from typer.testing import Result
 
 from modtrans import cost, pipeline
+from modtrans.comm import CommType
 from modtrans.cost.gpu import Gpu
 from modtrans.ir.document import Activation, Block, Flops, Gemm, Kind, Layer, Part
 from modtrans.plan.model import Collective, Compute, Plan
@@ -140,9 +141,10 @@ def _bytes(plan: Plan) -> list[list[int]]:
 
 
 def test_fp8_leaves_the_collectives_and_speeds_the_compute() -> None:
-    """Megatron-Core gathers the distributed optimizer's bf16 parameters unless --fp8-param-gather
-    (distributed_data_parallel_config.py at core_r0.9.0, fp8_param_gather False) and reduces fp32
-    gradients; the tensor-parallel all-reduces move bf16 outputs and gradients. The compute is
+    """Without sequence parallelism nothing changes: Megatron-Core gathers the distributed
+    optimizer's bf16 parameters unless --fp8-param-gather (distributed_data_parallel_config.py at
+    core_r0.9.0, fp8_param_gather False) and reduces fp32 gradients; the tensor-parallel
+    all-reduces move bf16 outputs and gradients. The compute is
     shorter (the linears at about twice the rate) but not half (attention, norms, casts)."""
     bf16, fp8 = _plan("bf16", tp=2), _plan("fp8", tp=2)
     assert _bytes(fp8) == _bytes(bf16)
@@ -187,3 +189,22 @@ def test_the_input_casts_follow_the_module() -> None:
     assert fp8[("q_proj", "weight_grad")] - fp8[("o_proj", "weight_grad")] == pytest.approx(
         transpose, rel=0.01
     )
+
+
+def test_sequence_parallel_all_gathers_move_fp8() -> None:
+    """Under SP, TE 1.8 casts before it gathers: a column-parallel linear's input (linear.py,
+    _Linear.forward: cast_to_fp8, then gather_along_first_dim; layernorm_linear.py its FP8 ln_out),
+    forward and again backward, and a row-parallel linear's output gradient (base.py,
+    grad_output_preprocess: "FP8 case with gather"). Half a bf16 all-gather's bytes, six a block
+    and micro-batch (q, k and v's input twice, gate and up's twice, o's and down's gradients); the
+    reduce-scatters, and the embedding's and output layer's collectives, as in bf16."""
+    bf16, fp8 = _plan("bf16", tp=2, sp=True), _plan("fp8", tp=2, sp=True)
+    names = [x.name for x in bf16.layers]
+    ops = [[op for op in p.programs[0] if isinstance(op, Collective)] for p in (bf16, fp8)]
+    pairs = list(zip(*ops, strict=True))
+    halved = [b.bytes == 2 * f.bytes for b, f in pairs]
+    gathers = [".layers." in names[b.layer] and b.comm is CommType.ALLGATHER for b, _ in pairs]
+    assert halved == gathers
+    assert all(b.bytes == f.bytes for (b, f), g in zip(pairs, gathers, strict=True) if not g)
+    micro_batches = 8 // (1 * 4)  # global batch 8, D = 8 / T
+    assert sum(gathers) == LAYERS * 6 * micro_batches

@@ -170,7 +170,9 @@ def rank_units(
     for d in ordered():  # each degree's refusals of the model (context.py's: its sequence)
         if d.refuses is not None:
             d.refuses(ir, layout)
-    tensor.apply(units, ir, t, layout.sp, tokens=layout.sequence_shards, overlap=layout.tp_comm_overlap)
+    tensor.apply(
+        units, ir, t, layout.sp, tokens=layout.sequence_shards, overlap=layout.tp_comm_overlap, fp8=layout.fp8
+    )
     for d in ordered():  # each degree's collectives on the tensor shards (context.py's)
         if d.attach is not None:
             d.attach(units, layout)

@@ -30,15 +30,12 @@ Memory (NVIDIA/TransformerEngine v1.8, 3ec998e, transformer_engine/pytorch/modul
                  recomputation keeps each block's input only: nothing changes. A MoE's experts and
                  router, and state-space mixers, are left as they are (not TE's FP8 linears here).
 
-Communication is left as it is: the data-parallel gradient reduction (fp32) and the distributed
-optimizer's parameter all-gather move the bf16 parameters' bytes (Megatron-Core gathers FP8
-parameters only under --fp8-param-gather, added in core_r0.9.0: distributed_data_parallel_config.py,
-fp8_param_gather; not modelled), and the tensor-parallel all-reduces and reduce-
-scatters move the bf16 outputs and gradients. Not modelled: under sequence parallelism TE 1.8
-all-gathers the column-parallel linears' inputs and the row-parallel ones' output gradients in FP8
-(linear.py: the input cast before gather_along_first_dim; base.py, grad_output_preprocess: "FP8
-case with gather": cast_to_fp8, then the gather, then tex.fp8_transpose), half the bytes the
-strategy sends for those all-gathers.
+Communication: the data-parallel gradient reduction (fp32) and the distributed optimizer's
+parameter all-gather move the bf16 parameters' bytes (Megatron-Core gathers FP8 parameters only
+under --fp8-param-gather, added in core_r0.9.0: distributed_data_parallel_config.py,
+fp8_param_gather; not modelled), and the tensor-parallel all-reduces and reduce-scatters move the
+bf16 outputs and gradients. Under sequence parallelism a block's linears' all-gathers move FP8
+(strategy/llm/tensor.py, _gathered: TE casts before it gathers).
 """
 
 from __future__ import annotations
