@@ -70,9 +70,9 @@ FP8: its exposed communication 0.99 -> 0.80 s and 1.82 -> 1.44 s). FP8 takes 24-
 bf16 iteration (GPT3-175B 31-33 %, Llama 3 8B 24 %): a linear's BF16 GEMM takes about 1.7x its
 FP8 one (8192 x 4096 x 4096: 389 and 234 us), less TE's casts, and attention, norms and the loss
 stay. Memory: the FP8 weight copies add 2 B a linear weight element (13.0 GiB on Llama 3 8B's
-rank), the FP8 saved inputs take off 2.2 GiB there (at CP 2); GPT3-20B's 94.3 GiB is over the 80 GiB the run had: NeMo's
-distributed_fused_adam (Apex's DistributedFusedAdam) is modelled as Megatron's distributed
-optimizer, whose whole fp32 gradient buffer it may not keep (not checked).
+rank), the FP8 saved inputs take off 2.2 GiB there (at CP 2); GPT3-20B's 94.3 GiB is over the
+80 GiB the run had: NeMo's distributed_fused_adam (Apex's DistributedFusedAdam) is modelled as
+Megatron's distributed optimizer, whose whole fp32 gradient buffer it may not keep (not checked).
 """
 
 from __future__ import annotations
