@@ -2,7 +2,8 @@
 and GPT2 125M to 1.6B on one node of 8 A100 80GB, FlashAttention, as its training scripts ran them
 (`--framework flash-attn`). A CHECK, never a calibration target: nothing here feeds the models.
 
-Run by hand: `python bench/bench_flash.py [--attention flash2] [--table gpt3|gpt2|both] [--no-zero]`:
+Run by hand: `python bench/bench_flash.py [--attention flash2] [--table gpt3|gpt2|fa2|both|all]
+[--no-zero]`:
 one `modtrans translate` to Chakra traces and one `modtrans estimate` per row (bench_today.py's),
 each a fresh process; --no-zero runs the ZeroRedundancyOptimizer rows at --zero 0, as before it
 was modelled.
@@ -35,6 +36,16 @@ notes (TD, 2022-08): owt/base.yaml "time per global step (i.e. batch size 512) o
 376ms to 368ms" (GPT2-small, FusedAdam; the bar: 0.355 s) and "For GPT2-medium ... from 997ms to
 972ms" (the bar: 0.967 s); gpt2l-flash.yaml "around 2056ms" (the bar: 1.967 s); which A100 is not said.
 
+FlashAttention-2's Table 1 (FA2_ROWS, `--table fa2`): Dao 2023, "FlashAttention-2: Faster
+Attention with Better Parallelism and Work Partitioning", arXiv:2307.08691, section 4.2, "Training
+speed (TFLOPs/s/GPU) of GPT-style models on 8xA100 GPUs": GPT3-1.3B and 2.7B at 2k and 8k context,
+its "FlashAttention" column (189, 170, 189, 175) and "FlashAttention-2" column (196, 220, 205, 225),
+FLOPs by its formula (paper_flops); the "Without FlashAttention" column's baseline is not described
+and is left out. The runs: gpt3xl-flash.yaml and gpt3-2.7B-flash-hdim128.yaml at 2k (the README's
+rows: the FlashAttention column's 189 is its figure's bar for both), gpt3xl-flash-8k.yaml (sequence
+8,192, micro-batch 4 at 80 GB, global batch 128) and its 2.7B at 8k, printed under the README's
+head dimension 128 and under gpt3-2.7B-flash-8k.yaml's 32 heads of 80 (the paper names neither).
+
 The formula checked on the GPT3 figure (assets/gpt3_training_efficiency.jpg, FlashAttention bars
 149, 167, 163, 189, 189): readme_flops x the README table's tokens/s / 8 gives 149.0, 166.5, 163.2,
 188.4 and 188.0 TFLOP/s (the last two's tokens/s rounded to 169k and 85k), V 50,257 or 50,264 alike.
@@ -61,6 +72,20 @@ as before it was modelled; more in docs/performance.md, "bench_flash.py"):
     gpt2-760m   32   2    1     1.967s    1.802s   -8.4%   (-8.0%)
     gpt2-1.6b   16   4    1     4.057s    3.598s  -11.3%  (-10.9%)
     MAE 7.2 %, worst 11.3 % (7.0 %, 10.9 %)
+
+FlashAttention-2's Table 1 (2026-12-07, main 70f4b3a; docs/performance.md reads it):
+
+    row                       mb  ga zero  published      ours   error
+    gpt3-1.3b-2k-flash1        8   8    1     6.292s    6.081s   -3.4%
+    gpt3-1.3b-2k-flash2        8   8    1     6.068s    5.339s  -12.0%
+    gpt3-1.3b-8k-flash1        4   4    1     9.790s    9.314s   -4.9%
+    gpt3-1.3b-8k-flash2        4   4    1     7.565s    6.726s  -11.1%
+    gpt3-2.7b-2k-flash1        4  16    1    12.403s   11.484s   -7.4%
+    gpt3-2.7b-2k-flash2        4  16    1    11.435s   10.246s  -10.4%
+    gpt3-2.7b-8k-flash1        4   4    1    17.919s   16.867s   -5.9%
+    gpt3-2.7b-8k-flash2        4   4    1    13.937s   12.554s   -9.9%
+    gpt3-2.7b-8k-hd80-flash1   4   4    1    17.919s   21.485s  +19.9%
+    gpt3-2.7b-8k-hd80-flash2   4   4    1    13.937s   12.902s   -7.4%
 """
 
 from __future__ import annotations
@@ -82,6 +107,16 @@ ROWS = (
     ("gpt3-1.3b", 24, 2048, 16, 8, 512, 169e3, 1),
     ("gpt3-2.7b", 32, 2560, 20, 4, 512, 85e3, 1),
 )
+# FlashAttention-2's Table 1 (Dao 2023, arXiv:2307.08691, section 4.2): (name, layers, hidden, heads,
+# micro-batch, global batch in sequences, sequence, {kernel: TFLOP/s per A100}); each row the
+# training/configs/experiment/pile/ yaml named in the module's docstring
+FA2_ROWS = (
+    ("gpt3-1.3b-2k", 24, 2048, 16, 8, 512, 2048, {"flash1": 189, "flash2": 196}),
+    ("gpt3-1.3b-8k", 24, 2048, 16, 4, 128, 8192, {"flash1": 170, "flash2": 220}),
+    ("gpt3-2.7b-2k", 32, 2560, 20, 4, 512, 2048, {"flash1": 189, "flash2": 205}),
+    ("gpt3-2.7b-8k", 32, 2560, 20, 4, 128, 8192, {"flash1": 175, "flash2": 225}),
+    ("gpt3-2.7b-8k-hd80", 32, 2560, 32, 4, 128, 8192, {"flash1": 175, "flash2": 225}),
+)
 GPT2_SEQUENCE, GPT2_BATCH = 1024, 512  # owt/base.yaml: datamodule.max_length, train.global_batch_size
 # (name, layers, hidden, heads, micro-batch, TFLOP/s per A100 (FlashAttention's bar), ZeRO stage)
 GPT2_ROWS = (
@@ -97,6 +132,13 @@ def readme_flops(layers: int, hidden: int, sequence: int, vocab: int = VOCAB) ->
     al. 2021, Section 5.1: 96 B s l h^2 (1 + s / 6h + V / 16lh) an iteration, with recomputation's
     second forward) x 3/4, "the model FLOPs"."""
     return 72 * layers * hidden**2 * (1 + sequence / (6 * hidden) + vocab / (16 * layers * hidden))
+
+
+def paper_flops(layers: int, hidden: int, sequence: int, vocab: int = VOCAB) -> float:
+    """FLOPs a token, as FlashAttention-2's section 4.2 counts them: "6 x seqlen x number of
+    params + 12 x number of layers x hidden dim x seqlen^2" a sequence, the parameters counted as
+    the formula's source does (Narayanan et al. 2021, section 5.1: 12 l h^2 + V h)."""
+    return 6 * (12 * layers * hidden**2 + vocab * hidden) + 12 * layers * hidden * sequence
 
 
 def _layout(zero: int, attention: str | None, no_zero: bool) -> dict[str, object]:
@@ -137,18 +179,48 @@ def gpt2_runs(attention: str | None = None, no_zero: bool = False) -> list[Run]:
     return out
 
 
+def fa2_runs(no_zero: bool = False) -> list[Run]:
+    """FlashAttention-2's Table 1 as runs, its FlashAttention and FlashAttention-2 columns each a
+    run (`--attention flash1` and `flash2`); every row's optimizer ZeroRedundancyOptimizer
+    (gpt3xl-flash.yaml's adamw-zero, which the others inherit)."""
+    out = []
+    for name, layers, hidden, heads, micro, batch, sequence, columns in FA2_ROWS:
+        config = megatron_gpt(
+            layers, hidden, heads, dropout=0.1, vocab=VOCAB, positions=sequence, dtype="bfloat16"
+        )
+        for kernel, tflops in columns.items():
+            tokens = tflops * 1e12 / paper_flops(layers, hidden, sequence)
+            layout = _layout(1, kernel, no_zero)
+            out.append(
+                Run(
+                    f"{name}-{kernel}",
+                    config,
+                    "a100",
+                    "dgx-a100",
+                    GPUS,
+                    sequence,
+                    micro,
+                    batch,
+                    layout,
+                    tokens,
+                )
+            )
+    return out
+
+
 def _table(title: str, rows: list[Run], folder: Path) -> None:
     """One table: each row's published and estimated iteration time, and the summary line."""
     errors = []
     print(title)
-    print(f"{'row':<10} {'mb':>3} {'ga':>3} {'zero':>4} {'published':>10} {'ours':>9} {'error':>7}")
+    width = max(10, *(len(run.name) for run in rows))
+    print(f"{'row':<{width}} {'mb':>3} {'ga':>3} {'zero':>4} {'published':>10} {'ours':>9} {'error':>7}")
     for run in rows:
         report = estimate(run, folder)
         ours, published = float(report["iteration_s"]), run.published_s()  # type: ignore[arg-type]
         errors.append(ours / published - 1)
         ga = run.batch // (run.micro_batch * run.gpus)
         zero = run.layout.get("zero", 0)
-        row = f"{run.name:<10} {run.micro_batch:>3} {ga:>3} {zero:>4} {published:>9.3f}s {ours:>8.3f}s"
+        row = f"{run.name:<{width}} {run.micro_batch:>3} {ga:>3} {zero:>4} {published:>9.3f}s {ours:>8.3f}s"
         print(f"{row} {100 * errors[-1]:>+6.1f}%", flush=True)
     mae = sum(abs(e) for e in errors) / len(errors)
     worst, within = max(map(abs, errors)), sum(abs(e) <= 0.1 for e in errors)
@@ -158,17 +230,19 @@ def _table(title: str, rows: list[Run], folder: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--attention", default=None, help="the kernel (default: flash-attn's, flash1)")
-    parser.add_argument("--table", choices=("gpt3", "gpt2", "both"), default="both")
+    parser.add_argument("--table", choices=("gpt3", "gpt2", "fa2", "both", "all"), default="both")
     parser.add_argument(
         "--no-zero", action="store_true", help="the ZeroRedundancyOptimizer rows at --zero 0 (before)"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        if args.table != "gpt2":
+        if args.table in ("gpt3", "both", "all"):
             _table("GPT3, sequence 2,048 (the README's table)", runs(args.attention, args.no_zero), Path(tmp))
-        if args.table != "gpt3":
+        if args.table in ("gpt2", "both", "all"):
             rows = gpt2_runs(args.attention, args.no_zero)
             _table("GPT2, sequence 1,024 (the figure's FlashAttention bars)", rows, Path(tmp))
+        if args.table in ("fa2", "all"):
+            _table("FlashAttention-2's Table 1 (its two kernels' columns)", fa2_runs(args.no_zero), Path(tmp))
 
 
 if __name__ == "__main__":

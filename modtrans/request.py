@@ -430,9 +430,9 @@ def _norms(framework: str | None) -> str:
 
 
 def _loss(framework: str | None) -> str:
-    """The gpu model's loss under the framework's conventions (frameworks.py, fused_loss)."""
+    """The gpu model's loss under the framework's conventions (frameworks.py, Framework.loss)."""
     known = _framework(framework)
-    return "fused" if known is not None and known.fused_loss else "torch"
+    return known.loss if known is not None else "torch"
 
 
 def _framework(name: str | None) -> Framework | None:

@@ -135,7 +135,7 @@ def test_flash_attn_all_reduces_fp32_gradients_and_refuses_zero_2_and_3() -> Non
 
     flash = Framework.FLASH_ATTN
     assert flash.family is Framework.MEGATRON
-    assert flash.fused_loss
+    assert flash.loss == "fused"
     assert flash.attention == "flash1"
     assert flash.logit_bytes(2) == 2
     assert Framework.MEGATRON.logit_bytes(2) == 6

@@ -18,7 +18,14 @@ import pytest
 
 from modtrans import cost, pipeline
 from modtrans.cost.gpu import Gpu
-from modtrans.cost.loss import FUSED_BACKWARD, FUSED_FORWARD, LIGER_COUNTED, loss_bytes
+from modtrans.cost.loss import (
+    BACKWARD_PASSES,
+    FORWARD_PASSES,
+    FUSED_BACKWARD,
+    FUSED_FORWARD,
+    LIGER_COUNTED,
+    loss_bytes,
+)
 from modtrans.ir.document import Layer
 
 # V: (forward, forward + backward) ms; Liger-Kernel 6159461, nvidia_h100_80gb_hbm3
@@ -138,7 +145,7 @@ def test_a_fused_loss_pass_costs_what_a_fused_cross_entropy_measured(tmp_path: P
     model = cost.get("gpu", cost.Settings(device="h100"))
     assert isinstance(model, Gpu)
     head = _head(tmp_path, vocab, "float32")
-    forward, backward = (model.memory_seconds(b) * 1e3 for b in loss_bytes(head, fused=True))
+    forward, backward = (model.memory_seconds(b) * 1e3 for b in loss_bytes(head, "fused"))
     per_counted_pass = LIGER_FULL[vocab] / LIGER_COUNTED
     assert forward + backward == pytest.approx((FUSED_FORWARD + FUSED_BACKWARD) * per_counted_pass, rel=0.05)
 
@@ -147,6 +154,20 @@ def test_a_fused_loss_reads_bf16_logits_without_casting_them(tmp_path: Path) -> 
     """The fused kernel reads the logits in their own dtype: bf16 logits cost half of fp32's, where
     PyTorch's loss casts them up and makes its fp32 passes, over four times the fused kernel's."""
     fp32, bf16 = _head(tmp_path, 131072, "float32"), _head(tmp_path, 131072, "bfloat16")
-    fused = [sum(loss_bytes(x, fused=True)) for x in (fp32, bf16)]
+    fused = [sum(loss_bytes(x, "fused")) for x in (fp32, bf16)]
     assert fused[1] == pytest.approx(fused[0] / 2, rel=1e-9)
     assert sum(loss_bytes(bf16)) > 4 * fused[1]
+
+
+def test_a_native_loss_runs_torchs_passes_on_the_logits_own_width(tmp_path: Path) -> None:
+    """PyTorch's cross-entropy on bf16 logits as they come (fms-fsdp's: frameworks.Framework.loss)
+    makes the fp32 loss's passes at 2 bytes, no cast either way: half of fp32 logits' loss, and the
+    casts (6 bytes a logit each way) under the upcast loss on the same bf16 logits."""
+    fp32, bf16 = _head(tmp_path, 131072, "float32"), _head(tmp_path, 131072, "bfloat16")
+    logits = 8 * 2048 * 131072
+    native = loss_bytes(bf16, "native")
+    assert native == pytest.approx(tuple(b / 2 for b in loss_bytes(fp32)), abs=1)
+    upcast = loss_bytes(bf16)
+    assert (upcast[0] - native[0], upcast[1] - native[1]) == pytest.approx(
+        (FORWARD_PASSES * 2 * logits + 6 * logits, BACKWARD_PASSES * 2 * logits + 6 * logits), abs=1
+    )

@@ -128,3 +128,30 @@ def test_megatrons_loss_holds_the_logits_beside_their_fp32_copy(dtype: Any, widt
     replayed = Allocator().replay(live.events)
     expected = (megatron.logit_bytes(width) + megatron.logit_cached(width)) * count
     assert replayed.reserved == pytest.approx(expected, rel=0.005, abs=SMALL_BUFFER)  # + the small pool's
+
+
+def test_fms_fsdps_loss_peaks_at_its_logit_bytes() -> None:
+    """fms-fsdp's loss (fms_fsdp/utils/train_utils.py, train: CrossEntropyLoss on the model's bf16
+    output as it comes, `del output` before the backward): log_softmax's bf16 output is all the
+    forward adds; the backward holds it, its gradient and the input's, 3 x 2 B a logit; the
+    logits freed before it are reused by the backward's same-sized requests, so nothing is
+    reserved beside the peak (frameworks.logit_cached)."""
+    tokens, hidden, vocab = 4096, 8, 8192
+    x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+    weight = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (tokens,))
+    live = Live()
+    with live:
+        output = x @ weight.t()
+        loss = torch.nn.CrossEntropyLoss()(output.view(-1, output.size(-1)), labels.view(-1).long())
+        forward = live.peak
+        del output
+        live.peak = live.live
+        loss.backward()
+    logits = tokens * vocab
+    fms = Framework.FMS_FSDP
+    assert forward / logits == pytest.approx(4, rel=0.01)
+    assert live.peak / logits == pytest.approx(fms.logit_bytes(2), rel=0.01)
+    replayed = Allocator().replay(live.events)
+    expected = (fms.logit_bytes(2) + fms.logit_cached(2)) * logits
+    assert replayed.reserved == pytest.approx(expected, rel=0.005, abs=SMALL_BUFFER)  # + the small pool's

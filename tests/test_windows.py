@@ -135,3 +135,53 @@ def test_real_configurations_slide_where_transformers_does(name: str) -> None:
     config = AutoConfig.for_model(**data)
     text = config.get_text_config()
     assert from_hf(data).windows == _expected(text, text.num_hidden_layers)
+
+
+def _visible_keys(model: Any, sequence: int) -> dict[int, int]:
+    """Run `model` (real weights, CPU, eager attention) on `sequence` tokens and read, in the mask
+    each layer's softmax attention receives, how many keys the last query sees: transformers' own
+    masks, independent of how ModTrans reads them."""
+    import torch
+
+    seen: dict[int, int] = {}
+
+    def grab(module: Any, args: Any, kwargs: Any) -> None:
+        mask = kwargs.get("attention_mask")
+        index = getattr(module, "layer_idx", None)
+        if isinstance(mask, torch.Tensor) and mask.dim() == 4 and isinstance(index, int):
+            row = mask[0, 0, -1]  # additive (0 where seen) or boolean (True where seen)
+            seen[index] = int((row == 0).sum() if row.is_floating_point() else row.sum())
+
+    handles = [
+        m.register_forward_pre_hook(grab, with_kwargs=True)
+        for m in model.modules()
+        if type(m).__name__.endswith("Attention")
+    ]
+    with torch.no_grad():
+        model(input_ids=torch.zeros(1, sequence, dtype=torch.long))
+    for h in handles:
+        h.remove()
+    return seen
+
+
+@pytest.mark.hf
+@pytest.mark.parametrize("family", ["mistral", "phimoe", "doge", "minimax", "gemma2", "llama"])
+def test_a_traced_model_slides_where_its_own_masks_do(family: str) -> None:
+    """A family read through transformers (hf/) slides where the masks its forward builds do:
+    Mistral, PhiMoE, Doge and MiniMax name no sliding layer_types and mask every softmax layer by
+    sliding_window (library._masks); Gemma 2 names its layers; Llama never slides."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from modtrans.hf import built, library
+
+    keys = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2}
+    config = AutoConfig.for_model(family, num_hidden_layers=2, vocab_size=256, sliding_window=16, **keys)
+    config._attn_implementation = "eager"
+    theirs = _visible_keys(AutoModelForCausalLM.from_config(config).eval(), 64)
+    assert theirs, "no layer's mask was read"
+    ours: dict[int, int] = {}
+    for layer in built.read(library.build(config), 1, 64).ir.layers:
+        block = layer.block
+        if block is not None and block.heads is not None and block.index is not None:
+            ours[block.index] = min(block.heads.window or 64, 64)
+    assert {i: ours[i] for i in theirs} == theirs

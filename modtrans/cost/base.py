@@ -142,7 +142,7 @@ class Settings:
     attention: str = "flash"  # the gpu model's attention: one fused kernel, or eager (its GEMMs and softmax)
     norms: str = "fused"  # the gpu model's RMSNorm, rotary and SwiGLU: fused kernels, or eager (op by op)
     compiled: bool = False  # the gpu model: the transformer blocks under torch.compile (norms.py)
-    loss: str = "torch"  # the gpu model's loss: PyTorch's cross-entropy on fp32 logits, or fused (loss.py)
+    loss: str = "torch"  # the gpu model's loss: PyTorch's on fp32 logits, on their own dtype, fused (loss.py)
     fp8: bool = False  # the gpu model: --precision fp8, Transformer Engine's FP8 linears (fp8.py)
 
 

@@ -165,7 +165,7 @@ class Gpu:
     eager: bool = False  # --attention eager: the core as its GEMMs and a materialised softmax
     norms: NormCost | None = None  # RMSNorms as measured (op by op: norms.py); None: fused
     eager_ops: bool = False  # rotary embeddings and SwiGLU op by op (the same: eager.py)
-    fused_loss: bool = False  # the loss one fused cross-entropy kernel (flash-attn's: loss.py)
+    loss: str = "torch"  # the loss's kernels (loss.LOSSES): fp32, the logits' own dtype, one fused kernel
     # the blocks under torch.compile: their RMSNorms as Inductor's kernels measured (norms.py), their
     # SwiGLU one fused pass, torchtitan's complex rotary op by op still (eager.py); the layers
     # outside the blocks as `norms` says
@@ -274,7 +274,7 @@ class Gpu:
             return self._fp8_linear(layer, gemms, update)
         if gemms is not None:
             runs = layer.repeats
-            loss_fwd, loss_bwd = (self.memory_seconds(b) for b in loss_bytes(layer, self.fused_loss))
+            loss_fwd, loss_bwd = (self.memory_seconds(b) for b in loss_bytes(layer, self.loss))
             return self._ticks(
                 runs * self.gemm_seconds(gemms.forward, dtype, width) + loss_fwd,
                 runs * self.gemm_seconds(gemms.input_grad, dtype, width) + loss_bwd,
@@ -395,5 +395,5 @@ def make(settings: Settings) -> Gpu:
     eager_ops = settings.norms == "eager"
     return Gpu(
         found, k, settings.clock, eager=eager, norms=norms, eager_ops=eager_ops, compiled=compiled,
-        fused_loss=settings.loss == "fused", fp8=settings.fp8,
+        loss=settings.loss, fp8=settings.fp8,
     )  # fmt: skip

@@ -20,6 +20,14 @@ benchmark (nvidia_a100-sxm4-80gb: 20.8 ms at 1.70 TB/s) in tests/test_loss.py.
 Logits in a narrower dtype (bf16) are cast up before the loss (read 2, write 4 bytes) and the
 gradient cast back after it (read 4, write 2).
 
+PyTorch's cross-entropy on the logits as they come (`native`: fms-fsdp's training loop,
+fms_fsdp/utils/train_utils.py at foundation-model-stack/fms-fsdp HEAD, train:
+`ce_loss(output.view(-1, output.size(-1)), label.view(-1).long())` on the bf16 output of its FSDP
+model under bfSixteen) runs the same kernels on 16-bit rows: log_softmax reads and writes them in
+their own dtype, accumulating in fp32 in registers (aten/src/ATen/native/cuda/SoftMax.cu,
+accscalar_t), so the same passes at the logits' width, with no cast either way (a derivation: the
+passes measured on fp32 logits, each of w bytes).
+
 A fused softmax cross-entropy (`fused`: apex's xentropy, which flash-attention's training scripts
 run: csrc/xentropy/xentropy_kernel.cu at Dao-AILab/flash-attention 4a6eaa9f, adapted from
 apex/contrib/csrc/xentropy) reads the logits in their own dtype and computes in fp32 in registers:
@@ -57,17 +65,24 @@ def is_loss_head(layer: Layer) -> bool:
     return b is not None and b.index is None and b.part is Part.HEAD and layer.gemm is not None
 
 
-def loss_bytes(layer: Layer, fused: bool = False) -> tuple[int, int]:
-    """Bytes the loss moves over `layer`'s logits, forward and backward (0, 0: not a head);
-    `fused`: one fused softmax cross-entropy kernel each way (FUSED_READS)."""
+LOSSES = ("torch", "native", "fused")
+"""The losses a framework takes (frameworks.Framework.loss): PyTorch's on fp32 logits, PyTorch's on
+the logits' own dtype, one fused softmax cross-entropy kernel (the docstring above)."""
+
+
+def loss_bytes(layer: Layer, kind: str = "torch") -> tuple[int, int]:
+    """Bytes the loss of `kind` (LOSSES) moves over `layer`'s logits, forward and backward (0, 0:
+    not a head)."""
     if not is_loss_head(layer) or not layer.outputs or layer.gemm is None:
         return 0, 0
     g = layer.gemm  # the logits are its output: a rank's share of the tokens and the vocabulary
     width = max(1, dtypes.width(layer.outputs[0].dtype))
     elements = g.m * g.n * g.groups
-    if fused:
+    if kind == "fused":
         per_pass = elements * width * FUSED_PASS
         return round(FUSED_FORWARD * per_pass), round(FUSED_BACKWARD * per_pass)
+    if kind == "native":
+        return round(elements * FORWARD_PASSES * width), round(elements * BACKWARD_PASSES * width)
     cast = (width + FP32) if width < FP32 else 0  # to fp32 before the loss, and its gradient back
     forward = elements * (FORWARD_PASSES * FP32 + cast)
     backward = elements * (BACKWARD_PASSES * FP32 + cast)

@@ -40,6 +40,17 @@ configurations name no top-k: modeling_switch_transformers.py, modeling_nllb_moe
 
 
 @dataclass(frozen=True)
+class Mask:
+    """An attention mask a model's forward built: `sliding` where by masking_utils'
+    create_sliding_window_causal_mask (a query sees the last `window` keys, its configuration's
+    sliding_window), else create_causal_mask; `model_type`: the configuration it was built for."""
+
+    sliding: bool
+    window: int | None
+    model_type: str
+
+
+@dataclass(frozen=True)
 class Shape:
     """What the layers need of the configuration: the dtype parameters and activations are held
     in, the attention's heads and dropouts, the mixture's experts."""
@@ -70,9 +81,11 @@ class Shape:
         return None
 
 
-def shape_of(config: Any, within: Any = None) -> Shape:
+def shape_of(config: Any, within: Any = None, masks: Sequence[Mask] = ()) -> Shape:
     """The Shape of a transformers configuration (its text configuration's, for a multimodal one);
-    `within`: the model's configuration whose dtype it is held in (a tower's: towers.py)."""
+    `within`: the model's configuration whose dtype it is held in (a tower's: towers.py); `masks`:
+    those the model's forward built (library.record), which say the windows of a model that
+    names no sliding layer (_windows)."""
     text = text_of(config) if within is None else config
     held = config if within is None else within
     torch_dtype = str(getattr(held, "dtype", None) or getattr(held, "torch_dtype", None) or "float32")
@@ -92,28 +105,34 @@ def shape_of(config: Any, within: Any = None) -> Shape:
         _first_int(text, EXPERT_KEYS) or _nested(text, EXPERT_KEYS),
         _first_int(text, TOP_K_KEYS) or _nested(text, TOP_K_KEYS),
         layered,
-        _windows(text),
+        _windows(text, masks),
         _first_int(text, ("zero_expert_num",)) or 1,
     )
 
 
-def _windows(text: Any) -> tuple[int | None, ...]:
-    """Each layer's sliding window as transformers decides it: its configuration's layer_types
-    (computed by each configuration class from its own keys: Gemma 2's every other layer,
-    Gemma 3's sliding_window_pattern, Qwen 2's use_sliding_window and max_window_layers,
-    gpt-oss's alternation) names a layer "sliding_attention", whose mask lets a query see the
-    last `sliding_window` keys (transformers/masking_utils.py, sliding_window_overlay: kv_idx >
-    q_idx - sliding_window); () where it names none. Mistral's configuration names no layer_types:
-    its window (4,096, every layer) is not read (a training sequence of 4,096 sees it whole)."""
+def _windows(text: Any, masks: Sequence[Mask] = ()) -> tuple[int | None, ...]:
+    """Each layer's sliding window as transformers decides it (a query sees the last
+    `sliding_window` keys: masking_utils.sliding_window_overlay, kv_idx > q_idx - sliding_window).
+    Where its configuration's layer_types (computed by each configuration class from its own keys:
+    Gemma 2's every other layer, Gemma 3's sliding_window_pattern, Qwen 2's use_sliding_window and
+    max_window_layers, gpt-oss's alternation) name "sliding_attention" layers, those; else, where
+    the forward built sliding masks alone for this configuration (`masks`: Mistral's
+    configuration names no layer_types, its model masks every layer by sliding_window), every
+    layer; () where no layer slides."""
     try:
         kinds = getattr(text, "layer_types", None)
         window = getattr(text, "sliding_window", None)
+        layers = getattr(text, "num_hidden_layers", None)
     except Exception:  # a per-layer attribute transformers refuses globally (integrations/heterogeneity)
         return ()
-    if not isinstance(kinds, (list, tuple)) or not isinstance(window, int) or window < 1:
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
         return ()
-    found = tuple(window if k == "sliding_attention" else None for k in kinds)
-    return found if any(found) else ()
+    if isinstance(kinds, (list, tuple)) and "sliding_attention" in kinds:
+        return tuple(window if k == "sliding_attention" else None for k in kinds)
+    own = {m.sliding for m in masks if m.model_type == getattr(text, "model_type", None)}
+    if own == {True} and isinstance(layers, int) and layers > 0:
+        return (window,) * layers
+    return ()
 
 
 HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")

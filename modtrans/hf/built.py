@@ -58,6 +58,7 @@ def read(
         tool=f"modtrans {__version__}",
         architecture_only=True,
     )
-    ir = ModelIR(provenance, tuple(layers.layers(recorded, blocks.shape_of(model.config))))
+    shape = blocks.shape_of(model.config, masks=recorded.masks)
+    ir = ModelIR(provenance, tuple(layers.layers(recorded, shape)))
     plan = library.anchored(library.tp_plan(model.config), model)
     return Read(ir, given, recorded, plan)

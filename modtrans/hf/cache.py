@@ -22,7 +22,7 @@ from modtrans._version import __version__
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
-READING = 8
+READING = 9
 """The revision of the IR a read through transformers gives; one more where a change to hf/ gives
 another IR for a configuration read before (2: a scan's loop recorded as one pass, scans.py; 3: a
 mixture's routers and experts as mixture.moe marks them, a leaf experts module a layer a GEMM; 4: a
@@ -31,7 +31,8 @@ model's path, library.anchored; 6: a mixture's experts as the model runs and hol
 the experts each expert's GEMM, an [E x f, h] weight 1 / E an expert's run, attention experts the
 attention's, a router's own MLP the router's, heads per layer: mixture.py, blocks.py, layers.py;
 7: an experts module that runs every expert on every token read as the routed run, mixture.routed;
-8: each attention's sliding window, blocks._windows)."""
+8: each attention's sliding window, blocks._windows; 9: the windows of a model whose forward masks
+every layer by its configuration's sliding_window, library._masks)."""
 
 
 def key(digest: str, batch: int, sequence: int, targets: int | None, remote: bool = False) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import torch
 from torch.utils.flop_counter import flop_registry
 
 from modtrans.hf import classes, configs, scans
+from modtrans.hf.blocks import Mask
 from modtrans.hf.configs import nested
 from modtrans.hf.inputs import inputs
 from modtrans.hf.kernels import Kernels, signature
@@ -82,6 +84,7 @@ class Recorded:
     inputs: dict[str, tuple[int, ...]]
     blocks: list[str] = field(default_factory=list)  # the paths of the block lists (ModuleList)
     towers: dict[str, Any] = field(default_factory=dict)  # towers.towers: path -> its blocks.Shape
+    masks: tuple[Mask, ...] = ()  # the attention masks the forward built: _masks
 
 
 class _Recorder(Values):
@@ -307,12 +310,56 @@ def record(model: Any, given: Mapping[str, Any]) -> Recorded:
     blocks = _blocks(model)
     stack = [""]
     recorder = _Recorder(stack, params, given)
-    with _hooks(model, stack), torch.no_grad(), scans.one_pass(model, stack), recorder:
+    masks: list[Mask] = []
+    with _hooks(model, stack), torch.no_grad(), scans.one_pass(model, stack), _masks(model, masks), recorder:
         _forward(model, given)
     total = sum(p.numel() for p in model.parameters())
     shapes = {k: tuple(v.shape) for k, v in leaves(given).items()}
     towers = tower_shapes(model)
-    return Recorded(type(model).__name__, recorder.ops, modules, owners, total, shapes, blocks, towers)
+    built = tuple(dict.fromkeys(masks))
+    return Recorded(type(model).__name__, recorder.ops, modules, owners, total, shapes, blocks, towers, built)
+
+
+MASK_BUILDERS = {"create_causal_mask": False, "create_sliding_window_causal_mask": True}
+"""transformers' mask builders (masking_utils.py) and whether each slides: a modeling file imports
+them by name and picks one per layer kind (its layer_types' mapping: Gemma 2's) or one for every
+layer by its configuration's sliding_window alone (MistralModel.forward: `create_causal_mask if
+self.config.sliding_window is None else create_sliding_window_causal_mask`; Mixtral, Phi-3, PhiMoE,
+MiniMax's softmax layers, Doge so too)."""
+
+
+@contextlib.contextmanager
+def _masks(model: Any, into: list[Mask]) -> Iterator[None]:
+    """Each mask `model`'s forward builds, recorded into `into`: the builders wrapped where its
+    modules' modeling files hold them by name (the names their forward looks up), restored after."""
+    files = {sys.modules.get(type(m).__module__) for m in model.modules()}
+    wrapped: list[tuple[Any, str, Any]] = []
+    for file in files:
+        for name, sliding in MASK_BUILDERS.items():
+            original = getattr(file, name, None)
+            if original is None:
+                continue
+            wrapped.append((file, name, original))
+            setattr(file, name, _recording(original, sliding, into))
+    try:
+        yield
+    finally:
+        for file, name, original in wrapped:
+            setattr(file, name, original)
+
+
+def _recording(builder: Any, sliding: bool, into: list[Mask]) -> Any:
+    """`builder`, recording the mask it is asked for (its `config` keyword or first argument)."""
+
+    @functools.wraps(builder)
+    def build(*args: Any, **kwargs: Any) -> Any:
+        config = kwargs.get("config", args[0] if args else None)
+        window = getattr(config, "sliding_window", None)
+        window = window if isinstance(window, int) and not isinstance(window, bool) else None
+        into.append(Mask(sliding, window, str(getattr(config, "model_type", "") or "")))
+        return builder(*args, **kwargs)
+
+    return build
 
 
 def leaves(given: Mapping[str, Any]) -> dict[str, Any]:

@@ -76,7 +76,7 @@ Named versions and configurations, each a member below whose `family` runs the d
                    updated fp32 parameters broadcast (zero_broadcast, buckets.py; --zero 2 and 3
                    refused); the loss apex's fused softmax cross-entropy in
                    the logits' own dtype (src/losses/cross_entropy_apex.py over csrc/xentropy,
-                   inplace_backward True: fused_loss, logit_bytes); its attention FlashAttention-1
+                   inplace_backward True: loss, logit_bytes); its attention FlashAttention-1
                    (flash-attn 0.2 at that commit: attention)
 
     fms-fsdp       foundation-model-stack/fms-fsdp (ed74fd5, 2024-05-09, its README's throughput
@@ -160,9 +160,13 @@ class Framework(enum.StrEnum):
         an fp32 copy of the whole bf16 logits (train.py at
         9dec370: loss_fn's `cross_entropy(pred.flatten(0, 1).float(), ...)`, `del pred` before the
         backward), whose backward holds log_softmax's fp32 output, its gradient and the input's
-        gradient at once. The others: 4, the fp32 logits."""
+        gradient at once. fms-fsdp: the same three in the logits' own dtype, its cross-entropy on
+        them as they come (`native`, above; `del output` before the backward). The others: 4, the
+        fp32 logits."""
         if self is Framework.TORCHTITAN:
             return 12
+        if self is Framework.FMS_FSDP:
+            return 3 * width
         if self is Framework.FLASH_ATTN:  # apex's xentropy saves the logits, its backward in place
             return width
         copy = width if width < 4 else 0  # .float() of fp32 logits is the logits themselves
@@ -204,10 +208,14 @@ class Framework(enum.StrEnum):
         return self in (Framework.TORCHTITAN, Framework.LLM_FOUNDRY, Framework.FMS_FSDP)
 
     @property
-    def fused_loss(self) -> bool:
-        """The loss is one fused softmax cross-entropy kernel in the logits' own dtype, not
-        PyTorch's on fp32 logits (cost/loss.py): flash-attn's training scripts (apex's xentropy)."""
-        return self is Framework.FLASH_ATTN
+    def loss(self) -> str:
+        """The loss's kernels (cost/loss.py, LOSSES): "fused", one fused softmax cross-entropy
+        kernel in the logits' own dtype (flash-attn's training scripts: apex's xentropy);
+        "native", PyTorch's cross-entropy on the logits as they come, bf16 under fms-fsdp's
+        bfSixteen (fms_fsdp/utils/train_utils.py, train: `ce_loss(output.view(-1, ...), ...)`);
+        "torch", PyTorch's on fp32 logits (the others: torchtitan's and transformers' .float(),
+        Megatron's own fp32 loss)."""
+        return {Framework.FLASH_ATTN: "fused", Framework.FMS_FSDP: "native"}.get(self, "torch")
 
     def gradient_width(self, given: int | None) -> int | None:
         """Bytes of a gradient element in the data-parallel reduction: --dtype-bytes where

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from modtrans import limits
 from modtrans.plan.model import Axis, Mesh, Purpose, Recompute, Schedule  # the plan's own: it reports them
+from modtrans.strategy import frameworks
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.checkpoints import recomputes
 from modtrans.strategy.llm.degrees import Degree, degrees, product
@@ -303,7 +304,7 @@ class Layout:
         if self.compiled and not self.framework.compiles:
             raise LayoutError(
                 "--compile is torch.compile of each transformer block as torchtitan applies it: "
-                f"--framework torchtitan, fsdp or fms-fsdp, not {self.framework}"
+                f"--framework {frameworks.named(lambda f: f.compiles)}, not {self.framework}"
             )
         if self.framework.family is Framework.FSDP and self.zero == 1:
             raise LayoutError(
