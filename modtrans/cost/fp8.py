@@ -11,8 +11,9 @@ TERowParallelLinear), whose three GEMMs each (fprop, dgrad, wgrad) run in FP8; t
 the norms, the activation function, the embedding, the output layer and the loss are outside
 them and stay in the activations' dtype (bf16), as do a MoE's router and, here, its experts.
 
-What TE adds around an FP8 linear (NVIDIA/TransformerEngine v1.8, 3ec998e, the TE of NeMo 24.07;
-transformer_engine/pytorch/module/linear.py _Linear, layernorm_linear.py _LayerNormLinear,
+What TE adds around an FP8 linear (NVIDIA/TransformerEngine v1.8, 3ec998e, 2024-07-24, the release
+of NeMo 24.07's month; which TE that container holds was not checked; transformer_engine/pytorch/
+module/linear.py _Linear, layernorm_linear.py _LayerNormLinear,
 base.py TransformerEngineBaseModule.grad_output_preprocess), each a memory-bound kernel:
 
     every FP8 linear, backward   the output gradient cast to E5M2 and transposed for the wgrad
