@@ -17,7 +17,7 @@ from modtrans import cost, pipeline
 from modtrans.comm import CommType
 from modtrans.cost.gpu import Gpu
 from modtrans.ir.document import Activation, Block, Flops, Gemm, Kind, Layer, Part
-from modtrans.plan.model import Collective, Compute, Plan
+from modtrans.plan.model import Collective, Compute, Plan, Step
 from modtrans.request import prepare, request_of
 from tests.refusals import refused_in_one_line
 
@@ -208,3 +208,20 @@ def test_sequence_parallel_all_gathers_move_fp8() -> None:
     assert all(b.bytes == f.bytes for (b, f), g in zip(pairs, gathers, strict=True) if not g)
     micro_batches = 8 // (1 * 4)  # global batch 8, D = 8 / T
     assert sum(gathers) == LAYERS * 6 * micro_batches
+
+
+def _step(plan: Plan) -> int:
+    return sum(op.time for op in plan.programs[0] if isinstance(op, Compute) and op.step is Step.UPDATE)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_the_weights_are_cast_once_an_iteration(tp: int) -> None:
+    """Each TE linear casts its bf16 weight to FP8 and transposes it on the first micro-batch
+    (linear.py, Linear.forward: get_fp8_workspace(update_workspace=is_first_microbatch,
+    with_transpose=True); base.py: cast_transpose_), 2 B read and 1 + 1 written a weight
+    element, once an iteration however many micro-batches: the iteration's step grows by the
+    blocks' linear weights a rank holds (1/T of them) at the published streaming bandwidth, not
+    divided by the distributed optimizer's D as its own share of the step is."""
+    bf16, fp8 = (_plan(p, tp=tp, global_batch=32) for p in ("bf16", "fp8"))
+    added = (_step(fp8) - _step(bf16)) * 1e-9
+    assert added == pytest.approx(4 * LINEAR / tp / H100_STREAM, rel=1e-3)

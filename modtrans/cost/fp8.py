@@ -33,17 +33,19 @@ base.py TransformerEngineBaseModule.grad_output_preprocess), each a memory-bound
 The gradient's cast is the same for any linear (its output's elements), so the cost model charges
 it with the GEMMs (gpu.py); the input's side depends on which kind of module a linear is, which
 only the strategy's roles say (column-parallel: a LayerNormLinear; row-parallel: a Linear), so
-strategy/llm/fp8.py charges it. Not charged: the weights' cast and transpose (linear.py,
-Linear.forward: get_fp8_workspace with update_workspace only on the first micro-batch, Megatron-
-Core's is_first_microbatch: megatron/core/transformer/custom_layers/transformer_engine.py), 4 B a
-weight element once an iteration, 9 ms of Llama 3 8B's 10.9 s iteration on an H100; the amax and
-scale update (one fused kernel per fp8_autocast and direction over every module's amax history:
+strategy/llm/fp8.py charges it, and the weights' cast and transpose, once an iteration
+(linear.py, Linear.forward: get_fp8_workspace(update_workspace=is_first_microbatch,
+with_transpose=True), base.py: Float8Tensor.cast_transpose_ of the bf16 weight; Megatron-Core
+passes is_first_microbatch: megatron/core/transformer/custom_layers/transformer_engine.py at
+core_r0.8.0), 4 B a weight element: with the optimizer step, the iteration's once-only work
+(9 ms of Llama 3 8B's 10.9 s iteration on an H100). Not charged: the amax and scale update (one
+fused kernel per fp8_autocast and direction over every module's amax history:
 FP8GlobalStateManager.reduce_and_update_fp8_tensors), a few microseconds a micro-batch.
 """
 
 from __future__ import annotations
 
-from modtrans.ir.document import Kind, Layer, Part
+from modtrans.ir.document import Kind, Layer, Part, Role
 
 FORWARD = "float8e4m3fn"  # E4M3: fprop's input and weight (Format.HYBRID)
 BACKWARD = "float8e5m2"  # E5M2: the gradients dgrad and wgrad read (Format.HYBRID)
@@ -53,6 +55,7 @@ GRAD_CAST = 4  # the output gradient read in bf16 (2), written cast (1) and tran
 INPUT_CAST = 4  # a Linear's input, the same in the forward (fp8_cast_transpose_fused)
 INPUT_CAST_SP = 3  # under sequence parallelism cast alone in the forward (cast_to_fp8) ...
 INPUT_TRANSPOSE = 2  # ... and transposed in the backward (tex.fp8_transpose), 1 B read, 1 written
+WEIGHT_CAST = 4  # a weight element read in bf16 (2), written cast (1) and transposed (1), an iteration
 
 
 def te_linear(layer: Layer) -> bool:
@@ -89,3 +92,9 @@ def input_cast_bytes(layer: Layer, row: bool, sp: bool, share: float = 1.0) -> t
     if sp:
         return float(INPUT_CAST_SP * elements), float(INPUT_TRANSPOSE * elements)
     return float(INPUT_CAST * elements), 0.0
+
+
+def weight_cast_bytes(layer: Layer) -> int:
+    """Bytes the weight's cast and transpose moves once an iteration in a TE linear (`layer`'s
+    weights, as the rank holds them)."""
+    return WEIGHT_CAST * sum(p.elements for p in layer.params if p.role is Role.WEIGHT)

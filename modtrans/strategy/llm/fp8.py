@@ -1,8 +1,10 @@
 """--precision fp8 in the layout: what Transformer Engine's FP8 linears (cost/fp8.py) add to a
 rank's time and memory that only the strategy's roles and the memory model know.
 
-Time: the input's casts (cost/fp8.py, input_cast_bytes), by the module a linear is in Megatron-
-Core's TE layer spec: a column-parallel linear is a TELayerNormColumnParallelLinear (linear_qkv,
+Time: the weight's cast once an iteration (cost/fp8.py, weight_cast_bytes), charged with the
+optimizer step after the distributed optimizer divides the step (every rank casts the weights it
+computes with, not a share), and the input's casts (input_cast_bytes), by the module a linear is
+in Megatron-Core's TE layer spec: a column-parallel linear is a TELayerNormColumnParallelLinear (linear_qkv,
 linear_fc1: its norm writes FP8, its backward transposes that output), a row-parallel one a
 TERowParallelLinear (linear_proj, linear_fc2: it casts its input). Megatron-Core fuses q, k and v
 into one module and gate and up into another; the IR holds them apart, so each pays the share of
@@ -44,7 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from modtrans.cost import CostModel
-from modtrans.cost.fp8 import WIDTH, input_cast_bytes, te_linear
+from modtrans.cost.fp8 import WIDTH, input_cast_bytes, te_linear, weight_cast_bytes
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import Part
 from modtrans.plan.model import Recompute
@@ -61,7 +63,9 @@ def casting(
     units: Sequence[Unit], cost: CostModel, layout: Layout, share_of: Callable[[Unit], IRLayer]
 ) -> Callable[[Costed, Unit], Costed]:
     """A unit's run with its TE linear's input casts added (the module's Time), forward and to
-    its weight gradient; `share_of`: the layer the rank computes of a unit, as it was costed."""
+    its weight gradient, and its weight's cast once an iteration with the optimizer step (after
+    the distributed optimizer's share of the step: every rank casts the weights it computes with);
+    `share_of`: the layer the rank computes of a unit, as it was costed."""
     modules: dict[tuple[int | None, Part | None], int] = {}  # a LayerNormLinear's output columns
     for u in units:
         x = u.x.owner
@@ -77,10 +81,13 @@ def casting(
             return run
         row = u.role is LayerRole.ROW
         share = 1.0 if row or x.block is None else x.gemm.n / modules[(x.block.index, x.block.part)]
-        forward, backward = input_cast_bytes(share_of(u), row, layout.sp, share)
+        layer = share_of(u)
+        forward, backward = input_cast_bytes(layer, row, layout.sp, share)
         t = run.times
-        added = (ticks(seconds(round(forward))), ticks(seconds(round(backward))))
-        times = replace(t, forward=t.forward + added[0], weight_grad=t.weight_grad + added[1])
+        added = [ticks(seconds(round(b))) for b in (forward, backward, weight_cast_bytes(layer))]
+        times = replace(
+            t, forward=t.forward + added[0], weight_grad=t.weight_grad + added[1], update=t.update + added[2]
+        )
         return replace(run, times=times)
 
     return cast
