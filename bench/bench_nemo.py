@@ -36,30 +36,30 @@ activation checkpointing. The attention TE's cuDNN kernel on Hopper (bench_today
 The rows give the fp8 precision only ("at FP8 precision"): TE's default recipe, DelayedScaling of
 Format.HYBRID (the launcher's fp8_hybrid).
 
-Latest (2026-12-07, branch fp8 after 3771a63, `--bf16`, the exact tier; compute and exposed
+Latest (2026-12-07, branch fp8 at 2cb2bb2, `--bf16`, the exact tier; compute and exposed
 communication the busiest stage's; memory the busiest rank's reserved GiB, none published; each
 -bf16 line the row at --precision bf16, no published figure):
 
     row             prec  published      ours   error  compute    comm tok/s/GPU    ours    GiB
-    gpt3-5b         fp8      2.910s    2.256s  -22.5%   2.250s  0.006s    22521   29052   62.3
+    gpt3-5b         fp8      2.910s    2.262s  -22.3%   2.256s  0.006s    22521   28969   62.3
     gpt3-5b-bf16    bf16     2.910s    3.195s   +9.8%   3.189s  0.006s    22521   20511   57.1
-    gpt3-20b        fp8      1.400s    1.092s  -22.0%   1.087s  0.004s     5851    7505   94.3
+    gpt3-20b        fp8      1.400s    1.105s  -21.1%   1.101s  0.004s     5851    7414   94.3
     gpt3-20b-bf16   bf16     1.400s    1.590s  +13.6%   1.586s  0.004s     5851    5152   78.4
-    gpt3-175b       fp8      5.642s    5.347s   -5.2%   4.246s  0.802s      726     766   76.0
+    gpt3-175b       fp8      5.642s    5.355s   -5.1%   4.253s  0.802s      726     765   76.0
     gpt3-175b-bf16  bf16     5.642s    7.802s  +38.3%   6.473s  0.986s      726     525   69.1
-    gpt3-175b-512   fp8     10.476s   10.094s   -3.6%   8.080s  1.444s      782     812   83.0
+    gpt3-175b-512   fp8     10.476s   10.101s   -3.6%   8.087s  1.444s      782     811   83.0
     gpt3-175b-512-bf16 bf16    10.476s   15.007s  +43.3%  12.535s  1.815s      782     546   79.3
-    llama2-7b       fp8      3.890s    3.283s  -15.6%   3.281s  0.002s    16847   19962   74.2
+    llama2-7b       fp8      3.890s    3.292s  -15.4%   3.290s  0.002s    16847   19909   74.2
     llama2-7b-bf16  bf16     3.890s    4.557s  +17.1%   4.555s  0.002s    16847   14381   64.0
-    llama2-13b      fp8      3.790s    3.276s  -13.6%   2.904s  0.006s     8646   10002   57.9
+    llama2-13b      fp8      3.790s    3.280s  -13.4%   2.908s  0.006s     8646    9989   57.9
     llama2-13b-bf16 bf16     3.790s    4.589s  +21.1%   4.204s  0.006s     8646    7141   55.1
-    llama2-70b      fp8      4.799s    4.119s  -14.2%   3.935s  0.049s     1707    1989   63.2
+    llama2-70b      fp8      4.799s    4.124s  -14.1%   3.941s  0.049s     1707    1986   63.2
     llama2-70b-bf16 bf16     4.799s    5.911s  +23.2%   5.720s  0.046s     1707    1386   58.2
-    llama3-8b       fp8     10.890s    8.783s  -19.3%   8.648s  0.135s    12036   14923   86.9
+    llama3-8b       fp8     10.890s    8.793s  -19.3%   8.658s  0.135s    12036   14907   86.9
     llama3-8b-bf16  bf16    10.890s   11.499s   +5.6%  11.367s  0.132s    12036   11399   76.1
-    llama3-70b      fp8     10.688s    9.789s   -8.4%   8.831s  0.154s     1533    1674   66.9
+    llama3-70b      fp8     10.688s    9.795s   -8.4%   8.837s  0.154s     1533    1673   66.9
     llama3-70b-bf16 bf16    10.688s   13.360s  +25.0%  12.400s  0.126s     1533    1226   62.2
-    FP8 rows: MAE 13.8 %, worst 22.5 %
+    FP8 rows: MAE 13.6 %, worst 22.3 %
 
 Every FP8 row comes out fast, 8-23 % but GPT3-175B's, the smaller models the most: the gap
 bench_today.py finds in Megatron-Core's own BF16 H100 rows at TP 1-4 (-18 to -26 %, a time a
