@@ -44,7 +44,8 @@ Not published, so printed under each plausible value rather than picked (never f
 Latest (2026-12-07, branch hsdp after a6dc08f; error: ours against the published iteration time,
 negative: we are faster), the rows with every setting published, 7B HSDP without AC, network per
 node / per GPU: with compile A100 +7.4 % / +1.2 %, H100 -2.3 % / -15.9 %; without (cf6e42c) A100
--5.1 % / -9.3 %, H100 -10.6 % / -20.2 %; 5805ace's A100 -2.3 % / -6.5 %. The whole table, and the
+-5.1 % / -9.3 %, H100 -10.6 % / -20.2 %; 5805ace's A100 -2.3 % / -6.5 %; with fms-fsdp's loss on its bf16 logits (main, the same day) the
+compiled rows A100 +7.1 % / +0.9 %, H100 -2.5 % / -16.2 %. The whole table, and the
 selective rows at each fraction: docs/performance.md, "bench_fms.py".
 """
 

@@ -101,6 +101,9 @@ class Request:
     vpp: int | None = None
     recompute: str | None = None  # none, selective, full
     recompute_fraction: float | None = None  # full recomputation of a fraction of the blocks
+    recompute_method: str | None = None  # Megatron's --recompute-method: uniform or block
+    recompute_num_layers: int | None = None  # Megatron's --recompute-num-layers
+    recompute_modules: Sequence[str] | None = None  # Megatron-Core's --recompute-modules
     seq_len: int | None = None  # input_ids' sequence dimension (Megatron's --seq-length)
     framework: str | None = None  # megatron (default), megatron-2022, deepspeed, fsdp, torchtitan ...
     overlap_grad_reduce: bool = False  # Megatron's --overlap-grad-reduce (strategy/llm/buckets.py)
@@ -352,6 +355,10 @@ def _tuple(values: Sequence[int] | None) -> tuple[int, ...] | None:
     return None if values is None else tuple(values)
 
 
+def _tuple_of(values: Sequence[str] | None) -> tuple[str, ...] | None:
+    return None if values is None else tuple(values)
+
+
 def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
     """The LLM layout the options describe (None when none of them is given)."""
     r = request
@@ -386,6 +393,9 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             vpp=r.vpp or 1,
             recompute=Recompute(r.recompute or Recompute.NONE),
             recompute_fraction=1.0 if r.recompute_fraction is None else r.recompute_fraction,
+            recompute_method=r.recompute_method,
+            recompute_num_layers=r.recompute_num_layers,
+            recompute_modules=_tuple_of(r.recompute_modules),
             stages=_tuple(r.stages),
             capacity_factor=r.moe_expert_capacity_factor,
             pad_to_capacity=r.moe_pad_expert_input_to_capacity,

@@ -119,6 +119,16 @@ def layout(mesh: Mesh, facts: LayoutFacts) -> dict[str, Any]:
         "recompute": facts.recompute.value,
         # only where given: the metadata of every other layout as before the option
         **({"recompute_fraction": facts.recompute_fraction} if facts.recompute_fraction < 1 else {}),
+        **(
+            {"recompute_method": facts.recompute_method, "recompute_num_layers": facts.recompute_num_layers}
+            if facts.recompute_method is not None
+            else {}
+        ),
+        **(
+            {"recompute_modules": list(facts.recompute_modules)}
+            if facts.recompute_modules is not None
+            else {}
+        ),
         "pp_comm_bytes": facts.boundary_bytes,
         "chunks": [
             {"chunk": v, "stage": v % stages, "first": c.first, "last": c.last, "blocks": c.blocks}

@@ -31,6 +31,7 @@ from modtrans.rules import (
 )
 from modtrans.strategy import Params
 from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.llm.modules import MODULES
 from modtrans.strategy.llm.options import Recompute, Schedule
 from modtrans.workload.model import Dialect
 
@@ -213,6 +214,18 @@ OPTIONS: tuple[Option, ...] = (
        "--recompute full of this fraction of the blocks, spread as fms-fsdp's selective activation "
        "checkpointing spreads them (0.5: every second block from the first; default 1, all).", SCHEDULE,
        low=0.001, layout=True, **_SIDE),
+    _o("recompute_method", ("uniform", "block"),
+       "Megatron's placement of --recompute full, with --recompute-num-layers N: uniform (segments of N "
+       "blocks, each keeping its input and rerun whole) or block (the first N blocks of each pipeline "
+       "chunk, the rest not recomputed); default: every block alone (uniform 1).", SCHEDULE, layout=True,
+       **_SIDE),
+    _o("recompute_modules", tuple,
+       "Megatron-Core's --recompute-modules for --recompute selective, a list of core_attn (default), "
+       "layernorm, mla_up_proj, mlp, moe, shared_experts, moe_act: what reruns in the backward and "
+       "stops being stored (strategy/llm/modules.py).", SCHEDULE, layout=True, metavar="LIST",
+       text=functools.partial(words, choices={m: m for m in MODULES}), **_SIDE),
+    _o("recompute_num_layers", int, "Megatron's --recompute-num-layers N (with --recompute-method).",
+       SCHEDULE, layout=True, **N1, **_SIDE),
     _o("seq_len", int,
        "Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; Megatron's "
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),

@@ -183,7 +183,9 @@ def test_the_layout_fields_lay_a_transformer_out() -> None:
     for row in table.OPTIONS:
         if not row.layout:
             continue
-        value = row.choices[0] if row.choices else samples[row.kind]
+        value = (
+            row.choices[0] if row.choices else {"recompute_modules": "mlp"}.get(row.name, samples[row.kind])
+        )
         with pytest.raises(UsageError, match="lay out a transformer"):
             modtrans.translate("resnet50", parallel="DATA", **{row.name: value})
 

@@ -76,8 +76,14 @@ def estimate(
         raise EstimateError(
             "--overlap-grad-reduce: the fast tier takes one bucket per buffer; use the exact tier"
         )
-    if layout.recompute_fraction < 1:  # its blocks alike: one block of each shape timed
-        raise EstimateError("--recompute-fraction: the fast tier times every block alike; use the exact tier")
+    if not layout.placement.every_block:  # its blocks alike: one block of each shape timed
+        raise EstimateError(
+            f"{layout.placement.option}: the fast tier times every block alike; use the exact tier"
+        )
+    if layout.recompute_modules is not None:  # it times the attention core's rerun alone
+        raise EstimateError(
+            "--recompute-modules: the fast tier reruns the attention core alone; use the exact tier"
+        )
     # the framework's conventions reach the cost model too (request.py: its RMSNorm kernels)
     ctx = context(model, device, {**training, "framework": layout.framework.value})
     fabric = Fabric.of(sized(network, layout.npus))

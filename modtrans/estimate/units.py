@@ -103,7 +103,10 @@ def stand_in(layout: Layout) -> Layout:
         global_batch=layout.micro_batch * dp,
         schedule=Schedule.ONE_F_ONE_B,
         stages=None,
-        recompute=Recompute.SELECTIVE,
+        recompute=Recompute.SELECTIVE,  # the attention core timed apart: its placement is the caller's
+        recompute_fraction=1.0,
+        recompute_method=None,
+        recompute_num_layers=None,
         zero=0 if bucketed else layout.zero,
         overlap_grad_reduce=False,
         overlap_param_gather=False,

@@ -384,6 +384,21 @@ class LayoutFacts:
     chunks: tuple[Chunk, ...]  # the stage cut, P x V chunks in pipeline order
     memory: tuple[StageMemory, ...] = ()  # per pipeline stage, one rank's (empty: not estimated)
     recompute_fraction: float = 1.0  # --recompute-fraction: full recomputation of these blocks alone
+    recompute_method: str | None = None  # Megatron's --recompute-method uniform|block (None: every block)
+    recompute_num_layers: int | None = None  # with it, Megatron's --recompute-num-layers
+    recompute_modules: tuple[str, ...] | None = None  # Megatron-Core's --recompute-modules (None: not given)
+
+    @property
+    def recompute_placed(self) -> str | None:
+        """The options that place full recomputation on some blocks or segments of several rather
+        than on every block alone (strategy/llm/checkpoints.py), as a message names them; None
+        where every block is its own checkpoint."""
+        if self.recompute_fraction < 1:
+            return "--recompute-fraction"
+        method, layers = self.recompute_method, self.recompute_num_layers
+        if method is not None and (method, layers) != ("uniform", 1):
+            return f"--recompute-method {method} --recompute-num-layers {layers}"
+        return None
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,8 @@ def refusal(plan: Plan) -> str | None:
         return None
     if layout.recompute is Recompute.SELECTIVE:
         return "selective recomputation: SimAI's FWD_IN_BCKWD recomputes whole segments only"
-    if layout.recompute_fraction < 1:
-        return "--recompute-fraction: SimAI's FWD_IN_BCKWD recomputes every layer; write Chakra traces"
+    if layout.recompute_placed is not None:
+        return f"{layout.recompute_placed}: SimAI's FWD_IN_BCKWD recomputes every layer; write Chakra traces"
     if layout.schedule in (Schedule.ZB_H1, Schedule.DUALPIPE, Schedule.DUALPIPE_V):
         return (
             f"--schedule {layout.schedule}: SimAI runs its own 1F1B pipeline from the pp: header; write "

@@ -95,9 +95,10 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             f"the plan runs {plan.micro_batches} micro-batches per iteration; an ASTRA-sim 1.0 workload file "
             "runs one: write --dialect simai (its ga: header) or Chakra traces (--format chakra-et)"
         )
-    if plan.layout is not None and plan.layout.recompute_fraction < 1:
+    partial = plan.layout.recompute_placed if plan.layout is not None else None
+    if partial is not None:
         raise ProjectionError(
-            "--recompute-fraction: an ASTRA-sim 1.0 workload file's FWD_IN_BCKWD recomputes every layer "
+            f"{partial}: an ASTRA-sim 1.0 workload file's FWD_IN_BCKWD recomputes every layer "
             "alike: write Chakra traces (--format chakra-et)"
         )
     head = header(plan)

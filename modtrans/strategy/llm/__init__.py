@@ -21,7 +21,9 @@ mixers.py       what a state-space block's Mamba mixer stores: mamba_ssm's fused
 mlps.py         what a block's MLP stores a token (its modules' up outputs and down input, a MoE's
                 routed experts'), and a looped block's passes
 selective.py    what selective recomputation reruns and keeps: Megatron's core, torchtitan's ops
-checkpoints.py  which blocks full recomputation checkpoints (--recompute-fraction: fms-fsdp's spread)
+modules.py      Megatron-Core's --recompute-modules: the layers each reruns, the tensors it stops storing
+checkpoints.py  where full recomputation checkpoints: Megatron's --recompute-method uniform|block
+                segments, fms-fsdp's --recompute-fraction spread
 memory.py       memory per rank of each stage: weights, gradients, optimizer state, activations
 footprint.py    that memory for many layouts of one model without their plans (a sweep's filter)
 build.py        plan(): all of the above composed into a Plan, each stage's program built by

@@ -91,6 +91,7 @@ from modtrans.ir.document import Kind, Layer, ModelIR, Part, Role
 from modtrans.plan.model import Recompute
 from modtrans.strategy.llm import mixers as mixing
 from modtrans.strategy.llm import mlps as mlp_terms
+from modtrans.strategy.llm import modules as recomputed_modules
 from modtrans.strategy.llm.context import sequence
 from modtrans.strategy.llm.mixers import Mixer
 from modtrans.strategy.llm.mlps import NO_MLP, Mlp
@@ -255,13 +256,18 @@ def layer(
     ops: bool = False,
     megatron: bool = False,
     compiled: bool = False,
+    modules: tuple[str, ...] = recomputed_modules.DEFAULT,
 ) -> float:
     """Bytes one block stores per micro-batch on one rank (the module's terms; `ops`: selective
     recomputation is torchtitan's op policy, selective.py; `megatron`: Megatron-Core's Mamba
-    mixer, mixers.py; `compiled`: the block under torch.compile, selective.py), each of its
-    passes' (mlps.passes)."""
+    mixer, mixers.py; `compiled`: the block under torch.compile, selective.py; `modules`: what
+    Megatron-Core's selective recomputation reruns, modules.py), each of its passes' (mlps.passes)."""
     kept = _recomputed(d, t, sp, recompute, attention, ops, compiled)
-    one = kept if kept is not None else _terms(d, block, t, sp, recompute, attention, etp, megatron)
+    if kept is not None:
+        return d.passes.get(block, 1) * kept
+    one = _terms(d, block, t, sp, recompute, attention, etp, megatron, modules)
+    if recompute is Recompute.SELECTIVE:
+        one -= _dropped(d, block, t, sp, etp, modules)
     return d.passes.get(block, 1) * one
 
 
@@ -282,8 +288,45 @@ def _recomputed(
     return None
 
 
+def _dropped(d: Dims, block: int, t: int, sp: bool, etp: int, modules: tuple[str, ...]) -> float:
+    """Bytes of the block's terms that Megatron-Core's --recompute-modules stop storing (modules.py,
+    each module's source there), beside core_attn's s^2 tensors (_terms): layernorm the normed
+    hidden state its own norms make (multi-latent attention's input norm, a MoE's pre-MLP norm:
+    the QKV's and the MLP's input), mla_up_proj the decompressed Q, K, V, mlp a dense MLP's input
+    and inner tensors, moe a MoE's routing and routed copies, experts and shared experts,
+    shared_experts the latter's, moe_act the experts' activation outputs."""
+    sb, w = d.s * d.b, d.width
+    m, _, attends, _ = d.kind(block)
+    latent = attends and d.latent > 0
+    moe = m.experts > 0
+    replicated = split = experts = 0.0
+    if recomputed_modules.LAYERNORM in modules:
+        replicated += w * sb * d.h * (latent + (m.inputs if moe else 0))
+    if recomputed_modules.MLA_UP_PROJ in modules and latent:
+        split += w * sb * (d.q + d.k + d.value)
+    if recomputed_modules.MLP in modules and not moe:
+        replicated += w * sb * d.h * m.inputs
+        split += w * sb * m.inner
+    if moe and recomputed_modules.MOE in modules:
+        replicated += routing(d, m)
+        split += w * sb * m.inner
+        experts += w * sb * m.experts
+    elif moe:
+        split += w * sb * m.inner if recomputed_modules.SHARED_EXPERTS in modules else 0
+        experts += w * sb * m.act if recomputed_modules.MOE_ACT in modules else 0
+    return replicated / (t if sp else 1) + split / t + experts / etp
+
+
 def _terms(
-    d: Dims, block: int, t: int, sp: bool, recompute: Recompute, attention: str, etp: int, megatron: bool
+    d: Dims,
+    block: int,
+    t: int,
+    sp: bool,
+    recompute: Recompute,
+    attention: str,
+    etp: int,
+    megatron: bool,
+    modules: tuple[str, ...] = recomputed_modules.DEFAULT,
 ) -> float:
     """Bytes one pass of a block stores, term by term (the module's docstring)."""
     sb, w = d.s * d.b, d.width  # w: bytes per element of every tensor term (Korthikanti's 2)
@@ -301,7 +344,7 @@ def _terms(
     split = w * sb * (core + m.inner + (mixer.elements(megatron) if mixer else 0))
     if mixer is not None:
         split += mixer.states(d.s, d.b)
-    if attends and recompute is not Recompute.SELECTIVE:
+    if attends and not (recompute is Recompute.SELECTIVE and recomputed_modules.CORE_ATTN in modules):
         if attention == EAGER:  # the softmax's output and the dropout's (w each), its 1-byte mask
             split += (2 * w + 1 if d.attention_dropout else w) * d.a * (d.keys or d.s) * sb
         else:

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
@@ -36,6 +36,7 @@ from modtrans.strategy.llm import (
     fp8,
     fsdp,
     memory,
+    modules,
     tensor,
     userbuffers,
     zero_redundancy,
@@ -45,7 +46,15 @@ from modtrans.strategy.llm.options import Layout, LayoutError, ordered
 from modtrans.strategy.llm.selective import op_reruns
 from modtrans.strategy.llm.stages import block_of, blocks, partition
 from modtrans.strategy.llm.unit import Unit
-from modtrans.strategy.program import Costed, Exchange, Pipeline, Rerun, StageProgram, costed
+from modtrans.strategy.program import (
+    Costed,
+    Exchange,
+    Pipeline,
+    Rerun,
+    StageProgram,
+    costed,
+    in_attention_core,
+)
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
 from modtrans.strategy.share import Folded, rank_share, shape
@@ -87,7 +96,7 @@ def plan(
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     boundary = _boundaries(units, chunks, unit_chunks, layout, ir)
     pipeline = _pipeline(layout)
-    rerun = _rerun(units, chunks, layout)
+    rerun = _rerun(units, chunks, layout, ir)
     mesh = layout.mesh()
 
     def program(stage: int, outline: bool) -> tuple[Op, ...]:  # ending with the optimizer step
@@ -118,8 +127,7 @@ def plan(
         micro_batches=layout.micro_batches,
         schedule=layout.schedule,
         virtual_stages=layout.vpp,
-        recompute=layout.recompute,
-        recompute_fraction=layout.recompute_fraction,
+        **_recomputation(layout),
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
         memory=memory.per_stage(
@@ -133,6 +141,17 @@ def plan(
         ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
+
+
+def _recomputation(layout: Layout) -> dict[str, Any]:
+    """What the plan reports of the layout's recomputation (LayoutFacts' recompute fields)."""
+    return {
+        "recompute": layout.recompute,
+        "recompute_fraction": layout.recompute_fraction,
+        "recompute_method": layout.recompute_method,
+        "recompute_num_layers": layout.recompute_num_layers,
+        "recompute_modules": layout.recompute_modules,
+    }
 
 
 def _pipeline(layout: Layout) -> Pipeline:
@@ -170,6 +189,9 @@ def rank_units(
     for d in ordered():  # each degree's refusals of the model (context.py's: its sequence)
         if d.refuses is not None:
             d.refuses(ir, layout)
+    lacking = modules.lacks(ir, layout.recompute_modules or ())  # Megatron's --recompute-modules
+    if lacking is not None:
+        raise LayoutError(lacking)
     tensor.apply(
         units, ir, t, layout.sp, tokens=layout.sequence_shards, overlap=layout.tp_comm_overlap, fp8=layout.fp8
     )
@@ -245,6 +267,8 @@ def _costed(
     reruns = None
     if selective and layout.framework.op_recompute:
         reruns = op_reruns(ir, fused_attention=layout.attention != "eager")
+    elif selective and layout.recompute_modules is not None:  # else the attention core alone
+        reruns = modules.reruns(ir, layout.recompute_modules, in_attention_core)
     made: dict[tuple[object, ...], Costed] = {}
     runs = []
     tensors = Ios([u.x for u in units], inputs)  # made when a program reads them; no outline does
@@ -335,20 +359,45 @@ def _shape(u: Unit, inputs: frozenset[str], reruns: frozenset[str] | None = None
     )
 
 
-def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], layout: Layout) -> Rerun:
-    """Full recomputation: a block's forwards again when the backward reaches its last unit
-    (layers outside the blocks, the embedding and the head, are not recomputed); under
-    --recompute-fraction the blocks it checkpoints alone (Layout.recompute_of)."""
+def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], layout: Layout, ir: ModelIR) -> Rerun:
+    """Full recomputation: each checkpointed segment's forwards again when the backward reaches
+    its last unit (Layout.recompute_segments, per model chunk: every block alone, Megatron's
+    uniform or block placement, fms-fsdp's spread); layers outside the blocks, the embedding and
+    the head, are not recomputed. Selective: each unit's rerun layers (_costed), and the modules
+    Megatron-Core checkpoints whole (modules.reforwarded)."""
     mode = layout.recompute
+    if mode is Recompute.SELECTIVE:
+        return Rerun(_reforwards(units, chunks, modules.reforwarded(ir, layout.modules)), selective=True)
     if mode is not Recompute.FULL:
-        return Rerun(selective=mode is Recompute.SELECTIVE)
+        return Rerun()
     forwards: dict[int, tuple[int, ...]] = {}
     for chunk in chunks:
-        for block, run in itertools.groupby(chunk, key=lambda c: units[c.index].block):
-            if block is not None and layout.recompute_of(block) is Recompute.FULL:
-                indices = tuple(c.index for c in run)
-                forwards[indices[-1]] = indices
+        members: dict[int, list[int]] = {}
+        for c in chunk:
+            block = units[c.index].block
+            if block is not None:
+                members.setdefault(block, []).append(c.index)
+        for segment in layout.recompute_segments(list(members)):
+            indices = tuple(i for b in segment for i in members[b])
+            forwards[indices[-1]] = indices
     return Rerun(forwards)
+
+
+def _reforwards(
+    units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], owners: Mapping[int, frozenset[str]]
+) -> dict[int, tuple[int, ...]]:
+    """Per block, the units owned by `owners`' layers (a module Megatron-Core checkpoints whole:
+    modules.reforwarded), run forward again, in order, when the backward reaches the last of them."""
+    forwards: dict[int, tuple[int, ...]] = {}
+    for chunk in chunks:
+        found: dict[int, list[int]] = {}
+        for c in chunk:
+            u = units[c.index]
+            if u.block is not None and u.x.group.owner.name in owners.get(u.block, ()):
+                found.setdefault(u.block, []).append(c.index)
+        for indices in found.values():
+            forwards[indices[-1]] = tuple(indices)
+    return forwards
 
 
 def _tied(

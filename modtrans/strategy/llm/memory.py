@@ -147,7 +147,12 @@ def per_stage(
             }
         )
         ends = (p in held_by[0], p in held_by[-1])  # holds the embedding; the output layer (DualPipe: both)
-        activations = activation_bytes(layout, d, p, blocks, ends) if d is not None else 0
+        by_chunk = [
+            list(dict.fromkeys(b for i in chunk if (b := units[i].block) is not None))
+            for v, chunk in enumerate(chunks)
+            if p in held_by[v]
+        ]
+        activations = activation_bytes(layout, d, p, blocks, ends, by_chunk) if d is not None else 0
         cached = loss_cached(layout, d) if d is not None and ends[1] else 0
         cached += gather_pool(mine, layout)
         sizes = (elements, weights, grads, optimizer, activations, cached)
@@ -275,35 +280,65 @@ def _elements(u: Unit) -> int:
 
 
 def activation_bytes(
-    layout: Layout, d: Dims, stage: int, blocks: Sequence[int], ends: tuple[bool, bool]
+    layout: Layout,
+    d: Dims,
+    stage: int,
+    blocks: Sequence[int],
+    ends: tuple[bool, bool],
+    chunks: Sequence[Sequence[int]] | None = None,
 ) -> float:
-    """The activations one rank of `stage` holds: its `blocks` (indices in the model) times the
-    micro-batches in flight, and the embedding's and output layer's where `ends` says it holds
-    them (first, last); the module's docstring gives the formulas. The fast tier calls it too."""
+    """The activations one rank of `stage` holds: its `blocks` (indices in the model; `chunks`:
+    the same by model chunk, where full recomputation places its segments, one chunk where not
+    given) times the micro-batches in flight, and the embedding's and output layer's where `ends`
+    says it holds them (first, last); the module's docstring gives the formulas. The fast tier
+    calls it too."""
     t, sp = layout.tp, layout.sp
     sbh = d.s * d.b * d.h
-    megatron = layout.framework.family is Framework.MEGATRON  # its Mamba mixer's norm, out_proj (mixers.py)
-    alike: dict[tuple[object, Recompute], list[int]] = {}  # blocks of one kind store alike: one layer() each
-    for block in blocks:  # under --recompute-fraction, each block's own recomputation
-        alike.setdefault((d.kind(block), layout.recompute_of(block)), []).append(block)
-    ops, etp = layout.framework.op_recompute, layout.expert_tp
-    stored = sum(
-        len(same)
-        * (
-            activations.layer(d, same[0], t, sp, mode, layout.attention, etp, ops, megatron, layout.compiled)
-            + (fp8.saved(d, same[0], t, sp, mode, layout.attention) if layout.fp8 else 0.0)
-        )
-        for (_, mode), same in alike.items()
-    )
+    stored, working = _blocks_stored(layout, d, blocks, chunks)
     total = stored * _in_flight(layout, stage)
     if ends[0]:  # the embedding's input ids and dropout output; sequence-sharded under SP
         total += (8 * d.s * d.b + sbh) * min(layout.pp, layout.micro_batches) / (t if sp else 1)
         tower = activations.tower(d, t, sp, layout.recompute, layout.attention, layout.expert_tp)
         total += tower * _in_flight(layout, stage)  # a vision tower's blocks
-    if ends[1]:
-        # the final norm's and output layer's inputs (Korthikanti's 4 sbh: two 16-bit tensors)
-        total += (2 * d.width * sbh + layout.framework.logit_bytes(d.width) * d.s * d.b * d.v) / t
+    # the final norm's and output layer's inputs (Korthikanti's 4 sbh: two 16-bit tensors) and the
+    # loss's logits, freed before the last block's backward reruns its segment
+    head = (2 * d.width * sbh + layout.framework.logit_bytes(d.width) * d.s * d.b * d.v) / t if ends[1] else 0
+    total += max(head, working)
     return total / layout.sequence_shards  # context parallelism: each rank holds s / C of each tensor
+
+
+def _blocks_stored(
+    layout: Layout, d: Dims, blocks: Sequence[int], chunks: Sequence[Sequence[int]] | None
+) -> tuple[float, float]:
+    """Per micro-batch, what the blocks keep for their backward: each checkpointed segment its
+    first block's input (activations.layer under full recomputation), the other blocks their terms
+    (strategy/llm/checkpoints.py places the segments); and beside it, once, the largest segment's
+    working set while its backward runs: its blocks' terms without recomputation, less the input
+    already kept (Korthikanti et al. 2022, section 5: a checkpointed layer's activations are
+    recomputed, and held, one layer at a time)."""
+    megatron = layout.framework.family is Framework.MEGATRON  # its Mamba mixer's norm, out_proj (mixers.py)
+    ops, etp = layout.framework.op_recompute, layout.expert_tp
+
+    t, sp = layout.tp, layout.sp
+    made: dict[tuple[object, Recompute], float] = {}
+
+    def one(mode: Recompute, block: int) -> float:  # blocks of one kind store alike: one layer() each
+        key = (d.kind(block), mode)
+        if key not in made:
+            made[key] = activations.layer(
+                d, block, t, sp, mode, layout.attention, etp, ops, megatron, layout.compiled, layout.modules
+            )
+            if layout.fp8:  # Transformer Engine's FP8 saved inputs (fp8.py)
+                made[key] += fp8.saved(d, block, t, sp, mode, layout.attention)
+        return made[key]
+
+    segments = [s for chunk in (chunks or [blocks]) for s in layout.recompute_segments(chunk)]
+    checkpointed = {b for segment in segments for b in segment}
+    plain = Recompute.NONE if layout.recompute is Recompute.FULL else layout.recompute
+    stored = sum(one(plain, b) for b in blocks if b not in checkpointed)
+    stored += sum(one(Recompute.FULL, s[0]) for s in segments)
+    rerun = (sum(one(Recompute.NONE, b) for b in s) - one(Recompute.FULL, s[0]) for s in segments)
+    return stored, max(rerun, default=0.0)
 
 
 def loss_cached(layout: Layout, d: Dims) -> float:

@@ -22,6 +22,7 @@ class Mlp:
     experts: float = 0.0
     routed: float = 0.0  # hidden-wide elements per token its dispatch and combine keep (of)
     scores: float = 0.0  # fp32 values per token its router keeps: a probability for every expert
+    act: float = 0.0  # of `experts`: the experts' activation outputs (their down projection's input)
     down: float = 0.0  # a dense MLP's down projections' input elements per token (of `inner`; down)
 
 
@@ -71,7 +72,8 @@ def of(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()
         moe = next(x.moe for x in first if x.moe is not None)
         copies = moe.top_k * capacity
         scores = float(routers.get(block, moe.experts))
-        out[block] = Mlp(1.0, float(stored(mine, h)), copies * stored(first, h), 2 * copies, scores)
+        act = copies * first[-1].gemm.k if first[-1].gemm is not None else 0.0  # the down projection's input
+        out[block] = Mlp(1.0, float(stored(mine, h)), copies * stored(first, h), 2 * copies, scores, act)
     return out
 
 

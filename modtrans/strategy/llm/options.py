@@ -32,13 +32,14 @@ Defaults: D = N / (T·C·P); B = M·D·P (GA = P: the fewest micro-batches that 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from modtrans import limits
 from modtrans.plan.model import Axis, Mesh, Purpose, Recompute, Schedule  # the plan's own: it reports them
 from modtrans.strategy import frameworks
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm.checkpoints import recomputes
+from modtrans.strategy.llm import checkpoints, modules
 from modtrans.strategy.llm.degrees import Degree, degrees, product
 from modtrans.strategy.schedule import virtual_stages
 
@@ -105,6 +106,9 @@ class Layout:
     attention: str = "flash"  # the kernel: flash, flash2, cudnn, flash1, triton (no s x s tensor) or eager
     dp_replicate: int = 1  # HSDP: the D data ranks as R replicas of D / R sharded ranks (hsdp.py)
     recompute_fraction: float = 1.0  # full recomputation of this fraction of the blocks (checkpoints.py)
+    recompute_method: str | None = None  # Megatron's --recompute-method: uniform or block (checkpoints.py)
+    recompute_num_layers: int | None = None  # Megatron's --recompute-num-layers N
+    recompute_modules: tuple[str, ...] | None = None  # Megatron-Core's --recompute-modules (modules.py)
     fp8: bool = False  # --precision fp8: Transformer Engine's FP8 linears (strategy/llm/fp8.py)
 
     @property
@@ -116,13 +120,33 @@ class Layout:
         train the vocabulary as the model has it."""
         return self.vocab_divisor * self.tp if self.framework.family is Framework.MEGATRON else 1
 
-    def recompute_of(self, block: int | None) -> Recompute:
-        """One block's recomputation (its index from 0; None: a layer outside the blocks):
-        --recompute's, where --recompute-fraction p < 1 full for the blocks fms-fsdp's ac_handler
-        picks (checkpoints.py) and none for the others."""
-        if self.recompute_fraction == 1 or block is None:
-            return self.recompute
-        return Recompute.FULL if recomputes(self.recompute_fraction, block) else Recompute.NONE
+    def recompute_segments(self, chunk: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+        """Under --recompute full, the segments one model chunk's blocks (indices from 0, in
+        order) are checkpointed in: each keeps its input and runs its forward again before its
+        backward, the blocks in none of them as without recomputation (checkpoints.py: Megatron's
+        uniform and block, fms-fsdp's spread); () under the other modes."""
+        if self.recompute is not Recompute.FULL:
+            return ()
+        try:
+            return checkpoints.segments(chunk, self.placement)
+        except checkpoints.PlacementError as error:
+            raise LayoutError(str(error)) from None
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """What --recompute selective reruns under Megatron-Core (modules.py): its
+        --recompute-modules, core_attn where not given (Korthikanti's, every other framework's)."""
+        return self.recompute_modules if self.recompute_modules is not None else modules.DEFAULT
+
+    @property
+    def placement(self) -> checkpoints.Placement:
+        """Where full recomputation checkpoints (checkpoints.py): Megatron's --recompute-method
+        and --recompute-num-layers, fms-fsdp's --recompute-fraction, or every block alone."""
+        if self.recompute_method is not None:
+            return checkpoints.Placement(self.recompute_method, self.recompute_num_layers or 1)
+        if self.recompute_fraction < 1:
+            return checkpoints.Placement(checkpoints.SPREAD, fraction=self.recompute_fraction)
+        return checkpoints.Placement()
 
     @property
     def expert_tp(self) -> int:
@@ -255,6 +279,7 @@ class Layout:
             raise LayoutError("--zero is 0, 1, 2 or 3")
         self._check_framework()
         self._check_recompute()
+        self._check_modules()
         self._check_pipeline()
         for d in ordered():
             if d.rules is not None:
@@ -345,8 +370,10 @@ class Layout:
             )
 
     def _check_recompute(self) -> None:
-        """--recompute-fraction's range, and the mode it divides."""
-        fraction = self.recompute_fraction
+        """--recompute-fraction's range, Megatron's --recompute-method and --recompute-num-layers
+        (transformer_config.py at core_r0.14.0, TransformerConfig.__post_init__: full needs both,
+        selective neither), and the mode they place."""
+        fraction, method, count = self.recompute_fraction, self.recompute_method, self.recompute_num_layers
         if not 0 < fraction <= 1:
             raise LayoutError(
                 f"--recompute-fraction {fraction:g}: a fraction of the blocks, above 0 and at most 1"
@@ -355,6 +382,50 @@ class Layout:
             raise LayoutError(
                 f"--recompute-fraction {fraction:g} checkpoints that fraction of the blocks whole: it needs "
                 f"--recompute full, not {self.recompute.value}"
+            )
+        if method is None and count is None:
+            return
+        if self.recompute is not Recompute.FULL:
+            raise LayoutError(
+                "--recompute-method and --recompute-num-layers place full recomputation: they need "
+                f"--recompute full, not {self.recompute.value} (Megatron: selective takes every layer)"
+            )
+        if method not in checkpoints.METHODS or count is None or count < 1:
+            raise LayoutError(
+                "--recompute full places its checkpoints by --recompute-method uniform|block and "
+                "--recompute-num-layers N >= 1 together (Megatron-Core's TransformerConfig needs both)"
+            )
+        if self.framework.family is not Framework.MEGATRON:
+            raise LayoutError(
+                f"--recompute-method {method} is Megatron-LM's placement of full recomputation: it needs "
+                f"--framework megatron, not {self.framework}"
+            )
+        if fraction < 1:
+            raise LayoutError(
+                f"--recompute-fraction {fraction:g} and --recompute-method {method} both place full "
+                "recomputation's checkpoints (fms-fsdp's spread, Megatron's): give one"
+            )
+
+    def _check_modules(self) -> None:
+        """Megatron-Core's --recompute-modules (TransformerConfig.__post_init__ at core_r0.14.0):
+        its seven choices, under --recompute-granularity selective (full reruns whole layers)."""
+        chosen = self.recompute_modules
+        if chosen is None:
+            return
+        unknown = [m for m in chosen if m not in modules.MODULES]
+        if unknown:
+            raise LayoutError(
+                f"--recompute-modules {unknown[0]}: not one of {', '.join(modules.MODULES)} (Megatron-Core's)"
+            )
+        if self.recompute is not Recompute.SELECTIVE:
+            raise LayoutError(
+                "--recompute-modules names what selective recomputation reruns: it needs --recompute "
+                f"selective, not {self.recompute.value}"
+            )
+        if self.framework is not Framework.MEGATRON:
+            raise LayoutError(
+                f"--recompute-modules is Megatron-Core's (core_r0.12.0 on): it needs --framework megatron, "
+                f"not {self.framework}"
             )
 
     def _check_pipeline(self) -> None:
