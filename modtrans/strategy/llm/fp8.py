@@ -30,7 +30,9 @@ Memory (NVIDIA/TransformerEngine v1.8, 3ec998e, transformer_engine/pytorch/modul
                  once (under selective recomputation the kernel reruns and saves nothing, and
                  eager attention's context product saves its inputs: 1 B instead of w). Full
                  recomputation keeps each block's input only: nothing changes. A MoE's experts and
-                 router, and state-space mixers, are left as they are (not TE's FP8 linears here).
+                 router, and state-space mixers, are left as they are (not TE's FP8 linears here);
+                 so is what Megatron-Core's --recompute-modules stops storing (modules.py): the FP8
+                 terms are those of the block's --recompute mode.
 
 Communication: the data-parallel gradient reduction (fp32) and the distributed optimizer's
 parameter all-gather move the bf16 parameters' bytes (Megatron-Core gathers FP8 parameters only
