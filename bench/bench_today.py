@@ -81,7 +81,8 @@ performance for various tasks at FP8 precision", every row; performance_long_seq
 a2c4cc8: FP8) and NVIDIA-NeMo/Megatron-Bridge's (docs/performance-summary.md and
 performance-summary-archive.md at 4ab94df, 25.09 to 26.08: every DGX-H100 row FP8 but GPT-OSS
 120B's BF16, "64 | BF16 | 1280 | 1 | 4096 | 0 | 1 | 4 | 1 | n/a | 8 | 5824 | 158" in 26.04.01,
-a 2026 DeepEP/HybridEP dispatcher on a model with attention sinks); ModTrans has no FP8.
+a 2026 DeepEP/HybridEP dispatcher on a model with attention sinks); the NeMo 24.07 FP8 rows are
+bench/bench_nemo.py's (--precision fp8, since branch fp8).
 Error: our iteration time against the published one (negative: we are faster). Memory: the
 busiest rank's reserved bytes (the tensors' peak and the blocks the caching allocator keeps
 beside it: strategy/llm/memory.py) against torchtitan's reading (max reserved).

@@ -44,7 +44,7 @@ class Options:
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     input_values: Mapping[str, float] = field(default_factory=dict)  # an If on them folds (X513)
     dtype_bytes: int | None = None
-    precision: str | None = None  # fp32, fp16, bf16: the dtype training computes in (ir/precision.py)
+    precision: str | None = None  # fp32, fp16, bf16, fp8: the dtype training computes in (ir/precision.py)
     compute: str = "gpu"
     cost: cost.Settings = field(default_factory=cost.Settings)  # device, array, dataflow, clock ...
     dialect: Dialect = Dialect.ASTRA_SIM  # with format, the output written (formats/registry.py)
@@ -129,7 +129,7 @@ def _values_refused(spec: str | Path, input_values: Mapping[str, float]) -> Diag
 def _precision_refused(spec: str | Path, precision: str) -> Diagnostic:
     """X501: a training precision ir/precision.py does not know."""
     message = f"precision {precision!r} is not one of {', '.join(PRECISIONS)}"
-    return diagnostic("X501", message, path=str(spec), hint="give --precision fp32, fp16 or bf16")
+    return diagnostic("X501", message, path=str(spec), hint="give --precision fp32, fp16, bf16 or fp8")
 
 
 def extract_checked(

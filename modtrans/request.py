@@ -20,6 +20,7 @@ from modtrans import cost, formats, rules, table
 from modtrans.comm import CommType, Policy
 from modtrans.diagnostics import Diagnostic, diagnostic
 from modtrans.formats import Output
+from modtrans.ir.precision import FP8
 from modtrans.pipeline import Options
 from modtrans.strategy import Parallelism, Params
 from modtrans.strategy.frameworks import Framework
@@ -65,7 +66,7 @@ class Request:
     input_shape: Mapping[str, tuple[int, ...]] | None = None  # each input's whole shape, by name
     input_value: Mapping[str, float] | None = None  # scalar inputs as constants
     dtype_bytes: int | None = None
-    precision: str | None = None  # fp32, fp16, bf16 (default: the model's own dtype)
+    precision: str | None = None  # fp32, fp16, bf16, fp8 (default: the model's own dtype)
     compute: str | None = None  # gpu (default), roofline, astra-sim-reference, scalesim-v3, scalesim
     device: str | None = None
     array: tuple[int, int] | None = None
@@ -162,6 +163,8 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         raise UsageError("--output is empty: give a file, or - for standard output")
     if request.like is not None:
         request, policy, dialect, params, compute = _like(request, policy, dialect, note)
+    if request.precision == FP8:
+        _fp8_runs(request, compute)
     if request.compute is None and compute == "gpu" and not _calibrated(request.device):
         compute = "roofline"
         note(f"--device {request.device}: no kernel calibration for the gpu model; the roofline at its peak")
@@ -196,6 +199,36 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         trust_remote_code=request.trust_remote_code,
     )
     return Prepared(request, options, tuple(notes))
+
+
+def _fp8_runs(request: Request, compute: str) -> None:
+    """UsageError where --precision fp8 cannot run: Transformer Engine's FP8 linears are
+    Megatron-Core's alone (cost/fp8.py; DeepSpeed, FSDP and Megatron-LM of 2022 train without
+    them), costed by the gpu model (its FP8 GEMM rates and TE's casts), on a device with FP8 tensor
+    cores and a measured FP8 GEMM rate (devices.json: the H100, H200, B200; the A100 and V100 have
+    no FP8 tensor cores)."""
+    from modtrans.cost import CostError
+    from modtrans.cost.fp8 import FORWARD
+    from modtrans.cost.roofline import device as profile
+
+    framework = request.framework or Framework.MEGATRON
+    if framework != Framework.MEGATRON:
+        raise UsageError(
+            f"--precision fp8 runs Transformer Engine's FP8 linears, which only --framework megatron "
+            f"(Megatron-Core) runs, not {framework}: give --precision bf16"
+        )
+    try:
+        found = profile(request.device or "a100")
+    except CostError:
+        found = None  # the gpu model says why it cannot read it
+    if found is not None and FORWARD not in found.peak_flops:
+        raise UsageError(f"--precision fp8: the {found.name} has no FP8 tensor cores (Hopper and later do)")
+    if found is not None and FORWARD not in (found.kernels or {}).get("matmul_efficiency", {}):
+        raise UsageError(f"--precision fp8: no measured FP8 GEMM rate in the {found.name}'s profile")
+    if compute != "gpu":
+        raise UsageError(
+            f"--precision fp8 is the gpu model's (FP8 GEMM rates, TE's casts), not --compute {compute}"
+        )
 
 
 def _traces(request: Request) -> bool:
@@ -367,6 +400,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             capacity_factor=r.moe_expert_capacity_factor,
             pad_to_capacity=r.moe_pad_expert_input_to_capacity,
             attention=_attention(r),
+            fp8=r.precision == FP8,
         )
     except LayoutError as error:
         raise UsageError(str(error)) from None
@@ -385,6 +419,7 @@ def _settings(request: Request, unit: cost.Unit) -> cost.Settings:
         _norms(request.framework),
         request.compile,
         _loss(request.framework),
+        request.precision == FP8,
     )
 
 

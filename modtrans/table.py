@@ -125,7 +125,10 @@ OPTIONS: tuple[Option, ...] = (
        "The dtype training computes in: every floating parameter and activation (and the bytes the "
        "collectives move) in fp32, fp16 or bf16, as Megatron-LM's --fp16/--bf16 or DeepSpeed's "
        "fp16/bf16 sections run it; Adam's fp32 master weights and states stay (default: the model's "
-       "own dtype, float32 where a configuration states none).", MODEL, **_SIDE),
+       "own dtype, float32 where a configuration states none). fp8: bf16 with the transformer "
+       "blocks' linears in FP8 as Transformer Engine runs them under Megatron-Core (--fp8-format "
+       "hybrid); --framework megatron, the gpu model and an FP8 device (h100, h200, b200) only.",
+       MODEL, **_SIDE),
     _o("compute", cost.Model, "Compute-time model (`modtrans cost list` describes them).", COST,
        shown=cost.Model.GPU, like=True, **_SIDE),
     _o("device", str,

@@ -38,6 +38,15 @@ CASES = [
     ("llama-3-8b", {"npus": 8, "tp": 2, "dp": 4, "framework": "deepspeed", "zero": 2}),
     ("mixtral-8x7b", {"npus": 16, "tp": 2, "ep": 4, "pp": 2, "sp": True, "zero": 1}),
     ("mixtral-8x7b", {"npus": 8, "tp": 2, "ep": 2, "etp": 1, "sp": True, "zero": 0, "micro_batch": 2}),
+    # Transformer Engine's FP8 weight copies and saved inputs (strategy/llm/fp8.py)
+    (
+        "llama-3-8b",
+        {"npus": 8, "tp": 2, "pp": 2, "sp": True, "zero": 1, "precision": "fp8", "device": "h100"},
+    ),
+    (
+        "mixtral-8x7b",
+        {"npus": 16, "tp": 2, "ep": 4, "pp": 2, "sp": True, "precision": "fp8", "device": "h100"},
+    ),
 ]
 
 

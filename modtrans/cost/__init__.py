@@ -15,7 +15,8 @@ Models (`modtrans cost list`, `--compute NAME` on translate):
 What they share is base.py (names, the Clock, the CostModel protocol, the registry, a layer's
 result elements); gemm.py states a layer's phases as GEMMs, attention.py a device's measured
 attention kernel, loss.py the loss's kernels over a head's logits, norms.py an RMSNorm run op by
-op, eager.py rotary embeddings and SwiGLU op by op; measured.py projects measured times
+op, eager.py rotary embeddings and SwiGLU op by op, fp8.py which linears Transformer Engine
+runs in FP8 under --precision fp8 and its casts' bytes; measured.py projects measured times
 (`--per-layer-times`), which profiler.py reads from a PyTorch profiler trace.
 
 Units: a model counts cycles (systolic arrays) or seconds (roofline); a Clock turns either into

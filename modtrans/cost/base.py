@@ -143,6 +143,7 @@ class Settings:
     norms: str = "fused"  # the gpu model's RMSNorm, rotary and SwiGLU: fused kernels, or eager (op by op)
     compiled: bool = False  # the gpu model: the transformer blocks under torch.compile (norms.py)
     loss: str = "torch"  # the gpu model's loss: PyTorch's on fp32 logits, on their own dtype, fused (loss.py)
+    fp8: bool = False  # the gpu model: --precision fp8, Transformer Engine's FP8 linears (fp8.py)
 
 
 @dataclass(frozen=True)

@@ -66,10 +66,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from modtrans import dtypes
+from modtrans.cost import fp8 as te
 from modtrans.cost.attention import BACKWARD_FLOPS, Attention, attention_of
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register, result_elements
 from modtrans.cost.eager import eager_bytes, eager_under_compile
-from modtrans.cost.gemm import Shape, phase_gemms, traffic, update_bytes
+from modtrans.cost.gemm import PhaseGemms, Shape, phase_gemms, traffic, update_bytes
 from modtrans.cost.loss import loss_bytes
 from modtrans.cost.norms import NormCost, norm_cost, rmsnorm_seconds
 from modtrans.cost.roofline import Device, device
@@ -169,6 +170,7 @@ class Gpu:
     # SwiGLU one fused pass, torchtitan's complex rotary op by op still (eager.py); the layers
     # outside the blocks as `norms` says
     compiled: NormCost | None = None
+    fp8: bool = False  # --precision fp8: the blocks' dense linears' GEMMs in FP8, TE's casts (fp8.py)
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -268,6 +270,8 @@ class Gpu:
         if fused is not None:
             return self._ticks(fused[0], fused[1], 0.0, update)
         gemms = phase_gemms(layer)
+        if gemms is not None and self.fp8 and te.te_linear(layer):
+            return self._fp8_linear(layer, gemms, update)
         if gemms is not None:
             runs = layer.repeats
             loss_fwd, loss_bwd = (self.memory_seconds(b) for b in loss_bytes(layer, self.loss))
@@ -294,6 +298,20 @@ class Gpu:
             update,
         )
 
+    def _fp8_linear(self, layer: Layer, gemms: PhaseGemms, update: float) -> PhaseTimes:
+        """A Transformer Engine linear under --precision fp8 (fp8.py): fprop on E4M3 operands,
+        dgrad and wgrad on an E5M2 gradient, each at the device's FP8 rate (devices.json's
+        matmul_efficiency by FP8 dtype, from cuBLASLt FP8 sweeps), and the output gradient's cast
+        and transpose before them; the input's casts are the strategy's (strategy/llm/fp8.py)."""
+        runs = layer.repeats
+        cast = self.memory_seconds(te.grad_cast_bytes(layer))
+        return self._ticks(
+            runs * self.gemm_seconds(gemms.forward, te.FORWARD, te.WIDTH),
+            runs * self.gemm_seconds(gemms.input_grad, te.BACKWARD, te.WIDTH) + cast,
+            runs * self.gemm_seconds(gemms.weight_grad, te.BACKWARD, te.WIDTH),
+            update,
+        )
+
     def _ticks(self, fwd: float, ig: float, wg: float, update: float) -> PhaseTimes:
         c = self.clock
         return PhaseTimes(c.from_seconds(fwd), c.from_seconds(ig), c.from_seconds(wg), c.from_seconds(update))
@@ -312,6 +330,11 @@ class Gpu:
             "memory_bytes": k.memory_bytes,
             "sources": {**self.device.sources, **k.sources},
             "first_layer_input_grad": "0 (not needed in training)",
+            **(
+                {"fp8": "Transformer Engine's FP8 linears (HYBRID: E4M3 forward, E5M2 gradients)"}
+                if self.fp8
+                else {}
+            ),
             **self.clock.describe(),
         }
 
@@ -372,5 +395,5 @@ def make(settings: Settings) -> Gpu:
     eager_ops = settings.norms == "eager"
     return Gpu(
         found, k, settings.clock, eager=eager, norms=norms, eager_ops=eager_ops, compiled=compiled,
-        loss=settings.loss,
+        loss=settings.loss, fp8=settings.fp8,
     )  # fmt: skip

@@ -23,12 +23,17 @@ from math import prod
 from modtrans import dtypes
 from modtrans.ir.document import Activation, Layer, ModelIR, Param
 
-PRECISIONS: dict[str, str] = {"fp32": "float", "fp16": "float16", "bf16": "bfloat16"}
-"""--precision's values -> the IR's dtype name (ONNX's spelling, dtypes.py)."""
+FP8 = "fp8"
+PRECISIONS: dict[str, str] = {"fp32": "float", "fp16": "float16", "bf16": "bfloat16", FP8: "bfloat16"}
+"""--precision's values -> the IR's dtype name (ONNX's spelling, dtypes.py). fp8 is bf16 training
+with Transformer Engine's FP8 linears (Megatron-LM's --bf16 --fp8-format hybrid, NeMo's fp8
+'hybrid'): the parameters and every activation bf16 in the IR, the linears' GEMMs in FP8 and the
+casts around them the cost model's (cost/fp8.py), what those linears save the memory model's
+(strategy/llm/fp8.py)."""
 
 
 def dtype_of(precision: str) -> str:
-    """The IR dtype of `precision` (fp32, fp16, bf16); a ValueError for another name."""
+    """The IR dtype of `precision` (fp32, fp16, bf16, fp8's bf16); a ValueError for another name."""
     try:
         return PRECISIONS[precision]
     except KeyError:

@@ -118,7 +118,7 @@ def _fitting(
 ) -> list[tuple[Layout, tuple[StageMemory, ...]]]:
     """Every layout of the space on each GPU count that the rules accept and the memory holds,
     the others counted in `outcome` by why."""
-    base = _base_layout(setup.model, setup.options)
+    base = _base_layout(setup.model, setup.options, setup.device)
     fixed = {name: getattr(base, name) for name in _SHARED}
     experts = max((x.moe.experts for x in footprint.ir(base).layers if x.moe is not None), default=0)
     model = space.Model(footprint.blocks(base), experts)
@@ -146,16 +146,19 @@ _SHARED = (
     "pad_to_capacity",
     "etp",
     "attention",
+    "fp8",
 )
 """The Layout fields every layout of a sweep takes from the training options (request.py's reading)."""
 
 
-def _base_layout(model: str, training: dict[str, Any]) -> Layout:
+def _base_layout(model: str, training: dict[str, Any], device: str | None = None) -> Layout:
     """The training options' layout on one GPU (request._layout's reading of them): the fields
-    every layout shares, and the global batch."""
+    every layout shares, and the global batch; on `device`, which the options' rules may read
+    (--precision fp8 needs FP8 tensor cores)."""
     from modtrans.request import prepare, request_of
 
-    prepared = prepare(request_of(model, {**training, "npus": 1, "tp": 1}, caller="sweep"))
+    given = {**training, "npus": 1, "tp": 1, **({"device": device} if device is not None else {})}
+    prepared = prepare(request_of(model, given, caller="sweep"))
     layout = prepared.options.parallel.layout
     assert layout is not None  # --tp lays a transformer out
     return layout

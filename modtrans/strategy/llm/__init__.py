@@ -6,6 +6,7 @@ degrees.py      the registry of parallel degrees: each degree's module declares 
 unit.py         a workload layer as one rank runs it, and where collectives attach
 tensor.py       Megatron tensor parallelism and sequence parallelism (the transformer keywords' too)
 userbuffers.py  Megatron-Core's --tp-comm-overlap: TE's userbuffers, the SP collectives in the GEMMs
+fp8.py          --precision fp8: TE's input casts by module, its FP8 weight copies and saved inputs
 context.py      context parallelism: the sequence split over C ranks, keys and values gathered
 expert.py       expert parallelism: local experts, dispatch and combine all-to-alls
 data.py         data parallelism and ZeRO 1/2/3 as Megatron-LM runs them

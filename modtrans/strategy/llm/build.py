@@ -33,6 +33,7 @@ from modtrans.strategy.llm import (
     data,
     deepspeed,
     expert,
+    fp8,
     fsdp,
     memory,
     modules,
@@ -191,7 +192,9 @@ def rank_units(
     lacking = modules.lacks(ir, layout.recompute_modules or ())  # Megatron's --recompute-modules
     if lacking is not None:
         raise LayoutError(lacking)
-    tensor.apply(units, ir, t, layout.sp, tokens=layout.sequence_shards, overlap=layout.tp_comm_overlap)
+    tensor.apply(
+        units, ir, t, layout.sp, tokens=layout.sequence_shards, overlap=layout.tp_comm_overlap, fp8=layout.fp8
+    )
     for d in ordered():  # each degree's collectives on the tensor shards (context.py's)
         if d.attach is not None:
             d.attach(units, layout)
@@ -270,6 +273,11 @@ def _costed(
     runs = []
     tensors = Ios([u.x for u in units], inputs)  # made when a program reads them; no outline does
     fusing = _fusing(units, cost, layout, folded) if layout.tp_comm_overlap else None
+
+    def share_of(u: Unit) -> IRLayer:  # the layer a rank computes of the unit, as costed below
+        return rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds).owner
+
+    casting = fp8.casting(units, cost, layout, share_of) if layout.fp8 else None
     for u in units:
         g = u.x.group
         key = _shape(u, inputs, reruns) if shaped else None
@@ -277,7 +285,8 @@ def _costed(
         if known is not None:
             name, comms = g.owner.name, u.x.comms
             run = Costed(u.index, name, known.times, known.flops, tensors, comms, known.core)
-            runs.append(run if fusing is None or not u.fused else fusing(run, u))
+            run = run if fusing is None or not u.fused else fusing(run, u)
+            runs.append(run if casting is None else casting(run, u))
             continue
         run = costed(
             u.index,
@@ -292,7 +301,8 @@ def _costed(
         run = _sharded_update(run, u, layout)  # its shards follow from its role, part of the key
         if key is not None:
             made[key] = run
-        runs.append(run if fusing is None or not u.fused else fusing(run, u))
+        run = run if fusing is None or not u.fused else fusing(run, u)
+        runs.append(run if casting is None else casting(run, u))
     return runs
 
 

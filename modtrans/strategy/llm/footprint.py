@@ -75,15 +75,17 @@ def split_of(
                 continue
             width = 0 if not h.elements else 1 if h.weights < 4 * h.elements else 2
             # the layers outside the blocks (memory.gathered: FSDP keeps them gathered) apart
-            total = sums.setdefault((h.expert, width, h.block is None, h.bf16), [0, 0, 0])
+            total = sums.setdefault((h.expert, width, h.block is None, h.bf16), [0, 0, 0, 0])
             total[0] += h.elements
             total[1] += h.weights
             total[2] += h.grads
+            total[3] += h.linear
         block_of = held[block[0]].block if held[block[0]].block is not None else held[block[-1]].block
         block_of = order[g] if order is not None else block_of
-        for (expert, _, outside, bf16), (elements, weights, grads) in sums.items():
+        for (expert, _, outside, bf16), (elements, weights, grads, linear) in sums.items():
             mine.append(len(entries))
-            entries.append(memory.Held(elements, weights, grads, expert, None if outside else block_of, bf16))
+            block_or_none = None if outside else block_of
+            entries.append(memory.Held(elements, weights, grads, expert, block_or_none, bf16, linear))
         out.append(mine)
     return Split(tied, entries, out, entry_of, parameters)
 

@@ -62,12 +62,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from modtrans.cost.fp8 import te_linear
 from modtrans.ir.document import ModelIR
 from modtrans.plan.model import Recompute, Schedule, StageMemory
 from modtrans.strategy import saved
 from modtrans.strategy.draft import LayerDraft
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.llm import activations
+from modtrans.strategy.llm import activations, fp8
 from modtrans.strategy.llm.activations import Dims
 from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.llm.stages import block_of
@@ -99,17 +100,19 @@ class Held:
     grads: int
     expert: bool
     block: int | None
-    bf16: bool = False
+    bf16: bool = False  # its trainable parameters bf16 (bf16_optimizer: DeepSpeed's BF16_Optimizer)
+    linear: int = 0  # elements of its Transformer Engine linears' parameters (--precision fp8: fp8.py)
 
 
 def held(units: Sequence[Unit]) -> list[Held]:
     """Each unit's Held, in order (a sweep keeps them for every layout of the same split)."""
-    return [
-        Held(
-            _elements(u), u.param_bytes(), u.grad_bytes(), u.role is LayerRole.EXPERT, u.block, bf16_params(u)
-        )
-        for u in units
-    ]
+    return [_held(u, _elements(u)) for u in units]
+
+
+def _held(u: Unit, elements: int) -> Held:
+    linear = elements if te_linear(u.x.owner) else 0
+    expert = u.role is LayerRole.EXPERT
+    return Held(elements, u.param_bytes(), u.grad_bytes(), expert, u.block, bf16_params(u), linear)
 
 
 def bf16_params(u: Unit) -> bool:
@@ -153,6 +156,8 @@ def per_stage(
         parts = [unit_state(u, layout, r, first) for u, r in zip(mine, ranks, strict=True)]
         elements, weights, grads, optimizer = (sum(x[k] for x in parts) for k in range(4))
         weights += gathered(mine, layout)
+        if layout.fp8:  # the FP8 weight copies (fp8.py)
+            weights += fp8.weight_copies(sum(u.linear for u in mine))
         blocks = sorted(
             {
                 b
@@ -348,6 +353,8 @@ def _blocks_stored(
             made[key] = activations.layer(
                 d, block, t, sp, mode, layout.attention, etp, ops, megatron, layout.compiled, layout.modules
             )
+            if layout.fp8:  # Transformer Engine's FP8 saved inputs (fp8.py)
+                made[key] += fp8.saved(d, block, t, sp, mode, layout.attention)
         return made[key]
 
     segments = [s for chunk in (chunks or [blocks]) for s in layout.recompute_segments(chunk)]

@@ -23,6 +23,7 @@ class Mlp:
     routed: float = 0.0  # hidden-wide elements per token its dispatch and combine keep (of)
     scores: float = 0.0  # fp32 values per token its router keeps: a probability for every expert
     act: float = 0.0  # of `experts`: the experts' activation outputs (their down projection's input)
+    down: float = 0.0  # a dense MLP's down projections' input elements per token (of `inner`; down)
 
 
 NO_MLP = Mlp(0.0, 0.0)  # a hybrid's block without one (Nemotron-H's attention and Mamba blocks)
@@ -65,7 +66,7 @@ def of(ir: ModelIR, h: int, capacity: float, mixed: frozenset[str] = frozenset()
     for block in sorted(dense.keys() | routed.keys()):
         mine = dense.get(block, [])
         if block not in routed:
-            out[block] = Mlp(1.0 if mine else 0.0, float(stored(mine, h)))
+            out[block] = Mlp(1.0 if mine else 0.0, float(stored(mine, h)), down=float(down(mine)))
             continue
         first = routed[block]
         moe = next(x.moe for x in first if x.moe is not None)
@@ -92,6 +93,13 @@ def stored(linears: list[Layer], h: int) -> int:
         else:
             total += sum(g.n for g in gemms[:-1]) + gemms[-1].k
     return total
+
+
+def down(linears: list[Layer]) -> int:
+    """Elements per token the down projections of `linears` read (each MLP's last linear's input,
+    part of stored()'s): what Transformer Engine saves in FP8 for its wgrad under --precision fp8
+    (strategy/llm/fp8.py); 0 for an MLP of one linear."""
+    return sum(gemms[-1].k for (_, run), gemms in runs(linears).items() if not run and len(gemms) > 1)
 
 
 def runs(linears: list[Layer]) -> dict[tuple[str, int], list[Gemm]]:

@@ -109,6 +109,7 @@ class Layout:
     recompute_method: str | None = None  # Megatron's --recompute-method: uniform or block (checkpoints.py)
     recompute_num_layers: int | None = None  # Megatron's --recompute-num-layers N
     recompute_modules: tuple[str, ...] | None = None  # Megatron-Core's --recompute-modules (modules.py)
+    fp8: bool = False  # --precision fp8: Transformer Engine's FP8 linears (strategy/llm/fp8.py)
 
     @property
     def vocabulary_multiple(self) -> int:

@@ -47,6 +47,8 @@ from fractions import Fraction
 
 from modtrans import dtypes
 from modtrans.comm import CommType
+from modtrans.cost.fp8 import WIDTH as fp8_width
+from modtrans.cost.fp8 import te_linear
 from modtrans.hf import plans
 from modtrans.ir.document import Kind, ModelIR, Part, Role
 from modtrans.ir.document import Layer as IRLayer
@@ -72,13 +74,15 @@ def apply(
     tokens: int = 1,
     option: str = "--tp",
     overlap: bool = False,
+    fp8: bool = False,
 ) -> None:
     """Each unit's role, shard and tensor-parallel collectives, for the layout (--tp) and the
     HYBRID_TRANSFORMER keywords (techniques/megatron.py: sp False, `option` the flag that set T).
     `tokens`: the context-parallel ranks the sequence is split over (context.py): every activation
     these collectives move is 1/tokens of the IR's (built for the whole sequence). `overlap`:
     --tp-comm-overlap, a block's linears' collectives run by userbuffers inside their GEMMs
-    (userbuffers.py: Unit.fused, not NCCL collectives)."""
+    (userbuffers.py: Unit.fused, not NCCL collectives). `fp8`: --precision fp8, a block's linears'
+    sequence-parallel all-gathers in FP8 (_gathered)."""
     check(ir, tp, sp, option)
     dense = [u.x.owner for u in units if u.x.owner.moe is None]
     planned = plans.styled(ir)
@@ -111,7 +115,8 @@ def apply(
             reduced = Comm(CommType.REDUCESCATTER if scatter else CommType.ALLREDUCE, out, TENSOR)
             _attach(u, Place.AFTER_FWD, reduced, overlap)
             if sp:
-                _attach(u, Place.BEFORE_BWD, Comm(CommType.ALLGATHER, out, TENSOR), overlap)
+                gradient = Comm(CommType.ALLGATHER, _gathered(out, u, fp8), TENSOR)
+                _attach(u, Place.BEFORE_BWD, gradient, overlap)
             if style is not None and style.split_input:
                 size = -(-a_in(u.x.owner, model_inputs) // tokens)
                 u.attach(Place.AFTER_IG, Comm(CommType.ALLGATHER, size, TENSOR))
@@ -131,11 +136,27 @@ def apply(
                 continue
             peers = tuple(dict.fromkeys(n for key in shared for n in sharing.get(key, ()) if n != u.name))
             if sp:
-                _attach(u, Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, TENSOR), overlap, peers)
-                _attach(u, Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, TENSOR), overlap, peers)
+                gathered = Comm(CommType.ALLGATHER, _gathered(size, u, fp8), TENSOR)
+                _attach(u, Place.BEFORE_FWD, gathered, overlap, peers)
+                _attach(u, Place.BEFORE_BWD, gathered, overlap, peers)
             reduce = Comm(CommType.REDUCESCATTER if sp else CommType.ALLREDUCE, size, TENSOR)
             _attach(u, Place.AFTER_IG, reduce, overlap, peers)
     cross_entropy(units, tp, tokens)
+
+
+def _gathered(size: int, u: Unit, fp8: bool) -> int:
+    """The bytes a sequence-parallel all-gather of `size` moves for unit `u`: under --precision fp8
+    a Transformer Engine linear's (cost/fp8.py, te_linear) moves FP8, 1 B an element. TE v1.8
+    (3ec998e, transformer_engine/pytorch/module/): a column-parallel linear casts its input before
+    gathering it, forward and backward (linear.py, _Linear.forward: cast_to_fp8 then
+    gather_along_first_dim; layernorm_linear.py: the norm's FP8 ln_out gathered), a row-parallel
+    one its output gradient (base.py, grad_output_preprocess, "FP8 case with gather": cast_to_fp8,
+    then gather_along_first_dim); under --tp-comm-overlap userbuffers' all-gather buffers are FP8
+    too (base.py, initialize_ub: "AllGather buffers use fp8 when using fp8 recipe",
+    layers_all_gather_overlap). Reduce-scatters and all-reduces move the bf16 outputs and gradients."""
+    if not fp8 or not te_linear(u.x.owner) or not u.x.owner.outputs:
+        return size
+    return -(-size * fp8_width // max(1, dtypes.width(u.x.owner.outputs[0].dtype)))
 
 
 def _attach(u: Unit, place: Place, comm: Comm, overlap: bool, peers: tuple[str, ...] = ()) -> None:
