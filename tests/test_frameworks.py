@@ -43,17 +43,7 @@ def test_megatron_2022_scatters_each_boundary_over_the_tensor_ranks_and_gathers_
     sends 1/T of the activation (split_tensor_into_1d_equal_chunks) and the receiver all-gathers
     it over the tensor group (gather_split_1d_tensor) before using it; with SP the activation is
     a sequence shard already and crosses as it is. Today's Megatron sends the whole activation."""
-    plan = _plan(tmp_path, _pipeline(Framework.MEGATRON_2022))
-    for program in plan.programs:
-        for i, op in enumerate(program):
-            if isinstance(op, Transfer):
-                assert op.bytes == A // 2
-                if op.direction is Direction.RECV:
-                    gather = program[i + 1]
-                    assert isinstance(gather, Collective)
-                    assert (gather.comm, gather.bytes, gather.over, gather.deps) == (
-                        CommType.ALLGATHER, A, TENSOR, (i,),
-                    )  # fmt: skip
+    _assert_partitioned(_plan(tmp_path, _pipeline(Framework.MEGATRON_2022)))
     for sp, added in ((False, True), (True, False)):  # gathered on arrival only without SP
         then = _plan(tmp_path, _pipeline(Framework.MEGATRON_2022, sp=sp))
         today = _plan(tmp_path, _pipeline(Framework.MEGATRON, sp=sp))
@@ -75,6 +65,12 @@ def test_deepspeeds_pipeline_engine_partitions_and_waits_for_its_sends(tmp_path:
     assert len(sends) == 3
     for i in sends:
         assert [op for op in first[i + 1 :] if i in op.deps]
+    _assert_partitioned(plan)
+
+
+def _assert_partitioned(plan: Plan) -> None:
+    """Every boundary crosses as a tensor rank's 1/T of it (T = 2), and each receive is followed by
+    the all-gather over the tensor group that rebuilds it, waiting for that receive."""
     for program in plan.programs:
         for i, op in enumerate(program):
             if isinstance(op, Transfer):
@@ -82,7 +78,9 @@ def test_deepspeeds_pipeline_engine_partitions_and_waits_for_its_sends(tmp_path:
                 if op.direction is Direction.RECV:
                     gather = program[i + 1]
                     assert isinstance(gather, Collective)
-                    assert (gather.comm, gather.bytes, gather.over) == (CommType.ALLGATHER, A, TENSOR)
+                    assert (gather.comm, gather.bytes, gather.over, gather.deps) == (
+                        CommType.ALLGATHER, A, TENSOR, (i,),
+                    )  # fmt: skip
 
 
 @pytest.mark.parametrize("schedule", [Schedule.GPIPE, Schedule.INTERLEAVED, Schedule.ZB_H1])
