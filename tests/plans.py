@@ -15,6 +15,19 @@ from modtrans.strategy import Parallelism
 from modtrans.strategy.llm import Layout
 from modtrans.strategy.llm.activations import Dims, dims
 
+# DeepSeek-V2 as its paper sets it (arXiv 2405.04434, section 3.1.2): hidden 5,120, 128 heads of
+# d_h 128, KV compression d_c 512, query compression d_c' 1,536, decoupled RoPE d_h^R 64; MoE of 2
+# shared and 160 routed experts of 1,536, top-6, the first layer dense (12,288); its 102,400-token
+# vocabulary. Two layers (block 0 dense: first_k_dense_replace; block 1 MoE), as transformers'
+# DeepseekV2Config names the keys.
+DEEPSEEK_V2: dict[str, Any] = {
+    "model_type": "deepseek_v2", "hidden_size": 5120, "num_hidden_layers": 2, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+    "n_shared_experts": 2, "n_routed_experts": 160, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
+    "vocab_size": 102400, "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+}  # fmt: skip
+
 # a two-block Llama in bf16: hidden 64, 4 heads in 2 key/value groups, MLP 128, vocabulary 96
 TOY: dict[str, Any] = {
     "model_type": "llama",

@@ -13,6 +13,7 @@ import pytest
 from modtrans.api import run
 from modtrans.plan.model import StageMemory
 from modtrans.request import Request, prepare
+from tests.plans import DEEPSEEK_V2
 
 GIB = 2**30
 # Megatron's loss holds the 16-bit logits beside its fp32 copy of them, 2 B a logit beyond
@@ -173,20 +174,6 @@ def test_phi_2s_residual_dropout_masks_without_attention_dropout(tmp_path: Path)
     assert phi - kept == pytest.approx(layers * 2 * s * h / t, rel=1e-9)
     flash = _memory(CONFIGS / "phi-2.json", attention="flash", **layout)[0].activations
     assert phi - flash == pytest.approx(layers * (2 * a * s * s - 4 * a * s) / t, rel=1e-9)
-
-
-# DeepSeek-V2 as its paper sets it (arXiv 2405.04434, section 3.1.2): hidden 5,120, 128 heads of
-# d_h 128, KV compression d_c 512, query compression d_c' 1,536, decoupled RoPE d_h^R 64; MoE of 2
-# shared and 160 routed experts of 1,536, top-6, the first layer dense (12,288); its 102,400-token
-# vocabulary. Two layers (each block's terms are what is compared), as transformers'
-# DeepseekV2Config names the keys.
-DEEPSEEK_V2 = {
-    "model_type": "deepseek_v2", "hidden_size": 5120, "num_hidden_layers": 2, "num_attention_heads": 128,
-    "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 12288, "moe_intermediate_size": 1536,
-    "n_shared_experts": 2, "n_routed_experts": 160, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
-    "vocab_size": 102400, "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
-}  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -24,17 +24,9 @@ from modtrans.plan.model import Collective, Compute, Plan, Step
 from modtrans.request import Request, prepare
 from modtrans.strategy.llm import modules
 from modtrans.strategy.program import in_attention_core
+from tests.plans import DEEPSEEK_V2
 from tests.refusals import refused_in_one_line
 
-# DeepSeek-V2 (arXiv 2405.04434, section 3.1.2) as transformers' DeepseekV2Config names it, two
-# layers: block 0 dense (first_k_dense_replace), block 1 MoE; as tests/test_memory_published.py
-DEEPSEEK_V2 = {
-    "model_type": "deepseek_v2", "hidden_size": 5120, "num_hidden_layers": 2, "num_attention_heads": 128,
-    "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 12288, "moe_intermediate_size": 1536,
-    "n_shared_experts": 2, "n_routed_experts": 160, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
-    "vocab_size": 102400, "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
-}  # fmt: skip
 H, A, K, E, F_MOE, SHARED, F_DENSE = 5120, 128, 6, 160, 1536, 2 * 1536, 12288
 S, T, W = 1024, 2, 2  # tokens, tensor ranks (SP on, ETP = T), bytes an element (bf16)
 
