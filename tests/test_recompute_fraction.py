@@ -14,7 +14,7 @@ from modtrans.api import run
 from modtrans.plan.model import Compute, Plan, Step
 from modtrans.request import Request, prepare
 from modtrans.strategy.llm.checkpoints import checkpointed
-from tests.refusals import refused_in_one_line
+from tests.refusals import refused_in_one_line, text_formats_refuse
 
 BLOCKS = 32  # Llama 3 8B's
 
@@ -110,10 +110,4 @@ def test_traces_carry_it_and_the_text_formats_refuse_it(run_cli: Any, tmp_path: 
     assert checked.exit_code == 0, checked.output
     meta = json.loads(prefix.with_name("f.et-meta.json").read_text(encoding="utf-8"))
     assert meta["parallel"]["llm"]["recompute_fraction"] == 0.5
-    for dialect in ("astra-sim", "simai"):
-        refused: Result = run_cli(
-            "translate", "llama-3-8b", *options, "--dialect", dialect, "-o", tmp_path / "w.txt"
-        )
-        assert refused.exit_code == 1
-        assert "D310" in refused.output
-        assert "--recompute-fraction" in refused.output
+    text_formats_refuse(run_cli, options, tmp_path, "--recompute-fraction")

@@ -18,7 +18,7 @@ from modtrans.api import run
 from modtrans.plan.model import Compute, Plan, Step
 from modtrans.request import Request, prepare
 from modtrans.strategy.llm import checkpoints
-from tests.refusals import refused_in_one_line
+from tests.refusals import refused_in_one_line, text_formats_refuse
 
 BLOCKS, STAGES, SEQ, H = 32, 2, 256, 4096  # Llama 3 8B's blocks and hidden width; two stages of 16
 
@@ -229,10 +229,4 @@ def test_traces_carry_the_placement_and_the_text_formats_refuse_it(run_cli: Any,
     llm = json.loads(prefix.with_name("u.et-meta.json").read_text(encoding="utf-8"))["parallel"]["llm"]
     assert (llm["recompute_method"], llm["recompute_num_layers"]) == ("uniform", 4)
     one_stage = ["--tp", "2", "--dp", "4", *options[6:]]  # ASTRA-sim 1.0's one program for every NPU
-    for dialect in ("astra-sim", "simai"):
-        refused: Result = run_cli(
-            "translate", "llama-3-8b", *one_stage, "--dialect", dialect, "-o", tmp_path / "w.txt"
-        )
-        assert refused.exit_code == 1
-        assert "D310" in refused.output
-        assert "--recompute-method uniform --recompute-num-layers 4" in refused.output
+    text_formats_refuse(run_cli, one_stage, tmp_path, "--recompute-method uniform --recompute-num-layers 4")
