@@ -1011,7 +1011,7 @@ _code(
     "tensor-parallel plan derived from the forward",
     """
 A configuration read through transformers (the extra `hf`) whose family publishes no
-base_model_tp_plan (BLOOM, OPT, GPT-J, GPT-NeoX, MPT, Falcon) split over `--tp` ranks as
+base_model_tp_plan (BLOOM, OPT, MPT, GPT-Neo) split over `--tp` ranks as
 Megatron-LM splits a transformer block: the linear layers that read the block's normed input
 column-parallel (ColumnParallelLinear), the one whose output returns to the residual stream
 row-parallel (RowParallelLinear), read from the recorded forward. The message lists the plan. The

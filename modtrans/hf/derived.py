@@ -1,7 +1,8 @@
 """The tensor-parallel plan Megatron-LM would apply to a model whose configuration publishes none
-(BLOOM, OPT, GPT-J, MPT, Falcon, GPT-NeoX: transformers names no base_model_tp_plan for them,
-though BLOOM 176B trained at TP 4 and OPT-175B at TP 8), derived from the recorded forward, not
-from a table of families.
+(BLOOM, OPT, MPT, GPT-Neo: transformers 5.x names no base_model_tp_plan for them, though BLOOM
+176B trained at TP 4 and OPT-175B at TP 8; Falcon, GPT-NeoX, GPT-2 and BERT are llm/'s own
+families, split by the same rule), derived from the recorded forward, not from a table of
+families.
 
 Megatron-Core's rule (megatron/core/transformer/attention.py: linear_qkv a ColumnParallelLinear,
 linear_proj a RowParallelLinear; mlp.py: linear_fc1 column, linear_fc2 row): the linear layers of
@@ -11,6 +12,7 @@ linear layer fed, through layers without parameters, by a column-parallel one is
 the one definition of the rule; this module keeps the blocks' linear layers it names, as plan keys
 with `*` for the block index (`transformer.h.*.self_attention.query_key_value: colwise`), and
 refuses a block it does not understand:
+    - a convolution or a recurrence with parameters (Mamba's and RecurrentGemma's mixers);
     - a column-parallel layer whose split output reaches another linear layer that is not
       row-parallel (a low-rank projection's down and up pair, MLA's q_a_proj / q_b_proj): Megatron
       keeps such a layer whole or gathers it, which the rule cannot tell;
@@ -29,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from modtrans.hf import plans
 from modtrans.ir.document import Kind, Layer, ModelIR
 from modtrans.strategy.llm.tensor import roles_of
 from modtrans.strategy.roles import LayerRole
@@ -40,98 +43,160 @@ RowParallelLinear."""
 
 
 def derive(ir: ModelIR) -> tuple[dict[str, str], str | None]:
-    """The plan of the blocks' linear layers (key -> colwise / rowwise) and None, or {} and the
-    reason the blocks are not ones the rule understands."""
+    """The plan of the blocks' linear layers (key -> style) and None, or {} and the reason the
+    blocks are not ones the rule understands."""
     linears = [x for x in ir.layers if _linear(x) and _in_block(x)]
     if not linears:
         return {}, "its blocks ran no linear layer"
+    other = next((x for x in ir.layers if _in_block(x) and x.params and not _block_kind(x)), None)
+    if (
+        other is not None
+    ):  # a convolution, a recurrence's own weights: channels Megatron's rule does not split
+        return (
+            {},
+            f"its blocks hold a layer of kind {other.kind.value} with parameters ({other.name}), "
+            "not a transformer block's",
+        )
     roles = roles_of(ir, linears)
-    by_name = {x.name: x for x in ir.layers}
-    consumers = _consumers(ir.layers)
+    flow = _Flow(ir)
     for x in linears:
         role = roles.get(x.name)
         if role is LayerRole.COLUMN:
-            after = _linears_beside(x.name, consumers, by_name)
+            after = flow.linears(x.name, flow.consumers)
             wrong = sorted(n for n in after if roles.get(n) is not LayerRole.ROW)
             if wrong or not after:
                 reached = wrong[0] if wrong else "the residual stream"
                 return {}, f"{x.name}'s split output reaches {reached}, which is not row-parallel"
         elif role is LayerRole.ROW:
-            before = _linears_beside(x.name, {k.name: k.producers for k in ir.layers}, by_name)
-            wrong = sorted(n for n in before if roles.get(n) is not LayerRole.COLUMN)
+            wrong = sorted(
+                n for n in flow.linears(x.name, flow.producers) if roles.get(n) is not LayerRole.COLUMN
+            )
             if wrong:
                 return {}, f"{x.name} reads {wrong[0]}, which is not column-parallel"
-    return _keyed(linears, roles)
+    styles = {x.name: STYLE[r] for x in linears if (r := roles.get(x.name, LayerRole.REPLICATED)) in STYLE}
+    if len(styles) < len(linears):
+        return (
+            {},
+            f"{next(x.name for x in linears if x.name not in styles)} is neither column- nor row-parallel",
+        )
+    _normed(linears, styles, flow)
+    return _keyed(styles, flow)
 
 
-def _keyed(linears: Sequence[Layer], roles: Mapping[str, LayerRole]) -> tuple[dict[str, str], str | None]:
-    """Each block linear's key (its block index as `*`) -> its style; a key whose blocks disagree
+class _Flow:
+    """The IR's data flow: each layer by name, its producers and its consumers."""
+
+    def __init__(self, ir: ModelIR) -> None:
+        self.by_name = {x.name: x for x in ir.layers}
+        self.producers = {x.name: x.producers for x in ir.layers}
+        self.consumers: dict[str, list[str]] = {}
+        for x in ir.layers:
+            for p in x.producers:
+                self.consumers.setdefault(p, []).append(x.name)
+
+    def linears(
+        self, name: str, edges: Mapping[str, Sequence[str]], norms: list[str] | None = None
+    ) -> set[str]:
+        """The nearest linear layers along `edges` from `name` (consumers: downstream; producers:
+        upstream), through every other layer (norms included: Qwen3's per-head q_norm sits
+        between q_proj and the attention; each passed appended to `norms`), a mixture's experts
+        and router counted as linear layers, an embedding a source (T5's position bias)."""
+        found: set[str] = set()
+        stack = list(edges.get(name, ()))
+        seen: set[str] = set()
+        while stack:
+            other = stack.pop()
+            if other in seen or other not in self.by_name:
+                continue
+            seen.add(other)
+            layer = self.by_name[other]
+            if layer.kind is Kind.EMBEDDING:
+                continue
+            if layer.kind in SHARDABLE and layer.params:
+                found.add(other)
+                continue
+            if norms is not None and layer.kind is Kind.NORM and layer.params:
+                norms.append(other)
+            stack += edges.get(other, ())
+        return found
+
+
+def _normed(linears: Sequence[Layer], styles: dict[str, str], flow: _Flow) -> None:
+    """The norms on a split output, as transformers' plans treat them: one over each head (Qwen3's
+    q_norm: a weight narrower than the projection) stays replicated with its gradient all-reduced
+    over the tensor ranks (replicated_with_grad_allreduce); one over the whole projection (OLMo
+    2's q_norm) needs it whole: every projection feeding that attention gathers its output
+    (colwise_gather_output) and the output projection splits its whole input (rowwise_split_input),
+    as OLMo 2's plan does (Megatron-Core has no such norm)."""
+    whole: set[str] = set()
+    for x in linears:
+        if styles[x.name] != "colwise":
+            continue
+        norms: list[str] = []
+        rows = flow.linears(x.name, flow.consumers, norms)
+        width = x.outputs[0].shape[-1] if x.outputs and x.outputs[0].shape else None
+        for n in norms:
+            if max(p.elements for p in flow.by_name[n].params) == width:  # its scale (and bias)
+                whole |= rows
+            else:
+                styles[n] = "replicated_with_grad_allreduce"
+    for row in whole:
+        styles[row] = "rowwise_split_input"
+        for column in flow.linears(row, flow.producers):
+            styles[column] = "colwise_gather_output"
+
+
+def _keyed(styles: Mapping[str, str], flow: _Flow) -> tuple[dict[str, str], str | None]:
+    """Each layer's key (its block index as `*`) -> its style; a key whose blocks disagree
     refused."""
     plan: dict[str, str] = {}
-    for x in linears:
-        style = STYLE.get(roles.get(x.name, LayerRole.REPLICATED))
-        if style is None:
-            return {}, f"{x.name} is neither column- nor row-parallel"
-        key = key_of(x)
+    for name, style in styles.items():
+        key = key_of(flow.by_name[name])
         if plan.setdefault(key, style) != style:
-            return {}, f"{key} is column-parallel in one block and row-parallel in another"
-    if "rowwise" not in plan.values():
+            return {}, f"{key} is split one way in one block and another way in another"
+    if not any(plans.role(s) is LayerRole.ROW for s in plan.values()):
         return {}, "no linear layer of its blocks reads another's output (no row-parallel layer)"
     return plan, None
 
 
 def key_of(layer: Layer) -> str:
-    """A block layer's plan key: its name with the block's index as `*` (the first path segment
-    that is the index: `transformer.h.3.mlp.fc_in` -> `transformer.h.*.mlp.fc_in`)."""
-    index = layer.block.index if layer.block is not None else None
-    return re.sub(rf"(^|\.){index}(\.|$)", r"\1*\2", layer.name, count=1)
+    """A block layer's plan key: its name with the block's index, the first path segment that is a
+    number, as `*` (`transformer.h.3.mlp.fc_in` -> `transformer.h.*.mlp.fc_in`; a decoder's block 1
+    is `model.decoder.layers.1`, whatever its index among all the blocks)."""
+    return re.sub(r"(^|\.)\d+(\.|$)", r"\1*\2", layer.name, count=1)
+
+
+def _block_kind(layer: Layer) -> bool:
+    """Not a convolution or a recurrence: transformers' Conv1D (GPT-2's c_attn: "works like a
+    linear layer but the weights are transposed", transformers/pytorch_utils.py) is a linear
+    layer, its weight 2-D where a convolution's is 3-D or more; an elementwise layer with
+    parameters (attention sinks, a router's bias) is a transformer block's."""
+    if layer.kind is Kind.CONV:
+        return all(len(p.shape) <= 2 for p in layer.params)
+    return layer.kind not in (Kind.CONV_TRANSPOSE, Kind.RNN)
 
 
 def _linear(layer: Layer) -> bool:
     """A dense linear layer with parameters (a mixture's experts and router are expert
-    parallelism's: tensor.py does not split them over T)."""
-    return layer.kind in SHARDABLE and bool(layer.params) and layer.moe is None
+    parallelism's: tensor.py does not split them over T; an embedding in a block, T5's relative
+    position bias, stays whole, as Megatron's T5 relative position embedding is a torch Embedding)."""
+    return (
+        layer.kind in SHARDABLE
+        and layer.kind is not Kind.EMBEDDING
+        and bool(layer.params)
+        and layer.moe is None
+    )
 
 
 def _in_block(layer: Layer) -> bool:
-    return layer.block is not None and layer.block.index is not None
-
-
-def _consumers(layers: Sequence[Layer]) -> dict[str, list[str]]:
-    """Each layer -> the layers that read its output."""
-    found: dict[str, list[str]] = {}
-    for x in layers:
-        for p in x.producers:
-            found.setdefault(p, []).append(x.name)
-    return found
-
-
-def _linears_beside(name: str, edges: Mapping[str, Sequence[str]], by_name: Mapping[str, Layer]) -> set[str]:
-    """The nearest linear layers along `edges` from `name` (consumers: downstream; producers:
-    upstream), through every other layer (norms included: Qwen3's per-head q_norm sits between
-    q_proj and the attention), a mixture's experts and router counted as linear layers."""
-    found: set[str] = set()
-    stack = list(edges.get(name, ()))
-    seen: set[str] = set()
-    while stack:
-        other = stack.pop()
-        if other in seen or other not in by_name:
-            continue
-        seen.add(other)
-        layer = by_name[other]
-        if layer.kind is Kind.EMBEDDING:  # a source (T5's relative position bias), not a split
-            continue
-        if layer.kind in SHARDABLE and layer.params:
-            found.add(other)
-        else:
-            stack += edges.get(other, ())
-    return found
+    """In a block, and run by the forward (layers.py names a module it did not run MODULE.unused)."""
+    return layer.block is not None and layer.block.index is not None and not layer.name.endswith(".unused")
 
 
 def said(family: str, tp: int, plan: Mapping[str, str]) -> str:
     """M806's line: the plan is derived, and which layers it splits how."""
-    column = [k for k, v in plan.items() if v == "colwise"]
-    row = [k for k, v in plan.items() if v == "rowwise"]
+    column = [k for k, v in plan.items() if plans.role(v) is LayerRole.COLUMN]
+    row = [k for k, v in plan.items() if plans.role(v) is LayerRole.ROW]
     return (
         f"--tp {tp}: {family}'s configuration has no base_model_tp_plan; split as Megatron-LM splits a "
         f"transformer block, derived from its forward: column-parallel {', '.join(column)}; "
