@@ -7,10 +7,14 @@ but where a family below says why not; where the derivation refuses, the family 
 are listed. Then the published runs that need it: BLOOM (TP 4 in BigScience's tr11), OPT (TP 8 in
 metaseq), MPT, and GPT-J beside them, at --tp 2.
 
-Measured with transformers 5.25 (the hf venv), 2026-12-07: 212 model types with a plan build;
-117 derive exactly the published plan, 31 agree on every layer the published plan splits and
-also split what it leaves whole or differ in style (RESTYLED, LEFT_WHOLE below), 64 are refused
-(REFUSED), none disagrees on a role.
+Measured with transformers 5.25 (the hf venv), 2026-12-07: 212 model types with a plan build; 117
+derive exactly the published plan; 9 agree on every role and differ in style (RESTYLED); 23 agree
+on every layer the published plan names and also split layers it leaves whole: the shared experts
+(afmoe, exaone_moe, solar_open, minimax_m3_vl: Megatron-Core's SharedExpertMLP is split column /
+row), plans that name only embed_tokens or one sublayer (gpt_oss, diffllama, emu3, lfm2, flint,
+kolibri1_1, minimax's linear-attention layers), t5gemma's cross-attention, and per-head norms
+whose gradient all-reduce the plan omits (qwen3_vl_moe, param2moe, sarvam_moe); 63 are refused
+(REFUSED). None gives a layer the published plan splits another role.
 
 Marker hf: needs torch and transformers (the extra `hf`).
 """
@@ -287,3 +291,36 @@ def test_a_published_run_without_a_plan_splits_at_tp_2(
     found, checked = validate_paths(sorted(tmp_path.glob("t.*.et")), None)
     assert checked == 2
     assert [d for d in found if d.severity <= 2] == []
+
+
+def test_heads_that_do_not_divide_are_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BLOOM-3B's 32 heads (its configuration's n_head) over 3 ranks: Megatron-Core asserts the
+    division (attention.py: divide(num_attention_heads, world_size)); its fused query_key_value is
+    split by heads too. One X501 line, exit 2, and no M806 beside it."""
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    monkeypatch.setenv("MODTRANS_CACHE", str(tmp_path / "cache"))
+    path = FIXTURES / "bloom-3b-finetune.json"
+    heads = json.loads(path.read_text())["n_head"]
+    assert heads % 3
+    args = [
+        "translate",
+        str(path),
+        "--tp",
+        "3",
+        "--seq-len",
+        "64",
+        "-d",
+        "simai",
+        "-o",
+        str(tmp_path / "s.txt"),
+    ]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 2
+    lines = done.output.strip().splitlines()
+    assert len(lines) == 1
+    assert f"X501 --tp 3: the {heads} attention heads must divide by it" in lines[0]

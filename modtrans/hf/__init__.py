@@ -152,6 +152,8 @@ def _derived(
     found, reason = derived.derive(ir)
     if not found:
         return {}, reason, []
+    if not derived.divides(ir, tensor):  # the layout refuses it in one line (check_heads): nothing beside
+        return found, None, []
     return found, None, [diagnostic("M806", derived.said(family, tensor, found), path=name)]
 
 

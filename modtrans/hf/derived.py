@@ -33,7 +33,8 @@ from collections.abc import Mapping, Sequence
 
 from modtrans.hf import plans
 from modtrans.ir.document import Kind, Layer, ModelIR
-from modtrans.strategy.llm.tensor import roles_of
+from modtrans.strategy.llm.options import LayoutError
+from modtrans.strategy.llm.tensor import check_heads, roles_of
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.share import SHARDABLE
 
@@ -202,3 +203,13 @@ def said(family: str, tp: int, plan: Mapping[str, str]) -> str:
         f"transformer block, derived from its forward: column-parallel {', '.join(column)}; "
         f"row-parallel {', '.join(row)}"
     )
+
+
+def divides(ir: ModelIR, tp: int) -> bool:
+    """Whether the heads divide over `tp` ranks (tensor.check_heads, Megatron-Core's divide): where
+    they do not, the layout's refusal is the one line said, no M806 beside it."""
+    try:
+        check_heads(ir, tp)
+    except LayoutError:
+        return False
+    return True
