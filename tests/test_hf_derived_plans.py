@@ -73,8 +73,9 @@ style (a gathered output, a whole input split), and why."""
 
 MLA = (
     "multi-head latent attention's low-rank pair (q_a_proj -> q_b_proj, kv_a_proj_with_mqa -> "
-    "kv_b_proj): the down projection stays whole (published: mla_kv_a_proj, replicated), which the "
-    "column/row rule cannot tell"
+    "kv_b_proj): the down projection is whole or gathered (Megatron-Core's MLASelfAttention: "
+    "linear_q_down_proj a duplicated Linear or a ColumnParallelLinear with gather_output; "
+    "transformers: mla_kv_a_proj, replicated), which the column/row rule cannot tell"
 )
 MIXER = (
     "a state-space, linear-attention or short-convolution mixer (Mamba's in_proj/x_proj/out_proj, "
