@@ -19,6 +19,9 @@ refuses a block it does not understand:
     - a row-parallel layer fed by a linear layer the rule did not split (its input would be half
       split);
     - a key whose blocks disagree (heterogeneous blocks under one name), or no row-parallel layer.
+A norm on a split output is treated as transformers' own plans treat it (_normed): one over each
+head (Qwen3's q_norm) replicated with its gradient all-reduced, one over the whole projection
+(OLMo 2's q_norm) gathered around (colwise_gather_output, rowwise_split_input).
 A parallel-residual block (GPT-J, GPT-NeoX, Falcon: attention and MLP side by side on one normed
 input) has two row-parallel outputs, as Megatron's parallel-attention variants do. The heads must
 divide T (strategy/llm/tensor.check_heads, Megatron-Core's divide), a fused QKV's and a GQA
@@ -50,16 +53,25 @@ def derive(ir: ModelIR) -> tuple[dict[str, str], str | None]:
     if not linears:
         return {}, "its blocks ran no linear layer"
     other = next((x for x in ir.layers if _in_block(x) and x.params and not _block_kind(x)), None)
-    if (
-        other is not None
-    ):  # a convolution, a recurrence's own weights: channels Megatron's rule does not split
-        return (
-            {},
-            f"its blocks hold a layer of kind {other.kind.value} with parameters ({other.name}), "
-            "not a transformer block's",
-        )
+    if other is not None:  # a convolution, a recurrence's own weights: channels the rule does not split
+        kind = other.kind.value
+        return {}, f"its blocks hold a {kind} layer with parameters ({other.name}): no transformer block's"
     roles = roles_of(ir, linears)
     flow = _Flow(ir)
+    reason = _unpaired(linears, roles, flow)
+    if reason is not None:
+        return {}, reason
+    styles = {x.name: STYLE[r] for x in linears if (r := roles.get(x.name, LayerRole.REPLICATED)) in STYLE}
+    if len(styles) < len(linears):
+        unsplit = next(x.name for x in linears if x.name not in styles)
+        return {}, f"{unsplit} is neither column- nor row-parallel"
+    _normed(linears, styles, flow)
+    return _keyed(styles, flow)
+
+
+def _unpaired(linears: Sequence[Layer], roles: Mapping[str, LayerRole], flow: _Flow) -> str | None:
+    """Why a column-parallel layer's split output reaches no row-parallel layer, or a row-parallel
+    layer reads a linear layer that is not column-parallel (None: every split is paired)."""
     for x in linears:
         role = roles.get(x.name)
         if role is LayerRole.COLUMN:
@@ -67,21 +79,13 @@ def derive(ir: ModelIR) -> tuple[dict[str, str], str | None]:
             wrong = sorted(n for n in after if roles.get(n) is not LayerRole.ROW)
             if wrong or not after:
                 reached = wrong[0] if wrong else "the residual stream"
-                return {}, f"{x.name}'s split output reaches {reached}, which is not row-parallel"
+                return f"{x.name}'s split output reaches {reached}, which is not row-parallel"
         elif role is LayerRole.ROW:
-            wrong = sorted(
-                n for n in flow.linears(x.name, flow.producers) if roles.get(n) is not LayerRole.COLUMN
-            )
+            before = flow.linears(x.name, flow.producers)
+            wrong = sorted(n for n in before if roles.get(n) is not LayerRole.COLUMN)
             if wrong:
-                return {}, f"{x.name} reads {wrong[0]}, which is not column-parallel"
-    styles = {x.name: STYLE[r] for x in linears if (r := roles.get(x.name, LayerRole.REPLICATED)) in STYLE}
-    if len(styles) < len(linears):
-        return (
-            {},
-            f"{next(x.name for x in linears if x.name not in styles)} is neither column- nor row-parallel",
-        )
-    _normed(linears, styles, flow)
-    return _keyed(styles, flow)
+                return f"{x.name} reads {wrong[0]}, which is not column-parallel"
+    return None
 
 
 class _Flow:
