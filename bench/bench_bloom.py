@@ -35,7 +35,8 @@ its own: baddbmm of the scores (ALiBi as its input) and the fused masked softmax
 
 The model: BLOOM is Megatron's GPT (pretrain_gpt.py) with ALiBi and an embedding LayerNorm, and
 ModTrans reads the bloom model_type only through transformers, which names no tensor-parallel split
-for it (X501). The rows run a GPT-2 configuration of BLOOM's sizes instead (bench/configs.py,
+for it (X501 until hf/derived.py derived Megatron's, 2026-12-07: warning M806). The rows run a
+GPT-2 configuration of BLOOM's sizes instead (bench/configs.py,
 megatron_gpt: LayerNorm, biases, GeLU of 4h, tied output layer, as BLOOM's blocks: the README's
 12 h^2 + 13 h a block). What differs, each small: learned positions, 2,048 x 14,336 = 29.4 M
 parameters on stage 0 (0.017 % of the model) where BLOOM has none; no embedding LayerNorm (2 h

@@ -1006,6 +1006,22 @@ The workload is written.
 """,
 )
 _code(
+    "M806",
+    W,
+    "tensor-parallel plan derived from the forward",
+    """
+A configuration read through transformers (the extra `hf`) whose family publishes no
+base_model_tp_plan (BLOOM, OPT, MPT, GPT-Neo) split over `--tp` ranks as
+Megatron-LM splits a transformer block: the linear layers that read the block's normed input
+column-parallel (ColumnParallelLinear), the one whose output returns to the residual stream
+row-parallel (RowParallelLinear), read from the recorded forward. The message lists the plan. The
+derivation agrees with every plan transformers does publish on the blocks' linear layers; where
+the blocks are not ones it understands, --tp stays refused (X501, with the reason).
+  bad:  a plan taken for the family's own where transformers publishes none
+  good: the listed split checked against the framework that trained the model
+""",
+)
+_code(
     "X510",
     W,
     "layer whose FLOPs are unknown",

@@ -207,22 +207,30 @@ def test_the_model_s_own_tensor_parallel_plan_is_the_split_tensor_py_gives(model
         assert blocks == set(range(model.config.num_hidden_layers))
 
 
-def test_a_model_without_a_plan_is_refused_tensor_parallelism_in_one_line(tmp_path: Path) -> None:
-    """OPT's configuration names no tensor-parallel split: --tp 2 is one X501 line, exit 2; data
-    parallelism with ZeRO works."""
+def test_a_model_without_a_plan_whose_blocks_the_rule_cannot_split_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """RWKV's configuration names no tensor-parallel split, and its blocks are no column/row pairs
+    Megatron's rule derives (hf/derived.py: its feed-forward's receptance gates the residual
+    stream, models/rwkv/modeling_rwkv.py, RwkvFeedForward.forward: torch.sigmoid(self.receptance(...)) *
+    value): --tp 2 is one X501 line with the reason, exit 2; data parallelism with ZeRO works.
+    OPT, which publishes no plan either, is split by the derived one (test_hf_derived_plans.py)."""
     from typer.testing import CliRunner
 
     from modtrans.cli import app
 
-    assert not getattr(classes.default_config("opt"), "base_model_tp_plan", None)
-    config = str(FIXTURES / "opt-default.json")
+    assert not getattr(classes.default_config("rwkv"), "base_model_tp_plan", None)
+    small = {"model_type": "rwkv", "vocab_size": 512, "hidden_size": 64, "attention_hidden_size": 64}
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**small, "num_hidden_layers": 2, "intermediate_size": 256}))
     runner = CliRunner()
-    args = ["translate", config, "--seq-len", "64", "-d", "simai"]
+    args = ["translate", str(config), "--seq-len", "64", "-d", "simai"]
     refused = runner.invoke(app, [*args, "--tp", "2", "-o", str(tmp_path / "a.txt")])
     assert refused.exit_code == 2
     lines = refused.output.strip().splitlines()
     assert len(lines) == 1
-    assert "X501 --tp 2: opt's configuration has no base_model_tp_plan" in lines[0]
+    assert "X501 --tp 2: rwkv's configuration has no base_model_tp_plan" in lines[0]
+    assert "derived from its forward: rwkv.blocks.0.feed_forward.receptance's split output" in lines[0]
     done = runner.invoke(app, [*args, "--dp", "4", "--zero", "2", "-o", str(tmp_path / "b.txt")])
     assert done.exit_code == 0, done.output
 

@@ -44,6 +44,9 @@ towers.py   a multimodal model's towers (its vision and audio encoders): outside
             the first pipeline stage, with their own configuration's heads
 plans.py    the model's own base_model_tp_plan: each layer's style (Layer.tp_style), which
             strategy/llm/tensor.py splits and communicates by; --tp refused without a plan
+derived.py  the plan Megatron-LM would apply where the configuration publishes none: the
+            blocks' linear layers column- or row-parallel by the data flow (M806), or the
+            reason the blocks are not ones it understands (X501)
 built.py    a built model's IR, made one way: its inputs, one forward recorded, its layers under
             a provenance, its anchored tensor-parallel plan (extract's, the tests' and tools')
 cache.py    the IR kept by the configuration's digest: a second run reads it without torch
@@ -92,7 +95,8 @@ def extract(
     """The IR of the model a configuration describes, as transformers builds it; M801 in one line
     for one it cannot build (no class for any task, an error in its forward, a family only its
     own code defines without `remote`), X501 for `tensor` > 1 ranks where the configuration has
-    no tensor-parallel plan (plans.py), M805 for an auto_map or quantization_config the build does
+    no tensor-parallel plan and blocks derived.py does not understand (M806 where it derives
+    one), M805 for an auto_map or quantization_config the build does
     not follow (configs.py). `remote`: the folder whose code the configuration's auto_map names,
     run as transformers' trust_remote_code runs it (--trust-remote-code)."""
     from modtrans.hf import cache, configs, plans
@@ -123,15 +127,34 @@ def extract(
             message = f"transformers could not build or run {family!r} on the meta device: {text}"
             return None, [diagnostic("M801", message, path=name)]
         cache.store(key, ir, plan)
+    plan, reason, derived = _derived(ir, plan, family, tensor, name)
     ir = plans.annotate(ir, plan)
-    refused = plans.refusal(family, plan, tensor, ir)
+    refused = plans.refusal(family, plan, tensor, ir, reason)
     if refused is not None:
         return None, [diagnostic("X501", refused, path=name)]
     remote_run = remote is not None
     native = bool(config.get("auto_map")) and _known(family)  # no import of transformers without one
     fields = _unread(config) if configs.foreign(config, native, remote_run) else []
     said = configs.warnings(config, name, native=native, remote=remote_run, fields=fields)
-    return ir, [*said, *_unrun(ir, name)]
+    return ir, [*derived, *said, *_unrun(ir, name)]
+
+
+def _derived(
+    ir: ModelIR, plan: dict[str, str], family: str, tensor: int, name: str
+) -> tuple[dict[str, str], str | None, list[Diagnostic]]:
+    """The plan to split by: the configuration's own, or for `tensor` > 1 ranks where it has none
+    the one Megatron-LM would apply, derived from the forward (derived.py) with M806 saying so;
+    {} and the reason where the blocks are not ones the derivation understands (X501 then)."""
+    if plan or tensor <= 1:
+        return plan, None, []
+    from modtrans.hf import derived
+
+    found, reason = derived.derive(ir)
+    if not found:
+        return {}, reason, []
+    if not derived.divides(ir, tensor):  # the layout refuses it in one line (check_heads): nothing beside
+        return found, None, []
+    return found, None, [diagnostic("M806", derived.said(family, tensor, found), path=name)]
 
 
 def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:

@@ -138,16 +138,22 @@ def of(layer: Layer) -> Style | None:
 
 
 def refusal(
-    model_type: str, plan: Mapping[str, str] | None, tp: int, ir: ModelIR | None = None
+    model_type: str,
+    plan: Mapping[str, str] | None,
+    tp: int,
+    ir: ModelIR | None = None,
+    reason: str | None = None,
 ) -> str | None:
-    """The one line refusing `tp` > 1 tensor ranks for a model whose configuration names no split,
-    or whose plan names none of the modules the forward ran."""
+    """The one line refusing `tp` > 1 tensor ranks for a model whose configuration names no split
+    and whose blocks Megatron's rule could not split either (`reason`: derived.py's), or whose
+    plan names none of the modules the forward ran."""
     if tp <= 1:
         return None
     if not plan:
+        why = f"; nor could Megatron-LM's split be derived from its forward: {reason}" if reason else ""
         return (
             f"--tp {tp}: {model_type}'s configuration has no base_model_tp_plan (transformers names no "
-            "tensor-parallel split for it); data parallelism, ZeRO and FSDP need none"
+            f"tensor-parallel split for it){why}; data parallelism, ZeRO and FSDP need none"
         )
     if ir is not None and not styled(ir):
         keys = ", ".join(sorted(plan)[:3])
