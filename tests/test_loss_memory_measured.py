@@ -8,6 +8,7 @@ Marker hf: needs torch (the extra `hf`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,21 +22,29 @@ from tests.livebytes import Live  # noqa: E402
 pytestmark = pytest.mark.hf
 
 
-def _torchtitans_loss(tokens: int, hidden: int, vocab: int) -> tuple[Live, int]:
-    """torchtitan's loss over an output layer's bf16 logits, forward and backward, under a tracker;
-    and the forward's peak."""
+def _loss_run(tokens: int, hidden: int, vocab: int, loss_of: Callable[[Any, Any], Any]) -> tuple[Live, int]:
+    """`loss_of(logits, labels)` over an output layer's bf16 logits, forward and backward, under a
+    tracker, the logits deleted before the backward (torchtitan's `del pred`, fms-fsdp's `del
+    output`); and the forward's peak."""
     x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
     weight = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
     labels = torch.randint(0, vocab, (tokens,))
     live = Live()
     with live:
-        pred = x @ weight.t()
-        loss = torch.nn.functional.cross_entropy(pred.float(), labels)
+        logits = x @ weight.t()
+        loss = loss_of(logits, labels)
         forward = live.peak
-        del pred
+        del logits
         live.peak = live.live
         loss.backward()
     return live, forward
+
+
+def _torchtitans_loss(tokens: int, hidden: int, vocab: int) -> tuple[Live, int]:
+    """torchtitan's loss (train.py at 9dec370: `cross_entropy(pred.flatten(0, 1).float(), labels)`)."""
+    return _loss_run(
+        tokens, hidden, vocab, lambda pred, labels: torch.nn.functional.cross_entropy(pred.float(), labels)
+    )
 
 
 def test_torchtitans_loss_peaks_at_its_logit_bytes() -> None:
@@ -137,17 +146,11 @@ def test_fms_fsdps_loss_peaks_at_its_logit_bytes() -> None:
     logits freed before it are reused by the backward's same-sized requests, so nothing is
     reserved beside the peak (frameworks.logit_cached)."""
     tokens, hidden, vocab = 4096, 8, 8192
-    x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
-    weight = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=True)
-    labels = torch.randint(0, vocab, (tokens,))
-    live = Live()
-    with live:
-        output = x @ weight.t()
-        loss = torch.nn.CrossEntropyLoss()(output.view(-1, output.size(-1)), labels.view(-1).long())
-        forward = live.peak
-        del output
-        live.peak = live.live
-        loss.backward()
+
+    def fms_loss(output: Any, label: Any) -> Any:  # train_utils.py, train
+        return torch.nn.CrossEntropyLoss()(output.view(-1, output.size(-1)), label.view(-1).long())
+
+    live, forward = _loss_run(tokens, hidden, vocab, fms_loss)
     logits = tokens * vocab
     fms = Framework.FMS_FSDP
     assert forward / logits == pytest.approx(4, rel=0.01)
