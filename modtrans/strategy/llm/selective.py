@@ -36,7 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modtrans.ir.document import Kind, Layer, ModelIR
+from modtrans.ir.document import Kind, ModelIR
+from modtrans.strategy.llm import modules
 from modtrans.strategy.program import in_attention_core
 
 
@@ -51,20 +52,12 @@ class Kept:
     unread: int = 0  # of `hidden`: outputs the backward never reads, which a compiled block does not keep
 
 
-def _blocks(ir: ModelIR) -> dict[int, list[Layer]]:
-    out: dict[int, list[Layer]] = {}
-    for x in ir.layers:
-        if x.block is not None and x.block.index is not None:
-            out.setdefault(x.block.index, []).append(x)
-    return out
-
-
 def op_reruns(ir: ModelIR, fused_attention: bool) -> frozenset[str]:
     """The layers torchtitan's op policy reruns before each block's backward (the module's
     docstring): every second linear of the block, and the other ops up to its last linear; the
     attention core where it is not one fused kernel."""
     names: set[str] = set()
-    for members in _blocks(ir).values():
+    for members in modules.blocks(ir).values():
         linears = [i for i, x in enumerate(members) if x.kind is Kind.LINEAR]
         if not linears:
             continue
@@ -84,7 +77,7 @@ def op_kept(ir: ModelIR, h: int) -> Kept:
     """What the first block keeps under the op policy, per token (Kept): its input and its
     odd-numbered linears' outputs, by whether they are the hidden state's width; of those, a part's
     last linear's (it feeds only the residual add: unread by the backward)."""
-    blocks = _blocks(ir)
+    blocks = modules.blocks(ir)
     members = blocks[min(blocks)] if blocks else []
     linears = [x for x in members if x.kind is Kind.LINEAR and x.gemm is not None]
     last = {x.block.part: x.name for x in linears if x.block is not None}  # each part's last linear
