@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from modtrans import cost, formats, rules, table
 from modtrans.comm import CommType, Policy
@@ -38,6 +38,9 @@ class UsageError(ValueError):
     def __init__(self, message: str, diagnostic: Diagnostic | None = None) -> None:
         super().__init__(message)
         self.diagnostic = diagnostic
+
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -351,11 +354,7 @@ def _parallelism(request: Request, policy: Policy) -> Parallelism:
     )
 
 
-def _tuple(values: Sequence[int] | None) -> tuple[int, ...] | None:
-    return None if values is None else tuple(values)
-
-
-def _tuple_of(values: Sequence[str] | None) -> tuple[str, ...] | None:
+def _tuple(values: Sequence[_T] | None) -> tuple[_T, ...] | None:
     return None if values is None else tuple(values)
 
 
@@ -395,7 +394,7 @@ def _layout(request: Request, policy: Policy, npus: int) -> Layout | None:
             recompute_fraction=1.0 if r.recompute_fraction is None else r.recompute_fraction,
             recompute_method=r.recompute_method,
             recompute_num_layers=r.recompute_num_layers,
-            recompute_modules=_tuple_of(r.recompute_modules),
+            recompute_modules=_tuple(r.recompute_modules),
             stages=_tuple(r.stages),
             capacity_factor=r.moe_expert_capacity_factor,
             pad_to_capacity=r.moe_pad_expert_input_to_capacity,
