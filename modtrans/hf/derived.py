@@ -35,7 +35,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from modtrans.hf import plans
-from modtrans.ir.document import Kind, Layer, ModelIR
+from modtrans.ir.document import Kind, Layer, ModelIR, consumers
 from modtrans.strategy.llm.options import LayoutError
 from modtrans.strategy.llm.tensor import check_heads, roles_of
 from modtrans.strategy.roles import LayerRole
@@ -94,10 +94,7 @@ class _Flow:
     def __init__(self, ir: ModelIR) -> None:
         self.by_name = {x.name: x for x in ir.layers}
         self.producers = {x.name: x.producers for x in ir.layers}
-        self.consumers: dict[str, list[str]] = {}
-        for x in ir.layers:
-            for p in x.producers:
-                self.consumers.setdefault(p, []).append(x.name)
+        self.consumers = consumers(ir.layers)
 
     def linears(
         self, name: str, edges: Mapping[str, Sequence[str]], norms: list[str] | None = None

@@ -16,10 +16,9 @@ The cost model charges them nothing under a fused kernel (cost/gpu.py, attention
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from collections.abc import Sequence
 
-from modtrans.ir.document import Kind, Layer, Part
+from modtrans.ir.document import Kind, Layer, Part, consumers
 
 STOP = frozenset({Kind.LINEAR, Kind.CONV, Kind.NORM})
 """What ends a core: a projection or a norm (the sinks' logits are a parameter inside it: gpt-oss)."""
@@ -28,14 +27,11 @@ STOP = frozenset({Kind.LINEAR, Kind.CONV, Kind.NORM})
 def mark(layers: Sequence[Layer]) -> list[Layer]:
     """`layers` with each attention core's layers (neither product) marked Block.core."""
     by_name = {x.name: x for x in layers}
-    consumers: dict[str, list[str]] = defaultdict(list)
-    for x in layers:
-        for p in x.producers:
-            consumers[p].append(x.name)
+    after = consumers(layers)
     core: set[str] = set()
     for x in layers:
         if _product(x):
-            core |= _between(x, by_name, consumers)
+            core |= _between(x, by_name, after)
     if not core:
         return list(layers)
     return [_marked(x) if x.name in core else x for x in layers]

@@ -249,6 +249,15 @@ class Totals:
     embedding_params: int = 0  # the embedding tables' (looked up, not multiplied)
 
 
+def consumers(layers: Sequence[Layer]) -> dict[str, list[str]]:
+    """Each layer's consumers by name, in order: the layers that name it among their producers."""
+    out: dict[str, list[str]] = {}
+    for x in layers:
+        for p in x.producers:
+            out.setdefault(p, []).append(x.name)
+    return out
+
+
 def _active(layers: Sequence[Layer]) -> int:
     """The parameters one token is computed with: every counted one, a routed expert's times
     top_k / experts (balanced routing sends each token to top_k of them), exact."""
