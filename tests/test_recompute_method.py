@@ -230,3 +230,30 @@ def test_traces_carry_the_placement_and_the_text_formats_refuse_it(run_cli: Any,
     assert (llm["recompute_method"], llm["recompute_num_layers"]) == ("uniform", 4)
     one_stage = ["--tp", "2", "--dp", "4", *options[6:]]  # ASTRA-sim 1.0's one program for every NPU
     text_formats_refuse(run_cli, one_stage, tmp_path, "--recompute-method uniform --recompute-num-layers 4")
+
+
+def test_block_over_every_block_of_a_chunk_is_full_recomputation_in_the_text_formats(
+    run_cli: Any, tmp_path: Path
+) -> None:
+    """Megatron's block method checkpoints the first N blocks of a chunk, each alone
+    (TransformerBlock._checkpointed_forward, `if layer_idx < recompute_num_layers`): at N >= the
+    chunk's 32 blocks that is every block, what FWD_IN_BCKWD says, so the files are --recompute
+    full's byte for byte rather than a D310 refusal."""
+    options = ["--tp", "2", "--dp", "4", "--seq-len", "128", "--recompute", "full"]
+    for dialect in ("astra-sim", "simai"):
+        files = []
+        for name, extra in (
+            ("full", []),
+            ("block", ["--recompute-method", "block", "--recompute-num-layers", "40"]),
+        ):
+            out = tmp_path / f"{dialect}-{name}.txt"
+            made: Result = run_cli(
+                "translate", "llama-3-8b", *options, *extra, "--dialect", dialect, "-o", out
+            )
+            assert made.exit_code == 0, made.output
+            files.append(out.read_bytes())
+        assert files[0] == files[1]
+    text_formats_refuse(
+        run_cli, [*options, "--recompute-method", "block", "--recompute-num-layers", "31"], tmp_path,
+        "--recompute-method block --recompute-num-layers 31",
+    )  # fmt: skip

@@ -396,9 +396,11 @@ class LayoutFacts:
         if self.recompute_fraction < 1:
             return "--recompute-fraction"
         method, layers = self.recompute_method, self.recompute_num_layers
-        if method is not None and (method, layers) != ("uniform", 1):
-            return f"--recompute-method {method} --recompute-num-layers {layers}"
-        return None
+        if method is None or (method, layers) == ("uniform", 1):
+            return None
+        if method == "block" and layers is not None and all(c.blocks <= layers for c in self.chunks):
+            return None  # the first N >= a chunk's blocks, each its own checkpoint: every block
+        return f"--recompute-method {method} --recompute-num-layers {layers}"
 
 
 @dataclass(frozen=True)
