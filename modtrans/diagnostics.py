@@ -1022,6 +1022,23 @@ the blocks are not ones it understands, --tp stays refused (X501, with the reaso
 """,
 )
 _code(
+    "M807",
+    W,
+    "attention charged op by op: the model's implementation has no fused kernel",
+    """
+Under a framework that trains the module it is handed (`--framework fsdp` or `deepspeed`: PyTorch
+FSDP and DeepSpeed as transformers' Trainer and accelerate apply them), a configuration read
+through transformers runs its family's own attention code. Where that class offers neither SDPA,
+FlashAttention nor flex attention (its _supports_sdpa, _supports_flash_attn and
+_supports_flex_attn all False: BLOOM, MPT, XGLM, OpenAI GPT, DeBERTa, Switch Transformers...),
+transformers refuses every fused implementation and the attention runs op by op: its two
+products as batched GEMMs over the whole s x s, the softmax (and dropout) over the s x s scores,
+stored for the backward. The translation charges that (`--attention eager`) and says so here.
+  bad:  a fused kernel's time and memory for a model whose code cannot run one
+  good: --attention flash (or another kernel) where the run uses another implementation
+""",
+)
+_code(
     "X510",
     W,
     "layer whose FLOPs are unknown",

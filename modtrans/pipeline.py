@@ -333,6 +333,9 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
         tensor=layout.tp if layout is not None else 1,
         precision=options.precision,
     )
+    if ir is not None:
+        options, said = own_attention(options, ir, spec)
+        found += said
     # A layer whose FLOPs are unknown would be a silent 0 (or one loop iteration) in the workload:
     # an error here, where extract only warns (an unknown dimension no cost needs stays a warning).
     if not options.allow_unknown:
@@ -373,6 +376,28 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
             return Translation(None, ir, tuple(found), {}, the_plan)
     metadata = _metadata(ir, the_plan, options, described, uncosted, workload)
     return Translation(workload, ir, tuple(found), metadata, the_plan)
+
+
+def own_attention(options: Options, ir: ModelIR, spec: str | Path) -> tuple[Options, list[Diagnostic]]:
+    """`options` with cost.OWN_ATTENTION settled for the model read: eager where its implementation
+    runs an attention op by op (Heads.eager, hf/blocks.eager_only), said in an M807; else the
+    device's newest fused kernel. Other options as given."""
+    if options.cost.attention != cost.OWN_ATTENTION:
+        return options, []
+    eager = next((x for x in ir.layers if x.block and x.block.heads and x.block.heads.eager), None)
+    kernel = "flash" if eager is None else "eager"
+    parallel = options.parallel
+    if parallel.layout is not None:
+        parallel = replace(parallel, layout=replace(parallel.layout, attention=kernel))
+    settled = replace(options, cost=replace(options.cost, attention=kernel), parallel=parallel)
+    if eager is None:
+        return settled, []
+    said = (
+        f"{ir.provenance.graph} has no fused attention kernel (transformers offers it neither SDPA, "
+        "FlashAttention nor flex attention): its attention is charged op by op, as the framework "
+        "runs the model's own code (--attention to choose a kernel)"
+    )
+    return settled, [diagnostic("M807", said, path=str(spec))]
 
 
 def _metadata(

@@ -423,12 +423,16 @@ def _settings(request: Request, unit: cost.Unit) -> cost.Settings:
 
 
 def _attention(r: Request) -> str:
-    """The attention kernel: --attention, else the framework's (frameworks.py, attention), else the
+    """The attention kernel: --attention, else the framework's (frameworks.py, attention), else,
+    under a framework that runs the module it is handed (wraps_module), the model's own
+    (cost.OWN_ATTENTION, settled once the model is read: pipeline.own_attention), else the
     device's newest fused kernel."""
     if r.attention is not None:
         return r.attention
     framework = _framework(r.framework)
-    return (framework.attention if framework is not None else None) or "flash"
+    if framework is None:
+        return "flash"
+    return framework.attention or (cost.OWN_ATTENTION if framework.wraps_module else "flash")
 
 
 def _norms(framework: str | None) -> str:

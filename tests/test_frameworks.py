@@ -4,7 +4,9 @@ against the source that sets what it sends."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,3 +195,26 @@ def test_flash_attn_reduces_fp32_gradients_under_fp16_autocast_too(tmp_path: Pat
         (reduce,) = [op for op in plan.programs[0] if isinstance(op, Collective)]
         sent[framework] = reduce.bytes
     assert sent[Framework.FLASH_ATTN] == 2 * sent[Framework.MEGATRON]
+
+
+@pytest.mark.parametrize("framework", ["fsdp", "deepspeed"])
+def test_a_framework_running_the_models_own_module_keeps_a_fused_kernel_where_it_has_one(
+    run_cli: Any, tmp_path: Path, framework: str
+) -> None:
+    """FSDP and DeepSpeed run the module they are handed (Framework.wraps_module): the model's
+    own attention. A built-in's is a fused kernel's (its attention says nothing else: Heads.eager
+    is the transformers reading's, tests/test_hf_own_attention.py), so the translation is the
+    one --attention flash gives, and M807 (an attention charged op by op) is not said."""
+    written = []
+    for name, chosen in (("own", []), ("flash", ["--attention", "flash"])):
+        prefix = tmp_path / name
+        done = run_cli(
+            "translate", "llama-3-8b", "--seq-len", "256", "--dp", "2", "--zero", "3",
+            "--framework", framework, *chosen, "--format", "chakra-et", "-o", prefix,
+        )  # fmt: skip
+        assert done.exit_code == 0, done.output
+        assert "M807" not in done.output
+        meta = json.loads(prefix.with_name(f"{name}.et-meta.json").read_text(encoding="utf-8"))
+        written.append((meta["compute"], meta["parallel"], meta["passes"]))
+    assert written[0] == written[1]
+    assert written[0][0]["flash_attention"] is True

@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 
 from modtrans.cost.base import (
+    OWN_ATTENTION,
     REGISTRY,
     Clock,
     CostError,
@@ -41,6 +42,7 @@ from modtrans.cost.base import (
 )
 
 __all__ = [
+    "OWN_ATTENTION",
     "REGISTRY",
     "Clock",
     "CostError",

@@ -129,6 +129,13 @@ def result_elements(layer: Layer) -> int:
     return (out.bytes or 0) // max(1, dtypes.width(out.dtype)) * layer.repeats
 
 
+OWN_ATTENTION = "own"
+"""Settings.attention under a framework that runs the model's own module (frameworks.py,
+wraps_module) where nothing chose a kernel: the device's newest fused kernel, or eager where the
+model's implementation has none (Heads.eager). A request's, never a cost model's: the pipeline
+settles it once the model is read (pipeline.own_attention)."""
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the CLI can say about a cost model; each model reads what applies to it."""

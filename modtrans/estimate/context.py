@@ -62,13 +62,19 @@ def _context(model: str, device: str | None, training: tuple[tuple[str, Any], ..
     given = {**dict(training), "time_unit": "ns", "tp": 1}
     if device is not None:
         given["device"] = device
+    from modtrans.pipeline import own_attention
+
     try:
         options = prepare(request_of(model, given, caller="estimate")).options
+    except UsageError as error:
+        raise EstimateError(str(error)) from None
+    ir = _ir(model, options, 1)
+    options = own_attention(options, ir, model)[0]  # the model's own kernel, where that is the rule
+    try:
         model_cost = cost.get(options.compute, options.cost)
-    except (UsageError, cost.CostError) as error:
+    except cost.CostError as error:
         raise EstimateError(str(error)) from None
     peak = peak_of(model_cost.describe())
-    ir = _ir(model, options, 1)
     shapes = ir.provenance.input_shapes
     first = next(iter(shapes.values()), ())
     sequence = int(first[-1]) if first else 1

@@ -66,6 +66,7 @@ class Shape:
     layered: tuple[tuple[int | None, int | None], ...] = ()  # per text layer (heads, kv): _layered
     windows: tuple[int | None, ...] = ()  # per text layer, its sliding window (None: full): _windows
     zero_experts: int = 1  # the router's scores beyond E (scores): LongCat-Flash's zero_expert_num
+    eager: bool = False  # the model's class offers no fused attention kernel (eager_only)
 
     def heads_of(self, index: int | None) -> tuple[int | None, int | None]:
         """Block `index`'s query and key/value heads: its layer's where the configuration gives
@@ -271,9 +272,24 @@ def block(
                 shape.attention_dropout,
                 shape.hidden_dropout,
                 shape.window_of(index),
+                shape.eager,
             )
         return Block(index, Part.ATTENTION, heads)
     return Block(index, Part.MLP if index is not None else outside)
+
+
+FUSED_PATHS = ("_supports_sdpa", "_supports_flash_attn", "_supports_flex_attn")
+"""What a transformers model class says of its attention kernels (modeling_utils.PreTrainedModel,
+transformers 5: each True where the family's attention runs through that interface's kernel;
+`_check_and_adjust_attn_implementation` refuses an implementation whose flag is False)."""
+
+
+def eager_only(cls: type) -> bool:
+    """Whether a transformers model class runs its attention op by op whatever it is asked: it
+    supports none of SDPA, FlashAttention and flex attention (BLOOM's baddbmm with its ALiBi bias,
+    MPT's, XGLM's, OpenAI GPT's, DeBERTa's, Switch Transformers'; transformers 5.25 has 134 such
+    model types, most of them without attention: convolutional and state-space models)."""
+    return not any(getattr(cls, flag, False) for flag in FUSED_PATHS)
 
 
 ATTENTION_CLASS = re.compile(r"Attention|MLA$")

@@ -8,7 +8,7 @@ the models they build themselves through it, so that what they check is what a t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from modtrans._version import __version__
@@ -59,6 +59,7 @@ def read(
         architecture_only=True,
     )
     shape = blocks.shape_of(model.config, masks=recorded.masks)
+    shape = replace(shape, eager=blocks.eager_only(type(model)))
     ir = ModelIR(provenance, tuple(layers.layers(recorded, shape)))
     plan = library.anchored(library.tp_plan(model.config), model)
     return Read(ir, given, recorded, plan)

@@ -158,6 +158,9 @@ class Heads:
     # a sliding window: each query attends to the last `window` keys, itself included (transformers'
     # sliding_window where the configuration's layer_types says sliding_attention); None: all of them
     window: int | None = None
+    # the model's own implementation has no fused kernel for it (transformers' class offers neither
+    # SDPA, FlashAttention nor flex attention): a framework running that module runs it op by op
+    eager: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +424,8 @@ def _layer(x: Layer) -> dict[str, Any]:
         options = {**causal, **dropout, **hidden}
         if h is not None and h.window is not None:
             options["window"] = h.window
+        if h is not None and h.eager:
+            options["eager"] = True
         heads = {} if h is None else {"heads": {"query": h.query, "key_value": h.key_value, **options}}
         core = {"core": True} if x.block.core else {}
         out["block"] = {"index": x.block.index, **part, **heads, **core}

@@ -212,6 +212,16 @@ class Framework(enum.StrEnum):
         }.get(self)  # fmt: skip
 
     @property
+    def wraps_module(self) -> bool:
+        """It trains the module it is handed, a transformers model's own code included: PyTorch FSDP
+        (FullyShardedDataParallel(module), as transformers' Trainer and accelerate apply it) and
+        DeepSpeed's engine (deepspeed.initialize(model=...)). So the model's own attention runs,
+        which for a class transformers gives no fused kernel is op by op (hf/blocks.eager_only).
+        The others train the model their own code builds from the configuration's sizes
+        (Megatron's GPTModel, torchtitan's and fms's Llama, llm-foundry's MPT, flash-attn's GPT)."""
+        return self in (Framework.FSDP, Framework.DEEPSPEED)
+
+    @property
     def eager_norms(self) -> bool:
         """RMSNorm runs as PyTorch's ops, not one fused kernel: torchtitan's defaults (its
         train_configs at 9dec370: compile = false, norm_type = "rmsnorm", the eager module of

@@ -7,6 +7,7 @@ finished, complete rows only, with `stopped` set; the caller writes that table a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -155,10 +156,16 @@ def _base_layout(model: str, training: dict[str, Any], device: str | None = None
     """The training options' layout on one GPU (request._layout's reading of them): the fields
     every layout shares, and the global batch; on `device`, which the options' rules may read
     (--precision fp8 needs FP8 tensor cores)."""
+    from modtrans.cost import OWN_ATTENTION
+    from modtrans.estimate.context import context
     from modtrans.request import prepare, request_of
 
     given = {**training, "npus": 1, "tp": 1, **({"device": device} if device is not None else {})}
     prepared = prepare(request_of(model, given, caller="sweep"))
     layout = prepared.options.parallel.layout
     assert layout is not None  # --tp lays a transformer out
+    if layout.attention == OWN_ATTENTION:  # the model's own kernel, as the estimate settled it
+        layout = dataclasses.replace(
+            layout, attention=context(model, device, training).options.cost.attention
+        )
     return layout
