@@ -380,12 +380,15 @@ def translate_checked(spec: str | Path, options: Options = Options()) -> Transla
 
 def own_attention(options: Options, ir: ModelIR, spec: str | Path) -> tuple[Options, list[Diagnostic]]:
     """`options` with cost.OWN_ATTENTION settled for the model read: eager where its implementation
-    runs an attention op by op (Heads.eager, hf/blocks.eager_only), said in an M807; else the
-    device's newest fused kernel. Other options as given."""
+    runs an attention op by op (Heads.eager, hf/blocks.eager_only), said in an M807; else PyTorch's
+    SDPA, transformers' default implementation where the class has it, whose first backend on a
+    GPU is FlashAttention-2 (flash2; torch's default priority order: FLASH_ATTENTION,
+    EFFICIENT_ATTENTION, MATH, CUDNN_ATTENTION, torch._C._get_sdp_priority_order at 2.13; the
+    torchtitan convention, frameworks.py). Other options as given."""
     if options.cost.attention != cost.OWN_ATTENTION:
         return options, []
     eager = next((x for x in ir.layers if x.block and x.block.heads and x.block.heads.eager), None)
-    kernel = "flash" if eager is None else "eager"
+    kernel = "flash2" if eager is None else "eager"
     parallel = options.parallel
     if parallel.layout is not None:
         parallel = replace(parallel, layout=replace(parallel.layout, attention=kernel))

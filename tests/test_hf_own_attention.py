@@ -1,8 +1,8 @@
 """The attention a framework that runs the model's own module gets (`--framework fsdp` or
 `deepspeed`, nothing chosen: cost.OWN_ATTENTION): op by op where transformers gives the family
 no fused kernel (hf/blocks.eager_only), held to transformers refusing each fused implementation
-for real; the device's newest fused kernel otherwise; Megatron's own model (the default framework)
-and an explicit --attention untouched.
+for real; SDPA's first backend, FlashAttention-2, otherwise (held to torch's priority order);
+Megatron's own model (the default framework) and an explicit --attention untouched.
 
 Marker hf: needs torch and transformers (the extra `hf`).
 """
@@ -59,6 +59,15 @@ def test_eager_only_is_what_transformers_refuses(model_type: str) -> None:
     assert blocks.eager_only(cls) is _refuses_every_fused_kernel(model_type)
 
 
+def test_sdpa_runs_flashattention_2_first() -> None:
+    """What an SDPA-capable class runs (pipeline.own_attention: flash2): torch's default backend
+    order puts FLASH_ATTENTION (FlashAttention-2) first, cuDNN's last."""
+    backend = torch.nn.attention.SDPBackend
+    order = [backend(b) for b in torch._C._get_sdp_priority_order()]
+    assert order[0] == backend.FLASH_ATTENTION
+    assert order.index(backend.CUDNN_ATTENTION) > order.index(backend.EFFICIENT_ATTENTION)
+
+
 def _translate(tmp_path: Path, name: str, *options: str) -> tuple[str, dict[str, Any]]:
     prefix = tmp_path / name
     done = CliRunner().invoke(
@@ -83,7 +92,7 @@ def test_fsdp_runs_blooms_own_attention_op_by_op(tmp_path: Path, monkeypatch: py
     assert "M807" in said
     assert "BloomForCausalLM" in said
     assert _translate(tmp_path, "eager", "--framework", "fsdp", "--attention", "eager")[1] == own
-    chosen, flash = _translate(tmp_path, "flash", "--framework", "fsdp", "--attention", "flash")
+    chosen, flash = _translate(tmp_path, "flash", "--framework", "fsdp", "--attention", "flash2")
     assert "M807" not in chosen
     assert (own["fused"], flash["fused"]) == (False, True)
     assert flash["weights_bytes"] == own["weights_bytes"]

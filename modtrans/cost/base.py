@@ -131,9 +131,9 @@ def result_elements(layer: Layer) -> int:
 
 OWN_ATTENTION = "own"
 """Settings.attention under a framework that runs the model's own module (frameworks.py,
-wraps_module) where nothing chose a kernel: the device's newest fused kernel, or eager where the
-model's implementation has none (Heads.eager). A request's, never a cost model's: the pipeline
-settles it once the model is read (pipeline.own_attention)."""
+wraps_module) where nothing chose a kernel: PyTorch's SDPA, FlashAttention-2 (flash2), or eager
+where the model's implementation has no fused kernel (Heads.eager). A request's, never a cost
+model's: the pipeline settles it once the model is read (pipeline.own_attention)."""
 
 
 @dataclass(frozen=True)

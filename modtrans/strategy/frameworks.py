@@ -215,8 +215,9 @@ class Framework(enum.StrEnum):
     def wraps_module(self) -> bool:
         """It trains the module it is handed, a transformers model's own code included: PyTorch FSDP
         (FullyShardedDataParallel(module), as transformers' Trainer and accelerate apply it) and
-        DeepSpeed's engine (deepspeed.initialize(model=...)). So the model's own attention runs,
-        which for a class transformers gives no fused kernel is op by op (hf/blocks.eager_only).
+        DeepSpeed's engine (deepspeed.initialize(model=...)). So the model's own attention runs:
+        transformers' default, PyTorch's SDPA (FlashAttention-2), or op by op for a class
+        transformers gives no fused kernel (hf/blocks.eager_only; pipeline.own_attention).
         The others train the model their own code builds from the configuration's sizes
         (Megatron's GPTModel, torchtitan's and fms's Llama, llm-foundry's MPT, flash-attn's GPT)."""
         return self in (Framework.FSDP, Framework.DEEPSPEED)
