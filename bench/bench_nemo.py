@@ -87,10 +87,11 @@ from configs import megatron_gpt
 
 # NeMo's GPT tokenizer, GPT-2's BPE (the launcher's gpt3 yamls: tokenizer gpt2, vocab 50,257)
 GPT_VOCAB = 50257
-# TE's attention on Hopper, its cuDNN kernel (bench_today.py, MCORE_H100); NeMo's distributed
-# fused Adam with both overlaps as Megatron's distributed optimizer (the module's docstring)
+# NeMo's conventions (--framework nemo: distributed_fused_adam, grad_sync_dtype bf16, TE's
+# FlashAttention-2 under NVTE_FUSED_ATTN=0), its optimizer's overlap_grad_sync and
+# overlap_param_sync (every yaml: true) as the overlaps of the family's buckets (the module's docstring)
 NEMO: dict[str, object] = {
-    "attention": "cudnn", "zero": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
+    "framework": "nemo", "zero": 1, "overlap_grad_reduce": True, "overlap_param_gather": True,
     "precision": "fp8",
 }  # fmt: skip
 
