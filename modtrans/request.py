@@ -23,7 +23,7 @@ from modtrans.formats import Output
 from modtrans.ir.precision import FP8
 from modtrans.pipeline import Options
 from modtrans.strategy import Parallelism, Params
-from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.frameworks import Framework, named
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute, Schedule, ordered
 from modtrans.workload.model import Dialect, Workload
 
@@ -206,18 +206,19 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
 
 def _fp8_runs(request: Request, compute: str) -> None:
     """UsageError where --precision fp8 cannot run: Transformer Engine's FP8 linears are
-    Megatron-Core's alone (cost/fp8.py; DeepSpeed, FSDP and Megatron-LM of 2022 train without
-    them), costed by the gpu model (its FP8 GEMM rates and TE's casts), on a device with FP8 tensor
-    cores and a measured FP8 GEMM rate (devices.json: the H100, H200, B200; the A100 and V100 have
-    no FP8 tensor cores)."""
+    Megatron-Core's alone, Megatron-LM's and NeMo's (cost/fp8.py; DeepSpeed, FSDP and Megatron-LM
+    of 2022 train without them), costed by the gpu model (its FP8 GEMM rates and TE's casts), on a
+    device with FP8 tensor cores and a measured FP8 GEMM rate (devices.json: the H100, H200, B200;
+    the A100 and V100 have no FP8 tensor cores)."""
     from modtrans.cost import CostError
     from modtrans.cost.fp8 import FORWARD
     from modtrans.cost.roofline import device as profile
 
-    framework = request.framework or Framework.MEGATRON
-    if framework != Framework.MEGATRON:
+    framework = _framework(request.framework or Framework.MEGATRON)
+    if framework is not None and not framework.transformer_engine:
+        runs = named(lambda f: f.transformer_engine)
         raise UsageError(
-            f"--precision fp8 runs Transformer Engine's FP8 linears, which only --framework megatron "
+            f"--precision fp8 runs Transformer Engine's FP8 linears, which only --framework {runs} "
             f"(Megatron-Core) runs, not {framework}: give --precision bf16"
         )
     try:

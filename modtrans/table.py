@@ -127,7 +127,7 @@ OPTIONS: tuple[Option, ...] = (
        "fp16/bf16 sections run it; Adam's fp32 master weights and states stay (default: the model's "
        "own dtype, float32 where a configuration states none). fp8: bf16 with the transformer "
        "blocks' linears in FP8 as Transformer Engine runs them under Megatron-Core (--fp8-format "
-       "hybrid); --framework megatron, the gpu model and an FP8 device (h100, h200, b200) only.",
+       "hybrid); --framework megatron or nemo, the gpu model and an FP8 device (h100, h200, b200) only.",
        MODEL, **_SIDE),
     _o("compute", cost.Model, "Compute-time model (`modtrans cost list` describes them).", COST,
        shown=cost.Model.GPU, like=True, **_SIDE),
@@ -230,8 +230,9 @@ OPTIONS: tuple[Option, ...] = (
        "Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; Megatron's "
        "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),
     _o("framework", Framework,
-       "Whose data parallelism and ZeRO, and which version: megatron (default), megatron-2022, deepspeed, "
-       "fsdp, torchtitan, llm-foundry, flash-attn or fms-fsdp (strategy/frameworks.py).", LAYOUT, **_SIDE),
+       "Whose data parallelism and ZeRO, and which version: megatron (default), megatron-2022, "
+       "deepspeed, fsdp, torchtitan, llm-foundry, flash-attn, fms-fsdp or nemo (strategy/frameworks.py).",
+       LAYOUT, **_SIDE),
     _o("overlap_grad_reduce", bool,
        "Megatron: reduce gradients in buckets during the backward (default: once, after it).", LAYOUT,
        default=False, flags=("--overlap-grad-reduce",), layout=True, **_SIDE),

@@ -140,13 +140,14 @@ def test_a_layout_over_memory_is_dropped_by_megatrons_bytes_per_parameter(tmp_pa
 
 @pytest.mark.parametrize(
     ("framework", "stages"),
-    [("megatron", (0, 1)), ("deepspeed", (0, 1, 2, 3)), ("fsdp", (0, 2, 3))],
+    [("megatron", (0, 1)), ("deepspeed", (0, 1, 2, 3)), ("fsdp", (0, 2, 3)), ("nemo", (1,))],
 )
 def test_a_sweep_tries_every_zero_stage_its_framework_has(framework: str, stages: tuple[int, ...]) -> None:
     """The stages each framework runs: Megatron-LM's distributed optimizer on or off
     (--use-distributed-optimizer, ZeRO-1), DeepSpeed's zero_optimization.stage 0-3
     (deepspeed/runtime/zero/config.py), FSDP's ShardingStrategy NO_SHARD, SHARD_GRAD_OP and
-    FULL_SHARD (torch/distributed/fsdp/api.py: ZeRO-0, 2, 3; no ZeRO-1)."""
+    FULL_SHARD (torch/distributed/fsdp/api.py: ZeRO-0, 2, 3; no ZeRO-1), NeMo's
+    distributed_fused_adam (ZeRO-1: its launcher's yamls all name it)."""
     found = space.enumerate_layouts(
         space.Space.of(tp=(1,), pp=(1,), cp=(1,), micro_batch=(1,), recompute=(Recompute.FULL,)),
         npus=8, global_batch=64, model=space.Model(blocks=LAYERS), framework=Framework(framework),

@@ -109,6 +109,43 @@ Named versions and configurations, each a member below whose `family` runs the d
                    checkpointed) is --recompute full --recompute-fraction p
                    (strategy/llm/checkpoints.py)
 
+    nemo           NVIDIA NeMo 24.07 (NeMo r2.0.0rc1, Megatron-Core under it: the family's data
+                   parallelism and Transformer Engine's layers) as the NeMo-Framework-Launcher's
+                   published performance commands run it (NVIDIA/NeMo-Framework-Launcher 24.07,
+                   8325688: examples/training/{gpt,llama}/h100/*_fp8*.sh over launcher_scripts/conf/
+                   training/{gpt3,llama}/*.yaml). Its optimizer is distributed_fused_adam, NeMo's
+                   MegatronDistributedFusedAdam (nemo/core/optim/distributed_adam.py) over Apex's
+                   DistributedFusedAdam (NVIDIA/apex 810ffae, the APEX_TAG of NeMo r2.0.0rc1's
+                   Dockerfile.ci; apex/contrib/optimizers/distributed_fused_adam.py), its state
+                   sharded over the data ranks with the context ranks (process_group
+                   get_data_parallel_group(with_context_parallel=True)), the gradient buffer whole
+                   (contiguous_grad_buffer, on in every yaml and NeMo's default): --zero 1 only.
+                   What it sends: gradients reduce-scattered in grad_sync_dtype, bf16 on every row
+                   (`+training.model.optim.grad_sync_dtype=bf16` in each command; Apex's default,
+                   the state dtype fp32, is --dtype-bytes 4), but the word and position
+                   embeddings' in fp32 (embedding_grad_width), parameters all-gathered in
+                   param_sync_dtype, the model's dtype (megatron_base_model.py,
+                   setup_optimization: "Match param allgather with model dtype"). What it keeps a
+                   parameter (strategy/llm/memory.py, NEMO_*): the bf16 parameters as views of its
+                   param buffer (contiguous_param_buffer), the grad buffer in grad_sync_dtype, and
+                   in shards of 1/D the reduce-scattered gradients (_start_bucket_grad_sync:
+                   sync_grads_shard, kept as grads_shard until the step), 16-bit parameter
+                   remainders instead of an fp32 master copy (setup_optimization: fp32 state
+                   over bf16 parameters -> store_params False, store_param_remainders True;
+                   StateBucket: param_remainders_shard int16) and Adam's two fp32 moments
+                   (exp_avg_shard, exp_avg_sq_shard). Its attention TE's DotProductAttention with
+                   the launcher's NVTE_FUSED_ATTN=0 (launcher_scripts/conf/config.yaml, env_vars:
+                   "Disable cudnn FA until we've tested it more"), so the flash-attn package's
+                   FlashAttention-2 (TE 7d576ed, attention.py: use_fused_attention reads
+                   NVTE_FUSED_ATTN). Not set on any row, so not modelled: fp8_params (TE's
+                   fp8_model_init, the parameters held and gathered in FP8: only the MLPerf
+                   yamls, gpt3/mlperf.yaml "fp8_params: true"); distribute_within_nodes. With
+                   overlap_grad_sync and overlap_param_sync (every yaml: --overlap-grad-reduce
+                   --overlap-param-gather) its gradients are reduced, and its parameters gathered
+                   in the next forward, one transformer layer a bucket on every pipeline stage and
+                   model chunk (layer_buckets), not by bucket_cap_mb (125-400 MB in the yamls:
+                   the size Apex splits a layer's bucket at, all of whose parts it syncs together)
+
 Each framework's attention kernel is its default where --attention does not say (attention).
 """
 
@@ -127,6 +164,7 @@ class Framework(enum.StrEnum):
     LLM_FOUNDRY = "llm-foundry"
     FLASH_ATTN = "flash-attn"
     FMS_FSDP = "fms-fsdp"
+    NEMO = "nemo"
 
     @property
     def family(self) -> Framework:
@@ -144,6 +182,13 @@ class Framework(enum.StrEnum):
         """Without SP a boundary crosses as 1/T per tensor rank, all-gathered on arrival
         (megatron-2022; DeepSpeed's PipelineEngine, is_pipe_partitioned and is_grad_partitioned)."""
         return self is Framework.MEGATRON_2022 or self.family is Framework.DEEPSPEED
+
+    @property
+    def transformer_engine(self) -> bool:
+        """It runs Megatron-Core's Transformer Engine layers: TE's FP8 linears (--precision fp8) and
+        its userbuffers (--tp-comm-overlap): Megatron-LM and NeMo (mcore_gpt, transformer_engine
+        true in the launcher's yamls), not Megatron-LM of 2022."""
+        return self in (Framework.MEGATRON, Framework.NEMO)
 
     @property
     def reduces_in_fp32(self) -> bool:
@@ -208,7 +253,7 @@ class Framework(enum.StrEnum):
         (fms/modules/attention.py), FlashAttention-2."""
         return {
             Framework.TORCHTITAN: "flash2", Framework.LLM_FOUNDRY: "triton", Framework.FLASH_ATTN: "flash1",
-            Framework.FMS_FSDP: "flash2",
+            Framework.FMS_FSDP: "flash2", Framework.NEMO: "flash2",
         }.get(self)  # fmt: skip
 
     @property
@@ -245,8 +290,30 @@ class Framework(enum.StrEnum):
         `given`; flash-attn's 4 whatever its autocast dtype, its parameters and so its gradients
         fp32 under Lightning's mixed precision (training/configs/experiment/pile/base.yaml at
         4a6eaa9f, trainer.precision bf16; owt/base.yaml, precision 16: fp16 autocast and a
-        GradScaler); else None, the parameters' dtype's (gradient_bytes)."""
-        return given or (4 if self is Framework.FLASH_ATTN else None)
+        GradScaler); nemo's 2, the launcher's grad_sync_dtype=bf16 (above); else None, the
+        parameters' dtype's (gradient_bytes)."""
+        return given or {Framework.FLASH_ATTN: 4, Framework.NEMO: NEMO_GRAD_SYNC}.get(self)
+
+    @property
+    def layer_buckets(self) -> bool:
+        """With --overlap-grad-reduce its gradients are bucketed one transformer layer a bucket, on
+        every pipeline stage and model chunk (buckets.py): nemo (NeMo r2.0.0rc1,
+        megatron_gpt_model.py, configure_optimizers: `buckets.extend(make_parameter_bucket(layer)
+        for layer in layers)` for each model chunk, reversed, the parameters outside the layers in
+        the first layer's; megatron_base_model.py: init_params_bucket of each, whose buckets
+        "all perform communication together"; Apex's try_grad_sync after each chunk's last
+        backward, its grad_sync_func)."""
+        return self is Framework.NEMO
+
+    @property
+    def embedding_grad_width(self) -> int | None:
+        """Bytes of an embedding's gradient element where the framework reduces embeddings apart
+        from the rest: nemo's 4, whatever grad_sync_dtype and --dtype-bytes say (NeMo r2.0.0rc1,
+        megatron_gpt_model.py, configure_optimizers: the word and position embeddings'
+        `_with_fp32_optimizer = with_fp32_embedding_grads`, default True, no launcher yaml sets it;
+        distributed_adam.py, init_params_bucket: those parameters' buckets get
+        grad_sync_dtype=torch.float32); else None, as every other parameter."""
+        return NEMO_EMBEDDING_GRAD if self is Framework.NEMO else None
 
     @property
     def zero_broadcast(self) -> bool:
@@ -272,7 +339,12 @@ _FAMILY = {
     Framework.LLM_FOUNDRY: Framework.FSDP,
     Framework.FLASH_ATTN: Framework.MEGATRON,
     Framework.FMS_FSDP: Framework.FSDP,
+    Framework.NEMO: Framework.MEGATRON,
 }
+# NeMo-Framework-Launcher 24.07, examples/training/{gpt,llama}/h100/*_fp8*.sh: every command's
+# `+training.model.optim.grad_sync_dtype=bf16`, Apex's grad buffer and reduce-scatter dtype
+NEMO_GRAD_SYNC = 2
+NEMO_EMBEDDING_GRAD = 4  # its embeddings' fp32 gradients (Framework.embedding_grad_width)
 REDUCED_IN_FP32 = frozenset({"bfloat16"})
 
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from modtrans import dtypes
 from modtrans.cost import CostModel, PhaseTimes
+from modtrans.ir.document import Kind, ModelIR, Role
 from modtrans.ir.document import Layer as IRLayer
-from modtrans.ir.document import ModelIR, Role
 from modtrans.strategy.frameworks import gradient_bytes
 
 
@@ -56,10 +56,20 @@ class Group:
         return (self.owner, *self.folded)
 
 
-def layer_bytes(layer: IRLayer, params: Params, dtype_bytes: int | None, *, gradients: bool = True) -> int:
+def layer_bytes(
+    layer: IRLayer,
+    params: Params,
+    dtype_bytes: int | None,
+    *,
+    gradients: bool = True,
+    embedding: int | None = None,
+) -> int:
     """Bytes of the layer's parameters under a convention (counted, i.e. not tied, tensors): as
     gradients in the data-parallel reduction (`dtype_bytes` per element, or the framework's dtype:
-    frameworks.py, fp32 for bf16 parameters), or (`gradients` False) as the parameters are held."""
+    frameworks.py, fp32 for bf16 parameters; an embedding's `embedding` where given: the
+    framework's embedding_grad_width), or (`gradients` False) as the parameters are held."""
+    if embedding is not None and layer.kind is Kind.EMBEDDING:
+        dtype_bytes = embedding
     total = 0
     for p in layer.params:
         if not p.counted or not p.trainable:
@@ -86,7 +96,9 @@ def folds(groups: Sequence[Group]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple((g.owner.name, tuple(x.name for x in g.folded)) for g in groups if g.folded)
 
 
-def group(ir: ModelIR, params: Params, dtype_bytes: int | None = None) -> list[Group]:
+def group(
+    ir: ModelIR, params: Params, dtype_bytes: int | None = None, embedding_bytes: int | None = None
+) -> list[Group]:
     owners: list[IRLayer] = []
     folded: list[list[IRLayer]] = []
     leading: list[IRLayer] = []
@@ -104,7 +116,7 @@ def group(ir: ModelIR, params: Params, dtype_bytes: int | None = None) -> list[G
         Group(
             owner,
             tuple(extra),
-            layer_bytes(owner, params, dtype_bytes),
+            layer_bytes(owner, params, dtype_bytes, embedding=embedding_bytes),
             layer_bytes(owner, params, None, gradients=False),
         )
         for owner, extra in zip(owners, folded, strict=True)

@@ -181,13 +181,15 @@ def _variants(
 def zero_stages(space: Space, framework: Framework) -> tuple[int, ...]:
     """The ZeRO stages tried: --zero's; else Megatron-LM's distributed optimizer on (ZeRO-1) and
     off (0) as --distributed-optimizer says, DeepSpeed's stages 0-3, FSDP's NO_SHARD (0),
-    SHARD_GRAD_OP (2) and FULL_SHARD (3) (it has no ZeRO-1)."""
+    SHARD_GRAD_OP (2) and FULL_SHARD (3) (it has no ZeRO-1), NeMo's distributed_fused_adam (1)."""
     if space.zero is not None:
         return space.zero
     if framework.family is Framework.DEEPSPEED:
         return (0, 1, 2, 3)
     if framework.family is Framework.FSDP:
         return (0, 2, 3)
+    if framework is Framework.NEMO:  # its distributed_fused_adam (frameworks.py)
+        return (1,)
     return tuple(1 if on else 0 for on in space.distributed_optimizer)
 
 

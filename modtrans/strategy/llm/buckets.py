@@ -44,6 +44,20 @@ Read from NVIDIA/Megatron-LM d98e8a6 (Megatron-Core):
                 and each bucket ends on a multiple of lcm(D, 128) (param_layout.py,
                 pad_param_start, pad_bucket_end), so every rank's shard is whole; without it none
 
+NeMo's distributed_fused_adam (`--framework nemo`, frameworks.py; NVIDIA/NeMo r2.0.0rc1 over
+NVIDIA/apex 810ffae): the same reduce-scatter and parameter all-gather (Apex's
+_start_bucket_grad_sync, _start_bucket_param_sync), padded as the distributed optimizer's here
+(Apex aligns its shards to 128 bytes), but with --overlap-grad-reduce its buckets are one
+transformer layer each, on every pipeline stage and model chunk (_by_layer): megatron_gpt_model.py,
+configure_optimizers builds distributed_adam_buckets one per layer of each chunk, the parameters
+outside the layers (and, not modelled, the sequence-parallel norms' and a tied embedding's, whose
+overlap it turns off) in the first layer's; Apex reduces a bucket once every gradient in it is
+ready (its post-backward hook, outside no_sync: the last micro-batch's backward; the schedule's
+grad_sync_func, try_grad_sync, after each chunk's last backward) and with overlap_param_sync
+gathers a bucket when its first parameter is touched in the forward, launching the next
+(_make_pre_forward_hook: _param_copy, then _try_start_bucket_param_sync), as Place.NEXT_FWD
+chains them here.
+
 PyTorch's ZeroRedundancyOptimizer (`--framework flash-attn --zero 1`: flash-attention 4a6eaa9f,
 training/configs/optimizer/adamw-zero.yaml, its gpt3l/xl/2.7B runs; flash-attention's Dockerfile
 builds on NGC 22.11, PyTorch 1.13), read from pytorch/pytorch
@@ -123,22 +137,25 @@ def apply(
     tied: Mapping[int, int] | None = None,
     param_gather: bool = False,
     broadcast: bool = False,
+    by_layer: bool = False,
 ) -> None:
     """Attach each chunk's bucket collectives (chunks: unit indices per model chunk in forward
     order: chunk 0 is pipeline rank 0's first); `buffer_of`: the group a unit's gradients are
     reduced over, one buffer each; `ranks`: the data ranks each such group spans; `tied`: unit
     index -> the unit whose weight it holds a copy of on another stage; `param_gather`: the
     distributed optimizer's gathers in the next forward (--overlap-param-gather); `broadcast`:
-    ZeroRedundancyOptimizer's parameters after the step (stage()), with `zero` 0."""
+    ZeroRedundancyOptimizer's parameters after the step (stage()), with `zero` 0; `by_layer`:
+    NeMo's buckets with the overlap, one transformer layer each on every chunk (_by_layer)."""
     assert zero in (0, 1, 2), "ZeRO-3 is per unit (data.py)"
     assert not broadcast or zero == 0, "ZeroRedundancyOptimizer fills DDP's buffers (stage())"
     tied = tied or {}
     for v, chunk in enumerate(chunks):
-        bucketed = overlap and v == 0  # pp rank 0's first model chunk
+        bucketed = overlap and (v == 0 or by_layer)  # Megatron: pp rank 0's first model chunk
         for over, d in ranks.items():
             members = [i for i in chunk if buffer_of(units[i]) == over]
             if d > 1 and members:
-                _buffer(units, members, over, d, (zero, broadcast), bucketed, tied, param_gather)
+                how = (zero, broadcast, by_layer and bucketed)
+                _buffer(units, members, over, d, how, bucketed, tied, param_gather)
 
 
 def _buffer(
@@ -146,24 +163,51 @@ def _buffer(
     members: Sequence[int],
     over: frozenset[Purpose],
     d: int,
-    zero_broadcast: tuple[int, bool],
+    how: tuple[int, bool, bool],
     bucketed: bool,
     tied: Mapping[int, int],
     param_gather: bool,
 ) -> None:
     """One buffer's buckets, filled in backward order (each unit's parameters reversed too); a
     bucket is closed by the parameter that brings it to the limit, and reduced after the weight
-    gradient of that parameter's unit. Its parameters' all-gather (the distributed optimizer's)
-    follows the optimizer step, or with `param_gather` is waited for by the bucket's first unit in
-    forward order, the last one filled into it. ZeroRedundancyOptimizer's broadcast (`zero_broadcast`'s
-    second) follows the step as the distributed optimizer's all-gathers do."""
-    zero, broadcast = zero_broadcast
+    gradient of that parameter's unit (`how`'s third: by layer instead, _by_layer). Its
+    parameters' all-gather (the distributed optimizer's) follows the optimizer step, or with
+    `param_gather` is waited for by the bucket's first unit in forward order, the last one filled
+    into it. ZeroRedundancyOptimizer's broadcast (`how`'s second) follows the step as the
+    distributed optimizer's all-gathers do."""
+    zero, broadcast, by_layer = how
     limit = max(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * d) if bucketed else math.inf
     padded = zero in (1, 2)
     divisor = math.lcm(d, BUCKET_ALIGN) if padded else None  # the distributed optimizer's bucket end
-    gathers: list[tuple[int, Comm]] = []  # (the bucket's first unit in forward order, its gather)
-    bucket = Bucket()
+    if by_layer:
+        gathers = _by_layer(units, members, over, (padded, divisor, broadcast), tied)
+    else:
+        gathers = _by_size(units, members, over, (padded, divisor, broadcast), tied, limit)
     last = members[0]  # the forward's first: the backward's last
+    for first, comm in reversed(gathers):  # forward order: the backward's last bucket first
+        if param_gather:
+            units[first].attach(Place.NEXT_FWD, comm)
+        else:
+            units[last].attach(Place.AFTER_STEP, comm)
+
+
+Reduce = tuple[bool, int | None, bool]
+"""How a bucket is reduced: its parameters padded, its end's divisor, the broadcast (Bucket.reduce)."""
+
+
+def _by_size(
+    units: Sequence[Unit],
+    members: Sequence[int],
+    over: frozenset[Purpose],
+    how: Reduce,
+    tied: Mapping[int, int],
+    limit: float,
+) -> list[tuple[int, Comm]]:
+    """Megatron's buckets of `limit` parameters, each reduced where the parameter that fills it
+    is: (the bucket's first unit in forward order, its gather) in backward order."""
+    padded, divisor, broadcast = how
+    gathers: list[tuple[int, Comm]] = []
+    bucket = Bucket()
     for i in reversed(members):
         shard = buffer_share(units[i], units[tied[i]] if i in tied else None)
         for n in reversed(shard.elements):
@@ -172,12 +216,39 @@ def _buffer(
                 gathers += [(i, c) for c in bucket.reduce(units[i], over, divisor, broadcast)]
                 bucket = Bucket()
     if bucket.filled:
-        gathers += [(last, c) for c in bucket.reduce(units[last], over, divisor, broadcast)]
-    for first, comm in reversed(gathers):  # forward order: the backward's last bucket first
-        if param_gather:
-            units[first].attach(Place.NEXT_FWD, comm)
-        else:
-            units[last].attach(Place.AFTER_STEP, comm)
+        gathers += [(members[0], c) for c in bucket.reduce(units[members[0]], over, divisor, broadcast)]
+    return gathers
+
+
+def _by_layer(
+    units: Sequence[Unit],
+    members: Sequence[int],
+    over: frozenset[Purpose],
+    how: Reduce,
+    tied: Mapping[int, int],
+) -> list[tuple[int, Comm]]:
+    """NeMo's buckets (frameworks.py, layer_buckets): one per transformer layer, the units outside
+    the layers in the chunk's first layer's (NeMo puts them in the rank's first chunk's first
+    layer's: the same at one chunk a rank); each reduced after the weight gradient of its first
+    unit in forward order, the last of it the backward reaches: (that unit, its gather) in
+    backward order. Apex's bucket_cap_mb splits a layer's bucket into parts it syncs together:
+    one collective here."""
+    padded, divisor, broadcast = how
+    first = next((b for i in members if (b := units[i].block) is not None), None)
+    key = {i: first if units[i].block is None else units[i].block for i in members}
+    closer: dict[int | None, int] = {}
+    for i in members:
+        closer.setdefault(key[i], i)
+    filling: dict[int | None, Bucket] = {}
+    gathers: list[tuple[int, Comm]] = []
+    for i in reversed(members):
+        bucket = filling.setdefault(key[i], Bucket())
+        shard = buffer_share(units[i], units[tied[i]] if i in tied else None)
+        for n in reversed(shard.elements):
+            bucket.add(n, shard, padded)
+        if closer[key[i]] == i and bucket.filled:
+            gathers += [(i, c) for c in bucket.reduce(units[i], over, divisor, broadcast)]
+    return gathers
 
 
 @dataclass

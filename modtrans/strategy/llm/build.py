@@ -83,7 +83,7 @@ def plan(
     dtype_bytes: int | None,
     folded: Folded = Folded.MEGATRON,
 ) -> Plan:
-    groups = group(ir, params, layout.framework.gradient_width(dtype_bytes))
+    groups = _grouped(ir, params, layout, dtype_bytes)
     units = rank_units(ir, layout, params, dtype_bytes, groups)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
@@ -171,6 +171,13 @@ def _pipeline(layout: Layout) -> Pipeline:
     )
 
 
+def _grouped(ir: ModelIR, params: Params, layout: Layout, dtype_bytes: int | None) -> list[Group]:
+    """The IR's groups, their gradients in the framework's reduction dtypes (frameworks.py:
+    gradient_width, embedding_grad_width)."""
+    framework = layout.framework
+    return group(ir, params, framework.gradient_width(dtype_bytes), framework.embedding_grad_width)
+
+
 def rank_units(
     ir: ModelIR,
     layout: Layout,
@@ -182,7 +189,7 @@ def rank_units(
     where the model refuses the layout: its heads, experts, sequence); `groups`: the IR's, grouped
     already (strategy/groups.py)."""
     t = layout.tp
-    grouped = group(ir, params, layout.framework.gradient_width(dtype_bytes)) if groups is None else groups
+    grouped = _grouped(ir, params, layout, dtype_bytes) if groups is None else groups
     units = [Unit(LayerDraft(g), block_of(g.owner)) for g in grouped]
     if not units:
         raise LayoutError("the model has no layer with parameters to distribute")
@@ -247,6 +254,7 @@ def _buckets(
         tied=tied,
         param_gather=layout.overlap_param_gather,
         broadcast=broadcast,
+        by_layer=layout.framework.layer_buckets,
     )
     # each run holds its unit's comms dict already (_costed), which apply() extends in place
     return [

@@ -15,7 +15,11 @@ it applies and says where it differs.
                  flash-attn's ZeroRedundancyOptimizer (--zero 1) partitions Adam's moments only:
                  its fp32 parameters are the model's, whole on every rank (buckets.py), 6 + 4 + 8 x
                  the share of the parameters it gives the first rank, whole parameters by its
-                 greedy rule (zero_redundancy.py: more than 1/D where the word embedding lands)
+                 greedy rule (zero_redundancy.py: more than 1/D where the word embedding lands);
+                 NeMo's distributed_fused_adam (--framework nemo: _nemo) its grad buffer whole in
+                 the dtype it reduces in and, 1/D each, the reduced shard of it, 16-bit remainders
+                 of the fp32 parameters instead of a master copy and Adam's moments: 2 + 2 +
+                 (2 + 2 + 8) / D at its bf16 reduction, against Megatron's 2 + 4 + 12 / D
     FSDP         in mixed precision (a 16-bit model: torchtitan, llm-foundry, fsdp) the fp32
                  parameter is the optimizer's own: 4 B of it, 4 of fp32 gradient and Adam's 8, each
                  / D sharded (_fsdp_mixed), / (D / R) under HSDP (a shard group's: hsdp.py); the
@@ -86,6 +90,11 @@ MASTER = 4  # the fp32 copy of a lower-precision parameter
 # Korthikanti et al. 2022 figure 1 measures that for fp16: 45.5625 GiB = 18 B x 2.718e9, the 48
 # 22B layers' 12 h^2 / 8 parameters (Calculon's llm-validation transcribes the figure's values).
 MAIN_GRAD = 4
+# NeMo's distributed_fused_adam (Apex DistributedFusedAdam at 810ffae, distributed_fused_adam.py)
+# over bf16 parameters and fp32 state keeps the low 16 bits of each fp32 parameter beside the bf16
+# one instead of an fp32 master copy: StateBucket.param_remainders_shard, torch.int16, set by NeMo's
+# setup_optimization (store_param_remainders True: frameworks.py, nemo)
+NEMO_REMAINDER = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +228,8 @@ def unit_state(
     family = layout.framework.family
     if family is Framework.FSDP and width < 4:
         return (elements, *_fsdp_mixed(elements, weights, layout, ranks))
+    if layout.framework is Framework.NEMO:
+        return (elements, weights, *_nemo(u, width, optimizer_shards(layout, ranks)))
     if family is Framework.MEGATRON and width < 4:
         grads = float(elements * MAIN_GRAD)
     elif bf16_optimizer(layout, u.bf16):
@@ -237,6 +248,23 @@ def unit_state(
     if layout.zero == 3:
         weights /= ranks
     return elements, weights, grads, optimizer
+
+
+def _nemo(u: Held, width: float, shards: int) -> tuple[float, float]:
+    """The gradient and optimizer bytes of a unit under NeMo's distributed_fused_adam (Apex
+    DistributedFusedAdam 810ffae, as NeMo r2.0.0rc1's megatron_base_model.setup_optimization builds
+    it: frameworks.py, nemo). Gradients: the whole grad buffer in grad_sync_dtype (_init_grad_buffer:
+    torch.zeros([buffer_size], dtype=grad_sync_dtype), the unit's gradient bytes as it sends them)
+    and the reduce-scattered shard of it each bucket keeps until the step (_start_bucket_grad_sync:
+    sync_grads_shard, torch.empty([bucket_size // distributed_size], dtype=grads_bucket.dtype);
+    _finish_bucket_grad_sync keeps it as grads_shard; zero_grad frees it), which the caching
+    allocator keeps reserved. Optimizer, 1/D each (StateBucket.__init__): the parameter's
+    remainder bits (int16) for bf16 parameters, an fp32 copy for fp16 ones (store_params, "else"),
+    none for fp32 ones (the state's dtype is the model's: store_params False), and Adam's
+    exp_avg_shard and exp_avg_sq_shard in the state dtype, fp32."""
+    grads = float(u.grads) * (1 + 1 / shards if shards > 1 else 1)  # one rank: the bucket itself
+    kept = NEMO_REMAINDER if u.bf16 else MASTER if width < 4 else 0
+    return grads, float(u.elements * (kept + ADAM)) / shards
 
 
 def _fsdp_mixed(elements: int, low: float, layout: Layout, ranks: int) -> tuple[float, float, float]:

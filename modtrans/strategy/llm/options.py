@@ -313,13 +313,21 @@ class Layout:
                 "--overlap-param-gather gathers Megatron's distributed optimizer's buckets in the next "
                 "forward: flash-attn's ZeroRedundancyOptimizer broadcasts its parameters in its step"
             )
-        if self.tp_comm_overlap and not (self.sp and self.framework is Framework.MEGATRON):
+        te = frameworks.named(lambda f: f.transformer_engine)
+        if self.tp_comm_overlap and not (self.sp and self.framework.transformer_engine):
             # megatron/training/arguments.py at core_r0.8.0, validate_args: "Tensor parallel
             # communication/GEMM overlap can happen only when sequence parallelism is enabled";
             # Transformer Engine's userbuffers are Megatron-Core's (not Megatron-LM 2022's)
             raise LayoutError(
                 "--tp-comm-overlap runs Megatron-Core's sequence-parallel collectives inside the GEMMs: "
-                "it needs --sp (so --tp > 1) and --framework megatron"
+                f"it needs --sp (so --tp > 1) and --framework {te}"
+            )
+        if self.framework is Framework.NEMO and self.zero != 1:
+            # nemo/core/optim/distributed_adam.py (r2.0.0rc1), MegatronDistributedFusedAdam: Apex's
+            # DistributedFusedAdam over the data (and context) ranks, contiguous_grad_buffer
+            raise LayoutError(
+                f"--framework nemo --zero {self.zero}: NeMo's distributed_fused_adam shards the optimizer "
+                "state and keeps the gradient buffer whole, Megatron's --zero 1: give --zero 1"
             )
         if self.framework is Framework.FLASH_ATTN and self.zero > 1:
             raise LayoutError(
