@@ -232,7 +232,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("framework", Framework,
        "Whose data parallelism and ZeRO, and which version: megatron (default), megatron-2022, "
        "deepspeed, fsdp, torchtitan, llm-foundry, flash-attn, fms-fsdp or nemo (strategy/frameworks.py).",
-       LAYOUT, **_SIDE),
+       LAYOUT, layout=True, **_SIDE),
     _o("overlap_grad_reduce", bool,
        "Megatron: reduce gradients in buckets during the backward (default: once, after it).", LAYOUT,
        default=False, flags=("--overlap-grad-reduce",), layout=True, **_SIDE),

@@ -227,3 +227,30 @@ def test_a_framework_running_the_models_own_module_runs_sdpas_flashattention_2(
         written.append((meta["compute"], meta["parallel"], iteration))
     assert written[0] == written[1]
     assert written[0][2] != written[2][2]
+
+
+def test_the_framework_alone_lays_the_model_out(run_cli: Any, tmp_path: Path) -> None:
+    """--framework is an option of the layout (table.py, layout=True): given alone with --npus it
+    runs its own data parallelism over the N ranks, as --dp N does, rather than the keyword
+    presets' Megatron-LM gradients (fsdp reduces bf16 gradients in their own dtype, Megatron in
+    fp32: 2 against 4 bytes a parameter, frameworks.gradient_bytes)."""
+    files = {}
+    for name, options in (
+        ("alone", ["--framework", "fsdp", "--npus", "8"]),
+        ("dp", ["--framework", "fsdp", "--dp", "8"]),
+        ("megatron", ["--dp", "8"]),
+    ):
+        out = tmp_path / f"{name}.txt"
+        done = run_cli("translate", "llama-3-8b", "--seq-len", "128", *options, "-o", out)
+        assert done.exit_code == 0, done.output
+        files[name] = out.read_text(encoding="utf-8")
+    assert files["alone"] == files["dp"]
+    params = 8_030_261_248  # Llama 3 8B: its safetensors index's total_size, 16,060,522,496 B in bf16
+    assert _reduced(files["alone"]) == 2 * params
+    assert _reduced(files["megatron"]) == 4 * params
+
+
+def _reduced(text: str) -> int:
+    """The bytes a workload file's weight-gradient all-reduces move, over its layers."""
+    rows = [line.split("\t") for line in text.splitlines()[2:]]
+    return sum(int(row[10]) for row in rows if row[9] == "ALLREDUCE")
