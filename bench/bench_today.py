@@ -223,7 +223,10 @@ grows with it); the 1.7B, 7.1B and 16B stay at -26 to -28 %, -26 to -28 % and -1
 whatever it is: their gap is not that setting.
 Ruled out for the small rows: attention dropout inside the fused kernel (Transformer Engine issue
 3312, H200, TE 2.15, sbhd, 4,096 tokens, 16 heads of 128: 0.594 ms at p = 0, 0.614 ms at p = 0.1;
-+3 % of an attention that is about 16 % of the 1.7B's compute).
++3 % of an attention that is about 16 % of the 1.7B's compute); the attention kernel (the
+README does not say which ran: with Transformer Engine's FlashAttention-2, NVTE_FUSED_ATTN=0 as
+NeMo's launcher defaults it, bench_nemo.py, in place of cuDNN's, 2026-12-07 on main: 1.7B -20.5 %,
+7.1B -21.6 %, 16B -14.8 %, 70B +11.3 %).
 """
 
 from __future__ import annotations
