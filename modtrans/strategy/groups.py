@@ -50,19 +50,31 @@ class Group:
     folded: tuple[IRLayer, ...]
     comm_bytes: int  # its gradients as the data-parallel reduction moves them (layer_bytes)
     param_bytes: int = 0  # its parameters in their own dtype (what a parameter all-gather moves)
+    # the owner's biases' part of comm_bytes and of param_bytes: whole on every rank of a
+    # row-parallel unit (share.whole), so the unit's share of the rest alone is divided (Unit.share)
+    bias_comm_bytes: int = 0
+    bias_param_bytes: int = 0
 
     @property
     def members(self) -> tuple[IRLayer, ...]:
         return (self.owner, *self.folded)
 
 
-def layer_bytes(layer: IRLayer, params: Params, dtype_bytes: int | None, *, gradients: bool = True) -> int:
+def layer_bytes(
+    layer: IRLayer,
+    params: Params,
+    dtype_bytes: int | None,
+    *,
+    gradients: bool = True,
+    role: Role | None = None,
+) -> int:
     """Bytes of the layer's parameters under a convention (counted, i.e. not tied, tensors): as
     gradients in the data-parallel reduction (`dtype_bytes` per element, or the framework's dtype:
-    frameworks.py, fp32 for bf16 parameters), or (`gradients` False) as the parameters are held."""
+    frameworks.py, fp32 for bf16 parameters), or (`gradients` False) as the parameters are held;
+    those of one `role` alone where given."""
     total = 0
     for p in layer.params:
-        if not p.counted or not p.trainable:
+        if not p.counted or not p.trainable or (role is not None and p.role is not role):
             continue
         if params is Params.WEIGHTS and p.role is not Role.WEIGHT:
             continue
@@ -106,6 +118,8 @@ def group(ir: ModelIR, params: Params, dtype_bytes: int | None = None) -> list[G
             tuple(extra),
             layer_bytes(owner, params, dtype_bytes),
             layer_bytes(owner, params, None, gradients=False),
+            layer_bytes(owner, params, dtype_bytes, role=Role.BIAS),
+            layer_bytes(owner, params, None, gradients=False, role=Role.BIAS),
         )
         for owner, extra in zip(owners, folded, strict=True)
     ]

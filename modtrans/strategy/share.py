@@ -14,7 +14,7 @@ import math
 from fractions import Fraction
 from typing import Protocol
 
-from modtrans.ir.document import Flops, Gemm, Kind
+from modtrans.ir.document import Flops, Gemm, Kind, Param, Role
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.strategy.groups import Group
 from modtrans.strategy.roles import LayerRole, Split
@@ -54,9 +54,31 @@ class Folded(enum.StrEnum):
     GEMM_ONLY = "gemm-only"
 
 
+def whole(role: Role, split: Split) -> bool:
+    """Whether every rank of a layer divided by `split` holds a parameter of this role whole: a
+    row-parallel layer's bias (Split.K), which the ranks add to the reduced output, not to their
+    partial sums. Megatron-LM, megatron/core/tensor_parallel/layers.py (core_v0.14.0),
+    RowParallelLinear.__init__: `self.bias = Parameter(torch.empty(self.output_size, ...))`, not
+    output_size_per_partition ("Note that bias is not parallelized"), and forward: `output =
+    (output_ + self.bias)` after the all-reduce or reduce-scatter; Transformer Engine's row-parallel
+    Linear keeps its bias whole too (TERowParallelLinear), and so does transformers' RowwiseParallel
+    (torch/distributed/tensor/parallel/style.py: the bias a Replicate() DTensor). A column-parallel
+    layer's bias is split with its output features (ColumnParallelLinear: output_size_per_partition)."""
+    return split is Split.K and role is Role.BIAS
+
+
+def divided(p: Param, ways: int, split: Split) -> Param:
+    """The part of a parameter one of `ways` ranks holds (whole() decides which stay whole)."""
+    if ways == 1 or whole(p.role, split):
+        return p
+    return dataclasses.replace(p, elements=math.ceil(p.elements / ways), bytes=math.ceil(p.bytes / ways))
+
+
 def shard(layer: IRLayer, ways: int, *, split: Split = Split.N) -> IRLayer:
     """The part of a GEMM layer one NPU computes when split `ways` ways (output features, or the
-    reduction for row-parallel layers)."""
+    reduction for row-parallel layers). A row-parallel layer's bias is whole (whole()), and so is its
+    add and its gradient's sum over the tokens (ir/flops.py: the forward's and weight gradient's
+    FLOPs beyond the GEMM's 2 macs, which the input gradient's are), on the reduced output."""
     if ways == 1 or layer.kind not in SHARDABLE:
         return layer
     gemm = layer.gemm
@@ -67,13 +89,15 @@ def shard(layer: IRLayer, ways: int, *, split: Split = Split.N) -> IRLayer:
             else Gemm(gemm.m, gemm.k, math.ceil(gemm.n / ways), gemm.groups)
         )
     f = layer.flops
+    biased = any(whole(p.role, split) for p in layer.params)
+    extra = (max(0, f.forward - f.input_grad), max(0, f.weight_grad - f.input_grad))
+    added = extra if biased and gemm is not None else (0, 0)
     flops = Flops(
-        math.ceil(f.forward / ways), math.ceil(f.input_grad / ways), math.ceil(f.weight_grad / ways)
+        math.ceil((f.forward - added[0]) / ways) + added[0],
+        math.ceil(f.input_grad / ways),
+        math.ceil((f.weight_grad - added[1]) / ways) + added[1],
     )
-    params = tuple(
-        dataclasses.replace(p, elements=math.ceil(p.elements / ways), bytes=math.ceil(p.bytes / ways))
-        for p in layer.params
-    )
+    params = tuple(divided(p, ways, split) for p in layer.params)
     return dataclasses.replace(layer, gemm=gemm, flops=flops, params=params)
 
 
