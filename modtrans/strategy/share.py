@@ -74,11 +74,12 @@ def divided(p: Param, ways: int, split: Split) -> Param:
     return dataclasses.replace(p, elements=math.ceil(p.elements / ways), bytes=math.ceil(p.bytes / ways))
 
 
-def shard(layer: IRLayer, ways: int, *, split: Split = Split.N) -> IRLayer:
+def shard(layer: IRLayer, ways: int, *, split: Split = Split.N, sequence: int = 1) -> IRLayer:
     """The part of a GEMM layer one NPU computes when split `ways` ways (output features, or the
     reduction for row-parallel layers). A row-parallel layer's bias is whole (whole()), and so is its
     add and its gradient's sum over the tokens (ir/flops.py: the forward's and weight gradient's
-    FLOPs beyond the GEMM's 2 macs, which the input gradient's are), on the reduced output."""
+    FLOPs beyond the GEMM's 2 macs, which the input gradient's are): they run on the reduced
+    output, all of it, or 1/`sequence` of it after SP's reduce-scatter (RowParallelLinear.forward)."""
     if ways == 1 or layer.kind not in SHARDABLE:
         return layer
     gemm = layer.gemm
@@ -89,13 +90,14 @@ def shard(layer: IRLayer, ways: int, *, split: Split = Split.N) -> IRLayer:
             else Gemm(gemm.m, gemm.k, math.ceil(gemm.n / ways), gemm.groups)
         )
     f = layer.flops
-    biased = any(whole(p.role, split) for p in layer.params)
-    extra = (max(0, f.forward - f.input_grad), max(0, f.weight_grad - f.input_grad))
-    added = extra if biased and gemm is not None else (0, 0)
+    added = (0, 0)  # the bias add's and its gradient's FLOPs, on the whole (SP: 1/sequence) output
+    if gemm is not None and any(whole(p.role, split) for p in layer.params):
+        added = (max(0, f.forward - f.input_grad), max(0, f.weight_grad - f.input_grad))
+        f = Flops(f.forward - added[0], f.input_grad, f.weight_grad - added[1])
     flops = Flops(
-        math.ceil((f.forward - added[0]) / ways) + added[0],
+        math.ceil(f.forward / ways) + math.ceil(added[0] / sequence),
         math.ceil(f.input_grad / ways),
-        math.ceil((f.weight_grad - added[1]) / ways) + added[1],
+        math.ceil(f.weight_grad / ways) + math.ceil(added[1] / sequence),
     )
     params = tuple(divided(p, ways, split) for p in layer.params)
     return dataclasses.replace(layer, gemm=gemm, flops=flops, params=params)
@@ -178,12 +180,14 @@ def rank_share(
                       folded layers that are not the experts' own keep every token
     sequence          sequence parallelism's T: the layers folded into a row-parallel or embedding
                       unit (norm, residual add, dropout; not a linear) run on 1/T of the sequence
-                      (Korthikanti et al. 2022, section 4.2.2)
+                      (Korthikanti et al. 2022, section 4.2.2), and so do a row-parallel unit's
+                      bias add and bias gradient (shard())
     experts           a grouped experts' layer held 1 / experts on this rank: regroup()
     """
     g = x.group
     sharded = x.ways > 1 and g.owner.kind in SHARDABLE
-    owner = shard(g.owner, x.ways, split=x.split) if sharded else g.owner
+    whole_on = sequence if x.role is LayerRole.ROW else 1  # SP: a row-parallel bias on the shard
+    owner = shard(g.owner, x.ways, split=x.split, sequence=whole_on) if sharded else g.owner
     members = []
     for m in g.folded:
         factor = (
