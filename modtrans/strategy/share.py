@@ -61,9 +61,12 @@ def whole(role: Role, split: Split) -> bool:
     RowParallelLinear.__init__: `self.bias = Parameter(torch.empty(self.output_size, ...))`, not
     output_size_per_partition ("Note that bias is not parallelized"), and forward: `output =
     (output_ + self.bias)` after the all-reduce or reduce-scatter; Transformer Engine's row-parallel
-    Linear keeps its bias whole too (TERowParallelLinear), and so does transformers' RowwiseParallel
-    (torch/distributed/tensor/parallel/style.py: the bias a Replicate() DTensor). A column-parallel
-    layer's bias is split with its output features (ColumnParallelLinear: output_size_per_partition)."""
+    Linear keeps its bias whole too (transformer_engine/pytorch/module/linear.py at d0067d0,
+    Linear.__init__: only in_features divided, and "For RPL, bias has to be added after TP
+    collectives"), and so does PyTorch's RowwiseParallel, transformers' rowwise style
+    (torch/distributed/tensor/parallel/style.py, torch 2.13, RowwiseParallel._partition_linear_fn:
+    "Rowwise shard weight to Shard(1), bias to Replicate()"). A column-parallel layer's bias is
+    split with its output features (ColumnParallelLinear: output_size_per_partition)."""
     return split is Split.K and role is Role.BIAS
 
 

@@ -231,8 +231,9 @@ def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
     reduction, in the gradient buffer's dtype (megatron/core/distributed/finalize_model_grads.py at
     core_v0.14.0, finalize_model_grads -> _allreduce_non_tensor_model_parallel_grads: the
     parameters marked `sequence_parallel`; tensor_parallel/layers.py, RowParallelLinear.__init__:
-    `setattr(self.bias, "sequence_parallel", self.sequence_parallel)`, Transformer Engine's row-
-    parallel Linear the same in reset_parameters). One all-reduce per unit here, where Megatron
+    `setattr(self.bias, "sequence_parallel", self.sequence_parallel)`; Transformer Engine's row-
+    parallel Linear the same, transformer_engine/pytorch/module/linear.py at d0067d0,
+    Linear.reset_parameters). One all-reduce per unit here, where Megatron
     flattens them into one (same bytes, fewer latencies). Position embeddings see the whole
     sequence and are left alone, as Megatron leaves them; so are experts, whose tokens every rank
     of their tensor group gathers (Megatron marks no expert parameter `sequence_parallel`)."""
