@@ -119,8 +119,10 @@ def test_hybrid_model_data(mlp: Path) -> None:
 def test_hybrid_transformer(mlp: Path) -> None:
     w = _translate(mlp, policy=Policy.HYBRID_TRANSFORMER, npus=8, group=2)
     # fc1 is column parallel (fed by the input): ig all-reduce of its input, none since x is an input;
-    # fc2 is row parallel (fed by fc1 through the Relu): fwd all-reduce of its output (32 bytes)
-    assert _comms(w) == [((N, 0), (N, 0), (AR, 288)), ((AR, 32), (N, 0), (AR, 136))]
+    # fc2 is row parallel (fed by fc1 through the Relu): fwd all-reduce of its output (32 bytes).
+    # The data-parallel all-reduces move each rank's share: fc1's (16 x 8 + 16) / 2, fc2's 4 x 16 / 2
+    # and its bias of 4 whole (Megatron's RowParallelLinear: the bias not parallelized), fp32
+    assert _comms(w) == [((N, 0), (N, 0), (AR, 288)), ((AR, 32), (N, 0), (AR, 144))]
     assert w.header.model_parallel_group == 2
 
 

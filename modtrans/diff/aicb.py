@@ -12,8 +12,9 @@ AICB writes, besides one line per role and block (attention_column_layer, mlp_ro
                     over the data ranks) and REDUCESCATTER of 4 B per parameter (workload_generate:
                     forward_comm "ALLGATHER", dp_comm "REDUCESCATTER", whatever the options)
     layernorm       without SP, ALLREDUCE of 2 B per parameter of the model over the tensor group;
-                    Megatron all-reduces the norms' gradients only, and only under SP
-                    (finalize_model_grads.py, _allreduce_non_tensor_model_parallel_grads)
+                    Megatron all-reduces the norms' (and row-parallel biases') gradients only,
+                    and only under SP (finalize_model_grads.py,
+                    _allreduce_non_tensor_model_parallel_grads)
     embedding_norm  ALLREDUCE of vocabulary x hidden x 2 B over the tensor group in every micro-batch
                     copy; Megatron all-reduces the word embedding's gradient only between the first
                     and last pipeline stages, when they differ (_allreduce_word_embedding_grads)
@@ -24,7 +25,7 @@ AICB writes, besides one line per role and block (attention_column_layer, mlp_ro
                     over the model-parallel group); latency only, not written here
 and under SP leaves out what Megatron sends: a column-parallel layer's input all-gathered again in
 the backward (tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication.backward)
-and the norms' gradient all-reduce.
+and the all-reduce of the norms' and the row-parallel biases' gradients.
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ _WHY = {
     "grad_norm": "AICB writes the distributed optimizer's parameter all-gather in the forward "
     "column, which SimAI gives to the tensor group; Megatron gathers over the data ranks",
     "layernorm": "AICB's layernorm line all-reduces 2 B per parameter over the tensor group; "
-    "Megatron all-reduces only the norms' gradients, and only under SP (finalize_model_grads.py)",
+    "Megatron all-reduces only the norms' and row-parallel biases' gradients, and only under SP "
+    "(finalize_model_grads.py)",
     "embedding_norm": "AICB's embedding_norm all-reduces the whole word embedding over the tensor "
     "group per micro-batch; Megatron all-reduces its gradient only between the first and last "
     "pipeline stages, when they differ (_allreduce_word_embedding_grads)",
@@ -219,7 +221,8 @@ def _reference(reference: Workload) -> Iterator[Named]:
 
 def _first_under_sp(first: Workload, reference: Workload) -> Iterator[Named]:
     """What Megatron sends under SP and AICB does not: the backward all-gathers of column-parallel
-    inputs (one per AICB column line, of its forward all-gather's size) and the norms' gradients."""
+    inputs (one per AICB column line, of its forward all-gather's size) and the gradients of the
+    norms and of the row-parallel layers' biases."""
     for layer in reference.layers:
         if _sp_column(layer):
             yield Named(
@@ -233,17 +236,23 @@ def _first_under_sp(first: Workload, reference: Workload) -> Iterator[Named]:
                 "AndAsyncCommunication.backward); AICB's column lines do not",
             )
     for layer in first.layers:
-        if _NORM.search(layer.name.split(".pre")[0]) and layer.input_grad.comm_type is CommType.ALLREDUCE:
-            yield Named(
-                CommType.ALLREDUCE.value,
-                "tensor",
-                False,
-                1,
-                layer.input_grad.comm_size,
-                "with SP Megatron all-reduces the norms' gradients over the tensor group once per "
-                "iteration (finalize_model_grads.py, _allreduce_non_tensor_model_parallel_grads); "
-                "AICB does not",
-            )
+        if layer.input_grad.comm_type is not CommType.ALLREDUCE:
+            continue
+        if _NORM.search(layer.name.split(".pre")[0]):
+            why = "the norms' gradients"
+        elif layer.fwd.comm_type is CommType.REDUCESCATTER:  # a row-parallel line: its whole bias
+            why = "a row-parallel layer's bias gradient (RowParallelLinear marks it sequence_parallel)"
+        else:
+            continue
+        yield Named(
+            CommType.ALLREDUCE.value,
+            "tensor",
+            False,
+            1,
+            layer.input_grad.comm_size,
+            f"with SP Megatron all-reduces {why} over the tensor group once per iteration "
+            "(finalize_model_grads.py, _allreduce_non_tensor_model_parallel_grads); AICB does not",
+        )
 
 
 def _sp_column(layer: Layer) -> bool:

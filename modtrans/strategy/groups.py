@@ -50,6 +50,10 @@ class Group:
     folded: tuple[IRLayer, ...]
     comm_bytes: int  # its gradients as the data-parallel reduction moves them (layer_bytes)
     param_bytes: int = 0  # its parameters in their own dtype (what a parameter all-gather moves)
+    # the owner's biases' part of comm_bytes and of param_bytes: whole on every rank of a
+    # row-parallel unit (share.whole), so the unit's share of the rest alone is divided (Unit.share)
+    bias_comm_bytes: int = 0
+    bias_param_bytes: int = 0
 
     @property
     def members(self) -> tuple[IRLayer, ...]:
@@ -63,16 +67,18 @@ def layer_bytes(
     *,
     gradients: bool = True,
     embedding: int | None = None,
+    role: Role | None = None,
 ) -> int:
     """Bytes of the layer's parameters under a convention (counted, i.e. not tied, tensors): as
     gradients in the data-parallel reduction (`dtype_bytes` per element, or the framework's dtype:
     frameworks.py, fp32 for bf16 parameters; an embedding's `embedding` where given: the
-    framework's embedding_grad_width), or (`gradients` False) as the parameters are held."""
+    framework's embedding_grad_width), or (`gradients` False) as the parameters are held; those
+    of one `role` alone where given."""
     if embedding is not None and layer.kind is Kind.EMBEDDING:
         dtype_bytes = embedding
     total = 0
     for p in layer.params:
-        if not p.counted or not p.trainable:
+        if not p.counted or not p.trainable or (role is not None and p.role is not role):
             continue
         if params is Params.WEIGHTS and p.role is not Role.WEIGHT:
             continue
@@ -118,6 +124,8 @@ def group(
             tuple(extra),
             layer_bytes(owner, params, dtype_bytes, embedding=embedding_bytes),
             layer_bytes(owner, params, None, gradients=False),
+            layer_bytes(owner, params, dtype_bytes, embedding=embedding_bytes, role=Role.BIAS),
+            layer_bytes(owner, params, None, gradients=False, role=Role.BIAS),
         )
         for owner, extra in zip(owners, folded, strict=True)
     ]

@@ -14,7 +14,7 @@ import math
 from fractions import Fraction
 from typing import Protocol
 
-from modtrans.ir.document import Flops, Gemm, Kind
+from modtrans.ir.document import Flops, Gemm, Kind, Param, Role
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.strategy.groups import Group
 from modtrans.strategy.roles import LayerRole, Split
@@ -54,9 +54,35 @@ class Folded(enum.StrEnum):
     GEMM_ONLY = "gemm-only"
 
 
-def shard(layer: IRLayer, ways: int, *, split: Split = Split.N) -> IRLayer:
+def whole(role: Role, split: Split) -> bool:
+    """Whether every rank of a layer divided by `split` holds a parameter of this role whole: a
+    row-parallel layer's bias (Split.K), which the ranks add to the reduced output, not to their
+    partial sums. Megatron-LM, megatron/core/tensor_parallel/layers.py (core_v0.14.0),
+    RowParallelLinear.__init__: `self.bias = Parameter(torch.empty(self.output_size, ...))`, not
+    output_size_per_partition ("Note that bias is not parallelized"), and forward: `output =
+    (output_ + self.bias)` after the all-reduce or reduce-scatter; Transformer Engine's row-parallel
+    Linear keeps its bias whole too (transformer_engine/pytorch/module/linear.py at d0067d0,
+    Linear.__init__: only in_features divided, and "For RPL, bias has to be added after TP
+    collectives"), and so does PyTorch's RowwiseParallel, transformers' rowwise style
+    (torch/distributed/tensor/parallel/style.py, torch 2.13, RowwiseParallel._partition_linear_fn:
+    "Rowwise shard weight to Shard(1), bias to Replicate()"). A column-parallel layer's bias is
+    split with its output features (ColumnParallelLinear: output_size_per_partition)."""
+    return split is Split.K and role is Role.BIAS
+
+
+def divided(p: Param, ways: int, split: Split) -> Param:
+    """The part of a parameter one of `ways` ranks holds (whole() decides which stay whole)."""
+    if ways == 1 or whole(p.role, split):
+        return p
+    return dataclasses.replace(p, elements=math.ceil(p.elements / ways), bytes=math.ceil(p.bytes / ways))
+
+
+def shard(layer: IRLayer, ways: int, *, split: Split = Split.N, sequence: int = 1) -> IRLayer:
     """The part of a GEMM layer one NPU computes when split `ways` ways (output features, or the
-    reduction for row-parallel layers)."""
+    reduction for row-parallel layers). A row-parallel layer's bias is whole (whole()), and so is its
+    add and its gradient's sum over the tokens (ir/flops.py: the forward's and weight gradient's
+    FLOPs beyond the GEMM's 2 macs, which the input gradient's are): they run on the reduced
+    output, all of it, or 1/`sequence` of it after SP's reduce-scatter (RowParallelLinear.forward)."""
     if ways == 1 or layer.kind not in SHARDABLE:
         return layer
     gemm = layer.gemm
@@ -67,13 +93,16 @@ def shard(layer: IRLayer, ways: int, *, split: Split = Split.N) -> IRLayer:
             else Gemm(gemm.m, gemm.k, math.ceil(gemm.n / ways), gemm.groups)
         )
     f = layer.flops
+    added = (0, 0)  # the bias add's and its gradient's FLOPs, on the whole (SP: 1/sequence) output
+    if gemm is not None and any(whole(p.role, split) for p in layer.params):
+        added = (max(0, f.forward - f.input_grad), max(0, f.weight_grad - f.input_grad))
+        f = Flops(f.forward - added[0], f.input_grad, f.weight_grad - added[1])
     flops = Flops(
-        math.ceil(f.forward / ways), math.ceil(f.input_grad / ways), math.ceil(f.weight_grad / ways)
+        math.ceil(f.forward / ways) + math.ceil(added[0] / sequence),
+        math.ceil(f.input_grad / ways),
+        math.ceil(f.weight_grad / ways) + math.ceil(added[1] / sequence),
     )
-    params = tuple(
-        dataclasses.replace(p, elements=math.ceil(p.elements / ways), bytes=math.ceil(p.bytes / ways))
-        for p in layer.params
-    )
+    params = tuple(divided(p, ways, split) for p in layer.params)
     return dataclasses.replace(layer, gemm=gemm, flops=flops, params=params)
 
 
@@ -154,12 +183,14 @@ def rank_share(
                       folded layers that are not the experts' own keep every token
     sequence          sequence parallelism's T: the layers folded into a row-parallel or embedding
                       unit (norm, residual add, dropout; not a linear) run on 1/T of the sequence
-                      (Korthikanti et al. 2022, section 4.2.2)
+                      (Korthikanti et al. 2022, section 4.2.2), and so do a row-parallel unit's
+                      bias add and bias gradient (shard())
     experts           a grouped experts' layer held 1 / experts on this rank: regroup()
     """
     g = x.group
     sharded = x.ways > 1 and g.owner.kind in SHARDABLE
-    owner = shard(g.owner, x.ways, split=x.split) if sharded else g.owner
+    whole_on = sequence if x.role is LayerRole.ROW else 1  # SP: a row-parallel bias on the shard
+    owner = shard(g.owner, x.ways, split=x.split, sequence=whole_on) if sharded else g.owner
     members = []
     for m in g.folded:
         factor = (

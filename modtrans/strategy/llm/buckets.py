@@ -285,8 +285,8 @@ class Bucket:
 def buffer_share(u: Unit, copy_of: Unit | None) -> Shard:
     """The unit's parameters as this rank holds them (a tied copy: the owner's, counted here)."""
     source = copy_of or u
-    elements = [p.elements for p in source.x.owner.params if p.trainable and (p.counted or copy_of)]
-    shares = tuple(source.share(n) for n in elements if n > 0)
+    params = [p for p in source.x.owner.params if p.trainable and (p.counted or copy_of)]
+    shares = tuple(source.held(p) for p in params if p.elements > 0)
     total = sum(shares)
     if not total:
         return Shard((), 0.0, 0.0)

@@ -76,7 +76,7 @@ def apply(units: Sequence[Unit], zero: int, data_ranks: int, expert_data_ranks: 
 
 
 def _stage3(u: Unit, later: int, over: frozenset[Purpose]) -> None:
-    persistent = u.share(sum(p.bytes for p in _params(u) if p.elements <= PERSISTENCE))
+    persistent = sum(u.held(p, p.bytes) for p in _params(u) if p.elements <= PERSISTENCE)
     released = u.param_bytes() - persistent
     if released:
         u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, released, over))
@@ -92,7 +92,7 @@ def _params(u: Unit) -> list[Param]:
 
 
 def _elements(u: Unit) -> int:
-    return u.share(sum(p.elements for p in _params(u)))
+    return sum(u.held(p) for p in _params(u))
 
 
 def _bf16(u: Unit) -> bool:

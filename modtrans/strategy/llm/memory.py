@@ -329,7 +329,7 @@ def optimizer_shards(layout: Layout, ranks: int, bf16: bool = False) -> int:
 
 
 def _elements(u: Unit) -> int:
-    return sum(u.share(p.elements) for p in u.x.owner.params if p.trainable and p.counted)
+    return sum(u.held(p) for p in u.x.owner.params if p.trainable and p.counted)
 
 
 def activation_bytes(

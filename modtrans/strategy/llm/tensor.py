@@ -225,18 +225,25 @@ def cross_entropy(units: list[Unit], tp: int, tokens: int = 1) -> None:
 
 
 def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
-    """Under SP the layers replicated over the tensor ranks (norms, MoE routers) see 1/T of the
-    sequence each, so their gradients are partial: Megatron-LM all-reduces them over the tensor
-    group once per iteration, after the data-parallel reduction, in the gradient buffer's dtype
-    (megatron/core/distributed/finalize_model_grads.py, finalize_model_grads ->
-    _allreduce_non_tensor_model_parallel_grads: the parameters marked `sequence_parallel`). One
-    all-reduce per unit here, where Megatron flattens them into one (same bytes, fewer latencies).
-    Position embeddings see the whole sequence and are left alone, as Megatron leaves them."""
+    """Under SP the parameters every tensor rank holds whole (norms, MoE routers, a row-parallel
+    layer's bias: share.whole) see 1/T of the sequence each, so their gradients are partial:
+    Megatron-LM all-reduces them over the tensor group once per iteration, after the data-parallel
+    reduction, in the gradient buffer's dtype (megatron/core/distributed/finalize_model_grads.py at
+    core_v0.14.0, finalize_model_grads -> _allreduce_non_tensor_model_parallel_grads: the
+    parameters marked `sequence_parallel`; tensor_parallel/layers.py, RowParallelLinear.__init__:
+    `setattr(self.bias, "sequence_parallel", self.sequence_parallel)`; Transformer Engine's row-
+    parallel Linear the same, transformer_engine/pytorch/module/linear.py at d0067d0,
+    Linear.reset_parameters). One all-reduce per unit here, where Megatron
+    flattens them into one (same bytes, fewer latencies). Position embeddings see the whole
+    sequence and are left alone, as Megatron leaves them; so are experts, whose tokens every rank
+    of their tensor group gathers (Megatron marks no expert parameter `sequence_parallel`)."""
     if not sp or tp == 1:
         return
     for u in units:
         if u.role in (LayerRole.REPLICATED, LayerRole.ROUTER) and u.x.owner.kind is not Kind.EMBEDDING:
             u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, u.grad_bytes(), TENSOR))
+        elif u.role is LayerRole.ROW and u.keeps(Role.BIAS):
+            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, u.x.group.bias_comm_bytes, TENSOR))
 
 
 def check(ir: ModelIR, tp: int, sp: bool, option: str = "--tp") -> None:

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from modtrans.ir.document import Param, Role
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.llm.degrees import dense_data
 from modtrans.strategy.roles import LayerRole
+from modtrans.strategy.share import whole
 
 if TYPE_CHECKING:
     from modtrans.strategy.llm.userbuffers import Fused
@@ -56,14 +58,28 @@ class Unit:
     def grad_bytes(self) -> int:
         """This rank's share of the unit's gradients as the data-parallel reduction moves them
         (the --params convention, the framework's gradient dtype: groups.layer_bytes)."""
-        return self.share(self.x.group.comm_bytes)
+        g = self.x.group
+        return self.share(g.comm_bytes, g.bias_comm_bytes if self.keeps(Role.BIAS) else 0)
 
     def param_bytes(self) -> int:
         """This rank's share of the unit's parameters in their own dtype (parameter all-gathers)."""
-        return self.share(self.x.group.param_bytes)
+        g = self.x.group
+        return self.share(g.param_bytes, g.bias_param_bytes if self.keeps(Role.BIAS) else 0)
 
-    def share(self, size: int) -> int:
+    def keeps(self, role: Role) -> bool:
+        """Whether every tensor-parallel rank holds the owner's parameters of `role` whole: a
+        row-parallel unit's biases (share.whole)."""
+        return self.x.ways > 1 and whole(role, self.x.split)
+
+    def held(self, p: Param, size: int | None = None) -> int:
+        """This rank's share of one of the owner's parameters: its elements, or `size`, a quantity
+        of it (its bytes)."""
+        size = p.elements if size is None else size
+        return self.share(size, size if self.keeps(p.role) else 0)
+
+    def share(self, size: int, kept: int = 0) -> int:
         """This rank's share of a quantity of the unit's parameters: its experts' (E / E_p of a
-        grouped layer's), then its tensor-parallel shard."""
-        size = -(-size // self.holds)
-        return -(-size // self.x.ways) if self.x.ways > 1 and self.x.shardable else size
+        grouped layer's), then its tensor-parallel shard of all but `kept` of it, the part every
+        tensor-parallel rank holds whole (keeps)."""
+        size, kept = -(-(size - kept) // self.holds), -(-kept // self.holds)
+        return (-(-size // self.x.ways) if self.x.ways > 1 and self.x.shardable else size) + kept

@@ -51,7 +51,7 @@ def parameters(u: Unit) -> list[tuple[int, bool]]:
     whether flash-attention's grouping decays it (a linear layer's weight)."""
     linear = u.x.owner.kind is Kind.LINEAR
     return [
-        (u.share(p.elements), linear and p.role is Role.WEIGHT)
+        (u.held(p), linear and p.role is Role.WEIGHT)
         for p in u.x.owner.params
         if p.trainable and p.counted and p.elements > 0
     ]
