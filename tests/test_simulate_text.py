@@ -77,6 +77,31 @@ def test_a_file_the_simulator_would_abort_on_is_refused_before_it_runs(run_cli: 
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("header", "code"),
+    [
+        ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2", "V240"),
+        ("DATA model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8", "D314"),
+    ],
+    ids=["astra-sim-1-fwd-in-bckwd-without-lists", "simai-data"],
+)
+def test_a_file_the_simulator_cannot_run_is_refused_before_it_runs(
+    run_cli: Run, tmp_path: Path, header: str, code: str
+) -> None:
+    """A warning in validate (an older simulator may read the file), but the simulator run cannot:
+    ASTRA-sim 1.0 reads the layer count in place of FWD_IN_BCKWD's missing lists and no pass
+    finishes; SimAI aborts (SIGFPE) on a keyword other than a transformer's. Exit 1, one line."""
+    bad = tmp_path / "w.txt"
+    bad.write_text(f"{header}\n1\nl\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLREDUCE\t8\t1\n")
+    done = run_cli(
+        "simulate", bad, "--npus", "8", "--network", "switch:8:300", "--astra-sim-1", "/bin/true",
+        "--simai", "/bin/true",
+    )  # fmt: skip
+    assert done.exit_code == 1
+    assert code in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_a_two_level_cluster_is_two_switch_dimensions_for_astra_sim_1() -> None:
     files = astra1.configurations(network("dgx-a100", 16))
     topology = json.loads(files["network.json"])
@@ -88,7 +113,12 @@ def test_a_two_level_cluster_is_two_switch_dimensions_for_astra_sim_1() -> None:
 
 @pytest.mark.skipif(not os.environ.get("MODTRANS_ASTRA_SIM_1"), reason="no ASTRA-sim 1.0 binary given")
 @pytest.mark.parametrize(
-    "layout", [("-p", "HYBRID_TRANSFORMER", "--model-parallel-group", "4"), ("--tp", "2", "--sp")]
+    "layout",
+    [
+        ("-p", "HYBRID_TRANSFORMER", "--model-parallel-group", "4"),
+        ("--tp", "2", "--sp"),
+        ("--tp", "2", "--recompute", "full"),
+    ],
 )
 def test_a_real_astra_sim_1_run_finishes(run_cli: Run, tmp_path: Path, layout: tuple[str, ...]) -> None:
     out = tmp_path / "w.txt"
