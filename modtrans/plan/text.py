@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from modtrans.comm import CommType, Policy
-from modtrans.plan.lines import FWD, IG, WG, Line, ProjectionError, arrange, first_stage
+from modtrans.plan.lines import FWD, IG, WG, Line, ProjectionError, arrange, first_stage, optimizer_step
 from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Recompute, Step, Transfer
 from modtrans.plan.sizes import Consumer, written
 from modtrans.workload.model import Header, Layer, Phase, Workload
@@ -114,8 +114,9 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             time = times.get((i, step), info.unexecuted_input_grad if step is Step.INPUT_GRAD else 0)
             phases.append(_phase(plan, info.name, policy, step, time, comms.get((i, step)), reader))
         fwd, ig, wg = phases
+        wg, update = optimizer_step(info.update, wg, reader)
         custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
-        layers.append(Layer(info.name, fwd, ig, wg, _update(info.update, phases, reader), policy=custom))
+        layers.append(Layer(info.name, fwd, ig, wg, _update(update, phases, reader), policy=custom))
     return Workload(head, tuple(layers))
 
 
@@ -186,7 +187,8 @@ def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[Layer, 
                 _phase(plan, name, policy, step, time, line.comms.get(col), reader)
                 for col, step, time in zip((FWD, IG, WG), _COLUMNS, compute, strict=True)
             )
-            return Layer(name, fwd, ig, wg, _update(update, (fwd, ig, wg), reader))
+            wg, ticks = optimizer_step(update, wg, reader)
+            return Layer(name, fwd, ig, wg, _update(ticks, (fwd, ig, wg), reader))
 
         pre = lines.pre
         out += [layer(f"{info.name}.pre{len(pre) - k}", line) for k, line in enumerate(reversed(pre))]
