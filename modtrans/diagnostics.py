@@ -589,6 +589,23 @@ workload of ASTRA-sim has a positive update time. SimAI does not abort.
 """,
 )
 
+_code(
+    "D314",
+    W,
+    "SimAI runs only the transformer keywords",
+    """
+SimAI reads its header's keys (model_parallel_NPU_group, ep, pp, vpp, ga, all_gpus) only under
+HYBRID_TRANSFORMER and HYBRID_TRANSFORMER_FWD_IN_BCKWD (aliyun/SimAI Workload::initialize_workload);
+under any other keyword they stay uninitialised, and its analytical report divides by them after
+the pass (Layer::report: `DP_size = all_gpus / (TP_size * PP_size)`): SIGFPE, no EndToEnd.csv.
+Found running SimAI 1.6 (f5efb5a9, SimAI_analytical) on DATA, MODEL, HYBRID_DATA_MODEL,
+HYBRID_MODEL_DATA, HYBRID_CUSTOMIZED and AICB's own MICRO micro_test files. `modtrans simulate`
+refuses such a file before it runs SimAI.
+  bad:  DATA model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8
+  good: the ASTRA-sim 1.0 dialect (--dialect astra-sim) for that keyword
+""",
+)
+
 # ---- S4xx: workload JSON ---------------------------------------------------------------------------
 _code(
     "S401",

@@ -162,18 +162,34 @@ def test_an_update_time_of_zero_after_a_collective_is_for_astra_sim_only() -> No
         ("gpt2", "--dp", "4", "--zero", "2"),
         ("resnet50", "--npus", "8", "--like", str(CORPUS / "astra-sim" / "Resnet50_DataParallel.txt")),
         ("bert-base", "-p", "HYBRID_DATA_MODEL", "--npus", "8", "--model-parallel-group", "2"),
+        ("gpt2", "--tp", "2", "--dp", "4", "--recompute", "full"),
     ],
-    ids=["transformer-keyword", "tp-sp", "zero-2", "resnet50-reference", "bert-hybrid"],
+    ids=["transformer-keyword", "tp-sp", "zero-2", "resnet50-reference", "bert-hybrid", "recompute-full"],
 )
 def test_what_we_write_for_astra_sim_never_stops_it(args: tuple[str, ...], tmp_path: Path) -> None:
     """Every ASTRA-sim 1.0 file we translate has a positive update time wherever a layer has a
-    collective (D313: the .pre / .post lines of further collectives and a tied LM head had 0)."""
+    collective (D313: the .pre / .post lines of further collectives and a tied LM head had 0), and
+    the header it reads whole (V240: --recompute full's FWD_IN_BCKWD had no checkpoint lists, and no
+    pass of ASTRA-sim 1.0 finished on it)."""
     from typer.testing import CliRunner
 
     from modtrans.cli import app
+    from modtrans.simulate import astra1
 
     out = tmp_path / "w.txt"
     done = CliRunner().invoke(app, ["translate", *args, "-o", str(out)])
     assert done.exit_code == 0, done.output
     _, found = validate_file(out, dialect="astra-sim")
-    assert "D313" not in {d.code for d in found}
+    assert not {"D313", *astra1.CANNOT_RUN} & {d.code for d in found}
+
+
+def test_a_keyword_not_a_transformers_is_one_simai_cannot_run() -> None:
+    """D314: SimAI reads its header's keys only under the transformer keywords, and its analytical
+    report divides by them: SimAI 1.6 (f5efb5a9, SimAI_analytical) aborted with SIGFPE after the
+    pass on AICB's own MICRO micro test, as on DATA and the other keywords (found running it), and
+    ran AICB's GPT-13B (HYBRID_TRANSFORMER_FWD_IN_BCKWD)."""
+    micro = (CORPUS / "aicb" / "all_gather.txt").read_text()
+    assert "D314" in {d.code for d in modtrans.validate(micro, dialect="simai")}
+    assert "D314" not in {d.code for d in modtrans.validate(micro, dialect="astra-sim")}
+    gpt = (CORPUS / "aicb" / "G13B-M1-C02_GPT13B_megatron_tp8_pp1_mbs1_sp_A100.txt").read_text()
+    assert "D314" not in {d.code for d in modtrans.validate(gpt, dialect="simai")}

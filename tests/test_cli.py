@@ -189,9 +189,11 @@ def test_convert_between_dialects_says_what_is_lost(run_cli: Run, tmp_path: Path
     assert "ep:, pp:, vpp:, ga:, all_gpus:, pp_comm:" in result.stderr
     assert "ALLGATHER_DP_EP" in result.stderr
     assert not (tmp_path / "astra.txt").exists()
-    # a lossless one says nothing
+    # a lossless one loses nothing, but SimAI runs no DATA file (D314: SIGFPE in its report, found
+    # running SimAI 1.6): that warning alone
     result = run_cli(
         "convert", CORPUS / "astra-sim" / "Resnet50_DataParallel.txt", "--to", "text", "--dialect", "simai"
     )
     assert result.exit_code == 0
-    assert result.stderr == ""
+    assert [line.split()[2] for line in result.stderr.splitlines() if " warning " in line] == ["D314"]
+    assert " error " not in result.stderr

@@ -444,14 +444,19 @@ LAYOUTS = ROOT / "docs" / "llm-layouts.md"
         (("--dp", "2", "--zero", "1"), True),
         (("--dp", "2", "--zero", "3"), False),
         (("--tp", "2", "--sp", "--dp", "2", "--zero", "2"), True),
+        (("--tp", "2", "--recompute", "full"), True),
+        (("--tp", "2", "--recompute", "selective"), False),
     ],
 )
 def test_the_llm_layouts_astra_sim_text_takes_are_those_the_manual_lists(
     options: tuple[str, ...], written: bool
 ) -> None:
-    """docs/llm-layouts.md: ASTRA-sim 1.0 text is refused for pipelines, micro-batches, ZeRO-3 and
-    expert parallelism; tensor, sequence and data parallelism with ZeRO-1/2 it takes."""
-    listed = "refused (D310) for pipelines, micro-batches, ZeRO-3 and expert parallelism"
+    """docs/llm-layouts.md: ASTRA-sim 1.0 text is refused for pipelines, micro-batches, ZeRO-3,
+    expert parallelism and selective recomputation; tensor, sequence and data parallelism with
+    ZeRO-1/2, and full recomputation, it takes."""
+    listed = (
+        "refused (D310) for pipelines, micro-batches, ZeRO-3, expert parallelism and selective recomputation"
+    )
     assert listed in " ".join(_text(LAYOUTS).split())
     result = CliRunner().invoke(app, ["translate", "gpt2", *options])
     assert (result.exit_code == 0) is written, result.output

@@ -77,6 +77,31 @@ def test_a_file_the_simulator_would_abort_on_is_refused_before_it_runs(run_cli: 
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("header", "code"),
+    [
+        ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2", "V240"),
+        ("DATA model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8", "D314"),
+    ],
+    ids=["astra-sim-1-fwd-in-bckwd-without-lists", "simai-data"],
+)
+def test_a_file_the_simulator_cannot_run_is_refused_before_it_runs(
+    run_cli: Run, tmp_path: Path, header: str, code: str
+) -> None:
+    """A warning in validate (an older simulator may read the file), but the simulator run cannot:
+    ASTRA-sim 1.0 reads the layer count in place of FWD_IN_BCKWD's missing lists and no pass
+    finishes; SimAI aborts (SIGFPE) on a keyword other than a transformer's. Exit 1, one line."""
+    bad = tmp_path / "w.txt"
+    bad.write_text(f"{header}\n1\nl\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLREDUCE\t8\t1\n")
+    done = run_cli(
+        "simulate", bad, "--npus", "8", "--network", "switch:8:300", "--astra-sim-1", "/bin/true",
+        "--simai", "/bin/true",
+    )  # fmt: skip
+    assert done.exit_code == 1
+    assert code in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_a_two_level_cluster_is_two_switch_dimensions_for_astra_sim_1() -> None:
     files = astra1.configurations(network("dgx-a100", 16))
     topology = json.loads(files["network.json"])
@@ -88,7 +113,12 @@ def test_a_two_level_cluster_is_two_switch_dimensions_for_astra_sim_1() -> None:
 
 @pytest.mark.skipif(not os.environ.get("MODTRANS_ASTRA_SIM_1"), reason="no ASTRA-sim 1.0 binary given")
 @pytest.mark.parametrize(
-    "layout", [("-p", "HYBRID_TRANSFORMER", "--model-parallel-group", "4"), ("--tp", "2", "--sp")]
+    "layout",
+    [
+        ("-p", "HYBRID_TRANSFORMER", "--model-parallel-group", "4"),
+        ("--tp", "2", "--sp"),
+        ("--tp", "2", "--recompute", "full"),
+    ],
 )
 def test_a_real_astra_sim_1_run_finishes(run_cli: Run, tmp_path: Path, layout: tuple[str, ...]) -> None:
     out = tmp_path / "w.txt"
@@ -107,13 +137,48 @@ def test_a_real_astra_sim_1_run_finishes(run_cli: Run, tmp_path: Path, layout: t
 
 @pytest.mark.skipif(not os.environ.get("MODTRANS_SIMAI"), reason="no SimAI binary given")
 def test_a_real_simai_run_finishes(run_cli: Run, tmp_path: Path) -> None:
-    out = tmp_path / "w.txt"
-    assert run_cli("translate", "gpt2", "--tp", "2", "--dp", "4", "-d", "simai", "-o", out).exit_code == 0
+    """And computes what the traces of the same layout do, the optimizer step included."""
+    out, traces_us = _simai_and_traces(run_cli, tmp_path, "gpt2", "--tp", "2", "--dp", "4")
     done = run_cli("simulate", out, "--network", "switch:8:300", "--format", "json")
     assert done.exit_code == 0, done.output
     shown = json.loads(done.stdout)
     assert shown["finished"] is True
     assert abs(shown["total_us"] - shown["compute_us"] - shown["exposed_us"]) <= 1
+    assert abs(shown["compute_us"] - traces_us) <= 1
+
+
+def _simai_and_traces(run_cli: Run, at: Path, *layout: str) -> tuple[Path, float]:
+    """A layout's SimAI text, and its Chakra traces' first-stage compute (us) by the estimate."""
+    text, traces = at / "s.txt", at / "et"
+    traces.mkdir()
+    assert run_cli("translate", *layout, "-d", "simai", "-o", text).exit_code == 0
+    assert run_cli("translate", *layout, "--format", "chakra-et", "-o", traces / "x").exit_code == 0
+    done = run_cli("estimate", traces / "x", "--format", "json")
+    assert done.exit_code == 0, done.output
+    return text, float(json.loads(done.stdout)["stages"][0]["compute_s"]) * 1e6
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        ("gpt2", "--tp", "2", "--dp", "4"),
+        ("gpt2", "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "8"),
+    ],
+    ids=["tp-dp", "pipeline-ga4"],
+)
+def test_simai_text_computes_the_optimizer_step_once(
+    run_cli: Run, tmp_path: Path, layout: tuple[str, ...]
+) -> None:
+    """SimAI's analytical simulator never waits a line's update field (it issues no collective
+    event: Layer::issue_*_comm return under ANALYTI; measured on SimAI 1.6 f5efb5a9, a second in
+    every line's field changed no result), and sums the compute columns: the optimizer step is in
+    them, once an iteration (not in every micro-batch copy), so the file computes what the traces
+    of the same layout do (their UPDATE node; each trace node's time is whole microseconds)."""
+    text, traces_us = _simai_and_traces(run_cli, tmp_path, *layout)
+    rows = [line.split() for line in text.read_text().splitlines()[2:]]
+    assert all(row[11] == "0" for row in rows)
+    file_us = sum(int(row[2]) + int(row[5]) + int(row[8]) for row in rows) / 1e3
+    assert abs(file_us - traces_us) <= 0.5 * len(rows)
 
 
 def test_results_without_the_columns_read_are_one_line_not_zeros(run_cli: Run, tmp_path: Path) -> None:

@@ -68,7 +68,11 @@ def _translate(
     options = Options(parallel=Parallelism(**parallel), compute=compute, dialect=dialect)
     result = translate_checked(path, options)
     assert result.workload is not None, result.diagnostics
-    assert validate(write(result.workload, dialect), dialect=dialect) == []  # clean for its consumer
+    found = [d.code for d in validate(write(result.workload, dialect), dialect=dialect)]
+    # clean for its consumer; SimAI runs only the transformer keywords (D314: SIGFPE in its report
+    # on any other, found running SimAI 1.6 f5efb5a9)
+    runs = dialect is not Dialect.SIMAI or result.workload.header.policy.is_transformer
+    assert found == ([] if runs else ["D314"])
     return result.workload
 
 

@@ -136,7 +136,9 @@ def _text(
         problems = list(parsed.diagnostics)
         _stop(f"{path}: not a workload file ({problems[0].message if problems else 'unreadable'})")
     dialect = workload.dialect or detect(workload)
-    errors = [d for d in check_parsed(parsed, dialect=dialect) if d.severity is Severity.ERROR]
+    reader = simai_run if dialect is Dialect.SIMAI else astra1
+    found = check_parsed(parsed, dialect=dialect)
+    errors = [d for d in found if d.severity is Severity.ERROR or d.code in reader.CANNOT_RUN]
     if errors:  # what the simulator would abort on or misread: said before it runs
         first = errors[0]
         where = f"{path}:{first.span.line}" if first.span else str(path)
@@ -147,7 +149,6 @@ def _text(
     if not count:
         _stop(f"{path}: how many NPUs? give --npus (the file's .meta.json says none)")
     astra_1, simai, recorded = given
-    reader = simai_run if dialect is Dialect.SIMAI else astra1
     try:
         net = network(preset, count)
         if recorded is not None:

@@ -18,12 +18,26 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from modtrans.plan.model import Collective, Compute, Place, Plan, Purpose, Step, Transfer
+from modtrans.plan.sizes import Consumer
+from modtrans.workload.model import Phase
 
 FWD, IG, WG = 0, 1, 2
 PER_MICRO = (Place.BEFORE_FWD, Place.AFTER_FWD, Place.BEFORE_BWD, Place.AFTER_WG, Place.AFTER_IG)
 _COLUMN = {Step.FWD: FWD, Step.INPUT_GRAD: IG, Step.WEIGHT_GRAD: WG}  # a compute's column
 
 Placed = dict[Place, list[Collective]]
+
+
+def optimizer_step(update: int, wg: Phase, reader: Consumer) -> tuple[Phase, int]:
+    """A line's weight-gradient column and update field with the layer's optimizer step where its
+    reader runs it. ASTRA-sim 1.0 waits the update field after each of the layer's collectives
+    (Layer::call, `..._Comm_Finished_After_Delay`). SimAI's analytical simulator issues no
+    collective event (Layer::issue_*_comm return under `#ifdef ANALYTI`), so never waits it: the
+    field is ignored (measured, SimAI 1.6 f5efb5a9: a second in every line's field changed no
+    result), and the step goes into the weight-gradient compute, which it sums."""
+    if reader is Consumer.SIMAI and update:
+        return Phase(wg.compute_time + update, wg.comm_type, wg.comm_size), 0
+    return wg, update
 
 
 class ProjectionError(ValueError):

@@ -49,6 +49,7 @@ from modtrans.plan.lines import (
     arrange,
     backward_column,
     first_stage,
+    optimizer_step,
 )
 from modtrans.plan.model import Collective, Plan, Purpose, Recompute, Schedule, Step
 from modtrans.plan.sizes import Consumer, written
@@ -138,7 +139,8 @@ def _unit_lines(
     fwd, ig, wg = (
         _phase(plan, times.get((index, col), 0), lines.main.comms.get(col)) for col in (FWD, IG, WG)
     )
-    out.append(("", fwd, ig, wg, plan.layers[index].update))
+    wg, update = optimizer_step(plan.layers[index].update if first_copy else 0, wg, Consumer.SIMAI)
+    out.append(("", fwd, ig, wg, update))  # the optimizer steps once an iteration: the first copy
     out += [_layer(plan, f".post{i + 1}", line) for i, line in enumerate(lines.post)]
     return out
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from modtrans.comm import CommType, Policy
-from modtrans.plan.lines import FWD, IG, WG, Line, ProjectionError, arrange, first_stage
+from modtrans.plan.lines import FWD, IG, WG, Line, ProjectionError, arrange, first_stage, optimizer_step
 from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Recompute, Step, Transfer
 from modtrans.plan.sizes import Consumer, written
 from modtrans.workload.model import Header, Layer, Phase, Workload
@@ -95,12 +95,7 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             f"the plan runs {plan.micro_batches} micro-batches per iteration; an ASTRA-sim 1.0 workload file "
             "runs one: write --dialect simai (its ga: header) or Chakra traces (--format chakra-et)"
         )
-    partial = plan.layout.recompute_placed if plan.layout is not None else None
-    if partial is not None:
-        raise ProjectionError(
-            f"{partial}: an ASTRA-sim 1.0 workload file's FWD_IN_BCKWD recomputes every layer "
-            "alike: write Chakra traces (--format chakra-et)"
-        )
+    _refuse_partial_recomputation(plan)
     head = header(plan)
     # a transformer keyword's plan as a layout's: the loss's all-reduces after the LM head's own
     # on lines of their own (lines.py places them by each collective's place; a plan made by hand
@@ -108,7 +103,8 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
     collectives = [op for op in plan.programs[0] if isinstance(op, Collective)]
     placed = bool(collectives) and all(c.place is not None for c in collectives)
     if plan.layout is not None or (head.policy.is_transformer and placed):
-        return Workload(head, _layout_lines(plan, head.policy, reader))
+        lines = _layout_lines(plan, head.policy, reader)
+        return Workload(_segment(head, plan, len(lines)), lines)
     times, comms = _cells(plan, head.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
     layers = []
     for i, info in enumerate(plan.layers):
@@ -118,9 +114,46 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             time = times.get((i, step), info.unexecuted_input_grad if step is Step.INPUT_GRAD else 0)
             phases.append(_phase(plan, info.name, policy, step, time, comms.get((i, step)), reader))
         fwd, ig, wg = phases
+        wg, update = optimizer_step(info.update, wg, reader)
         custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
-        layers.append(Layer(info.name, fwd, ig, wg, _update(info.update, phases, reader), policy=custom))
+        layers.append(Layer(info.name, fwd, ig, wg, _update(update, phases, reader), policy=custom))
     return Workload(head, tuple(layers))
+
+
+def _refuse_partial_recomputation(plan: Plan) -> None:
+    """ProjectionError for a layout that recomputes some of a block's forward (selective) or some
+    blocks (--recompute-fraction, --recompute-method): FWD_IN_BCKWD reruns whole lines from a
+    checkpoint (ASTRA-sim 1.0's Workload::iterate_hybrid_parallel_Transformer_fwd_in_bckwd)."""
+    layout = plan.layout
+    if layout is None:
+        return
+    if layout.recompute is Recompute.SELECTIVE:
+        raise ProjectionError(
+            "selective recomputation: an ASTRA-sim 1.0 workload file's FWD_IN_BCKWD reruns whole layers "
+            "from its checkpoints: write Chakra traces (--format chakra-et)"
+        )
+    if layout.recompute_placed is not None:
+        raise ProjectionError(
+            f"{layout.recompute_placed}: an ASTRA-sim 1.0 workload file's FWD_IN_BCKWD recomputes every "
+            "layer alike: write Chakra traces (--format chakra-et)"
+        )
+
+
+def _segment(head: Header, plan: Plan, count: int) -> Header:
+    """A recomputing layout's header with FWD_IN_BCKWD's lists: one checkpoint at line 0, the
+    recomputation started at the last of its `count` lines, the default of every dialect
+    (strategy/recompute.py; plan/simai.py writes the same). ASTRA-sim 1.0 reads both lists after
+    the group whatever they hold (astra-sim ASTRA-sim-1.0 07d5d19, Workload::initialize_workload:
+    `inFile >> tmp; inFile >> i` twice): without them it takes the layer count for the first key
+    and a layer's name for its length, and no pass finishes (V240)."""
+    if plan.layout is None or head.policy is not Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD:
+        return head
+    return Header(
+        head.policy,
+        model_parallel_group=head.model_parallel_group,
+        checkpoints=(0,),
+        checkpoint_initiates=(count - 1,),
+    )
 
 
 def _update(ticks: int, phases: Sequence[Phase], reader: Consumer) -> int:
@@ -154,7 +187,8 @@ def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[Layer, 
                 _phase(plan, name, policy, step, time, line.comms.get(col), reader)
                 for col, step, time in zip((FWD, IG, WG), _COLUMNS, compute, strict=True)
             )
-            return Layer(name, fwd, ig, wg, _update(update, (fwd, ig, wg), reader))
+            wg, ticks = optimizer_step(update, wg, reader)
+            return Layer(name, fwd, ig, wg, _update(ticks, (fwd, ig, wg), reader))
 
         pre = lines.pre
         out += [layer(f"{info.name}.pre{len(pre) - k}", line) for k, line in enumerate(reversed(pre))]

@@ -28,6 +28,9 @@ from modtrans.simulate.network import binary as _binary
 
 ENVIRONMENT = "MODTRANS_ASTRA_SIM_1"
 TOTALS = ("workload finished at", "total comp", "total exposed comm")  # its first layer row's
+# the warnings it cannot run a file with: a transformer header without its group or FWD_IN_BCKWD's
+# lists, whose next token it reads in their place (Workload::initialize_workload), no pass finishing
+CANNOT_RUN = frozenset({"V240"})
 
 
 def binary(given: str | None) -> Path:

@@ -26,6 +26,7 @@ from modtrans.simulate.network import binary as _binary
 ENVIRONMENT = "MODTRANS_SIMAI"
 TOTALS = ("Total time", "total comp", "total exposed comm")  # its summary row's
 RATIOS = Path("astra-sim-alibabacloud/inputs/ratio")
+CANNOT_RUN = frozenset({"D314"})  # the warnings it cannot run a file with: a keyword not a transformer's
 
 
 def binary(given: str | None) -> Path:

@@ -419,6 +419,21 @@ def simai_header_keys(workload: Workload, dialect: Dialect) -> Iterator[Diagnost
         )
 
 
+@check("D314", dialects=(Dialect.SIMAI,))
+def simai_keyword(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
+    header = workload.header
+    if header.policy.is_transformer:
+        return
+    yield diagnostic(
+        "D314",
+        f"SimAI reads its header's keys only under the transformer keywords: under {header.policy} "
+        "its analytical report divides by an uninitialised tensor x pipeline size (Layer::report) "
+        "and aborts (SIGFPE) after the pass",
+        span=header.span,
+        hint="write this keyword in the ASTRA-sim 1.0 dialect (--dialect astra-sim)",
+    )
+
+
 @check("D311", dialects=(Dialect.SIMAI,))
 def simai_repeated_gradient_reduction(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     ga = workload.header.ga or 1
