@@ -314,3 +314,25 @@ def test_a_fused_gate_and_up_projection_stores_a_gated_mlps_3f() -> None:
     d = activations.dims(ir, 1)
     assert d is not None
     assert {m.inner for m in d.mlps.values()} == {3 * f}
+
+
+def test_grad_reduce_in_bf16_keeps_a_bf16_gradient_buffer(run_cli: Run, tmp_path: Path) -> None:
+    """Megatron-Core allocates its gradient buffer in the dtype it reduces in
+    (distributed_data_parallel.py at core_r0.14.0: `grad_dtype = torch.float if
+    grad_reduce_in_fp32 else param.dtype`; arguments.py: --grad-reduce-in-bf16 turns
+    accumulate_allreduce_grads_in_fp32 off). --dtype-bytes 2 is that flag: a bf16 model's
+    gradients take 2 B a parameter where they take 4 without it; the rest of the rank as it was."""
+    params = (2 * H * H * (1 + KV / A) + 2 * H * F * 3 / 2 + 2 * H) * L + 2 * H * V + H  # untied, final norm
+    stages = []
+    for name, extra in (("fp32", []), ("bf16", ["--dtype-bytes", "2"])):
+        out = tmp_path / name
+        done = run_cli(
+            "translate", "llama-3-8b", "--dp", "2", "--zero", "1", "--seq-len", "256", *extra,
+            "--format", "chakra-et", "-o", out,
+        )  # fmt: skip
+        assert done.exit_code == 0, done.output
+        stages.append(json.loads(Path(f"{out}.et-meta.json").read_text())["parallel"]["llm"]["memory"][0])
+    assert stages[0]["gradients_bytes"] == 4 * params
+    assert stages[1]["gradients_bytes"] == 2 * params
+    for part in ("weights", "optimizer", "activations"):
+        assert stages[0][f"{part}_bytes"] == stages[1][f"{part}_bytes"]

@@ -231,7 +231,11 @@ def unit_state(
     if layout.framework is Framework.NEMO:
         return (elements, weights, *_nemo(u, width, optimizer_shards(layout, ranks)))
     if family is Framework.MEGATRON and width < 4:
-        grads = float(elements * MAIN_GRAD)
+        # the gradient buffer in the dtype it is reduced in (distributed_data_parallel.py at
+        # core_r0.14.0: `grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype`): fp32
+        # for bf16 parameters, their own under --grad-reduce-in-bf16 (--dtype-bytes 2: the bytes
+        # the unit reduces, u.grads); fp16 parameters' fp32 main gradients (MAIN_GRAD)
+        grads = float(u.grads) if u.bf16 else float(elements * MAIN_GRAD)
     elif bf16_optimizer(layout, u.bf16):
         grads = weights + float(elements * MAIN_GRAD)  # the bf16 gradients and the fp32 buffer
     elif family is Framework.DEEPSPEED:
