@@ -233,17 +233,36 @@ def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
     parameters marked `sequence_parallel`; tensor_parallel/layers.py, RowParallelLinear.__init__:
     `setattr(self.bias, "sequence_parallel", self.sequence_parallel)`; Transformer Engine's row-
     parallel Linear the same, transformer_engine/pytorch/module/linear.py at d0067d0,
-    Linear.reset_parameters). One all-reduce per unit here, where Megatron
-    flattens them into one (same bytes, fewer latencies). Position embeddings see the whole
-    sequence and are left alone, as Megatron leaves them; so are experts, whose tokens every rank
-    of their tensor group gathers (Megatron marks no expert parameter `sequence_parallel`)."""
+    Linear.reset_parameters). Megatron flattens them all into one all-reduce
+    (_flatten_dense_tensors); here one a transformer block (a block never spans two pipeline
+    stages), issued with the block's first such unit, whose gradient the backward finishes last,
+    and one for each unit outside the blocks: the same bytes, a latency a block. Position
+    embeddings see the whole sequence and are left alone, as Megatron leaves them; so are experts,
+    whose tokens every rank of their tensor group gathers (Megatron marks no expert parameter
+    `sequence_parallel`)."""
     if not sp or tp == 1:
         return
+    by_block: dict[int, tuple[Unit, int]] = {}
     for u in units:
-        if u.role in (LayerRole.REPLICATED, LayerRole.ROUTER) and u.x.owner.kind is not Kind.EMBEDDING:
-            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, u.grad_bytes(), TENSOR))
-        elif u.role is LayerRole.ROW and u.keeps(Role.BIAS):
-            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, u.x.group.bias_comm_bytes, TENSOR))
+        size = _partial_grad_bytes(u)
+        if not size:
+            continue
+        if u.block is None:
+            u.attach(Place.TAIL, Comm(CommType.ALLREDUCE, size, TENSOR))
+            continue
+        first, total = by_block.get(u.block, (u, 0))
+        by_block[u.block] = (first, total + size)
+    for first, total in by_block.values():
+        first.attach(Place.TAIL, Comm(CommType.ALLREDUCE, total, TENSOR))
+
+
+def _partial_grad_bytes(u: Unit) -> int:
+    """The bytes of a unit's gradients that SP leaves partial on each tensor rank (0: none)."""
+    if u.role in (LayerRole.REPLICATED, LayerRole.ROUTER) and u.x.owner.kind is not Kind.EMBEDDING:
+        return u.grad_bytes()
+    if u.role is LayerRole.ROW and u.keeps(Role.BIAS):
+        return u.x.group.bias_comm_bytes
+    return 0
 
 
 def check(ir: ModelIR, tp: int, sp: bool, option: str = "--tp") -> None:
