@@ -469,7 +469,8 @@ class StageProgram:
         deps = sorted(
             final | self._reductions(min(final, default=tail), tail) | set(range(tail, len(self.ops)))
         )
-        params = () if self.outline else tuple(p for u in units for p in u.io.trainable)
+        # a tied parameter (a keyword preset's GPT-2 wte and lm_head) is updated once
+        params = () if self.outline else tuple({p.name: p for u in units for p in u.io.trainable}.values())
         updated = tuple(Tensor(f"{p.name}#updated", p.bytes) for p in params)
         first = min(u.index for u in units)
         time = sum(u.times.update for u in units)
