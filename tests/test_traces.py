@@ -513,3 +513,21 @@ def test_inspect_shows_the_rate_and_utilisation_the_compute_model_assumes(
         assert float(mfu.rstrip("%")) == pytest.approx(flops / micros / 1e6 / 312 * 100, abs=0.06)
         shown[compute] = float(rate)
     assert shown["gpu"] < shown["roofline"] <= 312
+
+
+@pytest.mark.parametrize("layout", [{"dp": 2}, {"tp": 2, "dp": 2}], ids=["dp", "tp-dp"])
+def test_a_tied_parameter_is_updated_once(layout: dict[str, int], tmp_path: Path) -> None:
+    """GPT-2's LM head reuses the word embedding's weight (transformers' tie_word_embeddings): the
+    optimizer step writes it updated once, as every trace writes each tensor once (for ASTRA-sim
+    2.x's memory tracking, test_every_rank_carries_what_astra_sim_reads); the step node wrote it
+    twice, once for each unit holding it."""
+    import modtrans
+
+    plan = modtrans.translate("gpt2", **layout).plan
+    assert plan is not None
+    traces, _ = _files(plan, tmp_path)
+    for path in traces:
+        (update,) = [n for n in _read(path) if n.name.endswith("_UPDATE")]
+        written = [name for name, _ in _pairs(_attrs(update)["outputs"][1])]
+        assert len(written) == len(set(written))
+        assert "transformer.wte.weight#updated" in written
