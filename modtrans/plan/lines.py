@@ -9,6 +9,10 @@ ZeRO's reduce-scatter then all-gather) puts the others on lines with no compute 
 where the reader then issues them in the plan's order: before it, what precedes its forward and
 what follows its backward; after it, what follows its forward and what precedes its backward.
 They are named UNIT.pre1, UNIT.post1 ... (pre1 and post1 nearest the unit's line).
+
+Both writers then settle each layer's optimizer step where its reader runs it once an iteration
+(settle: the update column, or the weight-gradient compute) and, for a layout's full
+recomputation, name the blocks as FWD_IN_BCKWD's one segment (segment).
 """
 
 from __future__ import annotations
