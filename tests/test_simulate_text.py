@@ -16,6 +16,7 @@ import pytest
 from typer.testing import Result
 
 from modtrans.simulate import astra1, network
+from tests.test_astra_sim_1_reads import astra_sim_1_charges, reruns
 
 Run = Callable[..., Result]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -121,6 +122,8 @@ def test_a_two_level_cluster_is_two_switch_dimensions_for_astra_sim_1() -> None:
     ],
 )
 def test_a_real_astra_sim_1_run_finishes(run_cli: Run, tmp_path: Path, layout: tuple[str, ...]) -> None:
+    """And computes what the transcription of its loops says (tests/test_astra_sim_1_reads.py):
+    every compute column, FWD_IN_BCKWD's reruns of the blocks' forwards, the optimizer step."""
     out = tmp_path / "w.txt"
     args = (
         ("translate", "gpt2", *layout, "-o", out)
@@ -133,6 +136,7 @@ def test_a_real_astra_sim_1_run_finishes(run_cli: Run, tmp_path: Path, layout: t
     shown = json.loads(done.stdout)
     assert shown["finished"] is True
     assert shown["total_us"] >= shown["compute_us"] > 0
+    assert abs(shown["compute_us"] - astra_sim_1_charges(out.read_text()).compute / 1e3) <= 1
 
 
 @pytest.mark.skipif(not os.environ.get("MODTRANS_SIMAI"), reason="no SimAI binary given")
@@ -163,8 +167,9 @@ def _simai_and_traces(run_cli: Run, at: Path, *layout: str) -> tuple[Path, float
     [
         ("gpt2", "--tp", "2", "--dp", "4"),
         ("gpt2", "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "8"),
+        ("gpt2", "--tp", "2", "--dp", "4", "--recompute", "full"),
     ],
-    ids=["tp-dp", "pipeline-ga4"],
+    ids=["tp-dp", "pipeline-ga4", "recompute"],
 )
 def test_simai_text_computes_the_optimizer_step_once(
     run_cli: Run, tmp_path: Path, layout: tuple[str, ...]
@@ -173,11 +178,22 @@ def test_simai_text_computes_the_optimizer_step_once(
     event: Layer::issue_*_comm return under ANALYTI; measured on SimAI 1.6 f5efb5a9, a second in
     every line's field changed no result), and sums the compute columns: the optimizer step is in
     them, once an iteration (not in every micro-batch copy), so the file computes what the traces
-    of the same layout do (their UPDATE node; each trace node's time is whole microseconds)."""
+    of the same layout do (their UPDATE node; each trace node's time is whole microseconds). With
+    full recomputation, the forwards its FWD_IN_BCKWD lists rerun too (SimAI reads each list's first
+    index: one segment; the blocks alone, as the traces recompute them)."""
     text, traces_us = _simai_and_traces(run_cli, tmp_path, *layout)
-    rows = [line.split() for line in text.read_text().splitlines()[2:]]
+    lines = text.read_text().splitlines()
+    rows = [line.split() for line in lines[2:]]
     assert all(row[11] == "0" for row in rows)
+    head = lines[0].split()
+
+    def first(key: str) -> tuple[int, ...]:  # SimAI's reading: tokens[i + 2], the first index only
+        i = head.index(key) if key in head else -1
+        return (int(head[i + 2]),) if i >= 0 and int(head[i + 1]) > 0 else ()
+
+    again = reruns(first("checkpoints:"), first("checkpoint_initiates:"), len(rows))
     file_us = sum(int(row[2]) + int(row[5]) + int(row[8]) for row in rows) / 1e3
+    file_us += sum(int(rows[i][2]) for i in again) / 1e3
     assert abs(file_us - traces_us) <= 0.5 * len(rows)
 
 

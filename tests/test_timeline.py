@@ -234,7 +234,8 @@ def _ns(svg: str) -> int:
 
 def test_one_lane_s_iteration_is_the_workload_s_compute(run_cli: Run, tmp_path: Path) -> None:
     """A keyword preset on one lane: the iteration with a free network is every layer's forward,
-    input-gradient and weight-gradient compute, as the text written beside it says (ns)."""
+    input-gradient and weight-gradient compute and its optimizer step, as the text written beside it
+    says (ns; DATA's lines hold the step in their update column, plan/lines.py)."""
     import modtrans
 
     out, picture = tmp_path / "r.txt", tmp_path / "r.svg"
@@ -242,7 +243,8 @@ def test_one_lane_s_iteration_is_the_workload_s_compute(run_cli: Run, tmp_path: 
     workload = modtrans.parse(out.read_text()).workload
     assert workload is not None
     phases = [(x.fwd, x.input_grad, x.weight_grad) for x in workload.layers]
-    assert _ns(picture.read_text()) == sum(p.compute_time for three in phases for p in three)
+    step = sum(x.update_time for x in workload.layers)
+    assert _ns(picture.read_text()) == sum(p.compute_time for three in phases for p in three) + step
 
 
 @pytest.mark.parametrize(

@@ -9,17 +9,22 @@ ZeRO's reduce-scatter then all-gather) puts the others on lines with no compute 
 where the reader then issues them in the plan's order: before it, what precedes its forward and
 what follows its backward; after it, what follows its forward and what precedes its backward.
 They are named UNIT.pre1, UNIT.post1 ... (pre1 and post1 nearest the unit's line).
+
+Both writers then settle each layer's optimizer step where its reader runs it once an iteration
+(settle: the update column, or the weight-gradient compute) and, for a layout's full
+recomputation, name the blocks as FWD_IN_BCKWD's one segment (segment).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from modtrans.comm import CommType
 from modtrans.plan.model import Collective, Compute, Place, Plan, Purpose, Step, Transfer
 from modtrans.plan.sizes import Consumer
-from modtrans.workload.model import Phase
+from modtrans.workload.model import Header, Layer, Phase
 
 FWD, IG, WG = 0, 1, 2
 PER_MICRO = (Place.BEFORE_FWD, Place.AFTER_FWD, Place.BEFORE_BWD, Place.AFTER_WG, Place.AFTER_IG)
@@ -28,16 +33,52 @@ _COLUMN = {Step.FWD: FWD, Step.INPUT_GRAD: IG, Step.WEIGHT_GRAD: WG}  # a comput
 Placed = dict[Place, list[Collective]]
 
 
-def optimizer_step(update: int, wg: Phase, reader: Consumer) -> tuple[Phase, int]:
-    """A line's weight-gradient column and update field with the layer's optimizer step where its
-    reader runs it. ASTRA-sim 1.0 waits the update field after each of the layer's collectives
-    (Layer::call, `..._Comm_Finished_After_Delay`). SimAI's analytical simulator issues no
-    collective event (Layer::issue_*_comm return under `#ifdef ANALYTI`), so never waits it: the
-    field is ignored (measured, SimAI 1.6 f5efb5a9: a second in every line's field changed no
-    result), and the step goes into the weight-gradient compute, which it sums."""
-    if reader is Consumer.SIMAI and update:
-        return Phase(wg.compute_time + update, wg.comm_type, wg.comm_size), 0
-    return wg, update
+def reruns(head: Header, count: int) -> frozenset[int]:
+    """The lines whose forward FWD_IN_BCKWD runs again in the backward: for each initiating line,
+    from the nearest checkpoint at or before it to the line before it (ASTRA-sim 1.0 and SimAI
+    Workload.cc, iterate_hybrid_parallel_Transformer_fwd_in_bckwd, LoopState::Forward_In_BackPass).
+    SimAI reads each list's first index only (workload-format spec section 3.3)."""
+    starts, initiates = head.checkpoints or (), head.checkpoint_initiates or ()
+    out: set[int] = set()
+    for end in initiates:
+        out.update(range(max((s for s in starts if s <= end), default=0), min(end, count)))
+    return frozenset(out)
+
+
+def waits(layer: Layer, rerun: bool, reader: Consumer) -> int:
+    """How many times `reader` waits a line's update field in one iteration. ASTRA-sim 1.0: after
+    each collective the line issues, a rerun forward's again (Layer::call registers Fwd_,
+    Input_Grad_ and Wight_Grad_Comm_Finished_After_Delay `weight_grad_update_time` ticks after each
+    collective; Layer.cc sets fwd_update_time = input_grad_update_time = weight_grad_update_time),
+    none on a line without one (ComType::None issues nothing). Measured on ASTRA-sim-1.0 07d5d19
+    (tests/test_astra_sim_1_reads.py). SimAI's analytical simulator never: Layer::issue_*_comm
+    return under `#ifdef ANALYTI` before any event (SimAI 1.6 f5efb5a9: a second in every line's
+    field changed no result). ModTrans writes a collective only in a column the keyword issues."""
+    if reader is Consumer.SIMAI:
+        return 0
+    issued = [p for _, p in layer.phases if p.comm_type is not CommType.NONE]
+    return len(issued) + (rerun and layer.fwd.comm_type is not CommType.NONE)
+
+
+def settle(head: Header, layers: Sequence[Layer], reader: Consumer) -> tuple[Layer, ...]:
+    """The lines with each layer's optimizer step (its update field as the plan gives it) where
+    `reader` runs it once an iteration, as the traces and the estimate do: in the update field
+    where the reader waits it exactly once (ASTRA-sim 1.0, a line with one collective: DATA's
+    gradient all-reduce), else in the weight-gradient compute, which every reader runs once an
+    iteration (FWD_IN_BCKWD reruns forwards only). ASTRA-sim 1.0's field stays 1 tick at least on
+    a line with a collective: its analytical event queue aborts on an event at the current tick
+    (D313)."""
+    again = reruns(head, len(layers))
+    out = []
+    for i, layer in enumerate(layers):
+        times = waits(layer, i in again, reader)
+        wg, update = layer.weight_grad, layer.update_time
+        if times != 1 and update:
+            wg, update = Phase(wg.compute_time + update, wg.comm_type, wg.comm_size), 0
+        if times and reader is Consumer.ASTRA_SIM:
+            update = max(update, 1)
+        out.append(dataclasses.replace(layer, weight_grad=wg, update_time=update))
+    return tuple(out)
 
 
 class ProjectionError(ValueError):
@@ -139,3 +180,28 @@ def _put(lines: list[Line], column: int, c: Collective, *, fresh: bool) -> None:
                 line.comms[column] = c
                 return
     lines.append(Line({column: c}))
+
+
+def recomputed_units(plan: Plan) -> frozenset[int]:
+    """The units whose forward stage 0 computes again in the backward (a layout's --recompute full:
+    its transformer blocks)."""
+    ops = plan.outline(0)
+    return frozenset(op.layer for op in ops if isinstance(op, Compute) and op.step is Step.RECOMPUTE)
+
+
+def segment(recomputed: Sequence[bool]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """FWD_IN_BCKWD's lists for a layout's full recomputation, `recomputed[i]`: whether line i
+    belongs to a unit the plan recomputes (the transformer blocks). One checkpoint at the first
+    such line and the rerun started at the line after the last: the readers rerun the lines from
+    the checkpoint to the one before the initiating line (`reruns`), so the blocks' forwards alone,
+    as Megatron-LM's checkpoints cover the blocks only (megatron/core/transformer/
+    transformer_block.py, TransformerBlock._checkpointed_forward: the embedding runs before it, the
+    final norm and the output layer after). One segment, as SimAI reads one index of each list.
+    Where the blocks end the file (a pipeline's first stage) the last line cannot initiate its own
+    rerun: the rerun starts there and leaves that line's forward out."""
+    count = len(recomputed)
+    marked = [i for i, r in enumerate(recomputed) if r]
+    if count < 2 or not marked:
+        return (0,), (max(count - 1, 0),)
+    initiate = min(marked[-1] + 1, count - 1)
+    return (min(marked[0], initiate - 1),), (initiate,)

@@ -49,7 +49,9 @@ from modtrans.plan.lines import (
     arrange,
     backward_column,
     first_stage,
-    optimizer_step,
+    recomputed_units,
+    segment,
+    settle,
 )
 from modtrans.plan.model import Collective, Plan, Purpose, Recompute, Schedule, Step
 from modtrans.plan.sizes import Consumer, written
@@ -103,13 +105,14 @@ def project_simai(plan: Plan) -> Workload:
         else []
     )
     lines: list[Layer] = []
+    again, marks = recomputed_units(plan), []
     for m in range(ga):  # the copies after the first are one copy's lines, renamed
         for index, unit in zip(units, first if m == 0 else later, strict=True):
             name = plan.layers[index].name if m == 0 else f"{plan.layers[index].name}.mb{m}"
             lines += [Layer(name + suffix, fwd, ig, wg, update) for suffix, fwd, ig, wg, update in unit]
+            marks += [index in again] * len(unit)
     recomputed = layout.recompute is not Recompute.NONE
-    count = len(lines)
-    checkpoints: tuple[tuple[int, ...], tuple[int, ...]] = ((0,), (count - 1,)) if recomputed else ((), ())
+    checkpoints = segment(marks) if recomputed else ((), ())
     header = Header(
         Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD,
         model_parallel_group=plan.mesh.extent(Purpose.TENSOR),
@@ -122,7 +125,7 @@ def project_simai(plan: Plan) -> Workload:
         all_gpus=plan.npus,
         pp_comm=layout.boundary_bytes,
     )
-    return Workload(header, tuple(lines))
+    return Workload(header, settle(header, lines, Consumer.SIMAI))
 
 
 _Line = tuple[str, Phase, Phase, Phase, int]  # a line of a unit: its name's suffix, fwd, ig, wg, update
@@ -139,8 +142,8 @@ def _unit_lines(
     fwd, ig, wg = (
         _phase(plan, times.get((index, col), 0), lines.main.comms.get(col)) for col in (FWD, IG, WG)
     )
-    wg, update = optimizer_step(plan.layers[index].update if first_copy else 0, wg, Consumer.SIMAI)
-    out.append(("", fwd, ig, wg, update))  # the optimizer steps once an iteration: the first copy
+    update = plan.layers[index].update if first_copy else 0  # the optimizer steps once an iteration
+    out.append(("", fwd, ig, wg, update))  # (lines.settle puts it in the weight-gradient compute)
     out += [_layer(plan, f".post{i + 1}", line) for i, line in enumerate(lines.post)]
     return out
 

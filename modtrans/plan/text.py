@@ -29,8 +29,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from modtrans.comm import CommType, Policy
-from modtrans.plan.lines import FWD, IG, WG, Line, ProjectionError, arrange, first_stage, optimizer_step
+from modtrans.comm import Policy
+from modtrans.plan.lines import (
+    FWD,
+    IG,
+    WG,
+    Line,
+    ProjectionError,
+    arrange,
+    first_stage,
+    recomputed_units,
+    segment,
+    settle,
+)
 from modtrans.plan.model import Collective, Compute, Mesh, Plan, Purpose, Recompute, Step, Transfer
 from modtrans.plan.sizes import Consumer, written
 from modtrans.workload.model import Header, Layer, Phase, Workload
@@ -103,8 +114,9 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
     collectives = [op for op in plan.programs[0] if isinstance(op, Collective)]
     placed = bool(collectives) and all(c.place is not None for c in collectives)
     if plan.layout is not None or (head.policy.is_transformer and placed):
-        lines = _layout_lines(plan, head.policy, reader)
-        return Workload(_segment(head, plan, len(lines)), lines)
+        lines, recomputed = _layout_lines(plan, head.policy, reader)
+        head = _segment(head, plan, recomputed)
+        return Workload(head, settle(head, lines, reader))
     times, comms = _cells(plan, head.policy is Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD)
     layers = []
     for i, info in enumerate(plan.layers):
@@ -113,11 +125,10 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
         for step in _COLUMNS:
             time = times.get((i, step), info.unexecuted_input_grad if step is Step.INPUT_GRAD else 0)
             phases.append(_phase(plan, info.name, policy, step, time, comms.get((i, step)), reader))
-        fwd, ig, wg = phases
-        wg, update = optimizer_step(info.update, wg, reader)
         custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
-        layers.append(Layer(info.name, fwd, ig, wg, _update(update, phases, reader), policy=custom))
-    return Workload(head, tuple(layers))
+        fwd, ig, wg = phases
+        layers.append(Layer(info.name, fwd, ig, wg, info.update, policy=custom))
+    return Workload(head, settle(head, layers, reader))
 
 
 def _refuse_partial_recomputation(plan: Plan) -> None:
@@ -139,36 +150,28 @@ def _refuse_partial_recomputation(plan: Plan) -> None:
         )
 
 
-def _segment(head: Header, plan: Plan, count: int) -> Header:
-    """A recomputing layout's header with FWD_IN_BCKWD's lists: one checkpoint at line 0, the
-    recomputation started at the last of its `count` lines, the default of every dialect
-    (strategy/recompute.py; plan/simai.py writes the same). ASTRA-sim 1.0 reads both lists after
-    the group whatever they hold (astra-sim ASTRA-sim-1.0 07d5d19, Workload::initialize_workload:
-    `inFile >> tmp; inFile >> i` twice): without them it takes the layer count for the first key
-    and a layer's name for its length, and no pass finishes (V240)."""
+def _segment(head: Header, plan: Plan, recomputed: Sequence[bool]) -> Header:
+    """A recomputing layout's header with FWD_IN_BCKWD's lists: one checkpoint at the first line
+    of the blocks the plan recomputes, the rerun started at the line after their last
+    (lines.segment; plan/simai.py writes the same). ASTRA-sim 1.0 reads both lists after the group
+    whatever they hold (astra-sim ASTRA-sim-1.0 07d5d19, Workload::initialize_workload: `inFile >>
+    tmp; inFile >> i` twice): without them it takes the layer count for the first key and a
+    layer's name for its length, and no pass finishes (V240)."""
     if plan.layout is None or head.policy is not Policy.HYBRID_TRANSFORMER_FWD_IN_BCKWD:
         return head
+    starts, initiates = segment(recomputed)
     return Header(
         head.policy,
         model_parallel_group=head.model_parallel_group,
-        checkpoints=(0,),
-        checkpoint_initiates=(count - 1,),
+        checkpoints=starts,
+        checkpoint_initiates=initiates,
     )
 
 
-def _update(ticks: int, phases: Sequence[Phase], reader: Consumer) -> int:
-    """The update time ASTRA-sim can run: it ends each of a layer's collectives by an event that
-    many ticks later, and its analytical event queue aborts on an event at the current tick
-    (diagnostic D313, found running ASTRA-sim 1.0): a layer with a collective waits 1 tick at least."""
-    if reader is Consumer.ASTRA_SIM and any(p.comm_type is not CommType.NONE for p in phases):
-        return max(ticks, 1)
-    return ticks
-
-
-def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[Layer, ...]:
+def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[tuple[Layer, ...], list[bool]]:
     """A one-stage layout's or a transformer keyword's units, several collectives in one column on
     lines of their own (lines.py): the LM head's loss all-reduces, sequence parallelism's
-    all-gathers, ZeRO's pairs."""
+    all-gathers, ZeRO's pairs; and per line whether its unit is recomputed."""
     expected = columns(policy, plan.mesh)
 
     def column(c: Collective, forward: bool) -> int:
@@ -177,7 +180,9 @@ def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[Layer, 
         return WG if expected.get(Step.WEIGHT_GRAD) == spanned(c.over, plan.mesh) else IG
 
     _, times, placed = first_stage(plan, 1)
+    again = recomputed_units(plan)
     out: list[Layer] = []
+    marks: list[bool] = []
     for i, info in enumerate(plan.layers):
         lines = arrange(placed.get(i, {}), column)
         own = tuple(times.get((i, c), info.unexecuted_input_grad if c == IG else 0) for c in (FWD, IG, WG))
@@ -187,14 +192,14 @@ def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[Layer, 
                 _phase(plan, name, policy, step, time, line.comms.get(col), reader)
                 for col, step, time in zip((FWD, IG, WG), _COLUMNS, compute, strict=True)
             )
-            wg, ticks = optimizer_step(update, wg, reader)
-            return Layer(name, fwd, ig, wg, _update(ticks, (fwd, ig, wg), reader))
+            return Layer(name, fwd, ig, wg, update)
 
         pre = lines.pre
         out += [layer(f"{info.name}.pre{len(pre) - k}", line) for k, line in enumerate(reversed(pre))]
         out.append(layer(info.name, lines.main, own, info.update))
         out += [layer(f"{info.name}.post{k + 1}", line) for k, line in enumerate(lines.post)]
-    return tuple(out)
+        marks += [i in again] * (len(pre) + 1 + len(lines.post))
+    return tuple(out), marks
 
 
 def _phase(

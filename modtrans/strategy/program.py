@@ -17,7 +17,7 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         waits for its own and issues the next unit's, which wait for them in turn
     after the last step: every unit's tail collectives, each waiting for its last weight gradient,
         then its swaps with other stages (tied weights; DualPipe's mirrored copies); then, where
-        the plan has one (`update`: the LLM layout), the optimizer step of the rank's units as one
+        the rank has trained units (a keyword preset, a layout), the optimizer step of its units as one
         compute waiting for all of them (Megatron-LM steps once the gradients are reduced:
         megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step); then the units'
         after-step collectives (the distributed optimizer's parameter all-gathers), each waiting
@@ -191,13 +191,11 @@ class StageProgram:
         rerun: Rerun = Rerun(),
         boundary_bytes: Sequence[int] = (0,),
         outline: bool = False,
-        update: bool = False,
     ):
         self.stage, self.pipeline, self.rerun, self.mesh = stage, pipeline, rerun, mesh
         self.outline = outline  # communication only (plan/programs.py): no tensors, no dependencies
         self.shared: dict[tuple[int, Step, Place | None, int], Op] = {}  # an outline's ops, by place
         self.steps: dict[tuple[str, int], tuple[list[Op], int | None, list[tuple[int, int]]]] = {}
-        self.update = update  # end with the optimizer step (the units' PhaseTimes.update)
         self.chunks = chunks  # per virtual stage (all P x V), the units
         self.units = {u.index: u for chunk in chunks for u in chunk}
         self.boundary = boundary_bytes  # per virtual stage: bytes it sends forward
@@ -455,7 +453,7 @@ class StageProgram:
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False)
             for x in u.exchanges:
                 self._exchange(u, x)
-        if self.update and last_wg:
+        if last_wg:  # every program ends with the optimizer step (a keyword preset's, a layout's)
             self._optimizer(list(last_wg.values()), tail)
         for u in sorted((u for u, _ in last_wg.values()), key=lambda u: u.index):  # forward order
             self.collectives(u, Place.AFTER_STEP, Step.WEIGHT_GRAD, "")
@@ -471,7 +469,8 @@ class StageProgram:
         deps = sorted(
             final | self._reductions(min(final, default=tail), tail) | set(range(tail, len(self.ops)))
         )
-        params = () if self.outline else tuple(p for u in units for p in u.io.trainable)
+        # a tied parameter (a keyword preset's GPT-2 wte and lm_head) is updated once
+        params = () if self.outline else tuple({p.name: p for u in units for p in u.io.trainable}.values())
         updated = tuple(Tensor(f"{p.name}#updated", p.bytes) for p in params)
         first = min(u.index for u in units)
         time = sum(u.times.update for u in units)

@@ -108,7 +108,6 @@ def plan(
             rerun=rerun,
             boundary_bytes=boundary,
             outline=outline,
-            update=True,
         ).build()
 
     programs = Programs(layout.pp, program)  # each stage's built when a writer reads it
