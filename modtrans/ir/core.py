@@ -11,6 +11,12 @@ sink column dropped), an ONNX export's Div, Where and Add between its two MatMul
 two activations), forward through its consumers in the same block's attention, not past another
 product, a projection or a norm, the layers from which a product (the context) is reached.
 The cost model charges them nothing under a fused kernel (cost/gpu.py, attention_seconds).
+
+A core that adds a per-head term to the scores (an Add whose other operand is [.., heads, q, k]
+with more than one head: T5's relative position bias, T5Attention.compute_bias) marks its block's
+attention Heads.bias: transformers hands such a bias to PyTorch's SDPA as a float attn_mask, which
+its FlashAttention backend refuses (cost/gpu.py, masked). A causal or padding mask is [b, 1, q, k]:
+one for every head, not a bias.
 """
 
 from __future__ import annotations
@@ -34,7 +40,17 @@ def mark(layers: Sequence[Layer]) -> list[Layer]:
             core |= _between(x, by_name, after)
     if not core:
         return list(layers)
-    return [_marked(x) if x.name in core else x for x in layers]
+    biased = {x.block.index for x in layers if x.name in core and x.block is not None and _per_head(x)}
+    return [_marked(x, x.name in core, x.block is not None and x.block.index in biased) for x in layers]
+
+
+def _per_head(x: Layer) -> bool:
+    """A core Add of the scores and a per-head term: both operands [.., heads, q, k], heads > 1
+    (T5's bias; a causal or padding mask's second axis is 1)."""
+    if x.op_type != "Add" or x.block is None or x.block.heads is None or x.block.heads.query < 2:
+        return False
+    heads = x.block.heads.query
+    return sum(a.shape is not None and len(a.shape) == 4 and a.shape[1] == heads for a in x.inputs) >= 2
 
 
 def _product(x: Layer) -> bool:
@@ -70,6 +86,13 @@ def _between(score: Layer, by_name: dict[str, Layer], consumers: dict[str, list[
     return leads
 
 
-def _marked(x: Layer) -> Layer:
-    assert x.block is not None
-    return dataclasses.replace(x, block=dataclasses.replace(x.block, core=True))
+def _marked(x: Layer, core: bool, biased: bool) -> Layer:
+    """`x` marked Block.core where it is in a core; in a block whose core adds a per-head bias,
+    its attention's heads marked Heads.bias."""
+    if x.block is None or not (core or biased):
+        return x
+    block = dataclasses.replace(x.block, core=x.block.core or core)
+    heads = block.heads
+    if biased and heads is not None and block.part is Part.ATTENTION:
+        block = dataclasses.replace(block, heads=dataclasses.replace(heads, bias=True))
+    return dataclasses.replace(x, block=block)
