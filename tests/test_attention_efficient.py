@@ -98,3 +98,17 @@ def test_the_h100_has_no_measurement_of_the_efficient_kernel() -> None:
     said.clear()
     prepare(Request(model="gpt2", device="a100", attention="efficient", zero=3, dp=2), say=said.append)
     assert not any("stands in" in line for line in said)
+
+
+def test_sdpa_on_an_h100_charges_a_masked_attention_as_flashattention_2_dense() -> None:
+    """The H100 has no measurement of the memory-efficient kernel: under sdpa a masked attention
+    is charged FlashAttention-2's noncausal rate over every tile, never the newer FlashAttention-3's
+    (flash2_h100_fwd_bwd_benchmark.png, FlashAttention-2, head dim 128, no causal mask: 326 TFLOP/s
+    at 4k, forward + backward), and a note says the stand-in."""
+    from modtrans.request import Request, prepare
+
+    seconds = _seconds(_model("sdpa", "h100"), 4096, 128, Heads(16, 16, True, window=512))
+    assert 3.5 * 4 * 16384 * 4096 * 2048 / seconds / 1e12 == pytest.approx(326, rel=0.05)
+    said: list[str] = []
+    prepare(Request(model="gpt2", device="h100", attention="sdpa", zero=3, dp=2), say=said.append)
+    assert any("--attention sdpa" in line and "stands in" in line for line in said)

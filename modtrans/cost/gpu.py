@@ -50,7 +50,9 @@ fused kernel), and runs an attention handed a mask or a bias (`masked`: a slidin
 position bias) dense, with the bias's bytes (`mask_bytes`). `--attention sdpa` is PyTorch SDPA's
 choice per attention as transformers calls it: FlashAttention-2 where it gets no mask, the
 memory-efficient kernel where it gets one (pipeline.own_attention settles it for a model with
-such an attention under FSDP or DeepSpeed: M808).
+such an attention under FSDP or DeepSpeed: M808); where the device has no measurement of the
+memory-efficient kernel, the rate charged FlashAttention-2 stands in for it, not a newer kernel's
+(a masked attention is not charged faster than an unmasked one).
 
 `--attention eager` charges an attention core as an implementation without a fused kernel runs it
 (Megatron-LM before FlashAttention, 2021-22; PyTorch's math path): its two products as batched
