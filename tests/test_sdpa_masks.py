@@ -119,3 +119,20 @@ def test_fsdp_charges_sdpas_kernel(
     assert meta["compute"] == chosen["compute"]
     assert meta["parallel"] == chosen["parallel"]
     assert "M808" not in _translate(tmp_path, path, "--framework", "megatron")[0]
+
+
+@pytest.mark.parametrize(
+    ("config", "every"), [("flan-t5-base.json", True), ("llama-3.2-1b-instruct.json", False)]
+)
+def test_the_ir_masks_what_transformers_hands_sdpa(config: str, every: bool) -> None:
+    """The IR's attentions (ir/core.py's Heads.bias, cost/attention.py's masked) against the
+    calls recorded above: T5 hands every attention a bias, its cross-attentions included; Llama
+    none."""
+    from modtrans.cost.attention import masked
+    from modtrans.pipeline import extract_checked
+
+    ir, _ = extract_checked(FIXTURES / config)
+    assert ir is not None
+    products = [x for x in ir.layers if x.block and x.block.heads and x.gemm is not None and not x.params]
+    assert len(products) > 0
+    assert {masked(x.block.heads) for x in products if x.block and x.block.heads} == {every}

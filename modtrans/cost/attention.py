@@ -97,6 +97,9 @@ def mask_bytes(heads: Heads, scores: int, width: int) -> tuple[int, int]:
     aten/src/ATen/native/transformers/attention.cpp, convert_boolean_attn_mask), broadcast over
     batch and heads, and the kernel loads its tile for every (batch, head); it writes grad_bias
     [b, heads, q, k] where the bias is trained (T5's, from a parameter: Heads.bias), as
-    _efficient_attention_backward's grad_bias. A window's mask is not trained."""
+    _efficient_attention_backward's grad_bias. A window's mask is not trained; T5's cross-attention's
+    zeros (ir/core.py) are counted as its self-attention's bias, a gradient written that autograd
+    would not ask for: a small overcount, hidden under the kernel's compute wherever it is bound
+    by it."""
     read = scores * width
     return read, read if heads.bias else 0

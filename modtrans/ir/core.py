@@ -13,10 +13,13 @@ product, a projection or a norm, the layers from which a product (the context) i
 The cost model charges them nothing under a fused kernel (cost/gpu.py, attention_seconds).
 
 A core that adds a per-head term to the scores (an Add whose other operand is [.., heads, q, k]
-with more than one head: T5's relative position bias, T5Attention.compute_bias) marks its block's
-attention Heads.bias: transformers hands such a bias to PyTorch's SDPA as a float attn_mask, which
-its FlashAttention backend refuses (cost/gpu.py, masked). A causal or padding mask is [b, 1, q, k]:
-one for every head, not a bias.
+with more than one head: T5's relative position bias, T5Attention.compute_bias) marks that
+attention's layers (its products and its core) Heads.bias, and every attention of its numbered
+block: transformers hands such a bias to PyTorch's SDPA as a float attn_mask, which its
+FlashAttention backend refuses (cost/attention.py, masked), and T5's stack hands each block's
+cross-attention one too, zeros with the encoder's mask (T5Attention.forward: position_bias =
+torch.zeros(1, n_heads, q, k) where it has no relative bias; recorded: tests/test_sdpa_masks.py).
+A causal or padding mask is [b, 1, q, k]: one for every head, not a bias.
 """
 
 from __future__ import annotations
@@ -35,13 +38,23 @@ def mark(layers: Sequence[Layer]) -> list[Layer]:
     by_name = {x.name: x for x in layers}
     after = consumers(layers)
     core: set[str] = set()
+    biased: set[str] = set()  # the layers of an attention whose core adds a per-head bias
     for x in layers:
         if _product(x):
-            core |= _between(x, by_name, after)
+            between = _between(x, by_name, after)
+            core |= between
+            if any(_per_head(by_name[name]) for name in between):
+                products = {c for name in between for c in after.get(name, ()) if _product(by_name[c])}
+                biased |= {x.name, *between, *products}
     if not core:
         return list(layers)
-    biased = {x.block.index for x in layers if x.name in core and x.block is not None and _per_head(x)}
-    return [_marked(x, x.name in core, x.block is not None and x.block.index in biased) for x in layers]
+    blocks = {x.block.index for x in layers if x.name in biased and x.block is not None} - {None}
+    return [_marked(x, x.name in core, x.name in biased or _in(x, blocks)) for x in layers]
+
+
+def _in(x: Layer, blocks: set[int | None]) -> bool:
+    """Whether `x` is in one of the numbered `blocks` (a tower's layers, index None, are not)."""
+    return x.block is not None and x.block.index is not None and x.block.index in blocks
 
 
 def _per_head(x: Layer) -> bool:
@@ -87,8 +100,8 @@ def _between(score: Layer, by_name: dict[str, Layer], consumers: dict[str, list[
 
 
 def _marked(x: Layer, core: bool, biased: bool) -> Layer:
-    """`x` marked Block.core where it is in a core; in a block whose core adds a per-head bias,
-    its attention's heads marked Heads.bias."""
+    """`x` marked Block.core where it is in a core, and its heads Heads.bias where it is a layer
+    of an attention whose core adds a per-head bias."""
     if x.block is None or not (core or biased):
         return x
     block = dataclasses.replace(x.block, core=x.block.core or core)
