@@ -1056,6 +1056,23 @@ stored for the backward. The translation charges that (`--attention eager`) and 
 """,
 )
 _code(
+    "M808",
+    W,
+    "attention charged as SDPA's memory-efficient kernel: transformers hands it a mask or a bias",
+    """
+Under `--framework fsdp` or `deepspeed` a configuration read through transformers runs its own
+attention through PyTorch's SDPA, whose first GPU backend, FlashAttention-2, takes no attn_mask.
+Where transformers passes one (a sliding-window layer's [b, 1, q, k] mask: Mistral, Qwen2 under
+use_sliding_window, Gemma 3's local layers; T5's [1, heads, q, k] position bias), SDPA runs its
+memory-efficient kernel (xformers' cutlass kernel) instead: dense over the whole s x s (the
+window's zeros computed), reading the mask, and for T5 writing the bias's gradient. The
+translation charges those attentions so (`--attention sdpa`: the others as FlashAttention-2) and
+says so here.
+  bad:  a sliding window charged as FlashAttention's local mode, which SDPA never runs
+  good: --attention flash2 where the run uses flash_attention_2, which takes the window itself
+""",
+)
+_code(
     "X510",
     W,
     "layer whose FLOPs are unknown",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from modtrans import cost, formats, inputs, sidecar, zoo
 from modtrans._version import __version__
+from modtrans.cost.attention import masked
 from modtrans.diagnostics import Diagnostic, DiagnosticError, Severity, diagnostic, has_errors
 from modtrans.digest import Digest
 from modtrans.formats import Format
@@ -384,23 +385,37 @@ def own_attention(options: Options, ir: ModelIR, spec: str | Path) -> tuple[Opti
     SDPA, transformers' default implementation where the class has it, whose first backend on a
     GPU is FlashAttention-2 (flash2; torch's default priority order: FLASH_ATTENTION,
     EFFICIENT_ATTENTION, MATH, CUDNN_ATTENTION, torch._C._get_sdp_priority_order at 2.13; the
-    torchtitan convention, frameworks.py). Other options as given."""
+    torchtitan convention, frameworks.py). Where transformers hands SDPA a mask or a bias for some
+    attention (a sliding window, T5's position bias: cost/gpu.py, masked), FlashAttention refuses
+    it and the memory-efficient kernel runs that attention: sdpa, the choice per attention, said in
+    an M808. Other options as given."""
     if options.cost.attention != cost.OWN_ATTENTION:
         return options, []
-    eager = next((x for x in ir.layers if x.block and x.block.heads and x.block.heads.eager), None)
-    kernel = "flash2" if eager is None else "eager"
+    attentions = [x.block.heads for x in ir.layers if x.block and x.block.heads]
+    eager = any(h.eager for h in attentions)
+    mask = next((h for h in attentions if masked(h)), None)
+    kernel = "eager" if eager else "flash2" if mask is None else "sdpa"
     parallel = options.parallel
     if parallel.layout is not None:
         parallel = replace(parallel, layout=replace(parallel.layout, attention=kernel))
     settled = replace(options, cost=replace(options.cost, attention=kernel), parallel=parallel)
-    if eager is None:
+    if eager:
+        said = (
+            f"{ir.provenance.graph} has no fused attention kernel (transformers offers it neither SDPA, "
+            "FlashAttention nor flex attention): its attention is charged op by op, as the framework "
+            "runs the model's own code (--attention to choose a kernel)"
+        )
+        return settled, [diagnostic("M807", said, path=str(spec))]
+    if mask is None:
         return settled, []
+    why = "a sliding window's mask" if mask.window is not None else "a per-head position bias"
     said = (
-        f"{ir.provenance.graph} has no fused attention kernel (transformers offers it neither SDPA, "
-        "FlashAttention nor flex attention): its attention is charged op by op, as the framework "
-        "runs the model's own code (--attention to choose a kernel)"
+        f"{ir.provenance.graph}: transformers hands PyTorch's SDPA {why} (attn_mask), which its "
+        "FlashAttention backend refuses: those attentions are charged as its memory-efficient kernel "
+        "runs them, dense with the mask's bytes, the others as FlashAttention-2 (--attention to "
+        "choose a kernel)"
     )
-    return settled, [diagnostic("M807", said, path=str(spec))]
+    return settled, [diagnostic("M808", said, path=str(spec))]
 
 
 def _metadata(

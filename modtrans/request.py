@@ -258,20 +258,25 @@ def _calibrated(device: str | None) -> bool:
 
 def _unmeasured(request: Request, compute: str) -> list[str]:
     """A note where the gpu model's attention kernel, asked for or the framework's (flash2, cudnn,
-    flash1, triton), has no measurement on the device: its newest fused kernel's rate stands in
-    (cost/gpu.py)."""
+    flash1, triton, efficient), has no measurement on the device: its newest fused kernel's rate
+    stands in (cost/gpu.py); under sdpa, FlashAttention-2's for the memory-efficient kernel."""
     from modtrans.cost import CostError
     from modtrans.cost.gpu import ALTERNATIVES
     from modtrans.cost.roofline import device as profile
 
     attention, device = _attention(request), request.device or "a100"
-    if compute != "gpu" or attention not in ALTERNATIVES:
+    if compute != "gpu" or attention not in (*ALTERNATIVES, "sdpa"):
         return []
     try:
         kernels = profile(device).kernels
     except CostError:
         return []
-    if kernels is None or f"attention_{attention}" in kernels:
+    if kernels is not None and attention == "sdpa" and "attention_efficient" not in kernels:
+        return [  # SDPA's FlashAttention-2, and its memory-efficient kernel where handed a mask
+            f"--attention sdpa: the {device} profile has no measurement of the memory-efficient kernel; "
+            "the rate it charges FlashAttention-2 stands in for it"
+        ]
+    if kernels is None or attention == "sdpa" or f"attention_{attention}" in kernels:
         return []
     return [
         f"--attention {attention}: the {device} profile has no measurement of that kernel; "

@@ -142,12 +142,14 @@ OPTIONS: tuple[Option, ...] = (
     _o("efficiency", str,
        "gpu: scale its measured rates, all (0.9) or per class (gemm=0.8,attention=0.9,memory=0.95).", COST,
        **_SIDE),
-    _o("attention", ("flash", "flash2", "cudnn", "flash1", "triton", "eager"),
+    _o("attention", ("flash", "flash2", "cudnn", "flash1", "triton", "efficient", "sdpa", "eager"),
        "gpu: flash (the device's newest fused kernel, the default; --framework torchtitan: flash2, "
        "llm-foundry: triton, flash-attn: flash1, fms-fsdp: flash2), flash2 (FlashAttention-2: PyTorch "
        "SDPA's, flash-attn 2.x), cudnn (cuDNN's: Transformer Engine's on Hopper), flash1 (flash-attn "
        "1.x), triton "
-       "(FlashAttention in Triton: llm-foundry's 2023 benchmarks) or eager (its GEMMs and a "
+       "(FlashAttention in Triton: llm-foundry's 2023 benchmarks), efficient (the memory-efficient "
+       "kernel: PyTorch SDPA's where it is handed a mask), sdpa (SDPA's choice per attention: flash2, "
+       "or efficient where a window or bias is passed as a mask) or eager (its GEMMs and a "
        "materialised softmax).", COST,
        flags=("--attention",), **_SIDE),
     _o("time_unit", cost.Unit,

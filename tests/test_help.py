@@ -131,7 +131,7 @@ def test_translate_lists_its_options_in_groups_each_choice_named() -> None:
         assert group in titles
     assert any(title.startswith("LLM layout") for title in titles)
     # every option whose values are a fixed set lists them (the gpu model refuses the rest)
-    assert re.search(r"--attention flash\|flash2\|cudnn\|flash1\|triton\|eager", text), text
+    assert re.search(r"--attention flash\|flash2\|cudnn\|flash1\|triton\|efficient\|sdpa\|eager", text), text
     assert "config.json" in text  # MODEL takes a Hugging Face configuration
     unit = text[text.index("--time-unit") :].split("\n  -")[0]
     assert "[default" not in unit  # traces refuse ns: no shown default of ns

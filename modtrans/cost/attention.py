@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from modtrans.ir.document import Heads
+
 BACKWARD_FLOPS = 2.5  # FlashAttention's backward does 2.5x its forward's FLOPs (benchmark_flash_attention.py)
 Curve = tuple[tuple[float, float], ...]
 """(sequence, TFLOP/s) points, by sequence."""
@@ -74,3 +76,30 @@ def attention_of(a: Mapping[str, Any] | None) -> Attention | None:
     }
     padded = tuple(int(d) for d in a.get("padded", ()))
     return Attention(curves, float(a.get("bwd_over_fwd", 1.0)), float(a.get("scale", 1.0)), padded)
+
+
+def masked(heads: Heads) -> bool:
+    """Whether transformers hands PyTorch's SDPA this attention with an attn_mask, which SDPA's
+    FlashAttention backend refuses (pytorch/pytorch aten/src/ATen/native/transformers/cuda/
+    sdp_utils.cpp, use_flash_attention's constraints: check_for_attn_mask), so its memory-efficient
+    kernel runs it: a sliding window (masking_utils.sdpa_mask builds a [b, 1, q, k] bool mask) or a
+    per-head bias (T5's position_bias, [1, heads, q, k] float). A plain causal decoder without
+    padding gets is_causal and no mask (masking_utils._ignore_causal_mask_sdpa). Recorded on CPU
+    with transformers 5.25: tests/test_sdpa_masks.py."""
+    return heads.window is not None or heads.bias
+
+
+def mask_bytes(heads: Heads, scores: int, width: int) -> tuple[int, int]:
+    """The bytes the memory-efficient kernel reads of an attention's mask or bias in the forward
+    (and again in the backward, which recomputes the probabilities), and writes of the bias's
+    gradient in the backward, for `scores` = batch x heads x q x k elements of `width` bytes:
+    SDPA hands the kernel a float bias in the query's dtype (a bool mask converted:
+    aten/src/ATen/native/transformers/attention.cpp, convert_boolean_attn_mask), broadcast over
+    batch and heads, and the kernel loads its tile for every (batch, head); it writes grad_bias
+    [b, heads, q, k] where the bias is trained (T5's, from a parameter: Heads.bias), as
+    _efficient_attention_backward's grad_bias. A window's mask is not trained; T5's cross-attention's
+    zeros (ir/core.py) are counted as its self-attention's bias, a gradient written that autograd
+    would not ask for: a small overcount, hidden under the kernel's compute wherever it is bound
+    by it."""
+    read = scores * width
+    return read, read if heads.bias else 0

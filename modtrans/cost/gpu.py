@@ -44,6 +44,15 @@ kernel Transformer Engine prefers on Hopper, so Megatron-Core's; elsewhere the n
 flash_attn_triton.py: llm-foundry's 2023 default) take those kernels' measurements, the FlashAttention-2
 paper's A100 figure and its H100 figure (FlashAttention-1; the Triton kernel on the H100 derived
 from the A100's: devices.json's sources); elsewhere the newest fused kernel.
+`--attention efficient` takes the memory-efficient kernel (xformers' cutlass kernel, PyTorch SDPA's
+EFFICIENT_ATTENTION backend: the same figure's xformers bars on the A100; elsewhere the newest
+fused kernel), and runs an attention handed a mask or a bias (`masked`: a sliding window, T5's
+position bias) dense, with the bias's bytes (`mask_bytes`). `--attention sdpa` is PyTorch SDPA's
+choice per attention as transformers calls it: FlashAttention-2 where it gets no mask, the
+memory-efficient kernel where it gets one (pipeline.own_attention settles it for a model with
+such an attention under FSDP or DeepSpeed: M808); where the device has no measurement of the
+memory-efficient kernel, the rate charged FlashAttention-2 stands in for it, not a newer kernel's
+(a masked attention is not charged faster than an unmasked one).
 
 `--attention eager` charges an attention core as an implementation without a fused kernel runs it
 (Megatron-LM before FlashAttention, 2021-22; PyTorch's math path): its two products as batched
@@ -67,22 +76,24 @@ from typing import Any, ClassVar
 
 from modtrans import dtypes
 from modtrans.cost import fp8 as te
-from modtrans.cost.attention import BACKWARD_FLOPS, Attention, attention_of
+from modtrans.cost.attention import BACKWARD_FLOPS, Attention, attention_of, mask_bytes, masked
 from modtrans.cost.base import Clock, CostError, Model, PhaseTimes, Settings, register, result_elements
 from modtrans.cost.eager import eager_bytes, eager_under_compile
 from modtrans.cost.gemm import PhaseGemms, Shape, phase_gemms, traffic, update_bytes
 from modtrans.cost.loss import loss_bytes
 from modtrans.cost.norms import NormCost, norm_cost, rmsnorm_seconds
 from modtrans.cost.roofline import Device, device
-from modtrans.ir.document import Kind, Layer, Part
+from modtrans.ir.document import Gemm, Heads, Kind, Layer, Part
 
-# the newest fused kernel, FlashAttention-2, cuDNN's, FlashAttention-1, FlashAttention in Triton, none
-ATTENTION = ("flash", "flash2", "cudnn", "flash1", "triton", "eager")
+# the newest fused kernel, FlashAttention-2, cuDNN's, FlashAttention-1, FlashAttention in Triton,
+# the memory-efficient kernel, PyTorch SDPA's choice per attention (flash2 or efficient: masked), none
+ATTENTION = ("flash", "flash2", "cudnn", "flash1", "triton", "efficient", "sdpa", "eager")
 ALTERNATIVES = (
     "flash2",
     "cudnn",
     "flash1",
     "triton",
+    "efficient",
 )  # the fused kernels a device may have measured beside its newest
 TILES = ((256, 128), (128, 256), (128, 128))
 SMALL_TILES = ((128, 64), (64, 128), (64, 64))
@@ -171,6 +182,9 @@ class Gpu:
     # outside the blocks as `norms` says
     compiled: NormCost | None = None
     fp8: bool = False  # --precision fp8: the blocks' dense linears' GEMMs in FP8, TE's casts (fp8.py)
+    # the kernel of an attention handed a mask or a bias (masked): --attention efficient and sdpa's
+    # memory-efficient kernel; None: every attention runs `kernels.attention`
+    masked: Attention | None = None
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -235,6 +249,8 @@ class Gpu:
         if layer.kind is not Kind.MATMUL or g is None or g.groups < 1:
             return None
         head_dim = min(g.k, g.n)  # scores: (s, d, s); context: (s, s, d)
+        if self.masked is not None and masked(heads):
+            return self._masked(layer, g, heads, head_dim)
         causal = bool(heads.causal)
         local = windowed(g.m, heads.window, causal)
         if local is not None:  # the key tiles its window touches, each dense
@@ -245,6 +261,24 @@ class Gpu:
             forward, backward = self.kernels.attention.rates(head_dim, g.m, causal)
             work = layer.flops.forward / (2 if causal else 1)
         return work / forward, BACKWARD_FLOPS * work / backward
+
+    def _masked(self, layer: Layer, g: Gemm, heads: Heads, head_dim: int) -> tuple[float, float]:
+        """An attention product run by the memory-efficient kernel with a mask or bias: dense, every
+        s x s tile at the noncausal rate (its attn_bias is read tile by tile, none skipped: a
+        window's or a causal mask's zeros are computed), and the bias's bytes (mask_bytes), half on
+        each of the attention's two products. Roofline, max(compute, bytes), not their sum: the
+        kernel loads its bias tile beside the key and value tiles it already streams
+        (PyTorch's mem_eff_attention kernel_forward.h, attn_bias loaded per key block), so the
+        load overlaps the tile's products; it costs time only where it outruns them."""
+        assert self.masked is not None
+        forward, backward = self.masked.rates(head_dim, g.m, False)
+        work = layer.flops.forward
+        width = max(1, dtypes.width(layer.outputs[0].dtype)) if layer.outputs else 2
+        read, written = mask_bytes(heads, g.groups * g.m * max(g.k, g.n), width)
+        return (
+            max(work / forward, read / 2 / self.bandwidth),
+            max(BACKWARD_FLOPS * work / backward, (read + written) / 2 / self.bandwidth),
+        )
 
     def dropout_seconds(self, layer: Layer, width: int) -> tuple[float, float]:
         """Eager attention's dropout of the probabilities after its softmax, one kernel each way:
@@ -385,9 +419,14 @@ def make(settings: Settings) -> Gpu:
     if settings.attention not in ATTENTION:
         raise CostError(f"--attention {settings.attention}: one of {', '.join(ATTENTION)}")
     k = kernels(found.kernels)
-    chosen = k.attentions.get(settings.attention)
+    chosen = k.attentions.get("flash2" if settings.attention == "sdpa" else settings.attention)
     if chosen is not None:  # else the newest fused kernel (for flash2: the newest is FlashAttention-2)
         k = dataclasses.replace(k, attention=chosen)
+    mask = None
+    if settings.attention in ("efficient", "sdpa") and k.attention is not None:
+        mask = scaled(
+            dataclasses.replace(k, attention=k.attentions.get("efficient", k.attention)), settings.efficiency
+        )
     k = scaled(k, settings.efficiency)
     norms = k.eager_rmsnorm if settings.norms == "eager" else None
     compiled = k.compiled_rmsnorm if settings.compiled else None
@@ -395,5 +434,5 @@ def make(settings: Settings) -> Gpu:
     eager_ops = settings.norms == "eager"
     return Gpu(
         found, k, settings.clock, eager=eager, norms=norms, eager_ops=eager_ops, compiled=compiled,
-        loss=settings.loss, fp8=settings.fp8,
+        loss=settings.loss, fp8=settings.fp8, masked=mask.attention if mask is not None else None,
     )  # fmt: skip

@@ -11,6 +11,15 @@ sink column dropped), an ONNX export's Div, Where and Add between its two MatMul
 two activations), forward through its consumers in the same block's attention, not past another
 product, a projection or a norm, the layers from which a product (the context) is reached.
 The cost model charges them nothing under a fused kernel (cost/gpu.py, attention_seconds).
+
+A core that adds a per-head term to the scores (an Add whose other operand is [.., heads, q, k]
+with more than one head: T5's relative position bias, T5Attention.compute_bias) marks that
+attention's layers (its products and its core) Heads.bias, and every attention of its numbered
+block: transformers hands such a bias to PyTorch's SDPA as a float attn_mask, which its
+FlashAttention backend refuses (cost/attention.py, masked), and T5's stack hands each block's
+cross-attention one too, zeros with the encoder's mask (T5Attention.forward: position_bias =
+torch.zeros(1, n_heads, q, k) where it has no relative bias; recorded: tests/test_sdpa_masks.py).
+A causal or padding mask is [b, 1, q, k]: one for every head, not a bias.
 """
 
 from __future__ import annotations
@@ -29,12 +38,32 @@ def mark(layers: Sequence[Layer]) -> list[Layer]:
     by_name = {x.name: x for x in layers}
     after = consumers(layers)
     core: set[str] = set()
+    biased: set[str] = set()  # the layers of an attention whose core adds a per-head bias
     for x in layers:
         if _product(x):
-            core |= _between(x, by_name, after)
+            between = _between(x, by_name, after)
+            core |= between
+            if any(_per_head(by_name[name]) for name in between):
+                products = {c for name in between for c in after.get(name, ()) if _product(by_name[c])}
+                biased |= {x.name, *between, *products}
     if not core:
         return list(layers)
-    return [_marked(x) if x.name in core else x for x in layers]
+    blocks = {x.block.index for x in layers if x.name in biased and x.block is not None} - {None}
+    return [_marked(x, x.name in core, x.name in biased or _in(x, blocks)) for x in layers]
+
+
+def _in(x: Layer, blocks: set[int | None]) -> bool:
+    """Whether `x` is in one of the numbered `blocks` (a tower's layers, index None, are not)."""
+    return x.block is not None and x.block.index is not None and x.block.index in blocks
+
+
+def _per_head(x: Layer) -> bool:
+    """A core Add of the scores and a per-head term: both operands [.., heads, q, k], heads > 1
+    (T5's bias; a causal or padding mask's second axis is 1)."""
+    if x.op_type != "Add" or x.block is None or x.block.heads is None or x.block.heads.query < 2:
+        return False
+    heads = x.block.heads.query
+    return sum(a.shape is not None and len(a.shape) == 4 and a.shape[1] == heads for a in x.inputs) >= 2
 
 
 def _product(x: Layer) -> bool:
@@ -70,6 +99,13 @@ def _between(score: Layer, by_name: dict[str, Layer], consumers: dict[str, list[
     return leads
 
 
-def _marked(x: Layer) -> Layer:
-    assert x.block is not None
-    return dataclasses.replace(x, block=dataclasses.replace(x.block, core=True))
+def _marked(x: Layer, core: bool, biased: bool) -> Layer:
+    """`x` marked Block.core where it is in a core, and its heads Heads.bias where it is a layer
+    of an attention whose core adds a per-head bias."""
+    if x.block is None or not (core or biased):
+        return x
+    block = dataclasses.replace(x.block, core=x.block.core or core)
+    heads = block.heads
+    if biased and heads is not None and block.part is Part.ATTENTION:
+        block = dataclasses.replace(block, heads=dataclasses.replace(heads, bias=True))
+    return dataclasses.replace(x, block=block)

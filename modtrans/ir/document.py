@@ -161,6 +161,9 @@ class Heads:
     # the model's own implementation has no fused kernel for it (transformers' class offers neither
     # SDPA, FlashAttention nor flex attention): a framework running that module runs it op by op
     eager: bool = False
+    # the scores get a per-head additive bias the model computes (T5's relative position bias,
+    # [1, heads, queries, keys]): PyTorch's SDPA takes it as a float attn_mask (ir/core.py, mark)
+    bias: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,6 +429,8 @@ def _layer(x: Layer) -> dict[str, Any]:
             options["window"] = h.window
         if h is not None and h.eager:
             options["eager"] = True
+        if h is not None and h.bias:
+            options["bias"] = True
         heads = {} if h is None else {"heads": {"query": h.query, "key_value": h.key_value, **options}}
         core = {"core": True} if x.block.core else {}
         out["block"] = {"index": x.block.index, **part, **heads, **core}

@@ -103,7 +103,8 @@ class Layout:
     cp: int = 1  # Megatron's --context-parallel-size: the sequence split over C ranks (context.py)
     capacity_factor: float | None = None  # Megatron's --moe-expert-capacity-factor (expert.py)
     pad_to_capacity: bool = False  # Megatron's --moe-pad-expert-input-to-capacity
-    attention: str = "flash"  # the kernel: flash, flash2, cudnn, flash1, triton (no s x s tensor) or eager
+    # the kernel: flash, flash2, cudnn, flash1, triton, efficient, sdpa (no s x s tensor) or eager
+    attention: str = "flash"
     dp_replicate: int = 1  # HSDP: the D data ranks as R replicas of D / R sharded ranks (hsdp.py)
     recompute_fraction: float = 1.0  # full recomputation of this fraction of the blocks (checkpoints.py)
     recompute_method: str | None = None  # Megatron's --recompute-method: uniform or block (checkpoints.py)
