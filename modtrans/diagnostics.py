@@ -1045,10 +1045,10 @@ _code(
     """
 Under a framework that trains the module it is handed (`--framework fsdp` or `deepspeed`: PyTorch
 FSDP and DeepSpeed as transformers' Trainer and accelerate apply them), a configuration read
-through transformers runs its family's own attention code. Where that class offers neither SDPA,
-FlashAttention nor flex attention (its _supports_sdpa, _supports_flash_attn and
-_supports_flex_attn all False: BLOOM, MPT, XGLM, OpenAI GPT, DeBERTa, Switch Transformers...),
-transformers refuses every fused implementation and the attention runs op by op: its two
+through transformers runs its family's own attention code, in the implementation transformers
+picks when none is asked for: SDPA, or eager where the class has no SDPA (its _supports_sdpa
+False: BLOOM, MPT, XGLM, OpenAI GPT, DeBERTa, Switch Transformers, Gemma 2, whose FlashAttention
+and flex attention run only when asked for). Eager runs the attention op by op: its two
 products as batched GEMMs over the whole s x s, the softmax (and dropout) over the s x s scores,
 stored for the backward. The translation charges that (`--attention eager`) and says so here.
   bad:  a fused kernel's time and memory for a model whose code cannot run one

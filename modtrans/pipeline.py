@@ -385,10 +385,13 @@ def own_attention(options: Options, ir: ModelIR, spec: str | Path) -> tuple[Opti
     SDPA, transformers' default implementation where the class has it, whose first backend on a
     GPU is FlashAttention-2 (flash2; torch's default priority order: FLASH_ATTENTION,
     EFFICIENT_ATTENTION, MATH, CUDNN_ATTENTION, torch._C._get_sdp_priority_order at 2.13; the
-    torchtitan convention, frameworks.py). Where transformers hands SDPA a mask or a bias for some
-    attention (a sliding window, T5's position bias: cost/gpu.py, masked), FlashAttention refuses
-    it and the memory-efficient kernel runs that attention: sdpa, the choice per attention, said in
-    an M808. Other options as given."""
+    torchtitan convention, frameworks.py). Not modelled: on Hopper and Blackwell a CUDA build whose
+    runtime cuDNN is above 9.15 puts CUDNN_ATTENTION first (aten/src/ATen/native/transformers/cuda/
+    sdp_utils.cpp at pytorch 001f694, check_prefer_cudnn_attention, unless
+    TORCH_CUDNN_SDPA_DEPRIORITIZED): such a run is --attention cudnn's. Where transformers hands
+    SDPA a mask or a bias for some attention (a sliding window, T5's position bias: cost/gpu.py,
+    masked), FlashAttention refuses it and the memory-efficient kernel runs that attention: sdpa,
+    the choice per attention, said in an M808. Other options as given."""
     if options.cost.attention != cost.OWN_ATTENTION:
         return options, []
     attentions = [x.block.heads for x in ir.layers if x.block and x.block.heads]
@@ -401,9 +404,9 @@ def own_attention(options: Options, ir: ModelIR, spec: str | Path) -> tuple[Opti
     settled = replace(options, cost=replace(options.cost, attention=kernel), parallel=parallel)
     if eager:
         said = (
-            f"{ir.provenance.graph} has no fused attention kernel (transformers offers it neither SDPA, "
-            "FlashAttention nor flex attention): its attention is charged op by op, as the framework "
-            "runs the model's own code (--attention to choose a kernel)"
+            f"{ir.provenance.graph} has no SDPA in transformers, whose default then is eager "
+            "attention: its attention is charged op by op, as the framework runs the model's own "
+            "code (--attention to choose a kernel)"
         )
         return settled, [diagnostic("M807", said, path=str(spec))]
     if mask is None:

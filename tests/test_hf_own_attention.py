@@ -1,8 +1,9 @@
 """The attention a framework that runs the model's own module gets (`--framework fsdp` or
 `deepspeed`, nothing chosen: cost.OWN_ATTENTION): op by op where transformers gives the family
-no fused kernel (hf/blocks.eager_only), held to transformers refusing each fused implementation
-for real; SDPA's first backend, FlashAttention-2, otherwise (held to torch's priority order);
-Megatron's own model (the default framework) and an explicit --attention untouched.
+no SDPA (hf/blocks.eager_only: transformers' default falls back to eager), held to the
+implementation transformers picks for real; SDPA's first backend, FlashAttention-2, otherwise
+(held to torch's priority order); Megatron's own model (the default framework) and an explicit
+--attention untouched.
 
 Marker hf: needs torch and transformers (the extra `hf`).
 """
@@ -31,32 +32,26 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf"
 SMALL = {"num_hidden_layers": 1, "n_layer": 1, "n_layers": 1, "vocab_size": 128}
 
 
-def _refuses_every_fused_kernel(model_type: str) -> bool:
-    """Whether transformers refuses to build the family with SDPA and with flex attention (the
-    fused implementations it has without the flash-attn package): its own check,
-    PreTrainedModel._check_and_adjust_attn_implementation, run by from_config."""
+def _default_implementation(model_type: str) -> str:
+    """The attention implementation transformers picks for the family when none is asked for
+    (PreTrainedModel.get_correct_attn_implementation, run by from_config on the meta device)."""
     config = transformers.AutoConfig.for_model(model_type, **SMALL)
-    refused = 0
-    for implementation in ("sdpa", "flex_attention"):
-        try:
-            with torch.device("meta"):
-                transformers.AutoModel.from_config(config, attn_implementation=implementation)
-        except (ValueError, ImportError):
-            refused += 1
-    return refused == 2
+    with torch.device("meta"):
+        model = transformers.AutoModel.from_config(config)
+    return str(model.config._attn_implementation)
 
 
 @pytest.mark.parametrize(
-    "model_type", ["bloom", "mpt", "xglm", "openai-gpt", "gpt2", "llama", "t5", "opt", "gpt_neox"]
+    "model_type", ["bloom", "mpt", "xglm", "openai-gpt", "gemma2", "gpt2", "llama", "t5", "opt", "gpt_neox"]
 )
-def test_eager_only_is_what_transformers_refuses(model_type: str) -> None:
-    """eager_only(cls) reads the class's flags; transformers' own check refusing SDPA and flex
-    attention when asked for them is the independent fact (BLOOM's baddbmm with ALiBi, MPT's,
-    XGLM's and OpenAI GPT's attention are eager only; GPT-2, Llama, T5, OPT and GPT-NeoX take
-    SDPA)."""
+def test_eager_only_is_the_implementation_transformers_picks(model_type: str) -> None:
+    """eager_only(cls) reads the class's flags; transformers building the family without an
+    attn_implementation is the independent fact: eager for BLOOM (baddbmm with ALiBi), MPT, XGLM,
+    OpenAI GPT and Gemma 2 (FlashAttention and flex attention only when asked for), SDPA for
+    GPT-2, Llama, T5, OPT and GPT-NeoX."""
     config = transformers.AutoConfig.for_model(model_type, **SMALL)
     cls = transformers.AutoModel._model_mapping[type(config)]
-    assert blocks.eager_only(cls) is _refuses_every_fused_kernel(model_type)
+    assert blocks.eager_only(cls) is (_default_implementation(model_type) == "eager")
 
 
 def test_sdpa_runs_flashattention_2_first() -> None:

@@ -278,18 +278,15 @@ def block(
     return Block(index, Part.MLP if index is not None else outside)
 
 
-FUSED_PATHS = ("_supports_sdpa", "_supports_flash_attn", "_supports_flex_attn")
-"""What a transformers model class says of its attention kernels (modeling_utils.PreTrainedModel,
-transformers 5: each True where the family's attention runs through that interface's kernel;
-`_check_and_adjust_attn_implementation` refuses an implementation whose flag is False)."""
-
-
 def eager_only(cls: type) -> bool:
-    """Whether a transformers model class runs its attention op by op whatever it is asked: it
-    supports none of SDPA, FlashAttention and flex attention (BLOOM's baddbmm with its ALiBi bias,
-    MPT's, XGLM's, OpenAI GPT's, DeBERTa's, Switch Transformers'; transformers 5.25 has 134 such
-    model types, most of them without attention: convolutional and state-space models)."""
-    return not any(getattr(cls, flag, False) for flag in FUSED_PATHS)
+    """Whether a transformers model class, built without an attn_implementation (as Trainer and
+    accelerate build it), runs its attention op by op: transformers' default is SDPA, and a class
+    without it falls back to eager (modeling_utils.PreTrainedModel.get_correct_attn_implementation
+    in transformers 5.25: "Sdpa is the default, so we try it and fallback to eager otherwise";
+    FlashAttention and flex attention only when asked for). So `_supports_sdpa` false: BLOOM's
+    baddbmm with its ALiBi bias, MPT's, XGLM's, OpenAI GPT's, DeBERTa's, Switch Transformers',
+    Gemma 2's (which supports FlashAttention and flex attention, not SDPA)."""
+    return not getattr(cls, "_supports_sdpa", False)
 
 
 ATTENTION_CLASS = re.compile(r"Attention|MLA$")

@@ -158,8 +158,8 @@ class Heads:
     # a sliding window: each query attends to the last `window` keys, itself included (transformers'
     # sliding_window where the configuration's layer_types says sliding_attention); None: all of them
     window: int | None = None
-    # the model's own implementation has no fused kernel for it (transformers' class offers neither
-    # SDPA, FlashAttention nor flex attention): a framework running that module runs it op by op
+    # the model's own implementation runs it op by op unless asked otherwise (a transformers class
+    # without SDPA, its default: hf/blocks.eager_only), as a framework running that module does
     eager: bool = False
     # the scores get a per-head additive bias the model computes (T5's relative position bias,
     # [1, heads, queries, keys]): PyTorch's SDPA takes it as a float attn_mask (ir/core.py, mark)
