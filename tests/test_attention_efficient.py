@@ -12,7 +12,8 @@ import pytest
 
 from modtrans import cost
 from modtrans.cost.gpu import Gpu
-from modtrans.ir.document import Activation, Block, Flops, Gemm, Heads, Kind, Layer, Part
+from modtrans.ir.document import Heads
+from tests.cores import core_seconds
 
 SEQUENCES = (512, 1024, 2048, 4096, 8192, 16384)
 XFORMERS_A100 = {
@@ -26,28 +27,7 @@ FA2_A100 = {(128, True, 8192): 182}  # the same figure's FlashAttention-2 bar
 
 def _seconds(model: Gpu, sequence: int, head_dim: int, heads: Heads) -> float:
     """Forward and backward of one attention core (scores and context), batch 16k / s, 2048 wide."""
-    batch, count = 16384 // sequence, 2048 // head_dim
-    block = Block(0, Part.ATTENTION, heads)
-    out = (Activation("x", (batch, count, sequence, sequence), "bfloat16", None),)
-    macs = batch * count * sequence * sequence * head_dim
-    total = 0.0
-    for gemm in (
-        Gemm(sequence, head_dim, sequence, batch * count),
-        Gemm(sequence, sequence, head_dim, batch * count),
-    ):
-        layer = Layer(
-            "core",
-            "",
-            "MatMul",
-            Kind.MATMUL,
-            outputs=out,
-            flops=Flops(2 * macs, 4 * macs, 0),
-            gemm=gemm,
-            block=block,
-        )
-        times = model.times(layer)
-        total += (times.forward + times.input_grad) * 1e-9
-    return total
+    return core_seconds(model, 16384 // sequence, 2048 // head_dim, sequence, head_dim, heads)
 
 
 def _model(kernel: str, device: str = "a100") -> Gpu:

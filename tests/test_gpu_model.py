@@ -19,7 +19,8 @@ from typer.testing import Result
 from modtrans import cost
 from modtrans.cost.gemm import Shape
 from modtrans.cost.gpu import Gpu
-from modtrans.ir.document import Activation, Block, Flops, Gemm, Heads, Kind, Layer, Part
+from modtrans.ir.document import Activation, Block, Heads, Kind, Layer, Part
+from tests.cores import core_layers, core_seconds
 
 Run = Callable[..., Result]
 
@@ -169,29 +170,10 @@ def test_an_h100s_bf16_gemms_run_below_their_burst_measurements_by_a_sustained_m
 def _attention(model: Gpu, batch: int, heads: int, sequence: int, head_dim: int, causal: bool) -> float:
     """FlashAttention's forward and backward on one attention core, as the LLM builder writes it:
     scores (s x d x s), softmax, context (s x s x d) over batch x heads groups."""
-    block = Block(0, Part.ATTENTION, Heads(heads, heads, causal))
-    out = (Activation("x", (batch, heads, sequence, sequence), "bfloat16", None),)
-    macs = batch * heads * sequence * sequence * head_dim
-    total = 0.0
-    for gemm in (
-        Gemm(sequence, head_dim, sequence, batch * heads),
-        Gemm(sequence, sequence, head_dim, batch * heads),
-    ):
-        layer = Layer(
-            "core",
-            "",
-            "MatMul",
-            Kind.MATMUL,
-            outputs=out,
-            flops=Flops(2 * macs, 4 * macs, 0),
-            gemm=gemm,
-            block=block,
-        )
-        times = model.times(layer)
-        total += (times.forward + times.input_grad) * 1e-9
-    softmax = Layer("softmax", "", "Softmax", Kind.REDUCE, outputs=out, block=block)
+    kind = Heads(heads, heads, causal)
+    softmax = core_layers(batch, heads, sequence, head_dim, kind)[2]
     assert model.times(softmax).step == 0  # inside the fused kernel
-    return total
+    return core_seconds(model, batch, heads, sequence, head_dim, kind)
 
 
 # Dao-AILab/flash-attention assets/flash2_a100_fwd_bwd_benchmark.png: FlashAttention-2 forward +

@@ -9,14 +9,12 @@ Measured on 2026-12-07, torch 2.13 CPU: core_attn frees 16,380 bytes, mlp 49,152
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.torchrun import LLAMA, free_port
+from tests.torchrun import LLAMA, run_megatron
 
 pytestmark = pytest.mark.hf
 
@@ -42,12 +40,7 @@ def test_megatrons_own_layer_stops_storing_what_the_model_says(tmp_path: Path) -
     pytest.importorskip("torch")
     pytest.importorskip("megatron.core")
     out = tmp_path / "saved.json"
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("megatron_saved.py")), str(out), str(free_port())],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    measured = json.loads(out.read_text(encoding="utf-8"))
+    measured = run_megatron("megatron_saved.py", out)
     config = tmp_path / "llama.json"
     config.write_text(json.dumps({"model_type": "llama", "torch_dtype": "float32", **LLAMA}))
     plain = _activations(config, recompute="none")

@@ -8,16 +8,13 @@ of which the row-parallel biases 2 x 64 and the norms 4 x 64 whole."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from modtrans.plan import Collective, Place, Purpose
 from tests.test_row_bias import FP32, H, _plan, _weights
-from tests.torchrun import free_port
+from tests.torchrun import run_megatron
 
 pytestmark = pytest.mark.hf
 
@@ -26,12 +23,7 @@ def test_megatrons_own_layer_holds_what_modtrans_holds_at_tp_2(tmp_path: Path) -
     pytest.importorskip("torch")
     pytest.importorskip("megatron.core")
     out = tmp_path / "shards.json"
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("megatron_shards.py")), str(out), str(free_port())],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    measured = json.loads(out.read_text(encoding="utf-8"))
+    measured = run_megatron("megatron_shards.py", out)
     layer = measured["layer"]
     assert layer["self_attention.linear_proj.bias"] == layer["mlp.linear_fc2.bias"] == H  # whole
     one, two = (_weights(_plan(tmp_path, n, tp=2, global_batch=2)) for n in (1, 2))
@@ -45,5 +37,8 @@ def test_megatrons_own_layer_holds_what_modtrans_holds_at_tp_2(tmp_path: Path) -
         for c in plan.program(0)
         if isinstance(c, Collective) and c.place is Place.TAIL and c.over == frozenset({Purpose.TENSOR})
     }
-    assert reduced["transformer.h.0.mlp.c_proj"] == FP32 * layer["mlp.linear_fc2.bias"]
-    assert "transformer.h.0.mlp.c_fc" not in reduced
+    # the block's in one all-reduce with its first norm's (tensor.replicated_grads): two LayerNorms
+    # (weight and bias, h each) and the two row-parallel biases Megatron marks; no column bias
+    both = layer["self_attention.linear_proj.bias"] + layer["mlp.linear_fc2.bias"]
+    assert reduced["transformer.h.0.ln_1"] == FP32 * (2 * 2 * H + both)
+    assert set(reduced) == {"transformer.h.0.ln_1", "transformer.ln_f"}

@@ -28,10 +28,19 @@ def free_port() -> int:
 
 def run_script(name: str, out: Path) -> Any:
     """The script `name` (beside this file) run on LLAMA: what it wrote to `out`."""
-    script = Path(__file__).with_name(name)
+    return _run([name, json.dumps(LLAMA), str(free_port()), str(out)], out)
+
+
+def run_megatron(name: str, out: Path) -> Any:
+    """A Megatron-Core script beside this file (megatron_saved.py, megatron_shards.py), which
+    builds its own model: what it wrote to `out`."""
+    return _run([name, str(out), str(free_port())], out)
+
+
+def _run(args: list[str], out: Path) -> Any:
+    script = Path(__file__).with_name(args[0])
     done = subprocess.run(
-        [sys.executable, str(script), json.dumps(LLAMA), str(free_port()), str(out)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [sys.executable, str(script), *args[1:]], capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(out.read_text(encoding="utf-8"))
