@@ -93,7 +93,10 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest (2026-12-06, the exact tier, re-run on main 1f7dfe5 to the same times; Mixtral's memory
+Latest (2026-12-07 on main after branches rowbias and nemo: the same times but the Megatron-Core
+32B's and 70B's, whose SP norms' and row-parallel biases' gradient all-reduces are one a block
+(+19.3 and +8.5 % before). 2026-12-06, the exact tier, re-run on main 1f7dfe5 to the same times;
+Mixtral's memory
 50.3 GiB with the MoE terms Megatron-Core core_r0.10.0 keeps (mlps.py; 48.3 before); torchtitan's
 reserved with its FSDP2 all-gather stream's pool (memory.py, gather_pool: +2.4 GiB for Llama 3 8B,
 +5.6 for 70B; 76.1, 62.1, 72.1, 58.1, 33.6 and 45.9 before). On branch
@@ -119,8 +122,8 @@ busiest stage's):
     mcore-1.7b-h100              0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 18.1
     mcore-7.1b-h100              0.800 s  0.592 s -26.0 %  0.586 s  0.006  0.000       - / 28.8
     mcore-16b-h100               0.850 s  0.692 s -18.5 %  0.686 s  0.006  0.000       - / 29.6
-    mcore-32b-h100               0.892 s  1.064 s +19.3 %  0.735 s  0.329  0.000       - / 28.4
-    mcore-70b-h100               2.177 s  2.362 s  +8.5 %  1.539 s  0.575  0.248       - / 36.8
+    mcore-32b-h100               0.892 s  1.061 s +19.0 %  0.735 s  0.326  0.000       - / 28.4
+    mcore-70b-h100               2.177 s  2.359 s  +8.4 %  1.539 s  0.572  0.248       - / 36.8
     mcore-119b-h100              3.648 s  3.861 s  +5.9 %  2.728 s  0.503  0.631       - / 37.6
     mcore-177b-h100              5.259 s  5.417 s  +3.0 %  3.882 s  0.526  1.009       - / 41.7
     mcore-314b-h100              8.399 s  8.393 s  -0.1 %  6.014 s  0.731  1.649       - / 55.7
