@@ -76,16 +76,21 @@ def _written(run_cli: Run, at: Path, *options: str) -> str:
     return out.read_text()
 
 
+# translations both checks read: a DATA file, a checkpointed keyword file, and gpt2's layouts
+READ = [
+    ("resnet50", "--npus", "8"),
+    ("gpt2", "-p", "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "--npus", "8", "--model-parallel-group", "2"),
+]
+LAYOUTS = [
+    ("gpt2", "--tp", "2", "--dp", "4"),
+    ("gpt2", "--tp", "2", "--dp", "4", "--sp", "--zero", "1"),
+    ("gpt2", "--tp", "2", "--dp", "4", "--recompute", "full"),
+]
+
+
 @pytest.mark.parametrize(
     "options",
-    [
-        ("resnet50", "--npus", "8"),
-        ("vgg16", "-p", "HYBRID_CUSTOMIZED", "--npus", "8"),
-        ("gpt2", "-p", "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "--npus", "8", "--model-parallel-group", "2"),
-        ("gpt2", "--tp", "2", "--dp", "4"),
-        ("gpt2", "--tp", "2", "--dp", "4", "--sp", "--zero", "1"),
-        ("gpt2", "--tp", "2", "--dp", "4", "--recompute", "full"),
-    ],
+    [*READ, ("vgg16", "-p", "HYBRID_CUSTOMIZED", "--npus", "8"), *LAYOUTS],
     ids=lambda o: " ".join(o),
 )
 def test_astra_sim_1_reads_every_line_of_what_translate_writes(
@@ -220,15 +225,12 @@ def _traces_compute_ns(run_cli: Run, at: Path, *options: str) -> float:
 @pytest.mark.parametrize(
     "options",
     [
-        ("resnet50", "--npus", "8"),
+        *READ,
         ("gpt2", "-p", "HYBRID_TRANSFORMER", "--npus", "8", "--model-parallel-group", "4"),
-        ("gpt2", "-p", "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "--npus", "8", "--model-parallel-group", "2"),
         ("vgg16", "-p", "MODEL", "--npus", "8"),
         ("vgg16", "-p", "HYBRID_DATA_MODEL", "--npus", "8", "--model-parallel-group", "2"),
         ("vgg16", "-p", "HYBRID_CUSTOMIZED", "--npus", "8"),
-        ("gpt2", "--tp", "2", "--dp", "4"),
-        ("gpt2", "--tp", "2", "--dp", "4", "--sp", "--zero", "1"),
-        ("gpt2", "--tp", "2", "--dp", "4", "--recompute", "full"),
+        *LAYOUTS,
     ],
     ids=lambda o: " ".join(o),
 )
