@@ -245,7 +245,7 @@ def _extracted(
         )
     if entry is None:
         return None, [_unknown_model(str(spec))]
-    shapes = {**entry.input_shapes(batch), **(input_shapes or {})}
+    shapes = entry.input_shapes(batch, input_shapes)
     return extract_file(
         entry.path,
         batch=batch,

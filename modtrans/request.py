@@ -187,7 +187,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         parallel=parallel,
         params=params,
         batch=batch,
-        input_shapes=_shapes(request),
+        input_shapes=_shapes(request, batch),
         input_values=dict(request.input_value or {}),
         dtype_bytes=request.dtype_bytes,
         precision=request.precision,
@@ -300,9 +300,10 @@ def _efficiency(text: str | None) -> tuple[tuple[str, float], ...]:
     return tuple(found)
 
 
-def _shapes(request: Request) -> dict[str, tuple[int, ...]]:
-    """--input-shape, with --seq-len S as input_ids=1xS (the batch dimension is --batch's, or
-    --micro-batch's under the layout)."""
+def _shapes(request: Request, batch: int | None) -> dict[str, tuple[int, ...]]:
+    """--input-shape, with --seq-len S as input_ids=BxS, B the `batch` (--batch's, or --micro-batch's
+    under the layout; 1 where neither is given). Every input sharing a named dimension with
+    input_ids follows it (extraction/load.apply_inputs): GPT-2's attention_mask is [batch, sequence]."""
     shapes = dict(request.input_shape or {})
     if request.seq_len is None:
         return shapes
@@ -310,7 +311,7 @@ def _shapes(request: Request) -> dict[str, tuple[int, ...]]:
         raise UsageError("--seq-len must be at least 1")
     if "input_ids" in shapes:
         raise UsageError("--seq-len and --input-shape input_ids=... both set the sequence: give one")
-    shapes["input_ids"] = (1, request.seq_len)
+    shapes["input_ids"] = (batch or 1, request.seq_len)
     return shapes
 
 

@@ -184,6 +184,7 @@ def apply_inputs(
     inputs = {i.name: i for i in graph_inputs(loaded.model)}
     found: list[Diagnostic] = []
     names = ", ".join(inputs) or "(none)"
+    bound: dict[str, int] = {}  # a named dimension -> its size in a shape given
     too_large = limits.input_error(batch, shapes)
     if too_large:
         return [diagnostic("X501", too_large, path=path)]
@@ -204,9 +205,13 @@ def apply_inputs(
                 )
             )
             continue
+        for dim, size in zip(current, dims, strict=False):
+            if dim.dim_param:
+                bound.setdefault(dim.dim_param, size)
         del info.type.tensor_type.shape.dim[:]
         for d in dims:
             info.type.tensor_type.shape.dim.add().dim_value = d
+    _bind(inputs, shapes, bound)
     recurrent = _sequence_first(loaded.model)
     for name, info in inputs.items():
         if batch is not None and name not in shapes:
@@ -236,6 +241,20 @@ def apply_inputs(
             for d in info.type.tensor_type.shape.dim
         )
     return found
+
+
+def _bind(
+    inputs: Mapping[str, onnx.ValueInfoProto], shapes: Mapping[str, tuple[int, ...]], bound: Mapping[str, int]
+) -> None:
+    """Each input not given a shape takes the size a given shape set for a dimension it shares by
+    name (ONNX's dim_param: one symbol, one size, as onnx.shape_inference reads the graph): GPT-2's
+    attention_mask [batch, sequence] follows input_ids=1x256."""
+    for name, info in inputs.items():
+        if name in shapes:
+            continue
+        for d in info.type.tensor_type.shape.dim:
+            if d.dim_param in bound:
+                d.dim_value = bound[d.dim_param]
 
 
 def apply_values(loaded: Loaded, values: Mapping[str, float], path: str) -> list[Diagnostic]:

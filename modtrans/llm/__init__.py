@@ -216,6 +216,7 @@ def _generic(
     if isinstance(tokens, str):
         return None, [diagnostic("X501", tokens, path=name)]
     (micro, sequence), (_, targets) = tokens
+    micro = micro if batch is None else batch  # --batch, or --micro-batch under a layout, as from_hf's
     return hf.extract(
         config,
         data,

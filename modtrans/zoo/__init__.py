@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,15 +28,24 @@ class Entry:
     defaults: dict[str, int]
     sha256: str
 
-    def input_shapes(self, batch: int | None = None, **sizes: int) -> dict[str, tuple[int, ...]]:
-        """The inputs' dims with every named dim resolved (batch from `batch`, others by default)."""
-        values = {**self.defaults, **sizes}
+    def input_shapes(
+        self, batch: int | None = None, given: Mapping[str, tuple[int, ...]] | None = None
+    ) -> dict[str, tuple[int, ...]]:
+        """The inputs' dims with every named dim resolved: from the shapes `given` (an input given
+        whole, the names of its dims bound to those sizes for the others: attention_mask follows
+        input_ids=1x256), batch from `batch`, the others by default."""
+        values = dict(self.defaults)
+        for name, dims in (given or {}).items():
+            declared = self.inputs.get(name, ())
+            if len(declared) == len(dims):
+                values.update({d: size for d, size in zip(declared, dims, strict=True) if isinstance(d, str)})
         if batch is not None:
             values["batch"] = batch
-        return {
+        resolved = {
             name: tuple(values[d] if isinstance(d, str) else d for d in dims)
             for name, dims in self.inputs.items()
         }
+        return {**resolved, **(given or {})}
 
 
 @functools.cache

@@ -1,0 +1,80 @@
+"""The batch and sequence a user asks for reach every input of every kind of model: the micro-batch
+under a layout (--micro-batch), --batch, and --seq-len. Two defects of one class came before this:
+a model transformers builds (BLOOM and every family llm/ does not describe) was read at one
+sample whatever --micro-batch said, so each micro-batch was charged one sequence's compute; and
+GPT-2's ONNX graph got input_ids=1xS from --seq-len while its attention_mask, the same [batch,
+sequence] symbols, kept the built-in default 1x128, so the attention's shapes were unknown (X510).
+
+The expected FLOPs are the linears' own arithmetic, 2 x tokens x fan-in x fan-out, from the
+models' published configurations (GPT-2 small: 768 wide, QKV 2,304; BLOOM-3B's config.json in
+fixtures/hf: hidden 2,560, vocabulary 250,880), never read back from the code under test."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modtrans import pipeline
+from modtrans.ir.document import ModelIR
+from modtrans.request import prepare, request_of
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+GPT2_ONNX = Path(__file__).resolve().parent.parent / "modtrans" / "zoo" / "gpt2.onnx"
+
+
+def _ir(model: str | Path, **options: Any) -> ModelIR:
+    prepared = prepare(request_of(model, options))
+    result = pipeline.translate_checked(model, prepared.options)
+    assert result.ir is not None, result.diagnostics
+    assert not [d for d in result.diagnostics if d.severity == 1], result.diagnostics
+    return result.ir
+
+
+def _forward(ir: ModelIR, name: str) -> int:
+    (layer,) = [x for x in ir.layers if x.name == name]
+    return layer.flops.forward
+
+
+@pytest.mark.parametrize(
+    ("options", "batch"),
+    [
+        ({"seq_len": 256}, 1),
+        ({"seq_len": 256, "batch": 2}, 2),
+        ({"seq_len": 256, "npus": 2, "micro_batch": 2, "global_batch": 4}, 2),
+        ({"input_shape": {"input_ids": (3, 256)}}, 3),
+    ],
+)
+@pytest.mark.parametrize("model", ["gpt2", GPT2_ONNX], ids=["built-in", "onnx-file"])
+def test_gpt2_inputs_follow_the_sequence_and_batch(
+    model: str | Path, options: dict[str, Any], batch: int
+) -> None:
+    ir = _ir(model, **options)
+    tokens = batch * 256
+    assert _forward(ir, "transformer.h.0.attn.c_attn") == tokens * 2304 * (2 * 768 + 1)  # + the bias add
+    assert ir.provenance.input_shapes["attention_mask"] == (batch, 256)
+
+
+def test_an_onnx_copy_binds_the_named_dims_too(tmp_path: Path) -> None:
+    """A plain ONNX file (not the built-in entry, whose defaults resolve the names) goes through
+    extraction/load.apply_inputs: the mask follows input_ids by the names they share."""
+    copy = tmp_path / "model.onnx"
+    shutil.copyfile(GPT2_ONNX, copy)
+    ir = _ir(copy, seq_len=64, batch=4)
+    assert ir.provenance.input_shapes == {"input_ids": (4, 64), "attention_mask": (4, 64)}
+
+
+@pytest.mark.hf
+@pytest.mark.parametrize("micro", [1, 2])
+def test_a_family_transformers_builds_reads_the_micro_batch(
+    micro: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("MODTRANS_CACHE", str(tmp_path / "cache"))
+    config = FIXTURES / "hf" / "bloom-3b-finetune.json"
+    ir = _ir(config, seq_len=128, npus=2, micro_batch=micro, global_batch=4, dialect="simai")
+    assert _forward(ir, "lm_head") == 2 * micro * 128 * 2560 * 250880
+    assert _forward(ir, "transformer.h.0.mlp.dense_h_to_4h") == 2 * micro * 128 * 2560 * 10240
