@@ -14,11 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import Result
 
 from modtrans import cost
 from modtrans.cost.gemm import Shape
-from modtrans.cost.gpu import Gpu
+from modtrans.cost.gpu import TILES, Gpu
 from modtrans.ir.document import Activation, Block, Heads, Kind, Layer, Part
 from tests.cores import core_layers, core_seconds
 
@@ -249,6 +251,29 @@ def test_no_kernel_takes_less_than_a_launch() -> None:
     add = Layer("add", "", "Add", Kind.ELEMENTWISE, inputs=(tiny, tiny), outputs=(tiny,))
     assert model.times(add).forward == math.ceil(2555)
     assert model.gemm_seconds((Shape(8, 8, 8),), "bfloat16", 2) == pytest.approx(4e-6, rel=0.03)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    device=st.sampled_from(["a100", "h100", "mi300x"]),
+    dtype=st.sampled_from([("bfloat16", 2), ("float", 4)]),
+    m=st.integers(16, 2048),
+    k=st.integers(16, 8192),
+    n=st.integers(16, 2048),
+)
+def test_twice_the_rows_never_take_more_than_twice_the_time(
+    device: str, dtype: tuple[str, int], m: int, k: int, n: int
+) -> None:
+    """cuBLAS can always run a GEMM of 2M rows (or columns) as two kernels of M, one after the
+    other, so under a wave its choice is never slower than that. The tile rule alone broke it by
+    2x: 512 x 1024 (32 large tiles, too many for the small ones) ran at a quarter of 256 x 1024's
+    rate. From a wave up the model keeps the waves' rounding (wave quantization)."""
+    model = _gpu(device)
+    name, width = dtype
+    single = model.gemm_seconds((Shape(m, k, n),), name, width)
+    for double in (Shape(2 * m, k, n), Shape(m, k, 2 * n)):
+        if min(math.ceil(double.m / tm) * math.ceil(double.n / tn) for tm, tn in TILES) < model.kernels.sms:
+            assert model.gemm_seconds((double,), name, width) <= 2 * single * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("device", ["a100", "h100", "h100-hbm2e", "h200", "b200", "mi300x"])

@@ -193,6 +193,27 @@ class Gpu:
     def _gemm(self, s: Shape, dtype: str, width: int) -> float:
         k = self.kernels
         rate = self.device.peak(dtype) * k.matmul(dtype) / k.sms  # FLOP/s of one SM
+        moved = (s.m * s.k + s.k * s.n + s.m * s.n) * s.count * width
+        return max(self._compute(s, rate), moved / self.bandwidth, k.kernel_floor_s)
+
+    def _compute(self, s: Shape, rate: float, memo: dict[Shape, float] | None = None) -> float:
+        """The best tiling's time, and under one wave of the large tiles never more than two
+        kernels of half the rows or half the columns one after the other: cuBLAS can always run
+        those. Without the bound 512 x 1024 rows (32 large tiles, too many for the small ones'
+        rule) took four times 256 x 1024's (16 tiles, small ones: 64 of them), twice the work at
+        a quarter of the rate; the A100's measured 1024^3 (64 large tiles) equals its halves'.
+        From a wave up, the waves' rounding stands as cuBLAS's own (wave quantization)."""
+        memo = {} if memo is None else memo
+        if s not in memo:
+            best = max(self._tiling(s, rate), self.kernels.kernel_floor_s)
+            if min(_tiles(s, tm, tn) for tm, tn in TILES) < self.kernels.sms:
+                for half in _halves(s):
+                    best = min(best, 2 * self._compute(half, rate, memo))
+            memo[s] = best
+        return memo[s]
+
+    def _tiling(self, s: Shape, rate: float) -> float:
+        k = self.kernels
         # an edge shorter than every tile (under 128) gets a kernel whose tile covers it, down to
         # the MMA instruction's 16 x 8 (mma.sync m16n8k16): a batch-1 classifier is not charged
         # 128 rows
@@ -204,9 +225,7 @@ class Gpu:
             # tiles cuBLAS keeps for it (the guide's list goes down to 64 x 64) spread it wider. Not
             # before: on the measured sweeps (1024^3 fills 64 of 108 SMs) cuBLAS does not gain
             tiles |= {(m or tm, n or tn) for tm, tn in SMALL_TILES}
-        compute = min(self._tiled(s, tm, tn, rate) for tm, tn in tiles)
-        moved = (s.m * s.k + s.k * s.n + s.m * s.n) * s.count * width
-        return max(compute, moved / self.bandwidth, k.kernel_floor_s)
+        return min(self._tiled(s, tm, tn, rate) for tm, tn in tiles)
 
     def _tiled(self, s: Shape, tm: int, tn: int, rate: float) -> float:
         """Waves of (tm x tn) output tiles; when they fill less than one wave, the reduction split
@@ -371,6 +390,12 @@ class Gpu:
             ),
             **self.clock.describe(),
         }
+
+
+def _halves(s: Shape) -> tuple[Shape, ...]:
+    """`s` with half its rows, and with half its columns (an edge of the MMA's 16 x 8 stays)."""
+    rows = (Shape(-(-s.m // 2), s.k, s.n, s.count),) if s.m >= 32 else ()
+    return rows + ((Shape(s.m, s.k, -(-s.n // 2), s.count),) if s.n >= 16 else ())
 
 
 def _tiles(s: Shape, tm: int, tn: int) -> int:
