@@ -18,6 +18,10 @@ from modtrans.pipeline import Options
 from modtrans.strategy.draft import Parallelism
 from modtrans.strategy.llm.options import Layout
 
+TOKENS = ("input_ids", "decoder_input_ids")
+"""The inputs whose first dimension is the micro-batch a sweep's layout sets (a sweep takes
+--seq-len, never --input-shape: table.SWEEP_SHARED)."""
+
 
 @dataclass(frozen=True)
 class Context:
@@ -34,7 +38,12 @@ class Context:
         its vocabulary padded as the layout pads it (Megatron: a multiple of 128 T)."""
         key = (layout.vocabulary_multiple, layout.micro_batch)
         if key not in self.irs:
-            self.irs[key] = _ir(self.model, replace(self.options, batch=layout.micro_batch), key[0])
+            micro = layout.micro_batch
+            shapes = {  # --seq-len's input_ids=BxS (request._shapes), B the layout's micro-batch
+                name: (micro, *dims[1:]) if name in TOKENS and dims else dims
+                for name, dims in self.options.input_shapes.items()
+            }
+            self.irs[key] = _ir(self.model, replace(self.options, batch=micro, input_shapes=shapes), key[0])
         return self.irs[key]
 
     def parallelism(self, layout: Layout) -> Parallelism:
