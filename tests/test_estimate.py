@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import Result
@@ -251,9 +252,8 @@ def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str,
     exact = estimate.plan(plan, network="dgx-a100")
     layout = prepared.options.parallel.layout
     assert layout is not None
-    fast = estimate.layout(
-        model, layout, network="dgx-a100", **{k: options[k] for k in ("seq_len",) if k in options}
-    )
+    shared: dict[str, Any] = {k: options[k] for k in ("seq_len",) if k in options}
+    fast = estimate.layout(model, layout, network="dgx-a100", **shared)
     assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=0.003)
     for mine, theirs in zip(fast.stages, exact.stages, strict=True):
         assert mine.compute_s == pytest.approx(theirs.compute_s, rel=1e-3)
