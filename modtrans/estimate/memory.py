@@ -12,7 +12,7 @@ from typing import Any
 from modtrans.estimate.context import Context
 from modtrans.estimate.units import Skeleton
 from modtrans.plan.model import StageMemory
-from modtrans.strategy.llm import activations
+from modtrans.strategy.llm import activations, memory
 from modtrans.strategy.llm.footprint import Split, split_of, stage_memory
 from modtrans.strategy.llm.options import Layout
 
@@ -21,7 +21,8 @@ def per_stage(ctx: Context, sk: Skeleton, layout: Layout, cuts: Sequence[range])
     """One rank's memory per pipeline stage of `layout`, the full model's blocks cut into `cuts`."""
     split = sk.made.get("split")
     if not isinstance(split, Split):
-        split = sk.made["split"] = split_of(list(sk.units), sk.blocks, sk.order)
+        kept = memory.saved_per_sample(ctx.ir(layout), _dims(ctx, layout))  # a model without heads
+        split = sk.made["split"] = split_of(list(sk.units), sk.blocks, sk.order, kept)
     return stage_memory(split, cuts, layout, _dims(ctx, layout))
 
 

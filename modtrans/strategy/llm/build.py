@@ -118,6 +118,7 @@ def plan(
         LayerInfo(c.name, c.times.update, unexecuted_input_grad=c.times.input_grad if c.first else 0)
         for c in runs
     )
+    dims = activations.dims(ir, layout.micro_batch, layout.capacity_factor)
     facts = LayoutFacts(
         sequence_parallel=layout.sp,
         zero=layout.zero,
@@ -130,10 +131,10 @@ def plan(
         boundary_bytes=boundary[0] if len(boundary) > 1 else 0,
         chunks=tuple(Chunk(c[0].name, c[-1].name, len(cut)) for c, cut in zip(chunks, cuts, strict=True)),
         memory=memory.per_stage(
-            memory.held(units),
+            memory.held(units, memory.saved_per_sample(ir, dims, layout.micro_batch)),
             unit_chunks,
             layout,
-            activations.dims(ir, layout.micro_batch, layout.capacity_factor),
+            dims,
             tied,
             layout.expert_gradient_ranks,
             zero_redundancy.first_share((p for u in units for p in zero_redundancy.parameters(u)), layout),

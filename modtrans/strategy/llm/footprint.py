@@ -14,7 +14,7 @@ padding.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from modtrans.ir.document import ModelIR
@@ -48,7 +48,10 @@ class Split:
 
 
 def split_of(
-    units: Sequence[Unit], grouped: Sequence[Sequence[int]] | None = None, order: Sequence[int] | None = None
+    units: Sequence[Unit],
+    grouped: Sequence[Sequence[int]] | None = None,
+    order: Sequence[int] | None = None,
+    kept: Mapping[str, float] | None = None,
 ) -> Split:
     """The Split of a rank's units: `grouped`, the unit indices of each block of the model in
     order (default: the units' own blocks, stages.blocks), and `order`, each such block's index
@@ -57,13 +60,13 @@ def split_of(
     block indices: the same entries as the full model's units."""
     names = {p.shared_with for u in units for p in u.x.owner.params if p.shared_with}
     tied = [u for u in units if u.name in names or any(p.shared_with for p in u.x.owner.params)]
-    held = memory.held(units)
+    held = memory.held(units, kept)  # kept: memory.saved_per_sample's
     entries: list[memory.Held] = []
     out: list[list[int]] = []
     entry_of: dict[int, int] = {}
     parameters: list[tuple[int, bool]] = []
     for g, block in enumerate(blocks([u.block for u in units]) if grouped is None else grouped):
-        sums: dict[tuple[bool, int, bool, bool], list[int]] = {}
+        sums: dict[tuple[bool, int, bool, bool], list[float]] = {}
         mine: list[int] = []
         for i in block:
             parameters += zero_redundancy.parameters(units[i])
@@ -75,17 +78,29 @@ def split_of(
                 continue
             width = 0 if not h.elements else 1 if h.weights < 4 * h.elements else 2
             # the layers outside the blocks (memory.gathered: FSDP keeps them gathered) apart
-            total = sums.setdefault((h.expert, width, h.block is None, h.bf16), [0, 0, 0, 0])
+            total = sums.setdefault((h.expert, width, h.block is None, h.bf16), [0, 0, 0, 0, 0.0])
             total[0] += h.elements
             total[1] += h.weights
             total[2] += h.grads
             total[3] += h.linear
+            total[4] += h.saved
         block_of = held[block[0]].block if held[block[0]].block is not None else held[block[-1]].block
         block_of = order[g] if order is not None else block_of
-        for (expert, _, outside, bf16), (elements, weights, grads, linear) in sums.items():
+        for (expert, _, outside, bf16), (elements, weights, grads, linear, kept_bytes) in sums.items():
             mine.append(len(entries))
             block_or_none = None if outside else block_of
-            entries.append(memory.Held(elements, weights, grads, expert, block_or_none, bf16, linear))
+            entries.append(
+                memory.Held(
+                    int(elements),
+                    int(weights),
+                    int(grads),
+                    expert,
+                    block_or_none,
+                    bf16,
+                    int(linear),
+                    kept_bytes,
+                )
+            )
         out.append(mine)
     return Split(tied, entries, out, entry_of, parameters)
 
@@ -134,7 +149,9 @@ class Footprint:
         found = self._splits.get(key)
         if found is None:
             try:
-                found = split_of(build.rank_units(self.ir(layout), layout, self._params, self._dtype_bytes))
+                ir = self.ir(layout)
+                kept = memory.saved_per_sample(ir, activations.dims(ir, 1))
+                found = split_of(build.rank_units(ir, layout, self._params, self._dtype_bytes), kept=kept)
             except LayoutError as error:
                 found = error
             self._splits[key] = found

@@ -111,17 +111,38 @@ class Held:
     block: int | None
     bf16: bool = False  # its trainable parameters bf16 (bf16_optimizer: DeepSpeed's BF16_Optimizer)
     linear: int = 0  # elements of its Transformer Engine linears' parameters (--precision fp8: fp8.py)
+    saved: float = 0.0  # its share of what autograd saves, a sample, where the block formulas do not apply
 
 
-def held(units: Sequence[Unit]) -> list[Held]:
-    """Each unit's Held, in order (a sweep keeps them for every layout of the same split)."""
-    return [_held(u, _elements(u)) for u in units]
+def held(units: Sequence[Unit], kept: Mapping[str, float] | None = None) -> list[Held]:
+    """Each unit's Held, in order (a sweep keeps them for every layout of the same split);
+    `kept`: saved_per_sample's, for a model the block formulas do not know."""
+    return [_held(u, _elements(u), kept) for u in units]
 
 
-def _held(u: Unit, elements: int) -> Held:
+def _held(u: Unit, elements: int, kept: Mapping[str, float] | None) -> Held:
     linear = elements if te_linear(u.x.owner) else 0
     expert = u.role is LayerRole.EXPERT
-    return Held(elements, u.param_bytes(), u.grad_bytes(), expert, u.block, bf16_params(u), linear)
+    part = saved.Part(u.x.owner, u.x.group.folded, u.x.ways, u.x.split is Split.K)
+    mine = part.bytes(kept) if kept else 0.0
+    return Held(elements, u.param_bytes(), u.grad_bytes(), expert, u.block, bf16_params(u), linear, mine)
+
+
+def saved_per_sample(ir: ModelIR, d: Dims | None, micro_batch: int | None = None) -> dict[str, float] | None:
+    """What autograd saves for each layer, a sample of the `micro_batch` per_stage multiplies it
+    by (saved.by_layer over it; None: over the IR's batch, as the fast tier reads the IR at the
+    layout's micro-batch; the plan's IR is one micro-batch whatever --micro-batch says: -b 32),
+    for a model the block formulas do not know (`d` None: an ONNX graph of a transformer or a
+    CNN, whose IR has no heads); None where they do, or where a saved tensor's size is unknown.
+    Counted op by op, every tensor kept until its backward (no recomputation: an upper bound
+    under one)."""
+    if d is not None:
+        return None
+    kept = saved.by_layer(ir)
+    if kept is None:
+        return None
+    batch = micro_batch or ir.provenance.batch or 1
+    return {name: size / batch for name, size in kept.items()}
 
 
 def bf16_params(u: Unit) -> bool:
@@ -182,7 +203,11 @@ def per_stage(
             for v, chunk in enumerate(chunks)
             if p in held_by[v]
         ]
-        activations = activation_bytes(layout, d, p, blocks, ends, by_chunk) if d is not None else 0
+        if d is not None:
+            activations = activation_bytes(layout, d, p, blocks, ends, by_chunk)
+        else:  # op by op (Held.saved): the stage's own units, tied ones included, in flight
+            own = sum(units[i].saved for v, chunk in enumerate(chunks) if p in held_by[v] for i in chunk)
+            activations = own * layout.micro_batch * _in_flight(layout, p) / layout.sequence_shards
         cached = loss_cached(layout, d) if d is not None and ends[1] else 0
         cached += gather_pool(mine, layout)
         sizes = (elements, weights, grads, optimizer, activations, cached)
