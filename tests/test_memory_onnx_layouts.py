@@ -36,6 +36,7 @@ def test_a_data_parallel_rank_holds_one_micro_batch(model: str, shape: dict[str,
 def test_each_pipeline_stage_holds_its_share_per_micro_batch_in_flight() -> None:
     (preset,) = _memory("gpt2", {"seq_len": 128, "batch": 2})
     first, last = _memory("gpt2", {"seq_len": 128, "pp": 2, "micro_batch": 2, "global_batch": 8})
-    assert first.activations > 0 and last.activations > 0
+    assert first.activations > 0
+    assert last.activations > 0
     # 1F1B: stage 0 holds P - 0 = 2 micro-batches in flight, stage 1 one
     assert first.activations / 2 + last.activations == pytest.approx(preset.activations, abs=2)
