@@ -93,3 +93,23 @@ def test_fsdp_runs_blooms_own_attention_op_by_op(tmp_path: Path, monkeypatch: py
     assert flash["weights_bytes"] == own["weights_bytes"]
     assert flash["activations_bytes"] < own["activations_bytes"]
     assert "M807" not in _translate(tmp_path, "megatron", "--framework", "megatron")[0]
+
+
+def test_a_sweep_says_what_translate_says_of_the_attention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`modtrans sweep` settles the attention once for every layout, as translate does for one: it
+    says M807 once, on standard error and in the table's JSON; with --attention given, nothing."""
+    monkeypatch.setenv("MODTRANS_CACHE", str(tmp_path / "cache"))
+    common = [
+        "sweep", str(FIXTURES / "bloom-3b-finetune.json"), "--framework", "fsdp", "--gpus", "8",
+        "--global-batch", "16", "--seq-len", "512", "--tp", "1", "--pp", "1", "--no-cache",
+    ]  # fmt: skip
+    done = CliRunner().invoke(app, [*common, "-o", str(tmp_path / "own")])
+    assert done.exit_code == 0, done.output
+    assert done.output.count("warning M807") == 1
+    table = json.loads((tmp_path / "own.json").read_text(encoding="utf-8"))
+    assert [w.split()[1] for w in table["warnings"]] == ["M807"]
+    chosen = CliRunner().invoke(app, [*common, "--attention", "flash2"])
+    assert chosen.exit_code == 0, chosen.output
+    assert "M807" not in chosen.output

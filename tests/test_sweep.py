@@ -457,3 +457,23 @@ def test_an_hsdp_rows_label_names_its_replicas() -> None:
         pp="1", cp="1", micro_batch="1", recompute="full", zero="3", dp_replicate="2", no_cache=True, jobs=1,
     )  # fmt: skip
     assert [r.label for r in rows] == ["TP1 PP1 DP16 HSDP2 M1 full Z3"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the platform's start methods: fork is Linux's default")
+def test_the_pool_forks_only_before_torch_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker forked after torch started its intra-op threads can wait for ever on their locks:
+    a BLOOM sweep (its configuration read through transformers) hung in its workers' first torch
+    op. Without torch the workers are forked (they start with the model read); with it they come
+    from a fresh server process."""
+    from modtrans.sweep import engines
+
+    def method(pool: engines.Pool) -> str:
+        context = pool._pool._mp_context
+        pool.close()
+        assert context is not None
+        return str(context.get_start_method())
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert method(engines.Pool(1)) == "fork"
+    monkeypatch.setitem(sys.modules, "torch", object())
+    assert method(engines.Pool(1)) == "forkserver"

@@ -49,7 +49,7 @@ def sweep(ctx: typer.Context, model: Model, quiet: Quiet = False, **values: Any)
         if output is not None:
             typer.echo(f"modtrans: stopped; the table of what finished is in {output}.csv", err=True)
         raise
-    _say(outcome.summary(), rows)
+    _say(outcome.summary(), rows, str(model))
     agreed = agreement(rows)
     if agreed is not None:
         typer.echo(
@@ -61,7 +61,9 @@ def sweep(ctx: typer.Context, model: Model, quiet: Quiet = False, **values: Any)
     raise typer.Exit(0 if rows else 1)
 
 
-def _say(summary: dict[str, Any], rows: Sequence[Any]) -> None:
+def _say(summary: dict[str, Any], rows: Sequence[Any], model: str) -> None:
+    for line in summary["warnings"]:  # the model's, as translate says them
+        typer.echo(f"{model}: {line}", err=True)
     refused = summary["refused_by_rule"]
     over = summary["over_memory"]
     typer.echo(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import cost
+from modtrans.diagnostics import Diagnostic
 from modtrans.estimate.result import peak_of
 from modtrans.estimate.walk import EstimateError
 from modtrans.ir.document import ModelIR
@@ -30,6 +31,7 @@ class Context:
     cost: cost.CostModel
     peak_flops: float | None  # the device's dense BF16 FLOP/s
     sequence: int  # tokens per sequence
+    said: tuple[Diagnostic, ...] = ()  # what settling the model's own attention said (M807, M808)
     irs: dict[tuple[int, int], ModelIR] = field(default_factory=dict, compare=False)
     made: dict[object, object] = field(default_factory=dict, compare=False)  # what the fast tier keeps
 
@@ -78,7 +80,7 @@ def _context(model: str, device: str | None, training: tuple[tuple[str, Any], ..
     except UsageError as error:
         raise EstimateError(str(error)) from None
     ir = _ir(model, options, 1)
-    options = own_attention(options, ir, model)[0]  # the model's own kernel, where that is the rule
+    options, said = own_attention(options, ir, model)  # the model's own kernel, where that is the rule
     try:
         model_cost = cost.get(options.compute, options.cost)
     except cost.CostError as error:
@@ -87,7 +89,7 @@ def _context(model: str, device: str | None, training: tuple[tuple[str, Any], ..
     shapes = ir.provenance.input_shapes
     first = next(iter(shapes.values()), ())
     sequence = int(first[-1]) if first else 1
-    return Context(model, options, model_cost, peak, sequence)
+    return Context(model, options, model_cost, peak, sequence, tuple(said))
 
 
 def _ir(model: str, options: Options, vocabulary_multiple: int) -> ModelIR:

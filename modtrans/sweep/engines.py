@@ -14,6 +14,7 @@ only."""
 from __future__ import annotations
 
 import multiprocessing
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
@@ -47,11 +48,18 @@ class Inline:
 
 class Pool:
     """A local process pool of `jobs` workers. Forked where the platform forks: the workers start
-    with what this process has loaded and made (the model, its IR and costs), not from nothing."""
+    with what this process has loaded and made (the model, its IR and costs), not from nothing;
+    but not once torch is loaded (a configuration read through transformers): a child forked
+    after torch started its intra-op threads can wait for ever on their locks (a BLOOM sweep's
+    workers hung in their first torch op, reading the model at another micro-batch), so the
+    workers then come from a fresh server process (forkserver) and read the model themselves
+    (the hf cache on disk keeps what this process read)."""
 
     def __init__(self, jobs: int) -> None:
         methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else None)
+        safe = [m for m in ("forkserver", "spawn") if m in methods]
+        fork = "fork" in methods and not ("torch" in sys.modules and safe)
+        context = multiprocessing.get_context("fork" if fork else (safe[0] if safe else None))
         self._pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
 
     def run(self, function: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:

@@ -61,6 +61,7 @@ def sweep(
     ctx = context(setup.model, setup.device, setup.options)
     described = ctx.cost.describe().get("memory_bytes")
     outcome = Outcome([], capacity_bytes=described if isinstance(described, int) else None)
+    outcome.warnings = [f"warning {d.code} {d.message}" for d in ctx.said]  # every layout's alike
     runner = engines.start(engine, jobs, scheduler)
     done: list[tuple[Layout, Row, dict[str, Any]]] = []
     try:  # stopped anywhere from here (estimating, simulating, closing), the finished rows stay

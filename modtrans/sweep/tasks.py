@@ -54,9 +54,11 @@ class Outcome:
     capacity_bytes: int | None = None
     stopped: bool = False
     written: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the model's, as translate says them (M807, M808)
 
     def summary(self) -> dict[str, Any]:
         return {
+            "warnings": list(self.warnings),
             "enumerated": self.enumerated + sum(self.refused.values()),
             "refused_by_rule": dict(self.refused.most_common()),
             "over_memory": dict(self.over.most_common()),
