@@ -275,7 +275,7 @@ def _layer(
 
 def _flops(g: _Group, params: Sequence[Param], moe: Moe | None) -> tuple[Flops, Gemm | None]:
     matrix = sum(op.flops for op in g.ops if op.category == "gemm")
-    rest = sum(_elements(op) for op in g.ops if op.category != "gemm")
+    rest = sum(_elements(op) for op in g.ops if op.category != "gemm") + sum(map(_bias_added, g.ops))
     biased = any(p.role is Role.BIAS for p in params)
     gemm = _gemm(g, moe)
     if g.kind in (Kind.LINEAR, Kind.CONV):
@@ -292,6 +292,16 @@ def _flops(g: _Group, params: Sequence[Param], moe: Moe | None) -> tuple[Flops, 
             sum(math.prod(op.out_shapes[0]) for op in g.ops if op.category == "softmax")
         ), None
     return flops.elementwise(rest, with_params=bool(params)), None
+
+
+def _bias_added(op: Any) -> int:
+    """The M x N bias add an addmm fuses into its product (beta x bias + mat1 . mat2), which
+    flop_registry does not count (torch 2.13 torch/utils/flop_counter.py, addmm_flop: "return
+    mm_flop(a_shape, b_shape)"): the add F.linear runs as its own op where it does not take addmm
+    (a 3-D input it cannot flatten: aten.matmul, then add), counted there as every add is. Without
+    it a linear's bias cost its M x N at one batch size and nothing at another (YOLOS's detection
+    head: addmm on its [100, 192] rows of one image, matmul + add on two images' [2, 100, 192])."""
+    return math.prod(op.out_shapes[0]) if op.name == "addmm" and op.out_shapes else 0
 
 
 def _elements(op: Any) -> int:
