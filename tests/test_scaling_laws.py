@@ -28,9 +28,13 @@ and 2, one rank and two tensor ranks; a configuration that is refused says why i
 refusal not listed there fails. The reads through transformers (marker hf) are cached per
 (configuration, batch, sequence) in a folder of this session's own (MODTRANS_CACHE).
 
-Found by these laws (2026-12-07): the bias add an addmm fuses was not counted (YOLOS's detection
-head cost 2.005x at micro-batch 2: hf/layers._bias_added); PaliGemma's 256 image tokens made 257
-of --seq-len 64 and of 128 alike (hf/inputs._placed: X501 now, as llm/vision.py refuses).
+Found by these laws (2026-12-07) and fixed: the bias add an addmm fuses was not counted (YOLOS's
+detection head cost 2.005x at micro-batch 2: hf/layers._bias_added); PaliGemma's 256 image tokens
+made 257 of --seq-len 64 and of 128 alike (hf/inputs._placed: X501 now, as llm/vision.py
+refuses); DeBERTa's relative-position projections, folded GEMMs of a column-parallel unit, took
+1/4 on each of two tensor ranks (strategy/share.rank_share). Found and left open, each a strict
+expected failure with its cause: UNMODELLED (no activations under a layout), UNBOUNDED and the
+GEMM shapes below (cost/gpu.py), TP_UNSPLIT (plans of embed_tokens alone), RENAMED (WavLM).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,6 +156,25 @@ RENAMED = {
 }
 """Configurations whose linear layers are other layers at another micro-batch (a defect left open)."""
 
+_WAVES = (
+    "cost/gpu.py _compute bounds a GEMM by two of half its rows only under one wave of the large "
+    "tiles: on the A100 model 1500 x 5120 x 1280 (Whisper-large's encoder fc2, a sample's 1,500 "
+    "frames) takes {} us and 3000 x 5120 x 1280 {} us, {}x"
+)
+UNBOUNDED = {
+    "whisper-large-v3-tf5": _WAVES.format("102.21", "223.93", "2.19") + " in float16",
+    "whisper-large-v3-turbo": _WAVES.format("1420.33", "3402.83", "2.40") + " in float32",
+    "yolos-tiny": "cost/gpu.py: 100 x 192 x 192 in float32 (YOLOS's detection heads on a sample's 100 "
+    "tokens) takes 22.54 us and 200 x 192 x 192 14.60 us: twice the rows run faster (the small tiles "
+    "only below a quarter wave, _tiling)",
+    "wav2vec2-bert": "cost/gpu.py: 100 x 16 x 16 in float32 takes 4.39 us and 200 x 16 x 16 4.22 us",
+    "florence-2-large": "cost/gpu.py: a weight gradient of 128 x 3600 x 384 in float32 (DaViT's window "
+    "attention qkv on a sample's 3,600 patches) takes 70.23 us and 128 x 7200 x 384 60.79 us: a "
+    "reduction twice as long runs faster (split-K's slices, _tiled)",
+}
+"""Models where one unit of two samples breaks law 4 for a reason in the GEMM model (cost/gpu.py:
+a defect left open, the calibration untouched); times from cost.get("gpu").gemm_seconds."""
+
 _UNREAD = (
     "its blocks are not ones activations.dims reads (an ONNX export, a CNN, an image or audio "
     "encoder): under a layout strategy/llm/memory.per_stage then holds 0 bytes of activations, where "
@@ -158,8 +182,8 @@ _UNREAD = (
 )
 UNMODELLED = dict.fromkeys(
     [
-        "zoo-bert-base", "zoo-gpt2", "zoo-mobilenet_v2", "zoo-resnet50", "zoo-vgg16", "zoo-vgg19", "dinov2-small",
-        "vit-base-patch16-224", "yolos-tiny", "wavlm-base-plus-tf5", "whisper-base",
+        "zoo-bert-base", "zoo-gpt2", "zoo-mobilenet_v2", "zoo-resnet50", "zoo-vgg16", "zoo-vgg19",
+        "dinov2-small", "vit-base-patch16-224", "yolos-tiny", "wavlm-base-plus-tf5", "whisper-base",
         "whisper-large-v3-tf5", "whisper-large-v3-turbo", "moonshine_streaming", "wav2vec2-bert",
         "wav2vec2-conformer",
     ],
@@ -180,7 +204,7 @@ def _through_transformers(path: Path) -> bool:
     return isinstance(family, str) and family not in FAMILIES and family not in ALIASES
 
 
-def _models(failing: dict[str, str] | None = None, refused: dict[str, str] | None = None) -> list[object]:
+def _models(failing: dict[str, str] | None = None, refused: dict[str, str] | None = None) -> list[Any]:
     """Every configuration and built-in, a test each: those `failing` lists a strict expected
     failure with its cause, those `refused` lists skipped with the reason in their id."""
     out = []
@@ -219,7 +243,7 @@ class Read:
     ir: ModelIR
     activations: int  # the memory per rank's activation term, summed over the stages
     units: dict[str, tuple[int, dict[str, int]]]  # rank 0's forward: FLOPs, bytes of each input
-    times: tuple[int, ...]  # rank 0's compute times, optimizer step left out, in program order
+    times: dict[tuple[str, Step], int]  # rank 0's compute time of each unit and phase (no optimizer step)
 
     @property
     def linear(self) -> dict[str, Layer]:
@@ -243,9 +267,10 @@ def _read(model: str, micro: int, sequence: int | None, tp: int = 1) -> Read | s
     planned = dataclasses.replace(prepared.options, format=formats.Format.CHAKRA_ET)  # as inspect's memory
     result = pipeline.translate_checked(model, planned)
     errors = [d for d in result.diagnostics if d.severity == 1]
-    if errors or result.ir is None or result.plan is None or result.plan.layout is None:
-        return f"{errors[0].code} {errors[0].message}" if errors else "no plan"
     plan = result.plan
+    layout = None if plan is None else plan.layout
+    if errors or result.ir is None or plan is None or layout is None:
+        return f"{errors[0].code} {errors[0].message}" if errors else "no plan"
     program = plan.programs[plan.program_of[0]]
     computes = [op for op in program if isinstance(op, Compute) and op.step is not Step.UPDATE]
     units = {
@@ -253,8 +278,9 @@ def _read(model: str, micro: int, sequence: int | None, tp: int = 1) -> Read | s
         for op in computes
         if op.step is Step.FWD
     }
-    activations = sum(m.activations for m in plan.layout.memory)
-    return Read(result.ir, activations, units, tuple(op.time for op in computes))
+    activations = sum(m.activations for m in layout.memory)
+    times = {(plan.layers[op.layer].name, op.step): op.time for op in computes}
+    return Read(result.ir, activations, units, times)
 
 
 def _name(model: str) -> str:
@@ -264,7 +290,8 @@ def _name(model: str) -> str:
 
 def _sequence(model: str) -> int | None:
     """The shorter sequence the model is read at; None for a built-in that reads no token ids."""
-    if Path(model).suffix != ".json" and "input_ids" not in pipeline.inputs_of(model):
+    entry = None if model.endswith(".json") else zoo.get(model)
+    if entry is not None and "input_ids" not in entry.inputs:
         return None
     return SEQUENCES.get(_name(model), SEQUENCE)
 
@@ -320,7 +347,10 @@ def test_twice_the_sequence_is_twice_the_flops_of_each_layer_the_tokens_run_thro
         elif name.endswith("unused"):  # modules the forward does not run (M804): no FLOPs at all
             assert before == after == 0, name
         else:
-            assert after == before and _matches(FIXED, name), (name, before, after)
+            assert after == before, (name, before, after)
+            assert _matches(FIXED, name), (
+                f"{name}: the same FLOPs at twice the sequence, and FIXED names no reason"
+            )
     assert doubled, "no linear layer follows the sequence"
 
 
@@ -334,7 +364,53 @@ def test_a_micro_batch_s_activations_are_linear_in_its_samples(model: str) -> No
 @pytest.mark.parametrize("model", _models())
 def test_two_samples_take_no_less_than_one_and_at_most_twice_its_time(model: str) -> None:
     one, two = _pair(model, (1, 1), (2, 1))
-    assert sum(one.times) <= sum(two.times) <= 1.02 * 2 * sum(one.times)
+    first, second = sum(one.times.values()), sum(two.times.values())
+    assert first <= second <= 1.02 * 2 * first
+
+
+@pytest.mark.parametrize("model", _models(UNBOUNDED))
+def test_each_unit_of_two_samples_takes_no_less_than_one_and_at_most_twice_its_time(model: str) -> None:
+    """Law 4 unit by unit, each phase: a unit's GEMMs on twice the rows (and its other kernels on
+    twice the elements) run no faster, and no slower than the two halves one after the other."""
+    one, two = _pair(model, (1, 1), (2, 1))
+    for key, before in one.times.items():
+        if key in two.times:
+            assert before <= two.times[key] <= 1.02 * 2 * before, (key, before, two.times[key])
+
+
+_ROWS = "cost/gpu.py _compute bounds a GEMM by two of half its rows under one wave of the large tiles only"
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "n", "dtype"),
+    [
+        # Llama 3 8B's k_proj (hidden 4096, 8 key/value heads of 128) on a sample of 2,048 tokens
+        pytest.param(2048, 4096, 1024, "bfloat16", marks=pytest.mark.xfail(strict=True, reason=_ROWS)),
+        # Llama 3 70B's k_proj (hidden 8192, 8 key/value heads of 128), 2,048 tokens
+        pytest.param(2048, 8192, 1024, "bfloat16", marks=pytest.mark.xfail(strict=True, reason=_ROWS)),
+        # Whisper large-v3's encoder fc2 (5120 -> 1280) on a sample's 1,500 frames
+        pytest.param(1500, 5120, 1280, "float16", marks=pytest.mark.xfail(strict=True, reason=_ROWS)),
+        # YOLOS-tiny's detection MLP (192 wide) on a sample's 100 detection tokens
+        pytest.param(
+            100, 192, 192, "float", marks=pytest.mark.xfail(strict=True, reason="twice the rows run faster")
+        ),
+        (64, 4096, 14336, "bfloat16"),  # Llama 3 8B's gate_proj on 64 tokens
+        (4096, 4096, 4096, "bfloat16"),
+    ],
+)
+def test_a_gemm_of_twice_the_rows_takes_as_long_at_least_and_twice_at_most(
+    m: int, k: int, n: int, dtype: str
+) -> None:
+    """Law 4 for one GEMM of the GPU model (A100 SXM4 80GB, devices.json untouched): M x K x N
+    against 2M x K x N, the shapes the configurations above give (the units that break it in
+    UNBOUNDED, and the built-ins at their own 2,048 tokens)."""
+    from modtrans import cost, dtypes
+    from modtrans.cost.gemm import Shape
+
+    gpu = cost.get("gpu")
+    width = dtypes.width(dtype)
+    one, two = (gpu.gemm_seconds([Shape(rows, k, n)], dtype, width) for rows in (m, 2 * m))  # type: ignore[attr-defined]
+    assert one <= two <= 1.02 * 2 * one, (one, two)
 
 
 def _split_by_the_plan(x: Layer, hand_written: bool) -> bool:
