@@ -34,11 +34,12 @@ refusal not listed there fails. The reads through transformers (marker hf) are c
 Found by these laws (2026-12-07) and fixed: the bias add an addmm fuses was not counted (YOLOS's
 detection head cost 2.005x at micro-batch 2: hf/layers._bias_added); PaliGemma's 256 image tokens
 made 257 of --seq-len 64 and of 128 alike (hf/inputs._placed: X501 now, as llm/vision.py
-refuses); DeBERTa's relative-position projections, folded GEMMs of a column-parallel unit, took
-1/4 on each of two tensor ranks (strategy/share.rank_share). Found and left open, each a strict
-expected failure with its cause: UNMODELLED (no activations under a layout), UNBOUNDED and the
-GEMM shapes below (cost/gpu.py), TP_UNSPLIT (plans of embed_tokens alone), RENAMED (WavLM).
-"""
+refuses); WavLM's functional in-projection was other layers at two samples (matmul, then add)
+than at one (addmm: hf/layers._bias_add); DeBERTa's relative-position projections, folded GEMMs
+of a column-parallel unit, took 1/4 on each of two tensor ranks (strategy/share.rank_share).
+Found and left open, each a strict expected failure with its cause: UNMODELLED (no activations
+under a layout), UNBOUNDED and the GEMM shapes below (cost/gpu.py), TP_UNSPLIT (plans of
+embed_tokens alone)."""
 
 from __future__ import annotations
 
@@ -150,15 +151,6 @@ TP_UNSPLIT = {
 }
 """Configurations whose two tensor ranks split no block linear layer: a defect left open."""
 
-
-RENAMED = {
-    "wavlm-base-plus-tf5": "WavLM's attention runs torch's functional multi_head_attention_forward on "
-    "[time, batch, width]: at one sample F.linear takes addmm (one layer, named after its bias), at "
-    "two (a transposed, non-contiguous input) matmul then add, which hf/layers.py makes two layers "
-    "named after the weight and the op: the linear layers differ by name, and their biases move "
-    "to the add layers",
-}
-"""Configurations whose linear layers are other layers at another micro-batch (a defect left open)."""
 
 _WAVES = (
     "cost/gpu.py _compute bounds a GEMM by two of half its rows only under one wave of the large "
@@ -320,7 +312,7 @@ def _matches(patterns: dict[str, str], name: str) -> bool:
     return any(re.search(p, name) for p in patterns)
 
 
-@pytest.mark.parametrize("model", _models(RENAMED))
+@pytest.mark.parametrize("model", _models())
 def test_twice_the_micro_batch_is_twice_each_linear_layer_s_flops(model: str) -> None:
     one, two = _pair(model, (1, 1), (2, 1))
     assert two.ir.totals.params == one.ir.totals.params

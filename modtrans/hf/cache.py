@@ -35,7 +35,8 @@ attention's, a router's own MLP the router's, heads per layer: mixture.py, block
 every layer by its configuration's sliding_window, library._masks; 10: an attention the model's
 class runs op by op marked Heads.eager, blocks.eager_only; 11: that class is one without SDPA,
 transformers' default implementation; 12: an addmm's bias add counted in its linear's FLOPs,
-layers._bias_added)."""
+layers._bias_added; a functional linear's product and its bias add one layer, named after its
+weight, layers._bias_add)."""
 
 
 def key(digest: str, batch: int, sequence: int, targets: int | None, remote: bool = False) -> str:

@@ -110,9 +110,13 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
             kind = Kind.LINEAR if op.params else Kind.MATMUL
             if op.name == "convolution":
                 kind = Kind.CONV
-            label = op.params[0].rsplit(".", 1)[-1] if op.params and op.module else op.name
+            # named after the matrix it multiplies by: addmm's operands are (bias, input, weight)
+            label = op.params[-1].rsplit(".", 1)[-1] if op.params and op.module else op.name
             name = _join(op.module, label)
             groups.append(_Group(unique(name), op.module, kind, run=names[name] - 1))
+        elif _bias_add(last, op):
+            last.ops.append(op)
+            continue
         else:
             kind = _op_kind(op)
             if (
@@ -133,6 +137,22 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
         if g.kind is Kind.LINEAR and done and not any(o.category == "gemm" for o in g.ops):
             g.kind = done[0]
     return [g for g in groups if g.kind is not Kind.DATA or any(o.params for o in g.ops)]
+
+
+def _bias_add(last: _Group | None, op: Any) -> bool:
+    """Whether `op` adds a parameter to the output of the matrix product `last` just made in the
+    same module (not a leaf's): the bias of an F.linear torch ran as matmul, then add, on an input
+    it cannot flatten, one layer with its product as addmm's is (WavLM's functional in-projection
+    on [time, batch, width]: addmm at one sample, matmul and add at two)."""
+    return (
+        last is not None
+        and last.kind is Kind.LINEAR
+        and len(last.ops) == 1
+        and last.module == op.module
+        and op.name in ("add", "add_")
+        and bool(op.params)
+        and last.ops[0].index in op.reads
+    )
 
 
 def _unread(groups: list[_Group], recorded: Any, modules: Mapping[str, Any]) -> None:
