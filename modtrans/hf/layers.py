@@ -114,7 +114,7 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
             label = op.params[-1].rsplit(".", 1)[-1] if op.params and op.module else op.name
             name = _join(op.module, label)
             groups.append(_Group(unique(name), op.module, kind, run=names[name] - 1))
-        elif _bias_add(last, op):
+        elif last is not None and _bias_add(last, op):
             last.ops.append(op)
             continue
         else:
@@ -139,14 +139,13 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
     return [g for g in groups if g.kind is not Kind.DATA or any(o.params for o in g.ops)]
 
 
-def _bias_add(last: _Group | None, op: Any) -> bool:
+def _bias_add(last: _Group, op: Any) -> bool:
     """Whether `op` adds a parameter to the output of the matrix product `last` just made in the
     same module (not a leaf's): the bias of an F.linear torch ran as matmul, then add, on an input
     it cannot flatten, one layer with its product as addmm's is (WavLM's functional in-projection
     on [time, batch, width]: addmm at one sample, matmul and add at two)."""
     return (
-        last is not None
-        and last.kind is Kind.LINEAR
+        last.kind is Kind.LINEAR
         and len(last.ops) == 1
         and last.module == op.module
         and op.name in ("add", "add_")
