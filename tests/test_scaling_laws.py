@@ -142,12 +142,14 @@ AUDIO = {
 frames (BART's model.encoder reads the token ids, and follows them)."""
 
 TP_UNSPLIT = {
-    "hunyuan_v1_dense": "HunYuanDenseV1Config's base_model_tp_plan names embed_tokens alone, and a "
-    "published plan is never completed by the derived one (hf/__init__._derived): the blocks stay "
-    "whole on each rank",
-    "hunyuan-mt-7b-nanoquant": "as hunyuan_v1_dense: its plan names embed_tokens alone",
-    "gpt-oss-20b-echocog": "GptOssConfig's base_model_tp_plan names embed_tokens alone (the experts "
-    "and attention stay whole on each rank)",
+    "hunyuan_v1_dense": "transformers 5.25's HunYuanDenseV1Config.base_model_tp_plan names "
+    "embed_tokens alone (configuration_hunyuan_v1_dense.py), which the read follows: at --tp 2 the "
+    "blocks stay whole on each rank, with no line saying so; a published plan is never completed "
+    "by the derived one (hf/__init__._derived)",
+    "hunyuan-mt-7b-nanoquant": "as hunyuan_v1_dense: its class's plan names embed_tokens alone",
+    "gpt-oss-20b-echocog": "transformers 5.25's GptOssConfig.base_model_tp_plan names embed_tokens "
+    "alone (its experts take base_model_ep_plan): at --tp 2 the attention and the experts stay "
+    "whole on each rank, with no line saying so",
 }
 """Configurations whose two tensor ranks split no block linear layer: a defect left open."""
 
