@@ -448,3 +448,27 @@ def test_two_tensor_ranks_halve_each_split_linear_layer(model: str) -> None:
         assert f2 * 2 == f1 or f1 - f2 == half_gemm, (layer, f1, f2, half_gemm)
         checked += 1
     assert checked, "no layer split over the tensor ranks"
+
+
+@pytest.mark.hf
+@pytest.mark.parametrize("sequence", [64, 256])
+def test_a_sequence_its_image_tokens_fill_is_refused_in_one_line(sequence: int, tmp_path: Path) -> None:
+    """PaliGemma through transformers at --seq-len 64, and at 256, its image tokens alone (its
+    vision_config's num_image_tokens: SigLIP at 224 px, patch 14): one X501 line, exit 2, where it
+    was read at 257 tokens whatever the option said (law 1 found it: 128 tokens cost what 64 did)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from typer.testing import CliRunner
+
+    from modtrans.cli import app
+
+    path = FIXTURES / "hf" / "paligemma-3b-pt-224.json"
+    images = json.loads(path.read_text())["vision_config"]["num_image_tokens"]
+    args = ["translate", str(path), "--seq-len", str(sequence), "-d", "simai", "-o", str(tmp_path / "s.txt")]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 2
+    lines = done.output.strip().splitlines()
+    assert len(lines) == 1
+    assert (
+        f"X501 input_ids' {sequence:,} tokens per sample cannot hold the {images:,} image tokens" in lines[0]
+    )
