@@ -327,9 +327,12 @@ def test_twice_the_micro_batch_is_twice_each_linear_layer_s_flops(model: str) ->
 
 @pytest.mark.parametrize("model", _models())
 def test_twice_the_sequence_is_twice_the_flops_of_each_layer_the_tokens_run_through(model: str) -> None:
+    """Each layer the tokens run through (a sample of S tokens) costs 2 x S x fan-in x fan-out
+    plus S x fan-out for its bias, and twice that at 2S; a mixture's expert sees its routed share."""
     if _sequence(model) is None:
         pytest.skip("reads no token ids: --seq-len does not reach it")
     short, long = _pair(model, (1, 1), (1, 2))
+    tokens = _sequence(model)
     if (
         "input_ids" not in short.ir.provenance.input_shapes
         and "decoder_input_ids" not in short.ir.provenance.input_shapes
@@ -342,6 +345,7 @@ def test_twice_the_sequence_is_twice_the_flops_of_each_layer_the_tokens_run_thro
         before, after = x.flops.forward, long.linear[name].flops.forward
         if after == 2 * before and before:
             doubled += 1
+            assert x.moe is not None or before == _linear_flops(x, tokens), name
         elif name.endswith("unused"):  # modules the forward does not run (M804): no FLOPs at all
             assert before == after == 0, name
         else:
@@ -351,6 +355,15 @@ def test_twice_the_sequence_is_twice_the_flops_of_each_layer_the_tokens_run_thro
                 f"{name}: the same FLOPs at twice the sequence, and FIXED names no reason"
             )
     assert doubled, "no linear layer follows the sequence"
+
+
+def _linear_flops(x: Layer, tokens: int | None) -> int:
+    """Law 1 itself: 2 x tokens x fan-in x fan-out, and tokens x fan-out for each bias it adds
+    (the weight's elements are fan-in x fan-out, a bias's fan-out), from the layer's parameters."""
+    assert tokens is not None
+    weights = sum(p.elements for p in x.params if p.role is Role.WEIGHT and p.counted)
+    biases = sum(p.elements for p in x.params if p.role is Role.BIAS and p.counted)
+    return tokens * (2 * weights + biases)
 
 
 @pytest.mark.parametrize("model", _models(UNMODELLED))
