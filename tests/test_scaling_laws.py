@@ -425,6 +425,31 @@ def test_a_gemm_of_twice_the_rows_takes_as_long_at_least_and_twice_at_most(
     assert one <= two <= 1.02 * 2 * one, (one, two)
 
 
+_SPLIT_K = "cost/gpu.py _tiled: split-K's slices make a longer reduction faster"
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "n", "dtype"),
+    [
+        # GPT-2 small's mlp.c_proj (3072 -> 768) on 64 tokens, its row-parallel shard at --tp 2: K / 2
+        pytest.param(64, 3072, 768, "float", marks=pytest.mark.xfail(strict=True, reason=_SPLIT_K)),
+        # Florence-2's DaViT window attention qkv's weight gradient: 128 x (two samples' 7,200 patches) x 384
+        pytest.param(128, 7200, 384, "float", marks=pytest.mark.xfail(strict=True, reason=_SPLIT_K)),
+        (2048, 4096, 4096, "bfloat16"),  # Llama 3 8B's o_proj on 2,048 tokens
+    ],
+)
+def test_a_gemm_of_half_the_reduction_takes_no_longer(m: int, k: int, n: int, dtype: str) -> None:
+    """What a row-parallel shard computes (law 3): M x K/2 x N, against M x K x N, runs no longer
+    on the GPU model (A100 SXM4 80GB)."""
+    from modtrans import cost, dtypes
+    from modtrans.cost.gemm import Shape
+
+    gpu = cost.get("gpu")
+    width = dtypes.width(dtype)
+    whole, half = (gpu.gemm_seconds([Shape(m, depth, n)], dtype, width) for depth in (k, k // 2))  # type: ignore[attr-defined]
+    assert half <= whole, (whole, half)
+
+
 def _split_by_the_plan(x: Layer, hand_written: bool) -> bool:
     """Whether two tensor ranks split the layer: its plan's column or row style, or (a family
     llm/ describes by hand) Megatron's split of a block's attention and MLP linear layers."""
