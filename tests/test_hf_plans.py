@@ -249,7 +249,8 @@ def test_a_plan_splits_the_text_model_not_a_tower_of_the_same_names() -> None:
     applies the plan under the text model alone (the model's tp_plan: model.language_model.layers
     ...), so the tower's projections stay replicated and every text block's are split."""
     data = (FIXTURES / "paligemma-3b-pt-224.json").read_bytes()
-    ir, found = hf.extract(json.loads(data), data, name="paligemma", batch=1, sequence=SEQ, tensor=2)
+    # its 256 image tokens (SigLIP at 224 px, patch 14) and SEQ of text
+    ir, found = hf.extract(json.loads(data), data, name="paligemma", batch=1, sequence=256 + SEQ, tensor=2)
     assert ir is not None, found
     projections = [x for x in ir.layers if x.name.endswith("self_attn.q_proj")]
     tower = [x for x in projections if ".vision_tower." in x.name]

@@ -136,9 +136,9 @@ def test_a_vision_language_model_runs_its_tower_on_an_image(model_type: str, tow
     config.text_config.num_hidden_layers = 2
     names = {"llava": "LlavaForConditionalGeneration", "paligemma": "PaliGemmaForConditionalGeneration"}
     cls = classes.named_class(names[model_type])
-    model, given, ir = traced_with(config, cls)
+    model, given, ir = traced_with(config, cls, tokens + 64)  # the image's tokens and 64 of text
     assert tuple(given["pixel_values"].shape[1:]) == (3, *[config.vision_config.image_size] * 2)
-    assert tuple(given["input_ids"].shape) == (1, tokens + 1)  # 64 tokens hold no image: one text token
+    assert tuple(given["input_ids"].shape) == (1, tokens + 64)
     assert not [x.name for x in ir.layers if x.name.endswith("unused")]
     counted = library.count_modules(model, given)
     for module in (tower, "model.multi_modal_projector"):
@@ -236,7 +236,7 @@ def test_a_vision_language_model_with_a_patch_grid_runs_its_tower(
     """The image processor's layout of one image (Qwen2-VL's patches and image_grid_thw, Idefics3's
     tiles and pixel_attention_mask) runs the tower: its image tokens are the published count and
     its FLOPs FlopCounterMode's count of the tower; where it ran on token ids alone (M804)."""
-    model, given, ir = traced_with(made(), classes.named_class(cls))
+    model, given, ir = traced_with(made(), classes.named_class(cls), tokens + 64)
     ids = given["input_ids"].modtrans_value
     assert int((ids == model.config.image_token_id).sum()) == tokens
     assert not [x.name for x in ir.layers if x.name.endswith("unused")]

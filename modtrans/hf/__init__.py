@@ -56,13 +56,14 @@ cache.py    the IR kept by the configuration's digest: a second run reads it wit
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from modtrans.diagnostics import Diagnostic, diagnostic
+from modtrans.diagnostics import Diagnostic, DiagnosticError, diagnostic
 from modtrans.ir.document import ModelIR
 
 
@@ -121,6 +122,8 @@ def extract(
             ir, plan = _traced(config, digest, len(data), name, batch, sequence, targets, remote)
         except LookupError as error:
             return None, [diagnostic("M801", f"model_type {family!r}: {error}", path=name)]
+        except DiagnosticError as error:  # inputs the options cannot give (inputs._placed: X501)
+            return None, [dataclasses.replace(d, path=name) for d in error.diagnostics]
         except Exception as error:  # transformers' or torch's own: said in one line
             lines = [x.strip() for x in str(error).splitlines() if x.strip()]  # timm's fix: its 2nd
             text = " ".join(lines)[:240] or type(error).__name__

@@ -22,7 +22,7 @@ from modtrans._version import __version__
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
-READING = 11
+READING = 12
 """The revision of the IR a read through transformers gives; one more where a change to hf/ gives
 another IR for a configuration read before (2: a scan's loop recorded as one pass, scans.py; 3: a
 mixture's routers and experts as mixture.moe marks them, a leaf experts module a layer a GEMM; 4: a
@@ -34,7 +34,9 @@ attention's, a router's own MLP the router's, heads per layer: mixture.py, block
 8: each attention's sliding window, blocks._windows; 9: the windows of a model whose forward masks
 every layer by its configuration's sliding_window, library._masks; 10: an attention the model's
 class runs op by op marked Heads.eager, blocks.eager_only; 11: that class is one without SDPA,
-transformers' default implementation)."""
+transformers' default implementation; 12: an addmm's bias add counted in its linear's FLOPs,
+layers._bias_added; a functional linear's product and its bias add one layer, named after its
+weight, layers._bias_add)."""
 
 
 def key(digest: str, batch: int, sequence: int, targets: int | None, remote: bool = False) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from modtrans.diagnostics import DiagnosticError, diagnostic
 from modtrans.hf import feeds
 from modtrans.hf.audio import audio, empty, extracted, first_input, mel_bins
 from modtrans.hf.configs import nested
@@ -211,7 +212,10 @@ def _placed(
     """Token ids whose first N are `token`, N the rows a sample of the features `made`, then
     `sequence` - N text ids (at least one), beside the inputs `given`; mm_token_type_ids where the
     forward takes them (`kind` for those tokens, 0 text: processing_utils.create_mm_token_type_ids'
-    1 image, 3 audio). None where the features are wider than the token embeddings, or none."""
+    1 image, 3 audio). None where the features are wider than the token embeddings, or none.
+    X501 (DiagnosticError) where `sequence` holds no text token after the N: the sequence is the
+    one --seq-len asks for (before, PaliGemma's 256 image tokens made 257 of --seq-len 64 and of
+    128 alike)."""
     made = [t for t in flat(getattr(made, "pooler_output", made)) if isinstance(t, torch.Tensor)]
     width = getattr(model.get_input_embeddings(), "embedding_dim", None)
     if any(t.shape[-1] != width for t in made):  # features no token of the sequence can hold
@@ -219,7 +223,18 @@ def _placed(
     each = sum(t.numel() // t.shape[-1] for t in made) // batch
     if not each:
         return None
-    values = torch.full((batch, each + max(sequence - each, 1)), plain_token(model.config), dtype=torch.long)
+    if sequence <= each:  # the sequence asked for, never a longer one (llm/vision.py refuses so too)
+        what = "audio" if kind == 3 else "image"
+        raise DiagnosticError(
+            [
+                diagnostic(
+                    "X501",
+                    f"input_ids' {sequence:,} tokens per sample cannot hold the {each:,} {what} tokens "
+                    f"of one {what} a sample and a text token (S counts the {what} placeholders)",
+                )
+            ]
+        )
+    values = torch.full((batch, sequence), plain_token(model.config), dtype=torch.long)
     values[:, :each] = token
     found = {"input_ids": carrying(values), **given}
     if "mm_token_type_ids" in forward_args(model):  # M-RoPE's modalities

@@ -110,9 +110,13 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
             kind = Kind.LINEAR if op.params else Kind.MATMUL
             if op.name == "convolution":
                 kind = Kind.CONV
-            label = op.params[0].rsplit(".", 1)[-1] if op.params and op.module else op.name
+            # named after the matrix it multiplies by: addmm's operands are (bias, input, weight)
+            label = op.params[-1].rsplit(".", 1)[-1] if op.params and op.module else op.name
             name = _join(op.module, label)
             groups.append(_Group(unique(name), op.module, kind, run=names[name] - 1))
+        elif last is not None and _bias_add(last, op):
+            last.ops.append(op)
+            continue
         else:
             kind = _op_kind(op)
             if (
@@ -133,6 +137,21 @@ def _groups(recorded: Any, modules: Mapping[str, Any]) -> list[_Group]:
         if g.kind is Kind.LINEAR and done and not any(o.category == "gemm" for o in g.ops):
             g.kind = done[0]
     return [g for g in groups if g.kind is not Kind.DATA or any(o.params for o in g.ops)]
+
+
+def _bias_add(last: _Group, op: Any) -> bool:
+    """Whether `op` adds a parameter to the output of the matrix product `last` just made in the
+    same module (not a leaf's): the bias of an F.linear torch ran as matmul, then add, on an input
+    it cannot flatten, one layer with its product as addmm's is (WavLM's functional in-projection
+    on [time, batch, width]: addmm at one sample, matmul and add at two)."""
+    return (
+        last.kind is Kind.LINEAR
+        and len(last.ops) == 1
+        and last.module == op.module
+        and op.name in ("add", "add_")
+        and bool(op.params)
+        and last.ops[0].index in op.reads
+    )
 
 
 def _unread(groups: list[_Group], recorded: Any, modules: Mapping[str, Any]) -> None:
@@ -275,7 +294,7 @@ def _layer(
 
 def _flops(g: _Group, params: Sequence[Param], moe: Moe | None) -> tuple[Flops, Gemm | None]:
     matrix = sum(op.flops for op in g.ops if op.category == "gemm")
-    rest = sum(_elements(op) for op in g.ops if op.category != "gemm")
+    rest = sum(_elements(op) for op in g.ops if op.category != "gemm") + sum(map(_bias_added, g.ops))
     biased = any(p.role is Role.BIAS for p in params)
     gemm = _gemm(g, moe)
     if g.kind in (Kind.LINEAR, Kind.CONV):
@@ -292,6 +311,16 @@ def _flops(g: _Group, params: Sequence[Param], moe: Moe | None) -> tuple[Flops, 
             sum(math.prod(op.out_shapes[0]) for op in g.ops if op.category == "softmax")
         ), None
     return flops.elementwise(rest, with_params=bool(params)), None
+
+
+def _bias_added(op: Any) -> int:
+    """The M x N bias add an addmm fuses into its product (beta x bias + mat1 . mat2), which
+    flop_registry does not count (torch 2.13 torch/utils/flop_counter.py, addmm_flop: "return
+    mm_flop(a_shape, b_shape)"): the add F.linear runs as its own op where it does not take addmm
+    (a 3-D input it cannot flatten: aten.matmul, then add), counted there as every add is. Without
+    it a linear's bias cost its M x N at one batch size and nothing at another (YOLOS's detection
+    head: addmm on its [100, 192] rows of one image, matmul + add on two images' [2, 100, 192])."""
+    return math.prod(op.out_shapes[0]) if op.name == "addmm" and op.out_shapes else 0
 
 
 def _elements(op: Any) -> int:

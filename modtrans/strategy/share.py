@@ -200,7 +200,10 @@ def rank_share(
             x.role is LayerRole.EXPERT and x.split == Split.N
         )  # ETP: an expert's w1 / w3
         if sharded and column and folded is Folded.MEGATRON:
-            factor /= x.ways
+            # a folded GEMM (DeBERTa's query_proj_1: the unit's weight on its relative positions)
+            # is divided by shard() below, as its owner is: once, not again here
+            if m.kind not in SHARDABLE:
+                factor /= x.ways
         elif x.role in (LayerRole.ROW, LayerRole.EMBEDDING) and m.kind is not Kind.LINEAR:
             factor /= sequence
         members.append(resize(shard(m, x.ways) if sharded else m, factor))
