@@ -37,9 +37,10 @@ made 257 of --seq-len 64 and of 128 alike (hf/inputs._placed: X501 now, as llm/v
 refuses); WavLM's functional in-projection was other layers at two samples (matmul, then add)
 than at one (addmm: hf/layers._bias_add); DeBERTa's relative-position projections, folded GEMMs
 of a column-parallel unit, took 1/4 on each of two tensor ranks (strategy/share.rank_share).
-Found and left open, each a strict expected failure with its cause: UNMODELLED (no activations
-under a layout), UNBOUNDED and the GEMM shapes below (cost/gpu.py), TP_UNSPLIT (plans of
-embed_tokens alone)."""
+Found and left open, each a strict expected failure with its cause: UNBOUNDED and the GEMM shapes
+below (cost/gpu.py), TP_UNSPLIT (plans of embed_tokens alone). Found and fixed on main: a model
+without heads (an ONNX graph, a CNN) held no activations under a layout (strategy/llm/memory.py
+counts them op by op now); law 2 allows for what does not scale with the samples."""
 
 from __future__ import annotations
 
@@ -172,22 +173,6 @@ UNBOUNDED = {
 }
 """Models where one unit of two samples breaks law 4 for a reason in the GEMM model (cost/gpu.py:
 a defect left open, the calibration untouched); times from cost.get("gpu").gemm_seconds."""
-
-_UNREAD = (
-    "its blocks are not ones activations.dims reads (an ONNX export, a CNN, an image or audio "
-    "encoder): under a layout strategy/llm/memory.per_stage then holds 0 bytes of activations, where "
-    "a keyword preset's of_preset falls back to what autograd saves (strategy/saved.py)"
-)
-UNMODELLED = dict.fromkeys(
-    [
-        "zoo-bert-base", "zoo-gpt2", "zoo-mobilenet_v2", "zoo-resnet50", "zoo-vgg16", "zoo-vgg19",
-        "dinov2-small", "vit-base-patch16-224", "yolos-tiny", "wavlm-base-plus-tf5", "whisper-base",
-        "whisper-large-v3-tf5", "whisper-large-v3-turbo", "moonshine_streaming", "wav2vec2-bert",
-        "wav2vec2-conformer",
-    ],
-    _UNREAD,
-)  # fmt: skip
-"""Models whose activations the layout's memory does not model (a defect left open)."""
 
 
 def _files() -> list[Path]:
@@ -366,11 +351,17 @@ def _linear_flops(x: Layer, tokens: int | None) -> int:
     return tokens * (2 * weights + biases)
 
 
-@pytest.mark.parametrize("model", _models(UNMODELLED))
+@pytest.mark.parametrize("model", _models())
 def test_a_micro_batch_s_activations_are_linear_in_its_samples(model: str) -> None:
+    """Twice the samples, twice what they keep, less what does not scale with them (never more
+    than twice): batch norm's statistics, one mean and one inverse deviation a channel in fp32
+    whatever the batch (derivatives.yaml, native_batch_norm: save_mean, save_invstd; ResNet-50's
+    212,480 bytes), a tensor saved without a batch dimension (Whisper's positions, 1,500 x d_model
+    in fp32); each under 0.2 % here. A model without heads (an ONNX graph, a CNN) is counted op by
+    op, with its heads by the block formulas."""
     one, two = _pair(model, (1, 1), (2, 1))
     assert one.activations > 0, "no activations held: the layout's memory does not model them"
-    assert two.activations == 2 * one.activations
+    assert 2 * one.activations * (1 - 0.005) <= two.activations <= 2 * one.activations
 
 
 @pytest.mark.parametrize("model", _models())
