@@ -53,6 +53,9 @@ ONNX CNN, an exported transformer: activations.dims is None) holds what PyTorch'
 for its backward (strategy/saved.py), a split layer's output side 1/T, its input whole (a
 row-parallel layer's 1/T); FWD_IN_BCKWD's segments each keep their input, one segment's saved
 tensors held at a time. Null (the metadata's `memory`) only where a saved tensor's size is unknown.
+Under a layout option such a model holds the same count (Held.saved, saved_per_sample), each
+stage its units' share times the micro-batches in flight, recomputation not applied to it (an
+upper bound under --recompute).
 
 Beside the peak (StageMemory.cached, its `reserved` the sum): the blocks PyTorch's caching
 allocator is known to keep reserved there, freed before it and too small for its requests
@@ -129,13 +132,13 @@ def _held(u: Unit, elements: int, kept: Mapping[str, float] | None) -> Held:
 
 
 def saved_per_sample(ir: ModelIR, d: Dims | None, micro_batch: int | None = None) -> dict[str, float] | None:
-    """What autograd saves for each layer, a sample of the `micro_batch` per_stage multiplies it
-    by (saved.by_layer over it; None: over the IR's batch, as the fast tier reads the IR at the
-    layout's micro-batch; the plan's IR is one micro-batch whatever --micro-batch says: -b 32),
-    for a model the block formulas do not know (`d` None: an ONNX graph of a transformer or a
-    CNN, whose IR has no heads); None where they do, or where a saved tensor's size is unknown.
-    Counted op by op, every tensor kept until its backward (no recomputation: an upper bound
-    under one)."""
+    """What autograd saves for each layer in one forward of `ir` (saved.by_layer), over the
+    `micro_batch` per_stage multiplies it by again: the layout's, so that a stage holds the IR's
+    own batch (the plan's IR is one micro-batch, `-b 32` without --micro-batch included); None,
+    the IR's batch (the fast tier reads the IR at the layout's micro-batch). For a model the block
+    formulas do not know (`d` None: an ONNX graph of a transformer, a CNN: no heads in its IR);
+    None where they do, or where a saved tensor's size is unknown. Counted op by op, every tensor
+    kept until its backward (recomputation not applied: an upper bound under one)."""
     if d is not None:
         return None
     kept = saved.by_layer(ir)
