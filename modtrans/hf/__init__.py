@@ -44,9 +44,9 @@ towers.py   a multimodal model's towers (its vision and audio encoders): outside
             the first pipeline stage, with their own configuration's heads
 plans.py    the model's own base_model_tp_plan: each layer's style (Layer.tp_style), which
             strategy/llm/tensor.py splits and communicates by; --tp refused without a plan
-derived.py  the plan Megatron-LM would apply where the configuration publishes none: the
-            blocks' linear layers column- or row-parallel by the data flow (M806), or the
-            reason the blocks are not ones it understands (X501)
+derived.py  the plan Megatron-LM would apply where the configuration publishes none, or one
+            naming no layer of the blocks: the blocks' linear layers column- or row-parallel by
+            the data flow (M806), or the reason the blocks are not ones it understands (X501)
 built.py    a built model's IR, made one way: its inputs, one forward recorded, its layers under
             a provenance, its anchored tensor-parallel plan (extract's, the tests' and tools')
 cache.py    the IR kept by the configuration's digest: a second run reads it without torch

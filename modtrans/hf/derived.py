@@ -2,7 +2,9 @@
 (BLOOM, OPT, MPT, GPT-Neo: transformers 5.x names no base_model_tp_plan for them, though BLOOM
 176B trained at TP 4 and OPT-175B at TP 8; Falcon, GPT-NeoX, GPT-2 and BERT are llm/'s own
 families, split by the same rule), derived from the recorded forward, not from a table of
-families.
+families. A published plan that names no layer of the blocks (transformers 5.25's HunYuan dense
+and GPT-OSS: embed_tokens alone, which transformers' apply_tensor_parallelism applies to that
+module alone, every block whole on each rank) is completed by this one on the blocks (blockless).
 
 Megatron-Core's rule (megatron/core/transformer/attention.py: linear_qkv a ColumnParallelLinear,
 linear_proj a RowParallelLinear; mlp.py: linear_fc1 column, linear_fc2 row): the linear layers of
