@@ -1034,6 +1034,11 @@ column-parallel (ColumnParallelLinear), the one whose output returns to the resi
 row-parallel (RowParallelLinear), read from the recorded forward. The message lists the plan. The
 derivation agrees with every plan transformers does publish on the blocks' linear layers; where
 the blocks are not ones it understands, --tp stays refused (X501, with the reason).
+A family whose published plan names no layer of its blocks (transformers 5.25: HunYuan dense's
+and GPT-OSS's `embed_tokens` alone, which tp_plan="auto" applies to that module alone, every block
+whole on each rank) has its blocks split by the derived plan beside the published styles, said in
+the same warning; where none derives, the published plan is followed, the blocks whole on every
+tensor rank, and the warning gives the reason.
   bad:  a plan taken for the family's own where transformers publishes none
   good: the listed split checked against the framework that trained the model
 """,

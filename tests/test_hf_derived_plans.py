@@ -329,3 +329,58 @@ def test_heads_that_do_not_divide_are_refused_in_one_line(
     lines = done.output.strip().splitlines()
     assert len(lines) == 1
     assert f"X501 --tp 3: the {heads} attention heads must divide by it" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "family"), [("hunyuan-mt-7b-nanoquant", "hunyuan_v1_dense"), ("gpt-oss-20b-echocog", "gpt_oss")]
+)
+def test_a_published_plan_of_embed_tokens_alone_is_completed_on_the_blocks(
+    name: str, family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HunYuan dense's and GPT-OSS's configuration classes publish a base_model_tp_plan that names
+    no layer of the blocks (transformers 5.25: embed_tokens alone; GPT-OSS's experts take its
+    base_model_ep_plan), which tp_plan="auto" applies to the modules it names alone
+    (distributed/tensor_parallel.apply_tensor_parallelism). At --tp 2 the published styles stay
+    and each block's attention and dense MLP linear layers take the style transformers' own Llama
+    plan gives the module of the same name (LlamaConfig.base_model_tp_plan: Megatron-LM's column /
+    row split), said in one M806 line; the experts stay expert parallelism's."""
+    monkeypatch.setenv("MODTRANS_CACHE", str(tmp_path / "cache"))
+    data = (FIXTURES / f"{name}.json").read_bytes()
+    published = library.tp_plan(classes.config_of(json.loads(data)))
+    assert classes.config_of(json.loads(data)).model_type == family
+    whole, _ = hf.extract(json.loads(data), data, name=name, batch=1, sequence=64)
+    assert whole is not None
+    assert published
+    assert derived.blockless(whole, published)
+    ir, found = hf.extract(json.loads(data), data, name=name, batch=1, sequence=64, tensor=2)
+    assert ir is not None, found
+    said = [d.message for d in found if d.code == "M806"]
+    assert len(said) == 1, said
+    assert "alone, no layer of its blocks" in said[0], said
+    styles = {x.name: x.tp_style for x in ir.layers}
+    for layer, style in plans.planned(published, list(styles)).items():
+        assert styles[layer] == style, (layer, styles[layer], style)
+    llama = library.tp_plan(transformers.LlamaConfig())
+    blocks = [x for x in ir.layers if derived._in_block(x) and derived._linear(x)]
+    assert blocks
+    for x in blocks:
+        assert x.tp_style == plans.planned(llama, [x.name]).get(x.name), (x.name, x.tp_style)
+    assert all(x.tp_style is None for x in ir.layers if x.moe is not None)
+
+
+def test_a_published_plan_of_no_block_layer_is_followed_and_said_where_none_derives() -> None:
+    """Inkling 2's configuration class publishes embed_tokens alone (replicate), and its blocks hold
+    a short convolution the derivation refuses (REFUSED: MIXER): at --tp 2 the published plan is
+    followed as transformers applies it, its blocks whole on every rank, and M806 says so with the
+    derivation's reason."""
+    read = _read("inkling2")
+    assert "inkling2" in REFUSED
+    assert derived.blockless(read.ir, read.plan)
+    found, reason = derived.derive(read.ir)
+    assert reason is not None
+    assert not found
+    plan, refused, said = hf._derived(read.ir, read.plan, "inkling2", 2, "config.json")
+    assert plan == read.plan
+    assert refused is None
+    assert [d.code for d in said] == ["M806"]
+    assert said[0].message.endswith(f"{reason}; its blocks stay whole on every tensor rank")

@@ -187,9 +187,12 @@ def test_styles_cover_every_style_transformers_registers() -> None:
 
 def test_what_the_plan_leaves_out_is_replicated() -> None:
     """gpt-oss's plan names its embedding alone (GptOssConfig.base_model_tp_plan: embed_tokens
-    embedding_rowwise; its experts follow the expert plan): at --tp 2 the attention projections
-    send nothing over the tensor ranks; the embedding all-reduces its output
-    (tokens x hidden x 4 bytes) and the head keeps Megatron's vocabulary-parallel loss."""
+    embedding_rowwise; its experts follow the expert plan), so its attention takes the split the
+    derivation gives (M806: Megatron's column q/k/v, row o_proj): at --tp 2 what neither names,
+    the router and the experts, sends nothing over the tensor ranks; each block's attention sends
+    Megatron's two all-reduces of tokens x hidden x 4 bytes (the input's gradient once for q/k/v,
+    o_proj's output), the embedding all-reduces its output and the head keeps Megatron's
+    vocabulary-parallel loss."""
     config: dict[str, Any] = {
         "model_type": "gpt_oss",
         "architectures": ["GptOssForCausalLM"],
@@ -207,16 +210,22 @@ def test_what_the_plan_leaves_out_is_replicated() -> None:
     data = json.dumps(config).encode()
     ir, found = hf.extract(json.loads(data), data, name="gpt_oss", batch=1, sequence=SEQ, tensor=2)
     assert ir is not None, found
-    assert {x.name: x.tp_style for x in ir.layers if x.tp_style} == {
+    assert [d.code for d in found if d.code == "M806"] == ["M806"]
+    assert {x.name: x.tp_style for x in ir.layers if x.tp_style and ".self_attn." not in x.name} == {
         "model.embed_tokens": "embedding_rowwise"
     }
     layout = Layout(npus=2, tp=2, micro_batch=1, global_batch=1)
     tensor = [c for c in _collectives(ir, layout) if c[4] == frozenset({Purpose.TENSOR})]
-    assert not [c for c in tensor if ".self_attn." in c[0] or ".mlp." in c[0]]
-    assert ("model.embed_tokens", "fwd", "ALLREDUCE", SEQ * config["hidden_size"] * 4) in [
-        c[:4] for c in tensor
-    ]
-    assert {c[0] for c in tensor} == {"model.embed_tokens", "lm_head"}
+    assert not [c for c in tensor if ".mlp." in c[0]]
+    activation = SEQ * config["hidden_size"] * 4
+    assert ("model.embed_tokens", "fwd", "ALLREDUCE", activation) in [c[:4] for c in tensor]
+    for block in range(config["num_hidden_layers"]):
+        attention = [c[:4] for c in tensor if c[0].startswith(f"model.layers.{block}.self_attn.")]
+        assert sorted(attention) == [
+            (f"model.layers.{block}.self_attn.o_proj", "fwd", "ALLREDUCE", activation),
+            (f"model.layers.{block}.self_attn.q_proj", "input_grad", "ALLREDUCE", activation),
+        ]
+    assert {c[0] for c in tensor if ".self_attn." not in c[0]} == {"model.embed_tokens", "lm_head"}
 
 
 def test_split_experts_without_sequence_parallelism_are_refused(tmp_path: Path) -> None:

@@ -38,9 +38,12 @@ refuses); WavLM's functional in-projection was other layers at two samples (matm
 than at one (addmm: hf/layers._bias_add); DeBERTa's relative-position projections, folded GEMMs
 of a column-parallel unit, took 1/4 on each of two tensor ranks (strategy/share.rank_share).
 Found and left open, each a strict expected failure with its cause: UNBOUNDED and the GEMM shapes
-below (cost/gpu.py), TP_UNSPLIT (plans of embed_tokens alone). Found and fixed on main: a model
+below (cost/gpu.py). Found and fixed on main: a model
 without heads (an ONNX graph, a CNN) held no activations under a layout (strategy/llm/memory.py
-counts them op by op now); law 2 allows for what does not scale with the samples."""
+counts them op by op now); law 2 allows for what does not scale with the samples; HunYuan dense's
+and GPT-OSS's published plans name embed_tokens alone, which left their blocks whole at --tp 2
+with no line saying so (the plan is completed by Megatron-LM's split of the blocks now, M806:
+hf/derived.blockless)."""
 
 from __future__ import annotations
 
@@ -141,19 +144,6 @@ AUDIO = {
 }
 """The same, in a model that reads audio (input_features or input_values): its encoder's rows are
 frames (BART's model.encoder reads the token ids, and follows them)."""
-
-TP_UNSPLIT = {
-    "hunyuan_v1_dense": "transformers 5.25's HunYuanDenseV1Config.base_model_tp_plan names "
-    "embed_tokens alone (configuration_hunyuan_v1_dense.py), which the read follows: at --tp 2 the "
-    "blocks stay whole on each rank, with no line saying so; a published plan is never completed "
-    "by the derived one (hf/__init__._derived)",
-    "hunyuan-mt-7b-nanoquant": "as hunyuan_v1_dense: its class's plan names embed_tokens alone",
-    "gpt-oss-20b-echocog": "transformers 5.25's GptOssConfig.base_model_tp_plan names embed_tokens "
-    "alone (its experts take base_model_ep_plan): at --tp 2 the attention and the experts stay "
-    "whole on each rank, with no line saying so",
-}
-"""Configurations whose two tensor ranks split no block linear layer: a defect left open."""
-
 
 _WAVES = (
     "cost/gpu.py _compute bounds a GEMM by two of half its rows only under one wave of the large "
@@ -454,7 +444,7 @@ def _split_by_the_plan(x: Layer, hand_written: bool) -> bool:
     return x.block.part in (Part.ATTENTION, Part.MLP)
 
 
-@pytest.mark.parametrize("model", _models(TP_UNSPLIT, TP_REFUSED))
+@pytest.mark.parametrize("model", _models(None, TP_REFUSED))
 def test_two_tensor_ranks_halve_each_split_linear_layer(model: str) -> None:
     sequence = _sequence(model)
     whole, _ = _pair(model, (1, 1), (1, 1))

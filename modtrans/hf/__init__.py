@@ -44,9 +44,9 @@ towers.py   a multimodal model's towers (its vision and audio encoders): outside
             the first pipeline stage, with their own configuration's heads
 plans.py    the model's own base_model_tp_plan: each layer's style (Layer.tp_style), which
             strategy/llm/tensor.py splits and communicates by; --tp refused without a plan
-derived.py  the plan Megatron-LM would apply where the configuration publishes none: the
-            blocks' linear layers column- or row-parallel by the data flow (M806), or the
-            reason the blocks are not ones it understands (X501)
+derived.py  the plan Megatron-LM would apply where the configuration publishes none, or one
+            naming no layer of the blocks: the blocks' linear layers column- or row-parallel by
+            the data flow (M806), or the reason the blocks are not ones it understands (X501)
 built.py    a built model's IR, made one way: its inputs, one forward recorded, its layers under
             a provenance, its anchored tensor-parallel plan (extract's, the tests' and tools')
 cache.py    the IR kept by the configuration's digest: a second run reads it without torch
@@ -147,17 +147,26 @@ def _derived(
 ) -> tuple[dict[str, str], str | None, list[Diagnostic]]:
     """The plan to split by: the configuration's own, or for `tensor` > 1 ranks where it has none
     the one Megatron-LM would apply, derived from the forward (derived.py) with M806 saying so;
-    {} and the reason where the blocks are not ones the derivation understands (X501 then)."""
-    if plan or tensor <= 1:
+    {} and the reason where the blocks are not ones the derivation understands (X501 then). A
+    published plan that names no layer of the blocks (derived.blockless: HunYuan dense's, GPT-OSS's
+    embed_tokens alone) is completed by the derived one on the blocks, or followed with the blocks
+    whole where none derives, M806 saying which."""
+    if tensor <= 1:
         return plan, None, []
     from modtrans.hf import derived
 
+    if plan and not derived.blockless(ir, plan):
+        return plan, None, []
     found, reason = derived.derive(ir)
     if not found:
+        if plan and reason is not None:  # followed as published: the blocks whole, said
+            return plan, None, [diagnostic("M806", derived.whole(family, tensor, plan, reason), path=name)]
         return {}, reason, []
+    completed = {**found, **plan}
     if not derived.divides(ir, tensor):  # the layout refuses it in one line (check_heads): nothing beside
-        return found, None, []
-    return found, None, [diagnostic("M806", derived.said(family, tensor, found), path=name)]
+        return completed, None, []
+    said = derived.said(family, tensor, found, plan or None)
+    return completed, None, [diagnostic("M806", said, path=name)]
 
 
 def _unrun(ir: ModelIR, name: str) -> list[Diagnostic]:

@@ -2,7 +2,9 @@
 (BLOOM, OPT, MPT, GPT-Neo: transformers 5.x names no base_model_tp_plan for them, though BLOOM
 176B trained at TP 4 and OPT-175B at TP 8; Falcon, GPT-NeoX, GPT-2 and BERT are llm/'s own
 families, split by the same rule), derived from the recorded forward, not from a table of
-families.
+families. A published plan that names no layer of the blocks (transformers 5.25's HunYuan dense
+and GPT-OSS: embed_tokens alone, which transformers' apply_tensor_parallelism applies to that
+module alone, every block whole on each rank) is completed by this one on the blocks (blockless).
 
 Megatron-Core's rule (megatron/core/transformer/attention.py: linear_qkv a ColumnParallelLinear,
 linear_proj a RowParallelLinear; mlp.py: linear_fc1 column, linear_fc2 row): the linear layers of
@@ -195,15 +197,47 @@ def _in_block(layer: Layer) -> bool:
     return layer.block is not None and layer.block.index is not None and not layer.name.endswith(".unused")
 
 
-def said(family: str, tp: int, plan: Mapping[str, str]) -> str:
-    """M806's line: the plan is derived, and which layers it splits how."""
+def said(family: str, tp: int, plan: Mapping[str, str], published: Mapping[str, str] | None = None) -> str:
+    """M806's line: the plan is derived, and which layers it splits how; `published`: the
+    configuration's own plan, which names no layer of the blocks (blockless) and is kept beside."""
     column = [k for k, v in plan.items() if plans.role(v) is LayerRole.COLUMN]
     row = [k for k, v in plan.items() if plans.role(v) is LayerRole.ROW]
-    return (
-        f"--tp {tp}: {family}'s configuration has no base_model_tp_plan; split as Megatron-LM splits a "
-        f"transformer block, derived from its forward: column-parallel {', '.join(column)}; "
-        f"row-parallel {', '.join(row)}"
+    why = (
+        f"{_alone(family, published)}; its blocks split"
+        if published
+        else (f"{family}'s configuration has no base_model_tp_plan; split")
     )
+    return (
+        f"--tp {tp}: {why} as Megatron-LM splits a transformer block, derived from its forward: "
+        f"column-parallel {', '.join(column)}; row-parallel {', '.join(row)}"
+    )
+
+
+def whole(family: str, tp: int, published: Mapping[str, str], reason: str) -> str:
+    """M806's line where the configuration's plan names no layer of the blocks and Megatron-LM's
+    split cannot be derived (`reason`): the plan followed, the blocks whole on every rank."""
+    return (
+        f"--tp {tp}: {_alone(family, published)}, nor could Megatron-LM's split be derived from its "
+        f"forward: {reason}; its blocks stay whole on every tensor rank"
+    )
+
+
+def _alone(family: str, published: Mapping[str, str]) -> str:
+    """What a plan naming no layer of the blocks is: transformers' apply_tensor_parallelism
+    (transformers/distributed/tensor_parallel.py) installs a style on the modules the plan names
+    alone, so tp_plan="auto" runs every block whole on each rank."""
+    keys = ", ".join(sorted(published))
+    return (
+        f"{family}'s base_model_tp_plan names {keys} alone, no layer of its blocks "
+        '(transformers\' tp_plan="auto" runs them whole on each rank)'
+    )
+
+
+def blockless(ir: ModelIR, plan: Mapping[str, str]) -> bool:
+    """Whether a published plan names no layer with parameters inside the blocks (HunYuan dense's
+    and GPT-OSS's in transformers 5.25: embed_tokens alone), so that it splits nothing Megatron-LM
+    splits in a transformer block: such a plan is completed by the derived one (hf/__init__)."""
+    return not plans.planned(plan, [x.name for x in ir.layers if x.params and _in_block(x)])
 
 
 def divides(ir: ModelIR, tp: int) -> bool:
