@@ -150,7 +150,7 @@ class Footprint:
         if found is None:
             try:
                 ir = self.ir(layout)
-                kept = memory.saved_per_sample(ir, activations.dims(ir, 1))
+                kept = memory.saved_per_sample(ir, self._dims_of(layout))
                 found = split_of(build.rank_units(ir, layout, self._params, self._dtype_bytes), kept=kept)
             except LayoutError as error:
                 found = error
@@ -176,7 +176,11 @@ class Footprint:
         self.check(layout)
         split = self._split(layout)
         cuts = partition([1] * len(split.grouped), layout.chunks, layout.stages, even=True)
+        return stage_memory(split, cuts, layout, self._dims_of(layout))
+
+    def _dims_of(self, layout: Layout) -> Dims | None:
+        """The activations' dimensions at the layout's micro-batch (activations.dims), made once."""
         key = (layout.micro_batch, layout.vocabulary_multiple, layout.capacity_factor)
         if key not in self._dims:
             self._dims[key] = activations.dims(self.ir(layout), layout.micro_batch, layout.capacity_factor)
-        return stage_memory(split, cuts, layout, self._dims[key])
+        return self._dims[key]
