@@ -42,18 +42,11 @@ Before it (2026-12-06, main at f22ce01, the project's 2 shared cores; megatron-2
 cuBLASLt's sustained 256.5 TFLOP/s, the loss as kernels of its own): every run on ASTRA-sim 2.x
 itself through `modtrans simulate` (selene; master 518bd51, analytical congestion-unaware; each
 chain of computes one node, simulate/fusion.py), every rank printing `sys[i] finished`, and each
-the exact tier's (`--estimate`) on the same traces to the nanosecond; iteration time in seconds:
-
-    run                  measured  ASTRA-sim (ns)   error   exact tier  took (wall)
-    22B full                1.42    1,425,154,962   +0.4 %      =          1 s
-    22B selective + SP      1.10    1,110,595,538   +1.0 %      =          1 s
-    175B full              18.13   18,343,126,026   +1.2 %      =         45 s
-    175B selective + SP    13.75   13,834,068,671   +0.6 %      =         60 s
-    530B full              49.05   48,336,453,045   -1.5 %      =        370 s
-    530B selective + SP    37.83   36,712,589,995   -3.0 %      =        284 s
-    1T full                94.42   94,683,211,991   +0.3 %      =        717 s
-    1T selective + SP      71.49   72,294,966,681   +1.1 %      =        917 s
-    MAE 1.12 %, worst 2.95 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+the exact tier's (`--estimate`) on the same traces to the nanosecond, in ns (full / selective +
+SP): 22B 1,425,154,962 / 1,110,595,538 (+0.4 / +1.0 %), 175B 18,343,126,026 / 13,834,068,671
+(+1.2 / +0.6 %), 530B 48,336,453,045 / 36,712,589,995 (-1.5 / -3.0 %), 1T 94,683,211,991 /
+72,294,966,681 (+0.3 / +1.1 %); MAE 1.12 %, worst 2.95 %; 1 s, 1 s, 45 s, 60 s, 370 s, 284 s, 717 s
+and 917 s of wall.
 
 1T's two runs together: 1,283 s of CPU, 29 minutes' wall at a load of 2 to 4, a peak RSS of 14.5 GB
 (the simulator on 1T selective + SP's 11.6 M fused nodes).

@@ -138,28 +138,9 @@ busiest stage's):
     mcore-mixtral-8x7b-h100      2.903 s  3.050 s  +5.1 %  1.974 s  0.356  0.720       - / 50.3
     MAE 9.8 %, worst 26.4 % (goal: within 10 % each)
 
-The rows before that change (main 64b994f):
-
-    run                        published    ours   error  compute   comm  bubble  memory pub / ours
-    titan-8b-a100                2.755 s  2.846 s  +3.3 %  2.503 s  0.342  0.000       - / 36.0
-    titan-70b-a100              24.749 s 26.210 s  +5.9 % 22.447 s  3.763  0.000       - / 51.5
-    titan-8b-h100                2.843 s  2.625 s  -7.7 %  2.541 s  0.084  0.000    82.4 / 78.5
-    titan-8b-h100x128            2.923 s  2.706 s  -7.4 %  2.519 s  0.187  0.000    67.0 / 64.4
-    titan-8b-h100-compile        2.457 s  2.064 s -16.0 %  1.980 s  0.084  0.000    77.0 / 74.5
-    titan-8b-h100x128-compile    2.515 s  2.145 s -14.7 %  1.958 s  0.187  0.000    62.0 / 60.4
-    foundry-7b-h100              1.155 s  1.016 s -12.0 %  0.951 s  0.065  0.000       - / 63.8
-    foundry-7b-a100              5.295 s  5.139 s  -2.9 %  4.866 s  0.274  0.000       - / 63.8
-    mcore-1.7b-h100              0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 18.1
-    mcore-7.1b-h100              0.800 s  0.592 s -26.0 %  0.586 s  0.006  0.000       - / 28.8
-    mcore-16b-h100               0.850 s  0.692 s -18.5 %  0.686 s  0.006  0.000       - / 29.6
-    mcore-32b-h100               0.892 s  1.061 s +19.0 %  0.735 s  0.326  0.000       - / 28.4
-    mcore-70b-h100               2.177 s  2.359 s  +8.4 %  1.539 s  0.572  0.248       - / 36.8
-    mcore-119b-h100              3.648 s  3.861 s  +5.9 %  2.728 s  0.503  0.631       - / 37.6
-    mcore-177b-h100              5.259 s  5.417 s  +3.0 %  3.882 s  0.526  1.009       - / 41.7
-    mcore-314b-h100              8.399 s  8.393 s  -0.1 %  6.014 s  0.731  1.649       - / 55.7
-    mcore-462b-h100             12.716 s 12.795 s  +0.6 %  9.291 s  0.615  2.889       - / 56.6
-    mcore-mixtral-8x7b-h100      2.903 s  3.050 s  +5.1 %  1.974 s  0.356  0.720       - / 50.3
-    MAE 10.2 %, worst 26.4 % (goal: within 10 % each)
+The rows before that change (main 64b994f), where they differ: 16B 0.692 s (-18.5 %), 70B 2.359 s
+(+8.4 %, compute 1.539 s), 119B 3.861 s (+5.9 %, 2.728), 177B 5.417 s (+3.0 %, 3.882), 314B 8.393 s
+(-0.1 %, 6.014), 462B 12.795 s (+0.6 %, 9.291); MAE 10.2 %, worst 26.4 %.
 
 torchtitan's --compile rows, a check as the others: compile takes 0.56 s off our 8-GPU iteration
 (2.625 to 2.064 s), torchtitan measured 0.39 s (2.843 to 2.457). Most of ours is the blocks'
