@@ -245,14 +245,14 @@ def _extracted(
         )
     if entry is None:
         return None, [_unknown_model(str(spec))]
-    shapes = entry.input_shapes(batch, input_shapes)
     return extract_file(
         entry.path,
         batch=batch,
-        input_shapes=shapes,
+        input_shapes=input_shapes,
         input_values=input_values,
         display_name=entry.name,
         file_hash=file_hash,
+        defaults=entry.defaults,
     )
 
 

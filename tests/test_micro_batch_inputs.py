@@ -67,6 +67,62 @@ def test_an_onnx_copy_binds_the_named_dims_too(tmp_path: Path) -> None:
     assert ir.provenance.input_shapes == {"input_ids": (4, 64), "attention_mask": (4, 64)}
 
 
+RESNET50_ONNX = GPT2_ONNX.with_name("resnet50.onnx")
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        # the manifest's defaults (modtrans/zoo/manifest.json: batch 1, sequence 128) fill what
+        # nothing else sets; --batch sets every input's batch axis
+        ({}, {"input_ids": (1, 128), "attention_mask": (1, 128)}),
+        ({"batch": 3}, {"input_ids": (3, 128), "attention_mask": (3, 128)}),
+        # a shape given binds its dims' names for the other input, the batch's too
+        ({"input_shape": {"input_ids": (2, 64)}}, {"input_ids": (2, 64), "attention_mask": (2, 64)}),
+        ({"input_shape": {"attention_mask": (2, 64)}}, {"input_ids": (2, 64), "attention_mask": (2, 64)}),
+        (
+            {"input_shape": {"input_ids": (2, 64)}, "batch": 2},
+            {"input_ids": (2, 64), "attention_mask": (2, 64)},
+        ),
+    ],
+)
+def test_a_built_in_binds_its_inputs_as_the_same_onnx_file_does(
+    options: dict[str, Any], expected: dict[str, tuple[int, ...]], tmp_path: Path
+) -> None:
+    """One binding for a built-in and a file: the built-in's defaults (its manifest's) are the last
+    word, after the shapes given and the batch; the file has none, so it is handed the rest."""
+    copy = tmp_path / "gpt2.onnx"
+    shutil.copyfile(GPT2_ONNX, copy)
+    assert _ir("gpt2", **options).provenance.input_shapes == expected
+    given = {"input_shape": {"input_ids": expected["input_ids"]}} if not options.get("input_shape") else {}
+    assert _ir(copy, **options, **given).provenance.input_shapes == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "options"),
+    [
+        ("gpt2", {"input_shape": {"input_ids": (2, 64)}, "batch": 4}),
+        (
+            "gpt2",
+            {"input_shape": {"attention_mask": (1, 64)}, "npus": 2, "micro_batch": 4, "global_batch": 8},
+        ),
+        ("resnet50", {"input_shape": {"input": (4, 3, 224, 224)}, "batch": 8}),
+        (RESNET50_ONNX, {"input_shape": {"input": (4, 3, 224, 224)}, "batch": 8}),
+    ],
+)
+def test_a_batch_a_given_shape_contradicts_is_refused(model: str | Path, options: dict[str, Any]) -> None:
+    """--batch (or the micro-batch under a layout) and an --input-shape whose batch axis says
+    otherwise: the model cannot be read at both, so the translation is refused in one line (it
+    used to keep the shape's size for that input and the batch's for the others on a built-in,
+    the shape's alone on a file, silently)."""
+    prepared = prepare(request_of(model, options))
+    result = pipeline.translate_checked(model, prepared.options)
+    (error,) = [d for d in result.diagnostics if d.severity == 1]
+    assert error.code == "X501"
+    assert "two sizes" in error.message
+    assert "dimension 0" in error.message
+
+
 @pytest.mark.hf
 @pytest.mark.parametrize("micro", [1, 2])
 def test_a_family_transformers_builds_reads_the_micro_batch(

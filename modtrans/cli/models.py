@@ -148,7 +148,7 @@ def zoo_list() -> None:
     for name in zoo.names():
         entry = zoo.get(name)
         assert entry is not None
-        shapes = " ".join(f"{k}={'x'.join(map(str, v))}" for k, v in entry.input_shapes().items())
+        shapes = " ".join(f"{k}={'x'.join(map(str, v))}" for k, v in entry.shapes.items())
         typer.echo(f"{name:<14} {entry.description}  [{shapes}; from {entry.source}]")
     typer.echo("\nfetchable (modtrans fetch NAME):")
     for item in fetching.remotes():

@@ -35,14 +35,17 @@ def extract(
     file_hash: bool = True,
     digest: Digest | None = None,
     full_hash: bool = False,
+    defaults: Mapping[str, int] | None = None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     """The IR of the ONNX model at `path`, or None when the model cannot be read (see diagnostics).
     The provenance identifies the file by its SHA-256, or above 64 MiB by a sampled digest unless
     `full_hash` (modtrans/digest.py); `digest`: one already running. `input_values`: scalar
-    inputs taken as constants (load.apply_values), so that an If on their value folds."""
+    inputs taken as constants (load.apply_values), so that an If on their value folds;
+    `defaults`: sizes of the inputs' named dimensions that nothing else sets (a built-in's)."""
     if digest is None and file_hash:
         digest = Digest(path, full=full_hash)
-    ir, found = _extract_file(path, batch, input_shapes, input_values or {}, display_name, digest)
+    inputs = load.Inputs(batch, input_shapes or {}, input_values or {}, defaults or {})
+    ir, found = _extract_file(path, inputs, display_name, digest)
     if display_name is None:
         return ir, found
     # A built-in or fetched model is named by its name, never by the packaged file's path.
@@ -51,19 +54,14 @@ def extract(
 
 
 def _extract_file(
-    path: Path,
-    batch: int | None,
-    input_shapes: Mapping[str, tuple[int, ...]] | None,
-    input_values: Mapping[str, float],
-    display_name: str | None,
-    digest: Digest | None,
+    path: Path, inputs: load.Inputs, display_name: str | None, digest: Digest | None
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     where = str(path)
     loaded, found = load.read(path, file_hash=False, digest=digest)
     if loaded is None or has_errors(found):
         return None, found
     try:
-        return _extract(loaded, found, path, batch, input_shapes or {}, input_values, display_name)
+        return _extract(loaded, found, path, inputs, display_name)
     except Exception as error:  # a corrupt file whose fields are not what the ONNX spec says
         detail = " ".join(str(error).split())[:200]
         message = f"not a well-formed ONNX model: {type(error).__name__}: {detail}"
@@ -96,14 +94,12 @@ def _extract(
     loaded: load.Loaded,
     found: list[Diagnostic],
     path: Path,
-    batch: int | None,
-    input_shapes: Mapping[str, tuple[int, ...]],
-    input_values: Mapping[str, float],
+    inputs: load.Inputs,
     display_name: str | None,
 ) -> tuple[ModelIR | None, list[Diagnostic]]:
     where = str(path)
-    found = found + load.apply_inputs(loaded, batch, input_shapes, where)
-    found += load.apply_values(loaded, input_values, where)
+    found = found + load.apply_inputs(loaded, inputs.batch, inputs.shapes, where, inputs.defaults)
+    found += load.apply_values(loaded, inputs.values, where)
     if has_errors(found):
         return None, found
     found += load.check_structure(loaded.model, where)
@@ -133,7 +129,7 @@ def _extract(
         ir_version=m.ir_version,
         opset={o.domain: o.version for o in m.opset_import},
         graph=m.graph.name,
-        batch=batch,
+        batch=inputs.batch,
         input_shapes=loaded.input_shapes,
         tool=f"modtrans {__version__}",
         architecture_only=loaded.architecture_only,

@@ -17,6 +17,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -177,17 +178,54 @@ def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     return [i for i in model.graph.input if i.name not in initializers]
 
 
+class Inputs(NamedTuple):
+    """What a caller says of a graph's inputs: --batch, --input-shape, --input-value, and the sizes
+    of named dimensions nothing else sets (a built-in's defaults: zoo.Entry.defaults)."""
+
+    batch: int | None
+    shapes: Mapping[str, tuple[int, ...]]
+    values: Mapping[str, float]
+    defaults: Mapping[str, int]
+
+
 def apply_inputs(
-    loaded: Loaded, batch: int | None, shapes: Mapping[str, tuple[int, ...]], path: str
+    loaded: Loaded,
+    batch: int | None,
+    shapes: Mapping[str, tuple[int, ...]],
+    path: str,
+    defaults: Mapping[str, int] | None = None,
 ) -> list[Diagnostic]:
-    """Fix the graph inputs' dims from --batch (dim 0 when symbolic) and --input-shape (whole shape)."""
+    """Fix the graph inputs' dims, in this order: --input-shape (whole shapes; the names of their
+    dims bound to those sizes for every other input: _bind), --batch (the batch axis of each input
+    not given, when still symbolic: batch_axis), then `defaults` (a built-in's sizes of the named
+    dims left: zoo.Entry.defaults). A batch that a given shape contradicts is refused (X501)."""
     inputs = {i.name: i for i in graph_inputs(loaded.model)}
-    found: list[Diagnostic] = []
-    names = ", ".join(inputs) or "(none)"
-    bound: dict[str, int] = {}  # a named dimension -> its size in a shape given
     too_large = limits.input_error(batch, shapes)
     if too_large:
         return [diagnostic("X501", too_large, path=path)]
+    recurrent = _sequence_first(loaded.model)
+    clash = _batch_clash(inputs, batch, shapes, recurrent)
+    if clash:
+        return [diagnostic("X501", clash, path=path)]
+    found = _given(inputs, shapes, path)
+    for name, info in inputs.items():
+        if batch is not None and name not in shapes:
+            found += _batched(name, info, batch, name in recurrent, path)
+        _bind({name: info}, shapes, defaults or {})
+        loaded.input_shapes[name] = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in info.type.tensor_type.shape.dim
+        )
+    return found
+
+
+def _given(
+    inputs: Mapping[str, onnx.ValueInfoProto], shapes: Mapping[str, tuple[int, ...]], path: str
+) -> list[Diagnostic]:
+    """Each --input-shape set whole, and the names of its dims bound in the inputs not given."""
+    found: list[Diagnostic] = []
+    names = ", ".join(inputs) or "(none)"
+    bound: dict[str, int] = {}  # a named dimension -> its size in a shape given
     for name, dims in shapes.items():
         info = inputs.get(name)
         if info is None:
@@ -212,43 +250,62 @@ def apply_inputs(
         for d in dims:
             info.type.tensor_type.shape.dim.add().dim_value = d
     _bind(inputs, shapes, bound)
-    recurrent = _sequence_first(loaded.model)
-    for name, info in inputs.items():
-        if batch is not None and name not in shapes:
-            declared = info.type.tensor_type.shape.dim
-            axis = batch_axis(
-                [d.dim_value if d.HasField("dim_value") else d.dim_param for d in declared], name in recurrent
-            )
-            if axis is not None:
-                spelled = [
-                    d.dim_param or (f"fixed at {d.dim_value}" if d.HasField("dim_value") else "unnamed")
-                    for d in declared
-                ]
-                declared[axis].dim_value = batch
-                if axis != 0:
-                    why = "a sequence-first recurrent input" if name in recurrent else spelled[0]
-                    found.append(
-                        diagnostic(
-                            "X512",
-                            f"--batch {batch} set input {name!r} dimension {axis} "
-                            f"({spelled[axis]}), not 0 "
-                            f"({why})",
-                            path=path,
-                        )
-                    )
-        loaded.input_shapes[name] = tuple(
-            d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
-            for d in info.type.tensor_type.shape.dim
-        )
     return found
+
+
+def _batched(
+    name: str, info: onnx.ValueInfoProto, batch: int, recurrent: bool, path: str
+) -> list[Diagnostic]:
+    """--batch on the input's batch axis (batch_axis) when it is still symbolic; X512 says so when
+    that axis is not the first."""
+    declared = info.type.tensor_type.shape.dim
+    axis = batch_axis([d.dim_value if d.HasField("dim_value") else d.dim_param for d in declared], recurrent)
+    if axis is None:
+        return []
+    spelled = [
+        d.dim_param or (f"fixed at {d.dim_value}" if d.HasField("dim_value") else "unnamed") for d in declared
+    ]
+    declared[axis].dim_value = batch
+    if axis == 0:
+        return []
+    why = "a sequence-first recurrent input" if recurrent else spelled[0]
+    message = f"--batch {batch} set input {name!r} dimension {axis} ({spelled[axis]}), not 0 ({why})"
+    return [diagnostic("X512", message, path=path)]
+
+
+def _batch_clash(
+    inputs: Mapping[str, onnx.ValueInfoProto],
+    batch: int | None,
+    shapes: Mapping[str, tuple[int, ...]],
+    recurrent: set[str],
+) -> str | None:
+    """Why the batch and a shape given disagree: the size the shape gives on the axis the batch
+    would set (batch_axis), where that axis is symbolic. None: they agree, or one is not given."""
+    if batch is None:
+        return None
+    for name, dims in shapes.items():
+        info = inputs.get(name)
+        declared = [] if info is None else list(info.type.tensor_type.shape.dim)
+        if len(declared) != len(dims):
+            continue  # refused below with its own reason
+        spelled = [d.dim_value if d.HasField("dim_value") else (d.dim_param or 0) for d in declared]
+        axis = batch_axis(spelled, name in recurrent)
+        if axis is not None and dims[axis] != batch:
+            shape = "x".join(map(str, dims))
+            return (
+                f"the batch {batch} (--batch, or --micro-batch under a layout) and --input-shape "
+                f"{name}={shape} give dimension {axis} ({spelled[axis] or 'unnamed'}) two sizes: give one"
+            )
+    return None
 
 
 def _bind(
     inputs: Mapping[str, onnx.ValueInfoProto], shapes: Mapping[str, tuple[int, ...]], bound: Mapping[str, int]
 ) -> None:
-    """Each input not given a shape takes the size a given shape set for a dimension it shares by
-    name (ONNX's dim_param: one symbol, one size, as onnx.shape_inference reads the graph): GPT-2's
-    attention_mask [batch, sequence] follows input_ids=1x256."""
+    """Each input not given a shape takes the size `bound` has for a dimension it names (ONNX's
+    dim_param: one symbol, one size, as onnx.shape_inference reads the graph): GPT-2's
+    attention_mask [batch, sequence] follows input_ids=1x256, and a built-in's defaults fill what
+    is left."""
     for name, info in inputs.items():
         if name in shapes:
             continue

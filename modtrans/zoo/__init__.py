@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,24 +27,14 @@ class Entry:
     defaults: dict[str, int]
     sha256: str
 
-    def input_shapes(
-        self, batch: int | None = None, given: Mapping[str, tuple[int, ...]] | None = None
-    ) -> dict[str, tuple[int, ...]]:
-        """The inputs' dims with every named dim resolved: from the shapes `given` (an input given
-        whole, the names of its dims bound to those sizes for the others: attention_mask follows
-        input_ids=1x256), batch from `batch`, the others by default."""
-        values = dict(self.defaults)
-        for name, dims in (given or {}).items():
-            declared = self.inputs.get(name, ())
-            if len(declared) == len(dims):
-                values.update({d: size for d, size in zip(declared, dims, strict=True) if isinstance(d, str)})
-        if batch is not None:
-            values["batch"] = batch
-        resolved = {
-            name: tuple(values[d] if isinstance(d, str) else d for d in dims)
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """The inputs at the defaults' sizes (what `zoo list` shows; a translation binds the
+        names as extraction/load.apply_inputs does, the defaults last)."""
+        return {
+            name: tuple(self.defaults[d] if isinstance(d, str) else d for d in dims)
             for name, dims in self.inputs.items()
         }
-        return {**resolved, **(given or {})}
 
 
 @functools.cache
