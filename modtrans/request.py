@@ -190,7 +190,7 @@ def prepare(request: Request, say: Say | None = None) -> Prepared:
         input_shapes=_shapes(request, batch),
         input_values=dict(request.input_value or {}),
         dtype_bytes=request.dtype_bytes,
-        precision=request.precision,
+        precision=_precision(request, parallel),
         compute=compute,
         cost=settings,
         dialect=dialect,
@@ -298,6 +298,15 @@ def _efficiency(text: str | None) -> tuple[tuple[str, float], ...]:
             raise UsageError(f"--efficiency {text}: a factor (0.9) or {pairs}") from None
         found.append((name.strip() or "all", factor))
     return tuple(found)
+
+
+def _precision(request: Request, parallel: Parallelism) -> str | None:
+    """--precision, else the LLM layout's framework's own (frameworks.py, Framework.precision:
+    torchtitan, llm-foundry, fms-fsdp and NeMo train in bf16 whatever the checkpoint's dtype), else
+    None: the model's own dtype."""
+    if request.precision is not None or parallel.layout is None:
+        return request.precision
+    return parallel.layout.framework.precision
 
 
 def _shapes(request: Request, batch: int | None) -> dict[str, tuple[int, ...]]:

@@ -124,8 +124,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("precision", tuple(PRECISIONS),
        "The dtype training computes in: every floating parameter and activation (and the bytes the "
        "collectives move) in fp32, fp16 or bf16, as Megatron-LM's --fp16/--bf16 or DeepSpeed's "
-       "fp16/bf16 sections run it; Adam's fp32 master weights and states stay (default: the model's "
-       "own dtype, float32 where a configuration states none). fp8: bf16 with the transformer "
+       "fp16/bf16 sections run it; Adam's fp32 master weights and states stay (default: the "
+       "framework's own where it has one: bf16 under torchtitan, llm-foundry, fms-fsdp and nemo; else the "
+       "model's own dtype, float32 where a configuration states none). fp8: bf16 with the transformer "
        "blocks' linears in FP8 as Transformer Engine runs them under Megatron-Core (--fp8-format "
        "hybrid); --framework megatron or nemo, the gpu model and an FP8 device (h100, h200, b200) only.",
        MODEL, **_SIDE),

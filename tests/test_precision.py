@@ -183,3 +183,40 @@ def test_extract_writes_the_ir_at_the_precision(run_cli: Run, tmp_path: Path) ->
     assert "X501" in bad.stderr
     assert "Traceback" not in bad.stderr
     assert not (tmp_path / "bad.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("framework", "zero", "trained"),
+    [
+        # each framework's own configuration, as Framework.precision cites it: torchtitan's
+        # mixed_precision_param "bfloat16", llm-foundry's yamls' amp_bf16, fms-fsdp's bfSixteen
+        # policy, NeMo's launcher yamls' `precision: bf16`
+        ("torchtitan", 3, "bf16"),
+        ("llm-foundry", 3, "bf16"),
+        ("fms-fsdp", 3, "bf16"),
+        ("nemo", 1, "bf16"),
+        # Megatron-LM trains in fp32 without --bf16 (megatron/training/arguments.py: bf16 and fp16
+        # default False), DeepSpeed without its bf16 section, FSDP without a MixedPrecision
+        ("megatron", 1, None),
+        ("deepspeed", 1, None),
+        ("fsdp", 3, None),
+    ],
+)
+def test_a_framework_with_a_training_precision_of_its_own_runs_it(
+    framework: str, zero: int, trained: str | None, tmp_path: Path
+) -> None:
+    """distilgpt2's published file states no dtype (float32). A framework whose own configuration
+    trains in bf16 trains it as --precision bf16 does, to every compute time, collective and byte of
+    memory; the others keep the checkpoint's float32; --precision, given, stands over either."""
+    source = HF / "distilgpt2.json"
+    options = {"framework": framework, "zero": zero}
+    ir, plan = _translated(source, **options)
+    expected = trained or "fp32"
+    ir_given, plan_given = _translated(source, **options, precision=expected)
+    assert ir.layers == ir_given.layers
+    assert _computes(plan) == _computes(plan_given)
+    assert _collectives(plan) == _collectives(plan_given)
+    assert plan.memory == plan_given.memory
+    assert {p.dtype for x in ir.layers for p in x.params} == {"bfloat16" if trained else "float"}
+    full, _ = _translated(source, **options, precision="fp32")
+    assert {p.dtype for x in full.layers for p in x.params} == {"float"}

@@ -242,6 +242,21 @@ class Framework(enum.StrEnum):
         return width if self is Framework.TORCHTITAN and width < 4 else 0
 
     @property
+    def precision(self) -> str | None:
+        """The training precision the framework's own configuration runs where --precision does
+        not say (None: the model's own dtype, as Megatron-LM trains without --bf16, DeepSpeed
+        without its bf16 section, FSDP without a MixedPrecision, flash-attn's scripts by their
+        configs' autocast). torchtitan: bf16, its mixed_precision_param default (torchtitan/config/
+        configs.py at b5bcd76: "bfloat16", through fully_shard under FSDP, torch.autocast under DDP
+        or one device). llm-foundry: amp_bf16, the `precision` of its pretraining yamls
+        (scripts/train/yamls/pretrain/mpt-7b.yaml at 15fb4ff). fms-fsdp: bf16, its bfSixteen policy
+        (fms_fsdp/config/training.py at 5a296af: mixed_precision True; utils/train_utils.py,
+        get_mixed_precision_policy). NeMo: bf16, the launcher's training yamls (launcher_scripts/
+        conf/training at 26e42fa: `precision: bf16` or `bf16-mixed` in every model's)."""
+        on = (Framework.TORCHTITAN, Framework.LLM_FOUNDRY, Framework.FMS_FSDP, Framework.NEMO)
+        return "bf16" if self in on else None
+
+    @property
     def attention(self) -> str | None:
         """The attention kernel the framework runs where --attention does not say (None: the
         device's newest fused kernel). torchtitan: PyTorch's SDPA (torchtitan/models/llama/model.py
