@@ -193,9 +193,15 @@ def zero_stages(space: Space, framework: Framework) -> tuple[int, ...]:
     return tuple(1 if on else 0 for on in space.distributed_optimizer)
 
 
+DERIVED = ("micro_batches", "distributed_optimizer")
+"""The table's columns of a layout that follow from its other options (B / (M D); ZeRO >= 1):
+shown, not given to `modtrans translate` (finalists.translation_options)."""
+
+
 def options_of(layout: Layout) -> dict[str, Any]:
-    """A layout as the sweep's table names its options (and `modtrans translate` takes them):
-    every degree's size (degrees.sizes: `dp` is D), then the others."""
+    """A layout as the sweep's table names its options (rows.Row's fields; and, but for D and
+    DERIVED, as `modtrans translate` takes them): every degree's size (degrees.sizes: `dp` is D),
+    then the others."""
     return {
         **sizes(lambda d: d.ranks(layout)),
         "vpp": layout.vpp,

@@ -1,0 +1,71 @@
+"""`modtrans sweep` as a user types it: every option value the sweep cannot use is one line and
+exit 2 before anything runs, never a table whose every row says the same error with exit 0; and
+the values its help offers are taken, on real built-in models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from typer.testing import Result
+
+import modtrans
+from modtrans.request import UsageError
+
+Run = Callable[..., Result]
+MODELS = ("llama-3-8b", "mixtral-8x7b", "gpt2")
+ONE = ("--tp", "1", "--pp", "1", "--cp", "1", "--micro-batch", "1", "--recompute", "full", "--no-cache")
+
+
+def _one_line_exit_2(done: Result, said: str) -> None:
+    assert done.exit_code == 2, done.output
+    assert len(done.output.strip().splitlines()) == 1, done.output
+    assert said in done.output
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        # no such preset (simulate/network.py's: switch:NPUS:GBPS, dgx-a100, selene, hgx-h100, jean-zay-a100)
+        (("--network", "foo"), "--network foo"),
+        # a switch of 8 cannot hold the cluster's 16 GPUs (the second of --gpus 8,16)
+        (("--network", "switch:8:300"), "--network switch:8:300"),
+        # the fast tier takes one bucket per buffer (estimate/fast.py): every row would say so
+        (("--overlap-grad-reduce",), "--overlap-grad-reduce"),
+        # DeepSpeed's zero_optimization.stage is 0-3 (deepspeed/runtime/zero/config.py, ZeroStageEnum)
+        (("--zero", "4"), "--zero '4'"),
+        (("--zero", "1:5"), "--zero '1:5'"),
+    ],
+)
+def test_an_option_no_layout_can_use_is_one_line_and_exit_2(
+    model: str, option: tuple[str, ...], said: str, run_cli: Run
+) -> None:
+    """Each of these left every row of the table without an estimate (its error column all the
+    same line) and exited 0, or (--zero 4) counted every layout refused under a rule and exited
+    1: the sweep ran, and said nothing useful."""
+    done = run_cli("sweep", model, "--gpus", "8,16", "--global-batch", "64", *ONE, *option)
+    _one_line_exit_2(done, said)
+
+
+@pytest.mark.parametrize("model", ["llama-3-8b", "gpt2"])  # ZeRO-0 of Mixtral's 47B fits no 8 GPUs
+def test_every_zero_stage_the_help_offers_is_taken(model: str) -> None:
+    """--zero's help says 0-3: DeepSpeed's stages 0 (disabled), 1, 2, 3 (ZeroStageEnum); the list
+    refused 0 (a degree's rule: positive values) whether typed 0:3, 0,3 or given to the API."""
+    for given in ("0:3", "0,1,2,3", (0, 1, 2, 3)):
+        rows = modtrans.sweep(
+            model, gpus=8, global_batch=64, framework="deepspeed", tp="1", pp="1", cp="1", ep="1",
+            micro_batch="1", recompute="full", zero=given, no_cache=True, jobs=1,
+        )  # fmt: skip
+        assert sorted(r.zero for r in rows) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(("name", "given"), [("tp", (0,)), ("pp", (2, 0)), ("zero", (4,)), ("gpus", (-8,))])
+def test_the_api_holds_a_grid_given_as_integers_to_the_commands_bounds(
+    name: str, given: tuple[int, ...]
+) -> None:
+    """modtrans.sweep(tp=(0,)) went through unchecked (only the typed text 0 was refused)."""
+    options: dict[str, Any] = {"gpus": 8, "global_batch": 64, "no_cache": True, "jobs": 1, name: given}
+    with pytest.raises(UsageError, match=f"--{name}"):
+        modtrans.sweep("llama-3-8b", **options)
