@@ -4,7 +4,11 @@ the values its help offers are taken, on real built-in models."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +16,7 @@ from typer.testing import Result
 
 import modtrans
 from modtrans.request import UsageError
+from modtrans.sweep.rows import read_json
 
 Run = Callable[..., Result]
 MODELS = ("llama-3-8b", "mixtral-8x7b", "gpt2")
@@ -69,3 +74,44 @@ def test_the_api_holds_a_grid_given_as_integers_to_the_commands_bounds(
     options: dict[str, Any] = {"gpus": 8, "global_batch": 64, "no_cache": True, "jobs": 1, name: given}
     with pytest.raises(UsageError, match=f"--{name}"):
         modtrans.sweep("llama-3-8b", **options)
+
+
+def _dies_on_full_recomputation(task: tuple[Any, list[Any]]) -> list[Any]:
+    """tasks.estimate_task, but a worker handed a layout with full recomputation is killed as
+    the kernel's out-of-memory killer kills a process (SIGKILL: no cleanup, no exception)."""
+    from modtrans.strategy.llm.options import Recompute
+    from modtrans.sweep import tasks
+
+    if any(layout.recompute is Recompute.FULL for layout in task[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return tasks.estimate_task(task)
+
+
+@pytest.mark.parametrize("model", ["llama-3-8b", "mixtral-8x7b"])
+def test_a_worker_killed_keeps_what_finished_and_the_sweep_resumes(
+    model: str, run_cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool worker killed mid-sweep was a traceback (BrokenProcessPool), exit 1, and no table:
+    what had finished was lost with --no-cache. Now: one line, exit 1, the table of the rows that
+    finished (each with its estimate), and the same sweep run again takes those from the cache."""
+    from modtrans.sweep import tasks
+
+    args = ["sweep", model, "--gpus", "16", "--global-batch", "64", "--tp", "2", "--pp", "1,2", "--cp", "1"]
+    args += ["--recompute", "none,full", "--jobs", "2", "--cache", str(tmp_path / "cache"), "-q"]
+    with monkeypatch.context() as patched:
+        patched.setattr(tasks, "estimate_task", _dies_on_full_recomputation)
+        done = run_cli(*args, "-o", tmp_path / "t")
+    assert done.exit_code == 1, done.output
+    assert len(done.output.strip().splitlines()) == 1, done.output
+    assert "worker process ended abruptly" in done.output
+    assert f"{tmp_path / 't'}.csv" in done.output
+    document = json.loads((tmp_path / "t.json").read_text())
+    assert document["stopped"] is True
+    assert "worker" in document["failed"]
+    kept = read_json((tmp_path / "t.json").read_text())
+    assert all(r.recompute == "none" and r.estimate_s is not None for r in kept)
+    again = run_cli(*args, "-o", tmp_path / "again")
+    assert again.exit_code == 0, again.output
+    whole = json.loads((tmp_path / "again.json").read_text())
+    assert whole["from_cache"] >= len(kept)
+    assert {r["recompute"] for r in whole["rows"]} == {"none", "full"}

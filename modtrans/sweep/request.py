@@ -34,7 +34,7 @@ def jobs_default() -> int:
 def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[Row]]:
     """The sweep the options describe, and its rows (written where `output` says); the Outcome
     says how every layout was accounted for. Stopped, the table of what finished is written
-    before KeyboardInterrupt goes on."""
+    before KeyboardInterrupt goes on; a worker lost (engines.WorkerError), before that error."""
     from modtrans import simulate as sim
     from modtrans.estimate import EstimateError
     from modtrans.sweep import engines, run, space, tasks
@@ -86,6 +86,8 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     if how["output"] is not None:
         with stopping.held():  # a signal now (the sweep done) stops the command once this is written
             outcome.written = _write(Path(how["output"]), str(model), gpus, how["against"], outcome)
+    if outcome.failed is not None:
+        raise engines.WorkerError(outcome.failed)
     if stopped:
         raise KeyboardInterrupt
     return outcome, found
