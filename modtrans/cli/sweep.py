@@ -61,7 +61,8 @@ def sweep(ctx: typer.Context, model: Model, quiet: Quiet = False, **values: Any)
     if agreed is not None:
         typer.echo(
             f"the estimate against ASTRA-sim 2.x on the {agreed['simulated']} simulated: largest error "
-            f"{agreed['largest_error']:.1%}, Kendall's tau {agreed['kendall_tau']:.2f}"
+            f"{agreed['largest_error']:.1%}, Kendall's tau "
+            + (f"{agreed['kendall_tau']:.2f}" if agreed["kendall_tau"] is not None else "- (every pair tied)")
         )
     if outcome.written and not quiet:
         typer.echo(said(outcome.written), err=True)
