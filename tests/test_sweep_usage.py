@@ -42,6 +42,11 @@ def _one_line_exit_2(done: Result, said: str) -> None:
         # DeepSpeed's zero_optimization.stage is 0-3 (deepspeed/runtime/zero/config.py, ZeroStageEnum)
         (("--zero", "4"), "--zero '4'"),
         (("--zero", "1:5"), "--zero '1:5'"),
+        # Megatron-LM's --use-distributed-optimizer: DeepSpeed's stages are zero_optimization's,
+        # FSDP's its ShardingStrategy (torch/distributed/fsdp/api.py); the switch was passed over
+        # and ZeRO-0 rows ranked where the user asked for the optimizer sharded
+        (("--framework", "deepspeed", "--distributed-optimizer", "on"), "--distributed-optimizer"),
+        (("--framework", "fsdp", "--distributed-optimizer", "on"), "--distributed-optimizer"),
     ],
 )
 def test_an_option_no_layout_can_use_is_one_line_and_exit_2(
@@ -115,3 +120,16 @@ def test_a_worker_killed_keeps_what_finished_and_the_sweep_resumes(
     whole = json.loads((tmp_path / "again.json").read_text())
     assert whole["from_cache"] >= len(kept)
     assert {r["recompute"] for r in whole["rows"]} == {"none", "full"}
+
+
+@pytest.mark.parametrize("where", ["file", "file/below"])
+def test_a_cache_that_cannot_keep_results_is_one_line_before_the_sweep(
+    where: str, run_cli: Run, tmp_path: Path
+) -> None:
+    """--cache naming a file (or a folder under one) was a FileExistsError or NotADirectoryError
+    traceback, after the layouts were enumerated."""
+    (tmp_path / "file").write_text("not a folder\n")
+    args = ["sweep", "llama-3-8b", "--gpus", "16", "--global-batch", "64", *ONE[:-1]]
+    done = run_cli(*args, "--cache", tmp_path / where, "-o", tmp_path / "t")
+    _one_line_exit_2(done, f"--cache {tmp_path / where}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

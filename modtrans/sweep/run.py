@@ -51,7 +51,8 @@ def sweep(
     cache: Path | None = None,
 ) -> Outcome:
     """The sweep of the module's docstring. Raises EngineError, SimulateError, ChoiceError,
-    EstimateError (a model or option the estimate refuses) before any long work starts."""
+    EstimateError (a model or option the estimate refuses), CacheError before any long work
+    starts."""
     from modtrans.estimate.context import context
     from modtrans.simulate import binary
     from modtrans.sweep.finalists import how_many
@@ -61,6 +62,7 @@ def sweep(
     ctx = context(setup.model, setup.device, setup.options)
     base = _base_layout(setup.model, setup.options, setup.device)
     _estimable(setup, base, gpus)
+    caching.Cache(cache).close()  # CacheError: a folder that cannot keep results, said now
     described = ctx.cost.describe().get("memory_bytes")
     outcome = Outcome([], capacity_bytes=described if isinstance(described, int) else None)
     outcome.warnings = [f"warning {d.code} {d.message}" for d in ctx.said]  # every layout's alike
