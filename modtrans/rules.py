@@ -136,7 +136,9 @@ def value(row: Option, given: Any) -> Any:
     parsed); raises OptionError naming the option for what its rule refuses."""
     if given is None:
         return None
-    if row.text is not None and (isinstance(given, str) or (row.many and _texts(given))):
+    if row.text is not None and (
+        isinstance(given, str) or (row.many and _texts(given)) or isinstance(row.text, Grid)
+    ):
         try:
             return row.text(given, row.flag)
         except ValueError as error:
@@ -218,19 +220,49 @@ def values(specs: str | Iterable[str], option: str) -> dict[str, float]:
     return found
 
 
-def integers(spec: str, option: str) -> tuple[int, ...]:
-    """`1,2,4,8`, `1:16` (inclusive) or both (`1,2,8:16`) as the sorted distinct values."""
+def integers(spec: str, option: str, low: int = 1, high: int | None = None) -> tuple[int, ...]:
+    """`1,2,4,8`, `1:16` (inclusive) or both (`1,2,8:16`) as the sorted distinct values, each
+    within [low, high] (a degree's size from 1; a ZeRO stage 0-3)."""
     found: set[int] = set()
     for part in spec.replace(" ", "").split(","):
         match = re.fullmatch(r"([0-9]{1,9})(?::([0-9]{1,9}))?", part)
         if match is None:
             raise ValueError(f"{option} {spec!r}: expected values like 1,2,4,8 or a range like 1:16")
-        low = int(match.group(1))
-        high = int(match.group(2) or low)
-        if low < 1 or high < low or high - low > 1 << 20:
-            raise ValueError(f"{option} {spec!r}: {part} is not a range of positive values, low:high")
-        found.update(range(low, high + 1))
-    return tuple(sorted(found))
+        first = int(match.group(1))
+        last = int(match.group(2) or first)
+        if first < low or last < first or last - first > 1 << 20:
+            least = "positive values" if low == 1 else f"values from {low}"
+            raise ValueError(f"{option} {spec!r}: {part} is not a range of {least}, low:high")
+        found.update(range(first, last + 1))
+    return _bounded(found, spec, option, low, high)
+
+
+def _bounded(found: Iterable[int], spec: Any, option: str, low: int, high: int | None) -> tuple[int, ...]:
+    out = tuple(sorted(set(found)))
+    for v in out:
+        why = within(v, low, high)
+        if why is not None:
+            raise ValueError(f"{option} {spec!r}: {why}")
+    return out
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A sweep's list of integers (rules.integers) within [low, high], from its text (`1,2,8:16`)
+    or, as the API takes it, the integers themselves: both held to the same bounds."""
+
+    low: int = 1
+    high: int | None = None
+
+    def __call__(self, given: Any, option: str) -> tuple[int, ...]:
+        if isinstance(given, str):
+            return integers(given, option, self.low, self.high)
+        values = (given,) if isinstance(given, int) else tuple(given)
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+            raise ValueError(f"{option} {given!r}: expected integers like 1,2,4,8")
+        if not values:
+            raise ValueError(f"{option} {given!r}: expected at least one value")
+        return _bounded(values, ",".join(map(str, values)), option, self.low, self.high)
 
 
 def words(spec: str, option: str, choices: dict[str, Any]) -> tuple[Any, ...]:

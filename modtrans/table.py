@@ -18,11 +18,11 @@ from modtrans import cost, formats
 from modtrans.comm import TRANSLATED, Policy
 from modtrans.ir.precision import PRECISIONS
 from modtrans.rules import (
+    Grid,
     Option,
     Registered,
     array,
     indices,
-    integers,
     shapes,
     switches,
     value,
@@ -271,13 +271,14 @@ SPACE, CLUSTER, SWEEPING = (
     "Cluster",
     "Sweep",
 )
-_SPACE = {"text": integers, "metavar": "LIST"}
+_SPACE = {"text": Grid(), "metavar": "LIST"}
 
 SWEEP_OWN: tuple[Option, ...] = (
-    _o("gpus", tuple, "GPUs of the cluster N (a list: a sweep of each count).", CLUSTER, text=integers,
+    _o("gpus", tuple, "GPUs of the cluster N (a list: a sweep of each count).", CLUSTER, text=Grid(),
        metavar="LIST"),
     _o("network", str,
-       "switch:NPUS:GBPS, dgx-a100 or hgx-h100 (nodes of 8 GPUs): the estimate's and the simulator's.",
+       "switch:NPUS:GBPS, dgx-a100, selene, hgx-h100 or jean-zay-a100 (nodes of 8 GPUs): the "
+       "estimate's and the simulator's.",
        CLUSTER, default="hgx-h100"),
     _o("tp", tuple, "Tensor-parallel ranks T.", SPACE, **_SPACE),
     _o("pp", tuple, "Pipeline stages P.", SPACE, **_SPACE),
@@ -297,7 +298,7 @@ SWEEP_OWN: tuple[Option, ...] = (
        "only, as Megatron-LM runs without the flag; on is tried where SP is on and T > 1 within a "
        "node).", SPACE, text=switches, metavar="LIST"),
     _o("zero", tuple, "ZeRO stages Z, 0-3 (default: megatron --distributed-optimizer's; deepspeed 0-3; "
-       "fsdp 0, 2, 3).", SPACE, **_SPACE),
+       "fsdp 0, 2, 3).", SPACE, text=Grid(0, 3), metavar="LIST"),
     _o("simulate", str, "Run ASTRA-sim 2.x on the best K by the estimate (top:K), all, or none.", SWEEPING,
        default="none", metavar="top:K|all|none"),
     _o("astra_sim", str, "The ASTRA-sim 2.x binary (default: $MODTRANS_ASTRA_SIM).", SWEEPING,

@@ -322,8 +322,8 @@ def test_the_finalists_are_simulated(run_cli: Run, tmp_path: Path) -> None:
 
 def test_the_agreement_is_kendalls_tau_and_the_largest_error() -> None:
     """Estimates 1, 2, 3 s against simulations 1, 3, 2 s: of the three pairs two are ordered alike
-        and one not, tau = (2 - 1) / 3 (Kendall 1938, tau-a); the errors against the simulation are 0,
-    |2 / 3 - 1| and |3 / 2 - 1|, the largest 1/2."""
+    and one not, tau = (2 - 1) / 3 (Kendall 1938; with no ties tau-b is tau-a); the errors against
+    the simulation are 0, |2 / 3 - 1| and |3 / 2 - 1|, the largest 1/2."""
     from modtrans.sweep.rows import agreement
 
     def row(estimate: float, simulated: float | None) -> Row:
@@ -347,6 +347,14 @@ def test_the_agreement_is_kendalls_tau_and_the_largest_error() -> None:
         "kendall_tau": pytest.approx(1 / 3),
     }
     assert agreement([row(1, 1)]) is None
+    # ties (Kendall 1945, tau-b): estimates 1, 1, 2 against 1, 2, 3: two pairs concordant, the
+    # tied one neither, over sqrt(2 untied by the estimate x 3 by the simulation)
+    assert agreement([row(1, 1), row(1, 2), row(2, 3)])["kendall_tau"] == pytest.approx(2 / 6**0.5)  # type: ignore[index]
+    # GPT-2 under DeepSpeed on 8 H100s, its three finalists (ZeRO-2 and ZeRO-1 rows of one time,
+    # 2026-12-07): the orders agree in every pair, which tau-a said as 0.67
+    gpt2 = [(0.020038297, 0.020037929), (0.020038297, 0.020037929), (0.020160463, 0.020159932)]
+    assert agreement([row(e, s) for e, s in gpt2])["kendall_tau"] == 1.0  # type: ignore[index]
+    assert agreement([row(1, 1), row(1, 2)])["kendall_tau"] is None  # type: ignore[index]
 
 
 def test_dask_without_its_extra_is_one_line_and_exit_2(run_cli: Run) -> None:

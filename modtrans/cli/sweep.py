@@ -26,13 +26,15 @@ def sweep(ctx: typer.Context, model: Model, quiet: Quiet = False, **values: Any)
     fit the device's memory dropped, the rest estimated (the fast tier, `modtrans.estimate`), the
     best simulated on ASTRA-sim 2.x (--simulate top:K), ranked. Results are kept (--cache): a
     sweep run again, or stopped and run again, does only what is left. Exit 0 with a table, 1
-    when no layout fits, 2 for unusable options.
+    when no layout fits or a worker process was lost (what finished is written), 2 for unusable
+    options.
 
     \b
     Examples:
       modtrans sweep llama-3-8b --gpus 16 --global-batch 64 --tp 2,4 --pp 1:2 --cp 1 -o llama8b
       modtrans sweep llama-3-8b --gpus 8,16 --global-batch 64 --tp 2 --cp 1 --against gpus -o by-gpus
     """
+    from modtrans.sweep.engines import WorkerError
     from modtrans.sweep.request import run_request
     from modtrans.sweep.rows import agreement
 
@@ -49,12 +51,18 @@ def sweep(ctx: typer.Context, model: Model, quiet: Quiet = False, **values: Any)
         if output is not None:
             typer.echo(f"modtrans: stopped; the table of what finished is in {output}.csv", err=True)
         raise
+    except WorkerError as error:  # what finished is written and cached: run again to finish
+        output = options.get("output")
+        where = f"; the table of what finished is in {output}.csv" if output is not None else ""
+        typer.echo(f"modtrans: {error}{where}; the same sweep run again does what is left", err=True)
+        raise typer.Exit(1) from None
     _say(outcome.summary(), rows, str(model))
     agreed = agreement(rows)
     if agreed is not None:
         typer.echo(
             f"the estimate against ASTRA-sim 2.x on the {agreed['simulated']} simulated: largest error "
-            f"{agreed['largest_error']:.1%}, Kendall's tau {agreed['kendall_tau']:.2f}"
+            f"{agreed['largest_error']:.1%}, Kendall's tau "
+            + (f"{agreed['kendall_tau']:.2f}" if agreed["kendall_tau"] is not None else "- (every pair tied)")
         )
     if outcome.written and not quiet:
         typer.echo(said(outcome.written), err=True)

@@ -45,6 +45,7 @@ __all__ = [
     "Layout",
     "StageTime",
     "layout",
+    "modelled",
     "network",
     "plan",
     "trace_set",
@@ -52,6 +53,14 @@ __all__ = [
 
 
 network = sized
+
+
+def modelled(the_layout: Layout) -> None:
+    """EstimateError (one line) where the fast tier does not model the layout's options
+    (fast.modelled): what a sweep checks once, on the options its layouts share."""
+    from modtrans.estimate.fast import modelled as checked
+
+    checked(the_layout)
 
 
 def plan(

@@ -64,14 +64,9 @@ _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 Chunk = tuple[int, ...]  # 4 step times, compute, reduction (3), 4 lane paths, 4 (C, KC) spills, gathers
 
 
-def estimate(
-    model: str | Path,
-    layout: Layout,
-    *,
-    device: str | None,
-    network: str | Network,
-    training: dict[str, Any],
-) -> Estimate:
+def modelled(layout: Layout) -> None:
+    """EstimateError for what the fast tier does not model, whatever the layout's degrees: options
+    a sweep's layouts share (--overlap-grad-reduce), said once before a sweep starts."""
     if layout.overlap_grad_reduce:
         raise EstimateError(
             "--overlap-grad-reduce: the fast tier takes one bucket per buffer; use the exact tier"
@@ -84,6 +79,17 @@ def estimate(
         raise EstimateError(
             "--recompute-modules: the fast tier reruns the attention core alone; use the exact tier"
         )
+
+
+def estimate(
+    model: str | Path,
+    layout: Layout,
+    *,
+    device: str | None,
+    network: str | Network,
+    training: dict[str, Any],
+) -> Estimate:
+    modelled(layout)
     # the framework's conventions reach the cost model too (request.py: its RMSNorm kernels)
     ctx = context(model, device, {**training, "framework": layout.framework.value})
     fabric = Fabric.of(sized(network, layout.npus))

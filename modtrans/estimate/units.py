@@ -83,6 +83,7 @@ class UnitCost:
     tail: int
     after_weight: int  # the backward's time after its weight gradient (input gradient, its collectives)
     weight_end: int = -1  # the backward's links up to its last weight-gradient compute (its tail's place)
+    tails: tuple[int, ...] = ()  # `tail`'s collectives one by one, as the lane takes them
 
 
 def stand_in(layout: Layout) -> Layout:
@@ -290,9 +291,10 @@ def timed(
                 tuple(extra + backward),
                 tuple(extra + [x for x, w in zip(backward, weight, strict=True) if not w]),
                 tuple(x for x, w in zip(backward, weight, strict=True) if w),
-                sum(ns(raw) for _, raw in sk.tail[u]),
+                sum(tails := [ns(raw) for _, raw in sk.tail[u]]),
                 after,
                 len(extra) + last + 1 if last >= 0 else -1,
+                tuple(tails),
             )
         )
     return out

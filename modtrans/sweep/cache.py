@@ -60,18 +60,30 @@ def content(path: Path | None) -> str | None:
     return whole or sampled
 
 
+class CacheError(ValueError):
+    """A --cache folder that cannot hold the results: not a folder, not writable (one line)."""
+
+
 class Cache:
-    """Results by key; a folder of None keeps nothing (every get misses)."""
+    """Results by key; a folder of None keeps nothing (every get misses). CacheError where the
+    folder cannot be made or its file opened."""
 
     def __init__(self, folder: Path | None) -> None:
         self._db: sqlite3.Connection | None = None
-        if folder is not None:
+        if folder is None:
+            return
+        try:
             folder.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(folder / FILE, timeout=30)
             if self._db.execute("pragma journal_mode=wal").fetchone()[0] == "wal":
                 self._db.execute("pragma synchronous=normal")
             self._db.execute("create table if not exists result (key text primary key, value text)")
             self._db.commit()
+        except (OSError, sqlite3.Error) as error:
+            self.close()
+            why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            why = "a file, not a folder" if isinstance(error, FileExistsError) else why
+            raise CacheError(f"--cache {folder}: {why}") from None
 
     def get(self, key: str) -> Any:
         if self._db is None:

@@ -17,6 +17,7 @@ import multiprocessing
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 LOCAL, DASK = "local", "dask"
@@ -25,6 +26,14 @@ ENGINES = (LOCAL, DASK)
 
 class EngineError(ValueError):
     """An engine that cannot start: its extra not installed, a scheduler not reached (one line)."""
+
+
+class WorkerError(RuntimeError):
+    """A worker that ended abruptly, its task unfinished: killed (the kernel's out-of-memory
+    killer, a signal) or crashed (one line). What finished before it stands."""
+
+
+LOST = "a worker process ended abruptly (killed, perhaps for want of memory, or crashed)"
 
 
 class Engine(Protocol):
@@ -70,7 +79,11 @@ class Pool:
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                yield futures[future], future.result()
+                try:
+                    found = future.result()
+                except BrokenProcessPool:  # every task pending fails with it: the pool is gone
+                    raise WorkerError(LOST) from None
+                yield futures[future], found
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -99,12 +112,16 @@ class Dask:
             raise EngineError(f"--engine dask: no scheduler at {address}: {error}") from None
 
     def run(self, function: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
-        from distributed import as_completed
+        from distributed import KilledWorker, as_completed
 
         futures = self._client.map(function, list(items), pure=False)
         index = {future.key: i for i, future in enumerate(futures)}
         for future in as_completed(futures):
-            yield index[future.key], future.result()
+            try:
+                found = future.result()
+            except KilledWorker:  # the scheduler's: the task's workers died (allowed-failures times)
+                raise WorkerError(LOST) from None
+            yield index[future.key], found
 
     def close(self) -> None:
         self._client.close()

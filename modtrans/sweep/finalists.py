@@ -12,8 +12,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from modtrans.strategy.llm.degrees import listed, sizes
+from modtrans.strategy.llm.degrees import listed
 from modtrans.strategy.llm.options import Layout
+from modtrans.sweep import space
 
 NODE_BYTES = 1280
 """ASTRA-sim 2.x's memory per trace node of the set it runs: FeederV3 indexes every node and holds
@@ -45,21 +46,19 @@ def how_many(spec: str, total: int) -> int:
 
 
 def translation_options(layout: Layout, training: dict[str, Any]) -> dict[str, Any]:
-    """`modtrans translate`'s options (by the table's names) for `layout` and the shared ones:
-    every degree's size but D's (--dp: it follows from N, strategy/llm/degrees.py), then the rest."""
-    given = sizes(lambda d: d.ranks(layout))
+    """`modtrans translate`'s options for `layout` and the shared ones: the table's options of the
+    layout (space.options_of, the one spelling of them) less what follows from the others and
+    translate does not take (D: it follows from N, strategy/llm/degrees.py; the micro-batches;
+    the distributed optimizer, which is ZeRO-1), with N, B and V as translate names them."""
+    given = space.options_of(layout)
+    for name in (*(d.token for d in listed() if d.data), *space.DERIVED):
+        del given[name]
     return {
         **training,
         "npus": layout.npus,
-        **{d.token: given[d.token] for d in listed() if not d.data},
+        **given,
         "vpp": layout.vpp if layout.vpp > 1 else None,
-        "schedule": layout.schedule.value,
-        "micro_batch": layout.micro_batch,
         "global_batch": layout.batch,
-        "recompute": layout.recompute.value,
-        "zero": layout.zero,
-        "sp": layout.sp,
-        "tp_comm_overlap": layout.tp_comm_overlap,
     }
 
 

@@ -34,10 +34,11 @@ def jobs_default() -> int:
 def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[Row]]:
     """The sweep the options describe, and its rows (written where `output` says); the Outcome
     says how every layout was accounted for. Stopped, the table of what finished is written
-    before KeyboardInterrupt goes on."""
+    before KeyboardInterrupt goes on; a worker lost (engines.WorkerError), before that error."""
     from modtrans import simulate as sim
     from modtrans.estimate import EstimateError
     from modtrans.sweep import engines, run, space, tasks
+    from modtrans.sweep.cache import CacheError
     from modtrans.sweep.finalists import ChoiceError
 
     try:
@@ -60,6 +61,7 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
         raise UsageError("--global-batch: sequences per iteration, the same for every layout compared")
     if given.get("zero") is not None and given.get("distributed_optimizer") is not None:
         raise UsageError("--zero and --distributed-optimizer both give the ZeRO stages tried: give one")
+    _megatrons(given)
     the_space = space.Space.of(**{k: v for k in SPACE_FIELDS if (v := given.pop(k, None)) is not None})
     how = {k: given.pop(k, None) for k in RUNNING}
     device = given.pop("device", None)
@@ -79,16 +81,34 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
             scheduler=how["scheduler"],
             cache=cache,
         )
-    except (EstimateError, engines.EngineError, sim.SimulateError, ChoiceError) as error:
+    except (EstimateError, engines.EngineError, sim.SimulateError, ChoiceError, CacheError) as error:
         raise UsageError(str(error)) from None
     stopped = outcome.stopped
     found = outcome.rows
     if how["output"] is not None:
         with stopping.held():  # a signal now (the sweep done) stops the command once this is written
             outcome.written = _write(Path(how["output"]), str(model), gpus, how["against"], outcome)
+    if outcome.failed is not None:
+        raise engines.WorkerError(outcome.failed)
     if stopped:
         raise KeyboardInterrupt
     return outcome, found
+
+
+def _megatrons(given: dict[str, Any]) -> None:
+    """--distributed-optimizer is Megatron-LM's: another framework's sweep tries its own ZeRO
+    stages (space.own_stages), so the switch would be passed over without a word."""
+    from modtrans.strategy.frameworks import Framework
+    from modtrans.sweep.space import own_stages
+
+    framework = Framework(given.get("framework") or Framework.MEGATRON)
+    stages = own_stages(framework)
+    if given.get("distributed_optimizer") is not None and stages is not None:
+        tried = ("stages " if len(stages) > 1 else "stage ") + ", ".join(map(str, stages))
+        raise UsageError(
+            f"--distributed-optimizer is Megatron-LM's; --framework {framework.value} tries its ZeRO "
+            f"{tried} (--zero chooses among a framework's stages)"
+        )
 
 
 def _write(

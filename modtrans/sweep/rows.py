@@ -102,17 +102,20 @@ def ranked(rows: list[Row]) -> list[Row]:
 
 def agreement(rows: Sequence[Row]) -> dict[str, Any] | None:
     """How the fast tier agrees with ASTRA-sim 2.x on the simulated rows: the largest relative
-    error and Kendall's tau (tau-a: concordant minus discordant pairs over all pairs) of their
-    orders; None with fewer than two."""
+    error and Kendall's tau-b of their orders (Kendall 1945: concordant minus discordant pairs
+    over the square root of the pairs untied in each order; without ties it is tau-a, over all
+    pairs; None where either order ties every pair); None with fewer than two rows. Ties are common
+    (ZeRO-1 and ZeRO-2 rows of one time): tau-a counted two orders that agree in every untied
+    pair as 2/3 on three rows with one tie in each."""
     both = [r for r in rows if r.simulated_s and r.estimate_s]
     if len(both) < 2:
         return None
     pairs = [(a, b) for i, a in enumerate(both) for b in both[i + 1 :]]
-    sign = [
-        (a.estimate_s - b.estimate_s) * (a.simulated_s - b.simulated_s)  # type: ignore[operator]
-        for a, b in pairs
-    ]
-    tau = (sum(s > 0 for s in sign) - sum(s < 0 for s in sign)) / len(pairs)
+    by_estimate = [(a.estimate_s or 0.0) - (b.estimate_s or 0.0) for a, b in pairs]
+    by_simulation = [(a.simulated_s or 0.0) - (b.simulated_s or 0.0) for a, b in pairs]
+    sign = [x * y for x, y in zip(by_estimate, by_simulation, strict=True)]
+    untied = math.sqrt(sum(x != 0 for x in by_estimate) * sum(y != 0 for y in by_simulation))
+    tau = (sum(s > 0 for s in sign) - sum(s < 0 for s in sign)) / untied if untied else None
     error = max(abs(r.estimate_s / r.simulated_s - 1) for r in both)  # type: ignore[operator]
     return {"simulated": len(both), "largest_error": error, "kendall_tau": tau}
 

@@ -51,7 +51,8 @@ def sweep(
     cache: Path | None = None,
 ) -> Outcome:
     """The sweep of the module's docstring. Raises EngineError, SimulateError, ChoiceError,
-    EstimateError (a model or option the estimate refuses) before any long work starts."""
+    EstimateError (a model or option the estimate refuses), CacheError before any long work
+    starts."""
     from modtrans.estimate.context import context
     from modtrans.simulate import binary
     from modtrans.sweep.finalists import how_many
@@ -59,6 +60,9 @@ def sweep(
     if how_many(simulate, 1):  # the spelling, and the simulator, checked before anything runs
         binary(setup.astra_sim)
     ctx = context(setup.model, setup.device, setup.options)
+    base = _base_layout(setup.model, setup.options, setup.device)
+    _estimable(setup, base, gpus)
+    caching.Cache(cache).close()  # CacheError: a folder that cannot keep results, said now
     described = ctx.cost.describe().get("memory_bytes")
     outcome = Outcome([], capacity_bytes=described if isinstance(described, int) else None)
     outcome.warnings = [f"warning {d.code} {d.message}" for d in ctx.said]  # every layout's alike
@@ -66,7 +70,7 @@ def sweep(
     done: list[tuple[Layout, Row, dict[str, Any]]] = []
     try:  # stopped anywhere from here (estimating, simulating, closing), the finished rows stay
         try:
-            fitted = _fitting(setup, the_space, gpus, Footprint(ctx.ir), ctx.cost, outcome)
+            fitted = _fitting(base, the_space, gpus, Footprint(ctx.ir), ctx.cost, outcome)
             digest = model_digest_of(setup.model)
             with caching.Cache(cache) as store:
                 estimated(setup, fitted, runner, store, digest, outcome, done)
@@ -110,8 +114,20 @@ def _checked(footprint: Footprint, cost: CostModel) -> Callable[[Layout], None]:
     return check
 
 
+def _estimable(setup: Setup, base: Layout, gpus: Sequence[int]) -> None:
+    """EstimateError, before anything runs, for what would leave every row of a GPU count without
+    an estimate: a network that is none or does not hold N GPUs (the estimate's own sizing,
+    estimate.network), an option the fast tier does not model (estimate.modelled, read off the
+    fields every layout shares)."""
+    from modtrans import estimate
+
+    for n in gpus:
+        estimate.network(setup.network, n)
+    estimate.modelled(base)
+
+
 def _fitting(
-    setup: Setup,
+    base: Layout,
     the_space: space.Space,
     gpus: Sequence[int],
     footprint: Footprint,
@@ -119,8 +135,7 @@ def _fitting(
     outcome: Outcome,
 ) -> list[tuple[Layout, tuple[StageMemory, ...]]]:
     """Every layout of the space on each GPU count that the rules accept and the memory holds,
-    the others counted in `outcome` by why."""
-    base = _base_layout(setup.model, setup.options, setup.device)
+    the others counted in `outcome` by why; `base` the fields they share and the global batch."""
     fixed = {name: getattr(base, name) for name in _SHARED}
     experts = max((x.moe.experts for x in footprint.ir(base).layers if x.moe is not None), default=0)
     model = space.Model(footprint.blocks(base), experts)

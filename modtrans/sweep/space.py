@@ -179,23 +179,35 @@ def _variants(
 
 
 def zero_stages(space: Space, framework: Framework) -> tuple[int, ...]:
-    """The ZeRO stages tried: --zero's; else Megatron-LM's distributed optimizer on (ZeRO-1) and
-    off (0) as --distributed-optimizer says, DeepSpeed's stages 0-3, FSDP's NO_SHARD (0),
-    SHARD_GRAD_OP (2) and FULL_SHARD (3) (it has no ZeRO-1), NeMo's distributed_fused_adam (1)."""
+    """The ZeRO stages tried: --zero's; else the framework's own (own_stages), or Megatron-LM's
+    distributed optimizer on (ZeRO-1) and off (0) as --distributed-optimizer says."""
     if space.zero is not None:
         return space.zero
+    return own_stages(framework) or tuple(1 if on else 0 for on in space.distributed_optimizer)
+
+
+def own_stages(framework: Framework) -> tuple[int, ...] | None:
+    """The ZeRO stages a framework has where --distributed-optimizer does not choose them:
+    DeepSpeed's 0-3, FSDP's NO_SHARD (0), SHARD_GRAD_OP (2) and FULL_SHARD (3) (it has no
+    ZeRO-1), NeMo's distributed_fused_adam (1); None for Megatron-LM's."""
     if framework.family is Framework.DEEPSPEED:
         return (0, 1, 2, 3)
     if framework.family is Framework.FSDP:
         return (0, 2, 3)
     if framework is Framework.NEMO:  # its distributed_fused_adam (frameworks.py)
         return (1,)
-    return tuple(1 if on else 0 for on in space.distributed_optimizer)
+    return None
+
+
+DERIVED = ("micro_batches", "distributed_optimizer")
+"""The table's columns of a layout that follow from its other options (B / (M D); ZeRO >= 1):
+shown, not given to `modtrans translate` (finalists.translation_options)."""
 
 
 def options_of(layout: Layout) -> dict[str, Any]:
-    """A layout as the sweep's table names its options (and `modtrans translate` takes them):
-    every degree's size (degrees.sizes: `dp` is D), then the others."""
+    """A layout as the sweep's table names its options (rows.Row's fields; and, but for D and
+    DERIVED, as `modtrans translate` takes them): every degree's size (degrees.sizes: `dp` is D),
+    then the others."""
     return {
         **sizes(lambda d: d.ranks(layout)),
         "vpp": layout.vpp,

@@ -53,6 +53,7 @@ class Outcome:
     unsimulated: int = 0  # finalists without one: their rows say why
     capacity_bytes: int | None = None
     stopped: bool = False
+    failed: str | None = None  # why the sweep stopped short (engines.WorkerError), its rows kept
     written: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # the model's, as translate says them (M807, M808)
 
@@ -69,6 +70,7 @@ class Outcome:
             "not_simulated": self.unsimulated,
             "device_memory_bytes": self.capacity_bytes,
             "stopped": self.stopped,
+            "failed": self.failed,
         }
 
 
@@ -169,6 +171,8 @@ def estimated(
                 advance(len(results))
     except KeyboardInterrupt:
         outcome.stopped = True
+    except engines.WorkerError as error:
+        outcome.stopped, outcome.failed = True, str(error)
 
 
 def _fill(row: Row, found: dict[str, Any] | str) -> None:
@@ -216,6 +220,8 @@ def simulated(
                 advance()
     except KeyboardInterrupt:
         outcome.stopped = True
+    except engines.WorkerError as error:
+        outcome.stopped, outcome.failed = True, str(error)
 
 
 def _simulated(row: Row, figures: dict[str, Any], found: dict[str, Any] | str, outcome: Outcome) -> None:
