@@ -17,10 +17,11 @@ ASTRA-sim 2.x at the first try, and each simulated iteration was the exact tier'
 nanosecond, each layout in 12 s or less (in an earlier run of the same layouts one, Llama-3 8B at
 `--tp 2 --pp 2 --dp 2 --sp` on switch:8:300, had no rank finish and did at the second try). Before
 the two fixes of 2026-12-07 (estimate/collectives.py: a reducing ring step's passes over its
-message at local-mem-bw; simulate/astra2.py replay_ns: a compute node of 0 us runs 1 ns) twelve of
-them were 6 to 130 ns over the exact tier: Llama-3 8B `--tp 2 --dp 4 --sp` 36 ns (a 16 GB
-gradient all-reduce, 4 GB a ring step), `--pp 2 --dp 4` 72 ns, under torchtitan 65 ns (65 norms'
-weight gradients of 0 us), torchtitan's HSDP 130 ns.
+message at local-mem-bw; simulate/astra2.py replay_ns: a compute node of 0 us runs 1 ns), at main
+9d67eee, 22 of them simulated 3 to 198 ns over the exact tier: Llama-3 8B `--tp 2 --dp 4 --sp`
+36 ns (a 16 GB gradient all-reduce, 4 GB a ring step), `--pp 2 --dp 4` 72 ns, under torchtitan
+65 ns (65 norms' weight gradients of 0 us), torchtitan's HSDP 130 ns, Mixtral `--etp 1` 198 ns,
+T5-base 3-6 ns; the other 33 were equal then too.
 The text dialects (`--text`): ASTRA-sim 1.0 took every layout of one program and one micro-batch
 it can express and refused the rest in one line (D310), except GPT-3 13B at `--tp 8 --dp 2` and
 LLaVA-1.5 7B at `--tp 2 --dp 4`, whose one-line gradient all-reduce is over 2^31 - 1 bytes: the
