@@ -606,6 +606,26 @@ refuses such a file before it runs SimAI.
 """,
 )
 
+_code(
+    "D315",
+    W,
+    "a collective too large for ASTRA-sim 1.0's int",
+    """
+ASTRA-sim 1.0 reads a line's collective sizes as uint64 (Workload::initialize_workload) but hands
+them to its streams as an int (astra-sim/system/BaseStream.hh `int initial_data_size`,
+PacketBundle.hh `int size`): a size over 2^31 - 1 bytes wraps. Measured on ASTRA-sim-1.0 07d5d19
+(`AnalyticalAstra`, one DATA line on `switch:8:300`, 2026-12-07): an all-reduce of 2,147,483,647 B
+took 11.678 ms, of 2,147,483,648 B the run aborted (`EventQueue.cc:20: Assertion
+compare_time_stamp(current_time, time_stamp) < 0 failed`), of 4,294,967,296 B it finished with no
+communication at all. A Megatron-LM gradient all-reduce written as one line passes the limit from
+about 0.54 G parameters a rank in fp32 (GPT-3 13B at TP 8: 3,235,072,000 B). SimAI 1.6 holds the
+size as uint64 (10.211 ms at 2^31 - 1 and 2^31, 20.420 ms at 2^32). `modtrans simulate` refuses
+such a file before it runs ASTRA-sim 1.0.
+  bad:  transformer.wte -1 24675 NONE 0 0 NONE 0 1014348 ALLREDUCE 3235072000 1
+  good: Chakra traces (--format chakra-et) or the SimAI dialect for this layout
+""",
+)
+
 # ---- S4xx: workload JSON ---------------------------------------------------------------------------
 _code(
     "S401",

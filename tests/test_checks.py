@@ -183,6 +183,26 @@ def test_what_we_write_for_astra_sim_never_stops_it(args: tuple[str, ...], tmp_p
     assert not {"D313", *astra1.CANNOT_RUN} & {d.code for d in found}
 
 
+@pytest.mark.parametrize(
+    ("size", "flagged"),
+    [(2**31 - 1, False), (2**31, True), (2**32, True), (3_235_072_000, True)],
+)
+def test_a_collective_over_an_ints_range_is_one_astra_sim_1_cannot_hold(size: int, flagged: bool) -> None:
+    """D315: ASTRA-sim-1.0 07d5d19 (AnalyticalAstra) on one DATA line, switch:8:300, 2026-12-07: an
+    all-reduce of 2,147,483,647 B took 11.678 ms, of 2,147,483,648 B the run aborted (its event
+    queue's assertion), of 4,294,967,296 B it finished with no communication; GPT-3 13B at --tp 8
+    --dp 2, whose embedding line carries the 3,235,072,000 B gradient all-reduce, aborted after its
+    pass. SimAI 1.6 ran the same sizes in proportion (10.211, 10.211, 20.420 ms)."""
+    text = f"DATA\n1\nl0\t-1\t1000\tNONE\t0\t1000\tNONE\t0\t1000\tALLREDUCE\t{size}\t1\n"
+    found = [d for d in modtrans.validate(text, dialect="astra-sim") if d.code == "D315"]
+    assert bool(found) is flagged
+    if flagged:
+        assert f"{size:,} B" in found[0].message
+    header = "HYBRID_TRANSFORMER model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8"
+    simai = text.replace("DATA", header, 1)
+    assert "D315" not in {d.code for d in modtrans.validate(simai, dialect="simai")}
+
+
 def test_a_keyword_not_a_transformers_is_one_simai_cannot_run() -> None:
     """D314: SimAI reads its header's keys only under the transformer keywords, and its analytical
     report divides by them: SimAI 1.6 (f5efb5a9, SimAI_analytical) aborted with SIGFPE after the

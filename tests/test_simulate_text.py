@@ -103,6 +103,17 @@ def test_a_file_the_simulator_cannot_run_is_refused_before_it_runs(
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def test_a_collective_astra_sim_1_would_wrap_is_refused_before_it_runs(run_cli: Run, tmp_path: Path) -> None:
+    """D315 (tests/test_checks.py has the measurements): ASTRA-sim 1.0 would abort on the size, or
+    run it as no communication at all. Exit 1, one line, the simulator not run (/bin/true)."""
+    bad = tmp_path / "w.txt"
+    bad.write_text("DATA\n1\nl\t-1\t1\tNONE\t0\t1\tNONE\t0\t1\tALLREDUCE\t4294967296\t1\n")
+    done = run_cli("simulate", bad, "--npus", "8", "--network", "switch:8:300", "--astra-sim-1", "/bin/true")
+    assert done.exit_code == 1
+    assert "D315" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_a_two_level_cluster_is_two_switch_dimensions_for_astra_sim_1() -> None:
     files = astra1.configurations(network("dgx-a100", 16))
     topology = json.loads(files["network.json"])

@@ -30,7 +30,16 @@ received the previous one), plus the system layer's hand-offs between the NPU an
 STEP_NS carries; PHASE_NS is a ring phase's cost outside its steps. Measured on the binary: 40
 collectives (4 types, 1 MiB and 100 MiB, groups in one node, across nodes, and of every NPU on
 dgx-a100) each take the formula's time to the nanosecond once PHASE_NS is 10
-(tests/test_estimate_collectives.py runs them again).
+(tests/test_estimate.py).
+
+A reducing step (every step of a reduce-scatter, the first n - 1 of an all-reduce: Ring::
+insert_packet's `processed`) first passes its message through the NPU's memory, a write and two
+reads, each truncated to whole ns at the system file's local-mem-bw (PacketBundle::call):
+3 int(msg / 10^9) ns with the 10^9 GB/s modtrans writes, nothing under 1 GB a step. Measured on the
+binary (2026-12-07): an all-reduce of 16,061,054,976 B over 4 ranks of a switch of 8 (3 steps of
+4,015,263,744 B) 36 ns over the formula without it, a reduce-scatter of 16 GB over 4 36 ns, of
+32 GB over every NPU of dgx-a100's 16 90 ns (7 steps of 4 GB, then 1 of 2 GB), an all-reduce of
+8 GB over {0, 8} 12 ns; all-gathers and all-to-alls of the same sizes none.
 """
 
 from __future__ import annotations
@@ -51,6 +60,10 @@ STEP_NS = 10
 
 PHASE_NS = 10
 """Per ring phase, besides its steps (measured: the module's docstring)."""
+
+MEMORY_PASSES = 3
+"""A reducing step's passes over its message in the NPU's memory: a write and two reads
+(PacketBundle::call)."""
 
 _BASE = {
     CommType.ALLREDUCE: CommType.ALLREDUCE,
@@ -134,7 +147,7 @@ class Fabric:
             self.rings[key] = dims
         steps, msg, _ = _ring(kind, size, n)
         step = max(self.link_ns(d, msg) for d in dims)
-        return PHASE_NS + steps * (step + STEP_NS)
+        return PHASE_NS + steps * (step + STEP_NS) + _reducing(kind, n) * _memory_ns(msg)
 
     def _hierarchical(self, kind: CommType, size: int) -> int:
         """Every NPU: one ring phase per dimension of more than one NPU (Sys::generate_collective)."""
@@ -147,7 +160,9 @@ class Fabric:
             if n < 2:
                 continue
             steps, msg, remain = _ring(kind, remain, n)
-            total += PHASE_NS + steps * (self.link_ns(d, msg) + STEP_NS)
+            total += (
+                PHASE_NS + steps * (self.link_ns(d, msg) + STEP_NS) + _reducing(kind, n) * _memory_ns(msg)
+            )
         return int(total)
 
 
@@ -165,3 +180,15 @@ def _ring(kind: CommType, size: float, n: int) -> tuple[int, float, float]:
     if kind is CommType.ALLGATHER:
         return n - 1, size, size * n
     return n * (n - 1) // 2, size // n, size  # all-to-all
+
+
+def _reducing(kind: CommType, n: int) -> int:
+    """A ring of n's reducing steps (Ring::insert_packet: `processed` on each step of a
+    reduce-scatter, and of an all-reduce's first round, while `toggle` is set)."""
+    return n - 1 if kind in (CommType.ALLREDUCE, CommType.REDUCESCATTER) else 0
+
+
+def _memory_ns(msg: float) -> int:
+    """One reducing step's passes over its message at local-mem-bw (PacketBundle::call: each pass
+    static_cast<uint64_t>(size / local_mem_bw x 10^9), local_mem_bw in B/s)."""
+    return MEMORY_PASSES * int(float(msg) / (astra2.LOCAL_MEM_BW_GBPS * 1e9) * 1e9)

@@ -16,6 +16,7 @@ from modtrans.estimate.result import Estimate, combine, stage_time
 from modtrans.estimate.walk import COLLECTIVE, COMPUTE, RECV, SEND, EstimateError, Node, walk
 from modtrans.plan.model import Collective, Compute, Direction, Plan, Purpose, Transfer
 from modtrans.plan.sizes import Consumer, written
+from modtrans.simulate import astra2
 from modtrans.simulate.network import Network
 
 
@@ -46,7 +47,7 @@ def _nodes(plan: Plan, p: int, rank: int, fabric: Fabric, tick_ns: float) -> lis
     for i, op in enumerate(program):
         deps = tuple(sorted({d for j in op.deps for d in node_of[j]}))
         if isinstance(op, Compute):
-            node = Node(COMPUTE, micros[i] * 1000, deps)
+            node = Node(COMPUTE, astra2.replay_ns(micros[i]), deps)
         elif isinstance(op, Collective):
             if mesh.span(op.over) < 2:
                 node_of.append(deps)

@@ -1,7 +1,7 @@
 """A trace set on disk as the walk's actors: each trace read is an actor, its nodes as ASTRA-sim 2.x
 reads them (chakra/read.py decodes them; ../shared/reference/chakra-contract.md):
 
-    COMP_NODE       duration_micros x 1000 ns (replay mode)
+    COMP_NODE       duration_micros x 1000 ns, 1 ns for 0 (replay mode: astra2.replay_ns)
     COMM_COLL_NODE  comm_type, comm_size as written (an all-gather's one rank's part), the group
                     its pg_name names in the set's comm_groups.json (none: every rank)
     COMM_SEND_NODE  comm_dst, comm_tag, comm_size; the link from this rank to comm_dst
@@ -24,6 +24,7 @@ from modtrans.comm import CommType
 from modtrans.estimate.collectives import Fabric
 from modtrans.estimate.result import Estimate, combine, peak_of, stage_time
 from modtrans.estimate.walk import COLLECTIVE, COMPUTE, RECV, SEND, EstimateError, Node, walk
+from modtrans.simulate import astra2
 from modtrans.simulate.network import Network
 
 COMP, SEND_NODE, RECV_NODE, COLL = 4, 5, 6, 7  # Chakra's NodeType (chakra/validate.py)
@@ -67,7 +68,7 @@ def _actor(
     for n in nodes:
         deps = tuple(sorted({index[d] for d in (*n.data_deps, *n.ctrl_deps) if d in index}))
         if n.type == COMP:
-            out.append(Node(COMPUTE, int(n.duration) * 1000, deps))
+            out.append(Node(COMPUTE, astra2.replay_ns(int(n.duration)), deps))
         elif n.type == COLL:
             kind = _TYPES.get(_integer(trace, n, "comm_type"))
             if kind is None:

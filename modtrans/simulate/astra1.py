@@ -29,8 +29,9 @@ from modtrans.simulate.network import binary as _binary
 ENVIRONMENT = "MODTRANS_ASTRA_SIM_1"
 TOTALS = ("workload finished at", "total comp", "total exposed comm")  # its first layer row's
 # the warnings it cannot run a file with: a transformer header without its group or FWD_IN_BCKWD's
-# lists, whose next token it reads in their place (Workload::initialize_workload), no pass finishing
-CANNOT_RUN = frozenset({"V240"})
+# lists, whose next token it reads in their place (Workload::initialize_workload), no pass finishing;
+# a collective over 2^31 - 1 bytes, which its int wraps (D315: an abort, or no communication)
+CANNOT_RUN = frozenset({"V240", "D315"})
 
 
 def binary(given: str | None) -> Path:

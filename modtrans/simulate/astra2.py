@@ -37,6 +37,10 @@ BIBYTES_PER_GB = 2**30 / 1e9
 (extern/network_backend/analytical/common/NetworkFunction.cpp, bw_GBps_to_Bpns: "1 GB is 2^30
 B"); the presets', like nccl-tests', are 10^9: written divided by this, the bytes move at the
 measured rate (a 300 GB/s link in the file moved 322 GB/s)."""
+LOCAL_MEM_BW_GBPS = 1_000_000_000
+"""The system file's `local-mem-bw` (GB/s; Sys::Sys reads it x 10^9 B/s): the NPU's own memory,
+which times nothing in replay mode but a reducing ring step's pass over its message
+(PacketBundle::call): a second per 10^18 bytes, so 3 ns a step per whole GB (estimate/collectives.py)."""
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
 _STAT = re.compile(r"sys\[(\d+)\], (Wall time|Comm time|GPU time|Total compute-communication overlap): (\d+)")
 
@@ -108,7 +112,8 @@ def configurations(net: Network) -> Mapping[str, str]:
         '  "active-chunks-per-dimension": 1,\n  "preferred-dataset-splits": 1,\n'
         f'  "all-reduce-implementation": {ring},\n  "all-gather-implementation": {ring},\n'
         f'  "reduce-scatter-implementation": {ring},\n  "all-to-all-implementation": {ring},\n'
-        '  "collective-optimization": "baseline",\n  "local-mem-bw": 1000000000,\n'
+        '  "collective-optimization": "baseline",\n'
+        f'  "local-mem-bw": {LOCAL_MEM_BW_GBPS},\n'
         '  "boost-mode": 0,\n  "roofline-enabled": 0\n}\n'
     )
     topology = ", ".join("Switch" for _ in net.dims)
@@ -189,7 +194,16 @@ def achieved(result: Result, planned: Planned) -> float:
 
 REPLAY_TOLERANCE_NS = 1000
 """ASTRA-sim 2.x in replay mode runs each compute node for its duration_micros: a rank's GPU time
-is the sum of them, to the microsecond the traces are written in."""
+is the sum of them (replay_ns), to the microsecond the traces are written in."""
+
+
+def replay_ns(micros: int) -> int:
+    """The ns ASTRA-sim 2.x's replay mode runs a compute node of `micros` us for, and adds to the
+    rank's GPU time: micros x 1000, and 1 for 0 (astra-sim/workload/Workload.cc at 518bd51,
+    Workload::issue_replay: `uint64_t runtime = 1ul`, replaced only where the node's runtime is not
+    0). Measured 2026-12-07: Llama-3 8B under torchtitan at --dp 8, whose 65 norms' weight-gradient
+    nodes round to 0 us, ran 65 ns over the sum of its durations."""
+    return micros * 1000 if micros else 1
 
 
 def replay_gaps(result: Result, planned: Planned) -> list[tuple[int, int, int]]:

@@ -495,6 +495,33 @@ def astra_sim_update_after_a_collective(workload: Workload, dialect: Dialect) ->
             )
 
 
+@check("D315", dialects=(Dialect.ASTRA_SIM,))
+def astra_sim_int_size(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
+    found = [
+        (layer, name, phase)
+        for layer in workload.layers
+        for name, phase in layer.phases
+        if phase.comm_type is not CommType.NONE and phase.comm_size > numbers.INT32_MAX
+    ]
+    if not found:
+        return
+    layer, name, phase = found[0]
+    more = f" ({len(found) - 1} more like it)" if len(found) > 1 else ""
+    yield diagnostic(
+        "D315",
+        f"{layer.name}: a {PHASE_WORDS[name]} {phase.comm_type} of {phase.comm_size:,} B, over "
+        f"2^31 - 1: ASTRA-sim 1.0 holds a collective's size in a 32-bit int, which wraps it to "
+        f"{_wrapped(phase.comm_size):,} B (below 0 the run aborts){more}",
+        span=_field_span(layer, _PHASE_FIELDS[name][1]),
+        hint="write Chakra traces (--format chakra-et) or --dialect simai, which hold the size whole",
+    )
+
+
+def _wrapped(size: int) -> int:
+    """A size as a C++ int holds it (two's complement, 32 bits)."""
+    return (size + 2**31) % 2**32 - 2**31
+
+
 @check("D308", dialects=(Dialect.CHAKRA,))
 def chakra_int64(workload: Workload, dialect: Dialect) -> Iterator[Diagnostic]:
     for layer in workload.layers:
