@@ -38,8 +38,9 @@ NETWORK = "hgx-h100"
 
 def _layout(npus: int, options: Mapping[str, Any]) -> Layout:
     """The fast tier's Layout of translate's layout options (the names both take)."""
-    enums = {"recompute": Recompute, "schedule": Schedule, "framework": Framework}
-    return Layout(npus=npus, **{k: enums[k](v) if k in enums else v for k, v in options.items()})
+    enums: dict[str, Any] = {"recompute": Recompute, "schedule": Schedule, "framework": Framework}
+    made: dict[str, Any] = {k: enums[k](v) if k in enums else v for k, v in options.items()}
+    return Layout(npus=npus, **made)
 
 
 def _traces(prefix: Path) -> list[Trace]:
