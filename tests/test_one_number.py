@@ -192,3 +192,39 @@ def test_the_first_units_folded_layers_run_their_backward(tmp_path: Path) -> Non
         (trace,) = _traces(prefix)
         ig = [n for n in trace.nodes if n.name == f"COMP_NODE_{node}_BWD_IG"]
         assert [n.value("num_ops", 0) for n in ig] == [flops]
+
+
+OWN = [
+    ("gpt2", "-p", "HYBRID_TRANSFORMER", "--npus", "8", "--model-parallel-group", "4"),
+    ("gpt2", "-p", "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "--npus", "8", "--model-parallel-group", "2"),
+    ("gpt2", "-p", "MODEL", "--npus", "4"),
+    ("gpt2", "-p", "HYBRID_DATA_MODEL", "--npus", "8", "--model-parallel-group", "4"),
+    ("gpt2", "-p", "HYBRID_MODEL_DATA", "--npus", "8", "--model-parallel-group", "2"),
+    ("vgg16", "-p", "HYBRID_CUSTOMIZED", "--npus", "4"),
+    ("resnet50", "--params", "weights", "--npus", "16"),
+    ("gpt2", "--tp", "2", "--dp", "2", "--sp", "--zero", "1"),
+]
+
+
+@pytest.mark.parametrize("dialect", ["astra-sim", "simai"])
+@pytest.mark.parametrize("options", OWN, ids=" ".join)
+def test_like_gives_modtrans_own_workload_again(
+    run_cli: Run, tmp_path: Path, options: tuple[str, ...], dialect: str
+) -> None:
+    """A workload ModTrans wrote, as `--like` reads it: `translate MODEL --like FILE` writes it
+    again byte for byte, and `diff MODEL FILE --like` (which takes no keyword, group or NPUs)
+    calls the two equivalent. Before, a transformer keyword's file came back as the layout --tp G
+    (GPT-2 under HYBRID_TRANSFORMER 8/4: 75 of 78 layers different, Megatron's one gradient bucket
+    in place of the preset's per-layer all-reduces), the other keywords at one NPU and no group
+    (HYBRID_DATA_MODEL refused, X501), and VGG-16's layers as bias-free (--params weights read off
+    the sizes where the file was written with its biases)."""
+    model, rest = options[0], options[1:]
+    written = tmp_path / "w.txt"
+    assert run_cli("translate", model, *rest, "--dialect", dialect, "-o", written).exit_code == 0
+    again = tmp_path / "again.txt"
+    done = run_cli("translate", model, "--like", written, "-o", again)
+    assert done.exit_code == 0, done.output
+    assert again.read_bytes() == written.read_bytes()
+    compared = run_cli("diff", model, written, "--like")
+    assert compared.exit_code == 0, compared.output
+    assert "equivalent" in compared.stdout
