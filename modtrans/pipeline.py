@@ -444,7 +444,9 @@ def _metadata(
         "parallel": {
             **policy,
             "npus": options.parallel.npus,
-            "model_parallel_group": text_header(the_plan).model_parallel_group,
+            # the header's, or the option's where the header holds none (HYBRID_DATA_MODEL):
+            # what `--like` gives a keyword preset's translation again (request._preset_like)
+            "model_parallel_group": text_header(the_plan).model_parallel_group or options.parallel.group,
             "mesh": {a.purpose.value: a.size for a in the_plan.mesh.axes},
             **({"llm": sidecar.layout(the_plan.mesh, facts)} if (facts := the_plan.layout) else {}),
             **({"memory": sidecar.memory(the_plan.memory) or None} if the_plan.preset else {}),

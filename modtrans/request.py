@@ -539,7 +539,11 @@ def _like(
     workload = loaded.result.workload
     if workload is None:
         raise UsageError(f"--like {reference}: not a workload file ({loaded.result.diagnostics[0].message})")
-    request, taken = _layout_like(request, workload)
+    given = request.npus
+    request, taken = _preset_like(request, reference, workload)
+    if request.npus == given:  # no keyword preset's own NPUs taken: a transformer reference's layout
+        request, laid = _layout_like(request, workload)
+        taken += laid
     if not _lays_out(request) and request.parallel is None and workload.header.policy in SUPPORTED:
         policy = workload.header.policy
         taken.append(f"--parallel {policy.value}")
@@ -550,6 +554,37 @@ def _like(
     taken += implied
     note(f"--like {reference}: {' '.join(taken) or 'nothing to take'}")
     return request, policy, dialect, params, compute
+
+
+def _preset_like(request: Request, path: Path, reference: Workload) -> tuple[Request, list[str]]:
+    """What ModTrans recorded of a reference it wrote (its .meta.json, the pair's SHA-256 matching:
+    sidecar.py), for the options the request does not give: the parameter convention it was
+    written with (--params: the file's sizes cannot tell a bias-free layer's), and for a keyword
+    preset (the metadata names the policy and no layout) its NPUs and group, so that the keyword
+    is followed (_like) as it was written. Read as the layout --tp G instead (_layout_like), GPT-2
+    under HYBRID_TRANSFORMER 8/4 came back with Megatron's one data-parallel bucket in place of the
+    preset's per-layer all-reduces, and `diff gpt2 FILE --like`, which takes no keyword, called
+    ModTrans's own file different in 75 of 78 layers. The second list: whether a preset was taken."""
+    from modtrans import sidecar
+
+    meta = sidecar.read(Path(f"{path}{sidecar.SUFFIX}"))
+    if meta.get("format") != "modtrans-translation" or sidecar.check(path) is not None:
+        return request, []
+    taken: dict[str, Any] = {}
+    if request.params is None and meta.get("params") in {p.value for p in Params}:
+        taken["params"] = meta["params"]
+    parallel = sidecar.parallel_of(meta)
+    npus, group = parallel.get("npus"), parallel.get("model_parallel_group")
+    given = request.parallel, request.model_parallel_group, request.packages, request.npus
+    preset = parallel.get("policy") == reference.header.policy.value and "llm" not in parallel
+    if preset and not _lays_out(request) and all(v is None for v in given) and isinstance(npus, int):
+        taken["npus"] = npus
+        if isinstance(group, int):
+            taken["model_parallel_group"] = group
+    words = [_said(k, v) for k, v in taken.items()]
+    if words:
+        words[-1] += " (its .meta.json)"
+    return dataclasses.replace(request, **taken), words
 
 
 def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[str]]:

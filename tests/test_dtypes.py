@@ -8,10 +8,10 @@ import onnx
 import pytest
 
 from modtrans import dtypes
-from modtrans.ir.document import Activation, Kind
+from modtrans.ir.document import Activation, Kind, needs_input_grad
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.strategy.draft import LayerDraft, a_in
-from modtrans.strategy.groups import Group, needs_input_grad
+from modtrans.strategy.groups import Group
 from modtrans.strategy.tensors import ios as _ios
 
 

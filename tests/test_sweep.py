@@ -386,6 +386,21 @@ def test_an_output_that_cannot_be_written_is_one_line_before_the_sweep(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
 
 
+def test_the_table_is_never_written_over_the_model(run_cli: Run, tmp_path: Path) -> None:
+    """`sweep config.json -o config`: PREFIX.json would be the configuration itself. Refused in
+    one line before the sweep, the file untouched, as translate refuses to write over an input
+    (outputs.refuse_inputs); before, the table's JSON replaced the model's configuration."""
+    config = tmp_path / "gpt2.json"
+    config.write_bytes((Path(__file__).parents[1] / "fixtures" / "configs" / "gpt2.json").read_bytes())
+    before = config.read_bytes()
+    done = run_cli("sweep", config, *SMALL[:4], "--seq-len", "128", "--no-cache", "-o", tmp_path / "gpt2")
+    assert done.exit_code == 2
+    assert len(done.output.strip().splitlines()) == 1
+    assert "refusing to overwrite the model's file" in done.output
+    assert config.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpt2.json"]
+
+
 @pytest.mark.parametrize(
     ("gpus", "said"), [("0", "--gpus '0'"), ("2000000", "at most 1,048,576"), ("1:100", "at most 64")]
 )

@@ -490,8 +490,9 @@ def test_inspect_shows_the_rate_and_utilisation_the_compute_model_assumes(
     run_cli: Run, tmp_path: Path
 ) -> None:
     """Per rank, TFLOP/s while computing (the trace's num_ops over its duration_micros, summed)
-    and MFU against the device's BF16 peak from the set's .meta.json: under the roofline at peak a
-    GEMM-bound model runs at no more than the peak; the GPU kernel model, below it."""
+    and that as a share of the device's BF16 peak from the set's .meta.json ("peak%", not the MFU,
+    which is over the iteration: `modtrans estimate`): under the roofline at peak a GEMM-bound
+    model runs at no more than the peak; the GPU kernel model, below it."""
     shown = {}
     for compute in ("roofline", "gpu"):
         prefix = tmp_path / compute
@@ -507,7 +508,7 @@ def test_inspect_shows_the_rate_and_utilisation_the_compute_model_assumes(
         shown_lines = done.stdout.splitlines()
         at = next(i for i, line in enumerate(shown_lines) if "TFLOP/s" in line)
         header, first = shown_lines[at : at + 2]
-        assert header.split()[5:7] == ["TFLOP/s", "MFU"]  # after "compute us", "GFLOP"
+        assert header.split()[5:7] == ["TFLOP/s", "peak%"]  # after "compute us", "GFLOP"
         rate, mfu = first.split()[4:6]
         assert float(rate) == pytest.approx(flops / micros / 1e6, abs=0.06)
         assert float(mfu.rstrip("%")) == pytest.approx(flops / micros / 1e6 / 312 * 100, abs=0.06)

@@ -91,6 +91,11 @@ def _program(trace: Trace, stage: int, mesh: Mapping[str, int], layers: dict[str
     return ops
 
 
+def step_of(name: str) -> Step:
+    """The step of a COMP_NODE modtrans wrote, from its name (COMP_NODE_<layer>_<phase>)."""
+    return _named(name)[1]
+
+
 def _named(name: str) -> tuple[str, Step]:
     """COMP_NODE_<layer>_<phase> -> (layer, step)."""
     body = name.removeprefix("COMP_NODE_")

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import sidecar
-from modtrans.chakra.read import Trace, rank_of
+from modtrans.chakra.programs import step_of
+from modtrans.chakra.read import Trace, TraceNode, rank_of
 from modtrans.chakra.validate import COLL, COMP, NAMES, RECV, SEND
 
 
@@ -26,7 +27,8 @@ class RankTotals:
     stage: int | None = None  # the pipeline stage (program) modtrans wrote the rank for
     nodes: int = 0
     compute_us: int = 0  # the sum of duration_micros (what replay mode runs)
-    flops: int = 0  # the sum of num_ops (what roofline mode runs)
+    flops: int = 0  # the sum of num_ops (what roofline mode runs), recomputation's too (node_flops)
+    model_flops: int = 0  # the model's of them: no recomputed forward's (what MFU counts: node_flops)
     collectives: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (type, group) -> [n, bytes]
     sends: list[int] = field(default_factory=lambda: [0, 0])  # count, bytes
     recvs: list[int] = field(default_factory=lambda: [0, 0])
@@ -50,6 +52,17 @@ def representatives(paths: Sequence[Path], mesh: Mapping[str, int]) -> list[Path
     return [by_rank[p * per_stage] for p in range(mesh["pipeline"])]
 
 
+def node_flops(node: TraceNode) -> tuple[int, int]:
+    """A compute node's FLOPs and the model's FLOPs of it, as modtrans wrote it: its num_ops, but
+    none for the 1 the writer gives a node of no FLOPs that moves bytes (chakra/write.py: roofline
+    mode's divisor) and, of the model's, none of a recomputed forward (FWD_RECOMPUTE:
+    Step.modelled, what MFU and TFLOP/s per GPU leave out). The one reading of num_ops that
+    `inspect PREFIX`, `estimate PREFIX` and `simulate` share."""
+    ops = node.value("num_ops", 0)
+    flops = ops if isinstance(ops, int) and ops > 1 else 0
+    return flops, flops if step_of(node.name).modelled else 0
+
+
 def summarize(traces: Sequence[Trace]) -> list[RankTotals]:
     rows = []
     for trace in sorted(traces, key=lambda t: (t.rank is None, t.rank or 0, t.path)):
@@ -57,8 +70,9 @@ def summarize(traces: Sequence[Trace]) -> list[RankTotals]:
         for node in trace.nodes:
             if node.type == COMP:
                 row.compute_us += node.duration
-                ops = node.value("num_ops", 0)
-                row.flops += ops if isinstance(ops, int) else 0
+                flops, model = node_flops(node)
+                row.flops += flops
+                row.model_flops += model
             elif node.type == COLL:
                 kind = node.value("comm_type")
                 pg = str(node.value("pg_name", "") or "all")
@@ -78,9 +92,11 @@ def summarize(traces: Sequence[Trace]) -> list[RankTotals]:
 
 def lines(rows: Sequence[RankTotals], peak: float | None = None) -> list[str]:
     """A plain table: one line per rank, then one per (collective, group) of each rank. Each rank's
-    achieved TFLOP/s while it computes (its FLOPs over its compute time: what the compute model
-    assumes) and, given the device's `peak` FLOP/s, that as its model FLOPs utilisation (MFU)."""
-    mfu = f" {'MFU':>6}" if peak else ""
+    achieved TFLOP/s while it computes (every FLOP it runs, recomputation's too, over its compute
+    time: what the compute model assumes) and, given the device's `peak` FLOP/s, that as a share
+    of the peak ("peak%"): not the MFU, which `modtrans estimate` gives over the iteration's
+    time of the model's FLOPs alone (estimate/result.py)."""
+    mfu = f" {'peak%':>6}" if peak else ""
     head = f"{'rank':>5} {'nodes':>7} {'compute us':>12} {'GFLOP':>10} {'TFLOP/s':>8}{mfu}"
     out = [f"{head} {'sends':>14} {'receives':>14}"]
     for r in rows:

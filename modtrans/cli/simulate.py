@@ -84,7 +84,7 @@ def simulate(
     npus = len(members)
     read = summarize(read_traces(representatives(members, _mesh(meta))))
     planned = sim.Planned.from_read(
-        {r.rank: (r.stage, r.flops, r.compute_us) for r in read if r.rank is not None}, npus
+        {r.rank: (r.stage, r.model_flops, r.compute_us) for r in read if r.rank is not None}, npus
     )
     try:
         if from_log is not None:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def inspect_traces(spec: Path, fmt: str, *, every_rank: bool = False, picture: Path | None = None) -> None:
     from modtrans.chakra.summary import lines, representatives, stages, summarize
-    from modtrans.estimate.result import peak_of  # the MFU's peak: the set's compute model's
+    from modtrans.estimate.result import peak_of  # the peak% column's: the set's compute model's
 
     if fmt != "table":
         _usage(f"--format {fmt}: a trace set is shown as a table only")

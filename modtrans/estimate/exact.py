@@ -24,8 +24,8 @@ def actors(
     plan: Plan, fabric: Fabric, tick_ns: float = 1.0, flops: list[int] | None = None
 ) -> list[list[Node]]:
     """One actor per program of the plan: its first rank's nodes; `flops`, where given, gets each
-    program's FLOPs, read while the program is built (a big plan keeps only its latest few:
-    plan/programs.py)."""
+    program's model FLOPs (Compute.model_flops: no recomputed forward's), read while the program
+    is built (a big plan keeps only its latest few: plan/programs.py)."""
     firsts: dict[int, int] = {}
     for rank, p in enumerate(plan.program_of):
         firsts.setdefault(p, rank)
@@ -33,7 +33,7 @@ def actors(
     for p in range(len(plan.programs)):
         out.append(_nodes(plan, p, firsts[p], fabric, tick_ns))
         if flops is not None:
-            flops.append(sum(op.flops for op in plan.programs[p] if isinstance(op, Compute)))
+            flops.append(sum(op.model_flops for op in plan.programs[p] if isinstance(op, Compute)))
     return out
 
 

@@ -130,7 +130,7 @@ def estimate(
         stages.append(
             StageTime(s, wall / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total, reserved)
         )
-    per_micro = micro_flops(sk, layout.recompute)
+    per_micro = micro_flops(sk)
     flops = per_micro * layout.micro_batches * per_stage
     tokens = layout.batch * ctx.sequence
     return combine(tuple(stages), npus=layout.npus, flops=flops, tokens=tokens, peak_flops=ctx.peak_flops)

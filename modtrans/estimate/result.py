@@ -35,8 +35,8 @@ class StageTime:
 @dataclass(frozen=True, slots=True)
 class Estimate:
     """One training iteration's estimate. `compute_s`, `exposed_comm_s` and `bubble_s` are those
-    of the stage that finishes last (they sum to `iteration_s`); `flops` every rank's FLOPs
-    together, `tokens` the iteration's (global batch x sequence)."""
+    of the stage that finishes last (they sum to `iteration_s`); `flops` every rank's model FLOPs
+    together (no recomputed forward's: Step.modelled), `tokens` the iteration's (global batch x sequence)."""
 
     iteration_s: float
     compute_s: float
@@ -54,13 +54,15 @@ class Estimate:
 
     @property
     def tflops_per_gpu(self) -> float:
-        """Every rank's FLOPs / (iteration x ranks): the figure Megatron-LM reports (Narayanan et
-        al. 2021, section 5.1; as simulate/astra2.py's `achieved`)."""
+        """Every rank's model FLOPs / (iteration x ranks): the figure Megatron-LM reports
+        (NVIDIA/Megatron-LM 001b00c, megatron/training/training.py: num_floating_point_operations
+        over the iteration's time, each GEMM counted 3 times whatever the recomputation)."""
         return self.flops / self.iteration_s / self.npus / 1e12 if self.iteration_s and self.npus else 0.0
 
     @property
     def mfu(self) -> float | None:
-        """TFLOP/s per GPU over the device's peak."""
+        """TFLOP/s per GPU over the device's peak: the model FLOPs utilisation (PaLM, Chowdhery et
+        al. 2022, appendix B), recomputation not counted (Step.modelled)."""
         return self.tflops_per_gpu * 1e12 / self.peak_flops if self.peak_flops else None
 
     @property

@@ -159,7 +159,10 @@ def _groups(path: Path) -> dict[str, tuple[int, ...]]:
 
 
 def _flops(trace: Trace) -> int:
-    return sum(int(n.value("num_ops", 0) or 0) for n in trace.nodes if n.type == COMP and n.duration)
+    """The trace's model FLOPs, as `inspect PREFIX` and `simulate` read them (summary.node_flops)."""
+    from modtrans.chakra.summary import node_flops
+
+    return sum(node_flops(n)[1] for n in trace.nodes if n.type == COMP)
 
 
 def _memory(llm: Mapping[str, Any], stage: int) -> tuple[int | None, int | None]:

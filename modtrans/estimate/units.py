@@ -59,7 +59,6 @@ class Skeleton:
     tail: tuple[tuple[Raw, ...], ...]  # per unit: once per iteration, after its last weight gradient
     step: tuple[int, ...]  # per unit: forward + gradients' compute ns (build.py's stage-cut weight)
     flops: tuple[int, ...]  # per unit, per micro-batch: forward + gradients
-    rerun_flops: tuple[tuple[int, int], ...]  # per unit: its attention core's and its forward's FLOPs
     in_block: tuple[bool, ...]  # per unit: inside a transformer block (full recomputation reruns it)
     blocks: tuple[tuple[int, ...], ...]  # per block of the full model: its reduced units (edges joined)
     shards: tuple[Any, ...]  # per unit: its Megatron buffer share (buckets.buffer_share), or None
@@ -160,7 +159,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         for p in u.x.owner.params
         if (owner := by_name.get(p.shared_with or "")) is not None
     )
-    forward, backward, weight, core, tail, step, flops, rerun = read
+    forward, backward, weight, core, tail, step, flops = read
     return Skeleton(
         forward,
         backward,
@@ -169,7 +168,6 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         tail,
         step,
         flops,
-        rerun,
         in_block,
         full,
         shards,
@@ -182,16 +180,13 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
     )
 
 
-def _read(
-    program: Sequence[Any], count: int, bucketed: bool
-) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
+def _read(program: Sequence[Any], count: int, bucketed: bool) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
     """Each unit's links, read off the one-micro-batch program (in ns: context.py's time unit)."""
     fwd: list[list[Raw]] = [[] for _ in range(count)]
     bwd: list[list[Raw]] = [[] for _ in range(count)]
     weight: list[list[bool]] = [[] for _ in range(count)]
     tail: list[list[Raw]] = [[] for _ in range(count)]
     core, step, flops = [0] * count, [0] * count, [0] * count
-    rerun = [[0, 0] for _ in range(count)]
     started: set[int] = set()
     for op in program:
         u = op.layer
@@ -200,12 +195,9 @@ def _read(
                 continue  # once an iteration, every unit's at once: Skeleton.update, per stage
             if op.step is Step.RECOMPUTE:
                 core[u] += op.time
-                rerun[u][0] += op.flops
                 continue
-            if op.step is Step.FWD:
-                rerun[u][1] += op.flops
             step[u] += op.time
-            flops[u] += op.flops
+            flops[u] += op.model_flops
             if op.step is Step.FWD:
                 fwd[u].append((CHAIN, op.time))
             else:
@@ -233,7 +225,6 @@ def _read(
         tuple(map(tuple, tail)),
         tuple(step),
         tuple(flops),
-        tuple((a, b) for a, b in rerun),
     )
 
 
@@ -300,25 +291,12 @@ def timed(
     return out
 
 
-def micro_flops(sk: Skeleton, rerun: Recompute) -> int:
-    """One micro-batch's FLOPs through the whole model, what is computed again included (as the
-    traces count them: every compute node's num_ops); made once per skeleton and recomputation."""
-    key = ("flops", rerun)
-    if key not in sk.made:
-        sk.made[key] = _micro_flops(sk, rerun)
-    return int(sk.made[key])
-
-
-def _micro_flops(sk: Skeleton, rerun: Recompute) -> int:
-    total = 0
-    for block in sk.blocks:
-        for u in block:
-            total += sk.flops[u]
-            if rerun is Recompute.SELECTIVE:
-                total += sk.rerun_flops[u][0]
-            elif rerun is Recompute.FULL and sk.in_block[u]:
-                total += sk.rerun_flops[u][1]
-    return total
+def micro_flops(sk: Skeleton) -> int:
+    """One micro-batch's model FLOPs through the whole model: what is computed again left out
+    (Step.modelled, as the exact tier and a trace set count them); made once per skeleton."""
+    if "flops" not in sk.made:
+        sk.made["flops"] = sum(sk.flops[u] for block in sk.blocks for u in block)
+    return int(sk.made["flops"])
 
 
 def rerun_links(sk: Skeleton, costs: Sequence[UnitCost], block: Sequence[int]) -> list[Link]:

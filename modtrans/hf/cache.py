@@ -22,7 +22,7 @@ from modtrans._version import __version__
 from modtrans.ir import document
 from modtrans.ir.document import ModelIR
 
-READING = 12
+READING = 13
 """The revision of the IR a read through transformers gives; one more where a change to hf/ gives
 another IR for a configuration read before (2: a scan's loop recorded as one pass, scans.py; 3: a
 mixture's routers and experts as mixture.moe marks them, a leaf experts module a layer a GEMM; 4: a
@@ -36,7 +36,8 @@ every layer by its configuration's sliding_window, library._masks; 10: an attent
 class runs op by op marked Heads.eager, blocks.eager_only; 11: that class is one without SDPA,
 transformers' default implementation; 12: an addmm's bias add counted in its linear's FLOPs,
 layers._bias_added; a functional linear's product and its bias add one layer, named after its
-weight, layers._bias_add)."""
+weight, layers._bias_add; 13: a norm without parameters computes no weight gradient,
+flops.norm's affine)."""
 
 
 def key(digest: str, batch: int, sequence: int, targets: int | None, remote: bool = False) -> str:

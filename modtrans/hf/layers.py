@@ -303,7 +303,7 @@ def _flops(g: _Group, params: Sequence[Param], moe: Moe | None) -> tuple[Flops, 
         return flops.matmul(matrix // 2) if matrix % 2 == 0 else Flops(matrix, 2 * matrix, 0), gemm
     out = max((math.prod(s) for op in g.ops for s in op.out_shapes[:1]), default=0)
     if g.kind is Kind.NORM:
-        return flops.norm(out), None
+        return flops.norm(out, affine=bool(params)), None
     if g.kind is Kind.EMBEDDING:
         return flops.embedding(out), None
     if g.kind is Kind.REDUCE and any(op.category == "softmax" for op in g.ops):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from modtrans import schema
+from modtrans import dtypes, schema
 from modtrans.diagnostics import DiagnosticError
 
 VERSION = 1
@@ -243,7 +243,8 @@ class Provenance:
 @dataclass(frozen=True, slots=True)
 class Totals:
     """Sums over the model: layers, parameter elements and bytes (all counted ones, and the
-    trainable ones), and FLOPs per phase."""
+    trainable ones), and FLOPs per phase as a training step runs them (an input gradient only
+    where autograd computes one: needs_input_grad)."""
 
     layers: int
     params: int  # elements of every counted parameter
@@ -262,6 +263,16 @@ def consumers(layers: Sequence[Layer]) -> dict[str, list[str]]:
         for p in x.producers:
             out.setdefault(p, []).append(x.name)
     return out
+
+
+def needs_input_grad(layer: Layer, model_inputs: frozenset[str]) -> bool:
+    """Whether back-propagation must compute this layer's input gradient: not when every input is
+    a model input (the first conv's image) or an integer or quantized tensor (an embedding's token
+    ids, an int8 activation: dtypes.carries_gradient). torch.autograd computes none there:
+    FlopCounterMode counts the first convolution's backward as its weight gradient alone
+    (convolution_backward's output_mask[0] False). The one definition `inspect`'s input-gradient
+    total, a translation's units and a trace's nodes share."""
+    return any(a.name not in model_inputs and dtypes.carries_gradient(a.dtype) for a in layer.inputs)
 
 
 def _active(layers: Sequence[Layer]) -> int:
@@ -289,9 +300,10 @@ class ModelIR:
     def __post_init__(self) -> None:
         counted = [p for layer in self.layers for p in layer.params if p.counted]
         trainable = [p for p in counted if p.trainable]
-        flops = Flops(
+        inputs = frozenset(self.provenance.input_shapes)
+        flops = Flops(  # what a training step runs: no input gradient autograd does not compute
             sum(x.flops.forward for x in self.layers),
-            sum(x.flops.input_grad for x in self.layers),
+            sum(x.flops.input_grad for x in self.layers if needs_input_grad(x, inputs)),
             sum(x.flops.weight_grad for x in self.layers),
         )
         totals = Totals(

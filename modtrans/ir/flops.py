@@ -24,8 +24,11 @@ def matmul(macs: int) -> Flops:
     return Flops(2 * macs, 4 * macs, 0)
 
 
-def norm(e: int) -> Flops:
-    return Flops(5 * e, 8 * e, 2 * e)
+def norm(e: int, *, affine: bool = True) -> Flops:
+    """A LayerNorm or RMSNorm over `e` elements; its weight gradient only where it has a scale
+    (`affine`): OLMo 1's OlmoLayerNorm, F.layer_norm(x, shape, None, None), has no parameter to
+    take a gradient (transformers' models/olmo/modeling_olmo.py)."""
+    return Flops(5 * e, 8 * e, 2 * e if affine else 0)
 
 
 def lrn(e: int, size: int) -> Flops:

@@ -186,7 +186,8 @@ class _Builder:
             if self.arch.norm == "layer" and self.arch.norm_bias and self.arch.norm_scale:
                 params.append(self.param(f"{name}.bias", Role.SHIFT, (h,)))
         op = "LayerNormalization" if self.arch.norm == "layer" else "RMSNormalization"
-        return self.add(name, op, Kind.NORM, [x], dims(x), flops.norm(math.prod(dims(x))), params)
+        made = flops.norm(math.prod(dims(x)), affine=bool(params))
+        return self.add(name, op, Kind.NORM, [x], dims(x), made, params)
 
     def elementwise(
         self, name: str, op: str, inputs: Sequence[Activation], shape: Sequence[int]

@@ -98,6 +98,17 @@ class Step(enum.StrEnum):
     RECOMPUTE = "recompute"  # a checkpointed segment's forward, run again before its backward
     UPDATE = "update"  # the optimizer step: once per iteration, after the gradients' reductions
 
+    @property
+    def modelled(self) -> bool:
+        """Whether this step's FLOPs are the model's, the ones MFU and TFLOP/s per GPU count: every
+        step's but a recomputed forward's. PaLM's MFU leaves rematerialisation out (Chowdhery et
+        al. 2022, appendix B; Korthikanti et al. 2022, arXiv 2205.05198, reports both and calls
+        the count with it hardware FLOPs utilisation, HFU),
+        and so does the TFLOP/s Megatron-LM reports (NVIDIA/Megatron-LM 001b00c,
+        megatron/training/training.py, num_floating_point_operations: each GEMM 3 times, forward,
+        wgrad and dgrad, whatever --recompute-granularity)."""
+        return self is not Step.RECOMPUTE
+
 
 @dataclass(frozen=True, slots=True)
 class Axis:
@@ -228,6 +239,12 @@ class Compute:
     inputs: tuple[Tensor, ...]  # read: activations, parameters, gradients
     outputs: tuple[Tensor, ...]  # written
     deps: tuple[int, ...] = ()  # indices of earlier operations of the same program
+
+    @property
+    def model_flops(self) -> int:
+        """The FLOPs MFU counts of this operation: its own, none of a recomputed forward's
+        (Step.modelled)."""
+        return self.flops if self.step.modelled else 0
 
     @property
     def bytes(self) -> int:

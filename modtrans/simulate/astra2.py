@@ -132,8 +132,8 @@ def configurations(net: Network) -> Mapping[str, str]:
 
 @dataclass(frozen=True)
 class Planned:
-    """What the traces say: per rank its stage, FLOPs and compute nanoseconds (the sum of its
-    compute nodes' duration_micros, what replay mode runs)."""
+    """What the traces say: per rank its stage, model FLOPs (chakra/summary.py, node_flops) and
+    compute nanoseconds (the sum of its compute nodes' duration_micros, what replay mode runs)."""
 
     stage: Mapping[int, int | None]
     flops: Mapping[int, int]
@@ -185,8 +185,9 @@ def rows(result: Result, planned: Planned, peak: float | None, *, by_stage: bool
 
 
 def achieved(result: Result, planned: Planned) -> float:
-    """TFLOP/s per GPU over the iteration: every rank's FLOPs / (iteration x ranks), the figure
-    Megatron-LM reports (Narayanan et al. 2021, section 5.1)."""
+    """TFLOP/s per GPU over the iteration: every rank's model FLOPs (no recomputed forward's:
+    Step.modelled) / (iteration x ranks), the figure Megatron-LM reports (training.py's
+    num_floating_point_operations over the iteration's time)."""
     if not result.iteration or not planned.flops:
         return 0.0
     return sum(planned.flops.values()) / result.iteration / len(planned.flops) / 1e3

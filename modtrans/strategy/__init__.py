@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from modtrans.strategy.draft import Parallelism, StrategyError
-    from modtrans.strategy.groups import Group, Params, group, group_times, layer_bytes, needs_input_grad
+    from modtrans.strategy.groups import Group, Params, group, group_times, layer_bytes
     from modtrans.strategy.parallel import SUPPORTED, build, plan
     from modtrans.strategy.share import Folded, rank_share, shard
 
@@ -36,7 +36,6 @@ _HOME = {
     "group": "groups",
     "group_times": "groups",
     "layer_bytes": "groups",
-    "needs_input_grad": "groups",
     "SUPPORTED": "parallel",
     "build": "parallel",
     "plan": "parallel",
@@ -71,7 +70,6 @@ __all__ = [
     "group",
     "group_times",
     "layer_bytes",
-    "needs_input_grad",
     "plan",
     "rank_share",
     "shard",

@@ -16,9 +16,9 @@ from modtrans.comm import CommType, Policy
 from modtrans.cost import CostModel
 from modtrans.dtypes import NO_GRADIENT as _INTEGER  # integer and quantized: no gradient
 from modtrans.ir.document import Layer as IRLayer
-from modtrans.ir.document import ModelIR
+from modtrans.ir.document import ModelIR, needs_input_grad
 from modtrans.plan.model import Checkpoints, Mesh, Place, Purpose, Step
-from modtrans.strategy.groups import Group, needs_input_grad
+from modtrans.strategy.groups import Group
 from modtrans.strategy.llm.options import Layout
 from modtrans.strategy.roles import LayerRole, Split
 from modtrans.strategy.share import SHARDABLE, Folded

@@ -30,9 +30,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from modtrans import dtypes
 from modtrans.cost import CostModel, PhaseTimes
-from modtrans.ir.document import Kind, ModelIR, Role
+from modtrans.ir.document import Kind, ModelIR, Role, needs_input_grad
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.strategy.frameworks import gradient_bytes
 
@@ -140,15 +139,15 @@ def _sum(times: Sequence[PhaseTimes]) -> PhaseTimes:
     )
 
 
-def needs_input_grad(layer: IRLayer, model_inputs: frozenset[str]) -> bool:
-    """Whether back-propagation must compute this layer's input gradient: not when every input is
-    a model input (the first conv's image) or an integer or quantized tensor (an embedding's token
-    ids, an int8 activation: dtypes.carries_gradient)."""
-    return any(a.name not in model_inputs and dtypes.carries_gradient(a.dtype) for a in layer.inputs)
-
-
 def group_times(g: Group, cost: CostModel, model_inputs: frozenset[str]) -> PhaseTimes:
-    owner = cost.times(g.owner)
-    if not cost.first_input_grad and not needs_input_grad(g.owner, model_inputs):
-        owner = PhaseTimes(owner.forward, 0, owner.weight_grad, owner.update)
-    return _sum([owner, *(cost.times(x) for x in g.folded)])
+    """The unit's times: its layers' summed, none of a layer's input gradient where autograd
+    computes none (needs_input_grad: the first convolution's on the image, a Cast of the mask),
+    but the owner's under a cost model that writes the first layer's (first_input_grad: ASTRA-sim's
+    reference convention), as `costed` counts the FLOPs."""
+    times = []
+    for x in g.members:
+        t = cost.times(x)
+        if not needs_input_grad(x, model_inputs) and not (x is g.owner and cost.first_input_grad):
+            t = PhaseTimes(t.forward, 0, t.weight_grad, t.update)
+        times.append(t)
+    return _sum(times)

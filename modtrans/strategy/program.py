@@ -46,7 +46,7 @@ from itertools import zip_longest
 from modtrans import heap
 from modtrans.comm import CommType
 from modtrans.cost import CostModel, PhaseTimes
-from modtrans.ir.document import Flops, Kind
+from modtrans.ir.document import Flops, Kind, needs_input_grad
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.plan.model import (
     Collective,
@@ -110,8 +110,19 @@ class Costed:
 
     @property
     def first(self) -> bool:
-        """The model's first unit: its inputs are model inputs, it computes no input gradient."""
+        """The model's first unit: its owner reads model inputs, its input gradient is needed by
+        nobody (what the text's first layer writes, unexecuted: LayerInfo)."""
         return self.index == 0
+
+    @property
+    def input_grad_runs(self) -> bool:
+        """Whether back-propagation runs this unit's input-gradient step: every unit's; the first
+        unit's only where layers folded into it need theirs (group_times and `costed`, by
+        needs_input_grad: OLMo-1B's first LayerNorm, which has no parameters, VGG-16's first
+        ReLU), whose backward autograd runs before the owner's weight gradient (a ReLU's
+        threshold_backward feeds the first convolution's weight gradient), or where the cost
+        model computes the first layer's (first_input_grad: ASTRA-sim's reference convention)."""
+        return not self.first or self.times.input_grad > 0 or self.flops.input_grad > 0
 
 
 def costed(
@@ -132,7 +143,7 @@ def costed(
     members = share.members
     fl = Flops(
         sum(m.flops.forward for m in members),
-        sum(m.flops.input_grad for m in members),
+        sum(m.flops.input_grad for m in members if needs_input_grad(m, inputs)),
         sum(m.flops.weight_grad for m in members),
     )
     times = group_times(share, cost, inputs)
@@ -364,10 +375,10 @@ class StageProgram:
         if comms.get(Place.BEFORE_BWD):  # activation-gradient traffic
             self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)
         wg = self.weight_grad(u, tag) if weight else -1
-        if not u.first and self.outline:
+        if u.input_grad_runs and self.outline:
             self._mark(u, Step.INPUT_GRAD, u.times.input_grad, u.flops.input_grad)
             self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
-        elif not u.first:
+        elif u.input_grad_runs:
             io = u.io
             self.compute(
                 u,

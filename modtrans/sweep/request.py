@@ -48,7 +48,7 @@ def run_request(model: str | Path, options: dict[str, Any]) -> tuple[Any, list[R
     for name in ("gpus", *SPACE_FIELDS):  # one value given for a list of them
         if isinstance(given.get(name), int | bool | str):
             given[name] = (given[name],)
-    _writable(given.get("output"))
+    _writable(given.get("output"), model)
     gpus = given.pop("gpus", None)
     if not gpus:
         raise UsageError("--gpus: how many GPUs has the cluster? (e.g. --gpus 1024)")
@@ -126,11 +126,15 @@ def _write(
         raise UsageError(str(error)) from None
 
 
-def _writable(output: str | Path | None) -> None:
-    """-o PREFIX: its folder must be there (a typo is not made: outputs.new_folder's rule), and
-    no table file a folder; said before the sweep runs."""
+def _writable(output: str | Path | None, model: str | Path) -> None:
+    """-o PREFIX: its folder must be there (a typo is not made: outputs.new_folder's rule), no
+    table file a folder, and none the model's own file (outputs.refuse_inputs, as translate
+    refuses: `sweep config.json -o config` wrote its table's JSON over the configuration); said
+    before the sweep runs."""
     if output is None:
         return
+    from modtrans.fileio import file_ids
+    from modtrans.pipeline import inputs_of
     from modtrans.sweep.rows import files
 
     prefix = Path(output)
@@ -141,3 +145,9 @@ def _writable(output: str | Path | None) -> None:
     taken = [path for path in files(prefix) if path.is_dir()]
     if taken:
         raise UsageError(f"-o {output}: {taken[0]} is a folder")
+    read = file_ids(inputs_of(model))
+    model_own = [path for path in files(prefix) if file_ids([path]) & read]
+    if model_own:
+        raise UsageError(
+            f"-o {output}: refusing to overwrite the model's file {model_own[0]}; give another PREFIX"
+        )

@@ -11,7 +11,7 @@ from modtrans.comm import CommType
 from modtrans.cost import CostModel
 from modtrans.cost.base import by_shape
 from modtrans.ir.document import Layer as IRLayer
-from modtrans.ir.document import ModelIR
+from modtrans.ir.document import ModelIR, needs_input_grad
 from modtrans.plan.model import (
     Chunk,
     LayerInfo,
@@ -26,7 +26,7 @@ from modtrans.plan.model import (
 from modtrans.plan.programs import Programs
 from modtrans.strategy.draft import Comm, LayerDraft
 from modtrans.strategy.frameworks import Framework
-from modtrans.strategy.groups import Group, Params, folds, group, needs_input_grad
+from modtrans.strategy.groups import Group, Params, folds, group
 from modtrans.strategy.llm import (
     activations,
     buckets,
