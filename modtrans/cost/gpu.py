@@ -197,18 +197,20 @@ class Gpu:
         return max(self._compute(s, rate), moved / self.bandwidth, k.kernel_floor_s)
 
     def _compute(self, s: Shape, rate: float, memo: dict[Shape, float] | None = None) -> float:
-        """The best tiling's time, and under one wave of the large tiles never more than two
-        kernels of half the rows or half the columns one after the other: cuBLAS can always run
-        those. Without the bound 512 x 1024 rows (32 large tiles, too many for the small ones'
-        rule) took four times 256 x 1024's (16 tiles, small ones: 64 of them), twice the work at
-        a quarter of the rate; the A100's measured 1024^3 (64 large tiles) equals its halves'.
-        From a wave up, the waves' rounding stands as cuBLAS's own (wave quantization)."""
+        """The best tiling's time, never more than two kernels of half the rows one after the
+        other (cuBLAS can always run those), and under one wave of the large tiles never more than
+        two of half the columns either. Without the bound 512 x 1024 rows (32 large tiles, too many
+        for the small ones' rule) took four times 256 x 1024's (16 tiles, small ones: 64 of them),
+        and above a wave 4,096 x 1,024 outputs 2.18x 2,048 x 1,024's; the A100's measured 1024^3
+        (64 large tiles) equals its halves'. Columns above a wave keep the waves' rounding of their
+        tiles: the A100's measured 802816 x 192 x 768 runs the padded 256 columns' waves (halving
+        the 192 would make it 26 % faster than measured)."""
         memo = {} if memo is None else memo
         if s not in memo:
             best = max(self._tiling(s, rate), self.kernels.kernel_floor_s)
-            if min(_tiles(s, tm, tn) for tm, tn in TILES) < self.kernels.sms:
-                for half in _halves(s):
-                    best = min(best, 2 * self._compute(half, rate, memo))
+            under = min(_tiles(s, tm, tn) for tm, tn in TILES) < self.kernels.sms
+            for half in _halves(s)[: None if under else 1]:
+                best = min(best, 2 * self._compute(half, rate, memo))
             memo[s] = best
         return memo[s]
 
@@ -223,20 +225,25 @@ class Gpu:
         if all(4 * _tiles(s, tm, tn) < k.sms for tm, tn in tiles):
             # an output so small that every large tile leaves three SMs in four idle: the smaller
             # tiles cuBLAS keeps for it (the guide's list goes down to 64 x 64) spread it wider. Not
-            # before: on the measured sweeps (1024^3 fills 64 of 108 SMs) cuBLAS does not gain
-            tiles |= {(m or tm, n or tn) for tm, tn in SMALL_TILES}
+            # before: on the measured sweeps (1024^3 fills 64 of 108 SMs) cuBLAS does not gain. A
+            # short edge shrinks a small tile only where it is shorter than the tile: 100 rows run
+            # as two 64-row tiles, as 200 rows do, not as one of 112 (which made 200 rows faster)
+            tiles |= {(min(m or tm, tm), min(n or tn, tn)) for tm, tn in SMALL_TILES}
         return min(self._tiled(s, tm, tn, rate) for tm, tn in tiles)
 
     def _tiled(self, s: Shape, tm: int, tn: int, rate: float) -> float:
         """Waves of (tm x tn) output tiles; when they fill less than one wave, the reduction split
-        into K / SPLIT_K_DEPTH slices at most, one tile each, as many as the SMs take (split-K:
-        CUTLASS's GemmSplitKParallel; cuBLAS's heuristics do the same for a small output and a
-        long reduction, the weight gradient of an early convolution)."""
+        into slices of SPLIT_K_DEPTH, the last one what is left, one tile each, as many as the SMs
+        take; deeper slices where they would not fit (split-K: CUTLASS's GemmSplitKParallel, whose
+        partitions run K / split each; cuBLAS's heuristics do the same for a small output and a
+        long reduction, the weight gradient of an early convolution). So a longer reduction never
+        runs faster: a slice is as deep as a shorter one's at least (whole slices alone made 3,072
+        deep, three of them, faster than 1,536 unsplit)."""
         sms = self.kernels.sms
         tiles = _tiles(s, tm, tn)
-        split = max(1, min(sms // tiles, s.k // SPLIT_K_DEPTH)) if tiles < sms else 1
-        waves = math.ceil(tiles * split / sms)
-        return waves * (2 * tm * tn * math.ceil(s.k / split) / rate + self.kernels.wave_overhead_s)
+        depth = max(-(-s.k // (sms // tiles)), min(s.k, SPLIT_K_DEPTH)) if tiles < sms else s.k
+        waves = math.ceil(tiles * -(-s.k // depth) / sms)
+        return waves * (2 * tm * tn * depth / rate + self.kernels.wave_overhead_s)
 
     def spared(self, sms: int) -> Gpu:
         """The model with `sms` SMs held by another kernel (Transformer Engine's userbuffers:
