@@ -24,19 +24,25 @@ record to beat is Calculon's (SC'23): 3.65 % mean absolute error, 8.87 % at wors
 Nothing here feeds back into the models: the compute model is calibrated on kernel measurements
 (modtrans/cost/devices.json), the network preset on nccl-tests (modtrans/simulate/network.py).
 
-Latest (2026-12-07, main at 1775394: a GEMM under one wave never charged more than two of half
-its rows or columns, cost/gpu.py), the same way, every rank finished, each the exact tier's:
+Latest (2026-12-07, main at 98955de: the GEMM model's bounds at every wave count, cost/gpu.py: two
+kernels of half the rows bound a GEMM above a wave too; split-K slices of 1,024 with the last what
+is left), 22B and 175B on ASTRA-sim itself (every rank finished, each the exact tier's to the ns),
+530B and 1T on the exact tier (`--estimate`, equal to the simulator on all eight at 1775394):
 
-    run                  measured  ASTRA-sim (ns)   error   exact tier  took (wall)
-    22B full                1.42    1,425,169,962   +0.4 %      =          1 s
-    22B selective + SP      1.10    1,103,730,490   +0.3 %      =          1 s
-    175B full              18.13   18,335,552,026   +1.1 %      =         53 s
-    175B selective + SP    13.75   13,812,056,047   +0.5 %      =         55 s
-    530B full              49.05   48,336,457,045   -1.5 %      =        380 s
-    530B selective + SP    37.83   36,700,485,629   -3.0 %      =        792 s
-    1T full                94.42   94,683,214,991   +0.3 %      =        577 s
-    1T selective + SP      71.49   72,276,789,609   +1.1 %      =        730 s
-    MAE 1.01 %, worst 2.99 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+    run                  measured  predicted (s)     error   by
+    22B full                1.42    1.421079962     +0.1 %   ASTRA-sim = exact tier
+    22B selective + SP      1.10    1.100035490     +0.0 %   ASTRA-sim = exact tier
+    175B full              18.13   18.096422026     -0.2 %   ASTRA-sim = exact tier
+    175B selective + SP    13.75   13.677325047     -0.5 %   ASTRA-sim = exact tier
+    530B full              49.05   48.30            -1.5 %   exact tier
+    530B selective + SP    37.83   36.66            -3.1 %   exact tier
+    1T full                94.42   94.61            +0.2 %   exact tier
+    1T selective + SP      71.49   72.20            +1.0 %   exact tier
+    MAE 0.83 %, worst 3.08 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+
+Before it (main at 1775394), all eight on ASTRA-sim in ns: 22B 1,425,169,962 / 1,103,730,490,
+175B 18,335,552,026 / 13,812,056,047, 530B 48,336,457,045 / 36,700,485,629, 1T 94,683,214,991 /
+72,276,789,609 (+0.4 / +0.3, +1.1 / +0.5, -1.5 / -3.0, +0.3 / +1.1 %); MAE 1.01 %, worst 2.99 %.
 
 Before it (2026-12-06, main at f22ce01, the project's 2 shared cores; megatron-2022, the A100 at
 cuBLASLt's sustained 256.5 TFLOP/s, the loss as kernels of its own): every run on ASTRA-sim 2.x
