@@ -451,6 +451,9 @@ def _metadata(
             **({"llm": sidecar.layout(the_plan.mesh, facts)} if (facts := the_plan.layout) else {}),
             **({"memory": sidecar.memory(the_plan.memory) or None} if the_plan.preset else {}),
         },
+        # the consumer a text or JSON workload was written for: Chakra's text reads as ASTRA-sim
+        # 1.0's in microseconds, which the file alone cannot say (request._recorded_like)
+        **({"dialect": options.dialect.value} if workload is not None else {}),
         "params": options.params.value,
         "dtype_bytes": options.dtype_bytes,
         **({"precision": options.precision} if options.precision is not None else {}),

@@ -541,6 +541,8 @@ def _like(
         raise UsageError(f"--like {reference}: not a workload file ({loaded.result.diagnostics[0].message})")
     given = request.npus
     request, taken = _preset_like(request, reference, workload)
+    if request.dialect is not None:  # given, or recorded in its .meta.json
+        dialect = Dialect(request.dialect)
     if request.npus == given:  # no keyword preset's own NPUs taken: a transformer reference's layout
         request, laid = _layout_like(request, workload)
         taken += laid
@@ -581,10 +583,43 @@ def _preset_like(request: Request, path: Path, reference: Workload) -> tuple[Req
         taken["npus"] = npus
         if isinstance(group, int):
             taken["model_parallel_group"] = group
+    taken.update(_recorded_like(request, meta, reference))
     words = [_said(k, v) for k, v in taken.items()]
     if words:
         words[-1] += " (its .meta.json)"
     return dataclasses.replace(request, **taken), words
+
+
+def _recorded_like(request: Request, meta: Mapping[str, Any], reference: Workload) -> dict[str, Any]:
+    """What the reference's metadata records and its text cannot say, for the options not given:
+    its dialect (Chakra's text is ASTRA-sim 1.0's lines in microseconds: read from the text alone
+    it is ASTRA-sim's, whose ticks are nanoseconds, and `diff resnet50 R.txt --like` of ResNet-50's
+    own Chakra text called all 107 layers different, each phase's compute total 933 to 980 times
+    the reference's); its tick unit where it is not the dialect's own (`--time-unit us` of an
+    ASTRA-sim text; a file written before the metadata named its dialect); and its sequence,
+    input_ids' last dimension (Megatron's --seq-length: GPT-2 at --seq-len 256 against the
+    built-in's 128 tokens differed in 52 of 78 layers)."""
+    taken: dict[str, Any] = {}
+    recorded = meta.get("dialect")
+    if request.dialect is None and recorded in {d.value for d in Dialect}:
+        taken["dialect"] = recorded
+    compute = meta.get("compute")
+    unit = compute.get("unit") if isinstance(compute, dict) else None
+    if request.time_unit is None and not _traces(request) and unit in {u.value for u in cost.Unit}:
+        dialect = Dialect(request.dialect or taken.get("dialect") or reference.dialect or Dialect.ASTRA_SIM)
+        ticks = formats.get(request.format, dialect).ticks
+        if unit != (cost.Unit.NS if ticks is None else ticks.unit).value:
+            taken["time_unit"] = unit
+            clock = compute.get("clock_ghz") if isinstance(compute, dict) else None
+            if unit == cost.Unit.CYCLES and isinstance(clock, int | float) and clock > 0:
+                taken["clock_ghz"] = float(clock)
+    model = meta.get("model")
+    shapes = model.get("input_shapes") if isinstance(model, dict) else None
+    ids = shapes.get("input_ids") if isinstance(shapes, dict) else None
+    given = request.seq_len is not None or "input_ids" in (request.input_shape or {})
+    if not given and isinstance(ids, list) and len(ids) == 2 and isinstance(ids[1], int) and ids[1] > 0:
+        taken["seq_len"] = ids[1]
+    return taken
 
 
 def _layout_like(request: Request, reference: Workload) -> tuple[Request, list[str]]:

@@ -156,9 +156,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("time_unit", cost.Unit,
        "What one tick of a workload file is: ns (ASTRA-sim 1.0's and SimAI's default), us (--dialect "
        "chakra's default: its converter writes duration_micros, which ASTRA-sim 2.x reads as us; Chakra "
-       "traces always hold us), cycles (--clock-ghz).", COST, **_SIDE),
+       "traces always hold us), cycles (--clock-ghz).", COST, like=True, **_SIDE),
     _o("clock_ghz", float, "Accelerator clock, to turn cycles into ns / us.", COST, default=1.0, low=0.001,
-       **_SIDE),
+       like=True, **_SIDE),
     _o("format", Registered(formats.formats),
        "text (the workload file), json (workload JSON) or chakra-et (one Chakra trace per NPU, -o "
        "DIR/PREFIX -> PREFIX.<npu>.et, with PREFIX.comm_groups.json).", OUTPUT, default="text",
@@ -231,7 +231,8 @@ OPTIONS: tuple[Option, ...] = (
        SCHEDULE, layout=True, **N1, **_SIDE),
     _o("seq_len", int,
        "Tokens per sequence S (input_ids=1xS; default 2048, or the model's context if shorter; Megatron's "
-       "--seq-length; a vision-language model's S counts its image tokens).", MODEL, **N1, **_SIDE),
+       "--seq-length; a vision-language model's S counts its image tokens).", MODEL, like=True, **N1,
+       **_SIDE),
     _o("framework", Framework,
        "Whose data parallelism and ZeRO, and which version: megatron (default), megatron-2022, "
        "deepspeed, fsdp, torchtitan, llm-foundry, flash-attn, fms-fsdp or nemo (strategy/frameworks.py).",

@@ -677,6 +677,71 @@ def test_like_takes_sp_from_a_file_modtrans_wrote(
     assert ("--no-sp" in taken) == ("--sp" not in layout), result.stderr
 
 
+@pytest.mark.parametrize("recorded", [True, False], ids=["dialect-recorded", "older-metadata"])
+@pytest.mark.parametrize(
+    "options", [("resnet50",), ("vgg16", "--npus", "4"), ("gpt2", "-p", "MODEL", "--npus", "4")], ids=" ".join
+)
+def test_like_reads_a_chakra_text_in_its_own_microseconds(
+    options: tuple[str, ...], recorded: bool, run_cli: Run, tmp_path: Path
+) -> None:
+    """Chakra's text dialect is ASTRA-sim 1.0's lines with compute in microseconds (Chakra's text
+    converter copies them into duration_micros); the text alone reads as ASTRA-sim's, whose ticks
+    are nanoseconds, so `diff resnet50 R.txt --like` of ResNet-50's own Chakra text called all 107
+    layers different (each phase's compute total 933 to 980 times the reference's). The file's
+    .meta.json names its dialect: `translate --like` writes the file again byte for byte, and
+    `diff --like` calls it equivalent. Metadata written before it named the dialect (the key
+    removed here) still records the tick unit, us: taken as --time-unit us, the same ticks."""
+    model, rest = options[0], options[1:]
+    written = tmp_path / "chakra.txt"
+    assert run_cli("translate", model, *rest, "--dialect", "chakra", "-o", written).exit_code == 0
+    meta = Path(f"{written}.meta.json")
+    if not recorded:
+        document = json.loads(meta.read_text())
+        del document["dialect"]
+        meta.write_text(json.dumps(document))
+    compared = run_cli("diff", model, written, "--like")
+    assert compared.exit_code == 0, compared.output
+    assert "equivalent" in compared.stdout
+    taken = compared.stderr.split(f"--like {written}: ", 1)[1].split()
+    assert ("chakra" in taken) == recorded, compared.stderr
+    assert ("us" in taken) == (not recorded), compared.stderr
+    again = tmp_path / "again.txt"
+    done = run_cli("translate", model, "--like", written, "-o", again)
+    assert done.exit_code == 0, done.output
+    assert again.read_bytes() == written.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("model", "layout", "tokens"),
+    [("gpt2", ("--tp", "2"), 256), ("llama-3-8b", ("--tp", "2", "--sp"), 512), ("bert-base", (), 64)],
+)
+def test_like_takes_the_sequence_its_metadata_records(
+    model: str, layout: tuple[str, ...], tokens: int, run_cli: Run, tmp_path: Path
+) -> None:
+    """The sequence a reference was translated at is in its .meta.json (model.input_shapes'
+    input_ids, B x S) and not in its text: --like took the layout but not the sequence, so GPT-2
+    at --seq-len 256 compared with itself at the built-in's own sequence differed in 52 of 78
+    layers. Taken, the diff is equivalent and `translate --like` writes the same bytes; a
+    --seq-len given wins (the file's input_ids read here, as the test's own check)."""
+    written = tmp_path / "reference.txt"
+    done = run_cli("translate", model, *layout, "--seq-len", str(tokens), "-o", written)
+    assert done.exit_code == 0, done.output
+    assert (
+        json.loads(Path(f"{written}.meta.json").read_text())["model"]["input_shapes"]["input_ids"][-1]
+        == tokens
+    )
+    compared = run_cli("diff", model, written, "--like")
+    assert compared.exit_code == 0, compared.output
+    assert "equivalent" in compared.stdout
+    assert f"--seq-len {tokens}" in compared.stderr
+    again = tmp_path / "again.txt"
+    assert run_cli("translate", model, "--like", written, "-o", again).exit_code == 0
+    assert again.read_bytes() == written.read_bytes()
+    other = run_cli("diff", model, written, "--like", "--seq-len", str(tokens // 2))
+    assert other.exit_code == 1, other.output
+    assert "--seq-len" not in other.stderr.split(f"--like {written}: ", 1)[1].splitlines()[0]
+
+
 def test_no_sp_is_kept_against_an_sp_reference(run_cli: Run, tmp_path: Path) -> None:
     """--no-sp is given, so --like does not fill SP in: the SP reference's reduce-scatters are
     then a difference (exit 1), and translate --like --no-sp writes none."""

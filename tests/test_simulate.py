@@ -104,6 +104,41 @@ def test_a_run_where_a_rank_did_not_finish_is_a_finding(run_cli: Run, tmp_path: 
     assert "6 of 8 ranks finished" in done.stderr
 
 
+def test_a_log_of_more_ranks_than_the_trace_set_is_refused(run_cli: Run, tmp_path: Path) -> None:
+    """Mixtral's recorded run has 16 ranks (sys[0] to sys[15]); read against GPT-2's 8 traces it
+    printed '16 of 8 ranks finished' and a table of ranks the set does not have. Now refused in
+    one line, exit 2, naming the highest rank the log has and the set's count."""
+    prefix = _traces(run_cli, tmp_path)
+    other = LOG.with_name("mixtral-tp1-pp2-ep4-vpp8.log")
+    highest = max(int(r) for r in re.findall(r"sys\[(\d+)\] finished", other.read_text()))
+    done = run_cli("simulate", prefix, "--from-log", other)
+    assert done.exit_code == 2
+    assert done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert f"up to {highest}, this trace set has 8" in done.stderr
+
+
+def test_a_log_of_other_traces_of_as_many_ranks_gives_no_mfu(run_cli: Run, tmp_path: Path) -> None:
+    """Llama-3-8B's recorded run (8 ranks, fixtures/astra-sim/MANIFEST.md) read against GPT-2's 8
+    traces: each rank's GPU time in the log (149 ms) is not the sum of its trace's compute nodes
+    (GPT-2's, 8 ms), so the iteration is not these traces' and a TFLOP/s or MFU over it (GPT-2's
+    FLOPs over Llama's time) means nothing: none is shown, the warning says why. The log's own
+    times are still shown as it printed them."""
+    prefix = _traces(run_cli, tmp_path)
+    other = LOG.with_name("llama-3-8b-tp2-dp4-sp.log")
+    said = _said(other.read_text())
+    done = run_cli("simulate", prefix, "--from-log", other, "--format", "json", "--ranks")
+    assert done.exit_code == 0, done.output
+    shown = json.loads(done.stdout)
+    assert (shown["tflops_per_gpu"], shown["mfu"], shown["replay_exact"]) == (None, None, False)
+    assert all(row["tflops"] is None and row["mfu"] is None for row in shown["rows"])
+    assert [row["gpu"] for row in shown["rows"]] == [said[r]["GPU time"] for r in range(8)]
+    assert "no TFLOP/s or MFU" in done.stderr
+    table = run_cli("simulate", prefix, "--from-log", other)
+    assert "MFU" not in table.stdout.splitlines()[-1]
+    assert "%" not in table.stdout
+
+
 def test_a_two_level_cluster_gets_an_implementation_per_dimension() -> None:
     """dgx-a100 for 16 NPUs: two nodes of 8 on NVSwitch at 300 GB/s, 25 GB/s between them (the
     line rates; ASTRA-sim's files get what NCCL achieves, test_nccl.py); the system configuration

@@ -113,8 +113,8 @@ class Nodes:
         self.masks = dim_masks(plan.mesh, dims)
         self.entries: dict[Any, bytes] = {}  # a template's tensors, encoded, by id (and pass)
         self.titles: dict[tuple[int, Step], str] = {}
-        self.names: dict[tuple[int, Step, int, int], tuple[bytes, bytes]] = {}  # _compute_fixed
-        self.counts: dict[tuple[int, int], bytes] = {}  # is_cpu_op, num_ops and tensor_size
+        self.names: dict[tuple[int, Step, int, int, int], tuple[bytes, bytes]] = {}  # _compute_fixed
+        self.counts: dict[tuple[int, int, int], bytes] = {}  # is_cpu_op, num_ops, tensor_size, model_ops
         self.sizes: dict[int, bytes] = {}  # a tensor size's string list entry
         self.frames: dict[str, dict[int, bytes]] = {"inputs": {}, "outputs": {}}  # _strings
         self.fixed: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}  # a collective's name, attributes
@@ -242,7 +242,7 @@ class Nodes:
             size = read + written_  # Compute.bytes: every tensor read and written once
             ops = op.flops if op.flops > 0 or size == 0 else 1
             head = wire.fields(node_id, self._title(op), self.pb.COMP_NODE, deps, micros)
-            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
+            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13) + _model(op)
             return head, _CPU + counts + inputs + outputs
         if not isinstance(op, Collective):
             raise TypeError(f"a transfer is encoded by _transfer, not {op!r}")
@@ -262,7 +262,7 @@ class Nodes:
         size = read + written_  # Compute.bytes: every tensor read and written once
         flops = op.flops
         ops = flops if flops > 0 or size == 0 else 1
-        key = (op.layer, op.step, ops, size)
+        key = (op.layer, op.step, ops, size, op.model)
         fixed = self.names.get(key)
         if fixed is None:
             fixed = self.names[key] = self._compute_fixed(op, ops, size)
@@ -291,10 +291,10 @@ class Nodes:
         """A COMP_NODE's name and type fields, and its is_cpu_op, num_ops and tensor_size."""
         kind = b"\x18" + wire.varint(self.pb.COMP_NODE)  # type (3)
         name = wire.delimited(2, self._title(op).encode()) + kind
-        counts = self.counts.get((ops, size))
+        counts = self.counts.get((ops, size, op.model))
         if counts is None:
-            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13)
-            counts = self.counts[(ops, size)] = _CPU + counts
+            counts = wire.integer("num_ops", ops) + wire.integer("tensor_size", size, 13) + _model(op)
+            counts = self.counts[(ops, size, op.model)] = _CPU + counts
         return name, counts
 
     def _collective_node(
@@ -408,3 +408,13 @@ def durations(program: Sequence[Any], tick_ns: float, passes: int = 1) -> list[l
             row.append(elapsed // per_micro - before)
         out.append(row)
     return out
+
+
+MODEL_OPS = "model_ops"
+"""A compute node's attribute where the model's FLOPs of it are not its num_ops (Compute.model: a
+part every tensor rank computes whole, counted 1/T); read by chakra/summary.node_flops."""
+
+
+def _model(op: Compute) -> bytes:
+    """The node's model_ops attribute, or nothing where the model's FLOPs are its num_ops."""
+    return wire.integer(MODEL_OPS, op.model) if op.model >= 0 and op.model != op.flops else b""

@@ -100,12 +100,14 @@ def program(ops: Sequence[Op], micros: Sequence[int], alone: Callable[[Collectiv
 
 
 def _joined(chain: Sequence[Compute], deps: tuple[int, ...]) -> Compute:
-    """One compute for a chain: the first's layer and step, the summed time and FLOPs, what the
-    chain reads from outside it and everything it writes."""
+    """One compute for a chain: the first's layer and step, the summed time and FLOPs (and the
+    model's of them: Compute.model), what the chain reads from outside it and everything it
+    writes."""
     written = {t.name for c in chain for t in c.outputs}
     inputs = tuple(dict.fromkeys(t for c in chain for t in c.inputs if t.name not in written))
     outputs = tuple(t for c in chain for t in c.outputs)
     first = chain[0]
+    shares = any(c.model >= 0 for c in chain)  # the model's FLOPs of one of them are not its own
     return Compute(
         first.layer,
         first.step,
@@ -114,4 +116,5 @@ def _joined(chain: Sequence[Compute], deps: tuple[int, ...]) -> Compute:
         inputs,
         outputs,
         deps,
+        sum(c.flops if c.model < 0 else c.model for c in chain) if shares else -1,
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans import sidecar
+from modtrans.chakra.encode import MODEL_OPS
 from modtrans.chakra.programs import step_of
 from modtrans.chakra.read import Trace, TraceNode, rank_of
 from modtrans.chakra.validate import COLL, COMP, NAMES, RECV, SEND
@@ -56,11 +57,15 @@ def node_flops(node: TraceNode) -> tuple[int, int]:
     """A compute node's FLOPs and the model's FLOPs of it, as modtrans wrote it: its num_ops, but
     none for the 1 the writer gives a node of no FLOPs that moves bytes (chakra/write.py: roofline
     mode's divisor) and, of the model's, none of a recomputed forward (FWD_RECOMPUTE:
-    Step.modelled, what MFU and TFLOP/s per GPU leave out). The one reading of num_ops that
-    `inspect PREFIX`, `estimate PREFIX` and `simulate` share."""
+    Step.modelled, what MFU and TFLOP/s per GPU leave out) and its model_ops where written (a part
+    every tensor rank computes whole, 1/T of it: Compute.model, chakra/encode.py). The one reading
+    of num_ops that `inspect PREFIX`, `estimate PREFIX` and `simulate` share."""
     ops = node.value("num_ops", 0)
     flops = ops if isinstance(ops, int) and ops > 1 else 0
-    return flops, flops if step_of(node.name).modelled else 0
+    if not step_of(node.name).modelled:
+        return flops, 0
+    model = node.value(MODEL_OPS, -1)
+    return flops, model if isinstance(model, int) and model >= 0 else flops
 
 
 def summarize(traces: Sequence[Trace]) -> list[RankTotals]:

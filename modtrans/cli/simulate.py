@@ -89,17 +89,26 @@ def simulate(
     try:
         if from_log is not None:
             result = sim.parse(_log_text(from_log), npus)
+            _same_set(result, from_log, npus)
         else:
             result, _ = sim.run(sim.binary(astra_sim), base, npus, sim.network(network, npus))
     except sim.SimulateError as error:
         _stop(str(error))
-    _show(result, planned, peak_of(meta.get("compute")), fmt, by_stage=not ranks)
     gaps = sim.replay_gaps(result, planned)
+    _show(
+        result,
+        planned,
+        None if gaps else peak_of(meta.get("compute")),
+        fmt,
+        by_stage=not ranks,
+        rated=not gaps,
+    )
     if gaps:
         rank, simulated, plan = gaps[0]
         typer.echo(
             f"modtrans: warning: {len(gaps)} ranks' GPU time is not their traces' compute (rank {rank}: "
-            f"{simulated:,} ns, its trace {plan:,}): a roofline-mode run computes its own times",
+            f"{simulated:,} ns, its trace {plan:,}): a run of other traces, or a roofline-mode run "
+            "computing its own times; no TFLOP/s or MFU derived from it",
             err=True,
         )
     if not result.finished:
@@ -200,19 +209,37 @@ def _log_text(path: Path) -> str:
     return text
 
 
-def _show(result: Result, planned: Planned, peak: float | None, fmt: str, *, by_stage: bool) -> None:
-    from modtrans.simulate import achieved, replay_gaps, rows
+def _same_set(result: Result, log: Path, npus: int) -> None:
+    """Refuse a log whose ranks are not all this trace set's: ASTRA-sim numbers a run's ranks 0 to
+    N-1 (`sys[i]`), so a rank at N or above was run on another trace set (the 16 ranks of
+    mixtral-tp1-pp2-ep4-vpp8.log read against 8 traces gave '16 of 8 ranks finished')."""
+    foreign = sorted(r for r in result.ranks if r >= npus)
+    if foreign:
+        _stop(
+            f"--from-log {log}: its ranks go up to {foreign[-1]}, this trace set has {npus} (0 to "
+            f"{npus - 1}): the log of another trace set"
+        )
+
+
+def _show(
+    result: Result, planned: Planned, peak: float | None, fmt: str, *, by_stage: bool, rated: bool = True
+) -> None:
+    """The rows and the iteration; `rated` False (the ranks' GPU time is not the traces' compute:
+    the FLOPs are these traces', the times maybe not) shows no TFLOP/s and no MFU ("-", null)."""
+    from modtrans.simulate import achieved, rows
 
     shown = rows(result, planned, peak, by_stage=by_stage)
-    rate = achieved(result, planned)
+    rate = achieved(result, planned) if rated else None
     if fmt == "json":
         document = {
             "iteration_ns": result.iteration,
             "finished": result.finished,
-            "tflops_per_gpu": round(rate, 2),
-            "mfu": round(rate * 1e12 / peak, 4) if peak else None,
-            "replay_exact": not replay_gaps(result, planned),
-            "rows": [dataclasses.asdict(r) for r in shown],
+            "tflops_per_gpu": None if rate is None else round(rate, 2),
+            "mfu": round(rate * 1e12 / peak, 4) if peak and rate is not None else None,
+            "replay_exact": rated,
+            "rows": [
+                dataclasses.asdict(r) if rated else {**dataclasses.asdict(r), "tflops": None} for r in shown
+            ],
         }
         sys.stdout.write(json.dumps(document, indent=1) + "\n")
         return
@@ -220,14 +247,15 @@ def _show(result: Result, planned: Planned, peak: float | None, fmt: str, *, by_
     typer.echo(f"{'exposed ms':>11} {'TFLOP/s':>8} {'MFU':>6}")
     for row in shown:
         mfu = f"{row.mfu:.1%}" if row.mfu is not None else "-"
+        tflops = f"{row.tflops:.1f}" if rated else "-"
         typer.echo(
             f"{row.label:>9} {row.ranks:>5} {row.wall / 1e6:>12.3f} {_ms(row.gpu):>11} {_ms(row.comm):>10} "
-            f"{row.exposed / 1e6:>11.3f} {row.tflops:>8.1f} {mfu:>6}"
+            f"{row.exposed / 1e6:>11.3f} {tflops:>8} {mfu:>6}"
         )
-    utilisation = f", MFU {rate * 1e12 / peak:.1%}" if peak else ""
+    utilisation = f", MFU {rate * 1e12 / peak:.1%}" if peak and rate is not None else ""
+    rated_as = f"{rate:.1f} TFLOP/s per GPU" if rate is not None else "no TFLOP/s (see the warning)"
     typer.echo(
-        f"iteration: {result.iteration / 1e6:,.3f} ms (the slowest rank's wall time); "
-        f"{rate:.1f} TFLOP/s per GPU{utilisation}"
+        f"iteration: {result.iteration / 1e6:,.3f} ms (the slowest rank's wall time); {rated_as}{utilisation}"
     )
 
 

@@ -239,12 +239,16 @@ class Compute:
     inputs: tuple[Tensor, ...]  # read: activations, parameters, gradients
     outputs: tuple[Tensor, ...]  # written
     deps: tuple[int, ...] = ()  # indices of earlier operations of the same program
+    model: int = -1  # the model's FLOPs of it where they are not `flops` (-1): replicated parts 1/T
 
     @property
     def model_flops(self) -> int:
-        """The FLOPs MFU counts of this operation: its own, none of a recomputed forward's
-        (Step.modelled)."""
-        return self.flops if self.step.modelled else 0
+        """The FLOPs MFU counts of this operation: the model's share of its own (`model`: a part
+        every tensor rank computes whole counted once over the T ranks, strategy/program.py
+        model_share), none of a recomputed forward's (Step.modelled)."""
+        if not self.step.modelled:
+            return 0
+        return self.flops if self.model < 0 else self.model
 
     @property
     def bytes(self) -> int:

@@ -93,10 +93,10 @@ def shard(layer: IRLayer, ways: int, *, split: Split = Split.N, sequence: int = 
             else Gemm(gemm.m, gemm.k, math.ceil(gemm.n / ways), gemm.groups)
         )
     f = layer.flops
-    added = (0, 0)  # the bias add's and its gradient's FLOPs, on the whole (SP: 1/sequence) output
-    if gemm is not None and any(whole(p.role, split) for p in layer.params):
-        added = (max(0, f.forward - f.input_grad), max(0, f.weight_grad - f.input_grad))
-        f = Flops(f.forward - added[0], f.input_grad, f.weight_grad - added[1])
+    added = whole_bias(
+        layer, split
+    )  # the bias add's and its gradient's, on the whole (SP: 1/sequence) output
+    f = Flops(f.forward - added[0], f.input_grad, f.weight_grad - added[1])
     flops = Flops(
         math.ceil(f.forward / ways) + math.ceil(added[0] / sequence),
         math.ceil(f.input_grad / ways),
@@ -104,6 +104,15 @@ def shard(layer: IRLayer, ways: int, *, split: Split = Split.N, sequence: int = 
     )
     params = tuple(divided(p, ways, split) for p in layer.params)
     return dataclasses.replace(layer, gemm=gemm, flops=flops, params=params)
+
+
+def whole_bias(layer: IRLayer, split: Split) -> tuple[int, int]:
+    """A GEMM's bias add's and bias gradient's FLOPs (forward, weight gradient) where the split
+    leaves its bias whole on every rank (a row-parallel layer's: whole()), else (0, 0)."""
+    f = layer.flops
+    if layer.gemm is None or not any(whole(p.role, split) for p in layer.params):
+        return (0, 0)
+    return (max(0, f.forward - f.input_grad), max(0, f.weight_grad - f.input_grad))
 
 
 def resize(layer: IRLayer, factor: Fraction) -> IRLayer:
@@ -161,6 +170,36 @@ def shape(layer: IRLayer) -> tuple[object, ...]:
         layer.flops_known,
         None if block is None else (block.part, block.heads),
     )
+
+
+def replicated(x: Divided, folded: Folded, sp: bool) -> tuple[bool, ...]:
+    """Which of a dense unit's parts (its owner, then its folded layers: Group.members) every one
+    of the T > 1 tensor ranks computes whole, as rank_share divides them: without SP a replicated
+    unit (a norm with its weight) and the layers folded into a row-parallel or embedding unit but
+    its linears (residual add, dropout, the next norm: Megatron-LM's layers outside the parallel
+    regions run on every tensor rank), and under Folded.GEMM_ONLY a column-parallel unit's folded
+    layers; with SP none (a sequence shard each). Experts and routers: none (expert parallelism's
+    division, not the tensor ranks' replication). A row-parallel owner's whole bias: row_bias."""
+    parts = (x.group.owner, *x.group.folded)
+    if sp:
+        return (False,) * len(parts)
+    if x.role is LayerRole.REPLICATED:
+        return (True,) * len(parts)
+    if x.role in (LayerRole.ROW, LayerRole.EMBEDDING):
+        return (False, *(m.kind is not Kind.LINEAR for m in x.group.folded))
+    if x.role is LayerRole.COLUMN and folded is Folded.GEMM_ONLY:
+        return (False, *(m.kind not in SHARDABLE for m in x.group.folded))
+    return (False,) * len(parts)
+
+
+def row_bias(x: Divided, tokens: Fraction, sp: bool) -> Flops:
+    """The FLOPs of a row-parallel unit's bias add and bias gradient on this rank's `tokens`, which
+    every one of its T > 1 tensor ranks computes whole without SP (shard(): on the all-reduced
+    output); none under SP (1/T of the sequence each) or for any other unit."""
+    if sp or x.role is not LayerRole.ROW or x.ways < 2:
+        return Flops()
+    forward, weight_grad = whole_bias(resize(x.group.owner, tokens), x.split)
+    return Flops(forward, 0, weight_grad)
 
 
 def rank_share(

@@ -54,10 +54,11 @@ from modtrans.strategy.program import (
     StageProgram,
     costed,
     in_attention_core,
+    model_share,
 )
 from modtrans.strategy.roles import LayerRole
 from modtrans.strategy.schedule import holders
-from modtrans.strategy.share import Folded, rank_share, shape
+from modtrans.strategy.share import Folded, rank_share, replicated, row_bias, shape
 from modtrans.strategy.tensors import Ios
 
 
@@ -292,20 +293,16 @@ def _costed(
         known = None if key is None else made.get(key)
         if known is not None:
             name, comms = g.owner.name, u.x.comms
-            run = Costed(u.index, name, known.times, known.flops, tensors, comms, known.core)
+            run = Costed(
+                u.index, name, known.times, known.flops, tensors, comms, known.core, model=known.model
+            )
             run = run if fusing is None or not u.fused else fusing(run, u)
             runs.append(run if casting is None else casting(run, u))
             continue
-        run = costed(
-            u.index,
-            rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds),
-            u.x.comms,
-            tensors,
-            cost,
-            inputs,
-            core=selective,
-            reruns=reruns,
-        )
+        share = rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds)
+        run = costed(u.index, share, u.x.comms, tensors, cost, inputs, core=selective, reruns=reruns)
+        whole, bias = replicated(u.x, folded, layout.sp), row_bias(u.x, u.scale / shards, layout.sp)
+        run = model_share(run, share, whole, layout.tp, inputs, bias)
         run = _sharded_update(run, u, layout)  # its shards follow from its role, part of the key
         if key is not None:
             made[key] = run
