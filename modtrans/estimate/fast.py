@@ -27,7 +27,7 @@ other), tied weights' swaps between stages.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +59,11 @@ from modtrans.strategy.schedule import WGRAD, virtual_stage
 
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
-# rest; what the tails add to the chunk's last backward (or weight gradient); the four chains' lane
-# paths (chains.timed's K); the parameter gathers after the optimizer step
-Chunk = tuple[int, ...]  # 4 step times, compute, reduction (3), 4 lane paths, 4 (C, KC) spills, gathers
+# rest; what the tails add to the chunk's last backward (or weight gradient), as walked at no phase;
+# the four chains' lane paths (chains.timed's K); the parameter gathers after the optimizer step;
+# the four steps' compute alone (pipeline.phases)
+Chunk = tuple[int, ...]
+Last = Callable[[int | None], tuple[int, int, int]]  # a phase -> the last backward's reduction (3)
 
 
 def modelled(layout: Layout) -> None:
@@ -96,7 +98,9 @@ def estimate(
     sk = skeleton_of(ctx, layout)
     plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, layout.chunks)
     split = any(step[1] == pipeline.KINDS[WGRAD] for step in plan[2])  # zero bubble's W last
-    chunks, cuts = _chunks(sk, layout, fabric, split)
+    chunks, cuts, lasts = _chunks(sk, layout, fabric, split)
+    at = pipeline.phases(plan, [c[21:25] for c in chunks])
+    reductions = [lasts[v](at.get(v)) for v in range(len(chunks))]
     held = memory_of(ctx, sk, layout, cuts)
     per_stage = layout.npus // layout.pp
 
@@ -109,7 +113,7 @@ def estimate(
     ran = pipeline.run(
         plan,
         chunks,
-        [(c[5], c[6], c[7]) for c in chunks],
+        reductions,
         send_ns,
         [c[8:12] for c in chunks],
         [c[12:20] for c in chunks],
@@ -136,11 +140,14 @@ def estimate(
     return combine(tuple(stages), npus=layout.npus, flops=flops, tokens=tokens, peak_flops=ctx.peak_flops)
 
 
-def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric, split: bool) -> tuple[list[Chunk], list[range]]:
+def _chunks(
+    sk: Skeleton, layout: Layout, fabric: Fabric, split: bool
+) -> tuple[list[Chunk], list[range], list[Last]]:
     """Per chunk (P x V, in pipeline order): one micro-batch's forward, backward, input-gradient and
     weight-gradient ns, its compute alone, and its data-parallel reduction's first collective and
-    the rest, and what the tails add to its last backward (ns); `split`: the schedule ends a
-    chunk with its weight gradient alone."""
+    the rest, and what the tails add to its last backward (ns), each step's compute alone; and
+    its last backward's reduction for a phase (_chunk); `split`: the schedule ends a chunk with
+    its weight gradient alone."""
     mesh = layout.mesh()
     key = ("timed", mesh, fabric, layout.recompute, layout.zero, split)
     found = sk.made.get(key)
@@ -156,7 +163,7 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric, split: bool) -> tuple[
         costs = timed_units(sk, layout, fabric, members)
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
         fills = {b: fill(sk, b, reduction_stage(layout.framework, layout.zero)[0]) for b in set(sk.blocks)}
-        made: dict[tuple[int, int, bool], Chunk] = {}
+        made: dict[tuple[int, int, bool], tuple[Chunk, Last]] = {}
         found = sk.made[key] = (costs, blocks, fills, members, made)
     costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
@@ -165,16 +172,17 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric, split: bool) -> tuple[
     except LayoutError as error:
         raise EstimateError(str(error)) from None
     tied = bool(_ties(sk, layout, len(cuts)))
-    out = []
+    out, lasts = [], []
     for v, cut in enumerate(cuts):
         last = tied and v == len(cuts) - 1
-        chunk = made.get((cut.start, cut.stop, last))
-        if chunk is None:
-            chunk = made[cut.start, cut.stop, last] = _chunk(
+        found_chunk = made.get((cut.start, cut.stop, last))
+        if found_chunk is None:
+            found_chunk = made[cut.start, cut.stop, last] = _chunk(
                 sk, costs, blocks, fills, members, cut, last, layout, fabric, split
             )
-        out.append(chunk)
-    return out, cuts
+        out.append(found_chunk[0])
+        lasts.append(found_chunk[1])
+    return out, cuts, lasts
 
 
 def _chunk(
@@ -188,15 +196,19 @@ def _chunk(
     layout: Layout,
     fabric: Fabric,
     split: bool,
-) -> Chunk:
-    """One chunk's times (made once per cut of the same units on the same groups)."""
+) -> tuple[Chunk, Last]:
+    """One chunk's times (made once per cut of the same units on the same groups), and its last
+    backward's reduction (first, rest, what the tails add) for the compute its stage ran before
+    it (pipeline.phases), each phase's walked once."""
     parts = [sk.blocks[b] for b in cut]
     pure = all(blocks[p][6] for p in parts)
+    links = _links(sk, costs, parts, layout.recompute)
+    computes = [sum(ns for kind, ns in chain if kind == CHAIN) for chain in links]
     # what each step leaves on the lane past its compute (none where nothing overlaps)
     if pure:
         both, lane = _summed(blocks, parts), [(0, chains.NEVER)] * 4
     else:
-        timings = [chains.timed_and_spill(x) for x in _links(sk, costs, parts, layout.recompute)]
+        timings = [chains.timed_and_spill(x) for x in links]
         both, lane = [t for t, _ in timings], [c for _, c in timings]
     sums = [*(t for t, _ in both), sum(blocks[p][4] for p in parts)]
     chunk_fills = [fills[p] for p in reversed(parts)]
@@ -205,11 +217,19 @@ def _chunk(
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
     buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
-    done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets)
-    late = done - sums[3 if split else 1]
+    walked: dict[int | None, tuple[int, int, int]] = {}
+
+    def reduction(phase: int | None) -> tuple[int, int, int]:
+        found = walked.get(phase)
+        if found is None:
+            done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets, phase)
+            found = walked[phase] = (before, after + tied, done - sums[3 if split else 1])
+        return found
+
     waits = tuple(k for _, k in both)
     spills = tuple(n for pair in lane for n in pair)
-    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late, *waits, *spills, gathers)
+    chunk = (*sums, *reduction(None), *waits, *spills, gathers, *computes)
+    return chunk, reduction
 
 
 def _buckets(

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from modtrans.estimate.units import BLOCKING, CHAIN, Link, Skeleton, UnitCost, rerun_links
 from modtrans.plan.model import Recompute
+from modtrans.simulate.astra2 import replay_ns
 
 
 def last_backward(
@@ -19,9 +20,14 @@ def last_backward(
     rerun: Recompute,
     split: bool,
     buckets: dict[int, list[int]],
+    phase: int | None = None,
 ) -> tuple[int, int, int]:
     """The chunk's last backward (its weight gradient alone where the schedule splits it): the
     chain's end, when the send can start after it, and the lane's work left after the send (ns).
+    `phase`: the compute ns the stage's trace runs before this backward (its file order), where
+    the computes are timed as the trace holds them (replayed: each a whole number of
+    microseconds, the rounding carried) to decide what the lane takes first; the chain's end
+    given is its ns end all the same.
 
     The lane takes what is ready in node order (walk.py, the workload layer's issue order): the
     send follows the chain; a unit's tails (Place.TAIL: the norms' gradients over the tensor
@@ -50,11 +56,15 @@ def last_backward(
     for u, k in ready.items():
         marks.setdefault(k, []).extend(buckets[u])
     pending: list[tuple[int, int, list[int]]] = []  # (ready ns, order, its collectives' ns)
-    t = c = 0
+    t = c = drift = 0
     for k, (what, ns) in enumerate(links):
         if k in marks:
             pending.append((t, -k, list(marks[k])))
         if what == CHAIN:
+            if phase is not None:
+                replayed = replay_ns((phase + ns) // 1000 - phase // 1000)
+                phase, drift = phase + ns, drift + replayed - ns
+                ns = replayed
             t += ns
             continue
         c = _idle(pending, c, t)
@@ -66,7 +76,7 @@ def last_backward(
         pending.append((t, -len(links), list(marks[len(links)])))
     c = _idle(pending, c, t)
     send = max(t, c)
-    return t, send - t, sum(sum(times) for _, _, times in pending)
+    return t - drift, send - t, sum(sum(times) for _, _, times in pending)
 
 
 def _idle(pending: list[tuple[int, int, list[int]]], lane: int, until: int) -> int:
