@@ -118,7 +118,7 @@ def estimate(
         [c[8:12] for c in chunks],
         [c[12:20] for c in chunks],
     )
-    ran = _swapped(ran, _ties(sk, layout, len(chunks)), transfer_ns)
+    ran = _swapped(ran, _ties(sk, layout, len(chunks)))
     stages = []
     for s, stage in enumerate(ran):
         pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
@@ -163,7 +163,7 @@ def _chunks(
         costs = timed_units(sk, layout, fabric, members)
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
         fills = {b: fill(sk, b, reduction_stage(layout.framework, layout.zero)[0]) for b in set(sk.blocks)}
-        made: dict[tuple[int, int, bool], tuple[Chunk, Last]] = {}
+        made: dict[tuple[int, int, bool, bool], tuple[Chunk, Last]] = {}
         found = sk.made[key] = (costs, blocks, fills, members, made)
     costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
@@ -174,11 +174,11 @@ def _chunks(
     tied = bool(_ties(sk, layout, len(cuts)))
     out, lasts = [], []
     for v, cut in enumerate(cuts):
-        last = tied and v == len(cuts) - 1
-        found_chunk = made.get((cut.start, cut.stop, last))
+        ends = (tied and v == 0, tied and v == len(cuts) - 1)  # the tied owner's chunk, the copy's
+        found_chunk = made.get((cut.start, cut.stop, *ends))
         if found_chunk is None:
-            found_chunk = made[cut.start, cut.stop, last] = _chunk(
-                sk, costs, blocks, fills, members, cut, last, layout, fabric, split
+            found_chunk = made[cut.start, cut.stop, *ends] = _chunk(
+                sk, costs, blocks, fills, members, cut, ends, layout, fabric, split
             )
         out.append(found_chunk[0])
         lasts.append(found_chunk[1])
@@ -192,14 +192,15 @@ def _chunk(
     fills: Any,
     members: Any,
     cut: range,
-    last: bool,
+    ends: tuple[bool, bool],
     layout: Layout,
     fabric: Fabric,
     split: bool,
 ) -> tuple[Chunk, Last]:
     """One chunk's times (made once per cut of the same units on the same groups), and its last
     backward's reduction (first, rest, what the tails add) for the compute its stage ran before
-    it (pipeline.phases), each phase's walked once."""
+    it (pipeline.phases), each phase's walked once; `ends`: whether it holds the owner of a weight
+    tied across stages, and its copy."""
     parts = [sk.blocks[b] for b in cut]
     pure = all(blocks[p][6] for p in parts)
     links = _links(sk, costs, parts, layout.recompute)
@@ -212,17 +213,25 @@ def _chunk(
         both, lane = [t for t, _ in timings], [c for _, c in timings]
     sums = [*(t for t, _ in both), sum(blocks[p][4] for p in parts)]
     chunk_fills = [fills[p] for p in reversed(parts)]
-    tied = 0
+    tied, last = 0, ends[1]
     if last:  # the copy of a tied weight: reduced with this stage's
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
     buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
+    swaps = _swap_sends(sk, layout, fabric, ends)
     walked: dict[int | None, tuple[int, int, int]] = {}
+    close = False
 
     def reduction(phase: int | None) -> tuple[int, int, int]:
+        nonlocal close
+        if not close and None in walked:  # decided by more than the rounding moves: any phase's
+            return walked[None]
         found = walked.get(phase)
         if found is None:
-            done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets, phase)
+            done, before, after, near = last_backward(
+                sk, costs, parts, layout.recompute, split, buckets, phase, swaps
+            )
+            close = close or (phase is None and near)
             found = walked[phase] = (before, after + tied, done - sums[3 if split else 1])
         return found
 
@@ -320,21 +329,37 @@ def _ties(sk: Skeleton, layout: Layout, chunks: int) -> list[tuple[int, int, int
     return [(first, last, t.bytes) for t in sk.ties if first != last]
 
 
-def _swapped(
-    ran: list[pipeline.Stage], swaps: Sequence[tuple[int, int, int]], transfer_ns: Any
-) -> list[pipeline.Stage]:
-    """Each pair sends its gradient to the other once its lane is free and finishes when the
-    other's arrives (a send and a receive each, as program.py's _exchange posts them); the
-    optimizer step waits for that receive."""
+def _swap_sends(sk: Skeleton, layout: Layout, fabric: Fabric, ends: tuple[bool, bool]) -> dict[int, int]:
+    """Per unit of a chunk holding a tied weight's owner or copy (`ends`), the ns of the send of
+    its gradient to the other stage: program.py's _exchange, in the tail section after the unit's
+    tail collectives, waiting for its last weight gradient only, so it takes the lane there
+    (lastback.py): the copy's (the output layer, the last stage's first weight gradient) inside
+    the last backward, where the backward's blocking collectives wait for it (gpt3-13b at T 2,
+    P 4, D 4 on dgx-a100: the fast tier, sending it after the stage's end, 0.37 % under)."""
+    if not any(ends):
+        return {}
+    per_stage = layout.npus // layout.pp
+    first, last = _ties(sk, layout, layout.chunks)[0][:2]
+    out = {}
+    for t in sk.ties:
+        here, peer, unit = (first, last, t.owner) if ends[0] else (last, first, t.copy)
+        out[unit] = fabric.send_ns(here * per_stage, peer * per_stage, t.bytes)
+    return out
+
+
+def _swapped(ran: list[pipeline.Stage], swaps: Sequence[tuple[int, int, int]]) -> list[pipeline.Stage]:
+    """Each pair's stages finish when the other's send of its gradient has arrived (a send and a
+    receive each, as program.py's _exchange posts them; the sends on the stages' lanes, after the
+    units' last weight gradients: _swap_sends); the optimizer step waits for that receive. A send
+    is taken to arrive by its stage's end: its last communication at most (the owner's, on the
+    first stage, after its buckets: its last)."""
     out = list(ran)
-    for a, b, size in swaps:
-        sent = {s: out[s].finish + transfer_ns(s, peer, size) for s, peer in ((a, b), (b, a))}
+    for a, b, _ in swaps:
         for s, peer in ((a, b), (b, a)):
             stage = out[s]
-            finish = max(sent[s], sent[peer])
+            finish = max(stage.finish, ran[peer].finish)
             after = stage.after + finish - stage.finish
-            comm = stage.comm + sent[s] - stage.finish
-            out[s] = pipeline.Stage(finish, stage.compute, comm, after, finish)  # the step waits for it
+            out[s] = pipeline.Stage(finish, stage.compute, stage.comm, after, finish)  # the step waits for it
     return out
 
 
