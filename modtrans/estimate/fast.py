@@ -203,13 +203,12 @@ def _chunk(
     tied across stages, and its copy."""
     parts = [sk.blocks[b] for b in cut]
     pure = all(blocks[p][6] for p in parts)
-    links = _links(sk, costs, parts, layout.recompute)
-    computes = [sum(ns for kind, ns in chain if kind == CHAIN) for chain in links]
+    computes = [sum(blocks[p][11][k] for p in parts) for k in range(4)]
     # what each step leaves on the lane past its compute (none where nothing overlaps)
     if pure:
         both, lane = _summed(blocks, parts), [(0, chains.NEVER)] * 4
     else:
-        timings = [chains.timed_and_spill(x) for x in links]
+        timings = [chains.timed_and_spill(x) for x in _links(sk, costs, parts, layout.recompute)]
         both, lane = [t for t, _ in timings], [c for _, c in timings]
     sums = [*(t for t, _ in both), sum(blocks[p][4] for p in parts)]
     chunk_fills = [fills[p] for p in reversed(parts)]
@@ -266,23 +265,17 @@ def _block(
     sk: Skeleton, costs: Sequence[UnitCost], block: tuple[int, ...], rerun: Recompute
 ) -> tuple[Any, ...]:
     """A block's forward, backward, input and weight gradients, compute, tails, whether its
-    chains have nothing to overlap (then a chunk's are sums of its blocks'), and the four
-    chains' lane paths (chains.timed's K)."""
-    (f, kf), (b, kb), (i, ki), (w, kw) = _chain(sk, costs, [block], rerun)
+    chains have nothing to overlap (then a chunk's are sums of its blocks'), the four chains'
+    lane paths (chains.timed's K), and their compute alone."""
+    four = _links(sk, costs, [block], rerun)
+    (f, kf), (b, kb), (i, ki), (w, kw) = [chains.timed(chain) for chain in four]
+    alone = tuple(sum(ns for kind, ns in chain if kind == CHAIN) for chain in four)
     links = [link for u in block for chain in (costs[u].forward, costs[u].backward) for link in chain]
     computed = sum(ns for kind, ns in links if kind == CHAIN)
     if rerun is Recompute.FULL:
         computed += sum(ns for kind, ns in rerun_links(sk, costs, block) if kind == CHAIN)
     pure = all(kind != OVERLAPPED for kind, _ in links)
-    return f, b, i, w, computed, sum(costs[u].tail for u in block), pure, kf, kb, ki, kw
-
-
-def _chain(
-    sk: Skeleton, costs: Sequence[UnitCost], parts: Sequence[tuple[int, ...]], rerun: Recompute
-) -> list[tuple[int, int]]:
-    """The chains of consecutive blocks run on two lanes, (T, K) each (chains.timed): forward,
-    backward, input and weight gradients."""
-    return [chains.timed(links) for links in _links(sk, costs, parts, rerun)]
+    return f, b, i, w, computed, sum(costs[u].tail for u in block), pure, kf, kb, ki, kw, alone
 
 
 def _links(

@@ -118,11 +118,12 @@ def _idle(pending: list[tuple[int, int, list[int]]], lane: int, until: int, marg
     becomes the closest call's ns where closer: between the one taken and the next, or it and
     `until`."""
     while pending:
-        keys = sorted((max(p[0], lane), p[1], i) for i, p in enumerate(pending))
-        if len(keys) > 1:
-            margin[0] = min(margin[0], keys[1][0] - keys[0][0])
-        k = keys[0][2]
+        k = min(range(len(pending)), key=lambda i: (max(pending[i][0], lane), pending[i][1]))
         start, order, times = pending[k]
+        if len(pending) > 1:
+            at = max(start, lane)
+            gap = min(max(p[0], lane) - at for i, p in enumerate(pending) if i != k)
+            margin[0] = min(margin[0], gap)
         margin[0] = min(margin[0], abs(max(start, lane) - until))
         if max(start, lane) >= until:
             break
