@@ -14,14 +14,16 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
   - the pipeline is walked over stages, not ranks (pipeline.py): the schedule's steps, the
     boundary transfers, and each chunk's data-parallel reduction (Megatron's one bucket per
     buffer, reductions.bucket_times; the other frameworks' per-unit collectives) after its last
-    backward, which lastback.py walks with the units' tail collectives;
+    backward, which lastback.py walks with the units' tail collectives and a tied weight's swap,
+    on the trace's whole-microsecond computes where the lane's order is a close call (the compute
+    its stage ran before it: pipeline.phases);
   - each stage ends with its optimizer step, one compute of its units' update times after its
     last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
     gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step),
     then the distributed optimizer's parameter all-gathers (Place.AFTER_STEP), exposed.
 
 What it leaves out, each small beside a chunk's time: DualPipe's F&B pairs (run one after the
-other), tied weights' swaps between stages.
+other); when a tied weight's swap arrives (by its sending stage's end: _swapped).
 --overlap-grad-reduce's buckets are refused (EstimateError): the exact tier times them.
 """
 
