@@ -65,7 +65,8 @@ _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 # the four chains' lane paths (chains.timed's K); the parameter gathers after the optimizer step;
 # the four steps' compute alone (pipeline.phases)
 Chunk = tuple[int, ...]
-Last = Callable[[int | None], tuple[int, int, int]]  # a phase -> the last backward's reduction (3)
+# a phase -> the last backward's reduction (3); None where no phase changes it
+Last = Callable[[int | None], tuple[int, int, int]] | None
 
 
 def modelled(layout: Layout) -> None:
@@ -101,8 +102,12 @@ def estimate(
     plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, layout.chunks)
     split = any(step[1] == pipeline.KINDS[WGRAD] for step in plan[2])  # zero bubble's W last
     chunks, cuts, lasts = _chunks(sk, layout, fabric, split)
-    at = pipeline.phases(plan, [c[21:25] for c in chunks])
-    reductions = [lasts[v](at.get(v)) for v in range(len(chunks))]
+    reductions = [(c[5], c[6], c[7]) for c in chunks]
+    if any(lasts):  # a close call at some chunk's last backward: walked from its stage's phase
+        at = pipeline.phases(plan, [c[21:25] for c in chunks])
+        reductions = [
+            r if f is None else f(at.get(v)) for v, (r, f) in enumerate(zip(reductions, lasts, strict=True))
+        ]
     held = memory_of(ctx, sk, layout, cuts)
     per_stage = layout.npus // layout.pp
 
@@ -221,25 +226,24 @@ def _chunk(
     buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
     swaps = _swap_sends(sk, layout, fabric, ends)
     walked: dict[int | None, tuple[int, int, int]] = {}
-    close = False
 
     def reduction(phase: int | None) -> tuple[int, int, int]:
-        nonlocal close
-        if not close and None in walked:  # decided by more than the rounding moves: any phase's
-            return walked[None]
         found = walked.get(phase)
         if found is None:
-            done, before, after, near = last_backward(
+            done, before, after, _ = last_backward(
                 sk, costs, parts, layout.recompute, split, buckets, phase, swaps
             )
-            close = close or (phase is None and near)
             found = walked[phase] = (before, after + tied, done - sums[3 if split else 1])
         return found
 
+    done, before, after, close = last_backward(
+        sk, costs, parts, layout.recompute, split, buckets, None, swaps
+    )
+    walked[None] = (before, after + tied, done - sums[3 if split else 1])
     waits = tuple(k for _, k in both)
     spills = tuple(n for pair in lane for n in pair)
-    chunk = (*sums, *reduction(None), *waits, *spills, gathers, *computes)
-    return chunk, reduction
+    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes)
+    return chunk, reduction if close else None  # decided by more than the rounding moves: any phase's
 
 
 def _buckets(
