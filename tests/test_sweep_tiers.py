@@ -103,7 +103,7 @@ def test_a_sweeps_rows_are_what_translate_and_estimate_say(
 # when the output layer's weight gradient ends, inside the last stage's last backward). The second
 # at global batch 64 and gpt3-13b on 16 GPUs agreed before too.
 GEMMA = str(ROOT / "fixtures" / "configs" / "gemma-2-9b.json")
-SP_LAYOUTS = [
+SP_LAYOUTS: list[Any] = [
     ("llama-3-8b", "hgx-h100", 16, 64, 2, 4, 1),
     ("llama-3-8b", "hgx-h100", 32, 128, 2, 2, 1),
     ("llama-3-8b", "hgx-h100", 32, 64, 2, 2, 1),
@@ -111,7 +111,14 @@ SP_LAYOUTS = [
     ("gpt3-13b", "dgx-a100", 16, 64, 2, 4, 1),
     (GEMMA, "hgx-h100", 32, 64, 2, 2, 1),
     (GEMMA, "hgx-h100", 32, 64, 4, 2, 3),
-]
+    # Known: V 16 (a block a chunk) 0.67 % over (2.317796 s against 2.302464 s; 1.77 % before):
+    # stage 0's gradient send of virtual stage 28, micro-batch 14, leaves 1.7 ms later than the
+    # exact tier's, the lane held before it (an earlier chunk's bucket, most likely): not yet traced
+    pytest.param(
+        "llama-3-8b", "hgx-h100", 32, 128, 2, 2, 16,
+        marks=pytest.mark.xfail(strict=True, reason="fast tier 0.67 % over the exact tier at V 16"),
+    ),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
