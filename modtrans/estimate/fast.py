@@ -14,20 +14,22 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
   - the pipeline is walked over stages, not ranks (pipeline.py): the schedule's steps, the
     boundary transfers, and each chunk's data-parallel reduction (Megatron's one bucket per
     buffer, reductions.bucket_times; the other frameworks' per-unit collectives) after its last
-    backward, which lastback.py walks with the units' tail collectives;
+    backward, which lastback.py walks with the units' tail collectives and a tied weight's swap,
+    on the trace's whole-microsecond computes where the lane's order is a close call (the compute
+    its stage ran before it: pipeline.phases);
   - each stage ends with its optimizer step, one compute of its units' update times after its
     last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
     gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step),
     then the distributed optimizer's parameter all-gathers (Place.AFTER_STEP), exposed.
 
 What it leaves out, each small beside a chunk's time: DualPipe's F&B pairs (run one after the
-other), tied weights' swaps between stages.
+other); when a tied weight's swap arrives (by its sending stage's end: _swapped).
 --overlap-grad-reduce's buckets are refused (EstimateError): the exact tier times them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +61,12 @@ from modtrans.strategy.schedule import WGRAD, virtual_stage
 
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
-# rest; what the tails add to the chunk's last backward (or weight gradient); the four chains' lane
-# paths (chains.timed's K); the parameter gathers after the optimizer step
-Chunk = tuple[int, ...]  # 4 step times, compute, reduction (3), 4 lane paths, 4 (C, KC) spills, gathers
+# rest; what the tails add to the chunk's last backward (or weight gradient), as walked at no phase;
+# the four chains' lane paths (chains.timed's K); the parameter gathers after the optimizer step;
+# the four steps' compute alone (pipeline.phases)
+Chunk = tuple[int, ...]
+# a phase -> the last backward's reduction (3); None where no phase changes it
+Last = Callable[[int | None], tuple[int, int, int]] | None
 
 
 def modelled(layout: Layout) -> None:
@@ -96,7 +101,13 @@ def estimate(
     sk = skeleton_of(ctx, layout)
     plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, layout.chunks)
     split = any(step[1] == pipeline.KINDS[WGRAD] for step in plan[2])  # zero bubble's W last
-    chunks, cuts = _chunks(sk, layout, fabric, split)
+    chunks, cuts, lasts = _chunks(sk, layout, fabric, split)
+    reductions = [(c[5], c[6], c[7]) for c in chunks]
+    if any(lasts):  # a close call at some chunk's last backward: walked from its stage's phase
+        at = pipeline.phases(plan, [c[21:25] for c in chunks])
+        reductions = [
+            r if f is None else f(at.get(v)) for v, (r, f) in enumerate(zip(reductions, lasts, strict=True))
+        ]
     held = memory_of(ctx, sk, layout, cuts)
     per_stage = layout.npus // layout.pp
 
@@ -109,12 +120,12 @@ def estimate(
     ran = pipeline.run(
         plan,
         chunks,
-        [(c[5], c[6], c[7]) for c in chunks],
+        reductions,
         send_ns,
         [c[8:12] for c in chunks],
         [c[12:20] for c in chunks],
     )
-    ran = _swapped(ran, _ties(sk, layout, len(chunks)), transfer_ns)
+    ran = _swapped(ran, _ties(sk, layout, len(chunks)))
     stages = []
     for s, stage in enumerate(ran):
         pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
@@ -136,11 +147,14 @@ def estimate(
     return combine(tuple(stages), npus=layout.npus, flops=flops, tokens=tokens, peak_flops=ctx.peak_flops)
 
 
-def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric, split: bool) -> tuple[list[Chunk], list[range]]:
+def _chunks(
+    sk: Skeleton, layout: Layout, fabric: Fabric, split: bool
+) -> tuple[list[Chunk], list[range], list[Last]]:
     """Per chunk (P x V, in pipeline order): one micro-batch's forward, backward, input-gradient and
     weight-gradient ns, its compute alone, and its data-parallel reduction's first collective and
-    the rest, and what the tails add to its last backward (ns); `split`: the schedule ends a
-    chunk with its weight gradient alone."""
+    the rest, and what the tails add to its last backward (ns), each step's compute alone; and
+    its last backward's reduction for a phase (_chunk); `split`: the schedule ends a chunk with
+    its weight gradient alone."""
     mesh = layout.mesh()
     key = ("timed", mesh, fabric, layout.recompute, layout.zero, split)
     found = sk.made.get(key)
@@ -156,7 +170,7 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric, split: bool) -> tuple[
         costs = timed_units(sk, layout, fabric, members)
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
         fills = {b: fill(sk, b, reduction_stage(layout.framework, layout.zero)[0]) for b in set(sk.blocks)}
-        made: dict[tuple[int, int, bool], Chunk] = {}
+        made: dict[tuple[int, int, bool, bool], tuple[Chunk, Last]] = {}
         found = sk.made[key] = (costs, blocks, fills, members, made)
     costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
@@ -165,16 +179,17 @@ def _chunks(sk: Skeleton, layout: Layout, fabric: Fabric, split: bool) -> tuple[
     except LayoutError as error:
         raise EstimateError(str(error)) from None
     tied = bool(_ties(sk, layout, len(cuts)))
-    out = []
+    out, lasts = [], []
     for v, cut in enumerate(cuts):
-        last = tied and v == len(cuts) - 1
-        chunk = made.get((cut.start, cut.stop, last))
-        if chunk is None:
-            chunk = made[cut.start, cut.stop, last] = _chunk(
-                sk, costs, blocks, fills, members, cut, last, layout, fabric, split
+        ends = (tied and v == 0, tied and v == len(cuts) - 1)  # the tied owner's chunk, the copy's
+        found_chunk = made.get((cut.start, cut.stop, *ends))
+        if found_chunk is None:
+            found_chunk = made[cut.start, cut.stop, *ends] = _chunk(
+                sk, costs, blocks, fills, members, cut, ends, layout, fabric, split
             )
-        out.append(chunk)
-    return out, cuts
+        out.append(found_chunk[0])
+        lasts.append(found_chunk[1])
+    return out, cuts, lasts
 
 
 def _chunk(
@@ -184,14 +199,18 @@ def _chunk(
     fills: Any,
     members: Any,
     cut: range,
-    last: bool,
+    ends: tuple[bool, bool],
     layout: Layout,
     fabric: Fabric,
     split: bool,
-) -> Chunk:
-    """One chunk's times (made once per cut of the same units on the same groups)."""
+) -> tuple[Chunk, Last]:
+    """One chunk's times (made once per cut of the same units on the same groups), and its last
+    backward's reduction (first, rest, what the tails add) for the compute its stage ran before
+    it (pipeline.phases), each phase's walked once; `ends`: whether it holds the owner of a weight
+    tied across stages, and its copy."""
     parts = [sk.blocks[b] for b in cut]
     pure = all(blocks[p][6] for p in parts)
+    computes = [sum(blocks[p][11][k] for p in parts) for k in range(4)]
     # what each step leaves on the lane past its compute (none where nothing overlaps)
     if pure:
         both, lane = _summed(blocks, parts), [(0, chains.NEVER)] * 4
@@ -200,16 +219,31 @@ def _chunk(
         both, lane = [t for t, _ in timings], [c for _, c in timings]
     sums = [*(t for t, _ in both), sum(blocks[p][4] for p in parts)]
     chunk_fills = [fills[p] for p in reversed(parts)]
-    tied = 0
+    tied, last = 0, ends[1]
     if last:  # the copy of a tied weight: reduced with this stage's
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
     buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
-    done, before, after = last_backward(sk, costs, parts, layout.recompute, split, buckets)
-    late = done - sums[3 if split else 1]
+    swaps = _swap_sends(sk, layout, fabric, ends)
+    walked: dict[int | None, tuple[int, int, int]] = {}
+
+    def reduction(phase: int | None) -> tuple[int, int, int]:
+        found = walked.get(phase)
+        if found is None:
+            done, before, after, _ = last_backward(
+                sk, costs, parts, layout.recompute, split, buckets, phase, swaps
+            )
+            found = walked[phase] = (before, after + tied, done - sums[3 if split else 1])
+        return found
+
+    done, before, after, close = last_backward(
+        sk, costs, parts, layout.recompute, split, buckets, None, swaps
+    )
+    walked[None] = (before, after + tied, done - sums[3 if split else 1])
     waits = tuple(k for _, k in both)
     spills = tuple(n for pair in lane for n in pair)
-    return (sums[0], sums[1], sums[2], sums[3], sums[4], before, after + tied, late, *waits, *spills, gathers)
+    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes)
+    return chunk, reduction if close else None  # decided by more than the rounding moves: any phase's
 
 
 def _buckets(
@@ -237,23 +271,17 @@ def _block(
     sk: Skeleton, costs: Sequence[UnitCost], block: tuple[int, ...], rerun: Recompute
 ) -> tuple[Any, ...]:
     """A block's forward, backward, input and weight gradients, compute, tails, whether its
-    chains have nothing to overlap (then a chunk's are sums of its blocks'), and the four
-    chains' lane paths (chains.timed's K)."""
-    (f, kf), (b, kb), (i, ki), (w, kw) = _chain(sk, costs, [block], rerun)
+    chains have nothing to overlap (then a chunk's are sums of its blocks'), the four chains'
+    lane paths (chains.timed's K), and their compute alone."""
+    four = _links(sk, costs, [block], rerun)
+    (f, kf), (b, kb), (i, ki), (w, kw) = [chains.timed(chain) for chain in four]
+    alone = tuple(sum(ns for kind, ns in chain if kind == CHAIN) for chain in four)
     links = [link for u in block for chain in (costs[u].forward, costs[u].backward) for link in chain]
     computed = sum(ns for kind, ns in links if kind == CHAIN)
     if rerun is Recompute.FULL:
         computed += sum(ns for kind, ns in rerun_links(sk, costs, block) if kind == CHAIN)
     pure = all(kind != OVERLAPPED for kind, _ in links)
-    return f, b, i, w, computed, sum(costs[u].tail for u in block), pure, kf, kb, ki, kw
-
-
-def _chain(
-    sk: Skeleton, costs: Sequence[UnitCost], parts: Sequence[tuple[int, ...]], rerun: Recompute
-) -> list[tuple[int, int]]:
-    """The chains of consecutive blocks run on two lanes, (T, K) each (chains.timed): forward,
-    backward, input and weight gradients."""
-    return [chains.timed(links) for links in _links(sk, costs, parts, rerun)]
+    return f, b, i, w, computed, sum(costs[u].tail for u in block), pure, kf, kb, ki, kw, alone
 
 
 def _links(
@@ -300,21 +328,37 @@ def _ties(sk: Skeleton, layout: Layout, chunks: int) -> list[tuple[int, int, int
     return [(first, last, t.bytes) for t in sk.ties if first != last]
 
 
-def _swapped(
-    ran: list[pipeline.Stage], swaps: Sequence[tuple[int, int, int]], transfer_ns: Any
-) -> list[pipeline.Stage]:
-    """Each pair sends its gradient to the other once its lane is free and finishes when the
-    other's arrives (a send and a receive each, as program.py's _exchange posts them); the
-    optimizer step waits for that receive."""
+def _swap_sends(sk: Skeleton, layout: Layout, fabric: Fabric, ends: tuple[bool, bool]) -> dict[int, int]:
+    """Per unit of a chunk holding a tied weight's owner or copy (`ends`), the ns of the send of
+    its gradient to the other stage: program.py's _exchange, in the tail section after the unit's
+    tail collectives, waiting for its last weight gradient only, so it takes the lane there
+    (lastback.py): the copy's (the output layer, the last stage's first weight gradient) inside
+    the last backward, where the backward's blocking collectives wait for it (gpt3-13b at T 2,
+    P 4, D 4 on dgx-a100: the fast tier, sending it after the stage's end, 0.37 % under)."""
+    if not any(ends):
+        return {}
+    per_stage = layout.npus // layout.pp
+    first, last = _ties(sk, layout, layout.chunks)[0][:2]
+    out = {}
+    for t in sk.ties:
+        here, peer, unit = (first, last, t.owner) if ends[0] else (last, first, t.copy)
+        out[unit] = fabric.send_ns(here * per_stage, peer * per_stage, t.bytes)
+    return out
+
+
+def _swapped(ran: list[pipeline.Stage], swaps: Sequence[tuple[int, int, int]]) -> list[pipeline.Stage]:
+    """Each pair's stages finish when the other's send of its gradient has arrived (a send and a
+    receive each, as program.py's _exchange posts them; the sends on the stages' lanes, after the
+    units' last weight gradients: _swap_sends); the optimizer step waits for that receive. A send
+    is taken to arrive by its stage's end: its last communication at most (the owner's, on the
+    first stage, after its buckets: its last)."""
     out = list(ran)
-    for a, b, size in swaps:
-        sent = {s: out[s].finish + transfer_ns(s, peer, size) for s, peer in ((a, b), (b, a))}
+    for a, b, _ in swaps:
         for s, peer in ((a, b), (b, a)):
             stage = out[s]
-            finish = max(sent[s], sent[peer])
+            finish = max(stage.finish, ran[peer].finish)
             after = stage.after + finish - stage.finish
-            comm = stage.comm + sent[s] - stage.finish
-            out[s] = pipeline.Stage(finish, stage.compute, comm, after, finish)  # the step waits for it
+            out[s] = pipeline.Stage(finish, stage.compute, stage.comm, after, finish)  # the step waits for it
     return out
 
 

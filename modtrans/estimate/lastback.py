@@ -10,6 +10,11 @@ from collections.abc import Sequence
 
 from modtrans.estimate.units import BLOCKING, CHAIN, Link, Skeleton, UnitCost, rerun_links
 from modtrans.plan.model import Recompute
+from modtrans.simulate.astra2 import replay_ns
+
+CLOSE = 2000
+"""ns: the carried rounding moves a compute's end by under a microsecond either way, so two of
+the chain's times by under two: a call decided by more is the same in the trace."""
 
 
 def last_backward(
@@ -19,9 +24,25 @@ def last_backward(
     rerun: Recompute,
     split: bool,
     buckets: dict[int, list[int]],
-) -> tuple[int, int, int]:
+    phase: int | None = None,
+    swaps: dict[int, int] | None = None,
+) -> tuple[int, int, int, bool]:
     """The chunk's last backward (its weight gradient alone where the schedule splits it): the
-    chain's end, when the send can start after it, and the lane's work left after the send (ns).
+    chain's end, when the send can start after it, the lane's work left after the send (ns), and
+    whether what the lane took first was decided by less than CLOSE ns.
+
+    `phase`: the compute ns the stage's trace runs before this backward (its file order): the
+    computes are then timed as the trace holds them, each a whole number of microseconds, the
+    rounding carried in file order (chakra/encode.py, durations; astra2.replay_ns), which moves a
+    compute's end by under a microsecond and so decides a race that close: at T 2, SP and D 2 the
+    input norm's input gradient (9,871 ns; 9 or 10 us in the trace) against its gradient's
+    all-reduce over the tensor group (9,636 ns), after which the stage's data-parallel bucket
+    (9.7 ms) is ready: the send to the previous stage goes first only where the input gradient
+    ends first, and the previous stages wait for it (the fast tier 0.94 % over the exact tier on
+    Llama-3 8B at T 2, P 4, D 2 with 16 micro-batches a stage). The chain's end given is its ns
+    end all the same. `swaps`: per unit, the send of its tied weight's gradient to the other
+    stage (program.py's _exchange), ready when its last weight gradient ends, after its tails in
+    node order.
 
     The lane takes what is ready in node order (walk.py, the workload layer's issue order): the
     send follows the chain; a unit's tails (Place.TAIL: the norms' gradients over the tensor
@@ -36,6 +57,8 @@ def last_backward(
     links: list[Link] = []
     marks: dict[int, list[int]] = {}  # link index a weight gradient ends at: the tail section's ns
     ready: dict[int, int] = {}  # per unit with a bucket: the link index its weight gradient ends at
+    sends: dict[int, int] = {}  # link index a tied weight's swap is ready at: its send's ns
+    swaps = swaps or {}
     for p in reversed(parts):
         if rerun is Recompute.FULL and not split:
             links += rerun_links(sk, costs, p)
@@ -46,35 +69,62 @@ def last_backward(
                 marks.setdefault(len(links) + at, []).extend(costs[u].tails or (costs[u].tail,))
             if u in buckets:  # a block's units repeat: the chunk's first block holds the bucket's
                 ready[u] = len(links) + at
+            if u in swaps:
+                sends[len(links) + at] = swaps[u]
             links += own
     for u, k in ready.items():
         marks.setdefault(k, []).extend(buckets[u])
     pending: list[tuple[int, int, list[int]]] = []  # (ready ns, order, its collectives' ns)
-    t = c = 0
+    t = c = drift = 0
+    margin = [CLOSE]
     for k, (what, ns) in enumerate(links):
-        if k in marks:
-            pending.append((t, -k, list(marks[k])))
+        _ready(pending, marks, sends, k, t)
         if what == CHAIN:
+            if phase is not None:
+                replayed = replay_ns((phase + ns) // 1000 - phase // 1000)
+                phase, drift = phase + ns, drift + replayed - ns
+                ns = replayed
             t += ns
             continue
-        c = _idle(pending, c, t)
+        c = _idle(pending, c, t, margin)
         if what == BLOCKING:
             t = c = max(t, c) + ns
         else:  # overlapped, or a tail
             c = max(t, c) + ns
-    if len(links) in marks:
-        pending.append((t, -len(links), list(marks[len(links)])))
-    c = _idle(pending, c, t)
+    _ready(pending, marks, sends, len(links), t)
+    c = _idle(pending, c, t, margin)
     send = max(t, c)
-    return t, send - t, sum(sum(times) for _, _, times in pending)
+    return t - drift, send - t, sum(sum(times) for _, _, times in pending), margin[0] < CLOSE
 
 
-def _idle(pending: list[tuple[int, int, list[int]]], lane: int, until: int) -> int:
+def _ready(
+    pending: list[tuple[int, int, list[int]]],
+    marks: dict[int, list[int]],
+    sends: dict[int, int],
+    k: int,
+    t: int,
+) -> None:
+    """What the weight gradient ending at link `k` readies at `t`, in the tail section's node
+    order (the unit done last first): its tails and bucket, one after the other, then its swap."""
+    if k in marks:
+        pending.append((t, -2 * k, list(marks[k])))
+    if k in sends:
+        pending.append((t, 1 - 2 * k, [sends[k]]))
+
+
+def _idle(pending: list[tuple[int, int, list[int]]], lane: int, until: int, margin: list[int]) -> int:
     """Buckets' collectives run where the lane idles before `until` (the next item's ready time),
-    the one ready first first, ties in node order; returns when the lane is free."""
+    the one ready first first, ties in node order; returns when the lane is free. `margin[0]`
+    becomes the closest call's ns where closer: between the one taken and the next, or it and
+    `until`."""
     while pending:
         k = min(range(len(pending)), key=lambda i: (max(pending[i][0], lane), pending[i][1]))
         start, order, times = pending[k]
+        if len(pending) > 1:
+            at = max(start, lane)
+            gap = min(max(p[0], lane) - at for i, p in enumerate(pending) if i != k)
+            margin[0] = min(margin[0], gap)
+        margin[0] = min(margin[0], abs(max(start, lane) - until))
         if max(start, lane) >= until:
             break
         lane = max(start, lane) + times[0]

@@ -110,6 +110,22 @@ def _row(schedule: Schedule, s: int, stages: int, micro_batches: int, vpp: int, 
     return row
 
 
+def phases(plan: Plan, computes: Sequence[Sequence[int]]) -> dict[int, int]:
+    """Per virtual stage, the compute ns its stage's trace holds before the chunk's last backward
+    (the step its reduction follows), modulo a microsecond: `computes[v][kind]` a step's compute
+    alone. The trace writer rounds each compute to whole microseconds, carrying the rounding in
+    file order (chakra/encode.py, durations), so where a compute ends beside a collective depends
+    on it (lastback.py)."""
+    count, _, order = plan
+    elapsed = [0] * count
+    out = {}
+    for s, kind, v, _, _, _, reduce in order:
+        if reduce:
+            out[v] = elapsed[s] % 1000
+        elapsed[s] += computes[v][kind]
+    return out
+
+
 def run(
     plan: Plan,
     times: Sequence[Sequence[int]],
