@@ -185,16 +185,24 @@ class Gpu:
     # the kernel of an attention handed a mask or a bias (masked): --attention efficient and sdpa's
     # memory-efficient kernel; None: every attention runs `kernels.attention`
     masked: Attention | None = None
+    # each GEMM's time once per model: a model's blocks repeat their shapes, and _compute's halves
+    # walk a few dozen tilings each (a copy made by dataclasses.replace starts its own)
+    _times: dict[tuple[Shape, str, int], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
         return sum(self._gemm(s, dtype, width) for s in shapes)
 
     def _gemm(self, s: Shape, dtype: str, width: int) -> float:
-        k = self.kernels
-        rate = self.device.peak(dtype) * k.matmul(dtype) / k.sms  # FLOP/s of one SM
-        moved = (s.m * s.k + s.k * s.n + s.m * s.n) * s.count * width
-        return max(self._compute(s, rate), moved / self.bandwidth, k.kernel_floor_s)
+        key = (s, dtype, width)
+        if key not in self._times:
+            k = self.kernels
+            rate = self.device.peak(dtype) * k.matmul(dtype) / k.sms  # FLOP/s of one SM
+            moved = (s.m * s.k + s.k * s.n + s.m * s.n) * s.count * width
+            self._times[key] = max(self._compute(s, rate), moved / self.bandwidth, k.kernel_floor_s)
+        return self._times[key]
 
     def _compute(self, s: Shape, rate: float, memo: dict[Shape, float] | None = None) -> float:
         """The best tiling's time, never more than two kernels of half the rows one after the
