@@ -1,10 +1,10 @@
 """A sweep's rows (its fastest, middle and slowest) against `modtrans translate` of the same
-options: the fast tier's iteration the exact tier's (the translated plan walked, which the project holds equal to ASTRA-sim 2.x) within
-tests/test_estimate.py's 0.3 %, the memory of every stage the plan's to the row's 1 MiB, and the
-TFLOP/s per GPU within 2 %, on built-in models across the layout options a sweep varies (PP with
-V, EP, CP, SP, ZeRO 0-3, HSDP, each recomputation, M > 1, --tp-comm-overlap). The options given
-to translate are read off the row here, by the table's column names, not by the sweep's own
-mapping (finalists.translation_options)."""
+options: the fast tier's iteration the exact tier's (the translated plan walked, which the project
+holds equal to ASTRA-sim 2.x) within tests/test_estimate.py's 0.3 %, the memory of every stage the
+plan's to the row's 1 MiB, and the TFLOP/s per GPU within 2 %, on built-in models across the
+layout options a sweep varies (PP with V, EP, CP, SP, ZeRO 0-3, HSDP, each recomputation, M > 1,
+--tp-comm-overlap). The options given to translate are read off the row here, by the table's
+column names, not by the sweep's own mapping (finalists.translation_options)."""
 
 from __future__ import annotations
 
