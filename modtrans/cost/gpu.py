@@ -185,9 +185,9 @@ class Gpu:
     # the kernel of an attention handed a mask or a bias (masked): --attention efficient and sdpa's
     # memory-efficient kernel; None: every attention runs `kernels.attention`
     masked: Attention | None = None
-    # each GEMM's time once per model: a model's blocks repeat their shapes, and _compute's halves
-    # walk a few dozen tilings each (a copy made by dataclasses.replace starts its own)
-    _times: dict[tuple[Shape, str, int], float] = field(
+    # each GEMM's compute time once per model, the halves _compute walks included: a model's blocks
+    # repeat their shapes (a copy made by dataclasses.replace starts its own)
+    _computed: dict[tuple[Shape, float], float] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -196,15 +196,12 @@ class Gpu:
         return sum(self._gemm(s, dtype, width) for s in shapes)
 
     def _gemm(self, s: Shape, dtype: str, width: int) -> float:
-        key = (s, dtype, width)
-        if key not in self._times:
-            k = self.kernels
-            rate = self.device.peak(dtype) * k.matmul(dtype) / k.sms  # FLOP/s of one SM
-            moved = (s.m * s.k + s.k * s.n + s.m * s.n) * s.count * width
-            self._times[key] = max(self._compute(s, rate), moved / self.bandwidth, k.kernel_floor_s)
-        return self._times[key]
+        k = self.kernels
+        rate = self.device.peak(dtype) * k.matmul(dtype) / k.sms  # FLOP/s of one SM
+        moved = (s.m * s.k + s.k * s.n + s.m * s.n) * s.count * width
+        return max(self._compute(s, rate), moved / self.bandwidth, k.kernel_floor_s)
 
-    def _compute(self, s: Shape, rate: float, memo: dict[Shape, float] | None = None) -> float:
+    def _compute(self, s: Shape, rate: float) -> float:
         """The best tiling's time, never more than two kernels of half the rows one after the
         other (cuBLAS can always run those), and under one wave of the large tiles never more than
         two of half the columns either. Without the bound 512 x 1024 rows (32 large tiles, too many
@@ -213,14 +210,14 @@ class Gpu:
         (64 large tiles) equals its halves'. Columns above a wave keep the waves' rounding of their
         tiles: the A100's measured 802816 x 192 x 768 runs the padded 256 columns' waves (halving
         the 192 would make it 26 % faster than measured)."""
-        memo = {} if memo is None else memo
-        if s not in memo:
+        memo, key = self._computed, (s, rate)
+        if key not in memo:
             best = max(self._tiling(s, rate), self.kernels.kernel_floor_s)
             under = min(_tiles(s, tm, tn) for tm, tn in TILES) < self.kernels.sms
             for half in _halves(s)[: None if under else 1]:
-                best = min(best, 2 * self._compute(half, rate, memo))
-            memo[s] = best
-        return memo[s]
+                best = min(best, 2 * self._compute(half, rate))
+            memo[key] = best
+        return memo[key]
 
     def _tiling(self, s: Shape, rate: float) -> float:
         k = self.kernels

@@ -14,7 +14,7 @@ import contextlib
 import math
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import NamedTuple
@@ -259,7 +259,7 @@ def _batched(
     """--batch on the input's batch axis (batch_axis) when it is still symbolic; X512 says so when
     that axis is not the first."""
     declared = info.type.tensor_type.shape.dim
-    axis = batch_axis([d.dim_value if d.HasField("dim_value") else d.dim_param for d in declared], recurrent)
+    axis = batch_axis(_spelled(declared), recurrent)
     if axis is None:
         return []
     spelled = [
@@ -288,7 +288,7 @@ def _batch_clash(
         declared = [] if info is None else list(info.type.tensor_type.shape.dim)
         if len(declared) != len(dims):
             continue  # refused below with its own reason
-        spelled = [d.dim_value if d.HasField("dim_value") else (d.dim_param or 0) for d in declared]
+        spelled = _spelled(declared)
         axis = batch_axis(spelled, name in recurrent)
         if axis is not None and dims[axis] != batch:
             shape = "x".join(map(str, dims))
@@ -356,6 +356,11 @@ def apply_values(loaded: Loaded, values: Mapping[str, float], path: str) -> list
 
 _BATCH = ("batch", "bs", "n", "b")  # "?" (a dim with no name) names nothing
 _SEQUENCE = ("seq", "time", "len", "step", "frame", "token")
+
+
+def _spelled(dims: Sequence[onnx.TensorShapeProto.Dimension]) -> list[int | str]:
+    """Declared dims as batch_axis reads them: a size, else the dimension's name ("" unnamed)."""
+    return [d.dim_value if d.HasField("dim_value") else d.dim_param for d in dims]
 
 
 def batch_axis(dims: list[int | str], sequence_first: bool = False) -> int | None:
