@@ -190,6 +190,9 @@ class Gpu:
     _computed: dict[tuple[Shape, float], float] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # `spared`'s copies by SMs held, each with its own GEMM memo: a layout's userbuffers GEMMs ask
+    # for the same few, one node after another
+    _spares: dict[int, Gpu] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def gemm_seconds(self, shapes: Sequence[Shape], dtype: str, width: int) -> float:
         """The kernels of one phase's GEMMs, one after the other."""
@@ -253,10 +256,13 @@ class Gpu:
     def spared(self, sms: int) -> Gpu:
         """The model with `sms` SMs held by another kernel (Transformer Engine's userbuffers:
         strategy/llm/userbuffers.py): each SM's rate kept, the GEMMs' waves on the rest."""
-        k = self.kernels
-        left = max(1, k.sms - sms)
-        rates = {d: e * left / k.sms for d, e in k.matmul_efficiency.items()}
-        return dataclasses.replace(self, kernels=dataclasses.replace(k, sms=left, matmul_efficiency=rates))
+        if sms not in self._spares:
+            k = self.kernels
+            left = max(1, k.sms - sms)
+            rates = {d: e * left / k.sms for d, e in k.matmul_efficiency.items()}
+            kernels = dataclasses.replace(k, sms=left, matmul_efficiency=rates)
+            self._spares[sms] = dataclasses.replace(self, kernels=kernels)
+        return self._spares[sms]
 
     @property
     def bandwidth(self) -> float:
