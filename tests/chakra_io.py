@@ -1,5 +1,5 @@
-"""Reading a trace back with Chakra's own reader (mlc-chakra, the test extra): the independent
-check of what modtrans writes."""
+"""Reading a trace back with Chakra's own reader (mlc-chakra, which the README's test command
+installs): the independent check of what modtrans writes."""
 
 from __future__ import annotations
 

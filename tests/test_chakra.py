@@ -18,7 +18,8 @@ from modtrans.workload.parse import parse
 from tests.chakra_io import read_trace
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("chakra") is None, reason="mlc-chakra (the test extra) is not installed"
+    importlib.util.find_spec("chakra") is None,
+    reason="mlc-chakra is not installed (the README test command has it)",
 )
 Run = Callable[..., Result]
 

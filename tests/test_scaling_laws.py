@@ -165,7 +165,9 @@ def _models(refused: dict[str, str] | None = None) -> list[Any]:
     reason in their id."""
     out = []
     for model in [*map(str, _files()), *zoo.names()]:
-        name, marks = _name(model), []
+        # a configuration's laws on one xdist worker (--dist loadgroup): its reads (_read) are
+        # cached in the worker's process, so spread over two they were made twice
+        name, marks = _name(model), [pytest.mark.xdist_group(_name(model))]
         if model.endswith(".json") and _through_transformers(Path(model)):
             marks.append(pytest.mark.hf)
         if refused and name in refused:

@@ -27,7 +27,8 @@ from modtrans.workload.model import Layer
 from tests.chakra_io import read_trace
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("chakra") is None, reason="mlc-chakra (the test extra) is not installed"
+    importlib.util.find_spec("chakra") is None,
+    reason="mlc-chakra is not installed (the README test command has it)",
 )
 Run = Callable[..., Result]
 COMP, SEND, RECV, COLL = 4, 5, 6, 7
