@@ -242,12 +242,14 @@ grows with it); the 1.7B, 7.1B and 16B stay at -26 to -28 %, -26 to -28 % and -1
 whatever it is: their gap is not that setting.
 The 32B's exposed 0.326 s, read against Megatron-LM core_v0.8.0 (2026-12-07, branch dpexposed on
 main 46fae57; the table came with f2e5db4, whose data-parallel code is core_v0.8.0's to the byte;
-tests/test_megatron_dp.py transcribes it): 0.108 s of it in micro-batch 0's forward, 0.214 s after
-the last backward, 0.003 s of TP collectives. What Megatron-Core sends is what we send: 73 buckets
-of max(40 M, 1 M x 48) = 48 M parameters or more (ParamAndGradBuffer, the parameters reversed; ours
-the same 73, the same parameters, a layer norm's 14,336 elements one bucket over where Megatron
-registers linear_proj before linear_qkv, 9,216 elements of padding less in all), reduce-scattered
-in fp32 (--bf16 forces accumulate_allreduce_grads_in_fp32, arguments.py, validate_args; no flag at
+tests/test_megatron_dp.py transcribes it): 0.108 s of it in micro-batch 0's forward, 0.212 s after
+the last backward, 0.006 s between (the loss's TP all-reduces, 0.34 ms a micro-batch; 2.6 ms of a
+TP all-gather in the last backward held on the one lane behind a bucket, where NCCL runs the two
+communicators side by side). What Megatron-Core sends is what we send: 73 buckets of max(40 M, 1 M
+x 48) = 48 M parameters or more (ParamAndGradBuffer, the parameters reversed; ours the same 73, the
+same parameters, a layer norm's 14,336 elements one bucket over where Megatron registers
+linear_proj before linear_qkv, 9,216 elements of padding less in all), reduce-scattered in fp32
+(--bf16 forces accumulate_allreduce_grads_in_fp32, arguments.py, validate_args; no flag at
 core_v0.8.0 turns it off: 15.39 GB), only in the last of 4 micro-batches' backward
 (forward_backward_no_pipelining: no_sync for the others), each bucket as its last gradient lands;
 the bf16 parameters gathered bucket by bucket in the next forward (7.70 GB: zero_grad dispatches
