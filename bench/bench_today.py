@@ -240,6 +240,37 @@ micro-batches, so the no_sync window leaves less of the reduce-scatter after the
 70B +8.5 / +6.1 / +9.3 %, 119B +5.9 / +7.4 / +22.3 %, 177B +3.0 / +6.6 / +26.4 % (the bubble
 grows with it); the 1.7B, 7.1B and 16B stay at -26 to -28 %, -26 to -28 % and -18 to -24 %
 whatever it is: their gap is not that setting.
+The 32B's exposed 0.326 s, read against Megatron-LM core_v0.8.0 (2026-12-07, branch dpexposed on
+main 46fae57; the table came with f2e5db4, whose data-parallel code is core_v0.8.0's to the byte;
+tests/test_megatron_dp.py transcribes it): 0.108 s of it in micro-batch 0's forward, 0.212 s after
+the last backward, 0.006 s between (the loss's TP all-reduces, 0.34 ms a micro-batch; 2.6 ms of a
+TP all-gather in the last backward held on the one lane behind a bucket, where NCCL runs the two
+communicators side by side). What Megatron-Core sends is what we send: 73 buckets of max(40 M, 1 M
+x 48) = 48 M parameters or more (ParamAndGradBuffer, the parameters reversed; ours the same 73, the
+same parameters, a layer norm's 14,336 elements one bucket over where Megatron registers
+linear_proj before linear_qkv, 9,216 elements of padding less in all), reduce-scattered in fp32
+(--bf16 forces accumulate_allreduce_grads_in_fp32, arguments.py, validate_args; no flag at
+core_v0.8.0 turns it off: 15.39 GB), only in the last of 4 micro-batches' backward
+(forward_backward_no_pipelining: no_sync for the others), each bucket as its last gradient lands;
+the bf16 parameters gathered bucket by bucket in the next forward (7.70 GB: zero_grad dispatches
+the embeddings' bucket, each forward pre-hook the next, in forward order); the group one GPU in
+each of 48 nodes, so one NDR NIC a rank (0.328 s and 0.167 s here, NCCL's ring at 47 GB/s 0.321 and
+0.160 s). Megatron's schedule exposes the same: the gathers outrun micro-batch 0's 62 ms of forward
+by about 0.10 s, the reduce-scatters the last backward's 121 ms by about 0.20 s, at NCCL's own
+rate. --align-param-gather and --no-align-grad-reduce came with core_r0.9; --delay-grad-reduce (on
+by default) and --delay-param-gather (off) act at PP > 1 only. Not modelled, none of it the gap's
+size: Megatron's one coalesced all-reduce of the SP norms' and biases' gradients after the
+reductions (finalize_model_grads, _allreduce_layernorm_grads), where we issue one a block (49
+latencies, 3.3 ms here); each bucket's `grad_data *= 1 / D` and, with
+--check-for-nan-in-loss-and-grad on by default, its norm and a host sync before the collective
+(Bucket.start_grad_sync: three passes over the fp32 buffer, some 15 ms of HBM traffic, here beside
+the reduce-scatters). So with our compute of 0.734 s Megatron-Core r0.8.0 would take about 1.05 s
+at micro-batch 1, and the published 0.892 s leaves 0.16 s for what the run exposed. What else could
+explain it: a micro-batch of 2 or 4 (not published; at 2, 0.871 s, -2.3 %, on 46fae57: two
+micro-batches' backward hide more of the reduce-scatter); our compute at TP 8 above the run's (yet
+the TP 1-4 rows' compute is 19-26 % short of theirs: as short here, nothing would be left for
+communication); data-parallel collectives faster than one NDR NIC's published 46-48 GB/s, for which
+no evidence was found.
 Ruled out for the small rows: attention dropout inside the fused kernel (Transformer Engine issue
 3312, H200, TE 2.15, sbhd, 4,096 tokens, 16 heads of 128: 0.594 ms at p = 0, 0.614 ms at p = 0.1;
 +3 % of an attention that is about 16 % of the 1.7B's compute); the attention kernel (the

@@ -82,8 +82,11 @@ torch/distributed/optim/zero_redundancy_optimizer.py (013a31b7; unchanged in tor
                 longer time on each link, and the latency of one broadcast per parameter tensor.
 Sizes are this rank's tensor-parallel shard, gradients in the framework's reduction dtype
 (frameworks.py). A weight tied across pipeline stages (the output layer's copy of the word
-embedding) is in its own stage's buffer. Megatron also puts such a shared embedding in a bucket of
-its own when bucketing (_does_param_require_new_bucket); that split is not modelled.
+embedding) is in its own stage's buffer. Megatron also puts such a shared embedding (PP > 1 only:
+language_module.py sets `shared_embedding` on neither copy at one stage) in a bucket of its own
+under the distributed optimizer, bucketed or not (param_and_grad_buffer.py at core_v0.8.0,
+_does_param_require_new_bucket); that split is not modelled: the same bytes, one more collective a
+stage.
 """
 
 from __future__ import annotations
