@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 from typer.testing import CliRunner, Result
 
+from modtrans import pipeline
 from modtrans.cli import app
+from modtrans.plan.model import Plan
+from modtrans.request import Prepared
 
 if TYPE_CHECKING:
     from pytest_lsp import ClientServerConfig
@@ -33,6 +36,15 @@ INVALID = FIXTURES / "invalid"
 # The full reference collection lives beside the repository for developers; users and CI on a
 # fresh clone may not have it, so tests over it skip when it is absent.
 REFERENCE = ROOT.parent / "shared" / "reference" / "workloads"
+
+
+def planned(prepared: Prepared) -> Plan:
+    """The plan `modtrans translate` builds for the request, without its outputs: api.run also
+    encodes every trace and checks the set (outputs.trace_files), more than half its time on a
+    large layout, which a test that walks or writes the plan itself does not use."""
+    plan = pipeline.translate_checked(prepared.request.model, prepared.options).plan
+    assert plan is not None, prepared.request
+    return plan
 
 
 def corpus_files() -> list[Path]:

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import modtrans.estimate as estimate
-from modtrans.api import run
 from modtrans.chakra import fuse, write
 from modtrans.plan.model import Plan
 from modtrans.request import prepare, request_of
 from tests.chakra_io import read_trace
+from tests.conftest import planned
 
 COMP, COLL, SEND, RECV = 4, 7, 5, 6  # Chakra's NodeType (et_def.proto)
 
@@ -34,8 +34,7 @@ LAYOUTS = [
 def both(model: str, options: dict[str, object], folder: Path) -> tuple[str, str, Plan]:
     """The layout's traces written plain and fused: their prefixes, and the plan."""
     prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": str(folder / "x")}))
-    plan = run(prepared).plan
-    assert plan is not None
+    plan = planned(prepared)
     write(plan, folder / "plain", tick_ns=1.0)
     write(fuse.fused(plan), folder / "fused", tick_ns=1.0)
     return str(folder / "plain"), str(folder / "fused"), plan

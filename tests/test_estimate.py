@@ -17,13 +17,13 @@ import pytest
 from typer.testing import Result
 
 import modtrans.estimate as estimate
-from modtrans.api import run
 from modtrans.comm import CommType
 from modtrans.estimate.collectives import Fabric
 from modtrans.estimate.walk import COLLECTIVE, COMPUTE, RECV, SEND, EstimateError, Node, walk
 from modtrans.plan.model import Recompute
 from modtrans.request import prepare, request_of
 from modtrans.simulate import Network, astra2, network
+from tests.conftest import planned
 from tests.test_memory_fsdp_pool import BLOCK, ROOT
 
 Run = Callable[..., Result]
@@ -285,8 +285,7 @@ def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str,
     simulator: GPT-2's 0.17 % short (its tied embedding's swap between stages), the others within
     0.01 %; the compute of each stage the same to 0.1 %, its memory to the byte."""
     prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": "unused/"}))
-    plan = run(prepared).plan
-    assert plan is not None
+    plan = planned(prepared)
     exact = estimate.plan(plan, network="dgx-a100")
     layout = prepared.options.parallel.layout
     assert layout is not None

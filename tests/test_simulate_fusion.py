@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 import modtrans.estimate as estimate
-from modtrans.api import run
 from modtrans.chakra import write
 from modtrans.request import prepare, request_of
 from modtrans.simulate import astra2, fusion, network
 from tests.chakra_io import read_trace
+from tests.conftest import planned
 from tests.test_chakra_fuse import LAYOUTS
 
 COMP, COLL, SEND, RECV = 4, 7, 5, 6  # Chakra's NodeType (et_def.proto)
@@ -57,8 +57,7 @@ def _traces(model: str, options: dict[str, object], folder: Path) -> tuple[str, 
     folder.mkdir(parents=True, exist_ok=True)
     source = _gpt(folder) if model == "gpt-2022" else model
     prepared = prepare(request_of(source, {**options, "format": "chakra-et", "output": str(folder / "x")}))
-    plan = run(prepared).plan
-    assert plan is not None
+    plan = planned(prepared)
     write(plan, folder / "plain", tick_ns=1.0)
     return str(folder / "plain"), plan.npus
 

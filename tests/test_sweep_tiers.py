@@ -14,10 +14,9 @@ import pytest
 
 import modtrans
 from modtrans import estimate
-from modtrans.api import run
 from modtrans.request import prepare, request_of
 from modtrans.sweep.rows import Row
-from tests.conftest import ROOT
+from tests.conftest import ROOT, planned
 
 NETWORK = "hgx-h100"
 # (model, the options every layout shares, the search space narrowed to a few layouts)
@@ -71,8 +70,7 @@ def _exact(
     options |= {name: getattr(row, name) for name in ROW_OPTIONS}
     options |= {"tp_comm_overlap": row.tp_comm_overlap, "vpp": row.vpp if row.vpp > 1 else None}
     prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": "unused/"}))
-    plan = run(prepared).plan
-    assert plan is not None, options
+    plan = planned(prepared)
     walked = estimate.plan(plan, network=network, tick_ns=prepared.options.cost.clock.tick_ns)
     return walked, [m.total for m in plan.memory]
 
