@@ -228,3 +228,18 @@ def test_an_rmsnorm_is_costed_by_its_result_whatever_statistic_it_also_writes(
     elements = ROWS * hidden
     expected = (round(elements * measured.forward), round(elements * measured.backward))
     assert rmsnorm_bytes(layer, measured) == expected
+
+
+@pytest.mark.parametrize("device", ["h100", "h100-hbm2e"])
+def test_efficiency_memory_scales_the_op_by_op_rmsnorm_whichever_bound_holds(device: str) -> None:
+    """`--efficiency memory=0.5` halves the memory class's rates: the op-by-op norm's time an
+    element doubles whether its SM cycles (the H100 SXM) or its bytes (the HBM2e part) bind."""
+    times = {}
+    for factor in (1.0, 0.5):
+        model = cost.get("gpu", cost.Settings(device=device, norms="eager", efficiency=(("memory", factor),)))
+        assert isinstance(model, Gpu)
+        measured = model.norms
+        assert measured is not None
+        seconds = model.times(_norm(4096, rows=16384)).forward * 1e-9
+        times[factor] = seconds - measured.forward_fixed_s
+    assert times[0.5] == pytest.approx(2 * times[1.0], rel=1e-3)

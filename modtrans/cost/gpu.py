@@ -435,7 +435,8 @@ CLASSES = ("gemm", "attention", "memory")
 def scaled(k: Kernels, factors: Sequence[tuple[str, float]]) -> Kernels:
     """The calibration with each class's rate multiplied by its factor (`--efficiency 0.9`: all
     three; `--efficiency gemm=0.8,memory=0.95`), for a user who measured their own runs: the GEMM
-    rate (matmul efficiency), FlashAttention's rates, the streaming bandwidth."""
+    rate (matmul efficiency), FlashAttention's rates, the streaming bandwidth (and the rate the
+    SMs run the op-by-op RMSNorm's cycles at, the same class of kernel)."""
     by_class = dict(factors)
     unknown = sorted(set(by_class) - {*CLASSES, "all"})
     if unknown:
@@ -449,6 +450,7 @@ def scaled(k: Kernels, factors: Sequence[tuple[str, float]]) -> Kernels:
         k,
         matmul_efficiency={d: e * gemm for d, e in k.matmul_efficiency.items()},
         memory_efficiency=k.memory_efficiency * memory,
+        sm_clock_hz=k.sm_clock_hz * memory,  # the op-by-op RMSNorm's cycles: memory-class kernels too
         attention=None
         if k.attention is None
         else dataclasses.replace(k.attention, scale=k.attention.scale * attention),
