@@ -24,22 +24,23 @@ phase's time is a fixed part a call plus a part proportional to the elements, fi
 squares of the relative error over the six sizes (the two largest points alone would give the
 compiled kernel a negative fixed time).
 
-What bounds the part an element differs between the two. Inductor's kernels stream: between
-hidden 16,384 and 32,768 the A100 takes 2.0 times the NVL's time an element forward, as their
+What bounds the part an element differs between the two. Inductor's kernels stream: between hidden
+16,384 and 32,768 the A100 takes 2.0 times the NVL's time an element, forward and backward, as their
 bandwidths (2.0 apart), so the profile's `compiled_rmsnorm` holds bytes an element at the part's
 streaming rate (its peak x the SXM part's measured BabelStream efficiency, devices.json). The
 op-by-op kernels do not: there the A100 takes 1.54 times the NVL's time an element forward, as its
-SMs x boost clock (108 x 1,410 MHz against 132 x 1,785: 1.55), not as its bandwidth; they reach 62 %
-of the NVL's streaming rate by count and 80 % of the A100's, in 4.2 and 4.5 SM cycles an element.
-So `eager_rmsnorm` holds SM cycles an element (forward_cycles, backward_cycles: the fit's time an
-element x the measured part's SMs x boost clock) beside the bytes the count says must stream
-(forward, backward), and an element costs the larger of the two: the cycles at the device's own
-SMs and boost clock (`sm_clock_hz`), the bytes at its streaming rate. Moved from the NVL by
-bandwidth, as before, the 2.4 TB/s HBM2e H100 torchtitan measured on was charged 1.62 times what
-the cycles and the count give an element forward, 1.45 backward; the A100 SXM4, moved from the PCIe part, 5 %
-too little. Checked on a third part, Liger's A100-SXM4-80GB rows of the same module
-(fixtures/liger/rms_norm_a100_sxm4.csv): the NVL's cycles predict each within 14 %, where the NVL's
-bytes at the streaming rate were 11-28 % over (tests/test_norms.py).
+SMs x boost clock (108 x 1,410 MHz against 132 x 1,785: 1.55), not as its bandwidth (backward 1.72,
+nearer the SMs' ratio than the bandwidths'); they reach 62 % of the NVL's streaming rate by count
+and 80 % of the A100's, in 4.2 and 4.5 SM cycles an element. So `eager_rmsnorm` holds SM cycles an
+element (forward_cycles, backward_cycles: the fit's time an element x the measured part's SMs x
+boost clock) beside the bytes the count says must stream (forward, backward), and an element costs
+the larger of the two: the cycles at the device's own SMs and boost clock (`sm_clock_hz`), the bytes
+at its streaming rate. Moved from the NVL by bandwidth, as before, the 2.4 TB/s HBM2e H100
+torchtitan measured on was charged 1.62 times what the cycles and the count give an element forward,
+1.45 backward; the A100 SXM4, moved from the PCIe part, 5 % less (its own rows, below, sit between
+the two rules: within 6 % of either). Checked on a third part, Liger's A100-SXM4-80GB rows of the
+same module (fixtures/liger/rms_norm_a100_sxm4.csv): the NVL's cycles predict each within 14 %,
+where the NVL's bytes at the streaming rate were 11-28 % over (tests/test_norms.py).
 The compiled backward's weight-gradient reduction does not scale linearly with the elements (its
 fit misses single points by up to 23 %). Both measurements are of the module with an fp32 weight;
 torchtitan's bf16 one moves less (36 and 92 bytes by count, 4 and about 6 fused), not charged:
