@@ -37,10 +37,11 @@ boost clock) beside the bytes the count says must stream (forward, backward), an
 the larger of the two: the cycles at the device's own SMs and boost clock (`sm_clock_hz`), the bytes
 at its streaming rate. Moved from the NVL by bandwidth, as before, the 2.4 TB/s HBM2e H100
 torchtitan measured on was charged 1.62 times what the cycles and the count give an element forward,
-1.45 backward; the A100 SXM4, moved from the PCIe part, 5 % less (its own rows, below, sit between
-the two rules: within 6 % of either). Checked on a third part, Liger's A100-SXM4-80GB rows of the
-same module (fixtures/liger/rms_norm_a100_sxm4.csv): the NVL's cycles predict each within 14 %,
-where the NVL's bytes at the streaming rate were 11-28 % over (tests/test_norms.py).
+1.45 backward; the A100 SXM4, moved from the PCIe part, 5 % less (its own rows, below, come within 6
+% by the SMs, 10 % by the bandwidth: the two A100s do not tell the rules apart; the NVL and the
+A100s do). Checked on a third part, Liger's A100-SXM4-80GB rows of the same module
+(fixtures/liger/rms_norm_a100_sxm4.csv): the NVL's cycles predict each within 14 %, where the NVL's
+bytes at the streaming rate were 11-28 % over (tests/test_norms.py).
 The compiled backward's weight-gradient reduction does not scale linearly with the elements (its
 fit misses single points by up to 23 %). Both measurements are of the module with an fp32 weight;
 torchtitan's bf16 one moves less (36 and 92 bytes by count, 4 and about 6 fused), not charged:
