@@ -24,7 +24,9 @@ number cites the published kernel measurement it comes from):
              bandwidth (`memory_efficiency` x peak: BabelStream Triad, two loads and a store as a
              residual add or a norm does)
   norms      under a framework that runs RMSNorm op by op (torchtitan without torch.compile), its
-             seven kernels as measured, a fixed time a call and bytes an element (norms.py); under
+             seven kernels as measured, a fixed time a call and an element the longer of its SM
+             cycles at the device's SMs x boost clock (`sm_clock_hz`) and its bytes at the
+             streaming bandwidth: the op-by-op kernels are bound by the SMs (norms.py); under
              --compile, a block's as Inductor's fused kernels measured (norms.py); else one fused
              pass. Op by op, rotary embeddings and SwiGLU too, the bytes each op moves (eager.py);
              compiled, SwiGLU one fused pass (the bytes a fused kernel must move: gemm.py's
@@ -115,6 +117,7 @@ class Kernels:
     sources: Mapping[str, str] = field(default_factory=dict)
     eager_rmsnorm: NormCost | None = None  # op by op (norms.py)
     compiled_rmsnorm: NormCost | None = None  # under torch.compile (norms.py)
+    sm_clock_hz: float = 0.0  # the boost clock: the op-by-op RMSNorm's SM cycles run at sms x it (norms.py)
     # the other fused kernels measured on the device, by --attention's name (devices.json's
     # `attention_<name>`): flash2, FlashAttention-2 where `attention` is a later kernel; cudnn,
     # cuDNN's (Transformer Engine's on Hopper)
@@ -137,8 +140,18 @@ def kernels(data: Mapping[str, Any]) -> Kernels:
         dict(data.get("sources", {})),
         norm_cost(data.get("eager_rmsnorm")),
         norm_cost(data.get("compiled_rmsnorm")),
+        _sm_clock(data),
         {name: a for name in ALTERNATIVES if (a := attention_of(data.get(f"attention_{name}"))) is not None},
     )
+
+
+def _sm_clock(data: Mapping[str, Any]) -> float:
+    """The profile's `sm_clock_hz`, which an `eager_rmsnorm` charged in SM cycles needs."""
+    clock = float(data.get("sm_clock_hz", 0.0))
+    eager = data.get("eager_rmsnorm") or {}
+    if not clock and (eager.get("forward_cycles") or eager.get("backward_cycles")):
+        raise CostError("kernels.eager_rmsnorm gives SM cycles an element: kernels.sm_clock_hz is needed too")
+    return clock
 
 
 TILE = 128
@@ -354,7 +367,8 @@ class Gpu:
             )
         inside = self.compiled is not None and layer.block is not None and layer.block.index is not None
         measured = self.compiled if inside else self.norms
-        norm = rmsnorm_seconds(layer, measured, self.bandwidth) if measured is not None else None
+        sm_cycles = self.kernels.sms * self.kernels.sm_clock_hz
+        norm = rmsnorm_seconds(layer, measured, self.bandwidth, sm_cycles) if measured is not None else None
         if norm is not None:  # the backward covers both gradients
             return self._ticks(norm[0], norm[1], 0.0, update)
         eager = eager_bytes(layer) if self.eager_ops and (not inside or eager_under_compile(layer)) else None
@@ -427,7 +441,8 @@ CLASSES = ("gemm", "attention", "memory")
 def scaled(k: Kernels, factors: Sequence[tuple[str, float]]) -> Kernels:
     """The calibration with each class's rate multiplied by its factor (`--efficiency 0.9`: all
     three; `--efficiency gemm=0.8,memory=0.95`), for a user who measured their own runs: the GEMM
-    rate (matmul efficiency), FlashAttention's rates, the streaming bandwidth."""
+    rate (matmul efficiency), FlashAttention's rates, the streaming bandwidth (and the rate the
+    SMs run the op-by-op RMSNorm's cycles at, the same class of kernel)."""
     by_class = dict(factors)
     unknown = sorted(set(by_class) - {*CLASSES, "all"})
     if unknown:
@@ -441,6 +456,7 @@ def scaled(k: Kernels, factors: Sequence[tuple[str, float]]) -> Kernels:
         k,
         matmul_efficiency={d: e * gemm for d, e in k.matmul_efficiency.items()},
         memory_efficiency=k.memory_efficiency * memory,
+        sm_clock_hz=k.sm_clock_hz * memory,  # the op-by-op RMSNorm's cycles: memory-class kernels too
         attention=None
         if k.attention is None
         else dataclasses.replace(k.attention, scale=k.attention.scale * attention),
