@@ -194,6 +194,23 @@ def test_a_sweep_tries_context_parallelism_only_where_its_framework_runs_it(
             Layout(npus=8, cp=2, framework=Framework(framework))
 
 
+@pytest.mark.parametrize(
+    ("framework", "label"),
+    [("megatron", "DO"), ("megatron-2022", "DO"), ("deepspeed", "Z1"), ("nemo", "Z1"), ("flash-attn", "Z1")],
+)
+def test_a_zero_1_row_is_labelled_by_its_framework(framework: str, label: str) -> None:
+    """ "DO" is Megatron-LM's --use-distributed-optimizer (megatron/training/arguments.py at
+    core_r0.8.0; megatron/arguments.py at fc7f4f0, 2022); DeepSpeed's ZeRO stage 1
+    (deepspeed/runtime/zero/config.py, zero_optimization.stage), NeMo's Apex DistributedFusedAdam
+    and flash-attn's ZeroRedundancyOptimizer are none of it: Z1, as Z2 and Z3 are labelled. Before,
+    every ZeRO-1 row read DO, a DeepSpeed sweep's too."""
+    layout = Layout(npus=8, zero=1, global_batch=8, framework=Framework(framework))
+    row = Row("m", 8, **space.options_of(layout), memory_gib=1.0, memory_per_stage_gib=[1.0])
+    assert row.label.split()[-1] == label
+    assert row.framework == framework
+    assert [r.label for r in read_json(json.dumps({"rows": [row.__dict__]}))] == [row.label]
+
+
 def test_zero_and_the_distributed_optimizer_together_are_one_line_and_exit_2(run_cli: Run) -> None:
     done = run_cli("sweep", "llama-3-8b", *SMALL, "--zero", "3", "--distributed-optimizer", "on")
     assert done.exit_code == 2

@@ -343,6 +343,14 @@ class Framework(enum.StrEnum):
         return NEMO_EMBEDDING_GRAD if self is Framework.NEMO else None
 
     @property
+    def distributed_optimizer(self) -> bool:
+        """Its --zero 1 is Megatron-LM's distributed optimizer (--use-distributed-optimizer:
+        megatron/training/arguments.py at core_r0.8.0; megatron/arguments.py at fc7f4f0, 2022);
+        NeMo's is Apex's DistributedFusedAdam, flash-attn's ZeroRedundancyOptimizer, DeepSpeed's
+        its ZeRO stage 1 (a sweep's label: Z1, not DO)."""
+        return self in (Framework.MEGATRON, Framework.MEGATRON_2022)
+
+    @property
     def zero_broadcast(self) -> bool:
         """--zero 1 is PyTorch's ZeroRedundancyOptimizer: the gradients all-reduced whole, each
         rank's updated parameters broadcast after its step (flash-attn: strategy/llm/buckets.py)."""
