@@ -25,11 +25,12 @@ from typer.testing import Result
 import modtrans
 from modtrans import pipeline, rules, table
 from modtrans.ir.document import ModelIR
+from modtrans.plan.model import StageMemory
 from modtrans.request import UsageError
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.footprint import Footprint
 from modtrans.strategy.llm.options import Layout, LayoutError, Recompute
-from modtrans.sweep import space
+from modtrans.sweep import space, tasks
 from modtrans.sweep.rows import Row, read_json
 
 Run = Callable[..., Result]
@@ -205,7 +206,7 @@ def test_a_zero_1_row_is_labelled_by_its_framework(framework: str, label: str) -
     and flash-attn's ZeroRedundancyOptimizer are none of it: Z1, as Z2 and Z3 are labelled. Before,
     every ZeRO-1 row read DO, a DeepSpeed sweep's too."""
     layout = Layout(npus=8, zero=1, global_batch=8, framework=Framework(framework))
-    row = Row("m", 8, **space.options_of(layout), memory_gib=1.0, memory_per_stage_gib=[1.0])
+    row = tasks.row_of(tasks.Setup("m", None, "hgx-h100", ()), layout, [StageMemory(0, 2**30, 0, 0, 0)])
     assert row.label.split()[-1] == label
     assert row.framework == framework
     assert [r.label for r in read_json(json.dumps({"rows": [row.__dict__]}))] == [row.label]

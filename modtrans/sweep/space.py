@@ -226,5 +226,4 @@ def options_of(layout: Layout) -> dict[str, Any]:
         "zero": layout.zero,
         "sp": layout.sp,
         "tp_comm_overlap": layout.tp_comm_overlap,
-        "framework": layout.framework.value,
     }
