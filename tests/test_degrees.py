@@ -116,8 +116,9 @@ def test_a_token_registered_twice_differently_is_refused() -> None:
 
 
 def test_a_degrees_own_rules_run_with_the_layouts() -> None:
-    """Context parallelism's rules live in context.py and a Layout runs them: Megatron-LM only."""
-    with pytest.raises(LayoutError, match="context parallelism is Megatron-LM's"):
+    """Context parallelism's rules live in context.py and a Layout runs them: Megatron-LM's and
+    NeMo's only (Framework.context_parallel)."""
+    with pytest.raises(LayoutError, match="--framework fsdp has no context parallelism"):
         Layout(npus=4, cp=2, framework=Framework.FSDP)
 
 

@@ -408,3 +408,38 @@ def test_a_named_family_translates_or_is_refused_in_one_line(model_type: str, tm
                 if " error " in line or line.startswith("modtrans:")
             ]
             assert len(errors) == 1, result.output
+
+
+def test_mfu_counts_a_plans_moe_once_over_the_tensor_ranks(tmp_path: Path) -> None:
+    """Under a model's own tensor-parallel plan without SP (the only way ModTrans runs a mixture of
+    experts over T > 1 ranks: Megatron-Core's MoELayer refuses it, llm/tensor.py check) every
+    tensor rank routes the whole sequence and runs its experts whole (the plan leaves them to
+    expert parallelism): the model runs them once. OLMoE at T 2, E 2, D 2: MFU x iteration x GPUs
+    x peak, read by the fast tier and from the plan walked, is the model's FLOPs at T 1 on the
+    same two data ranks. Before, router and experts counted twice: 1.81 x the model's FLOPs."""
+    import modtrans
+    from modtrans import estimate
+    from modtrans.estimate import Layout
+
+    config = str(FIXTURES / "olmoe-default.json")
+    common: dict[str, Any] = {"device": "h100", "network": "hgx-h100", "seq_len": 128}
+    alone = estimate.layout(config, Layout(npus=2, dp=2, ep=2, vocab_divisor=1, global_batch=2), **common)
+    layout = Layout(npus=4, tp=2, dp=2, ep=2, vocab_divisor=1, global_batch=2)
+    fast = estimate.layout(config, layout, **common)
+    done = modtrans.translate(
+        config,
+        format="chakra-et",
+        output=str(tmp_path / "x"),
+        tp=2,
+        dp=2,
+        ep=2,
+        global_batch=2,
+        device="h100",
+        seq_len=128,
+        make_vocab_size_divisible_by=1,
+    )
+    assert done.plan is not None
+    exact = estimate.plan(done.plan, network="hgx-h100", peak_flops=fast.peak_flops)
+    for e in (fast, exact):
+        work = (e.mfu or 0) * e.iteration_s * e.npus * (e.peak_flops or 0)
+        assert work == pytest.approx(alone.flops, rel=1e-12), e

@@ -61,7 +61,9 @@ def test_keyword_presets_memory_by_hand(request_: dict[str, object], t: int) -> 
     assert stage.parameters == elements
     assert (stage.weights, stage.gradients, stage.optimizer) == (2 * elements, 4 * elements, 12 * elements)
     assert stage.activations == pytest.approx(_activations(t), rel=1e-9)
-    fits = stage.total <= 80 * 2**30  # the default device, an H100 SXM: 80 GiB
+    # the default device, an A100 SXM4 80GB: 81,158 MiB that CUDA gives the allocator (deviceQuery's
+    # totalGlobalMem, thamada/nvidia-smi b09ef13 gls/A100SXMx4_deviceQuery.py)
+    fits = stage.total <= 81_158 * 2**20
     assert ("X516" in codes) is not fits
     assert fits is (t > 1)  # 8.03 B x 18 B = 135 GiB on one rank, 67.3 GiB of it at T = 2
 

@@ -269,3 +269,46 @@ def test_mfu_counts_a_part_every_tensor_rank_computes_once(model: str, seq: int,
         ranks = summarize(_traces(prefix))
         assert sum(r.model_flops for r in ranks) == alone.flops
         assert all(r.flops >= r.model_flops for r in ranks)
+
+
+@pytest.mark.parametrize(
+    ("preset", "group", "data"),
+    [
+        ("HYBRID_TRANSFORMER", 2, 2),
+        ("HYBRID_TRANSFORMER", 4, 1),
+        ("MODEL", None, 1),
+        ("HYBRID_DATA_MODEL", 2, 2),
+        ("HYBRID_MODEL_DATA", 2, 2),
+    ],
+)
+def test_a_keyword_preset_counts_what_its_tensor_ranks_replicate_once(
+    preset: str, group: int | None, data: int, tmp_path: Path
+) -> None:
+    """The keyword presets' tensor ranks (MODEL's every rank, a hybrid's model-parallel group; its
+    data ranks each a micro-batch of their own) compute the norms, the residual adds and a split
+    GEMM's folded layers whole on the same tokens: the model runs them once. MFU x iteration x
+    GPUs x peak is the model's FLOPs (`alone`: GPT-2 at one rank) times the data ranks, read from
+    the traces on disk. Before, each tensor rank's copy counted: GPT-2's -p HYBRID_TRANSFORMER at
+    --model-parallel-group 2 on 2 NPUs 96.918 GFLOP against its 96.866, -p MODEL 98.838 (2.0 %
+    over)."""
+    alone = estimate.layout(
+        "gpt2", Layout(npus=1, vocab_divisor=1), device="h100", network=NETWORK, seq_len=128
+    )
+    prefix = tmp_path / "x"
+    extra = {} if group is None else {"model_parallel_group": group}
+    done = modtrans.translate(
+        "gpt2",
+        format="chakra-et",
+        output=str(prefix),
+        parallel=preset,
+        npus=4,
+        device="h100",
+        seq_len=128,
+        **extra,
+    )
+    assert done.plan is not None
+    on_disk = estimate.trace_set(prefix, network=NETWORK)
+    work = (on_disk.mfu or 0) * on_disk.iteration_s * on_disk.npus * (on_disk.peak_flops or 0)
+    assert work == pytest.approx(alone.flops * data, rel=1e-12)
+    ranks = summarize(_traces(prefix))
+    assert sum(r.model_flops for r in ranks) == alone.flops * data

@@ -51,6 +51,36 @@ def test_a_recorded_run_is_read_back_as_the_simulator_printed_it(run_cli: Run, t
     assert "iteration: " in table.stdout
 
 
+def test_a_stages_tflops_is_the_iterations_to_the_digit(run_cli: Run, tmp_path: Path) -> None:
+    """One stage whose ranks run the same FLOPs, its slowest the iteration: its row's TFLOP/s and
+    MFU are the iteration line's, printed alike. The recorded run with every rank's wall set so
+    that the rate, the traces' model FLOPs of a rank (chakra.summary, read off the files) over the
+    wall, is 2.746 TFLOP/s: 2.7 in both. Before, the row kept round(2.746, 2) = 2.75 and the table
+    printed 2.8 beside the iteration line's 2.7 (its MFU rounded to 4 places the same way)."""
+    from modtrans.chakra.read import read
+    from modtrans.chakra.summary import summarize
+
+    prefix = _traces(run_cli, tmp_path)
+    flops = {
+        r.model_flops for r in summarize([read(p.read_bytes(), str(p)) for p in tmp_path.glob("t.*.et")])
+    }
+    assert len(flops) == 1  # T 4 x D 2: every rank the same share
+    wall = round(flops.pop() / 2.746e3)  # FLOP / ns / 1e3 = TFLOP/s
+    log = re.sub(r"Wall time: \d+", f"Wall time: {wall}", LOG.read_text())
+    log = re.sub(r"finished, \d+ cycles", f"finished, {wall} cycles", log)
+    doctored = tmp_path / "run.log"
+    doctored.write_text(log)
+    table = run_cli("simulate", prefix, "--from-log", doctored)
+    assert table.exit_code == 0, table.output
+    row = next(line for line in table.stdout.splitlines() if line.strip().startswith("stage 0"))
+    said = re.search(r"; ([0-9.]+) TFLOP/s per GPU, MFU ([0-9.]+%)", table.stdout)
+    assert said is not None
+    assert row.split()[-2:] == ["2.7", said.group(2)]
+    assert said.group(1) == "2.7"
+    shown = json.loads(run_cli("simulate", prefix, "--from-log", doctored, "-f", "json").stdout)
+    assert (shown["rows"][0]["tflops"], shown["rows"][0]["mfu"]) == (shown["tflops_per_gpu"], shown["mfu"])
+
+
 def _said(text: str) -> dict[int, dict[str, int]]:
     """rank -> {"Wall time": ns, "GPU time": ns, ...} as the simulator's lines say."""
     out: dict[int, dict[str, int]] = {}

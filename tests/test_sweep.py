@@ -25,11 +25,12 @@ from typer.testing import Result
 import modtrans
 from modtrans import pipeline, rules, table
 from modtrans.ir.document import ModelIR
+from modtrans.plan.model import StageMemory
 from modtrans.request import UsageError
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.footprint import Footprint
-from modtrans.strategy.llm.options import Layout, Recompute
-from modtrans.sweep import space
+from modtrans.strategy.llm.options import Layout, LayoutError, Recompute
+from modtrans.sweep import space, tasks
 from modtrans.sweep.rows import Row, read_json
 
 Run = Callable[..., Result]
@@ -159,6 +160,56 @@ def test_a_sweep_tries_every_zero_stage_its_framework_has(framework: str, stages
         cp="1", micro_batch="1", recompute="full", zero="3", no_cache=True, jobs=1,
     )  # fmt: skip
     assert [(r.zero, r.label.split()[-1]) for r in fsdp3] == [(3, "Z3")]
+
+
+@pytest.mark.parametrize(
+    ("framework", "context"),
+    [
+        ("megatron", True),
+        ("nemo", True),
+        ("megatron-2022", False),
+        ("flash-attn", False),
+        ("deepspeed", False),
+        ("fsdp", False),
+        ("torchtitan", False),
+    ],
+)
+def test_a_sweep_tries_context_parallelism_only_where_its_framework_runs_it(
+    framework: str, context: bool
+) -> None:
+    """--cp by default: Megatron-Core's --context-parallel-size (core_r0.8.0, megatron/training/
+    arguments.py) and NeMo 24.07 over it (NeMo-Framework-Launcher 8325688, llama3_70b.yaml:
+    context_parallel_size 2) run it; Megatron-LM of 2022 (fc7f4f0: no context parallelism in
+    megatron/), flash-attention's 4a6eaa9f training scripts and the DeepSpeed and FSDP families (not
+    modelled) do not, and their sweeps neither try it nor count its refusal. Before, a DeepSpeed
+    sweep of 8 GPUs tried C = 2, 4 and 8, each refused under "context parallelism is Megatron-LM's",
+    and megatron-2022's and flash-attn's ran it."""
+    found = space.enumerate_layouts(
+        space.Space.of(tp=(1,), pp=(1,), micro_batch=(1,), recompute=(Recompute.FULL,)),
+        npus=8, global_batch=64, model=space.Model(blocks=LAYERS), framework=Framework(framework),
+    )  # fmt: skip
+    assert {x.cp for x in found.layouts} == ({1, 2, 4, 8} if context else {1})
+    assert not any("context parallelism" in rule for rule in found.refused)
+    if not context:
+        with pytest.raises(LayoutError, match=f"--framework {framework} has no context parallelism"):
+            Layout(npus=8, cp=2, framework=Framework(framework))
+
+
+@pytest.mark.parametrize(
+    ("framework", "label"),
+    [("megatron", "DO"), ("megatron-2022", "DO"), ("deepspeed", "Z1"), ("nemo", "Z1"), ("flash-attn", "Z1")],
+)
+def test_a_zero_1_row_is_labelled_by_its_framework(framework: str, label: str) -> None:
+    """ "DO" is Megatron-LM's --use-distributed-optimizer (megatron/training/arguments.py at
+    core_r0.8.0; megatron/arguments.py at fc7f4f0, 2022); DeepSpeed's ZeRO stage 1
+    (deepspeed/runtime/zero/config.py, zero_optimization.stage), NeMo's Apex DistributedFusedAdam
+    and flash-attn's ZeroRedundancyOptimizer are none of it: Z1, as Z2 and Z3 are labelled. Before,
+    every ZeRO-1 row read DO, a DeepSpeed sweep's too."""
+    layout = Layout(npus=8, zero=1, global_batch=8, framework=Framework(framework))
+    row = tasks.row_of(tasks.Setup("m", None, "hgx-h100", ()), layout, [StageMemory(0, 2**30, 0, 0, 0)])
+    assert row.label.split()[-1] == label
+    assert row.framework == framework
+    assert [r.label for r in read_json(json.dumps({"rows": [row.__dict__]}))] == [row.label]
 
 
 def test_zero_and_the_distributed_optimizer_together_are_one_line_and_exit_2(run_cli: Run) -> None:

@@ -18,6 +18,7 @@ from modtrans.fileio import read_binary, utf8
 
 if TYPE_CHECKING:
     from modtrans.simulate import Planned, Result
+    from modtrans.simulate.astra2 import Row
     from modtrans.simulate.endtoend import TextResult
 
 SimFormat = Annotated[str, typer.Option("--format", "-f", help="table or json.")]
@@ -221,6 +222,15 @@ def _same_set(result: Result, log: Path, npus: int) -> None:
         )
 
 
+def _rounded(row: Row, rated: bool) -> dict[str, object]:
+    """A row as JSON: its TFLOP/s and MFU rounded once, as the iteration's are (2 and 4 places;
+    astra2.rows keeps them whole, so the table's one decimal is of the same number as the
+    iteration line's), or null where the times are not these traces' (`rated` False)."""
+    tflops = round(row.tflops, 2) if rated else None
+    mfu = round(row.mfu, 4) if rated and row.mfu is not None else None
+    return {**dataclasses.asdict(row), "tflops": tflops, "mfu": mfu}
+
+
 def _show(
     result: Result, planned: Planned, peak: float | None, fmt: str, *, by_stage: bool, rated: bool = True
 ) -> None:
@@ -237,9 +247,7 @@ def _show(
             "tflops_per_gpu": None if rate is None else round(rate, 2),
             "mfu": round(rate * 1e12 / peak, 4) if peak and rate is not None else None,
             "replay_exact": rated,
-            "rows": [
-                dataclasses.asdict(r) if rated else {**dataclasses.asdict(r), "tflops": None} for r in shown
-            ],
+            "rows": [_rounded(r, rated) for r in shown],
         }
         sys.stdout.write(json.dumps(document, indent=1) + "\n")
         return

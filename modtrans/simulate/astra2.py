@@ -179,8 +179,8 @@ def rows(result: Result, planned: Planned, peak: float | None, *, by_stage: bool
     for label, members in groups.items():
         r = max(members, key=lambda x: x.wall)
         rate = planned.flops.get(r.rank, 0) / r.wall / 1e3 if r.wall else 0.0  # FLOP/ns -> TFLOP/s
-        mfu = round(rate * 1e12 / peak, 4) if peak else None
-        out.append(Row(label, len(members), r.wall, r.gpu, r.comm, r.exposed, round(rate, 2), mfu))
+        mfu = rate * 1e12 / peak if peak else None  # unrounded: the writer rounds once (cli/simulate.py)
+        out.append(Row(label, len(members), r.wall, r.gpu, r.comm, r.exposed, rate, mfu))
     return out
 
 

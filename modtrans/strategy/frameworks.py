@@ -191,6 +191,18 @@ class Framework(enum.StrEnum):
         return self in (Framework.MEGATRON, Framework.NEMO)
 
     @property
+    def context_parallel(self) -> bool:
+        """It runs context parallelism (--cp) as ModTrans models it, Megatron-Core's ring of
+        Transformer Engine's attention (strategy/llm/context.py): Megatron-LM (core_r0.8.0,
+        megatron/training/arguments.py: --context-parallel-size) and NeMo 24.07 over it
+        (NeMo-Framework-Launcher 8325688, launcher_scripts/conf/training/llama/llama3_70b.yaml:
+        `context_parallel_size: 2`). Not Megatron-LM of 2022 (NVIDIA/Megatron-LM fc7f4f0: no
+        context parallelism anywhere in megatron/), flash-attention's training scripts (4a6eaa9f,
+        training/: none), DeepSpeed (its Ulysses sequence parallelism, deepspeed/sequence/, is
+        all-to-alls of heads, not this) or the FSDP family's (not modelled)."""
+        return self in (Framework.MEGATRON, Framework.NEMO)
+
+    @property
     def reduces_in_fp32(self) -> bool:
         """FSDP's reduce_dtype is fp32 whatever the parameters' dtype (torchtitan, llm-foundry)."""
         return self in (Framework.TORCHTITAN, Framework.LLM_FOUNDRY)
@@ -329,6 +341,14 @@ class Framework(enum.StrEnum):
         distributed_adam.py, init_params_bucket: those parameters' buckets get
         grad_sync_dtype=torch.float32); else None, as every other parameter."""
         return NEMO_EMBEDDING_GRAD if self is Framework.NEMO else None
+
+    @property
+    def distributed_optimizer(self) -> bool:
+        """Its --zero 1 is Megatron-LM's distributed optimizer (--use-distributed-optimizer:
+        megatron/training/arguments.py at core_r0.8.0; megatron/arguments.py at fc7f4f0, 2022);
+        NeMo's is Apex's DistributedFusedAdam, flash-attn's ZeroRedundancyOptimizer, DeepSpeed's
+        its ZeRO stage 1 (a sweep's label: Z1, not DO)."""
+        return self in (Framework.MEGATRON, Framework.MEGATRON_2022)
 
     @property
     def zero_broadcast(self) -> bool:

@@ -18,16 +18,18 @@ GEMM: N or K divided by S, FLOPs and parameter bytes divided by S).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from modtrans import limits
 from modtrans.comm import TRANSLATED, Policy
 from modtrans.cost import CostModel
 from modtrans.ir.document import ModelIR
-from modtrans.plan.model import LayerInfo, Plan, Preset
+from modtrans.plan.model import LayerInfo, Plan, Preset, Purpose
 from modtrans.plan.text import project
 from modtrans.strategy.draft import Draft, LayerDraft, Parallelism, StrategyError
 from modtrans.strategy.groups import Params, folds, group
-from modtrans.strategy.program import Rerun, StageProgram, costed
-from modtrans.strategy.share import rank_share
+from modtrans.strategy.program import Rerun, StageProgram, costed, model_share
+from modtrans.strategy.share import rank_share, replicated, row_bias
 from modtrans.strategy.techniques import load
 from modtrans.strategy.tensors import ios
 from modtrans.workload.model import Workload
@@ -69,15 +71,29 @@ def plan(
     return _assemble(draft, folds(groups))
 
 
+def _replicas(draft: Draft) -> int:
+    """How many ranks of a keyword preset compute a replicated part whole on the same tokens: its
+    tensor axis (MODEL's every rank, the hybrids' model-parallel group), which MFU counts once
+    (program.model_share). HYBRID_CUSTOMIZED's DATA layers see a batch of their own on every rank,
+    its split ones the same tokens: no one count; 1 (each rank's counted)."""
+    assert draft.mesh is not None, "a technique sets the mesh"
+    if draft.parallelism.policy is Policy.HYBRID_CUSTOMIZED:
+        return 1
+    return draft.mesh.span(frozenset({Purpose.TENSOR}))
+
+
 def _assemble(draft: Draft, folded: tuple[tuple[str, tuple[str, ...]], ...]) -> Plan:
     """A keyword preset's plan: one program for every rank (one stage, one micro-batch)."""
     assert draft.mesh is not None, "a technique sets the mesh"
     inputs = draft.inputs
     tensors = ios(draft.layers, inputs)
-    units = [
-        costed(i, rank_share(x, draft.parallelism.folded), x.comms, tensors, draft.cost, inputs)
-        for i, x in enumerate(draft.layers)
-    ]
+    replicas = _replicas(draft)
+    units = []
+    for i, x in enumerate(draft.layers):
+        share = rank_share(x, draft.parallelism.folded)
+        run = costed(i, share, x.comms, tensors, draft.cost, inputs)
+        whole = replicated(x, draft.parallelism.folded, sp=False)
+        units.append(model_share(run, share, whole, replicas, inputs, row_bias(x, Fraction(1), sp=False)))
     program = StageProgram(0, [units], draft.mesh, rerun=Rerun(draft.recompute)).build()
     infos = tuple(
         LayerInfo(

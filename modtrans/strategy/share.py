@@ -177,17 +177,23 @@ def replicated(x: Divided, folded: Folded, sp: bool) -> tuple[bool, ...]:
     of the T > 1 tensor ranks computes whole, as rank_share divides them: without SP a replicated
     unit (a norm with its weight) and the layers folded into a row-parallel or embedding unit but
     its linears (residual add, dropout, the next norm: Megatron-LM's layers outside the parallel
-    regions run on every tensor rank), and under Folded.GEMM_ONLY a column-parallel unit's folded
-    layers; with SP none (a sequence shard each). Experts and routers: none (expert parallelism's
-    division, not the tensor ranks' replication). A row-parallel owner's whole bias: row_bias."""
+    regions run on every tensor rank), under Folded.GEMM_ONLY a column-parallel unit's folded
+    layers, a keyword preset's split unit's (MODEL's: rank_share leaves them whole), and a router
+    and the experts T does not split (a model's own plan without SP, the only MoE over T > 1
+    ranks modtrans runs without it: every tensor rank routes the whole sequence, tensor.py); with
+    SP none (a sequence shard each). A row-parallel owner's whole bias: row_bias."""
     parts = (x.group.owner, *x.group.folded)
     if sp:
         return (False,) * len(parts)
     if x.role is LayerRole.REPLICATED:
         return (True,) * len(parts)
+    if x.role is LayerRole.ROUTER or (x.role is LayerRole.EXPERT and x.ways == 1):
+        return (True,) * len(parts)  # a plan's MoE without SP: the whole sequence on every tensor rank
     if x.role in (LayerRole.ROW, LayerRole.EMBEDDING):
         return (False, *(m.kind is not Kind.LINEAR for m in x.group.folded))
     if x.role is LayerRole.COLUMN and folded is Folded.GEMM_ONLY:
+        return (False, *(m.kind not in SHARDABLE for m in x.group.folded))
+    if x.role is LayerRole.SPLIT:  # a keyword's split GEMM: its folded layers whole (rank_share)
         return (False, *(m.kind not in SHARDABLE for m in x.group.folded))
     return (False,) * len(parts)
 

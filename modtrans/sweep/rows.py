@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from modtrans.outputs import save
+from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.degrees import named
 
 
@@ -55,6 +56,7 @@ class Row:
     pareto: bool = False  # no other row is faster with less memory
     finalist: bool = False  # simulated
     error: str | None = None  # why the estimate or simulation did not come
+    framework: str = Framework.MEGATRON.value  # --framework: whose ZeRO-1 the label names
 
     @property
     def iteration_s(self) -> float | None:
@@ -63,12 +65,14 @@ class Row:
 
     @property
     def label(self) -> str:
-        """TP8 PP4 DP32 CP2 V2 M1 full DO TPO (ZeRO-1: Megatron's distributed optimizer; Z2, Z3;
-        TPO: --tp-comm-overlap): the degrees as degrees.named names them."""
+        """TP8 PP4 DP32 CP2 V2 M1 full DO TPO (ZeRO-1: DO where it is Megatron-LM's distributed
+        optimizer, Framework.distributed_optimizer, else Z1; Z2, Z3; TPO: --tp-comm-overlap): the
+        degrees as degrees.named names them."""
         always, rest = named(vars(self))
         parts = [*always, *rest] + [f"V{self.vpp}"] * (self.vpp > 1)
-        parts += [f"M{self.micro_batch}", self.recompute] + ["DO"] * (self.zero == 1)
-        parts += [f"Z{self.zero}"] * (self.zero > 1)
+        parts += [f"M{self.micro_batch}", self.recompute]
+        megatron = Framework(self.framework).distributed_optimizer
+        parts += ["DO" if megatron and self.zero == 1 else f"Z{self.zero}"] * (self.zero > 0)
         parts += ["TPO"] * self.tp_comm_overlap
         return " ".join(parts)
 

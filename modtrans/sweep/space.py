@@ -116,7 +116,8 @@ def enumerate_layouts(
 def _candidates(
     space: Space, npus: int, batch: int, model: Model, refused: Counter[str], fixed: dict[str, Any]
 ) -> Iterator[Layout]:
-    for chosen in _sizes(space, searched(), npus, model, {}):
+    framework = fixed.get("framework", Framework.MEGATRON)
+    for chosen in _sizes(space, searched(), npus, model, {}, framework):
         beside = math.prod(chosen[d.token] for d in searched() if d.beside_data)
         data = npus // beside if npus % beside == 0 else 1
         pp = chosen.get("pp", 1)
@@ -126,17 +127,23 @@ def _candidates(
 
 
 def _sizes(
-    space: Space, rest: tuple[Degree, ...], npus: int, model: Model, chosen: dict[str, int]
+    space: Space,
+    rest: tuple[Degree, ...],
+    npus: int,
+    model: Model,
+    chosen: dict[str, int],
+    framework: Framework,
 ) -> Iterator[dict[str, int]]:
     """Each combination of the degrees' sizes, the first degree's slowest: a degree's choices
-    bounded by what the factors of N chosen before it leave."""
+    bounded by what the factors of N chosen before it leave, 1 alone for a degree the framework
+    does not run (Degree.runs: no context parallelism under DeepSpeed)."""
     if not rest:
         yield dict(chosen)
         return
     first, known = rest[0], registered()
     left = npus // math.prod(size for token, size in chosen.items() if known[token].beside_data)
-    for size in space.degrees.get(first.token) or first.choices(max(left, 1), model):
-        yield from _sizes(space, rest[1:], npus, model, {**chosen, first.token: size})
+    for size in space.degrees.get(first.token) or first.choices(max(left, 1), model, framework):
+        yield from _sizes(space, rest[1:], npus, model, {**chosen, first.token: size}, framework)
 
 
 def _chunks(pp: int, blocks: int) -> tuple[int, ...]:

@@ -105,7 +105,12 @@ def estimate_task(task: tuple[Setup, list[Layout]]) -> list[dict[str, Any] | str
 def row_of(setup: Setup, layout: Layout, memory: Sequence[StageMemory]) -> Row:
     gib = [round(m.total / 2**30, 3) for m in memory]
     return Row(
-        setup.model, layout.npus, **space.options_of(layout), memory_gib=max(gib), memory_per_stage_gib=gib
+        setup.model,
+        layout.npus,
+        **space.options_of(layout),
+        memory_gib=max(gib),
+        memory_per_stage_gib=gib,
+        framework=layout.framework.value,  # a sweep's shared option: the label's ZeRO-1 (Row.label)
     )
 
 

@@ -35,7 +35,7 @@ from modtrans.comm import CommType
 from modtrans.ir.document import Kind, ModelIR, Part
 from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
-from modtrans.strategy.frameworks import Framework
+from modtrans.strategy.frameworks import named
 from modtrans.strategy.llm.degrees import Degree, register
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.unit import Unit
@@ -54,8 +54,11 @@ def rules(layout: Layout) -> None:
     """What context parallelism is modelled with."""
     if layout.cp == 1:
         return
-    if layout.framework.family is not Framework.MEGATRON:
-        raise LayoutError(f"--cp {layout.cp}: context parallelism is Megatron-LM's (--framework megatron)")
+    if not layout.framework.context_parallel:
+        raise LayoutError(
+            f"--cp {layout.cp}: --framework {layout.framework} has no context parallelism (--framework "
+            f"{named(lambda f: f.context_parallel)})"
+        )
     if layout.ep > 1:
         raise LayoutError(
             f"--cp {layout.cp} with --ep {layout.ep}: experts folded over context ranks are not modelled"
@@ -126,5 +129,6 @@ register(
         rules=rules,
         refuses=check,
         attach=apply,
+        runs=lambda framework: framework.context_parallel,
     )
 )

@@ -52,6 +52,8 @@ class Degree:
                `left`, the ranks of N the degrees before it leave; the data degree is not tried,
                D follows from N); `model` has the model's blocks and experts (sweep/space.Model)
     rules      its own layout rules, raising LayoutError (run last, after the shared ones)
+    runs       (framework): whether the framework runs it (default: every one); a sweep tries
+               only size 1 for one that does not, where not told
     refuses    (ir, layout): raises LayoutError where the model cannot be split so
     attach     (units, layout): its collectives, attached after tensor parallelism's
     label      its name in a layout's label (TP8 PP4 ...; default: the token in capitals)"""
@@ -71,6 +73,7 @@ class Degree:
     refuses: Callable[[Any, Layout], None] | None = None
     attach: Callable[[Any, Layout], None] | None = None
     label: str | None = None
+    runs: Callable[[Any], bool] | None = None
 
     @property
     def title(self) -> str:
@@ -81,8 +84,11 @@ class Degree:
         """Its axis's ranks in `layout`."""
         return int(self.size(layout) if self.size is not None else getattr(layout, self.token))
 
-    def choices(self, left: int, model: Any) -> tuple[int, ...]:
-        """The sizes a sweep tries where the user gives none (`tried`; else `left`'s divisors)."""
+    def choices(self, left: int, model: Any, framework: Any = None) -> tuple[int, ...]:
+        """The sizes a sweep tries where the user gives none (`tried`; else `left`'s divisors):
+        only 1 where `framework` does not run it (`runs`)."""
+        if framework is not None and self.runs is not None and not self.runs(framework):
+            return (1,)
         return tuple(self.tried(left, model)) if self.tried is not None else divisors(left)
 
     @property

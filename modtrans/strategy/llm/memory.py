@@ -449,11 +449,12 @@ def _in_flight(layout: Layout, stage: int) -> float:
 
 
 def fits(memory: Sequence[StageMemory], capacity: int) -> list[str]:
-    """A line per stage whose rank needs more than the device holds."""
+    """A line per stage whose rank needs more than the device holds (its profile's memory_bytes:
+    what CUDA gives the allocator, cost/devices.json)."""
     return [
         f"pipeline stage {p}: {m.total / 2**30:,.1f} GiB per rank (weights {m.weights / 2**30:.1f}, "
         f"gradients {m.gradients / 2**30:.1f}, optimizer {m.optimizer / 2**30:.1f}, activations "
-        f"{m.activations / 2**30:.1f}) is more than the device's {capacity / 2**30:,.0f} GiB"
+        f"{m.activations / 2**30:.1f}) is more than the device's {capacity / 2**30:,.1f} GiB"
         for p, m in enumerate(memory)
         if m.total > capacity
     ]
