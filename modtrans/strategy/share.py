@@ -93,9 +93,8 @@ def shard(layer: IRLayer, ways: int, *, split: Split = Split.N, sequence: int = 
             else Gemm(gemm.m, gemm.k, math.ceil(gemm.n / ways), gemm.groups)
         )
     f = layer.flops
-    added = whole_bias(
-        layer, split
-    )  # the bias add's and its gradient's, on the whole (SP: 1/sequence) output
+    # the bias add's and its gradient's FLOPs, on the whole (SP: 1/sequence) output
+    added = whole_bias(layer, split)
     f = Flops(f.forward - added[0], f.input_grad, f.weight_grad - added[1])
     flops = Flops(
         math.ceil(f.forward / ways) + math.ceil(added[0] / sequence),
