@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from modtrans.comm import CommType
 from modtrans.estimate import chains, pipeline
 from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.context import context
@@ -53,6 +54,7 @@ from modtrans.estimate.units import skeleton as skeleton_of
 from modtrans.estimate.units import timed as timed_units
 from modtrans.estimate.walk import EstimateError
 from modtrans.plan.model import Purpose, Recompute, Schedule
+from modtrans.plan.sizes import Consumer, written
 from modtrans.simulate.network import Network
 from modtrans.strategy.llm.buckets import stage as reduction_stage
 from modtrans.strategy.llm.options import Layout, LayoutError
@@ -60,6 +62,7 @@ from modtrans.strategy.llm.stages import partition
 from modtrans.strategy.schedule import WGRAD, virtual_stage
 
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
+_TENSOR = frozenset({Purpose.TENSOR})
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
 # rest; what the tails add to the chunk's last backward (or weight gradient), as walked at no phase;
 # the four chains' lane paths (chains.timed's K); the parameter gathers after the optimizer step;
@@ -255,15 +258,23 @@ def _buckets(
     members: Any,
 ) -> tuple[dict[int, list[int]], int]:
     """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
-    in it) and the bucket's reduction; and the ns of its parameter gathers after the step."""
+    in it) and the bucket's reduction; and the ns of its parameter gathers after the step. Under
+    SP Megatron's family then all-reduces the partial gradients (Skeleton.partial) over the
+    tensor group, after the chunk's first unit: here once a chunk, where finalize_model_grads
+    reduces every chunk of a rank at once (tensor.finalized_grads: V - 1 latencies fewer)."""
     times, gathers = bucket_times(fills, reduction_stage(layout.framework, layout.zero), fabric, members)
-    out = {}
+    out: dict[int, list[int]] = {}
     for u in (u for p in parts for u in p):
         if not times:
             break
         buffer = sk.buffers[u]
         if sk.shards[u] is not None and buffer in times:
             out[u] = times.pop(buffer)
+    partial = sum(sk.partial[u] for p in parts for u in p) if sk.partial else 0
+    ranks = members(_TENSOR)
+    if partial and len(ranks) > 1:
+        size = written(CommType.ALLREDUCE, partial, len(ranks), Consumer.ASTRA_SIM)
+        out.setdefault(parts[0][0], []).append(fabric.collective_ns(CommType.ALLREDUCE, size, ranks))
     return out, gathers
 
 
