@@ -21,13 +21,27 @@ last stage at P 2 where Megatron issues 1 (the same bytes, 16 latencies more).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 import modtrans
 from modtrans.comm import CommType
-from modtrans.plan.model import Collective, Compute, Place, Plan, Purpose, Step
+from modtrans.plan.model import (
+    Collective,
+    Compute,
+    Direction,
+    Op,
+    Place,
+    Plan,
+    Program,
+    Purpose,
+    Step,
+    Transfer,
+)
+from modtrans.request import prepare, request_of
+from tests.conftest import planned
 
 TENSOR = frozenset({Purpose.TENSOR})
 FP32 = 4  # main_grad: the gradient buffer's fp32 (grad_reduce_in_fp32 for bf16)
@@ -81,3 +95,69 @@ def test_one_all_reduce_a_rank_after_the_backward(model: str, pp: int, vpp: int)
         # issued with the rank's first unit, whose weight gradient the backward finishes last
         first = min(x.layer for x in ops if isinstance(x, Compute))
         assert op.layer == first
+
+
+# The ordering the finalize all-reduce exposed (branch spfinal): Megatron-Core's 1F1B schedule
+# (megatron/core/pipeline_parallel/schedules.py at core_r0.8.0,
+# forward_backward_pipelining_without_interleaving) leaves the gradients' reduction off
+# (disable_grad_sync) until the last backward and enables it there only
+# `if config.grad_sync_func is None or rank == 0`; training.py sets grad_sync_func with
+# --overlap-grad-reduce (delay_grad_reduce, default True), so every pipeline rank but the first
+# calls it after the cooldown's last send_backward ("Other pipeline stages do grad reduction during
+# pipeline bubble"), then finalize_model_grads: finish_grad_sync, _allreduce_layernorm_grads (the
+# one all-reduce above), then the optimizer step. Rank 0 reduces each bucket during that backward.
+# The brief's small case, at 4 micro-batches instead of 16 (the order is the same).
+SMALL = {
+    "npus": 32, "tp": 8, "pp": 2, "sp": True, "zero": 1, "overlap_grad_reduce": True,
+    "overlap_param_gather": True, "global_batch": 8, "seq_len": 4096, "device": "h100",
+}  # fmt: skip
+DATA = Purpose.DATA
+
+
+def _ancestors(ops: Sequence[Op], start: int) -> set[int]:
+    """Every operation `start` waits for, directly or through others."""
+    seen: set[int] = set()
+    todo = list(ops[start].deps)
+    while todo:
+        i = todo.pop()
+        if i not in seen:
+            seen.add(i)
+            todo.extend(ops[i].deps)
+    return seen
+
+
+def _small_programs() -> Sequence[Program]:
+    return planned(
+        prepare(request_of("llama-3-8b", {**SMALL, "format": "chakra-et", "output": "x/"}))
+    ).programs
+
+
+def test_a_later_stage_reduces_its_gradients_after_its_last_send() -> None:
+    ops = _small_programs()[1]
+    last_send = max(i for i, x in enumerate(ops) if isinstance(x, Transfer) and x.direction is Direction.SEND)
+    assert ops[last_send].step is Step.INPUT_GRAD  # the cooldown's last send_backward
+    tails = {
+        i: x
+        for i, x in enumerate(ops)
+        if isinstance(x, Collective) and x.place is Place.TAIL and (DATA in x.over or x.over == TENSOR)
+    }
+    assert tails
+    for i in tails:  # grad_sync_func, then finalize_model_grads: after the send
+        assert last_send in _ancestors(ops, i), ops[i]
+    finalize = next(i for i, x in tails.items() if x.over == TENSOR)
+    buckets = [i for i, x in tails.items() if DATA in x.over]
+    assert set(buckets) <= _ancestors(ops, finalize)  # finish_grad_sync first
+    waiting = [j for j, x in enumerate(ops) if finalize in x.deps]
+    assert [ops[j].step for j in waiting] == [Step.UPDATE]  # only the optimizer step waits for it
+
+
+def test_the_first_stage_reduces_its_buckets_during_its_last_backward() -> None:
+    ops = _small_programs()[0]
+    backward = (Step.INPUT_GRAD, Step.WEIGHT_GRAD)
+    last = max(i for i, x in enumerate(ops) if isinstance(x, Compute) and x.step in backward)
+    buckets = [
+        i for i, x in enumerate(ops) if isinstance(x, Collective) and x.place is Place.TAIL and DATA in x.over
+    ]
+    assert len(buckets) > 1  # rank 0's first chunk is bucketed
+    early = [i for i in buckets if last not in _ancestors(ops, i) and i != last]
+    assert early  # rank == 0: enable_grad_sync before the last backward, each bucket as it fills

@@ -59,7 +59,7 @@ from modtrans.simulate.network import Network
 from modtrans.strategy.llm.buckets import stage as reduction_stage
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import partition
-from modtrans.strategy.schedule import WGRAD, virtual_stage
+from modtrans.strategy.schedule import WGRAD, stage_of, virtual_stage
 
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 _TENSOR = frozenset({Purpose.TENSOR})
@@ -173,7 +173,7 @@ def _chunks(
         costs = timed_units(sk, layout, fabric, members)
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
         fills = {b: fill(sk, b, reduction_stage(layout.framework, layout.zero)[0]) for b in set(sk.blocks)}
-        made: dict[tuple[int, int, bool, bool], tuple[Chunk, Last]] = {}
+        made: dict[tuple[int, int, bool, bool, bool], tuple[Chunk, Last]] = {}
         found = sk.made[key] = (costs, blocks, fills, members, made)
     costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
@@ -183,12 +183,18 @@ def _chunks(
         raise EstimateError(str(error)) from None
     tied = bool(_ties(sk, layout, len(cuts)))
     out, lasts = [], []
+    last = layout.micro_batches - 1
     for v, cut in enumerate(cuts):
         ends = (tied and v == 0, tied and v == len(cuts) - 1)  # the tied owner's chunk, the copy's
-        found_chunk = made.get((cut.start, cut.stop, *ends))
+        # program.py's Pipeline.reduce_after_send: the tail section waits for the chunk's send
+        after = (
+            layout.framework.reduces_after_sends(layout.schedule)
+            and stage_of(layout.schedule, v, layout.pp, last, last + 1) > 0
+        )
+        found_chunk = made.get((cut.start, cut.stop, *ends, after))
         if found_chunk is None:
-            found_chunk = made[cut.start, cut.stop, *ends] = _chunk(
-                sk, costs, blocks, fills, members, cut, ends, layout, fabric, split
+            found_chunk = made[cut.start, cut.stop, *ends, after] = _chunk(
+                sk, costs, blocks, fills, members, cut, (*ends, after), layout, fabric, split
             )
         out.append(found_chunk[0])
         lasts.append(found_chunk[1])
@@ -202,7 +208,7 @@ def _chunk(
     fills: Any,
     members: Any,
     cut: range,
-    ends: tuple[bool, bool],
+    ends: tuple[bool, bool, bool],
     layout: Layout,
     fabric: Fabric,
     split: bool,
@@ -210,7 +216,8 @@ def _chunk(
     """One chunk's times (made once per cut of the same units on the same groups), and its last
     backward's reduction (first, rest, what the tails add) for the compute its stage ran before
     it (pipeline.phases), each phase's walked once; `ends`: whether it holds the owner of a weight
-    tied across stages, and its copy."""
+    tied across stages, and its copy, and whether its tail section waits for its send
+    (lastback's after_send)."""
     parts = [sk.blocks[b] for b in cut]
     pure = all(blocks[p][6] for p in parts)
     computes = [sum(blocks[p][11][k] for p in parts) for k in range(4)]
@@ -227,20 +234,20 @@ def _chunk(
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
     buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
-    swaps = _swap_sends(sk, layout, fabric, ends)
+    swaps = _swap_sends(sk, layout, fabric, ends[:2])
     walked: dict[int | None, tuple[int, int, int]] = {}
 
     def reduction(phase: int | None) -> tuple[int, int, int]:
         found = walked.get(phase)
         if found is None:
             done, before, after, _ = last_backward(
-                sk, costs, parts, layout.recompute, split, buckets, phase, swaps
+                sk, costs, parts, layout.recompute, split, buckets, phase, swaps, ends[2]
             )
             found = walked[phase] = (before, after + tied, done - sums[3 if split else 1])
         return found
 
     done, before, after, close = last_backward(
-        sk, costs, parts, layout.recompute, split, buckets, None, swaps
+        sk, costs, parts, layout.recompute, split, buckets, None, swaps, ends[2]
     )
     walked[None] = (before, after + tied, done - sums[3 if split else 1])
     waits = tuple(k for _, k in both)

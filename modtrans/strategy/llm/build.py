@@ -171,6 +171,7 @@ def _pipeline(layout: Layout) -> Pipeline:
         convention.blocking_p2p,
         gather,
         exchange_after_backward=convention.blocking_p2p and layout.schedule is Schedule.INTERLEAVED,
+        reduce_after_send=convention.reduces_after_sends(layout.schedule),
     )
 
 
