@@ -349,7 +349,8 @@ def _ties(sk: Skeleton, layout: Layout, chunks: int) -> list[tuple[int, int, int
 def _swap_sends(sk: Skeleton, layout: Layout, fabric: Fabric, ends: tuple[bool, bool]) -> dict[int, int]:
     """Per unit of a chunk holding a tied weight's owner or copy (`ends`), the ns of the send of
     its gradient to the other stage: program.py's _exchange, in the tail section after the unit's
-    tail collectives, waiting for its last weight gradient only, so it takes the lane there
+    tail collectives, waiting for its last weight gradient only (on Megatron's 1F1B stages but
+    the first, for the send too: lastback's after_send), so it takes the lane there
     (lastback.py): the copy's (the output layer, the last stage's first weight gradient) inside
     the last backward, where the backward's blocking collectives wait for it (gpt3-13b at T 2,
     P 4, D 4 on dgx-a100: the fast tier, sending it after the stage's end, 0.37 % under)."""

@@ -15,13 +15,14 @@ Order and dependencies (the rank runs one compute at a time, in program order):
     before the first step: the first unit's next-forward gathers (Place.NEXT_FWD: the previous
         optimizer step's parameters, Megatron's --overlap-param-gather); a unit's first forward
         waits for its own and issues the next unit's, which wait for them in turn
-    after the last step: every unit's tail collectives, each waiting for its last weight gradient,
-        then its swaps with other stages (tied weights; DualPipe's mirrored copies); then, where
-        the rank has trained units (a keyword preset, a layout), the optimizer step of its units as one
-        compute waiting for all of them (Megatron-LM steps once the gradients are reduced:
-        megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step); then the units'
-        after-step collectives (the distributed optimizer's parameter all-gathers), each waiting
-        for the one before
+    after the last step: every unit's tail collectives, each waiting for its last weight gradient
+        (and, under Pipeline.reduce_after_send on a stage but the first, for its chunk's last
+        backward send), then its swaps with other stages (tied weights; DualPipe's mirrored
+        copies); then, where the rank has trained units (a keyword preset, a layout), the
+        optimizer step of its units as one compute waiting for all of them (Megatron-LM steps
+        once the gradients are reduced: megatron/core/optimizer/optimizer.py,
+        MixedPrecisionOptimizer.step); then the units' after-step collectives (the distributed
+        optimizer's parameter all-gathers), each waiting for the one before
     an overlapped pair (DualPipe's F&B: schedule.paired): the forward's and the backward's
         operations, each chain waiting only for its own, interleaved compute by compute
 Collectives at one place run one after the other; the next compute waits for the last. A

@@ -253,7 +253,11 @@ def finalized_grads(units: Sequence[Unit], tp: int, sp: bool, ranks: Sequence[Se
     all its model chunks, flattened into ONE all-reduce over the tensor group, after the last
     micro-batch's backward. `ranks`: per pipeline rank, the indices of the units it holds in
     forward order, its first chunk's first (the unit the backward finishes last) holding the
-    all-reduce, issued after that unit's last weight gradient with its tails (Place.TAIL).
+    all-reduce, issued after that unit's last weight gradient with its tails (Place.TAIL), after
+    its data-parallel buckets (Megatron-Core's finish_grad_sync first; megatron-2022 and NeMo
+    reduce the norms before their data-parallel reduction, not modelled: the lane's order alone)
+    and, on a pipeline stage but the first, after the last backward's send (program.py,
+    Pipeline.reduce_after_send), so that nothing but the optimizer step waits for it.
 
         Megatron-Core   megatron/core/distributed/finalize_model_grads.py at core_v0.14.0,
                         finalize_model_grads: model_chunk.finish_grad_sync() for every chunk, then
@@ -261,10 +265,12 @@ def finalized_grads(units: Sequence[Unit], tp: int, sp: bool, ranks: Sequence[Se
                         grads of every parameter with `sequence_parallel` set, of every chunk in
                         `model`, `coalesced = _flatten_dense_tensors(grads)`, one
                         torch.distributed.all_reduce over tp_group, in the gradient buffer's dtype
-                        (main_grad). Parameters marked: tensor_parallel/layers.py,
-                        RowParallelLinear.__init__, `setattr(self.bias, "sequence_parallel",
-                        self.sequence_parallel)`; Transformer Engine's norms and row-parallel Linear
-                        the same (transformer_engine/pytorch/module/linear.py at d0067d0,
+                        (main_grad); at core_r0.8.0 _allreduce_layernorm_grads, the same
+                        coalesced all-reduce after finish_grad_sync. Parameters marked:
+                        tensor_parallel/layers.py, RowParallelLinear.__init__,
+                        `setattr(self.bias, "sequence_parallel", self.sequence_parallel)`;
+                        Transformer Engine's norms and row-parallel Linear the same
+                        (transformer_engine/pytorch/module/linear.py at d0067d0,
                         Linear.reset_parameters)
         megatron-2022   NVIDIA/Megatron-LM fc7f4f0 (2022-09-30), megatron/optimizer/optimizer.py,
                         MegatronOptimizer.reduce_model_grads -> allreduce_layernorm_grads: the
