@@ -279,10 +279,10 @@ each of 48 nodes, so one NDR NIC a rank (0.328 s and 0.167 s here, NCCL's ring a
 0.160 s). Megatron's schedule exposes the same: the gathers outrun micro-batch 0's 62 ms of forward
 by about 0.10 s, the reduce-scatters the last backward's 121 ms by about 0.20 s, at NCCL's own
 rate. --align-param-gather and --no-align-grad-reduce came with core_r0.9; --delay-grad-reduce (on
-by default) and --delay-param-gather (off) act at PP > 1 only. Not modelled, none of it the gap's
-size: Megatron's one coalesced all-reduce of the SP norms' and biases' gradients after the
-reductions (finalize_model_grads, _allreduce_layernorm_grads), where we issue one a block (49
-latencies, 3.3 ms here); each bucket's `grad_data *= 1 / D` and, with
+by default) and --delay-param-gather (off) act at PP > 1 only. Modelled since (branch spfinal):
+Megatron's one coalesced all-reduce of the SP norms' and biases' gradients after the reductions
+(finalize_model_grads, _allreduce_layernorm_grads), where we issued one a block (1.060 to 1.057 s).
+Not modelled, none of it the gap's size: each bucket's `grad_data *= 1 / D` and, with
 --check-for-nan-in-loss-and-grad on by default, its norm and a host sync before the collective
 (Bucket.start_grad_sync: three passes over the fp32 buffer, some 15 ms of HBM traffic, here beside
 the reduce-scatters). So with our compute of 0.734 s Megatron-Core r0.8.0 would take about 1.05 s
