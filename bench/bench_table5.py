@@ -24,21 +24,26 @@ record to beat is Calculon's (SC'23): 3.65 % mean absolute error, 8.87 % at wors
 Nothing here feeds back into the models: the compute model is calibrated on kernel measurements
 (modtrans/cost/devices.json), the network preset on nccl-tests (modtrans/simulate/network.py).
 
-Latest (2026-12-07, main at 98955de: the GEMM model's bounds at every wave count, cost/gpu.py: two
-kernels of half the rows bound a GEMM above a wave too; split-K slices of 1,024 with the last what
-is left), 22B and 175B on ASTRA-sim itself (every rank finished, each the exact tier's to the ns),
-530B and 1T on the exact tier (`--estimate`, equal to the simulator on all eight at 1775394):
+Latest (2026-12-07, branch spfinal on main 5502bc8: under SP one all-reduce of the norms'
+gradients a rank after the backward, as megatron-2022's allreduce_layernorm_grads, not one a block,
+strategy/llm/tensor.py finalized_grads), 22B and 175B on ASTRA-sim itself (every rank finished,
+each the exact tier's to the ns); 530B and 1T as at 98955de on the exact tier, not re-run (their
+selective + SP rows move with that change too):
 
     run                  measured  predicted (s)     error   by
     22B full                1.42    1.421079962     +0.1 %   ASTRA-sim = exact tier
-    22B selective + SP      1.10    1.100035490     +0.0 %   ASTRA-sim = exact tier
+    22B selective + SP      1.10    1.093207440     -0.6 %   ASTRA-sim = exact tier
     175B full              18.13   18.096422026     -0.2 %   ASTRA-sim = exact tier
-    175B selective + SP    13.75   13.677325047     -0.5 %   ASTRA-sim = exact tier
-    530B full              49.05   48.30            -1.5 %   exact tier
-    530B selective + SP    37.83   36.66            -3.1 %   exact tier
-    1T full                94.42   94.61            +0.2 %   exact tier
-    1T selective + SP      71.49   72.20            +1.0 %   exact tier
-    MAE 0.83 %, worst 3.08 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+    175B selective + SP    13.75   13.664038718     -0.6 %   ASTRA-sim = exact tier
+    530B full              49.05   48.30            -1.5 %   exact tier (98955de)
+    530B selective + SP    37.83   36.66            -3.1 %   exact tier (98955de)
+    1T full                94.42   94.61            +0.2 %   exact tier (98955de)
+    1T selective + SP      71.49   72.20            +1.0 %   exact tier (98955de)
+    MAE 0.91 %, worst 3.09 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+
+The selective + SP rows before it (main at 98955de, the same binary): 22B 1.100035490 s (+0.0 %),
+175B 13.677325047 s (-0.5 %); MAE 0.83 %, worst 3.08 %. The 22B's 6.83 ms are most of the 47
+per-block all-reduces it no longer sends (159 us each over its 8 tensor ranks on selene).
 
 Before it (main at 1775394), all eight on ASTRA-sim in ns: 22B 1,425,169,962 / 1,103,730,490,
 175B 18,335,552,026 / 13,812,056,047, 530B 48,336,457,045 / 36,700,485,629, 1T 94,683,214,991 /

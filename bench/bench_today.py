@@ -93,12 +93,23 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest (2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm bound by the SMs, not
-the bandwidth, cost/norms.py: an element the longer of its SM cycles, fitted on Liger-Kernel's
-H100 NVL and A100 rows, at the device's SMs x boost clock and torch's count of its bytes at the
-streaming rate. Moved: titan-8b-a100 +3.2 to +3.8 %, -70b-a100 +5.9 to +6.2 %, -8b-h100 -7.7 to
--14.6 %, -8b-h100x128 -7.4 to -14.1 %, the --compile rows -16.0 to -16.1 % and -14.7 to -14.8 %;
-MAE 10.0 to 10.8 %; nothing tuned. Before it (2026-12-07, third session, main 98955de: the GEMM
+Latest (2026-12-07, branch spfinal on main 5502bc8: on Megatron's 1F1B stages but the first the
+gradients' reductions wait for the last backward's send, as Megatron launches them after it
+(program.py, Pipeline.reduce_after_send), and under SP one all-reduce of the norms' gradients a
+rank after the backward, not one a block (strategy/llm/tensor.py, finalized_grads). Moved:
+Megatron-Core 32B +18.9 to +18.5 %, 70B +7.8 to +7.2 (bubble 0.246 to 0.237 s), 119B -0.2 to
+-0.6, 177B -2.1 to -2.4, 314B -1.1 to -1.3, 462B -3.1 to -3.3, Mixtral 8x7B +5.1 to -1.3 (its
+later stages' buckets no longer ahead of their last sends: bubble 0.720 to 0.535 s); MAE 10.8 to
+10.6 % (from the rows' rounded errors); nothing tuned. The order alone, without the one
+all-reduce: 70B 2.337 s, 119B 3.628, 177B 5.133, 314B 8.287, 462B 12.297; the all-reduce alone
+(branch leftovers2, reverted) had given +24.3 to +32.7 % on the five with stages, its bucket
+ahead of the send. Before it (2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm
+bound by the SMs, not the bandwidth, cost/norms.py: an element the longer of its SM cycles, fitted
+on Liger-Kernel's H100 NVL and A100 rows, at the device's SMs x boost clock and torch's count of
+its bytes at the streaming rate. Moved: titan-8b-a100 +3.2 to +3.8 %, -70b-a100 +5.9 to +6.2 %,
+-8b-h100 -7.7 to -14.6 %, -8b-h100x128 -7.4 to -14.1 %, the --compile rows -16.0 to -16.1 % and
+-14.7 to -14.8 %; MAE 10.0 to 10.8 %; nothing tuned. Before it (2026-12-07, third session, main
+98955de: the GEMM
 model's bounds at every wave count,
 cost/gpu.py: two kernels of half the rows bound a GEMM above a wave too, split-K slices of 1,024
 with the last what is left. Moved: titan-8b-a100 +3.3 to +3.2 %, Megatron-Core 7.1B -26.0 to
@@ -140,14 +151,14 @@ busiest stage's):
     mcore-1.7b-h100              0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 18.1
     mcore-7.1b-h100              0.800 s  0.592 s -26.1 %  0.586 s  0.006  0.000       - / 28.8
     mcore-16b-h100               0.850 s  0.687 s -19.1 %  0.681 s  0.006  0.000       - / 29.6
-    mcore-32b-h100               0.892 s  1.060 s +18.9 %  0.734 s  0.326  0.000       - / 28.4
-    mcore-70b-h100               2.177 s  2.346 s  +7.8 %  1.526 s  0.574  0.246       - / 36.8
-    mcore-119b-h100              3.648 s  3.640 s  -0.2 %  2.532 s  0.514  0.594       - / 37.6
-    mcore-177b-h100              5.259 s  5.148 s  -2.1 %  3.652 s  0.534  0.961       - / 41.7
-    mcore-314b-h100              8.399 s  8.306 s  -1.1 %  5.941 s  0.733  1.633       - / 55.7
-    mcore-462b-h100             12.716 s 12.319 s  -3.1 %  8.901 s  0.621  2.797       - / 56.6
-    mcore-mixtral-8x7b-h100      2.903 s  3.050 s  +5.1 %  1.974 s  0.356  0.720       - / 50.3
-    MAE 10.8 %, worst 26.4 % (goal: within 10 % each)
+    mcore-32b-h100               0.892 s  1.057 s +18.5 %  0.734 s  0.323  0.000       - / 28.4
+    mcore-70b-h100               2.177 s  2.334 s  +7.2 %  1.526 s  0.571  0.237       - / 36.8
+    mcore-119b-h100              3.648 s  3.627 s  -0.6 %  2.532 s  0.512  0.582       - / 37.6
+    mcore-177b-h100              5.259 s  5.132 s  -2.4 %  3.652 s  0.533  0.947       - / 41.7
+    mcore-314b-h100              8.399 s  8.286 s  -1.3 %  5.941 s  0.732  1.613       - / 55.7
+    mcore-462b-h100             12.716 s 12.296 s  -3.3 %  8.901 s  0.620  2.775       - / 56.6
+    mcore-mixtral-8x7b-h100      2.903 s  2.865 s  -1.3 %  1.974 s  0.356  0.535       - / 50.3
+    MAE 10.6 %, worst 26.4 % (goal: within 10 % each)
 
 The rows before that change (main 64b994f), where they differ: 16B 0.692 s (-18.5 %), 70B 2.359 s
 (+8.4 %, compute 1.539 s), 119B 3.861 s (+5.9 %, 2.728), 177B 5.417 s (+3.0 %, 3.882), 314B 8.393 s
@@ -268,10 +279,10 @@ each of 48 nodes, so one NDR NIC a rank (0.328 s and 0.167 s here, NCCL's ring a
 0.160 s). Megatron's schedule exposes the same: the gathers outrun micro-batch 0's 62 ms of forward
 by about 0.10 s, the reduce-scatters the last backward's 121 ms by about 0.20 s, at NCCL's own
 rate. --align-param-gather and --no-align-grad-reduce came with core_r0.9; --delay-grad-reduce (on
-by default) and --delay-param-gather (off) act at PP > 1 only. Not modelled, none of it the gap's
-size: Megatron's one coalesced all-reduce of the SP norms' and biases' gradients after the
-reductions (finalize_model_grads, _allreduce_layernorm_grads), where we issue one a block (49
-latencies, 3.3 ms here); each bucket's `grad_data *= 1 / D` and, with
+by default) and --delay-param-gather (off) act at PP > 1 only. Modelled since (branch spfinal):
+Megatron's one coalesced all-reduce of the SP norms' and biases' gradients after the reductions
+(finalize_model_grads, _allreduce_layernorm_grads), where we issued one a block (1.060 to 1.057 s).
+Not modelled, none of it the gap's size: each bucket's `grad_data *= 1 / D` and, with
 --check-for-nan-in-loss-and-grad on by default, its norm and a host sync before the collective
 (Bucket.start_grad_sync: three passes over the fp32 buffer, some 15 ms of HBM traffic, here beside
 the reduce-scatters). So with our compute of 0.734 s Megatron-Core r0.8.0 would take about 1.05 s

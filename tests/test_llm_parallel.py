@@ -91,13 +91,13 @@ def test_sequence_parallelism_halves_become_gathers_and_scatters(tmp_path: Path)
     every = _activations(plan)
     tp = [c for c in every if c.place is not Place.TAIL]
     # once per iteration, the norms' partial gradients (each saw 1/T of the sequence) all-reduced
-    # over the tensor group in fp32 (finalize_model_grads.py, _allreduce_non_tensor_model_parallel_grads):
-    # two RMSNorms per block and the final one, HIDDEN weights of 4 bytes each; Megatron flattens
-    # them into one all-reduce, here one a block (tensor.replicated_grads) and the final norm's
-    tail = [(c.comm, c.bytes) for c in every if c.place is Place.TAIL]
-    assert sorted(tail) == sorted(
-        [(CommType.ALLREDUCE, 2 * HIDDEN * 4)] * 2 + [(CommType.ALLREDUCE, HIDDEN * 4)]
-    )
+    # over the tensor group in fp32, all flattened into ONE all-reduce after the backward
+    # (megatron/core/distributed/finalize_model_grads.py at core_v0.14.0, finalize_model_grads ->
+    # _allreduce_non_tensor_model_parallel_grads: `_flatten_dense_tensors(grads)`, one
+    # torch.distributed.all_reduce over tp_group): two RMSNorms per block and the final one, HIDDEN
+    # weights of 4 bytes each, issued with the first unit, whose gradient the backward ends with
+    tail = [(plan.layers[c.layer].name, c.comm, c.bytes) for c in every if c.place is Place.TAIL]
+    assert tail == [("model.embed_tokens", CommType.ALLREDUCE, (2 * 2 + 1) * HIDDEN * 4)]
     kinds = Counter((c.comm, c.step) for c in tp)
     # Korthikanti et al. 2022, section 4.2.2: g -> reduce-scatter, f -> all-gather, and the
     # conjugates in the backward pass; per block two of each direction

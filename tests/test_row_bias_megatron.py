@@ -37,8 +37,8 @@ def test_megatrons_own_layer_holds_what_modtrans_holds_at_tp_2(tmp_path: Path) -
         for c in plan.program(0)
         if isinstance(c, Collective) and c.place is Place.TAIL and c.over == frozenset({Purpose.TENSOR})
     }
-    # the block's in one all-reduce with its first norm's (tensor.replicated_grads): two LayerNorms
-    # (weight and bias, h each) and the two row-parallel biases Megatron marks; no column bias
+    # every one in one all-reduce with the first unit's tails (tensor.finalized_grads): the block's
+    # two LayerNorms (weight and bias, h each), the two row-parallel biases Megatron marks and the
+    # final LayerNorm; no column bias
     both = layer["self_attention.linear_proj.bias"] + layer["mlp.linear_fc2.bias"]
-    assert reduced["transformer.h.0.ln_1"] == FP32 * (2 * 2 * H + both)
-    assert set(reduced) == {"transformer.h.0.ln_1", "transformer.ln_f"}
+    assert reduced == {"transformer.wte": FP32 * (2 * 2 * H + both + 2 * H)}

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from modtrans.comm import CommType
 from modtrans.estimate import chains, pipeline
 from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.context import context
@@ -53,13 +54,15 @@ from modtrans.estimate.units import skeleton as skeleton_of
 from modtrans.estimate.units import timed as timed_units
 from modtrans.estimate.walk import EstimateError
 from modtrans.plan.model import Purpose, Recompute, Schedule
+from modtrans.plan.sizes import Consumer, written
 from modtrans.simulate.network import Network
 from modtrans.strategy.llm.buckets import stage as reduction_stage
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import partition
-from modtrans.strategy.schedule import WGRAD, virtual_stage
+from modtrans.strategy.schedule import WGRAD, stage_of, virtual_stage
 
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
+_TENSOR = frozenset({Purpose.TENSOR})
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
 # rest; what the tails add to the chunk's last backward (or weight gradient), as walked at no phase;
 # the four chains' lane paths (chains.timed's K); the parameter gathers after the optimizer step;
@@ -170,7 +173,7 @@ def _chunks(
         costs = timed_units(sk, layout, fabric, members)
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
         fills = {b: fill(sk, b, reduction_stage(layout.framework, layout.zero)[0]) for b in set(sk.blocks)}
-        made: dict[tuple[int, int, bool, bool], tuple[Chunk, Last]] = {}
+        made: dict[tuple[int, int, bool, bool, bool], tuple[Chunk, Last]] = {}
         found = sk.made[key] = (costs, blocks, fills, members, made)
     costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
@@ -180,12 +183,18 @@ def _chunks(
         raise EstimateError(str(error)) from None
     tied = bool(_ties(sk, layout, len(cuts)))
     out, lasts = [], []
+    last = layout.micro_batches - 1
     for v, cut in enumerate(cuts):
         ends = (tied and v == 0, tied and v == len(cuts) - 1)  # the tied owner's chunk, the copy's
-        found_chunk = made.get((cut.start, cut.stop, *ends))
+        # program.py's Pipeline.reduce_after_send: the tail section waits for the chunk's send
+        after = (
+            layout.framework.reduces_after_sends(layout.schedule)
+            and stage_of(layout.schedule, v, layout.pp, last, last + 1) > 0
+        )
+        found_chunk = made.get((cut.start, cut.stop, *ends, after))
         if found_chunk is None:
-            found_chunk = made[cut.start, cut.stop, *ends] = _chunk(
-                sk, costs, blocks, fills, members, cut, ends, layout, fabric, split
+            found_chunk = made[cut.start, cut.stop, *ends, after] = _chunk(
+                sk, costs, blocks, fills, members, cut, (*ends, after), layout, fabric, split
             )
         out.append(found_chunk[0])
         lasts.append(found_chunk[1])
@@ -199,7 +208,7 @@ def _chunk(
     fills: Any,
     members: Any,
     cut: range,
-    ends: tuple[bool, bool],
+    ends: tuple[bool, bool, bool],
     layout: Layout,
     fabric: Fabric,
     split: bool,
@@ -207,7 +216,8 @@ def _chunk(
     """One chunk's times (made once per cut of the same units on the same groups), and its last
     backward's reduction (first, rest, what the tails add) for the compute its stage ran before
     it (pipeline.phases), each phase's walked once; `ends`: whether it holds the owner of a weight
-    tied across stages, and its copy."""
+    tied across stages, and its copy, and whether its tail section waits for its send
+    (lastback's after_send)."""
     parts = [sk.blocks[b] for b in cut]
     pure = all(blocks[p][6] for p in parts)
     computes = [sum(blocks[p][11][k] for p in parts) for k in range(4)]
@@ -224,20 +234,20 @@ def _chunk(
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
     buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
-    swaps = _swap_sends(sk, layout, fabric, ends)
+    swaps = _swap_sends(sk, layout, fabric, ends[:2])
     walked: dict[int | None, tuple[int, int, int]] = {}
 
     def reduction(phase: int | None) -> tuple[int, int, int]:
         found = walked.get(phase)
         if found is None:
             done, before, after, _ = last_backward(
-                sk, costs, parts, layout.recompute, split, buckets, phase, swaps
+                sk, costs, parts, layout.recompute, split, buckets, phase, swaps, ends[2]
             )
             found = walked[phase] = (before, after + tied, done - sums[3 if split else 1])
         return found
 
     done, before, after, close = last_backward(
-        sk, costs, parts, layout.recompute, split, buckets, None, swaps
+        sk, costs, parts, layout.recompute, split, buckets, None, swaps, ends[2]
     )
     walked[None] = (before, after + tied, done - sums[3 if split else 1])
     waits = tuple(k for _, k in both)
@@ -255,15 +265,23 @@ def _buckets(
     members: Any,
 ) -> tuple[dict[int, list[int]], int]:
     """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
-    in it) and the bucket's reduction; and the ns of its parameter gathers after the step."""
+    in it) and the bucket's reduction; and the ns of its parameter gathers after the step. Under
+    SP Megatron's family then all-reduces the partial gradients (Skeleton.partial) over the
+    tensor group, after the chunk's first unit: here once a chunk, where finalize_model_grads
+    reduces every chunk of a rank at once (tensor.finalized_grads: V - 1 latencies fewer)."""
     times, gathers = bucket_times(fills, reduction_stage(layout.framework, layout.zero), fabric, members)
-    out = {}
+    out: dict[int, list[int]] = {}
     for u in (u for p in parts for u in p):
         if not times:
             break
         buffer = sk.buffers[u]
         if sk.shards[u] is not None and buffer in times:
             out[u] = times.pop(buffer)
+    partial = sum(sk.partial[u] for p in parts for u in p) if sk.partial else 0
+    ranks = members(_TENSOR)
+    if partial and len(ranks) > 1:
+        size = written(CommType.ALLREDUCE, partial, len(ranks), Consumer.ASTRA_SIM)
+        out.setdefault(parts[0][0], []).append(fabric.collective_ns(CommType.ALLREDUCE, size, ranks))
     return out, gathers
 
 
@@ -331,7 +349,8 @@ def _ties(sk: Skeleton, layout: Layout, chunks: int) -> list[tuple[int, int, int
 def _swap_sends(sk: Skeleton, layout: Layout, fabric: Fabric, ends: tuple[bool, bool]) -> dict[int, int]:
     """Per unit of a chunk holding a tied weight's owner or copy (`ends`), the ns of the send of
     its gradient to the other stage: program.py's _exchange, in the tail section after the unit's
-    tail collectives, waiting for its last weight gradient only, so it takes the lane there
+    tail collectives, waiting for its last weight gradient only (on Megatron's 1F1B stages but
+    the first, for the send too: lastback's after_send), so it takes the lane there
     (lastback.py): the copy's (the output layer, the last stage's first weight gradient) inside
     the last backward, where the backward's blocking collectives wait for it (gpt3-13b at T 2,
     P 4, D 4 on dgx-a100: the fast tier, sending it after the stage's end, 0.37 % under)."""

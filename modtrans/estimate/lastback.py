@@ -26,6 +26,7 @@ def last_backward(
     buckets: dict[int, list[int]],
     phase: int | None = None,
     swaps: dict[int, int] | None = None,
+    after_send: bool = False,
 ) -> tuple[int, int, int, bool]:
     """The chunk's last backward (its weight gradient alone where the schedule splits it): the
     chain's end, when the send can start after it, the lane's work left after the send (ns), and
@@ -42,7 +43,9 @@ def last_backward(
     Llama-3 8B at T 2, P 4, D 2 with 16 micro-batches a stage). The chain's end given is its ns
     end all the same. `swaps`: per unit, the send of its tied weight's gradient to the other
     stage (program.py's _exchange), ready when its last weight gradient ends, after its tails in
-    node order.
+    node order. `after_send`: the tails, buckets and swaps wait for the send as well
+    (program.py, Pipeline.reduce_after_send: Megatron's schedules on a stage but the first), so
+    none takes the lane before it and no race is left to decide.
 
     The lane takes what is ready in node order (walk.py, the workload layer's issue order): the
     send follows the chain; a unit's tails (Place.TAIL: the norms' gradients over the tensor
@@ -86,13 +89,13 @@ def last_backward(
                 ns = replayed
             t += ns
             continue
-        c = _idle(pending, c, t, margin)
+        c = c if after_send else _idle(pending, c, t, margin)
         if what == BLOCKING:
             t = c = max(t, c) + ns
         else:  # overlapped, or a tail
             c = max(t, c) + ns
     _ready(pending, marks, sends, len(links), t)
-    c = _idle(pending, c, t, margin)
+    c = c if after_send else _idle(pending, c, t, margin)
     send = max(t, c)
     return t - drift, send - t, sum(sum(times) for _, _, times in pending), margin[0] < CLOSE
 

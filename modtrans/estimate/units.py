@@ -28,6 +28,7 @@ from modtrans.plan.sizes import Consumer, written
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Layout, LayoutError
 
+_TENSOR = frozenset({Purpose.TENSOR})
 CHAIN, BLOCKING, OVERLAPPED = 0, 1, 2  # a link: compute, a blocking collective, one left to overlap
 Raw = tuple[int, Any]  # (kind, ns of compute | (comm, whole bytes, axes) of a collective)
 Link = tuple[int, int]  # (kind, ns)
@@ -68,6 +69,9 @@ class Skeleton:
     order: tuple[int, ...]  # per block of the full model: its block index in the model
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
     update: tuple[int, ...] = ()  # per unit: its optimizer step's ns over its whole state, once an iteration
+    # per unit: its gradient's bytes SP leaves partial, which Megatron's family all-reduces once a
+    # rank (tensor.finalized_grads; fast.py's _norms: once a chunk); () where none is
+    partial: tuple[int, ...] = ()
     made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
@@ -125,7 +129,7 @@ def skeleton(ctx: Context, layout: Layout) -> Skeleton:
 
 
 def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
-    from modtrans.strategy.llm import build
+    from modtrans.strategy.llm import build, tensor
     from modtrans.strategy.llm.buckets import buffer_share  # the one definition of a unit's buffer share
     from modtrans.strategy.llm.degrees import dense_data
     from modtrans.strategy.roles import LayerRole
@@ -145,7 +149,8 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
     except LayoutError as error:
         raise EstimateError(str(error)) from None
     count = len(units)
-    read = _read(plan.programs[0], count, bucketed)
+    finalized = small.sp and small.framework.family is Framework.MEGATRON  # tensor.finalized_grads
+    read = _read(plan.programs[0], count, bucketed, finalized)
     separate = small.ep > 1 or small.expert_tp != small.tp
     buffers = tuple(u.grads_over if u.role is LayerRole.EXPERT and separate else dense_data() for u in units)
     shards = tuple(buffer_share(u, None) if bucketed else None for u in units)
@@ -177,11 +182,16 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         reduced.order,
         ties,
         tuple(x.update * build.update_shards(u, small) for x, u in zip(plan.layers, units, strict=True)),
+        tuple(tensor.partial_grad_bytes(u) for u in units) if finalized else (),
     )
 
 
-def _read(program: Sequence[Any], count: int, bucketed: bool) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
-    """Each unit's links, read off the one-micro-batch program (in ns: context.py's time unit)."""
+def _read(
+    program: Sequence[Any], count: int, bucketed: bool, finalized: bool = False
+) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+    """Each unit's links, read off the one-micro-batch program (in ns: context.py's time unit);
+    `finalized`: the tails over the tensor group are Megatron's one all-reduce of the reduced
+    model's partial gradients (tensor.finalized_grads), left to the chunks (Skeleton.partial)."""
     fwd: list[list[Raw]] = [[] for _ in range(count)]
     bwd: list[list[Raw]] = [[] for _ in range(count)]
     weight: list[list[bool]] = [[] for _ in range(count)]
@@ -207,6 +217,8 @@ def _read(program: Sequence[Any], count: int, bucketed: bool) -> tuple[Any, Any,
         elif isinstance(op, Collective):
             raw = (op.comm, op.bytes, op.over)
             if op.place is Place.TAIL:
+                if finalized and op.over == _TENSOR:
+                    continue
                 if not (bucketed and Purpose.DATA in op.over):  # Megatron's buckets: per chunk
                     tail[u].append((BLOCKING, raw))
             elif op.step is Step.RECOMPUTE:

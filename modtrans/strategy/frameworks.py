@@ -154,6 +154,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
+from modtrans.plan.model import Schedule
+
 
 class Framework(enum.StrEnum):
     MEGATRON = "megatron"
@@ -366,6 +368,35 @@ class Framework(enum.StrEnum):
         runs its own fused kernels (Transformer Engine, Apex) and DeepSpeed and llm-foundry's
         benchmark runs none of this: refused there."""
         return self in (Framework.TORCHTITAN, Framework.FSDP, Framework.FMS_FSDP)
+
+    def reduces_after_sends(self, schedule: Schedule) -> bool:
+        """On every pipeline rank but the first, the data-parallel reduction of the rank's
+        gradients (its buckets), the SP norms' all-reduce and the tied embedding's start after
+        the last backward has sent its gradient on, never beside that backward: Megatron's
+        frameworks under their 1F1B schedule.
+
+        Megatron-LM (megatron/core/pipeline_parallel/schedules.py at core_r0.8.0): with
+        --overlap-grad-reduce training.py sets config.grad_sync_func (start_grad_sync) unless
+        --no-delay-grad-reduce (delay_grad_reduce, default True: "delay / synchronize grad
+        reductions in all but first PP stage"), and forward_backward_pipelining_without_
+        interleaving enables the reduction in the last backward only `if config.grad_sync_func is
+        None or rank == 0` ("Other pipeline stages do grad reduction during pipeline bubble"):
+        elsewhere it calls grad_sync_func after the cooldown's last send_backward. The
+        interleaved schedule launches a chunk's at the backward `pipeline_parallel_rank` steps
+        after its last one's (backward_step_helper), or after every send ("Launch any remaining
+        grad reductions"). Without the overlap every reduction is finalize_model_grads',
+        after the schedule; so are the SP norms' (_allreduce_layernorm_grads) and the embedding's
+        (_allreduce_embedding_grads), after finish_grad_sync. NeMo r2.0.0rc1 hands the same
+        schedule its grad_sync_func (megatron_gpt_model.py, fwd_bwd_step: distributed Adam's
+        reduce_overlap_gradients). Megatron-LM of 2022 (fc7f4f0) reduces in the optimizer's
+        reduce_model_grads, after forward_backward_func returns.
+
+        Not under the interleaved schedule, whose chunks' reductions run beside the later
+        chunks' backwards (left as each chunk's last weight gradient readies them: the fast
+        tier's lane model, pipeline.py, does not yet interleave them with those backwards'
+        collectives as the walk does), nor under the schedules Megatron-LM does not run."""
+        ours = (Framework.MEGATRON, Framework.MEGATRON_2022, Framework.NEMO)
+        return self in ours and schedule is Schedule.ONE_F_ONE_B
 
 
 _FAMILY = {

@@ -15,13 +15,14 @@ Order and dependencies (the rank runs one compute at a time, in program order):
     before the first step: the first unit's next-forward gathers (Place.NEXT_FWD: the previous
         optimizer step's parameters, Megatron's --overlap-param-gather); a unit's first forward
         waits for its own and issues the next unit's, which wait for them in turn
-    after the last step: every unit's tail collectives, each waiting for its last weight gradient,
-        then its swaps with other stages (tied weights; DualPipe's mirrored copies); then, where
-        the rank has trained units (a keyword preset, a layout), the optimizer step of its units as one
-        compute waiting for all of them (Megatron-LM steps once the gradients are reduced:
-        megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step); then the units'
-        after-step collectives (the distributed optimizer's parameter all-gathers), each waiting
-        for the one before
+    after the last step: every unit's tail collectives, each waiting for its last weight gradient
+        (and, under Pipeline.reduce_after_send on a stage but the first, for its chunk's last
+        backward send), then its swaps with other stages (tied weights; DualPipe's mirrored
+        copies); then, where the rank has trained units (a keyword preset, a layout), the
+        optimizer step of its units as one compute waiting for all of them (Megatron-LM steps
+        once the gradients are reduced: megatron/core/optimizer/optimizer.py,
+        MixedPrecisionOptimizer.step); then the units' after-step collectives (the distributed
+        optimizer's parameter all-gathers), each waiting for the one before
     an overlapped pair (DualPipe's F&B: schedule.paired): the forward's and the backward's
         operations, each chain waiting only for its own, interleaved compute by compute
 Collectives at one place run one after the other; the next compute waits for the last. A
@@ -214,6 +215,10 @@ class Pipeline:
     # forward_backward_pipelining_with_interleaving: forward_step_helper, backward_step_helper,
     # then one send_forward_backward_recv_forward_backward)
     exchange_after_backward: bool = False
+    # on every stage but the first, each chunk's tail section (its gradients' reductions and
+    # swaps) waits for the chunk's last backward send as well as for its weight gradients:
+    # Megatron's schedules launch them after that send (frameworks.py, reduces_after_sends)
+    reduce_after_send: bool = False
 
     @property
     def chunks(self) -> int:
@@ -251,6 +256,8 @@ class StageProgram:
         self.steps: dict[tuple[str, int], tuple[list[Op], int | None, list[tuple[int, int]]]] = {}
         self.chunks = chunks  # per virtual stage (all P x V), the units
         self.units = {u.index: u for chunk in chunks for u in chunk}
+        self.virtual_of = {u.index: v for v, chunk in enumerate(chunks) for u in chunk}
+        self.sent: dict[int, int] = {}  # per virtual stage: its latest backward send (reduce_after_send)
         self.boundary = boundary_bytes  # per virtual stage: bytes it sends forward
         self.ops: list[Op] = []
         self.chain: int | None = None  # the last op the next compute waits for
@@ -303,9 +310,19 @@ class StageProgram:
     def _tag(self, micro: int, virtual: int, backward: bool) -> int:
         return 1 + (micro * self.pipeline.chunks + virtual) * 2 + int(backward)
 
-    def collectives(self, u: Costed, place: Place, step: Step, tag: str, *, blocking: bool = True) -> None:
+    def collectives(
+        self,
+        u: Costed,
+        place: Place,
+        step: Step,
+        tag: str,
+        *,
+        blocking: bool = True,
+        also: tuple[int, ...] = (),
+    ) -> None:
         """The unit's collectives at `place`, one after the other; the next compute waits for the
-        last when they are blocking. `tag` names the micro-batch ("": once per iteration)."""
+        last when they are blocking. `tag` names the micro-batch ("": once per iteration); the
+        first waits for `also` too."""
         comms = u.comms.get(place)
         if not comms:  # most places of most units: nothing to issue, the chain as it was
             return
@@ -323,6 +340,8 @@ class StageProgram:
         for c, name, read, wrote in self._named(u, place, comms):
             label = f"{name}#{tag}" if tag else name
             deps = () if previous is None else (previous,)
+            if also:
+                deps, also = tuple(sorted({*deps, *also})), ()
             sent, written = Tensor(f"{label}.in", read), Tensor(label, wrote)
             op = Collective(u.index, step, c.comm, c.bytes, c.over, (sent,), (written,), deps, place)
             previous = self.emit(op)
@@ -471,6 +490,8 @@ class StageProgram:
         sent = -(-size // gather)
         op = Transfer(u.index, step, direction, Purpose.PIPELINE, offset, tag, sent, self._deps())
         index = self.emit(op)
+        if direction is Direction.SEND and backward:
+            self.sent[here] = index
         if direction is Direction.RECV or self.pipeline.blocking:
             self.chain = index
         if direction is Direction.RECV and gather > 1:  # the received shards gathered
@@ -502,16 +523,27 @@ class StageProgram:
                 self._step(step, last_wg, defer=later and step[0] == FWD)
         tail = len(self.ops)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
-            self.chain = wg
-            self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False)
+            self.chain, after = wg, self._after_send(u)
+            self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False, also=after)
             for x in u.exchanges:
-                self._exchange(u, x)
+                self._exchange(u, x, after)
         if last_wg:  # every program ends with the optimizer step (a keyword preset's, a layout's)
             self._optimizer(list(last_wg.values()), tail)
         for u in sorted((u for u, _ in last_wg.values()), key=lambda u: u.index):  # forward order
             self.collectives(u, Place.AFTER_STEP, Step.WEIGHT_GRAD, "")
         self.tagged.clear()
         return tuple(self.ops)
+
+    def _after_send(self, u: Costed) -> tuple[int, ...]:
+        """What the unit's tail section waits for besides its last weight gradient: under
+        Pipeline.reduce_after_send, on a stage but the first, its chunk's last backward send
+        (Megatron's schedules launch the reduction after it, as the bubble begins; without the edge
+        a bucket ready at the chunk's first weight gradient took the lane before that send, and
+        the previous stages waited out its reduce-scatter: 20 ms on Llama-3-8B at T 8, P 2)."""
+        if not self.pipeline.reduce_after_send or self.stage == 0 or self.outline:
+            return ()
+        sent = self.sent.get(self.virtual_of[u.index])
+        return () if sent is None else (sent,)
 
     def _optimizer(self, last: Sequence[tuple[Costed, int]], tail: int) -> None:
         """The optimizer step of the rank's units, one compute after every gradient is final: each
@@ -652,14 +684,15 @@ class StageProgram:
         ends = [new.get(c, c) for c in (forward_end, self.chain) if c is not None]
         self.chain = max(ends) if ends else None
 
-    def _exchange(self, u: Costed, x: Exchange) -> None:
-        """Send this stage's gradient to the peer and receive the peer's, posted together."""
+    def _exchange(self, u: Costed, x: Exchange, after: tuple[int, ...] = ()) -> None:
+        """Send this stage's gradient to the peer and receive the peer's, posted together, both
+        after `after` too (_after_send)."""
         p = self.pipeline.stages
         offset = x.offset if x.offset is not None else p - 1 - 2 * self.stage
         if x.offset is not None and self.pipeline.schedule is Schedule.DUALPIPE and self.stage >= p // 2:
             offset = -offset  # the mirror half holds the mirrored copies: the peer is mirrored too
         out, back = (x.tag, x.tag + 1) if offset > 0 else (x.tag + 1, x.tag)
-        deps = self._deps()  # the receive does not wait for the send (as the pipeline's do not)
+        deps = tuple(sorted({*self._deps(), *after}))  # the receive does not wait for the send
         self.emit(
             Transfer(u.index, Step.WEIGHT_GRAD, Direction.SEND, Purpose.PIPELINE, offset, out, x.bytes, deps)
         )

@@ -93,6 +93,8 @@ def plan(
     runs, tied = _tied(units, runs, cuts, grouped, layout)
     unit_chunks = [[i for b in cut for i in grouped[b]] for cut in cuts]
     runs = _buckets(units, runs, unit_chunks, layout, tied)
+    if layout.framework.family is Framework.MEGATRON:  # after the buckets, as finalize_model_grads
+        tensor.finalized_grads(units, layout.tp, layout.sp, _ranks(unit_chunks, layout))
     runs = _mirrored(units, runs, layout)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     boundary = _boundaries(units, chunks, unit_chunks, layout, ir)
@@ -169,6 +171,7 @@ def _pipeline(layout: Layout) -> Pipeline:
         convention.blocking_p2p,
         gather,
         exchange_after_backward=convention.blocking_p2p and layout.schedule is Schedule.INTERLEAVED,
+        reduce_after_send=convention.reduces_after_sends(layout.schedule),
     )
 
 
@@ -219,10 +222,21 @@ def rank_units(
     else:
         apply_data = deepspeed.apply if layout.framework is Framework.DEEPSPEED else data.apply
         apply_data(units, layout.zero, layout.gradient_ranks, layout.expert_gradient_ranks)
-    tensor.replicated_grads(units, t, layout.sp)
+    if layout.framework.family is not Framework.MEGATRON:  # Megatron's: one a rank (plan, _ranks)
+        tensor.replicated_grads(units, t, layout.sp)
     for index, u in enumerate(units):
         u.index = index
     return units
+
+
+def _ranks(chunks: Sequence[Sequence[int]], layout: Layout) -> list[list[int]]:
+    """Per pipeline rank, the units of the chunks it holds (schedule.holders: DualPipe's two) in
+    forward order; ranks holding the same chunks (DualPipe's mirrored pair) listed once."""
+    held: dict[int, list[int]] = {}
+    for v, chunk in enumerate(chunks):
+        for stage in holders(layout.schedule, v, layout.pp):
+            held.setdefault(stage, []).extend(chunk)
+    return list({tuple(units): list(units) for units in held.values() if units}.values())
 
 
 def _buckets(

@@ -226,25 +226,17 @@ def cross_entropy(units: list[Unit], tp: int, tokens: int = 1) -> None:
 
 def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
     """Under SP the parameters every tensor rank holds whole (norms, MoE routers, a row-parallel
-    layer's bias: share.whole) see 1/T of the sequence each, so their gradients are partial:
-    Megatron-LM all-reduces them over the tensor group once per iteration, after the data-parallel
-    reduction, in the gradient buffer's dtype (megatron/core/distributed/finalize_model_grads.py at
-    core_v0.14.0, finalize_model_grads -> _allreduce_non_tensor_model_parallel_grads: the
-    parameters marked `sequence_parallel`; tensor_parallel/layers.py, RowParallelLinear.__init__:
-    `setattr(self.bias, "sequence_parallel", self.sequence_parallel)`; Transformer Engine's row-
-    parallel Linear the same, transformer_engine/pytorch/module/linear.py at d0067d0,
-    Linear.reset_parameters). Megatron flattens them all into one all-reduce
-    (_flatten_dense_tensors); here one a transformer block (a block never spans two pipeline
-    stages), issued with the block's first such unit, whose gradient the backward finishes last,
-    and one for each unit outside the blocks: the same bytes, a latency a block. Position
-    embeddings see the whole sequence and are left alone, as Megatron leaves them; so are experts,
-    whose tokens every rank of their tensor group gathers (Megatron marks no expert parameter
-    `sequence_parallel`)."""
+    layer's bias: share.whole) see 1/T of the sequence each, so their gradients are partial and
+    are summed over the tensor group once per iteration (partial_grad_bytes). This is the rule of
+    the frameworks outside Megatron's family (DeepSpeed's, FSDP's), not read from their sources:
+    one all-reduce a transformer block, issued with the block's first such unit, whose gradient
+    the backward finishes last, and one for each unit outside the blocks. Megatron's family
+    issues one for the whole rank instead (finalized_grads)."""
     if not sp or tp == 1:
         return
     by_block: dict[int, tuple[Unit, int]] = {}
     for u in units:
-        size = _partial_grad_bytes(u)
+        size = partial_grad_bytes(u)
         if not size:
             continue
         if u.block is None:
@@ -256,7 +248,50 @@ def replicated_grads(units: list[Unit], tp: int, sp: bool) -> None:
         first.attach(Place.TAIL, Comm(CommType.ALLREDUCE, total, TENSOR))
 
 
-def _partial_grad_bytes(u: Unit) -> int:
+def finalized_grads(units: Sequence[Unit], tp: int, sp: bool, ranks: Sequence[Sequence[int]]) -> None:
+    """Megatron's family: under SP every partial gradient a rank holds (partial_grad_bytes), of
+    all its model chunks, flattened into ONE all-reduce over the tensor group, after the last
+    micro-batch's backward. `ranks`: per pipeline rank, the indices of the units it holds in
+    forward order, its first chunk's first (the unit the backward finishes last) holding the
+    all-reduce, issued after that unit's last weight gradient with its tails (Place.TAIL), after
+    its data-parallel buckets (Megatron-Core's finish_grad_sync first; megatron-2022 and NeMo
+    reduce the norms before their data-parallel reduction, not modelled: the lane's order alone)
+    and, on a pipeline stage but the first, after the last backward's send (program.py,
+    Pipeline.reduce_after_send), so that nothing but the optimizer step waits for it.
+
+        Megatron-Core   megatron/core/distributed/finalize_model_grads.py at core_v0.14.0,
+                        finalize_model_grads: model_chunk.finish_grad_sync() for every chunk, then
+                        _allreduce_non_tensor_model_parallel_grads(model, config, tp_group): the
+                        grads of every parameter with `sequence_parallel` set, of every chunk in
+                        `model`, `coalesced = _flatten_dense_tensors(grads)`, one
+                        torch.distributed.all_reduce over tp_group, in the gradient buffer's dtype
+                        (main_grad); at core_r0.8.0 _allreduce_layernorm_grads, the same
+                        coalesced all-reduce after finish_grad_sync. Parameters marked:
+                        tensor_parallel/layers.py, RowParallelLinear.__init__,
+                        `setattr(self.bias, "sequence_parallel", self.sequence_parallel)`;
+                        Transformer Engine's norms and row-parallel Linear the same
+                        (transformer_engine/pytorch/module/linear.py at d0067d0,
+                        Linear.reset_parameters)
+        megatron-2022   NVIDIA/Megatron-LM fc7f4f0 (2022-09-30), megatron/optimizer/optimizer.py,
+                        MegatronOptimizer.reduce_model_grads -> allreduce_layernorm_grads: the
+                        same one coalesced all-reduce over self.models, before the data-parallel one
+        nemo            NVIDIA/NeMo r2.0.0rc1, megatron_gpt_model.py, MegatronGPTModel.training_step
+                        -> allreduce_sequence_parallel_gradients (distributed_fused_adam, not Mcore's
+                        optimizer): one coalesced all-reduce over every module of self.model, before
+                        _finish_bucket_grad_sync
+
+    Position embeddings see the whole sequence and are left alone, as Megatron leaves them; so
+    are experts, whose tokens every rank of their tensor group gathers (Megatron marks no expert
+    parameter `sequence_parallel`)."""
+    if not sp or tp == 1:
+        return
+    for held in ranks:
+        total = sum(partial_grad_bytes(units[i]) for i in held)
+        if total:
+            units[held[0]].attach(Place.TAIL, Comm(CommType.ALLREDUCE, total, TENSOR))
+
+
+def partial_grad_bytes(u: Unit) -> int:
     """The bytes of a unit's gradients that SP leaves partial on each tensor rank (0: none)."""
     if u.role in (LayerRole.REPLICATED, LayerRole.ROUTER) and u.x.owner.kind is not Kind.EMBEDDING:
         return u.grad_bytes()
