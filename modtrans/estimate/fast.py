@@ -63,7 +63,7 @@ _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
 # rest; what the tails add to the chunk's last backward (or weight gradient), as walked at no phase;
 # the four chains' lane paths (chains.timed's K); the parameter gathers after the optimizer step;
-# the four steps' compute alone (pipeline.phases)
+# the four steps' compute alone (pipeline.phases); the buckets' kernels before their collectives
 Chunk = tuple[int, ...]
 # a phase -> the last backward's reduction (3); None where no phase changes it
 Last = Callable[[int | None], tuple[int, int, int]] | None
@@ -128,7 +128,7 @@ def estimate(
     ran = _swapped(ran, _ties(sk, layout, len(chunks)))
     stages = []
     for s, stage in enumerate(ran):
-        pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
+        pure = sum(chunks[v][4] * layout.micro_batches + chunks[v][25] for v in _held(layout, s))
         inside = stage.compute - pure  # the blocking collectives inside the steps
         comm, exposed = stage.comm + inside, stage.after + inside
         step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
@@ -242,7 +242,8 @@ def _chunk(
     walked[None] = (before, after + tied, done - sums[3 if split else 1])
     waits = tuple(k for _, k in both)
     spills = tuple(n for pair in lane for n in pair)
-    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes)
+    kernels = sum(k for k, _ in buckets.values())  # once an iteration, in the last backward's chain
+    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes, kernels)
     return chunk, reduction if close else None  # decided by more than the rounding moves: any phase's
 
 
@@ -253,10 +254,12 @@ def _buckets(
     layout: Layout,
     fabric: Fabric,
     members: Any,
-) -> tuple[dict[int, list[int]], int]:
+) -> tuple[dict[int, tuple[int, list[int]]], int]:
     """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
-    in it) and the bucket's reduction; and the ns of its parameter gathers after the step."""
-    times, gathers = bucket_times(fills, reduction_stage(layout.framework, layout.zero), fabric, members)
+    in it) and the bucket's kernels and reduction (ns); and the ns of its parameter gathers after
+    the step."""
+    stage = reduction_stage(layout.framework, layout.zero)
+    times, gathers = bucket_times(fills, stage, fabric, members, sk.prepare)
     out = {}
     for u in (u for p in parts for u in p):
         if not times:

@@ -68,6 +68,8 @@ class Skeleton:
     order: tuple[int, ...]  # per block of the full model: its block index in the model
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
     update: tuple[int, ...] = ()  # per unit: its optimizer step's ns over its whole state, once an iteration
+    # the kernels before a Megatron bucket's collective: its gradients' bytes -> ns (build.sync_kernels)
+    prepare: Callable[[int], int] | None = None
     made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
@@ -177,6 +179,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         reduced.order,
         ties,
         tuple(x.update * build.update_shards(u, small) for x, u in zip(plan.layers, units, strict=True)),
+        build.sync_kernels(units, small, ctx.cost) if bucketed else None,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
-from modtrans.cost.base import by_shape
+from modtrans.cost.base import by_shape, memory_ticks
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR, needs_input_grad
 from modtrans.plan.model import (
@@ -92,7 +92,7 @@ def plan(
     cuts = partition(weights, layout.chunks, layout.stages, even=any(u.block is not None for u in units))
     runs, tied = _tied(units, runs, cuts, grouped, layout)
     unit_chunks = [[i for b in cut for i in grouped[b]] for cut in cuts]
-    runs = _buckets(units, runs, unit_chunks, layout, tied)
+    runs = _buckets(units, runs, unit_chunks, layout, tied, cost)
     runs = _mirrored(units, runs, layout)
     chunks = [[runs[i] for b in cut for i in grouped[b]] for cut in cuts]
     boundary = _boundaries(units, chunks, unit_chunks, layout, ir)
@@ -231,8 +231,10 @@ def _buckets(
     chunks: Sequence[Sequence[int]],
     layout: Layout,
     tied: dict[int, int],
+    cost: CostModel,
 ) -> list[Costed]:
-    """Megatron-LM's data-parallel reduction by buffer and bucket, per model chunk (buckets.py)."""
+    """Megatron-LM's data-parallel reduction by buffer and bucket, per model chunk (buckets.py),
+    each bucket's collective after the framework's kernels over its gradients (sync_kernels)."""
     if layout.framework.family is not Framework.MEGATRON or layout.zero == 3:
         return runs
     separate = layout.ep > 1 or layout.expert_tp != layout.tp  # experts in a buffer of their own
@@ -256,12 +258,22 @@ def _buckets(
         param_gather=layout.overlap_param_gather,
         broadcast=broadcast,
         by_layer=layout.framework.layer_buckets,
+        prepare=sync_kernels(units, layout, cost),
     )
     # each run holds its unit's comms dict already (_costed), which apply() extends in place
     return [
         run if run.comms is (c := units[run.index].x.comms) else dataclasses.replace(run, comms=c)
         for run in runs
     ]
+
+
+def sync_kernels(units: Sequence[Unit], layout: Layout, cost: CostModel) -> buckets.Prepare | None:
+    """The kernels the framework runs over a bucket's gradients before its collective
+    (frameworks.py, grad_sync_passes: Megatron's NaN check is off for fp16 parameters), each a
+    memory-bound kernel on `cost` (cost/base.py, memory_ticks); both tiers' (estimate/fast.py)."""
+    fp16 = any(p.dtype == "float16" for u in units for p in u.x.owner.params if p.trainable)
+    passes = layout.framework.grad_sync_passes(fp16)
+    return buckets.preparing(passes, lambda nbytes: memory_ticks(cost, nbytes))
 
 
 def _costed(
