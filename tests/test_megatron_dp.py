@@ -182,7 +182,8 @@ def test_reduce_scatters_wait_for_the_last_micro_batch_s_weight_gradients(plan: 
         assert op.place is Place.TAIL
         (dep,) = op.deps
         kernels = ops[dep]
-        assert isinstance(kernels, Compute) and kernels.step is Step.UPDATE
+        assert isinstance(kernels, Compute)
+        assert kernels.step is Step.UPDATE
         (dep,) = kernels.deps
         source = ops[dep]
         assert isinstance(source, Compute)

@@ -701,7 +701,9 @@ class StageProgram:
             self.forward(self.units[index], micro, Step.RECOMPUTE)
 
 
-def _finals(steps: Sequence[ScheduleStep], schedule: Schedule, stage: int, stages: int) -> set[tuple[str, int, int]]:
+def _finals(
+    steps: Sequence[ScheduleStep], schedule: Schedule, stage: int, stages: int
+) -> set[tuple[str, int, int]]:
     """Per virtual stage the step (direction, micro-batch, virtual stage) of its iteration's last
     weight gradients: its last whole backward (B) or deferred weight gradients (W)."""
     last: dict[int, tuple[str, int, int]] = {}
