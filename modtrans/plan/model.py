@@ -310,6 +310,16 @@ class LayerInfo:
     update: int  # the optimizer's time for the layer (the text's 12th column; no trace runs it)
     policy: Policy | None = None  # HYBRID_CUSTOMIZED: the layer's own keyword
     unexecuted_input_grad: int = 0  # the first layer's input-gradient time: written, run by nobody
+    # once an iteration, the kernels before its data-parallel collectives (draft.Comm.kernel: a
+    # Megatron bucket's scale and NaN check), which the traces run as a compute of their own
+    kernels: int = 0
+
+    @property
+    def update_column(self) -> int:
+        """What the text formats write in the layer's update field, each run once an iteration:
+        the optimizer step and the bucket kernels (which the traces run before the bucket's
+        collective, ASTRA-sim 1.0 after it: the same compute, its collective issued earlier)."""
+        return self.update + self.kernels
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,7 +116,12 @@ def plan(
     program_of = mesh.along(pipeline_axis)
     # the first unit's input gradient: written in the text as the keywords write it, run by nobody
     infos = tuple(
-        LayerInfo(c.name, c.times.update, unexecuted_input_grad=c.times.input_grad if c.first else 0)
+        LayerInfo(
+            c.name,
+            c.times.update,
+            unexecuted_input_grad=c.times.input_grad if c.first else 0,
+            kernels=sum(x.kernel for x in c.comms.get(Place.TAIL, ())),
+        )
         for c in runs
     )
     dims = activations.dims(ir, layout.micro_batch, layout.capacity_factor)
