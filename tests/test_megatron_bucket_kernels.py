@@ -42,8 +42,19 @@ from modtrans.comm import CommType
 from modtrans.plan import Collective, Compute, Plan, Purpose, Step
 from modtrans.request import Request, prepare, request_of
 from tests.conftest import planned
-from tests.test_megatron_dp import BATCH, GPUS, HEADS, HIDDEN, LAYERS, SEQ, VOCAB, D, T
-from tests.test_megatron_dp import megatron_buckets, megatron_parameters
+from tests.test_megatron_dp import (
+    BATCH,
+    GPUS,
+    HEADS,
+    HIDDEN,
+    LAYERS,
+    SEQ,
+    VOCAB,
+    D,
+    T,
+    megatron_buckets,
+    megatron_parameters,
+)
 
 A100_TRIAD = 1.70e12  # B/s, BabelStream Triad on ND A100 v4 (the module docstring)
 H100_TRIAD = 2.97e12  # B/s, on ND H100 v5
