@@ -93,7 +93,16 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest (2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm bound by the SMs, not
+Latest (2026-12-07, branch bucketkern on main 5502bc8: Megatron's kernels over each data-parallel
+bucket before its collective, strategy/llm/buckets.py: Bucket.start_grad_sync's NaN-check norm and
+1/D scale, three passes over the bucket's fp32 gradients at the streaming bandwidth, after its last
+weight gradient, before the rest of the backward. Moved, the Megatron-Core rows only: 1.7B -26.4 to
+-25.1 %, 7.1B -26.1 to -24.4, 16B -19.1 to -17.3, 32B +18.9 (its compute 0.734 to 0.749 s, beside
+its exposed reduce-scatters), 70B +7.8 to +8.6, 119B -0.2 to +1.0, 177B -2.1 to -0.7, 314B -1.1 to
++0.5, 462B -3.1 to -1.4, Mixtral +5.1 to +6.1 %; at PP > 1 a stage's kernels hold its part of the
+pipeline too (119B: compute +16 ms, bubble +45 ms); MAE 10.8 to 10.5 %, worst 26.4 to 25.1 %;
+nothing tuned. Before it
+(2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm bound by the SMs, not
 the bandwidth, cost/norms.py: an element the longer of its SM cycles, fitted on Liger-Kernel's
 H100 NVL and A100 rows, at the device's SMs x boost clock and torch's count of its bytes at the
 streaming rate. Moved: titan-8b-a100 +3.2 to +3.8 %, -70b-a100 +5.9 to +6.2 %, -8b-h100 -7.7 to
@@ -137,17 +146,17 @@ busiest stage's):
     titan-8b-h100x128-compile    2.515 s  2.143 s -14.8 %  1.956 s  0.187  0.000    62.0 / 60.4
     foundry-7b-h100              1.155 s  1.016 s -12.0 %  0.951 s  0.065  0.000       - / 63.8
     foundry-7b-a100              5.295 s  5.139 s  -2.9 %  4.866 s  0.274  0.000       - / 63.8
-    mcore-1.7b-h100              0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 18.1
-    mcore-7.1b-h100              0.800 s  0.592 s -26.1 %  0.586 s  0.006  0.000       - / 28.8
-    mcore-16b-h100               0.850 s  0.687 s -19.1 %  0.681 s  0.006  0.000       - / 29.6
-    mcore-32b-h100               0.892 s  1.060 s +18.9 %  0.734 s  0.326  0.000       - / 28.4
-    mcore-70b-h100               2.177 s  2.346 s  +7.8 %  1.526 s  0.574  0.246       - / 36.8
-    mcore-119b-h100              3.648 s  3.640 s  -0.2 %  2.532 s  0.514  0.594       - / 37.6
-    mcore-177b-h100              5.259 s  5.148 s  -2.1 %  3.652 s  0.534  0.961       - / 41.7
-    mcore-314b-h100              8.399 s  8.306 s  -1.1 %  5.941 s  0.733  1.633       - / 55.7
-    mcore-462b-h100             12.716 s 12.319 s  -3.1 %  8.901 s  0.621  2.797       - / 56.6
-    mcore-mixtral-8x7b-h100      2.903 s  3.050 s  +5.1 %  1.974 s  0.356  0.720       - / 50.3
-    MAE 10.8 %, worst 26.4 % (goal: within 10 % each)
+    mcore-1.7b-h100              0.452 s  0.339 s -25.1 %  0.331 s  0.007  0.000       - / 18.1
+    mcore-7.1b-h100              0.800 s  0.605 s -24.4 %  0.599 s  0.006  0.000       - / 28.8
+    mcore-16b-h100               0.850 s  0.703 s -17.3 %  0.696 s  0.006  0.000       - / 29.6
+    mcore-32b-h100               0.892 s  1.060 s +18.9 %  0.749 s  0.311  0.000       - / 28.4
+    mcore-70b-h100               2.177 s  2.364 s  +8.6 %  1.544 s  0.556  0.264       - / 36.8
+    mcore-119b-h100              3.648 s  3.685 s  +1.0 %  2.548 s  0.498  0.639       - / 37.6
+    mcore-177b-h100              5.259 s  5.222 s  -0.7 %  3.668 s  0.519  1.035       - / 41.7
+    mcore-314b-h100              8.399 s  8.444 s  +0.5 %  5.962 s  0.712  1.770       - / 55.7
+    mcore-462b-h100             12.716 s 12.537 s  -1.4 %  8.917 s  0.605  3.015       - / 56.6
+    mcore-mixtral-8x7b-h100      2.903 s  3.079 s  +6.1 %  1.981 s  0.356  0.742       - / 50.3
+    MAE 10.5 %, worst 25.1 % (goal: within 10 % each)
 
 The rows before that change (main 64b994f), where they differ: 16B 0.692 s (-18.5 %), 70B 2.359 s
 (+8.4 %, compute 1.539 s), 119B 3.861 s (+5.9 %, 2.728), 177B 5.417 s (+3.0 %, 3.882), 314B 8.393 s
@@ -271,10 +280,9 @@ rate. --align-param-gather and --no-align-grad-reduce came with core_r0.9; --del
 by default) and --delay-param-gather (off) act at PP > 1 only. Not modelled, none of it the gap's
 size: Megatron's one coalesced all-reduce of the SP norms' and biases' gradients after the
 reductions (finalize_model_grads, _allreduce_layernorm_grads), where we issue one a block (49
-latencies, 3.3 ms here); each bucket's `grad_data *= 1 / D` and, with
---check-for-nan-in-loss-and-grad on by default, its norm and a host sync before the collective
-(Bucket.start_grad_sync: three passes over the fp32 buffer, some 15 ms of HBM traffic, here beside
-the reduce-scatters). So with our compute of 0.734 s Megatron-Core r0.8.0 would take about 1.05 s
+latencies, 3.3 ms here); the host sync of each bucket's NaN check (Bucket.start_grad_sync: its
+norm and `grad_data *= 1 / D`, three passes over the fp32 buffer, 15.5 ms of HBM traffic, are
+charged since branch bucketkern, beside the reduce-scatters). So with our compute of 0.734 s Megatron-Core r0.8.0 would take about 1.05 s
 at micro-batch 1, and the published 0.892 s leaves 0.16 s for what the run exposed. What else could
 explain it: a micro-batch of 2 or 4 (not published; at 2, 0.871 s, -2.3 %, on 46fae57: two
 micro-batches' backward hide more of the reduce-scatter); our compute at TP 8 above the run's (yet

@@ -110,7 +110,7 @@ def test_every_bucket_is_checked_and_scaled_before_its_reduce_scatter(mcore32b: 
     assert len(before) == len(theirs) == 73
     for (op, kernels), n in zip(before, theirs, strict=True):
         assert op.comm is CommType.REDUCESCATTER
-        assert kernels.step is Step.UPDATE  # not a layer's: the text formats' columns leave it out
+        assert kernels.step is Step.GRAD_SYNC  # not a layer's: the update column holds it
         assert kernels.flops == 0
         assert kernels.time * 1e-9 == pytest.approx(_seconds([1, 2], FP32 * n, H100_TRIAD), rel=1e-3)
     total = sum(kernels.time for _, kernels in before) * 1e-9
@@ -147,7 +147,7 @@ def _gpt2(framework: str, zero: int, config: Path | None = None) -> tuple[Collec
         prepare(request_of(model, {"dp": 2, "global_batch": 4, "framework": framework, "zero": zero}))
     )
     ((op, source),) = _before(plan)
-    return op, source if source.step is Step.UPDATE else None
+    return op, source if source.step is Step.GRAD_SYNC else None
 
 
 @pytest.mark.parametrize("zero", [0, 1])

@@ -183,7 +183,7 @@ def test_reduce_scatters_wait_for_the_last_micro_batch_s_weight_gradients(plan: 
         (dep,) = op.deps
         kernels = ops[dep]
         assert isinstance(kernels, Compute)
-        assert kernels.step is Step.UPDATE
+        assert kernels.step is Step.GRAD_SYNC
         (dep,) = kernels.deps
         source = ops[dep]
         assert isinstance(source, Compute)

@@ -194,7 +194,7 @@ def _read(program: Sequence[Any], count: int, bucketed: bool) -> tuple[Any, Any,
     for op in program:
         u = op.layer
         if isinstance(op, Compute):
-            if op.step is Step.UPDATE:
+            if op.step in (Step.UPDATE, Step.GRAD_SYNC):
                 continue  # once an iteration, every unit's at once: Skeleton.update, per stage
             if op.step is Step.RECOMPUTE:
                 core[u] += op.time

@@ -97,6 +97,9 @@ class Step(enum.StrEnum):
     WEIGHT_GRAD = "weight_grad"
     RECOMPUTE = "recompute"  # a checkpointed segment's forward, run again before its backward
     UPDATE = "update"  # the optimizer step: once per iteration, after the gradients' reductions
+    # once per iteration, the kernels over a data-parallel bucket's gradients before its
+    # collective (Megatron's Bucket.start_grad_sync: strategy/llm/buckets.py)
+    GRAD_SYNC = "grad_sync"
 
     @property
     def modelled(self) -> bool:

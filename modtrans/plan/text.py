@@ -249,8 +249,8 @@ def _cells(
                     "checkpoints say that in a workload file"
                 )
             continue  # the header's checkpoints say it; the consumer recomputes
-        if op.step is Step.UPDATE:
-            continue  # the layers' update column holds the optimizer step
+        if op.step in (Step.UPDATE, Step.GRAD_SYNC):
+            continue  # the layers' update column holds the optimizer step and the bucket kernels
         key = (op.layer, op.step)
         if isinstance(op, Compute):
             if key in times:

@@ -464,17 +464,17 @@ class StageProgram:
         """The kernels the unit's tail collectives wait for (Comm.kernel: a data-parallel bucket's
         scale and NaN check, strategy/llm/buckets.py), one compute of their time after its last
         weight gradient, on the chain, as Megatron runs them from the gradient's hook before the
-        rest of the backward: the compute stream's next kernels queue behind them. An optimizer
-        step's (Step.UPDATE): the text formats' columns and the fast tier's per-micro-batch
-        links leave it out. They read the gradients and write them scaled. Returns its index,
-        or `wg` where there are none."""
+        rest of the backward: the compute stream's next kernels queue behind them
+        (Step.GRAD_SYNC: the text formats write it in the update column, the fast tier's
+        per-micro-batch links leave it out). They read the gradients and write them scaled.
+        Returns its index, or `wg` where there are none."""
         kernel = sum(c.kernel for c in u.comms.get(Place.TAIL, ()))
         if not kernel:
             return wg
         if self.outline:
-            return self._mark(u, Step.UPDATE, kernel, 0)
+            return self._mark(u, Step.GRAD_SYNC, kernel, 0)
         scaled = tuple(Tensor(f"{t.name}.scaled", t.bytes) for t in grads)
-        return self.compute(u, Step.UPDATE, kernel, 0, grads, scaled)
+        return self.compute(u, Step.GRAD_SYNC, kernel, 0, grads, scaled)
 
     def transfer(
         self, u: Costed, direction: Direction, micro: int, here: int, boundary: int, backward: bool

@@ -49,7 +49,13 @@ Read from NVIDIA/Megatron-LM d98e8a6 (Megatron-Core):
                 the 1/D scale, 12 B an fp32 element; Megatron-LM 2022's 1/D scale, 8 B), each a
                 memory-bound kernel (cost/base.py, memory_ticks): Comm.kernel, which program.py
                 runs after the unit's last weight gradient, before the unit's input gradient, the
-                collective waiting for it (the fast tier: estimate/lastback.py). A unit closing
+                collective waiting for it (the fast tier: estimate/lastback.py): where
+                Megatron's gradient hook calls start_grad_sync with --overlap-grad-reduce, inside
+                the last micro-batch's backward of the chunk (the other stages' and chunks' one
+                bucket too: bucket_size None, the hook once its last gradient is in). Without it
+                Megatron runs them in finalize_model_grads after the whole schedule; here they
+                stay where the bucket's collective is issued, after the chunk's last backward,
+                at PP > 1 holding the stage's later steps. A unit closing
                 two buckets runs both's kernels before either collective. Not charged: the NaN
                 check's `assert not norm.isnan()`, a one-element kernel and a host sync (the CPU
                 waits for the norm, so the backward's next kernels are launched only once the

@@ -114,16 +114,7 @@ def plan(
     programs = Programs(layout.pp, program)  # each stage's built when a writer reads it
     pipeline_axis = mesh.index(Purpose.PIPELINE)
     program_of = mesh.along(pipeline_axis)
-    # the first unit's input gradient: written in the text as the keywords write it, run by nobody
-    infos = tuple(
-        LayerInfo(
-            c.name,
-            c.times.update,
-            unexecuted_input_grad=c.times.input_grad if c.first else 0,
-            kernels=sum(x.kernel for x in c.comms.get(Place.TAIL, ())),
-        )
-        for c in runs
-    )
+    infos = _infos(runs)
     dims = activations.dims(ir, layout.micro_batch, layout.capacity_factor)
     facts = LayoutFacts(
         sequence_parallel=layout.sp,
@@ -147,6 +138,21 @@ def plan(
         ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
+
+
+def _infos(runs: Sequence[Costed]) -> tuple[LayerInfo, ...]:
+    """What the text formats write of each unit beside its program: its optimizer step, its bucket
+    kernels (draft.Comm.kernel) and the first unit's input gradient, written in the text as the
+    keywords write it, run by nobody."""
+    return tuple(
+        LayerInfo(
+            c.name,
+            c.times.update,
+            unexecuted_input_grad=c.times.input_grad if c.first else 0,
+            kernels=sum(x.kernel for x in c.comms.get(Place.TAIL, ())),
+        )
+        for c in runs
+    )
 
 
 def _recomputation(layout: Layout) -> dict[str, Any]:
