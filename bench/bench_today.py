@@ -283,8 +283,8 @@ reductions (finalize_model_grads, _allreduce_layernorm_grads), where we issue on
 latencies, 3.3 ms here); the host sync of each bucket's NaN check (Bucket.start_grad_sync: its
 norm and `grad_data *= 1 / D`, three passes over the fp32 buffer, 15.5 ms of HBM traffic, are
 charged since branch bucketkern, beside the reduce-scatters). So with our compute of 0.734 s
-(0.749 s with those kernels) Megatron-Core r0.8.0 would take about 1.05 s at micro-batch 1, and the published 0.892 s leaves 0.16 s for what the run exposed. What else could
-explain it: a micro-batch of 2 or 4 (not published; at 2, 0.871 s, -2.3 %, on 46fae57: two
+(0.749 s with those kernels) Megatron-Core r0.8.0 would take about 1.05 s at micro-batch 1, and
+the published 0.892 s leaves 0.16 s for what the run exposed. What else could explain it: a micro-batch of 2 or 4 (not published; at 2, 0.871 s, -2.3 %, on 46fae57: two
 micro-batches' backward hide more of the reduce-scatter); our compute at TP 8 above the run's (yet
 the TP 1-4 rows' compute is 19-26 % short of theirs: as short here, nothing would be left for
 communication); data-parallel collectives faster than one NDR NIC's published 46-48 GB/s, for which
