@@ -280,15 +280,15 @@ rate. --align-param-gather and --no-align-grad-reduce came with core_r0.9; --del
 by default) and --delay-param-gather (off) act at PP > 1 only. Not modelled, none of it the gap's
 size: Megatron's one coalesced all-reduce of the SP norms' and biases' gradients after the
 reductions (finalize_model_grads, _allreduce_layernorm_grads), where we issue one a block (49
-latencies, 3.3 ms here); the host sync of each bucket's NaN check (Bucket.start_grad_sync: its
-norm and `grad_data *= 1 / D`, three passes over the fp32 buffer, 15.5 ms of HBM traffic, are
-charged since branch bucketkern, beside the reduce-scatters). So with our compute of 0.734 s
-(0.749 s with those kernels) Megatron-Core r0.8.0 would take about 1.05 s at micro-batch 1, and
-the published 0.892 s leaves 0.16 s for what the run exposed. What else could explain it: a micro-batch of 2 or 4 (not published; at 2, 0.871 s, -2.3 %, on 46fae57: two
-micro-batches' backward hide more of the reduce-scatter); our compute at TP 8 above the run's (yet
-the TP 1-4 rows' compute is 19-26 % short of theirs: as short here, nothing would be left for
-communication); data-parallel collectives faster than one NDR NIC's published 46-48 GB/s, for which
-no evidence was found.
+latencies, 3.3 ms here); the host sync of each bucket's NaN check (Bucket.start_grad_sync: its norm
+and `grad_data *= 1 / D`, three passes over the fp32 buffer, 15.5 ms of HBM traffic, are charged
+since branch bucketkern, beside the reduce-scatters). So with our compute of 0.734 s (0.749 s with
+those kernels) Megatron-Core r0.8.0 would take about 1.05 s at micro-batch 1, and the published
+0.892 s leaves 0.16 s for what the run exposed. What else could explain it: a micro-batch of 2 or 4
+(not published; at 2, 0.871 s, -2.3 %, on 46fae57: two micro-batches' backward hide more of the
+reduce-scatter); our compute at TP 8 above the run's (yet the TP 1-4 rows' compute is 19-26 % short
+of theirs: as short here, nothing would be left for communication); data-parallel collectives faster
+than one NDR NIC's published 46-48 GB/s, for which no evidence was found.
 Ruled out for the small rows: attention dropout inside the fused kernel (Transformer Engine issue
 3312, H200, TE 2.15, sbhd, 4,096 tokens, 16 heads of 128: 0.594 ms at p = 0, 0.614 ms at p = 0.1;
 +3 % of an attention that is about 16 % of the 1.7B's compute); the attention kernel (the
