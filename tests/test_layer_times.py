@@ -104,7 +104,10 @@ def test_a_22b_layer_as_korthikantis_table_4_measured_it(mode: str, tmp_path: Pa
 def test_the_update_is_megatrons_mixed_precision_adam() -> None:
     """fp16 parameters with fp32 main parameters, gradients and moments: 50 B an element (Adam's
     seven fp32 passes, the norm's read, the zeroing, the unscaling's read and write, the copy back
-    to fp16); fp32 parameters 36 B. Counted by hand from MixedPrecisionOptimizer.step's kernels."""
+    to fp16); bf16 42 B, no unscaling: Megatron builds no grad scaler for bf16 without
+    --loss-scale (megatron/core/optimizer/__init__.py at core_r0.8.0: "otherwise we are running in
+    bf16 with no loss-scale so leave it as None"; prepare_grads unscales `if self.grad_scaler`);
+    fp32 parameters 36 B. Counted by hand from MixedPrecisionOptimizer.step's kernels."""
     elements = 1000
 
     def layer(dtype: str, width: int) -> Layer:
@@ -112,6 +115,7 @@ def test_the_update_is_megatrons_mixed_precision_adam() -> None:
         return Layer("fc", "fc", "Gemm", Kind.LINEAR, params=(weight,))
 
     assert update_bytes(layer("float16", 2)) == elements * (7 * 4 + 4 + 4 + 2 * 4 + 4 + 2)
+    assert update_bytes(layer("bfloat16", 2)) == elements * (7 * 4 + 4 + 4 + 4 + 2)
     assert update_bytes(layer("float", 4)) == elements * (7 * 4 + 4 + 4)
 
 
