@@ -103,8 +103,11 @@ its exposed reduce-scatters), 70B +7.8 to +8.6, 119B -0.2 to +1.0, 177B -2.1 to 
 pipeline too (119B: compute +16 ms, bubble +45 ms). Then a bf16 parameter's optimizer step
 without a loss scale's unscaling (cost/gemm.py, update_bytes: 42 B, not 50): titan-8b-a100 +3.8
 to +3.7 %, -8b-h100 -14.6 to -14.7 %, -8b-h100-compile -16.1 to -16.3 %, foundry-7b-h100 -12.0 to
--12.2 %, -7b-a100 -2.9 to -3.0 %, Mixtral +6.1 to +6.0 %, the others under 0.05 %. MAE 10.8 to
-10.5 %, worst 26.4 to 25.1 %; nothing tuned. Before it
+-12.2 %, -7b-a100 -2.9 to -3.0 %, Mixtral +6.1 to +6.0 %, the others under 0.05 %. Then the
+distributed optimizer's zeroing of the whole gradient buffer on every rank (zero_grad_buffer:
+4 B a parameter, not 4 / D; strategy/llm/build.py, sharded_update): the Megatron-Core rows 2-7 ms
+longer, 1.7B -24.6 %, 7.1B -23.9, 16B -16.7, 32B +19.4, 70B +8.8, 119B +1.2, 177B -0.6, 314B +0.6,
+462B -1.4, Mixtral +6.1 %. MAE 10.8 to 10.5 %, worst 26.4 to 24.6 %; nothing tuned. Before it
 (2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm bound by the SMs, not
 the bandwidth, cost/norms.py: an element the longer of its SM cycles, fitted on Liger-Kernel's
 H100 NVL and A100 rows, at the device's SMs x boost clock and torch's count of its bytes at the
@@ -149,17 +152,17 @@ busiest stage's):
     titan-8b-h100x128-compile    2.515 s  2.142 s -14.8 %  1.956 s  0.187  0.000    62.0 / 60.4
     foundry-7b-h100              1.155 s  1.013 s -12.2 %  0.949 s  0.065  0.000       - / 63.8
     foundry-7b-a100              5.295 s  5.135 s  -3.0 %  4.862 s  0.274  0.000       - / 63.8
-    mcore-1.7b-h100              0.452 s  0.339 s -25.1 %  0.331 s  0.007  0.000       - / 18.1
-    mcore-7.1b-h100              0.800 s  0.605 s -24.4 %  0.599 s  0.006  0.000       - / 28.8
-    mcore-16b-h100               0.850 s  0.703 s -17.3 %  0.696 s  0.006  0.000       - / 29.6
-    mcore-32b-h100               0.892 s  1.060 s +18.9 %  0.749 s  0.311  0.000       - / 28.4
-    mcore-70b-h100               2.177 s  2.363 s  +8.6 %  1.543 s  0.556  0.264       - / 36.8
-    mcore-119b-h100              3.648 s  3.685 s  +1.0 %  2.548 s  0.498  0.639       - / 37.6
-    mcore-177b-h100              5.259 s  5.222 s  -0.7 %  3.668 s  0.519  1.035       - / 41.7
-    mcore-314b-h100              8.399 s  8.444 s  +0.5 %  5.961 s  0.712  1.770       - / 55.7
-    mcore-462b-h100             12.716 s 12.537 s  -1.4 %  8.917 s  0.605  3.015       - / 56.6
-    mcore-mixtral-8x7b-h100      2.903 s  3.077 s  +6.0 %  1.979 s  0.356  0.742       - / 50.3
-    MAE 10.5 %, worst 25.1 % (goal: within 10 % each)
+    mcore-1.7b-h100              0.452 s  0.340 s -24.6 %  0.333 s  0.007  0.000       - / 18.1
+    mcore-7.1b-h100              0.800 s  0.609 s -23.9 %  0.603 s  0.006  0.000       - / 28.8
+    mcore-16b-h100               0.850 s  0.708 s -16.7 %  0.701 s  0.006  0.000       - / 29.6
+    mcore-32b-h100               0.892 s  1.065 s +19.4 %  0.754 s  0.311  0.000       - / 28.4
+    mcore-70b-h100               2.177 s  2.369 s  +8.8 %  1.549 s  0.556  0.264       - / 36.8
+    mcore-119b-h100              3.648 s  3.690 s  +1.2 %  2.553 s  0.498  0.639       - / 37.6
+    mcore-177b-h100              5.259 s  5.227 s  -0.6 %  3.673 s  0.519  1.035       - / 41.7
+    mcore-314b-h100              8.399 s  8.451 s  +0.6 %  5.968 s  0.712  1.770       - / 55.7
+    mcore-462b-h100             12.716 s 12.542 s  -1.4 %  8.922 s  0.605  3.015       - / 56.6
+    mcore-mixtral-8x7b-h100      2.903 s  3.079 s  +6.1 %  1.981 s  0.356  0.742       - / 50.3
+    MAE 10.5 %, worst 24.6 % (goal: within 10 % each)
 
 The rows before that change (main 64b994f), where they differ: 16B 0.692 s (-18.5 %), 70B 2.359 s
 (+8.4 %, compute 1.539 s), 119B 3.861 s (+5.9 %, 2.728), 177B 5.417 s (+3.0 %, 3.882), 314B 8.393 s
@@ -285,13 +288,14 @@ size: Megatron's one coalesced all-reduce of the SP norms' and biases' gradients
 reductions (finalize_model_grads, _allreduce_layernorm_grads), where we issue one a block (49
 latencies, 3.3 ms here); the host sync of each bucket's NaN check (Bucket.start_grad_sync: its norm
 and `grad_data *= 1 / D`, three passes over the fp32 buffer, 15.5 ms of HBM traffic, are charged
-since branch bucketkern, beside the reduce-scatters). So with our compute of 0.734 s (0.749 s with
-those kernels) Megatron-Core r0.8.0 would take about 1.05 s at micro-batch 1, and the published
-0.892 s leaves 0.16 s for what the run exposed. What else could explain it: a micro-batch of 2 or 4
-(not published; at 2, 0.871 s, -2.3 %, on 46fae57: two micro-batches' backward hide more of the
-reduce-scatter); our compute at TP 8 above the run's (yet the TP 1-4 rows' compute is 19-26 % short
-of theirs: as short here, nothing would be left for communication); data-parallel collectives faster
-than one NDR NIC's published 46-48 GB/s, for which no evidence was found.
+since branch bucketkern, beside the reduce-scatters). So with our compute of 0.734 s (0.754 s with
+those kernels and the whole buffer's zeroing) Megatron-Core r0.8.0 would take about 1.05 s at
+micro-batch 1, and the published 0.892 s leaves 0.16 s for what the run exposed. What else could
+explain it: a micro-batch of 2 or 4 (not published; at 2, 0.871 s, -2.3 %, on 46fae57: two
+micro-batches' backward hide more of the reduce-scatter); our compute at TP 8 above the run's (yet
+the TP 1-4 rows' compute is 19-26 % short of theirs: as short here, nothing would be left for
+communication); data-parallel collectives faster than one NDR NIC's published 46-48 GB/s, for which
+no evidence was found.
 Ruled out for the small rows: attention dropout inside the fused kernel (Transformer Engine issue
 3312, H200, TE 2.15, sbhd, 4,096 tokens, 16 heads of 128: 0.594 ms at p = 0, 0.614 ms at p = 0.1;
 +3 % of an attention that is about 16 % of the 1.7B's compute); the attention kernel (the

@@ -118,3 +118,11 @@ def update_bytes(layer: Layer) -> int:
         extra = unscale + FP32 + width if width < FP32 else 0
         total += round(p.elements * (passes * FP32 + extra))
     return total
+
+
+def zeroing_bytes(layer: Layer) -> int:
+    """The part of update_bytes that zeroes the layer's fp32 gradients for the next iteration
+    (ZERO_PASSES): Megatron's zero_grad_buffer, which the distributed optimizer runs over the whole
+    buffer on every rank (strategy/llm/build.py, sharded_update)."""
+    counted = (p for p in layer.params if p.trainable and p.counted)
+    return sum(ZERO_PASSES * FP32 * p.elements for p in counted)

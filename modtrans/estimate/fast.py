@@ -367,13 +367,13 @@ def _swapped(ran: list[pipeline.Stage], swaps: Sequence[tuple[int, int, int]]) -
 
 def _update(sk: Skeleton, cuts: Sequence[range], held: Iterable[int], layout: Layout) -> int:
     """A stage's optimizer step: its chunks' units' update times (StageProgram._optimizer's sum),
-    each over the share of its state a rank of `layout` keeps (build.update_shards)."""
+    each over the share of its state a rank of `layout` keeps (build.sharded_update)."""
     if not sk.update:
         return 0
-    from modtrans.strategy.llm.build import update_shards
+    from modtrans.strategy.llm.build import sharded_update
 
-    shards = [update_shards(unit, layout) for unit in sk.units]
-    return sum(-(-sk.update[u] // shards[u]) for v in held for b in cuts[v] for u in sk.blocks[b])
+    ticks = [sharded_update(t, unit, layout) for t, unit in zip(sk.update, sk.units, strict=True)]
+    return sum(ticks[u] for v in held for b in cuts[v] for u in sk.blocks[b])
 
 
 def _held(layout: Layout, stage: int) -> set[int]:

@@ -10,6 +10,7 @@ from typing import Any
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
 from modtrans.cost.base import by_shape, memory_ticks
+from modtrans.cost.gemm import update_bytes, zeroing_bytes
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR, needs_input_grad
 from modtrans.plan.model import (
@@ -363,12 +364,30 @@ def update_shards(u: Unit, layout: Layout) -> int:
 
 
 def _sharded_update(run: Costed, u: Unit, layout: Layout) -> Costed:
-    """The unit's optimizer step over the share of its state this rank keeps (update_shards)."""
-    shards = update_shards(u, layout)
-    if shards == 1 or not run.times.update:
+    """The unit's optimizer step over the share of its state this rank keeps (sharded_update)."""
+    update = sharded_update(run.times.update, u, layout)
+    if update == run.times.update:
         return run
-    times = dataclasses.replace(run.times, update=-(-run.times.update // shards))
-    return dataclasses.replace(run, times=times)
+    return dataclasses.replace(run, times=dataclasses.replace(run.times, update=update))
+
+
+def sharded_update(update: int, u: Unit, layout: Layout) -> int:
+    """A rank's part of the unit's optimizer step of `update` ticks over its whole state: the share
+    of the state it keeps (update_shards), but under Megatron's distributed optimizer the zeroing
+    of the gradients (cost/gemm.py, zeroing_bytes: its part of the step's bytes) whole, which
+    zero_grad_buffer runs over the whole buffer on every rank each iteration (megatron/core/
+    distributed/param_and_grad_buffer.py at core_r0.8.0, ParamAndGradBuffer.reset:
+    `self.grad_data.zero_()`; Megatron-LM fc7f4f0, megatron/model/distributed.py, MemoryBuffer.zero).
+    Both tiers' (estimate/fast.py)."""
+    shards = update_shards(u, layout)
+    if shards == 1 or not update:
+        return update
+    whole = 0
+    if layout.framework.distributed_optimizer and layout.zero in (1, 2):
+        members = u.x.group.members
+        moved = sum(update_bytes(m) for m in members)
+        whole = update * sum(zeroing_bytes(m) for m in members) // moved if moved else 0
+    return -(-(update - whole) // shards) + whole
 
 
 def _shape(u: Unit, inputs: frozenset[str], reruns: frozenset[str] | None = None) -> tuple[object, ...]:
