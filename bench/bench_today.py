@@ -93,7 +93,8 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest (2026-12-07, branch spfinal on main 5502bc8: on Megatron's 1F1B stages but the first the
+Latest: see the table. Branch spfinal (2026-12-07, on main 5502bc8: on Megatron's 1F1B stages
+but the first the
 gradients' reductions wait for the last backward's send, as Megatron launches them after it
 (program.py, Pipeline.reduce_after_send), and under SP one all-reduce of the norms' gradients a
 rank after the backward, not one a block (strategy/llm/tensor.py, finalized_grads). Moved:
@@ -103,13 +104,28 @@ later stages' buckets no longer ahead of their last sends: bubble 0.720 to 0.535
 10.6 % (from the rows' rounded errors); nothing tuned. The order alone, without the one
 all-reduce: 70B 2.337 s, 119B 3.628, 177B 5.133, 314B 8.287, 462B 12.297; the all-reduce alone
 (branch leftovers2, reverted) had given +24.3 to +32.7 % on the five with stages, its bucket
-ahead of the send. Before it (2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm
-bound by the SMs, not the bandwidth, cost/norms.py: an element the longer of its SM cycles, fitted
-on Liger-Kernel's H100 NVL and A100 rows, at the device's SMs x boost clock and torch's count of
-its bytes at the streaming rate. Moved: titan-8b-a100 +3.2 to +3.8 %, -70b-a100 +5.9 to +6.2 %,
--8b-h100 -7.7 to -14.6 %, -8b-h100x128 -7.4 to -14.1 %, the --compile rows -16.0 to -16.1 % and
--14.7 to -14.8 %; MAE 10.0 to 10.8 %; nothing tuned. Before it (2026-12-07, third session, main
-98955de: the GEMM
+ahead of the send. Branch bucketkern (2026-12-07, on main 5502bc8: Megatron's kernels over
+each data-parallel
+bucket before its collective, strategy/llm/buckets.py: Bucket.start_grad_sync's NaN-check norm and
+1/D scale, three passes over the bucket's fp32 gradients at the streaming bandwidth, after its last
+weight gradient, before the rest of the backward. Moved, the Megatron-Core rows only: 1.7B -26.4 to
+-25.1 %, 7.1B -26.1 to -24.4, 16B -19.1 to -17.3, 32B +18.9 (its compute 0.734 to 0.749 s, beside
+its exposed reduce-scatters), 70B +7.8 to +8.6, 119B -0.2 to +1.0, 177B -2.1 to -0.7, 314B -1.1 to
++0.5, 462B -3.1 to -1.4, Mixtral +5.1 to +6.1 %; at PP > 1 a stage's kernels hold its part of the
+pipeline too (119B: compute +16 ms, bubble +45 ms). Then a bf16 parameter's optimizer step
+without a loss scale's unscaling (cost/gemm.py, update_bytes: 42 B, not 50): titan-8b-a100 +3.8
+to +3.7 %, -8b-h100 -14.6 to -14.7 %, -8b-h100-compile -16.1 to -16.3 %, foundry-7b-h100 -12.0 to
+-12.2 %, -7b-a100 -2.9 to -3.0 %, Mixtral +6.1 to +6.0 %, the others under 0.05 %. Then the
+distributed optimizer's zeroing of the whole gradient buffer on every rank (zero_grad_buffer:
+4 B a parameter, not 4 / D; strategy/llm/build.py, sharded_update): the Megatron-Core rows 2-7 ms
+longer, 1.7B -24.6 %, 7.1B -23.9, 16B -16.7, 32B +19.4, 70B +8.8, 119B +1.2, 177B -0.6, 314B +0.6,
+462B -1.4, Mixtral +6.1 %. MAE 10.8 to 10.5 %, worst 26.4 to 24.6 %; nothing tuned. Before it
+(2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm bound by the SMs, not
+the bandwidth, cost/norms.py: an element the longer of its SM cycles, fitted on Liger-Kernel's
+H100 NVL and A100 rows, at the device's SMs x boost clock and torch's count of its bytes at the
+streaming rate. Moved: titan-8b-a100 +3.2 to +3.8 %, -70b-a100 +5.9 to +6.2 %, -8b-h100 -7.7 to
+-14.6 %, -8b-h100x128 -7.4 to -14.1 %, the --compile rows -16.0 to -16.1 % and -14.7 to -14.8 %;
+MAE 10.0 to 10.8 %; nothing tuned. Before it (2026-12-07, third session, main 98955de: the GEMM
 model's bounds at every wave count,
 cost/gpu.py: two kernels of half the rows bound a GEMM above a wave too, split-K slices of 1,024
 with the last what is left. Moved: titan-8b-a100 +3.3 to +3.2 %, Megatron-Core 7.1B -26.0 to
@@ -140,25 +156,25 @@ leave alone; history in docs/performance.md; compute, exposed communication and 
 busiest stage's):
 
     run                        published    ours   error  compute   comm  bubble  memory pub / ours
-    titan-8b-a100                2.755 s  2.859 s  +3.8 %  2.517 s  0.342  0.000       - / 36.0
-    titan-70b-a100              24.749 s 26.286 s  +6.2 % 22.523 s  3.763  0.000       - / 51.5
-    titan-8b-h100                2.843 s  2.429 s -14.6 %  2.345 s  0.084  0.000    82.4 / 78.5
+    titan-8b-a100                2.755 s  2.858 s  +3.7 %  2.516 s  0.342  0.000       - / 36.0
+    titan-70b-a100              24.749 s 26.281 s  +6.2 % 22.518 s  3.763  0.000       - / 51.5
+    titan-8b-h100                2.843 s  2.425 s -14.7 %  2.342 s  0.084  0.000    82.4 / 78.5
     titan-8b-h100x128            2.923 s  2.510 s -14.1 %  2.323 s  0.187  0.000    67.0 / 64.4
-    titan-8b-h100-compile        2.457 s  2.062 s -16.1 %  1.978 s  0.084  0.000    77.0 / 74.5
-    titan-8b-h100x128-compile    2.515 s  2.143 s -14.8 %  1.956 s  0.187  0.000    62.0 / 60.4
-    foundry-7b-h100              1.155 s  1.016 s -12.0 %  0.951 s  0.065  0.000       - / 63.8
-    foundry-7b-a100              5.295 s  5.139 s  -2.9 %  4.866 s  0.274  0.000       - / 63.8
-    mcore-1.7b-h100              0.452 s  0.333 s -26.4 %  0.325 s  0.007  0.000       - / 18.1
-    mcore-7.1b-h100              0.800 s  0.592 s -26.1 %  0.586 s  0.006  0.000       - / 28.8
-    mcore-16b-h100               0.850 s  0.687 s -19.1 %  0.681 s  0.006  0.000       - / 29.6
-    mcore-32b-h100               0.892 s  1.057 s +18.5 %  0.734 s  0.323  0.000       - / 28.4
-    mcore-70b-h100               2.177 s  2.334 s  +7.2 %  1.526 s  0.571  0.237       - / 36.8
-    mcore-119b-h100              3.648 s  3.627 s  -0.6 %  2.532 s  0.512  0.582       - / 37.6
-    mcore-177b-h100              5.259 s  5.132 s  -2.4 %  3.652 s  0.533  0.947       - / 41.7
-    mcore-314b-h100              8.399 s  8.286 s  -1.3 %  5.941 s  0.732  1.613       - / 55.7
-    mcore-462b-h100             12.716 s 12.296 s  -3.3 %  8.901 s  0.620  2.775       - / 56.6
-    mcore-mixtral-8x7b-h100      2.903 s  2.865 s  -1.3 %  1.974 s  0.356  0.535       - / 50.3
-    MAE 10.6 %, worst 26.4 % (goal: within 10 % each)
+    titan-8b-h100-compile        2.457 s  2.058 s -16.3 %  1.974 s  0.084  0.000    77.0 / 74.5
+    titan-8b-h100x128-compile    2.515 s  2.142 s -14.8 %  1.956 s  0.187  0.000    62.0 / 60.4
+    foundry-7b-h100              1.155 s  1.013 s -12.2 %  0.949 s  0.065  0.000       - / 63.8
+    foundry-7b-a100              5.295 s  5.135 s  -3.0 %  4.862 s  0.274  0.000       - / 63.8
+    mcore-1.7b-h100              0.452 s  0.340 s -24.6 %  0.333 s  0.007  0.000       - / 18.1
+    mcore-7.1b-h100              0.800 s  0.609 s -23.9 %  0.603 s  0.006  0.000       - / 28.8
+    mcore-16b-h100               0.850 s  0.708 s -16.7 %  0.701 s  0.006  0.000       - / 29.6
+    mcore-32b-h100               0.892 s  1.065 s +19.4 %  0.754 s  0.311  0.000       - / 28.4
+    mcore-70b-h100               2.177 s  2.369 s  +8.8 %  1.549 s  0.556  0.264       - / 36.8
+    mcore-119b-h100              3.648 s  3.690 s  +1.2 %  2.553 s  0.498  0.639       - / 37.6
+    mcore-177b-h100              5.259 s  5.227 s  -0.6 %  3.673 s  0.519  1.035       - / 41.7
+    mcore-314b-h100              8.399 s  8.451 s  +0.6 %  5.968 s  0.712  1.770       - / 55.7
+    mcore-462b-h100             12.716 s 12.542 s  -1.4 %  8.922 s  0.605  3.015       - / 56.6
+    mcore-mixtral-8x7b-h100      2.903 s  3.079 s  +6.1 %  1.981 s  0.356  0.742       - / 50.3
+    MAE 10.5 %, worst 24.6 % (goal: within 10 % each)
 
 The rows before that change (main 64b994f), where they differ: 16B 0.692 s (-18.5 %), 70B 2.359 s
 (+8.4 %, compute 1.539 s), 119B 3.861 s (+5.9 %, 2.728), 177B 5.417 s (+3.0 %, 3.882), 314B 8.393 s
@@ -281,12 +297,13 @@ by about 0.10 s, the reduce-scatters the last backward's 121 ms by about 0.20 s,
 rate. --align-param-gather and --no-align-grad-reduce came with core_r0.9; --delay-grad-reduce (on
 by default) and --delay-param-gather (off) act at PP > 1 only. Modelled since (branch spfinal):
 Megatron's one coalesced all-reduce of the SP norms' and biases' gradients after the reductions
-(finalize_model_grads, _allreduce_layernorm_grads), where we issued one a block (1.060 to 1.057 s).
-Not modelled, none of it the gap's size: each bucket's `grad_data *= 1 / D` and, with
---check-for-nan-in-loss-and-grad on by default, its norm and a host sync before the collective
-(Bucket.start_grad_sync: three passes over the fp32 buffer, some 15 ms of HBM traffic, here beside
-the reduce-scatters). So with our compute of 0.734 s Megatron-Core r0.8.0 would take about 1.05 s
-at micro-batch 1, and the published 0.892 s leaves 0.16 s for what the run exposed. What else could
+(finalize_model_grads, _allreduce_layernorm_grads), where we issued one a block (1.060 to 1.057 s);
+each bucket's `grad_data *= 1 / D` and NaN-check norm before its collective (Bucket.start_grad_sync:
+three passes over the fp32 buffer, 15.5 ms of HBM traffic, branch bucketkern, beside the
+reduce-scatters). Not modelled: the host sync of each bucket's NaN check. So with our compute of
+0.734 s (0.754 s with those kernels and the whole buffer's zeroing) Megatron-Core r0.8.0 would take
+about 1.05 s at micro-batch 1, and the published 0.892 s leaves 0.16 s for what the run exposed.
+What else could
 explain it: a micro-batch of 2 or 4 (not published; at 2, 0.871 s, -2.3 %, on 46fae57: two
 micro-batches' backward hide more of the reduce-scatter); our compute at TP 8 above the run's (yet
 the TP 1-4 rows' compute is 19-26 % short of theirs: as short here, nothing would be left for

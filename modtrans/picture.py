@@ -74,22 +74,28 @@ COLOURS = {
     Step.RECOMPUTE: "#bab0ac",
     Step.WEIGHT_GRAD: "#f28e2b",
     Step.UPDATE: "#b07aa1",
+    Step.GRAD_SYNC: "#76b7b2",
 }
-LETTERS = {Step.FWD: "F", Step.INPUT_GRAD: "B", Step.RECOMPUTE: "R", Step.WEIGHT_GRAD: "W", Step.UPDATE: "U"}
+LETTERS = {
+    Step.FWD: "F", Step.INPUT_GRAD: "B", Step.RECOMPUTE: "R", Step.WEIGHT_GRAD: "W", Step.UPDATE: "U",
+    Step.GRAD_SYNC: "S",
+}  # fmt: skip
 NAMES = {
     Step.FWD: "forward",
     Step.INPUT_GRAD: "backward",
     Step.RECOMPUTE: "recomputed forward",
     Step.WEIGHT_GRAD: "weight gradient",
     Step.UPDATE: "optimizer step",
+    Step.GRAD_SYNC: "gradient sync kernels",
 }
 
 
 def _shown(t: Timeline) -> list[Step]:
     """The legend's kinds: forward, backward, recomputed forward, weight gradients where a
-    schedule runs them apart (ZB-H1), and the optimizer step where the plan has one."""
+    schedule runs them apart (ZB-H1), the optimizer step and the bucket kernels where the plan has
+    them."""
     present = {b.step for b in t.blocks}
-    return [s for s in COLOURS if s not in (Step.WEIGHT_GRAD, Step.UPDATE) or s in present]
+    return [s for s in COLOURS if s not in (Step.WEIGHT_GRAD, Step.UPDATE, Step.GRAD_SYNC) or s in present]
 
 
 LEFT, TOP, LANE, AXIS = 120, 40, 28, 30

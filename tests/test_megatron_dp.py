@@ -175,11 +175,16 @@ def test_reduce_scatters_are_megatron_cores_buckets_in_fp32(plan: Plan) -> None:
 
 def test_reduce_scatters_wait_for_the_last_micro_batch_s_weight_gradients(plan: Plan) -> None:
     """no_sync for all but the last micro-batch: every reduce-scatter waits for a weight gradient
-    of micro-batch 3 (the fourth of 192 / 48) and for nothing of the ones before."""
+    of micro-batch 3 (the fourth of 192 / 48) and for nothing of the ones before, through the
+    bucket's scale and NaN check (tests/test_megatron_bucket_kernels.py)."""
     ops = plan.programs[0]
     for _, op in _data(plan, CommType.REDUCESCATTER):
         assert op.place is Place.TAIL
         (dep,) = op.deps
+        kernels = ops[dep]
+        assert isinstance(kernels, Compute)
+        assert kernels.step is Step.GRAD_SYNC
+        (dep,) = kernels.deps
         source = ops[dep]
         assert isinstance(source, Compute)
         assert source.step is Step.WEIGHT_GRAD

@@ -238,15 +238,20 @@ def test_data_is_its_layouts_dp(model: str) -> None:
     FLOPs), and every collective (layer, step, type, bytes, its group's ranks) with the operation it
     waits for, but the gradients: one all-reduce per layer in the keyword's, Megatron-LM's gradient
     buffer in the layout's (one bucket, all-reduced at the first layer, the backward's last:
-    strategy/llm/buckets.py), of the same bytes; and each one's last compute, its optimizer step
-    (a keyword's traces end with it as a layout's do)."""
+    strategy/llm/buckets.py), of the same bytes, after Megatron's kernels over that bucket (its
+    NaN check and 1/D scale, Bucket.start_grad_sync: tests/test_megatron_bucket_kernels.py), one
+    compute the keyword's DATA does not run; and each one's last compute, its optimizer step (a
+    keyword's traces end with it as a layout's do)."""
     preset, layout = _both(model, 2, 0)
     assert [i.name for i in preset.layers] == [i.name for i in layout.layers]
     assert {g.ranks for g in preset.groups()} == {g.ranks for g in layout.groups()}
     first = preset.layers[0].name
     for rank in (0, 1):
-        assert preset.compute_time(rank) == layout.compute_time(rank)
         computes, collectives = _canonical(layout, rank)
+        (sync,) = [c for c in computes if c[2] == "grad_sync"]
+        computes.remove(sync)
+        assert sync[1] == first
+        assert preset.compute_time(rank) == layout.compute_time(rank) - int(str(sync[3]))
         assert computes.pop()[2] == "update"
         keyword = _canonical(preset, rank)
         assert keyword[0].pop()[2] == "update"
@@ -256,14 +261,18 @@ def test_data_is_its_layouts_dp(model: str) -> None:
         assert bucket[0][4] == sum(int(str(c[4])) for c in layered)
         assert computes == keyword[0]
         assert [c for c in collectives if c not in bucket] == [c for c in keyword[1] if c not in layered]
-    # the layout's ASTRA-sim 1.0 text is the preset's, the bucket's all-reduce on the first line;
-    # a line with no collective has its optimizer step in its weight-gradient compute, since
-    # ASTRA-sim 1.0 waits the update column only after a line's collectives (plan/lines.py, settle)
+    # the layout's ASTRA-sim 1.0 text is the preset's, the bucket's all-reduce on the first line,
+    # the bucket's kernels in its update column; a line with no collective has its optimizer step in
+    # its weight-gradient compute, since ASTRA-sim 1.0 waits the update column only after a line's
+    # collectives (plan/lines.py, settle)
     text, words = project(layout), project(preset)
     assert len(text.layers) == len(words.layers)
     whole = sum(z.weight_grad.comm_size for z in words.layers)
     for x, y in zip(text.layers, words.layers, strict=True):
         assert x.weight_grad.comm_size == (whole if x.name == first else 0)
+        if x.name == first:
+            assert x.update_time == y.update_time + int(str(sync[3]))
+            x = dataclasses.replace(x, update_time=y.update_time)
         if x.name == first or not y.update_time:
             assert dataclasses.replace(x, weight_grad=y.weight_grad) == y
             assert x.weight_grad.compute_time == y.weight_grad.compute_time
@@ -273,8 +282,9 @@ def test_data_is_its_layouts_dp(model: str) -> None:
 
 
 def _passes(plan: Plan, rank: int = 0) -> int:
-    """The rank's compute but its optimizer step."""
-    update = sum(o.time for o in plan.program(rank) if isinstance(o, Compute) and o.step is Step.UPDATE)
+    """The rank's compute but its optimizer step and a layout's bucket kernels (Step.GRAD_SYNC)."""
+    once = (Step.UPDATE, Step.GRAD_SYNC)
+    update = sum(o.time for o in plan.program(rank) if isinstance(o, Compute) and o.step in once)
     return plan.compute_time(rank) - update
 
 

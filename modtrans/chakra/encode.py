@@ -39,6 +39,7 @@ _PHASE = {
     Step.WEIGHT_GRAD: "BWD_WG",
     Step.RECOMPUTE: "FWD_RECOMPUTE",
     Step.UPDATE: "UPDATE",
+    Step.GRAD_SYNC: "GRAD_SYNC",
 }
 
 

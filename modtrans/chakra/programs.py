@@ -35,6 +35,7 @@ STEPS = {
     "BWD_WG": Step.WEIGHT_GRAD,
     "FWD": Step.FWD,
     "UPDATE": Step.UPDATE,
+    "GRAD_SYNC": Step.GRAD_SYNC,
 }
 
 

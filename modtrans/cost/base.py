@@ -113,6 +113,15 @@ def by_shape(cost: CostModel) -> bool:
     return getattr(cost, "SHAPE_ONLY", False) is True
 
 
+def memory_ticks(cost: CostModel, nbytes: int) -> int:
+    """Ticks of one memory-bound kernel outside the layers moving `nbytes` (a data-parallel
+    bucket's scale before its collective: strategy/llm/buckets.py): the model's memory_seconds
+    where it has one (gpu: the streaming bandwidth, no kernel under its launch floor; roofline: the
+    device's bandwidth), else 0: the systolic and SCALE-Sim models time the layers alone."""
+    seconds = getattr(cost, "memory_seconds", None)
+    return cost.clock.from_seconds(seconds(nbytes)) if seconds is not None and nbytes > 0 else 0
+
+
 def result_elements(layer: Layer) -> int:
     """Elements of a layer's result, its first output, over all its runs (0 where its size is not
     known): what an elementwise op's bytes an element are counted against (cost/eager.py,

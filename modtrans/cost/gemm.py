@@ -85,7 +85,8 @@ FP32 = 4
 ADAM_PASSES = 7  # reads parameter, gradient, both moments; writes parameter, both moments
 NORM_PASSES = 1  # the gradient norm reads every gradient once
 ZERO_PASSES = 1  # the gradient buffer zeroed for the next iteration
-MASTER_PASSES = 2  # a 16-bit model: the gradients unscaled in place (a read, a write)
+MASTER_PASSES = 2  # an fp16 model: the gradients unscaled in place (a read, a write)
+LOSS_SCALED = frozenset({"float16"})  # the parameter dtypes trained under a loss scale (update_bytes)
 
 
 def update_bytes(layer: Layer) -> int:
@@ -97,8 +98,14 @@ def update_bytes(layer: Layer) -> int:
     zero_grad_buffer zeroes the fp32 gradients each iteration). Per element, in fp32:
 
         Adam 7 passes, gradient norm 1, zeroing 1                   36 B
-        16-bit parameters: unscaling 2, the copy back 4 + width      +6 + width (fp16: 50 B)
+        16-bit parameters: the copy back 4 + width                   +4 + width (bf16: 42 B)
+        fp16 parameters: the unscaling 2 besides                     +8 (fp16: 50 B)
 
+    Only fp16 runs under a loss scale: without --loss-scale Megatron builds a grad scaler for fp16
+    alone ("otherwise we are running in bf16 with no loss-scale so leave it as None": megatron/
+    core/optimizer/__init__.py at core_r0.8.0, _get_megatron_optimizer_based_on_param_groups;
+    megatron/optimizer/__init__.py at fc7f4f0, get_megatron_optimizer, the same), and
+    MixedPrecisionOptimizer.prepare_grads unscales and checks for inf only `if self.grad_scaler`.
     The clipping's scale (multi_tensor_scale) runs only when the norm is over the limit, and is
     not charged; nor are loss-scale bookkeeping and the norm's all-reduce of one number."""
     total = 0
@@ -107,6 +114,15 @@ def update_bytes(layer: Layer) -> int:
             continue
         width = p.bytes / p.elements
         passes = ADAM_PASSES + NORM_PASSES + ZERO_PASSES
-        extra = (MASTER_PASSES + 1) * FP32 + width if width < FP32 else 0
+        unscale = MASTER_PASSES * FP32 if p.dtype in LOSS_SCALED else 0
+        extra = unscale + FP32 + width if width < FP32 else 0
         total += round(p.elements * (passes * FP32 + extra))
     return total
+
+
+def zeroing_bytes(layer: Layer) -> int:
+    """The part of update_bytes that zeroes the layer's fp32 gradients for the next iteration
+    (ZERO_PASSES): Megatron's zero_grad_buffer, which the distributed optimizer runs over the whole
+    buffer on every rank (strategy/llm/build.py, sharded_update)."""
+    counted = (p for p in layer.params if p.trainable and p.counted)
+    return sum(ZERO_PASSES * FP32 * p.elements for p in counted)

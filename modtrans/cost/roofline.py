@@ -104,7 +104,11 @@ class Roofline:
     first_input_grad: bool = False
 
     def _ticks(self, flops: int, nbytes: int, dtype: str) -> int:
-        return self.clock.from_seconds(max(flops / self.device.peak(dtype), nbytes / self.device.bandwidth))
+        return self.clock.from_seconds(max(flops / self.device.peak(dtype), self.memory_seconds(nbytes)))
+
+    def memory_seconds(self, nbytes: int) -> float:
+        """A memory-bound kernel's time: its bytes at the device's bandwidth (base.memory_ticks)."""
+        return nbytes / self.device.bandwidth
 
     def times(self, layer: Layer) -> PhaseTimes:
         dtype = layer.outputs[0].dtype if layer.outputs else "float"

@@ -66,7 +66,7 @@ _TENSOR = frozenset({Purpose.TENSOR})
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
 # rest; what the tails add to the chunk's last backward (or weight gradient), as walked at no phase;
 # the four chains' lane paths (chains.timed's K); the parameter gathers after the optimizer step;
-# the four steps' compute alone (pipeline.phases)
+# the four steps' compute alone (pipeline.phases); the buckets' kernels before their collectives
 Chunk = tuple[int, ...]
 # a phase -> the last backward's reduction (3); None where no phase changes it
 Last = Callable[[int | None], tuple[int, int, int]] | None
@@ -131,7 +131,7 @@ def estimate(
     ran = _swapped(ran, _ties(sk, layout, len(chunks)))
     stages = []
     for s, stage in enumerate(ran):
-        pure = sum(chunks[v][4] for v in _held(layout, s)) * layout.micro_batches
+        pure = sum(chunks[v][4] * layout.micro_batches + chunks[v][25] for v in _held(layout, s))
         inside = stage.compute - pure  # the blocking collectives inside the steps
         comm, exposed = stage.comm + inside, stage.after + inside
         step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
@@ -252,7 +252,8 @@ def _chunk(
     walked[None] = (before, after + tied, done - sums[3 if split else 1])
     waits = tuple(k for _, k in both)
     spills = tuple(n for pair in lane for n in pair)
-    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes)
+    kernels = sum(k for k, _ in buckets.values())  # once an iteration, in the last backward's chain
+    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes, kernels)
     return chunk, reduction if close else None  # decided by more than the rounding moves: any phase's
 
 
@@ -263,13 +264,15 @@ def _buckets(
     layout: Layout,
     fabric: Fabric,
     members: Any,
-) -> tuple[dict[int, list[int]], int]:
+) -> tuple[dict[int, tuple[int, list[int]]], int]:
     """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
-    in it) and the bucket's reduction; and the ns of its parameter gathers after the step. Under
-    SP Megatron's family then all-reduces the partial gradients (Skeleton.partial) over the
-    tensor group, after the chunk's first unit: here once a chunk, where finalize_model_grads
-    reduces every chunk of a rank at once (tensor.finalized_grads: V - 1 latencies fewer)."""
-    times, gathers = bucket_times(fills, reduction_stage(layout.framework, layout.zero), fabric, members)
+    in it) and the bucket's kernels and reduction (ns); and the ns of its parameter gathers after
+    the step. Under SP Megatron's family then all-reduces the partial gradients (Skeleton.partial)
+    over the tensor group, after the chunk's first unit: here once a chunk, where
+    finalize_model_grads reduces every chunk of a rank at once (tensor.finalized_grads: V - 1
+    latencies fewer)."""
+    stage = reduction_stage(layout.framework, layout.zero)
+    times, gathers = bucket_times(fills, stage, fabric, members, sk.prepare)
     out: dict[int, list[int]] = {}
     for u in (u for p in parts for u in p):
         if not times:
@@ -281,7 +284,7 @@ def _buckets(
     ranks = members(_TENSOR)
     if partial and len(ranks) > 1:
         size = written(CommType.ALLREDUCE, partial, len(ranks), Consumer.ASTRA_SIM)
-        out.setdefault(parts[0][0], []).append(fabric.collective_ns(CommType.ALLREDUCE, size, ranks))
+        out.setdefault(parts[0][0], (0, []))[1].append(fabric.collective_ns(CommType.ALLREDUCE, size, ranks))
     return out, gathers
 
 
@@ -383,13 +386,13 @@ def _swapped(ran: list[pipeline.Stage], swaps: Sequence[tuple[int, int, int]]) -
 
 def _update(sk: Skeleton, cuts: Sequence[range], held: Iterable[int], layout: Layout) -> int:
     """A stage's optimizer step: its chunks' units' update times (StageProgram._optimizer's sum),
-    each over the share of its state a rank of `layout` keeps (build.update_shards)."""
+    each over the share of its state a rank of `layout` keeps (build.sharded_update)."""
     if not sk.update:
         return 0
-    from modtrans.strategy.llm.build import update_shards
+    from modtrans.strategy.llm.build import sharded_update
 
-    shards = [update_shards(unit, layout) for unit in sk.units]
-    return sum(-(-sk.update[u] // shards[u]) for v in held for b in cuts[v] for u in sk.blocks[b])
+    ticks = [sharded_update(t, unit, layout) for t, unit in zip(sk.update, sk.units, strict=True)]
+    return sum(ticks[u] for v in held for b in cuts[v] for u in sk.blocks[b])
 
 
 def _held(layout: Layout, stage: int) -> set[int]:

@@ -78,8 +78,10 @@ def bucket_times(
     zero_broadcast: tuple[int, bool],
     fabric: Fabric,
     members: Callable[[frozenset[Purpose]], tuple[int, ...]],
-) -> tuple[dict[frozenset[Purpose], list[int]], int]:
-    """Megatron's reduction of one chunk (its blocks' fills): one bucket per buffer, its
+    prepare: Callable[[int], int] | None = None,
+) -> tuple[dict[frozenset[Purpose], tuple[int, list[int]]], int]:
+    """Megatron's reduction of one chunk (its blocks' fills): one bucket per buffer, the ns of
+    the kernels before its collective (`prepare`: build.sync_kernels, Comm.kernel) and its
     collectives as buckets.py makes them (Bucket.reduce: the all-reduce, or the reduce-scatter),
     timed, per buffer; and the distributed optimizer's all-gathers of the buckets' parameters, or
     ZeroRedundancyOptimizer's broadcast (`zero_broadcast`: buckets.stage), which follow the
@@ -95,7 +97,7 @@ def bucket_times(
             sums = total.setdefault(buffer, [0, 0.0, 0.0])
             for k in range(3):
                 sums[k] += values[k]
-    out: dict[frozenset[Purpose], list[int]] = {}
+    out: dict[frozenset[Purpose], tuple[int, list[int]]] = {}
     after_step = 0
     for buffer, (filled, grads, params) in total.items():
         ranks = members(buffer)
@@ -104,14 +106,14 @@ def bucket_times(
         bucket = Bucket(int(filled), grads, params)
         attached = _Attached()
         divisor = math.lcm(len(ranks), BUCKET_ALIGN) if zero in (1, 2) else None
-        gathers = bucket.reduce(attached, buffer, divisor, broadcast)  # type: ignore[arg-type]
+        gathers = bucket.reduce(attached, buffer, divisor, broadcast, prepare)  # type: ignore[arg-type]
 
         def ns(c: Any, ranks: tuple[int, ...] = ranks) -> int:
             return fabric.collective_ns(
                 c.comm, written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM), ranks
             )
 
-        out[buffer] = [ns(c) for c in attached.comms]
+        out[buffer] = (sum(c.kernel for c in attached.comms), [ns(c) for c in attached.comms])
         after_step += sum(ns(c) for c in gathers)
     return out, after_step
 

@@ -72,6 +72,8 @@ class Skeleton:
     # per unit: its gradient's bytes SP leaves partial, which Megatron's family all-reduces once a
     # rank (tensor.finalized_grads; fast.py's _norms: once a chunk); () where none is
     partial: tuple[int, ...] = ()
+    # the kernels before a Megatron bucket's collective: its gradients' bytes -> ns (build.sync_kernels)
+    prepare: Callable[[int], int] | None = None
     made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
@@ -183,6 +185,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         ties,
         tuple(x.update * build.update_shards(u, small) for x, u in zip(plan.layers, units, strict=True)),
         tuple(tensor.partial_grad_bytes(u) for u in units) if finalized else (),
+        build.sync_kernels(units, small, ctx.cost) if bucketed else None,
     )
 
 
@@ -201,7 +204,7 @@ def _read(
     for op in program:
         u = op.layer
         if isinstance(op, Compute):
-            if op.step is Step.UPDATE:
+            if op.step in (Step.UPDATE, Step.GRAD_SYNC):
                 continue  # once an iteration, every unit's at once: Skeleton.update, per stage
             if op.step is Step.RECOMPUTE:
                 core[u] += op.time

@@ -113,8 +113,8 @@ def first_stage(
     times: dict[tuple[int, int], int] = {}
     every: dict[int, Placed] = defaultdict(lambda: defaultdict(list))
     for op in plan.outline(0):
-        if isinstance(op, Transfer) or op.step in (Step.RECOMPUTE, Step.UPDATE):
-            continue  # the update column holds the optimizer step
+        if isinstance(op, Transfer) or op.step in (Step.RECOMPUTE, Step.UPDATE, Step.GRAD_SYNC):
+            continue  # the update column holds the optimizer step and the bucket kernels
         if isinstance(op, Compute):
             column = _COLUMN[op.step]
             if op.step is Step.FWD and (op.layer, FWD) not in times:

@@ -97,6 +97,9 @@ class Step(enum.StrEnum):
     WEIGHT_GRAD = "weight_grad"
     RECOMPUTE = "recompute"  # a checkpointed segment's forward, run again before its backward
     UPDATE = "update"  # the optimizer step: once per iteration, after the gradients' reductions
+    # once per iteration, the kernels over a data-parallel bucket's gradients before its
+    # collective (Megatron's Bucket.start_grad_sync: strategy/llm/buckets.py)
+    GRAD_SYNC = "grad_sync"
 
     @property
     def modelled(self) -> bool:
@@ -310,6 +313,16 @@ class LayerInfo:
     update: int  # the optimizer's time for the layer (the text's 12th column; no trace runs it)
     policy: Policy | None = None  # HYBRID_CUSTOMIZED: the layer's own keyword
     unexecuted_input_grad: int = 0  # the first layer's input-gradient time: written, run by nobody
+    # once an iteration, the kernels before its data-parallel collectives (draft.Comm.kernel: a
+    # Megatron bucket's scale and NaN check), which the traces run as a compute of their own
+    kernels: int = 0
+
+    @property
+    def update_column(self) -> int:
+        """What the text formats write in the layer's update field, each run once an iteration:
+        the optimizer step and the bucket kernels (which the traces run before the bucket's
+        collective, ASTRA-sim 1.0 after it: the same compute, its collective issued earlier)."""
+        return self.update + self.kernels
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,7 +142,7 @@ def _unit_lines(
     fwd, ig, wg = (
         _phase(plan, times.get((index, col), 0), lines.main.comms.get(col)) for col in (FWD, IG, WG)
     )
-    update = plan.layers[index].update if first_copy else 0  # the optimizer steps once an iteration
+    update = plan.layers[index].update_column if first_copy else 0  # the optimizer steps once an iteration
     out.append(("", fwd, ig, wg, update))  # (lines.settle puts it in the weight-gradient compute)
     out += [_layer(plan, f".post{i + 1}", line) for i, line in enumerate(lines.post)]
     return out

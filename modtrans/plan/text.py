@@ -127,7 +127,7 @@ def project(plan: Plan, reader: Consumer = Consumer.ASTRA_SIM) -> Workload:
             phases.append(_phase(plan, info.name, policy, step, time, comms.get((i, step)), reader))
         custom = info.policy if head.policy is Policy.HYBRID_CUSTOMIZED else None
         fwd, ig, wg = phases
-        layers.append(Layer(info.name, fwd, ig, wg, info.update, policy=custom))
+        layers.append(Layer(info.name, fwd, ig, wg, info.update_column, policy=custom))
     return Workload(head, settle(head, layers, reader))
 
 
@@ -196,7 +196,7 @@ def _layout_lines(plan: Plan, policy: Policy, reader: Consumer) -> tuple[tuple[L
 
         pre = lines.pre
         out += [layer(f"{info.name}.pre{len(pre) - k}", line) for k, line in enumerate(reversed(pre))]
-        out.append(layer(info.name, lines.main, own, info.update))
+        out.append(layer(info.name, lines.main, own, info.update_column))
         out += [layer(f"{info.name}.post{k + 1}", line) for k, line in enumerate(lines.post)]
         marks += [i in again] * (len(pre) + 1 + len(lines.post))
     return tuple(out), marks
@@ -249,8 +249,8 @@ def _cells(
                     "checkpoints say that in a workload file"
                 )
             continue  # the header's checkpoints say it; the consumer recomputes
-        if op.step is Step.UPDATE:
-            continue  # the layers' update column holds the optimizer step
+        if op.step in (Step.UPDATE, Step.GRAD_SYNC):
+            continue  # the layers' update column holds the optimizer step and the bucket kernels
         key = (op.layer, op.step)
         if isinstance(op, Compute):
             if key in times:

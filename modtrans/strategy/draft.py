@@ -49,6 +49,10 @@ class Comm:
     comm: CommType
     bytes: int
     over: frozenset[Purpose]
+    # ticks of the kernels the rank runs on the compute stream right before it issues this one,
+    # once an iteration: a data-parallel bucket's (frameworks.py, grad_sync_passes; program.py
+    # runs them after the unit's last weight gradient, strategy/llm/buckets.py sets them)
+    kernel: int = 0
 
 
 @dataclass

@@ -352,6 +352,31 @@ class Framework(enum.StrEnum):
         its ZeRO stage 1 (a sweep's label: Z1, not DO)."""
         return self in (Framework.MEGATRON, Framework.MEGATRON_2022)
 
+    def grad_sync_passes(self, fp16: bool) -> tuple[int, ...]:
+        """The kernels the framework runs on a data-parallel bucket's whole gradient buffer right
+        before it issues the bucket's collective, on the compute stream, each as its passes over
+        the bucket's bytes (a read or a write of every element); `fp16`: the model's trainable
+        parameters are fp16 (strategy/llm/buckets.py charges them, Bucket.reduce).
+
+        megatron: Megatron-Core's Bucket.start_grad_sync (megatron/core/distributed/
+        param_and_grad_buffer.py at core_r0.8.0): with ddp_config.check_for_nan_in_grad `norm =
+        self.grad_data.norm(p=2)` (a read) and `assert not norm.isnan()`, then `self.grad_data *=
+        self.gradient_scaling_factor` (a read and a write), the factor 1/D (distributed_data_
+        parallel.py, DistributedDataParallel.__init__: average_in_collective False, its default).
+        check_for_nan_in_grad is training's check_for_nan_in_loss_and_grad (megatron/training/
+        training.py, get_model), on unless --no-check-for-nan-in-loss-and-grad (arguments.py,
+        store_false) and turned off for fp16 under dynamic loss scaling (validate_args: "if not
+        args.loss_scale: args.check_for_nan_in_loss_and_grad = False"): (1, 2), fp16 (2,).
+        megatron-2022: the scale alone (NVIDIA/Megatron-LM fc7f4f0, megatron/model/distributed.py,
+        DistributedDataParallel.allreduce_gradients: `buffer_.data /= mpu.get_data_parallel_world_
+        size()` before its all-reduce; megatron/optimizer/distrib_optimizer.py, reduce_model_grads:
+        `gbuf.data /= data_parallel_world_size` before the reduce-scatter; no NaN check): (2,).
+        The others none: NeMo's buckets are Apex's DistributedFusedAdam's, flash-attn's PyTorch's
+        DDP reducer, which scales a gradient as it copies it into its bucket (not charged)."""
+        if self is Framework.MEGATRON:
+            return (2,) if fp16 else (1, 2)
+        return (2,) if self is Framework.MEGATRON_2022 else ()
+
     @property
     def zero_broadcast(self) -> bool:
         """--zero 1 is PyTorch's ZeroRedundancyOptimizer: the gradients all-reduced whole, each

@@ -273,6 +273,7 @@ class StageProgram:
         self.synced = 0  # the syncs issued so far
         self.awaiting: dict[int, int] = {}  # unit index -> its last gather's op
         self.waits: tuple[int, ...] = ()  # what the next compute waits for besides the chain
+        self.finals: set[tuple[str, int, int]] = set()  # each chunk's last weight gradients' step (_finals)
 
     def _suffix(
         self, tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()
@@ -428,14 +429,15 @@ class StageProgram:
         if comms.get(Place.AFTER_FWD):
             self.collectives(u, Place.AFTER_FWD, step, tag)
 
-    def backward(self, u: Costed, micro: int, *, weight: bool = True) -> int:
+    def backward(self, u: Costed, micro: int, *, weight: bool = True, last: bool = False) -> int:
         """The unit's backward: its input gradient, and its weight gradient unless ZB-H1 runs that
-        as a step of its own (`weight` False). Returns the weight gradient's index (-1: not here)."""
+        as a step of its own (`weight` False); `last`: the iteration's last (weight_grad). Returns
+        the index of what the unit's tail collectives wait for (-1: not here)."""
         tag = f"m{micro}"
         comms = u.comms
         if comms.get(Place.BEFORE_BWD):  # activation-gradient traffic
             self.collectives(u, Place.BEFORE_BWD, Step.INPUT_GRAD, tag)
-        wg = self.weight_grad(u, tag) if weight else -1
+        wg = self.weight_grad(u, tag, last) if weight else -1
         if u.input_grad_runs and self.outline:
             self._mark(u, Step.INPUT_GRAD, u.times.input_grad, u.flops.input_grad)
             self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
@@ -453,11 +455,13 @@ class StageProgram:
                 self.collectives(u, Place.AFTER_IG, Step.INPUT_GRAD, tag)
         return wg
 
-    def weight_grad(self, u: Costed, tag: str) -> int:
+    def weight_grad(self, u: Costed, tag: str, last: bool = False) -> int:
+        """The unit's weight gradient, and at the iteration's `last` the kernels its tail
+        collectives wait for (_sync_kernels). Returns the index of what those wait for."""
         if self.outline:
             wg = self._mark(u, Step.WEIGHT_GRAD, u.times.weight_grad, u.flops.weight_grad)
             self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
-            return wg
+            return self._sync_kernels(u, (), wg) if last else wg
         io = u.io
         named = self.grads.get(u.index)
         if named is None:  # each parameter's gradient named once a unit, suffixed per micro-batch
@@ -473,7 +477,23 @@ class StageProgram:
         )
         if u.comms.get(Place.AFTER_WG):
             self.collectives(u, Place.AFTER_WG, Step.WEIGHT_GRAD, tag, blocking=False)
-        return wg
+        return self._sync_kernels(u, grads, wg) if last else wg
+
+    def _sync_kernels(self, u: Costed, grads: tuple[Tensor, ...], wg: int) -> int:
+        """The kernels the unit's tail collectives wait for (Comm.kernel: a data-parallel bucket's
+        scale and NaN check, strategy/llm/buckets.py), one compute of their time after its last
+        weight gradient, on the chain, as Megatron runs them from the gradient's hook before the
+        rest of the backward: the compute stream's next kernels queue behind them
+        (Step.GRAD_SYNC: the text formats write it in the update column, the fast tier's
+        per-micro-batch links leave it out). They read the gradients and write them scaled.
+        Returns its index, or `wg` where there are none."""
+        kernel = sum(c.kernel for c in u.comms.get(Place.TAIL, ()))
+        if not kernel:
+            return wg
+        if self.outline:
+            return self._mark(u, Step.GRAD_SYNC, kernel, 0)
+        scaled = tuple(Tensor(f"{t.name}.scaled", t.bytes) for t in grads)
+        return self.compute(u, Step.GRAD_SYNC, kernel, 0, grads, scaled)
 
     def transfer(
         self, u: Costed, direction: Direction, micro: int, here: int, boundary: int, backward: bool
@@ -513,6 +533,7 @@ class StageProgram:
         last_wg: dict[int, tuple[Costed, int]] = {}
         self._sync(None)  # the previous step's first parameter gather, before the first forward
         steps, pairs = paired(pipe.schedule, self.stage, p, pipe.micro_batches, pipe.virtual)
+        self.finals = _finals(steps, pipe.schedule, self.stage, p)
         for i, step in enumerate(steps):
             if i - 1 in pairs:
                 continue
@@ -614,7 +635,8 @@ class StageProgram:
         alone, I) last unit first; or the deferred weight gradients (W). An outline's steps of one
         direction and chunk hold the same operations, so it copies the first one's (a step's
         transfers, the only ones that differ by micro-batch, are outside)."""
-        key = (direction, virtual)
+        last = (direction, micro, virtual) in self.finals
+        key = (direction + "!" * last, virtual)
         if self.outline and key in self.steps:
             ops, chain, wgs = self.steps[key]
             base = len(self.ops)
@@ -630,12 +652,12 @@ class StageProgram:
             for u in units:
                 self.forward(u, micro)
         elif direction == WGRAD:
-            made = [(u.index, self.weight_grad(u, f"m{micro}")) for u in reversed(units)]
+            made = [(u.index, self.weight_grad(u, f"m{micro}", last)) for u in reversed(units)]
         else:
             whole = direction == BWD
             for u in reversed(units):
                 self._recompute(u, micro)
-                wg = self.backward(u, micro, weight=whole)
+                wg = self.backward(u, micro, weight=whole, last=last)
                 if whole:
                     made.append((u.index, wg))
         for index, wg in made:
@@ -710,6 +732,19 @@ class StageProgram:
             )
         for index in self.rerun.forwards.get(u.index, ()):
             self.forward(self.units[index], micro, Step.RECOMPUTE)
+
+
+def _finals(
+    steps: Sequence[ScheduleStep], schedule: Schedule, stage: int, stages: int
+) -> set[tuple[str, int, int]]:
+    """Per virtual stage the step (direction, micro-batch, virtual stage) of its iteration's last
+    weight gradients: its last whole backward (B) or deferred weight gradients (W)."""
+    last: dict[int, tuple[str, int, int]] = {}
+    for direction, micro, chunk in steps:
+        if direction in (BWD, WGRAD):
+            virtual = virtual_stage(schedule, stage, stages, chunk)
+            last[virtual] = (direction, micro, virtual)
+    return set(last.values())
 
 
 def _segments(ops: Sequence[Op], start: int, end: int) -> list[list[int]]:

@@ -43,6 +43,24 @@ Read from NVIDIA/Megatron-LM d98e8a6 (Megatron-Core):
     padding     with the distributed optimizer each parameter starts on a multiple of 64 elements
                 and each bucket ends on a multiple of lcm(D, 128) (param_layout.py,
                 pad_param_start, pad_bucket_end), so every rank's shard is whole; without it none
+    kernels     before it issues a bucket's collective the rank runs the framework's kernels over
+                the bucket's gradients on its compute stream (frameworks.py, grad_sync_passes:
+                Megatron-Core's Bucket.start_grad_sync at core_r0.8.0, the NaN check's norm and
+                the 1/D scale, 12 B an fp32 element; Megatron-LM 2022's 1/D scale, 8 B), each a
+                memory-bound kernel (cost/base.py, memory_ticks): Comm.kernel, which program.py
+                runs after the unit's last weight gradient, before the unit's input gradient, the
+                collective waiting for it (the fast tier: estimate/lastback.py): where
+                Megatron's gradient hook calls start_grad_sync with --overlap-grad-reduce, inside
+                the last micro-batch's backward of the chunk (the other stages' and chunks' one
+                bucket too: bucket_size None, the hook once its last gradient is in). Without it
+                Megatron runs them in finalize_model_grads after the whole schedule; here they
+                stay where the bucket's collective is issued, after the chunk's last backward,
+                at PP > 1 holding the stage's later steps. A unit closing
+                two buckets runs both's kernels before either collective. Not charged: the NaN
+                check's `assert not norm.isnan()`, a one-element kernel and a host sync (the CPU
+                waits for the norm, so the backward's next kernels are launched only once the
+                GPU is done with the bucket's: the GPU's queue drains at each bucket, a launch's
+                latency idle, not modelled)
 
 NeMo's distributed_fused_adam (`--framework nemo`, frameworks.py; NVIDIA/NeMo r2.0.0rc1 over
 NVIDIA/apex 810ffae): the same reduce-scatter and parameter all-gather (Apex's
@@ -101,6 +119,10 @@ from modtrans.strategy.draft import Comm
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.unit import Unit
 
+Prepare = Callable[[int], int]
+"""Ticks of the kernels a rank runs over a bucket's gradients (their bytes) before its collective
+(the module's kernels; `preparing`)."""
+
 BUCKET_PARAMS = 40_000_000  # distributed_data_parallel.py: max(40000000, 1000000 * dp_size)
 BUCKET_PARAMS_PER_RANK = 1_000_000
 PARAM_ALIGN = 64  # param_layout.pad_param_start
@@ -115,6 +137,15 @@ def stage(framework: Framework, zero: int) -> tuple[int, bool]:
     broadcast after the step: ZeroRedundancyOptimizer's --zero 1 fills DDP's buffers (0)."""
     broadcast = framework.zero_broadcast and zero == 1
     return (0 if broadcast else zero), broadcast
+
+
+def preparing(passes: Sequence[int], ticks: Callable[[int], int]) -> Prepare | None:
+    """The framework's kernels before a bucket's collective (`passes`: frameworks.py,
+    grad_sync_passes) timed by `ticks`, one memory-bound kernel of bytes -> ticks (cost/base.py,
+    memory_ticks); None where it runs none. The one definition both tiers time them by."""
+    if not passes:
+        return None
+    return lambda nbytes: sum(ticks(p * nbytes) for p in passes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +172,7 @@ def apply(
     param_gather: bool = False,
     broadcast: bool = False,
     by_layer: bool = False,
+    prepare: Prepare | None = None,
 ) -> None:
     """Attach each chunk's bucket collectives (chunks: unit indices per model chunk in forward
     order: chunk 0 is pipeline rank 0's first); `buffer_of`: the group a unit's gradients are
@@ -148,7 +180,8 @@ def apply(
     index -> the unit whose weight it holds a copy of on another stage; `param_gather`: the
     distributed optimizer's gathers in the next forward (--overlap-param-gather); `broadcast`:
     ZeroRedundancyOptimizer's parameters after the step (stage()), with `zero` 0; `by_layer`:
-    NeMo's buckets with the overlap, one transformer layer each on every chunk (_by_layer)."""
+    NeMo's buckets with the overlap, one transformer layer each on every chunk (_by_layer);
+    `prepare`: the kernels each bucket's gradients go through before its collective (preparing)."""
     assert zero in (0, 1, 2), "ZeRO-3 is per unit (data.py)"
     assert not broadcast or zero == 0, "ZeroRedundancyOptimizer fills DDP's buffers (stage())"
     tied = tied or {}
@@ -158,7 +191,7 @@ def apply(
             members = [i for i in chunk if buffer_of(units[i]) == over]
             if d > 1 and members:
                 how = (zero, broadcast, by_layer and bucketed)
-                _buffer(units, members, over, d, how, bucketed, tied, param_gather)
+                _buffer(units, members, over, d, how, bucketed, tied, param_gather, prepare)
 
 
 def _buffer(
@@ -170,6 +203,7 @@ def _buffer(
     bucketed: bool,
     tied: Mapping[int, int],
     param_gather: bool,
+    prepare: Prepare | None = None,
 ) -> None:
     """One buffer's buckets, filled in backward order (each unit's parameters reversed too); a
     bucket is closed by the parameter that brings it to the limit, and reduced after the weight
@@ -182,10 +216,11 @@ def _buffer(
     limit = max(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * d) if bucketed else math.inf
     padded = zero in (1, 2)
     divisor = math.lcm(d, BUCKET_ALIGN) if padded else None  # the distributed optimizer's bucket end
+    reduce = (padded, divisor, broadcast, prepare)
     if by_layer:
-        gathers = _by_layer(units, members, over, (padded, divisor, broadcast), tied)
+        gathers = _by_layer(units, members, over, reduce, tied)
     else:
-        gathers = _by_size(units, members, over, (padded, divisor, broadcast), tied, limit)
+        gathers = _by_size(units, members, over, reduce, tied, limit)
     last = members[0]  # the forward's first: the backward's last
     for first, comm in reversed(gathers):  # forward order: the backward's last bucket first
         if param_gather:
@@ -194,8 +229,9 @@ def _buffer(
             units[last].attach(Place.AFTER_STEP, comm)
 
 
-Reduce = tuple[bool, int | None, bool]
-"""How a bucket is reduced: its parameters padded, its end's divisor, the broadcast (Bucket.reduce)."""
+Reduce = tuple[bool, int | None, bool, Prepare | None]
+"""How a bucket is reduced: its parameters padded, its end's divisor, the broadcast, the kernels
+before its collective (Bucket.reduce)."""
 
 
 def _by_size(
@@ -208,7 +244,7 @@ def _by_size(
 ) -> list[tuple[int, Comm]]:
     """Megatron's buckets of `limit` parameters, each reduced where the parameter that fills it
     is: (the bucket's first unit in forward order, its gather) in backward order."""
-    padded, divisor, broadcast = how
+    padded = how[0]
     gathers: list[tuple[int, Comm]] = []
     bucket = Bucket()
     for i in reversed(members):
@@ -216,10 +252,10 @@ def _by_size(
         for n in reversed(shard.elements):
             bucket.add(n, shard, padded)
             if bucket.filled >= limit:
-                gathers += [(i, c) for c in bucket.reduce(units[i], over, divisor, broadcast)]
+                gathers += [(i, c) for c in bucket.reduce(units[i], over, *how[1:])]
                 bucket = Bucket()
     if bucket.filled:
-        gathers += [(members[0], c) for c in bucket.reduce(units[members[0]], over, divisor, broadcast)]
+        gathers += [(members[0], c) for c in bucket.reduce(units[members[0]], over, *how[1:])]
     return gathers
 
 
@@ -236,7 +272,7 @@ def _by_layer(
     unit in forward order, the last of it the backward reaches: (that unit, its gather) in
     backward order. Apex's bucket_cap_mb splits a layer's bucket into parts it syncs together:
     one collective here."""
-    padded, divisor, broadcast = how
+    padded = how[0]
     first = next((b for i in members if (b := units[i].block) is not None), None)
     key = {i: first if units[i].block is None else units[i].block for i in members}
     closer: dict[int | None, int] = {}
@@ -250,7 +286,7 @@ def _by_layer(
         for n in reversed(shard.elements):
             bucket.add(n, shard, padded)
         if closer[key[i]] == i and bucket.filled:
-            gathers += [(i, c) for c in bucket.reduce(units[i], over, divisor, broadcast)]
+            gathers += [(i, c) for c in bucket.reduce(units[i], over, *how[1:])]
     return gathers
 
 
@@ -271,17 +307,27 @@ class Bucket:
         self.filled = start + elements
 
     def reduce(
-        self, unit: Unit, over: frozenset[Purpose], divisor: int | None, broadcast: bool = False
+        self,
+        unit: Unit,
+        over: frozenset[Purpose],
+        divisor: int | None,
+        broadcast: bool = False,
+        prepare: Prepare | None = None,
     ) -> list[Comm]:
-        """Attach the bucket's reduction to `unit`; the distributed optimizer's (`divisor`: its
-        bucket-end padding) parameter all-gather, to issue after every reduction, is returned, or
-        with `broadcast` ZeroRedundancyOptimizer's fp32 parameters as one (the module's docstring)."""
+        """Attach the bucket's reduction to `unit`, after `prepare`'s kernels over its gradients
+        (the whole bucket, padding included: Bucket.grad_data); the distributed optimizer's
+        (`divisor`: its bucket-end padding) parameter all-gather, to issue after every reduction,
+        is returned, or with `broadcast` ZeroRedundancyOptimizer's fp32 parameters as one (the
+        module's docstring)."""
         if divisor is None:  # no distributed optimizer: an all-reduce, nothing padded
-            unit.attach(Place.TAIL, Comm(CommType.ALLREDUCE, round(self.grad_bytes), over))
+            grads = round(self.grad_bytes)
+            kernel = prepare(grads) if prepare is not None else 0
+            unit.attach(Place.TAIL, Comm(CommType.ALLREDUCE, grads, over, kernel))
             return [Comm(CommType.ALLGATHER, self.filled * PARAM_FP32, over)] if broadcast else []
         end = _pad(self.filled, divisor)
         grads = round(self.grad_bytes * end / self.filled)
-        unit.attach(Place.TAIL, Comm(CommType.REDUCESCATTER, grads, over))
+        kernel = prepare(grads) if prepare is not None else 0
+        unit.attach(Place.TAIL, Comm(CommType.REDUCESCATTER, grads, over, kernel))
         return [Comm(CommType.ALLGATHER, round(self.param_bytes * end / self.filled), over)]
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
-from modtrans.cost.base import by_shape
+from modtrans.cost.base import by_shape, memory_ticks
+from modtrans.cost.gemm import update_bytes, zeroing_bytes
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR, needs_input_grad
 from modtrans.plan.model import (
@@ -92,7 +93,7 @@ def plan(
     cuts = partition(weights, layout.chunks, layout.stages, even=any(u.block is not None for u in units))
     runs, tied = _tied(units, runs, cuts, grouped, layout)
     unit_chunks = [[i for b in cut for i in grouped[b]] for cut in cuts]
-    runs = _buckets(units, runs, unit_chunks, layout, tied)
+    runs = _buckets(units, runs, unit_chunks, layout, tied, cost)
     if layout.framework.family is Framework.MEGATRON:  # after the buckets, as finalize_model_grads
         tensor.finalized_grads(units, layout.tp, layout.sp, _ranks(unit_chunks, layout))
     runs = _mirrored(units, runs, layout)
@@ -116,11 +117,7 @@ def plan(
     programs = Programs(layout.pp, program)  # each stage's built when a writer reads it
     pipeline_axis = mesh.index(Purpose.PIPELINE)
     program_of = mesh.along(pipeline_axis)
-    # the first unit's input gradient: written in the text as the keywords write it, run by nobody
-    infos = tuple(
-        LayerInfo(c.name, c.times.update, unexecuted_input_grad=c.times.input_grad if c.first else 0)
-        for c in runs
-    )
+    infos = _infos(runs)
     dims = activations.dims(ir, layout.micro_batch, layout.capacity_factor)
     facts = LayoutFacts(
         sequence_parallel=layout.sp,
@@ -144,6 +141,21 @@ def plan(
         ),
     )
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
+
+
+def _infos(runs: Sequence[Costed]) -> tuple[LayerInfo, ...]:
+    """What the text formats write of each unit beside its program: its optimizer step, its bucket
+    kernels (draft.Comm.kernel) and the first unit's input gradient, written in the text as the
+    keywords write it, run by nobody."""
+    return tuple(
+        LayerInfo(
+            c.name,
+            c.times.update,
+            unexecuted_input_grad=c.times.input_grad if c.first else 0,
+            kernels=sum(x.kernel for x in c.comms.get(Place.TAIL, ())),
+        )
+        for c in runs
+    )
 
 
 def _recomputation(layout: Layout) -> dict[str, Any]:
@@ -245,8 +257,10 @@ def _buckets(
     chunks: Sequence[Sequence[int]],
     layout: Layout,
     tied: dict[int, int],
+    cost: CostModel,
 ) -> list[Costed]:
-    """Megatron-LM's data-parallel reduction by buffer and bucket, per model chunk (buckets.py)."""
+    """Megatron-LM's data-parallel reduction by buffer and bucket, per model chunk (buckets.py),
+    each bucket's collective after the framework's kernels over its gradients (sync_kernels)."""
     if layout.framework.family is not Framework.MEGATRON or layout.zero == 3:
         return runs
     separate = layout.ep > 1 or layout.expert_tp != layout.tp  # experts in a buffer of their own
@@ -270,12 +284,22 @@ def _buckets(
         param_gather=layout.overlap_param_gather,
         broadcast=broadcast,
         by_layer=layout.framework.layer_buckets,
+        prepare=sync_kernels(units, layout, cost),
     )
     # each run holds its unit's comms dict already (_costed), which apply() extends in place
     return [
         run if run.comms is (c := units[run.index].x.comms) else dataclasses.replace(run, comms=c)
         for run in runs
     ]
+
+
+def sync_kernels(units: Sequence[Unit], layout: Layout, cost: CostModel) -> buckets.Prepare | None:
+    """The kernels the framework runs over a bucket's gradients before its collective
+    (frameworks.py, grad_sync_passes: Megatron's NaN check is off for fp16 parameters), each a
+    memory-bound kernel on `cost` (cost/base.py, memory_ticks); both tiers' (estimate/fast.py)."""
+    fp16 = any(p.dtype == "float16" for u in units for p in u.x.owner.params if p.trainable)
+    passes = layout.framework.grad_sync_passes(fp16)
+    return buckets.preparing(passes, lambda nbytes: memory_ticks(cost, nbytes))
 
 
 def _costed(
@@ -354,12 +378,30 @@ def update_shards(u: Unit, layout: Layout) -> int:
 
 
 def _sharded_update(run: Costed, u: Unit, layout: Layout) -> Costed:
-    """The unit's optimizer step over the share of its state this rank keeps (update_shards)."""
-    shards = update_shards(u, layout)
-    if shards == 1 or not run.times.update:
+    """The unit's optimizer step over the share of its state this rank keeps (sharded_update)."""
+    update = sharded_update(run.times.update, u, layout)
+    if update == run.times.update:
         return run
-    times = dataclasses.replace(run.times, update=-(-run.times.update // shards))
-    return dataclasses.replace(run, times=times)
+    return dataclasses.replace(run, times=dataclasses.replace(run.times, update=update))
+
+
+def sharded_update(update: int, u: Unit, layout: Layout) -> int:
+    """A rank's part of the unit's optimizer step of `update` ticks over its whole state: the share
+    of the state it keeps (update_shards), but under Megatron's distributed optimizer the zeroing
+    of the gradients (cost/gemm.py, zeroing_bytes: its part of the step's bytes) whole, which
+    zero_grad_buffer runs over the whole buffer on every rank each iteration (megatron/core/
+    distributed/param_and_grad_buffer.py at core_r0.8.0, ParamAndGradBuffer.reset:
+    `self.grad_data.zero_()`; Megatron-LM fc7f4f0, megatron/model/distributed.py, MemoryBuffer.zero).
+    Both tiers' (estimate/fast.py)."""
+    shards = update_shards(u, layout)
+    if shards == 1 or not update:
+        return update
+    whole = 0
+    if layout.framework.distributed_optimizer and layout.zero in (1, 2):
+        members = u.x.group.members
+        moved = sum(update_bytes(m) for m in members)
+        whole = update * sum(zeroing_bytes(m) for m in members) // moved if moved else 0
+    return -(-(update - whole) // shards) + whole
 
 
 def _shape(u: Unit, inputs: frozenset[str], reruns: frozenset[str] | None = None) -> tuple[object, ...]:
