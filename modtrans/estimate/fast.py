@@ -273,7 +273,7 @@ def _buckets(
     latencies fewer)."""
     stage = reduction_stage(layout.framework, layout.zero)
     times, gathers = bucket_times(fills, stage, fabric, members, sk.prepare)
-    out: dict[int, list[int]] = {}
+    out: dict[int, tuple[int, list[int]]] = {}
     for u in (u for p in parts for u in p):
         if not times:
             break
