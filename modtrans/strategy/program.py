@@ -63,6 +63,7 @@ from modtrans.plan.model import (
     Transfer,
 )
 from modtrans.strategy.draft import Comm
+from modtrans.strategy.frameworks import Launch
 from modtrans.strategy.groups import Group, group_times
 from modtrans.strategy.schedule import (
     BWD,
@@ -219,6 +220,9 @@ class Pipeline:
     # swaps) waits for the chunk's last backward send as well as for its weight gradients:
     # Megatron's schedules launch them after that send (frameworks.py, reduces_after_sends)
     reduce_after_send: bool = False
+    # under the interleaved schedule, when each chunk's tail section launches: after a later
+    # backward of the rank or after its last one (frameworks.py, chunk_reductions)
+    chunk_reduction: Launch = Launch.READY
 
     @property
     def chunks(self) -> int:
@@ -258,6 +262,8 @@ class StageProgram:
         self.units = {u.index: u for chunk in chunks for u in chunk}
         self.virtual_of = {u.index: v for v, chunk in enumerate(chunks) for u in chunk}
         self.sent: dict[int, int] = {}  # per virtual stage: its latest backward send (reduce_after_send)
+        # the rank's backwards in order: virtual stage, the op its compute ends at, its send
+        self.backs: list[tuple[int, int | None, int | None]] = []
         self.boundary = boundary_bytes  # per virtual stage: bytes it sends forward
         self.ops: list[Op] = []
         self.chain: int | None = None  # the last op the next compute waits for
@@ -539,11 +545,35 @@ class StageProgram:
         Pipeline.reduce_after_send, on a stage but the first, its chunk's last backward send
         (Megatron's schedules launch the reduction after it, as the bubble begins; without the edge
         a bucket ready at the chunk's first weight gradient took the lane before that send, and
-        the previous stages waited out its reduce-scatter: 20 ms on Llama-3-8B at T 8, P 2)."""
-        if not self.pipeline.reduce_after_send or self.stage == 0 or self.outline:
+        the previous stages waited out its reduce-scatter: 20 ms on Llama-3-8B at T 8, P 2);
+        under the interleaved schedule, what Pipeline.chunk_reduction says (_launch)."""
+        if self.outline:
+            return ()
+        if self.pipeline.chunk_reduction is not Launch.READY:
+            return self._launch(self.virtual_of[u.index])
+        if not self.pipeline.reduce_after_send or self.stage == 0:
             return ()
         sent = self.sent.get(self.virtual_of[u.index])
         return () if sent is None else (sent,)
+
+    def _launch(self, virtual: int) -> tuple[int, ...]:
+        """Under the interleaved schedule, what a chunk's tail section waits for (Pipeline.
+        chunk_reduction): Launch.DELAYED, the compute of the rank's backward `stage` backwards
+        after the chunk's last (Megatron's backward_step_helper calls grad_sync_func after
+        backward_step, before the step's send: the send, numbered first, takes the lane first),
+        or past the end, the rank's last backward send (its compute on the first stage, which
+        sends none); Launch.AFTER, that last one always (frameworks.py, chunk_reductions)."""
+        backs = self.backs
+        last = max((k for k, (v, _, _) in enumerate(backs) if v == virtual), default=None)
+        if last is None:
+            return ()
+        lag = self.stage if self.pipeline.chunk_reduction is Launch.DELAYED else len(backs)
+        if last + lag < len(backs):
+            end = backs[last + lag][1]
+            return () if end is None else (end,)
+        _, end, sent = backs[-1]
+        after = sent if sent is not None else end
+        return () if after is None else (after,)
 
     def _optimizer(self, last: Sequence[tuple[Costed, int]], tail: int) -> None:
         """The optimizer step of the rank's units, one compute after every gradient is final: each
@@ -601,8 +631,10 @@ class StageProgram:
         if virtual < last_virtual:
             self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
         self._units(direction, micro, virtual, last_wg)  # B, or I: the input gradient alone
+        end, sent = self.chain, len(self.ops)
         if virtual > 0:
             self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
+        self.backs.append((virtual, end, sent if len(self.ops) > sent else None))
         if self.pending is not None:  # the forward's output, after this gradient (_communicate's order)
             pending, self.pending = self.pending, None
             self.transfer(*pending)
