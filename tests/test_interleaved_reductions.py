@@ -110,7 +110,7 @@ def test_each_chunks_buckets_launch_where_megatron_launches_them(rank: int, over
     chunks in Megatron's backward order, and each chunk's data-parallel reduce-scatters wait for
     the compute of the backward Megatron launches them after, and for nothing of the next one's;
     those launched after the last send wait for it. Without --overlap-grad-reduce all wait for the
-    last backward (its send but on the first stage)."""
+    last backward (its send but on the first stage), and the tied embedding's swap always does."""
     options = {**SMALL, "overlap_grad_reduce": overlap, "format": "chakra-et", "output": "x/"}
     ops = planned(prepare(request_of("gpt2", options))).programs[rank]
     steps, chunk_of = _backwards(ops)
@@ -133,6 +133,11 @@ def test_each_chunks_buckets_launch_where_megatron_launches_them(rank: int, over
         assert steps[k][1] in before, (k, ops[i])
         if k + 1 < TOTAL:
             assert steps[k + 1][1] not in before
+    # the tied embedding's swap: finalize_model_grads' _allreduce_embedding_grads, after them all
+    swaps = [i for i, x in enumerate(ops) if isinstance(x, Transfer) and x.step is Step.WEIGHT_GRAD]
+    assert len(swaps) == 2  # GPT-2's wte on the first stage, its lm_head copy on the last
+    final = max(j for j in sends if ops[j].step is Step.INPUT_GRAD) if rank > 0 else steps[-1][1]
+    assert all(final in _ancestors(ops, i) for i in swaps)
 
 
 def test_the_fast_tier_takes_each_chunks_reduction_after_the_same_backward() -> None:

@@ -531,8 +531,9 @@ class StageProgram:
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain, after = wg, self._after_send(u)
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False, also=after)
-            for x in u.exchanges:
-                self._exchange(u, x, after)
+            final = after if self.outline or pipe.chunk_reduction is Launch.READY else self._launch(-1)
+            for x in u.exchanges:  # a tied embedding's: finalize_model_grads', after the schedule
+                self._exchange(u, x, final)
         if last_wg:  # every program ends with the optimizer step (a keyword preset's, a layout's)
             self._optimizer(list(last_wg.values()), tail)
         for u in sorted((u for u, _ in last_wg.values()), key=lambda u: u.index):  # forward order
@@ -562,12 +563,14 @@ class StageProgram:
         after the chunk's last (Megatron's backward_step_helper calls grad_sync_func after
         backward_step, before the step's send: the send, numbered first, takes the lane first),
         or past the end, the rank's last backward send (its compute on the first stage, which
-        sends none); Launch.AFTER, that last one always (frameworks.py, chunk_reductions)."""
+        sends none); Launch.AFTER, that last one always (frameworks.py, chunk_reductions);
+        `virtual` -1: that last one too (finalize_model_grads' embedding all-reduce)."""
         backs = self.backs
         last = max((k for k, (v, _, _) in enumerate(backs) if v == virtual), default=None)
-        if last is None:
+        if not backs or (last is None and virtual >= 0):
             return ()
         lag = self.stage if self.pipeline.chunk_reduction is Launch.DELAYED else len(backs)
+        last = len(backs) if last is None else last
         if last + lag < len(backs):
             end = backs[last + lag][1]
             return () if end is None else (end,)
