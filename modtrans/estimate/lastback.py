@@ -44,7 +44,9 @@ def last_backward(
     end all the same. `swaps`: per unit, the send of its tied weight's gradient to the other
     stage (program.py's _exchange), ready when its last weight gradient ends, after its tails in
     node order. `after_send`: the tails, buckets and swaps wait for the send as well
-    (program.py, Pipeline.reduce_after_send: Megatron's schedules on a stage but the first), so
+    (program.py, Pipeline.reduce_after_send: Megatron's 1F1B on a stage but the first, and its
+    interleaved schedule's Pipeline.chunk_reduction on every stage: pipeline.py then takes the
+    reduction after a later step's send), so
     none takes the lane before it and no race is left to decide.
 
     The lane takes what is ready in node order (walk.py, the workload layer's issue order): the

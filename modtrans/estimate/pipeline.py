@@ -10,8 +10,10 @@ step, the stage's communication lane takes, in order, what it holds before the s
 chunk's last backward: lastback.py walks it, its tail collectives and the buckets ready while
 the lane was free), the send of the step's output and the rest of the reduction (their nodes come
 after the send's: the workload layer issues ready nodes by id), each when the lane is free; a
-send arrives when it ends. The chunk's last backward takes what its tails add to it. The lane
-runs beside the next steps' compute (walk.py: one collective or send at a time, beside the
+send arrives when it ends. Under Megatron's interleaved schedule a chunk's reduction follows a
+later backward's send instead, or the stage's last (_launches; frameworks.py,
+chunk_reductions). The chunk's last backward takes what its tails add to it. The lane runs
+beside the next steps' compute (walk.py: one collective or send at a time, beside the
 compute). Steps whose input never comes mean schedules that wait for each other for ever
 (EstimateError).
 """

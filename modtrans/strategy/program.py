@@ -17,7 +17,9 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         waits for its own and issues the next unit's, which wait for them in turn
     after the last step: every unit's tail collectives, each waiting for its last weight gradient
         (and, under Pipeline.reduce_after_send on a stage but the first, for its chunk's last
-        backward send), then its swaps with other stages (tied weights; DualPipe's mirrored
+        backward send; under Pipeline.chunk_reduction, the interleaved schedule's, for the later
+        backward or the last one Megatron launches its chunk's reduction after), then its swaps
+        with other stages (tied weights; DualPipe's mirrored
         copies); then, where the rank has trained units (a keyword preset, a layout), the
         optimizer step of its units as one compute waiting for all of them (Megatron-LM steps
         once the gradients are reduced: megatron/core/optimizer/optimizer.py,
