@@ -24,17 +24,22 @@ record to beat is Calculon's (SC'23): 3.65 % mean absolute error, 8.87 % at wors
 Nothing here feeds back into the models: the compute model is calibrated on kernel measurements
 (modtrans/cost/devices.json), the network preset on nccl-tests (modtrans/simulate/network.py).
 
-Latest (2026-12-07, branch spfinal on main 5502bc8: under SP one all-reduce of the norms'
-gradients a rank after the backward, as megatron-2022's allreduce_layernorm_grads, not one a block,
-strategy/llm/tensor.py finalized_grads), 22B and 175B on ASTRA-sim itself (every rank finished,
-each the exact tier's to the ns); 530B and 1T as at 98955de on the exact tier, not re-run (their
-selective + SP rows move with that change too):
+Latest (2026-12-07, branch interleave on main bc60720: under the interleaved schedule the
+gradients' reductions and the tied embedding's swap after the rank's last backward, as
+megatron-2022's reduce_model_grads runs them after forward_backward_func, strategy/frameworks.py
+chunk_reductions; 175B only, on ASTRA-sim itself, every rank finished, each the exact tier's to the
+ns: full 18.096422026 -> 18.091535414 s, selective + SP 13.664038718 -> 13.659151106 s, the last
+stage's swap no longer in its cooldown). Before it (branch spfinal on main 5502bc8: under SP one
+all-reduce of the norms' gradients a rank after the backward, as megatron-2022's
+allreduce_layernorm_grads, not one a block, strategy/llm/tensor.py finalized_grads), 22B and 175B
+on ASTRA-sim itself; 530B and 1T as at 98955de on the exact tier, not re-run (their selective + SP
+rows move with that change too, and with the interleaved one):
 
     run                  measured  predicted (s)     error   by
     22B full                1.42    1.421079962     +0.1 %   ASTRA-sim = exact tier
     22B selective + SP      1.10    1.093207440     -0.6 %   ASTRA-sim = exact tier
-    175B full              18.13   18.096422026     -0.2 %   ASTRA-sim = exact tier
-    175B selective + SP    13.75   13.664038718     -0.6 %   ASTRA-sim = exact tier
+    175B full              18.13   18.091535414     -0.2 %   ASTRA-sim = exact tier
+    175B selective + SP    13.75   13.659151106     -0.7 %   ASTRA-sim = exact tier
     530B full              49.05   48.30            -1.5 %   exact tier (98955de)
     530B selective + SP    37.83   36.66            -3.1 %   exact tier (98955de)
     1T full                94.42   94.61            +0.2 %   exact tier (98955de)

@@ -249,6 +249,9 @@ def test_ranks_that_wait_for_each_other_for_ever_are_one_error() -> None:
 LAYOUTS = [
     ("gpt2", {"tp": 2, "pp": 2, "dp": 2, "global_batch": 8}),  # tied embedding across stages
     ("llama-3-8b", {"tp": 2, "pp": 4, "sp": True, "global_batch": 16, "vpp": 2}),
+    # the interleaved schedule's buckets, every chunk's after the stage's last backward
+    # (frameworks.py, chunk_reductions: finalize_model_grads without --overlap-grad-reduce)
+    ("llama-3-8b", {"tp": 2, "pp": 4, "dp": 2, "sp": True, "global_batch": 16, "vpp": 2}),
     ("llama-3-8b", {"tp": 2, "pp": 4, "sp": True, "global_batch": 16, "schedule": "zb-h1"}),
     (
         "llama-3-8b",

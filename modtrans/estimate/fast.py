@@ -56,6 +56,7 @@ from modtrans.estimate.walk import EstimateError
 from modtrans.plan.model import Purpose, Recompute, Schedule
 from modtrans.plan.sizes import Consumer, written
 from modtrans.simulate.network import Network
+from modtrans.strategy.frameworks import Launch
 from modtrans.strategy.llm.buckets import stage as reduction_stage
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import partition
@@ -102,7 +103,8 @@ def estimate(
     ctx = context(model, device, {**training, "framework": layout.framework.value})
     fabric = Fabric.of(sized(network, layout.npus))
     sk = skeleton_of(ctx, layout)
-    plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, layout.chunks)
+    launch = layout.framework.chunk_reductions(layout.schedule, layout.overlap_grad_reduce)
+    plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, layout.chunks, launch)
     split = any(step[1] == pipeline.KINDS[WGRAD] for step in plan[2])  # zero bubble's W last
     chunks, cuts, lasts = _chunks(sk, layout, fabric, split)
     reductions = [(c[5], c[6], c[7]) for c in chunks]
@@ -184,13 +186,15 @@ def _chunks(
     tied = bool(_ties(sk, layout, len(cuts)))
     out, lasts = [], []
     last = layout.micro_batches - 1
+    launch = layout.framework.chunk_reductions(layout.schedule, layout.overlap_grad_reduce)
     for v, cut in enumerate(cuts):
         ends = (tied and v == 0, tied and v == len(cuts) - 1)  # the tied owner's chunk, the copy's
-        # program.py's Pipeline.reduce_after_send: the tail section waits for the chunk's send
+        # program.py's Pipeline.reduce_after_send: the tail section waits for the chunk's send;
+        # its chunk_reduction (but READY): for a later backward, after the chunk's send as well
         after = (
             layout.framework.reduces_after_sends(layout.schedule)
             and stage_of(layout.schedule, v, layout.pp, last, last + 1) > 0
-        )
+        ) or launch is not Launch.READY
         found_chunk = made.get((cut.start, cut.stop, *ends, after))
         if found_chunk is None:
             found_chunk = made[cut.start, cut.stop, *ends, after] = _chunk(

@@ -46,8 +46,10 @@ def last_backward(
     node order. `buckets`: per unit readying one, the ns of the kernels before its collectives
     (program.py's _sync_kernels: a compute on the chain after the unit's weight gradient, which
     its tails and bucket wait for) and its collectives' ns. `after_send`: the tails, buckets and
-    swaps wait for the send as well (program.py, Pipeline.reduce_after_send: Megatron's schedules
-    on a stage but the first), so none takes the lane before it and no race is left to decide.
+    swaps wait for the send as well (program.py, Pipeline.reduce_after_send: Megatron's 1F1B on a
+    stage but the first, and its interleaved schedule's Pipeline.chunk_reduction on every stage:
+    pipeline.py then takes the reduction after a later step's send), so none takes the lane
+    before it and no race is left to decide.
 
     The lane takes what is ready in node order (walk.py, the workload layer's issue order): the
     send follows the chain; a unit's tails (Place.TAIL: the norms' gradients over the tensor

@@ -10,8 +10,10 @@ step, the stage's communication lane takes, in order, what it holds before the s
 chunk's last backward: lastback.py walks it, its tail collectives and the buckets ready while
 the lane was free), the send of the step's output and the rest of the reduction (their nodes come
 after the send's: the workload layer issues ready nodes by id), each when the lane is free; a
-send arrives when it ends. The chunk's last backward takes what its tails add to it. The lane
-runs beside the next steps' compute (walk.py: one collective or send at a time, beside the
+send arrives when it ends. Under Megatron's interleaved schedule a chunk's reduction follows a
+later backward's send instead, or the stage's last (_launches; frameworks.py,
+chunk_reductions). The chunk's last backward takes what its tails add to it. The lane runs
+beside the next steps' compute (walk.py: one collective or send at a time, beside the
 compute). Steps whose input never comes mean schedules that wait for each other for ever
 (EstimateError).
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 from modtrans.estimate.walk import EstimateError
 from modtrans.plan.model import Schedule
+from modtrans.strategy.frameworks import Launch
 from modtrans.strategy.schedule import BWD, FWD, WGRAD, paired, stage_of, virtual_stage
 
 KINDS = {FWD: 0, BWD: 1, WGRAD: 3}  # the input gradient alone (zero bubble's I) is 2
@@ -41,18 +44,22 @@ class Stage:
 
 
 # a step: (stage, kind, virtual stage, the input's key or -1, the output's key or -1, the stage it
-# goes to, whether the chunk's reduction follows it); the plan: every stage's steps in an order
-# where each comes after its stage's previous step and after the step sending its input
-Step = tuple[int, int, int, int, int, int, bool]
+# goes to, whether it is its chunk's last backward, the virtual stages whose reductions the lane
+# takes after it); the plan: every stage's steps in an order where each comes after its
+# stage's previous step and after the step sending its input
+Step = tuple[int, int, int, int, int, int, bool, tuple[int, ...]]
 Plan = tuple[int, int, tuple[Step, ...]]  # stages, keys, steps
 
 
 @functools.lru_cache(maxsize=256)
-def steps(schedule: Schedule, stages: int, micro_batches: int, vpp: int, chunks: int) -> Plan:
-    """Every stage's steps, made once per (schedule, P, GA, V), in an order the walk can take them
-    one after another: a transfer's key is its boundary, micro-batch and direction (as program.py
-    tags it). EstimateError where the stages would wait for each other for ever."""
-    rows = [_row(schedule, s, stages, micro_batches, vpp, chunks) for s in range(stages)]
+def steps(
+    schedule: Schedule, stages: int, micro_batches: int, vpp: int, chunks: int, launch: Launch = Launch.READY
+) -> Plan:
+    """Every stage's steps, made once per (schedule, P, GA, V, launch), in an order the walk can
+    take them one after another: a transfer's key is its boundary, micro-batch and direction (as
+    program.py tags it); `launch`, when a chunk's reduction follows (_launches). EstimateError
+    where the stages would wait for each other for ever."""
+    rows = [_row(schedule, s, stages, micro_batches, vpp, chunks, launch) for s in range(stages)]
     order: list[Step] = []
     sent: set[int] = set()
     at = [0] * stages
@@ -77,7 +84,9 @@ def steps(schedule: Schedule, stages: int, micro_batches: int, vpp: int, chunks:
     return stages, 2 * micro_batches * chunks + 2, tuple(order)
 
 
-def _row(schedule: Schedule, s: int, stages: int, micro_batches: int, vpp: int, chunks: int) -> list[Step]:
+def _row(
+    schedule: Schedule, s: int, stages: int, micro_batches: int, vpp: int, chunks: int, launch: Launch
+) -> list[Step]:
     """One stage's steps, in its schedule's order."""
     regular = schedule not in (Schedule.DUALPIPE, Schedule.DUALPIPE_V)
     last = chunks - 1
@@ -88,6 +97,7 @@ def _row(schedule: Schedule, s: int, stages: int, micro_batches: int, vpp: int, 
         virtuals = [virtual_stage(schedule, s, stages, c) for _, _, c in order]
     final = {v: i for i, ((d, _, _), v) in enumerate(zip(order, virtuals, strict=True)) if d in (BWD, WGRAD)}
     reduced = set(final.values())
+    launches = _launches(order, final, s, launch)
     row = []
     for i, ((direction, micro, _), v) in enumerate(zip(order, virtuals, strict=True)):
         kind = KINDS.get(direction, 2)
@@ -106,8 +116,27 @@ def _row(schedule: Schedule, s: int, stages: int, micro_batches: int, vpp: int, 
                 to = target % stages if regular else stage_of(schedule, target, stages, micro, micro_batches)
                 if to != s:
                     send = (micro * chunks + min(target, v)) * 2 + back
-        row.append((s, kind, v, recv, send, to, i in reduced))
+        row.append((s, kind, v, recv, send, to, i in reduced, launches.get(i, ())))
     return row
+
+
+def _launches(
+    order: Sequence[tuple[str, int, int]], final: dict[int, int], s: int, launch: Launch
+) -> dict[int, tuple[int, ...]]:
+    """Per step of stage `s`, the virtual stages whose reductions the lane takes after it (after the
+    step's send, which program.py numbers first): the chunk's last backward's (Launch.READY), or
+    under Megatron's interleaved schedule the backward `s` backwards after it, past the end the
+    stage's last (Launch.DELAYED), or that last one always (Launch.AFTER): program.py's _launch."""
+    if launch is Launch.READY:
+        return {i: (v,) for v, i in final.items()}
+    backs = [i for i, (d, _, _) in enumerate(order) if d in (BWD, WGRAD)]
+    at = {i: k for k, i in enumerate(backs)}
+    lag = s if launch is Launch.DELAYED else len(backs)
+    out: dict[int, tuple[int, ...]] = {}
+    for v, i in sorted(final.items(), key=lambda item: -item[1]):  # the chunk done last first
+        step = backs[min(at[i] + lag, len(backs) - 1)]
+        out[step] = (*out.get(step, ()), v)
+    return out
 
 
 def phases(plan: Plan, computes: Sequence[Sequence[int]]) -> dict[int, int]:
@@ -119,7 +148,7 @@ def phases(plan: Plan, computes: Sequence[Sequence[int]]) -> dict[int, int]:
     count, _, order = plan
     elapsed = [0] * count
     out = {}
-    for s, kind, v, _, _, _, reduce in order:
+    for s, kind, v, _, _, _, reduce, _ in order:
         if reduce:
             out[v] = elapsed[s] % 1000
         elapsed[s] += computes[v][kind]
@@ -150,7 +179,7 @@ def run(
     talk = [0] * count
     reduced = [0] * count
     links = [[send_ns(s, d) if d != s else 0 for d in range(count)] for s in range(count)]
-    for s, kind, v, recv, send, to, reduce in order:
+    for s, kind, v, recv, send, to, reduce, launch in order:
         t = clock[s]
         if recv >= 0:
             arrived = arrival[recv]
@@ -168,11 +197,12 @@ def run(
             lane[s] = max(lane[s], t + c_free, lane[s] + c_held)
         t += step
         busy[s] += step
-        if reduce or send >= 0:
+        if launch or send >= 0:
             c = lane[s]
             rest = 0
-            if reduce:
-                first, rest, _ = reductions[v]
+            for w in launch:
+                first, more, _ = reductions[w]
+                rest += more
                 if first:
                     c = (c if c > t else t) + first
                     talk[s] += first

@@ -416,12 +416,54 @@ class Framework(enum.StrEnum):
         reduce_overlap_gradients). Megatron-LM of 2022 (fc7f4f0) reduces in the optimizer's
         reduce_model_grads, after forward_backward_func returns.
 
-        Not under the interleaved schedule, whose chunks' reductions run beside the later
-        chunks' backwards (left as each chunk's last weight gradient readies them: the fast
-        tier's lane model, pipeline.py, does not yet interleave them with those backwards'
-        collectives as the walk does), nor under the schedules Megatron-LM does not run."""
+        Not under the interleaved schedule (chunk_reductions), nor under the schedules
+        Megatron-LM does not run."""
         ours = (Framework.MEGATRON, Framework.MEGATRON_2022, Framework.NEMO)
         return self in ours and schedule is Schedule.ONE_F_ONE_B
+
+    def chunk_reductions(self, schedule: Schedule, overlap: bool) -> Launch:
+        """When each model chunk's gradient reduction (its buckets, and the tails and swap
+        program.py issues with them) launches under the interleaved schedule: Launch.DELAYED,
+        after the rank's backward `pipeline_parallel_rank` backwards after the chunk's last one,
+        or after the rank's last backward send where that is past the end; Launch.AFTER, after
+        the rank's last backward (and its send); Launch.READY, as each unit's last weight
+        gradient readies it (the other frameworks, and the other schedules).
+
+        Megatron-LM (megatron/core/pipeline_parallel/schedules.py at core_r0.8.0,
+        forward_backward_pipelining_with_interleaving): with --overlap-grad-reduce training.py
+        sets config.no_sync_func to every chunk's no_sync and, delay_grad_reduce being the
+        default, config.grad_sync_func to each chunk's start_grad_sync (training.py, train).
+        The schedule enters no_sync before the first step (disable_grad_sync) and again after
+        every backward_step_helper, so no bucket launches as its gradients complete; in
+        backward_step_helper(microbatch_id), after backward_step and before the step's send,
+        `grad_sync_microbatch_id = microbatch_id - pipeline_parallel_rank`, and where
+        is_last_microbatch_for_model_chunk(grad_sync_microbatch_id) (the last group's
+        `microbatch_id_in_group % pipeline_parallel_size == pipeline_parallel_size - 1`) it calls
+        grad_sync_func[get_model_chunk_id(grad_sync_microbatch_id, forward=False)]: the whole
+        chunk's buckets at once, `pipeline_parallel_rank` backwards after its last (rank 0: right
+        after it, its first chunk's bucketed reduction too). Chunk 0's falls past the last
+        backward on every rank but the first: after the cooldown's last send_backward_recv_
+        backward, "Launch any remaining grad reductions". Without the overlap grad_sync_func
+        is None and the buckets do nothing in the backward (DistributedDataParallel's hook
+        registers a gradient only `if self.ddp_config.overlap_grad_reduce`): every reduction is
+        finalize_model_grads' (finish_grad_sync), after the schedule, as are the SP norms'
+        all-reduce and the embedding's. NeMo r2.0.0rc1 hands the same schedule its no_sync_func
+        and grad_sync_func (megatron_gpt_model.py, fwd_bwd_step). Megatron-LM of 2022
+        (fc7f4f0) reduces in the optimizer's reduce_model_grads, after forward_backward_func
+        returns (training.py, train_step)."""
+        if schedule is not Schedule.INTERLEAVED:
+            return Launch.READY
+        if self in (Framework.MEGATRON, Framework.NEMO):
+            return Launch.DELAYED if overlap else Launch.AFTER
+        return Launch.AFTER if self is Framework.MEGATRON_2022 else Launch.READY
+
+
+class Launch(enum.Enum):
+    """When a model chunk's gradient reduction launches (Framework.chunk_reductions)."""
+
+    READY = "ready"  # as its units' last weight gradients ready it
+    DELAYED = "delayed"  # the pipeline rank's number of backwards after the chunk's last
+    AFTER = "after"  # after the rank's last backward (and its send)
 
 
 _FAMILY = {

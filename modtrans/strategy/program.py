@@ -17,7 +17,9 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         waits for its own and issues the next unit's, which wait for them in turn
     after the last step: every unit's tail collectives, each waiting for its last weight gradient
         (and, under Pipeline.reduce_after_send on a stage but the first, for its chunk's last
-        backward send), then its swaps with other stages (tied weights; DualPipe's mirrored
+        backward send; under Pipeline.chunk_reduction, the interleaved schedule's, for the later
+        backward or the last one Megatron launches its chunk's reduction after), then its swaps
+        with other stages (tied weights; DualPipe's mirrored
         copies); then, where the rank has trained units (a keyword preset, a layout), the
         optimizer step of its units as one compute waiting for all of them (Megatron-LM steps
         once the gradients are reduced: megatron/core/optimizer/optimizer.py,
@@ -63,6 +65,7 @@ from modtrans.plan.model import (
     Transfer,
 )
 from modtrans.strategy.draft import Comm
+from modtrans.strategy.frameworks import Launch
 from modtrans.strategy.groups import Group, group_times
 from modtrans.strategy.schedule import (
     BWD,
@@ -219,6 +222,9 @@ class Pipeline:
     # swaps) waits for the chunk's last backward send as well as for its weight gradients:
     # Megatron's schedules launch them after that send (frameworks.py, reduces_after_sends)
     reduce_after_send: bool = False
+    # under the interleaved schedule, when each chunk's tail section launches: after a later
+    # backward of the rank or after its last one (frameworks.py, chunk_reductions)
+    chunk_reduction: Launch = Launch.READY
 
     @property
     def chunks(self) -> int:
@@ -258,6 +264,8 @@ class StageProgram:
         self.units = {u.index: u for chunk in chunks for u in chunk}
         self.virtual_of = {u.index: v for v, chunk in enumerate(chunks) for u in chunk}
         self.sent: dict[int, int] = {}  # per virtual stage: its latest backward send (reduce_after_send)
+        # the rank's backwards in order: virtual stage, the op its compute ends at, its send
+        self.backs: list[tuple[int, int | None, int | None]] = []
         self.boundary = boundary_bytes  # per virtual stage: bytes it sends forward
         self.ops: list[Op] = []
         self.chain: int | None = None  # the last op the next compute waits for
@@ -546,8 +554,9 @@ class StageProgram:
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain, after = wg, self._after_send(u)
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False, also=after)
-            for x in u.exchanges:
-                self._exchange(u, x, after)
+            final = after if self.outline or pipe.chunk_reduction is Launch.READY else self._launch(-1)
+            for x in u.exchanges:  # a tied embedding's: finalize_model_grads', after the schedule
+                self._exchange(u, x, final)
         if last_wg:  # every program ends with the optimizer step (a keyword preset's, a layout's)
             self._optimizer(list(last_wg.values()), tail)
         for u in sorted((u for u, _ in last_wg.values()), key=lambda u: u.index):  # forward order
@@ -560,11 +569,37 @@ class StageProgram:
         Pipeline.reduce_after_send, on a stage but the first, its chunk's last backward send
         (Megatron's schedules launch the reduction after it, as the bubble begins; without the edge
         a bucket ready at the chunk's first weight gradient took the lane before that send, and
-        the previous stages waited out its reduce-scatter: 20 ms on Llama-3-8B at T 8, P 2)."""
-        if not self.pipeline.reduce_after_send or self.stage == 0 or self.outline:
+        the previous stages waited out its reduce-scatter: 20 ms on Llama-3-8B at T 8, P 2);
+        under the interleaved schedule, what Pipeline.chunk_reduction says (_launch)."""
+        if self.outline:
+            return ()
+        if self.pipeline.chunk_reduction is not Launch.READY:
+            return self._launch(self.virtual_of[u.index])
+        if not self.pipeline.reduce_after_send or self.stage == 0:
             return ()
         sent = self.sent.get(self.virtual_of[u.index])
         return () if sent is None else (sent,)
+
+    def _launch(self, virtual: int) -> tuple[int, ...]:
+        """Under the interleaved schedule, what a chunk's tail section waits for (Pipeline.
+        chunk_reduction): Launch.DELAYED, the compute of the rank's backward `stage` backwards
+        after the chunk's last (Megatron's backward_step_helper calls grad_sync_func after
+        backward_step, before the step's send: the send, numbered first, takes the lane first),
+        or past the end, the rank's last backward send (its compute on the first stage, which
+        sends none); Launch.AFTER, that last one always (frameworks.py, chunk_reductions);
+        `virtual` -1: that last one too (finalize_model_grads' embedding all-reduce)."""
+        backs = self.backs
+        last = max((k for k, (v, _, _) in enumerate(backs) if v == virtual), default=None)
+        if not backs or (last is None and virtual >= 0):
+            return ()
+        lag = self.stage if self.pipeline.chunk_reduction is Launch.DELAYED else len(backs)
+        last = len(backs) if last is None else last
+        if last + lag < len(backs):
+            end = backs[last + lag][1]
+            return () if end is None else (end,)
+        _, end, sent = backs[-1]
+        after = sent if sent is not None else end
+        return () if after is None else (after,)
 
     def _optimizer(self, last: Sequence[tuple[Costed, int]], tail: int) -> None:
         """The optimizer step of the rank's units, one compute after every gradient is final: each
@@ -622,8 +657,10 @@ class StageProgram:
         if virtual < last_virtual:
             self.transfer(units[-1], Direction.RECV, micro, virtual, virtual, True)
         self._units(direction, micro, virtual, last_wg)  # B, or I: the input gradient alone
+        end, sent = self.chain, len(self.ops)
         if virtual > 0:
             self.transfer(units[0], Direction.SEND, micro, virtual, virtual - 1, True)
+        self.backs.append((virtual, end, sent if len(self.ops) > sent else None))
         if self.pending is not None:  # the forward's output, after this gradient (_communicate's order)
             pending, self.pending = self.pending, None
             self.transfer(*pending)

@@ -184,6 +184,7 @@ def _pipeline(layout: Layout) -> Pipeline:
         gather,
         exchange_after_backward=convention.blocking_p2p and layout.schedule is Schedule.INTERLEAVED,
         reduce_after_send=convention.reduces_after_sends(layout.schedule),
+        chunk_reduction=convention.chunk_reductions(layout.schedule, layout.overlap_grad_reduce),
     )
 
 
