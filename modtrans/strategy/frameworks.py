@@ -208,6 +208,24 @@ class Framework(enum.StrEnum):
         return self in (Framework.TORCHTITAN, Framework.LLM_FOUNDRY)
 
     @property
+    def fsdp2(self) -> bool:
+        """Its data parallelism is FSDP2 (fully_shard), whose gathers and reduce-scatters copy the
+        parameters and gradients between their own tensors and the collectives' flat buffers on the
+        compute stream (strategy/llm/fsdp.py, copies): torchtitan. llm-foundry and fms-fsdp run
+        FSDP1, whose flat parameter is the all-gather's output and the reduce-scatter's input
+        itself; --framework fsdp is FSDP1 as transformers' Trainer and accelerate wrap a model."""
+        return self is Framework.TORCHTITAN
+
+    @property
+    def foreach_adamw(self) -> bool:
+        """Its optimizer step is torch's AdamW with foreach kernels over fp32 parameters and a foreach
+        gradient-norm clip (cost/gemm.py, foreach_update_bytes): torchtitan (torchtitan/optimizer.py
+        at 9dec370, build_optimizers: `"foreach": not fused`, --optimizer.fused off by default;
+        train.py: utils.clip_grad_norm_(..., foreach=True) every step). The others' is charged as
+        Megatron-LM's (update_bytes)."""
+        return self is Framework.TORCHTITAN
+
+    @property
     def op_recompute(self) -> bool:
         """Selective recomputation is torchtitan's 'op' policy (every second matmul of a block and
         the ops between what it saves: strategy/llm/selective.py), not Megatron's attention core."""

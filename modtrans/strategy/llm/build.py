@@ -10,6 +10,7 @@ from typing import Any
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
 from modtrans.cost.base import by_shape
+from modtrans.cost.gemm import foreach_update_bytes
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR, needs_input_grad
 from modtrans.plan.model import (
@@ -287,6 +288,13 @@ def _costed(
         return rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds).owner
 
     casting = fp8.casting(units, cost, layout, share_of) if layout.fp8 else None
+    copying = fsdp.copies(cost) if layout.framework.fsdp2 else None
+
+    def finish(run: Costed, u: Unit) -> Costed:  # what a unit's run adds beyond its shape's
+        run = run if fusing is None or not u.fused else fusing(run, u)
+        run = run if casting is None else casting(run, u)
+        return run if copying is None else copying(run, u)
+
     for u in units:
         g = u.x.group
         key = _shape(u, inputs, reruns) if shaped else None
@@ -296,18 +304,17 @@ def _costed(
             run = Costed(
                 u.index, name, known.times, known.flops, tensors, comms, known.core, model=known.model
             )
-            run = run if fusing is None or not u.fused else fusing(run, u)
-            runs.append(run if casting is None else casting(run, u))
+            runs.append(finish(run, u))
             continue
         share = rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds)
         run = costed(u.index, share, u.x.comms, tensors, cost, inputs, core=selective, reruns=reruns)
         whole, bias = replicated(u.x, folded, layout.sp), row_bias(u.x, u.scale / shards, layout.sp)
         run = model_share(run, share, whole, layout.tp, inputs, bias)
+        run = _foreach_update(run, share.owner, cost) if layout.framework.foreach_adamw else run
         run = _sharded_update(run, u, layout)  # its shards follow from its role, part of the key
         if key is not None:
             made[key] = run
-        run = run if fusing is None or not u.fused else fusing(run, u)
-        runs.append(run if casting is None else casting(run, u))
+        runs.append(finish(run, u))
     return runs
 
 
@@ -337,6 +344,17 @@ def update_shards(u: Unit, layout: Layout) -> int:
     the expert-data ranks for an expert's), as the memory counts that state."""
     ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.shard_ranks
     return memory.optimizer_shards(layout, ranks, memory.bf16_params(u))
+
+
+def _foreach_update(run: Costed, layer: IRLayer, cost: CostModel) -> Costed:
+    """The unit's optimizer step as torch's foreach AdamW and gradient clipping run it over this
+    rank's share `layer` (frameworks.py, foreach_adamw; cost/gemm.py, foreach_update_bytes), at the
+    device's streaming rate where the cost model has one (the gpu model's memory_seconds)."""
+    seconds = getattr(cost, "memory_seconds", None)
+    if seconds is None or not run.times.update:
+        return run
+    update = cost.clock.from_seconds(seconds(foreach_update_bytes(layer)))
+    return dataclasses.replace(run, times=dataclasses.replace(run.times, update=update))
 
 
 def _sharded_update(run: Costed, u: Unit, layout: Layout) -> Costed:
