@@ -213,7 +213,11 @@ class Framework(enum.StrEnum):
         parameters and gradients between their own tensors and the collectives' flat buffers on the
         compute stream (strategy/llm/fsdp.py, copies): torchtitan. llm-foundry and fms-fsdp run
         FSDP1, whose flat parameter is the all-gather's output and the reduce-scatter's input
-        itself; --framework fsdp is FSDP1 as transformers' Trainer and accelerate wrap a model."""
+        itself, its gradient's cast to reduce_dtype and division on its post-backward stream
+        (torch/distributed/fsdp/_runtime_utils.py, _post_backward_hook: `with
+        state._device_handle.stream(state._post_backward_stream)`, flat_param.grad.to(
+        handle._reduce_dtype)); --framework fsdp is FSDP1 as transformers' Trainer and accelerate
+        wrap a model."""
         return self is Framework.TORCHTITAN
 
     @property
