@@ -99,7 +99,8 @@ run, FSDP2's copies on the compute stream after each gather and before each redu
 shards (cost/gemm.py, foreach_update_bytes), each held to torch's count of its bytes; only the
 torchtitan rows move: titan-8b-a100 +3.8 to +6.3 %, -70b-a100 +6.2 to +9.3 %, -8b-h100 -14.6 to
 -11.9 %, -8b-h100x128 -14.1 to -12.3 %, the --compile rows -16.1 / -14.8 to -13.1 / -12.6 %; MAE
-10.8 to 10.6 %; nothing tuned (docs/performance.md). Before it (2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm bound by the SMs, not
+10.8 to 10.6 %; nothing tuned (docs/performance.md). Before it (2026-12-07, branch compile2 on
+main 46fae57: the op-by-op RMSNorm bound by the SMs, not
 the bandwidth, cost/norms.py: an element the longer of its SM cycles, fitted on Liger-Kernel's
 H100 NVL and A100 rows, at the device's SMs x boost clock and torch's count of its bytes at the
 streaming rate. Moved: titan-8b-a100 +3.2 to +3.8 %, -70b-a100 +5.9 to +6.2 %, -8b-h100 -7.7 to
