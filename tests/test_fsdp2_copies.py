@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from modtrans import pipeline
+from modtrans.plan.model import Compute
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.groups import Params
-from modtrans.strategy.llm import Layout
+from modtrans.strategy.llm import Layout, Recompute
 from modtrans.strategy.llm.build import rank_units
 from modtrans.strategy.llm.fsdp import copy_bytes
+from tests import plans
 from tests.plans import TOY, config
 
 # the toy Llama's block (tests/plans.py): hidden 64, 4 heads of 16 in 2 key/value groups, MLP 128
@@ -60,3 +62,30 @@ def test_a_bf16_reduction_copies_its_gradients_in_at_their_own_width(tmp_path: P
             assert moved[0] == moved[2]
     assert not Framework.FSDP.fsdp2  # FSDP1's flat parameter: no copies
     assert Framework.TORCHTITAN.fsdp2
+
+
+def _times(tmp_path: Path, recompute: Recompute) -> dict[tuple[int, str], int]:
+    """Rank 0's compute ticks by unit and step over one iteration (one micro-batch)."""
+    layout = Layout(npus=8, zero=3, framework=Framework.TORCHTITAN, recompute=recompute)
+    made = plans.plan(config(tmp_path, TOY), layout, (1, 64))
+    out: dict[tuple[int, str], int] = {}
+    for op in made.programs[0]:
+        if isinstance(op, Compute):
+            out[(op.layer, op.step.name)] = out.get((op.layer, op.step.name), 0) + op.time
+    return out
+
+
+def test_full_recomputation_copies_the_parameters_out_twice_not_three_times(tmp_path: Path) -> None:
+    """FSDP2 under torchtitan's full activation checkpointing (checkpoint_wrapper inside
+    fully_shard: parallelize_llama.py at 9dec370, apply_ac before apply_fsdp) gathers a block
+    before its backward and the recomputation runs on those parameters: one copy-out in the
+    forward, one in the backward. The rerun forward carries it; the backward's is not charged
+    again: each block unit's weight gradient is the one without recomputation less the copy-out
+    its forward already holds, which the rerun repeats."""
+    plain, full = _times(tmp_path, Recompute.NONE), _times(tmp_path, Recompute.FULL)
+    rerun = [u for (u, step) in full if step == "RECOMPUTE"]
+    assert rerun
+    for u in rerun:
+        assert full[(u, "RECOMPUTE")] == plain[(u, "FWD")]
+        held = plain[(u, "WEIGHT_GRAD")] - full[(u, "WEIGHT_GRAD")]
+        assert held > 0

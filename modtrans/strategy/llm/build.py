@@ -99,6 +99,7 @@ def plan(
     boundary = _boundaries(units, chunks, unit_chunks, layout, ir)
     pipeline = _pipeline(layout)
     rerun = _rerun(units, chunks, layout, ir)
+    chunks = fsdp.regathered(chunks, rerun, cost) if layout.framework.fsdp2 else chunks
     mesh = layout.mesh()
 
     def program(stage: int, outline: bool) -> tuple[Op, ...]:  # ending with the optimizer step

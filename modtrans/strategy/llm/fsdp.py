@@ -31,7 +31,9 @@ runs took, torch 1963fc8; the same in torch 2.13's torch/distributed/fsdp/_fully
     copy-out   foreach_all_gather_copy_out after each gather: the compute stream waits for the
                all-gather's event, then torch.ops.fsdp.split_with_sizes_copy reads the all-gather
                output and writes each unsharded parameter (2 x the gathered bytes), before the
-               forward and again before the backward of a unit gathered twice
+               forward and again before the backward of a unit gathered twice; under full
+               recomputation the backward's gather precedes the rerun forward, whose copy-out
+               stands for it (regathered)
     copy-in    foreach_reduce's foreach_reduce_scatter_copy_in: torch.ops.fsdp.chunk_cat of the
                unsharded gradients (param_dtype, bf16) into the reduce-scatter input in
                reduce_dtype (fp32 under torchtitan's MixedPrecisionPolicy): the gradients read,
@@ -61,7 +63,7 @@ from modtrans.strategy.draft import Comm
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.hsdp import REPLICATE
 from modtrans.strategy.llm.unit import Unit
-from modtrans.strategy.program import Costed
+from modtrans.strategy.program import Costed, Rerun
 from modtrans.strategy.roles import LayerRole
 
 
@@ -118,21 +120,38 @@ def copy_bytes(u: Unit) -> tuple[int, int, int]:
 def copies(cost: CostModel) -> Callable[[Costed, Unit], Costed]:
     """A unit's run with FSDP2's copies at the device's streaming rate (cost models with a memory
     path: the gpu model's memory_seconds; the others leave the run as it is): the copy-out before
-    its forward in the forward, and the backward's copy-out and the reduce-scatter's copy-in with
-    its weight gradient (a unit's first backward phase may be skipped: the first layer's input
-    gradient)."""
+    its forward in the forward, the reduce-scatter's copy-in with its weight gradient. The
+    backward's copy-out is regathered's, once the recomputation is known."""
     seconds = getattr(cost, "memory_seconds", None)
 
     def copied(run: Costed, u: Unit) -> Costed:
-        forward, backward, reduced = copy_bytes(u)
-        if seconds is None or not (forward or backward or reduced):
+        forward, _, reduced = copy_bytes(u)
+        if seconds is None or not (forward or reduced):
             return run
         t, ticks = run.times, cost.clock.from_seconds
         times = replace(
             t,
             forward=t.forward + ticks(seconds(forward)),
-            weight_grad=t.weight_grad + ticks(seconds(backward)) + ticks(seconds(reduced)),
+            weight_grad=t.weight_grad + ticks(seconds(reduced)),
         )
         return replace(run, times=times)
 
     return copied
+
+
+def regathered(chunks: Sequence[Sequence[Costed]], rerun: Rerun, cost: CostModel) -> list[list[Costed]]:
+    """The chunks' runs with the copy-out of each gather before a backward (--zero 3), charged with
+    the unit's weight gradient (a unit's first backward phase may be skipped: the first layer's
+    input gradient), but for the units full recomputation forwards again: the backward's gather
+    precedes the recomputation, whose forward, the copy-out in it (copies), stands for it."""
+    seconds = getattr(cost, "memory_seconds", None)
+    again = {i for indices in rerun.forwards.values() for i in indices}
+
+    def copied(run: Costed) -> Costed:
+        gathered = sum(c.bytes for c in run.comms.get(Place.BEFORE_BWD, ()) if c.comm is CommType.ALLGATHER)
+        if seconds is None or run.index in again or not gathered:
+            return run
+        ticks = cost.clock.from_seconds(seconds(COPY_OUT * gathered))
+        return replace(run, times=replace(run.times, weight_grad=run.times.weight_grad + ticks))
+
+    return [[copied(run) for run in chunk] for chunk in chunks]
