@@ -404,7 +404,10 @@ def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], layout: La
         for segment in layout.recompute_segments(list(members)):
             indices = tuple(i for b in segment for i in members[b])
             forwards[indices[-1]] = indices
-    return Rerun(forwards)
+    # FSDP's hooks wrap the checkpointed block (torchtitan: apply_ac before apply_fsdp; FSDP1's
+    # apply_activation_checkpointing inside its units): the rerun forward uses the parameters the
+    # backward's pre-hook gathered, FSDP2's _pre_forward skipping its unshard in PRE_BACKWARD
+    return Rerun(forwards, regathers=layout.framework.family is not Framework.FSDP)
 
 
 def _reforwards(
