@@ -96,12 +96,13 @@ attention (`--attention cudnn`).
 Latest (2026-12-07, branch titankern on main 6d11ded: torchtitan's kernels around FSDP2 as they
 run, FSDP2's copies on the compute stream after each gather and before each reduce-scatter
 (strategy/llm/fsdp.py, copies) and its optimizer step torch's foreach AdamW and clip over fp32
-shards (cost/gemm.py, foreach_update_bytes), each held to torch's count of its bytes, and under
+shards (cost/gemm.py, foreach_update_bytes), autograd's sum of its separate q, k, v and gate, up
+input gradients (strategy/llm/projections.py), each held to torch's count of its bytes, and under
 full recomputation no FSDP gather of the rerun forward's own (Rerun.regathers: the backward's
 gather serves it; 70B's exposed communication 3.763 to 2.544 s); only the torchtitan rows move:
-titan-8b-a100 +3.8 to +6.3 %, -70b-a100 +6.2 to +3.8 % (+9.3 % with the copies alone),
--8b-h100 -14.6 to -11.9 %, -8b-h100x128 -14.1 to -12.3 %, the --compile rows -16.1 / -14.8 to
--13.1 / -12.6 %; MAE 10.8 to 10.3 %; nothing tuned (docs/performance.md). Before it
+titan-8b-a100 +3.8 to +6.7 %, -70b-a100 +6.2 to +4.0 % (+9.3 % with the copies alone),
+-8b-h100 -14.6 to -11.3 %, -8b-h100x128 -14.1 to -11.6 %, the --compile rows -16.1 / -14.8 to
+-13.1 / -12.6 %; MAE 10.8 to 10.2 %; nothing tuned (docs/performance.md). Before it
 (2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm bound by the SMs, not
 the bandwidth, cost/norms.py: an element the longer of its SM cycles, fitted on Liger-Kernel's
 H100 NVL and A100 rows, at the device's SMs x boost clock and torch's count of its bytes at the
@@ -138,10 +139,10 @@ leave alone; history in docs/performance.md; compute, exposed communication and 
 busiest stage's):
 
     run                        published    ours   error  compute   comm  bubble  memory pub / ours
-    titan-8b-a100                2.755 s  2.929 s  +6.3 %  2.587 s  0.342  0.000       - / 36.0
-    titan-70b-a100              24.749 s 25.679 s  +3.8 % 23.135 s  2.544  0.000       - / 51.5
-    titan-8b-h100                2.843 s  2.504 s -11.9 %  2.420 s  0.084  0.000    82.4 / 78.5
-    titan-8b-h100x128            2.923 s  2.565 s -12.3 %  2.378 s  0.187  0.000    67.0 / 64.4
+    titan-8b-a100                2.755 s  2.940 s  +6.7 %  2.598 s  0.342  0.000       - / 36.0
+    titan-70b-a100              24.749 s 25.736 s  +4.0 % 23.191 s  2.544  0.000       - / 51.5
+    titan-8b-h100                2.843 s  2.522 s -11.3 %  2.439 s  0.084  0.000    82.4 / 78.5
+    titan-8b-h100x128            2.923 s  2.583 s -11.6 %  2.396 s  0.187  0.000    67.0 / 64.4
     titan-8b-h100-compile        2.457 s  2.137 s -13.1 %  2.053 s  0.084  0.000    77.0 / 74.5
     titan-8b-h100x128-compile    2.515 s  2.197 s -12.6 %  2.011 s  0.187  0.000    62.0 / 60.4
     foundry-7b-h100              1.155 s  1.016 s -12.0 %  0.951 s  0.065  0.000       - / 63.8
@@ -156,7 +157,7 @@ busiest stage's):
     mcore-314b-h100              8.399 s  8.306 s  -1.1 %  5.941 s  0.733  1.633       - / 55.7
     mcore-462b-h100             12.716 s 12.319 s  -3.1 %  8.901 s  0.621  2.797       - / 56.6
     mcore-mixtral-8x7b-h100      2.903 s  3.050 s  +5.1 %  1.974 s  0.356  0.720       - / 50.3
-    MAE 10.3 %, worst 26.4 % (goal: within 10 % each)
+    MAE 10.2 %, worst 26.4 % (goal: within 10 % each)
 
 The rows before that change (main 64b994f), where they differ: 16B 0.692 s (-18.5 %), 70B 2.359 s
 (+8.4 %, compute 1.539 s), 119B 3.861 s (+5.9 %, 2.728), 177B 5.417 s (+3.0 %, 3.882), 314B 8.393 s

@@ -19,6 +19,7 @@ from modtrans.strategy.groups import Params
 from modtrans.strategy.llm import Layout, Recompute
 from modtrans.strategy.llm.build import rank_units
 from modtrans.strategy.llm.fsdp import copy_bytes
+from modtrans.strategy.llm.projections import repeated
 from tests import plans
 from tests.plans import TOY, config
 
@@ -89,3 +90,15 @@ def test_full_recomputation_copies_the_parameters_out_twice_not_three_times(tmp_
         assert full[(u, "RECOMPUTE")] == plain[(u, "FWD")]
         held = plain[(u, "WEIGHT_GRAD")] - full[(u, "WEIGHT_GRAD")]
         assert held > 0
+
+
+def test_the_projections_whose_input_gradients_autograd_sums(tmp_path: Path) -> None:
+    """torchtitan's Attention.forward (`self.wq(x), self.wk(x), self.wv(x)`) and FeedForward.forward
+    (`self.w1(x)`, `self.w3(x)`) at 9dec370: per block, the second and third of q, k, v and the
+    second of gate, up add their input gradient into the first's (strategy/llm/projections.py)."""
+    ir, found = pipeline.extract_checked(config(tmp_path, TOY), input_shapes={"input_ids": (1, 64)})
+    assert ir is not None, [d.message for d in found]
+    units = rank_units(ir, Layout(npus=8, zero=3, framework=Framework.TORCHTITAN), Params.TRAINABLE, None)
+    names = sorted(units[i].name.split(".", 2)[-1] for i in repeated(units))
+    second = ("self_attn.k_proj", "self_attn.v_proj", "mlp.up_proj")
+    assert names == sorted(f"{b}.{name}" for b in (0, 1) for name in second)

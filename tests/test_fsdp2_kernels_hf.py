@@ -10,6 +10,8 @@ nothing), against what ModTrans charges for them:
     FSDP2's copies        foreach_reduce_scatter_copy_in (FSDP2's own function, bf16 gradients
                           into an fp32 input) and torch.ops.fsdp.split_with_sizes_copy as
                           foreach_all_gather_copy_out calls it: strategy/llm/fsdp.py, copy_bytes
+    separate projections  autograd's sum of the input gradients of torchtitan's wq, wk, wv (and
+                          w1, w3) on one input: strategy/llm/projections.py, ADD
 
 Marker hf: needs torch (the extra `hf`)."""
 
@@ -27,6 +29,7 @@ from torch.utils._pytree import tree_flatten  # noqa: E402
 
 from modtrans.cost.gemm import FOREACH_ADAMW, FOREACH_CLIP  # noqa: E402
 from modtrans.strategy.llm.fsdp import COPY_OUT  # noqa: E402
+from modtrans.strategy.llm.projections import ADD  # noqa: E402
 
 pytestmark = pytest.mark.hf
 
@@ -115,3 +118,27 @@ def test_fsdp2s_all_gather_copy_out_reads_and_writes_the_parameters_once() -> No
             gathered.view(WORLD, -1), [n // WORLD for n in sizes], dim=1, out=out
         )
     assert copy.moved == COPY_OUT * gathered.numel() * gathered.element_size()
+
+
+@pytest.mark.parametrize("linears", [3, 2])
+def test_autograd_sums_the_input_gradients_of_separate_projections(linears: int) -> None:
+    """torchtitan's q, k, v (three linears on the normed input) and w1, w3 (two): the backward's
+    kernels beyond the linears' own GEMMs are linears - 1 adds of a bf16 gradient of the input's
+    size, ADD x its bytes each (the projections' outputs summed here to reach one loss)."""
+    tokens, hidden = 64, 256
+    x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+    weights = [torch.randn(hidden, hidden, dtype=torch.bfloat16, requires_grad=True) for _ in range(linears)]
+    outputs = [torch.nn.functional.linear(x, w) for w in weights]
+    grads = [torch.randn_like(o) for o in outputs]
+    with _Adds() as backward:
+        torch.autograd.backward(outputs, grads)
+    assert backward.moved == (linears - 1) * ADD * x.numel() * x.element_size()
+
+
+class _Adds(_Moved):
+    """The bytes of the adds (aten.add) dispatched, alone."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.overloadpacket not in (torch.ops.aten.add, torch.ops.aten.add_):
+            return func(*args, **(kwargs or {}))
+        return super().__torch_dispatch__(func, types, args, kwargs)

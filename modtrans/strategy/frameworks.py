@@ -221,6 +221,16 @@ class Framework(enum.StrEnum):
         return self is Framework.TORCHTITAN
 
     @property
+    def separate_projections(self) -> bool:
+        """It runs q, k and v, and an MLP's gate and up, as separate linears on one input, whose
+        input gradients autograd then sums (strategy/llm/projections.py): torchtitan's Llama
+        (torchtitan/models/llama/model.py at 9dec370: wq, wk, wv; w1, w3). Megatron-Core fuses each
+        set into one GEMM (linear_qkv, linear_fc1), as llm-foundry's MPT (Wqkv) and fms's
+        defaults (fused QKV and wg1_fused) do. transformers' modules under --framework fsdp or
+        deepspeed run them separately too: not modelled there yet."""
+        return self is Framework.TORCHTITAN
+
+    @property
     def foreach_adamw(self) -> bool:
         """Its optimizer step is torch's AdamW with foreach kernels over fp32 parameters and a foreach
         gradient-norm clip (cost/gemm.py, foreach_update_bytes): torchtitan (torchtitan/optimizer.py

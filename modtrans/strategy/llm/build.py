@@ -38,6 +38,7 @@ from modtrans.strategy.llm import (
     fsdp,
     memory,
     modules,
+    projections,
     tensor,
     userbuffers,
     zero_redundancy,
@@ -290,10 +291,13 @@ def _costed(
 
     casting = fp8.casting(units, cost, layout, share_of) if layout.fp8 else None
     copying = fsdp.copies(cost) if layout.framework.fsdp2 else None
+    summed = layout.framework.separate_projections and not layout.compiled  # projections.py: Inductor's
+    summing = projections.summing(units, cost, share_of) if summed else None
 
     def finish(run: Costed, u: Unit) -> Costed:  # what a unit's run adds beyond its shape's
         run = run if fusing is None or not u.fused else fusing(run, u)
         run = run if casting is None else casting(run, u)
+        run = run if summing is None else summing(run, u)
         return run if copying is None else copying(run, u)
 
     for u in units:
