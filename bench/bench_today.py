@@ -97,11 +97,12 @@ Latest (2026-12-07, branch titankern on main 6d11ded: torchtitan's kernels aroun
 run, FSDP2's copies on the compute stream after each gather and before each reduce-scatter
 (strategy/llm/fsdp.py, copies) and its optimizer step torch's foreach AdamW and clip over fp32
 shards (cost/gemm.py, foreach_update_bytes), autograd's sum of its separate q, k, v and gate, up
-input gradients (strategy/llm/projections.py), each held to torch's count of its bytes, and under
+input gradients (strategy/llm/projections.py), its repeat_kv copies (strategy/llm/gqa.py), each
+held to torch's count of its bytes, and under
 full recomputation no FSDP gather of the rerun forward's own (Rerun.regathers: the backward's
 gather serves it; 70B's exposed communication 3.763 to 2.544 s); only the torchtitan rows move:
-titan-8b-a100 +3.8 to +6.7 %, -70b-a100 +6.2 to +4.0 % (+9.3 % with the copies alone),
--8b-h100 -14.6 to -11.3 %, -8b-h100x128 -14.1 to -11.6 %, the --compile rows -16.1 / -14.8 to
+titan-8b-a100 +3.8 to +7.0 %, -70b-a100 +6.2 to +4.2 % (+9.3 % with the copies alone),
+-8b-h100 -14.6 to -10.8 %, -8b-h100x128 -14.1 to -11.1 %, the --compile rows -16.1 / -14.8 to
 -13.1 / -12.6 %; MAE 10.8 to 10.2 %; nothing tuned (docs/performance.md). Before it
 (2026-12-07, branch compile2 on main 46fae57: the op-by-op RMSNorm bound by the SMs, not
 the bandwidth, cost/norms.py: an element the longer of its SM cycles, fitted on Liger-Kernel's
@@ -139,10 +140,10 @@ leave alone; history in docs/performance.md; compute, exposed communication and 
 busiest stage's):
 
     run                        published    ours   error  compute   comm  bubble  memory pub / ours
-    titan-8b-a100                2.755 s  2.940 s  +6.7 %  2.598 s  0.342  0.000       - / 36.0
-    titan-70b-a100              24.749 s 25.736 s  +4.0 % 23.191 s  2.544  0.000       - / 51.5
-    titan-8b-h100                2.843 s  2.522 s -11.3 %  2.439 s  0.084  0.000    82.4 / 78.5
-    titan-8b-h100x128            2.923 s  2.583 s -11.6 %  2.396 s  0.187  0.000    67.0 / 64.4
+    titan-8b-a100                2.755 s  2.950 s  +7.0 %  2.607 s  0.342  0.000       - / 36.0
+    titan-70b-a100              24.749 s 25.778 s  +4.2 % 23.234 s  2.544  0.000       - / 51.5
+    titan-8b-h100                2.843 s  2.537 s -10.8 %  2.454 s  0.084  0.000    82.4 / 78.5
+    titan-8b-h100x128            2.923 s  2.598 s -11.1 %  2.411 s  0.187  0.000    67.0 / 64.4
     titan-8b-h100-compile        2.457 s  2.137 s -13.1 %  2.053 s  0.084  0.000    77.0 / 74.5
     titan-8b-h100x128-compile    2.515 s  2.197 s -12.6 %  2.011 s  0.187  0.000    62.0 / 60.4
     foundry-7b-h100              1.155 s  1.016 s -12.0 %  0.951 s  0.065  0.000       - / 63.8

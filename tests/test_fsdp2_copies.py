@@ -19,6 +19,7 @@ from modtrans.strategy.groups import Params
 from modtrans.strategy.llm import Layout, Recompute
 from modtrans.strategy.llm.build import rank_units
 from modtrans.strategy.llm.fsdp import copy_bytes
+from modtrans.strategy.llm.gqa import repeats
 from modtrans.strategy.llm.projections import repeated
 from tests import plans
 from tests.plans import TOY, config
@@ -102,3 +103,20 @@ def test_the_projections_whose_input_gradients_autograd_sums(tmp_path: Path) -> 
     names = sorted(units[i].name.split(".", 2)[-1] for i in repeated(units))
     second = ("self_attn.k_proj", "self_attn.v_proj", "mlp.up_proj")
     assert names == sorted(f"{b}.{name}" for b in (0, 1) for name in second)
+
+
+@pytest.mark.parametrize(("kv_heads", "n_rep"), [(2, 2), (1, 4), (4, 0)])
+def test_the_projections_repeat_kv_copies(tmp_path: Path, kv_heads: int, n_rep: int) -> None:
+    """torchtitan's repeat_kv (model.py at 9dec370) copies xk and xv, each n_heads / n_kv_heads
+    times, and nothing under multi-head attention (n_rep 1: `return x`): the toy's 4 query heads
+    over 2 and 1 key/value heads, and 4."""
+    ir, found = pipeline.extract_checked(
+        config(tmp_path, {**TOY, "num_key_value_heads": kv_heads}), input_shapes={"input_ids": (1, 64)}
+    )
+    assert ir is not None, [d.message for d in found]
+    copied = {
+        x.name.rsplit(".", 1)[-1]: repeats(x) for x in ir.layers if x.block is not None and x.block.index == 0
+    }
+    assert {name: n for name, n in copied.items() if n} == (
+        {"k_proj": n_rep, "v_proj": n_rep} if n_rep else {}
+    )

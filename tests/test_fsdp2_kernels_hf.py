@@ -12,6 +12,8 @@ nothing), against what ModTrans charges for them:
                           foreach_all_gather_copy_out calls it: strategy/llm/fsdp.py, copy_bytes
     separate projections  autograd's sum of the input gradients of torchtitan's wq, wk, wv (and
                           w1, w3) on one input: strategy/llm/projections.py, ADD
+    repeat_kv             torchtitan's copy of the key/value heads to every query head and its
+                          backward's sum: strategy/llm/gqa.py, (1 + n_rep) x the heads' bytes
 
 Marker hf: needs torch (the extra `hf`)."""
 
@@ -62,6 +64,8 @@ class _Moved(TorchDispatchMode):  # type: ignore[misc]
         writes = [a.alias_info is not None and a.alias_info.is_write for a in schema.arguments]
         if any(r.alias_info is not None for r in schema.returns) and not any(writes):
             return out  # a view
+        if func.overloadpacket is torch.ops.aten._unsafe_view:
+            return out  # a view its schema does not say is one (reshape's of a copy it made)
         for i, (argument, written) in enumerate(zip(schema.arguments, writes, strict=True)):
             value = args[i] if i < len(args) else kwargs.get(argument.name)
             only_out = written and argument.kwarg_only and argument.name.startswith("out")
@@ -142,3 +146,30 @@ class _Adds(_Moved):
         if func.overloadpacket not in (torch.ops.aten.add, torch.ops.aten.add_):
             return func(*args, **(kwargs or {}))
         return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def _repeat_kv(x: Any, n_rep: int) -> Any:
+    """torchtitan/models/llama/model.py at 9dec370, repeat_kv, as written there."""
+    bs, slen, n_kv_heads, head_dim = x.shape
+    if n_rep == 1:
+        return x
+    return (
+        torch.unsqueeze(x, dim=3)
+        .expand(bs, slen, n_kv_heads, n_rep, head_dim)
+        .reshape(bs, slen, n_kv_heads * n_rep, head_dim)
+    )
+
+
+@pytest.mark.parametrize("n_rep", [4, 2])
+def test_repeat_kv_copies_the_heads_out_and_sums_them_back(n_rep: int) -> None:
+    """Llama 3's 8 key/value heads for 32 query heads (n_rep 4), and 2 for 4: each way (1 + n_rep)
+    x the heads' bytes (gqa.py's charge)."""
+    heads = torch.randn(1, 128, 8, 128, dtype=torch.bfloat16, requires_grad=True)
+    with _Moved() as forward:
+        repeated = _repeat_kv(heads, n_rep)
+    grad = torch.randn_like(repeated)
+    with _Moved() as backward:
+        repeated.backward(grad)
+    size = heads.numel() * heads.element_size()
+    assert forward.moved == (1 + n_rep) * size
+    assert backward.moved == (1 + n_rep) * size

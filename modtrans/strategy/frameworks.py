@@ -231,6 +231,13 @@ class Framework(enum.StrEnum):
         return self is Framework.TORCHTITAN
 
     @property
+    def repeats_kv(self) -> bool:
+        """Its attention copies grouped-query attention's keys and values to every query head
+        before SDPA (strategy/llm/gqa.py): torchtitan (torchtitan/models/llama/model.py at 9dec370,
+        repeat_kv). The others' kernels take the groups as they are."""
+        return self is Framework.TORCHTITAN
+
+    @property
     def foreach_adamw(self) -> bool:
         """Its optimizer step is torch's AdamW with foreach kernels over fp32 parameters and a foreach
         gradient-norm clip (cost/gemm.py, foreach_update_bytes): torchtitan (torchtitan/optimizer.py

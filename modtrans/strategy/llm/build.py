@@ -36,6 +36,7 @@ from modtrans.strategy.llm import (
     expert,
     fp8,
     fsdp,
+    gqa,
     memory,
     modules,
     projections,
@@ -284,21 +285,11 @@ def _costed(
     made: dict[tuple[object, ...], Costed] = {}
     runs = []
     tensors = Ios([u.x for u in units], inputs)  # made when a program reads them; no outline does
-    fusing = _fusing(units, cost, layout, folded) if layout.tp_comm_overlap else None
 
     def share_of(u: Unit) -> IRLayer:  # the layer a rank computes of the unit, as costed below
         return rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds).owner
 
-    casting = fp8.casting(units, cost, layout, share_of) if layout.fp8 else None
-    copying = fsdp.copies(cost) if layout.framework.fsdp2 else None
-    summed = layout.framework.separate_projections and not layout.compiled  # projections.py: Inductor's
-    summing = projections.summing(units, cost, share_of) if summed else None
-
-    def finish(run: Costed, u: Unit) -> Costed:  # what a unit's run adds beyond its shape's
-        run = run if fusing is None or not u.fused else fusing(run, u)
-        run = run if casting is None else casting(run, u)
-        run = run if summing is None else summing(run, u)
-        return run if copying is None else copying(run, u)
+    finish = _finisher(units, cost, layout, folded, share_of)
 
     for u in units:
         g = u.x.group
@@ -321,6 +312,35 @@ def _costed(
             made[key] = run
         runs.append(finish(run, u))
     return runs
+
+
+def _finisher(
+    units: Sequence[Unit],
+    cost: CostModel,
+    layout: Layout,
+    folded: Folded,
+    share_of: Callable[[Unit], IRLayer],
+) -> Callable[[Costed, Unit], Costed]:
+    """What a unit's run adds beyond its shape's costing, by the layout's techniques and the
+    framework's conventions: --tp-comm-overlap's collectives in its GEMMs, --precision fp8's casts,
+    autograd's sum of separate projections' input gradients (projections.py), torchtitan's
+    repeat_kv (gqa.py; neither under --compile: Inductor's kernels), FSDP2's copies (fsdp.py)."""
+    fusing = _fusing(units, cost, layout, folded) if layout.tp_comm_overlap else None
+    casting = fp8.casting(units, cost, layout, share_of) if layout.fp8 else None
+    copying = fsdp.copies(cost) if layout.framework.fsdp2 else None
+    eager, framework = not layout.compiled, layout.framework
+    summing = projections.summing(units, cost, share_of) if framework.separate_projections and eager else None
+    rerun = layout.recompute is Recompute.SELECTIVE and framework.op_recompute
+    kv = gqa.copying(cost, share_of, rerun) if framework.repeats_kv and eager else None
+
+    def finish(run: Costed, u: Unit) -> Costed:
+        run = run if fusing is None or not u.fused else fusing(run, u)
+        run = run if casting is None else casting(run, u)
+        run = run if summing is None else summing(run, u)
+        run = run if kv is None else kv(run, u)
+        return run if copying is None else copying(run, u)
+
+    return finish
 
 
 def _fusing(
