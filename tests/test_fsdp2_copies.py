@@ -1,6 +1,6 @@
 """FSDP2's copies on the compute stream (strategy/llm/fsdp.py, copy_bytes), held to its own code
-transcribed: torch/distributed/_composable/fsdp/_fsdp_collectives.py of late 2024 (torch 2.13's
-torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py the same), foreach_all_gather_copy_out's
+transcribed: torch/distributed/_composable/fsdp/_fsdp_collectives.py at 01d66d2 (2024; torch
+2.13's torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py the same), foreach_all_gather_copy_out's
 split_with_sizes_copy (the all-gather output read, each unsharded parameter written: 2 + 2 B a bf16
 element) after every gather, and foreach_reduce_scatter_copy_in's chunk_cat of the bf16 gradients
 into the fp32 reduce-scatter input torchtitan's MixedPrecisionPolicy(reduce_dtype=float32) asks for

@@ -25,8 +25,9 @@ FSDP does not reshard after the forward (gathered once, not twice), the padding 
 parameter to a multiple of D (of D / R under HSDP). ZeRO-1 has no FSDP counterpart: Layout.check refuses it.
 
 FSDP2's copies (copies; Framework.fsdp2: torchtitan), read from pytorch/pytorch
-torch/distributed/_composable/fsdp/_fsdp_collectives.py (the late-2024 FSDP2 torchtitan's H100
-runs took, torch 1963fc8; the same in torch 2.13's torch/distributed/fsdp/_fully_shard/):
+torch/distributed/_composable/fsdp/_fsdp_collectives.py at 01d66d2 (2024) and torch 2.13's
+torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, the same copies in both (torchtitan's H100
+runs took torch 1963fc8, between the two):
 
     copy-out   foreach_all_gather_copy_out after each gather: the compute stream waits for the
                all-gather's event, then torch.ops.fsdp.split_with_sizes_copy reads the all-gather
