@@ -93,7 +93,19 @@ Caveats on the hardware: torchtitan's H100s are Grand Teton's HBM2e H100s at a 5
 llm-foundry's are H100 80GB SXM (HBM3), Megatron-Core's H100 SXM with Transformer Engine's cuDNN
 attention (`--attention cudnn`).
 
-Latest: see the table. Branch spfinal (2026-12-07, on main 5502bc8: on Megatron's 1F1B stages
+Latest: the table, main after merging the four branches below (MERGED_LINE).
+Branch titankern (2026-12-07, on main 6d11ded: torchtitan's kernels around FSDP2 as they
+run, FSDP2's copies on the compute stream after each gather and before each reduce-scatter
+(strategy/llm/fsdp.py, copies) and its optimizer step torch's foreach AdamW and clip over fp32
+shards (cost/gemm.py, foreach_update_bytes), autograd's sum of its separate q, k, v and gate, up
+input gradients (strategy/llm/projections.py), its repeat_kv copies (strategy/llm/gqa.py), each
+held to torch's count of its bytes, and under
+full recomputation no FSDP gather of the rerun forward's own (Rerun.regathers: the backward's
+gather serves it; 70B's exposed communication 3.763 to 2.544 s); only the torchtitan rows move:
+titan-8b-a100 +3.8 to +7.0 %, -70b-a100 +6.2 to +4.2 % (+9.3 % with the copies alone),
+-8b-h100 -14.6 to -10.8 %, -8b-h100x128 -14.1 to -11.1 %, the --compile rows -16.1 / -14.8 to
+-13.1 / -12.6 %; MAE 10.8 to 10.2 %; nothing tuned (docs/performance.md).
+Branch spfinal (2026-12-07, on main 5502bc8: on Megatron's 1F1B stages
 but the first the
 gradients' reductions wait for the last backward's send, as Megatron launches them after it
 (program.py, Pipeline.reduce_after_send), and under SP one all-reduce of the norms' gradients a

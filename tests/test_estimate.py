@@ -44,10 +44,15 @@ RUNS = {
     "llama-3-8b-tp2-dp4-sp.log": (
         "llama-3-8b", "--device", "h100", "--tp", "2", "--dp", "4", "--sp", "--global-batch", "4",
     ),
-    # torchtitan's norms' weight gradients round to 0 us a node: ASTRA-sim runs each for 1 ns
-    # (simulate/astra2.py, replay_ns; 65 ns in all)
+    # FSDP2's copies with every unit's gradients (strategy/llm/fsdp.py): no node of 0 us
     "llama-3-8b-torchtitan-dp8.log": (
         "llama-3-8b", "--device", "h100", "--framework", "torchtitan", "--zero", "3", "--dp", "8",
+        "--global-batch", "8",
+    ),
+    # llm-foundry's (FSDP1) norms' weight gradients round to 0 us a node: ASTRA-sim runs each for
+    # 1 ns (simulate/astra2.py, replay_ns; 65 ns in all)
+    "llama-3-8b-llm-foundry-dp8.log": (
+        "llama-3-8b", "--device", "h100", "--framework", "llm-foundry", "--zero", "3", "--dp", "8",
         "--global-batch", "8",
     ),
 }  # fmt: skip

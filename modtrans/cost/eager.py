@@ -23,6 +23,20 @@ rotate_half form (the same 20 B an element by count) measured 2.7 to 3.9 times i
 transposed q and k (Liger's benchmark_rope.py: (1, s, heads, d).transpose(1, 2)), which
 torchtitan's (b, s, heads, d) layout does not have: the count is charged, a lower bound.
 
+Liger-Kernel's H100 SXM rows (linkedin/Liger-Kernel a63e0ffd, benchmark/data/all_benchmark_data.csv,
+"NVIDIA H100 80GB HBM3", `megatron_swiglu`, benchmark/scripts/benchmark_megatron_swiglu.py, S 2,048
+x B 4) run 1.65 times this count at the part's rate, but on another input: Megatron's, `F.silu(y_1)
+* y_2` over `torch.chunk(y, 2, -1)` of one [s, b, 2 x ffn] fc1 output, so both factors are strided
+halves of its rows. PyTorch's elementwise kernels run vectorized only over contiguous operands
+(aten/src/ATen/native/cuda/CUDALoops.cuh, gpu_kernel_impl_nocast: `if (contiguous) return
+launch_vectorized_kernel(...)`, else launch_legacy_kernel through an OffsetCalculator): the `torch`
+forward at ffn 32,768 took 1.495 ms for 10 B x 268 M elements, 1.80 TB/s, 60 % of the part's
+2.97; Megatron's TorchScript-fused bias_swiglu_impl over the same halves 0.858 ms for 6 B, 63 %,
+where Liger's own kernel, indexing the row itself, moved those 6 B at 103 % (0.528 ms).
+torchtitan's (and transformers' LlamaMLP) factors are two linears' whole outputs, contiguous: the
+H100 NVL rows above measure that form, and their rate is the one charged (the NVL and the SXM
+rows agree once the layout is the same: Liger's fused kernel streams at the part's rate on both).
+
 Under torch.compile (--compile) Inductor fuses SwiGLU's ops into one pass, but not torchtitan's
 rotary: it generates no code for complex tensors (torch 2.13, torch/_inductor/lowering.py,
 unsupported_input_tensor: "if t.is_complex(): ... return True", with the warning "Torchinductor does

@@ -89,6 +89,37 @@ MASTER_PASSES = 2  # an fp16 model: the gradients unscaled in place (a read, a w
 LOSS_SCALED = frozenset({"float16"})  # the parameter dtypes trained under a loss scale (update_bytes)
 
 
+# torch.optim.AdamW(foreach=True) over fp32 parameters, as torchtitan steps (torchtitan/optimizer.py at
+# 9dec370, build_optimizers: `"fused": fused, "foreach": not fused`, --optimizer.fused off by
+# default; torch/optim/adamw.py, _multi_tensor_adamw, torch 1963fc8): bytes an element each kernel
+# reads and writes, fp32 throughout (FSDP2's sharded parameters, their gradients and both moments)
+FOREACH_ADAMW = (
+    2 * FP32  # _foreach_mul_(params, 1 - lr * weight_decay): read, write
+    + 3 * FP32  # _foreach_lerp_(exp_avgs, grads, 1 - beta1): two read, one written
+    + 2 * FP32  # _foreach_mul_(exp_avg_sqs, beta2)
+    + 4 * FP32  # _foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2): three read, one written
+    + 2 * FP32  # exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs)
+    + 2 * FP32  # _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt)
+    + 2 * FP32  # _foreach_add_(exp_avg_sq_sqrt, eps)
+    + 4 * FP32  # _foreach_addcdiv_(params, exp_avgs, exp_avg_sq_sqrt, step_size)
+)  # 84 B
+# torchtitan's clip_grad_norm_(..., foreach=True) (torchtitan/utils.py at 9dec370): torch's
+# get_total_norm (_foreach_norm reads each gradient) and clip_grads_with_norm_, which scales every
+# gradient by the clamped coefficient whether the norm is over the limit or not (_foreach_mul_:
+# read, write); the norms' stack and all-reduce are one number. zero_grad sets the gradients to None.
+FOREACH_CLIP = FP32 + 2 * FP32  # 12 B
+
+
+def foreach_update_bytes(layer: Layer) -> int:
+    """The optimizer step's memory traffic for the layer's trainable parameters as torchtitan runs
+    it over FSDP2's fp32 sharded parameters, whatever dtype they are gathered in: AdamW's foreach
+    kernels and the gradient norm's clipping, 84 + 12 = 96 B an element (FOREACH_ADAMW,
+    FOREACH_CLIP; tests/test_fsdp2_kernels_hf.py counts what torch's own AdamW and
+    clip_grad_norm_ dispatch). Megatron's step, update_bytes, is 36 B over fp32 parameters."""
+    elements = sum(p.elements for p in layer.params if p.trainable and p.counted)
+    return elements * (FOREACH_ADAMW + FOREACH_CLIP)
+
+
 def update_bytes(layer: Layer) -> int:
     """The optimizer step's memory traffic for the layer's trainable parameters: Megatron-LM's
     Adam on fp32 main parameters and gradients (megatron/core/optimizer/optimizer.py,

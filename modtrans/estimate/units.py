@@ -25,8 +25,10 @@ from modtrans.estimate.reduced import reduce
 from modtrans.estimate.walk import EstimateError
 from modtrans.plan.model import Collective, Compute, Place, Purpose, Recompute, Schedule, Step
 from modtrans.plan.sizes import Consumer, written
+from modtrans.strategy.draft import Comm
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.options import Layout, LayoutError
+from modtrans.strategy.program import parameter_gather
 
 _TENSOR = frozenset({Purpose.TENSOR})
 CHAIN, BLOCKING, OVERLAPPED = 0, 1, 2  # a link: compute, a blocking collective, one left to overlap
@@ -89,6 +91,7 @@ class UnitCost:
     after_weight: int  # the backward's time after its weight gradient (input gradient, its collectives)
     weight_end: int = -1  # the backward's links up to its last weight-gradient compute (its tail's place)
     tails: tuple[int, ...] = ()  # `tail`'s collectives one by one, as the lane takes them
+    rerun: tuple[Link, ...] | None = None  # its forward under full recomputation (None: `forward`)
 
 
 def stand_in(layout: Layout) -> Layout:
@@ -280,9 +283,11 @@ def timed(
         return [(kind, value if kind == CHAIN else ns(value)) for kind, value in raws]
 
     rerun = layout.recompute
+    regathers = layout.framework.family is not Framework.FSDP  # build._rerun's Rerun.regathers
     out = []
     for u in range(len(sk.forward)):
         forward = links(sk.forward[u])
+        again = None if regathers else tuple(links([r for r in sk.forward[u] if not _gathers(r)]))
         backward = links(sk.backward[u])
         weight = sk.weight[u]
         extra: list[Link] = [(CHAIN, sk.core[u])] if rerun is Recompute.SELECTIVE and sk.core[u] else []
@@ -301,9 +306,17 @@ def timed(
                 after,
                 len(extra) + last + 1 if last >= 0 else -1,
                 tuple(tails),
+                again if again != tuple(forward) else None,
             )
         )
     return out
+
+
+def _gathers(raw: Raw) -> bool:
+    """A forward link that is a parameter gather (program.parameter_gather), which a rerun forward
+    under FSDP does not issue again (Rerun.regathers)."""
+    kind, value = raw
+    return kind != CHAIN and parameter_gather(Comm(*value))
 
 
 def micro_flops(sk: Skeleton) -> int:
@@ -317,4 +330,8 @@ def micro_flops(sk: Skeleton) -> int:
 def rerun_links(sk: Skeleton, costs: Sequence[UnitCost], block: Sequence[int]) -> list[Link]:
     """Full recomputation before a block's backward: its units' forward links again (build.py's
     _rerun: the layers outside the blocks are not rerun)."""
-    return [link for i in block if sk.in_block[i] for link in costs[i].forward]
+    return [link for i in block if sk.in_block[i] for link in _rerun(costs[i])]
+
+
+def _rerun(cost: UnitCost) -> tuple[Link, ...]:
+    return cost.forward if cost.rerun is None else cost.rerun

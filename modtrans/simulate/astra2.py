@@ -203,7 +203,8 @@ def replay_ns(micros: int) -> int:
     rank's GPU time: micros x 1000, and 1 for 0 (astra-sim/workload/Workload.cc at 518bd51,
     Workload::issue_replay: `uint64_t runtime = 1ul`, replaced only where the node's runtime is not
     0). Measured 2026-12-07: Llama-3 8B under torchtitan at --dp 8, whose 65 norms' weight-gradient
-    nodes round to 0 us, ran 65 ns over the sum of its durations."""
+    nodes rounded to 0 us, ran 65 ns over the sum of its durations; since FSDP2's copies joined
+    those nodes (strategy/llm/fsdp.py), under llm-foundry (FSDP1) at --dp 8, the same 65 ns."""
     return micros * 1000 if micros else 1
 
 

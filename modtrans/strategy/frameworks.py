@@ -210,6 +210,45 @@ class Framework(enum.StrEnum):
         return self in (Framework.TORCHTITAN, Framework.LLM_FOUNDRY)
 
     @property
+    def fsdp2(self) -> bool:
+        """Its data parallelism is FSDP2 (fully_shard), whose gathers and reduce-scatters copy the
+        parameters and gradients between their own tensors and the collectives' flat buffers on the
+        compute stream (strategy/llm/fsdp.py, copies): torchtitan. llm-foundry and fms-fsdp run
+        FSDP1, whose flat parameter is the all-gather's output and the reduce-scatter's input
+        itself, its gradient's cast to reduce_dtype and division on its post-backward stream
+        (torch/distributed/fsdp/_runtime_utils.py, _post_backward_hook: `with
+        state._device_handle.stream(state._post_backward_stream)`, flat_param.grad.to(
+        handle._reduce_dtype)); --framework fsdp is FSDP1 as transformers' Trainer and accelerate
+        wrap a model."""
+        return self is Framework.TORCHTITAN
+
+    @property
+    def separate_projections(self) -> bool:
+        """It runs q, k and v, and an MLP's gate and up, as separate linears on one input, whose
+        input gradients autograd then sums (strategy/llm/projections.py): torchtitan's Llama
+        (torchtitan/models/llama/model.py at 9dec370: wq, wk, wv; w1, w3). Megatron-Core fuses each
+        set into one GEMM (linear_qkv, linear_fc1), as llm-foundry's MPT (Wqkv) and fms's
+        defaults (fused QKV and wg1_fused) do. transformers' modules under --framework fsdp or
+        deepspeed run them separately too: not modelled there yet."""
+        return self is Framework.TORCHTITAN
+
+    @property
+    def repeats_kv(self) -> bool:
+        """Its attention copies grouped-query attention's keys and values to every query head
+        before SDPA (strategy/llm/gqa.py): torchtitan (torchtitan/models/llama/model.py at 9dec370,
+        repeat_kv). The others' kernels take the groups as they are."""
+        return self is Framework.TORCHTITAN
+
+    @property
+    def foreach_adamw(self) -> bool:
+        """Its optimizer step is torch's AdamW with foreach kernels over fp32 parameters and a foreach
+        gradient-norm clip (cost/gemm.py, foreach_update_bytes): torchtitan (torchtitan/optimizer.py
+        at 9dec370, build_optimizers: `"foreach": not fused`, --optimizer.fused off by default;
+        train.py: utils.clip_grad_norm_(..., foreach=True) every step). The others' is charged as
+        Megatron-LM's (update_bytes)."""
+        return self is Framework.TORCHTITAN
+
+    @property
     def op_recompute(self) -> bool:
         """Selective recomputation is torchtitan's 'op' policy (every second matmul of a block and
         the ops between what it saves: strategy/llm/selective.py), not Megatron's attention core."""

@@ -242,6 +242,15 @@ class Rerun:
 
     forwards: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # unit -> units re-forwarded
     selective: bool = False  # each unit's attention core (Korthikanti et al. 2022)
+    # a re-forwarded unit gathers its parameters again (parameter_gather); False: FSDP's, whose
+    # backward gathered them before the recomputation (strategy/llm/fsdp.py)
+    regathers: bool = True
+
+
+def parameter_gather(c: Comm) -> bool:
+    """A data-parallel all-gather of a unit's parameters (FSDP's, ZeRO-3's before a forward), not
+    an activation's (sequence or context parallelism's: over the tensor or context ranks)."""
+    return c.comm is CommType.ALLGATHER and Purpose.DATA in c.over
 
 
 class StageProgram:
@@ -328,16 +337,19 @@ class StageProgram:
         *,
         blocking: bool = True,
         also: tuple[int, ...] = (),
+        skip: bool = False,
     ) -> None:
         """The unit's collectives at `place`, one after the other; the next compute waits for the
         last when they are blocking. `tag` names the micro-batch ("": once per iteration); the
-        first waits for `also` too."""
+        first waits for `also` too; `skip`: not its parameter gathers (Rerun.regathers)."""
         comms = u.comms.get(place)
         if not comms:  # most places of most units: nothing to issue, the chain as it was
             return
         previous = self.chain
         if self.outline:
             for n, c in enumerate(comms):
+                if skip and parameter_gather(c):
+                    continue
                 key = (u.index, step, place, n)
                 op = self.shared.get(key)
                 if op is None:
@@ -347,6 +359,8 @@ class StageProgram:
                 self.chain = previous
             return
         for c, name, read, wrote in self._named(u, place, comms):
+            if skip and parameter_gather(c):
+                continue
             label = f"{name}#{tag}" if tag else name
             deps = () if previous is None else (previous,)
             if also:
@@ -420,7 +434,8 @@ class StageProgram:
             self.waits = () if self.outline else (waited,)
         comms = u.comms
         if comms.get(Place.BEFORE_FWD):  # most units at most places: no call to issue nothing
-            self.collectives(u, Place.BEFORE_FWD, step, tag)
+            again = step is Step.RECOMPUTE and not self.rerun.regathers
+            self.collectives(u, Place.BEFORE_FWD, step, tag, skip=again)
         if self.outline:
             self._mark(u, step, u.times.forward, u.flops.forward)
         else:

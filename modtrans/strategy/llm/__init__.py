@@ -12,7 +12,9 @@ expert.py       expert parallelism: local experts, dispatch and combine all-to-a
 data.py         data parallelism and ZeRO 1/2/3 as Megatron-LM runs them
 buckets.py      Megatron-LM's gradient buffers and buckets: the reduction per model chunk
 deepspeed.py    data parallelism and ZeRO as DeepSpeed runs them (--framework deepspeed)
-fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp)
+fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp), FSDP2's copies
+projections.py  separate q/k/v and gate/up linears: autograd's sum of their input gradients
+gqa.py          torchtitan's repeat_kv: grouped-query keys and values copied to every query head
 hsdp.py         its hybrid sharding (--dp-replicate R): R replicas of a D / R shard group
 zero_redundancy.py  PyTorch's ZeroRedundancyOptimizer's partition of the parameters (flash-attn --zero 1)
 stages.py       the cut into pipeline chunks at block boundaries

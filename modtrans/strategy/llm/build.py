@@ -10,7 +10,7 @@ from typing import Any
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
 from modtrans.cost.base import by_shape, memory_ticks
-from modtrans.cost.gemm import update_bytes, zeroing_bytes
+from modtrans.cost.gemm import foreach_update_bytes, update_bytes, zeroing_bytes
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.ir.document import ModelIR, needs_input_grad
 from modtrans.plan.model import (
@@ -36,8 +36,10 @@ from modtrans.strategy.llm import (
     expert,
     fp8,
     fsdp,
+    gqa,
     memory,
     modules,
+    projections,
     tensor,
     userbuffers,
     zero_redundancy,
@@ -101,6 +103,7 @@ def plan(
     boundary = _boundaries(units, chunks, unit_chunks, layout, ir)
     pipeline = _pipeline(layout)
     rerun = _rerun(units, chunks, layout, ir)
+    chunks = fsdp.regathered(chunks, rerun, cost) if layout.framework.fsdp2 else chunks
     mesh = layout.mesh()
 
     def program(stage: int, outline: bool) -> tuple[Op, ...]:  # ending with the optimizer step
@@ -320,12 +323,12 @@ def _costed(
     made: dict[tuple[object, ...], Costed] = {}
     runs = []
     tensors = Ios([u.x for u in units], inputs)  # made when a program reads them; no outline does
-    fusing = _fusing(units, cost, layout, folded) if layout.tp_comm_overlap else None
 
     def share_of(u: Unit) -> IRLayer:  # the layer a rank computes of the unit, as costed below
         return rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds).owner
 
-    casting = fp8.casting(units, cost, layout, share_of) if layout.fp8 else None
+    finish = _finisher(units, cost, layout, folded, share_of)
+
     for u in units:
         g = u.x.group
         key = _shape(u, inputs, reruns) if shaped else None
@@ -335,19 +338,47 @@ def _costed(
             run = Costed(
                 u.index, name, known.times, known.flops, tensors, comms, known.core, model=known.model
             )
-            run = run if fusing is None or not u.fused else fusing(run, u)
-            runs.append(run if casting is None else casting(run, u))
+            runs.append(finish(run, u))
             continue
         share = rank_share(u.x, folded, tokens=u.scale / shards, sequence=sequence, experts=u.holds)
         run = costed(u.index, share, u.x.comms, tensors, cost, inputs, core=selective, reruns=reruns)
         whole, bias = replicated(u.x, folded, layout.sp), row_bias(u.x, u.scale / shards, layout.sp)
         run = model_share(run, share, whole, layout.tp, inputs, bias)
+        run = _foreach_update(run, share.owner, cost) if layout.framework.foreach_adamw else run
         run = _sharded_update(run, u, layout)  # its shards follow from its role, part of the key
         if key is not None:
             made[key] = run
-        run = run if fusing is None or not u.fused else fusing(run, u)
-        runs.append(run if casting is None else casting(run, u))
+        runs.append(finish(run, u))
     return runs
+
+
+def _finisher(
+    units: Sequence[Unit],
+    cost: CostModel,
+    layout: Layout,
+    folded: Folded,
+    share_of: Callable[[Unit], IRLayer],
+) -> Callable[[Costed, Unit], Costed]:
+    """What a unit's run adds beyond its shape's costing, by the layout's techniques and the
+    framework's conventions: --tp-comm-overlap's collectives in its GEMMs, --precision fp8's casts,
+    autograd's sum of separate projections' input gradients (projections.py), torchtitan's
+    repeat_kv (gqa.py; neither under --compile: Inductor's kernels), FSDP2's copies (fsdp.py)."""
+    fusing = _fusing(units, cost, layout, folded) if layout.tp_comm_overlap else None
+    casting = fp8.casting(units, cost, layout, share_of) if layout.fp8 else None
+    copying = fsdp.copies(cost) if layout.framework.fsdp2 else None
+    eager, framework = not layout.compiled, layout.framework
+    summing = projections.summing(units, cost, share_of) if framework.separate_projections and eager else None
+    rerun = layout.recompute is Recompute.SELECTIVE and framework.op_recompute
+    kv = gqa.copying(cost, share_of, rerun) if framework.repeats_kv and eager else None
+
+    def finish(run: Costed, u: Unit) -> Costed:
+        run = run if fusing is None or not u.fused else fusing(run, u)
+        run = run if casting is None else casting(run, u)
+        run = run if summing is None else summing(run, u)
+        run = run if kv is None else kv(run, u)
+        return run if copying is None else copying(run, u)
+
+    return finish
 
 
 def _fusing(
@@ -376,6 +407,17 @@ def update_shards(u: Unit, layout: Layout) -> int:
     the expert-data ranks for an expert's), as the memory counts that state."""
     ranks = layout.expert_gradient_ranks if u.role is LayerRole.EXPERT else layout.shard_ranks
     return memory.optimizer_shards(layout, ranks, memory.bf16_params(u))
+
+
+def _foreach_update(run: Costed, layer: IRLayer, cost: CostModel) -> Costed:
+    """The unit's optimizer step as torch's foreach AdamW and gradient clipping run it over this
+    rank's share `layer` (frameworks.py, foreach_adamw; cost/gemm.py, foreach_update_bytes), at the
+    device's streaming rate where the cost model has one (the gpu model's memory_seconds)."""
+    seconds = getattr(cost, "memory_seconds", None)
+    if seconds is None or not run.times.update:
+        return run
+    update = cost.clock.from_seconds(seconds(foreach_update_bytes(layer)))
+    return dataclasses.replace(run, times=dataclasses.replace(run.times, update=update))
 
 
 def _sharded_update(run: Costed, u: Unit, layout: Layout) -> Costed:
@@ -442,7 +484,10 @@ def _rerun(units: Sequence[Unit], chunks: Sequence[Sequence[Costed]], layout: La
         for segment in layout.recompute_segments(list(members)):
             indices = tuple(i for b in segment for i in members[b])
             forwards[indices[-1]] = indices
-    return Rerun(forwards)
+    # FSDP's hooks wrap the checkpointed block (torchtitan: apply_ac before apply_fsdp; FSDP1's
+    # apply_activation_checkpointing inside its units): the rerun forward uses the parameters the
+    # backward's pre-hook gathered, FSDP2's _pre_forward skipping its unshard in PRE_BACKWARD
+    return Rerun(forwards, regathers=layout.framework.family is not Framework.FSDP)
 
 
 def _reforwards(

@@ -23,18 +23,48 @@ under `no_sync` (FSDP2: set_requires_gradient_sync(False)) reduces at the last o
 training script opts into; it is not modelled. Also left out: the root module's parameters, which
 FSDP does not reshard after the forward (gathered once, not twice), the padding of each flat
 parameter to a multiple of D (of D / R under HSDP). ZeRO-1 has no FSDP counterpart: Layout.check refuses it.
+
+FSDP2's copies (copies; Framework.fsdp2: torchtitan), read from pytorch/pytorch
+torch/distributed/_composable/fsdp/_fsdp_collectives.py at 01d66d2 (2024) and torch 2.13's
+torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, the same copies in both (torchtitan's H100
+runs took torch 1963fc8, between the two):
+
+    copy-out   foreach_all_gather_copy_out after each gather: the compute stream waits for the
+               all-gather's event, then torch.ops.fsdp.split_with_sizes_copy reads the all-gather
+               output and writes each unsharded parameter (2 x the gathered bytes), before the
+               forward and again before the backward of a unit gathered twice; under full
+               recomputation the backward's gather precedes the rerun forward, whose copy-out
+               stands for it (regathered)
+    copy-in    foreach_reduce's foreach_reduce_scatter_copy_in: torch.ops.fsdp.chunk_cat of the
+               unsharded gradients (param_dtype, bf16) into the reduce-scatter input in
+               reduce_dtype (fp32 under torchtitan's MixedPrecisionPolicy): the gradients read,
+               the input written (2 + 4 B an element), on the compute stream ("Only after the
+               copy-in finishes can we free the gradients"; earlier FSDP2 ran it on the
+               reduce-scatter stream and made the compute stream wait for it: the same time)
+    division   none for fp32 or bf16 reductions: _get_gradient_divide_factors returns no pre- or
+               post-divide factor and NCCL's ReduceOp.AVG divides
+    after      the reduce-scatter output viewed as the sharded gradients (as_strided), added to
+               them only when accumulating, on the reduce-scatter stream; the cast of reduce_dtype
+               to the sharded parameters' dtype none (both fp32)
+
+Not charged: the all-gather's copy-in (the fp32 shard cast to bf16 and _foreach_copy_ into the
+all-gather input, 10 B a shard element: 1 / D of the parameters), which runs on FSDP2's
+all-gather copy-in stream beside the compute, as the gather it feeds does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from modtrans.comm import CommType
+from modtrans.cost import CostModel
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.hsdp import REPLICATE
 from modtrans.strategy.llm.unit import Unit
+from modtrans.strategy.program import Costed, Rerun
 from modtrans.strategy.roles import LayerRole
 
 
@@ -67,3 +97,62 @@ def apply(
         u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, grads, shard))
         if replicas > 1:  # the reduce-scattered shard, all-reduced over the replicas
             u.attach(Place.AFTER_WG, Comm(CommType.ALLREDUCE, -(-grads // (ranks // replicas)), REPLICATE))
+
+
+COPY_OUT = 2  # split_with_sizes_copy: the all-gather output read, the parameters written
+
+
+def copy_bytes(u: Unit) -> tuple[int, int, int]:
+    """Bytes FSDP2's copies move on the compute stream for the collectives attached to the unit
+    (the module's FSDP2 copies): before its forward, before its backward, after its weight
+    gradient. A gather's bytes are the unsharded parameters' in the dtype gathered, a
+    reduce-scatter's the gradients' in reduce_dtype; the gradients it reads are the parameters'
+    dtype's (FSDP2 computes them in param_dtype)."""
+    moved = dict.fromkeys((Place.BEFORE_FWD, Place.BEFORE_BWD, Place.AFTER_WG), 0)
+    for place, comms in u.x.comms.items():
+        for c in comms:
+            if c.comm is CommType.ALLGATHER and place in (Place.BEFORE_FWD, Place.BEFORE_BWD):
+                moved[place] += COPY_OUT * c.bytes
+            elif c.comm is CommType.REDUCESCATTER and place is Place.AFTER_WG:
+                moved[place] += u.param_bytes() + c.bytes
+    return moved[Place.BEFORE_FWD], moved[Place.BEFORE_BWD], moved[Place.AFTER_WG]
+
+
+def copies(cost: CostModel) -> Callable[[Costed, Unit], Costed]:
+    """A unit's run with FSDP2's copies at the device's streaming rate (cost models with a memory
+    path: the gpu model's memory_seconds; the others leave the run as it is): the copy-out before
+    its forward in the forward, the reduce-scatter's copy-in with its weight gradient. The
+    backward's copy-out is regathered's, once the recomputation is known."""
+    seconds = getattr(cost, "memory_seconds", None)
+
+    def copied(run: Costed, u: Unit) -> Costed:
+        forward, _, reduced = copy_bytes(u)
+        if seconds is None or not (forward or reduced):
+            return run
+        t, ticks = run.times, cost.clock.from_seconds
+        times = replace(
+            t,
+            forward=t.forward + ticks(seconds(forward)),
+            weight_grad=t.weight_grad + ticks(seconds(reduced)),
+        )
+        return replace(run, times=times)
+
+    return copied
+
+
+def regathered(chunks: Sequence[Sequence[Costed]], rerun: Rerun, cost: CostModel) -> list[list[Costed]]:
+    """The chunks' runs with the copy-out of each gather before a backward (--zero 3), charged with
+    the unit's weight gradient (a unit's first backward phase may be skipped: the first layer's
+    input gradient), but for the units full recomputation forwards again: the backward's gather
+    precedes the recomputation, whose forward, the copy-out in it (copies), stands for it."""
+    seconds = getattr(cost, "memory_seconds", None)
+    again = {i for indices in rerun.forwards.values() for i in indices}
+
+    def copied(run: Costed) -> Costed:
+        gathered = sum(c.bytes for c in run.comms.get(Place.BEFORE_BWD, ()) if c.comm is CommType.ALLGATHER)
+        if seconds is None or run.index in again or not gathered:
+            return run
+        ticks = cost.clock.from_seconds(seconds(COPY_OUT * gathered))
+        return replace(run, times=replace(run.times, weight_grad=run.times.weight_grad + ticks))
+
+    return [[copied(run) for run in chunk] for chunk in chunks]
