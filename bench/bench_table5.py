@@ -32,19 +32,19 @@ ns: full 18.096422026 -> 18.091535414 s, selective + SP 13.664038718 -> 13.65915
 stage's swap no longer in its cooldown). Before it (branch spfinal on main 5502bc8: under SP one
 all-reduce of the norms' gradients a rank after the backward, as megatron-2022's
 allreduce_layernorm_grads, not one a block, strategy/llm/tensor.py finalized_grads), 22B and 175B
-on ASTRA-sim itself; 530B and 1T as at 98955de on the exact tier, not re-run (their selective + SP
-rows move with that change too, and with the interleaved one):
+on ASTRA-sim itself; 530B and 1T on the exact tier at main b2ebb1a, after the merges of spfinal,
+bucketkern, interleave and titankern (`--estimate`, all eight: the four above unchanged):
 
     run                  measured  predicted (s)     error   by
     22B full                1.42    1.421079962     +0.1 %   ASTRA-sim = exact tier
     22B selective + SP      1.10    1.093207440     -0.6 %   ASTRA-sim = exact tier
     175B full              18.13   18.091535414     -0.2 %   ASTRA-sim = exact tier
     175B selective + SP    13.75   13.659151106     -0.7 %   ASTRA-sim = exact tier
-    530B full              49.05   48.30            -1.5 %   exact tier (98955de)
-    530B selective + SP    37.83   36.66            -3.1 %   exact tier (98955de)
-    1T full                94.42   94.61            +0.2 %   exact tier (98955de)
-    1T selective + SP      71.49   72.20            +1.0 %   exact tier (98955de)
-    MAE 0.91 %, worst 3.09 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+    530B full              49.05   48.29            -1.5 %   exact tier (b2ebb1a)
+    530B selective + SP    37.83   36.65            -3.1 %   exact tier (b2ebb1a)
+    1T full                94.42   94.60            +0.2 %   exact tier (b2ebb1a)
+    1T selective + SP      71.49   72.17            +1.0 %   exact tier (b2ebb1a)
+    MAE 0.92 %, worst 3.13 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
 
 The selective + SP rows before it (main at 98955de, the same binary): 22B 1.100035490 s (+0.0 %),
 175B 13.677325047 s (-0.5 %); MAE 0.83 %, worst 3.08 %. The 22B's 6.83 ms are most of the 47
