@@ -7,7 +7,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 
 from modtrans import pipeline
 from modtrans.cli import app
-from modtrans.plan.model import Plan
+from modtrans.plan.model import Op, Plan
 from modtrans.request import Prepared
 
 if TYPE_CHECKING:
@@ -45,6 +45,18 @@ def planned(prepared: Prepared) -> Plan:
     plan = pipeline.translate_checked(prepared.request.model, prepared.options).plan
     assert plan is not None, prepared.request
     return plan
+
+
+def ancestors(ops: Sequence[Op], start: int) -> set[int]:
+    """Every operation of a program `start` waits for, directly or through others."""
+    seen: set[int] = set()
+    todo = list(ops[start].deps)
+    while todo:
+        i = todo.pop()
+        if i not in seen:
+            seen.add(i)
+            todo.extend(ops[i].deps)
+    return seen
 
 
 def corpus_files() -> list[Path]:

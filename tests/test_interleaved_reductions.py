@@ -24,7 +24,7 @@ from modtrans.plan.model import Collective, Compute, Direction, Op, Place, Purpo
 from modtrans.request import prepare, request_of
 from modtrans.strategy.frameworks import Framework, Launch
 from modtrans.strategy.schedule import BWD
-from tests.conftest import planned
+from tests.conftest import ancestors, planned
 
 P, V, M = 4, 3, 4  # pipeline ranks, model chunks a rank, micro-batches (GPT-2's 12 blocks, one a chunk)
 TOTAL = M * V  # total_num_microbatches: the backwards a rank runs
@@ -73,17 +73,6 @@ SMALL = {"npus": 8, "pp": P, "vpp": V, "dp": 2, "global_batch": 8, "zero": 1}
 BACKWARD = (Step.INPUT_GRAD, Step.WEIGHT_GRAD)
 
 
-def _ancestors(ops: Sequence[Op], start: int) -> set[int]:
-    seen: set[int] = set()
-    todo = list(ops[start].deps)
-    while todo:
-        i = todo.pop()
-        if i not in seen:
-            seen.add(i)
-            todo.extend(ops[i].deps)
-    return seen
-
-
 def _backwards(ops: Sequence[Op]) -> tuple[list[tuple[int, int]], dict[int, int]]:
     """The rank's backwards in order, each (its model chunk, its last compute), and each unit's
     chunk: the rank's units in model order, cut where another rank's come between."""
@@ -124,7 +113,7 @@ def test_each_chunks_buckets_launch_where_megatron_launches_them(rank: int, over
     ]
     assert {chunk_of[ops[i].layer] for i in buckets} == set(range(V))
     for i in buckets:
-        before = _ancestors(ops, i)
+        before = ancestors(ops, i)
         k = expected[chunk_of[ops[i].layer]]
         if k == AFTER_SEND and rank > 0:
             assert max(j for j in sends if ops[j].step is Step.INPUT_GRAD) in before
@@ -137,7 +126,7 @@ def test_each_chunks_buckets_launch_where_megatron_launches_them(rank: int, over
     swaps = [i for i, x in enumerate(ops) if isinstance(x, Transfer) and x.step is Step.WEIGHT_GRAD]
     assert len(swaps) == 2  # GPT-2's wte on the first stage, its lm_head copy on the last
     final = max(j for j in sends if ops[j].step is Step.INPUT_GRAD) if rank > 0 else steps[-1][1]
-    assert all(final in _ancestors(ops, i) for i in swaps)
+    assert all(final in ancestors(ops, i) for i in swaps)
 
 
 def test_the_fast_tier_takes_each_chunks_reduction_after_the_same_backward() -> None:

@@ -38,23 +38,16 @@ from pathlib import Path
 import pytest
 
 from modtrans import estimate
-from modtrans.api import run
 from modtrans.comm import CommType
 from modtrans.plan import Collective, Compute, Plan, Purpose, Step
-from modtrans.request import Request, prepare, request_of
+from modtrans.request import prepare, request_of
 from tests.conftest import planned
 from tests.test_megatron_dp import (
     BATCH,
-    GPUS,
-    HEADS,
-    HIDDEN,
-    LAYERS,
-    SEQ,
-    VOCAB,
     D,
-    T,
     megatron_buckets,
     megatron_parameters,
+    plan_32b,
 )
 
 A100_TRIAD = 1.70e12  # B/s, BabelStream Triad on ND A100 v4 (the module docstring)
@@ -72,20 +65,7 @@ def _seconds(passes: list[int], nbytes: int, bandwidth: float) -> float:
 def mcore32b(tmp_path_factory: pytest.TempPathFactory) -> Plan:
     """Megatron-Core's published 32B run as tests/test_megatron_dp.py builds it: TP 8, DP 48, bf16,
     --overlap-grad-reduce --overlap-param-gather, 73 buckets."""
-    config = {
-        "model_type": "gpt2", "n_embd": HIDDEN, "n_layer": LAYERS, "n_head": HEADS,
-        "n_positions": SEQ, "vocab_size": VOCAB, "torch_dtype": "bfloat16",
-    }  # fmt: skip
-    path = tmp_path_factory.mktemp("mcore32b") / "config.json"
-    path.write_text(json.dumps(config))
-    request = Request(
-        model=str(path), npus=GPUS, tp=T, sp=True, tp_comm_overlap=True, zero=1,
-        overlap_grad_reduce=True, overlap_param_gather=True, make_vocab_size_divisible_by=1,
-        micro_batch=1, global_batch=BATCH, seq_len=SEQ, device="h100", attention="cudnn",
-    )  # fmt: skip
-    result = run(prepare(request))
-    assert result.plan is not None, result.diagnostics
-    return result.plan
+    return plan_32b(tmp_path_factory.mktemp("mcore32b"))
 
 
 def _before(plan: Plan) -> list[tuple[Collective, Compute]]:

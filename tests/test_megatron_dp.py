@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -128,12 +129,17 @@ def megatron_buckets(parameters: list[tuple[str, int]], d: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
-    """The 32B's plan as `modtrans translate` builds it with the run's options."""
+    return plan_32b(tmp_path_factory.mktemp("mcore32b"))
+
+
+def plan_32b(folder: Path) -> Plan:
+    """The 32B's plan as `modtrans translate` builds it with the run's options, its config.json
+    written in `folder`."""
     config = {
         "model_type": "gpt2", "n_embd": HIDDEN, "n_layer": LAYERS, "n_head": HEADS,
         "n_positions": SEQ, "vocab_size": VOCAB, "torch_dtype": "bfloat16",
     }  # fmt: skip
-    path = tmp_path_factory.mktemp("mcore32b") / "config.json"
+    path = folder / "config.json"
     path.write_text(json.dumps(config))
     request = Request(
         model=str(path), npus=GPUS, tp=T, sp=True, tp_comm_overlap=True, zero=1,

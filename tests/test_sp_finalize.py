@@ -32,7 +32,6 @@ from modtrans.plan.model import (
     Collective,
     Compute,
     Direction,
-    Op,
     Place,
     Plan,
     Program,
@@ -41,7 +40,7 @@ from modtrans.plan.model import (
     Transfer,
 )
 from modtrans.request import prepare, request_of
-from tests.conftest import planned
+from tests.conftest import ancestors, planned
 
 TENSOR = frozenset({Purpose.TENSOR})
 FP32 = 4  # main_grad: the gradient buffer's fp32 (grad_reduce_in_fp32 for bf16)
@@ -114,18 +113,6 @@ SMALL = {
 DATA = Purpose.DATA
 
 
-def _ancestors(ops: Sequence[Op], start: int) -> set[int]:
-    """Every operation `start` waits for, directly or through others."""
-    seen: set[int] = set()
-    todo = list(ops[start].deps)
-    while todo:
-        i = todo.pop()
-        if i not in seen:
-            seen.add(i)
-            todo.extend(ops[i].deps)
-    return seen
-
-
 def _small_programs() -> Sequence[Program]:
     return planned(
         prepare(request_of("llama-3-8b", {**SMALL, "format": "chakra-et", "output": "x/"}))
@@ -143,10 +130,10 @@ def test_a_later_stage_reduces_its_gradients_after_its_last_send() -> None:
     }
     assert tails
     for i in tails:  # grad_sync_func, then finalize_model_grads: after the send
-        assert last_send in _ancestors(ops, i), ops[i]
+        assert last_send in ancestors(ops, i), ops[i]
     finalize = next(i for i, x in tails.items() if x.over == TENSOR)
     buckets = [i for i, x in tails.items() if DATA in x.over]
-    assert set(buckets) <= _ancestors(ops, finalize)  # finish_grad_sync first
+    assert set(buckets) <= ancestors(ops, finalize)  # finish_grad_sync first
     waiting = [j for j, x in enumerate(ops) if finalize in x.deps]
     assert [ops[j].step for j in waiting] == [Step.UPDATE]  # only the optimizer step waits for it
 
@@ -159,5 +146,5 @@ def test_the_first_stage_reduces_its_buckets_during_its_last_backward() -> None:
         i for i, x in enumerate(ops) if isinstance(x, Collective) and x.place is Place.TAIL and DATA in x.over
     ]
     assert len(buckets) > 1  # rank 0's first chunk is bucketed
-    early = [i for i in buckets if last not in _ancestors(ops, i) and i != last]
+    early = [i for i in buckets if last not in ancestors(ops, i) and i != last]
     assert early  # rank == 0: enable_grad_sync before the last backward, each bucket as it fills
