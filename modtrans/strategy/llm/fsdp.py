@@ -59,6 +59,7 @@ from dataclasses import replace
 
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
+from modtrans.cost.base import memory_ticks
 from modtrans.plan.model import Place
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.frameworks import Framework
@@ -123,19 +124,14 @@ def copies(cost: CostModel) -> Callable[[Costed, Unit], Costed]:
     path: the gpu model's memory_seconds; the others leave the run as it is): the copy-out before
     its forward in the forward, the reduce-scatter's copy-in with its weight gradient. The
     backward's copy-out is regathered's, once the recomputation is known."""
-    seconds = getattr(cost, "memory_seconds", None)
 
     def copied(run: Costed, u: Unit) -> Costed:
         forward, _, reduced = copy_bytes(u)
-        if seconds is None or not (forward or reduced):
+        out, back = memory_ticks(cost, forward), memory_ticks(cost, reduced)
+        if not (out or back):
             return run
-        t, ticks = run.times, cost.clock.from_seconds
-        times = replace(
-            t,
-            forward=t.forward + ticks(seconds(forward)),
-            weight_grad=t.weight_grad + ticks(seconds(reduced)),
-        )
-        return replace(run, times=times)
+        t = run.times
+        return replace(run, times=replace(t, forward=t.forward + out, weight_grad=t.weight_grad + back))
 
     return copied
 
@@ -145,14 +141,15 @@ def regathered(chunks: Sequence[Sequence[Costed]], rerun: Rerun, cost: CostModel
     the unit's weight gradient (a unit's first backward phase may be skipped: the first layer's
     input gradient), but for the units full recomputation forwards again: the backward's gather
     precedes the recomputation, whose forward, the copy-out in it (copies), stands for it."""
-    seconds = getattr(cost, "memory_seconds", None)
     again = {i for indices in rerun.forwards.values() for i in indices}
 
     def copied(run: Costed) -> Costed:
-        gathered = sum(c.bytes for c in run.comms.get(Place.BEFORE_BWD, ()) if c.comm is CommType.ALLGATHER)
-        if seconds is None or run.index in again or not gathered:
+        if run.index in again:
             return run
-        ticks = cost.clock.from_seconds(seconds(COPY_OUT * gathered))
+        gathered = sum(c.bytes for c in run.comms.get(Place.BEFORE_BWD, ()) if c.comm is CommType.ALLGATHER)
+        ticks = memory_ticks(cost, COPY_OUT * gathered)
+        if not ticks:
+            return run
         return replace(run, times=replace(run.times, weight_grad=run.times.weight_grad + ticks))
 
     return [[copied(run) for run in chunk] for chunk in chunks]

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from modtrans.cost import CostModel
+from modtrans.cost.base import memory_ticks
 from modtrans.ir.document import Kind, Part
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.strategy.llm.unit import Unit
@@ -48,14 +49,15 @@ def copying(
     device's streaming rate (cost models with a memory path: the gpu model's memory_seconds; the
     others leave the run as it is); `rerun`: the copy rerun with the unit's selective
     recomputation (torchtitan's 'op' policy); `share_of`: the layer the rank computes of a unit."""
-    seconds = getattr(cost, "memory_seconds", None)
 
     def copied(run: Costed, u: Unit) -> Costed:
         n = repeats(u.x.owner)
         layer = share_of(u)
-        if seconds is None or not n or not layer.outputs:
+        if not n or not layer.outputs:
             return run
-        ticks = cost.clock.from_seconds(seconds((1 + n) * (layer.outputs[0].bytes or 0)))
+        ticks = memory_ticks(cost, (1 + n) * (layer.outputs[0].bytes or 0))
+        if not ticks:
+            return run
         t = run.times
         times = replace(t, forward=t.forward + ticks, input_grad=t.input_grad + ticks)
         core = (run.core[0] + ticks, run.core[1]) if rerun else run.core

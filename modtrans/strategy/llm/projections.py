@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from modtrans.cost import CostModel
+from modtrans.cost.base import memory_ticks
 from modtrans.ir.document import Kind
 from modtrans.ir.document import Layer as IRLayer
 from modtrans.strategy.llm.unit import Unit
@@ -52,14 +53,15 @@ def summing(
     `repeated` holds it, at the device's streaming rate (cost models with a memory path: the gpu
     model's memory_seconds; the others leave the run as it is); `share_of`: the layer the rank
     computes of a unit, as it was costed."""
-    seconds = getattr(cost, "memory_seconds", None)
     adds = repeated(units)
 
     def summed(run: Costed, u: Unit) -> Costed:
         layer = share_of(u)
-        if seconds is None or u.index not in adds or not layer.inputs:
+        if u.index not in adds or not layer.inputs:
             return run
-        ticks = cost.clock.from_seconds(seconds(ADD * (layer.inputs[0].bytes or 0)))
+        ticks = memory_ticks(cost, ADD * (layer.inputs[0].bytes or 0))
+        if not ticks:
+            return run
         return replace(run, times=replace(run.times, input_grad=run.times.input_grad + ticks))
 
     return summed
