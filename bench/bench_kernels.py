@@ -32,6 +32,9 @@ The classes and the published figures each is held to:
              1.7B's block (about 840 us): by the published figure the host does not hold the GPU up.
              Two of the four are TELayerNormColumnParallelLinear, whose CPU time, like TE's
              DotProductAttention's and the backward's, was not found published; none is invented.
+             Megatron-Core syncs the host once a micro-batch, so the host's lead over a backward
+             carries into the next forward: it would set the pace only at a micro-batch's whole
+             published time, 4.7 ms a block for the 1.7B (docs/simulate.md, "Host time").
 
 Latest (2026-12-06, on main a972908, the default compute model; one micro-batch of rank 0):
 

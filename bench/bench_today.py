@@ -257,12 +257,16 @@ the block's GEMMs at 0.59 of their rate, half of every published burst; Megatron
 its passes counted from cross_entropy.py (52 bytes a logit), moves less than the 58.8 charged
 (tests/test_loss.py); Transformer Engine's published CPU cost of a linear's forward (pull request
 1191: 140 us for TEColumnParallelLinear, BF16, TP 1) puts a block's four at 0.56 ms, under the
-GPU's 0.84 ms. The missing time a block and micro-batch hardly moves with the block's work:
-1.24, 1.73, 1.23 ms for the 1.7B, 7.1B (TP 2) and 16B (TP 4). A cost a block pays whatever its
-FLOPs, for which no published figure was found. Left: compute
-slowed beside the data-parallel collectives it overlaps (docs/simulate.md), FSDP's prefetch, the
-CPU time of what the published figure does not cover (Transformer Engine's attention module,
-FSDP's hooks), a sustained clock under the H100's power limit.
+GPU's 0.84 ms; Megatron-Core syncs the host once a micro-batch (schedules.py, num_tokens.item()),
+so the host would set these rows' pace only at 4.7, 6.7 and 6.6 ms of host time a block and
+micro-batch, for which nothing published accounts (docs/simulate.md, "Host time"; 2026-12-07,
+on main efc9c12: 1.16, 1.59 and 1.11 ms missing). The missing time a block and micro-batch
+hardly moves with the block's work: 1.24, 1.73, 1.23 ms for the 1.7B, 7.1B (TP 2) and 16B
+(TP 4). A cost a block pays whatever its FLOPs, for which no published figure was found. Left:
+compute slowed beside the data-parallel collectives it overlaps (docs/simulate.md), FSDP's
+prefetch, the CPU time of what the published figure does not cover (Transformer Engine's
+attention module, a module's backward, FSDP's hooks), a sustained clock under the H100's power
+limit.
 
 Megatron-Core's nine model_table rows split by tensor parallelism, not by size, MoE or pipeline.
 Without --tp-comm-overlap TP 1-2 ran 18-26 % fast, TP 4 6 % fast, TP 8 7-57 % slow (the 32B, TP 8
