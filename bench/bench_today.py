@@ -326,6 +326,12 @@ micro-batches' backward hide more of the reduce-scatter); our compute at TP 8 ab
 the TP 1-4 rows' compute is 19-26 % short of theirs: as short here, nothing would be left for
 communication); data-parallel collectives faster than one NDR NIC's published 46-48 GB/s, for which
 no evidence was found.
+Bounded since (branch mcore32, 2026-12-07): the gathers can hide only behind micro-batch 0's forward
+and the reduce-scatters only behind the last backward, and at the NIC's 400 Gb/s line rate they take
+0.151 and 0.302 s, so at our compute no run of Megatron-Core r0.8.0's schedule at micro-batch 1 is
+under 1.008 s (+13.0 %), whatever the network model (bench_dp_account.py, floor;
+tests/test_megatron_dp.py); the published time needs our compute 26 % above the run's, or another
+micro-batch (the floor at 2: 0.813 s).
 Ruled out for the small rows: attention dropout inside the fused kernel (Transformer Engine issue
 3312, H200, TE 2.15, sbhd, 4,096 tokens, 16 heads of 128: 0.594 ms at p = 0, 0.614 ms at p = 0.1;
 +3 % of an attention that is about 16 % of the 1.7B's compute); the attention kernel (the
