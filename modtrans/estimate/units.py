@@ -125,22 +125,24 @@ def stand_in(layout: Layout) -> Layout:
 def skeleton(ctx: Context, layout: Layout) -> Skeleton:
     """The reduced model's units under `layout` (made once per stand-in layout)."""
     small = stand_in(layout)
-    key = ("skeleton", small)
+    pipelined = layout.pp > 1  # torchtitan's FSDP2 units: fsdp.unresharded
+    key = ("skeleton", small, pipelined and small.framework.titan_wrapping)
     found = ctx.made.get(key)
     if not isinstance(found, Skeleton):
         bucketed = small.framework.family is Framework.MEGATRON and small.zero == 0
-        found = ctx.made[key] = _make(ctx, small, bucketed=bucketed)
+        found = ctx.made[key] = _make(ctx, small, bucketed=bucketed, pipelined=pipelined)
     return found
 
 
-def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
+def _make(ctx: Context, small: Layout, *, bucketed: bool, pipelined: bool = False) -> Skeleton:
     from modtrans.strategy.llm import build, tensor
     from modtrans.strategy.llm.buckets import buffer_share  # the one definition of a unit's buffer share
     from modtrans.strategy.llm.degrees import dense_data
     from modtrans.strategy.roles import LayerRole
 
     options = ctx.options
-    reduced = reduce(ctx.ir(small))
+    # torchtitan's last block, gathered once (fsdp.unresharded), a block of its own
+    reduced = reduce(ctx.ir(small), last_apart=small.framework.titan_wrapping and not pipelined)
     try:
         plan = build.plan(
             reduced.ir,
@@ -149,8 +151,9 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
             params=options.params,
             dtype_bytes=options.dtype_bytes,
             folded=options.parallel.folded,
+            pipelined=pipelined,
         )
-        units = build.rank_units(reduced.ir, small, options.params, options.dtype_bytes)
+        units = build.rank_units(reduced.ir, small, options.params, options.dtype_bytes, pipelined=pipelined)
     except LayoutError as error:
         raise EstimateError(str(error)) from None
     count = len(units)

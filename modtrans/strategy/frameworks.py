@@ -223,6 +223,15 @@ class Framework(enum.StrEnum):
         return self is Framework.TORCHTITAN
 
     @property
+    def titan_wrapping(self) -> bool:
+        """Its FSDP2 units are torchtitan's (torchtitan/parallelisms/parallelize_llama.py at 9dec370,
+        apply_fsdp): fully_shard of each block, `reshard_after_forward = int(layer_id) <
+        len(model.layers) - 1` (False for every block under PP), then of the model, whose own
+        parameters (the embedding, final norm and output layer) make one group FSDP2 never
+        reshards after the forward (the root's: strategy/llm/fsdp.py, unresharded and rooted)."""
+        return self is Framework.TORCHTITAN
+
+    @property
     def separate_projections(self) -> bool:
         """It runs q, k and v, and an MLP's gate and up, as separate linears on one input, whose
         input gradients autograd then sums (strategy/llm/projections.py): torchtitan's Llama
