@@ -72,7 +72,7 @@ class Skeleton:
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
     update: tuple[int, ...] = ()  # per unit: its optimizer step's ns over its whole state, once an iteration
     # per unit: its gradient's bytes SP leaves partial, which Megatron's family all-reduces once a
-    # rank (tensor.finalized_grads; fast.py's _norms: once a chunk); () where none is
+    # rank (tensor.finalized_grads; fast.py's _partials: on the rank's first chunk); () where none is
     partial: tuple[int, ...] = ()
     # the kernels before a Megatron bucket's collective: its gradients' bytes -> ns (build.sync_kernels)
     prepare: Callable[[int], int] | None = None
