@@ -76,6 +76,9 @@ class Skeleton:
     partial: tuple[int, ...] = ()
     # the kernels before a Megatron bucket's collective: its gradients' bytes -> ns (build.sync_kernels)
     prepare: Callable[[int], int] | None = None
+    # per unit: the FSDP2 copy-out its weight gradient carries for its backward's gather
+    # (fsdp.regathered), which full recomputation's forward stands for; () where none is
+    regathered: tuple[int, ...] = ()
     made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
@@ -135,7 +138,7 @@ def skeleton(ctx: Context, layout: Layout) -> Skeleton:
 
 
 def _make(ctx: Context, small: Layout, *, bucketed: bool, pipelined: bool = False) -> Skeleton:
-    from modtrans.strategy.llm import build, tensor
+    from modtrans.strategy.llm import build, fsdp, tensor
     from modtrans.strategy.llm.buckets import buffer_share  # the one definition of a unit's buffer share
     from modtrans.strategy.llm.degrees import dense_data
     from modtrans.strategy.roles import LayerRole
@@ -192,6 +195,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool, pipelined: bool = Fals
         tuple(x.update * build.update_shards(u, small) for x, u in zip(plan.layers, units, strict=True)),
         tuple(tensor.partial_grad_bytes(u) for u in units) if finalized else (),
         build.sync_kernels(units, small, ctx.cost) if bucketed else None,
+        tuple(fsdp.backward_copy_out(u.x.comms, ctx.cost) for u in units) if small.framework.fsdp2 else (),
     )
 
 
@@ -293,6 +297,8 @@ def timed(
         again = None if regathers else tuple(links([r for r in sk.forward[u] if not _gathers(r)]))
         backward = links(sk.backward[u])
         weight = sk.weight[u]
+        if not regathers and rerun is Recompute.FULL and sk.regathered and sk.in_block[u]:
+            backward = _unregathered(backward, weight, sk.regathered[u])
         extra: list[Link] = [(CHAIN, sk.core[u])] if rerun is Recompute.SELECTIVE and sk.core[u] else []
         last = max(
             (k for k, (x, w) in enumerate(zip(backward, weight, strict=True)) if w and x[0] == CHAIN),
@@ -312,6 +318,17 @@ def timed(
                 again if again != tuple(forward) else None,
             )
         )
+    return out
+
+
+def _unregathered(backward: list[Link], weight: Sequence[bool], ticks: int) -> list[Link]:
+    """The backward without the copy-out its weight gradient carries (fsdp.regathered): under full
+    recomputation the rerun forward's copy-out stands for it, as the exact tier charges it."""
+    if not ticks:
+        return backward
+    k = next(k for k, (x, w) in enumerate(zip(backward, weight, strict=True)) if w and x[0] == CHAIN)
+    out = list(backward)
+    out[k] = (CHAIN, out[k][1] - ticks)
     return out
 
 

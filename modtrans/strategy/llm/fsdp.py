@@ -62,7 +62,7 @@ all-gather copy-in stream beside the compute, as the gather it feeds does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from modtrans.comm import CommType
@@ -211,10 +211,17 @@ def regathered(chunks: Sequence[Sequence[Costed]], rerun: Rerun, cost: CostModel
     def copied(run: Costed) -> Costed:
         if run.index in again:
             return run
-        gathered = sum(c.bytes for c in run.comms.get(Place.BEFORE_BWD, ()) if c.comm is CommType.ALLGATHER)
-        ticks = memory_ticks(cost, COPY_OUT * gathered)
+        ticks = backward_copy_out(run.comms, cost)
         if not ticks:
             return run
         return replace(run, times=replace(run.times, weight_grad=run.times.weight_grad + ticks))
 
     return [[copied(run) for run in chunk] for chunk in chunks]
+
+
+def backward_copy_out(comms: Mapping[Place, Sequence[Comm]], cost: CostModel) -> int:
+    """Ticks of the copy-out after a unit's gathers before its backward (regathered charges them
+    with its weight gradient; the fast tier takes them off again where full recomputation's
+    forward stands for them: estimate/units.py)."""
+    gathered = sum(c.bytes for c in comms.get(Place.BEFORE_BWD, ()) if c.comm is CommType.ALLGATHER)
+    return memory_ticks(cost, COPY_OUT * gathered)
