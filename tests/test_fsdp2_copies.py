@@ -114,6 +114,25 @@ def test_the_projections_whose_input_gradients_autograd_sums(tmp_path: Path) -> 
     assert names == sorted(f"{b}.{name}" for b in (0, 1) for name in second)
 
 
+@pytest.mark.parametrize("framework", [Framework.FSDP, Framework.DEEPSPEED])
+def test_transformers_modules_sum_their_projections_input_gradients(
+    tmp_path: Path, framework: Framework
+) -> None:
+    """--framework fsdp and deepspeed train transformers' own modules (Framework.wraps_module):
+    LlamaAttention's separate q_proj, k_proj, v_proj and LlamaMLP's gate_proj, up_proj on one input,
+    whose input gradients autograd sums as under torchtitan (tests/test_fsdp2_kernels_hf.py counts
+    torch's adds in those modules): the k, v and up projections' input gradients carry an add of
+    ADD x their input's bytes (the toy's 64 tokens of 64 bf16), the others none."""
+    assert framework.separate_projections
+    ir, found = pipeline.extract_checked(config(tmp_path, TOY), input_shapes={"input_ids": (1, 64)})
+    assert ir is not None, [d.message for d in found]
+    layout = Layout(npus=8, zero=3, framework=framework)
+    units = rank_units(ir, layout, Params.TRAINABLE, None)
+    names = sorted(units[i].name.split(".", 2)[-1] for i in repeated(units))
+    second = ("self_attn.k_proj", "self_attn.v_proj", "mlp.up_proj")
+    assert names == sorted(f"{b}.{name}" for b in (0, 1) for name in second)
+
+
 @pytest.mark.parametrize(("kv_heads", "n_rep"), [(2, 2), (1, 4), (4, 0)])
 def test_the_projections_repeat_kv_copies(tmp_path: Path, kv_heads: int, n_rep: int) -> None:
     """torchtitan's repeat_kv (model.py at 9dec370) copies xk and xv, each n_heads / n_kv_heads
