@@ -95,6 +95,11 @@ attention (`--attention cudnn`).
 
 Latest: the table, main after merging the four branches below (2026-12-07, main b2ebb1a: MAE 10.8 to
 9.5 %, worst 26.4 to 24.6 %; nothing tuned).
+Branch titanfix (2026-12-07, on main efc9c12: torchtitan's units as apply_fsdp wraps them at
+9dec370, the last block and the root's group not gathered again for the backward, the root's
+group one gather and one reduce-scatter, strategy/llm/fsdp.py): titan-8b-a100 +7.0 to +6.8 %,
+-70b-a100 +4.2 to +4.1 %, -8b-h100 -10.8 to -10.9 %, -8b-h100x128 -11.1 to -11.3 %, the --compile
+rows -13.1 / -12.6 to -13.2 / -12.9 %; the others unchanged; nothing tuned.
 Branch titankern (2026-12-07, on main 6d11ded: torchtitan's kernels around FSDP2 as they
 run, FSDP2's copies on the compute stream after each gather and before each reduce-scatter
 (strategy/llm/fsdp.py, copies) and its optimizer step torch's foreach AdamW and clip over fp32

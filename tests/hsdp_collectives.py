@@ -2,10 +2,11 @@
 tests/hsdp_collectives.py CONFIG_JSON PORT OUT_JSON` by tests/test_hsdp.py. Four ranks on a 2 x 2
 mesh ("dp_replicate" the slower dimension, "dp_shard" the faster: torchtitan's ParallelDims mesh,
 torchtitan/distributed/parallel_dims.py) shard a transformers Llama as torchtitan does
-(torchtitan/models/llama3/infra/parallelize.py, apply_fsdp: each block, then the whole model,
-under fully_shard with MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)), run one
+(torchtitan/parallelisms/parallelize_llama.py at 9dec370, apply_fsdp: each block, the last with
+reshard_after_forward=False, then the whole model, under fully_shard with
+MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)), run one
 forward, backward and AdamW step, and write what rank 0's torch.distributed calls moved: per
-collective and phase, the ranks of its group and its bytes (an all-gather's output, a
+collective and phase, in the order issued, the ranks of its group and its bytes (an all-gather's output, a
 reduce-scatter's input, an all-reduce's tensor), as FSDP2's foreach_all_gather and foreach_reduce
 issue them; and rank 0's local shards of the parameters, gradients and optimizer state after the
 step (as tests/fsdp_state.py measures them), the root's parameters still gathered after the forward
@@ -68,15 +69,18 @@ def _worker(rank: int, world: int, port: int, config: dict[str, Any], out: str) 
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**config)).float()
     mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("dp_replicate", "dp_shard"))
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for block in model.model.layers:
-        fully_shard(block, mesh=mesh, mp_policy=policy)
+    blocks = model.model.layers
+    for i, block in enumerate(blocks):  # apply_fsdp at 9dec370: the last block kept gathered
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=i < len(blocks) - 1)
     fully_shard(model, mesh=mesh, mp_policy=policy)
     calls: list[dict[str, Any]] = []
     phase = ["forward"]
     _recording(calls, phase)
     logits = model(input_ids=torch.randint(0, config["vocab_size"], (2, 16))).logits
-    # unsharded after the forward: the root's parameters (a plain tensor where the shard was a DTensor)
-    root = sum(_bytes(p) for p in model.parameters() if not isinstance(p, DTensor))
+    # unsharded after the forward: the root's parameters (a plain tensor where the shard was a
+    # DTensor), those outside the blocks (the last block's are unsharded too)
+    inside = {id(p) for p in blocks.parameters()}
+    root = sum(_bytes(p) for p in model.parameters() if not isinstance(p, DTensor) and id(p) not in inside)
     block = sum(p.numel() for p in model.model.layers[0].parameters()) * 2  # gathered in bf16
     phase[0] = "backward"
     logits.float().sum().backward()

@@ -264,6 +264,14 @@ LAYOUTS = [
     ),
     ("llama-3-8b", {"framework": "fsdp", "zero": 3, "dp": 8, "global_batch": 16}),
     ("llama-3-8b", {"framework": "torchtitan", "zero": 3, "dp": 8, "global_batch": 16}),  # fp32 scatters
+    # torchtitan's last block gathered once (the reduced model keeps it apart: reduced.py), its root's
+    # group one gather and one reduce-scatter (fsdp.rooted), here under HSDP; under PP no unit
+    # resharded after its forward (fsdp.unresharded)
+    ("llama-3-8b", {"framework": "torchtitan", "zero": 3, "dp": 8, "dp_replicate": 2, "global_batch": 16}),
+    # full recomputation: the rerun forward's copy-out stands for the backward gather's (fsdp.py,
+    # regathered; the fast tier charged both: 1.69 % over)
+    ("llama-3-8b", {"framework": "torchtitan", "zero": 3, "dp": 8, "global_batch": 16, "recompute": "full"}),
+    ("llama-3-8b", {"framework": "torchtitan", "zero": 3, "dp": 4, "pp": 2, "global_batch": 16}),
     # HSDP: the stand-in keeps a whole shard group, whose size the all-reduce's shard reads
     ("llama-3-8b", {"framework": "fms-fsdp", "zero": 3, "dp": 16, "dp_replicate": 4, "global_batch": 16}),
     # Megatron-LM 2022's blocking sends and scattered boundaries, which the fast tier's pipeline

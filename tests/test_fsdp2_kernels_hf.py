@@ -173,3 +173,29 @@ def test_repeat_kv_copies_the_heads_out_and_sums_them_back(n_rep: int) -> None:
     size = heads.numel() * heads.element_size()
     assert forward.moved == (1 + n_rep) * size
     assert backward.moved == (1 + n_rep) * size
+
+
+@pytest.mark.parametrize("module", ["mlp", "attention"])
+def test_transformers_llama_sums_its_projections_input_gradients(module: str) -> None:
+    """transformers' own Llama modules, which --framework fsdp and deepspeed train as they are
+    (Framework.wraps_module, separate_projections): LlamaMLP.forward (transformers 5.25:
+    `self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))`) adds one gradient of its
+    input, LlamaAttention's q_proj, k_proj and v_proj of the normed hidden states two (the three
+    projections called as its forward calls them), ADD x the input's bytes each."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama import modeling_llama
+
+    config = transformers.LlamaConfig(
+        hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2
+    )
+    x = torch.randn(2, 32, 256, dtype=torch.bfloat16, requires_grad=True)
+    if module == "mlp":
+        mlp = modeling_llama.LlamaMLP(config).to(torch.bfloat16)
+        outputs, adds = [mlp(x)], 1
+    else:
+        attn = modeling_llama.LlamaAttention(config, layer_idx=0).to(torch.bfloat16)
+        outputs, adds = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)], 2
+    grads = [torch.randn_like(o) for o in outputs]
+    with _Adds() as backward:
+        torch.autograd.backward(outputs, grads)
+    assert backward.moved == adds * ADD * x.numel() * x.element_size()

@@ -114,9 +114,10 @@ def test_the_command_line_refuses_it_where_it_means_nothing(
 def test_the_collectives_and_state_are_what_fsdp2_runs(tmp_path: Path) -> None:
     """FSDP2 on a 2 x 2 mesh (R = 2 replicas of 2 shard ranks), as torchtitan shards: rank 0's
     all-gathers and reduce-scatters over {0, 1}, its all-reduces over {0, 2}, their bytes, and its
-    gradient and optimizer shards, against the plan of the same configuration. The backward's
-    gathers differ by the root's parameters alone, which FSDP does not reshard after the forward
-    and the plan gathers again (fsdp.py: left out)."""
+    gradient and optimizer shards, against the plan of the same configuration. Neither the root's
+    parameters nor the last block's are gathered again for the backward (fsdp.unresharded), and
+    the root's group is one all-gather, the forward's first, and one reduce-scatter then
+    all-reduce, the backward's last (fsdp.rooted), as FSDP2 issues them."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     out = tmp_path / "calls.json"
@@ -137,8 +138,18 @@ def test_the_collectives_and_state_are_what_fsdp2_runs(tmp_path: Path) -> None:
             phase = "forward" if op.step is Step.FWD else "backward"
             ours[op.comm.value.lower(), phase, plan.mesh.members(0, op.over)] += op.bytes
     held = measured["held"]
-    torch["allgather", "backward", (0, 1)] += held["root"]
     assert ours == torch
+    calls = measured["calls"]
+    assert (calls[0]["op"], calls[0]["phase"], calls[0]["bytes"]) == ("allgather", "forward", held["root"])
+    root_grads = held["root"] * 2  # bf16 gathered, reduce-scattered in fp32
+    last = [(c["op"], c["bytes"]) for c in calls[-2:]]
+    assert last == [("reducescatter", root_grads), ("allreduce", root_grads // 2)]
+    planned = [op for op in plan.programs[0] if isinstance(op, Collective)]
+    assert (planned[0].comm, planned[0].bytes) == (CommType.ALLGATHER, held["root"])
+    assert [(op.comm, op.bytes) for op in planned[-2:]] == [
+        (CommType.REDUCESCATTER, root_grads),
+        (CommType.ALLREDUCE, root_grads // 2),
+    ]
     memory = plan.memory[0]
     assert (memory.gradients, memory.optimizer) == (held["gradients"], held["optimizer"])
     assert memory.weights == held["weights"] + held["root"] + held["block"]

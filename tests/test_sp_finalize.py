@@ -36,6 +36,7 @@ from modtrans.plan.model import (
     Plan,
     Program,
     Purpose,
+    Schedule,
     Step,
     Transfer,
 )
@@ -148,3 +149,37 @@ def test_the_first_stage_reduces_its_buckets_during_its_last_backward() -> None:
     assert len(buckets) > 1  # rank 0's first chunk is bucketed
     early = [i for i in buckets if last not in ancestors(ops, i) and i != last]
     assert early  # rank == 0: enable_grad_sync before the last backward, each bucket as it fills
+
+
+@pytest.mark.parametrize(("pp", "vpp"), [(2, 1), (2, 2), (2, 16)])
+def test_the_fast_tier_reduces_once_a_rank(pp: int, vpp: int) -> None:
+    """The fast tier's chunks (estimate/fast.py, _partials) issue the same one all-reduce a rank:
+    Megatron's bytes (the rule above, transcribed: _expected) on the rank's first chunk (v =
+    its stage), nothing on its other chunks (before: one a chunk, V all-reduces a rank)."""
+    from modtrans.estimate.context import context
+    from modtrans.estimate.fast import _partials
+    from modtrans.estimate.units import skeleton
+    from modtrans.strategy.llm import Layout
+    from modtrans.strategy.llm.stages import partition
+
+    schedule = Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B
+    layout = Layout(npus=2 * pp, tp=2, sp=True, pp=pp, vpp=vpp, global_batch=4 * pp, schedule=schedule)
+    ctx = context("llama-3-8b", None, {"seq_len": 128, "framework": layout.framework.value})
+    sk = skeleton(ctx, layout)
+    weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
+    cuts = partition(weights, layout.chunks, layout.stages, even=True)
+    expected = _expected("llama-3-8b", pp, vpp)
+    assert _partials(sk, layout, cuts) == [expected[v] if v < pp else 0 for v in range(pp * vpp)]
+
+
+def test_the_fast_tier_agrees_with_the_traces_on_an_interleaved_sp_layout() -> None:
+    """Llama-3-8B at T 4, P 2, V 16, D 4, SP, ZeRO 1 on hgx-h100: the fast tier's iteration the
+    exact tier's (the traces walked) to 0.01 % (+0.064 % before, its V all-reduces a rank each
+    paying the tensor group's latency: 0.662899633 s exact, 0.663325058 s fast)."""
+    options = {"tp": 4, "pp": 2, "vpp": 16, "dp": 4, "sp": True, "zero": 1, "global_batch": 32}
+    prepared = prepare(request_of("llama-3-8b", {**options, "format": "chakra-et", "output": "x/"}))
+    exact = modtrans.estimate.plan(planned(prepared), network="hgx-h100")
+    layout = prepared.options.parallel.layout
+    assert layout is not None
+    fast = modtrans.estimate.layout("llama-3-8b", layout, network="hgx-h100")
+    assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=1e-4)

@@ -60,7 +60,7 @@ from modtrans.strategy.frameworks import Launch
 from modtrans.strategy.llm.buckets import stage as reduction_stage
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import partition
-from modtrans.strategy.schedule import WGRAD, stage_of, virtual_stage
+from modtrans.strategy.schedule import WGRAD, holders, stage_of, virtual_stage
 
 _TWO = (Schedule.DUALPIPE, Schedule.DUALPIPE_V)  # two chunks a stage
 _TENSOR = frozenset({Purpose.TENSOR})
@@ -175,7 +175,7 @@ def _chunks(
         costs = timed_units(sk, layout, fabric, members)
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
         fills = {b: fill(sk, b, reduction_stage(layout.framework, layout.zero)[0]) for b in set(sk.blocks)}
-        made: dict[tuple[int, int, bool, bool, bool], tuple[Chunk, Last]] = {}
+        made: dict[tuple[int, int, bool, bool, bool, int], tuple[Chunk, Last]] = {}
         found = sk.made[key] = (costs, blocks, fills, members, made)
     costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
@@ -184,6 +184,7 @@ def _chunks(
     except LayoutError as error:
         raise EstimateError(str(error)) from None
     tied = bool(_ties(sk, layout, len(cuts)))
+    partials = _partials(sk, layout, cuts)
     out, lasts = [], []
     last = layout.micro_batches - 1
     launch = layout.framework.chunk_reductions(layout.schedule, layout.overlap_grad_reduce)
@@ -195,10 +196,11 @@ def _chunks(
             layout.framework.reduces_after_sends(layout.schedule)
             and stage_of(layout.schedule, v, layout.pp, last, last + 1) > 0
         ) or launch is not Launch.READY
-        found_chunk = made.get((cut.start, cut.stop, *ends, after))
+        key_of = (cut.start, cut.stop, *ends, after, partials[v])
+        found_chunk = made.get(key_of)
         if found_chunk is None:
-            found_chunk = made[cut.start, cut.stop, *ends, after] = _chunk(
-                sk, costs, blocks, fills, members, cut, (*ends, after), layout, fabric, split
+            found_chunk = made[key_of] = _chunk(
+                sk, costs, blocks, fills, members, cut, (*ends, after, partials[v]), layout, fabric, split
             )
         out.append(found_chunk[0])
         lasts.append(found_chunk[1])
@@ -212,7 +214,7 @@ def _chunk(
     fills: Any,
     members: Any,
     cut: range,
-    ends: tuple[bool, bool, bool],
+    ends: tuple[bool, bool, bool, int],
     layout: Layout,
     fabric: Fabric,
     split: bool,
@@ -221,7 +223,7 @@ def _chunk(
     backward's reduction (first, rest, what the tails add) for the compute its stage ran before
     it (pipeline.phases), each phase's walked once; `ends`: whether it holds the owner of a weight
     tied across stages, and its copy, and whether its tail section waits for its send
-    (lastback's after_send)."""
+    (lastback's after_send), and the SP partial gradients' bytes it all-reduces (_partials)."""
     parts = [sk.blocks[b] for b in cut]
     pure = all(blocks[p][6] for p in parts)
     computes = [sum(blocks[p][11][k] for p in parts) for k in range(4)]
@@ -237,7 +239,7 @@ def _chunk(
     if last:  # the copy of a tied weight: reduced with this stage's
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
-    buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
+    buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members, ends[3])
     swaps = _swap_sends(sk, layout, fabric, ends[:2])
     walked: dict[int | None, tuple[int, int, int]] = {}
 
@@ -268,13 +270,13 @@ def _buckets(
     layout: Layout,
     fabric: Fabric,
     members: Any,
+    partial: int = 0,
 ) -> tuple[dict[int, tuple[int, list[int]]], int]:
     """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
     in it) and the bucket's kernels and reduction (ns); and the ns of its parameter gathers after
-    the step. Under SP Megatron's family then all-reduces the partial gradients (Skeleton.partial)
-    over the tensor group, after the chunk's first unit: here once a chunk, where
-    finalize_model_grads reduces every chunk of a rank at once (tensor.finalized_grads: V - 1
-    latencies fewer)."""
+    the step. Under SP Megatron's family then all-reduces `partial` bytes of partial gradients
+    over the tensor group after the chunk's first unit: a rank's first chunk all of its chunks'
+    (_partials), its others none."""
     stage = reduction_stage(layout.framework, layout.zero)
     times, gathers = bucket_times(fills, stage, fabric, members, sk.prepare)
     out: dict[int, tuple[int, list[int]]] = {}
@@ -284,12 +286,28 @@ def _buckets(
         buffer = sk.buffers[u]
         if sk.shards[u] is not None and buffer in times:
             out[u] = times.pop(buffer)
-    partial = sum(sk.partial[u] for p in parts for u in p) if sk.partial else 0
     ranks = members(_TENSOR)
     if partial and len(ranks) > 1:
         size = written(CommType.ALLREDUCE, partial, len(ranks), Consumer.ASTRA_SIM)
         out.setdefault(parts[0][0], (0, []))[1].append(fabric.collective_ns(CommType.ALLREDUCE, size, ranks))
     return out, gathers
+
+
+def _partials(sk: Skeleton, layout: Layout, cuts: Sequence[range]) -> list[int]:
+    """Per chunk, the bytes of Megatron's one SP all-reduce it issues (tensor.finalized_grads:
+    finalize_model_grads flattens the partial gradients of every chunk a rank holds into one
+    all-reduce, on the rank's first chunk's first unit): a rank's first chunk the partial
+    gradients (Skeleton.partial) of all its chunks, its other chunks none."""
+    if not sk.partial:
+        return [0] * len(cuts)
+    own = [sum(sk.partial[u] for b in cut for u in sk.blocks[b]) for cut in cuts]
+    out = [0] * len(cuts)
+    for v in range(len(cuts)):
+        stage = holders(layout.schedule, v, layout.pp)[0]
+        held = sorted(_held(layout, stage))
+        if held[0] == v:
+            out[v] = sum(own[c] for c in held if c < len(cuts))
+    return out
 
 
 def _block(

@@ -42,18 +42,20 @@ def shape(layer: Layer) -> Hashable:
     )
 
 
-_MADE: dict[int, tuple[ModelIR, Reduced]] = {}
+_MADE: dict[tuple[int, bool], tuple[ModelIR, Reduced]] = {}
 
 
-def reduce(ir: ModelIR) -> Reduced:
-    """The model with one block of each shape (a model without blocks: itself); made once per IR."""
-    made = _MADE.get(id(ir))
+def reduce(ir: ModelIR, last_apart: bool = False) -> Reduced:
+    """The model with one block of each shape (a model without blocks: itself); made once per IR.
+    `last_apart`: the last block kept as a shape of its own, where its collectives differ from
+    its shape's (torchtitan's last block, not resharded after its forward: fsdp.unresharded)."""
+    made = _MADE.get((id(ir), last_apart))
     if made is None or made[0] is not ir:
-        made = _MADE[id(ir)] = (ir, _reduce(ir))
+        made = _MADE[id(ir), last_apart] = (ir, _reduce(ir, last_apart))
     return made[1]
 
 
-def _reduce(ir: ModelIR) -> Reduced:
+def _reduce(ir: ModelIR, last_apart: bool) -> Reduced:
     """Each layer belongs to the block it names or, naming none, to the block before it (a
     residual add between blocks); those before the first block and after the last are kept."""
     owner: list[int | None] = []
@@ -71,7 +73,8 @@ def _reduce(ir: ModelIR) -> Reduced:
         if b is not None and i <= last:
             shapes.setdefault(b, []).append(shape(layer))
     first: dict[tuple[Hashable, ...], int] = {}
-    stands_for = tuple(first.setdefault(tuple(v), b) for b, v in shapes.items())
+    final = list(shapes)[-1] if last_apart and shapes else None
+    stands_for = tuple(first.setdefault((*v, b == final), b) for b, v in shapes.items())
     kept = set(stands_for)
     layers = tuple(
         x for i, (x, b) in enumerate(zip(ir.layers, owner, strict=True)) if b is None or i > last or b in kept

@@ -72,10 +72,13 @@ class Skeleton:
     ties: tuple[Tie, ...] = ()  # weights tied across stages (the output layer's copy of the embedding)
     update: tuple[int, ...] = ()  # per unit: its optimizer step's ns over its whole state, once an iteration
     # per unit: its gradient's bytes SP leaves partial, which Megatron's family all-reduces once a
-    # rank (tensor.finalized_grads; fast.py's _norms: once a chunk); () where none is
+    # rank (tensor.finalized_grads; fast.py's _partials: on the rank's first chunk); () where none is
     partial: tuple[int, ...] = ()
     # the kernels before a Megatron bucket's collective: its gradients' bytes -> ns (build.sync_kernels)
     prepare: Callable[[int], int] | None = None
+    # per unit: the FSDP2 copy-out its weight gradient carries for its backward's gather
+    # (fsdp.regathered), which full recomputation's forward stands for; () where none is
+    regathered: tuple[int, ...] = ()
     made: dict[Any, Any] = field(default_factory=dict, compare=False)  # what layouts on it share
 
 
@@ -125,22 +128,24 @@ def stand_in(layout: Layout) -> Layout:
 def skeleton(ctx: Context, layout: Layout) -> Skeleton:
     """The reduced model's units under `layout` (made once per stand-in layout)."""
     small = stand_in(layout)
-    key = ("skeleton", small)
+    pipelined = layout.pp > 1  # torchtitan's FSDP2 units: fsdp.unresharded
+    key = ("skeleton", small, pipelined and small.framework.titan_wrapping)
     found = ctx.made.get(key)
     if not isinstance(found, Skeleton):
         bucketed = small.framework.family is Framework.MEGATRON and small.zero == 0
-        found = ctx.made[key] = _make(ctx, small, bucketed=bucketed)
+        found = ctx.made[key] = _make(ctx, small, bucketed=bucketed, pipelined=pipelined)
     return found
 
 
-def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
-    from modtrans.strategy.llm import build, tensor
+def _make(ctx: Context, small: Layout, *, bucketed: bool, pipelined: bool = False) -> Skeleton:
+    from modtrans.strategy.llm import build, fsdp, tensor
     from modtrans.strategy.llm.buckets import buffer_share  # the one definition of a unit's buffer share
     from modtrans.strategy.llm.degrees import dense_data
     from modtrans.strategy.roles import LayerRole
 
     options = ctx.options
-    reduced = reduce(ctx.ir(small))
+    # torchtitan's last block, gathered once (fsdp.unresharded), a block of its own
+    reduced = reduce(ctx.ir(small), last_apart=small.framework.titan_wrapping and not pipelined)
     try:
         plan = build.plan(
             reduced.ir,
@@ -149,8 +154,9 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
             params=options.params,
             dtype_bytes=options.dtype_bytes,
             folded=options.parallel.folded,
+            pipelined=pipelined,
         )
-        units = build.rank_units(reduced.ir, small, options.params, options.dtype_bytes)
+        units = build.rank_units(reduced.ir, small, options.params, options.dtype_bytes, pipelined=pipelined)
     except LayoutError as error:
         raise EstimateError(str(error)) from None
     count = len(units)
@@ -189,6 +195,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool) -> Skeleton:
         tuple(x.update * build.update_shards(u, small) for x, u in zip(plan.layers, units, strict=True)),
         tuple(tensor.partial_grad_bytes(u) for u in units) if finalized else (),
         build.sync_kernels(units, small, ctx.cost) if bucketed else None,
+        tuple(fsdp.backward_copy_out(u.x.comms, ctx.cost) for u in units) if small.framework.fsdp2 else (),
     )
 
 
@@ -290,6 +297,8 @@ def timed(
         again = None if regathers else tuple(links([r for r in sk.forward[u] if not _gathers(r)]))
         backward = links(sk.backward[u])
         weight = sk.weight[u]
+        if not regathers and rerun is Recompute.FULL and sk.regathered and sk.in_block[u]:
+            backward = _unregathered(backward, weight, sk.regathered[u])
         extra: list[Link] = [(CHAIN, sk.core[u])] if rerun is Recompute.SELECTIVE and sk.core[u] else []
         last = max(
             (k for k, (x, w) in enumerate(zip(backward, weight, strict=True)) if w and x[0] == CHAIN),
@@ -309,6 +318,17 @@ def timed(
                 again if again != tuple(forward) else None,
             )
         )
+    return out
+
+
+def _unregathered(backward: list[Link], weight: Sequence[bool], ticks: int) -> list[Link]:
+    """The backward without the copy-out its weight gradient carries (fsdp.regathered): under full
+    recomputation the rerun forward's copy-out stands for it, as the exact tier charges it."""
+    if not ticks:
+        return backward
+    k = next(k for k, (x, w) in enumerate(zip(backward, weight, strict=True)) if w and x[0] == CHAIN)
+    out = list(backward)
+    out[k] = (CHAIN, out[k][1] - ticks)
     return out
 
 

@@ -223,14 +223,27 @@ class Framework(enum.StrEnum):
         return self is Framework.TORCHTITAN
 
     @property
+    def titan_wrapping(self) -> bool:
+        """Its FSDP2 units are torchtitan's (torchtitan/parallelisms/parallelize_llama.py at 9dec370,
+        apply_fsdp): fully_shard of each block, `reshard_after_forward = int(layer_id) <
+        len(model.layers) - 1` (False for every block under PP), then of the model, whose own
+        parameters (the embedding, final norm and output layer) make one group FSDP2 never
+        reshards after the forward (the root's: strategy/llm/fsdp.py, unresharded and rooted)."""
+        return self is Framework.TORCHTITAN
+
+    @property
     def separate_projections(self) -> bool:
         """It runs q, k and v, and an MLP's gate and up, as separate linears on one input, whose
         input gradients autograd then sums (strategy/llm/projections.py): torchtitan's Llama
-        (torchtitan/models/llama/model.py at 9dec370: wq, wk, wv; w1, w3). Megatron-Core fuses each
-        set into one GEMM (linear_qkv, linear_fc1), as llm-foundry's MPT (Wqkv) and fms's
-        defaults (fused QKV and wg1_fused) do. transformers' modules under --framework fsdp or
-        deepspeed run them separately too: not modelled there yet."""
-        return self is Framework.TORCHTITAN
+        (torchtitan/models/llama/model.py at 9dec370: wq, wk, wv; w1, w3), and the frameworks that
+        train the module they are handed (wraps_module: --framework fsdp, deepspeed), whose
+        transformers modules run them as the model's own code does where it holds them apart
+        (transformers' LlamaAttention: q_proj, k_proj, v_proj; LlamaMLP.forward:
+        `self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))`; the IR's linears
+        reading one input say which, projections.repeated: none for GPT-2's one c_attn).
+        Megatron-Core fuses each set into one GEMM (linear_qkv, linear_fc1), as llm-foundry's MPT
+        (Wqkv) and fms's defaults (fused QKV and wg1_fused) do."""
+        return self is Framework.TORCHTITAN or self.wraps_module
 
     @property
     def repeats_kv(self) -> bool:

@@ -86,9 +86,12 @@ def plan(
     params: Params,
     dtype_bytes: int | None,
     folded: Folded = Folded.MEGATRON,
+    pipelined: bool | None = None,
 ) -> Plan:
+    """`pipelined`: whether the layout the plan stands for runs P > 1 (None: the layout's own; the
+    fast tier's one-stage stand-in passes its layout's: rank_units)."""
     groups = _grouped(ir, params, layout, dtype_bytes)
-    units = rank_units(ir, layout, params, dtype_bytes, groups)
+    units = rank_units(ir, layout, params, dtype_bytes, groups, pipelined=pipelined)
     runs = _costed(units, ir, cost, layout, folded)
     grouped = blocks([u.block for u in units])
     weights = [sum(runs[i].times.step for i in b) for b in grouped]
@@ -204,10 +207,13 @@ def rank_units(
     params: Params,
     dtype_bytes: int | None,
     groups: Sequence[Group] | None = None,
+    *,
+    pipelined: bool | None = None,
 ) -> list[Unit]:
     """The workload layers one rank runs, with every technique's collectives attached (LayoutError
     where the model refuses the layout: its heads, experts, sequence); `groups`: the IR's, grouped
-    already (strategy/groups.py)."""
+    already (strategy/groups.py); `pipelined`: P > 1 for FSDP2's units under torchtitan
+    (fsdp.unresharded; None: layout.pp > 1)."""
     t = layout.tp
     grouped = _grouped(ir, params, layout, dtype_bytes) if groups is None else groups
     units = [Unit(LayerDraft(g), block_of(g.owner)) for g in grouped]
@@ -234,6 +240,7 @@ def rank_units(
             layout.expert_gradient_ranks,
             layout.framework,
             layout.dp_replicate,
+            layout.pp > 1 if pipelined is None else pipelined,
         )
     else:
         apply_data = deepspeed.apply if layout.framework is Framework.DEEPSPEED else data.apply

@@ -20,9 +20,17 @@ them in fp32 (their mixed-precision policies' reduce_dtype: strategy/frameworks.
 element.
 Every micro-batch reduces: gradient accumulation
 under `no_sync` (FSDP2: set_requires_gradient_sync(False)) reduces at the last one only, which a
-training script opts into; it is not modelled. Also left out: the root module's parameters, which
-FSDP does not reshard after the forward (gathered once, not twice), the padding of each flat
-parameter to a multiple of D (of D / R under HSDP). ZeRO-1 has no FSDP counterpart: Layout.check refuses it.
+training script opts into; it is not modelled. Also left out: the padding of each flat parameter
+to a multiple of D (of D / R under HSDP). ZeRO-1 has no FSDP counterpart: Layout.check refuses it.
+
+torchtitan's units (Framework.titan_wrapping; torchtitan/parallelisms/parallelize_llama.py at
+9dec370, apply_fsdp, the commit its published runs name): the last block is not resharded after
+its forward and the root's group (the parameters outside the blocks, fully_shard(model)) never is,
+so neither is gathered before its backward (unresharded; under PP no unit is); the root's group is
+one all-gather before the embedding's forward and one reduce-scatter after the whole backward
+(rooted). FSDP1's root (--framework fsdp, llm-foundry, fms-fsdp) is not resharded after the
+forward either (_runtime_utils.py, _post_forward_reshard: `not state._is_root`): not modelled
+there yet (each of its units gathered again before its backward).
 
 FSDP2's copies (copies; Framework.fsdp2: torchtitan), read from pytorch/pytorch
 torch/distributed/_composable/fsdp/_fsdp_collectives.py at 01d66d2 (2024) and torch 2.13's
@@ -54,13 +62,13 @@ all-gather copy-in stream beside the compute, as the gather it feeds does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from modtrans.comm import CommType
 from modtrans.cost import CostModel
 from modtrans.cost.base import memory_ticks
-from modtrans.plan.model import Place
+from modtrans.plan.model import Place, Purpose
 from modtrans.strategy.draft import Comm
 from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm.hsdp import REPLICATE
@@ -76,10 +84,15 @@ def apply(
     expert_data_ranks: int,
     framework: Framework = Framework.FSDP,
     replicas: int = 1,
+    pipelined: bool = False,
 ) -> None:
-    """Each unit's collectives; `replicas`: HSDP's R (1: every data rank one shard group)."""
+    """Each unit's collectives; `replicas`: HSDP's R (1: every data rank one shard group);
+    `pipelined`: P > 1 (torchtitan reshards nothing after the forward then: unresharded)."""
     assert zero != 1, "Layout.check refuses it"
-    for u in units:
+    kept = unresharded(units, framework, pipelined)
+    root = framework.titan_wrapping and not pipelined and bool(units) and units[0].block is None
+    merged: dict[tuple[Place, CommType, frozenset[Purpose]], int] = {}
+    for i, u in enumerate(units):
         ranks = expert_data_ranks if u.role is LayerRole.EXPERT else data_ranks
         size = u.param_bytes()  # parameters in their own dtype
         if size == 0 or ranks == 1:
@@ -92,12 +105,54 @@ def apply(
             u.attach(Place.AFTER_WG, Comm(CommType.ALLREDUCE, grads, over))
             continue
         shard = over - REPLICATE if replicas > 1 else over  # HSDP: the shard group alone
-        u.attach(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, shard))
-        if zero == 3:
-            u.attach(Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, shard))
-        u.attach(Place.AFTER_WG, Comm(CommType.REDUCESCATTER, grads, shard))
+        comms = [(Place.BEFORE_FWD, Comm(CommType.ALLGATHER, size, shard))]
+        if zero == 3 and i not in kept:
+            comms.append((Place.BEFORE_BWD, Comm(CommType.ALLGATHER, size, shard)))
+        comms.append((Place.AFTER_WG, Comm(CommType.REDUCESCATTER, grads, shard)))
+        if root and u.block is None:  # the root's one group: rooted
+            for place, c in comms:
+                merged[place, c.comm, c.over] = merged.get((place, c.comm, c.over), 0) + c.bytes
+            continue
+        for place, c in comms:
+            u.attach(place, c)
         if replicas > 1:  # the reduce-scattered shard, all-reduced over the replicas
             u.attach(Place.AFTER_WG, Comm(CommType.ALLREDUCE, -(-grads // (ranks // replicas)), REPLICATE))
+    if merged:
+        rooted(units[0], merged, data_ranks // replicas if replicas > 1 else 0)
+
+
+def unresharded(units: Sequence[Unit], framework: Framework, pipelined: bool) -> set[int]:
+    """The units (positions in `units`) whose parameters stay gathered from their forward to their
+    backward at --zero 3, gathered once a micro-batch: under torchtitan's apply_fsdp
+    (parallelize_llama.py at 9dec370) the last block's (`reshard_after_forward = int(layer_id) <
+    len(model.layers) - 1`: "do not reshard after forward for the last transformer block since
+    FSDP would prefetch it immediately") and the root's, the parameters outside the blocks
+    (fully_shard(model, ...): FSDP2's FSDPState._lazy_init sets the root's post_forward_mesh_info
+    to None, "For the root, do not reshard after forward since for training, the parameters would
+    be freed and all-gathered immediately"; torch/distributed/_composable/fsdp/_fsdp_state.py);
+    under PP every unit's (`if pp_enabled: reshard_after_forward = False`, and
+    fully_shard(model, reshard_after_forward=not pp_enabled)). None under the other frameworks."""
+    if not framework.titan_wrapping:
+        return set()
+    if pipelined:
+        return set(range(len(units)))
+    last = max((u.block for u in units if u.block is not None), default=None)
+    return {i for i, u in enumerate(units) if u.block is None or u.block == last}
+
+
+def rooted(first: Unit, merged: dict[tuple[Place, CommType, frozenset[Purpose]], int], shard: int) -> None:
+    """The root's parameters (the embedding, final norm and output layer: fully_shard(model) at
+    9dec370) as FSDP2 runs its one parameter group, on the model's first unit: one all-gather of
+    them all in the root's pre-forward, before the embedding's forward (FSDPState._pre_forward:
+    FSDPParamGroup.pre_forward, unshard then wait_for_unshard), and one reduce-scatter of their
+    gradients after the whole backward, the embedding's weight gradient the last (the root's
+    inputs, token ids, need no gradient, so no post-backward hook fires for it: the root's
+    _root_post_backward_final_callback runs its post_backward, foreach_reduce of the group), then
+    under HSDP one all-reduce of the shard over the replicas (`shard`: the shard group's D / R)."""
+    for (place, comm, over), size in merged.items():
+        first.attach(place, Comm(comm, size, over))
+        if shard and comm is CommType.REDUCESCATTER:
+            first.attach(Place.AFTER_WG, Comm(CommType.ALLREDUCE, -(-size // shard), REPLICATE))
 
 
 COPY_OUT = 2  # split_with_sizes_copy: the all-gather output read, the parameters written
@@ -115,8 +170,18 @@ def copy_bytes(u: Unit) -> tuple[int, int, int]:
             if c.comm is CommType.ALLGATHER and place in (Place.BEFORE_FWD, Place.BEFORE_BWD):
                 moved[place] += COPY_OUT * c.bytes
             elif c.comm is CommType.REDUCESCATTER and place is Place.AFTER_WG:
-                moved[place] += u.param_bytes() + c.bytes
+                moved[place] += c.bytes + _gradients(u, c.bytes)
     return moved[Place.BEFORE_FWD], moved[Place.BEFORE_BWD], moved[Place.AFTER_WG]
+
+
+def _gradients(u: Unit, reduced: int) -> int:
+    """The bf16 gradients a reduce-scatter of `reduced` bytes reads: the unit's own (its parameters'
+    bytes), or the root's group on its first unit (rooted), the reduction's elements at the
+    parameters' width (the unit's parameter bytes over its reduced gradient bytes)."""
+    own, params = u.grad_bytes(), u.param_bytes()
+    if not own or reduced in (own, params):
+        return params
+    return reduced * params // own
 
 
 def copies(cost: CostModel) -> Callable[[Costed, Unit], Costed]:
@@ -146,10 +211,17 @@ def regathered(chunks: Sequence[Sequence[Costed]], rerun: Rerun, cost: CostModel
     def copied(run: Costed) -> Costed:
         if run.index in again:
             return run
-        gathered = sum(c.bytes for c in run.comms.get(Place.BEFORE_BWD, ()) if c.comm is CommType.ALLGATHER)
-        ticks = memory_ticks(cost, COPY_OUT * gathered)
+        ticks = backward_copy_out(run.comms, cost)
         if not ticks:
             return run
         return replace(run, times=replace(run.times, weight_grad=run.times.weight_grad + ticks))
 
     return [[copied(run) for run in chunk] for chunk in chunks]
+
+
+def backward_copy_out(comms: Mapping[Place, Sequence[Comm]], cost: CostModel) -> int:
+    """Ticks of the copy-out after a unit's gathers before its backward (regathered charges them
+    with its weight gradient; the fast tier takes them off again where full recomputation's
+    forward stands for them: estimate/units.py)."""
+    gathered = sum(c.bytes for c in comms.get(Place.BEFORE_BWD, ()) if c.comm is CommType.ALLGATHER)
+    return memory_ticks(cost, COPY_OUT * gathered)

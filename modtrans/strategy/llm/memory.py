@@ -319,9 +319,14 @@ def gathered(units: Sequence[Held], layout: Layout) -> float:
     parameters in the post-forward"; FSDP2 _fully_shard/_fsdp_state.py, FSDPState._lazy_init: "For
     the root, do not reshard after forward"), and one block's, gathered for the backward
     (torchtitan's last block, never resharded: parallelize.py, apply_fsdp, reshard_after_forward
-    for layer_id < n - 1; both FSDPs' backward prefetch), each in the dtype it computes in."""
+    for layer_id < n - 1; both FSDPs' backward prefetch), each in the dtype it computes in. Under
+    torchtitan with P > 1 every unit of the stage: apply_fsdp reshards none after its forward
+    (`if pp_enabled: reshard_after_forward = False`: fsdp.unresharded), and a stage's first
+    backward waits for every block's forward of the micro-batches in flight."""
     if layout.framework.family is not Framework.FSDP or layout.zero != 3:
         return 0.0
+    if layout.framework.titan_wrapping and layout.pp > 1:
+        return float(sum(u.weights for u in units))
     return _root_and_block(units)
 
 

@@ -9,9 +9,11 @@ accumulate: `variable.add_(new)` in place where it may steal the buffer, else `v
 elementwise kernel reading two gradients and writing one, 3 x the input's bytes, k - 1 times
 (tests/test_fsdp2_kernels_hf.py counts the adds torch dispatches). Megatron-Core fuses them
 (linear_qkv, linear_fc1: one GEMM, one gradient), so it is a framework's convention
-(Framework.separate_projections). Each linear whose input an earlier linear of the rank's units
-reads pays one add with its input gradient. A residual's two uses are charged as its Add layer's
-backward (cost/gemm.py, traffic), not here. Under --compile the sum is a pointwise op of the
+(Framework.separate_projections): torchtitan's, and transformers' modules where --framework fsdp
+or deepspeed train them (LlamaAttention's q_proj, k_proj, v_proj; LlamaMLP's gate_proj, up_proj).
+Each linear whose input an earlier linear of the rank's units reads pays one add with its input
+gradient. A residual's two uses are charged as its Add layer's backward (cost/gemm.py, traffic),
+not here. Under --compile the sum is a pointwise op of the
 block's compiled backward graph, which Inductor fuses into the kernel that reads it (the norm's
 backward): not charged there (its two extra reads neither).
 """
