@@ -56,7 +56,10 @@ sequence, recomputation; bf16, the framework's flash attention):
                      "314B | 128 | 16384 | 96 | 8 | 8 | 48 | 3072 | 1536 | 474.4 | 48% | 1457.4",
                      "462B | 144 | 18432 | 112 | 8 | 16 | 48 | 6144 | 3072 | 459.9 | 47% | 2825.6"
                      (model size | heads | hidden | layers | TP | PP | DP | GPUs | batch | TFLOP/s
-                     per GPU | MFU | PFLOP/s); micro-batch and virtual stages not published: 1, none
+                     per GPU | MFU | PFLOP/s); micro-batch and virtual stages not published: 1, none.
+                     Every row's output layer has its own weights (--untie-embeddings-and-output-
+                     weights): each size is the untied count (1.7B 1.75, 16B 16.1, 177B 177.2
+                     billion), none the tied one (1.48, 15.3, 175.6): tests/test_mcore_untied.py
     mcore-mixtral-8x7b-h100  NVIDIA/Megatron-LM 823466e, megatron/core/transformer/moe/README.md:
                      its opening line "With MCore v0.9, we've achieved remarkable performance of
                      **468 TFLOPS** for Mixtral 8X7B bf16 training", and its "Reference Best
@@ -73,7 +76,8 @@ Published tokens/s per GPU where the row gives them; Megatron-Core's per-GPU TFL
 an iteration time by the formula it was computed with (megatron/training/training.py at
 core_r0.8.0 and core_r0.9.0, num_floating_point_operations: 12 B s l h^2 ((1 + g / n + s / h) +
 F / h x k x (3/2 if SwiGLU) + V / (2 l h)), g / n the query groups per head, k the experts a token
-is routed to; a GPT's F = 4 h, g = n, k = 1).
+is routed to; a GPT's F = 4 h, g = n, k = 1). Its logit term, 6 B s V h, is the output layer's three
+GEMMs once, tied or not (the embedding's lookup is no GEMM): untying moves none of the published times.
 
 Looked at and left out, none expressible in BF16: NVIDIA/NeMo's performance summaries
 (docs/source/performance/performance_summary.md at 9c5c5e9, NeMo 24.07, DGX-H100: "pre-training
@@ -411,7 +415,8 @@ MCORE_H100: dict[str, object] = {"attention": "cudnn"}
 
 def _mcore_table(row: tuple[str, int, int, int, int, int, int, int, float]) -> Run:
     """A row of Megatron-LM's model_table (r0.8.0) as (name, layers, hidden, heads, TP, PP, GPUs,
-    batch, TFLOP/s per GPU): a GPT of vocabulary 131,072 and sequence 4,096, the distributed
+    batch, TFLOP/s per GPU): a GPT of vocabulary 131,072 and sequence 4,096, its output layer
+    untied (the table's sizes: tests/test_mcore_untied.py), the distributed
     optimizer with both overlaps, sequence parallelism where TP > 1 (as 7.1B's), micro-batch 1 and
     no virtual stages (neither published)."""
     name, layers, hidden, heads, tp, pp, gpus, batch, tflops = row
@@ -421,7 +426,7 @@ def _mcore_table(row: tuple[str, int, int, int, int, int, int, int, float]) -> R
     }  # fmt: skip
     if tp > 1:  # README.md at d98e8a6: "Fine-grained overlapping with ... TP (`--tp-comm-overlap`)"
         layout |= {"sp": True, "tp_comm_overlap": True}
-    model = megatron_gpt(layers, hidden, heads, vocab=131072, positions=4096, dtype="bfloat16")
+    model = megatron_gpt(layers, hidden, heads, vocab=131072, positions=4096, dtype="bfloat16", tied=False)
     formula: dict[str, float] = {"layers": layers, "hidden": hidden, "vocab": 131072}
     return Run(name, model, "h100", "hgx-h100", gpus, 4096, 1, batch, layout, tflops_per_gpu=tflops,
                megatron=formula)  # fmt: skip
@@ -447,13 +452,13 @@ RUNS = (
     Run("foundry-7b-a100", MPT_7B, "a100", "dgx-a100", 8, 2048, 6, 96, FSDP_FOUNDRY,
         tokens_per_gpu=4641),
     Run("mcore-1.7b-h100",
-        megatron_gpt(24, 2048, 16, vocab=131072, positions=4096, dtype="bfloat16"),
+        megatron_gpt(24, 2048, 16, vocab=131072, positions=4096, dtype="bfloat16", tied=False),
         "h100", "hgx-h100", 48, 4096, 1, 192,
         {**MCORE_H100, "tp": 1, "zero": 1, "overlap_grad_reduce": True,
          "overlap_param_gather": True, "make_vocab_size_divisible_by": 1},
         tflops_per_gpu=408.8, megatron={"layers": 24, "hidden": 2048, "vocab": 131072}),
     Run("mcore-7.1b-h100",
-        megatron_gpt(30, 4096, 32, vocab=131072, positions=4096, dtype="bfloat16"),
+        megatron_gpt(30, 4096, 32, vocab=131072, positions=4096, dtype="bfloat16", tied=False),
         "h100", "hgx-h100", 96, 4096, 1, 192,
         {**MCORE_H100, "tp": 2, "sp": True, "tp_comm_overlap": True, "zero": 1,
          "overlap_grad_reduce": True, "overlap_param_gather": True, "make_vocab_size_divisible_by": 1},
