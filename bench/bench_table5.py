@@ -24,6 +24,13 @@ record to beat is Calculon's (SC'23): 3.65 % mean absolute error, 8.87 % at wors
 Nothing here feeds back into the models: the compute model is calibrated on kernel measurements
 (modtrans/cost/devices.json), the network preset on nccl-tests (modtrans/simulate/network.py).
 
+Since (2026-12-07, branch megbytes on main 620bc74, `--estimate`, 22B and 175B): Megatron-LM
+2022's gradient hook adding the embeddings' fp16 gradients into their main_grad every micro-batch
+(strategy/llm/maingrad.py, 6 B a vocabulary-shard element): 22B full 1.421079962 -> 1.421262962 s,
+selective + SP 1.093207440 -> 1.093390440 s, 175B full 18.091535414 -> 18.094467414 s, selective +
+SP 13.659151106 -> 13.662080106 s (+0.1, -0.6, -0.2, -0.6 %; with 530B and 1T as below, not re-run,
+MAE 0.922 -> 0.917 %, worst as before). The models stay tied (no untie flag at fc7f4f0).
+
 Latest (2026-12-07, branch interleave on main bc60720: under the interleaved schedule the
 gradients' reductions and the tied embedding's swap after the rank's last backward, as
 megatron-2022's reduce_model_grads runs them after forward_backward_func, strategy/frameworks.py

@@ -18,16 +18,20 @@ def megatron_gpt(
     vocab: int = VOCAB,
     positions: int = SEQUENCE,
     dtype: str = "float16",
+    tied: bool = True,
 ) -> dict[str, object]:
     """A GPT-2-architecture configuration of a Megatron-LM GPT (learned positions, LayerNorm, GeLU
-    MLP of 4h, tied output layer), trained in `dtype` (Table 3's: fp16); `dropout` its attention
-    dropout (None: not given, the configuration's default)."""
+    MLP of 4h, tied output layer unless `tied` is False: Megatron-LM's
+    --untie-embeddings-and-output-weights), trained in `dtype` (Table 3's: fp16); `dropout` its
+    attention dropout (None: not given, the configuration's default)."""
     config: dict[str, object] = {
         "model_type": "gpt2", "n_embd": hidden, "n_layer": layers, "n_head": heads,
         "n_positions": positions, "vocab_size": vocab, "torch_dtype": dtype,
     }  # fmt: skip
     if dropout is not None:
         config["attn_pdrop"] = dropout
+    if not tied:
+        config["tie_word_embeddings"] = False
     return config
 
 

@@ -42,6 +42,7 @@ from modtrans.comm import Policy
 from modtrans.plan import Collective, Compute, Plan, Transfer, project
 from modtrans.plan.model import Purpose, Step
 from modtrans.strategy import Folded, Parallelism
+from modtrans.strategy.frameworks import Framework
 from modtrans.strategy.llm import Layout
 
 Key = tuple[object, ...]
@@ -80,16 +81,25 @@ def _canonical(plan: Plan, rank: int) -> tuple[list[Key], list[Key]]:
 
 
 @cache
+def _no_hook(framework: Framework) -> bool:
+    return False
+
+
 def _both(model: str, npus: int, group: int) -> tuple[Plan, Plan]:
     """The keyword's plan and its layout's; the layout's vocabulary unpadded, as the keyword's
-    (Megatron's padding to 128 x T is test_llm_parallel's)."""
+    (Megatron's padding to 128 x T is test_llm_parallel's), and without Megatron's gradient hook's
+    add of the embeddings' gradients into main_grad, which the keywords do not run
+    (strategy/llm/maingrad.py: tests/test_megatron_main_grad.py)."""
     if group == 0:
         preset = Parallelism(Policy.DATA, npus)
         layout = Layout(npus=npus, dp=npus, vocab_divisor=1)
     else:
         preset = Parallelism(Policy.HYBRID_TRANSFORMER, npus, group)
         layout = Layout(npus=npus, tp=group, dp=npus // group, vocab_divisor=1)
-    return _plan(model, preset), _plan(model, Parallelism(Policy.HYBRID_TRANSFORMER, npus, layout=layout))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Framework, "main_grad_hook", property(_no_hook))
+        ours = _plan(model, Parallelism(Policy.HYBRID_TRANSFORMER, npus, layout=layout))
+    return _plan(model, preset), ours
 
 
 COLUMN, ROW, VOCAB, WHOLE = "ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding", "whole"

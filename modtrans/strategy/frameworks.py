@@ -387,6 +387,16 @@ class Framework(enum.StrEnum):
         return self is Framework.NEMO
 
     @property
+    def main_grad_hook(self) -> bool:
+        """Its data-parallel wrapper adds each parameter's `.grad` into the parameter's main_grad
+        every micro-batch where no fused weight-gradient GEMM accumulated it there already
+        (strategy/llm/maingrad.py: the embeddings): Megatron-LM (megatron/core/distributed/
+        distributed_data_parallel.py at core_r0.8.0, _make_param_hook) and Megatron-LM of 2022
+        (fc7f4f0, megatron/model/distributed.py, _make_param_hook). NeMo's buckets are Apex's
+        DistributedFusedAdam's (not this hook), the others' PyTorch's DDP or FSDP."""
+        return self in (Framework.MEGATRON, Framework.MEGATRON_2022)
+
+    @property
     def embedding_grad_width(self) -> int | None:
         """Bytes of an embedding's gradient element where the framework reduces embeddings apart
         from the rest: nemo's 4, whatever grad_sync_dtype and --dtype-bytes say (NeMo r2.0.0rc1,

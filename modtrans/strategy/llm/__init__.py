@@ -15,6 +15,7 @@ deepspeed.py    data parallelism and ZeRO as DeepSpeed runs them (--framework de
 fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp), FSDP2's copies
 projections.py  separate q/k/v and gate/up linears: autograd's sum of their input gradients
 gqa.py          torchtitan's repeat_kv: grouped-query keys and values copied to every query head
+maingrad.py     Megatron's add of an embedding's gradient into its main_grad, every micro-batch
 hsdp.py         its hybrid sharding (--dp-replicate R): R replicas of a D / R shard group
 zero_redundancy.py  PyTorch's ZeroRedundancyOptimizer's partition of the parameters (flash-attn --zero 1)
 stages.py       the cut into pipeline chunks at block boundaries

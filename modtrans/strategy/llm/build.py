@@ -37,6 +37,7 @@ from modtrans.strategy.llm import (
     fp8,
     fsdp,
     gqa,
+    maingrad,
     memory,
     modules,
     projections,
@@ -369,7 +370,8 @@ def _finisher(
     """What a unit's run adds beyond its shape's costing, by the layout's techniques and the
     framework's conventions: --tp-comm-overlap's collectives in its GEMMs, --precision fp8's casts,
     autograd's sum of separate projections' input gradients (projections.py), torchtitan's
-    repeat_kv (gqa.py; neither under --compile: Inductor's kernels), FSDP2's copies (fsdp.py)."""
+    repeat_kv (gqa.py; neither under --compile: Inductor's kernels), FSDP2's copies (fsdp.py),
+    Megatron's add of an embedding's gradient into its main_grad (maingrad.py)."""
     fusing = _fusing(units, cost, layout, folded) if layout.tp_comm_overlap else None
     casting = fp8.casting(units, cost, layout, share_of) if layout.fp8 else None
     copying = fsdp.copies(cost) if layout.framework.fsdp2 else None
@@ -377,12 +379,14 @@ def _finisher(
     summing = projections.summing(units, cost, share_of) if framework.separate_projections and eager else None
     rerun = layout.recompute is Recompute.SELECTIVE and framework.op_recompute
     kv = gqa.copying(cost, share_of, rerun) if framework.repeats_kv and eager else None
+    hooked = maingrad.adding(cost, share_of) if framework.main_grad_hook else None
 
     def finish(run: Costed, u: Unit) -> Costed:
         run = run if fusing is None or not u.fused else fusing(run, u)
         run = run if casting is None else casting(run, u)
         run = run if summing is None else summing(run, u)
         run = run if kv is None else kv(run, u)
+        run = run if hooked is None else hooked(run, u)
         return run if copying is None else copying(run, u)
 
     return finish
