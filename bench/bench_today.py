@@ -4,9 +4,11 @@ Megatron-Core on H100s. A CHECK, never a calibration target: nothing here feeds 
 models (the compute model is calibrated on kernel measurements, modtrans/cost/devices.json; the
 networks on nccl-tests, modtrans/simulate/network.py).
 
-Run by hand: `python bench/bench_today.py [--only titan-8b-a100,...] [--kernels RUN]`. Each run is
-one `modtrans translate` to Chakra traces and one `modtrans estimate` (the exact tier: what
-ASTRA-sim's analytical backend would report), each a fresh process as a user runs them.
+Run by hand: `python bench/bench_today.py [--only titan-8b-a100,...] [--kernels RUN] [--tier fast]`.
+Each run is one `modtrans translate` to Chakra traces and one `modtrans estimate` (the exact tier:
+what ASTRA-sim's analytical backend would report), each a fresh process as a user runs them;
+`--tier fast` estimates each run with the fast tier instead (modtrans.estimate.layout, what
+`modtrans sweep` ranks layouts by), in this process.
 `--kernels RUN` prints that run's compute per kernel for one transformer layer and the layers
 outside the blocks (the API: modtrans.api.run), where the gap is looked for.
 
@@ -529,6 +531,32 @@ def estimate(run: Run, folder: Path) -> dict[str, object]:
     return report
 
 
+def fast(run: Run, folder: Path) -> dict[str, object]:
+    """The fast tier's report of the run (`--tier fast`: modtrans.estimate.layout, the sweep's
+    first tier, in this process), its layout read as `translate` reads the run's options (plan_of's
+    Request), the other options handed on as the sweep hands them; the keys of `estimate`'s."""
+    from modtrans import estimate as tiers
+    from modtrans.estimate.result import document
+    from modtrans.request import Request, prepare
+    from modtrans.sweep.request import SPACE_FIELDS
+
+    model = _model(run, folder)
+    request = Request(
+        model=model, npus=run.gpus, micro_batch=run.micro_batch, global_batch=run.batch,
+        seq_len=run.seq, device=run.device, **run.layout,  # type: ignore[arg-type]
+    )  # fmt: skip
+    layout = prepare(request).options.parallel.layout
+    assert layout is not None  # every run lays a transformer out
+    training = {k: v for k, v in run.layout.items() if k not in SPACE_FIELDS}
+    try:
+        found = tiers.layout(
+            model, layout, device=run.device, network=run.network, seq_len=run.seq, **training
+        )
+    except tiers.EstimateError as error:
+        raise SystemExit(f"the fast tier refuses {run.name}: {error}") from None
+    return document(found)
+
+
 def _seconds(report: dict[str, object], key: str) -> float:
     """One of the estimate's seconds: the busiest stage's compute, exposed communication, bubble."""
     return float(report[key])  # type: ignore[arg-type]
@@ -596,6 +624,10 @@ def main() -> None:
         help="run the chosen runs at this micro-batch instead (where it was not published: the "
         "error's range over a setting nobody reported)",
     )  # fmt: skip
+    parser.add_argument(
+        "--tier", choices=("exact", "fast"), default="exact",
+        help="exact: translate and `modtrans estimate` (the default); fast: modtrans.estimate.layout",
+    )  # fmt: skip
     args = parser.parse_args()
     by_name = {r.name: r for r in RUNS}
     with tempfile.TemporaryDirectory() as tmp:
@@ -611,7 +643,7 @@ def main() -> None:
               f"{'bubble':>7} {'tok/s/GPU pub':>14} {'ours':>7} {'mem pub':>8} {'ours':>6}")  # fmt: skip
         errors = []
         for run in runs:
-            report = estimate(run, Path(tmp))
+            report = (fast if args.tier == "fast" else estimate)(run, Path(tmp))
             ours, published = float(report["iteration_s"]), run.published_s()  # type: ignore[arg-type]
             error = ours / published - 1
             errors.append(error)

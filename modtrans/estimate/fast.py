@@ -13,18 +13,25 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
     (chains.timed_and_spill);
   - the pipeline is walked over stages, not ranks (pipeline.py): the schedule's steps, the
     boundary transfers, and each chunk's data-parallel reduction (Megatron's one bucket per
-    buffer, reductions.bucket_times; the other frameworks' per-unit collectives) after its last
-    backward, which lastback.py walks with the units' tail collectives and a tied weight's swap,
-    on the trace's whole-microsecond computes where the lane's order is a close call (the compute
-    its stage ran before it: pipeline.phases);
+    buffer, reductions.bucket_times; with --overlap-grad-reduce the first chunk's buckets of
+    max(40M, 1M x D) parameters, each after its closing unit's weight gradient: _sized; the
+    other frameworks' per-unit collectives) after its last backward, which lastback.py walks
+    with the units' tail collectives and a tied weight's swap, on the trace's whole-microsecond
+    computes where the lane's order is a close call (the compute its stage ran before it:
+    pipeline.phases); under the interleaved schedule a chunk's reduction after a later backward
+    (frameworks.py, chunk_reductions), a tied copy's swap after the last (_later);
+  - with --overlap-param-gather each stage's parameter gathers run one after another from the
+    iteration's start, each chunk's first forward walked beside them, each bucket's first unit
+    waiting for its gather (gathers.py), none after the step;
   - each stage ends with its optimizer step, one compute of its units' update times after its
     last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
     gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step),
     then the distributed optimizer's parameter all-gathers (Place.AFTER_STEP), exposed.
 
 What it leaves out, each small beside a chunk's time: DualPipe's F&B pairs (run one after the
-other); when a tied weight's swap arrives (by its sending stage's end: _swapped).
---overlap-grad-reduce's buckets are refused (EstimateError): the exact tier times them.
+other); when a tied weight's swap arrives (by its sending stage's end: _swapped). Refused
+(EstimateError, the exact tier times them): NeMo's buckets of one layer each under
+--overlap-grad-reduce, --overlap-param-gather outside the 1F1B and interleaved schedules.
 """
 
 from __future__ import annotations
