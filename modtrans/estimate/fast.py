@@ -44,7 +44,7 @@ from modtrans.comm import CommType
 from modtrans.estimate import chains, pipeline
 from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.context import context
-from modtrans.estimate.gathers import Waits, streams
+from modtrans.estimate.gathers import Stream, Waits, streams
 from modtrans.estimate.lastback import last_backward
 from modtrans.estimate.memory import per_stage as memory_of
 from modtrans.estimate.reductions import bucket_times, fill, tied_fill, tied_ns
@@ -81,11 +81,14 @@ Chunk = tuple[int, ...]
 Last = Callable[[int | None], tuple[int, int, int]] | None
 # a chunk's forward links and its parameter gathers (gathers.Waits)
 Opening = tuple[list[Link], Waits]
+# (stage, virtual stage, start, lane) -> a chunk's first forward's end and its lane (pipeline.run)
+Opened = Callable[[int, int, int, int], tuple[int, int]]
 
 
 def modelled(layout: Layout) -> None:
     """EstimateError for what the fast tier does not model, whatever the layout's degrees: options
-    a sweep's layouts share (--overlap-grad-reduce), said once before a sweep starts."""
+    a sweep's layouts share (the framework's --overlap-grad-reduce), said once before a sweep
+    starts."""
     if layout.overlap_grad_reduce and layout.framework.layer_buckets:
         raise EstimateError(
             f"--overlap-grad-reduce under --framework {layout.framework.value}: the fast tier takes "
@@ -172,7 +175,7 @@ def estimate(
     return combine(tuple(stages), npus=layout.npus, flops=flops, tokens=tokens, peak_flops=ctx.peak_flops)
 
 
-def _gathered(layout: Layout, opens: Sequence[Opening]) -> tuple[Any, list[Any]]:
+def _gathered(layout: Layout, opens: Sequence[Opening]) -> tuple[Opened | None, list[Stream]]:
     """With --overlap-param-gather, each chunk's first forward on its stage walked beside its
     stage's parameter gathers (gathers.py; pipeline.run's `opening`), and the stages' Streams."""
     if not layout.overlap_param_gather:
