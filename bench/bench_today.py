@@ -195,6 +195,15 @@ The rows before that change (main 64b994f), where they differ: 16B 0.692 s (-18.
 (+8.4 %, compute 1.539 s), 119B 3.861 s (+5.9 %, 2.728), 177B 5.417 s (+3.0 %, 3.882), 314B 8.393 s
 (-0.1 %, 6.014), 462B 12.795 s (+0.6 %, 9.291); MAE 10.2 %, worst 26.4 %.
 
+2026-12-07, branch fastbucket: each pipeline stage's --overlap-param-gather gathers are its own
+chunks' (strategy/program.py; every stage had chained the whole model's: at P 2 stage 0 gathered
+stage 1's buffer after its own, stage 1 stage 0's embedding and never its own), which moves every
+row at P > 1: 70B 2.357 -> 2.176 s (+8.3 -> -0.0 %), Mixtral 2.894 -> 2.892 s (-0.3 -> -0.4 %),
+both tiers; 119B 3.676 -> 3.526 s (-3.3 %), 177B 5.211 -> 5.061 (-3.8 %), 314B 8.431 -> 8.231
+(-2.0 %), 462B 12.519 -> 12.373 (-2.7 %) by the fast tier (`--tier fast`), which gives the exact
+tier's 1.7B, 7.1B, 16B, 32B, 70B and Mixtral rows to the microsecond. Not re-run with the exact
+tier: 119B-462B (the table above is theirs before the change).
+
 torchtitan's --compile rows, a check as the others: compile takes 0.37 s off our 8-GPU iteration
 (2.429 to 2.062 s, 1.178x), torchtitan measured 0.39 s (2.843 to 2.457, 1.157x). Most of ours is
 the blocks' RMSNorm (`--kernels titan-8b-h100` and `titan-8b-h100-compile`: 1.22 ms forward and
