@@ -23,6 +23,7 @@ from modtrans.estimate.walk import COLLECTIVE, COMPUTE, RECV, SEND, EstimateErro
 from modtrans.plan.model import Recompute
 from modtrans.request import prepare, request_of
 from modtrans.simulate import Network, astra2, network
+from modtrans.strategy.frameworks import Framework
 from tests.conftest import planned
 from tests.test_memory_fsdp_pool import BLOCK, ROOT
 
@@ -366,7 +367,10 @@ def test_a_steps_blocking_collectives_wait_for_the_lane_the_stage_queued_before_
 
 
 def test_the_fast_tier_refuses_what_it_does_not_model_in_one_line() -> None:
-    layout = estimate.Layout(npus=8, tp=2, pp=2, global_batch=8, overlap_grad_reduce=True)
+    nemo = Framework.NEMO  # its buckets one a layer (buckets.py, _by_layer)
+    layout = estimate.Layout(
+        npus=8, tp=2, pp=2, global_batch=8, zero=1, overlap_grad_reduce=True, framework=nemo
+    )
     with pytest.raises(EstimateError, match="overlap-grad-reduce"):
         estimate.layout("gpt2", layout, network="dgx-a100")
     with pytest.raises(EstimateError, match="--network"):

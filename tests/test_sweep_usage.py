@@ -37,8 +37,6 @@ def _one_line_exit_2(done: Result, said: str) -> None:
         (("--network", "foo"), "--network foo"),
         # a switch of 8 cannot hold the cluster's 16 GPUs (the second of --gpus 8,16)
         (("--network", "switch:8:300"), "--network switch:8:300"),
-        # the fast tier takes one bucket per buffer (estimate/fast.py): every row would say so
-        (("--overlap-grad-reduce",), "--overlap-grad-reduce"),
         # DeepSpeed's zero_optimization.stage is 0-3 (deepspeed/runtime/zero/config.py, ZeroStageEnum)
         (("--zero", "4"), "--zero '4'"),
         (("--zero", "1:5"), "--zero '1:5'"),

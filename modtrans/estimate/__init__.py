@@ -18,6 +18,7 @@ and MFU derived from them.
     units.py        per-unit costs: the reduced model's one-stage plan read back and timed
     reductions.py   Megatron's data-parallel buckets of a chunk, filled once per block and timed
     lastback.py     a chunk's last backward walked: its tails, the send and its buckets on the lane
+    gathers.py      --overlap-param-gather: a stage's parameter gathers beside each chunk's first forward
     pipeline.py     the pipeline over stages: the schedule's steps as a recurrence, not an event walk
     memory.py       the fast tier's memory per stage: the footprint's, fed the reduced model's units
     reduced.py      a model reduced to its layers outside the blocks and one block of each shape

@@ -71,6 +71,8 @@ def _context(model: str, device: str | None, training: tuple[tuple[str, Any], ..
     from modtrans.request import UsageError, prepare, request_of
 
     given = {**dict(training), "time_unit": "ns", "tp": 1}
+    if given.get("overlap_param_gather") and "zero" not in given:  # a sweep's: its layouts' --zero
+        given["zero"] = 1  # the rule the one-GPU reading is held to (options.py: the distributed optimizer)
     if device is not None:
         given["device"] = device
     from modtrans.pipeline import own_attention

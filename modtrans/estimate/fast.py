@@ -13,18 +13,25 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
     (chains.timed_and_spill);
   - the pipeline is walked over stages, not ranks (pipeline.py): the schedule's steps, the
     boundary transfers, and each chunk's data-parallel reduction (Megatron's one bucket per
-    buffer, reductions.bucket_times; the other frameworks' per-unit collectives) after its last
-    backward, which lastback.py walks with the units' tail collectives and a tied weight's swap,
-    on the trace's whole-microsecond computes where the lane's order is a close call (the compute
-    its stage ran before it: pipeline.phases);
+    buffer, reductions.bucket_times; with --overlap-grad-reduce the first chunk's buckets of
+    max(40M, 1M x D) parameters, each after its closing unit's weight gradient: _sized; the
+    other frameworks' per-unit collectives) after its last backward, which lastback.py walks
+    with the units' tail collectives and a tied weight's swap, on the trace's whole-microsecond
+    computes where the lane's order is a close call (the compute its stage ran before it:
+    pipeline.phases); under the interleaved schedule a chunk's reduction after a later backward
+    (frameworks.py, chunk_reductions), a tied copy's swap after the last (_later);
+  - with --overlap-param-gather each stage's parameter gathers run one after another from the
+    iteration's start, each chunk's first forward walked beside them, each bucket's first unit
+    waiting for its gather (gathers.py), none after the step;
   - each stage ends with its optimizer step, one compute of its units' update times after its
     last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
     gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step),
     then the distributed optimizer's parameter all-gathers (Place.AFTER_STEP), exposed.
 
 What it leaves out, each small beside a chunk's time: DualPipe's F&B pairs (run one after the
-other); when a tied weight's swap arrives (by its sending stage's end: _swapped).
---overlap-grad-reduce's buckets are refused (EstimateError): the exact tier times them.
+other); when a tied weight's swap arrives (by its sending stage's end: _swapped). Refused
+(EstimateError, the exact tier times them): NeMo's buckets of one layer each under
+--overlap-grad-reduce, --overlap-param-gather outside the 1F1B and interleaved schedules.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from modtrans.comm import CommType
 from modtrans.estimate import chains, pipeline
 from modtrans.estimate.collectives import Fabric, sized
 from modtrans.estimate.context import context
+from modtrans.estimate.gathers import Stream, Waits, streams
 from modtrans.estimate.lastback import last_backward
 from modtrans.estimate.memory import per_stage as memory_of
 from modtrans.estimate.reductions import bucket_times, fill, tied_fill, tied_ns
@@ -71,14 +79,25 @@ _TENSOR = frozenset({Purpose.TENSOR})
 Chunk = tuple[int, ...]
 # a phase -> the last backward's reduction (3); None where no phase changes it
 Last = Callable[[int | None], tuple[int, int, int]] | None
+# a chunk's forward links and its parameter gathers (gathers.Waits)
+Opening = tuple[list[Link], Waits]
+# (stage, virtual stage, start, lane) -> a chunk's first forward's end and its lane (pipeline.run)
+Opened = Callable[[int, int, int, int], tuple[int, int]]
 
 
 def modelled(layout: Layout) -> None:
     """EstimateError for what the fast tier does not model, whatever the layout's degrees: options
-    a sweep's layouts share (--overlap-grad-reduce), said once before a sweep starts."""
-    if layout.overlap_grad_reduce:
+    a sweep's layouts share (the framework's --overlap-grad-reduce), said once before a sweep
+    starts."""
+    if layout.overlap_grad_reduce and layout.framework.layer_buckets:
         raise EstimateError(
-            "--overlap-grad-reduce: the fast tier takes one bucket per buffer; use the exact tier"
+            f"--overlap-grad-reduce under --framework {layout.framework.value}: the fast tier takes "
+            "Megatron's sized buckets, not one a layer; use the exact tier"
+        )
+    if layout.overlap_param_gather and layout.schedule not in (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED):
+        raise EstimateError(
+            f"--overlap-param-gather under --schedule {layout.schedule.value}: the fast tier walks the "
+            "gathers beside Megatron's schedules alone; use the exact tier"
         )
     if not layout.placement.every_block:  # its blocks alike: one block of each shape timed
         raise EstimateError(
@@ -106,13 +125,19 @@ def estimate(
     launch = layout.framework.chunk_reductions(layout.schedule, layout.overlap_grad_reduce)
     plan = pipeline.steps(layout.schedule, layout.pp, layout.micro_batches, layout.vpp, layout.chunks, launch)
     split = any(step[1] == pipeline.KINDS[WGRAD] for step in plan[2])  # zero bubble's W last
-    chunks, cuts, lasts = _chunks(sk, layout, fabric, split)
+    chunks, cuts, lasts, opens = _chunks(sk, layout, fabric, split)
     reductions = [(c[5], c[6], c[7]) for c in chunks]
     if any(lasts):  # a close call at some chunk's last backward: walked from its stage's phase
         at = pipeline.phases(plan, [c[21:25] for c in chunks])
         reductions = [
             r if f is None else f(at.get(v)) for v, (r, f) in enumerate(zip(reductions, lasts, strict=True))
         ]
+    ties = _ties(sk, layout, len(chunks))
+    if ties and _later(layout):  # the copy's swap, launched with its stage's first chunk's reduction
+        copy = ties[0][1]
+        sent = sum(_swap_sends(sk, layout, fabric, (False, True)).values())
+        first, rest, tails = reductions[copy]
+        reductions[copy] = (first, rest + sent, tails)
     held = memory_of(ctx, sk, layout, cuts)
     per_stage = layout.npus // layout.pp
 
@@ -122,13 +147,9 @@ def estimate(
     def send_ns(src: int, dst: int) -> int:
         return transfer_ns(src, dst, sk.boundary)
 
+    opening, spoke = _gathered(layout, opens)
     ran = pipeline.run(
-        plan,
-        chunks,
-        reductions,
-        send_ns,
-        [c[8:12] for c in chunks],
-        [c[12:20] for c in chunks],
+        plan, chunks, reductions, send_ns, [c[8:12] for c in chunks], [c[12:20] for c in chunks], opening
     )
     ran = _swapped(ran, _ties(sk, layout, len(chunks)))
     stages = []
@@ -138,6 +159,8 @@ def estimate(
         comm, exposed = stage.comm + inside, stage.after + inside
         step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
         gathers = sum(chunks[v][20] for v in _held(layout, s))  # then the parameters' gathers, exposed
+        if opening is not None:  # or in the next forward, beside it (gathers.py)
+            comm, gathers = comm + spoke[s].spoke, 0
         comm, exposed = comm + gathers, exposed + gathers
         total, reserved = (held[s].total, held[s].reserved) if s < len(held) else (None, None)
         # the step waits for the last step's compute and the reductions, not for a send after them
@@ -152,14 +175,28 @@ def estimate(
     return combine(tuple(stages), npus=layout.npus, flops=flops, tokens=tokens, peak_flops=ctx.peak_flops)
 
 
+def _gathered(layout: Layout, opens: Sequence[Opening]) -> tuple[Opened | None, list[Stream]]:
+    """With --overlap-param-gather, each chunk's first forward on its stage walked beside its
+    stage's parameter gathers (gathers.py; pipeline.run's `opening`), and the stages' Streams."""
+    if not layout.overlap_param_gather:
+        return None, []
+    held = [sorted(_held(layout, s)) for s in range(layout.pp)]
+    stages = streams(layout.pp, held, [w for _, w in opens])
+
+    def opening(s: int, v: int, start: int, lane: int) -> tuple[int, int]:
+        return stages[s].forward(v, opens[v][0], start, lane)
+
+    return opening, stages
+
+
 def _chunks(
     sk: Skeleton, layout: Layout, fabric: Fabric, split: bool
-) -> tuple[list[Chunk], list[range], list[Last]]:
+) -> tuple[list[Chunk], list[range], list[Last], list[Opening]]:
     """Per chunk (P x V, in pipeline order): one micro-batch's forward, backward, input-gradient and
     weight-gradient ns, its compute alone, and its data-parallel reduction's first collective and
     the rest, and what the tails add to its last backward (ns), each step's compute alone; and
-    its last backward's reduction for a phase (_chunk); `split`: the schedule ends a chunk with
-    its weight gradient alone."""
+    its last backward's reduction for a phase, and its forward's links with its buckets'
+    parameter gathers (_chunk); `split`: the schedule ends a chunk with its weight gradient alone."""
     mesh = layout.mesh()
     key = ("timed", mesh, fabric, layout.recompute, layout.zero, split)
     found = sk.made.get(key)
@@ -175,7 +212,7 @@ def _chunks(
         costs = timed_units(sk, layout, fabric, members)
         blocks = {b: _block(sk, costs, b, layout.recompute) for b in set(sk.blocks)}
         fills = {b: fill(sk, b, reduction_stage(layout.framework, layout.zero)[0]) for b in set(sk.blocks)}
-        made: dict[tuple[int, int, bool, bool, bool, int], tuple[Chunk, Last]] = {}
+        made: dict[tuple[int, int, bool, bool, bool, bool, int, Launch], tuple[Chunk, Last, Opening]] = {}
         found = sk.made[key] = (costs, blocks, fills, members, made)
     costs, blocks, fills, members, made = found
     weights = [sum(sk.step[i] for i in block) for block in sk.blocks]
@@ -185,7 +222,7 @@ def _chunks(
         raise EstimateError(str(error)) from None
     tied = bool(_ties(sk, layout, len(cuts)))
     partials = _partials(sk, layout, cuts)
-    out, lasts = [], []
+    out, lasts, opens = [], [], []
     last = layout.micro_batches - 1
     launch = layout.framework.chunk_reductions(layout.schedule, layout.overlap_grad_reduce)
     for v, cut in enumerate(cuts):
@@ -196,15 +233,26 @@ def _chunks(
             layout.framework.reduces_after_sends(layout.schedule)
             and stage_of(layout.schedule, v, layout.pp, last, last + 1) > 0
         ) or launch is not Launch.READY
-        key_of = (cut.start, cut.stop, *ends, after, partials[v])
+        sized = layout.overlap_grad_reduce and v == 0  # buckets.apply: pp rank 0's first chunk alone
+        key_of = (cut.start, cut.stop, *ends, after, sized, partials[v], launch)
         found_chunk = made.get(key_of)
         if found_chunk is None:
             found_chunk = made[key_of] = _chunk(
-                sk, costs, blocks, fills, members, cut, (*ends, after, partials[v]), layout, fabric, split
+                sk,
+                costs,
+                blocks,
+                fills,
+                members,
+                cut,
+                (*ends, after, sized, partials[v]),
+                layout,
+                fabric,
+                split,
             )
         out.append(found_chunk[0])
         lasts.append(found_chunk[1])
-    return out, cuts, lasts
+        opens.append(found_chunk[2])
+    return out, cuts, lasts, opens
 
 
 def _chunk(
@@ -214,16 +262,17 @@ def _chunk(
     fills: Any,
     members: Any,
     cut: range,
-    ends: tuple[bool, bool, bool, int],
+    ends: tuple[bool, bool, bool, bool, int],
     layout: Layout,
     fabric: Fabric,
     split: bool,
-) -> tuple[Chunk, Last]:
+) -> tuple[Chunk, Last, Opening]:
     """One chunk's times (made once per cut of the same units on the same groups), and its last
     backward's reduction (first, rest, what the tails add) for the compute its stage ran before
     it (pipeline.phases), each phase's walked once; `ends`: whether it holds the owner of a weight
-    tied across stages, and its copy, and whether its tail section waits for its send
-    (lastback's after_send), and the SP partial gradients' bytes it all-reduces (_partials)."""
+    tied across stages, and its copy, whether its tail section waits for its send (lastback's
+    after_send), whether its buffers are Megatron's sized buckets (--overlap-grad-reduce on the
+    first chunk: _sized), and the SP partial gradients' bytes it all-reduces (_partials)."""
     parts = [sk.blocks[b] for b in cut]
     pure = all(blocks[p][6] for p in parts)
     computes = [sum(blocks[p][11][k] for p in parts) for k in range(4)]
@@ -239,8 +288,12 @@ def _chunk(
     if last:  # the copy of a tied weight: reduced with this stage's
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
-    buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members, ends[3])
-    swaps = _swap_sends(sk, layout, fabric, ends[:2])
+    if ends[3]:
+        buckets, gathered = _sized(sk, parts, layout, fabric, members, ends[4])
+    else:
+        buckets, gathered = _buckets(sk, parts, chunk_fills, layout, fabric, members, ends[4])
+    gathers = sum(gathered.values())
+    swaps = _swap_sends(sk, layout, fabric, ends[:2], _later(layout))
     walked: dict[int | None, tuple[int, int, int]] = {}
 
     def reduction(phase: int | None) -> tuple[int, int, int]:
@@ -260,7 +313,8 @@ def _chunk(
     spills = tuple(n for pair in lane for n in pair)
     kernels = sum(k for k, _ in buckets.values())  # once an iteration, in the last backward's chain
     chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes, kernels)
-    return chunk, reduction if close else None  # decided by more than the rounding moves: any phase's
+    opening = _opening(costs, parts, gathered)
+    return chunk, reduction if close else None, opening  # the rounding decides: any phase's
 
 
 def _buckets(
@@ -271,26 +325,113 @@ def _buckets(
     fabric: Fabric,
     members: Any,
     partial: int = 0,
-) -> tuple[dict[int, tuple[int, list[int]]], int]:
-    """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
-    in it) and the bucket's kernels and reduction (ns); and the ns of its parameter gathers after
-    the step. Under SP Megatron's family then all-reduces `partial` bytes of partial gradients
-    over the tensor group after the chunk's first unit: a rank's first chunk all of its chunks'
-    (_partials), its others none."""
+) -> tuple[dict[tuple[int, int], tuple[int, list[int]]], dict[tuple[int, int], int]]:
+    """Per buffer, the (block, unit) whose last weight gradient readies its bucket (the chunk's
+    first unit in it) and the bucket's kernels and reduction (ns); and there the ns of its
+    parameter gathers (after the step, or with --overlap-param-gather waited for by that unit's
+    first forward: buckets.py's _buffer). Under SP Megatron's family then all-reduces `partial`
+    bytes of partial gradients over the tensor group after the chunk's first unit: a rank's
+    first chunk all of its chunks' (_partials), its others none (_finalized)."""
     stage = reduction_stage(layout.framework, layout.zero)
-    times, gathers = bucket_times(fills, stage, fabric, members, sk.prepare)
-    out: dict[int, tuple[int, list[int]]] = {}
-    for u in (u for p in parts for u in p):
+    times, gathers = {}, {}
+    for buffer in {b for f in fills for b in f}:  # each buffer's gathers waited for by its own unit
+        mine = [{buffer: f[buffer]} for f in fills if buffer in f]
+        made, gathers[buffer] = bucket_times(mine, stage, fabric, members, sk.prepare)
+        times.update(made)
+    out: dict[tuple[int, int], tuple[int, list[int]]] = {}
+    gathered: dict[tuple[int, int], int] = {}
+    for k, u in ((k, u) for k, p in enumerate(parts) for u in p):
         if not times:
             break
         buffer = sk.buffers[u]
         if sk.shards[u] is not None and buffer in times:
-            out[u] = times.pop(buffer)
+            out[k, u] = times.pop(buffer)
+            gathered[k, u] = gathers[buffer]
+    _finalized(parts, fabric, members, out, partial)
+    return out, gathered
+
+
+def _finalized(
+    parts: Sequence[tuple[int, ...]],
+    fabric: Fabric,
+    members: Any,
+    out: dict[tuple[int, int], tuple[int, list[int]]],
+    partial: int,
+) -> None:
+    """Under SP, Megatron's all-reduce of `partial` bytes of partial gradients over the tensor
+    group (_buckets, _partials), after the chunk's first unit's buckets."""
     ranks = members(_TENSOR)
     if partial and len(ranks) > 1:
         size = written(CommType.ALLREDUCE, partial, len(ranks), Consumer.ASTRA_SIM)
-        out.setdefault(parts[0][0], (0, []))[1].append(fabric.collective_ns(CommType.ALLREDUCE, size, ranks))
-    return out, gathers
+        reduced = fabric.collective_ns(CommType.ALLREDUCE, size, ranks)
+        out.setdefault((0, parts[0][0]), (0, []))[1].append(reduced)
+
+
+def _sized(
+    sk: Skeleton,
+    parts: Sequence[tuple[int, ...]],
+    layout: Layout,
+    fabric: Fabric,
+    members: Any,
+    partial: int = 0,
+) -> tuple[dict[tuple[int, int], tuple[int, list[int]]], dict[tuple[int, int], int]]:
+    """--overlap-grad-reduce on the first pipeline stage's first chunk: each buffer's buckets of
+    max(40,000,000, 1,000,000 x D) parameters filled in backward order, each closed by the
+    parameter that brings it to the limit and reduced after its unit's weight gradient, the rest
+    after the chunk's first unit in the buffer (buckets.py's _by_size, the one fill: Bucket.add;
+    Megatron-Core core_r0.8.0, distributed_data_parallel.py, DistributedDataParallel.__init__ and
+    param_and_grad_buffer.py, ParamAndGradBuffer). Per (block, unit) closing buckets: their
+    kernels and collectives, as `_buckets` gives them, each bucket timed by
+    reductions.bucket_times; and there the ns of their parameter gathers."""
+    from modtrans.strategy.llm.buckets import BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK, Bucket
+
+    stage = reduction_stage(layout.framework, layout.zero)
+    padded = stage[0] in (1, 2)
+    filling: dict[frozenset[Purpose], Bucket] = {}
+    first: dict[frozenset[Purpose], tuple[int, int]] = {}  # the chunk's first unit in each buffer
+    closed: list[tuple[tuple[int, int], Bucket, frozenset[Purpose]]] = []
+    for k, u in ((b, u) for b in reversed(range(len(parts))) for u in reversed(parts[b])):
+        shard = sk.shards[u]
+        if shard is None:
+            continue
+        buffer = sk.buffers[u]
+        first[buffer] = (k, u)
+        limit = max(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * len(members(buffer)))
+        for n in reversed(shard.elements):
+            bucket = filling.setdefault(buffer, Bucket())
+            bucket.add(n, shard, padded)
+            if bucket.filled >= limit:
+                closed.append(((k, u), filling.pop(buffer), buffer))
+    closed += [(first[b], bucket, b) for b, bucket in filling.items() if bucket.filled]
+    out: dict[tuple[int, int], tuple[int, list[int]]] = {}
+    gathered: dict[tuple[int, int], int] = {}
+    for key, bucket, buffer in closed:  # a unit closing two: both's kernels before either collective
+        fill = {buffer: (bucket.filled, bucket.grad_bytes, bucket.param_bytes)}
+        times, after_step = bucket_times([fill], stage, fabric, members, sk.prepare)
+        gathered[key] = gathered.get(key, 0) + after_step
+        for kernels, collectives in times.values():
+            was = out.get(key, (0, []))
+            out[key] = (was[0] + kernels, was[1] + collectives)
+    _finalized(parts, fabric, members, out, partial)
+    return out, gathered
+
+
+def _opening(
+    costs: Sequence[UnitCost], parts: Sequence[tuple[int, ...]], gathered: dict[tuple[int, int], int]
+) -> Opening:
+    """The chunk's forward links, and its gathers in forward order, each with the index of the
+    link waiting for it: its unit's first compute (program.py's forward: the compute waits, the
+    unit's collectives before it do not)."""
+    links: list[Link] = []
+    waits = []
+    for k, p in enumerate(parts):
+        for u in p:
+            own = costs[u].forward
+            if gathered.get((k, u)):
+                at = next((i for i, (kind, _) in enumerate(own) if kind == CHAIN), len(own))
+                waits.append((len(links) + at, gathered[k, u]))
+            links += own
+    return links, tuple(waits)
 
 
 def _partials(sk: Skeleton, layout: Layout, cuts: Sequence[range]) -> list[int]:
@@ -371,15 +512,26 @@ def _ties(sk: Skeleton, layout: Layout, chunks: int) -> list[tuple[int, int, int
     return [(first, last, t.bytes) for t in sk.ties if first != last]
 
 
-def _swap_sends(sk: Skeleton, layout: Layout, fabric: Fabric, ends: tuple[bool, bool]) -> dict[int, int]:
+def _later(layout: Layout) -> bool:
+    """The copy's swap leaves with finalize_model_grads' embedding reduction, after the rank's
+    last backward, not with its chunk's delayed buckets (program.py's _launch(-1); Megatron-Core
+    core_r0.8.0, finalize_model_grads.py, _allreduce_embedding_grads after the schedule)."""
+    return layout.framework.chunk_reductions(layout.schedule, layout.overlap_grad_reduce) is Launch.DELAYED
+
+
+def _swap_sends(
+    sk: Skeleton, layout: Layout, fabric: Fabric, ends: tuple[bool, bool], later: bool = False
+) -> dict[int, int]:
     """Per unit of a chunk holding a tied weight's owner or copy (`ends`), the ns of the send of
     its gradient to the other stage: program.py's _exchange, in the tail section after the unit's
     tail collectives, waiting for its last weight gradient only (on Megatron's 1F1B stages but
     the first, for the send too: lastback's after_send), so it takes the lane there
     (lastback.py): the copy's (the output layer, the last stage's first weight gradient) inside
     the last backward, where the backward's blocking collectives wait for it (gpt3-13b at T 2,
-    P 4, D 4 on dgx-a100: the fast tier, sending it after the stage's end, 0.37 % under)."""
-    if not any(ends):
+    P 4, D 4 on dgx-a100: the fast tier, sending it after the stage's end, 0.37 % under).
+    `later`: the copy's send waits for the rank's last backward instead (_later: estimate adds
+    it to what the stage launches there)."""
+    if not any(ends) or (later and not ends[0]):
         return {}
     per_stage = layout.npus // layout.pp
     first, last = _ties(sk, layout, layout.chunks)[0][:2]

@@ -23,7 +23,7 @@ def last_backward(
     parts: Sequence[tuple[int, ...]],
     rerun: Recompute,
     split: bool,
-    buckets: dict[int, tuple[int, list[int]]],
+    buckets: dict[tuple[int, int], tuple[int, list[int]]],
     phase: int | None = None,
     swaps: dict[int, int] | None = None,
     after_send: bool = False,
@@ -43,12 +43,14 @@ def last_backward(
     Llama-3 8B at T 2, P 4, D 2 with 16 micro-batches a stage). The chain's end given is its ns
     end all the same. `swaps`: per unit, the send of its tied weight's gradient to the other
     stage (program.py's _exchange), ready when its last weight gradient ends, after its tails in
-    node order. `buckets`: per unit readying one, the ns of the kernels before its collectives
-    (program.py's _sync_kernels: a compute on the chain after the unit's weight gradient, which
-    its tails and bucket wait for) and its collectives' ns. `after_send`: the tails, buckets and
-    swaps wait for the send as well (program.py, Pipeline.reduce_after_send: Megatron's 1F1B on a
-    stage but the first, and its interleaved schedule's Pipeline.chunk_reduction on every stage:
-    pipeline.py then takes the reduction after a later step's send), so none takes the lane
+    node order. `buckets`: per (block of `parts`, unit) closing buckets (one a buffer, or with
+    --overlap-grad-reduce Megatron's sized buckets: fast.py's _sized), the ns of the kernels
+    before their collectives (program.py's _sync_kernels: a compute on the chain after the
+    unit's weight gradient, which its tails and buckets wait for) and their collectives' ns.
+    `after_send`: the tails, buckets and swaps wait for the send as well (program.py,
+    Pipeline.reduce_after_send: Megatron's 1F1B on a stage but the first, and its interleaved
+    schedule's Pipeline.chunk_reduction on every stage: pipeline.py then takes the reduction
+    after a later step's send), so none takes the lane
     before it and no race is left to decide.
 
     The lane takes what is ready in node order (walk.py, the workload layer's issue order): the
@@ -63,28 +65,28 @@ def last_backward(
     kind = "weight_grad" if split else "backward"
     links: list[Link] = []
     marks: dict[int, list[int]] = {}  # link index a weight gradient ends at: the tail section's ns
-    ready: dict[int, int] = {}  # per unit with a bucket: the link index its weight gradient ends at
+    ready: dict[tuple[int, int], int] = {}  # per (block, unit) closing buckets: its weight gradient's end
     sends: dict[int, int] = {}  # link index a tied weight's swap is ready at: its send's ns
     swaps = swaps or {}
-    home = {u: min(k for k, p in enumerate(parts) if u in p) for u in buckets}  # the chunk's first block
     for k, p in reversed(list(enumerate(parts))):
         if rerun is Recompute.FULL and not split:
             links += rerun_links(sk, costs, p)
         for u in reversed(p):
             own = list(getattr(costs[u], kind))
             at = costs[u].weight_end if not split and costs[u].weight_end >= 0 else len(own)
-            if home.get(u) == k and buckets[u][0]:  # its bucket's kernels, on the chain after it
-                own.insert(at, (CHAIN, buckets[u][0]))
+            closes = buckets.get((k, u))
+            if closes is not None and closes[0]:  # its buckets' kernels, on the chain after it
+                own.insert(at, (CHAIN, closes[0]))
                 at += 1
             if costs[u].tail:  # each block's own, issued in the tail section one by one
                 marks.setdefault(len(links) + at, []).extend(costs[u].tails or (costs[u].tail,))
-            if u in buckets:  # a block's units repeat: the chunk's first block holds the bucket's
-                ready[u] = len(links) + at
+            if closes is not None:  # a block's units repeat: (block, unit) says which closes it
+                ready[k, u] = len(links) + at
             if u in swaps:
                 sends[len(links) + at] = swaps[u]
             links += own
-    for u, k in ready.items():
-        marks.setdefault(k, []).extend(buckets[u][1])
+    for key, k in ready.items():
+        marks.setdefault(k, []).extend(buckets[key][1])
     pending: list[tuple[int, int, list[int]]] = []  # (ready ns, order, its collectives' ns)
     t = c = drift = 0
     margin = [CLOSE]

@@ -162,6 +162,7 @@ def run(
     send_ns: Callable[[int, int], int],
     waits: Sequence[Sequence[int]] | None = None,
     spills: Sequence[Sequence[int]] | None = None,
+    opening: Callable[[int, int, int, int], tuple[int, int]] | None = None,
 ) -> list[Stage]:
     """Each stage's finish, compute and communication: `times[v][kind]` a step of virtual stage v,
     `reductions[v]` its chunk's reduction (the first collective, the rest) and what the tail
@@ -170,7 +171,9 @@ def run(
     held by what the stage queued before it ends at lane + K where that is later (its wait counted
     as the step's, a blocking collective's); `spills[v]` each kind's (C, KC) (chains.timed_and_spill): the
     collectives a step leaves overlapped hold the lane until max(start + C, lane + KC), and what
-    the stage queues next goes after them (the chunk's last backward: lastback.py's walk instead)."""
+    the stage queues next goes after them (the chunk's last backward: lastback.py's walk instead);
+    `opening(s, v, start, lane)`: where given, each chunk's first forward on its stage walked with
+    the lane instead, its end and when the lane is free (gathers.py: --overlap-param-gather)."""
     count, keys, order = plan
     arrival = [0] * keys
     clock = [0] * count  # the end of the stage's last step
@@ -179,6 +182,7 @@ def run(
     talk = [0] * count
     reduced = [0] * count
     links = [[send_ns(s, d) if d != s else 0 for d in range(count)] for s in range(count)]
+    begun: set[tuple[int, int]] = set()
     for s, kind, v, recv, send, to, reduce, launch in order:
         t = clock[s]
         if recv >= 0:
@@ -188,11 +192,16 @@ def run(
         step = times[v][kind]
         if reduce:
             step += reductions[v][2]
-        if waits is not None:
+        walked = opening is not None and kind == 0 and (s, v) not in begun
+        if walked and opening is not None:
+            begun.add((s, v))
+            end, lane[s] = opening(s, v, t, lane[s])
+            step = end - t
+        elif waits is not None:
             held = lane[s] + waits[v][kind] + step - times[v][kind]
             if held > t + step:
                 step = held - t
-        if spills is not None and not reduce:
+        if spills is not None and not reduce and not walked:
             c_free, c_held = spills[v][2 * kind], spills[v][2 * kind + 1]
             lane[s] = max(lane[s], t + c_free, lane[s] + c_held)
         t += step

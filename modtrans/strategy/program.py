@@ -71,6 +71,7 @@ from modtrans.strategy.schedule import (
     BWD,
     FWD,
     WGRAD,
+    holders,
     paired,
     stage_of,
     virtual_stage,
@@ -284,13 +285,20 @@ class StageProgram:
         self.grads: dict[int, list[tuple[str, int]]] = {}  # per unit: its gradients' names, less the tag
         self.pending: tuple[Costed, Direction, int, int, int, bool] | None = None  # a deferred send
         # Place.NEXT_FWD: the units whose first forward waits for parameter gathers, in forward
-        # order (unit index: the model's order, each chunk's before the next's); the op each waits for
-        synced = (u for u in self.units.values() if u.comms.get(Place.NEXT_FWD))
+        # order (unit index: the model's order, each chunk's before the next's); the op each waits
+        # for. The stage's own chunks' alone: each pipeline rank's distributed optimizer gathers
+        # the buffers of the model chunks it holds (megatron/core/optimizer/distrib_optimizer.py at
+        # core_r0.8.0, DistributedOptimizer.__init__: per_model_buffers of its model_chunks)
+        held = {u.index for v, chunk in enumerate(chunks) if stage in self._holders(v) for u in chunk}
+        synced = (u for u in self.units.values() if u.comms.get(Place.NEXT_FWD) and u.index in held)
         self.syncs = sorted(synced, key=lambda u: u.index)
         self.synced = 0  # the syncs issued so far
         self.awaiting: dict[int, int] = {}  # unit index -> its last gather's op
         self.waits: tuple[int, ...] = ()  # what the next compute waits for besides the chain
         self.finals: set[tuple[str, int, int]] = set()  # each chunk's last weight gradients' step (_finals)
+
+    def _holders(self, virtual: int) -> tuple[int, ...]:
+        return holders(self.pipeline.schedule, virtual, self.pipeline.stages)
 
     def _suffix(
         self, tensors: Sequence[Tensor], tag: str, keep: frozenset[str] = frozenset()

@@ -177,6 +177,9 @@ def _base_layout(model: str, training: dict[str, Any], device: str | None = None
     from modtrans.request import prepare, request_of
 
     given = {**training, "npus": 1, "tp": 1, **({"device": device} if device is not None else {})}
+    if training.get("overlap_param_gather") and "zero" not in training:
+        given["zero"] = 1  # its rule (options.py): the distributed optimizer, which the layouts' --zero tries
+
     prepared = prepare(request_of(model, given, caller="sweep"))
     layout = prepared.options.parallel.layout
     assert layout is not None  # --tp lays a transformer out
