@@ -3,6 +3,7 @@ are listed in groups with their choices, and an unknown option is answered by wh
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -39,7 +40,11 @@ def _commands() -> dict[str, object]:
 COMMANDS = sorted(_commands())
 
 
+@functools.cache
 def _help(command: str, flag: str = "--help") -> subprocess.CompletedProcess[str]:
+    """`modtrans COMMAND FLAG` in a process of its own, run once a test process for each command
+    line: the same line in the same environment prints the same help, and nine tests read the
+    help of every command (83 processes, 35 distinct: 35.5 -> 29.3 CPU-s for the module at -n 0)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"}
     line = [sys.executable, "-m", "modtrans", *command.split(), *([flag] if flag else [])]
     return subprocess.run(line, capture_output=True, text=True, env=env, timeout=60)

@@ -22,6 +22,7 @@ Marker hf: needs torch and transformers (the extra `hf`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,11 @@ REFUSED = {
 it cannot check (X501 with the reason, where the family publishes none)."""
 
 
+@functools.cache
 def _planned_families() -> list[str]:
+    """Every model type whose default configuration has a base_model_tp_plan: read once a test
+    process (collection and test_the_derivation_is_held_to_enough_families; 1.6 CPU-s a pass once
+    the configuration modules are imported, 7 s the first)."""
     found = []
     for model_type in sorted(transformers.CONFIG_MAPPING.keys()):
         try:
