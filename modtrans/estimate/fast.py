@@ -20,7 +20,9 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
   - each stage ends with its optimizer step, one compute of its units' update times after its
     last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
     gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step),
-    then the distributed optimizer's parameter all-gathers (Place.AFTER_STEP), exposed.
+    under Megatron after its unscaling and gradient-norm kernels and their all-reduces of one
+    number (_finish: strategy/llm/clipping.py), then the distributed optimizer's parameter
+    all-gathers (Place.AFTER_STEP), exposed.
 
 What it leaves out, each small beside a chunk's time: DualPipe's F&B pairs (run one after the
 other); when a tied weight's swap arrives (by its sending stage's end: _swapped).
@@ -58,6 +60,7 @@ from modtrans.plan.sizes import Consumer, written
 from modtrans.simulate.network import Network
 from modtrans.strategy.frameworks import Launch
 from modtrans.strategy.llm.buckets import stage as reduction_stage
+from modtrans.strategy.llm.clipping import Finish, finishing
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import partition
 from modtrans.strategy.schedule import WGRAD, stage_of, virtual_stage
@@ -115,6 +118,9 @@ def estimate(
         ]
     held = memory_of(ctx, sk, layout, cuts)
     per_stage = layout.npus // layout.pp
+    from modtrans.strategy.llm.build import update_shards
+
+    finish = finishing(sk.units, layout, ctx.cost, lambda u: update_shards(u, layout))
 
     def transfer_ns(src: int, dst: int, size: int) -> int:
         return fabric.send_ns(src * per_stage, dst * per_stage, size)
@@ -137,7 +143,10 @@ def estimate(
         inside = stage.compute - pure  # the blocking collectives inside the steps
         comm, exposed = stage.comm + inside, stage.after + inside
         step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
+        kernels, reduces = _finish(sk, cuts, _held(layout, s), finish, layout, fabric)  # before the step
+        step += kernels
         gathers = sum(chunks[v][20] for v in _held(layout, s))  # then the parameters' gathers, exposed
+        gathers += reduces  # the step's all-reduces of one number: exposed, as the gathers are
         comm, exposed = comm + gathers, exposed + gathers
         total, reserved = (held[s].total, held[s].reserved) if s < len(held) else (None, None)
         # the step waits for the last step's compute and the reductions, not for a send after them
@@ -276,7 +285,8 @@ def _buckets(
     finalize_model_grads reduces every chunk of a rank at once (tensor.finalized_grads: V - 1
     latencies fewer)."""
     stage = reduction_stage(layout.framework, layout.zero)
-    times, gathers = bucket_times(fills, stage, fabric, members, sk.prepare)
+    prepare = sk.prepare(layout.data_ranks) if sk.prepare is not None else None
+    times, gathers = bucket_times(fills, stage, fabric, members, prepare)
     out: dict[int, tuple[int, list[int]]] = {}
     for u in (u for p in parts for u in p):
         if not times:
@@ -397,6 +407,29 @@ def _update(sk: Skeleton, cuts: Sequence[range], held: Iterable[int], layout: La
 
     ticks = [sharded_update(t, unit, layout) for t, unit in zip(sk.update, sk.units, strict=True)]
     return sum(ticks[u] for v in held for b in cuts[v] for u in sk.blocks[b])
+
+
+def _finish(
+    sk: Skeleton,
+    cuts: Sequence[range],
+    held: Iterable[int],
+    finish: Finish | None,
+    layout: Layout,
+    fabric: Fabric,
+) -> tuple[int, int]:
+    """A stage's kernels before its optimizer step and their all-reduces of one number (ns), as
+    program.py's StageProgram._finish runs them (strategy/llm/clipping.py: Megatron's unscaling
+    and gradient norm), over the stage's units, each reduced unit once a block it stands for."""
+    if finish is None:
+        return 0, 0
+    comms = finish(u for v in held for b in cuts[v] for u in sk.blocks[b])
+    mesh, reduces = layout.mesh(), 0
+    for c in comms:
+        if mesh.span(c.over) > 1:
+            ranks = mesh.members(0, c.over)
+            size = written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM)
+            reduces += fabric.collective_ns(c.comm, size, ranks)
+    return sum(c.kernel for c in comms), reduces
 
 
 def _held(layout: Layout, stage: int) -> set[int]:
