@@ -185,7 +185,8 @@ def test_fp16_at_one_data_rank_runs_no_bucket_kernel(tmp_path: Path) -> None:
 def test_the_fast_tier_finishes_as_the_traces_do(options: dict[str, object]) -> None:
     """The fast tier's stage end (estimate/fast.py, _finish) against the exact tier's traces:
     the same iteration within 0.02 %, under the distributed optimizer (the all-reduces over every
-    rank) and at one data rank (the bucket's NaN check alone, no collective)."""
+    rank) and at one data rank (the bucket's NaN check alone, no collective); each stage's wall
+    too: the all-reduces over the pipeline ranks end every stage together (fast.py, _finished)."""
     prepared = prepare(
         request_of("gpt2", {"global_batch": 8, **options, "format": "chakra-et", "output": "x/"})
     )
@@ -194,3 +195,5 @@ def test_the_fast_tier_finishes_as_the_traces_do(options: dict[str, object]) -> 
     assert layout is not None
     fast = estimate.layout("gpt2", layout, network="dgx-a100")
     assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=2e-4)
+    for theirs, ours in zip(exact.stages, fast.stages, strict=True):  # the all-reduces hold every stage
+        assert ours.wall_s == pytest.approx(theirs.wall_s, rel=2e-4)

@@ -137,24 +137,7 @@ def estimate(
         [c[12:20] for c in chunks],
     )
     ran = _swapped(ran, _ties(sk, layout, len(chunks)))
-    stages = []
-    for s, stage in enumerate(ran):
-        pure = sum(chunks[v][4] * layout.micro_batches + chunks[v][25] for v in _held(layout, s))
-        inside = stage.compute - pure  # the blocking collectives inside the steps
-        comm, exposed = stage.comm + inside, stage.after + inside
-        step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
-        kernels, reduces = _finish(sk, cuts, _held(layout, s), finish, layout, fabric)  # before the step
-        step += kernels
-        gathers = sum(chunks[v][20] for v in _held(layout, s))  # then the parameters' gathers, exposed
-        gathers += reduces  # the step's all-reduces of one number: exposed, as the gathers are
-        comm, exposed = comm + gathers, exposed + gathers
-        total, reserved = (held[s].total, held[s].reserved) if s < len(held) else (None, None)
-        # the step waits for the last step's compute and the reductions, not for a send after them
-        start = max(stage.finish - stage.after, stage.reduced) if step or gathers else stage.finish
-        wall = max(stage.finish, start + step + gathers)
-        stages.append(
-            StageTime(s, wall / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total, reserved)
-        )
+    stages = _stages(ran, chunks, sk, cuts, layout, held, (finish, fabric))
     per_micro = micro_flops(sk)
     flops = per_micro * layout.micro_batches * per_stage
     tokens = layout.batch * ctx.sequence
@@ -409,27 +392,83 @@ def _update(sk: Skeleton, cuts: Sequence[range], held: Iterable[int], layout: La
     return sum(ticks[u] for v in held for b in cuts[v] for u in sk.blocks[b])
 
 
+def _stages(
+    ran: Sequence[pipeline.Stage],
+    chunks: Sequence[Chunk],
+    sk: Skeleton,
+    cuts: Sequence[range],
+    layout: Layout,
+    held: Any,
+    finishing: tuple[Finish | None, Fabric],
+) -> list[StageTime]:
+    """Each stage's time: its pipeline walk (`ran`), then its optimizer step after its kernels
+    and all-reduces before it (`finishing`: _finish, _finished), then its parameter gathers."""
+    rows, starts, pieces = [], [], []
+    for s, stage in enumerate(ran):
+        pure = sum(chunks[v][4] * layout.micro_batches + chunks[v][25] for v in _held(layout, s))
+        inside = stage.compute - pure  # the blocking collectives inside the steps
+        step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
+        gathers = sum(chunks[v][20] for v in _held(layout, s))  # then the parameters' gathers, exposed
+        before = _finish(sk, cuts, _held(layout, s), layout, *finishing)  # the kernels and all-reduces
+        reduces = sum(ns for _, ns, _ in before)  # exposed, as the gathers are
+        comm, exposed = stage.comm + inside + gathers + reduces, stage.after + inside + gathers + reduces
+        # the step waits for the last step's compute and the reductions, not for a send after them
+        late = step or gathers or before
+        starts.append(max(stage.finish - stage.after, stage.reduced) if late else stage.finish)
+        pieces.append(before)
+        rows.append((stage.finish, pure + step + sum(k for k, _, _ in before), comm, exposed, step + gathers))
+    ends = _finished(starts, pieces)
+    stages = []
+    for s, (finish, computed, comm, exposed, after) in enumerate(rows):
+        total, reserved = (held[s].total, held[s].reserved) if s < len(held) else (None, None)
+        wall = max(finish, ends[s] + after)
+        stages.append(StageTime(s, wall / 1e9, computed / 1e9, comm / 1e9, exposed / 1e9, total, reserved))
+    return stages
+
+
 def _finish(
     sk: Skeleton,
     cuts: Sequence[range],
     held: Iterable[int],
-    finish: Finish | None,
     layout: Layout,
+    finish: Finish | None,
     fabric: Fabric,
-) -> tuple[int, int]:
-    """A stage's kernels before its optimizer step and their all-reduces of one number (ns), as
-    program.py's StageProgram._finish runs them (strategy/llm/clipping.py: Megatron's unscaling
-    and gradient norm), over the stage's units, each reduced unit once a block it stands for."""
+) -> list[tuple[int, int, bool]]:
+    """A stage's kernels before its optimizer step, each with its all-reduce of one number after
+    it (ns) and whether that spans other pipeline stages, as program.py's StageProgram._finish runs
+    them (strategy/llm/clipping.py: Megatron's unscaling and gradient norm), over the stage's
+    units, each reduced unit once a block it stands for."""
     if finish is None:
-        return 0, 0
-    comms = finish(u for v in held for b in cuts[v] for u in sk.blocks[b])
-    mesh, reduces = layout.mesh(), 0
-    for c in comms:
+        return []
+    mesh, out = layout.mesh(), []
+    for c in finish(u for v in held for b in cuts[v] for u in sk.blocks[b]):
+        ns, synced = 0, False
         if mesh.span(c.over) > 1:
             ranks = mesh.members(0, c.over)
             size = written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM)
-            reduces += fabric.collective_ns(c.comm, size, ranks)
-    return sum(c.kernel for c in comms), reduces
+            ns, synced = (
+                fabric.collective_ns(c.comm, size, ranks),
+                layout.pp > 1 and Purpose.PIPELINE in c.over,
+            )
+        out.append((c.kernel, ns, synced))
+    return out
+
+
+def _finished(starts: Sequence[int], pieces: Sequence[Sequence[tuple[int, int, bool]]]) -> list[int]:
+    """When each stage's kernels and all-reduces before its step end, from `starts`: an all-reduce
+    over the pipeline ranks (the model-parallel group, or every rank under the distributed
+    optimizer) ends for every stage once the last of them reaches it (Mixtral at P 2 under the
+    distributed optimizer: the first stage's step 66 ms after the second's, which waits for it)."""
+    t = list(starts)
+    for k in range(max((len(p) for p in pieces), default=0)):
+        for s, p in enumerate(pieces):
+            if k < len(p):
+                t[s] += p[k][0]
+        reached = max((t[s] for s, p in enumerate(pieces) if k < len(p) and p[k][2]), default=0)
+        for s, p in enumerate(pieces):
+            if k < len(p):
+                t[s] = (max(t[s], reached) if p[k][2] else t[s]) + p[k][1]
+    return t
 
 
 def _held(layout: Layout, stage: int) -> set[int]:
