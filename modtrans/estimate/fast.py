@@ -70,7 +70,8 @@ _TENSOR = frozenset({Purpose.TENSOR})
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
 # rest; what the tails add to the chunk's last backward (or weight gradient), as walked at no phase;
 # the four chains' lane paths (chains.timed's K); the parameter gathers after the optimizer step;
-# the four steps' compute alone (pipeline.phases); the buckets' kernels before their collectives
+# the four steps' compute alone (pipeline.phases); the buckets' kernels before their collectives; and
+# those over one data rank, with no collective, run after the schedule (program.py's _alone_kernels)
 Chunk = tuple[int, ...]
 # a phase -> the last backward's reduction (3); None where no phase changes it
 Last = Callable[[int | None], tuple[int, int, int]] | None
@@ -230,6 +231,8 @@ def _chunk(
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
     buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
+    alone = sum(k for k, issued in buckets.values() if not issued)  # over one data rank: after the schedule
+    buckets = {u: b for u, b in buckets.items() if b[1]}
     swaps = _swap_sends(sk, layout, fabric, ends[:2])
     walked: dict[int | None, tuple[int, int, int]] = {}
 
@@ -249,7 +252,7 @@ def _chunk(
     waits = tuple(k for _, k in both)
     spills = tuple(n for pair in lane for n in pair)
     kernels = sum(k for k, _ in buckets.values())  # once an iteration, in the last backward's chain
-    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes, kernels)
+    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes, kernels, alone)
     return chunk, reduction if close else None  # decided by more than the rounding moves: any phase's
 
 
@@ -408,15 +411,18 @@ def _stages(
         pure = sum(chunks[v][4] * layout.micro_batches + chunks[v][25] for v in _held(layout, s))
         inside = stage.compute - pure  # the blocking collectives inside the steps
         step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
+        alone = sum(chunks[v][26] for v in _held(layout, s))  # buckets over one rank: program.py's tail
         gathers = sum(chunks[v][20] for v in _held(layout, s))  # then the parameters' gathers, exposed
         before = _finish(sk, cuts, _held(layout, s), layout, *finishing)  # the kernels and all-reduces
         reduces = sum(ns for _, ns, _ in before)  # exposed, as the gathers are
         comm, exposed = stage.comm + inside + gathers + reduces, stage.after + inside + gathers + reduces
         # the step waits for the last step's compute and the reductions, not for a send after them
-        late = step or gathers or before
-        starts.append(max(stage.finish - stage.after, stage.reduced) if late else stage.finish)
+        late = step or gathers or before or alone
+        # (the kernels over one data rank first, after its last compute, beside the reductions it waits for)
+        starts.append(max(stage.finish - stage.after + alone, stage.reduced) if late else stage.finish)
         pieces.append(before)
-        rows.append((stage.finish, pure + step + sum(k for k, _, _ in before), comm, exposed, step + gathers))
+        computed = pure + alone + step + sum(k for k, _, _ in before)
+        rows.append((stage.finish, computed, comm, exposed, step + gathers))
     ends = _finished(starts, pieces)
     stages = []
     for s, (finish, computed, comm, exposed, after) in enumerate(rows):

@@ -514,13 +514,30 @@ class StageProgram:
         (Step.GRAD_SYNC: the text formats write it in the update column, the fast tier's
         per-micro-batch links leave it out). They read the gradients and write them scaled.
         Returns its index, or `wg` where there are none."""
-        kernel = sum(c.kernel for c in u.comms.get(Place.TAIL, ()))
+        kernel = sum(c.kernel for c in u.comms.get(Place.TAIL, ()) if c.comm.moves_data)
         if not kernel:
             return wg
         if self.outline:
             return self._mark(u, Step.GRAD_SYNC, kernel, 0)
         scaled = tuple(Tensor(f"{t.name}.scaled", t.bytes) for t in grads)
         return self.compute(u, Step.GRAD_SYNC, kernel, 0, grads, scaled)
+
+    def _alone_kernels(self, u: Costed) -> None:
+        """A bucket's kernels over one data rank (a Comm of CommType.NONE: strategy/llm/buckets.py):
+        no collective waits for them, and Megatron runs them after the schedule, before the step
+        (finalize_model_grads -> finish_grad_sync without --overlap-grad-reduce; Megatron-LM 2022's
+        reduce_model_grads after forward_backward_func), so here in the tail section, after the
+        unit's last weight gradient, where the step waits for them; `self.chain` stays that
+        gradient's."""
+        kernel = sum(c.kernel for c in u.comms.get(Place.TAIL, ()) if not c.comm.moves_data)
+        if not kernel:
+            return
+        chain = self.chain
+        if self.outline:
+            self._mark(u, Step.GRAD_SYNC, kernel, 0)
+        else:
+            self.compute(u, Step.GRAD_SYNC, kernel, 0, (), ())
+        self.chain = chain
 
     def transfer(
         self, u: Costed, direction: Direction, micro: int, here: int, boundary: int, backward: bool
@@ -572,6 +589,7 @@ class StageProgram:
         tail = len(self.ops)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain, after = wg, self._after_send(u)
+            self._alone_kernels(u)
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False, also=after)
             final = after if self.outline or pipe.chunk_reduction is Launch.READY else self._launch(-1)
             for x in u.exchanges:  # a tied embedding's: finalize_model_grads', after the schedule
