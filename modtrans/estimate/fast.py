@@ -230,9 +230,7 @@ def _chunk(
     if last:  # the copy of a tied weight: reduced with this stage's
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
-    buckets, gathers = _buckets(sk, parts, chunk_fills, layout, fabric, members)
-    alone = sum(k for k, issued in buckets.values() if not issued)  # over one data rank: after the schedule
-    buckets = {u: b for u, b in buckets.items() if b[1]}
+    buckets, gathers, alone = _buckets(sk, parts, chunk_fills, layout, fabric, members)
     swaps = _swap_sends(sk, layout, fabric, ends[:2])
     walked: dict[int | None, tuple[int, int, int]] = {}
 
@@ -263,29 +261,35 @@ def _buckets(
     layout: Layout,
     fabric: Fabric,
     members: Any,
-) -> tuple[dict[int, tuple[int, list[int]]], int]:
+) -> tuple[dict[int, tuple[int, list[int]]], int, int]:
     """Per buffer, the unit whose last weight gradient readies its bucket (the chunk's first unit
-    in it) and the bucket's kernels and reduction (ns); and the ns of its parameter gathers after
-    the step. Under SP Megatron's family then all-reduces the partial gradients (Skeleton.partial)
-    over the tensor group, after the chunk's first unit: here once a chunk, where
+    in it) and the bucket's kernels and reduction (ns); the ns of its parameter gathers after
+    the step; and those of the kernels of buckets over one data rank, which run after the
+    schedule (program.py, _alone_kernels). Under SP Megatron's family then all-reduces the partial
+    gradients (Skeleton.partial) over the tensor group, after the chunk's first unit: here once a chunk, where
     finalize_model_grads reduces every chunk of a rank at once (tensor.finalized_grads: V - 1
     latencies fewer)."""
     stage = reduction_stage(layout.framework, layout.zero)
     prepare = sk.prepare(layout.data_ranks) if sk.prepare is not None else None
     times, gathers = bucket_times(fills, stage, fabric, members, prepare)
     out: dict[int, tuple[int, list[int]]] = {}
+    alone = 0
     for u in (u for p in parts for u in p):
         if not times:
             break
         buffer = sk.buffers[u]
         if sk.shards[u] is not None and buffer in times:
-            out[u] = times.pop(buffer)
+            kernels, issued = times.pop(buffer)
+            if issued:
+                out[u] = (kernels, issued)
+            else:
+                alone += kernels
     partial = sum(sk.partial[u] for p in parts for u in p) if sk.partial else 0
     ranks = members(_TENSOR)
     if partial and len(ranks) > 1:
         size = written(CommType.ALLREDUCE, partial, len(ranks), Consumer.ASTRA_SIM)
         out.setdefault(parts[0][0], (0, []))[1].append(fabric.collective_ns(CommType.ALLREDUCE, size, ranks))
-    return out, gathers
+    return out, gathers, alone
 
 
 def _block(
