@@ -162,7 +162,7 @@ def test_ranks_whose_peers_and_groups_take_more_bytes_carry_their_own(tmp_path: 
     peers = {p for r in stage0 if (p := plan.mesh.peer(r, Purpose.PIPELINE, 1)) is not None}
     assert min(peers) < 128 <= max(peers)  # the premise: one program, peers of 1 and 2 bytes
     widths = {len(str(gid)) for r in stage0 for gid in map(int, groups) if r in groups[gid]}
-    assert widths == {1, 2}
+    assert {1, 2} <= widths  # and three: the model-parallel groups of the gradient norm's all-reduce
     for rank in range(plan.npus):
         records = _records((tmp_path / f"t.{rank}.et").read_bytes())
         meta = pb.GlobalMetadata.FromString(records[0])

@@ -40,7 +40,8 @@ def test_a_context_rank_computes_half_the_sequence(run_cli: Run, tmp_path: Path)
     assert split.flops == pytest.approx(whole.flops / 2, rel=1e-3)
     tp_whole = whole.collectives[("ALL_REDUCE", next(g for t, g in whole.collectives if t == "ALL_REDUCE"))]
     assert whole.sends[1] == 2 * split.sends[1]
-    reduce = {k: v for k, v in split.collectives.items() if k[0] == "ALL_REDUCE"}
+    # not the all-reduces of one fp32 number before the optimizer step (strategy/llm/clipping.py)
+    reduce = {k: v for k, v in split.collectives.items() if k[0] == "ALL_REDUCE" and v[1] > v[0] * 4}
     by_size = sorted(reduce.items(), key=lambda kv: kv[1][1])
     (gradients_key, gradients), (_, tensor) = by_size[-1], by_size[0]
     assert gradients[0] == 1

@@ -14,7 +14,7 @@ import pytest
 import modtrans
 from modtrans import chakra
 from modtrans.chakra.validate import check_set
-from modtrans.plan import Direction, Plan, Transfer
+from modtrans.plan import Collective, Direction, Plan, Purpose, Transfer
 from modtrans.plan.check import consistency
 
 GPT2 = Path(__file__).parent.parent / "fixtures" / "configs" / "gpt2.json"
@@ -92,3 +92,21 @@ def test_a_transfer_with_two_partners_is_found(plan: Plan) -> None:
     first = next(op for op in program if isinstance(op, Transfer) and op.direction is Direction.RECV)
     broken = _edit(plan, 1, Direction.RECV, lambda t: dataclasses.replace(t, tag=first.tag))
     assert any("has 2 partners" in message for _, message in consistency(broken))
+
+
+def test_a_group_spanning_programs_must_issue_the_same_collectives(plan: Plan, tmp_path: Path) -> None:
+    """Megatron's all-reduce of the gradient norm before the step (one fp32 number over the tensor
+    and pipeline ranks: strategy/llm/clipping.py) is in a group of every stage's ranks: consistent
+    as built; with stage 1's of 8 bytes, both checks find its group's ranks disagree (T707)."""
+    program = list(plan.programs[STAGE])
+    (at,) = [i for i, op in enumerate(program) if isinstance(op, Collective) and Purpose.PIPELINE in op.over]
+    norm = program[at]
+    assert isinstance(norm, Collective)
+    assert {plan.program_of[r] for r in plan.mesh.members(0, norm.over)} == {0, 1, 2, 3}
+    program[at] = dataclasses.replace(norm, bytes=8)
+    programs = (*plan.programs[:STAGE], tuple(program), *plan.programs[STAGE + 1 :])
+    broken = dataclasses.replace(plan, programs=programs)
+    found = consistency(broken)
+    assert [code for code, _ in found] == ["T707"]
+    assert "spans programs [0, 1, 2, 3]" in found[0][1]
+    assert "T707" in _transfer_codes(broken, tmp_path)

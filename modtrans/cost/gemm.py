@@ -120,7 +120,7 @@ def foreach_update_bytes(layer: Layer) -> int:
     return elements * (FOREACH_ADAMW + FOREACH_CLIP)
 
 
-def update_bytes(layer: Layer) -> int:
+def update_bytes(layer: Layer, *, clipping: bool = True) -> int:
     """The optimizer step's memory traffic for the layer's trainable parameters: Megatron-LM's
     Adam on fp32 main parameters and gradients (megatron/core/optimizer/optimizer.py,
     MixedPrecisionOptimizer.step: _unscale_main_grads_and_check_for_nan, clip_grad_norm_fp32's
@@ -138,17 +138,34 @@ def update_bytes(layer: Layer) -> int:
     megatron/optimizer/__init__.py at fc7f4f0, get_megatron_optimizer, the same), and
     MixedPrecisionOptimizer.prepare_grads unscales and checks for inf only `if self.grad_scaler`.
     The clipping's scale (multi_tensor_scale) runs only when the norm is over the limit, and is
-    not charged; nor are loss-scale bookkeeping and the norm's all-reduce of one number."""
+    not charged (strategy/llm/clipping.py says why); nor is loss-scale bookkeeping.
+
+    `clipping` False: the step without the unscaling and the norm (clip_bytes), which Megatron's
+    frameworks charge as kernels of their own before it, each followed by its all-reduce of one
+    number (strategy/llm/clipping.py); the other frameworks' steps keep them in."""
     total = 0
     for p in layer.params:
         if not (p.trainable and p.counted) or not p.elements:
             continue
         width = p.bytes / p.elements
-        passes = ADAM_PASSES + NORM_PASSES + ZERO_PASSES
-        unscale = MASTER_PASSES * FP32 if p.dtype in LOSS_SCALED else 0
+        unscale_bytes, norm_bytes = clip_bytes(p.dtype)
+        passes = ADAM_PASSES + ZERO_PASSES
+        unscale = unscale_bytes if clipping else 0
+        passes_bytes = passes * FP32 + (norm_bytes if clipping else 0)
         extra = unscale + FP32 + width if width < FP32 else 0
-        total += round(p.elements * (passes * FP32 + extra))
+        total += round(p.elements * (passes_bytes + extra))
     return total
+
+
+def clip_bytes(dtype: str) -> tuple[int, int]:
+    """Bytes an fp32 main-gradient element of a `dtype` parameter moves before Megatron's Adam
+    step: (the unscaling and inf check, the gradient norm). fp16 alone is loss-scaled (update_bytes):
+    torch._amp_foreach_non_finite_check_and_unscale_ reads and writes every main gradient
+    (MixedPrecisionOptimizer._unscale_main_grads_and_check_for_nan, megatron/core/optimizer/
+    optimizer.py at core_r0.8.0; megatron/optimizer/optimizer.py at fc7f4f0), 8 B; then
+    multi_tensor_l2norm reads them once (clip_grads.py, get_grad_norm_fp32 at core_r0.8.0,
+    clip_grad_norm_fp32 at fc7f4f0), 4 B."""
+    return (MASTER_PASSES * FP32 if dtype in LOSS_SCALED else 0), NORM_PASSES * FP32
 
 
 def zeroing_bytes(layer: Layer) -> int:

@@ -26,7 +26,9 @@ The per-unit costs come from the reduced model's one-stage plan (units.py), made
   - each stage ends with its optimizer step, one compute of its units' update times after its
     last reduction and swap (program.py's StageProgram._optimizer; Megatron steps once the
     gradients are reduced: megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step),
-    then the distributed optimizer's parameter all-gathers (Place.AFTER_STEP), exposed.
+    under Megatron after its unscaling and gradient-norm kernels and their all-reduces of one
+    number (_finish: strategy/llm/clipping.py), then the distributed optimizer's parameter
+    all-gathers (Place.AFTER_STEP), exposed.
 
 What it leaves out, each small beside a chunk's time: DualPipe's F&B pairs (run one after the
 other); when a tied weight's swap arrives (by its sending stage's end: _swapped). Refused
@@ -66,6 +68,7 @@ from modtrans.plan.sizes import Consumer, written
 from modtrans.simulate.network import Network
 from modtrans.strategy.frameworks import Launch
 from modtrans.strategy.llm.buckets import stage as reduction_stage
+from modtrans.strategy.llm.clipping import Finish, finishing
 from modtrans.strategy.llm.options import Layout, LayoutError
 from modtrans.strategy.llm.stages import partition
 from modtrans.strategy.schedule import WGRAD, holders, stage_of, virtual_stage
@@ -75,7 +78,8 @@ _TENSOR = frozenset({Purpose.TENSOR})
 # forward, backward, input gradient, weight gradient, compute ns; the reduction's first collective, the
 # rest; what the tails add to the chunk's last backward (or weight gradient), as walked at no phase;
 # the four chains' lane paths (chains.timed's K); the parameter gathers after the optimizer step;
-# the four steps' compute alone (pipeline.phases); the buckets' kernels before their collectives
+# the four steps' compute alone (pipeline.phases); the buckets' kernels before their collectives; and
+# those over one data rank, with no collective, run after the schedule (program.py's _alone_kernels)
 Chunk = tuple[int, ...]
 # a phase -> the last backward's reduction (3); None where no phase changes it
 Last = Callable[[int | None], tuple[int, int, int]] | None
@@ -140,6 +144,9 @@ def estimate(
         reductions[copy] = (first, rest + sent, tails)
     held = memory_of(ctx, sk, layout, cuts)
     per_stage = layout.npus // layout.pp
+    from modtrans.strategy.llm.build import update_shards
+
+    finish = finishing(sk.units, layout, ctx.cost, lambda u: update_shards(u, layout))
 
     def transfer_ns(src: int, dst: int, size: int) -> int:
         return fabric.send_ns(src * per_stage, dst * per_stage, size)
@@ -152,23 +159,9 @@ def estimate(
         plan, chunks, reductions, send_ns, [c[8:12] for c in chunks], [c[12:20] for c in chunks], opening
     )
     ran = _swapped(ran, _ties(sk, layout, len(chunks)))
-    stages = []
-    for s, stage in enumerate(ran):
-        pure = sum(chunks[v][4] * layout.micro_batches + chunks[v][25] for v in _held(layout, s))
-        inside = stage.compute - pure  # the blocking collectives inside the steps
-        comm, exposed = stage.comm + inside, stage.after + inside
-        step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
-        gathers = sum(chunks[v][20] for v in _held(layout, s))  # then the parameters' gathers, exposed
-        if opening is not None:  # or in the next forward, beside it (gathers.py)
-            comm, gathers = comm + spoke[s].spoke, 0
-        comm, exposed = comm + gathers, exposed + gathers
-        total, reserved = (held[s].total, held[s].reserved) if s < len(held) else (None, None)
-        # the step waits for the last step's compute and the reductions, not for a send after them
-        start = max(stage.finish - stage.after, stage.reduced) if step or gathers else stage.finish
-        wall = max(stage.finish, start + step + gathers)
-        stages.append(
-            StageTime(s, wall / 1e9, (pure + step) / 1e9, comm / 1e9, exposed / 1e9, total, reserved)
-        )
+    stages = _stages(
+        ran, chunks, sk, cuts, layout, held, (finish, fabric), spoke if opening is not None else None
+    )
     per_micro = micro_flops(sk)
     flops = per_micro * layout.micro_batches * per_stage
     tokens = layout.batch * ctx.sequence
@@ -289,9 +282,9 @@ def _chunk(
         tied = sum(tied_ns(sk, t, layout, fabric, members) for t in sk.ties)
         chunk_fills += [tied_fill(sk, t, reduction_stage(layout.framework, layout.zero)[0]) for t in sk.ties]
     if ends[3]:
-        buckets, gathered = _sized(sk, parts, layout, fabric, members, ends[4])
+        buckets, gathered, alone = _sized(sk, parts, layout, fabric, members, ends[4])
     else:
-        buckets, gathered = _buckets(sk, parts, chunk_fills, layout, fabric, members, ends[4])
+        buckets, gathered, alone = _buckets(sk, parts, chunk_fills, layout, fabric, members, ends[4])
     gathers = sum(gathered.values())
     swaps = _swap_sends(sk, layout, fabric, ends[:2], _later(layout))
     walked: dict[int | None, tuple[int, int, int]] = {}
@@ -312,7 +305,7 @@ def _chunk(
     waits = tuple(k for _, k in both)
     spills = tuple(n for pair in lane for n in pair)
     kernels = sum(k for k, _ in buckets.values())  # once an iteration, in the last backward's chain
-    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes, kernels)
+    chunk = (*sums, *walked[None], *waits, *spills, gathers, *computes, kernels, alone)
     opening = _opening(costs, parts, gathered)
     return chunk, reduction if close else None, opening  # the rounding decides: any phase's
 
@@ -325,30 +318,38 @@ def _buckets(
     fabric: Fabric,
     members: Any,
     partial: int = 0,
-) -> tuple[dict[tuple[int, int], tuple[int, list[int]]], dict[tuple[int, int], int]]:
+) -> tuple[dict[tuple[int, int], tuple[int, list[int]]], dict[tuple[int, int], int], int]:
     """Per buffer, the (block, unit) whose last weight gradient readies its bucket (the chunk's
-    first unit in it) and the bucket's kernels and reduction (ns); and there the ns of its
-    parameter gathers (after the step, or with --overlap-param-gather waited for by that unit's
-    first forward: buckets.py's _buffer). Under SP Megatron's family then all-reduces `partial`
-    bytes of partial gradients over the tensor group after the chunk's first unit: a rank's
-    first chunk all of its chunks' (_partials), its others none (_finalized)."""
+    first unit in it) and the bucket's kernels and reduction (ns); there the ns of its parameter
+    gathers (after the step, or with --overlap-param-gather waited for by that unit's first
+    forward: buckets.py's _buffer); and the ns of the kernels of buckets over one data rank,
+    which run after the schedule (program.py, _alone_kernels). Under SP Megatron's family then
+    all-reduces `partial` bytes of partial gradients over the tensor group after the chunk's
+    first unit: a rank's first chunk all of its chunks' (_partials), its others none
+    (_finalized)."""
     stage = reduction_stage(layout.framework, layout.zero)
+    prepare = sk.prepare(layout.data_ranks) if sk.prepare is not None else None
     times, gathers = {}, {}
     for buffer in {b for f in fills for b in f}:  # each buffer's gathers waited for by its own unit
         mine = [{buffer: f[buffer]} for f in fills if buffer in f]
-        made, gathers[buffer] = bucket_times(mine, stage, fabric, members, sk.prepare)
+        made, gathers[buffer] = bucket_times(mine, stage, fabric, members, prepare)
         times.update(made)
     out: dict[tuple[int, int], tuple[int, list[int]]] = {}
     gathered: dict[tuple[int, int], int] = {}
+    alone = 0
     for k, u in ((k, u) for k, p in enumerate(parts) for u in p):
         if not times:
             break
         buffer = sk.buffers[u]
         if sk.shards[u] is not None and buffer in times:
-            out[k, u] = times.pop(buffer)
+            kernels, issued = times.pop(buffer)
             gathered[k, u] = gathers[buffer]
+            if issued:
+                out[k, u] = (kernels, issued)
+            else:
+                alone += kernels
     _finalized(parts, fabric, members, out, partial)
-    return out, gathered
+    return out, gathered, alone
 
 
 def _finalized(
@@ -374,7 +375,7 @@ def _sized(
     fabric: Fabric,
     members: Any,
     partial: int = 0,
-) -> tuple[dict[tuple[int, int], tuple[int, list[int]]], dict[tuple[int, int], int]]:
+) -> tuple[dict[tuple[int, int], tuple[int, list[int]]], dict[tuple[int, int], int], int]:
     """--overlap-grad-reduce on the first pipeline stage's first chunk: each buffer's buckets of
     max(40,000,000, 1,000,000 x D) parameters filled in backward order, each closed by the
     parameter that brings it to the limit and reduced after its unit's weight gradient, the rest
@@ -382,10 +383,12 @@ def _sized(
     Megatron-Core core_r0.8.0, distributed_data_parallel.py, DistributedDataParallel.__init__ and
     param_and_grad_buffer.py, ParamAndGradBuffer). Per (block, unit) closing buckets: their
     kernels and collectives, as `_buckets` gives them, each bucket timed by
-    reductions.bucket_times; and there the ns of their parameter gathers."""
+    reductions.bucket_times; there the ns of their parameter gathers; and no kernels alone
+    (over one data rank they run in the backward, where each bucket readies)."""
     from modtrans.strategy.llm.buckets import BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK, Bucket
 
     stage = reduction_stage(layout.framework, layout.zero)
+    prepare = sk.prepare(layout.data_ranks) if sk.prepare is not None else None
     padded = stage[0] in (1, 2)
     filling: dict[frozenset[Purpose], Bucket] = {}
     first: dict[frozenset[Purpose], tuple[int, int]] = {}  # the chunk's first unit in each buffer
@@ -407,13 +410,13 @@ def _sized(
     gathered: dict[tuple[int, int], int] = {}
     for key, bucket, buffer in closed:  # a unit closing two: both's kernels before either collective
         fill = {buffer: (bucket.filled, bucket.grad_bytes, bucket.param_bytes)}
-        times, after_step = bucket_times([fill], stage, fabric, members, sk.prepare)
+        times, after_step = bucket_times([fill], stage, fabric, members, prepare)
         gathered[key] = gathered.get(key, 0) + after_step
         for kernels, collectives in times.values():
             was = out.get(key, (0, []))
             out[key] = (was[0] + kernels, was[1] + collectives)
     _finalized(parts, fabric, members, out, partial)
-    return out, gathered
+    return out, gathered, 0
 
 
 def _opening(
@@ -567,6 +570,95 @@ def _update(sk: Skeleton, cuts: Sequence[range], held: Iterable[int], layout: La
 
     ticks = [sharded_update(t, unit, layout) for t, unit in zip(sk.update, sk.units, strict=True)]
     return sum(ticks[u] for v in held for b in cuts[v] for u in sk.blocks[b])
+
+
+def _stages(
+    ran: Sequence[pipeline.Stage],
+    chunks: Sequence[Chunk],
+    sk: Skeleton,
+    cuts: Sequence[range],
+    layout: Layout,
+    held: Any,
+    finishing: tuple[Finish | None, Fabric],
+    spoke: Sequence[Stream] | None = None,
+) -> list[StageTime]:
+    """Each stage's time: its pipeline walk (`ran`), then its optimizer step after its kernels
+    and all-reduces before it (`finishing`: _finish, _finished), then its parameter gathers,
+    exposed, or with --overlap-param-gather in the next forward beside it (`spoke`: _gathered,
+    gathers.py)."""
+    rows, starts, pieces = [], [], []
+    for s, stage in enumerate(ran):
+        pure = sum(chunks[v][4] * layout.micro_batches + chunks[v][25] for v in _held(layout, s))
+        inside = stage.compute - pure  # the blocking collectives inside the steps
+        step = _update(sk, cuts, _held(layout, s), layout)  # after everything else: wall and compute grow
+        alone = sum(chunks[v][26] for v in _held(layout, s))  # buckets over one rank: program.py's tail
+        gathers = sum(chunks[v][20] for v in _held(layout, s))  # then the parameters' gathers, exposed
+        before = _finish(sk, cuts, _held(layout, s), layout, *finishing)  # the kernels and all-reduces
+        reduces = sum(ns for _, ns, _ in before)  # exposed, as the gathers are
+        spoken = 0
+        if spoke is not None:  # in the next forward, beside it: communication, not exposed
+            spoken, gathers = spoke[s].spoke, 0
+        comm = stage.comm + inside + gathers + reduces + spoken
+        exposed = stage.after + inside + gathers + reduces
+        # the step waits for the last step's compute and the reductions, not for a send after them
+        late = step or gathers or before or alone
+        # (the kernels over one data rank first, after its last compute, beside the reductions it waits for)
+        starts.append(max(stage.finish - stage.after + alone, stage.reduced) if late else stage.finish)
+        pieces.append(before)
+        computed = pure + alone + step + sum(k for k, _, _ in before)
+        rows.append((stage.finish, computed, comm, exposed, step + gathers))
+    ends = _finished(starts, pieces)
+    stages = []
+    for s, (finish, computed, comm, exposed, after) in enumerate(rows):
+        total, reserved = (held[s].total, held[s].reserved) if s < len(held) else (None, None)
+        wall = max(finish, ends[s] + after)
+        stages.append(StageTime(s, wall / 1e9, computed / 1e9, comm / 1e9, exposed / 1e9, total, reserved))
+    return stages
+
+
+def _finish(
+    sk: Skeleton,
+    cuts: Sequence[range],
+    held: Iterable[int],
+    layout: Layout,
+    finish: Finish | None,
+    fabric: Fabric,
+) -> list[tuple[int, int, bool]]:
+    """A stage's kernels before its optimizer step, each with its all-reduce of one number after
+    it (ns) and whether that spans other pipeline stages, as program.py's StageProgram._finish runs
+    them (strategy/llm/clipping.py: Megatron's unscaling and gradient norm), over the stage's
+    units, each reduced unit once a block it stands for."""
+    if finish is None:
+        return []
+    mesh, out = layout.mesh(), []
+    for c in finish(u for v in held for b in cuts[v] for u in sk.blocks[b]):
+        ns, synced = 0, False
+        if mesh.span(c.over) > 1:
+            ranks = mesh.members(0, c.over)
+            size = written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM)
+            ns, synced = (
+                fabric.collective_ns(c.comm, size, ranks),
+                layout.pp > 1 and Purpose.PIPELINE in c.over,
+            )
+        out.append((c.kernel, ns, synced))
+    return out
+
+
+def _finished(starts: Sequence[int], pieces: Sequence[Sequence[tuple[int, int, bool]]]) -> list[int]:
+    """When each stage's kernels and all-reduces before its step end, from `starts`: an all-reduce
+    over the pipeline ranks (the model-parallel group, or every rank under the distributed
+    optimizer) ends for every stage once the last of them reaches it (Mixtral at P 2 under the
+    distributed optimizer: the first stage's step 66 ms after the second's, which waits for it)."""
+    t = list(starts)
+    for k in range(max((len(p) for p in pieces), default=0)):
+        for s, p in enumerate(pieces):
+            if k < len(p):
+                t[s] += p[k][0]
+        reached = max((t[s] for s, p in enumerate(pieces) if k < len(p) and p[k][2]), default=0)
+        for s, p in enumerate(pieces):
+            if k < len(p):
+                t[s] = (max(t[s], reached) if p[k][2] else t[s]) + p[k][1]
+    return t
 
 
 def _held(layout: Layout, stage: int) -> set[int]:

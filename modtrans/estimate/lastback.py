@@ -86,7 +86,8 @@ def last_backward(
                 sends[len(links) + at] = swaps[u]
             links += own
     for key, k in ready.items():
-        marks.setdefault(k, []).extend(buckets[key][1])
+        if buckets[key][1]:  # none over one data rank: its kernels alone
+            marks.setdefault(k, []).extend(buckets[key][1])
     pending: list[tuple[int, int, list[int]]] = []  # (ready ns, order, its collectives' ns)
     t = c = drift = 0
     margin = [CLOSE]

@@ -101,19 +101,21 @@ def bucket_times(
     after_step = 0
     for buffer, (filled, grads, params) in total.items():
         ranks = members(buffer)
-        if len(ranks) < 2:
+        alone = len(ranks) < 2  # its kernels alone, where the framework runs them at D = 1
+        if alone and prepare is None:
             continue
         bucket = Bucket(int(filled), grads, params)
         attached = _Attached()
         divisor = math.lcm(len(ranks), BUCKET_ALIGN) if zero in (1, 2) else None
-        gathers = bucket.reduce(attached, buffer, divisor, broadcast, prepare)  # type: ignore[arg-type]
+        gathers = bucket.reduce(attached, buffer, divisor, broadcast, prepare, alone)  # type: ignore[arg-type]
 
         def ns(c: Any, ranks: tuple[int, ...] = ranks) -> int:
             return fabric.collective_ns(
                 c.comm, written(c.comm, c.bytes, len(ranks), Consumer.ASTRA_SIM), ranks
             )
 
-        out[buffer] = (sum(c.kernel for c in attached.comms), [ns(c) for c in attached.comms])
+        issued = [ns(c) for c in attached.comms if c.comm.moves_data]
+        out[buffer] = (sum(c.kernel for c in attached.comms), issued)
         after_step += sum(ns(c) for c in gathers)
     return out, after_step
 

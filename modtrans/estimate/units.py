@@ -15,6 +15,7 @@ exact tier times them (collectives.py).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -74,8 +75,9 @@ class Skeleton:
     # per unit: its gradient's bytes SP leaves partial, which Megatron's family all-reduces once a
     # rank (tensor.finalized_grads; fast.py's _partials: on the rank's first chunk); () where none is
     partial: tuple[int, ...] = ()
-    # the kernels before a Megatron bucket's collective: its gradients' bytes -> ns (build.sync_kernels)
-    prepare: Callable[[int], int] | None = None
+    # the kernels before a Megatron bucket's collective for a layout's D: its gradients' bytes -> ns
+    # (build.sync_kernels)
+    prepare: Callable[[int], Callable[[int], int] | None] | None = None
     # per unit: the FSDP2 copy-out its weight gradient carries for its backward's gather
     # (fsdp.regathered), which full recomputation's forward stands for; () where none is
     regathered: tuple[int, ...] = ()
@@ -194,7 +196,7 @@ def _make(ctx: Context, small: Layout, *, bucketed: bool, pipelined: bool = Fals
         ties,
         tuple(x.update * build.update_shards(u, small) for x, u in zip(plan.layers, units, strict=True)),
         tuple(tensor.partial_grad_bytes(u) for u in units) if finalized else (),
-        build.sync_kernels(units, small, ctx.cost) if bucketed else None,
+        functools.partial(build.sync_kernels, units, small.framework, ctx.cost) if bucketed else None,
         tuple(fsdp.backward_copy_out(u.x.comms, ctx.cost) for u in units) if small.framework.fsdp2 else (),
     )
 
@@ -228,6 +230,8 @@ def _read(
                 bwd[u].append((CHAIN, op.time))
                 weight[u].append(op.step is Step.WEIGHT_GRAD)
         elif isinstance(op, Collective):
+            if op.step is Step.UPDATE:
+                continue  # before the step, once an iteration: fast.py's _update (llm/clipping.py)
             raw = (op.comm, op.bytes, op.over)
             if op.place is Place.TAIL:
                 if finalized and op.over == _TENSOR:

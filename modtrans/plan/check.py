@@ -4,8 +4,11 @@ It reads each program's outline (plan/programs.py): its transfers and the groups
 
     consistency(plan)  ->  [("T707", "..."), ("T706", "...")]   (empty: consistent)
 
-T707: every communicator group's ranks must run one program (so they issue the same collectives
-in the same order). T706: every transfer of a program must meet, on the peer's program, the
+T707: a communicator group's ranks must issue the same collectives in it in the same order: where
+they run one program they do; where a group spans programs (Megatron's all-reduces of one number
+before the step over the tensor and pipeline ranks, or every rank: strategy/llm/clipping.py) each
+program's collectives over the group's axes are compared, (type, bytes) in order.
+T706: every transfer of a program must meet, on the peer's program, the
 opposite transfer with the same tag and size, pointing back. The transfers of each program are
 counted by that key once, so the check is linear in the size of the plan (a 280-rank pipeline of
 280 micro-batches holds some 10^5 transfers per program).
@@ -15,23 +18,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from modtrans.plan.model import Direction, Op, Plan, Purpose, Transfer
+from modtrans.plan.model import Collective, Direction, Op, Plan, Purpose, Transfer
 
 _Key = tuple[Direction, int, int, Purpose, int]
 
 
 def consistency(plan: Plan) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
-    for group in plan.groups():
-        programs = {plan.program_of[r] for r in group.ranks}
-        if len(programs) > 1:
-            problems.append(("T707", f"group {group.id} ({group.purpose}) spans programs {sorted(programs)}"))
-    for over in plan.overs():
-        if plan.mesh.span(over) == plan.npus and len(plan.programs) > 1:
-            problems.append(
-                ("T707", "a collective of every rank in a plan whose ranks run different programs")
-            )
     first = {p: plan.program_of.index(p) for p in set(plan.program_of)}
+    problems = _groups(plan, first)
     counted: dict[int, Counter[_Key]] = {}
     for p, rank in first.items():
         for op in plan.outline(p):
@@ -49,6 +43,39 @@ def consistency(plan: Plan) -> list[tuple[str, str]]:
             if partners != 1:
                 what = f"rank {rank}'s {op.direction} tag {op.tag} ({op.bytes} bytes)"
                 problems.append(("T706", f"{what} has {partners} partners on rank {peer}"))
+    return problems
+
+
+def _groups(plan: Plan, first: dict[int, int]) -> list[tuple[str, str]]:
+    """T707 for each group spanning programs that issue different collectives in it: per axis set
+    the plan's collectives span, each program's first rank's group over it, its programs' sequences
+    of (type, bytes) over those axes compared with the program's own."""
+    problems: list[tuple[str, str]] = []
+    issued: dict[int, dict[frozenset[Purpose], list[tuple[object, int]]]] = {}
+
+    def sequence(program: int, over: frozenset[Purpose]) -> list[tuple[object, int]]:
+        if program not in issued:  # one read of the program's outline for every axis set
+            by: dict[frozenset[Purpose], list[tuple[object, int]]] = {}
+            for op in plan.outline(program):
+                if isinstance(op, Collective):
+                    by.setdefault(op.over, []).append((op.comm, op.bytes))
+            issued[program] = by
+        return issued[program].get(over, [])
+
+    for over in plan.overs():
+        told: set[tuple[int, ...]] = set()
+        for p, rank in sorted(first.items()):
+            programs = tuple(sorted({plan.program_of[r] for r in plan.mesh.members(rank, over)}))
+            if len(programs) < 2 or programs in told:
+                continue
+            told.add(programs)
+            differ = [q for q in programs if sequence(q, over) != sequence(p, over)]
+            if differ:
+                group = plan.group(rank, over)
+                name = f"group {group.id} ({group.purpose})" if group.id else "the group of every rank"
+                problems.append(
+                    ("T707", f"{name} spans programs {list(programs)} that issue different collectives in it")
+                )
     return problems
 
 

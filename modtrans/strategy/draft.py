@@ -51,7 +51,9 @@ class Comm:
     over: frozenset[Purpose]
     # ticks of the kernels the rank runs on the compute stream right before it issues this one,
     # once an iteration: a data-parallel bucket's (frameworks.py, grad_sync_passes; program.py
-    # runs them after the unit's last weight gradient, strategy/llm/buckets.py sets them)
+    # runs them after the unit's last weight gradient, strategy/llm/buckets.py sets them), or
+    # before the optimizer step its unscaling's and gradient norm's (strategy/llm/clipping.py);
+    # with CommType.NONE, the kernels alone
     kernel: int = 0
 
 
@@ -75,8 +77,10 @@ class LayerDraft:
         return self.owner.kind in SHARDABLE
 
     def attach(self, place: Place, comm: Comm) -> None:
-        """A collective at `place` (nothing when it would move no bytes)."""
-        if comm.bytes > 0 and comm.comm.moves_data:
+        """A collective at `place` (nothing when it would move no bytes), or where it names no
+        collective the kernels it carries alone (a Megatron bucket over one data rank: program.py
+        runs its kernels and issues nothing)."""
+        if (comm.bytes > 0 and comm.comm.moves_data) or comm.kernel > 0:
             self.comms.setdefault(place, []).append(comm)
 
     def add(self, step: Step, comm: CommType, size: int, over: frozenset[Purpose]) -> None:

@@ -414,11 +414,12 @@ class Framework(enum.StrEnum):
         its ZeRO stage 1 (a sweep's label: Z1, not DO)."""
         return self in (Framework.MEGATRON, Framework.MEGATRON_2022)
 
-    def grad_sync_passes(self, fp16: bool) -> tuple[int, ...]:
+    def grad_sync_passes(self, fp16: bool, data_ranks: int = 2) -> tuple[int, ...]:
         """The kernels the framework runs on a data-parallel bucket's whole gradient buffer right
         before it issues the bucket's collective, on the compute stream, each as its passes over
         the bucket's bytes (a read or a write of every element); `fp16`: the model's trainable
-        parameters are fp16 (strategy/llm/buckets.py charges them, Bucket.reduce).
+        parameters are fp16 (strategy/llm/buckets.py charges them, Bucket.reduce); `data_ranks`:
+        D, the data-parallel world size without the context ranks.
 
         megatron: Megatron-Core's Bucket.start_grad_sync (megatron/core/distributed/
         param_and_grad_buffer.py at core_r0.8.0): with ddp_config.check_for_nan_in_grad `norm =
@@ -434,10 +435,31 @@ class Framework(enum.StrEnum):
         size()` before its all-reduce; megatron/optimizer/distrib_optimizer.py, reduce_model_grads:
         `gbuf.data /= data_parallel_world_size` before the reduce-scatter; no NaN check): (2,).
         The others none: NeMo's buckets are Apex's DistributedFusedAdam's, flash-attn's PyTorch's
-        DDP reducer, which scales a gradient as it copies it into its bucket (not charged)."""
+        DDP reducer, which scales a gradient as it copies it into its bucket (not charged).
+
+        At D = 1 both still run their kernels, the collective over one rank aside: Megatron-Core
+        wraps every model chunk in its DDP (training.py, get_model: wrap_with_ddp) and
+        finalize_model_grads -> finish_grad_sync calls start_grad_sync whatever D, whose NaN check
+        has no condition on D, but the scale is skipped: gradient_scaling_factor is
+        1.0 / get_data_parallel_world_size() (without the context ranks: parallel_state.py,
+        with_context_parallel=False), the experts' buffer's too, and start_grad_sync scales only
+        `if self.gradient_scaling_factor != 1.0`: bf16 (1,), fp16 none. Megatron-LM 2022's
+        `buffer_.data /= mpu.get_data_parallel_world_size()` has no condition (reduce_model_grads
+        calls allreduce_gradients under the default --DDP-impl local: arguments.py at fc7f4f0):
+        (2,) at D = 1 too."""
         if self is Framework.MEGATRON:
-            return (2,) if fp16 else (1, 2)
+            scale = (2,) if data_ranks > 1 else ()
+            return scale if fp16 else (1, *scale)
         return (2,) if self is Framework.MEGATRON_2022 else ()
+
+    @property
+    def clips_apart(self) -> bool:
+        """Its optimizer step is Megatron-LM's MixedPrecisionOptimizer.step, whose fp16 unscaling
+        and gradient-norm kernels, each followed by an all-reduce of one number, run before Adam as
+        kernels of their own (strategy/llm/clipping.py): Megatron-Core and Megatron-LM 2022. NeMo's
+        is Apex's DistributedFusedAdam, the others' their own optimizers' (update_bytes keeps the
+        norm in their steps)."""
+        return self in (Framework.MEGATRON, Framework.MEGATRON_2022)
 
     @property
     def zero_broadcast(self) -> bool:

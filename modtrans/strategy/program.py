@@ -23,7 +23,9 @@ Order and dependencies (the rank runs one compute at a time, in program order):
         copies); then, where the rank has trained units (a keyword preset, a layout), the
         optimizer step of its units as one compute waiting for all of them (Megatron-LM steps
         once the gradients are reduced: megatron/core/optimizer/optimizer.py,
-        MixedPrecisionOptimizer.step); then the units' after-step collectives (the distributed
+        MixedPrecisionOptimizer.step), under Megatron's frameworks after its unscaling and
+        gradient-norm kernels, each followed by its all-reduce of one number (StageProgram's
+        `finish`: strategy/llm/clipping.py); then the units' after-step collectives (the distributed
         optimizer's parameter all-gathers), each waiting for the one before
     an overlapped pair (DualPipe's F&B: schedule.paired): the forward's and the backward's
         operations, each chain waiting only for its own, interleaved compute by compute
@@ -42,7 +44,7 @@ own name; tags are unique per (micro-batch, boundary, direction) and identical o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 
@@ -265,8 +267,10 @@ class StageProgram:
         rerun: Rerun = Rerun(),
         boundary_bytes: Sequence[int] = (0,),
         outline: bool = False,
+        finish: Callable[[Iterable[int]], tuple[Comm, ...]] | None = None,
     ):
         self.stage, self.pipeline, self.rerun, self.mesh = stage, pipeline, rerun, mesh
+        self.finish = finish  # the kernels and all-reduces before the step (llm/clipping.py)
         self.outline = outline  # communication only (plan/programs.py): no tensors, no dependencies
         self.shared: dict[tuple[int, Step, Place | None, int], Op] = {}  # an outline's ops, by place
         self.steps: dict[tuple[str, int], tuple[list[Op], int | None, list[tuple[int, int]]]] = {}
@@ -356,7 +360,7 @@ class StageProgram:
         previous = self.chain
         if self.outline:
             for n, c in enumerate(comms):
-                if skip and parameter_gather(c):
+                if (skip and parameter_gather(c)) or not c.comm.moves_data:  # NONE: kernels alone
                     continue
                 key = (u.index, step, place, n)
                 op = self.shared.get(key)
@@ -367,7 +371,7 @@ class StageProgram:
                 self.chain = previous
             return
         for c, name, read, wrote in self._named(u, place, comms):
-            if skip and parameter_gather(c):
+            if (skip and parameter_gather(c)) or not c.comm.moves_data:  # NONE: kernels alone
                 continue
             label = f"{name}#{tag}" if tag else name
             deps = () if previous is None else (previous,)
@@ -518,13 +522,30 @@ class StageProgram:
         (Step.GRAD_SYNC: the text formats write it in the update column, the fast tier's
         per-micro-batch links leave it out). They read the gradients and write them scaled.
         Returns its index, or `wg` where there are none."""
-        kernel = sum(c.kernel for c in u.comms.get(Place.TAIL, ()))
+        kernel = sum(c.kernel for c in u.comms.get(Place.TAIL, ()) if c.comm.moves_data)
         if not kernel:
             return wg
         if self.outline:
             return self._mark(u, Step.GRAD_SYNC, kernel, 0)
         scaled = tuple(Tensor(f"{t.name}.scaled", t.bytes) for t in grads)
         return self.compute(u, Step.GRAD_SYNC, kernel, 0, grads, scaled)
+
+    def _alone_kernels(self, u: Costed) -> None:
+        """A bucket's kernels over one data rank (a Comm of CommType.NONE: strategy/llm/buckets.py):
+        no collective waits for them, and Megatron runs them after the schedule, before the step
+        (finalize_model_grads -> finish_grad_sync without --overlap-grad-reduce; Megatron-LM 2022's
+        reduce_model_grads after forward_backward_func), so here in the tail section, after the
+        unit's last weight gradient, where the step waits for them; `self.chain` stays that
+        gradient's."""
+        kernel = sum(c.kernel for c in u.comms.get(Place.TAIL, ()) if not c.comm.moves_data)
+        if not kernel:
+            return
+        chain = self.chain
+        if self.outline:
+            self._mark(u, Step.GRAD_SYNC, kernel, 0)
+        else:
+            self.compute(u, Step.GRAD_SYNC, kernel, 0, (), ())
+        self.chain = chain
 
     def transfer(
         self, u: Costed, direction: Direction, micro: int, here: int, boundary: int, backward: bool
@@ -576,6 +597,7 @@ class StageProgram:
         tail = len(self.ops)
         for u, wg in sorted(last_wg.values(), key=lambda item: -item[1]):
             self.chain, after = wg, self._after_send(u)
+            self._alone_kernels(u)
             self.collectives(u, Place.TAIL, Step.WEIGHT_GRAD, "", blocking=False, also=after)
             final = after if self.outline or pipe.chunk_reduction is Launch.READY else self._launch(-1)
             for x in u.exchanges:  # a tied embedding's: finalize_model_grads', after the schedule
@@ -638,7 +660,25 @@ class StageProgram:
         updated = tuple(Tensor(f"{p.name}#updated", p.bytes) for p in params)
         first = min(u.index for u in units)
         time = sum(u.times.update for u in units)
+        if self.finish is not None:
+            deps = list(self._finish(first, self.finish(u.index for u in units), tuple(deps)))
         self.chain = self.emit(Compute(first, Step.UPDATE, time, 0, params, updated, tuple(deps)))
+
+    def _finish(self, first: int, comms: Sequence[Comm], deps: tuple[int, ...]) -> tuple[int, ...]:
+        """Before the step, Megatron's unscaling and gradient-norm kernels over the main gradients,
+        each followed by its all-reduce of one number, which the host waits for (`.item()`):
+        one after the other, the first waiting for what the step waits for (strategy/llm/
+        clipping.py). Charged to the step's unit, as Step.UPDATE (the text formats' update
+        column). Returns what the step waits for."""
+        for k, c in enumerate(comms):
+            if c.kernel:
+                deps = (self.emit(Compute(first, Step.UPDATE, c.kernel, 0, (), (), deps)),)
+            if c.comm.moves_data and self.mesh.span(c.over) > 1:
+                tensors = () if self.outline else (Tensor(f"clip.{k}.in", c.bytes),)
+                written = () if self.outline else (Tensor(f"clip.{k}", c.bytes),)
+                op = Collective(first, Step.UPDATE, c.comm, c.bytes, c.over, tensors, written, deps)
+                deps = (self.emit(op),)
+        return deps
 
     def _reductions(self, start: int, end: int) -> set[int]:
         """The gradient reductions issued beside the last backward (AFTER_WG: FSDP's and ZeRO-3's

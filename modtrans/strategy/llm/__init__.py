@@ -11,6 +11,7 @@ context.py      context parallelism: the sequence split over C ranks, keys and v
 expert.py       expert parallelism: local experts, dispatch and combine all-to-alls
 data.py         data parallelism and ZeRO 1/2/3 as Megatron-LM runs them
 buckets.py      Megatron-LM's gradient buffers and buckets: the reduction per model chunk
+clipping.py     Megatron-LM's fp16 unscaling and gradient norm before its step, each with its all-reduce
 deepspeed.py    data parallelism and ZeRO as DeepSpeed runs them (--framework deepspeed)
 fsdp.py         data parallelism as PyTorch FSDP runs it (--framework fsdp), FSDP2's copies
 projections.py  separate q/k/v and gate/up linears: autograd's sum of their input gradients

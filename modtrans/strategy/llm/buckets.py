@@ -56,7 +56,10 @@ Read from NVIDIA/Megatron-LM d98e8a6 (Megatron-Core):
                 Megatron runs them in finalize_model_grads after the whole schedule; here they
                 stay where the bucket's collective is issued, after the chunk's last backward,
                 at PP > 1 holding the stage's later steps. A unit closing
-                two buckets runs both's kernels before either collective. Not charged: the NaN
+                two buckets runs both's kernels before either collective. At D = 1 the
+                kernels still run, with no collective (frameworks.py, grad_sync_passes: Megatron-
+                Core's NaN check, no scale by 1.0; Megatron-LM 2022's division by 1): the bucket's
+                Comm is CommType.NONE, its kernels alone (Bucket.reduce). Not charged: the NaN
                 check's `assert not norm.isnan()`, a one-element kernel and a host sync (the CPU
                 waits for the norm, so the backward's next kernels are launched only once the
                 GPU is done with the bucket's: the GPU's queue drains at each bucket, a launch's
@@ -189,7 +192,7 @@ def apply(
         bucketed = overlap and (v == 0 or by_layer)  # Megatron: pp rank 0's first model chunk
         for over, d in ranks.items():
             members = [i for i in chunk if buffer_of(units[i]) == over]
-            if d > 1 and members:
+            if members and (d > 1 or prepare is not None):  # at D = 1 the kernels alone
                 how = (zero, broadcast, by_layer and bucketed)
                 _buffer(units, members, over, d, how, bucketed, tied, param_gather, prepare)
 
@@ -216,7 +219,7 @@ def _buffer(
     limit = max(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * d) if bucketed else math.inf
     padded = zero in (1, 2)
     divisor = math.lcm(d, BUCKET_ALIGN) if padded else None  # the distributed optimizer's bucket end
-    reduce = (padded, divisor, broadcast, prepare)
+    reduce = (padded, divisor, broadcast, prepare, d == 1)
     if by_layer:
         gathers = _by_layer(units, members, over, reduce, tied)
     else:
@@ -229,9 +232,9 @@ def _buffer(
             units[last].attach(Place.AFTER_STEP, comm)
 
 
-Reduce = tuple[bool, int | None, bool, Prepare | None]
+Reduce = tuple[bool, int | None, bool, Prepare | None, bool]
 """How a bucket is reduced: its parameters padded, its end's divisor, the broadcast, the kernels
-before its collective (Bucket.reduce)."""
+before its collective, over one data rank (Bucket.reduce)."""
 
 
 def _by_size(
@@ -313,21 +316,26 @@ class Bucket:
         divisor: int | None,
         broadcast: bool = False,
         prepare: Prepare | None = None,
+        alone: bool = False,
     ) -> list[Comm]:
         """Attach the bucket's reduction to `unit`, after `prepare`'s kernels over its gradients
         (the whole bucket, padding included: Bucket.grad_data); the distributed optimizer's
         (`divisor`: its bucket-end padding) parameter all-gather, to issue after every reduction,
         is returned, or with `broadcast` ZeroRedundancyOptimizer's fp32 parameters as one (the
-        module's docstring)."""
+        module's docstring). `alone`: over one data rank, the kernels alone (a Comm of
+        CommType.NONE carries them: program.py issues no collective for it), nothing gathered."""
         if divisor is None:  # no distributed optimizer: an all-reduce, nothing padded
             grads = round(self.grad_bytes)
             kernel = prepare(grads) if prepare is not None else 0
-            unit.attach(Place.TAIL, Comm(CommType.ALLREDUCE, grads, over, kernel))
-            return [Comm(CommType.ALLGATHER, self.filled * PARAM_FP32, over)] if broadcast else []
+            unit.attach(Place.TAIL, Comm(CommType.NONE if alone else CommType.ALLREDUCE, grads, over, kernel))
+            gathered = broadcast and not alone
+            return [Comm(CommType.ALLGATHER, self.filled * PARAM_FP32, over)] if gathered else []
         end = _pad(self.filled, divisor)
         grads = round(self.grad_bytes * end / self.filled)
         kernel = prepare(grads) if prepare is not None else 0
-        unit.attach(Place.TAIL, Comm(CommType.REDUCESCATTER, grads, over, kernel))
+        unit.attach(Place.TAIL, Comm(CommType.NONE if alone else CommType.REDUCESCATTER, grads, over, kernel))
+        if alone:
+            return []
         return [Comm(CommType.ALLGATHER, round(self.param_bytes * end / self.filled), over)]
 
 

@@ -31,6 +31,7 @@ from modtrans.strategy.groups import Group, Params, folds, group
 from modtrans.strategy.llm import (
     activations,
     buckets,
+    clipping,
     data,
     deepspeed,
     expert,
@@ -109,6 +110,7 @@ def plan(
     rerun = _rerun(units, chunks, layout, ir)
     chunks = fsdp.regathered(chunks, rerun, cost) if layout.framework.fsdp2 else chunks
     mesh = layout.mesh()
+    finish = clipping.finishing(units, layout, cost, lambda u: update_shards(u, layout))
 
     def program(stage: int, outline: bool) -> tuple[Op, ...]:  # ending with the optimizer step
         return StageProgram(
@@ -119,12 +121,13 @@ def plan(
             rerun=rerun,
             boundary_bytes=boundary,
             outline=outline,
+            finish=finish,
         ).build()
 
     programs = Programs(layout.pp, program)  # each stage's built when a writer reads it
     pipeline_axis = mesh.index(Purpose.PIPELINE)
     program_of = mesh.along(pipeline_axis)
-    infos = _infos(runs)
+    infos = _infos(runs, _finishing_kernels(finish, _ranks(unit_chunks, layout)))
     dims = activations.dims(ir, layout.micro_batch, layout.capacity_factor)
     facts = LayoutFacts(
         sequence_parallel=layout.sp,
@@ -150,19 +153,28 @@ def plan(
     return Plan(mesh, infos, programs, program_of, layout=facts, folds=folds(groups))
 
 
-def _infos(runs: Sequence[Costed]) -> tuple[LayerInfo, ...]:
+def _infos(runs: Sequence[Costed], finishing: Mapping[int, int]) -> tuple[LayerInfo, ...]:
     """What the text formats write of each unit beside its program: its optimizer step, its bucket
     kernels (draft.Comm.kernel) and the first unit's input gradient, written in the text as the
-    keywords write it, run by nobody."""
+    keywords write it, run by nobody; `finishing`: per unit the step is charged to (a rank's
+    first), the kernels before it (clipping.py), with the bucket kernels."""
     return tuple(
         LayerInfo(
             c.name,
             c.times.update,
             unexecuted_input_grad=c.times.input_grad if c.first else 0,
-            kernels=sum(x.kernel for x in c.comms.get(Place.TAIL, ())),
+            kernels=sum(x.kernel for x in c.comms.get(Place.TAIL, ())) + finishing.get(c.index, 0),
         )
         for c in runs
     )
+
+
+def _finishing_kernels(finish: clipping.Finish | None, ranks: Sequence[Sequence[int]]) -> dict[int, int]:
+    """Per pipeline rank's first unit (its step's: StageProgram._optimizer), the ticks of the
+    kernels `finish` runs before that rank's step."""
+    if finish is None:
+        return {}
+    return {min(units): sum(c.kernel for c in finish(units)) for units in ranks if units}
 
 
 def _recomputation(layout: Layout) -> dict[str, Any]:
@@ -296,7 +308,7 @@ def _buckets(
         param_gather=layout.overlap_param_gather,
         broadcast=broadcast,
         by_layer=layout.framework.layer_buckets,
-        prepare=sync_kernels(units, layout, cost),
+        prepare=sync_kernels(units, layout.framework, cost, layout.data_ranks),
     )
     # each run holds its unit's comms dict already (_costed), which apply() extends in place
     return [
@@ -305,12 +317,15 @@ def _buckets(
     ]
 
 
-def sync_kernels(units: Sequence[Unit], layout: Layout, cost: CostModel) -> buckets.Prepare | None:
+def sync_kernels(
+    units: Sequence[Unit], framework: Framework, cost: CostModel, data_ranks: int
+) -> buckets.Prepare | None:
     """The kernels the framework runs over a bucket's gradients before its collective
-    (frameworks.py, grad_sync_passes: Megatron's NaN check is off for fp16 parameters), each a
-    memory-bound kernel on `cost` (cost/base.py, memory_ticks); both tiers' (estimate/fast.py)."""
+    (frameworks.py, grad_sync_passes: Megatron's NaN check is off for fp16 parameters, its scale
+    at D = `data_ranks` 1), each a memory-bound kernel on `cost` (cost/base.py, memory_ticks);
+    both tiers' (estimate/fast.py)."""
     fp16 = any(p.dtype == "float16" for u in units for p in u.x.owner.params if p.trainable)
-    passes = layout.framework.grad_sync_passes(fp16)
+    passes = framework.grad_sync_passes(fp16, data_ranks)
     return buckets.preparing(passes, lambda nbytes: memory_ticks(cost, nbytes))
 
 
@@ -353,6 +368,7 @@ def _costed(
         whole, bias = replicated(u.x, folded, layout.sp), row_bias(u.x, u.scale / shards, layout.sp)
         run = model_share(run, share, whole, layout.tp, inputs, bias)
         run = _foreach_update(run, share.owner, cost) if layout.framework.foreach_adamw else run
+        run = _clipped_apart(run, share.members, cost) if layout.framework.clips_apart else run
         run = _sharded_update(run, u, layout)  # its shards follow from its role, part of the key
         if key is not None:
             made[key] = run
@@ -431,6 +447,19 @@ def _foreach_update(run: Costed, layer: IRLayer, cost: CostModel) -> Costed:
     return dataclasses.replace(run, times=dataclasses.replace(run.times, update=update))
 
 
+def _clipped_apart(run: Costed, members: Sequence[IRLayer], cost: CostModel) -> Costed:
+    """The unit's optimizer step without the unscaling and the gradient norm, which Megatron's
+    frameworks run as kernels of their own before it (clipping.py; cost/gemm.py, update_bytes with
+    clipping False), its layers' summed as group_times sums them, at the device's streaming rate
+    where the cost model has one (the gpu and roofline models' memory_seconds, by which they time
+    update_bytes)."""
+    seconds = getattr(cost, "memory_seconds", None)
+    if seconds is None or not run.times.update:
+        return run
+    ticks = sum(cost.clock.from_seconds(seconds(update_bytes(m, clipping=False))) for m in members)
+    return dataclasses.replace(run, times=dataclasses.replace(run.times, update=ticks))
+
+
 def _sharded_update(run: Costed, u: Unit, layout: Layout) -> Costed:
     """The unit's optimizer step over the share of its state this rank keeps (sharded_update)."""
     update = sharded_update(run.times.update, u, layout)
@@ -453,7 +482,7 @@ def sharded_update(update: int, u: Unit, layout: Layout) -> int:
     whole = 0
     if layout.framework.distributed_optimizer and layout.zero in (1, 2):
         members = u.x.group.members
-        moved = sum(update_bytes(m) for m in members)
+        moved = sum(update_bytes(m, clipping=not layout.framework.clips_apart) for m in members)
         whole = update * sum(zeroing_bytes(m) for m in members) // moved if moved else 0
     return -(-(update - whole) // shards) + whole
 
