@@ -135,7 +135,10 @@ def test_every_joined_pair_has_no_other_compute_that_could_come_between(
     """Against a walk of every path: each pair joined is one the second waits for alone and is
     all that waits for it, every other compute waited for by the first or waiting for the second.
     DualPipeV's computes of two micro-batches may run in either order: there the rule holds pairs
-    apart that the plan-level fusion, which reads the program's order, joins."""
+    apart that the plan-level fusion, which reads the program's order, joins. So does Megatron's
+    2022 layout at D = 1: each bucket's `buffer /= 1` after the schedule waits for its unit's last
+    weight gradient alone, and the next unit's backward may run before it (program.py,
+    _alone_kernels): both cases hold some pairs apart."""
     plain, npus = _traces(model, options, tmp_path)
     held_apart = 0
     for rank in (0, npus - 1):
@@ -155,7 +158,7 @@ def test_every_joined_pair_has_no_other_compute_that_could_come_between(
             ordered = others <= ups[a] | downs[b]
             assert ((a, b) in joined) is (alone and ordered), (rank, a, b)
             held_apart += alone and not ordered
-    assert (held_apart > 0) is (options is DUALPIPEV)
+    assert held_apart > 0
 
 
 def test_a_copy_that_cannot_be_written_leaves_the_set_as_written(tmp_path: Path) -> None:
