@@ -145,3 +145,18 @@ def tcp_server(command: list[str]) -> Iterator[tuple[subprocess.Popen[bytes], so
             raise AssertionError(f"nothing listens on port {port} after 10 s")
         with client:
             yield process, client
+
+
+def fp16_gpt2(folder: Path) -> Path:
+    """GPT-2 small's config.json in fp16, written in `folder` (its vocabulary padded to Megatron's
+    multiple of 128 as a config is read): the fp16 Megatron runs' model in the bucket-kernel and
+    clipping tests."""
+    import json
+
+    config = {
+        "model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
+        "vocab_size": 50257, "torch_dtype": "float16",
+    }  # fmt: skip
+    path = folder / "config.json"
+    path.write_text(json.dumps(config))
+    return path

@@ -32,7 +32,6 @@ The devices' streaming bandwidth: BabelStream's Triad as Azure published it
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -41,7 +40,7 @@ from modtrans import estimate
 from modtrans.comm import CommType
 from modtrans.plan import Collective, Compute, Plan, Purpose, Step
 from modtrans.request import prepare, request_of
-from tests.conftest import planned
+from tests.conftest import fp16_gpt2, planned
 from tests.test_megatron_dp import (
     BATCH,
     D,
@@ -158,12 +157,7 @@ def test_fp16_turns_the_nan_check_off(tmp_path: Path) -> None:
     """An fp16 model: Megatron's gradient buffer in fp16 (2 bytes), the NaN check off under dynamic
     loss scaling, so the scale alone: 4 bytes an element. Its vocabulary padded to 50,304 (Megatron's
     --make-vocab-size-divisible-by 128, as a config file is read)."""
-    config = {
-        "model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
-        "vocab_size": 50257, "torch_dtype": "float16",
-    }  # fmt: skip
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
+    path = fp16_gpt2(tmp_path)
     op, kernels = _gpt2("megatron", 0, path)
     params = GPT2_PARAMS + (50304 - 50257) * 768
     assert op.bytes == FP16 * params

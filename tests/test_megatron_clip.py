@@ -34,7 +34,6 @@ guide 8fd0c6e, Azure_Results/ND_A100_v4_results.md): 1.70 TB/s.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -45,7 +44,7 @@ from modtrans.cost.gemm import clip_bytes, update_bytes
 from modtrans.ir.document import Kind, Layer, Param, Role
 from modtrans.plan import Collective, Compute, Op, Plan, Purpose, Step
 from modtrans.request import prepare, request_of
-from tests.conftest import planned
+from tests.conftest import fp16_gpt2, planned
 
 A100_TRIAD = 1.70e12  # B/s (the module docstring)
 GPT2_PARAMS = 124_439_808  # GPT-2 small (openai-community/gpt2), the output layer tied to wte
@@ -60,17 +59,6 @@ def _finish(program: tuple[Op, ...]) -> list[Op]:
     """The program's end: the operations of Step.UPDATE, the step last (the distributed
     optimizer's parameter all-gathers after it are not)."""
     return [op for op in program if op.step is Step.UPDATE]
-
-
-def _fp16_gpt2(tmp_path: Path) -> str:
-    """GPT-2 small in fp16 (its vocabulary padded to Megatron's multiple of 128 as a config is read)."""
-    config = {
-        "model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
-        "vocab_size": 50257, "torch_dtype": "float16",
-    }  # fmt: skip
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    return str(path)
 
 
 def test_the_unscaling_and_the_norm_are_the_steps_bytes_apart() -> None:
@@ -132,7 +120,7 @@ def test_fp16_unscales_and_checks_for_inf_first(tmp_path: Path, framework: str) 
     its found_inf all-reduce (one number, MAX over the model-parallel ranks) before the norm and
     its all-reduce: two all-reduces of 4 B over the model-parallel ranks (the 2 tensor ranks at
     P 1), in that order."""
-    plan = _plan({"tp": 2, "dp": 2, "framework": framework}, _fp16_gpt2(tmp_path))
+    plan = _plan({"tp": 2, "dp": 2, "framework": framework}, str(fp16_gpt2(tmp_path)))
     ops = _finish(plan.programs[0])
     kinds = [type(op).__name__ for op in ops]
     assert kinds == ["Compute", "Collective", "Compute", "Collective", "Compute"]
@@ -170,7 +158,7 @@ def test_at_one_data_rank_the_bucket_kernels_still_run(framework: str, passes: i
 
 def test_fp16_at_one_data_rank_runs_no_bucket_kernel(tmp_path: Path) -> None:
     """fp16 under dynamic loss scaling turns the NaN check off, and the scale by 1.0 is skipped."""
-    plan = _plan({"tp": 2, "dp": 1, "framework": "megatron"}, _fp16_gpt2(tmp_path))
+    plan = _plan({"tp": 2, "dp": 1, "framework": "megatron"}, str(fp16_gpt2(tmp_path)))
     assert not [op for op in plan.programs[0] if op.step is Step.GRAD_SYNC]
 
 
@@ -187,13 +175,7 @@ def test_the_fast_tier_finishes_as_the_traces_do(options: dict[str, object]) -> 
     the same iteration within 0.02 %, under the distributed optimizer (the all-reduces over every
     rank) and at one data rank (the bucket's NaN check alone, no collective); each stage's wall
     too: the all-reduces over the pipeline ranks end every stage together (fast.py, _finished)."""
-    prepared = prepare(
-        request_of("gpt2", {"global_batch": 8, **options, "format": "chakra-et", "output": "x/"})
-    )
-    exact = estimate.plan(planned(prepared), network="dgx-a100")
-    layout = prepared.options.parallel.layout
-    assert layout is not None
-    fast = estimate.layout("gpt2", layout, network="dgx-a100")
+    exact, fast = _tiers(options)
     assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=2e-4)
     for theirs, ours in zip(exact.stages, fast.stages, strict=True):  # the all-reduces hold every stage
         assert ours.wall_s == pytest.approx(theirs.wall_s, rel=2e-4)
@@ -204,11 +186,17 @@ def test_under_sp_the_fast_tier_runs_the_kernels_over_one_rank_after_the_schedul
     bucket over one data rank has no collective: its kernels still run after the schedule in both
     tiers (program.py's _alone_kernels; fast.py's _buckets), the same iteration within 0.02 %."""
     options = {"tp": 2, "pp": 2, "dp": 1, "sp": True, "framework": "megatron"}
+    exact, fast = _tiers(options)
+    assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=2e-4)
+
+
+def _tiers(options: dict[str, object]) -> tuple[estimate.Estimate, estimate.Estimate]:
+    """GPT-2 at `options` (global batch 8) on dgx-a100: the exact tier's estimate of its traces'
+    plan, and the fast tier's of its layout."""
     prepared = prepare(
         request_of("gpt2", {"global_batch": 8, **options, "format": "chakra-et", "output": "x/"})
     )
     exact = estimate.plan(planned(prepared), network="dgx-a100")
     layout = prepared.options.parallel.layout
     assert layout is not None
-    fast = estimate.layout("gpt2", layout, network="dgx-a100")
-    assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=2e-4)
+    return exact, estimate.layout("gpt2", layout, network="dgx-a100")
