@@ -24,6 +24,22 @@ record to beat is Calculon's (SC'23): 3.65 % mean absolute error, 8.87 % at wors
 Nothing here feeds back into the models: the compute model is calibrated on kernel measurements
 (modtrans/cost/devices.json), the network preset on nccl-tests (modtrans/simulate/network.py).
 
+Latest, all eight (2026-12-07, main 0787cf9 after merging megbytes and megclip, `--estimate`, the
+exact tier): Megatron-LM 2022's gradient norm as a kernel of its own before its step and fp16's
+unscaling with their all-reduces of one number (strategy/llm/clipping.py), its `buffer /= 1` at
+D = 1 after the schedule (megclip), and the main_grad add (megbytes, below):
+
+    run                  measured  predicted (s)   error
+    22B full                1.42    1.43           +0.6 %
+    22B selective + SP      1.10    1.10           +0.0 %
+    175B full              18.13   18.10           -0.2 %
+    175B selective + SP    13.75   13.67           -0.6 %
+    530B full              49.05   48.31           -1.5 %
+    530B selective + SP    37.83   36.67           -3.1 %
+    1T full                94.42   94.60           +0.2 %
+    1T selective + SP      71.49   72.18           +1.0 %
+    MAE 0.89 %, worst 3.07 % (goal 3.5 % / 8 %; Calculon 3.65 % / 8.87 %)
+
 Since (2026-12-07, branch megbytes on main 620bc74, `--estimate`, 22B and 175B): Megatron-LM
 2022's gradient hook adding the embeddings' fp16 gradients into their main_grad every micro-batch
 (strategy/llm/maingrad.py, 6 B a vocabulary-shard element): 22B full 1.421079962 -> 1.421262962 s,
@@ -31,7 +47,7 @@ selective + SP 1.093207440 -> 1.093390440 s, 175B full 18.091535414 -> 18.094467
 SP 13.659151106 -> 13.662080106 s (+0.1, -0.6, -0.2, -0.6 %; with 530B and 1T as below, not re-run,
 MAE 0.922 -> 0.917 %, worst as before). The models stay tied (no untie flag at fc7f4f0).
 
-Latest (2026-12-07, branch interleave on main bc60720: under the interleaved schedule the
+Before (2026-12-07, branch interleave on main bc60720: under the interleaved schedule the
 gradients' reductions and the tied embedding's swap after the rank's last backward, as
 megatron-2022's reduce_model_grads runs them after forward_backward_func, strategy/frameworks.py
 chunk_reductions; 175B only, on ASTRA-sim itself, every rank finished, each the exact tier's to the
