@@ -22,6 +22,8 @@ from modtrans.request import Prepared
 if TYPE_CHECKING:
     from pytest_lsp import ClientServerConfig
 
+    from modtrans.estimate import Estimate
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +47,21 @@ def planned(prepared: Prepared) -> Plan:
     plan = pipeline.translate_checked(prepared.request.model, prepared.options).plan
     assert plan is not None, prepared.request
     return plan
+
+
+def both_tiers(model: str, options: dict[str, Any]) -> tuple[Plan, Estimate, Estimate]:
+    """`model` translated at `options` on dgx-a100: the plan, the exact tier's estimate of it and
+    the fast tier's of its layout (given the request's sequence where `options` sets one)."""
+    from modtrans import estimate
+    from modtrans.request import prepare, request_of
+
+    prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": "unused/"}))
+    plan = planned(prepared)
+    layout = prepared.options.parallel.layout
+    assert layout is not None
+    shared = {k: options[k] for k in ("seq_len",) if k in options}
+    fast = estimate.layout(model, layout, network="dgx-a100", **shared)
+    return plan, estimate.plan(plan, network="dgx-a100"), fast
 
 
 def ancestors(ops: Sequence[Op], start: int) -> set[int]:

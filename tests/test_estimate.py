@@ -11,7 +11,6 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import Result
@@ -21,10 +20,9 @@ from modtrans.comm import CommType
 from modtrans.estimate.collectives import Fabric
 from modtrans.estimate.walk import COLLECTIVE, COMPUTE, RECV, SEND, EstimateError, Node, walk
 from modtrans.plan.model import Recompute
-from modtrans.request import prepare, request_of
 from modtrans.simulate import Network, astra2, network
 from modtrans.strategy.frameworks import Framework
-from tests.conftest import planned
+from tests.conftest import both_tiers
 from tests.test_memory_fsdp_pool import BLOCK, ROOT
 
 Run = Callable[..., Result]
@@ -307,13 +305,7 @@ def test_the_fast_tier_agrees_with_the_exact_tier(model: str, options: dict[str,
     tier (every program of the built plan walked), which test_a_recorded_run... ties to the
     simulator: GPT-2's 0.17 % short (its tied embedding's swap between stages), the others within
     0.01 %; the compute of each stage the same to 0.1 %, its memory to the byte."""
-    prepared = prepare(request_of(model, {**options, "format": "chakra-et", "output": "unused/"}))
-    plan = planned(prepared)
-    exact = estimate.plan(plan, network="dgx-a100")
-    layout = prepared.options.parallel.layout
-    assert layout is not None
-    shared: dict[str, Any] = {k: options[k] for k in ("seq_len",) if k in options}
-    fast = estimate.layout(model, layout, network="dgx-a100", **shared)
+    plan, exact, fast = both_tiers(model, options)
     assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=0.003)
     for mine, theirs in zip(fast.stages, exact.stages, strict=True):
         assert mine.compute_s == pytest.approx(theirs.compute_s, rel=1e-3)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -34,7 +33,7 @@ import modtrans
 import modtrans.estimate as estimate
 from modtrans.plan.model import Collective, Place
 from modtrans.request import prepare, request_of
-from tests.conftest import planned
+from tests.conftest import both_tiers, planned
 
 MCORE = {"zero": 1, "overlap_grad_reduce": True, "overlap_param_gather": True}
 # a Megatron-Core model_table-style GPT (bench_today's mcore rows: vocabulary 131,072, learned
@@ -78,12 +77,7 @@ def test_the_fast_tier_agrees_with_the_exact_tier_under_megatron_cores_overlaps(
     """Within 1 % of the exact tier (the worst measured: the module's docstring), each stage's
     compute the same to 0.1 %."""
     name = _model(model, tmp_path)
-    prepared = prepare(request_of(name, {**options, "format": "chakra-et", "output": "unused/"}))
-    exact = estimate.plan(planned(prepared), network="dgx-a100")
-    layout = prepared.options.parallel.layout
-    assert layout is not None
-    shared: dict[str, Any] = {k: options[k] for k in ("seq_len",) if k in options}
-    fast = estimate.layout(name, layout, network="dgx-a100", **shared)
+    _, exact, fast = both_tiers(name, options)
     assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=0.01)
     for mine, theirs in zip(fast.stages, exact.stages, strict=True):
         assert mine.compute_s == pytest.approx(theirs.compute_s, rel=1e-3)

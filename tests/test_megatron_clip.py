@@ -38,13 +38,12 @@ from pathlib import Path
 
 import pytest
 
-from modtrans import estimate
 from modtrans.comm import CommType
 from modtrans.cost.gemm import clip_bytes, update_bytes
 from modtrans.ir.document import Kind, Layer, Param, Role
 from modtrans.plan import Collective, Compute, Op, Plan, Purpose, Step
 from modtrans.request import prepare, request_of
-from tests.conftest import fp16_gpt2, planned
+from tests.conftest import both_tiers, fp16_gpt2, planned
 
 A100_TRIAD = 1.70e12  # B/s (the module docstring)
 GPT2_PARAMS = 124_439_808  # GPT-2 small (openai-community/gpt2), the output layer tied to wte
@@ -175,7 +174,7 @@ def test_the_fast_tier_finishes_as_the_traces_do(options: dict[str, object]) -> 
     the same iteration within 0.02 %, under the distributed optimizer (the all-reduces over every
     rank) and at one data rank (the bucket's NaN check alone, no collective); each stage's wall
     too: the all-reduces over the pipeline ranks end every stage together (fast.py, _finished)."""
-    exact, fast = _tiers(options)
+    _, exact, fast = both_tiers("gpt2", {"global_batch": 8, **options})
     assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=2e-4)
     for theirs, ours in zip(exact.stages, fast.stages, strict=True):  # the all-reduces hold every stage
         assert ours.wall_s == pytest.approx(theirs.wall_s, rel=2e-4)
@@ -186,17 +185,5 @@ def test_under_sp_the_fast_tier_runs_the_kernels_over_one_rank_after_the_schedul
     bucket over one data rank has no collective: its kernels still run after the schedule in both
     tiers (program.py's _alone_kernels; fast.py's _buckets), the same iteration within 0.02 %."""
     options = {"tp": 2, "pp": 2, "dp": 1, "sp": True, "framework": "megatron"}
-    exact, fast = _tiers(options)
+    _, exact, fast = both_tiers("gpt2", {"global_batch": 8, **options})
     assert fast.iteration_s == pytest.approx(exact.iteration_s, rel=2e-4)
-
-
-def _tiers(options: dict[str, object]) -> tuple[estimate.Estimate, estimate.Estimate]:
-    """GPT-2 at `options` (global batch 8) on dgx-a100: the exact tier's estimate of its traces'
-    plan, and the fast tier's of its layout."""
-    prepared = prepare(
-        request_of("gpt2", {"global_batch": 8, **options, "format": "chakra-et", "output": "x/"})
-    )
-    exact = estimate.plan(planned(prepared), network="dgx-a100")
-    layout = prepared.options.parallel.layout
-    assert layout is not None
-    return exact, estimate.layout("gpt2", layout, network="dgx-a100")
